@@ -1,0 +1,77 @@
+"""Write a plan's artifacts atomically: ``plan.json`` and ``skypilot/<unit>.yaml``.
+
+Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
+built beside the old one and swapped in, so a reader never sees a half-written plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_dir(target: Path, files: dict[str, str]) -> None:
+    """Make ``target`` contain exactly ``files`` (name -> text), swapping a fully written copy in."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text)
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old.{os.getpid()}")
+            os.replace(target, old)
+        os.replace(staging, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def sky_units(plan: dict) -> list:
+    from hetinfra.compile.skypilot import SkyUnit
+
+    models = {m["name"]: m for m in plan["models"]}
+    units = []
+    for a in plan["allocations"]:
+        if a["skypilot_task"] is None:
+            continue
+        m = models[a["model"]]
+        units.append(SkyUnit(
+            name=a["deployment_unit"], service_model=a["model"], source=m["source"], cloud=a["cloud"],
+            region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
+            tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
+            spot=a["spot"], precision=m["precision"], max_model_len=m["max_model_len"]))
+    return units
+
+
+def write_plan(out: Path, plan: dict) -> list[Path]:
+    """Write plan.json and the SkyPilot tasks under ``out``; returns the files written."""
+    from hetinfra.compile.skypilot import render_all
+
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"--out {out} exists and is not a directory")
+    sky = render_all(sky_units(plan))
+    replace_dir(out / "skypilot", sky)
+    atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
+    return [out / "plan.json"] + [out / "skypilot" / n for n in sorted(sky)]

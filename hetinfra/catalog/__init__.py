@@ -1,0 +1,1 @@
+"""Built-in catalogs: GPU hardware facts and LLM architectures."""

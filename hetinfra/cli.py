@@ -1,0 +1,92 @@
+"""The ``hetinfra`` command line. Errors are caught here, once, and become exit codes:
+
+0 success, 1 internal error, 2 invalid input, 3 infeasible, 4 feed or provider failure.
+
+Heavy imports (Pyomo, Rich tables) happen inside commands so ``hetinfra --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from hetinfra import __version__
+from hetinfra.errors import HetinfraError
+
+
+def _fail(exc: HetinfraError, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"error": {"type": type(exc).__name__, "exit_code": exc.exit_code,
+                                         "message": exc.message, "hint": exc.hint, **exc.details}}, indent=2))
+    click.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"  hint: {exc.hint}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hetinfra")
+def cli() -> None:
+    """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,
+    across AWS, GCP and Azure, and compile it to SkyPilot tasks.
+
+    \b
+    Exit codes: 0 ok, 2 invalid input, 3 infeasible, 4 feed/provider failure.
+    """
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write plan.json and skypilot/<unit>.yaml into this directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout instead of the summary.")
+@click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
+def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool) -> None:
+    """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
+    try:
+        from hetinfra.artifacts import write_plan
+        from hetinfra.plan_json import build_plan_json
+        from hetinfra.planner import plan as run_plan
+
+        result = run_plan(spec, with_baselines=not no_baselines)
+        doc = build_plan_json(result)
+        written = write_plan(out, doc) if out else []
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+
+    from hetinfra.summary import render_summary
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=132)  # pipes and logs: wide enough that tables do not wrap
+    render_summary(doc, console)
+    if written:
+        console.print(f"wrote {written[0]} and {len(written) - 1} SkyPilot task(s) under {out / 'skypilot'}")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of the service spec."""
+    from hetinfra.spec.models import ServiceSpec
+
+    click.echo(json.dumps(ServiceSpec.model_json_schema(), indent=2))
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

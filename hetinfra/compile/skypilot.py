@@ -1,0 +1,431 @@
+"""Compile deployment units of a plan into SkyPilot 0.14 service task YAMLs.
+
+One :class:`SkyUnit` (model x template x cloud x region x purchase option) becomes one SkyServe
+service task: ``resources`` pinned to ``infra: <cloud>/<region>`` with the planned instance type,
+accelerators and purchase option; ``num_nodes`` = pipeline stages for multi-node pipelines; a
+``setup`` that installs vLLM; a ``run`` that starts ``vllm serve`` (behind a user-space Ray cluster
+for multi-node pipelines); and a ``service`` section with a readiness probe on ``/health`` and either
+a fixed replica count or request-rate autoscaling.
+
+SkyPilot is never imported here: the YAML is written as text with PyYAML's safe dumper, so that
+``hetinfra plan`` stays fast and does not need SkyPilot installed. The tests load every rendered
+file with SkyPilot's own parser (``sky.Task.from_yaml_str``) and ``sky.serve.validate_service_task``.
+
+Secrets (``HF_TOKEN``, ``VLLM_API_KEY``) are never written in clear: they are declared as
+null-valued entries of the top-level ``secrets:`` section, which SkyPilot 0.14 treats as references
+whose values are given at launch time, e.g.::
+
+    sky serve up chat-7b-aws-us-east-1-g6-xlarge.yaml -n chat-7b-aws-us-east-1-g6-xlarge \\
+        --secret HF_TOKEN --secret VLLM_API_KEY      # values taken from the local environment
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+__all__ = [
+    "SkyUnit",
+    "unit_name",
+    "vllm_serve_command",
+    "serve_envs",
+    "render_task",
+    "render_all",
+    "SECRET_NAMES",
+    "RAY_PORT",
+]
+
+CLOUDS = ("aws", "gcp", "azure")
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
+SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
+
+# SkyPilot's own Ray cluster uses 6380 (GCS), 8266 (dashboard) and 52365 (dashboard agent) on
+# every node, so the user-space Ray cluster for vLLM pipelines uses Ray's defaults 6379/8265 and
+# moves its dashboard agent to 52366 (the same choice as SkyPilot's sky_templates/ray/start_cluster).
+RAY_PORT = 6379
+RAY_DASHBOARD_PORT = 8265
+RAY_DASHBOARD_AGENT_PORT = 52366
+RAY_JOIN_TIMEOUT_S = 600
+
+# Readiness probe: the first probe waits for the install + weight download + CUDA graph capture.
+INITIAL_DELAY_SINGLE_NODE_S = 1200
+INITIAL_DELAY_MULTI_NODE_S = 1800
+AUTOSCALE_MAX_FACTOR = 2
+
+# GPUs without BF16 support (pre-Ampere); vLLM needs --dtype half there.
+_NO_BF16_GPUS = frozenset({"T4", "V100", "V100-32GB", "P100", "P4", "P40", "K80", "M60", "K520", "T4G"})
+
+_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
+_MAX_NAME_LEN = 63
+
+
+@dataclass(frozen=True)
+class SkyUnit:
+    """One deployment unit = one model x template x cloud x region x purchase option."""
+
+    name: str  # unit name, DNS-safe (see unit_name)
+    service_model: str  # served-model-name, e.g. "chat-7b"
+    source: str  # what vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
+    cloud: str  # aws | gcp | azure
+    region: str
+    instance_type: str
+    gpu: str  # SkyPilot accelerator name, e.g. "L4", "A100-80GB"
+    gpus_per_instance: int
+    tp: int  # tensor parallel per engine
+    pp: int  # pipeline stages (= num_nodes when > 1; each node one stage)
+    engines_per_instance: int  # data-parallel engines on one instance (pp == 1 only)
+    replicas: int  # planned count of instances (pp == 1) or of pipelines (pp > 1)
+    spot: bool
+    precision: str  # bf16 | fp16 | fp8 | int8 | int4
+    max_model_len: int
+    port: int = 8000
+    layer_partition: Optional[Tuple[int, ...]] = None  # uneven PP split -> VLLM_PP_LAYER_PARTITION
+    target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
+
+    def __post_init__(self) -> None:
+        if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
+            object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
+        _validate(self)
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of one replica: one per pipeline stage."""
+        return self.pp
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.target_qps_per_replica is not None
+
+    @property
+    def max_replicas(self) -> int:
+        """Upper bound of the autoscaling range (equals replicas when not autoscaling)."""
+        if not self.autoscaling:
+            return self.replicas
+        return max(AUTOSCALE_MAX_FACTOR * self.replicas, self.replicas + 1)
+
+
+def _is_pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _validate(u: SkyUnit) -> None:
+    def bad(msg: str) -> None:
+        raise ValueError(f"SkyUnit {u.name!r}: {msg}")
+
+    if not isinstance(u.name, str) or len(u.name) > _MAX_NAME_LEN or not _NAME_RE.match(u.name):
+        bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
+            f"and be at most {_MAX_NAME_LEN} characters (use unit_name(...) to build one)")
+    for field in ("service_model", "source", "region", "instance_type", "gpu"):
+        value = getattr(u, field)
+        if not isinstance(value, str) or not value or not _ENV_SAFE_RE.match(value):
+            bad(f"{field} must be a non-empty string without whitespace, quotes, '$' or '\\'; "
+                f"got {value!r}")
+    if u.cloud not in CLOUDS:
+        bad(f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}")
+    for field in ("gpus_per_instance", "tp", "pp", "engines_per_instance", "replicas",
+                  "max_model_len", "port"):
+        if not _is_pos_int(getattr(u, field)):
+            bad(f"{field} must be a positive integer; got {getattr(u, field)!r}")
+    if u.port > 65535:
+        bad(f"port must be at most 65535; got {u.port}")
+    if not isinstance(u.spot, bool):
+        bad(f"spot must be a bool; got {u.spot!r}")
+    if u.precision not in PRECISIONS:
+        bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
+    if u.precision == "bf16" and u.gpu.upper() in _NO_BF16_GPUS:
+        bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
+    if u.pp == 1:
+        if u.tp * u.engines_per_instance != u.gpus_per_instance:
+            bad(f"tp ({u.tp}) x engines_per_instance ({u.engines_per_instance}) must equal "
+                f"gpus_per_instance ({u.gpus_per_instance})")
+    else:
+        if u.engines_per_instance != 1:
+            bad("engines_per_instance must be 1 for a multi-node pipeline (pp > 1)")
+        if u.tp != u.gpus_per_instance:
+            bad(f"a multi-node pipeline runs one stage per node with TP = GPUs of the node: "
+                f"tp ({u.tp}) must equal gpus_per_instance ({u.gpus_per_instance})")
+    if u.layer_partition is not None:
+        if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
+            bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
+    if u.target_qps_per_replica is not None:
+        q = u.target_qps_per_replica
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
+            bad(f"target_qps_per_replica must be a positive number; got {q!r}")
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", str(text).lower())
+    return s.strip("-")
+
+
+def unit_name(
+    service_model: str,
+    cloud: str,
+    region: str,
+    instance_type: str,
+    *,
+    spot: bool = False,
+    suffix: Optional[str] = None,
+) -> str:
+    """Deterministic DNS-safe unit name, e.g. ``chat-7b-aws-us-east-1-g6-xlarge``.
+
+    Lowercase, only ``[a-z0-9-]``, starts with a letter, at most 63 characters. Spot units get a
+    ``-spot`` suffix; ``suffix`` (e.g. a template id) is appended when the same model, cloud,
+    region and instance type appear in more than one unit. Names that would be longer than 63
+    characters are cut and end in 8 hex digits of a SHA-1 of the full name, so distinct inputs
+    keep distinct names.
+    """
+    parts = [service_model, cloud, region, instance_type]
+    if spot:
+        parts.append("spot")
+    if suffix:
+        parts.append(suffix)
+    full = "-".join(p for p in (_slug(x) for x in parts) if p)
+    if not full:
+        raise ValueError("unit_name: all parts are empty")
+    if not full[0].isalpha():
+        full = "u-" + full
+    if len(full) <= _MAX_NAME_LEN:
+        return full
+    digest = hashlib.sha1(full.encode()).hexdigest()[:8]
+    return full[: _MAX_NAME_LEN - len(digest) - 1].rstrip("-") + "-" + digest
+
+
+def _precision_flags(u: SkyUnit) -> Tuple[list, Optional[str]]:
+    """vLLM flags for the unit's precision and an explanatory note (or None)."""
+    if u.precision == "bf16":
+        return ["--dtype", "bfloat16"], None
+    if u.precision == "fp16":
+        return ["--dtype", "float16"], None
+    if u.precision == "fp8":
+        if "fp8" in u.source.lower():
+            # An FP8 checkpoint carries its own quantization_config (e.g. compressed-tensors);
+            # vLLM rejects --quantization fp8 when the config names another method.
+            return [], ("fp8: the checkpoint is expected to be pre-quantized to FP8; vLLM reads "
+                        "its quantization_config (dtype auto)")
+        return ["--quantization", "fp8"], ("fp8: online FP8 weight quantization of a 16-bit "
+                                           "checkpoint (--quantization fp8, dtype auto)")
+    return [], (f"{u.precision}: a pre-quantized checkpoint (AWQ/GPTQ) is expected; vLLM reads "
+                "its quantization_config (dtype auto)")
+
+
+def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
+    """The exact ``vllm serve`` command line of one engine set (one instance or one pipeline head).
+
+    It expects ``MODEL_ID`` and ``VLLM_API_KEY`` in the environment (``HF_TOKEN`` too for gated
+    models, ``VLLM_PP_LAYER_PARTITION`` for uneven pipelines; see :func:`serve_envs`). For a
+    multi-node pipeline it must run on the head of a Ray cluster that all nodes have joined.
+    ``model_arg`` replaces the model argument, e.g. ``shlex.quote(unit.source)``.
+    """
+    args = ["vllm", "serve", model_arg,
+            "--served-model-name", shlex.quote(unit.service_model),
+            "--tensor-parallel-size", str(unit.tp)]
+    if unit.pp > 1:
+        args += ["--pipeline-parallel-size", str(unit.pp),
+                 "--distributed-executor-backend", "ray"]
+    if unit.engines_per_instance > 1:
+        args += ["--data-parallel-size", str(unit.engines_per_instance)]
+    args += ["--max-model-len", str(unit.max_model_len)]
+    args += _precision_flags(unit)[0]
+    args += ["--host", "0.0.0.0", "--port", str(unit.port), "--api-key", '"$VLLM_API_KEY"']
+    return " ".join(args)
+
+
+def serve_envs(unit: SkyUnit) -> Dict[str, str]:
+    """Non-secret environment of the unit (secrets are listed in SECRET_NAMES)."""
+    envs = {"MODEL_ID": unit.source}
+    if unit.pp > 1 and unit.layer_partition is not None:
+        envs["VLLM_PP_LAYER_PARTITION"] = ",".join(str(x) for x in unit.layer_partition)
+    return envs
+
+
+def _setup_script(u: SkyUnit) -> str:
+    if u.pp == 1:
+        return "pip install vllm\n"
+    return (
+        "pip install vllm\n"
+        "# User-space Ray for the pipeline (ray[default] gives `ray health-check`/dashboard agent);\n"
+        "# click<8.3 avoids the Ray CLI breakage with click 8.3.0/8.3.1 (ray-project/ray#56747).\n"
+        "pip install \"ray[default]\" \"click<8.3.0\"\n"
+    )
+
+
+def _run_script(u: SkyUnit) -> str:
+    lines = []
+    note = _precision_flags(u)[1]
+    if u.pp == 1:
+        if u.engines_per_instance > 1:
+            lines.append(f"# vLLM data parallel: {u.engines_per_instance} independent engines "
+                         f"(TP={u.tp} each) behind one API endpoint on port {u.port}.")
+        if note:
+            lines.append(f"# {note}")
+        lines.append(vllm_serve_command(u))
+        return "\n".join(lines) + "\n"
+
+    serve = vllm_serve_command(u)
+    ray_flags = (f"--disable-usage-stats --num-gpus={u.gpus_per_instance} "
+                 f"--node-ip-address=\"$NODE_IP\" "
+                 f"--dashboard-agent-listen-port={RAY_DASHBOARD_AGENT_PORT}")
+    tries = RAY_JOIN_TIMEOUT_S // 5
+    count_nodes = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
+                   "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+    script = f"""\
+# Pipeline of {u.pp} nodes (one stage per node, TP={u.tp} inside a node) over a user-space Ray
+# cluster on port {RAY_PORT}; SkyPilot's own Ray uses 6380. Rank 0 runs vllm serve, the other
+# ranks join Ray and stay alive.
+set -e
+HEAD_IP=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+NODE_IP=$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")
+export VLLM_HOST_IP="$NODE_IP"
+export RAY_ADDRESS="$HEAD_IP:{RAY_PORT}"
+if [ "$SKYPILOT_NODE_RANK" = "0" ]; then
+  ray start --head --port={RAY_PORT} --dashboard-port={RAY_DASHBOARD_PORT} {ray_flags}
+  n=0
+  for i in $(seq 1 {tries}); do
+    n=$({count_nodes} || echo 0)
+    if [ "$n" -ge {u.pp} ] 2>/dev/null; then break; fi
+    echo "waiting for Ray nodes: $n/{u.pp}"
+    sleep 5
+  done
+  if ! [ "$n" -ge {u.pp} ] 2>/dev/null; then
+    echo "Ray: only $n of {u.pp} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2
+    exit 1
+  fi
+"""
+    if note:
+        script += f"  # {note}\n"
+    script += f"""\
+  {serve}
+else
+  for i in $(seq 1 {tries}); do
+    if ray health-check --address="$RAY_ADDRESS" >/dev/null 2>&1; then break; fi
+    sleep 5
+  done
+  ray start --address="$RAY_ADDRESS" {ray_flags} --block
+fi
+"""
+    return script
+
+
+def _service_section(u: SkyUnit) -> Dict[str, Any]:
+    delay = INITIAL_DELAY_SINGLE_NODE_S if u.pp == 1 else INITIAL_DELAY_MULTI_NODE_S
+    svc: Dict[str, Any] = {
+        "readiness_probe": {"path": "/health", "initial_delay_seconds": delay},
+    }
+    if u.autoscaling:
+        # Scalar target QPS -> SkyServe's RequestRateAutoscaler. No on-demand fallback: a unit is
+        # pinned to one purchase option, and SkyServe rejects mixed spot/on-demand resources.
+        svc["replica_policy"] = {
+            "min_replicas": u.replicas,
+            "max_replicas": u.max_replicas,
+            "target_qps_per_replica": float(u.target_qps_per_replica),
+        }
+    else:
+        svc["replicas"] = u.replicas
+    return svc
+
+
+def _version() -> str:
+    root = sys.modules.get(__name__.split(".")[0])
+    return str(getattr(root, "__version__", "dev"))
+
+
+def _header(u: SkyUnit) -> str:
+    purchase = "spot" if u.spot else "on-demand"
+    if u.autoscaling:
+        scale = (f"autoscaling {u.replicas}..{u.max_replicas} replicas at "
+                 f"{float(u.target_qps_per_replica):g} req/s per replica")
+    else:
+        scale = f"{u.replicas} replica(s)"
+    what = "pipeline(s)" if u.pp > 1 else "instance(s)"
+    lines = [
+        f"# Generated by hetinfra {_version()}; do not edit.",
+        f"# Unit {u.name}: model {u.service_model} ({u.source})",
+        f"#   {u.cloud}/{u.region} {u.instance_type} ({u.gpu}:{u.gpus_per_instance}) x {u.pp} node(s), "
+        f"{purchase}; {scale} ({what})",
+        f"#   TP={u.tp} PP={u.pp} DP={u.engines_per_instance} per replica; precision {u.precision}; "
+        f"max_model_len {u.max_model_len}",
+    ]
+    note = _precision_flags(u)[1]
+    if note:
+        lines.append(f"#   {note}")
+    lines += [
+        f"# Launch: sky serve up {u.name}.yaml -n {u.name} "
+        + " ".join(f"--secret {s}" for s in SECRET_NAMES),
+        "#   (secret values come from your environment at launch; they are never written here)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as literal blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def task_config(unit: SkyUnit) -> Dict[str, Any]:
+    """The task as a plain dict (what render_task dumps, without the header)."""
+    u = unit
+    cfg: Dict[str, Any] = {
+        "name": u.name,
+        "resources": {
+            "infra": f"{u.cloud}/{u.region}",
+            "accelerators": {u.gpu: u.gpus_per_instance},
+            "instance_type": u.instance_type,
+            "use_spot": u.spot,
+            "ports": u.port,
+        },
+    }
+    if u.pp > 1:
+        cfg["num_nodes"] = u.pp
+    cfg["envs"] = serve_envs(u)
+    cfg["secrets"] = {name: None for name in SECRET_NAMES}
+    cfg["setup"] = _setup_script(u)
+    cfg["run"] = _run_script(u)
+    cfg["service"] = _service_section(u)
+    return cfg
+
+
+def render_task(unit: SkyUnit) -> str:
+    """YAML text of one SkyPilot service task, starting with a '# Generated by hetinfra' header."""
+    body = yaml.dump(task_config(unit), Dumper=_Dumper, sort_keys=False,
+                     default_flow_style=False, allow_unicode=False, width=10_000)
+    return _header(unit) + body
+
+
+def render_all(units: Sequence[SkyUnit]) -> Dict[str, str]:
+    """File name ("<unit.name>.yaml") -> YAML text, in input order; unit names must be unique."""
+    out: Dict[str, str] = {}
+    for u in units:
+        fname = f"{u.name}.yaml"
+        if fname in out:
+            raise ValueError(f"duplicate SkyPilot unit name {u.name!r}")
+        out[fname] = render_task(u)
+    return out
+
+
+def write_all(units: Sequence[SkyUnit], directory: "Any") -> Mapping[str, str]:
+    """Render all units and write them into ``directory`` (created if missing); returns render_all."""
+    from pathlib import Path
+
+    files = render_all(units)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for fname, text in files.items():
+        (d / fname).write_text(text, encoding="utf-8")
+    return files

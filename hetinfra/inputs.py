@@ -1,0 +1,151 @@
+"""Resolve a validated spec against its files, the offers and the catalogs.
+
+This is where cross-references are checked (unknown model, GPU, cloud or region; missing files),
+so that everything downstream works on consistent, typed data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetinfra.catalog.gpus import GPUS
+from hetinfra.catalog.models import MODELS, ModelArch, get_model
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.model import ModelContext
+from hetinfra.perf.profiles import ProfileRow, ProfileTable, load_profiles
+from hetinfra.spec.demand import RequestClass, request_classes
+from hetinfra.spec.models import ModelSpec, ServiceSpec
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS, Offer, OfferSnapshot, load_embedded_snapshot, load_offers_file
+
+
+@dataclass(frozen=True)
+class PlannedModel:
+    spec: ModelSpec
+    arch: ModelArch | None
+    classes: tuple[RequestClass, ...]
+    ctx: ModelContext
+
+    @property
+    def max_model_len(self) -> int:
+        need = max(c.input_tokens + c.output_tokens for c in self.classes)
+        return min(self.arch.max_context, need) if self.arch else need
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    spec: ServiceSpec
+    spec_path: Path
+    spec_sha256: str
+    models: tuple[PlannedModel, ...]
+    offers: tuple[Offer, ...]  # after cloud/region/GPU allowlists
+    snapshot: OfferSnapshot  # everything loaded, with sources
+    profiles: ProfileTable
+    profile_files: tuple[str, ...]
+    caps: dict[tuple[str, str, str], int]
+    warnings: tuple[str, ...]
+
+
+def _did_you_mean(value: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    return f"did you mean '{close[0]}'?" if close else f"known: {', '.join(sorted(choices)[:12])}"
+
+
+def _resolve_path(base: Path, raw: str) -> Path:
+    p = Path(raw)
+    return p if p.is_absolute() else base / p
+
+
+def _model(m: ModelSpec, where: str) -> ModelArch | None:
+    if m.architecture is not None:
+        a = m.architecture
+        return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,
+                         head_dim=a.head_dim, params=a.params, active_params=a.active_params,
+                         vocab_size=a.vocab_size, max_context=a.max_context)
+    arch = get_model(m.model or "")
+    if arch is None:
+        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {_did_you_mean(m.model or '', list(MODELS))}",
+                                hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
+    return arch
+
+
+def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None) -> PlanInputs:
+    base = spec_path.parent
+    where = str(spec_path)
+    warnings: list[str] = []
+
+    snap = snapshot if snapshot is not None else load_embedded_snapshot()
+    for raw in spec.offers:
+        snap = snap.merged(load_offers_file(_resolve_path(base, raw)))
+    rows: list[ProfileRow] = []
+    for raw in spec.profiles:
+        rows.extend(load_profiles(_resolve_path(base, raw)))
+    profiles = ProfileTable(rows)
+
+    infra = spec.infrastructure
+    all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
+    for c in infra.clouds:
+        if c.lower() not in all_clouds:
+            raise InvalidInputError(f"{where}: infrastructure.clouds: unknown cloud '{c}'; {_did_you_mean(c, all_clouds)}",
+                                    hint="custom clouds must appear in an offers CSV listed under `offers:`")
+    clouds = {c.lower() for c in infra.clouds}
+    in_clouds = [o for o in snap.offers if o.cloud in clouds]
+    known_regions = sorted({o.region for o in in_clouds})
+    if infra.regions is not None:
+        for r in infra.regions:
+            if r not in known_regions:
+                raise InvalidInputError(f"{where}: infrastructure.regions: no offer in region '{r}' for clouds "
+                                        f"{', '.join(sorted(clouds))}; {_did_you_mean(r, known_regions)}")
+        in_clouds = [o for o in in_clouds if o.region in set(infra.regions)]
+    known_gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
+    if infra.gpus is not None:
+        for g in infra.gpus:
+            if g not in known_gpus:
+                raise InvalidInputError(f"{where}: infrastructure.gpus: unknown GPU '{g}'; {_did_you_mean(g, known_gpus)}",
+                                        hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
+        in_clouds = [o for o in in_clouds if o.gpu in set(infra.gpus)]
+    caps: dict[tuple[str, str, str], int] = {}
+    for i, cap in enumerate(infra.availability):
+        at = f"{where}: infrastructure.availability[{i}]"
+        if cap.cloud.lower() not in all_clouds:
+            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {_did_you_mean(cap.cloud, all_clouds)}")
+        regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
+        if cap.region not in regions:
+            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {_did_you_mean(cap.region, regions)}")
+        if cap.gpu not in known_gpus:
+            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {_did_you_mean(cap.gpu, known_gpus)}")
+        caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
+    if not in_clouds:
+        raise InvalidInputError(f"{where}: no offer matches infrastructure (clouds {', '.join(sorted(clouds))}"
+                                f"{', regions ' + ', '.join(infra.regions) if infra.regions else ''}"
+                                f"{', GPUs ' + ', '.join(infra.gpus) if infra.gpus else ''})",
+                                hint="widen the allowlists, or add offers with `offers:`")
+    custom = sorted({o.cloud for o in in_clouds if o.custom_cloud})
+    if custom:
+        warnings.append(f"custom cloud(s) {', '.join(custom)}: planned, but no SkyPilot/Pulumi files are generated for them")
+    if spec.infrastructure.spot and not any(o.spot_price_per_hour for o in in_clouds):
+        warnings.append("spot: true, but no allowed offer has a spot price; planning on-demand only")
+
+    models = []
+    for i, m in enumerate(spec.models):
+        at = f"{where}: models[{i}] ({m.name})"
+        arch = _model(m, at)
+        classes = tuple(request_classes(m, base))
+        if arch is not None:
+            for c in classes:
+                if c.input_tokens + c.output_tokens > arch.max_context:
+                    raise InvalidInputError(
+                        f"{at}: requests {c.name} need {c.input_tokens + c.output_tokens} tokens of context; "
+                        f"{arch.name} supports {arch.max_context}",
+                        hint="lower the largest size edges, or use dataset outside: clip")
+        names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
+        ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms)
+        models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx))
+
+    return PlanInputs(
+        spec=spec, spec_path=spec_path, spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
+        models=tuple(models), offers=tuple(in_clouds), snapshot=snap, profiles=profiles,
+        profile_files=tuple(spec.profiles), caps=caps, warnings=tuple(warnings),
+    )

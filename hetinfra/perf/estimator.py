@@ -1,0 +1,293 @@
+"""Analytical performance estimator: max request rate of one vLLM engine (tp x pp GPUs) under
+TTFT/TPOT SLOs, from GPU and model facts alone.
+
+Model (../shared/notes/vllm.md sections 2.1 and 6; constants in ``calibration.py``):
+
+* memory: weights per GPU = params x bytes / (tp x pp) (+ the 16-bit embedding / LM head of
+  quantised checkpoints, first / last stage under PP); KV bytes per token per GPU =
+  2 x layers x kv_heads x head_dim x kv_bytes / min(tp, kv_heads); KV budget = utilisation x visible
+  memory - weights - reserves; max concurrency = KV tokens / (input + output), capped by
+  --max-num-seqs.
+* decode step of a stage with b sequences = max(memory time (weights + KV read) / (BW x eta),
+  compute of the b decode tokens plus the b x input/output prefill tokens that chunked prefill
+  mixes into every step) + 2 x layers x TP all-reduce; TPOT = sum of stage steps + fixed step
+  overhead + stage-to-stage sends. PP keeps pp micro-batches of b in flight (concurrency pp x b).
+* TTFT = prefill compute (MFU) + per-layer dispatch + all-reduce, times a queueing factor
+  min(1 + log2(B)/8, 2), plus the decode steps its chunks ride in.
+* rate = B / (TTFT + (output - 1) x TPOT) (Little's law) at the largest B meeting both SLOs.
+
+SLOs are treated as mean values (mean-field model, no tail percentiles).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hetinfra.catalog.gpus import GpuSpec, visible_memory_bytes
+from hetinfra.catalog.models import ModelArch
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.calibration import CALIBRATION, Calibration
+
+__all__ = [
+    "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
+    "max_num_batched_tokens_default", "operating_point",
+]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    feasible: bool
+    max_rps: float  # largest request rate (req/s) per replica (one engine of tp*pp GPUs) meeting both SLOs
+    batch: int  # concurrent sequences at that rate
+    ttft_ms: float  # predicted TTFT at that operating point
+    tpot_ms: float  # predicted TPOT at that operating point
+    binding: str  # "tpot", "compute", "ttft", "kv_memory", "max_num_seqs", "batched_tokens", or why infeasible
+    reason: str | None = None  # human sentence when infeasible
+    min_tpot_ms: float = 0.0  # fastest achievable TPOT (batch 1)
+    min_ttft_ms: float = 0.0  # fastest achievable TTFT (batch 1, no queueing)
+
+
+PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+_PRECISION_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "auto": "bf16"}
+_GIB = 1073741824.0
+
+
+def _norm_precision(precision: str) -> str:
+    p = precision.lower()
+    p = _PRECISION_ALIASES.get(p, p)
+    if p not in PRECISION_BYTES:
+        raise InvalidInputError(f"unknown precision {precision!r}",
+                                hint="use one of " + ", ".join(PRECISION_BYTES))
+    return p
+
+
+def _weight_bytes_per_gpu(model: ModelArch, tp: int, pp: int, b_w: float) -> float:
+    """Bytes of weights on the most loaded GPU (first / last pipeline stage)."""
+    emb = min(2.0 * model.vocab_size * model.hidden_size, 0.5 * model.params)  # embedding + LM head (untied)
+    b_emb = b_w if b_w >= 2 else 2.0  # quantised checkpoints keep embedding / LM head in 16 bit
+    body = (model.params - emb) * b_w
+    if pp <= 1:
+        return (body + emb * b_emb) / tp
+    stage_layers = -(-model.layers // pp)
+    return (body * stage_layers / model.layers + 0.5 * emb * b_emb) / tp
+
+
+def weights_gb_per_gpu(model: ModelArch, tp: int, pp: int = 1, precision: str = "bf16") -> float:
+    """Weights (GB, 1e9 bytes) held by one GPU of a tp x pp engine (the most loaded stage)."""
+    return _weight_bytes_per_gpu(model, tp, pp, PRECISION_BYTES[_norm_precision(precision)]) / 1e9
+
+
+def kv_bytes_per_token_per_gpu(model: ModelArch, tp: int, precision: str = "bf16", pp: int = 1) -> float:
+    """KV-cache bytes one token occupies on one GPU; ``precision`` is the KV-cache dtype.
+
+    2 x layers x kv_heads x head_dim x bytes, divided by min(tp, kv_heads) (KV heads are replicated
+    when tp > kv_heads); under PP only the stage's layers (the largest stage) count.
+    """
+    layers = -(-model.layers // pp) if pp > 1 else model.layers
+    b = PRECISION_BYTES[_norm_precision(precision)]
+    return 2.0 * layers * model.kv_heads * model.head_dim * b / min(tp, model.kv_heads)
+
+
+def max_num_batched_tokens_default(gpu: GpuSpec) -> int:
+    """vLLM's serve default chunked-prefill budget (vllm.md s1.1): 16384 on >=160 GiB GPUs,
+    8192 on >=70 GiB non-A100 GPUs (H100/H200), else 2048."""
+    gib = visible_memory_bytes(gpu) / _GIB
+    if gib >= 160:
+        return 16384
+    if gib >= 70 and not gpu.name.upper().startswith("A100"):
+        return 8192
+    return 2048
+
+
+def _infeasible(binding: str, reason: str, min_tpot: float = 0.0, min_ttft: float = 0.0) -> Estimate:
+    return Estimate(False, 0.0, 0, 0.0, 0.0, binding, reason, min_tpot, min_ttft)
+
+
+class _Engine:
+    """Per-call coefficients of one (model, gpu, layout, request size); times in seconds."""
+
+    __slots__ = ("pp", "isl", "osl", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp",
+                 "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "t_pre", "qs", "qcap")
+
+    def tpot(self, b: int) -> tuple[float, bool]:
+        """TPOT with b sequences per micro-batch, and whether the step is compute-bound."""
+        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
+        mem = w / self.bw + b * self.kv_read
+        comp = b * self.c_comp
+        tok = b * (1.0 + self.ratio)
+        pp = self.pp
+        return (pp * ((mem if mem > comp else comp) + self.ar_lat + self.ar_tok * tok)
+                + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
+
+    def ttft(self, b: int, t_step: float) -> float:
+        """TTFT at micro-batch b: queued prefill plus the decode steps its chunks ride in."""
+        big_b = self.pp * b
+        mbt = self.mbt
+        chunks = -(-self.isl // max(mbt - big_b, mbt // 2))
+        q = 1.0 + self.qs * math.log2(big_b) if big_b > 1 else 1.0
+        return self.t_pre * (q if q < self.qcap else self.qcap) + chunks * t_step
+
+
+def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int, precision: str,
+            util: float, max_num_seqs: int, kv_precision: str | None, max_num_batched_tokens: int | None,
+            c: Calibration) -> _Engine | Estimate:
+    prec = _norm_precision(precision)
+    if tp < 1 or pp < 1:
+        raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {prec})"
+    if model.heads % tp:
+        return _infeasible("layout", f"{model.name}'s {model.heads} attention heads are not divisible by tp={tp}")
+    if pp > model.layers:
+        return _infeasible("layout", f"pp={pp} exceeds {model.name}'s {model.layers} layers")
+    if isl + osl > model.max_context:
+        return _infeasible("context", f"a request of {isl}+{osl} tokens exceeds {model.name}'s max context "
+                                      f"{model.max_context}")
+
+    # ---- memory ----------------------------------------------------------------------------------
+    b_w = PRECISION_BYTES[prec]
+    w_gpu = _weight_bytes_per_gpu(model, tp, pp, b_w)
+    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
+    mbt = max_num_batched_tokens or max_num_batched_tokens_default(gpu)
+    h = model.hidden_size
+    reserve = (c.reserve_base_gb * 1e9 + c.activation_bytes_per_token_hidden * mbt * h / tp
+               + c.logits_bytes_per_vocab * model.vocab_size * max_num_seqs
+               + (c.nccl_gb * 1e9 if tp * pp > 1 else 0.0))
+    usable = util * visible_memory_bytes(gpu)
+    kv_budget = usable - w_gpu - reserve
+    if kv_budget <= 0:
+        return _infeasible("weights", f"weights need {w_gpu / 1e9:.1f} GB per GPU for {where}, a GPU has "
+                                      f"{gpu.memory_gb:g} GB ({usable / 1e9:.1f} GB at gpu_memory_utilization "
+                                      f"{util:g}, {reserve / 1e9:.1f} GB of it reserved for activations/graphs)")
+    kv_tokens = kv_budget / kv_tok
+    kv_seqs = int(kv_tokens // (isl + c.kv_reservation_fraction * osl))
+    if kv_seqs < 1:
+        return _infeasible("kv_memory", f"KV cache of {where} holds {int(kv_tokens)} tokens after "
+                                        f"{w_gpu / 1e9:.1f} GB of weights; one request needs {isl + osl}")
+
+    # ---- per-step coefficients (per stage, per GPU) ------------------------------------------------
+    e = _Engine()
+    e.pp, e.isl, e.osl, e.mbt, e.kv_seqs, e.w_gpu = pp, isl, osl, mbt, kv_seqs, w_gpu
+    act = model.active
+    emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)
+    e.moe_p = act / model.params if model.active_params else 1.0
+    flops = (gpu.fp8_tflops if prec == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops) * 1e12
+    e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw
+    ls = model.layers / pp  # layers per stage (balanced)
+    ctx = isl + c.ctx_output_fraction * osl
+    attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
+    f_dec = 2.0 * (act - 0.5 * emb) / (tp * pp) + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
+    f_pre = 2.0 * (act - emb) / (tp * pp) + attn * isl  # causal attention: half of 2 x isl
+    e.ratio = ratio = isl / osl  # prefill tokens carried per decode token (mean field)
+    e.kv_read = ctx * kv_tok / bw
+    e.c_comp = f_dec / (flops * c.mfu_decode) + ratio * f_pre / (flops * c.mfu_prefill)
+    if tp > 1:
+        e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
+        e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / (gpu.intra_node_gbps * 1e9)  # ring, 16-bit
+    else:
+        e.ar_lat = e.ar_tok = 0.0
+    if pp > 1:
+        e.p2p_lat = (pp - 1) * c.p2p_us * 1e-6
+        e.p2p_tok = (pp - 1) * h * 2.0 / (c.inter_node_gbps * 1e9)
+    else:
+        e.p2p_lat = e.p2p_tok = 0.0
+    e.fixed = c.t_fixed_ms * 1e-3
+    e.per_seq = c.t_per_seq_us * 1e-6
+    # prefill of one request alone, all stages in sequence
+    e.t_pre = (isl * f_pre * pp / (flops * c.mfu_prefill) + model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
+               + pp * (e.ar_lat + e.ar_tok * isl) + e.p2p_lat + e.p2p_tok * isl)
+    e.qs, e.qcap = c.qf_slope, c.qf_cap
+    return e
+
+
+def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int,
+                    output_tokens: int, batch: int, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
+                    max_num_seqs: int = 256, kv_precision: str | None = None,
+                    max_num_batched_tokens: int | None = None,
+                    calib: Calibration = CALIBRATION) -> tuple[float, float, float] | Estimate:
+    """(TTFT ms, TPOT ms, req/s) the model predicts at ``batch`` concurrent sequences (no SLO, no
+    memory cap on the batch); an infeasible ``Estimate`` if the layout cannot run at all.
+    For calibration against closed-loop (fixed concurrency) benchmarks."""
+    e = _engine(model, gpu, tp, pp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
+                gpu_memory_utilization, max_num_seqs, kv_precision, max_num_batched_tokens, calib)
+    if isinstance(e, Estimate):
+        return e
+    b = max(-(-int(batch) // pp), 1)
+    t, _ = e.tpot(b)
+    f = e.ttft(b, t)
+    return f * 1e3, t * 1e3, pp * b / (f + (e.osl - 1) * t)
+
+
+def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
+             ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
+             max_num_seqs: int = 256, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
+             calib: Calibration = CALIBRATION) -> Estimate:
+    """Largest request rate of one engine (tp x pp GPUs of ``gpu``) meeting mean TTFT and TPOT SLOs.
+
+    ``kv_precision`` is the KV-cache dtype (vLLM ``--kv-cache-dtype``; default 16-bit, as vLLM's
+    ``auto`` for bf16/fp16, fp8 and weight-only int8/int4 checkpoints). ``max_num_batched_tokens``
+    defaults to vLLM's per-GPU serve default.
+    """
+    isl = max(int(input_tokens), 1)
+    osl = max(int(output_tokens), 1)
+    e = _engine(model, gpu, tp, pp, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
+                max_num_batched_tokens, calib)
+    if isinstance(e, Estimate):
+        return e
+    where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {precision})"
+
+    # ---- batch-1 floors ---------------------------------------------------------------------------
+    tp1, _ = e.tpot(1)
+    tt1 = e.ttft(1, tp1)
+    min_tpot_ms, min_ttft_ms = tp1 * 1e3, tt1 * 1e3
+    slo_tpot, slo_ttft = tpot_ms * 1e-3, ttft_ms * 1e-3
+    if tp1 > slo_tpot:
+        return _infeasible("tpot", f"TPOT {tpot_ms:g} ms unreachable: a decode step alone takes {min_tpot_ms:.1f} ms "
+                                   f"for {where}", min_tpot_ms, min_ttft_ms)
+    if tt1 > slo_ttft:
+        return _infeasible("ttft", f"TTFT {ttft_ms:g} ms unreachable: prefill of {isl} tokens alone takes "
+                                   f"{min_ttft_ms:.1f} ms for {where}", min_tpot_ms, min_ttft_ms)
+
+    # ---- largest micro-batch b (concurrency pp x b) meeting both SLOs -------------------------------
+    kv_seqs = e.kv_seqs
+    cap_seqs = min(kv_seqs, max_num_seqs)
+    cap_tok = int(e.mbt // (1.0 + e.ratio))  # a step cannot carry more than the chunked-prefill budget
+    cap = min(cap_seqs, cap_tok) if cap_tok >= pp else cap_seqs
+    b_cap = max(cap // pp, 1)
+    tpot, ttft = e.tpot, e.ttft
+
+    t_cap, _ = tpot(b_cap)
+    if t_cap <= slo_tpot and ttft(b_cap, t_cap) <= slo_ttft:
+        b = b_cap
+        if cap == cap_seqs:
+            binding = "kv_memory" if kv_seqs < max_num_seqs else "max_num_seqs"
+        else:
+            binding = "batched_tokens"
+    else:
+        lo, hi = 1, b_cap  # lo meets both SLOs, hi does not
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            t, _ = tpot(mid)
+            if t <= slo_tpot and ttft(mid, t) <= slo_ttft:
+                lo = mid
+            else:
+                hi = mid
+        b = lo
+        t_hi, comp_hi = tpot(hi)
+        binding = ("compute" if comp_hi else "tpot") if t_hi > slo_tpot else "ttft"
+
+    pp = e.pp
+    osl1 = osl - 1
+    t_b, _ = tpot(b)
+    f_b = ttft(b, t_b)
+    rate = pp * b / (f_b + osl1 * t_b)
+    # The Little's-law rate is (almost always) increasing in b; where a chunk-count step makes it
+    # dip, walk down while it improves.
+    while b > 1:
+        t2, _ = tpot(b - 1)
+        f2 = ttft(b - 1, t2)
+        r2 = pp * (b - 1) / (f2 + osl1 * t2)
+        if r2 <= rate:
+            break
+        b, t_b, f_b, rate = b - 1, t2, f2, r2
+    return Estimate(True, rate, pp * b, f_b * 1e3, t_b * 1e3, binding, None, min_tpot_ms, min_ttft_ms)

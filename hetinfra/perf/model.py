@@ -1,0 +1,70 @@
+"""The performance model the planner uses: measured profiles first, the analytical estimator else.
+
+``RateSource`` records where each number came from; plan.json carries it per template and class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetinfra.catalog.gpus import get_gpu
+from hetinfra.catalog.models import ModelArch
+from hetinfra.perf.profiles import ProfileTable
+from hetinfra.spec.demand import RequestClass
+
+ESTIMATOR_VERSION = "estimator-v1"
+
+
+@dataclass(frozen=True)
+class RateResult:
+    """Max request rate (req/s) of ONE engine of tp x pp GPUs for one class, or why there is none."""
+
+    max_rps: float
+    source: str  # "profile:<file>:<line>" or "estimator-v1"
+    reason: str | None = None  # why max_rps is 0
+    tpot_floor_ms: float | None = None  # fastest TPOT the layout can reach (estimator only)
+    ttft_floor_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """What the performance model needs to know about one planned model."""
+
+    names: tuple[str, ...]  # names a profile row may use: service name, catalog name, source
+    arch: ModelArch | None
+    precision: str
+    ttft_ms: float
+    tpot_ms: float
+
+
+class PerformanceModel:
+    def __init__(self, profiles: ProfileTable):
+        self.profiles = profiles
+        self._cache: dict[tuple, RateResult] = {}
+
+    def can_rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int) -> bool:
+        """True if some number (profile or estimator) exists for this layout."""
+        return self.profiles.has(ctx.names, gpu, tp, pp) or (ctx.arch is not None and get_gpu(gpu) is not None)
+
+    def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
+        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, gpu, tp, pp, cls.input_tokens, cls.output_tokens)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls)
+        return hit
+
+    def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
+        row = self.profiles.lookup(ctx.names, gpu, tp, pp, cls.input_tokens, cls.output_tokens, ctx.ttft_ms, ctx.tpot_ms)
+        if row is not None:
+            reason = None if row.max_rps > 0 else f"profile {row.origin} gives 0 req/s"
+            return RateResult(row.max_rps, f"profile:{row.origin}", reason)
+        spec = get_gpu(gpu)
+        if ctx.arch is None or spec is None:
+            what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
+            return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
+        from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
+
+        est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
+                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision)
+        return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
+                          None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms)

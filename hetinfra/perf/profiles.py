@@ -1,0 +1,101 @@
+"""Measured profiles: max request rate per (model, GPU, TP, PP, size bucket, SLO).
+
+CSV columns (fixed; a contract)::
+
+    model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps
+
+A row says: one engine of ``tp x pp`` GPUs sustains ``max_rps`` requests/s of requests of up to
+``input_tokens`` in and ``output_tokens`` out while meeting those SLOs. A row is usable for a
+request class (i, o) under a spec SLO when ``i <= input_tokens``, ``o <= output_tokens`` and its
+SLOs are equal to or stricter than the spec's. Among usable rows take the smallest bucket (least
+``input_tokens + output_tokens``, then least ``input_tokens``), then the highest ``max_rps``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+
+COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    model: str
+    gpu: str
+    tp: int
+    pp: int
+    input_tokens: int
+    output_tokens: int
+    ttft_slo_ms: float
+    tpot_slo_ms: float
+    max_rps: float
+    origin: str  # "file:line", recorded in plan.json as the number's source
+
+
+def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in reader.fieldnames or []]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(f"{name}: profile CSV lacks column(s) {', '.join(missing)}",
+                                hint="header must be: " + ",".join(COLUMNS))
+    rows = []
+    for lineno, raw in enumerate(reader, start=2):
+        raw = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        where = f"{name}:{lineno}"
+        try:
+            row = ProfileRow(
+                model=raw["model"].lower(), gpu=raw["gpu"], tp=int(raw["tp"]), pp=int(raw["pp"]),
+                input_tokens=int(raw["input_tokens"]), output_tokens=int(raw["output_tokens"]),
+                ttft_slo_ms=float(raw["ttft_slo_ms"]), tpot_slo_ms=float(raw["tpot_slo_ms"]),
+                max_rps=float(raw["max_rps"]), origin=where,
+            )
+        except ValueError as exc:
+            raise InvalidInputError(f"{where}: bad number in profile row ({exc})") from None
+        if not row.model or not row.gpu:
+            raise InvalidInputError(f"{where}: model and gpu must not be empty")
+        if row.tp < 1 or row.pp < 1 or row.input_tokens < 1 or row.output_tokens < 1:
+            raise InvalidInputError(f"{where}: tp, pp, input_tokens and output_tokens must be >= 1")
+        if row.max_rps < 0 or row.ttft_slo_ms <= 0 or row.tpot_slo_ms <= 0:
+            raise InvalidInputError(f"{where}: max_rps must be >= 0 and the SLOs > 0")
+        rows.append(row)
+    return rows
+
+
+def load_profiles(path: Path) -> list[ProfileRow]:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise InvalidInputError(f"profile file not found: {path}", hint="paths in the spec are relative to the spec file") from None
+    return parse_profiles_csv(text, str(path))
+
+
+class ProfileTable:
+    """Lookup of the usable profile row for (model names, gpu, tp, pp, class, SLO)."""
+
+    def __init__(self, rows: list[ProfileRow]):
+        self._by_key: dict[tuple[str, str, int, int], list[ProfileRow]] = {}
+        for r in rows:
+            self._by_key.setdefault((r.model, r.gpu.lower(), r.tp, r.pp), []).append(r)
+        for lst in self._by_key.values():
+            lst.sort(key=lambda r: (r.input_tokens + r.output_tokens, r.input_tokens, -r.max_rps))
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    def has(self, model_names: tuple[str, ...], gpu: str, tp: int, pp: int) -> bool:
+        return any((m.lower(), gpu.lower(), tp, pp) in self._by_key for m in model_names)
+
+    def lookup(self, model_names: tuple[str, ...], gpu: str, tp: int, pp: int,
+               input_tokens: int, output_tokens: int, ttft_ms: float, tpot_ms: float) -> ProfileRow | None:
+        for m in model_names:
+            for r in self._by_key.get((m.lower(), gpu.lower(), tp, pp), ()):
+                if (input_tokens <= r.input_tokens and output_tokens <= r.output_tokens
+                        and r.ttft_slo_ms <= ttft_ms and r.tpot_slo_ms <= tpot_ms):
+                    return r  # sorted: smallest bucket first, then highest max_rps
+        return None

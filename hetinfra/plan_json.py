@@ -1,0 +1,126 @@
+"""plan.json: the versioned, documented record of a plan (see README "plan.json reference").
+
+Bump ``PLAN_VERSION`` only for incompatible changes; new keys may be added within a version.
+"""
+
+from __future__ import annotations
+
+from hetinfra import __version__
+from hetinfra.perf.model import ESTIMATOR_VERSION
+from hetinfra.planner import PlanResult
+
+PLAN_VERSION = 1
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _name_units(allocations: list[dict]) -> None:
+    """Give each allocation its deployment-unit name and SkyPilot file (none for custom clouds)."""
+    from hetinfra.compile.skypilot import unit_name
+
+    def base(a: dict) -> tuple:
+        return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"])
+
+    seen: dict[tuple, int] = {}
+    for a in allocations:
+        seen[base(a)] = seen.get(base(a), 0) + 1
+    for a in allocations:
+        suffix = f"tp{a['tp']}" if seen[base(a)] > 1 else None
+        a["deployment_unit"] = unit_name(a["model"], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
+                                         suffix=suffix)
+        a["skypilot_task"] = None if a["custom_cloud"] else f"skypilot/{a['deployment_unit']}.yaml"
+
+
+def build_plan_json(pr: PlanResult) -> dict:
+    inp, res, prob = pr.inputs, pr.result, pr.problem
+    spec = inp.spec
+    scale = res.scale if prob.objective == "max_throughput" else 1.0
+    cost = res.cost(prob)
+
+    load: dict[str, float] = {}
+    for (u, _m, w), rps in res.flow.items():
+        load[u] = load.get(u, 0.0) + rps / pr.units[u].template.rates[w]
+    allocations = []
+    for uid in sorted(res.n, key=lambda u: (pr.units[u].model, pr.units[u].template.cloud, pr.units[u].region, u)):
+        u, cnt = pr.units[uid], res.n[uid]
+        t = u.template
+        allocations.append({
+            "unit": uid, "template": t.id, "model": u.model, "cloud": t.cloud, "region": u.region,
+            "instance_type": t.instance_type, "gpu": t.gpu, "gpus_per_instance": t.gpus_per_instance,
+            "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines, "count": cnt, "spot": u.spot,
+            "price_per_instance_usd_per_hour": _r(u.cost), "cost_usd_per_hour": _r(u.cost * cnt),
+            "utilization": _r(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
+        })
+    _name_units(allocations)
+
+    routing: dict[str, dict[str, list]] = {}
+    for pm in inp.models:
+        per_class = routing.setdefault(pm.spec.name, {})
+        for c in pm.classes:
+            total = c.rate_rps * (scale or 0.0)
+            flows = sorted(((u, rps) for (u, m, w), rps in res.flow.items() if m == pm.spec.name and w == c.name),
+                           key=lambda x: -x[1])
+            per_class[c.name] = [{"unit": u, "share": _r(rps / total if total else 0.0, 6), "rps": _r(rps, 6)}
+                                 for u, rps in flows]
+
+    used_templates = {pr.units[u].template.id: pr.units[u].template for u in res.n}
+    templates = [{
+        "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
+        "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
+        "capacity_rps": {w: _r(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
+    } for t in sorted(used_templates.values(), key=lambda t: t.id)]
+
+    models = [{
+        "name": pm.spec.name, "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
+        "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms},
+        "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
+        "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                     "share": _r(c.share, 6), "rate_rps": _r(c.rate_rps, 6)} for c in pm.classes],
+        "cost_usd_per_hour": _r(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
+    } for pm in inp.models]
+
+    baselines = []
+    for b in pr.baselines:
+        entry = {"gpu": b.gpu, "feasible": b.feasible}
+        if b.feasible:
+            entry.update({"cost_usd_per_hour": _r(b.cost), "instances": b.instances,
+                          "savings_usd_per_hour": _r(b.cost - cost),
+                          "savings_pct": _r(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
+                          "allocation": [{"unit": u, "count": c} for u, c in sorted(b.allocation.items())]})
+        else:
+            entry["reason"] = b.reason
+        baselines.append(entry)
+
+    return {
+        "plan_version": PLAN_VERSION,
+        "hetinfra_version": __version__,
+        "service": spec.name,
+        "objective": prob.objective,
+        "status": res.status,
+        "cost_usd_per_hour": _r(cost),
+        "demand_scale": _r(scale, 6),
+        "budget_usd_per_hour": spec.budget_usd_per_hour,
+        "gpus": sum(a["gpus_per_instance"] * a["count"] for a in allocations),
+        "allocations": allocations,
+        "routing": routing,
+        "models": models,
+        "templates": templates,
+        "baselines": baselines,
+        "solver": {
+            "name": "highs", "status": res.status, "objective": _r(res.objective, 6), "bound": _r(res.bound, 6),
+            "gap": _r(res.gap, 6), "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
+            "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
+            "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
+            "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,
+        },
+        "inputs": {
+            "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256,
+            "offers_as_of": inp.snapshot.as_of,
+            "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows}
+                        for s in inp.snapshot.sources],
+            "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
+        },
+        "warnings": list(inp.warnings),
+    }

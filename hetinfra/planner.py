@@ -1,0 +1,141 @@
+"""``hetinfra plan``'s pipeline: spec -> inputs -> units -> AllocationProblem -> solve -> Plan.
+
+I/O happens only at the ends (reading the spec and its files; the CLI writes artifacts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetinfra.errors import InfeasibleError
+from hetinfra.inputs import PlanInputs, resolve
+from hetinfra.perf.model import PerformanceModel
+from hetinfra.price_feeds.offers import OfferSnapshot
+from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.spec.load import load_spec
+from hetinfra.templates import ClassCoverage, Unit, build_units
+
+
+@dataclass
+class Baseline:
+    gpu: str
+    feasible: bool
+    cost: float | None = None
+    instances: int = 0
+    allocation: dict[str, int] | None = None  # unit id -> count
+    reason: str | None = None
+
+
+@dataclass
+class PlanResult:
+    inputs: PlanInputs
+    units: dict[str, Unit]
+    problem: AllocationProblem
+    result: "object"  # hetinfra.solver.solve.SolveResult
+    baselines: list[Baseline]
+
+
+def to_problem(inputs: PlanInputs, units: list[Unit]) -> AllocationProblem:
+    spec = inputs.spec
+    demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
+    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, u.cap_key, dict(u.template.rates)) for u in units)
+    return AllocationProblem(
+        units=data, demand=demand, caps=dict(inputs.caps), budget=spec.budget_usd_per_hour,
+        headroom=spec.planning.headroom, objective=spec.planning.objective, routing=spec.planning.routing,
+        slice_factor=spec.planning.slice_factor)
+
+
+def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
+    model, cls = key
+    pm = next(p for p in inputs.models if p.spec.name == model)
+    slo = pm.spec.slo
+    cls_obj = next(c for c in pm.classes if c.name == cls)
+    size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
+    if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
+        ms, where = cov.best_tpot_floor
+        return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
+                f"fastest is {where} at {ms:.1f} ms")
+    why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
+    return f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT {slo.tpot_ms:g} ms ({why})"
+
+
+def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
+    """Name what to relax: the budget, or which availability caps (and by how much)."""
+    from hetinfra.solver.solve import solve
+
+    no_budget = problem.replace(budget=None, objective="min_cost")
+    r = solve(no_budget, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    if r.feasible:
+        cost = r.cost(no_budget)
+        return InfeasibleError(
+            f"budget ${problem.budget:g}/h is below the cheapest feasible plan, ${cost:.2f}/h",
+            hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
+            details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
+    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
+    relax, parts = [], []
+    for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
+        cap = problem.caps[(cloud, region, gpu)]
+        need = cap + int(round(extra + 0.4999))
+        relax.append({"availability": {"cloud": cloud, "region": region, "gpu": gpu, "max_gpus": cap, "needed": need}})
+        parts.append(f"{cloud}/{region} {gpu}: cap {cap} GPUs, needs {need}")
+    msg = "availability caps are too small to serve the demand: " + "; ".join(parts)
+    if problem.budget is not None and elastic.feasible:
+        cost = elastic.cost(no_budget)
+        if cost > problem.budget:
+            msg += f"; and the budget ${problem.budget:g}/h is below that plan's ${cost:.2f}/h"
+    return InfeasibleError(msg, hint="raise those caps, or allow more regions, clouds or GPU types",
+                           details={"relax": relax})
+
+
+def baselines(problem: AllocationProblem, units: dict[str, Unit], time_limit_s: float, mip_gap: float) -> list[Baseline]:
+    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget)."""
+    from hetinfra.solver.solve import solve
+
+    out = []
+    for gpu in sorted({u.template.gpu for u in units.values()}):
+        sub = problem.restricted(lambda u, g=gpu: units[u.id].template.gpu == g).replace(budget=None, objective="min_cost")
+        missing = sub.unserved()
+        if missing:
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
+            continue
+        r = solve(sub, time_limit_s=time_limit_s, mip_gap=mip_gap)
+        if not r.feasible:
+            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"))
+            continue
+        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n)))
+    return out
+
+
+def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True) -> PlanResult:
+    from hetinfra.solver.solve import solve
+
+    path = Path(spec_path)
+    spec = load_spec(path)
+    inputs = resolve(spec, path, path.read_text(), snapshot)
+    perf = PerformanceModel(inputs.profiles)
+    unit_list, coverage = build_units(inputs, perf)
+    unserved = [(k, c) for k, c in coverage.items() if not c.served]
+    if unserved:
+        msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
+        more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
+        raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
+                              details={"relax": [{"slo": m} for m in msgs]})
+    problem = to_problem(inputs, unit_list)
+    settings = spec.planning
+    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap)
+    if not result.feasible:
+        if result.status == "no_solution":
+            raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g}",
+                                  hint="raise planning.time_limit_s or planning.mip_gap")
+        raise diagnose(problem, settings.time_limit_s, settings.mip_gap)
+    if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
+        cheapest = min(u.cost for u in unit_list)
+        raise InfeasibleError(
+            f"budget ${problem.budget:g}/h buys no serving capacity within the availability caps "
+            f"(cheapest usable instance: ${cheapest:.2f}/h)",
+            hint="raise budget_usd_per_hour or the availability caps")
+    units = {u.id: u for u in unit_list}
+    base = baselines(problem, units, settings.time_limit_s, settings.mip_gap) if (
+        with_baselines and problem.objective == "min_cost") else []
+    return PlanResult(inputs, units, problem, result, base)

@@ -1,0 +1,91 @@
+"""Turn a model's demand spec into request classes with rates.
+
+A histogram bucket (or dataset bucket) becomes one class planned at its UPPER edges, the
+conservative size: a request of 180 input tokens in bucket (100, 250] is planned as 250.
+Bucket k holds sizes in (edge[k], edge[k+1]]; the first bucket also holds size edge[0].
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """A class of requests of one model, planned at (input_tokens, output_tokens)."""
+
+    name: str
+    input_tokens: int
+    output_tokens: int
+    share: float  # of the model's requests, shares sum to 1
+    rate_rps: float  # share * model rate
+
+
+def bucket_name(input_hi: int, output_hi: int) -> str:
+    return f"in<={input_hi},out<={output_hi}"
+
+
+def _histogram_classes(weights: list[list[float]], in_edges: list[int], out_edges: list[int]) -> list[tuple[str, int, int, float]]:
+    total = sum(map(sum, weights))
+    out = []
+    for i, row in enumerate(weights):
+        for j, w in enumerate(row):
+            if w > 0:
+                out.append((bucket_name(in_edges[i + 1], out_edges[j + 1]), in_edges[i + 1], out_edges[j + 1], w / total))
+    return out
+
+
+def bucket_index(size: int, edges: list[int]) -> int | None:
+    """Index k of the bucket (edge[k], edge[k+1]] holding ``size``; None when above the last edge."""
+    k = bisect.bisect_left(edges, size, lo=1) - 1  # first upper edge >= size
+    return k if k < len(edges) - 1 else None
+
+
+def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:
+    """Count CSV rows into the dataset's buckets (rows beyond the last edge dropped or clipped)."""
+    path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
+    counts = [[0.0] * (len(ds.output_edges) - 1) for _ in range(len(ds.input_edges) - 1)]
+    try:
+        handle = path.open(newline="")
+    except FileNotFoundError:
+        raise InvalidInputError(f"dataset file not found: {path}", hint="dataset.path is relative to the spec file") from None
+    with handle:
+        for lineno, row in enumerate(csv.reader(handle), start=1):
+            if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
+                continue  # blank line or header
+            try:
+                i, o = int(float(row[0])), int(float(row[1]))
+            except (ValueError, IndexError):
+                raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens', got {','.join(row)!r}") from None
+            if ds.outside == "clip":
+                i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
+            bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
+            if bi is None or bo is None:
+                continue
+            counts[bi][bo] += 1
+    if sum(map(sum, counts)) == 0:
+        raise InvalidInputError(f"{path}: no request falls inside the dataset's edges",
+                                hint="widen input_edges/output_edges or use outside: clip")
+    return counts
+
+
+def request_classes(model: ModelSpec, base: Path) -> list[RequestClass]:
+    """The classes of one model with their rates (req/s)."""
+    sizes = model.demand.sizes
+    if sizes.histogram is not None:
+        h: HistogramSizes = sizes.histogram
+        raw = _histogram_classes(h.weights, h.input_edges, h.output_edges)
+    elif sizes.dataset is not None:
+        d = sizes.dataset
+        raw = _histogram_classes(histogram_from_dataset(d, base), d.input_edges, d.output_edges)
+    else:
+        total = sum(c.share for c in sizes.classes)
+        raw = [(c.name, c.input_tokens, c.output_tokens, c.share / total) for c in sizes.classes]
+    rate = model.demand.rate_rps
+    return [RequestClass(n, i, o, s, rate * s) for n, i, o, s in raw]

@@ -1,0 +1,133 @@
+"""Load ``service.yaml`` into a :class:`ServiceSpec`, turning every problem into a located error.
+
+A pydantic error location (``models.0.slo.tpot_ms``) is mapped back to the YAML line it came from,
+and unknown keys get a did-you-mean from the model's field names.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.spec.models import ServiceSpec
+
+Loc = tuple[Any, ...]
+
+
+def _marks(node: yaml.Node, loc: Loc, out: dict[Loc, tuple[int, int]]) -> None:
+    """Record the 1-based (line, column) of every key/item path in the YAML node tree."""
+    out.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = loc + (key.value,)
+            out[sub] = (key.start_mark.line + 1, key.start_mark.column + 1)
+            _marks(value, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _marks(item, loc + (i,), out)
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The pydantic model class that holds the field at ``loc`` (for did-you-mean)."""
+    model: Any = ServiceSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        model = _inner_model(fields[part].annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _fmt_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
+    # pydantic puts union/validator tags in the location; keep only real keys and indices.
+    loc = tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("function-", "lax-", "constrained-")))
+    line = None
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in marks:
+            line = marks[loc[:cut]]
+            break
+    at = f"{where}:{line[0]}:{line[1]}" if line else where
+    field = _fmt_loc(loc)
+    if err["type"] == "extra_forbidden":
+        parent, key = loc[:-1], str(loc[-1])
+        model = _model_at(parent)
+        names = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else (f"allowed keys: {', '.join(names)}" if names else "")
+        return f"{at}: unknown field '{field}'" + (f"; {hint}" if hint else "")
+    if err["type"] == "missing":
+        return f"{at}: missing required field '{field}'"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{at}: {field}: {msg}"
+
+
+def parse_spec_text(text: str, where: str = "<spec>") -> ServiceSpec:
+    """Validate YAML text into a ServiceSpec; raises InvalidInputError with file:line:col."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise InvalidInputError(f"{where}{pos}: YAML syntax error: {problem}",
+                                hint="check indentation and quoting on that line") from None
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{where}: YAML error: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{where}: the spec must be a YAML mapping (name:, models:, ...), "
+                                f"got {type(data).__name__}")
+    marks: dict[Loc, tuple[int, int]] = {}
+    if node is not None:
+        _marks(node, (), marks)
+    try:
+        return ServiceSpec.model_validate(data)
+    except ValidationError as exc:
+        # Unknown keys first: a typo usually also causes the "missing" error of the intended key.
+        errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+        lines = [_describe(e, marks, where) for e in errors[:3]]
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise InvalidInputError("\n".join(lines) + more) from None
+
+
+def load_spec(path: str | Path) -> ServiceSpec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InvalidInputError(f"spec file not found: {p}", hint="pass the path of a service YAML, e.g. services/chat.yaml") from None
+    except IsADirectoryError:
+        raise InvalidInputError(f"{p} is a directory, not a spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"cannot read spec {p}: {exc}") from None
+    return parse_spec_text(text, str(p))

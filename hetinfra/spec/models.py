@@ -1,0 +1,209 @@
+"""Pydantic models of the service spec (``service.yaml``). ``hetinfra schema`` prints their JSON Schema.
+
+Every model forbids unknown keys (a typo is an error with a did-you-mean, never silently ignored)
+and every field carries a description. Cross-file checks (does the GPU exist in the offers, does
+the profile file exist) happen later, in :mod:`hetinfra.inputs`, where the offers are known.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hetinfra.spec.units import Count, Milliseconds
+
+SPEC_VERSION = 1
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _dns_name(value: str, what: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters "
+                         "(it names cloud resources)")
+    return value
+
+
+class ArchitectureSpec(_Strict):
+    """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
+
+    layers: int = Field(gt=0, description="num_hidden_layers.")
+    hidden_size: int = Field(gt=0, description="hidden_size.")
+    heads: int = Field(gt=0, description="num_attention_heads (query heads).")
+    kv_heads: int = Field(gt=0, description="num_key_value_heads (GQA); equal to heads for MHA.")
+    head_dim: int = Field(gt=0, description="Dimension of one attention head (hidden_size / heads unless set).")
+    params: Count = Field(gt=0, description="Total parameter count: 7000000000, 7e9 or '7B'.")
+    active_params: Count | None = Field(None, gt=0, description="MoE only: parameters active per token.")
+    vocab_size: int = Field(32000, gt=0, description="Vocabulary size.")
+    max_context: int = Field(4096, gt=0, description="max_position_embeddings: longest input+output the model accepts.")
+
+
+class SloSpec(_Strict):
+    """Latency objectives every request class of the model must meet."""
+
+    ttft_ms: Milliseconds = Field(gt=0, description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: Milliseconds = Field(gt=0, description="Time per output token after the first, milliseconds.")
+
+
+class HistogramSizes(_Strict):
+    """Joint histogram of request sizes. Bucket k holds sizes in (edge[k], edge[k+1]]; rows = input buckets."""
+
+    input_edges: list[int] = Field(min_length=2, description="Increasing input-token bucket edges, from 0.")
+    output_edges: list[int] = Field(min_length=2, description="Increasing output-token bucket edges, from 0.")
+    weights: list[list[float]] = Field(description="Relative frequency per (input bucket, output bucket); "
+                                                   "rows = input buckets, columns = output buckets. Need not sum to 1.")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "HistogramSizes":
+        for label, edges in (("input_edges", self.input_edges), ("output_edges", self.output_edges)):
+            if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+                raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+        rows, cols = len(self.input_edges) - 1, len(self.output_edges) - 1
+        if len(self.weights) != rows or any(len(r) != cols for r in self.weights):
+            got = f"{len(self.weights)}x{','.join(str(len(r)) for r in self.weights)}"
+            raise ValueError(f"weights must be {rows} rows (input buckets) x {cols} columns (output buckets), got {got}")
+        if any(w < 0 for r in self.weights for w in r) or sum(map(sum, self.weights)) <= 0:
+            raise ValueError("weights must be >= 0 and sum to a positive number")
+        return self
+
+
+class DatasetSizes(_Strict):
+    """Request sizes from a CSV of ``input_tokens,output_tokens`` rows, bucketed like a histogram."""
+
+    path: str = Field(description="CSV file (relative to the spec file); header optional.")
+    input_edges: list[int] = Field(min_length=2, description="Input-token bucket edges.")
+    output_edges: list[int] = Field(min_length=2, description="Output-token bucket edges.")
+    outside: Literal["drop", "clip"] = Field("drop", description="Rows beyond the last edge: drop them, or clip to the last edge.")
+
+    @model_validator(mode="after")
+    def _edges(self) -> "DatasetSizes":
+        for label, edges in (("input_edges", self.input_edges), ("output_edges", self.output_edges)):
+            if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+                raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+        return self
+
+
+class ClassSpec(_Strict):
+    """One explicit request class."""
+
+    name: str = Field(min_length=1, description="Class name, shown in the plan.")
+    input_tokens: int = Field(gt=0, description="Prompt tokens (planned at this size).")
+    output_tokens: int = Field(gt=0, description="Generated tokens (planned at this size).")
+    share: float = Field(gt=0, description="Relative share of the model's requests (normalized over classes).")
+
+
+class SizesSpec(_Strict):
+    """Request-size distribution: exactly one of histogram, dataset, classes."""
+
+    histogram: HistogramSizes | None = Field(None, description="Joint input x output histogram.")
+    dataset: DatasetSizes | None = Field(None, description="CSV of observed request sizes.")
+    classes: list[ClassSpec] | None = Field(None, min_length=1, description="Explicit classes with shares.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SizesSpec":
+        given = [k for k in ("histogram", "dataset", "classes") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of histogram, dataset, classes (got {', '.join(given) or 'none'})")
+        if self.classes and len({c.name for c in self.classes}) != len(self.classes):
+            raise ValueError("class names must be unique")
+        return self
+
+
+class DemandSpec(_Strict):
+    """How much traffic the model gets."""
+
+    rate_rps: float = Field(gt=0, description="Mean request arrival rate to plan for, requests per second.")
+    sizes: SizesSpec = Field(description="Distribution of request sizes.")
+
+
+class ModelSpec(_Strict):
+    """One model the service serves."""
+
+    name: str = Field(description="The service's name for this model (vLLM --served-model-name).")
+    model: str | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b.")
+    architecture: ArchitectureSpec | None = Field(None, description="Architecture, for models not in the catalog.")
+    source: str = Field(min_length=1, description="What vLLM loads: a Hugging Face id or a path.")
+    precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
+        "bf16", description="Weight precision; fp8 needs FP8 tensor cores, int8/int4 expect a pre-quantized checkpoint.")
+    slo: SloSpec = Field(description="Latency objectives.")
+    demand: DemandSpec = Field(description="Traffic to plan for.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_name(v, "model name")
+
+    @model_validator(mode="after")
+    def _model_or_arch(self) -> "ModelSpec":
+        if (self.model is None) == (self.architecture is None):
+            raise ValueError("give exactly one of `model` (a built-in catalog name) or `architecture`")
+        return self
+
+
+class AvailabilityCap(_Strict):
+    """The most GPUs of one kind the user can get in one cloud region (a quota)."""
+
+    cloud: str = Field(description="Cloud name.")
+    region: str = Field(description="Region name.")
+    gpu: str = Field(description="GPU (SkyPilot accelerator name).")
+    max_gpus: int = Field(ge=0, description="Largest number of these GPUs in use at once.")
+
+
+class InfrastructureSpec(_Strict):
+    """Where the plan may put capacity."""
+
+    clouds: list[str] = Field(["aws", "gcp", "azure"], min_length=1,
+                              description="Allowed clouds: aws, gcp, azure, or custom clouds named in an offers file.")
+    regions: list[str] | None = Field(None, description="Optional allowlist of regions (any cloud).")
+    gpus: list[str] | None = Field(None, description="Optional allowlist of GPUs, SkyPilot accelerator names.")
+    spot: bool = Field(False, description="Also consider spot capacity where offered (cheaper, can be reclaimed).")
+    availability: list[AvailabilityCap] = Field([], description="GPU caps per (cloud, region, gpu).")
+
+
+class PlanningSpec(_Strict):
+    """Solver settings."""
+
+    objective: Literal["min_cost", "max_throughput"] = Field(
+        "min_cost", description="min_cost: cheapest plan serving all demand. max_throughput: largest uniform "
+                                "scale of the declared demand under budget and availability (needs a budget).")
+    routing: Literal["fractional", "sliced"] = Field(
+        "fractional", description="fractional: any share of a class to any endpoint. sliced: Mélange's binary "
+                                  "assignment of 1/slice_factor slices of each class.")
+    slice_factor: int = Field(8, ge=1, le=64, description="Slices per class with routing: sliced.")
+    headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
+    time_limit_s: float = Field(30, gt=0, description="Solver time limit, seconds.")
+    mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
+
+
+class ServiceSpec(_Strict):
+    """A service to plan: its models, SLOs, demand and where it may run."""
+
+    name: str = Field(description="Service name (lowercase, '-'); names generated resources.")
+    models: list[ModelSpec] = Field(min_length=1, description="Models served.")
+    infrastructure: InfrastructureSpec = Field(default_factory=InfrastructureSpec, description="Allowed clouds, regions, GPUs.")
+    budget_usd_per_hour: float | None = Field(None, gt=0, description="Most the plan may cost, USD per hour.")
+    planning: PlanningSpec = Field(default_factory=PlanningSpec, description="Solver settings.")
+    profiles: list[str] = Field([], description="Measured profile CSVs (relative to the spec file).")
+    offers: list[str] = Field([], description="Extra offers CSVs (relative to the spec file).")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_name(v, "service name")
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> "ServiceSpec":
+        names = [m.name for m in self.models]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(dup)}")
+        if self.planning.objective == "max_throughput" and self.budget_usd_per_hour is None:
+            raise ValueError("objective max_throughput needs budget_usd_per_hour (otherwise throughput is unbounded)")
+        if self.planning.objective == "max_throughput" and self.planning.routing == "sliced":
+            raise ValueError("routing: sliced is a min_cost formulation; use routing: fractional with max_throughput")
+        return self

@@ -1,0 +1,59 @@
+"""Human-readable plan summary (Rich). Reads only plan.json's dict, so it shows what was written."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def render_summary(plan: dict, console: Console) -> None:
+    obj = plan["objective"]
+    head = f"[bold]{plan['service']}[/]: ${plan['cost_usd_per_hour']:.2f}/h, {plan['gpus']} GPUs"
+    if obj == "max_throughput":
+        head += f", demand scale {plan['demand_scale']:.3f}x of declared (budget ${plan['budget_usd_per_hour']:g}/h)"
+    elif plan.get("budget_usd_per_hour"):
+        head += f" (budget ${plan['budget_usd_per_hour']:g}/h)"
+    status = plan["solver"]["status"]
+    if status != "optimal":
+        head += f"  [yellow]time limit hit: best plan found, gap {100 * (plan['solver']['gap'] or 0):.2f}%[/]"
+    console.print(head)
+
+    t = Table(title="Allocations", title_justify="left", show_lines=False)
+    for col in ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util"):
+        t.add_column(col, justify="right" if col in ("n", "$/h", "util") else "left", no_wrap=col != "model")
+    for a in plan["allocations"]:
+        layout = f"TP{a['tp']}" + (f" PP{a['pp']}" if a["pp"] > 1 else "")
+        if a["engines_per_instance"] > 1:
+            layout = f"{a['engines_per_instance']}x {layout}"
+        t.add_row(a["model"], f"{a['cloud']}/{a['region']}", a["instance_type"] + (" spot" if a["spot"] else ""),
+                  f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
+                  f"{100 * a['utilization']:.0f}%")
+    console.print(t)
+
+    if plan["baselines"]:
+        b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
+        for col in ("GPU only", "instances", "$/h", "this plan saves"):
+            b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
+        for x in plan["baselines"]:
+            if x["feasible"]:
+                b.add_row(x["gpu"], str(x["instances"]), f"{x['cost_usd_per_hour']:.2f}",
+                          f"{x['savings_pct']:.1f}% (${x['savings_usd_per_hour']:.2f}/h)")
+            else:
+                b.add_row(x["gpu"], "-", "-", f"[dim]{x['reason']}[/]")
+        console.print(b)
+
+    s = plan["solver"]
+    gap = "n/a" if s["gap"] is None else f"{100 * s['gap']:.3f}%"
+    console.print(f"solver: HiGHS {s['status']}, gap {gap}, {s['variables']} vars ({s['integer_variables']} integer), "
+                  f"{s['constraints']} constraints, build {s['build_s']:.2f}s + solve {s['solve_s']:.2f}s; "
+                  f"routing {s['routing']}" + (f" (slice factor {s['slice_factor']})" if s["slice_factor"] else ""))
+    inp = plan["inputs"]
+    console.print(f"offers as of {inp['offers_as_of']} ({', '.join(x['name'] for x in inp['sources'])}); "
+                  f"rates from {_sources(plan)}")
+    for w in plan["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}")
+
+
+def _sources(plan: dict) -> str:
+    kinds = sorted({src.split(":")[0] for t in plan["templates"] for src in t["sources"].values()})
+    return ", ".join(kinds) or "n/a"

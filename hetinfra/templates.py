@@ -1,0 +1,153 @@
+"""Serving templates (Coral's offline stage, homogeneous single-node part) and their units.
+
+A *template* is a region-agnostic way to serve one model: an instance type of one cloud and a
+vLLM layout on it (TP = the instance's GPUs, or several smaller-TP engines side by side, i.e.
+data parallel inside the instance). A *unit* is a template instantiated in one region with one
+purchase option and its price; the allocation ILP chooses how many of each unit to run.
+
+Capacity h[u, w] = engines x (max rate of one engine for class w): req/s one instance sustains
+under the model's SLOs (Mélange's MaxTput).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetinfra.inputs import PlanInputs, PlannedModel
+from hetinfra.perf.model import PerformanceModel, RateResult
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    model: str
+    cloud: str
+    instance_type: str
+    gpu: str
+    gpus_per_instance: int
+    tp: int
+    pp: int
+    engines: int  # engines per instance (data parallel inside the instance)
+    rates: dict[str, float]  # class name -> req/s per instance (only classes it can serve)
+    sources: dict[str, str]  # class name -> where the number came from
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A template in a region with a purchase option: one ILP integer variable n[u]."""
+
+    id: str
+    template: Template
+    region: str
+    spot: bool
+    cost: float  # $/h per instance
+    gpu_memory_gb: float
+    vcpus: float
+    memory_gb: float
+    custom_cloud: bool
+
+    @property
+    def model(self) -> str:
+        return self.template.model
+
+    @property
+    def gpus(self) -> int:
+        return self.template.gpus_per_instance
+
+    @property
+    def cap_key(self) -> tuple[str, str, str]:
+        return (self.template.cloud, self.region, self.template.gpu)
+
+
+@dataclass(frozen=True)
+class ClassCoverage:
+    """Why a class can or cannot be served, for infeasibility messages."""
+
+    served: bool
+    best_tpot_floor: tuple[float, str] | None  # (ms, "H100 tp=8") fastest TPOT any layout reaches
+    reasons: tuple[str, ...]  # distinct reasons layouts failed
+
+
+def tp_options(gpu_count: int, heads: int | None) -> list[int]:
+    """TP degrees for an instance: powers of two dividing the GPU count (and the head count)."""
+    out = []
+    tp = 1
+    while tp <= gpu_count:
+        if gpu_count % tp == 0 and (heads is None or heads % tp == 0):
+            out.append(tp)
+        tp *= 2
+    return out
+
+
+def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit], dict[tuple[str, str], ClassCoverage]]:
+    """All non-dominated units for every model, and per-(model, class) coverage."""
+    units: list[Unit] = []
+    coverage: dict[tuple[str, str], ClassCoverage] = {}
+    spot_ok = inputs.spec.infrastructure.spot
+    for pm in inputs.models:
+        templates: dict[tuple[str, str, int], Template] = {}
+        floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
+        reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
+        for offer in inputs.offers:
+            heads = pm.arch.heads if pm.arch else None
+            for tp in tp_options(offer.gpu_count, heads):
+                key = (offer.cloud, offer.instance_type, tp)
+                if key not in templates:
+                    t = _template(pm, perf, offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, tp, floors, reasons)
+                    templates[key] = t
+                t = templates[key]
+                if not t.rates:
+                    continue
+                for spot in (False, True) if spot_ok else (False,):
+                    price = offer.price(spot)
+                    if price is None:
+                        continue
+                    units.append(Unit(
+                        id=f"{t.id}|{offer.region}|{'spot' if spot else 'ondemand'}", template=t, region=offer.region,
+                        spot=spot, cost=price, gpu_memory_gb=offer.gpu_memory_gb, vcpus=offer.vcpus,
+                        memory_gb=offer.memory_gb, custom_cloud=offer.custom_cloud))
+        for c in pm.classes:
+            served = any(c.name in t.rates for t in templates.values())
+            coverage[(pm.spec.name, c.name)] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
+    return prune_dominated(units), coverage
+
+
+def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_type: str, gpu: str, gpus: int, tp: int,
+              floors: dict, reasons: dict) -> Template:
+    engines = gpus // tp
+    rates, sources = {}, {}
+    for c in pm.classes:
+        r: RateResult = perf.rate(pm.ctx, gpu, tp, 1, c)
+        if r.max_rps > 0:
+            rates[c.name] = engines * r.max_rps
+            sources[c.name] = r.source
+        elif r.reason:
+            reasons[c.name].add(f"{gpu} tp={tp}: {r.reason}")
+        if r.tpot_floor_ms is not None:
+            best = floors[c.name]
+            if best is None or r.tpot_floor_ms < best[0]:
+                floors[c.name] = (r.tpot_floor_ms, f"{gpu} tp={tp}")
+    tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}"
+    return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, 1, engines, rates, sources)
+
+
+def prune_dominated(units: list[Unit]) -> list[Unit]:
+    """Drop a unit when another of the same model, cloud, region, GPU kind and GPU count costs no
+    more and serves every class at least as fast (the availability caps count both alike)."""
+    groups: dict[tuple, list[Unit]] = {}
+    for u in units:
+        groups.setdefault((u.model, u.cap_key, u.gpus), []).append(u)
+    kept: list[Unit] = []
+    for group in groups.values():
+        group.sort(key=lambda u: (u.cost, -sum(u.template.rates.values()), u.id))
+        survivors: list[Unit] = []
+        for u in group:
+            if not any(_dominates(v, u) for v in survivors):
+                survivors.append(u)
+        kept.extend(survivors)
+    kept.sort(key=lambda u: u.id)
+    return kept
+
+
+def _dominates(v: Unit, u: Unit) -> bool:
+    return v.cost <= u.cost and all(v.template.rates.get(w, 0.0) >= r for w, r in u.template.rates.items())

@@ -1,0 +1,164 @@
+"""Offers: what can be rented, where, at what price. Loading and validation of offer CSVs.
+
+The embedded snapshot (``data/offers_snapshot.csv``) and user offers CSVs share one format::
+
+    cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour
+
+The snapshot adds ``as_of`` and ``source`` columns; user files may add them too.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+
+#: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a
+#: "custom" cloud (on-prem, neocloud): planned, but no infrastructure code is generated for it.
+KNOWN_CLOUDS = ("aws", "gcp", "azure")
+
+REQUIRED_COLUMNS = (
+    "cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb",
+    "vcpus", "memory_gb", "price_per_hour", "spot_price_per_hour",
+)
+OPTIONAL_COLUMNS = ("as_of", "source")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type in one region, with its on-demand and spot price per hour."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    gpu: str
+    gpu_count: int
+    gpu_memory_gb: float
+    vcpus: float
+    memory_gb: float
+    price_per_hour: float
+    spot_price_per_hour: float | None
+    as_of: str
+    source: str
+
+    @property
+    def custom_cloud(self) -> bool:
+        return self.cloud not in KNOWN_CLOUDS
+
+    def price(self, spot: bool) -> float | None:
+        return self.spot_price_per_hour if spot else self.price_per_hour
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where a group of offers came from, as recorded in plan.json ``inputs.sources``."""
+
+    name: str  # "embedded-snapshot" or a file path
+    as_of: str
+    sha256: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class OfferSnapshot:
+    offers: tuple[Offer, ...]
+    sources: tuple[SourceInfo, ...] = field(default_factory=tuple)
+
+    @property
+    def as_of(self) -> str:
+        """The oldest as-of date among the sources (what a user should worry about)."""
+        dates = sorted(s.as_of for s in self.sources if s.as_of)
+        return dates[0] if dates else "unknown"
+
+    def merged(self, other: "OfferSnapshot") -> "OfferSnapshot":
+        """Offers of ``other`` replace same (cloud, region, instance_type) offers of self."""
+        by_key = {(o.cloud, o.region, o.instance_type): o for o in self.offers}
+        for o in other.offers:
+            by_key[(o.cloud, o.region, o.instance_type)] = o
+        return OfferSnapshot(tuple(by_key.values()), self.sources + other.sources)
+
+
+def _num(raw: str, *, where: str, column: str, required: bool = True) -> float | None:
+    raw = (raw or "").strip()
+    if raw == "":
+        if required:
+            raise InvalidInputError(f"{where}: column '{column}' is empty", hint="give a number")
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidInputError(f"{where}: column '{column}' is {raw!r}, not a number") from None
+
+
+def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") -> OfferSnapshot:
+    """Parse and validate an offers CSV. Any bad row is an error naming file, line and column."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(
+            f"{name}: offers CSV lacks column(s) {', '.join(missing)}",
+            hint="header must be: " + ",".join(REQUIRED_COLUMNS),
+        )
+    unknown = [c for c in header if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if unknown:
+        raise InvalidInputError(f"{name}: unknown column(s) {', '.join(unknown)}",
+                                hint="allowed: " + ",".join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS))
+    offers: list[Offer] = []
+    seen: set[tuple[str, str, str]] = set()
+    for lineno, row in enumerate(reader, start=2):
+        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        where = f"{name}:{lineno}"
+        for col in ("cloud", "region", "instance_type", "gpu"):
+            if not row.get(col):
+                raise InvalidInputError(f"{where}: column '{col}' is empty")
+        count = _num(row["gpu_count"], where=where, column="gpu_count")
+        if count is None or count < 1 or count != int(count):
+            raise InvalidInputError(f"{where}: gpu_count must be a whole number >= 1, got {row['gpu_count']!r}")
+        od = _num(row["price_per_hour"], where=where, column="price_per_hour")
+        spot = _num(row["spot_price_per_hour"], where=where, column="spot_price_per_hour", required=False)
+        mem = _num(row["gpu_memory_gb"], where=where, column="gpu_memory_gb")
+        if od <= 0:
+            raise InvalidInputError(f"{where}: price_per_hour must be > 0, got {od}")
+        if spot is not None and (spot <= 0 or spot > od):
+            raise InvalidInputError(f"{where}: spot_price_per_hour {spot} must be > 0 and <= price_per_hour {od}",
+                                    hint="leave it empty when there is no spot offer")
+        if mem <= 0:
+            raise InvalidInputError(f"{where}: gpu_memory_gb must be > 0, got {mem}")
+        key = (row["cloud"].lower(), row["region"], row["instance_type"])
+        if key in seen:
+            raise InvalidInputError(f"{where}: duplicate offer {key[0]}/{key[1]}/{key[2]}")
+        seen.add(key)
+        offers.append(Offer(
+            cloud=key[0], region=row["region"], instance_type=row["instance_type"], gpu=row["gpu"],
+            gpu_count=int(count), gpu_memory_gb=mem,
+            vcpus=_num(row["vcpus"], where=where, column="vcpus", required=False) or 0.0,
+            memory_gb=_num(row["memory_gb"], where=where, column="memory_gb", required=False) or 0.0,
+            price_per_hour=od, spot_price_per_hour=spot,
+            as_of=row.get("as_of") or default_as_of, source=row.get("source") or name,
+        ))
+    as_of = sorted({o.as_of for o in offers})[0] if offers else default_as_of
+    info = SourceInfo(name=name, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(offers))
+    return OfferSnapshot(tuple(offers), (info,))
+
+
+def load_offers_file(path: Path) -> OfferSnapshot:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise InvalidInputError(f"offers file not found: {path}", hint="paths in the spec are relative to the spec file") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read offers file {path}: {exc.strerror}") from None
+    return parse_offers_csv(text, name=str(path))
+
+
+def load_embedded_snapshot() -> OfferSnapshot:
+    """The snapshot shipped in the package (no network)."""
+    text = resources.files("hetinfra.price_feeds").joinpath("data/offers_snapshot.csv").read_text()
+    snap = parse_offers_csv(text, name="embedded-snapshot")
+    return snap

@@ -1,0 +1,1 @@
+"""Pyomo allocation models and their HiGHS solve wrapper (installed as ``hetinfra.solver``)."""

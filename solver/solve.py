@@ -1,0 +1,159 @@
+"""Solve an :class:`AllocationProblem` with HiGHS and verify the answer before believing it."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from hetinfra.errors import SolverError
+from hetinfra.solver.problem import AllocationProblem
+
+#: Feasibility tolerance used when re-checking a returned solution (relative where it makes sense).
+TOL = 1e-6
+
+
+@dataclass
+class SolveResult:
+    status: str  # "optimal", "time_limit" (incumbent, see gap), "infeasible", "no_solution"
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    size: dict = field(default_factory=dict)  # variables, integer_variables, constraints
+    n: dict[str, int] = field(default_factory=dict)  # unit id -> instances
+    flow: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (unit, model, class) -> req/s
+    scale: float | None = None  # max_throughput: demand scale s
+    extra_gpus: dict[tuple[str, str, str], float] = field(default_factory=dict)  # elastic caps: GPUs over cap
+
+    @property
+    def feasible(self) -> bool:
+        return self.status in ("optimal", "time_limit")
+
+    def cost(self, problem: AllocationProblem) -> float:
+        costs = {u.id: u.cost for u in problem.units}
+        return sum(costs[u] * c for u, c in self.n.items())
+
+
+def _size(m) -> dict:
+    from pyomo.environ import Constraint, Var
+
+    variables = [v for v in m.component_data_objects(Var, active=True)]
+    return {
+        "variables": len(variables),
+        "integer_variables": sum(1 for v in variables if v.is_integer() or v.is_binary()),
+        "constraints": sum(1 for _ in m.component_data_objects(Constraint, active=True)),
+    }
+
+
+def _run_highs(m, time_limit_s: float, mip_gap: float):
+    from pyomo.contrib.solver.common.factory import SolverFactory
+
+    solver = SolverFactory("highs")
+    return solver.solve(m, tee=False, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
+                        raise_exception_on_nonoptimal_result=False)
+
+
+def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3) -> SolveResult:
+    """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s."""
+    if problem.unserved():
+        return SolveResult(status="infeasible")
+    from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+    import pyomo.environ as pyo
+
+    from hetinfra.solver.model import build_model, cost_expr
+
+    t0 = time.perf_counter()
+    m = build_model(problem)
+    build_s = time.perf_counter() - t0
+    size = _size(m)
+    t1 = time.perf_counter()
+    res = _run_highs(m, time_limit_s, mip_gap)
+    if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible) and problem.objective == "max_throughput":
+        res.solution_loader.load_vars()
+        s_star = pyo.value(m.s)
+        first = res
+        m.obj.deactivate()
+        m.keep_scale = pyo.Constraint(expr=m.s >= s_star * (1 - 1e-7))
+        m.min_cost = pyo.Objective(expr=cost_expr(m, problem), sense=pyo.minimize)
+        remaining = max(1.0, time_limit_s - (time.perf_counter() - t1))
+        res = _run_highs(m, remaining, mip_gap)
+        if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+            res = first  # keep the phase-1 answer
+            m.min_cost.deactivate()
+            m.keep_scale.deactivate()
+            m.obj.activate()
+        bound_obj, bound = s_star, first.objective_bound
+    else:
+        bound_obj, bound = None, res.objective_bound
+    solve_s = time.perf_counter() - t1
+
+    tc = res.termination_condition
+    if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
+        return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
+    if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+        status = "time_limit" if tc == TerminationCondition.maxTimeLimit else "no_solution"
+        return SolveResult(status="no_solution" if status == "time_limit" else status,
+                           build_s=build_s, solve_s=solve_s, size=size)
+    res.solution_loader.load_vars()
+    status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else (
+        "time_limit" if tc == TerminationCondition.maxTimeLimit else "optimal")
+
+    out = SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size)
+    out.n = {u: int(round(pyo.value(m.n[u]))) for u in m.U if pyo.value(m.n[u]) > 0.5}
+    for u, mod, w in m.P:
+        if problem.routing == "sliced":
+            val = round(pyo.value(m.z[u, mod, w])) * problem.demand[(mod, w)] / problem.slice_factor
+        else:
+            val = pyo.value(m.y[u, mod, w])
+        if val > 1e-9:
+            out.flow[(u, mod, w)] = val
+    if problem.elastic_caps:
+        out.extra_gpus = {g: pyo.value(m.e[g]) for g in m.G if pyo.value(m.e[g]) > 1e-6}
+    if problem.objective == "max_throughput" and not problem.elastic_caps:
+        out.scale = pyo.value(m.s)
+        out.objective = bound_obj if bound_obj is not None else out.scale
+        out.bound = bound
+    else:
+        out.objective = out.cost(problem) if not problem.elastic_caps else pyo.value(m.obj)
+        out.bound = bound if bound is not None and math.isfinite(bound) else None
+    if out.bound is not None and out.objective:
+        out.gap = abs(out.objective - out.bound) / max(abs(out.objective), 1e-9)
+    violations = verify(problem, out)
+    if violations:
+        raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
+                          hint="this is a bug in hetinfra; please report it with the spec")
+    return out
+
+
+def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
+    """Re-check every constraint on the solution, independently of Pyomo."""
+    bad: list[str] = []
+    units = {u.id: u for u in problem.units}
+    scale = r.scale if (problem.objective == "max_throughput" and r.scale is not None) else 1.0
+    served: dict[tuple[str, str], float] = {k: 0.0 for k in problem.demand}
+    load: dict[str, float] = {}
+    for (u, mod, w), val in r.flow.items():
+        if val < -TOL:
+            bad.append(f"negative flow {val} on {u}")
+        served[(mod, w)] += val
+        load[u] = load.get(u, 0.0) + val / units[u].rates[w]
+    for k, lam in problem.demand.items():
+        if abs(served[k] - lam * scale) > TOL * max(1.0, lam * scale):
+            bad.append(f"class {k[0]}/{k[1]} served {served[k]:.6g} of {lam * scale:.6g} req/s")
+    for u, used in load.items():
+        cap = (1 - problem.headroom) * r.n.get(u, 0)
+        if used > cap + TOL * max(1.0, cap):
+            bad.append(f"unit {u} loaded {used:.6g} > capacity {cap:.6g}")
+    for u, cnt in r.n.items():
+        if cnt < 0 or cnt != int(cnt):
+            bad.append(f"unit {u} count {cnt} is not a whole number")
+    if not problem.elastic_caps:
+        for g, cap in problem.caps.items():
+            used = sum(units[u].gpus * c for u, c in r.n.items() if units[u].cap_key == g)
+            if used > cap:
+                bad.append(f"{'/'.join(g)} uses {used} GPUs > cap {cap}")
+        if problem.budget is not None and r.cost(problem) > problem.budget * (1 + TOL):
+            bad.append(f"cost {r.cost(problem):.4f} > budget {problem.budget}")
+    return bad

@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Build hetinfra's embedded price snapshot, price_feeds/data/offers_snapshot.csv.
+
+Maintainer script; standard library only. It reads the partial SkyPilot v8 catalog extract
+(see ../shared/data/skypilot-catalog/v8/README.md), reduces it to one row per
+(cloud, region, instance_type), adds the few rows that exist only as numbers in
+../shared/notes/feeds.md, validates everything and writes a sorted CSV.
+
+    python tools/build_snapshot.py [CATALOG_DIR] [--out PATH]
+
+CATALOG_DIR defaults to ../shared/data/skypilot-catalog/v8 relative to the repository root.
+
+Rules (documented in price_feeds/data/SOURCES.md):
+- price_per_hour: on-demand USD/h for the whole instance. AWS: the catalog Price, the same in
+  every AZ of a region (checked). GCP: host-VM row + GPU row of the same zone (README "Column
+  encoding"; feeds.md section 4), identical across the zones of a region (checked). Azure: one row
+  per region already.
+- spot_price_per_hour: the MINIMUM over the AZs/zones of the region that have a spot price. This is
+  what gpuhunt does (feeds.md section 1c) and what SkyPilot charges for a region when no zone is
+  pinned (cheapest zone). Empty when no zone has one, and dropped when it is not below on-demand
+  (Azure H100 "spot" = on-demand is bogus, feeds.md section 5).
+- Whole-GPU sizes only; GPU names must be SkyPilot names listed for that cloud in
+  common/accelerators.csv and in ALLOWED_GPUS below.
+- Never invent a price: a row with no number in the catalog or in feeds.md is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CATALOG = REPO_ROOT.parent / "shared" / "data" / "skypilot-catalog" / "v8"
+DEFAULT_OUT = REPO_ROOT / "price_feeds" / "data" / "offers_snapshot.csv"
+
+HEADER = [
+    "cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb", "vcpus",
+    "memory_gb", "price_per_hour", "spot_price_per_hour", "as_of", "source",
+]
+
+# Upstream commits of the extract (catalog README, "Source" table).
+SOURCE_TAG = {
+    "aws": "skypilot-catalog-v8/aws@e385a0d3",
+    "gcp": "skypilot-catalog-v8/gcp@8427bbff",
+    "azure": "skypilot-catalog-v8/azure@20291d7e(fork)",
+}
+
+# The catalog files carry no dates. Best estimates (SOURCES.md explains them):
+# - aws/gcp: content is "late 2025 or later" (feeds.md section 5; catalog README "Clues"):
+#   p6-b200/m8a present, a4-highgpu-8g/a3-ultragpu-8g present. We use the lower bound.
+# - azure: feeds.md section 5 calls the only available file "stale (2024 vintage)"; mid-2024.
+AS_OF = {"aws": "2025-11-01", "gcp": "2025-11-01", "azure": "2024-07-01"}
+
+# Memory per GPU in GB (nominal, as marketed per GPU; vllm.md section 4 table). Keys are SkyPilot
+# accelerator names; anything not listed here is skipped.
+GPU_MEMORY_GB = {
+    "T4": 16,
+    "L4": 24,
+    "A10G": 24,
+    "A10": 24,
+    "L40S": 48,
+    "A100": 40,
+    "A100-80GB": 80,
+    "H100": 80,
+    "H200": 141,
+    "B200": 180,  # HGX B200: 1,440 GB / 8 GPUs (vllm.md: 180 GiB usable, 192 GB marketed)
+    "V100": 16,
+}
+ALLOWED_GPUS = set(GPU_MEMORY_GB)
+
+# Per-instance memory overrides. Azure NCads H100 v5 carries the H100 NVL (feeds.md section 5
+# table: "1xH100-NVL"), which has 94 GB per GPU; SkyPilot still names it "H100".
+GPU_MEMORY_OVERRIDE = {
+    re.compile(r"^Standard_NC\d+ad(?:i)?s_H100_v5$"): 94,  # NC40ads, NC80adis
+}
+
+# GCP: accelerator attached to each accelerator-optimized machine type. SkyPilot pins these
+# (SP-gcp-cat _ACC_INSTANCE_TYPE_DICTS, feeds.md section 4); the L4 counts of g2 follow Google's
+# machine-type table (g2-standard-24 -> 2, -48 -> 4, -96 -> 8, the others 1).
+G2_L4_COUNT = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
+GCP_HOST_PATTERNS = [
+    (re.compile(r"^a2-highgpu-(\d+)g$"), "A100"),
+    (re.compile(r"^a2-megagpu-(\d+)g$"), "A100"),
+    (re.compile(r"^a2-ultragpu-(\d+)g$"), "A100-80GB"),
+    (re.compile(r"^a3-highgpu-(\d+)g$"), "H100"),
+    (re.compile(r"^a3-megagpu-(\d+)g$"), "H100-MEGA"),  # not in ALLOWED_GPUS -> skipped
+    (re.compile(r"^a3-ultragpu-(\d+)g$"), "H200"),
+    (re.compile(r"^a4-highgpu-(\d+)g$"), "B200"),  # GCP not listed for B200 in accelerators.csv
+]
+
+# GCP GPU prices we refuse to use (whole machine type left out in that region).
+GCP_SUSPECT_GPU_PRICE = {
+    # feeds.md section 5: a3-highgpu-8g us-central1 "suspect: wrong H100 SKU matched (see section 4)";
+    # section 3: "Nvidia H100 80GB GPU running in Americas" = $9.796550569/GPU-h. These three regions
+    # carry the same 4.20076/GPU (43% of that SKU); us-east4 (9.79655) and us-east5 are kept.
+    ("H100", "us-central1"): "H100 GPU part 4.20076/GPU: wrong SKU matched (feeds.md s3-s5)",
+    ("H100", "us-west1"): "H100 GPU part 4.20076/GPU: wrong SKU matched (feeds.md s3-s5)",
+    ("H100", "us-west4"): "H100 GPU part 4.20076/GPU: wrong SKU matched (feeds.md s3-s5)",
+    # feeds.md section 5: a2-ultragpu-1g us-central1 "suspect: GPU-part anomaly" (GPU spot 1.964 >
+    # on-demand 1.8462). us-east4 (2.07937) is the same price x1.126 with spot at 85% of on-demand,
+    # while us-east5 (4.4242, spot 1.272) has a normal spot discount; only us-east5 is kept.
+    ("A100-80GB", "us-central1"): "A100-80GB GPU part 1.8462 < its spot 1.964 (feeds.md s5)",
+    ("A100-80GB", "us-east4"): "A100-80GB GPU part 2.07937: same anomalous SKU as us-central1",
+    # feeds.md section 5: "H200 rows are inconsistent across regions (36.6 vs 74.5)". The 36.60258
+    # regions have spot above on-demand (us-south1: 43.9512) or no spot (us-east5).
+    ("H200", "us-east5"): "H200x8 GPU part 36.60258: inconsistent with 74.49392 (feeds.md s5)",
+    ("H200", "us-south1"): "H200x8 GPU part 36.60258 < its spot 43.9512 (feeds.md s5)",
+}
+
+# Azure fixes (feeds.md section 5): ND96isr_H100_v5 has AcceleratorCount 12 in the file, a bug;
+# the ND H100 v5 VM has 8 H100 GPUs.
+AZURE_COUNT_FIX = {"Standard_ND96isr_H100_v5": 8}
+
+# Rows that exist only as numbers in feeds.md (the extract lacks them). Catalog rows win if both
+# exist (the script then only checks that they agree). vcpus/memory_gb for instance types that the
+# extract has in other regions are the same as there (specs do not vary by region).
+# (cloud, region, instance_type, gpu, gpu_count, vcpus, memory_gb, price, spot, source)
+FEEDS_ONLY_ROWS = [
+    # feeds.md section 5 table: g4dn.xlarge, 1xT4 16G, 4/16, us-east-1, on-demand 0.526,
+    # spot 0.1845-0.2010 across AZs (catalog v7, commit 001367d2). Spot = low end = AZ minimum.
+    ("aws", "us-east-1", "g4dn.xlarge", "T4", 1, 4, 16, 0.526, 0.1845, "feeds.md:s5/aws-v7"),
+    # feeds.md section 5 "Other rows", AWS us-east-1: g5.2xlarge 1.212 (no spot given).
+    # Specs 8 vCPU / 32 GiB as in the extract's us-east-2/us-west-2 g5.2xlarge rows.
+    ("aws", "us-east-1", "g5.2xlarge", "A10G", 1, 8, 32, 1.212, None, "feeds.md:s5"),
+    # feeds.md section 5 "Other rows", AWS us-east-1: p3.2xlarge 3.06 (no spot given).
+    # Specs 8 vCPU / 61 GiB as in the extract's us-east-2/us-west-2 p3.2xlarge rows.
+    ("aws", "us-east-1", "p3.2xlarge", "V100", 1, 8, 61, 3.06, None, "feeds.md:s5"),
+]
+
+# Sanity checks against numbers quoted in feeds.md section 5 / the catalog README.
+# (cloud, region, instance_type, expected on-demand, expected spot or None to skip)
+SANITY = [
+    ("gcp", "us-central1", "g2-standard-4", 0.70683, None),  # README example, feeds.md s5
+    ("gcp", "us-central1", "g2-standard-8", 0.85362, None),  # feeds.md s3 worked ex. 0.853608
+    ("gcp", "us-central1", "a2-highgpu-1g", 3.67339, 1.80385),  # feeds.md s5
+    ("gcp", "us-east4", "a3-highgpu-8g", 87.83247, None),  # feeds.md s5
+    ("aws", "us-east-1", "p5.48xlarge", 55.04, None),
+    ("aws", "us-east-1", "g5.xlarge", 1.006, None),
+    ("aws", "us-east-1", "g6.xlarge", 0.8048, None),
+    ("aws", "us-east-1", "g6e.xlarge", 1.861, None),
+    ("aws", "us-east-1", "p5en.48xlarge", 63.296, None),
+    ("aws", "us-east-1", "g5.48xlarge", 16.288, None),
+    ("azure", "eastus", "Standard_NC4as_T4_v3", 0.526, 0.062699),
+    ("azure", "eastus", "Standard_NC24ads_A100_v4", 3.673, 0.444433),
+    ("azure", "eastus", "Standard_ND96isr_H100_v5", 98.32, None),
+]
+
+
+VERBOSE = False
+
+
+def log(msg: str, routine: bool = False) -> None:
+    """Print a note to stderr; routine skips (non-GPU types, GPUs outside the vocabulary) only with -v."""
+    if VERBOSE or not routine:
+        print(msg, file=sys.stderr)
+
+
+def fnum(text: str) -> float | None:
+    text = (text or "").strip()
+    return float(text) if text else None
+
+
+def whole(x: float | None) -> int | None:
+    if x is None or x < 1 or x != int(x):
+        return None
+    return int(x)
+
+
+def load_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def load_accelerator_clouds(catalog: Path) -> dict[str, set[str]]:
+    out = {}
+    for row in load_csv(catalog / "common" / "accelerators.csv"):
+        out[row["AcceleratorName"]] = {c.lower() for c in ast.literal_eval(row["Clouds"])}
+    return out
+
+
+def gpu_ok(cloud: str, gpu: str, acc_clouds: dict[str, set[str]]) -> bool:
+    return gpu in ALLOWED_GPUS and cloud in acc_clouds.get(gpu, set())
+
+
+def gpu_memory(instance_type: str, gpu: str) -> int:
+    for pattern, gb in GPU_MEMORY_OVERRIDE.items():
+        if pattern.match(instance_type):
+            return gb
+    return GPU_MEMORY_GB[gpu]
+
+
+def spot_or_none(price: float, spots: list[float]) -> float | None:
+    if not spots:
+        return None
+    spot = min(spots)
+    return spot if 0 < spot < price else None
+
+
+def make_row(cloud, region, itype, gpu, count, vcpus, mem, price, spot, source) -> dict:
+    return {
+        "cloud": cloud, "region": region, "instance_type": itype, "gpu": gpu,
+        "gpu_count": count, "gpu_memory_gb": gpu_memory(itype, gpu), "vcpus": vcpus,
+        "memory_gb": mem, "price_per_hour": price, "spot_price_per_hour": spot,
+        "as_of": AS_OF[cloud], "source": source,
+    }
+
+
+def group(rows, key):
+    out: dict = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
+def single_price(prices: set[float], what: str) -> float:
+    """The on-demand price must be the same in every zone of a region."""
+    if len(prices) != 1:
+        # AWS p4d shows 21.957642 vs 21.95764 across regions; within a region it is exact.
+        if max(prices) - min(prices) > 1e-4:
+            raise ValueError(f"{what}: on-demand differs across zones: {sorted(prices)}")
+    return max(prices)
+
+
+def build_aws(catalog: Path, acc_clouds) -> list[dict]:
+    out = []
+    rows = load_csv(catalog / "aws" / "vms.csv")
+    for (itype, region), grp in sorted(group(rows, lambda r: (r["InstanceType"], r["Region"])).items()):
+        first = grp[0]
+        gpu = first["AcceleratorName"]
+        count = whole(fnum(first["AcceleratorCount"]))
+        if not gpu or count is None:
+            log(f"skip aws {region} {itype}: no whole GPU ({gpu!r} x {first['AcceleratorCount']!r})", True)
+            continue
+        if not gpu_ok("aws", gpu, acc_clouds):
+            log(f"skip aws {region} {itype}: GPU {gpu} not in the snapshot vocabulary", True)
+            continue
+        prices = {p for p in (fnum(r["Price"]) for r in grp) if p is not None and p > 0}
+        if not prices:
+            log(f"skip aws {region} {itype}: no on-demand price (e.g. p5e, capacity blocks only)")
+            continue
+        price = single_price(prices, f"aws {region} {itype}")
+        spots = [s for s in (fnum(r["SpotPrice"]) for r in grp) if s is not None and s > 0]
+        spot = spot_or_none(price, spots)
+        if spots and spot is None:
+            log(f"aws {region} {itype}: spot {min(spots)} not below on-demand {price}; left empty")
+        if first["GpuInfo"]:
+            info = ast.literal_eval(first["GpuInfo"])
+            n = sum(g.get("Count", 0) for g in info.get("Gpus", []))
+            if n and n != count and itype != "p5.4xlarge":  # SkyPilot fixes p5.4xlarge to 1
+                log(f"note aws {itype}: GpuInfo count {n} != AcceleratorCount {count}")
+        out.append(make_row("aws", region, itype, gpu, count, int(fnum(first["vCPUs"])),
+                            fnum(first["MemoryGiB"]), price, spot, SOURCE_TAG["aws"]))
+    return out
+
+
+def gcp_host_gpu(itype: str) -> tuple[str, int] | None:
+    m = re.match(r"^g2-standard-(\d+)$", itype)
+    if m:
+        n = int(m.group(1))
+        return ("L4", G2_L4_COUNT[n]) if n in G2_L4_COUNT else None
+    for pattern, gpu in GCP_HOST_PATTERNS:
+        m = pattern.match(itype)
+        if m:
+            return gpu, int(m.group(1))
+    return None
+
+
+def build_gcp(catalog: Path, acc_clouds) -> list[dict]:
+    out = []
+    rows = load_csv(catalog / "gcp" / "vms.csv")
+    hosts = [r for r in rows if r["InstanceType"]]
+    # GPU rows: InstanceType empty; price covers the GPUs only (README "Column encoding").
+    gpu_rows = {
+        (r["AcceleratorName"], int(fnum(r["AcceleratorCount"])), r["AvailabilityZone"]): r
+        for r in rows if not r["InstanceType"] and r["AcceleratorName"]
+    }
+    for (itype, region), grp in sorted(group(hosts, lambda r: (r["InstanceType"], r["Region"])).items()):
+        acc = gcp_host_gpu(itype)
+        if acc is None:
+            log(f"skip gcp {region} {itype}: not an accelerator-optimized machine type", True)
+            continue
+        gpu, count = acc
+        if not gpu_ok("gcp", gpu, acc_clouds):
+            log(f"skip gcp {region} {itype}: GPU {gpu} not in the snapshot vocabulary / not GCP", True)
+            continue
+        reason = GCP_SUSPECT_GPU_PRICE.get((gpu, region))
+        if reason:
+            log(f"skip gcp {region} {itype}: {reason}")
+            continue
+        od_totals, spot_totals = set(), []
+        for h in grp:
+            g = gpu_rows.get((gpu, count, h["AvailabilityZone"]))
+            if g is None:
+                continue  # GPU not offered in that zone
+            hp, gp = fnum(h["Price"]), fnum(g["Price"])
+            if hp is None or gp is None:
+                continue
+            od_totals.add(round(hp + gp, 6))
+            hs, gs = fnum(h["SpotPrice"]), fnum(g["SpotPrice"])
+            if hs is not None and gs is not None:
+                spot_totals.append(round(hs + gs, 6))
+        if not od_totals:
+            log(f"skip gcp {region} {itype}: no zone has both host and {gpu}x{count} prices")
+            continue
+        price = single_price(od_totals, f"gcp {region} {itype}")
+        if price <= 0:
+            log(f"skip gcp {region} {itype}: total price {price}")
+            continue
+        spot = spot_or_none(price, [s for s in spot_totals if s > 0])
+        if spot_totals and spot is None:
+            log(f"gcp {region} {itype}: spot {min(spot_totals)} not below on-demand {price}; left empty")
+        h = grp[0]
+        out.append(make_row("gcp", region, itype, gpu, count, int(fnum(h["vCPUs"])),
+                            fnum(h["MemoryGiB"]), price, spot, SOURCE_TAG["gcp"]))
+    return out
+
+
+def build_azure(catalog: Path, acc_clouds) -> list[dict]:
+    out = []
+    for r in load_csv(catalog / "azure" / "vms.csv"):
+        itype, region, gpu = r["InstanceType"], r["Region"], r["AcceleratorName"]
+        if itype.endswith("_Promo"):
+            continue  # promo duplicates (feeds.md section 4)
+        count = AZURE_COUNT_FIX.get(itype) or whole(fnum(r["AcceleratorCount"]))
+        if not gpu or count is None:
+            log(f"skip azure {region} {itype}: no whole GPU ({gpu!r} x {r['AcceleratorCount']!r})", True)
+            continue
+        if not gpu_ok("azure", gpu, acc_clouds):
+            log(f"skip azure {region} {itype}: GPU {gpu} not in the snapshot vocabulary", True)
+            continue
+        price = fnum(r["Price"])
+        if price is None or price <= 0:
+            log(f"skip azure {region} {itype}: no on-demand price (not offered there)")
+            continue
+        spot_raw = fnum(r["SpotPrice"])
+        spot = spot_or_none(price, [spot_raw] if spot_raw else [])
+        if spot_raw and spot is None:
+            log(f"azure {region} {itype}: spot {spot_raw} not below on-demand {price}; left empty")
+        out.append(make_row("azure", region, itype, gpu, count, int(fnum(r["vCPUs"])),
+                            fnum(r["MemoryGiB"]), price, spot, SOURCE_TAG["azure"]))
+    return out
+
+
+def add_feeds_rows(rows: list[dict]) -> None:
+    index = {(r["cloud"], r["region"], r["instance_type"]): r for r in rows}
+    for cloud, region, itype, gpu, count, vcpus, mem, price, spot, source in FEEDS_ONLY_ROWS:
+        have = index.get((cloud, region, itype))
+        if have is not None:
+            if abs(have["price_per_hour"] - price) > 1e-6:
+                log(f"note {cloud} {region} {itype}: catalog {have['price_per_hour']} vs feeds.md {price}")
+            continue
+        row = make_row(cloud, region, itype, gpu, count, vcpus, mem, price, spot, source)
+        rows.append(row)
+        index[(cloud, region, itype)] = row
+
+
+def validate(rows: list[dict]) -> None:
+    seen = set()
+    for r in rows:
+        key = (r["cloud"], r["region"], r["instance_type"])
+        assert key not in seen, f"duplicate {key}"
+        seen.add(key)
+        assert r["cloud"] in AS_OF, key
+        assert r["price_per_hour"] > 0, key
+        s = r["spot_price_per_hour"]
+        assert s is None or 0 < s <= r["price_per_hour"], key
+        assert isinstance(r["gpu_count"], int) and r["gpu_count"] >= 1, key
+        assert r["gpu_memory_gb"] > 0, key
+        assert r["gpu"] in ALLOWED_GPUS, key
+
+
+def sanity(rows: list[dict]) -> None:
+    index = {(r["cloud"], r["region"], r["instance_type"]): r for r in rows}
+    for cloud, region, itype, od, spot in SANITY:
+        r = index.get((cloud, region, itype))
+        assert r is not None, f"sanity: missing {cloud} {region} {itype}"
+        assert abs(r["price_per_hour"] - od) < 1e-4, (itype, r["price_per_hour"], od)
+        if spot is not None:
+            assert abs(r["spot_price_per_hour"] - spot) < 1e-4, (itype, r["spot_price_per_hour"], spot)
+
+
+def fmt(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        if x == int(x):
+            return str(int(x))
+        return f"{x:.6f}".rstrip("0").rstrip(".")
+    return str(x)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("catalog", nargs="?", type=Path, default=DEFAULT_CATALOG,
+                    help="SkyPilot v8 catalog extract dir (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output CSV (default: %(default)s)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="also list routine skips")
+    args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
+
+    acc_clouds = load_accelerator_clouds(args.catalog)
+    rows = build_aws(args.catalog, acc_clouds) + build_gcp(args.catalog, acc_clouds)
+    rows += build_azure(args.catalog, acc_clouds)
+    add_feeds_rows(rows)
+    validate(rows)
+    sanity(rows)
+    rows.sort(key=lambda r: (r["cloud"], r["region"], r["gpu"], r["gpu_count"], r["instance_type"]))
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(HEADER)
+        for r in rows:
+            w.writerow([fmt(r[h]) for h in HEADER])
+    counts = {c: sum(r["cloud"] == c for r in rows) for c in AS_OF}
+    log(f"wrote {len(rows)} rows to {args.out}: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
