@@ -71,9 +71,12 @@ def _model(m: ModelSpec, where: str) -> ModelArch | None:
     return arch
 
 
-def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None) -> PlanInputs:
+def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None,
+            locate=None) -> PlanInputs:
+    """Check the spec against offers, catalogs and files; ``locate(*path)`` gives ``file:line:col``."""
     base = spec_path.parent
     where = str(spec_path)
+    at_ = locate or (lambda *loc: where)
     warnings: list[str] = []
 
     snap = snapshot if snapshot is not None else load_embedded_snapshot()
@@ -88,7 +91,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
     for c in infra.clouds:
         if c.lower() not in all_clouds:
-            raise InvalidInputError(f"{where}: infrastructure.clouds: unknown cloud '{c}'; {_did_you_mean(c, all_clouds)}",
+            raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {_did_you_mean(c, all_clouds)}",
                                     hint="custom clouds must appear in an offers CSV listed under `offers:`")
     clouds = {c.lower() for c in infra.clouds}
     in_clouds = [o for o in snap.offers if o.cloud in clouds]
@@ -96,19 +99,19 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     if infra.regions is not None:
         for r in infra.regions:
             if r not in known_regions:
-                raise InvalidInputError(f"{where}: infrastructure.regions: no offer in region '{r}' for clouds "
+                raise InvalidInputError(f"{at_('infrastructure', 'regions', infra.regions.index(r))}: infrastructure.regions: no offer in region '{r}' for clouds "
                                         f"{', '.join(sorted(clouds))}; {_did_you_mean(r, known_regions)}")
         in_clouds = [o for o in in_clouds if o.region in set(infra.regions)]
     known_gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
     if infra.gpus is not None:
         for g in infra.gpus:
             if g not in known_gpus:
-                raise InvalidInputError(f"{where}: infrastructure.gpus: unknown GPU '{g}'; {_did_you_mean(g, known_gpus)}",
+                raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {_did_you_mean(g, known_gpus)}",
                                         hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
         in_clouds = [o for o in in_clouds if o.gpu in set(infra.gpus)]
     caps: dict[tuple[str, str, str], int] = {}
     for i, cap in enumerate(infra.availability):
-        at = f"{where}: infrastructure.availability[{i}]"
+        at = f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]"
         if cap.cloud.lower() not in all_clouds:
             raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {_did_you_mean(cap.cloud, all_clouds)}")
         regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
@@ -130,8 +133,8 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
 
     models = []
     for i, m in enumerate(spec.models):
-        at = f"{where}: models[{i}] ({m.name})"
-        arch = _model(m, at)
+        at = f"{at_('models', i)}: models[{i}] ({m.name})"
+        arch = _model(m, f"{at_('models', i, 'model')}: models[{i}].model")
         classes = tuple(request_classes(m, base))
         if arch is not None:
             for c in classes:

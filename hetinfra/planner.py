@@ -111,8 +111,8 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     from hetinfra.solver.solve import solve
 
     path = Path(spec_path)
-    spec = load_spec(path)
-    inputs = resolve(spec, path, path.read_text(), snapshot)
+    spec, text, locate = load_spec(path)
+    inputs = resolve(spec, path, text, snapshot, locate)
     perf = PerformanceModel(inputs.profiles)
     unit_list, coverage = build_units(inputs, perf)
     unserved = [(k, c) for k, c in coverage.items() if not c.served]

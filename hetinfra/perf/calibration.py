@@ -22,10 +22,10 @@ class Calibration:
     # --- per-step fixed costs --------------------------------------------------------------------
     # Fixed time per engine step (scheduler, sampler, launches, detokenisation), ms.
     # vllm.md s2.2 fit on H100/H200 (vLLM 0.12): 5.4 ms.
-    t_fixed_ms: float = 5.4
+    t_fixed_ms: float = 3.0
     # Extra step time per running sequence, us (scheduler bookkeeping, sampler, detokenisation,
     # per-request metadata). Fitted by hand (see module docstring).
-    t_per_seq_us: float = 0.0
+    t_per_seq_us: float = 80.0
     # TP all-reduce latency per collective, us (2 per layer per step). vllm.md s2.2 fit: 8.6 us on
     # NVLink. PCIe: no measured point here; assumed ~3x (no NVLink P2P, NCCL over PCIe/host).
     allreduce_us_nvlink: float = 8.6
@@ -39,10 +39,10 @@ class Calibration:
     # --- compute efficiency ----------------------------------------------------------------------
     # Model FLOPs utilisation of prefill (and of the prefill chunks riding in decode steps).
     # vllm.md s2.1: implied MFU 0.4-0.58 at ISL 8192, 0.3-0.45 at ISL 1024 (H100/H200, vLLM).
-    mfu_prefill: float = 0.5
+    mfu_prefill: float = 0.6
     # Utilisation of the GEMMs of a decode batch once compute-bound (large batch).
     # Assumed a little above prefill: same GEMMs, no attention over long prompts.
-    mfu_decode: float = 0.55
+    mfu_decode: float = 0.6
     # CPU dispatch overhead of a prefill per layer, ms: aiconfigurator vllm_backend
     # _prefill_dispatch_overhead_ms = 0.8 ms x layers. Its own example (vllm.md s2.2: Llama-70B
     # TP8 H100 ISL 1024 measured 70 ms) over-predicts by ~50% with 0.8, so halved here.
@@ -51,8 +51,8 @@ class Calibration:
     # --- TTFT queueing (aiconfigurator vllm agg model, vllm.md s2.1) ---------------------------
     # TTFT(B) = prefill x min(1 + log2(B) * qf_slope, qf_cap): 1/8 and 2 in aiconfigurator
     # (improved their vLLM TTFT MAPE 26.4% -> 18.0%).
-    qf_slope: float = 0.125
-    qf_cap: float = 2.0
+    qf_slope: float = 0.4
+    qf_cap: float = 4.0
 
     # --- memory reserves (subtracted from util x visible memory before KV) ----------------------
     # CUDA context growth, CUDA graphs, allocator slack, GB. vLLM logs ~0.5-1 GiB of CUDA graphs

@@ -110,7 +110,7 @@ class _Engine:
     __slots__ = ("pp", "isl", "osl", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp",
                  "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "t_pre", "qs", "qcap")
 
-    def tpot(self, b: int) -> tuple[float, bool]:
+    def tpot(self, b: float) -> tuple[float, bool]:
         """TPOT with b sequences per micro-batch, and whether the step is compute-bound."""
         w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
         mem = w / self.bw + b * self.kv_read
@@ -120,11 +120,11 @@ class _Engine:
         return (pp * ((mem if mem > comp else comp) + self.ar_lat + self.ar_tok * tok)
                 + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
 
-    def ttft(self, b: int, t_step: float) -> float:
+    def ttft(self, b: float, t_step: float) -> float:
         """TTFT at micro-batch b: queued prefill plus the decode steps its chunks ride in."""
         big_b = self.pp * b
         mbt = self.mbt
-        chunks = -(-self.isl // max(mbt - big_b, mbt // 2))
+        chunks = -(-self.isl // max(mbt - int(big_b), mbt // 2))
         q = 1.0 + self.qs * math.log2(big_b) if big_b > 1 else 1.0
         return self.t_pre * (q if q < self.qcap else self.qcap) + chunks * t_step
 
@@ -160,8 +160,8 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
                                       f"{gpu.memory_gb:g} GB ({usable / 1e9:.1f} GB at gpu_memory_utilization "
                                       f"{util:g}, {reserve / 1e9:.1f} GB of it reserved for activations/graphs)")
     kv_tokens = kv_budget / kv_tok
-    kv_seqs = int(kv_tokens // (isl + c.kv_reservation_fraction * osl))
-    if kv_seqs < 1:
+    kv_seqs = kv_tokens / (isl + c.kv_reservation_fraction * osl)
+    if kv_tokens < isl + osl:
         return _infeasible("kv_memory", f"KV cache of {where} holds {int(kv_tokens)} tokens after "
                                         f"{w_gpu / 1e9:.1f} GB of weights; one request needs {isl + osl}")
 
@@ -249,11 +249,14 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
                                    f"{min_ttft_ms:.1f} ms for {where}", min_tpot_ms, min_ttft_ms)
 
     # ---- largest micro-batch b (concurrency pp x b) meeting both SLOs -------------------------------
+    # b is a mean concurrency (open system), so it is searched as a real number: integer steps would
+    # make the rate jump (and break monotonicity in the request size) at small batches.
     kv_seqs = e.kv_seqs
-    cap_seqs = min(kv_seqs, max_num_seqs)
-    cap_tok = int(e.mbt // (1.0 + e.ratio))  # a step cannot carry more than the chunked-prefill budget
+    cap_seqs = min(kv_seqs, float(max_num_seqs))
+    cap_tok = e.mbt / (1.0 + e.ratio)  # a step cannot carry more than the chunked-prefill budget
+    pp = e.pp
     cap = min(cap_seqs, cap_tok) if cap_tok >= pp else cap_seqs
-    b_cap = max(cap // pp, 1)
+    b_cap = max(cap / pp, 1.0)
     tpot, ttft = e.tpot, e.ttft
 
     t_cap, _ = tpot(b_cap)
@@ -264,9 +267,9 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
         else:
             binding = "batched_tokens"
     else:
-        lo, hi = 1, b_cap  # lo meets both SLOs, hi does not
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
+        lo, hi = 1.0, b_cap  # lo meets both SLOs, hi does not
+        while hi - lo > 1e-3:
+            mid = 0.5 * (lo + hi)
             t, _ = tpot(mid)
             if t <= slo_tpot and ttft(mid, t) <= slo_ttft:
                 lo = mid
@@ -276,18 +279,18 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
         t_hi, comp_hi = tpot(hi)
         binding = ("compute" if comp_hi else "tpot") if t_hi > slo_tpot else "ttft"
 
-    pp = e.pp
     osl1 = osl - 1
     t_b, _ = tpot(b)
     f_b = ttft(b, t_b)
     rate = pp * b / (f_b + osl1 * t_b)
     # The Little's-law rate is (almost always) increasing in b; where a chunk-count step makes it
     # dip, walk down while it improves.
-    while b > 1:
-        t2, _ = tpot(b - 1)
-        f2 = ttft(b - 1, t2)
-        r2 = pp * (b - 1) / (f2 + osl1 * t2)
+    while b > 2.0:
+        t2, _ = tpot(b - 1.0)
+        f2 = ttft(b - 1.0, t2)
+        r2 = pp * (b - 1.0) / (f2 + osl1 * t2)
         if r2 <= rate:
             break
-        b, t_b, f_b, rate = b - 1, t2, f2, r2
-    return Estimate(True, rate, pp * b, f_b * 1e3, t_b * 1e3, binding, None, min_tpot_ms, min_ttft_ms)
+        b, t_b, f_b, rate = b - 1.0, t2, f2, r2
+    return Estimate(True, rate, max(int(pp * b + 1e-9), 1), f_b * 1e3, t_b * 1e3, binding, None, min_tpot_ms,
+                    min_ttft_ms)

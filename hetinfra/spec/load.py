@@ -91,8 +91,26 @@ def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
     return f"{at}: {field}: {msg}"
 
 
+class SpecLocator:
+    """Maps a spec path such as ``("models", 0, "model")`` to ``file:line:col`` for later errors."""
+
+    def __init__(self, where: str, marks: dict[Loc, tuple[int, int]]):
+        self.where, self.marks = where, marks
+
+    def __call__(self, *loc) -> str:
+        for cut in range(len(loc), -1, -1):
+            if tuple(loc[:cut]) in self.marks:
+                line, col = self.marks[tuple(loc[:cut])]
+                return f"{self.where}:{line}:{col}"
+        return self.where
+
+
 def parse_spec_text(text: str, where: str = "<spec>") -> ServiceSpec:
     """Validate YAML text into a ServiceSpec; raises InvalidInputError with file:line:col."""
+    return parse_spec_located(text, where)[0]
+
+
+def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, SpecLocator]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -111,7 +129,7 @@ def parse_spec_text(text: str, where: str = "<spec>") -> ServiceSpec:
     if node is not None:
         _marks(node, (), marks)
     try:
-        return ServiceSpec.model_validate(data)
+        return ServiceSpec.model_validate(data), SpecLocator(where, marks)
     except ValidationError as exc:
         # Unknown keys first: a typo usually also causes the "missing" error of the intended key.
         errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
@@ -120,7 +138,8 @@ def parse_spec_text(text: str, where: str = "<spec>") -> ServiceSpec:
         raise InvalidInputError("\n".join(lines) + more) from None
 
 
-def load_spec(path: str | Path) -> ServiceSpec:
+def load_spec(path: str | Path) -> tuple[ServiceSpec, str, SpecLocator]:
+    """Read and validate a spec file: (spec, its text, a locator for later errors)."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -130,4 +149,5 @@ def load_spec(path: str | Path) -> ServiceSpec:
         raise InvalidInputError(f"{p} is a directory, not a spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot read spec {p}: {exc}") from None
-    return parse_spec_text(text, str(p))
+    spec, locate = parse_spec_located(text, str(p))
+    return spec, text, locate
