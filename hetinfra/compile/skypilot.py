@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
@@ -38,6 +40,8 @@ __all__ = [
     "serve_envs",
     "render_task",
     "render_all",
+    "task_config",
+    "write_all",
     "SECRET_NAMES",
     "RAY_PORT",
 ]
@@ -419,10 +423,8 @@ def render_all(units: Sequence[SkyUnit]) -> Dict[str, str]:
     return out
 
 
-def write_all(units: Sequence[SkyUnit], directory: "Any") -> Mapping[str, str]:
+def write_all(units: Sequence[SkyUnit], directory: Union[str, "os.PathLike[str]"]) -> Mapping[str, str]:
     """Render all units and write them into ``directory`` (created if missing); returns render_all."""
-    from pathlib import Path
-
     files = render_all(units)
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

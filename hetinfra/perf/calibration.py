@@ -40,6 +40,11 @@ class Calibration:
     # Model FLOPs utilisation of prefill (and of the prefill chunks riding in decode steps).
     # vllm.md s2.1: implied MFU 0.4-0.58 at ISL 8192, 0.3-0.45 at ISL 1024 (H100/H200, vLLM).
     mfu_prefill: float = 0.6
+    # Per-GPU multiplier on both MFUs where measured efficiency departs from the datasheet peak.
+    # Helix profiles (shared/data/Helix-ASPLOS25, Llama-2-70B, one layer, 2000-token prompt): A100
+    # 14 ms = 78% of 312 TF, L4 72 ms = 39% of 121 TF (72 W card, clocks throttle), T4 128 ms = 41%
+    # of 65 TF. L4 and T4 therefore get ~0.65 of the default; others 1.0.
+    mfu_scale_by_gpu: tuple[tuple[str, float], ...] = (("L4", 0.65), ("T4", 0.7))
     # Utilisation of the GEMMs of a decode batch once compute-bound (large batch).
     # Assumed a little above prefill: same GEMMs, no attention over long prompts.
     mfu_decode: float = 0.6

@@ -105,27 +105,57 @@ def _infeasible(binding: str, reason: str, min_tpot: float = 0.0, min_ttft: floa
 
 
 class _Engine:
-    """Per-call coefficients of one (model, gpu, layout, request size); times in seconds."""
+    """Per-call coefficients of one (model, gpu, layout, request size); times in seconds.
 
-    __slots__ = ("pp", "isl", "osl", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp",
+    The free variable is ``b``, the decode batch of one micro-batch (pp micro-batches are in flight),
+    a real number: it is a mean concurrency of an open system, and integer steps would make the rate
+    jump at small batches.
+    """
+
+    __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
                  "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "t_pre", "qs", "qcap")
 
-    def tpot(self, b: float) -> tuple[float, bool]:
-        """TPOT with b sequences per micro-batch, and whether the step is compute-bound."""
+    def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
+        """Step time (= TPOT) at decode micro-batch b, and whether the step is compute-bound.
+
+        Each step also carries b x input/(output-1) prefill tokens: in steady state the prefill of the
+        requests that replace finishing ones (mean field of vLLM's chunked prefill)."""
         w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
         mem = w / self.bw + b * self.kv_read
-        comp = b * self.c_comp
-        tok = b * (1.0 + self.ratio)
+        if prefill:
+            comp = b * self.c_comp
+            tok = b * (1.0 + self.ratio)
+        else:
+            comp = b * self.c_dec
+            tok = b
         pp = self.pp
         return (pp * ((mem if mem > comp else comp) + self.ar_lat + self.ar_tok * tok)
                 + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
 
-    def ttft(self, b: float, t_step: float) -> float:
-        """TTFT at micro-batch b: queued prefill plus the decode steps its chunks ride in."""
-        big_b = self.pp * b
+    def b_tpot(self, slo: float) -> float:
+        """Largest b whose step time is <= slo with all weights read (exact for dense models)."""
+        pp, r1 = self.pp, 1.0 + self.ratio
+        slope = pp * self.ar_tok * r1 + self.per_seq * pp + self.p2p_tok * r1
+        a0 = pp * self.ar_lat + self.fixed + self.p2p_lat
+        b_mem = (slo - a0 - pp * self.w_gpu / self.bw) / (pp * self.kv_read + slope)
+        b_comp = (slo - a0) / (pp * self.c_comp + slope)
+        return b_mem if b_mem < b_comp else b_comp
+
+    def point(self, b: float) -> tuple[float, float, float, float, bool]:
+        """(TPOT, TTFT, total concurrency, req/s, compute-bound) at decode micro-batch b."""
+        t, comp = self.tpot(b)
+        pp = self.pp
+        big_b = pp * b
+        rate = big_b / (self.n_dec * t)  # every request spends output-1 steps decoding
+        ttft = self.ttft(big_b, t)
+        return t, ttft, big_b + rate * ttft, rate, comp
+
+    def ttft(self, big_b: float, t_step: float) -> float:
+        """Prefill (queued: aiconfigurator's factor on the running batch) plus the steps its chunks
+        ride in."""
         mbt = self.mbt
         chunks = -(-self.isl // max(mbt - int(big_b), mbt // 2))
-        q = 1.0 + self.qs * math.log2(big_b) if big_b > 1 else 1.0
+        q = 1.0 + self.qs * math.log2(big_b) if big_b > 1.0 else 1.0
         return self.t_pre * (q if q < self.qcap else self.qcap) + chunks * t_step
 
 
@@ -167,20 +197,25 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
 
     # ---- per-step coefficients (per stage, per GPU) ------------------------------------------------
     e = _Engine()
-    e.pp, e.isl, e.osl, e.mbt, e.kv_seqs, e.w_gpu = pp, isl, osl, mbt, kv_seqs, w_gpu
+    n_dec = osl - 1 if osl > 1 else 1
+    e.pp, e.isl, e.n_dec, e.mbt, e.kv_seqs, e.w_gpu = pp, isl, n_dec, mbt, kv_seqs, w_gpu
     act = model.active
     emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)
     e.moe_p = act / model.params if model.active_params else 1.0
     flops = (gpu.fp8_tflops if prec == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops) * 1e12
+    for name, scale in c.mfu_scale_by_gpu:
+        if name == gpu.name:
+            flops *= scale
     e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw
     ls = model.layers / pp  # layers per stage (balanced)
     ctx = isl + c.ctx_output_fraction * osl
     attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
     f_dec = 2.0 * (act - 0.5 * emb) / (tp * pp) + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
     f_pre = 2.0 * (act - emb) / (tp * pp) + attn * isl  # causal attention: half of 2 x isl
-    e.ratio = ratio = isl / osl  # prefill tokens carried per decode token (mean field)
+    e.ratio = ratio = isl / n_dec  # prefill tokens carried per decode token (mean field)
     e.kv_read = ctx * kv_tok / bw
-    e.c_comp = f_dec / (flops * c.mfu_decode) + ratio * f_pre / (flops * c.mfu_prefill)
+    e.c_dec = f_dec / (flops * c.mfu_decode)
+    e.c_comp = e.c_dec + ratio * f_pre / (flops * c.mfu_prefill)
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
         e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / (gpu.intra_node_gbps * 1e9)  # ring, 16-bit
@@ -201,21 +236,26 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
 
 
 def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int,
-                    output_tokens: int, batch: int, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
-                    max_num_seqs: int = 256, kv_precision: str | None = None,
+                    output_tokens: int, concurrency: float, precision: str = "bf16",
+                    gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256, kv_precision: str | None = None,
                     max_num_batched_tokens: int | None = None,
                     calib: Calibration = CALIBRATION) -> tuple[float, float, float] | Estimate:
-    """(TTFT ms, TPOT ms, req/s) the model predicts at ``batch`` concurrent sequences (no SLO, no
-    memory cap on the batch); an infeasible ``Estimate`` if the layout cannot run at all.
+    """(TTFT ms, TPOT ms, req/s) predicted at ``concurrency`` requests in the system (no SLO and no
+    memory cap applied); an infeasible ``Estimate`` if the layout cannot run at all.
     For calibration against closed-loop (fixed concurrency) benchmarks."""
     e = _engine(model, gpu, tp, pp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
                 gpu_memory_utilization, max_num_seqs, kv_precision, max_num_batched_tokens, calib)
     if isinstance(e, Estimate):
         return e
-    b = max(-(-int(batch) // pp), 1)
-    t, _ = e.tpot(b)
-    f = e.ttft(b, t)
-    return f * 1e3, t * 1e3, pp * b / (f + (e.osl - 1) * t)
+    lo, hi = 0.0, concurrency / pp  # total concurrency is increasing in b
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if e.point(mid)[2] <= concurrency:
+            lo = mid
+        else:
+            hi = mid
+    t, f, _, rate, _ = e.point(max(lo, 1e-9))
+    return f * 1e3, t * 1e3, rate
 
 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
@@ -226,7 +266,8 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
 
     ``kv_precision`` is the KV-cache dtype (vLLM ``--kv-cache-dtype``; default 16-bit, as vLLM's
     ``auto`` for bf16/fp16, fp8 and weight-only int8/int4 checkpoints). ``max_num_batched_tokens``
-    defaults to vLLM's per-GPU serve default.
+    defaults to vLLM's per-GPU serve default. A 1-token output has no TPOT, so ``tpot_ms`` is then
+    not checked.
     """
     isl = max(int(input_tokens), 1)
     osl = max(int(output_tokens), 1)
@@ -235,62 +276,55 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
     if isinstance(e, Estimate):
         return e
     where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {precision})"
+    point = e.point
+    pp = e.pp
 
-    # ---- batch-1 floors ---------------------------------------------------------------------------
-    tp1, _ = e.tpot(1)
-    tt1 = e.ttft(1, tp1)
-    min_tpot_ms, min_ttft_ms = tp1 * 1e3, tt1 * 1e3
-    slo_tpot, slo_ttft = tpot_ms * 1e-3, ttft_ms * 1e-3
-    if tp1 > slo_tpot:
+    # ---- floors: one sequence decoding alone, no prefill riding in its steps -------------------------
+    t1 = e.tpot(1.0 / pp, False)[0]
+    f1 = e.ttft(1.0, t1)
+    min_tpot_ms, min_ttft_ms = t1 * 1e3, f1 * 1e3
+    slo_tpot = tpot_ms * 1e-3 if osl > 1 else math.inf
+    slo_ttft = ttft_ms * 1e-3
+    if t1 > slo_tpot:
         return _infeasible("tpot", f"TPOT {tpot_ms:g} ms unreachable: a decode step alone takes {min_tpot_ms:.1f} ms "
                                    f"for {where}", min_tpot_ms, min_ttft_ms)
-    if tt1 > slo_ttft:
+    if f1 > slo_ttft:
         return _infeasible("ttft", f"TTFT {ttft_ms:g} ms unreachable: prefill of {isl} tokens alone takes "
                                    f"{min_ttft_ms:.1f} ms for {where}", min_tpot_ms, min_ttft_ms)
 
-    # ---- largest micro-batch b (concurrency pp x b) meeting both SLOs -------------------------------
-    # b is a mean concurrency (open system), so it is searched as a real number: integer steps would
-    # make the rate jump (and break monotonicity in the request size) at small batches.
-    kv_seqs = e.kv_seqs
-    cap_seqs = min(kv_seqs, float(max_num_seqs))
-    cap_tok = e.mbt / (1.0 + e.ratio)  # a step cannot carry more than the chunked-prefill budget
-    pp = e.pp
-    cap = min(cap_seqs, cap_tok) if cap_tok >= pp else cap_seqs
-    b_cap = max(cap / pp, 1.0)
-    tpot, ttft = e.tpot, e.ttft
-
-    t_cap, _ = tpot(b_cap)
-    if t_cap <= slo_tpot and ttft(b_cap, t_cap) <= slo_ttft:
-        b = b_cap
-        if cap == cap_seqs:
-            binding = "kv_memory" if kv_seqs < max_num_seqs else "max_num_seqs"
+    # ---- largest decode micro-batch b meeting both SLOs and the concurrency caps --------------------
+    cap_seqs = e.kv_seqs if e.kv_seqs < max_num_seqs else float(max_num_seqs)
+    b_tok = e.mbt / (1.0 + e.ratio)  # a step cannot carry more tokens than the chunked-prefill budget
+    b_hi = cap_seqs / pp
+    if b_tok < b_hi:
+        b_hi = b_tok
+    # TPOT alone is piecewise linear in b for dense models: solve it; bisect only if TTFT or the
+    # concurrency cap binds first (or for MoE, whose weight traffic grows with b).
+    b_t = e.b_tpot(slo_tpot) if osl > 1 else math.inf
+    dense = e.moe_p >= 1.0
+    cand = b_t if dense and b_t < b_hi else b_hi
+    t, f, conc, rate, comp = point(cand)
+    if t <= slo_tpot * (1.0 + 1e-12) and f <= slo_ttft and conc <= cap_seqs:
+        if cand != b_hi:
+            binding = "compute" if comp else "tpot"
         else:
-            binding = "batched_tokens"
+            binding = "batched_tokens" if b_hi == b_tok else (
+                "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs")
     else:
-        lo, hi = 1.0, b_cap  # lo meets both SLOs, hi does not
-        while hi - lo > 1e-3:
+        lo, hi = 1e-6, cand  # lo (light load) meets everything given the floors above; hi does not
+        while hi - lo > 1e-5 * hi:
             mid = 0.5 * (lo + hi)
-            t, _ = tpot(mid)
-            if t <= slo_tpot and ttft(mid, t) <= slo_ttft:
+            t, f, conc, _, _ = point(mid)
+            if t <= slo_tpot and f <= slo_ttft and conc <= cap_seqs:
                 lo = mid
             else:
                 hi = mid
-        b = lo
-        t_hi, comp_hi = tpot(hi)
-        binding = ("compute" if comp_hi else "tpot") if t_hi > slo_tpot else "ttft"
-
-    osl1 = osl - 1
-    t_b, _ = tpot(b)
-    f_b = ttft(b, t_b)
-    rate = pp * b / (f_b + osl1 * t_b)
-    # The Little's-law rate is (almost always) increasing in b; where a chunk-count step makes it
-    # dip, walk down while it improves.
-    while b > 2.0:
-        t2, _ = tpot(b - 1.0)
-        f2 = ttft(b - 1.0, t2)
-        r2 = pp * (b - 1.0) / (f2 + osl1 * t2)
-        if r2 <= rate:
-            break
-        b, t_b, f_b, rate = b - 1.0, t2, f2, r2
-    return Estimate(True, rate, max(int(pp * b + 1e-9), 1), f_b * 1e3, t_b * 1e3, binding, None, min_tpot_ms,
-                    min_ttft_ms)
+        t, f, conc, _, comp = point(hi)
+        if t > slo_tpot:
+            binding = "compute" if comp else "tpot"
+        elif f > slo_ttft:
+            binding = "ttft"
+        else:
+            binding = "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs"
+        t, f, conc, rate, comp = point(lo)
+    return Estimate(True, rate, max(int(conc + 1e-9), 1), f * 1e3, t * 1e3, binding, None, min_tpot_ms, min_ttft_ms)

@@ -187,7 +187,7 @@ class ServiceSpec(_Strict):
     models: list[ModelSpec] = Field(min_length=1, description="Models served.")
     infrastructure: InfrastructureSpec = Field(default_factory=InfrastructureSpec, description="Allowed clouds, regions, GPUs.")
     budget_usd_per_hour: float | None = Field(None, gt=0, description="Most the plan may cost, USD per hour.")
-    planning: PlanningSpec = Field(default_factory=PlanningSpec, description="Solver settings.")
+    planning: PlanningSpec = Field(default_factory=PlanningSpec, description="Objective, routing and solver settings.")
     profiles: list[str] = Field([], description="Measured profile CSVs (relative to the spec file).")
     offers: list[str] = Field([], description="Extra offers CSVs (relative to the spec file).")
 

@@ -13,6 +13,7 @@ Regenerate golden files with HETINFRA_UPDATE_GOLDEN=1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -526,6 +527,26 @@ def test_sky_parses_and_validates(sky_offline, unit):
     else:
         assert svc.max_replicas == 2 * unit.replicas
         assert svc.target_qps_per_replica == unit.target_qps_per_replica
+
+
+@pytest.mark.parametrize("spot", [False, True], ids=["ondemand", "spot"])
+@pytest.mark.parametrize("qps", [None, 2.5], ids=["fixed", "autoscale"])
+@pytest.mark.parametrize("unit", ALL_UNITS, ids=UNIT_IDS)
+def test_sky_accepts_every_purchase_and_scaling_combination(sky_offline, unit, spot, qps):
+    sky, _ = sky_offline
+    from sky.serve import serve_utils
+
+    u = dataclasses.replace(unit, spot=spot, target_qps_per_replica=qps,
+                            name=unit_name(unit.service_model, unit.cloud, unit.region,
+                                           unit.instance_type, spot=spot))
+    task = sky.Task.from_yaml_str(render_task(u))
+    serve_utils.validate_service_task(task, pool=False)
+    task.validate()
+    (res,) = list(task.resources)
+    assert res.use_spot is spot
+    assert res.get_cost(3600) > 0  # the catalog prices this purchase option in this region
+    assert task.service.min_replicas == u.replicas
+    assert task.service.max_replicas == (None if qps is None else 2 * u.replicas)
 
 
 def test_sky_specifics(sky_offline):

@@ -1,0 +1,52 @@
+"""Profile rows: which row applies to a request class under an SLO."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.profiles import ProfileTable, parse_profiles_csv
+
+CSV = """model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps
+llama,L4,1,1,100,100,1000,100,10
+llama,L4,1,1,100,100,500,50,6
+llama,L4,1,1,100,100,1000,100,12
+llama,L4,1,1,1000,1000,1000,100,2
+llama,L4,1,1,100,1000,1000,100,4
+llama,H100,2,1,100,100,1000,100,50
+"""
+
+
+@pytest.fixture
+def table():
+    return ProfileTable(parse_profiles_csv(CSV, "p.csv"))
+
+
+def test_smallest_bucket_then_highest_rate(table):
+    row = table.lookup(("llama",), "L4", 1, 1, 80, 90, 1000, 100)
+    assert (row.max_rps, row.origin) == (12, "p.csv:4")
+
+
+def test_larger_request_uses_larger_bucket(table):
+    assert table.lookup(("llama",), "L4", 1, 1, 80, 500, 1000, 100).max_rps == 4
+    assert table.lookup(("llama",), "L4", 1, 1, 500, 500, 1000, 100).max_rps == 2
+    assert table.lookup(("llama",), "L4", 1, 1, 5000, 10, 1000, 100) is None
+
+
+def test_slo_must_be_equal_or_stricter(table):
+    # a spec stricter than every row's SLO gets nothing; a looser one may use any stricter row
+    assert table.lookup(("llama",), "L4", 1, 1, 50, 50, 400, 100) is None
+    assert table.lookup(("llama",), "L4", 1, 1, 50, 50, 600, 60).max_rps == 6
+    assert table.lookup(("llama",), "L4", 1, 1, 50, 50, 5000, 500).max_rps == 12
+
+
+def test_layout_and_gpu_must_match(table):
+    assert table.lookup(("llama",), "H100", 1, 1, 50, 50, 1000, 100) is None
+    assert table.lookup(("llama",), "h100", 2, 1, 50, 50, 1000, 100).max_rps == 50
+    assert table.lookup(("other", "llama"), "L4", 1, 1, 50, 50, 1000, 100).max_rps == 12
+
+
+def test_bad_rows_are_located():
+    with pytest.raises(InvalidInputError, match=r"p.csv:2: bad number"):
+        parse_profiles_csv("model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
+                           "llama,L4,one,1,100,100,1000,100,10\n", "p.csv")

@@ -1,0 +1,46 @@
+"""Packaging contracts: namespace mapping and import weight of the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _py(code: str) -> str:
+    # Run outside the repo so the source folders are not importable by accident.
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True).stdout
+
+
+def test_folders_are_installed_inside_the_hetinfra_namespace():
+    out = _py("import importlib.util as u\n"
+              "print([u.find_spec(n) is None for n in ('solver', 'stacks', 'price_feeds')])\n"
+              "import hetinfra.solver, hetinfra.stacks, hetinfra.price_feeds; print('ok')")
+    assert out.split() == ["[True,", "True,", "True]", "ok"]
+
+
+def test_help_imports_no_heavy_modules():
+    out = _py("import sys; from hetinfra import cli\n"
+              "heavy = [m for m in ('pyomo', 'highspy', 'sky', 'pulumi', 'rich', 'pydantic') if m in sys.modules]\n"
+              "print(heavy)")
+    assert out.strip() == "[]"
+
+
+def test_plan_never_imports_skypilot_or_pulumi(tmp_path):
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom hetinfra.cli import cli\n"
+            f"r = CliRunner().invoke(cli, ['plan', '{REPO / 'services' / 'chat.yaml'}', '--out', '{tmp_path}'])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print([m for m in ('sky', 'pulumi') if m in sys.modules])")
+    assert _py(code).strip() == "[]"
+
+
+def test_every_example_service_plans(run_cli, tmp_path):
+    import json
+
+    for spec in sorted((REPO / "services").glob("*.yaml")):
+        code, out, err = run_cli("plan", str(spec), "--json", "--no-baselines")
+        assert code == 0, f"{spec.name}: {err}"
+        plan = json.loads(out)
+        assert plan["allocations"] and plan["cost_usd_per_hour"] > 0
