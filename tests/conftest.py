@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"
 
 
 def shared_path(*parts: str) -> Path:
@@ -60,3 +65,51 @@ def write_profiles(path: Path, rows: list[dict]) -> None:
     cols = ["model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps"]
     lines = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows]
     path.write_text("\n".join(lines) + "\n")
+
+
+_SKY_ENV_KEYS = ("HOME", "SKY_RUNTIME_DIR", "SKYPILOT_DISABLE_USAGE_COLLECTION")
+
+
+@pytest.fixture(scope="session")
+def sky_offline(tmp_path_factory):
+    """Import SkyPilot with a private HOME holding the shared catalog extract; no network.
+
+    Yields (sky module, whether the private HOME is in effect). Sockets to INET addresses raise
+    while the fixture is active, so any network attempt fails the test.
+    """
+    if not SHARED_CATALOG.is_dir():
+        pytest.skip(f"shared SkyPilot catalog extract not found at {SHARED_CATALOG}")
+    saved = {k: os.environ.get(k) for k in _SKY_ENV_KEYS}
+    preimported = "sky" in sys.modules
+    home = tmp_path_factory.mktemp("skyhome")
+    shutil.copytree(SHARED_CATALOG, home / ".sky" / "catalogs" / "v8")
+    os.environ["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
+    if not preimported:
+        os.environ["HOME"] = str(home)
+        os.environ["SKY_RUNTIME_DIR"] = str(home)
+
+    real_connect = socket.socket.connect
+
+    def guarded_connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise AssertionError(f"network access attempted during SkyPilot tests: {address!r}")
+        return real_connect(self, address)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(socket.socket, "connect", guarded_connect)
+    try:
+        sky = pytest.importorskip("sky")
+        from sky.catalog import common as catalog_common
+
+        catalog_dir = Path(catalog_common._ABSOLUTE_VERSIONED_CATALOG_DIR)
+        if not (catalog_dir / "aws" / "vms.csv").exists():
+            pytest.skip(f"sky was imported before this module and its catalog dir {catalog_dir} "
+                        "lacks the shared extract")
+        yield sky, not preimported
+    finally:
+        mp.undo()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

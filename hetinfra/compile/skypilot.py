@@ -239,7 +239,9 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
         args += ["--data-parallel-size", str(unit.engines_per_instance)]
     args += ["--max-model-len", str(unit.max_model_len)]
     args += _precision_flags(unit)[0]
-    args += ["--host", "0.0.0.0", "--port", str(unit.port), "--api-key", '"$VLLM_API_KEY"']
+    # The API key is NOT a flag: vLLM reads VLLM_API_KEY from the environment (a SkyPilot secret),
+    # so it never shows up in `ps` output or logs of the command line.
+    args += ["--host", "0.0.0.0", "--port", str(unit.port)]
     return " ".join(args)
 
 

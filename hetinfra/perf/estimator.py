@@ -8,13 +8,17 @@ Model (../shared/notes/vllm.md sections 2.1 and 6; constants in ``calibration.py
   2 x layers x kv_heads x head_dim x kv_bytes / min(tp, kv_heads); KV budget = utilisation x visible
   memory - weights - reserves; max concurrency = KV tokens / (input + output), capped by
   --max-num-seqs.
-* decode step of a stage with b sequences = max(memory time (weights + KV read) / (BW x eta),
-  compute of the b decode tokens plus the b x input/output prefill tokens that chunked prefill
-  mixes into every step) + 2 x layers x TP all-reduce; TPOT = sum of stage steps + fixed step
-  overhead + stage-to-stage sends. PP keeps pp micro-batches of b in flight (concurrency pp x b).
-* TTFT = prefill compute (MFU) + per-layer dispatch + all-reduce, times a queueing factor
-  min(1 + log2(B)/8, 2), plus the decode steps its chunks ride in.
-* rate = B / (TTFT + (output - 1) x TPOT) (Little's law) at the largest B meeting both SLOs.
+* decode step (= TPOT) with a decode batch b per stage = max(memory time (weights + KV read) /
+  (BW x eta), compute of the b decode tokens plus the b x input/(output-1) prefill tokens that
+  chunked prefill mixes into every step in steady state) + 2 x layers x TP all-reduce, summed over
+  the pp stages, + fixed and per-sequence step overheads + stage-to-stage sends. PP keeps pp
+  micro-batches of b in flight (decode concurrency pp x b).
+* rate = pp x b / ((output - 1) x TPOT); TTFT = prefill alone (compute at MFU + per-layer dispatch
+  + all-reduce) x queueing factor min(1 + slope x log2(B), cap) + the steps its chunks ride in;
+  total concurrency B = pp x b + rate x TTFT, so rate = B / (TTFT + (output - 1) x TPOT) (Little).
+* the largest b meeting TPOT <= SLO (solved exactly for dense models), TTFT <= SLO,
+  B <= min(KV capacity in sequences, --max-num-seqs) and the --max-num-batched-tokens step budget.
+  b is a real number (a mean concurrency), which keeps the rate monotone in every input.
 
 SLOs are treated as mean values (mean-field model, no tail percentiles).
 """
@@ -311,7 +315,7 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
             binding = "batched_tokens" if b_hi == b_tok else (
                 "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs")
     else:
-        lo, hi = 1e-6, cand  # lo (light load) meets everything given the floors above; hi does not
+        lo, hi = cand * 1e-6, cand  # lo (light load) meets everything given the floors; hi does not
         while hi - lo > 1e-5 * hi:
             mid = 0.5 * (lo + hi)
             t, f, conc, _, _ = point(mid)

@@ -1,0 +1,63 @@
+"""`hetinfra plan --out` writes SkyPilot tasks that SkyPilot itself loads, validates and prices
+as the plan did (offline, on the shared catalog extract)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = sorted((REPO / "services").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    out = {}
+    for spec in SERVICES:
+        d = tmp_path_factory.mktemp(spec.stem)
+        res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(d), "--no-baselines"])
+        assert res.exit_code == 0, res.output
+        out[spec.stem] = (d, json.loads((d / "plan.json").read_text()))
+    return out
+
+
+def test_one_task_per_allocation(planned):
+    for name, (d, plan) in planned.items():
+        files = sorted(p.name for p in (d / "skypilot").iterdir())
+        assert files == sorted(Path(a["skypilot_task"]).name for a in plan["allocations"]), name
+
+
+def test_tasks_load_validate_and_price_as_planned(planned, sky_offline):
+    sky, private_home = sky_offline
+    from sky.serve import serve_utils
+
+    for name, (d, plan) in planned.items():
+        for a in plan["allocations"]:
+            task = sky.Task.from_yaml(str(d / a["skypilot_task"]))
+            serve_utils.validate_service_task(task, pool=False)
+            (res,) = list(task.resources)
+            assert (res.instance_type, res.region, res.use_spot) == (a["instance_type"], a["region"], a["spot"])
+            assert res.accelerators == {a["gpu"]: a["gpus_per_instance"]}
+            assert task.service.min_replicas == a["count"]
+            assert f"--tensor-parallel-size {a['tp']}" in task.run
+            if not private_home:
+                continue
+            from sky import check as sky_check
+            from sky import dag as dag_lib
+            from sky import global_user_state, optimizer
+            from sky.clouds import cloud as cloud_lib
+
+            global_user_state.set_allowed_clouds(sky_check._get_workspace_allowed_clouds("default"), "default")
+            global_user_state.set_enabled_clouds(["AWS", "GCP", "Azure"], cloud_lib.CloudCapability.COMPUTE, "default")
+            with dag_lib.Dag() as dag:
+                dag.add(task)
+            optimizer.Optimizer.optimize(dag, quiet=True)
+            best = task.best_resources
+            assert (best.instance_type, best.region) == (a["instance_type"], a["region"]), f"{name}: {a['unit']}"
+            assert best.get_cost(3600) == pytest.approx(a["price_per_instance_usd_per_hour"], rel=0.01), a["unit"]
