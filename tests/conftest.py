@@ -31,7 +31,10 @@ def run_cli():
     from hetinfra.cli import cli
 
     def run(*args: str):
-        runner = CliRunner()
+        try:  # click < 8.2 mixes stderr into stdout unless told not to (SkyPilot pins click < 8.2)
+            runner = CliRunner(mix_stderr=False)
+        except TypeError:
+            runner = CliRunner()
         res = runner.invoke(cli, list(args), catch_exceptions=True)
         if res.exception is not None and not isinstance(res.exception, SystemExit):
             raise res.exception
