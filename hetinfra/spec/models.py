@@ -129,7 +129,7 @@ class ModelSpec(_Strict):
     architecture: ArchitectureSpec | None = Field(None, description="Architecture, for models not in the catalog.")
     source: str = Field(min_length=1, description="What vLLM loads: a Hugging Face id or a path.")
     precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
-        "bf16", description="Weight precision; fp8 needs FP8 tensor cores, int8/int4 expect a pre-quantized checkpoint.")
+        "bf16", description="Weight precision. fp8 uses FP8 tensor cores where the GPU has them (weight-only FP8 elsewhere); int8/int4 expect a pre-quantized checkpoint.")
     slo: SloSpec = Field(description="Latency objectives.")
     demand: DemandSpec = Field(description="Traffic to plan for.")
 
