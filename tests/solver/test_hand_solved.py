@@ -122,3 +122,16 @@ def test_caps_too_small_names_the_cap(tmp_path, run_cli):
     assert "lab/r1 Y: cap 0 GPUs, needs 1" in err
     relax = json.loads(out)["error"]["relax"]
     assert relax == [{"availability": {"cloud": "lab", "region": "r1", "gpu": "Y", "max_gpus": 0, "needed": 1}}]
+
+
+def test_spot_true_plans_on_spot_prices(tmp_path, plan_json):
+    # Y also offered as spot at $1.20: spot makes 2 Y (all demand, 1.83 load) cost $2.40 < $3.
+    spec = _spec(tmp_path)
+    text = (tmp_path / "offers.csv").read_text().replace("y-node,Y,1,80,8,64,2.0,", "y-node,Y,1,80,8,64,2.0,1.2")
+    (tmp_path / "offers.csv").write_text(text)
+    on_demand = plan_json(tmp_path, spec)
+    assert on_demand["cost_usd_per_hour"] == pytest.approx(3.0)  # spot: false ignores spot prices
+    spec["infrastructure"]["spot"] = True
+    plan = plan_json(tmp_path, spec)
+    assert plan["cost_usd_per_hour"] == pytest.approx(2.2)  # 1 X on-demand ($1) + 1 Y spot ($1.2)
+    assert {(a["gpu"], a["spot"], a["count"]) for a in plan["allocations"]} == {("X", False, 1), ("Y", True, 1)}
