@@ -80,6 +80,15 @@ def schema() -> None:
     click.echo(json.dumps(ServiceSpec.model_json_schema(), indent=2))
 
 
+def _register() -> None:
+    from hetinfra.commands.estimate import estimate_command
+
+    cli.add_command(estimate_command)
+
+
+_register()
+
+
 def main() -> None:
     try:
         cli(standalone_mode=True)

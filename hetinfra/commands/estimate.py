@@ -1,0 +1,70 @@
+"""``hetinfra estimate``: the analytical estimator for one model x layout x request size x SLO."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("estimate")
+@click.option("--model", "model_name", required=True, help="Built-in model name, e.g. llama-3.1-70b.")
+@click.option("--gpu", "gpu_name", required=True, help="GPU (SkyPilot accelerator name), e.g. H100.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor parallel degree.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
+@click.option("--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Prompt tokens.")
+@click.option("--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Generated tokens.")
+@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TTFT SLO, ms.")
+@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TPOT SLO, ms.")
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",
+              show_default=True, help="Weight precision.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def estimate_command(model_name, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision, as_json):
+    """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
+    TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
+    from hetinfra.cli import _fail
+    from hetinfra.errors import HetinfraError, InvalidInputError
+
+    try:
+        from hetinfra.catalog.gpus import GPUS, get_gpu
+        from hetinfra.catalog.models import MODELS, get_model
+        from hetinfra.inputs import _did_you_mean
+        from hetinfra.perf.estimator import estimate, weights_gb_per_gpu
+
+        model = get_model(model_name)
+        if model is None:
+            raise InvalidInputError(f"--model: unknown model '{model_name}'; {_did_you_mean(model_name, list(MODELS))}")
+        gpu = get_gpu(gpu_name)
+        if gpu is None:
+            raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {_did_you_mean(gpu_name, list(GPUS))}")
+        est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
+                       ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    doc = {
+        "model": model.name, "gpu": gpu.name, "tp": tp, "pp": pp, "precision": precision,
+        "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "slo": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms},
+        "feasible": est.feasible, "max_rps": round(est.max_rps, 4), "batch": est.batch,
+        "ttft_ms": round(est.ttft_ms, 2), "tpot_ms": round(est.tpot_ms, 2), "binding": est.binding,
+        "min_ttft_ms": round(est.min_ttft_ms, 2), "min_tpot_ms": round(est.min_tpot_ms, 2),
+        "weights_gb_per_gpu": round(weights_gb_per_gpu(model, tp, pp, precision), 2),
+        "gpus": tp * pp, "max_rps_per_gpu": round(est.max_rps / (tp * pp), 4),
+    }
+    if est.reason:
+        doc["reason"] = est.reason
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    head = f"{model.name} on {tp * pp}x {gpu.name} (TP{tp} PP{pp}, {precision}), requests in={input_tokens} out={output_tokens}"
+    click.echo(head)
+    if not est.feasible:
+        click.echo(f"  infeasible ({est.binding}): {est.reason}")
+        return
+    click.echo(f"  max rate    {est.max_rps:.3f} req/s per engine ({doc['max_rps_per_gpu']:.3f} per GPU), "
+               f"{est.batch} requests in flight")
+    click.echo(f"  TTFT        {est.ttft_ms:.1f} ms at that rate (SLO {ttft_ms:g}; {est.min_ttft_ms:.1f} ms unloaded)")
+    click.echo(f"  TPOT        {est.tpot_ms:.1f} ms at that rate (SLO {tpot_ms:g}; {est.min_tpot_ms:.1f} ms at batch 1)")
+    click.echo(f"  weights     {doc['weights_gb_per_gpu']:.1f} GB per GPU")
+    click.echo(f"  binding     {est.binding}")

@@ -1,0 +1,56 @@
+"""`hetinfra estimate`: the estimator on the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetinfra.catalog.gpus import get_gpu
+from hetinfra.catalog.models import get_model
+from hetinfra.perf.estimator import estimate
+
+ARGS = ["estimate", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "4", "--pp", "1", "--input", "1000",
+        "--output", "250", "--ttft-ms", "2000", "--tpot-ms", "50"]
+
+
+def test_json_matches_the_estimator(run_cli):
+    code, out, _ = run_cli(*ARGS, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    est = estimate(get_model("llama-3.1-70b"), get_gpu("H100"), tp=4, pp=1, input_tokens=1000, output_tokens=250,
+                   ttft_ms=2000, tpot_ms=50)
+    assert doc["feasible"] is True and est.feasible
+    assert doc["max_rps"] == pytest.approx(est.max_rps, abs=1e-4)
+    assert doc["batch"] == est.batch and doc["binding"] == est.binding
+    assert doc["tpot_ms"] <= 50 + 1e-6 and doc["ttft_ms"] <= 2000
+    assert doc["weights_gb_per_gpu"] == pytest.approx(141.1 / 4, abs=0.1)
+
+
+def test_precision_flag_changes_the_answer(run_cli):
+    bf16 = json.loads(run_cli(*ARGS, "--json")[1])
+    fp8 = json.loads(run_cli(*ARGS, "--json", "--precision", "fp8")[1])
+    assert fp8["weights_gb_per_gpu"] < bf16["weights_gb_per_gpu"]
+    assert fp8["max_rps"] > bf16["max_rps"]
+
+
+def test_infeasible_has_reason(run_cli):
+    code, out, _ = run_cli("estimate", "--model", "llama-3.1-70b", "--gpu", "L4", "--input", "1000", "--output", "250",
+                           "--ttft-ms", "2000", "--tpot-ms", "50", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["feasible"] is False and doc["max_rps"] == 0
+    assert doc["binding"] == "weights" and "weights need 141.1 GB" in doc["reason"]
+
+
+def test_text_output_names_binding(run_cli):
+    code, out, _ = run_cli(*ARGS)
+    assert code == 0 and "binding" in out and "req/s per engine" in out
+
+
+@pytest.mark.parametrize("flag,value,fragment", [("--model", "llama-3.1-7b", "did you mean 'llama-3.1-70b'"),
+                                                 ("--gpu", "H10", "did you mean 'H100'")])
+def test_unknown_names_exit_2(run_cli, flag, value, fragment):
+    args = list(ARGS)
+    args[args.index(flag) + 1] = value
+    code, _, err = run_cli(*args)
+    assert code == 2 and fragment in err
