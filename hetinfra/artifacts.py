@@ -61,7 +61,8 @@ def sky_units(plan: dict) -> list:
             name=a["deployment_unit"], service_model=a["model"], source=m["source"], cloud=a["cloud"],
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
             tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
-            spot=a["spot"], precision=m["precision"], max_model_len=m["max_model_len"]))
+            spot=a["spot"], precision=m["precision"], max_model_len=m["max_model_len"],
+            layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None))
     return units
 
 

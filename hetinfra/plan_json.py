@@ -49,8 +49,10 @@ def build_plan_json(pr: PlanResult) -> dict:
         allocations.append({
             "unit": uid, "template": t.id, "model": u.model, "cloud": t.cloud, "region": u.region,
             "instance_type": t.instance_type, "gpu": t.gpu, "gpus_per_instance": t.gpus_per_instance,
-            "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines, "count": cnt, "spot": u.spot,
-            "price_per_instance_usd_per_hour": _r(u.cost), "cost_usd_per_hour": _r(u.cost * cnt),
+            "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines, "nodes_per_replica": t.nodes,
+            "layer_partition": list(t.layer_partition) if t.layer_partition else None,
+            "count": cnt, "instances": cnt * t.nodes, "spot": u.spot,
+            "price_per_instance_usd_per_hour": _r(u.cost / t.nodes), "cost_usd_per_hour": _r(u.cost * cnt),
             "utilization": _r(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
         })
     _name_units(allocations)
@@ -69,6 +71,8 @@ def build_plan_json(pr: PlanResult) -> dict:
     templates = [{
         "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
         "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
+        "placement": {"stages": t.pp, "nodes_per_stage": 1, "layers_per_stage": list(t.layer_partition or ()) or None,
+                      "tp": t.tp, "experimental": False},
         "capacity_rps": {w: _r(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
@@ -102,7 +106,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "cost_usd_per_hour": _r(cost),
         "demand_scale": _r(scale, 6),
         "budget_usd_per_hour": spec.budget_usd_per_hour,
-        "gpus": sum(a["gpus_per_instance"] * a["count"] for a in allocations),
+        "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": routing,
         "models": models,

@@ -25,7 +25,8 @@ def render_summary(plan: dict, console: Console) -> None:
         layout = f"TP{a['tp']}" + (f" PP{a['pp']}" if a["pp"] > 1 else "")
         if a["engines_per_instance"] > 1:
             layout = f"{a['engines_per_instance']}x {layout}"
-        t.add_row(a["model"], f"{a['cloud']}/{a['region']}", a["instance_type"] + (" spot" if a["spot"] else ""),
+        inst = a["instance_type"] + (f" x{a['nodes_per_replica']} nodes" if a["nodes_per_replica"] > 1 else "")
+        t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")
     console.print(t)

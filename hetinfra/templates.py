@@ -26,10 +26,20 @@ class Template:
     gpu: str
     gpus_per_instance: int
     tp: int
-    pp: int
-    engines: int  # engines per instance (data parallel inside the instance)
-    rates: dict[str, float]  # class name -> req/s per instance (only classes it can serve)
+    pp: int  # pipeline stages; one node per stage, so also the nodes of one replica
+    engines: int  # engines per instance (data parallel inside the instance); 1 when pp > 1
+    rates: dict[str, float]  # class name -> req/s per replica (only classes it can serve)
     sources: dict[str, str]  # class name -> where the number came from
+    layer_partition: tuple[int, ...] | None = None  # layers per stage when pp > 1
+
+    @property
+    def nodes(self) -> int:
+        return self.pp
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica (all its nodes)."""
+        return self.gpus_per_instance * self.pp
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,7 @@ class Unit:
     template: Template
     region: str
     spot: bool
-    cost: float  # $/h per instance
+    cost: float  # $/h per replica (all its nodes)
     gpu_memory_gb: float
     vcpus: float
     memory_gb: float
@@ -52,7 +62,7 @@ class Unit:
 
     @property
     def gpus(self) -> int:
-        return self.template.gpus_per_instance
+        return self.template.gpus
 
     @property
     def cap_key(self) -> tuple[str, str, str]:
@@ -84,17 +94,38 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit],
     units: list[Unit] = []
     coverage: dict[tuple[str, str], ClassCoverage] = {}
     spot_ok = inputs.spec.infrastructure.spot
+    max_nodes = inputs.spec.planning.max_nodes_per_template
     for pm in inputs.models:
-        templates: dict[tuple[str, str, int], Template] = {}
+        templates: dict[tuple[str, str, int, int], Template] = {}
+        single_complete: set[tuple[str, str]] = set()
+
+        def _layouts(offer, heads, pm, max_nodes):
+            """Single-node layouts first; a k-node pipeline (PP=k, TP=all GPUs of a node) only while
+            fewer nodes of that instance type cannot serve every class (memory or SLO): when one node
+            can, k independent replicas serve at least as much as one k-stage pipeline for k x the price."""
+            for tp in tp_options(offer.gpu_count, heads):
+                yield (offer.cloud, offer.instance_type, tp, 1)
+            tp = offer.gpu_count
+            if heads is not None and heads % tp:
+                return
+            for k in range(2, max_nodes + 1):
+                if (offer.cloud, offer.instance_type) in single_complete or (pm.arch and k > pm.arch.layers):
+                    return
+                key = (offer.cloud, offer.instance_type, tp, k)
+                yield key
+                if key in templates and len(templates[key].rates) == len(pm.classes):
+                    return
+
         floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
         reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
         for offer in inputs.offers:
             heads = pm.arch.heads if pm.arch else None
-            for tp in tp_options(offer.gpu_count, heads):
-                key = (offer.cloud, offer.instance_type, tp)
+            for key in _layouts(offer, heads, pm, max_nodes):
                 if key not in templates:
-                    t = _template(pm, perf, offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, tp, floors, reasons)
-                    templates[key] = t
+                    templates[key] = _template(pm, perf, offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count,
+                                               key[2], key[3], floors, reasons)
+                    if key[3] == 1 and len(templates[key].rates) == len(pm.classes):
+                        single_complete.add((offer.cloud, offer.instance_type))
                 t = templates[key]
                 if not t.rates:
                     continue
@@ -104,7 +135,7 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit],
                         continue
                     units.append(Unit(
                         id=f"{t.id}|{offer.region}|{'spot' if spot else 'ondemand'}", template=t, region=offer.region,
-                        spot=spot, cost=price, gpu_memory_gb=offer.gpu_memory_gb, vcpus=offer.vcpus,
+                        spot=spot, cost=price * t.pp, gpu_memory_gb=offer.gpu_memory_gb, vcpus=offer.vcpus,
                         memory_gb=offer.memory_gb, custom_cloud=offer.custom_cloud))
         for c in pm.classes:
             served = any(c.name in t.rates for t in templates.values())
@@ -112,23 +143,30 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit],
     return prune_dominated(units), coverage
 
 
+def layer_partition(layers: int, pp: int) -> tuple[int, ...]:
+    """vLLM's default split: equal stages, the remainder on the last stages (VLLM_PP_LAYER_PARTITION)."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (1 if i >= pp - extra else 0) for i in range(pp))
+
+
 def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_type: str, gpu: str, gpus: int, tp: int,
-              floors: dict, reasons: dict) -> Template:
-    engines = gpus // tp
+              pp: int, floors: dict, reasons: dict) -> Template:
+    engines = gpus // tp if pp == 1 else 1
     rates, sources = {}, {}
     for c in pm.classes:
-        r: RateResult = perf.rate(pm.ctx, gpu, tp, 1, c)
+        r: RateResult = perf.rate(pm.ctx, gpu, tp, pp, c)
         if r.max_rps > 0:
             rates[c.name] = engines * r.max_rps
             sources[c.name] = r.source
         elif r.reason:
-            reasons[c.name].add(f"{gpu} tp={tp}: {r.reason}")
-        if r.tpot_floor_ms is not None:
+            reasons[c.name].add(f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else "") + f": {r.reason}")
+        if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
             best = floors[c.name]
             if best is None or r.tpot_floor_ms < best[0]:
-                floors[c.name] = (r.tpot_floor_ms, f"{gpu} tp={tp}")
-    tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}"
-    return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, 1, engines, rates, sources)
+                floors[c.name] = (r.tpot_floor_ms, f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else ""))
+    tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}" + (f"|pp{pp}" if pp > 1 else "")
+    partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
+    return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition)
 
 
 def prune_dominated(units: list[Unit]) -> list[Unit]:

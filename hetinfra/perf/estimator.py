@@ -35,7 +35,7 @@ from hetinfra.perf.calibration import CALIBRATION, Calibration
 
 __all__ = [
     "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
-    "max_num_batched_tokens_default", "operating_point",
+    "max_num_batched_tokens_default", "operating_point", "decode_step_ms", "prefill_ms",
 ]
 
 
@@ -117,7 +117,8 @@ class _Engine:
     """
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
-                 "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "t_pre", "qs", "qcap")
+                 "c_pre", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre", "qs",
+                 "qcap")
 
     def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
         """Step time (= TPOT) at decode micro-batch b, and whether the step is compute-bound.
@@ -135,6 +136,12 @@ class _Engine:
         pp = self.pp
         return (pp * ((mem if mem > comp else comp) + self.ar_lat + self.ar_tok * tok)
                 + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
+
+    def prefill(self, n_req: float) -> float:
+        """Time to prefill n_req prompts of ``isl`` tokens in one pass, all stages in sequence."""
+        tok = n_req * self.isl
+        return (tok * self.c_pre * self.pp + self.dispatch + self.pp * (self.ar_lat + self.ar_tok * tok)
+                + self.p2p_lat + self.p2p_tok * tok)
 
     def b_tpot(self, slo: float) -> float:
         """Largest b whose step time is <= slo with all weights read (exact for dense models)."""
@@ -200,9 +207,21 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
                                         f"{w_gpu / 1e9:.1f} GB of weights; one request needs {isl + osl}")
 
     # ---- per-step coefficients (per stage, per GPU) ------------------------------------------------
-    e = _Engine()
     n_dec = osl - 1 if osl > 1 else 1
-    e.pp, e.isl, e.n_dec, e.mbt, e.kv_seqs, e.w_gpu = pp, isl, n_dec, mbt, kv_seqs, w_gpu
+    e = _coefficients(model, gpu, tp, pp, isl, isl + c.ctx_output_fraction * osl, isl / n_dec, prec, kv_tok,
+                      w_gpu, c)
+    e.n_dec, e.mbt, e.kv_seqs = n_dec, mbt, kv_seqs
+    return e
+
+
+def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
+                  prec: str, kv_tok: float, w_gpu: float, c: Calibration) -> _Engine:
+    """Step-time coefficients of one (model, gpu, layout): ``isl`` = prompt length of a prefill,
+    ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
+    No memory checks (``_engine`` does them); shared by ``estimate`` and the calibration helpers."""
+    e = _Engine()
+    e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs = pp, isl, w_gpu, 1, 0, 0.0
+    h = model.hidden_size
     act = model.active
     emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)
     e.moe_p = act / model.params if model.active_params else 1.0
@@ -212,14 +231,14 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
             flops *= scale
     e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw
     ls = model.layers / pp  # layers per stage (balanced)
-    ctx = isl + c.ctx_output_fraction * osl
     attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
     f_dec = 2.0 * (act - 0.5 * emb) / (tp * pp) + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
     f_pre = 2.0 * (act - emb) / (tp * pp) + attn * isl  # causal attention: half of 2 x isl
-    e.ratio = ratio = isl / n_dec  # prefill tokens carried per decode token (mean field)
+    e.ratio = ratio  # prefill tokens carried per decode token (mean field)
     e.kv_read = ctx * kv_tok / bw
     e.c_dec = f_dec / (flops * c.mfu_decode)
-    e.c_comp = e.c_dec + ratio * f_pre / (flops * c.mfu_prefill)
+    e.c_pre = f_pre / (flops * c.mfu_prefill)  # one prefill token, one stage
+    e.c_comp = e.c_dec + ratio * e.c_pre
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
         e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / (gpu.intra_node_gbps * 1e9)  # ring, 16-bit
@@ -232,9 +251,8 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
         e.p2p_lat = e.p2p_tok = 0.0
     e.fixed = c.t_fixed_ms * 1e-3
     e.per_seq = c.t_per_seq_us * 1e-6
-    # prefill of one request alone, all stages in sequence
-    e.t_pre = (isl * f_pre * pp / (flops * c.mfu_prefill) + model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
-               + pp * (e.ar_lat + e.ar_tok * isl) + e.p2p_lat + e.p2p_tok * isl)
+    e.dispatch = model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
+    e.t_pre = e.prefill(1.0)  # prefill of one request alone, all stages in sequence
     e.qs, e.qcap = c.qf_slope, c.qf_cap
     return e
 
@@ -260,6 +278,38 @@ def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, inp
             hi = mid
     t, f, _, rate, _ = e.point(max(lo, 1e-9))
     return f * 1e3, t * 1e3, rate
+
+
+def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, precision: str,
+          kv_precision: str | None, overheads: bool, calib: Calibration) -> _Engine:
+    prec = _norm_precision(precision)
+    if tp < 1 or pp < 1:
+        raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    w_gpu = _weight_bytes_per_gpu(model, tp, pp, PRECISION_BYTES[prec])
+    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
+    e = _coefficients(model, gpu, tp, pp, max(int(isl), 1), float(ctx), 0.0, prec, kv_tok, w_gpu, calib)
+    if not overheads:  # GPU work only: no engine step costs, no CPU dispatch
+        e.fixed = e.per_seq = e.dispatch = 0.0
+    return e
+
+
+def decode_step_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, batch: float, context: float,
+                   precision: str = "bf16", kv_precision: str | None = None, overheads: bool = True,
+                   calib: Calibration = CALIBRATION) -> float:
+    """One decode-only engine step (ms) of ``batch`` sequences per micro-batch, each attending ``context``
+    tokens: the step-time model ``estimate`` uses for TPOT, without the prefill chunks that ride in steady
+    state. ``overheads=False`` leaves out the engine's fixed and per-sequence step costs (for per-layer
+    kernel profiles). No memory checks: for calibration against measured step times."""
+    e = _bare(model, gpu, tp, pp, int(context), context, precision, kv_precision, overheads, calib)
+    return e.tpot(batch / pp if pp > 1 else batch, False)[0] * 1e3
+
+
+def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: int, batch: float = 1.0,
+               precision: str = "bf16", overheads: bool = True, calib: Calibration = CALIBRATION) -> float:
+    """Prefill (ms) of ``batch`` prompts of ``tokens`` tokens in one pass, no queueing: the model
+    ``estimate`` uses for TTFT's prefill part. ``overheads=False`` leaves out the CPU dispatch cost."""
+    e = _bare(model, gpu, tp, pp, tokens, tokens, precision, None, overheads, calib)
+    return e.prefill(batch) * 1e3
 
 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,

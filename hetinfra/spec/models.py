@@ -178,6 +178,8 @@ class PlanningSpec(_Strict):
     headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
     time_limit_s: float = Field(30, gt=0, description="Solver time limit, seconds.")
     mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
+    max_nodes_per_template: int = Field(
+        4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
 
 
 class ServiceSpec(_Strict):

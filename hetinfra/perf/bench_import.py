@@ -1,0 +1,454 @@
+"""Turn ``vllm bench serve --save-result`` JSON files into profile CSV rows.
+
+A *sweep* is several result files for one (model, input length, output length), one file per
+``--request-rate``. For an SLO (TTFT and TPOT limits in ms, compared against one statistic of
+the result: ``mean`` by default, or ``median`` / ``pNN`` where the run saved that percentile) a
+sweep gives one :class:`~hetinfra.perf.profiles.ProfileRow` whose ``max_rps`` is the largest
+request rate one engine sustains while meeting the SLO.
+
+Result keys read (vLLM ``vllm/benchmarks/serve.py``; the same since ``benchmark_serving.py``):
+``model_id``, ``request_rate`` (a number, or ``"inf"``), ``completed``, ``failed`` (0 if absent),
+``request_throughput`` (completed / duration) and ``<stat>_ttft_ms`` / ``<stat>_tpot_ms``
+(``mean_``, ``median_``, ``p<P>_``; the percentiles exist only for ``--metric-percentiles``).
+
+Request sizes, first that applies: the caller's override; the ``random_input_len`` and
+``random_output_len`` keys (``--metadata random_input_len=I random_output_len=O``, which the
+harness passes); the largest of ``input_lens`` / ``output_lens`` (``--save-detailed``);
+``total_input_tokens`` / ``total_output_tokens`` divided by ``completed``, rounded (the random
+dataset with ``--random-range-ratio 0`` gives every request the same size).
+
+The max_rps rule (:func:`evaluate_sweep`)
+------------------------------------------
+1. A point *passes* when no request failed, at least one completed, and the statistic of TTFT
+   and of TPOT are both within the SLO. Points are taken in order of offered rate.
+2. F is the first failing point, P the point before it (the last passing one). Points after F
+   are not used, even if they pass again (noise); a note says so.
+3. A passing point sustained its *offered* rate: it met the SLO and TTFT includes queueing, so
+   it kept up. A failing point is placed at what the server *achieved*,
+   ``min(request_rate, request_throughput)``: when the server could not keep up, its latency
+   belongs to the load it really served, not the load offered; and max_rps can never exceed
+   what the server was seen to serve. (When it kept up, request_throughput is slightly under
+   the offered rate because the run's duration includes draining the last requests; the rule
+   is therefore a little conservative. More ``--num-prompts`` shrinks that effect.)
+4. For each latency metric F violates, ``t = (slo - lat(P)) / (lat(F) - lat(P))``; the metric
+   that crosses first (smallest t) decides:
+   ``max_rps = rate(P) + t * (achieved(F) - rate(P))``, and ``rate(P)`` when
+   ``achieved(F) <= rate(P)`` or when F failed because requests failed (no latency curve).
+5. Even the lowest rate fails: ``max_rps = 0`` with a note (the row is still written, so the
+   planner treats this layout as unable to serve that size under that SLO; sweep lower rates
+   to find a positive one). This holds for a one-point sweep too.
+6. Every rate passes: ``max_rps`` is the highest rate swept, a lower bound, with a note.
+   A single passing point is an error: it bounds nothing and was probably not meant as a sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.profiles import COLUMNS, ProfileRow
+
+_STATISTIC = re.compile(r"^(mean|median|p\d+(\.\d+)?)$")
+_RESULT_HINT = "expected the JSON that `vllm bench serve --save-result` writes"
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency limits a point must meet, on one statistic of the run (``mean``, ``median``, ``pNN``)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    statistic: str = "mean"
+
+    def __post_init__(self) -> None:
+        if not _STATISTIC.match(self.statistic):
+            raise InvalidInputError(f"unknown latency statistic {self.statistic!r}",
+                                    hint="use mean, median or a percentile such as p90 or p99")
+        for name, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise InvalidInputError(f"SLO {name} must be a positive number of ms, got {v!r}")
+
+    def key(self, metric: str) -> str:
+        """The result key holding this statistic of ``metric`` (``ttft`` or ``tpot``)."""
+        return f"{self.statistic}_{metric}_ms"
+
+    def describe(self) -> str:
+        return f"{self.statistic} ttft<={_fmt(self.ttft_ms)} ms, tpot<={_fmt(self.tpot_ms)} ms"
+
+
+@dataclass(frozen=True)
+class BenchPoint:
+    """One ``vllm bench serve`` run: one offered request rate of one sweep."""
+
+    where: str  # file name, or "file#N" for the N-th object of an --append-result file
+    model: str
+    input_tokens: int
+    output_tokens: int
+    request_rate: float  # offered (--request-rate)
+    request_throughput: float  # achieved: completed / duration
+    completed: int
+    failed: int
+    sizes_from: str  # "override", "metadata", "lens" or "totals"
+    data: Mapping = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def achieved_rate(self) -> float:
+        """The load the server really served: the offered rate, or less if it fell behind."""
+        return min(self.request_rate, self.request_throughput)
+
+    def latency(self, metric: str, statistic: str) -> float:
+        """``<statistic>_<metric>_ms``; ``median`` and ``p50`` stand in for each other."""
+        key = f"{statistic}_{metric}_ms"
+        alt = {"median": "p50", "p50": "median"}.get(statistic)
+        if key not in self.data and alt and f"{alt}_{metric}_ms" in self.data:
+            key = f"{alt}_{metric}_ms"
+        if key not in self.data:
+            present = sorted(k for k in self.data if k.endswith(f"_{metric}_ms"))
+            raise InvalidInputError(
+                f"{self.where}: key '{key}' missing (has {', '.join(present) or 'no ' + metric + ' statistics'})",
+                hint=f"rerun vllm bench serve with --percentile-metrics ttft,tpot,e2el"
+                     f"{' --metric-percentiles ' + statistic[1:] if statistic.startswith('p') else ''}"
+                     ", or choose another statistic")
+        return _number(self.data[key], self.where, key, allow_nan=True)
+
+
+@dataclass(frozen=True)
+class PointCheck:
+    point: BenchPoint
+    passed: bool
+    ttft_ms: float
+    tpot_ms: float
+    reasons: tuple[str, ...]  # why it failed; empty when it passed
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """max_rps for one (model, input, output) sweep under one SLO, and how it was found."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    max_rps: float
+    checks: tuple[PointCheck, ...]  # every point, by offered rate
+    last_pass: PointCheck | None
+    first_fail: PointCheck | None
+    notes: tuple[str, ...]
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        return tuple(c.point.request_rate for c in self.checks)
+
+    def explain(self) -> str:
+        """One line: how max_rps came about."""
+        if self.first_fail is None:
+            return f"every rate up to {_fmt(self.rates[-1])} req/s met the SLO (lower bound)"
+        f = self.first_fail
+        why = "; ".join(f.reasons)
+        if self.last_pass is None:
+            return f"lowest rate {_fmt(f.point.request_rate)} req/s already fails ({why})"
+        return (f"between {_fmt(self.last_pass.point.request_rate)} req/s (passes) and "
+                f"{_fmt(f.point.request_rate)} req/s (fails: {why})")
+
+    def row(self, gpu: str, tp: int, pp: int, slo: SLO) -> ProfileRow:
+        anchor = self.first_fail or self.checks[-1]
+        return ProfileRow(model=self.model, gpu=gpu, tp=tp, pp=pp, input_tokens=self.input_tokens,
+                          output_tokens=self.output_tokens, ttft_slo_ms=float(slo.ttft_ms),
+                          tpot_slo_ms=float(slo.tpot_ms), max_rps=self.max_rps, origin=anchor.point.where)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    sweeps: tuple[SweepResult, ...]
+    rows: tuple[ProfileRow, ...]
+    skipped: tuple[str, ...]  # files or objects not used, with the reason
+
+
+# ---------------------------------------------------------------- reading result files
+
+
+def _fmt(v: float) -> str:
+    """Numbers for CSV cells and messages: 4.0 -> '4', 14/3 -> '4.667'."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    s = f"{round(float(v), 3):.3f}".rstrip("0").rstrip(".")
+    return "0" if s in ("-0", "") else s
+
+
+def _number(v: object, where: str, key: str, *, allow_nan: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidInputError(f"{where}: key '{key}' must be a number, got {json.dumps(v)[:40]}", hint=_RESULT_HINT)
+    if not allow_nan and not math.isfinite(v):
+        raise InvalidInputError(f"{where}: key '{key}' must be finite, got {v}", hint=_RESULT_HINT)
+    return float(v)
+
+
+def _count(v: object, where: str, key: str) -> int:
+    n = _number(v, where, key)
+    if n < 0 or n != int(n):
+        raise InvalidInputError(f"{where}: key '{key}' must be a count (integer >= 0), got {v}", hint=_RESULT_HINT)
+    return int(n)
+
+
+def _size(v: object, where: str, key: str) -> int:
+    if isinstance(v, str):  # --metadata values are saved as strings
+        try:
+            v = float(v.strip())
+        except ValueError:
+            raise InvalidInputError(f"{where}: key '{key}' must be a token count, got {v!r}") from None
+    n = _number(v, where, key)
+    if n < 1 or n != int(n):
+        raise InvalidInputError(f"{where}: key '{key}' must be a whole number of tokens >= 1, got {v}")
+    return int(n)
+
+
+def _read_objects(path: Path) -> list[tuple[str, object]]:
+    """The JSON objects of one file: one (``--save-result``) or one per line (``--append-result``)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InvalidInputError(f"{path}: result file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path}: cannot read result file ({exc})") from None
+    if not text.strip():
+        raise InvalidInputError(f"{path}: empty file", hint=_RESULT_HINT)
+    try:
+        return [(str(path), json.loads(text))]
+    except json.JSONDecodeError as first:
+        lines = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+        if len(lines) < 2:
+            raise InvalidInputError(f"{path}:{first.lineno}:{first.colno}: not valid JSON ({first.msg})",
+                                    hint=_RESULT_HINT) from None
+        out = []
+        for n, (lineno, ln) in enumerate(lines, start=1):
+            try:
+                out.append((f"{path}#{n}", json.loads(ln)))
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({exc.msg})",
+                                        hint=_RESULT_HINT + " (or one such object per line with --append-result)") from None
+        return out
+
+
+def _sizes(obj: Mapping, where: str, completed: int) -> tuple[int, int, str]:
+    if "random_input_len" in obj and "random_output_len" in obj:
+        return _size(obj["random_input_len"], where, "random_input_len"), \
+            _size(obj["random_output_len"], where, "random_output_len"), "metadata"
+    lens = obj.get("input_lens"), obj.get("output_lens")
+    if all(isinstance(x, list) and x for x in lens):
+        try:
+            return int(max(lens[0])), int(max(lens[1])), "lens"
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{where}: keys 'input_lens'/'output_lens' must be lists of token counts") from None
+    if "total_input_tokens" in obj and "total_output_tokens" in obj and completed > 0:
+        ti = _number(obj["total_input_tokens"], where, "total_input_tokens")
+        to = _number(obj["total_output_tokens"], where, "total_output_tokens")
+        i, o = round(ti / completed), round(to / completed)
+        if i >= 1 and o >= 1:
+            return i, o, "totals"
+    raise InvalidInputError(
+        f"{where}: cannot tell the request sizes (no 'random_input_len'/'random_output_len' metadata, "
+        "'input_lens'/'output_lens' or 'total_input_tokens'/'total_output_tokens' with completed > 0)",
+        hint="pass the sizes the sweep used (--input-tokens/--output-tokens)")
+
+
+def parse_result(obj: object, where: str, *, model: str | None = None, input_tokens: int | None = None,
+                 output_tokens: int | None = None) -> BenchPoint:
+    """One result object -> a :class:`BenchPoint`. Raises InvalidInputError naming ``where: key``."""
+    if not isinstance(obj, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(obj).__name__}", hint=_RESULT_HINT)
+    for key in ("model_id", "request_rate", "completed", "request_throughput"):
+        if key not in obj:
+            raise InvalidInputError(f"{where}: key '{key}' missing", hint=_RESULT_HINT)
+    mid = model if model is not None else obj["model_id"]
+    if not isinstance(mid, str) or not mid.strip():
+        raise InvalidInputError(f"{where}: key 'model_id' must be a non-empty string", hint="or pass --model")
+    rate_raw = obj["request_rate"]
+    if rate_raw == "inf" or (isinstance(rate_raw, float) and math.isinf(rate_raw)):
+        rate = math.inf
+    else:
+        rate = _number(rate_raw, where, "request_rate")
+        if rate <= 0:
+            raise InvalidInputError(f"{where}: key 'request_rate' must be > 0, got {rate_raw}")
+    completed = _count(obj["completed"], where, "completed")
+    failed = _count(obj.get("failed", 0), where, "failed")
+    thr = _number(obj["request_throughput"], where, "request_throughput")
+    if thr < 0:
+        raise InvalidInputError(f"{where}: key 'request_throughput' must be >= 0, got {thr}")
+    if input_tokens is not None and output_tokens is not None:
+        i, o, src = int(input_tokens), int(output_tokens), "override"
+    else:
+        i, o, src = _sizes(obj, where, completed)
+        i = int(input_tokens) if input_tokens is not None else i
+        o = int(output_tokens) if output_tokens is not None else o
+    return BenchPoint(where=where, model=mid.strip(), input_tokens=i, output_tokens=o, request_rate=rate,
+                      request_throughput=thr, completed=completed, failed=failed, sizes_from=src, data=obj)
+
+
+def load_bench_results(paths: Iterable[Path | str], *, model: str | None = None, input_tokens: int | None = None,
+                       output_tokens: int | None = None) -> tuple[list[BenchPoint], list[str]]:
+    """Read result files. Returns (points, skipped): skipped are ``where: why`` for runs not usable
+    on a rate axis (``--request-rate inf`` bursts, ramp-up runs, ``*.pytorch.json`` companions)."""
+    points: list[BenchPoint] = []
+    skipped: list[str] = []
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise InvalidInputError("no result files given", hint="pass the JSON files of one rate sweep")
+    for path in paths:
+        if path.name.endswith(".pytorch.json"):
+            skipped.append(f"{path}: PyTorch-benchmark companion file, not a --save-result file")
+            continue
+        for where, obj in _read_objects(path):
+            if isinstance(obj, dict) and obj.get("ramp_up_strategy"):
+                skipped.append(f"{where}: ramp-up run (no single request rate)")
+                continue
+            p = parse_result(obj, where, model=model, input_tokens=input_tokens, output_tokens=output_tokens)
+            if math.isinf(p.request_rate):
+                skipped.append(f"{where}: --request-rate inf (all requests at once) has no place on a rate axis")
+                continue
+            points.append(p)
+    return points, skipped
+
+
+# ---------------------------------------------------------------- the max_rps rule
+
+
+def check_point(point: BenchPoint, slo: SLO) -> PointCheck:
+    """Does this run meet the SLO? (rule 1 of the module docstring)"""
+    ttft = point.latency("ttft", slo.statistic)
+    tpot = point.latency("tpot", slo.statistic)
+    reasons = []
+    if point.completed == 0:
+        reasons.append("no request completed")
+    if point.failed:
+        reasons.append(f"{point.failed} of {point.completed + point.failed} requests failed")
+    if point.completed:
+        for name, v, limit in (("ttft", ttft, slo.ttft_ms), ("tpot", tpot, slo.tpot_ms)):
+            if not (v <= limit):  # NaN fails too
+                reasons.append(f"{slo.statistic} {name} {_fmt(v)} ms > {_fmt(limit)} ms")
+    return PointCheck(point, not reasons, ttft, tpot, tuple(reasons))
+
+
+def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
+    """max_rps of one sweep (all points share model, input and output sizes) by the module's rule."""
+    if not points:
+        raise InvalidInputError("empty sweep")
+    pts = sorted(points, key=lambda p: p.request_rate)
+    head = pts[0]
+    label = f"{head.model} in={head.input_tokens} out={head.output_tokens}"
+    for a, b in zip(pts, pts[1:]):
+        if a.request_rate == b.request_rate:
+            raise InvalidInputError(f"{label}: two runs at request rate {_fmt(a.request_rate)}: {a.where} and {b.where}",
+                                    hint="pass one file per rate of a single sweep")
+    checks = tuple(check_point(p, slo) for p in pts)
+    k = next((i for i, c in enumerate(checks) if not c.passed), None)
+    notes: list[str] = []
+    last_pass = checks[k - 1] if k else None
+    first_fail = checks[k] if k is not None else None
+    if k is None:
+        if len(checks) == 1:
+            raise InvalidInputError(
+                f"{label}: single-point sweep ({head.where}, {_fmt(head.request_rate)} req/s meets the SLO); "
+                "max_rps needs rates that cross the SLO",
+                hint="run vllm bench serve at several --request-rate values, up to one that misses the SLO")
+        max_rps = pts[-1].request_rate
+        notes.append(f"{label}: every rate met the SLO ({slo.describe()}); max_rps {_fmt(max_rps)} is the highest "
+                     "rate swept, a lower bound: extend the sweep to higher rates")
+    elif k == 0:
+        max_rps = 0.0
+        notes.append(f"{label}: even the lowest rate {_fmt(pts[0].request_rate)} req/s misses the SLO "
+                     f"({'; '.join(checks[0].reasons)}); max_rps 0: sweep lower rates to find a positive one")
+    else:
+        p, f = last_pass, first_fail
+        r0, r1 = p.point.request_rate, f.point.achieved_rate
+        if f.point.failed or f.point.completed == 0 or r1 <= r0:
+            t = 0.0
+        else:
+            ts = [(limit - lp) / (lf - lp)
+                  for lp, lf, limit in ((p.ttft_ms, f.ttft_ms, slo.ttft_ms), (p.tpot_ms, f.tpot_ms, slo.tpot_ms))
+                  if not (lf <= limit)]
+            ts = [0.0 if math.isnan(x) else x for x in ts]
+            t = min(ts) if ts else 0.0
+        max_rps = r0 + max(0.0, min(1.0, t)) * max(0.0, r1 - r0)
+        if f.point.request_throughput < f.point.request_rate:
+            notes.append(f"{label}: at {_fmt(f.point.request_rate)} req/s offered the server achieved "
+                         f"{_fmt(f.point.request_throughput)} req/s; interpolated toward the achieved rate")
+        later = [c.point.request_rate for c in checks[k + 1:] if c.passed]
+        if later:
+            notes.append(f"{label}: rate(s) {', '.join(_fmt(r) for r in later)} pass again after "
+                         f"{_fmt(f.point.request_rate)} failed (noisy sweep?); the first crossing is used")
+    mc = {p.data.get("max_concurrency") for p in pts} - {None}
+    if mc:
+        notes.append(f"{label}: runs used --max-concurrency {', '.join(map(str, sorted(mc)))}; "
+                     "queueing in the client is not in TTFT, so max_rps may be optimistic")
+    return SweepResult(model=head.model, input_tokens=head.input_tokens, output_tokens=head.output_tokens,
+                       max_rps=max_rps, checks=checks, last_pass=last_pass, first_fail=first_fail, notes=tuple(notes))
+
+
+def group_sweeps(points: Iterable[BenchPoint]) -> list[list[BenchPoint]]:
+    """Points grouped by (model, input tokens, output tokens), groups in sorted key order."""
+    groups: dict[tuple[str, int, int], list[BenchPoint]] = {}
+    for p in points:
+        groups.setdefault((p.model.lower(), p.input_tokens, p.output_tokens), []).append(p)
+    return [groups[k] for k in sorted(groups)]
+
+
+def import_bench_results(paths: Iterable[Path | str], *, gpu: str, tp: int, pp: int, slo: SLO,
+                         model: str | None = None, input_tokens: int | None = None,
+                         output_tokens: int | None = None) -> ImportResult:
+    """Result files (any number of sweeps) -> one profile row per (model, input, output)."""
+    if not gpu or not gpu.strip():
+        raise InvalidInputError("gpu must not be empty", hint="use SkyPilot accelerator names (L4, A10G, H100, ...)")
+    if tp < 1 or pp < 1:
+        raise InvalidInputError(f"tp and pp must be >= 1, got tp={tp} pp={pp}")
+    points, skipped = load_bench_results(paths, model=model, input_tokens=input_tokens, output_tokens=output_tokens)
+    if not points:
+        raise InvalidInputError("no usable result in the files given (" + "; ".join(skipped) + ")",
+                                hint="profile sweeps need runs at finite --request-rate values")
+    sweeps = tuple(evaluate_sweep(g, slo) for g in group_sweeps(points))
+    rows = tuple(s.row(gpu.strip(), tp, pp, slo) for s in sweeps)
+    return ImportResult(sweeps=sweeps, rows=rows, skipped=tuple(skipped))
+
+
+# ---------------------------------------------------------------- writing the CSV
+
+
+def _row_key(r: ProfileRow) -> tuple:
+    return (r.model.lower(), r.gpu.lower(), r.tp, r.pp, r.input_tokens, r.output_tokens,
+            float(r.ttft_slo_ms), float(r.tpot_slo_ms))
+
+
+def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow([r.model, r.gpu, r.tp, r.pp, r.input_tokens, r.output_tokens,
+                    _fmt(r.ttft_slo_ms), _fmt(r.tpot_slo_ms), _fmt(r.max_rps)])
+    return buf.getvalue()
+
+
+def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bool = False) -> list[ProfileRow]:
+    """Write ``rows`` as a profile CSV, atomically (temporary file renamed into place).
+
+    ``merge``: keep the rows of an existing file at ``path`` that no new row replaces (same model,
+    gpu, tp, pp, sizes and SLO); new rows follow them. Returns the rows written. ``max_rps`` is
+    written to 3 decimals.
+    """
+    from hetinfra.artifacts import atomic_write_text
+    from hetinfra.perf.profiles import load_profiles
+
+    path = Path(path)
+    rows = list(rows)
+    if path.exists() and path.is_dir():
+        raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
+    if merge and path.exists():
+        new = {_row_key(r) for r in rows}
+        rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
+    atomic_write_text(path, render_profile_csv(rows))
+    return rows

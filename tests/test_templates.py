@@ -1,0 +1,51 @@
+"""Template generation: TP layouts, engines side by side, multi-node pipelines, pruning."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from hetinfra.templates import layer_partition, tp_options
+
+
+@pytest.mark.parametrize("gpus,heads,expected", [(1, 32, [1]), (8, 32, [1, 2, 4, 8]), (4, 40, [1, 2, 4]),
+                                                 (8, 40, [1, 2, 4, 8]), (8, 12, [1, 2, 4]), (2, None, [1, 2])])
+def test_tp_options_divide_gpus_and_heads(gpus, heads, expected):
+    assert tp_options(gpus, heads) == expected
+
+
+def test_layer_partition_matches_vllm_default():
+    assert layer_partition(80, 2) == (40, 40)
+    assert layer_partition(32, 3) == (10, 11, 11)
+    assert sum(layer_partition(61, 4)) == 61
+
+
+def test_model_too_big_for_one_node_gets_a_pipeline(tmp_path, plan_json):
+    # GCP's largest L4 machine in the snapshot has 4 x 24 GB: a 70B bf16 model needs two of them.
+    spec = {"name": "pp", "models": [{
+        "name": "big", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
+        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
+        "demand": {"rate_rps": 0.5, "sizes": {"classes": [
+            {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
+        "infrastructure": {"clouds": ["gcp"], "gpus": ["L4"]}}
+    plan = plan_json(tmp_path, spec, "--no-baselines")
+    (a,) = plan["allocations"]
+    assert (a["instance_type"], a["tp"], a["pp"], a["nodes_per_replica"], a["count"]) == ("g2-standard-48", 4, 2, 2, 1)
+    assert a["layer_partition"] == [40, 40] and a["instances"] == 2 and plan["gpus"] == 8
+    assert a["cost_usd_per_hour"] == pytest.approx(2 * a["price_per_instance_usd_per_hour"], abs=1e-3)
+
+
+def test_pipeline_task_has_num_nodes(tmp_path, run_cli):
+    spec = {"name": "pp", "models": [{
+        "name": "big", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
+        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
+        "demand": {"rate_rps": 0.5, "sizes": {"classes": [
+            {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
+        "infrastructure": {"clouds": ["gcp"], "gpus": ["L4"]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    code, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-baselines")
+    assert code == 0, err
+    (task,) = list((tmp_path / "out" / "skypilot").iterdir())
+    doc = yaml.safe_load(task.read_text())
+    assert doc["num_nodes"] == 2 and doc["envs"]["VLLM_PP_LAYER_PARTITION"] == "40,40"
+    assert "--pipeline-parallel-size 2" in doc["run"] and "--distributed-executor-backend ray" in doc["run"]
