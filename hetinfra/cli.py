@@ -44,14 +44,17 @@ def cli() -> None:
               help="Write plan.json and skypilot/<unit>.yaml into this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout instead of the summary.")
 @click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
-def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool) -> None:
+@click.option("--state", type=click.Path(exists=True, path_type=Path),
+              help="The running deployment (a previous --out directory or its plan.json): new instances pay "
+                   "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
+def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
     try:
         from hetinfra.artifacts import write_plan
         from hetinfra.plan_json import build_plan_json
         from hetinfra.planner import plan as run_plan
 
-        result = run_plan(spec, with_baselines=not no_baselines)
+        result = run_plan(spec, with_baselines=not no_baselines, state=state)
         doc = build_plan_json(result)
         written = write_plan(out, doc) if out else []
     except HetinfraError as exc:

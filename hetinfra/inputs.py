@@ -143,6 +143,11 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
                         f"{at}: requests {c.name} need {c.input_tokens + c.output_tokens} tokens of context; "
                         f"{arch.name} supports {arch.max_context}",
                         hint="lower the largest size edges, or use dataset outside: clip")
+        for region in (m.demand.origins or {}):
+            if region not in known_regions:
+                raise InvalidInputError(
+                    f"{at_('models', i, 'demand', 'origins', region)}: models[{i}].demand.origins: no allowed offer in "
+                    f"region '{region}'; {_did_you_mean(region, known_regions)}")
         names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
         ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms)
         models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx))

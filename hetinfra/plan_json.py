@@ -97,6 +97,23 @@ def build_plan_json(pr: PlanResult) -> dict:
             entry["reason"] = b.reason
         baselines.append(entry)
 
+    by_model: dict[str, dict] = {}
+    by_region: dict[str, dict] = {}
+    for a in allocations:
+        for key, table in ((a["model"], by_model), (f"{a['cloud']}/{a['region']}", by_region)):
+            entry = table.setdefault(key, {"cost_usd_per_hour": 0.0, "gpus": 0, "instances": 0})
+            entry["cost_usd_per_hour"] = _r(entry["cost_usd_per_hour"] + a["cost_usd_per_hour"])
+            entry["gpus"] += a["gpus_per_instance"] * a["instances"]
+            entry["instances"] += a["instances"]
+    for key, entry in by_region.items():
+        entry["models"] = sorted({a["model"] for a in allocations if f"{a['cloud']}/{a['region']}" == key})
+    running = prob.running
+    churn = None
+    if running:
+        started = {u: c - running.get(u, 0) for u, c in res.n.items() if c > running.get(u, 0)}
+        stopped = {u: c - res.n.get(u, 0) for u, c in running.items() if c > res.n.get(u, 0)}
+        churn = {"penalty_hours": prob.churn_hours, "running": dict(running), "started": started, "stopped": stopped}
+
     return {
         "plan_version": PLAN_VERSION,
         "hetinfra_version": __version__,
@@ -109,12 +126,15 @@ def build_plan_json(pr: PlanResult) -> dict:
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": routing,
+        "unmet_rps": {f"{m}/{w}": _r(v, 6) for (m, w), v in sorted(res.unmet.items())},
+        "breakdown": {"by_model": by_model, "by_region": by_region},
+        "churn": churn,
         "models": models,
         "templates": templates,
         "baselines": baselines,
         "solver": {
             "name": "highs", "status": res.status, "objective": _r(res.objective, 6), "bound": _r(res.bound, 6),
-            "gap": _r(res.gap, 6), "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
+            "gap": _r(res.gap, 6), "lp_bound": _r(res.lp_bound, 6), "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
             "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
             "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
             "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,

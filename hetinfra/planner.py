@@ -36,14 +36,45 @@ class PlanResult:
     baselines: list[Baseline]
 
 
-def to_problem(inputs: PlanInputs, units: list[Unit]) -> AllocationProblem:
+def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | None = None) -> AllocationProblem:
     spec = inputs.spec
+    settings = spec.planning
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
-    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, u.cap_key, dict(u.template.rates)) for u in units)
+    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, u.cap_key, dict(u.template.rates), u.region, u.spot)
+                 for u in units)
+    local: dict[tuple[str, str], float] = {}
+    for pm in inputs.models:
+        origins = pm.spec.demand.origins or {}
+        total = sum(origins.values())
+        for region, share in origins.items():
+            local[(pm.spec.name, region)] = pm.spec.demand.rate_rps * share / total
     return AllocationProblem(
         units=data, demand=demand, caps=dict(inputs.caps), budget=spec.budget_usd_per_hour,
-        headroom=spec.planning.headroom, objective=spec.planning.objective, routing=spec.planning.routing,
-        slice_factor=spec.planning.slice_factor)
+        headroom=settings.headroom, objective=settings.objective, routing=settings.routing,
+        slice_factor=settings.slice_factor,
+        max_spot_fraction={pm.spec.name: pm.spec.max_spot_fraction for pm in inputs.models},
+        local_demand=local, locality=settings.locality,
+        running={u: n for u, n in (running or {}).items() if any(x.id == u for x in data)},
+        churn_hours=settings.churn_penalty_hours,
+        unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None)
+
+
+def read_running(state: Path) -> dict[str, int]:
+    """Units running now, from a previous plan.json (or a deployment's state.json with the same
+    ``allocations`` list): unit id -> count."""
+    import json
+
+    from hetinfra.errors import InvalidInputError
+
+    path = state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
+    try:
+        doc = json.loads(path.read_text())
+        return {a["unit"]: int(a["count"]) for a in doc["allocations"]}
+    except FileNotFoundError:
+        raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
+                                hint="pass the --out directory of the plan that is running") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"--state: {path} is not a hetinfra plan/state file ({exc})") from None
 
 
 def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
@@ -73,6 +104,8 @@ def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) ->
             hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
             details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
     elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
+    if elastic.feasible and not elastic.extra_gpus:
+        return _diagnose_other(no_budget, time_limit_s, mip_gap)
     relax, parts = [], []
     for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
         cap = problem.caps[(cloud, region, gpu)]
@@ -88,13 +121,33 @@ def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) ->
                            details={"relax": relax})
 
 
+def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
+    """Caps and budget are not the cause: try dropping locality, then the spot fractions."""
+    from hetinfra.solver.solve import solve
+
+    if problem.locality > 0 and solve(problem.replace(locality=0.0), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+        return InfeasibleError(
+            f"planning.locality {problem.locality:g} cannot be met: some origin region lacks capacity for its local demand",
+            hint="lower planning.locality, allow more GPUs in those regions, or raise their availability caps",
+            details={"relax": [{"locality": {"current": problem.locality}}]})
+    limited = {m: f for m, f in problem.max_spot_fraction.items() if f < 1}
+    if limited and solve(problem.replace(max_spot_fraction={}), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+        names = ", ".join(f"{m} ({f:.0%})" for m, f in sorted(limited.items()))
+        return InfeasibleError(f"max_spot_fraction cannot be met for {names}: not enough on-demand capacity",
+                               hint="raise max_spot_fraction or the on-demand availability caps",
+                               details={"relax": [{"max_spot_fraction": limited}]})
+    return InfeasibleError("no plan satisfies all constraints together",
+                           hint="relax the availability caps, budget, locality or spot fractions")
+
+
 def baselines(problem: AllocationProblem, units: dict[str, Unit], time_limit_s: float, mip_gap: float) -> list[Baseline]:
     """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget)."""
     from hetinfra.solver.solve import solve
 
     out = []
     for gpu in sorted({u.template.gpu for u in units.values()}):
-        sub = problem.restricted(lambda u, g=gpu: units[u.id].template.gpu == g).replace(budget=None, objective="min_cost")
+        sub = problem.restricted(lambda u, g=gpu: units[u.id].template.gpu == g).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
         if missing:
             out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
@@ -107,7 +160,18 @@ def baselines(problem: AllocationProblem, units: dict[str, Unit], time_limit_s: 
     return out
 
 
-def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True) -> PlanResult:
+def _check_locality(problem: AllocationProblem, locate) -> None:
+    if problem.locality <= 0:
+        return
+    for (model, region), lam in problem.local_demand.items():
+        if lam > 0 and not any(u.model == model and u.region == region for u in problem.units):
+            raise InfeasibleError(
+                f"model {model}: locality {problem.locality:g} needs capacity in {region}, but no allowed offer there "
+                "can serve it", hint=f"allow a GPU offered in {region}, drop it from demand.origins, or lower locality")
+
+
+def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
+         state: Path | None = None) -> PlanResult:
     from hetinfra.solver.solve import solve
 
     path = Path(spec_path)
@@ -116,14 +180,15 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     perf = PerformanceModel(inputs.profiles)
     unit_list, coverage = build_units(inputs, perf)
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
-    if unserved:
+    if unserved and not spec.planning.allow_unmet:
         msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
         more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
-    problem = to_problem(inputs, unit_list)
+    problem = to_problem(inputs, unit_list, read_running(Path(state)) if state else None)
+    _check_locality(problem, locate=inputs.spec_path)
     settings = spec.planning
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap)
+    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True)
     if not result.feasible:
         if result.status == "no_solution":
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g}",

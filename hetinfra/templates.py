@@ -170,11 +170,12 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
 
 
 def prune_dominated(units: list[Unit]) -> list[Unit]:
-    """Drop a unit when another of the same model, cloud, region, GPU kind and GPU count costs no
-    more and serves every class at least as fast (the availability caps count both alike)."""
+    """Drop a unit when another of the same model, cloud, region, GPU kind, GPU count and purchase
+    option costs no more and serves every class at least as fast (the availability caps count both
+    alike; spot and on-demand are never compared because the spot fraction limits one of them)."""
     groups: dict[tuple, list[Unit]] = {}
     for u in units:
-        groups.setdefault((u.model, u.cap_key, u.gpus), []).append(u)
+        groups.setdefault((u.model, u.cap_key, u.gpus, u.spot), []).append(u)
     kept: list[Unit] = []
     for group in groups.values():
         group.sort(key=lambda u: (u.cost, -sum(u.template.rates.values()), u.id))

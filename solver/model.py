@@ -16,8 +16,12 @@ Constraints (one ``add_*`` function each)
                   y[u,k] = z[u,k] lambda[k] / S)
     availability  sum_{u in g} gpus[u] n[u] <= A[g]
     budget        sum_u cost[u] n[u] <= B
+    spot_fraction sum_{u spot of m} gpus[u] n[u] <= f[m] sum_{u of m} gpus[u] n[u]
+    locality      sum_{u in region r, k of m} y[u,k] >= epsilon lambda_local[m,r]   (SageServe)
+    churn         c[u] >= n[u] - running[u], c >= 0                                  (Coral's initialization)
+    unmet         (when allowed) demand becomes sum_u y[u,k] + q[k] = lambda[k], q >= 0
 Objective
-    min_cost        minimize sum_u cost[u] n[u]
+    min_cost        minimize sum_u cost[u] n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
     max_throughput  maximize s   (Demystifying's min makespan is T = 1/s)
 
 Mélange's binary slice assignment x[slice, gpu] is replaced by the integer count z[u,k] of
@@ -60,6 +64,15 @@ def add_variables(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
         m.y = pyo.Var(m.P, within=pyo.NonNegativeReals, doc="req/s routed per (unit, class)")
     if p.objective == "max_throughput":
         m.s = pyo.Var(within=pyo.NonNegativeReals, doc="uniform demand scale")
+    if allows_unmet(p):
+        m.q = pyo.Var(m.K, within=pyo.NonNegativeReals, bounds=lambda _, mod, w: (0, p.demand[(mod, w)]),
+                      doc="req/s left unserved")
+    if p.running:
+        m.c = pyo.Var(m.U, within=pyo.NonNegativeReals, doc="instances started beyond those running")
+
+
+def allows_unmet(p: AllocationProblem) -> bool:
+    return p.unmet_penalty is not None and p.objective == "min_cost" and p.routing == "fractional"
 
 
 def routed(m: pyo.ConcreteModel, p: AllocationProblem, u: str, mod: str, w: str):
@@ -79,7 +92,8 @@ def add_demand(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
         if p.routing == "sliced":
             return sum(m.z[u, mod, w] for u in us) == p.slice_factor
         target = p.demand[(mod, w)] * (m.s if p.objective == "max_throughput" else 1.0)
-        return sum(m.y[u, mod, w] for u in us) == target
+        unmet = m.q[mod, w] if allows_unmet(p) else 0
+        return sum(m.y[u, mod, w] for u in us) + unmet == target
 
     m.demand = pyo.Constraint(m.K, rule=rule, doc="every class fully routed")
 
@@ -121,15 +135,62 @@ def add_budget(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
         m.budget = pyo.Constraint(expr=cost_expr(m, p) <= p.budget, doc="$/h within budget")
 
 
+def add_spot_fraction(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
+    limited = sorted(mod for mod, f in p.max_spot_fraction.items() if f < 1.0
+                     and any(u.spot and u.model == mod for u in p.units))
+    if not limited:
+        return
+
+    def rule(_, mod):
+        units = [u for u in p.units if u.model == mod]
+        spot = sum(u.gpus * m.n[u.id] for u in units if u.spot)
+        return spot <= p.max_spot_fraction[mod] * sum(u.gpus * m.n[u.id] for u in units)
+
+    m.spot_fraction = pyo.Constraint(limited, rule=rule, doc="spot share of each model's GPUs")
+
+
+def add_locality(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
+    if p.locality <= 0 or not p.local_demand:
+        return
+    keys = sorted(p.local_demand)
+    region_of = {u.id: u.region for u in p.units}
+    scale = m.s if p.objective == "max_throughput" else 1.0
+
+    def rule(_, mod, region):
+        local = [(u, mm, w) for u, mm, w in m.P if mm == mod and region_of[u] == region]
+        need = p.locality * p.local_demand[(mod, region)] * scale
+        if not local:
+            return pyo.Constraint.Infeasible if p.local_demand[(mod, region)] > 0 else pyo.Constraint.Skip
+        return sum(routed(m, p, u, mm, w) for u, mm, w in local) >= need
+
+    m.locality = pyo.Constraint(keys, rule=rule, doc="in-region service of local demand")
+
+
+def add_churn(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
+    if p.running:
+        m.churn = pyo.Constraint(m.U, rule=lambda _, u: m.c[u] >= m.n[u] - p.running.get(u, 0),
+                                 doc="new instances beyond the running ones")
+
+
+def objective_expr(m: pyo.ConcreteModel, p: AllocationProblem):
+    """min_cost objective: $/h plus the churn and unmet-demand penalties."""
+    expr = cost_expr(m, p)
+    if p.running and p.churn_hours > 0:
+        expr += p.churn_hours * sum(u.cost * m.c[u.id] for u in p.units)
+    if allows_unmet(p):
+        expr += p.unmet_penalty * sum(m.q[k] for k in m.K)
+    return expr
+
+
 def add_objective(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
     if p.elastic_caps:
         # Fewest extra GPUs first; cost only breaks ties among those.
         extra = sum(m.e[g] for g in m.G)
-        m.obj = pyo.Objective(expr=1e4 * extra + cost_expr(m, p), sense=pyo.minimize, doc="GPUs over caps, then $/h")
+        m.obj = pyo.Objective(expr=1e4 * extra + objective_expr(m, p), sense=pyo.minimize, doc="GPUs over caps, then $/h")
     elif p.objective == "max_throughput":
         m.obj = pyo.Objective(expr=m.s, sense=pyo.maximize, doc="uniform demand scale")
     else:
-        m.obj = pyo.Objective(expr=cost_expr(m, p), sense=pyo.minimize, doc="$/h")
+        m.obj = pyo.Objective(expr=objective_expr(m, p), sense=pyo.minimize, doc="$/h + penalties")
 
 
 def build_model(p: AllocationProblem) -> pyo.ConcreteModel:
@@ -140,5 +201,8 @@ def build_model(p: AllocationProblem) -> pyo.ConcreteModel:
     add_capacity(m, p)
     add_availability(m, p)
     add_budget(m, p)
+    add_spot_fraction(m, p)
+    add_locality(m, p)
+    add_churn(m, p)
     add_objective(m, p)
     return m

@@ -20,6 +20,8 @@ class UnitData:
     gpus: int  # GPUs per instance
     cap_key: tuple[str, str, str]  # (cloud, region, gpu) the availability cap counts it under
     rates: dict[str, float]  # class name -> h[u, w], req/s one instance sustains
+    region: str = ""  # for locality
+    spot: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,16 @@ class AllocationProblem:
     slice_factor: int = 8
     #: Diagnosis mode: caps may be exceeded by slack GPUs e[g]; the objective minimizes their sum.
     elastic_caps: bool = False
+    #: model -> most fraction of its GPUs on spot units.
+    max_spot_fraction: dict[str, float] = field(default_factory=dict)
+    #: (model, region) -> req/s originating there; with locality > 0 that region's units serve >= locality x it.
+    local_demand: dict[tuple[str, str], float] = field(default_factory=dict)
+    locality: float = 0.0
+    #: unit id -> instances running now; new ones pay churn_hours x cost once (amortized per hour of the plan).
+    running: dict[str, int] = field(default_factory=dict)
+    churn_hours: float = 0.0
+    #: None: all demand must be served; else $/h per req/s unserved.
+    unmet_penalty: float | None = None
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""

@@ -26,6 +26,8 @@ class SolveResult:
     flow: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (unit, model, class) -> req/s
     scale: float | None = None  # max_throughput: demand scale s
     extra_gpus: dict[tuple[str, str, str], float] = field(default_factory=dict)  # elastic caps: GPUs over cap
+    unmet: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, class) -> req/s unserved
+    lp_bound: float | None = None  # optimum of the LP relaxation (integers relaxed)
 
     @property
     def feasible(self) -> bool:
@@ -55,14 +57,30 @@ def _run_highs(m, time_limit_s: float, mip_gap: float):
                         raise_exception_on_nonoptimal_result=False)
 
 
-def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3) -> SolveResult:
+def lp_relaxation_bound(problem: AllocationProblem, time_limit_s: float) -> float | None:
+    """Optimum of the LP relaxation: a quick bound on the ILP (cost floor, or scale ceiling)."""
+    import pyomo.environ as pyo
+    from pyomo.contrib.solver.common.results import SolutionStatus
+
+    from hetinfra.solver.model import build_model
+
+    m = build_model(problem)
+    pyo.TransformationFactory("core.relax_integer_vars").apply_to(m)
+    res = _run_highs(m, time_limit_s, 0.0)
+    if res.solution_status != SolutionStatus.optimal:
+        return None
+    return res.incumbent_objective
+
+
+def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
+          with_lp_bound: bool = False) -> SolveResult:
     """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s."""
-    if problem.unserved():
+    if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
     import pyomo.environ as pyo
 
-    from hetinfra.solver.model import build_model, cost_expr
+    from hetinfra.solver.model import allows_unmet, build_model, cost_expr
 
     t0 = time.perf_counter()
     m = build_model(problem)
@@ -109,6 +127,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
             val = pyo.value(m.y[u, mod, w])
         if val > 1e-9:
             out.flow[(u, mod, w)] = val
+    if allows_unmet(problem):
+        out.unmet = {k: pyo.value(m.q[k]) for k in m.K if pyo.value(m.q[k]) > 1e-9}
     if problem.elastic_caps:
         out.extra_gpus = {g: pyo.value(m.e[g]) for g in m.G if pyo.value(m.e[g]) > 1e-6}
     if problem.objective == "max_throughput" and not problem.elastic_caps:
@@ -116,10 +136,12 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
         out.objective = bound_obj if bound_obj is not None else out.scale
         out.bound = bound
     else:
-        out.objective = out.cost(problem) if not problem.elastic_caps else pyo.value(m.obj)
+        out.objective = pyo.value(m.obj)
         out.bound = bound if bound is not None and math.isfinite(bound) else None
     if out.bound is not None and out.objective:
         out.gap = abs(out.objective - out.bound) / max(abs(out.objective), 1e-9)
+    if with_lp_bound:
+        out.lp_bound = lp_relaxation_bound(problem, time_limit_s)
     violations = verify(problem, out)
     if violations:
         raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
@@ -140,7 +162,7 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
         served[(mod, w)] += val
         load[u] = load.get(u, 0.0) + val / units[u].rates[w]
     for k, lam in problem.demand.items():
-        if abs(served[k] - lam * scale) > TOL * max(1.0, lam * scale):
+        if abs(served[k] + r.unmet.get(k, 0.0) - lam * scale) > TOL * max(1.0, lam * scale):
             bad.append(f"class {k[0]}/{k[1]} served {served[k]:.6g} of {lam * scale:.6g} req/s")
     for u, used in load.items():
         cap = (1 - problem.headroom) * r.n.get(u, 0)
@@ -156,4 +178,14 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
                 bad.append(f"{'/'.join(g)} uses {used} GPUs > cap {cap}")
         if problem.budget is not None and r.cost(problem) > problem.budget * (1 + TOL):
             bad.append(f"cost {r.cost(problem):.4f} > budget {problem.budget}")
+    for mod, frac in problem.max_spot_fraction.items():
+        total = sum(units[u].gpus * c for u, c in r.n.items() if units[u].model == mod)
+        spot = sum(units[u].gpus * c for u, c in r.n.items() if units[u].model == mod and units[u].spot)
+        if spot > frac * total + TOL:
+            bad.append(f"model {mod}: {spot} of {total} GPUs on spot > {frac:.0%}")
+    if problem.locality > 0:
+        for (mod, region), lam in problem.local_demand.items():
+            local = sum(v for (u, mm, _), v in r.flow.items() if mm == mod and units[u].region == region)
+            if local < problem.locality * lam * scale - TOL * max(1.0, lam):
+                bad.append(f"model {mod}: {local:.4g} req/s served in {region} < {problem.locality:g} x {lam * scale:.4g}")
     return bad

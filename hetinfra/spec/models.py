@@ -119,6 +119,16 @@ class DemandSpec(_Strict):
 
     rate_rps: float = Field(gt=0, description="Mean request arrival rate to plan for, requests per second.")
     sizes: SizesSpec = Field(description="Distribution of request sizes.")
+    origins: dict[str, float] | None = Field(
+        None, description="Where requests come from: region -> relative share (normalized). With "
+                          "planning.locality > 0, capacity in each region serves at least that fraction of its local demand.")
+
+    @field_validator("origins")
+    @classmethod
+    def _origins(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None and (not v or any(x < 0 for x in v.values()) or sum(v.values()) <= 0):
+            raise ValueError("origins must map regions to shares >= 0 that sum to a positive number")
+        return v
 
 
 class ModelSpec(_Strict):
@@ -132,6 +142,8 @@ class ModelSpec(_Strict):
         "bf16", description="Weight precision. fp8 uses FP8 tensor cores where the GPU has them (weight-only FP8 elsewhere); int8/int4 expect a pre-quantized checkpoint.")
     slo: SloSpec = Field(description="Latency objectives.")
     demand: DemandSpec = Field(description="Traffic to plan for.")
+    max_spot_fraction: float = Field(1.0, ge=0, le=1, description="Most of this model's GPUs that may be spot "
+                                                                  "(with infrastructure.spot: true).")
 
     @field_validator("name")
     @classmethod
@@ -178,6 +190,14 @@ class PlanningSpec(_Strict):
     headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
     time_limit_s: float = Field(30, gt=0, description="Solver time limit, seconds.")
     mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
+    locality: float = Field(0.0, ge=0, le=1, description="SageServe's epsilon: fraction of each region's local "
+                                                          "demand (demand.origins) served by capacity in that region.")
+    churn_penalty_hours: float = Field(
+        0.5, ge=0, description="With --state: each new instance costs this many hours of its price extra "
+                               "(start-up and model load), so small savings do not churn the running fleet.")
+    allow_unmet: bool = Field(False, description="Allow serving less than the declared demand, at unmet_penalty.")
+    unmet_penalty_usd_per_rps_hour: float = Field(
+        100.0, gt=0, description="With allow_unmet: cost per hour of each req/s left unserved.")
     max_nodes_per_template: int = Field(
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
 
