@@ -86,7 +86,11 @@ def schema() -> None:
 def _register() -> None:
     from hetinfra.commands.estimate import estimate_command
 
+    from hetinfra.commands.profile import import_command, profile_command
+
     cli.add_command(estimate_command)
+    cli.add_command(profile_command)
+    cli.add_command(import_command)
 
 
 _register()

@@ -14,7 +14,7 @@ from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
-from hetinfra.templates import ClassCoverage, Unit, build_units
+from hetinfra.templates import ClassCoverage, Unit, build_units, prune_dominated
 
 
 @dataclass
@@ -140,14 +140,18 @@ def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: fl
                            hint="relax the availability caps, budget, locality or spot fractions")
 
 
-def baselines(problem: AllocationProblem, units: dict[str, Unit], time_limit_s: float, mip_gap: float) -> list[Baseline]:
-    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget)."""
+def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mip_gap: float) -> list[Baseline]:
+    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
+
+    Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
+    unit in the joint problem may be the best of its own type."""
     from hetinfra.solver.solve import solve
 
     out = []
-    for gpu in sorted({u.template.gpu for u in units.values()}):
-        sub = problem.restricted(lambda u, g=gpu: units[u.id].template.gpu == g).replace(
-            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
+    for gpu in sorted({u.template.gpu for u in all_units}):
+        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
+        sub = to_problem(inputs, own).replace(budget=None, objective="min_cost", running={}, unmet_penalty=None,
+                                              locality=0.0)
         missing = sub.unserved()
         if missing:
             out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
@@ -185,7 +189,11 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
         more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
-    problem = to_problem(inputs, unit_list, read_running(Path(state)) if state else None)
+    running = read_running(Path(state)) if state else {}
+    all_units = unit_list
+    unit_list = prune_dominated(unit_list, capped=set(inputs.caps), regional=spec.planning.locality > 0,
+                                keep=set(running))
+    problem = to_problem(inputs, unit_list, running)
     _check_locality(problem, locate=inputs.spec_path)
     settings = spec.planning
     result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True)
@@ -201,6 +209,6 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
     units = {u.id: u for u in unit_list}
-    base = baselines(problem, units, settings.time_limit_s, settings.mip_gap) if (
+    base = baselines(inputs, all_units, settings.time_limit_s, settings.mip_gap) if (
         with_baselines and problem.objective == "min_cost") else []
     return PlanResult(inputs, units, problem, result, base)

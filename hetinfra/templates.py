@@ -140,7 +140,7 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit],
         for c in pm.classes:
             served = any(c.name in t.rates for t in templates.values())
             coverage[(pm.spec.name, c.name)] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
-    return prune_dominated(units), coverage
+    return units, coverage
 
 
 def layer_partition(layers: int, pp: int) -> tuple[int, ...]:
@@ -169,24 +169,34 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
     return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition)
 
 
-def prune_dominated(units: list[Unit]) -> list[Unit]:
-    """Drop a unit when another of the same model, cloud, region, GPU kind, GPU count and purchase
-    option costs no more and serves every class at least as fast (the availability caps count both
-    alike; spot and on-demand are never compared because the spot fraction limits one of them)."""
-    groups: dict[tuple, list[Unit]] = {}
-    for u in units:
-        groups.setdefault((u.model, u.cap_key, u.gpus, u.spot), []).append(u)
+def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
+                    keep: set[str] = frozenset()) -> list[Unit]:
+    """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have
+    at least u's capacity on every class for no more money, v has u's model and purchase option
+    (and region, when ``regional`` because locality applies), and v is in u's availability group
+    or in an uncapped one, so swapping u for v copies never breaks a constraint. Units in ``keep``
+    (running now, for the churn penalty) stay.
+
+    Dominance is transitive under these rules, so checking against kept units suffices; units are
+    visited cheapest per GPU first, which also breaks exact ties (equal prices in several regions)
+    deterministically. Besides shrinking the ILP this removes symmetric alternatives such as eight
+    1-GPU instances vs one 8-GPU instance running eight TP=1 engines at the same price per GPU."""
+    order = sorted(units, key=lambda u: (u.cost / u.gpus, u.gpus, -sum(u.template.rates.values()) / u.gpus, u.id))
+    kept_by_bucket: dict[tuple, list[Unit]] = {}
     kept: list[Unit] = []
-    for group in groups.values():
-        group.sort(key=lambda u: (u.cost, -sum(u.template.rates.values()), u.id))
-        survivors: list[Unit] = []
-        for u in group:
-            if not any(_dominates(v, u) for v in survivors):
-                survivors.append(u)
-        kept.extend(survivors)
-    kept.sort(key=lambda u: u.id)
-    return kept
+    for u in order:
+        bucket = (u.model, u.spot, u.region if regional else None)
+        candidates = kept_by_bucket.setdefault(bucket, [])
+        if u.id not in keep and any(_covers(v, u, capped) for v in candidates):
+            continue
+        candidates.append(u)
+        kept.append(u)
+    return sorted(kept, key=lambda u: u.id)
 
 
-def _dominates(v: Unit, u: Unit) -> bool:
-    return v.cost <= u.cost and all(v.template.rates.get(w, 0.0) >= r for w, r in u.template.rates.items())
+def _covers(v: Unit, u: Unit, capped: set) -> bool:
+    if u.gpus % v.gpus or not (v.cap_key == u.cap_key or v.cap_key not in capped):
+        return False
+    k = u.gpus // v.gpus
+    return k * v.cost <= u.cost + 1e-12 and all(k * v.template.rates.get(w, 0.0) >= r - 1e-12
+                                                for w, r in u.template.rates.items())

@@ -49,3 +49,36 @@ def test_pipeline_task_has_num_nodes(tmp_path, run_cli):
     doc = yaml.safe_load(task.read_text())
     assert doc["num_nodes"] == 2 and doc["envs"]["VLLM_PP_LAYER_PARTITION"] == "40,40"
     assert "--pipeline-parallel-size 2" in doc["run"] and "--distributed-executor-backend ray" in doc["run"]
+
+
+def _unit(uid, gpu, gpus, cost, rate, region="r1", spot=False, model="m"):
+    from hetinfra.templates import Template, Unit
+
+    t = Template(f"{uid}-t", model, "lab", f"{gpu}-x{gpus}", gpu, gpus, 1, 1, gpus, {"c": rate}, {"c": "test"})
+    return Unit(uid, t, region, spot, cost, 80, 8, 64, True)
+
+
+def test_pruning_by_copies_and_caps():
+    from hetinfra.templates import prune_dominated
+
+    x1 = _unit("x1", "L4", 1, 1.0, 10)
+    x4 = _unit("x4", "L4", 4, 4.4, 40)  # four x1 do the same for $4
+    x4_cheap = _unit("x4c", "L4", 4, 3.6, 40)  # cheaper per GPU: kept
+    far = _unit("far", "L4", 1, 1.2, 10, region="r2")  # same GPU, dearer region
+    assert [u.id for u in prune_dominated([x1, x4, x4_cheap, far])] == ["x1", "x4c"]
+    # a capped r1 group cannot stand in for r2 (and vice versa): both regions stay
+    assert [u.id for u in prune_dominated([x1, far], capped={("lab", "r1", "L4")})] == ["far", "x1"]
+    # with locality, regions are never merged
+    assert [u.id for u in prune_dominated([x1, far], regional=True)] == ["far", "x1"]
+    # running units stay even when dominated
+    assert [u.id for u in prune_dominated([x1, x4], keep={"x4"})] == ["x1", "x4"]
+    # spot never stands in for on-demand
+    spot = _unit("s1", "L4", 1, 0.3, 10, spot=True)
+    assert [u.id for u in prune_dominated([x1, spot])] == ["s1", "x1"]
+
+
+def test_pruning_breaks_exact_ties_deterministically():
+    from hetinfra.templates import prune_dominated
+
+    a, b = _unit("a", "L4", 1, 1.0, 10, "r1"), _unit("b", "L4", 1, 1.0, 10, "r2")
+    assert [u.id for u in prune_dominated([b, a])] == ["a"]

@@ -1,0 +1,166 @@
+"""``hetinfra profile`` (measure a profile CSV against a running vLLM server) and
+``hetinfra profile-import`` (turn existing ``vllm bench serve --save-result`` files into one).
+
+Only click is imported at module level; the harness, Rich and subprocess load inside the commands.
+Errors are :class:`hetinfra.errors.HetinfraError`; they print ``error: ...`` / ``  hint: ...`` on
+stderr and exit with the error's code (2 invalid input, 4 server or benchmark failure).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _list(kind: type, what: str):
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None):
+        if value is None:
+            return None
+        try:
+            items = [kind(v.strip()) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated {what}, got {value!r}") from None
+        if not items or any(v <= 0 for v in items):
+            raise click.BadParameter(f"expected comma-separated {what} > 0, got {value!r}")
+        return items
+
+    return parse
+
+
+def _fail(exc) -> None:
+    from hetinfra.cli import _fail as cli_fail
+
+    cli_fail(exc, False)
+
+
+def _report(sweeps, notes_extra=()) -> None:
+    from hetinfra.perf.bench_import import _fmt
+
+    for s in sweeps:
+        click.echo(f"{s.model} in={s.input_tokens} out={s.output_tokens}: max_rps {_fmt(s.max_rps)} ({s.explain()})")
+    for note in [n for s in sweeps for n in s.notes] + list(notes_extra):
+        click.echo(f"note: {note}", err=True)
+
+
+def _written(out: Path, rows, gpu: str, tp: int, pp: int, slo, total: int) -> None:
+    extra = f", {total} in the file" if total != len(rows) else ""
+    click.echo(f"wrote {out}: {len(rows)} row(s) for {gpu} tp={tp} pp={pp} under {slo.describe()}{extra}")
+
+
+_STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where the runs saved it (p90, p99)."
+
+
+@click.command("profile")
+@click.option("--endpoint", required=True, help="Base URL of the running vLLM server, e.g. http://10.0.0.5:8000.")
+@click.option("--model", required=True, help="Model name the server serves (as in /v1/models); the profile's model.")
+@click.option("--gpu", required=True, help="GPU the server runs on (SkyPilot name: L4, A10G, H100, ...).")
+@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--inputs", callback=_list(int, "input token counts"), default="128,512,2048", show_default=True,
+              help="Input lengths (tokens) of the grid.")
+@click.option("--outputs", callback=_list(int, "output token counts"), default="128,512", show_default=True,
+              help="Output lengths (tokens) of the grid.")
+@click.option("--rates", callback=_list(float, "request rates"), default="1,2,4,8,16,32", show_default=True,
+              help="Request rates (req/s) to sweep per cell, lowest first; a cell stops at its first SLO miss.")
+@click.option("--ttft-ms", type=float, default=2000.0, show_default=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=float, default=100.0, show_default=True, help="TPOT SLO (ms).")
+@click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
+@click.option("--num-prompts", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Requests per run (vllm bench serve --num-prompts).")
+@click.option("--vllm-cmd", default="vllm", show_default=True, help="Command that runs vllm (e.g. a path).")
+@click.option("--result-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the runs' result JSON and logs go [default: <out>.bench/ beside --out].")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), help="Limit per run in seconds "
+              "[default: 600 + 4 x num-prompts / rate].")
+@click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile CSV to write.")
+def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_ms, tpot_ms, statistic, num_prompts,
+                    vllm_cmd, result_dir, timeout_s, merge, out) -> None:
+    """Measure max request rates against a running vLLM server with `vllm bench serve` and write a profile CSV.
+
+    Runs the benchmark client here (vllm must be installed) for every --inputs x --outputs cell
+    at each of --rates, then derives max_rps per cell as `hetinfra profile-import` does.
+    """
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from hetinfra.perf.bench_import import SLO, _fmt
+        from hetinfra.perf.harness import run_profile
+
+        slo = SLO(ttft_ms, tpot_ms, statistic)
+        grid = [(i, o) for i in inputs for o in outputs]
+        console = Console(stderr=True)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("checking the server", total=len(grid) * len(set(rates)))
+
+            def progress(ev) -> None:
+                cell = f"in={ev.input_tokens} out={ev.output_tokens}"
+                if ev.kind == "start":
+                    bar.update(task, description=f"{cell} @ {_fmt(ev.rate)} req/s")
+                elif ev.kind == "done":
+                    verdict = "meets the SLO" if ev.passed else "misses the SLO"
+                    bar.console.print(f"{cell} @ {_fmt(ev.rate)} req/s: {verdict}", highlight=False)
+                    bar.update(task, completed=ev.finished)
+                else:
+                    bar.update(task, completed=ev.finished)
+
+            run = run_profile(endpoint, model, gpu, tp, pp, grid, rates, slo, out, num_prompts, vllm_cmd, progress,
+                              result_dir=result_dir, timeout_s=timeout_s, merge=merge)
+            bar.update(task, description="done")
+        if run.skipped:
+            cells = {}
+            for i, o, r in run.skipped:
+                cells.setdefault((i, o), []).append(_fmt(r))
+            notes = [f"in={i} out={o}: skipped {','.join(rs)} req/s after a lower rate missed the SLO"
+                     for (i, o), rs in cells.items()]
+        else:
+            notes = []
+        _report(run.sweeps, notes)
+        _written(out, run.rows, gpu.strip(), tp, pp, slo, run.csv_rows)
+        click.echo(f"raw results: {run.result_dir}")
+    except HetinfraError as exc:
+        _fail(exc)
+
+
+@click.command("profile-import")
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
+@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--ttft-ms", type=float, required=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=float, required=True, help="TPOT SLO (ms).")
+@click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
+@click.option("--model", help="Model name for the rows [default: each file's model_id].")
+@click.option("--input-tokens", type=click.IntRange(min=1),
+              help="Input length of every run [default: from random_input_len metadata, input_lens or token totals].")
+@click.option("--output-tokens", type=click.IntRange(min=1),
+              help="Output length of every run [default: as for --input-tokens].")
+@click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile CSV to write.")
+def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, input_tokens, output_tokens, merge,
+                   out) -> None:
+    """Turn `vllm bench serve --save-result` JSON files (rate sweeps) into a profile CSV.
+
+    Files are grouped by (model, input, output); each group is one sweep over --request-rate and
+    gives one row whose max_rps is interpolated where latency crosses the SLO.
+    """
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from hetinfra.perf.bench_import import SLO, import_bench_results, write_profile_csv
+
+        slo = SLO(ttft_ms, tpot_ms, statistic)
+        res = import_bench_results(results, gpu=gpu, tp=tp, pp=pp, slo=slo, model=model,
+                                   input_tokens=input_tokens, output_tokens=output_tokens)
+        written = write_profile_csv(res.rows, out, merge=merge)
+        _report(res.sweeps, [f"skipped {s}" for s in res.skipped])
+        _written(out, res.rows, gpu.strip(), tp, pp, slo, len(written))
+    except HetinfraError as exc:
+        _fail(exc)
