@@ -48,6 +48,14 @@ def replace_dir(target: Path, files: dict[str, str]) -> None:
         raise
 
 
+def serving_precision(precision: str, gpu: str) -> str:
+    """The precision vLLM actually runs: bf16 becomes fp16 on GPUs without BF16 (T4, V100),
+    which vLLM does itself with a warning; same bytes, so the planned rates hold."""
+    from hetinfra.compile.skypilot import NO_BF16_GPUS
+
+    return "fp16" if precision == "bf16" and gpu.upper() in NO_BF16_GPUS else precision
+
+
 def sky_units(plan: dict) -> list:
     from hetinfra.compile.skypilot import SkyUnit
 
@@ -61,7 +69,7 @@ def sky_units(plan: dict) -> list:
             name=a["deployment_unit"], service_model=a["model"], source=m["source"], cloud=a["cloud"],
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
             tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
-            spot=a["spot"], precision=m["precision"], max_model_len=m["max_model_len"],
+            spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None))
     return units
 

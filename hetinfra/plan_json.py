@@ -33,6 +33,14 @@ def _name_units(allocations: list[dict]) -> None:
         a["skypilot_task"] = None if a["custom_cloud"] else f"skypilot/{a['deployment_unit']}.yaml"
 
 
+def _precision_warnings(allocations: list[dict], inp) -> list[str]:
+    from hetinfra.artifacts import serving_precision
+
+    precision = {pm.spec.name: pm.spec.precision for pm in inp.models}
+    return sorted({f"{a['model']} runs in fp16 on {a['gpu']} ({a['gpu']} has no BF16)" for a in allocations
+                   if serving_precision(precision[a["model"]], a["gpu"]) != precision[a["model"]]})
+
+
 def build_plan_json(pr: PlanResult) -> dict:
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
@@ -146,5 +154,5 @@ def build_plan_json(pr: PlanResult) -> dict:
                         for s in inp.snapshot.sources],
             "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
         },
-        "warnings": list(inp.warnings),
+        "warnings": list(inp.warnings) + _precision_warnings(allocations, inp),
     }

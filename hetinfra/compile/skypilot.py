@@ -64,7 +64,7 @@ INITIAL_DELAY_MULTI_NODE_S = 1800
 AUTOSCALE_MAX_FACTOR = 2
 
 # GPUs without BF16 support (pre-Ampere); vLLM needs --dtype half there.
-_NO_BF16_GPUS = frozenset({"T4", "V100", "V100-32GB", "P100", "P4", "P40", "K80", "M60", "K520", "T4G"})
+NO_BF16_GPUS = frozenset({"T4", "V100", "V100-32GB", "P100", "P4", "P40", "K80", "M60", "K520", "T4G"})
 
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
@@ -144,7 +144,7 @@ def _validate(u: SkyUnit) -> None:
         bad(f"spot must be a bool; got {u.spot!r}")
     if u.precision not in PRECISIONS:
         bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
-    if u.precision == "bf16" and u.gpu.upper() in _NO_BF16_GPUS:
+    if u.precision == "bf16" and u.gpu.upper() in NO_BF16_GPUS:
         bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
     if u.pp == 1:
         if u.tp * u.engines_per_instance != u.gpus_per_instance:
