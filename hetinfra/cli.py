@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from hetinfra import __version__
+from hetinfra.commands.feeds import feeds_options
 from hetinfra.errors import HetinfraError
 
 
@@ -47,15 +48,20 @@ def cli() -> None:
 @click.option("--state", type=click.Path(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
-def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None) -> None:
+@feeds_options
+def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None, feeds: str,
+         strict_feeds: bool, max_age_h: float | None) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
     try:
         from hetinfra.artifacts import write_plan
         from hetinfra.plan_json import build_plan_json
+        from hetinfra.commands.feeds import load_feeds
         from hetinfra.planner import plan as run_plan
 
-        result = run_plan(spec, with_baselines=not no_baselines, state=state)
+        snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
+        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state)
         doc = build_plan_json(result)
+        doc["warnings"] = list(feed_warnings) + doc["warnings"]
         written = write_plan(out, doc) if out else []
     except HetinfraError as exc:
         _fail(exc, as_json)
@@ -88,7 +94,11 @@ def _register() -> None:
 
     from hetinfra.commands.profile import import_command, profile_command
 
+    from hetinfra.commands.feeds import feeds_group, prices_command
+
     cli.add_command(estimate_command)
+    cli.add_command(prices_command)
+    cli.add_command(feeds_group)
     cli.add_command(profile_command)
     cli.add_command(import_command)
 

@@ -162,3 +162,30 @@ def load_embedded_snapshot() -> OfferSnapshot:
     text = resources.files("hetinfra.price_feeds").joinpath("data/offers_snapshot.csv").read_text()
     snap = parse_offers_csv(text, name="embedded-snapshot")
     return snap
+
+
+def format_number(x: float | int | None) -> str:
+    """CSV text of a number: integers without a decimal point, others with at most 6 decimals."""
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        if x == int(x):
+            return str(int(x))
+        return f"{x:.6f}".rstrip("0").rstrip(".")
+    return str(x)
+
+
+def offers_to_csv(offers, *, with_as_of: bool = True, with_source: bool = True) -> str:
+    """Offers as an offers CSV (the format :func:`parse_offers_csv` reads), in a stable order.
+
+    Rows are sorted by (cloud, region, gpu, gpu_count, instance_type) and numbers are formatted by
+    :func:`format_number`, so equal offers always give byte-identical text (and the same hash).
+    """
+    cols = list(REQUIRED_COLUMNS) + (["as_of"] if with_as_of else []) + (["source"] if with_source else [])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for o in sorted(offers, key=lambda o: (o.cloud, o.region, o.gpu, o.gpu_count, o.instance_type)):
+        w.writerow([format_number(getattr(o, c)) if c not in ("cloud", "region", "instance_type", "gpu", "as_of", "source")
+                    else getattr(o, c) for c in cols])
+    return buf.getvalue()

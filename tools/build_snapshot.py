@@ -27,13 +27,19 @@ Rules (documented in price_feeds/data/SOURCES.md):
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
-import re
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The catalog parsing is shared with the SkyPilot feed (hetinfra.price_feeds.skypilot_catalog);
+# both modules are standard library only, so this works without hetinfra installed too.
+try:
+    from hetinfra.price_feeds import families, skypilot_catalog as sp
+except ImportError:  # not installed: import the folder as a plain package
+    sys.path.insert(0, str(REPO_ROOT))
+    from price_feeds import families, skypilot_catalog as sp  # type: ignore[no-redef]
 DEFAULT_CATALOG = REPO_ROOT.parent / "shared" / "data" / "skypilot-catalog" / "v8"
 DEFAULT_OUT = REPO_ROOT / "price_feeds" / "data" / "offers_snapshot.csv"
 
@@ -55,42 +61,11 @@ SOURCE_TAG = {
 # - azure: feeds.md section 5 calls the only available file "stale (2024 vintage)"; mid-2024.
 AS_OF = {"aws": "2025-11-01", "gcp": "2025-11-01", "azure": "2024-07-01"}
 
-# Memory per GPU in GB (nominal, as marketed per GPU; vllm.md section 4 table). Keys are SkyPilot
-# accelerator names; anything not listed here is skipped.
-GPU_MEMORY_GB = {
-    "T4": 16,
-    "L4": 24,
-    "A10G": 24,
-    "A10": 24,
-    "L40S": 48,
-    "A100": 40,
-    "A100-80GB": 80,
-    "H100": 80,
-    "H200": 141,
-    "B200": 180,  # HGX B200: 1,440 GB / 8 GPUs (vllm.md: 180 GiB usable, 192 GB marketed)
-    "V100": 16,
-}
-ALLOWED_GPUS = set(GPU_MEMORY_GB)
+# GPU vocabulary of the snapshot (SkyPilot accelerator names); anything else is skipped.
+# Memory per GPU (nominal) and the Azure NC H100 v5 NVL override live in price_feeds/families.py.
+ALLOWED_GPUS = {"T4", "L4", "A10G", "A10", "L40S", "A100", "A100-80GB", "H100", "H200", "B200", "V100"}
 
-# Per-instance memory overrides. Azure NCads H100 v5 carries the H100 NVL (feeds.md section 5
-# table: "1xH100-NVL"), which has 94 GB per GPU; SkyPilot still names it "H100".
-GPU_MEMORY_OVERRIDE = {
-    re.compile(r"^Standard_NC\d+ad(?:i)?s_H100_v5$"): 94,  # NC40ads, NC80adis
-}
-
-# GCP: accelerator attached to each accelerator-optimized machine type. SkyPilot pins these
-# (SP-gcp-cat _ACC_INSTANCE_TYPE_DICTS, feeds.md section 4); the L4 counts of g2 follow Google's
-# machine-type table (g2-standard-24 -> 2, -48 -> 4, -96 -> 8, the others 1).
-G2_L4_COUNT = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
-GCP_HOST_PATTERNS = [
-    (re.compile(r"^a2-highgpu-(\d+)g$"), "A100"),
-    (re.compile(r"^a2-megagpu-(\d+)g$"), "A100"),
-    (re.compile(r"^a2-ultragpu-(\d+)g$"), "A100-80GB"),
-    (re.compile(r"^a3-highgpu-(\d+)g$"), "H100"),
-    (re.compile(r"^a3-megagpu-(\d+)g$"), "H100-MEGA"),  # not in ALLOWED_GPUS -> skipped
-    (re.compile(r"^a3-ultragpu-(\d+)g$"), "H200"),
-    (re.compile(r"^a4-highgpu-(\d+)g$"), "B200"),  # GCP not listed for B200 in accelerators.csv
-]
+# GCP machine type -> GPU: families.gcp_host_gpu (a2/a3/a4/g2 pinned as SkyPilot does).
 
 # GCP GPU prices we refuse to use (whole machine type left out in that region).
 GCP_SUSPECT_GPU_PRICE = {
@@ -112,8 +87,8 @@ GCP_SUSPECT_GPU_PRICE = {
 }
 
 # Azure fixes (feeds.md section 5): ND96isr_H100_v5 has AcceleratorCount 12 in the file, a bug;
-# the ND H100 v5 VM has 8 H100 GPUs.
-AZURE_COUNT_FIX = {"Standard_ND96isr_H100_v5": 8}
+# the ND H100 v5 VM has 8 H100 GPUs. Applied by skypilot_catalog.reduce_azure.
+AZURE_COUNT_FIX = families.AZURE_COUNT_FIX
 
 # Rows that exist only as numbers in feeds.md (the extract lacks them). Catalog rows win if both
 # exist (the script then only checks that they agree). vcpus/memory_gb for instance types that the
@@ -159,27 +134,16 @@ def log(msg: str, routine: bool = False) -> None:
         print(msg, file=sys.stderr)
 
 
-def fnum(text: str) -> float | None:
-    text = (text or "").strip()
-    return float(text) if text else None
-
-
-def whole(x: float | None) -> int | None:
-    if x is None or x < 1 or x != int(x):
-        return None
-    return int(x)
+fnum = sp.fnum
+whole = sp.whole
 
 
 def load_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
+    return sp.read_rows(path)
 
 
 def load_accelerator_clouds(catalog: Path) -> dict[str, set[str]]:
-    out = {}
-    for row in load_csv(catalog / "common" / "accelerators.csv"):
-        out[row["AcceleratorName"]] = {c.lower() for c in ast.literal_eval(row["Clouds"])}
-    return out
+    return sp.accelerator_clouds(load_csv(catalog / "common" / "accelerators.csv"))
 
 
 def gpu_ok(cloud: str, gpu: str, acc_clouds: dict[str, set[str]]) -> bool:
@@ -187,10 +151,8 @@ def gpu_ok(cloud: str, gpu: str, acc_clouds: dict[str, set[str]]) -> bool:
 
 
 def gpu_memory(instance_type: str, gpu: str) -> int:
-    for pattern, gb in GPU_MEMORY_OVERRIDE.items():
-        if pattern.match(instance_type):
-            return gb
-    return GPU_MEMORY_GB[gpu]
+    gb = families.gpu_memory_gb(instance_type, gpu)
+    return int(gb) if gb == int(gb) else gb
 
 
 def spot_or_none(price: float, spots: list[float]) -> float | None:
@@ -209,13 +171,6 @@ def make_row(cloud, region, itype, gpu, count, vcpus, mem, price, spot, source) 
     }
 
 
-def group(rows, key):
-    out: dict = {}
-    for r in rows:
-        out.setdefault(key(r), []).append(r)
-    return out
-
-
 def single_price(prices: set[float], what: str) -> float:
     """The on-demand price must be the same in every zone of a region."""
     if len(prices) != 1:
@@ -227,63 +182,35 @@ def single_price(prices: set[float], what: str) -> float:
 
 def build_aws(catalog: Path, acc_clouds) -> list[dict]:
     out = []
-    rows = load_csv(catalog / "aws" / "vms.csv")
-    for (itype, region), grp in sorted(group(rows, lambda r: (r["InstanceType"], r["Region"])).items()):
-        first = grp[0]
-        gpu = first["AcceleratorName"]
-        count = whole(fnum(first["AcceleratorCount"]))
+    for c in sp.reduce_aws(load_csv(catalog / "aws" / "vms.csv")):
+        region, itype, gpu, count = c.region, c.instance_type, c.gpu, c.gpu_count
         if not gpu or count is None:
-            log(f"skip aws {region} {itype}: no whole GPU ({gpu!r} x {first['AcceleratorCount']!r})", True)
+            log(f"skip aws {region} {itype}: no whole GPU ({gpu!r} x {c.raw_count!r})", True)
             continue
         if not gpu_ok("aws", gpu, acc_clouds):
             log(f"skip aws {region} {itype}: GPU {gpu} not in the snapshot vocabulary", True)
             continue
-        prices = {p for p in (fnum(r["Price"]) for r in grp) if p is not None and p > 0}
-        if not prices:
+        if not c.prices:
             log(f"skip aws {region} {itype}: no on-demand price (e.g. p5e, capacity blocks only)")
             continue
-        price = single_price(prices, f"aws {region} {itype}")
-        spots = [s for s in (fnum(r["SpotPrice"]) for r in grp) if s is not None and s > 0]
-        spot = spot_or_none(price, spots)
-        if spots and spot is None:
-            log(f"aws {region} {itype}: spot {min(spots)} not below on-demand {price}; left empty")
-        if first["GpuInfo"]:
-            info = ast.literal_eval(first["GpuInfo"])
-            n = sum(g.get("Count", 0) for g in info.get("Gpus", []))
-            if n and n != count and itype != "p5.4xlarge":  # SkyPilot fixes p5.4xlarge to 1
-                log(f"note aws {itype}: GpuInfo count {n} != AcceleratorCount {count}")
-        out.append(make_row("aws", region, itype, gpu, count, int(fnum(first["vCPUs"])),
-                            fnum(first["MemoryGiB"]), price, spot, SOURCE_TAG["aws"]))
+        price = single_price(set(c.prices), f"aws {region} {itype}")
+        spot = spot_or_none(price, c.spots)
+        if c.spots and spot is None:
+            log(f"aws {region} {itype}: spot {min(c.spots)} not below on-demand {price}; left empty")
+        n = c.gpu_info_count
+        if n and n != count and itype != "p5.4xlarge":  # SkyPilot fixes p5.4xlarge to 1
+            log(f"note aws {itype}: GpuInfo count {n} != AcceleratorCount {count}")
+        out.append(make_row("aws", region, itype, gpu, count, int(c.vcpus), c.memory_gb, price, spot,
+                            SOURCE_TAG["aws"]))
     return out
-
-
-def gcp_host_gpu(itype: str) -> tuple[str, int] | None:
-    m = re.match(r"^g2-standard-(\d+)$", itype)
-    if m:
-        n = int(m.group(1))
-        return ("L4", G2_L4_COUNT[n]) if n in G2_L4_COUNT else None
-    for pattern, gpu in GCP_HOST_PATTERNS:
-        m = pattern.match(itype)
-        if m:
-            return gpu, int(m.group(1))
-    return None
 
 
 def build_gcp(catalog: Path, acc_clouds) -> list[dict]:
     out = []
-    rows = load_csv(catalog / "gcp" / "vms.csv")
-    hosts = [r for r in rows if r["InstanceType"]]
-    # GPU rows: InstanceType empty; price covers the GPUs only (README "Column encoding").
-    gpu_rows = {
-        (r["AcceleratorName"], int(fnum(r["AcceleratorCount"])), r["AvailabilityZone"]): r
-        for r in rows if not r["InstanceType"] and r["AcceleratorName"]
-    }
-    for (itype, region), grp in sorted(group(hosts, lambda r: (r["InstanceType"], r["Region"])).items()):
-        acc = gcp_host_gpu(itype)
-        if acc is None:
-            log(f"skip gcp {region} {itype}: not an accelerator-optimized machine type", True)
-            continue
-        gpu, count = acc
+    # Host + GPU row of the same zone (README "Column encoding"); non-accelerator machine types
+    # are skipped by the reducer.
+    for c in sp.reduce_gcp(load_csv(catalog / "gcp" / "vms.csv")):
+        region, itype, gpu, count = c.region, c.instance_type, c.gpu, c.gpu_count
         if not gpu_ok("gcp", gpu, acc_clouds):
             log(f"skip gcp {region} {itype}: GPU {gpu} not in the snapshot vocabulary / not GCP", True)
             continue
@@ -291,57 +218,40 @@ def build_gcp(catalog: Path, acc_clouds) -> list[dict]:
         if reason:
             log(f"skip gcp {region} {itype}: {reason}")
             continue
-        od_totals, spot_totals = set(), []
-        for h in grp:
-            g = gpu_rows.get((gpu, count, h["AvailabilityZone"]))
-            if g is None:
-                continue  # GPU not offered in that zone
-            hp, gp = fnum(h["Price"]), fnum(g["Price"])
-            if hp is None or gp is None:
-                continue
-            od_totals.add(round(hp + gp, 6))
-            hs, gs = fnum(h["SpotPrice"]), fnum(g["SpotPrice"])
-            if hs is not None and gs is not None:
-                spot_totals.append(round(hs + gs, 6))
-        if not od_totals:
+        if not c.prices:
             log(f"skip gcp {region} {itype}: no zone has both host and {gpu}x{count} prices")
             continue
-        price = single_price(od_totals, f"gcp {region} {itype}")
+        price = single_price(set(c.prices), f"gcp {region} {itype}")
         if price <= 0:
             log(f"skip gcp {region} {itype}: total price {price}")
             continue
-        spot = spot_or_none(price, [s for s in spot_totals if s > 0])
-        if spot_totals and spot is None:
-            log(f"gcp {region} {itype}: spot {min(spot_totals)} not below on-demand {price}; left empty")
-        h = grp[0]
-        out.append(make_row("gcp", region, itype, gpu, count, int(fnum(h["vCPUs"])),
-                            fnum(h["MemoryGiB"]), price, spot, SOURCE_TAG["gcp"]))
+        spot = spot_or_none(price, c.spots)
+        if c.spots and spot is None:
+            log(f"gcp {region} {itype}: spot {min(c.spots)} not below on-demand {price}; left empty")
+        out.append(make_row("gcp", region, itype, gpu, count, int(c.vcpus), c.memory_gb, price, spot,
+                            SOURCE_TAG["gcp"]))
     return out
 
 
 def build_azure(catalog: Path, acc_clouds) -> list[dict]:
     out = []
-    for r in load_csv(catalog / "azure" / "vms.csv"):
-        itype, region, gpu = r["InstanceType"], r["Region"], r["AcceleratorName"]
-        if itype.endswith("_Promo"):
-            continue  # promo duplicates (feeds.md section 4)
-        count = AZURE_COUNT_FIX.get(itype) or whole(fnum(r["AcceleratorCount"]))
+    for c in sp.reduce_azure(load_csv(catalog / "azure" / "vms.csv")):  # _Promo rows dropped there
+        region, itype, gpu, count = c.region, c.instance_type, c.gpu, c.gpu_count
         if not gpu or count is None:
-            log(f"skip azure {region} {itype}: no whole GPU ({gpu!r} x {r['AcceleratorCount']!r})", True)
+            log(f"skip azure {region} {itype}: no whole GPU ({gpu!r} x {c.raw_count!r})", True)
             continue
         if not gpu_ok("azure", gpu, acc_clouds):
             log(f"skip azure {region} {itype}: GPU {gpu} not in the snapshot vocabulary", True)
             continue
-        price = fnum(r["Price"])
-        if price is None or price <= 0:
+        if not c.prices:
             log(f"skip azure {region} {itype}: no on-demand price (not offered there)")
             continue
-        spot_raw = fnum(r["SpotPrice"])
-        spot = spot_or_none(price, [spot_raw] if spot_raw else [])
-        if spot_raw and spot is None:
-            log(f"azure {region} {itype}: spot {spot_raw} not below on-demand {price}; left empty")
-        out.append(make_row("azure", region, itype, gpu, count, int(fnum(r["vCPUs"])),
-                            fnum(r["MemoryGiB"]), price, spot, SOURCE_TAG["azure"]))
+        price = c.prices[0]
+        spot = spot_or_none(price, c.spots)
+        if c.spots and spot is None:
+            log(f"azure {region} {itype}: spot {c.spots[0]} not below on-demand {price}; left empty")
+        out.append(make_row("azure", region, itype, gpu, count, int(c.vcpus), c.memory_gb, price, spot,
+                            SOURCE_TAG["azure"]))
     return out
 
 

@@ -117,8 +117,8 @@ class _Engine:
     """
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
-                 "c_pre", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre", "qs",
-                 "qcap")
+                 "c_pre", "serial", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre",
+                 "qs", "qcap")
 
     def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
         """Step time (= TPOT) at decode micro-batch b, and whether the step is compute-bound.
@@ -133,8 +133,8 @@ class _Engine:
         else:
             comp = b * self.c_dec
             tok = b
-        pp = self.pp
-        return (pp * ((mem if mem > comp else comp) + self.ar_lat + self.ar_tok * tok)
+        pp, sr = self.pp, self.serial  # max(mem, comp) + serial x min(mem, comp)
+        return (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
                 + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
 
     def prefill(self, n_req: float) -> float:
@@ -148,8 +148,10 @@ class _Engine:
         pp, r1 = self.pp, 1.0 + self.ratio
         slope = pp * self.ar_tok * r1 + self.per_seq * pp + self.p2p_tok * r1
         a0 = pp * self.ar_lat + self.fixed + self.p2p_lat
-        b_mem = (slo - a0 - pp * self.w_gpu / self.bw) / (pp * self.kv_read + slope)
-        b_comp = (slo - a0) / (pp * self.c_comp + slope)
+        # the step is the larger of two lines in b (memory-bound and compute-bound branches)
+        sr, w = self.serial, self.w_gpu / self.bw
+        b_mem = (slo - a0 - pp * w) / (pp * (self.kv_read + sr * self.c_comp) + slope)
+        b_comp = (slo - a0 - pp * sr * w) / (pp * (self.c_comp + sr * self.kv_read) + slope)
         return b_mem if b_mem < b_comp else b_comp
 
     def point(self, b: float) -> tuple[float, float, float, float, bool]:
@@ -241,7 +243,8 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     e.c_comp = e.c_dec + ratio * e.c_pre
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
-        e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / (gpu.intra_node_gbps * 1e9)  # ring, 16-bit
+        link = gpu.intra_node_gbps * 1e9 * (1.0 if gpu.nvlink else c.pcie_allreduce_efficiency)
+        e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / link  # ring all-reduce of 16-bit activations
     else:
         e.ar_lat = e.ar_tok = 0.0
     if pp > 1:
@@ -249,6 +252,7 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
         e.p2p_tok = (pp - 1) * h * 2.0 / (c.inter_node_gbps * 1e9)
     else:
         e.p2p_lat = e.p2p_tok = 0.0
+    e.serial = c.mem_compute_serial
     e.fixed = c.t_fixed_ms * 1e-3
     e.per_seq = c.t_per_seq_us * 1e-6
     e.dispatch = model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
@@ -296,12 +300,12 @@ def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float
 def decode_step_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, batch: float, context: float,
                    precision: str = "bf16", kv_precision: str | None = None, overheads: bool = True,
                    calib: Calibration = CALIBRATION) -> float:
-    """One decode-only engine step (ms) of ``batch`` sequences per micro-batch, each attending ``context``
-    tokens: the step-time model ``estimate`` uses for TPOT, without the prefill chunks that ride in steady
-    state. ``overheads=False`` leaves out the engine's fixed and per-sequence step costs (for per-layer
-    kernel profiles). No memory checks: for calibration against measured step times."""
+    """One decode-only engine step (ms) of a micro-batch of ``batch`` sequences, each attending ``context``
+    tokens: the step-time model ``estimate`` uses for TPOT, without the prefill chunks that ride in its
+    steps in steady state. ``overheads=False`` leaves out the engine's fixed and per-sequence step costs
+    (for per-layer kernel profiles). No memory checks: for calibration against measured step times."""
     e = _bare(model, gpu, tp, pp, int(context), context, precision, kv_precision, overheads, calib)
-    return e.tpot(batch / pp if pp > 1 else batch, False)[0] * 1e3
+    return e.tpot(batch, False)[0] * 1e3
 
 
 def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: int, batch: float = 1.0,

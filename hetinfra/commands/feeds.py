@@ -1,0 +1,334 @@
+"""``hetinfra prices`` and ``hetinfra feeds refresh|list``, plus the ``--feeds`` options of ``plan``.
+
+Only click is imported at module level; feeds, Rich and the error classes load inside commands.
+Errors become exit codes through :func:`hetinfra.cli._fail` (``error:``/``hint:`` on stderr):
+2 invalid input (bad --feeds value or PATH), 4 feed failure (strict, or a failed refresh).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
+              "(fetch; falls back to the last good cached snapshot with a warning), cache[:SOURCES] "
+              "(last `hetinfra feeds refresh`), or a PATH (offers CSV or snapshot dir).")
+SOURCES_HELP = ("Source to refresh: aws, azure, gcp, skypilot (repeat or comma-separate). "
+                "Default: HETINFRA_FEEDS_SOURCES or aws,azure,gcp.")
+
+
+def _fail(exc, as_json: bool) -> None:
+    from hetinfra.cli import _fail as fail
+
+    fail(exc, as_json)
+
+
+def _split(values) -> list[str]:
+    return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
+
+
+def feeds_options(f):
+    """Add ``--feeds``, ``--strict-feeds`` and ``--max-age-h`` to a command (e.g. ``plan``)."""
+    f = click.option("--max-age-h", "max_age_h", type=click.FloatRange(min=0), default=None, metavar="HOURS",
+                     help="Prices older than this are stale: a warning (an error with --strict-feeds). "
+                          "With --feeds live, a cached snapshot younger than this is reused without fetching.")(f)
+    f = click.option("--strict-feeds", "strict_feeds", is_flag=True,
+                     help="Fail (exit 4) instead of falling back when a live feed fails or data is stale.")(f)
+    f = click.option("--feeds", "feeds", default="snapshot", show_default=True, metavar="SOURCE", help=FEEDS_HELP)(f)
+    return f
+
+
+def echo_warnings(warnings) -> None:
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+class _LiveProgress:
+    """A Rich progress bar on stderr (one line per source) while live feeds download; a no-op
+    unless stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.bar = None
+        self.tasks: dict = {}
+        if enabled:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            if console.is_terminal:
+                from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
+
+                self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                    console=console, transient=True)
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self.update if self.bar is not None else None
+
+    def update(self, source, done, total, message):
+        if source not in self.tasks:
+            self.tasks[source] = self.bar.add_task(source, total=None)
+        self.bar.update(self.tasks[source], completed=done, total=total, description=f"{source}: {message}")
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
+def load_feeds(feeds: str = "snapshot", strict: bool = False, max_age_h: float | None = None, *,
+               timeout_s: float = 20, quiet: bool = False):
+    """``load_offers`` for a CLI command: prints the warnings to stderr (and a progress bar while
+    live feeds download, on a terminal); returns (snapshot, warnings).
+
+    Raises HetinfraError (InvalidInputError exit 2, FeedError exit 4); the caller passes it to _fail.
+    """
+    from hetinfra.price_feeds.load import load_offers
+
+    with _LiveProgress(not quiet and (feeds or "").startswith("live")) as progress:
+        snap, warnings = load_offers(feeds, strict=strict, max_age_h=max_age_h, timeout_s=timeout_s,
+                                     progress=progress)
+    if not quiet:
+        echo_warnings(warnings)
+    return snap, warnings
+
+
+def _match(values: list[str], known: set[str], what: str) -> set[str]:
+    """Case-insensitive match of user values to known names; an unknown one is exit 2."""
+    from hetinfra.errors import InvalidInputError
+
+    lower = {k.lower(): k for k in known}
+    out = set()
+    for v in values:
+        if v.lower() not in lower:
+            import difflib
+
+            close = difflib.get_close_matches(v, sorted(known), n=1, cutoff=0.5)
+            raise InvalidInputError(f"--{what} {v}: no offer has {what} '{v}'" +
+                                    (f"; did you mean '{close[0]}'?" if close else ""),
+                                    hint=f"known: {', '.join(sorted(known)[:20])}")
+        out.add(lower[v.lower()])
+    return out
+
+
+def _offer_row(o) -> dict:
+    spot = o.spot_price_per_hour
+    return {
+        "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type, "gpu": o.gpu,
+        "gpu_count": o.gpu_count, "gpu_memory_gb": o.gpu_memory_gb, "vcpus": o.vcpus, "memory_gb": o.memory_gb,
+        "price_per_hour": o.price_per_hour, "price_per_gpu_hour": round(o.price_per_hour / o.gpu_count, 6),
+        "spot_price_per_hour": spot,
+        "spot_price_per_gpu_hour": None if spot is None else round(spot / o.gpu_count, 6),
+        "source": o.source, "as_of": o.as_of,
+    }
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    return console
+
+
+@click.command("prices")
+@click.option("--gpu", "gpus", multiple=True, metavar="GPU", help="Only these GPUs (repeat or comma-separate), e.g. L4,H100.")
+@click.option("--cloud", "clouds", multiple=True, metavar="CLOUD", help="Only these clouds: aws, gcp, azure, or custom ones.")
+@click.option("--region", "regions", multiple=True, metavar="REGION", help="Only these regions.")
+@click.option("--spot", is_flag=True, help="Only offers with a spot price, cheapest spot $/GPU-hour first.")
+@feeds_options
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="Seconds per HTTP request of a live feed.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many offers.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (offers, sources, warnings) instead of a table.")
+def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, timeout_s, limit, as_json):
+    """List GPU offers with $/GPU-hour, source and as-of date, cheapest first."""
+    from hetinfra.errors import HetinfraError
+
+    try:
+        snap, warnings = load_feeds(feeds, strict_feeds, max_age_h, timeout_s=timeout_s, quiet=as_json)
+        offers = list(snap.offers)
+        if gpus:
+            want = _match(_split(gpus), {o.gpu for o in offers}, "gpu")
+            offers = [o for o in offers if o.gpu in want]
+        if clouds:
+            want = _match(_split(clouds), {o.cloud for o in snap.offers}, "cloud")
+            offers = [o for o in offers if o.cloud in want]
+        if regions:
+            want = _match(_split(regions), {o.region for o in snap.offers}, "region")
+            offers = [o for o in offers if o.region in want]
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    if spot:
+        offers = [o for o in offers if o.spot_price_per_hour is not None]
+        offers.sort(key=lambda o: (o.spot_price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
+    else:
+        offers.sort(key=lambda o: (o.price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
+    shown = offers[:limit] if limit else offers
+    if as_json:
+        click.echo(json.dumps({
+            "as_of": snap.as_of,
+            "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows} for s in snap.sources],
+            "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
+        return
+    from rich.table import Table
+
+    console = _console()
+    if not shown:
+        console.print("no offer matches")
+        return
+    table = Table(title=f"{len(offers)} offer(s){' with spot' if spot else ''}, as of {snap.as_of} (oldest source)")
+    headers = ["cloud", "region", "instance type", "GPU", "$/GPU-h", "$/h", "spot $/GPU-h", "spot $/h", "source", "as of"]
+    rows = []
+    for o in shown:
+        sp = o.spot_price_per_hour
+        rows.append([o.cloud, o.region, o.instance_type, f"{o.gpu} x{o.gpu_count}",
+                     f"{o.price_per_hour / o.gpu_count:.4f}", f"{o.price_per_hour:.4f}",
+                     "" if sp is None else f"{sp / o.gpu_count:.4f}", "" if sp is None else f"{sp:.4f}",
+                     o.source, o.as_of[:10]])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    keep = list(range(len(headers)))
+    for drop in (5, 7):  # on a narrow terminal the whole-instance prices go first
+        if sum(widths[i] + 3 for i in keep) + 1 <= console.width:
+            break
+        keep.remove(drop)
+    merged = sum(widths[i] + 3 for i in keep) + 1 > console.width  # then source and as-of share a folding column
+    if merged:
+        keep.remove(9)
+        for r in rows:
+            r[8] = f"{r[8]} {r[9]}"
+        headers[8] = "source, as of"
+    for i in keep:
+        if i == 8:
+            table.add_column(headers[i], overflow="fold", min_width=10)
+        else:
+            table.add_column(headers[i], justify="right" if 4 <= i <= 7 else "left", no_wrap=True, min_width=widths[i])
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    console.print(table)
+    if 5 not in keep:
+        console.print("(whole-instance $/h hidden on this width: widen the terminal or use --json)")
+    if limit and len(offers) > limit:
+        console.print(f"({len(offers) - limit} more; raise --limit)")
+
+
+@click.group("feeds")
+def feeds_group() -> None:
+    """Fetch price feeds into the local snapshot store and inspect it.
+
+    \b
+    Store: HETINFRA_CACHE_DIR or ~/.cache/hetinfra/feeds. Sources and URLs:
+    HETINFRA_FEEDS_SOURCES, HETINFRA_AWS_REGIONS, HETINFRA_GCP_API_KEY,
+    HETINFRA_SKYPILOT_CATALOG, ... (see hetinfra.price_feeds.config).
+    """
+
+
+@feeds_group.command("refresh")
+@click.option("--source", "sources", multiple=True, metavar="SOURCE", help=SOURCES_HELP)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="Seconds per HTTP request.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report instead of a table.")
+def refresh_command(sources, timeout_s, as_json):
+    """Fetch the live feeds and store each as a timestamped, hashed snapshot."""
+    from hetinfra.errors import FeedError, HetinfraError
+
+    try:
+        from hetinfra.price_feeds.config import FeedConfig
+        from hetinfra.price_feeds.load import parse_sources, refresh
+
+        cfg = FeedConfig.from_env()
+        names = parse_sources(_split(sources), cfg.sources)
+        if as_json:
+            outcomes = refresh(names, config=cfg, timeout_s=timeout_s)
+        else:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                          TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+                tasks = {s: bar.add_task(f"{s}: starting", total=None) for s in names}
+
+                def on_progress(source, done, total, message):
+                    bar.update(tasks[source], completed=done, total=total, description=f"{source}: {message}")
+
+                outcomes = refresh(names, config=cfg, timeout_s=timeout_s, progress=on_progress)
+                for o in outcomes:
+                    bar.update(tasks[o.source], total=1, completed=1,
+                               description=f"{o.source}: {'ok' if o.ok else 'FAILED'}")
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    report = []
+    for o in outcomes:
+        entry = {"source": o.source, "ok": o.ok, "rows": o.rows}
+        if o.ok:
+            entry.update(dropped=o.result.drops, as_of=o.result.fetched_at,
+                         sha256=o.stored.sha256 if o.stored else None,
+                         path=str(o.stored.path) if o.stored else None,
+                         warnings=o.warnings + o.result.warnings)
+        else:
+            entry.update(error=o.error.message, hint=o.error.hint)
+        report.append(entry)
+    if as_json:
+        click.echo(json.dumps({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"snapshot store {cfg.cache_dir}")
+        for col in ("source", "result", "rows", "dropped", "snapshot / error"):
+            table.add_column(col)
+        for o, e in zip(outcomes, report):
+            if o.ok:
+                table.add_row(o.source, "ok", str(o.rows), o.result.drop_summary() or "",
+                              e["path"] or "(not stored)")
+            else:
+                table.add_row(o.source, "[red]failed[/red]", "", "", o.error.message)
+        _console().print(table)
+        for o, e in zip(outcomes, report):
+            echo_warnings(f"{o.source}: {w}" if not w.startswith(f"{o.source}:") else w for w in e.get("warnings", []))
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        _fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
+                        + "; ".join(f"{o.source}: {o.error.message}" for o in failed),
+                        hint=failed[0].error.hint or "the previous snapshots stay in the store"), False)
+
+
+@feeds_group.command("list")
+@click.option("--source", "sources", multiple=True, metavar="SOURCE", help="Only these sources.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_command(sources, as_json):
+    """List the snapshots in the store, newest first."""
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from hetinfra.price_feeds.config import FeedConfig
+        from hetinfra.price_feeds.load import parse_sources
+        from hetinfra.price_feeds.store import SnapshotStore
+
+        cfg = FeedConfig.from_env()
+        store = SnapshotStore(cfg.cache_dir)
+        names = parse_sources(_split(sources), store.sources()) if sources else store.sources()
+        snaps = [s for name in names for s in store.list(name)]
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    rows = [{"source": s.source, "fetched_at": s.fetched_at, "rows": s.meta.get("rows"), "sha256": s.sha256,
+             "dropped": s.meta.get("drops", {}), "path": str(s.path)} for s in snaps]
+    if as_json:
+        click.echo(json.dumps({"cache_dir": str(store.root), "snapshots": rows, "problems": store.problems}, indent=2))
+        return
+    echo_warnings(store.problems)
+    if not rows:
+        click.echo(f"no snapshots in {store.root}; run `hetinfra feeds refresh`")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"snapshot store {store.root}")
+    for col in ("source", "fetched at", "rows", "sha256", "path"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["source"], r["fetched_at"], str(r["rows"]), r["sha256"][:12], r["path"])
+    _console().print(table)

@@ -1,0 +1,126 @@
+"""Availability caps: how many GPUs of a kind one may run in a region.
+
+Sources:
+- a user caps CSV ``cloud,region,gpu,max_gpus`` (optional ``purchase`` column: on-demand|spot),
+  strict like every user file (a bad row is exit 2);
+- AWS, credentialed (optional extra ``hetinfra[aws]``): Service Quotas + instance type offerings
+  (:func:`hetinfra.price_feeds.aws_api.gpu_caps`);
+- GCP regional GPU quotas and Azure usage: not implemented yet; they return no caps and a clear
+  "not configured" warning.
+
+Missing SDKs or credentials are warnings, never failures. :func:`caps_dict` gives the planner's
+``{(cloud, region, gpu): max_gpus}`` (the minimum where several sources cap the same key).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from hetinfra.errors import InvalidInputError
+
+CAPS_COLUMNS = ("cloud", "region", "gpu", "max_gpus")
+PURCHASES = ("on-demand", "spot")
+
+
+@dataclass(frozen=True)
+class AvailabilityCap:
+    cloud: str
+    region: str
+    gpu: str
+    max_gpus: int
+    purchase: str = "on-demand"
+    source: str = ""
+
+
+def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in CAPS_COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(f"{name}: caps CSV lacks column(s) {', '.join(missing)}",
+                                hint="header must be: " + ",".join(CAPS_COLUMNS) + " (optional: purchase)")
+    out = []
+    for lineno, row in enumerate(reader, start=2):
+        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        where = f"{name}:{lineno}"
+        for col in ("cloud", "region", "gpu"):
+            if not row.get(col):
+                raise InvalidInputError(f"{where}: column '{col}' is empty")
+        try:
+            n = float(row["max_gpus"])
+        except ValueError:
+            raise InvalidInputError(f"{where}: max_gpus {row['max_gpus']!r} is not a number") from None
+        if n < 0 or n != int(n):
+            raise InvalidInputError(f"{where}: max_gpus must be a whole number >= 0, got {row['max_gpus']!r}")
+        purchase = row.get("purchase") or "on-demand"
+        if purchase not in PURCHASES:
+            raise InvalidInputError(f"{where}: purchase must be one of {', '.join(PURCHASES)}, got {purchase!r}")
+        out.append(AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name))
+    return out
+
+
+def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInputError(f"caps file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"cannot read caps file {path}: {exc}") from None
+    return parse_caps_csv(text, name=str(path))
+
+
+def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> dict[tuple[str, str, str], int]:
+    out: dict[tuple[str, str, str], int] = {}
+    for c in caps:
+        if c.purchase != purchase:
+            continue
+        key = (c.cloud, c.region, c.gpu)
+        out[key] = min(c.max_gpus, out.get(key, c.max_gpus))
+    return out
+
+
+def gcp_caps(regions: Iterable[str] = (), **_) -> tuple[list[AvailabilityCap], list[str]]:
+    """Not configured: GCP regional GPU quotas (RegionsClient.get(...).quotas) are not wired yet."""
+    return [], ["gcp availability: not configured (GCP quota lookup is not implemented; "
+                "give caps in a caps CSV: cloud,region,gpu,max_gpus)"]
+
+
+def azure_caps(regions: Iterable[str] = (), **_) -> tuple[list[AvailabilityCap], list[str]]:
+    """Not configured: Azure compute usage (usage.list per location) is not wired yet."""
+    return [], ["azure availability: not configured (Azure usage lookup is not implemented; "
+                "give caps in a caps CSV: cloud,region,gpu,max_gpus)"]
+
+
+def load_availability(caps_file: Path | str | None = None, *, clouds: Iterable[str] = (), offers=(),
+                      spot: bool = False, timeout_s: float = 20.0, aws_factory=None
+                      ) -> tuple[list[AvailabilityCap], list[str]]:
+    """Caps from a user file and from the credentialed APIs of ``clouds``; (caps, warnings).
+
+    ``offers`` tell which regions/instance types to ask AWS about. Only the caps file can fail
+    (exit 2); every API problem is a warning.
+    """
+    caps: list[AvailabilityCap] = []
+    warnings: list[str] = []
+    if caps_file is not None:
+        caps.extend(load_caps_csv(caps_file))
+    offers = list(offers)
+    for cloud in clouds:
+        if cloud == "aws":
+            from hetinfra.price_feeds.aws_api import gpu_caps
+
+            regions = sorted({o.region for o in offers if o.cloud == "aws"})
+            got, warns = gpu_caps(regions, offers, spot=spot, timeout_s=timeout_s, factory=aws_factory)
+        elif cloud == "gcp":
+            got, warns = gcp_caps()
+        elif cloud == "azure":
+            got, warns = azure_caps()
+        else:
+            got, warns = [], [f"{cloud} availability: no API for this cloud"]
+        caps.extend(got)
+        warnings.extend(warns)
+    return caps, warnings

@@ -1,0 +1,103 @@
+"""Feed settings: base URLs (tests point them at loopback), regions, keys, limits, cache dir.
+
+Every field has an environment variable, read by :meth:`FeedConfig.from_env`:
+
+=========================== ======================================================= =====================
+variable                    meaning                                                 default
+=========================== ======================================================= =====================
+HETINFRA_CACHE_DIR          snapshot store                                          ~/.cache/hetinfra/feeds
+HETINFRA_FEEDS_SOURCES      sources of ``--feeds live`` (comma list)                aws,azure,gcp
+HETINFRA_AWS_PRICING_URL    AWS price list bulk endpoint                            https://pricing.us-east-1.amazonaws.com
+HETINFRA_AWS_REGIONS        AWS regions to fetch (one bulk CSV each)                us-east-1,us-east-2,us-west-2
+HETINFRA_AWS_SPOT           spot prices via boto3: auto (when credentials), on, off auto
+HETINFRA_AZURE_PRICES_URL   Azure Retail Prices API                                 https://prices.azure.com
+HETINFRA_GCP_BILLING_URL    GCP Cloud Billing Catalog API                           https://cloudbilling.googleapis.com
+HETINFRA_GCP_API_KEY        GCP API key (required for the gcp source)               (none)
+HETINFRA_SKYPILOT_CATALOG   SkyPilot v8 catalog: a directory or an http(s) URL      ~/.sky/catalogs/v8
+HETINFRA_FEEDS_RETRIES      retries per request                                     3
+HETINFRA_FEEDS_DEADLINE_S   total seconds per source (all requests and retries)    300
+=========================== ======================================================= =====================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+ALL_SOURCES = ("aws", "azure", "gcp", "skypilot")
+DEFAULT_LIVE_SOURCES = ("aws", "azure", "gcp")
+SKYPILOT_CATALOG_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("HETINFRA_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "hetinfra" / "feeds"
+
+
+def default_skypilot_catalog() -> str:
+    runtime = os.environ.get("SKY_RUNTIME_DIR")  # SkyPilot 0.14 replaces ~ by it when set
+    base = Path(runtime).expanduser() if runtime else Path.home()
+    return str(base / ".sky" / "catalogs" / "v8")
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+@dataclass(frozen=True)
+class FeedConfig:
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    sources: tuple[str, ...] = DEFAULT_LIVE_SOURCES
+    aws_pricing_url: str = "https://pricing.us-east-1.amazonaws.com"
+    aws_regions: tuple[str, ...] = ("us-east-1", "us-east-2", "us-west-2")
+    aws_spot: str = "auto"  # auto | on | off
+    azure_prices_url: str = "https://prices.azure.com"
+    gcp_billing_url: str = "https://cloudbilling.googleapis.com"
+    gcp_api_key: str | None = None
+    skypilot_catalog: str = field(default_factory=default_skypilot_catalog)
+    timeout_s: float = 20.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    deadline_s: float = 300.0
+    keep_snapshots: int = 50  # per source in the store
+
+    @classmethod
+    def from_env(cls, **overrides) -> "FeedConfig":
+        env = os.environ
+        kw: dict = {}
+        if env.get("HETINFRA_FEEDS_SOURCES"):
+            kw["sources"] = _split(env["HETINFRA_FEEDS_SOURCES"])
+        for name, var in (("aws_pricing_url", "HETINFRA_AWS_PRICING_URL"),
+                          ("azure_prices_url", "HETINFRA_AZURE_PRICES_URL"),
+                          ("gcp_billing_url", "HETINFRA_GCP_BILLING_URL"),
+                          ("gcp_api_key", "HETINFRA_GCP_API_KEY"),
+                          ("skypilot_catalog", "HETINFRA_SKYPILOT_CATALOG"),
+                          ("aws_spot", "HETINFRA_AWS_SPOT")):
+            if env.get(var):
+                kw[name] = env[var]
+        if env.get("HETINFRA_AWS_REGIONS"):
+            kw["aws_regions"] = _split(env["HETINFRA_AWS_REGIONS"])
+        for name, var, typ in (("retries", "HETINFRA_FEEDS_RETRIES", int),
+                               ("deadline_s", "HETINFRA_FEEDS_DEADLINE_S", float)):
+            if env.get(var):
+                try:
+                    kw[name] = typ(env[var])
+                except ValueError:
+                    from hetinfra.errors import InvalidInputError
+
+                    raise InvalidInputError(f"{var}={env[var]!r} is not a number") from None
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    def with_(self, **changes) -> "FeedConfig":
+        return replace(self, **changes)
+
+    def http(self, *, timeout_s: float | None = None):
+        """A fresh :class:`~hetinfra.price_feeds.http.HttpClient` (its deadline starts now)."""
+        from hetinfra.price_feeds.http import HttpClient
+
+        return HttpClient(timeout_s=timeout_s or self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
+                          deadline_s=self.deadline_s)

@@ -1,0 +1,165 @@
+"""Validation of feed rows: bad rows are DROPPED with a counted reason, never fatal.
+
+User offers CSVs named in a spec stay strict (:func:`hetinfra.price_feeds.offers.parse_offers_csv`,
+exit 2); this module is for feeds, where one odd row of thousands must not stop a plan::
+
+    v = Validator()
+    for offer in rows: v.add(offer)
+    v.summary()   # "dropped 3 rows: 2 spot above on-demand, 1 unknown GPU"
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from dataclasses import dataclass
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
+from hetinfra.price_feeds.offers import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Offer
+
+# Reasons (the words users see in "dropped N rows: ...").
+MISSING_FIELD = "missing field"
+NOT_A_NUMBER = "not a number"
+PRICE_NOT_POSITIVE = "price <= 0"
+SPOT_NOT_POSITIVE = "spot <= 0"
+SPOT_ABOVE_ON_DEMAND = "spot above on-demand"
+BAD_GPU_COUNT = "bad GPU count"
+GPU_COUNT_MISMATCH = "GPU count not matching the family"
+UNKNOWN_GPU = "unknown GPU"
+GPU_MEMORY_NOT_POSITIVE = "GPU memory <= 0"
+DUPLICATE = "duplicate"
+ZONE_PRICES_DIFFER = "on-demand differs across zones"
+
+
+def known_gpus() -> set[str]:
+    """GPU names a feed row may carry: hetinfra's GPU catalog plus the family tables."""
+    from hetinfra.catalog.gpus import GPUS
+
+    return set(GPUS) | set(GPU_MEMORY_GB)
+
+
+@dataclass
+class Reject:
+    """A row an adapter could not turn into an Offer; counted like a validation drop."""
+
+    reason: str
+    detail: str = ""
+
+
+class Validator:
+    """Collects valid offers; counts dropped rows by reason (with a few examples each)."""
+
+    def __init__(self, *, gpus: set[str] | None = None, check_families: bool = True, max_examples: int = 3):
+        self.gpus = known_gpus() if gpus is None else gpus
+        self.check_families = check_families
+        self.max_examples = max_examples
+        self.offers: list[Offer] = []
+        self.drops: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = {}
+        self._seen: set[tuple[str, str, str]] = set()
+
+    def drop(self, reason: str, detail: str = "") -> None:
+        self.drops[reason] += 1
+        ex = self.examples.setdefault(reason, [])
+        if detail and len(ex) < self.max_examples:
+            ex.append(detail)
+
+    def check(self, o: Offer) -> str | None:
+        """The reason to drop ``o``, or None when it is a valid offer."""
+        if not (o.cloud and o.region and o.instance_type and o.gpu):
+            return MISSING_FIELD
+        if not isinstance(o.gpu_count, int) or o.gpu_count < 1:
+            return BAD_GPU_COUNT
+        if o.price_per_hour is None or not o.price_per_hour > 0:
+            return PRICE_NOT_POSITIVE
+        if o.spot_price_per_hour is not None:
+            if not o.spot_price_per_hour > 0:
+                return SPOT_NOT_POSITIVE
+            if o.spot_price_per_hour > o.price_per_hour:
+                return SPOT_ABOVE_ON_DEMAND
+        if self.gpus and o.gpu not in self.gpus:
+            return UNKNOWN_GPU
+        if self.check_families:
+            exp = expected_gpu(o.cloud, o.instance_type)
+            if exp is not None and (exp[0] != o.gpu or exp[1] != o.gpu_count):
+                return GPU_COUNT_MISMATCH
+        if not o.gpu_memory_gb or not o.gpu_memory_gb > 0:
+            return GPU_MEMORY_NOT_POSITIVE
+        if (o.cloud, o.region, o.instance_type) in self._seen:
+            return DUPLICATE
+        return None
+
+    def add(self, row: "Offer | Reject") -> bool:
+        if isinstance(row, Reject):
+            self.drop(row.reason, row.detail)
+            return False
+        reason = self.check(row)
+        if reason is not None:
+            self.drop(reason, f"{row.cloud}/{row.region}/{row.instance_type}")
+            return False
+        self._seen.add((row.cloud, row.region, row.instance_type))
+        self.offers.append(row)
+        return True
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.drops.values())
+
+    def summary(self) -> str | None:
+        """``"dropped 3 rows: 2 spot above on-demand, 1 unknown GPU"``, or None when none."""
+        return drops_summary(self.drops)
+
+
+def drops_summary(drops: dict[str, int]) -> str | None:
+    total = sum(drops.values())
+    if not total:
+        return None
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(drops.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"dropped {total} row{'s' if total != 1 else ''}: {parts}"
+
+
+def _num(raw: str | None) -> float | None:
+    raw = (raw or "").strip()
+    if raw == "":
+        return None
+    return float(raw)  # ValueError -> NOT_A_NUMBER
+
+
+def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown",
+                         validator: Validator | None = None) -> Validator:
+    """Read an offers CSV, dropping bad rows with reasons. A bad HEADER is still an error (exit 2)."""
+    v = validator or Validator(gpus=set(), check_families=True)
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(f"{name}: offers CSV lacks column(s) {', '.join(missing)}",
+                                hint="header must be: " + ",".join(REQUIRED_COLUMNS))
+    allowed = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+    for lineno, row in enumerate(reader, start=2):
+        row = {k.strip(): (v_ or "").strip() for k, v_ in row.items() if k is not None and k.strip() in allowed}
+        where = f"{name}:{lineno}"
+        try:
+            count = _num(row.get("gpu_count"))
+            od = _num(row.get("price_per_hour"))
+            spot = _num(row.get("spot_price_per_hour"))
+            mem = _num(row.get("gpu_memory_gb"))
+            vcpus = _num(row.get("vcpus")) or 0.0
+            memory = _num(row.get("memory_gb")) or 0.0
+        except ValueError:
+            v.drop(NOT_A_NUMBER, where)
+            continue
+        if count is None or count != int(count) or count < 1:
+            v.drop(BAD_GPU_COUNT, where)
+            continue
+        if od is None:
+            v.drop(MISSING_FIELD, where)
+            continue
+        v.add(Offer(cloud=(row.get("cloud") or "").lower(), region=row.get("region", ""),
+                    instance_type=row.get("instance_type", ""), gpu=row.get("gpu", ""), gpu_count=int(count),
+                    gpu_memory_gb=mem or gpu_memory_gb(row.get("instance_type", ""), row.get("gpu", "")) or 0.0, vcpus=vcpus, memory_gb=memory, price_per_hour=od,
+                    spot_price_per_hour=spot, as_of=row.get("as_of") or default_as_of,
+                    source=row.get("source") or name))
+    return v
