@@ -20,14 +20,17 @@ def test_layer_partition_matches_vllm_default():
     assert sum(layer_partition(61, 4)) == 61
 
 
+# GCP's largest L4 machine in the snapshot has 4 x 24 GB: a 70B bf16 model needs two of them.
+PP_SPEC = {"name": "pp", "models": [{
+    "name": "big", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
+    "slo": {"ttft_ms": 5000, "tpot_ms": 250},
+    "demand": {"rate_rps": 0.5, "sizes": {"classes": [
+        {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
+    "infrastructure": {"clouds": ["gcp"], "gpus": ["L4"]}}
+
+
 def test_model_too_big_for_one_node_gets_a_pipeline(tmp_path, plan_json):
-    # GCP's largest L4 machine in the snapshot has 4 x 24 GB: a 70B bf16 model needs two of them.
-    spec = {"name": "pp", "models": [{
-        "name": "big", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
-        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
-        "demand": {"rate_rps": 0.5, "sizes": {"classes": [
-            {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
-        "infrastructure": {"clouds": ["gcp"], "gpus": ["L4"]}}
+    spec = PP_SPEC
     plan = plan_json(tmp_path, spec, "--no-baselines")
     (a,) = plan["allocations"]
     assert (a["instance_type"], a["tp"], a["pp"], a["nodes_per_replica"], a["count"]) == ("g2-standard-48", 4, 2, 2, 1)
@@ -36,12 +39,7 @@ def test_model_too_big_for_one_node_gets_a_pipeline(tmp_path, plan_json):
 
 
 def test_pipeline_task_has_num_nodes(tmp_path, run_cli):
-    spec = {"name": "pp", "models": [{
-        "name": "big", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
-        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
-        "demand": {"rate_rps": 0.5, "sizes": {"classes": [
-            {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
-        "infrastructure": {"clouds": ["gcp"], "gpus": ["L4"]}}
+    spec = PP_SPEC
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     code, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-baselines")
     assert code == 0, err

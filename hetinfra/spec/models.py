@@ -29,6 +29,12 @@ def _dns_name(value: str, what: str) -> str:
     return value
 
 
+def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
+    for label, edges in (("input_edges", input_edges), ("output_edges", output_edges)):
+        if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+
+
 class ArchitectureSpec(_Strict):
     """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
 
@@ -60,9 +66,7 @@ class HistogramSizes(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> "HistogramSizes":
-        for label, edges in (("input_edges", self.input_edges), ("output_edges", self.output_edges)):
-            if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
-                raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+        _check_edges(self.input_edges, self.output_edges)
         rows, cols = len(self.input_edges) - 1, len(self.output_edges) - 1
         if len(self.weights) != rows or any(len(r) != cols for r in self.weights):
             got = f"{len(self.weights)}x{','.join(str(len(r)) for r in self.weights)}"
@@ -82,9 +86,7 @@ class DatasetSizes(_Strict):
 
     @model_validator(mode="after")
     def _edges(self) -> "DatasetSizes":
-        for label, edges in (("input_edges", self.input_edges), ("output_edges", self.output_edges)):
-            if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
-                raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+        _check_edges(self.input_edges, self.output_edges)
         return self
 
 
