@@ -27,22 +27,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-HEADER = [
-    "SKU", "OfferTermCode", "RateCode", "TermType", "PriceDescription", "EffectiveDate", "StartingRange",
-    "EndingRange", "Unit", "PricePerUnit", "Currency", "RelatedTo", "LeaseContractLength", "PurchaseOption",
-    "OfferingClass", "Product Family", "serviceCode", "Location", "Location Type", "Instance Type",
-    "Current Generation", "Instance Family", "vCPU", "Physical Processor", "Clock Speed", "Memory", "Storage",
-    "Network Performance", "Processor Architecture", "Storage Media", "Volume Type", "Max Volume Size",
-    "Max IOPS/volume", "Max IOPS Burst Performance", "Max throughput/volume", "Provisioned", "Tenancy",
-    "EBS Optimized", "Operating System", "License Model", "Group", "Group Description", "Transfer Type",
-    "From Location", "From Location Type", "To Location", "To Location Type", "usageType", "operation",
-    "AvailabilityZone", "CapacityStatus", "Classic Network Platform", "Dedicated EBS Throughput", "ECU",
-    "Elastic Graphics Type", "Enhanced Networking Supported", "From Region Code", "GPU", "GPU Memory",
-    "Instance", "Instance Capacity - 10xlarge", "Instance SKU", "Intel AVX Available", "Intel AVX2 Available",
-    "Intel Turbo Available", "MarketOption", "Normalization Size Factor", "Physical Cores", "Pre Installed S/W",
-    "Processor Features", "Product Type", "Region Code", "Resource Type", "serviceName", "SnapshotArchiveFeeType",
-    "To Region Code", "Volume API Name", "VPCNetworkingSupport",
-]
+from hetinfra.price_feeds.aws import BULK_HEADER as HEADER
 GPU_TYPES = [("g6.xlarge", "4", "16 GiB", "1"), ("g6.12xlarge", "48", "192 GiB", "4"), ("g5.xlarge", "4", "16 GiB", "1"),
              ("g6e.xlarge", "4", "32 GiB", "1"), ("p4d.24xlarge", "96", "1152 GiB", "8"),
              ("p5.48xlarge", "192", "2048 GiB", "8"), ("g4dn.xlarge", "4", "16 GiB", "1")]

@@ -7,6 +7,20 @@ what is wrong, where, and how to fix it. The class fixes the process exit code.
 from __future__ import annotations
 
 
+def closest(value: str, choices, cutoff: float = 0.5) -> str | None:
+    """The choice closest to a mistyped ``value`` (for "did you mean" hints), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(value, list(choices), n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
+def did_you_mean(value: str, choices) -> str:
+    """"did you mean 'x'?" or, with nothing close, the first known names."""
+    close = closest(value, choices)
+    return f"did you mean '{close}'?" if close else f"known: {', '.join(sorted(choices)[:12])}"
+
+
 class HetinfraError(Exception):
     """Base class. ``exit_code`` is the process exit status the CLI returns."""
 

@@ -6,14 +6,13 @@ so that everything downstream works on consistent, typed data.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS, ModelArch, get_model
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.perf.model import ModelContext
 from hetinfra.perf.profiles import ProfileRow, ProfileTable, load_profiles
 from hetinfra.spec.demand import RequestClass, request_classes
@@ -48,11 +47,6 @@ class PlanInputs:
     warnings: tuple[str, ...]
 
 
-def _did_you_mean(value: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
-    return f"did you mean '{close[0]}'?" if close else f"known: {', '.join(sorted(choices)[:12])}"
-
-
 def _resolve_path(base: Path, raw: str) -> Path:
     p = Path(raw)
     return p if p.is_absolute() else base / p
@@ -66,7 +60,7 @@ def _model(m: ModelSpec, where: str) -> ModelArch | None:
                          vocab_size=a.vocab_size, max_context=a.max_context)
     arch = get_model(m.model or "")
     if arch is None:
-        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {_did_you_mean(m.model or '', list(MODELS))}",
+        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {did_you_mean(m.model or '', list(MODELS))}",
                                 hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
     return arch
 
@@ -91,7 +85,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
     for c in infra.clouds:
         if c.lower() not in all_clouds:
-            raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {_did_you_mean(c, all_clouds)}",
+            raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {did_you_mean(c, all_clouds)}",
                                     hint="custom clouds must appear in an offers CSV listed under `offers:`")
     clouds = {c.lower() for c in infra.clouds}
     in_clouds = [o for o in snap.offers if o.cloud in clouds]
@@ -100,25 +94,25 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
         for r in infra.regions:
             if r not in known_regions:
                 raise InvalidInputError(f"{at_('infrastructure', 'regions', infra.regions.index(r))}: infrastructure.regions: no offer in region '{r}' for clouds "
-                                        f"{', '.join(sorted(clouds))}; {_did_you_mean(r, known_regions)}")
+                                        f"{', '.join(sorted(clouds))}; {did_you_mean(r, known_regions)}")
         in_clouds = [o for o in in_clouds if o.region in set(infra.regions)]
     known_gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
     if infra.gpus is not None:
         for g in infra.gpus:
             if g not in known_gpus:
-                raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {_did_you_mean(g, known_gpus)}",
+                raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {did_you_mean(g, known_gpus)}",
                                         hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
         in_clouds = [o for o in in_clouds if o.gpu in set(infra.gpus)]
     caps: dict[tuple[str, str, str], int] = {}
     for i, cap in enumerate(infra.availability):
         at = f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]"
         if cap.cloud.lower() not in all_clouds:
-            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {_did_you_mean(cap.cloud, all_clouds)}")
+            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {did_you_mean(cap.cloud, all_clouds)}")
         regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
         if cap.region not in regions:
-            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {_did_you_mean(cap.region, regions)}")
+            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {did_you_mean(cap.region, regions)}")
         if cap.gpu not in known_gpus:
-            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {_did_you_mean(cap.gpu, known_gpus)}")
+            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {did_you_mean(cap.gpu, known_gpus)}")
         caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
     if not in_clouds:
         raise InvalidInputError(f"{where}: no offer matches infrastructure (clouds {', '.join(sorted(clouds))}"
@@ -147,7 +141,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
             if region not in known_regions:
                 raise InvalidInputError(
                     f"{at_('models', i, 'demand', 'origins', region)}: models[{i}].demand.origins: no allowed offer in "
-                    f"region '{region}'; {_did_you_mean(region, known_regions)}")
+                    f"region '{region}'; {did_you_mean(region, known_regions)}")
         names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
         ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms)
         models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx))

@@ -42,6 +42,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
     data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, u.cap_key, dict(u.template.rates), u.region, u.spot)
                  for u in units)
+    unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
     for pm in inputs.models:
         origins = pm.spec.demand.origins or {}
@@ -54,7 +55,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
         slice_factor=settings.slice_factor,
         max_spot_fraction={pm.spec.name: pm.spec.max_spot_fraction for pm in inputs.models},
         local_demand=local, locality=settings.locality,
-        running={u: n for u, n in (running or {}).items() if any(x.id == u for x in data)},
+        running={u: n for u, n in (running or {}).items() if u in unit_ids},
         churn_hours=settings.churn_penalty_hours,
         unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None)
 
@@ -164,7 +165,7 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     return out
 
 
-def _check_locality(problem: AllocationProblem, locate) -> None:
+def _check_locality(problem: AllocationProblem) -> None:
     if problem.locality <= 0:
         return
     for (model, region), lam in problem.local_demand.items():
@@ -194,7 +195,7 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     unit_list = prune_dominated(unit_list, capped=set(inputs.caps), regional=spec.planning.locality > 0,
                                 keep=set(running))
     problem = to_problem(inputs, unit_list, running)
-    _check_locality(problem, locate=inputs.spec_path)
+    _check_locality(problem)
     settings = spec.planning
     result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True)
     if not result.feasible:

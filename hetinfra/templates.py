@@ -90,7 +90,7 @@ def tp_options(gpu_count: int, heads: int | None) -> list[int]:
 
 
 def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit], dict[tuple[str, str], ClassCoverage]]:
-    """All non-dominated units for every model, and per-(model, class) coverage."""
+    """All units for every model (prune them with :func:`prune_dominated`), and per-(model, class) coverage."""
     units: list[Unit] = []
     coverage: dict[tuple[str, str], ClassCoverage] = {}
     spot_ok = inputs.spec.infrastructure.spot

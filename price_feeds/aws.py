@@ -29,6 +29,25 @@ REQUIRED = ("TermType", "PricePerUnit", "Unit", "Currency", "Instance Type", "Op
             "CapacityStatus", "Pre Installed S/W")
 PREAMBLE_MAX = 20
 
+#: Column order of the real EC2 price list bulk CSV (feeds.md s1a). The parser finds columns by name,
+#: so this is documentation of the format and what tests and benchmarks write.
+BULK_HEADER = [
+    "SKU", "OfferTermCode", "RateCode", "TermType", "PriceDescription", "EffectiveDate", "StartingRange",
+    "EndingRange", "Unit", "PricePerUnit", "Currency", "RelatedTo", "LeaseContractLength", "PurchaseOption",
+    "OfferingClass", "Product Family", "serviceCode", "Location", "Location Type", "Instance Type",
+    "Current Generation", "Instance Family", "vCPU", "Physical Processor", "Clock Speed", "Memory", "Storage",
+    "Network Performance", "Processor Architecture", "Storage Media", "Volume Type", "Max Volume Size",
+    "Max IOPS/volume", "Max IOPS Burst Performance", "Max throughput/volume", "Provisioned", "Tenancy",
+    "EBS Optimized", "Operating System", "License Model", "Group", "Group Description", "Transfer Type",
+    "From Location", "From Location Type", "To Location", "To Location Type", "usageType", "operation",
+    "AvailabilityZone", "CapacityStatus", "Classic Network Platform", "Dedicated EBS Throughput", "ECU",
+    "Elastic Graphics Type", "Enhanced Networking Supported", "From Region Code", "GPU", "GPU Memory",
+    "Instance", "Instance Capacity - 10xlarge", "Instance SKU", "Intel AVX Available", "Intel AVX2 Available",
+    "Intel Turbo Available", "MarketOption", "Normalization Size Factor", "Physical Cores", "Pre Installed S/W",
+    "Processor Features", "Product Type", "Region Code", "Resource Type", "serviceName", "SnapshotArchiveFeeType",
+    "To Region Code", "Volume API Name", "VPCNetworkingSupport",
+]
+
 
 def _num(text: str) -> float | None:
     m = re.match(r"\s*([0-9]+(?:\.[0-9]*)?)", text or "")

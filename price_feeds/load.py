@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from hetinfra.errors import FeedError, HetinfraError, InvalidInputError
+from hetinfra.errors import FeedError, HetinfraError, InvalidInputError, closest
 from hetinfra.price_feeds.base import Coverage, FeedAdapter, FeedNotConfigured, FeedResult, Progress, parse_time
 from hetinfra.price_feeds.config import ALL_SOURCES, FeedConfig
 from hetinfra.price_feeds.http import FetchError
@@ -61,10 +61,8 @@ def parse_sources(text: str | Iterable[str] | None, default: Iterable[str]) -> t
     out = tuple(dict.fromkeys(s.strip().lower() for s in items if s and s.strip())) or tuple(default)
     bad = [s for s in out if s not in ALL_SOURCES]
     if bad:
-        import difflib
-
-        close = difflib.get_close_matches(bad[0], ALL_SOURCES, n=1)
-        raise InvalidInputError(f"unknown feed source {bad[0]!r}" + (f"; did you mean '{close[0]}'?" if close else ""),
+        close = closest(bad[0], ALL_SOURCES, cutoff=0.6)
+        raise InvalidInputError(f"unknown feed source {bad[0]!r}" + (f"; did you mean '{close}'?" if close else ""),
                                 hint="sources: " + ", ".join(ALL_SOURCES))
     return out
 

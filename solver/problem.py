@@ -61,6 +61,3 @@ class AllocationProblem:
     def replace(self, **changes) -> "AllocationProblem":
         return dataclasses.replace(self, **changes)
 
-    def restricted(self, keep) -> "AllocationProblem":
-        """The same problem on the units for which ``keep(unit)`` is true (baselines)."""
-        return dataclasses.replace(self, units=tuple(u for u in self.units if keep(u)))

@@ -111,9 +111,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
     if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
-        status = "time_limit" if tc == TerminationCondition.maxTimeLimit else "no_solution"
-        return SolveResult(status="no_solution" if status == "time_limit" else status,
-                           build_s=build_s, solve_s=solve_s, size=size)
+        # no incumbent (time limit or other stop): nothing to return
+        return SolveResult(status="no_solution", build_s=build_s, solve_s=solve_s, size=size)
     res.solution_loader.load_vars()
     status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else (
         "time_limit" if tc == TerminationCondition.maxTimeLimit else "optimal")

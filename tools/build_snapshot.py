@@ -37,9 +37,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # both modules are standard library only, so this works without hetinfra installed too.
 try:
     from hetinfra.price_feeds import families, skypilot_catalog as sp
+    from hetinfra.price_feeds.offers import format_number
 except ImportError:  # not installed: import the folder as a plain package
     sys.path.insert(0, str(REPO_ROOT))
     from price_feeds import families, skypilot_catalog as sp  # type: ignore[no-redef]
+    from price_feeds.offers import format_number  # type: ignore[no-redef]
 DEFAULT_CATALOG = REPO_ROOT.parent / "shared" / "data" / "skypilot-catalog" / "v8"
 DEFAULT_OUT = REPO_ROOT / "price_feeds" / "data" / "offers_snapshot.csv"
 
@@ -293,16 +295,6 @@ def sanity(rows: list[dict]) -> None:
             assert abs(r["spot_price_per_hour"] - spot) < 1e-4, (itype, r["spot_price_per_hour"], spot)
 
 
-def fmt(x) -> str:
-    if x is None:
-        return ""
-    if isinstance(x, float):
-        if x == int(x):
-            return str(int(x))
-        return f"{x:.6f}".rstrip("0").rstrip(".")
-    return str(x)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("catalog", nargs="?", type=Path, default=DEFAULT_CATALOG,
@@ -326,7 +318,7 @@ def main(argv=None) -> int:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(HEADER)
         for r in rows:
-            w.writerow([fmt(r[h]) for h in HEADER])
+            w.writerow([format_number(r[h]) for h in HEADER])
     counts = {c: sum(r["cloud"] == c for r in rows) for c in AS_OF}
     log(f"wrote {len(rows)} rows to {args.out}: {counts}")
     return 0

@@ -23,20 +23,19 @@ def estimate_command(model_name, gpu_name, tp, pp, input_tokens, output_tokens, 
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
     from hetinfra.cli import _fail
-    from hetinfra.errors import HetinfraError, InvalidInputError
+    from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
 
     try:
         from hetinfra.catalog.gpus import GPUS, get_gpu
         from hetinfra.catalog.models import MODELS, get_model
-        from hetinfra.inputs import _did_you_mean
         from hetinfra.perf.estimator import estimate, weights_gb_per_gpu
 
         model = get_model(model_name)
         if model is None:
-            raise InvalidInputError(f"--model: unknown model '{model_name}'; {_did_you_mean(model_name, list(MODELS))}")
+            raise InvalidInputError(f"--model: unknown model '{model_name}'; {did_you_mean(model_name, MODELS)}")
         gpu = get_gpu(gpu_name)
         if gpu is None:
-            raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {_did_you_mean(gpu_name, list(GPUS))}")
+            raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
     except HetinfraError as exc:

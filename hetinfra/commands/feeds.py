@@ -96,17 +96,15 @@ def load_feeds(feeds: str = "snapshot", strict: bool = False, max_age_h: float |
 
 def _match(values: list[str], known: set[str], what: str) -> set[str]:
     """Case-insensitive match of user values to known names; an unknown one is exit 2."""
-    from hetinfra.errors import InvalidInputError
+    from hetinfra.errors import InvalidInputError, closest
 
     lower = {k.lower(): k for k in known}
     out = set()
     for v in values:
         if v.lower() not in lower:
-            import difflib
-
-            close = difflib.get_close_matches(v, sorted(known), n=1, cutoff=0.5)
+            close = closest(v, sorted(known))
             raise InvalidInputError(f"--{what} {v}: no offer has {what} '{v}'" +
-                                    (f"; did you mean '{close[0]}'?" if close else ""),
+                                    (f"; did you mean '{close}'?" if close else ""),
                                     hint=f"known: {', '.join(sorted(known)[:20])}")
         out.add(lower[v.lower()])
     return out

@@ -42,10 +42,6 @@ class PerformanceModel:
         self.profiles = profiles
         self._cache: dict[tuple, RateResult] = {}
 
-    def can_rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int) -> bool:
-        """True if some number (profile or estimator) exists for this layout."""
-        return self.profiles.has(ctx.names, gpu, tp, pp) or (ctx.arch is not None and get_gpu(gpu) is not None)
-
     def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
         key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, gpu, tp, pp, cls.input_tokens, cls.output_tokens)
         hit = self._cache.get(key)

@@ -6,14 +6,13 @@ and unknown keys get a did-you-mean from the model's field names.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, closest
 from hetinfra.spec.models import ServiceSpec
 
 Loc = tuple[Any, ...]
@@ -78,8 +77,8 @@ def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
         parent, key = loc[:-1], str(loc[-1])
         model = _model_at(parent)
         names = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'?" if close else (f"allowed keys: {', '.join(names)}" if names else "")
+        close = closest(key, names, cutoff=0.6)
+        hint = f"did you mean '{close}'?" if close else (f"allowed keys: {', '.join(names)}" if names else "")
         return f"{at}: unknown field '{field}'" + (f"; {hint}" if hint else "")
     if err["type"] == "missing":
         return f"{at}: missing required field '{field}'"

@@ -7,6 +7,8 @@ refused and fails the test at teardown).
 
 from __future__ import annotations
 
+from hetinfra.price_feeds.aws import BULK_HEADER
+
 import csv
 import io
 import json
@@ -157,22 +159,7 @@ def shared_catalog() -> Path:
 
 # --- AWS price list bulk CSV (feeds.md section 1a) -------------------------------------------
 
-AWS_HEADER = [
-    "SKU", "OfferTermCode", "RateCode", "TermType", "PriceDescription", "EffectiveDate", "StartingRange",
-    "EndingRange", "Unit", "PricePerUnit", "Currency", "RelatedTo", "LeaseContractLength", "PurchaseOption",
-    "OfferingClass", "Product Family", "serviceCode", "Location", "Location Type", "Instance Type",
-    "Current Generation", "Instance Family", "vCPU", "Physical Processor", "Clock Speed", "Memory", "Storage",
-    "Network Performance", "Processor Architecture", "Storage Media", "Volume Type", "Max Volume Size",
-    "Max IOPS/volume", "Max IOPS Burst Performance", "Max throughput/volume", "Provisioned", "Tenancy",
-    "EBS Optimized", "Operating System", "License Model", "Group", "Group Description", "Transfer Type",
-    "From Location", "From Location Type", "To Location", "To Location Type", "usageType", "operation",
-    "AvailabilityZone", "CapacityStatus", "Classic Network Platform", "Dedicated EBS Throughput", "ECU",
-    "Elastic Graphics Type", "Enhanced Networking Supported", "From Region Code", "GPU", "GPU Memory",
-    "Instance", "Instance Capacity - 10xlarge", "Instance SKU", "Intel AVX Available", "Intel AVX2 Available",
-    "Intel Turbo Available", "MarketOption", "Normalization Size Factor", "Physical Cores", "Pre Installed S/W",
-    "Processor Features", "Product Type", "Region Code", "Resource Type", "serviceName", "SnapshotArchiveFeeType",
-    "To Region Code", "Volume API Name", "VPCNetworkingSupport",
-]
+AWS_HEADER = BULK_HEADER
 
 
 def aws_row(itype: str, price: str, *, region: str = "us-east-1", term: str = "OnDemand", os_: str = "Linux",
