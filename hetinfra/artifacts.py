@@ -1,4 +1,5 @@
-"""Write a plan's artifacts atomically: ``plan.json`` and ``skypilot/<unit>.yaml``.
+"""Write a plan's artifacts atomically: ``plan.json``, ``skypilot/<unit>.yaml``,
+``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
 Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
 built beside the old one and swapped in, so a reader never sees a half-written plan.
@@ -60,6 +61,7 @@ def sky_units(plan: dict) -> list:
     from hetinfra.compile.skypilot import SkyUnit
 
     models = {m["name"]: m for m in plan["models"]}
+    deploy = plan.get("deploy") or {}
     units = []
     for a in plan["allocations"]:
         if a["skypilot_task"] is None:
@@ -70,17 +72,28 @@ def sky_units(plan: dict) -> list:
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
             tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
             spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
-            layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None))
+            layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
+            port=deploy.get("port", 8000),
+            target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None))
     return units
 
 
-def write_plan(out: Path, plan: dict) -> list[Path]:
-    """Write plan.json and the SkyPilot tasks under ``out``; returns the files written."""
+def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
+    """Write every artifact under ``out``; returns what was written by kind.
+
+    plan.json is written last, so a reader that sees a new plan.json also sees its tasks,
+    projects and router weights.
+    """
+    from hetinfra.compile.pulumi_project import write_projects
+    from hetinfra.compile.router import router_weights
     from hetinfra.compile.skypilot import render_all
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
     sky = render_all(sky_units(plan))
     replace_dir(out / "skypilot", sky)
+    projects = write_projects(out, plan)
+    atomic_write_text(out / "router" / "weights.json", json.dumps(router_weights(plan), indent=2) + "\n")
     atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
-    return [out / "plan.json"] + [out / "skypilot" / n for n in sorted(sky)]
+    return {"plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
+            "pulumi": projects, "router": [out / "router" / "weights.json"]}

@@ -62,7 +62,7 @@ def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state:
         result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state)
         doc = build_plan_json(result)
         doc["warnings"] = list(feed_warnings) + doc["warnings"]
-        written = write_plan(out, doc) if out else []
+        written = write_plan(out, doc) if out else {}
     except HetinfraError as exc:
         _fail(exc, as_json)
         return
@@ -78,7 +78,9 @@ def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state:
         console = Console(width=132)  # pipes and logs: wide enough that tables do not wrap
     render_summary(doc, console)
     if written:
-        console.print(f"wrote {written[0]} and {len(written) - 1} SkyPilot task(s) under {out / 'skypilot'}")
+        projects = ", ".join(str(p) for p in written["pulumi"]) or "none"
+        console.print(f"wrote {written['plan'][0]}, {len(written['skypilot'])} SkyPilot task(s) under "
+                      f"{out / 'skypilot'}, Pulumi project(s): {projects}, router weights: {written['router'][0]}")
 
 
 @cli.command()

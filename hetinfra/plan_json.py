@@ -48,8 +48,10 @@ def build_plan_json(pr: PlanResult) -> dict:
     cost = res.cost(prob)
 
     load: dict[str, float] = {}
+    routed: dict[str, float] = {}
     for (u, _m, w), rps in res.flow.items():
         load[u] = load.get(u, 0.0) + rps / pr.units[u].template.rates[w]
+        routed[u] = routed.get(u, 0.0) + rps
     allocations = []
     for uid in sorted(res.n, key=lambda u: (pr.units[u].model, pr.units[u].template.cloud, pr.units[u].region, u)):
         u, cnt = pr.units[uid], res.n[uid]
@@ -62,6 +64,10 @@ def build_plan_json(pr: PlanResult) -> dict:
             "count": cnt, "instances": cnt * t.nodes, "spot": u.spot,
             "price_per_instance_usd_per_hour": _r(u.cost / t.nodes), "cost_usd_per_hour": _r(u.cost * cnt),
             "utilization": _r(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
+            "routed_rps": _r(routed.get(uid, 0.0), 6),
+            # Requests/s one replica sustains at this unit's class mix, less the headroom: the
+            # autoscaler's and the router's per-replica target.
+            "target_qps_per_replica": _r(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
         })
     _name_units(allocations)
 
@@ -154,5 +160,6 @@ def build_plan_json(pr: PlanResult) -> dict:
                         for s in inp.snapshot.sources],
             "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
         },
+        "deploy": spec.deploy.model_dump(),
         "warnings": list(inp.warnings) + _precision_warnings(allocations, inp),
     }

@@ -204,6 +204,50 @@ class PlanningSpec(_Strict):
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
 
 
+class DeploySpec(_Strict):
+    """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
+
+    autoscale: bool = Field(False, description="SkyServe: autoscale each unit between its planned count and 2x at the "
+                                               "plan's per-replica target QPS, instead of a fixed replica count.")
+    port: int = Field(8000, ge=1024, le=65535, description="Port of the OpenAI-compatible vLLM endpoint.")
+    ingress_cidrs: list[str] = Field([], description="CIDRs allowed to reach the vLLM port (e.g. your router's). "
+                                                     "Empty: reachable only inside the network; 0.0.0.0/0 only if listed.")
+    ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")
+    runtime: Literal["container", "virtualenv"] = Field(
+        "container", description="Pulumi VMs: run vLLM in the vllm/vllm-openai container, or pip-install it in a venv.")
+    vllm_version: str | None = Field(None, description="vLLM version to run (image tag v<version> / pip vllm==<version>); "
+                                                       "unset: the latest at boot time.")
+    stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
+    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://<out>/pulumi/<cloud>/state.")
+    gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
+    ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
+    disk_gb: int = Field(200, ge=50, le=4096, description="Boot disk size of every VM, GB (weights and images).")
+
+    @field_validator("ingress_cidrs", "ssh_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for c in v:
+            try:
+                ipaddress.ip_network(c, strict=False)
+            except ValueError:
+                raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
+        return v
+
+    @field_validator("stack")
+    @classmethod
+    def _stack(cls, v: str) -> str:
+        return _dns_name(v, "stack name")
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)$", v):
+            raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
+        return v
+
+
 class ServiceSpec(_Strict):
     """A service to plan: its models, SLOs, demand and where it may run."""
 
@@ -214,6 +258,7 @@ class ServiceSpec(_Strict):
     planning: PlanningSpec = Field(default_factory=PlanningSpec, description="Objective, routing and solver settings.")
     profiles: list[str] = Field([], description="Measured profile CSVs (relative to the spec file).")
     offers: list[str] = Field([], description="Extra offers CSVs (relative to the spec file).")
+    deploy: DeploySpec = Field(default_factory=DeploySpec, description="Deployment: runtime, ports, ingress, Pulumi stack.")
 
     @field_validator("name")
     @classmethod

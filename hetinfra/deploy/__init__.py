@@ -1,0 +1,1 @@
+"""Deploy a plan: Pulumi Automation API and SkyPilot SDK drivers, deployed state."""

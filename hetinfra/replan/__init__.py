@@ -1,0 +1,1 @@
+"""Re-planning from cron: diff, safe change, demand from observations."""

@@ -1,0 +1,322 @@
+"""Demand from observations: read a request log, measure rate, size mix and origins, forecast the peak.
+
+The log is a CSV, one row per request, with the header (the names are a contract)::
+
+    timestamp,model,input_tokens,output_tokens,region
+
+``timestamp`` is ISO 8601 (``2024-05-01T12:00:00Z``, an offset, or naive = UTC) or Unix epoch
+seconds; ``region`` may be empty, and the column may be left out; extra columns are ignored.
+
+What the planner gets per model (:func:`observed_demand`):
+
+    rate_rps = forecast peak of the next horizon x (1 + buffer)
+    sizes    = classes, one per non-empty (input bucket, output bucket) of the observed sizes,
+               planned at the bucket's upper edges, share = requests in bucket / requests
+    origins  = requests per non-empty region / requests with a region
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from hetinfra.errors import InvalidInputError, did_you_mean
+from hetinfra.replan.forecast import Forecast, forecast_peak
+from hetinfra.spec.demand import RequestClass, bucket_name
+from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
+
+COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "region")
+REQUIRED = COLUMNS[:4]  # region is optional: a log without it simply has no origins
+QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
+SMOOTH_S = 1800  # de-noise the seasonal profile over ~30 minutes (the daily shape changes over hours)
+
+
+@dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; a log is compared by identity
+class DemandLog:
+    """The requests of a log, sorted by time. Arrays are aligned: index i is one request."""
+
+    path: str
+    timestamps: np.ndarray  # float64, Unix epoch seconds (UTC)
+    models: np.ndarray  # str
+    input_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64
+    regions: np.ndarray  # str, "" when unknown
+
+    def model_names(self) -> list[str]:
+        return sorted(set(self.models.tolist()))
+
+    def rows_of(self, model: str) -> np.ndarray:
+        """Boolean mask of the model's requests; an unknown model is an error with a did-you-mean."""
+        mask = self.models == model
+        if not mask.any():
+            raise InvalidInputError(f"{self.path}: no request for model '{model}' in the log",
+                                    hint=did_you_mean(model, self.model_names()))
+        return mask
+
+
+def _timestamp(text: str, where: str) -> float:
+    try:  # epoch seconds first: a bare number is never a valid ISO date we would want
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        raise InvalidInputError(f"{where}: timestamp {text!r} is neither ISO 8601 nor Unix epoch seconds",
+                                hint="e.g. 2024-05-01T12:00:00Z, 2024-05-01T14:00:00+02:00 or 1714564800") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)  # naive times are UTC by contract
+    return t.timestamp()
+
+
+def _tokens(text: str, column: str, where: str) -> int:
+    try:
+        value = float(text)
+        ok = math.isfinite(value) and value == int(value)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidInputError(f"{where}: {column} {text!r} is not a whole number")
+    if value < 0:
+        raise InvalidInputError(f"{where}: {column} {text!r} is negative")
+    return int(value)
+
+
+def read_demand_log(path: str | Path) -> DemandLog:
+    """Read and validate a request log; every bad row is an InvalidInputError naming file:line."""
+    p = Path(path)
+    try:
+        handle = p.open(newline="", encoding="utf-8-sig")  # -sig: spreadsheets write a BOM
+    except FileNotFoundError:
+        raise InvalidInputError(f"demand log not found: {p}") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise InvalidInputError(f"cannot read demand log {p}: {exc}") from None
+    expected = ",".join(COLUMNS)
+    ts, models, ins, outs, regions = [], [], [], [], []
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise InvalidInputError(f"{p}: the demand log is empty", hint=f"expected the header {expected}")
+        names = [h.strip() for h in header]
+        missing = [c for c in REQUIRED if c not in names]
+        if missing:
+            raise InvalidInputError(f"{p}:1: header lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                                    hint=f"expected the header {expected} (region may be empty; extra columns are ignored)")
+        col = {c: names.index(c) for c in COLUMNS if c in names}
+        width = max(col.values()) + 1
+        try:
+            for row in reader:
+                where = f"{p}:{reader.line_num}"
+                if not any(cell.strip() for cell in row):
+                    continue  # blank line
+                if len(row) < width:
+                    raise InvalidInputError(f"{where}: {len(row)} fields, the header has {len(names)}",
+                                            hint=f"expected {expected}")
+                model = row[col["model"]].strip()
+                if not model:
+                    raise InvalidInputError(f"{where}: model is empty")
+                ts.append(_timestamp(row[col["timestamp"]].strip(), where))
+                models.append(model)
+                ins.append(_tokens(row[col["input_tokens"]].strip(), "input_tokens", where))
+                outs.append(_tokens(row[col["output_tokens"]].strip(), "output_tokens", where))
+                regions.append(row[col["region"]].strip() if "region" in col else "")
+        except csv.Error as exc:
+            raise InvalidInputError(f"{p}:{reader.line_num}: CSV error: {exc}") from None
+    if not ts:
+        raise InvalidInputError(f"{p}: the demand log has a header but no requests",
+                                hint="one row per request: " + expected)
+    order = np.argsort(np.asarray(ts), kind="stable")
+    return DemandLog(str(p), np.asarray(ts, dtype=float)[order], np.asarray(models, dtype=str)[order],
+                     np.asarray(ins, dtype=np.int64)[order], np.asarray(outs, dtype=np.int64)[order],
+                     np.asarray(regions, dtype=str)[order])
+
+
+def rate_series(log: DemandLog, model: str, interval_s: int = 300) -> list[tuple[int, float]]:
+    """Requests per second in each interval: ``[(start, count / interval_s), ...]``.
+
+    Intervals are aligned to multiples of ``interval_s`` since the epoch (so a season's phase is
+    wall-clock time) and run from the first request's interval to the last one's, empty ones
+    as 0. The first and last intervals may be only partly covered by the log.
+    """
+    if isinstance(interval_s, bool) or not isinstance(interval_s, int) or interval_s <= 0:
+        raise InvalidInputError(f"interval must be a whole number of seconds > 0, got {interval_s!r}")
+    t = log.timestamps[log.rows_of(model)]
+    idx = np.floor(t / interval_s).astype(np.int64)
+    counts = np.bincount(idx - idx[0])  # timestamps are sorted, so idx[0] is the first interval
+    first = int(idx[0]) * interval_s
+    return [(first + k * interval_s, float(c) / interval_s) for k, c in enumerate(counts)]
+
+
+def _bucket(sizes: np.ndarray, edges: list[int]) -> np.ndarray:
+    """Vectorized :func:`hetinfra.spec.demand.bucket_index`; -1 above the last edge."""
+    k = np.maximum(np.searchsorted(np.asarray(edges), sizes, side="left"), 1) - 1
+    return np.where(k < len(edges) - 1, k, -1)
+
+
+def size_mix(log: DemandLog, model: str, input_edges: list[int], output_edges: list[int],
+             outside: str = "clip", rate_rps: float = 1.0) -> list[RequestClass]:
+    """Classes from the model's observed sizes: one per non-empty bucket, planned at its upper edges.
+
+    share = requests in the bucket / requests counted; rate_rps of a class = ``rate_rps`` x share.
+    Sizes beyond the last edge are clipped into the last bucket (``outside="clip"``) or dropped.
+    """
+    if outside not in ("clip", "drop"):
+        raise InvalidInputError(f"outside must be 'clip' or 'drop', got {outside!r}")
+    mask = log.rows_of(model)
+    ins, outs = log.input_tokens[mask], log.output_tokens[mask]
+    if outside == "clip":
+        ins, outs = np.minimum(ins, input_edges[-1]), np.minimum(outs, output_edges[-1])
+    bi, bo = _bucket(ins, input_edges), _bucket(outs, output_edges)
+    keep = (bi >= 0) & (bo >= 0)
+    if not keep.any():
+        raise InvalidInputError(f"{log.path}: no request of model '{model}' falls inside the size edges",
+                                hint="widen the edges or clip sizes outside them")
+    counts = np.zeros((len(input_edges) - 1, len(output_edges) - 1), dtype=np.int64)
+    np.add.at(counts, (bi[keep], bo[keep]), 1)
+    total = int(counts.sum())
+    out = []
+    for i, j in zip(*np.nonzero(counts)):  # row-major, like the spec's histogram classes
+        hi_in, hi_out, share = input_edges[i + 1], output_edges[j + 1], counts[i, j] / total
+        out.append(RequestClass(bucket_name(hi_in, hi_out), hi_in, hi_out, float(share), rate_rps * float(share)))
+    return out
+
+
+def quantile_edges(sizes: np.ndarray) -> list[int]:
+    """Edges ``[0, q50, q90, q99, max]`` of observed sizes (observed values, duplicates merged).
+
+    Planning at upper edges means no request is planned below its size; the max is an edge so
+    nothing is clipped, and only the top 1% of requests is planned at the extreme size.
+    """
+    qs = np.quantile(sizes, QUANTILES, method="higher") if len(sizes) else []
+    edges = [0] + sorted({int(q) for q in qs if q > 0})
+    return edges if len(edges) > 1 else [0, 1]  # all sizes 0: one bucket (0, 1]
+
+
+def mix_edges(log: DemandLog, spec_model: ModelSpec) -> tuple[list[int], list[int], str, str]:
+    """(input_edges, output_edges, outside, where they come from) for the model's size mix.
+
+    The spec's own edges when it declares a histogram or dataset (the user chose that
+    resolution, and plans stay comparable); otherwise :func:`quantile_edges` of the log.
+    """
+    sizes = spec_model.demand.sizes
+    if sizes.histogram is not None:
+        return list(sizes.histogram.input_edges), list(sizes.histogram.output_edges), "clip", "the spec's histogram edges"
+    if sizes.dataset is not None:
+        d = sizes.dataset
+        return list(d.input_edges), list(d.output_edges), d.outside, "the spec's dataset edges"
+    mask = log.rows_of(spec_model.name)
+    return (quantile_edges(log.input_tokens[mask]), quantile_edges(log.output_tokens[mask]), "clip",
+            "quantiles 50/90/99/100% of the log")
+
+
+def region_mix(log: DemandLog, model: str) -> dict[str, float]:
+    """Share of the model's requests per region, over requests that name one ({} when none do)."""
+    regions = log.regions[log.rows_of(model)]
+    regions = regions[regions != ""]
+    if not len(regions):
+        return {}
+    names, counts = np.unique(regions, return_counts=True)
+    return {str(n): float(c) / len(regions) for n, c in zip(names, counts)}
+
+
+@dataclass(frozen=True)
+class ObservedDemand:
+    """What a log says one model needs: the planned rate and how it was derived."""
+
+    model: str
+    planned_rps: float  # forecast.peak_rps x (1 + buffer)
+    forecast: Forecast
+    buffer: float
+    classes: list[RequestClass]  # rate_rps of each = planned_rps x share
+    origins: dict[str, float]  # {} when the log names no region
+    requests: int
+    span_s: float  # last - first request time
+    interval_s: int
+    edges_from: str
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        err = f"backtest MAPE {self.forecast.mape:.1%}" if self.forecast.mape is not None else "no backtest error"
+        return (f"{self.model}: plan {self.planned_rps:.3g} req/s = forecast peak {self.forecast.peak_rps:.3g} x "
+                f"{1 + self.buffer:.2f} ({self.forecast.method}, {err}; {self.requests} requests over "
+                f"{self.span_s / 3600:.1f} h; {len(self.classes)} size classes from {self.edges_from})")
+
+
+def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 300, season_s: int = 86400,
+                    horizon_s: int = 3600, buffer: float = 0.1) -> ObservedDemand:
+    """Forecast peak of the next ``horizon_s`` x (1 + buffer), with the observed size and region mix."""
+    name = spec_model.name
+    series = rate_series(log, name, interval_s)  # validates interval_s and that the log has the model
+    if isinstance(season_s, bool) or not isinstance(season_s, int) or season_s <= 0 or season_s % interval_s:
+        raise InvalidInputError(f"season ({season_s!r} s) must be a whole number of intervals ({interval_s} s)")
+    if not isinstance(horizon_s, (int, float)) or horizon_s <= 0:
+        raise InvalidInputError(f"horizon must be > 0 seconds, got {horizon_s!r}")
+    if not isinstance(buffer, (int, float)) or buffer < 0:
+        raise InvalidInputError(f"buffer must be >= 0 (a fraction: 0.1 = 10%), got {buffer!r}")
+    fc = forecast_peak([r for _, r in series], period=season_s // interval_s,
+                       horizon=max(1, math.ceil(horizon_s / interval_s)),
+                       smooth=max(1, round(SMOOTH_S / interval_s)) | 1)
+    planned = fc.peak_rps * (1 + buffer)
+    in_edges, out_edges, outside, edges_from = mix_edges(log, spec_model)
+    mask = log.rows_of(name)
+    t = log.timestamps[mask]
+    notes = [fc.note]
+    if planned <= 0:
+        notes.append(f"{name}: forecast peak is 0 req/s for the next {horizon_s} s; the spec's rate_rps is kept "
+                     "(a spec cannot express zero demand)")
+    return ObservedDemand(model=name, planned_rps=planned, forecast=fc, buffer=float(buffer),
+                          classes=size_mix(log, name, in_edges, out_edges, outside, planned),
+                          origins=region_mix(log, name), requests=int(mask.sum()), span_s=float(t[-1] - t[0]),
+                          interval_s=interval_s, edges_from=edges_from, notes=notes)
+
+
+def observe_spec(log: DemandLog, service_spec: ServiceSpec, **kwargs) -> tuple[dict[str, ObservedDemand], list[str]]:
+    """:func:`observed_demand` for every spec model the log has; notes name log models the spec lacks."""
+    in_log = set(log.model_names())
+    observed = {m.name: observed_demand(log, m, **kwargs) for m in service_spec.models if m.name in in_log}
+    extra = sorted(in_log - {m.name for m in service_spec.models})
+    notes = [f"log model '{n}' is not in the spec; ignored" for n in extra]
+    return observed, notes
+
+
+def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]) -> tuple[ServiceSpec, list[str]]:
+    """A validated copy of the spec whose observed models plan for the observed demand, and notes.
+
+    For each observed model: ``demand.rate_rps`` = planned peak, ``demand.sizes`` = explicit
+    ``classes`` from the mix, ``demand.origins`` = the region mix (kept from the spec when the
+    log names no region). Models absent from ``observed`` keep their demand; the notes say so.
+    """
+    notes: list[str] = []
+    models = []
+    for m in service_spec.models:
+        obs = observed.get(m.name)
+        if obs is None:
+            notes.append(f"{m.name}: not in the demand log; keeps the spec's demand ({m.demand.rate_rps:g} req/s)")
+            models.append(m)
+            continue
+        notes.append(obs.summary())
+        notes.extend(f"  {n}" for n in obs.notes)  # how the forecast was made, under its summary
+        if obs.planned_rps <= 0:
+            models.append(m)
+            continue
+        sizes = SizesSpec(classes=[ClassSpec(name=c.name, input_tokens=c.input_tokens,
+                                             output_tokens=c.output_tokens, share=c.share) for c in obs.classes])
+        demand = m.demand.model_copy(update={"rate_rps": obs.planned_rps, "sizes": sizes,
+                                             "origins": obs.origins or m.demand.origins})
+        models.append(m.model_copy(update={"demand": demand}))
+    unknown = sorted(set(observed) - {m.name for m in service_spec.models})
+    notes.extend(f"observed model '{n}' is not in the spec; ignored" for n in unknown)
+    updated = service_spec.model_copy(update={"models": models})
+    try:  # model_copy skips validation; re-validate so a bad mix fails here, not in the planner
+        return ServiceSpec.model_validate(updated.model_dump()), notes
+    except ValidationError as exc:
+        raise InvalidInputError(f"the spec with observed demand is invalid: {exc.errors(include_url=False)[0]['msg']}") from None

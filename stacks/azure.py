@@ -1,0 +1,97 @@
+"""Azure GPU fleet of one region: resource group, VNet, subnet, NSG, NICs and GPU VMs running vLLM.
+
+Resources (children, names prefixed by the component's name): ``<name>-provider``
+(azure-native Provider in the location), ``-rg``, ``-vnet``, ``-nsg`` (inbound: the vLLM port
+and SSH only from declared CIDRs; Azure's default rules already allow VNet-internal traffic and
+deny the internet), ``-subnet`` bound to the NSG, and per VM ``<vm>-ip`` (static Standard public
+IP), ``<vm>-nic`` and ``<vm>`` (VirtualMachine of the planned size on the Ubuntu HPC image, which
+ships the NVIDIA driver; cloud-init custom data is the startup script; Spot priority with
+eviction Delete for spot units). Azure VMs need an admin SSH key: ``deploy.ssh_public_key``.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_azure_native as azure_native
+from pulumi_azure_native import compute, network, resources
+
+from hetinfra.stacks.common import FleetSecrets, build_units, tags, user_data
+from hetinfra.stacks.fleet import FleetArgs
+
+IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
+ADMIN = "hetinfra"
+
+
+def _rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
+    rules = []
+    priority = 100
+    for label, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22)):
+        if cidrs:
+            rules.append(network.SecurityRuleArgs(
+                name=f"allow-{label}", priority=priority, direction="Inbound", access="Allow", protocol="Tcp",
+                source_address_prefixes=list(cidrs), source_port_range="*", destination_address_prefix="*",
+                destination_port_range=str(port)))
+            priority += 10
+    return rules
+
+
+class AzureGpuFleet(pulumi.ComponentResource):
+    """All planned VMs of one Azure location; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+
+    def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("hetinfra:azure:GpuFleet", name, None, opts)
+        if not args.ssh_public_key:
+            raise ValueError("Azure VMs need an admin SSH key: set deploy.ssh_public_key in the service spec "
+                             "and plan again")
+        provider = azure_native.Provider(f"{name}-provider", location=args.region,
+                                         opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        rg = resources.ResourceGroup(f"{name}-rg", location=args.region, opts=child)
+        vnet = network.VirtualNetwork(f"{name}-vnet", resource_group_name=rg.name, location=args.region,
+                                      address_space=network.AddressSpaceArgs(address_prefixes=[args.network_cidr]),
+                                      opts=child)
+        nsg = network.NetworkSecurityGroup(f"{name}-nsg", resource_group_name=rg.name, location=args.region,
+                                           security_rules=_rules(args), opts=child)
+        subnet = network.Subnet(f"{name}-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
+                                address_prefix=args.subnet_cidr,
+                                network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
+
+        def make_vm(fu, replica, rank, vm_name, head_ip):
+            u = fu.unit
+            ip = network.PublicIPAddress(f"{vm_name}-ip", resource_group_name=rg.name, location=args.region,
+                                         public_ip_allocation_method="Static",
+                                         sku=network.PublicIPAddressSkuArgs(name="Standard"), opts=child)
+            nic = network.NetworkInterface(
+                f"{vm_name}-nic", resource_group_name=rg.name, location=args.region, opts=child,
+                ip_configurations=[network.NetworkInterfaceIPConfigurationArgs(
+                    name="primary", subnet=network.SubnetArgs(id=subnet.id), private_ip_allocation_method="Dynamic",
+                    public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
+            spot = {"priority": "Spot", "eviction_policy": "Delete",
+                    "billing_profile": compute.BillingProfileArgs(max_price=-1)} if u.spot else {}
+            custom = user_data(fu, rank, args, secrets, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
+            vm = compute.VirtualMachine(
+                vm_name, resource_group_name=rg.name, location=args.region, opts=child,
+                hardware_profile=compute.HardwareProfileArgs(vm_size=u.instance_type),
+                storage_profile=compute.StorageProfileArgs(
+                    image_reference=compute.ImageReferenceArgs(**IMAGE),
+                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=args.disk_gb,
+                                               managed_disk=compute.ManagedDiskParametersArgs(
+                                                   storage_account_type="Premium_LRS"))),
+                os_profile=compute.OSProfileArgs(
+                    computer_name=vm_name[:64], admin_username=ADMIN, custom_data=custom,
+                    linux_configuration=compute.LinuxConfigurationArgs(
+                        disable_password_authentication=True,
+                        ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
+                            path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
+                network_profile=compute.NetworkProfileArgs(
+                    network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
+                tags=tags(args, fu, vm_name), **spot)
+            private = nic.ip_configurations.apply(
+                lambda cfgs: (cfgs[0]["private_ip_address"] if isinstance(cfgs[0], dict) else cfgs[0].private_ip_address))
+            return vm, private, ip.ip_address
+
+        self.endpoints, self.vms = build_units(args, make_vm)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms})

@@ -1,0 +1,55 @@
+"""What the three cloud fleets share: secrets, user data per VM, endpoint outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import pulumi
+
+from hetinfra.stacks.fleet import FleetArgs, FleetUnit
+from hetinfra.stacks.startup import fill, startup_script
+
+VLLM_PORT_RULE = "vllm"
+
+
+@dataclass
+class FleetSecrets:
+    """Pulumi secret inputs: the API key vLLM requires and an optional Hugging Face token."""
+
+    api_key: pulumi.Input[str]
+    hf_token: Optional[pulumi.Input[str]] = None
+
+
+def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets,
+              head_ip: Optional[pulumi.Input[str]] = None) -> pulumi.Output[str]:
+    """The VM's startup script with secrets and the head IP filled in, as a secret Output."""
+    text = startup_script(fu.unit, rank=rank, runtime=args.runtime, with_hf_token=secrets.hf_token is not None)
+    out = pulumi.Output.all(secrets.api_key, secrets.hf_token, head_ip).apply(
+        lambda v: fill(text, api_key=v[0], hf_token=v[1], head_ip=v[2]))
+    return pulumi.Output.secret(out)
+
+
+def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Optional[pulumi.Output]], tuple]
+                ) -> tuple[dict[str, list], dict[str, pulumi.Output]]:
+    """Create every VM with ``make_vm(unit, replica, rank, name, head_private_ip)``, which returns
+    ``(resource, private_ip, public_ip)``; workers of a pipeline get their head's private IP.
+    Returns (endpoints per unit, VM id per VM name)."""
+    endpoints: dict[str, list] = {}
+    vms: dict[str, pulumi.Output] = {}
+    for fu in args.units:
+        heads: dict[int, tuple] = {}
+        for replica, rank, name in fu.vm_names:
+            head_ip = heads[replica][1] if rank > 0 else None
+            res, private_ip, public_ip = make_vm(fu, replica, rank, name, head_ip)
+            vms[name] = res.id
+            if rank == 0:
+                heads[replica] = (res, private_ip, public_ip)
+                endpoints.setdefault(fu.name, []).append(
+                    pulumi.Output.concat("http://", public_ip, f":{args.port}/v1"))
+    return endpoints, vms
+
+
+def tags(args: FleetArgs, fu: FleetUnit, name: str) -> dict[str, str]:
+    return {"Name": name, "hetinfra-service": args.service, "hetinfra-unit": fu.name,
+            "hetinfra-model": fu.unit.service_model}

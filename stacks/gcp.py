@@ -1,0 +1,98 @@
+"""GCP GPU fleet of one region: VPC network, subnetwork, firewalls, GPU instances running vLLM.
+
+Resources (children, names prefixed by the component's name): ``<name>-provider`` (gcp.Provider
+with the project and region), ``-net`` (custom-mode network), ``-subnet``, ``-fw-internal``
+(fleet-internal traffic: Ray, pipeline stages), ``-fw-vllm`` and ``-fw-ssh`` (only when CIDRs are
+declared), and one ``gcp.compute.Instance`` per VM with its guest accelerators,
+``on_host_maintenance: TERMINATE`` (GPU VMs cannot live-migrate), SPOT provisioning for spot
+units, the Deep Learning VM image with the driver installed at first boot, and the startup script.
+
+The zone is the region's first zone (``compute.get_zones``) unless the ``hetinfra:zones`` config
+maps the region to one, e.g. ``{"us-central1": "us-central1-c"}``: GPUs are not offered in every zone.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pulumi
+import pulumi_gcp as gcp
+
+from hetinfra.stacks.common import FleetSecrets, build_units, user_data
+from hetinfra.stacks.fleet import FleetArgs
+
+# SkyPilot accelerator name -> GCE accelerator type.
+ACCELERATORS = {
+    "T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100", "P4": "nvidia-tesla-p4",
+    "L4": "nvidia-l4", "A100": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb",
+    "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb",
+    "B200": "nvidia-b200",
+}
+IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
+
+
+def _get(obj, key: str):
+    """Nested outputs are typed objects under the engine and plain dicts under mocks."""
+    return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)
+
+
+def _label(value: str) -> str:
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+class GcpGpuFleet(pulumi.ComponentResource):
+    """All planned VMs of one GCP region; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+
+    def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets, *, project: str,
+                 zone: str | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("hetinfra:gcp:GpuFleet", name, None, opts)
+        provider = gcp.Provider(f"{name}-provider", project=project, region=args.region,
+                                opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        if zone is None:
+            zones = gcp.compute.get_zones(region=args.region, status="UP", project=project,
+                                          opts=pulumi.InvokeOptions(provider=provider))
+            if not zones.names:
+                raise ValueError(f"GCP region {args.region} has no zone that is UP")
+            zone = sorted(zones.names)[0]
+        net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
+        subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
+                                        ip_cidr_range=args.subnet_cidr, opts=child)
+        target = [f"hetinfra-{args.service}"]
+        gcp.compute.Firewall(f"{name}-fw-internal", network=net.id, direction="INGRESS",
+                             source_ranges=[args.subnet_cidr], target_tags=target, opts=child,
+                             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"),
+                                     gcp.compute.FirewallAllowArgs(protocol="udp"),
+                                     gcp.compute.FirewallAllowArgs(protocol="icmp")])
+        for suffix, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22)):
+            if cidrs:
+                gcp.compute.Firewall(f"{name}-fw-{suffix}", network=net.id, direction="INGRESS",
+                                     source_ranges=list(cidrs), target_tags=target, opts=child,
+                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
+
+        def make_vm(fu, replica, rank, vm_name, head_ip):
+            u = fu.unit
+            if u.gpu not in ACCELERATORS:
+                raise ValueError(f"no GCE accelerator type known for {u.gpu} (unit {u.name})")
+            sched = gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance="TERMINATE", automatic_restart=not u.spot, preemptible=u.spot,
+                provisioning_model="SPOT" if u.spot else "STANDARD",
+                instance_termination_action="DELETE" if u.spot else None)
+            vm = gcp.compute.Instance(
+                vm_name, machine_type=u.instance_type, zone=zone, tags=target,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=IMAGE, size=args.disk_gb, type="pd-balanced")),
+                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
+                guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[u.gpu],
+                                                                             count=u.gpus_per_instance)],
+                scheduling=sched, metadata={"install-nvidia-driver": "True"},
+                metadata_startup_script=user_data(fu, rank, args, secrets, head_ip),
+                labels={"hetinfra-service": _label(args.service), "hetinfra-unit": _label(fu.name)}, opts=child)
+            private = vm.network_interfaces.apply(lambda nics: _get(nics[0], "network_ip"))
+            public = vm.network_interfaces.apply(lambda nics: _get(_get(nics[0], "access_configs")[0], "nat_ip"))
+            return vm, private, public
+
+        self.zone = zone
+        self.endpoints, self.vms = build_units(args, make_vm)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms})

@@ -1,0 +1,70 @@
+"""The Pulumi program of a generated project: plan.json -> one fleet component per region.
+
+A project under ``OUT/pulumi/<cloud>/`` has a two-line ``__main__.py`` that calls :func:`main`.
+It reads the stack config ``hetinfra:cloud``, ``hetinfra:plan`` (path of the plan, default
+``plan.json`` beside ``Pulumi.yaml``), the secrets ``hetinfra:apiKey`` and optional
+``hetinfra:hfToken`` (``pulumi config set --secret``), ``gcp:project`` and the optional
+``hetinfra:zones`` (GCP region -> zone), and exports ``endpoints`` (unit -> list of
+``http://<ip>:<port>/v1``) and ``vms`` (VM name -> cloud id).
+
+A plan with no allocation on the cloud is a valid empty program: ``pulumi up`` then removes
+what the stack had, which is how a re-plan that leaves a cloud shrinks it to nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pulumi
+
+from hetinfra.stacks.common import FleetSecrets
+from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
+
+
+def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
+          zones: dict[str, str] | None = None) -> list[pulumi.ComponentResource]:
+    """Create the fleet components of ``cloud`` for ``plan``; returns them in region order."""
+    fleets = fleets_for(plan, cloud)
+    out: list[pulumi.ComponentResource] = []
+    for args in fleets:
+        name = f"{args.service}-{cloud}-{args.region}"
+        if cloud == "aws":
+            from hetinfra.stacks.aws import AwsGpuFleet
+
+            out.append(AwsGpuFleet(name, args, secrets))
+        elif cloud == "gcp":
+            from hetinfra.stacks.gcp import GcpGpuFleet
+
+            if not gcp_project:
+                raise ValueError("the gcp stack needs a project: set deploy.gcp_project in the spec "
+                                 "or run `pulumi config set gcp:project <id>`")
+            out.append(GcpGpuFleet(name, args, secrets, project=gcp_project, zone=(zones or {}).get(args.region)))
+        else:
+            from hetinfra.stacks.azure import AzureGpuFleet
+
+            out.append(AzureGpuFleet(name, args, secrets))
+    return out
+
+
+def export(fleets: list[pulumi.ComponentResource]) -> None:
+    endpoints: dict = {}
+    vms: dict = {}
+    for f in fleets:
+        endpoints.update(f.endpoints)
+        vms.update(f.vms)
+    pulumi.export("endpoints", endpoints)
+    pulumi.export("vms", vms)
+
+
+def main() -> None:
+    """Entry point of a generated project's ``__main__.py``."""
+    cfg = pulumi.Config("hetinfra")
+    cloud = cfg.require("cloud")
+    if cloud not in IAC_CLOUDS:
+        raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
+    plan = json.loads(Path(cfg.get("plan") or "plan.json").read_text())
+    secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"))
+    zones = cfg.get_object("zones") or {}
+    fleets = build(plan, cloud, secrets, gcp_project=pulumi.Config("gcp").get("project"), zones=zones)
+    export(fleets)
