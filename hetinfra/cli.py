@@ -32,7 +32,7 @@ def _fail(exc: HetinfraError, as_json: bool) -> None:
 @click.version_option(__version__, prog_name="hetinfra")
 def cli() -> None:
     """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,
-    across AWS, GCP and Azure, and compile it to SkyPilot tasks.
+    across AWS, GCP and Azure, compile it to SkyPilot tasks and Pulumi stacks, and deploy it.
 
     \b
     Exit codes: 0 ok, 2 invalid input, 3 infeasible, 4 feed/provider failure.
@@ -98,11 +98,16 @@ def _register() -> None:
 
     from hetinfra.commands.feeds import feeds_group, prices_command
 
+    from hetinfra.commands.deploy import apply_command, destroy_command, status_command
+
     cli.add_command(estimate_command)
     cli.add_command(prices_command)
     cli.add_command(feeds_group)
     cli.add_command(profile_command)
     cli.add_command(import_command)
+    cli.add_command(apply_command)
+    cli.add_command(status_command)
+    cli.add_command(destroy_command)
 
 
 _register()

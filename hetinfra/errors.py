@@ -54,6 +54,10 @@ class FeedError(HetinfraError):
     exit_code = 4
 
 
+class ProviderError(FeedError):
+    """Pulumi, SkyPilot or a cloud is missing, not logged in, or failed during a deploy (exit 4)."""
+
+
 class SolverError(HetinfraError):
     """The solver returned something we cannot trust (exit 1: a bug, not user error)."""
 

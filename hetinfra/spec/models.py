@@ -222,6 +222,9 @@ class DeploySpec(_Strict):
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
     disk_gb: int = Field(200, ge=50, le=4096, description="Boot disk size of every VM, GB (weights and images).")
+    skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
+        [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
+                        "the others with the Pulumi stacks.")
 
     @field_validator("ingress_cidrs", "ssh_cidrs")
     @classmethod

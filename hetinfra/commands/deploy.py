@@ -1,0 +1,83 @@
+"""``hetinfra apply``, ``hetinfra status`` and ``hetinfra destroy`` (see hetinfra.deploy).
+
+Only click is imported here at module level; Pulumi and SkyPilot load inside the commands that
+use them, so ``hetinfra --help`` and ``hetinfra plan`` never pay for them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
+               "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi.")
+
+
+def _fail(exc) -> None:
+    from hetinfra.cli import _fail as fail
+
+    fail(exc, False)
+
+
+def _ask():
+    return (lambda prompt: click.confirm(prompt, default=False)) if sys.stdin.isatty() else None
+
+
+@click.command("apply")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+              help=TARGET_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
+def apply_command(out: Path, target: str, yes: bool) -> None:
+    """Provision the plan in OUT (a `hetinfra plan --out` directory); shows the change first.
+
+    Needs VLLM_API_KEY (and HF_TOKEN for gated models) in the environment; with Pulumi also the
+    pulumi CLI, PULUMI_CONFIG_PASSPHRASE and the clouds' credentials. Records OUT/state.json.
+    """
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from hetinfra.deploy.apply import apply_plan, load_plan
+
+        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask())
+    except HetinfraError as exc:
+        _fail(exc)
+
+
+@click.command("destroy")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+              help="Which deployed units to remove.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
+def destroy_command(out: Path, target: str, yes: bool) -> None:
+    """Tear down what OUT/state.json lists (pulumi destroy per cloud, sky serve down per unit)."""
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from hetinfra.deploy.destroy import destroy
+
+        destroy(out, target=target, yes=yes, echo=click.echo, ask=_ask())
+    except HetinfraError as exc:
+        _fail(exc)
+
+
+@click.command("status")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print state.json.")
+def status_command(out: Path, as_json: bool) -> None:
+    """Show what runs from OUT: units, endpoints, the last operation and its steps."""
+    from hetinfra.errors import HetinfraError
+
+    try:
+        from hetinfra.deploy.destroy import render_status
+        from hetinfra.deploy.state import DeployState
+
+        if as_json:
+            click.echo(json.dumps(DeployState.load(out).doc, indent=2))
+        else:
+            click.echo(render_status(out))
+    except HetinfraError as exc:
+        _fail(exc)

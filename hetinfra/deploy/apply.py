@@ -1,0 +1,230 @@
+"""``hetinfra apply``/``destroy``/``status``: turn a plan into running fleets, step by step.
+
+Every unit is deployed by exactly one path:
+
+- ``--target pulumi``: all units through the per-cloud Pulumi stacks (one ``pulumi up`` per
+  cloud; within one update Pulumi creates new resources before it deletes removed ones);
+- ``--target skypilot``: all units as SkyServe services (``sky.serve.up``/``update``, then
+  ``sky.serve.down`` of units that left the plan, after the new ones are up);
+- ``--target all`` (default): units on ``deploy.skypilot_clouds`` through SkyPilot, the rest
+  through Pulumi.
+
+A unit running through one path is never re-deployed through the other (that would run it
+twice): destroy it first. Before anything starts, the preview is shown, confirmation asked
+(unless ``--yes``), and every tool and credential the steps need is checked. ``OUT/state.json``
+is rewritten after each step; a failed run is resumed by the next ``apply`` of the same plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.deploy import pulumi_driver, sky_driver
+from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
+
+TARGETS = ("pulumi", "skypilot", "all")
+IAC_CLOUDS = ("aws", "gcp", "azure")
+
+
+def load_plan(out: Path) -> dict:
+    path = out / "plan.json"
+    try:
+        plan = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInputError(f"no plan.json in {out}", hint=f"run `hetinfra plan SPEC --out {out}` first") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    if "allocations" not in plan or "service" not in plan:
+        raise InvalidInputError(f"{path} is not a hetinfra plan")
+    return plan
+
+
+def path_of(alloc: dict, target: str, plan: dict) -> str | None:
+    """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
+    if not alloc.get("skypilot_task") or alloc["cloud"] not in IAC_CLOUDS:
+        return None  # custom clouds: planned, no IaC
+    if target in ("pulumi", "skypilot"):
+        return target
+    return "skypilot" if alloc["cloud"] in (plan.get("deploy") or {}).get("skypilot_clouds", []) else "pulumi"
+
+
+@dataclass
+class Change:
+    path: str
+    cloud: str
+    region: str
+    instance_type: str
+    gpu: str
+    spot: bool
+    before: int  # instances
+    after: int
+    before_cost: float
+    after_cost: float
+
+
+def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
+    """Allocations that should run after this apply, each tagged with its path."""
+    paths = {path_of(a, target, plan) for a in plan["allocations"]} - {None}
+    if target != "all":
+        paths = {target}
+    new = [dict(a, path=path_of(a, target, plan)) for a in plan["allocations"] if path_of(a, target, plan) in paths]
+    kept = [a for a in state.allocations if a["path"] not in paths]
+    return kept + new
+
+
+def changes(before: list[dict], after: list[dict]) -> list[Change]:
+    rows: dict[tuple, Change] = {}
+    for side, allocs in (("before", before), ("after", after)):
+        for a in allocs:
+            key = (a["path"], a["cloud"], a["region"], a["instance_type"], a["gpu"], a["spot"])
+            c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
+            setattr(c, side, getattr(c, side) + a["instances"])
+            setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + a["cost_usd_per_hour"])
+    return [rows[k] for k in sorted(rows)]
+
+
+def render_preview(rows: list[Change], title: str) -> str:
+    lines = [title]
+    add = sum(max(0, c.after - c.before) for c in rows)
+    rm = sum(max(0, c.before - c.after) for c in rows)
+    for c in rows:
+        mark = "+" if c.after > c.before else "-" if c.after < c.before else " "
+        what = f"{c.instance_type} ({c.gpu})" + (" spot" if c.spot else "")
+        lines.append(f"  {mark} {c.path:<8} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} "
+                     f"${c.before_cost:,.2f}/h -> ${c.after_cost:,.2f}/h")
+    before = sum(c.before_cost for c in rows)
+    after = sum(c.after_cost for c in rows)
+    lines.append(f"Plan: {add} instance(s) to add, {rm} to remove; ${before:,.2f}/h -> ${after:,.2f}/h")
+    return "\n".join(lines)
+
+
+def _unit_conflicts(plan: dict, state: DeployState, target: str) -> None:
+    running = {a["deployment_unit"]: a["path"] for a in state.allocations}
+    for a in plan["allocations"]:
+        p = path_of(a, target, plan)
+        other = running.get(a["deployment_unit"])
+        if p and other and other != p:
+            raise InvalidInputError(
+                f"unit {a['deployment_unit']} runs through {other}; deploying it through {p} would run it twice",
+                hint=f"hetinfra destroy {state.path.parent} --target {other}  (or apply with --target {other})")
+
+
+def _confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[[str], bool] | None) -> None:
+    echo(preview)
+    if yes:
+        return
+    if ask is None:
+        raise InvalidInputError("not asking for confirmation without a terminal", hint="pass --yes to proceed")
+    if not ask("Proceed?"):
+        raise InvalidInputError("cancelled; nothing was changed")
+
+
+def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
+               ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None) -> DeployState:
+    """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring."""
+    from hetinfra.compile.pulumi_project import write_projects
+
+    if target not in TARGETS:
+        raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
+    env = dict(os.environ) if env is None else env
+    state = DeployState.load(out, plan["service"])
+    _unit_conflicts(plan, state, target)
+    after = desired(plan, state, target)
+    rows = changes(state.allocations, after)
+    _confirm(render_preview(rows, f"hetinfra apply {out} (target: {target})"), yes, echo, ask)
+
+    pulumi_clouds = sorted({a["cloud"] for a in after + state.allocations if a["path"] == "pulumi"})
+    sky_new = [a for a in after if a["path"] == "skypilot" and a not in state.allocations]
+    sky_gone = sorted({a["deployment_unit"] for a in state.allocations if a["path"] == "skypilot"}
+                      - {a["deployment_unit"] for a in after})
+    steps = ([f"pulumi:{c}" for c in pulumi_clouds] + [f"skypilot:up:{a['deployment_unit']}" for a in sky_new]
+             + ([f"skypilot:down:{','.join(sky_gone)}"] if sky_gone else []))
+    if not steps:
+        echo("Nothing to do: what runs is what the plan says.")
+        return state
+    # Check every tool and credential before the first step, so a missing one changes nothing.
+    secrets = pulumi_driver.secrets_from_env(env)
+    if pulumi_clouds:
+        deploy = plan.get("deploy") or {}
+        backend = {c: deploy.get("backend_url") or "file://" for c in pulumi_clouds}
+        pulumi_driver.check_ready(pulumi_clouds, backend, env)
+        command = pulumi_command or pulumi_driver.pulumi_command()
+    if sky_new or sky_gone:
+        sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))
+
+    write_projects(out, plan)
+    sha = plan_sha(plan)
+    state.doc["service"] = plan["service"]
+    state.begin("apply", sha, steps)
+    stack = (plan.get("deploy") or {}).get("stack", "prod")
+    sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
+    def do_step(step: str) -> None:
+        if step.startswith("pulumi:"):
+            cloud = step.split(":", 1)[1]
+            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo)
+            outputs = project.up(secrets)
+            mine = [a for a in after if a["path"] == "pulumi" and a["cloud"] == cloud]
+            state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), mine)
+            state.doc["pulumi"][cloud] = {"stack": stack, "outputs": outputs}
+            for unit, urls in (outputs.get("endpoints") or {}).items():
+                state.doc["endpoints"][unit] = list(urls)
+        elif step.startswith("skypilot:up:"):
+            unit = step.split(":", 2)[2]
+            a = next(x for x in sky_new if x["deployment_unit"] == unit)
+            running = any(x["deployment_unit"] == unit for x in state.allocations)
+            endpoint = sky_driver.serve_up(out / a["skypilot_task"], unit, sky_secrets, update=running)
+            state.replace_running(lambda x: x["deployment_unit"] != unit, [a])
+            state.doc["skypilot"][unit] = {"service": unit, "endpoint": endpoint}
+            if endpoint:
+                state.doc["endpoints"][unit] = [endpoint]
+        else:
+            sky_driver.serve_down(sky_gone)
+            state.replace_running(lambda x: x["deployment_unit"] not in sky_gone, [])
+            for unit in sky_gone:
+                state.doc["skypilot"].pop(unit, None)
+
+    run_steps(out, state, steps, do_step, echo)
+    state.doc["plan_sha256"] = sha
+    state.finish()
+    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    return state
+
+
+def run_steps(out: Path, state: DeployState, steps: list[str], do_step: Callable[[str], None],
+              echo: Callable[[str], None]) -> None:
+    """Run the operation's steps in order, skipping those an earlier run finished; the state is
+    saved after each, and the first failure stops the run with a resumable message (exit 4)."""
+    for step in steps:
+        if state.step(step)["status"] == "done":
+            echo(f"[{step}] done in an earlier run; skipped")
+            continue
+        state.mark(step, "running")
+        echo(f"[{step}] ...")
+        try:
+            do_step(step)
+        except HetinfraError as exc:
+            state.mark(step, "failed", str(exc))
+            raise _stopped(out, step, state, exc) from None
+        except Exception as exc:  # the Automation API raises CommandError and friends
+            state.mark(step, "failed", f"{type(exc).__name__}: {_first_lines(str(exc))}")
+            raise _stopped(out, step, state, exc) from None
+        state.mark(step, "done")
+
+
+def _first_lines(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-n:]) if lines else text
+
+
+def _stopped(out: Path, step: str, state: DeployState, exc: Exception) -> ProviderError:
+    done = sum(1 for s in state.operation["steps"] if s["status"] == "done")
+    total = len(state.operation["steps"])
+    msg = str(exc) if isinstance(exc, HetinfraError) else f"{type(exc).__name__}: {_first_lines(str(exc))}"
+    return ProviderError(f"{state.operation['kind']} stopped at step {step} ({done} of {total} steps done): {msg}",
+                         hint=f"what finished is recorded in {state.path}; fix the cause and run "
+                              f"`hetinfra {state.operation['kind']} {out}` again to resume")

@@ -1,0 +1,116 @@
+"""Drive the generated Pulumi projects with the Automation API (local programs, not inline).
+
+``pulumi.automation`` runs the ``pulumi`` CLI underneath; the CLI, the passphrase of the file
+backend and the cloud's credentials are checked before anything starts, each with the command
+that fixes it (exit 4). Secrets go in with ``config set --secret`` from the environment
+(``VLLM_API_KEY``, optional ``HF_TOKEN``) and are encrypted in the stack config by the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.errors import InvalidInputError, ProviderError
+
+INSTALL_HINT = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh  (or: brew install pulumi)"
+
+
+def pulumi_command():
+    """The ``pulumi`` CLI as the Automation API's PulumiCommand; exit 4 when it is missing."""
+    try:
+        from pulumi import automation as auto
+    except ImportError:
+        raise ProviderError("the Pulumi SDK is not installed", hint="pip install 'hetinfra[pulumi]'") from None
+    if shutil.which("pulumi") is None:
+        raise ProviderError("the pulumi command is not on PATH", hint=INSTALL_HINT)
+    try:
+        return auto.PulumiCommand(skip_version_check=True)
+    except (OSError, Exception) as exc:  # the CLI exists but `pulumi version` fails
+        raise ProviderError(f"`pulumi version` failed: {exc}", hint=INSTALL_HINT) from None
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME", "~")).expanduser()
+
+
+def credentials_problem(cloud: str, env: dict | None = None) -> str | None:
+    """Why the cloud's SDK would find no credentials here, or None (a presence check: the
+    provider validates them for real at ``pulumi up``)."""
+    env = os.environ if env is None else env
+    home = _home()
+    if cloud == "aws":
+        if env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE") \
+                or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or (home / ".aws" / "credentials").exists() \
+                or (home / ".aws" / "config").exists():
+            return None
+        return "no AWS credentials: run `aws configure` (or `aws sso login`), or set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+    if cloud == "gcp":
+        if env.get("GOOGLE_APPLICATION_CREDENTIALS") or env.get("GOOGLE_CREDENTIALS") \
+                or (home / ".config" / "gcloud" / "application_default_credentials.json").exists():
+            return None
+        return "no GCP credentials: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS"
+    if cloud == "azure":
+        if (env.get("ARM_CLIENT_ID") or env.get("AZURE_CLIENT_ID") or env.get("ARM_USE_MSI")
+                or (home / ".azure" / "azureProfile.json").exists()):
+            return None
+        return "no Azure credentials: run `az login`, or set ARM_CLIENT_ID/ARM_CLIENT_SECRET/ARM_TENANT_ID"
+    return f"no Pulumi program for cloud {cloud}"
+
+
+def check_ready(clouds: list[str], backend_urls: dict[str, str], env: dict | None = None) -> None:
+    """Everything ``up``/``destroy`` needs, checked up front so nothing starts half-way."""
+    env = os.environ if env is None else env
+    for cloud in clouds:
+        if backend_urls.get(cloud, "").startswith("file://") and not (
+                env.get("PULUMI_CONFIG_PASSPHRASE") is not None or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+            raise ProviderError("the file:// Pulumi backend encrypts secrets with a passphrase and none is set",
+                                hint="export PULUMI_CONFIG_PASSPHRASE=... (keep it: `pulumi destroy` needs it too)")
+        why = credentials_problem(cloud, env)
+        if why:
+            raise ProviderError(f"{cloud}: {why}")
+
+
+def secrets_from_env(env: dict | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    key = env.get("VLLM_API_KEY")
+    if not key:
+        raise InvalidInputError("VLLM_API_KEY is not set: the endpoints are served behind an API key",
+                                hint="export VLLM_API_KEY=$(openssl rand -hex 24)  (clients send it as a Bearer token)")
+    out = {"hetinfra:apiKey": key}
+    if env.get("HF_TOKEN"):
+        out["hetinfra:hfToken"] = env["HF_TOKEN"]
+    return out
+
+
+class PulumiProject:
+    """One generated project folder (``OUT/pulumi/<cloud>``) and its stack."""
+
+    def __init__(self, project_dir: Path, stack: str, command, on_output: Callable[[str], None] = print):
+        self.dir = project_dir
+        self.stack_name = stack
+        self.command = command
+        self.on_output = on_output
+
+    def _stack(self):
+        from pulumi import automation as auto
+
+        opts = auto.LocalWorkspaceOptions(pulumi_command=self.command, work_dir=str(self.dir))
+        return auto.create_or_select_stack(stack_name=self.stack_name, work_dir=str(self.dir), opts=opts)
+
+    def up(self, secrets: dict[str, str]) -> dict:
+        """``pulumi up`` with the secrets set; returns the stack outputs as plain values."""
+        from pulumi import automation as auto
+
+        stack = self._stack()
+        stack.set_all_config({k: auto.ConfigValue(v, secret=True) for k, v in secrets.items()})
+        result = stack.up(on_output=self.on_output, color="never")
+        return {k: v.value for k, v in result.outputs.items()}
+
+    def destroy(self) -> None:
+        self._stack().destroy(on_output=self.on_output, color="never")
+
+    def outputs(self) -> dict:
+        return {k: v.value for k, v in self._stack().outputs().items()}

@@ -1,0 +1,109 @@
+"""The deployed state, ``OUT/state.json``: what runs, how it got there, and the last operation.
+
+It is rewritten atomically after every step of ``apply``/``destroy``, so a run that dies
+half-way leaves a file that says exactly which steps finished. Format (``state_version`` 1)::
+
+    {"state_version": 1, "service": "chat", "updated_at": "...",
+     "plan_sha256": "<hash of the plan.json last applied, in full or in part>",
+     "allocations": [<plan allocations running now, each with "path": "pulumi"|"skypilot">],
+     "endpoints": {"<deployment unit>": ["http://203.0.113.7:8000/v1", ...]},
+     "pulumi": {"aws": {"stack": "prod", "outputs": {...}, "updated_at": "..."}},
+     "skypilot": {"<deployment unit>": {"service": "<name>", "endpoint": "..."}},
+     "operation": {"kind": "apply"|"destroy", "plan_sha256": "...", "status": "running"|"done"|"failed",
+                   "started_at": "...", "finished_at": "...", "error": null,
+                   "steps": [{"id": "pulumi:aws", "status": "pending"|"running"|"done"|"failed", "error": null}]}}
+
+``allocations`` has the shape of plan.json's, so ``hetinfra plan --state OUT`` and ``replan``
+read what runs from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetinfra.artifacts import atomic_write_text
+from hetinfra.errors import InvalidInputError
+
+STATE_VERSION = 1
+STATE_FILE = "state.json"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan_sha(plan: dict) -> str:
+    return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class DeployState:
+    path: Path
+    doc: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, out: Path, service: str | None = None) -> "DeployState":
+        path = out / STATE_FILE
+        if not path.exists():
+            return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
+                              "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError as exc:
+            raise InvalidInputError(f"{path} is not valid JSON ({exc})",
+                                    hint="it is written atomically by hetinfra; restore it from a backup") from None
+        if doc.get("state_version") != STATE_VERSION:
+            raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
+        return cls(path, doc)
+
+    def save(self) -> None:
+        self.doc["updated_at"] = now()
+        atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
+
+    @property
+    def allocations(self) -> list[dict]:
+        return self.doc["allocations"]
+
+    @property
+    def operation(self) -> dict | None:
+        return self.doc.get("operation")
+
+    def begin(self, kind: str, sha: str, step_ids: list[str]) -> None:
+        """Start an operation; a failed or interrupted one of the same kind and plan is resumed
+        (its finished steps stay done)."""
+        old = self.operation
+        done = set()
+        if old and old["kind"] == kind and old["plan_sha256"] == sha and old["status"] != "done":
+            done = {s["id"] for s in old["steps"] if s["status"] == "done"}
+        self.doc["operation"] = {
+            "kind": kind, "plan_sha256": sha, "status": "running", "started_at": now(), "finished_at": None,
+            "error": None, "resumed": bool(done),
+            "steps": [{"id": i, "status": "done" if i in done else "pending", "error": None} for i in step_ids],
+        }
+        self.save()
+
+    def step(self, step_id: str) -> dict:
+        return next(s for s in self.operation["steps"] if s["id"] == step_id)
+
+    def mark(self, step_id: str, status: str, error: str | None = None) -> None:
+        s = self.step(step_id)
+        s["status"], s["error"] = status, error
+        if status == "failed":
+            self.operation["status"], self.operation["error"] = "failed", f"{step_id}: {error}"
+            self.operation["finished_at"] = now()
+        self.save()
+
+    def finish(self) -> None:
+        self.operation["status"] = "done"
+        self.operation["finished_at"] = now()
+        self.save()
+
+    def replace_running(self, keep, new: list[dict]) -> None:
+        """Running allocations := those for which ``keep(a)`` holds, plus ``new``."""
+        self.doc["allocations"] = [a for a in self.allocations if keep(a)] + list(new)
+        units = {a["deployment_unit"] for a in self.allocations}
+        self.doc["endpoints"] = {u: e for u, e in self.doc["endpoints"].items() if u in units}

@@ -1,0 +1,64 @@
+"""Fixtures for apply/destroy: a recording stand-in for the `pulumi` CLI on PATH, a planned OUT
+directory, and an environment with (fake) credentials in a private HOME."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pulumi")
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = Path(__file__).with_name("fake_pulumi.py")
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path, monkeypatch):
+    """Put the stand-in on PATH; returns a function that reads its call log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "pulumi"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    wrapper.chmod(0o755)
+    home = tmp_path / "fake-pulumi-home"
+    home.mkdir()
+    log = tmp_path / "pulumi-calls.jsonl"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
+    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
+    monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
+
+    def calls() -> list[dict]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return calls
+
+
+@pytest.fixture
+def cloud_env(tmp_path, monkeypatch):
+    """A private HOME with no cloud config, plus the env a deploy needs (fake values)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS",
+                "ARM_CLIENT_ID", "AZURE_CLIENT_ID", "HF_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    monkeypatch.setenv("VLLM_API_KEY", "sk-test-key")
+    return home
+
+
+@pytest.fixture
+def planned_out(tmp_path, run_cli):
+    """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units)."""
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli("plan", str(REPO / "services" / "multi-region.yaml"), "--out", str(out),
+                                   "--no-baselines")
+    assert code == 0, stderr
+    return out

@@ -1,0 +1,125 @@
+"""`hetinfra apply/status/destroy` through the Automation API, against the recording stand-in
+for the `pulumi` CLI: the exact commands, the state file, failure half-way and resume."""
+
+from __future__ import annotations
+
+import json
+
+
+def _plan(out):
+    return json.loads((out / "plan.json").read_text())
+
+
+def _by_project(calls, out):
+    per: dict[str, list] = {}
+    for c in calls:
+        argv = [a for a in c["argv"] if a != "--non-interactive"]
+        if argv[:1] != ["version"]:
+            per.setdefault(c["cwd"].replace(str(out / "pulumi") + "/", ""), []).append(argv)
+    return per
+
+
+def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, cloud_env, planned_out, run_cli):
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 0, stderr + stdout
+    plan = _plan(planned_out)
+    # The preview lists every instance before anything runs.
+    assert "Plan: " + str(sum(a["instances"] for a in plan["allocations"])) + " instance(s) to add, 0 to remove" in stdout
+    per = _by_project(fake_pulumi(), planned_out)
+    assert sorted(per) == ["aws", "gcp"]
+    for cloud, argvs in per.items():
+        ops = [a[:2] for a in argvs]
+        assert ops[:3] == [["stack", "select"], ["stack", "init"], ["config", "set-all"]]
+        set_all = argvs[2]
+        assert set_all[set_all.index("--secret") + 1] == "hetinfra:apiKey=sk-test-key"
+        assert "--plaintext" not in set_all  # the key goes in encrypted, never as plain config
+        up = next(a for a in argvs if a[0] == "up")
+        assert up[:3] == ["up", "--yes", "--skip-preview"] and up[up.index("--stack") + 1] == "prod"
+        assert "--color" in up and up[up.index("--color") + 1] == "never"
+        assert ["stack", "output", "--json"] == next(a for a in argvs if a[:2] == ["stack", "output"])[:3]
+    assert all(c["passphrase"] for c in fake_pulumi())
+    state = json.loads((planned_out / "state.json").read_text())
+    running = sorted((a["deployment_unit"], a["count"], a["path"]) for a in state["allocations"])
+    assert running == sorted((a["deployment_unit"], a["count"], "pulumi") for a in plan["allocations"])
+    for a in plan["allocations"]:
+        assert len(state["endpoints"][a["deployment_unit"]]) == a["count"]
+    assert state["operation"]["status"] == "done"
+    assert [s["status"] for s in state["operation"]["steps"]] == ["done", "done"]
+    assert set(state["pulumi"]) == {"aws", "gcp"}
+    # status mirrors it
+    code, text, _ = run_cli("status", str(planned_out))
+    assert code == 0 and f"{len(plan['allocations'])} unit(s) running" in text and "apply done" in text
+    # plan --state reads what runs from state.json: nothing changed, nothing to start or stop
+    from tests.deploy.conftest import REPO
+
+    code, out, err = run_cli("plan", str(REPO / "services" / "multi-region.yaml"), "--state", str(planned_out),
+                             "--json", "--no-baselines")
+    assert code == 0, err
+    churn = json.loads(out)["churn"]
+    assert churn["started"] == {} and churn["stopped"] == {}
+
+
+def test_failure_half_way_is_recorded_and_resumed(fake_pulumi, cloud_env, planned_out, run_cli, monkeypatch):
+    monkeypatch.setenv("FAKE_PULUMI_FAIL", "up:gcp")
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 4
+    assert "apply stopped at step pulumi:gcp (1 of 2 steps done)" in stderr
+    assert "VcpuLimitExceeded" in stderr and "run `hetinfra apply" in stderr
+    state = json.loads((planned_out / "state.json").read_text())
+    assert {a["cloud"] for a in state["allocations"]} == {"aws"}  # only what really finished
+    assert state["operation"]["status"] == "failed"
+    assert [(s["id"], s["status"]) for s in state["operation"]["steps"]] == [("pulumi:aws", "done"),
+                                                                              ("pulumi:gcp", "failed")]
+    code, text, _ = run_cli("status", str(planned_out))
+    assert "apply failed" in text and "again to resume" in text
+
+    monkeypatch.delenv("FAKE_PULUMI_FAIL")
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 0, stderr
+    assert "[pulumi:aws] done in an earlier run; skipped" in stdout
+    ups = [c["cwd"].rsplit("/", 1)[1] for c in fake_pulumi() if "up" in c["argv"][:2]]
+    assert ups == ["aws", "gcp", "gcp"]  # aws once, gcp failed then succeeded
+    state = json.loads((planned_out / "state.json").read_text())
+    assert {a["cloud"] for a in state["allocations"]} == {"aws", "gcp"} and state["operation"]["status"] == "done"
+
+
+def test_destroy_mirrors_apply(fake_pulumi, cloud_env, planned_out, run_cli):
+    assert run_cli("apply", str(planned_out), "--yes")[0] == 0
+    code, stdout, stderr = run_cli("destroy", str(planned_out), "--yes")
+    assert code == 0, stderr
+    assert "to remove" in stdout
+    destroys = sorted(c["cwd"].rsplit("/", 1)[1] for c in fake_pulumi() if "destroy" in c["argv"][:2])
+    assert destroys == ["aws", "gcp"]
+    state = json.loads((planned_out / "state.json").read_text())
+    assert state["allocations"] == [] and state["endpoints"] == {} and state["pulumi"] == {}
+
+
+def test_missing_cli_credentials_passphrase_or_key_change_nothing(fake_pulumi, cloud_env, planned_out, run_cli,
+                                                                   monkeypatch):
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 4 and "PULUMI_CONFIG_PASSPHRASE" in err
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "x")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 4 and "gcp: no GCP credentials" in err and "gcloud auth application-default login" in err
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/x.json")
+    monkeypatch.delenv("VLLM_API_KEY")
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 2 and "VLLM_API_KEY is not set" in err
+    monkeypatch.setenv("VLLM_API_KEY", "k")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 4 and "pulumi command is not on PATH" in err and "get.pulumi.com" in err
+    assert not (planned_out / "state.json").exists() and fake_pulumi() == []
+
+
+def test_no_confirmation_without_a_terminal(fake_pulumi, cloud_env, planned_out, run_cli):
+    code, stdout, err = run_cli("apply", str(planned_out))
+    assert code == 2 and "pass --yes" in err and "instance(s) to add" in stdout
+    assert fake_pulumi() == []
+
+
+def test_missing_plan_is_exit_2(run_cli, tmp_path):
+    code, _, err = run_cli("apply", str(tmp_path / "nowhere"), "--yes")
+    assert code == 2 and "no plan.json" in err and "hetinfra plan SPEC --out" in err

@@ -1,0 +1,81 @@
+"""`hetinfra apply --target skypilot` with SkyPilot's SDK mocked at its boundary (the request
+calls and stream_and_get): the exact calls, secrets by value at launch only, make-before-break."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def sky_sdk(sky_offline, monkeypatch):
+    sky, _ = sky_offline
+    from sky.client import sdk
+
+    calls: list[tuple] = []
+    results: dict[str, object] = {}
+
+    def request(name, result):
+        def fn(*args, **kwargs):
+            rid = f"req-{len(calls)}"
+            calls.append((name, args, kwargs))
+            results[rid] = result(*args, **kwargs) if callable(result) else result
+            return rid
+        return fn
+
+    monkeypatch.setattr(sdk, "enabled_clouds", request("enabled_clouds", ["AWS", "GCP"]))
+    monkeypatch.setattr(sky.serve, "up", request("serve.up", lambda task, name: (name, f"{name}.sky.example:30001")))
+    monkeypatch.setattr(sky.serve, "update", request("serve.update", None))
+    monkeypatch.setattr(sky.serve, "down", request("serve.down", None))
+    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: results[rid])
+    return calls
+
+
+def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli):
+    from hetinfra.deploy.apply import apply_plan
+
+    plan = json.loads((planned_out / "plan.json").read_text())
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")
+    assert code == 0, stderr + stdout
+    ups = [c for c in sky_sdk if c[0] == "serve.up"]
+    assert sorted(c[1][1] for c in ups) == sorted(a["deployment_unit"] for a in plan["allocations"])
+    for _, (task, name), _ in ups:
+        a = next(x for x in plan["allocations"] if x["deployment_unit"] == name)
+        (res,) = list(task.resources)
+        assert (res.instance_type, res.region, res.use_spot) == (a["instance_type"], a["region"], a["spot"])
+        secret = task.secrets["VLLM_API_KEY"]  # given at launch, never in the YAML
+        assert (secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret) == "sk-test-key"
+    assert "sk-test-key" not in "".join(p.read_text() for p in (planned_out / "skypilot").iterdir())
+    assert sky_sdk[0][0] == "enabled_clouds"  # checked before the first launch
+    state = json.loads((planned_out / "state.json").read_text())
+    assert {a["path"] for a in state["allocations"]} == {"skypilot"}
+    assert state["endpoints"][ups[0][1][1]] == [f"{ups[0][1][1]}.sky.example:30001"]
+
+    # A new plan: one unit grows, one leaves. Ups/updates first, the down last (make-before-break).
+    grown, gone = plan["allocations"][0], plan["allocations"][-1]
+    new_plan = dict(plan, allocations=[dict(grown, count=grown["count"] + 1, instances=grown["instances"] + 1)]
+                    + plan["allocations"][1:-1])
+    sky_sdk.clear()
+    apply_plan(planned_out, new_plan, target="skypilot", yes=True, echo=lambda s: None)
+    assert [c[0] for c in sky_sdk] == ["enabled_clouds", "serve.update", "serve.down"]
+    assert sky_sdk[1][1][1] == grown["deployment_unit"] and sky_sdk[2][1][0] == [gone["deployment_unit"]]
+    state = json.loads((planned_out / "state.json").read_text())
+    assert gone["deployment_unit"] not in {a["deployment_unit"] for a in state["allocations"]}
+
+
+def test_a_unit_never_runs_through_both_paths(sky_sdk, fake_pulumi, cloud_env, planned_out, run_cli):
+    assert run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")[0] == 0
+    code, _, err = run_cli("apply", str(planned_out), "--target", "pulumi", "--yes")
+    assert code == 2 and "would run it twice" in err and "hetinfra destroy" in err
+
+
+def test_skypilot_without_cloud_access_is_exit_4(sky_sdk, sky_offline, cloud_env, planned_out, run_cli, monkeypatch):
+    from sky.client import sdk
+
+    monkeypatch.setattr(sdk, "enabled_clouds", lambda *a, **k: "req-x")
+    sky, _ = sky_offline
+    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: ["AWS"])
+    code, _, err = run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")
+    assert code == 4 and "SkyPilot cannot use gcp" in err and "sky check gcp" in err
+    assert not (planned_out / "state.json").exists()
