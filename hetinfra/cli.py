@@ -100,6 +100,8 @@ def _register() -> None:
 
     from hetinfra.commands.deploy import apply_command, destroy_command, status_command
 
+    from hetinfra.commands.replan import replan_command
+
     cli.add_command(estimate_command)
     cli.add_command(prices_command)
     cli.add_command(feeds_group)
@@ -108,6 +110,7 @@ def _register() -> None:
     cli.add_command(apply_command)
     cli.add_command(status_command)
     cli.add_command(destroy_command)
+    cli.add_command(replan_command)
 
 
 _register()

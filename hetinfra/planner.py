@@ -176,11 +176,16 @@ def _check_locality(problem: AllocationProblem) -> None:
 
 
 def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
-         state: Path | None = None) -> PlanResult:
+         state: Path | None = None, spec_override=None) -> PlanResult:
+    """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
+    re-estimated from observations) replaces the file's content, whose folder still anchors
+    relative paths."""
     from hetinfra.solver.solve import solve
 
     path = Path(spec_path)
     spec, text, locate = load_spec(path)
+    if spec_override is not None:
+        spec = spec_override
     inputs = resolve(spec, path, text, snapshot, locate)
     perf = PerformanceModel(inputs.profiles)
     unit_list, coverage = build_units(inputs, perf)

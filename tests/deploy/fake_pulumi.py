@@ -68,7 +68,9 @@ elif argv[:1] == ["up"]:
     for a in plan["allocations"]:
         for r in range(a["count"]):
             n += 1
-            endpoints.setdefault(a["deployment_unit"], []).append(f"http://203.0.113.{n}:{port}/v1")
+            base = os.environ.get("FAKE_PULUMI_ENDPOINT")  # e.g. a loopback server for health checks
+            url = f"{base}/{a['deployment_unit']}/r{r}/v1" if base else f"http://203.0.113.{n}:{port}/v1"
+            endpoints.setdefault(a["deployment_unit"], []).append(url)
     stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}}
     stack["history"].append({"kind": "update", "result": "succeeded", "n": n})
     save()

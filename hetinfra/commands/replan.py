@@ -1,0 +1,84 @@
+"""``hetinfra replan``: the cron entry point (see hetinfra.replan.run for the exit codes).
+
+Cron-friendly output: details (diff, triggers, apply steps) go to a log file, appended with a
+timestamp per run; stdout gets one summary line (plus the details when stdout is a terminal or
+with --verbose); no colour is ever written.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hetinfra.commands.feeds import feeds_options
+
+
+@click.command("replan")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--state", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
+@feeds_options
+@click.option("--min-savings-pct", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Only move when it saves at least this percent of the running fleet's cost...")
+@click.option("--min-savings-usd-h", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="...and at least this many USD per hour (forced moves ignore both).")
+@click.option("--max-changes", type=click.IntRange(min=1), default=None,
+              help="Most instances added or removed per run (additions first); later runs continue.")
+@click.option("--demand-log", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
+@click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+              help="Deploy path used with --apply (as for hetinfra apply).")
+@click.option("--health-timeout-s", type=click.FloatRange(min=0), default=1800.0, show_default=True,
+              help="How long new endpoints may take to answer /health before old capacity is removed.")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where details go (appended). Default: STATE/replan.log.")
+@click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout.")
+def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
+                   min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
+                   demand_log: Path | None, do_apply: bool, target: str, health_timeout_s: float,
+                   log_file: Path | None, verbose: bool) -> None:
+    """Re-plan SPEC against what runs in --state and act only when it is worth it.
+
+    \b
+    Exit codes: 0 no change worth making, 10 change proposed, 11 change applied,
+    75 another replan is running, 2 invalid input, 3 infeasible, 4 feed/provider failure.
+    """
+    from hetinfra.deploy.state import now
+    from hetinfra.errors import HetinfraError
+    from hetinfra.replan.run import ReplanOptions, replan
+
+    log_path = log_file or out / "replan.log"
+    show = verbose or sys.stdout.isatty()
+    lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
+
+    def detail(text: str) -> None:
+        lines.append(text)
+        if show:
+            click.echo(text)
+
+    def flush(summary: str) -> None:
+        lines.append(summary)
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a") as fh:
+                fh.write("\n".join(lines) + "\n")
+        except OSError as exc:
+            click.echo(f"warning: cannot write the log {log_path}: {exc}", err=True)
+
+    opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
+                         min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
+                         demand_log=demand_log, health_timeout_s=health_timeout_s)
+    try:
+        outcome = replan(spec, out, opts, detail=detail)
+    except HetinfraError as exc:
+        flush(f"error (exit {exc.exit_code}): {exc.message}" + (f" | hint: {exc.hint}" if exc.hint else ""))
+        from hetinfra.cli import _fail
+
+        _fail(exc, False)
+        return
+    flush(outcome.summary)
+    click.echo(f"replan: {outcome.summary} (details: {log_path})")
+    sys.exit(outcome.code)

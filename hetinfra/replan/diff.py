@@ -1,0 +1,124 @@
+"""What a re-plan would change, why, and whether it is worth it.
+
+Inputs: what runs (``state.json`` allocations, or the last plan.json when nothing was applied
+with hetinfra), the new plan (solved with the churn penalty against what runs), and the new
+offers and caps. The decision:
+
+- **forced** when what runs is no longer possible: an instance type of a running unit left the
+  offers (availability lost), its GPUs exceed a new availability cap, or the solver, which
+  prefers what runs (new instances pay ``churn_penalty_hours``), still moved to a plan that
+  costs more, which only happens when the running fleet no longer meets demand or caps;
+- **worth it** when savings = (running fleet at the new prices) - (new plan) reach both
+  ``--min-savings-pct`` and ``--min-savings-usd-h``;
+- otherwise **hold** (hysteresis: small moves are not made; the churn penalty already keeps
+  the solver from proposing moves that only break even after start-up and model-load time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetinfra.deploy.apply import Change, changes
+
+NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"
+
+
+@dataclass
+class Decision:
+    kind: str  # none | hold | worth | forced
+    rows: list[Change]
+    running_cost_old: float  # $/h at the prices it was planned with
+    running_cost_new: float  # $/h at today's prices (unavailable units at their old price)
+    new_cost: float
+    triggers: list[str] = field(default_factory=list)
+
+    @property
+    def savings(self) -> float:
+        return self.running_cost_new - self.new_cost
+
+    @property
+    def savings_pct(self) -> float:
+        return 100.0 * self.savings / self.running_cost_new if self.running_cost_new else 0.0
+
+    @property
+    def added(self) -> int:
+        return sum(max(0, c.after - c.before) for c in self.rows)
+
+    @property
+    def removed(self) -> int:
+        return sum(max(0, c.before - c.after) for c in self.rows)
+
+
+def _key(a: dict) -> tuple:
+    return (a["cloud"], a["region"], a["instance_type"], bool(a["spot"]))
+
+
+def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savings_pct: float,
+           min_savings_usd_h: float, demand_notes: list[str] = ()) -> Decision:
+    """Compare what runs with ``new_plan``; ``offers`` are today's, ``caps`` today's GPU caps."""
+    prices = {}
+    for o in offers:
+        for spot in (False, True):
+            p = o.price(spot)
+            if p is not None:
+                prices[(o.cloud, o.region, o.instance_type, spot)] = p
+    triggers: list[str] = []
+    forced = False
+    running_new = 0.0
+    for a in running:
+        old = a["price_per_instance_usd_per_hour"]
+        now = prices.get(_key(a))
+        what = f"{a['instance_type']} {'spot ' if a['spot'] else ''}in {a['cloud']}/{a['region']}"
+        if now is None:
+            forced = True
+            triggers.append(f"{what} is no longer offered (availability lost); its {a['instances']} instance(s) must move")
+            running_new += old * a["instances"]
+            continue
+        running_new += now * a["instances"]
+        if abs(now - old) > 1e-9:
+            triggers.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
+    used: dict[tuple, int] = {}
+    for a in running:
+        k = (a["cloud"], a["region"], a["gpu"])
+        used[k] = used.get(k, 0) + a["gpus_per_instance"] * a["instances"]
+    for k, n in sorted(used.items()):
+        if k in caps and n > caps[k]:
+            forced = True
+            triggers.append(f"{k[2]} in {k[0]}/{k[1]}: {n} GPUs run but only {caps[k]} are available now")
+    triggers.extend(demand_notes)
+
+    tagged = lambda allocs: [dict(a, path=a.get("path", "plan")) for a in allocs]  # noqa: E731
+    rows = [c for c in changes(tagged(_untag(running)), tagged(new_plan["allocations"])) if c.before != c.after]
+    new_cost = float(new_plan["cost_usd_per_hour"])
+    d = Decision(NONE, rows, sum(a["cost_usd_per_hour"] for a in running), running_new, new_cost, triggers)
+    if not rows:
+        d.kind = FORCED if forced else NONE
+        return d
+    if forced or d.savings < -1e-9:
+        if not forced:
+            d.triggers.append("the running fleet no longer meets the demand or caps; the new plan costs more")
+        d.kind = FORCED
+    elif d.savings_pct >= min_savings_pct and d.savings >= min_savings_usd_h:
+        d.kind = WORTH
+    else:
+        d.kind = HOLD
+    return d
+
+
+def _untag(allocs: list[dict]) -> list[dict]:
+    """Allocations without their deploy path, so a diff compares instances, not paths."""
+    return [{k: v for k, v in a.items() if k != "path"} for a in allocs]
+
+
+def render(d: Decision) -> str:
+    lines = []
+    for c in d.rows:
+        mark = "+" if c.after > c.before else "-"
+        what = f"{c.instance_type} ({c.gpu})" + (" spot" if c.spot else "")
+        lines.append(f"  {mark} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} instance(s)")
+    lines.append(f"cost: ${d.running_cost_new:,.2f}/h now (${d.running_cost_old:,.2f}/h when planned) -> "
+                 f"${d.new_cost:,.2f}/h; savings ${d.savings:,.2f}/h ({d.savings_pct:.1f}%)")
+    if d.triggers:
+        lines.append("triggered by:")
+        lines += [f"  - {t}" for t in d.triggers]
+    return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""``hetinfra replan``: re-solve against what runs, decide, and (with ``--apply``) change safely.
+
+Exit codes (documented in the README; cron scripts switch on them):
+
+- 0  no change worth making (nothing differs, or the savings are under the thresholds)
+- 10 change proposed (not applied): the diff is in the log and ``OUT/proposed/plan.json``
+- 11 change applied (or a half-finished earlier replan was completed)
+- 75 another replan holds the lock; this run did nothing
+- 2 invalid input, 3 infeasible, 4 feed or provider failure (as for every command)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.artifacts import atomic_write_text, write_plan
+from hetinfra.errors import ProviderError
+from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, render
+from hetinfra.replan.safe import Journal, http_health, replan_lock, stage_counts, stage_plan
+
+NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
+
+
+@dataclass
+class ReplanOptions:
+    feeds: str = "snapshot"
+    strict_feeds: bool = False
+    max_age_h: float | None = None
+    min_savings_pct: float = 5.0
+    min_savings_usd_h: float = 1.0
+    max_changes: int | None = None
+    apply: bool = False
+    target: str = "all"
+    demand_log: Path | None = None
+    health_timeout_s: float = 1800.0
+
+
+@dataclass
+class Outcome:
+    code: int
+    summary: str
+
+
+def _running(out: Path) -> list[dict]:
+    for name in ("state.json", "plan.json"):
+        if (out / name).exists():
+            return json.loads((out / name).read_text())["allocations"]
+    return []
+
+
+def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None]):
+    from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
+    from hetinfra.spec.load import load_spec
+
+    spec, _, _ = load_spec(spec_path)
+    observed, notes = observe_spec(read_demand_log(demand_log), spec)
+    new_spec, more = apply_to_spec(spec, observed)
+    triggers = []
+    for m in spec.models:
+        new_rate = next(x.demand.rate_rps for x in new_spec.models if x.name == m.name)
+        if abs(new_rate - m.demand.rate_rps) > 1e-9:
+            triggers.append(f"demand of {m.name}: {m.demand.rate_rps:g} -> {new_rate:.3g} req/s (forecast peak + buffer)")
+    for line in list(notes) + list(more):
+        detail(f"demand: {line}")
+    return new_spec, triggers
+
+
+def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
+    from hetinfra.deploy.apply import apply_plan
+
+    new_plan, running = journal.doc["new_plan"], journal.doc["running_before"]
+    for stage in journal.doc["stages"]:
+        if stage["status"] == "done":
+            detail(f"stage {stage['name']}: done in an earlier run")
+            continue
+        target = stage_plan(new_plan, running, stage["counts"])
+        write_plan(out, target)
+        journal.set(stage, "running")
+        try:
+            state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
+                               env=env)
+            if stage["name"] == "make":
+                grown = {a["deployment_unit"] for a in target["allocations"]} - {a["deployment_unit"] for a in running}
+                grown |= {a["deployment_unit"] for a in target["allocations"]
+                          if a["count"] > next((r["count"] for r in running if r["unit"] == a["unit"]), 0)}
+                urls = [u for unit in sorted(grown) for u in state.doc["endpoints"].get(unit, [])]
+                bad = health(urls, timeout_s=opts.health_timeout_s, api_key=(env or {}).get("VLLM_API_KEY"))
+                if bad:
+                    raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
+                                        f"{', '.join(bad)}; the old capacity was kept",
+                                        hint="check the VMs' /var/log/hetinfra-startup.log; the next replan retries")
+        except Exception as exc:
+            journal.set(stage, "failed", str(exc))
+            raise
+        journal.set(stage, "done")
+    journal.finish()
+
+
+def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[[str], None] = print,
+           health=http_health, pulumi_command=None, env: dict | None = None) -> Outcome:
+    import os
+
+    env = dict(os.environ) if env is None else env
+    with replan_lock(out):
+        journal = Journal(out)
+        if journal.unfinished:
+            what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
+            if not opts.apply:
+                detail(what)
+                return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
+            detail(f"{what}; completing it")
+            _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+            return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+
+        from hetinfra.commands.feeds import load_feeds
+        from hetinfra.plan_json import build_plan_json
+        from hetinfra.planner import plan as run_plan
+
+        snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
+        for w in feed_warnings:
+            detail(f"feeds: {w}")
+        override, demand_triggers = (None, [])
+        if opts.demand_log:
+            override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
+        result = run_plan(spec_path, snapshot=snapshot, with_baselines=False, state=out, spec_override=override)
+        new_plan = build_plan_json(result)
+        running = _running(out)
+        d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
+                   min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
+                   demand_notes=demand_triggers)
+        detail(render(d))
+        if d.kind in (NONE, HOLD):
+            why = "nothing differs" if d.kind == NONE else (
+                f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
+                f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
+            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h")
+        label = "forced move" if d.kind == FORCED else "change"
+        head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
+                f"(savings ${d.savings:.2f}/h)")
+        atomic_write_text(out / "proposed" / "plan.json", json.dumps(new_plan, indent=2) + "\n")
+        if not opts.apply:
+            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)")
+        stages, complete = stage_counts(running, new_plan, opts.max_changes)
+        journal.start(new_plan, stages, complete, running)
+        _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+        rest = "" if complete else f"; capped at --max-changes {opts.max_changes}, the next run continues"
+        return Outcome(APPLIED, f"applied {head}{rest}")
+
+
+def _fleet(plan: dict) -> str:
+    return f"{sum(a['instances'] for a in plan['allocations'])} instance(s), ${plan['cost_usd_per_hour']:.2f}/h"
+

@@ -1,0 +1,154 @@
+"""Safe change for replan: one run at a time, make-before-break stages, a journal to resume from.
+
+- **Lock**: ``OUT/.replan.lock`` is held with ``flock`` for the whole run; a second run exits at
+  once (exit 75, EX_TEMPFAIL) and touches nothing. The kernel drops the lock when a process
+  dies, so a killed run never leaves a stale lock.
+- **Stages**: without a cap, ``make`` (what runs ∪ the new plan: every new instance is added
+  while the old ones still serve) then, once the new endpoints answer ``/health``, ``break``
+  (the new plan). With ``--max-changes N`` a run makes at most N instance changes: additions
+  first (safe: capacity only grows), removals only when nothing is left to add (safe: what
+  remains still contains the new plan); the next cron run continues from there.
+- **Journal**: ``OUT/replan.json`` (atomic) holds the target plan and each stage's status; a run
+  that finds an unfinished journal finishes it before anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterator
+
+from hetinfra.artifacts import atomic_write_text
+from hetinfra.deploy.state import now
+from hetinfra.errors import HetinfraError
+
+JOURNAL = "replan.json"
+LOCK = ".replan.lock"
+
+
+class LockedError(HetinfraError):
+    """Another replan holds the lock; this one did nothing (exit 75, EX_TEMPFAIL)."""
+
+    exit_code = 75
+
+
+@contextlib.contextmanager
+def replan_lock(out: Path) -> Iterator[None]:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text().strip() or "another process"
+            raise LockedError(f"another replan is running on {out} ({holder}); this run did nothing",
+                              hint="it exits 75 so cron can tell; the next scheduled run will go ahead") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} since {now()}".encode())
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _nodes(a: dict) -> int:
+    return int(a.get("nodes_per_replica") or 1)
+
+
+def stage_counts(running: list[dict], new_plan: dict, max_changes: int | None) -> tuple[list[tuple[str, dict]], bool]:
+    """The stages of this run as (name, unit id -> replicas), and whether they reach the new plan."""
+    info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
+    run = {a["unit"]: a["count"] for a in running}
+    new = {a["unit"]: a["count"] for a in new_plan["allocations"]}
+    units = sorted(set(run) | set(new))
+    union = {u: max(run.get(u, 0), new.get(u, 0)) for u in units}
+    if max_changes is None:
+        target = {u: new.get(u, 0) for u in units}
+        stages = [] if union == {u: run.get(u, 0) for u in units} else [("make", union)]
+        return stages + ([("break", target)] if target != union else []), True
+    budget = max_changes
+    counts = {u: run.get(u, 0) for u in units}
+    adds = [u for u in units if new.get(u, 0) > run.get(u, 0)]
+    name = "make" if adds else "break"
+    for u in adds or [u for u in units if run.get(u, 0) > new.get(u, 0)]:
+        step = _nodes(info[u])
+        k = min(abs(new.get(u, 0) - run.get(u, 0)), budget // step)
+        counts[u] += k if adds else -k
+        budget -= k * step
+    done = counts == {u: new.get(u, 0) for u in units}
+    return [(name, counts)], done
+
+
+def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
+    """A plan.json whose allocations have ``counts`` replicas (new plan's records first)."""
+    info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
+    allocations = []
+    for uid in sorted(counts):
+        if counts[uid] <= 0:
+            continue
+        a = {k: v for k, v in info[uid].items() if k != "path"}
+        a["count"] = counts[uid]
+        a["instances"] = counts[uid] * _nodes(a)
+        a["cost_usd_per_hour"] = round(a["price_per_instance_usd_per_hour"] * a["instances"], 4)
+        allocations.append(a)
+    cost = round(sum(a["cost_usd_per_hour"] for a in allocations), 4)
+    return dict(new_plan, allocations=allocations, cost_usd_per_hour=cost)
+
+
+class Journal:
+    def __init__(self, out: Path):
+        self.path = out / JOURNAL
+        self.doc: dict | None = json.loads(self.path.read_text()) if self.path.exists() else None
+
+    @property
+    def unfinished(self) -> bool:
+        return bool(self.doc) and self.doc["status"] != "done"
+
+    def start(self, new_plan: dict, stages: list[tuple[str, dict]], complete: bool, running: list[dict]) -> None:
+        self.doc = {"status": "running", "started_at": now(), "pid": os.getpid(), "complete": complete,
+                    "new_plan": new_plan, "running_before": running, "error": None,
+                    "stages": [{"name": n, "counts": c, "status": "pending"} for n, c in stages]}
+        self.save()
+
+    def set(self, stage: dict, status: str, error: str | None = None) -> None:
+        stage["status"] = status
+        if error:
+            self.doc["status"], self.doc["error"] = "failed", f"{stage['name']}: {error}"
+        self.save()
+
+    def finish(self) -> None:
+        self.doc["status"], self.doc["finished_at"] = "done", now()
+        self.save()
+
+    def save(self) -> None:
+        atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
+
+
+def http_health(urls: list[str], *, timeout_s: float, api_key: str | None = None, interval_s: float = 10.0,
+                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[str]:
+    """Poll ``<url without /v1>/health`` until all answer 200 or ``timeout_s`` passes; returns the
+    URLs still unhealthy."""
+    pending = list(urls)
+    deadline = clock() + timeout_s
+    while pending:
+        still = []
+        for url in pending:
+            base = url[:-3] if url.rstrip("/").endswith("/v1") else url.rstrip("/")
+            req = urllib.request.Request(base.rstrip("/") + "/health",
+                                         headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+            try:
+                with urllib.request.urlopen(req, timeout=min(10.0, max(0.5, timeout_s))) as resp:
+                    if resp.status != 200:
+                        still.append(url)
+            except OSError:
+                still.append(url)
+        pending = still
+        if not pending or clock() >= deadline:
+            break
+        sleep(min(interval_s, max(0.0, deadline - clock())))
+    return pending
