@@ -78,9 +78,9 @@ def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state:
         console = Console(width=132)  # pipes and logs: wide enough that tables do not wrap
     render_summary(doc, console)
     if written:
-        projects = ", ".join(str(p) for p in written["pulumi"]) or "none"
-        console.print(f"wrote {written['plan'][0]}, {len(written['skypilot'])} SkyPilot task(s) under "
-                      f"{out / 'skypilot'}, Pulumi project(s): {projects}, router weights: {written['router'][0]}")
+        clouds = ",".join(p.name for p in written["pulumi"])
+        click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
+                   f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
 
 
 @cli.command()
