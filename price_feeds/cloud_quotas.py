@@ -42,6 +42,13 @@ Azure (source ``azure-usages``): Compute usages per location.
     not derived (no family cap; regional caps still apply): NCCads_H100_v5, NC A10 v4, MI300X, others.
   Auth: ``AZURE_ACCESS_TOKEN``, else ``az account get-access-token --query accessToken -o tsv``;
   subscription: ``AZURE_SUBSCRIPTION_ID``, else ``az account show --query id -o tsv``.
+
+Where a GPU can be launched at all (:mod:`hetinfra.price_feeds.cloud_skus`; caps of 0 only, with the
+same credentials and client, each request's failure a warning of its own):
+  GCP ``gcp-accelerator-types``: ``GET .../projects/{project}/aggregated/acceleratorTypes``, once
+  per lookup and only when GCP offers are given: an offered GPU in no zone of its region -> 0.
+  Azure ``azure-sku-restrictions``: ``GET .../providers/Microsoft.Compute/skus`` per location: a
+  GPU all of whose offered sizes carry a ``Location`` restriction there -> 0.
 """
 
 from __future__ import annotations
@@ -56,14 +63,15 @@ import urllib.request
 from typing import Callable, Iterable, Mapping
 
 from hetinfra.price_feeds.availability import AvailabilityCap
+from hetinfra.price_feeds.cloud_skus import (azure_location_restrictions, azure_pages, azure_restriction_caps,
+                                             azure_skus_url, gcp_zone_accelerators, gcp_zone_caps)
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS
-from hetinfra.price_feeds.http import FetchError, HttpClient, redact
+from hetinfra.price_feeds.http import FetchError, HttpClient
 
 GCP_BASE_URL = "https://compute.googleapis.com"
 AZURE_BASE_URL = "https://management.azure.com"
 AZURE_API_VERSION = "2023-07-01"
 CLI_TIMEOUT_S = 30.0
-MAX_PAGES = 50
 
 GCP_GPU_METRICS: dict[str, str] = {
     "NVIDIA_T4_GPUS": "T4", "NVIDIA_L4_GPUS": "L4", "NVIDIA_V100_GPUS": "V100", "NVIDIA_P100_GPUS": "P100",
@@ -214,14 +222,17 @@ def _gcp_region_caps(region: str, quotas: dict, global_free: int | None) -> list
     return caps
 
 
-def gcp_caps(regions: Iterable[str], *, base_url: str | None = None, env: Mapping[str, str] | None = None,
-             credentials: Credentials | None = None, timeout_s: float = 20.0, http: Mapping | None = None
-             ) -> tuple[list[AvailabilityCap], list[str]]:
-    """GCP regional GPU quota caps (module docstring) and warnings; never raises.
+def gcp_caps(regions: Iterable[str], offers: Iterable = (), *, base_url: str | None = None,
+             env: Mapping[str, str] | None = None, credentials: Credentials | None = None,
+             timeout_s: float = 20.0, http: Mapping | None = None) -> tuple[list[AvailabilityCap], list[str]]:
+    """GCP regional GPU quota caps and zone accelerator caps (module docstring) and warnings; never raises.
 
-    No regions: nothing is asked (no credential lookup). ``http``: extra HttpClient arguments.
+    ``offers`` (Offer rows; only cloud "gcp" is used) name the GPUs to look for in each region's
+    zones; without them the accelerator types are not asked. No regions: nothing is asked (no
+    credential lookup). ``http``: extra HttpClient arguments.
     """
     regions = sorted(set(regions))
+    offers = [o for o in offers if o.cloud == "gcp" and o.region in regions]
     if not regions:
         return [], []
     token, project = (credentials or (lambda: gcp_credentials(env)))()
@@ -241,6 +252,18 @@ def gcp_caps(regions: Iterable[str], *, base_url: str | None = None, env: Mappin
         warnings.append(f"gcp availability: project quota {GCP_GLOBAL_METRIC} unavailable ({exc.message}); "
                         "regional quotas only")
     caps: list[AvailabilityCap] = []
+    if offers:
+        try:
+            zones, unreachable = gcp_zone_accelerators(client, project_url)
+        except FetchError as exc:
+            if exc.status == 401:
+                return [], warnings + [_rejected("gcp", exc)]
+            warnings.append(f"gcp availability: accelerator types unavailable ({exc.message}); "
+                            "zone availability not applied")
+        else:
+            got, infos = gcp_zone_caps(regions, offers, zones, unreachable)
+            caps.extend(got)
+            warnings.extend(infos)
     for region in regions:
         try:
             quotas = _gcp_quotas(client.get_json(f"{project_url}/regions/{urllib.parse.quote(region, safe='')}"))
@@ -259,28 +282,13 @@ def gcp_caps(regions: Iterable[str], *, base_url: str | None = None, env: Mappin
 def _azure_usages(client: HttpClient, url: str) -> dict[str, tuple[float, float]]:
     """{normalized usage name: (limit, currentValue)} over all pages (nextLink)."""
     out: dict[str, tuple[float, float]] = {}
-    seen: set[str] = set()
-    base = urllib.parse.urlsplit(url)
-    for _ in range(MAX_PAGES):
-        seen.add(url)
-        body = client.get_json(url)
-        if not isinstance(body, dict) or not isinstance(body.get("value"), list):
-            raise FetchError(f"no value list in the usages from {redact(url)}")
-        for u in body["value"]:
-            try:
-                name = u["name"]["value"] if isinstance(u.get("name"), dict) else u["name"]
-                out[_norm(str(name))] = (float(u["limit"]), float(u.get("currentValue") or 0))
-            except (AttributeError, KeyError, TypeError, ValueError):
-                continue
-        url = body.get("nextLink")
-        if not url:
-            return out
-        nxt = urllib.parse.urlsplit(url)
-        if (nxt.scheme, nxt.netloc) != (base.scheme, base.netloc):
-            raise FetchError(f"nextLink points to another host ({nxt.netloc}); not followed")
-        if url in seen:
-            raise FetchError(f"nextLink loops back to {redact(url)}")
-    raise FetchError(f"more than {MAX_PAGES} usage pages")
+    for u in azure_pages(client, url, "usages"):
+        try:
+            name = u["name"]["value"] if isinstance(u.get("name"), dict) else u["name"]
+            out[_norm(str(name))] = (float(u["limit"]), float(u.get("currentValue") or 0))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _free(usages: dict, name: str) -> float | None:
@@ -340,9 +348,11 @@ def azure_caps(regions: Iterable[str], offers: Iterable = (), *, base_url: str |
                env: Mapping[str, str] | None = None, credentials: Credentials | None = None,
                timeout_s: float = 20.0, http: Mapping | None = None
                ) -> tuple[list[AvailabilityCap], list[str]]:
-    """Azure GPU caps from Compute usages (module docstring) and warnings; never raises.
+    """Azure GPU caps from Compute usages and resource SKU restrictions (module docstring) and
+    warnings; never raises.
 
-    ``offers`` (Offer rows; only cloud "azure" is used) give the VM sizes to map to families.
+    ``offers`` (Offer rows; only cloud "azure" is used) give the VM sizes to map to families and to
+    look up in the SKU restrictions. Per location: usages, then SKUs; either may fail alone.
     """
     regions = sorted(set(regions))
     offers = [o for o in offers if o.cloud == "azure"]
@@ -368,8 +378,20 @@ def azure_caps(regions: Iterable[str], offers: Iterable = (), *, base_url: str |
                 warnings.append(_rejected("azure", exc))
                 break
             warnings.append(f"azure availability for {region} unavailable ({exc.message})")
+        else:
+            got, warns = _azure_region_caps(region, reg, usages)
+            caps.extend(got)
+            warnings.extend(warns)
+        try:
+            skus = azure_pages(client, azure_skus_url(base_url, sub, region), "resource SKUs")
+        except FetchError as exc:
+            if exc.status == 401:
+                warnings.append(_rejected("azure", exc))
+                break
+            warnings.append(f"azure availability: resource SKUs for {region} unavailable ({exc.message}); "
+                            "SKU restrictions not applied")
             continue
-        got, warns = _azure_region_caps(region, reg, usages)
+        got, infos = azure_restriction_caps(region, reg, azure_location_restrictions(skus, region))
         caps.extend(got)
-        warnings.extend(warns)
+        warnings.extend(infos)
     return caps, warnings

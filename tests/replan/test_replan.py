@@ -174,3 +174,22 @@ def test_max_changes_adds_first_and_continues_next_run(fake_pulumi, cloud_env, s
                                 "--max-changes", "1", "--min-savings-pct", "0", "--min-savings-usd-h", "0")
     assert code == 11, err
     assert _running(out) == {"g6.xlarge": 1}
+
+
+def test_demand_log_raises_the_planned_rate_and_forces_capacity(fake_pulumi, cloud_env, service, run_cli, tmp_path):
+    spec, offers = service
+    out = tmp_path / "out"
+    day1 = offers("day1", 1.00, 1.20)
+    _deploy(run_cli, spec, day1, out)
+    # 10 minutes at 15 req/s (more than one 10 req/s instance), all of class c's size.
+    rows = ["timestamp,model,input_tokens,output_tokens,region"]
+    t0 = 1_790_000_000
+    for i in range(600 * 15):
+        rows.append(f"{t0 + i / 15:.3f},toy,480,190,us-east-1")
+    log = tmp_path / "requests.csv"
+    log.write_text("\n".join(rows) + "\n")
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--demand-log", str(log))
+    assert code == 10 and stdout.startswith("replan: forced move: +1/-0")
+    text = (out / "replan.log").read_text()
+    assert "demand of toy: 8 -> 16.5 req/s" in text  # recent peak 15 req/s + 10% buffer
+    assert "recent-peak" in text  # under two days of data: no seasonal model, and the log says so
