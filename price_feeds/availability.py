@@ -86,7 +86,7 @@ def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -
 
 
 def gcp_caps(regions: Iterable[str] = (), **kw) -> tuple[list[AvailabilityCap], list[str]]:
-    """GCP regional GPU quotas: :func:`hetinfra.price_feeds.cloud_quotas.gcp_caps` (never raises)."""
+    """GCP regional GPU quotas and accelerator types per zone: :func:`hetinfra.price_feeds.cloud_quotas.gcp_caps` (never raises)."""
     from hetinfra.price_feeds import cloud_quotas
 
     return cloud_quotas.gcp_caps(regions, **kw)
@@ -127,7 +127,7 @@ def load_availability(caps_file: Path | str | None = None, *, clouds: Iterable[s
             regions = sorted({o.region for o in offers if o.cloud == cloud})
             kw = dict(env=env, timeout_s=timeout_s, http=http)
             if cloud == "gcp":
-                got, warns = gcp_caps(regions, base_url=gcp_base_url, credentials=gcp_credentials, **kw)
+                got, warns = gcp_caps(regions, offers=offers, base_url=gcp_base_url, credentials=gcp_credentials, **kw)
             else:
                 got, warns = azure_caps(regions, offers, base_url=azure_base_url, credentials=azure_credentials, **kw)
         else:

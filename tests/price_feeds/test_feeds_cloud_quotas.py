@@ -516,8 +516,9 @@ def test_load_availability_wires_gcp_and_azure(qs, nobin):
     env = {**gcp_env(nobin), **azure_env(nobin)}
     caps, warnings = load_availability(clouds=["gcp"], offers=offers, gcp_base_url=qs.url, env=env, http=FAST)
     assert warnings == [] and caps_dict(caps) == {("gcp", "us-central1", "L4"): 6}
-    # (L4 is in a zone of us-central1, so the accelerator types add no cap whether or not
-    # load_availability hands its GCP offers to gcp_caps, which asks for them only then)
+    # load_availability hands its GCP offers on, so the zones' accelerator types are asked too
+    # (L4 is in a zone of us-central1: no extra cap)
+    assert ACCELS in qs.paths()
     assert [p for p in qs.paths() if p != ACCELS] == [PROJECT, f"{PROJECT}/regions/us-central1"]
 
     caps, warnings = load_availability(clouds=["gcp", "azure"], offers=offers, gcp_base_url=qs.url,
