@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from hetinfra import __version__
-from hetinfra.commands.feeds import feeds_options
+from hetinfra.commands.feeds import availability_options, feeds_options
 from hetinfra.errors import HetinfraError
 
 
@@ -49,19 +49,21 @@ def cli() -> None:
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
 @feeds_options
+@availability_options
 def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None, feeds: str,
-         strict_feeds: bool, max_age_h: float | None) -> None:
+         strict_feeds: bool, max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
     try:
         from hetinfra.artifacts import write_plan
         from hetinfra.plan_json import build_plan_json
-        from hetinfra.commands.feeds import load_feeds
+        from hetinfra.commands.feeds import load_caps, load_feeds
         from hetinfra.planner import plan as run_plan
 
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
-        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state)
+        caps, cap_warnings = load_caps(caps_file, availability, snapshot)
+        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state, extra_caps=caps)
         doc = build_plan_json(result)
-        doc["warnings"] = list(feed_warnings) + doc["warnings"]
+        doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
         written = write_plan(out, doc) if out else {}
     except HetinfraError as exc:
         _fail(exc, as_json)

@@ -66,7 +66,7 @@ def _model(m: ModelSpec, where: str) -> ModelArch | None:
 
 
 def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None,
-            locate=None) -> PlanInputs:
+            locate=None, extra_caps: dict[tuple[str, str, str], int] | None = None) -> PlanInputs:
     """Check the spec against offers, catalogs and files; ``locate(*path)`` gives ``file:line:col``."""
     base = spec_path.parent
     where = str(spec_path)
@@ -114,6 +114,8 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
         if cap.gpu not in known_gpus:
             raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {did_you_mean(cap.gpu, known_gpus)}")
         caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
+    for key, n in (extra_caps or {}).items():  # --caps FILE and --availability: the tighter cap wins
+        caps[key] = min(n, caps.get(key, n))
     if not in_clouds:
         raise InvalidInputError(f"{where}: no offer matches infrastructure (clouds {', '.join(sorted(clouds))}"
                                 f"{', regions ' + ', '.join(infra.regions) if infra.regions else ''}"

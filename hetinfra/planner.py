@@ -176,7 +176,8 @@ def _check_locality(problem: AllocationProblem) -> None:
 
 
 def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
-         state: Path | None = None, spec_override=None) -> PlanResult:
+         state: Path | None = None, spec_override=None,
+         extra_caps: dict[tuple[str, str, str], int] | None = None) -> PlanResult:
     """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
     re-estimated from observations) replaces the file's content, whose folder still anchors
     relative paths."""
@@ -186,7 +187,7 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     spec, text, locate = load_spec(path)
     if spec_override is not None:
         spec = spec_override
-    inputs = resolve(spec, path, text, snapshot, locate)
+    inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
     perf = PerformanceModel(inputs.profiles)
     unit_list, coverage = build_units(inputs, perf)
     unserved = [(k, c) for k, c in coverage.items() if not c.served]

@@ -39,6 +39,30 @@ def feeds_options(f):
     return f
 
 
+def availability_options(f):
+    """Add ``--caps FILE`` and ``--availability`` to a command (``plan``, ``replan``)."""
+    f = click.option("--availability", is_flag=True,
+                     help="Also cap GPUs by the clouds' own limits: AWS Service Quotas and instance type offerings, "
+                          "GCP regional quotas and accelerator types per zone, Azure usages and SKU restrictions "
+                          "(needs credentials; without them, a warning).")(f)
+    f = click.option("--caps", "caps_file", type=click.Path(dir_okay=False, exists=True), default=None,
+                     help="CSV cloud,region,gpu,max_gpus[,purchase]: GPU caps on top of the spec's availability.")(f)
+    return f
+
+
+def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.0):
+    """Caps from a caps CSV and (with ``availability``) the clouds' APIs: ({(cloud, region, gpu):
+    max_gpus}, warnings); warnings also go to stderr. Only a bad caps file fails (exit 2)."""
+    if not caps_file and not availability:
+        return {}, []
+    from hetinfra.price_feeds.availability import caps_dict, load_availability
+
+    clouds = ("aws", "gcp", "azure") if availability else ()
+    caps, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
+    echo_warnings(warnings)
+    return caps_dict(caps), list(warnings)
+
+
 def echo_warnings(warnings) -> None:
     for w in warnings:
         click.echo(f"warning: {w}", err=True)

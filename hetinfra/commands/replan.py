@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.commands.feeds import feeds_options
+from hetinfra.commands.feeds import availability_options, feeds_options
 
 
 @click.command("replan")
@@ -20,6 +20,7 @@ from hetinfra.commands.feeds import feeds_options
 @click.option("--state", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
 @feeds_options
+@availability_options
 @click.option("--min-savings-pct", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Only move when it saves at least this percent of the running fleet's cost...")
 @click.option("--min-savings-usd-h", type=click.FloatRange(min=0), default=1.0, show_default=True,
@@ -37,7 +38,7 @@ from hetinfra.commands.feeds import feeds_options
               help="Where details go (appended). Default: STATE/replan.log.")
 @click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout.")
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
-                   min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
+                   caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
                    demand_log: Path | None, do_apply: bool, target: str, health_timeout_s: float,
                    log_file: Path | None, verbose: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
@@ -70,7 +71,8 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
 
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
-                         demand_log=demand_log, health_timeout_s=health_timeout_s)
+                         demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
+                         availability=availability)
     try:
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:

@@ -36,6 +36,8 @@ class ReplanOptions:
     target: str = "all"
     demand_log: Path | None = None
     health_timeout_s: float = 1800.0
+    caps_file: str | None = None
+    availability: bool = False
 
 
 @dataclass
@@ -115,17 +117,19 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
             return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
 
-        from hetinfra.commands.feeds import load_feeds
+        from hetinfra.commands.feeds import load_caps, load_feeds
         from hetinfra.plan_json import build_plan_json
         from hetinfra.planner import plan as run_plan
 
         snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
-        for w in feed_warnings:
+        caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
+        for w in list(feed_warnings) + cap_warnings:
             detail(f"feeds: {w}")
         override, demand_triggers = (None, [])
         if opts.demand_log:
             override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
-        result = run_plan(spec_path, snapshot=snapshot, with_baselines=False, state=out, spec_override=override)
+        result = run_plan(spec_path, snapshot=snapshot, with_baselines=False, state=out, spec_override=override,
+                          extra_caps=caps)
         new_plan = build_plan_json(result)
         running = _running(out)
         d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,

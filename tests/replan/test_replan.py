@@ -193,3 +193,15 @@ def test_demand_log_raises_the_planned_rate_and_forces_capacity(fake_pulumi, clo
     text = (out / "replan.log").read_text()
     assert "demand of toy: 8 -> 16.5 req/s" in text  # recent peak 15 req/s + 10% buffer
     assert "recent-peak" in text  # under two days of data: no seasonal model, and the log says so
+
+
+def test_a_caps_file_that_takes_the_running_gpu_away_forces_a_move(fake_pulumi, cloud_env, service, run_cli, tmp_path):
+    spec, offers = service
+    out = tmp_path / "out"
+    day1 = offers("day1", 1.00, 1.20)
+    _deploy(run_cli, spec, day1, out)
+    caps = tmp_path / "caps.csv"
+    caps.write_text("cloud,region,gpu,max_gpus\naws,us-east-1,A10G,0\n")
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--caps", str(caps))
+    assert code == 10 and stdout.startswith("replan: forced move: +1/-1")
+    assert "A10G in aws/us-east-1: 1 GPUs run but only 0 are available now" in (out / "replan.log").read_text()

@@ -1,0 +1,43 @@
+"""`hetinfra plan --caps FILE` and `--availability` (without credentials: a warning, not a failure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_caps_file_tightens_the_plan(run_cli, tmp_path):
+    spec = str(REPO / "services" / "chat.yaml")
+    code, out, err = run_cli("plan", spec, "--json", "--no-baselines")
+    assert code == 0, err
+    before = {a["gpu"] for a in json.loads(out)["allocations"]}
+    assert "L40S" in before
+    caps = tmp_path / "caps.csv"
+    caps.write_text("cloud,region,gpu,max_gpus\n" + "".join(f"aws,{r},L40S,0\n" for r in ("us-east-1", "us-east-2", "us-west-2")))
+    code, out, err = run_cli("plan", spec, "--json", "--no-baselines", "--caps", str(caps))
+    assert code == 0, err
+    plan = json.loads(out)
+    assert all(not (a["gpu"] == "L40S" and a["cloud"] == "aws") for a in plan["allocations"])
+    assert plan["cost_usd_per_hour"] > 6.589
+
+
+def test_bad_caps_file_is_exit_2(run_cli, tmp_path):
+    caps = tmp_path / "caps.csv"
+    caps.write_text("cloud,region,gpu,max_gpus\naws,us-east-1,L40S,lots\n")
+    code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--caps", str(caps))
+    assert code == 2 and "caps.csv:2" in err and "max_gpus" in err
+
+
+def test_availability_without_credentials_warns_and_plans(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud/az
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "GOOGLE_OAUTH_ACCESS_TOKEN", "AZURE_ACCESS_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    code, out, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--json", "--no-baselines", "--availability")
+    assert code == 0, err
+    warnings = json.loads(out)["warnings"]
+    assert any("aws availability" in w for w in warnings) and any("gcp availability" in w for w in warnings)
+    assert any("azure availability" in w for w in warnings)
