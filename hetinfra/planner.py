@@ -60,9 +60,9 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
         unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None)
 
 
-def read_running(state: Path) -> dict[str, int]:
-    """Units running now, from a previous plan.json (or a deployment's state.json with the same
-    ``allocations`` list): unit id -> count."""
+def running_allocations(state: Path) -> list[dict]:
+    """What runs now: the ``allocations`` of a deployment's state.json, else of the plan.json in
+    ``state`` (a directory) or of ``state`` itself (a file)."""
     import json
 
     from hetinfra.errors import InvalidInputError
@@ -70,12 +70,17 @@ def read_running(state: Path) -> dict[str, int]:
     path = state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
     try:
         doc = json.loads(path.read_text())
-        return {a["unit"]: int(a["count"]) for a in doc["allocations"]}
+        return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]
     except FileNotFoundError:
         raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
                                 hint="pass the --out directory of the plan that is running") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"--state: {path} is not a hetinfra plan/state file ({exc})") from None
+
+
+def read_running(state: Path) -> dict[str, int]:
+    """Units running now (see running_allocations): unit id -> count."""
+    return {a["unit"]: a["count"] for a in running_allocations(state)}
 
 
 def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:

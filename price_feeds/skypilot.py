@@ -19,6 +19,7 @@ from pathlib import Path
 from hetinfra.price_feeds import skypilot_catalog as sp
 from hetinfra.price_feeds.base import FeedAdapter, FeedNotConfigured, FetchContext, iso_utc
 from hetinfra.price_feeds.http import FetchError, redact
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 from hetinfra.price_feeds.validate import ZONE_PRICES_DIFFER, Reject
 
 NO_ON_DEMAND = "no on-demand price"
@@ -26,7 +27,7 @@ NO_ON_DEMAND = "no on-demand price"
 
 def catalog_offers(texts: dict[str, str], ctx: FetchContext, as_of: dict[str, str] | None = None):
     """Offers/Rejects from ``{cloud: vms.csv text}`` (the shared reducers, then feed policy)."""
-    for cloud in sp.CLOUDS:
+    for cloud in KNOWN_CLOUDS:
         if cloud not in texts:
             continue
         try:
@@ -52,15 +53,15 @@ def catalog_offers(texts: dict[str, str], ctx: FetchContext, as_of: dict[str, st
 class SkyPilotAdapter(FeedAdapter):
     name = "skypilot"
     label = "skypilot-catalog"
-    clouds = sp.CLOUDS
+    clouds = KNOWN_CLOUDS
 
     def _read(self, ctx: FetchContext) -> tuple[dict[str, str], dict[str, str]]:
         where = self.config.skypilot_catalog
         texts, as_of = {}, {}
         if where.startswith(("http://", "https://")):
             ctx.meta["url"] = redact(where)
-            for i, cloud in enumerate(sp.CLOUDS):
-                ctx.report(i, len(sp.CLOUDS), f"{cloud}/vms.csv")
+            for i, cloud in enumerate(KNOWN_CLOUDS):
+                ctx.report(i, len(KNOWN_CLOUDS), f"{cloud}/vms.csv")
                 try:
                     texts[cloud] = ctx.http.get_bytes(f"{where.rstrip('/')}/{cloud}/vms.csv").decode("utf-8")
                 except UnicodeDecodeError:
@@ -74,7 +75,7 @@ class SkyPilotAdapter(FeedAdapter):
             return texts, as_of
         root = Path(where).expanduser()
         ctx.meta["dir"] = str(root)
-        for cloud in sp.CLOUDS:
+        for cloud in KNOWN_CLOUDS:
             p = root / cloud / "vms.csv"
             if p.is_file():
                 texts[cloud] = p.read_text(encoding="utf-8")

@@ -24,8 +24,6 @@ from typing import Iterable, Iterator
 
 from .families import AZURE_COUNT_FIX, gcp_host_gpu
 
-CLOUDS = ("aws", "gcp", "azure")
-
 
 @dataclass
 class CatalogOffer:

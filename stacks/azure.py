@@ -17,7 +17,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, network, resources
 
-from hetinfra.stacks.common import FleetSecrets, build_units, tags, user_data
+from hetinfra.stacks.common import FleetSecrets, build_units, field, tags, user_data
 from hetinfra.stacks.fleet import FleetArgs
 
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -89,8 +89,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
                 network_profile=compute.NetworkProfileArgs(
                     network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
                 tags=tags(args, fu, vm_name), **spot)
-            private = nic.ip_configurations.apply(
-                lambda cfgs: (cfgs[0]["private_ip_address"] if isinstance(cfgs[0], dict) else cfgs[0].private_ip_address))
+            private = nic.ip_configurations.apply(lambda cfgs: field(cfgs[0], "private_ip_address"))
             return vm, private, ip.ip_address
 
         self.endpoints, self.vms = build_units(args, make_vm)

@@ -10,9 +10,6 @@ import pulumi
 from hetinfra.stacks.fleet import FleetArgs, FleetUnit
 from hetinfra.stacks.startup import fill, startup_script
 
-VLLM_PORT_RULE = "vllm"
-
-
 @dataclass
 class FleetSecrets:
     """Pulumi secret inputs: the API key vLLM requires and an optional Hugging Face token."""
@@ -48,6 +45,11 @@ def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Op
                 endpoints.setdefault(fu.name, []).append(
                     pulumi.Output.concat("http://", public_ip, f":{args.port}/v1"))
     return endpoints, vms
+
+
+def field(obj, key: str):
+    """A nested output's field: typed objects under the engine, plain dicts under mocks."""
+    return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)
 
 
 def tags(args: FleetArgs, fu: FleetUnit, name: str) -> dict[str, str]:

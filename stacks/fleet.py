@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from hetinfra.artifacts import sky_units
 from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
 
-IAC_CLOUDS = ("aws", "gcp", "azure")
 # GCE instance names are at most 63 characters and Pulumi's auto-naming appends 8.
 MAX_VM_NAME = 54
 
@@ -84,7 +84,3 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
         ssh_public_key=deploy.get("ssh_public_key"),
     ) for region, units in sorted(by_region.items())]
 
-
-def plan_clouds(plan: dict) -> list[str]:
-    """IaC clouds with at least one allocation in the plan."""
-    return sorted({a["cloud"] for a in plan["allocations"] if a["cloud"] in IAC_CLOUDS and a.get("skypilot_task")})

@@ -18,7 +18,7 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
-from hetinfra.stacks.common import FleetSecrets, build_units, user_data
+from hetinfra.stacks.common import FleetSecrets, build_units, field, user_data
 from hetinfra.stacks.fleet import FleetArgs
 
 # SkyPilot accelerator name -> GCE accelerator type.
@@ -29,11 +29,6 @@ ACCELERATORS = {
     "B200": "nvidia-b200",
 }
 IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
-
-
-def _get(obj, key: str):
-    """Nested outputs are typed objects under the engine and plain dicts under mocks."""
-    return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)
 
 
 def _label(value: str) -> str:
@@ -89,8 +84,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 scheduling=sched, metadata={"install-nvidia-driver": "True"},
                 metadata_startup_script=user_data(fu, rank, args, secrets, head_ip),
                 labels={"hetinfra-service": _label(args.service), "hetinfra-unit": _label(fu.name)}, opts=child)
-            private = vm.network_interfaces.apply(lambda nics: _get(nics[0], "network_ip"))
-            public = vm.network_interfaces.apply(lambda nics: _get(_get(nics[0], "access_configs")[0], "nat_ip"))
+            private = vm.network_interfaces.apply(lambda nics: field(nics[0], "network_ip"))
+            public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             return vm, private, public
 
         self.zone = zone

@@ -57,6 +57,23 @@ def plan_json(run_cli):
     return run
 
 
+def install_stand_in(tmp_path: Path, monkeypatch, name: str, source: str, log_env: str):
+    """Put an executable Python stand-in for the command ``name`` in ``tmp_path/bin``; it appends
+    one JSON line per call to the file named by ``log_env``. Returns (path, calls reader)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    exe = bindir / name
+    exe.write_text(f"#!{sys.executable}\n{source}")
+    exe.chmod(0o755)
+    log = tmp_path / f"{name}-calls.jsonl"
+    monkeypatch.setenv(log_env, str(log))
+
+    def calls() -> list:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return exe, calls
+
+
 def write_offers(path: Path, rows: list[dict]) -> None:
     cols = ["cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb",
             "price_per_hour", "spot_price_per_hour"]

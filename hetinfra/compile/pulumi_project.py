@@ -26,8 +26,8 @@ from pathlib import Path
 import yaml
 
 from hetinfra.artifacts import atomic_write_text
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
-IAC_CLOUDS = ("aws", "gcp", "azure")
 PULUMI_PINS = {"pulumi": "3.272.0", "pulumi-aws": "7.51.1", "pulumi-gcp": "10.2.0", "pulumi-azure-native": "3.29.0"}
 MAIN_PY = "from hetinfra.stacks.program import main\nmain()\n"
 REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}

@@ -22,11 +22,9 @@ differ). Endpoint URLs are known only after deploy: ``hetinfra apply`` records t
 from __future__ import annotations
 
 
+from hetinfra.plan_json import _r
+
 ROUTER_VERSION = 1
-
-
-def _r(x: float, nd: int = 6) -> float:
-    return round(float(x), nd)
 
 
 def router_weights(plan: dict) -> dict:

@@ -33,6 +33,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
+
 __all__ = [
     "SkyUnit",
     "unit_name",
@@ -46,7 +48,6 @@ __all__ = [
     "RAY_PORT",
 ]
 
-CLOUDS = ("aws", "gcp", "azure")
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
 

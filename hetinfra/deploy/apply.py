@@ -26,9 +26,9 @@ from typing import Callable
 from hetinfra.deploy import pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
 TARGETS = ("pulumi", "skypilot", "all")
-IAC_CLOUDS = ("aws", "gcp", "azure")
 
 
 def load_plan(out: Path) -> dict:
@@ -72,7 +72,7 @@ def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
     paths = {path_of(a, target, plan) for a in plan["allocations"]} - {None}
     if target != "all":
         paths = {target}
-    new = [dict(a, path=path_of(a, target, plan)) for a in plan["allocations"] if path_of(a, target, plan) in paths]
+    new = [dict(a, path=p) for a in plan["allocations"] if (p := path_of(a, target, plan)) in paths]
     kept = [a for a in state.allocations if a["path"] not in paths]
     return kept + new
 
@@ -183,16 +183,21 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
             if endpoint:
                 state.doc["endpoints"][unit] = [endpoint]
         else:
-            sky_driver.serve_down(sky_gone)
-            state.replace_running(lambda x: x["deployment_unit"] not in sky_gone, [])
-            for unit in sky_gone:
-                state.doc["skypilot"].pop(unit, None)
+            serve_down(state, sky_gone)
 
     run_steps(out, state, steps, do_step, echo)
     state.doc["plan_sha256"] = sha
     state.finish()
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     return state
+
+
+def serve_down(state: DeployState, units: list[str]) -> None:
+    """Take SkyServe services down and forget them in the state."""
+    sky_driver.serve_down(units)
+    state.replace_running(lambda a: a["deployment_unit"] not in units, [])
+    for unit in units:
+        state.doc["skypilot"].pop(unit, None)
 
 
 def run_steps(out: Path, state: DeployState, steps: list[str], do_step: Callable[[str], None],

@@ -13,12 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.deploy import pulumi_driver, sky_driver
-from hetinfra.deploy.apply import _confirm, changes, render_preview, run_steps
+from hetinfra.deploy.apply import TARGETS, _confirm, changes, render_preview, run_steps, serve_down
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
-
-TARGETS = ("pulumi", "skypilot", "all")
-
 
 def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
             ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None) -> DeployState:
@@ -48,6 +45,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         sky_driver.sky_module()
 
     state.begin("destroy", plan_sha({"destroy": steps}), steps)
+
     def do_step(step: str) -> None:
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
@@ -56,10 +54,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), [])
             state.doc["pulumi"].pop(cloud, None)
         else:
-            sky_driver.serve_down(sky_units)
-            state.replace_running(lambda a: a["deployment_unit"] not in sky_units, [])
-            for u in sky_units:
-                state.doc["skypilot"].pop(u, None)
+            serve_down(state, sky_units)
 
     run_steps(out, state, steps, do_step, echo)
     state.finish()

@@ -28,7 +28,7 @@ def pulumi_command():
         raise ProviderError("the pulumi command is not on PATH", hint=INSTALL_HINT)
     try:
         return auto.PulumiCommand(skip_version_check=True)
-    except (OSError, Exception) as exc:  # the CLI exists but `pulumi version` fails
+    except Exception as exc:  # the CLI exists but `pulumi version` fails (OSError, CalledProcessError)
         raise ProviderError(f"`pulumi version` failed: {exc}", hint=INSTALL_HINT) from None
 
 

@@ -35,7 +35,7 @@ def _call(what: str, fn, *args, **kwargs):
 
 
 def check_ready(clouds: list[str]) -> None:
-    sky = sky_module()
+    sky_module()
     from sky.client import sdk
 
     enabled = {str(c).lower() for c in (_call("enabled_clouds", sdk.enabled_clouds) or [])}
@@ -43,7 +43,6 @@ def check_ready(clouds: list[str]) -> None:
     if missing:
         raise ProviderError(f"SkyPilot cannot use {', '.join(missing)} (enabled: {', '.join(sorted(enabled)) or 'none'})",
                             hint=f"set up credentials, then run `sky check {' '.join(missing)}`")
-    del sky
 
 
 def serve_up(task_yaml: Path, service: str, secrets: dict[str, str], *, update: bool) -> str | None:

@@ -87,8 +87,9 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
             triggers.append(f"{k[2]} in {k[0]}/{k[1]}: {n} GPUs run but only {caps[k]} are available now")
     triggers.extend(demand_notes)
 
-    tagged = lambda allocs: [dict(a, path=a.get("path", "plan")) for a in allocs]  # noqa: E731
-    rows = [c for c in changes(tagged(_untag(running)), tagged(new_plan["allocations"])) if c.before != c.after]
+    # One path label for both sides: the diff compares instances, not how they were deployed.
+    same_path = lambda allocs: [dict(a, path="plan") for a in allocs]  # noqa: E731
+    rows = [c for c in changes(same_path(running), same_path(new_plan["allocations"])) if c.before != c.after]
     new_cost = float(new_plan["cost_usd_per_hour"])
     d = Decision(NONE, rows, sum(a["cost_usd_per_hour"] for a in running), running_new, new_cost, triggers)
     if not rows:
@@ -103,11 +104,6 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
     else:
         d.kind = HOLD
     return d
-
-
-def _untag(allocs: list[dict]) -> list[dict]:
-    """Allocations without their deploy path, so a diff compares instances, not paths."""
-    return [{k: v for k, v in a.items() if k != "path"} for a in allocs]
 
 
 def render(d: Decision) -> str:

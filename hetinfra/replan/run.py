@@ -46,13 +46,6 @@ class Outcome:
     summary: str
 
 
-def _running(out: Path) -> list[dict]:
-    for name in ("state.json", "plan.json"):
-        if (out / name).exists():
-            return json.loads((out / name).read_text())["allocations"]
-    return []
-
-
 def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None]):
     from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
     from hetinfra.spec.load import load_spec
@@ -85,9 +78,8 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
             if stage["name"] == "make":
-                grown = {a["deployment_unit"] for a in target["allocations"]} - {a["deployment_unit"] for a in running}
-                grown |= {a["deployment_unit"] for a in target["allocations"]
-                          if a["count"] > next((r["count"] for r in running if r["unit"] == a["unit"]), 0)}
+                before = {r["unit"]: r["count"] for r in running}
+                grown = {a["deployment_unit"] for a in target["allocations"] if a["count"] > before.get(a["unit"], 0)}
                 urls = [u for unit in sorted(grown) for u in state.doc["endpoints"].get(unit, [])]
                 bad = health(urls, timeout_s=opts.health_timeout_s, api_key=(env or {}).get("VLLM_API_KEY"))
                 if bad:
@@ -120,6 +112,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         from hetinfra.commands.feeds import load_caps, load_feeds
         from hetinfra.plan_json import build_plan_json
         from hetinfra.planner import plan as run_plan
+        from hetinfra.planner import running_allocations
 
         snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
@@ -131,7 +124,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         result = run_plan(spec_path, snapshot=snapshot, with_baselines=False, state=out, spec_override=override,
                           extra_caps=caps)
         new_plan = build_plan_json(result)
-        running = _running(out)
+        running = running_allocations(out)
         d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                    demand_notes=demand_triggers)

@@ -3,11 +3,11 @@ directory, and an environment with (fake) credentials in a private HOME."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import install_stand_in
 
 pytest.importorskip("pulumi")
 
@@ -18,22 +18,12 @@ FAKE = Path(__file__).with_name("fake_pulumi.py")
 @pytest.fixture
 def fake_pulumi(tmp_path, monkeypatch):
     """Put the stand-in on PATH; returns a function that reads its call log."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "pulumi"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
-    wrapper.chmod(0o755)
+    exe, calls = install_stand_in(tmp_path, monkeypatch, "pulumi", FAKE.read_text(), "FAKE_PULUMI_LOG")
     home = tmp_path / "fake-pulumi-home"
     home.mkdir()
-    log = tmp_path / "pulumi-calls.jsonl"
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
-    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
-
-    def calls() -> list[dict]:
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
     return calls
 
 

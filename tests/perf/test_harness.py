@@ -21,6 +21,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import SLO
 from hetinfra.perf.harness import BenchError, ProgressEvent, check_endpoint, normalize_endpoint, run_profile
 from hetinfra.perf.profiles import COLUMNS
+from tests.conftest import install_stand_in
 
 MODEL = "test-org/tiny-model"
 
@@ -91,19 +92,8 @@ with open(os.path.join(a.result_dir, a.result_filename), "w") as fh:
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
     """An executable `vllm` in tmp_path/bin; returns (path, function reading the argv it was run with)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "vllm"
-    exe.write_text(f"#!{sys.executable}\n{STAND_IN}")
-    exe.chmod(0o755)
-    log = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
     monkeypatch.delenv("FAKE_VLLM_MODE", raising=False)
-
-    def calls() -> list[list[str]]:
-        return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
-
-    return exe, calls
+    return install_stand_in(tmp_path, monkeypatch, "vllm", STAND_IN, "FAKE_VLLM_LOG")
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -25,6 +25,12 @@ from typing import Callable
 
 import pytest
 
+
+def by_key(offers):
+    """Offers by (region, instance type)."""
+    return {(o.region, o.instance_type): o for o in offers}
+
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CATALOG = REPO.parent / "shared" / "data" / "skypilot-catalog" / "v8"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -9,10 +9,7 @@ import pytest
 
 from hetinfra.price_feeds.aws import AwsBulkAdapter, parse_bulk_csv
 from hetinfra.price_feeds.http import FetchError
-
-
-def by_key(offers):
-    return {(o.region, o.instance_type): o for o in offers}
+from tests.price_feeds.conftest import by_key
 
 
 def test_bulk_csv_filters_and_exact_values(feed_server, feed_config, fx):

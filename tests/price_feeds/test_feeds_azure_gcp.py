@@ -10,10 +10,7 @@ from hetinfra.price_feeds.azure import AzureRetailAdapter, rebase
 from hetinfra.price_feeds.base import FeedNotConfigured
 from hetinfra.price_feeds.gcp import GcpCatalogAdapter, classify
 from hetinfra.price_feeds.http import FetchError
-
-
-def by_key(offers):
-    return {(o.region, o.instance_type): o for o in offers}
+from tests.price_feeds.conftest import by_key
 
 
 # --- Azure -----------------------------------------------------------------------------------
