@@ -69,9 +69,8 @@ class Change:
 
 def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
     """Allocations that should run after this apply, each tagged with its path."""
-    paths = {path_of(a, target, plan) for a in plan["allocations"]} - {None}
-    if target != "all":
-        paths = {target}
+    # "all" owns both paths: a unit that left the plan goes, whichever path deployed it.
+    paths = {"pulumi", "skypilot"} if target == "all" else {target}
     new = [dict(a, path=p) for a in plan["allocations"] if (p := path_of(a, target, plan)) in paths]
     kept = [a for a in state.allocations if a["path"] not in paths]
     return kept + new
@@ -150,9 +149,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     # Check every tool and credential before the first step, so a missing one changes nothing.
     secrets = pulumi_driver.secrets_from_env(env)
     if pulumi_clouds:
-        deploy = plan.get("deploy") or {}
-        backend = {c: deploy.get("backend_url") or "file://" for c in pulumi_clouds}
-        pulumi_driver.check_ready(pulumi_clouds, backend, env)
+        pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_new or sky_gone:
         sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))

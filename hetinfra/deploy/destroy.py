@@ -8,6 +8,7 @@ Pulumi part as well (then run ``hetinfra status`` to see what the state still li
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Callable
@@ -38,8 +39,8 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         return state
     _confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
     if pulumi_clouds:
-        deploy_backend = {c: "file://" for c in pulumi_clouds}
-        pulumi_driver.check_ready(pulumi_clouds, deploy_backend, env)
+        plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else None
+        pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:
         sky_driver.sky_module()

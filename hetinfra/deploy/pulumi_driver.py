@@ -73,6 +73,12 @@ def check_ready(clouds: list[str], backend_urls: dict[str, str], env: dict | Non
             raise ProviderError(f"{cloud}: {why}")
 
 
+def backend_urls(plan: dict | None, clouds: list[str]) -> dict[str, str]:
+    """Each cloud's Pulumi backend: the plan's deploy.backend_url, else the project's file backend."""
+    url = ((plan or {}).get("deploy") or {}).get("backend_url")
+    return {c: url or "file://" for c in clouds}
+
+
 def secrets_from_env(env: dict | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     key = env.get("VLLM_API_KEY")

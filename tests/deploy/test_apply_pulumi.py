@@ -123,3 +123,15 @@ def test_no_confirmation_without_a_terminal(fake_pulumi, cloud_env, planned_out,
 def test_missing_plan_is_exit_2(run_cli, tmp_path):
     code, _, err = run_cli("apply", str(tmp_path / "nowhere"), "--yes")
     assert code == 2 and "no plan.json" in err and "hetinfra plan SPEC --out" in err
+
+
+def test_destroy_needs_no_passphrase_with_a_service_backend(fake_pulumi, cloud_env, planned_out, run_cli, monkeypatch):
+    assert run_cli("apply", str(planned_out), "--yes")[0] == 0
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    code, _, err = run_cli("destroy", str(planned_out), "--yes")
+    assert code == 4 and "PULUMI_CONFIG_PASSPHRASE" in err  # file backend: the passphrase is needed
+    plan = json.loads((planned_out / "plan.json").read_text())
+    plan["deploy"]["backend_url"] = "https://api.pulumi.com"
+    (planned_out / "plan.json").write_text(json.dumps(plan))
+    code, _, err = run_cli("destroy", str(planned_out), "--yes")
+    assert code == 0, err

@@ -79,3 +79,23 @@ def test_skypilot_without_cloud_access_is_exit_4(sky_sdk, sky_offline, cloud_env
     code, _, err = run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")
     assert code == 4 and "SkyPilot cannot use gcp" in err and "sky check gcp" in err
     assert not (planned_out / "state.json").exists()
+
+
+def test_target_all_splits_by_cloud_and_removes_units_that_left(sky_sdk, fake_pulumi, cloud_env, planned_out):
+    from hetinfra.deploy.apply import apply_plan
+
+    plan = json.loads((planned_out / "plan.json").read_text())
+    plan["deploy"]["skypilot_clouds"] = ["gcp"]
+    apply_plan(planned_out, plan, target="all", yes=True, echo=lambda s: None)
+    state = json.loads((planned_out / "state.json").read_text())
+    assert {(a["cloud"], a["path"]) for a in state["allocations"]} == {("aws", "pulumi"), ("gcp", "skypilot")}
+    gcp_units = sorted(a["deployment_unit"] for a in plan["allocations"] if a["cloud"] == "gcp")
+    assert sorted(c[1][1] for c in sky_sdk if c[0] == "serve.up") == gcp_units
+
+    # The next plan has no GCP unit left: `all` takes the SkyServe services down too.
+    sky_sdk.clear()
+    aws_only = dict(plan, allocations=[a for a in plan["allocations"] if a["cloud"] == "aws"])
+    apply_plan(planned_out, aws_only, target="all", yes=True, echo=lambda s: None)
+    assert [(c[0], c[1][0]) for c in sky_sdk if c[0] == "serve.down"] == [("serve.down", gcp_units)]
+    state = json.loads((planned_out / "state.json").read_text())
+    assert {a["cloud"] for a in state["allocations"]} == {"aws"}
