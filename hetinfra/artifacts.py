@@ -54,17 +54,36 @@ def serving_precision(precision: str, gpu: str) -> str:
     which vLLM does itself with a warning; same bytes, so the planned rates hold."""
     from hetinfra.compile.skypilot import NO_BF16_GPUS
 
-    return "fp16" if precision == "bf16" and gpu.upper() in NO_BF16_GPUS else precision
+    # a mixed pipeline ("H100+T4") runs one dtype on every stage
+    no_bf16 = any(g.upper() in NO_BF16_GPUS for g in gpu.split("+"))
+    return "fp16" if precision == "bf16" and no_bf16 else precision
 
 
-def sky_units(plan: dict) -> list:
+def expand_stages(allocations: list[dict]) -> list[dict]:
+    """Allocations as groups of identical instances: a mixed-GPU pipeline becomes one group per
+    stage (its instance type, GPU and price); others are returned as they are."""
+    out = []
+    for a in allocations:
+        if not a.get("stages"):
+            out.append(a)
+            continue
+        for s in a["stages"]:
+            out.append(dict(a, instance_type=s["instance_type"], gpu=s["gpu"], gpus_per_instance=s["gpus"],
+                            instances=a["count"], price_per_instance_usd_per_hour=s["price_usd_per_hour"],
+                            cost_usd_per_hour=s["price_usd_per_hour"] * a["count"], stages=None))
+    return out
+
+
+def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
+    """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
+    task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks)."""
     from hetinfra.compile.skypilot import SkyUnit
 
     models = {m["name"]: m for m in plan["models"]}
     deploy = plan.get("deploy") or {}
     units = []
     for a in plan["allocations"]:
-        if a["skypilot_task"] is None:
+        if a["skypilot_task"] is None and not (include_mixed and a.get("stages")):  # custom cloud, or mixed
             continue
         m = models[a["model"]]
         units.append(SkyUnit(
@@ -74,6 +93,7 @@ def sky_units(plan: dict) -> list:
             spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
             port=deploy.get("port", 8000),
+            stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,
             target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None))
     return units
 

@@ -30,7 +30,8 @@ def _name_units(allocations: list[dict]) -> None:
         suffix = f"tp{a['tp']}" if seen[base(a)] > 1 else None
         a["deployment_unit"] = unit_name(a["model"], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
                                          suffix=suffix)
-        a["skypilot_task"] = None if a["custom_cloud"] else f"skypilot/{a['deployment_unit']}.yaml"
+        # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
+        a["skypilot_task"] = None if a["custom_cloud"] or a.get("stages") else f"skypilot/{a['deployment_unit']}.yaml"
 
 
 def _precision_warnings(allocations: list[dict], inp) -> list[str]:
@@ -68,7 +69,12 @@ def build_plan_json(pr: PlanResult) -> dict:
             # Requests/s one replica sustains at this unit's class mix, less the headroom: the
             # autoscaler's and the router's per-replica target.
             "target_qps_per_replica": _r(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
+            "experimental": t.mixed,
         })
+        if t.mixed:  # price_per_instance above is the mean over the stages' instances
+            allocations[-1]["stages"] = [
+                {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": _r(p)}
+                for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
     _name_units(allocations)
 
     routing: dict[str, dict[str, list]] = {}
@@ -86,7 +92,8 @@ def build_plan_json(pr: PlanResult) -> dict:
         "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
         "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
         "placement": {"stages": t.pp, "nodes_per_stage": 1, "layers_per_stage": list(t.layer_partition or ()) or None,
-                      "tp": t.tp, "experimental": False},
+                      "tp": t.tp, "experimental": t.mixed,
+                      "stage_nodes": [{"instance_type": it, "gpu": g} for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)]},
         "capacity_rps": {w: _r(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 

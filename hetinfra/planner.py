@@ -40,7 +40,8 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     spec = inputs.spec
     settings = spec.planning
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
-    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, u.cap_key, dict(u.template.rates), u.region, u.spot)
+    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, tuple(sorted(u.gpu_use.items())), dict(u.template.rates),
+                          u.region, u.spot)
                  for u in units)
     unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
@@ -154,7 +155,7 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     from hetinfra.solver.solve import solve
 
     out = []
-    for gpu in sorted({u.template.gpu for u in all_units}):
+    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
         own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
         sub = to_problem(inputs, own).replace(budget=None, objective="min_cost", running={}, unmet_penalty=None,
                                               locality=0.0)

@@ -31,10 +31,17 @@ class Template:
     rates: dict[str, float]  # class name -> req/s per replica (only classes it can serve)
     sources: dict[str, str]  # class name -> where the number came from
     layer_partition: tuple[int, ...] | None = None  # layers per stage when pp > 1
+    #: mixed-GPU pipeline (experimental): (instance type, gpu) of each stage in pipeline order;
+    #: then ``instance_type`` and ``gpu`` join the stages' names with "+".
+    stages: tuple[tuple[str, str], ...] | None = None
 
     @property
     def nodes(self) -> int:
         return self.pp
+
+    @property
+    def mixed(self) -> bool:
+        return self.stages is not None
 
     @property
     def gpus(self) -> int:
@@ -55,6 +62,7 @@ class Unit:
     vcpus: float
     memory_gb: float
     custom_cloud: bool
+    stage_prices: tuple[float, ...] | None = None  # mixed pipelines: $/h of each stage's instance
 
     @property
     def model(self) -> str:
@@ -65,8 +73,16 @@ class Unit:
         return self.template.gpus
 
     @property
-    def cap_key(self) -> tuple[str, str, str]:
-        return (self.template.cloud, self.region, self.template.gpu)
+    def gpu_use(self) -> dict[tuple[str, str, str], int]:
+        """GPUs one instance takes from each availability group (cloud, region, gpu)."""
+        t = self.template
+        if t.stages is None:
+            return {(t.cloud, self.region, t.gpu): t.gpus}
+        out: dict[tuple[str, str, str], int] = {}
+        for _, gpu in t.stages:
+            key = (t.cloud, self.region, gpu)
+            out[key] = out.get(key, 0) + t.gpus_per_instance
+        return out
 
 
 @dataclass(frozen=True)
@@ -89,58 +105,106 @@ def tp_options(gpu_count: int, heads: int | None) -> list[int]:
     return out
 
 
-def build_units(inputs: PlanInputs, perf: PerformanceModel) -> tuple[list[Unit], dict[tuple[str, str], ClassCoverage]]:
-    """All units for every model (prune them with :func:`prune_dominated`), and per-(model, class) coverage."""
+@dataclass(frozen=True)
+class ModelLibrary:
+    """One model's serving templates (region- and price-free) and why each class is or is not served."""
+
+    model: str
+    templates: tuple[Template, ...]
+    coverage: dict[str, ClassCoverage]  # class name -> coverage
+
+
+def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
+                ) -> tuple[list[Unit], dict[tuple[str, str], ClassCoverage]]:
+    """All units for every model (prune them with :func:`prune_dominated`), and per-(model, class)
+    coverage. ``cache`` (a :class:`hetinfra.template_cache.TemplateCache`) reuses libraries built
+    before for the same model, SLO, classes, instance types and performance model."""
     units: list[Unit] = []
     coverage: dict[tuple[str, str], ClassCoverage] = {}
-    spot_ok = inputs.spec.infrastructure.spot
-    max_nodes = inputs.spec.planning.max_nodes_per_template
     for pm in inputs.models:
-        templates: dict[tuple[str, str, int, int], Template] = {}
-        single_complete: set[tuple[str, str]] = set()
-
-        def _layouts(offer, heads, pm, max_nodes):
-            """Single-node layouts first; a k-node pipeline (PP=k, TP=all GPUs of a node) only while
-            fewer nodes of that instance type cannot serve every class (memory or SLO): when one node
-            can, k independent replicas serve at least as much as one k-stage pipeline for k x the price."""
-            for tp in tp_options(offer.gpu_count, heads):
-                yield (offer.cloud, offer.instance_type, tp, 1)
-            tp = offer.gpu_count
-            if heads is not None and heads % tp:
-                return
-            for k in range(2, max_nodes + 1):
-                if (offer.cloud, offer.instance_type) in single_complete or (pm.arch and k > pm.arch.layers):
-                    return
-                key = (offer.cloud, offer.instance_type, tp, k)
-                yield key
-                if key in templates and len(templates[key].rates) == len(pm.classes):
-                    return
-
-        floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
-        reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
-        for offer in inputs.offers:
-            heads = pm.arch.heads if pm.arch else None
-            for key in _layouts(offer, heads, pm, max_nodes):
-                if key not in templates:
-                    templates[key] = _template(pm, perf, offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count,
-                                               key[2], key[3], floors, reasons)
-                    if key[3] == 1 and len(templates[key].rates) == len(pm.classes):
-                        single_complete.add((offer.cloud, offer.instance_type))
-                t = templates[key]
-                if not t.rates:
-                    continue
-                for spot in (False, True) if spot_ok else (False,):
-                    price = offer.price(spot)
-                    if price is None:
-                        continue
-                    units.append(Unit(
-                        id=f"{t.id}|{offer.region}|{'spot' if spot else 'ondemand'}", template=t, region=offer.region,
-                        spot=spot, cost=price * t.pp, gpu_memory_gb=offer.gpu_memory_gb, vcpus=offer.vcpus,
-                        memory_gb=offer.memory_gb, custom_cloud=offer.custom_cloud))
-        for c in pm.classes:
-            served = any(c.name in t.rates for t in templates.values())
-            coverage[(pm.spec.name, c.name)] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
+        lib = cache.get(inputs, pm) if cache is not None else None
+        if lib is None:
+            lib = build_library(inputs, pm, perf)
+            if cache is not None:
+                cache.put(inputs, pm, lib)
+        units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot))
+        coverage.update({(pm.spec.name, c): cov for c, cov in lib.coverage.items()})
     return units, coverage
+
+
+def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) -> ModelLibrary:
+    """Coral's offline stage for one model: single-node layouts, homogeneous pipelines and (when
+    ``planning.allow_mixed_pipelines``) mixed-GPU pipelines over the allowed instance types."""
+    settings = inputs.spec.planning
+    max_nodes = settings.max_nodes_per_template
+    templates: dict[tuple[str, str, int, int], Template] = {}
+    single_complete: set[tuple[str, str]] = set()
+    heads = pm.arch.heads if pm.arch else None
+
+    def _layouts(cloud, instance_type, gpu_count):
+        """Single-node layouts first; a k-node pipeline (PP=k, TP=all GPUs of a node) only while
+        fewer nodes of that instance type cannot serve every class (memory or SLO): when one node
+        can, k independent replicas serve at least as much as one k-stage pipeline for k x the price."""
+        for tp in tp_options(gpu_count, heads):
+            yield (cloud, instance_type, tp, 1)
+        tp = gpu_count
+        if heads is not None and heads % tp:
+            return
+        for k in range(2, max_nodes + 1):
+            if (cloud, instance_type) in single_complete or (pm.arch and k > pm.arch.layers):
+                return
+            key = (cloud, instance_type, tp, k)
+            yield key
+            if key in templates and len(templates[key].rates) == len(pm.classes):
+                return
+
+    floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
+    reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
+    types = sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers})
+    for cloud, instance_type, gpu, gpu_count in types:
+        for key in _layouts(cloud, instance_type, gpu_count):
+            if key not in templates:
+                templates[key] = _template(pm, perf, cloud, instance_type, gpu, gpu_count, key[2], key[3], floors,
+                                           reasons)
+                if key[3] == 1 and len(templates[key].rates) == len(pm.classes):
+                    single_complete.add((cloud, instance_type))
+    out = [t for t in templates.values() if t.rates]
+    if settings.allow_mixed_pipelines and pm.arch is not None:
+        from hetinfra.templates_mixed import mixed_templates
+
+        out.extend(mixed_templates(pm, inputs.offers, max_nodes=max_nodes, memory_ratio=settings.mixed_memory_ratio,
+                                   skip_clouds=set(inputs.spec.deploy.skypilot_clouds)))
+    coverage = {}
+    for c in pm.classes:
+        served = any(c.name in t.rates for t in out)
+        coverage[c.name] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
+    return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
+
+
+def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
+    """Units: every template in every region that offers all its instance types, per purchase option."""
+    by_place: dict[tuple[str, str], dict[str, object]] = {}
+    for o in offers:
+        by_place.setdefault((o.cloud, o.region), {})[o.instance_type] = o
+    units: list[Unit] = []
+    for (cloud, region), here in sorted(by_place.items()):
+        for t in lib.templates:
+            if t.cloud != cloud:
+                continue
+            stage_types = [s for s, _ in t.stages] if t.stages else [t.instance_type] * t.pp
+            if any(s not in here for s in stage_types):
+                continue
+            first = here[stage_types[0]]
+            for spot in (False, True) if spot_ok else (False,):
+                prices = [here[s].price(spot) for s in stage_types]
+                if any(p is None for p in prices):
+                    continue
+                units.append(Unit(
+                    id=f"{t.id}|{region}|{'spot' if spot else 'ondemand'}", template=t, region=region, spot=spot,
+                    cost=sum(prices) if t.stages else prices[0] * t.pp, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
+                    memory_gb=first.memory_gb, custom_cloud=first.custom_cloud,
+                    stage_prices=tuple(prices) if t.stages else None))
+    return units
 
 
 def layer_partition(layers: int, pp: int) -> tuple[int, ...]:
@@ -174,7 +238,8 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
     """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have
     at least u's capacity on every class for no more money, v has u's model and purchase option
     (and region, when ``regional`` because locality applies), and v is in u's availability group
-    or in an uncapped one, so swapping u for v copies never breaks a constraint. Units in ``keep``
+    or in an uncapped one (for mixed pipelines: k copies of v take no more GPUs of any capped group
+    than u frees), so swapping u for v copies never breaks a constraint. Units in ``keep``
     (running now, for the churn penalty) stay.
 
     Dominance is transitive under these rules, so checking against kept units suffices; units are
@@ -195,8 +260,11 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
 
 
 def _covers(v: Unit, u: Unit, capped: set) -> bool:
-    if u.gpus % v.gpus or not (v.cap_key == u.cap_key or v.cap_key not in capped):
+    if u.gpus % v.gpus:
         return False
     k = u.gpus // v.gpus
+    freed = u.gpu_use  # k copies of v must fit in the capped GPUs u frees
+    if any(g in capped and k * n > freed.get(g, 0) for g, n in v.gpu_use.items()):
+        return False
     return k * v.cost <= u.cost + 1e-12 and all(k * v.template.rates.get(w, 0.0) >= r - 1e-12
                                                 for w, r in u.template.rates.items())

@@ -14,7 +14,7 @@ Constraints (one ``add_*`` function each)
     demand        sum_u y[u,k] = lambda[k]      (x s under max_throughput);  sliced: sum_u z[u,k] = S
     capacity      sum_k y[u,k] / h[u,k] <= (1 - headroom) n[u]              (Mélange's load; sliced:
                   y[u,k] = z[u,k] lambda[k] / S)
-    availability  sum_{u in g} gpus[u] n[u] <= A[g]
+    availability  sum_u gpus[u,g] n[u] <= A[g]     (gpus[u,g]: GPUs of group g in one instance of u)
     budget        sum_u cost[u] n[u] <= B
     spot_fraction sum_{u spot of m} gpus[u] n[u] <= f[m] sum_{u of m} gpus[u] n[u]
     locality      sum_{u in region r, k of m} y[u,k] >= epsilon lambda_local[m,r]   (SageServe)
@@ -50,7 +50,7 @@ def add_sets(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
     m.U = pyo.Set(initialize=[u.id for u in p.units], ordered=True, doc="units")
     m.K = pyo.Set(initialize=sorted(p.demand), dimen=2, ordered=True, doc="demand keys (model, class)")
     m.P = pyo.Set(initialize=[(u, k[0], k[1]) for u, k in p.pairs()], dimen=3, ordered=True, doc="serving pairs")
-    groups = sorted({u.cap_key for u in p.units if u.cap_key in p.caps})
+    groups = sorted({g for u in p.units for g, _ in u.gpu_use if g in p.caps})
     m.G = pyo.Set(initialize=groups, dimen=3, ordered=True, doc="capped availability groups")
 
 
@@ -116,12 +116,13 @@ def add_capacity(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
 def add_availability(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
     members: dict[tuple, list] = {g: [] for g in m.G}
     for u in p.units:
-        if u.cap_key in members:
-            members[u.cap_key].append(u)
+        for g, gpus in u.gpu_use:
+            if g in members:
+                members[g].append((u, gpus))
     if p.elastic_caps:
         m.e = pyo.Var(m.G, within=pyo.NonNegativeReals, doc="GPUs beyond the cap (diagnosis only)")
     m.availability = pyo.Constraint(
-        m.G, rule=lambda _, c, r, g: sum(u.gpus * m.n[u.id] for u in members[(c, r, g)])
+        m.G, rule=lambda _, c, r, g: sum(gpus * m.n[u.id] for u, gpus in members[(c, r, g)])
         <= p.caps[(c, r, g)] + (m.e[c, r, g] if p.elastic_caps else 0),
         doc="GPUs per (cloud, region, gpu) within the cap")
 

@@ -17,8 +17,10 @@ class UnitData:
     id: str
     model: str
     cost: float  # $/h per instance
-    gpus: int  # GPUs per instance
-    cap_key: tuple[str, str, str]  # (cloud, region, gpu) the availability cap counts it under
+    gpus: int  # GPUs per instance (all nodes of a pipeline replica)
+    #: ((cloud, region, gpu), GPUs) per availability group one instance counts under; a mixed-GPU
+    #: pipeline counts under several.
+    gpu_use: tuple[tuple[tuple[str, str, str], int], ...]
     rates: dict[str, float]  # class name -> h[u, w], req/s one instance sustains
     region: str = ""  # for locality
     spot: bool = False

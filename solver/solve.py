@@ -172,7 +172,7 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
             bad.append(f"unit {u} count {cnt} is not a whole number")
     if not problem.elastic_caps:
         for g, cap in problem.caps.items():
-            used = sum(units[u].gpus * c for u, c in r.n.items() if units[u].cap_key == g)
+            used = sum(dict(units[u].gpu_use).get(g, 0) * c for u, c in r.n.items())
             if used > cap:
                 bad.append(f"{'/'.join(g)} uses {used} GPUs > cap {cap}")
         if problem.budget is not None and r.cost(problem) > problem.budget * (1 + TOL):

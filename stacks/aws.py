@@ -48,16 +48,22 @@ class AwsGpuFleet(pulumi.ComponentResource):
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, opts=child,
                                    routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)])
 
-        types = sorted({fu.unit.instance_type for fu in args.units})
-        zone_of: dict[str, str] = {}
+        types = sorted({fu.unit.node_instance_type(k) for fu in args.units for k in range(fu.unit.pp)})
+        zones_of: dict[str, set[str]] = {}
         for itype in types:
             offered = aws.ec2.get_instance_type_offerings(
                 location_type="availability-zone", opts=invoke,
                 filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[itype])])
-            zones = sorted(offered.locations or [])
-            if not zones:
+            zones_of[itype] = set(offered.locations or [])
+            if not zones_of[itype]:
                 raise ValueError(f"AWS offers {itype} in no availability zone of {args.region}; re-plan without it")
-            zone_of[itype] = zones[0]
+        zone_of: dict[str, str] = {}  # unit -> the first zone offering every node type of it
+        for fu in args.units:
+            common = set.intersection(*(zones_of[fu.unit.node_instance_type(k)] for k in range(fu.unit.pp)))
+            if not common:
+                raise ValueError(f"no availability zone of {args.region} offers every node type of {fu.name}; "
+                                 "re-plan with allow_mixed_pipelines: false")
+            zone_of[fu.name] = sorted(common)[0]
         subnets = {}
         for i, zone in enumerate(sorted(set(zone_of.values()))):
             subnets[zone] = aws.ec2.Subnet(f"{name}-subnet-{zone}", vpc_id=vpc.id, availability_zone=zone,
@@ -79,8 +85,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
                     market_type="spot", spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
                         instance_interruption_behavior="terminate", spot_instance_type="one-time"))
             vm = aws.ec2.Instance(
-                vm_name, ami=ami.id, instance_type=fu.unit.instance_type,
-                subnet_id=subnets[zone_of[fu.unit.instance_type]].id, vpc_security_group_ids=[sg.id],
+                vm_name, ami=ami.id, instance_type=fu.unit.node_instance_type(rank),
+                subnet_id=subnets[zone_of[fu.name]].id, vpc_security_group_ids=[sg.id],
                 user_data=user_data(fu, rank, args, secrets, head_ip), user_data_replace_on_change=True,
                 root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=args.disk_gb, volume_type="gp3"),
                 metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),

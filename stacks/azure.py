@@ -74,7 +74,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
             custom = user_data(fu, rank, args, secrets, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
             vm = compute.VirtualMachine(
                 vm_name, resource_group_name=rg.name, location=args.region, opts=child,
-                hardware_profile=compute.HardwareProfileArgs(vm_size=u.instance_type),
+                hardware_profile=compute.HardwareProfileArgs(vm_size=u.node_instance_type(rank)),
                 storage_profile=compute.StorageProfileArgs(
                     image_reference=compute.ImageReferenceArgs(**IMAGE),
                     os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=args.disk_gb,

@@ -74,7 +74,7 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
     deploy = plan.get("deploy") or {}
     runtime = RuntimeConfig(runtime=deploy.get("runtime", "container"), vllm_version=deploy.get("vllm_version"))
     by_region: dict[str, list[FleetUnit]] = {}
-    for u in sky_units(plan):
+    for u in sky_units(plan, include_mixed=True):
         if u.cloud == cloud:
             by_region.setdefault(u.region, []).append(FleetUnit(u))
     return [FleetArgs(

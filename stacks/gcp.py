@@ -67,19 +67,20 @@ class GcpGpuFleet(pulumi.ComponentResource):
 
         def make_vm(fu, replica, rank, vm_name, head_ip):
             u = fu.unit
-            if u.gpu not in ACCELERATORS:
-                raise ValueError(f"no GCE accelerator type known for {u.gpu} (unit {u.name})")
+            gpu = u.node_gpu(rank)
+            if gpu not in ACCELERATORS:
+                raise ValueError(f"no GCE accelerator type known for {gpu} (unit {u.name})")
             sched = gcp.compute.InstanceSchedulingArgs(
                 on_host_maintenance="TERMINATE", automatic_restart=not u.spot, preemptible=u.spot,
                 provisioning_model="SPOT" if u.spot else "STANDARD",
                 instance_termination_action="DELETE" if u.spot else None)
             vm = gcp.compute.Instance(
-                vm_name, machine_type=u.instance_type, zone=zone, tags=target,
+                vm_name, machine_type=u.node_instance_type(rank), zone=zone, tags=target,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                     image=IMAGE, size=args.disk_gb, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
-                guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[u.gpu],
+                guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[gpu],
                                                                              count=u.gpus_per_instance)],
                 scheduling=sched, metadata={"install-nvidia-driver": "True"},
                 metadata_startup_script=user_data(fu, rank, args, secrets, head_ip),

@@ -55,6 +55,22 @@ def serve_script(unit: SkyUnit) -> str:
     serve = vllm_serve_command(unit)
     if unit.pp == 1:
         return f"#!/bin/bash\nset -euo pipefail\nexec {serve}\n"
+    if unit.mixed:
+        kinds = "+".join(g for _, g in unit.stages)
+        return f"""\
+#!/bin/bash
+# EXPERIMENTAL mixed pipeline {kinds}: stage r on node rank r, vLLM's mp backend (no Ray), layers
+# per stage from VLLM_PP_LAYER_PARTITION; rank 0 serves the API, the others run headless.
+set -euo pipefail
+NODE_IP=$(hostname -I | awk '{{print $1}}')
+HEAD_IP=${{HEAD_IP:-$NODE_IP}}
+export VLLM_HOST_IP="$NODE_IP"
+if [ "$NODE_RANK" = "0" ]; then
+  exec {serve}
+else
+  exec {serve} --headless
+fi
+"""
     tries = RAY_JOIN_TIMEOUT_S // 5
     count = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
              "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
@@ -125,16 +141,17 @@ def startup_script(unit: SkyUnit, *, rank: int, runtime: RuntimeConfig, with_hf_
     secrets = [f"VLLM_API_KEY={API_KEY}"] + ([f"HF_TOKEN={HF_TOKEN}"] if with_hf_token else [])
     env = "\n".join(_env_lines(unit, rank))
     role = "single node" if unit.pp == 1 else f"pipeline rank {rank} of {unit.pp}"
+    itype, gpu = unit.node_instance_type(rank), unit.node_gpu(rank)
     return f"""\
 #!/bin/bash
-# hetinfra: unit {unit.name} ({unit.service_model}), {unit.instance_type} {unit.gpu}:{unit.gpus_per_instance}, {role}
+# hetinfra: unit {unit.name} ({unit.service_model}), {itype} {gpu}:{unit.gpus_per_instance}, {role}
 set -euo pipefail
 exec >>{LOG} 2>&1
 fail() {{ echo "hetinfra: $*" >&2; exit 1; }}
 for i in $(seq 1 {DRIVER_WAIT_S // 10}); do nvidia-smi >/dev/null 2>&1 && break; sleep 10; done
 nvidia-smi >/dev/null 2>&1 || fail "no NVIDIA driver after {DRIVER_WAIT_S} s (nvidia-smi failed); use a GPU image"
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
-[ "$gpus" -eq {unit.gpus_per_instance} ] || fail "expected {unit.gpus_per_instance} x {unit.gpu}, found $gpus GPU(s)"
+[ "$gpus" -eq {unit.gpus_per_instance} ] || fail "expected {unit.gpus_per_instance} x {gpu}, found $gpus GPU(s)"
 install -d -m 700 /etc/hetinfra /opt/hetinfra /opt/hetinfra/hf
 umask 077
 cat > /etc/hetinfra/secrets.env <<'SECRETS'

@@ -35,7 +35,7 @@ REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:l
 
 def project_clouds(plan: dict, out: Path) -> list[str]:
     """Clouds with allocations, plus clouds that already have a project (they may hold resources)."""
-    planned = {a["cloud"] for a in plan["allocations"] if a["cloud"] in IAC_CLOUDS and a.get("skypilot_task")}
+    planned = {a["cloud"] for a in plan["allocations"] if a["cloud"] in IAC_CLOUDS and not a.get("custom_cloud")}
     existing = {c for c in IAC_CLOUDS if (out / "pulumi" / c / "Pulumi.yaml").exists()}
     return sorted(planned | existing)
 

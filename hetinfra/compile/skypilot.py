@@ -94,11 +94,25 @@ class SkyUnit:
     port: int = 8000
     layer_partition: Optional[Tuple[int, ...]] = None  # uneven PP split -> VLLM_PP_LAYER_PARTITION
     target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
+    #: mixed-GPU pipeline (experimental, Pulumi only): (instance type, gpu) per stage, in rank order
+    stages: Optional[Tuple[Tuple[str, str], ...]] = None
 
     def __post_init__(self) -> None:
         if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
             object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
+        if self.stages is not None:
+            object.__setattr__(self, "stages", tuple(tuple(s) for s in self.stages))
         _validate(self)
+
+    @property
+    def mixed(self) -> bool:
+        return self.stages is not None
+
+    def node_instance_type(self, rank: int) -> str:
+        return self.stages[rank][0] if self.stages else self.instance_type
+
+    def node_gpu(self, rank: int) -> str:
+        return self.stages[rank][1] if self.stages else self.gpu
 
     @property
     def num_nodes(self) -> int:
@@ -157,6 +171,12 @@ def _validate(u: SkyUnit) -> None:
         if u.tp != u.gpus_per_instance:
             bad(f"a multi-node pipeline runs one stage per node with TP = GPUs of the node: "
                 f"tp ({u.tp}) must equal gpus_per_instance ({u.gpus_per_instance})")
+    if u.stages is not None:
+        if len(u.stages) != u.pp or any(len(s) != 2 or not all(isinstance(x, str) and x for x in s)
+                                        for s in u.stages):
+            bad(f"stages must hold pp ({u.pp}) (instance type, gpu) pairs; got {u.stages!r}")
+        if u.layer_partition is None:
+            bad("a mixed pipeline needs its layer_partition")
     if u.layer_partition is not None:
         if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
             bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
@@ -233,7 +253,17 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
     args = ["vllm", "serve", model_arg,
             "--served-model-name", shlex.quote(unit.service_model),
             "--tensor-parallel-size", str(unit.tp)]
-    if unit.pp > 1:
+    if unit.mixed:
+        # vLLM's mp backend puts stage r on node rank r (under Ray the order of worker nodes is
+        # arbitrary, which an uneven split across GPU types cannot tolerate); engine defaults
+        # are pinned because vLLM derives them from the head's GPU only (vllm.md s1.4).
+        from hetinfra.templates_mixed import MAX_NUM_SEQS, mixed_batched_tokens
+
+        args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp",
+                 "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"',
+                 "--max-num-batched-tokens", str(mixed_batched_tokens([g for _, g in unit.stages])),
+                 "--max-num-seqs", str(MAX_NUM_SEQS)]
+    elif unit.pp > 1:
         args += ["--pipeline-parallel-size", str(unit.pp),
                  "--distributed-executor-backend", "ray"]
     if unit.engines_per_instance > 1:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from hetinfra.artifacts import expand_stages
 from hetinfra.deploy import pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
@@ -46,8 +47,14 @@ def load_plan(out: Path) -> dict:
 
 def path_of(alloc: dict, target: str, plan: dict) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
-    if not alloc.get("skypilot_task") or alloc["cloud"] not in IAC_CLOUDS:
+    if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
+    if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
+        if target == "skypilot":
+            raise InvalidInputError(
+                f"{alloc['deployment_unit']} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
+                hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
+        return "pulumi"
     if target in ("pulumi", "skypilot"):
         return target
     return "skypilot" if alloc["cloud"] in (plan.get("deploy") or {}).get("skypilot_clouds", []) else "pulumi"
@@ -79,7 +86,7 @@ def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
 def changes(before: list[dict], after: list[dict]) -> list[Change]:
     rows: dict[tuple, Change] = {}
     for side, allocs in (("before", before), ("after", after)):
-        for a in allocs:
+        for a in expand_stages(allocs):
             key = (a["path"], a["cloud"], a["region"], a["instance_type"], a["gpu"], a["spot"])
             c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
             setattr(c, side, getattr(c, side) + a["instances"])

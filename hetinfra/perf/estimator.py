@@ -77,6 +77,15 @@ def _weight_bytes_per_gpu(model: ModelArch, tp: int, pp: int, b_w: float) -> flo
     return (body * stage_layers / model.layers + 0.5 * emb * b_emb) / tp
 
 
+def _stage_weight_bytes(model: ModelArch, tp: int, layers: int, first: bool, last: bool, b_w: float) -> float:
+    """Bytes of weights on one GPU of a pipeline stage holding ``layers`` layers; the embedding sits
+    on the first stage and the LM head on the last (counted as half of ``emb`` each, as above)."""
+    emb = min(2.0 * model.vocab_size * model.hidden_size, 0.5 * model.params)
+    b_emb = b_w if b_w >= 2 else 2.0
+    body = (model.params - emb) * b_w
+    return (body * layers / model.layers + 0.5 * emb * b_emb * (int(first) + int(last))) / tp
+
+
 def weights_gb_per_gpu(model: ModelArch, tp: int, pp: int = 1, precision: str = "bf16") -> float:
     """Weights (GB, 1e9 bytes) held by one GPU of a tp x pp engine (the most loaded stage)."""
     return _weight_bytes_per_gpu(model, tp, pp, PRECISION_BYTES[_norm_precision(precision)]) / 1e9
@@ -174,7 +183,9 @@ class _Engine:
 
 def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int, precision: str,
             util: float, max_num_seqs: int, kv_precision: str | None, max_num_batched_tokens: int | None,
-            c: Calibration) -> _Engine | Estimate:
+            c: Calibration, stage: tuple[int, bool, bool] | None = None) -> _Engine | Estimate:
+    """``stage`` = (layers, first, last): the coefficients of that one stage of a pp-stage pipeline
+    (hetinfra.perf.pipeline composes them); None: pp identical stages of the default split."""
     prec = _norm_precision(precision)
     if tp < 1 or pp < 1:
         raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
@@ -189,8 +200,13 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
 
     # ---- memory ----------------------------------------------------------------------------------
     b_w = PRECISION_BYTES[prec]
-    w_gpu = _weight_bytes_per_gpu(model, tp, pp, b_w)
-    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
+    if stage is None:
+        w_gpu = _weight_bytes_per_gpu(model, tp, pp, b_w)
+        kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
+    else:
+        w_gpu = _stage_weight_bytes(model, tp, stage[0], stage[1], stage[2], b_w)
+        kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16") * stage[0] / model.layers
+        where = f"{model.name} stage of {stage[0]} layers on {gpu.name} (tp={tp}, pp={pp}, {prec})"
     mbt = max_num_batched_tokens or max_num_batched_tokens_default(gpu)
     h = model.hidden_size
     reserve = (c.reserve_base_gb * 1e9 + c.activation_bytes_per_token_hidden * mbt * h / tp
@@ -211,13 +227,13 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
     # ---- per-step coefficients (per stage, per GPU) ------------------------------------------------
     n_dec = osl - 1 if osl > 1 else 1
     e = _coefficients(model, gpu, tp, pp, isl, isl + c.ctx_output_fraction * osl, isl / n_dec, prec, kv_tok,
-                      w_gpu, c)
+                      w_gpu, c, stage[0] if stage else None)
     e.n_dec, e.mbt, e.kv_seqs = n_dec, mbt, kv_seqs
     return e
 
 
 def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
-                  prec: str, kv_tok: float, w_gpu: float, c: Calibration) -> _Engine:
+                  prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None) -> _Engine:
     """Step-time coefficients of one (model, gpu, layout): ``isl`` = prompt length of a prefill,
     ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
     No memory checks (``_engine`` does them); shared by ``estimate`` and the calibration helpers."""
@@ -232,10 +248,11 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
         if name == gpu.name:
             flops *= scale
     e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw
-    ls = model.layers / pp  # layers per stage (balanced)
+    ls = model.layers / pp if stage_layers is None else stage_layers  # layers per stage
+    split = tp * pp if stage_layers is None else model.layers * tp / stage_layers  # weights' share divisor
     attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
-    f_dec = 2.0 * (act - 0.5 * emb) / (tp * pp) + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
-    f_pre = 2.0 * (act - emb) / (tp * pp) + attn * isl  # causal attention: half of 2 x isl
+    f_dec = 2.0 * (act - 0.5 * emb) / split + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
+    f_pre = 2.0 * (act - emb) / split + attn * isl  # causal attention: half of 2 x isl
     e.ratio = ratio  # prefill tokens carried per decode token (mean field)
     e.kv_read = ctx * kv_tok / bw
     e.c_dec = f_dec / (flops * c.mfu_decode)
@@ -333,7 +350,12 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
                 max_num_batched_tokens, calib)
     if isinstance(e, Estimate):
         return e
-    where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {precision})"
+    return best_point(e, f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {precision})", osl, ttft_ms, tpot_ms,
+                      max_num_seqs)
+
+
+def best_point(e: _Engine, where: str, osl: int, ttft_ms: float, tpot_ms: float, max_num_seqs: int) -> Estimate:
+    """The largest-rate operating point of engine ``e`` (homogeneous, or a pipeline of stages) under the SLOs."""
     point = e.point
     pp = e.pp
 
@@ -347,7 +369,7 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
         return _infeasible("tpot", f"TPOT {tpot_ms:g} ms unreachable: a decode step alone takes {min_tpot_ms:.1f} ms "
                                    f"for {where}", min_tpot_ms, min_ttft_ms)
     if f1 > slo_ttft:
-        return _infeasible("ttft", f"TTFT {ttft_ms:g} ms unreachable: prefill of {isl} tokens alone takes "
+        return _infeasible("ttft", f"TTFT {ttft_ms:g} ms unreachable: prefill of {e.isl} tokens alone takes "
                                    f"{min_ttft_ms:.1f} ms for {where}", min_tpot_ms, min_ttft_ms)
 
     # ---- largest decode micro-batch b meeting both SLOs and the concurrency caps --------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hetinfra.artifacts import expand_stages
 from hetinfra.deploy.apply import Change, changes
 
 NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"
@@ -65,7 +66,8 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
     triggers: list[str] = []
     forced = False
     running_new = 0.0
-    for a in running:
+    running_groups = expand_stages(running)
+    for a in running_groups:
         old = a["price_per_instance_usd_per_hour"]
         now = prices.get(_key(a))
         what = f"{a['instance_type']} {'spot ' if a['spot'] else ''}in {a['cloud']}/{a['region']}"
@@ -78,7 +80,7 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
         if abs(now - old) > 1e-9:
             triggers.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
     used: dict[tuple, int] = {}
-    for a in running:
+    for a in running_groups:
         k = (a["cloud"], a["region"], a["gpu"])
         used[k] = used.get(k, 0) + a["gpus_per_instance"] * a["instances"]
     for k, n in sorted(used.items()):

@@ -202,6 +202,14 @@ class PlanningSpec(_Strict):
         100.0, gt=0, description="With allow_unmet: cost per hour of each req/s left unserved.")
     max_nodes_per_template: int = Field(
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
+    allow_mixed_pipelines: bool = Field(
+        False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
+                           "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "
+                           "with the Pulumi stacks only (a SkyPilot task has one accelerator type).")
+    mixed_memory_ratio: float = Field(
+        3.0, gt=1, le=16, description="Mixed pipelines: skip node combinations whose total GPU memory exceeds this "
+                                      "multiple of the model's weights (Coral's beta); larger ones are dominated "
+                                      "by splitting the same GPUs into smaller replicas.")
 
 
 class DeploySpec(_Strict):
