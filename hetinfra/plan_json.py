@@ -168,5 +168,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
         },
         "deploy": spec.deploy.model_dump(),
-        "warnings": list(inp.warnings) + _precision_warnings(allocations, inp),
+        "warnings": list(inp.warnings) + _precision_warnings(allocations, inp) + [
+            f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
+            "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
     }

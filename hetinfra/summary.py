@@ -26,6 +26,8 @@ def render_summary(plan: dict, console: Console) -> None:
         if a["engines_per_instance"] > 1:
             layout = f"{a['engines_per_instance']}x {layout}"
         inst = a["instance_type"] + (f" x{a['nodes_per_replica']} nodes" if a["nodes_per_replica"] > 1 else "")
+        if a.get("stages"):  # mixed pipeline: instance types and layers per stage
+            inst = " + ".join(f"{st['instance_type']}[{st['layers']}L]" for st in a["stages"]) + " (experimental)"
         t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")

@@ -177,3 +177,34 @@ def test_main_reads_stack_config_and_exports(mocks, three_cloud_plan, tmp_path, 
     assert sorted(exported["resolved"]) == ["chat-8b-aws-us-east-1-g6-12xlarge", "chat-8b-aws-us-west-2-g5-xlarge-spot"]
     assert len(exported["vms"]) == 3
     pulumi.runtime.set_all_config({})
+
+
+def test_mixed_pipeline_nodes_types_and_mp_backend(mocks, tmp_path, run_cli):
+    """A planned mixed pipeline (tests/solver/test_mixed_pipelines.py) becomes one VM per stage of
+    the stage's instance type, each checking its own GPU and starting vLLM's mp backend at its rank."""
+    import yaml
+
+    from tests.solver.test_mixed_pipelines import _spec
+
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(_spec(tmp_path, mixed=True)))
+    code, _, err = run_cli("plan", str(tmp_path / "service.yaml"), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    plan["deploy"] = {**plan["deploy"], "ingress_cidrs": ["10.0.0.0/8"]}
+    run_program(plan, clouds=("aws",))
+    vms = by_name(mocks, "aws:ec2/instance:Instance")
+    [a] = plan["allocations"]
+    names = sorted(vms)
+    assert names == [f"{a['deployment_unit']}-r0-n{k}" for k in range(3)]
+    assert [vms[n]["instanceType"] for n in names] == ["h1", "l1", "l1"]
+    scripts = [unwrap(vms[n]["userData"]) for n in names]
+    partition = ",".join(str(s["layers"]) for s in a["stages"])
+    for rank, (script, gpu) in enumerate(zip(scripts, ["H100", "L40S", "L40S"])):
+        assert f"expected 1 x {gpu}, found" in script and f"NODE_RANK={rank}" in script
+        assert f"VLLM_PP_LAYER_PARTITION={partition}" in script
+        assert ('--distributed-executor-backend mp --nnodes 3 --node-rank "$NODE_RANK" --master-addr "$HEAD_IP"'
+                in script) and "ray start" not in script
+        assert "--max-num-batched-tokens 2048 --max-num-seqs 256" in script  # the smaller GPU's default
+        assert "exec vllm serve" in script and "--headless" in script
+    head_ip = [line for line in scripts[1].splitlines() if line.startswith("HEAD_IP=")]
+    assert head_ip and head_ip[0].startswith("HEAD_IP=10.42.0.")
