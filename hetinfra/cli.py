@@ -48,10 +48,14 @@ def cli() -> None:
 @click.option("--state", type=click.Path(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
+@click.option("--no-template-cache", is_flag=True,
+              help="Rebuild the serving-template libraries instead of reusing them from $HETINFRA_CACHE_DIR "
+                   "(default ~/.cache/hetinfra; HETINFRA_CACHE_DIR=off disables the cache).")
 @feeds_options
 @availability_options
-def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None, feeds: str,
-         strict_feeds: bool, max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
+def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None,
+         no_template_cache: bool, feeds: str, strict_feeds: bool, max_age_h: float | None, caps_file: str | None,
+         availability: bool) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
     try:
         from hetinfra.artifacts import write_plan
@@ -61,7 +65,8 @@ def plan(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state:
 
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
         caps, cap_warnings = load_caps(caps_file, availability, snapshot)
-        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state, extra_caps=caps)
+        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state, extra_caps=caps,
+                          template_cache=not no_template_cache)
         doc = build_plan_json(result)
         doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
         written = write_plan(out, doc) if out else {}

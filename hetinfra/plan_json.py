@@ -166,6 +166,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows}
                         for s in inp.snapshot.sources],
             "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
+            "template_cache": pr.template_cache,
         },
         "deploy": spec.deploy.model_dump(),
         "warnings": list(inp.warnings) + _precision_warnings(allocations, inp) + [

@@ -34,6 +34,7 @@ class PlanResult:
     problem: AllocationProblem
     result: "object"  # hetinfra.solver.solve.SolveResult
     baselines: list[Baseline]
+    template_cache: dict | None = None  # where libraries came from (hetinfra.template_cache)
 
 
 def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | None = None) -> AllocationProblem:
@@ -183,7 +184,7 @@ def _check_locality(problem: AllocationProblem) -> None:
 
 def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
          state: Path | None = None, spec_override=None,
-         extra_caps: dict[tuple[str, str, str], int] | None = None) -> PlanResult:
+         extra_caps: dict[tuple[str, str, str], int] | None = None, template_cache: bool = True) -> PlanResult:
     """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
     re-estimated from observations) replaces the file's content, whose folder still anchors
     relative paths."""
@@ -195,7 +196,13 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
         spec = spec_override
     inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
     perf = PerformanceModel(inputs.profiles)
-    unit_list, coverage = build_units(inputs, perf)
+    cache = None
+    if template_cache:
+        from hetinfra.template_cache import TemplateCache, default_dir
+
+        root = default_dir()
+        cache = TemplateCache(root) if root is not None else None
+    unit_list, coverage = build_units(inputs, perf, cache)
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
     if unserved and not spec.planning.allow_unmet:
         msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
@@ -224,4 +231,4 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     units = {u.id: u for u in unit_list}
     base = baselines(inputs, all_units, settings.time_limit_s, settings.mip_gap) if (
         with_baselines and problem.objective == "min_cost") else []
-    return PlanResult(inputs, units, problem, result, base)
+    return PlanResult(inputs, units, problem, result, base, cache.report() if cache else None)

@@ -135,3 +135,9 @@ def sky_offline(tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _template_cache_dir(tmp_path_factory, monkeypatch):
+    """Every test plans with its own empty template cache (never the user's ~/.cache)."""
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path_factory.mktemp("template-cache")))

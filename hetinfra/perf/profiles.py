@@ -79,6 +79,7 @@ class ProfileTable:
     """Lookup of the usable profile row for (model names, gpu, tp, pp, class, SLO)."""
 
     def __init__(self, rows: list[ProfileRow]):
+        self.rows = tuple(rows)
         self._by_key: dict[tuple[str, str, int, int], list[ProfileRow]] = {}
         for r in rows:
             self._by_key.setdefault((r.model, r.gpu.lower(), r.tp, r.pp), []).append(r)
