@@ -5,8 +5,11 @@
 extended: 6 models, 5 GPU kinds x {1,2,4,8}-GPU instances (20 configurations), 3 regions,
           up to 4 nodes per template. Target: gap <= 1% within 20 s in total.
 core:     3 models, 3 GPU kinds x 4 sizes (12 configurations), 2 regions. Target: 2 s.
+mixed:    extended with planning.allow_mixed_pipelines (mixed-GPU pipeline templates too).
 Offers are the embedded snapshot's real prices per GPU, scaled to the instance size, on one
-custom cloud so every configuration exists in every region.
+cloud with made-up regions so every configuration exists in every region. Each row also shows
+the library build (cold, then from the template cache) and the same ILP solved without the
+warm start ("cold solve").
 """
 
 from __future__ import annotations
@@ -26,43 +29,71 @@ HIST = {"input_edges": [0, 250, 1000, 4000], "output_edges": [0, 100, 500, 1000]
         "weights": [[0.2, 0.25, 0.05], [0.1, 0.2, 0.05], [0.05, 0.08, 0.02]]}
 
 
-def write_case(d: Path, n_models: int, gpus: list[str], regions: list[str]) -> Path:
+def write_case(d: Path, n_models: int, gpus: list[str], regions: list[str], mixed: bool = False) -> Path:
     rows = ["cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour"]
     for r in regions:
         for g in gpus:
             for n in (1, 2, 4, 8):
                 price = GPU_PRICE[g] * n * (1.0 + 0.03 * regions.index(r))
-                rows.append(f"bench,{r},{g.lower()}-x{n},{g},{n},{MEM[g]},{8 * n},{32 * n},{price:.4f},")
+                rows.append(f"{'aws' if mixed else 'bench'},{r},{g.lower()}-x{n},{g},{n},{MEM[g]},{8 * n},{32 * n},{price:.4f},")
     (d / "offers.csv").write_text("\n".join(rows) + "\n")
     models = [{"name": f"m{i}-{m.replace('.', '')}", "model": m, "source": f"org/{m}",
                "slo": {"ttft_ms": 3000, "tpot_ms": 150},
                "demand": {"rate_rps": 4 + 3 * i, "sizes": {"histogram": HIST}}} for i, m in enumerate(MODELS[:n_models])]
-    spec = {"name": "bench", "models": models, "infrastructure": {"clouds": ["bench"]},
-            "planning": {"mip_gap": 0.01, "time_limit_s": 20, "max_nodes_per_template": 4}, "offers": ["offers.csv"]}
+    spec = {"name": "bench", "models": models,
+            "infrastructure": {"clouds": ["aws" if mixed else "bench"], "regions": regions},
+            "planning": {"mip_gap": 0.01, "time_limit_s": 20, "max_nodes_per_template": 4,
+                         "allow_mixed_pipelines": mixed}, "offers": ["offers.csv"]}
     (d / "s.yaml").write_text(yaml.safe_dump(spec))
     return d / "s.yaml"
 
 
-def run(label: str, n_models: int, gpus: list[str], regions: list[str]) -> None:
+def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: bool = False) -> None:
+    import os
+
+    from hetinfra.inputs import resolve
+    from hetinfra.perf.model import PerformanceModel
     from hetinfra.planner import plan
+    from hetinfra.solver.solve import solve
+    from hetinfra.spec.load import load_spec
+    from hetinfra.template_cache import TemplateCache
+    from hetinfra.templates import build_units
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = write_case(Path(tmp), n_models, gpus, regions)
+        os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")
+        path = write_case(Path(tmp), n_models, gpus, regions, mixed)
+        spec, text, locate = load_spec(path)
+        inputs = resolve(spec, path, text, None, locate)
+        cache = TemplateCache(Path(tmp) / "cache")
         t = time.perf_counter()
-        pr = plan(path, with_baselines=False)
+        units, _ = build_units(inputs, PerformanceModel(inputs.profiles), cache)
+        lib_cold = time.perf_counter() - t
+        t = time.perf_counter()
+        build_units(inputs, PerformanceModel(inputs.profiles), cache)
+        lib_cached = time.perf_counter() - t
+        t = time.perf_counter()
+        pr = plan(path, with_baselines=False)  # the library comes from the cache now
         total = time.perf_counter() - t
     r = pr.result
-    templates = len({u.template.id for u in pr.units.values()})
+    cold = solve(pr.problem, time_limit_s=20, mip_gap=0.01, warm=False)
+    n_mixed = sum(1 for u in units if u.template.mixed)
+    chosen = sum(1 for u in r.n if pr.units[u].template.mixed)
     print(f"{label:<9} models {n_models}, configs {4 * len(gpus)}, regions {len(regions)}: "
-          f"templates {templates}, units {len(pr.units)}, vars {r.size['variables']} ({r.size['integer_variables']} int), "
-          f"cons {r.size['constraints']}, build {r.build_s:.2f} s, solve {r.solve_s:.2f} s (incl. LP bound), "
-          f"gap {100 * (r.gap or 0):.3f}%, status {r.status}, ${r.objective:.2f}/h, plan total {total:.2f} s")
+          f"library {len({u.template.id for u in units})} templates / {len(units)} units"
+          + (f" ({n_mixed} mixed)" if mixed else "") + f" in {lib_cold:.2f} s, cached {lib_cached:.3f} s; "
+          f"after pruning {len(pr.units)} units, vars {r.size['variables']} ({r.size['integer_variables']} int), "
+          f"cons {r.size['constraints']}; build {r.build_s:.2f} s, solve {r.solve_s:.2f} s "
+          f"(warm start: {r.warm_start}), gap {100 * (r.gap or 0):.3f}%, {r.status}, ${r.objective:.2f}/h"
+          + (f", {chosen} mixed unit(s) chosen" if mixed else "")
+          + f"; plan total {total:.2f} s | cold solve {cold.solve_s:.2f} s, gap {100 * (cold.gap or 0):.3f}%, "
+          f"{cold.status}, ${cold.objective:.2f}/h")
 
 
 def main() -> None:
     sys.path.insert(0, str(REPO))
     run("core", 3, ["L4", "A100-80GB", "H100"], ["r-east", "r-west"])
     run("extended", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])
+    run("mixed", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"], mixed=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ class SolveResult:
     extra_gpus: dict[tuple[str, str, str], float] = field(default_factory=dict)  # elastic caps: GPUs over cap
     unmet: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, class) -> req/s unserved
     lp_bound: float | None = None  # optimum of the LP relaxation (integers relaxed)
+    warm_start: str | None = None  # where HiGHS's starting solution came from ("running", "rounded LP")
+    warm_start_objective: float | None = None  # its objective value
 
     @property
     def feasible(self) -> bool:
@@ -49,12 +51,74 @@ def _size(m) -> dict:
     }
 
 
-def _run_highs(m, time_limit_s: float, mip_gap: float):
+def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
+    """HiGHS through Pyomo's contrib interface; ``warm``: hand the variables' current values to
+    HiGHS as a starting MIP solution (``Highs.setSolution``), which Pyomo's interface has no option
+    for. HiGHS checks the point and ignores it if it is infeasible."""
     from pyomo.contrib.solver.common.factory import SolverFactory
 
-    solver = SolverFactory("highs")
+    solver = _warm_highs() if warm else SolverFactory("highs")
     return solver.solve(m, tee=False, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
                         raise_exception_on_nonoptimal_result=False)
+
+
+def _warm_highs():
+    import highspy
+    from pyomo.contrib.solver.solvers.highs import Highs
+
+    class WarmStartHighs(Highs):
+        def _solve(self):
+            values = [0.0] * self._solver_model.getNumCol()
+            for vid, col in self._pyomo_var_to_solver_var_map.items():
+                var = self._vars[vid][0]
+                values[col] = float(var.value) if var.value is not None else 0.0
+            start = highspy.HighsSolution()
+            start.col_value = values
+            start.value_valid = True
+            self._solver_model.setSolution(start)
+            return super()._solve()
+
+    return WarmStartHighs()
+
+
+def warm_start(m, problem: AllocationProblem, counts: dict[str, int], time_limit_s: float) -> float | None:
+    """Load a complete feasible point with instance counts ``counts`` into ``m`` (the routing and
+    every other variable from an LP with n fixed); returns its objective, or None (then ``m`` is
+    unchanged) when those counts cannot serve the demand within the constraints."""
+    import pyomo.environ as pyo
+    from pyomo.contrib.solver.common.results import SolutionStatus
+
+    for u in m.U:
+        m.n[u].fix(int(counts.get(u, 0)))
+    try:
+        res = _run_highs(m, time_limit_s, 0.0)
+        if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+            return None
+        res.solution_loader.load_vars()
+        return pyo.value(m.obj)
+    finally:
+        for u in m.U:
+            m.n[u].unfix()
+
+
+def rounded_lp_start(problem: AllocationProblem, time_limit_s: float) -> tuple[dict[str, int], float | None]:
+    """The greedy start: the LP relaxation's instance counts rounded up (always enough capacity;
+    caps or the budget may reject it), and the LP optimum (a lower bound on the cost)."""
+    import math
+
+    import pyomo.environ as pyo
+    from pyomo.contrib.solver.common.results import SolutionStatus
+
+    from hetinfra.solver.model import build_model
+
+    m = build_model(problem)
+    pyo.TransformationFactory("core.relax_integer_vars").apply_to(m)
+    res = _run_highs(m, time_limit_s, 0.0)
+    if res.solution_status != SolutionStatus.optimal:
+        return {}, None
+    res.solution_loader.load_vars()
+    counts = {u: math.ceil(pyo.value(m.n[u]) - 1e-6) for u in m.U if pyo.value(m.n[u]) > 1e-6}
+    return counts, res.incumbent_objective
 
 
 def lp_relaxation_bound(problem: AllocationProblem, time_limit_s: float) -> float | None:
@@ -73,8 +137,12 @@ def lp_relaxation_bound(problem: AllocationProblem, time_limit_s: float) -> floa
 
 
 def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
-          with_lp_bound: bool = False) -> SolveResult:
-    """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s."""
+          with_lp_bound: bool = False, warm: bool = True) -> SolveResult:
+    """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s.
+
+    min_cost solves start warm: from the running deployment (when it still serves the demand) or
+    the LP relaxation rounded up, whichever has the lower objective; HiGHS then only has to
+    improve on it, and a time-limited solve returns at least that plan."""
     if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
@@ -87,7 +155,16 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     build_s = time.perf_counter() - t0
     size = _size(m)
     t1 = time.perf_counter()
-    res = _run_highs(m, time_limit_s, mip_gap)
+    start_from = start_obj = lp_obj = None
+    if warm and problem.objective == "min_cost" and not problem.elastic_caps:
+        lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
+        tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts)) if counts]
+        scored = [(obj, name, counts) for name, counts in tried
+                  if (obj := warm_start(m, problem, counts, time_limit_s)) is not None]
+        if scored:
+            start_obj, start_from, counts = min(scored, key=lambda x: x[0])
+            warm_start(m, problem, counts, time_limit_s)  # reload the better one's values
+    res = _run_highs(m, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap, warm=start_from is not None)
     if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible) and problem.objective == "max_throughput":
         res.solution_loader.load_vars()
         s_star = pyo.value(m.s)
@@ -117,7 +194,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else (
         "time_limit" if tc == TerminationCondition.maxTimeLimit else "optimal")
 
-    out = SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size)
+    out = SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size, warm_start=start_from,
+                      warm_start_objective=start_obj)
     out.n = {u: int(round(pyo.value(m.n[u]))) for u in m.U if pyo.value(m.n[u]) > 0.5}
     for u, mod, w in m.P:
         if problem.routing == "sliced":
@@ -140,7 +218,7 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     if out.bound is not None and out.objective:
         out.gap = abs(out.objective - out.bound) / max(abs(out.objective), 1e-9)
     if with_lp_bound:
-        out.lp_bound = lp_relaxation_bound(problem, time_limit_s)
+        out.lp_bound = lp_obj if lp_obj is not None else lp_relaxation_bound(problem, time_limit_s)
     violations = verify(problem, out)
     if violations:
         raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
