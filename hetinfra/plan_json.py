@@ -155,7 +155,9 @@ def build_plan_json(pr: PlanResult) -> dict:
         "baselines": baselines,
         "solver": {
             "name": "highs", "status": res.status, "objective": _r(res.objective, 6), "bound": _r(res.bound, 6),
-            "gap": _r(res.gap, 6), "lp_bound": _r(res.lp_bound, 6), "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
+            "gap": _r(res.gap, 6), "lp_bound": _r(res.lp_bound, 6),
+            "warm_start": {"from": res.warm_start, "objective": _r(res.warm_start_objective, 6)} if res.warm_start else None,
+            "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
             "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
             "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
             "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,

@@ -27,7 +27,14 @@ def render_summary(plan: dict, console: Console) -> None:
             layout = f"{a['engines_per_instance']}x {layout}"
         inst = a["instance_type"] + (f" x{a['nodes_per_replica']} nodes" if a["nodes_per_replica"] > 1 else "")
         if a.get("stages"):  # mixed pipeline: instance types and layers per stage
-            inst = " + ".join(f"{st['instance_type']}[{st['layers']}L]" for st in a["stages"]) + " (experimental)"
+            groups: list[list] = []
+            for st in a["stages"]:
+                if groups and groups[-1][0] == st["instance_type"]:
+                    groups[-1][1] += 1
+                else:
+                    groups.append([st["instance_type"], 1])
+            inst = (" + ".join(f"{n} {it}" if n > 1 else it for it, n in groups)
+                    + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
         t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")
@@ -49,7 +56,9 @@ def render_summary(plan: dict, console: Console) -> None:
     gap = "n/a" if s["gap"] is None else f"{100 * s['gap']:.3f}%"
     console.print(f"solver: HiGHS {s['status']}, gap {gap}, {s['variables']} vars ({s['integer_variables']} integer), "
                   f"{s['constraints']} constraints, build {s['build_s']:.2f}s + solve {s['solve_s']:.2f}s; "
-                  f"routing {s['routing']}" + (f" (slice factor {s['slice_factor']})" if s["slice_factor"] else ""))
+                  f"routing {s['routing']}" + (f" (slice factor {s['slice_factor']})" if s["slice_factor"] else "")
+                  + (f"; warm start from the {s['warm_start']['from']} (${s['warm_start']['objective']:.2f}/h)"
+                     if s.get("warm_start") else ""))
     inp = plan["inputs"]
     console.print(f"offers as of {inp['offers_as_of']} ({', '.join(x['name'] for x in inp['sources'])}); "
                   f"rates from {_sources(plan)}")

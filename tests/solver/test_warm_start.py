@@ -1,0 +1,50 @@
+"""Warm start: the start is feasible and complete, never changes the optimum, and the cheaper of
+the running deployment and the rounded LP relaxation is used (hand-solved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetinfra.solver.model import build_model
+from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.solve import rounded_lp_start, solve, warm_start
+
+# X: $1/h, 10 req/s; Y: $2/h, 12 req/s; demand 15 req/s.
+# LP relaxation: 1.5 X ($1.5) -> rounded up 2 X ($2), which is also the integer optimum.
+UNITS = (UnitData("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1"),
+         UnitData("y", "m", 2.0, 1, ((("lab", "r1", "Y"), 1),), {"c": 12.0}, "r1"))
+
+
+def problem(**kw) -> AllocationProblem:
+    return AllocationProblem(units=UNITS, demand={("m", "c"): 15.0}, **kw)
+
+
+def test_rounded_lp_start():
+    counts, lp = rounded_lp_start(problem(), 10)
+    assert counts == {"x": 2} and lp == pytest.approx(1.5)
+
+
+def test_start_from_rounded_lp_is_optimal_here():
+    r = solve(problem(), time_limit_s=10, mip_gap=0)
+    assert r.warm_start == "rounded LP" and r.warm_start_objective == pytest.approx(2.0)
+    assert r.n == {"x": 2} and r.objective == pytest.approx(2.0)
+    assert solve(problem(), time_limit_s=10, mip_gap=0, warm=False).n == r.n
+
+
+def test_running_fleet_wins_when_churn_makes_moving_dear():
+    # running 2 Y ($4) vs the rounded LP's 2 new X ($2 + 10 h x $2 churn = $22): start from running
+    p = problem(running={"y": 2}, churn_hours=10.0)
+    r = solve(p, time_limit_s=10, mip_gap=0)
+    assert r.warm_start == "running" and r.warm_start_objective == pytest.approx(4.0)
+    assert r.n == {"y": 2}
+    cheap = solve(problem(running={"y": 2}, churn_hours=0.0), time_limit_s=10, mip_gap=0)
+    assert cheap.warm_start == "rounded LP" and cheap.n == {"x": 2}
+
+
+def test_infeasible_counts_give_no_start_and_leave_the_model_free():
+    p = problem()
+    m = build_model(p)
+    assert warm_start(m, p, {"x": 1}, 10) is None  # 10 req/s < 15
+    assert not any(m.n[u].fixed for u in m.U)
+    assert warm_start(m, p, {"y": 2}, 10) == pytest.approx(4.0)
+    assert m.n["y"].value == 2 and sum(m.y[u, "m", "c"].value for u in ("x", "y")) == pytest.approx(15.0)
