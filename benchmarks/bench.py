@@ -77,7 +77,7 @@ def main() -> None:
     for spec in sorted((REPO / "services").glob("*.yaml")):
         with tempfile.TemporaryDirectory() as d:
             s = wall([EXE, "plan", str(spec), "--out", d], repeat=3)
-        print(f"hetinfra plan {spec.name:<17}{s:.3f} s (target < 3 s; with baselines and artifacts)")
+        print(f"hetinfra plan {spec.name:<20} {s:.3f} s (target < 3 s; with baselines and artifacts)")
     if (SHARED / "data/melange-release").exists():
         m = melange_v2_r32()
         print(f"melange V2 rate 32 sliced      build {m['build_s']:.3f} s, solve {m['solve_s']:.3f} s (target < 0.5 s), "
