@@ -101,6 +101,30 @@ def warm_start(m, problem: AllocationProblem, counts: dict[str, int], time_limit
             m.n[u].unfix()
 
 
+def greedy_start(problem: AllocationProblem) -> dict[str, int]:
+    """The greedy start: per model, the one unit that serves all its classes alone most cheaply
+    (Mélange's single-type choice; on-demand only where the model's spot fraction is capped).
+    Caps, budget and locality are left to the feasibility check in :func:`warm_start`."""
+    import math
+
+    counts: dict[str, int] = {}
+    for model in sorted({m for m, _ in problem.demand}):
+        keys = [k for k in problem.demand if k[0] == model]
+        best = None
+        for u in problem.units:
+            if u.model != model or any(w not in u.rates for _, w in keys):
+                continue
+            if u.spot and problem.max_spot_fraction.get(model, 1.0) < 1.0:
+                continue
+            n = math.ceil(sum(problem.demand[k] / u.rates[k[1]] for k in keys) / (1.0 - problem.headroom) - 1e-9)
+            if n > 0 and (best is None or n * u.cost < best[0]):
+                best = (n * u.cost, u.id, n)
+        if best is None:
+            return {}
+        counts[best[1]] = best[2]
+    return counts
+
+
 def rounded_lp_start(problem: AllocationProblem, time_limit_s: float) -> tuple[dict[str, int], float | None]:
     """The greedy start: the LP relaxation's instance counts rounded up (always enough capacity;
     caps or the budget may reject it), and the LP optimum (a lower bound on the cost)."""
@@ -140,8 +164,9 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
           with_lp_bound: bool = False, warm: bool = True) -> SolveResult:
     """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s.
 
-    min_cost solves start warm: from the running deployment (when it still serves the demand) or
-    the LP relaxation rounded up, whichever has the lower objective; HiGHS then only has to
+    min_cost solves start warm: from the running deployment (when it still serves the demand), the
+    LP relaxation rounded up, or the greedy single-unit choice per model, whichever is feasible with
+    the lowest objective; HiGHS then only has to
     improve on it, and a time-limited solve returns at least that plan."""
     if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
@@ -158,7 +183,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     start_from = start_obj = lp_obj = None
     if warm and problem.objective == "min_cost" and not problem.elastic_caps:
         lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
-        tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts)) if counts]
+        tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
+                                                     ("greedy", greedy_start(problem))) if counts]
         scored = [(obj, name, counts) for name, counts in tried
                   if (obj := warm_start(m, problem, counts, time_limit_s)) is not None]
         if scored:

@@ -7,7 +7,7 @@ import pytest
 
 from hetinfra.solver.model import build_model
 from hetinfra.solver.problem import AllocationProblem, UnitData
-from hetinfra.solver.solve import rounded_lp_start, solve, warm_start
+from hetinfra.solver.solve import greedy_start, rounded_lp_start, solve, warm_start
 
 # X: $1/h, 10 req/s; Y: $2/h, 12 req/s; demand 15 req/s.
 # LP relaxation: 1.5 X ($1.5) -> rounded up 2 X ($2), which is also the integer optimum.
@@ -48,3 +48,18 @@ def test_infeasible_counts_give_no_start_and_leave_the_model_free():
     assert not any(m.n[u].fixed for u in m.U)
     assert warm_start(m, p, {"y": 2}, 10) == pytest.approx(4.0)
     assert m.n["y"].value == 2 and sum(m.y[u, "m", "c"].value for u in ("x", "y")) == pytest.approx(15.0)
+
+
+def test_greedy_start_beats_rounding_when_the_lp_splits():
+    # classes a, b at 5 req/s each. X: $1 (a 10, b 1), Y: $1 (a 1, b 10), Z: $1.5 (a 10, b 10).
+    # LP: half an X and half a Y ($1) -> rounded 1 X + 1 Y ($2); greedy: Z alone serves both ($1.5),
+    # which is the integer optimum.
+    def unit(name, cost, a, b):
+        return UnitData(name, "m", cost, 1, ((("lab", "r1", name.upper()), 1),), {"a": a, "b": b}, "r1")
+
+    p = AllocationProblem(units=(unit("x", 1.0, 10, 1), unit("y", 1.0, 1, 10), unit("z", 1.5, 10, 10)),
+                          demand={("m", "a"): 5.0, ("m", "b"): 5.0})
+    assert rounded_lp_start(p, 10)[0] == {"x": 1, "y": 1}
+    assert greedy_start(p) == {"z": 1}
+    r = solve(p, time_limit_s=10, mip_gap=0)
+    assert (r.warm_start, r.warm_start_objective, r.n) == ("greedy", pytest.approx(1.5), {"z": 1})
