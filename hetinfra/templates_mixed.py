@@ -10,9 +10,10 @@ configurations (GPU type x GPUs per instance; one instance type stands for each)
 
 gets its throughput-optimal placement per request class (``hetinfra.placement``): stage order,
 uneven layer split. Each distinct placement is evaluated on every class with the pipeline
-estimator (``hetinfra.perf.pipeline``) and kept unless another placement of the same nodes is at
-least as fast on every class. Placements come from the analytical estimator only: measured
-profiles cover homogeneous layouts.
+estimator (``hetinfra.perf.pipeline``); one that another placement of the same nodes matches on
+every class is dropped with the other dominated units (``templates.prune_dominated``: same nodes,
+same price). Rates come from the analytical estimator only: measured profiles cover homogeneous
+layouts.
 
 Why experimental (../shared/notes/vllm.md s1.4): vLLM runs mixed pipelines with
 ``VLLM_PP_LAYER_PARTITION``, but sizes every stage's KV cache to the smallest one (modelled
@@ -28,14 +29,11 @@ from itertools import combinations_with_replacement
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.inputs import PlannedModel
-from hetinfra.perf.estimator import max_num_batched_tokens_default, weights_gb_per_gpu
+from hetinfra.perf.estimator import weights_gb_per_gpu
 from hetinfra.perf.model import ESTIMATOR_VERSION
-from hetinfra.perf.pipeline import estimate_pipeline, stage_batch_limit
+from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_batched_tokens, stage_batch_limit
 from hetinfra.placement import best_placement
 from hetinfra.templates import Template
-
-#: engine-wide --max-num-seqs the planner assumes for every layout (the estimator's default)
-MAX_NUM_SEQS = 256
 
 
 def gpu_configs(offers, cloud: str) -> dict[tuple[str, int], str]:
@@ -50,12 +48,6 @@ def gpu_configs(offers, cloud: str) -> dict[tuple[str, int], str]:
         if key not in best or cand < best[key]:
             best[key] = cand
     return {k: v[1] for k, v in sorted(best.items())}
-
-
-def mixed_batched_tokens(gpus: list[str]) -> int:
-    """--max-num-batched-tokens of a mixed pipeline: the smallest stage's serve default (vLLM would
-    take the head's; hetinfra passes this value explicitly so every stage agrees)."""
-    return min(max_num_batched_tokens_default(GPUS[g]) for g in gpus)
 
 
 def mixed_templates(pm: PlannedModel, offers, *, max_nodes: int, memory_ratio: float,
@@ -83,7 +75,7 @@ def mixed_templates(pm: PlannedModel, offers, *, max_nodes: int, memory_ratio: f
 def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, types: dict[str, str],
                      limits: dict) -> list[Template]:
     arch, ctx = pm.arch, pm.ctx
-    mbt = mixed_batched_tokens(combo)
+    mbt = pipeline_batched_tokens([GPUS[g] for g in combo])
     k = len(combo)
     placements = {}
     for c in pm.classes:
@@ -115,8 +107,4 @@ def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, ty
                + "-".join(str(n) for n in layers))
         found.append(Template(tid, pm.spec.name, cloud, "+".join(stage_types), "+".join(nodes), tp, tp, k, 1, rates,
                               sources, tuple(layers), tuple(zip(stage_types, nodes))))
-    # a placement at least as fast on every class as another of the same nodes replaces it
-    return [t for t in found if not any(
-        o is not t and all(o.rates.get(w, 0.0) >= r for w, r in t.rates.items())
-        and (len(o.rates) > len(t.rates) or any(o.rates[w] > r for w, r in t.rates.items()) or o.id < t.id)
-        for o in found)]
+    return found  # a placement slower on every class than another of the same nodes goes in prune_dominated

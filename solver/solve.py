@@ -105,7 +105,7 @@ def greedy_start(problem: AllocationProblem) -> dict[str, int]:
     """The greedy start: per model, the one unit that serves all its classes alone most cheaply
     (Mélange's single-type choice; on-demand only where the model's spot fraction is capped).
     Caps, budget and locality are left to the feasibility check in :func:`warm_start`."""
-    import math
+    from hetinfra.solver.model import instance_upper_bound
 
     counts: dict[str, int] = {}
     for model in sorted({m for m, _ in problem.demand}):
@@ -116,7 +116,7 @@ def greedy_start(problem: AllocationProblem) -> dict[str, int]:
                 continue
             if u.spot and problem.max_spot_fraction.get(model, 1.0) < 1.0:
                 continue
-            n = math.ceil(sum(problem.demand[k] / u.rates[k[1]] for k in keys) / (1.0 - problem.headroom) - 1e-9)
+            n = instance_upper_bound(problem, u)  # for a unit serving every class: enough to carry them all
             if n > 0 and (best is None or n * u.cost < best[0]):
                 best = (n * u.cost, u.id, n)
         if best is None:
@@ -147,17 +147,7 @@ def rounded_lp_start(problem: AllocationProblem, time_limit_s: float) -> tuple[d
 
 def lp_relaxation_bound(problem: AllocationProblem, time_limit_s: float) -> float | None:
     """Optimum of the LP relaxation: a quick bound on the ILP (cost floor, or scale ceiling)."""
-    import pyomo.environ as pyo
-    from pyomo.contrib.solver.common.results import SolutionStatus
-
-    from hetinfra.solver.model import build_model
-
-    m = build_model(problem)
-    pyo.TransformationFactory("core.relax_integer_vars").apply_to(m)
-    res = _run_highs(m, time_limit_s, 0.0)
-    if res.solution_status != SolutionStatus.optimal:
-        return None
-    return res.incumbent_objective
+    return rounded_lp_start(problem, time_limit_s)[1]
 
 
 def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
@@ -185,11 +175,14 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
         lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
         tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
                                                      ("greedy", greedy_start(problem))) if counts]
-        scored = [(obj, name, counts) for name, counts in tried
-                  if (obj := warm_start(m, problem, counts, time_limit_s)) is not None]
-        if scored:
-            start_obj, start_from, counts = min(scored, key=lambda x: x[0])
-            warm_start(m, problem, counts, time_limit_s)  # reload the better one's values
+        best_values = None
+        for name, counts in tried:
+            obj = warm_start(m, problem, counts, time_limit_s)
+            if obj is not None and (start_obj is None or obj < start_obj):
+                start_obj, start_from = obj, name
+                best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
+        for v, val in best_values or ():  # the best start's point, not the last one tried
+            v.set_value(val, skip_validation=True)
     res = _run_highs(m, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap, warm=start_from is not None)
     if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible) and problem.objective == "max_throughput":
         res.solution_loader.load_vars()

@@ -141,3 +141,15 @@ def sky_offline(tmp_path_factory):
 def _template_cache_dir(tmp_path_factory, monkeypatch):
     """Every test plans with its own empty template cache (never the user's ~/.cache)."""
     monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path_factory.mktemp("template-cache")))
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port with nothing listening (connect is refused at once)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

@@ -257,11 +257,12 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
         # vLLM's mp backend puts stage r on node rank r (under Ray the order of worker nodes is
         # arbitrary, which an uneven split across GPU types cannot tolerate); engine defaults
         # are pinned because vLLM derives them from the head's GPU only (vllm.md s1.4).
-        from hetinfra.templates_mixed import MAX_NUM_SEQS, mixed_batched_tokens
+        from hetinfra.catalog.gpus import GPUS
+        from hetinfra.perf.pipeline import MAX_NUM_SEQS, pipeline_batched_tokens
 
         args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp",
                  "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"',
-                 "--max-num-batched-tokens", str(mixed_batched_tokens([g for _, g in unit.stages])),
+                 "--max-num-batched-tokens", str(pipeline_batched_tokens([GPUS[g] for _, g in unit.stages])),
                  "--max-num-seqs", str(MAX_NUM_SEQS)]
     elif unit.pp > 1:
         args += ["--pipeline-parallel-size", str(unit.pp),

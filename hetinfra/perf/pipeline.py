@@ -26,7 +26,16 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.estimator import Estimate, _Engine, _engine, best_point, max_num_batched_tokens_default
 
-__all__ = ["estimate_pipeline", "stage_batch_limit"]
+__all__ = ["MAX_NUM_SEQS", "estimate_pipeline", "pipeline_batched_tokens", "stage_batch_limit"]
+
+#: --max-num-seqs of every planned engine (the estimator's default), pinned on mixed pipelines
+MAX_NUM_SEQS = 256
+
+
+def pipeline_batched_tokens(gpus: list[GpuSpec]) -> int:
+    """--max-num-batched-tokens of a mixed pipeline: the smallest stage's serve default. vLLM
+    would take the head's; hetinfra passes this value explicitly so every stage agrees."""
+    return min(max_num_batched_tokens_default(g) for g in gpus)
 
 
 class _Pipeline(_Engine):
@@ -72,11 +81,12 @@ def _stage_engines(model: ModelArch, gpus: list[GpuSpec], layers: list[int], tp:
 
 def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
                       output_tokens: int, ttft_ms: float, tpot_ms: float, precision: str = "bf16",
-                      gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256, kv_precision: str | None = None,
-                      max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION) -> Estimate:
+                      gpu_memory_utilization: float = 0.9, max_num_seqs: int = MAX_NUM_SEQS,
+                      kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
+                      calib: Calibration = CALIBRATION) -> Estimate:
     """Largest request rate of one pipeline engine (stage s: ``layers[s]`` layers on ``tp`` GPUs of
-    ``gpus[s]``) meeting mean TTFT and TPOT SLOs. Engine-wide defaults (the chunked-prefill budget)
-    come from the first stage, as vLLM's head process sets them."""
+    ``gpus[s]``) meeting mean TTFT and TPOT SLOs. The chunked-prefill budget defaults to
+    :func:`pipeline_batched_tokens`, the value hetinfra pins on mixed pipelines."""
     if len(gpus) != len(layers) or not gpus:
         raise InvalidInputError(f"a pipeline needs one layer count per stage (got {len(gpus)} GPUs, "
                                 f"{len(layers)} layer counts)")
@@ -84,7 +94,7 @@ def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], 
         raise InvalidInputError(f"layer partition {layers} must give every stage >= 1 layer and sum to "
                                 f"{model.name}'s {model.layers} layers")
     isl, osl = max(int(input_tokens), 1), max(int(output_tokens), 1)
-    mbt = max_num_batched_tokens or max_num_batched_tokens_default(gpus[0])
+    mbt = max_num_batched_tokens or pipeline_batched_tokens(gpus)
     stages = _stage_engines(model, gpus, layers, tp, isl, osl, precision, gpu_memory_utilization, max_num_seqs,
                             kv_precision, mbt, calib)
     if isinstance(stages, Estimate):

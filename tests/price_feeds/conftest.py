@@ -147,16 +147,6 @@ def feed_server():
 
 
 @pytest.fixture
-def closed_port() -> int:
-    """A loopback port with nothing listening (connect is refused at once)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@pytest.fixture
 def shared_catalog() -> Path:
     if not (SHARED_CATALOG / "gcp" / "vms.csv").is_file():
         pytest.skip(f"shared SkyPilot catalog extract not found at {SHARED_CATALOG}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -82,11 +81,12 @@ def test_losing_availability_forces_a_move_without_savings(fake_pulumi, cloud_en
     assert "g5.xlarge in aws/us-east-1 is no longer offered" in (out / "replan.log").read_text()
 
 
-def test_unhealthy_new_capacity_keeps_the_old(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch):
+def test_unhealthy_new_capacity_keeps_the_old(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch,
+                                              closed_port):
     spec, offers = service
     out = tmp_path / "out"
     _deploy(run_cli, spec, offers("day1", 1.00, 1.20), out)
-    monkeypatch.setenv("FAKE_PULUMI_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("FAKE_PULUMI_ENDPOINT", f"http://127.0.0.1:{closed_port}")
     code, _, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(offers("day2", 3.0, 0.8)),
                            "--apply", "--health-timeout-s", "0")
     assert code == 4 and "not healthy" in err and "old capacity was kept" in err
@@ -113,21 +113,13 @@ def test_two_runs_at_once_one_acts_the_other_exits_75(fake_pulumi, cloud_env, se
     assert code == 10  # the lock died with its process
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_a_run_killed_between_steps_is_completed_by_the_next(fake_pulumi, cloud_env, service, run_cli, tmp_path,
-                                                             healthy_server, monkeypatch):
+                                                             healthy_server, monkeypatch, closed_port):
     spec, offers = service
     out = tmp_path / "out"
     _deploy(run_cli, spec, offers("day1", 1.00, 1.20), out)
     day2 = offers("day2", 3.0, 0.8)
-    env = dict(os.environ, FAKE_PULUMI_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")  # never healthy
+    env = dict(os.environ, FAKE_PULUMI_ENDPOINT=f"http://127.0.0.1:{closed_port}")  # never healthy
     proc = subprocess.Popen([HETINFRA, "replan", str(spec), "--state", str(out), "--feeds", str(day2), "--apply",
                              "--health-timeout-s", "600"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
