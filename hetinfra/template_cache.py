@@ -60,6 +60,7 @@ class TemplateCache:
         self.hits: list[str] = []
         self.misses: list[str] = []
         self._code = _code_fingerprint()
+        self._paths: dict[int, tuple[PlannedModel, Path]] = {}  # holds pm so its id stays unique
 
     def key(self, inputs: PlanInputs, pm: PlannedModel) -> str:
         from hetinfra.perf.calibration import CALIBRATION
@@ -85,8 +86,11 @@ class TemplateCache:
         return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
     def _path(self, inputs: PlanInputs, pm: PlannedModel) -> Path:
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in pm.spec.name)[:60]
-        return self.root / "templates" / f"{safe}-{self.key(inputs, pm)[:20]}.json"
+        """Where ``pm``'s entry lives; keyed once per model (``get`` then ``put`` ask twice)."""
+        if id(pm) not in self._paths:
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in pm.spec.name)[:60]
+            self._paths[id(pm)] = (pm, self.root / "templates" / f"{safe}-{self.key(inputs, pm)[:20]}.json")
+        return self._paths[id(pm)][1]
 
     def get(self, inputs: PlanInputs, pm: PlannedModel) -> ModelLibrary | None:
         path = self._path(inputs, pm)

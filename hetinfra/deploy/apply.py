@@ -32,6 +32,11 @@ from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 TARGETS = ("pulumi", "skypilot", "all")
 
 
+def target_paths(target: str) -> set[str]:
+    """The deploy paths a --target owns ("all" owns both)."""
+    return {"pulumi", "skypilot"} if target == "all" else {target}
+
+
 def load_plan(out: Path) -> dict:
     path = out / "plan.json"
     try:
@@ -77,7 +82,7 @@ class Change:
 def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
     """Allocations that should run after this apply, each tagged with its path."""
     # "all" owns both paths: a unit that left the plan goes, whichever path deployed it.
-    paths = {"pulumi", "skypilot"} if target == "all" else {target}
+    paths = target_paths(target)
     new = [dict(a, path=p) for a in plan["allocations"] if (p := path_of(a, target, plan)) in paths]
     kept = [a for a in state.allocations if a["path"] not in paths]
     return kept + new

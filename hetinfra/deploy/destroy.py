@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.deploy import pulumi_driver, sky_driver
-from hetinfra.deploy.apply import TARGETS, _confirm, changes, render_preview, run_steps, serve_down
+from hetinfra.deploy.apply import TARGETS, _confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
@@ -27,7 +27,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
     state = DeployState.load(out)
-    paths = {"pulumi", "skypilot"} if target == "all" else {target}
+    paths = target_paths(target)
     gone = [a for a in state.allocations if a["path"] in paths]
     rows = changes(state.allocations, [a for a in state.allocations if a["path"] not in paths])
     pulumi_clouds = sorted(set(state.doc["pulumi"]) | {a["cloud"] for a in gone if a["path"] == "pulumi"}) \
