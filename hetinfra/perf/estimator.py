@@ -117,7 +117,7 @@ def _infeasible(binding: str, reason: str, min_tpot: float = 0.0, min_ttft: floa
     return Estimate(False, 0.0, 0, 0.0, 0.0, binding, reason, min_tpot, min_ttft)
 
 
-class _Engine:
+class Engine:
     """Per-call coefficients of one (model, gpu, layout, request size); times in seconds.
 
     The free variable is ``b``, the decode batch of one micro-batch (pp micro-batches are in flight),
@@ -127,7 +127,31 @@ class _Engine:
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
                  "c_pre", "serial", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre",
-                 "qs", "qcap")
+                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn")
+
+    def step_s(self, prefill_tokens: float, prefill_positions: float, decode_seqs: float, decode_context: float,
+               running_seqs: float | None = None) -> float:
+        """Time (s) of one engine step of one micro-batch with an explicit composition: the step-time
+        model the simulator replays request by request (``tpot`` is its mean-field special case).
+
+        ``prefill_tokens``: prompt tokens prefilled in this step (chunked prefill); ``prefill_positions``:
+        the sum over those tokens of the number of earlier tokens each attends (causal attention; a whole
+        prompt of n tokens sums to about n*n/2); ``decode_seqs``: sequences decoding one token;
+        ``decode_context``: the sum of their context lengths (KV read and attention); ``running_seqs``:
+        sequences the engine holds in all micro-batches (per-sequence scheduler cost; default
+        pp x decode_seqs). With every decode sequence at the estimator's mean context and
+        decode_seqs x ratio prefill tokens of mean position isl/2, it equals ``tpot(decode_seqs)``.
+        """
+        b = decode_seqs
+        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
+        mem = w / self.bw + decode_context * self.kv_tok_bw
+        comp = (b * self.c_dlin + decode_context * self.c_dattn + prefill_tokens * self.c_plin
+                + prefill_positions * self.c_pattn)
+        tok = b + prefill_tokens
+        pp, sr = self.pp, self.serial
+        seqs = pp * b if running_seqs is None else running_seqs
+        return (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
+                + self.fixed + self.per_seq * seqs + self.p2p_lat + self.p2p_tok * tok)
 
     def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
         """Step time (= TPOT) at decode micro-batch b, and whether the step is compute-bound.
@@ -181,9 +205,9 @@ class _Engine:
         return self.t_pre * (q if q < self.qcap else self.qcap) + chunks * t_step
 
 
-def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int, precision: str,
+def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int, precision: str,
             util: float, max_num_seqs: int, kv_precision: str | None, max_num_batched_tokens: int | None,
-            c: Calibration, stage: tuple[int, bool, bool] | None = None) -> _Engine | Estimate:
+            c: Calibration, stage: tuple[int, bool, bool] | None = None) -> Engine | Estimate:
     """``stage`` = (layers, first, last): the coefficients of that one stage of a pp-stage pipeline
     (hetinfra.perf.pipeline composes them); None: pp identical stages of the default split."""
     prec = _norm_precision(precision)
@@ -233,11 +257,11 @@ def _engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int
 
 
 def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
-                  prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None) -> _Engine:
+                  prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None) -> Engine:
     """Step-time coefficients of one (model, gpu, layout): ``isl`` = prompt length of a prefill,
     ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
-    No memory checks (``_engine`` does them); shared by ``estimate`` and the calibration helpers."""
-    e = _Engine()
+    No memory checks (``build_engine`` does them); shared by ``estimate`` and the calibration helpers."""
+    e = Engine()
     e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs = pp, isl, w_gpu, 1, 0, 0.0
     h = model.hidden_size
     act = model.active
@@ -258,6 +282,12 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     e.c_dec = f_dec / (flops * c.mfu_decode)
     e.c_pre = f_pre / (flops * c.mfu_prefill)  # one prefill token, one stage
     e.c_comp = e.c_dec + ratio * e.c_pre
+    # the same terms split per token and per attended token, for ``Engine.step_s``
+    e.kv_tok_bw = kv_tok / bw
+    e.c_dlin = 2.0 * (act - 0.5 * emb) / split / (flops * c.mfu_decode)
+    e.c_dattn = 2.0 * attn / (flops * c.mfu_decode)
+    e.c_plin = 2.0 * (act - emb) / split / (flops * c.mfu_prefill)
+    e.c_pattn = 2.0 * attn / (flops * c.mfu_prefill)
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
         link = gpu.intra_node_gbps * 1e9 * (1.0 if gpu.nvlink else c.pcie_allreduce_efficiency)
@@ -286,7 +316,7 @@ def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, inp
     """(TTFT ms, TPOT ms, req/s) predicted at ``concurrency`` requests in the system (no SLO and no
     memory cap applied); an infeasible ``Estimate`` if the layout cannot run at all.
     For calibration against closed-loop (fixed concurrency) benchmarks."""
-    e = _engine(model, gpu, tp, pp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
+    e = build_engine(model, gpu, tp, pp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
                 gpu_memory_utilization, max_num_seqs, kv_precision, max_num_batched_tokens, calib)
     if isinstance(e, Estimate):
         return e
@@ -302,7 +332,7 @@ def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, inp
 
 
 def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, precision: str,
-          kv_precision: str | None, overheads: bool, calib: Calibration) -> _Engine:
+          kv_precision: str | None, overheads: bool, calib: Calibration) -> Engine:
     prec = _norm_precision(precision)
     if tp < 1 or pp < 1:
         raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
@@ -346,7 +376,7 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
     """
     isl = max(int(input_tokens), 1)
     osl = max(int(output_tokens), 1)
-    e = _engine(model, gpu, tp, pp, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
+    e = build_engine(model, gpu, tp, pp, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
                 max_num_batched_tokens, calib)
     if isinstance(e, Estimate):
         return e
@@ -354,7 +384,7 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
                       max_num_seqs)
 
 
-def best_point(e: _Engine, where: str, osl: int, ttft_ms: float, tpot_ms: float, max_num_seqs: int) -> Estimate:
+def best_point(e: Engine, where: str, osl: int, ttft_ms: float, tpot_ms: float, max_num_seqs: int) -> Estimate:
     """The largest-rate operating point of engine ``e`` (homogeneous, or a pipeline of stages) under the SLOs."""
     point = e.point
     pp = e.pp

@@ -24,7 +24,7 @@ from hetinfra.catalog.gpus import GpuSpec
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
-from hetinfra.perf.estimator import Estimate, _Engine, _engine, best_point, max_num_batched_tokens_default
+from hetinfra.perf.estimator import Estimate, Engine, build_engine, best_point, max_num_batched_tokens_default
 
 __all__ = ["MAX_NUM_SEQS", "estimate_pipeline", "pipeline_batched_tokens", "stage_batch_limit"]
 
@@ -38,12 +38,12 @@ def pipeline_batched_tokens(gpus: list[GpuSpec]) -> int:
     return min(max_num_batched_tokens_default(g) for g in gpus)
 
 
-class _Pipeline(_Engine):
+class _Pipeline(Engine):
     """An engine made of per-stage engines; each was built with pp = K so their shared terms agree."""
 
     __slots__ = ("stages",)
 
-    def __init__(self, stages: list[_Engine]):
+    def __init__(self, stages: list[Engine]):
         head = stages[0]
         for name in ("pp", "isl", "n_dec", "ratio", "mbt", "moe_p", "serial", "p2p_lat", "p2p_tok", "fixed",
                      "per_seq", "dispatch", "qs", "qcap"):
@@ -67,11 +67,11 @@ class _Pipeline(_Engine):
 
 def _stage_engines(model: ModelArch, gpus: list[GpuSpec], layers: list[int], tp: int, isl: int, osl: int,
                    precision: str, util: float, max_num_seqs: int, kv_precision: str | None, mbt: int,
-                   calib: Calibration) -> list[_Engine] | Estimate:
+                   calib: Calibration) -> list[Engine] | Estimate:
     k = len(gpus)
     out = []
     for s, (gpu, n) in enumerate(zip(gpus, layers)):
-        e = _engine(model, gpu, tp, k, isl, osl, precision, util, max_num_seqs, kv_precision, mbt, calib,
+        e = build_engine(model, gpu, tp, k, isl, osl, precision, util, max_num_seqs, kv_precision, mbt, calib,
                     stage=(n, s == 0, s == k - 1))
         if isinstance(e, Estimate):
             return e
@@ -113,7 +113,7 @@ def stage_batch_limit(model: ModelArch, gpu: GpuSpec, *, tp: int, stages: int, f
     memory and the step token budget; 0 when the stage cannot hold its layers. Nonincreasing in
     ``layers``: more layers mean more weights, KV and work per step."""
     isl, osl = max(int(input_tokens), 1), max(int(output_tokens), 1)
-    e = _engine(model, gpu, tp, stages, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
+    e = build_engine(model, gpu, tp, stages, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
                 max_num_batched_tokens, calib, stage=(layers, first, last))
     if isinstance(e, Estimate):
         return 0.0

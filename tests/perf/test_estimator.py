@@ -300,3 +300,23 @@ def test_decode_bandwidth_efficiency_matches_helix_profiles():
         eta = layer_bytes / (ms * 1e-3) / (GPUS[gpu].bandwidth_gbps * 1e9)
         assert abs(eta - CALIBRATION.eta_bw) < 0.05
     assert math.isclose(CALIBRATION.eta_bw, 0.78)
+
+
+# ---- the explicit step model the simulator replays ---------------------------------------------------
+
+@pytest.mark.parametrize("model,gpu,tp,pp,precision", [
+    ("llama-3.1-8b", "H100", 1, 1, "bf16"), ("llama-3.1-70b", "A100-80GB", 4, 1, "bf16"),
+    ("llama-3.1-70b", "L40S", 2, 2, "fp8"), ("mixtral-8x7b", "H100", 2, 1, "bf16"), ("llama-2-7b", "T4", 1, 2, "fp16"),
+])
+def test_step_s_reduces_to_tpot(model, gpu, tp, pp, precision):
+    """``Engine.step_s`` with the mean-field composition equals ``tpot`` (both branches of the roofline)."""
+    from hetinfra.perf.estimator import build_engine
+
+    isl, osl = 700, 150
+    e = build_engine(get_model(model), get_gpu(gpu), tp, pp, isl, osl, precision, 0.9, 256, None, None, CALIBRATION)
+    assert not isinstance(e, Estimate)
+    ctx = e.kv_read / e.kv_tok_bw
+    for b in (0.5, 1.0, 7.3, 40.0, 200.0):
+        pre = b * e.ratio
+        assert e.step_s(pre, pre * isl / 2.0, b, b * ctx) == pytest.approx(e.tpot(b)[0], rel=1e-9)
+        assert e.step_s(0.0, 0.0, b, b * ctx) == pytest.approx(e.tpot(b, False)[0], rel=1e-9)
