@@ -127,7 +127,7 @@ class Engine:
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
                  "c_pre", "serial", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre",
-                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn")
+                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "kv_tokens")
 
     def step_s(self, prefill_tokens: float, prefill_positions: float, decode_seqs: float, decode_context: float,
                running_seqs: float | None = None) -> float:
@@ -252,7 +252,7 @@ def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl
     n_dec = osl - 1 if osl > 1 else 1
     e = _coefficients(model, gpu, tp, pp, isl, isl + c.ctx_output_fraction * osl, isl / n_dec, prec, kv_tok,
                       w_gpu, c, stage[0] if stage else None)
-    e.n_dec, e.mbt, e.kv_seqs = n_dec, mbt, kv_seqs
+    e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = n_dec, mbt, kv_seqs, kv_tokens  # kv_tokens: KV cache size in tokens
     return e
 
 
@@ -262,7 +262,7 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
     No memory checks (``build_engine`` does them); shared by ``estimate`` and the calibration helpers."""
     e = Engine()
-    e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs = pp, isl, w_gpu, 1, 0, 0.0
+    e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = pp, isl, w_gpu, 1, 0, 0.0, 0.0
     h = model.hidden_size
     act = model.active
     emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)

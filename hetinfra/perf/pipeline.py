@@ -50,10 +50,16 @@ class _Pipeline(Engine):
             setattr(self, name, getattr(head, name))
         self.stages = stages
         self.kv_seqs = min(s.kv_seqs for s in stages)
+        self.kv_tokens = min(s.kv_tokens for s in stages)
         self.t_pre = self.prefill(1.0)
 
     def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
         return max(s.tpot(b, prefill) for s in self.stages)  # K x slowest stage + shared terms
+
+    def step_s(self, prefill_tokens: float, prefill_positions: float, decode_seqs: float, decode_context: float,
+               running_seqs: float | None = None) -> float:
+        return max(s.step_s(prefill_tokens, prefill_positions, decode_seqs, decode_context, running_seqs)
+                   for s in self.stages)
 
     def b_tpot(self, slo: float) -> float:
         return min(s.b_tpot(slo) for s in self.stages)
@@ -77,6 +83,17 @@ def _stage_engines(model: ModelArch, gpus: list[GpuSpec], layers: list[int], tp:
             return e
         out.append(e)
     return out
+
+
+def pipeline_engine(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
+                    output_tokens: int, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
+                    max_num_seqs: int = MAX_NUM_SEQS, kv_precision: str | None = None,
+                    max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION) -> Engine | Estimate:
+    """The engine of one mixed pipeline (its step model, KV size and token budget), or why it cannot run."""
+    mbt = max_num_batched_tokens or pipeline_batched_tokens(gpus)
+    stages = _stage_engines(model, gpus, layers, tp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
+                            gpu_memory_utilization, max_num_seqs, kv_precision, mbt, calib)
+    return stages if isinstance(stages, Estimate) else _Pipeline(stages)
 
 
 def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
