@@ -34,7 +34,7 @@ def wall(cmd: list[str], repeat: int = 5) -> float:
 
 def melange_v2_r32() -> dict:
     sys.path.insert(0, str(REPO))
-    from hetinfra.planner import plan
+    from hetinfra.plan.planner import plan
     from tests.solver.test_melange_regression import _write_case
     import yaml
 

@@ -51,13 +51,13 @@ def write_case(d: Path, n_models: int, gpus: list[str], regions: list[str], mixe
 def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: bool = False) -> None:
     import os
 
-    from hetinfra.inputs import resolve
+    from hetinfra.plan.inputs import resolve
     from hetinfra.perf.model import PerformanceModel
-    from hetinfra.planner import plan
+    from hetinfra.plan.planner import plan
     from hetinfra.solver.solve import solve
     from hetinfra.spec.load import load_spec
-    from hetinfra.template_cache import TemplateCache
-    from hetinfra.templates import build_units
+    from hetinfra.plan.template_cache import TemplateCache
+    from hetinfra.plan.templates import build_units
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")

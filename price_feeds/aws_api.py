@@ -131,7 +131,7 @@ def offered_types(ec2, types: list[str]) -> set[str]:
 def gpu_caps(regions: Iterable[str], offers, *, spot: bool = False, session=None,
              factory: ClientFactory | None = None, timeout_s: float = 20.0):
     """AvailabilityCap rows for AWS (see the module docstring) and warnings (never raises)."""
-    from hetinfra.price_feeds.availability import AvailabilityCap
+    from hetinfra.price_feeds.caps import AvailabilityCap
 
     factory, why = _factory(session, factory, timeout_s)
     if factory is None:

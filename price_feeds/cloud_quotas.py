@@ -62,7 +62,7 @@ import urllib.parse
 import urllib.request
 from typing import Callable, Iterable, Mapping
 
-from hetinfra.price_feeds.availability import AvailabilityCap
+from hetinfra.price_feeds.caps import AvailabilityCap
 from hetinfra.price_feeds.cloud_skus import (azure_location_restrictions, azure_pages, azure_restriction_caps,
                                              azure_skus_url, gcp_zone_accelerators, gcp_zone_caps)
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS

@@ -34,7 +34,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Iterable
 
-from hetinfra.price_feeds.availability import PURCHASES, AvailabilityCap
+from hetinfra.price_feeds.caps import PURCHASES, AvailabilityCap
 from hetinfra.price_feeds.http import FetchError, HttpClient, redact
 
 MAX_PAGES = 50

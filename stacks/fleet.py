@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from hetinfra.artifacts import sky_units
+from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig

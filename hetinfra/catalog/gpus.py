@@ -115,3 +115,15 @@ def get_gpu(name: str) -> GpuSpec | None:
         return GPUS[name]
     lowered = {k.lower(): v for k, v in GPUS.items()}
     return lowered.get(name.lower())
+
+
+# GPUs without BF16 support (pre-Ampere); vLLM needs --dtype half there.
+NO_BF16_GPUS = frozenset({"T4", "V100", "V100-32GB", "P100", "P4", "P40", "K80", "M60", "K520", "T4G"})
+
+
+def serving_precision(precision: str, gpu: str) -> str:
+    """The precision vLLM actually runs: bf16 becomes fp16 on GPUs without BF16 (T4, V100),
+    which vLLM does itself with a warning; same bytes, so the planned rates hold."""
+    # a mixed pipeline ("H100+T4") runs one dtype on every stage
+    no_bf16 = any(g.upper() in NO_BF16_GPUS for g in gpu.split("+"))
+    return "fp16" if precision == "bf16" and no_bf16 else precision

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from hetinfra.artifacts import atomic_write_text
+from hetinfra.fileio import atomic_write_text
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
 PULUMI_PINS = {"pulumi": "3.272.0", "pulumi-aws": "7.51.1", "pulumi-gcp": "10.2.0", "pulumi-azure-native": "3.29.0"}

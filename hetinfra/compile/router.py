@@ -22,7 +22,7 @@ differ). Endpoint URLs are known only after deploy: ``hetinfra apply`` records t
 from __future__ import annotations
 
 
-from hetinfra.plan_json import _r
+from hetinfra.plan.plan_json import rounded
 
 ROUTER_VERSION = 1
 
@@ -40,7 +40,7 @@ def router_weights(plan: dict) -> dict:
             entry["endpoints"][a["deployment_unit"]] = {
                 "cloud": a["cloud"], "region": a["region"], "gpu": a["gpu"], "instance_type": a["instance_type"],
                 "replicas": a["count"], "target_qps_per_replica": a.get("target_qps_per_replica"),
-                "rps": a.get("routed_rps"), "share": _r((a.get("routed_rps") or 0.0) / total, 6) if total else 0.0,
+                "rps": a.get("routed_rps"), "share": rounded((a.get("routed_rps") or 0.0) / total, 6) if total else 0.0,
             }
             q = a.get("target_qps_per_replica")
             if q is not None:
@@ -51,7 +51,7 @@ def router_weights(plan: dict) -> dict:
             served = sum(f["rps"] for f in flows)
             entry["classes"][c["name"]] = {
                 "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"], "rate_rps": c["rate_rps"],
-                "weights": {units[f["unit"]]["deployment_unit"]: _r(f["rps"] / served, 6)
+                "weights": {units[f["unit"]]["deployment_unit"]: rounded(f["rps"] / served, 6)
                             for f in flows if served > 0 and f["unit"] in units},
             }
         models[name] = entry

@@ -21,7 +21,6 @@ whose values are given at launch time, e.g.::
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -33,6 +32,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from hetinfra.catalog.gpus import NO_BF16_GPUS
+from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 
 __all__ = [
@@ -64,12 +65,9 @@ INITIAL_DELAY_SINGLE_NODE_S = 1200
 INITIAL_DELAY_MULTI_NODE_S = 1800
 AUTOSCALE_MAX_FACTOR = 2
 
-# GPUs without BF16 support (pre-Ampere); vLLM needs --dtype half there.
-NO_BF16_GPUS = frozenset({"T4", "V100", "V100-32GB", "P100", "P4", "P40", "K80", "M60", "K520", "T4G"})
 
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
-_MAX_NAME_LEN = 63
 
 
 @dataclass(frozen=True)
@@ -139,9 +137,9 @@ def _validate(u: SkyUnit) -> None:
     def bad(msg: str) -> None:
         raise ValueError(f"SkyUnit {u.name!r}: {msg}")
 
-    if not isinstance(u.name, str) or len(u.name) > _MAX_NAME_LEN or not _NAME_RE.match(u.name):
+    if not isinstance(u.name, str) or len(u.name) > MAX_NAME_LEN or not _NAME_RE.match(u.name):
         bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
-            f"and be at most {_MAX_NAME_LEN} characters (use unit_name(...) to build one)")
+            f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
     for field in ("service_model", "source", "region", "instance_type", "gpu"):
         value = getattr(u, field)
         if not isinstance(value, str) or not value or not _ENV_SAFE_RE.match(value):
@@ -184,44 +182,6 @@ def _validate(u: SkyUnit) -> None:
         q = u.target_qps_per_replica
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
             bad(f"target_qps_per_replica must be a positive number; got {q!r}")
-
-
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", str(text).lower())
-    return s.strip("-")
-
-
-def unit_name(
-    service_model: str,
-    cloud: str,
-    region: str,
-    instance_type: str,
-    *,
-    spot: bool = False,
-    suffix: Optional[str] = None,
-) -> str:
-    """Deterministic DNS-safe unit name, e.g. ``chat-7b-aws-us-east-1-g6-xlarge``.
-
-    Lowercase, only ``[a-z0-9-]``, starts with a letter, at most 63 characters. Spot units get a
-    ``-spot`` suffix; ``suffix`` (e.g. a template id) is appended when the same model, cloud,
-    region and instance type appear in more than one unit. Names that would be longer than 63
-    characters are cut and end in 8 hex digits of a SHA-1 of the full name, so distinct inputs
-    keep distinct names.
-    """
-    parts = [service_model, cloud, region, instance_type]
-    if spot:
-        parts.append("spot")
-    if suffix:
-        parts.append(suffix)
-    full = "-".join(p for p in (_slug(x) for x in parts) if p)
-    if not full:
-        raise ValueError("unit_name: all parts are empty")
-    if not full[0].isalpha():
-        full = "u-" + full
-    if len(full) <= _MAX_NAME_LEN:
-        return full
-    digest = hashlib.sha1(full.encode()).hexdigest()[:8]
-    return full[: _MAX_NAME_LEN - len(digest) - 1].rstrip("-") + "-" + digest
 
 
 def _precision_flags(u: SkyUnit) -> Tuple[list, Optional[str]]:

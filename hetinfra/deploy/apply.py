@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.artifacts import expand_stages
+from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy import pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
@@ -125,7 +125,7 @@ def _unit_conflicts(plan: dict, state: DeployState, target: str) -> None:
                 hint=f"hetinfra destroy {state.path.parent} --target {other}  (or apply with --target {other})")
 
 
-def _confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[[str], bool] | None) -> None:
+def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[[str], bool] | None) -> None:
     echo(preview)
     if yes:
         return
@@ -147,7 +147,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     _unit_conflicts(plan, state, target)
     after = desired(plan, state, target)
     rows = changes(state.allocations, after)
-    _confirm(render_preview(rows, f"hetinfra apply {out} (target: {target})"), yes, echo, ask)
+    confirm(render_preview(rows, f"hetinfra apply {out} (target: {target})"), yes, echo, ask)
 
     pulumi_clouds = sorted({a["cloud"] for a in after + state.allocations if a["path"] == "pulumi"})
     sky_new = [a for a in after if a["path"] == "skypilot" and a not in state.allocations]

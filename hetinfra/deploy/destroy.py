@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.deploy import pulumi_driver, sky_driver
-from hetinfra.deploy.apply import TARGETS, _confirm, changes, render_preview, run_steps, serve_down, target_paths
+from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
@@ -37,7 +37,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     if not steps:
         echo("Nothing to destroy: the state lists nothing for this target.")
         return state
-    _confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
+    confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
     if pulumi_clouds:
         plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else None
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)

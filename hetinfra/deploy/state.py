@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hetinfra.artifacts import atomic_write_text
+from hetinfra.fileio import atomic_write_text
 from hetinfra.errors import InvalidInputError
 
 STATE_VERSION = 1

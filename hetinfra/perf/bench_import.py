@@ -80,7 +80,7 @@ class SLO:
         return f"{self.statistic}_{metric}_ms"
 
     def describe(self) -> str:
-        return f"{self.statistic} ttft<={_fmt(self.ttft_ms)} ms, tpot<={_fmt(self.tpot_ms)} ms"
+        return f"{self.statistic} ttft<={format_number(self.ttft_ms)} ms, tpot<={format_number(self.tpot_ms)} ms"
 
 
 @dataclass(frozen=True)
@@ -148,13 +148,13 @@ class SweepResult:
     def explain(self) -> str:
         """One line: how max_rps came about."""
         if self.first_fail is None:
-            return f"every rate up to {_fmt(self.rates[-1])} req/s met the SLO (lower bound)"
+            return f"every rate up to {format_number(self.rates[-1])} req/s met the SLO (lower bound)"
         f = self.first_fail
         why = "; ".join(f.reasons)
         if self.last_pass is None:
-            return f"lowest rate {_fmt(f.point.request_rate)} req/s already fails ({why})"
-        return (f"between {_fmt(self.last_pass.point.request_rate)} req/s (passes) and "
-                f"{_fmt(f.point.request_rate)} req/s (fails: {why})")
+            return f"lowest rate {format_number(f.point.request_rate)} req/s already fails ({why})"
+        return (f"between {format_number(self.last_pass.point.request_rate)} req/s (passes) and "
+                f"{format_number(f.point.request_rate)} req/s (fails: {why})")
 
     def row(self, gpu: str, tp: int, pp: int, slo: SLO) -> ProfileRow:
         anchor = self.first_fail or self.checks[-1]
@@ -173,7 +173,7 @@ class ImportResult:
 # ---------------------------------------------------------------- reading result files
 
 
-def _fmt(v: float) -> str:
+def format_number(v: float) -> str:
     """Numbers for CSV cells and messages: 4.0 -> '4', 14/3 -> '4.667'."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
@@ -208,7 +208,7 @@ def _size(v: object, where: str, key: str) -> int:
     return int(n)
 
 
-def _read_objects(path: Path) -> list[tuple[str, object]]:
+def read_objects(path: Path) -> list[tuple[str, object]]:
     """The JSON objects of one file: one (``--save-result``) or one per line (``--append-result``)."""
     try:
         text = path.read_text()
@@ -303,7 +303,7 @@ def load_bench_results(paths: Iterable[Path | str], *, model: str | None = None,
         if path.name.endswith(".pytorch.json"):
             skipped.append(f"{path}: PyTorch-benchmark companion file, not a --save-result file")
             continue
-        for where, obj in _read_objects(path):
+        for where, obj in read_objects(path):
             if isinstance(obj, dict) and obj.get("ramp_up_strategy"):
                 skipped.append(f"{where}: ramp-up run (no single request rate)")
                 continue
@@ -330,7 +330,7 @@ def check_point(point: BenchPoint, slo: SLO) -> PointCheck:
     if point.completed:
         for name, v, limit in (("ttft", ttft, slo.ttft_ms), ("tpot", tpot, slo.tpot_ms)):
             if not (v <= limit):  # NaN fails too
-                reasons.append(f"{slo.statistic} {name} {_fmt(v)} ms > {_fmt(limit)} ms")
+                reasons.append(f"{slo.statistic} {name} {format_number(v)} ms > {format_number(limit)} ms")
     return PointCheck(point, not reasons, ttft, tpot, tuple(reasons))
 
 
@@ -343,7 +343,7 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
     label = f"{head.model} in={head.input_tokens} out={head.output_tokens}"
     for a, b in zip(pts, pts[1:]):
         if a.request_rate == b.request_rate:
-            raise InvalidInputError(f"{label}: two runs at request rate {_fmt(a.request_rate)}: {a.where} and {b.where}",
+            raise InvalidInputError(f"{label}: two runs at request rate {format_number(a.request_rate)}: {a.where} and {b.where}",
                                     hint="pass one file per rate of a single sweep")
     checks = tuple(check_point(p, slo) for p in pts)
     k = next((i for i, c in enumerate(checks) if not c.passed), None)
@@ -353,15 +353,15 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
     if k is None:
         if len(checks) == 1:
             raise InvalidInputError(
-                f"{label}: single-point sweep ({head.where}, {_fmt(head.request_rate)} req/s meets the SLO); "
+                f"{label}: single-point sweep ({head.where}, {format_number(head.request_rate)} req/s meets the SLO); "
                 "max_rps needs rates that cross the SLO",
                 hint="run vllm bench serve at several --request-rate values, up to one that misses the SLO")
         max_rps = pts[-1].request_rate
-        notes.append(f"{label}: every rate met the SLO ({slo.describe()}); max_rps {_fmt(max_rps)} is the highest "
+        notes.append(f"{label}: every rate met the SLO ({slo.describe()}); max_rps {format_number(max_rps)} is the highest "
                      "rate swept, a lower bound: extend the sweep to higher rates")
     elif k == 0:
         max_rps = 0.0
-        notes.append(f"{label}: even the lowest rate {_fmt(pts[0].request_rate)} req/s misses the SLO "
+        notes.append(f"{label}: even the lowest rate {format_number(pts[0].request_rate)} req/s misses the SLO "
                      f"({'; '.join(checks[0].reasons)}); max_rps 0: sweep lower rates to find a positive one")
     else:
         p, f = last_pass, first_fail
@@ -376,12 +376,12 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
             t = min(ts) if ts else 0.0
         max_rps = r0 + max(0.0, min(1.0, t)) * max(0.0, r1 - r0)
         if f.point.request_throughput < f.point.request_rate:
-            notes.append(f"{label}: at {_fmt(f.point.request_rate)} req/s offered the server achieved "
-                         f"{_fmt(f.point.request_throughput)} req/s; interpolated toward the achieved rate")
+            notes.append(f"{label}: at {format_number(f.point.request_rate)} req/s offered the server achieved "
+                         f"{format_number(f.point.request_throughput)} req/s; interpolated toward the achieved rate")
         later = [c.point.request_rate for c in checks[k + 1:] if c.passed]
         if later:
-            notes.append(f"{label}: rate(s) {', '.join(_fmt(r) for r in later)} pass again after "
-                         f"{_fmt(f.point.request_rate)} failed (noisy sweep?); the first crossing is used")
+            notes.append(f"{label}: rate(s) {', '.join(format_number(r) for r in later)} pass again after "
+                         f"{format_number(f.point.request_rate)} failed (noisy sweep?); the first crossing is used")
     mc = {p.data.get("max_concurrency") for p in pts} - {None}
     if mc:
         notes.append(f"{label}: runs used --max-concurrency {', '.join(map(str, sorted(mc)))}; "
@@ -429,7 +429,7 @@ def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
     w.writerow(COLUMNS)
     for r in rows:
         w.writerow([r.model, r.gpu, r.tp, r.pp, r.input_tokens, r.output_tokens,
-                    _fmt(r.ttft_slo_ms), _fmt(r.tpot_slo_ms), _fmt(r.max_rps)])
+                    format_number(r.ttft_slo_ms), format_number(r.tpot_slo_ms), format_number(r.max_rps)])
     return buf.getvalue()
 
 
@@ -440,7 +440,7 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
     gpu, tp, pp, sizes and SLO); new rows follow them. Returns the rows written. ``max_rps`` is
     written to 3 decimals.
     """
-    from hetinfra.artifacts import atomic_write_text
+    from hetinfra.fileio import atomic_write_text
     from hetinfra.perf.profiles import load_profiles
 
     path = Path(path)

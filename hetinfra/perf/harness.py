@@ -31,8 +31,8 @@ from hetinfra.perf.bench_import import (
     SLO,
     BenchPoint,
     SweepResult,
-    _fmt,
-    _read_objects,
+    format_number,
+    read_objects,
     check_point,
     evaluate_sweep,
     parse_result,
@@ -160,9 +160,9 @@ def bench_argv(vllm: Sequence[str], *, base_url: str, model: str, input_tokens: 
     """The exact ``vllm bench serve`` command line of one run (flags as in vLLM 0.33)."""
     argv = [*vllm, "bench", "serve", "--backend", "openai", "--base-url", base_url, "--model", model,
             "--dataset-name", "random", "--random-input-len", str(input_tokens),
-            "--random-output-len", str(output_tokens), "--request-rate", _fmt(rate),
+            "--random-output-len", str(output_tokens), "--request-rate", format_number(rate),
             "--num-prompts", str(num_prompts), "--percentile-metrics", "ttft,tpot,e2el",
-            "--metric-percentiles", ",".join(_fmt(p) for p in percentiles), "--disable-tqdm",
+            "--metric-percentiles", ",".join(format_number(p) for p in percentiles), "--disable-tqdm",
             "--save-result", "--result-dir", str(result_dir), "--result-filename", result_filename]
     # --metadata takes every following KEY=VALUE (nargs="*"), so it comes last
     return argv + ["--metadata", f"random_input_len={input_tokens}", f"random_output_len={output_tokens}",
@@ -239,7 +239,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     for i, o in cells:
         points: list[BenchPoint] = []
         for n, rate in enumerate(rs):
-            name = f"in{i}-out{o}-rate{_fmt(rate)}"
+            name = f"in{i}-out{o}-rate{format_number(rate)}"
             result, log = rdir / f"{name}.json", rdir / f"{name}.log"
             result.unlink(missing_ok=True)  # never read a stale result of an earlier run
             argv = bench_argv(vllm, base_url=base, model=model, input_tokens=i, output_tokens=o, rate=rate,
@@ -247,7 +247,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
                               percentiles=pcts, metadata=meta)
             tell("start", i, o, rate)
             limit = timeout_s if timeout_s is not None else default_timeout_s(num_prompts, rate)
-            at = f"in={i} out={o} rate={_fmt(rate)} req/s"
+            at = f"in={i} out={o} rate={format_number(rate)} req/s"
             try:
                 with open(log, "w") as fh:
                     proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -255,7 +255,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
             except FileNotFoundError:
                 raise InvalidInputError(f"`{vllm[0]}` could not be started", hint=INSTALL_HINT) from None
             except subprocess.TimeoutExpired:
-                raise BenchError(f"vllm bench serve did not finish within {_fmt(limit)} s at {at}",
+                raise BenchError(f"vllm bench serve did not finish within {format_number(limit)} s at {at}",
                                  hint=f"raise --timeout or lower --num-prompts; its output: {log}") from None
             if proc.returncode != 0:
                 last = _last_line(log)
@@ -264,7 +264,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
             if not result.exists():
                 raise BenchError(f"vllm bench serve wrote no result file at {at} (expected {result})",
                                  hint=f"its output: {log}")
-            objs = _read_objects(result)
+            objs = read_objects(result)
             point = parse_result(objs[-1][1], objs[-1][0], model=model, input_tokens=i, output_tokens=o)
             passed = check_point(point, slo).passed
             points.append(point)

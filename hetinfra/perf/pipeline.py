@@ -15,7 +15,7 @@ s1.3-1.4). The estimator's homogeneous model (``estimator.py``) generalises stag
 
 ``stage_batch_limit`` is Coral's per-node throughput T(n, l): the largest micro-batch a stage of
 ``l`` layers on one GPU type can carry under the TPOT SLO and its own KV memory. The pipeline's
-micro-batch is the minimum over its stages, which is what ``hetinfra.placement`` maximises.
+micro-batch is the minimum over its stages, which is what ``hetinfra.plan.placement`` maximises.
 """
 
 from __future__ import annotations

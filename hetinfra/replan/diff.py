@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hetinfra.artifacts import expand_stages
+from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy.apply import Change, changes
 
 NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"

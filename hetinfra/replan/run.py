@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.artifacts import atomic_write_text, write_plan
+from hetinfra.compile.artifacts import write_plan
+from hetinfra.fileio import atomic_write_text
 from hetinfra.errors import ProviderError
 from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, render
 from hetinfra.replan.safe import Journal, http_health, replan_lock, stage_counts, stage_plan
@@ -109,10 +110,10 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
             return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
 
-        from hetinfra.commands.feeds import load_caps, load_feeds
-        from hetinfra.plan_json import build_plan_json
-        from hetinfra.planner import plan as run_plan
-        from hetinfra.planner import running_allocations
+        from hetinfra.plan.feeds import load_caps, load_feeds
+        from hetinfra.plan.plan_json import build_plan_json
+        from hetinfra.plan.planner import plan as run_plan
+        from hetinfra.plan.planner import running_allocations
 
         snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)

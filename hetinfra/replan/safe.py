@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator
 
-from hetinfra.artifacts import atomic_write_text
+from hetinfra.fileio import atomic_write_text
 from hetinfra.deploy.state import now
 from hetinfra.errors import HetinfraError
 

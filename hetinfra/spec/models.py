@@ -2,7 +2,7 @@
 
 Every model forbids unknown keys (a typo is an error with a did-you-mean, never silently ignored)
 and every field carries a description. Cross-file checks (does the GPU exist in the offers, does
-the profile file exist) happen later, in :mod:`hetinfra.inputs`, where the offers are known.
+the profile file exist) happen later, in :mod:`hetinfra.plan.inputs`, where the offers are known.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hetinfra.commands.profile import import_command
+from hetinfra.cli.profile import import_command
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import (
     SLO,

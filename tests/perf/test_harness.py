@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from hetinfra.commands.profile import profile_command
+from hetinfra.cli.profile import profile_command
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import SLO
 from hetinfra.perf.harness import BenchError, ProgressEvent, check_endpoint, normalize_endpoint, run_profile
@@ -317,7 +317,7 @@ def test_profile_command_errors(tmp_path, server, monkeypatch):
 def test_module_imports_only_click():
     import subprocess
 
-    code = ("import sys; import hetinfra.commands.profile\n"
+    code = ("import sys; import hetinfra.cli.profile\n"
             "print([m for m in ('rich', 'hetinfra.perf.harness', 'hetinfra.perf.bench_import') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=60, check=True)
     assert out.stdout.strip() == "[]"

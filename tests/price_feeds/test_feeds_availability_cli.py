@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.price_feeds.availability import (AvailabilityCap, caps_dict, load_availability, load_caps_csv,
-                                               parse_caps_csv)
+from hetinfra.price_feeds.availability import load_availability
+from hetinfra.price_feeds.caps import AvailabilityCap, caps_dict, load_caps_csv, parse_caps_csv
 from hetinfra.price_feeds.offers import Offer
 
 
@@ -103,7 +103,7 @@ def invoke(cmd, *args):
 
 
 def test_prices_json_filters_and_per_gpu_price():
-    from hetinfra.commands.feeds import prices_command
+    from hetinfra.cli.feeds import prices_command
 
     code, out, err = invoke(prices_command, "--gpu", "l4", "--cloud", "gcp", "--region", "us-central1", "--json")
     assert code == 0, err
@@ -119,7 +119,7 @@ def test_prices_json_filters_and_per_gpu_price():
 
 
 def test_prices_spot_table_and_unknown_gpu():
-    from hetinfra.commands.feeds import prices_command
+    from hetinfra.cli.feeds import prices_command
 
     code, out, err = invoke(prices_command, "--gpu", "H100", "--spot", "--limit", "3")
     assert code == 0 and "with spot" in out and "$/GPU-h" in out and "(8 more; raise --limit)" in out
@@ -128,7 +128,7 @@ def test_prices_spot_table_and_unknown_gpu():
 
 
 def test_prices_live_offline_warns_and_strict_fails(monkeypatch, closed_port):
-    from hetinfra.commands.feeds import prices_command
+    from hetinfra.cli.feeds import prices_command
 
     url = f"http://127.0.0.1:{closed_port}"
     for var in ("HETINFRA_AWS_PRICING_URL", "HETINFRA_AZURE_PRICES_URL", "HETINFRA_GCP_BILLING_URL"):
@@ -142,14 +142,14 @@ def test_prices_live_offline_warns_and_strict_fails(monkeypatch, closed_port):
 
 
 def test_prices_bad_feeds_path():
-    from hetinfra.commands.feeds import prices_command
+    from hetinfra.cli.feeds import prices_command
 
     code, out, err = invoke(prices_command, "--feeds", "/nonexistent/offers.csv")
     assert code == 2 and "no such file or directory" in err
 
 
 def test_feeds_refresh_and_list(monkeypatch, shared_catalog, tmp_path, closed_port):
-    from hetinfra.commands.feeds import feeds_group
+    from hetinfra.cli.feeds import feeds_group
 
     monkeypatch.setenv("HETINFRA_SKYPILOT_CATALOG", str(shared_catalog))
     code, out, err = invoke(feeds_group, "refresh", "--source", "skypilot", "--json")
@@ -169,7 +169,7 @@ def test_feeds_refresh_and_list(monkeypatch, shared_catalog, tmp_path, closed_po
 
 
 def test_commands_module_imports_only_click():
-    code = ("import sys, hetinfra.commands.feeds as f; "
+    code = ("import sys, hetinfra.cli.feeds as f; "
             "bad = [m for m in sys.modules if m.startswith(('rich', 'hetinfra.price_feeds', 'boto3', 'urllib.request'))]; "
             "print(bad); assert callable(f.prices_command) and f.feeds_group.name == 'feeds'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hetinfra.price_feeds import availability
-from hetinfra.price_feeds.availability import AvailabilityCap, caps_dict, load_availability
+from hetinfra.price_feeds.availability import load_availability
+from hetinfra.price_feeds.caps import AvailabilityCap, caps_dict
 from hetinfra.price_feeds.cloud_quotas import (AZURE_NO_CREDENTIALS, GCP_NO_CREDENTIALS, azure_caps,
                                                azure_quota_family, gcp_caps)
 from hetinfra.price_feeds.cloud_skus import GCP_ACCELERATOR_NAMES

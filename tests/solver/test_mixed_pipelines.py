@@ -33,7 +33,7 @@ def _spec(tmp_path, mixed: bool) -> dict:
          "gpu_memory_gb": 48, "vcpus": 8, "memory_gb": 64, "price_per_hour": 1.5}])
     return {"name": "big", "offers": ["offers.csv"],
             "models": [{"name": "big-70b", "model": "llama-3.1-70b", "source": "meta-llama/Llama-3.1-70B-Instruct",
-                        "slo": SLO, "demand": {"rate_rps": 0.05, "sizes": {"classes": [
+                        "slo": dict(SLO), "demand": {"rate_rps": 0.05, "sizes": {"classes": [
                             {"name": "c", "input_tokens": 500, "output_tokens": 100, "share": 1}]}}}],
             "infrastructure": {"clouds": ["aws"], "regions": ["test-1"]},
             "planning": {"mip_gap": 0, "allow_mixed_pipelines": mixed}}

@@ -9,7 +9,7 @@ import pytest
 
 pulumi = pytest.importorskip("pulumi")
 
-from hetinfra.artifacts import sky_units  # noqa: E402
+from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.compile.skypilot import vllm_serve_command  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
 

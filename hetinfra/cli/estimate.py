@@ -6,6 +6,8 @@ import json
 
 import click
 
+from hetinfra.cli.common import fail
+
 
 @click.command("estimate")
 @click.option("--model", "model_name", required=True, help="Built-in model name, e.g. llama-3.1-70b.")
@@ -22,7 +24,6 @@ import click
 def estimate_command(model_name, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision, as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
-    from hetinfra.cli import _fail
     from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
 
     try:
@@ -39,7 +40,7 @@ def estimate_command(model_name, gpu_name, tp, pp, input_tokens, output_tokens, 
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
     except HetinfraError as exc:
-        _fail(exc, as_json)
+        fail(exc, as_json)
         return
     doc = {
         "model": model.name, "gpu": gpu.name, "tp": tp, "pp": pp, "precision": precision,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from hetinfra.inputs import resolve
+from hetinfra.plan.inputs import resolve
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.spec.load import load_spec
-from hetinfra.template_cache import TemplateCache, _decode, _encode
-from hetinfra.templates import build_library
+from hetinfra.plan.template_cache import TemplateCache, _decode, _encode
+from hetinfra.plan.templates import build_library
 from tests.solver.test_mixed_pipelines import _spec
 
 

@@ -8,7 +8,7 @@ configurations (GPU type x GPUs per instance; one instance type stands for each)
 * holds the weights with total GPU memory at most ``memory_ratio`` x the weights (Coral's beta:
   bigger combinations are dominated by splitting their GPUs into smaller replicas),
 
-gets its throughput-optimal placement per request class (``hetinfra.placement``): stage order,
+gets its throughput-optimal placement per request class (``hetinfra.plan.placement``): stage order,
 uneven layer split. Each distinct placement is evaluated on every class with the pipeline
 estimator (``hetinfra.perf.pipeline``); one that another placement of the same nodes matches on
 every class is dropped with the other dominated units (``templates.prune_dominated``: same nodes,
@@ -28,12 +28,12 @@ from __future__ import annotations
 from itertools import combinations_with_replacement
 
 from hetinfra.catalog.gpus import GPUS
-from hetinfra.inputs import PlannedModel
+from hetinfra.plan.inputs import PlannedModel
 from hetinfra.perf.estimator import weights_gb_per_gpu
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_batched_tokens, stage_batch_limit
-from hetinfra.placement import best_placement
-from hetinfra.templates import Template
+from hetinfra.plan.placement import best_placement
+from hetinfra.plan.library import Template
 
 
 def gpu_configs(offers, cloud: str) -> dict[tuple[str, int], str]:

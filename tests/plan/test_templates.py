@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hetinfra.templates import layer_partition, tp_options
+from hetinfra.plan.templates import layer_partition, tp_options
 
 
 @pytest.mark.parametrize("gpus,heads,expected", [(1, 32, [1]), (8, 32, [1, 2, 4, 8]), (4, 40, [1, 2, 4]),
@@ -50,14 +50,14 @@ def test_pipeline_task_has_num_nodes(tmp_path, run_cli):
 
 
 def _unit(uid, gpu, gpus, cost, rate, region="r1", spot=False, model="m"):
-    from hetinfra.templates import Template, Unit
+    from hetinfra.plan.library import Template, Unit
 
     t = Template(f"{uid}-t", model, "lab", f"{gpu}-x{gpus}", gpu, gpus, 1, 1, gpus, {"c": rate}, {"c": "test"})
     return Unit(uid, t, region, spot, cost, 80, 8, 64, True)
 
 
 def test_pruning_by_copies_and_caps():
-    from hetinfra.templates import prune_dominated
+    from hetinfra.plan.templates import prune_dominated
 
     x1 = _unit("x1", "L4", 1, 1.0, 10)
     x4 = _unit("x4", "L4", 4, 4.4, 40)  # four x1 do the same for $4
@@ -76,7 +76,7 @@ def test_pruning_by_copies_and_caps():
 
 
 def test_pruning_breaks_exact_ties_deterministically():
-    from hetinfra.templates import prune_dominated
+    from hetinfra.plan.templates import prune_dominated
 
     a, b = _unit("a", "L4", 1, 1.0, 10, "r1"), _unit("b", "L4", 1, 1.0, 10, "r2")
     assert [u.id for u in prune_dominated([b, a])] == ["a"]

@@ -26,13 +26,14 @@ import json
 import os
 from pathlib import Path
 
-from hetinfra.inputs import PlanInputs, PlannedModel
-from hetinfra.templates import ClassCoverage, ModelLibrary, Template
+from hetinfra.plan.inputs import PlanInputs, PlannedModel
+from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
 
 CACHE_FORMAT = 1
 #: modules whose code decides a template's rates; editing any of them invalidates the cache
 _RATE_MODULES = ("perf/estimator.py", "perf/pipeline.py", "perf/model.py", "perf/profiles.py", "perf/calibration.py",
-                 "templates.py", "templates_mixed.py", "placement.py", "catalog/gpus.py")
+                 "plan/library.py", "plan/templates.py", "plan/templates_mixed.py", "plan/placement.py",
+                 "catalog/gpus.py")
 
 
 def default_dir() -> Path | None:
@@ -44,7 +45,7 @@ def default_dir() -> Path | None:
 
 
 def _code_fingerprint() -> str:
-    root = Path(__file__).parent
+    root = Path(__file__).parents[1]  # the hetinfra package
     h = hashlib.sha256()
     for rel in _RATE_MODULES:
         h.update(rel.encode())
@@ -79,7 +80,7 @@ class TemplateCache:
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
         }
         if s.allow_mixed_pipelines:  # which instance type stands for a GPU configuration follows prices
-            from hetinfra.templates_mixed import gpu_configs
+            from hetinfra.plan.templates_mixed import gpu_configs
 
             clouds = sorted({o.cloud for o in inputs.offers})
             doc["mixed_types"] = {c: sorted(gpu_configs(inputs.offers, c).items()) for c in clouds}
@@ -103,7 +104,7 @@ class TemplateCache:
         return lib
 
     def put(self, inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary) -> None:
-        from hetinfra.artifacts import atomic_write_text
+        from hetinfra.fileio import atomic_write_text
 
         try:
             atomic_write_text(self._path(inputs, pm), json.dumps(_encode(lib)) + "\n")

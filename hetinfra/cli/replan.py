@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
-from hetinfra.commands.feeds import availability_options, feeds_options
+from hetinfra.cli.common import fail
+
+from hetinfra.cli.feeds import availability_options, feeds_options
 
 
 @click.command("replan")
@@ -77,9 +79,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:
         flush(f"error (exit {exc.exit_code}): {exc.message}" + (f" | hint: {exc.hint}" if exc.hint else ""))
-        from hetinfra.cli import _fail
-
-        _fail(exc, False)
+        fail(exc, False)
         return
     flush(outcome.summary)
     click.echo(f"replan: {outcome.summary} (details: {log_path})")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from hetinfra.cli.common import fail
+
 
 def _list(kind: type, what: str):
     def parse(ctx: click.Context, param: click.Parameter, value: str | None):
@@ -28,17 +30,11 @@ def _list(kind: type, what: str):
     return parse
 
 
-def _fail(exc) -> None:
-    from hetinfra.cli import _fail as cli_fail
-
-    cli_fail(exc, False)
-
-
 def _report(sweeps, notes_extra=()) -> None:
-    from hetinfra.perf.bench_import import _fmt
+    from hetinfra.perf.bench_import import format_number
 
     for s in sweeps:
-        click.echo(f"{s.model} in={s.input_tokens} out={s.output_tokens}: max_rps {_fmt(s.max_rps)} ({s.explain()})")
+        click.echo(f"{s.model} in={s.input_tokens} out={s.output_tokens}: max_rps {format_number(s.max_rps)} ({s.explain()})")
     for note in [n for s in sweeps for n in s.notes] + list(notes_extra):
         click.echo(f"note: {note}", err=True)
 
@@ -89,7 +85,7 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from hetinfra.perf.bench_import import SLO, _fmt
+        from hetinfra.perf.bench_import import SLO, format_number
         from hetinfra.perf.harness import run_profile
 
         slo = SLO(ttft_ms, tpot_ms, statistic)
@@ -102,10 +98,10 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
             def progress(ev) -> None:
                 cell = f"in={ev.input_tokens} out={ev.output_tokens}"
                 if ev.kind == "start":
-                    bar.update(task, description=f"{cell} @ {_fmt(ev.rate)} req/s")
+                    bar.update(task, description=f"{cell} @ {format_number(ev.rate)} req/s")
                 elif ev.kind == "done":
                     verdict = "meets the SLO" if ev.passed else "misses the SLO"
-                    bar.console.print(f"{cell} @ {_fmt(ev.rate)} req/s: {verdict}", highlight=False)
+                    bar.console.print(f"{cell} @ {format_number(ev.rate)} req/s: {verdict}", highlight=False)
                     bar.update(task, completed=ev.finished)
                 else:
                     bar.update(task, completed=ev.finished)
@@ -116,7 +112,7 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
         if run.skipped:
             cells = {}
             for i, o, r in run.skipped:
-                cells.setdefault((i, o), []).append(_fmt(r))
+                cells.setdefault((i, o), []).append(format_number(r))
             notes = [f"in={i} out={o}: skipped {','.join(rs)} req/s after a lower rate missed the SLO"
                      for (i, o), rs in cells.items()]
         else:
@@ -125,7 +121,7 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
         _written(out, run.rows, gpu.strip(), tp, pp, slo, run.csv_rows)
         click.echo(f"raw results: {run.result_dir}")
     except HetinfraError as exc:
-        _fail(exc)
+        fail(exc, False)
 
 
 @click.command("profile-import")
@@ -163,4 +159,4 @@ def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, inp
         _report(res.sweeps, [f"skipped {s}" for s in res.skipped])
         _written(out, res.rows, gpu.strip(), tp, pp, slo, len(written))
     except HetinfraError as exc:
-        _fail(exc)
+        fail(exc, False)

@@ -6,20 +6,20 @@ Bump ``PLAN_VERSION`` only for incompatible changes; new keys may be added withi
 from __future__ import annotations
 
 from hetinfra import __version__
+from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
-from hetinfra.planner import PlanResult
+from hetinfra.plan.naming import unit_name
+from hetinfra.plan.planner import PlanResult
 
 PLAN_VERSION = 1
 
 
-def _r(x: float | None, nd: int = 4) -> float | None:
+def rounded(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
 def _name_units(allocations: list[dict]) -> None:
     """Give each allocation its deployment-unit name and SkyPilot file (none for custom clouds)."""
-    from hetinfra.compile.skypilot import unit_name
-
     def base(a: dict) -> tuple:
         return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"])
 
@@ -35,8 +35,6 @@ def _name_units(allocations: list[dict]) -> None:
 
 
 def _precision_warnings(allocations: list[dict], inp) -> list[str]:
-    from hetinfra.artifacts import serving_precision
-
     precision = {pm.spec.name: pm.spec.precision for pm in inp.models}
     return sorted({f"{a['model']} runs in fp16 on {a['gpu']} ({a['gpu']} has no BF16)" for a in allocations
                    if serving_precision(precision[a["model"]], a["gpu"]) != precision[a["model"]]})
@@ -63,17 +61,17 @@ def build_plan_json(pr: PlanResult) -> dict:
             "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines, "nodes_per_replica": t.nodes,
             "layer_partition": list(t.layer_partition) if t.layer_partition else None,
             "count": cnt, "instances": cnt * t.nodes, "spot": u.spot,
-            "price_per_instance_usd_per_hour": _r(u.cost / t.nodes), "cost_usd_per_hour": _r(u.cost * cnt),
-            "utilization": _r(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
-            "routed_rps": _r(routed.get(uid, 0.0), 6),
+            "price_per_instance_usd_per_hour": rounded(u.cost / t.nodes), "cost_usd_per_hour": rounded(u.cost * cnt),
+            "utilization": rounded(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
+            "routed_rps": rounded(routed.get(uid, 0.0), 6),
             # Requests/s one replica sustains at this unit's class mix, less the headroom: the
             # autoscaler's and the router's per-replica target.
-            "target_qps_per_replica": _r(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
+            "target_qps_per_replica": rounded(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
             "experimental": t.mixed,
         })
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
-                {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": _r(p)}
+                {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
                 for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
     _name_units(allocations)
 
@@ -84,7 +82,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             total = c.rate_rps * (scale or 0.0)
             flows = sorted(((u, rps) for (u, m, w), rps in res.flow.items() if m == pm.spec.name and w == c.name),
                            key=lambda x: -x[1])
-            per_class[c.name] = [{"unit": u, "share": _r(rps / total if total else 0.0, 6), "rps": _r(rps, 6)}
+            per_class[c.name] = [{"unit": u, "share": rounded(rps / total if total else 0.0, 6), "rps": rounded(rps, 6)}
                                  for u, rps in flows]
 
     used_templates = {pr.units[u].template.id: pr.units[u].template for u in res.n}
@@ -94,7 +92,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "placement": {"stages": t.pp, "nodes_per_stage": 1, "layers_per_stage": list(t.layer_partition or ()) or None,
                       "tp": t.tp, "experimental": t.mixed,
                       "stage_nodes": [{"instance_type": it, "gpu": g} for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)]},
-        "capacity_rps": {w: _r(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
+        "capacity_rps": {w: rounded(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
     models = [{
@@ -102,17 +100,17 @@ def build_plan_json(pr: PlanResult) -> dict:
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms},
         "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
         "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-                     "share": _r(c.share, 6), "rate_rps": _r(c.rate_rps, 6)} for c in pm.classes],
-        "cost_usd_per_hour": _r(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
+                     "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps, 6)} for c in pm.classes],
+        "cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
     } for pm in inp.models]
 
     baselines = []
     for b in pr.baselines:
         entry = {"gpu": b.gpu, "feasible": b.feasible}
         if b.feasible:
-            entry.update({"cost_usd_per_hour": _r(b.cost), "instances": b.instances,
-                          "savings_usd_per_hour": _r(b.cost - cost),
-                          "savings_pct": _r(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
+            entry.update({"cost_usd_per_hour": rounded(b.cost), "instances": b.instances,
+                          "savings_usd_per_hour": rounded(b.cost - cost),
+                          "savings_pct": rounded(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
                           "allocation": [{"unit": u, "count": c} for u, c in sorted(b.allocation.items())]})
         else:
             entry["reason"] = b.reason
@@ -123,7 +121,7 @@ def build_plan_json(pr: PlanResult) -> dict:
     for a in allocations:
         for key, table in ((a["model"], by_model), (f"{a['cloud']}/{a['region']}", by_region)):
             entry = table.setdefault(key, {"cost_usd_per_hour": 0.0, "gpus": 0, "instances": 0})
-            entry["cost_usd_per_hour"] = _r(entry["cost_usd_per_hour"] + a["cost_usd_per_hour"])
+            entry["cost_usd_per_hour"] = rounded(entry["cost_usd_per_hour"] + a["cost_usd_per_hour"])
             entry["gpus"] += a["gpus_per_instance"] * a["instances"]
             entry["instances"] += a["instances"]
     for key, entry in by_region.items():
@@ -141,23 +139,23 @@ def build_plan_json(pr: PlanResult) -> dict:
         "service": spec.name,
         "objective": prob.objective,
         "status": res.status,
-        "cost_usd_per_hour": _r(cost),
-        "demand_scale": _r(scale, 6),
+        "cost_usd_per_hour": rounded(cost),
+        "demand_scale": rounded(scale, 6),
         "budget_usd_per_hour": spec.budget_usd_per_hour,
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": routing,
-        "unmet_rps": {f"{m}/{w}": _r(v, 6) for (m, w), v in sorted(res.unmet.items())},
+        "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
         "breakdown": {"by_model": by_model, "by_region": by_region},
         "churn": churn,
         "models": models,
         "templates": templates,
         "baselines": baselines,
         "solver": {
-            "name": "highs", "status": res.status, "objective": _r(res.objective, 6), "bound": _r(res.bound, 6),
-            "gap": _r(res.gap, 6), "lp_bound": _r(res.lp_bound, 6),
-            "warm_start": {"from": res.warm_start, "objective": _r(res.warm_start_objective, 6)} if res.warm_start else None,
-            "build_s": _r(res.build_s, 3), "solve_s": _r(res.solve_s, 3),
+            "name": "highs", "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),
+            "gap": rounded(res.gap, 6), "lp_bound": rounded(res.lp_bound, 6),
+            "warm_start": {"from": res.warm_start, "objective": rounded(res.warm_start_objective, 6)} if res.warm_start else None,
+            "build_s": rounded(res.build_s, 3), "solve_s": rounded(res.solve_s, 3),
             "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
             "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
             "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,

@@ -2,61 +2,18 @@
 ``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
 Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
-built beside the old one and swapped in, so a reader never sees a half-written plan.
+built beside the old one and swapped in (``hetinfra.fileio``), so a reader never sees a
+half-written plan.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from hetinfra.catalog.gpus import serving_precision
 from hetinfra.errors import InvalidInputError
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def replace_dir(target: Path, files: dict[str, str]) -> None:
-    """Make ``target`` contain exactly ``files`` (name -> text), swapping a fully written copy in."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
-    try:
-        for name, text in files.items():
-            (staging / name).write_text(text)
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old.{os.getpid()}")
-            os.replace(target, old)
-        os.replace(staging, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def serving_precision(precision: str, gpu: str) -> str:
-    """The precision vLLM actually runs: bf16 becomes fp16 on GPUs without BF16 (T4, V100),
-    which vLLM does itself with a warning; same bytes, so the planned rates hold."""
-    from hetinfra.compile.skypilot import NO_BF16_GPUS
-
-    # a mixed pipeline ("H100+T4") runs one dtype on every stage
-    no_bf16 = any(g.upper() in NO_BF16_GPUS for g in gpu.split("+"))
-    return "fp16" if precision == "bf16" and no_bf16 else precision
+from hetinfra.fileio import atomic_write_text, replace_dir
 
 
 def expand_stages(allocations: list[dict]) -> list[dict]:

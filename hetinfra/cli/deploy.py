@@ -12,14 +12,10 @@ from pathlib import Path
 
 import click
 
+from hetinfra.cli.common import fail
+
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
                "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi.")
-
-
-def _fail(exc) -> None:
-    from hetinfra.cli import _fail as fail
-
-    fail(exc, False)
 
 
 def _ask():
@@ -44,7 +40,7 @@ def apply_command(out: Path, target: str, yes: bool) -> None:
 
         apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask())
     except HetinfraError as exc:
-        _fail(exc)
+        fail(exc, False)
 
 
 @click.command("destroy")
@@ -61,7 +57,7 @@ def destroy_command(out: Path, target: str, yes: bool) -> None:
 
         destroy(out, target=target, yes=yes, echo=click.echo, ask=_ask())
     except HetinfraError as exc:
-        _fail(exc)
+        fail(exc, False)
 
 
 @click.command("status")
@@ -80,4 +76,4 @@ def status_command(out: Path, as_json: bool) -> None:
         else:
             click.echo(render_status(out))
     except HetinfraError as exc:
-        _fail(exc)
+        fail(exc, False)

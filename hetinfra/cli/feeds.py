@@ -1,7 +1,7 @@
 """``hetinfra prices`` and ``hetinfra feeds refresh|list``, plus the ``--feeds`` options of ``plan``.
 
-Only click is imported at module level; feeds, Rich and the error classes load inside commands.
-Errors become exit codes through :func:`hetinfra.cli._fail` (``error:``/``hint:`` on stderr):
+Only click (and the error printer) is imported at module level; feeds, Rich and the error classes load inside commands.
+Errors become exit codes through :func:`hetinfra.cli.common.fail` (``error:``/``hint:`` on stderr):
 2 invalid input (bad --feeds value or PATH), 4 feed failure (strict, or a failed refresh).
 """
 
@@ -11,17 +11,13 @@ import json
 
 import click
 
+from hetinfra.cli.common import fail
+
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
               "(fetch; falls back to the last good cached snapshot with a warning), cache[:SOURCES] "
               "(last `hetinfra feeds refresh`), or a PATH (offers CSV or snapshot dir).")
 SOURCES_HELP = ("Source to refresh: aws, azure, gcp, skypilot (repeat or comma-separate). "
                 "Default: HETINFRA_FEEDS_SOURCES or aws,azure,gcp.")
-
-
-def _fail(exc, as_json: bool) -> None:
-    from hetinfra.cli import _fail as fail
-
-    fail(exc, as_json)
 
 
 def _split(values) -> list[str]:
@@ -48,74 +44,6 @@ def availability_options(f):
     f = click.option("--caps", "caps_file", type=click.Path(dir_okay=False, exists=True), default=None,
                      help="CSV cloud,region,gpu,max_gpus[,purchase]: GPU caps on top of the spec's availability.")(f)
     return f
-
-
-def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.0):
-    """Caps from a caps CSV and (with ``availability``) the clouds' APIs: ({(cloud, region, gpu):
-    max_gpus}, warnings); warnings also go to stderr. Only a bad caps file fails (exit 2)."""
-    if not caps_file and not availability:
-        return {}, []
-    from hetinfra.price_feeds.availability import caps_dict, load_availability
-
-    clouds = ("aws", "gcp", "azure") if availability else ()
-    caps, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
-    echo_warnings(warnings)
-    return caps_dict(caps), list(warnings)
-
-
-def echo_warnings(warnings) -> None:
-    for w in warnings:
-        click.echo(f"warning: {w}", err=True)
-
-
-class _LiveProgress:
-    """A Rich progress bar on stderr (one line per source) while live feeds download; a no-op
-    unless stderr is a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.bar = None
-        self.tasks: dict = {}
-        if enabled:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            if console.is_terminal:
-                from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
-
-                self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                    console=console, transient=True)
-
-    def __enter__(self):
-        if self.bar is not None:
-            self.bar.__enter__()
-        return self.update if self.bar is not None else None
-
-    def update(self, source, done, total, message):
-        if source not in self.tasks:
-            self.tasks[source] = self.bar.add_task(source, total=None)
-        self.bar.update(self.tasks[source], completed=done, total=total, description=f"{source}: {message}")
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False
-
-
-def load_feeds(feeds: str = "snapshot", strict: bool = False, max_age_h: float | None = None, *,
-               timeout_s: float = 20, quiet: bool = False):
-    """``load_offers`` for a CLI command: prints the warnings to stderr (and a progress bar while
-    live feeds download, on a terminal); returns (snapshot, warnings).
-
-    Raises HetinfraError (InvalidInputError exit 2, FeedError exit 4); the caller passes it to _fail.
-    """
-    from hetinfra.price_feeds.load import load_offers
-
-    with _LiveProgress(not quiet and (feeds or "").startswith("live")) as progress:
-        snap, warnings = load_offers(feeds, strict=strict, max_age_h=max_age_h, timeout_s=timeout_s,
-                                     progress=progress)
-    if not quiet:
-        echo_warnings(warnings)
-    return snap, warnings
 
 
 def _match(values: list[str], known: set[str], what: str) -> set[str]:
@@ -168,6 +96,7 @@ def _console():
 def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, timeout_s, limit, as_json):
     """List GPU offers with $/GPU-hour, source and as-of date, cheapest first."""
     from hetinfra.errors import HetinfraError
+    from hetinfra.plan.feeds import load_feeds
 
     try:
         snap, warnings = load_feeds(feeds, strict_feeds, max_age_h, timeout_s=timeout_s, quiet=as_json)
@@ -182,7 +111,7 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
             want = _match(_split(regions), {o.region for o in snap.offers}, "region")
             offers = [o for o in offers if o.region in want]
     except HetinfraError as exc:
-        _fail(exc, as_json)
+        fail(exc, as_json)
         return
     if spot:
         offers = [o for o in offers if o.spot_price_per_hour is not None]
@@ -256,6 +185,7 @@ def feeds_group() -> None:
 def refresh_command(sources, timeout_s, as_json):
     """Fetch the live feeds and store each as a timestamped, hashed snapshot."""
     from hetinfra.errors import FeedError, HetinfraError
+    from hetinfra.plan.feeds import echo_warnings
 
     try:
         from hetinfra.price_feeds.config import FeedConfig
@@ -281,7 +211,7 @@ def refresh_command(sources, timeout_s, as_json):
                     bar.update(tasks[o.source], total=1, completed=1,
                                description=f"{o.source}: {'ok' if o.ok else 'FAILED'}")
     except HetinfraError as exc:
-        _fail(exc, as_json)
+        fail(exc, as_json)
         return
     report = []
     for o in outcomes:
@@ -313,7 +243,7 @@ def refresh_command(sources, timeout_s, as_json):
             echo_warnings(f"{o.source}: {w}" if not w.startswith(f"{o.source}:") else w for w in e.get("warnings", []))
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        _fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
+        fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
                         + "; ".join(f"{o.source}: {o.error.message}" for o in failed),
                         hint=failed[0].error.hint or "the previous snapshots stay in the store"), False)
 
@@ -324,6 +254,7 @@ def refresh_command(sources, timeout_s, as_json):
 def list_command(sources, as_json):
     """List the snapshots in the store, newest first."""
     from hetinfra.errors import HetinfraError
+    from hetinfra.plan.feeds import echo_warnings
 
     try:
         from hetinfra.price_feeds.config import FeedConfig
@@ -335,7 +266,7 @@ def list_command(sources, as_json):
         names = parse_sources(_split(sources), store.sources()) if sources else store.sources()
         snaps = [s for name in names for s in store.list(name)]
     except HetinfraError as exc:
-        _fail(exc, as_json)
+        fail(exc, as_json)
         return
     rows = [{"source": s.source, "fetched_at": s.fetched_at, "rows": s.meta.get("rows"), "sha256": s.sha256,
              "dropped": s.meta.get("drops", {}), "path": str(s.path)} for s in snaps]

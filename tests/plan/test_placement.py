@@ -1,4 +1,4 @@
-"""Placement (hetinfra.placement) against hand-solved instances and Coral's ILP in Pyomo/HiGHS."""
+"""Placement (hetinfra.plan.placement) against hand-solved instances and Coral's ILP in Pyomo/HiGHS."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import pyomo.environ as pyo
 import pytest
 
-from hetinfra.placement import best_placement, split_layers, stage_orders
+from hetinfra.plan.placement import best_placement, split_layers, stage_orders
 
 
 def _limit_from(table):

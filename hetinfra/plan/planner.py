@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
-from hetinfra.inputs import PlanInputs, resolve
+from hetinfra.plan.inputs import PlanInputs, resolve
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
-from hetinfra.templates import ClassCoverage, Unit, build_units, prune_dominated
+from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.templates import build_units, prune_dominated
 
 
 @dataclass
@@ -34,7 +35,7 @@ class PlanResult:
     problem: AllocationProblem
     result: "object"  # hetinfra.solver.solve.SolveResult
     baselines: list[Baseline]
-    template_cache: dict | None = None  # where libraries came from (hetinfra.template_cache)
+    template_cache: dict | None = None  # where libraries came from (hetinfra.plan.template_cache)
 
 
 def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | None = None) -> AllocationProblem:
@@ -198,7 +199,7 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     perf = PerformanceModel(inputs.profiles)
     cache = None
     if template_cache:
-        from hetinfra.template_cache import TemplateCache, default_dir
+        from hetinfra.plan.template_cache import TemplateCache, default_dir
 
         root = default_dir()
         cache = TemplateCache(root) if root is not None else None

@@ -1,0 +1,51 @@
+"""The ``hetinfra`` command group: every command is registered here, in one place; command modules
+define their commands and never import this group back. Errors are caught once per command by
+:func:`hetinfra.cli.common.fail` and become exit codes:
+
+0 success, 1 internal error, 2 invalid input, 3 infeasible, 4 feed or provider failure.
+
+Command modules import only click at module level; heavy imports (Pyomo, Rich tables) happen inside
+commands so ``hetinfra --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hetinfra import __version__
+from hetinfra.cli.deploy import apply_command, destroy_command, status_command
+from hetinfra.cli.estimate import estimate_command
+from hetinfra.cli.feeds import feeds_group, prices_command
+from hetinfra.cli.plan import plan_command, schema_command
+from hetinfra.cli.profile import import_command, profile_command
+from hetinfra.cli.replan import replan_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hetinfra")
+def cli() -> None:
+    """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,
+    across AWS, GCP and Azure, compile it to SkyPilot tasks and Pulumi stacks, and deploy it.
+
+    \b
+    Exit codes: 0 ok, 2 invalid input, 3 infeasible, 4 feed/provider failure.
+    """
+
+
+for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
+                 import_command, apply_command, status_command, destroy_command, replan_command):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-"""CLI subcommands that live outside hetinfra/cli.py (each module imports only click at top level)."""

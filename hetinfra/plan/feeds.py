@@ -1,0 +1,76 @@
+"""Offers and GPU caps for a plan, as both ``hetinfra plan`` and ``hetinfra replan`` load them:
+feeds through ``hetinfra.price_feeds`` with warnings on stderr (and a progress bar while live feeds
+download, on a terminal), caps from a caps CSV and the clouds' own limits."""
+
+from __future__ import annotations
+
+import sys
+
+
+def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.0):
+    """Caps from a caps CSV and (with ``availability``) the clouds' APIs: ({(cloud, region, gpu):
+    max_gpus}, warnings); warnings also go to stderr. Only a bad caps file fails (exit 2)."""
+    if not caps_file and not availability:
+        return {}, []
+    from hetinfra.price_feeds.availability import load_availability
+    from hetinfra.price_feeds.caps import caps_dict
+
+    clouds = ("aws", "gcp", "azure") if availability else ()
+    caps, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
+    echo_warnings(warnings)
+    return caps_dict(caps), list(warnings)
+
+
+def echo_warnings(warnings) -> None:
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr, flush=True)
+
+
+class LiveProgress:
+    """A Rich progress bar on stderr (one line per source) while live feeds download; a no-op
+    unless stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.bar = None
+        self.tasks: dict = {}
+        if enabled:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            if console.is_terminal:
+                from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
+
+                self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                    console=console, transient=True)
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self.update if self.bar is not None else None
+
+    def update(self, source, done, total, message):
+        if source not in self.tasks:
+            self.tasks[source] = self.bar.add_task(source, total=None)
+        self.bar.update(self.tasks[source], completed=done, total=total, description=f"{source}: {message}")
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
+def load_feeds(feeds: str = "snapshot", strict: bool = False, max_age_h: float | None = None, *,
+               timeout_s: float = 20, quiet: bool = False):
+    """``load_offers`` for a CLI command: prints the warnings to stderr (and a progress bar while
+    live feeds download, on a terminal); returns (snapshot, warnings).
+
+    Raises HetinfraError (InvalidInputError exit 2, FeedError exit 4); the CLI turns it into the exit code.
+    """
+    from hetinfra.price_feeds.load import load_offers
+
+    with LiveProgress(not quiet and (feeds or "").startswith("live")) as progress:
+        snap, warnings = load_offers(feeds, strict=strict, max_age_h=max_age_h, timeout_s=timeout_s,
+                                     progress=progress)
+    if not quiet:
+        echo_warnings(warnings)
+    return snap, warnings

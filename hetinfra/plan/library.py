@@ -1,0 +1,93 @@
+"""The data of the template stage: templates (region-free ways to serve a model), units (a template
+in a region with a purchase option and a price: one ILP variable), a model's template library and
+per-class coverage. Shared by the homogeneous and mixed-pipeline generators and the cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    model: str
+    cloud: str
+    instance_type: str
+    gpu: str
+    gpus_per_instance: int
+    tp: int
+    pp: int  # pipeline stages; one node per stage, so also the nodes of one replica
+    engines: int  # engines per instance (data parallel inside the instance); 1 when pp > 1
+    rates: dict[str, float]  # class name -> req/s per replica (only classes it can serve)
+    sources: dict[str, str]  # class name -> where the number came from
+    layer_partition: tuple[int, ...] | None = None  # layers per stage when pp > 1
+    #: mixed-GPU pipeline (experimental): (instance type, gpu) of each stage in pipeline order;
+    #: then ``instance_type`` and ``gpu`` join the stages' names with "+".
+    stages: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def nodes(self) -> int:
+        return self.pp
+
+    @property
+    def mixed(self) -> bool:
+        return self.stages is not None
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica (all its nodes)."""
+        return self.gpus_per_instance * self.pp
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A template in a region with a purchase option: one ILP integer variable n[u]."""
+
+    id: str
+    template: Template
+    region: str
+    spot: bool
+    cost: float  # $/h per replica (all its nodes)
+    gpu_memory_gb: float
+    vcpus: float
+    memory_gb: float
+    custom_cloud: bool
+    stage_prices: tuple[float, ...] | None = None  # mixed pipelines: $/h of each stage's instance
+
+    @property
+    def model(self) -> str:
+        return self.template.model
+
+    @property
+    def gpus(self) -> int:
+        return self.template.gpus
+
+    @property
+    def gpu_use(self) -> dict[tuple[str, str, str], int]:
+        """GPUs one instance takes from each availability group (cloud, region, gpu)."""
+        t = self.template
+        if t.stages is None:
+            return {(t.cloud, self.region, t.gpu): t.gpus}
+        out: dict[tuple[str, str, str], int] = {}
+        for _, gpu in t.stages:
+            key = (t.cloud, self.region, gpu)
+            out[key] = out.get(key, 0) + t.gpus_per_instance
+        return out
+
+
+@dataclass(frozen=True)
+class ClassCoverage:
+    """Why a class can or cannot be served, for infeasibility messages."""
+
+    served: bool
+    best_tpot_floor: tuple[float, str] | None  # (ms, "H100 tp=8") fastest TPOT any layout reaches
+    reasons: tuple[str, ...]  # distinct reasons layouts failed
+
+
+@dataclass(frozen=True)
+class ModelLibrary:
+    """One model's serving templates (region- and price-free) and why each class is or is not served."""
+
+    model: str
+    templates: tuple[Template, ...]
+    coverage: dict[str, ClassCoverage]  # class name -> coverage

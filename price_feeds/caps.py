@@ -1,0 +1,74 @@
+"""Availability caps as data: one cap is how many GPUs of a kind one may run in a cloud region
+(per purchase option), from a user caps CSV or a cloud's API (:mod:`hetinfra.price_feeds.availability`
+gathers them). :func:`caps_dict` gives the planner's ``{(cloud, region, gpu): max_gpus}``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from hetinfra.errors import InvalidInputError
+
+CAPS_COLUMNS = ("cloud", "region", "gpu", "max_gpus")
+PURCHASES = ("on-demand", "spot")
+
+
+@dataclass(frozen=True)
+class AvailabilityCap:
+    cloud: str
+    region: str
+    gpu: str
+    max_gpus: int
+    purchase: str = "on-demand"
+    source: str = ""
+
+
+def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in CAPS_COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(f"{name}: caps CSV lacks column(s) {', '.join(missing)}",
+                                hint="header must be: " + ",".join(CAPS_COLUMNS) + " (optional: purchase)")
+    out = []
+    for lineno, row in enumerate(reader, start=2):
+        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        where = f"{name}:{lineno}"
+        for col in ("cloud", "region", "gpu"):
+            if not row.get(col):
+                raise InvalidInputError(f"{where}: column '{col}' is empty")
+        try:
+            n = float(row["max_gpus"])
+        except ValueError:
+            raise InvalidInputError(f"{where}: max_gpus {row['max_gpus']!r} is not a number") from None
+        if n < 0 or n != int(n):
+            raise InvalidInputError(f"{where}: max_gpus must be a whole number >= 0, got {row['max_gpus']!r}")
+        purchase = row.get("purchase") or "on-demand"
+        if purchase not in PURCHASES:
+            raise InvalidInputError(f"{where}: purchase must be one of {', '.join(PURCHASES)}, got {purchase!r}")
+        out.append(AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name))
+    return out
+
+
+def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInputError(f"caps file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"cannot read caps file {path}: {exc}") from None
+    return parse_caps_csv(text, name=str(path))
+
+
+def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> dict[tuple[str, str, str], int]:
+    out: dict[tuple[str, str, str], int] = {}
+    for c in caps:
+        if c.purchase != purchase:
+            continue
+        key = (c.cloud, c.region, c.gpu)
+        out[key] = min(c.max_gpus, out.get(key, c.max_gpus))
+    return out

@@ -1,0 +1,226 @@
+"""The import graph of the installed package: no circles, dependencies point one way (the table in
+the README's "Layout" section), public names only across modules, and the plan path never reaches
+Pulumi or SkyPilot.
+
+Every ``import`` statement counts, also those inside functions (a lazy import is still a
+dependency). The walker reads the source folders that pyproject maps into the ``hetinfra``
+namespace; a test plants a circle and a wrong-way import in a copy of the tree to show it fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio).
+#: Written out in the README's Layout section; keep the two in step.
+ALLOWED: dict[str, set[str]] = {
+    "spec": set(),
+    "catalog": set(),
+    "perf": {"spec", "catalog"},
+    "price_feeds": {"catalog"},
+    "solver": set(),
+    "sim": {"spec", "catalog", "perf"},
+    "plan": {"spec", "catalog", "perf", "price_feeds", "solver", "sim"},
+    "compile": {"catalog", "perf", "price_feeds", "plan"},
+    "stacks": {"catalog", "price_feeds", "compile"},
+    "deploy": {"catalog", "price_feeds", "compile"},
+    "replan": {"spec", "catalog", "perf", "price_feeds", "plan", "compile", "deploy"},
+    "cli": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "plan", "compile", "deploy", "replan"},
+}
+BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio"}
+#: third-party packages only some stages may import
+HEAVY = {"pulumi": {"stacks", "deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"}}
+
+
+def package_roots(repo: Path) -> dict[str, Path]:
+    """Import name -> folder, from pyproject's package-dir mapping."""
+    cfg = tomllib.loads((repo / "pyproject.toml").read_text())
+    return {name: repo / folder for name, folder in cfg["tool"]["setuptools"]["package-dir"].items()}
+
+
+def modules(repo: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for pkg, root in sorted(package_roots(repo).items(), key=lambda kv: -len(kv[0])):
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join([pkg, *parts])
+            out.setdefault(name, path)  # a mapped sub-package wins over a folder of the same name
+    return out
+
+
+def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[str]], list[str]]:
+    """(module -> hetinfra modules it imports, module -> top-level third-party names, private imports)."""
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    third: dict[str, set[str]] = {m: set() for m in mods}
+    private: list[str] = []
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                targets = [(mod, a.name) for a in node.names]
+            else:
+                continue
+            for mod, attr in targets:
+                if mod.split(".")[0] != "hetinfra":
+                    third[name].add(mod.split(".")[0])
+                    continue
+                if attr and f"{mod}.{attr}" in mods:
+                    edges[name].add(f"{mod}.{attr}")
+                    continue
+                if attr and attr.startswith("_") and not attr.startswith("__"):
+                    private.append(f"{name} imports {attr} from {mod}")
+                while mod and mod not in mods:
+                    mod = mod.rpartition(".")[0]
+                if mod:
+                    edges[name].add(mod)
+    return edges, third, private
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), or a module importing itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in edges.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ALLOWED else None
+
+
+def wrong_way(edges: dict[str, set[str]], third: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in sorted(edges.items()):
+        sa = stage(a)
+        for b in sorted(targets):
+            sb = stage(b)
+            if b in BASE or sb == sa:
+                continue
+            if sa is None:  # the shared base imports no stage
+                bad.append(f"{a} (shared base) imports {b}")
+            elif sb is None or sb not in ALLOWED[sa]:
+                bad.append(f"{a} ({sa}) imports {b}: {sa} never uses {sb or b}")
+        for lib in sorted(third[a]):
+            if lib in HEAVY and sa not in HEAVY[lib]:
+                bad.append(f"{a} imports {lib}: only {', '.join(sorted(HEAVY[lib]))} may")
+    return bad
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(edges.get(m, ()))
+    return seen
+
+
+def check(repo: Path) -> list[str]:
+    mods = modules(repo)
+    edges, third, private = imports(mods)
+    problems = [f"import circle: {' -> '.join(c)}" for c in cycles(edges)]
+    problems += wrong_way(edges, third) + private
+    for m in sorted(reachable(edges, "hetinfra.cli.plan")):
+        for lib in ("pulumi", "sky"):
+            if lib in third[m]:
+                problems.append(f"`hetinfra plan` reaches {m}, which imports {lib}")
+    return problems
+
+
+# ---- the tests ---------------------------------------------------------------------------------------
+
+def test_installed_package_has_no_circles_and_respects_the_layout():
+    assert check(REPO) == []
+
+
+def test_every_source_package_is_listed_in_pyproject():
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(cfg["tool"]["setuptools"]["packages"])
+    found = {name.rpartition(".")[0] if path.name != "__init__.py" else name for name, path in modules(REPO).items()}
+    assert found == listed
+
+
+def test_every_stage_has_a_mirrored_test_folder():
+    for name in ALLOWED:
+        assert (REPO / "tests" / name).is_dir() or name in {"sim"}, f"tests/{name}/ is missing"
+
+
+@pytest.fixture
+def tree_copy(tmp_path):
+    copy = tmp_path / "repo"
+    copy.mkdir()
+    shutil.copy(REPO / "pyproject.toml", copy)
+    for folder in package_roots(REPO).values():
+        shutil.copytree(folder, copy / folder.name, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    return copy
+
+
+def test_a_planted_circle_fails(tree_copy):
+    units = tree_copy / "hetinfra" / "spec" / "units.py"
+    units.write_text(units.read_text() + "\n\ndef _planted():\n    from hetinfra.spec import load  # noqa\n")
+    problems = check(tree_copy)
+    assert any(p.startswith("import circle:") and "hetinfra.spec.load" in p and "hetinfra.spec.units" in p
+               for p in problems), problems
+
+
+def test_a_wrong_way_import_and_a_private_name_fail(tree_copy):
+    solve = tree_copy / "solver" / "solve.py"
+    solve.write_text(solve.read_text() + "\n\ndef _planted():\n    from hetinfra.cli.common import fail  # noqa\n"
+                     "    from hetinfra.plan.feeds import _x  # noqa\n")
+    problems = check(tree_copy)
+    assert "hetinfra.solver.solve (solver) imports hetinfra.cli.common: solver never uses cli" in problems
+    assert "hetinfra.solver.solve imports _x from hetinfra.plan.feeds" in problems
+
+
+def test_pulumi_on_the_plan_path_fails(tree_copy):
+    inputs = tree_copy / "hetinfra" / "plan" / "inputs.py"
+    inputs.write_text(inputs.read_text() + "\n\ndef _planted():\n    import pulumi  # noqa\n")
+    problems = check(tree_copy)
+    assert "`hetinfra plan` reaches hetinfra.plan.inputs, which imports pulumi" in problems
+    assert "hetinfra.plan.inputs imports pulumi: only deploy, stacks may" in problems
