@@ -71,7 +71,8 @@ def run_replicas(replicas: list[Replica], requests: list[Request], progress: Pro
     n = len(replicas)
 
     def until(t: float) -> None:
-        while heap and heap[0][0] <= t:
+        # strictly before t: a window ending at t sees the requests arriving at t
+        while heap and heap[0][0] < t:
             _, i, ver = heappop(heap)
             r = replicas[i]
             if ver != r.version:

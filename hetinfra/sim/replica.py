@@ -100,7 +100,8 @@ class Request:
 class Replica:
     """One engine's scheduler and clock. Drive it with :meth:`add` (an arrival at time t, in time
     order) and :meth:`complete` (at ``busy_until``, the end of the current window of steps); a caller
-    holding several replicas completes their windows in time order (see ``plan_sim.run_replicas``)."""
+    holding several replicas completes their windows in time order, a window ending at t only after
+    the arrivals at t have been added (see ``plan_sim.run_replicas``)."""
 
     def __init__(self, engine: StepModel, config: ReplicaConfig = ReplicaConfig()):
         bs = config.block_size
@@ -197,7 +198,10 @@ class Replica:
         if len(self.waiting) > self.q_max:
             self.q_max = len(self.waiting)
         if self.busy_until is None:
-            self._schedule(t)
+            # wake at t through an empty window, so that every request arriving at the same instant is
+            # in the queue when the scheduler runs (vLLM drains its input queue before scheduling)
+            self.w_start, self.w_d0, self.w_a, self.w_k, self.w_chunks = t, 0.0, 0.0, 0, []
+            self._set_busy(t)
         elif self.w_k > 1:  # cut the window at the step in progress: the scheduler sees the request next
             j = self._steps_until(t - self.w_start)
             if j < self.w_k:
