@@ -134,3 +134,18 @@ def test_command_writes_files(chat_plan, tmp_path):
     assert svg.startswith("<svg") and "TTFT CDF" in svg and "TPOT CDF" in svg
     bad = CliRunner().invoke(simulate_command, [str(chat_plan), "--burst-cv", "0", "--json"])
     assert bad.exit_code == 2 and "burst_cv" in bad.output
+
+
+def test_profile_comparison_signed_error(chat_plan, tmp_path):
+    from hetinfra.sim.command import profile_comparison
+
+    plan = json.loads((chat_plan / "plan.json").read_text())
+    a = plan["allocations"][0]
+    cap = next(t for t in plan["templates"] if t["id"] == a["template"])["capacity_rps"]["in<=250,out<=100"]
+    csv = tmp_path / "p.csv"
+    csv.write_text("model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
+                   f"llama-3.1-8b,{a['gpu']},1,1,250,100,2000,120,{cap / 2}\n")
+    rows = [r for r in profile_comparison(plan, csv) if r["unit"] == a["unit"]]
+    hit = next(r for r in rows if r["class"] == "in<=250,out<=100")
+    assert hit["signed_error"] == pytest.approx(1.0, rel=1e-3)  # the plan promises twice the measured rate
+    assert all(r["signed_error"] is None for r in rows if r["class"] != "in<=250,out<=100")
