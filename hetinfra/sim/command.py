@@ -1,0 +1,133 @@
+"""``hetinfra simulate``: replay a plan's demand on its fleet, request by request, and check the SLOs.
+
+Not registered here: the CLI owner adds it with ``cli.add_command(simulate_command)``. Errors are
+hetinfra's exceptions and become exit codes as everywhere else (InvalidInputError -> 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from hetinfra.errors import HetinfraError
+
+__all__ = ["simulate_command", "profile_comparison"]
+
+
+def _fail(exc: HetinfraError, as_json: bool) -> None:
+    # the same contract as hetinfra.cli's error edge (not imported: sim must not depend on the CLI)
+    if as_json:
+        click.echo(json.dumps({"error": {"type": type(exc).__name__, "exit_code": exc.exit_code,
+                                         "message": exc.message, "hint": exc.hint, **exc.details}}, indent=2))
+    click.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"  hint: {exc.hint}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def profile_comparison(plan: dict, profile_csv: str | Path) -> list[dict]:
+    """Per unit and class: the plan's predicted capacity per engine (templates[].capacity_rps /
+    engines) against a measured profile row, and the signed error (predicted - measured) / measured
+    (> 0: the plan over-promises)."""
+    from hetinfra.perf.profiles import ProfileTable, load_profiles
+
+    table = ProfileTable(load_profiles(Path(profile_csv)))
+    templates = {t["id"]: t for t in plan.get("templates") or []}
+    models = {m["name"]: m for m in plan["models"]}
+    rows = []
+    for a in plan["allocations"]:
+        t, m = templates.get(a.get("template")), models.get(a["model"])
+        if t is None or m is None:
+            continue
+        names = tuple(dict.fromkeys(n.lower() for n in (m["name"], m.get("model") or "", m.get("source") or "") if n))
+        engines = max(int(a.get("engines_per_instance") or 1), 1)
+        for c in m["classes"]:
+            cap = (t.get("capacity_rps") or {}).get(c["name"])
+            if cap is None:
+                continue
+            row = table.lookup(names, a["gpu"], int(a["tp"]), int(a["pp"]), int(c["input_tokens"]),
+                               int(c["output_tokens"]), float(m["slo"]["ttft_ms"]), float(m["slo"]["tpot_ms"]))
+            pred = cap / engines
+            rows.append({"unit": a["unit"], "class": c["name"], "predicted_rps": round(pred, 5),
+                         "source": (t.get("sources") or {}).get(c["name"]),
+                         "measured_rps": None if row is None else row.max_rps,
+                         "profile_row": None if row is None else row.origin,
+                         "signed_error": None if row is None or row.max_rps <= 0
+                         else round((pred - row.max_rps) / row.max_rps, 5)})
+    return rows
+
+
+@click.command("simulate")
+@click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
+@click.option("--requests", "n_requests", type=int, default=20000, show_default=True,
+              help="Requests to simulate over all models (the first 10% are warm-up).")
+@click.option("--load", type=float, default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
+@click.option("--burst-cv", type=float, default=1.0, show_default=True,
+              help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
+@click.option("--json", "as_json", is_flag=True, help="Print simulation.json to stdout instead of tables.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write simulation.json and simulation.svg here (default: the plan's directory).")
+@click.option("--profile", "profile_csv", type=click.Path(dir_okay=False, path_type=Path),
+              help="Measured profile CSV: print the signed error of each unit's predicted capacity against it.")
+def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_cv, as_json, out_dir, profile_csv):
+    """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
+    scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
+    try:
+        from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
+        from hetinfra.sim.report import write_outputs
+        from hetinfra.sim.workload import WorkloadConfig
+
+        config = WorkloadConfig(requests=n_requests, load=load, burst_cv=burst_cv, seed=seed)
+        plan, plan_file = load_plan(plan_or_out_dir)
+        progress, bar = None, None
+        if not as_json:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
+                           TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            task = bar.add_task("sim", total=n_requests)
+            progress = lambda k: bar.advance(task, k)  # noqa: E731
+            bar.start()
+        try:
+            doc = simulate_plan_file(plan_file, spec_path, config, progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if profile_csv is not None:
+            doc["profile_comparison"] = profile_comparison(plan, profile_csv)
+        target = out_dir or plan_file.parent
+        js, svg = write_outputs(doc, target)
+    except HetinfraError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+
+    from hetinfra.sim.report import render_text
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=132)
+    render_text(doc, console)
+    if profile_csv is not None:
+        from rich.table import Table
+
+        t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
+        for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
+            t.add_column(col, justify="left" if col in ("unit", "class") else "right")
+        for r in doc["profile_comparison"]:
+            err = r["signed_error"]
+            t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
+                      "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
+                      "no row" if err is None else f"{err:+.1%}")
+        console.print(t)
+    click.echo(f"wrote {js} and {svg}")

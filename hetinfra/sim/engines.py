@@ -1,0 +1,97 @@
+"""The step model of each planned deployment unit, built from plan.json with the estimator's code.
+
+Every replica is configured as the planner assumes (``hetinfra.perf.model``): gpu_memory_utilization
+0.9, max_num_seqs 256, 16-bit KV cache, vLLM's default --max-num-batched-tokens for the GPU (mixed
+pipelines: the pinned ``pipeline_batched_tokens``).
+
+Units whose rates come from a measured profile (``templates[].sources[class]`` = ``profile:...``):
+the estimator's step times are multiplied by one factor per unit, estimator max_rps / profile
+max_rps (geometric mean over the profiled classes routed to it, weighted by their routed rps), so
+that the simulated engine saturates at the profile's rate instead of the estimator's. This keeps the
+estimator's shape (how step time grows with batch and context) and only rescales its level; the unit
+is flagged ``"step_model": "estimator scaled to profile"`` in the report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hetinfra.catalog.gpus import get_gpu
+from hetinfra.catalog.models import ModelArch
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.calibration import CALIBRATION
+from hetinfra.perf.estimator import Estimate, build_engine, estimate
+from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
+from hetinfra.sim.replica import ScaledEngine, StepModel
+
+__all__ = ["UnitEngine", "unit_engine", "GPU_MEMORY_UTILIZATION"]
+
+GPU_MEMORY_UTILIZATION = 0.9  # what planning assumes (hetinfra.perf.model calls estimate() with its default)
+
+
+@dataclass
+class UnitEngine:
+    engine: StepModel
+    step_model: str  # "estimator" or "estimator scaled to profile"
+    profile_factor: float | None  # step-time multiplier when scaled
+
+
+def _gpu(name: str, unit: str):
+    g = get_gpu(name)
+    if g is None:
+        raise InvalidInputError(f"plan unit {unit}: GPU {name!r} is not in the catalog; the simulator needs its facts")
+    return g
+
+
+def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int) -> StepModel | Estimate:
+    unit = alloc["unit"]
+    if alloc.get("stages"):
+        gpus = [_gpu(s["gpu"], unit) for s in alloc["stages"]]
+        layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+        return pipeline_engine(arch, gpus, layers, tp=int(alloc["tp"]), input_tokens=isl, output_tokens=osl,
+                               precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+                               max_num_seqs=MAX_NUM_SEQS)
+    return build_engine(arch, _gpu(alloc["gpu"], unit), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
+                        GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, CALIBRATION)
+
+
+def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict) -> Estimate:
+    kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo["ttft_ms"]), tpot_ms=float(slo["tpot_ms"]),
+              precision=precision)
+    if alloc.get("stages"):
+        gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
+        layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+        return estimate_pipeline(arch, gpus, layers, tp=int(alloc["tp"]), **kw)
+    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"]), tp=int(alloc["tp"]), pp=int(alloc["pp"]), **kw)
+
+
+def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],
+                template: dict | None, slo: dict) -> UnitEngine:
+    """The step model of one replica of ``alloc`` (a plan.json allocation). ``classes``: the model's
+    plan classes; ``routed``: class name -> rps routed to this unit (to weight profile factors)."""
+    mine = [c for c in classes if routed.get(c["name"], 0.0) > 0] or classes
+    big = max(mine, key=lambda c: (c["input_tokens"] + c["output_tokens"], c["input_tokens"]))
+    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]))
+    if isinstance(eng, Estimate):
+        raise InvalidInputError(f"plan unit {alloc['unit']} cannot run class {big['name']}: {eng.reason}",
+                                hint="the plan does not match the catalogs/spec; re-plan")
+    sources = (template or {}).get("sources") or {}
+    capacity = (template or {}).get("capacity_rps") or {}
+    logs, weight = 0.0, 0.0
+    for c in mine:
+        src = sources.get(c["name"], "")
+        cap = capacity.get(c["name"])
+        if not src.startswith("profile:") or not cap:
+            continue
+        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo)
+        if not est.feasible or est.max_rps <= 0:
+            continue
+        w = routed.get(c["name"], 0.0) or 1e-9
+        per_engine = cap / max(int(alloc.get("engines_per_instance") or 1), 1)  # capacity_rps is per instance
+        logs += w * math.log(est.max_rps / per_engine)
+        weight += w
+    if weight <= 0:
+        return UnitEngine(eng, "estimator", None)
+    factor = math.exp(logs / weight)
+    return UnitEngine(ScaledEngine(eng, factor), "estimator scaled to profile", factor)

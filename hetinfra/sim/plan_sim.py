@@ -1,0 +1,284 @@
+"""Simulate a whole plan (plan.json + its spec): every replica of every unit, request by request.
+
+* Replicas of a unit = count x engines_per_instance, each a :class:`~hetinfra.sim.replica.Replica`.
+* Routing as the gateway does it: a request's class is known at arrival; its unit is drawn by the
+  plan's routing shares of that class (seeded); within the unit it goes to the replica with the
+  fewest outstanding requests (ties: the lowest index). Shares that sum to less than 1 leave the
+  rest of the class unserved (the plan's ``unmet_rps``): those requests are counted as
+  ``unrouted`` and not simulated.
+* Demand: ``models[].rate_rps`` (x ``demand_scale`` for max_throughput plans) x ``load``;
+  ``requests`` are split over models by rate.
+* Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
+  but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
+* Objectives: per model from plan.json ``models[].slo`` (ttft_ms, tpot_ms; percentile default p99;
+  attainment default null), checked per model and, to tell the planner which units to derate,
+  per unit and per class.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from heapq import heappop, heappush
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.replica import Replica, ReplicaConfig, Request
+from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
+from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers, model_rng
+
+__all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
+
+SIMULATOR_VERSION = "sim-v1"
+#: the plan.json version this simulator reads (hetinfra.plan_json.PLAN_VERSION; not imported, because
+#: that module pulls in the planner). tests/sim checks that the two agree.
+PLAN_VERSION = 1
+
+Progress = Callable[[int], None]
+
+
+def load_plan(path: str | Path) -> tuple[dict, Path]:
+    """plan.json (or an out dir holding it): the dict and its path; wrong version -> InvalidInputError."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "plan.json"
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InvalidInputError(f"plan not found: {p}", hint="pass a `hetinfra plan --out` directory or its plan.json") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot read plan {p}: {exc}") from None
+    check_plan(doc, str(p))
+    return doc, p
+
+
+def check_plan(doc: dict, where: str = "plan") -> None:
+    if not isinstance(doc, dict) or doc.get("plan_version") != PLAN_VERSION:
+        got = doc.get("plan_version") if isinstance(doc, dict) else None
+        raise InvalidInputError(f"{where}: plan_version {got!r}; this simulator reads plan_version {PLAN_VERSION}",
+                                hint="re-plan with this hetinfra version")
+    for key in ("allocations", "routing", "models"):
+        if key not in doc:
+            raise InvalidInputError(f"{where}: plan.json lacks {key!r}")
+
+
+def run_replicas(replicas: list[Replica], requests: list[Request], progress: Progress | None = None) -> None:
+    """Replay ``requests`` (sorted by arrival) on ``replicas`` in time order, each to the replica
+    with the fewest outstanding requests, until all have finished."""
+    heap: list[tuple[float, int, int]] = []
+    n = len(replicas)
+
+    def until(t: float) -> None:
+        # strictly before t: a window ending at t sees the requests arriving at t
+        while heap and heap[0][0] < t:
+            _, i, ver = heappop(heap)
+            r = replicas[i]
+            if ver != r.version:
+                continue  # stale: the window was cut or replaced
+            r.complete()
+            if r.busy_until is not None:
+                heappush(heap, (r.busy_until, i, r.version))
+
+    tick = 0
+    for req in requests:
+        t = req.arrival
+        until(t)
+        if n == 1:
+            i = 0
+        else:
+            i, best = 0, replicas[0].outstanding
+            for j in range(1, n):
+                o = replicas[j].outstanding
+                if o < best:
+                    i, best = j, o
+        r = replicas[i]
+        r.check_fits(req)
+        req.replica = i
+        ver = r.version
+        r.add(req, t)
+        if r.version != ver and r.busy_until is not None:
+            heappush(heap, (r.busy_until, i, r.version))
+        tick += 1
+        if progress is not None and tick == 1000:
+            progress(tick)
+            tick = 0
+    until(math.inf)
+    if progress is not None and tick:
+        progress(tick)
+
+
+def _resolve_models(spec, spec_path: Path, spec_text: str):
+    """Model architectures and specs the way planning resolves them (public ``resolve``)."""
+    try:
+        from hetinfra.inputs import resolve
+    except ImportError:  # the planner modules are moving to hetinfra.plan
+        from hetinfra.plan.inputs import resolve  # type: ignore[no-redef]
+    inp = resolve(spec, spec_path, spec_text)
+    return {pm.spec.name: pm for pm in inp.models}
+
+
+def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
+                       config: WorkloadConfig = WorkloadConfig(), progress: Progress | None = None) -> dict:
+    """Load a plan (out dir or plan.json) and its spec (``inputs.spec_path`` unless given), simulate."""
+    from hetinfra.spec.load import load_spec
+
+    doc, p = load_plan(plan_path)
+    sp = Path(spec_path) if spec_path else Path((doc.get("inputs") or {}).get("spec_path") or "")
+    if not spec_path and not sp.is_absolute() and not sp.exists():
+        sp = p.parent / sp
+    if not str(sp) or not sp.is_file():
+        raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
+    spec, text, _ = load_spec(sp)
+    return simulate_plan(doc, spec, sp, text, config, progress)
+
+
+def simulate_plan(plan: dict, spec, spec_path: Path, spec_text: str, config: WorkloadConfig = WorkloadConfig(),
+                  progress: Progress | None = None) -> dict:
+    """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
+    (see ``hetinfra.sim.report``)."""
+    check_plan(plan)
+    planned = _resolve_models(spec, Path(spec_path), spec_text)
+    scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
+    models = [m for m in plan["models"] if m.get("rate_rps")]
+    total_rate = sum(float(m["rate_rps"]) for m in models)
+    allocs = list(plan["allocations"])
+    unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
+    templates = {t["id"]: t for t in plan.get("templates") or []}
+    units_reqs: list[list[Request]] = [[] for _ in allocs]
+    model_info = {}
+    for m in models:
+        name = m["name"]
+        pm = planned.get(name)
+        if pm is None:
+            raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
+        classes = m["classes"]
+        samplers = class_samplers(pm.spec, Path(spec_path).parent, classes)
+        rate = float(m["rate_rps"]) * scale * config.load
+        n = max(1, round(config.requests * float(m["rate_rps"]) / total_rate))
+        times = arrival_times(model_rng(config.seed, name, "arrivals"), rate, n, config.burst_cv)
+        rng = model_rng(config.seed, name, "requests")
+        shares = [float(c["share"]) for c in classes]
+        cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
+        routes = []
+        for c in classes:
+            entries = (plan["routing"].get(name) or {}).get(c["name"]) or []
+            routes.append([(unit_ix[e["unit"]], float(e["share"])) for e in entries if e["unit"] in unit_ix])
+        unrouted = [0] * len(classes)
+        for rid, t in enumerate(times):
+            u = rng.random() * cum[-1]
+            k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
+            isl, osl = samplers[k](rng)
+            x, unit = rng.random(), None
+            for ui, share in routes[k]:
+                if x < share:
+                    unit = ui
+                    break
+                x -= share
+            if unit is None:
+                unrouted[k] += 1
+                continue
+            units_reqs[unit].append(Request(rid, t, isl, osl, k, unit))
+        model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
+                            "unrouted": unrouted}
+
+    units_out = []
+    cfg = ReplicaConfig()
+    for k, a in enumerate(allocs):
+        info = model_info.get(a["model"])
+        if info is None:
+            continue
+        m = info["plan"]
+        routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
+                  for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
+        ue = unit_engine(a, info["pm"].arch, m.get("precision") or "bf16", m["classes"], routed,
+                         templates.get(a.get("template")), m["slo"])
+        n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
+        replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
+        if units_reqs[k] and not replicas:
+            raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
+        run_replicas(replicas, units_reqs[k], progress)
+        units_out.append((k, a, ue, replicas))
+    return _collect(plan, config, model_info, units_out, units_reqs)
+
+
+def _lat(reqs: list[Request]) -> tuple[list[float], list[float]]:
+    ttft = [r.first - r.arrival for r in reqs]
+    tpot = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
+    return ttft, tpot
+
+
+def _block(reqs: list[Request], obj, span: float) -> dict:
+    ttft, tpot = _lat(reqs)
+    ok = sum(1 for r in reqs if (r.first - r.arrival) * 1e3 <= obj.ttft_ms
+             and (r.output <= 1 or (r.finish - r.first) / (r.output - 1) * 1e3 <= obj.tpot_ms))
+    att = ok / len(reqs) if reqs else None
+    s_ttft, s_tpot = summarize(ttft), summarize(tpot)
+    return {"count": len(reqs), "ttft_ms": s_ttft, "tpot_ms": s_tpot,
+            "throughput_rps": round(len(reqs) / span, 5) if span > 0 else None,
+            "preempted_requests": sum(1 for r in reqs if r.preempted),
+            "objective": evaluate(obj, s_ttft, s_tpot, att)}
+
+
+def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
+    measured: dict[str, list[Request]] = {name: [] for name in model_info}
+    units = []
+    for k, a, ue, replicas in units_out:
+        info = model_info[a["model"]]
+        obj = objective_from_slo(info["plan"]["slo"])
+        reqs = [r for r in units_reqs[k] if r.rid >= info["warm"]]
+        measured[a["model"]].extend(reqs)
+        t0 = min((r.arrival for r in reqs), default=0.0)
+        end = max((r.finish for r in units_reqs[k]), default=0.0)
+        span = max(end - t0, 1e-12)
+        horizon = max(end, 1e-12)  # replicas exist from time 0
+        nrep = len(replicas) or 1
+        blocks = replicas[0].blocks if replicas else 1
+        out = {"unit": a["unit"], "model": a["model"], "gpu": a["gpu"], "tp": a["tp"], "pp": a["pp"],
+               "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
+               "kv_blocks_per_replica": blocks, **_block(reqs, obj, span),
+               "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
+               "waiting": {"mean": round(sum(r.q_area for r in replicas) / (nrep * horizon), 4),
+                           "max": max((r.q_max for r in replicas), default=0)},
+               "kv_occupancy": {"mean": round(sum(r.kv_area for r in replicas) / (nrep * horizon * blocks), 5),
+                                "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
+               "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
+        units.append(out)
+    models = []
+    for name, info in model_info.items():
+        m = info["plan"]
+        obj = objective_from_slo(m["slo"])
+        reqs = sorted(measured[name], key=lambda r: r.rid)
+        t0 = min((r.arrival for r in reqs), default=0.0)
+        span = max((r.finish for r in reqs), default=0.0) - t0
+        per_class = []
+        for ci, c in enumerate(m["classes"]):
+            sub = [r for r in reqs if r.cls == ci]
+            per_class.append({"class": c["name"], "unrouted": info["unrouted"][ci], **_block(sub, obj, span)})
+        entry = {"model": name, "offered_rps": round(info["rate"], 6), "requests": info["n"],
+                 "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
+                 "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
+                         "attainment": obj.attainment},
+                 **_block(reqs, obj, span), "classes": per_class,
+                 "ttft_cdf_ms": _cdf([r.first - r.arrival for r in reqs]),
+                 "tpot_cdf_ms": _cdf(_lat(reqs)[1])}
+        entry["met"] = entry["objective"]["met"]
+        models.append(entry)
+    return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.get("plan_version"),
+            "service": plan.get("service"), "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
+            "requests": config.requests, "warmup_fraction": config.warmup_fraction,
+            "met": all(m["met"] for m in models), "models": models, "units": units}
+
+
+def _cdf(values: list[float], points: int = 101) -> list[list[float]]:
+    """[ms, cumulative fraction] at ``points`` evenly spaced quantiles (for plotting)."""
+    v = sorted(values)
+    if not v:
+        return []
+    n = len(v)
+    out = []
+    for j in range(points):
+        q = j / (points - 1)
+        out.append([round(1e3 * v[min(n - 1, int(q * (n - 1) + 0.5))], 3), round(q, 4)])
+    return out

@@ -1,0 +1,151 @@
+"""Outputs of a simulation: simulation.json (the dict ``simulate_plan`` returns), a hand-written SVG
+(per model the TTFT and TPOT CDFs with their SLO lines; a utilisation bar per unit) and a rich text
+rendering for the terminal. Files are written atomically (temp file in the same folder + os.replace).
+
+simulation.json keys: simulator_version, plan_version, service, seed, load, burst_cv, requests,
+warmup_fraction, met; models[] (model, offered_rps, requests, warmup_requests, unrouted, slo, count,
+ttft_ms / tpot_ms {count, mean, p50, p90, p95, p99, max}, throughput_rps, preempted_requests,
+objective {met, ratio, ratios, attainment}, met, classes[] (the same per class), ttft_cdf_ms,
+tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas, step_model,
+profile_factor, the same latency block, utilization, waiting {mean, max}, kv_occupancy {mean, max},
+preemptions, steps). ``objective.ratio`` > 1 is the factor by which the statistic misses its bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from html import escape
+from pathlib import Path
+
+__all__ = ["write_atomic", "write_outputs", "render_svg", "render_text"]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        umask = os.umask(0)  # mkstemp makes 0600 files; give the file the mode open() would
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
+    js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
+    write_atomic(js, json.dumps(doc, indent=2) + "\n")
+    write_atomic(svg, render_svg(doc))
+    return js, svg
+
+
+_W, _PH, _PW, _PAD = 900, 240, 400, 50
+_COLORS = ("#1f77b4", "#d62728")
+
+
+def _cdf_panel(x0: float, y0: float, cdf: list, slo: float, title: str, color: str) -> list[str]:
+    """One CDF plot (x: ms, linear up to max(p99 x 1.2, SLO x 1.2); y: fraction) at (x0, y0)."""
+    w, h = _PW - 2 * _PAD, _PH - 2 * _PAD
+    out = [f'<text x="{x0 + _PW / 2:.0f}" y="{y0 + 20:.0f}" text-anchor="middle" font-size="13">{escape(title)}</text>',
+           f'<rect x="{x0 + _PAD}" y="{y0 + _PAD}" width="{w}" height="{h}" fill="none" stroke="#888"/>']
+    if not cdf:
+        out.append(f'<text x="{x0 + _PW / 2:.0f}" y="{y0 + _PH / 2:.0f}" text-anchor="middle">no data</text>')
+        return out
+    p99 = next((v for v, q in cdf if q >= 0.99), cdf[-1][0])
+    xmax = max(p99 * 1.2, slo * 1.2, 1e-6)
+    def px(v): return x0 + _PAD + w * min(v, xmax) / xmax
+    def py(q): return y0 + _PAD + h * (1 - q)
+    pts = " ".join(f"{px(v):.1f},{py(q):.1f}" for v, q in cdf)
+    out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+    sx = px(slo)
+    out.append(f'<line x1="{sx:.1f}" y1="{y0 + _PAD}" x2="{sx:.1f}" y2="{y0 + _PAD + h}" stroke="#2ca02c" '
+               f'stroke-dasharray="5,3"/>')
+    out.append(f'<text x="{sx + 3:.1f}" y="{y0 + _PAD + 12}" font-size="11" fill="#2ca02c">SLO {slo:g} ms</text>')
+    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+        out.append(f'<text x="{x0 + _PAD - 4}" y="{py(q) + 4:.1f}" text-anchor="end" font-size="10">{q:g}</text>')
+    for j in range(5):
+        v = xmax * j / 4
+        out.append(f'<text x="{px(v):.1f}" y="{y0 + _PAD + h + 14}" text-anchor="middle" font-size="10">{v:.0f}</text>')
+    out.append(f'<text x="{x0 + _PAD + w / 2:.0f}" y="{y0 + _PAD + h + 30}" text-anchor="middle" font-size="11">ms</text>')
+    return out
+
+
+def render_svg(doc: dict) -> str:
+    """A self-contained SVG: one row of TTFT/TPOT CDFs per model, then utilisation bars per unit."""
+    parts: list[str] = []
+    y = 40
+    head = (f"{doc.get('service') or 'plan'}: simulated {doc['requests']} requests, load {doc['load']:g}, "
+            f"burst cv {doc['burst_cv']:g}, seed {doc['seed']} - objectives {'MET' if doc['met'] else 'MISSED'}")
+    parts.append(f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(head)}</text>')
+    for m in doc["models"]:
+        slo = m["slo"]
+        tag = f"{m['model']} ({slo['percentile']}{', attainment ' + str(slo['attainment']) if slo['attainment'] else ''}"\
+              f"): {'met' if m['met'] else 'missed'}"
+        parts.append(f'<text x="10" y="{y + 12}" font-size="13" font-weight="bold">{escape(tag)}</text>')
+        parts += _cdf_panel(0, y + 10, m["ttft_cdf_ms"], slo["ttft_ms"], "TTFT CDF", _COLORS[0])
+        parts += _cdf_panel(_PW + 50, y + 10, m["tpot_cdf_ms"], slo["tpot_ms"], "TPOT CDF", _COLORS[1])
+        y += _PH + 30
+    parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">Utilisation (busy fraction) per unit</text>')
+    y += 26
+    bar_w = 360
+    for u in doc["units"]:
+        util = max(0.0, min(1.0, u["utilization"] or 0.0))
+        ok = u["objective"]["met"]
+        parts.append(f'<text x="10" y="{y + 13}" font-size="11">{escape(u["unit"])} x{u["replicas"]}</text>')
+        parts.append(f'<rect x="470" y="{y}" width="{bar_w}" height="16" fill="#eee" stroke="#999"/>')
+        parts.append(f'<rect x="470" y="{y}" width="{bar_w * util:.1f}" height="16" '
+                     f'fill="{"#2ca02c" if ok else "#d62728"}"/>')
+        parts.append(f'<text x="{470 + bar_w + 6}" y="{y + 13}" font-size="11">{util:.0%}'
+                     f'{"" if ok else " miss x" + format(u["objective"]["ratio"] or 0, ".2f")}</text>')
+        y += 22
+    height = y + 20
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" viewBox="0 0 {_W} {height}" '
+            f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n'
+            + "\n".join(parts) + "\n</svg>\n")
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def render_text(doc: dict, console) -> None:
+    """Tables for the terminal (``console`` is a rich Console)."""
+    from rich.table import Table
+
+    console.print(f"[bold]{doc.get('service') or 'plan'}[/]: {doc['requests']} simulated requests, load "
+                  f"{doc['load']:g}, burst cv {doc['burst_cv']:g}, seed {doc['seed']} (first "
+                  f"{doc['warmup_fraction']:.0%} left out as warm-up) - "
+                  + ("[green]objectives met[/]" if doc["met"] else "[red]objectives missed[/]"))
+    for m in doc["models"]:
+        slo, key = m["slo"], m["slo"]["percentile"]
+        t = Table(title=f"{m['model']}: {key} TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms"
+                        + (f", attainment >= {slo['attainment']:g}" if slo["attainment"] else ""), title_justify="left")
+        for col in ("class", "n", "TTFT p50", "p99", "TPOT p50", "p99", "attain", "req/s", "met"):
+            t.add_column(col, justify="left" if col == "class" else "right")
+        for c in m["classes"] + [dict(m, **{"class": "all"})]:
+            o = c["objective"]
+            t.add_row(c["class"], str(c["count"]), _ms(c["ttft_ms"]["p50"]), _ms(c["ttft_ms"]["p99"]),
+                      _ms(c["tpot_ms"]["p50"]), _ms(c["tpot_ms"]["p99"]),
+                      "-" if o["attainment"] is None else f"{o['attainment']:.3f}",
+                      "-" if c["throughput_rps"] is None else f"{c['throughput_rps']:.2f}",
+                      "-" if not c["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
+        console.print(t)
+    t = Table(title="units", title_justify="left")
+    for col in ("unit", "repl", "TTFT p99", "TPOT p99", "util", "queue mean/max", "KV mean/max", "preempt", "met"):
+        t.add_column(col, justify="left" if col == "unit" else "right")
+    for u in doc["units"]:
+        o = u["objective"]
+        t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), str(u["replicas"]),
+                  _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{u['utilization']:.0%}",
+                  f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
+                  f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
+                  "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
+    console.print(t)

@@ -1,0 +1,152 @@
+"""Synthetic request streams for a plan: arrival times, and request sizes inside each class's bucket.
+
+* Arrivals: per model a renewal process at ``rate x load`` requests/s. Inter-arrival times are
+  gamma distributed with coefficient of variation ``burst_cv`` (shape 1/cv^2, mean 1/rate):
+  cv = 1 is a Poisson process (exponential gaps), cv > 1 is bursty (clumps of arrivals and long
+  lulls at the same mean rate), cv < 1 is smoother than Poisson.
+* Sizes: a request's class is drawn by the class shares; its (input, output) tokens are drawn
+  INSIDE that class's bucket, because the planner sizes every class at its bucket's upper edges
+  and the simulator must see the real spread:
+  - histogram: uniform integers in (lo, hi] of the bucket's input and output edges (at least 1);
+  - dataset: a uniformly drawn CSV row of the bucket (the same bucketing and ``outside`` rule as
+    ``hetinfra.spec.demand``);
+  - explicit ``classes``: the class's fixed sizes.
+* Determinism: everything comes from ``random.Random`` objects seeded from (seed, model name);
+  no global random state, no clock, no dependence on dict or set order.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.spec.demand import bucket_index
+from hetinfra.spec.models import DatasetSizes, ModelSpec
+
+__all__ = ["WorkloadConfig", "SizeSampler", "class_samplers", "arrival_times", "model_rng"]
+
+SizeSampler = Callable[[random.Random], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """How much traffic to replay: ``requests`` in all (split over models by rate), ``load`` x the
+    plan's demand, gamma inter-arrivals of coefficient of variation ``burst_cv`` (1 = Poisson)."""
+
+    requests: int = 20000
+    load: float = 1.0
+    burst_cv: float = 1.0
+    seed: int = 0
+    warmup_fraction: float = 0.1  # the first 10% of each model's requests are left out of the statistics
+
+    def __post_init__(self):
+        if not isinstance(self.requests, int) or self.requests <= 0:
+            raise InvalidInputError(f"requests must be a positive integer (got {self.requests!r})")
+        if not self.load > 0:
+            raise InvalidInputError(f"load must be > 0 (got {self.load!r})", hint="1.0 replays the planned demand")
+        if not self.burst_cv > 0:
+            raise InvalidInputError(f"burst_cv must be > 0 (got {self.burst_cv!r})", hint="1.0 is Poisson arrivals")
+        if not 0 <= self.warmup_fraction < 1:
+            raise InvalidInputError(f"warmup_fraction must be in [0, 1) (got {self.warmup_fraction!r})")
+
+
+def model_rng(seed: int, model: str, stream: str) -> random.Random:
+    """An independent, reproducible generator per (seed, model, purpose): str seeds hash with SHA-512."""
+    return random.Random(f"hetinfra-sim:{seed}:{model}:{stream}")
+
+
+def arrival_times(rng: random.Random, rate: float, n: int, burst_cv: float) -> list[float]:
+    """n arrival times (s) of a renewal process of mean rate ``rate``; gaps gamma(1/cv^2, cv^2/rate)."""
+    if not rate > 0:
+        raise InvalidInputError(f"arrival rate must be > 0 (got {rate!r})")
+    out, t = [], 0.0
+    if burst_cv == 1.0:
+        draw = lambda: rng.expovariate(rate)  # noqa: E731
+    else:
+        shape = 1.0 / (burst_cv * burst_cv)
+        scale = 1.0 / (rate * shape)
+        draw = lambda: rng.gammavariate(shape, scale)  # noqa: E731
+    for _ in range(n):
+        t += draw()
+        out.append(t)
+    return out
+
+
+def _edges_of(name: str, hi: int, edges: list[int], what: str, model: str) -> tuple[int, int]:
+    for k in range(1, len(edges)):
+        if edges[k] == hi:
+            return edges[k - 1], hi
+    raise InvalidInputError(f"{model}: class {name!r} has {what} {hi}, which is no bucket edge of the spec",
+                            hint="the spec changed since the plan was made: re-plan, or pass the spec it was made from")
+
+
+def _uniform(lo: int, hi: int) -> Callable[[random.Random], int]:
+    lo = max(lo, 0)
+    return lambda rng: rng.randint(lo + 1, hi) if hi > lo + 1 else max(hi, 1)
+
+
+def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """CSV rows by bucket (input index, output index), with ``hetinfra.spec.demand``'s rules."""
+    path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
+    rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    try:
+        handle = path.open(newline="")
+    except FileNotFoundError:
+        raise InvalidInputError(f"{model}: dataset file not found: {path}",
+                                hint="dataset.path is relative to the spec file; pass --spec") from None
+    with handle:
+        for lineno, row in enumerate(csv.reader(handle), start=1):
+            if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
+                continue
+            try:
+                i, o = int(float(row[0])), int(float(row[1]))
+            except (ValueError, IndexError):
+                raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens'") from None
+            if ds.outside == "clip":
+                i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
+            bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
+            if bi is None or bo is None:
+                continue
+            rows.setdefault((bi, bo), []).append((max(i, 1), max(o, 1)))
+    return rows
+
+
+def class_samplers(model: ModelSpec, base: Path, classes: list[dict]) -> list[SizeSampler]:
+    """One size sampler per plan class (``models[].classes`` of plan.json: name, input_tokens,
+    output_tokens), from the spec's size distribution. A class the spec cannot produce raises
+    InvalidInputError (the plan and the spec disagree)."""
+    sizes = model.demand.sizes
+    out: list[SizeSampler] = []
+    if sizes.classes is not None:
+        fixed = {c.name: (c.input_tokens, c.output_tokens) for c in sizes.classes}
+        for c in classes:
+            if c["name"] not in fixed:
+                raise InvalidInputError(f"{model.name}: plan class {c['name']!r} is not among the spec's classes "
+                                        f"({', '.join(sorted(fixed))})", hint="re-plan, or pass the plan's spec with --spec")
+            i, o = fixed[c["name"]]
+            out.append(lambda rng, i=i, o=o: (i, o))
+        return out
+    if sizes.histogram is not None:
+        h = sizes.histogram
+        for c in classes:
+            ilo, ihi = _edges_of(c["name"], c["input_tokens"], h.input_edges, "input_tokens", model.name)
+            olo, ohi = _edges_of(c["name"], c["output_tokens"], h.output_edges, "output_tokens", model.name)
+            fi, fo = _uniform(ilo, ihi), _uniform(olo, ohi)
+            out.append(lambda rng, fi=fi, fo=fo: (fi(rng), fo(rng)))
+        return out
+    ds = sizes.dataset
+    rows = _dataset_rows(ds, base, model.name)
+    for c in classes:
+        _edges_of(c["name"], c["input_tokens"], ds.input_edges, "input_tokens", model.name)
+        _edges_of(c["name"], c["output_tokens"], ds.output_edges, "output_tokens", model.name)
+        key = (ds.input_edges.index(c["input_tokens"]) - 1, ds.output_edges.index(c["output_tokens"]) - 1)
+        bucket = rows.get(key)
+        if not bucket:
+            raise InvalidInputError(f"{model.name}: the dataset has no row in bucket {c['name']!r} that the plan routes",
+                                    hint="the dataset changed since the plan was made: re-plan")
+        out.append(lambda rng, bucket=bucket: bucket[rng.randrange(len(bucket))])
+    return out

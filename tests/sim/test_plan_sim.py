@@ -1,0 +1,151 @@
+"""Workload sampling, plan simulation end to end, determinism and bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.sim import Objective, WorkloadConfig, simulate_plan_file
+from hetinfra.sim.plan_sim import PLAN_VERSION, load_plan
+from hetinfra.sim.stats import evaluate, summarize
+from hetinfra.sim.workload import arrival_times, class_samplers
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def chat_plan(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("chat")
+    res = subprocess.run([sys.executable, "-m", "hetinfra.cli", "plan", str(REPO / "services/chat.yaml"), "--out", str(out),
+                          "--no-baselines", "--no-template-cache"], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_plan_version_matches_plan_json():
+    from hetinfra.plan_json import PLAN_VERSION as current
+
+    assert PLAN_VERSION == current
+
+
+@pytest.mark.parametrize("cv", [1.0, 3.0, 0.5])
+def test_gamma_arrivals_rate_and_cv(cv):
+    t = arrival_times(random.Random(0), 4.0, 40000, cv)
+    gaps = [b - a for a, b in zip([0.0] + t, t)]
+    mean = sum(gaps) / len(gaps)
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps))
+    assert mean == pytest.approx(0.25, rel=0.03)
+    assert sd / mean == pytest.approx(cv, rel=0.05)
+
+
+def test_sizes_are_drawn_inside_the_bucket():
+    from hetinfra.spec.load import load_spec
+
+    spec, _, _ = load_spec(REPO / "services/chat.yaml")
+    classes = [{"name": "in<=1000,out<=500", "input_tokens": 1000, "output_tokens": 500},
+               {"name": "in<=250,out<=100", "input_tokens": 250, "output_tokens": 100}]
+    s = class_samplers(spec.models[0], REPO / "services", classes)
+    rng = random.Random(0)
+    a = [s[0](rng) for _ in range(2000)]
+    assert all(250 < i <= 1000 and 100 < o <= 500 for i, o in a)
+    assert min(i for i, _ in a) < 300 and max(i for i, _ in a) > 950  # the spread, not the upper edge
+    assert all(1 <= i <= 250 and 1 <= o <= 100 for i, o in (s[1](rng) for _ in range(500)))
+    with pytest.raises(InvalidInputError, match="no bucket edge"):
+        class_samplers(spec.models[0], REPO / "services", [{"name": "x", "input_tokens": 300, "output_tokens": 100}])
+
+
+def test_objective_percentile_and_attainment():
+    ttft, tpot = summarize([0.1] * 98 + [3.0, 3.0]), summarize([0.05] * 100)
+    assert evaluate(Objective(2000, 100, "p50"), ttft, tpot, 0.98)["met"]
+    r = evaluate(Objective(2000, 100, "p99"), ttft, tpot, 0.98)
+    assert not r["met"] and r["ratio"] == pytest.approx(1.5, rel=1e-3)
+    assert not evaluate(Objective(2000, 100, "p50", attainment=0.99), ttft, tpot, 0.98)["met"]
+    assert evaluate(Objective(2000, 100, "p50", attainment=0.98), ttft, tpot, 0.98)["met"]
+
+
+@pytest.mark.parametrize("kw", [{"load": 0}, {"load": -1.0}, {"burst_cv": 0}, {"requests": 0}, {"requests": -5}])
+def test_bad_workload_parameters(kw):
+    with pytest.raises(InvalidInputError):
+        WorkloadConfig(**kw)
+
+
+def test_bad_plans(tmp_path, chat_plan):
+    doc = json.loads((chat_plan / "plan.json").read_text())
+    doc["plan_version"] = 99
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError, match="plan_version"):
+        load_plan(tmp_path)
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_plan(tmp_path / "nowhere")
+    with pytest.raises(InvalidInputError):
+        Objective(100, 10, "p42")
+    doc["plan_version"] = PLAN_VERSION
+    doc["models"][0]["classes"][0]["name"] = "in<=333,out<=100"
+    doc["models"][0]["classes"][0]["input_tokens"] = 333
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError, match="re-plan"):
+        simulate_plan_file(tmp_path, REPO / "services/chat.yaml", WorkloadConfig(requests=100))
+
+
+def test_chat_plan_end_to_end(chat_plan):
+    doc = simulate_plan_file(chat_plan, config=WorkloadConfig(requests=4000, seed=1))
+    (m,) = doc["models"]
+    assert m["requests"] == 4000 and m["warmup_requests"] == 400 and m["count"] + m["unrouted"] == 3600
+    assert m["slo"]["percentile"] == "p99" and m["met"] == m["objective"]["met"]
+    assert sum(c["count"] for c in m["classes"]) == m["count"]
+    assert m["throughput_rps"] == pytest.approx(12.0, rel=0.1)  # the planned demand is served
+    plan = json.loads((chat_plan / "plan.json").read_text())
+    assert {u["unit"] for u in doc["units"]} == {a["unit"] for a in plan["allocations"]}
+    for u in doc["units"]:
+        assert 0 < u["utilization"] <= 1 and 0 < u["kv_occupancy"]["mean"] <= u["kv_occupancy"]["max"] <= 1
+        assert u["ttft_ms"]["p50"] <= u["ttft_ms"]["p99"] and u["objective"]["ratio"] > 0
+    # 3x the load the plan was sized for: the objectives cannot all hold
+    over = simulate_plan_file(chat_plan, config=WorkloadConfig(requests=4000, seed=1, load=3.0))
+    assert not over["met"] and max(u["objective"]["ratio"] for u in over["units"]) > 1
+    assert over["models"][0]["ttft_ms"]["p99"] > m["ttft_ms"]["p99"]
+
+
+def test_determinism(chat_plan):
+    cfg = WorkloadConfig(requests=2000, seed=7, burst_cv=2.0)
+    a = simulate_plan_file(chat_plan, config=cfg)
+    b = simulate_plan_file(chat_plan, config=cfg)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    c = simulate_plan_file(chat_plan, config=WorkloadConfig(requests=2000, seed=8, burst_cv=2.0))
+    assert c["models"][0]["ttft_ms"] != a["models"][0]["ttft_ms"]
+
+
+def test_command_writes_files(chat_plan, tmp_path):
+    from click.testing import CliRunner
+
+    from hetinfra.sim.command import simulate_command
+
+    res = CliRunner().invoke(simulate_command, [str(chat_plan), "--requests", "1500", "--out", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "simulation.json").read_text())
+    assert doc["simulator_version"] == "sim-v1" and doc["requests"] == 1500
+    svg = (tmp_path / "simulation.svg").read_text()
+    assert svg.startswith("<svg") and "TTFT CDF" in svg and "TPOT CDF" in svg
+    bad = CliRunner().invoke(simulate_command, [str(chat_plan), "--burst-cv", "0", "--json"])
+    assert bad.exit_code == 2 and "burst_cv" in bad.output
+
+
+def test_profile_comparison_signed_error(chat_plan, tmp_path):
+    from hetinfra.sim.command import profile_comparison
+
+    plan = json.loads((chat_plan / "plan.json").read_text())
+    a = plan["allocations"][0]
+    cap = next(t for t in plan["templates"] if t["id"] == a["template"])["capacity_rps"]["in<=250,out<=100"]
+    csv = tmp_path / "p.csv"
+    csv.write_text("model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
+                   f"llama-3.1-8b,{a['gpu']},1,1,250,100,2000,120,{cap / 2}\n")
+    rows = [r for r in profile_comparison(plan, csv) if r["unit"] == a["unit"]]
+    hit = next(r for r in rows if r["class"] == "in<=250,out<=100")
+    assert hit["signed_error"] == pytest.approx(1.0, rel=1e-3)  # the plan promises twice the measured rate
+    assert all(r["signed_error"] is None for r in rows if r["class"] != "in<=250,out<=100")
