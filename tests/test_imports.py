@@ -188,7 +188,7 @@ def test_every_source_package_is_listed_in_pyproject():
 
 def test_every_stage_has_a_mirrored_test_folder():
     for name in ALLOWED:
-        assert (REPO / "tests" / name).is_dir() or name in {"sim"}, f"tests/{name}/ is missing"
+        assert (REPO / "tests" / name).is_dir(), f"tests/{name}/ is missing"
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from hetinfra.cli.feeds import feeds_group, prices_command
 from hetinfra.cli.plan import plan_command, schema_command
 from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
+from hetinfra.cli.simulate import simulate_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +36,7 @@ def cli() -> None:
 
 
 for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
-                 import_command, apply_command, status_command, destroy_command, replan_command):
+                 import_command, apply_command, status_command, destroy_command, replan_command, simulate_command):
     cli.add_command(_command)
 
 

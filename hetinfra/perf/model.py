@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import get_gpu
-from hetinfra.catalog.models import ModelArch
+from hetinfra.catalog.models import MODELS, ModelArch, get_model
+from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.perf.profiles import ProfileTable
 from hetinfra.spec.demand import RequestClass
+from hetinfra.spec.models import ModelSpec
 
 ESTIMATOR_VERSION = "estimator-v1"
 
@@ -64,3 +66,18 @@ class PerformanceModel:
                        ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision)
         return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
                           None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms)
+
+
+def model_arch(m: ModelSpec, where: str) -> ModelArch:
+    """The architecture of a spec model: its `architecture:` block, else the built-in catalog entry
+    (``where`` names the spec field in the error for an unknown name)."""
+    if m.architecture is not None:
+        a = m.architecture
+        return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,
+                         head_dim=a.head_dim, params=a.params, active_params=a.active_params,
+                         vocab_size=a.vocab_size, max_context=a.max_context)
+    arch = get_model(m.model or "")
+    if arch is None:
+        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {did_you_mean(m.model or '', list(MODELS))}",
+                                hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
+    return arch

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.catalog.gpus import GPUS
-from hetinfra.catalog.models import MODELS, ModelArch, get_model
+from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError, did_you_mean
-from hetinfra.perf.model import ModelContext
+from hetinfra.perf.model import ModelContext, model_arch
 from hetinfra.perf.profiles import ProfileRow, ProfileTable, load_profiles
 from hetinfra.spec.demand import RequestClass, request_classes
 from hetinfra.spec.models import ModelSpec, ServiceSpec
@@ -50,19 +50,6 @@ class PlanInputs:
 def _resolve_path(base: Path, raw: str) -> Path:
     p = Path(raw)
     return p if p.is_absolute() else base / p
-
-
-def _model(m: ModelSpec, where: str) -> ModelArch | None:
-    if m.architecture is not None:
-        a = m.architecture
-        return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,
-                         head_dim=a.head_dim, params=a.params, active_params=a.active_params,
-                         vocab_size=a.vocab_size, max_context=a.max_context)
-    arch = get_model(m.model or "")
-    if arch is None:
-        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {did_you_mean(m.model or '', list(MODELS))}",
-                                hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
-    return arch
 
 
 def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None,
@@ -130,7 +117,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     models = []
     for i, m in enumerate(spec.models):
         at = f"{at_('models', i)}: models[{i}] ({m.name})"
-        arch = _model(m, f"{at_('models', i, 'model')}: models[{i}].model")
+        arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model")
         classes = tuple(request_classes(m, base))
         if arch is not None:
             for c in classes:

@@ -1,17 +1,17 @@
 """plan.json: the versioned, documented record of a plan (see README "plan.json reference").
 
-Bump ``PLAN_VERSION`` only for incompatible changes; new keys may be added within a version.
+``hetinfra.PLAN_VERSION`` is its version: bumped only for incompatible changes; new keys may be added
+within a version.
 """
 
 from __future__ import annotations
 
-from hetinfra import __version__
+from hetinfra import PLAN_VERSION, __version__
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.plan.naming import unit_name
 from hetinfra.plan.planner import PlanResult
 
-PLAN_VERSION = 1
 
 
 def rounded(x: float | None, nd: int = 4) -> float | None:

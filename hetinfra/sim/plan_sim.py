@@ -21,8 +21,10 @@ import json
 import math
 from heapq import heappop, heappush
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
+from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.engines import unit_engine
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
@@ -32,9 +34,6 @@ from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers,
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
 
 SIMULATOR_VERSION = "sim-v1"
-#: the plan.json version this simulator reads (hetinfra.plan_json.PLAN_VERSION; not imported, because
-#: that module pulls in the planner). tests/sim checks that the two agree.
-PLAN_VERSION = 1
 
 Progress = Callable[[int], None]
 
@@ -109,14 +108,12 @@ def run_replicas(replicas: list[Replica], requests: list[Request], progress: Pro
         progress(tick)
 
 
-def _resolve_models(spec, spec_path: Path, spec_text: str):
-    """Model architectures and specs the way planning resolves them (public ``resolve``)."""
-    try:
-        from hetinfra.inputs import resolve
-    except ImportError:  # the planner modules are moving to hetinfra.plan
-        from hetinfra.plan.inputs import resolve  # type: ignore[no-redef]
-    inp = resolve(spec, spec_path, spec_text)
-    return {pm.spec.name: pm for pm in inp.models}
+def _resolve_models(spec) -> dict[str, SimpleNamespace]:
+    """Each spec model with its architecture, resolved as planning resolves it."""
+    from hetinfra.perf.model import model_arch
+
+    return {m.name: SimpleNamespace(spec=m, arch=model_arch(m, f"models[{i}].model"))
+            for i, m in enumerate(spec.models)}
 
 
 def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
@@ -139,7 +136,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, spec_text: str, config: Wor
     """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
     (see ``hetinfra.sim.report``)."""
     check_plan(plan)
-    planned = _resolve_models(spec, Path(spec_path), spec_text)
+    planned = _resolve_models(spec)
     scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
     models = [m for m in plan["models"] if m.get("rate_rps")]
     total_rate = sum(float(m["rate_rps"]) for m in models)

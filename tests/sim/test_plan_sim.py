@@ -30,7 +30,7 @@ def chat_plan(tmp_path_factory) -> Path:
 
 
 def test_plan_version_matches_plan_json():
-    from hetinfra.plan_json import PLAN_VERSION as current
+    from hetinfra.plan.plan_json import PLAN_VERSION as current
 
     assert PLAN_VERSION == current
 
@@ -124,7 +124,7 @@ def test_determinism(chat_plan):
 def test_command_writes_files(chat_plan, tmp_path):
     from click.testing import CliRunner
 
-    from hetinfra.sim.command import simulate_command
+    from hetinfra.cli.simulate import simulate_command
 
     res = CliRunner().invoke(simulate_command, [str(chat_plan), "--requests", "1500", "--out", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
@@ -137,7 +137,7 @@ def test_command_writes_files(chat_plan, tmp_path):
 
 
 def test_profile_comparison_signed_error(chat_plan, tmp_path):
-    from hetinfra.sim.command import profile_comparison
+    from hetinfra.sim.compare import profile_comparison
 
     plan = json.loads((chat_plan / "plan.json").read_text())
     a = plan["allocations"][0]

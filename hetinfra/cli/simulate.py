@@ -7,58 +7,12 @@ hetinfra's exceptions and become exit codes as everywhere else (InvalidInputErro
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from hetinfra.cli.common import fail
 from hetinfra.errors import HetinfraError
-
-__all__ = ["simulate_command", "profile_comparison"]
-
-
-def _fail(exc: HetinfraError, as_json: bool) -> None:
-    # the same contract as hetinfra.cli's error edge (not imported: sim must not depend on the CLI)
-    if as_json:
-        click.echo(json.dumps({"error": {"type": type(exc).__name__, "exit_code": exc.exit_code,
-                                         "message": exc.message, "hint": exc.hint, **exc.details}}, indent=2))
-    click.echo(f"error: {exc.message}", err=True)
-    if exc.hint:
-        click.echo(f"  hint: {exc.hint}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def profile_comparison(plan: dict, profile_csv: str | Path) -> list[dict]:
-    """Per unit and class: the plan's predicted capacity per engine (templates[].capacity_rps /
-    engines) against a measured profile row, and the signed error (predicted - measured) / measured
-    (> 0: the plan over-promises)."""
-    from hetinfra.perf.profiles import ProfileTable, load_profiles
-
-    table = ProfileTable(load_profiles(Path(profile_csv)))
-    templates = {t["id"]: t for t in plan.get("templates") or []}
-    models = {m["name"]: m for m in plan["models"]}
-    rows = []
-    for a in plan["allocations"]:
-        t, m = templates.get(a.get("template")), models.get(a["model"])
-        if t is None or m is None:
-            continue
-        names = tuple(dict.fromkeys(n.lower() for n in (m["name"], m.get("model") or "", m.get("source") or "") if n))
-        engines = max(int(a.get("engines_per_instance") or 1), 1)
-        for c in m["classes"]:
-            cap = (t.get("capacity_rps") or {}).get(c["name"])
-            if cap is None:
-                continue
-            row = table.lookup(names, a["gpu"], int(a["tp"]), int(a["pp"]), int(c["input_tokens"]),
-                               int(c["output_tokens"]), float(m["slo"]["ttft_ms"]), float(m["slo"]["tpot_ms"]))
-            pred = cap / engines
-            rows.append({"unit": a["unit"], "class": c["name"], "predicted_rps": round(pred, 5),
-                         "source": (t.get("sources") or {}).get(c["name"]),
-                         "measured_rps": None if row is None else row.max_rps,
-                         "profile_row": None if row is None else row.origin,
-                         "signed_error": None if row is None or row.max_rps <= 0
-                         else round((pred - row.max_rps) / row.max_rps, 5)})
-    return rows
-
 
 @click.command("simulate")
 @click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
@@ -79,6 +33,7 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_c
     """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
     scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
     try:
+        from hetinfra.sim.compare import profile_comparison
         from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
         from hetinfra.sim.report import write_outputs
         from hetinfra.sim.workload import WorkloadConfig
@@ -105,7 +60,7 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_c
         target = out_dir or plan_file.parent
         js, svg = write_outputs(doc, target)
     except HetinfraError as exc:
-        _fail(exc, as_json)
+        fail(exc, as_json)
         return
     if as_json:
         click.echo(json.dumps(doc, indent=2))
