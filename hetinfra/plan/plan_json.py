@@ -93,11 +93,15 @@ def build_plan_json(pr: PlanResult) -> dict:
                       "tp": t.tp, "experimental": t.mixed,
                       "stage_nodes": [{"instance_type": it, "gpu": g} for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)]},
         "capacity_rps": {w: rounded(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
+        # capacity_rps is the estimate (or profile) x derate: < 1 where simulating the plan found the
+        # template slower than estimated (see fidelity)
+        "derate": rounded(pr.derate.get(t.id, 1.0), 6),
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
     models = [{
         "name": pm.spec.name, "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
-        "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms},
+        "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
+                "percentile": pm.spec.slo.percentile, "attainment": pm.spec.slo.attainment},
         "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
         "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
                      "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps, 6)} for c in pm.classes],

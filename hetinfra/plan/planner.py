@@ -5,7 +5,7 @@ I/O happens only at the ends (reading the spec and its files; the CLI writes art
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
@@ -36,6 +36,25 @@ class PlanResult:
     result: "object"  # hetinfra.solver.solve.SolveResult
     baselines: list[Baseline]
     template_cache: dict | None = None  # where libraries came from (hetinfra.plan.template_cache)
+    all_units: list[Unit] = field(default_factory=list)  # every unit before pruning, rates as estimated
+    running: dict[str, int] = field(default_factory=dict)  # unit -> count of the deployment re-planned against
+    derate: dict[str, float] = field(default_factory=dict)  # template id -> factor its rates were scaled by
+
+
+def derated(units: list[Unit], derate: dict[str, float]) -> list[Unit]:
+    """``units`` with the rates of the templates in ``derate`` scaled by their factor (verification
+    found them slower than estimated: hetinfra.plan.verify)."""
+    if not derate:
+        return units
+    out = []
+    for u in units:
+        f = derate.get(u.template.id)
+        if f is None:
+            out.append(u)
+            continue
+        t = replace(u.template, rates={w: r * f for w, r in u.template.rates.items()})
+        out.append(replace(u, template=t))
+    return out
 
 
 def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | None = None) -> AllocationProblem:
@@ -189,8 +208,6 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
     re-estimated from observations) replaces the file's content, whose folder still anchors
     relative paths."""
-    from hetinfra.solver.solve import solve
-
     path = Path(spec_path)
     spec, text, locate = load_spec(path)
     if spec_override is not None:
@@ -211,8 +228,19 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
-    all_units = unit_list
-    unit_list = prune_dominated(unit_list, capped=set(inputs.caps), regional=spec.planning.locality > 0,
+    return solve_units(inputs, unit_list, running, with_baselines=with_baselines,
+                       template_cache=cache.report() if cache else None)
+
+
+def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, int], *, with_baselines: bool = True,
+                derate: dict[str, float] | None = None, template_cache: dict | None = None) -> PlanResult:
+    """Prune ``all_units`` (rates scaled by ``derate``), solve the allocation, diagnose infeasibility,
+    and (``with_baselines``) solve the single-GPU-type baselines."""
+    from hetinfra.solver.solve import solve
+
+    spec = inputs.spec
+    pool = derated(all_units, derate or {})
+    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=spec.planning.locality > 0,
                                 keep=set(running))
     problem = to_problem(inputs, unit_list, running)
     _check_locality(problem)
@@ -230,6 +258,7 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
     units = {u.id: u for u in unit_list}
-    base = baselines(inputs, all_units, settings.time_limit_s, settings.mip_gap) if (
+    base = baselines(inputs, pool, settings.time_limit_s, settings.mip_gap) if (
         with_baselines and problem.objective == "min_cost") else []
-    return PlanResult(inputs, units, problem, result, base, cache.report() if cache else None)
+    return PlanResult(inputs, units, problem, result, base, template_cache, list(all_units), dict(running),
+                      dict(derate or {}))

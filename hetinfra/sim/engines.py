@@ -88,7 +88,8 @@ def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict
         if not est.feasible or est.max_rps <= 0:
             continue
         w = routed.get(c["name"], 0.0) or 1e-9
-        per_engine = cap / max(int(alloc.get("engines_per_instance") or 1), 1)  # capacity_rps is per instance
+        # capacity_rps is per instance, and the measured rate x the planner's derate (hetinfra.plan.verify)
+        per_engine = cap / max(int(alloc.get("engines_per_instance") or 1), 1) / float(template.get("derate") or 1.0)
         logs += w * math.log(est.max_rps / per_engine)
         weight += w
     if weight <= 0:

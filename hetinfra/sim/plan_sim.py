@@ -127,11 +127,11 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
         sp = p.parent / sp
     if not str(sp) or not sp.is_file():
         raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
-    spec, text, _ = load_spec(sp)
-    return simulate_plan(doc, spec, sp, text, config, progress)
+    spec, _, _ = load_spec(sp)
+    return simulate_plan(doc, spec, sp, config, progress)
 
 
-def simulate_plan(plan: dict, spec, spec_path: Path, spec_text: str, config: WorkloadConfig = WorkloadConfig(),
+def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
                   progress: Progress | None = None) -> dict:
     """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
     (see ``hetinfra.sim.report``)."""

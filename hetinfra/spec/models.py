@@ -50,10 +50,17 @@ class ArchitectureSpec(_Strict):
 
 
 class SloSpec(_Strict):
-    """Latency objectives every request class of the model must meet."""
+    """Latency objectives of the model's requests, as a percentile (and optionally an attainment
+    fraction, Mélange's definition), checked by simulating the plan."""
 
     ttft_ms: Milliseconds = Field(gt=0, description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: Milliseconds = Field(gt=0, description="Time per output token after the first, milliseconds.")
+    tpot_ms: Milliseconds = Field(gt=0, description="Time per output token after the first, milliseconds: a request's "
+                                                    "mean time between output tokens, as vLLM's benchmark reports it.")
+    percentile: Literal["mean", "p50", "p90", "p95", "p99"] = Field(
+        "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "
+                           "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2.")
+    attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "
+                                                                    "BOTH bounds (Mélange's SLO attainment), e.g. 0.99.")
 
 
 class HistogramSizes(_Strict):
@@ -179,6 +186,23 @@ class InfrastructureSpec(_Strict):
     availability: list[AvailabilityCap] = Field([], description="GPU caps per (cloud, region, gpu).")
 
 
+class VerifySpec(_Strict):
+    """How `hetinfra plan` verifies its own solution: a discrete-event simulation of every replica
+    (vLLM's scheduler) at ``load`` x the declared demand; units of a model that misses its SLO are
+    derated and the plan re-solved, at most ``max_rounds`` times."""
+
+    enabled: bool = Field(True, description="Simulate the plan and re-plan until it meets every objective "
+                                            "(`hetinfra plan --no-verify` turns it off for one run).")
+    load: float = Field(1.2, gt=0, le=10, description="Multiple of the declared demand the plan must hold its SLOs "
+                                                      "at (1.2: a 20% burst above the forecast).")
+    burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
+                                                          "(gamma): 1 = Poisson, > 1 = burstier traffic.")
+    requests: int = Field(8000, ge=1000, le=1_000_000, description="Requests simulated per round (the first 10% warm up).")
+    max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
+                                                        "reported (a warning, or exit 3 with --strict-verify).")
+    seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
+
+
 class PlanningSpec(_Strict):
     """Solver settings."""
 
@@ -206,6 +230,8 @@ class PlanningSpec(_Strict):
         False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
                            "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "
                            "with the Pulumi stacks only (a SkyPilot task has one accelerator type).")
+    verify: VerifySpec = Field(default_factory=VerifySpec, description="Check the plan's latency "
+                                 "objectives by simulating it, and re-plan the units that miss.")
     mixed_memory_ratio: float = Field(
         3.0, gt=1, le=16, description="Mixed pipelines: skip node combinations whose total GPU memory exceeds this "
                                       "multiple of the model's weights (Coral's beta); larger ones are dominated "
