@@ -13,17 +13,28 @@ FIT: tools/fit_calibration.py --fit --write, 2026-11-21
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Calibration:
+    # The vLLM version these constants describe (CALIBRATIONS below; ``calibration_for``). The class
+    # defaults are the current engine's.
+    vllm_version: str = "0.11"
+
     # --- memory-bandwidth roofline -------------------------------------------------------------
     # Fraction of datasheet HBM/GDDR bandwidth a decode step achieves. NOT fitted (held fixed):
     # aiconfigurator's mem_bw_empirical_scaling_factor = 0.8; the vllm.md s2.2 fit gives 1/1.28 = 0.78;
     # Helix batch-2 decode layers read their weights at 79-83% of datasheet bandwidth (A100, V100, L4).
     # A free fit trades it against mem_compute_serial (0.84 with 0.77, objective ~1 point better).
     eta_bw: float = 0.78
+
+    # Fraction of datasheet bandwidth the attention kernel achieves reading the KV cache (per context
+    # token of every decoding sequence): paged KV blocks are read in small scattered pieces, and long
+    # contexts at large batches are where the weight-read efficiency above over-promises. FIT
+    # (vllm.md s3 long-context high-concurrency points, Helix decode growth with batch, Melange).
+    eta_kv: float = 0.78
 
     # --- per-step fixed costs (current vLLM: CUDA graphs, custom all-reduce) -------------------------
     # Fixed time per engine step (scheduler, sampler, launches), ms. FIT (set by vllm.md s3 and
@@ -32,6 +43,15 @@ class Calibration:
     # Extra step time per running sequence, us (scheduler bookkeeping, sampler, detokenisation). FIT
     # (vllm.md s3 concurrency sweeps, SageServe batch sweeps).
     t_per_seq_us: float = 29.4
+    # Engine time per admitted request, ms (scheduling a new sequence, its separate prefill step in
+    # engines without chunked prefill, tokenisation / output set-up), paid in the step that admits it.
+    # FIT (Melange max rates for vLLM 0.2; vllm.md s3 for the current engine).
+    t_per_request_ms: float = 0.0
+    # Fraction of the smaller of the engine's CPU-side step time (the three costs above) and its GPU
+    # time that overlaps the larger: step = gpu + cpu - overlap x min(gpu, cpu) (0 = they add up,
+    # 1 = the step is whichever is longer). FIT: Melange's big GPUs are CPU-bound while its L4 / A10G
+    # are not, which a purely additive CPU cost cannot follow.
+    cpu_gpu_overlap: float = 0.0
     # TP all-reduce latency per collective, us (2 per layer per step). NVLink: FIT on vllm.md s3
     # (H100 TP2/4/8; vllm.md s2.2's fit: 8.6). PCIe: FIT on Helix L4x2 / T4x2 / T4x4 decode layers and
     # SageServe A100 PCIe TP2 / TP4 (no NVLink: NCCL over PCIe or through the host).
@@ -99,3 +119,62 @@ class Calibration:
 
 
 CALIBRATION = Calibration()
+
+
+# ---- engine versions ------------------------------------------------------------------------------
+# The vLLM version the planner's artifacts run when the spec pins none: they pin nothing
+# (``stacks/startup.py``: the latest image / ``pip install vllm``), so the default is the current
+# engine (V1; measured on 0.12-0.14 in vllm.md s3).
+DEFAULT_VLLM_VERSION = "0.11"
+
+# Engines before vLLM 0.6 (V0: Python per-sequence sampling / detokenisation, prefill in separate
+# steps, no async output processing; Melange profiled 0.2.7): only the fields below differ from the
+# current engine. FIT (tools/fit_calibration.py, Melange Llama-2-7B max rates on L4 / A10G / A100 /
+# H100, fit buckets only).
+LEGACY_V0_2: dict[str, float] = {
+    "t_fixed_ms": 2.4,
+    "t_per_seq_us": 29.4,
+    "t_per_request_ms": 0.0,
+    "eta_kv": 0.78,
+    "cpu_gpu_overlap": 0.0,
+}
+
+# vLLM version -> constants, keyed by the version family each entry was measured on. vLLM 0.6 is
+# where the engine's CPU costs dropped (async output processing, multi-step scheduling, then the V1
+# engine): a version string before 0.6 reads the "0.2" entry, any later one the current "0.11" entry.
+CALIBRATIONS: dict[str, Calibration] = {
+    "0.2": dataclasses.replace(CALIBRATION, vllm_version="0.2", **LEGACY_V0_2),
+    DEFAULT_VLLM_VERSION: CALIBRATION,
+}
+LEGACY_BEFORE = (0, 6)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.strip().lstrip("v").split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        raise ValueError(f"vLLM version {version!r} is not a version number like 0.11.0")
+    return tuple(parts)
+
+
+def calibration_for(vllm_version: str | None = None) -> Calibration:
+    """The constants of the engine a vLLM version string runs ("0.2.7", "0.11.0", "v0.19.0", or a
+    key of CALIBRATIONS); None: the default (current) engine."""
+    if vllm_version is None:
+        return CALIBRATION
+    if vllm_version in CALIBRATIONS:
+        return CALIBRATIONS[vllm_version]
+    return CALIBRATIONS["0.2" if _version_key(vllm_version) < LEGACY_BEFORE else DEFAULT_VLLM_VERSION]
+
+
+# What the calibration data measures: (GPU, engine, TP, batch regime, rows), one entry per
+# combination with rows. Recorded by tools/fit_calibration.py --write from every row it fits or
+# checks (fit and held-out; the batch of a max-rate row is that of the estimator's operating point);
+# hetinfra.perf.confidence reads it. Engines: "vllm-<CALIBRATIONS key>", or another engine the data
+# came from ("splitwise-2023"). GPU names are the catalog's ("A100-80GB-PCIe": SageServe's PCIe cards).
+COVERAGE: tuple[tuple[str, str, int, str, int], ...] = (
+)
