@@ -331,7 +331,7 @@ def load_rows(shared: Path = SHARED, datasets: list[str] | None = None) -> list[
 # allreduce_us_per_log2_tp x log2(tp) (best of 4 forms tried on the fit rows: per-rank fixed cost,
 # latency x (tp - 1), x log2(tp), fixed + per-rank).
 ENGINES: dict[str, dict[str, float]] = {
-    "splitwise-2023": {"t_fixed_ms": 5.03, "allreduce_us_per_log2_tp": 40},
+    "splitwise-2023": {"t_fixed_ms": 5.78, "allreduce_us_per_log2_tp": 40},
 }
 # vLLM versions other than the current one: their overrides live in calibration.py (the planner
 # uses them through ``vllm_version``); "vllm-<key>" rows are predicted with them.
