@@ -56,7 +56,9 @@ if str(REPO) not in sys.path:
 from hetinfra.catalog.gpus import GPUS, GpuSpec  # noqa: E402
 from hetinfra.catalog.models import MODELS, ModelArch  # noqa: E402
 from hetinfra.perf.calibration import CALIBRATION, Calibration  # noqa: E402
-from hetinfra.perf.estimator import Estimate, decode_step_ms, operating_point, prefill_ms  # noqa: E402
+from hetinfra.perf.calibration import LEGACY_V0_2  # noqa: E402
+from hetinfra.perf.confidence import REGIMES, regime_of  # noqa: E402
+from hetinfra.perf.estimator import Estimate, decode_step_ms, estimate, operating_point, prefill_ms  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 CALIBRATION_PY = REPO / "hetinfra" / "perf" / "calibration.py"
@@ -97,6 +99,7 @@ class Row:
     conc: float = 0.0
     label: str = ""
     engine: str = "vllm"  # whose step / all-reduce overheads the measurement carries (ENGINES)
+    slo: tuple[float, float] = (0.0, 0.0)  # (TTFT ms, TPOT ms) of a max-rate row
 
 
 # ---- data sets -------------------------------------------------------------------------------------
@@ -251,14 +254,55 @@ def load_vllm_md(shared: Path) -> list[Row]:
                       label=f"{model} {gpu} {prec} tp{tp} {isl}/{osl} c{conc}")
         rows.append(Row(quantity="TPOT", measured_ms=tpot, kind="closed_tpot", **common))
         rows.append(Row(quantity="TTFT", measured_ms=ttft, kind="closed_ttft", **common))
+        # capacity: the request rate the engine sustains at that concurrency (Little's law on the
+        # measured latencies), req/s
+        rows.append(Row(quantity="capacity", measured_ms=conc / (ttft + (osl - 1) * tpot) * 1e3,
+                        kind="closed_rate", **common))
     return rows
 
 
-LOADERS = {"helix": load_helix, "splitwise": load_splitwise, "sageserve": load_sageserve, "vllm_md": load_vllm_md}
+# Melange (vLLM 0.2.7): max req/s of Llama-2-7B on one GPU per (input, output) bucket. The profiling
+# SLO is not stated (the paper's TPOT SLOs are 40 and 120 ms; L4 cannot meet 40 ms): the loose one is
+# assumed, TPOT 120 ms and TTFT 5 s, so the rows measure capacity. Buckets are taken at their upper
+# edges, and only those with input + output <= 4096 (Llama-2's context).
+MELANGE_GPUS = {"L4": "L4", "A10G": "A10G", "A100": "A100-80GB", "H100": "H100"}
+MELANGE_SLO = (5000.0, 120.0)
+
+
+def melange_held_out(i: int, j: int) -> bool:
+    """Held-out Melange buckets: every third one on every GPU, (input index + output index) % 3 == 1."""
+    return (i + j) % 3 == 1
+
+
+def load_melange(shared: Path) -> list[Row]:
+    """Held out: the buckets of ``melange_held_out`` on every GPU (a checkerboard over sizes, so every
+    GPU and batch regime has held-out rows). Predicted with the vLLM 0.2 constants."""
+    import json
+
+    f = shared / "data" / "melange-release" / "melange_profiles_llama2-7b_feb2024.json"
+    d = json.loads(f.read_text())
+    ins, outs = d["input_bucket_upper_edges"], d["output_bucket_upper_edges"]
+    rows = []
+    for name, table_ in d["tputs"].items():
+        for i, row in enumerate(table_):
+            for j, measured in enumerate(row):
+                if measured <= 0 or ins[i] + outs[j] > 4096:
+                    continue
+                rows.append(Row(dataset="melange", quantity="capacity", measured_ms=measured,
+                                held_out=melange_held_out(i, j), model=_model("llama-2-7b"),
+                                gpu=GPUS[MELANGE_GPUS[name]], tp=1, precision="fp16", kind="max_rate",
+                                tokens=ins[i], osl=outs[j], engine="vllm-0.2", slo=MELANGE_SLO,
+                                label=f"llama2-7b {name} {ins[i]}/{outs[j]}"))
+    return rows
+
+
+LOADERS = {"helix": load_helix, "splitwise": load_splitwise, "sageserve": load_sageserve, "vllm_md": load_vllm_md,
+           "melange": load_melange}
 DATASET_DIRS = {"helix": "data/Helix-ASPLOS25/profiles", "splitwise": "data/splitwise-sim",
-                "sageserve": "data/SageServe", "vllm_md": "notes"}
+                "sageserve": "data/SageServe", "vllm_md": "notes", "melange": "data/melange-release"}
 # the TPOT-like quantity of each data set (the acceptance target applies to it)
-PRIMARY = {"helix": "decode step", "splitwise": "TPOT", "sageserve": "TPOT", "vllm_md": "TPOT"}
+PRIMARY = {"helix": "decode step", "splitwise": "TPOT", "sageserve": "TPOT", "vllm_md": "TPOT",
+           "melange": "capacity"}
 
 
 def load_rows(shared: Path = SHARED, datasets: list[str] | None = None) -> list[Row]:
@@ -287,12 +331,17 @@ def load_rows(shared: Path = SHARED, datasets: list[str] | None = None) -> list[
 # allreduce_us_per_log2_tp x log2(tp) (best of 4 forms tried on the fit rows: per-rank fixed cost,
 # latency x (tp - 1), x log2(tp), fixed + per-rank).
 ENGINES: dict[str, dict[str, float]] = {
-    "splitwise-2023": {"t_fixed_ms": 5.03, "allreduce_us_per_log2_tp": 40},
+    "splitwise-2023": {"t_fixed_ms": 5.78, "allreduce_us_per_log2_tp": 40},
 }
+# vLLM versions other than the current one: their overrides live in calibration.py (the planner
+# uses them through ``vllm_version``); "vllm-<key>" rows are predicted with them.
+ENGINES["vllm-0.2"] = dict(LEGACY_V0_2)
 
 
 def engine_calibration(row: Row, calib: Calibration, engines: dict[str, dict[str, float]] | None = None) -> Calibration:
     """The constants a row is predicted with: the planner's, or those of the row's engine profile."""
+    if row.engine.startswith("vllm-"):  # another vLLM version: calibration.py's overrides for it
+        return dataclasses.replace(calib, vllm_version=row.engine[5:], **(engines or ENGINES)[row.engine])
     if row.engine == "vllm" or engines is None:
         return calib
     prof = engines[row.engine]
@@ -303,17 +352,48 @@ def engine_calibration(row: Row, calib: Calibration, engines: dict[str, dict[str
 # ---- prediction and errors -------------------------------------------------------------------------
 
 def predict(row: Row, calib: Calibration, engines: dict[str, dict[str, float]] | None = ENGINES) -> float:
+    return predict_point(row, calib, engines)[0]
+
+
+def predict_point(row: Row, calib: Calibration,
+                  engines: dict[str, dict[str, float]] | None = ENGINES) -> tuple[float, float]:
+    """(predicted value, concurrency of the point): see ``batch_of``."""
     calib = engine_calibration(row, calib, engines)
     kw = dict(tp=row.tp, precision=row.precision, calib=calib)
     if row.kind == "step":
-        return decode_step_ms(row.model, row.gpu, batch=row.batch, context=row.context, overheads=row.overheads, **kw)
+        return decode_step_ms(row.model, row.gpu, batch=row.batch, context=row.context, overheads=row.overheads,
+                              **kw), row.batch
     if row.kind == "prefill":
-        return prefill_ms(row.model, row.gpu, tokens=row.tokens, batch=row.batch, overheads=row.overheads, **kw)
+        return prefill_ms(row.model, row.gpu, tokens=row.tokens, batch=row.batch, overheads=row.overheads,
+                          **kw), row.batch
+    if row.kind == "max_rate":
+        e = estimate(row.model, row.gpu, input_tokens=row.tokens, output_tokens=row.osl, ttft_ms=row.slo[0],
+                     tpot_ms=row.slo[1], **kw)
+        return (e.max_rps, float(e.batch)) if e.feasible else (math.nan, 0.0)
     got = operating_point(row.model, row.gpu, input_tokens=row.tokens, output_tokens=row.osl,
                           concurrency=row.conc, max_num_seqs=1024, **kw)
     if isinstance(got, Estimate):
-        return math.nan
-    return got[1] if row.kind == "closed_tpot" else got[0]
+        return math.nan, row.conc
+    return {"closed_tpot": got[1], "closed_ttft": got[0], "closed_rate": got[2]}[row.kind], row.conc
+
+
+def batch_of(row: Row, calib: Calibration, engines: dict | None = ENGINES) -> float:
+    """The concurrency of a row: the benchmark's (closed loop, step rows), or that of the estimator's
+    operating point (max-rate rows), which is where the planner would run the engine."""
+    return predict_point(row, calib, engines)[1]
+
+
+def coverage(rows: list[Row], calib: Calibration = CALIBRATION, engines: dict | None = ENGINES
+             ) -> tuple[tuple[str, str, int, str, int], ...]:
+    """calibration.COVERAGE: (GPU, engine, TP, batch regime, rows) over every row (fit and held-out)."""
+    count: dict[tuple[str, str, int, str], int] = defaultdict(int)
+    for r in rows:
+        engine = f"vllm-{CALIBRATION.vllm_version}" if r.engine == "vllm" else r.engine
+        b = batch_of(r, calib, engines)
+        if b > 0:
+            count[(r.gpu.name, engine, r.tp, regime_of(b))] += 1
+    order = {name: i for i, (name, _, _) in enumerate(REGIMES)}
+    return tuple((*k, n) for k, n in sorted(count.items(), key=lambda kv: (*kv[0][:3], order[kv[0][3]])))
 
 
 def rel_errors(rows: list[Row], calib: Calibration, engines: dict | None = ENGINES) -> list[float]:
@@ -376,8 +456,17 @@ SEARCH = [
     ("prefill_dispatch_ms_per_layer", 0.0, 1.5), ("qf_slope", 0.0, 1.0), ("qf_cap", 1.0, 8.0),
     ("mfu_scale:L4", 0.3, 1.2), ("mfu_scale:T4", 0.3, 1.2),
     ("engine:splitwise-2023:t_fixed_ms", 0.0, 20.0), ("engine:splitwise-2023:allreduce_us_per_log2_tp", 2.0, 300.0),
+    # eta_kv and cpu_gpu_overlap of the current engine are not searched: a free fit sets eta_kv 0.46
+    # from vllm.md's long-context points and breaks Helix's held-out MHA model (28% decode error)
+    ("t_per_request_ms", 0.0, 20.0), ("kv_reservation_fraction", 0.5, 1.0),
+    ("engine:vllm-0.2:t_fixed_ms", 0.5, 40.0), ("engine:vllm-0.2:t_per_seq_us", 0.0, 3000.0),
+    ("engine:vllm-0.2:t_per_request_ms", 0.0, 100.0), ("engine:vllm-0.2:eta_kv", 0.1, 1.0),
+    ("engine:vllm-0.2:cpu_gpu_overlap", 0.0, 1.0),
 ]
-WEIGHTS = {"decode step": 1.0, "TPOT": 1.0, "prefill": 0.5, "TTFT": 0.5}
+WEIGHTS = {"decode step": 1.0, "TPOT": 1.0, "prefill": 0.5, "TTFT": 0.5, "capacity": 1.0}
+# The estimator errs on the safe side: a (GPU, batch regime) group of capacity rows whose median
+# signed error is optimistic by more than SAFE_MARGIN costs SAFETY x the excess.
+SAFETY, SAFE_MARGIN, SAFE_MIN_ROWS = 2.0, 0.0, 3  # groups of fewer rows are too noisy to steer the fit
 
 
 def get_param(name: str, calib: Calibration, engines: dict) -> float:
@@ -401,11 +490,31 @@ def set_param(name: str, value: float, calib: Calibration, engines: dict) -> tup
     return dataclasses.replace(calib, **{name: value}), engines
 
 
+def capacity_groups(rows: list[Row], calib: Calibration, engines: dict | None = ENGINES
+                    ) -> dict[tuple[str, str], list[tuple[Row, float, float]]]:
+    """Capacity rows (predicted / measured req/s - 1, positive = optimistic) by (GPU, batch regime):
+    {(gpu, regime): [(row, signed error, batch), ...]}."""
+    out: dict[tuple[str, str], list] = defaultdict(list)
+    for r in rows:
+        if r.quantity != "capacity":
+            continue
+        v, b = predict_point(r, calib, engines)
+        out[(r.gpu.name, regime_of(b) if b > 0 else REGIMES[0][0])].append((r, v / r.measured_ms - 1.0, b))
+    return out
+
+
 def objective(rows: list[Row], calib: Calibration, engines: dict) -> float:
-    """Mean over data sets of sum_q weight_q x median |err_q| + 0.1 x mean |log(1 + err)|; fit rows only."""
+    """Mean over data sets of sum_q weight_q x median |err_q| + 0.1 x mean |log(1 + err)|, plus the
+    safety term: SAFETY x the median signed capacity error of every (GPU, batch regime) group that is
+    optimistic beyond SAFE_MARGIN, averaged over groups; fit rows only."""
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r, e in zip(rows, rel_errors(rows, calib, engines)):
+    cap: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        v, b = predict_point(r, calib, engines)
+        e = v / r.measured_ms - 1.0
         per[r.dataset][r.quantity].append(e)
+        if r.quantity == "capacity" and e == e:
+            cap[(r.gpu.name, regime_of(b) if b > 0 else REGIMES[0][0])].append(e)
     total = 0.0
     for qs in per.values():
         score, logs = 0.0, []
@@ -415,7 +524,8 @@ def objective(rows: list[Row], calib: Calibration, engines: dict) -> float:
             score += WEIGHTS[q] * statistics.median(abs(e) for e in errs)
             logs += [abs(math.log1p(e)) for e in errs]
         total += score + 0.1 * statistics.fmean(logs)
-    return total / len(per)
+    safety = [max(0.0, statistics.median(v) - SAFE_MARGIN) for v in cap.values() if len(v) >= SAFE_MIN_ROWS]
+    return total / len(per) + (SAFETY * statistics.fmean(safety) if safety else 0.0)
 
 
 def search(rows: list[Row], calib: Calibration = CALIBRATION, engines: dict | None = None,
@@ -457,7 +567,10 @@ PRIOR = {"t_fixed_ms": 3.0, "t_per_seq_us": 80.0, "allreduce_us_nvlink": 8.6, "a
          "pcie_allreduce_efficiency": 1.0, "mem_compute_serial": 0.0, "mfu_prefill": 0.6, "mfu_decode": 0.6,
          "prefill_dispatch_ms_per_layer": 0.4, "qf_slope": 0.4, "qf_cap": 4.0, "mfu_scale:L4": 0.65,
          "mfu_scale:T4": 0.7, "engine:splitwise-2023:t_fixed_ms": 5.0,
-         "engine:splitwise-2023:allreduce_us_per_log2_tp": 40.0}
+         "engine:splitwise-2023:allreduce_us_per_log2_tp": 40.0, "eta_kv": 0.78, "t_per_request_ms": 0.0,
+         "kv_reservation_fraction": 1.0, "engine:vllm-0.2:t_fixed_ms": 5.0, "engine:vllm-0.2:t_per_seq_us": 300.0,
+         "engine:vllm-0.2:t_per_request_ms": 10.0, "engine:vllm-0.2:eta_kv": 0.5, "cpu_gpu_overlap": 0.0,
+         "engine:vllm-0.2:cpu_gpu_overlap": 0.8}
 STARTS = [{}, {"mem_compute_serial": 0.5, "t_per_seq_us": 20.0}, {"mem_compute_serial": 1.0, "mfu_decode": 0.6}]
 
 
@@ -515,6 +628,43 @@ def melange_crosscheck(shared: Path, calib: Calibration, tpot_ms: float = 120.0,
     return "\n".join(lines)
 
 
+def _pctl(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of values, linear between order statistics."""
+    v = sorted(values)
+    if len(v) == 1:
+        return v[0]
+    x = q * (len(v) - 1)
+    i = int(x)
+    return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (x - i)
+
+
+def capacity_report(rows: list[Row], calib: Calibration = CALIBRATION, engines: dict | None = ENGINES,
+                    part: str = "held_out") -> dict[tuple[str, str, str], dict[str, float]]:
+    """{(data set, GPU, regime): {"n", "median", "p90", "abs_median"}} of the signed capacity error
+    (predicted / measured req/s - 1; positive = optimistic) over the ``part`` rows ("held_out", "fit"
+    or "all"); plus ("all", "all", "all") over every row of the part."""
+    keep = [r for r in rows if part == "all" or r.held_out == (part == "held_out")]
+    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for (gpu, regime), items in capacity_groups(keep, calib, engines).items():
+        for r, e, _ in items:
+            groups[(r.dataset, gpu, regime)].append(e)
+            groups[("all", "all", "all")].append(e)
+    return {k: {"n": len(v), "median": statistics.median(v), "p90": _pctl(v, 0.9),
+                "abs_median": statistics.median(abs(e) for e in v)} for k, v in groups.items()}
+
+
+def capacity_table(report: dict, title: str = "") -> str:
+    order = {name: i for i, (name, _, _) in enumerate(REGIMES)}
+    lines = ([title] if title else []) + [
+        "| data set (vLLM) | GPU | batch regime | rows | signed median | signed p90 | median abs |", "|" + "---|" * 7]
+    for k in sorted(report, key=lambda k: (k[0] == "all", k[0], k[1], order.get(k[2], 9))):
+        s = report[k]
+        ds = {"melange": "melange (0.2.7)", "vllm_md": "vllm_md (0.12+)"}.get(k[0], k[0])
+        lines.append(f"| {ds} | {k[1]} | {k[2]} | {s['n']} | {100 * s['median']:+.0f}% | {100 * s['p90']:+.0f}% | "
+                     f"{100 * s['abs_median']:.0f}% |")
+    return "\n".join(lines)
+
+
 def format_calibration(calib: Calibration, engines: dict) -> str:
     lines = [f"{name} = {get_param(name, calib, engines):.4g}" for name, _, _ in SEARCH]
     return "\n".join(lines)
@@ -533,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--melange", action="store_true",
                     help="also print the Melange max-rate cross-check (not fitted: SLO unknown, vLLM 0.2.7)")
     ap.add_argument("--rows", action="store_true", help="list every row: measured, predicted, error")
+    ap.add_argument("--report", action="store_true",
+                    help="capacity error per data set, GPU and batch regime on the held-out rows (and the fit rows)")
     args = ap.parse_args(argv)
     rows = load_rows(args.shared)
     if not rows:
@@ -553,13 +705,19 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(format_calibration(calib, engines))
         if args.write:
-            write_calibration(calib, engines)
+            write_calibration(calib, engines, cover=coverage(rows, calib, engines))
     if args.planner_only:
         print()
         print(table(evaluate(rows, calib, None), "Every data set with the planner's engine constants"))
     if args.melange:
         print()
         print(melange_crosscheck(args.shared, calib))
+    if args.report:
+        print()
+        print(capacity_table(capacity_report(rows, calib, engines, "held_out"),
+                             "Capacity error on the HELD-OUT rows (predicted / measured req/s - 1; + = optimistic)"))
+        print()
+        print(capacity_table(capacity_report(rows, calib, engines, "fit"), "Capacity error on the fit rows"))
     if args.rows:
         for r, e in zip(rows, rel_errors(rows, calib, engines)):
             print(f"{r.dataset:10s} {r.quantity:12s} {'H' if r.held_out else 'F'} {r.label:48s} "
@@ -577,11 +735,17 @@ def round_sig(calib: Calibration, engines: dict, digits: int = 3) -> tuple[Calib
 
 
 def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATION_PY,
-                      script: Path = Path(__file__)) -> None:
+                      script: Path = Path(__file__), cover: tuple | None = None) -> None:
     """Rewrite the fitted values in calibration.py (``name: type = value`` lines, the mfu_scale_by_gpu
     tuple and the FIT date line) and the ENGINES profiles in this script; comments stay as they are."""
     text = path.read_text()
     for name, _, _ in SEARCH:
+        if name.startswith("engine:vllm-0.2:"):  # calibration.py's LEGACY_V0_2 dict
+            key = name.split(":")[2]
+            text, n = re.subn(rf'^(    "{key}": )[-0-9.eE+]+,$', rf"\g<1>{float(get_param(name, calib, engines))!r},",
+                              text, flags=re.M)
+            assert n == 1, name
+            continue
         if name.startswith(("mfu_scale:", "engine:")):
             continue
         text, n = re.subn(rf"^(    {name}: float = )[-0-9.eE+]+$", rf"\g<1>{float(get_param(name, calib, engines))!r}",
@@ -592,13 +756,18 @@ def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATIO
                       rf"\g<1>({scales},)" if len(calib.mfu_scale_by_gpu) == 1 else rf"\g<1>({scales})",
                       text, flags=re.M)
     assert n == 1, "mfu_scale_by_gpu"
+    if cover is not None:
+        body = "".join(f"    {c!r},\n".replace("'", '"') for c in cover)
+        text, n = re.subn(r"^(COVERAGE: tuple\[.*\] = \(\n).*?^\)$", lambda m: m.group(1) + body + ")", text,
+                          flags=re.M | re.S)
+        assert n == 1, "COVERAGE"
     text, n = re.subn(r"^FIT: .*$", f"FIT: tools/fit_calibration.py --fit --write, {datetime.date.today()}",
                       text, flags=re.M)
     assert n == 1, "FIT line"
     path.write_text(text)
     src = script.read_text()
     body = ",\n".join(f"    {k!r}: {{{', '.join(f'{kk!r}: {vv:g}' for kk, vv in v.items())}}}".replace("'", '"')
-                      for k, v in engines.items())
+                      for k, v in engines.items() if not k.startswith("vllm-"))
     src, n = re.subn(r"^ENGINES: dict\[str, dict\[str, float\]\] = \{\n.*?^\}$",
                      "ENGINES: dict[str, dict[str, float]] = {\n" + body + ",\n}", src, flags=re.M | re.S)
     assert n == 1, "ENGINES"

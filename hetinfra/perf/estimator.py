@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from hetinfra.catalog.gpus import GpuSpec, visible_memory_bytes
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
-from hetinfra.perf.calibration import CALIBRATION, Calibration
+from hetinfra.perf.calibration import CALIBRATION, Calibration, calibration_for
 
 __all__ = [
     "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
@@ -127,10 +127,10 @@ class Engine:
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
                  "c_pre", "serial", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre",
-                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "kv_tokens")
+                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "kv_tokens", "per_req", "overlap")
 
     def step_s(self, prefill_tokens: float, prefill_positions: float, decode_seqs: float, decode_context: float,
-               running_seqs: float | None = None) -> float:
+               running_seqs: float | None = None, admitted_seqs: float | None = None) -> float:
         """Time (s) of one engine step of one micro-batch with an explicit composition: the step-time
         model the simulator replays request by request (``tpot`` is its mean-field special case).
 
@@ -139,8 +139,10 @@ class Engine:
         prompt of n tokens sums to about n*n/2); ``decode_seqs``: sequences decoding one token;
         ``decode_context``: the sum of their context lengths (KV read and attention); ``running_seqs``:
         sequences the engine holds in all micro-batches (per-sequence scheduler cost; default
-        pp x decode_seqs). With every decode sequence at the estimator's mean context and
-        decode_seqs x ratio prefill tokens of mean position isl/2, it equals ``tpot(decode_seqs)``.
+        pp x decode_seqs); ``admitted_seqs``: requests whose prefill starts in this step (per-request
+        admission cost, ``Calibration.t_per_request_ms``; default prefill_tokens / isl, the mean field).
+        With every decode sequence at the estimator's mean context and decode_seqs x ratio prefill
+        tokens of mean position isl/2, it equals ``tpot(decode_seqs)``.
         """
         b = decode_seqs
         w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
@@ -150,25 +152,33 @@ class Engine:
         tok = b + prefill_tokens
         pp, sr = self.pp, self.serial
         seqs = pp * b if running_seqs is None else running_seqs
-        return (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
-                + self.fixed + self.per_seq * seqs + self.p2p_lat + self.p2p_tok * tok)
+        adm = prefill_tokens / self.isl if admitted_seqs is None else admitted_seqs
+        gpu = (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
+               + self.p2p_lat + self.p2p_tok * tok)
+        cpu = self.fixed + self.per_seq * seqs + self.per_req * adm
+        return gpu + cpu - self.overlap * (cpu if cpu < gpu else gpu)
 
     def tpot(self, b: float, prefill: bool = True) -> tuple[float, bool]:
         """Step time (= TPOT) at decode micro-batch b, and whether the step is compute-bound.
 
         Each step also carries b x input/(output-1) prefill tokens: in steady state the prefill of the
-        requests that replace finishing ones (mean field of vLLM's chunked prefill)."""
+        requests that replace finishing ones (mean field of vLLM's chunked prefill), and admits
+        b / (output-1) new requests (per-request admission cost)."""
         w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
         mem = w / self.bw + b * self.kv_read
         if prefill:
             comp = b * self.c_comp
             tok = b * (1.0 + self.ratio)
+            adm = b * self.ratio / self.isl
         else:
             comp = b * self.c_dec
             tok = b
+            adm = 0.0
         pp, sr = self.pp, self.serial  # max(mem, comp) + serial x min(mem, comp)
-        return (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
-                + self.fixed + self.per_seq * pp * b + self.p2p_lat + self.p2p_tok * tok), comp > mem
+        gpu = (pp * ((mem + sr * comp if mem > comp else comp + sr * mem) + self.ar_lat + self.ar_tok * tok)
+               + self.p2p_lat + self.p2p_tok * tok)
+        cpu = self.fixed + self.per_seq * pp * b + self.per_req * adm  # engine (CPU) side of the step
+        return gpu + cpu - self.overlap * (cpu if cpu < gpu else gpu), comp > mem
 
     def prefill(self, n_req: float) -> float:
         """Time to prefill n_req prompts of ``isl`` tokens in one pass, all stages in sequence."""
@@ -179,13 +189,24 @@ class Engine:
     def b_tpot(self, slo: float) -> float:
         """Largest b whose step time is <= slo with all weights read (exact for dense models)."""
         pp, r1 = self.pp, 1.0 + self.ratio
-        slope = pp * self.ar_tok * r1 + self.per_seq * pp + self.p2p_tok * r1
-        a0 = pp * self.ar_lat + self.fixed + self.p2p_lat
-        # the step is the larger of two lines in b (memory-bound and compute-bound branches)
-        sr, w = self.serial, self.w_gpu / self.bw
-        b_mem = (slo - a0 - pp * w) / (pp * (self.kv_read + sr * self.c_comp) + slope)
-        b_comp = (slo - a0 - pp * sr * w) / (pp * (self.c_comp + sr * self.kv_read) + slope)
-        return b_mem if b_mem < b_comp else b_comp
+        g_slope = pp * self.ar_tok * r1 + self.p2p_tok * r1
+        g0 = pp * self.ar_lat + self.p2p_lat
+        c0, c_slope = self.fixed, self.per_seq * pp + self.per_req * self.ratio / self.isl
+        # GPU time is the larger of two lines in b (memory-bound and compute-bound branches); the step
+        # is gpu + cpu - overlap x min(gpu, cpu) = the larger of gpu + (1 - o) cpu and cpu + (1 - o) gpu:
+        # the largest of four lines, so b is the smallest of their four solutions
+        sr, w, keep = self.serial, self.w_gpu / self.bw, 1.0 - self.overlap
+        best = math.inf
+        for a, k in ((g0 + pp * w, g_slope + pp * (self.kv_read + sr * self.c_comp)),
+                     (g0 + pp * sr * w, g_slope + pp * (self.c_comp + sr * self.kv_read))):
+            for a2, k2 in ((a + keep * c0, k + keep * c_slope), (c0 + keep * a, c_slope + keep * k)):
+                if k2 > 0.0:
+                    got = (slo - a2) / k2
+                    if got < best:
+                        best = got
+                elif a2 > slo:
+                    return -math.inf
+        return best
 
     def point(self, b: float) -> tuple[float, float, float, float, bool]:
         """(TPOT, TTFT, total concurrency, req/s, compute-bound) at decode micro-batch b."""
@@ -278,12 +299,13 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     f_dec = 2.0 * (act - 0.5 * emb) / split + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
     f_pre = 2.0 * (act - emb) / split + attn * isl  # causal attention: half of 2 x isl
     e.ratio = ratio  # prefill tokens carried per decode token (mean field)
-    e.kv_read = ctx * kv_tok / bw
+    bw_kv = gpu.bandwidth_gbps * 1e9 * c.eta_kv  # the attention kernel's KV read (per context token)
+    e.kv_read = ctx * kv_tok / bw_kv
     e.c_dec = f_dec / (flops * c.mfu_decode)
     e.c_pre = f_pre / (flops * c.mfu_prefill)  # one prefill token, one stage
     e.c_comp = e.c_dec + ratio * e.c_pre
     # the same terms split per token and per attended token, for ``Engine.step_s``
-    e.kv_tok_bw = kv_tok / bw
+    e.kv_tok_bw = kv_tok / bw_kv
     e.c_dlin = 2.0 * (act - 0.5 * emb) / split / (flops * c.mfu_decode)
     e.c_dattn = 2.0 * attn / (flops * c.mfu_decode)
     e.c_plin = 2.0 * (act - emb) / split / (flops * c.mfu_prefill)
@@ -302,6 +324,8 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     e.serial = c.mem_compute_serial
     e.fixed = c.t_fixed_ms * 1e-3
     e.per_seq = c.t_per_seq_us * 1e-6
+    e.per_req = c.t_per_request_ms * 1e-3
+    e.overlap = c.cpu_gpu_overlap
     e.dispatch = model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
     e.t_pre = e.prefill(1.0)  # prefill of one request alone, all stages in sequence
     e.qs, e.qcap = c.qf_slope, c.qf_cap
@@ -311,11 +335,13 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
 def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int,
                     output_tokens: int, concurrency: float, precision: str = "bf16",
                     gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256, kv_precision: str | None = None,
-                    max_num_batched_tokens: int | None = None,
-                    calib: Calibration = CALIBRATION) -> tuple[float, float, float] | Estimate:
+                    max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION,
+                    vllm_version: str | None = None) -> tuple[float, float, float] | Estimate:
     """(TTFT ms, TPOT ms, req/s) predicted at ``concurrency`` requests in the system (no SLO and no
     memory cap applied); an infeasible ``Estimate`` if the layout cannot run at all.
-    For calibration against closed-loop (fixed concurrency) benchmarks."""
+    For calibration against closed-loop (fixed concurrency) benchmarks. ``vllm_version`` as in ``estimate``."""
+    if vllm_version is not None:
+        calib = calibration_for(vllm_version)
     e = build_engine(model, gpu, tp, pp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
                 gpu_memory_utilization, max_num_seqs, kv_precision, max_num_batched_tokens, calib)
     if isinstance(e, Estimate):
@@ -340,7 +366,7 @@ def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
     e = _coefficients(model, gpu, tp, pp, max(int(isl), 1), float(ctx), 0.0, prec, kv_tok, w_gpu, calib)
     if not overheads:  # GPU work only: no engine step costs, no CPU dispatch
-        e.fixed = e.per_seq = e.dispatch = 0.0
+        e.fixed = e.per_seq = e.per_req = e.dispatch = 0.0
     return e
 
 
@@ -366,14 +392,17 @@ def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
              ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
              max_num_seqs: int = 256, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
-             calib: Calibration = CALIBRATION) -> Estimate:
+             calib: Calibration = CALIBRATION, vllm_version: str | None = None) -> Estimate:
     """Largest request rate of one engine (tp x pp GPUs of ``gpu``) meeting mean TTFT and TPOT SLOs.
 
     ``kv_precision`` is the KV-cache dtype (vLLM ``--kv-cache-dtype``; default 16-bit, as vLLM's
     ``auto`` for bf16/fp16, fp8 and weight-only int8/int4 checkpoints). ``max_num_batched_tokens``
     defaults to vLLM's per-GPU serve default. A 1-token output has no TPOT, so ``tpot_ms`` is then
-    not checked.
+    not checked. ``vllm_version`` (e.g. "0.2.7", "0.11.0") selects that engine's constants
+    (``calibration.calibration_for``) instead of ``calib``.
     """
+    if vllm_version is not None:
+        calib = calibration_for(vllm_version)
     isl = max(int(input_tokens), 1)
     osl = max(int(output_tokens), 1)
     e = build_engine(model, gpu, tp, pp, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,

@@ -14,7 +14,7 @@ from hetinfra.perf.profiles import ProfileTable
 from hetinfra.spec.demand import RequestClass
 from hetinfra.spec.models import ModelSpec
 
-ESTIMATOR_VERSION = "estimator-v1"
+ESTIMATOR_VERSION = "estimator-v2"
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class RateResult:
     """Max request rate (req/s) of ONE engine of tp x pp GPUs for one class, or why there is none."""
 
     max_rps: float
-    source: str  # "profile:<file>:<line>" or "estimator-v1"
+    source: str  # "profile:<file>:<line>" or ESTIMATOR_VERSION
     reason: str | None = None  # why max_rps is 0
     tpot_floor_ms: float | None = None  # fastest TPOT the layout can reach (estimator only)
     ttft_floor_ms: float | None = None

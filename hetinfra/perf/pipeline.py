@@ -46,7 +46,7 @@ class _Pipeline(Engine):
     def __init__(self, stages: list[Engine]):
         head = stages[0]
         for name in ("pp", "isl", "n_dec", "ratio", "mbt", "moe_p", "serial", "p2p_lat", "p2p_tok", "fixed",
-                     "per_seq", "dispatch", "qs", "qcap"):
+                     "per_seq", "per_req", "overlap", "dispatch", "qs", "qcap"):
             setattr(self, name, getattr(head, name))
         self.stages = stages
         self.kv_seqs = min(s.kv_seqs for s in stages)

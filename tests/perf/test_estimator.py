@@ -25,7 +25,7 @@ from hetinfra.perf.estimator import (
 )
 
 BINDINGS = {"tpot", "compute", "ttft", "kv_memory", "max_num_seqs", "batched_tokens"}
-REL = 1e-6  # the batch search stops at a relative width of 1e-5 in b
+REL = 1e-5  # the batch search stops at a relative width of 1e-5 in b
 
 
 def est(model="llama-3.1-8b", gpu="H100", **kw) -> Estimate:
