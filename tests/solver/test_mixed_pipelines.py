@@ -9,7 +9,8 @@ l1 = 1 x L40S 48 GB at $1.5/h; at most 4 nodes per template.
 * L40S alone: 3 nodes cannot hold the weights (48.3 GB per GPU > 42.9 GB usable); 4 nodes fit but
   four stages of L40S take 218 ms per decode step > 200 ms. Infeasible.
 * Mixed: H100 + L40S (128 GB) is too small; H100 + 2 x L40S fits with an uneven split (more layers
-  on the H100), one step takes about 165 ms: $7/h. H100 + 3 L40S ($8.5) and 2 H100 + L40S ($9.5)
+  on the H100; which stage holds the embedding or the LM head is the placement's choice), one step
+  takes well under 200 ms: $7/h. H100 + 3 L40S ($8.5) and 2 H100 + L40S ($9.5)
   cost more. So the plan is one H100 + L40S + L40S pipeline at $7/h, 12.5% below H100 only.
 """
 
@@ -52,14 +53,15 @@ def test_mixed_pipeline_beats_every_homogeneous_template(tmp_path, plan_json):
     plan = plan_json(tmp_path, _spec(tmp_path, mixed=True), "--out", str(tmp_path / "out"))
     [a] = plan["allocations"]
     assert a["count"] == 1 and a["pp"] == 3 and a["tp"] == 1 and a["experimental"] is True
-    assert [s["instance_type"] for s in a["stages"]] == ["h1", "l1", "l1"]
+    assert sorted(s["instance_type"] for s in a["stages"]) == ["h1", "l1", "l1"]
     layers = [s["layers"] for s in a["stages"]]
-    assert sum(layers) == 80 and layers[0] > layers[1] >= layers[2]  # the H100 carries the most layers
+    h100 = next(k for k, s in enumerate(a["stages"]) if s["gpu"] == "H100")
+    assert sum(layers) == 80 and layers[h100] == max(layers) > min(layers)  # the H100 carries the most layers
     assert a["layer_partition"] == layers
     assert plan["cost_usd_per_hour"] == pytest.approx(7.0)
     [t] = plan["templates"]
     assert t["placement"]["experimental"] is True and t["placement"]["layers_per_stage"] == layers
-    assert [n["gpu"] for n in t["placement"]["stage_nodes"]] == ["H100", "L40S", "L40S"]
+    assert [n["gpu"] for n in t["placement"]["stage_nodes"]] == [s["gpu"] for s in a["stages"]]
     # Mélange's single-GPU-type baselines: H100 only costs $8; L40S only cannot serve
     base = {b["gpu"]: b for b in plan["baselines"]}
     assert base["H100"]["cost_usd_per_hour"] == pytest.approx(8.0)

@@ -196,10 +196,10 @@ def test_mixed_pipeline_nodes_types_and_mp_backend(mocks, tmp_path, run_cli):
     [a] = plan["allocations"]
     names = sorted(vms)
     assert names == [f"{a['deployment_unit']}-r0-n{k}" for k in range(3)]
-    assert [vms[n]["instanceType"] for n in names] == ["h1", "l1", "l1"]
+    assert [vms[n]["instanceType"] for n in names] == [s["instance_type"] for s in a["stages"]]
     scripts = [unwrap(vms[n]["userData"]) for n in names]
     partition = ",".join(str(s["layers"]) for s in a["stages"])
-    for rank, (script, gpu) in enumerate(zip(scripts, ["H100", "L40S", "L40S"])):
+    for rank, (script, gpu) in enumerate(zip(scripts, [s["gpu"] for s in a["stages"]])):
         assert f"expected 1 x {gpu}, found" in script and f"NODE_RANK={rank}" in script
         assert f"VLLM_PP_LAYER_PARTITION={partition}" in script
         assert ('--distributed-executor-backend mp --nnodes 3 --node-rank "$NODE_RANK" --master-addr "$HEAD_IP"'
