@@ -24,23 +24,28 @@ from hetinfra.errors import HetinfraError
 @click.option("--no-template-cache", is_flag=True,
               help="Rebuild the serving-template libraries instead of reusing them from $HETINFRA_CACHE_DIR "
                    "(default ~/.cache/hetinfra; HETINFRA_CACHE_DIR=off disables the cache).")
+@click.option("--no-verify", is_flag=True,
+              help="Do not simulate the plan to check its latency objectives (planning.verify); faster, unchecked.")
+@click.option("--strict-verify", is_flag=True,
+              help="Exit 3 (and write nothing) when the plan still misses an objective in simulation after "
+                   "planning.verify.max_rounds re-plans, instead of writing it with a warning.")
 @feeds_options
 @availability_options
 def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None,
-                 no_template_cache: bool, feeds: str, strict_feeds: bool, max_age_h: float | None, caps_file: str | None,
-                 availability: bool) -> None:
-    """Solve SPEC (a service YAML) for the cheapest plan and show or write it."""
+                 no_template_cache: bool, no_verify: bool, strict_verify: bool, feeds: str, strict_feeds: bool,
+                 max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
+    """Solve SPEC (a service YAML) for the cheapest plan, verify its latency objectives by
+    simulation (re-planning what misses), and show or write it."""
     try:
         from hetinfra.compile.artifacts import write_plan
-        from hetinfra.plan.plan_json import build_plan_json
         from hetinfra.plan.feeds import load_caps, load_feeds
-        from hetinfra.plan.planner import plan as run_plan
+        from hetinfra.plan.verify import verified_plan
 
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
         caps, cap_warnings = load_caps(caps_file, availability, snapshot)
-        result = run_plan(spec, snapshot=snapshot, with_baselines=not no_baselines, state=state, extra_caps=caps,
-                          template_cache=not no_template_cache)
-        doc = build_plan_json(result)
+        _, doc = verified_plan(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
+                               snapshot=snapshot, state=state, extra_caps=caps,
+                               template_cache=not no_template_cache)
         doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
         written = write_plan(out, doc) if out else {}
     except HetinfraError as exc:

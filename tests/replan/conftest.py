@@ -29,7 +29,7 @@ def service(tmp_path):
         "source": "org/toy", "slo": {"ttft_ms": 2000, "tpot_ms": 100},
         "demand": {"rate_rps": 8, "sizes": {"classes": [{"name": "c", "input_tokens": 500, "output_tokens": 200,
                                                           "share": 1}]}}}],
-        "infrastructure": {"clouds": ["aws"]}, "planning": {"mip_gap": 0}, "profiles": ["profiles.csv"]}
+        "infrastructure": {"clouds": ["aws"]}, "planning": {"mip_gap": 0, "verify": {"enabled": False}}, "profiles": ["profiles.csv"]}
     path = tmp_path / "toy.yaml"
     path.write_text(yaml.safe_dump(spec))
 

@@ -100,7 +100,7 @@ def test_budget_below_optimum_is_infeasible_with_hint(tmp_path, run_cli):
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_spec(tmp_path, budget_usd_per_hour=2.5)))
-    code, out, err = run_cli("plan", str(path))
+    code, out, err = run_cli("plan", str(path), "--no-verify")
     assert code == 3
     assert "budget $2.5/h is below the cheapest feasible plan, $3.00/h" in err
     assert "Traceback" not in err + out
@@ -116,7 +116,7 @@ def test_caps_too_small_names_the_cap(tmp_path, run_cli):
                                               {"cloud": "lab", "region": "r1", "gpu": "X", "max_gpus": 5}]
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(spec))
-    code, out, err = run_cli("plan", str(path), "--json")
+    code, out, err = run_cli("plan", str(path), "--json", "--no-verify")
     assert code == 3
     # Cheapest fix: 1 Y GPU (1 X + 1 Y), not 4 more X.
     assert "lab/r1 Y: cap 0 GPUs, needs 1" in err
