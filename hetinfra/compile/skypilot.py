@@ -217,24 +217,36 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
         # vLLM's mp backend puts stage r on node rank r (under Ray the order of worker nodes is
         # arbitrary, which an uneven split across GPU types cannot tolerate); engine defaults
         # are pinned because vLLM derives them from the head's GPU only (vllm.md s1.4).
-        from hetinfra.catalog.gpus import GPUS
-        from hetinfra.perf.pipeline import MAX_NUM_SEQS, pipeline_batched_tokens
-
         args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp",
-                 "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"',
-                 "--max-num-batched-tokens", str(pipeline_batched_tokens([GPUS[g] for _, g in unit.stages])),
-                 "--max-num-seqs", str(MAX_NUM_SEQS)]
+                 "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"']
     elif unit.pp > 1:
         args += ["--pipeline-parallel-size", str(unit.pp),
                  "--distributed-executor-backend", "ray"]
     if unit.engines_per_instance > 1:
         args += ["--data-parallel-size", str(unit.engines_per_instance)]
-    args += ["--max-model-len", str(unit.max_model_len)]
+    args += ["--max-model-len", str(unit.max_model_len)] + engine_flags(unit)
     args += _precision_flags(unit)[0]
     # The API key is NOT a flag: vLLM reads VLLM_API_KEY from the environment (a SkyPilot secret),
     # so it never shows up in `ps` output or logs of the command line.
     args += ["--host", "0.0.0.0", "--port", str(unit.port)]
     return " ".join(args)
+
+
+def engine_flags(unit: SkyUnit) -> list[str]:
+    """The engine settings the performance model assumed, pinned so that vLLM runs what was planned
+    (its own defaults differ by version and GPU): KV share of GPU memory, the concurrency cap and the
+    chunked-prefill token budget (a mixed pipeline's is its smallest stage's: vLLM would derive it
+    from the head's GPU only, vllm.md s1.4)."""
+    from hetinfra.catalog.gpus import GPUS
+    from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, max_num_batched_tokens_default
+    from hetinfra.perf.pipeline import MAX_NUM_SEQS, pipeline_batched_tokens
+
+    gpus = [GPUS[g] for _, g in unit.stages] if unit.mixed else [GPUS[unit.gpu]] if unit.gpu in GPUS else []
+    flags = ["--gpu-memory-utilization", f"{GPU_MEMORY_UTILIZATION:g}", "--max-num-seqs", str(MAX_NUM_SEQS)]
+    if gpus:
+        mbt = pipeline_batched_tokens(gpus) if unit.mixed else max_num_batched_tokens_default(gpus[0])
+        flags += ["--max-num-batched-tokens", str(mbt)]
+    return flags
 
 
 def serve_envs(unit: SkyUnit) -> Dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, calibration_for
 
-__all__ = ["REGIMES", "Confidence", "regime_of", "confidence", "confidence_detail"]
+__all__ = ["REGIMES", "LEVELS", "Confidence", "regime_of", "confidence", "confidence_detail"]
 
 # Batch regimes of the calibration report (docs/calibration.md): concurrent sequences of one engine.
 REGIMES: tuple[tuple[str, float, float], ...] = (("b<=32", 0.0, 32.0), ("32<b<=128", 32.0, 128.0),

@@ -34,7 +34,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration, calibration_for
 
 __all__ = [
-    "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
+    "GPU_MEMORY_UTILIZATION", "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
     "max_num_batched_tokens_default", "operating_point", "decode_step_ms", "prefill_ms",
 ]
 
@@ -51,6 +51,10 @@ class Estimate:
     min_tpot_ms: float = 0.0  # fastest achievable TPOT (batch 1)
     min_ttft_ms: float = 0.0  # fastest achievable TTFT (batch 1, no queueing)
 
+
+#: --gpu-memory-utilization the estimator plans with (and the artifacts pin: vLLM's own default is
+#: 0.9 up to v0.21 and 0.92 after, vllm.md s1.1)
+GPU_MEMORY_UTILIZATION = 0.9
 
 PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 _PRECISION_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "auto": "bf16"}

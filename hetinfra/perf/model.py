@@ -26,6 +26,7 @@ class RateResult:
     reason: str | None = None  # why max_rps is 0
     tpot_floor_ms: float | None = None  # fastest TPOT the layout can reach (estimator only)
     ttft_floor_ms: float | None = None
+    batch: int = 0  # concurrent sequences at max_rps (estimator only; its confidence depends on it)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ModelContext:
     precision: str
     ttft_ms: float
     tpot_ms: float
+    vllm_version: str | None = None  # the engine planned for (deploy.vllm_version); None: the current one
 
 
 class PerformanceModel:
@@ -45,7 +47,8 @@ class PerformanceModel:
         self._cache: dict[tuple, RateResult] = {}
 
     def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
-        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, gpu, tp, pp, cls.input_tokens, cls.output_tokens)
+        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, cls.input_tokens,
+               cls.output_tokens)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls)
@@ -63,9 +66,9 @@ class PerformanceModel:
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision)
+                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version)
         return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
-                          None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms)
+                          None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
 
 
 def model_arch(m: ModelSpec, where: str) -> ModelArch:

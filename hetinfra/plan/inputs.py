@@ -29,8 +29,27 @@ class PlannedModel:
 
     @property
     def max_model_len(self) -> int:
-        need = max(c.input_tokens + c.output_tokens for c in self.classes)
-        return min(self.arch.max_context, need) if self.arch else need
+        """vLLM's --max-model-len: the longest request the spec's sizes allow, within the model's
+        context (see ``max_model_len_basis``)."""
+        return self._max_len()[0]
+
+    @property
+    def max_model_len_basis(self) -> str:
+        return self._max_len()[1]
+
+    def _max_len(self) -> tuple[int, str]:
+        sizes = self.spec.demand.sizes
+        edges = sizes.histogram or sizes.dataset
+        ctx = self.arch.max_context if self.arch else None
+        if sizes.dataset is not None and sizes.dataset.outside == "clip" and ctx:
+            return ctx, "the model's context: the dataset's rows beyond the last edges are clipped, not dropped"
+        if edges is not None:
+            need, why = edges.input_edges[-1] + edges.output_edges[-1], "the last input and output edges of the sizes"
+        else:
+            need, why = max(c.input_tokens + c.output_tokens for c in self.classes), "the largest explicit class"
+        if ctx and ctx < need:
+            return ctx, f"the model's context ({why} allow {need} tokens)"
+        return need, why
 
 
 @dataclass(frozen=True)
@@ -132,7 +151,8 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
                     f"{at_('models', i, 'demand', 'origins', region)}: models[{i}].demand.origins: no allowed offer in "
                     f"region '{region}'; {did_you_mean(region, known_regions)}")
         names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
-        ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms)
+        ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms,
+                           vllm_version=spec.deploy.vllm_version)
         models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx))
 
     return PlanInputs(

@@ -24,6 +24,9 @@ class Template:
     #: mixed-GPU pipeline (experimental): (instance type, gpu) of each stage in pipeline order;
     #: then ``instance_type`` and ``gpu`` join the stages' names with "+".
     stages: tuple[tuple[str, str], ...] | None = None
+    #: how far to trust the rates: (level, reason), the least trusted of its classes
+    #: (hetinfra.perf.confidence: measured / calibrated / extrapolated)
+    confidence: tuple[str, str] | None = None
 
     @property
     def nodes(self) -> int:

@@ -67,7 +67,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             # Requests/s one replica sustains at this unit's class mix, less the headroom: the
             # autoscaler's and the router's per-replica target.
             "target_qps_per_replica": rounded(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
-            "experimental": t.mixed,
+            "experimental": t.mixed, "confidence": t.confidence[0] if t.confidence else None,
         })
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
@@ -96,6 +96,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         # capacity_rps is the estimate (or profile) x derate: < 1 where simulating the plan found the
         # template slower than estimated (see fidelity)
         "derate": rounded(pr.derate.get(t.id, 1.0), 6),
+        "confidence": {"level": t.confidence[0], "reason": t.confidence[1]} if t.confidence else None,
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
     models = [{
@@ -103,6 +104,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
                 "percentile": pm.spec.slo.percentile, "attainment": pm.spec.slo.attainment},
         "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
+        "max_model_len_basis": pm.max_model_len_basis,
         "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
                      "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps, 6)} for c in pm.classes],
         "cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
@@ -170,6 +172,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows}
                         for s in inp.snapshot.sources],
             "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
+            "engine": f"vllm {spec.deploy.vllm_version}",
             "template_cache": pr.template_cache,
         },
         "deploy": spec.deploy.model_dump(),

@@ -29,7 +29,7 @@ from pathlib import Path
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: modules whose code decides a template's rates; editing any of them invalidates the cache
 _RATE_MODULES = ("perf/estimator.py", "perf/pipeline.py", "perf/model.py", "perf/profiles.py", "perf/calibration.py",
                  "plan/library.py", "plan/templates.py", "plan/templates_mixed.py", "plan/placement.py",
@@ -64,12 +64,13 @@ class TemplateCache:
         self._paths: dict[int, tuple[PlannedModel, Path]] = {}  # holds pm so its id stays unique
 
     def key(self, inputs: PlanInputs, pm: PlannedModel) -> str:
-        from hetinfra.perf.calibration import CALIBRATION
+        from hetinfra.perf.calibration import calibration_for
         from hetinfra.perf.model import ESTIMATOR_VERSION
 
         s = inputs.spec.planning
         doc = {
-            "format": CACHE_FORMAT, "estimator": ESTIMATOR_VERSION, "code": self._code, "calibration": repr(CALIBRATION),
+            "format": CACHE_FORMAT, "estimator": ESTIMATOR_VERSION, "code": self._code, "calibration": repr(calibration_for(pm.ctx.vllm_version)),
+            "engine": pm.ctx.vllm_version,
             "model": {"name": pm.spec.name, "arch": dataclasses.asdict(pm.arch) if pm.arch else None,
                       "names": list(pm.ctx.names), "precision": pm.ctx.precision,
                       "slo": [pm.ctx.ttft_ms, pm.ctx.tpot_ms]},
@@ -130,7 +131,7 @@ def _decode(doc: dict) -> ModelLibrary:
         raise ValueError("old cache format")
     templates = []
     for t in doc["templates"]:
-        for k in ("layer_partition", "stages"):
+        for k in ("layer_partition", "stages", "confidence"):
             t[k] = _tuple(t[k]) if t[k] is not None else None
         templates.append(Template(**t))
     coverage = {c: ClassCoverage(v["served"], _tuple(v["best_tpot_floor"]) if v["best_tpot_floor"] else None,

@@ -12,6 +12,7 @@ under the model's SLOs (Mélange's MaxTput).
 from __future__ import annotations
 
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
+from hetinfra.perf.confidence import LEVELS, confidence_detail
 from hetinfra.perf.model import PerformanceModel, RateResult
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, Unit
 
@@ -130,11 +131,16 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
               pp: int, floors: dict, reasons: dict) -> Template:
     engines = gpus // tp if pp == 1 else 1
     rates, sources = {}, {}
+    trust = None
     for c in pm.classes:
         r: RateResult = perf.rate(pm.ctx, gpu, tp, pp, c)
         if r.max_rps > 0:
             rates[c.name] = engines * r.max_rps
             sources[c.name] = r.source
+            conf = confidence_detail(gpu, tp, pp, r.batch, from_profile=r.source.startswith("profile:"),
+                                     vllm_version=pm.ctx.vllm_version)
+            if trust is None or LEVELS.index(conf.level) > LEVELS.index(trust[0]):
+                trust = (conf.level, conf.reason)
         elif r.reason:
             reasons[c.name].add(f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else "") + f": {r.reason}")
         if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
@@ -143,7 +149,8 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
                 floors[c.name] = (r.tpot_floor_ms, f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else ""))
     tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}" + (f"|pp{pp}" if pp > 1 else "")
     partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
-    return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition)
+    return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition,
+                    confidence=trust)
 
 
 def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,

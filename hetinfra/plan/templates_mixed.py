@@ -29,6 +29,7 @@ from itertools import combinations_with_replacement
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.plan.inputs import PlannedModel
+from hetinfra.perf.calibration import calibration_for
 from hetinfra.perf.estimator import weights_gb_per_gpu
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_batched_tokens, stage_batch_limit
@@ -85,7 +86,8 @@ def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, ty
                 limits[key] = stage_batch_limit(
                     arch, GPUS[gpu], tp=tp, stages=stages, first=first, last=last, layers=layers,
                     input_tokens=c.input_tokens, output_tokens=c.output_tokens, tpot_ms=ctx.tpot_ms,
-                    precision=ctx.precision, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=mbt)
+                    precision=ctx.precision, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=mbt,
+                    calib=calibration_for(ctx.vllm_version))
             return limits[key]
 
         p = best_placement(combo, arch.layers, limit)
@@ -97,7 +99,8 @@ def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, ty
         for c in pm.classes:
             est = estimate_pipeline(arch, [GPUS[g] for g in nodes], list(layers), tp=tp, input_tokens=c.input_tokens,
                                     output_tokens=c.output_tokens, ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms,
-                                    precision=ctx.precision, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=mbt)
+                                    precision=ctx.precision, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=mbt,
+                                    calib=calibration_for(ctx.vllm_version))
             if est.feasible and est.max_rps > 0:
                 rates[c.name], sources[c.name] = est.max_rps, ESTIMATOR_VERSION
         if not rates:
@@ -106,5 +109,6 @@ def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, ty
         tid = (f"{pm.spec.name}|{cloud}|{'+'.join(stage_types)}|tp{tp}x1|pp{k}|"
                + "-".join(str(n) for n in layers))
         found.append(Template(tid, pm.spec.name, cloud, "+".join(stage_types), "+".join(nodes), tp, tp, k, 1, rates,
-                              sources, tuple(layers), tuple(zip(stage_types, nodes))))
+                              sources, tuple(layers), tuple(zip(stage_types, nodes)),
+                              ("extrapolated", "mixed-GPU pipeline: no calibration data measures one")))
     return found  # a placement slower on every class than another of the same nodes goes in prune_dominated

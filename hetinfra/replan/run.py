@@ -111,9 +111,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
 
         from hetinfra.plan.feeds import load_caps, load_feeds
-        from hetinfra.plan.plan_json import build_plan_json
-        from hetinfra.plan.planner import plan as run_plan
         from hetinfra.plan.planner import running_allocations
+        from hetinfra.plan.verify import verified_plan
 
         snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
@@ -122,9 +121,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         override, demand_triggers = (None, [])
         if opts.demand_log:
             override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
-        result = run_plan(spec_path, snapshot=snapshot, with_baselines=False, state=out, spec_override=override,
-                          extra_caps=caps)
-        new_plan = build_plan_json(result)
+        result, new_plan = verified_plan(spec_path, with_baselines=False, snapshot=snapshot, state=out,
+                                         spec_override=override, extra_caps=caps)
         running = running_allocations(out)
         d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,

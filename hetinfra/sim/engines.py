@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
-from hetinfra.perf.calibration import CALIBRATION
+from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.estimator import Estimate, build_engine, estimate
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
 from hetinfra.sim.replica import ScaledEngine, StepModel
@@ -44,21 +44,22 @@ def _gpu(name: str, unit: str):
     return g
 
 
-def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int) -> StepModel | Estimate:
+def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration) -> StepModel | Estimate:
     unit = alloc["unit"]
     if alloc.get("stages"):
         gpus = [_gpu(s["gpu"], unit) for s in alloc["stages"]]
         layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
         return pipeline_engine(arch, gpus, layers, tp=int(alloc["tp"]), input_tokens=isl, output_tokens=osl,
                                precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
-                               max_num_seqs=MAX_NUM_SEQS)
+                               max_num_seqs=MAX_NUM_SEQS, calib=calib)
     return build_engine(arch, _gpu(alloc["gpu"], unit), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
-                        GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, CALIBRATION)
+                        GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, calib)
 
 
-def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict) -> Estimate:
+def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict,
+              calib: Calibration) -> Estimate:
     kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo["ttft_ms"]), tpot_ms=float(slo["tpot_ms"]),
-              precision=precision)
+              precision=precision, calib=calib)
     if alloc.get("stages"):
         gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
         layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
@@ -67,12 +68,12 @@ def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, 
 
 
 def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],
-                template: dict | None, slo: dict) -> UnitEngine:
+                template: dict | None, slo: dict, calib: Calibration = CALIBRATION) -> UnitEngine:
     """The step model of one replica of ``alloc`` (a plan.json allocation). ``classes``: the model's
     plan classes; ``routed``: class name -> rps routed to this unit (to weight profile factors)."""
     mine = [c for c in classes if routed.get(c["name"], 0.0) > 0] or classes
     big = max(mine, key=lambda c: (c["input_tokens"] + c["output_tokens"], c["input_tokens"]))
-    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]))
+    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]), calib)
     if isinstance(eng, Estimate):
         raise InvalidInputError(f"plan unit {alloc['unit']} cannot run class {big['name']}: {eng.reason}",
                                 hint="the plan does not match the catalogs/spec; re-plan")
@@ -84,7 +85,7 @@ def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict
         cap = capacity.get(c["name"])
         if not src.startswith("profile:") or not cap:
             continue
-        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo)
+        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo, calib)
         if not est.feasible or est.max_rps <= 0:
             continue
         w = routed.get(c["name"], 0.0) or 1e-9

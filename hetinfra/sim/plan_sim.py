@@ -26,6 +26,7 @@ from typing import Callable
 
 from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
+from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.engines import unit_engine
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
@@ -182,6 +183,8 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
 
     units_out = []
     cfg = ReplicaConfig()
+    # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
+    calib = calibration_for((plan.get("deploy") or {}).get("vllm_version"))
     for k, a in enumerate(allocs):
         info = model_info.get(a["model"])
         if info is None:
@@ -190,7 +193,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
                   for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
         ue = unit_engine(a, info["pm"].arch, m.get("precision") or "bf16", m["classes"], routed,
-                         templates.get(a.get("template")), m["slo"])
+                         templates.get(a.get("template")), m["slo"], calib)
         n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
         replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
         if units_reqs[k] and not replicas:

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hetinfra.spec.units import Count, Milliseconds
 
+#: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
+#: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
+DEFAULT_VLLM_VERSION = "0.12.0"
+
 SPEC_VERSION = 1
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -249,8 +253,9 @@ class DeploySpec(_Strict):
     ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")
     runtime: Literal["container", "virtualenv"] = Field(
         "container", description="Pulumi VMs: run vLLM in the vllm/vllm-openai container, or pip-install it in a venv.")
-    vllm_version: str | None = Field(None, description="vLLM version to run (image tag v<version> / pip vllm==<version>); "
-                                                       "unset: the latest at boot time.")
+    vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM version the plan is made for and the artifacts "
+                              "run (image tag v<version> / pip vllm==<version>): the performance model uses that "
+                              "engine's calibration; default: the version its current-engine data were measured on.")
     stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
     backend_url: str | None = Field(None, description="Pulumi backend URL; default file://<out>/pulumi/<cloud>/state.")
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")

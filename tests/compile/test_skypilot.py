@@ -154,20 +154,21 @@ def test_pipeline_unit_validation():
 
 EXPECTED_SERVE = {
     "l4-aws": 'vllm serve "$MODEL_ID" --served-model-name chat-7b --tensor-parallel-size 1 '
-              '--max-model-len 4096 --dtype bfloat16 --host 0.0.0.0 --port 8000',
+              '--max-model-len 4096 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
+              '--dtype bfloat16 --host 0.0.0.0 --port 8000',
     "a10g-dp4": 'vllm serve "$MODEL_ID" --served-model-name chat-7b --tensor-parallel-size 1 '
-                '--data-parallel-size 4 --max-model-len 4096 --dtype float16 --host 0.0.0.0 '
-                '--port 8000',
+                '--data-parallel-size 4 --max-model-len 4096 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
+                '--dtype float16 --host 0.0.0.0 --port 8000',
     "h100-gcp-spot": 'vllm serve "$MODEL_ID" --served-model-name llama-70b '
-                     '--tensor-parallel-size 8 --max-model-len 16384 --dtype bfloat16 '
-                     '--host 0.0.0.0 --port 8000',
+                     '--tensor-parallel-size 8 --max-model-len 16384 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 8192 '
+                     '--dtype bfloat16 --host 0.0.0.0 --port 8000',
     "a100-azure-pp2": 'vllm serve "$MODEL_ID" --served-model-name llama-70b '
                       '--tensor-parallel-size 4 --pipeline-parallel-size 2 '
-                      '--distributed-executor-backend ray --max-model-len 8192 '
+                      '--distributed-executor-backend ray --max-model-len 8192 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
                       '--quantization fp8 --host 0.0.0.0 --port 8000',
     "l4-gcp-autoscale": 'vllm serve "$MODEL_ID" --served-model-name chat-7b '
-                        '--tensor-parallel-size 1 --max-model-len 4096 --host 0.0.0.0 '
-                        '--port 8000',
+                        '--tensor-parallel-size 1 --max-model-len 4096 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
+                        '--host 0.0.0.0 --port 8000',
 }
 
 
@@ -386,8 +387,8 @@ def test_single_node_run_script_invokes_vllm(tmp_path):
     assert out.returncode == 0, out.stderr
     assert log.read_text().splitlines() == [
         "vllm serve meta-llama/Llama-2-7b-chat-hf --served-model-name chat-7b "
-        "--tensor-parallel-size 1 --data-parallel-size 4 --max-model-len 4096 --dtype float16 "
-        "--host 0.0.0.0 --port 8000"]
+        "--tensor-parallel-size 1 --data-parallel-size 4 --max-model-len 4096 --gpu-memory-utilization 0.9 "
+        "--max-num-seqs 256 --max-num-batched-tokens 2048 --dtype float16 --host 0.0.0.0 --port 8000"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
@@ -411,7 +412,8 @@ def test_pipeline_run_script_per_rank(rank, tmp_path):
         assert calls[-1] == (
             "vllm serve meta-llama/Llama-3.1-70B-Instruct --served-model-name llama-70b "
             "--tensor-parallel-size 4 --pipeline-parallel-size 2 --distributed-executor-backend ray "
-            "--max-model-len 8192 --quantization fp8 --host 0.0.0.0 --port 8000")
+            "--max-model-len 8192 --gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 "
+            "--quantization fp8 --host 0.0.0.0 --port 8000")
         assert not any(c.startswith("ray start --address") for c in calls)
     else:
         assert calls[0] == "ray health-check --address=10.0.0.5:6379"

@@ -204,7 +204,7 @@ def test_mixed_pipeline_nodes_types_and_mp_backend(mocks, tmp_path, run_cli):
         assert f"VLLM_PP_LAYER_PARTITION={partition}" in script
         assert ('--distributed-executor-backend mp --nnodes 3 --node-rank "$NODE_RANK" --master-addr "$HEAD_IP"'
                 in script) and "ray start" not in script
-        assert "--max-num-batched-tokens 2048 --max-num-seqs 256" in script  # the smaller GPU's default
+        assert "--max-num-seqs 256 --max-num-batched-tokens 2048" in script  # the smaller GPU's default
         assert "exec vllm serve" in script and "--headless" in script
     head_ip = [line for line in scripts[1].splitlines() if line.startswith("HEAD_IP=")]
     assert head_ip and head_ip[0].startswith("HEAD_IP=10.42.0.")
