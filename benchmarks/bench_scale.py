@@ -10,6 +10,16 @@ Offers are the embedded snapshot's real prices per GPU, scaled to the instance s
 cloud with made-up regions so every configuration exists in every region. Each row also shows
 the library build (cold, then from the template cache) and the same ILP solved without the
 warm start ("cold solve").
+
+    python benchmarks/bench_scale.py --fleet [--models 1,8,16,32,64] [--repeat 3]
+
+fleet:    1..64 models (the six architectures above in turn) over 12 made-up regions and 11 GPU
+          types x {1,2,4,8}-GPU instances: "unlinked" (nothing couples the models), "linked"
+          (L4, A10G, L40S and H100 capped at 16 GPUs per region, shared by every model, and a
+          budget), and 8 models x 12 regions with those caps and locality 0.5 over three origin
+          regions. Each row: wall time of plan() (medians over --repeat runs; template library
+          cached), solve time, method, blocks, gap, $/h. Works against older hetinfra versions too
+          (no method/blocks there).
 """
 
 from __future__ import annotations
@@ -89,8 +99,96 @@ def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: b
           f"{cold.status}, ${cold.objective:.2f}/h")
 
 
+FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
+               "A100": 3.00, "A100-80GB": 3.67, "H100": 6.88, "H200": 8.00}
+FLEET_MEM = {"T4": 16, "L4": 24, "A10G": 24, "A10": 24, "L40S": 48, "V100": 16, "V100-32GB": 32, "A100": 40,
+             "A100-80GB": 80, "H100": 80, "H200": 141}
+REGIONS = [f"r{i:02d}" for i in range(12)]
+CAPPED = ["L4", "A10G", "L40S", "H100"]
+
+
+def write_fleet(d: Path, n_models: int, linked: bool, locality: bool = False, budget: float | None = None) -> Path:
+    rows = ["cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour"]
+    for i, r in enumerate(REGIONS):
+        for g, price in FLEET_PRICE.items():
+            for n in (1, 2, 4, 8):
+                rows.append(f"bench,{r},{g.lower()}-x{n},{g},{n},{FLEET_MEM[g]},{8 * n},{32 * n},"
+                            f"{price * n * (1.0 + 0.01 * i):.4f},")
+    (d / "offers.csv").write_text("\n".join(rows) + "\n")
+    models = []
+    for i in range(n_models):
+        m = MODELS[i % len(MODELS)]
+        demand = {"rate_rps": 2 + (i * 7) % 11, "sizes": {"histogram": HIST}}
+        if locality:
+            demand["origins"] = {REGIONS[(i + j) % 12]: share for j, share in enumerate((0.5, 0.3, 0.2))}
+        models.append({"name": f"m{i:02d}-{m.replace('.', '')}", "model": m, "source": f"org/{m}",
+                       "slo": {"ttft_ms": 3000, "tpot_ms": 150}, "demand": demand})
+    infra = {"clouds": ["bench"], "regions": REGIONS}
+    if linked or locality:
+        infra["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": 16} for r in REGIONS for g in CAPPED]
+    planning = {"mip_gap": 0.01, "max_nodes_per_template": 4}
+    if locality:
+        planning["locality"] = 0.5
+    spec = {"name": "fleet", "models": models, "infrastructure": infra, "planning": planning, "offers": ["offers.csv"]}
+    if budget is not None:
+        spec["budget_usd_per_hour"] = round(budget, 2)
+    (d / "s.yaml").write_text(yaml.safe_dump(spec))
+    return d / "s.yaml"
+
+
+def fleet_row(label: str, n_models: int, linked: bool, repeat: int, locality: bool = False,
+              budget: float | None = None) -> float | None:
+    import os
+    import statistics
+
+    from hetinfra.errors import HetinfraError
+    from hetinfra.plan.planner import plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")
+        path = write_fleet(Path(tmp), n_models, linked, locality, budget)
+        walls, solves, pr, err = [], [], None, None
+        try:
+            plan(path, with_baselines=False)  # fills the template cache
+            for _ in range(repeat):
+                t = time.perf_counter()
+                pr = plan(path, with_baselines=False)
+                walls.append(time.perf_counter() - t)
+                solves.append(pr.result.solve_s)
+        except HetinfraError as exc:
+            err = f"{type(exc).__name__} (exit {exc.exit_code}): {str(exc)[:70]}"
+    if err:
+        print(f"{label:<28} {err}", flush=True)
+        return None
+    r = pr.result
+    method = getattr(r, "method", "joint")
+    blocks = getattr(r, "blocks", [])
+    joint = sum(1 for b in blocks if b["method"].startswith("joint"))
+    print(f"{label:<28} wall {statistics.median(walls):7.2f} s  solve {statistics.median(solves):7.2f} s  "
+          f"{method:<10} blocks {len(blocks) or 1:>3} ({joint} joint)  gap {100 * (r.gap or 0):6.3f}%  "
+          f"{r.status:<10} ${r.objective:10.2f}/h  units {len(pr.units)}", flush=True)
+    return r.cost(pr.problem)
+
+
+def fleet(models: list[int], repeat: int) -> None:
+    for n in models:
+        cost = fleet_row(f"fleet {n:>2} models unlinked", n, False, repeat)
+        fleet_row(f"fleet {n:>2} models linked", n, True, repeat, budget=1.5 * cost if cost else None)
+    fleet_row("fleet  8 x 12 caps+locality", 8, False, repeat, locality=True)
+
+
 def main() -> None:
+    import argparse
+
     sys.path.insert(0, str(REPO))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
+    ap.add_argument("--models", default="1,8,16,32,64")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    if args.fleet:
+        fleet([int(x) for x in args.models.split(",")], args.repeat)
+        return
     run("core", 3, ["L4", "A100-80GB", "H100"], ["r-east", "r-west"])
     run("extended", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])
     run("mixed", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"], mixed=True)

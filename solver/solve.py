@@ -4,40 +4,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 from hetinfra.errors import SolverError
 from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.result import SolveResult
+
+__all__ = ["SolveResult", "greedy_start", "rounded_lp_start", "solve", "solve_pyomo", "verify", "warm_start"]
 
 #: Feasibility tolerance used when re-checking a returned solution (relative where it makes sense).
 TOL = 1e-6
-
-
-@dataclass
-class SolveResult:
-    status: str  # "optimal", "time_limit" (incumbent, see gap), "infeasible", "no_solution"
-    objective: float | None = None
-    bound: float | None = None
-    gap: float | None = None
-    build_s: float = 0.0
-    solve_s: float = 0.0
-    size: dict = field(default_factory=dict)  # variables, integer_variables, constraints
-    n: dict[str, int] = field(default_factory=dict)  # unit id -> instances
-    flow: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (unit, model, class) -> req/s
-    scale: float | None = None  # max_throughput: demand scale s
-    extra_gpus: dict[tuple[str, str, str], float] = field(default_factory=dict)  # elastic caps: GPUs over cap
-    unmet: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, class) -> req/s unserved
-    lp_bound: float | None = None  # optimum of the LP relaxation (integers relaxed)
-    warm_start: str | None = None  # where HiGHS's starting solution came from ("running", "rounded LP")
-    warm_start_objective: float | None = None  # its objective value
-
-    @property
-    def feasible(self) -> bool:
-        return self.status in ("optimal", "time_limit")
-
-    def cost(self, problem: AllocationProblem) -> float:
-        costs = {u.id: u.cost for u in problem.units}
-        return sum(costs[u] * c for u, c in self.n.items())
 
 
 def _size(m) -> dict:
@@ -102,27 +77,12 @@ def warm_start(m, problem: AllocationProblem, counts: dict[str, int], time_limit
 
 
 def greedy_start(problem: AllocationProblem) -> dict[str, int]:
-    """The greedy start: per model, the one unit that serves all its classes alone most cheaply
-    (Mélange's single-type choice; on-demand only where the model's spot fraction is capped).
-    Caps, budget and locality are left to the feasibility check in :func:`warm_start`."""
-    from hetinfra.solver.model import instance_upper_bound
+    """The feasibility-first greedy start (``solver.heuristic``): counts that keep caps, budget,
+    locality and spot fractions, improved by local search; {} when it finds none."""
+    from hetinfra.solver.heuristic import feasible_start
 
-    counts: dict[str, int] = {}
-    for model in sorted({m for m, _ in problem.demand}):
-        keys = [k for k in problem.demand if k[0] == model]
-        best = None
-        for u in problem.units:
-            if u.model != model or any(w not in u.rates for _, w in keys):
-                continue
-            if u.spot and problem.max_spot_fraction.get(model, 1.0) < 1.0:
-                continue
-            n = instance_upper_bound(problem, u)  # for a unit serving every class: enough to carry them all
-            if n > 0 and (best is None or n * u.cost < best[0]):
-                best = (n * u.cost, u.id, n)
-        if best is None:
-            return {}
-        counts[best[1]] = best[2]
-    return counts
+    found = feasible_start(problem)
+    return found[0] if found else {}
 
 
 def rounded_lp_start(problem: AllocationProblem, time_limit_s: float) -> tuple[dict[str, int], float | None]:
@@ -150,9 +110,11 @@ def lp_relaxation_bound(problem: AllocationProblem, time_limit_s: float) -> floa
     return rounded_lp_start(problem, time_limit_s)[1]
 
 
-def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
-          with_lp_bound: bool = False, warm: bool = True) -> SolveResult:
-    """Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s.
+def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
+                with_lp_bound: bool = False, warm: bool = True) -> SolveResult:
+    """The reference path: the Pyomo model of ``solver.model``, solved whole (no decomposition).
+
+    Build, solve and verify. max_throughput is lexicographic: max s, then the cheapest plan at s.
 
     min_cost solves start warm: from the running deployment (when it still serves the demand), the
     LP relaxation rounded up, or the greedy single-unit choice per model, whichever is feasible with
@@ -242,6 +204,25 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     if violations:
         raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
                           hint="this is a bug in hetinfra; please report it with the spec")
+    return out
+
+
+def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
+          with_lp_bound: bool = False, warm: bool = True, max_nodes: int | None = None,
+          decompose: bool = True) -> SolveResult:
+    """Solve and verify (see ``solver.decompose``): unlinked models alone, linked blocks jointly
+    from the per-model optima; ``max_nodes`` (deterministic) stops each MIP, ``time_limit_s`` is a
+    safety stop for the whole call, reported in ``safety_stop``. ``with_lp_bound`` is kept for
+    callers; the LP bound is always computed."""
+    from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
+
+    out = solve_decomposed(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
+                           max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes, decompose=decompose)
+    if out.feasible:
+        violations = verify(problem, out)
+        if violations:
+            raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
+                              hint="this is a bug in hetinfra; please report it with the spec")
     return out
 
 

@@ -165,6 +165,10 @@ def build_plan_json(pr: PlanResult) -> dict:
             "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
             "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
             "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,
+            # how the solve went: decomposed into blocks of linked models, or one joint model; each
+            # block's method, bound and gap; the deterministic node limit; whether the wall-clock
+            # safety stop cut a solve (then the plan may differ on a faster machine)
+            "method": res.method, "blocks": res.blocks, "max_nodes": res.max_nodes, "safety_stop": res.safety_stop,
         },
         "inputs": {
             "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256,
@@ -176,7 +180,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             "template_cache": pr.template_cache,
         },
         "deploy": spec.deploy.model_dump(),
-        "warnings": list(inp.warnings) + _precision_warnings(allocations, inp) + [
+        "warnings": list(inp.warnings) + list(pr.warnings) + _precision_warnings(allocations, inp) + [
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
             "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
     }

@@ -5,6 +5,7 @@ I/O happens only at the ends (reading the spec and its files; the CLI writes art
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class PlanResult:
     all_units: list[Unit] = field(default_factory=list)  # every unit before pruning, rates as estimated
     running: dict[str, int] = field(default_factory=dict)  # unit -> count of the deployment re-planned against
     derate: dict[str, float] = field(default_factory=dict)  # template id -> factor its rates were scaled by
+    warnings: list[str] = field(default_factory=list)  # the solve's (safety stop, fleet size)
 
 
 def derated(units: list[Unit], derate: dict[str, float]) -> list[Unit]:
@@ -168,13 +170,19 @@ def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: fl
                            hint="relax the availability caps, budget, locality or spot fractions")
 
 
-def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mip_gap: float) -> list[Baseline]:
+def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mip_gap: float,
+              max_nodes: int | None = None) -> list[Baseline]:
     """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
 
     Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
-    unit in the joint problem may be the best of its own type."""
+    unit in the joint problem may be the best of its own type. All GPU types share one
+    ``time_limit_s`` (a safety stop; ``max_nodes`` is the deterministic limit), and each solve
+    decomposes per model (no budget, no locality: nothing links them unless a cap is shared)."""
+    import time
+
     from hetinfra.solver.solve import solve
 
+    deadline = time.perf_counter() + time_limit_s
     out = []
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
         own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
@@ -184,9 +192,10 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
         if missing:
             out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
             continue
-        r = solve(sub, time_limit_s=time_limit_s, mip_gap=mip_gap)
+        r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
         if not r.feasible:
-            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"))
+            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
+                                if r.status == "infeasible" else "no plan within the baselines' time limit"))
             continue
         out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n)))
     return out
@@ -245,11 +254,14 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     problem = to_problem(inputs, unit_list, running)
     _check_locality(problem)
     settings = spec.planning
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True)
+    check_scale(problem)
+    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
+                   max_nodes=settings.max_nodes)
     if not result.feasible:
         if result.status == "no_solution":
-            raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g}",
-                                  hint="raise planning.time_limit_s or planning.mip_gap")
+            raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
+                                  f"and max_nodes={settings.max_nodes}",
+                                  hint="raise planning.time_limit_s or planning.max_nodes")
         raise diagnose(problem, settings.time_limit_s, settings.mip_gap)
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
@@ -258,7 +270,42 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
     units = {u.id: u for u in unit_list}
-    base = baselines(inputs, pool, settings.time_limit_s, settings.mip_gap) if (
+    base = baselines(inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes) if (
         with_baselines and problem.objective == "min_cost") else []
+    warnings = list(result.warnings)
+    gpus = sum(units[u].gpus * c for u, c in result.n.items())
+    if gpus > WARN_GPUS:
+        warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
     return PlanResult(inputs, units, problem, result, base, template_cache, list(all_units), dict(running),
-                      dict(derate or {}))
+                      dict(derate or {}), warnings)
+
+
+#: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
+WARN_GPUS = 10_000
+MAX_GPUS = 1_000_000
+
+
+def fewest_gpus(problem: AllocationProblem) -> dict[str, float]:
+    """Per model, a lower bound on the GPUs any plan needs: each class on the unit with the most req/s
+    per GPU for it (capacity is additive, so no mix of units does better)."""
+    out: dict[str, float] = {}
+    for (model, w), lam in problem.demand.items():
+        best = max((u.rates[w] * (1 - problem.headroom) / u.gpus for u in problem.units
+                    if u.model == model and u.rates.get(w, 0) > 0 and u.gpus > 0), default=None)
+        if best:
+            out[model] = out.get(model, 0.0) + lam / best
+    return out
+
+
+def check_scale(problem: AllocationProblem) -> None:
+    """Refuse demand no sane fleet serves (before the solver spends its time on it)."""
+    from hetinfra.errors import InvalidInputError
+
+    need = fewest_gpus(problem)
+    if problem.objective == "min_cost" and sum(need.values()) > MAX_GPUS:
+        model = max(need, key=need.get)
+        rate = sum(v for (m, _), v in problem.demand.items() if m == model)
+        raise InvalidInputError(
+            f"model {model}: demand {rate:,.6g} req/s needs at least {math.ceil(need[model]):,} GPUs, more than "
+            f"hetinfra plans ({MAX_GPUS:,} GPUs in all); is rate_rps right?",
+            hint="check demand.rate_rps (requests per second, not per day or month)")

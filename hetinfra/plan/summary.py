@@ -15,7 +15,8 @@ def render_summary(plan: dict, console: Console) -> None:
         head += f" (budget ${plan['budget_usd_per_hour']:g}/h)"
     status = plan["solver"]["status"]
     if status != "optimal":
-        head += f"  [yellow]time limit hit: best plan found, gap {100 * (plan['solver']['gap'] or 0):.2f}%[/]"
+        why = "time limit hit" if plan["solver"].get("safety_stop") else "node limit hit"
+        head += f"  [yellow]{why}: best plan found, gap {100 * (plan['solver']['gap'] or 0):.2f}%[/]"
     console.print(head)
 
     t = Table(title="Allocations", title_justify="left", show_lines=False)

@@ -218,7 +218,12 @@ class PlanningSpec(_Strict):
                                   "assignment of 1/slice_factor slices of each class.")
     slice_factor: int = Field(8, ge=1, le=64, description="Slices per class with routing: sliced.")
     headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
-    time_limit_s: float = Field(30, gt=0, description="Solver time limit, seconds.")
+    time_limit_s: float = Field(30, gt=0, description="Wall-clock safety stop for the solve, seconds. Plans do not "
+                                                     "depend on it unless it is hit (plan.json solver.safety_stop and a "
+                                                     "warning say so); max_nodes is the deterministic limit.")
+    max_nodes: int = Field(2000, ge=1, le=10_000_000, description="Branch-and-bound nodes each MIP (one per block of "
+                                                                  "linked models) may explore: the deterministic work "
+                                                                  "limit. Same inputs, same plan, on any machine.")
     mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
     locality: float = Field(0.0, ge=0, le=1, description="SageServe's epsilon: fraction of each region's local "
                                                           "demand (demand.origins) served by capacity in that region.")

@@ -1,0 +1,42 @@
+"""What a solve returns (kept apart so ``solver.solve`` and ``solver.decompose`` both use it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetinfra.solver.problem import AllocationProblem
+
+
+@dataclass
+class SolveResult:
+    status: str  # "optimal", "node_limit" (work limit, see gap), "time_limit" (safety stop), "infeasible", "no_solution"
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    size: dict = field(default_factory=dict)  # variables, integer_variables, constraints
+    n: dict[str, int] = field(default_factory=dict)  # unit id -> instances
+    flow: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (unit, model, class) -> req/s
+    scale: float | None = None  # max_throughput: demand scale s
+    extra_gpus: dict[tuple[str, str, str], float] = field(default_factory=dict)  # elastic caps: GPUs over cap
+    unmet: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, class) -> req/s unserved
+    lp_bound: float | None = None  # optimum of the LP relaxation (integers relaxed)
+    warm_start: str | None = None  # where HiGHS's starting solution came from ("running", "rounded LP")
+    warm_start_objective: float | None = None  # its objective value
+    #: how it was solved: "decomposed" (independent blocks) or "joint" (one model)
+    method: str = "joint"
+    #: per block of models solved together: models, method, status, objective, bound, gap, nodes, warm_start
+    blocks: list[dict] = field(default_factory=list)
+    #: the wall-clock limit stopped a solve: the plan may differ on a faster machine
+    safety_stop: bool = False
+    max_nodes: int | None = None  # the deterministic work limit (branch-and-bound nodes per MIP)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return self.status in ("optimal", "node_limit", "time_limit")
+
+    def cost(self, problem: AllocationProblem) -> float:
+        costs = {u.id: u.cost for u in problem.units}
+        return sum(costs[u] * c for u, c in self.n.items())
