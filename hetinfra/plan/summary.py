@@ -20,6 +20,7 @@ def render_summary(plan: dict, console: Console) -> None:
     console.print(head)
 
     t = Table(title="Allocations", title_justify="left", show_lines=False)
+    trust = {x["id"]: (x.get("confidence") or {}).get("level") for x in plan["templates"]}
     for col in ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util"):
         t.add_column(col, justify="right" if col in ("n", "$/h", "util") else "left", no_wrap=col != "model")
     for a in plan["allocations"]:
@@ -36,10 +37,15 @@ def render_summary(plan: dict, console: Console) -> None:
                     groups.append([st["instance_type"], 1])
             inst = (" + ".join(f"{n} {it}" if n > 1 else it for it, n in groups)
                     + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
+        if trust.get(a["template"]) == "extrapolated":
+            inst += " *"
         t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")
     console.print(t)
+    if any(trust.get(a["template"]) == "extrapolated" for a in plan["allocations"]):
+        console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+    _render_fidelity(plan, console)
 
     if plan["baselines"]:
         b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
@@ -65,6 +71,31 @@ def render_summary(plan: dict, console: Console) -> None:
                   f"rates from {_sources(plan)}")
     for w in plan["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
+
+
+def _render_fidelity(plan: dict, console: Console) -> None:
+    """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``)."""
+    f = plan.get("fidelity") or {}
+    if not f.get("verified"):
+        return
+    t = Table(title=f"Latency objectives, simulated at {f['load']:g}x demand (seed {f['seed']}, {f['rounds']} round(s))",
+              title_justify="left")
+    for col in ("model", "objective", "TTFT", "TPOT", "attained", "met"):
+        t.add_column(col, justify="left" if col in ("model", "objective") else "right")
+    for m in f["models"]:
+        slo = m["slo"]
+        q = slo.get("percentile") or "p99"
+        goal = f"{q} TTFT<={slo['ttft_ms']:g} ms, TPOT<={slo['tpot_ms']:g} ms"
+        if slo.get("attainment"):
+            goal += f", {100 * slo['attainment']:g}% both"
+        att = m.get("attainment")
+        t.add_row(m["model"], goal, _ms(m["ttft_ms"].get(q)), _ms(m["tpot_ms"].get(q)),
+                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]")
+    console.print(t)
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:,.0f} ms" if v >= 100 else f"{v:.1f} ms"
 
 
 def _sources(plan: dict) -> str:

@@ -149,3 +149,15 @@ def test_profile_comparison_signed_error(chat_plan, tmp_path):
     hit = next(r for r in rows if r["class"] == "in<=250,out<=100")
     assert hit["signed_error"] == pytest.approx(1.0, rel=1e-3)  # the plan promises twice the measured rate
     assert all(r["signed_error"] is None for r in rows if r["class"] != "in<=250,out<=100")
+
+
+def test_bad_input_on_the_command_line_is_exit_2(chat_plan, tmp_path, run_cli):
+    doc = json.loads((chat_plan / "plan.json").read_text())
+    (tmp_path / "plan.json").write_text(json.dumps({**doc, "plan_version": 7}))
+    code, _, err = run_cli("simulate", str(tmp_path))
+    assert code == 2 and "plan_version 7" in err and "hint:" in err
+    # a spec whose sizes cannot produce the plan's classes
+    code, _, err = run_cli("simulate", str(chat_plan), "--spec", str(REPO / "services" / "summarize.yaml"))
+    assert code == 2 and "error:" in err and "Traceback" not in err
+    code, _, err = run_cli("simulate", str(chat_plan), "--load", "-1")
+    assert code == 2 and "load" in err
