@@ -13,7 +13,7 @@ the demand. Per model, each round:
 * a model that misses and has never met: g[m] *= clamp(1 / miss ratio, 0.5, 0.92), where the ratio
   is the worst of (simulated statistic / bound) over TTFT and TPOT, or the attainment shortfall;
 * a model that has met at some g_ok and missed at a larger g_bad: g[m] = sqrt(g_ok x g_bad), the
-  geometric midpoint, until g_bad / g_ok < 1.15 (a 15% bracket);
+  geometric midpoint, until g_bad / g_ok < 1.25 (a 25% bracket);
 * a model that met at g = 1 keeps it.
 
 The plan returned is the cheapest simulated plan in which every model met its objective (else the
@@ -38,8 +38,8 @@ from hetinfra.plan.planner import PlanResult, baselines, plan, solve_units
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
 FACTOR_MIN, FACTOR_MAX = 0.5, 0.92
-#: stop refining a model's factor once the bracket [met, missed] is narrower than 15%
-BRACKET = 1.15
+#: stop refining a model's factor once the bracket [met, missed] is narrower than 25%
+BRACKET = 1.25
 
 
 def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,

@@ -201,7 +201,7 @@ class VerifySpec(_Strict):
                                                       "at (1.2: a 20% burst above the forecast).")
     burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
                                                           "(gamma): 1 = Poisson, > 1 = burstier traffic.")
-    requests: int = Field(8000, ge=1000, le=1_000_000, description="Requests simulated per round (the first 10% warm up).")
+    requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per round (the first 10% warm up).")
     max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
                                                         "reported (a warning, or exit 3 with --strict-verify).")
     seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
