@@ -62,7 +62,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     projects and router weights.
     """
     from hetinfra.compile.pulumi_project import write_projects
-    from hetinfra.compile.router import router_weights
+    from hetinfra.compile.router import litellm_config, router_weights
     from hetinfra.compile.skypilot import render_all
 
     if out.exists() and not out.is_dir():
@@ -70,7 +70,10 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     sky = render_all(sky_units(plan))
     replace_dir(out / "skypilot", sky)
     projects = write_projects(out, plan)
-    atomic_write_text(out / "router" / "weights.json", json.dumps(router_weights(plan), indent=2) + "\n")
+    weights = router_weights(plan)
+    atomic_write_text(out / "router" / "weights.json", json.dumps(weights, indent=2) + "\n")
+    atomic_write_text(out / "router" / "litellm.yaml",
+                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
     atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
     return {"plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
-            "pulumi": projects, "router": [out / "router" / "weights.json"]}
+            "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}
