@@ -16,6 +16,9 @@ class FleetSecrets:
 
     api_key: pulumi.Input[str]
     hf_token: Optional[pulumi.Input[str]] = None
+    gateway_keys: Optional[pulumi.Input[str]] = None  # HETINFRA_API_KEY of the gateway's clients
+    tls_cert: Optional[pulumi.Input[str]] = None
+    tls_key: Optional[pulumi.Input[str]] = None
 
 
 def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets,

@@ -147,3 +147,12 @@ def max_tokens_for(cls: str) -> int:
 
 def auth(key: str = CLIENT_KEY) -> dict:
     return {"authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_event_loop():
+    """asyncio.run() leaves no current event loop behind; later tests (Pulumi's mocks) expect one."""
+    import asyncio
+
+    yield
+    asyncio.set_event_loop(asyncio.new_event_loop())
