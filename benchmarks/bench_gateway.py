@@ -1,12 +1,13 @@
 """Gateway overhead on loopback: latency added (p50/p99) and requests/s, direct vs through the gateway, in one run.
 
-    python benchmarks/bench_gateway.py [--requests 3000] [--concurrency 32]
+    python benchmarks/bench_gateway.py [--requests 3000] [--concurrency 32] [--rounds 3]
 
 Starts one stand-in backend (tests/gateway/standin.py) and the real gateway (`python -m hetinfra.cli
 gateway`) on 127.0.0.1, then drives non-streaming tiny completions with an aiohttp load generator (a
 lighter client than httpx, so the client does not hide the gateway's cost): first sequentially
 (latency: one request at a time) and then with ``--concurrency`` workers (throughput). Every
-process is on the same machine; on 2 cores the client, gateway and backend share them.
+process is on the same machine; on 2 cores the client, gateway and backend share them. Each of
+``--rounds`` rounds measures direct and gateway back to back; the last lines are the medians over rounds.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     procs = Procs()
     try:
@@ -79,16 +81,26 @@ def main() -> None:
         _, gw = procs.gateway(out, eps, "--health-interval-s", "5", "--no-demand-log")
         direct_url, gw_url = backend + "/completions", gw + "/v1/completions"
         n_lat = min(a.requests, 2000)
-        d = asyncio.run(latency(direct_url, n_lat))
-        g = asyncio.run(latency(gw_url, n_lat))
-        d_rps = asyncio.run(throughput(direct_url, a.requests, a.concurrency))
-        g_rps = asyncio.run(throughput(gw_url, a.requests, a.concurrency))
-        print(f"sequential latency ({n_lat} requests): direct p50 {pct(d, .5):.2f} ms p99 {pct(d, .99):.2f} ms; "
-              f"gateway p50 {pct(g, .5):.2f} ms p99 {pct(g, .99):.2f} ms")
-        print(f"added by the gateway: p50 {pct(g, .5) - pct(d, .5):.2f} ms, p99 {pct(g, .99) - pct(d, .99):.2f} ms "
-              f"(goal < 2 ms p50); mean {1000 * (statistics.mean(g) - statistics.mean(d)):.2f} ms")
-        print(f"throughput ({a.requests} requests, concurrency {a.concurrency}): direct {d_rps:.0f} req/s, "
-              f"gateway {g_rps:.0f} req/s (goal > 1000 req/s non-streaming)")
+        rows = []
+        for k in range(a.rounds):
+            d = asyncio.run(latency(direct_url, n_lat))
+            g = asyncio.run(latency(gw_url, n_lat))
+            d_rps = asyncio.run(throughput(direct_url, a.requests, a.concurrency))
+            g_rps = asyncio.run(throughput(gw_url, a.requests, a.concurrency))
+            row = {"direct_p50": pct(d, .5), "direct_p99": pct(d, .99), "gw_p50": pct(g, .5), "gw_p99": pct(g, .99),
+                   "added_p50": pct(g, .5) - pct(d, .5), "added_p99": pct(g, .99) - pct(d, .99),
+                   "added_mean": 1000 * (statistics.mean(g) - statistics.mean(d)), "direct_rps": d_rps, "gw_rps": g_rps}
+            rows.append(row)
+            print(f"round {k + 1}: added p50 {row['added_p50']:.2f} ms p99 {row['added_p99']:.2f} ms; "
+                  f"direct {d_rps:.0f} req/s, gateway {g_rps:.0f} req/s", flush=True)
+        med = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+        print(f"medians over {a.rounds} round(s):")
+        print(f"sequential latency ({n_lat} requests): direct p50 {med['direct_p50']:.2f} ms p99 {med['direct_p99']:.2f} ms; "
+              f"gateway p50 {med['gw_p50']:.2f} ms p99 {med['gw_p99']:.2f} ms")
+        print(f"added by the gateway: p50 {med['added_p50']:.2f} ms, p99 {med['added_p99']:.2f} ms (goal < 2 ms p50); "
+              f"mean {med['added_mean']:.2f} ms")
+        print(f"throughput ({a.requests} requests, concurrency {a.concurrency}): direct {med['direct_rps']:.0f} req/s, "
+              f"gateway {med['gw_rps']:.0f} req/s (goal > 1000 req/s non-streaming)")
     finally:
         procs.stop()
 

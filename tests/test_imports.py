@@ -39,7 +39,8 @@ ALLOWED: dict[str, set[str]] = {
 BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio"}
 #: third-party packages only some stages may import
 HEAVY = {"pulumi": {"stacks", "deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
-         "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "prometheus_client": {"gateway"}}
+         "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "aiohttp": {"gateway"},
+         "prometheus_client": {"gateway"}}
 
 
 def package_roots(repo: Path) -> dict[str, Path]:

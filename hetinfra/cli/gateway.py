@@ -1,6 +1,6 @@
 """``hetinfra gateway``: run the service's one public endpoint (see hetinfra.gateway).
 
-Only click is imported here at module level; starlette, uvicorn, httpx and prometheus_client load
+Only click is imported here at module level; starlette, uvicorn, aiohttp and prometheus_client load
 inside the command, so ``hetinfra --help`` and ``hetinfra plan`` never pay for them.
 """
 
@@ -34,6 +34,8 @@ from hetinfra.cli.common import fail
               help="Largest request body accepted (413 above).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
               help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
 @click.option("--connect-timeout-s", type=click.FloatRange(min=0.01), default=3.0, show_default=True)
 @click.option("--read-timeout-s", type=click.FloatRange(min=0.01), default=600.0, show_default=True,
               help="Longest wait for any read from a backend (the first token included).")
@@ -54,7 +56,7 @@ from hetinfra.cli.common import fail
               show_default=True)
 def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ...], demand_log: Path | None,
                     no_demand_log: bool, demand_log_max_mb: float, demand_log_keep: int, region: str,
-                    max_body_kb: int, retries: int, connect_timeout_s: float, read_timeout_s: float,
+                    max_body_kb: int, retries: int, max_connections: int, connect_timeout_s: float, read_timeout_s: float,
                     health_interval_s: float, fall: int, rise: int, reload_interval_s: float,
                     tokenizers: tuple[str, ...], tls_cert: str | None, tls_key: str | None, log_level: str) -> None:
     """Serve PLAN_OR_OUT_DIR's models behind one OpenAI-compatible endpoint, routing by request class.
@@ -98,7 +100,7 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
             fall=fall, rise=rise, reload_interval_s=reload_interval_s,
             demand_log=str(demand_log) if demand_log else None,
             demand_log_max_bytes=int(demand_log_max_mb * (1 << 20)), demand_log_keep=demand_log_keep,
-            region=region, tokenizers=toks)
+            region=region, tokenizers=toks, max_connections=max_connections)
         serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
     except HetinfraError as exc:
         fail(exc, False)

@@ -1,5 +1,5 @@
 """The gateway: an OpenAI-compatible HTTP front (starlette under uvicorn) that routes each request by
-its class to the plan's units, over httpx to the vLLM backends.
+its class to the plan's units, over aiohttp's client to the vLLM backends.
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming SSE and not),
 ``GET /v1/models``, ``GET /health`` (200 while some backend is healthy, else 503), ``GET /metrics``
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -121,6 +121,31 @@ class Metrics:
         self.weight = Gauge("hetinfra_gateway_weight", "Live routing weight of a unit in a class", ["model", "cls", "unit"],
                             registry=r)
         self.reloads = Counter("hetinfra_gateway_reloads", "Routing table reloads, by result", ["result"], registry=r)
+        self._children: dict[tuple, _Children] = {}
+
+    def children(self, model: str, cname: str, unit: str, status: int) -> "_Children":
+        """The labelled series one answered request updates, looked up once per label set (``labels()``
+        takes a lock and builds its key on every call)."""
+        key = (model, cname, unit, status)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = _Children(
+                self.requests.labels(model, cname, unit, str(status)), self.input_tokens.labels(model, cname),
+                self.output_budget.labels(model, cname), self.input_hist.labels(model),
+                self.output_tokens.labels(model, cname), self.latency.labels(model, cname),
+                self.ttfb.labels(model, cname))
+        return c
+
+
+@dataclass(frozen=True, slots=True)
+class _Children:
+    requests: Counter
+    input_tokens: Counter
+    output_budget: Counter
+    input_hist: Histogram
+    output_tokens: Counter
+    latency: Histogram
+    ttfb: Histogram
 
 
 class Gateway:
@@ -134,8 +159,7 @@ class Gateway:
         self.balancer = Balancer(self.table)
         self.demand = DemandLog(config.demand_log, region=config.region, max_bytes=config.demand_log_max_bytes,
                                 keep=config.demand_log_keep) if config.demand_log else None
-        self.client: httpx.AsyncClient | None = None  # health checks
-        self._clients: dict[str, httpx.AsyncClient] = {}  # one pool per backend URL (httpcore scans its pool per request)
+        self.session: aiohttp.ClientSession | None = None  # one keep-alive pool per backend host
         self._tasks: list[asyncio.Task] = []
         self._reload_now: asyncio.Event | None = None
         self._mtimes = self._source_mtimes()
@@ -144,7 +168,7 @@ class Gateway:
     # ---- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.client = self._new_client()
+        self.session = self._new_session()
         self._reload_now = asyncio.Event()
         loop = asyncio.get_running_loop()
         try:
@@ -157,18 +181,15 @@ class Gateway:
         for w in self.table.warnings:
             log.warning(w)
 
-    def _new_client(self) -> httpx.AsyncClient:
+    def _new_session(self) -> aiohttp.ClientSession:
+        """HTTP/1.1 keep-alive pools (``max_connections`` per backend host, idle ones kept 60 s);
+        ``connect`` covers waiting for a pooled connection and opening one, ``sock_read`` every read."""
         c = self.config
-        return httpx.AsyncClient(
-            timeout=httpx.Timeout(c.read_timeout_s, connect=c.connect_timeout_s, pool=c.connect_timeout_s),
-            limits=httpx.Limits(max_connections=c.max_connections, max_keepalive_connections=c.max_connections),
-            trust_env=False)
-
-    def client_for(self, url: str) -> httpx.AsyncClient:
-        client = self._clients.get(url)
-        if client is None:
-            client = self._clients[url] = self._new_client()
-        return client
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=c.max_connections, keepalive_timeout=60,
+                                         ttl_dns_cache=60)
+        return aiohttp.ClientSession(
+            connector=connector, trust_env=False, skip_auto_headers=("User-Agent",),
+            timeout=aiohttp.ClientTimeout(total=None, connect=c.connect_timeout_s, sock_read=c.read_timeout_s))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -178,9 +199,8 @@ class Gateway:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
-        for client in [self.client, *self._clients.values()]:
-            if client is not None:
-                await client.aclose()
+        if self.session is not None:
+            await self.session.close()
         if self.demand is not None:
             self.demand.close()
 
@@ -243,10 +263,11 @@ class Gateway:
 
     async def check(self, b: Backend) -> None:
         try:
-            r = await self.client.get(b.url + "/health", timeout=self.config.health_timeout_s,
-                                      headers=self._backend_headers())
-            ok = r.status_code == 200
-        except httpx.HTTPError:
+            async with self.session.get(b.url + "/health", headers=self._backend_headers(),
+                                        timeout=aiohttp.ClientTimeout(total=self.config.health_timeout_s)) as r:
+                ok = r.status == 200
+                await r.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             ok = False
         if ok:
             b.fails = 0
@@ -356,10 +377,12 @@ class Gateway:
             m.clipped.labels(name).inc()
         stream = bool(body.get("stream"))
         headers = {"content-type": "application/json", **self._backend_headers()}
-        if "x-request-id" in request.headers:
-            headers["x-request-id"] = request.headers["x-request-id"]
+        rid = request.headers.get("x-request-id")
+        if rid is not None:
+            headers["x-request-id"] = rid
         tried: set[Backend] = set()
         last_error = "no healthy backend for this model"
+        session = self.session
         for attempt in range(self.config.retries + 1):
             b = balancer.pick(routes, cls, tried)
             if b is None:
@@ -369,66 +392,59 @@ class Gateway:
             resp = None
             handed_over = False
             try:
-                client = self.client_for(b.url)
-                resp = await client.send(client.build_request("POST", b.url + path, content=raw, headers=headers),
-                                         stream=True)
-                if resp.status_code >= 500:
-                    last_error = f"backend answered {resp.status_code}"
+                resp = await session.post(b.url + path, data=raw, headers=headers)
+                status = resp.status
+                if status >= 500:
+                    last_error = f"backend answered {status}"
                     m.retries.labels(b.unit, "5xx").inc()
                     continue
-                if not stream or resp.status_code != 200:
-                    content = await resp.aread()
+                if not stream or status != 200:
+                    content = await resp.read()
                     t_first = time.perf_counter()
-                    out_tokens = _usage(content) if resp.status_code == 200 else None
-                    self._account(name, cname, b.unit, resp.status_code, n_in, budget, out_tokens, t0, t_first)
-                    return Response(content, status_code=resp.status_code, headers=_client_headers(resp))
-                it = resp.aiter_raw()
-                try:
-                    first = await it.__anext__()
-                except StopAsyncIteration:
-                    first = b""
+                    out_tokens = _usage(content) if status == 200 else None
+                    self._account(name, cname, b.unit, status, n_in, budget, out_tokens, t0, t_first)
+                    return Response(content, status_code=status, headers=_client_headers(resp))
+                first = await resp.content.readany()
                 t_first = time.perf_counter()
                 handed_over = True
-                return StreamingResponse(self._relay(b, resp, it, first, name, cname, n_in, budget, t0, t_first),
-                                         status_code=resp.status_code, headers=_client_headers(resp))
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                return StreamingResponse(self._relay(b, resp, first, name, cname, n_in, budget, t0, t_first),
+                                         status_code=status, headers=_client_headers(resp))
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
                 last_error = f"cannot connect to a backend ({type(exc).__name__})"
                 b.eject()
                 self.metrics.up.labels(b.unit, b.url).set(0)
                 log.warning("backend %s (%s) ejected: %s", b.url, b.unit, exc)
                 m.retries.labels(b.unit, "connect").inc()
-            except httpx.TimeoutException as exc:
+            except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
                 last_error = f"backend timed out ({type(exc).__name__})"
                 m.retries.labels(b.unit, "timeout").inc()
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            except (aiohttp.ClientError, OSError) as exc:  # disconnected, bad HTTP, payload or socket errors
                 last_error = f"backend connection failed ({type(exc).__name__})"
                 m.retries.labels(b.unit, "protocol").inc()
             finally:
                 if not handed_over:
                     b.outstanding -= 1
                     if resp is not None:
-                        await resp.aclose()
+                        resp.release()
         status = 504 if "timed out" in last_error else 502 if tried else 503
         self._account(name, cname, "-", status, n_in, budget, None, t0, None)
         return error(status, f"{last_error} (tried {len(tried)} backend(s))", "upstream_error",
                      code="backend_unavailable")
 
-    async def _relay(self, b: Backend, resp: httpx.Response, it, first: bytes, model: str, cname: str,
+    async def _relay(self, b: Backend, resp: aiohttp.ClientResponse, first: bytes, model: str, cname: str,
                      n_in: int, budget: int, t0: float, t_first: float):
         events = 0
         usage = None
-        status = resp.status_code
+        status = resp.status
         try:
-            if first:
-                events += first.count(b"data:") - first.count(b"[DONE]")
-                usage = _stream_usage(first) or usage
-                yield first
-            async for chunk in it:
+            chunk = first
+            while chunk:
                 events += chunk.count(b"data:") - chunk.count(b"[DONE]")
                 if b'"usage"' in chunk:
                     usage = _stream_usage(chunk) or usage
                 yield chunk
-        except (httpx.HTTPError, OSError) as exc:
+                chunk = await resp.content.readany()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status = 502
             self.metrics.stream_errors.labels(b.unit).inc()
             log.warning("stream from %s (%s) broke after its first byte: %s", b.url, b.unit, exc)
@@ -437,22 +453,22 @@ class Gateway:
             yield f"event: error\ndata: {json.dumps(err)}\n\n".encode()
         finally:
             b.outstanding -= 1
-            await resp.aclose()
+            resp.release()
             self._account(model, cname, b.unit, status, n_in, budget, usage if usage is not None else events,
                           t0, t_first)
 
     def _account(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
                  out_tokens: int | None, t0: float, t_first: float | None) -> None:
-        m = self.metrics
-        m.requests.labels(model, cname, unit, str(status)).inc()
-        m.input_tokens.labels(model, cname).inc(n_in)
-        m.output_budget.labels(model, cname).inc(budget)
-        m.input_hist.labels(model).observe(n_in)
+        c = self.metrics.children(model, cname, unit, status)
+        c.requests.inc()
+        c.input_tokens.inc(n_in)
+        c.output_budget.inc(budget)
+        c.input_hist.observe(n_in)
         if out_tokens:
-            m.output_tokens.labels(model, cname).inc(out_tokens)
-        m.latency.labels(model, cname).observe(time.perf_counter() - t0)
+            c.output_tokens.inc(out_tokens)
+        c.latency.observe(time.perf_counter() - t0)
         if t_first is not None:
-            m.ttfb.labels(model, cname).observe(t_first - t0)
+            c.ttfb.observe(t_first - t0)
         if self.demand is not None:
             self.demand.record(model, n_in, budget, cname, out_tokens, status)
 
@@ -496,7 +512,7 @@ class Gateway:
         return PlainTextResponse(text, media_type="text/csv")
 
 
-def _client_headers(resp: httpx.Response) -> dict[str, str]:
+def _client_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
     return {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
 
 
@@ -554,5 +570,7 @@ def serve(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080, *, l
     import uvicorn
 
     app = create_app(config)
+    # loop/http "auto": uvloop and httptools (dependencies) when importable, else asyncio and h11.
+    # proxy_headers off: the gateway is the edge; nothing it does depends on the client's address.
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
-                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
+                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, loop="auto", http="auto", proxy_headers=False)
