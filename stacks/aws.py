@@ -14,8 +14,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from hetinfra.stacks.common import FleetSecrets, build_units, tags, user_data
-from hetinfra.stacks.gateway import fill_gateway, gateway_script
+from hetinfra.stacks.common import (FleetSecrets, build_units, gateway_tags, gateway_url, gateway_user_data, tags,
+                                    user_data)
 from hetinfra.stacks.fleet import FleetArgs
 
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
@@ -127,17 +127,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
                                   opts=child)
         ami = aws.ec2.get_ami(most_recent=True, owners=[CANONICAL], opts=invoke, filters=[
             aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])])
-        text = gateway_script(args.plan, args.cloud, args.region)
-        ips = [ip for _, ip in heads]
-        units = [u for u, _ in heads]
-        script = pulumi.Output.all(secrets.api_key, secrets.gateway_keys, secrets.tls_cert, secrets.tls_key, *ips).apply(
-            lambda v: fill_gateway(text, api_key=v[0], client_keys=v[1], tls_cert=v[2], tls_key=v[3],
-                                   endpoints=[(u, f"http://{ip}:{args.port}/v1") for u, ip in zip(units, v[4:])]))
         vm = aws.ec2.Instance(
             f"{name}-gateway", ami=ami.id, instance_type=g.get("aws_instance_type") or "c7i.large",
-            subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], user_data=pulumi.Output.secret(script),
+            subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], user_data=gateway_user_data(args, secrets, heads),
             user_data_replace_on_change=True,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
-            tags={"Name": f"{name}-gateway", "hetinfra-service": args.service, "hetinfra-role": "gateway"}, opts=child)
-        scheme = "https" if g.get("tls_cert") else "http"
-        return pulumi.Output.concat(f"{scheme}://", vm.public_ip, f":{port}/v1")
+            tags=gateway_tags(args, f"{name}-gateway"), opts=child)
+        return gateway_url(args, vm.public_ip)

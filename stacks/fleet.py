@@ -61,6 +61,7 @@ class FleetArgs:
     ssh_public_key: str | None = None
     network_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.0.0/20"
+    gateway_subnet_cidr: str = "10.42.16.0/24"  # Azure: the gateway's own subnet (and NSG) in the VNet
     plan: dict | None = field(default=None, compare=False)  # the whole plan, for the gateway VM
 
     @property

@@ -241,10 +241,13 @@ class PlanningSpec(_Strict):
 class GatewaySpec(_Strict):
     """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
 
-    enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (AWS stacks); "
+    enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
+                                             "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
                                              "clients then reach only the gateway, the vLLM port only the gateway.")
     port: int = Field(8080, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
     aws_instance_type: str = Field("c7i.large", description="CPU instance type of the gateway VM on AWS.")
+    gcp_machine_type: str = Field("e2-standard-2", description="Machine type of the gateway VM on GCP.")
+    azure_vm_size: str = Field("Standard_D2s_v5", description="VM size of the gateway VM on Azure.")
     package: str = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
                                                  "wheel URL on your own index).")
     tls_cert: str | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
