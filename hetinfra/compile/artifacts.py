@@ -1,4 +1,5 @@
-"""Write a plan's artifacts atomically: ``plan.json``, ``skypilot/<unit>.yaml``,
+"""Write a plan's artifacts atomically: ``plan.json``, ``skypilot/<unit>.yaml`` (and
+``skypilot/<service>-gateway.yaml`` when ``deploy.gateway.enabled``),
 ``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
 Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
@@ -63,11 +64,17 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     """
     from hetinfra.compile.pulumi_project import write_projects
     from hetinfra.compile.router import litellm_config, router_weights
-    from hetinfra.compile.skypilot import render_all
+    from hetinfra.compile.skypilot import gateway_task_name, render_all, render_gateway_task
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
-    sky = render_all(sky_units(plan))
+    units = sky_units(plan)
+    sky = render_all(units)
+    if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):
+        fname = f"{gateway_task_name(plan['service'])}.yaml"
+        if fname in sky:
+            raise InvalidInputError(f"a unit is named like the gateway task ({fname})")
+        sky[fname] = render_gateway_task(plan, units)
     replace_dir(out / "skypilot", sky)
     projects = write_projects(out, plan)
     weights = router_weights(plan)
