@@ -14,16 +14,19 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from hetinfra.stacks.common import FleetSecrets, build_units, tags, user_data
+from hetinfra.stacks.common import (FleetSecrets, build_units, gateway_tags, gateway_url, gateway_user_data, tags,
+                                    user_data)
 from hetinfra.stacks.fleet import FleetArgs
 
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
+UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+CANONICAL = "099720109477"
 
 
 def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
     rules = [aws.ec2.SecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True,
                                               description="fleet-internal: Ray and pipeline stages")]
-    if args.ingress_cidrs:
+    if args.ingress_cidrs and not args.gateway:  # with a gateway, clients reach only the gateway
         rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
                                                       cidr_blocks=list(args.ingress_cidrs), description="vLLM API"))
     if args.ssh_cidrs:
@@ -78,6 +81,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME]),
             aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])])
 
+        private_heads: list[tuple[str, pulumi.Output]] = []
+
         def make_vm(fu, replica, rank, vm_name, head_ip):
             market = None
             if fu.unit.spot:
@@ -91,7 +96,41 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=args.disk_gb, volume_type="gp3"),
                 metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
                 instance_market_options=market, tags=tags(args, fu, vm_name), opts=child)
+            if rank == 0:
+                private_heads.append((fu.name, vm.private_ip))
             return vm, vm.private_ip, vm.public_ip
 
         self.endpoints, self.vms = build_units(args, make_vm)
-        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms})
+        self.gateway_url = None
+        if args.gateway:
+            self.gateway_url = self._gateway(name, args, secrets, vpc, sg, subnets[sorted(subnets)[0]],
+                                             private_heads, child, invoke)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
+
+    def _gateway(self, name, args: FleetArgs, secrets: FleetSecrets, vpc, fleet_sg, subnet, heads, child, invoke):
+        """A CPU VM running `hetinfra gateway`: clients (ingress_cidrs) reach its port; the fleet's
+        vLLM port is open to the gateway's security group only."""
+        g = args.gateway
+        port = int(g.get("port", 8080))
+        clients = list(args.ingress_cidrs)
+        gw_sg = aws.ec2.SecurityGroup(
+            f"{name}-gateway-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} gateway", opts=child,
+            ingress=([aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=port, to_port=port, cidr_blocks=clients,
+                                                       description="gateway API (clients)")] if clients else [])
+            + ([aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22,
+                                                 cidr_blocks=list(args.ssh_cidrs), description="SSH")]
+               if args.ssh_cidrs else []),
+            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
+        aws.ec2.SecurityGroupRule(f"{name}-vllm-from-gateway", type="ingress", protocol="tcp", from_port=args.port,
+                                  to_port=args.port, security_group_id=fleet_sg.id,
+                                  source_security_group_id=gw_sg.id, description="vLLM API from the gateway only",
+                                  opts=child)
+        ami = aws.ec2.get_ami(most_recent=True, owners=[CANONICAL], opts=invoke, filters=[
+            aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])])
+        vm = aws.ec2.Instance(
+            f"{name}-gateway", ami=ami.id, instance_type=g.get("aws_instance_type") or "c7i.large",
+            subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], user_data=gateway_user_data(args, secrets, heads),
+            user_data_replace_on_change=True,
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
+            tags=gateway_tags(args, f"{name}-gateway"), opts=child)
+        return gateway_url(args, vm.public_ip)

@@ -7,6 +7,13 @@ deny the internet), ``-subnet`` bound to the NSG, and per VM ``<vm>-ip`` (static
 IP), ``<vm>-nic`` and ``<vm>`` (VirtualMachine of the planned size on the Ubuntu HPC image, which
 ships the NVIDIA driver; cloud-init custom data is the startup script; Spot priority with
 eviction Delete for spot units). Azure VMs need an admin SSH key: ``deploy.ssh_public_key``.
+
+With ``deploy.gateway.enabled``: ``-gateway-nsg`` (inbound: clients from ``deploy.ingress_cidrs``
+to the gateway port, SSH from ``ssh_cidrs``), ``-gateway-subnet`` (``gateway_subnet_cidr``) bound to
+it, and ``-gateway-ip``, ``-gateway-nic``, ``-gateway`` (a CPU VM, ``deploy.gateway.azure_vm_size``,
+on Ubuntu 22.04, running ``hetinfra gateway`` against the units' private addresses). The fleet's
+NSG then admits the vLLM port from the gateway subnet only, never from client CIDRs.
+``gateway_url`` is its client URL.
 """
 
 from __future__ import annotations
@@ -17,23 +24,45 @@ import pulumi
 import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, network, resources
 
-from hetinfra.stacks.common import FleetSecrets, build_units, field, tags, user_data
+from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
+                                    tags, user_data)
 from hetinfra.stacks.fleet import FleetArgs
 
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
+GATEWAY_IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
+                 "version": "latest"}
 ADMIN = "hetinfra"
 
 
+def _allow(label: str, priority: int, sources: list[str], port: int) -> network.SecurityRuleArgs:
+    return network.SecurityRuleArgs(
+        name=f"allow-{label}", priority=priority, direction="Inbound", access="Allow", protocol="Tcp",
+        source_address_prefixes=sources, source_port_range="*", destination_address_prefix="*",
+        destination_port_range=str(port))
+
+
 def _rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
+    """The fleet NSG: the vLLM port from clients (no gateway) or from the gateway subnet only; SSH."""
+    if args.gateway:
+        vllm = ("vllm-from-gateway", [args.gateway_subnet_cidr], args.port)
+    else:
+        vllm = ("vllm", list(args.ingress_cidrs), args.port)
     rules = []
     priority = 100
-    for label, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22)):
+    for label, cidrs, port in (vllm, ("ssh", list(args.ssh_cidrs), 22)):
         if cidrs:
-            rules.append(network.SecurityRuleArgs(
-                name=f"allow-{label}", priority=priority, direction="Inbound", access="Allow", protocol="Tcp",
-                source_address_prefixes=list(cidrs), source_port_range="*", destination_address_prefix="*",
-                destination_port_range=str(port)))
+            rules.append(_allow(label, priority, cidrs, port))
             priority += 10
+    return rules
+
+
+def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
+    """The gateway NSG: clients (ingress_cidrs) to the gateway port; SSH from ssh_cidrs."""
+    rules = []
+    if args.ingress_cidrs:
+        rules.append(_allow("gateway", 100, list(args.ingress_cidrs), int(args.gateway.get("port", 8080))))
+    if args.ssh_cidrs:
+        rules.append(_allow("ssh", 110, list(args.ssh_cidrs), 22))
     return rules
 
 
@@ -92,5 +121,54 @@ class AzureGpuFleet(pulumi.ComponentResource):
             private = nic.ip_configurations.apply(lambda cfgs: field(cfgs[0], "private_ip_address"))
             return vm, private, ip.ip_address
 
-        self.endpoints, self.vms = build_units(args, make_vm)
-        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms})
+        heads: list[tuple[str, pulumi.Output]] = []
+
+        def make_vm_and_note_head(fu, replica, rank, vm_name, head_ip):
+            vm, private, public = make_vm(fu, replica, rank, vm_name, head_ip)
+            if rank == 0:
+                heads.append((fu.name, private))
+            return vm, private, public
+
+        self.endpoints, self.vms = build_units(args, make_vm_and_note_head)
+        self.gateway_url = None
+        if args.gateway:
+            self.gateway_url = self._gateway(name, args, secrets, rg, vnet, heads, child)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
+
+    def _gateway(self, name, args: FleetArgs, secrets: FleetSecrets, rg, vnet, heads, child) -> pulumi.Output:
+        """A CPU VM running `hetinfra gateway` in its own subnet and NSG."""
+        g = args.gateway
+        nsg = network.NetworkSecurityGroup(f"{name}-gateway-nsg", resource_group_name=rg.name, location=args.region,
+                                           security_rules=_gateway_rules(args), opts=child)
+        subnet = network.Subnet(f"{name}-gateway-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
+                                address_prefix=args.gateway_subnet_cidr,
+                                network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
+        ip = network.PublicIPAddress(f"{name}-gateway-ip", resource_group_name=rg.name, location=args.region,
+                                     public_ip_allocation_method="Static",
+                                     sku=network.PublicIPAddressSkuArgs(name="Standard"), opts=child)
+        nic = network.NetworkInterface(
+            f"{name}-gateway-nic", resource_group_name=rg.name, location=args.region, opts=child,
+            network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id),
+            ip_configurations=[network.NetworkInterfaceIPConfigurationArgs(
+                name="primary", subnet=network.SubnetArgs(id=subnet.id), private_ip_allocation_method="Dynamic",
+                public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
+        custom = gateway_user_data(args, secrets, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
+        vm_name = f"{name}-gateway"
+        compute.VirtualMachine(
+            vm_name, resource_group_name=rg.name, location=args.region, opts=child,
+            hardware_profile=compute.HardwareProfileArgs(vm_size=g.get("azure_vm_size") or "Standard_D2s_v5"),
+            storage_profile=compute.StorageProfileArgs(
+                image_reference=compute.ImageReferenceArgs(**GATEWAY_IMAGE),
+                os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=30,
+                                           managed_disk=compute.ManagedDiskParametersArgs(
+                                               storage_account_type="StandardSSD_LRS"))),
+            os_profile=compute.OSProfileArgs(
+                computer_name=vm_name[:64], admin_username=ADMIN, custom_data=custom,
+                linux_configuration=compute.LinuxConfigurationArgs(
+                    disable_password_authentication=True,
+                    ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
+                        path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
+            network_profile=compute.NetworkProfileArgs(
+                network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
+            tags=gateway_tags(args, vm_name))
+        return gateway_url(args, ip.ip_address)

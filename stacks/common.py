@@ -8,6 +8,7 @@ from typing import Callable, Optional
 import pulumi
 
 from hetinfra.stacks.fleet import FleetArgs, FleetUnit
+from hetinfra.stacks.gateway import fill_gateway, gateway_script
 from hetinfra.stacks.startup import fill, startup_script
 
 @dataclass
@@ -16,6 +17,9 @@ class FleetSecrets:
 
     api_key: pulumi.Input[str]
     hf_token: Optional[pulumi.Input[str]] = None
+    gateway_keys: Optional[pulumi.Input[str]] = None  # HETINFRA_API_KEY of the gateway's clients
+    tls_cert: Optional[pulumi.Input[str]] = None
+    tls_key: Optional[pulumi.Input[str]] = None
 
 
 def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets,
@@ -55,3 +59,27 @@ def field(obj, key: str):
 def tags(args: FleetArgs, fu: FleetUnit, name: str) -> dict[str, str]:
     return {"Name": name, "hetinfra-service": args.service, "hetinfra-unit": fu.name,
             "hetinfra-model": fu.unit.service_model}
+
+
+def gateway_user_data(args: FleetArgs, secrets: FleetSecrets, heads: list[tuple[str, pulumi.Input[str]]]
+                      ) -> pulumi.Output[str]:
+    """The gateway VM's startup script (a secret Output): ``hetinfra gateway`` with one ``--endpoint``
+    per replica head, ``(unit, private IP)``, at the fleet's vLLM port."""
+    text = gateway_script(args.plan, args.cloud, args.region)
+    units = [u for u, _ in heads]
+    out = pulumi.Output.all(secrets.api_key, secrets.gateway_keys, secrets.tls_cert, secrets.tls_key,
+                            *[ip for _, ip in heads]).apply(
+        lambda v: fill_gateway(text, api_key=v[0], client_keys=v[1], tls_cert=v[2], tls_key=v[3],
+                               endpoints=[(u, f"http://{ip}:{args.port}/v1") for u, ip in zip(units, v[4:])]))
+    return pulumi.Output.secret(out)
+
+
+def gateway_url(args: FleetArgs, public_ip: pulumi.Input[str]) -> pulumi.Output[str]:
+    """The gateway's client URL: ``http(s)://<public IP>:<port>/v1``."""
+    g = args.gateway or {}
+    scheme = "https" if g.get("tls_cert") else "http"
+    return pulumi.Output.concat(f"{scheme}://", public_ip, f":{int(g.get('port', 8080))}/v1")
+
+
+def gateway_tags(args: FleetArgs, name: str) -> dict[str, str]:
+    return {"Name": name, "hetinfra-service": args.service, "hetinfra-role": "gateway"}

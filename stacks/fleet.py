@@ -61,6 +61,14 @@ class FleetArgs:
     ssh_public_key: str | None = None
     network_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.0.0/20"
+    gateway_subnet_cidr: str = "10.42.16.0/24"  # Azure: the gateway's own subnet (and NSG) in the VNet
+    plan: dict | None = field(default=None, compare=False)  # the whole plan, for the gateway VM
+
+    @property
+    def gateway(self) -> dict | None:
+        """``deploy.gateway`` when a gateway is to be created with this fleet, else None."""
+        g = ((self.plan or {}).get("deploy") or {}).get("gateway") or {}
+        return g if g.get("enabled") else None
 
     @property
     def instances(self) -> int:
@@ -81,6 +89,6 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
         cloud=cloud, region=region, units=tuple(units), service=plan["service"],
         port=deploy.get("port", 8000), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
         ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime, disk_gb=deploy.get("disk_gb", 200),
-        ssh_public_key=deploy.get("ssh_public_key"),
+        ssh_public_key=deploy.get("ssh_public_key"), plan=plan,
     ) for region, units in sorted(by_region.items())]
 

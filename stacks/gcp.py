@@ -7,6 +7,12 @@ declared), and one ``gcp.compute.Instance`` per VM with its guest accelerators,
 ``on_host_maintenance: TERMINATE`` (GPU VMs cannot live-migrate), SPOT provisioning for spot
 units, the Deep Learning VM image with the driver installed at first boot, and the startup script.
 
+With ``deploy.gateway.enabled``: ``-gateway`` (a CPU VM, ``deploy.gateway.gcp_machine_type``, on
+Ubuntu 22.04, running ``hetinfra gateway`` against the units' private addresses), ``-fw-gateway``
+(clients from ``deploy.ingress_cidrs`` to the gateway port only) and ``-fw-vllm-from-gateway``
+(the vLLM port from the gateway's network tag); ``-fw-vllm`` (clients to the vLLM port) is then
+not created, so no backend port is open to clients. ``gateway_url`` is its client URL.
+
 The zone is the region's first zone (``compute.get_zones``) unless the ``hetinfra:zones`` config
 maps the region to one, e.g. ``{"us-central1": "us-central1-c"}``: GPUs are not offered in every zone.
 """
@@ -18,7 +24,7 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
-from hetinfra.stacks.common import FleetSecrets, build_units, field, user_data
+from hetinfra.stacks.common import FleetSecrets, build_units, field, gateway_url, gateway_user_data, user_data
 from hetinfra.stacks.fleet import FleetArgs
 
 # SkyPilot accelerator name -> GCE accelerator type.
@@ -29,6 +35,7 @@ ACCELERATORS = {
     "B200": "nvidia-b200",
 }
 IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
+GATEWAY_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 
 
 def _label(value: str) -> str:
@@ -59,7 +66,11 @@ class GcpGpuFleet(pulumi.ComponentResource):
                              allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"),
                                      gcp.compute.FirewallAllowArgs(protocol="udp"),
                                      gcp.compute.FirewallAllowArgs(protocol="icmp")])
+        gw = args.gateway
+        gw_tag = [f"hetinfra-{args.service}-gateway"]
         for suffix, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22)):
+            if suffix == "vllm" and gw:
+                continue  # with a gateway, clients reach only the gateway
             if cidrs:
                 gcp.compute.Firewall(f"{name}-fw-{suffix}", network=net.id, direction="INGRESS",
                                      source_ranges=list(cidrs), target_tags=target, opts=child,
@@ -89,6 +100,38 @@ class GcpGpuFleet(pulumi.ComponentResource):
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             return vm, private, public
 
+        heads: list[tuple[str, pulumi.Output]] = []
+
+        def make_vm_and_note_head(fu, replica, rank, vm_name, head_ip):
+            vm, private, public = make_vm(fu, replica, rank, vm_name, head_ip)
+            if rank == 0:
+                heads.append((fu.name, private))
+            return vm, private, public
+
         self.zone = zone
-        self.endpoints, self.vms = build_units(args, make_vm)
-        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms})
+        self.endpoints, self.vms = build_units(args, make_vm_and_note_head)
+        self.gateway_url = None
+        if gw:
+            port = int(gw.get("port", 8080))
+            if args.ingress_cidrs:
+                gcp.compute.Firewall(f"{name}-fw-gateway", network=net.id, direction="INGRESS",
+                                     source_ranges=list(args.ingress_cidrs), target_tags=gw_tag, opts=child,
+                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
+            if args.ssh_cidrs:
+                gcp.compute.Firewall(f"{name}-fw-gateway-ssh", network=net.id, direction="INGRESS",
+                                     source_ranges=list(args.ssh_cidrs), target_tags=gw_tag, opts=child,
+                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])])
+            gcp.compute.Firewall(f"{name}-fw-vllm-from-gateway", network=net.id, direction="INGRESS",
+                                 source_tags=gw_tag, target_tags=target, opts=child,
+                                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(args.port)])])
+            vm = gcp.compute.Instance(
+                f"{name}-gateway", machine_type=gw.get("gcp_machine_type") or "e2-standard-2", zone=zone, tags=gw_tag,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=GATEWAY_IMAGE, size=20, type="pd-balanced")),
+                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
+                metadata_startup_script=gateway_user_data(args, secrets, heads),
+                labels={"hetinfra-service": _label(args.service), "hetinfra-role": "gateway"}, opts=child)
+            public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
+            self.gateway_url = gateway_url(args, public)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})

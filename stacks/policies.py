@@ -85,7 +85,10 @@ def _gpu_vm_checks(args: ResourceValidationArgs, report: ReportViolation) -> Non
     if typ not in GPU_VM_TYPES:
         return
     tags = p.get("labels") if typ.startswith("gcp:") else p.get("tags")
-    if not tags or not {"hetinfra-service", "hetinfra-unit"} <= set(tags):
+    if (tags or {}).get("hetinfra-role") == "gateway":  # the fleet's CPU gateway VM: no unit, no GPU
+        if "hetinfra-service" not in tags:
+            report("gateway VM lacks the hetinfra-service tag")
+    elif not tags or not {"hetinfra-service", "hetinfra-unit"} <= set(tags):
         report("GPU VM lacks the hetinfra-service/hetinfra-unit tags that replan and cost reports rely on")
     if typ == "gcp:compute/instance:Instance" and p.get("guestAccelerators"):
         if (p.get("scheduling") or {}).get("onHostMaintenance") != "TERMINATE":

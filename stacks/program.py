@@ -55,6 +55,9 @@ def export(fleets: list[pulumi.ComponentResource]) -> None:
         vms.update(f.vms)
     pulumi.export("endpoints", endpoints)
     pulumi.export("vms", vms)
+    gateways = {f"{f._name}": f.gateway_url for f in fleets if getattr(f, "gateway_url", None) is not None}
+    if gateways:
+        pulumi.export("gateways", gateways)
 
 
 def main() -> None:
@@ -64,7 +67,9 @@ def main() -> None:
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
     plan = json.loads(Path(cfg.get("plan") or "plan.json").read_text())
-    secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"))
+    secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
+                           gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
+                           tls_key=cfg.get_secret("gatewayTlsKey"))
     zones = cfg.get_object("zones") or {}
     fleets = build(plan, cloud, secrets, gcp_project=pulumi.Config("gcp").get("project"), zones=zones)
     export(fleets)

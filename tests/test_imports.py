@@ -32,11 +32,15 @@ ALLOWED: dict[str, set[str]] = {
     "stacks": {"catalog", "price_feeds", "compile"},
     "deploy": {"catalog", "price_feeds", "compile"},
     "replan": {"spec", "catalog", "perf", "price_feeds", "plan", "compile", "deploy"},
-    "cli": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "plan", "compile", "deploy", "replan"},
+    "gateway": {"spec", "catalog", "compile"},
+    "cli": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "plan", "compile", "deploy", "replan",
+            "gateway"},
 }
 BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio"}
 #: third-party packages only some stages may import
-HEAVY = {"pulumi": {"stacks", "deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"}}
+HEAVY = {"pulumi": {"stacks", "deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
+         "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "aiohttp": {"gateway"},
+         "prometheus_client": {"gateway"}}
 
 
 def package_roots(repo: Path) -> dict[str, Path]:

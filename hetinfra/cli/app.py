@@ -18,6 +18,7 @@ from hetinfra import __version__
 from hetinfra.cli.deploy import apply_command, destroy_command, status_command
 from hetinfra.cli.estimate import estimate_command
 from hetinfra.cli.feeds import feeds_group, prices_command
+from hetinfra.cli.gateway import gateway_command
 from hetinfra.cli.plan import plan_command, schema_command
 from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
@@ -36,7 +37,8 @@ def cli() -> None:
 
 
 for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
-                 import_command, apply_command, status_command, destroy_command, replan_command, simulate_command):
+                 import_command, apply_command, status_command, destroy_command, replan_command, simulate_command,
+                 gateway_command):
     cli.add_command(_command)
 
 

@@ -64,7 +64,8 @@ def destroy_command(out: Path, target: str, yes: bool) -> None:
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print state.json.")
 def status_command(out: Path, as_json: bool) -> None:
-    """Show what runs from OUT: units, endpoints, the last operation and its steps."""
+    """Show what runs from OUT: units, endpoints, the last operation and its steps, and for each gateway
+    its units' health and live weights (its /admin/weights, sent the first key of HETINFRA_API_KEY)."""
     from hetinfra.errors import HetinfraError
 
     try:

@@ -31,6 +31,10 @@ from hetinfra.cli.feeds import availability_options, feeds_options
               help="Most instances added or removed per run (additions first); later runs continue.")
 @click.option("--demand-log", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
+@click.option("--demand-from", metavar="URL|FILE",
+              help="The gateway's demand log: its URL (http://GATEWAY/admin/demand.csv, sent HETINFRA_API_KEY's first "
+                   "key) or the file it writes (OUT/gateway/demand.csv; its rotations .1 .. .N are read too). "
+                   "Used like --demand-log.")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
@@ -41,7 +45,7 @@ from hetinfra.cli.feeds import availability_options, feeds_options
 @click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout.")
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
                    caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
-                   demand_log: Path | None, do_apply: bool, target: str, health_timeout_s: float,
+                   demand_log: Path | None, demand_from: str | None, do_apply: bool, target: str, health_timeout_s: float,
                    log_file: Path | None, verbose: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
 
@@ -50,7 +54,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     75 another replan is running, 2 invalid input, 3 infeasible, 4 feed/provider failure.
     """
     from hetinfra.deploy.state import now
-    from hetinfra.errors import HetinfraError
+    from hetinfra.errors import HetinfraError, InvalidInputError
     from hetinfra.replan.run import ReplanOptions, replan
 
     log_path = log_file or out / "replan.log"
@@ -71,6 +75,13 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
         except OSError as exc:
             click.echo(f"warning: cannot write the log {log_path}: {exc}", err=True)
 
+    if demand_from:
+        if demand_log:
+            fail(InvalidInputError("give --demand-log or --demand-from, not both"), False)
+        try:
+            demand_log = fetch_demand(demand_from, out)
+        except HetinfraError as exc:
+            fail(exc, False)
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
@@ -84,3 +95,34 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     flush(outcome.summary)
     click.echo(f"replan: {outcome.summary} (details: {log_path})")
     sys.exit(outcome.code)
+
+
+def fetch_demand(source: str, out: Path) -> Path:
+    """The gateway's demand log as one CSV file under OUT (fetched from a URL, or a file joined with its rotations)."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    from hetinfra.errors import FeedError, InvalidInputError
+    from hetinfra.fileio import atomic_write_text
+    from hetinfra.gateway.demand import read_all
+
+    target = out / "gateway" / "demand-observed.csv"
+    if source.startswith(("http://", "https://")):
+        req = urllib.request.Request(source)
+        keys = [k.strip() for k in os.environ.get("HETINFRA_API_KEY", "").split(",") if k.strip()]
+        if keys:
+            req.add_header("Authorization", "Bearer " + keys[0].rpartition(":")[2])
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - an operator-given URL
+                text = resp.read().decode("utf-8")
+        except (urllib.error.URLError, OSError) as exc:
+            raise FeedError(f"cannot fetch the demand log from {source}: {exc}",
+                            hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys?") from None
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise InvalidInputError(f"--demand-from: {path} not found")
+        text = read_all(path)
+    atomic_write_text(target, text)
+    return target

@@ -1,4 +1,5 @@
-"""Write a plan's artifacts atomically: ``plan.json``, ``skypilot/<unit>.yaml``,
+"""Write a plan's artifacts atomically: ``plan.json``, ``skypilot/<unit>.yaml`` (and
+``skypilot/<service>-gateway.yaml`` when ``deploy.gateway.enabled``),
 ``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
 Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
@@ -62,15 +63,24 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     projects and router weights.
     """
     from hetinfra.compile.pulumi_project import write_projects
-    from hetinfra.compile.router import router_weights
-    from hetinfra.compile.skypilot import render_all
+    from hetinfra.compile.router import litellm_config, router_weights
+    from hetinfra.compile.skypilot import gateway_task_name, render_all, render_gateway_task
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
-    sky = render_all(sky_units(plan))
+    units = sky_units(plan)
+    sky = render_all(units)
+    if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):
+        fname = f"{gateway_task_name(plan['service'])}.yaml"
+        if fname in sky:
+            raise InvalidInputError(f"a unit is named like the gateway task ({fname})")
+        sky[fname] = render_gateway_task(plan, units)
     replace_dir(out / "skypilot", sky)
     projects = write_projects(out, plan)
-    atomic_write_text(out / "router" / "weights.json", json.dumps(router_weights(plan), indent=2) + "\n")
+    weights = router_weights(plan)
+    atomic_write_text(out / "router" / "weights.json", json.dumps(weights, indent=2) + "\n")
+    atomic_write_text(out / "router" / "litellm.yaml",
+                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
     atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
     return {"plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
-            "pulumi": projects, "router": [out / "router" / "weights.json"]}
+            "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}

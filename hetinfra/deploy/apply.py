@@ -160,6 +160,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
         return state
     # Check every tool and credential before the first step, so a missing one changes nothing.
     secrets = pulumi_driver.secrets_from_env(env)
+    secrets.update(gateway_secrets(plan, env))
     if pulumi_clouds:
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
@@ -182,6 +183,10 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
             state.doc["pulumi"][cloud] = {"stack": stack, "outputs": outputs}
             for unit, urls in (outputs.get("endpoints") or {}).items():
                 state.doc["endpoints"][unit] = list(urls)
+            gateways = state.doc.setdefault("gateways", {})
+            for fleet in [k for k in gateways if k.startswith(f"{plan['service']}-{cloud}-")]:
+                del gateways[fleet]
+            gateways.update(outputs.get("gateways") or {})
         elif step.startswith("skypilot:up:"):
             unit = step.split(":", 2)[2]
             a = next(x for x in sky_new if x["deployment_unit"] == unit)
@@ -198,7 +203,53 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     state.doc["plan_sha256"] = sha
     state.finish()
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    for line in endpoint_lines(out, plan, state):
+        echo(line)
     return state
+
+
+def gateway_secrets(plan: dict, env: dict) -> dict[str, str]:
+    """Pulumi secrets of the gateway VMs: client keys (``HETINFRA_API_KEY``) and the TLS files."""
+    g = (plan.get("deploy") or {}).get("gateway") or {}
+    if not g.get("enabled"):
+        return {}
+    out = {}
+    if env.get("HETINFRA_API_KEY"):
+        out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
+    for key, cfg in (("tls_cert", "hetinfra:gatewayTlsCert"), ("tls_key", "hetinfra:gatewayTlsKey")):
+        if g.get(key):
+            try:
+                out[cfg] = Path(g[key]).expanduser().read_text()
+            except OSError as exc:
+                raise InvalidInputError(f"deploy.gateway.{key}: cannot read {g[key]} ({exc.strerror})") from None
+    return out
+
+
+def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
+    """What clients use: the gateways' URLs (the one endpoint per service, per region with
+    several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
+    from hetinfra.compile.skypilot import gateway_task_name
+
+    lines = []
+    gateways = state.doc.get("gateways") or {}
+    if len(gateways) == 1:
+        lines.append(f"Endpoint: {next(iter(gateways.values()))}")
+    elif gateways:
+        lines.append("Endpoints (one gateway per fleet region):")
+        lines += [f"  {fleet}: {url}" for fleet, url in sorted(gateways.items())]
+    g = (plan.get("deploy") or {}).get("gateway") or {}
+    sky_units = sorted(a["deployment_unit"] for a in state.allocations if a["path"] == "skypilot")
+    name = gateway_task_name(plan["service"])
+    if g.get("enabled") and sky_units and (out / "skypilot" / f"{name}.yaml").exists():
+        eps = " ".join(f"{u}={url}" for u in sky_units for url in state.doc["endpoints"].get(u, []))
+        lines.append("Gateway for the SkyServe units (then `sky status --endpoint "
+                     f"{int(g.get('port', 8080))} {name}`):")
+        lines.append(f"  sky launch -c {name} {out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY "
+                     f"--secret HETINFRA_API_KEY --env HETINFRA_ENDPOINTS=\"{eps}\"")
+    elif not g.get("enabled") and not gateways:
+        lines.append("No gateway (deploy.gateway.enabled is false): clients use the units' endpoints "
+                     "(`hetinfra status`).")
+    return lines
 
 
 def serve_down(state: DeployState, units: list[str]) -> None:

@@ -54,6 +54,9 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo).destroy()
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), [])
             state.doc["pulumi"].pop(cloud, None)
+            gateways = state.doc.get("gateways") or {}
+            for fleet in [k for k in gateways if k.startswith(f"{state.doc.get('service')}-{cloud}-")]:
+                del gateways[fleet]
         else:
             serve_down(state, sky_units)
 
@@ -63,7 +66,9 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     return state
 
 
-def render_status(out: Path) -> str:
+def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0) -> str:
+    """What runs (from state.json), and, for every gateway recorded, its units' health and live
+    weights (its ``/admin/weights``, sent the first key of ``HETINFRA_API_KEY``)."""
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"
     state = DeployState.load(out)
@@ -81,4 +86,41 @@ def render_status(out: Path) -> str:
             lines.append(f"  [{s['status']:<7}] {s['id']}" + (f": {s['error']}" if s.get("error") else ""))
         if op["status"] != "done":
             lines.append(f"run `hetinfra {op['kind']} {out}` again to resume")
+    for fleet, url in sorted((state.doc.get("gateways") or {}).items()):
+        lines += gateway_status(fleet, url, env=os.environ if env is None else env, timeout_s=timeout_s)
     return "\n".join(lines)
+
+
+def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -> list[str]:
+    """Lines for one gateway: per-unit health (healthy/replicas, in flight) and per-class live weights;
+    one clear line when it cannot be reached or refuses the key."""
+    import urllib.error
+    import urllib.request
+
+    base = url.rstrip("/").removesuffix("/v1")
+    key = next((k.strip().partition(":")[2] or k.strip() for k in env.get("HETINFRA_API_KEY", "").split(",")
+                if k.strip()), None)
+    req = urllib.request.Request(base + "/admin/weights", headers={"authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            doc = json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        hint = " (set HETINFRA_API_KEY to a client key)" if exc.code == 401 else ""
+        return [f"gateway {fleet} {url}: answered {exc.code}{hint}"]
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return [f"gateway {fleet} {url}: unreachable ({reason})"]
+    units = doc.get("units") or {}
+    up = sum(1 for bs in units.values() if any(b.get("healthy") for b in bs))
+    lines = [f"gateway {fleet} {url}: {up} of {len(units)} unit(s) healthy"]
+    for unit, backends in sorted(units.items()):
+        healthy = sum(1 for b in backends if b.get("healthy"))
+        inflight = sum(int(b.get("outstanding") or 0) for b in backends)
+        lines.append(f"  {'up  ' if healthy else 'DOWN'} {unit:<52} {healthy}/{len(backends)} replica(s) healthy, "
+                     f"{inflight} in flight")
+    for model, classes in sorted((doc.get("models") or {}).items()):
+        lines.append(f"  live weights of {model}:")
+        for cls, weights in classes.items():
+            shown = ", ".join(f"{u} {w:.2f}" for u, w in sorted(weights.items(), key=lambda kv: -kv[1]))
+            lines.append(f"    {cls:<24} {shown or 'no unit'}")
+    return lines

@@ -247,6 +247,23 @@ class PlanningSpec(_Strict):
                                       "by splitting the same GPUs into smaller replicas.")
 
 
+class GatewaySpec(_Strict):
+    """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
+
+    enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
+                                             "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
+                                             "clients then reach only the gateway, the vLLM port only the gateway.")
+    port: int = Field(8080, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
+    aws_instance_type: str = Field("c7i.large", description="CPU instance type of the gateway VM on AWS.")
+    gcp_machine_type: str = Field("e2-standard-2", description="Machine type of the gateway VM on GCP.")
+    azure_vm_size: str = Field("Standard_D2s_v5", description="VM size of the gateway VM on Azure.")
+    package: str = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
+                                                 "wheel URL on your own index).")
+    tls_cert: str | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
+                                                   "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
+    tls_key: str | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
+
+
 class DeploySpec(_Strict):
     """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
 
@@ -266,6 +283,8 @@ class DeploySpec(_Strict):
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
     disk_gb: int = Field(200, ge=50, le=4096, description="Boot disk size of every VM, GB (weights and images).")
+    gateway: GatewaySpec = Field(default_factory=GatewaySpec,
+                                 description="The gateway in front of the fleet: one OpenAI-compatible endpoint.")
     skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
         [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
                         "the others with the Pulumi stacks.")

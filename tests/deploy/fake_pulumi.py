@@ -72,6 +72,13 @@ elif argv[:1] == ["up"]:
             url = f"{base}/{a['deployment_unit']}/r{r}/v1" if base else f"http://203.0.113.{n}:{port}/v1"
             endpoints.setdefault(a["deployment_unit"], []).append(url)
     stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}}
+    gateway = (plan.get("deploy") or {}).get("gateway") or {}
+    if gateway.get("enabled"):  # one gateway per fleet region of this project's cloud
+        regions = sorted({a["region"] for a in plan["allocations"] if a["cloud"] == cwd.name})
+        base = os.environ.get("FAKE_PULUMI_GATEWAY")
+        stack["outputs"]["gateways"] = {
+            f"{plan['service']}-{cwd.name}-{r}": f"{base}/v1" if base else f"http://198.51.100.{k + 1}:{gateway.get('port', 8080)}/v1"
+            for k, r in enumerate(regions)}
     stack["history"].append({"kind": "update", "result": "succeeded", "n": n})
     save()
     print(f"Updating ({opt('--stack')}):\n Resources:\n    + {n} created")

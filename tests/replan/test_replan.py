@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 HETINFRA = str(Path(sys.executable).with_name("hetinfra"))
@@ -197,3 +199,61 @@ def test_a_caps_file_that_takes_the_running_gpu_away_forces_a_move(fake_pulumi, 
     code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--caps", str(caps))
     assert code == 10 and stdout.startswith("replan: forced move: +1/-1")
     assert "A10G in aws/us-east-1: 1 GPUs run but only 0 are available now" in (out / "replan.log").read_text()
+
+
+def _gateway_log(tmp_path):
+    """The same 15 req/s as above, written by the gateway's rotating demand log (rotations included)."""
+    from hetinfra.gateway.demand import DemandLog
+
+    path = tmp_path / "gw" / "demand.csv"
+    log = DemandLog(path, region="us-east-1", max_bytes=100_000, keep=20)
+    t0 = 1_790_000_000
+    for i in range(600 * 15):
+        log.record("toy", 480, 190, "c", 150, 200, when=t0 + i / 15)
+    log.close()
+    assert path.with_name("demand.csv.1").exists()  # it did rotate
+    return path
+
+
+@pytest.mark.parametrize("via", ["file", "url"])
+def test_demand_from_the_gateway_log(via, fake_pulumi, cloud_env, service, run_cli, tmp_path):
+    import http.server
+    import threading
+
+    from hetinfra.gateway.demand import read_all
+
+    spec, offers = service
+    out = tmp_path / "out"
+    day1 = offers("day1", 1.00, 1.20)
+    _deploy(run_cli, spec, day1, out)
+    path = _gateway_log(tmp_path)
+    server = None
+    if via == "url":
+        body = read_all(path).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                ok = self.headers.get("Authorization") == "Bearer k1"
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+                self.wfile.write(body if ok else b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        source = f"http://127.0.0.1:{server.server_address[1]}/admin/demand.csv"
+        os.environ["HETINFRA_API_KEY"] = "ops:k1"
+    else:
+        source = str(path)
+    try:
+        code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1),
+                                  "--demand-from", source)
+    finally:
+        os.environ.pop("HETINFRA_API_KEY", None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    assert code == 10 and stdout.startswith("replan: forced move: +1/-0")
+    assert "demand of toy: 8 -> 16.5 req/s" in (out / "replan.log").read_text()

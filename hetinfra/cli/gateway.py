@@ -1,0 +1,106 @@
+"""``hetinfra gateway``: run the service's one public endpoint (see hetinfra.gateway).
+
+Only click is imported here at module level; starlette, uvicorn, aiohttp and prometheus_client load
+inside the command, so ``hetinfra --help`` and ``hetinfra plan`` never pay for them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from hetinfra.cli.common import fail
+
+
+@click.command("gateway")
+@click.argument("source", metavar="PLAN_OR_OUT_DIR", type=click.Path(exists=True, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Port to listen on.")
+@click.option("--endpoint", "endpoints", multiple=True, metavar="UNIT=URL",
+              help="A backend of UNIT (the allocation's unit or deployment_unit), e.g. http://10.0.0.5:8000/v1; "
+                   "repeat for replicas. Overrides what `hetinfra apply` recorded in OUT/state.json for that unit.")
+@click.option("--demand-log", type=click.Path(dir_okay=False, path_type=Path),
+              help="Append one CSV row per request (no contents) for `hetinfra replan --demand-log`. "
+                   "Default: OUT/gateway/demand.csv when given an OUT folder; off for a plan.json.")
+@click.option("--no-demand-log", is_flag=True, help="Keep no demand log.")
+@click.option("--demand-log-max-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
+              help="Rotate the demand log at this size.")
+@click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Rotated demand logs kept (demand.csv.1 ... .N).")
+@click.option("--region", default="", help="The gateway's region, written in the demand log's region column.")
+@click.option("--max-body-kb", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Largest request body accepted (413 above).")
+@click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
+              help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
+@click.option("--connect-timeout-s", type=click.FloatRange(min=0.01), default=3.0, show_default=True)
+@click.option("--read-timeout-s", type=click.FloatRange(min=0.01), default=600.0, show_default=True,
+              help="Longest wait for any read from a backend (the first token included).")
+@click.option("--health-interval-s", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+              help="How often every backend's /health is checked.")
+@click.option("--fall", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Failed checks in a row that eject a backend (a connect error ejects at once).")
+@click.option("--rise", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Good checks in a row that re-admit an ejected backend.")
+@click.option("--reload-interval-s", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Poll plan.json / router/weights.json / state.json for changes (0: on SIGHUP only).")
+@click.option("--tokenizer", "tokenizers", multiple=True, metavar="MODEL=PATH",
+              help="A local tokenizer.json (or its folder) for exact prompt counts; needs the tokenizers package. "
+                   "Without it prompts are approximated at 4 characters per token.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), help="Serve HTTPS with this certificate...")
+@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), help="...and this private key.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ...], demand_log: Path | None,
+                    no_demand_log: bool, demand_log_max_mb: float, demand_log_keep: int, region: str,
+                    max_body_kb: int, retries: int, max_connections: int, connect_timeout_s: float, read_timeout_s: float,
+                    health_interval_s: float, fall: int, rise: int, reload_interval_s: float,
+                    tokenizers: tuple[str, ...], tls_cert: str | None, tls_key: str | None, log_level: str) -> None:
+    """Serve PLAN_OR_OUT_DIR's models behind one OpenAI-compatible endpoint, routing by request class.
+
+    \b
+    Client keys: HETINFRA_API_KEY ("key" or "name:key", comma-separated; unset = no client auth).
+    Backend key: VLLM_API_KEY (sent to the backends, never to clients).
+    Reloads the routing on SIGHUP and when its files change; in-flight requests are kept.
+    """
+    import logging
+
+    from hetinfra.errors import HetinfraError, InvalidInputError
+
+    try:
+        from hetinfra.gateway.server import GatewayConfig, parse_client_keys, serve
+        from hetinfra.gateway.table import parse_endpoint_overrides
+
+        if bool(tls_cert) != bool(tls_key):
+            raise InvalidInputError("--tls-cert and --tls-key go together")
+        toks = {}
+        for item in tokenizers:
+            model, sep, path = item.partition("=")
+            if not sep:
+                raise InvalidInputError(f"--tokenizer {item!r} is not MODEL=PATH")
+            toks[model] = path
+        if no_demand_log:
+            demand_log = None
+        elif demand_log is None and source.is_dir():
+            demand_log = source / "gateway" / "demand.csv"
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        keys = parse_client_keys(os.environ.get("HETINFRA_API_KEY"))
+        if not keys:
+            click.echo("warning: HETINFRA_API_KEY is not set: the gateway accepts requests from anyone who can "
+                       "reach it", err=True)
+        if not os.environ.get("VLLM_API_KEY"):
+            click.echo("warning: VLLM_API_KEY is not set: requests reach the backends without a key", err=True)
+        config = GatewayConfig(
+            source=str(source), endpoints=parse_endpoint_overrides(endpoints), client_keys=keys,
+            backend_key=os.environ.get("VLLM_API_KEY") or None, max_body_bytes=max_body_kb * 1024, retries=retries,
+            connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s, health_interval_s=health_interval_s,
+            fall=fall, rise=rise, reload_interval_s=reload_interval_s,
+            demand_log=str(demand_log) if demand_log else None,
+            demand_log_max_bytes=int(demand_log_max_mb * (1 << 20)), demand_log_keep=demand_log_keep,
+            region=region, tokenizers=toks, max_connections=max_connections)
+        serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
+    except HetinfraError as exc:
+        fail(exc, False)

@@ -1,0 +1,113 @@
+"""What a request carries at arrival: its prompt's token count and its output budget (max_tokens).
+
+Token counting: with ``--tokenizer MODEL=PATH`` (a local ``tokenizer.json``, read with the
+``tokenizers`` package when it is installed; nothing is downloaded) the count is exact. Otherwise a
+fast approximation: **ceil(characters / 4)** per text (English BPE text with Llama-3/GPT-style
+vocabularies averages ~4 characters per token), plus 4 tokens per chat message for the template.
+Token-id prompts are counted exactly. A batch of prompts counts as its largest prompt.
+
+Output budget: ``max_completion_tokens`` or ``max_tokens``; when a request carries neither, the
+model's ``default_max_tokens`` (the largest output edge the plan has for it, i.e. the request is
+assumed to use the largest planned output).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+
+CHARS_PER_TOKEN = 4
+CHAT_TOKENS_PER_MESSAGE = 4
+
+
+class RequestError(ValueError):
+    """A request the gateway rejects with 400; ``param`` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+def approx_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+class TokenCounter:
+    """Counts prompt tokens per model: a local tokenizer where one is configured, else the approximation."""
+
+    def __init__(self, tokenizers: dict[str, str] | None = None):
+        self._tok: dict[str, object] = {}
+        for model, path in (tokenizers or {}).items():
+            self._tok[model] = load_tokenizer(path)
+
+    def exact(self, model: str) -> bool:
+        return model in self._tok
+
+    def text(self, model: str, text: str) -> int:
+        tok = self._tok.get(model)
+        if tok is None:
+            return approx_tokens(text)
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    def prompt_tokens(self, model: str, kind: str, body: dict) -> int:
+        if kind == "chat":
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise RequestError("'messages' must be a non-empty list", "messages")
+            total = 3
+            for m in messages:
+                if not isinstance(m, dict):
+                    raise RequestError("each message must be an object", "messages")
+                total += CHAT_TOKENS_PER_MESSAGE
+                content = m.get("content")
+                if isinstance(content, str):
+                    total += self.text(model, content)
+                elif isinstance(content, list):
+                    for part in content:
+                        if isinstance(part, dict) and isinstance(part.get("text"), str):
+                            total += self.text(model, part["text"])
+            return total
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            return self.text(model, prompt)
+        if isinstance(prompt, list) and prompt:
+            if all(isinstance(x, int) for x in prompt):
+                return len(prompt)
+            counts = []
+            for p in prompt:
+                if isinstance(p, str):
+                    counts.append(self.text(model, p))
+                elif isinstance(p, list) and all(isinstance(x, int) for x in p):
+                    counts.append(len(p))
+                else:
+                    raise RequestError("'prompt' must be a string, a list of strings or token ids", "prompt")
+            return max(counts)
+        raise RequestError("'prompt' must be a non-empty string, list of strings or token ids", "prompt")
+
+
+def output_budget(body: dict, default: int) -> int:
+    """max_completion_tokens, else max_tokens, else ``default``; 400 when not a whole number >= 1."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RequestError(f"'{key}' must be a whole number >= 1", key)
+        return value
+    return default
+
+
+def load_tokenizer(path: str):
+    try:
+        from tokenizers import Tokenizer  # optional; never downloads
+    except ImportError:
+        raise InvalidInputError("--tokenizer needs the 'tokenizers' package (pip install tokenizers)",
+                                hint="or leave --tokenizer out: the gateway then approximates 4 characters per token") from None
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise InvalidInputError(f"--tokenizer: {p} not found (a local tokenizer.json; nothing is downloaded)")
+    return Tokenizer.from_file(str(p))

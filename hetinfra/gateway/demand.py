@@ -1,0 +1,86 @@
+"""The gateway's append-only demand log: one CSV row per answered request, in the format
+``hetinfra replan --demand-log`` reads (hetinfra.replan.demand_log), never request contents::
+
+    timestamp,model,input_tokens,output_tokens,region,class,completion_tokens,status
+
+``output_tokens`` is the request's output budget (max_tokens, or the gateway's default for the
+model): the size the gateway routed by, so re-planning from the log plans the classes the gateway
+will route to, at their upper edges (conservative: a request never generates more). The tokens it
+really generated are in ``completion_tokens`` (an extra column the planner ignores; empty when the
+backend did not say). ``region`` is the gateway's ``--region`` (empty when not set).
+
+The file is rotated by size: ``demand.csv`` -> ``demand.csv.1`` -> ... -> ``demand.csv.K``
+(the oldest dropped); each file starts with the header. :func:`read_all` joins them, oldest first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+HEADER = "timestamp,model,input_tokens,output_tokens,region,class,completion_tokens,status\n"
+
+
+def _csv_field(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n\r') else text
+
+
+class DemandLog:
+    def __init__(self, path: str | Path, *, region: str = "", max_bytes: int = 64 << 20, keep: int = 5):
+        self.path = Path(path)
+        self.region = _csv_field(region)
+        self.max_bytes = max_bytes
+        self.keep = keep
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = None
+        self._open()
+
+    def _open(self) -> None:
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        if new:
+            self._fh.write(HEADER)
+        self._size = self._fh.tell()
+
+    def record(self, model: str, input_tokens: int, output_tokens: int, cls: str,
+               completion_tokens: int | None, status: int, when: float | None = None) -> None:
+        row = (f"{(when or time.time()):.3f},{_csv_field(model)},{input_tokens},{output_tokens},{self.region},"
+               f"{_csv_field(cls)},{'' if completion_tokens is None else completion_tokens},{status}\n")
+        self._fh.write(row)
+        self._size += len(row)
+        if self._size >= self.max_bytes:
+            self.rotate()
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def rotate(self) -> None:
+        self._fh.close()
+        for k in range(self.keep - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{k}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{k + 1}"))
+        if self.keep > 0:
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink()
+        self._open()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_all(path: str | Path, keep: int = 100) -> str:
+    """The current file and its rotations as one CSV text (one header, oldest rows first)."""
+    p = Path(path)
+    files = [p.with_name(f"{p.name}.{k}") for k in range(keep, 0, -1)] + [p]
+    out = [HEADER]
+    for f in files:
+        if f.exists():
+            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
+            out.extend(line for line in lines[1:] if line.strip())
+    return "".join(out)

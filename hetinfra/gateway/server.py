@@ -1,0 +1,576 @@
+"""The gateway: an OpenAI-compatible HTTP front (starlette under uvicorn) that routes each request by
+its class to the plan's units, over aiohttp's client to the vLLM backends.
+
+Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming SSE and not),
+``GET /v1/models``, ``GET /health`` (200 while some backend is healthy, else 503), ``GET /metrics``
+(Prometheus), ``GET /admin/demand.csv`` (the demand log, with its rotations; client key required).
+
+Per request: client key check (401) -> body read up to ``max_body_bytes`` (413) -> JSON object (400)
+-> known ``model`` (404) -> class from prompt tokens and max_tokens -> a backend (weights among
+units, least outstanding among replicas) -> forward with the backend key (``VLLM_API_KEY``, never
+sent back) -> on a connect error, a timeout or a 5xx *before the first byte reaches the client*,
+eject (connect error) and retry on another backend, at most ``retries`` times. A stream that breaks
+after its first byte ends with an SSE ``error`` event and is counted
+(``hetinfra_gateway_stream_errors_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from hetinfra.gateway.balancer import Backend, Balancer
+from hetinfra.gateway.classify import RequestError, TokenCounter, output_budget
+from hetinfra.gateway.demand import DemandLog, read_all
+from hetinfra.gateway.table import RoutingTable, load_table
+
+log = logging.getLogger("hetinfra.gateway")
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
+              "transfer-encoding", "upgrade", "content-length", "content-encoding", "host", "authorization",
+              "server", "date"}
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+TOKEN_BUCKETS = (16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+
+
+@dataclass
+class GatewayConfig:
+    source: str  # PLAN_OR_OUT_DIR
+    endpoints: dict[str, list[str]] = field(default_factory=dict)  # --endpoint overrides
+    client_keys: dict[str, str] = field(default_factory=dict)  # key -> client name; {} = no client auth
+    backend_key: str | None = None  # VLLM_API_KEY
+    max_body_bytes: int = 4 << 20
+    retries: int = 2
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 600.0  # per read from a backend (first byte included)
+    health_interval_s: float = 5.0
+    health_timeout_s: float = 2.0
+    fall: int = 2  # consecutive failed checks to eject
+    rise: int = 2  # consecutive good checks to re-admit
+    reload_interval_s: float = 2.0  # poll the sources' mtimes; 0 = SIGHUP only
+    demand_log: str | None = None
+    demand_log_max_bytes: int = 64 << 20
+    demand_log_keep: int = 5
+    region: str = ""
+    tokenizers: dict[str, str] = field(default_factory=dict)
+    max_connections: int = 512  # per backend
+
+
+def parse_client_keys(value: str | None) -> dict[str, str]:
+    """``HETINFRA_API_KEY``: ``key`` or ``name:key``, comma-separated -> {key: client name}."""
+    out: dict[str, str] = {}
+    for k, item in enumerate(x.strip() for x in (value or "").split(",")):
+        if not item:
+            continue
+        name, sep, key = item.partition(":")
+        if not sep:
+            name, key = f"client{k}", item
+        out[key.strip()] = name.strip() or f"client{k}"
+    return out
+
+
+def error(status: int, message: str, type_: str, param: str | None = None, code: str | None = None) -> JSONResponse:
+    """An OpenAI-style error body."""
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code or status}},
+                        status_code=status)
+
+
+class Metrics:
+    def __init__(self):
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("hetinfra_gateway_requests", "Requests answered, by model, class, unit and status",
+                                ["model", "cls", "unit", "status"], registry=r)
+        self.rejected = Counter("hetinfra_gateway_rejected", "Requests refused before routing, by reason",
+                                ["reason"], registry=r)
+        self.input_tokens = Counter("hetinfra_gateway_input_tokens", "Prompt tokens (counted or approximated)",
+                                    ["model", "cls"], registry=r)
+        self.output_budget = Counter("hetinfra_gateway_output_budget_tokens", "max_tokens of routed requests",
+                                     ["model", "cls"], registry=r)
+        self.output_tokens = Counter("hetinfra_gateway_output_tokens", "Tokens generated (as the backends report)",
+                                     ["model", "cls"], registry=r)
+        self.input_hist = Histogram("hetinfra_gateway_request_input_tokens", "Prompt tokens per request",
+                                    ["model"], buckets=TOKEN_BUCKETS, registry=r)
+        self.latency = Histogram("hetinfra_gateway_request_seconds", "Gateway arrival to last byte",
+                                 ["model", "cls"], buckets=LATENCY_BUCKETS, registry=r)
+        self.ttfb = Histogram("hetinfra_gateway_first_byte_seconds", "Arrival to the backend's first byte (TTFT for streams)",
+                              ["model", "cls"], buckets=LATENCY_BUCKETS, registry=r)
+        self.retries = Counter("hetinfra_gateway_retries", "Attempts retried on another backend, by reason",
+                               ["unit", "reason"], registry=r)
+        self.stream_errors = Counter("hetinfra_gateway_stream_errors", "Streams broken after their first byte",
+                                     ["unit"], registry=r)
+        self.clipped = Counter("hetinfra_gateway_oversize", "Requests larger than every planned class (clipped)",
+                               ["model"], registry=r)
+        self.up = Gauge("hetinfra_gateway_backend_up", "1 while a backend is admitted", ["unit", "url"], registry=r)
+        self.outstanding = Gauge("hetinfra_gateway_backend_outstanding", "Requests in flight per backend",
+                                 ["unit", "url"], registry=r)
+        self.weight = Gauge("hetinfra_gateway_weight", "Live routing weight of a unit in a class", ["model", "cls", "unit"],
+                            registry=r)
+        self.reloads = Counter("hetinfra_gateway_reloads", "Routing table reloads, by result", ["result"], registry=r)
+        self._children: dict[tuple, _Children] = {}
+
+    def children(self, model: str, cname: str, unit: str, status: int) -> "_Children":
+        """The labelled series one answered request updates, looked up once per label set (``labels()``
+        takes a lock and builds its key on every call)."""
+        key = (model, cname, unit, status)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = _Children(
+                self.requests.labels(model, cname, unit, str(status)), self.input_tokens.labels(model, cname),
+                self.output_budget.labels(model, cname), self.input_hist.labels(model),
+                self.output_tokens.labels(model, cname), self.latency.labels(model, cname),
+                self.ttfb.labels(model, cname))
+        return c
+
+
+@dataclass(frozen=True, slots=True)
+class _Children:
+    requests: Counter
+    input_tokens: Counter
+    output_budget: Counter
+    input_hist: Histogram
+    output_tokens: Counter
+    latency: Histogram
+    ttfb: Histogram
+
+
+class Gateway:
+    """State shared by the handlers: the routing table, balancer, HTTP client, metrics, demand log."""
+
+    def __init__(self, config: GatewayConfig):
+        self.config = config
+        self.metrics = Metrics()
+        self.counter = TokenCounter(config.tokenizers)
+        self.table: RoutingTable = load_table(config.source, config.endpoints)
+        self.balancer = Balancer(self.table)
+        self.demand = DemandLog(config.demand_log, region=config.region, max_bytes=config.demand_log_max_bytes,
+                                keep=config.demand_log_keep) if config.demand_log else None
+        self.session: aiohttp.ClientSession | None = None  # one keep-alive pool per backend host
+        self._tasks: list[asyncio.Task] = []
+        self._reload_now: asyncio.Event | None = None
+        self._mtimes = self._source_mtimes()
+        self._publish_weights()
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.session = self._new_session()
+        self._reload_now = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGHUP, self._reload_now.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests), or no SIGHUP
+            pass
+        self._tasks = [asyncio.create_task(self._health_loop()), asyncio.create_task(self._reload_loop())]
+        if self.demand is not None:
+            self._tasks.append(asyncio.create_task(self._flush_loop()))
+        for w in self.table.warnings:
+            log.warning(w)
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        """HTTP/1.1 keep-alive pools (``max_connections`` per backend host, idle ones kept 60 s);
+        ``connect`` covers waiting for a pooled connection and opening one, ``sock_read`` every read."""
+        c = self.config
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=c.max_connections, keepalive_timeout=60,
+                                         ttl_dns_cache=60)
+        return aiohttp.ClientSession(
+            connector=connector, trust_env=False, skip_auto_headers=("User-Agent",),
+            timeout=aiohttp.ClientTimeout(total=None, connect=c.connect_timeout_s, sock_read=c.read_timeout_s))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.session is not None:
+            await self.session.close()
+        if self.demand is not None:
+            self.demand.close()
+
+    # ---- reloads -----------------------------------------------------------------------------------------
+
+    def _source_mtimes(self) -> dict[str, float]:
+        out = {}
+        paths = list(self.table.sources)
+        src = Path(self.config.source)
+        if src.is_dir():  # files that may appear later
+            paths += [str(src / "plan.json"), str(src / "router" / "weights.json"), str(src / "state.json")]
+        for p in set(paths):
+            try:
+                out[p] = os.stat(p).st_mtime_ns
+            except OSError:
+                out[p] = None
+        return out
+
+    def reload(self) -> bool:
+        """Re-read the sources and swap the table in; in-flight requests keep their backend.
+        A bad file keeps the old table (logged, counted)."""
+        try:
+            table = load_table(self.config.source, self.config.endpoints)
+        except Exception as exc:  # noqa: BLE001 - a broken file must never take the gateway down
+            log.error("reload failed, keeping the current routing table: %s", exc)
+            self.metrics.reloads.labels("error").inc()
+            return False
+        self.balancer = Balancer(table, previous=self.balancer)
+        self.table = table
+        self._publish_weights()
+        self.metrics.reloads.labels("ok").inc()
+        log.info("routing table reloaded from %s", ", ".join(table.sources))
+        return True
+
+    async def _reload_loop(self) -> None:
+        interval = self.config.reload_interval_s
+        while True:
+            try:
+                if interval > 0:
+                    await asyncio.wait_for(self._reload_now.wait(), timeout=interval)
+                else:
+                    await self._reload_now.wait()
+            except asyncio.TimeoutError:
+                pass
+            signalled = self._reload_now.is_set()
+            self._reload_now.clear()
+            mtimes = self._source_mtimes()
+            if signalled or mtimes != self._mtimes:
+                self._mtimes = mtimes
+                self.reload()
+
+    def _publish_weights(self) -> None:
+        self.metrics.weight.clear()
+        for m in self.table.models.values():
+            for c in m.classes:
+                for u, w in c.weights:
+                    self.metrics.weight.labels(m.name, c.name, u).set(w)
+
+    # ---- health ------------------------------------------------------------------------------------------
+
+    async def check(self, b: Backend) -> None:
+        try:
+            async with self.session.get(b.url + "/health", headers=self._backend_headers(),
+                                        timeout=aiohttp.ClientTimeout(total=self.config.health_timeout_s)) as r:
+                ok = r.status == 200
+                await r.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            ok = False
+        if ok:
+            b.fails = 0
+            if not b.healthy:
+                b.oks += 1
+                if b.oks >= self.config.rise:
+                    b.admit()
+                    log.warning("backend %s (%s) re-admitted", b.url, b.unit)
+        else:
+            b.oks = 0
+            b.fails += 1
+            if b.healthy and b.fails >= self.config.fall:
+                b.eject()
+                log.warning("backend %s (%s) ejected: health check failed %d times", b.url, b.unit, b.fails)
+
+    async def _health_loop(self) -> None:
+        while True:
+            backends = self.balancer.all_backends()
+            await asyncio.gather(*(self.check(b) for b in backends), return_exceptions=True)
+            for b in backends:
+                self.metrics.up.labels(b.unit, b.url).set(1 if b.healthy else 0)
+            await asyncio.sleep(self.config.health_interval_s)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.demand.flush()
+
+    def _backend_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.config.backend_key}"} if self.config.backend_key else {}
+
+    # ---- requests ----------------------------------------------------------------------------------------
+
+    def client_name(self, request: Request) -> str | None:
+        """The client's name, or None when the key is missing or wrong ("" when auth is off)."""
+        keys = self.config.client_keys
+        if not keys:
+            return ""
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        for key, name in keys.items():
+            if token and hmac.compare_digest(token.encode(), key.encode()):
+                return name
+        return None
+
+    async def read_body(self, request: Request) -> bytes | None:
+        """The body, or None when it is over the limit (checked on Content-Length and while reading)."""
+        limit = self.config.max_body_bytes
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def completions(self, request: Request) -> Response:
+        return await self.proxy(request, "/v1/completions", "completion")
+
+    async def chat(self, request: Request) -> Response:
+        return await self.proxy(request, "/v1/chat/completions", "chat")
+
+    async def proxy(self, request: Request, path: str, kind: str) -> Response:
+        t0 = time.perf_counter()
+        m = self.metrics
+        if self.client_name(request) is None:
+            m.rejected.labels("auth").inc()
+            return error(401, "invalid or missing API key (send Authorization: Bearer <key>)",
+                         "authentication_error", code="invalid_api_key")
+        try:
+            raw = await self.read_body(request)
+        except ClientDisconnect:
+            m.rejected.labels("disconnect").inc()
+            return Response(status_code=499)
+        if raw is None:
+            m.rejected.labels("too_large").inc()
+            return error(413, f"request body over {self.config.max_body_bytes} bytes", "invalid_request_error",
+                         code="request_too_large")
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            m.rejected.labels("bad_json").inc()
+            return error(400, f"request body is not valid JSON: {exc}", "invalid_request_error", code="invalid_json")
+        if not isinstance(body, dict):
+            m.rejected.labels("bad_json").inc()
+            return error(400, "request body must be a JSON object", "invalid_request_error", code="invalid_json")
+        table = self.table  # one consistent table for the whole request, whatever reloads meanwhile
+        balancer = self.balancer
+        name = body.get("model")
+        routes = table.models.get(name) if isinstance(name, str) else None
+        if routes is None:
+            m.rejected.labels("unknown_model").inc()
+            return error(404, f"model {name!r} is not served here; known: {', '.join(sorted(table.models))}",
+                         "invalid_request_error", "model", "model_not_found")
+        try:
+            n_in = self.counter.prompt_tokens(name, kind, body)
+            budget = output_budget(body, routes.default_max_tokens)
+        except RequestError as exc:
+            m.rejected.labels("bad_request").inc()
+            return error(400, str(exc), "invalid_request_error", exc.param)
+        cls, clipped = routes.classify(n_in, budget)
+        cname = cls.name if cls is not None else "-"
+        if clipped:
+            m.clipped.labels(name).inc()
+        stream = bool(body.get("stream"))
+        headers = {"content-type": "application/json", **self._backend_headers()}
+        rid = request.headers.get("x-request-id")
+        if rid is not None:
+            headers["x-request-id"] = rid
+        tried: set[Backend] = set()
+        last_error = "no healthy backend for this model"
+        session = self.session
+        for attempt in range(self.config.retries + 1):
+            b = balancer.pick(routes, cls, tried)
+            if b is None:
+                break
+            tried.add(b)
+            b.outstanding += 1
+            resp = None
+            handed_over = False
+            try:
+                resp = await session.post(b.url + path, data=raw, headers=headers)
+                status = resp.status
+                if status >= 500:
+                    last_error = f"backend answered {status}"
+                    m.retries.labels(b.unit, "5xx").inc()
+                    continue
+                if not stream or status != 200:
+                    content = await resp.read()
+                    t_first = time.perf_counter()
+                    out_tokens = _usage(content) if status == 200 else None
+                    self._account(name, cname, b.unit, status, n_in, budget, out_tokens, t0, t_first)
+                    return Response(content, status_code=status, headers=_client_headers(resp))
+                first = await resp.content.readany()
+                t_first = time.perf_counter()
+                handed_over = True
+                return StreamingResponse(self._relay(b, resp, first, name, cname, n_in, budget, t0, t_first),
+                                         status_code=status, headers=_client_headers(resp))
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                last_error = f"cannot connect to a backend ({type(exc).__name__})"
+                b.eject()
+                self.metrics.up.labels(b.unit, b.url).set(0)
+                log.warning("backend %s (%s) ejected: %s", b.url, b.unit, exc)
+                m.retries.labels(b.unit, "connect").inc()
+            except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
+                last_error = f"backend timed out ({type(exc).__name__})"
+                m.retries.labels(b.unit, "timeout").inc()
+            except (aiohttp.ClientError, OSError) as exc:  # disconnected, bad HTTP, payload or socket errors
+                last_error = f"backend connection failed ({type(exc).__name__})"
+                m.retries.labels(b.unit, "protocol").inc()
+            finally:
+                if not handed_over:
+                    b.outstanding -= 1
+                    if resp is not None:
+                        resp.release()
+        status = 504 if "timed out" in last_error else 502 if tried else 503
+        self._account(name, cname, "-", status, n_in, budget, None, t0, None)
+        return error(status, f"{last_error} (tried {len(tried)} backend(s))", "upstream_error",
+                     code="backend_unavailable")
+
+    async def _relay(self, b: Backend, resp: aiohttp.ClientResponse, first: bytes, model: str, cname: str,
+                     n_in: int, budget: int, t0: float, t_first: float):
+        events = 0
+        usage = None
+        status = resp.status
+        try:
+            chunk = first
+            while chunk:
+                events += chunk.count(b"data:") - chunk.count(b"[DONE]")
+                if b'"usage"' in chunk:
+                    usage = _stream_usage(chunk) or usage
+                yield chunk
+                chunk = await resp.content.readany()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            status = 502
+            self.metrics.stream_errors.labels(b.unit).inc()
+            log.warning("stream from %s (%s) broke after its first byte: %s", b.url, b.unit, exc)
+            err = {"error": {"message": f"the backend connection broke mid-stream ({type(exc).__name__}); "
+                                        "the response is incomplete", "type": "upstream_error", "code": 502}}
+            yield f"event: error\ndata: {json.dumps(err)}\n\n".encode()
+        finally:
+            b.outstanding -= 1
+            resp.release()
+            self._account(model, cname, b.unit, status, n_in, budget, usage if usage is not None else events,
+                          t0, t_first)
+
+    def _account(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
+                 out_tokens: int | None, t0: float, t_first: float | None) -> None:
+        c = self.metrics.children(model, cname, unit, status)
+        c.requests.inc()
+        c.input_tokens.inc(n_in)
+        c.output_budget.inc(budget)
+        c.input_hist.observe(n_in)
+        if out_tokens:
+            c.output_tokens.inc(out_tokens)
+        c.latency.observe(time.perf_counter() - t0)
+        if t_first is not None:
+            c.ttfb.observe(t_first - t0)
+        if self.demand is not None:
+            self.demand.record(model, n_in, budget, cname, out_tokens, status)
+
+    async def models(self, request: Request) -> Response:
+        if self.client_name(request) is None:
+            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
+        return JSONResponse({"object": "list", "data": [
+            {"id": n, "object": "model", "created": 0, "owned_by": self.table.service or "hetinfra"}
+            for n in sorted(self.table.models)]})
+
+    async def health(self, request: Request) -> Response:
+        units = {}
+        for u in self.balancer.units.values():
+            units[u.name] = {"healthy": sum(b.healthy for b in u.backends), "replicas": len(u.backends),
+                             "outstanding": sum(b.outstanding for b in u.backends)}
+        ok = any(v["healthy"] for v in units.values())
+        return JSONResponse({"status": "ok" if ok else "no healthy backend", "service": self.table.service,
+                             "units": units}, status_code=200 if ok else 503)
+
+    async def weights(self, request: Request) -> Response:
+        """``GET /admin/weights``: live per-class weights and unit health (client key required)."""
+        if self.client_name(request) is None:
+            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
+        return JSONResponse({"service": self.table.service, "models": {
+            m.name: {c.name: dict(c.weights) for c in m.classes} for m in self.table.models.values()},
+            "units": {u.name: [{"url": b.url, "healthy": b.healthy, "outstanding": b.outstanding}
+                               for b in u.backends] for u in self.balancer.units.values()}})
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        for b in self.balancer.all_backends():
+            self.metrics.outstanding.labels(b.unit, b.url).set(b.outstanding)
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def demand_csv(self, request: Request) -> Response:
+        if self.client_name(request) is None:
+            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
+        if self.demand is None:
+            return error(404, "this gateway keeps no demand log (start it with --demand-log)", "not_found")
+        self.demand.flush()
+        text = await asyncio.to_thread(read_all, self.demand.path, self.demand.keep)
+        return PlainTextResponse(text, media_type="text/csv")
+
+
+def _client_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    return {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
+
+
+def _usage(content: bytes) -> int | None:
+    try:
+        u = json.loads(content).get("usage") or {}
+        v = u.get("completion_tokens")
+        return int(v) if v is not None else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _stream_usage(chunk: bytes) -> int | None:
+    for line in chunk.split(b"\n"):
+        if line.startswith(b"data:") and b'"usage"' in line:
+            try:
+                u = json.loads(line[5:]).get("usage") or {}
+                if u.get("completion_tokens") is not None:
+                    return int(u["completion_tokens"])
+            except (ValueError, AttributeError, TypeError):
+                continue
+    return None
+
+
+def create_app(config: GatewayConfig) -> Starlette:
+    """The ASGI app; its Gateway is ``app.state.gateway`` (started and stopped by the app's lifespan)."""
+    from contextlib import asynccontextmanager
+
+    gw = Gateway(config)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await gw.start()
+        try:
+            yield
+        finally:
+            await gw.stop()
+
+    app = Starlette(routes=[
+        Route("/v1/completions", gw.completions, methods=["POST"]),
+        Route("/v1/chat/completions", gw.chat, methods=["POST"]),
+        Route("/v1/models", gw.models, methods=["GET"]),
+        Route("/health", gw.health, methods=["GET"]),
+        Route("/metrics", gw.metrics_endpoint, methods=["GET"]),
+        Route("/admin/weights", gw.weights, methods=["GET"]),
+        Route("/admin/demand.csv", gw.demand_csv, methods=["GET"]),
+    ], lifespan=lifespan)
+    app.state.gateway = gw
+    return app
+
+
+def serve(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info",
+          ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
+    """Run the gateway until SIGINT/SIGTERM (uvicorn finishes in-flight requests first)."""
+    import uvicorn
+
+    app = create_app(config)
+    # loop/http "auto": uvloop and httptools (dependencies) when importable, else asyncio and h11.
+    # proxy_headers off: the gateway is the edge; nothing it does depends on the client's address.
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
+                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, loop="auto", http="auto", proxy_headers=False)

@@ -1,0 +1,189 @@
+"""The gateway's routing table: which deployment units serve which request class of which model,
+with what weight, at which URLs. Pure data, built from files (no HTTP here).
+
+Sources, given ``PLAN_OR_OUT_DIR``:
+
+- an OUT folder: ``OUT/router/weights.json`` (the compiled router weights; written by
+  ``hetinfra plan``, hand-editable for live weights), else the weights computed from
+  ``OUT/plan.json``; endpoints from ``OUT/state.json`` (``endpoints``: deployment unit -> URLs,
+  recorded by ``hetinfra apply``);
+- a plan.json file: the weights computed from it; endpoints only from ``--endpoint``.
+
+``--endpoint UNIT=URL`` (repeatable; several for one unit add replicas) overrides what state.json
+recorded for that unit. ``UNIT`` is an allocation's ``unit`` (``chat-8b|aws|g5.xlarge|...``) or
+its ``deployment_unit`` (``chat-8b-aws-us-east-1-g5-xlarge``); the table keys on the latter.
+
+**How a request finds its class** (:meth:`ModelRoutes.classify`): the plan's classes are buckets
+``(input <= I, output <= O)`` planned at their upper edges (I, O). At arrival the gateway knows the
+prompt's token count and the request's ``max_tokens`` (the most it may generate), not its real
+output length; it routes to the *smallest* class (least I + O, then least O) whose I holds the
+prompt and whose O holds max_tokens. Because a request never generates more than max_tokens and the
+planner sized that class for outputs of O >= max_tokens, max_tokens is a conservative stand-in for
+the unknown output length. Requests larger than every class are clipped into the largest one
+(as the demand log's ``size_mix`` clips), and counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+
+STATE_FILE = "state.json"  # written by hetinfra.deploy.state (format documented there)
+
+
+@dataclass(frozen=True)
+class RouteClass:
+    name: str
+    input_tokens: int  # upper edge of the input bucket
+    output_tokens: int  # upper edge of the output bucket
+    weights: tuple[tuple[str, float], ...]  # (deployment unit, weight), weight > 0
+
+
+@dataclass(frozen=True)
+class ModelRoutes:
+    name: str
+    classes: tuple[RouteClass, ...]  # sorted smallest first: (I + O, O, I)
+    shares: tuple[tuple[str, float], ...]  # each unit's share of all the model's requests (fallback)
+    default_max_tokens: int  # the output length assumed when a request carries no max_tokens
+
+    def classify(self, input_tokens: int, max_tokens: int) -> tuple[RouteClass | None, bool]:
+        """(class, clipped): the smallest routable class holding both sizes; ``clipped`` when none
+        holds them and the request is sent to the largest class that holds the clipped sizes."""
+        routable = [c for c in self.classes if c.weights]
+        for c in routable:
+            if input_tokens <= c.input_tokens and max_tokens <= c.output_tokens:
+                return c, False
+        if not routable:
+            return None, False
+        top_in = max(c.input_tokens for c in routable)
+        top_out = max(c.output_tokens for c in routable)
+        i, o = min(input_tokens, top_in), min(max_tokens, top_out)
+        for c in routable:
+            if i <= c.input_tokens and o <= c.output_tokens:
+                return c, True
+        return max(routable, key=lambda c: (c.output_tokens, c.input_tokens)), True
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    service: str
+    models: dict[str, ModelRoutes]
+    endpoints: dict[str, tuple[str, ...]]  # deployment unit -> base URLs (".../v1" stripped)
+    sources: tuple[str, ...] = ()  # the files it was built from (watched for reloads)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def units(self) -> set[str]:
+        out: set[str] = set()
+        for m in self.models.values():
+            out.update(u for c in m.classes for u, _ in c.weights)
+        return out
+
+
+def base_url(url: str) -> str:
+    """``http://h:8000/v1`` -> ``http://h:8000`` (the gateway adds the request's own path)."""
+    u = url.strip().rstrip("/")
+    if not u.startswith(("http://", "https://")):
+        raise InvalidInputError(f"endpoint URL {url!r} must start with http:// or https://")
+    return u[:-3] if u.endswith("/v1") else u
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInputError(f"{path} not found") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+
+
+def routes_from_weights(weights: dict, where: str) -> dict[str, ModelRoutes]:
+    """Per model routes from a router weights document (``router_version`` 1)."""
+    if weights.get("router_version") != 1:
+        raise InvalidInputError(f"{where}: router_version {weights.get('router_version')!r} is not 1")
+    out = {}
+    for name, entry in (weights.get("models") or {}).items():
+        classes = []
+        for cname, c in (entry.get("classes") or {}).items():
+            w = tuple((u, float(x)) for u, x in sorted((c.get("weights") or {}).items()) if float(x) > 0)
+            classes.append(RouteClass(cname, int(c["input_tokens"]), int(c["output_tokens"]), w))
+        classes.sort(key=lambda c: (c.input_tokens + c.output_tokens, c.output_tokens, c.input_tokens, c.name))
+        shares = tuple((u, float(e.get("share") or 0.0)) for u, e in sorted((entry.get("endpoints") or {}).items()))
+        default = int(entry.get("default_max_tokens") or max((c.output_tokens for c in classes), default=1))
+        out[name] = ModelRoutes(name, tuple(classes), shares, default)
+    return out
+
+
+def unit_aliases(plan: dict | None) -> dict[str, str]:
+    """``unit`` and ``deployment_unit`` of every allocation -> deployment unit."""
+    out: dict[str, str] = {}
+    for a in (plan or {}).get("allocations", []):
+        out[a["unit"]] = a["deployment_unit"]
+        out[a["deployment_unit"]] = a["deployment_unit"]
+    return out
+
+
+def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
+    """``["UNIT=URL", ...]`` -> {UNIT: [URL, ...]} (a unit given twice gets both URLs)."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        unit, sep, url = item.partition("=")
+        if not sep or not unit.strip() or not url.strip():
+            raise InvalidInputError(f"--endpoint {item!r} is not UNIT=URL",
+                                    hint="e.g. --endpoint chat-8b-aws-us-east-1-g5-xlarge=http://10.0.0.5:8000/v1")
+        out.setdefault(unit.strip(), []).append(url.strip())
+    return out
+
+
+def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None) -> RoutingTable:
+    """The routing table from an OUT folder or a plan.json (see the module docstring)."""
+    from hetinfra.compile.router import router_weights
+
+    src = Path(source)
+    sources: list[Path] = []
+    plan: dict | None = None
+    state: dict = {}
+    if src.is_dir():
+        plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
+        if plan_path.exists():
+            plan = _read_json(plan_path)
+            sources.append(plan_path)
+        if weights_path.exists():
+            weights, where = _read_json(weights_path), str(weights_path)
+            sources.append(weights_path)
+        elif plan is not None:
+            weights, where = router_weights(plan), str(plan_path)
+        else:
+            raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
+                                    hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
+        if state_path.exists():
+            state = _read_json(state_path)
+            sources.append(state_path)
+    elif src.exists():
+        plan = _read_json(src)
+        if "allocations" not in plan or "routing" not in plan:
+            raise InvalidInputError(f"{src} is not a plan.json (no allocations/routing)")
+        weights, where = router_weights(plan), str(src)
+        sources.append(src)
+    else:
+        raise InvalidInputError(f"{src} not found", hint="pass the OUT folder of `hetinfra plan --out`, or a plan.json")
+    models = routes_from_weights(weights, where)
+    aliases = unit_aliases(plan)
+    units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
+            {u for m in models.values() for u, _ in m.shares}
+    aliases.update({u: u for u in units})
+    endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in (state.get("endpoints") or {}).items()}
+    for unit, urls in (overrides or {}).items():
+        if unit not in aliases:
+            from hetinfra.errors import did_you_mean
+
+            raise InvalidInputError(f"--endpoint: unknown unit '{unit}'", hint=did_you_mean(unit, sorted(aliases)))
+        endpoints[aliases[unit]] = list(urls)
+    table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
+    warnings = [f"unit {u} has no endpoint (not in state.json, no --endpoint): its traffic goes to the others"
+                for u in sorted(units - set(table_endpoints))]
+    return RoutingTable(service=str(weights.get("service") or (plan or {}).get("service") or ""),
+                        models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
+                        warnings=tuple(warnings))

@@ -1,0 +1,131 @@
+"""`hetinfra apply` prints the one endpoint (the stacks' `gateways` output, kept in state.json) and
+hands the gateway its secrets; `hetinfra status` shows each gateway's per-unit health and live
+weights from its /admin/weights (a loopback stand-in here), and a clear line when unreachable."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.deploy.test_apply_pulumi import _by_project, _plan
+
+WEIGHTS = {"service": "multi", "models": {"chat-8b": {"in<=250,out<=100": {"unit-a": 0.75, "unit-b": 0.25}}},
+           "units": {"unit-a": [{"url": "http://10.42.0.5:8000", "healthy": True, "outstanding": 3}],
+                     "unit-b": [{"url": "http://10.42.0.6:8000", "healthy": False, "outstanding": 0},
+                                {"url": "http://10.42.0.7:8000", "healthy": False, "outstanding": 0}]}}
+
+
+@pytest.fixture
+def admin_server():
+    """A stand-in for the gateway's /admin/weights on 127.0.0.1 (client key ck-1); stopped by the test."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            ok = self.path == "/admin/weights" and self.headers.get("authorization") == "Bearer ck-1"
+            body = json.dumps(WEIGHTS if ok else {"error": {"message": "no"}}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def enable_gateway(out, **extra) -> dict:
+    plan = _plan(out)
+    plan["deploy"]["gateway"] = {"enabled": True, "port": 8443, **extra}
+    (out / "plan.json").write_text(json.dumps(plan, indent=2))
+    return plan
+
+
+def test_apply_prints_the_endpoint_and_status_shows_health_and_weights(fake_pulumi, cloud_env, planned_out, run_cli,
+                                                                       admin_server, monkeypatch, tmp_path):
+    server, base = admin_server
+    cert, key = tmp_path / "gw.crt", tmp_path / "gw.key"
+    cert.write_text("-----BEGIN CERTIFICATE-----\nCERT\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\nKEY\n")
+    plan = enable_gateway(planned_out, tls_cert=str(cert), tls_key=str(key))
+    monkeypatch.setenv("FAKE_PULUMI_GATEWAY", base)
+    monkeypatch.setenv("HETINFRA_API_KEY", "ops:ck-1")
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 0, stderr + stdout
+    fleets = sorted(f"{plan['service']}-{a['cloud']}-{a['region']}" for a in plan["allocations"])
+    state = json.loads((planned_out / "state.json").read_text())
+    assert state["gateways"] == {f: f"{base}/v1" for f in fleets}
+    if len(set(fleets)) == 1:
+        assert f"Endpoint: {base}/v1" in stdout
+    else:
+        assert "Endpoints (one gateway per fleet region):" in stdout
+        assert all(f"  {f}: {base}/v1" in stdout for f in fleets)
+    # the gateway's client keys and TLS files went in as Pulumi secrets
+    for argvs in _by_project(fake_pulumi(), planned_out).values():
+        set_all = argvs[2]
+        secrets = [set_all[i + 1] for i, a in enumerate(set_all) if a == "--secret"]
+        assert "hetinfra:gatewayApiKey=ops:ck-1" in secrets
+        assert any(s.startswith("hetinfra:gatewayTlsCert=-----BEGIN CERTIFICATE-----") for s in secrets)
+
+    code, text, _ = run_cli("status", str(planned_out))
+    assert code == 0
+    assert f"gateway {fleets[0]} {base}/v1: 1 of 2 unit(s) healthy" in text
+    assert "up   unit-a" in text and "1/1 replica(s) healthy, 3 in flight" in text
+    assert "DOWN unit-b" in text and "0/2 replica(s) healthy" in text
+    assert "live weights of chat-8b:" in text and "unit-a 0.75, unit-b 0.25" in text
+
+    monkeypatch.setenv("HETINFRA_API_KEY", "wrong")
+    code, text, _ = run_cli("status", str(planned_out))
+    assert code == 0 and "answered 401 (set HETINFRA_API_KEY to a client key)" in text
+
+    server.shutdown()
+    server.server_close()
+    code, text, _ = run_cli("status", str(planned_out))
+    assert code == 0 and f"gateway {fleets[0]} {base}/v1: unreachable (" in text
+    assert "unit(s) running" in text  # the rest of status is unaffected
+
+    # destroy forgets the gateways with their stacks
+    code, _, stderr = run_cli("destroy", str(planned_out), "--yes")
+    assert code == 0, stderr
+    assert json.loads((planned_out / "state.json").read_text())["gateways"] == {}
+
+
+def test_without_a_gateway_apply_says_where_clients_go(fake_pulumi, cloud_env, planned_out, run_cli):
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 0, stderr + stdout
+    assert "No gateway (deploy.gateway.enabled is false)" in stdout
+    code, text, _ = run_cli("status", str(planned_out))
+    assert code == 0 and "gateway " not in text
+
+
+def test_unreadable_tls_file_stops_before_anything_runs(fake_pulumi, cloud_env, planned_out, run_cli, tmp_path):
+    enable_gateway(planned_out, tls_cert=str(tmp_path / "missing.crt"), tls_key=str(tmp_path / "missing.key"))
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 2 and "deploy.gateway.tls_cert: cannot read" in stderr + stdout
+    assert not [c for c in fake_pulumi() if c["argv"][:1] == ["up"]]
+
+
+def test_skypilot_units_get_the_gateway_launch_line_filled_in(tmp_path):
+    from types import SimpleNamespace
+
+    from hetinfra.deploy.apply import endpoint_lines
+
+    (tmp_path / "skypilot").mkdir()
+    (tmp_path / "skypilot" / "chat-gateway.yaml").write_text("name: chat-gateway\n")
+    plan = {"service": "chat", "deploy": {"gateway": {"enabled": True, "port": 8443}}}
+    state = SimpleNamespace(doc={"endpoints": {"u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}},
+                            allocations=[{"deployment_unit": "u1", "path": "skypilot"},
+                                         {"deployment_unit": "u2", "path": "skypilot"}])
+    lines = endpoint_lines(tmp_path, plan, state)
+    assert "sky status --endpoint 8443 chat-gateway" in lines[0]
+    assert lines[1].endswith('--env HETINFRA_ENDPOINTS="u1=http://1.2.3.4:30001 u2=http://1.2.3.5:30002"')
+    assert f"sky launch -c chat-gateway {tmp_path}/skypilot/chat-gateway.yaml --secret VLLM_API_KEY" in lines[1]

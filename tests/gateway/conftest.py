@@ -1,0 +1,158 @@
+"""Real processes on loopback: stand-in backends (tests/gateway/standin.py) and the real gateway
+(`python -m hetinfra.cli gateway`). Every process a test starts is killed by the fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hetinfra.compile.router import router_weights
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "chat-8b"
+BACKEND_KEY = "backend-secret-7f3a"
+CLIENT_KEY = "client-key-1"
+
+# unit -> class weights: the plan's routing, made up so that every class is split differently.
+UNITS = {"u1": "chat-8b-aws-us-east-1-g5-xlarge", "u2": "chat-8b-aws-us-east-1-g6e-xlarge",
+         "u3": "chat-8b-gcp-us-central1-a2-highgpu-1g"}
+CLASSES = {  # name: (input edge, output edge, {unit: share})
+    "in<=250,out<=100": (250, 100, {"u1": 0.5, "u2": 0.3, "u3": 0.2}),
+    "in<=250,out<=1000": (250, 1000, {"u2": 0.7, "u3": 0.3}),
+    "in<=2000,out<=100": (2000, 100, {"u1": 0.25, "u3": 0.75}),
+    "in<=2000,out<=1000": (2000, 1000, {"u3": 1.0}),
+}
+
+
+def make_plan() -> dict:
+    allocations = []
+    for short, dep in UNITS.items():
+        cloud, region = ("gcp", "us-central1") if short == "u3" else ("aws", "us-east-1")
+        allocations.append({"model": MODEL, "unit": f"{MODEL}|{cloud}|{short}|tp1x1|{region}|ondemand",
+                            "deployment_unit": dep, "cloud": cloud, "region": region, "gpu": "L4",
+                            "instance_type": short, "count": 1, "target_qps_per_replica": 2.0, "routed_rps": 1.0})
+    full = {short: a["unit"] for short, a in zip(UNITS, allocations)}
+    routing = {MODEL: {name: [{"unit": full[u], "share": s, "rps": s} for u, s in w.items()]
+                       for name, (_, _, w) in CLASSES.items()}}
+    classes = [{"name": n, "input_tokens": i, "output_tokens": o, "share": 0.25, "rate_rps": 1.0}
+               for n, (i, o, _) in CLASSES.items()]
+    return {"plan_version": 1, "service": "chat", "cost_usd_per_hour": 1.0, "allocations": allocations,
+            "routing": routing, "models": [{"name": MODEL, "classes": classes}], "deploy": {"port": 8000}}
+
+
+def write_out(out: Path, plan: dict | None = None) -> Path:
+    plan = plan or make_plan()
+    (out / "router").mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan, indent=2))
+    (out / "router" / "weights.json").write_text(json.dumps(router_weights(plan), indent=2))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 20.0, status: int = 200) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1.0).status_code == status:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer {status} within {timeout} s")
+
+
+class Procs:
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def backend(self, name: str, *, key: str | None = BACKEND_KEY, mode: str = "ok", tokens: int = 4,
+                delay_ms: float = 5.0) -> tuple[subprocess.Popen, str]:
+        cmd = [sys.executable, "-m", "tests.gateway.standin", "--name", name, "--mode", mode, "--tokens", str(tokens),
+               "--delay-ms", str(delay_ms)] + (["--key", key] if key else [])
+        p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.procs.append(p)
+        line = p.stdout.readline()
+        assert line.startswith("PORT "), line
+        return p, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+    def gateway(self, source: Path, endpoints: list[str], *extra: str, env: dict | None = None,
+                client_key: str | None = CLIENT_KEY) -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        cmd = [sys.executable, "-m", "hetinfra.cli", "gateway", str(source), "--port", str(port),
+               "--health-interval-s", "0.2", "--log-level", "warning", *extra]
+        for e in endpoints:
+            cmd += ["--endpoint", e]
+        environ = {k: v for k, v in os.environ.items() if k not in ("HETINFRA_API_KEY", "VLLM_API_KEY")}
+        environ["VLLM_API_KEY"] = BACKEND_KEY
+        if client_key:
+            environ["HETINFRA_API_KEY"] = client_key
+        environ.update(env or {})
+        p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ)
+        self.procs.append(p)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(url + "/health")
+        except TimeoutError:
+            p.kill()
+            raise AssertionError(p.stderr.read()) from None
+        return p, url
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture
+def procs():
+    ps = Procs()
+    yield ps
+    ps.stop()
+
+
+@pytest.fixture(scope="module")
+def module_procs():
+    ps = Procs()
+    yield ps
+    ps.stop()
+
+
+def prompt_for(cls: str) -> str:
+    """A prompt whose approximate token count (4 chars/token) falls in the class's input bucket."""
+    return "x" * (4 * (100 if cls.startswith("in<=250") else 1200))
+
+
+def max_tokens_for(cls: str) -> int:
+    return 50 if cls.endswith("out<=100") else 700
+
+
+def auth(key: str = CLIENT_KEY) -> dict:
+    return {"authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_event_loop():
+    """asyncio.run() leaves no current event loop behind; later tests (Pulumi's mocks) expect one."""
+    import asyncio
+
+    yield
+    asyncio.set_event_loop(asyncio.new_event_loop())

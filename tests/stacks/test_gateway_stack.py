@@ -1,0 +1,136 @@
+"""The gateway VM and its firewall in the AWS, GCP and Azure stacks (Pulumi mocks): one gateway per
+fleet region, clients reach the gateway port only, the vLLM port is open to the gateway only (no
+backend port open to clients), secrets stay secret, the stack exports the gateway's URL."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+pulumi = pytest.importorskip("pulumi")
+
+from hetinfra.compile.artifacts import sky_units  # noqa: E402
+from hetinfra.stacks.common import FleetSecrets  # noqa: E402
+from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
+
+GATEWAY = {"enabled": True, "port": 8443, "aws_instance_type": "c7i.large", "gcp_machine_type": "e2-standard-4",
+           "azure_vm_size": "Standard_D4s_v5", "package": "hetinfra==0.1.0", "tls_cert": "cert.pem",
+           "tls_key": "key.pem"}
+CLIENTS = ["10.0.0.0/8"]  # three_cloud_plan's deploy.ingress_cidrs
+
+
+@pytest.fixture
+def gw_plan(three_cloud_plan):
+    three_cloud_plan["deploy"]["gateway"] = dict(GATEWAY)
+    return three_cloud_plan
+
+
+def gateway_urls(plan: dict, cloud: str) -> dict:
+    """Run the program for ``cloud`` and resolve each fleet's gateway URL."""
+    from hetinfra.stacks.program import build
+
+    resolved: dict = {}
+
+    @pulumi.runtime.test
+    def run():
+        secrets = FleetSecrets(api_key=pulumi.Output.secret(API_KEY), gateway_keys=pulumi.Output.secret("ops:ck-1"),
+                               tls_cert=pulumi.Output.secret("CERT"), tls_key=pulumi.Output.secret("KEY"))
+        fleets = build(plan, cloud, secrets, gcp_project="demo-project")
+        urls = pulumi.Output.from_input({f._name: f.gateway_url for f in fleets if f.gateway_url is not None})
+        return urls.apply(resolved.update)
+
+    run()
+    return resolved
+
+
+def check_script(script: str, region: str, unit: str, replicas: int, private_prefix: str = "http://10.42.0.") -> None:
+    assert f"hetinfra gateway /etc/hetinfra/plan.json --host 0.0.0.0 --port 8443 --region {region}" in script
+    assert "--tls-cert /etc/hetinfra/tls.crt" in script and "pip install -q hetinfra==0.1.0" in script
+    assert f"VLLM_API_KEY={API_KEY}" in script and "HETINFRA_API_KEY=ops:ck-1" in script
+    assert script.count(f"--endpoint {unit}={private_prefix}") == replicas  # private addresses, one per replica head
+
+
+def test_aws_gateway_vm_and_firewall(mocks, gw_plan):
+    urls = gateway_urls(gw_plan, "aws")
+    vms = by_name(mocks, "aws:ec2/instance:Instance")
+    gateways = {n: v for n, v in vms.items() if n.endswith("-gateway")}
+    assert sorted(gateways) == ["demo-aws-us-east-1-gateway", "demo-aws-us-west-2-gateway"]  # one per fleet region
+    gw = gateways["demo-aws-us-east-1-gateway"]
+    assert gw["instanceType"] == "c7i.large" and gw["tags"]["hetinfra-role"] == "gateway"
+    assert isinstance(gw["userData"], dict)  # a secret: it carries the backend key
+    check_script(unwrap(gw["userData"]), "us-east-1", "chat-8b-aws-us-east-1-g6-12xlarge", 2)
+    sgs = by_name(mocks, "aws:ec2/securityGroup:SecurityGroup")
+    gw_sg, fleet_sg = sgs["demo-aws-us-east-1-gateway-sg"], sgs["demo-aws-us-east-1-sg"]
+    assert [r["fromPort"] for r in gw_sg["ingress"] if r.get("cidrBlocks") == CLIENTS] == [8443]
+    assert not [r for r in fleet_sg["ingress"] if r.get("cidrBlocks")]  # no backend port open to clients
+    rules = by_name(mocks, "aws:ec2/securityGroupRule:SecurityGroupRule")
+    rule = rules["demo-aws-us-east-1-vllm-from-gateway"]
+    assert rule["fromPort"] == 8000 and rule["sourceSecurityGroupId"] == "demo-aws-us-east-1-gateway-sg-id"
+    assert "cidrBlocks" not in rule
+    assert set(urls) == {"demo-aws-us-east-1", "demo-aws-us-west-2"}
+    assert urls["demo-aws-us-east-1"].startswith("https://203.0.113.") and urls["demo-aws-us-east-1"].endswith(":8443/v1")
+
+
+def test_gcp_gateway_vm_and_firewall(mocks, gw_plan):
+    urls = gateway_urls(gw_plan, "gcp")
+    vms = by_name(mocks, "gcp:compute/instance:Instance")
+    assert [n for n in vms if n.endswith("-gateway")] == ["demo-gcp-us-central1-gateway"]
+    gw = vms["demo-gcp-us-central1-gateway"]
+    assert gw["machineType"] == "e2-standard-4" and gw["labels"]["hetinfra-role"] == "gateway"
+    assert "guestAccelerators" not in gw and gw["tags"] == ["hetinfra-demo-gateway"]
+    assert isinstance(gw["metadataStartupScript"], dict)  # a secret
+    check_script(unwrap(gw["metadataStartupScript"]), "us-central1", "big-70b-gcp-us-central1-a2-highgpu-4g", 1)
+    fw = by_name(mocks, "gcp:compute/firewall:Firewall")
+    assert "demo-gcp-us-central1-fw-vllm" not in fw  # clients no longer reach the vLLM port
+    client_rules = [r for r in fw.values() if set(r.get("sourceRanges") or ()) & set(CLIENTS)]
+    assert [(r["targetTags"], r["allows"][0]["ports"]) for r in client_rules] == [(["hetinfra-demo-gateway"], ["8443"])]
+    vllm = fw["demo-gcp-us-central1-fw-vllm-from-gateway"]
+    assert vllm["sourceTags"] == ["hetinfra-demo-gateway"] and vllm["targetTags"] == ["hetinfra-demo"]
+    assert vllm["allows"][0]["ports"] == ["8000"] and "sourceRanges" not in vllm
+    # what else reaches the fleet comes from the fleet's own subnet (Ray, pipeline stages)
+    fleet_rules = [r for r in fw.values() if r.get("targetTags") == ["hetinfra-demo"]]
+    assert all(r.get("sourceTags") or r.get("sourceRanges") == ["10.42.0.0/20"] for r in fleet_rules)
+    assert urls == {"demo-gcp-us-central1": urls["demo-gcp-us-central1"]}
+    assert urls["demo-gcp-us-central1"].startswith("https://198.51.100.")
+
+
+def test_azure_gateway_vm_and_firewall(mocks, gw_plan):
+    urls = gateway_urls(gw_plan, "azure")
+    vms = by_name(mocks, "azure-native:compute:VirtualMachine")
+    assert [n for n in vms if n.endswith("-gateway")] == ["demo-azure-eastus-gateway"]
+    gw = vms["demo-azure-eastus-gateway"]
+    assert gw["hardwareProfile"]["vmSize"] == "Standard_D4s_v5" and gw["tags"]["hetinfra-role"] == "gateway"
+    assert gw["storageProfile"]["imageReference"]["publisher"] == "Canonical"
+    assert isinstance(gw["osProfile"], dict) and "customData" not in gw["osProfile"]  # a secret as a whole
+    unit = next(u.name for u in sky_units(gw_plan) if u.cloud == "azure")
+    check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 3)
+    nsgs = by_name(mocks, "azure-native:network:NetworkSecurityGroup")
+    fleet_rules = nsgs["demo-azure-eastus-nsg"]["securityRules"]
+    assert [(r["name"], r["sourceAddressPrefixes"], r["destinationPortRange"]) for r in fleet_rules] == [
+        ("allow-vllm-from-gateway", ["10.42.16.0/24"], "8000")]  # no backend port open to clients
+    gw_rules = nsgs["demo-azure-eastus-gateway-nsg"]["securityRules"]
+    assert [(r["sourceAddressPrefixes"], r["destinationPortRange"]) for r in gw_rules] == [(CLIENTS, "8443")]
+    subnets = by_name(mocks, "azure-native:network:Subnet")
+    assert subnets["demo-azure-eastus-gateway-subnet"]["addressPrefix"] == "10.42.16.0/24"
+    assert subnets["demo-azure-eastus-gateway-subnet"]["networkSecurityGroup"]["id"] == "demo-azure-eastus-gateway-nsg-id"
+    nic = by_name(mocks, "azure-native:network:NetworkInterface")["demo-azure-eastus-gateway-nic"]
+    assert nic["ipConfigurations"][0]["subnet"]["id"] == "demo-azure-eastus-gateway-subnet-id"
+    assert urls["demo-azure-eastus"].startswith("https://192.0.2.") and urls["demo-azure-eastus"].endswith(":8443/v1")
+
+
+def test_gateway_fleets_pass_every_policy(mocks, gw_plan):
+    from tests.stacks.test_policies import violations
+
+    run_program(gw_plan)
+    assert violations(mocks, allowed=CLIENTS) == []
+    vm_types = {"aws:ec2/instance:Instance", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachine"}
+    gateways = [a.name for a in mocks.created if a.typ in vm_types and a.name.endswith("-gateway")]
+    assert len(gateways) == 4  # AWS x2, GCP, Azure
+
+
+@pytest.mark.parametrize("cloud,typ", [("aws", "aws:ec2/instance:Instance"), ("gcp", "gcp:compute/instance:Instance"),
+                                       ("azure", "azure-native:compute:VirtualMachine")])
+def test_no_gateway_by_default_keeps_the_fleet_as_it_was(mocks, three_cloud_plan, cloud, typ):
+    assert gateway_urls(three_cloud_plan, cloud) == {}
+    assert not [n for n in by_name(mocks, typ) if n.endswith("-gateway")]
