@@ -238,7 +238,11 @@ def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
         out = {"unit": a["unit"], "model": a["model"], "gpu": a["gpu"], "tp": a["tp"], "pp": a["pp"],
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
                "kv_blocks_per_replica": blocks, **_block(reqs, obj, span),
+               # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
+               # mean batch and the KV occupancy say more about how full a replica is
                "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
+               "batch": {"mean": round(sum(r.seq_area for r in replicas) / (nrep * horizon), 3),
+                         "max_num_seqs": replicas[0].max_seqs if replicas else None},
                "waiting": {"mean": round(sum(r.q_area for r in replicas) / (nrep * horizon), 4),
                            "max": max((r.q_max for r in replicas), default=0)},
                "kv_occupancy": {"mean": round(sum(r.kv_area for r in replicas) / (nrep * horizon * blocks), 5),

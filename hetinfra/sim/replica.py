@@ -134,6 +134,7 @@ class Replica:
         self.outstanding = 0
         self.preemptions = 0
         self.busy_s = 0.0
+        self.seq_area = 0.0  # integral of running sequences over time
         self.steps = 0
         self.q_area = 0.0
         self.q_t = 0.0
@@ -234,6 +235,7 @@ class Replica:
         k = self.w_k
         dur = self._span(k)
         self.busy_s += dur
+        self.seq_area += len(self.running) * dur  # the batch is fixed within a window
         self.steps += k
         if self.w_chunks is None:
             self.used += self._new_blocks(k)

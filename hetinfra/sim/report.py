@@ -1,5 +1,5 @@
 """Outputs of a simulation: simulation.json (the dict ``simulate_plan`` returns), a hand-written SVG
-(per model the TTFT and TPOT CDFs with their SLO lines; a utilisation bar per unit) and a rich text
+(per model the TTFT and TPOT CDFs with their SLO lines; KV-cache occupancy and mean batch per unit) and a rich text
 rendering for the terminal. Files are written atomically (temp file in the same folder + os.replace).
 
 simulation.json keys: simulator_version, plan_version, service, seed, load, burst_cv, requests,
@@ -7,7 +7,8 @@ warmup_fraction, met; models[] (model, offered_rps, requests, warmup_requests, u
 ttft_ms / tpot_ms {count, mean, p50, p90, p95, p99, max}, throughput_rps, preempted_requests,
 objective {met, ratio, ratios, attainment}, met, classes[] (the same per class), ttft_cdf_ms,
 tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas, step_model,
-profile_factor, the same latency block, utilization, waiting {mean, max}, kv_occupancy {mean, max},
+profile_factor, the same latency block, utilization (busy fraction), batch {mean running sequences per
+replica, max_num_seqs}, waiting {mean, max}, kv_occupancy {mean, max},
 preemptions, steps). ``objective.ratio`` > 1 is the factor by which the statistic misses its bound.
 """
 
@@ -69,7 +70,7 @@ def _cdf_panel(x0: float, y0: float, cdf: list, slo: float, title: str, color: s
     out.append(f'<line x1="{sx:.1f}" y1="{y0 + _PAD}" x2="{sx:.1f}" y2="{y0 + _PAD + h}" stroke="#2ca02c" '
                f'stroke-dasharray="5,3"/>')
     out.append(f'<text x="{sx + 3:.1f}" y="{y0 + _PAD + 12}" font-size="11" fill="#2ca02c">SLO {slo:g} ms</text>')
-    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+    for q in (0.0, 0.5, 0.9, 1.0):  # 0.99 would print over 1
         out.append(f'<text x="{x0 + _PAD - 4}" y="{py(q) + 4:.1f}" text-anchor="end" font-size="10">{q:g}</text>')
     for j in range(5):
         v = xmax * j / 4
@@ -93,18 +94,24 @@ def render_svg(doc: dict) -> str:
         parts += _cdf_panel(0, y + 10, m["ttft_cdf_ms"], slo["ttft_ms"], "TTFT CDF", _COLORS[0])
         parts += _cdf_panel(_PW + 50, y + 10, m["tpot_cdf_ms"], slo["tpot_ms"], "TPOT CDF", _COLORS[1])
         y += _PH + 30
-    parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">Utilisation (busy fraction) per unit</text>')
+    parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">KV cache occupancy per unit '
+                 f'(bar: mean, tick: max; text: mean running sequences per replica)</text>')
     y += 26
-    bar_w = 360
+    bar_w = 300
     for u in doc["units"]:
-        util = max(0.0, min(1.0, u["utilization"] or 0.0))
+        kv = u.get("kv_occupancy") or {}
+        mean, peak = (max(0.0, min(1.0, kv.get(k) or 0.0)) for k in ("mean", "max"))
         ok = u["objective"]["met"]
+        batch = (u.get("batch") or {}).get("mean")
         parts.append(f'<text x="10" y="{y + 13}" font-size="11">{escape(u["unit"])} x{u["replicas"]}</text>')
         parts.append(f'<rect x="470" y="{y}" width="{bar_w}" height="16" fill="#eee" stroke="#999"/>')
-        parts.append(f'<rect x="470" y="{y}" width="{bar_w * util:.1f}" height="16" '
+        parts.append(f'<rect x="470" y="{y}" width="{bar_w * mean:.1f}" height="16" '
                      f'fill="{"#2ca02c" if ok else "#d62728"}"/>')
-        parts.append(f'<text x="{470 + bar_w + 6}" y="{y + 13}" font-size="11">{util:.0%}'
-                     f'{"" if ok else " miss x" + format(u["objective"]["ratio"] or 0, ".2f")}</text>')
+        parts.append(f'<line x1="{470 + bar_w * peak:.1f}" y1="{y - 2}" x2="{470 + bar_w * peak:.1f}" y2="{y + 18}" '
+                     f'stroke="#333" stroke-width="2"/>')
+        parts.append(f'<text x="{470 + bar_w + 6}" y="{y + 13}" font-size="11">{mean:.0%} / {peak:.0%}'
+                     + ("" if batch is None else f", batch {batch:.1f}")
+                     + ("" if ok else " - miss x" + format(u["objective"]["ratio"] or 0, ".2f")) + '</text>')
         y += 22
     height = y + 20
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" viewBox="0 0 {_W} {height}" '
@@ -139,12 +146,12 @@ def render_text(doc: dict, console) -> None:
                       "-" if not c["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
         console.print(t)
     t = Table(title="units", title_justify="left")
-    for col in ("unit", "repl", "TTFT p99", "TPOT p99", "util", "queue mean/max", "KV mean/max", "preempt", "met"):
+    for col in ("unit", "repl", "TTFT p99", "TPOT p99", "batch", "queue mean/max", "KV mean/max", "preempt", "met"):
         t.add_column(col, justify="left" if col == "unit" else "right")
     for u in doc["units"]:
         o = u["objective"]
         t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), str(u["replicas"]),
-                  _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{u['utilization']:.0%}",
+                  _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{(u.get('batch') or {}).get('mean', 0):.1f}",
                   f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
                   "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
