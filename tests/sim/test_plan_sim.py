@@ -161,3 +161,22 @@ def test_bad_input_on_the_command_line_is_exit_2(chat_plan, tmp_path, run_cli):
     assert code == 2 and "error:" in err and "Traceback" not in err
     code, _, err = run_cli("simulate", str(chat_plan), "--load", "-1")
     assert code == 2 and "load" in err
+
+
+def test_a_dataset_that_cannot_sample_a_planned_class_is_exit_2(tmp_path, run_cli):
+    rng = random.Random(0)
+    rows = [f"{rng.randint(10, 900)},{rng.randint(5, 300)}" for _ in range(400)]
+    (tmp_path / "sizes.csv").write_text("input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    (tmp_path / "svc.yaml").write_text(
+        "name: ds\nmodels:\n  - name: m\n    model: llama-3.1-8b\n    source: meta-llama/Llama-3.1-8B-Instruct\n"
+        "    slo: {ttft_ms: 2000, tpot_ms: 100}\n    demand:\n      rate_rps: 4\n      sizes:\n"
+        "        dataset: {path: sizes.csv, input_edges: [0, 300, 1000], output_edges: [0, 100, 400]}\n"
+        "infrastructure: {clouds: [aws], gpus: [L4, A10G]}\n")
+    code, _, err = run_cli("plan", str(tmp_path / "svc.yaml"), "--out", str(tmp_path / "out"), "--no-baselines",
+                           "--no-verify")
+    assert code == 0, err
+    # the dataset loses every long prompt: the plan's in<=1000 classes cannot be sampled any more
+    kept = [r for r in rows if int(r.split(",")[0]) <= 300]
+    (tmp_path / "sizes.csv").write_text("input_tokens,output_tokens\n" + "\n".join(kept) + "\n")
+    code, _, err = run_cli("simulate", str(tmp_path / "out"), "--requests", "1000")
+    assert code == 2 and "the dataset has no row in bucket 'in<=1000" in err and "re-plan" in err
