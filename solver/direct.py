@@ -166,7 +166,9 @@ class DirectModel:
         import highspy
         import numpy as np
 
-        h = highspy.Highs()
+        from hetinfra.solver.highs_quiet import new_highs
+
+        h = new_highs()
         for opt, val in (("output_flag", False), ("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0)):
             h.setOptionValue(opt, val)
         lp = highspy.HighsLp()

@@ -32,6 +32,9 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     for. HiGHS checks the point and ignores it if it is infeasible."""
     from pyomo.contrib.solver.common.factory import SolverFactory
 
+    from hetinfra.solver.highs_quiet import swallow_banner
+
+    swallow_banner()  # Pyomo's interface creates its own Highs objects
     solver = _warm_highs() if warm else SolverFactory("highs")
     return solver.solve(m, tee=False, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
                         raise_exception_on_nonoptimal_result=False)

@@ -44,3 +44,16 @@ def test_every_example_service_plans(run_cli, tmp_path):
         assert code == 0, f"{spec.name}: {err}"
         plan = json.loads(out)
         assert plan["allocations"] and plan["cost_usd_per_hour"] > 0
+
+
+def test_plan_json_stdout_is_json_only(tmp_path):
+    """Nothing but plan.json on stdout: HiGHS >= 1.16 prints a banner on the C-level stdout when the
+    first solver object is created (hetinfra.solver.highs_quiet swallows it)."""
+    import json
+
+    res = subprocess.run([sys.executable, "-m", "hetinfra.cli", "plan", str(REPO / "services" / "chat.yaml"), "--json",
+                          "--no-verify"], capture_output=True, text=True, cwd="/",
+                         env={**__import__("os").environ, "HETINFRA_CACHE_DIR": "off"})
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["service"] == "chat"
+    assert "HiGHS" not in res.stdout

@@ -70,6 +70,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     history: list[dict] = []
     best = last = None
     seen: dict[str, dict] = {}
+    stopped = bool(getattr(pr.result, "safety_stop", False))  # any round's solve cut by the wall clock
     for rnd in range(1, settings.max_rounds + 1):
         if progress is not None:
             progress(rnd, settings.max_rounds)
@@ -89,6 +90,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
         g = new
         pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False,
                          derate=_per_template(g, templates), template_cache=pr.template_cache)
+        stopped |= bool(getattr(pr.result, "safety_stop", False))
     pr, sim = (best[0], best[1]) if best is not None else last
     doc = _final(pr, with_baselines)
     doc["fidelity"] = {
@@ -97,6 +99,12 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
         "requests": settings.requests, "derate": {m: round(f, 6) for m, f in sorted(_model_factors(pr).items())},
         "models": [_model_fidelity(m) for m in sim["models"]], "history": history,
     }
+    if stopped and not doc["solver"].get("safety_stop"):
+        # a round's solve was cut by the wall clock: its result steered the rounds after it
+        from hetinfra.solver.decompose import SAFETY_WARNING
+
+        doc["solver"]["safety_stop"] = True
+        doc["warnings"].append(SAFETY_WARNING + " (during verification)")
     if not sim["met"]:
         missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} in simulation at {settings.load:g}x demand "
