@@ -46,15 +46,20 @@ class PerformanceModel:
         self.profiles = profiles
         self._cache: dict[tuple, RateResult] = {}
 
-    def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
-        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, cls.input_tokens,
-               cls.output_tokens)
+    def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass, nodes: int | None = None
+             ) -> RateResult:
+        """``nodes``: nodes the pp stages span (None: one per stage; 1: a pipeline inside one node)."""
+        if nodes is not None and nodes == pp:
+            nodes = None
+        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, nodes,
+               cls.input_tokens, cls.output_tokens)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls)
+            hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls, nodes)
         return hit
 
-    def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
+    def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass, nodes: int | None = None
+              ) -> RateResult:
         row = self.profiles.lookup(ctx.names, gpu, tp, pp, cls.input_tokens, cls.output_tokens, ctx.ttft_ms, ctx.tpot_ms)
         if row is not None:
             reason = None if row.max_rps > 0 else f"profile {row.origin} gives 0 req/s"
@@ -66,7 +71,8 @@ class PerformanceModel:
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version)
+                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version,
+                       nodes=nodes)
         return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
                           None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
 

@@ -27,7 +27,7 @@ def _name_units(allocations: list[dict]) -> None:
     for a in allocations:
         seen[base(a)] = seen.get(base(a), 0) + 1
     for a in allocations:
-        suffix = f"tp{a['tp']}" if seen[base(a)] > 1 else None
+        suffix = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
         a["deployment_unit"] = unit_name(a["model"], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
                                          suffix=suffix)
         # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
@@ -89,7 +89,8 @@ def build_plan_json(pr: PlanResult) -> dict:
     templates = [{
         "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
         "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
-        "placement": {"stages": t.pp, "nodes_per_stage": 1, "layers_per_stage": list(t.layer_partition or ()) or None,
+        "placement": {"stages": t.pp, "nodes_per_stage": 1, "nodes": t.nodes, "stages_per_node": t.stages_per_node,
+                      "layers_per_stage": list(t.layer_partition or ()) or None,
                       "tp": t.tp, "experimental": t.mixed,
                       "stage_nodes": [{"instance_type": it, "gpu": g} for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)]},
         "capacity_rps": {w: rounded(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),

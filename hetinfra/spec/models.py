@@ -235,6 +235,11 @@ class PlanningSpec(_Strict):
         100.0, gt=0, description="With allow_unmet: cost per hour of each req/s left unserved.")
     max_nodes_per_template: int = Field(
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
+    tp_pp_layouts: bool = Field(
+        True, description="Consider every TP x PP (x DP) layout: pipeline stages inside one node (e.g. TP2 x PP2 on a "
+                          "4-GPU node, vLLM's mp backend) and pipelines across nodes with TP smaller than a node "
+                          "(several stages per node). Dominated layouts are pruned, and ties keep the simpler layout. "
+                          "false: TP = all GPUs of a node in a pipeline, PP only across nodes.")
     allow_mixed_pipelines: bool = Field(
         False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
                            "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "
