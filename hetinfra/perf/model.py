@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import MODELS, ModelArch, get_model
@@ -77,16 +78,35 @@ class PerformanceModel:
                           None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
 
 
-def model_arch(m: ModelSpec, where: str) -> ModelArch:
-    """The architecture of a spec model: its `architecture:` block, else the built-in catalog entry
-    (``where`` names the spec field in the error for an unknown name)."""
+def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:
+    """The architecture of a spec model: its `architecture:` block or config.json file (relative to
+    ``base``, the spec's folder), else the built-in catalog entry, else a Hugging Face repo's
+    config.json (``hetinfra.catalog.hf``; ``where`` names the spec field in errors)."""
+    if isinstance(m.architecture, str):
+        from hetinfra.catalog.hf import arch_from_file
+
+        p = Path(m.architecture).expanduser()
+        return arch_from_file(p if p.is_absolute() or base is None else base / p, m.name)
     if m.architecture is not None:
         a = m.architecture
         return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,
                          head_dim=a.head_dim, params=a.params, active_params=a.active_params,
                          vocab_size=a.vocab_size, max_context=a.max_context)
-    arch = get_model(m.model or "")
-    if arch is None:
-        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {did_you_mean(m.model or '', list(MODELS))}",
-                                hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
-    return arch
+    return resolve_model_name(m.model or "", where)
+
+
+def resolve_model_name(name: str, where: str) -> ModelArch:
+    """A built-in catalog name (or alias), else a Hugging Face repo id read through the HF cache."""
+    arch = get_model(name)
+    if arch is not None:
+        return arch
+    from hetinfra.catalog.hf import arch_from_hub, is_repo_id
+
+    if is_repo_id(name):
+        try:
+            return arch_from_hub(name)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from None
+    raise InvalidInputError(f"{where}: unknown model '{name}'; {did_you_mean(name, list(MODELS))}",
+                            hint="give a Hugging Face repo id (org/name), `architecture: path/to/config.json`, or "
+                                 "an `architecture:` block (layers, hidden_size, heads, kv_heads, head_dim, params)")
