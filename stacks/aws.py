@@ -51,7 +51,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, opts=child,
                                    routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)])
 
-        types = sorted({fu.unit.node_instance_type(k) for fu in args.units for k in range(fu.unit.pp)})
+        types = sorted({fu.unit.node_instance_type(k) for fu in args.units for k in range(fu.unit.num_nodes)})
         zones_of: dict[str, set[str]] = {}
         for itype in types:
             offered = aws.ec2.get_instance_type_offerings(
@@ -62,7 +62,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 raise ValueError(f"AWS offers {itype} in no availability zone of {args.region}; re-plan without it")
         zone_of: dict[str, str] = {}  # unit -> the first zone offering every node type of it
         for fu in args.units:
-            common = set.intersection(*(zones_of[fu.unit.node_instance_type(k)] for k in range(fu.unit.pp)))
+            common = set.intersection(*(zones_of[fu.unit.node_instance_type(k)] for k in range(fu.unit.num_nodes)))
             if not common:
                 raise ValueError(f"no availability zone of {args.region} offers every node type of {fu.name}; "
                                  "re-plan with allow_mixed_pipelines: false")

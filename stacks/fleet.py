@@ -22,7 +22,7 @@ MAX_VM_NAME = 54
 
 @dataclass(frozen=True)
 class FleetUnit:
-    """One deployment unit: ``replicas`` x ``unit.pp`` VMs of ``unit.instance_type``."""
+    """One deployment unit: ``replicas`` x ``unit.num_nodes`` VMs of ``unit.instance_type``."""
 
     unit: SkyUnit
 
@@ -33,7 +33,7 @@ class FleetUnit:
     @property
     def vm_names(self) -> list[tuple[int, int, str]]:
         """(replica, rank, name) of every VM, e.g. ``chat-8b-aws-...-r0-n1``."""
-        return [(r, k, vm_name(self.unit.name, r, k)) for r in range(self.unit.replicas) for k in range(self.unit.pp)]
+        return [(r, k, vm_name(self.unit.name, r, k)) for r in range(self.unit.replicas) for k in range(self.unit.num_nodes)]
 
 
 def vm_name(unit: str, replica: int, rank: int) -> str:
@@ -72,7 +72,7 @@ class FleetArgs:
 
     @property
     def instances(self) -> int:
-        return sum(u.unit.replicas * u.unit.pp for u in self.units)
+        return sum(u.unit.replicas * u.unit.num_nodes for u in self.units)
 
 
 def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:

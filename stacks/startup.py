@@ -53,7 +53,7 @@ class RuntimeConfig:
 def serve_script(unit: SkyUnit) -> str:
     """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join."""
     serve = vllm_serve_command(unit)
-    if unit.pp == 1:
+    if unit.num_nodes == 1:
         return f"#!/bin/bash\nset -euo pipefail\nexec {serve}\n"
     if unit.mixed:
         kinds = "+".join(g for _, g in unit.stages)
@@ -72,11 +72,12 @@ else
 fi
 """
     tries = RAY_JOIN_TIMEOUT_S // 5
+    where = "nodes, one stage per node" if unit.num_nodes == unit.pp else f"stages on {unit.num_nodes} nodes"
     count = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
              "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
     return f"""\
 #!/bin/bash
-# Pipeline of {unit.pp} nodes, one stage per node (TP={unit.tp} inside a node), over Ray on port {RAY_PORT}.
+# Pipeline of {unit.pp} {where} (TP={unit.tp} inside a node), over Ray on port {RAY_PORT}.
 set -euo pipefail
 NODE_IP=$(hostname -I | awk '{{print $1}}')
 HEAD_IP=${{HEAD_IP:-$NODE_IP}}
@@ -86,11 +87,11 @@ if [ "$NODE_RANK" = "0" ]; then
   n=0
   for i in $(seq 1 {tries}); do
     n=$({count} || echo 0)
-    [ "$n" -ge {unit.pp} ] 2>/dev/null && break
-    echo "waiting for Ray nodes: $n/{unit.pp}"; sleep 5
+    [ "$n" -ge {unit.num_nodes} ] 2>/dev/null && break
+    echo "waiting for Ray nodes: $n/{unit.num_nodes}"; sleep 5
   done
-  if ! [ "$n" -ge {unit.pp} ] 2>/dev/null; then
-    echo "Ray: only $n of {unit.pp} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2; exit 1
+  if ! [ "$n" -ge {unit.num_nodes} ] 2>/dev/null; then
+    echo "Ray: only $n of {unit.num_nodes} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2; exit 1
   fi
   exec {serve}
 else
@@ -106,7 +107,7 @@ fi
 def _env_lines(unit: SkyUnit, rank: int) -> list[str]:
     envs = dict(serve_envs(unit))
     envs["NODE_RANK"] = str(rank)
-    if unit.pp > 1 and rank > 0:
+    if unit.num_nodes > 1 and rank > 0:
         envs["HEAD_IP"] = HEAD_IP  # the head itself uses its own address
     return [f"{k}={v}" for k, v in envs.items()]
 
@@ -121,7 +122,7 @@ def _runner(unit: SkyUnit, rt: RuntimeConfig) -> str:
                       f"--entrypoint bash {rt.image} /serve.sh")
         extra = "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
     else:
-        ray = ' "ray[default]"' if unit.pp > 1 else ""
+        ray = ' "ray[default]"' if unit.num_nodes > 1 else ""
         pre = ("python3 -m venv /opt/vllm || { apt-get update -y && apt-get install -y python3-venv && python3 -m venv /opt/vllm; }\n"
                f"/opt/vllm/bin/pip install -q {shlex.quote(rt.pip_spec)}{ray}\n")
         exec_start = "/bin/bash /opt/hetinfra/serve.sh"
@@ -136,11 +137,11 @@ def _runner(unit: SkyUnit, rt: RuntimeConfig) -> str:
 
 def startup_script(unit: SkyUnit, *, rank: int, runtime: RuntimeConfig, with_hf_token: bool) -> str:
     """The VM's whole boot script for ``rank`` (0 = the replica's head) of ``unit``."""
-    if not 0 <= rank < unit.pp:
-        raise ValueError(f"rank {rank} outside the {unit.pp} node(s) of {unit.name}")
+    if not 0 <= rank < unit.num_nodes:
+        raise ValueError(f"rank {rank} outside the {unit.num_nodes} node(s) of {unit.name}")
     secrets = [f"VLLM_API_KEY={API_KEY}"] + ([f"HF_TOKEN={HF_TOKEN}"] if with_hf_token else [])
     env = "\n".join(_env_lines(unit, rank))
-    role = "single node" if unit.pp == 1 else f"pipeline rank {rank} of {unit.pp}"
+    role = "single node" if unit.num_nodes == 1 else f"pipeline rank {rank} of {unit.num_nodes}"
     itype, gpu = unit.node_instance_type(rank), unit.node_gpu(rank)
     return f"""\
 #!/bin/bash

@@ -10,7 +10,10 @@ from hetinfra.cli.common import fail
 
 
 @click.command("estimate")
-@click.option("--model", "model_name", required=True, help="Built-in model name, e.g. llama-3.1-70b.")
+@click.option("--model", "model_name", default=None,
+              help="Built-in model name (e.g. llama-3.1-70b) or a Hugging Face repo id (config.json from the HF cache).")
+@click.option("--architecture", "arch_file", type=click.Path(dir_okay=False), default=None,
+              help="A Hugging Face config.json to estimate instead of --model.")
 @click.option("--gpu", "gpu_name", required=True, help="GPU (SkyPilot accelerator name), e.g. H100.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor parallel degree.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
@@ -21,19 +24,26 @@ from hetinfra.cli.common import fail
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",
               show_default=True, help="Weight precision.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-def estimate_command(model_name, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision, as_json):
+def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision,
+                     as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
     from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
 
     try:
         from hetinfra.catalog.gpus import GPUS, get_gpu
-        from hetinfra.catalog.models import MODELS, get_model
         from hetinfra.perf.estimator import estimate, weights_gb_per_gpu
 
-        model = get_model(model_name)
-        if model is None:
-            raise InvalidInputError(f"--model: unknown model '{model_name}'; {did_you_mean(model_name, MODELS)}")
+        if (model_name is None) == (arch_file is None):
+            raise InvalidInputError("give exactly one of --model and --architecture")
+        if arch_file is not None:
+            from hetinfra.catalog.hf import arch_from_file
+
+            model = arch_from_file(arch_file, model_name or arch_file)
+        else:
+            from hetinfra.perf.model import resolve_model_name
+
+            model = resolve_model_name(model_name, "--model")
         gpu = get_gpu(gpu_name)
         if gpu is None:
             raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")

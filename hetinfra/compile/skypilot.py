@@ -84,8 +84,8 @@ class SkyUnit:
     gpu: str  # SkyPilot accelerator name, e.g. "L4", "A100-80GB"
     gpus_per_instance: int
     tp: int  # tensor parallel per engine
-    pp: int  # pipeline stages (= num_nodes when > 1; each node one stage)
-    engines_per_instance: int  # data-parallel engines on one instance (pp == 1 only)
+    pp: int  # pipeline stages (one node per stage unless ``nodes`` says otherwise)
+    engines_per_instance: int  # data-parallel engines on one instance (single-node layouts only)
     replicas: int  # planned count of instances (pp == 1) or of pipelines (pp > 1)
     spot: bool
     precision: str  # bf16 | fp16 | fp8 | int8 | int4
@@ -95,8 +95,13 @@ class SkyUnit:
     target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
     #: mixed-GPU pipeline (experimental, Pulumi only): (instance type, gpu) per stage, in rank order
     stages: Optional[Tuple[Tuple[str, str], ...]] = None
+    #: nodes of one replica (plan.json nodes_per_replica); None = one node per pipeline stage (pp).
+    #: 1 with pp > 1: a TP x PP (x DP) layout inside one node (vLLM's mp backend, no Ray).
+    nodes: Optional[int] = None
 
     def __post_init__(self) -> None:
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", self.pp)
         if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
             object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
         if self.stages is not None:
@@ -115,8 +120,8 @@ class SkyUnit:
 
     @property
     def num_nodes(self) -> int:
-        """Nodes of one replica: one per pipeline stage."""
-        return self.pp
+        """Nodes of one replica (one per pipeline stage unless stages share a node)."""
+        return self.nodes
 
     @property
     def autoscaling(self) -> bool:
@@ -149,7 +154,7 @@ def _validate(u: SkyUnit) -> None:
     if u.cloud not in CLOUDS:
         bad(f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}")
     for field in ("gpus_per_instance", "tp", "pp", "engines_per_instance", "replicas",
-                  "max_model_len", "port"):
+                  "max_model_len", "port", "nodes"):
         if not _is_pos_int(getattr(u, field)):
             bad(f"{field} must be a positive integer; got {getattr(u, field)!r}")
     if u.port > 65535:
@@ -160,16 +165,18 @@ def _validate(u: SkyUnit) -> None:
         bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
     if u.precision == "bf16" and u.gpu.upper() in NO_BF16_GPUS:
         bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
-    if u.pp == 1:
-        if u.tp * u.engines_per_instance != u.gpus_per_instance:
-            bad(f"tp ({u.tp}) x engines_per_instance ({u.engines_per_instance}) must equal "
+    if u.nodes == 1:
+        if u.tp * u.pp * u.engines_per_instance != u.gpus_per_instance:
+            bad(f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
                 f"gpus_per_instance ({u.gpus_per_instance})")
     else:
         if u.engines_per_instance != 1:
-            bad("engines_per_instance must be 1 for a multi-node pipeline (pp > 1)")
-        if u.tp != u.gpus_per_instance:
-            bad(f"a multi-node pipeline runs one stage per node with TP = GPUs of the node: "
-                f"tp ({u.tp}) must equal gpus_per_instance ({u.gpus_per_instance})")
+            bad("engines_per_instance must be 1 for a multi-node pipeline")
+        if u.pp % u.nodes or u.tp * (u.pp // u.nodes) != u.gpus_per_instance:
+            bad(f"a multi-node pipeline runs pp / nodes consecutive stages per node with TP inside a node: "
+                f"tp ({u.tp}) x pp ({u.pp}) must equal nodes ({u.nodes}) x gpus_per_instance ({u.gpus_per_instance})")
+        if u.stages is not None and u.nodes != u.pp:
+            bad("a mixed pipeline runs one stage per node")
     if u.stages is not None:
         if len(u.stages) != u.pp or any(len(s) != 2 or not all(isinstance(x, str) and x for x in s)
                                         for s in u.stages):
@@ -220,6 +227,9 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
         # are pinned because vLLM derives them from the head's GPU only (vllm.md s1.4).
         args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp",
                  "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"']
+    elif unit.pp > 1 and unit.num_nodes == 1:
+        # every stage on this node: vLLM's multiprocessing backend, no Ray
+        args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp"]
     elif unit.pp > 1:
         args += ["--pipeline-parallel-size", str(unit.pp),
                  "--distributed-executor-backend", "ray"]
@@ -259,7 +269,7 @@ def serve_envs(unit: SkyUnit) -> Dict[str, str]:
 
 
 def _setup_script(u: SkyUnit) -> str:
-    if u.pp == 1:
+    if u.num_nodes == 1:
         return "pip install vllm\n"
     return (
         "pip install vllm\n"
@@ -272,10 +282,14 @@ def _setup_script(u: SkyUnit) -> str:
 def _run_script(u: SkyUnit) -> str:
     lines = []
     note = _precision_flags(u)[1]
-    if u.pp == 1:
+    if u.num_nodes == 1:
+        if u.pp > 1:
+            lines.append(f"# Pipeline of {u.pp} stages (TP={u.tp} each) inside this node: vLLM's mp backend, "
+                         f"layers per stage from VLLM_PP_LAYER_PARTITION.")
         if u.engines_per_instance > 1:
             lines.append(f"# vLLM data parallel: {u.engines_per_instance} independent engines "
-                         f"(TP={u.tp} each) behind one API endpoint on port {u.port}.")
+                         f"(TP={u.tp}" + (f" x PP={u.pp}" if u.pp > 1 else "") + f" each) behind one API endpoint "
+                         f"on port {u.port}.")
         if note:
             lines.append(f"# {note}")
         lines.append(vllm_serve_command(u))
@@ -288,8 +302,10 @@ def _run_script(u: SkyUnit) -> str:
     tries = RAY_JOIN_TIMEOUT_S // 5
     count_nodes = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
                    "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+    where = ("nodes (one stage per node" if u.num_nodes == u.pp
+             else f"stages on {u.num_nodes} nodes ({u.pp // u.num_nodes} per node")
     script = f"""\
-# Pipeline of {u.pp} nodes (one stage per node, TP={u.tp} inside a node) over a user-space Ray
+# Pipeline of {u.pp} {where}, TP={u.tp} inside a node) over a user-space Ray
 # cluster on port {RAY_PORT}; SkyPilot's own Ray uses 6380. Rank 0 runs vllm serve, the other
 # ranks join Ray and stay alive.
 set -e
@@ -302,12 +318,12 @@ if [ "$SKYPILOT_NODE_RANK" = "0" ]; then
   n=0
   for i in $(seq 1 {tries}); do
     n=$({count_nodes} || echo 0)
-    if [ "$n" -ge {u.pp} ] 2>/dev/null; then break; fi
-    echo "waiting for Ray nodes: $n/{u.pp}"
+    if [ "$n" -ge {u.num_nodes} ] 2>/dev/null; then break; fi
+    echo "waiting for Ray nodes: $n/{u.num_nodes}"
     sleep 5
   done
-  if ! [ "$n" -ge {u.pp} ] 2>/dev/null; then
-    echo "Ray: only $n of {u.pp} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2
+  if ! [ "$n" -ge {u.num_nodes} ] 2>/dev/null; then
+    echo "Ray: only $n of {u.num_nodes} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2
     exit 1
   fi
 """
@@ -327,7 +343,7 @@ fi
 
 
 def _service_section(u: SkyUnit) -> Dict[str, Any]:
-    delay = INITIAL_DELAY_SINGLE_NODE_S if u.pp == 1 else INITIAL_DELAY_MULTI_NODE_S
+    delay = INITIAL_DELAY_SINGLE_NODE_S if u.num_nodes == 1 else INITIAL_DELAY_MULTI_NODE_S
     svc: Dict[str, Any] = {
         "readiness_probe": {"path": "/health", "initial_delay_seconds": delay},
     }
@@ -356,11 +372,11 @@ def _header(u: SkyUnit) -> str:
                  f"{float(u.target_qps_per_replica):g} req/s per replica")
     else:
         scale = f"{u.replicas} replica(s)"
-    what = "pipeline(s)" if u.pp > 1 else "instance(s)"
+    what = "pipeline(s)" if u.num_nodes > 1 else "instance(s)"
     lines = [
         f"# Generated by hetinfra {_version()}; do not edit.",
         f"# Unit {u.name}: model {u.service_model} ({u.source})",
-        f"#   {u.cloud}/{u.region} {u.instance_type} ({u.gpu}:{u.gpus_per_instance}) x {u.pp} node(s), "
+        f"#   {u.cloud}/{u.region} {u.instance_type} ({u.gpu}:{u.gpus_per_instance}) x {u.num_nodes} node(s), "
         f"{purchase}; {scale} ({what})",
         f"#   TP={u.tp} PP={u.pp} DP={u.engines_per_instance} per replica; precision {u.precision}; "
         f"max_model_len {u.max_model_len}",
@@ -402,8 +418,8 @@ def task_config(unit: SkyUnit) -> Dict[str, Any]:
             "ports": u.port,
         },
     }
-    if u.pp > 1:
-        cfg["num_nodes"] = u.pp
+    if u.num_nodes > 1:
+        cfg["num_nodes"] = u.num_nodes
     cfg["envs"] = serve_envs(u)
     cfg["secrets"] = {name: None for name in SECRET_NAMES}
     cfg["setup"] = _setup_script(u)

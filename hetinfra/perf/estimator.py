@@ -11,7 +11,8 @@ Model (../shared/notes/vllm.md sections 2.1 and 6; constants in ``calibration.py
 * decode step (= TPOT) with a decode batch b per stage = max(memory time (weights + KV read) /
   (BW x eta), compute of the b decode tokens plus the b x input/(output-1) prefill tokens that
   chunked prefill mixes into every step in steady state) + 2 x layers x TP all-reduce, summed over
-  the pp stages, + fixed and per-sequence step overheads + stage-to-stage sends. PP keeps pp
+  the pp stages, + fixed and per-sequence step overheads + stage-to-stage sends (over the network
+  between nodes, over NVLink / PCIe between stages that share a node). PP keeps pp
   micro-batches of b in flight (decode concurrency pp x b).
 * rate = pp x b / ((output - 1) x TPOT); TTFT = prefill alone (compute at MFU + per-layer dispatch
   + all-reduce) x queueing factor min(1 + slope x log2(B), cap) + the steps its chunks ride in;
@@ -232,15 +233,19 @@ class Engine:
 
 def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl: int, precision: str,
             util: float, max_num_seqs: int, kv_precision: str | None, max_num_batched_tokens: int | None,
-            c: Calibration, stage: tuple[int, bool, bool] | None = None) -> Engine | Estimate:
+            c: Calibration, stage: tuple[int, bool, bool] | None = None, nodes: int | None = None) -> Engine | Estimate:
     """``stage`` = (layers, first, last): the coefficients of that one stage of a pp-stage pipeline
-    (hetinfra.perf.pipeline composes them); None: pp identical stages of the default split."""
+    (hetinfra.perf.pipeline composes them); None: pp identical stages of the default split.
+    ``nodes``: how many nodes the pp stages span (consecutive stages share a node; stage-to-stage
+    sends inside a node use its NVLink / PCIe, across nodes the network); None: one node per stage."""
     prec = _norm_precision(precision)
     if tp < 1 or pp < 1:
         raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
     where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {prec})"
     if model.heads % tp:
         return _infeasible("layout", f"{model.name}'s {model.heads} attention heads are not divisible by tp={tp}")
+    if nodes is not None and (nodes < 1 or nodes > pp or pp % nodes):
+        raise InvalidInputError(f"pp={pp} stages cannot be spread evenly over {nodes} node(s)")
     if pp > model.layers:
         return _infeasible("layout", f"pp={pp} exceeds {model.name}'s {model.layers} layers")
     if isl + osl > model.max_context:
@@ -276,16 +281,18 @@ def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl
     # ---- per-step coefficients (per stage, per GPU) ------------------------------------------------
     n_dec = osl - 1 if osl > 1 else 1
     e = _coefficients(model, gpu, tp, pp, isl, isl + c.ctx_output_fraction * osl, isl / n_dec, prec, kv_tok,
-                      w_gpu, c, stage[0] if stage else None)
+                      w_gpu, c, stage[0] if stage else None, nodes)
     e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = n_dec, mbt, kv_seqs, kv_tokens  # kv_tokens: KV cache size in tokens
     return e
 
 
 def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
-                  prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None) -> Engine:
+                  prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None,
+                  nodes: int | None = None) -> Engine:
     """Step-time coefficients of one (model, gpu, layout): ``isl`` = prompt length of a prefill,
     ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
-    No memory checks (``build_engine`` does them); shared by ``estimate`` and the calibration helpers."""
+    No memory checks (``build_engine`` does them); shared by ``estimate`` and the calibration helpers.
+    ``nodes``: nodes the pp stages span (None: one node per stage)."""
     e = Engine()
     e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = pp, isl, w_gpu, 1, 0, 0.0, 0.0
     h = model.hidden_size
@@ -321,8 +328,15 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     else:
         e.ar_lat = e.ar_tok = 0.0
     if pp > 1:
+        # stage-to-stage sends of 16-bit activations: the pipeline's pp stages sit on ``nodes`` nodes
+        # (pp / nodes consecutive stages per node), so nodes - 1 boundaries cross the network and
+        # pp - nodes stay inside a node, a point-to-point copy over its NVLink or PCIe link
+        # (intra_node_gbps; the all-reduce's PCIe efficiency is a collective's overhead, not a copy's)
+        hops_net = (nodes if nodes else pp) - 1
+        hops_local = pp - 1 - hops_net
+        local = gpu.intra_node_gbps * 1e9
         e.p2p_lat = (pp - 1) * c.p2p_us * 1e-6
-        e.p2p_tok = (pp - 1) * h * 2.0 / (c.inter_node_gbps * 1e9)
+        e.p2p_tok = hops_net * h * 2.0 / (c.inter_node_gbps * 1e9) + hops_local * h * 2.0 / local
     else:
         e.p2p_lat = e.p2p_tok = 0.0
     e.serial = c.mem_compute_serial
@@ -396,8 +410,11 @@ def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
              ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
              max_num_seqs: int = 256, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
-             calib: Calibration = CALIBRATION, vllm_version: str | None = None) -> Estimate:
+             calib: Calibration = CALIBRATION, vllm_version: str | None = None, nodes: int | None = None) -> Estimate:
     """Largest request rate of one engine (tp x pp GPUs of ``gpu``) meeting mean TTFT and TPOT SLOs.
+
+    ``nodes``: nodes the pipeline's stages span (None: one node per stage, e.g. 1 for TP2 x PP2 on
+    one 4-GPU node, whose stage-to-stage sends stay on the node's NVLink / PCIe).
 
     ``kv_precision`` is the KV-cache dtype (vLLM ``--kv-cache-dtype``; default 16-bit, as vLLM's
     ``auto`` for bf16/fp16, fp8 and weight-only int8/int4 checkpoints). ``max_num_batched_tokens``
@@ -410,7 +427,7 @@ def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_toke
     isl = max(int(input_tokens), 1)
     osl = max(int(output_tokens), 1)
     e = build_engine(model, gpu, tp, pp, isl, osl, precision, gpu_memory_utilization, max_num_seqs, kv_precision,
-                max_num_batched_tokens, calib)
+                max_num_batched_tokens, calib, nodes=nodes)
     if isinstance(e, Estimate):
         return e
     return best_point(e, f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {precision})", osl, ttft_ms, tpot_ms,

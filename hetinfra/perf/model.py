@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import MODELS, ModelArch, get_model
@@ -46,15 +47,20 @@ class PerformanceModel:
         self.profiles = profiles
         self._cache: dict[tuple, RateResult] = {}
 
-    def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
-        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, cls.input_tokens,
-               cls.output_tokens)
+    def rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass, nodes: int | None = None
+             ) -> RateResult:
+        """``nodes``: nodes the pp stages span (None: one per stage; 1: a pipeline inside one node)."""
+        if nodes is not None and nodes == pp:
+            nodes = None
+        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, nodes,
+               cls.input_tokens, cls.output_tokens)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls)
+            hit = self._cache[key] = self._rate(ctx, gpu, tp, pp, cls, nodes)
         return hit
 
-    def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass) -> RateResult:
+    def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass, nodes: int | None = None
+              ) -> RateResult:
         row = self.profiles.lookup(ctx.names, gpu, tp, pp, cls.input_tokens, cls.output_tokens, ctx.ttft_ms, ctx.tpot_ms)
         if row is not None:
             reason = None if row.max_rps > 0 else f"profile {row.origin} gives 0 req/s"
@@ -66,21 +72,41 @@ class PerformanceModel:
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version)
+                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version,
+                       nodes=nodes)
         return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
                           None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
 
 
-def model_arch(m: ModelSpec, where: str) -> ModelArch:
-    """The architecture of a spec model: its `architecture:` block, else the built-in catalog entry
-    (``where`` names the spec field in the error for an unknown name)."""
+def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:
+    """The architecture of a spec model: its `architecture:` block or config.json file (relative to
+    ``base``, the spec's folder), else the built-in catalog entry, else a Hugging Face repo's
+    config.json (``hetinfra.catalog.hf``; ``where`` names the spec field in errors)."""
+    if isinstance(m.architecture, str):
+        from hetinfra.catalog.hf import arch_from_file
+
+        p = Path(m.architecture).expanduser()
+        return arch_from_file(p if p.is_absolute() or base is None else base / p, m.name)
     if m.architecture is not None:
         a = m.architecture
         return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,
                          head_dim=a.head_dim, params=a.params, active_params=a.active_params,
                          vocab_size=a.vocab_size, max_context=a.max_context)
-    arch = get_model(m.model or "")
-    if arch is None:
-        raise InvalidInputError(f"{where}: unknown model '{m.model}'; {did_you_mean(m.model or '', list(MODELS))}",
-                                hint="or describe it with `architecture:` (layers, hidden_size, heads, kv_heads, head_dim, params)")
-    return arch
+    return resolve_model_name(m.model or "", where)
+
+
+def resolve_model_name(name: str, where: str) -> ModelArch:
+    """A built-in catalog name (or alias), else a Hugging Face repo id read through the HF cache."""
+    arch = get_model(name)
+    if arch is not None:
+        return arch
+    from hetinfra.catalog.hf import arch_from_hub, is_repo_id
+
+    if is_repo_id(name):
+        try:
+            return arch_from_hub(name)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from None
+    raise InvalidInputError(f"{where}: unknown model '{name}'; {did_you_mean(name, list(MODELS))}",
+                            hint="give a Hugging Face repo id (org/name), `architecture: path/to/config.json`, or "
+                                 "an `architecture:` block (layers, hidden_size, heads, kv_heads, head_dim, params)")

@@ -136,7 +136,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     models = []
     for i, m in enumerate(spec.models):
         at = f"{at_('models', i)}: models[{i}] ({m.name})"
-        arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model")
+        arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model", base)
         classes = tuple(request_classes(m, base))
         if arch is not None:
             for c in classes:

@@ -16,8 +16,8 @@ class Template:
     gpu: str
     gpus_per_instance: int
     tp: int
-    pp: int  # pipeline stages; one node per stage, so also the nodes of one replica
-    engines: int  # engines per instance (data parallel inside the instance); 1 when pp > 1
+    pp: int  # pipeline stages (one node per stage unless ``node_count`` says otherwise)
+    engines: int  # engines per instance (data parallel inside the instance); 1 for multi-node replicas
     rates: dict[str, float]  # class name -> req/s per replica (only classes it can serve)
     sources: dict[str, str]  # class name -> where the number came from
     layer_partition: tuple[int, ...] | None = None  # layers per stage when pp > 1
@@ -27,10 +27,17 @@ class Template:
     #: how far to trust the rates: (level, reason), the least trusted of its classes
     #: (hetinfra.perf.confidence: measured / calibrated / extrapolated)
     confidence: tuple[str, str] | None = None
+    #: nodes of one replica; 0 = one per pipeline stage (pp). 1 with pp > 1: a TP x PP (x DP) layout
+    #: inside one node; k > 1 with pp > k: pp / k consecutive stages per node (TP x PP across nodes)
+    node_count: int = 0
 
     @property
     def nodes(self) -> int:
-        return self.pp
+        return self.node_count or self.pp
+
+    @property
+    def stages_per_node(self) -> int:
+        return self.pp // self.nodes
 
     @property
     def mixed(self) -> bool:
@@ -39,7 +46,7 @@ class Template:
     @property
     def gpus(self) -> int:
         """GPUs of one replica (all its nodes)."""
-        return self.gpus_per_instance * self.pp
+        return self.gpus_per_instance * self.nodes
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hetinfra import PLAN_VERSION, __version__
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
-from hetinfra.plan.naming import unit_name
+from hetinfra.plan.naming import model_slugs, unit_name
 from hetinfra.plan.planner import PlanResult
 
 
@@ -18,8 +18,9 @@ def rounded(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def _name_units(allocations: list[dict]) -> None:
-    """Give each allocation its deployment-unit name and SkyPilot file (none for custom clouds)."""
+def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
+    """Give each allocation its deployment-unit name (after its model's slug, see
+    ``naming.model_slugs``) and SkyPilot file (none for custom clouds)."""
     def base(a: dict) -> tuple:
         return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"])
 
@@ -27,8 +28,8 @@ def _name_units(allocations: list[dict]) -> None:
     for a in allocations:
         seen[base(a)] = seen.get(base(a), 0) + 1
     for a in allocations:
-        suffix = f"tp{a['tp']}" if seen[base(a)] > 1 else None
-        a["deployment_unit"] = unit_name(a["model"], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
+        suffix = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
+        a["deployment_unit"] = unit_name(slugs[a["model"]], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
                                          suffix=suffix)
         # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
         a["skypilot_task"] = None if a["custom_cloud"] or a.get("stages") else f"skypilot/{a['deployment_unit']}.yaml"
@@ -73,7 +74,8 @@ def build_plan_json(pr: PlanResult) -> dict:
             allocations[-1]["stages"] = [
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
                 for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
-    _name_units(allocations)
+    slugs = model_slugs([pm.spec.name for pm in inp.models])
+    _name_units(allocations, slugs)
 
     routing: dict[str, dict[str, list]] = {}
     for pm in inp.models:
@@ -89,7 +91,8 @@ def build_plan_json(pr: PlanResult) -> dict:
     templates = [{
         "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
         "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
-        "placement": {"stages": t.pp, "nodes_per_stage": 1, "layers_per_stage": list(t.layer_partition or ()) or None,
+        "placement": {"stages": t.pp, "nodes_per_stage": 1, "nodes": t.nodes, "stages_per_node": t.stages_per_node,
+                      "layers_per_stage": list(t.layer_partition or ()) or None,
                       "tp": t.tp, "experimental": t.mixed,
                       "stage_nodes": [{"instance_type": it, "gpu": g} for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)]},
         "capacity_rps": {w: rounded(v, 6) for w, v in t.rates.items()}, "sources": dict(t.sources),
@@ -100,7 +103,7 @@ def build_plan_json(pr: PlanResult) -> dict:
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
     models = [{
-        "name": pm.spec.name, "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
+        "name": pm.spec.name, "slug": slugs[pm.spec.name], "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
                 "percentile": pm.spec.slo.percentile, "attainment": pm.spec.slo.attainment},
         "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,

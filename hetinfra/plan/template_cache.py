@@ -6,7 +6,7 @@ per-class rates; no prices or regions) depends only on:
 * the model (architecture, precision, the names profile rows may use), its SLOs and request classes;
 * the instance types on offer (cloud, type, GPU, GPUs per instance) and, with mixed pipelines, which
   instance type stands for each GPU configuration;
-* the template settings (``max_nodes_per_template``, ``allow_mixed_pipelines``,
+* the template settings (``max_nodes_per_template``, ``tp_pp_layouts``, ``allow_mixed_pipelines``,
   ``mixed_memory_ratio``, the SkyPilot-deployed clouds);
 * the performance model: ``ESTIMATOR_VERSION``, the calibration constants, a hash of the source of
   every module that computes a rate, and the profile rows.
@@ -29,7 +29,7 @@ from pathlib import Path
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: modules whose code decides a template's rates; editing any of them invalidates the cache
 _RATE_MODULES = ("perf/estimator.py", "perf/pipeline.py", "perf/model.py", "perf/profiles.py", "perf/calibration.py",
                  "plan/library.py", "plan/templates.py", "plan/templates_mixed.py", "plan/placement.py",
@@ -76,7 +76,7 @@ class TemplateCache:
                       "slo": [pm.ctx.ttft_ms, pm.ctx.tpot_ms]},
             "classes": [[c.name, c.input_tokens, c.output_tokens] for c in pm.classes],
             "types": sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers}),
-            "settings": [s.max_nodes_per_template, s.allow_mixed_pipelines, s.mixed_memory_ratio,
+            "settings": [s.max_nodes_per_template, s.tp_pp_layouts, s.allow_mixed_pipelines, s.mixed_memory_ratio,
                          sorted(inputs.spec.deploy.skypilot_clouds)],
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
         }

@@ -46,30 +46,51 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
     return units, coverage
 
 
+def pp_options(gpus: int, layers: int | None) -> list[int]:
+    """Pipeline degrees inside one node of ``gpus`` GPUs left after TP: divisors of the count (at most
+    the model's layers)."""
+    return [p for p in range(1, gpus + 1) if gpus % p == 0 and (layers is None or p <= layers)]
+
+
 def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) -> ModelLibrary:
-    """Coral's offline stage for one model: single-node layouts, homogeneous pipelines and (when
+    """Coral's offline stage for one model: single-node layouts (TP x PP x DP), homogeneous pipelines
+    across nodes (TP x PP, Demystifying's search over both degrees) and (when
     ``planning.allow_mixed_pipelines``) mixed-GPU pipelines over the allowed instance types."""
     settings = inputs.spec.planning
     max_nodes = settings.max_nodes_per_template
+    tp_pp = settings.tp_pp_layouts
     templates: dict[tuple[str, str, int, int], Template] = {}
     single_complete: set[tuple[str, str]] = set()
     heads = pm.arch.heads if pm.arch else None
+    layers = pm.arch.layers if pm.arch else None
+
+    def _complete(key) -> bool:
+        return key in templates and len(templates[key].rates) == len(pm.classes)
 
     def _layouts(cloud, instance_type, gpu_count):
-        """Single-node layouts first; a k-node pipeline (PP=k, TP=all GPUs of a node) only while
-        fewer nodes of that instance type cannot serve every class (memory or SLO): when one node
-        can, k independent replicas serve at least as much as one k-stage pipeline for k x the price."""
+        """Keys (cloud, instance type, tp, pp); nodes follow: tp x pp <= GPUs of a node means one node
+        (gpus / (tp x pp) engines side by side), else tp x pp / GPUs nodes.
+
+        Single-node layouts first: TP x PP with tp x pp dividing the node's GPUs (PP only with
+        ``tp_pp_layouts``). A k-node pipeline only while fewer nodes of that instance type cannot
+        serve every class (memory or SLO): when one node can, k independent replicas serve at least
+        as much as one k-node pipeline for k x the price. Across k nodes TP stays inside a node and
+        each node holds gpus / tp consecutive stages (TP = all GPUs of a node without ``tp_pp_layouts``)."""
         for tp in tp_options(gpu_count, heads):
-            yield (cloud, instance_type, tp, 1)
-        tp = gpu_count
-        if heads is not None and heads % tp:
+            for pp in pp_options(gpu_count // tp, layers) if tp_pp else (1,):
+                yield (cloud, instance_type, tp, pp)
+        tps = [t for t in reversed(tp_options(gpu_count, heads)) if tp_pp or t == gpu_count]
+        if not tps:
             return
         for k in range(2, max_nodes + 1):
-            if (cloud, instance_type) in single_complete or (pm.arch and k > pm.arch.layers):
+            if (cloud, instance_type) in single_complete:
                 return
-            key = (cloud, instance_type, tp, k)
-            yield key
-            if key in templates and len(templates[key].rates) == len(pm.classes):
+            keys = [(cloud, instance_type, tp, k * gpu_count // tp) for tp in tps
+                    if layers is None or k * gpu_count // tp <= layers]
+            if not keys:
+                return
+            yield from keys
+            if any(_complete(key) for key in keys):
                 return
 
     floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
@@ -78,11 +99,13 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     for cloud, instance_type, gpu, gpu_count in types:
         for key in _layouts(cloud, instance_type, gpu_count):
             if key not in templates:
-                templates[key] = _template(pm, perf, cloud, instance_type, gpu, gpu_count, key[2], key[3], floors,
-                                           reasons)
-                if key[3] == 1 and len(templates[key].rates) == len(pm.classes):
+                tp, pp = key[2], key[3]
+                nodes = 1 if tp * pp <= gpu_count else tp * pp // gpu_count
+                templates[key] = _template(pm, perf, cloud, instance_type, gpu, gpu_count, tp, pp, floors, reasons,
+                                           nodes=nodes)
+                if nodes == 1 and _complete(key):
                     single_complete.add((cloud, instance_type))
-    out = [t for t in templates.values() if t.rates]
+    out = prune_layouts([t for t in templates.values() if t.rates])
     if settings.allow_mixed_pipelines and pm.arch is not None:
         from hetinfra.plan.templates_mixed import mixed_templates  # local: only with allow_mixed_pipelines
 
@@ -95,6 +118,32 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 
+def _layout_rank(t: Template) -> tuple:
+    """Simpler layouts first (fewer stages, then more engines): they win ties in ``prune_layouts``."""
+    return (t.pp, -t.engines, -t.tp, t.id)
+
+
+def prune_layouts(templates: list[Template]) -> list[Template]:
+    """Drop a TP x PP layout whose stages share a node when another layout of the same instance type
+    on as many nodes serves every class at least as fast (Demystifying's pruning of dominated
+    configurations; same price, same GPUs). Exact ties keep the simpler layout (fewer pipeline
+    stages, then more data-parallel engines), so such a layout enters a plan only where it is
+    strictly better on some class. Other layouts stay (``prune_dominated`` weighs them as units,
+    where running units are kept for the churn penalty)."""
+    groups: dict[tuple, list[Template]] = {}
+    for t in templates:
+        groups.setdefault((t.cloud, t.instance_type, t.nodes), []).append(t)
+    out: list[Template] = []
+    for group in groups.values():
+        kept: list[Template] = []
+        for t in sorted(group, key=_layout_rank):
+            if t.node_count and any(all(v.rates.get(w, 0.0) >= r - 1e-12 for w, r in t.rates.items()) for v in kept):
+                continue
+            kept.append(t)
+        out.extend(kept)
+    return out
+
+
 def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
     """Units: every template in every region that offers all its instance types, per purchase option."""
     by_place: dict[tuple[str, str], dict[str, object]] = {}
@@ -105,7 +154,7 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
         for t in lib.templates:
             if t.cloud != cloud:
                 continue
-            stage_types = [s for s, _ in t.stages] if t.stages else [t.instance_type] * t.pp
+            stage_types = [s for s, _ in t.stages] if t.stages else [t.instance_type] * t.nodes
             if any(s not in here for s in stage_types):
                 continue
             first = here[stage_types[0]]
@@ -115,7 +164,7 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
                     continue
                 units.append(Unit(
                     id=f"{t.id}|{region}|{'spot' if spot else 'ondemand'}", template=t, region=region, spot=spot,
-                    cost=sum(prices) if t.stages else prices[0] * t.pp, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
+                    cost=sum(prices) if t.stages else prices[0] * t.nodes, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
                     memory_gb=first.memory_gb, custom_cloud=first.custom_cloud,
                     stage_prices=tuple(prices) if t.stages else None))
     return units
@@ -128,12 +177,16 @@ def layer_partition(layers: int, pp: int) -> tuple[int, ...]:
 
 
 def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_type: str, gpu: str, gpus: int, tp: int,
-              pp: int, floors: dict, reasons: dict) -> Template:
-    engines = gpus // tp if pp == 1 else 1
+              pp: int, floors: dict, reasons: dict, nodes: int | None = None) -> Template:
+    """One homogeneous layout: tp x pp GPUs per engine on ``nodes`` nodes (None: one node per stage);
+    a single-node layout runs gpus / (tp x pp) engines side by side."""
+    nodes = pp if nodes is None else nodes
+    engines = gpus // (tp * pp) if nodes == 1 else 1
     rates, sources = {}, {}
     trust = None
+    layout = f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else "") + (" (one node)" if pp > 1 and nodes == 1 else "")
     for c in pm.classes:
-        r: RateResult = perf.rate(pm.ctx, gpu, tp, pp, c)
+        r: RateResult = perf.rate(pm.ctx, gpu, tp, pp, c, nodes=nodes)
         if r.max_rps > 0:
             rates[c.name] = engines * r.max_rps
             sources[c.name] = r.source
@@ -142,15 +195,15 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
             if trust is None or LEVELS.index(conf.level) > LEVELS.index(trust[0]):
                 trust = (conf.level, conf.reason)
         elif r.reason:
-            reasons[c.name].add(f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else "") + f": {r.reason}")
+            reasons[c.name].add(f"{layout}: {r.reason}")
         if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
             best = floors[c.name]
             if best is None or r.tpot_floor_ms < best[0]:
-                floors[c.name] = (r.tpot_floor_ms, f"{gpu} tp={tp}" + (f" pp={pp}" if pp > 1 else ""))
+                floors[c.name] = (r.tpot_floor_ms, layout)
     tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}" + (f"|pp{pp}" if pp > 1 else "")
     partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
     return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition,
-                    confidence=trust)
+                    confidence=trust, node_count=0 if nodes == pp else nodes)
 
 
 def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,

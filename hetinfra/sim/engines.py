@@ -53,7 +53,13 @@ def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, cal
                                precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                                max_num_seqs=MAX_NUM_SEQS, calib=calib)
     return build_engine(arch, _gpu(alloc["gpu"], unit), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
-                        GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, calib)
+                        GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, calib, nodes=_nodes(alloc))
+
+
+def _nodes(alloc: dict) -> int | None:
+    """Nodes the replica's pipeline spans (plan.json nodes_per_replica; older plans: one per stage)."""
+    n = alloc.get("nodes_per_replica")
+    return int(n) if n and int(n) != int(alloc["pp"]) else None
 
 
 def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict,
@@ -64,7 +70,8 @@ def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, 
         gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
         layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
         return estimate_pipeline(arch, gpus, layers, tp=int(alloc["tp"]), **kw)
-    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"]), tp=int(alloc["tp"]), pp=int(alloc["pp"]), **kw)
+    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"]), tp=int(alloc["tp"]), pp=int(alloc["pp"]),
+                    nodes=_nodes(alloc), **kw)
 
 
 def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],

@@ -109,11 +109,11 @@ def run_replicas(replicas: list[Replica], requests: list[Request], progress: Pro
         progress(tick)
 
 
-def _resolve_models(spec) -> dict[str, SimpleNamespace]:
-    """Each spec model with its architecture, resolved as planning resolves it."""
+def _resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]:
+    """Each spec model with its architecture, resolved as planning resolves it (``base``: the spec's folder)."""
     from hetinfra.perf.model import model_arch
 
-    return {m.name: SimpleNamespace(spec=m, arch=model_arch(m, f"models[{i}].model"))
+    return {m.name: SimpleNamespace(spec=m, arch=model_arch(m, f"models[{i}].model", base))
             for i, m in enumerate(spec.models)}
 
 
@@ -137,7 +137,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
     """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
     (see ``hetinfra.sim.report``)."""
     check_plan(plan)
-    planned = _resolve_models(spec)
+    planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
     scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
     models = [m for m in plan["models"] if m.get("rate_rps")]
     total_rate = sum(float(m["rate_rps"]) for m in models)

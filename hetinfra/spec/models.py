@@ -33,6 +33,24 @@ def _dns_name(value: str, what: str) -> str:
     return value
 
 
+#: what a served model name may not contain: whitespace and the characters that would need escaping in
+#: the shell scripts and env files the artifacts write (vLLM itself accepts any string)
+_SERVED_BAD = re.compile(r"[\s'\"`$\\]")
+MAX_SERVED_NAME = 128
+
+
+def _served_name(value: str) -> str:
+    if not value or len(value) > MAX_SERVED_NAME:
+        raise ValueError(f"model name {value!r} must be 1-{MAX_SERVED_NAME} characters")
+    if _SERVED_BAD.search(value) or not value.isprintable():
+        raise ValueError(f"model name {value!r} may not contain whitespace, quotes, '`', '$' or '\\' "
+                         "(it is vLLM's --served-model-name in generated shell scripts)")
+    if not re.search(r"[A-Za-z0-9]", value):
+        raise ValueError(f"model name {value!r} needs at least one letter or digit (its cloud resources are named "
+                         "after it)")
+    return value
+
+
 def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
     for label, edges in (("input_edges", input_edges), ("output_edges", output_edges)):
         if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
@@ -147,9 +165,16 @@ class DemandSpec(_Strict):
 class ModelSpec(_Strict):
     """One model the service serves."""
 
-    name: str = Field(description="The service's name for this model (vLLM --served-model-name).")
-    model: str | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b.")
-    architecture: ArchitectureSpec | None = Field(None, description="Architecture, for models not in the catalog.")
+    name: str = Field(description="The name clients ask for (vLLM --served-model-name): free-form as vLLM allows, "
+                                  "e.g. llama-3.1-8b or Qwen/Qwen2.5-72B-Instruct (no whitespace, quotes, '`', '$', "
+                                  "'\\'). Cloud resources use a DNS-safe slug of it (plan.json models[].slug).")
+    model: str | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b, or a Hugging "
+                                                "Face repo id (org/name) whose config.json (and safetensors index) is "
+                                                "read from the Hugging Face cache, downloaded with huggingface_hub "
+                                                "when missing (never with HF_HUB_OFFLINE=1).")
+    architecture: ArchitectureSpec | str | None = Field(
+        None, description="Architecture, for models not in the catalog: its fields, or the path of an HF config.json "
+                          "(relative to the spec file; a model.safetensors.index.json beside it gives the weight size).")
     source: str = Field(min_length=1, description="What vLLM loads: a Hugging Face id or a path.")
     precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
         "bf16", description="Weight precision. fp8 uses FP8 tensor cores where the GPU has them (weight-only FP8 elsewhere); int8/int4 expect a pre-quantized checkpoint.")
@@ -161,12 +186,13 @@ class ModelSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return _dns_name(v, "model name")
+        return _served_name(v)
 
     @model_validator(mode="after")
     def _model_or_arch(self) -> "ModelSpec":
         if (self.model is None) == (self.architecture is None):
-            raise ValueError("give exactly one of `model` (a built-in catalog name) or `architecture`")
+            raise ValueError("give exactly one of `model` (a built-in catalog name or a Hugging Face repo id) or "
+                             "`architecture`")
         return self
 
 
@@ -235,6 +261,11 @@ class PlanningSpec(_Strict):
         100.0, gt=0, description="With allow_unmet: cost per hour of each req/s left unserved.")
     max_nodes_per_template: int = Field(
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
+    tp_pp_layouts: bool = Field(
+        True, description="Consider every TP x PP (x DP) layout: pipeline stages inside one node (e.g. TP2 x PP2 on a "
+                          "4-GPU node, vLLM's mp backend) and pipelines across nodes with TP smaller than a node "
+                          "(several stages per node). Dominated layouts are pruned, and ties keep the simpler layout. "
+                          "false: TP = all GPUs of a node in a pipeline, PP only across nodes.")
     allow_mixed_pipelines: bool = Field(
         False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
                            "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "

@@ -69,8 +69,13 @@ L4_GCP_AUTOSCALE = _unit("chat-7b", "TheBloke/Llama-2-7B-Chat-AWQ", "gcp", "us-e
                          "g2-standard-4", "L4", 1, 1, 1, 1, 2, False, "int4", 4096,
                          target_qps_per_replica=1.5)
 
-ALL_UNITS = [L4_AWS, A10G_DP4, H100_GCP_SPOT, A100_AZ_PP2, L4_GCP_AUTOSCALE]
-UNIT_IDS = ["l4-aws", "a10g-dp4", "h100-gcp-spot", "a100-azure-pp2", "l4-gcp-autoscale"]
+# TP2 x PP2 inside one 4 x L40S node (vLLM's mp backend, no Ray): a 70B fp8 model whose TP4 layout
+# is slower (issue 17; tests/plan/test_layouts.py)
+L40S_AWS_TP2PP2 = _unit("code-70b", "meta-llama/Llama-3.1-70B-Instruct", "aws", "us-east-1", "g6e.12xlarge",
+                        "L40S", 4, 2, 2, 1, 2, False, "fp8", 8192, layer_partition=(40, 40), nodes=1)
+
+ALL_UNITS = [L4_AWS, A10G_DP4, H100_GCP_SPOT, A100_AZ_PP2, L4_GCP_AUTOSCALE, L40S_AWS_TP2PP2]
+UNIT_IDS = ["l4-aws", "a10g-dp4", "h100-gcp-spot", "a100-azure-pp2", "l4-gcp-autoscale", "l40s-aws-tp2pp2"]
 
 # Expected hourly price of one replica (all nodes), read by hand from the shared catalog rows:
 #   aws g6.xlarge us-east-1 Price 0.8048; aws g5.12xlarge us-east-1 Price 5.672;
@@ -83,6 +88,7 @@ EXPECTED_COST_PER_HOUR = {
     "h100-gcp-spot": 2.75246 + 22.8008,
     "a100-azure-pp2": 2 * 14.692,
     "l4-gcp-autoscale": 0.14631 + 0.55821,
+    "l40s-aws-tp2pp2": 10.49264,  # aws g6e.12xlarge us-east-1 Price, ONE node
 }
 
 
@@ -137,8 +143,17 @@ def test_unit_validation_rejects(changes, message):
 
 def test_pipeline_unit_validation():
     base = {f: getattr(A100_AZ_PP2, f) for f in A100_AZ_PP2.__dataclass_fields__}
-    with pytest.raises(ValueError, match="tp \\(2\\) must equal gpus_per_instance \\(4\\)"):
+    with pytest.raises(ValueError, match="tp \\(2\\) x pp \\(2\\) must equal nodes \\(2\\) x gpus_per_instance \\(4\\)"):
         SkyUnit(**{**base, "tp": 2})
+    # TP x PP across nodes: 2 stages per node of TP2 on two 4-GPU nodes
+    assert SkyUnit(**{**base, "tp": 2, "pp": 4, "layer_partition": (20, 20, 20, 20)}).num_nodes == 2
+    # inside one node: tp x pp x engines = the node's GPUs
+    one = {f: getattr(L40S_AWS_TP2PP2, f) for f in L40S_AWS_TP2PP2.__dataclass_fields__}
+    with pytest.raises(ValueError, match="tp \\(2\\) x pp \\(2\\) x engines_per_instance \\(2\\) must equal"):
+        SkyUnit(**{**one, "engines_per_instance": 2})
+    assert SkyUnit(**{**one, "gpus_per_instance": 8, "instance_type": "g6e.48xlarge",
+                      "engines_per_instance": 2}).num_nodes == 1
+    assert SkyUnit(**{**base, "nodes": None}).num_nodes == 2  # default: one node per stage
     with pytest.raises(ValueError, match="engines_per_instance must be 1"):
         SkyUnit(**{**base, "engines_per_instance": 2})
     with pytest.raises(ValueError, match="layer_partition must hold pp \\(2\\)"):
@@ -169,6 +184,10 @@ EXPECTED_SERVE = {
     "l4-gcp-autoscale": 'vllm serve "$MODEL_ID" --served-model-name chat-7b '
                         '--tensor-parallel-size 1 --max-model-len 4096 ' '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
                         '--host 0.0.0.0 --port 8000',
+    "l40s-aws-tp2pp2": 'vllm serve "$MODEL_ID" --served-model-name code-70b --tensor-parallel-size 2 '
+                       '--pipeline-parallel-size 2 --distributed-executor-backend mp --max-model-len 8192 '
+                       '--gpu-memory-utilization 0.9 --max-num-seqs 256 --max-num-batched-tokens 2048 '
+                       '--quantization fp8 --host 0.0.0.0 --port 8000',
 }
 
 
@@ -221,7 +240,7 @@ def test_render_structure(unit):
         "use_spot": unit.spot,
         "ports": 8000,
     }
-    assert cfg.get("num_nodes") == (unit.pp if unit.pp > 1 else None)
+    assert cfg.get("num_nodes") == (unit.num_nodes if unit.num_nodes > 1 else None)
     assert cfg["envs"]["MODEL_ID"] == unit.source
     assert cfg["secrets"] == {"HF_TOKEN": None, "VLLM_API_KEY": None}
     assert cfg["setup"].splitlines()[0] == "pip install vllm"
@@ -294,6 +313,7 @@ GOLDEN = {
     "single-node-l4-aws.yaml": L4_AWS,
     "multi-node-pp2-azure.yaml": A100_AZ_PP2,
     "autoscale-l4-gcp-int4.yaml": L4_GCP_AUTOSCALE,
+    "single-node-tp2-pp2-l40s-aws.yaml": L40S_AWS_TP2PP2,
 }
 
 
@@ -450,7 +470,7 @@ def test_sky_parses_and_validates(sky_offline, unit):
     task.validate()  # catalog-backed: region exists, instance type exists in the cloud
 
     assert task.name == unit.name
-    assert task.num_nodes == unit.pp
+    assert task.num_nodes == unit.num_nodes
     (res,) = list(task.resources)
     assert str(res.cloud).lower() == unit.cloud
     assert res.region == unit.region
@@ -470,7 +490,7 @@ def test_sky_parses_and_validates(sky_offline, unit):
 
     svc = task.service
     assert svc.readiness_path == "/health"
-    assert svc.initial_delay_seconds == (1200 if unit.pp == 1 else 1800)
+    assert svc.initial_delay_seconds == (1200 if unit.num_nodes == 1 else 1800)
     assert svc.min_replicas == unit.replicas
     assert not svc.use_ondemand_fallback
     if unit.target_qps_per_replica is None:
@@ -517,6 +537,11 @@ def test_sky_specifics(sky_offline):
     auto = sky.Task.from_yaml_str(render_task(L4_GCP_AUTOSCALE))
     assert auto.service.target_qps_per_replica == 1.5
     assert (auto.service.min_replicas, auto.service.max_replicas) == (2, 4)
+    one = sky.Task.from_yaml_str(render_task(L40S_AWS_TP2PP2))  # a pipeline inside one node: no Ray
+    assert one.num_nodes == 1 and one.envs["VLLM_PP_LAYER_PARTITION"] == "40,40"
+    assert "--pipeline-parallel-size 2 --distributed-executor-backend mp" in one.run
+    assert "ray" not in one.run.replace("--distributed-executor-backend mp", "") and "ray" not in one.setup
+    assert one.service.min_replicas == 2
 
 
 def test_sky_secrets_given_at_launch(sky_offline):

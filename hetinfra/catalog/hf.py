@@ -1,0 +1,213 @@
+"""Any Hugging Face model: its architecture from ``config.json`` (and its weight size from
+``model.safetensors.index.json``), read from the local Hugging Face cache, downloaded with
+``huggingface_hub`` when it is installed and not offline, or from a file the spec names.
+
+The cache layout is the hub's own (``huggingface_hub`` writes it, this module only reads it)::
+
+    $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
+      models--<org>--<name>/refs/main                 the commit of the main branch
+      models--<org>--<name>/snapshots/<commit>/config.json
+
+``HF_HUB_OFFLINE=1`` never touches the network: a repo missing from the cache is an error that
+says how to fix it. Mapped architecture families (what the estimator models): dense decoders,
+GQA / MQA, MoE (Mixtral, Qwen-MoE, DeepSeek, gpt-oss style: total and active parameters), sliding
+window attention (recorded; the KV cache is sized for the full context, which errs on the safe
+side) and MLA (DeepSeek-V2/V3: the compressed latent cache, not split by TP, as vLLM keeps it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from hetinfra.catalog.models import ModelArch
+from hetinfra.errors import InvalidInputError
+
+__all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
+           "arch_from_hub"]
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: model types the estimator cannot describe (state-space, recurrent, encoder-decoder)
+_UNSUPPORTED = ("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "xlstm",
+                "t5", "mt5", "bart", "mbart", "whisper", "bert", "roberta", "encoder_decoder", "recurrent_gemma")
+#: model types whose MLP has two matrices (up, down) instead of three
+_UNGATED = ("gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode", "opt", "bloom", "phi", "starcoder2", "mpt")
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
+
+
+def hub_cache_dir() -> Path:
+    """Where the hub keeps downloaded repos (huggingface_hub's own rules)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub"
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def is_repo_id(name: str) -> bool:
+    return bool(_REPO_ID.match(name or ""))
+
+
+def cached_file(repo_id: str, filename: str, revision: str = "main") -> Path | None:
+    """``filename`` of ``repo_id`` at ``revision`` (a branch or a commit) in the local cache, or None."""
+    repo = hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / revision
+    commit = ref.read_text().strip() if ref.is_file() else revision
+    path = repo / "snapshots" / commit / filename
+    return path if path.is_file() else None
+
+
+def load_config(repo_id: str) -> tuple[dict, dict | None, str]:
+    """(config.json, safetensors index or None, where it came from) of a hub repo: the cache first;
+    else, unless offline, ``huggingface_hub`` downloads them (into the same cache)."""
+    cfg = cached_file(repo_id, "config.json")
+    index = cached_file(repo_id, "model.safetensors.index.json")
+    if cfg is None:
+        fix = (f"download it once online (`huggingface-cli download {repo_id} config.json "
+               "model.safetensors.index.json`), point HF_HOME / HF_HUB_CACHE at a cache that has it, or describe "
+               "the model with `architecture: path/to/config.json`")
+        if offline():
+            raise InvalidInputError(f"model {repo_id}: no config.json in the Hugging Face cache {hub_cache_dir()} "
+                                    "(HF_HUB_OFFLINE is set)", hint=fix)
+        try:
+            from huggingface_hub import hf_hub_download  # optional: only to fetch what the cache lacks
+        except ImportError:
+            raise InvalidInputError(f"model {repo_id}: not in the Hugging Face cache {hub_cache_dir()}, and "
+                                    "huggingface_hub is not installed to download its config.json",
+                                    hint="pip install huggingface_hub, or " + fix) from None
+        try:
+            cfg = Path(hf_hub_download(repo_id, "config.json"))
+        except Exception as exc:  # gated, missing, no network: the hub's own message says which
+            raise InvalidInputError(f"model {repo_id}: cannot fetch config.json from the Hugging Face hub: "
+                                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                                    hint="check the repo id and HF_TOKEN (gated models), or " + fix) from None
+        try:
+            index = Path(hf_hub_download(repo_id, "model.safetensors.index.json"))
+        except Exception:  # single-file checkpoints have no index: parameters from the config
+            index = None
+    return _read_json(cfg, repo_id), (_read_json(index, repo_id) if index else None), str(cfg)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"{what}: cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{what}: {path} is not a JSON object")
+    return doc
+
+
+def arch_from_hub(repo_id: str, name: str | None = None) -> ModelArch:
+    cfg, index, where = load_config(repo_id)
+    return arch_from_config(cfg, name or repo_id.lower(), index=index, where=where)
+
+
+def arch_from_file(path: str | Path, name: str) -> ModelArch:
+    """A ``config.json`` file (a ``model.safetensors.index.json`` beside it gives the weight size)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"architecture file not found: {p}",
+                                hint="give the path of the model's config.json (relative to the spec file)")
+    side = p.parent / "model.safetensors.index.json"
+    return arch_from_config(_read_json(p, str(p)), name, index=_read_json(side, str(side)) if side.is_file() else None,
+                            where=str(p))
+
+
+def _get(cfg: dict, *keys, default=None):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: str = "config.json") -> ModelArch:
+    """The estimator's facts from an HF ``config.json`` (``text_config`` of multimodal models)."""
+    top = cfg
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}
+    mtype = str(_get(cfg, "model_type", default="")).lower()
+    archs = [str(a) for a in (top.get("architectures") or [])]
+    label = archs[0] if archs else (mtype or "unknown")
+    if mtype in _UNSUPPORTED or any(x in a.lower() for a in archs for x in ("mamba", "rwkv", "encoderdecoder")):
+        raise InvalidInputError(f"{where}: unsupported architecture {label} ({mtype or 'no model_type'}): the "
+                                "estimator models decoder-only transformers (dense, GQA, MoE, sliding window, MLA)",
+                                hint="describe it with an `architecture:` block, or plan from measured `profiles:`")
+    layers = _get(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _get(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _get(cfg, "num_attention_heads", "n_head")
+    if not all(isinstance(v, int) and v > 0 for v in (layers, hidden, heads)):
+        raise InvalidInputError(f"{where}: unsupported architecture {label}: config.json lacks num_hidden_layers, "
+                                "hidden_size or num_attention_heads",
+                                hint="describe it with an `architecture:` block (layers, hidden_size, heads, ...)")
+    kv = _get(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if kv is None:
+        kv = 1 if cfg.get("multi_query") else heads
+    head_dim = _get(cfg, "head_dim") or hidden // heads
+    vocab = int(_get(cfg, "vocab_size", "padded_vocab_size", default=32000))
+    ctx = int(_get(cfg, "max_position_embeddings", "n_positions", "seq_length", "max_seq_len", default=4096))
+    inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
+
+    # ---- attention: MLA (DeepSeek-V2/V3) keeps one compressed latent per token and layer --------------
+    mla = cfg.get("kv_lora_rank") is not None and cfg.get("qk_rope_head_dim") is not None
+    if mla:
+        rank, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
+        nope = int(_get(cfg, "qk_nope_head_dim", default=128))
+        v_dim = int(_get(cfg, "v_head_dim", default=nope))
+        q_rank = cfg.get("q_lora_rank")
+        q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        attn = q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        # KV bytes per token = 2 x layers x kv_heads x head_dim x b: one "head" of (rank + rope) / 2
+        # values gives layers x (rank + rope) x b, replicated on every TP rank (kv_heads = 1)
+        kv, head_dim = 1, (rank + rope + 1) // 2
+    else:
+        attn = hidden * heads * head_dim * 2 + 2 * hidden * kv * head_dim
+
+    # ---- MLP: dense, or MoE (routed experts, shared experts, leading dense layers) -------------------
+    experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    mlp_mult = 2 if mtype in _UNGATED else 3  # gated MLPs (SwiGLU / GeGLU): gate, up, down
+    dense_mlp = mlp_mult * hidden * inter
+    if experts and int(experts) > 1:
+        experts = int(experts)
+        top_k = int(_get(cfg, "num_experts_per_tok", "moe_topk", "top_k", default=2))
+        e_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter
+        expert = mlp_mult * hidden * e_inter
+        shared = (int(cfg.get("n_shared_experts") or 0) * expert
+                  + (mlp_mult * hidden * cfg["shared_expert_intermediate_size"]
+                     if cfg.get("shared_expert_intermediate_size") else 0))
+        dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+        moe_layers = layers - dense_layers
+        total_mlp = dense_layers * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts)
+        active_mlp = dense_layers * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts)
+    else:
+        total_mlp = active_mlp = layers * dense_mlp
+    embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
+    total = embed + layers * attn + total_mlp
+    active = embed + layers * attn + active_mlp
+
+    # ---- weight size from the checkpoint's safetensors index, where given -------------------------------
+    size = ((index or {}).get("metadata") or {}).get("total_size")
+    if isinstance(size, (int, float)) and size > 0:
+        qc = cfg.get("quantization_config") or top.get("quantization_config") or {}
+        method = str(qc.get("quant_method", "")).lower()
+        bits = qc.get("bits") or qc.get("w_bit")
+        if method in ("fp8", "fbgemm_fp8") or "fp8" in str(qc.get("format", "")).lower():
+            per = 1.0
+        elif bits:
+            per = float(bits) / 8.0
+        else:
+            per = float(_DTYPE_BYTES.get(str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")), 2))
+        scale = (size / per) / total
+        total, active = total * scale, active * scale
+    return ModelArch(name=name, layers=int(layers), hidden_size=int(hidden), heads=int(heads), kv_heads=int(kv),
+                     head_dim=int(head_dim), params=float(total),
+                     active_params=float(active) if active < total * 0.999 else None, vocab_size=vocab,
+                     max_context=ctx)
