@@ -93,7 +93,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 vm_name, ami=ami.id, instance_type=fu.unit.node_instance_type(rank),
                 subnet_id=subnets[zone_of[fu.name]].id, vpc_security_group_ids=[sg.id],
                 user_data=user_data(fu, rank, args, secrets, head_ip), user_data_replace_on_change=True,
-                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=args.disk_gb, volume_type="gp3"),
+                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=fu.disk_gb, volume_type="gp3"),
                 metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
                 instance_market_options=market, tags=tags(args, fu, vm_name), opts=child)
             if rank == 0:

@@ -106,7 +106,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
                 hardware_profile=compute.HardwareProfileArgs(vm_size=u.node_instance_type(rank)),
                 storage_profile=compute.StorageProfileArgs(
                     image_reference=compute.ImageReferenceArgs(**IMAGE),
-                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=args.disk_gb,
+                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=fu.disk_gb,
                                                managed_disk=compute.ManagedDiskParametersArgs(
                                                    storage_account_type="Premium_LRS"))),
                 os_profile=compute.OSProfileArgs(

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from hetinfra.compile.artifacts import sky_units
+from hetinfra.compile.disk import disk_gb
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
@@ -25,6 +26,7 @@ class FleetUnit:
     """One deployment unit: ``replicas`` x ``unit.pp`` VMs of ``unit.instance_type``."""
 
     unit: SkyUnit
+    disk_gb: int = 200  # boot disk of each VM (hetinfra.compile.disk: deploy.disk_gb or sized for the unit)
 
     @property
     def name(self) -> str:
@@ -57,7 +59,6 @@ class FleetArgs:
     ingress_cidrs: tuple[str, ...] = ()
     ssh_cidrs: tuple[str, ...] = ()
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    disk_gb: int = 200
     ssh_public_key: str | None = None
     network_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.0.0/20"
@@ -82,13 +83,14 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
     deploy = plan.get("deploy") or {}
     runtime = RuntimeConfig(runtime=deploy.get("runtime", "container"), vllm_version=deploy.get("vllm_version"))
     by_region: dict[str, list[FleetUnit]] = {}
+    allocs = {a["deployment_unit"]: a for a in plan["allocations"]}
     for u in sky_units(plan, include_mixed=True):
         if u.cloud == cloud:
-            by_region.setdefault(u.region, []).append(FleetUnit(u))
+            by_region.setdefault(u.region, []).append(FleetUnit(u, disk_gb=disk_gb(plan, allocs[u.name])))
     return [FleetArgs(
         cloud=cloud, region=region, units=tuple(units), service=plan["service"],
         port=deploy.get("port", 8000), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
-        ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime, disk_gb=deploy.get("disk_gb", 200),
+        ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime,
         ssh_public_key=deploy.get("ssh_public_key"), plan=plan,
     ) for region, units in sorted(by_region.items())]
 

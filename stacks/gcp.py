@@ -88,7 +88,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             vm = gcp.compute.Instance(
                 vm_name, machine_type=u.node_instance_type(rank), zone=zone, tags=target,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=IMAGE, size=args.disk_gb, type="pd-balanced")),
+                    image=IMAGE, size=fu.disk_gb, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
                 guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[gpu],

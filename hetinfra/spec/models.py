@@ -282,7 +282,9 @@ class DeploySpec(_Strict):
     backend_url: str | None = Field(None, description="Pulumi backend URL; default file://<out>/pulumi/<cloud>/state.")
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
-    disk_gb: int = Field(200, ge=50, le=4096, description="Boot disk size of every VM, GB (weights and images).")
+    disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
+                                "sized per unit to hold the model's weights, the engine (image or virtualenv) and the "
+                                "OS image, +10%; set: `hetinfra apply` refuses a disk smaller than that.")
     gateway: GatewaySpec = Field(default_factory=GatewaySpec,
                                  description="The gateway in front of the fleet: one OpenAI-compatible endpoint.")
     skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
