@@ -1,22 +1,47 @@
-"""AWS GPU fleet of one region: VPC, subnets, security group, GPU instances running vLLM.
+"""AWS GPU fleet of one region: VPC, subnets, security group, self-healing Auto Scaling groups.
 
 Resources (children of the component, names prefixed by the component's name):
-``<name>-provider`` (aws.Provider pinned to the region), ``-vpc``, ``-igw``, ``-rt``, one
-``-subnet-<az>`` (+ route table association) per availability zone that offers a planned
-instance type (``ec2.get_instance_type_offerings``), ``-sg`` and one ``aws.ec2.Instance`` per VM
-(``<unit>-r<replica>-n<rank>``) on the newest "Deep Learning Base OSS Nvidia Driver GPU AMI
-(Ubuntu 22.04)". The security group lets the VMs talk to each other (Ray, pipeline stages) and
-opens the vLLM port and SSH only to the declared CIDRs; IMDSv2 is required.
-"""
+``<name>-provider`` (aws.Provider pinned to the region), ``-vpc`` (the fleet's own CIDR, distinct
+per cloud/region: ``hetinfra.compile.network``), ``-igw``, ``-rt``, one ``-subnet-<az>`` per
+availability zone that offers a planned instance type, ``-sg``, and:
 
+- **secrets**: ``-secrets`` (Secrets Manager secret) and ``-secrets-v1`` (its value: one JSON
+  document of the Pulumi secrets); ``-role``, ``-role-policy`` (read that one secret, find a
+  pipeline's head), ``-profile``: the instances' identity. Boot data holds no secret.
+- **groups**: per unit of single-node replicas one launch template ``<unit>-lt`` and one Auto
+  Scaling group ``<unit>-asg`` (desired = the planned count; with ``deploy.autoscale`` max = 2x);
+  a multi-node pipeline has one group per node ``<unit>-r<replica>-n<rank>-asg`` (size 1), all of
+  a replica in one cluster placement group ``<unit>-r<replica>-pg``; workers find their head by
+  its group's tag. Spot units use a mixed-instances policy (price-capacity-optimized, on-demand
+  base 0) with capacity rebalancing: AWS launches a replacement when a spot instance is at risk.
+- **health**: per unit a network load balancer ``<unit>-nlb`` (internal unless clients or
+  ``management_cidrs`` must reach it from outside and there is no gateway), a target group
+  ``<unit>-tg`` with an HTTP health check on vLLM's ``/health`` and a listener; the head groups
+  use ELB health checks, so a replica whose vLLM stops answering is replaced (grace 30 min for
+  the weight download and CUDA graphs). The unit's endpoint is the load balancer.
+
+The security group lets the VMs talk to each other (Ray, pipeline stages), admits the vLLM port
+from the VPC (the load balancer's health checks), from ``ingress_cidrs`` (no gateway) and
+``management_cidrs``, and SSH only from ``ssh_cidrs``; IMDSv2 is required.
+"""
 from __future__ import annotations
+
+import base64
 
 import pulumi
 import pulumi_aws as aws
 
-from hetinfra.stacks.common import (FleetSecrets, build_units, gateway_tags, gateway_url, gateway_user_data, tags,
-                                    user_data)
-from hetinfra.stacks.fleet import FleetArgs
+import json
+
+from hetinfra.compile.network import subnet as nth_subnet
+from hetinfra.stacks.boot import SecretRef, find_head_script
+from hetinfra.stacks.common import (FleetSecrets, boot_script, gateway_tags, gateway_url, gateway_user_data,
+                                    secret_document, tags)
+from hetinfra.stacks.fleet import FleetArgs, vm_name
+
+HEALTH_GRACE_S = 1800
+ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
+    "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
 
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
 UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
@@ -25,14 +50,26 @@ CANONICAL = "099720109477"
 
 def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
     rules = [aws.ec2.SecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True,
-                                              description="fleet-internal: Ray and pipeline stages")]
-    if args.ingress_cidrs and not args.gateway:  # with a gateway, clients reach only the gateway
+                                              description="fleet-internal: Ray and pipeline stages"),
+             aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
+                                              cidr_blocks=[args.network_cidr],
+                                              description="vLLM /health from the load balancers (VPC)")]
+    clients = [] if args.gateway else list(args.ingress_cidrs)  # with a gateway, clients reach only the gateway
+    if clients:
         rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
-                                                      cidr_blocks=list(args.ingress_cidrs), description="vLLM API"))
+                                                      cidr_blocks=clients, description="vLLM API"))
+    if args.management_cidrs:
+        rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
+                                                      cidr_blocks=list(args.management_cidrs),
+                                                      description="vLLM /health from management hosts"))
     if args.ssh_cidrs:
         rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22,
                                                       cidr_blocks=list(args.ssh_cidrs), description="SSH"))
     return rules
+
+
+def _public_lb(args: FleetArgs) -> bool:
+    return not args.gateway and bool(args.ingress_cidrs or args.management_cidrs)
 
 
 class AwsGpuFleet(pulumi.ComponentResource):
@@ -70,7 +107,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
         subnets = {}
         for i, zone in enumerate(sorted(set(zone_of.values()))):
             subnets[zone] = aws.ec2.Subnet(f"{name}-subnet-{zone}", vpc_id=vpc.id, availability_zone=zone,
-                                           cidr_block=f"10.42.{i}.0/24", map_public_ip_on_launch=True, opts=child)
+                                           cidr_block=nth_subnet(args.network_cidr, i), map_public_ip_on_launch=True,
+                                           opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-rta-{zone}", subnet_id=subnets[zone].id,
                                           route_table_id=table.id, opts=child)
         sg = aws.ec2.SecurityGroup(
@@ -81,33 +119,100 @@ class AwsGpuFleet(pulumi.ComponentResource):
             aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME]),
             aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])])
 
+        # Secrets: one Secrets Manager document, read at boot through the instance profile.
+        secret = aws.secretsmanager.Secret(f"{name}-secrets", name_prefix=f"hetinfra-{args.service}-{args.region}-",
+                                           description=f"hetinfra {args.service}: vLLM API key and tokens",
+                                           recovery_window_in_days=0, opts=child)
+        aws.secretsmanager.SecretVersion(f"{name}-secrets-v1", secret_id=secret.id,
+                                         secret_string=secret_document(secrets), opts=child)
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=ASSUME_EC2, opts=child)
+        aws.iam.RolePolicy(f"{name}-role-policy", role=role.id, opts=child, policy=secret.arn.apply(lambda arn: json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},
+                {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]})))
+        profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
+        self.secret_arn = secret.arn
+        public_lb = _public_lb(args)
+
         private_heads: list[tuple[str, pulumi.Output]] = []
-
-        def make_vm(fu, replica, rank, vm_name, head_ip):
-            market = None
-            if fu.unit.spot:
-                market = aws.ec2.InstanceInstanceMarketOptionsArgs(
-                    market_type="spot", spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
-                        instance_interruption_behavior="terminate", spot_instance_type="one-time"))
-            vm = aws.ec2.Instance(
-                vm_name, ami=ami.id, instance_type=fu.unit.node_instance_type(rank),
-                subnet_id=subnets[zone_of[fu.name]].id, vpc_security_group_ids=[sg.id],
-                user_data=user_data(fu, rank, args, secrets, head_ip), user_data_replace_on_change=True,
-                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=args.disk_gb, volume_type="gp3"),
-                metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
-                instance_market_options=market, tags=tags(args, fu, vm_name), opts=child)
-            if rank == 0:
-                private_heads.append((fu.name, vm.private_ip))
-            return vm, vm.private_ip, vm.public_ip
-
-        self.endpoints, self.vms = build_units(args, make_vm)
+        self.endpoints, self.vms = {}, {}
+        for fu in args.units:
+            u = fu.unit
+            subnet_ids = [subnets[zone_of[fu.name]].id]
+            lb = aws.lb.LoadBalancer(f"{fu.name}-nlb", name_prefix="hi-", load_balancer_type="network",
+                                     internal=not public_lb, subnets=subnet_ids, opts=child,
+                                     tags=tags(args, fu, f"{fu.name}-nlb"))
+            tg = aws.lb.TargetGroup(f"{fu.name}-tg", name_prefix="hi-", port=args.port, protocol="TCP",
+                                    vpc_id=vpc.id, target_type="instance", deregistration_delay=30, opts=child,
+                                    health_check=aws.lb.TargetGroupHealthCheckArgs(
+                                        protocol="HTTP", path="/health", port=str(args.port), interval=30,
+                                        healthy_threshold=2, unhealthy_threshold=3, matcher="200"))
+            aws.lb.Listener(f"{fu.name}-listener", load_balancer_arn=lb.arn, port=args.port, protocol="TCP",
+                            default_actions=[aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=tg.arn)],
+                            opts=child)
+            self.endpoints[fu.name] = [pulumi.Output.concat("http://", lb.dns_name, f":{args.port}/v1")]
+            private_heads.append((fu.name, lb.dns_name))
+            groups = ([(None, 0, fu.name, u.replicas)] if u.num_nodes == 1 else
+                      [(r, k, vm_name(fu.name, r, k), 1) for r in range(u.replicas) for k in range(u.num_nodes)])
+            pgs = {}
+            for replica, rank, gname, size in groups:
+                head_group = vm_name(fu.name, replica, 0) if rank > 0 else None
+                text = boot_script(fu, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
+                                   find_head_script("aws", head_group, args.region) if head_group else None)
+                user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(
+                    t.replace("@@SECRET@@", arn).encode()).decode())
+                lt = aws.ec2.LaunchTemplate(
+                    f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami.id,
+                    instance_type=u.node_instance_type(rank), user_data=user_data,
+                    vpc_security_group_ids=[sg.id], update_default_version=True,
+                    iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+                    metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required",
+                                                                               http_endpoint="enabled"),
+                    block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                        device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                            volume_size=fu.disk_gb, volume_type="gp3", delete_on_termination="true"))],
+                    tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
+                        resource_type="instance", tags=dict(tags(args, fu, gname), **{"hetinfra-group": gname}))],
+                    opts=child)
+                lt_spec = aws.autoscaling.GroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str))
+                mixed = None
+                if u.spot:  # spot with capacity rebalancing; the launch template is the only override
+                    mixed = aws.autoscaling.GroupMixedInstancesPolicyArgs(
+                        instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+                            on_demand_base_capacity=0, on_demand_percentage_above_base_capacity=0,
+                            spot_allocation_strategy="price-capacity-optimized"),
+                        launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+                            launch_template_specification=aws.autoscaling
+                            .GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                                launch_template_id=lt.id, version=lt.latest_version.apply(str)),
+                            overrides=[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+                                instance_type=u.node_instance_type(rank))]))
+                placement = None
+                if replica is not None:
+                    if replica not in pgs:
+                        pgs[replica] = aws.ec2.PlacementGroup(f"{fu.name}-r{replica}-pg", strategy="cluster",
+                                                              opts=child)
+                    placement = pgs[replica].id
+                autoscale = bool((args.plan or {}).get("deploy", {}).get("autoscale")) and u.num_nodes == 1
+                asg = aws.autoscaling.Group(
+                    f"{gname}-asg", name_prefix=f"{gname}-", desired_capacity=size, min_size=size,
+                    max_size=u.max_replicas if autoscale else size, vpc_zone_identifiers=subnet_ids,
+                    launch_template=None if mixed else lt_spec, mixed_instances_policy=mixed,
+                    capacity_rebalance=u.spot, placement_group=placement,
+                    health_check_type="ELB" if rank == 0 else "EC2", health_check_grace_period=HEALTH_GRACE_S,
+                    target_group_arns=[tg.arn] if rank == 0 else [], wait_for_capacity_timeout="0",
+                    tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+                          for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],
+                    opts=child)
+                self.vms[gname] = asg.name
+        self.groups = dict(self.vms)
         self.gateway_url = None
         if args.gateway:
-            self.gateway_url = self._gateway(name, args, secrets, vpc, sg, subnets[sorted(subnets)[0]],
+            self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg, subnets[sorted(subnets)[0]],
                                              private_heads, child, invoke)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
-    def _gateway(self, name, args: FleetArgs, secrets: FleetSecrets, vpc, fleet_sg, subnet, heads, child, invoke):
+    def _gateway(self, name, args: FleetArgs, secret_arn, profile, vpc, fleet_sg, subnet, heads, child, invoke):
         """A CPU VM running `hetinfra gateway`: clients (ingress_cidrs) reach its port; the fleet's
         vLLM port is open to the gateway's security group only."""
         g = args.gateway
@@ -129,7 +234,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])])
         vm = aws.ec2.Instance(
             f"{name}-gateway", ami=ami.id, instance_type=g.get("aws_instance_type") or "c7i.large",
-            subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], user_data=gateway_user_data(args, secrets, heads),
+            subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], iam_instance_profile=profile.name,
+            user_data=secret_arn.apply(lambda arn: gateway_user_data(args, SecretRef("aws", arn, args.region), heads)),
             user_data_replace_on_change=True,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
             tags=gateway_tags(args, f"{name}-gateway"), opts=child)

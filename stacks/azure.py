@@ -6,7 +6,10 @@ and SSH only from declared CIDRs; Azure's default rules already allow VNet-inter
 deny the internet), ``-subnet`` bound to the NSG, and per VM ``<vm>-ip`` (static Standard public
 IP), ``<vm>-nic`` and ``<vm>`` (VirtualMachine of the planned size on the Ubuntu HPC image, which
 ships the NVIDIA driver; cloud-init custom data is the startup script; Spot priority with
-eviction Delete for spot units). Azure VMs need an admin SSH key: ``deploy.ssh_public_key``.
+eviction Delete for spot units, a system-assigned identity). Azure VMs need an admin SSH key:
+``deploy.ssh_public_key``. Secrets: ``-kv`` (Key Vault, RBAC) with ``-secrets`` (the fleet's
+secrets as one JSON document) and per VM ``<vm>-kv-reader`` (Key Vault Secrets User for its
+identity): VMs read them at boot through IMDS, never from custom data.
 
 With ``deploy.gateway.enabled``: ``-gateway-nsg`` (inbound: clients from ``deploy.ingress_cidrs``
 to the gateway port, SSH from ``ssh_cidrs``), ``-gateway-subnet`` (``gateway_subnet_cidr``) bound to
@@ -22,16 +25,27 @@ import base64
 
 import pulumi
 import pulumi_azure_native as azure_native
-from pulumi_azure_native import compute, network, resources
+import hashlib
 
+from pulumi_azure_native import authorization, compute, keyvault, network, resources
+
+from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
-                                    tags, user_data)
+                                    secret_document, tags, user_data)
 from hetinfra.stacks.fleet import FleetArgs
 
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 GATEWAY_IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
                  "version": "latest"}
 ADMIN = "hetinfra"
+SECRET_NAME = "hetinfra-secrets"
+KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
+
+
+def _vault_name(args: FleetArgs) -> str:
+    """Key Vault names are global, 3-24 characters: ``hi-<service>-<hash of service/region>``."""
+    digest = hashlib.sha1(f"{args.service}/{args.region}".encode()).hexdigest()[:8]
+    return f"hi-{args.service[:11].rstrip('-')}-{digest}"
 
 
 def _allow(label: str, priority: int, sources: list[str], port: int) -> network.SecurityRuleArgs:
@@ -42,14 +56,15 @@ def _allow(label: str, priority: int, sources: list[str], port: int) -> network.
 
 
 def _rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
-    """The fleet NSG: the vLLM port from clients (no gateway) or from the gateway subnet only; SSH."""
+    """The fleet NSG: the vLLM port from clients (no gateway) or from the gateway subnet only; the
+    vLLM port from management_cidrs; SSH."""
     if args.gateway:
         vllm = ("vllm-from-gateway", [args.gateway_subnet_cidr], args.port)
     else:
         vllm = ("vllm", list(args.ingress_cidrs), args.port)
     rules = []
     priority = 100
-    for label, cidrs, port in (vllm, ("ssh", list(args.ssh_cidrs), 22)):
+    for label, cidrs, port in (vllm, ("ssh", list(args.ssh_cidrs), 22), ("mgmt", list(args.management_cidrs), args.port)):
         if cidrs:
             rules.append(_allow(label, priority, cidrs, port))
             priority += 10
@@ -79,6 +94,25 @@ class AzureGpuFleet(pulumi.ComponentResource):
                                          opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         rg = resources.ResourceGroup(f"{name}-rg", location=args.region, opts=child)
+        # Secrets: a Key Vault (RBAC) holding the fleet's secrets as one JSON document; each VM's
+        # system-assigned identity gets "Key Vault Secrets User" on it and reads them at boot.
+        client = azure_native.authorization.get_client_config(opts=pulumi.InvokeOptions(provider=provider))
+        vault_name = _vault_name(args)
+        vault = keyvault.Vault(f"{name}-kv", resource_group_name=rg.name, location=args.region, vault_name=vault_name,
+                               properties=keyvault.VaultPropertiesArgs(
+                                   tenant_id=client.tenant_id, enable_rbac_authorization=True,
+                                   sku=keyvault.SkuArgs(family="A", name="standard")), opts=child)
+        keyvault.Secret(f"{name}-secrets", resource_group_name=rg.name, vault_name=vault.name, secret_name=SECRET_NAME,
+                        properties=keyvault.SecretPropertiesArgs(value=secret_document(secrets)), opts=child)
+        ref = SecretRef("azure", SECRET_NAME, vault_name)
+
+        def grant(vm_name: str, vm) -> None:
+            authorization.RoleAssignment(
+                f"{vm_name}-kv-reader", scope=vault.id, principal_type="ServicePrincipal",
+                principal_id=vm.identity.apply(lambda i: field(i, "principal_id") if i else None),
+                role_definition_id=f"/subscriptions/{client.subscription_id}/providers/Microsoft.Authorization/"
+                                   f"roleDefinitions/{KV_SECRETS_USER}", opts=child)
+
         vnet = network.VirtualNetwork(f"{name}-vnet", resource_group_name=rg.name, location=args.region,
                                       address_space=network.AddressSpaceArgs(address_prefixes=[args.network_cidr]),
                                       opts=child)
@@ -100,13 +134,13 @@ class AzureGpuFleet(pulumi.ComponentResource):
                     public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
             spot = {"priority": "Spot", "eviction_policy": "Delete",
                     "billing_profile": compute.BillingProfileArgs(max_price=-1)} if u.spot else {}
-            custom = user_data(fu, rank, args, secrets, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
+            custom = user_data(fu, rank, args, secrets, ref, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
             vm = compute.VirtualMachine(
                 vm_name, resource_group_name=rg.name, location=args.region, opts=child,
                 hardware_profile=compute.HardwareProfileArgs(vm_size=u.node_instance_type(rank)),
                 storage_profile=compute.StorageProfileArgs(
                     image_reference=compute.ImageReferenceArgs(**IMAGE),
-                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=args.disk_gb,
+                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=fu.disk_gb,
                                                managed_disk=compute.ManagedDiskParametersArgs(
                                                    storage_account_type="Premium_LRS"))),
                 os_profile=compute.OSProfileArgs(
@@ -117,7 +151,9 @@ class AzureGpuFleet(pulumi.ComponentResource):
                             path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
                 network_profile=compute.NetworkProfileArgs(
                     network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
+                identity=compute.VirtualMachineIdentityArgs(type="SystemAssigned"),
                 tags=tags(args, fu, vm_name), **spot)
+            grant(vm_name, vm)
             private = nic.ip_configurations.apply(lambda cfgs: field(cfgs[0], "private_ip_address"))
             return vm, private, ip.ip_address
 
@@ -132,10 +168,10 @@ class AzureGpuFleet(pulumi.ComponentResource):
         self.endpoints, self.vms = build_units(args, make_vm_and_note_head)
         self.gateway_url = None
         if args.gateway:
-            self.gateway_url = self._gateway(name, args, secrets, rg, vnet, heads, child)
+            self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, heads, child)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
-    def _gateway(self, name, args: FleetArgs, secrets: FleetSecrets, rg, vnet, heads, child) -> pulumi.Output:
+    def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child) -> pulumi.Output:
         """A CPU VM running `hetinfra gateway` in its own subnet and NSG."""
         g = args.gateway
         nsg = network.NetworkSecurityGroup(f"{name}-gateway-nsg", resource_group_name=rg.name, location=args.region,
@@ -152,9 +188,9 @@ class AzureGpuFleet(pulumi.ComponentResource):
             ip_configurations=[network.NetworkInterfaceIPConfigurationArgs(
                 name="primary", subnet=network.SubnetArgs(id=subnet.id), private_ip_allocation_method="Dynamic",
                 public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
-        custom = gateway_user_data(args, secrets, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
+        custom = gateway_user_data(args, ref, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
         vm_name = f"{name}-gateway"
-        compute.VirtualMachine(
+        gw_vm = compute.VirtualMachine(
             vm_name, resource_group_name=rg.name, location=args.region, opts=child,
             hardware_profile=compute.HardwareProfileArgs(vm_size=g.get("azure_vm_size") or "Standard_D2s_v5"),
             storage_profile=compute.StorageProfileArgs(
@@ -170,5 +206,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
                         path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
             network_profile=compute.NetworkProfileArgs(
                 network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
+            identity=compute.VirtualMachineIdentityArgs(type="SystemAssigned"),
             tags=gateway_tags(args, vm_name))
+        grant(vm_name, gw_vm)
         return gateway_url(args, ip.ip_address)

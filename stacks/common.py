@@ -1,15 +1,18 @@
-"""What the three cloud fleets share: secrets, user data per VM, endpoint outputs."""
+"""What the three cloud fleets share: the secret document for the cloud's secret store, boot
+scripts (which hold no secret), endpoint outputs, tags."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import pulumi
 
 from hetinfra.stacks.fleet import FleetArgs, FleetUnit
+from hetinfra.stacks.boot import SecretRef, fetch_secrets_script
 from hetinfra.stacks.gateway import fill_gateway, gateway_script
-from hetinfra.stacks.startup import fill, startup_script
+from hetinfra.stacks.startup import BootConfig, startup_script
 
 @dataclass
 class FleetSecrets:
@@ -22,13 +25,33 @@ class FleetSecrets:
     tls_key: Optional[pulumi.Input[str]] = None
 
 
-def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets,
+def secret_document(secrets: FleetSecrets) -> pulumi.Output[str]:
+    """The fleet's secrets as one JSON document (a secret Output) for the cloud's secret store."""
+    names = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY", "TLS_CERT", "TLS_KEY")
+    values = (secrets.api_key, secrets.hf_token, secrets.gateway_keys, secrets.tls_cert, secrets.tls_key)
+    doc = pulumi.Output.all(*values).apply(lambda v: json.dumps({k: x for k, x in zip(names, v) if x}, sort_keys=True))
+    return pulumi.Output.secret(doc)
+
+
+def boot_script(fu: FleetUnit, rank: int, args: FleetArgs, ref: SecretRef, secrets: FleetSecrets,
+                find_head: Optional[str] = None) -> str:
+    """The VM's startup script: no secret in it, only where to read them (``ref``)."""
+    keys = ("VLLM_API_KEY", "HF_TOKEN") if secrets.hf_token is not None else ("VLLM_API_KEY",)
+    boot = BootConfig(fetch_secrets=fetch_secrets_script(ref, keys), find_head=find_head)
+    return startup_script(fu.unit, rank=rank, runtime=args.runtime, boot=boot)
+
+
+def static_head(ip: str) -> str:
+    """find-head.sh for clouds whose head VM has a fixed private address known to the stack."""
+    return f"#!/bin/bash\necho HEAD_IP={ip} > /etc/hetinfra/head.env\n"
+
+
+def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets, ref: SecretRef,
               head_ip: Optional[pulumi.Input[str]] = None) -> pulumi.Output[str]:
-    """The VM's startup script with secrets and the head IP filled in, as a secret Output."""
-    text = startup_script(fu.unit, rank=rank, runtime=args.runtime, with_hf_token=secrets.hf_token is not None)
-    out = pulumi.Output.all(secrets.api_key, secrets.hf_token, head_ip).apply(
-        lambda v: fill(text, api_key=v[0], hf_token=v[1], head_ip=v[2]))
-    return pulumi.Output.secret(out)
+    """Per-VM startup script (single VMs: GCP, Azure); a worker's head lookup is the head's IP."""
+    if rank == 0:
+        return pulumi.Output.from_input(boot_script(fu, rank, args, ref, secrets))
+    return pulumi.Output.from_input(head_ip).apply(lambda ip: boot_script(fu, rank, args, ref, secrets, static_head(ip)))
 
 
 def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Optional[pulumi.Output]], tuple]
@@ -61,17 +84,14 @@ def tags(args: FleetArgs, fu: FleetUnit, name: str) -> dict[str, str]:
             "hetinfra-model": fu.unit.service_model}
 
 
-def gateway_user_data(args: FleetArgs, secrets: FleetSecrets, heads: list[tuple[str, pulumi.Input[str]]]
+def gateway_user_data(args: FleetArgs, ref: SecretRef, heads: list[tuple[str, pulumi.Input[str]]]
                       ) -> pulumi.Output[str]:
-    """The gateway VM's startup script (a secret Output): ``hetinfra gateway`` with one ``--endpoint``
-    per replica head, ``(unit, private IP)``, at the fleet's vLLM port."""
-    text = gateway_script(args.plan, args.cloud, args.region)
+    """The gateway VM's startup script: ``hetinfra gateway`` with one ``--endpoint`` per backend,
+    ``(unit, address)``, at the fleet's vLLM port; its keys and TLS files come from the secret store."""
+    text = gateway_script(args.plan, args.cloud, args.region, ref)
     units = [u for u, _ in heads]
-    out = pulumi.Output.all(secrets.api_key, secrets.gateway_keys, secrets.tls_cert, secrets.tls_key,
-                            *[ip for _, ip in heads]).apply(
-        lambda v: fill_gateway(text, api_key=v[0], client_keys=v[1], tls_cert=v[2], tls_key=v[3],
-                               endpoints=[(u, f"http://{ip}:{args.port}/v1") for u, ip in zip(units, v[4:])]))
-    return pulumi.Output.secret(out)
+    return pulumi.Output.all(*[ip for _, ip in heads]).apply(
+        lambda v: fill_gateway(text, endpoints=[(u, f"http://{ip}:{args.port}/v1") for u, ip in zip(units, v)]))
 
 
 def gateway_url(args: FleetArgs, public_ip: pulumi.Input[str]) -> pulumi.Output[str]:

@@ -12,6 +12,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from hetinfra.compile.artifacts import sky_units
+from hetinfra.compile.disk import disk_gb
+from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
@@ -25,6 +27,7 @@ class FleetUnit:
     """One deployment unit: ``replicas`` x ``unit.num_nodes`` VMs of ``unit.instance_type``."""
 
     unit: SkyUnit
+    disk_gb: int = 200  # boot disk of each VM (hetinfra.compile.disk: deploy.disk_gb or sized for the unit)
 
     @property
     def name(self) -> str:
@@ -57,11 +60,11 @@ class FleetArgs:
     ingress_cidrs: tuple[str, ...] = ()
     ssh_cidrs: tuple[str, ...] = ()
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    disk_gb: int = 200
     ssh_public_key: str | None = None
-    network_cidr: str = "10.42.0.0/16"
+    network_cidr: str = "10.42.0.0/16"  # distinct per cloud/region: hetinfra.compile.network
     subnet_cidr: str = "10.42.0.0/20"
-    gateway_subnet_cidr: str = "10.42.16.0/24"  # Azure: the gateway's own subnet (and NSG) in the VNet
+    gateway_subnet_cidr: str = "10.42.240.0/24"  # Azure: the gateway's own subnet (and NSG) in the VNet
+    management_cidrs: tuple[str, ...] = ()  # hosts that check the units' /health (cron host)
     plan: dict | None = field(default=None, compare=False)  # the whole plan, for the gateway VM
 
     @property
@@ -82,13 +85,18 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
     deploy = plan.get("deploy") or {}
     runtime = RuntimeConfig(runtime=deploy.get("runtime", "container"), vllm_version=deploy.get("vllm_version"))
     by_region: dict[str, list[FleetUnit]] = {}
+    allocs = {a["deployment_unit"]: a for a in plan["allocations"]}
     for u in sky_units(plan, include_mixed=True):
         if u.cloud == cloud:
-            by_region.setdefault(u.region, []).append(FleetUnit(u))
+            by_region.setdefault(u.region, []).append(FleetUnit(u, disk_gb=disk_gb(plan, allocs[u.name])))
+    nets = network_cidrs(plan)
     return [FleetArgs(
         cloud=cloud, region=region, units=tuple(units), service=plan["service"],
         port=deploy.get("port", 8000), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
-        ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime, disk_gb=deploy.get("disk_gb", 200),
+        ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime,
         ssh_public_key=deploy.get("ssh_public_key"), plan=plan,
+        network_cidr=nets[(cloud, region)], subnet_cidr=subnet(nets[(cloud, region)], 0),
+        gateway_subnet_cidr=gateway_subnet(nets[(cloud, region)]),
+        management_cidrs=tuple(deploy.get("management_cidrs") or ()),
     ) for region, units in sorted(by_region.items())]
 

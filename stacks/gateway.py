@@ -4,14 +4,17 @@ The script installs ``deploy.gateway.package`` in a virtualenv, writes the plan 
 file (``VLLM_API_KEY`` for the backends, ``HETINFRA_API_KEY`` for clients; both Pulumi secrets),
 and starts ``hetinfra gateway /etc/hetinfra/plan.json --host 0.0.0.0 --endpoint UNIT=URL ...`` with
 the backends' *private* addresses, a demand log under /var/lib/hetinfra and TLS when a
-certificate is given. Placeholders ``@@VLLM_API_KEY@@``, ``@@CLIENT_KEYS@@``, ``@@TLS_CERT@@``,
-``@@TLS_KEY@@`` and ``@@ENDPOINTS@@`` are filled by the stack.
+certificate is given. The keys and TLS files are read from the cloud's secret store with the VM's
+identity before every start (``hetinfra.stacks.boot``); the boot data holds none of them. The
+placeholder ``@@ENDPOINTS@@`` is filled by the stack.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+
+from hetinfra.stacks.boot import SecretRef, fetch_secrets_script
 
 SCRIPT = """#!/bin/bash
 # hetinfra gateway for service {service} ({cloud}/{region})
@@ -25,17 +28,17 @@ cat > /etc/hetinfra/plan.json <<'HETINFRA_PLAN'
 {plan}
 HETINFRA_PLAN
 umask 077
-cat > /etc/hetinfra/gateway.env <<'HETINFRA_ENV'
-VLLM_API_KEY=@@VLLM_API_KEY@@
-HETINFRA_API_KEY=@@CLIENT_KEYS@@
-HETINFRA_ENV
-{tls}umask 022
+cat > /opt/hetinfra/fetch-secrets.sh <<'HETINFRA_FETCH'
+{fetch}HETINFRA_FETCH
+chmod 700 /opt/hetinfra/fetch-secrets.sh
+umask 022
 cat > /etc/systemd/system/hetinfra-gateway.service <<'HETINFRA_UNIT'
 [Unit]
 Description=hetinfra gateway ({service})
 After=network-online.target
 [Service]
-EnvironmentFile=/etc/hetinfra/gateway.env
+ExecStartPre=/opt/hetinfra/fetch-secrets.sh
+EnvironmentFile=-/etc/hetinfra/secrets.env
 ExecStart={command} @@ENDPOINTS@@
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
@@ -47,15 +50,6 @@ systemctl daemon-reload
 systemctl enable --now hetinfra-gateway
 """
 
-TLS = """cat > /etc/hetinfra/tls.crt <<'HETINFRA_CERT'
-@@TLS_CERT@@
-HETINFRA_CERT
-cat > /etc/hetinfra/tls.key <<'HETINFRA_KEY'
-@@TLS_KEY@@
-HETINFRA_KEY
-"""
-
-
 def gateway_command(gateway: dict, region: str, tls: bool) -> str:
     cmd = ["/opt/hetinfra/bin/hetinfra", "gateway", "/etc/hetinfra/plan.json", "--host", "0.0.0.0",
            "--port", str(gateway.get("port", 8080)), "--region", region,
@@ -65,18 +59,17 @@ def gateway_command(gateway: dict, region: str, tls: bool) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def gateway_script(plan: dict, cloud: str, region: str) -> str:
+def gateway_script(plan: dict, cloud: str, region: str, ref: SecretRef) -> str:
     gateway = (plan.get("deploy") or {}).get("gateway") or {}
     tls = bool(gateway.get("tls_cert"))
+    files = {"TLS_CERT": "/etc/hetinfra/tls.crt", "TLS_KEY": "/etc/hetinfra/tls.key"} if tls else {}
     return SCRIPT.format(service=plan["service"], cloud=cloud, region=region,
                          package=shlex.quote(gateway.get("package") or "hetinfra"),
-                         plan=json.dumps(plan, indent=1), tls=TLS if tls else "",
+                         plan=json.dumps(plan, indent=1),
+                         fetch=fetch_secrets_script(ref, ("VLLM_API_KEY", "HETINFRA_API_KEY"), files),
                          command=gateway_command(gateway, region, tls))
 
 
-def fill_gateway(text: str, *, api_key: str, client_keys: str | None, endpoints: list[tuple[str, str]],
-                 tls_cert: str | None = None, tls_key: str | None = None) -> str:
+def fill_gateway(text: str, *, endpoints: list[tuple[str, str]]) -> str:
     eps = " ".join(f"--endpoint {shlex.quote(f'{u}={url}')}" for u, url in endpoints)
-    return (text.replace("@@VLLM_API_KEY@@", api_key).replace("@@CLIENT_KEYS@@", client_keys or "")
-            .replace("@@TLS_CERT@@", tls_cert or "").replace("@@TLS_KEY@@", tls_key or "")
-            .replace("@@ENDPOINTS@@", eps))
+    return text.replace("@@ENDPOINTS@@", eps)

@@ -1,9 +1,11 @@
 """GCP GPU fleet of one region: VPC network, subnetwork, firewalls, GPU instances running vLLM.
 
 Resources (children, names prefixed by the component's name): ``<name>-provider`` (gcp.Provider
-with the project and region), ``-net`` (custom-mode network), ``-subnet``, ``-fw-internal``
-(fleet-internal traffic: Ray, pipeline stages), ``-fw-vllm`` and ``-fw-ssh`` (only when CIDRs are
-declared), and one ``gcp.compute.Instance`` per VM with its guest accelerators,
+with the project and region), ``-secrets``/``-secrets-v1`` (Secret Manager: the fleet's secrets as
+one JSON document), ``-sa`` (the VMs' service account) with ``-sa-secret`` (secretAccessor on that
+secret only): VMs read their secrets at boot with their identity, never from metadata; ``-net`` (custom-mode network), ``-subnet``, ``-fw-internal``
+(fleet-internal traffic: Ray, pipeline stages), ``-fw-vllm``, ``-fw-ssh`` and ``-fw-mgmt``
+(``management_cidrs`` to the vLLM port; each only when CIDRs are declared), and one ``gcp.compute.Instance`` per VM with its guest accelerators,
 ``on_host_maintenance: TERMINATE`` (GPU VMs cannot live-migrate), SPOT provisioning for spot
 units, the Deep Learning VM image with the driver installed at first boot, and the startup script.
 
@@ -24,7 +26,9 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
-from hetinfra.stacks.common import FleetSecrets, build_units, field, gateway_url, gateway_user_data, user_data
+from hetinfra.stacks.boot import SecretRef
+from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document,
+                                    user_data)
 from hetinfra.stacks.fleet import FleetArgs
 
 # SkyPilot accelerator name -> GCE accelerator type.
@@ -57,6 +61,21 @@ class GcpGpuFleet(pulumi.ComponentResource):
             if not zones.names:
                 raise ValueError(f"GCP region {args.region} has no zone that is UP")
             zone = sorted(zones.names)[0]
+        # Secrets: one Secret Manager document; the VMs' service account may read it (and list
+        # instances: pipeline workers find their head).
+        secret = gcp.secretmanager.Secret(f"{name}-secrets", secret_id=f"hetinfra-{args.service}-{args.region}",
+                                          replication=gcp.secretmanager.SecretReplicationArgs(
+                                              auto=gcp.secretmanager.SecretReplicationAutoArgs()), opts=child)
+        gcp.secretmanager.SecretVersion(f"{name}-secrets-v1", secret=secret.id, secret_data=secret_document(secrets),
+                                        opts=child)
+        sa = gcp.serviceaccount.Account(f"{name}-sa", account_id=f"hi-{args.service}"[:20].rstrip("-") + "-"
+                                        + args.region.replace("-", "")[-9:], display_name=f"hetinfra {args.service} VMs",
+                                        opts=child)
+        gcp.secretmanager.SecretIamMember(f"{name}-sa-secret", secret_id=secret.id,
+                                          role="roles/secretmanager.secretAccessor",
+                                          member=sa.email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+        ref = SecretRef("gcp", f"hetinfra-{args.service}-{args.region}", project)
+        identity = [gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])]
         net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
                                         ip_cidr_range=args.subnet_cidr, opts=child)
@@ -68,7 +87,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
                                      gcp.compute.FirewallAllowArgs(protocol="icmp")])
         gw = args.gateway
         gw_tag = [f"hetinfra-{args.service}-gateway"]
-        for suffix, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22)):
+        for suffix, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22),
+                                    ("mgmt", args.management_cidrs, args.port)):
             if suffix == "vllm" and gw:
                 continue  # with a gateway, clients reach only the gateway
             if cidrs:
@@ -88,13 +108,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
             vm = gcp.compute.Instance(
                 vm_name, machine_type=u.node_instance_type(rank), zone=zone, tags=target,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=IMAGE, size=args.disk_gb, type="pd-balanced")),
+                    image=IMAGE, size=fu.disk_gb, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
                 guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[gpu],
                                                                              count=u.gpus_per_instance)],
                 scheduling=sched, metadata={"install-nvidia-driver": "True"},
-                metadata_startup_script=user_data(fu, rank, args, secrets, head_ip),
+                metadata_startup_script=user_data(fu, rank, args, secrets, ref, head_ip), service_account=identity[0],
                 labels={"hetinfra-service": _label(args.service), "hetinfra-unit": _label(fu.name)}, opts=child)
             private = vm.network_interfaces.apply(lambda nics: field(nics[0], "network_ip"))
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
@@ -130,7 +150,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     image=GATEWAY_IMAGE, size=20, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
-                metadata_startup_script=gateway_user_data(args, secrets, heads),
+                metadata_startup_script=gateway_user_data(args, ref, heads), service_account=identity[0],
                 labels={"hetinfra-service": _label(args.service), "hetinfra-role": "gateway"}, opts=child)
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             self.gateway_url = gateway_url(args, public)

@@ -5,9 +5,11 @@ Every VM of a deployment unit runs the same script, parameterised by its rank in
 1. **Driver check.** Wait up to 10 minutes for ``nvidia-smi`` (images that install the driver on
    first boot need that long), then require exactly the planned number of GPUs; anything else
    stops the boot with a message in ``/var/log/hetinfra-startup.log``, never a silent half-server.
-2. **Secrets.** ``VLLM_API_KEY`` (and ``HF_TOKEN`` for gated models) come from Pulumi secrets
-   and are written to ``/etc/hetinfra/secrets.env`` (mode 600). vLLM reads the key from the
-   environment, so it never shows up on a command line.
+2. **Secrets.** ``VLLM_API_KEY`` (and ``HF_TOKEN`` for gated models) are read from the cloud's
+   secret store with the VM's identity by ``/opt/hetinfra/fetch-secrets.sh`` (see
+   :mod:`hetinfra.stacks.boot`) into ``/etc/hetinfra/secrets.env`` (mode 600) before every start
+   of vLLM; the boot script itself holds no secret. vLLM reads the key from the environment, so
+   it never shows up on a command line.
 3. **Serve.** ``/opt/hetinfra/serve.sh`` holds the plan's exact ``vllm serve`` line (the same
    text as the SkyPilot task, from :func:`hetinfra.compile.skypilot.vllm_serve_command`). Rank 0
    of a multi-node pipeline starts a Ray head, waits for every stage's node, then serves; other
@@ -15,8 +17,8 @@ Every VM of a deployment unit runs the same script, parameterised by its rank in
    ``vllm/vllm-openai`` container (``runtime: container``) or from a virtualenv
    (``runtime: virtualenv``), and restarts it on failure.
 
-Placeholders ``@@HEAD_IP@@``, ``@@VLLM_API_KEY@@`` and ``@@HF_TOKEN@@`` are filled by the stack
-program from Pulumi outputs (the head's private IP, the secrets), see :func:`fill`.
+Pipeline workers find their head's private IP at every start (``/opt/hetinfra/find-head.sh``,
+with the VM's identity) rather than from the boot data, so a replaced head is found again.
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ import shlex
 from dataclasses import dataclass
 
 from hetinfra.compile.skypilot import RAY_PORT, SkyUnit, serve_envs, vllm_serve_command
+from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
-HEAD_IP = "@@HEAD_IP@@"
-API_KEY = "@@VLLM_API_KEY@@"
-HF_TOKEN = "@@HF_TOKEN@@"
 DRIVER_WAIT_S = 600
 RAY_JOIN_TIMEOUT_S = 900
 LOG = "/var/log/hetinfra-startup.log"
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """The cloud's boot-time lookups: ``fetch_secrets`` (the fetch-secrets.sh text) and, for a
+    pipeline worker, ``find_head`` (the find-head.sh text)."""
+
+    fetch_secrets: str
+    find_head: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,26 +116,28 @@ fi
 def _env_lines(unit: SkyUnit, rank: int) -> list[str]:
     envs = dict(serve_envs(unit))
     envs["NODE_RANK"] = str(rank)
-    if unit.num_nodes > 1 and rank > 0:
-        envs["HEAD_IP"] = HEAD_IP  # the head itself uses its own address
     return [f"{k}={v}" for k, v in envs.items()]
 
 
-def _runner(unit: SkyUnit, rt: RuntimeConfig) -> str:
+def _runner(unit: SkyUnit, rt: RuntimeConfig, worker: bool = False) -> str:
+    pre_start = "ExecStartPre=/opt/hetinfra/fetch-secrets.sh\n" + ("ExecStartPre=/opt/hetinfra/find-head.sh\n"
+                                                                   if worker else "")
+    head_env = f"--env-file {HEAD_ENV} " if worker else ""
     if rt.runtime == "container":
         pre = ("command -v docker >/dev/null || fail 'docker not found on this image; use deploy.runtime: virtualenv'\n"
                f"docker pull {rt.image}\n")
         exec_start = (f"/usr/bin/docker run --rm --name vllm --gpus all --network host --ipc host "
-                      f"--env-file /etc/hetinfra/env --env-file /etc/hetinfra/secrets.env "
+                      f"--env-file /etc/hetinfra/env --env-file {SECRETS_ENV} {head_env}"
                       f"-v /opt/hetinfra/serve.sh:/serve.sh:ro -v /opt/hetinfra/hf:/root/.cache/huggingface "
                       f"--entrypoint bash {rt.image} /serve.sh")
-        extra = "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
+        extra = pre_start + "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
     else:
         ray = ' "ray[default]"' if unit.num_nodes > 1 else ""
         pre = ("python3 -m venv /opt/vllm || { apt-get update -y && apt-get install -y python3-venv && python3 -m venv /opt/vllm; }\n"
                f"/opt/vllm/bin/pip install -q {shlex.quote(rt.pip_spec)}{ray}\n")
         exec_start = "/bin/bash /opt/hetinfra/serve.sh"
-        extra = ("EnvironmentFile=/etc/hetinfra/env\nEnvironmentFile=/etc/hetinfra/secrets.env\n"
+        extra = (pre_start + f"EnvironmentFile=/etc/hetinfra/env\nEnvironmentFile=-{SECRETS_ENV}\n"
+                 + (f"EnvironmentFile=-{HEAD_ENV}\n" if worker else "") +
                  "Environment=PATH=/opt/vllm/bin:/usr/local/bin:/usr/bin:/bin\n")
     after = "network-online.target docker.service" if rt.runtime == "container" else "network-online.target"
     unit_file = (f"[Unit]\nDescription=hetinfra vLLM server\nAfter={after}\n\n"
@@ -135,14 +146,17 @@ def _runner(unit: SkyUnit, rt: RuntimeConfig) -> str:
     return pre + f"cat > /etc/systemd/system/hetinfra-vllm.service <<'UNIT'\n{unit_file}UNIT\n"
 
 
-def startup_script(unit: SkyUnit, *, rank: int, runtime: RuntimeConfig, with_hf_token: bool) -> str:
-    """The VM's whole boot script for ``rank`` (0 = the replica's head) of ``unit``."""
+def startup_script(unit: SkyUnit, *, rank: int, runtime: RuntimeConfig, boot: BootConfig) -> str:
+    """The VM's whole boot script for ``rank`` (0 = the replica's head) of ``unit``; it holds no secret."""
     if not 0 <= rank < unit.num_nodes:
         raise ValueError(f"rank {rank} outside the {unit.num_nodes} node(s) of {unit.name}")
-    secrets = [f"VLLM_API_KEY={API_KEY}"] + ([f"HF_TOKEN={HF_TOKEN}"] if with_hf_token else [])
+    worker = unit.num_nodes > 1 and rank > 0
+    if worker and not boot.find_head:
+        raise ValueError(f"rank {rank} of {unit.name} needs a head lookup")
     env = "\n".join(_env_lines(unit, rank))
     role = "single node" if unit.num_nodes == 1 else f"pipeline rank {rank} of {unit.num_nodes}"
     itype, gpu = unit.node_instance_type(rank), unit.node_gpu(rank)
+    find_head = f"cat > /opt/hetinfra/find-head.sh <<'FINDHEAD'\n{boot.find_head}FINDHEAD\n" if worker else ""
     return f"""\
 #!/bin/bash
 # hetinfra: unit {unit.name} ({unit.service_model}), {itype} {gpu}:{unit.gpus_per_instance}, {role}
@@ -155,28 +169,15 @@ gpus=$(nvidia-smi -L | grep -c '^GPU ')
 [ "$gpus" -eq {unit.gpus_per_instance} ] || fail "expected {unit.gpus_per_instance} x {gpu}, found $gpus GPU(s)"
 install -d -m 700 /etc/hetinfra /opt/hetinfra /opt/hetinfra/hf
 umask 077
-cat > /etc/hetinfra/secrets.env <<'SECRETS'
-{chr(10).join(secrets)}
-SECRETS
+cat > /opt/hetinfra/fetch-secrets.sh <<'FETCH'
+{boot.fetch_secrets}FETCH
+{find_head}chmod 700 /opt/hetinfra/*.sh
 cat > /etc/hetinfra/env <<'ENV'
 {env}
 ENV
 cat > /opt/hetinfra/serve.sh <<'SERVE'
 {serve_script(unit)}SERVE
 chmod 700 /opt/hetinfra/serve.sh
-{_runner(unit, runtime)}systemctl daemon-reload
+{_runner(unit, runtime, worker)}systemctl daemon-reload
 systemctl enable --now hetinfra-vllm.service
 """
-
-
-def fill(script: str, *, head_ip: str | None = None, api_key: str, hf_token: str | None = None) -> str:
-    """Replace the placeholders; secrets must be single-line (they go into an env file)."""
-    for name, value in (("VLLM_API_KEY", api_key), ("HF_TOKEN", hf_token)):
-        if value is not None and ("\n" in value or "\r" in value):
-            raise ValueError(f"{name} must be a single line")
-    out = script.replace(API_KEY, api_key).replace(HF_TOKEN, hf_token or "")
-    if HEAD_IP in out:
-        if not head_ip:
-            raise ValueError("a pipeline worker's script needs the head's IP")
-        out = out.replace(HEAD_IP, head_ip)
-    return out

@@ -27,18 +27,22 @@ def _ask():
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
               help=TARGET_HELP)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
-def apply_command(out: Path, target: str, yes: bool) -> None:
+@click.option("--force", is_flag=True, help="Apply even though OUT runs another service (state.json's service "
+                                            "or service id differs from plan.json's): that service's units are replaced.")
+def apply_command(out: Path, target: str, yes: bool, force: bool) -> None:
     """Provision the plan in OUT (a `hetinfra plan --out` directory); shows the change first.
 
     Needs VLLM_API_KEY (and HF_TOKEN for gated models) in the environment; with Pulumi also the
-    pulumi CLI, PULUMI_CONFIG_PASSPHRASE and the clouds' credentials. Records OUT/state.json.
+    pulumi CLI, PULUMI_CONFIG_PASSPHRASE and the clouds' credentials. Before anything is asked or
+    changed, a preflight checks plan.json against its schema, that OUT belongs to the plan's
+    service, each cloud's settings, disk sizes and readable quotas (exit 2 or 4). Records OUT/state.json.
     """
     from hetinfra.errors import HetinfraError
 
     try:
         from hetinfra.deploy.apply import apply_plan, load_plan
 
-        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask())
+        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force)
     except HetinfraError as exc:
         fail(exc, False)
 

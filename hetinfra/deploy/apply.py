@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.artifacts import expand_stages
-from hetinfra.deploy import pulumi_driver, sky_driver
+from hetinfra.deploy import preflight, pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -136,18 +136,21 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
 
 
 def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
-               ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None) -> DeployState:
+               ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
+               force: bool = False, quota_caps=None) -> DeployState:
     """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring."""
     from hetinfra.compile.pulumi_project import write_projects
 
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
+    # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
+    preflight.validate_plan(plan, out / "plan.json")
     state = DeployState.load(out, plan["service"])
+    preflight.check_owner(plan, state.doc, out, force=force)
     _unit_conflicts(plan, state, target)
     after = desired(plan, state, target)
     rows = changes(state.allocations, after)
-    confirm(render_preview(rows, f"hetinfra apply {out} (target: {target})"), yes, echo, ask)
 
     pulumi_clouds = sorted({a["cloud"] for a in after + state.allocations if a["path"] == "pulumi"})
     sky_new = [a for a in after if a["path"] == "skypilot" and a not in state.allocations]
@@ -156,9 +159,14 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     steps = ([f"pulumi:{c}" for c in pulumi_clouds] + [f"skypilot:up:{a['deployment_unit']}" for a in sky_new]
              + ([f"skypilot:down:{','.join(sky_gone)}"] if sky_gone else []))
     if not steps:
+        echo(render_preview(rows, f"hetinfra apply {out} (target: {target})"))
         echo("Nothing to do: what runs is what the plan says.")
         return state
-    # Check every tool and credential before the first step, so a missing one changes nothing.
+    # Preflight, part 2: every cloud's settings, disks, secrets, tools, credentials and readable
+    # quotas, before the confirmation and the first step, so a failed check changes nothing.
+    new_allocs = [a for a in after if a not in state.allocations]
+    preflight.check_cloud_settings(plan, out, pulumi_clouds, env)
+    preflight.check_disks(plan, new_allocs)
     secrets = pulumi_driver.secrets_from_env(env)
     secrets.update(gateway_secrets(plan, env))
     if pulumi_clouds:
@@ -166,10 +174,15 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_new or sky_gone:
         sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))
+    notes = preflight.check_quotas(new_allocs, preflight.env_quota_caps(env) if quota_caps is None else quota_caps)
+    preview = render_preview(rows, f"hetinfra apply {out} (target: {target})")
+    confirm(preview + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
 
-    write_projects(out, plan)
+    write_projects(out, plan, gcp_project=preflight.gcp_project(plan, out, env))
     sha = plan_sha(plan)
     state.doc["service"] = plan["service"]
+    if plan.get("service_id"):
+        state.doc["service_id"] = plan["service_id"]
     state.begin("apply", sha, steps)
     stack = (plan.get("deploy") or {}).get("stack", "prod")
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}

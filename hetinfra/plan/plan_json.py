@@ -41,6 +41,16 @@ def _precision_warnings(allocations: list[dict], inp) -> list[str]:
                    if serving_precision(precision[a["model"]], a["gpu"]) != precision[a["model"]]})
 
 
+def service_id(name: str, spec_path) -> str:
+    """``<name>-<10 hex>``: the service name and a hash of its spec file's absolute path. `apply`
+    records it in state.json and refuses to apply another service's plan over it (``--force``)."""
+    import hashlib
+    import os
+
+    where = os.path.realpath(str(spec_path)) if spec_path else ""
+    return f"{name}-{hashlib.sha256(where.encode()).hexdigest()[:10]}"
+
+
 def build_plan_json(pr: PlanResult) -> dict:
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
@@ -104,6 +114,7 @@ def build_plan_json(pr: PlanResult) -> dict:
 
     models = [{
         "name": pm.spec.name, "slug": slugs[pm.spec.name], "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
+        "params": pm.arch.params if pm.arch else None,  # parameter count: apply sizes disks for the weights
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
                 "percentile": pm.spec.slo.percentile, "attainment": pm.spec.slo.attainment},
         "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
@@ -146,6 +157,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "plan_version": PLAN_VERSION,
         "hetinfra_version": __version__,
         "service": spec.name,
+        "service_id": service_id(spec.name, inp.spec_path),
         "objective": prob.objective,
         "status": res.status,
         "cost_usd_per_hour": rounded(cost),

@@ -304,6 +304,13 @@ class DeploySpec(_Strict):
     ingress_cidrs: list[str] = Field([], description="CIDRs allowed to reach the vLLM port (e.g. your router's). "
                                                      "Empty: reachable only inside the network; 0.0.0.0/0 only if listed.")
     ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")
+    management_cidrs: list[str] = Field([], description="CIDRs of the hosts that run `hetinfra replan --apply` or "
+                                        "`status` (e.g. the cron host's /32): allowed to the units' endpoints so their "
+                                        "/health can be checked (vLLM still requires VLLM_API_KEY for the API). Not "
+                                        "needed with a gateway (checked through it).")
+    network_cidrs: dict[str, str] = Field({}, description="Network CIDR per fleet, keyed 'cloud/region' (e.g. "
+                                          "{'aws/us-east-1': '10.50.0.0/16'}); unlisted fleets get a distinct "
+                                          "10.x.0.0/16 derived from their cloud/region.")
     runtime: Literal["container", "virtualenv"] = Field(
         "container", description="Pulumi VMs: run vLLM in the vllm/vllm-openai container, or pip-install it in a venv.")
     vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM version the plan is made for and the artifacts "
@@ -313,14 +320,32 @@ class DeploySpec(_Strict):
     backend_url: str | None = Field(None, description="Pulumi backend URL; default file://<out>/pulumi/<cloud>/state.")
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
-    disk_gb: int = Field(200, ge=50, le=4096, description="Boot disk size of every VM, GB (weights and images).")
+    disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
+                                "sized per unit to hold the model's weights, the engine (image or virtualenv) and the "
+                                "OS image, +10%; set: `hetinfra apply` refuses a disk smaller than that.")
     gateway: GatewaySpec = Field(default_factory=GatewaySpec,
                                  description="The gateway in front of the fleet: one OpenAI-compatible endpoint.")
     skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
         [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
                         "the others with the Pulumi stacks.")
 
-    @field_validator("ingress_cidrs", "ssh_cidrs")
+    @field_validator("network_cidrs")
+    @classmethod
+    def _networks(cls, v: dict[str, str]) -> dict[str, str]:
+        import ipaddress
+
+        for k, c in v.items():
+            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
+                raise ValueError(f"network_cidrs key {k!r} must be cloud/region, e.g. aws/us-east-1")
+            try:
+                net = ipaddress.ip_network(c, strict=True)
+            except ValueError:
+                raise ValueError(f"network_cidrs[{k!r}]: {c!r} is not a network CIDR (e.g. 10.50.0.0/16)") from None
+            if not net.is_private or net.prefixlen > 20:
+                raise ValueError(f"network_cidrs[{k!r}]: {c} must be a private range of /20 or larger")
+        return v
+
+    @field_validator("ingress_cidrs", "ssh_cidrs", "management_cidrs")
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         import ipaddress

@@ -34,11 +34,13 @@ def cloud_env(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS",
-                "ARM_CLIENT_ID", "AZURE_CLIENT_ID", "HF_TOKEN"):
+                "ARM_CLIENT_ID", "AZURE_CLIENT_ID", "HF_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN", "AZURE_ACCESS_TOKEN",
+                "CLOUDSDK_CORE_PROJECT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the README's setting for the gcp stack
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
     monkeypatch.setenv("VLLM_API_KEY", "sk-test-key")
     return home

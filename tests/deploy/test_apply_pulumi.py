@@ -117,7 +117,9 @@ def test_missing_cli_credentials_passphrase_or_key_change_nothing(fake_pulumi, c
 def test_no_confirmation_without_a_terminal(fake_pulumi, cloud_env, planned_out, run_cli):
     code, stdout, err = run_cli("apply", str(planned_out))
     assert code == 2 and "pass --yes" in err and "instance(s) to add" in stdout
-    assert fake_pulumi() == []
+    # preflight ran (`pulumi version` is how the CLI is found); nothing else was called
+    assert [c["argv"] for c in fake_pulumi() if c["argv"][:1] != ["version"]] == []
+    assert not (planned_out / "state.json").exists()
 
 
 def test_missing_plan_is_exit_2(run_cli, tmp_path):

@@ -54,7 +54,8 @@ def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli
 
     # A new plan: one unit grows, one leaves. Ups/updates first, the down last (make-before-break).
     grown, gone = plan["allocations"][0], plan["allocations"][-1]
-    new_plan = dict(plan, allocations=[dict(grown, count=grown["count"] + 1, instances=grown["instances"] + 1)]
+    new_plan = dict(plan, allocations=[dict(grown, count=grown["count"] + 1,
+                                                         instances=(grown["count"] + 1) * grown["nodes_per_replica"])]
                     + plan["allocations"][1:-1])
     sky_sdk.clear()
     apply_plan(planned_out, new_plan, target="skypilot", yes=True, echo=lambda s: None)

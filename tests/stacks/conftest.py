@@ -40,6 +40,16 @@ class HetMocks(pulumi.runtime.Mocks):
             cfgs = copy.deepcopy(out.get("ipConfigurations") or [{}])
             cfgs[0]["privateIPAddress"] = self._next_ip("10.42.0")
             out["ipConfigurations"] = cfgs
+        if args.typ == "azure-native:compute:VirtualMachine" and out.get("identity"):
+            out["identity"] = dict(out["identity"], principalId=f"{args.name}-principal")
+        if args.typ == "aws:secretsmanager/secret:Secret":
+            out["arn"] = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{args.name}"
+        if args.typ == "aws:lb/loadBalancer:LoadBalancer":
+            out["dnsName"] = f"{args.name}.elb.amazonaws.com"
+        if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            out["latestVersion"] = 1
+        if args.typ == "gcp:serviceaccount/account:Account":
+            out["email"] = f"{out.get('accountId')}@demo-project.iam.gserviceaccount.com"
         if args.typ.startswith("azure-native:") and "name" not in out:
             out["name"] = args.name
         return f"{args.name}-id", out
@@ -51,6 +61,9 @@ class HetMocks(pulumi.runtime.Mocks):
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             region = "us-west-2" if "us-west-2" in (args.provider or "") else "us-east-1"
             return {"locations": [f"{region}c", f"{region}a"], "instanceTypes": [], "locationTypes": []}
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {"tenantId": "00000000-0000-0000-0000-0000000000aa", "subscriptionId": "sub-1",
+                    "clientId": "c", "objectId": "o"}
         if args.token == "gcp:compute/getZones:getZones":
             return {"names": ["us-central1-c", "us-central1-a"]}
         return {}

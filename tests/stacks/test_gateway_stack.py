@@ -26,6 +26,18 @@ def gw_plan(three_cloud_plan):
     return three_cloud_plan
 
 
+def _net(plan, cloud, region, i=None) -> str:
+    """The fleet's subnet ``i``, or (None) its gateway subnet, from the distinct per-region network."""
+    from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
+
+    net = network_cidrs(plan)[(cloud, region)]
+    return gateway_subnet(net) if i is None else subnet(net, i)
+
+
+def fleet_sg_vpc(mocks) -> str:
+    return by_name(mocks, "aws:ec2/vpc:Vpc")["demo-aws-us-east-1-vpc"]["cidrBlock"]
+
+
 def gateway_urls(plan: dict, cloud: str) -> dict:
     """Run the program for ``cloud`` and resolve each fleet's gateway URL."""
     from hetinfra.stacks.program import build
@@ -44,10 +56,13 @@ def gateway_urls(plan: dict, cloud: str) -> dict:
     return resolved
 
 
-def check_script(script: str, region: str, unit: str, replicas: int, private_prefix: str = "http://10.42.0.") -> None:
+def check_script(script: str, region: str, unit: str, replicas: int, private_prefix: str = "http://10.") -> None:
     assert f"hetinfra gateway /etc/hetinfra/plan.json --host 0.0.0.0 --port 8443 --region {region}" in script
     assert "--tls-cert /etc/hetinfra/tls.crt" in script and "pip install -q hetinfra==0.1.0" in script
-    assert f"VLLM_API_KEY={API_KEY}" in script and "HETINFRA_API_KEY=ops:ck-1" in script
+    # keys and TLS come from the secret store at every start, never from the boot data
+    assert API_KEY not in script and "ops:ck-1" not in script and "CERT" not in script.replace("TLS_CERT", "")
+    assert "ExecStartPre=/opt/hetinfra/fetch-secrets.sh" in script and "VLLM_API_KEY HETINFRA_API_KEY" in script
+    assert '"TLS_CERT"' in script and "/etc/hetinfra/tls.key" in script
     assert script.count(f"--endpoint {unit}={private_prefix}") == replicas  # private addresses, one per replica head
 
 
@@ -58,12 +73,15 @@ def test_aws_gateway_vm_and_firewall(mocks, gw_plan):
     assert sorted(gateways) == ["demo-aws-us-east-1-gateway", "demo-aws-us-west-2-gateway"]  # one per fleet region
     gw = gateways["demo-aws-us-east-1-gateway"]
     assert gw["instanceType"] == "c7i.large" and gw["tags"]["hetinfra-role"] == "gateway"
-    assert isinstance(gw["userData"], dict)  # a secret: it carries the backend key
-    check_script(unwrap(gw["userData"]), "us-east-1", "chat-8b-aws-us-east-1-g6-12xlarge", 2)
+    assert "secretsmanager get-secret-value" in gw["userData"]
+    # one backend per unit: its internal network load balancer
+    check_script(gw["userData"], "us-east-1", "chat-8b-aws-us-east-1-g6-12xlarge", 1,
+                 "http://chat-8b-aws-us-east-1-g6-12xlarge-nlb.elb.amazonaws.com")
     sgs = by_name(mocks, "aws:ec2/securityGroup:SecurityGroup")
     gw_sg, fleet_sg = sgs["demo-aws-us-east-1-gateway-sg"], sgs["demo-aws-us-east-1-sg"]
     assert [r["fromPort"] for r in gw_sg["ingress"] if r.get("cidrBlocks") == CLIENTS] == [8443]
-    assert not [r for r in fleet_sg["ingress"] if r.get("cidrBlocks")]  # no backend port open to clients
+    # no backend port open to clients: only the VPC (load balancer health checks) on the vLLM port
+    assert [r["cidrBlocks"] for r in fleet_sg["ingress"] if r.get("cidrBlocks")] == [[fleet_sg_vpc(mocks)]]
     rules = by_name(mocks, "aws:ec2/securityGroupRule:SecurityGroupRule")
     rule = rules["demo-aws-us-east-1-vllm-from-gateway"]
     assert rule["fromPort"] == 8000 and rule["sourceSecurityGroupId"] == "demo-aws-us-east-1-gateway-sg-id"
@@ -79,8 +97,8 @@ def test_gcp_gateway_vm_and_firewall(mocks, gw_plan):
     gw = vms["demo-gcp-us-central1-gateway"]
     assert gw["machineType"] == "e2-standard-4" and gw["labels"]["hetinfra-role"] == "gateway"
     assert "guestAccelerators" not in gw and gw["tags"] == ["hetinfra-demo-gateway"]
-    assert isinstance(gw["metadataStartupScript"], dict)  # a secret
-    check_script(unwrap(gw["metadataStartupScript"]), "us-central1", "big-70b-gcp-us-central1-a2-highgpu-4g", 1)
+    assert "gcloud secrets versions access latest" in gw["metadataStartupScript"] and gw["serviceAccount"]
+    check_script(gw["metadataStartupScript"], "us-central1", "big-70b-gcp-us-central1-a2-highgpu-4g", 1)
     fw = by_name(mocks, "gcp:compute/firewall:Firewall")
     assert "demo-gcp-us-central1-fw-vllm" not in fw  # clients no longer reach the vLLM port
     client_rules = [r for r in fw.values() if set(r.get("sourceRanges") or ()) & set(CLIENTS)]
@@ -90,7 +108,8 @@ def test_gcp_gateway_vm_and_firewall(mocks, gw_plan):
     assert vllm["allows"][0]["ports"] == ["8000"] and "sourceRanges" not in vllm
     # what else reaches the fleet comes from the fleet's own subnet (Ray, pipeline stages)
     fleet_rules = [r for r in fw.values() if r.get("targetTags") == ["hetinfra-demo"]]
-    assert all(r.get("sourceTags") or r.get("sourceRanges") == ["10.42.0.0/20"] for r in fleet_rules)
+    assert all(r.get("sourceTags") or r.get("sourceRanges") == [_net(gw_plan, "gcp", "us-central1", 0)]
+               for r in fleet_rules)
     assert urls == {"demo-gcp-us-central1": urls["demo-gcp-us-central1"]}
     assert urls["demo-gcp-us-central1"].startswith("https://198.51.100.")
 
@@ -102,17 +121,17 @@ def test_azure_gateway_vm_and_firewall(mocks, gw_plan):
     gw = vms["demo-azure-eastus-gateway"]
     assert gw["hardwareProfile"]["vmSize"] == "Standard_D4s_v5" and gw["tags"]["hetinfra-role"] == "gateway"
     assert gw["storageProfile"]["imageReference"]["publisher"] == "Canonical"
-    assert isinstance(gw["osProfile"], dict) and "customData" not in gw["osProfile"]  # a secret as a whole
+    assert gw["identity"]["type"] == "SystemAssigned"
     unit = next(u.name for u in sky_units(gw_plan) if u.cloud == "azure")
     check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 3)
     nsgs = by_name(mocks, "azure-native:network:NetworkSecurityGroup")
     fleet_rules = nsgs["demo-azure-eastus-nsg"]["securityRules"]
     assert [(r["name"], r["sourceAddressPrefixes"], r["destinationPortRange"]) for r in fleet_rules] == [
-        ("allow-vllm-from-gateway", ["10.42.16.0/24"], "8000")]  # no backend port open to clients
+        ("allow-vllm-from-gateway", [_net(gw_plan, "azure", "eastus")], "8000")]  # no backend port open to clients
     gw_rules = nsgs["demo-azure-eastus-gateway-nsg"]["securityRules"]
     assert [(r["sourceAddressPrefixes"], r["destinationPortRange"]) for r in gw_rules] == [(CLIENTS, "8443")]
     subnets = by_name(mocks, "azure-native:network:Subnet")
-    assert subnets["demo-azure-eastus-gateway-subnet"]["addressPrefix"] == "10.42.16.0/24"
+    assert subnets["demo-azure-eastus-gateway-subnet"]["addressPrefix"] == _net(gw_plan, "azure", "eastus")
     assert subnets["demo-azure-eastus-gateway-subnet"]["networkSecurityGroup"]["id"] == "demo-azure-eastus-gateway-nsg-id"
     nic = by_name(mocks, "azure-native:network:NetworkInterface")["demo-azure-eastus-gateway-nic"]
     assert nic["ipConfigurations"][0]["subnet"]["id"] == "demo-azure-eastus-gateway-subnet-id"
