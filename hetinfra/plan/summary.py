@@ -64,7 +64,8 @@ def render_summary(plan: dict, console: Console) -> None:
     console.print(f"solver: HiGHS {s['status']}, gap {gap}, {s['variables']} vars ({s['integer_variables']} integer), "
                   f"{s['constraints']} constraints, build {s['build_s']:.2f}s + solve {s['solve_s']:.2f}s; "
                   f"routing {s['routing']}" + (f" (slice factor {s['slice_factor']})" if s["slice_factor"] else "")
-                  + (f"; warm start: {s['warm_start']['from']} (${s['warm_start']['objective']:.2f}/h)"
+                  + (f"; warm start: {s['warm_start']['from']}" + (f" (${s['warm_start']['objective']:.2f}/h)"
+                                                                if s['warm_start'].get('objective') is not None else "")
                      if s.get("warm_start") else ""))
     inp = plan["inputs"]
     console.print(f"offers as of {inp['offers_as_of']} ({', '.join(x['name'] for x in inp['sources'])}); "

@@ -231,6 +231,10 @@ class VerifySpec(_Strict):
     max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
                                                         "reported (a warning, or exit 3 with --strict-verify).")
     seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
+    margin: float = Field(0.05, ge=0, lt=0.5, description="A model passes only when its simulated statistics are "
+                                                          "this fraction under the bounds (0.05: p99 TPOT <= 95% of "
+                                                          "tpot_ms), so that another seed or a longer run still meets "
+                                                          "them: a sample's p99 varies by a few percent.")
 
 
 class PlanningSpec(_Strict):
