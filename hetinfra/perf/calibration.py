@@ -122,9 +122,9 @@ CALIBRATION = Calibration()
 
 
 # ---- engine versions ------------------------------------------------------------------------------
-# The vLLM version the planner's artifacts run when the spec pins none: they pin nothing
-# (``stacks/startup.py``: the latest image / ``pip install vllm``), so the default is the current
-# engine (V1; measured on 0.12-0.14 in vllm.md s3).
+# The key of the current engine's constants (V1; measured on vLLM 0.12-0.14 in vllm.md s3). The spec's
+# deploy.vllm_version (default 0.12.0, hetinfra.spec.models.DEFAULT_VLLM_VERSION) picks the constants
+# through ``calibration_for`` and is what the artifacts install.
 DEFAULT_VLLM_VERSION = "0.11"
 
 # Engines before vLLM 0.6 (V0: Python per-sequence sampling / detokenisation, prefill in separate
