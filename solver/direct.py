@@ -29,6 +29,33 @@ def instance_upper_bound(problem: AllocationProblem, unit) -> int:
     return max(1, int(math.ceil(load / (1.0 - problem.headroom) - 1e-9)))
 
 
+_BANNER_SHOWN = False
+
+
+def new_highs():
+    """A ``highspy.Highs``. The first one in a process prints HiGHS's banner on stdout from C++
+    (before any option can silence it), which would mix into a command's output: stdout's file
+    descriptor points at /dev/null while it is made."""
+    global _BANNER_SHOWN
+    import os
+    import sys
+
+    import highspy
+
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    _BANNER_SHOWN = True
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def allows_unmet(p: AllocationProblem) -> bool:
     return p.unmet_penalty is not None and p.objective == "min_cost" and p.routing == "fractional"
 
@@ -48,8 +75,11 @@ class Outcome:
 class DirectModel:
     """The ILP for one AllocationProblem in one Highs instance."""
 
-    def __init__(self, p: AllocationProblem):
+    def __init__(self, p: AllocationProblem, extra_cost: dict[str, float] | None = None):
+        """``extra_cost``: $/h added to a unit's instance cost in the objective only (Lagrangian
+        prices of relaxed linking rows, ``solver.lagrange``); churn stays on the unit's own cost."""
         self.p = p
+        self.extra_cost = extra_cost or {}
         self.cols_lb: list[float] = []
         self.cols_ub: list[float] = []
         self.cost: list[float] = []
@@ -74,7 +104,9 @@ class DirectModel:
     def _build(self) -> None:
         p, inf = self.p, math.inf
         min_cost = p.objective == "min_cost" or p.elastic_caps
-        self.n = {u.id: self._col(0, instance_upper_bound(p, u), u.cost if min_cost else 0.0, True) for u in p.units}
+        extra = self.extra_cost
+        self.n = {u.id: self._col(0, instance_upper_bound(p, u), u.cost + extra.get(u.id, 0.0) if min_cost else 0.0, True)
+                  for u in p.units}
         self.pairs = p.pairs()
         if p.routing == "sliced":
             self.flow = {(u, k): self._col(0, p.slice_factor, 0.0, True) for u, k in self.pairs}
@@ -166,7 +198,7 @@ class DirectModel:
         import highspy
         import numpy as np
 
-        h = highspy.Highs()
+        h = new_highs()
         for opt, val in (("output_flag", False), ("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0)):
             h.setOptionValue(opt, val)
         lp = highspy.HighsLp()
