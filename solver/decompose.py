@@ -239,6 +239,19 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
 
 
 def solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
+    """One model with every cap in full and no budget (remembered by content, ``solver.memo``)."""
+    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+
+    key = memo_key("alone", p, model, kw.get("mip_gap"), kw.get("max_nodes"), kw.get("warm", True))
+    blk = memo_get(key)
+    if blk is None:
+        blk = _solve_alone(p, model, **kw)
+        if not blk.safety_stop:
+            memo_put(key, blk)
+    return blk
+
+
+def _solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
     """One model with every cap in full and no budget. With caps, first without them on the
     interchangeable units merged (``solver.lagrange.merge_duplicates``; a tenth of the size at 12
     regions): when that plan keeps the caps on its own it is this problem's answer too (its bound

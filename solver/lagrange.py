@@ -76,6 +76,21 @@ class _Sub:
 
 def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
            deadline: float) -> _Sub | None:
+    """One model's MIP, remembered by content (``solver.memo``)."""
+    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+
+    key = memo_key("sub", p, sorted((extra or {}).items()), mip_gap, max_nodes)
+    hit = memo_get(key)
+    if hit is not None:
+        return hit
+    got = _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline)
+    if got is not None and got.status != "time_limit":
+        memo_put(key, got)
+    return got
+
+
+def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
+               deadline: float) -> _Sub | None:
     from hetinfra.solver.direct import DirectModel
 
     dm = DirectModel(p, extra)
