@@ -10,9 +10,12 @@ min_cost (the default):
    sum of the per-model bounds bounds the joint optimum from below.
 2. Models linked by shared caps form components. A component whose per-model plans together keep
    every shared cap is solved: the relaxation's answer is feasible, so it is optimal within the
-   per-model gaps (method ``independent``). Otherwise the component is solved jointly (``joint``),
-   starting from the feasibility-first heuristic, with the sum of its per-model bounds as a valid
-   floor under the objective (so the reported gap is against the better of the two bounds).
+   per-model gaps (method ``independent``). Otherwise a component of up to ``JOINT_MAX_UNITS``
+   units is solved jointly (``joint``), starting from the feasibility-first heuristic, with the sum
+   of its per-model bounds as a valid floor under the objective (so the reported gap is against the
+   better of the two bounds); a larger one by Lagrangian relaxation of its caps with repair
+   (``lagrangian``, ``solver.lagrange``), falling back to ``joint`` when no repair keeps the caps.
+   With caps, each model alone is first solved on merged units without them (``solve_alone``).
 3. A budget that the combined plan keeps costs nothing; one it breaks makes the whole problem one
    block solved jointly the same way (``joint (budget)``).
 
