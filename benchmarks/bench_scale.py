@@ -104,7 +104,10 @@ FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, 
 FLEET_MEM = {"T4": 16, "L4": 24, "A10G": 24, "A10": 24, "L40S": 48, "V100": 16, "V100-32GB": 32, "A100": 40,
              "A100-80GB": 80, "H100": 80, "H200": 141}
 REGIONS = [f"r{i:02d}" for i in range(12)]
-CAPPED = ["L4", "A10G", "L40S", "H100"]
+CAPPED = ["L4", "A10", "A10G", "L40S", "H100"]
+#: GPUs per (region, capped type), shared by all models: small enough that the per-model plans break
+#: several caps from 16 models on (everyone wants the cheapest regions), so the linked case binds
+LINKED_CAP = 8
 
 
 def write_fleet(d: Path, n_models: int, linked: bool, locality: bool = False, budget: float | None = None) -> Path:
@@ -124,8 +127,12 @@ def write_fleet(d: Path, n_models: int, linked: bool, locality: bool = False, bu
         models.append({"name": f"m{i:02d}-{m.replace('.', '')}", "model": m, "source": f"org/{m}",
                        "slo": {"ttft_ms": 3000, "tpot_ms": 150}, "demand": demand})
     infra = {"clouds": ["bench"], "regions": REGIONS}
-    if linked or locality:
-        infra["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": 16} for r in REGIONS for g in CAPPED]
+    if linked:
+        infra["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": LINKED_CAP}
+                                 for r in REGIONS for g in CAPPED]
+    elif locality:  # the caps+locality case keeps issue 16's caps (16 GPUs of L4, A10G, L40S, H100)
+        infra["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": 16}
+                                 for r in REGIONS for g in ("L4", "A10G", "L40S", "H100")]
     planning = {"mip_gap": 0.01, "max_nodes_per_template": 4}
     if locality:
         planning["locality"] = 0.5
@@ -136,8 +143,26 @@ def write_fleet(d: Path, n_models: int, linked: bool, locality: bool = False, bu
     return d / "s.yaml"
 
 
+def forget_solves() -> None:
+    """Clear the in-process memo of solves (hetinfra.solver.memo; absent in older versions)."""
+    try:
+        from hetinfra.solver.memo import clear
+    except ImportError:
+        return
+    clear()
+
+
+def gpu_use(pr) -> dict:
+    """GPUs per (cloud, region, gpu) group of a plan."""
+    used: dict = {}
+    for uid, c in pr.result.n.items():
+        for g, n in pr.units[uid].gpu_use.items():
+            used[g] = used.get(g, 0) + n * c
+    return used
+
+
 def fleet_row(label: str, n_models: int, linked: bool, repeat: int, locality: bool = False,
-              budget: float | None = None) -> float | None:
+              budget: float | None = None, unlinked_use: dict | None = None):
     import os
     import statistics
 
@@ -151,6 +176,7 @@ def fleet_row(label: str, n_models: int, linked: bool, repeat: int, locality: bo
         try:
             plan(path, with_baselines=False)  # fills the template cache
             for _ in range(repeat):
+                forget_solves()  # each run solves afresh, as a new `hetinfra plan` process would
                 t = time.perf_counter()
                 pr = plan(path, with_baselines=False)
                 walls.append(time.perf_counter() - t)
@@ -163,17 +189,26 @@ def fleet_row(label: str, n_models: int, linked: bool, repeat: int, locality: bo
     r = pr.result
     method = getattr(r, "method", "joint")
     blocks = getattr(r, "blocks", [])
-    joint = sum(1 for b in blocks if b["method"].startswith("joint"))
+    joint = sum(1 for b in blocks if not b["method"].startswith("independent"))
+    how = ",".join(sorted({b["method"] for b in blocks if not b["method"].startswith("independent")})) or method
+    caps = pr.problem.caps
+    binding = ""
+    if caps:
+        used = gpu_use(pr)
+        full = sum(1 for g, c in caps.items() if used.get(g, 0) >= c)
+        broken = sum(1 for g, c in caps.items() if (unlinked_use or {}).get(g, 0) > c)
+        binding = f"  caps {len(caps)}: {full} full" + (f", {broken} broken by the unlinked plan" if unlinked_use else "")
     print(f"{label:<28} wall {statistics.median(walls):7.2f} s  solve {statistics.median(solves):7.2f} s  "
-          f"{method:<10} blocks {len(blocks) or 1:>3} ({joint} joint)  gap {100 * (r.gap or 0):6.3f}%  "
-          f"{r.status:<10} ${r.objective:10.2f}/h  units {len(pr.units)}", flush=True)
-    return r.cost(pr.problem)
+          f"{how:<12} blocks {len(blocks) or 1:>3} ({joint} linked)  gap {100 * (r.gap or 0):6.3f}%  "
+          f"{r.status:<10} ${r.objective:10.2f}/h  units {len(pr.units)}{binding}", flush=True)
+    return r.cost(pr.problem), gpu_use(pr)
 
 
 def fleet(models: list[int], repeat: int) -> None:
     for n in models:
-        cost = fleet_row(f"fleet {n:>2} models unlinked", n, False, repeat)
-        fleet_row(f"fleet {n:>2} models linked", n, True, repeat, budget=1.5 * cost if cost else None)
+        cost, use = fleet_row(f"fleet {n:>2} models unlinked", n, False, repeat) or (None, None)
+        fleet_row(f"fleet {n:>2} models linked", n, True, repeat, budget=1.5 * cost if cost else None,
+                  unlinked_use=use)
     fleet_row("fleet  8 x 12 caps+locality", 8, False, repeat, locality=True)
 
 

@@ -10,9 +10,12 @@ min_cost (the default):
    sum of the per-model bounds bounds the joint optimum from below.
 2. Models linked by shared caps form components. A component whose per-model plans together keep
    every shared cap is solved: the relaxation's answer is feasible, so it is optimal within the
-   per-model gaps (method ``independent``). Otherwise the component is solved jointly (``joint``),
-   starting from the feasibility-first heuristic, with the sum of its per-model bounds as a valid
-   floor under the objective (so the reported gap is against the better of the two bounds).
+   per-model gaps (method ``independent``). Otherwise a component of up to ``JOINT_MAX_UNITS``
+   units is solved jointly (``joint``), starting from the feasibility-first heuristic, with the sum
+   of its per-model bounds as a valid floor under the objective (so the reported gap is against the
+   better of the two bounds); a larger one by Lagrangian relaxation of its caps with repair
+   (``lagrangian``, ``solver.lagrange``), falling back to ``joint`` when no repair keeps the caps.
+   With caps, each model alone is first solved on merged units without them (``solve_alone``).
 3. A budget that the combined plan keeps costs nothing; one it breaks makes the whole problem one
    block solved jointly the same way (``joint (budget)``).
 
@@ -33,6 +36,9 @@ from hetinfra.solver.result import SolveResult
 
 #: Branch-and-bound nodes per MIP: the deterministic stop (the wall clock is only a safety stop).
 DEFAULT_MAX_NODES = 2000
+#: A linked component with more units than this is solved by Lagrangian relaxation and repair
+#: (``solver.lagrange``) rather than as one joint MIP.
+JOINT_MAX_UNITS = 400
 SAFETY_WARNING = "time limit hit: plan may differ on a faster machine (raise planning.time_limit_s)"
 
 
@@ -54,6 +60,7 @@ class Block:
     size: dict = field(default_factory=dict)
     nodes: int = 0
     safety_stop: bool = False
+    iterations: int = 0  # Lagrangian iterations (method "lagrangian")
 
     @property
     def feasible(self) -> bool:
@@ -69,7 +76,7 @@ class Block:
         r = lambda x: None if x is None else round(x, 6)  # noqa: E731
         return {"models": list(self.models), "method": self.method, "status": self.status,
                 "objective": r(self.objective), "bound": r(self.bound), "gap": r(self.gap), "nodes": self.nodes,
-                "warm_start": self.warm_start}
+                "warm_start": self.warm_start, "iterations": self.iterations}
 
 
 def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> AllocationProblem:
@@ -234,6 +241,80 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     return blk
 
 
+def solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
+    """One model with every cap in full and no budget (remembered by content, ``solver.memo``)."""
+    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+
+    key = memo_key("alone", p, model, kw.get("mip_gap"), kw.get("max_nodes"), kw.get("warm", True))
+    blk = memo_get(key)
+    if blk is None:
+        blk = _solve_alone(p, model, **kw)
+        if not blk.safety_stop:
+            memo_put(key, blk)
+    return blk
+
+
+def _solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
+    """One model with every cap in full and no budget. With caps, first without them on the
+    interchangeable units merged (``solver.lagrange.merge_duplicates``; a tenth of the size at 12
+    regions): when that plan keeps the caps on its own it is this problem's answer too (its bound
+    bounds both); else the model is solved with its caps."""
+    if p.caps and not p.elastic_caps:
+        from hetinfra.solver.lagrange import capped_units, merge_duplicates
+
+        blk = solve_block(merge_duplicates(p), [model], "independent", **kw)
+        if not blk.feasible or _caps_kept(p, blk.n):
+            return blk
+        # the caps on the units with room near that plan: a plan, checked against the merged bound
+        near = solve_block(capped_units(p, model, dict(p.caps), blk.n), [model], "independent", **kw)
+        if near.feasible and blk.bound is not None:
+            near.bound = min(blk.bound, near.objective)
+            near.lp_bound = blk.lp_bound
+            if near.gap is not None and near.gap <= kw["mip_gap"] + 1e-9:
+                near.status = "optimal"
+                return near
+    return solve_block(p, [model], "independent", **kw)
+
+
+def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, mip_gap: float, max_nodes: int,
+                     deadline: float, warm: bool = True, first: dict | None = None) -> Block | None:
+    """A linked component by Lagrangian relaxation of its caps and repair (``solver.lagrange``); the
+    routing per model from an LP with the repaired counts fixed. None when the repair finds no plan."""
+    from hetinfra.solver.direct import DirectModel
+    from hetinfra.solver.lagrange import lagrangian
+
+    lr = lagrangian(p, models, floor=floor, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline, first=first)
+    if lr is None:
+        return None
+    blk = Block(models, "lagrangian", "optimal", iterations=lr.iterations, nodes=lr.nodes, safety_stop=lr.safety_stop)
+    objective = 0.0
+    for m in models:
+        own = _ids(p, m)
+        mine = {u: c for u, c in lr.counts.items() if u in own}
+        used = tuple(u for u in p.units if u.id in mine)
+        sub = restrict(p, [m], budget=False).replace(units=used, caps={})
+        dm = DirectModel(sub)
+        o = dm.with_counts(mine, max(1e-3, deadline - time.perf_counter()))
+        if not (o.has_solution and o.status == "optimal"):
+            return None
+        objective += o.objective
+        blk.n.update(dm.counts(o.values))
+        blk.flow.update(dm.flows(o.values))
+        blk.unmet.update(dm.unmet(o.values))
+        for k, v in dm.size().items():
+            blk.size[k] = blk.size.get(k, 0) + v
+    blk.objective = objective
+    blk.bound = min(lr.bound, objective)
+    gap = blk.gap
+    blk.status = "optimal" if gap is not None and gap <= mip_gap + 1e-9 else (
+        "time_limit" if lr.safety_stop else "node_limit")
+    return blk
+
+
+def _ids(p: AllocationProblem, model: str) -> set[str]:
+    return {u.id for u in p.units if u.model == model}
+
+
 def _load(blk: Block, dm, values: list[float]) -> None:
     blk.n = dm.counts(values)
     blk.flow = dm.flows(values)
@@ -259,7 +340,7 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
         method = "decomposed"
         alone = {}
         for m in models:
-            alone[m] = solve_block(restrict(p, [m], budget=False), [m], "independent", **kw)
+            alone[m] = solve_alone(restrict(p, [m], budget=False), m, **kw)
             if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
                 return _result(p, alone[m], [alone[m]], "decomposed", time.perf_counter() - t0, max_nodes)
         blocks = []
@@ -273,7 +354,15 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
                 blocks.append(union)
                 continue
             floor = union.bound
-            blocks.append(solve_block(restrict(p, comp, budget=False), comp, "joint", floor=floor, **kw))
+            sub = restrict(p, comp, budget=False)
+            blk = None
+            if len(sub.units) > JOINT_MAX_UNITS:
+                first = {m: (alone[m].bound, alone[m].objective, alone[m].n) for m in comp
+                         if alone[m].bound is not None and not alone[m].unmet}
+                blk = solve_lagrangian(sub, comp, floor=floor, first=first, **kw)
+            if blk is None:
+                blk = solve_block(sub, comp, "joint", floor=floor, **kw)
+            blocks.append(blk)
             if not blocks[-1].feasible:
                 return _result(p, blocks[-1], blocks, method, time.perf_counter() - t0, max_nodes)
         final = _merge(blocks, models, method)

@@ -12,6 +12,14 @@ from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.plan.naming import model_slugs, unit_name
 from hetinfra.plan.planner import PlanResult
 
+#: plan.json keys whose values depend on the run, not the input (dotted paths): two measured times, and
+#: where the template libraries came from (a cold cache misses, a warm one hits). Everything else is
+#: the same for the same input (spec, offers, profiles, running state, hetinfra version) on any
+#: machine, unless ``solver.safety_stop`` says the wall-clock safety stop cut a solve.
+RUN_DEPENDENT_KEYS = ("solver.build_s", "solver.solve_s", "inputs.template_cache")
+BASELINE_SAFETY_WARNING = ("time limit hit in the single-GPU baselines: they may differ on a faster machine "
+                           "(raise planning.time_limit_s)")
+
 
 
 def rounded(x: float | None, nd: int = 4) -> float | None:
@@ -134,7 +142,10 @@ def build_plan_json(pr: PlanResult) -> dict:
                           "allocation": [{"unit": u, "count": c} for u, c in sorted(b.allocation.items())]})
         else:
             entry["reason"] = b.reason
+        if b.safety_stop:
+            entry["safety_stop"] = True
         baselines.append(entry)
+    baseline_stop = any(b.safety_stop for b in pr.baselines)
 
     by_model: dict[str, dict] = {}
     by_region: dict[str, dict] = {}
@@ -183,7 +194,8 @@ def build_plan_json(pr: PlanResult) -> dict:
             # how the solve went: decomposed into blocks of linked models, or one joint model; each
             # block's method, bound and gap; the deterministic node limit; whether the wall-clock
             # safety stop cut a solve (then the plan may differ on a faster machine)
-            "method": res.method, "blocks": res.blocks, "max_nodes": res.max_nodes, "safety_stop": res.safety_stop,
+            "method": res.method, "blocks": res.blocks, "max_nodes": res.max_nodes,
+            "safety_stop": bool(res.safety_stop or baseline_stop),
         },
         "inputs": {
             "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256,
@@ -195,7 +207,8 @@ def build_plan_json(pr: PlanResult) -> dict:
             "template_cache": pr.template_cache,
         },
         "deploy": spec.deploy.model_dump(),
-        "warnings": list(inp.warnings) + list(pr.warnings) + _precision_warnings(allocations, inp) + [
+        "warnings": list(inp.warnings) + list(pr.warnings) + ([BASELINE_SAFETY_WARNING] if baseline_stop else [])
+        + _precision_warnings(allocations, inp) + [
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
             "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
     }

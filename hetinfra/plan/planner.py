@@ -27,6 +27,8 @@ class Baseline:
     instances: int = 0
     allocation: dict[str, int] | None = None  # unit id -> count
     reason: str | None = None
+    #: the shared wall-clock limit cut this baseline's solve (or left it no time): it may differ on a faster machine
+    safety_stop: bool = False
 
 
 @dataclass
@@ -193,11 +195,14 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
             out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
             continue
         r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
+        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
         if not r.feasible:
             out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
-                                if r.status == "infeasible" else "no plan within the baselines' time limit"))
+                                if r.status == "infeasible" else "no plan within the baselines' time limit",
+                                safety_stop=stop))
             continue
-        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n)))
+        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
+                            safety_stop=stop))
     return out
 
 

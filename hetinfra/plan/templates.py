@@ -220,14 +220,22 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
     deterministically. Besides shrinking the ILP this removes symmetric alternatives such as eight
     1-GPU instances vs one 8-GPU instance running eight TP=1 engines at the same price per GPU."""
     order = sorted(units, key=lambda u: (u.cost / u.gpus, u.gpus, -sum(u.template.rates.values()) / u.gpus, u.id))
-    kept_by_bucket: dict[tuple, list[Unit]] = {}
+    # Kept units filed by where they can cover from: None (no capped group: may cover any u), a capped
+    # group g (covers only units that use g), "mixed" (several groups, one capped: checked in full).
+    # A v filed under a capped group u does not use fails _covers anyway, so skipping those lists
+    # leaves the result as it was and the work proportional to u's own groups.
+    kept_by_bucket: dict[tuple, dict] = {}
     kept: list[Unit] = []
     for u in order:
         bucket = (u.model, u.spot, u.region if regional else None)
-        candidates = kept_by_bucket.setdefault(bucket, [])
-        if u.id not in keep and any(_covers(v, u, capped) for v in candidates):
-            continue
-        candidates.append(u)
+        filed = kept_by_bucket.setdefault(bucket, {})
+        if u.id not in keep:
+            lists = [filed.get(None, ()), filed.get("mixed", ())] + [filed.get(g, ()) for g in u.gpu_use if g in capped]
+            if any(_covers(v, u, capped) for vs in lists for v in vs):
+                continue
+        own = [g for g in u.gpu_use if g in capped]
+        where = None if not own else own[0] if len(u.gpu_use) == 1 else "mixed"
+        filed.setdefault(where, []).append(u)
         kept.append(u)
     return sorted(kept, key=lambda u: u.id)
 

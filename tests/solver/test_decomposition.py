@@ -72,6 +72,7 @@ def test_budget_links_only_when_it_binds():
     {"running": {"ya": 2, "yb": 1}, "churn_hours": 2.0}, {"unmet_penalty": 0.05},
     {"objective": "max_throughput", "budget": 6.0},
     {"max_spot_fraction": {"a": 0.5}},
+    {"locality": 0.5, "local_demand": {("a", "r1"): 15.0, ("b", "r1"): 4.0}, "caps": {("lab", "r1", "X"): 3}},
 ])
 def test_direct_highs_path_gives_the_pyomo_reference_optimum(kw):
     units = SHARED + (unit("sa", "a", 0.4, "X", {"c": 10.0}, spot=True),)

@@ -1,0 +1,292 @@
+r"""Lagrangian relaxation of the availability caps that link models, with a repair step.
+
+For a component of models linked by shared caps whose per-model plans break some cap
+(``solver.decompose``), each cap row ``sum_u a[u,g] n[u] <= cap[g]`` moves into the objective with a
+price mu[g] >= 0:
+
+    L(mu) = sum_m min { sum_u (cost[u] + sum_g mu[g] a[u,g]) n[u] + (churn, unmet) : model m's own rows }
+            - sum_g mu[g] cap[g]
+
+Every model's subproblem is independent (no caps, no budget), and L(mu) is a lower bound on the
+joint optimum for every mu >= 0 (weak duality); with each subproblem's MIP *dual bound* in place of
+its optimum it stays one. Without caps, units that differ only in their availability group
+(the same template in several regions, outside the model's locality regions) are interchangeable:
+only the cheapest at the current prices is kept (``merge_duplicates``), which makes the
+subproblems a tenth of the size and exact.
+
+mu follows projected subgradient steps (Polyak's rule against the best plan found, step factor
+halved when the bound stalls), a fixed number of iterations: deterministic.
+
+Each iteration's per-model plans are *repaired* into a plan that keeps every cap: models whose plan
+fits in what the caps have left are kept (largest first), the others are re-solved one at a time
+with the caps that remain as hard rows, on their units with room left (per interchangeable set,
+the cheapest units until their room covers the model's demand). Then one fix-and-optimise pass
+re-solves each model that uses a full group with all others fixed. The block reports the best
+repaired plan and the best L(mu) (and the per-model-with-caps floor) as its bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from hetinfra.solver.problem import AllocationProblem, UnitData
+
+#: subgradient iterations at most (each solves every model whose prices changed)
+ITERATIONS = 12
+
+
+def _key(p: AllocationProblem, u: UnitData, local: set) -> tuple:
+    return (u.model, u.gpus, u.spot, tuple(sorted(u.rates.items())),
+            u.region if (u.model, u.region) in local else None, u.id if u.id in p.running else None)
+
+
+def _locals(p: AllocationProblem) -> set:
+    return {k for k, lam in p.local_demand.items() if lam > 0} if p.locality > 0 else set()
+
+
+def merge_duplicates(p: AllocationProblem, extra: dict[str, float] | None = None) -> AllocationProblem:
+    """The cap-free, budget-free relaxation of ``p`` with interchangeable units merged: of the
+    units with the same model, GPUs, purchase option, rates (and region, where the model has local
+    demand under locality; running units always stay) only the cheapest stays, counting
+    ``extra`` $/h per instance and the churn penalty. Exact for that relaxation: those units differ
+    only in availability groups (dropped) and cost."""
+    extra = extra or {}
+    local = _locals(p)
+    w = p.churn_hours if p.running else 0.0
+    best: dict[tuple, tuple] = {}
+    for u in p.units:
+        c = u.cost + extra.get(u.id, 0.0) + (w * u.cost if u.id not in p.running else 0.0)
+        k = _key(p, u, local)
+        if k not in best or (c, u.id) < best[k][0]:
+            best[k] = ((c, u.id), u)
+    units = tuple(sorted((v[1] for v in best.values()), key=lambda u: u.id))
+    return p.replace(units=units, caps={}, budget=None)
+
+
+@dataclass
+class _Sub:
+    bound: float
+    objective: float
+    counts: dict[str, int]
+    nodes: int
+    status: str
+
+
+def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
+           deadline: float) -> _Sub | None:
+    """One model's MIP, remembered by content (``solver.memo``)."""
+    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+
+    key = memo_key("sub", p, sorted((extra or {}).items()), mip_gap, max_nodes)
+    hit = memo_get(key)
+    if hit is not None:
+        return hit
+    got = _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline)
+    if got is not None and got.status != "time_limit":
+        memo_put(key, got)
+    return got
+
+
+def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
+               deadline: float) -> _Sub | None:
+    from hetinfra.solver.direct import DirectModel
+
+    dm = DirectModel(p, extra)
+    o = dm.mip(time_limit_s=max(1e-3, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
+    if not o.has_solution:
+        return None
+    bound = o.bound if o.bound is not None else -math.inf
+    return _Sub(min(bound, o.objective), o.objective, dm.counts(o.values), o.nodes, o.status)
+
+
+def plan_cost(p: AllocationProblem, units: dict[str, UnitData], counts: dict[str, int]) -> float:
+    """$/h of ``counts`` plus the churn penalty (unmet demand's penalty needs the routing)."""
+    obj = sum(units[u].cost * c for u, c in counts.items())
+    if p.running and p.churn_hours:
+        obj += p.churn_hours * sum(units[u].cost * max(0, c - p.running.get(u, 0)) for u, c in counts.items())
+    return obj
+
+
+def _usage(units: dict[str, UnitData], counts: dict[str, int], groups) -> dict:
+    used: dict = {}
+    for uid, c in counts.items():
+        for g, n in units[uid].gpu_use:
+            if g in groups:
+                used[g] = used.get(g, 0) + n * c
+    return used
+
+
+def capped_units(p: AllocationProblem, model: str, residual: dict, keep: dict[str, int]) -> AllocationProblem:
+    """Model ``model`` alone with ``residual`` caps as hard rows, on its units with room left: per
+    interchangeable set of a unit in ``keep`` (its plan before), the cheapest until their room covers
+    the demand; of every other set the cheapest with room; ``keep``'s units always."""
+    from hetinfra.solver.direct import instance_upper_bound
+
+    local = _locals(p)
+    mine = [u for u in p.units if u.model == model]
+    sets: dict[tuple, list[UnitData]] = {}
+    for u in mine:
+        if u.id not in keep and any(g in residual and residual[g] < n for g, n in u.gpu_use):
+            continue
+        sets.setdefault(_key(p, u, local), []).append(u)
+    chosen = []
+    prefer = {_key(p, u, local) for u in mine if u.id in keep}
+    for k, members in sets.items():
+        members.sort(key=lambda u: (u.cost, u.id))
+        need = instance_upper_bound(p, members[0]) if k in prefer else 1
+        room = 0
+        for u in members:
+            if room >= need and u.id not in keep:
+                continue
+            chosen.append(u)
+            capped = [residual[g] // n for g, n in u.gpu_use if g in residual and n > 0]
+            room += min(capped) if capped else need
+    units = tuple(sorted(chosen, key=lambda u: u.id))
+    groups = {g for u in units for g, _ in u.gpu_use if g in residual}
+    return p.replace(units=units, caps={g: max(0, residual[g]) for g in groups}, budget=None,
+                     demand={k: v for k, v in p.demand.items() if k[0] == model},
+                     max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m == model},
+                     local_demand={k: v for k, v in p.local_demand.items() if k[0] == model},
+                     running={u: c for u, c in p.running.items() if u in {x.id for x in units}})
+
+
+@dataclass
+class LagrangeResult:
+    counts: dict[str, int]  # the best repaired plan (keeps every cap)
+    objective: float  # its objective (units' $/h + churn + unmet, per the ledger of each model's solve)
+    bound: float  # best lower bound: max(floor, best L(mu))
+    iterations: int
+    nodes: int
+    safety_stop: bool
+
+
+def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, mip_gap: float, max_nodes: int,
+               deadline: float, iterations: int = ITERATIONS,
+               first: dict[str, tuple[float, float, dict[str, int]]] | None = None) -> LagrangeResult | None:
+    """Lagrangian bound and repaired plan for the component ``models`` of ``p`` (its own caps; no
+    budget). ``first``: model -> (bound, objective, counts) of a solve alone (mu = 0; with the
+    model's caps kept, which only strengthens the bound), used where within a tenth of ``mip_gap``.
+    None when no repair keeps the caps."""
+    units = {u.id: u for u in p.units}
+    caps = {g: c for g, c in p.caps.items()}
+    groups = set(caps)
+    by_model = {m: [u for u in p.units if u.model == m] for m in models}
+    subs = {}
+    for m in models:
+        own = set(x.id for x in by_model[m])
+        subs[m] = p.replace(units=tuple(by_model[m]), demand={k: v for k, v in p.demand.items() if k[0] == m},
+                            max_spot_fraction={k: v for k, v in p.max_spot_fraction.items() if k == m},
+                            local_demand={k: v for k, v in p.local_demand.items() if k[0] == m},
+                            running={u: c for u, c in p.running.items() if u in own}, caps={}, budget=None)
+    sub_gap = mip_gap / 10
+    mu = {g: 0.0 for g in sorted(groups)}
+    cache: dict[tuple, _Sub] = {}
+    best_lb = floor if floor is not None else -math.inf
+    best: tuple[float, dict[str, int]] | None = None
+    theta, stall, nodes, stop, done = 1.0, 0, 0, False, 0
+    size = {m: 0.0 for m in models}
+    for it in range(iterations):
+        done = it + 1
+        lb = -sum(mu[g] * caps[g] for g in mu)
+        sols: dict[str, _Sub] = {}
+        for m in models:
+            if it == 0 and first and m in first:
+                b, o, c = first[m]
+                if o - b <= sub_gap * max(abs(o), 1e-9):
+                    sols[m] = _Sub(b, o, c, 0, "optimal")
+                    lb += b
+                    size[m] = o
+                    continue
+            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) for u in by_model[m]}
+            red = merge_duplicates(subs[m], extra)
+            key = (m, tuple((u.id, extra[u.id]) for u in red.units))
+            if key not in cache:
+                got = _solve(red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
+                if got is None:
+                    return None
+                nodes += got.nodes
+                stop |= got.status == "time_limit"
+                cache[key] = got
+            sols[m] = cache[key]
+            lb += sols[m].bound
+            if it == 0:
+                size[m] = sols[m].objective
+        improved = lb > best_lb + 1e-9 * max(1.0, abs(lb))
+        best_lb = max(best_lb, lb)
+        counts = {m: s.counts for m, s in sols.items()}
+        order = sorted(models, key=lambda m: (-size[m], m))
+        fixed = _repair(p, counts, order, caps, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
+        if fixed is not None:
+            obj = sum(v[1] for v in fixed.values())
+            if best is None or obj < best[0] - 1e-9:
+                best = (obj, {m: v[0] for m, v in fixed.items()})
+        if time.perf_counter() > deadline:
+            stop = True
+            break
+        if best is not None and best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):
+            break
+        used = _usage(units, {u: c for cs in counts.values() for u, c in cs.items()}, groups)
+        grad = {g: used.get(g, 0) - caps[g] for g in mu}
+        grad = {g: (s if (s > 0 or mu[g] > 0) else 0.0) for g, s in grad.items()}
+        norm = sum(s * s for s in grad.values())
+        if norm == 0:
+            break
+        stall = 0 if improved else stall + 1
+        if stall >= 2:
+            theta, stall = theta / 2, 0
+        target = best[0] if best is not None else best_lb * (1 + 2 * mip_gap)
+        step = theta * max(target - lb, 1e-6 * max(1.0, abs(lb))) / norm
+        mu = {g: max(0.0, mu[g] + step * grad[g]) for g in mu}
+    if best is None:
+        return None
+    # fix-and-optimise: each model on a full group re-solved with all others fixed
+    plan = best[1]
+    if best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):
+        counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
+        return LagrangeResult(counts, best[0], best_lb, done, nodes, stop)
+    used = _usage(units, {u: c for cs in plan.values() for u, c in cs.items()}, groups)
+    full = {g for g in groups if used.get(g, 0) >= caps[g]}
+    for m in sorted(models, key=lambda m: (-size[m], m)):
+        if not any(g in full for u in plan[m] for g, _ in units[u].gpu_use):
+            continue
+        mine = _usage(units, plan[m], groups)
+        residual = {g: caps[g] - used.get(g, 0) + mine.get(g, 0) for g in groups}
+        got = _solve(capped_units(p, m, residual, plan[m]), None, mip_gap=sub_gap, max_nodes=max_nodes,
+                     deadline=deadline)
+        if got is None:
+            continue
+        nodes += got.nodes
+        cur, new = plan_cost(p, units, plan[m]), plan_cost(p, units, got.counts)
+        if new < cur - 1e-9:
+            plan[m] = got.counts
+            used = _usage(units, {u: c for cs in plan.values() for u, c in cs.items()}, groups)
+    counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
+    return LagrangeResult(counts, plan_cost(p, units, counts), best_lb, done, nodes, stop)
+
+
+def _repair(p: AllocationProblem, counts: dict[str, dict[str, int]], order: list[str], caps: dict, *,
+            mip_gap: float, max_nodes: int, deadline: float) -> dict[str, tuple[dict[str, int], float]] | None:
+    """Per-model plans made to keep every cap (see the module docstring); model -> (counts, $/h)."""
+    units = {u.id: u for u in p.units}
+    residual = dict(caps)
+    out: dict[str, tuple[dict[str, int], float]] = {}
+    misfit = []
+    for m in order:
+        use = _usage(units, counts[m], residual)
+        if all(v <= residual[g] for g, v in use.items()):
+            for g, v in use.items():
+                residual[g] -= v
+            out[m] = (counts[m], plan_cost(p, units, counts[m]))
+        else:
+            misfit.append(m)
+    for m in misfit:
+        got = _solve(capped_units(p, m, residual, counts[m]), None, mip_gap=mip_gap, max_nodes=max_nodes,
+                     deadline=deadline)
+        if got is None:
+            return None
+        for g, v in _usage(units, got.counts, residual).items():
+            residual[g] -= v
+        out[m] = (got.counts, plan_cost(p, units, got.counts))
+    return out
