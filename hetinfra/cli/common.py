@@ -21,3 +21,12 @@ def fail(exc: HetinfraError, as_json: bool) -> None:
     if exc.hint:
         click.echo(f"  hint: {exc.hint}", err=True)
     sys.exit(exc.exit_code)
+
+
+def summary_console():
+    """A Rich console for a command's tables: the terminal's, or one 132 columns wide for pipes and
+    logs, so that tables do not wrap."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=132)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import fail, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.errors import HetinfraError
 
@@ -54,13 +54,9 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    from rich.console import Console
-
     from hetinfra.plan.summary import render_summary
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=132)  # pipes and logs: wide enough that tables do not wrap
+    console = summary_console()
     render_summary(doc, console)
     if written:
         clouds = ",".join(p.name for p in written["pulumi"])

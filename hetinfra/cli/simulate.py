@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import fail, summary_console
 from hetinfra.errors import HetinfraError
 
 @click.command("simulate")
@@ -65,13 +65,9 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_c
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    from rich.console import Console
-
     from hetinfra.sim.report import render_text
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=132)
+    console = summary_console()
     render_text(doc, console)
     if profile_csv is not None:
         from rich.table import Table

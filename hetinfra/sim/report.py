@@ -15,36 +15,18 @@ preemptions, steps). ``objective.ratio`` > 1 is the factor by which the statisti
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from html import escape
 from pathlib import Path
 
-__all__ = ["write_atomic", "write_outputs", "render_svg", "render_text"]
+from hetinfra.fileio import atomic_write_text
 
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        umask = os.umask(0)  # mkstemp makes 0600 files; give the file the mode open() would
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+__all__ = ["write_outputs", "render_svg", "render_text"]
 
 
 def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
     js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
-    write_atomic(js, json.dumps(doc, indent=2) + "\n")
-    write_atomic(svg, render_svg(doc))
+    atomic_write_text(js, json.dumps(doc, indent=2) + "\n")
+    atomic_write_text(svg, render_svg(doc))
     return js, svg
 
 

@@ -17,14 +17,13 @@
 
 from __future__ import annotations
 
-import csv
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.spec.demand import bucket_index
+from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
 
 __all__ = ["WorkloadConfig", "SizeSampler", "class_samplers", "arrival_times", "model_rng"]
@@ -90,29 +89,13 @@ def _uniform(lo: int, hi: int) -> Callable[[random.Random], int]:
 
 
 def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """CSV rows by bucket (input index, output index), with ``hetinfra.spec.demand``'s rules."""
-    path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
-    rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    """CSV rows by bucket, as ``hetinfra.spec.demand`` reads them (sizes at least 1 token)."""
     try:
-        handle = path.open(newline="")
-    except FileNotFoundError:
-        raise InvalidInputError(f"{model}: dataset file not found: {path}",
-                                hint="dataset.path is relative to the spec file; pass --spec") from None
-    with handle:
-        for lineno, row in enumerate(csv.reader(handle), start=1):
-            if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
-                continue
-            try:
-                i, o = int(float(row[0])), int(float(row[1]))
-            except (ValueError, IndexError):
-                raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens'") from None
-            if ds.outside == "clip":
-                i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
-            bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
-            if bi is None or bo is None:
-                continue
-            rows.setdefault((bi, bo), []).append((max(i, 1), max(o, 1)))
-    return rows
+        rows = dataset_rows(ds, base)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{model}: {exc.message}", hint="dataset.path is relative to the spec file; "
+                                                               "pass --spec") from None
+    return {k: [(max(i, 1), max(o, 1)) for i, o in v] for k, v in rows.items()}
 
 
 def class_samplers(model: ModelSpec, base: Path, classes: list[dict]) -> list[SizeSampler]:

@@ -47,10 +47,11 @@ def bucket_index(size: int, edges: list[int]) -> int | None:
     return k if k < len(edges) - 1 else None
 
 
-def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:
-    """Count CSV rows into the dataset's buckets (rows beyond the last edge dropped or clipped)."""
+def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """The CSV's (input_tokens, output_tokens) rows by bucket (input index, output index): rows beyond
+    the last edge are dropped or clipped (``outside``); a header line and blank lines are skipped."""
     path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
-    counts = [[0.0] * (len(ds.output_edges) - 1) for _ in range(len(ds.input_edges) - 1)]
+    rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     try:
         handle = path.open(newline="")
     except FileNotFoundError:
@@ -66,10 +67,18 @@ def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:
             if ds.outside == "clip":
                 i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
             bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
-            if bi is None or bo is None:
-                continue
-            counts[bi][bo] += 1
+            if bi is not None and bo is not None:
+                rows.setdefault((bi, bo), []).append((i, o))
+    return rows
+
+
+def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:
+    """Count CSV rows into the dataset's buckets (rows beyond the last edge dropped or clipped)."""
+    counts = [[0.0] * (len(ds.output_edges) - 1) for _ in range(len(ds.input_edges) - 1)]
+    for (bi, bo), rows in dataset_rows(ds, base).items():
+        counts[bi][bo] = float(len(rows))
     if sum(map(sum, counts)) == 0:
+        path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
         raise InvalidInputError(f"{path}: no request falls inside the dataset's edges",
                                 hint="widen input_edges/output_edges or use outside: clip")
     return counts
