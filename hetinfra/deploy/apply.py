@@ -189,7 +189,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     def do_step(step: str) -> None:
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
-            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo)
+            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo, plan=plan)
             outputs = project.up(secrets)
             mine = [a for a in after if a["path"] == "pulumi" and a["cloud"] == cloud]
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), mine)

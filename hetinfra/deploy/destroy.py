@@ -51,7 +51,8 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
             stack = state.doc["pulumi"].get(cloud, {}).get("stack", "prod")
-            pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo).destroy()
+            pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
+                                        plan=plan).destroy()
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), [])
             state.doc["pulumi"].pop(cloud, None)
             gateways = state.doc.get("gateways") or {}

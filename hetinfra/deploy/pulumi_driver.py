@@ -8,11 +8,14 @@ that fixes it (exit 4). Secrets go in with ``config set --secret`` from the envi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
+from hetinfra.compile.pulumi_project import backend_url
 from hetinfra.errors import InvalidInputError, ProviderError
 
 INSTALL_HINT = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh  (or: brew install pulumi)"
@@ -91,19 +94,37 @@ def secrets_from_env(env: dict | None = None) -> dict[str, str]:
     return out
 
 
+def project_env(project_dir: Path, plan: dict | None = None) -> dict[str, str]:
+    """The environment a project's ``pulumi`` runs with: ``PULUMI_BACKEND_URL`` (the plan's
+    ``deploy.backend_url``, else ``file://<project_dir>/state`` where the folder is now, whatever the
+    working directory or an exported ``PULUMI_BACKEND_URL``), and ``PULUMI_PYTHON_CMD`` (this
+    interpreter, which imports ``hetinfra.stacks``; Pulumi.yaml names no virtualenv). Without
+    ``plan``, the project's own plan.json is read."""
+    if plan is None:
+        try:
+            plan = json.loads((Path(project_dir) / "plan.json").read_text())
+        except (OSError, ValueError):
+            plan = None
+    return {"PULUMI_BACKEND_URL": backend_url(plan if isinstance(plan, dict) else None, project_dir),
+            "PULUMI_PYTHON_CMD": sys.executable}
+
+
 class PulumiProject:
     """One generated project folder (``OUT/pulumi/<cloud>``) and its stack."""
 
-    def __init__(self, project_dir: Path, stack: str, command, on_output: Callable[[str], None] = print):
+    def __init__(self, project_dir: Path, stack: str, command, on_output: Callable[[str], None] = print,
+                 plan: dict | None = None):
         self.dir = project_dir
         self.stack_name = stack
         self.command = command
         self.on_output = on_output
+        self.env = project_env(project_dir, plan)
 
     def _stack(self):
         from pulumi import automation as auto
 
-        opts = auto.LocalWorkspaceOptions(pulumi_command=self.command, work_dir=str(self.dir))
+        opts = auto.LocalWorkspaceOptions(pulumi_command=self.command, work_dir=str(self.dir),
+                                          env_vars=self.env)
         return auto.create_or_select_stack(stack_name=self.stack_name, work_dir=str(self.dir), opts=opts)
 
     def up(self, secrets: dict[str, str]) -> dict:

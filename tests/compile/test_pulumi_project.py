@@ -4,9 +4,16 @@ what the CLI added (encryption salt, secure config) and the stack state across r
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
+
+import hetinfra
+from hetinfra.compile.pulumi_project import backend_url
+from hetinfra.deploy.pulumi_driver import project_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,12 +35,13 @@ def test_one_project_per_cloud_with_the_plan_config(run_cli, tmp_path):
         assert (d / "__main__.py").read_text().splitlines() == ["from hetinfra.stacks.program import main", "main()"]
         project = yaml.safe_load((d / "Pulumi.yaml").read_text())
         assert project["name"] == f"hetinfra-assistants-{cloud}" and project["runtime"]["name"] == "python"
-        assert project["backend"]["url"] == f"file://{(d / 'state').resolve()}" and (d / "state").is_dir()
+        assert project["backend"]["url"] == "file://./state" and (d / "state").is_dir()
         config = yaml.safe_load((d / "Pulumi.prod.yaml").read_text())["config"]
         assert config["hetinfra:cloud"] == cloud and config["hetinfra:plan"] == "plan.json"
         sub = json.loads((d / "plan.json").read_text())
         assert sub["allocations"] == [a for a in plan["allocations"] if a["cloud"] == cloud]
-        assert "pulumi-aws==7.51.1" in (d / "requirements.txt").read_text()
+        reqs = [ln for ln in (d / "requirements.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+        assert "pulumi-aws==7.51.1" in reqs and f"hetinfra[pulumi]=={hetinfra.__version__}" in reqs
         text = (d / "Pulumi.prod.yaml").read_text()
         assert "apiKey" not in text and "HF_TOKEN" not in text  # secrets are set with --secret, never here
     assert yaml.safe_load((tmp_path / "pulumi" / "aws" / "Pulumi.prod.yaml").read_text())["config"]["aws:region"] \
@@ -74,3 +82,42 @@ def test_a_cloud_that_leaves_the_plan_keeps_an_empty_project(run_cli, tmp_path):
     assert {a["cloud"] for a in plan["allocations"]} == {"aws"}
     gcp = json.loads((tmp_path / "pulumi" / "gcp" / "plan.json").read_text())
     assert gcp["allocations"] == []  # `pulumi up` there removes what the gcp stack still has
+
+
+def test_projects_hold_no_absolute_path_and_move_with_the_out_dir(run_cli, tmp_path):
+    """Nothing in a project names the out dir (or the virtualenv hetinfra runs in): a moved or copied
+    out dir keeps its backend inside it, both for plain `pulumi` run from the project folder
+    (Pulumi resolves file://./state against the working directory) and for apply/destroy."""
+    out = tmp_path / "out"
+    _plan(run_cli, out)
+    needles = {str(tmp_path), str(tmp_path.resolve()), sys.prefix}  # (plan.json keeps inputs.spec_path)
+    for f in (out / "pulumi").rglob("*"):
+        if f.is_file():
+            text = f.read_text()
+            assert not [n for n in needles if n in text], f
+            if f.name == "Pulumi.yaml":
+                assert yaml.safe_load(text)["runtime"] == {"name": "python"}  # no virtualenv path
+    moved = tmp_path / "elsewhere" / "moved"
+    shutil.copytree(out, moved)
+    shutil.rmtree(out)
+    for cloud in ("aws", "gcp"):
+        d = moved / "pulumi" / cloud
+        url = yaml.safe_load((d / "Pulumi.yaml").read_text())["backend"]["url"]
+        # what Pulumi's file backend does with a relative path (filepath.Abs in the working directory)
+        here = subprocess.run([sys.executable, "-c", "import os, sys; print(os.path.abspath(sys.argv[1]))",
+                               url.removeprefix("file://")], cwd=d, capture_output=True, text=True, check=True)
+        assert Path(here.stdout.strip()) == (d / "state").resolve() and (d / "state").is_dir()
+        env = project_env(d)
+        assert env["PULUMI_BACKEND_URL"] == f"file://{(d / 'state').resolve()}"
+        assert env["PULUMI_PYTHON_CMD"] == sys.executable
+
+
+def test_a_set_backend_url_is_kept(run_cli, tmp_path):
+    spec = yaml.safe_load((REPO / "services" / "multi-region.yaml").read_text())
+    spec.setdefault("deploy", {})["backend_url"] = "s3://bucket/hetinfra"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    plan = _plan(run_cli, tmp_path / "out", path)
+    d = tmp_path / "out" / "pulumi" / "aws"
+    assert yaml.safe_load((d / "Pulumi.yaml").read_text())["backend"]["url"] == "s3://bucket/hetinfra"
+    assert backend_url(plan, d) == "s3://bucket/hetinfra" == project_env(d)["PULUMI_BACKEND_URL"]

@@ -2,7 +2,8 @@
 """A recording stand-in for the `pulumi` CLI (the real binary cannot be installed here).
 
 The Automation API runs it exactly as it would run the CLI. Every call is appended to
-$FAKE_PULUMI_LOG as JSON ({"argv", "cwd", "passphrase"}). It keeps per-project stacks, config and
+$FAKE_PULUMI_LOG as JSON ({"argv", "cwd", "passphrase", "backend", "python"}: the last two are
+$PULUMI_BACKEND_URL and $PULUMI_PYTHON_CMD). It keeps per-project stacks, config and
 outputs in $FAKE_PULUMI_HOME, and on `up` computes the outputs the real program would export
 from the project's plan.json (one endpoint per replica). $FAKE_PULUMI_FAIL="up:gcp" makes `up`
 fail in the project folder named gcp (like a quota error from the provider).
@@ -19,7 +20,9 @@ log = os.environ.get("FAKE_PULUMI_LOG")
 if log:
     with open(log, "a") as fh:
         fh.write(json.dumps({"argv": sys.argv[1:], "cwd": str(cwd),
-                             "passphrase": "PULUMI_CONFIG_PASSPHRASE" in os.environ}) + "\n")
+                             "passphrase": "PULUMI_CONFIG_PASSPHRASE" in os.environ,
+                             "backend": os.environ.get("PULUMI_BACKEND_URL"),
+                             "python": os.environ.get("PULUMI_PYTHON_CMD")}) + "\n")
 
 home = Path(os.environ["FAKE_PULUMI_HOME"])
 db_path = home / "db.json"

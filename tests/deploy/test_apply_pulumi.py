@@ -4,6 +4,7 @@ for the `pulumi` CLI: the exact commands, the state file, failure half-way and r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
 def _plan(out):
@@ -137,3 +138,25 @@ def test_destroy_needs_no_passphrase_with_a_service_backend(fake_pulumi, cloud_e
     (planned_out / "plan.json").write_text(json.dumps(plan))
     code, _, err = run_cli("destroy", str(planned_out), "--yes")
     assert code == 0, err
+
+
+def test_a_moved_out_dir_destroys_from_its_own_backend(fake_pulumi, cloud_env, planned_out, run_cli, tmp_path):
+    """apply and destroy hand pulumi the backend inside the project folder where it is now
+    (PULUMI_BACKEND_URL), and this interpreter to run the program (PULUMI_PYTHON_CMD)."""
+    import shutil
+    import sys
+
+    assert run_cli("apply", str(planned_out), "--yes")[0] == 0
+    ups = [c for c in fake_pulumi() if c["argv"][:1] != ["version"]]
+    assert ups and all(c["backend"] == f"file://{(planned_out / 'pulumi' / c['cwd'].rsplit('/', 1)[1] / 'state').resolve()}"
+                       and c["python"] == sys.executable for c in ups)
+    moved = tmp_path / "moved" / "out"
+    shutil.copytree(planned_out, moved)
+    shutil.rmtree(planned_out)
+    code, _, err = run_cli("destroy", str(moved), "--yes")
+    assert code == 0, err
+    destroys = [c for c in fake_pulumi() if c["argv"][:1] != ["version"] and str(moved) in c["cwd"]]
+    assert sorted({c["cwd"].rsplit("/", 1)[1] for c in destroys}) == ["aws", "gcp"]
+    for c in destroys:
+        assert c["backend"] == f"file://{(Path(c['cwd']) / 'state').resolve()}"
+        assert c["backend"].startswith(f"file://{moved.resolve()}/pulumi/")
