@@ -321,7 +321,8 @@ class DeploySpec(_Strict):
                               "run (image tag v<version> / pip vllm==<version>): the performance model uses that "
                               "engine's calibration; default: the version its current-engine data were measured on.")
     stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
-    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://<out>/pulumi/<cloud>/state.")
+    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://./state inside each project "
+                                                      "(pulumi/<cloud>/state, relative, so the out dir can move).")
     gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
     disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
