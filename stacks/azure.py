@@ -135,37 +135,14 @@ class AzureGpuFleet(pulumi.ComponentResource):
             spot = {"priority": "Spot", "eviction_policy": "Delete",
                     "billing_profile": compute.BillingProfileArgs(max_price=-1)} if u.spot else {}
             custom = user_data(fu, rank, args, secrets, ref, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
-            vm = compute.VirtualMachine(
-                vm_name, resource_group_name=rg.name, location=args.region, opts=child,
-                hardware_profile=compute.HardwareProfileArgs(vm_size=u.node_instance_type(rank)),
-                storage_profile=compute.StorageProfileArgs(
-                    image_reference=compute.ImageReferenceArgs(**IMAGE),
-                    os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=fu.disk_gb,
-                                               managed_disk=compute.ManagedDiskParametersArgs(
-                                                   storage_account_type="Premium_LRS"))),
-                os_profile=compute.OSProfileArgs(
-                    computer_name=vm_name[:64], admin_username=ADMIN, custom_data=custom,
-                    linux_configuration=compute.LinuxConfigurationArgs(
-                        disable_password_authentication=True,
-                        ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
-                            path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
-                network_profile=compute.NetworkProfileArgs(
-                    network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
-                identity=compute.VirtualMachineIdentityArgs(type="SystemAssigned"),
-                tags=tags(args, fu, vm_name), **spot)
+            vm = _linux_vm(vm_name, args, rg, nic, custom, size=u.node_instance_type(rank), image=IMAGE,
+                           disk_gb=fu.disk_gb, disk_type="Premium_LRS", vm_tags=tags(args, fu, vm_name), opts=child,
+                           **spot)
             grant(vm_name, vm)
             private = nic.ip_configurations.apply(lambda cfgs: field(cfgs[0], "private_ip_address"))
             return vm, private, ip.ip_address
 
-        heads: list[tuple[str, pulumi.Output]] = []
-
-        def make_vm_and_note_head(fu, replica, rank, vm_name, head_ip):
-            vm, private, public = make_vm(fu, replica, rank, vm_name, head_ip)
-            if rank == 0:
-                heads.append((fu.name, private))
-            return vm, private, public
-
-        self.endpoints, self.vms = build_units(args, make_vm_and_note_head)
+        self.endpoints, self.vms, heads = build_units(args, make_vm)
         self.gateway_url = None
         if args.gateway:
             self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, heads, child)
@@ -190,23 +167,31 @@ class AzureGpuFleet(pulumi.ComponentResource):
                 public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
         custom = gateway_user_data(args, ref, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
         vm_name = f"{name}-gateway"
-        gw_vm = compute.VirtualMachine(
-            vm_name, resource_group_name=rg.name, location=args.region, opts=child,
-            hardware_profile=compute.HardwareProfileArgs(vm_size=g.get("azure_vm_size") or "Standard_D2s_v5"),
-            storage_profile=compute.StorageProfileArgs(
-                image_reference=compute.ImageReferenceArgs(**GATEWAY_IMAGE),
-                os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=30,
-                                           managed_disk=compute.ManagedDiskParametersArgs(
-                                               storage_account_type="StandardSSD_LRS"))),
-            os_profile=compute.OSProfileArgs(
-                computer_name=vm_name[:64], admin_username=ADMIN, custom_data=custom,
-                linux_configuration=compute.LinuxConfigurationArgs(
-                    disable_password_authentication=True,
-                    ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
-                        path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
-            network_profile=compute.NetworkProfileArgs(
-                network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
-            identity=compute.VirtualMachineIdentityArgs(type="SystemAssigned"),
-            tags=gateway_tags(args, vm_name))
+        gw_vm = _linux_vm(vm_name, args, rg, nic, custom, size=g.get("azure_vm_size") or "Standard_D2s_v5",
+                          image=GATEWAY_IMAGE, disk_gb=30, disk_type="StandardSSD_LRS",
+                          vm_tags=gateway_tags(args, vm_name), opts=child)
         grant(vm_name, gw_vm)
         return gateway_url(args, ip.ip_address)
+
+
+def _linux_vm(vm_name: str, args: FleetArgs, rg, nic, custom_data, *, size: str, image: dict, disk_gb: int,
+              disk_type: str, vm_tags: dict, opts, **extra) -> compute.VirtualMachine:
+    """A Linux VM with SSH-key login only, one NIC and a system-assigned identity (it reads the
+    fleet's Key Vault with it): the shape of every fleet VM and of the gateway."""
+    return compute.VirtualMachine(
+        vm_name, resource_group_name=rg.name, location=args.region, opts=opts,
+        hardware_profile=compute.HardwareProfileArgs(vm_size=size),
+        storage_profile=compute.StorageProfileArgs(
+            image_reference=compute.ImageReferenceArgs(**image),
+            os_disk=compute.OSDiskArgs(create_option="FromImage", disk_size_gb=disk_gb,
+                                       managed_disk=compute.ManagedDiskParametersArgs(storage_account_type=disk_type))),
+        os_profile=compute.OSProfileArgs(
+            computer_name=vm_name[:64], admin_username=ADMIN, custom_data=custom_data,
+            linux_configuration=compute.LinuxConfigurationArgs(
+                disable_password_authentication=True,
+                ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
+                    path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
+        network_profile=compute.NetworkProfileArgs(
+            network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]),
+        identity=compute.VirtualMachineIdentityArgs(type="SystemAssigned"),
+        tags=vm_tags, **extra)

@@ -55,12 +55,14 @@ def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets, 
 
 
 def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Optional[pulumi.Output]], tuple]
-                ) -> tuple[dict[str, list], dict[str, pulumi.Output]]:
+                ) -> tuple[dict[str, list], dict[str, pulumi.Output], list[tuple[str, pulumi.Output]]]:
     """Create every VM with ``make_vm(unit, replica, rank, name, head_private_ip)``, which returns
     ``(resource, private_ip, public_ip)``; workers of a pipeline get their head's private IP.
-    Returns (endpoints per unit, VM id per VM name)."""
+    Returns (endpoints per unit, VM id per VM name, (unit, private IP) of every replica's head: the
+    gateway's backends)."""
     endpoints: dict[str, list] = {}
     vms: dict[str, pulumi.Output] = {}
+    backends: list[tuple[str, pulumi.Output]] = []
     for fu in args.units:
         heads: dict[int, tuple] = {}
         for replica, rank, name in fu.vm_names:
@@ -69,9 +71,10 @@ def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Op
             vms[name] = res.id
             if rank == 0:
                 heads[replica] = (res, private_ip, public_ip)
+                backends.append((fu.name, private_ip))
                 endpoints.setdefault(fu.name, []).append(
                     pulumi.Output.concat("http://", public_ip, f":{args.port}/v1"))
-    return endpoints, vms
+    return endpoints, vms, backends
 
 
 def field(obj, key: str):

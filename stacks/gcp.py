@@ -120,16 +120,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             return vm, private, public
 
-        heads: list[tuple[str, pulumi.Output]] = []
-
-        def make_vm_and_note_head(fu, replica, rank, vm_name, head_ip):
-            vm, private, public = make_vm(fu, replica, rank, vm_name, head_ip)
-            if rank == 0:
-                heads.append((fu.name, private))
-            return vm, private, public
-
         self.zone = zone
-        self.endpoints, self.vms = build_units(args, make_vm_and_note_head)
+        self.endpoints, self.vms, heads = build_units(args, make_vm)
         self.gateway_url = None
         if gw:
             port = int(gw.get("port", 8080))

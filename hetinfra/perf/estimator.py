@@ -352,7 +352,7 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
 
 def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int,
                     output_tokens: int, concurrency: float, precision: str = "bf16",
-                    gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256, kv_precision: str | None = None,
+                    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = 256, kv_precision: str | None = None,
                     max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION,
                     vllm_version: str | None = None) -> tuple[float, float, float] | Estimate:
     """(TTFT ms, TPOT ms, req/s) predicted at ``concurrency`` requests in the system (no SLO and no
@@ -408,7 +408,7 @@ def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: 
 
 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
-             ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
+             ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
              max_num_seqs: int = 256, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
              calib: Calibration = CALIBRATION, vllm_version: str | None = None, nodes: int | None = None) -> Estimate:
     """Largest request rate of one engine (tp x pp GPUs of ``gpu``) meeting mean TTFT and TPOT SLOs.

@@ -24,7 +24,7 @@ from hetinfra.catalog.gpus import GpuSpec
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
-from hetinfra.perf.estimator import Estimate, Engine, build_engine, best_point, max_num_batched_tokens_default
+from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, Engine, build_engine, best_point, max_num_batched_tokens_default
 
 __all__ = ["MAX_NUM_SEQS", "estimate_pipeline", "pipeline_batched_tokens", "stage_batch_limit"]
 
@@ -86,7 +86,7 @@ def _stage_engines(model: ModelArch, gpus: list[GpuSpec], layers: list[int], tp:
 
 
 def pipeline_engine(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
-                    output_tokens: int, precision: str = "bf16", gpu_memory_utilization: float = 0.9,
+                    output_tokens: int, precision: str = "bf16", gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                     max_num_seqs: int = MAX_NUM_SEQS, kv_precision: str | None = None,
                     max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION) -> Engine | Estimate:
     """The engine of one mixed pipeline (its step model, KV size and token budget), or why it cannot run."""
@@ -98,7 +98,7 @@ def pipeline_engine(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *,
 
 def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
                       output_tokens: int, ttft_ms: float, tpot_ms: float, precision: str = "bf16",
-                      gpu_memory_utilization: float = 0.9, max_num_seqs: int = MAX_NUM_SEQS,
+                      gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = MAX_NUM_SEQS,
                       kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
                       calib: Calibration = CALIBRATION) -> Estimate:
     """Largest request rate of one pipeline engine (stage s: ``layers[s]`` layers on ``tp`` GPUs of
@@ -123,7 +123,7 @@ def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], 
 
 def stage_batch_limit(model: ModelArch, gpu: GpuSpec, *, tp: int, stages: int, first: bool, last: bool, layers: int,
                       input_tokens: int, output_tokens: int, tpot_ms: float, precision: str = "bf16",
-                      gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256, kv_precision: str | None = None,
+                      gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = 256, kv_precision: str | None = None,
                       max_num_batched_tokens: int = 2048, calib: Calibration = CALIBRATION) -> float:
     """Coral's T(n, l): the largest decode micro-batch one stage (``layers`` layers on ``gpu``, at
     the first / last position of a ``stages``-stage pipeline) sustains under the TPOT SLO, its KV

@@ -32,12 +32,13 @@ records the simulated percentiles per model, the rounds and factors and the simu
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import PlanResult, baselines, plan, solve_units
+from hetinfra.plan.planner import PlanResult, baselines, derated, plan, solve_units
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
@@ -74,7 +75,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     history: list[dict] = []
     best = last = None
     seen: dict[str, dict] = {}
-    stopped = bool(getattr(pr.result, "safety_stop", False))  # any round's solve cut by the wall clock
+    stopped = pr.result.safety_stop  # any round's solve cut by the wall clock
     for rnd in range(1, settings.max_rounds + 1):
         if progress is not None:
             progress(rnd, settings.max_rounds)
@@ -94,7 +95,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
         g = new
         pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False,
                          derate=_per_template(g, templates), template_cache=pr.template_cache)
-        stopped |= bool(getattr(pr.result, "safety_stop", False))
+        stopped |= pr.result.safety_stop
     pr, sim = (best[0], best[1]) if best is not None else last
     doc = _final(pr, with_baselines)
     doc["fidelity"] = {
@@ -164,8 +165,6 @@ def _templates_by_model(pr: PlanResult) -> dict[str, set[str]]:
 def _final(pr: PlanResult, with_baselines: bool) -> dict:
     settings = pr.inputs.spec.planning
     if with_baselines and pr.problem.objective == "min_cost":
-        from hetinfra.plan.planner import derated
-
         pr.baselines = baselines(pr.inputs, derated(pr.all_units, pr.derate), settings.time_limit_s, settings.mip_gap)
     return build_plan_json(pr)
 
@@ -184,8 +183,6 @@ def _with_margin(sim: dict, margin: float) -> dict:
 
 def _fleet_key(doc: dict) -> str:
     """What a simulation of plan.json depends on besides the spec: counts, routing, demand scale."""
-    import json
-
     return json.dumps([[(a["unit"], a["count"]) for a in doc["allocations"]], doc["routing"], doc["demand_scale"]],
                       sort_keys=True)
 

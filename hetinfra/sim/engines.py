@@ -21,13 +21,12 @@ from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
-from hetinfra.perf.estimator import Estimate, build_engine, estimate
+from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, build_engine, estimate
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
 from hetinfra.sim.replica import ScaledEngine, StepModel
 
-__all__ = ["UnitEngine", "unit_engine", "GPU_MEMORY_UTILIZATION"]
+__all__ = ["UnitEngine", "unit_engine"]
 
-GPU_MEMORY_UTILIZATION = 0.9  # what planning assumes (hetinfra.perf.model calls estimate() with its default)
 
 
 @dataclass
@@ -44,11 +43,16 @@ def _gpu(name: str, unit: str):
     return g
 
 
+def _mixed_stages(alloc: dict) -> tuple[list, list[int]]:
+    """A mixed pipeline's stage GPUs and layers per stage, from its plan.json allocation."""
+    gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
+    return gpus, list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+
+
 def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration) -> StepModel | Estimate:
     unit = alloc["unit"]
     if alloc.get("stages"):
-        gpus = [_gpu(s["gpu"], unit) for s in alloc["stages"]]
-        layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+        gpus, layers = _mixed_stages(alloc)
         return pipeline_engine(arch, gpus, layers, tp=int(alloc["tp"]), input_tokens=isl, output_tokens=osl,
                                precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                                max_num_seqs=MAX_NUM_SEQS, calib=calib)
@@ -67,8 +71,7 @@ def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, 
     kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo["ttft_ms"]), tpot_ms=float(slo["tpot_ms"]),
               precision=precision, calib=calib)
     if alloc.get("stages"):
-        gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
-        layers = list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+        gpus, layers = _mixed_stages(alloc)
         return estimate_pipeline(arch, gpus, layers, tp=int(alloc["tp"]), **kw)
     return estimate(arch, _gpu(alloc["gpu"], alloc["unit"]), tp=int(alloc["tp"]), pp=int(alloc["pp"]),
                     nodes=_nodes(alloc), **kw)
