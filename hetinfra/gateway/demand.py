@@ -19,7 +19,9 @@ import os
 import time
 from pathlib import Path
 
-HEADER = "timestamp,model,input_tokens,output_tokens,region,class,completion_tokens,status\n"
+from hetinfra.spec.demand import DEMAND_LOG_COLUMNS
+
+HEADER = ",".join(DEMAND_LOG_COLUMNS + ("class", "completion_tokens", "status")) + "\n"
 
 
 def _csv_field(text: str) -> str:

@@ -28,10 +28,10 @@ from pydantic import ValidationError
 
 from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.replan.forecast import Forecast, forecast_peak
-from hetinfra.spec.demand import RequestClass, bucket_name
+from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, RequestClass, bucket_name
 from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
 
-COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "region")
+COLUMNS = DEMAND_LOG_COLUMNS
 REQUIRED = COLUMNS[:4]  # region is optional: a log without it simply has no origins
 QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
 SMOOTH_S = 1800  # de-noise the seasonal profile over ~30 minutes (the daily shape changes over hours)

@@ -27,6 +27,11 @@ class RequestClass:
     rate_rps: float  # share * model rate
 
 
+#: The demand log's leading columns (a contract: the gateway writes them, `hetinfra replan
+#: --demand-log/--demand-from` reads them; writers may add columns after these)
+DEMAND_LOG_COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "region")
+
+
 def bucket_name(input_hi: int, output_hi: int) -> str:
     return f"in<={input_hi},out<={output_hi}"
 
