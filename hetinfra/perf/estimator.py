@@ -56,6 +56,8 @@ class Estimate:
 #: --gpu-memory-utilization the estimator plans with (and the artifacts pin: vLLM's own default is
 #: 0.9 up to v0.21 and 0.92 after, vllm.md s1.1)
 GPU_MEMORY_UTILIZATION = 0.9
+#: --max-num-seqs the estimator plans with and the artifacts pin (vLLM's default since V1)
+MAX_NUM_SEQS = 256
 
 PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 _PRECISION_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "auto": "bf16"}
@@ -352,7 +354,7 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
 
 def operating_point(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int,
                     output_tokens: int, concurrency: float, precision: str = "bf16",
-                    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = 256, kv_precision: str | None = None,
+                    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = MAX_NUM_SEQS, kv_precision: str | None = None,
                     max_num_batched_tokens: int | None = None, calib: Calibration = CALIBRATION,
                     vllm_version: str | None = None) -> tuple[float, float, float] | Estimate:
     """(TTFT ms, TPOT ms, req/s) predicted at ``concurrency`` requests in the system (no SLO and no
@@ -409,7 +411,7 @@ def prefill_ms(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, tokens: 
 
 def estimate(model: ModelArch, gpu: GpuSpec, *, tp: int, pp: int = 1, input_tokens: int, output_tokens: int,
              ttft_ms: float, tpot_ms: float, precision: str = "bf16", gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-             max_num_seqs: int = 256, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
+             max_num_seqs: int = MAX_NUM_SEQS, kv_precision: str | None = None, max_num_batched_tokens: int | None = None,
              calib: Calibration = CALIBRATION, vllm_version: str | None = None, nodes: int | None = None) -> Estimate:
     """Largest request rate of one engine (tp x pp GPUs of ``gpu``) meeting mean TTFT and TPOT SLOs.
 

@@ -24,12 +24,9 @@ from hetinfra.catalog.gpus import GpuSpec
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
-from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, Engine, build_engine, best_point, max_num_batched_tokens_default
+from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, Estimate, Engine, build_engine, best_point, max_num_batched_tokens_default
 
 __all__ = ["MAX_NUM_SEQS", "estimate_pipeline", "pipeline_batched_tokens", "stage_batch_limit"]
-
-#: --max-num-seqs of every planned engine (the estimator's default), pinned on mixed pipelines
-MAX_NUM_SEQS = 256
 
 
 def pipeline_batched_tokens(gpus: list[GpuSpec]) -> int:
@@ -123,7 +120,7 @@ def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], 
 
 def stage_batch_limit(model: ModelArch, gpu: GpuSpec, *, tp: int, stages: int, first: bool, last: bool, layers: int,
                       input_tokens: int, output_tokens: int, tpot_ms: float, precision: str = "bf16",
-                      gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = 256, kv_precision: str | None = None,
+                      gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int = MAX_NUM_SEQS, kv_precision: str | None = None,
                       max_num_batched_tokens: int = 2048, calib: Calibration = CALIBRATION) -> float:
     """Coral's T(n, l): the largest decode micro-batch one stage (``layers`` layers on ``gpu``, at
     the first / last position of a ``stages``-stage pipeline) sustains under the TPOT SLO, its KV

@@ -4,11 +4,8 @@ and on held-out rows. Data sets live in ../shared (outside the repository); a mi
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,19 +14,11 @@ from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION
 from hetinfra.perf.estimator import decode_step_ms, estimate, prefill_ms
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+from tests.perf.fit_tool import REPO, SHARED, load_fit_tool
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("fit_calibration", REPO / "tools" / "fit_calibration.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fit_calibration", mod)
-    spec.loader.exec_module(mod)
-    return mod
 
-
-fc = _load_tool()
+fc = load_fit_tool()
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ two minutes, so the committed constants are tested here and the fitter on a few 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,23 +18,15 @@ from hetinfra.perf.calibration import CALIBRATION, CALIBRATIONS, COVERAGE, DEFAU
 from hetinfra.perf.confidence import confidence, confidence_detail, regime_of
 from hetinfra.perf.estimator import Estimate, build_engine, estimate
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+from tests.perf.fit_tool import SHARED, load_fit_tool
+
 # median |capacity error| over all held-out rows: the goal is 0.15; the committed fit reaches 0.162
 # (docs/calibration.md), so this guards the achieved value, not the goal
 MEDIAN_ABS_GOAL = 0.17
 OPTIMISM_LIMIT = 0.05  # no (data set, GPU, regime) group's median signed error above this
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("fit_calibration", REPO / "tools" / "fit_calibration.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fit_calibration", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fc = _load_tool()
+fc = load_fit_tool()
 
 
 @pytest.fixture(scope="module")
