@@ -32,6 +32,19 @@ def expand_stages(allocations: list[dict]) -> list[dict]:
     return out
 
 
+def served_checkpoint(model: dict, alloc: dict) -> dict:
+    """The plan.json ``models[]`` entry ``model`` as allocation ``alloc`` serves it: with its
+    variant's ``source``, ``precision``, ``model`` and ``params`` when the allocation names one."""
+    name = alloc.get("variant")
+    if not name:
+        return model
+    v = next((x for x in model.get("variants") or () if x.get("name") == name), None)
+    if v is None:
+        raise InvalidInputError(f"plan.json: allocation {alloc.get('deployment_unit')} names variant {name!r}, which "
+                                f"model {model.get('name')} does not list", hint="re-plan instead of editing plan.json")
+    return dict(model, **{k: v[k] for k in ("source", "precision", "model", "params") if k in v})
+
+
 def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
     """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
     task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks)."""
@@ -43,7 +56,7 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
     for a in plan["allocations"]:
         if a["skypilot_task"] is None and not (include_mixed and a.get("stages")):  # custom cloud, or mixed
             continue
-        m = models[a["model"]]
+        m = served_checkpoint(models[a["model"]], a)  # a variant's source and precision
         units.append(SkyUnit(
             name=a["deployment_unit"], service_model=a["model"], source=m["source"], cloud=a["cloud"],
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],

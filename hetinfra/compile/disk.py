@@ -12,6 +12,8 @@ than the need. The need is:
   with vLLM and torch (``runtime: virtualenv``);
 - **OS image**: the GPU image's own root file system (driver, CUDA, Docker);
 - 10% headroom for logs, compile caches and a second copy during an update.
+
+A unit serving one of a model's variants is sized for that variant's checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 
 from hetinfra.catalog.models import get_model
+from hetinfra.compile.artifacts import served_checkpoint
 
 ENGINE_GB = {"container": 25, "virtualenv": 15}
 OS_IMAGE_GB = {"aws": 75, "gcp": 50, "azure": 64}  # DLAMI base root volume, DL VM image, Ubuntu HPC image
@@ -52,7 +55,7 @@ def disk_need_gb(plan: dict, alloc: dict) -> tuple[int, str]:
     deploy = plan.get("deploy") or {}
     runtime = deploy.get("runtime") or "container"
     model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
-    w = weights_gb(model)
+    w = weights_gb(served_checkpoint(model, alloc) if model else model)
     engine = ENGINE_GB.get(runtime, ENGINE_GB["container"])
     osgb = OS_IMAGE_GB.get(alloc.get("cloud"), DEFAULT_OS_IMAGE_GB)
     weights = w if w is not None else 0.0

@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetinfra.catalog.accuracy import SCALE, builtin_accuracy, known_checkpoints
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError, did_you_mean
@@ -26,6 +27,15 @@ class PlannedModel:
     arch: ModelArch | None
     classes: tuple[RequestClass, ...]
     ctx: ModelContext
+    #: the spec's variants with their scores; empty for a model with one checkpoint
+    variants: tuple["PlannedVariant", ...] = ()
+
+    def checkpoints(self) -> list[tuple[str | None, "PlannedModel"]]:
+        """What the plan may serve this model with: (variant name, the model as that variant serves
+        it) for every variant meeting ``slo.min_accuracy``; ``[(None, self)]`` without variants."""
+        if not self.variants:
+            return [(None, self)]
+        return [(v.name, v.model) for v in self.variants if v.eligible]
 
     @property
     def max_model_len(self) -> int:
@@ -40,7 +50,8 @@ class PlannedModel:
     def _max_len(self) -> tuple[int, str]:
         sizes = self.spec.demand.sizes
         edges = sizes.histogram or sizes.dataset
-        ctx = self.arch.max_context if self.arch else None
+        contexts = [a.max_context for a in [self.arch] + [v.model.arch for v in self.variants] if a]
+        ctx = min(contexts) if contexts else None
         if sizes.dataset is not None and sizes.dataset.outside == "clip" and ctx:
             return ctx, "the model's context: the dataset's rows beyond the last edges are clipped, not dropped"
         if edges is not None:
@@ -50,6 +61,17 @@ class PlannedModel:
         if ctx and ctx < need:
             return ctx, f"the model's context ({why} allow {need} tokens)"
         return need, why
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    """One of a model's variants: its accuracy, whether it meets the floor, and the model as it serves it."""
+
+    name: str
+    accuracy: float
+    accuracy_from: str  # "spec" (the user's score) or "builtin" (hetinfra.catalog.accuracy)
+    eligible: bool  # meets slo.min_accuracy (always, without a floor)
+    model: PlannedModel
 
 
 @dataclass(frozen=True)
@@ -138,13 +160,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
         at = f"{at_('models', i)}: models[{i}] ({m.name})"
         arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model", base)
         classes = tuple(request_classes(m, base))
-        if arch is not None:
-            for c in classes:
-                if c.input_tokens + c.output_tokens > arch.max_context:
-                    raise InvalidInputError(
-                        f"{at}: requests {c.name} need {c.input_tokens + c.output_tokens} tokens of context; "
-                        f"{arch.name} supports {arch.max_context}",
-                        hint="lower the largest size edges, or use dataset outside: clip")
+        _check_context(at, arch, classes)
         for region in (m.demand.origins or {}):
             if region not in known_regions:
                 raise InvalidInputError(
@@ -153,10 +169,58 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
         names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
         ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms,
                            vllm_version=spec.deploy.vllm_version)
-        models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx))
+        variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version)
+        models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx, variants=variants))
 
     return PlanInputs(
         spec=spec, spec_path=spec_path, spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
         models=tuple(models), offers=tuple(in_clouds), snapshot=snap, profiles=profiles,
         profile_files=tuple(spec.profiles), caps=caps, warnings=tuple(warnings),
     )
+
+
+def _check_context(at: str, arch: ModelArch | None, classes) -> None:
+    if arch is None:
+        return
+    for c in classes:
+        if c.input_tokens + c.output_tokens > arch.max_context:
+            raise InvalidInputError(
+                f"{at}: requests {c.name} need {c.input_tokens + c.output_tokens} tokens of context; "
+                f"{arch.name} supports {arch.max_context}",
+                hint="lower the largest size edges, or use dataset outside: clip")
+
+
+def _variants(m: ModelSpec, i: int, classes, base: Path, at_, vllm_version: str) -> tuple[PlannedVariant, ...]:
+    """Resolve ``m.variants``: each variant's architecture and accuracy score, and whether it meets
+    the floor. Profile rows apply to a variant when their ``model`` is ``<served name>:<variant>``, or
+    its source when no other variant of the model loads the same source (an fp8 variant quantized
+    online shares its source with the bf16 one)."""
+    if not m.variants:
+        return ()
+    given = [v.accuracy is not None for v in m.variants]
+    if any(given) and not all(given):
+        j = given.index(False)
+        raise InvalidInputError(
+            f"{at_('models', i, 'variants', j)}: models[{i}].variants[{j}] ({m.variants[j].name}): give `accuracy` "
+            "for every variant of the model or for none",
+            hint=f"the built-in scores are on one scale ({SCALE}); yours may be on another, and a floor can only "
+                 "compare scores on one scale")
+    sources = [m.variant_spec(v.name).source.lower() for v in m.variants]
+    out = []
+    for j, v in enumerate(m.variants):
+        at = f"{at_('models', i, 'variants', j)}: models[{i}].variants[{j}] ({v.name})"
+        vm = m.variant_spec(v.name)
+        arch = model_arch(vm, f"{at_('models', i, 'variants', j, 'model')}: models[{i}].variants[{j}].model", base)
+        _check_context(at, arch, classes)
+        score, origin = (v.accuracy, "spec") if v.accuracy is not None else (builtin_accuracy(vm.source), "builtin")
+        if score is None:
+            raise InvalidInputError(
+                f"{at}: no accuracy score for {vm.source}: give `accuracy:`",
+                hint=f"the built-in table ({SCALE}) knows only: {', '.join(known_checkpoints())}")
+        names = (f"{m.name}:{v.name}".lower(),) + ((sources[j],) if sources.count(sources[j]) == 1 else ())
+        ctx = ModelContext(names=names, arch=arch, precision=vm.precision, ttft_ms=vm.slo.ttft_ms,
+                           tpot_ms=vm.slo.tpot_ms, vllm_version=vllm_version)
+        floor = m.slo.min_accuracy
+        out.append(PlannedVariant(v.name, float(score), origin, floor is None or score >= floor,
+                                  PlannedModel(spec=vm, arch=arch, classes=classes, ctx=ctx)))
+    return tuple(out)

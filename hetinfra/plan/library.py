@@ -30,6 +30,10 @@ class Template:
     #: nodes of one replica; 0 = one per pipeline stage (pp). 1 with pp > 1: a TP x PP (x DP) layout
     #: inside one node; k > 1 with pp > k: pp / k consecutive stages per node (TP x PP across nodes)
     node_count: int = 0
+    #: the model's variant this template serves (its id ends in ``|<variant>``) and the variant's
+    #: accuracy score; None for a model with one checkpoint
+    variant: str | None = None
+    accuracy: float | None = None
 
     @property
     def nodes(self) -> int:

@@ -30,13 +30,15 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
     """Give each allocation its deployment-unit name (after its model's slug, see
     ``naming.model_slugs``) and SkyPilot file (none for custom clouds)."""
     def base(a: dict) -> tuple:
-        return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"])
+        return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"], a.get("variant"))
 
     seen: dict[tuple, int] = {}
     for a in allocations:
         seen[base(a)] = seen.get(base(a), 0) + 1
     for a in allocations:
-        suffix = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
+        # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
+        layout = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
+        suffix = "-".join(x for x in (a.get("variant"), layout) if x) or None
         a["deployment_unit"] = unit_name(slugs[a["model"]], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
                                          suffix=suffix)
         # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
@@ -44,9 +46,44 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
 
 
 def _precision_warnings(allocations: list[dict], inp) -> list[str]:
-    precision = {pm.spec.name: pm.spec.precision for pm in inp.models}
-    return sorted({f"{a['model']} runs in fp16 on {a['gpu']} ({a['gpu']} has no BF16)" for a in allocations
-                   if serving_precision(precision[a["model"]], a["gpu"]) != precision[a["model"]]})
+    precision = {(pm.spec.name, None): pm.spec.precision for pm in inp.models}
+    precision.update({(pm.spec.name, v.name): v.model.spec.precision for pm in inp.models for v in pm.variants})
+    out = set()
+    for a in allocations:
+        p = precision[(a["model"], a.get("variant"))]
+        if serving_precision(p, a["gpu"]) != p:
+            out.add(f"{a['model']}{':' + a['variant'] if a.get('variant') else ''} runs in fp16 on {a['gpu']} "
+                    f"({a['gpu']} has no BF16)")
+    return sorted(out)
+
+
+def _variants(pm) -> list[dict] | None:
+    """plan.json ``models[].variants``: what each variant loads and its accuracy score."""
+    if not pm.variants:
+        return None
+    return [{"name": v.name, "model": v.model.spec.model, "source": v.model.spec.source,
+             "precision": v.model.spec.precision, "params": v.model.arch.params if v.model.arch else None,
+             "accuracy": v.accuracy, "accuracy_from": v.accuracy_from, "meets_floor": v.eligible}
+            for v in pm.variants]
+
+
+def _accuracy(pm, flows: dict, units: dict) -> dict | None:
+    """plan.json ``models[].accuracy``: the accuracy served (the mean of the variants' scores over
+    the routed req/s), the best variant's, and what the plan gives up for its price."""
+    if not pm.variants:
+        return None
+    score = {v.name: v.accuracy for v in pm.variants}
+    rps: dict[str, float] = {}
+    for (u, m, _w), r in flows.items():
+        if m == pm.spec.name:
+            rps[units[u].template.variant] = rps.get(units[u].template.variant, 0.0) + r
+    total = sum(rps.values())
+    served = sum(score[v] * r for v, r in rps.items()) / total if total else None
+    best = max(pm.variants, key=lambda v: (v.accuracy, -pm.variants.index(v)))
+    return {"min_accuracy": pm.spec.slo.min_accuracy, "served": rounded(served, 6),
+            "best": best.accuracy, "best_variant": best.name,
+            "given_up": rounded(best.accuracy - served, 6) if served is not None else None,
+            "by_variant": {v: {"rps": rounded(r, 6), "share": rounded(r / total, 6)} for v, r in sorted(rps.items())}}
 
 
 def service_id(name: str, spec_path) -> str:
@@ -87,6 +124,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             # autoscaler's and the router's per-replica target.
             "target_qps_per_replica": rounded(routed[uid] / load[uid] * (1 - prob.headroom), 4) if load.get(uid) else None,
             "experimental": t.mixed, "confidence": t.confidence[0] if t.confidence else None,
+            "variant": t.variant,
         })
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
@@ -118,6 +156,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         # template slower than estimated (see fidelity)
         "derate": rounded(pr.derate.get(t.id, 1.0), 6),
         "confidence": {"level": t.confidence[0], "reason": t.confidence[1]} if t.confidence else None,
+        "variant": t.variant,
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
     models = [{
@@ -130,6 +169,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
                      "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps, 6)} for c in pm.classes],
         "cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
+        "variants": _variants(pm), "accuracy": _accuracy(pm, res.flow, pr.units),
     } for pm in inp.models]
 
     baselines = []

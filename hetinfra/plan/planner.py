@@ -17,6 +17,7 @@ from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.plan.library import ClassCoverage, Unit
 from hetinfra.plan.templates import build_units, prune_dominated
+from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
 
 @dataclass
@@ -118,9 +119,11 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
     if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
         ms, where = cov.best_tpot_floor
         return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
-                f"fastest is {where} at {ms:.1f} ms")
+                f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
     why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
-    return f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT {slo.tpot_ms:g} ms ({why})"
+    return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
+            f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
+
 
 
 def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
@@ -227,6 +230,7 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
     if spec_override is not None:
         spec = spec_override
     inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
+    check_accuracy_floor(inputs)
     perf = PerformanceModel(inputs.profiles)
     cache = None
     if template_cache:
@@ -250,18 +254,10 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
                 derate: dict[str, float] | None = None, template_cache: dict | None = None) -> PlanResult:
     """Prune ``all_units`` (rates scaled by ``derate``), solve the allocation, diagnose infeasibility,
     and (``with_baselines``) solve the single-GPU-type baselines."""
-    from hetinfra.solver.solve import solve
-
     spec = inputs.spec
     pool = derated(all_units, derate or {})
-    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=spec.planning.locality > 0,
-                                keep=set(running))
-    problem = to_problem(inputs, unit_list, running)
-    _check_locality(problem)
     settings = spec.planning
-    check_scale(problem)
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
-                   max_nodes=settings.max_nodes)
+    unit_list, problem, result = _solve_pool(inputs, pool, running)
     if not result.feasible:
         if result.status == "no_solution":
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
@@ -274,6 +270,8 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             f"budget ${problem.budget:g}/h buys no serving capacity within the availability caps "
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
+    unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
+                                              lambda units: _solve_pool(inputs, units, running))
     units = {u.id: u for u in unit_list}
     base = baselines(inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes) if (
         with_baselines and problem.objective == "min_cost") else []
@@ -283,6 +281,20 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
     return PlanResult(inputs, units, problem, result, base, template_cache, list(all_units), dict(running),
                       dict(derate or {}), warnings)
+
+
+def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int]):
+    """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
+    from hetinfra.solver.solve import solve
+
+    settings = inputs.spec.planning
+    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0, keep=set(running))
+    problem = to_problem(inputs, unit_list, running)
+    _check_locality(problem)
+    check_scale(problem)
+    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
+                   max_nodes=settings.max_nodes)
+    return unit_list, problem, result
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.

@@ -39,12 +39,14 @@ def render_summary(plan: dict, console: Console) -> None:
                     + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
         if trust.get(a["template"]) == "extrapolated":
             inst += " *"
-        t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
+        t.add_row(a["model"] + (f" ({a['variant']})" if a.get("variant") else ""), f"{a['cloud']}/{a['region']}",
+                  inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")
     console.print(t)
     if any(trust.get(a["template"]) == "extrapolated" for a in plan["allocations"]):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+    _render_variants(plan, console)
     _render_fidelity(plan, console)
 
     if plan["baselines"]:
@@ -72,6 +74,38 @@ def render_summary(plan: dict, console: Console) -> None:
                   f"rates from {_sources(plan)}")
     for w in plan["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
+
+
+def _render_variants(plan: dict, console: Console) -> None:
+    """Which variant serves which class, and the accuracy the plan gives up (plan.json ``models[].accuracy``)."""
+    models = [m for m in plan["models"] if m.get("variants")]
+    if not models:
+        return
+    variant = {a["unit"]: a.get("variant") for a in plan["allocations"]}
+    t = Table(title="Variants", title_justify="left")
+    for col in ("model", "class", "served by", "accuracy"):
+        t.add_column(col, justify="right" if col == "accuracy" else "left")
+    for m in models:
+        score = {v["name"]: v["accuracy"] for v in m["variants"]}
+        for cls, routes in (plan["routing"].get(m["name"]) or {}).items():
+            shares: dict[str, float] = {}
+            for r in routes:
+                shares[variant[r["unit"]]] = shares.get(variant[r["unit"]], 0.0) + r["share"]
+            mean = sum(score[v] * x for v, x in shares.items()) / sum(shares.values()) if shares else None
+            by = ", ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])))
+            t.add_row(m["name"], cls, by or "-", "-" if mean is None else f"{mean:g}")
+    console.print(t)
+    for m in models:
+        acc = m["accuracy"]
+        line = f"{m['name']}: accuracy {acc['served']:g} served (mean over its traffic)" if acc["served"] is not None \
+            else f"{m['name']}: no traffic served"
+        line += f", best variant {acc['best_variant']} {acc['best']:g}"
+        if acc["given_up"] is not None:
+            line += f": {acc['given_up']:g} given up"
+        if acc["min_accuracy"] is not None:
+            below = [f"{v['name']} ({v['accuracy']:g})" for v in m["variants"] if not v["meets_floor"]]
+            line += f"; floor {acc['min_accuracy']:g}" + (f", never planned: {', '.join(below)}" if below else "")
+        console.print(line)
 
 
 def _render_fidelity(plan: dict, console: Console) -> None:

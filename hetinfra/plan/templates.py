@@ -11,6 +11,8 @@ under the model's SLOs (Mélange's MaxTput).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.perf.confidence import LEVELS, confidence_detail
 from hetinfra.perf.model import PerformanceModel, RateResult
@@ -36,14 +38,43 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
     units: list[Unit] = []
     coverage: dict[tuple[str, str], ClassCoverage] = {}
     for pm in inputs.models:
-        lib = cache.get(inputs, pm) if cache is not None else None
-        if lib is None:
-            lib = build_library(inputs, pm, perf)
-            if cache is not None:
-                cache.put(inputs, pm, lib)
+        libs = []
+        for variant, served in pm.checkpoints():  # one library per variant meeting the accuracy floor
+            lib = cache.get(inputs, served) if cache is not None else None
+            if lib is None:
+                lib = build_library(inputs, served, perf)
+                if cache is not None:
+                    cache.put(inputs, served, lib)
+            libs.append(lib if variant is None else for_variant(lib, variant, pm))
+        lib = libs[0] if len(libs) == 1 else merge_libraries(libs)
         units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot))
         coverage.update({(pm.spec.name, c): cov for c, cov in lib.coverage.items()})
     return units, coverage
+
+
+def for_variant(lib: ModelLibrary, variant: str, pm: PlannedModel) -> ModelLibrary:
+    """``lib`` (built for the model as ``variant`` serves it) with its templates marked as the
+    variant's: ids end in ``|<variant>``, and coverage reasons name it."""
+    score = next(v.accuracy for v in pm.variants if v.name == variant)
+    templates = tuple(replace(t, id=f"{t.id}|{variant}", variant=variant, accuracy=score) for t in lib.templates)
+    coverage = {c: replace(cov, reasons=tuple(f"{variant}: {r}" for r in cov.reasons),
+                           best_tpot_floor=(cov.best_tpot_floor[0], f"{cov.best_tpot_floor[1]} ({variant})")
+                           if cov.best_tpot_floor else None)
+                for c, cov in lib.coverage.items()}
+    return ModelLibrary(lib.model, templates, coverage)
+
+
+def merge_libraries(libs: list[ModelLibrary]) -> ModelLibrary:
+    """One model's variants' libraries as one: every template; a class is served when any variant
+    serves it, with the fastest TPOT any reaches and every variant's reasons."""
+    coverage = {}
+    for c in libs[0].coverage:
+        covs = [lib.coverage[c] for lib in libs]
+        floors = [cov.best_tpot_floor for cov in covs if cov.best_tpot_floor]
+        coverage[c] = ClassCoverage(any(cov.served for cov in covs), min(floors) if floors else None,
+                                    tuple(r for cov in covs for r in cov.reasons))
+    templates = tuple(sorted((t for lib in libs for t in lib.templates), key=lambda t: t.id))
+    return ModelLibrary(libs[0].model, templates, coverage)
 
 
 def pp_options(gpus: int, layers: int | None) -> list[int]:
@@ -217,9 +248,11 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
 
     Dominance is transitive under these rules, so checking against kept units suffices; units are
     visited cheapest per GPU first, which also breaks exact ties (equal prices in several regions)
-    deterministically. Besides shrinking the ILP this removes symmetric alternatives such as eight
-    1-GPU instances vs one 8-GPU instance running eight TP=1 engines at the same price per GPU."""
-    order = sorted(units, key=lambda u: (u.cost / u.gpus, u.gpus, -sum(u.template.rates.values()) / u.gpus, u.id))
+    deterministically; an exact tie between a model's variants keeps the more accurate one. Besides
+    shrinking the ILP this removes symmetric alternatives such as eight 1-GPU instances vs one 8-GPU
+    instance running eight TP=1 engines at the same price per GPU."""
+    order = sorted(units, key=lambda u: (u.cost / u.gpus, u.gpus, -sum(u.template.rates.values()) / u.gpus,
+                                         -(u.template.accuracy or 0.0), u.id))
     # Kept units filed by where they can cover from: None (no capped group: may cover any u), a capped
     # group g (covers only units that use g), "mixed" (several groups, one capped: checked in full).
     # A v filed under a capped group u does not use fails _covers anyway, so skipping those lists

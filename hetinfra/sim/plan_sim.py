@@ -113,8 +113,23 @@ def _resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace
     """Each spec model with its architecture, resolved as planning resolves it (``base``: the spec's folder)."""
     from hetinfra.perf.model import model_arch
 
-    return {m.name: SimpleNamespace(spec=m, arch=model_arch(m, f"models[{i}].model", base))
-            for i, m in enumerate(spec.models)}
+    return {m.name: SimpleNamespace(
+        spec=m, arch=model_arch(m, f"models[{i}].model", base),
+        variants={v.name: model_arch(m.variant_spec(v.name), f"models[{i}].variants[{j}]", base)
+                  for j, v in enumerate(m.variants or ())})
+        for i, m in enumerate(spec.models)}
+
+
+def _checkpoint(alloc: dict, model: dict, pm) -> tuple:
+    """(architecture, precision) the unit of ``alloc`` serves: its variant's, else the model's."""
+    variant = alloc.get("variant")
+    if not variant:
+        return pm.arch, model.get("precision") or "bf16"
+    entry = next((v for v in model.get("variants") or () if v.get("name") == variant), None)
+    if variant not in pm.variants or entry is None:
+        raise InvalidInputError(f"plan unit {alloc['unit']} serves variant {variant!r}, which model {model['name']} "
+                                "does not list in the spec and plan", hint="pass the plan's spec with --spec")
+    return pm.variants[variant], entry.get("precision") or "bf16"
 
 
 def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
@@ -192,8 +207,8 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         m = info["plan"]
         routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
                   for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
-        ue = unit_engine(a, info["pm"].arch, m.get("precision") or "bf16", m["classes"], routed,
-                         templates.get(a.get("template")), m["slo"], calib)
+        arch, precision = _checkpoint(a, m, info["pm"])
+        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib)
         n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
         replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
         if units_reqs[k] and not replicas:

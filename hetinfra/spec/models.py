@@ -20,6 +20,9 @@ DEFAULT_VLLM_VERSION = "0.12.0"
 
 SPEC_VERSION = 1
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+#: a variant's name: it ends template ids and deployment-unit names, so short and DNS-safe
+_VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?$")
+Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 
 
 class _Strict(BaseModel):
@@ -83,6 +86,11 @@ class SloSpec(_Strict):
                            "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2.")
     attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "
                                                                     "BOTH bounds (Mélange's SLO attainment), e.g. 0.99.")
+    min_accuracy: float | None = Field(
+        None, allow_inf_nan=False,
+        description="Accuracy floor, on the scale of the model's variants' `accuracy` scores (needs `variants`): "
+                    "every request is served by a variant scoring at least this; variants below it are never "
+                    "planned. No floor: the cheapest variants serve.")
 
 
 class HistogramSizes(_Strict):
@@ -162,6 +170,43 @@ class DemandSpec(_Strict):
         return v
 
 
+class VariantSpec(_Strict):
+    """One way to serve the model: another precision and/or another checkpoint of the same family,
+    with its accuracy score. Fields left out are the model's own."""
+
+    name: str = Field(description="Variant name (lowercase letters, digits, '-', at most 24 characters), e.g. fp8: "
+                                  "it names the variant in the plan and ends its deployment units' names.")
+    source: str | None = Field(None, min_length=1, description="What vLLM loads for this variant (a Hugging Face id "
+                                                               "or a path); default: the model's source.")
+    precision: Precision | None = Field(None, description="Weight precision of this variant (bf16 | fp16 | fp8 | "
+                                                          "int8 | int4); default: the model's precision.")
+    model: str | None = Field(None, description="Another checkpoint's architecture: a built-in catalog name or a "
+                                                "Hugging Face repo id; default: the model's.")
+    architecture: ArchitectureSpec | str | None = Field(
+        None, description="Another checkpoint's architecture: its fields or an HF config.json path (relative to the "
+                          "spec file); default: the model's.")
+    accuracy: float | None = Field(
+        None, allow_inf_nan=False,
+        description="Accuracy score of this variant, higher is better, on a scale of your choice shared by the "
+                    "model's variants and slo.min_accuracy (e.g. an eval's average). Unset: the built-in table's "
+                    "score for the variant's source (percent of the 16-bit checkpoint's OpenLLM v1 score; README "
+                    "'Variants and an accuracy floor').")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _VARIANT_NAME.match(v):
+            raise ValueError(f"variant name {v!r} must be lowercase letters, digits and '-', 1-24 characters "
+                             "(it ends deployment-unit names)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_arch(self) -> "VariantSpec":
+        if self.model is not None and self.architecture is not None:
+            raise ValueError("give at most one of `model` and `architecture`")
+        return self
+
+
 class ModelSpec(_Strict):
     """One model the service serves."""
 
@@ -176,12 +221,18 @@ class ModelSpec(_Strict):
         None, description="Architecture, for models not in the catalog: its fields, or the path of an HF config.json "
                           "(relative to the spec file; a model.safetensors.index.json beside it gives the weight size).")
     source: str = Field(min_length=1, description="What vLLM loads: a Hugging Face id or a path.")
-    precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
+    precision: Precision = Field(
         "bf16", description="Weight precision. fp8 uses FP8 tensor cores where the GPU has them (weight-only FP8 elsewhere); int8/int4 expect a pre-quantized checkpoint.")
     slo: SloSpec = Field(description="Latency objectives.")
     demand: DemandSpec = Field(description="Traffic to plan for.")
     max_spot_fraction: float = Field(1.0, ge=0, le=1, description="Most of this model's GPUs that may be spot "
                                                                   "(with infrastructure.spot: true).")
+    variants: list[VariantSpec] | None = Field(
+        None, min_length=1, description="Ways to serve the model, all under its one served name: precisions or "
+                                        "checkpoints of the same family, each with an accuracy score. The plan "
+                                        "picks among those meeting slo.min_accuracy per deployment unit, cheapest "
+                                        "first; the model's own source/precision/model only fill what a variant "
+                                        "leaves out. Unset: the model's one checkpoint.")
 
     @field_validator("name")
     @classmethod
@@ -193,7 +244,38 @@ class ModelSpec(_Strict):
         if (self.model is None) == (self.architecture is None):
             raise ValueError("give exactly one of `model` (a built-in catalog name or a Hugging Face repo id) or "
                              "`architecture`")
+        if self.slo.min_accuracy is not None and not self.variants:
+            raise ValueError("slo.min_accuracy needs `variants` with accuracy scores (the floor picks among them)")
+        names = [v.name for v in self.variants or ()]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"variant names must be unique; repeated: {', '.join(dup)}")
+        seen: dict[tuple, str] = {}
+        for v in self.variants or ():
+            key = self._checkpoint_key(self.variant_spec(v.name))
+            if key in seen:
+                raise ValueError(f"variants {seen[key]} and {v.name} serve the same checkpoint at the same precision")
+            seen[key] = v.name
         return self
+
+    @staticmethod
+    def _checkpoint_key(m: "ModelSpec") -> tuple:
+        arch = m.architecture.model_dump() if isinstance(m.architecture, ArchitectureSpec) else m.architecture
+        return (m.source, m.precision, m.model, repr(arch))
+
+    def variant_spec(self, name: str) -> "ModelSpec":
+        """This model as variant ``name`` serves it: the variant's source, precision and architecture
+        over the model's own, no variants (for the performance model, the artifacts and the simulator)."""
+        v = next(x for x in self.variants or () if x.name == name)
+        update: dict = {"variants": None}
+        if v.source is not None:
+            update["source"] = v.source
+        if v.precision is not None:
+            update["precision"] = v.precision
+        if v.model is not None or v.architecture is not None:
+            update.update(model=v.model, architecture=v.architecture)
+        slo = self.slo.model_copy(update={"min_accuracy": None})
+        return self.model_copy(update={**update, "slo": slo})
 
 
 class AvailabilityCap(_Strict):
