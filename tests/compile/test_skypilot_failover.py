@@ -14,11 +14,13 @@ from hetinfra.compile.skypilot import SkyUnit, render_task
 from .test_skypilot import A10G_DP4, H100_GCP_SPOT, L4_AWS
 
 
-def _best(sky, text: str, blocked=()) -> tuple:
+def _best(sky, text: str, blocked=(), override=None) -> tuple:
     from sky import dag as dag_lib
     from sky import optimizer
 
     task = sky.Task.from_yaml_str(text)
+    if override:  # what SkyServe's replica manager does for an on-demand stand-in
+        task.set_resources_override(override)
     with dag_lib.Dag() as dag:
         dag.add(task)
     optimizer.Optimizer.optimize(dag, quiet=True, blocked_resources=list(blocked))
@@ -45,6 +47,11 @@ def test_optimizer_tries_the_planned_offer_then_the_alternates_in_order(sky_offl
     assert _best(sky, text, [planned]) == ("gcp", "us-east4", "g2-standard-4", 0.7045)
     second = sky.Resources(cloud=sky.GCP(), region="us-east4", instance_type="g2-standard-4")
     assert _best(sky, text, [planned, second]) == ("aws", "us-west-2", "g6.xlarge", 0.8048)
+    # a spot unit: spot in the planned region; its on-demand stand-in there too, at the on-demand price
+    # (a3-highgpu-8g us-central1: host 2.75246 + 8 x H100 22.8008 spot; 9.46006 + 33.60609 on demand)
+    spot = render_task(H100_GCP_SPOT)
+    assert _best(sky, spot) == ("gcp", "us-central1", "a3-highgpu-8g", 25.5533)
+    assert _best(sky, spot, override={"use_spot": False}) == ("gcp", "us-central1", "a3-highgpu-8g", 43.0662)
 
 
 def _replica(i: int, spot: bool, state: str):
