@@ -47,8 +47,12 @@ def served_checkpoint(model: dict, alloc: dict) -> dict:
 
 def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
     """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
-    task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks)."""
-    from hetinfra.compile.skypilot import SkyUnit
+    task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks).
+
+    A unit's boot disk is what :func:`hetinfra.compile.disk.disk_gb` gives the Pulumi path, on the
+    largest OS image among the clouds it may fail over to."""
+    from hetinfra.compile.disk import disk_gb
+    from hetinfra.compile.skypilot import Alternate, SkyUnit
 
     models = {m["name"]: m for m in plan["models"]}
     deploy = plan.get("deploy") or {}
@@ -57,6 +61,9 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
         if a["skypilot_task"] is None and not (include_mixed and a.get("stages")):  # custom cloud, or mixed
             continue
         m = served_checkpoint(models[a["model"]], a)  # a variant's source and precision
+        alternates = tuple(Alternate(x["cloud"], x["region"], x["instance_type"], x["price_per_hour"])
+                           for x in a.get("alternates") or ())
+        disk = max(disk_gb(plan, dict(a, cloud=c)) for c in {a["cloud"]} | {x.cloud for x in alternates})
         units.append(SkyUnit(
             name=a["deployment_unit"], service_model=a["model"], source=m["source"], cloud=a["cloud"],
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
@@ -66,7 +73,9 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
             port=deploy.get("port", 8000),
             stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,
-            target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None))
+            target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None,
+            alternates=alternates, ondemand_fallback=bool(a.get("ondemand_fallback")) and a["spot"],
+            runtime=deploy.get("runtime", "container"), vllm_version=deploy.get("vllm_version"), disk_size=disk))
     return units
 
 

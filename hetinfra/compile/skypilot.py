@@ -1,11 +1,20 @@
 """Compile deployment units of a plan into SkyPilot 0.14 service task YAMLs.
 
 One :class:`SkyUnit` (model x template x cloud x region x purchase option) becomes one SkyServe
-service task: ``resources`` pinned to ``infra: <cloud>/<region>`` with the planned instance type,
-accelerators and purchase option; ``num_nodes`` = pipeline stages for multi-node pipelines; a
-``setup`` that installs vLLM; a ``run`` that starts ``vllm serve`` (behind a user-space Ray cluster
-for multi-node pipelines); and a ``service`` section with a readiness probe on ``/health`` and either
-a fixed replica count or request-rate autoscaling.
+service task: ``resources`` with the planned accelerators, purchase option, port and boot disk, at
+``infra: <cloud>/<region>`` on the planned instance type, or, when the plan lists alternates
+(plan.json ``allocations[].alternates``: same GPU type and count, same vLLM layout), an ``ordered``
+list of the planned offer first and then its alternates, cheapest first, which SkyPilot tries in
+turn when one has no capacity; ``num_nodes`` = nodes of a multi-node pipeline; the engine of the
+Pulumi path (``runtime: container``: ``image_id: docker:vllm/vllm-openai:v<version>``, the image's
+own vLLM; ``virtualenv``: ``pip install vllm==<version>``); a ``run`` that starts ``vllm serve``
+(behind a user-space Ray cluster for multi-node pipelines); and a ``service`` section with a
+readiness probe on ``/health``, a fixed replica count or request-rate autoscaling, and for spot
+units with on-demand fallback SkyServe's ``dynamic_ondemand_fallback`` (on-demand replicas stand in
+for preempted or unobtainable spot ones).
+
+SkyPilot opens ``ports`` (and SSH) to the world: the spec's ``ingress_cidrs``/``ssh_cidrs`` hold on
+the Pulumi path only (the task's header and the plan's warnings say so).
 
 SkyPilot is never imported here: the YAML is written as text with PyYAML's safe dumper, so that
 ``hetinfra plan`` stays fast and does not need SkyPilot installed. The tests load every rendered
@@ -39,7 +48,10 @@ from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 
 __all__ = [
     "SkyUnit",
+    "Alternate",
     "unit_name",
+    "vllm_image",
+    "vllm_pip_spec",
     "vllm_serve_command",
     "serve_envs",
     "render_task",
@@ -51,6 +63,8 @@ __all__ = [
 ]
 
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
+RUNTIMES = ("container", "virtualenv")
+VLLM_IMAGE = "vllm/vllm-openai"
 SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
 
 # SkyPilot's own Ray cluster uses 6380 (GCS), 8266 (dashboard) and 52365 (dashboard agent) on
@@ -69,6 +83,26 @@ AUTOSCALE_MAX_FACTOR = 2
 
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
+
+
+def vllm_image(version: Optional[str]) -> str:
+    """The vLLM server image of ``deploy.runtime: container`` (tag v<version>; latest without one)."""
+    return f"{VLLM_IMAGE}:{'v' + version if version else 'latest'}"
+
+
+def vllm_pip_spec(version: Optional[str]) -> str:
+    """The pip requirement of ``deploy.runtime: virtualenv``."""
+    return f"vllm=={version}" if version else "vllm"
+
+
+@dataclass(frozen=True)
+class Alternate:
+    """An equivalent offer a unit may fail over to (plan.json ``allocations[].alternates``)."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    price_per_hour: float  # one instance, at the unit's purchase option
 
 
 @dataclass(frozen=True)
@@ -98,10 +132,19 @@ class SkyUnit:
     #: nodes of one replica (plan.json nodes_per_replica); None = one node per pipeline stage (pp).
     #: 1 with pp > 1: a TP x PP (x DP) layout inside one node (vLLM's mp backend, no Ray).
     nodes: Optional[int] = None
+    #: where replicas may go when the planned offer has no capacity, in the order SkyPilot tries them
+    alternates: Tuple[Alternate, ...] = ()
+    #: spot unit: on-demand replicas stand in for preempted or unobtainable spot ones
+    ondemand_fallback: bool = False
+    runtime: str = "virtualenv"  # container: the vllm/vllm-openai image; virtualenv: pip install vllm
+    vllm_version: Optional[str] = None  # deploy.vllm_version; None: unpinned (plans always pin it)
+    disk_size: Optional[int] = None  # boot disk, GB (hetinfra.compile.disk); None: SkyPilot's default
 
     def __post_init__(self) -> None:
         if self.nodes is None:
             object.__setattr__(self, "nodes", self.pp)
+        object.__setattr__(self, "alternates", tuple(
+            a if isinstance(a, Alternate) else Alternate(*a) for a in self.alternates))
         if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
             object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
         if self.stages is not None:
@@ -186,6 +229,19 @@ def _validate(u: SkyUnit) -> None:
     if u.layer_partition is not None:
         if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
             bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
+    for alt in u.alternates:
+        if alt.cloud not in CLOUDS or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
+                                              for v in (alt.region, alt.instance_type)):
+            bad(f"alternate {alt!r}: cloud must be one of {', '.join(CLOUDS)}; region and instance_type non-empty "
+                "strings without whitespace, quotes, '$' or '\\'")
+    if u.ondemand_fallback and not u.spot:
+        bad("ondemand_fallback is for spot units")
+    if u.runtime not in RUNTIMES:
+        bad(f"runtime must be one of {', '.join(RUNTIMES)}; got {u.runtime!r}")
+    if u.vllm_version is not None and not (isinstance(u.vllm_version, str) and _ENV_SAFE_RE.match(u.vllm_version)):
+        bad(f"vllm_version must be a version string such as 0.12.0; got {u.vllm_version!r}")
+    if u.disk_size is not None and not _is_pos_int(u.disk_size):
+        bad(f"disk_size must be a positive integer (GB); got {u.disk_size!r}")
     if u.target_qps_per_replica is not None:
         q = u.target_qps_per_replica
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
@@ -268,15 +324,16 @@ def serve_envs(unit: SkyUnit) -> Dict[str, str]:
     return envs
 
 
-def _setup_script(u: SkyUnit) -> str:
-    if u.num_nodes == 1:
-        return "pip install vllm\n"
-    return (
-        "pip install vllm\n"
-        "# User-space Ray for the pipeline (ray[default] gives `ray health-check`/dashboard agent);\n"
-        "# click<8.3 avoids the Ray CLI breakage with click 8.3.0/8.3.1 (ray-project/ray#56747).\n"
-        "pip install \"ray[default]\" \"click<8.3.0\"\n"
-    )
+def _setup_script(u: SkyUnit) -> Optional[str]:
+    """None in a container with nothing to add: the image brings its vLLM (and Ray)."""
+    lines = [] if u.runtime == "container" else [f"pip install {shlex.quote(vllm_pip_spec(u.vllm_version))}"]
+    if u.num_nodes > 1:
+        lines += [
+            "# User-space Ray for the pipeline (ray[default] gives `ray health-check`/dashboard agent) at the",
+            "# version vLLM came with; click<8.3 avoids the Ray CLI breakage with click 8.3.0/8.3.1 (ray-project/ray#56747).",
+            "pip install \"ray[default]==$(python3 -c 'import ray; print(ray.__version__)')\" \"click<8.3.0\"",
+        ]
+    return "\n".join(lines) + "\n" if lines else None
 
 
 def _run_script(u: SkyUnit) -> str:
@@ -348,15 +405,22 @@ def _service_section(u: SkyUnit) -> Dict[str, Any]:
         "readiness_probe": {"path": "/health", "initial_delay_seconds": delay},
     }
     if u.autoscaling:
-        # Scalar target QPS -> SkyServe's RequestRateAutoscaler. No on-demand fallback: a unit is
-        # pinned to one purchase option, and SkyServe rejects mixed spot/on-demand resources.
+        # Scalar target QPS -> SkyServe's RequestRateAutoscaler (a dict of per-GPU targets would break
+        # with on-demand fallback in 0.14.1: ../shared/notes/sky.md s3b).
         svc["replica_policy"] = {
             "min_replicas": u.replicas,
             "max_replicas": u.max_replicas,
             "target_qps_per_replica": float(u.target_qps_per_replica),
         }
+    elif u.ondemand_fallback:  # `replicas` cannot carry the fallback; min_replicas alone is a fixed count
+        svc["replica_policy"] = {"min_replicas": u.replicas}
     else:
         svc["replicas"] = u.replicas
+    if u.ondemand_fallback:
+        # The resources stay all spot (SkyServe rejects mixed purchase options); the autoscaler
+        # launches on-demand replicas (use_spot overridden) for spot ones not READY, and removes them
+        # once spot is back.
+        svc["replica_policy"]["dynamic_ondemand_fallback"] = True
     return svc
 
 
@@ -384,7 +448,17 @@ def _header(u: SkyUnit) -> str:
     note = _precision_flags(u)[1]
     if note:
         lines.append(f"#   {note}")
+    engine = (f"image {vllm_image(u.vllm_version)}" if u.runtime == "container"
+              else f"pip {vllm_pip_spec(u.vllm_version)}")
+    lines.append(f"#   engine: {engine}" + (f"; boot disk {u.disk_size} GB" if u.disk_size else ""))
+    if u.alternates:
+        lines.append("#   failover, tried in order after the planned offer (per instance):")
+        lines += [f"#     {a.cloud}/{a.region} {a.instance_type} ${a.price_per_hour:g}/h" for a in u.alternates]
+    if u.ondemand_fallback:
+        lines.append("#   on-demand fallback: on-demand replicas stand in for preempted or unobtainable spot ones")
     lines += [
+        f"#   network: SkyPilot opens port {u.port} and SSH to 0.0.0.0/0 (deploy.ingress_cidrs/ssh_cidrs hold on "
+        "the Pulumi path only); vLLM requires VLLM_API_KEY",
         f"# Launch: sky serve up {u.name}.yaml -n {u.name} "
         + " ".join(f"--secret {s}" for s in SECRET_NAMES),
         "#   (secret values come from your environment at launch; they are never written here)",
@@ -408,21 +482,29 @@ _Dumper.add_representer(str, _str_representer)
 def task_config(unit: SkyUnit) -> Dict[str, Any]:
     """The task as a plain dict (what render_task dumps, without the header)."""
     u = unit
-    cfg: Dict[str, Any] = {
-        "name": u.name,
-        "resources": {
-            "infra": f"{u.cloud}/{u.region}",
-            "accelerators": {u.gpu: u.gpus_per_instance},
-            "instance_type": u.instance_type,
-            "use_spot": u.spot,
-            "ports": u.port,
-        },
-    }
+    res: Dict[str, Any] = {"accelerators": {u.gpu: u.gpus_per_instance}}
+    if not u.alternates:
+        res = {"infra": f"{u.cloud}/{u.region}", **res, "instance_type": u.instance_type}
+    res.update(use_spot=u.spot, ports=u.port)
+    if u.disk_size:
+        res["disk_size"] = u.disk_size
+    if u.runtime == "container":
+        # SkyPilot runs setup and run inside this image on every node (its own entrypoint, host network,
+        # /dev/shm sized from the host's memory: what --ipc host is for on the Pulumi path).
+        res["image_id"] = f"docker:{vllm_image(u.vllm_version)}"
+    if u.alternates:
+        # `ordered`, not `any_of`: the planned offer first even where SkyPilot's catalog prices an
+        # alternate lower, then the alternates cheapest first (as the plan priced them).
+        places = [(u.cloud, u.region, u.instance_type)] + [(a.cloud, a.region, a.instance_type) for a in u.alternates]
+        res["ordered"] = [{"infra": f"{c}/{r}", "instance_type": it} for c, r, it in places]
+    cfg: Dict[str, Any] = {"name": u.name, "resources": res}
     if u.num_nodes > 1:
         cfg["num_nodes"] = u.num_nodes
     cfg["envs"] = serve_envs(u)
     cfg["secrets"] = {name: None for name in SECRET_NAMES}
-    cfg["setup"] = _setup_script(u)
+    setup = _setup_script(u)
+    if setup:
+        cfg["setup"] = setup
     cfg["run"] = _run_script(u)
     cfg["service"] = _service_section(u)
     return cfg

@@ -97,6 +97,8 @@ def service_id(name: str, spec_path) -> str:
 
 
 def build_plan_json(pr: PlanResult) -> dict:
+    from hetinfra.plan.failover import add_failover, failover_warnings
+
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
     scale = res.scale if prob.objective == "max_throughput" else 1.0
@@ -132,6 +134,7 @@ def build_plan_json(pr: PlanResult) -> dict:
                 for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
     slugs = model_slugs([pm.spec.name for pm in inp.models])
     _name_units(allocations, slugs)
+    add_failover(pr, allocations)
 
     routing: dict[str, dict[str, list]] = {}
     for pm in inp.models:
@@ -204,7 +207,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         stopped = {u: c - res.n.get(u, 0) for u, c in running.items() if c > res.n.get(u, 0)}
         churn = {"penalty_hours": prob.churn_hours, "running": dict(running), "started": started, "stopped": stopped}
 
-    return {
+    doc = {
         "plan_version": PLAN_VERSION,
         "hetinfra_version": __version__,
         "service": spec.name,
@@ -252,3 +255,5 @@ def build_plan_json(pr: PlanResult) -> dict:
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
             "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
     }
+    doc["warnings"] += failover_warnings(doc)
+    return doc

@@ -48,6 +48,7 @@ def render_summary(plan: dict, console: Console) -> None:
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
     _render_variants(plan, console)
     _render_fidelity(plan, console)
+    _render_failover(plan, console)
 
     if plan["baselines"]:
         b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
@@ -127,6 +128,30 @@ def _render_fidelity(plan: dict, console: Console) -> None:
         t.add_row(m["model"], goal, _ms(m["ttft_ms"].get(q)), _ms(m["tpot_ms"].get(q)),
                   "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]")
     console.print(t)
+
+
+def _render_failover(plan: dict, console: Console) -> None:
+    """What SkyServe's failover may add to the plan's cost (plan.json allocations[].alternates and
+    .ondemand_fallback)."""
+    allocs = plan["allocations"]
+    moving = [a for a in allocs if a.get("alternates")]
+    falling = [a for a in allocs if a.get("ondemand_fallback")]
+    if not moving and not falling:
+        return
+    parts = []
+    if moving:
+        worst = sum((max(x["price_per_hour"] for x in a["alternates"]) - a["price_per_instance_usd_per_hour"])
+                    * a["instances"] for a in moving)
+        premium = ((plan.get("deploy") or {}).get("failover") or {}).get("max_premium", 0.25)
+        parts.append(f"{len(moving)} of {len(allocs)} unit(s) may fail over to equivalent offers (same GPU and layout, "
+                     f"at most +{100 * premium:g}%/h): up to ${max(worst, 0.0):.2f}/h more")
+    if falling:
+        extra = sum((a["ondemand_fallback"]["price_per_hour"] - a["price_per_instance_usd_per_hour"]) * a["instances"]
+                    for a in falling)
+        parts.append(f"{len(falling)} spot unit(s) fall back to on-demand while spot is preempted or starting: up to "
+                     f"${extra:.2f}/h more")
+    console.print("failover (SkyPilot tasks): " + "; ".join(parts) + f". The plan's ${plan['cost_usd_per_hour']:.2f}/h "
+                  "is the planned offers'.")
 
 
 def _ms(v) -> str:

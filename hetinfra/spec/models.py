@@ -381,6 +381,21 @@ class GatewaySpec(_Strict):
     tls_key: str | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
 
 
+class FailoverSpec(_Strict):
+    """Where a SkyServe unit's replicas may go when its planned offer has no capacity (SkyPilot tasks only)."""
+
+    max_alternates: int = Field(4, ge=0, le=16, description="Most equivalent offers (same GPU type and count, same "
+                                "vLLM layout, so the unit's rates hold) listed after the planned one in each SkyPilot "
+                                "task's `resources.ordered`, cheapest first (plan.json allocations[].alternates). "
+                                "0: every task pinned to its planned offer.")
+    max_premium: float = Field(0.25, ge=0, le=4, description="An alternate costs at most this fraction more per hour "
+                               "than the planned offer (0.25: +25%). The plan's cost is the planned offers'; a replica "
+                               "that fails over costs up to this much more.")
+    ondemand_fallback: bool = Field(True, description="Spot units: SkyServe launches on-demand replicas in place of "
+                                    "spot ones that are preempted or cannot be had, at the on-demand price, and "
+                                    "removes them when spot capacity is back (replica_policy.dynamic_ondemand_fallback).")
+
+
 class DeploySpec(_Strict):
     """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
 
@@ -415,6 +430,8 @@ class DeploySpec(_Strict):
     skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
         [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
                         "the others with the Pulumi stacks.")
+    failover: FailoverSpec = Field(default_factory=FailoverSpec, description="SkyPilot tasks: equivalent offers a "
+                                   "unit may fail over to, and on-demand fallback for spot units.")
 
     @field_validator("network_cidrs")
     @classmethod

@@ -50,9 +50,17 @@ def test_tasks_load_validate_and_price_as_planned(planned, sky_offline):
             checked += 1
             task = sky.Task.from_yaml(str(d / a["skypilot_task"]))
             serve_utils.validate_service_task(task, pool=False)
-            (res,) = list(task.resources)
-            assert (res.instance_type, res.region, res.use_spot) == (a["instance_type"], a["region"], a["spot"])
-            assert res.accelerators == {a["gpu"]: a["gpus_per_instance"]}
+            # the planned offer first, then its alternates in the plan's order (`ordered`: tried in turn)
+            places = [(str(r.cloud).lower(), r.region, r.instance_type) for r in task.resources]
+            assert places == [(a["cloud"], a["region"], a["instance_type"])] + [
+                (x["cloud"], x["region"], x["instance_type"]) for x in a["alternates"]], a["unit"]
+            assert isinstance(task.resources, list) or not a["alternates"]
+            for res in task.resources:  # same GPUs, purchase option, engine, disk and port everywhere
+                assert res.accelerators == {a["gpu"]: a["gpus_per_instance"]} and res.use_spot is a["spot"]
+                assert set(res.image_id.values()) == {f"docker:vllm/vllm-openai:v{plan['deploy']['vllm_version']}"}
+                assert res.disk_size >= 100 and res.ports == [str(plan["deploy"]["port"])]
+            assert task.service.use_ondemand_fallback is bool(a["ondemand_fallback"]) and (
+                task.service.dynamic_ondemand_fallback is (True if a["ondemand_fallback"] else None))
             assert task.service.min_replicas == a["count"]
             assert f"--tensor-parallel-size {a['tp']}" in task.run
             if not private_home:

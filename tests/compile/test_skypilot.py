@@ -56,23 +56,32 @@ def _unit(model, source, cloud, region, itype, gpu, gpus, tp, pp, eng, replicas,
         replicas=replicas, spot=spot, precision=prec, max_model_len=mml, **kw)
 
 
+ENGINE = dict(runtime="container", vllm_version="0.12.0")  # what plans pass (deploy.runtime, deploy.vllm_version)
+VENV = dict(runtime="virtualenv", vllm_version="0.12.0")
+
+# L4_AWS fails over to gcp/us-east4 (cheaper in SkyPilot's catalog: `ordered` must still try the
+# planned offer first) and then aws/us-west-2.
 L4_AWS = _unit("chat-7b", "meta-llama/Llama-2-7b-chat-hf", "aws", "us-east-1", "g6.xlarge",
-               "L4", 1, 1, 1, 1, 3, False, "bf16", 4096)
+               "L4", 1, 1, 1, 1, 3, False, "bf16", 4096, disk_size=130, **ENGINE,
+               alternates=(("gcp", "us-east4", "g2-standard-4", 0.7045), ("aws", "us-west-2", "g6.xlarge", 0.8048)))
 A10G_DP4 = _unit("chat-7b", "meta-llama/Llama-2-7b-chat-hf", "aws", "us-east-1", "g5.12xlarge",
-                 "A10G", 4, 1, 1, 4, 2, False, "fp16", 4096)
+                 "A10G", 4, 1, 1, 4, 2, False, "fp16", 4096, **VENV)
 H100_GCP_SPOT = _unit("llama-70b", "meta-llama/Llama-3.1-70B-Instruct", "gcp", "us-central1",
-                      "a3-highgpu-8g", "H100", 8, 8, 1, 1, 2, True, "bf16", 16384)
+                      "a3-highgpu-8g", "H100", 8, 8, 1, 1, 2, True, "bf16", 16384, ondemand_fallback=True,
+                      disk_size=240, **ENGINE, alternates=(("gcp", "us-west1", "a3-highgpu-8g", 25.55326),))
 A100_AZ_PP2 = _unit("llama-70b", "meta-llama/Llama-3.1-70B-Instruct", "azure", "westus3",
                     "Standard_NC96ads_A100_v4", "A100-80GB", 4, 4, 2, 1, 1, False, "fp8", 8192,
-                    layer_partition=(38, 42))
+                    layer_partition=(38, 42), **VENV,
+                    alternates=(("azure", "eastus", "Standard_NC96ads_A100_v4", 14.692),))
 L4_GCP_AUTOSCALE = _unit("chat-7b", "TheBloke/Llama-2-7B-Chat-AWQ", "gcp", "us-east4",
                          "g2-standard-4", "L4", 1, 1, 1, 1, 2, False, "int4", 4096,
-                         target_qps_per_replica=1.5)
+                         target_qps_per_replica=1.5, **ENGINE)
 
 # TP2 x PP2 inside one 4 x L40S node (vLLM's mp backend, no Ray): a 70B fp8 model whose TP4 layout
 # is slower (issue 17; tests/plan/test_layouts.py)
 L40S_AWS_TP2PP2 = _unit("code-70b", "meta-llama/Llama-3.1-70B-Instruct", "aws", "us-east-1", "g6e.12xlarge",
-                        "L40S", 4, 2, 2, 1, 2, False, "fp8", 8192, layer_partition=(40, 40), nodes=1)
+                        "L40S", 4, 2, 2, 1, 2, False, "fp8", 8192, layer_partition=(40, 40), nodes=1,
+                        disk_size=250, **ENGINE)
 
 ALL_UNITS = [L4_AWS, A10G_DP4, H100_GCP_SPOT, A100_AZ_PP2, L4_GCP_AUTOSCALE, L40S_AWS_TP2PP2]
 UNIT_IDS = ["l4-aws", "a10g-dp4", "h100-gcp-spot", "a100-azure-pp2", "l4-gcp-autoscale", "l40s-aws-tp2pp2"]
@@ -233,28 +242,56 @@ def test_render_structure(unit):
     assert cfg == task_config(unit)
     assert list(cfg)[:2] == ["name", "resources"]
     assert cfg["name"] == unit.name
-    assert cfg["resources"] == {
-        "infra": f"{unit.cloud}/{unit.region}",
-        "accelerators": {unit.gpu: unit.gpus_per_instance},
-        "instance_type": unit.instance_type,
-        "use_spot": unit.spot,
-        "ports": 8000,
-    }
+    common = {"accelerators": {unit.gpu: unit.gpus_per_instance}, "use_spot": unit.spot, "ports": 8000}
+    if unit.disk_size:
+        common["disk_size"] = unit.disk_size
+    if unit.runtime == "container":
+        common["image_id"] = "docker:vllm/vllm-openai:v0.12.0"
+    if unit.alternates:  # the planned offer first, then the alternates as given
+        assert cfg["resources"] == {**common, "ordered": [
+            {"infra": f"{unit.cloud}/{unit.region}", "instance_type": unit.instance_type}] + [
+            {"infra": f"{a.cloud}/{a.region}", "instance_type": a.instance_type} for a in unit.alternates]}
+    else:
+        assert cfg["resources"] == {"infra": f"{unit.cloud}/{unit.region}", **common,
+                                    "instance_type": unit.instance_type}
     assert cfg.get("num_nodes") == (unit.num_nodes if unit.num_nodes > 1 else None)
     assert cfg["envs"]["MODEL_ID"] == unit.source
     assert cfg["secrets"] == {"HF_TOKEN": None, "VLLM_API_KEY": None}
-    assert cfg["setup"].splitlines()[0] == "pip install vllm"
+    if unit.runtime == "virtualenv":
+        assert cfg["setup"].splitlines()[0] == "pip install vllm==0.12.0"
+    else:  # the image brings vLLM: nothing to install on a single node
+        assert "vllm" not in cfg.get("setup", "")
     svc = cfg["service"]
     assert svc["readiness_probe"]["path"] == "/health"
     assert svc["readiness_probe"]["initial_delay_seconds"] >= 1200
-    if unit.target_qps_per_replica is None:
+    fallback = {"dynamic_ondemand_fallback": True} if unit.ondemand_fallback else {}
+    if unit.target_qps_per_replica is None and not unit.ondemand_fallback:
         assert svc["replicas"] == unit.replicas and "replica_policy" not in svc
+    elif unit.target_qps_per_replica is None:
+        assert "replicas" not in svc and svc["replica_policy"] == {"min_replicas": unit.replicas, **fallback}
     else:
         assert "replicas" not in svc
         assert svc["replica_policy"] == {"min_replicas": unit.replicas,
                                          "max_replicas": 2 * unit.replicas,
-                                         "target_qps_per_replica": unit.target_qps_per_replica}
+                                         "target_qps_per_replica": unit.target_qps_per_replica, **fallback}
 
+
+def test_setup_pins_the_engine():
+    """virtualenv: pip pins deploy.vllm_version; container: the image's vLLM, only Ray's dashboard extras for a
+    pipeline, pinned to the Ray the engine came with; an unpinned unit (no version) installs plain `vllm`."""
+    assert task_config(A10G_DP4)["setup"] == "pip install vllm==0.12.0\n"
+    pp = task_config(A100_AZ_PP2)["setup"].splitlines()
+    assert pp[0] == "pip install vllm==0.12.0"
+    assert pp[-1] == "pip install \"ray[default]==$(python3 -c 'import ray; print(ray.__version__)')\" \"click<8.3.0\""
+    in_image = task_config(dataclasses.replace(A100_AZ_PP2, **ENGINE))
+    assert in_image["setup"].splitlines()[-1] == pp[-1] and "pip install vllm" not in in_image["setup"]
+    assert in_image["resources"]["image_id"] == "docker:vllm/vllm-openai:v0.12.0"
+    assert task_config(dataclasses.replace(A10G_DP4, vllm_version=None))["setup"] == "pip install vllm\n"
+    assert "setup" not in task_config(L4_AWS)
+    header = render_task(L4_AWS)
+    assert "#   engine: image vllm/vllm-openai:v0.12.0; boot disk 130 GB\n" in header
+    assert "#     gcp/us-east4 g2-standard-4 $0.7045/h\n#     aws/us-west-2 g6.xlarge $0.8048/h\n" in header
+    assert "SkyPilot opens port 8000 and SSH to 0.0.0.0/0" in header
 
 def test_layer_partition_env():
     assert serve_envs(A100_AZ_PP2) == {"MODEL_ID": "meta-llama/Llama-3.1-70B-Instruct",
@@ -314,6 +351,7 @@ GOLDEN = {
     "multi-node-pp2-azure.yaml": A100_AZ_PP2,
     "autoscale-l4-gcp-int4.yaml": L4_GCP_AUTOSCALE,
     "single-node-tp2-pp2-l40s-aws.yaml": L40S_AWS_TP2PP2,
+    "spot-fallback-h100-gcp.yaml": H100_GCP_SPOT,
 }
 
 
@@ -389,7 +427,7 @@ def _run_bash(script: str, env: dict, tmp_path: Path) -> subprocess.CompletedPro
 @pytest.mark.parametrize("unit", ALL_UNITS, ids=UNIT_IDS)
 def test_scripts_are_valid_bash(unit, tmp_path):
     cfg = task_config(unit)
-    for key in ("setup", "run"):
+    for key in ("setup", "run")[0 if "setup" in cfg else 1:]:
         p = tmp_path / f"{key}.sh"
         p.write_text(cfg[key])
         out = subprocess.run(["bash", "-n", str(p)], capture_output=True, text=True)
@@ -471,14 +509,18 @@ def test_sky_parses_and_validates(sky_offline, unit):
 
     assert task.name == unit.name
     assert task.num_nodes == unit.num_nodes
-    (res,) = list(task.resources)
-    assert str(res.cloud).lower() == unit.cloud
-    assert res.region == unit.region
-    assert res.zone is None
-    assert res.instance_type == unit.instance_type
-    assert res.accelerators == {unit.gpu: unit.gpus_per_instance}
-    assert res.use_spot is unit.spot
-    assert res.ports == ["8000"]
+    # an `ordered` list (tried in turn) when there are alternates, else the one planned offer
+    assert isinstance(task.resources, list) is bool(unit.alternates)
+    places = [(str(r.cloud).lower(), r.region, r.zone, r.instance_type) for r in task.resources]
+    assert places == [(unit.cloud, unit.region, None, unit.instance_type)] + [
+        (a.cloud, a.region, None, a.instance_type) for a in unit.alternates]
+    for res in task.resources:  # the same GPUs, purchase option, port, disk and engine everywhere
+        assert res.accelerators == {unit.gpu: unit.gpus_per_instance}
+        assert res.use_spot is unit.spot
+        assert res.ports == ["8000"]
+        assert res.disk_size == (unit.disk_size or 256)  # SkyPilot's default when unset
+        image = "docker:vllm/vllm-openai:v0.12.0" if unit.runtime == "container" else None
+        assert (res.image_id or {}).get(res.region) == image
 
     assert task.envs["MODEL_ID"] == unit.source
     assert not set(SECRET_NAMES) & set(task.envs)
@@ -492,7 +534,8 @@ def test_sky_parses_and_validates(sky_offline, unit):
     assert svc.readiness_path == "/health"
     assert svc.initial_delay_seconds == (1200 if unit.num_nodes == 1 else 1800)
     assert svc.min_replicas == unit.replicas
-    assert not svc.use_ondemand_fallback
+    assert svc.use_ondemand_fallback is unit.ondemand_fallback
+    assert svc.dynamic_ondemand_fallback is (True if unit.ondemand_fallback else None)
     if unit.target_qps_per_replica is None:
         assert svc.max_replicas is None
         assert svc.target_qps_per_replica is None
@@ -508,15 +551,16 @@ def test_sky_accepts_every_purchase_and_scaling_combination(sky_offline, unit, s
     sky, _ = sky_offline
     from sky.serve import serve_utils
 
-    u = dataclasses.replace(unit, spot=spot, target_qps_per_replica=qps,
+    u = dataclasses.replace(unit, spot=spot, target_qps_per_replica=qps, ondemand_fallback=spot,
                             name=unit_name(unit.service_model, unit.cloud, unit.region,
                                            unit.instance_type, spot=spot))
     task = sky.Task.from_yaml_str(render_task(u))
     serve_utils.validate_service_task(task, pool=False)
     task.validate()
-    (res,) = list(task.resources)
-    assert res.use_spot is spot
-    assert res.get_cost(3600) > 0  # the catalog prices this purchase option in this region
+    for res in task.resources:
+        assert res.use_spot is spot
+        assert res.get_cost(3600) > 0  # the catalog prices this purchase option in this region
+    assert task.service.use_ondemand_fallback is spot
     assert task.service.min_replicas == u.replicas
     assert task.service.max_replicas == (None if qps is None else 2 * u.replicas)
 
@@ -540,7 +584,7 @@ def test_sky_specifics(sky_offline):
     one = sky.Task.from_yaml_str(render_task(L40S_AWS_TP2PP2))  # a pipeline inside one node: no Ray
     assert one.num_nodes == 1 and one.envs["VLLM_PP_LAYER_PARTITION"] == "40,40"
     assert "--pipeline-parallel-size 2 --distributed-executor-backend mp" in one.run
-    assert "ray" not in one.run.replace("--distributed-executor-backend mp", "") and "ray" not in one.setup
+    assert "ray" not in one.run.replace("--distributed-executor-backend mp", "") and one.setup is None
     assert one.service.min_replicas == 2
 
 

@@ -42,7 +42,7 @@ def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli
     assert sorted(c[1][1] for c in ups) == sorted(a["deployment_unit"] for a in plan["allocations"])
     for _, (task, name), _ in ups:
         a = next(x for x in plan["allocations"] if x["deployment_unit"] == name)
-        (res,) = list(task.resources)
+        res = list(task.resources)[0]  # the planned offer; its alternates follow (`ordered`)
         assert (res.instance_type, res.region, res.use_spot) == (a["instance_type"], a["region"], a["spot"])
         secret = task.secrets["VLLM_API_KEY"]  # given at launch, never in the YAML
         assert (secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret) == "sk-test-key"

@@ -1,0 +1,116 @@
+"""Failover of SkyServe units, chosen from the offers the plan already loaded (no re-solve).
+
+A unit's **alternates** are the places its replicas may go when the planned offer has no capacity:
+units of the same model and purchase option whose template has the planned one's GPU type and count,
+vLLM layout (TP, PP, engines, nodes) and at least its rate on every class (before any derate), so
+the capacity the plan counted on holds wherever a replica lands. They are further limited to
+
+- the spec's allowlists (the units were built from offers filtered by ``infrastructure.clouds``,
+  ``regions`` and ``gpus``), the clouds of ``deploy.skypilot_clouds`` when it is set (the unit's
+  own cloud always counts), and the unit's own region when ``planning.locality`` applies to it;
+- availability groups (cloud, region, GPU) with room for one more replica under their cap, next to
+  what the plan already runs there;
+- at most ``deploy.failover.max_premium`` more per hour than the planned offer;
+
+cheapest first (ties by cloud, region, instance type), at most ``deploy.failover.max_alternates``.
+
+A spot unit's **on-demand fallback** (SkyServe's ``dynamic_ondemand_fallback``) is priced at the
+planned offer's on-demand price: the first entry SkyPilot tries with ``use_spot: false``.
+"""
+
+from __future__ import annotations
+
+from hetinfra.plan.library import Unit
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS
+
+_REL = 1e-9
+WORLD = "0.0.0.0/0"
+
+
+def _layout(u: Unit) -> tuple:
+    t = u.template
+    # the variant too: an alternate must load the same checkpoint the unit's rates were planned for
+    return (u.model, t.variant, u.spot, t.gpu, t.gpus_per_instance, t.tp, t.pp, t.engines, t.nodes)
+
+
+def _price(u: Unit) -> float:
+    """$/h of one instance (a replica's nodes are alike), rounded as plan.json's prices."""
+    return round(u.cost / u.template.nodes, 4)
+
+
+def add_failover(pr, allocations: list[dict]) -> None:
+    """Set ``alternates`` and ``ondemand_fallback`` of every allocation (plan.json entries)."""
+    spec = pr.inputs.spec
+    fo = spec.deploy.failover
+    base = {u.id: u for u in pr.all_units}  # rates as estimated, before any derate
+    used: dict[tuple[str, str, str], int] = {}
+    for a in allocations:
+        for g, n in pr.units[a["unit"]].gpu_use.items():
+            used[g] = used.get(g, 0) + n * a["count"]
+    candidates: dict[tuple, list[Unit]] = {}
+    for x in pr.all_units:
+        if not x.template.mixed and not x.custom_cloud:
+            candidates.setdefault(_layout(x), []).append(x)
+    origins = {pm.spec.name: set(pm.spec.demand.origins or {}) for pm in pr.inputs.models}
+    sky_clouds = set(spec.deploy.skypilot_clouds)
+
+    for a in allocations:
+        a["alternates"], a["ondemand_fallback"] = [], None
+        if a["skypilot_task"] is None:  # custom cloud or mixed pipeline: no SkyPilot task
+            continue
+        u = pr.units[a["unit"]]
+        planned = base.get(u.id, u)
+        if u.spot and fo.ondemand_fallback:
+            od = base.get(u.id.rsplit("|", 1)[0] + "|ondemand")
+            if od is not None:
+                a["ondemand_fallback"] = {"price_per_hour": _price(od)}
+        clouds = (sky_clouds | {u.template.cloud}) if sky_clouds else set(KNOWN_CLOUDS)
+        local = spec.planning.locality > 0 and u.region in origins.get(u.model, ())
+        limit = _price(u) * (1 + fo.max_premium) * (1 + _REL)
+        here = (u.template.cloud, u.region, u.template.instance_type)
+        # one unit per place: the layout fixes the template of an instance type
+        found = {(x.template.cloud, x.region, x.template.instance_type): x for x in candidates.get(_layout(u), [])
+                 if (x.template.cloud, x.region, x.template.instance_type) != here and x.template.cloud in clouds
+                 and not (local and x.region != u.region) and _price(x) <= limit and _covers(x, planned)
+                 and _room(x, u, pr.inputs.caps, used)}
+        best = sorted(found.items(), key=lambda kv: (_price(kv[1]), kv[0]))[:fo.max_alternates]
+        a["alternates"] = [{"cloud": c, "region": r, "instance_type": it, "price_per_hour": _price(x),
+                            "spot": x.spot} for (c, r, it), x in best]
+
+
+def _covers(x: Unit, planned: Unit) -> bool:
+    return all(x.template.rates.get(w, 0.0) >= r * (1 - _REL) for w, r in planned.template.rates.items())
+
+
+def _room(x: Unit, u: Unit, caps: dict, used: dict) -> bool:
+    """One replica of ``x`` fits under the caps of its groups, next to the plan's use there (less one
+    replica of ``u``: the one that fails over is not running)."""
+    for g, n in x.gpu_use.items():
+        if g in caps and caps[g] - used.get(g, 0) + u.gpu_use.get(g, 0) < n:
+            return False
+    return True
+
+
+def failover_warnings(plan: dict) -> list[str]:
+    """What failover may cost beyond the plan, and the CIDRs SkyPilot cannot enforce."""
+    out = []
+    budget = plan.get("budget_usd_per_hour")
+    extra = sum(((a.get("ondemand_fallback") or {}).get("price_per_hour", 0) - a["price_per_instance_usd_per_hour"])
+                * a["instances"] for a in plan["allocations"] if a.get("ondemand_fallback"))
+    if budget and extra > 0 and plan["cost_usd_per_hour"] + extra > budget * (1 + _REL):
+        out.append(f"while spot replicas are replaced by on-demand ones (deploy.failover.ondemand_fallback) the "
+                   f"fleet may cost up to ${plan['cost_usd_per_hour'] + extra:.2f}/h, above the budget "
+                   f"${budget:g}/h")
+    deploy = plan.get("deploy") or {}
+    sky = sorted(a["deployment_unit"] for a in plan["allocations"]
+                 if a["skypilot_task"] and a["cloud"] in (deploy.get("skypilot_clouds") or []))
+    loose = []
+    if WORLD not in (deploy.get("ingress_cidrs") or []):
+        loose.append(f"port {deploy.get('port', 8000)} (deploy.ingress_cidrs)")
+    if WORLD not in (deploy.get("ssh_cidrs") or []):
+        loose.append("SSH (deploy.ssh_cidrs)")
+    if sky and loose:
+        out.append(f"SkyPilot opens {' and '.join(loose)} to 0.0.0.0/0 on the SkyServe units ({', '.join(sky)}): "
+                   "it cannot restrict them to the spec's CIDRs (vLLM still requires VLLM_API_KEY); deploy them "
+                   "with the Pulumi stacks where the CIDRs must hold")
+    return out
