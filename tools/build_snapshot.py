@@ -97,13 +97,14 @@ GCP_SUSPECT_GPU_PRICE = {
     ("H200", "us-south1"): "H200x8 GPU part 36.60258 < its spot 43.9512 (feeds.md s5)",
 }
 
-# AWS spot prices we refuse to use (on-demand kept): in ap-southeast-3 every P5 family "spot" is
-# exactly on-demand / 10 (p5.48xlarge 7.5955 of 75.9552, p5.4xlarge 0.9494 of 9.4944, p5en 8.7348
-# of 87.34848), a floor value rather than a market price.
-AWS_SUSPECT_SPOT = {
-    ("ap-southeast-3", t): "spot = on-demand / 10 exactly: a floor, not a market price"
-    for t in ("p5.48xlarge", "p5.4xlarge", "p5en.48xlarge")
-}
+# AWS spot prices we refuse to use (on-demand kept). In ap-southeast-3 the catalog's spot sits at
+# or just above on-demand / 10 for every GPU type read (p5.48xlarge 7.5955 of 75.9552, p5.4xlarge
+# 0.9494 of 9.4944, p5en 8.7348 of 87.34848, g5.12xlarge 0.7939 of 7.93854, g5.48xlarge 2.2797
+# of 22.79672): a floor value, not a market price (other regions: 25-45% of on-demand).
+AWS_SUSPECT_SPOT_REGIONS = {"ap-southeast-3": "spot at the on-demand/10 floor: not a market price"}
+# A "spot" within 0.1% of on-demand is on-demand rounded to 4 decimals (g5.48xlarge eu-west-2
+# 20.6757 of 20.67572): no spot discount, left empty like spot = on-demand.
+SPOT_MIN_DISCOUNT = 0.001
 
 # Azure fixes (feeds.md section 5): ND96isr_H100_v5 has AcceleratorCount 12 in the file, a bug;
 # the ND H100 v5 VM has 8 H100 GPUs. Applied by skypilot_catalog.reduce_azure.
@@ -185,7 +186,7 @@ def spot_or_none(price: float, spots: list[float]) -> float | None:
     if not spots:
         return None
     spot = min(spots)
-    return spot if 0 < spot < price else None
+    return spot if 0 < spot < price * (1 - SPOT_MIN_DISCOUNT) else None
 
 
 def make_row(cloud, region, itype, gpu, count, vcpus, mem, price, spot, prov) -> dict:
@@ -224,8 +225,8 @@ def build_aws(offers, acc_clouds, prov) -> list[dict]:
         spot = spot_or_none(price, c.spots)
         if c.spots and spot is None:
             log(f"aws {region} {itype}: spot {min(c.spots)} not below on-demand {price}; left empty")
-        if spot is not None and (region, itype) in AWS_SUSPECT_SPOT:
-            log(f"aws {region} {itype}: spot {spot} left empty: {AWS_SUSPECT_SPOT[region, itype]}")
+        if spot is not None and region in AWS_SUSPECT_SPOT_REGIONS:
+            log(f"aws {region} {itype}: spot {spot} left empty: {AWS_SUSPECT_SPOT_REGIONS[region]}")
             spot = None
         n = c.gpu_info_count
         if n and n != count and itype != "p5.4xlarge":  # SkyPilot fixes p5.4xlarge to 1
