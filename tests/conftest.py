@@ -16,6 +16,7 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"
+WORLD_CATALOG = Path(__file__).resolve().parents[1] / "tools" / "snapshot_data" / "skypilot-v8-world"
 
 
 def shared_path(*parts: str) -> Path:
@@ -105,6 +106,11 @@ def sky_offline(tmp_path_factory):
     preimported = "sky" in sys.modules
     home = tmp_path_factory.mktemp("skyhome")
     shutil.copytree(SHARED_CATALOG, home / ".sky" / "catalogs" / "v8")
+    # The world supplement holds non-US rows of the same upstream files (tools/snapshot_data):
+    # with them SkyPilot validates and prices the snapshot's non-US regions too.
+    for extra in sorted(WORLD_CATALOG.glob("*/vms.csv")):
+        with extra.open() as src, (home / ".sky" / "catalogs" / "v8" / extra.parent.name / "vms.csv").open("a") as dst:
+            dst.writelines(src.readlines()[1:])
     os.environ["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
     if not preimported:
         os.environ["HOME"] = str(home)

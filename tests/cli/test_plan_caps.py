@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hetinfra.price_feeds.offers import load_embedded_snapshot
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -15,7 +17,11 @@ def test_caps_file_tightens_the_plan(run_cli, tmp_path):
     before = {a["gpu"] for a in json.loads(out)["allocations"]}
     assert "L40S" in before
     caps = tmp_path / "caps.csv"
-    caps.write_text("cloud,region,gpu,max_gpus\n" + "".join(f"aws,{r},L40S,0\n" for r in ("us-east-1", "us-east-2", "us-west-2")))
+    # every AWS region that sells L40S (the spec allows any region: capping the US ones only
+    # would move the L40S units to Europe, which is right but not what this test is about)
+    regions = sorted({o.region for o in load_embedded_snapshot().offers if o.cloud == "aws" and o.gpu == "L40S"})
+    assert {"us-east-1", "eu-north-1"} <= set(regions)
+    caps.write_text("cloud,region,gpu,max_gpus\n" + "".join(f"aws,{r},L40S,0\n" for r in regions))
     code, out, err = run_cli("plan", spec, "--json", "--no-baselines", "--caps", str(caps))
     assert code == 0, err
     plan = json.loads(out)

@@ -44,8 +44,12 @@ def test_tasks_load_validate_and_price_as_planned(planned, sky_offline):
     checked = 0
     for name, (d, plan) in planned.items():
         for a in (a for a in plan["allocations"] if not a["experimental"]):
-            # The shared extract is partial (no g4dn, for one): units outside it cannot be priced by SkyPilot here.
+            # The shared extract is partial (no g4dn, for one; GCP and Azure US regions only): units
+            # outside it cannot be priced by SkyPilot here.
             if not catalog.instance_type_exists(a["instance_type"], clouds=a["cloud"]):
+                continue
+            if a["region"] not in {r.name for r in catalog.get_region_zones_for_instance_type(
+                    a["instance_type"], a["spot"], clouds=a["cloud"])}:
                 continue
             checked += 1
             task = sky.Task.from_yaml(str(d / a["skypilot_task"]))

@@ -72,7 +72,8 @@ def test_build_snapshot_reproduces_the_embedded_snapshot(shared_catalog, tmp_pat
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "snap.csv"
-    assert mod.main([str(shared_catalog), "--out", str(out)]) == 0
+    world = fx.REPO / "tools" / "snapshot_data" / "skypilot-v8-world"
+    assert mod.main([str(shared_catalog), str(world), "--out", str(out)]) == 0
     assert out.read_text() == (fx.REPO / "price_feeds" / "data" / "offers_snapshot.csv").read_text()
 
 

@@ -1,0 +1,175 @@
+"""tools/build_snapshot.py and tools/snapshot_sources.py: world-wide offers, provenance per row,
+full upstream catalogs dropped into a directory, and planning outside the US."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = Path(__file__).parent / "data" / "catalog-v8"  # synthetic, see its README
+SNAPSHOT = REPO / "price_feeds" / "data" / "offers_snapshot.csv"
+
+# Region name prefix -> continent, for AWS and GCP names (Azure has none in the snapshot yet).
+CONTINENT = [("us-", "North America"), ("ca-", "North America"), ("northamerica-", "North America"),
+             ("sa-", "South America"), ("southamerica-", "South America"), ("eu-", "Europe"),
+             ("europe-", "Europe"), ("ap-", "Asia-Pacific"), ("asia-", "Asia-Pacific"),
+             ("australia-", "Asia-Pacific"), ("me-", "Middle East"), ("af-", "Africa")]
+
+
+def continent(region: str) -> str | None:
+    return next((c for prefix, c in CONTINENT if region.startswith(prefix)), None)
+
+
+def load_tool(name: str):
+    sys.path.insert(0, str(REPO / "tools"))
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", REPO / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def build():
+    return load_tool("build_snapshot")
+
+
+def rows_of(path: Path) -> dict[tuple[str, str, str], dict]:
+    with path.open() as fh:
+        return {(r["cloud"], r["region"], r["instance_type"]): r for r in csv.DictReader(fh)}
+
+
+# --- the shipped snapshot ------------------------------------------------------------------
+
+def test_every_snapshot_row_names_its_source_and_date():
+    rows = rows_of(SNAPSHOT).values()
+    assert rows
+    for r in rows:
+        assert r["source"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["as_of"]), r
+    # one price list per (cloud, region); the three feeds.md rows only fill gaps of us-east-1
+    per_region: dict = {}
+    for r in rows:
+        if not r["source"].startswith("feeds.md:"):
+            per_region.setdefault((r["cloud"], r["region"]), set()).add(r["source"])
+    assert {k: v for k, v in per_region.items() if len(v) > 1} == {}
+
+
+def test_prices_h100_spans_three_continents_on_aws_and_gcp(run_cli):
+    code, out, err = run_cli("prices", "--gpu", "H100", "--json")
+    assert code == 0, err
+    offers = json.loads(out)["offers"]
+    continents: dict[str, set] = {}
+    for o in offers:
+        continents.setdefault(o["cloud"], set()).add(continent(o["region"]))
+    assert None not in continents["aws"] | continents["gcp"]
+    # Azure: US rows only until a world-wide Azure price list is found (price_feeds/data/SOURCES.md "Gaps").
+    for cloud in ("aws", "gcp"):
+        assert {"North America", "Europe", "Asia-Pacific"} <= continents[cloud], (cloud, continents[cloud])
+    by_key = {(o["cloud"], o["region"], o["instance_type"]): o for o in offers}
+    # numbers read in the upstream sources (SOURCES.md): AWS catalog row and GCP host + 8 x GPU
+    assert by_key[("aws", "eu-north-1", "p5.48xlarge")]["price_per_hour"] == 58.8928
+    assert by_key[("gcp", "europe-west4", "a3-highgpu-8g")]["price_per_hour"] == pytest.approx(9.933063504 + 8 * 12.735516, abs=1e-6)
+
+
+def test_european_example_plans_offline_in_europe(run_cli):
+    code, out, err = run_cli("plan", str(REPO / "services" / "europe.yaml"), "--json", "--no-verify", "--no-baselines")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["allocations"] and plan["cost_usd_per_hour"] > 0
+    assert {continent(a["region"]) for a in plan["allocations"]} == {"Europe"}
+    assert {a["model"] for a in plan["allocations"]} == {"chat-8b", "docs-70b"}
+
+
+# --- building from catalog directories -----------------------------------------------------
+
+def test_a_full_catalog_dir_flows_through_to_prices_and_plans(build, run_cli, tmp_path):
+    out = tmp_path / "offers.csv"
+    assert build.main([str(TINY), "--as-of", "aws=2026-01-15", "--as-of", "gcp=2026-01-16", "--as-of", "azure=2026-01-17",
+                       "--gcp-cocalc", "none", "--out", str(out)]) == 0
+    rows = rows_of(out)
+    assert set(rows) == {("aws", "eu-central-1", "g6.xlarge"), ("aws", "us-east-1", "g6.xlarge"),
+                         ("aws", "ap-northeast-1", "p5.48xlarge"), ("gcp", "europe-west4", "g2-standard-4"),
+                         ("azure", "westeurope", "Standard_NC24ads_A100_v4"),
+                         ("azure", "swedencentral", "Standard_NC24ads_A100_v4")}
+    g6 = rows[("aws", "eu-central-1", "g6.xlarge")]
+    assert (g6["price_per_hour"], g6["spot_price_per_hour"], g6["as_of"]) == ("1", "0.3", "2026-01-15")  # spot: AZ minimum
+    assert g6["source"] == "skypilot-catalog-v8/aws:catalog-v8"
+    g2 = rows[("gcp", "europe-west4", "g2-standard-4")]
+    assert (g2["price_per_hour"], g2["spot_price_per_hour"]) == ("0.75", "0.26")  # host + GPU per zone; min of 0.26/0.27
+    assert rows[("azure", "westeurope", "Standard_NC24ads_A100_v4")]["as_of"] == "2026-01-17"
+
+    code, text, err = run_cli("prices", "--feeds", str(out), "--gpu", "L4", "--json")
+    assert code == 0, err
+    assert [(o["cloud"], o["region"]) for o in json.loads(text)["offers"]] == [
+        ("gcp", "europe-west4"), ("aws", "us-east-1"), ("aws", "eu-central-1")]
+
+    spec = yaml.safe_load((REPO / "services" / "chat.yaml").read_text())
+    spec["infrastructure"] = {"clouds": ["aws", "gcp", "azure"], "regions": ["eu-central-1", "europe-west4", "westeurope"]}
+    (tmp_path / "eu.yaml").write_text(yaml.safe_dump(spec))
+    code, text, err = run_cli("plan", str(tmp_path / "eu.yaml"), "--feeds", str(out), "--json", "--no-verify",
+                              "--no-baselines")
+    assert code == 0, err
+    plan = json.loads(text)
+    assert {a["region"] for a in plan["allocations"]} <= {"eu-central-1", "europe-west4", "westeurope"}
+    # westeurope: an Azure region the shipped snapshot lacks, priced from the dropped-in catalog
+    assert ("azure", "westeurope", "Standard_NC24ads_A100_v4", 4.0) in {
+        (a["cloud"], a["region"], a["instance_type"], a["price_per_instance_usd_per_hour"]) for a in plan["allocations"]}
+    assert plan["cost_usd_per_hour"] == pytest.approx(sum(
+        a["count"] * a["nodes_per_replica"] * a["price_per_instance_usd_per_hour"] for a in plan["allocations"]))
+
+
+def test_first_catalog_dir_wins_per_region(build, tmp_path):
+    """The US extract first: a later directory only adds regions the earlier ones lack."""
+    later = tmp_path / "later"
+    (later / "aws").mkdir(parents=True)
+    text = (TINY / "aws" / "vms.csv").read_text().replace(",1.0,0.40,eu-central-1", ",2.0,0.40,eu-central-1")
+    text += text.splitlines()[1].replace("eu-central-1,euc1-az1", "eu-west-3,euw3-az1") + "\n"
+    (later / "aws" / "vms.csv").write_text(text)
+    (later / "SOURCE.json").write_text(json.dumps({"aws": {"source": "later@1", "as_of": "2026-02-01"}}))
+    out = tmp_path / "o.csv"
+    assert build.main([str(TINY), str(later), "--as-of", "aws=2026-01-15", "--as-of", "gcp=2026-01-15",
+                       "--as-of", "azure=2026-01-15", "--gcp-cocalc", "none", "--out", str(out)]) == 0
+    rows = rows_of(out)
+    assert rows[("aws", "eu-central-1", "g6.xlarge")]["price_per_hour"] == "1"  # not the later 2.0
+    assert rows[("aws", "eu-west-3", "g6.xlarge")]["source"] == "later@1"
+
+
+def test_a_catalog_without_a_date_is_refused(build, tmp_path, capsys):
+    assert build.main([str(TINY), "--as-of", "aws=2026-01-15", "--out", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "gcp/vms.csv: catalog files carry no date; pass --as-of gcp=YYYY-MM-DD" in err
+    assert not (tmp_path / "o.csv").exists()
+
+
+# --- the cocalc GCP list prices ------------------------------------------------------------
+
+def cocalc(h100: float = 10.0) -> dict:
+    return {"machineTypes": {"a3-highgpu-2g": {"prices": {"europe-west4": 1.0, "asia-east9": 1.0},
+                                               "spot": {"europe-west4": 0.5}, "vcpu": 52, "memory": 468}},
+            "accelerators": {"nvidia-h100-80gb": {"prices": {"europe-west4-b": h100, "europe-west4-c": h100},
+                                                  "spot": {"europe-west4-b": 2.0, "europe-west4-c": 1.5}}}}
+
+
+def test_cocalc_prices_host_plus_gpus_per_zone():
+    srcs = load_tool("snapshot_sources")
+    (asia, eu) = list(srcs.reduce_cocalc(cocalc()))  # sorted by region
+    assert (eu.region, eu.instance_type, eu.gpu, eu.gpu_count) == ("europe-west4", "a3-highgpu-2g", "H100", 2)
+    assert (eu.prices, sorted(eu.spots)) == ([21.0, 21.0], [3.5, 4.5])
+    assert (asia.region, asia.prices, asia.zones) == ("asia-east9", [], 0)  # no GPU sold there: no price
+
+
+def test_sources_that_disagree_on_the_same_sku_are_refused():
+    srcs = load_tool("snapshot_sources")
+    a = ("gcp", ("a@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(10.0))), set())
+    same = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(10.0))), set())
+    assert "median difference 0.000%" in srcs.check_agreement([a, same], 0.01)
+    off = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(12.0))), set())
+    with pytest.raises(srcs.SourceError, match="median difference"):
+        srcs.check_agreement([a, off], 0.01)
