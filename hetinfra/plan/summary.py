@@ -39,12 +39,16 @@ def render_summary(plan: dict, console: Console) -> None:
                     + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
         if trust.get(a["template"]) == "extrapolated":
             inst += " *"
+        if a.get("purchase", "").startswith("committed"):
+            inst += f" committed {a['purchase'].split('_')[1]}"
         t.add_row(a["model"], f"{a['cloud']}/{a['region']}", inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
                   f"{100 * a['utilization']:.0f}%")
     console.print(t)
     if any(trust.get(a["template"]) == "extrapolated" for a in plan["allocations"]):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+    if plan.get("purchase"):
+        _render_purchase(plan, console)
     _render_fidelity(plan, console)
 
     if plan["baselines"]:
@@ -92,6 +96,33 @@ def _render_fidelity(plan: dict, console: Console) -> None:
         att = m.get("attainment")
         t.add_row(m["model"], goal, _ms(m["ttft_ms"].get(q)), _ms(m["tpot_ms"].get(q)),
                   "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]")
+    console.print(t)
+
+
+def _render_purchase(plan: dict, console: Console) -> None:
+    """The committed base, the top-ups and each committed price's break-even (plan.json ``purchase``)."""
+    p = plan["purchase"]
+    periods = f", {p['periods']} periods" if p["periods"] > 1 else ""
+    console.print(f"Purchase: {', '.join(p['terms'])} over {p['horizon_months']} months{periods}")
+    console.print(f"  committed base ${p['committed_cost_usd_per_hour']:.2f}/h + top-ups "
+                  f"${p['top_up_cost_usd_per_hour']:.2f}/h on average = ${plan['cost_usd_per_hour']:.2f}/h; peak period "
+                  f"${p['peak_cost_usd_per_hour']:.2f}/h"
+                  + (f"; without committed terms ${p['without_committed_usd_per_hour']:.2f}/h"
+                     if p.get("without_committed_usd_per_hour") is not None else ""))
+    for a in (a for a in plan["allocations"] if a.get("counts_by_period")):
+        console.print(f"  top-up {a['deployment_unit']} by period: {' '.join(map(str, a['counts_by_period']))} "
+                      f"({a['count']} deployed)")
+    if not p["break_even"]:
+        return
+    t = Table(title="Break-even: committing pays above this utilisation of the committed capacity",
+              title_justify="left")
+    for col in ("deployment unit", "term", "committed $/h", "on-demand $/h", "break-even", "utilisation", "committed"):
+        t.add_column(col, justify="left" if col in ("deployment unit", "term", "committed") else "right")
+    names = {a["unit"]: a["deployment_unit"] for a in plan["allocations"]}
+    for b in p["break_even"]:
+        t.add_row(names[b["unit"]], b["purchase"].split("_")[1], f"{b['committed_price_usd_per_hour']:.4f}",
+                  f"{b['on_demand_price_usd_per_hour']:.4f}", f"{100 * b['break_even_utilization']:.0f}%",
+                  f"{100 * b['utilization']:.0f}%", "yes" if b["chosen"] else "no")
     console.print(t)
 
 
