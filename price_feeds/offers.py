@@ -4,7 +4,10 @@ The embedded snapshot (``data/offers_snapshot.csv``) and user offers CSVs share 
 
     cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour
 
-The snapshot adds ``as_of`` and ``source`` columns; user files may add them too.
+The snapshot adds ``as_of`` and ``source`` columns; user files may add them too, and
+``committed_1y_price_per_hour`` / ``committed_3y_price_per_hour``: the hourly price of the instance
+under a 1-year / 3-year commitment (reserved instance, savings plan, committed-use discount), paid
+for every hour of the term. Empty (or absent): the offer has no committed purchase option.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ REQUIRED_COLUMNS = (
     "cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb",
     "vcpus", "memory_gb", "price_per_hour", "spot_price_per_hour",
 )
-OPTIONAL_COLUMNS = ("as_of", "source")
+OPTIONAL_COLUMNS = ("as_of", "source", "committed_1y_price_per_hour", "committed_3y_price_per_hour")
+
+#: Purchase options (plan.json ``allocations[].purchase``): on-demand, spot, and committed terms with
+#: their length in months.
+COMMITTED_TERMS = {"committed_1y": 12, "committed_3y": 36}
+PURCHASE_OPTIONS = ("on_demand", "spot", *COMMITTED_TERMS)
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class Offer:
     spot_price_per_hour: float | None
     as_of: str
     source: str
+    committed_1y_price_per_hour: float | None = None
+    committed_3y_price_per_hour: float | None = None
 
     @property
     def custom_cloud(self) -> bool:
@@ -52,6 +62,12 @@ class Offer:
 
     def price(self, spot: bool) -> float | None:
         return self.spot_price_per_hour if spot else self.price_per_hour
+
+    def purchase_price(self, purchase: str) -> float | None:
+        """$/h of one instance under a purchase option (PURCHASE_OPTIONS); None when not offered."""
+        if purchase in COMMITTED_TERMS:
+            return getattr(self, f"{purchase}_price_per_hour")
+        return self.price(purchase == "spot")
 
 
 @dataclass(frozen=True)
@@ -130,6 +146,13 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
                                     hint="leave it empty when there is no spot offer")
         if mem <= 0:
             raise InvalidInputError(f"{where}: gpu_memory_gb must be > 0, got {mem}")
+        committed = {}
+        for term in COMMITTED_TERMS:
+            col = f"{term}_price_per_hour"
+            committed[col] = _num(row.get(col, ""), where=where, column=col, required=False)
+            if committed[col] is not None and (committed[col] <= 0 or committed[col] > od):
+                raise InvalidInputError(f"{where}: {col} {committed[col]} must be > 0 and <= price_per_hour {od}",
+                                        hint="leave it empty when there is no committed price")
         key = (row["cloud"].lower(), row["region"], row["instance_type"])
         if key in seen:
             raise InvalidInputError(f"{where}: duplicate offer {key[0]}/{key[1]}/{key[2]}")
@@ -140,7 +163,7 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             vcpus=_num(row["vcpus"], where=where, column="vcpus", required=False) or 0.0,
             memory_gb=_num(row["memory_gb"], where=where, column="memory_gb", required=False) or 0.0,
             price_per_hour=od, spot_price_per_hour=spot,
-            as_of=row.get("as_of") or default_as_of, source=row.get("source") or name,
+            as_of=row.get("as_of") or default_as_of, source=row.get("source") or name, **committed,
         ))
     as_of = sorted({o.as_of for o in offers})[0] if offers else default_as_of
     info = SourceInfo(name=name, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(offers))
@@ -179,9 +202,12 @@ def offers_to_csv(offers, *, with_as_of: bool = True, with_source: bool = True) 
     """Offers as an offers CSV (the format :func:`parse_offers_csv` reads), in a stable order.
 
     Rows are sorted by (cloud, region, gpu, gpu_count, instance_type) and numbers are formatted by
-    :func:`format_number`, so equal offers always give byte-identical text (and the same hash).
+    :func:`format_number`, so equal offers always give byte-identical text (and the same hash). The
+    committed-price columns are written only when some offer has a committed price.
     """
+    offers = list(offers)
     cols = list(REQUIRED_COLUMNS) + (["as_of"] if with_as_of else []) + (["source"] if with_source else [])
+    cols += [c for c in OPTIONAL_COLUMNS[2:] if any(getattr(o, c) is not None for o in offers)]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

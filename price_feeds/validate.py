@@ -25,6 +25,7 @@ NOT_A_NUMBER = "not a number"
 PRICE_NOT_POSITIVE = "price <= 0"
 SPOT_NOT_POSITIVE = "spot <= 0"
 SPOT_ABOVE_ON_DEMAND = "spot above on-demand"
+COMMITTED_NOT_BELOW = "committed price <= 0 or above on-demand"
 BAD_GPU_COUNT = "bad GPU count"
 GPU_COUNT_MISMATCH = "GPU count not matching the family"
 UNKNOWN_GPU = "unknown GPU"
@@ -79,6 +80,9 @@ class Validator:
                 return SPOT_NOT_POSITIVE
             if o.spot_price_per_hour > o.price_per_hour:
                 return SPOT_ABOVE_ON_DEMAND
+        for c in (o.committed_1y_price_per_hour, o.committed_3y_price_per_hour):
+            if c is not None and not 0 < c <= o.price_per_hour:
+                return COMMITTED_NOT_BELOW
         if self.gpus and o.gpu not in self.gpus:
             return UNKNOWN_GPU
         if self.check_families:
@@ -148,6 +152,7 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
             mem = _num(row.get("gpu_memory_gb"))
             vcpus = _num(row.get("vcpus")) or 0.0
             memory = _num(row.get("memory_gb")) or 0.0
+            committed = {c: _num(row.get(c)) for c in OPTIONAL_COLUMNS[2:]}
         except ValueError:
             v.drop(NOT_A_NUMBER, where)
             continue
@@ -161,5 +166,5 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                     instance_type=row.get("instance_type", ""), gpu=row.get("gpu", ""), gpu_count=int(count),
                     gpu_memory_gb=mem or gpu_memory_gb(row.get("instance_type", ""), row.get("gpu", "")) or 0.0, vcpus=vcpus, memory_gb=memory, price_per_hour=od,
                     spot_price_per_hour=spot, as_of=row.get("as_of") or default_as_of,
-                    source=row.get("source") or name))
+                    source=row.get("source") or name, **committed))
     return v

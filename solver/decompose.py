@@ -39,6 +39,8 @@ DEFAULT_MAX_NODES = 2000
 #: A linked component with more units than this is solved by Lagrangian relaxation and repair
 #: (``solver.lagrange``) rather than as one joint MIP.
 JOINT_MAX_UNITS = 400
+#: seconds the first complete warm start may take to price, even past the wall-clock safety stop
+START_FLOOR_S = 10.0
 SAFETY_WARNING = "time limit hit: plan may differ on a faster machine (raise planning.time_limit_s)"
 
 
@@ -88,7 +90,9 @@ def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> Alloca
                      budget=p.budget if budget else None,
                      max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m in keep},
                      local_demand={k: v for k, v in p.local_demand.items() if k[0] in keep},
-                     running={u: c for u, c in p.running.items() if u in ids})
+                     running={u: c for u, c in p.running.items() if u in ids},
+                     tied=tuple(g for g in p.tied if all(u in ids for u in g)),
+                     nested=tuple(pair for pair in p.nested if all(u in ids for u in pair)))
 
 
 def components(p: AllocationProblem) -> list[list[str]]:
@@ -108,6 +112,9 @@ def components(p: AllocationProblem) -> list[list[str]]:
             for g, _ in u.gpu_use:
                 if g in p.caps:
                     users.setdefault(g, set()).add(u.model)
+    model_of = {u.id: u.model for u in p.units}
+    for group in p.tied + p.nested:  # a committed base, a top-up's scale-out link the periods' copies
+        users.setdefault(("linked", group[0]), set()).update(model_of[u] for u in group if model_of[u] in parent)
     for ms in users.values():
         first, *rest = sorted(ms)
         for m in rest:
@@ -116,6 +123,13 @@ def components(p: AllocationProblem) -> list[list[str]]:
     for m in models:
         comps.setdefault(find(m), []).append(m)
     return sorted(comps.values())
+
+
+def _links_kept(p: AllocationProblem, n: dict[str, int]) -> bool:
+    """Per-model plans together keep the caps, every committed base (one count in all periods) and
+    every scale-out row."""
+    return (_caps_kept(p, n) and all(len({n.get(u, 0) for u in g}) == 1 for g in p.tied)
+            and all(n.get(u, 0) <= n.get(v, 0) for u, v in p.nested))
 
 
 def _caps_kept(p: AllocationProblem, n: dict[str, int]) -> bool:
@@ -210,7 +224,9 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
         if found:
             cands.append(("greedy", found[0]))
         for name, counts in cands:
-            o = dm.with_counts(counts, left())
+            # pricing a complete start is one small LP: let it finish past the safety stop while no
+            # start has, so that a loaded machine yields a (reported) plan rather than none
+            o = dm.with_counts(counts, left() if best is not None else max(left(), START_FLOOR_S))
             if o.status == "time_limit":
                 blk.safety_stop = True
             if o.has_solution and o.status == "optimal" and (best is None or o.objective < best[0] - 1e-9):
@@ -350,13 +366,13 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
                 blocks.append(mine[0])
                 continue
             union = _merge(mine, comp, "independent")
-            if _caps_kept(p, union.n):
+            if _links_kept(p, union.n):
                 blocks.append(union)
                 continue
             floor = union.bound
             sub = restrict(p, comp, budget=False)
             blk = None
-            if len(sub.units) > JOINT_MAX_UNITS:
+            if len(sub.units) > JOINT_MAX_UNITS and not (sub.tied or sub.nested):  # Lagrange relaxes caps only
                 first = {m: (alone[m].bound, alone[m].objective, alone[m].n) for m in comp
                          if alone[m].bound is not None and not alone[m].unmet}
                 blk = solve_lagrangian(sub, comp, floor=floor, first=first, **kw)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.problem import AllocationProblem, tied_bounds
 
 #: Objective weight of a GPU over a cap in diagnosis mode (as in solver.model).
 ELASTIC_WEIGHT = 1e4
@@ -78,7 +78,8 @@ class DirectModel:
         p, inf = self.p, math.inf
         min_cost = p.objective == "min_cost" or p.elastic_caps
         extra = self.extra_cost
-        self.n = {u.id: self._col(0, instance_upper_bound(p, u), u.cost + extra.get(u.id, 0.0) if min_cost else 0.0, True)
+        ub = tied_bounds(p, {u.id: instance_upper_bound(p, u) for u in p.units})
+        self.n = {u.id: self._col(0, ub[u.id], u.cost + extra.get(u.id, 0.0) if min_cost else 0.0, True)
                   for u in p.units}
         self.pairs = p.pairs()
         if p.routing == "sliced":
@@ -163,6 +164,13 @@ class DirectModel:
         # churn
         for u in p.units if p.running else ():
             self._row(-float(p.running.get(u.id, 0)), inf, {self.c[u.id]: 1.0, self.n[u.id]: -1.0})
+        # committed base (solver.periods): a committed unit's copies in every period have one count
+        for group in p.tied:
+            for u in group[1:]:
+                self._row(0.0, 0.0, {self.n[u]: 1.0, self.n[group[0]]: -1.0})
+        # scale-out (solver.periods): a top-up grows with its model's demand
+        for u, v in p.nested:
+            self._row(0.0, inf, {self.n[v]: 1.0, self.n[u]: -1.0})
 
     def _cover_rows(self, units: dict) -> None:
         p = self.p

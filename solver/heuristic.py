@@ -253,6 +253,9 @@ def feasible_start(problem: AllocationProblem, ub: dict[str, int] | None = None,
 
     if problem.objective != "min_cost":
         return None
+    if problem.tied:  # committed bases (solver.periods) are left out: an all on-demand/spot start
+        tied = {u for g in problem.tied for u in g}
+        problem = problem.replace(units=tuple(u for u in problem.units if u.id not in tied), tied=())
     ub = ub or {u.id: instance_upper_bound(problem, u) for u in problem.units}
     ledger = _Ledger(problem, ub)
     if not ledger.groups:

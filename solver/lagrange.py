@@ -38,7 +38,7 @@ ITERATIONS = 12
 
 
 def _key(p: AllocationProblem, u: UnitData, local: set) -> tuple:
-    return (u.model, u.gpus, u.spot, tuple(sorted(u.rates.items())),
+    return (u.model, u.gpus, u.spot, u.committed, tuple(sorted(u.rates.items())),
             u.region if (u.model, u.region) in local else None, u.id if u.id in p.running else None)
 
 

@@ -20,6 +20,9 @@ Constraints (one ``add_*`` function each)
     locality      sum_{u in region r, k of m} y[u,k] >= epsilon lambda_local[m,r]   (SageServe)
     churn         c[u] >= n[u] - running[u], c >= 0                                  (Coral's initialization)
     unmet         (when allowed) demand becomes sum_u y[u,k] + q[k] = lambda[k], q >= 0
+    committed_base  n[u] = n[v] for the copies u, v of one committed unit in the periods of a
+                  multi-period problem (``solver.periods``: base b paid every hour, top-ups per period)
+    scale_out     n[u] <= n[v] for the pairs ``nested`` (a top-up grows with its model's demand)
 Objective
     min_cost        minimize sum_u cost[u] n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
     max_throughput  maximize s   (Demystifying's min makespan is T = 1/s)
@@ -34,7 +37,7 @@ import math
 
 import pyomo.environ as pyo
 
-from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.problem import AllocationProblem, tied_bounds
 
 
 def instance_upper_bound(problem: AllocationProblem, unit) -> int:
@@ -55,9 +58,8 @@ def add_sets(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
 
 
 def add_variables(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
-    by_id = {u.id: u for u in p.units}
-    m.n = pyo.Var(m.U, within=pyo.NonNegativeIntegers, bounds=lambda _, u: (0, instance_upper_bound(p, by_id[u])),
-                  doc="instances per unit")
+    ub = tied_bounds(p, {u.id: instance_upper_bound(p, u) for u in p.units})
+    m.n = pyo.Var(m.U, within=pyo.NonNegativeIntegers, bounds=lambda _, u: (0, ub[u]), doc="instances per unit")
     if p.routing == "sliced":
         m.z = pyo.Var(m.P, within=pyo.NonNegativeIntegers, bounds=(0, p.slice_factor), doc="slices per (unit, class)")
     else:
@@ -173,6 +175,19 @@ def add_churn(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
                                  doc="new instances beyond the running ones")
 
 
+def add_committed_base(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
+    pairs = [(g[0], u) for g in p.tied for u in g[1:]]
+    if pairs:
+        m.committed_base = pyo.Constraint(range(len(pairs)), rule=lambda _, i: m.n[pairs[i][1]] == m.n[pairs[i][0]],
+                                          doc="one committed base in every period")
+
+
+def add_scale_out(m: pyo.ConcreteModel, p: AllocationProblem) -> None:
+    if p.nested:
+        m.scale_out = pyo.Constraint(range(len(p.nested)), rule=lambda _, i: m.n[p.nested[i][0]] <= m.n[p.nested[i][1]],
+                                     doc="a top-up grows with its model's demand")
+
+
 def objective_expr(m: pyo.ConcreteModel, p: AllocationProblem):
     """min_cost objective: $/h plus the churn and unmet-demand penalties."""
     expr = cost_expr(m, p)
@@ -205,5 +220,7 @@ def build_model(p: AllocationProblem) -> pyo.ConcreteModel:
     add_spot_fraction(m, p)
     add_locality(m, p)
     add_churn(m, p)
+    add_committed_base(m, p)
+    add_scale_out(m, p)
     add_objective(m, p)
     return m

@@ -24,6 +24,22 @@ class UnitData:
     rates: dict[str, float]  # class name -> h[u, w], req/s one instance sustains
     region: str = ""  # for locality
     spot: bool = False
+    #: a committed purchase (1- or 3-year term): paid every hour; one count for all periods (``solver.periods``)
+    committed: bool = False
+
+
+@dataclass(frozen=True)
+class Period:
+    """One demand level of a multi-period problem (``solver.periods``): the share of the horizon's
+    hours it stands for, each model's demand multiplier in it, and which of the profile's periods
+    (0-based) have this level."""
+
+    weight: float
+    scale: tuple[tuple[str, float], ...]  # (model, multiplier), models without one at 1.0
+    hours: tuple[int, ...] = ()
+
+    def multiplier(self, model: str) -> float:
+        return dict(self.scale).get(model, 1.0)
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,13 @@ class AllocationProblem:
     churn_hours: float = 0.0
     #: None: all demand must be served; else $/h per req/s unserved.
     unmet_penalty: float | None = None
+    #: Demand levels over time (SageServe's windows); empty: one period at the declared demand. With
+    #: levels, ``solve`` plans a committed base for all of them and a top-up per level (``solver.periods``).
+    periods: tuple[Period, ...] = ()
+    #: Groups of units whose instance counts are equal: one committed base counted in every period.
+    tied: tuple[tuple[str, ...], ...] = ()
+    #: Pairs (u, v) with n[u] <= n[v]: a top-up only grows with its model's demand (``solver.periods``).
+    nested: tuple[tuple[str, str], ...] = ()
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""
@@ -62,4 +85,14 @@ class AllocationProblem:
 
     def replace(self, **changes) -> "AllocationProblem":
         return dataclasses.replace(self, **changes)
+
+
+def tied_bounds(p: AllocationProblem, ub: dict[str, int]) -> dict[str, int]:
+    """Instance upper bounds ``ub`` with every tied group raised to its largest member's: a committed
+    base sized for the peak period is also the count of its copies in quieter periods."""
+    out = dict(ub)
+    for group in p.tied:
+        top = max(out.get(u, 0) for u in group)
+        out.update({u: top for u in group if u in out})
+    return out
 

@@ -32,11 +32,18 @@ class SolveResult:
     safety_stop: bool = False
     max_nodes: int | None = None  # the deterministic work limit (branch-and-bound nodes per MIP)
     warnings: list[str] = field(default_factory=list)
+    #: multi-period problems (``solver.periods``): per demand level, ``counts`` (unit -> instances
+    #: running then) and ``load`` (unit -> instances' worth of capacity its routed req/s take)
+    periods: list[dict] = field(default_factory=list)
 
     @property
     def feasible(self) -> bool:
         return self.status in ("optimal", "node_limit", "time_limit")
 
     def cost(self, problem: AllocationProblem) -> float:
+        """$/h of the plan; with periods the horizon average (each level's counts by its weight)."""
         costs = {u.id: u.cost for u in problem.units}
+        if self.periods and problem.periods:
+            return sum(per.weight * sum(costs[u] * c for u, c in lv["counts"].items())
+                       for per, lv in zip(problem.periods, self.periods))
         return sum(costs[u] * c for u, c in self.n.items())

@@ -123,6 +123,11 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     LP relaxation rounded up, or the greedy single-unit choice per model, whichever is feasible with
     the lowest objective; HiGHS then only has to
     improve on it, and a time-limited solve returns at least that plan."""
+    if problem.periods:
+        from hetinfra.solver.periods import expand, fold
+
+        return fold(problem, solve_pyomo(expand(problem), time_limit_s=time_limit_s, mip_gap=mip_gap,
+                                         with_lp_bound=with_lp_bound, warm=warm))
     if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
@@ -216,8 +221,15 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     """Solve and verify (see ``solver.decompose``): unlinked models alone, linked blocks jointly
     from the per-model optima; ``max_nodes`` (deterministic) stops each MIP, ``time_limit_s`` is a
     safety stop for the whole call, reported in ``safety_stop``. ``with_lp_bound`` is kept for
-    callers; the LP bound is always computed."""
+    callers; the LP bound is always computed. A problem with ``periods`` is solved in its expanded
+    form (a committed base and per-period top-ups, ``solver.periods``) and folded back."""
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
+
+    if problem.periods:
+        from hetinfra.solver.periods import expand, fold
+
+        return fold(problem, solve(expand(problem), time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
+                                   max_nodes=max_nodes, decompose=decompose))
 
     out = solve_decomposed(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
                            max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes, decompose=decompose)
@@ -263,6 +275,12 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
         spot = sum(units[u].gpus * c for u, c in r.n.items() if units[u].model == mod and units[u].spot)
         if spot > frac * total + TOL:
             bad.append(f"model {mod}: {spot} of {total} GPUs on spot > {frac:.0%}")
+    for group in problem.tied:
+        if len({r.n.get(u, 0) for u in group}) > 1:
+            bad.append(f"committed base {group[0]}: counts differ across periods")
+    for u, v in problem.nested:
+        if r.n.get(u, 0) > r.n.get(v, 0):
+            bad.append(f"top-up {u}: {r.n.get(u, 0)} instances > {r.n.get(v, 0)} at a higher demand")
     if problem.locality > 0:
         for (mod, region), lam in problem.local_demand.items():
             local = sum(v for (u, mm, _), v in r.flow.items() if mm == mod and units[u].region == region)

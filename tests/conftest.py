@@ -80,6 +80,7 @@ def install_stand_in(tmp_path: Path, monkeypatch, name: str, source: str, log_en
 def write_offers(path: Path, rows: list[dict]) -> None:
     cols = ["cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb",
             "price_per_hour", "spot_price_per_hour"]
+    cols += [c for c in ("committed_1y_price_per_hour", "committed_3y_price_per_hour") if any(c in r for r in rows)]
     lines = [",".join(cols)] + [",".join(str(r.get(c, "")) for c in cols) for r in rows]
     path.write_text("\n".join(lines) + "\n")
 

@@ -70,6 +70,8 @@ def _offer_row(o) -> dict:
         "price_per_hour": o.price_per_hour, "price_per_gpu_hour": round(o.price_per_hour / o.gpu_count, 6),
         "spot_price_per_hour": spot,
         "spot_price_per_gpu_hour": None if spot is None else round(spot / o.gpu_count, 6),
+        "committed_1y_price_per_hour": o.committed_1y_price_per_hour,
+        "committed_3y_price_per_hour": o.committed_3y_price_per_hour,
         "source": o.source, "as_of": o.as_of,
     }
 
@@ -97,9 +99,11 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
     """List GPU offers with $/GPU-hour, source and as-of date, cheapest first."""
     from hetinfra.errors import HetinfraError
     from hetinfra.plan.feeds import load_feeds
+    from hetinfra.price_feeds.committed import with_committed_prices
 
     try:
         snap, warnings = load_feeds(feeds, strict_feeds, max_age_h, timeout_s=timeout_s, quiet=as_json)
+        snap = with_committed_prices(snap)
         offers = list(snap.offers)
         if gpus:
             want = _match(_split(gpus), {o.gpu for o in offers}, "gpu")

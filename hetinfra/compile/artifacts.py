@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from hetinfra.catalog.gpus import serving_precision
+from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, replace_dir
 
@@ -31,18 +32,6 @@ def expand_stages(allocations: list[dict]) -> list[dict]:
                             cost_usd_per_hour=s["price_usd_per_hour"] * a["count"], stages=None))
     return out
 
-
-def served_checkpoint(model: dict, alloc: dict) -> dict:
-    """The plan.json ``models[]`` entry ``model`` as allocation ``alloc`` serves it: with its
-    variant's ``source``, ``precision``, ``model`` and ``params`` when the allocation names one."""
-    name = alloc.get("variant")
-    if not name:
-        return model
-    v = next((x for x in model.get("variants") or () if x.get("name") == name), None)
-    if v is None:
-        raise InvalidInputError(f"plan.json: allocation {alloc.get('deployment_unit')} names variant {name!r}, which "
-                                f"model {model.get('name')} does not list", hint="re-plan instead of editing plan.json")
-    return dict(model, **{k: v[k] for k in ("source", "precision", "model", "params") if k in v})
 
 
 def sky_units(plan: dict, *, include_mixed: bool = False) -> list:

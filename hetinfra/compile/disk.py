@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from hetinfra.catalog.models import get_model
-from hetinfra.compile.artifacts import served_checkpoint
+from hetinfra.compile.checkpoint import served_checkpoint
 
 ENGINE_GB = {"container": 25, "virtualenv": 15}
 OS_IMAGE_GB = {"aws": 75, "gcp": 50, "azure": 64}  # DLAMI base root volume, DL VM image, Ubuntu HPC image

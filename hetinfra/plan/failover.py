@@ -1,18 +1,23 @@
 """Failover of SkyServe units, chosen from the offers the plan already loaded (no re-solve).
 
 A unit's **alternates** are the places its replicas may go when the planned offer has no capacity:
-units of the same model and purchase option whose template has the planned one's GPU type and count,
+units of the same model, variant and purchase option whose template has the planned one's GPU type and count,
 vLLM layout (TP, PP, engines, nodes) and at least its rate on every class (before any derate), so
 the capacity the plan counted on holds wherever a replica lands. They are further limited to
 
 - the spec's allowlists (the units were built from offers filtered by ``infrastructure.clouds``,
   ``regions`` and ``gpus``), the clouds of ``deploy.skypilot_clouds`` when it is set (the unit's
   own cloud always counts), and the unit's own region when ``planning.locality`` applies to it;
+- the unit's continent (:func:`hetinfra.price_feeds.geo.continent`): a replica that fails over
+  from us-east-1 to eu-south-2 would add a transatlantic round trip to its clients' latency (a
+  region it does not know, from a user's offers file, is not restricted);
 - availability groups (cloud, region, GPU) with room for one more replica under their cap, next to
   what the plan already runs there;
 - at most ``deploy.failover.max_premium`` more per hour than the planned offer;
 
 cheapest first (ties by cloud, region, instance type), at most ``deploy.failover.max_alternates``.
+Committed units get none: a commitment is bought for one region and machine type, and a replica
+that moves pays on-demand elsewhere while the commitment is still paid.
 
 A spot unit's **on-demand fallback** (SkyServe's ``dynamic_ondemand_fallback``) is priced at the
 planned offer's on-demand price: the first entry SkyPilot tries with ``use_spot: false``.
@@ -21,6 +26,7 @@ planned offer's on-demand price: the first entry SkyPilot tries with ``use_spot:
 from __future__ import annotations
 
 from hetinfra.plan.library import Unit
+from hetinfra.price_feeds.geo import continent
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
 _REL = 1e-9
@@ -30,7 +36,7 @@ WORLD = "0.0.0.0/0"
 def _layout(u: Unit) -> tuple:
     t = u.template
     # the variant too: an alternate must load the same checkpoint the unit's rates were planned for
-    return (u.model, t.variant, u.spot, t.gpu, t.gpus_per_instance, t.tp, t.pp, t.engines, t.nodes)
+    return (u.model, t.variant, u.purchase_option, t.gpu, t.gpus_per_instance, t.tp, t.pp, t.engines, t.nodes)
 
 
 def _price(u: Unit) -> float:
@@ -59,6 +65,8 @@ def add_failover(pr, allocations: list[dict]) -> None:
         if a["skypilot_task"] is None:  # custom cloud or mixed pipeline: no SkyPilot task
             continue
         u = pr.units[a["unit"]]
+        if u.committed:  # a commitment is bought for its region and machine type: moving forfeits it
+            continue
         planned = base.get(u.id, u)
         if u.spot and fo.ondemand_fallback:
             od = base.get(u.id.rsplit("|", 1)[0] + "|ondemand")
@@ -71,11 +79,18 @@ def add_failover(pr, allocations: list[dict]) -> None:
         # one unit per place: the layout fixes the template of an instance type
         found = {(x.template.cloud, x.region, x.template.instance_type): x for x in candidates.get(_layout(u), [])
                  if (x.template.cloud, x.region, x.template.instance_type) != here and x.template.cloud in clouds
-                 and not (local and x.region != u.region) and _price(x) <= limit and _covers(x, planned)
+                 and not (local and x.region != u.region) and _same_continent(x, u) and _price(x) <= limit and _covers(x, planned)
                  and _room(x, u, pr.inputs.caps, used)}
         best = sorted(found.items(), key=lambda kv: (_price(kv[1]), kv[0]))[:fo.max_alternates]
         a["alternates"] = [{"cloud": c, "region": r, "instance_type": it, "price_per_hour": _price(x),
                             "spot": x.spot} for (c, r, it), x in best]
+
+
+def _same_continent(x: Unit, u: Unit) -> bool:
+    """Replicas stay near the clients the plan placed them for. A region of a user's offers file that
+    :func:`continent` does not know is not restricted (the spec's allowlist is what says where it is)."""
+    here, there = continent(u.template.cloud, u.region), continent(x.template.cloud, x.region)
+    return here is None or there is None or here == there
 
 
 def _covers(x: Unit, planned: Unit) -> bool:

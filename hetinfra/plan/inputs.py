@@ -104,6 +104,11 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     snap = snapshot if snapshot is not None else load_embedded_snapshot()
     for raw in spec.offers:
         snap = snap.merged(load_offers_file(_resolve_path(base, raw)))
+    committed = [t for t in spec.infrastructure.terms() if t.startswith("committed")]
+    if committed:  # only then: plans without a committed term keep their inputs.sources
+        from hetinfra.price_feeds.committed import with_committed_prices
+
+        snap = with_committed_prices(snap)
     rows: list[ProfileRow] = []
     for raw in spec.profiles:
         rows.extend(load_profiles(_resolve_path(base, raw)))
@@ -152,8 +157,12 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     custom = sorted({o.cloud for o in in_clouds if o.custom_cloud})
     if custom:
         warnings.append(f"custom cloud(s) {', '.join(custom)}: planned, but no SkyPilot/Pulumi files are generated for them")
-    if spec.infrastructure.spot and not any(o.spot_price_per_hour for o in in_clouds):
+    if "spot" in spec.infrastructure.terms() and not any(o.spot_price_per_hour for o in in_clouds):
         warnings.append("spot: true, but no allowed offer has a spot price; planning on-demand only")
+    for term in committed:
+        if not any(o.purchase_price(term) for o in in_clouds):
+            warnings.append(f"purchase_terms allows {term}, but no allowed offer has a {term} price (hetinfra prices "
+                            "--json lists them; add yours in an offers CSV); planning without it")
 
     models = []
     for i, m in enumerate(spec.models):

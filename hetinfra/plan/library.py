@@ -67,6 +67,18 @@ class Unit:
     memory_gb: float
     custom_cloud: bool
     stage_prices: tuple[float, ...] | None = None  # mixed pipelines: $/h of each stage's instance
+    #: how it is bought (price_feeds.offers.PURCHASE_OPTIONS); None: "spot" or "on_demand" by ``spot``
+    purchase: str | None = None
+    #: committed units: $/h of the same replica on demand (the break-even's denominator)
+    on_demand_cost: float | None = None
+
+    @property
+    def purchase_option(self) -> str:
+        return self.purchase or ("spot" if self.spot else "on_demand")
+
+    @property
+    def committed(self) -> bool:
+        return self.purchase_option.startswith("committed")
 
     @property
     def model(self) -> str:

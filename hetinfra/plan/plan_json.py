@@ -11,6 +11,7 @@ from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.plan.naming import model_slugs, unit_name
 from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier, planned, purchase_section
 
 #: plan.json keys whose values depend on the run, not the input (dotted paths): two measured times, and
 #: where the template libraries came from (a cold cache misses, a warm one hits). Everything else is
@@ -30,7 +31,7 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
     """Give each allocation its deployment-unit name (after its model's slug, see
     ``naming.model_slugs``) and SkyPilot file (none for custom clouds)."""
     def base(a: dict) -> tuple:
-        return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"], a.get("variant"))
+        return (a["model"], a["cloud"], a["region"], a["instance_type"], a["spot"], a.get("variant"), a.get("purchase"))
 
     seen: dict[tuple, int] = {}
     for a in allocations:
@@ -39,6 +40,8 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
         # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
         layout = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
         suffix = "-".join(x for x in (a.get("variant"), layout) if x) or None
+        if a.get("purchase", "").startswith("committed"):  # committed_1y -> "c1y": apart from its top-up
+            suffix = "-".join(filter(None, ["c" + a["purchase"].split("_")[1], suffix]))
         a["deployment_unit"] = unit_name(slugs[a["model"]], a["cloud"], a["region"], a["instance_type"], spot=a["spot"],
                                          suffix=suffix)
         # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
@@ -101,6 +104,7 @@ def build_plan_json(pr: PlanResult) -> dict:
 
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
+    purchases = planned(spec)
     scale = res.scale if prob.objective == "max_throughput" else 1.0
     cost = res.cost(prob)
 
@@ -119,7 +123,9 @@ def build_plan_json(pr: PlanResult) -> dict:
             "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines, "nodes_per_replica": t.nodes,
             "layer_partition": list(t.layer_partition) if t.layer_partition else None,
             "count": cnt, "instances": cnt * t.nodes, "spot": u.spot,
-            "price_per_instance_usd_per_hour": rounded(u.cost / t.nodes), "cost_usd_per_hour": rounded(u.cost * cnt),
+            "price_per_instance_usd_per_hour": rounded(u.cost / t.nodes),
+            # with a demand profile a top-up's count follows the periods: its horizon-average cost
+            "cost_usd_per_hour": rounded(u.cost * (average_count(pr, uid) if purchases else cnt)),
             "utilization": rounded(load.get(uid, 0.0) / cnt, 4), "custom_cloud": u.custom_cloud,
             "routed_rps": rounded(routed.get(uid, 0.0), 6),
             # Requests/s one replica sustains at this unit's class mix, less the headroom: the
@@ -128,6 +134,8 @@ def build_plan_json(pr: PlanResult) -> dict:
             "experimental": t.mixed, "confidence": t.confidence[0] if t.confidence else None,
             "variant": t.variant,
         })
+        if purchases:
+            allocations[-1].update(allocation_extras(pr, uid))
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
@@ -140,7 +148,7 @@ def build_plan_json(pr: PlanResult) -> dict:
     for pm in inp.models:
         per_class = routing.setdefault(pm.spec.name, {})
         for c in pm.classes:
-            total = c.rate_rps * (scale or 0.0)
+            total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
             flows = sorted(((u, rps) for (u, m, w), rps in res.flow.items() if m == pm.spec.name and w == c.name),
                            key=lambda x: -x[1])
             per_class[c.name] = [{"unit": u, "share": rounded(rps / total if total else 0.0, 6), "rps": rounded(rps, 6)}
@@ -167,12 +175,17 @@ def build_plan_json(pr: PlanResult) -> dict:
         "params": pm.arch.params if pm.arch else None,  # parameter count: apply sizes disks for the weights
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
                 "percentile": pm.spec.slo.percentile, "attainment": pm.spec.slo.attainment},
-        "rate_rps": pm.spec.demand.rate_rps, "max_model_len": pm.max_model_len,
+        # with a demand profile: the peak period's rate, which the fleet, routing and simulation are for
+        "rate_rps": pm.spec.demand.rate_rps * peak_multiplier(pm.spec), "max_model_len": pm.max_model_len,
         "max_model_len_basis": pm.max_model_len_basis,
         "classes": [{"name": c.name, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-                     "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps, 6)} for c in pm.classes],
+                     "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps * peak_multiplier(pm.spec), 6)}
+                    for c in pm.classes],
         "cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
         "variants": _variants(pm), "accuracy": _accuracy(pm, res.flow, pr.units),
+        **({"demand_profile": {"rate_rps": pm.spec.demand.rate_rps, "multipliers": list(pm.spec.demand.profile),
+                               "peak_period": pm.spec.demand.profile.index(peak_multiplier(pm.spec))}}
+           if pm.spec.demand.profile is not None else {}),
     } for pm in inp.models]
 
     baselines = []
@@ -221,6 +234,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "allocations": allocations,
         "routing": routing,
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
+        **({"purchase": purchase_section(pr, allocations, load, rounded)} if purchases else {}),
         "breakdown": {"by_model": by_model, "by_region": by_region},
         "churn": churn,
         "models": models,

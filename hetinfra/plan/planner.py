@@ -16,6 +16,7 @@ from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
@@ -44,6 +45,8 @@ class PlanResult:
     running: dict[str, int] = field(default_factory=dict)  # unit -> count of the deployment re-planned against
     derate: dict[str, float] = field(default_factory=dict)  # template id -> factor its rates were scaled by
     warnings: list[str] = field(default_factory=list)  # the solve's (safety stop, fleet size)
+    #: $/h of the plan without committed terms (plan.purchase.without_committed), with the baselines
+    flexible_cost: float | None = None
 
 
 def derated(units: list[Unit], derate: dict[str, float]) -> list[Unit]:
@@ -67,7 +70,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     settings = spec.planning
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
     data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, tuple(sorted(u.gpu_use.items())), dict(u.template.rates),
-                          u.region, u.spot)
+                          u.region, u.spot, u.committed)
                  for u in units)
     unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
@@ -84,7 +87,8 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
         local_demand=local, locality=settings.locality,
         running={u: n for u, n in (running or {}).items() if u in unit_ids},
         churn_hours=settings.churn_penalty_hours,
-        unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None)
+        unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None,
+        periods=demand_periods(spec))
 
 
 def running_allocations(state: Path) -> list[dict]:
@@ -306,7 +310,9 @@ def fewest_gpus(problem: AllocationProblem) -> dict[str, float]:
     """Per model, a lower bound on the GPUs any plan needs: each class on the unit with the most req/s
     per GPU for it (capacity is additive, so no mix of units does better)."""
     out: dict[str, float] = {}
+    peak = {m: max(per.multiplier(m) for per in problem.periods) for m, _ in problem.demand} if problem.periods else {}
     for (model, w), lam in problem.demand.items():
+        lam *= peak.get(model, 1.0)
         best = max((u.rates[w] * (1 - problem.headroom) / u.gpus for u in problem.units
                     if u.model == model and u.rates.get(w, 0) > 0 and u.gpus > 0), default=None)
         if best:

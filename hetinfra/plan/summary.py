@@ -39,6 +39,8 @@ def render_summary(plan: dict, console: Console) -> None:
                     + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
         if trust.get(a["template"]) == "extrapolated":
             inst += " *"
+        if a.get("purchase", "").startswith("committed"):
+            inst += f" committed {a['purchase'].split('_')[1]}"
         t.add_row(a["model"] + (f" ({a['variant']})" if a.get("variant") else ""), f"{a['cloud']}/{a['region']}",
                   inst + (" spot" if a["spot"] else ""),
                   f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
@@ -47,6 +49,8 @@ def render_summary(plan: dict, console: Console) -> None:
     if any(trust.get(a["template"]) == "extrapolated" for a in plan["allocations"]):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
     _render_variants(plan, console)
+    if plan.get("purchase"):
+        _render_purchase(plan, console)
     _render_fidelity(plan, console)
     _render_failover(plan, console)
 
@@ -152,6 +156,33 @@ def _render_failover(plan: dict, console: Console) -> None:
                      f"${extra:.2f}/h more")
     console.print("failover (SkyPilot tasks): " + "; ".join(parts) + f". The plan's ${plan['cost_usd_per_hour']:.2f}/h "
                   "is the planned offers'.")
+
+
+def _render_purchase(plan: dict, console: Console) -> None:
+    """The committed base, the top-ups and each committed price's break-even (plan.json ``purchase``)."""
+    p = plan["purchase"]
+    periods = f", {p['periods']} periods" if p["periods"] > 1 else ""
+    console.print(f"Purchase: {', '.join(p['terms'])} over {p['horizon_months']} months{periods}")
+    console.print(f"  committed base ${p['committed_cost_usd_per_hour']:.2f}/h + top-ups "
+                  f"${p['top_up_cost_usd_per_hour']:.2f}/h on average = ${plan['cost_usd_per_hour']:.2f}/h; peak period "
+                  f"${p['peak_cost_usd_per_hour']:.2f}/h"
+                  + (f"; without committed terms ${p['without_committed_usd_per_hour']:.2f}/h"
+                     if p.get("without_committed_usd_per_hour") is not None else ""))
+    for a in (a for a in plan["allocations"] if a.get("counts_by_period")):
+        console.print(f"  top-up {a['deployment_unit']} by period: {' '.join(map(str, a['counts_by_period']))} "
+                      f"({a['count']} deployed)")
+    if not p["break_even"]:
+        return
+    t = Table(title="Break-even: committing pays above this utilisation of the committed capacity",
+              title_justify="left")
+    for col in ("deployment unit", "term", "committed $/h", "on-demand $/h", "break-even", "utilisation", "committed"):
+        t.add_column(col, justify="left" if col in ("deployment unit", "term", "committed") else "right")
+    names = {a["unit"]: a["deployment_unit"] for a in plan["allocations"]}
+    for b in p["break_even"]:
+        t.add_row(names[b["unit"]], b["purchase"].split("_")[1], f"{b['committed_price_usd_per_hour']:.4f}",
+                  f"{b['on_demand_price_usd_per_hour']:.4f}", f"{100 * b['break_even_utilization']:.0f}%",
+                  f"{100 * b['utilization']:.0f}%", "yes" if b["chosen"] else "no")
+    console.print(t)
 
 
 def _ms(v) -> str:

@@ -47,7 +47,8 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
                     cache.put(inputs, served, lib)
             libs.append(lib if variant is None else for_variant(lib, variant, pm))
         lib = libs[0] if len(libs) == 1 else merge_libraries(libs)
-        units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot))
+        units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot,
+                                 terms=inputs.spec.infrastructure.terms(), horizon_months=inputs.spec.planning.horizon_months))
         coverage.update({(pm.spec.name, c): cov for c, cov in lib.coverage.items()})
     return units, coverage
 
@@ -175,8 +176,20 @@ def prune_layouts(templates: list[Template]) -> list[Template]:
     return out
 
 
-def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
-    """Units: every template in every region that offers all its instance types, per purchase option."""
+def amortized(term_months: int, horizon_months: int) -> float:
+    """Factor on a committed $/h to spread it over the horizon's hours: whole terms must cover the
+    horizon, so a 36-month term over a 12-month horizon costs 3x its hourly price per planned hour."""
+    return -(-horizon_months // term_months) * term_months / horizon_months
+
+
+def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, ...] | None = None,
+                horizon_months: int = 12) -> list[Unit]:
+    """Units: every template in every region that offers all its instance types, per purchase option
+    (``terms``, default on-demand plus spot with ``spot_ok``; a committed term where every instance
+    type of the template publishes its price, at that price amortized over ``horizon_months``)."""
+    from hetinfra.price_feeds.offers import COMMITTED_TERMS
+
+    terms = terms or (("on_demand", "spot") if spot_ok else ("on_demand",))
     by_place: dict[tuple[str, str], dict[str, object]] = {}
     for o in offers:
         by_place.setdefault((o.cloud, o.region), {})[o.instance_type] = o
@@ -189,15 +202,22 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool) -> list[Unit]:
             if any(s not in here for s in stage_types):
                 continue
             first = here[stage_types[0]]
-            for spot in (False, True) if spot_ok else (False,):
-                prices = [here[s].price(spot) for s in stage_types]
+            for term in terms:
+                spot = term == "spot"
+                prices = [here[s].purchase_price(term) for s in stage_types]
                 if any(p is None for p in prices):
                     continue
+                committed = term in COMMITTED_TERMS
+                if committed:
+                    prices = [p * amortized(COMMITTED_TERMS[term], horizon_months) for p in prices]
+                    on_demand = [here[s].price_per_hour for s in stage_types]
                 units.append(Unit(
-                    id=f"{t.id}|{region}|{'spot' if spot else 'ondemand'}", template=t, region=region, spot=spot,
+                    id=f"{t.id}|{region}|{term if committed else 'spot' if spot else 'ondemand'}", template=t,
+                    region=region, spot=spot,
                     cost=sum(prices) if t.stages else prices[0] * t.nodes, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
                     memory_gb=first.memory_gb, custom_cloud=first.custom_cloud,
-                    stage_prices=tuple(prices) if t.stages else None))
+                    stage_prices=tuple(prices) if t.stages else None, purchase=term if committed else None,
+                    on_demand_cost=(sum(on_demand) if t.stages else on_demand[0] * t.nodes) if committed else None))
     return units
 
 
@@ -241,7 +261,8 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
                     keep: set[str] = frozenset()) -> list[Unit]:
     """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have
     at least u's capacity on every class for no more money, v has u's model and purchase option
-    (and region, when ``regional`` because locality applies), and v is in u's availability group
+    (spot, on demand, or committed: any term, each paid every hour) (and region, when ``regional``
+    because locality applies), and v is in u's availability group
     or in an uncapped one (for mixed pipelines: k copies of v take no more GPUs of any capped group
     than u frees), so swapping u for v copies never breaks a constraint. Units in ``keep``
     (running now, for the churn penalty) stay.
@@ -260,7 +281,7 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
     kept_by_bucket: dict[tuple, dict] = {}
     kept: list[Unit] = []
     for u in order:
-        bucket = (u.model, u.spot, u.region if regional else None)
+        bucket = (u.model, u.spot, u.committed, u.region if regional else None)
         filed = kept_by_bucket.setdefault(bucket, {})
         if u.id not in keep:
             lists = [filed.get(None, ()), filed.get("mixed", ())] + [filed.get(g, ()) for g in u.gpu_use if g in capped]

@@ -165,7 +165,10 @@ def _templates_by_model(pr: PlanResult) -> dict[str, set[str]]:
 def _final(pr: PlanResult, with_baselines: bool) -> dict:
     settings = pr.inputs.spec.planning
     if with_baselines and pr.problem.objective == "min_cost":
+        from hetinfra.plan.purchase import without_committed
+
         pr.baselines = baselines(pr.inputs, derated(pr.all_units, pr.derate), settings.time_limit_s, settings.mip_gap)
+        pr.flexible_cost = without_committed(pr)
     return build_plan_json(pr)
 
 

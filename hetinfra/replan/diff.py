@@ -70,6 +70,8 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
     for a in running_groups:
         old = a["price_per_instance_usd_per_hour"]
         now = prices.get(_key(a))
+        if a.get("purchase", "").startswith("committed") and now is not None:
+            now = old  # a bought commitment keeps its price for its term
         what = f"{a['instance_type']} {'spot ' if a['spot'] else ''}in {a['cloud']}/{a['region']}"
         if now is None:
             forced = True

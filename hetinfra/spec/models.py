@@ -19,6 +19,10 @@ from hetinfra.spec.units import Count, Milliseconds
 DEFAULT_VLLM_VERSION = "0.12.0"
 
 SPEC_VERSION = 1
+#: longest demand.profile: hourly over a week
+MAX_PROFILE_PERIODS = 168
+#: purchase options the spec may allow (``infrastructure.purchase_terms``)
+PurchaseTerm = Literal["on_demand", "spot", "committed_1y", "committed_3y"]
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 #: a variant's name: it ends template ids and deployment-unit names, so short and DNS-safe
 _VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?$")
@@ -161,6 +165,20 @@ class DemandSpec(_Strict):
     origins: dict[str, float] | None = Field(
         None, description="Where requests come from: region -> relative share (normalized). With "
                           "planning.locality > 0, capacity in each region serves at least that fraction of its local demand.")
+    profile: list[float] | None = Field(
+        None, min_length=1, max_length=MAX_PROFILE_PERIODS,
+        description="Demand over time: multipliers of rate_rps for equal periods that repeat over the planning "
+                    "horizon (e.g. 24 hourly values of a day, 168 of a week). Period t's demand is rate_rps x "
+                    "profile[t]; the plan's fleet serves the peak period, a committed base (with committed "
+                    "purchase_terms) the hours it pays for, and on-demand/spot top-ups follow the periods. "
+                    "Unset: a flat load (every period rate_rps). All models' profiles have the same length.")
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (any(x < 0 for x in v) or max(v) <= 0):
+            raise ValueError("profile multipliers must be >= 0 with at least one > 0")
+        return v
 
     @field_validator("origins")
     @classmethod
@@ -296,6 +314,23 @@ class InfrastructureSpec(_Strict):
     gpus: list[str] | None = Field(None, description="Optional allowlist of GPUs, SkyPilot accelerator names.")
     spot: bool = Field(False, description="Also consider spot capacity where offered (cheaper, can be reclaimed).")
     availability: list[AvailabilityCap] = Field([], description="GPU caps per (cloud, region, gpu).")
+    purchase_terms: list[PurchaseTerm] | None = Field(
+        None, min_length=1, description="How capacity may be bought: on_demand, spot, committed_1y, committed_3y "
+        "(a 1- or 3-year commitment at the offer's committed price, paid for every hour of the term: reserved "
+        "instances, savings plans, committed-use discounts). Unset: on_demand, plus spot with spot: true. A "
+        "committed term is used only for offers that publish its price (hetinfra prices --json).")
+
+    def terms(self) -> tuple[str, ...]:
+        """The purchase options allowed, in PurchaseTerm order."""
+        given = set(self.purchase_terms or ["on_demand"] + (["spot"] if self.spot else []))
+        return tuple(t for t in ("on_demand", "spot", "committed_1y", "committed_3y") if t in given)
+
+    @model_validator(mode="after")
+    def _spot_terms(self) -> "InfrastructureSpec":
+        if self.spot and self.purchase_terms is not None and "spot" not in self.purchase_terms:
+            raise ValueError("spot: true but purchase_terms leaves out spot; add spot to purchase_terms (or drop "
+                             "spot: true)")
+        return self
 
 
 class VerifySpec(_Strict):
@@ -339,6 +374,11 @@ class PlanningSpec(_Strict):
     mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
     locality: float = Field(0.0, ge=0, le=1, description="SageServe's epsilon: fraction of each region's local "
                                                           "demand (demand.origins) served by capacity in that region.")
+    horizon_months: int = Field(
+        12, ge=1, le=120, description="Planning horizon in months (730 hours each): committed capacity is priced per "
+                                      "hour of the horizon, a term longer than the horizon (or not dividing it) "
+                                      "paying for its unused months too: committed $/h x whole terms covering the "
+                                      "horizon / the horizon.")
     churn_penalty_hours: float = Field(
         0.5, ge=0, description="With --state: each new instance costs this many hours of its price extra "
                                "(start-up and model load), so small savings do not churn the running fleet.")
@@ -501,4 +541,10 @@ class ServiceSpec(_Strict):
             raise ValueError("objective max_throughput needs budget_usd_per_hour (otherwise throughput is unbounded)")
         if self.planning.objective == "max_throughput" and self.planning.routing == "sliced":
             raise ValueError("routing: sliced is a min_cost formulation; use routing: fractional with max_throughput")
+        lengths = {len(m.demand.profile) for m in self.models if m.demand.profile is not None}
+        if len(lengths) > 1:
+            raise ValueError(f"models' demand.profile lengths differ ({', '.join(map(str, sorted(lengths)))}); give "
+                             "every profile the same periods")
+        if lengths and self.planning.allow_unmet:
+            raise ValueError("planning.allow_unmet is not supported with a demand.profile; drop one of them")
         return self

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetinfra.compile.artifacts import served_checkpoint, sky_units
+from hetinfra.compile.artifacts import sky_units
+from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.compile.disk import disk_need_gb
 from hetinfra.compile.skypilot import render_all
 from hetinfra.errors import InvalidInputError

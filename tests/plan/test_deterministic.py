@@ -75,3 +75,20 @@ def test_same_spec_same_plan_under_cpu_load(tmp_path):
     if not cut_main:
         keys = RUN_DEPENDENT_KEYS + ("baselines", "warnings", "solver.safety_stop")
         assert _without(quiet, keys) == _without(busy, keys)
+
+
+def test_a_solve_cut_at_once_still_plans_and_says_so(tmp_path):
+    """A safety stop that fires before the MIP starts (a loaded cron host) still prices the greedy
+    start, so the run yields a plan marked as cut instead of exit 3."""
+    spec = yaml.safe_load((REPO / "services" / "multi-region.yaml").read_text())
+    spec["planning"]["time_limit_s"] = 0.001
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    env = dict(os.environ, HETINFRA_CACHE_DIR="off")
+    res = subprocess.run([sys.executable, "-m", "hetinfra.cli", "plan", str(path), "--json", "--no-verify",
+                          "--no-baselines"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["solver"]["safety_stop"] is True and doc["status"] == "time_limit"
+    assert any("time limit hit" in w for w in doc["warnings"])
+    assert doc["allocations"] and doc["cost_usd_per_hour"] > 0

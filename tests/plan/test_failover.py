@@ -20,10 +20,10 @@ OFFERS = [  # cloud, region, instance type, GPU, GPUs, on-demand $/h, spot $/h
 ]
 
 
-def _spec(tmp_path, **over) -> dict:
+def _spec(tmp_path, offers=OFFERS, **over) -> dict:
     rows = ["cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour"]
     rows += [f"{c},{r},{it},{g},{n},{16 if g == 'T4' else 24},{4 * n},{16 * n},{p},{'' if s is None else s}"
-             for c, r, it, g, n, p, s in OFFERS]
+             for c, r, it, g, n, p, s in offers]
     (tmp_path / "offers.csv").write_text("\n".join(rows) + "\n")
     spec = {"name": "fo", "offers": ["offers.csv"],
             "models": [{"name": "chat", "model": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct",
@@ -54,6 +54,20 @@ def test_alternates_same_gpu_and_layout_cheapest_first_within_premium(tmp_path, 
     assert all(x["spot"] is False for x in a["alternates"]) and a["ondemand_fallback"] is None
     assert plan["cost_usd_per_hour"] == 1.0  # the planned offer's, not the alternates'
     assert plan["deploy"]["failover"] == {"max_alternates": 4, "max_premium": 0.25, "ondemand_fallback": True}
+
+
+def test_alternates_stay_on_the_units_continent(tmp_path, plan_json):
+    # made-up regions (the snapshot has no offers there) named as their clouds name regions
+    offers = [("aws", "us-test-1", "tst.l4a", "L4", 1, 1.00, None),  # planned
+              ("aws", "eu-test-1", "tst.l4a", "L4", 1, 1.02, None),  # cheaper than us-test-2, but in Europe
+              ("gcp", "europe-test4", "tst-l4", "L4", 1, 1.03, None),
+              ("aws", "us-test-2", "tst.l4a", "L4", 1, 1.10, None),
+              ("azure", "test-d", "tst_l4", "L4", 1, 1.15, None),  # no continent known: not restricted
+              ("gcp", "us-test5", "tst-l4", "L4", 1, 1.20, None)]
+    regions = sorted({o[1] for o in offers})
+    (a,) = plan_json(tmp_path, _spec(tmp_path, offers, infrastructure__regions=regions), "--no-baselines")["allocations"]
+    assert a["region"] == "us-test-1"
+    assert [p[:2] for p in _places(a)] == [("aws", "us-test-2"), ("azure", "test-d"), ("gcp", "us-test5")]
 
 
 def test_premium_count_and_allowlists_narrow_the_alternates(tmp_path, plan_json):

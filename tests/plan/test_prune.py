@@ -32,7 +32,7 @@ def reference(units, *, capped=frozenset(), regional=False, keep=frozenset()):
     by_bucket: dict = {}
     kept = []
     for u in order:
-        cands = by_bucket.setdefault((u.model, u.spot, u.region if regional else None), [])
+        cands = by_bucket.setdefault((u.model, u.spot, u.committed, u.region if regional else None), [])
         if u.id not in keep and any(covers(v, u, capped) for v in cands):
             continue
         cands.append(u)

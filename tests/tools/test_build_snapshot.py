@@ -13,19 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hetinfra.price_feeds.geo import continent
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "data" / "catalog-v8"  # synthetic, see its README
 SNAPSHOT = REPO / "price_feeds" / "data" / "offers_snapshot.csv"
 
-# Region name prefix -> continent, for AWS and GCP names (Azure has none in the snapshot yet).
-CONTINENT = [("us-", "North America"), ("ca-", "North America"), ("northamerica-", "North America"),
-             ("sa-", "South America"), ("southamerica-", "South America"), ("eu-", "Europe"),
-             ("europe-", "Europe"), ("ap-", "Asia-Pacific"), ("asia-", "Asia-Pacific"),
-             ("australia-", "Asia-Pacific"), ("me-", "Middle East"), ("af-", "Africa")]
-
-
-def continent(region: str) -> str | None:
-    return next((c for prefix, c in CONTINENT if region.startswith(prefix)), None)
 
 
 def load_tool(name: str):
@@ -67,7 +60,7 @@ def test_prices_h100_spans_three_continents_on_aws_and_gcp(run_cli):
     offers = json.loads(out)["offers"]
     continents: dict[str, set] = {}
     for o in offers:
-        continents.setdefault(o["cloud"], set()).add(continent(o["region"]))
+        continents.setdefault(o["cloud"], set()).add(continent(o["cloud"], o["region"]))
     assert None not in continents["aws"] | continents["gcp"]
     # Azure: US rows only until a world-wide Azure price list is found (price_feeds/data/SOURCES.md "Gaps").
     for cloud in ("aws", "gcp"):
@@ -83,7 +76,7 @@ def test_european_example_plans_offline_in_europe(run_cli):
     assert code == 0, err
     plan = json.loads(out)
     assert plan["allocations"] and plan["cost_usd_per_hour"] > 0
-    assert {continent(a["region"]) for a in plan["allocations"]} == {"Europe"}
+    assert {continent(a["cloud"], a["region"]) for a in plan["allocations"]} == {"Europe"}
     assert {a["model"] for a in plan["allocations"]} == {"chat-8b", "docs-70b"}
 
 
