@@ -17,8 +17,9 @@ availability zone that offers a planned instance type, ``-sg``, and:
 - **health**: per unit a network load balancer ``<unit>-nlb`` (internal unless clients or
   ``management_cidrs`` must reach it from outside and there is no gateway), a target group
   ``<unit>-tg`` with an HTTP health check on vLLM's ``/health`` and a listener; the head groups
-  use ELB health checks, so a replica whose vLLM stops answering is replaced (grace 30 min for
-  the weight download and CUDA graphs). The unit's endpoint is the load balancer.
+  use ELB health checks, so a replica whose vLLM stops answering is replaced (grace: the unit's
+  ``health_grace_s``, at least 30 min, for the weight download and CUDA graphs; at most 2 h). The
+  unit's endpoint is the load balancer.
 
 The security group lets the VMs talk to each other (Ray, pipeline stages), admits the vLLM port
 from the VPC (the load balancer's health checks), from ``ingress_cidrs`` (no gateway) and
@@ -34,12 +35,12 @@ import pulumi_aws as aws
 import json
 
 from hetinfra.compile.network import subnet as nth_subnet
-from hetinfra.stacks.boot import SecretRef, find_head_script
-from hetinfra.stacks.common import (FleetSecrets, boot_script, gateway_tags, gateway_url, gateway_user_data,
+from hetinfra.stacks.boot import SecretRef
+from hetinfra.stacks.common import (FleetSecrets, gateway_tags, gateway_url, gateway_user_data, node_script,
                                     secret_document, tags)
-from hetinfra.stacks.fleet import FleetArgs, vm_name
+from hetinfra.stacks.fleet import FleetArgs
 
-HEALTH_GRACE_S = 1800
+MAX_HEALTH_GRACE_S = 7200  # the units' health_grace_s, capped
 ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
 
@@ -66,10 +67,6 @@ def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
         rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22,
                                                       cidr_blocks=list(args.ssh_cidrs), description="SSH"))
     return rules
-
-
-def _public_lb(args: FleetArgs) -> bool:
-    return not args.gateway and bool(args.ingress_cidrs or args.management_cidrs)
 
 
 class AwsGpuFleet(pulumi.ComponentResource):
@@ -132,7 +129,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]})))
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
         self.secret_arn = secret.arn
-        public_lb = _public_lb(args)
+        public_lb = args.public_lb
 
         private_heads: list[tuple[str, pulumi.Output]] = []
         self.endpoints, self.vms = {}, {}
@@ -152,13 +149,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
                             opts=child)
             self.endpoints[fu.name] = [pulumi.Output.concat("http://", lb.dns_name, f":{args.port}/v1")]
             private_heads.append((fu.name, lb.dns_name))
-            groups = ([(None, 0, fu.name, u.replicas)] if u.num_nodes == 1 else
-                      [(r, k, vm_name(fu.name, r, k), 1) for r in range(u.replicas) for k in range(u.num_nodes)])
             pgs = {}
-            for replica, rank, gname, size in groups:
-                head_group = vm_name(fu.name, replica, 0) if rank > 0 else None
-                text = boot_script(fu, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
-                                   find_head_script("aws", head_group, args.region) if head_group else None)
+            for replica, rank, gname, size in fu.groups:
+                text = node_script(fu, replica, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
+                                   args.region)
                 user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(
                     t.replace("@@SECRET@@", arn).encode()).decode())
                 lt = aws.ec2.LaunchTemplate(
@@ -199,7 +193,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
                     max_size=u.max_replicas if autoscale else size, vpc_zone_identifiers=subnet_ids,
                     launch_template=None if mixed else lt_spec, mixed_instances_policy=mixed,
                     capacity_rebalance=u.spot, placement_group=placement,
-                    health_check_type="ELB" if rank == 0 else "EC2", health_check_grace_period=HEALTH_GRACE_S,
+                    health_check_type="ELB" if rank == 0 else "EC2",
+                    health_check_grace_period=min(fu.health_grace_s, MAX_HEALTH_GRACE_S),
                     target_group_arns=[tg.arn] if rank == 0 else [], wait_for_capacity_timeout="0",
                     tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                           for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],

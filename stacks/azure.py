@@ -1,43 +1,41 @@
-"""Azure GPU fleet of one region: resource group, VNet, subnet, NSG, NICs and GPU VMs running vLLM.
+"""Azure GPU fleet of one region: resource group, VNet, subnet, NSG, self-healing VM scale sets.
 
 Resources (children, names prefixed by the component's name): ``<name>-provider``
 (azure-native Provider in the location), ``-rg``, ``-vnet``, ``-nsg`` (inbound: the vLLM port
-and SSH only from declared CIDRs; Azure's default rules already allow VNet-internal traffic and
-deny the internet), ``-subnet`` bound to the NSG, and per VM ``<vm>-ip`` (static Standard public
-IP), ``<vm>-nic`` and ``<vm>`` (VirtualMachine of the planned size on the Ubuntu HPC image, which
-ships the NVIDIA driver; cloud-init custom data is the startup script; Spot priority with
-eviction Delete for spot units, a system-assigned identity). Azure VMs need an admin SSH key:
-``deploy.ssh_public_key``. Secrets: ``-kv`` (Key Vault, RBAC) with ``-secrets`` (the fleet's
-secrets as one JSON document) and per VM ``<vm>-kv-reader`` (Key Vault Secrets User for its
-identity): VMs read them at boot through IMDS, never from custom data.
+and SSH only from declared CIDRs; Azure's default rules already allow VNet-internal traffic, the
+load balancers' probes, and deny the internet), ``-subnet`` bound to the NSG, and per unit the
+scale sets and load balancer of :mod:`hetinfra.stacks.azure_group`; ``endpoints`` are the units'
+load balancers, ``vms`` the scale sets. Azure VMs need an admin SSH key: ``deploy.ssh_public_key``.
+Secrets: ``-kv`` (Key Vault, RBAC) with ``-secrets`` (the fleet's secrets as one JSON document) and
+per scale set ``<group>-kv-reader`` (Key Vault Secrets User for its identity): VMs read them at
+boot through IMDS, never from custom data. ``deploy.autoscale`` keeps the planned capacity (README
+"Deploy": Azure autoscale has no request-rate or GPU signal without an in-VM agent).
 
 With ``deploy.gateway.enabled``: ``-gateway-nsg`` (inbound: clients from ``deploy.ingress_cidrs``
 to the gateway port, SSH from ``ssh_cidrs``), ``-gateway-subnet`` (``gateway_subnet_cidr``) bound to
 it, and ``-gateway-ip``, ``-gateway-nic``, ``-gateway`` (a CPU VM, ``deploy.gateway.azure_vm_size``,
-on Ubuntu 22.04, running ``hetinfra gateway`` against the units' private addresses). The fleet's
-NSG then admits the vLLM port from the gateway subnet only, never from client CIDRs.
+on Ubuntu 22.04, running ``hetinfra gateway`` against the units' internal load balancers). The
+fleet's NSG then admits the vLLM port from the gateway subnet only, never from client CIDRs.
 ``gateway_url`` is its client URL.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pulumi
 import pulumi_azure_native as azure_native
-import hashlib
-
 from pulumi_azure_native import authorization, compute, keyvault, network, resources
 
+from hetinfra.stacks.azure_group import ADMIN, FleetContext, unit_scale_sets
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
-                                    secret_document, tags, user_data)
+                                    secret_document)
 from hetinfra.stacks.fleet import FleetArgs
 
-IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 GATEWAY_IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
                  "version": "latest"}
-ADMIN = "hetinfra"
 SECRET_NAME = "hetinfra-secrets"
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
 
@@ -82,7 +80,7 @@ def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
 
 
 class AzureGpuFleet(pulumi.ComponentResource):
-    """All planned VMs of one Azure location; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+    """All planned scale sets of one Azure location; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -94,8 +92,8 @@ class AzureGpuFleet(pulumi.ComponentResource):
                                          opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         rg = resources.ResourceGroup(f"{name}-rg", location=args.region, opts=child)
-        # Secrets: a Key Vault (RBAC) holding the fleet's secrets as one JSON document; each VM's
-        # system-assigned identity gets "Key Vault Secrets User" on it and reads them at boot.
+        # Secrets: a Key Vault (RBAC) holding the fleet's secrets as one JSON document; each scale
+        # set's (and the gateway's) system-assigned identity gets "Key Vault Secrets User" on it.
         client = azure_native.authorization.get_client_config(opts=pulumi.InvokeOptions(provider=provider))
         vault_name = _vault_name(args)
         vault = keyvault.Vault(f"{name}-kv", resource_group_name=rg.name, location=args.region, vault_name=vault_name,
@@ -106,9 +104,9 @@ class AzureGpuFleet(pulumi.ComponentResource):
                         properties=keyvault.SecretPropertiesArgs(value=secret_document(secrets)), opts=child)
         ref = SecretRef("azure", SECRET_NAME, vault_name)
 
-        def grant(vm_name: str, vm) -> None:
+        def grant(owner: str, vm) -> None:
             authorization.RoleAssignment(
-                f"{vm_name}-kv-reader", scope=vault.id, principal_type="ServicePrincipal",
+                f"{owner}-kv-reader", scope=vault.id, principal_type="ServicePrincipal",
                 principal_id=vm.identity.apply(lambda i: field(i, "principal_id") if i else None),
                 role_definition_id=f"/subscriptions/{client.subscription_id}/providers/Microsoft.Authorization/"
                                    f"roleDefinitions/{KV_SECRETS_USER}", opts=child)
@@ -122,30 +120,12 @@ class AzureGpuFleet(pulumi.ComponentResource):
                                 address_prefix=args.subnet_cidr,
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
 
-        def make_vm(fu, replica, rank, vm_name, head_ip):
-            u = fu.unit
-            ip = network.PublicIPAddress(f"{vm_name}-ip", resource_group_name=rg.name, location=args.region,
-                                         public_ip_allocation_method="Static",
-                                         sku=network.PublicIPAddressSkuArgs(name="Standard"), opts=child)
-            nic = network.NetworkInterface(
-                f"{vm_name}-nic", resource_group_name=rg.name, location=args.region, opts=child,
-                ip_configurations=[network.NetworkInterfaceIPConfigurationArgs(
-                    name="primary", subnet=network.SubnetArgs(id=subnet.id), private_ip_allocation_method="Dynamic",
-                    public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
-            spot = {"priority": "Spot", "eviction_policy": "Delete",
-                    "billing_profile": compute.BillingProfileArgs(max_price=-1)} if u.spot else {}
-            custom = user_data(fu, rank, args, secrets, ref, head_ip).apply(lambda s: base64.b64encode(s.encode()).decode())
-            vm = _linux_vm(vm_name, args, rg, nic, custom, size=u.node_instance_type(rank), image=IMAGE,
-                           disk_gb=fu.disk_gb, disk_type="Premium_LRS", vm_tags=tags(args, fu, vm_name), opts=child,
-                           **spot)
-            grant(vm_name, vm)
-            private = nic.ip_configurations.apply(lambda cfgs: field(cfgs[0], "private_ip_address"))
-            return vm, private, ip.ip_address
-
-        self.endpoints, self.vms, heads = build_units(args, make_vm)
+        ctx = FleetContext(args=args, secrets=secrets, rg_name=rg.name, subnet_id=subnet.id,
+                           subscription=client.subscription_id, ref=ref, grant=grant, opts=child)
+        self.endpoints, self.vms, backends = build_units(args, lambda fu: unit_scale_sets(ctx, fu))
         self.gateway_url = None
         if args.gateway:
-            self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, heads, child)
+            self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, backends, child)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
     def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child) -> pulumi.Output:
@@ -177,7 +157,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
 def _linux_vm(vm_name: str, args: FleetArgs, rg, nic, custom_data, *, size: str, image: dict, disk_gb: int,
               disk_type: str, vm_tags: dict, opts, **extra) -> compute.VirtualMachine:
     """A Linux VM with SSH-key login only, one NIC and a system-assigned identity (it reads the
-    fleet's Key Vault with it): the shape of every fleet VM and of the gateway."""
+    fleet's Key Vault with it): the gateway's shape."""
     return compute.VirtualMachine(
         vm_name, resource_group_name=rg.name, location=args.region, opts=opts,
         hardware_profile=compute.HardwareProfileArgs(vm_size=size),

@@ -9,8 +9,8 @@ from typing import Callable, Optional
 
 import pulumi
 
-from hetinfra.stacks.fleet import FleetArgs, FleetUnit
-from hetinfra.stacks.boot import SecretRef, fetch_secrets_script
+from hetinfra.stacks.fleet import FleetArgs, FleetUnit, vm_name
+from hetinfra.stacks.boot import SecretRef, fetch_secrets_script, find_head_script
 from hetinfra.stacks.gateway import fill_gateway, gateway_script
 from hetinfra.stacks.startup import BootConfig, startup_script
 
@@ -41,40 +41,29 @@ def boot_script(fu: FleetUnit, rank: int, args: FleetArgs, ref: SecretRef, secre
     return startup_script(fu.unit, rank=rank, runtime=args.runtime, boot=boot)
 
 
-def static_head(ip: str) -> str:
-    """find-head.sh for clouds whose head VM has a fixed private address known to the stack."""
-    return f"#!/bin/bash\necho HEAD_IP={ip} > /etc/hetinfra/head.env\n"
+def node_script(fu: FleetUnit, replica: int | None, rank: int, args: FleetArgs, ref: SecretRef,
+                secrets: FleetSecrets, scope: str) -> str:
+    """The boot script of node ``rank`` of a group (see ``FleetUnit.groups``): a pipeline worker
+    finds its replica's head group (``<unit>-r<replica>-n0``) with the VM's identity at every start
+    (``scope``: AWS region, GCP project), so a replaced head is found again."""
+    head = vm_name(fu.name, replica, 0) if rank > 0 else None
+    return boot_script(fu, rank, args, ref, secrets, find_head_script(args.cloud, head, scope) if head else None)
 
 
-def user_data(fu: FleetUnit, rank: int, args: FleetArgs, secrets: FleetSecrets, ref: SecretRef,
-              head_ip: Optional[pulumi.Input[str]] = None) -> pulumi.Output[str]:
-    """Per-VM startup script (single VMs: GCP, Azure); a worker's head lookup is the head's IP."""
-    if rank == 0:
-        return pulumi.Output.from_input(boot_script(fu, rank, args, ref, secrets))
-    return pulumi.Output.from_input(head_ip).apply(lambda ip: boot_script(fu, rank, args, ref, secrets, static_head(ip)))
-
-
-def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Optional[pulumi.Output]], tuple]
+def build_units(args: FleetArgs, make_groups: Callable[[FleetUnit], tuple[pulumi.Output, dict[str, pulumi.Output]]]
                 ) -> tuple[dict[str, list], dict[str, pulumi.Output], list[tuple[str, pulumi.Output]]]:
-    """Create every VM with ``make_vm(unit, replica, rank, name, head_private_ip)``, which returns
-    ``(resource, private_ip, public_ip)``; workers of a pipeline get their head's private IP.
-    Returns (endpoints per unit, VM id per VM name, (unit, private IP) of every replica's head: the
-    gateway's backends)."""
+    """Create every unit's groups with ``make_groups(unit)``, which returns (the address of the unit's
+    load balancer, the cloud's name per group). Returns (endpoints per unit, group names, (unit,
+    address) of each load balancer: the gateway's backends)."""
     endpoints: dict[str, list] = {}
-    vms: dict[str, pulumi.Output] = {}
+    groups: dict[str, pulumi.Output] = {}
     backends: list[tuple[str, pulumi.Output]] = []
     for fu in args.units:
-        heads: dict[int, tuple] = {}
-        for replica, rank, name in fu.vm_names:
-            head_ip = heads[replica][1] if rank > 0 else None
-            res, private_ip, public_ip = make_vm(fu, replica, rank, name, head_ip)
-            vms[name] = res.id
-            if rank == 0:
-                heads[replica] = (res, private_ip, public_ip)
-                backends.append((fu.name, private_ip))
-                endpoints.setdefault(fu.name, []).append(
-                    pulumi.Output.concat("http://", public_ip, f":{args.port}/v1"))
-    return endpoints, vms, backends
+        address, made = make_groups(fu)
+        endpoints[fu.name] = [pulumi.Output.concat("http://", address, f":{args.port}/v1")]
+        groups.update(made)
+        backends.append((fu.name, address))
+    return endpoints, groups, backends
 
 
 def field(obj, key: str):

@@ -9,10 +9,11 @@ make one :class:`FleetArgs`, the typed input of ``AwsGpuFleet``, ``GcpGpuFleet``
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 from hetinfra.compile.artifacts import sky_units
-from hetinfra.compile.disk import disk_gb
+from hetinfra.compile.disk import disk_gb, weights_gb
 from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -20,6 +21,12 @@ from hetinfra.stacks.startup import RuntimeConfig
 
 # GCE instance names are at most 63 characters and Pulumi's auto-naming appends 8.
 MAX_VM_NAME = 54
+# Time a new VM gets before failed health checks replace it: the VM's start, the driver (up to 10 min
+# on GCE's Deep Learning image), the engine image, loading and CUDA graphs, plus the weights'
+# download at a conservative 0.2 GB/s; never under 30 min. Each cloud caps it at its own maximum.
+BOOT_S = 1200
+DOWNLOAD_GB_PER_S = 0.2
+MIN_HEALTH_GRACE_S = 1800
 
 
 @dataclass(frozen=True)
@@ -28,24 +35,43 @@ class FleetUnit:
 
     unit: SkyUnit
     disk_gb: int = 200  # boot disk of each VM (hetinfra.compile.disk: deploy.disk_gb or sized for the unit)
+    health_grace_s: int = MIN_HEALTH_GRACE_S  # seconds before failed health checks may replace a new VM
 
     @property
     def name(self) -> str:
         return self.unit.name
 
     @property
-    def vm_names(self) -> list[tuple[int, int, str]]:
-        """(replica, rank, name) of every VM, e.g. ``chat-8b-aws-...-r0-n1``."""
-        return [(r, k, vm_name(self.unit.name, r, k)) for r in range(self.unit.replicas) for k in range(self.unit.num_nodes)]
+    def groups(self) -> list[tuple[int | None, int, str, int]]:
+        """``(replica, rank, name, size)`` of the unit's self-healing groups: one group of all
+        replicas for a single-node unit (named as the unit); for a multi-node pipeline one one-VM
+        group per node of each replica, ``<unit>-r<replica>-n<rank>``, so a lost node is replaced
+        in place and keeps its rank."""
+        u = self.unit
+        if u.num_nodes == 1:
+            return [(None, 0, self.name, u.replicas)]
+        return [(r, k, vm_name(self.name, r, k), 1) for r in range(u.replicas) for k in range(u.num_nodes)]
+
+
+def short_name(name: str, limit: int) -> str:
+    """``name``, or if longer than ``limit`` its head and 8 hex digits of its SHA-1."""
+    if len(name) <= limit:
+        return name
+    return name[: limit - 9].rstrip("-") + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 def vm_name(unit: str, replica: int, rank: int) -> str:
     """``<unit>-r<replica>-n<rank>``, cut to MAX_VM_NAME with a hash of the unit name if longer."""
     suffix = f"-r{replica}-n{rank}"
-    if len(unit) + len(suffix) <= MAX_VM_NAME:
-        return unit + suffix
-    digest = hashlib.sha1(unit.encode()).hexdigest()[:8]
-    return unit[: MAX_VM_NAME - len(suffix) - 9].rstrip("-") + "-" + digest + suffix
+    return short_name(unit, MAX_VM_NAME - len(suffix)) + suffix
+
+
+def health_grace_s(plan: dict, alloc: dict) -> int:
+    """Seconds a new VM of ``alloc`` gets to answer /health: BOOT_S plus the checkpoint's download,
+    rounded up to a minute, at least MIN_HEALTH_GRACE_S (unknown model size: the minimum)."""
+    model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
+    need = BOOT_S + (weights_gb(model) or 0.0) / DOWNLOAD_GB_PER_S
+    return max(MIN_HEALTH_GRACE_S, int(math.ceil(need / 60.0)) * 60)
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,12 @@ class FleetArgs:
         return g if g.get("enabled") else None
 
     @property
+    def public_lb(self) -> bool:
+        """The units' load balancers face the internet: clients (no gateway) or management hosts
+        must reach them from outside; else they are internal (the gateway reaches them inside)."""
+        return not self.gateway and bool(self.ingress_cidrs or self.management_cidrs)
+
+    @property
     def instances(self) -> int:
         return sum(u.unit.replicas * u.unit.num_nodes for u in self.units)
 
@@ -88,7 +120,8 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
     allocs = {a["deployment_unit"]: a for a in plan["allocations"]}
     for u in sky_units(plan, include_mixed=True):
         if u.cloud == cloud:
-            by_region.setdefault(u.region, []).append(FleetUnit(u, disk_gb=disk_gb(plan, allocs[u.name])))
+            by_region.setdefault(u.region, []).append(FleetUnit(
+                u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))
     nets = network_cidrs(plan)
     return [FleetArgs(
         cloud=cloud, region=region, units=tuple(units), service=plan["service"],

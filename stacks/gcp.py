@@ -1,53 +1,50 @@
-"""GCP GPU fleet of one region: VPC network, subnetwork, firewalls, GPU instances running vLLM.
+"""GCP GPU fleet of one region: VPC network, subnetwork, firewalls, self-healing instance groups.
 
 Resources (children, names prefixed by the component's name): ``<name>-provider`` (gcp.Provider
 with the project and region), ``-secrets``/``-secrets-v1`` (Secret Manager: the fleet's secrets as
 one JSON document), ``-sa`` (the VMs' service account) with ``-sa-secret`` (secretAccessor on that
-secret only): VMs read their secrets at boot with their identity, never from metadata; ``-net`` (custom-mode network), ``-subnet``, ``-fw-internal``
-(fleet-internal traffic: Ray, pipeline stages), ``-fw-vllm``, ``-fw-ssh`` and ``-fw-mgmt``
-(``management_cidrs`` to the vLLM port; each only when CIDRs are declared), and one ``gcp.compute.Instance`` per VM with its guest accelerators,
-``on_host_maintenance: TERMINATE`` (GPU VMs cannot live-migrate), SPOT provisioning for spot
-units, the Deep Learning VM image with the driver installed at first boot, and the startup script.
+secret only): VMs read their secrets at boot with their identity, never from metadata; with
+multi-node pipelines also ``-sa-viewer`` (compute.viewer on the project: workers list instances to
+find their head). ``-net`` (custom-mode network), ``-subnet``, ``-fw-internal`` (fleet-internal
+traffic: Ray, pipeline stages), ``-fw-health`` (Google's health-check probers, 35.191.0.0/16 and
+130.211.0.0/22, plus 209.85.152.0/22 and 209.85.204.0/22 for external load balancers, to the vLLM
+port only), ``-fw-vllm``, ``-fw-ssh`` and ``-fw-mgmt`` (``management_cidrs`` to the vLLM port;
+each only when CIDRs are declared), ``-hc`` (the autohealers' HTTP check of ``/health``: every
+30 s, unhealthy after 10 failures, i.e. 5 minutes) and ``-lb-hc`` (the load balancers' regional
+check: every 10 s, out after 3). Per unit the groups and load balancer of
+:mod:`hetinfra.stacks.gcp_group`; ``endpoints`` are the units' load balancers, ``vms`` the groups.
 
 With ``deploy.gateway.enabled``: ``-gateway`` (a CPU VM, ``deploy.gateway.gcp_machine_type``, on
-Ubuntu 22.04, running ``hetinfra gateway`` against the units' private addresses), ``-fw-gateway``
-(clients from ``deploy.ingress_cidrs`` to the gateway port only) and ``-fw-vllm-from-gateway``
-(the vLLM port from the gateway's network tag); ``-fw-vllm`` (clients to the vLLM port) is then
-not created, so no backend port is open to clients. ``gateway_url`` is its client URL.
+Ubuntu 22.04, running ``hetinfra gateway`` against the units' internal load balancers),
+``-fw-gateway`` (clients from ``deploy.ingress_cidrs`` to the gateway port only) and
+``-fw-vllm-from-gateway`` (the vLLM port from the gateway's network tag); ``-fw-vllm`` (clients
+to the vLLM port) is then not created, so no backend port is open to clients. ``gateway_url`` is
+its client URL.
 
-The zone is the region's first zone (``compute.get_zones``) unless the ``hetinfra:zones`` config
-maps the region to one, e.g. ``{"us-central1": "us-central1-c"}``: GPUs are not offered in every zone.
+The zone of the groups is the region's first zone (``compute.get_zones``) unless the
+``hetinfra:zones`` config maps the region to one, e.g. ``{"us-central1": "us-central1-c"}``: GPUs
+are not offered in every zone, so the groups are zonal, all of a pipeline replica in that zone.
+``deploy.autoscale`` keeps the planned size (README "Deploy": GCE's autoscaler has no request-rate
+signal for a passthrough load balancer).
 """
 
 from __future__ import annotations
-
-import re
 
 import pulumi
 import pulumi_gcp as gcp
 
 from hetinfra.stacks.boot import SecretRef
-from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document,
-                                    user_data)
+from hetinfra.stacks.common import FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document
 from hetinfra.stacks.fleet import FleetArgs
+from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
-# SkyPilot accelerator name -> GCE accelerator type.
-ACCELERATORS = {
-    "T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100", "P4": "nvidia-tesla-p4",
-    "L4": "nvidia-l4", "A100": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb",
-    "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb",
-    "B200": "nvidia-b200",
-}
-IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
 GATEWAY_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
-
-
-def _label(value: str) -> str:
-    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+HEALTH_CHECK_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]  # Google's probers: autohealing, internal LBs
+EXTERNAL_LB_CHECK_RANGES = ["209.85.152.0/22", "209.85.204.0/22"]  # and external passthrough LBs
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
-    """All planned VMs of one GCP region; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+    """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets, *, project: str,
                  zone: str | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -61,8 +58,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             if not zones.names:
                 raise ValueError(f"GCP region {args.region} has no zone that is UP")
             zone = sorted(zones.names)[0]
-        # Secrets: one Secret Manager document; the VMs' service account may read it (and list
-        # instances: pipeline workers find their head).
+        # Secrets: one Secret Manager document; the VMs' service account may read it.
         secret = gcp.secretmanager.Secret(f"{name}-secrets", secret_id=f"hetinfra-{args.service}-{args.region}",
                                           replication=gcp.secretmanager.SecretReplicationArgs(
                                               auto=gcp.secretmanager.SecretReplicationAutoArgs()), opts=child)
@@ -71,11 +67,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
         sa = gcp.serviceaccount.Account(f"{name}-sa", account_id=f"hi-{args.service}"[:20].rstrip("-") + "-"
                                         + args.region.replace("-", "")[-9:], display_name=f"hetinfra {args.service} VMs",
                                         opts=child)
+        member = sa.email.apply(lambda e: f"serviceAccount:{e}")
         gcp.secretmanager.SecretIamMember(f"{name}-sa-secret", secret_id=secret.id,
-                                          role="roles/secretmanager.secretAccessor",
-                                          member=sa.email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+                                          role="roles/secretmanager.secretAccessor", member=member, opts=child)
+        if any(fu.unit.num_nodes > 1 for fu in args.units):  # pipeline workers list instances to find their head
+            gcp.projects.IAMMember(f"{name}-sa-viewer", project=project, role="roles/compute.viewer", member=member,
+                                   opts=child)
         ref = SecretRef("gcp", f"hetinfra-{args.service}-{args.region}", project)
-        identity = [gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])]
+        identity = gcp.compute.InstanceTemplateServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])
         net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
                                         ip_cidr_range=args.subnet_cidr, opts=child)
@@ -85,43 +84,30 @@ class GcpGpuFleet(pulumi.ComponentResource):
                              allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"),
                                      gcp.compute.FirewallAllowArgs(protocol="udp"),
                                      gcp.compute.FirewallAllowArgs(protocol="icmp")])
+        probers = HEALTH_CHECK_RANGES + (EXTERNAL_LB_CHECK_RANGES if args.public_lb else [])
         gw = args.gateway
         gw_tag = [f"hetinfra-{args.service}-gateway"]
-        for suffix, cidrs, port in (("vllm", args.ingress_cidrs, args.port), ("ssh", args.ssh_cidrs, 22),
-                                    ("mgmt", args.management_cidrs, args.port)):
+        for suffix, cidrs, port in (("health", probers, args.port), ("vllm", args.ingress_cidrs, args.port),
+                                    ("ssh", args.ssh_cidrs, 22), ("mgmt", args.management_cidrs, args.port)):
             if suffix == "vllm" and gw:
                 continue  # with a gateway, clients reach only the gateway
             if cidrs:
                 gcp.compute.Firewall(f"{name}-fw-{suffix}", network=net.id, direction="INGRESS",
                                      source_ranges=list(cidrs), target_tags=target, opts=child,
                                      allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
-
-        def make_vm(fu, replica, rank, vm_name, head_ip):
-            u = fu.unit
-            gpu = u.node_gpu(rank)
-            if gpu not in ACCELERATORS:
-                raise ValueError(f"no GCE accelerator type known for {gpu} (unit {u.name})")
-            sched = gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance="TERMINATE", automatic_restart=not u.spot, preemptible=u.spot,
-                provisioning_model="SPOT" if u.spot else "STANDARD",
-                instance_termination_action="DELETE" if u.spot else None)
-            vm = gcp.compute.Instance(
-                vm_name, machine_type=u.node_instance_type(rank), zone=zone, tags=target,
-                boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=IMAGE, size=fu.disk_gb, type="pd-balanced")),
-                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
-                    subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
-                guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[gpu],
-                                                                             count=u.gpus_per_instance)],
-                scheduling=sched, metadata={"install-nvidia-driver": "True"},
-                metadata_startup_script=user_data(fu, rank, args, secrets, ref, head_ip), service_account=identity[0],
-                labels={"hetinfra-service": _label(args.service), "hetinfra-unit": _label(fu.name)}, opts=child)
-            private = vm.network_interfaces.apply(lambda nics: field(nics[0], "network_ip"))
-            public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
-            return vm, private, public
-
+        http = {"port": args.port, "request_path": "/health"}
+        autoheal = gcp.compute.HealthCheck(
+            f"{name}-hc", check_interval_sec=30, timeout_sec=10, healthy_threshold=1, unhealthy_threshold=10,
+            http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(**http), opts=child)
+        lb_check = gcp.compute.RegionHealthCheck(
+            f"{name}-lb-hc", region=args.region, check_interval_sec=10, timeout_sec=5, healthy_threshold=2,
+            unhealthy_threshold=3, http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(**http),
+            opts=child)
+        ctx = FleetContext(args=args, secrets=secrets, zone=zone, network=net.id, subnet=subnet.id, target_tags=target,
+                           identity=identity, ref=ref, project=project, autoheal_check=autoheal.id,
+                           lb_check=lb_check.id, opts=child)
         self.zone = zone
-        self.endpoints, self.vms, heads = build_units(args, make_vm)
+        self.endpoints, self.vms, backends = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
         if gw:
             port = int(gw.get("port", 8080))
@@ -142,8 +128,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     image=GATEWAY_IMAGE, size=20, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
-                metadata_startup_script=gateway_user_data(args, ref, heads), service_account=identity[0],
-                labels={"hetinfra-service": _label(args.service), "hetinfra-role": "gateway"}, opts=child)
+                metadata_startup_script=gateway_user_data(args, ref, backends),
+                service_account=gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"]),
+                labels={"hetinfra-service": label(args.service), "hetinfra-role": "gateway"}, opts=child)
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             self.gateway_url = gateway_url(args, public)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})

@@ -16,7 +16,10 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation
                            ResourceValidationPolicy)
 
 WORLD = {"0.0.0.0/0", "::/0", "*", "Internet", "Any"}
-GPU_VM_TYPES = {"aws:ec2/instance:Instance", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachine"}
+# Resources that make VMs: bare VMs (the gateways) and the fleets' groups' VM shapes.
+GPU_VM_TYPES = {"aws:ec2/instance:Instance", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachine",
+                "gcp:compute/instanceTemplate:InstanceTemplate", "azure-native:compute:VirtualMachineScaleSet"}
+GCE_VM_TYPES = {"gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate"}
 CONFIG = PolicyConfigSchema(properties={
     "port": {"type": "integer", "default": 8000},
     "allowedCidrs": {"type": "array", "items": {"type": "string"}, "default": []},
@@ -90,7 +93,7 @@ def _gpu_vm_checks(args: ResourceValidationArgs, report: ReportViolation) -> Non
             report("gateway VM lacks the hetinfra-service tag")
     elif not tags or not {"hetinfra-service", "hetinfra-unit"} <= set(tags):
         report("GPU VM lacks the hetinfra-service/hetinfra-unit tags that replan and cost reports rely on")
-    if typ == "gcp:compute/instance:Instance" and p.get("guestAccelerators"):
+    if typ in GCE_VM_TYPES and p.get("guestAccelerators"):
         if (p.get("scheduling") or {}).get("onHostMaintenance") != "TERMINATE":
             report("a GCE VM with GPUs must set scheduling.onHostMaintenance = TERMINATE (GPUs cannot live-migrate)")
     if typ == "aws:ec2/instance:Instance" and (p.get("metadataOptions") or {}).get("httpTokens") != "required":

@@ -4,8 +4,8 @@ A project under ``OUT/pulumi/<cloud>/`` has a two-line ``__main__.py`` that call
 It reads the stack config ``hetinfra:cloud``, ``hetinfra:plan`` (path of the plan, default
 ``plan.json`` beside ``Pulumi.yaml``), the secrets ``hetinfra:apiKey`` and optional
 ``hetinfra:hfToken`` (``pulumi config set --secret``), ``gcp:project`` and the optional
-``hetinfra:zones`` (GCP region -> zone), and exports ``endpoints`` (unit -> list of
-``http://<ip>:<port>/v1``) and ``vms`` (VM name -> cloud id).
+``hetinfra:zones`` (GCP region -> zone), and exports ``endpoints`` (unit -> ``[http://<load
+balancer>:<port>/v1]``) and ``vms`` (group name -> the cloud's name of its self-healing group).
 
 A plan with no allocation on the cloud is a valid empty program: ``pulumi up`` then removes
 what the stack had, which is how a re-plan that leaves a cloud shrinks it to nothing.

@@ -40,7 +40,13 @@ class HetMocks(pulumi.runtime.Mocks):
             cfgs = copy.deepcopy(out.get("ipConfigurations") or [{}])
             cfgs[0]["privateIPAddress"] = self._next_ip("10.42.0")
             out["ipConfigurations"] = cfgs
-        if args.typ == "azure-native:compute:VirtualMachine" and out.get("identity"):
+        elif args.typ == "azure-native:network:LoadBalancer":
+            fes = copy.deepcopy(out.get("frontendIPConfigurations") or [{}])
+            if "subnet" in fes[0]:  # internal frontend: a private address from the subnet
+                fes[0]["privateIPAddress"] = self._next_ip("10.42.0")
+            out["frontendIPConfigurations"] = fes
+        if args.typ in ("azure-native:compute:VirtualMachine", "azure-native:compute:VirtualMachineScaleSet") \
+                and out.get("identity"):
             out["identity"] = dict(out["identity"], principalId=f"{args.name}-principal")
         if args.typ == "aws:secretsmanager/secret:Secret":
             out["arn"] = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{args.name}"
@@ -48,6 +54,13 @@ class HetMocks(pulumi.runtime.Mocks):
             out["dnsName"] = f"{args.name}.elb.amazonaws.com"
         if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
             out["latestVersion"] = 1
+        if args.typ == "gcp:compute/forwardingRule:ForwardingRule":
+            public = out.get("loadBalancingScheme") == "EXTERNAL"
+            out["ipAddress"] = self._next_ip("198.51.100" if public else "10.42.0")
+        if args.typ == "gcp:compute/instanceTemplate:InstanceTemplate":
+            out["selfLinkUnique"] = f"projects/demo-project/global/instanceTemplates/{args.name}?uniqueId=1"
+        if args.typ == "gcp:compute/instanceGroupManager:InstanceGroupManager":
+            out["instanceGroup"] = f"zones/{out.get('zone')}/instanceGroups/{out.get('name')}"
         if args.typ == "gcp:serviceaccount/account:Account":
             out["email"] = f"{out.get('accountId')}@demo-project.iam.gserviceaccount.com"
         if args.typ.startswith("azure-native:") and "name" not in out:

@@ -98,7 +98,10 @@ def test_gcp_gateway_vm_and_firewall(mocks, gw_plan):
     assert gw["machineType"] == "e2-standard-4" and gw["labels"]["hetinfra-role"] == "gateway"
     assert "guestAccelerators" not in gw and gw["tags"] == ["hetinfra-demo-gateway"]
     assert "gcloud secrets versions access latest" in gw["metadataStartupScript"] and gw["serviceAccount"]
+    # one backend per unit: its internal passthrough load balancer (a stable address while the groups heal)
     check_script(gw["metadataStartupScript"], "us-central1", "big-70b-gcp-us-central1-a2-highgpu-4g", 1)
+    [rule] = by_name(mocks, "gcp:compute/forwardingRule:ForwardingRule").values()
+    assert rule["loadBalancingScheme"] == "INTERNAL"
     fw = by_name(mocks, "gcp:compute/firewall:Firewall")
     assert "demo-gcp-us-central1-fw-vllm" not in fw  # clients no longer reach the vLLM port
     client_rules = [r for r in fw.values() if set(r.get("sourceRanges") or ()) & set(CLIENTS)]
@@ -106,10 +109,13 @@ def test_gcp_gateway_vm_and_firewall(mocks, gw_plan):
     vllm = fw["demo-gcp-us-central1-fw-vllm-from-gateway"]
     assert vllm["sourceTags"] == ["hetinfra-demo-gateway"] and vllm["targetTags"] == ["hetinfra-demo"]
     assert vllm["allows"][0]["ports"] == ["8000"] and "sourceRanges" not in vllm
-    # what else reaches the fleet comes from the fleet's own subnet (Ray, pipeline stages)
-    fleet_rules = [r for r in fw.values() if r.get("targetTags") == ["hetinfra-demo"]]
+    # what else reaches the fleet comes from the fleet's own subnet (Ray, pipeline stages) and, on the
+    # vLLM port only, Google's health-check probers (internal load balancer: no external ranges)
+    fleet_rules = {n: r for n, r in fw.items() if r.get("targetTags") == ["hetinfra-demo"]}
+    health = fleet_rules.pop("demo-gcp-us-central1-fw-health")
+    assert health["sourceRanges"] == ["35.191.0.0/16", "130.211.0.0/22"] and health["allows"][0]["ports"] == ["8000"]
     assert all(r.get("sourceTags") or r.get("sourceRanges") == [_net(gw_plan, "gcp", "us-central1", 0)]
-               for r in fleet_rules)
+               for r in fleet_rules.values())
     assert urls == {"demo-gcp-us-central1": urls["demo-gcp-us-central1"]}
     assert urls["demo-gcp-us-central1"].startswith("https://198.51.100.")
 
@@ -123,7 +129,10 @@ def test_azure_gateway_vm_and_firewall(mocks, gw_plan):
     assert gw["storageProfile"]["imageReference"]["publisher"] == "Canonical"
     assert gw["identity"]["type"] == "SystemAssigned"
     unit = next(u.name for u in sky_units(gw_plan) if u.cloud == "azure")
-    check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 3)
+    # one backend per unit: its internal load balancer, not the scale set's 3 VMs
+    check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 1)
+    [lb] = by_name(mocks, "azure-native:network:LoadBalancer").values()
+    assert "subnet" in lb["frontendIPConfigurations"][0] and "publicIPAddress" not in lb["frontendIPConfigurations"][0]
     nsgs = by_name(mocks, "azure-native:network:NetworkSecurityGroup")
     fleet_rules = nsgs["demo-azure-eastus-nsg"]["securityRules"]
     assert [(r["name"], r["sourceAddressPrefixes"], r["destinationPortRange"]) for r in fleet_rules] == [

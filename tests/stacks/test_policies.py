@@ -55,6 +55,9 @@ def test_gpu_vm_hygiene_catches_hand_edits():
     gce = {"guestAccelerators": [{"type": "nvidia-l4", "count": 1}], "scheduling": {"onHostMaintenance": "MIGRATE"},
            "labels": {"hetinfra-service": "s", "hetinfra-unit": "u"}}
     assert any("TERMINATE" in m for m in _check("gcp:compute/instance:Instance", gce))
+    template = dict(gce, scheduling={"onHostMaintenance": "MIGRATE", "provisioningModel": "SPOT"})
+    assert any("TERMINATE" in m for m in _check("gcp:compute/instanceTemplate:InstanceTemplate", template))
+    assert any("tags" in m for m in _check("azure-native:compute:VirtualMachineScaleSet", {"tags": {"Name": "x"}}))
     ec2 = {"tags": {"hetinfra-service": "s"}, "metadataOptions": {"httpTokens": "optional"}}
     msgs = _check("aws:ec2/instance:Instance", ec2)
     assert any("IMDSv2" in m for m in msgs) and any("tags" in m for m in msgs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 
 import pytest
@@ -93,33 +94,53 @@ def test_aws_groups_equal_the_plan_and_heal(mocks, three_cloud_plan):
         assert all(r["fromPort"] == 8000 and "0.0.0.0/0" not in r["cidrBlocks"] for r in cidr_rules)
 
 
+def boot_texts(mocks) -> dict[str, str]:
+    """Every boot script the programs registered, by resource name: EC2 launch templates' user data,
+    GCE instance templates' and VMs' startup scripts, Azure scale sets' and VMs' custom data."""
+    out = {}
+    for a in mocks.created:
+        i = a.inputs
+        if a.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            out[a.name] = base64.b64decode(i["userData"]).decode()
+        elif a.typ == "aws:ec2/instance:Instance":
+            out[a.name] = i["userData"]
+        elif a.typ in ("gcp:compute/instanceTemplate:InstanceTemplate", "gcp:compute/instance:Instance"):
+            out[a.name] = unwrap(i["metadataStartupScript"])
+        elif a.typ == "azure-native:compute:VirtualMachineScaleSet":
+            out[a.name] = base64.b64decode(unwrap(i["virtualMachineProfile"]["osProfile"]["customData"])).decode()
+        elif a.typ == "azure-native:compute:VirtualMachine":
+            out[a.name] = base64.b64decode(unwrap(i["osProfile"])["customData"]).decode()
+    return out
+
+
 def test_secret_store_reads_and_no_secret_in_boot_data(mocks, three_cloud_plan):
     three_cloud_plan["deploy"]["management_cidrs"] = ["198.51.100.7/32"]
     run_program(three_cloud_plan)
     # each cloud keeps the secrets in its store, written from the Pulumi secrets
     [v] = [a for a in mocks.of("aws:secretsmanager/secretVersion:SecretVersion") if "us-east-1" in a.name]
     assert json.loads(unwrap(v.inputs["secretString"])) == {"HF_TOKEN": "hf_SECRETTOKEN", "VLLM_API_KEY": API_KEY}
-    assert mocks.of("gcp:secretmanager/secretVersion:SecretVersion")
-    assert mocks.of("azure-native:keyvault:Secret") and mocks.of("gcp:secretmanager/secretIamMember:SecretIamMember")
-    assert len(mocks.of("azure-native:authorization:RoleAssignment")) == 3  # one per Azure VM identity
-    boot = 0
-    for a in mocks.created:
-        for key in ("userData", "metadataStartupScript", "osProfile"):
-            if key in a.inputs:
-                text = json.dumps(unwrap(a.inputs[key]), default=str)
-                if key == "userData" and a.typ.startswith("aws:ec2/launchTemplate"):
-                    text = base64.b64decode(a.inputs[key]).decode()
-                if key == "osProfile":
-                    text = base64.b64decode(unwrap(a.inputs[key])["customData"]).decode()
-                assert API_KEY not in text and "hf_SECRETTOKEN" not in text, a.name
-                assert "fetch-secrets.sh" in text
-                boot += 1
-        if "secretString" in a.inputs or "secretData" in a.inputs:
-            continue
-        if a.typ == "azure-native:keyvault:Secret":
+    [g] = mocks.of("gcp:secretmanager/secretVersion:SecretVersion")
+    assert json.loads(unwrap(g.inputs["secretData"]))["VLLM_API_KEY"] == API_KEY
+    [k] = mocks.of("azure-native:keyvault:Secret")
+    assert json.loads(unwrap(unwrap(k.inputs["properties"])["value"]))["VLLM_API_KEY"] == API_KEY
+    assert mocks.of("gcp:secretmanager/secretIamMember:SecretIamMember")
+    # one Key Vault grant per scale set identity (its VMs share it)
+    assert [a.name for a in mocks.of("azure-native:authorization:RoleAssignment")] == [
+        "chat-8b-azure-eastus-standard-nc24ads-a100-v4-spot-kv-reader"]
+    boot = boot_texts(mocks)
+    # 2 AWS launch templates, 2 GCE instance templates (pipeline head and worker), 1 Azure scale set
+    assert len(boot) == 5 and len([n for n in boot if n.endswith("-vmss")]) == 1
+    for name, text in boot.items():
+        assert API_KEY not in text and "hf_SECRETTOKEN" not in text, name
+        assert "/opt/hetinfra/fetch-secrets.sh" in text, name
+    assert "gcloud secrets versions access latest --secret=hetinfra-demo-us-central1" in boot[
+        "big-70b-gcp-us-central1-a2-highgpu-4g-r0-n0-it"]
+    assert "https://hi-demo-012db8dd.vault.azure.net/secrets/hetinfra-secrets" in boot[
+        "chat-8b-azure-eastus-standard-nc24ads-a100-v4-spot-vmss"]
+    for a in mocks.created:  # the key is a secret input of the stores only, nowhere else
+        if "secretString" in a.inputs or "secretData" in a.inputs or a.typ == "azure-native:keyvault:Secret":
             continue
         assert API_KEY not in json.dumps(a.inputs, default=str), a.name
-    assert boot == 2 + 2 + 3  # 2 AWS launch templates, 2 GCP VMs, 3 Azure VMs
     # management CIDRs reach the vLLM port (the cron host's health checks), never 0.0.0.0/0
     fws = by_name(mocks, "gcp:compute/firewall:Firewall")
     assert fws["demo-gcp-us-central1-fw-mgmt"]["sourceRanges"] == ["198.51.100.7/32"]
@@ -127,52 +148,14 @@ def test_secret_store_reads_and_no_secret_in_boot_data(mocks, three_cloud_plan):
         assert "0.0.0.0/0" not in (fw.get("sourceRanges") or [])
 
 
-def test_gcp_pipeline_instances_accelerators_and_head_ip(mocks, three_cloud_plan):
-    endpoints = run_program(three_cloud_plan, clouds=("gcp",))
-    vms = by_name(mocks, "gcp:compute/instance:Instance")
-    head, worker = (vms[f"big-70b-gcp-us-central1-a2-highgpu-4g-r0-n{k}"] for k in (0, 1))
-    assert len(vms) == 2
-    for inp in (head, worker):
-        assert inp["machineType"] == "a2-highgpu-4g"
-        assert inp["guestAccelerators"] == [{"type": "nvidia-tesla-a100", "count": 4}]
-        assert inp["scheduling"]["onHostMaintenance"] == "TERMINATE"
-        assert inp["scheduling"]["provisioningModel"] == "STANDARD"
-        assert inp["zone"] == "us-central1-a"  # first zone that is UP, sorted
-    head_script, worker_script = unwrap(head["metadataStartupScript"]), unwrap(worker["metadataStartupScript"])
-    unit = next(u for u in sky_units(three_cloud_plan) if u.cloud == "gcp")
-    serve = vllm_serve_command(unit)
-    assert "--pipeline-parallel-size 2 --distributed-executor-backend ray" in serve
-    assert serve in head_script and "VLLM_PP_LAYER_PARTITION=42,38" in head_script
-    assert "NODE_RANK=0" in head_script and "HEAD_IP=" not in head_script.split("<<'ENV'")[1].split("ENV\n")[0]
-    # The worker joins the head's private IP (the mock gave the head 10.42.0.x).
-    head_ip = [line for line in worker_script.splitlines() if line.startswith("echo HEAD_IP=")]
-    assert head_ip and head_ip[0].startswith("echo HEAD_IP=10.42.0.") and "NODE_RANK=1" in worker_script
-    assert "ExecStartPre=/opt/hetinfra/find-head.sh" in worker_script
-    # One endpoint per replica: the head's public IP.
-    assert list(endpoints) == ["big-70b-gcp-us-central1-a2-highgpu-4g"]
-    assert len(endpoints["big-70b-gcp-us-central1-a2-highgpu-4g"]) == 1
-    assert endpoints["big-70b-gcp-us-central1-a2-highgpu-4g"][0].startswith("http://198.51.100.")
-    fw = by_name(mocks, "gcp:compute/firewall:Firewall")
-    assert fw["demo-gcp-us-central1-fw-vllm"]["sourceRanges"] == ["10.0.0.0/8"]
-    assert "demo-gcp-us-central1-fw-ssh" not in fw
-
-
-def test_azure_vms_sizes_spot_and_cloud_init(mocks, three_cloud_plan):
-    endpoints = run_program(three_cloud_plan, clouds=("azure",))
-    vms = by_name(mocks, "azure-native:compute:VirtualMachine")
-    assert len(vms) == 3
-    unit = next(u for u in sky_units(three_cloud_plan) if u.cloud == "azure")
-    for inp in vms.values():
-        assert inp["hardwareProfile"] == {"vmSize": "Standard_NC24ads_A100_v4"}
-        assert inp["priority"] == "Spot" and inp["evictionPolicy"] == "Delete"
-        os_profile = unwrap(inp["osProfile"])
-        script = base64.b64decode(unwrap(os_profile["customData"])).decode()
-        assert vllm_serve_command(unit) in script and "expected 1 x A100-80GB" in script
-        assert os_profile["linuxConfiguration"]["disablePasswordAuthentication"] is True
-    nsg = next(iter(by_name(mocks, "azure-native:network:NetworkSecurityGroup").values()))
-    assert [(r["destinationPortRange"], r["sourceAddressPrefixes"]) for r in nsg["securityRules"]] == [
-        ("8000", ["10.0.0.0/8"])]
-    assert sorted(len(v) for v in endpoints.values()) == [3]
+def test_every_fleet_has_its_own_network(mocks, three_cloud_plan):
+    run_program(three_cloud_plan)
+    nets = ([v["cidrBlock"] for v in by_name(mocks, "aws:ec2/vpc:Vpc").values()]
+            + [s["ipCidrRange"] for s in by_name(mocks, "gcp:compute/subnetwork:Subnetwork").values()]
+            + [v["addressSpace"]["addressPrefixes"][0] for v in by_name(mocks, "azure-native:network:VirtualNetwork").values()])
+    assert len(nets) == 4  # AWS x2, GCP, Azure
+    parsed = [ipaddress.ip_network(n) for n in nets]
+    assert not any(a.overlaps(b) for i, a in enumerate(parsed) for b in parsed[i + 1:]), nets
 
 
 def test_azure_without_ssh_key_is_a_clear_error(mocks, three_cloud_plan):
