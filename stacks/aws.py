@@ -36,7 +36,7 @@ import json
 from hetinfra.compile.network import subnet as nth_subnet
 from hetinfra.stacks.boot import SecretRef, find_head_script
 from hetinfra.stacks.common import (FleetSecrets, boot_script, gateway_tags, gateway_url, gateway_user_data,
-                                    secret_document, tags)
+                                    secret_document, tags, unit_output)
 from hetinfra.stacks.fleet import FleetArgs, vm_name
 
 HEALTH_GRACE_S = 1800
@@ -135,7 +135,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         public_lb = _public_lb(args)
 
         private_heads: list[tuple[str, pulumi.Output]] = []
-        self.endpoints, self.vms = {}, {}
+        self.endpoints, self.vms, self.units = {}, {}, {}
         for fu in args.units:
             u = fu.unit
             subnet_ids = [subnets[zone_of[fu.name]].id]
@@ -154,7 +154,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             private_heads.append((fu.name, lb.dns_name))
             groups = ([(None, 0, fu.name, u.replicas)] if u.num_nodes == 1 else
                       [(r, k, vm_name(fu.name, r, k), 1) for r in range(u.replicas) for k in range(u.num_nodes)])
-            pgs = {}
+            pgs, members = {}, []
             for replica, rank, gname, size in groups:
                 head_group = vm_name(fu.name, replica, 0) if rank > 0 else None
                 text = boot_script(fu, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
@@ -205,6 +205,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
                           for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],
                     opts=child)
                 self.vms[gname] = asg.name
+                members.append({"resource": f"{gname}-asg", "type": "aws:autoscaling/group:Group", "replica": replica,
+                                "rank": rank, "name": asg.name})
+            # the target group's health is vLLM's /health as the load balancer sees it: the readiness signal
+            self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
         self.groups = dict(self.vms)
         self.gateway_url = None
         if args.gateway:

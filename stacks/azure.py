@@ -31,7 +31,7 @@ from pulumi_azure_native import authorization, compute, keyvault, network, resou
 
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
-                                    secret_document, tags, user_data)
+                                    secret_document, tags, user_data, vm_units)
 from hetinfra.stacks.fleet import FleetArgs
 
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -143,6 +143,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
             return vm, private, ip.ip_address
 
         self.endpoints, self.vms, heads = build_units(args, make_vm)
+        self.units = vm_units(args, "azure-native:compute:VirtualMachine")
         self.gateway_url = None
         if args.gateway:
             self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, heads, child)

@@ -77,6 +77,21 @@ def build_units(args: FleetArgs, make_vm: Callable[[FleetUnit, int, int, str, Op
     return endpoints, vms, backends
 
 
+def unit_output(fu: FleetUnit, members: list[dict], **extra) -> dict:
+    """One unit's entry in the stack output ``units``, from which ``hetinfra status`` and ``replan``
+    count its live replicas after ``pulumi refresh`` (hetinfra.deploy.drift): the planned replicas,
+    nodes per replica, and the resources that carry its capacity (``members``: ``resource`` is the
+    Pulumi resource name, ``type`` its type token; ``replica`` None for a group that holds all the
+    unit's replicas, else the replica and ``rank`` of the one VM or one-VM group)."""
+    return {"replicas": fu.unit.replicas, "nodes": fu.unit.num_nodes, "members": members, **extra}
+
+
+def vm_units(args: FleetArgs, vm_type: str) -> dict[str, dict]:
+    """The ``units`` output of a fleet of single VMs (the names :func:`build_units` gives them)."""
+    return {fu.name: unit_output(fu, [{"resource": name, "type": vm_type, "replica": r, "rank": k}
+                                      for r, k, name in fu.vm_names]) for fu in args.units}
+
+
 def field(obj, key: str):
     """A nested output's field: typed objects under the engine, plain dicts under mocks."""
     return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)

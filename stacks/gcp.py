@@ -28,7 +28,7 @@ import pulumi_gcp as gcp
 
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document,
-                                    user_data)
+                                    user_data, vm_units)
 from hetinfra.stacks.fleet import FleetArgs
 
 # SkyPilot accelerator name -> GCE accelerator type.
@@ -122,6 +122,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
 
         self.zone = zone
         self.endpoints, self.vms, heads = build_units(args, make_vm)
+        self.units = vm_units(args, "gcp:compute/instance:Instance")
         self.gateway_url = None
         if gw:
             port = int(gw.get("port", 8080))

@@ -5,7 +5,9 @@ It reads the stack config ``hetinfra:cloud``, ``hetinfra:plan`` (path of the pla
 ``plan.json`` beside ``Pulumi.yaml``), the secrets ``hetinfra:apiKey`` and optional
 ``hetinfra:hfToken`` (``pulumi config set --secret``), ``gcp:project`` and the optional
 ``hetinfra:zones`` (GCP region -> zone), and exports ``endpoints`` (unit -> list of
-``http://<ip>:<port>/v1``) and ``vms`` (VM name -> cloud id).
+``http://<ip>:<port>/v1``), ``vms`` (VM name -> cloud id) and ``units`` (unit -> the resources that
+carry its capacity, :func:`hetinfra.stacks.common.unit_output`: what ``hetinfra status`` counts
+live replicas with after a refresh).
 
 A plan with no allocation on the cloud is a valid empty program: ``pulumi up`` then removes
 what the stack had, which is how a re-plan that leaves a cloud shrinks it to nothing.
@@ -50,11 +52,14 @@ def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | N
 def export(fleets: list[pulumi.ComponentResource]) -> None:
     endpoints: dict = {}
     vms: dict = {}
+    units: dict = {}
     for f in fleets:
         endpoints.update(f.endpoints)
         vms.update(f.vms)
+        units.update(f.units)
     pulumi.export("endpoints", endpoints)
     pulumi.export("vms", vms)
+    pulumi.export("units", units)
     gateways = {f"{f._name}": f.gateway_url for f in fleets if getattr(f, "gateway_url", None) is not None}
     if gateways:
         pulumi.export("gateways", gateways)

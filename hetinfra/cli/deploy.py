@@ -66,19 +66,27 @@ def destroy_command(out: Path, target: str, yes: bool) -> None:
 
 @click.command("status")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print state.json.")
-def status_command(out: Path, as_json: bool) -> None:
-    """Show what runs from OUT: units, endpoints, the last operation and its steps, and for each gateway
-    its units' health and live weights (its /admin/weights, sent the first key of HETINFRA_API_KEY)."""
+@click.option("--json", "as_json", is_flag=True, help="Print state.json, with the live read under \"live\".")
+@click.option("--no-refresh", is_flag=True, help="Do not ask the clouds: show what state.json records (and the "
+                                                 "last live read, if any).")
+def status_command(out: Path, as_json: bool, no_refresh: bool) -> None:
+    """Show what runs from OUT: per unit the planned and live replicas (Pulumi refresh per stack and
+    the clouds' group APIs, `sky serve status`), unhealthy and preempted instances and the hourly cost
+    of what runs; endpoints, the last operation and its steps; and for each gateway its units' health
+    and live weights (its /admin/weights, sent the first key of HETINFRA_API_KEY)."""
     from hetinfra.errors import HetinfraError
 
     try:
         from hetinfra.deploy.destroy import render_status
+        from hetinfra.deploy.drift import read_live, record
         from hetinfra.deploy.state import DeployState
 
+        state = DeployState.load(out)
+        if not no_refresh and state.allocations:
+            state = record(out, read_live(out, state))
         if as_json:
-            click.echo(json.dumps(DeployState.load(out).doc, indent=2))
+            click.echo(json.dumps(state.doc, indent=2))
         else:
             click.echo(render_status(out))
     except HetinfraError as exc:
-        fail(exc, False)
+        fail(exc, as_json)

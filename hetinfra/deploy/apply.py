@@ -175,6 +175,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     if sky_new or sky_gone:
         sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))
     notes = preflight.check_quotas(new_allocs, preflight.env_quota_caps(env) if quota_caps is None else quota_caps)
+    notes += preflight.check_health_paths(plan, [(a, a["path"]) for a in new_allocs], refuse=False)
     preview = render_preview(rows, f"hetinfra apply {out} (target: {target})")
     confirm(preview + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
 

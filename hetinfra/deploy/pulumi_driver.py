@@ -128,12 +128,13 @@ class PulumiProject:
         return auto.create_or_select_stack(stack_name=self.stack_name, work_dir=str(self.dir), opts=opts)
 
     def up(self, secrets: dict[str, str]) -> dict:
-        """``pulumi up`` with the secrets set; returns the stack outputs as plain values."""
+        """``pulumi up --refresh`` with the secrets set; returns the stack outputs as plain values."""
         from pulumi import automation as auto
 
         stack = self._stack()
         stack.set_all_config({k: auto.ConfigValue(v, secret=True) for k, v in secrets.items()})
-        result = stack.up(on_output=self.on_output, color="never")
+        # refresh first: a preempted VM the cloud deleted leaves the state, so `up` recreates it
+        result = stack.up(on_output=self.on_output, color="never", refresh=True)
         return {k: v.value for k, v in result.outputs.items()}
 
     def destroy(self) -> None:
@@ -141,3 +142,14 @@ class PulumiProject:
 
     def outputs(self) -> dict:
         return {k: v.value for k, v in self._stack().outputs().items()}
+
+    def refresh(self) -> None:
+        """``pulumi refresh``: adopt what the cloud has now into the stack's state (a deleted VM
+        leaves the state, a group resized outside Pulumi shows its new size)."""
+        self._stack().refresh(on_output=self.on_output, color="never")
+
+    def resources(self) -> list[dict]:
+        """The stack's resources as recorded in its state (``pulumi stack export``): each with its
+        ``urn``, ``type`` and ``outputs``."""
+        deployment = self._stack().export_stack().deployment or {}
+        return list(deployment.get("resources") or [])

@@ -16,15 +16,29 @@ FAKE = Path(__file__).with_name("fake_pulumi.py")
 
 
 @pytest.fixture
-def fake_pulumi(tmp_path, monkeypatch):
+def fake_pulumi(fake_cloud, tmp_path, monkeypatch):
     """Put the stand-in on PATH; returns a function that reads its call log."""
     exe, calls = install_stand_in(tmp_path, monkeypatch, "pulumi", FAKE.read_text(), "FAKE_PULUMI_LOG")
-    home = tmp_path / "fake-pulumi-home"
-    home.mkdir()
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
     return calls
+
+
+@pytest.fixture
+def fake_cloud(tmp_path, monkeypatch):
+    """The cloud behind the stand-in (tests/deploy/fake_cloud.py), its AWS APIs served on loopback."""
+    from tests.deploy.fake_cloud import FakeCloud
+
+    home = tmp_path / "fake-pulumi-home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
+    cloud = FakeCloud(home)
+    srv, url = cloud.serve()
+    for service in ("AUTO_SCALING", "ELASTIC_LOAD_BALANCING_V2"):
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", url)
+    yield cloud
+    srv.shutdown()
+    srv.server_close()
 
 
 @pytest.fixture
