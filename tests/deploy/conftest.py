@@ -68,3 +68,43 @@ def planned_out(tmp_path, run_cli):
                                    "--no-baselines", "--no-verify")
     assert code == 0, stderr
     return out
+
+
+class SkyCalls(list):
+    """SkyPilot SDK requests made (name, args, kwargs); ``replicas`` sets what ``serve.status``
+    answers: service -> replica statuses (names of sky.serve.ReplicaStatus)."""
+
+    replicas: dict[str, list[str]]
+
+
+@pytest.fixture
+def sky_sdk(sky_offline, monkeypatch):
+    """SkyPilot's SDK mocked at its request boundary (the request calls and stream_and_get)."""
+    sky, _ = sky_offline
+    from sky.client import sdk
+
+    calls = SkyCalls()
+    calls.replicas = {}
+    results: dict[str, object] = {}
+
+    def request(name, result):
+        def fn(*args, **kwargs):
+            rid = f"req-{len(calls)}"
+            calls.append((name, args, kwargs))
+            results[rid] = result(*args, **kwargs) if callable(result) else result
+            return rid
+        return fn
+
+    def status(names):
+        return [{"name": n, "status": sky.serve.ServiceStatus.READY,
+                 "replica_info": [{"replica_id": i + 1, "status": sky.serve.ReplicaStatus[s]}
+                                  for i, s in enumerate(calls.replicas[n])]}
+                for n in names if n in calls.replicas]
+
+    monkeypatch.setattr(sdk, "enabled_clouds", request("enabled_clouds", ["AWS", "GCP"]))
+    monkeypatch.setattr(sky.serve, "up", request("serve.up", lambda task, name: (name, f"{name}.sky.example:30001")))
+    monkeypatch.setattr(sky.serve, "update", request("serve.update", None))
+    monkeypatch.setattr(sky.serve, "down", request("serve.down", None))
+    monkeypatch.setattr(sky.serve, "status", request("serve.status", status))
+    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: results[rid])
+    return calls

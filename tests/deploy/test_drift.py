@@ -95,3 +95,20 @@ def test_unreadable_live_state_is_exit_4_with_the_fallback(fake_pulumi, fake_clo
     assert code == 4 and "no AWS credentials" in err
     code, text, _ = run_cli("status", str(planned_out), "--no-refresh")
     assert code == 0 and "6 unit(s) running" in text and "live replicas: not read" in text
+
+
+def test_skyserve_units_read_from_sky_serve_status(sky_sdk, cloud_env, planned_out, run_cli):
+    plan = json.loads((planned_out / "plan.json").read_text())
+    assert run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")[0] == 0
+    units = sorted(a["deployment_unit"] for a in plan["allocations"])
+    sky_sdk.replicas = {u: ["READY"] for u in units}
+    sky_sdk.replicas[GCP_SPOT] = ["PREEMPTED"]  # the controller recycles and replaces it
+    sky_sdk.replicas[AWS_PIPELINE] = ["NOT_READY"]  # a 2-node replica failing its readiness probe
+    del sky_sdk.replicas[AWS_SPOT]  # taken down outside hetinfra
+    live = _status_json(run_cli, planned_out)["live"]
+    assert [c[1][0] for c in sky_sdk if c[0] == "serve.status"] == [units]  # one call for all services
+    u = live["units"]
+    assert (u[GCP_SPOT]["live"], u[GCP_SPOT]["replacing"], u[GCP_SPOT]["cost_usd_per_hour"]) == (0, 1, 0)
+    assert (u[AWS_PIPELINE]["live"], u[AWS_PIPELINE]["unhealthy"], u[AWS_PIPELINE]["running_instances"]) == (0, 2, 2)
+    assert u[AWS_SPOT]["live"] == 0 and "SkyServe does not know this service" in u[AWS_SPOT]["notes"][0]
+    assert live["live_replicas"] == 3 and all(x["source"] == "sky serve status" for x in u.values())
