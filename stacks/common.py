@@ -92,6 +92,15 @@ def vm_units(args: FleetArgs, vm_type: str) -> dict[str, dict]:
                                       for r, k, name in fu.vm_names]) for fu in args.units}
 
 
+def pick_image(args: FleetArgs, images: dict, role: str, found: pulumi.Input[str]) -> pulumi.Input[str]:
+    """The image of ``role`` (hetinfra.compile.images): the id pinned for this region, else ``found``
+    (the lookup's newest). Both are recorded in ``images`` (the fleet's part of the ``images``
+    output, ``{region: {role: {"id", "latest"}}}``), so a newer image shows without being used."""
+    pin = args.images.get(role)
+    images.setdefault(args.region, {})[role] = {"id": pin or found, "latest": found}
+    return pin or found
+
+
 def field(obj, key: str):
     """A nested output's field: typed objects under the engine, plain dicts under mocks."""
     return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)

@@ -26,9 +26,10 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
+from hetinfra.compile.images import GCP as IMAGES
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document,
-                                    user_data, vm_units)
+                                    pick_image, user_data, vm_units)
 from hetinfra.stacks.fleet import FleetArgs
 
 # SkyPilot accelerator name -> GCE accelerator type.
@@ -38,8 +39,6 @@ ACCELERATORS = {
     "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb",
     "B200": "nvidia-b200",
 }
-IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
-GATEWAY_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 
 
 def _label(value: str) -> str:
@@ -75,6 +74,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
                                           role="roles/secretmanager.secretAccessor",
                                           member=sa.email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
         ref = SecretRef("gcp", f"hetinfra-{args.service}-{args.region}", project)
+        invoke = pulumi.InvokeOptions(provider=provider)
+        self.images: dict = {}
+
+        def image(role: str) -> pulumi.Input[str]:  # the family's newest image, unless pinned
+            found = gcp.compute.get_image(family=IMAGES[role]["family"], project=IMAGES[role]["project"], opts=invoke)
+            return pick_image(args, self.images, role, found.self_link)
+
+        gpu_image = image("gpu")
         identity = [gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])]
         net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
@@ -108,7 +115,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             vm = gcp.compute.Instance(
                 vm_name, machine_type=u.node_instance_type(rank), zone=zone, tags=target,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=IMAGE, size=fu.disk_gb, type="pd-balanced")),
+                    image=gpu_image, size=fu.disk_gb, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
                 guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=ACCELERATORS[gpu],
@@ -140,7 +147,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             vm = gcp.compute.Instance(
                 f"{name}-gateway", machine_type=gw.get("gcp_machine_type") or "e2-standard-2", zone=zone, tags=gw_tag,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=GATEWAY_IMAGE, size=20, type="pd-balanced")),
+                    image=image("gateway"), size=20, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
                 metadata_startup_script=gateway_user_data(args, ref, heads), service_account=identity[0],

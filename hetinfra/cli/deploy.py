@@ -29,7 +29,9 @@ def _ask():
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @click.option("--force", is_flag=True, help="Apply even though OUT runs another service (state.json's service "
                                             "or service id differs from plan.json's): that service's units are replaced.")
-def apply_command(out: Path, target: str, yes: bool, force: bool) -> None:
+@click.option("--update-images", is_flag=True, help="Take the newest VM images instead of those pinned by earlier "
+                                                    "applies (state.json images): replaces the VMs that use them.")
+def apply_command(out: Path, target: str, yes: bool, force: bool, update_images: bool) -> None:
     """Provision the plan in OUT (a `hetinfra plan --out` directory); shows the change first.
 
     Needs VLLM_API_KEY (and HF_TOKEN for gated models) in the environment; with Pulumi also the
@@ -42,7 +44,8 @@ def apply_command(out: Path, target: str, yes: bool, force: bool) -> None:
     try:
         from hetinfra.deploy.apply import apply_plan, load_plan
 
-        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force)
+        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force,
+                   update_images=update_images)
     except HetinfraError as exc:
         fail(exc, False)
 

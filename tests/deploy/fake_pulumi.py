@@ -94,6 +94,16 @@ def program(plan, stack_name):
     return resources, units
 
 
+def images(plan, stack):
+    """The `images` output: per region and role the image pinned in `hetinfra:images`, else the
+    newest ($FAKE_CLOUD_NEWEST_IMAGE; Azure: version 'latest'), and the newest found."""
+    pins = json.loads((stack["config"].get("hetinfra:images") or {}).get("value") or "{}")
+    newest = "latest" if cwd.name == "azure" else os.environ.get("FAKE_CLOUD_NEWEST_IMAGE", f"{cwd.name}-image-1")
+    roles = ("gpu", "gateway") if ((plan.get("deploy") or {}).get("gateway") or {}).get("enabled") else ("gpu",)
+    return {region: {role: {"id": (pins.get(region) or {}).get(role) or newest, "latest": newest} for role in roles}
+            for region in sorted({a["region"] for a in plan["allocations"]})}
+
+
 def refresh(stack):
     """Adopt the cloud: resources it no longer has leave the state; sizes and statuses are read back."""
     kept = []
@@ -140,6 +150,10 @@ elif argv[:2] == ["config", "set-all"]:
             k, v = argv[i + 1].split("=", 1)
             stack["config"][k] = {"secret": a == "--secret", "value": v}
     save()
+elif argv[:2] == ["config", "set"]:  # config set KEY --plaintext|--secret --stack S -- VALUE
+    stack = db[key][opt("--stack")]
+    stack["config"][argv[2]] = {"secret": "--secret" in argv, "value": argv[-1]}
+    save()
 elif argv[:1] == ["up"]:
     stack = db[key][opt("--stack")]
     if fail_here("up"):
@@ -170,7 +184,8 @@ elif argv[:1] == ["up"]:
         if urn not in {w["urn"] for w in wanted}:
             cloud_db.pop(r["id"], None)
     stack["resources"] = wanted
-    stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}, "units": units}
+    stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}, "units": units,
+                        "images": images(plan, stack)}
     gateway = (plan.get("deploy") or {}).get("gateway") or {}
     if gateway.get("enabled"):  # one gateway per fleet region of this project's cloud
         regions = sorted({a["region"] for a in plan["allocations"] if a["cloud"] == cwd.name})
