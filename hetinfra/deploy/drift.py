@@ -2,45 +2,51 @@
 
 ``hetinfra status`` and ``hetinfra replan`` read each running unit's live replicas:
 
-- **Pulumi units**: ``pulumi refresh`` of each cloud's stack (the state adopts what the cloud has:
-  a spot VM that was preempted and deleted leaves it, a group resized outside Pulumi shows its new
-  size), then the refreshed resources (``pulumi stack export``) that the stack's ``units`` output
-  names as the unit's capacity (``hetinfra.stacks.common.unit_output``):
+- **Pulumi units** run in self-healing groups (an AWS Auto Scaling group, a GCP managed instance
+  group, an Azure scale set: one per single-node unit, one per node of a pipeline replica; the
+  stack's ``units`` output names them, hetinfra.stacks.common.unit_output). ``pulumi refresh`` of
+  each cloud's stack adopts what the cloud has (a group resized or deleted outside Pulumi), then
+  per group, from the refreshed state (``pulumi stack export``) and the cloud's API
+  (hetinfra.deploy.groups):
 
-  - a VM (GCP instance, Azure VM) is one node: live while it runs (GCP ``currentStatus``
-    RUNNING; an Azure VM still in the state exists, as spot eviction deletes it); gone from the
-    state it is **lost**, and the next ``pulumi up`` (``hetinfra apply``, ``replan --apply``)
-    recreates it;
-  - an AWS Auto Scaling group: its size (``desiredCapacity``; below the plan: lost, ``pulumi up``
-    restores it) and its instances from the Auto Scaling API (boto3, with the credentials Pulumi
-    uses): InService and Healthy are live, other instances are unhealthy, and instances it lacks
-    (a spot instance reclaimed, not yet replaced) the group is **replacing** by itself.
+  - its size below the plan (or the group gone): those instances are **lost**; only ``pulumi up``
+    restores them (``hetinfra apply``, ``replan --apply``), which a re-plan forces;
+  - instances serving count toward **live** replicas (a pipeline replica when every node's group
+    serves); those that exist but do not serve are **unhealthy** (the group's health checks
+    replace them);
+  - instances the group lacks (a spot VM preempted, not yet back) or is creating are
+    **replacing**: the group recreates them by itself, so a re-plan does not fight it. A unit
+    whose groups are still replacing after :data:`PATIENCE_S` (every read since the first that
+    found it short found it short: ``short_since``) is **stalled**: the cloud has no capacity for
+    it (spot pools run dry), and ``replan`` treats those replicas as gone and moves them elsewhere.
 
 - **SkyServe units**: ``sky serve status``: READY replicas are live; provisioning, starting, not
-  ready or failed ones unhealthy; preempted or missing ones SkyServe is replacing.
+  ready or failed ones unhealthy; preempted or missing ones SkyServe is replacing (it fails over
+  across the unit's alternates itself).
 
-The cost of what runs is the instances that exist (serving or not: they bill) at the plan's price.
-A read is recorded in state.json under ``live`` (see :func:`record`), so ``status --no-refresh``
-shows the last one.
+The cost of what runs is the instances that bill (serving or not) at the plan's price. A read is
+recorded in state.json under ``live`` (see :func:`record`), so ``status --no-refresh`` shows the
+last one and the next read knows since when a unit is short.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
-from hetinfra.deploy import pulumi_driver, sky_driver
+from hetinfra.deploy import groups, pulumi_driver, sky_driver
+from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
 from hetinfra.errors import ProviderError
 
-GCE_VM = "gcp:compute/instance:Instance"
-AZURE_VM = "azure-native:compute:VirtualMachine"
-AWS_VM = "aws:ec2/instance:Instance"
-AWS_GROUP = "aws:autoscaling/group:Group"
-NO_REFRESH_HINT = "`hetinfra status OUT --no-refresh` shows what state.json records without asking the clouds"
+#: a group type -> (where its size is in the refreshed state, the API that lists its instances)
+GROUPS = {AWS_GROUP: (("desiredCapacity",), "Auto Scaling API"), GCP_MIG: (("targetSize",), "Compute API"),
+          AZURE_VMSS: (("sku", "capacity"), "ARM API")}
+PATIENCE_S = 1800  # how long groups may be replacing instances before the unit counts as stalled
 
 
 @dataclass
@@ -62,6 +68,8 @@ class UnitLive:
     lost: int = 0  # instances gone that `pulumi up` recreates (hetinfra apply, replan --apply)
     replacing: int = 0  # instances a self-healing group or SkyServe is replacing by itself
     running: int = 0  # instances that exist and bill
+    stalled: int = 0  # of the replacing, those the groups have lacked for PATIENCE_S or longer
+    short_since: str | None = None  # the first read of the run of reads that found groups replacing
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -75,7 +83,8 @@ class UnitLive:
         return {"unit": self.unit, "path": self.path, "cloud": self.cloud, "region": self.region,
                 "instance_type": self.instance_type, "gpu": self.gpu, "spot": self.spot, "nodes": self.nodes,
                 "desired": self.desired, "live": self.live, "unhealthy": self.unhealthy, "lost": self.lost,
-                "replacing": self.replacing, "running_instances": self.running,
+                "replacing": self.replacing, "stalled": self.stalled, "short_since": self.short_since,
+                "running_instances": self.running,
                 "planned_cost_usd_per_hour": round(planned, 4),
                 "cost_usd_per_hour": round(self.running * self.price, 4) if self.live is not None else None,
                 "source": self.source, "notes": list(self.notes)}
@@ -92,49 +101,78 @@ def _name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def _vm_up(res: dict) -> bool:
+def _size(res: dict, typ: str, planned: int) -> int:
+    """A group's size in the refreshed state (the plan's when the state has none)."""
+    v = res.get("outputs") or {}
+    for k in GROUPS[typ][0]:
+        v = v.get(k) if isinstance(v, dict) else None
+    return planned if v is None else int(v)
+
+
+def _key(m: dict, res: dict) -> str:
+    """How the group's API names it: the ARM id of a scale set, else the group's name."""
     out = res.get("outputs") or {}
-    if res["type"] == GCE_VM:
-        return out.get("currentStatus", "RUNNING") == "RUNNING"
-    if res["type"] == AWS_VM:
-        return out.get("instanceState", "running") == "running"
-    return True  # an Azure VM in the refreshed state exists (spot eviction deletes it)
+    if m["type"] == AZURE_VMSS:
+        return str(res.get("id") or out.get("id") or m.get("id"))
+    return str(out.get("name") or m.get("name"))
 
 
-def _count_pulumi(u: UnitLive, entry: dict | None, resources: dict, groups: dict) -> None:
+def _read_instances(pairs: list[tuple[UnitLive, dict | None]], resources: dict | None,
+                    env: Mapping[str, str]) -> dict[str, Instances]:
+    """The instances of every group the units' ``units`` entries name (those still in
+    ``resources``, the refreshed state; None: not refreshed, all), from each cloud's API."""
+    aws: dict[str, set[str]] = {}
+    gcp, azure = set(), set()
+    for u, entry in pairs:
+        for m in (entry or {}).get("members") or []:
+            res = {} if resources is None else resources.get((m["type"], m["resource"]))
+            if res is None or m["type"] not in GROUPS:
+                continue
+            out, head = res.get("outputs") or {}, m.get("rank", 0) == 0  # heads carry the health checks
+            if m["type"] == AWS_GROUP:
+                aws.setdefault(u.region, set()).add(_key(m, res))
+            elif m["type"] == GCP_MIG:
+                gcp.add((out.get("project") or m.get("project"), out.get("zone") or m.get("zone"), _key(m, res), head))
+            else:
+                azure.add((_key(m, res), head))
+    found: dict[str, Instances] = {}
+    for region, names in sorted(aws.items()):
+        found.update(groups.aws_groups(region, sorted(names)))
+    if gcp:
+        found.update(groups.gcp_groups(sorted(gcp), env))
+    if azure:
+        found.update(groups.azure_groups(sorted(azure), env))
+    return found
+
+
+def _count_pulumi(u: UnitLive, entry: dict | None, resources: dict | None, found: dict[str, Instances]) -> None:
     """Fill ``u`` from the unit's ``units`` output entry, the refreshed resources by (type, name)
-    and the Auto Scaling groups' instances by group name."""
+    (None: not refreshed, every group at its planned size) and the groups' instances by API key."""
     if not entry or not entry.get("members"):
         u.notes.append("the stack exports no live capacity for this unit (deployed by an older hetinfra?): "
                        "`hetinfra apply` updates it")
         return
+    unknown = [m for m in entry["members"] if m["type"] not in GROUPS]
+    if unknown:
+        u.notes.append(f"no live reader for {unknown[0]['type']} ({unknown[0]['resource']})")
+        return
     pooled, per_replica = 0, {}
     for m in entry["members"]:
-        res = resources.get((m["type"], m["resource"]))
-        planned = (u.desired if m.get("replica") is None else 1)
-        if m["type"] in (GCE_VM, AZURE_VM, AWS_VM):
+        planned = u.desired if m.get("replica") is None else 1
+        res = {} if resources is None else resources.get((m["type"], m["resource"]))
+        if res is None:  # the group itself is gone
+            u.lost += planned
             healthy = 0
-            if res is None:
-                u.lost += 1
-            elif _vm_up(res):
-                healthy, u.running = 1, u.running + 1
-            else:
-                u.unhealthy += 1
-        elif m["type"] == AWS_GROUP:
-            if res is None:
-                u.lost += planned
-                healthy = 0
-            else:
-                size = int((res.get("outputs") or {}).get("desiredCapacity", planned))
-                u.lost += max(0, planned - size)
-                name = (res.get("outputs") or {}).get("name") or m.get("name")
-                healthy, other = groups.get(name, (0, 0))
-                u.unhealthy += other
-                u.running += healthy + other
-                u.replacing += max(0, size - healthy - other)
         else:
-            u.notes.append(f"no live reader for {m['type']} ({m['resource']})")
-            return
+            size = _size(res, m["type"], planned)
+            u.lost += max(0, planned - size)
+            got = found.get(_key(m, res), Instances())
+            healthy = min(got.healthy, size)
+            u.unhealthy += got.other
+            u.running += got.billing
+            u.replacing += max(0, size - got.healthy - got.other)
+            u.notes += [n for n in (f"the cloud could not create an instance: {e}" for e in sorted(set(got.errors)))
+                        if n not in u.notes]
         if m.get("replica") is None:
             pooled += healthy
         else:
@@ -142,32 +180,16 @@ def _count_pulumi(u: UnitLive, entry: dict | None, resources: dict, groups: dict
     u.live = pooled + sum(1 for n in per_replica.values() if n >= u.nodes)
 
 
-def aws_group_instances(region: str, names: list[str]) -> dict[str, tuple[int, int]]:
-    """Auto Scaling groups' instances (boto3 ``describe_auto_scaling_groups``): group name ->
-    (InService and Healthy, any other instance). Exit 4 when the API cannot be read."""
-    from hetinfra.price_feeds.aws_api import client_factory, session_or_warning
-
-    session, why = session_or_warning()
-    if session is None:
-        raise ProviderError(f"cannot read the Auto Scaling groups in {region}: {why}", hint=NO_REFRESH_HINT)
-    client = client_factory(session)("autoscaling", region)
-    out: dict[str, tuple[int, int]] = {}
-    try:
-        for i in range(0, len(names), 50):  # the API takes at most 50 names per call
-            pages = client.get_paginator("describe_auto_scaling_groups").paginate(AutoScalingGroupNames=names[i:i + 50])
-            for page in pages:
-                for g in page.get("AutoScalingGroups", []):
-                    ok = sum(1 for x in g.get("Instances", [])
-                             if x.get("LifecycleState") == "InService" and x.get("HealthStatus") == "Healthy")
-                    out[g["AutoScalingGroupName"]] = (ok, len(g.get("Instances", [])) - ok)
-    except Exception as exc:  # botocore raises ClientError, EndpointConnectionError, NoCredentialsError...
-        raise ProviderError(f"cannot read the Auto Scaling groups in {region}: {type(exc).__name__}: {exc}",
-                            hint="check the AWS credentials (`aws sts get-caller-identity`); " + NO_REFRESH_HINT) from None
-    return out
+def live_replicas(alloc: dict, entry: dict | None, env: Mapping[str, str]) -> int:
+    """Replicas of a running unit that serve now, by its groups' instances as the cloud's API lists
+    them (no refresh: the groups at their planned sizes); the health wait's count."""
+    u = _unit(alloc)
+    _count_pulumi(u, entry, None, _read_instances([(u, entry)], None, env))
+    return u.live or 0
 
 
 def _pulumi_cloud(out: Path, cloud: str, units: list[UnitLive], state: DeployState, plan: dict | None, command,
-                  refresh: bool, log: Callable[[str], None]) -> None:
+                  refresh: bool, env: Mapping[str, str], log: Callable[[str], None]) -> None:
     stack = (state.doc["pulumi"].get(cloud) or {}).get("stack") or ((plan or {}).get("deploy") or {}).get("stack", "prod")
     project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=log, plan=plan)
     try:
@@ -182,19 +204,28 @@ def _pulumi_cloud(out: Path, cloud: str, units: list[UnitLive], state: DeploySta
         raise ProviderError(f"pulumi refresh of the {cloud} stack failed: {' | '.join(lines[-3:])}",
                             hint="check the cloud's credentials and PULUMI_CONFIG_PASSPHRASE; " + NO_REFRESH_HINT) from None
     entries = outputs.get("units") or {}
-    groups: dict[str, tuple[int, int]] = {}
-    by_region: dict[str, list[str]] = {}
+    found = _read_instances([(u, entries.get(u.unit)) for u in units], resources, env)
     for u in units:
-        for m in (entries.get(u.unit) or {}).get("members") or []:
-            res = resources.get((m["type"], m["resource"]))
-            if m["type"] == AWS_GROUP and res is not None:
-                by_region.setdefault(u.region, []).append((res.get("outputs") or {}).get("name") or m.get("name"))
-    for region, names in sorted(by_region.items()):
-        groups.update(aws_group_instances(region, sorted(set(names))))
+        apis = sorted({GROUPS[m["type"]][1] for m in (entries.get(u.unit) or {}).get("members") or []
+                       if m["type"] in GROUPS})
+        u.source = " + ".join(["pulumi refresh" if refresh else "pulumi state"] + apis)
+        _count_pulumi(u, entries.get(u.unit), resources, found)
+
+
+def _seconds(stamp: str) -> float:
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def _stalled(units: list[UnitLive], previous: dict | None, read_at: str) -> None:
+    """Carry ``short_since`` from the previous read; groups replacing for PATIENCE_S are stalled."""
+    before = (previous or {}).get("units") or {}
     for u in units:
-        u.source = "pulumi refresh" + (" + Auto Scaling API" if by_region.get(u.region) else "") if refresh \
-            else "pulumi state"
-        _count_pulumi(u, entries.get(u.unit), resources, groups)
+        if u.path != "pulumi" or not u.replacing:
+            continue
+        last = before.get(u.unit) or {}
+        u.short_since = (last.get("short_since") if last.get("replacing") else None) or read_at
+        if _seconds(read_at) - _seconds(u.short_since) >= PATIENCE_S:
+            u.stalled = u.replacing
 
 
 SKY_LIVE = {"READY"}
@@ -234,16 +265,18 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
         command = pulumi_command or pulumi_driver.pulumi_command()
         for cloud in clouds:
             _pulumi_cloud(out, cloud, [u for u in units if u.path == "pulumi" and u.cloud == cloud], state, plan,
-                          command, refresh, quiet)
+                          command, refresh, env, quiet)
     sky = [u for u in units if u.path == "skypilot"]
     if sky:
         _sky_units(sky)
-    return live_doc(units, refreshed=refresh)
+    read_at = now()
+    _stalled(units, state.doc.get("live"), read_at)
+    return live_doc(units, refreshed=refresh, read_at=read_at)
 
 
-def live_doc(units: list[UnitLive], *, refreshed: bool) -> dict:
+def live_doc(units: list[UnitLive], *, refreshed: bool, read_at: str) -> dict:
     known = [u for u in units if u.live is not None]
-    return {"read_at": now(), "refreshed": refreshed,
+    return {"read_at": read_at, "refreshed": refreshed,
             "desired_replicas": sum(u.desired for u in units), "live_replicas": sum(u.live for u in known),
             "cost_usd_per_hour": round(sum(u.running * u.price for u in known), 4),
             "planned_cost_usd_per_hour": round(sum(u.desired * u.nodes * u.price for u in units), 4),
@@ -259,11 +292,15 @@ def drift_line(u: UnitLive) -> str:
     if u.lost:
         parts.append(f"{u.lost} instance(s) gone (preempted or deleted): `pulumi up` recreates them "
                      "(hetinfra apply, replan --apply)")
-    if u.replacing:
+    if u.stalled:
+        parts.append(f"{u.stalled} instance(s) the group has been replacing since {u.short_since} (no capacity?): "
+                     "a re-plan moves them elsewhere")
+    elif u.replacing:
         parts.append(f"{u.replacing} instance(s) missing that the {'SkyServe service' if u.path == 'skypilot' else 'group'}"
                      " is replacing")
     if u.unhealthy:
         parts.append(f"{u.unhealthy} instance(s) not serving")
+    parts += u.notes
     return f"{u.unit}: {u.live} of {u.desired} replica(s) live" + (f"; {'; '.join(parts)}" if parts else "")
 
 
@@ -275,13 +312,8 @@ def record(out: Path, live: dict) -> DeployState:
     return state
 
 
-def lost_replicas(live: dict) -> dict[str, int]:
-    """Units with instances `pulumi up` must restore: unit -> replicas to restore."""
-    out = {}
-    for unit, u in (live.get("units") or {}).items():
-        if u.get("live") is not None and u.get("lost"):
-            out[unit] = min(u["desired"], -(-u["lost"] // max(1, u["nodes"])))
-    return out
+def _replicas(instances: int, nodes: int) -> int:
+    return -(-instances // max(1, nodes))
 
 
 def live_lines(live: dict | None, *, updated_at: str | None = None) -> list[str]:
@@ -305,24 +337,32 @@ def live_lines(live: dict | None, *, updated_at: str | None = None) -> list[str]
 
 def running_now(allocations: list[dict], live: dict) -> tuple[list[dict], list[str], list[str]]:
     """What runs for a re-plan: ``allocations`` (state.json's) less the replicas whose instances
-    are gone and that only `pulumi up` brings back (a unit left with none is dropped); lines that
-    force restoring them; lines on what groups and SkyServe are replacing by themselves."""
-    lost = lost_replicas(live)
+    are gone (only `pulumi up` brings them back) or stalled (their groups find no capacity); a unit
+    left with none is dropped. Returns it, lines that force the move, and lines on what groups and
+    SkyServe are replacing by themselves (no move: they heal)."""
     units = live.get("units") or {}
     out, forced, notes = [], [], []
     for a in allocations:
         unit = a["deployment_unit"]
         u = units.get(unit) or {}
-        if u.get("replacing"):
+        if u.get("replacing") and not u.get("stalled"):
             notes.append(f"{unit}: {u['live']} of {u['desired']} replica(s) live; the "
                          f"{'SkyServe service' if u['path'] == 'skypilot' else 'group'} is replacing "
                          f"{u['replacing']} instance(s) by itself")
-        k = lost.get(unit, 0)
-        if not k:
+        if u.get("live") is None:
             out.append(a)
             continue
-        forced.append(f"{unit}: {u['lost']} instance(s) gone (preempted or deleted); {k} replica(s) to restore")
-        count = a["count"] - k
+        lost = min(a["count"], _replicas(u.get("lost") or 0, u["nodes"]))
+        stalled = min(a["count"] - lost, _replicas(u.get("stalled") or 0, u["nodes"]))
+        if lost:
+            forced.append(f"{unit}: {u['lost']} instance(s) gone (preempted or deleted); {lost} replica(s) to restore")
+        if stalled:
+            forced.append(f"{unit}: its groups have lacked {u['stalled']} instance(s) since {u['short_since']} "
+                          f"(no capacity?); {stalled} replica(s) planned elsewhere")
+        count = a["count"] - lost - stalled
+        if count == a["count"]:
+            out.append(a)
+            continue
         if count > 0:
             nodes = int(a.get("nodes_per_replica") or 1)
             out.append(dict(a, count=count, instances=count * nodes,

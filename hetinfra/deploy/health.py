@@ -3,20 +3,26 @@ host that runs it (cron), where the units' vLLM port is closed by default (``ing
 
 Each unit is checked the first way that works:
 
-1. **gateway** (``deploy.gateway.enabled``, Pulumi units, clients admitted by ``ingress_cidrs``:
-   the cron host is one of them): its fleet region's gateway's ``/health``, which lists per unit
-   the backends it health-checks itself; the unit is up when all of them have stayed healthy for
+1. **SkyServe units**: ``sky serve status`` (as many READY replicas as planned);
+2. **the cloud's own signal** (Pulumi units, :data:`CLOUD_SIGNAL`): the unit's groups count their
+   serving replicas with the health checks that also heal them, vLLM's ``/health``: AWS, the
+   unit's load balancer target group (``DescribeTargetHealth``: as many healthy targets as
+   replicas); GCP, the managed instance groups' autohealer health (``listManagedInstances``);
+   Azure, the scale sets' Application Health extension (the VMs' instance view); the last two
+   through hetinfra.deploy.groups, as ``hetinfra status`` reads them;
+3. **gateway** (``deploy.gateway.enabled``, clients admitted by ``ingress_cidrs``: the cron host is
+   one of them): its fleet region's gateway's ``/health``, which lists per unit the backends it
+   health-checks itself; the unit is up when all of them have stayed healthy for
    ``GATEWAY_SETTLE_S`` (a gateway that just started counts a backend healthy until its checks
    fail ``fall`` times, 2 x 5 s by default);
-2. **the cloud's own signal**: AWS units: the unit's load balancer target group, whose HTTP check
-   is vLLM's ``/health`` (``DescribeTargetHealth``: as many healthy targets as replicas); SkyServe
-   units: ``sky serve status`` (as many READY replicas as planned);
-3. **direct**: ``deploy.management_cidrs`` (the cron host's ``/32``) or, without a gateway,
-   ``ingress_cidrs`` admit the host to the vLLM port: each replica's ``/health``.
+4. **direct**: ``deploy.management_cidrs`` (the cron host's ``/32``) or, without a gateway,
+   ``ingress_cidrs`` admit the host to the vLLM port: each endpoint's ``/health``.
 
-Otherwise nothing can tell (GCP/Azure VMs without a gateway or a management CIDR):
-:func:`unchecked_units` names them, ``apply`` warns and ``replan --apply`` refuses (exit 2) before
-it changes anything.
+The cloud's count comes first because a unit's endpoint (and the gateway's backend) is one load
+balancer over all its replicas: its ``/health`` answers once any replica serves, so ways 3 and 4
+cannot tell a unit that grew from 1 to 3 replicas from one still at 1. They are kept for a cloud
+without a signal hetinfra reads. A unit no way can check: :func:`unchecked_units` names it,
+``apply`` warns and ``replan --apply`` refuses (exit 2) before it changes anything.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from typing import Callable
 from hetinfra.errors import ProviderError
 
 #: clouds whose Pulumi units carry a readiness signal of their own (see the module docstring)
-CLOUD_SIGNAL = {"aws": "the load balancer's target group health"}
+CLOUD_SIGNAL = {"aws": "the load balancer's target group health",
+                "gcp": "the managed instance groups' autohealer health",
+                "azure": "the scale sets' Application Health extension"}
 GATEWAY, CLOUD, SKYSERVE, DIRECT = "gateway", "cloud", "skyserve", "direct"
 GATEWAY_SETTLE_S = 30.0
 
@@ -41,10 +49,10 @@ def method(plan: dict, alloc: dict, path: str) -> str | None:
     gateway = bool((d.get("gateway") or {}).get("enabled"))
     if path == "skypilot":
         return SKYSERVE
-    if gateway and d.get("ingress_cidrs"):
-        return GATEWAY
     if alloc["cloud"] in CLOUD_SIGNAL:
         return CLOUD
+    if gateway and d.get("ingress_cidrs"):
+        return GATEWAY
     if d.get("management_cidrs") or (not gateway and d.get("ingress_cidrs")):
         return DIRECT
     return None
@@ -57,8 +65,8 @@ def unchecked_units(plan: dict, allocs: list[tuple[dict, str]]) -> list[str]:
 
 def no_check_message(units: list[str]) -> tuple[str, str]:
     """(message, hint) for units without a health check path."""
-    return (f"the health of {', '.join(units)} cannot be checked from this host: their vLLM port admits no "
-            "management CIDR, there is no gateway and their cloud has no health signal hetinfra reads",
+    return (f"the health of {', '.join(units)} cannot be checked from this host: their cloud has no health "
+            "signal hetinfra reads, their vLLM port admits no management CIDR and there is no gateway",
             "set deploy.management_cidrs: [<this host's public IP>/32] (or deploy.gateway.enabled: true with "
             "this host in ingress_cidrs) in the spec and plan again")
 
@@ -168,9 +176,14 @@ def wait_healthy(plan: dict, state_doc: dict, units: list[str], *, timeout_s: fl
                 ok = bool(seen) and seen.get("replicas", 0) > 0 and seen.get("healthy", 0) >= seen["replicas"]
                 since = healthy_since.setdefault(u, clock()) if ok else healthy_since.pop(u, None)
                 ok = ok and clock() - since >= settle_s
-            else:
+            elif a["cloud"] == "aws":
                 arn = ((outputs.get(a["cloud"], {}).get("units") or {}).get(u) or {}).get("target_group")
                 ok = bool(arn) and _target_health(a["region"], arn) >= a["count"]
+            else:
+                from hetinfra.deploy.drift import live_replicas
+
+                entry = (outputs.get(a["cloud"], {}).get("units") or {}).get(u)
+                ok = bool(entry) and live_replicas(a, entry, env) >= a["count"]
             if not ok:
                 still.append(u)
         return still

@@ -20,8 +20,8 @@ from __future__ import annotations
 import urllib.parse
 
 from hetinfra.compile.images import AZURE, ROLES, used
+from hetinfra.deploy.groups import arm_url
 
-ARM_URL = "https://management.azure.com"
 ARM_API_VERSION = "2024-07-01"
 
 
@@ -29,8 +29,10 @@ def _version_key(v: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
 
 
-def azure_newest_version(region: str, role: str, env: dict, *, base_url: str = ARM_URL) -> tuple[str | None, str]:
-    """(the newest version of the role's Azure image in ``region``, or None; why not)."""
+def azure_newest_version(region: str, role: str, env: dict, *, base_url: str | None = None) -> tuple[str | None, str]:
+    """(the newest version of the role's Azure image in ``region``, or None; why not); the ARM API
+    at ``base_url``, else ``HETINFRA_AZURE_ARM_URL`` or management.azure.com."""
+    base_url = base_url or arm_url(env)
     from hetinfra.price_feeds.cloud_quotas import BearerClient, azure_credentials
     from hetinfra.price_feeds.http import FetchError
 
@@ -51,7 +53,7 @@ def azure_newest_version(region: str, role: str, env: dict, *, base_url: str = A
 
 
 def pins_for_up(state_doc: dict, plan: dict, cloud: str, *, update: bool, env: dict,
-                notes: list[str], azure_url: str = ARM_URL) -> dict:
+                notes: list[str], azure_url: str | None = None) -> dict:
     """The ``hetinfra:images`` value to set before ``cloud``'s ``up``: region -> role -> id."""
     pins = {} if update else {r: dict(roles) for r, roles in ((state_doc.get("images") or {}).get(cloud) or {}).items()}
     if cloud != "azure":

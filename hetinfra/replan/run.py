@@ -19,7 +19,7 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.fileio import atomic_write_text
 from hetinfra.errors import ProviderError
-from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, render
+from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, gpus_in_use, render
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import Journal, replan_lock, stage_counts, stage_plan
 
@@ -66,20 +66,28 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
     return new_spec, triggers
 
 
-def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi_command, env) -> tuple[list[dict], list[str]]:
-    """What runs by the clouds' account when hetinfra deployed ``out`` (state.json): instances gone
-    that only `pulumi up` brings back are taken out of ``running`` and returned as forcing lines."""
+def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi_command, env
+          ) -> tuple[list[dict], list[str], dict[tuple[str, str, str], int]]:
+    """What runs by the clouds' account when hetinfra deployed ``out`` (state.json): replicas gone
+    (only `pulumi up` brings them back) or stalled (their groups find no capacity) are taken out of
+    ``running``. Returns it, the lines that force the move, and caps that keep the new plan from
+    placing more of a stalled unit's GPU where it stalled than run there now."""
     if not opts.refresh or not (out / "state.json").exists():
-        return running, []
+        return running, [], {}
     from hetinfra.deploy.drift import read_live, record, running_now
     from hetinfra.deploy.state import DeployState
 
     live = read_live(out, DeployState.load(out), pulumi_command=pulumi_command, env=env)
     record(out, live)
-    running, forced, notes = running_now(running, live)
+    now_running, forced, notes = running_now(running, live)
     for line in notes:
         detail(f"live: {line}")
-    return running, forced
+    stalled = [a for a in running if ((live.get("units") or {}).get(a["deployment_unit"]) or {}).get("stalled")]
+    used = gpus_in_use(now_running)
+    caps = {k: used.get(k, 0) for k in gpus_in_use(stalled)}
+    for (cloud, region, gpu), n in sorted(caps.items()):
+        detail(f"live: {gpu} in {cloud}/{region} capped at the {n} GPU(s) running there (a group stalled)")
+    return now_running, forced, caps
 
 
 def _check_health_paths(new_plan: dict, running: list[dict], stages, target: str) -> None:
@@ -151,9 +159,12 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         override, demand_triggers = (None, [])
         if opts.demand_log:
             override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
+        running, lost, live_caps = _live(out, running_allocations(out), opts, detail, pulumi_command=pulumi_command,
+                                         env=env)
+        for k, n in live_caps.items():  # the tighter cap wins
+            caps[k] = min(n, caps.get(k, n))
         result, new_plan = verified_plan(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                          spec_override=override, extra_caps=caps)
-        running, lost = _live(out, running_allocations(out), opts, detail, pulumi_command=pulumi_command, env=env)
         d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                    demand_notes=demand_triggers, forced_notes=lost)

@@ -20,13 +20,14 @@ def fake_pulumi(fake_cloud, tmp_path, monkeypatch):
     """Put the stand-in on PATH; returns a function that reads its call log."""
     exe, calls = install_stand_in(tmp_path, monkeypatch, "pulumi", FAKE.read_text(), "FAKE_PULUMI_LOG")
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_PULUMI_REPO", str(REPO))  # it renders the cloud with tests/deploy/fake_cloud.py
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
     return calls
 
 
 @pytest.fixture
 def fake_cloud(tmp_path, monkeypatch):
-    """The cloud behind the stand-in (tests/deploy/fake_cloud.py), its AWS APIs served on loopback."""
+    """The cloud behind the stand-in (tests/deploy/fake_cloud.py), its group APIs served on loopback."""
     from tests.deploy.fake_cloud import FakeCloud
 
     home = tmp_path / "fake-pulumi-home"
@@ -36,6 +37,8 @@ def fake_cloud(tmp_path, monkeypatch):
     srv, url = cloud.serve()
     for service in ("AUTO_SCALING", "ELASTIC_LOAD_BALANCING_V2"):
         monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", url)
+    monkeypatch.setenv("HETINFRA_GCP_COMPUTE_URL", url)
+    monkeypatch.setenv("HETINFRA_AZURE_ARM_URL", url)
     yield cloud
     srv.shutdown()
     srv.server_close()
@@ -55,6 +58,12 @@ def cloud_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the README's setting for the gcp stack
+    # the tokens `status` reads GCP's instance groups and Azure's scale sets with (tests/deploy/fake_cloud.py);
+    # no quota read with them: the clouds' quota APIs are not served here
+    monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "gcp-token")
+    monkeypatch.setenv("AZURE_ACCESS_TOKEN", "arm-token")
+    monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", "sub-1")
+    monkeypatch.setenv("HETINFRA_PREFLIGHT_QUOTAS", "0")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
     monkeypatch.setenv("VLLM_API_KEY", "sk-test-key")
     return home

@@ -5,14 +5,15 @@ The Automation API runs it exactly as it would run the CLI. Every call is append
 $FAKE_PULUMI_LOG as JSON ({"argv", "cwd", "passphrase", "backend", "python"}: the last two are
 $PULUMI_BACKEND_URL and $PULUMI_PYTHON_CMD). It keeps per-project stacks, config, outputs and
 resources in $FAKE_PULUMI_HOME/db.json, and on `up` computes what the real program would create and
-export from the project's plan.json (one endpoint per replica; the `units` output; AWS: an Auto
-Scaling group per unit, or per node of a pipeline, and a target group; GCP/Azure: a VM per node).
+export from the project's plan.json (one load balancer endpoint per unit; the `units` output; a
+self-healing group per unit, or per node of a pipeline replica: an AWS Auto Scaling group with a
+target group, a GCP managed instance group, an Azure scale set; `vms`: group -> its cloud name).
 
-What the resources are in the cloud lives in the same file under "cloud" (physical id -> record),
-so a test can change the cloud behind Pulumi's back (tests/deploy/fake_cloud.py: a preempted VM
-disappears, a group loses instances). As the real CLI does, `up` trusts the state (a VM deleted in
-the cloud stays "created" in it) unless it runs with --refresh; `refresh` adopts the cloud: a
-deleted VM leaves the state, a GCE VM's status and a group's size are read back.
+What the groups are in the cloud lives in the same file under "cloud" (physical id -> record,
+tests/deploy/fake_cloud.py), so a test can change the cloud behind Pulumi's back (a group loses
+or recreates instances, is resized). As the real CLI does, `up` trusts the state (a group resized
+in the cloud keeps its old size in it) unless it runs with --refresh; `refresh` adopts the cloud:
+a deleted group leaves the state, a group's size is read back.
 New AWS instances pass their load balancer's health check unless $FAKE_CLOUD_TARGET_HEALTH says
 otherwise ("initial": still starting, "unhealthy": vLLM does not answer). $FAKE_PULUMI_FAIL="up:gcp" makes `up` fail in the project folder named gcp (like a quota error from
 the provider); "refresh:aws" makes `refresh` fail there (like expired credentials).
@@ -39,8 +40,14 @@ db_path = home / "db.json"
 db = json.loads(db_path.read_text()) if db_path.exists() else {}
 cloud_db = db.setdefault("cloud", {})
 key = str(cwd)
-TYPES = {"aws": "aws:autoscaling/group:Group", "gcp": "gcp:compute/instance:Instance",
-         "azure": "azure-native:compute:VirtualMachine"}
+sys.path.insert(0, os.environ["FAKE_PULUMI_REPO"])
+from tests.deploy.fake_cloud import launch  # noqa: E402
+
+#: cloud -> (the group's type token, its kind: resource name suffix and cloud record kind, where its size is)
+GROUP = {"aws": ("aws:autoscaling/group:Group", "asg", ("desiredCapacity",)),
+         "gcp": ("gcp:compute/instanceGroupManager:InstanceGroupManager", "mig", ("targetSize",)),
+         "azure": ("azure-native:compute:VirtualMachineScaleSet", "vmss", ("sku", "capacity"))}
+KINDS = {g[0]: g for g in GROUP.values()}
 
 
 def save():
@@ -59,39 +66,51 @@ def digest(text):
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
+def size_of(r):
+    v = r["outputs"]
+    for k in KINDS[r["type"]][2]:
+        v = v[k]
+    return v
+
+
 def program(plan, stack_name):
-    """(resources, units output) the real program would create for this project's plan."""
+    """(resources, units output, vms output) the real program would create for this project's plan."""
     from hetinfra.stacks.fleet import vm_name
 
     cloud = cwd.name
+    typ, suffix, _ = GROUP[cloud]
     project = f"hetinfra-{plan['service']}-{cloud}"
-    resources, units = [], {}
+    gcp_project = (plan.get("deploy") or {}).get("gcp_project") or "demo-project-1"
+    resources, units, vms = [], {}, {}
     for a in plan["allocations"]:
         unit, nodes = a["deployment_unit"], a["nodes_per_replica"]
-        if cloud == "aws":
-            groups = [(None, 0, unit, a["count"])] if nodes == 1 else \
-                [(r, k, vm_name(unit, r, k), 1) for r in range(a["count"]) for k in range(nodes)]
-        else:
-            groups = [(r, k, vm_name(unit, r, k), 1) for r in range(a["count"]) for k in range(nodes)]
+        groups = [(None, 0, unit, a["count"])] if nodes == 1 else \
+            [(r, k, vm_name(unit, r, k), 1) for r in range(a["count"]) for k in range(nodes)]
         members = []
-        for replica, rank, name, size in groups:
-            res = f"{name}-asg" if cloud == "aws" else name
-            physical = f"{name}-{digest(res)}"
-            urn = f"urn:pulumi:{stack_name}::{project}::hetinfra:{cloud}:GpuFleet${TYPES[cloud]}::{res}"
-            outputs = {"name": physical}
+        for replica, rank, gname, size in groups:
+            res = f"{gname}-{suffix}"
+            physical = f"{gname}-{digest(res)}"
+            urn = f"urn:pulumi:{stack_name}::{project}::hetinfra:{cloud}:GpuFleet${typ}::{res}"
+            member = {"resource": res, "type": typ, "replica": replica, "rank": rank, "name": physical}
             if cloud == "aws":
-                outputs["desiredCapacity"] = size
+                outputs = {"name": physical, "desiredCapacity": size}
             elif cloud == "gcp":
-                outputs["currentStatus"] = "RUNNING"
-            resources.append({"urn": urn, "type": TYPES[cloud], "id": physical, "outputs": outputs, "unit": unit,
-                              "rank": rank})
-            members.append({"resource": res, "type": TYPES[cloud], "replica": replica, "rank": rank,
-                            **({"name": physical} if cloud == "aws" else {})})
+                outputs = {"name": physical, "targetSize": size, "zone": f"{a['region']}-a", "project": gcp_project}
+                member.update(zone=outputs["zone"], project=gcp_project)
+            else:
+                physical = (f"/subscriptions/sub-1/resourceGroups/rg-{digest(unit)}/providers/Microsoft.Compute/"
+                            f"virtualMachineScaleSets/{gname}")
+                outputs = {"name": gname, "id": physical, "sku": {"name": a["instance_type"], "capacity": size}}
+                member.update(name=gname, id=physical)
+            resources.append({"urn": urn, "type": typ, "id": physical, "outputs": outputs, "unit": unit,
+                              "head": rank == 0})
+            members.append(member)
+            vms[gname] = outputs["name"]
         units[unit] = {"replicas": a["count"], "nodes": nodes, "members": members}
         if cloud == "aws":
             units[unit]["target_group"] = f"arn:aws:elasticloadbalancing:{a['region']}:123456789012:targetgroup/" \
                                           f"hi-{digest(unit)}/{digest(unit + 'tg')}"
-    return resources, units
+    return resources, units, vms
 
 
 def images(plan, stack):
@@ -105,32 +124,29 @@ def images(plan, stack):
 
 
 def refresh(stack):
-    """Adopt the cloud: resources it no longer has leave the state; sizes and statuses are read back."""
+    """Adopt the cloud: groups it no longer has leave the state; their sizes are read back."""
     kept = []
     for r in stack.get("resources", []):
         rec = cloud_db.get(r["id"])
         if rec is None:
             continue
-        if r["type"] == TYPES["aws"]:
-            r["outputs"]["desiredCapacity"] = rec["desired"]
-        elif r["type"] == TYPES["gcp"]:
-            r["outputs"]["currentStatus"] = rec.get("status", "RUNNING")
+        where = r["outputs"]
+        for k in KINDS[r["type"]][2][:-1]:
+            where = where[k]
+        where[KINDS[r["type"]][2][-1]] = rec["desired"]
         kept.append(r)
     stack["resources"] = kept
 
 
 def create_in_cloud(r):
-    if r["type"] == TYPES["aws"]:
-        rec = cloud_db.setdefault(r["id"], {"kind": "asg", "unit": r["unit"], "instances": []})
-        rec["desired"] = r["outputs"]["desiredCapacity"]
-        rec["target_group"] = r.get("target_group")
-        while len(rec["instances"]) < rec["desired"]:  # the group launches up to its new size
-            rec["instances"].append({"id": f"i-{digest(r['id'] + str(len(rec['instances'])))}",
-                                     "state": "InService", "health": "Healthy",
-                                     "target": os.environ.get("FAKE_CLOUD_TARGET_HEALTH", "healthy")})
-        del rec["instances"][rec["desired"]:]
-    else:
-        cloud_db[r["id"]] = {"kind": "vm", "unit": r["unit"], "status": "RUNNING"}
+    """Create or update the group in the cloud: it launches up to its size."""
+    rec = cloud_db.setdefault(r["id"], {"kind": KINDS[r["type"]][1], "unit": r["unit"], "instances": [],
+                                        "name": r["outputs"]["name"], "id": r["id"], "head": r["head"],
+                                        "zone": r["outputs"].get("zone"), "project": r["outputs"].get("project")})
+    rec["desired"] = size_of(r)
+    rec["target_group"] = r.get("target_group")
+    rec["new_target"] = os.environ.get("FAKE_CLOUD_TARGET_HEALTH", "healthy")
+    launch(rec)
 
 
 if argv[:1] == ["version"]:
@@ -164,28 +180,26 @@ elif argv[:1] == ["up"]:
         refresh(stack)
     plan = json.loads((cwd / "plan.json").read_text())
     port = (plan.get("deploy") or {}).get("port", 8000)
-    endpoints, n = {}, 0
-    for a in plan["allocations"]:
-        for r in range(a["count"]):
-            n += 1
-            base = os.environ.get("FAKE_PULUMI_ENDPOINT")  # e.g. a loopback server for health checks
-            url = f"{base}/{a['deployment_unit']}/r{r}/v1" if base else f"http://203.0.113.{n}:{port}/v1"
-            endpoints.setdefault(a["deployment_unit"], []).append(url)
-    wanted, units = program(plan, opt("--stack"))
+    base = os.environ.get("FAKE_PULUMI_ENDPOINT")  # e.g. a loopback server for health checks
+    endpoints = {}
+    for n, a in enumerate(plan["allocations"], start=1):  # one load balancer per unit
+        unit = a["deployment_unit"]
+        endpoints[unit] = [f"{base}/{unit}/v1" if base else f"http://203.0.113.{n}:{port}/v1"]
+    wanted, units, vms = program(plan, opt("--stack"))
     have = {r["urn"]: r for r in stack.get("resources", [])}
     created = 0
     for r in wanted:
         r["target_group"] = units[r["unit"]].get("target_group")
         old = have.get(r["urn"])
-        if old is None or old["outputs"] != r["outputs"]:  # create, or update a group's size
+        if old is None or old["outputs"] != r["outputs"]:  # create, or set a group's size back
             created += old is None
             create_in_cloud(r)
     for urn, r in have.items():  # resources the program no longer declares are deleted
         if urn not in {w["urn"] for w in wanted}:
             cloud_db.pop(r["id"], None)
     stack["resources"] = wanted
-    stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}, "units": units,
-                        "images": images(plan, stack)}
+    n = sum(a["count"] * a["nodes_per_replica"] for a in plan["allocations"])
+    stack["outputs"] = {"endpoints": endpoints, "vms": vms, "units": units, "images": images(plan, stack)}
     gateway = (plan.get("deploy") or {}).get("gateway") or {}
     if gateway.get("enabled"):  # one gateway per fleet region of this project's cloud
         regions = sorted({a["region"] for a in plan["allocations"] if a["cloud"] == cwd.name})

@@ -14,20 +14,35 @@ def _alloc(cloud):
 
 
 @pytest.mark.parametrize("deploy, path, cloud, expected", [
-    ({"gateway": {"enabled": True}, "ingress_cidrs": ["10.0.0.0/8"]}, "pulumi", "gcp", health.GATEWAY),
-    ({"gateway": {"enabled": True}, "ingress_cidrs": []}, "pulumi", "aws", health.CLOUD),  # nobody reaches it
+    ({"gateway": {"enabled": True}, "ingress_cidrs": ["10.0.0.0/8"]}, "pulumi", "gcp", health.CLOUD),
+    ({"gateway": {"enabled": True}, "ingress_cidrs": []}, "pulumi", "aws", health.CLOUD),
     ({}, "pulumi", "aws", health.CLOUD),
+    ({}, "pulumi", "gcp", health.CLOUD),  # the MIGs' autohealer health
+    ({}, "pulumi", "azure", health.CLOUD),  # the scale sets' health extension
+    ({"management_cidrs": ["198.51.100.7/32"]}, "pulumi", "azure", health.CLOUD),
     ({}, "skypilot", "gcp", health.SKYSERVE),
-    ({"management_cidrs": ["198.51.100.7/32"]}, "pulumi", "gcp", health.DIRECT),
-    ({"ingress_cidrs": ["0.0.0.0/0"]}, "pulumi", "azure", health.DIRECT),
-    ({"gateway": {"enabled": True}, "ingress_cidrs": []}, "pulumi", "azure", None),
-    ({}, "pulumi", "gcp", None),
 ])
 def test_the_way_each_unit_is_checked(deploy, path, cloud, expected):
+    # every Pulumi cloud's groups count serving replicas; a unit's load balancer (and the gateway,
+    # whose backend it is) answers /health once any replica serves, so the cloud's count comes first
     assert health.method({"deploy": deploy}, _alloc(cloud), path) == expected
 
 
-def test_health_through_the_real_gateway(procs, tmp_path):
+@pytest.mark.parametrize("deploy, expected", [
+    ({"gateway": {"enabled": True}, "ingress_cidrs": ["10.0.0.0/8"]}, health.GATEWAY),
+    ({"management_cidrs": ["198.51.100.7/32"]}, health.DIRECT),
+    ({"ingress_cidrs": ["0.0.0.0/0"]}, health.DIRECT),
+    ({"gateway": {"enabled": True}, "ingress_cidrs": []}, None),  # nobody reaches the gateway
+    ({}, None),
+])
+def test_a_cloud_without_a_signal_falls_back_to_the_gateway_or_a_direct_check(deploy, expected, monkeypatch):
+    monkeypatch.setattr(health, "CLOUD_SIGNAL", {})
+    assert health.method({"deploy": deploy}, _alloc("gcp"), "pulumi") == expected
+    assert health.unchecked_units({"deploy": deploy}, [(_alloc("gcp"), "pulumi")]) == ([] if expected else ["u-gcp"])
+
+
+def test_health_through_the_real_gateway(procs, tmp_path, monkeypatch):
+    monkeypatch.setattr(health, "CLOUD_SIGNAL", {})  # the way for a cloud without a signal of its own
     source = write_out(tmp_path / "gw")
     plan = make_plan()
     _, ok1 = procs.backend("A")

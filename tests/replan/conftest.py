@@ -18,10 +18,10 @@ G6 = {"cloud": "aws", "region": "us-east-1", "instance_type": "g6.xlarge", "gpu"
 
 
 def toy_spec(tmp_path, **sections):
-    """The toy service's spec (8 req/s that one A10G or one L4 serves), ``sections`` replacing its
+    """The toy service's spec (8 req/s that one A10G, L4 or A10 serves), ``sections`` replacing its
     top-level sections (e.g. infrastructure, deploy); returns its path."""
     rows = [{"model": "toy", "gpu": g, "tp": 1, "pp": 1, "input_tokens": 500, "output_tokens": 200,
-             "ttft_slo_ms": 2000, "tpot_slo_ms": 100, "max_rps": 10} for g in ("A10G", "L4")]
+             "ttft_slo_ms": 2000, "tpot_slo_ms": 100, "max_rps": 10} for g in ("A10G", "L4", "A10")]
     write_profiles(tmp_path / "profiles.csv", rows)
     spec = {"name": "toy", "models": [{
         "name": "toy", "architecture": {"layers": 32, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
