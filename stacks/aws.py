@@ -8,7 +8,8 @@ availability zone that offers a planned instance type, ``-sg``, and:
 - **secrets**: ``-secrets`` (Secrets Manager secret) and ``-secrets-v1`` (its value: one JSON
   document of the Pulumi secrets); ``-role``, ``-role-policy`` (read that one secret, find a
   pipeline's head), ``-profile``: the instances' identity. Boot data holds no secret.
-- **groups**: per unit of single-node replicas one launch template ``<unit>-lt`` and one Auto
+- **groups**: per unit of single-node replicas one launch template ``<unit>-lt`` (the GPU AMI
+  pinned by ``hetinfra:images``, else the newest: hetinfra.compile.images) and one Auto
   Scaling group ``<unit>-asg`` (desired = the planned count; with ``deploy.autoscale`` max = 2x);
   a multi-node pipeline has one group per node ``<unit>-r<replica>-n<rank>-asg`` (size 1), all of
   a replica in one cluster placement group ``<unit>-r<replica>-pg``; workers find their head by
@@ -75,7 +76,8 @@ def _newest_ami(role: str, invoke: pulumi.InvokeOptions) -> str:
 
 
 class AwsGpuFleet(pulumi.ComponentResource):
-    """All planned VMs of one AWS region; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+    """All planned groups of one AWS region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
+    ``units`` (each unit's groups and target group: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
                  opts: pulumi.ResourceOptions | None = None) -> None:

@@ -79,7 +79,8 @@ def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
 
 
 class AzureGpuFleet(pulumi.ComponentResource):
-    """All planned scale sets of one Azure location; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
+    """All planned scale sets of one Azure location; outputs ``endpoints`` (unit -> URLs), ``vms``
+    (groups), ``units`` (each unit's scale sets: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
                  opts: pulumi.ResourceOptions | None = None) -> None:

@@ -45,7 +45,8 @@ EXTERNAL_LB_CHECK_RANGES = ["209.85.152.0/22", "209.85.204.0/22"]  # and externa
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
-    """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
+    """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
+    ``units`` (each unit's MIGs: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets, *, project: str,
                  zone: str | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
