@@ -131,12 +131,17 @@ class HttpClient:
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
 
-    def _with_retries(self, url: str, consume: Callable[[Any], Any], *, keep_open: bool = False) -> Any:
-        """Open ``url`` and run ``consume(response)``, retrying transient failures of either.
+    def _with_retries(self, url: str, consume: Callable[[Any], Any], *, keep_open: bool = False,
+                      data: bytes | None = None) -> Any:
+        """Open ``url`` (a POST of ``data`` when given) and run ``consume(response)``, retrying
+        transient failures of either (only read-only POSTs belong here).
 
         The response is closed afterwards unless ``keep_open`` (then only on failure).
         """
-        req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
+        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, headers=headers)
         opener = self._opener(url)
         attempt = 0
         while True:
@@ -192,8 +197,9 @@ class HttpClient:
                                  f"{self.deadline_s:g} s deadline")
             self._sleep(wait)
 
-    def get_bytes(self, url: str, *, max_bytes: int = 64 << 20) -> bytes:
-        """The whole body (at most ``max_bytes``), read in chunks within the deadline."""
+    def get_bytes(self, url: str, *, max_bytes: int = 64 << 20, data: bytes | None = None) -> bytes:
+        """The whole body (at most ``max_bytes``), read in chunks within the deadline; a POST of
+        ``data`` when given."""
 
         def consume(resp) -> bytes:
             chunks, size = [], 0
@@ -207,10 +213,12 @@ class HttpClient:
                     raise FetchError(f"response from {redact(url)} is larger than {max_bytes} bytes")
                 chunks.append(chunk)
 
-        return self._with_retries(url, consume)
+        return self._with_retries(url, consume, data=data)
 
-    def get_json(self, url: str, *, max_bytes: int = 64 << 20) -> Any:
-        body = self.get_bytes(url, max_bytes=max_bytes)
+    def get_json(self, url: str, *, max_bytes: int = 64 << 20, post: dict | None = None) -> Any:
+        """The JSON body of a GET, or of a POST of ``post`` (a read-only query such as GCE's
+        ``listManagedInstances``)."""
+        body = self.get_bytes(url, max_bytes=max_bytes, data=None if post is None else json.dumps(post).encode())
         try:
             return json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

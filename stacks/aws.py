@@ -8,7 +8,8 @@ availability zone that offers a planned instance type, ``-sg``, and:
 - **secrets**: ``-secrets`` (Secrets Manager secret) and ``-secrets-v1`` (its value: one JSON
   document of the Pulumi secrets); ``-role``, ``-role-policy`` (read that one secret, find a
   pipeline's head), ``-profile``: the instances' identity. Boot data holds no secret.
-- **groups**: per unit of single-node replicas one launch template ``<unit>-lt`` and one Auto
+- **groups**: per unit of single-node replicas one launch template ``<unit>-lt`` (the GPU AMI
+  pinned by ``hetinfra:images``, else the newest: hetinfra.compile.images) and one Auto
   Scaling group ``<unit>-asg`` (desired = the planned count; with ``deploy.autoscale`` max = 2x);
   a multi-node pipeline has one group per node ``<unit>-r<replica>-n<rank>-asg`` (size 1), all of
   a replica in one cluster placement group ``<unit>-r<replica>-pg``; workers find their head by
@@ -34,19 +35,16 @@ import pulumi_aws as aws
 
 import json
 
+from hetinfra.compile.images import AWS as AMIS
 from hetinfra.compile.network import subnet as nth_subnet
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, gateway_tags, gateway_url, gateway_user_data, node_script,
-                                    secret_document, tags)
+                                    pick_image, secret_document, tags, unit_output)
 from hetinfra.stacks.fleet import FleetArgs
 
 MAX_HEALTH_GRACE_S = 7200  # the units' health_grace_s, capped
 ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
-
-DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
-UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
-CANONICAL = "099720109477"
 
 
 def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
@@ -69,8 +67,17 @@ def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
     return rules
 
 
+def _newest_ami(role: str, invoke: pulumi.InvokeOptions) -> str:
+    """The lookup of hetinfra.compile.images: the newest x86_64 AMI of the role's owner and name."""
+    src = AMIS[role]
+    return aws.ec2.get_ami(most_recent=True, owners=[src["owner"]], opts=invoke, filters=[
+        aws.ec2.GetAmiFilterArgs(name="name", values=[src["name"]]),
+        aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])]).id
+
+
 class AwsGpuFleet(pulumi.ComponentResource):
-    """All planned VMs of one AWS region; outputs ``endpoints`` (unit -> URLs) and ``vms``."""
+    """All planned groups of one AWS region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
+    ``units`` (each unit's groups and target group: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -112,9 +119,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             f"{name}-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} vLLM fleet",
             ingress=_ingress(args), opts=child,
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
-        ami = aws.ec2.get_ami(most_recent=True, owners=["amazon"], opts=invoke, filters=[
-            aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME]),
-            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])])
+        self.images: dict = {}
+        ami_id = pick_image(args, self.images, "gpu", _newest_ami("gpu", invoke))
 
         # Secrets: one Secrets Manager document, read at boot through the instance profile.
         secret = aws.secretsmanager.Secret(f"{name}-secrets", name_prefix=f"hetinfra-{args.service}-{args.region}-",
@@ -132,7 +138,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         public_lb = args.public_lb
 
         private_heads: list[tuple[str, pulumi.Output]] = []
-        self.endpoints, self.vms = {}, {}
+        self.endpoints, self.vms, self.units = {}, {}, {}
         for fu in args.units:
             u = fu.unit
             subnet_ids = [subnets[zone_of[fu.name]].id]
@@ -149,14 +155,14 @@ class AwsGpuFleet(pulumi.ComponentResource):
                             opts=child)
             self.endpoints[fu.name] = [pulumi.Output.concat("http://", lb.dns_name, f":{args.port}/v1")]
             private_heads.append((fu.name, lb.dns_name))
-            pgs = {}
+            pgs, members = {}, {}
             for replica, rank, gname, size in fu.groups:
                 text = node_script(fu, replica, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
                                    args.region)
                 user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(
                     t.replace("@@SECRET@@", arn).encode()).decode())
                 lt = aws.ec2.LaunchTemplate(
-                    f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami.id,
+                    f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami_id,
                     instance_type=u.node_instance_type(rank), user_data=user_data,
                     vpc_security_group_ids=[sg.id], update_default_version=True,
                     iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
@@ -200,6 +206,9 @@ class AwsGpuFleet(pulumi.ComponentResource):
                           for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],
                     opts=child)
                 self.vms[gname] = asg.name
+                members[gname] = {"resource": f"{gname}-asg", "type": "aws:autoscaling/group:Group", "name": asg.name}
+            # the target group's health is vLLM's /health as the load balancer sees it: the readiness signal
+            self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
         self.groups = dict(self.vms)
         self.gateway_url = None
         if args.gateway:
@@ -225,10 +234,9 @@ class AwsGpuFleet(pulumi.ComponentResource):
                                   to_port=args.port, security_group_id=fleet_sg.id,
                                   source_security_group_id=gw_sg.id, description="vLLM API from the gateway only",
                                   opts=child)
-        ami = aws.ec2.get_ami(most_recent=True, owners=[CANONICAL], opts=invoke, filters=[
-            aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])])
         vm = aws.ec2.Instance(
-            f"{name}-gateway", ami=ami.id, instance_type=g.get("aws_instance_type") or "c7i.large",
+            f"{name}-gateway", ami=pick_image(args, self.images, "gateway", _newest_ami("gateway", invoke)),
+            instance_type=g.get("aws_instance_type") or "c7i.large",
             subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], iam_instance_profile=profile.name,
             user_data=secret_arn.apply(lambda arn: gateway_user_data(args, SecretRef("aws", arn, args.region), heads)),
             user_data_replace_on_change=True,

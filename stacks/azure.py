@@ -28,14 +28,13 @@ import pulumi
 import pulumi_azure_native as azure_native
 from pulumi_azure_native import authorization, compute, keyvault, network, resources
 
+from hetinfra.compile.images import AZURE as IMAGES
 from hetinfra.stacks.azure_group import ADMIN, FleetContext, unit_scale_sets
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
-                                    secret_document)
+                                    pick_image, secret_document)
 from hetinfra.stacks.fleet import FleetArgs
 
-GATEWAY_IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
-                 "version": "latest"}
 SECRET_NAME = "hetinfra-secrets"
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
 
@@ -80,7 +79,8 @@ def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
 
 
 class AzureGpuFleet(pulumi.ComponentResource):
-    """All planned scale sets of one Azure location; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
+    """All planned scale sets of one Azure location; outputs ``endpoints`` (unit -> URLs), ``vms``
+    (groups), ``units`` (each unit's scale sets: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -103,6 +103,9 @@ class AzureGpuFleet(pulumi.ComponentResource):
         keyvault.Secret(f"{name}-secrets", resource_group_name=rg.name, vault_name=vault.name, secret_name=SECRET_NAME,
                         properties=keyvault.SecretPropertiesArgs(value=secret_document(secrets)), opts=child)
         ref = SecretRef("azure", SECRET_NAME, vault_name)
+        # the pinned version (hetinfra apply resolves 'latest' through the ARM API first), else 'latest'
+        self.images: dict = {}
+        image = {role: dict(IMAGES[role], version=pick_image(args, self.images, role, "latest")) for role in IMAGES}
 
         def grant(owner: str, vm) -> None:
             authorization.RoleAssignment(
@@ -121,14 +124,14 @@ class AzureGpuFleet(pulumi.ComponentResource):
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
 
         ctx = FleetContext(args=args, secrets=secrets, rg_name=rg.name, subnet_id=subnet.id,
-                           subscription=client.subscription_id, ref=ref, grant=grant, opts=child)
-        self.endpoints, self.vms, backends = build_units(args, lambda fu: unit_scale_sets(ctx, fu))
+                           subscription=client.subscription_id, ref=ref, grant=grant, image=image["gpu"], opts=child)
+        self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_scale_sets(ctx, fu))
         self.gateway_url = None
         if args.gateway:
-            self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, backends, child)
+            self.gateway_url = self._gateway(name, args, ref, grant, rg, vnet, backends, child, image["gateway"])
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
-    def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child) -> pulumi.Output:
+    def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child, image: dict) -> pulumi.Output:
         """A CPU VM running `hetinfra gateway` in its own subnet and NSG."""
         g = args.gateway
         nsg = network.NetworkSecurityGroup(f"{name}-gateway-nsg", resource_group_name=rg.name, location=args.region,
@@ -148,7 +151,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
         custom = gateway_user_data(args, ref, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
         vm_name = f"{name}-gateway"
         gw_vm = _linux_vm(vm_name, args, rg, nic, custom, size=g.get("azure_vm_size") or "Standard_D2s_v5",
-                          image=GATEWAY_IMAGE, disk_gb=30, disk_type="StandardSSD_LRS",
+                          image=image, disk_gb=30, disk_type="StandardSSD_LRS",
                           vm_tags=gateway_tags(args, vm_name), opts=child)
         grant(vm_name, gw_vm)
         return gateway_url(args, ip.ip_address)

@@ -2,7 +2,8 @@
 
 Per group of ``FleetUnit.groups`` (all replicas of a single-node unit, or one node of a pipeline
 replica): ``<group>-vmss``, a VM scale set named ``<group>`` in **Uniform** orchestration of
-``size`` VMs of the planned size on the Ubuntu HPC image (which ships the NVIDIA driver),
+``size`` VMs of the planned size on the Ubuntu HPC image (which ships the NVIDIA driver; its
+version pinned by ``hetinfra:images``, hetinfra.compile.images),
 cloud-init custom data = the boot script (no secret in it), a system-assigned identity shared by
 its VMs (``<group>-kv-reader``: Key Vault Secrets User on the fleet's vault, read at boot through
 IMDS), an instance-level public IP each (outbound traffic for the image and weights; SSH only
@@ -45,7 +46,6 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, field, node_script, tags
 from hetinfra.stacks.fleet import FleetArgs, FleetUnit, short_name
 
-IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 ADMIN = "hetinfra"
 READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"  # built-in role "Reader"
 HEALTH_EXTENSION = {"name": "health", "publisher": "Microsoft.ManagedServices", "type": "ApplicationHealthLinux",
@@ -65,6 +65,7 @@ class FleetContext:
     subscription: str
     ref: SecretRef
     grant: Callable[[str, object], None]  # Key Vault Secrets User for a resource's identity
+    image: dict  # the GPU image reference, its version pinned (hetinfra.compile.images) or 'latest'
     opts: pulumi.ResourceOptions
 
 
@@ -141,7 +142,7 @@ def _scale_set(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str,
                     ssh=compute.SshConfigurationArgs(public_keys=[compute.SshPublicKeyArgs(
                         path=f"/home/{ADMIN}/.ssh/authorized_keys", key_data=args.ssh_public_key)]))),
             storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
-                image_reference=compute.ImageReferenceArgs(**IMAGE),
+                image_reference=compute.ImageReferenceArgs(**ctx.image),
                 os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
                     create_option="FromImage", disk_size_gb=fu.disk_gb,
                     managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
@@ -153,11 +154,11 @@ def _scale_set(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str,
         opts=pulumi.ResourceOptions.merge(ctx.opts, pulumi.ResourceOptions(delete_before_replace=True)))
 
 
-def unit_scale_sets(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, pulumi.Output]]:
-    """Create the unit's scale sets and load balancer; returns (the load balancer's address, scale
-    set name per group)."""
+def unit_scale_sets(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, dict]]:
+    """Create the unit's scale sets and load balancer; returns (the load balancer's address, the
+    ``units`` output member of each group: its scale set, by name and ARM id)."""
     pool, address = _load_balancer(ctx, fu)
-    groups: dict[str, pulumi.Output] = {}
+    groups: dict[str, dict] = {}
     ppgs: dict[int, compute.ProximityPlacementGroup] = {}
     heads: dict[int, compute.VirtualMachineScaleSet] = {}
     for replica, rank, gname, size in fu.groups:
@@ -175,5 +176,6 @@ def unit_scale_sets(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, di
                 principal_id=vmss.identity.apply(lambda i: field(i, "principal_id") if i else None),
                 role_definition_id=f"/subscriptions/{ctx.subscription}/providers/Microsoft.Authorization/"
                                    f"roleDefinitions/{READER}", opts=ctx.opts)
-        groups[gname] = vmss.name
+        groups[gname] = {"resource": f"{gname}-vmss", "type": "azure-native:compute:VirtualMachineScaleSet",
+                         "name": vmss.name, "id": vmss.id}
     return address, groups

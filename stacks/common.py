@@ -50,20 +50,44 @@ def node_script(fu: FleetUnit, replica: int | None, rank: int, args: FleetArgs, 
     return boot_script(fu, rank, args, ref, secrets, find_head_script(args.cloud, head, scope) if head else None)
 
 
-def build_units(args: FleetArgs, make_groups: Callable[[FleetUnit], tuple[pulumi.Output, dict[str, pulumi.Output]]]
-                ) -> tuple[dict[str, list], dict[str, pulumi.Output], list[tuple[str, pulumi.Output]]]:
+def build_units(args: FleetArgs, make_groups: Callable[[FleetUnit], tuple[pulumi.Output, dict[str, dict]]]
+                ) -> tuple[dict[str, list], dict[str, pulumi.Output], list[tuple[str, pulumi.Output]], dict[str, dict]]:
     """Create every unit's groups with ``make_groups(unit)``, which returns (the address of the unit's
-    load balancer, the cloud's name per group). Returns (endpoints per unit, group names, (unit,
-    address) of each load balancer: the gateway's backends)."""
+    load balancer, a :func:`unit_output` member per group name). Returns (endpoints per unit, the
+    cloud's name per group, (unit, address) of each load balancer: the gateway's backends, the
+    ``units`` output)."""
     endpoints: dict[str, list] = {}
     groups: dict[str, pulumi.Output] = {}
     backends: list[tuple[str, pulumi.Output]] = []
+    units: dict[str, dict] = {}
     for fu in args.units:
-        address, made = make_groups(fu)
+        address, members = make_groups(fu)
         endpoints[fu.name] = [pulumi.Output.concat("http://", address, f":{args.port}/v1")]
-        groups.update(made)
+        groups.update({g: m["name"] for g, m in members.items()})
         backends.append((fu.name, address))
-    return endpoints, groups, backends
+        units[fu.name] = unit_output(fu, members)
+    return endpoints, groups, backends, units
+
+
+def unit_output(fu: FleetUnit, members: dict[str, dict], **extra) -> dict:
+    """One unit's entry in the stack output ``units``, from which ``hetinfra status`` and ``replan``
+    count its live replicas (hetinfra.deploy.drift): the planned replicas, nodes per replica, and
+    the self-healing groups that carry its capacity. ``members``: per group name of
+    ``FleetUnit.groups``, ``resource`` (the Pulumi resource name), ``type`` (its type token),
+    ``name`` (the cloud's name of the group) and what the cloud's API finds it by (GCP ``project``
+    and ``zone``, Azure the ARM ``id``); each gets the group's ``replica`` (None: one group holds all
+    the unit's replicas) and ``rank``."""
+    return {"replicas": fu.unit.replicas, "nodes": fu.unit.num_nodes,
+            "members": [dict(members[g], replica=r, rank=k) for r, k, g, _ in fu.groups], **extra}
+
+
+def pick_image(args: FleetArgs, images: dict, role: str, found: pulumi.Input[str]) -> pulumi.Input[str]:
+    """The image of ``role`` (hetinfra.compile.images): the id pinned for this region, else ``found``
+    (the lookup's newest). Both are recorded in ``images`` (the fleet's part of the ``images``
+    output, ``{region: {role: {"id", "latest"}}}``), so a newer image shows without being used."""
+    pin = args.images.get(role)
+    images.setdefault(args.region, {})[role] = {"id": pin or found, "latest": found}
+    return pin or found
 
 
 def field(obj, key: str):

@@ -91,6 +91,7 @@ class FleetArgs:
     subnet_cidr: str = "10.42.0.0/20"
     gateway_subnet_cidr: str = "10.42.240.0/24"  # Azure: the gateway's own subnet (and NSG) in the VNet
     management_cidrs: tuple[str, ...] = ()  # hosts that check the units' /health (cron host)
+    images: dict = field(default_factory=dict, compare=False)  # role -> image id pinned (hetinfra.compile.images)
     plan: dict | None = field(default=None, compare=False)  # the whole plan, for the gateway VM
 
     @property

@@ -33,18 +33,20 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from hetinfra.compile.images import GCP as IMAGES
 from hetinfra.stacks.boot import SecretRef
-from hetinfra.stacks.common import FleetSecrets, build_units, field, gateway_url, gateway_user_data, secret_document
+from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, pick_image,
+                                    secret_document)
 from hetinfra.stacks.fleet import FleetArgs
 from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
-GATEWAY_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 HEALTH_CHECK_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]  # Google's probers: autohealing, internal LBs
 EXTERNAL_LB_CHECK_RANGES = ["209.85.152.0/22", "209.85.204.0/22"]  # and external passthrough LBs
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
-    """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs) and ``vms`` (groups)."""
+    """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
+    ``units`` (each unit's MIGs: hetinfra.stacks.common.unit_output) and ``images``."""
 
     def __init__(self, name: str, args: FleetArgs, secrets: FleetSecrets, *, project: str,
                  zone: str | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -74,6 +76,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
             gcp.projects.IAMMember(f"{name}-sa-viewer", project=project, role="roles/compute.viewer", member=member,
                                    opts=child)
         ref = SecretRef("gcp", f"hetinfra-{args.service}-{args.region}", project)
+        invoke = pulumi.InvokeOptions(provider=provider)
+        self.images: dict = {}
+
+        def image(role: str) -> pulumi.Input[str]:  # the family's newest image, unless pinned
+            found = gcp.compute.get_image(family=IMAGES[role]["family"], project=IMAGES[role]["project"], opts=invoke)
+            return pick_image(args, self.images, role, found.self_link)
+
         identity = gcp.compute.InstanceTemplateServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])
         net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
@@ -104,10 +113,10 @@ class GcpGpuFleet(pulumi.ComponentResource):
             unhealthy_threshold=3, http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(**http),
             opts=child)
         ctx = FleetContext(args=args, secrets=secrets, zone=zone, network=net.id, subnet=subnet.id, target_tags=target,
-                           identity=identity, ref=ref, project=project, autoheal_check=autoheal.id,
-                           lb_check=lb_check.id, opts=child)
+                           identity=identity, ref=ref, project=project, image=image("gpu"),
+                           autoheal_check=autoheal.id, lb_check=lb_check.id, opts=child)
         self.zone = zone
-        self.endpoints, self.vms, backends = build_units(args, lambda fu: unit_groups(ctx, fu))
+        self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
         if gw:
             port = int(gw.get("port", 8080))
@@ -125,7 +134,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             vm = gcp.compute.Instance(
                 f"{name}-gateway", machine_type=gw.get("gcp_machine_type") or "e2-standard-2", zone=zone, tags=gw_tag,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=GATEWAY_IMAGE, size=20, type="pd-balanced")),
+                    image=image("gateway"), size=20, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
                 metadata_startup_script=gateway_user_data(args, ref, backends),

@@ -3,7 +3,8 @@
 Per group of ``FleetUnit.groups`` (all replicas of a single-node unit, or one node of a pipeline
 replica): ``<group>-it``, an instance template (the GPU machine type and its accelerators,
 ``on_host_maintenance: TERMINATE``, SPOT provisioning with termination action DELETE for spot
-units, the Deep Learning VM image, the boot script, the fleet's service account), and
+units, the Deep Learning VM image (pinned by ``hetinfra:images``, else the family's newest:
+hetinfra.compile.images), the boot script, the fleet's service account), and
 ``<group>-mig``, a zonal managed instance group of ``size`` VMs named ``<group>-xxxx`` in the
 fleet's zone. The group keeps its target size: a preempted, stopped or deleted VM is recreated.
 A head's group (rank 0) also has an **autohealer** on the fleet's ``-hc`` (HTTP ``/health`` at the
@@ -38,7 +39,6 @@ ACCELERATORS = {
     "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb",
     "B200": "nvidia-b200",
 }
-IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
 MAX_INITIAL_DELAY_S = 3600  # GCE's limit on an autohealer's initial delay
 
 
@@ -64,6 +64,7 @@ class FleetContext:
     identity: gcp.compute.InstanceTemplateServiceAccountArgs
     ref: SecretRef
     project: str
+    image: pulumi.Input[str]  # the GPU image: pinned, else the family's newest (hetinfra.compile.images)
     autoheal_check: pulumi.Input[str]  # global HTTP health check of the autohealers
     lb_check: pulumi.Input[str]  # regional HTTP health check of the load balancers
     opts: pulumi.ResourceOptions
@@ -76,7 +77,7 @@ def _template(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str) 
         raise ValueError(f"no GCE accelerator type known for {gpu} (unit {u.name})")
     return gcp.compute.InstanceTemplate(
         f"{gname}-it", name_prefix=short_name(gname, 36) + "-", machine_type=u.node_instance_type(rank),
-        disks=[gcp.compute.InstanceTemplateDiskArgs(source_image=IMAGE, disk_size_gb=fu.disk_gb,
+        disks=[gcp.compute.InstanceTemplateDiskArgs(source_image=ctx.image, disk_size_gb=fu.disk_gb,
                                                     disk_type="pd-balanced", boot=True, auto_delete=True)],
         network_interfaces=[gcp.compute.InstanceTemplateNetworkInterfaceArgs(
             subnetwork=ctx.subnet, access_configs=[gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()])],
@@ -94,12 +95,12 @@ def _template(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str) 
         opts=ctx.opts)
 
 
-def unit_groups(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, pulumi.Output]]:
-    """Create the unit's groups and load balancer; returns (the load balancer's address, MIG name
-    per group)."""
+def unit_groups(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, dict]]:
+    """Create the unit's groups and load balancer; returns (the load balancer's address, the
+    ``units`` output member of each group: its MIG, by name, project and zone)."""
     args = ctx.args
     replace = pulumi.ResourceOptions.merge(ctx.opts, pulumi.ResourceOptions(delete_before_replace=True))
-    groups: dict[str, pulumi.Output] = {}
+    groups: dict[str, dict] = {}
     heads = []
     for replica, rank, gname, size in fu.groups:
         template = _template(ctx, fu, replica, rank, gname)
@@ -117,7 +118,8 @@ def unit_groups(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[s
             instance_lifecycle_policy=gcp.compute.InstanceGroupManagerInstanceLifecyclePolicyArgs(
                 default_action_on_failure="REPAIR", force_update_on_repair="YES"),
             wait_for_instances=False, opts=replace)
-        groups[gname] = mig.name
+        groups[gname] = {"resource": f"{gname}-mig", "type": "gcp:compute/instanceGroupManager:InstanceGroupManager",
+                         "name": mig.name, "project": ctx.project, "zone": ctx.zone}
         if rank == 0:
             heads.append(mig)
     scheme = "EXTERNAL" if args.public_lb else "INTERNAL"

@@ -4,8 +4,12 @@ A project under ``OUT/pulumi/<cloud>/`` has a two-line ``__main__.py`` that call
 It reads the stack config ``hetinfra:cloud``, ``hetinfra:plan`` (path of the plan, default
 ``plan.json`` beside ``Pulumi.yaml``), the secrets ``hetinfra:apiKey`` and optional
 ``hetinfra:hfToken`` (``pulumi config set --secret``), ``gcp:project`` and the optional
-``hetinfra:zones`` (GCP region -> zone), and exports ``endpoints`` (unit -> ``[http://<load
-balancer>:<port>/v1]``) and ``vms`` (group name -> the cloud's name of its self-healing group).
+``hetinfra:zones`` (GCP region -> zone) and ``hetinfra:images`` (the pinned image ids, region ->
+role -> id: hetinfra.compile.images), and exports ``endpoints`` (unit -> ``[http://<load
+balancer>:<port>/v1]``), ``vms`` (group name -> the cloud's name of its self-healing group),
+``units`` (unit -> the groups that carry its capacity, :func:`hetinfra.stacks.common.unit_output`:
+what ``hetinfra status`` counts live replicas with after a refresh) and ``images`` (per region and
+role the image used and the newest found).
 
 A plan with no allocation on the cloud is a valid empty program: ``pulumi up`` then removes
 what the stack had, which is how a re-plan that leaves a cloud shrinks it to nothing.
@@ -13,6 +17,7 @@ what the stack had, which is how a re-plan that leaves a cloud shrinks it to not
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -23,9 +28,10 @@ from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
 
 
 def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
-          zones: dict[str, str] | None = None) -> list[pulumi.ComponentResource]:
-    """Create the fleet components of ``cloud`` for ``plan``; returns them in region order."""
-    fleets = fleets_for(plan, cloud)
+          zones: dict[str, str] | None = None, images: dict | None = None) -> list[pulumi.ComponentResource]:
+    """Create the fleet components of ``cloud`` for ``plan``; returns them in region order.
+    ``images``: the pinned image ids, region -> role -> id (hetinfra.compile.images)."""
+    fleets = [dataclasses.replace(a, images=dict((images or {}).get(a.region) or {})) for a in fleets_for(plan, cloud)]
     out: list[pulumi.ComponentResource] = []
     for args in fleets:
         name = f"{args.service}-{cloud}-{args.region}"
@@ -50,11 +56,17 @@ def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | N
 def export(fleets: list[pulumi.ComponentResource]) -> None:
     endpoints: dict = {}
     vms: dict = {}
+    units: dict = {}
+    images: dict = {}
     for f in fleets:
         endpoints.update(f.endpoints)
         vms.update(f.vms)
+        units.update(f.units)
+        images.update(f.images)
     pulumi.export("endpoints", endpoints)
     pulumi.export("vms", vms)
+    pulumi.export("units", units)
+    pulumi.export("images", images)
     gateways = {f"{f._name}": f.gateway_url for f in fleets if getattr(f, "gateway_url", None) is not None}
     if gateways:
         pulumi.export("gateways", gateways)
@@ -71,5 +83,6 @@ def main() -> None:
                            gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
                            tls_key=cfg.get_secret("gatewayTlsKey"))
     zones = cfg.get_object("zones") or {}
-    fleets = build(plan, cloud, secrets, gcp_project=pulumi.Config("gcp").get("project"), zones=zones)
+    fleets = build(plan, cloud, secrets, gcp_project=pulumi.Config("gcp").get("project"), zones=zones,
+                   images=cfg.get_object("images") or {})
     export(fleets)

@@ -29,7 +29,9 @@ def _ask():
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @click.option("--force", is_flag=True, help="Apply even though OUT runs another service (state.json's service "
                                             "or service id differs from plan.json's): that service's units are replaced.")
-def apply_command(out: Path, target: str, yes: bool, force: bool) -> None:
+@click.option("--update-images", is_flag=True, help="Take the newest VM images instead of those pinned by earlier "
+                                                    "applies (state.json images): replaces the VMs that use them.")
+def apply_command(out: Path, target: str, yes: bool, force: bool, update_images: bool) -> None:
     """Provision the plan in OUT (a `hetinfra plan --out` directory); shows the change first.
 
     Needs VLLM_API_KEY (and HF_TOKEN for gated models) in the environment; with Pulumi also the
@@ -42,7 +44,8 @@ def apply_command(out: Path, target: str, yes: bool, force: bool) -> None:
     try:
         from hetinfra.deploy.apply import apply_plan, load_plan
 
-        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force)
+        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force,
+                   update_images=update_images)
     except HetinfraError as exc:
         fail(exc, False)
 
@@ -66,19 +69,27 @@ def destroy_command(out: Path, target: str, yes: bool) -> None:
 
 @click.command("status")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print state.json.")
-def status_command(out: Path, as_json: bool) -> None:
-    """Show what runs from OUT: units, endpoints, the last operation and its steps, and for each gateway
-    its units' health and live weights (its /admin/weights, sent the first key of HETINFRA_API_KEY)."""
+@click.option("--json", "as_json", is_flag=True, help="Print state.json, with the live read under \"live\".")
+@click.option("--no-refresh", is_flag=True, help="Do not ask the clouds: show what state.json records (and the "
+                                                 "last live read, if any).")
+def status_command(out: Path, as_json: bool, no_refresh: bool) -> None:
+    """Show what runs from OUT: per unit the planned and live replicas (Pulumi refresh per stack and
+    the clouds' group APIs, `sky serve status`), unhealthy and preempted instances and the hourly cost
+    of what runs; endpoints, the last operation and its steps; and for each gateway its units' health
+    and live weights (its /admin/weights, sent the first key of HETINFRA_API_KEY)."""
     from hetinfra.errors import HetinfraError
 
     try:
         from hetinfra.deploy.destroy import render_status
+        from hetinfra.deploy.drift import read_live, record
         from hetinfra.deploy.state import DeployState
 
+        state = DeployState.load(out)
+        if not no_refresh and state.allocations:
+            state = record(out, read_live(out, state))
         if as_json:
-            click.echo(json.dumps(DeployState.load(out).doc, indent=2))
+            click.echo(json.dumps(state.doc, indent=2))
         else:
             click.echo(render_status(out))
     except HetinfraError as exc:
-        fail(exc, False)
+        fail(exc, as_json)

@@ -40,13 +40,15 @@ from hetinfra.cli.feeds import availability_options, feeds_options
               help="Deploy path used with --apply (as for hetinfra apply).")
 @click.option("--health-timeout-s", type=click.FloatRange(min=0), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")
+@click.option("--no-refresh", is_flag=True,
+              help="Take what runs from state.json only, without reading live replicas from the clouds.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Where details go (appended). Default: STATE/replan.log.")
 @click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout.")
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
                    caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
                    demand_log: Path | None, demand_from: str | None, do_apply: bool, target: str, health_timeout_s: float,
-                   log_file: Path | None, verbose: bool) -> None:
+                   no_refresh: bool, log_file: Path | None, verbose: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
 
     \b
@@ -85,7 +87,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
-                         availability=availability)
+                         availability=availability, refresh=not no_refresh)
     try:
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.artifacts import expand_stages
-from hetinfra.deploy import preflight, pulumi_driver, sky_driver
+from hetinfra.deploy import images, preflight, pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -137,7 +137,7 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
 
 def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
                ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
-               force: bool = False, quota_caps=None) -> DeployState:
+               force: bool = False, quota_caps=None, update_images: bool = False) -> DeployState:
     """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring."""
     from hetinfra.compile.pulumi_project import write_projects
 
@@ -175,6 +175,8 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     if sky_new or sky_gone:
         sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))
     notes = preflight.check_quotas(new_allocs, preflight.env_quota_caps(env) if quota_caps is None else quota_caps)
+    notes += preflight.check_health_paths(plan, [(a, a["path"]) for a in new_allocs], refuse=False)
+    notes += images.preview_lines(state.doc, pulumi_clouds, update_images)
     preview = render_preview(rows, f"hetinfra apply {out} (target: {target})")
     confirm(preview + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
 
@@ -190,7 +192,11 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo, plan=plan)
-            outputs = project.up(secrets)
+            image_notes: list[str] = []
+            outputs = project.up(secrets, images.pins_for_up(state.doc, plan, cloud, update=update_images, env=env,
+                                                             notes=image_notes))
+            for line in image_notes + images.record(state.doc, cloud, outputs):
+                echo(f"note: {line}")
             mine = [a for a in after if a["path"] == "pulumi" and a["cloud"] == cloud]
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), mine)
             state.doc["pulumi"][cloud] = {"stack": stack, "outputs": outputs}

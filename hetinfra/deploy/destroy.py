@@ -68,8 +68,11 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
 
 
 def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0) -> str:
-    """What runs (from state.json), and, for every gateway recorded, its units' health and live
-    weights (its ``/admin/weights``, sent the first key of ``HETINFRA_API_KEY``)."""
+    """What runs (from state.json), its live replicas and cost as last read from the clouds
+    (state.json ``live``, hetinfra.deploy.drift), and, for every gateway recorded, its units' health
+    and live weights (its ``/admin/weights``, sent the first key of ``HETINFRA_API_KEY``)."""
+    from hetinfra.deploy.drift import live_lines
+
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"
     state = DeployState.load(out)
@@ -79,6 +82,8 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
         urls = state.doc["endpoints"].get(a["deployment_unit"], [])
         lines.append(f"  {a['path']:<8} {a['deployment_unit']:<52} {a['instances']:>3} x {a['instance_type']} "
                      f"({a['gpu']}) {', '.join(urls) or 'no endpoint yet'}")
+    if state.allocations:
+        lines += live_lines(state.doc.get("live"))
     op = state.operation
     if op:
         lines.append(f"last operation: {op['kind']} {op['status']} (started {op['started_at']})"

@@ -14,6 +14,10 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    clouds' GPU quotas against the planned GPUs (exit 4).
 4. **Disks** (:func:`check_disks`): an explicit ``deploy.disk_gb`` must hold the model weights,
    the engine and the OS image (exit 2).
+5. **Health checks from the cron host** (:func:`check_health_paths`): every new unit's health
+   must be checkable from the host that runs ``replan --apply`` (through the gateway, the cloud's
+   own signal or ``deploy.management_cidrs``: hetinfra.deploy.health); ``apply`` warns,
+   ``replan --apply`` refuses (exit 2).
 """
 
 from __future__ import annotations
@@ -341,3 +345,17 @@ def env_quota_caps(env: dict) -> Callable[[list[dict]], list] | None:
         return caps
 
     return read
+
+
+def check_health_paths(plan: dict, allocs: list[tuple[dict, str]], *, refuse: bool) -> list[str]:
+    """Units (allocation, deploy path) whose health the cron host could not check
+    (hetinfra.deploy.health): exit 2 with ``refuse`` (``replan --apply``), else a note for the preview."""
+    from hetinfra.deploy.health import no_check_message, unchecked_units
+
+    missing = unchecked_units(plan, allocs)
+    if not missing:
+        return []
+    msg, hint = no_check_message(missing)
+    if refuse:
+        raise InvalidInputError(msg, hint=hint)
+    return [f"warning: `replan --apply` will refuse to change these units: {msg}; {hint}"]

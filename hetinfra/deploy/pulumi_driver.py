@@ -121,19 +121,29 @@ class PulumiProject:
         self.env = project_env(project_dir, plan)
 
     def _stack(self):
+        """The stack, selected once per project object (each selection runs the CLI)."""
         from pulumi import automation as auto
 
-        opts = auto.LocalWorkspaceOptions(pulumi_command=self.command, work_dir=str(self.dir),
-                                          env_vars=self.env)
-        return auto.create_or_select_stack(stack_name=self.stack_name, work_dir=str(self.dir), opts=opts)
+        if getattr(self, "_selected", None) is None:
+            opts = auto.LocalWorkspaceOptions(pulumi_command=self.command, work_dir=str(self.dir),
+                                              env_vars=self.env)
+            self._selected = auto.create_or_select_stack(stack_name=self.stack_name, work_dir=str(self.dir), opts=opts)
+        return self._selected
 
-    def up(self, secrets: dict[str, str]) -> dict:
-        """``pulumi up`` with the secrets set; returns the stack outputs as plain values."""
+    def up(self, secrets: dict[str, str], images: dict | None = None) -> dict:
+        """``pulumi up --refresh`` with the secrets set and, given ``images``, the stack config
+        ``hetinfra:images`` (the pinned image ids: hetinfra.compile.images; ``{}``: no pin, ``up``
+        takes the newest); returns the stack outputs as plain values."""
         from pulumi import automation as auto
+
+        from hetinfra.compile.images import CONFIG_KEY
 
         stack = self._stack()
         stack.set_all_config({k: auto.ConfigValue(v, secret=True) for k, v in secrets.items()})
-        result = stack.up(on_output=self.on_output, color="never")
+        if images is not None:
+            stack.set_config(CONFIG_KEY, auto.ConfigValue(json.dumps(images, sort_keys=True)))
+        # refresh first: a preempted VM the cloud deleted leaves the state, so `up` recreates it
+        result = stack.up(on_output=self.on_output, color="never", refresh=True)
         return {k: v.value for k, v in result.outputs.items()}
 
     def destroy(self) -> None:
@@ -141,3 +151,14 @@ class PulumiProject:
 
     def outputs(self) -> dict:
         return {k: v.value for k, v in self._stack().outputs().items()}
+
+    def refresh(self) -> None:
+        """``pulumi refresh``: adopt what the cloud has now into the stack's state (a deleted VM
+        leaves the state, a group resized outside Pulumi shows its new size)."""
+        self._stack().refresh(on_output=self.on_output, color="never")
+
+    def resources(self) -> list[dict]:
+        """The stack's resources as recorded in its state (``pulumi stack export``): each with its
+        ``urn``, ``type`` and ``outputs``."""
+        deployment = self._stack().export_stack().deployment or {}
+        return list(deployment.get("resources") or [])

@@ -9,6 +9,8 @@ half-way leaves a file that says exactly which steps finished. Format (``state_v
      "endpoints": {"<deployment unit>": ["http://203.0.113.7:8000/v1", ...]},
      "pulumi": {"aws": {"stack": "prod", "outputs": {...}, "updated_at": "..."}},
      "skypilot": {"<deployment unit>": {"service": "<name>", "endpoint": "..."}},
+     "images": {"aws": {"us-east-1": {"gpu": "ami-...", "gateway": "ami-..."}}},  # pinned (deploy/images.py)
+     "live": {"read_at": "...", "units": {...}, ...},  # the last read from the clouds (deploy/drift.py)
      "operation": {"kind": "apply"|"destroy", "plan_sha256": "...", "status": "running"|"done"|"failed",
                    "started_at": "...", "finished_at": "...", "error": null,
                    "steps": [{"id": "pulumi:aws", "status": "pending"|"running"|"done"|"failed", "error": null}]}}

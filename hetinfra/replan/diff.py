@@ -4,7 +4,10 @@ Inputs: what runs (``state.json`` allocations, or the last plan.json when nothin
 with hetinfra), the new plan (solved with the churn penalty against what runs), and the new
 offers and caps. The decision:
 
-- **forced** when what runs is no longer possible: an instance type of a running unit left the
+- **forced** when what runs is no longer possible: instances of a running unit are gone and only
+  ``pulumi up`` brings them back (a group resized or deleted outside Pulumi: live counts from
+  hetinfra.deploy.drift) or its groups have found no capacity for them for a while (stalled:
+  planned elsewhere, the GPU capped at what runs there), an instance type of a running unit left the
   offers (availability lost), its GPUs exceed a new availability cap, or the solver, which
   prefers what runs (new instances pay ``churn_penalty_hours``), still moved to a plan that
   costs more, which only happens when the running fleet no longer meets demand or caps;
@@ -54,9 +57,19 @@ def _key(a: dict) -> tuple:
     return (a["cloud"], a["region"], a["instance_type"], bool(a["spot"]))
 
 
+def gpus_in_use(allocations: list[dict]) -> dict[tuple[str, str, str], int]:
+    """GPUs the allocations run per (cloud, region, GPU), a mixed pipeline's per stage."""
+    used: dict[tuple[str, str, str], int] = {}
+    for a in expand_stages(allocations):
+        k = (a["cloud"], a["region"], a["gpu"])
+        used[k] = used.get(k, 0) + a["gpus_per_instance"] * a["instances"]
+    return used
+
+
 def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savings_pct: float,
-           min_savings_usd_h: float, demand_notes: list[str] = ()) -> Decision:
-    """Compare what runs with ``new_plan``; ``offers`` are today's, ``caps`` today's GPU caps."""
+           min_savings_usd_h: float, demand_notes: list[str] = (), forced_notes: list[str] = ()) -> Decision:
+    """Compare what runs with ``new_plan``; ``offers`` are today's, ``caps`` today's GPU caps;
+    ``forced_notes`` (capacity lost from what runs: hetinfra.deploy.drift) force the move."""
     prices = {}
     for o in offers:
         for spot in (False, True):
@@ -81,15 +94,14 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
         running_new += now * a["instances"]
         if abs(now - old) > 1e-9:
             triggers.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
-    used: dict[tuple, int] = {}
-    for a in running_groups:
-        k = (a["cloud"], a["region"], a["gpu"])
-        used[k] = used.get(k, 0) + a["gpus_per_instance"] * a["instances"]
+    used = gpus_in_use(running)
     for k, n in sorted(used.items()):
         if k in caps and n > caps[k]:
             forced = True
             triggers.append(f"{k[2]} in {k[0]}/{k[1]}: {n} GPUs run but only {caps[k]} are available now")
     triggers.extend(demand_notes)
+    triggers.extend(forced_notes)
+    forced = forced or bool(forced_notes)
 
     # One path label for both sides: the diff compares instances, not how they were deployed.
     same_path = lambda allocs: [dict(a, path="plan") for a in allocs]  # noqa: E731

@@ -19,8 +19,9 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.fileio import atomic_write_text
 from hetinfra.errors import ProviderError
-from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, render
-from hetinfra.replan.safe import Journal, http_health, replan_lock, stage_counts, stage_plan
+from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, gpus_in_use, render
+from hetinfra.deploy.health import http_health, wait_healthy
+from hetinfra.replan.safe import Journal, replan_lock, stage_counts, stage_plan
 
 NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
 
@@ -39,6 +40,7 @@ class ReplanOptions:
     health_timeout_s: float = 1800.0
     caps_file: str | None = None
     availability: bool = False
+    refresh: bool = True  # read live replicas from the clouds (hetinfra.deploy.drift), not only state.json
 
 
 @dataclass
@@ -64,6 +66,42 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
     return new_spec, triggers
 
 
+def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi_command, env
+          ) -> tuple[list[dict], list[str], dict[tuple[str, str, str], int]]:
+    """What runs by the clouds' account when hetinfra deployed ``out`` (state.json): replicas gone
+    (only `pulumi up` brings them back) or stalled (their groups find no capacity) are taken out of
+    ``running``. Returns it, the lines that force the move, and caps that keep the new plan from
+    placing more of a stalled unit's GPU where it stalled than run there now."""
+    if not opts.refresh or not (out / "state.json").exists():
+        return running, [], {}
+    from hetinfra.deploy.drift import read_live, record, running_now
+    from hetinfra.deploy.state import DeployState
+
+    live = read_live(out, DeployState.load(out), pulumi_command=pulumi_command, env=env)
+    record(out, live)
+    now_running, forced, notes = running_now(running, live)
+    for line in notes:
+        detail(f"live: {line}")
+    stalled = [a for a in running if ((live.get("units") or {}).get(a["deployment_unit"]) or {}).get("stalled")]
+    used = gpus_in_use(now_running)
+    caps = {k: used.get(k, 0) for k in gpus_in_use(stalled)}
+    for (cloud, region, gpu), n in sorted(caps.items()):
+        detail(f"live: {gpu} in {cloud}/{region} capped at the {n} GPU(s) running there (a group stalled)")
+    return now_running, forced, caps
+
+
+def _check_health_paths(new_plan: dict, running: list[dict], stages, target: str) -> None:
+    """Refuse (exit 2) before anything changes when a unit this run grows could not be checked
+    for health from this host (hetinfra.deploy.health)."""
+    from hetinfra.deploy.apply import path_of
+    from hetinfra.deploy.preflight import check_health_paths
+
+    before = {r["unit"]: r["count"] for r in running}
+    grow = {u for name, counts in stages if name == "make" for u, c in counts.items() if c > before.get(u, 0)}
+    check_health_paths(new_plan, [(a, path_of(a, target, new_plan)) for a in new_plan["allocations"]
+                                  if a["unit"] in grow], refuse=True)
+
+
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
     from hetinfra.deploy.apply import apply_plan
 
@@ -81,8 +119,8 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
             if stage["name"] == "make":
                 before = {r["unit"]: r["count"] for r in running}
                 grown = {a["deployment_unit"] for a in target["allocations"] if a["count"] > before.get(a["unit"], 0)}
-                urls = [u for unit in sorted(grown) for u in state.doc["endpoints"].get(unit, [])]
-                bad = health(urls, timeout_s=opts.health_timeout_s, api_key=(env or {}).get("VLLM_API_KEY"))
+                bad = wait_healthy(target, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                                   http=health)
                 if bad:
                     raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
                                         f"{', '.join(bad)}; the old capacity was kept",
@@ -121,12 +159,15 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         override, demand_triggers = (None, [])
         if opts.demand_log:
             override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
+        running, lost, live_caps = _live(out, running_allocations(out), opts, detail, pulumi_command=pulumi_command,
+                                         env=env)
+        for k, n in live_caps.items():  # the tighter cap wins
+            caps[k] = min(n, caps.get(k, n))
         result, new_plan = verified_plan(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                          spec_override=override, extra_caps=caps)
-        running = running_allocations(out)
         d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
-                   demand_notes=demand_triggers)
+                   demand_notes=demand_triggers, forced_notes=lost)
         detail(render(d))
         if d.kind in (NONE, HOLD):
             why = "nothing differs" if d.kind == NONE else (
@@ -140,6 +181,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         if not opts.apply:
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)")
         stages, complete = stage_counts(running, new_plan, opts.max_changes)
+        _check_health_paths(new_plan, running, stages, opts.target)
         journal.start(new_plan, stages, complete, running)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else f"; capped at --max-changes {opts.max_changes}, the next run continues"

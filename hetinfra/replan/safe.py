@@ -18,10 +18,8 @@ import contextlib
 import fcntl
 import json
 import os
-import time
-import urllib.request
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from hetinfra.fileio import atomic_write_text
 from hetinfra.deploy.state import now
@@ -127,28 +125,3 @@ class Journal:
 
     def save(self) -> None:
         atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
-
-
-def http_health(urls: list[str], *, timeout_s: float, api_key: str | None = None, interval_s: float = 10.0,
-                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[str]:
-    """Poll ``<url without /v1>/health`` until all answer 200 or ``timeout_s`` passes; returns the
-    URLs still unhealthy."""
-    pending = list(urls)
-    deadline = clock() + timeout_s
-    while pending:
-        still = []
-        for url in pending:
-            base = url[:-3] if url.rstrip("/").endswith("/v1") else url.rstrip("/")
-            req = urllib.request.Request(base.rstrip("/") + "/health",
-                                         headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-            try:
-                with urllib.request.urlopen(req, timeout=min(10.0, max(0.5, timeout_s))) as resp:
-                    if resp.status != 200:
-                        still.append(url)
-            except OSError:
-                still.append(url)
-        pending = still
-        if not pending or clock() >= deadline:
-            break
-        sleep(min(interval_s, max(0.0, deadline - clock())))
-    return pending

@@ -16,15 +16,32 @@ FAKE = Path(__file__).with_name("fake_pulumi.py")
 
 
 @pytest.fixture
-def fake_pulumi(tmp_path, monkeypatch):
+def fake_pulumi(fake_cloud, tmp_path, monkeypatch):
     """Put the stand-in on PATH; returns a function that reads its call log."""
     exe, calls = install_stand_in(tmp_path, monkeypatch, "pulumi", FAKE.read_text(), "FAKE_PULUMI_LOG")
-    home = tmp_path / "fake-pulumi-home"
-    home.mkdir()
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
+    monkeypatch.setenv("FAKE_PULUMI_REPO", str(REPO))  # it renders the cloud with tests/deploy/fake_cloud.py
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
     return calls
+
+
+@pytest.fixture
+def fake_cloud(tmp_path, monkeypatch):
+    """The cloud behind the stand-in (tests/deploy/fake_cloud.py), its group APIs served on loopback."""
+    from tests.deploy.fake_cloud import FakeCloud
+
+    home = tmp_path / "fake-pulumi-home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
+    cloud = FakeCloud(home)
+    srv, url = cloud.serve()
+    for service in ("AUTO_SCALING", "ELASTIC_LOAD_BALANCING_V2"):
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", url)
+    monkeypatch.setenv("HETINFRA_GCP_COMPUTE_URL", url)
+    monkeypatch.setenv("HETINFRA_AZURE_ARM_URL", url)
+    yield cloud
+    srv.shutdown()
+    srv.server_close()
 
 
 @pytest.fixture
@@ -41,6 +58,12 @@ def cloud_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the README's setting for the gcp stack
+    # the tokens `status` reads GCP's instance groups and Azure's scale sets with (tests/deploy/fake_cloud.py);
+    # no quota read with them: the clouds' quota APIs are not served here
+    monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "gcp-token")
+    monkeypatch.setenv("AZURE_ACCESS_TOKEN", "arm-token")
+    monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", "sub-1")
+    monkeypatch.setenv("HETINFRA_PREFLIGHT_QUOTAS", "0")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
     monkeypatch.setenv("VLLM_API_KEY", "sk-test-key")
     return home
@@ -54,3 +77,43 @@ def planned_out(tmp_path, run_cli):
                                    "--no-baselines", "--no-verify")
     assert code == 0, stderr
     return out
+
+
+class SkyCalls(list):
+    """SkyPilot SDK requests made (name, args, kwargs); ``replicas`` sets what ``serve.status``
+    answers: service -> replica statuses (names of sky.serve.ReplicaStatus)."""
+
+    replicas: dict[str, list[str]]
+
+
+@pytest.fixture
+def sky_sdk(sky_offline, monkeypatch):
+    """SkyPilot's SDK mocked at its request boundary (the request calls and stream_and_get)."""
+    sky, _ = sky_offline
+    from sky.client import sdk
+
+    calls = SkyCalls()
+    calls.replicas = {}
+    results: dict[str, object] = {}
+
+    def request(name, result):
+        def fn(*args, **kwargs):
+            rid = f"req-{len(calls)}"
+            calls.append((name, args, kwargs))
+            results[rid] = result(*args, **kwargs) if callable(result) else result
+            return rid
+        return fn
+
+    def status(names):
+        return [{"name": n, "status": sky.serve.ServiceStatus.READY,
+                 "replica_info": [{"replica_id": i + 1, "status": sky.serve.ReplicaStatus[s]}
+                                  for i, s in enumerate(calls.replicas[n])]}
+                for n in names if n in calls.replicas]
+
+    monkeypatch.setattr(sdk, "enabled_clouds", request("enabled_clouds", ["AWS", "GCP"]))
+    monkeypatch.setattr(sky.serve, "up", request("serve.up", lambda task, name: (name, f"{name}.sky.example:30001")))
+    monkeypatch.setattr(sky.serve, "update", request("serve.update", None))
+    monkeypatch.setattr(sky.serve, "down", request("serve.down", None))
+    monkeypatch.setattr(sky.serve, "status", request("serve.status", status))
+    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: results[rid])
+    return calls

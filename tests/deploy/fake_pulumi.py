@@ -3,12 +3,23 @@
 
 The Automation API runs it exactly as it would run the CLI. Every call is appended to
 $FAKE_PULUMI_LOG as JSON ({"argv", "cwd", "passphrase", "backend", "python"}: the last two are
-$PULUMI_BACKEND_URL and $PULUMI_PYTHON_CMD). It keeps per-project stacks, config and
-outputs in $FAKE_PULUMI_HOME, and on `up` computes the outputs the real program would export
-from the project's plan.json (one endpoint per replica). $FAKE_PULUMI_FAIL="up:gcp" makes `up`
-fail in the project folder named gcp (like a quota error from the provider).
+$PULUMI_BACKEND_URL and $PULUMI_PYTHON_CMD). It keeps per-project stacks, config, outputs and
+resources in $FAKE_PULUMI_HOME/db.json, and on `up` computes what the real program would create and
+export from the project's plan.json (one load balancer endpoint per unit; the `units` output; a
+self-healing group per unit, or per node of a pipeline replica: an AWS Auto Scaling group with a
+target group, a GCP managed instance group, an Azure scale set; `vms`: group -> its cloud name).
+
+What the groups are in the cloud lives in the same file under "cloud" (physical id -> record,
+tests/deploy/fake_cloud.py), so a test can change the cloud behind Pulumi's back (a group loses
+or recreates instances, is resized). As the real CLI does, `up` trusts the state (a group resized
+in the cloud keeps its old size in it) unless it runs with --refresh; `refresh` adopts the cloud:
+a deleted group leaves the state, a group's size is read back.
+New AWS instances pass their load balancer's health check unless $FAKE_CLOUD_TARGET_HEALTH says
+otherwise ("initial": still starting, "unhealthy": vLLM does not answer). $FAKE_PULUMI_FAIL="up:gcp" makes `up` fail in the project folder named gcp (like a quota error from
+the provider); "refresh:aws" makes `refresh` fail there (like expired credentials).
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -27,7 +38,16 @@ if log:
 home = Path(os.environ["FAKE_PULUMI_HOME"])
 db_path = home / "db.json"
 db = json.loads(db_path.read_text()) if db_path.exists() else {}
+cloud_db = db.setdefault("cloud", {})
 key = str(cwd)
+sys.path.insert(0, os.environ["FAKE_PULUMI_REPO"])
+from tests.deploy.fake_cloud import launch  # noqa: E402
+
+#: cloud -> (the group's type token, its kind: resource name suffix and cloud record kind, where its size is)
+GROUP = {"aws": ("aws:autoscaling/group:Group", "asg", ("desiredCapacity",)),
+         "gcp": ("gcp:compute/instanceGroupManager:InstanceGroupManager", "mig", ("targetSize",)),
+         "azure": ("azure-native:compute:VirtualMachineScaleSet", "vmss", ("sku", "capacity"))}
+KINDS = {g[0]: g for g in GROUP.values()}
 
 
 def save():
@@ -42,6 +62,93 @@ def fail_here(op):
     return os.environ.get("FAKE_PULUMI_FAIL") == f"{op}:{cwd.name}"
 
 
+def digest(text):
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def size_of(r):
+    v = r["outputs"]
+    for k in KINDS[r["type"]][2]:
+        v = v[k]
+    return v
+
+
+def program(plan, stack_name):
+    """(resources, units output, vms output) the real program would create for this project's plan."""
+    from hetinfra.stacks.fleet import vm_name
+
+    cloud = cwd.name
+    typ, suffix, _ = GROUP[cloud]
+    project = f"hetinfra-{plan['service']}-{cloud}"
+    gcp_project = (plan.get("deploy") or {}).get("gcp_project") or "demo-project-1"
+    resources, units, vms = [], {}, {}
+    for a in plan["allocations"]:
+        unit, nodes = a["deployment_unit"], a["nodes_per_replica"]
+        groups = [(None, 0, unit, a["count"])] if nodes == 1 else \
+            [(r, k, vm_name(unit, r, k), 1) for r in range(a["count"]) for k in range(nodes)]
+        members = []
+        for replica, rank, gname, size in groups:
+            res = f"{gname}-{suffix}"
+            physical = f"{gname}-{digest(res)}"
+            urn = f"urn:pulumi:{stack_name}::{project}::hetinfra:{cloud}:GpuFleet${typ}::{res}"
+            member = {"resource": res, "type": typ, "replica": replica, "rank": rank, "name": physical}
+            if cloud == "aws":
+                outputs = {"name": physical, "desiredCapacity": size}
+            elif cloud == "gcp":
+                outputs = {"name": physical, "targetSize": size, "zone": f"{a['region']}-a", "project": gcp_project}
+                member.update(zone=outputs["zone"], project=gcp_project)
+            else:
+                physical = (f"/subscriptions/sub-1/resourceGroups/rg-{digest(unit)}/providers/Microsoft.Compute/"
+                            f"virtualMachineScaleSets/{gname}")
+                outputs = {"name": gname, "id": physical, "sku": {"name": a["instance_type"], "capacity": size}}
+                member.update(name=gname, id=physical)
+            resources.append({"urn": urn, "type": typ, "id": physical, "outputs": outputs, "unit": unit,
+                              "head": rank == 0})
+            members.append(member)
+            vms[gname] = outputs["name"]
+        units[unit] = {"replicas": a["count"], "nodes": nodes, "members": members}
+        if cloud == "aws":
+            units[unit]["target_group"] = f"arn:aws:elasticloadbalancing:{a['region']}:123456789012:targetgroup/" \
+                                          f"hi-{digest(unit)}/{digest(unit + 'tg')}"
+    return resources, units, vms
+
+
+def images(plan, stack):
+    """The `images` output: per region and role the image pinned in `hetinfra:images`, else the
+    newest ($FAKE_CLOUD_NEWEST_IMAGE; Azure: version 'latest'), and the newest found."""
+    pins = json.loads((stack["config"].get("hetinfra:images") or {}).get("value") or "{}")
+    newest = "latest" if cwd.name == "azure" else os.environ.get("FAKE_CLOUD_NEWEST_IMAGE", f"{cwd.name}-image-1")
+    roles = ("gpu", "gateway") if ((plan.get("deploy") or {}).get("gateway") or {}).get("enabled") else ("gpu",)
+    return {region: {role: {"id": (pins.get(region) or {}).get(role) or newest, "latest": newest} for role in roles}
+            for region in sorted({a["region"] for a in plan["allocations"]})}
+
+
+def refresh(stack):
+    """Adopt the cloud: groups it no longer has leave the state; their sizes are read back."""
+    kept = []
+    for r in stack.get("resources", []):
+        rec = cloud_db.get(r["id"])
+        if rec is None:
+            continue
+        where = r["outputs"]
+        for k in KINDS[r["type"]][2][:-1]:
+            where = where[k]
+        where[KINDS[r["type"]][2][-1]] = rec["desired"]
+        kept.append(r)
+    stack["resources"] = kept
+
+
+def create_in_cloud(r):
+    """Create or update the group in the cloud: it launches up to its size."""
+    rec = cloud_db.setdefault(r["id"], {"kind": KINDS[r["type"]][1], "unit": r["unit"], "instances": [],
+                                        "name": r["outputs"]["name"], "id": r["id"], "head": r["head"],
+                                        "zone": r["outputs"].get("zone"), "project": r["outputs"].get("project")})
+    rec["desired"] = size_of(r)
+    rec["target_group"] = r.get("target_group")
+    rec["new_target"] = os.environ.get("FAKE_CLOUD_TARGET_HEALTH", "healthy")
+    launch(rec)
+
+
 if argv[:1] == ["version"]:
     print("v3.272.0")
 elif argv[:2] == ["stack", "select"]:
@@ -50,7 +157,7 @@ elif argv[:2] == ["stack", "select"]:
         sys.exit(255)
 elif argv[:2] == ["stack", "init"]:
     name = opt("--stack") or argv[2]
-    db.setdefault(key, {})[name] = {"config": {}, "outputs": {}, "history": []}
+    db.setdefault(key, {})[name] = {"config": {}, "outputs": {}, "history": [], "resources": []}
     save()
 elif argv[:2] == ["config", "set-all"]:
     stack = db[key][opt("--stack")]
@@ -59,22 +166,40 @@ elif argv[:2] == ["config", "set-all"]:
             k, v = argv[i + 1].split("=", 1)
             stack["config"][k] = {"secret": a == "--secret", "value": v}
     save()
+elif argv[:2] == ["config", "set"]:  # config set KEY --plaintext|--secret --stack S -- VALUE
+    stack = db[key][opt("--stack")]
+    stack["config"][argv[2]] = {"secret": "--secret" in argv, "value": argv[-1]}
+    save()
 elif argv[:1] == ["up"]:
     stack = db[key][opt("--stack")]
     if fail_here("up"):
         print("error: creating EC2 Instance: VcpuLimitExceeded: You have requested more vCPU capacity than your "
               "current vCPU limit allows", file=sys.stderr)
         sys.exit(255)
+    if "--refresh" in argv:
+        refresh(stack)
     plan = json.loads((cwd / "plan.json").read_text())
     port = (plan.get("deploy") or {}).get("port", 8000)
-    endpoints, n = {}, 0
-    for a in plan["allocations"]:
-        for r in range(a["count"]):
-            n += 1
-            base = os.environ.get("FAKE_PULUMI_ENDPOINT")  # e.g. a loopback server for health checks
-            url = f"{base}/{a['deployment_unit']}/r{r}/v1" if base else f"http://203.0.113.{n}:{port}/v1"
-            endpoints.setdefault(a["deployment_unit"], []).append(url)
-    stack["outputs"] = {"endpoints": endpoints, "vms": {f"vm{i}": f"i-{i:08x}" for i in range(n)}}
+    base = os.environ.get("FAKE_PULUMI_ENDPOINT")  # e.g. a loopback server for health checks
+    endpoints = {}
+    for n, a in enumerate(plan["allocations"], start=1):  # one load balancer per unit
+        unit = a["deployment_unit"]
+        endpoints[unit] = [f"{base}/{unit}/v1" if base else f"http://203.0.113.{n}:{port}/v1"]
+    wanted, units, vms = program(plan, opt("--stack"))
+    have = {r["urn"]: r for r in stack.get("resources", [])}
+    created = 0
+    for r in wanted:
+        r["target_group"] = units[r["unit"]].get("target_group")
+        old = have.get(r["urn"])
+        if old is None or old["outputs"] != r["outputs"]:  # create, or set a group's size back
+            created += old is None
+            create_in_cloud(r)
+    for urn, r in have.items():  # resources the program no longer declares are deleted
+        if urn not in {w["urn"] for w in wanted}:
+            cloud_db.pop(r["id"], None)
+    stack["resources"] = wanted
+    n = sum(a["count"] * a["nodes_per_replica"] for a in plan["allocations"])
+    stack["outputs"] = {"endpoints": endpoints, "vms": vms, "units": units, "images": images(plan, stack)}
     gateway = (plan.get("deploy") or {}).get("gateway") or {}
     if gateway.get("enabled"):  # one gateway per fleet region of this project's cloud
         regions = sorted({a["region"] for a in plan["allocations"] if a["cloud"] == cwd.name})
@@ -84,18 +209,36 @@ elif argv[:1] == ["up"]:
             for k, r in enumerate(regions)}
     stack["history"].append({"kind": "update", "result": "succeeded", "n": n})
     save()
-    print(f"Updating ({opt('--stack')}):\n Resources:\n    + {n} created")
+    print(f"Updating ({opt('--stack')}):\n Resources:\n    + {created} created")
+elif argv[:1] == ["refresh"]:
+    stack = db[key][opt("--stack")]
+    if fail_here("refresh"):
+        print("error: refreshing: InvalidClientTokenId: The security token included in the request is invalid",
+              file=sys.stderr)
+        sys.exit(255)
+    before = len(stack.get("resources", []))
+    refresh(stack)
+    stack["history"].append({"kind": "refresh", "result": "succeeded", "n": 0})
+    save()
+    print(f"Refreshing ({opt('--stack')}):\n Resources:\n    - {before - len(stack['resources'])} deleted")
 elif argv[:1] == ["destroy"]:
     stack = db[key][opt("--stack")]
     if fail_here("destroy"):
         print("error: deleting resources: timeout", file=sys.stderr)
         sys.exit(255)
-    stack["outputs"] = {}
+    for r in stack.get("resources", []):
+        cloud_db.pop(r["id"], None)
+    stack["outputs"], stack["resources"] = {}, []
     stack["history"].append({"kind": "destroy", "result": "succeeded", "n": 0})
     save()
     print(" Resources:\n    - deleted")
 elif argv[:3] == ["stack", "output", "--json"]:
     print(json.dumps(db[key][opt("--stack")]["outputs"]))
+elif argv[:2] == ["stack", "export"]:
+    stack = db[key][opt("--stack")]
+    resources = [{k: v for k, v in r.items() if k in ("urn", "type", "id", "outputs")}
+                 for r in stack.get("resources", [])]
+    print(json.dumps({"version": 3, "deployment": {"manifest": {"version": "v3.272.0"}, "resources": resources}}))
 elif argv[:3] == ["stack", "history", "--json"]:
     hist = db[key][opt("--stack")]["history"]
     last = hist[-1] if hist else {"kind": "update", "result": "succeeded", "n": 0}

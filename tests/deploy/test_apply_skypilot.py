@@ -5,32 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-
-@pytest.fixture
-def sky_sdk(sky_offline, monkeypatch):
-    sky, _ = sky_offline
-    from sky.client import sdk
-
-    calls: list[tuple] = []
-    results: dict[str, object] = {}
-
-    def request(name, result):
-        def fn(*args, **kwargs):
-            rid = f"req-{len(calls)}"
-            calls.append((name, args, kwargs))
-            results[rid] = result(*args, **kwargs) if callable(result) else result
-            return rid
-        return fn
-
-    monkeypatch.setattr(sdk, "enabled_clouds", request("enabled_clouds", ["AWS", "GCP"]))
-    monkeypatch.setattr(sky.serve, "up", request("serve.up", lambda task, name: (name, f"{name}.sky.example:30001")))
-    monkeypatch.setattr(sky.serve, "update", request("serve.update", None))
-    monkeypatch.setattr(sky.serve, "down", request("serve.down", None))
-    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: results[rid])
-    return calls
-
 
 def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli):
     from hetinfra.deploy.apply import apply_plan

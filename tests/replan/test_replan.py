@@ -15,6 +15,12 @@ from pathlib import Path
 HETINFRA = str(Path(sys.executable).with_name("hetinfra"))
 
 
+def _digest(text):  # the stand-in's resource ids (tests/deploy/fake_pulumi.py)
+    import hashlib
+
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
 def _deploy(run_cli, spec, offers, out):
     code, _, err = run_cli("plan", str(spec), "--feeds", str(offers), "--out", str(out), "--no-baselines")
     assert code == 0, err
@@ -39,8 +45,8 @@ def test_small_price_change_gives_no_action(fake_pulumi, cloud_env, service, run
     assert _running(out) == {"g5.xlarge": 1}
 
 
-def test_large_price_change_proposes_then_applies_make_before_break(fake_pulumi, cloud_env, service, run_cli,
-                                                                    tmp_path, healthy_server, monkeypatch):
+def test_large_price_change_proposes_then_applies_make_before_break(fake_pulumi, fake_cloud, cloud_env, service,
+                                                                    run_cli, tmp_path, healthy_server, monkeypatch):
     spec, offers = service
     out = tmp_path / "out"
     _deploy(run_cli, spec, offers("day1", 1.00, 1.20), out)
@@ -63,10 +69,13 @@ def test_large_price_change_proposes_then_applies_make_before_break(fake_pulumi,
     code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2), "--apply")
     assert code == 11, err + stdout
     assert stdout.startswith("replan: applied change: +1/-1")
-    # Two pulumi ups: first both units (make), then only the new one (break), health checked in between.
+    # Two pulumi ups: first both units (make), then only the new one (break), health checked in between:
+    # on AWS by the new unit's load balancer target group (the cloud's own signal; the port is closed here).
     ups = [c for c in fake_pulumi() if "up" in c["argv"][:2]][ups_before:]
     assert len(ups) == 2
-    assert any(h.endswith("g6-xlarge/r0/health") for h in hits)
+    checked = [c["params"]["TargetGroupArn"] for c in fake_cloud.calls if c["action"] == "DescribeTargetHealth"]
+    assert len(checked) == 1 and checked[0].endswith(f"/{_digest('toy-aws-us-east-1-g6-xlarge' + 'tg')}")
+    assert not hits  # no direct poll: ingress_cidrs and management_cidrs are empty
     assert _running(out) == {"g6.xlarge": 1}
     journal = json.loads((out / "replan.json").read_text())
     assert [(s["name"], s["status"]) for s in journal["stages"]] == [("make", "done"), ("break", "done")]
@@ -83,12 +92,11 @@ def test_losing_availability_forces_a_move_without_savings(fake_pulumi, cloud_en
     assert "g5.xlarge in aws/us-east-1 is no longer offered" in (out / "replan.log").read_text()
 
 
-def test_unhealthy_new_capacity_keeps_the_old(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch,
-                                              closed_port):
+def test_unhealthy_new_capacity_keeps_the_old(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch):
     spec, offers = service
     out = tmp_path / "out"
     _deploy(run_cli, spec, offers("day1", 1.00, 1.20), out)
-    monkeypatch.setenv("FAKE_PULUMI_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.setenv("FAKE_CLOUD_TARGET_HEALTH", "unhealthy")  # the new unit's load balancer check fails
     code, _, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(offers("day2", 3.0, 0.8)),
                            "--apply", "--health-timeout-s", "0")
     assert code == 4 and "not healthy" in err and "old capacity was kept" in err
@@ -115,13 +123,13 @@ def test_two_runs_at_once_one_acts_the_other_exits_75(fake_pulumi, cloud_env, se
     assert code == 10  # the lock died with its process
 
 
-def test_a_run_killed_between_steps_is_completed_by_the_next(fake_pulumi, cloud_env, service, run_cli, tmp_path,
-                                                             healthy_server, monkeypatch, closed_port):
+def test_a_run_killed_between_steps_is_completed_by_the_next(fake_pulumi, fake_cloud, cloud_env, service, run_cli,
+                                                             tmp_path):
     spec, offers = service
     out = tmp_path / "out"
     _deploy(run_cli, spec, offers("day1", 1.00, 1.20), out)
     day2 = offers("day2", 3.0, 0.8)
-    env = dict(os.environ, FAKE_PULUMI_ENDPOINT=f"http://127.0.0.1:{closed_port}")  # never healthy
+    env = dict(os.environ, FAKE_CLOUD_TARGET_HEALTH="initial")  # the new unit never passes its check
     proc = subprocess.Popen([HETINFRA, "replan", str(spec), "--state", str(out), "--feeds", str(day2), "--apply",
                              "--health-timeout-s", "600"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
@@ -139,8 +147,7 @@ def test_a_run_killed_between_steps_is_completed_by_the_next(fake_pulumi, cloud_
     proc.wait()
     assert json.loads((out / "replan.json").read_text())["status"] == "running"  # left half-way
 
-    base, _ = healthy_server
-    monkeypatch.setenv("FAKE_PULUMI_ENDPOINT", base)
+    fake_cloud.set_health("toy-aws-us-east-1-g6-xlarge", target="healthy")
     code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2))
     assert code == 10 and "stopped half-way" in stdout and "--apply to complete" in stdout
     code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2), "--apply")

@@ -19,6 +19,9 @@ class HetMocks(pulumi.runtime.Mocks):
         self.created: list = []
         self.calls: list = []
         self._ip = 10
+        # what the image lookups find (a test moves them to a newer release)
+        self.newest_ami = "ami-0123456789abcdef0"
+        self.newest_gce_image = "common-cu124-v20250101-ubuntu-2204-py310"
 
     def _next_ip(self, prefix: str) -> str:
         self._ip += 1
@@ -70,7 +73,12 @@ class HetMocks(pulumi.runtime.Mocks):
     def call(self, args):
         self.calls.append(args)
         if args.token == "aws:ec2/getAmi:getAmi":
-            return {"id": "ami-0123456789abcdef0"}
+            return {"id": self.newest_ami}
+        if args.token == "gcp:compute/getImage:getImage":
+            project = args.args.get("project")
+            return {"name": self.newest_gce_image, "project": project,
+                    "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/"
+                                f"{self.newest_gce_image}"}
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             region = "us-west-2" if "us-west-2" in (args.provider or "") else "us-east-1"
             return {"locations": [f"{region}c", f"{region}a"], "instanceTypes": [], "locationTypes": []}

@@ -232,3 +232,46 @@ def test_mixed_pipeline_nodes_types_and_mp_backend(mocks, tmp_path, run_cli):
     # workers find the head by its group's tag, with the instance profile
     assert f"Name=tag:hetinfra-group,Values={a['deployment_unit']}-r0-n0" in scripts[1]
     assert "find-head.sh" not in scripts[0].split("ExecStart")[0].split("FETCH")[-1]
+
+
+def test_units_output_names_each_units_groups_as_created(mocks, three_cloud_plan):
+    """`hetinfra status` finds a unit's groups in the refreshed state by the `units` output's
+    resource name and type, and asks the cloud's API by its name (GCP: and project and zone) or
+    ARM id: every member must be a group the program really creates, in FleetUnit.groups order."""
+    from hetinfra.stacks.program import build
+
+    units: dict = {}
+
+    @pulumi.runtime.test
+    def run():
+        fleets = []
+        for c in ("aws", "gcp", "azure"):
+            fleets += build(three_cloud_plan, c, FleetSecrets(api_key=pulumi.Output.secret(API_KEY)),
+                            gcp_project="demo-project")
+        return pulumi.Output.from_input({k: v for f in fleets for k, v in f.units.items()}).apply(units.update)
+
+    run()
+    created = {(a.typ, a.name): a.inputs for a in mocks.created}
+    by_cloud = {a["deployment_unit"]: a for a in three_cloud_plan["allocations"]}
+    assert set(units) == set(by_cloud)
+    for name, entry in units.items():
+        a = by_cloud[name]
+        assert (entry["replicas"], entry["nodes"]) == (a["count"], a["nodes_per_replica"])
+        for m in entry["members"]:
+            assert (m["type"], m["resource"]) in created, m
+    aws = units["chat-8b-aws-us-east-1-g6-12xlarge"]
+    assert [(m["resource"], m["replica"], m["rank"]) for m in aws["members"]] == [
+        ("chat-8b-aws-us-east-1-g6-12xlarge-asg", None, 0)]
+    assert "target_group" in aws  # the unit's target group ARN: the health wait's signal (None under mocks)
+    pipeline = units["big-70b-gcp-us-central1-a2-highgpu-4g"]  # 1 replica of 2 nodes: a MIG per node
+    assert [(m["resource"], m["type"], m["replica"], m["rank"], m["project"], m["zone"]) for m in pipeline["members"]] == [
+        (f"big-70b-gcp-us-central1-a2-highgpu-4g-r0-n{k}-mig", "gcp:compute/instanceGroupManager:InstanceGroupManager",
+         0, k, "demo-project", "us-central1-a") for k in (0, 1)]
+    assert pipeline["members"][1]["name"] == created[(pipeline["members"][1]["type"],
+                                                      pipeline["members"][1]["resource"])]["name"]
+    azure = units["chat-8b-azure-eastus-standard-nc24ads-a100-v4-spot"]
+    [vmss] = azure["members"]
+    assert (vmss["type"], vmss["replica"], vmss["resource"]) == (
+        "azure-native:compute:VirtualMachineScaleSet", None, "chat-8b-azure-eastus-standard-nc24ads-a100-v4-spot-vmss")
+    assert created[(vmss["type"], vmss["resource"])]["vmScaleSetName"] == "chat-8b-azure-eastus-standard-nc24ads-a100-v4-spot"
+    assert vmss["id"] == f"{vmss['resource']}-id"  # the ARM id the scale set's VMs are listed under
