@@ -3,6 +3,7 @@ directory, and an environment with (fake) credentials in a private HOME."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,16 @@ def fake_pulumi(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_PULUMI_HOME", str(home))
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
     return calls
+
+
+@pytest.fixture
+def pulumi_stacks(tmp_path):
+    """What the stand-in holds per project folder name: {cloud: {stack: {config, outputs, resources}}}."""
+    def read() -> dict:
+        db = tmp_path / "fake-pulumi-home" / "db.json"
+        return {Path(k).name: v for k, v in json.loads(db.read_text()).items()} if db.exists() else {}
+
+    return read
 
 
 @pytest.fixture
