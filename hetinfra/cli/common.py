@@ -1,26 +1,56 @@
 """What every command shares: how a HetinfraError becomes the exit code and the message (the one
-place errors are turned into output; see hetinfra.errors for the classes and their codes)."""
+place errors are turned into output; see hetinfra.errors for the classes and their codes), and the
+``--json`` contract: one JSON document on stdout, nothing else there."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Callable, TypeVar
 
 import click
 
 from hetinfra.errors import HetinfraError
 
+T = TypeVar("T")
 
-def fail(exc: HetinfraError, as_json: bool) -> None:
-    """Print ``exc`` (``error:``/``hint:`` on stderr; with ``as_json`` also ``{"error": ...}`` on
-    stdout) and exit with its code."""
+
+def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:
+    """Print ``exc`` (``error:``/``hint:`` on stderr; with ``as_json`` also the error document on
+    stdout: ``partial``, what the command had to report before it failed, plus ``{"error": {...},
+    "exit_code": N}``) and exit with its code."""
     if as_json:
-        click.echo(json.dumps({"error": {"type": type(exc).__name__, "exit_code": exc.exit_code,
-                                         "message": exc.message, "hint": exc.hint, **exc.details}}, indent=2))
+        error = {"type": type(exc).__name__, "exit_code": exc.exit_code, "message": exc.message,
+                 "hint": exc.hint, **exc.details}
+        click.echo(json.dumps({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
     click.echo(f"error: {exc.message}", err=True)
     if exc.hint:
         click.echo(f"  hint: {exc.hint}", err=True)
     sys.exit(exc.exit_code)
+
+
+def run_command(as_json: bool, work: Callable[[], T], show: Callable[[T], None] | None = None,
+                to_json: Callable[[T], dict] | None = None, partial: dict | None = None) -> T:
+    """The tail every command shares: run ``work()``; a HetinfraError exits with its code (see
+    :func:`fail`; ``partial`` is the document the command filled in so far); otherwise print the
+    result (``to_json(result)``, default the result itself) as the one JSON document on stdout with
+    ``as_json``, else ``show(result)``. Returns the result."""
+    try:
+        result = work()
+    except HetinfraError as exc:
+        fail(exc, as_json, partial)
+        raise  # not reached: fail exits
+    if as_json:
+        click.echo(json.dumps(to_json(result) if to_json else result, indent=2))
+    elif show is not None:
+        show(result)
+    return result
+
+
+def echo_for(as_json: bool) -> Callable[[str], None]:
+    """Where a command's progress lines go: stdout, or stderr under ``--json`` (stdout holds only
+    the JSON document)."""
+    return (lambda text: click.echo(text, err=True)) if as_json else click.echo
 
 
 def summary_console():

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import echo_for, fail, run_command
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
                "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi.")
 
 
-def _ask():
-    return (lambda prompt: click.confirm(prompt, default=False)) if sys.stdin.isatty() else None
+def _ask(as_json: bool = False):
+    # Under --json the question goes to stderr with the rest: stdout holds only the document.
+    return (lambda prompt: click.confirm(prompt, default=False, err=as_json)) if sys.stdin.isatty() else None
 
 
 @click.command("apply")
@@ -31,23 +32,29 @@ def _ask():
                                             "or service id differs from plan.json's): that service's units are replaced.")
 @click.option("--update-images", is_flag=True, help="Take the newest VM images instead of those pinned by earlier "
                                                     "applies (state.json images): replaces the VMs that use them.")
-def apply_command(out: Path, target: str, yes: bool, force: bool, update_images: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document on stdout (changes, per-stack results, endpoints, or the error); "
+                   "progress goes to stderr.")
+def apply_command(out: Path, target: str, yes: bool, force: bool, update_images: bool, as_json: bool) -> None:
     """Provision the plan in OUT (a `hetinfra plan --out` directory); shows the change first.
 
     Needs VLLM_API_KEY (and HF_TOKEN for gated models) in the environment; with Pulumi also the
     pulumi CLI, PULUMI_CONFIG_PASSPHRASE and the clouds' credentials. Before anything is asked or
     changed, a preflight checks plan.json against its schema, that OUT belongs to the plan's
-    service, each cloud's settings, disk sizes and readable quotas (exit 2 or 4). Records OUT/state.json.
+    service, each cloud's settings, disk sizes and readable quotas (exit 2 or 4), then Pulumi's
+    preview of every stack (create/update/replace/delete; GPU VM replacements flagged) and SkyServe's
+    changes are shown. Records OUT/state.json.
     """
-    from hetinfra.errors import HetinfraError
+    report: dict = {}
 
-    try:
+    def work():
         from hetinfra.deploy.apply import apply_plan, load_plan
 
-        apply_plan(out, load_plan(out), target=target, yes=yes, echo=click.echo, ask=_ask(), force=force,
-                   update_images=update_images)
-    except HetinfraError as exc:
-        fail(exc, False)
+        apply_plan(out, load_plan(out), target=target, yes=yes, echo=echo_for(as_json), ask=_ask(as_json),
+                   force=force, update_images=update_images, report=report)
+        return report
+
+    run_command(as_json, work, partial=report)
 
 
 @click.command("destroy")
@@ -55,16 +62,19 @@ def apply_command(out: Path, target: str, yes: bool, force: bool, update_images:
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
               help="Which deployed units to remove.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
-def destroy_command(out: Path, target: str, yes: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document on stdout (changes, per-stack results, or the error); progress goes to stderr.")
+def destroy_command(out: Path, target: str, yes: bool, as_json: bool) -> None:
     """Tear down what OUT/state.json lists (pulumi destroy per cloud, sky serve down per unit)."""
-    from hetinfra.errors import HetinfraError
+    report: dict = {}
 
-    try:
+    def work():
         from hetinfra.deploy.destroy import destroy
 
-        destroy(out, target=target, yes=yes, echo=click.echo, ask=_ask())
-    except HetinfraError as exc:
-        fail(exc, False)
+        destroy(out, target=target, yes=yes, echo=echo_for(as_json), ask=_ask(as_json), report=report)
+        return report
+
+    run_command(as_json, work, partial=report)
 
 
 @click.command("status")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail, summary_console
+from hetinfra.cli.common import run_command, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
-from hetinfra.errors import HetinfraError
 
 
 @click.command("plan")
@@ -29,39 +29,51 @@ from hetinfra.errors import HetinfraError
 @click.option("--strict-verify", is_flag=True,
               help="Exit 3 (and write nothing) when the plan still misses an objective in simulation after "
                    "planning.verify.max_rounds re-plans, instead of writing it with a warning.")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="Exit 0 when the plan changes nothing against what runs (--state, else --out: its state.json, "
+                   "else its previous plan.json) and 10 when changes are pending (terraform's 2 is invalid input here).")
 @feeds_options
 @availability_options
 def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None,
-                 no_template_cache: bool, no_verify: bool, strict_verify: bool, feeds: str, strict_feeds: bool,
-                 max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
+                 no_template_cache: bool, no_verify: bool, strict_verify: bool, detailed_exitcode: bool, feeds: str,
+                 strict_feeds: bool, max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan, verify its latency objectives by
     simulation (re-planning what misses), and show or write it."""
-    try:
+    def work():
         from hetinfra.compile.artifacts import write_plan
+        from hetinfra.errors import InvalidInputError
         from hetinfra.plan.feeds import load_caps, load_feeds
+        from hetinfra.plan.pending import pending_changes
         from hetinfra.plan.verify import verified_plan
 
+        if detailed_exitcode and state is None and out is None:
+            raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
         caps, cap_warnings = load_caps(caps_file, availability, snapshot)
         _, doc = verified_plan(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
                                snapshot=snapshot, state=state, extra_caps=caps,
                                template_cache=not no_template_cache)
         doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
-        written = write_plan(out, doc) if out else {}
-    except HetinfraError as exc:
-        fail(exc, as_json)
-        return
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    from hetinfra.plan.summary import render_summary
+        # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
+        pending = pending_changes(doc, state or out) if detailed_exitcode else None
+        return doc, (write_plan(out, doc) if out else {}), pending
 
-    console = summary_console()
-    render_summary(doc, console)
-    if written:
-        clouds = ",".join(p.name for p in written["pulumi"])
-        click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
-                   f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+    def show(result) -> None:
+        from hetinfra.plan.summary import render_summary
+
+        doc, written, _ = result
+        render_summary(doc, summary_console())
+        if written:
+            clouds = ",".join(p.name for p in written["pulumi"])
+            click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
+                       f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+
+    _, _, pending = run_command(as_json, work, show, to_json=lambda result: result[0])
+    if pending is not None:
+        from hetinfra.plan.pending import CHANGES_PENDING, render_pending
+
+        click.echo(render_pending(pending), err=True)
+        sys.exit(CHANGES_PENDING if pending["pending"] else 0)
 
 
 @click.command("schema")

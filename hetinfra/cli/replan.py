@@ -7,13 +7,13 @@ with --verbose); no colour is ever written.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
-
+from hetinfra.cli.common import echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 
 
@@ -44,11 +44,14 @@ from hetinfra.cli.feeds import availability_options, feeds_options
               help="Take what runs from state.json only, without reading live replicas from the clouds.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Where details go (appended). Default: STATE/replan.log.")
-@click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout.")
+@click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout (stderr with --json).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document on stdout (outcome, exit code, the decision and its changes, stages "
+                   "applied, or the error); the exit codes stay the same.")
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
                    caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
                    demand_log: Path | None, demand_from: str | None, do_apply: bool, target: str, health_timeout_s: float,
-                   no_refresh: bool, log_file: Path | None, verbose: bool) -> None:
+                   no_refresh: bool, log_file: Path | None, verbose: bool, as_json: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
 
     \b
@@ -63,10 +66,13 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     show = verbose or sys.stdout.isatty()
     lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
 
+    echo = echo_for(as_json)
+    meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
+
     def detail(text: str) -> None:
         lines.append(text)
         if show:
-            click.echo(text)
+            echo(text)
 
     def flush(summary: str) -> None:
         lines.append(summary)
@@ -79,11 +85,11 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
 
     if demand_from:
         if demand_log:
-            fail(InvalidInputError("give --demand-log or --demand-from, not both"), False)
+            fail(InvalidInputError("give --demand-log or --demand-from, not both"), as_json, meta)
         try:
             demand_log = fetch_demand(demand_from, out)
         except HetinfraError as exc:
-            fail(exc, False)
+            fail(exc, as_json, meta)
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
@@ -92,11 +98,31 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:
         flush(f"error (exit {exc.exit_code}): {exc.message}" + (f" | hint: {exc.hint}" if exc.hint else ""))
-        fail(exc, False)
+        fail(exc, as_json, meta)
         return
     flush(outcome.summary)
-    click.echo(f"replan: {outcome.summary} (details: {log_path})")
+    echo(f"replan: {outcome.summary} (details: {log_path})")
+    if as_json:
+        click.echo(json.dumps(replan_json(spec, out, outcome, log_path), indent=2))
     sys.exit(outcome.code)
+
+
+def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
+    """``replan --json``: the outcome and its exit code, the decision, what was proposed or applied."""
+    from hetinfra.replan.diff import decision_json
+    from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
+    from hetinfra.replan.safe import JOURNAL
+
+    proposed = out / "proposed" / "plan.json"
+    journal = json.loads((out / JOURNAL).read_text()) if outcome.code == APPLIED and (out / JOURNAL).exists() else None
+    return {"command": "replan", "spec": str(spec), "state": str(out),
+            "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],
+            "exit_code": outcome.code, "summary": outcome.summary,
+            "decision": decision_json(outcome.decision) if outcome.decision else None,
+            "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
+            "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
+                       for st in journal["stages"]] if journal else None,
+            "log": str(log_path)}
 
 
 def fetch_demand(source: str, out: Path) -> Path:

@@ -6,13 +6,12 @@ hetinfra's exceptions and become exit codes as everywhere else (InvalidInputErro
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail, summary_console
-from hetinfra.errors import HetinfraError
+from hetinfra.cli.common import run_command, summary_console
+
 
 @click.command("simulate")
 @click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
@@ -32,7 +31,7 @@ from hetinfra.errors import HetinfraError
 def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_cv, as_json, out_dir, profile_csv):
     """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
     scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
-    try:
+    def work():
         from hetinfra.sim.compare import profile_comparison
         from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
         from hetinfra.sim.report import write_outputs
@@ -57,28 +56,27 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_c
                 bar.stop()
         if profile_csv is not None:
             doc["profile_comparison"] = profile_comparison(plan, profile_csv)
-        target = out_dir or plan_file.parent
-        js, svg = write_outputs(doc, target)
-    except HetinfraError as exc:
-        fail(exc, as_json)
-        return
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    from hetinfra.sim.report import render_text
+        js, svg = write_outputs(doc, out_dir or plan_file.parent)
+        return doc, js, svg
 
-    console = summary_console()
-    render_text(doc, console)
-    if profile_csv is not None:
-        from rich.table import Table
+    def show(result) -> None:
+        from hetinfra.sim.report import render_text
 
-        t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
-        for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
-            t.add_column(col, justify="left" if col in ("unit", "class") else "right")
-        for r in doc["profile_comparison"]:
-            err = r["signed_error"]
-            t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
-                      "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
-                      "no row" if err is None else f"{err:+.1%}")
-        console.print(t)
-    click.echo(f"wrote {js} and {svg}")
+        doc, js, svg = result
+        console = summary_console()
+        render_text(doc, console)
+        if profile_csv is not None:
+            from rich.table import Table
+
+            t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
+            for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
+                t.add_column(col, justify="left" if col in ("unit", "class") else "right")
+            for r in doc["profile_comparison"]:
+                err = r["signed_error"]
+                t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
+                          "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
+                          "no row" if err is None else f"{err:+.1%}")
+            console.print(t)
+        click.echo(f"wrote {js} and {svg}")
+
+    run_command(as_json, work, show, to_json=lambda result: result[0])

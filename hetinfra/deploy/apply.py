@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.artifacts import expand_stages
-from hetinfra.deploy import images, preflight, pulumi_driver, sky_driver
+from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -137,8 +137,10 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
 
 def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
                ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
-               force: bool = False, quota_caps=None, update_images: bool = False) -> DeployState:
-    """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring."""
+               force: bool = False, quota_caps=None, update_images: bool = False,
+               report: dict | None = None) -> DeployState:
+    """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring.
+    ``report``, when given, is filled with what ``apply --json`` prints (``changes``, then the results)."""
     from hetinfra.compile.pulumi_project import write_projects
 
     if target not in TARGETS:
@@ -158,9 +160,13 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
                       - {a["deployment_unit"] for a in after})
     steps = ([f"pulumi:{c}" for c in pulumi_clouds] + [f"skypilot:up:{a['deployment_unit']}" for a in sky_new]
              + ([f"skypilot:down:{','.join(sky_gone)}"] if sky_gone else []))
+    report = {} if report is None else report
+    report.update(command="apply", out=str(out), target=target, applied=False,
+                  changes=preview.changes_json(rows, [], []))
     if not steps:
         echo(render_preview(rows, f"hetinfra apply {out} (target: {target})"))
         echo("Nothing to do: what runs is what the plan says.")
+        report.update(preview.result_json(state, out))
         return state
     # Preflight, part 2: every cloud's settings, disks, secrets, tools, credentials and readable
     # quotas, before the confirmation and the first step, so a failed check changes nothing.
@@ -177,25 +183,35 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     notes = preflight.check_quotas(new_allocs, preflight.env_quota_caps(env) if quota_caps is None else quota_caps)
     notes += preflight.check_health_paths(plan, [(a, a["path"]) for a in new_allocs], refuse=False)
     notes += images.preview_lines(state.doc, pulumi_clouds, update_images)
-    preview = render_preview(rows, f"hetinfra apply {out} (target: {target})")
-    confirm(preview + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
-
+    # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
+    # images the up will pin, so --update-images shows its replacements; a failed preview stops
+    # here: exit 4, no resource touched), and SkyServe's changes per unit.
     write_projects(out, plan, gcp_project=preflight.gcp_project(plan, out, env))
+    stack = (plan.get("deploy") or {}).get("stack", "prod")
+    image_notes: dict[str, list[str]] = {c: [] for c in pulumi_clouds}
+    pins = {c: images.pins_for_up(state.doc, plan, c, update=update_images, env=env, notes=image_notes[c])
+            for c in pulumi_clouds}
+    stacks = [preview.parse_preview(c, stack, pulumi_driver.PulumiProject(
+        out / "pulumi" / c, stack, command, on_output=echo, plan=plan).preview(secrets, pins[c]))
+        for c in pulumi_clouds]
+    sky_rows = preview.sky_changes(state.allocations, sky_new, sky_gone)
+    report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
+    text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
+                                   preview.render_changes(stacks, sky_rows)) if t)
+    confirm(text + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
+
     sha = plan_sha(plan)
     state.doc["service"] = plan["service"]
     if plan.get("service_id"):
         state.doc["service_id"] = plan["service_id"]
     state.begin("apply", sha, steps)
-    stack = (plan.get("deploy") or {}).get("stack", "prod")
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
     def do_step(step: str) -> None:
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo, plan=plan)
-            image_notes: list[str] = []
-            outputs = project.up(secrets, images.pins_for_up(state.doc, plan, cloud, update=update_images, env=env,
-                                                             notes=image_notes))
-            for line in image_notes + images.record(state.doc, cloud, outputs):
+            outputs = project.up(secrets, pins[cloud])
+            for line in image_notes[cloud] + images.record(state.doc, cloud, outputs):
                 echo(f"note: {line}")
             mine = [a for a in after if a["path"] == "pulumi" and a["cloud"] == cloud]
             state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), mine)
@@ -221,6 +237,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     run_steps(out, state, steps, do_step, echo)
     state.doc["plan_sha256"] = sha
     state.finish()
+    report.update(preview.result_json(state, out), applied=True)
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     for line in endpoint_lines(out, plan, state):
         echo(line)
@@ -311,4 +328,5 @@ def _stopped(out: Path, step: str, state: DeployState, exc: Exception) -> Provid
     msg = str(exc) if isinstance(exc, HetinfraError) else f"{type(exc).__name__}: {_first_lines(str(exc))}"
     return ProviderError(f"{state.operation['kind']} stopped at step {step} ({done} of {total} steps done): {msg}",
                          hint=f"what finished is recorded in {state.path}; fix the cause and run "
-                              f"`hetinfra {state.operation['kind']} {out}` again to resume")
+                              f"`hetinfra {state.operation['kind']} {out}` again to resume",
+                         details={"step": step, "steps": [dict(s) for s in state.operation["steps"]]})

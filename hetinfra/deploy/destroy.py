@@ -13,13 +13,16 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.deploy import pulumi_driver, sky_driver
+from hetinfra.deploy import preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
 def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
-            ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None) -> DeployState:
+            ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
+            report: dict | None = None) -> DeployState:
+    """Tear down what the state lists for ``target``; ``report``, when given, is filled with what
+    ``destroy --json`` prints (``changes``, then the results)."""
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
@@ -34,10 +37,16 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         if "pulumi" in paths else []
     sky_units = sorted({a["deployment_unit"] for a in gone if a["path"] == "skypilot"})
     steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
+    report = {} if report is None else report
+    sky_rows = preview.sky_changes(state.allocations, [], sky_units)
+    report.update(command="destroy", out=str(out), target=target, destroyed=False,
+                  changes=preview.changes_json(rows, [], sky_rows))
     if not steps:
         echo("Nothing to destroy: the state lists nothing for this target.")
+        report.update(preview.result_json(state, out))
         return state
-    confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
+    text = render_preview(rows, f"hetinfra destroy {out} (target: {target})")
+    confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
     if pulumi_clouds:
         plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else None
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
@@ -63,6 +72,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
 
     run_steps(out, state, steps, do_step, echo)
     state.finish()
+    report.update(preview.result_json(state, out), destroyed=True)
     echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
     return state
 

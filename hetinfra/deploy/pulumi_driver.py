@@ -2,8 +2,9 @@
 
 ``pulumi.automation`` runs the ``pulumi`` CLI underneath; the CLI, the passphrase of the file
 backend and the cloud's credentials are checked before anything starts, each with the command
-that fixes it (exit 4). Secrets go in with ``config set --secret`` from the environment
-(``VLLM_API_KEY``, optional ``HF_TOKEN``) and are encrypted in the stack config by the CLI.
+that fixes it (exit 4). Secrets go in with ``config set --secret KEY`` from the environment
+(``VLLM_API_KEY``, optional ``HF_TOKEN``), the value on stdin (never on a command line), and are
+encrypted in the stack config by the CLI.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -131,20 +133,61 @@ class PulumiProject:
         return self._selected
 
     def up(self, secrets: dict[str, str], images: dict | None = None) -> dict:
-        """``pulumi up --refresh`` with the secrets set and, given ``images``, the stack config
-        ``hetinfra:images`` (the pinned image ids: hetinfra.compile.images; ``{}``: no pin, ``up``
-        takes the newest); returns the stack outputs as plain values."""
+        """``pulumi up --refresh`` with the secrets and, given ``images``, the pinned images set (see
+        :meth:`configure`); returns the stack outputs as plain values."""
+        stack = self._stack()
+        self.configure(secrets, images)
+        # refresh first: a preempted VM the cloud deleted leaves the state, so `up` recreates it
+        result = stack.up(on_output=self.on_output, color="never", refresh=True)
+        return {k: v.value for k, v in result.outputs.items()}
+
+    def _cli(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+        """Run this project's ``pulumi`` (the Automation API's command, environment and folder) with
+        ``stdin``, which the Automation API's runner cannot feed."""
+        exe = self.command.command
+        env = {**os.environ, **self.env, "PULUMI_AUTOMATION_API": "true"}
+        if os.path.isabs(exe):  # as the Automation API does: plugins bundled beside the binary come first
+            env["PATH"] = os.pathsep.join([os.path.dirname(exe), env.get("PATH", "")])
+        return subprocess.run([exe, "--non-interactive", *args], input=stdin, capture_output=True, text=True,
+                              cwd=self.dir, env=env)
+
+    def set_secrets(self, secrets: dict[str, str]) -> None:
+        """``pulumi config set --secret KEY`` per secret with the value on stdin, never on a command
+        line (``config set-all --secret K=V``, the Automation API's way, shows it in ``ps``). The CLI
+        strips one trailing newline from stdin, hence the one added."""
+        for key in sorted(secrets):
+            done = self._cli(["config", "set", "--secret", "--stack", self.stack_name, key], stdin=secrets[key] + "\n")
+            if done.returncode != 0:
+                why = " | ".join(ln for ln in done.stderr.strip().splitlines()[-2:]) or f"exit status {done.returncode}"
+                raise ProviderError(f"pulumi config set --secret {key} failed in {self.dir}: {why}")
+
+    def configure(self, secrets: dict[str, str], images: dict | None = None) -> None:
+        """Set the secrets (on stdin, :meth:`set_secrets`) and, given ``images``, the stack config
+        ``hetinfra:images`` (the pinned image ids: hetinfra.compile.images; ``{}``: no pin, the
+        program takes the newest)."""
         from pulumi import automation as auto
 
         from hetinfra.compile.images import CONFIG_KEY
 
-        stack = self._stack()
-        stack.set_all_config({k: auto.ConfigValue(v, secret=True) for k, v in secrets.items()})
+        self.set_secrets(secrets)
         if images is not None:
-            stack.set_config(CONFIG_KEY, auto.ConfigValue(json.dumps(images, sort_keys=True)))
-        # refresh first: a preempted VM the cloud deleted leaves the state, so `up` recreates it
-        result = stack.up(on_output=self.on_output, color="never", refresh=True)
-        return {k: v.value for k, v in result.outputs.items()}
+            self._stack().set_config(CONFIG_KEY, auto.ConfigValue(json.dumps(images, sort_keys=True)))
+
+    def preview(self, secrets: dict[str, str], images: dict | None = None) -> dict:
+        """``pulumi preview --json`` with the secrets and pinned images set as ``up`` will have them
+        (a new stack is created, empty): the parsed document; a failed preview raises ProviderError
+        (exit 4) and changes no resource."""
+        from hetinfra.deploy.preview import preview_failure
+
+        self._stack()
+        self.configure(secrets, images)
+        done = self._cli(["preview", "--json", "--stack", self.stack_name])
+        if done.returncode != 0:
+            raise preview_failure(self.dir.name, done.returncode, done.stdout, done.stderr)
+        try:
+            return json.loads(done.stdout)
+        except ValueError as exc:
+            raise ProviderError(f"pulumi preview --json in {self.dir} printed no JSON ({exc})") from None
 
     def destroy(self) -> None:
         self._stack().destroy(on_output=self.on_output, color="never")

@@ -91,14 +91,19 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
         periods=demand_periods(spec))
 
 
+def state_file(state: Path) -> Path:
+    """The file that says what runs: a deployment's state.json, else the plan.json in ``state``
+    (a directory), or ``state`` itself (a file)."""
+    return state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
+
+
 def running_allocations(state: Path) -> list[dict]:
-    """What runs now: the ``allocations`` of a deployment's state.json, else of the plan.json in
-    ``state`` (a directory) or of ``state`` itself (a file)."""
+    """What runs now: the ``allocations`` of :func:`state_file`."""
     import json
 
     from hetinfra.errors import InvalidInputError
 
-    path = state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
+    path = state_file(state)
     try:
         doc = json.loads(path.read_text())
         return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]

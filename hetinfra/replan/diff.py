@@ -134,3 +134,15 @@ def render(d: Decision) -> str:
         lines.append("triggered by:")
         lines += [f"  - {t}" for t in d.triggers]
     return "\n".join(lines)
+
+
+def decision_json(d: Decision) -> dict:
+    """The decision as ``replan --json`` prints it."""
+    return {"kind": d.kind,
+            "changes": [{"cloud": c.cloud, "region": c.region, "instance_type": c.instance_type, "gpu": c.gpu,
+                         "spot": c.spot, "before": c.before, "after": c.after} for c in d.rows],
+            "instances_added": d.added, "instances_removed": d.removed,
+            "cost_usd_per_hour": {"running_when_planned": round(d.running_cost_old, 4),
+                                  "running_now": round(d.running_cost_new, 4), "new": round(d.new_cost, 4)},
+            "savings_usd_per_hour": round(d.savings, 4), "savings_pct": round(d.savings_pct, 2),
+            "triggers": list(d.triggers)}

@@ -19,7 +19,7 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.fileio import atomic_write_text
 from hetinfra.errors import ProviderError
-from hetinfra.replan.diff import FORCED, HOLD, NONE, decide, gpus_in_use, render
+from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, render
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import Journal, replan_lock, stage_counts, stage_plan
 
@@ -47,6 +47,7 @@ class ReplanOptions:
 class Outcome:
     code: int
     summary: str
+    decision: Decision | None = None  # None when an interrupted replan was completed or reported
 
 
 def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None]):
@@ -173,19 +174,19 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
-            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h")
+            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d)
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
         atomic_write_text(out / "proposed" / "plan.json", json.dumps(new_plan, indent=2) + "\n")
         if not opts.apply:
-            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)")
+            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)", d)
         stages, complete = stage_counts(running, new_plan, opts.max_changes)
         _check_health_paths(new_plan, running, stages, opts.target)
         journal.start(new_plan, stages, complete, running)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else f"; capped at --max-changes {opts.max_changes}, the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}")
+        return Outcome(APPLIED, f"applied {head}{rest}", d)
 
 
 def _fleet(plan: dict) -> str:

@@ -3,6 +3,7 @@ directory, and an environment with (fake) credentials in a private HOME."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,17 @@ def fake_cloud(tmp_path, monkeypatch):
     yield cloud
     srv.shutdown()
     srv.server_close()
+
+
+@pytest.fixture
+def pulumi_stacks(tmp_path):
+    """What the stand-in holds per project folder name: {cloud: {stack: {config, outputs, resources, declared}}}."""
+    def read() -> dict:
+        db = tmp_path / "fake-pulumi-home" / "db.json"
+        # "cloud" holds the stand-in cloud behind the stacks (tests/deploy/fake_cloud.py), not a project
+        return {Path(k).name: v for k, v in json.loads(db.read_text()).items() if k != "cloud"} if db.exists() else {}
+
+    return read
 
 
 @pytest.fixture

@@ -17,6 +17,18 @@ a deleted group leaves the state, a group's size is read back.
 New AWS instances pass their load balancer's health check unless $FAKE_CLOUD_TARGET_HEALTH says
 otherwise ("initial": still starting, "unhealthy": vLLM does not answer). $FAKE_PULUMI_FAIL="up:gcp" makes `up` fail in the project folder named gcp (like a quota error from
 the provider); "refresh:aws" makes `refresh` fail there (like expired credentials).
+
+`preview --json` diffs a model of what the program declares (stack "declared": URN -> {type,
+inputs}: per region a fleet component and its network; per unit, or per node of a pipeline
+replica, AWS a launch template and an Auto Scaling group, GCP an instance template and a managed
+instance group, Azure a scale set; the gateway VM) against the last `up`, and prints Pulumi's
+previewDigest: steps[] {op, urn, provider, oldState, newState, diffReasons, replaceReasons,
+detailedDiff} with a replacement as create-replacement + replace ... delete-replaced, and
+changeSummary. Inputs in REPLACE_ON force a replacement, as the providers' force-new fields do (an
+instance template is immutable; a scale set's priority); other changed inputs are in-place
+updates. "preview:gcp" in $FAKE_PULUMI_FAIL makes `preview` fail there with an error diagnostic.
+`config set KEY` without a value reads it from stdin and drops one trailing newline, as the CLI
+does when stdin is not a terminal.
 """
 
 import hashlib
@@ -48,6 +60,23 @@ GROUP = {"aws": ("aws:autoscaling/group:Group", "asg", ("desiredCapacity",)),
          "gcp": ("gcp:compute/instanceGroupManager:InstanceGroupManager", "mig", ("targetSize",)),
          "azure": ("azure-native:compute:VirtualMachineScaleSet", "vmss", ("sku", "capacity"))}
 KINDS = {g[0]: g for g in GROUP.values()}
+
+REPLACE_ON = {
+    "gcp:compute/instance:Instance": {"guestAccelerators", "metadataStartupScript", "bootDisk", "scheduling", "zone"},
+    # instance templates are immutable: any change makes a new one (the group then rolls to it)
+    "gcp:compute/instanceTemplate:InstanceTemplate": {"machineType", "metadataStartupScript", "guestAccelerators",
+                                                      "scheduling", "disks"},
+    "azure-native:compute:VirtualMachine": {"customData", "priority", "osDisk", "location"},
+    "azure-native:compute:VirtualMachineScaleSet": {"priority"},
+    "aws:autoscaling/group:Group": {"placementGroup"},
+    "aws:ec2/vpc:Vpc": {"cidrBlock"},
+    "gcp:compute/network:Network": set(),
+    "azure-native:network:VirtualNetwork": {"location"},
+}
+NETWORK = {"aws": "aws:ec2/vpc:Vpc", "gcp": "gcp:compute/network:Network",
+           "azure": "azure-native:network:VirtualNetwork"}
+VM = {"gcp": "gcp:compute/instance:Instance", "azure": "azure-native:compute:VirtualMachine",
+      "aws": "aws:ec2/instance:Instance"}
 
 
 def save():
@@ -149,6 +178,100 @@ def create_in_cloud(r):
     launch(rec)
 
 
+def inputs_digest(*parts):
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def project_name():
+    for line in (cwd / "Pulumi.yaml").read_text().splitlines():
+        if line.startswith("name:"):
+            return line.split(":", 1)[1].strip()
+    return cwd.name
+
+
+def model(plan, stack):
+    """URN -> {type, inputs} of what the program would declare, in declaration order."""
+    cloud, deploy = cwd.name, plan.get("deploy") or {}
+    prefix = f"urn:pulumi:{stack}::{project_name()}::"
+    component = f"hetinfra:{cloud}:GpuFleet"
+    res = {}
+
+    def add(rtype, name, inputs, child=True):
+        res[prefix + (f"{component}${rtype}" if child else rtype) + "::" + name] = {"type": rtype, "inputs": inputs}
+
+    engine = {k: deploy.get(k) for k in ("vllm_version", "runtime", "port")}
+    image = images(plan, db[key][stack])  # the pinned image, else the newest: what the program would use
+    for region in sorted({a["region"] for a in plan["allocations"]}):
+        gpu_image = image[region]["gpu"]["id"]
+        fleet = f"{plan['service']}-{cloud}-{region}"
+        add(component, fleet, {}, child=False)
+        add(NETWORK[cloud], f"{fleet}-net", {"cidrBlock": (deploy.get("network_cidrs") or {}).get(f"{cloud}/{region}")})
+        for a in [a for a in plan["allocations"] if a["region"] == region]:
+            unit, nodes = a["deployment_unit"], int(a.get("nodes_per_replica") or 1)
+            boot = inputs_digest(engine, a["model"], a["tp"], a["pp"])
+            names = [(unit, a["count"], None)] if nodes == 1 else \
+                [(f"{unit}-r{r}-n{k}", 1, r) for r in range(a["count"]) for k in range(nodes)]
+            for name, size, replica in names:
+                if cloud == "aws":
+                    add("aws:ec2/launchTemplate:LaunchTemplate", f"{name}-lt",
+                        {"instanceType": a["instance_type"], "userData": boot, "diskGb": deploy.get("disk_gb"),
+                         "imageId": gpu_image})
+                    add("aws:autoscaling/group:Group", f"{name}-asg",
+                        {"desiredCapacity": size, "minSize": size, "capacityRebalance": bool(a["spot"]),
+                         "placementGroup": f"{unit}-r{replica}-pg" if nodes > 1 else None})
+                elif cloud == "gcp":
+                    add("gcp:compute/instanceTemplate:InstanceTemplate", f"{name}-tpl",
+                        {"machineType": a["instance_type"], "metadataStartupScript": boot,
+                         "guestAccelerators": [{"type": a["gpu"], "count": a["gpus_per_instance"]}],
+                         "scheduling": {"provisioningModel": "SPOT" if a["spot"] else "STANDARD"},
+                         "disks": {"size": deploy.get("disk_gb"), "sourceImage": gpu_image}})
+                    add(GROUP[cloud][0], f"{name}-mig", {"targetSize": size, "version": {"instanceTemplate": boot}})
+                else:
+                    add(GROUP[cloud][0], f"{name}-vmss",
+                        {"sku": {"name": a["instance_type"], "capacity": size}, "customData": boot,
+                         "priority": "Spot" if a["spot"] else "Regular", "osDisk": {"diskSizeGB": deploy.get("disk_gb")},
+                         "imageReference": {"version": gpu_image}})
+        if (deploy.get("gateway") or {}).get("enabled"):
+            add(VM[cloud], f"{fleet}-gateway", {"gateway": inputs_digest(deploy.get("gateway"))})
+    return res
+
+
+def state_of(urn, r):
+    return {"urn": urn, "custom": not r["type"].startswith("hetinfra:"), "type": r["type"], "inputs": r["inputs"]}
+
+
+def preview_doc(stack, config):
+    old = stack.get("declared", {})
+    new = model(json.loads((cwd / "plan.json").read_text()), opt("--stack"))
+    steps, replaced, summary = [], [], {}
+    for urn, r in new.items():
+        before = old.get(urn)
+        if before is None:
+            op, diff = "create", []
+        else:
+            diff = sorted(k for k in set(before["inputs"]) | set(r["inputs"]) if before["inputs"].get(k) != r["inputs"].get(k))
+            forced = [k for k in diff if k in REPLACE_ON.get(r["type"], set())]
+            op = "replace" if forced else "update" if diff else "same"
+        summary[op] = summary.get(op, 0) + 1
+        step = {"op": op, "urn": urn, "provider": "", "newState": state_of(urn, r)}
+        if before is not None:
+            step["oldState"] = state_of(urn, before)
+        if op in ("update", "replace"):
+            step["diffReasons"] = diff
+            step["detailedDiff"] = {k: {"kind": "update-replace" if op == "replace" and k in forced else "update",
+                                        "inputDiff": True} for k in diff}
+        if op == "replace":
+            step["replaceReasons"] = forced
+            steps.append(dict(step, op="create-replacement"))
+            replaced.append({"op": "delete-replaced", "urn": urn, "provider": "", "oldState": state_of(urn, before)})
+        steps.append(step)
+    for urn in reversed([u for u in old if u not in new]):  # children before their parents
+        summary["delete"] = summary.get("delete", 0) + 1
+        steps.append({"op": "delete", "urn": urn, "provider": "", "oldState": state_of(urn, old[urn])})
+    return {"config": {k: "[secret]" if v["secret"] else v["value"] for k, v in config.items()},
+            "steps": steps + replaced, "duration": 1520000000, "changeSummary": summary}
+
+
 if argv[:1] == ["version"]:
     print("v3.272.0")
 elif argv[:2] == ["stack", "select"]:
@@ -157,7 +280,7 @@ elif argv[:2] == ["stack", "select"]:
         sys.exit(255)
 elif argv[:2] == ["stack", "init"]:
     name = opt("--stack") or argv[2]
-    db.setdefault(key, {})[name] = {"config": {}, "outputs": {}, "history": [], "resources": []}
+    db.setdefault(key, {})[name] = {"config": {}, "outputs": {}, "history": [], "resources": [], "declared": {}}
     save()
 elif argv[:2] == ["config", "set-all"]:
     stack = db[key][opt("--stack")]
@@ -166,10 +289,25 @@ elif argv[:2] == ["config", "set-all"]:
             k, v = argv[i + 1].split("=", 1)
             stack["config"][k] = {"secret": a == "--secret", "value": v}
     save()
-elif argv[:2] == ["config", "set"]:  # config set KEY --plaintext|--secret --stack S -- VALUE
+elif argv[:2] == ["config", "set"]:
     stack = db[key][opt("--stack")]
-    stack["config"][argv[2]] = {"secret": "--secret" in argv, "value": argv[-1]}
+    words = [a for a in argv[2:] if a not in ("--secret", "--plaintext", "--stack", "--", opt("--stack"))]
+    value = words[1] if len(words) > 1 else sys.stdin.read()
+    if len(words) == 1 and value.endswith("\n"):
+        value = value[:-1]
+    stack["config"][words[0]] = {"secret": "--secret" in argv, "value": value}
     save()
+elif argv[:1] == ["preview"]:
+    stack = db[key][opt("--stack")]
+    missing = "hetinfra:apiKey" not in stack["config"]
+    if fail_here("preview") or missing:
+        message = ("Missing required configuration variable 'hetinfra:apiKey'" if missing else
+                   "googleapi: Error 403: Required 'compute.instances.create' permission for 'projects/demo'")
+        print(json.dumps({"steps": [], "diagnostics": [{"urn": "", "prefix": "error: ", "message": message,
+                                                        "severity": "error"}]}))
+        print(f"error: preview failed: {message}", file=sys.stderr)
+        sys.exit(255)
+    print(json.dumps(preview_doc(stack, stack["config"]), indent=4))
 elif argv[:1] == ["up"]:
     stack = db[key][opt("--stack")]
     if fail_here("up"):
@@ -207,7 +345,8 @@ elif argv[:1] == ["up"]:
         stack["outputs"]["gateways"] = {
             f"{plan['service']}-{cwd.name}-{r}": f"{base}/v1" if base else f"http://198.51.100.{k + 1}:{gateway.get('port', 8080)}/v1"
             for k, r in enumerate(regions)}
-    stack["history"].append({"kind": "update", "result": "succeeded", "n": n})
+    stack["declared"] = model(plan, opt("--stack"))
+    stack["history"].append({"kind": "update", "result": "succeeded", "n": len(stack["declared"])})
     save()
     print(f"Updating ({opt('--stack')}):\n Resources:\n    + {created} created")
 elif argv[:1] == ["refresh"]:
@@ -228,7 +367,7 @@ elif argv[:1] == ["destroy"]:
         sys.exit(255)
     for r in stack.get("resources", []):
         cloud_db.pop(r["id"], None)
-    stack["outputs"], stack["resources"] = {}, []
+    stack["outputs"], stack["resources"], stack["declared"] = {}, [], {}
     stack["history"].append({"kind": "destroy", "result": "succeeded", "n": 0})
     save()
     print(" Resources:\n    - deleted")

@@ -20,7 +20,7 @@ def _by_project(calls, out):
     return per
 
 
-def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, cloud_env, planned_out, run_cli):
+def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
     assert code == 0, stderr + stdout
     plan = _plan(planned_out)
@@ -30,10 +30,13 @@ def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, cloud_env
     assert sorted(per) == ["aws", "gcp"]
     for cloud, argvs in per.items():
         ops = [a[:2] for a in argvs]
-        assert ops[:3] == [["stack", "select"], ["stack", "init"], ["config", "set-all"]]
-        set_all = argvs[2]
-        assert set_all[set_all.index("--secret") + 1] == "hetinfra:apiKey=sk-test-key"
-        assert "--plaintext" not in set_all  # the key goes in encrypted, never as plain config
+        # preview first (the stack made, its secret and the image pins set as `up` will have them), then the up
+        assert ops[:5] == [["stack", "select"], ["stack", "init"], ["config", "set"], ["config", "set"],
+                           ["preview", "--json"]]
+        assert argvs[2] == ["config", "set", "--secret", "--stack", "prod", "hetinfra:apiKey"]  # the value on stdin
+        assert argvs[3][:3] == ["config", "set", "hetinfra:images"]
+        assert pulumi_stacks()[cloud]["prod"]["config"]["hetinfra:apiKey"] == {"secret": True, "value": "sk-test-key"}
+        assert ops.index(["up", "--yes"]) > ops.index(["preview", "--json"])
         up = next(a for a in argvs if a[0] == "up")
         assert up[:3] == ["up", "--yes", "--skip-preview"] and up[up.index("--stack") + 1] == "prod"
         assert "--color" in up and up[up.index("--color") + 1] == "never"
@@ -77,6 +80,8 @@ def test_failure_half_way_is_recorded_and_resumed(fake_pulumi, cloud_env, planne
     monkeypatch.delenv("FAKE_PULUMI_FAIL")
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
     assert code == 0, stderr
+    # aws finished in the failed run: its preview shows no change and its step is not run again
+    assert "aws (stack prod): 0 to create, 0 to update, 0 to replace, 0 to delete" in stdout
     assert "[pulumi:aws] done in an earlier run; skipped" in stdout
     ups = [c["cwd"].rsplit("/", 1)[1] for c in fake_pulumi() if "up" in c["argv"][:2]]
     assert ups == ["aws", "gcp", "gcp"]  # aws once, gcp failed then succeeded
@@ -115,11 +120,14 @@ def test_missing_cli_credentials_passphrase_or_key_change_nothing(fake_pulumi, c
     assert not (planned_out / "state.json").exists() and fake_pulumi() == []
 
 
-def test_no_confirmation_without_a_terminal(fake_pulumi, cloud_env, planned_out, run_cli):
+def test_no_confirmation_without_a_terminal(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):
     code, stdout, err = run_cli("apply", str(planned_out))
     assert code == 2 and "pass --yes" in err and "instance(s) to add" in stdout
-    # preflight ran (`pulumi version` is how the CLI is found); nothing else was called
-    assert [c["argv"] for c in fake_pulumi() if c["argv"][:1] != ["version"]] == []
+    assert "aws (stack prod): 12 to create" in stdout  # the preview was shown; nothing was applied
+    ops = {tuple(c["argv"][1:3]) for c in fake_pulumi() if c["argv"][:1] != ["version"]}
+    assert ops == {("stack", "select"), ("stack", "init"), ("config", "set"), ("set", "hetinfra:images"),
+                   ("preview", "--json")}
+    assert all(s["prod"]["resources"] == [] and s["prod"]["declared"] == {} for s in pulumi_stacks().values())
     assert not (planned_out / "state.json").exists()
 
 

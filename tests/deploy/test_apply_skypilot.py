@@ -32,7 +32,19 @@ def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli
                                                          instances=(grown["count"] + 1) * grown["nodes_per_replica"])]
                     + plan["allocations"][1:-1])
     sky_sdk.clear()
-    apply_plan(planned_out, new_plan, target="skypilot", yes=True, echo=lambda s: None)
+    shown: list[str] = []
+    report: dict = {}
+    apply_plan(planned_out, new_plan, target="skypilot", yes=True, echo=shown.append, report=report)
+    text = "\n".join(shown)
+    assert "SkyServe: 0 new service(s), 1 update(s), 1 down" in text
+    before = grown["count"]
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    assert (f"~ update {grown['deployment_unit']} {before} -> {before + 1} replica(s) {grown['instance_type']} "
+            f"({grown['gpu']})" + (" spot" if grown["spot"] else "") + " (rolling)") in lines
+    assert any(line.startswith(f"- down {gone['deployment_unit']} {gone['count']} -> 0 replica(s)") for line in lines)
+    assert [(r["unit"], r["action"], r["replicas_before"], r["replicas_after"]) for r in report["changes"]["skypilot"]] \
+        == [(grown["deployment_unit"], "update", before, before + 1), (gone["deployment_unit"], "down", gone["count"], 0)]
+    assert report["services"][grown["deployment_unit"]]["service"] == grown["deployment_unit"]
     assert [c[0] for c in sky_sdk] == ["enabled_clouds", "serve.update", "serve.down"]
     assert sky_sdk[1][1][1] == grown["deployment_unit"] and sky_sdk[2][1][0] == [gone["deployment_unit"]]
     state = json.loads((planned_out / "state.json").read_text())

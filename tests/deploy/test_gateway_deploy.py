@@ -50,8 +50,8 @@ def enable_gateway(out, **extra) -> dict:
     return plan
 
 
-def test_apply_prints_the_endpoint_and_status_shows_health_and_weights(fake_pulumi, cloud_env, planned_out, run_cli,
-                                                                       admin_server, monkeypatch, tmp_path):
+def test_apply_prints_the_endpoint_and_status_shows_health_and_weights(fake_pulumi, pulumi_stacks, cloud_env, planned_out,
+                                                                       run_cli, admin_server, monkeypatch, tmp_path):
     server, base = admin_server
     cert, key = tmp_path / "gw.crt", tmp_path / "gw.key"
     cert.write_text("-----BEGIN CERTIFICATE-----\nCERT\n")
@@ -69,12 +69,12 @@ def test_apply_prints_the_endpoint_and_status_shows_health_and_weights(fake_pulu
     else:
         assert "Endpoints (one gateway per fleet region):" in stdout
         assert all(f"  {f}: {base}/v1" in stdout for f in fleets)
-    # the gateway's client keys and TLS files went in as Pulumi secrets
-    for argvs in _by_project(fake_pulumi(), planned_out).values():
-        set_all = argvs[2]
-        secrets = [set_all[i + 1] for i, a in enumerate(set_all) if a == "--secret"]
-        assert "hetinfra:gatewayApiKey=ops:ck-1" in secrets
-        assert any(s.startswith("hetinfra:gatewayTlsCert=-----BEGIN CERTIFICATE-----") for s in secrets)
+    # the gateway's client keys and TLS files went in as Pulumi secrets, exactly (trailing newline kept)
+    for cloud in _by_project(fake_pulumi(), planned_out):
+        config = pulumi_stacks()[cloud]["prod"]["config"]
+        assert config["hetinfra:gatewayApiKey"] == {"secret": True, "value": "ops:ck-1"}
+        assert config["hetinfra:gatewayTlsCert"] == {"secret": True, "value": cert.read_text()}
+        assert config["hetinfra:gatewayTlsKey"] == {"secret": True, "value": key.read_text()}
 
     code, text, _ = run_cli("status", str(planned_out))
     assert code == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 
 import pytest
@@ -22,7 +23,7 @@ def _image_configs(calls, cloud):
 def test_images_are_pinned_after_the_first_apply_until_update_images(fake_pulumi, cloud_env, planned_out, run_cli,
                                                                       monkeypatch):
     assert run_cli("apply", str(planned_out), "--yes")[0] == 0
-    assert _image_configs(fake_pulumi(), "aws") == [{}]  # nothing pinned yet: up takes the newest
+    assert _image_configs(fake_pulumi(), "aws") == [{}, {}]  # preview and up: nothing pinned yet, up takes the newest
     state = json.loads((planned_out / "state.json").read_text())
     assert state["images"] == {"aws": {"us-east-1": {"gpu": "aws-image-1"}, "us-west-2": {"gpu": "aws-image-1"}},
                                "gcp": {"us-east4": {"gpu": "gcp-image-1"}}}
@@ -38,6 +39,11 @@ def test_images_are_pinned_after_the_first_apply_until_update_images(fake_pulumi
     code, stdout, err = run_cli("apply", str(planned_out), "--yes", "--update-images")
     assert code == 0, err
     assert "--update-images: aws/us-east-1 gpu image aws-image-1 -> the newest at `up`" in stdout
+    # Pulumi's preview shows what the new image does: GCP's immutable instance templates are replaced,
+    # AWS's launch templates get a new version in place
+    assert "!! REPLACE GPU template" in stdout and "(because disks changed)" in stdout
+    aws = re.search(r"  aws \(stack prod\): 0 to create, (\d+) to update, 0 to replace", stdout)
+    assert aws and int(aws.group(1)) >= 3  # at least the three units' launch templates
     assert _image_configs(fake_pulumi(), "gcp")[-1] == {}
     after = json.loads((planned_out / "state.json").read_text())["images"]
     assert after["aws"]["us-east-1"] == {"gpu": "image-2"} and after["gcp"]["us-east4"] == {"gpu": "image-2"}
