@@ -96,7 +96,7 @@ def test_azure_without_ssh_key_exits_2(fake_pulumi, cloud_env, run_cli, tmp_path
     assert _tree(out) == before and [c for c in fake_pulumi() if c["argv"][:1] != ["version"]] == []
 
 
-@pytest.mark.parametrize("name", ["chat", "batch", "summarize", "multi-region", "mixed-pipeline", "variants"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "services").glob("*.yaml")))
 def test_every_example_passes_preflight_with_the_readme_settings(name, fake_pulumi, cloud_env, run_cli, tmp_path,
                                                                  monkeypatch):
     # README (Deploy): GOOGLE_CLOUD_PROJECT (or deploy.gcp_project) for GCP, deploy.ssh_public_key for Azure
