@@ -76,7 +76,8 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     """
     from hetinfra.compile.pulumi_project import write_projects
     from hetinfra.compile.router import litellm_config, router_weights
-    from hetinfra.compile.skypilot import gateway_task_name, render_all, render_gateway_task
+    from hetinfra.compile.skypilot import render_all
+    from hetinfra.compile.skypilot_gateway import gateway_task_name, render_gateway_task
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")

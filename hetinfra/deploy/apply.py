@@ -264,7 +264,7 @@ def gateway_secrets(plan: dict, env: dict) -> dict[str, str]:
 def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
     """What clients use: the gateways' URLs (the one endpoint per service, per region with
     several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
-    from hetinfra.compile.skypilot import gateway_task_name
+    from hetinfra.compile.skypilot_gateway import gateway_task_name
 
     lines = []
     gateways = state.doc.get("gateways") or {}

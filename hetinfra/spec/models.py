@@ -10,34 +10,20 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from hetinfra.spec.base import Strict, dns_name
+from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.units import Count, Milliseconds
-
-#: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
-#: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
-DEFAULT_VLLM_VERSION = "0.12.0"
 
 SPEC_VERSION = 1
 #: longest demand.profile: hourly over a week
 MAX_PROFILE_PERIODS = 168
 #: purchase options the spec may allow (``infrastructure.purchase_terms``)
 PurchaseTerm = Literal["on_demand", "spot", "committed_1y", "committed_3y"]
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 #: a variant's name: it ends template ids and deployment-unit names, so short and DNS-safe
 _VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?$")
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _dns_name(value: str, what: str) -> str:
-    if not _NAME.match(value):
-        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters "
-                         "(it names cloud resources)")
-    return value
 
 
 #: what a served model name may not contain: whitespace and the characters that would need escaping in
@@ -64,7 +50,7 @@ def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
             raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
 
 
-class ArchitectureSpec(_Strict):
+class ArchitectureSpec(Strict):
     """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
 
     layers: int = Field(gt=0, description="num_hidden_layers.")
@@ -78,7 +64,7 @@ class ArchitectureSpec(_Strict):
     max_context: int = Field(4096, gt=0, description="max_position_embeddings: longest input+output the model accepts.")
 
 
-class SloSpec(_Strict):
+class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
@@ -97,7 +83,7 @@ class SloSpec(_Strict):
                     "planned. No floor: the cheapest variants serve.")
 
 
-class HistogramSizes(_Strict):
+class HistogramSizes(Strict):
     """Joint histogram of request sizes. Bucket k holds sizes in (edge[k], edge[k+1]]; rows = input buckets."""
 
     input_edges: list[int] = Field(min_length=2, description="Increasing input-token bucket edges, from 0.")
@@ -117,7 +103,7 @@ class HistogramSizes(_Strict):
         return self
 
 
-class DatasetSizes(_Strict):
+class DatasetSizes(Strict):
     """Request sizes from a CSV of ``input_tokens,output_tokens`` rows, bucketed like a histogram."""
 
     path: str = Field(description="CSV file (relative to the spec file); header optional.")
@@ -131,7 +117,7 @@ class DatasetSizes(_Strict):
         return self
 
 
-class ClassSpec(_Strict):
+class ClassSpec(Strict):
     """One explicit request class."""
 
     name: str = Field(min_length=1, description="Class name, shown in the plan.")
@@ -140,7 +126,7 @@ class ClassSpec(_Strict):
     share: float = Field(gt=0, description="Relative share of the model's requests (normalized over classes).")
 
 
-class SizesSpec(_Strict):
+class SizesSpec(Strict):
     """Request-size distribution: exactly one of histogram, dataset, classes."""
 
     histogram: HistogramSizes | None = Field(None, description="Joint input x output histogram.")
@@ -157,7 +143,7 @@ class SizesSpec(_Strict):
         return self
 
 
-class DemandSpec(_Strict):
+class DemandSpec(Strict):
     """How much traffic the model gets."""
 
     rate_rps: float = Field(gt=0, description="Mean request arrival rate to plan for, requests per second.")
@@ -188,7 +174,7 @@ class DemandSpec(_Strict):
         return v
 
 
-class VariantSpec(_Strict):
+class VariantSpec(Strict):
     """One way to serve the model: another precision and/or another checkpoint of the same family,
     with its accuracy score. Fields left out are the model's own."""
 
@@ -225,7 +211,7 @@ class VariantSpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     """One model the service serves."""
 
     name: str = Field(description="The name clients ask for (vLLM --served-model-name): free-form as vLLM allows, "
@@ -296,7 +282,7 @@ class ModelSpec(_Strict):
         return self.model_copy(update={**update, "slo": slo})
 
 
-class AvailabilityCap(_Strict):
+class AvailabilityCap(Strict):
     """The most GPUs of one kind the user can get in one cloud region (a quota)."""
 
     cloud: str = Field(description="Cloud name.")
@@ -305,7 +291,7 @@ class AvailabilityCap(_Strict):
     max_gpus: int = Field(ge=0, description="Largest number of these GPUs in use at once.")
 
 
-class InfrastructureSpec(_Strict):
+class InfrastructureSpec(Strict):
     """Where the plan may put capacity."""
 
     clouds: list[str] = Field(["aws", "gcp", "azure"], min_length=1,
@@ -333,7 +319,7 @@ class InfrastructureSpec(_Strict):
         return self
 
 
-class VerifySpec(_Strict):
+class VerifySpec(Strict):
     """How `hetinfra plan` verifies its own solution: a discrete-event simulation of every replica
     (vLLM's scheduler) at ``load`` x the declared demand; units of a model that misses its SLO are
     derated and the plan re-solved, at most ``max_rounds`` times."""
@@ -354,7 +340,7 @@ class VerifySpec(_Strict):
                                                           "them: a sample's p99 varies by a few percent.")
 
 
-class PlanningSpec(_Strict):
+class PlanningSpec(Strict):
     """Solver settings."""
 
     objective: Literal["min_cost", "max_throughput"] = Field(
@@ -404,117 +390,7 @@ class PlanningSpec(_Strict):
                                       "by splitting the same GPUs into smaller replicas.")
 
 
-class GatewaySpec(_Strict):
-    """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
-
-    enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
-                                             "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
-                                             "clients then reach only the gateway, the vLLM port only the gateway.")
-    port: int = Field(8080, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
-    aws_instance_type: str = Field("c7i.large", description="CPU instance type of the gateway VM on AWS.")
-    gcp_machine_type: str = Field("e2-standard-2", description="Machine type of the gateway VM on GCP.")
-    azure_vm_size: str = Field("Standard_D2s_v5", description="VM size of the gateway VM on Azure.")
-    package: str = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
-                                                 "wheel URL on your own index).")
-    tls_cert: str | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
-                                                   "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
-    tls_key: str | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
-
-
-class FailoverSpec(_Strict):
-    """Where a SkyServe unit's replicas may go when its planned offer has no capacity (SkyPilot tasks only)."""
-
-    max_alternates: int = Field(4, ge=0, le=16, description="Most equivalent offers (same GPU type and count, same "
-                                "vLLM layout, so the unit's rates hold) listed after the planned one in each SkyPilot "
-                                "task's `resources.ordered`, cheapest first (plan.json allocations[].alternates). "
-                                "0: every task pinned to its planned offer.")
-    max_premium: float = Field(0.25, ge=0, le=4, description="An alternate costs at most this fraction more per hour "
-                               "than the planned offer (0.25: +25%). The plan's cost is the planned offers'; a replica "
-                               "that fails over costs up to this much more.")
-    ondemand_fallback: bool = Field(True, description="Spot units: SkyServe launches on-demand replicas in place of "
-                                    "spot ones that are preempted or cannot be had, at the on-demand price, and "
-                                    "removes them when spot capacity is back (replica_policy.dynamic_ondemand_fallback).")
-
-
-class DeploySpec(_Strict):
-    """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
-
-    autoscale: bool = Field(False, description="SkyServe: autoscale each unit between its planned count and 2x at the "
-                                               "plan's per-replica target QPS, instead of a fixed replica count.")
-    port: int = Field(8000, ge=1024, le=65535, description="Port of the OpenAI-compatible vLLM endpoint.")
-    ingress_cidrs: list[str] = Field([], description="CIDRs allowed to reach the vLLM port (e.g. your router's). "
-                                                     "Empty: reachable only inside the network; 0.0.0.0/0 only if listed.")
-    ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")
-    management_cidrs: list[str] = Field([], description="CIDRs of the hosts that run `hetinfra replan --apply` or "
-                                        "`status` (e.g. the cron host's /32): allowed to the units' endpoints so their "
-                                        "/health can be checked (vLLM still requires VLLM_API_KEY for the API). Not "
-                                        "needed with a gateway (checked through it).")
-    network_cidrs: dict[str, str] = Field({}, description="Network CIDR per fleet, keyed 'cloud/region' (e.g. "
-                                          "{'aws/us-east-1': '10.50.0.0/16'}); unlisted fleets get a distinct "
-                                          "10.x.0.0/16 derived from their cloud/region.")
-    runtime: Literal["container", "virtualenv"] = Field(
-        "container", description="Pulumi VMs: run vLLM in the vllm/vllm-openai container, or pip-install it in a venv.")
-    vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM version the plan is made for and the artifacts "
-                              "run (image tag v<version> / pip vllm==<version>): the performance model uses that "
-                              "engine's calibration; default: the version its current-engine data were measured on.")
-    stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
-    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://./state inside each project "
-                                                      "(pulumi/<cloud>/state, relative, so the out dir can move).")
-    gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
-    ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
-    disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
-                                "sized per unit to hold the model's weights, the engine (image or virtualenv) and the "
-                                "OS image, +10%; set: `hetinfra apply` refuses a disk smaller than that.")
-    gateway: GatewaySpec = Field(default_factory=GatewaySpec,
-                                 description="The gateway in front of the fleet: one OpenAI-compatible endpoint.")
-    skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
-        [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
-                        "the others with the Pulumi stacks.")
-    failover: FailoverSpec = Field(default_factory=FailoverSpec, description="SkyPilot tasks: equivalent offers a "
-                                   "unit may fail over to, and on-demand fallback for spot units.")
-
-    @field_validator("network_cidrs")
-    @classmethod
-    def _networks(cls, v: dict[str, str]) -> dict[str, str]:
-        import ipaddress
-
-        for k, c in v.items():
-            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
-                raise ValueError(f"network_cidrs key {k!r} must be cloud/region, e.g. aws/us-east-1")
-            try:
-                net = ipaddress.ip_network(c, strict=True)
-            except ValueError:
-                raise ValueError(f"network_cidrs[{k!r}]: {c!r} is not a network CIDR (e.g. 10.50.0.0/16)") from None
-            if not net.is_private or net.prefixlen > 20:
-                raise ValueError(f"network_cidrs[{k!r}]: {c} must be a private range of /20 or larger")
-        return v
-
-    @field_validator("ingress_cidrs", "ssh_cidrs", "management_cidrs")
-    @classmethod
-    def _cidrs(cls, v: list[str]) -> list[str]:
-        import ipaddress
-
-        for c in v:
-            try:
-                ipaddress.ip_network(c, strict=False)
-            except ValueError:
-                raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
-        return v
-
-    @field_validator("stack")
-    @classmethod
-    def _stack(cls, v: str) -> str:
-        return _dns_name(v, "stack name")
-
-    @field_validator("vllm_version")
-    @classmethod
-    def _version(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)$", v):
-            raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
-        return v
-
-
-class ServiceSpec(_Strict):
+class ServiceSpec(Strict):
     """A service to plan: its models, SLOs, demand and where it may run."""
 
     name: str = Field(description="Service name (lowercase, '-'); names generated resources.")
@@ -529,7 +405,7 @@ class ServiceSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return _dns_name(v, "service name")
+        return dns_name(v, "service name")
 
     @model_validator(mode="after")
     def _unique_models(self) -> "ServiceSpec":

@@ -1,0 +1,124 @@
+"""The ``deploy:`` section of the service spec: how the plan is deployed (ports, networks, engine,
+Pulumi stack, gateway, SkyPilot failover). Planning reads only ``vllm_version`` from it."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from hetinfra.spec.base import Strict, dns_name
+
+__all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec"]
+
+#: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
+#: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
+DEFAULT_VLLM_VERSION = "0.12.0"
+
+
+class GatewaySpec(Strict):
+    """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
+
+    enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
+                                             "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
+                                             "clients then reach only the gateway, the vLLM port only the gateway.")
+    port: int = Field(8080, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
+    aws_instance_type: str = Field("c7i.large", description="CPU instance type of the gateway VM on AWS.")
+    gcp_machine_type: str = Field("e2-standard-2", description="Machine type of the gateway VM on GCP.")
+    azure_vm_size: str = Field("Standard_D2s_v5", description="VM size of the gateway VM on Azure.")
+    package: str = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
+                                                 "wheel URL on your own index).")
+    tls_cert: str | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
+                                                   "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
+    tls_key: str | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
+
+
+class FailoverSpec(Strict):
+    """Where a SkyServe unit's replicas may go when its planned offer has no capacity (SkyPilot tasks only)."""
+
+    max_alternates: int = Field(4, ge=0, le=16, description="Most equivalent offers (same GPU type and count, same "
+                                "vLLM layout, so the unit's rates hold) listed after the planned one in each SkyPilot "
+                                "task's `resources.ordered`, cheapest first (plan.json allocations[].alternates). "
+                                "0: every task pinned to its planned offer.")
+    max_premium: float = Field(0.25, ge=0, le=4, description="An alternate costs at most this fraction more per hour "
+                               "than the planned offer (0.25: +25%). The plan's cost is the planned offers'; a replica "
+                               "that fails over costs up to this much more.")
+    ondemand_fallback: bool = Field(True, description="Spot units: SkyServe launches on-demand replicas in place of "
+                                    "spot ones that are preempted or cannot be had, at the on-demand price, and "
+                                    "removes them when spot capacity is back (replica_policy.dynamic_ondemand_fallback).")
+
+
+class DeploySpec(Strict):
+    """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
+
+    autoscale: bool = Field(False, description="SkyServe: autoscale each unit between its planned count and 2x at the "
+                                               "plan's per-replica target QPS, instead of a fixed replica count.")
+    port: int = Field(8000, ge=1024, le=65535, description="Port of the OpenAI-compatible vLLM endpoint.")
+    ingress_cidrs: list[str] = Field([], description="CIDRs allowed to reach the vLLM port (e.g. your router's). "
+                                                     "Empty: reachable only inside the network; 0.0.0.0/0 only if listed.")
+    ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")
+    management_cidrs: list[str] = Field([], description="CIDRs of the hosts that run `hetinfra replan --apply` or "
+                                        "`status` (e.g. the cron host's /32): allowed to the units' endpoints so their "
+                                        "/health can be checked (vLLM still requires VLLM_API_KEY for the API). Not "
+                                        "needed with a gateway (checked through it).")
+    network_cidrs: dict[str, str] = Field({}, description="Network CIDR per fleet, keyed 'cloud/region' (e.g. "
+                                          "{'aws/us-east-1': '10.50.0.0/16'}); unlisted fleets get a distinct "
+                                          "10.x.0.0/16 derived from their cloud/region.")
+    runtime: Literal["container", "virtualenv"] = Field(
+        "container", description="Pulumi VMs: run vLLM in the vllm/vllm-openai container, or pip-install it in a venv.")
+    vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM version the plan is made for and the artifacts "
+                              "run (image tag v<version> / pip vllm==<version>): the performance model uses that "
+                              "engine's calibration; default: the version its current-engine data were measured on.")
+    stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
+    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://./state inside each project "
+                                                      "(pulumi/<cloud>/state, relative, so the out dir can move).")
+    gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
+    ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
+    disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
+                                "sized per unit to hold the model's weights, the engine (image or virtualenv) and the "
+                                "OS image, +10%; set: `hetinfra apply` refuses a disk smaller than that.")
+    gateway: GatewaySpec = Field(default_factory=GatewaySpec,
+                                 description="The gateway in front of the fleet: one OpenAI-compatible endpoint.")
+    skypilot_clouds: list[Literal["aws", "gcp", "azure"]] = Field(
+        [], description="`hetinfra apply --target all`: units on these clouds are deployed as SkyServe services, "
+                        "the others with the Pulumi stacks.")
+    failover: FailoverSpec = Field(default_factory=FailoverSpec, description="SkyPilot tasks: equivalent offers a "
+                                   "unit may fail over to, and on-demand fallback for spot units.")
+
+    @field_validator("network_cidrs")
+    @classmethod
+    def _networks(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, c in v.items():
+            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
+                raise ValueError(f"network_cidrs key {k!r} must be cloud/region, e.g. aws/us-east-1")
+            try:
+                net = ipaddress.ip_network(c, strict=True)
+            except ValueError:
+                raise ValueError(f"network_cidrs[{k!r}]: {c!r} is not a network CIDR (e.g. 10.50.0.0/16)") from None
+            if not net.is_private or net.prefixlen > 20:
+                raise ValueError(f"network_cidrs[{k!r}]: {c} must be a private range of /20 or larger")
+        return v
+
+    @field_validator("ingress_cidrs", "ssh_cidrs", "management_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for c in v:
+            try:
+                ipaddress.ip_network(c, strict=False)
+            except ValueError:
+                raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
+        return v
+
+    @field_validator("stack")
+    @classmethod
+    def _stack(cls, v: str) -> str:
+        return dns_name(v, "stack name")
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)$", v):
+            raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
+        return v
