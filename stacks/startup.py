@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from hetinfra.compile.skypilot import RAY_PORT, SkyUnit, serve_envs, vllm_serve_command
+from hetinfra.compile.skypilot import RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
@@ -51,12 +51,12 @@ class RuntimeConfig:
     vllm_version: str | None = None  # None: latest at boot
 
     @property
-    def image(self) -> str:
-        return f"vllm/vllm-openai:{'v' + self.vllm_version if self.vllm_version else 'latest'}"
+    def image(self) -> str:  # the same engine as the SkyPilot tasks
+        return vllm_image(self.vllm_version)
 
     @property
     def pip_spec(self) -> str:
-        return f"vllm=={self.vllm_version}" if self.vllm_version else "vllm"
+        return vllm_pip_spec(self.vllm_version)
 
 
 def serve_script(unit: SkyUnit) -> str:
