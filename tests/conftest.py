@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import shutil
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,28 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"
 WORLD_CATALOG = Path(__file__).resolve().parents[1] / "tools" / "snapshot_data" / "skypilot-v8-world"
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """Request handler of a test server: no access log in the test output."""
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def loopback_server(handler: type[http.server.BaseHTTPRequestHandler]):
+    """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields (server, base URL) and stops
+    the server on exit (a test may stop it earlier: shutting down twice is harmless)."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield srv, f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
 
 
 def shared_path(*parts: str) -> Path:

@@ -5,11 +5,10 @@ weights from its /admin/weights (a loopback stand-in here), and a clear line whe
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.conftest import QuietHandler, loopback_server
 from tests.deploy.test_apply_pulumi import _by_project, _plan
 
 WEIGHTS = {"service": "multi", "models": {"chat-8b": {"in<=250,out<=100": {"unit-a": 0.75, "unit-b": 0.25}}},
@@ -21,7 +20,7 @@ WEIGHTS = {"service": "multi", "models": {"chat-8b": {"in<=250,out<=100": {"unit
 @pytest.fixture
 def admin_server():
     """A stand-in for the gateway's /admin/weights on 127.0.0.1 (client key ck-1); stopped by the test."""
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):  # noqa: N802
             ok = self.path == "/admin/weights" and self.headers.get("authorization") == "Bearer ck-1"
             body = json.dumps(WEIGHTS if ok else {"error": {"message": "no"}}).encode()
@@ -31,16 +30,8 @@ def admin_server():
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with loopback_server(Handler) as (server, url):
+        yield server, url
 
 
 def enable_gateway(out, **extra) -> dict:

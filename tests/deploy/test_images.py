@@ -4,14 +4,13 @@ to the newest; Azure's 'latest' is resolved to a concrete version through the AR
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 
 import pytest
 
 from hetinfra.deploy import images
+from tests.conftest import QuietHandler, loopback_server
 
 
 def _image_configs(calls, cloud):
@@ -54,7 +53,7 @@ def arm_server():
     """A loopback ARM API listing an image's versions (bearer token required)."""
     seen: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):  # noqa: N802
             seen.append(self.path)
             ok = self.headers.get("Authorization") == "Bearer arm-token"
@@ -64,14 +63,8 @@ def arm_server():
             self.end_headers()
             self.wfile.write(body if ok else b"{}")
 
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", seen
-    srv.shutdown()
-    srv.server_close()
+    with loopback_server(Handler) as (_, url):
+        yield url, seen
 
 
 def test_azure_latest_is_resolved_to_the_newest_concrete_version(arm_server):

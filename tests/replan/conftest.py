@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 
 import pytest
 import yaml
 
-from tests.conftest import write_offers, write_profiles
+from tests.conftest import QuietHandler, loopback_server, write_offers, write_profiles
 from tests.deploy.conftest import cloud_env, fake_cloud, fake_pulumi  # noqa: F401  (fixtures)
 
 G5 = {"cloud": "aws", "region": "us-east-1", "instance_type": "g5.xlarge", "gpu": "A10G", "gpu_count": 1,
@@ -55,16 +53,11 @@ def healthy_server():
     """A loopback server that answers 200 on every */health (the new endpoints are 'up')."""
     hits: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):  # noqa: N802
             hits.append(self.path)
             self.send_response(200 if self.path.endswith("/health") else 404)
             self.end_headers()
 
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", hits
-    srv.shutdown()
+    with loopback_server(Handler) as (_, url):
+        yield url, hits

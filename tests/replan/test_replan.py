@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,8 @@ import time
 
 import pytest
 from pathlib import Path
+
+from tests.conftest import QuietHandler, loopback_server
 
 HETINFRA = str(Path(sys.executable).with_name("hetinfra"))
 
@@ -224,9 +227,6 @@ def _gateway_log(tmp_path):
 
 @pytest.mark.parametrize("via", ["file", "url"])
 def test_demand_from_the_gateway_log(via, fake_pulumi, cloud_env, service, run_cli, tmp_path):
-    import http.server
-    import threading
-
     from hetinfra.gateway.demand import read_all
 
     spec, offers = service
@@ -234,33 +234,24 @@ def test_demand_from_the_gateway_log(via, fake_pulumi, cloud_env, service, run_c
     day1 = offers("day1", 1.00, 1.20)
     _deploy(run_cli, spec, day1, out)
     path = _gateway_log(tmp_path)
-    server = None
-    if via == "url":
-        body = read_all(path).encode()
+    with contextlib.ExitStack() as stack:
+        if via == "url":
+            body = read_all(path).encode()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                ok = self.headers.get("Authorization") == "Bearer k1"
-                self.send_response(200 if ok else 401)
-                self.end_headers()
-                self.wfile.write(body if ok else b"{}")
+            class Handler(QuietHandler):
+                def do_GET(self):  # noqa: N802
+                    ok = self.headers.get("Authorization") == "Bearer k1"
+                    self.send_response(200 if ok else 401)
+                    self.end_headers()
+                    self.wfile.write(body if ok else b"{}")
 
-            def log_message(self, *args):
-                pass
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        source = f"http://127.0.0.1:{server.server_address[1]}/admin/demand.csv"
-        os.environ["HETINFRA_API_KEY"] = "ops:k1"
-    else:
-        source = str(path)
-    try:
+            _, base = stack.enter_context(loopback_server(Handler))
+            source = f"{base}/admin/demand.csv"
+            os.environ["HETINFRA_API_KEY"] = "ops:k1"
+            stack.callback(os.environ.pop, "HETINFRA_API_KEY", None)
+        else:
+            source = str(path)
         code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1),
                                   "--demand-from", source)
-    finally:
-        os.environ.pop("HETINFRA_API_KEY", None)
-        if server is not None:
-            server.shutdown()
-            server.server_close()
     assert code == 10 and stdout.startswith("replan: forced move: +1/-0")
     assert "demand of toy: 8 -> 16.5 req/s" in (out / "replan.log").read_text()
