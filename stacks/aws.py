@@ -134,7 +134,6 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},
                 {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]})))
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
-        self.secret_arn = secret.arn
         public_lb = args.public_lb
 
         private_heads: list[tuple[str, pulumi.Output]] = []
@@ -193,10 +192,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
                         pgs[replica] = aws.ec2.PlacementGroup(f"{fu.name}-r{replica}-pg", strategy="cluster",
                                                               opts=child)
                     placement = pgs[replica].id
-                autoscale = bool((args.plan or {}).get("deploy", {}).get("autoscale")) and u.num_nodes == 1
+                # a single-node unit's group holds all its replicas: SkyUnit knows the autoscaling bound
                 asg = aws.autoscaling.Group(
                     f"{gname}-asg", name_prefix=f"{gname}-", desired_capacity=size, min_size=size,
-                    max_size=u.max_replicas if autoscale else size, vpc_zone_identifiers=subnet_ids,
+                    max_size=u.max_replicas if u.num_nodes == 1 else size, vpc_zone_identifiers=subnet_ids,
                     launch_template=None if mixed else lt_spec, mixed_instances_policy=mixed,
                     capacity_rebalance=u.spot, placement_group=placement,
                     health_check_type="ELB" if rank == 0 else "EC2",
@@ -209,7 +208,6 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 members[gname] = {"resource": f"{gname}-asg", "type": "aws:autoscaling/group:Group", "name": asg.name}
             # the target group's health is vLLM's /health as the load balancer sees it: the readiness signal
             self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
-        self.groups = dict(self.vms)
         self.gateway_url = None
         if args.gateway:
             self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg, subnets[sorted(subnets)[0]],

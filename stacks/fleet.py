@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from hetinfra.compile.artifacts import sky_units
-from hetinfra.compile.disk import disk_gb, weights_gb
+from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -69,8 +69,7 @@ def vm_name(unit: str, replica: int, rank: int) -> str:
 def health_grace_s(plan: dict, alloc: dict) -> int:
     """Seconds a new VM of ``alloc`` gets to answer /health: BOOT_S plus the checkpoint's download,
     rounded up to a minute, at least MIN_HEALTH_GRACE_S (unknown model size: the minimum)."""
-    model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
-    need = BOOT_S + (weights_gb(model) or 0.0) / DOWNLOAD_GB_PER_S
+    need = BOOT_S + (alloc_weights_gb(plan, alloc) or 0.0) / DOWNLOAD_GB_PER_S
     return max(MIN_HEALTH_GRACE_S, int(math.ceil(need / 60.0)) * 60)
 
 

@@ -115,7 +115,6 @@ class GcpGpuFleet(pulumi.ComponentResource):
         ctx = FleetContext(args=args, secrets=secrets, zone=zone, network=net.id, subnet=subnet.id, target_tags=target,
                            identity=identity, ref=ref, project=project, image=image("gpu"),
                            autoheal_check=autoheal.id, lb_check=lb_check.id, opts=child)
-        self.zone = zone
         self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
         if gw:

@@ -71,7 +71,8 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
     from hetinfra.errors import HetinfraError, InvalidInputError
 
     try:
-        from hetinfra.gateway.server import GatewayConfig, parse_client_keys, serve
+        from hetinfra.gateway.keys import parse_client_keys
+        from hetinfra.gateway.server import GatewayConfig, serve
         from hetinfra.gateway.table import parse_endpoint_overrides
 
         if bool(tls_cert) != bool(tls_key):

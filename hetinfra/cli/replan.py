@@ -134,13 +134,14 @@ def fetch_demand(source: str, out: Path) -> Path:
     from hetinfra.errors import FeedError, InvalidInputError
     from hetinfra.fileio import atomic_write_text
     from hetinfra.gateway.demand import read_all
+    from hetinfra.gateway.keys import first_client_key
 
     target = out / "gateway" / "demand-observed.csv"
     if source.startswith(("http://", "https://")):
         req = urllib.request.Request(source)
-        keys = [k.strip() for k in os.environ.get("HETINFRA_API_KEY", "").split(",") if k.strip()]
-        if keys:
-            req.add_header("Authorization", "Bearer " + keys[0].rpartition(":")[2])
+        key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
+        if key:
+            req.add_header("Authorization", "Bearer " + key)
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - an operator-given URL
                 text = resp.read().decode("utf-8")

@@ -50,12 +50,17 @@ def weights_gb(model: dict) -> float | None:
     return params * weight_bytes_per_param(str(model.get("precision", "bf16")), str(model.get("source", ""))) / 1e9
 
 
+def alloc_weights_gb(plan: dict, alloc: dict) -> float | None:
+    """GB of the checkpoint a VM of ``alloc`` downloads (its variant's, when it serves one), or None."""
+    model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
+    return weights_gb(served_checkpoint(model, alloc) if model else model)
+
+
 def disk_need_gb(plan: dict, alloc: dict) -> tuple[int, str]:
     """(GB, how) one VM of ``alloc`` needs; ``how`` explains the sum."""
     deploy = plan.get("deploy") or {}
     runtime = deploy.get("runtime") or "container"
-    model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
-    w = weights_gb(served_checkpoint(model, alloc) if model else model)
+    w = alloc_weights_gb(plan, alloc)
     engine = ENGINE_GB.get(runtime, ENGINE_GB["container"])
     osgb = OS_IMAGE_GB.get(alloc.get("cloud"), DEFAULT_OS_IMAGE_GB)
     weights = w if w is not None else 0.0

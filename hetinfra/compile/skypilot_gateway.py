@@ -19,7 +19,7 @@ def gateway_task_name(service: str) -> str:
     return f"{service}-gateway"
 
 
-def gateway_task_config(plan: Mapping[str, Any], units: Sequence[SkyUnit]) -> Dict[str, Any]:
+def gateway_task_config(plan: Mapping[str, Any]) -> Dict[str, Any]:
     """A CPU task running ``hetinfra gateway`` over the SkyServe units' endpoints.
 
     The endpoints exist only once the services are up (``sky serve status UNIT --endpoint``), so
@@ -69,12 +69,12 @@ def render_gateway_task(plan: Mapping[str, Any], units: Sequence[SkyUnit]) -> st
         f"# The one endpoint of service {plan['service']}: hetinfra gateway on a CPU VM in front of "
         f"{len(units)} SkyServe unit(s).",
         "# Launch after the units are up (`hetinfra apply OUT --target skypilot` prints this line filled in):",
-        f"#   sky launch -c {name} {name}.yaml --secret VLLM_API_KEY --secret HETINFRA_API_KEY \\",
+        f"#   sky launch -c {name} {name}.yaml " + " ".join(f"--secret {s}" for s in GATEWAY_SECRETS) + " \\",
         '#     --env HETINFRA_ENDPOINTS="' + " ".join(f"{u.name}=$(sky serve status {u.name} --endpoint)"
                                                  for u in units) + '"',
         "# Clients use http://<the cluster's IP>:<port>/v1 (sky status --endpoint "
         f"{int(((plan.get('deploy') or {}).get('gateway') or {}).get('port', 8080))} {name}).",
     ]) + "\n"
-    body = yaml.dump(gateway_task_config(plan, units), Dumper=TaskDumper, sort_keys=False,
+    body = yaml.dump(gateway_task_config(plan), Dumper=TaskDumper, sort_keys=False,
                      default_flow_style=False, allow_unicode=False, width=10_000)
     return header + body

@@ -71,19 +71,6 @@ class GatewayConfig:
     max_connections: int = 512  # per backend
 
 
-def parse_client_keys(value: str | None) -> dict[str, str]:
-    """``HETINFRA_API_KEY``: ``key`` or ``name:key``, comma-separated -> {key: client name}."""
-    out: dict[str, str] = {}
-    for k, item in enumerate(x.strip() for x in (value or "").split(",")):
-        if not item:
-            continue
-        name, sep, key = item.partition(":")
-        if not sep:
-            name, key = f"client{k}", item
-        out[key.strip()] = name.strip() or f"client{k}"
-    return out
-
-
 def error(status: int, message: str, type_: str, param: str | None = None, code: str | None = None) -> JSONResponse:
     """An OpenAI-style error body."""
     return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code or status}},

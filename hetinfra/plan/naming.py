@@ -9,10 +9,11 @@ import hashlib
 import re
 from typing import Optional
 
+from hetinfra.spec.base import is_dns_label
+
 MAX_NAME_LEN = 63
 #: a model slug longer than this is cut and ends in a hash, leaving room for cloud, region and type
 MAX_SLUG_LEN = 40
-_DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def _slug(text: str) -> str:
@@ -69,7 +70,7 @@ def model_slugs(names: list[str]) -> dict[str, str]:
     which other names collide with it: re-plans of a service keep it."""
     base: dict[str, str] = {}
     for n in names:
-        base[n] = n if _DNS.match(n) else (_slug(n) or "m")
+        base[n] = n if is_dns_label(n) else (_slug(n) or "m")
     out: dict[str, str] = {}
     for n in names:
         b = base[n]

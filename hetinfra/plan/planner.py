@@ -282,14 +282,27 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
                                               lambda units: _solve_pool(inputs, units, running))
     units = {u.id: u for u in unit_list}
-    base = baselines(inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes) if (
-        with_baselines and problem.objective == "min_cost") else []
     warnings = list(result.warnings)
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
-    return PlanResult(inputs, units, problem, result, base, template_cache, list(all_units), dict(running),
-                      dict(derate or {}), warnings)
+    pr = PlanResult(inputs, units, problem, result, [], template_cache, list(all_units), dict(running),
+                    dict(derate or {}), warnings)
+    if with_baselines:
+        attach_baselines(pr, pool)
+    return pr
+
+
+def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
+    """Set what the plan is compared with (min_cost only): the cheapest plan on each single GPU type
+    over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
+    from hetinfra.plan.purchase import without_committed
+
+    if pr.problem.objective != "min_cost":
+        return
+    settings = pr.inputs.spec.planning
+    pr.baselines = baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes)
+    pr.flexible_cost = without_committed(pr)
 
 
 def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int]):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import PlanResult, baselines, derated, plan, solve_units
+from hetinfra.plan.planner import PlanResult, attach_baselines, derated, plan, solve_units
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
@@ -163,12 +163,8 @@ def _templates_by_model(pr: PlanResult) -> dict[str, set[str]]:
 
 
 def _final(pr: PlanResult, with_baselines: bool) -> dict:
-    settings = pr.inputs.spec.planning
-    if with_baselines and pr.problem.objective == "min_cost":
-        from hetinfra.plan.purchase import without_committed
-
-        pr.baselines = baselines(pr.inputs, derated(pr.all_units, pr.derate), settings.time_limit_s, settings.mip_gap)
-        pr.flexible_cost = without_committed(pr)
+    if with_baselines:
+        attach_baselines(pr, derated(pr.all_units, pr.derate))
     return build_plan_json(pr)
 
 

@@ -8,7 +8,7 @@ the profile file exist) happen later, in :mod:`hetinfra.plan.inputs`, where the 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -309,7 +309,7 @@ class InfrastructureSpec(Strict):
     def terms(self) -> tuple[str, ...]:
         """The purchase options allowed, in PurchaseTerm order."""
         given = set(self.purchase_terms or ["on_demand"] + (["spot"] if self.spot else []))
-        return tuple(t for t in ("on_demand", "spot", "committed_1y", "committed_3y") if t in given)
+        return tuple(t for t in get_args(PurchaseTerm) if t in given)
 
     @model_validator(mode="after")
     def _spot_terms(self) -> "InfrastructureSpec":
