@@ -24,6 +24,11 @@ EXIT_COMMENT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 
 
+def shown(page: Path) -> str:
+    """The page's path as messages name it: relative to the repository when it is inside."""
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else str(page)
+
+
 def doc_pages() -> list[Path]:
     """README.md, CHANGELOG.md and every Markdown page under docs/, in a fixed order."""
     return [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -38,7 +43,7 @@ class Command:
     output: list[str] = field(default_factory=list)  # the lines shown after it
 
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO)}:{self.line}"
+        return f"{shown(self.page)}:{self.line}"
 
 
 @dataclass
@@ -62,7 +67,7 @@ def fenced_blocks(page: Path) -> list[Block]:
         elif current is not None:
             current.lines.append(line)
     if current is not None:
-        raise AssertionError(f"{page.relative_to(REPO)}:{current.line}: fenced block never closed")
+        raise AssertionError(f"{shown(page)}:{current.line}: fenced block never closed")
     return blocks
 
 
@@ -81,12 +86,12 @@ def commands(page: Path) -> list[Command]:
                 continue
             text = line[2:]
             while text.endswith("\\"):
-                text = text[:-1] + " " + next(lines)[1].strip()
+                text = text[:-1].rstrip() + " " + next(lines)[1].strip()
             wanted = EXIT_COMMENT.search(text)
             in_block.append(Command(page, number, EXIT_COMMENT.sub("", text).strip(),
                                     int(wanted.group(1)) if wanted else 0))
         if not in_block:
-            raise AssertionError(f"{page.relative_to(REPO)}:{block.line}: a ```{block.lang} block with no `$ ` "
+            raise AssertionError(f"{shown(page)}:{block.line}: a ```{block.lang} block with no `$ ` "
                                  "command; use ```text for shell that is only to be read (docs/writing-docs.md)")
         found += in_block
     return found

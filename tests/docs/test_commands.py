@@ -77,6 +77,9 @@ class DocShell:
         while args and ASSIGNMENT.match(args[0]):
             name, _, value = args.pop(0).partition("=")
             env[name] = value
+        if "--target" in args and args[args.index("--target") + 1:][:1] != ["pulumi"]:
+            pytest.fail(f"{command.where()}: SkyPilot targets are not run here (SkyPilot's SDK would start its "
+                        f"API server in the background): {command.text}")
         if not args or args[0] not in CLI_NAMES:
             pytest.fail(f"{command.where()}: only `hetinfra ...` commands (with VAR=value before them) run "
                         f"in the docs' tests; show other shell in a ```text block: {command.text}")
