@@ -63,17 +63,19 @@ class DocShell:
         self.env = {name: None for name in UNSET}
         self.env.update(HOME=str(root / "home"), HETINFRA_CACHE_DIR=str(root / "cache"), PATH="/usr/bin:/bin",
                         NO_COLOR="1", COLUMNS="132")
-        self.done: dict[str, Result] = {}
+        self.done: dict[str, Result] = {}  # by command, so pages share their plans
 
     def run(self, command: Command) -> Result:
-        if command.text not in self.done:
-            self.done[command.text] = self._invoke(command)
-        return self.done[command.text]
+        args = self.argv(command)
+        key = " ".join(["hetinfra" if arg in CLI_NAMES else arg for arg in args])  # README's .venv/bin/hetinfra too
+        if key not in self.done:
+            self.done[key] = self._invoke(command, args)
+        return self.done[key]
 
-    def _invoke(self, command: Command) -> Result:
+    def _invoke(self, command: Command, args: list[str]) -> Result:
         from hetinfra.cli import cli
 
-        env, args = self.env.copy(), self.argv(command)
+        env = self.env.copy()
         while args and ASSIGNMENT.match(args[0]):
             name, _, value = args.pop(0).partition("=")
             env[name] = value
