@@ -14,6 +14,7 @@ its printed output against a real run of its `hetinfra plan` (measured seconds a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -129,6 +130,29 @@ def test_documented_commands_exit_as_documented(page, doc_shell):
         assert res.exit_code == command.exit_code, (
             f"{command.where()}: `{command.text}` exited {res.exit_code}, documented "
             f"{command.exit_code}\nstdout: {res.stdout[-1500:]}\nstderr: {res.stderr[-1500:]}")
+        shown = shown_json(command)
+        if shown is not None:
+            assert key_shape(json.loads(res.stdout)) == key_shape(shown), (
+                f"{command.where()}: the JSON shown has other keys than `{command.text}` prints:\n{res.stdout}")
+
+
+def shown_json(command: Command):
+    """The document shown after a `--json` command, when what is shown is one whole JSON document."""
+    if "--json" not in command.text.split():
+        return None
+    try:
+        return json.loads("\n".join(command.output))
+    except ValueError:
+        return None
+
+
+def key_shape(value):
+    """A document's keys, nested; a list stands for its first element (values are left out)."""
+    if isinstance(value, dict):
+        return {key: key_shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [key_shape(value[0])] if value else []
+    return None
 
 
 def quick_start() -> list[Command]:
