@@ -51,3 +51,12 @@ def test_anchor_rule_matches_github():
 
     page = REPO / "docs" / "reference" / "plan-json.md"
     assert "planjson-reference-plan_version-1" in anchors(page)
+
+
+def test_every_page_is_on_the_map():
+    """docs/index.md links every page under docs/, so none is found only by accident."""
+    index = REPO / "docs" / "index.md"
+    linked = {resolve(index, target)[0].resolve() for _, target in links(index) if "://" not in target}
+    pages = {page.resolve() for page in (REPO / "docs").rglob("*.md")} - {index.resolve()}
+    missing = sorted(str(page.relative_to(REPO)) for page in pages - linked)
+    assert not missing, f"not linked from docs/index.md: {missing}"
