@@ -75,7 +75,7 @@ def cloud_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
-    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the README's setting for the gcp stack
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the setting docs/guides/pulumi.md gives for the gcp stack
     # the tokens `status` reads GCP's instance groups and Azure's scale sets with (tests/deploy/fake_cloud.py);
     # no quota read with them: the clouds' quota APIs are not served here
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "gcp-token")
