@@ -121,6 +121,8 @@ def _compute_class(name: str, u: SkyUnit) -> dict:
 
 def node_objects(service: str, cloud: str, units: list[SkyUnit], cluster: dict) -> list[dict]:
     """The cluster-scoped objects that bring the units' GPU nodes (see the module docstring)."""
+    if not units:
+        return []
     pools: dict[str, list[SkyUnit]] = {}
     for u in units:
         pools.setdefault(pool_name(service, u), []).append(u)
