@@ -29,7 +29,7 @@ from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
-TARGETS = ("pulumi", "skypilot", "all")
+TARGETS = ("pulumi", "skypilot", "all", "kubernetes")
 
 
 def target_paths(target: str) -> set[str]:
@@ -146,6 +146,12 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
+    from hetinfra.deploy.kube import apply_kubernetes, wants_kubernetes
+
+    if wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
+        preflight.validate_plan(plan, out / "plan.json")
+        preflight.check_owner(plan, DeployState.load(out, plan["service"]).doc, out, force=force)
+        return apply_kubernetes(out, plan, yes=yes, echo=echo, ask=ask, env=env, report=report)
     # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
     preflight.validate_plan(plan, out / "plan.json")
     state = DeployState.load(out, plan["service"])

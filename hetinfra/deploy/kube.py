@@ -1,0 +1,237 @@
+"""``deploy.target: kubernetes``: apply, destroy and read the live state of the manifests under
+``OUT/kubernetes/<cloud>-<region>/`` in the cluster of each cloud region (kubeconfig context from
+``deploy.kubernetes.clusters``), through hetinfra.deploy.kube_api.
+
+- **apply**: the Secret ``<service>-secrets`` from the environment (VLLM_API_KEY, HF_TOKEN,
+  HETINFRA_API_KEY; never written to disk), then every object in the kustomization's order by
+  server-side apply; objects of units that left the plan are deleted after the new ones are
+  applied. The preview names each object created, updated or deleted, and asks first.
+- **destroy**: every object the state lists, in reverse order (the namespace is kept: it may hold
+  what the cluster's owner put there).
+- **live** (``status``, ``replan``): per unit the workload's desired and ready replicas and its
+  pods. A pod the controller has not recreated yet, or one pending, is being replaced; a pod
+  pending because no node can take it (``PodScheduled=False``, reason ``Unschedulable``: the
+  autoscaler found no capacity) for :data:`hetinfra.deploy.drift.PATIENCE_S` is **stalled**, as a
+  VM group short of capacity is, so ``replan`` moves those replicas elsewhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from hetinfra.deploy.kube_api import Cluster, connect
+from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.errors import InvalidInputError
+
+__all__ = ["apply_kubernetes", "destroy_kubernetes", "kube_settings", "read_kube_units", "wants_kubernetes"]
+
+SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY")
+WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+
+
+def kube_settings(plan: dict) -> dict:
+    """deploy.kubernetes of the plan (the one place this module reads plan.json's deploy section)."""
+    return (plan.get("deploy") or {}).get("kubernetes") or {}
+
+
+def wants_kubernetes(plan: dict | None, target: str) -> bool:
+    deploy = (plan or {}).get("deploy") or {}
+    return target == "kubernetes" or (target == "all" and deploy.get("target") == "kubernetes")
+
+
+def _cloud_region(cluster: str) -> tuple[str, str]:
+    cloud, region = cluster.split("-", 1)
+    return cloud, region
+
+
+def _manifests(out: Path) -> dict[str, list[dict]]:
+    """cluster -> objects in the kustomization's order, read from OUT/kubernetes/."""
+    root = out / "kubernetes"
+    if not root.is_dir():
+        raise InvalidInputError(f"no kubernetes/ folder in {out}",
+                                hint="set deploy.target: kubernetes in the spec and run `hetinfra plan` again")
+    clusters = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = yaml.safe_load((d / "kustomization.yaml").read_text())["resources"]
+        clusters[d.name] = [o for f in files for o in yaml.safe_load_all((d / f).read_text()) if o]
+    return clusters
+
+
+def _ref(obj: dict) -> list:
+    return [obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]]
+
+
+def _secret(service: str, namespace: str, env: dict) -> dict:
+    if not env.get("VLLM_API_KEY"):
+        raise InvalidInputError("VLLM_API_KEY is not set: the units' Secret needs it",
+                                hint="export VLLM_API_KEY=... (and HF_TOKEN for gated models, HETINFRA_API_KEY for "
+                                     "the gateway's clients)")
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": f"{service}-secrets", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "hetinfra"}},
+            "stringData": {k: env[k] for k in SECRET_KEYS if env.get(k)}}
+
+
+def _connect_all(clusters: list[str], plan: dict | None, state: DeployState) -> dict[str, Cluster]:
+    kube = kube_settings(plan or {})
+    recorded = state.doc.get("kubernetes") or {}
+    out = {}
+    for c in clusters:
+        cloud, region = _cloud_region(c)
+        settings = (kube.get("clusters") or {}).get(f"{cloud}/{region}") or recorded.get(c) or {}
+        out[c] = connect(c, settings, kube.get("kubeconfig") or recorded.get(c, {}).get("kubeconfig"))
+    return out
+
+
+def _preview(api: dict[str, Cluster], wanted: dict[str, list[dict]], gone: dict[str, list[list]]) -> list[str]:
+    lines = []
+    for c, objs in wanted.items():
+        for o in objs:
+            there = api[c].get(*_ref(o))
+            lines.append(f"  {'~' if there else '+'} {c:<24} {o['kind']:<24} {o['metadata']['name']}")
+    for c, refs in gone.items():
+        lines += [f"  - {c:<24} {r[1]:<24} {r[3]}" for r in refs]
+    return lines
+
+
+def apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo: Callable[[str], None], ask, env: dict | None = None,
+                     report: dict | None = None) -> DeployState:
+    """Apply OUT/kubernetes/ into the plan's clusters (see the module docstring)."""
+    from hetinfra.deploy.apply import confirm, run_steps
+
+    env = dict(os.environ) if env is None else env
+    state = DeployState.load(out, plan["service"])
+    _secret(plan["service"], "check", env)  # a missing key stops here, before anything is asked or changed
+    wanted = _manifests(out)
+    api = _connect_all(sorted(set(wanted) | set(state.doc.get("kubernetes") or {})), plan, state)
+    new = [dict(a, path="kubernetes") for a in plan["allocations"]
+           if not a.get("custom_cloud") and not a.get("stages")]
+    new_refs = {tuple(_ref(o)) for objs in wanted.values() for o in objs}
+    gone = {c: [r for r in rec.get("objects", []) if tuple(r) not in new_refs and r[1] != "Namespace"]
+            for c, rec in (state.doc.get("kubernetes") or {}).items()}
+    gone = {c: refs for c, refs in gone.items() if refs}
+    report = {} if report is None else report
+    lines = _preview(api, wanted, gone)
+    report.update(command="apply", out=str(out), target="kubernetes", applied=False, changes=lines)
+    confirm("\n".join([f"hetinfra apply {out} (target: kubernetes)"] + lines), yes, echo, ask)
+    steps = [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))]
+    state.doc["service"] = plan["service"]
+    state.begin("apply", plan_sha(plan), steps)
+
+    def do_step(step: str) -> None:
+        c = step.split(":", 1)[1]
+        objs = wanted.get(c, [])
+        ns = next((o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"), None)
+        for o in objs:
+            api[c].apply(o)
+            if o["kind"] == "Namespace":  # the Secret right after its namespace, before the pods need it
+                api[c].apply(_secret(plan["service"], ns, env))
+        for r in reversed(gone.get(c, [])):
+            api[c].delete(*r)
+        cloud, region = _cloud_region(c)
+        mine = [a for a in new if (a["cloud"], a["region"]) == (cloud, region)]
+        state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
+                              mine)
+        settings = (kube_settings(plan).get("clusters") or {}).get(f"{cloud}/{region}") or {}
+        state.doc.setdefault("kubernetes", {})[c] = {
+            "context": settings.get("context"), "kubeconfig": kube_settings(plan).get("kubeconfig"), "namespace": ns,
+            "objects": [_ref(o) for o in objs] + ([_ref(_secret(plan["service"], ns, env))] if ns else [])}
+        for a in mine:
+            state.doc["endpoints"][a["deployment_unit"]] = [
+                f"http://{a['deployment_unit']}.{ns}.svc:{(plan.get('deploy') or {}).get('port', 8000)}/v1"]
+
+    run_steps(out, state, steps, do_step, echo)
+    state.doc["plan_sha256"] = plan_sha(plan)
+    state.finish()
+    report.update(applied=True, running=len(state.allocations))
+    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    return state
+
+
+def destroy_kubernetes(out: Path, state: DeployState, *, echo: Callable[[str], None]) -> list[str]:
+    """Delete what the state lists in every cluster (confirmation is the caller's); returns the lines."""
+    recorded = state.doc.get("kubernetes") or {}
+    api = _connect_all(sorted(recorded), None, state)
+    lines = []
+    for c in sorted(recorded):
+        for ref in reversed(recorded[c].get("objects", [])):
+            if ref[1] == "Namespace":
+                continue
+            if api[c].delete(*ref):
+                lines.append(f"  - {c} {ref[1]} {ref[3]}")
+        cloud, region = _cloud_region(c)
+        state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
+                              [])
+        for unit in [u for u in state.doc["endpoints"] if u not in {a["deployment_unit"] for a in state.allocations}]:
+            state.doc["endpoints"].pop(unit, None)
+        del recorded[c]
+        state.save()
+    for line in lines:
+        echo(line)
+    return lines
+
+
+def _seconds(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def _unschedulable_since(pod: dict) -> float | None:
+    """When the scheduler found no node for a pending pod (None: not pending for capacity)."""
+    if (pod.get("status") or {}).get("phase") != "Pending":
+        return None
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return _seconds(cond.get("lastTransitionTime")) or 0.0
+    return None
+
+
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s: float) -> None:
+    """Fill each kubernetes :class:`hetinfra.deploy.drift.UnitLive` from its cluster."""
+    recorded = state.doc.get("kubernetes") or {}
+    by_cluster: dict[str, list] = {}
+    for u in units:
+        by_cluster.setdefault(f"{u.cloud}-{u.region}", []).append(u)
+    api = _connect_all(sorted(c for c in by_cluster if c in recorded), None, state)
+    now_s = _seconds(read_at)
+    for c, us in sorted(by_cluster.items()):
+        for u in us:
+            u.source = "kubernetes API"
+            if c not in api:
+                u.notes.append(f"no cluster recorded for {c} in state.json")
+                continue
+            _read_unit(api[c], recorded[c]["namespace"], u, now_s, patience_s)
+
+
+def _read_unit(cluster: Cluster, ns: str, u, now_s: float, patience_s: float) -> None:
+    kind = WORKLOAD_KINDS[0] if u.nodes == 1 else WORKLOAD_KINDS[1]
+    api_version = "apps/v1" if kind == "Deployment" else "leaderworkerset.x-k8s.io/v1"
+    obj = cluster.get(api_version, kind, ns, u.unit)
+    if obj is None:  # deleted outside hetinfra: only an apply brings it back
+        u.live, u.lost = 0, u.desired * u.nodes
+        return
+    status = obj.get("status") or {}
+    u.live = int(status.get("readyReplicas") or 0)
+    pods = cluster.pods(ns, f"hetinfra.dev/unit={u.unit}")
+    pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+    since = [s for p in pending if (s := _unschedulable_since(p)) is not None]
+    u.running = len(pods) - len(pending)
+    u.unhealthy = sum(1 for p in pods if p not in pending and not _ready(p))
+    missing = max(0, u.desired * u.nodes - len(pods))  # lost pods the controller has not recreated yet
+    u.replacing = len(pending) + missing
+    u.stalled = sum(1 for s in since if now_s - s >= patience_s)
+    if since:
+        first = min(since)
+        u.short_since = dt.datetime.fromtimestamp(first, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        u.notes.append(f"{len(since)} pod(s) pending: no node for them (autoscaler out of capacity?)")
