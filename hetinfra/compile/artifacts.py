@@ -98,7 +98,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     if (plan.get("deploy") or {}).get("target") == "kubernetes":  # only then: other plans' trees stay as they were
         from hetinfra.compile.kubernetes import write_kubernetes
 
-        written["kubernetes"] = write_kubernetes(out, plan)
+        written["kubernetes"] = write_kubernetes(out, plan, sky_units(plan, include_mixed=True))
     atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
     return {**written, "plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
             "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}

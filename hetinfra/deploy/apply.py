@@ -146,12 +146,16 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
-    from hetinfra.deploy.kube import apply_kubernetes, wants_kubernetes
+    from hetinfra.deploy import kube
 
-    if wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
+    if kube.wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
         preflight.validate_plan(plan, out / "plan.json")
         preflight.check_owner(plan, DeployState.load(out, plan["service"]).doc, out, force=force)
-        return apply_kubernetes(out, plan, yes=yes, echo=echo, ask=ask, env=env, report=report)
+        job = kube.prepare_apply(out, plan, env=env, report=report)
+        confirm(job.preview, yes, echo, ask)
+        job.begin()
+        run_steps(out, job.state, job.steps, job.do_step, echo)
+        return job.finish(echo)
     # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
     preflight.validate_plan(plan, out / "plan.json")
     state = DeployState.load(out, plan["service"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +29,7 @@ from hetinfra.deploy.kube_api import Cluster, connect
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["apply_kubernetes", "destroy_kubernetes", "kube_settings", "read_kube_units", "wants_kubernetes"]
+__all__ = ["KubeApply", "destroy_kubernetes", "prepare_apply", "kube_settings", "read_kube_units", "wants_kubernetes"]
 
 SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY")
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
@@ -99,18 +100,65 @@ def _preview(api: dict[str, Cluster], wanted: dict[str, list[dict]], gone: dict[
     return lines
 
 
-def apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo: Callable[[str], None], ask, env: dict | None = None,
-                     report: dict | None = None) -> DeployState:
-    """Apply OUT/kubernetes/ into the plan's clusters (see the module docstring)."""
-    from hetinfra.deploy.apply import confirm, run_steps
+@dataclass
+class KubeApply:
+    """A prepared apply: its preview, then (once confirmed) its steps, one per cluster, which the
+    caller runs with hetinfra.deploy.apply's run_steps (the same resume rule as the VM path)."""
 
+    out: Path
+    plan: dict
+    state: DeployState
+    preview: str
+    steps: list[str]
+    wanted: dict[str, list[dict]]
+    gone: dict[str, list[list]]
+    api: dict[str, Cluster]
+    env: dict
+    report: dict
+
+    def begin(self) -> None:
+        self.state.doc["service"] = self.plan["service"]
+        self.state.begin("apply", plan_sha(self.plan), self.steps)
+
+    def do_step(self, step: str) -> None:
+        c = step.split(":", 1)[1]
+        service, kube = self.plan["service"], kube_settings(self.plan)
+        objs = self.wanted.get(c, [])
+        ns = next((o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"), None)
+        for o in objs:
+            self.api[c].apply(o)
+            if o["kind"] == "Namespace":  # the Secret right after its namespace, before the pods need it
+                self.api[c].apply(_secret(service, ns, self.env))
+        for r in reversed(self.gone.get(c, [])):
+            self.api[c].delete(*r)
+        cloud, region = _cloud_region(c)
+        mine = [dict(a, path="kubernetes") for a in self.plan["allocations"]
+                if not a.get("custom_cloud") and not a.get("stages") and (a["cloud"], a["region"]) == (cloud, region)]
+        self.state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
+                                   mine)
+        self.state.doc.setdefault("kubernetes", {})[c] = {
+            "context": ((kube.get("clusters") or {}).get(f"{cloud}/{region}") or {}).get("context"),
+            "kubeconfig": kube.get("kubeconfig"), "namespace": ns,
+            "objects": [_ref(o) for o in objs] + ([_ref(_secret(service, ns, self.env))] if ns else [])}
+        port = (self.plan.get("deploy") or {}).get("port", 8000)
+        for a in mine:
+            self.state.doc["endpoints"][a["deployment_unit"]] = [f"http://{a['deployment_unit']}.{ns}.svc:{port}/v1"]
+
+    def finish(self, echo: Callable[[str], None]) -> DeployState:
+        self.state.doc["plan_sha256"] = plan_sha(self.plan)
+        self.state.finish()
+        self.report.update(applied=True, running=len(self.state.allocations))
+        echo(f"Applied: {len(self.state.allocations)} unit(s) running; state in {self.state.path}")
+        return self.state
+
+
+def prepare_apply(out: Path, plan: dict, *, env: dict | None = None, report: dict | None = None) -> KubeApply:
+    """Read OUT/kubernetes/, reach every cluster and diff against it (nothing changes yet)."""
     env = dict(os.environ) if env is None else env
     state = DeployState.load(out, plan["service"])
     _secret(plan["service"], "check", env)  # a missing key stops here, before anything is asked or changed
     wanted = _manifests(out)
     api = _connect_all(sorted(set(wanted) | set(state.doc.get("kubernetes") or {})), plan, state)
-    new = [dict(a, path="kubernetes") for a in plan["allocations"]
-           if not a.get("custom_cloud") and not a.get("stages")]
     new_refs = {tuple(_ref(o)) for objs in wanted.values() for o in objs}
     gone = {c: [r for r in rec.get("objects", []) if tuple(r) not in new_refs and r[1] != "Namespace"]
             for c, rec in (state.doc.get("kubernetes") or {}).items()}
@@ -118,39 +166,8 @@ def apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo: Callable[[str], 
     report = {} if report is None else report
     lines = _preview(api, wanted, gone)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False, changes=lines)
-    confirm("\n".join([f"hetinfra apply {out} (target: kubernetes)"] + lines), yes, echo, ask)
-    steps = [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))]
-    state.doc["service"] = plan["service"]
-    state.begin("apply", plan_sha(plan), steps)
-
-    def do_step(step: str) -> None:
-        c = step.split(":", 1)[1]
-        objs = wanted.get(c, [])
-        ns = next((o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"), None)
-        for o in objs:
-            api[c].apply(o)
-            if o["kind"] == "Namespace":  # the Secret right after its namespace, before the pods need it
-                api[c].apply(_secret(plan["service"], ns, env))
-        for r in reversed(gone.get(c, [])):
-            api[c].delete(*r)
-        cloud, region = _cloud_region(c)
-        mine = [a for a in new if (a["cloud"], a["region"]) == (cloud, region)]
-        state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
-                              mine)
-        settings = (kube_settings(plan).get("clusters") or {}).get(f"{cloud}/{region}") or {}
-        state.doc.setdefault("kubernetes", {})[c] = {
-            "context": settings.get("context"), "kubeconfig": kube_settings(plan).get("kubeconfig"), "namespace": ns,
-            "objects": [_ref(o) for o in objs] + ([_ref(_secret(plan["service"], ns, env))] if ns else [])}
-        for a in mine:
-            state.doc["endpoints"][a["deployment_unit"]] = [
-                f"http://{a['deployment_unit']}.{ns}.svc:{(plan.get('deploy') or {}).get('port', 8000)}/v1"]
-
-    run_steps(out, state, steps, do_step, echo)
-    state.doc["plan_sha256"] = plan_sha(plan)
-    state.finish()
-    report.update(applied=True, running=len(state.allocations))
-    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
-    return state
+    return KubeApply(out, plan, state, "\n".join([f"hetinfra apply {out} (target: kubernetes)"] + lines),
+                     [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))], wanted, gone, api, env, report)
 
 
 def destroy_kubernetes(out: Path, state: DeployState, *, echo: Callable[[str], None]) -> list[str]:

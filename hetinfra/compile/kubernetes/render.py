@@ -33,11 +33,10 @@ class KubePlan:
     plan: dict  # the whole plan (the gateway's routing table)
 
 
-def kube_units(plan: dict) -> KubePlan:
-    """Read the plan's units for the Kubernetes target; the one reader of plan.json here."""
-    from hetinfra.compile.artifacts import sky_units
-
-    units = sky_units(plan, include_mixed=True)
+def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
+    """Read the plan for the Kubernetes target; the one reader of plan.json here. ``units`` are its
+    deployment units (hetinfra.compile.artifacts.sky_units with include_mixed, which imports this
+    package: passed in, not imported back)."""
     skipped = [(u.cloud, u.region, f"{u.name}: a mixed-GPU pipeline (a LeaderWorkerSet's workers share one pod template); "
                "deploy it with the Pulumi stacks") for u in units if u.mixed]
     kube = (plan.get("deploy") or {}).get("kubernetes")
@@ -94,9 +93,9 @@ def _kustomization(kp: KubePlan, key: str, files: list[str], ns: str) -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False)
 
 
-def render_clusters(plan: dict) -> dict[str, dict[str, str]]:
-    """``<cloud>-<region>`` -> file name -> YAML text, for every cluster the plan's units need."""
-    kp = kube_units(plan)
+def render_clusters(plan: dict, units: list[SkyUnit]) -> dict[str, dict[str, str]]:
+    """``<cloud>-<region>`` -> file name -> YAML text, for every cluster the plan's ``units`` need."""
+    kp = kube_units(plan, units)
     out: dict[str, dict[str, str]] = {}
     for cloud, region in sorted({(u.cloud, u.region) for u in kp.units} | {(c, r) for c, r, _ in kp.skipped}):
         files = cluster_objects(kp, cloud, region)
@@ -107,9 +106,9 @@ def render_clusters(plan: dict) -> dict[str, dict[str, str]]:
     return out
 
 
-def write_kubernetes(out: Path, plan: dict) -> list[Path]:
+def write_kubernetes(out: Path, plan: dict, units: list[SkyUnit]) -> list[Path]:
     """Write OUT/kubernetes/ (swapped in whole, like skypilot/); returns the files written."""
-    clusters = render_clusters(plan)
+    clusters = render_clusters(plan, units)
     files = {f"{c}/{name}": text for c, texts in clusters.items() for name, text in texts.items()}
     replace_dir(out / "kubernetes", files)
     return [out / "kubernetes" / f for f in sorted(files)]

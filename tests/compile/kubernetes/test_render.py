@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.kubernetes import render_clusters
 from hetinfra.compile.kubernetes.nodes import node_objects, placement
 from hetinfra.compile.kubernetes.render import KubePlan, cluster_objects
@@ -57,7 +58,7 @@ def test_every_example_validates(kube_planned):
             v["deploy"]["kubernetes"]["scaler"], v["deploy"]["gateway"]["kind"] = scaler, kind
             variants.append(v)
         for p in variants:
-            clusters = render_clusters(p)
+            clusters = render_clusters(p, sky_units(p, include_mixed=True))
             assert clusters, name
             for cluster, files in clusters.items():
                 kust = yaml.safe_load(files["kustomization.yaml"])
@@ -66,7 +67,7 @@ def test_every_example_validates(kube_planned):
                     validate(obj)
                     seen.add(obj["kind"])
         # the files `hetinfra plan` wrote are what render_clusters gives
-        for cluster, files in render_clusters(plan).items():
+        for cluster, files in render_clusters(plan, sky_units(plan, include_mixed=True)).items():
             for fname, text in files.items():
                 assert (out / "kubernetes" / cluster / fname).read_text() == text
     assert {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ScaledObject", "NodePool",
@@ -137,7 +138,6 @@ def _serve_line(script: str) -> str:
 
 
 def test_image_and_vllm_flags_equal_the_vm_paths(kube_planned):
-    from hetinfra.compile.artifacts import sky_units
     from hetinfra.stacks.startup import RuntimeConfig, serve_script
 
     checked = 0
