@@ -9,6 +9,7 @@ import yaml
 
 from hetinfra.compile.kubernetes.gateway import gateway_objects
 from hetinfra.compile.kubernetes.nodes import node_objects
+from hetinfra.compile.kubernetes.project import write_kube_project
 from hetinfra.compile.kubernetes.scaling import scaling_objects
 from hetinfra.compile.kubernetes.workloads import labels, secret_name, workload
 from hetinfra.compile.skypilot import SkyUnit, TaskDumper, generator_version
@@ -107,8 +108,10 @@ def render_clusters(plan: dict, units: list[SkyUnit]) -> dict[str, dict[str, str
 
 
 def write_kubernetes(out: Path, plan: dict, units: list[SkyUnit]) -> list[Path]:
-    """Write OUT/kubernetes/ (swapped in whole, like skypilot/); returns the files written."""
+    """Write OUT/kubernetes/ (swapped in whole, like skypilot/) and the Pulumi project
+    OUT/pulumi/kubernetes/; returns what was written."""
     clusters = render_clusters(plan, units)
     files = {f"{c}/{name}": text for c, texts in clusters.items() for name, text in texts.items()}
     replace_dir(out / "kubernetes", files)
-    return [out / "kubernetes" / f for f in sorted(files)]
+    project = write_kube_project(out, plan)
+    return [out / "kubernetes" / f for f in sorted(files)] + [project]
