@@ -54,6 +54,8 @@ def path_of(alloc: dict, target: str, plan: dict) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
     if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
+    if target == "kubernetes" or (target == "all" and (plan.get("deploy") or {}).get("target") == "kubernetes"):
+        return None if alloc.get("stages") else "kubernetes"  # hetinfra.deploy.kube
     if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
         if target == "skypilot":
             raise InvalidInputError(

@@ -29,10 +29,10 @@ from hetinfra.deploy.kube_api import Cluster, connect
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["KubeApply", "destroy_kubernetes", "prepare_apply", "kube_settings", "read_kube_units", "wants_kubernetes"]
+__all__ = ["KubeApply", "destroy_kubernetes", "kube_settings", "prepare_apply", "read_kube_units", "ready_replicas",
+           "wants_kubernetes"]
 
 SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY")
-WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
 
 
 def kube_settings(plan: dict) -> dict:
@@ -193,6 +193,23 @@ def destroy_kubernetes(out: Path, state: DeployState, *, echo: Callable[[str], N
     return lines
 
 
+def ready_replicas(state_doc: dict, alloc: dict) -> int:
+    """Ready replicas of a kubernetes unit now (its workload's status; 0 when it is not there)."""
+    c = f"{alloc['cloud']}-{alloc['region']}"
+    rec = (state_doc.get("kubernetes") or {}).get(c)
+    if not rec:
+        return 0
+    cluster = connect(c, rec, rec.get("kubeconfig"))
+    nodes = int(alloc.get("nodes_per_replica") or 1)
+    kind, api_version = _workload_kind(nodes)
+    obj = cluster.get(api_version, kind, rec["namespace"], alloc["deployment_unit"])
+    return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0)
+
+
+def _workload_kind(nodes: int) -> tuple[str, str]:
+    return ("Deployment", "apps/v1") if nodes == 1 else ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1")
+
+
 def _seconds(stamp: str | None) -> float | None:
     if not stamp:
         return None
@@ -232,8 +249,7 @@ def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s
 
 
 def _read_unit(cluster: Cluster, ns: str, u, now_s: float, patience_s: float) -> None:
-    kind = WORKLOAD_KINDS[0] if u.nodes == 1 else WORKLOAD_KINDS[1]
-    api_version = "apps/v1" if kind == "Deployment" else "leaderworkerset.x-k8s.io/v1"
+    kind, api_version = _workload_kind(u.nodes)
     obj = cluster.get(api_version, kind, ns, u.unit)
     if obj is None:  # deleted outside hetinfra: only an apply brings it back
         u.live, u.lost = 0, u.desired * u.nodes

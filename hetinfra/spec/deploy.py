@@ -18,6 +18,15 @@ __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", 
 DEFAULT_VLLM_VERSION = "0.12.0"
 
 
+def omit_at_default(data, key: str, default, *also: str):
+    """Leave ``key`` (and ``also``) out of a dump while ``key`` holds ``default``: the fields added for
+    the Kubernetes target, so that plan.json of the other targets stays byte-identical."""
+    if isinstance(data, dict) and data.get(key) == default:
+        for k in (key, *also):
+            data.pop(k, None)
+    return data
+
+
 class GatewaySpec(Strict):
     """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
 
@@ -40,12 +49,7 @@ class GatewaySpec(Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler, info: SerializationInfo):
-        # Added for the Kubernetes target: left out of plan.json at its default so that plans of
-        # other targets stay byte-identical.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("kind") == "hetinfra":
-            data.pop("kind")
-        return data
+        return omit_at_default(handler(self), "kind", "hetinfra")
 
 
 class FailoverSpec(Strict):
@@ -147,13 +151,7 @@ class DeploySpec(Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler, info: SerializationInfo):
-        # Added for the Kubernetes target: left out of plan.json for the VM target so that plans of
-        # other targets stay byte-identical.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("target") == "vms":
-            data.pop("target")
-            data.pop("kubernetes", None)
-        return data
+        return omit_at_default(handler(self), "target", "vms", "kubernetes")
 
     @field_validator("network_cidrs")
     @classmethod

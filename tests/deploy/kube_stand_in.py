@@ -17,6 +17,7 @@ class KubeStore:
         self.objects: dict[str, dict] = {}
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         self.lock = threading.Lock()
+        self.ready_on_apply = False  # play a controller that brings every applied Deployment up at once
 
     def add_pod(self, ns: str, name: str, labels: dict, *, phase: str, ready: bool = False,
                 unschedulable_since: str | None = None) -> None:
@@ -57,7 +58,11 @@ def handler_for(store: KubeStore):
                 if body.get("metadata", {}).get("name") != url.path.rsplit("/", 1)[1]:
                     return self._send(400, {"message": "name in body and path differ"})
                 old = store.objects.get(url.path, {})
-                store.objects[url.path] = dict(body, status=old.get("status", {}))
+                status = old.get("status", {})
+                if store.ready_on_apply and body.get("kind") == "Deployment":
+                    n = body["spec"].get("replicas", 1)
+                    status = {"replicas": n, "readyReplicas": n}
+                store.objects[url.path] = dict(body, status=status)
                 self._send(200, store.objects[url.path])
 
         def do_GET(self):  # noqa: N802

@@ -119,3 +119,43 @@ def test_a_missing_cluster_context_is_a_clear_error(tmp_path, run_cli, cluster):
     out, plan = _plan(tmp_path, run_cli, spec)
     with pytest.raises(InvalidInputError, match="no cluster for aws-us-east-1"):
         apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+
+
+def test_replan_moves_replicas_pending_for_capacity(cluster, tmp_path, run_cli, monkeypatch):
+    """Through the CLI: apply, a pod pending for capacity since long ago, `replan` proposes a forced
+    move, `replan --apply` makes the new unit (ready per its workload), then removes the stalled one."""
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    spec = json.loads(json.dumps(SPEC))
+    spec["infrastructure"]["regions"] = ["us-east-1"]  # one cluster: the move stays in it
+    spec["planning"] = dict(spec.get("planning") or {}, verify={"enabled": False})  # replan verifies by simulation otherwise (seconds; not what is tested)
+    out, plan = _plan(tmp_path, run_cli, spec)
+    (alloc,) = plan["allocations"]
+    unit = alloc["deployment_unit"]
+    cluster.ready_on_apply = True
+    code, _, err = run_cli("apply", str(out), "--yes")
+    assert code == 0, err
+    code, stdout, err = run_cli("status", str(out))
+    assert code == 0 and f"kubernetes {unit}" in " ".join(stdout.split()), stdout + err
+
+    dep = f"/apis/apps/v1/namespaces/llm/deployments/{unit}"
+    count = alloc["count"]
+    cluster.objects[dep]["status"] = {"replicas": count, "readyReplicas": count - 1}
+    for i in range(count - 1):
+        cluster.add_pod("llm", f"{unit}-{i}", {"hetinfra.dev/unit": unit}, phase="Running", ready=True)
+    cluster.add_pod("llm", f"{unit}-x", {"hetinfra.dev/unit": unit}, phase="Pending",
+                    unschedulable_since="2020-01-01T00:00:00Z")
+    code, stdout, err = run_cli("replan", str(tmp_path / "service.yaml"), "--state", str(out))
+    assert code == 10, stdout + err
+    assert stdout.startswith("replan: forced move")
+    assert "planned elsewhere" in (out / "replan.log").read_text()
+
+    code, stdout, err = run_cli("replan", str(tmp_path / "service.yaml"), "--state", str(out), "--apply",
+                                "--health-timeout-s", "5")
+    assert code == 11, stdout + err
+    running = json.loads((out / "state.json").read_text())["allocations"]
+    assert {a["path"] for a in running} == {"kubernetes"}
+    new_units = {a["deployment_unit"] for a in running} - {unit}
+    assert new_units, running  # the stalled replica runs elsewhere now
+    for u in new_units:
+        assert f"/apis/apps/v1/namespaces/llm/deployments/{u}" in cluster.objects
