@@ -35,10 +35,12 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
 
         rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
         confirm(render_preview(rows, f"hetinfra destroy {out} (target: kubernetes)"), yes, echo, ask)
-        destroy_kubernetes(out, state, echo=echo)
+        deleted = destroy_kubernetes(out, state, echo=echo)
         if target == "kubernetes":
             report = {} if report is None else report
-            report.update(command="destroy", out=str(out), target=target, destroyed=True)
+            report.update(command="destroy", out=str(out), target=target, destroyed=True,
+                          changes=dict(preview.changes_json(rows, [], []), kubernetes=deleted))
+            report.update(preview.result_json(state, out))
             return state
     paths = target_paths(target)
     gone = [a for a in state.allocations if a["path"] in paths]

@@ -30,6 +30,7 @@ from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
 __all__ = ["KubeApply", "destroy_kubernetes", "kube_settings", "prepare_apply", "read_kube_units", "ready_replicas",
+           "render_object_changes",
            "wants_kubernetes"]
 
 SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY")
@@ -63,6 +64,10 @@ def _manifests(out: Path) -> dict[str, list[dict]]:
     return clusters
 
 
+def _in_cluster(alloc: dict, cloud: str, region: str) -> bool:
+    return alloc["path"] == "kubernetes" and (alloc["cloud"], alloc["region"]) == (cloud, region)
+
+
 def _ref(obj: dict) -> list:
     return [obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]]
 
@@ -89,15 +94,19 @@ def _connect_all(clusters: list[str], plan: dict | None, state: DeployState) -> 
     return out
 
 
-def _preview(api: dict[str, Cluster], wanted: dict[str, list[dict]], gone: dict[str, list[list]]) -> list[str]:
-    lines = []
-    for c, objs in wanted.items():
-        for o in objs:
-            there = api[c].get(*_ref(o))
-            lines.append(f"  {'~' if there else '+'} {c:<24} {o['kind']:<24} {o['metadata']['name']}")
-    for c, refs in gone.items():
-        lines += [f"  - {c:<24} {r[1]:<24} {r[3]}" for r in refs]
-    return lines
+def _object_changes(api: dict[str, Cluster], wanted: dict[str, list[dict]], gone: dict[str, list[list]]) -> list[dict]:
+    """Per object: ``create`` (not in the cluster), ``apply`` (there: server-side apply updates it) or ``delete``."""
+    rows = [{"cluster": c, "action": "apply" if api[c].get(*_ref(o)) else "create", "api_version": o["apiVersion"],
+             "kind": o["kind"], "namespace": o["metadata"].get("namespace"), "name": o["metadata"]["name"]}
+            for c, objs in wanted.items() for o in objs]
+    rows += [{"cluster": c, "action": "delete", "api_version": r[0], "kind": r[1], "namespace": r[2], "name": r[3]}
+             for c, refs in gone.items() for r in refs]
+    return rows
+
+
+def render_object_changes(rows: list[dict]) -> str:
+    mark = {"create": "+", "apply": "~", "delete": "-"}
+    return "\n".join(f"  {mark[r['action']]} {r['cluster']:<24} {r['kind']:<24} {r['name']}" for r in rows)
 
 
 @dataclass
@@ -108,13 +117,13 @@ class KubeApply:
     out: Path
     plan: dict
     state: DeployState
-    preview: str
+    after: list[dict]  # what runs once applied (state.json allocations)
+    object_changes: list[dict]
     steps: list[str]
     wanted: dict[str, list[dict]]
     gone: dict[str, list[list]]
     api: dict[str, Cluster]
     env: dict
-    report: dict
 
     def begin(self) -> None:
         self.state.doc["service"] = self.plan["service"]
@@ -132,10 +141,8 @@ class KubeApply:
         for r in reversed(self.gone.get(c, [])):
             self.api[c].delete(*r)
         cloud, region = _cloud_region(c)
-        mine = [dict(a, path="kubernetes") for a in self.plan["allocations"]
-                if not a.get("custom_cloud") and not a.get("stages") and (a["cloud"], a["region"]) == (cloud, region)]
-        self.state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
-                                   mine)
+        mine = [a for a in self.after if _in_cluster(a, cloud, region)]
+        self.state.replace_running(lambda a: not _in_cluster(a, cloud, region), mine)
         self.state.doc.setdefault("kubernetes", {})[c] = {
             "context": ((kube.get("clusters") or {}).get(f"{cloud}/{region}") or {}).get("context"),
             "kubeconfig": kube.get("kubeconfig"), "namespace": ns,
@@ -147,12 +154,11 @@ class KubeApply:
     def finish(self, echo: Callable[[str], None]) -> DeployState:
         self.state.doc["plan_sha256"] = plan_sha(self.plan)
         self.state.finish()
-        self.report.update(applied=True, running=len(self.state.allocations))
         echo(f"Applied: {len(self.state.allocations)} unit(s) running; state in {self.state.path}")
         return self.state
 
 
-def prepare_apply(out: Path, plan: dict, *, env: dict | None = None, report: dict | None = None) -> KubeApply:
+def prepare_apply(out: Path, plan: dict, *, env: dict | None = None) -> KubeApply:
     """Read OUT/kubernetes/, reach every cluster and diff against it (nothing changes yet)."""
     env = dict(os.environ) if env is None else env
     state = DeployState.load(out, plan["service"])
@@ -163,34 +169,32 @@ def prepare_apply(out: Path, plan: dict, *, env: dict | None = None, report: dic
     gone = {c: [r for r in rec.get("objects", []) if tuple(r) not in new_refs and r[1] != "Namespace"]
             for c, rec in (state.doc.get("kubernetes") or {}).items()}
     gone = {c: refs for c, refs in gone.items() if refs}
-    report = {} if report is None else report
-    lines = _preview(api, wanted, gone)
-    report.update(command="apply", out=str(out), target="kubernetes", applied=False, changes=lines)
-    return KubeApply(out, plan, state, "\n".join([f"hetinfra apply {out} (target: kubernetes)"] + lines),
-                     [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))], wanted, gone, api, env, report)
+    after = [a for a in state.allocations if a["path"] != "kubernetes"] + [
+        dict(a, path="kubernetes") for a in plan["allocations"] if not a.get("custom_cloud") and not a.get("stages")]
+    return KubeApply(out, plan, state, after, _object_changes(api, wanted, gone),
+                     [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))], wanted, gone, api, env)
 
 
-def destroy_kubernetes(out: Path, state: DeployState, *, echo: Callable[[str], None]) -> list[str]:
-    """Delete what the state lists in every cluster (confirmation is the caller's); returns the lines."""
+def destroy_kubernetes(out: Path, state: DeployState, *, echo: Callable[[str], None]) -> list[dict]:
+    """Delete what the state lists in every cluster (confirmation is the caller's); returns what was
+    deleted (``apply --json``'s object rows)."""
     recorded = state.doc.get("kubernetes") or {}
     api = _connect_all(sorted(recorded), None, state)
-    lines = []
+    rows = []
     for c in sorted(recorded):
         for ref in reversed(recorded[c].get("objects", [])):
-            if ref[1] == "Namespace":
-                continue
-            if api[c].delete(*ref):
-                lines.append(f"  - {c} {ref[1]} {ref[3]}")
+            if ref[1] != "Namespace" and api[c].delete(*ref):
+                rows.append({"cluster": c, "action": "delete", "api_version": ref[0], "kind": ref[1],
+                             "namespace": ref[2], "name": ref[3]})
         cloud, region = _cloud_region(c)
-        state.replace_running(lambda a: not (a["path"] == "kubernetes" and (a["cloud"], a["region"]) == (cloud, region)),
-                              [])
+        state.replace_running(lambda a: not _in_cluster(a, cloud, region), [])
         for unit in [u for u in state.doc["endpoints"] if u not in {a["deployment_unit"] for a in state.allocations}]:
             state.doc["endpoints"].pop(unit, None)
         del recorded[c]
         state.save()
-    for line in lines:
-        echo(line)
-    return lines
+    if rows:
+        echo(render_object_changes(rows))
+    return rows
 
 
 def ready_replicas(state_doc: dict, alloc: dict) -> int:
@@ -221,7 +225,7 @@ def _unschedulable_since(pod: dict) -> float | None:
     if (pod.get("status") or {}).get("phase") != "Pending":
         return None
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
             return _seconds(cond.get("lastTransitionTime")) or 0.0
     return None
 

@@ -87,7 +87,10 @@ def test_apply_status_destroy(cluster, planned):
     assert forced and "planned elsewhere" in forced[0]
     assert sum(a["count"] for a in running) == count - 1
 
-    destroy(out, target="all", yes=True, echo=lambda _l: None)
+    report: dict = {}
+    destroy(out, target="kubernetes", yes=True, echo=lambda _l: None, report=report)
+    assert {"cluster": "aws-us-east-1", "action": "delete", "api_version": "apps/v1", "kind": "Deployment",
+            "namespace": "llm", "name": unit} in report["changes"]["kubernetes"]
     assert dep not in cluster.objects and "/api/v1/namespaces/llm/secrets/kchat-secrets" not in cluster.objects
     assert DeployState.load(out).allocations == []
     assert "/api/v1/namespaces/llm" in cluster.objects  # the namespace is the owner's to remove
@@ -128,13 +131,20 @@ def test_replan_moves_replicas_pending_for_capacity(cluster, tmp_path, run_cli, 
         monkeypatch.setenv(k, v)
     spec = json.loads(json.dumps(SPEC))
     spec["infrastructure"]["regions"] = ["us-east-1"]  # one cluster: the move stays in it
-    spec["planning"] = dict(spec.get("planning") or {}, verify={"enabled": False})  # replan verifies by simulation otherwise (seconds; not what is tested)
+    # replan verifies by simulation otherwise (seconds; not what is tested here)
+    spec["planning"] = dict(spec.get("planning") or {}, verify={"enabled": False})
     out, plan = _plan(tmp_path, run_cli, spec)
     (alloc,) = plan["allocations"]
     unit = alloc["deployment_unit"]
     cluster.ready_on_apply = True
-    code, _, err = run_cli("apply", str(out), "--yes")
+    code, stdout, err = run_cli("apply", str(out), "--yes", "--json")
     assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["applied"] is True and doc["target"] == "kubernetes"
+    assert {"cluster": "aws-us-east-1", "action": "create", "api_version": "apps/v1", "kind": "Deployment",
+            "namespace": "llm", "name": unit} in doc["changes"]["kubernetes"]
+    assert doc["changes"]["instances_added"] == alloc["count"]
+    assert [s["status"] for s in doc["steps"]] == ["done"]
     code, stdout, err = run_cli("status", str(out))
     assert code == 0 and f"kubernetes {unit}" in " ".join(stdout.split()), stdout + err
 
@@ -159,3 +169,24 @@ def test_replan_moves_replicas_pending_for_capacity(cluster, tmp_path, run_cli, 
     assert new_units, running  # the stalled replica runs elsewhere now
     for u in new_units:
         assert f"/apis/apps/v1/namespaces/llm/deployments/{u}" in cluster.objects
+
+
+@pytest.mark.parametrize("api_version, kind, path", [
+    ("apps/v1", "Deployment", "/apis/apps/v1/namespaces/ns/deployments/x"),
+    ("v1", "Service", "/api/v1/namespaces/ns/services/x"),
+    ("v1", "Namespace", "/api/v1/namespaces/x"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets/x"),
+    ("karpenter.sh/v1", "NodePool", "/apis/karpenter.sh/v1/nodepools/x"),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/x"),
+    ("cloud.google.com/v1", "ComputeClass", "/apis/cloud.google.com/v1/computeclasses/x"),
+    ("inference.networking.k8s.io/v1", "InferencePool", "/apis/inference.networking.k8s.io/v1/namespaces/ns/inferencepools/x"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute", "/apis/gateway.networking.k8s.io/v1/namespaces/ns/httproutes/x"),
+    ("keda.sh/v1alpha1", "ScaledObject", "/apis/keda.sh/v1alpha1/namespaces/ns/scaledobjects/x"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "/apis/autoscaling/v2/namespaces/ns/horizontalpodautoscalers/x"),
+    ("policy/v1", "PodDisruptionBudget", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
+])
+def test_object_paths_are_the_api_servers(api_version, kind, path):
+    """The plural and scope of every kind hetinfra writes (the CRDs' spec.names.plural and scope)."""
+    from hetinfra.deploy.kube_api import object_path
+
+    assert object_path(api_version, kind, "ns", "x") == path

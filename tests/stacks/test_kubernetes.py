@@ -55,7 +55,8 @@ def test_every_manifest_object_is_a_resource_of_its_cluster(mocks, three_cloud_p
     assert len(created) == len(expected)
     by_name = {a.name: (a.typ, a.inputs) for a in created}
     for c, obj in expected:
-        res = f"demo-{c}-ns" if obj["kind"] == "Namespace" else f"demo-{c}-{obj['kind'].lower()}-{obj['metadata']['name']}"
+        res = f"demo-{c}-ns" if obj["kind"] == "Namespace" else \
+            f"demo-{c}-{obj['kind'].lower()}-{obj['metadata']['name']}"
         typ, inputs = by_name[res]
         assert typ == f"kubernetes:{obj['apiVersion'] if '/' in obj['apiVersion'] else 'core/' + obj['apiVersion']}:" \
                       f"{obj['kind']}"

@@ -134,4 +134,5 @@ def node_objects(service: str, cloud: str, units: list[SkyUnit], cluster: dict) 
     node_class = f"{service}-gpu"
     ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class}
     disk = max((u.disk_size or 100) for u in units)
-    return [_ec2_node_class(node_class, cluster, disk)] + [_karpenter_pool(n, us, ref) for n, us in sorted(pools.items())]
+    return [_ec2_node_class(node_class, cluster, disk)] + [_karpenter_pool(n, us, ref)
+                                                            for n, us in sorted(pools.items())]

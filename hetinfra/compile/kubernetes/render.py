@@ -38,7 +38,8 @@ def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
     """Read the plan for the Kubernetes target; the one reader of plan.json here. ``units`` are its
     deployment units (hetinfra.compile.artifacts.sky_units with include_mixed, which imports this
     package: passed in, not imported back)."""
-    skipped = [(u.cloud, u.region, f"{u.name}: a mixed-GPU pipeline (a LeaderWorkerSet's workers share one pod template); "
+    skipped = [(u.cloud, u.region, f"{u.name}: a mixed-GPU pipeline (a LeaderWorkerSet's workers share one pod "
+                                    "template); "
                "deploy it with the Pulumi stacks") for u in units if u.mixed]
     kube = (plan.get("deploy") or {}).get("kubernetes")
     if kube is None:

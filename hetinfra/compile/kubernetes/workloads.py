@@ -58,7 +58,8 @@ def _leader_script(unit: SkyUnit) -> str:
             f"--disable-usage-stats\n"
             f"n=0\nfor i in $(seq 1 {RAY_JOIN_TIMEOUT_S // 5}); do\n"
             f"  n=$({count} || echo 0)\n  [ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] 2>/dev/null && break\n  sleep 5\ndone\n"
-            f"[ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] || {{ echo \"Ray: only $n of $LWS_GROUP_SIZE pods joined\" >&2; exit 1; }}\n"
+            f"[ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] || "
+            f"{{ echo \"Ray: only $n of $LWS_GROUP_SIZE pods joined\" >&2; exit 1; }}\n"
             f"exec {vllm_serve_command(unit)}\n")
 
 

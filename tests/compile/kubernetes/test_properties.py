@@ -40,7 +40,8 @@ def units(draw) -> SkyUnit:
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(unit=units(), scaler=st.sampled_from(["hpa", "keda"]), gateway=st.sampled_from(["hetinfra", "inference-extension"]))
+@given(unit=units(), scaler=st.sampled_from(["hpa", "keda"]),
+       gateway=st.sampled_from(["hetinfra", "inference-extension"]))
 def test_manifests_of_any_unit_validate(unit, scaler, gateway):
     plan = {"service": "svc", "deploy": {"gateway": {"port": 8080, "package": "hetinfra", "kind": gateway}}}
     kube = {"clusters": {}, "kubeconfig": None, "scaler": scaler, "prometheus_url": "http://prom:9090"}

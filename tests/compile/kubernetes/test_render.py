@@ -146,7 +146,8 @@ def test_image_and_vllm_flags_equal_the_vm_paths(kube_planned):
             docs = list(yaml.safe_load_all((out / "kubernetes" / f"{u.cloud}-{u.region}" / "units" /
                                             f"{u.name}.yaml").read_text()))
             w = docs[0]
-            pod = w["spec"]["template"] if w["kind"] == "Deployment" else w["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+            pod = w["spec"]["template"] if w["kind"] == "Deployment" else \
+                w["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
             c = pod["spec"]["containers"][0]
             assert c["image"] == RuntimeConfig("container", u.vllm_version).image
             vm = _serve_line(serve_script(u))  # the Pulumi VM's serve script
