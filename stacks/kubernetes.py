@@ -94,13 +94,13 @@ def cluster_args(plan: dict) -> list[KubeClusterArgs]:
         settings = cluster_settings(kp, cloud, region)
         objs = tuple(o for objs in cluster_objects(kp, cloud, region).values() for o in objs)
         ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
-        out.append(KubeClusterArgs(f"{cloud}-{region}", plan["service"], ns, settings.get("context"),
-                                   kp.kube.get("kubeconfig"), objs, int((plan.get("deploy") or {}).get("port", 8000))))
+        out.append(KubeClusterArgs(f"{cloud}-{region}", kp.service, ns, settings.get("context"),
+                                   kp.kube.get("kubeconfig"), objs, kp.port))
     return out
 
 
 def build(plan: dict, secrets: FleetSecrets) -> list[KubeCluster]:
-    return [KubeCluster(f"{plan['service']}-{a.cluster}", a, secrets) for a in cluster_args(plan)]
+    return [KubeCluster(f"{a.service}-{a.cluster}", a, secrets) for a in cluster_args(plan)]
 
 
 def main() -> None:

@@ -29,21 +29,36 @@ from hetinfra.deploy.kube_api import Cluster, connect
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["KubeApply", "destroy_kubernetes", "kube_settings", "prepare_apply", "read_kube_units", "ready_replicas",
-           "render_object_changes",
-           "wants_kubernetes"]
+__all__ = ["KubeApply", "PlanView", "destroy_kubernetes", "prepare_apply", "read_kube_units", "read_plan",
+           "ready_replicas", "render_object_changes", "wants_kubernetes"]
 
 SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY")
 
 
-def kube_settings(plan: dict) -> dict:
-    """deploy.kubernetes of the plan (the one place this module reads plan.json's deploy section)."""
-    return (plan.get("deploy") or {}).get("kubernetes") or {}
+@dataclass(frozen=True)
+class PlanView:
+    """What this module reads from plan.json."""
+
+    service: str
+    sha: str  # the plan's digest (state.json plan_sha256)
+    target: str  # deploy.target
+    allocations: list[dict]  # those a cluster runs (not custom clouds, not mixed-GPU pipelines)
+    clusters: dict[str, dict]  # deploy.kubernetes.clusters, keyed cloud/region
+    kubeconfig: str | None
+    port: int  # vLLM's port (deploy.port)
+
+
+def read_plan(plan: dict) -> PlanView:
+    """The one reader of plan.json here (swap it when the plan becomes a typed document)."""
+    deploy = plan.get("deploy") or {}
+    kube = deploy.get("kubernetes") or {}
+    return PlanView(plan["service"], plan_sha(plan), deploy.get("target", "vms"),
+                    [a for a in plan["allocations"] if not a.get("custom_cloud") and not a.get("stages")],
+                    dict(kube.get("clusters") or {}), kube.get("kubeconfig"), int(deploy.get("port", 8000)))
 
 
 def wants_kubernetes(plan: dict | None, target: str) -> bool:
-    deploy = (plan or {}).get("deploy") or {}
-    return target == "kubernetes" or (target == "all" and deploy.get("target") == "kubernetes")
+    return target == "kubernetes" or (target == "all" and plan is not None and read_plan(plan).target == "kubernetes")
 
 
 def _cloud_region(cluster: str) -> tuple[str, str]:
@@ -83,14 +98,14 @@ def _secret(service: str, namespace: str, env: dict) -> dict:
             "stringData": {k: env[k] for k in SECRET_KEYS if env.get(k)}}
 
 
-def _connect_all(clusters: list[str], plan: dict | None, state: DeployState) -> dict[str, Cluster]:
-    kube = kube_settings(plan or {})
+def _connect_all(clusters: list[str], view: PlanView | None, state: DeployState) -> dict[str, Cluster]:
+    """Each cluster by the plan's settings, else by what the last apply recorded in state.json."""
     recorded = state.doc.get("kubernetes") or {}
     out = {}
     for c in clusters:
         cloud, region = _cloud_region(c)
-        settings = (kube.get("clusters") or {}).get(f"{cloud}/{region}") or recorded.get(c) or {}
-        out[c] = connect(c, settings, kube.get("kubeconfig") or recorded.get(c, {}).get("kubeconfig"))
+        settings = (view.clusters.get(f"{cloud}/{region}") if view else None) or recorded.get(c) or {}
+        out[c] = connect(c, settings, (view.kubeconfig if view else None) or recorded.get(c, {}).get("kubeconfig"))
     return out
 
 
@@ -115,7 +130,7 @@ class KubeApply:
     caller runs with hetinfra.deploy.apply's run_steps (the same resume rule as the VM path)."""
 
     out: Path
-    plan: dict
+    view: PlanView
     state: DeployState
     after: list[dict]  # what runs once applied (state.json allocations)
     object_changes: list[dict]
@@ -126,12 +141,12 @@ class KubeApply:
     env: dict
 
     def begin(self) -> None:
-        self.state.doc["service"] = self.plan["service"]
-        self.state.begin("apply", plan_sha(self.plan), self.steps)
+        self.state.doc["service"] = self.view.service
+        self.state.begin("apply", self.view.sha, self.steps)
 
     def do_step(self, step: str) -> None:
         c = step.split(":", 1)[1]
-        service, kube = self.plan["service"], kube_settings(self.plan)
+        service = self.view.service
         objs = self.wanted.get(c, [])
         ns = next((o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"), None)
         for o in objs:
@@ -144,15 +159,15 @@ class KubeApply:
         mine = [a for a in self.after if _in_cluster(a, cloud, region)]
         self.state.replace_running(lambda a: not _in_cluster(a, cloud, region), mine)
         self.state.doc.setdefault("kubernetes", {})[c] = {
-            "context": ((kube.get("clusters") or {}).get(f"{cloud}/{region}") or {}).get("context"),
-            "kubeconfig": kube.get("kubeconfig"), "namespace": ns,
+            "context": (self.view.clusters.get(f"{cloud}/{region}") or {}).get("context"),
+            "kubeconfig": self.view.kubeconfig, "namespace": ns,
             "objects": [_ref(o) for o in objs] + ([_ref(_secret(service, ns, self.env))] if ns else [])}
-        port = (self.plan.get("deploy") or {}).get("port", 8000)
         for a in mine:
-            self.state.doc["endpoints"][a["deployment_unit"]] = [f"http://{a['deployment_unit']}.{ns}.svc:{port}/v1"]
+            self.state.doc["endpoints"][a["deployment_unit"]] = [
+                f"http://{a['deployment_unit']}.{ns}.svc:{self.view.port}/v1"]
 
     def finish(self, echo: Callable[[str], None]) -> DeployState:
-        self.state.doc["plan_sha256"] = plan_sha(self.plan)
+        self.state.doc["plan_sha256"] = self.view.sha
         self.state.finish()
         echo(f"Applied: {len(self.state.allocations)} unit(s) running; state in {self.state.path}")
         return self.state
@@ -161,17 +176,18 @@ class KubeApply:
 def prepare_apply(out: Path, plan: dict, *, env: dict | None = None) -> KubeApply:
     """Read OUT/kubernetes/, reach every cluster and diff against it (nothing changes yet)."""
     env = dict(os.environ) if env is None else env
-    state = DeployState.load(out, plan["service"])
-    _secret(plan["service"], "check", env)  # a missing key stops here, before anything is asked or changed
+    view = read_plan(plan)
+    state = DeployState.load(out, view.service)
+    _secret(view.service, "check", env)  # a missing key stops here, before anything is asked or changed
     wanted = _manifests(out)
-    api = _connect_all(sorted(set(wanted) | set(state.doc.get("kubernetes") or {})), plan, state)
+    api = _connect_all(sorted(set(wanted) | set(state.doc.get("kubernetes") or {})), view, state)
     new_refs = {tuple(_ref(o)) for objs in wanted.values() for o in objs}
     gone = {c: [r for r in rec.get("objects", []) if tuple(r) not in new_refs and r[1] != "Namespace"]
             for c, rec in (state.doc.get("kubernetes") or {}).items()}
     gone = {c: refs for c, refs in gone.items() if refs}
     after = [a for a in state.allocations if a["path"] != "kubernetes"] + [
-        dict(a, path="kubernetes") for a in plan["allocations"] if not a.get("custom_cloud") and not a.get("stages")]
-    return KubeApply(out, plan, state, after, _object_changes(api, wanted, gone),
+        dict(a, path="kubernetes") for a in view.allocations]
+    return KubeApply(out, view, state, after, _object_changes(api, wanted, gone),
                      [f"kubernetes:{c}" for c in sorted(set(wanted) | set(gone))], wanted, gone, api, env)
 
 

@@ -23,9 +23,8 @@ EPP_PORT = 9002  # the endpoint picker's gRPC port (the extension's chart defaul
 MODEL_HEADER = "X-Gateway-Model-Name"
 
 
-def _hetinfra_gateway(plan: dict, namespace: str, units: list[SkyUnit], secret: str) -> list[dict]:
-    service = plan["service"]
-    g = plan["deploy"]["gateway"]
+def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, units: list[SkyUnit], secret: str
+                      ) -> list[dict]:
     name = f"{service}-gateway"
     labels = {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
               "hetinfra.dev/gateway": name}
@@ -35,16 +34,19 @@ def _hetinfra_gateway(plan: dict, namespace: str, units: list[SkyUnit], secret: 
               f"--no-demand-log {endpoints}\n")
     keys = [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k, "optional": k != "VLLM_API_KEY"}}}
             for k in ("VLLM_API_KEY", "HETINFRA_API_KEY")]
-    probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10}
+    # /health answers 503 while no backend serves: it gates traffic (readiness) but must not restart
+    # the gateway (liveness) or stop its start (vLLM backends take up to 20 minutes to come up)
+    ready = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10}
+    alive = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}
     container = {"name": "gateway", "image": GATEWAY_IMAGE, "command": ["/bin/sh", "-c", script],
                  "env": [{"name": "HETINFRA_PACKAGE", "value": g["package"]}] + keys,
                  "ports": [{"name": "http", "containerPort": g["port"]}],
                  "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
-                 "startupProbe": dict(probe, failureThreshold=30), "readinessProbe": probe, "livenessProbe": probe,
+                 "startupProbe": dict(alive, failureThreshold=30), "readinessProbe": ready, "livenessProbe": alive,
                  "volumeMounts": [{"name": "plan", "mountPath": "/etc/hetinfra", "readOnly": True}]}
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-         "data": {"plan.json": json.dumps(plan, indent=1, sort_keys=True) + "\n"}},
+         "data": {"plan.json": plan_text}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace,
                                                                      "labels": labels},
          "spec": {"replicas": 2, "selector": {"matchLabels": {"hetinfra.dev/gateway": name}},
@@ -60,8 +62,7 @@ def _hetinfra_gateway(plan: dict, namespace: str, units: list[SkyUnit], secret: 
     ]
 
 
-def _inference_pools(plan: dict, namespace: str, units: list[SkyUnit], slugs: dict[str, str]) -> list[dict]:
-    service = plan["service"]
+def _inference_pools(service: str, namespace: str, units: list[SkyUnit], slugs: dict[str, str]) -> list[dict]:
     objs = []
     for model in sorted({u.service_model for u in units}):
         slug = slugs[model]
@@ -84,7 +85,10 @@ def _inference_pools(plan: dict, namespace: str, units: list[SkyUnit], slugs: di
     return objs
 
 
-def gateway_objects(plan: dict, namespace: str, units: list[SkyUnit], slugs: dict[str, str], secret: str) -> list[dict]:
-    if plan["deploy"]["gateway"].get("kind", "hetinfra") == "inference-extension":
-        return _inference_pools(plan, namespace, units, slugs)
-    return _hetinfra_gateway(plan, namespace, units, secret)
+def gateway_objects(service: str, gateway: dict, plan: dict, namespace: str, units: list[SkyUnit],
+                    slugs: dict[str, str], secret: str) -> list[dict]:
+    """``gateway``: deploy.gateway; ``plan``: the plan the hetinfra gateway routes by (its ConfigMap)."""
+    if gateway.get("kind", "hetinfra") == "inference-extension":
+        return _inference_pools(service, namespace, units, slugs)
+    return _hetinfra_gateway(service, gateway, json.dumps(plan, indent=1, sort_keys=True) + "\n", namespace, units,
+                             secret)

@@ -32,6 +32,8 @@ class KubePlan:
     slugs: dict[str, str]  # served model name -> DNS-safe slug
     kube: dict  # deploy.kubernetes
     plan: dict  # the whole plan (the gateway's routing table)
+    gateway: dict  # deploy.gateway
+    port: int  # vLLM's port (deploy.port)
 
 
 def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
@@ -46,7 +48,8 @@ def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
         raise InvalidInputError(f"the plan of {plan['service']!r} was not made for deploy.target kubernetes",
                                 hint="set deploy.target: kubernetes in the spec and plan again")
     return KubePlan(plan["service"], [u for u in units if not u.mixed], skipped,
-                    model_slugs([m["name"] for m in plan["models"]]), kube, plan)
+                    model_slugs([m["name"] for m in plan["models"]]), kube, plan, plan["deploy"]["gateway"],
+                    int(plan["deploy"].get("port", 8000)))
 
 
 def cluster_key(cloud: str, region: str) -> str:
@@ -82,7 +85,8 @@ def cluster_objects(kp: KubePlan, cloud: str, region: str) -> dict[str, list[dic
         lab = labels(kp.service, u, kp.slugs[u.service_model])
         files[f"units/{u.name}.yaml"] = [workload(kp.service, ns, u, kp.slugs[u.service_model])] + \
             scaling_objects(ns, u, lab, kp.kube)
-    files["gateway.yaml"] = gateway_objects(kp.plan, ns, units, kp.slugs, secret_name(kp.service))
+    files["gateway.yaml"] = gateway_objects(kp.service, kp.gateway, kp.plan, ns, units, kp.slugs,
+                                            secret_name(kp.service))
     return files
 
 

@@ -45,7 +45,7 @@ def units(draw) -> SkyUnit:
 def test_manifests_of_any_unit_validate(unit, scaler, gateway):
     plan = {"service": "svc", "deploy": {"gateway": {"port": 8080, "package": "hetinfra", "kind": gateway}}}
     kube = {"clusters": {}, "kubeconfig": None, "scaler": scaler, "prometheus_url": "http://prom:9090"}
-    kp = KubePlan("svc", [unit], [], {"m": "m"}, kube, plan)
+    kp = KubePlan("svc", [unit], [], {"m": "m"}, kube, plan, plan["deploy"]["gateway"], 8000)
     files = cluster_objects(kp, unit.cloud, unit.region)
     objs = [o for f in files.values() for o in f]
     for o in objs:

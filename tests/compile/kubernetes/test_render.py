@@ -42,7 +42,8 @@ H100_GCP_SPOT = _unit("gcp", "us-central1", "a3-highgpu-8g", "H100", 8, 8, 1, 1,
 def _kube_plan(units: list[SkyUnit], **kube) -> KubePlan:
     plan = {"service": "chat", "deploy": {"gateway": {"port": 8080, "package": "hetinfra==0.1.0"}},
             "allocations": [{"deployment_unit": u.name} for u in units]}
-    return KubePlan("chat", units, [], {"chat-7b": "chat-7b"}, dict(KUBE, **kube), plan)
+    return KubePlan("chat", units, [], {"chat-7b": "chat-7b"}, dict(KUBE, **kube), plan, plan["deploy"]["gateway"],
+                    8000)
 
 
 def _objects(files: dict[str, str]) -> list[dict]:
