@@ -55,7 +55,7 @@ def path_of(alloc: dict, target: str, plan: dict) -> str | None:
     if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
     if target == "kubernetes" or (target == "all" and (plan.get("deploy") or {}).get("target") == "kubernetes"):
-        return None if alloc.get("stages") else "kubernetes"  # hetinfra.deploy.kube
+        return "kubernetes"  # hetinfra.deploy.kube (which leaves out mixed pipelines no LeaderWorkerSet fits)
     if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
         if target == "skypilot":
             raise InvalidInputError(

@@ -42,7 +42,7 @@ class PlanView:
     service: str
     sha: str  # the plan's digest (state.json plan_sha256)
     target: str  # deploy.target
-    allocations: list[dict]  # those a cluster runs (not custom clouds, not mixed-GPU pipelines)
+    allocations: list[dict]  # those a cluster runs (not custom clouds, not mixed pipelines of 3+ GPU kinds)
     clusters: dict[str, dict]  # deploy.kubernetes.clusters, keyed cloud/region
     kubeconfig: str | None
     port: int  # vLLM's port (deploy.port)
@@ -53,8 +53,15 @@ def read_plan(plan: dict) -> PlanView:
     deploy = plan.get("deploy") or {}
     kube = deploy.get("kubernetes") or {}
     return PlanView(plan["service"], plan_sha(plan), deploy.get("target", "vms"),
-                    [a for a in plan["allocations"] if not a.get("custom_cloud") and not a.get("stages")],
+                    [a for a in plan["allocations"] if not a.get("custom_cloud") and _fits_lws(a)],
                     dict(kube.get("clusters") or {}), kube.get("kubeconfig"), int(deploy.get("port", 8000)))
+
+
+def _fits_lws(alloc: dict) -> bool:
+    """A unit a cluster runs: any but a mixed pipeline whose stages after the first differ
+    (hetinfra.compile.kubernetes.render skips those)."""
+    later = {(s["instance_type"], s["gpu"]) for s in (alloc.get("stages") or [])[1:]}
+    return len(later) <= 1
 
 
 def wants_kubernetes(plan: dict | None, target: str) -> bool:

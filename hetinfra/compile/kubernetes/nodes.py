@@ -44,17 +44,19 @@ class NodePlacement:
     tolerations: list
 
 
-def pool_name(service: str, unit: SkyUnit) -> str:
+def pool_name(service: str, instance_type: str, spot: bool) -> str:
     """One pool per instance type and purchase option of the service: DNS-safe, at most 63 characters."""
-    kind = re.sub(r"[^a-z0-9]+", "-", unit.instance_type.lower()).strip("-")
-    return f"{service}-{kind}-{'spot' if unit.spot else 'od'}"[:63].rstrip("-")
+    kind = re.sub(r"[^a-z0-9]+", "-", instance_type.lower()).strip("-")
+    return f"{service}-{kind}-{'spot' if spot else 'od'}"[:63].rstrip("-")
 
 
-def placement(service: str, unit: SkyUnit) -> NodePlacement:
-    """The node selector and tolerations that keep ``unit`` on its planned instance type and purchase option."""
-    pool = pool_name(service, unit)
+def placement(service: str, unit: SkyUnit, rank: int = 0) -> NodePlacement:
+    """The node selector and tolerations that keep node ``rank`` of ``unit`` on its planned instance
+    type and purchase option (a mixed pipeline's ranks differ)."""
+    instance_type = unit.node_instance_type(rank)
+    pool = pool_name(service, instance_type, unit.spot)
     tolerations = [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
-    selector = {"node.kubernetes.io/instance-type": unit.instance_type}
+    selector = {"node.kubernetes.io/instance-type": instance_type}
     if unit.cloud == "gcp":
         selector["cloud.google.com/compute-class"] = pool
         if unit.spot:
@@ -67,12 +69,28 @@ def placement(service: str, unit: SkyUnit) -> NodePlacement:
     return NodePlacement(pool, selector, tolerations)
 
 
-def _gpu_limit(units: list[SkyUnit]) -> int:
-    return sum(u.gpus_per_instance * u.num_nodes * u.max_replicas for u in units)
+@dataclass(frozen=True)
+class _Nodes:
+    """Nodes of one instance type a unit needs at its autoscaling bound."""
+
+    instance_type: str
+    gpu: str
+    spot: bool
+    gpus: int  # GPUs per node the unit uses
+    count: int  # nodes at the autoscaling bound
 
 
-def _karpenter_pool(name: str, units: list[SkyUnit], node_class: dict) -> dict:
-    u = units[0]
+def _node_needs(units: list[SkyUnit]) -> list[_Nodes]:
+    out = []
+    for u in units:
+        for rank in range(u.num_nodes):
+            out.append(_Nodes(u.node_instance_type(rank), u.node_gpu(rank), u.spot,
+                              u.tp if u.mixed else u.gpus_per_instance, u.max_replicas))
+    return out
+
+
+def _karpenter_pool(name: str, needs: list[_Nodes], node_class: dict) -> dict:
+    u = needs[0]
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
         "spec": {
@@ -89,7 +107,7 @@ def _karpenter_pool(name: str, units: list[SkyUnit], node_class: dict) -> dict:
             },
             # GPU nodes are expensive and slow to start: give back only empty ones.
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"},
-            "limits": {"nvidia.com/gpu": str(_gpu_limit(units))},
+            "limits": {"nvidia.com/gpu": str(sum(n.gpus * n.count for n in needs))},
         },
     }
 
@@ -110,10 +128,10 @@ def _ec2_node_class(name: str, cluster: dict, disk_gb: int) -> dict:
     }
 
 
-def _compute_class(name: str, u: SkyUnit) -> dict:
+def _compute_class(name: str, u: _Nodes) -> dict:
     rule: dict = {"machineType": u.instance_type, "spot": u.spot}
     if u.gpu in GKE_ACCELERATORS:
-        rule["gpu"] = {"type": GKE_ACCELERATORS[u.gpu], "count": u.gpus_per_instance}
+        rule["gpu"] = {"type": GKE_ACCELERATORS[u.gpu], "count": u.gpus}
     return {"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": name},
             "spec": {"priorities": [rule], "nodePoolAutoCreation": {"enabled": True},
                      "whenUnsatisfiable": "DoNotScaleUp"}}
@@ -123,9 +141,9 @@ def node_objects(service: str, cloud: str, units: list[SkyUnit], cluster: dict) 
     """The cluster-scoped objects that bring the units' GPU nodes (see the module docstring)."""
     if not units:
         return []
-    pools: dict[str, list[SkyUnit]] = {}
-    for u in units:
-        pools.setdefault(pool_name(service, u), []).append(u)
+    pools: dict[str, list[_Nodes]] = {}
+    for n in _node_needs(units):
+        pools.setdefault(pool_name(service, n.instance_type, n.spot), []).append(n)
     if cloud == "gcp":
         return [_compute_class(name, us[0]) for name, us in sorted(pools.items())]
     if cloud == "azure":

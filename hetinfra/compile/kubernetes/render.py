@@ -40,14 +40,17 @@ def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
     """Read the plan for the Kubernetes target; the one reader of plan.json here. ``units`` are its
     deployment units (hetinfra.compile.artifacts.sky_units with include_mixed, which imports this
     package: passed in, not imported back)."""
-    skipped = [(u.cloud, u.region, f"{u.name}: a mixed-GPU pipeline (a LeaderWorkerSet's workers share one pod "
-                                    "template); "
-               "deploy it with the Pulumi stacks") for u in units if u.mixed]
+    # a LeaderWorkerSet has one worker template: a mixed pipeline fits when its stages after the first
+    # share an instance type (the leader takes stage 0)
+    unfit = [u for u in units if u.mixed and len(set(u.stages[1:])) > 1]
+    skipped = [(u.cloud, u.region, f"{u.name}: a mixed-GPU pipeline whose stages after the first differ (a "
+                                    "LeaderWorkerSet's workers share one pod template); deploy it with the Pulumi "
+                                    "stacks") for u in unfit]
     kube = (plan.get("deploy") or {}).get("kubernetes")
     if kube is None:
         raise InvalidInputError(f"the plan of {plan['service']!r} was not made for deploy.target kubernetes",
                                 hint="set deploy.target: kubernetes in the spec and plan again")
-    return KubePlan(plan["service"], [u for u in units if not u.mixed], skipped,
+    return KubePlan(plan["service"], [u for u in units if u not in unfit], skipped,
                     model_slugs([m["name"] for m in plan["models"]]), kube, plan, plan["deploy"]["gateway"],
                     int(plan["deploy"].get("port", 8000)))
 

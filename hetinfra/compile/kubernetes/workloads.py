@@ -72,15 +72,23 @@ def _worker_script(unit: SkyUnit) -> str:
             f"--num-gpus={unit.gpus_per_instance} --block\n")
 
 
-def _pod(service: str, unit: SkyUnit, pod_labels: dict, script: str, *, serving: bool) -> dict:
-    where = placement(service, unit)
+def _mixed_script(unit: SkyUnit, *, leader: bool) -> str:
+    """A mixed-GPU pipeline (vLLM's mp backend, stage r on rank r), as on the Pulumi VMs: rank 0
+    serves the API, the others run headless."""
+    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\" HEAD_IP=\"$LWS_LEADER_ADDRESS\" "
+            f"NODE_RANK=\"${{LWS_WORKER_INDEX:-0}}\"\n"
+            f"exec {vllm_serve_command(unit)}{'' if leader else ' --headless'}\n")
+
+
+def _pod(service: str, unit: SkyUnit, pod_labels: dict, script: str, *, serving: bool, rank: int = 0) -> dict:
+    where = placement(service, unit, rank)
+    gpus = unit.tp if unit.mixed else unit.gpus_per_instance  # a mixed pipeline's node runs one TP stage
     container = {
         "name": "vllm", "image": vllm_image(unit.vllm_version),
         "command": ["/bin/bash", "-c", script],
         "env": _env(service, unit) + [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "ports": [{"name": "http", "containerPort": unit.port}],
-        "resources": {"limits": {"nvidia.com/gpu": unit.gpus_per_instance},
-                      "requests": {"nvidia.com/gpu": unit.gpus_per_instance}},
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
         # vLLM's workers share tensors through /dev/shm (the VM path runs the container with --ipc host)
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
     }
@@ -108,9 +116,16 @@ def workload(service: str, namespace: str, unit: SkyUnit, model_slug: str) -> di
                          "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                          "template": _pod(service, unit, pod_labels, f"exec {vllm_serve_command(unit)}\n",
                                           serving=True)}}
+    if unit.mixed:
+        if len(set(unit.stages[1:])) > 1:
+            raise ValueError(f"{unit.name}: a LeaderWorkerSet runs one worker pod template; the stages after the "
+                             f"first must share an instance type ({unit.stages})")
+        leader, worker = _mixed_script(unit, leader=True), _mixed_script(unit, leader=False)
+    else:
+        leader, worker = _leader_script(unit), _worker_script(unit)
     return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta,
             "spec": {**_replicas(unit), "startupPolicy": "LeaderCreated",
                      "leaderWorkerTemplate": {
                          "size": unit.num_nodes, "restartPolicy": "RecreateGroupOnPodRestart",
-                         "leaderTemplate": _pod(service, unit, pod_labels, _leader_script(unit), serving=True),
-                         "workerTemplate": _pod(service, unit, pod_labels, _worker_script(unit), serving=False)}}}
+                         "leaderTemplate": _pod(service, unit, pod_labels, leader, serving=True),
+                         "workerTemplate": _pod(service, unit, pod_labels, worker, serving=False, rank=1)}}}
