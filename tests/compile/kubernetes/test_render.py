@@ -229,3 +229,18 @@ def test_a_mixed_pipeline_is_a_leader_worker_set_when_its_later_stages_match():
     plan = {"service": "chat", "models": [{"name": "chat-7b"}], "deploy": {"kubernetes": KUBE, "gateway": {}}}
     kp = kube_units(plan, [three])
     assert kp.units == [] and "deploy it with the Pulumi stacks" in kp.skipped[0][2]
+
+
+def test_other_targets_write_what_they_wrote_before(tmp_path, run_cli):
+    """Without deploy.target kubernetes nothing of it is written: no kubernetes/ tree, no project, no
+    new plan.json keys (the examples' outputs stay byte-identical)."""
+    from tests.conftest import REPO
+
+    code, _out, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(tmp_path / "out"),
+                              "--no-verify", "--no-baselines")
+    assert code == 0, err
+    assert not (tmp_path / "out" / "kubernetes").exists() and not (tmp_path / "out" / "pulumi" / "kubernetes").exists()
+    import json
+
+    deploy = json.loads((tmp_path / "out" / "plan.json").read_text())["deploy"]
+    assert not {"target", "kubernetes"} & set(deploy) and "kind" not in deploy["gateway"]
