@@ -7,7 +7,13 @@
   rest of the class unserved (the plan's ``unmet_rps``): those requests are counted as
   ``unrouted`` and not simulated.
 * Demand: ``models[].rate_rps`` (x ``demand_scale`` for max_throughput plans) x ``load``;
-  ``requests`` are split over models by rate.
+  ``requests`` are simulated PER MODEL, so that a model's verification does not depend on which
+  other models share the plan (a model planned alone and with others gets the same sample).
+* Units are independent given the routing: a unit's requests depend only on its model's demand,
+  classes and routing, never on other units' counts. ``memo`` (a dict the caller keeps) reuses a
+  unit's simulated requests when nothing they depend on changed: the planner's trim
+  (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica, with results identical
+  to a fresh simulation.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
   but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
 * Objectives: per model from plan.json ``models[].slo`` (ttft_ms, tpot_ms; percentile default p99;
@@ -148,14 +154,13 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
 
 
 def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
-                  progress: Progress | None = None) -> dict:
+                  progress: Progress | None = None, memo: dict | None = None) -> dict:
     """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
-    (see ``hetinfra.sim.report``)."""
+    (see ``hetinfra.sim.report``). ``memo``: see the module docstring."""
     check_plan(plan)
     planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
     scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
     models = [m for m in plan["models"] if m.get("rate_rps")]
-    total_rate = sum(float(m["rate_rps"]) for m in models)
     allocs = list(plan["allocations"])
     unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
     templates = {t["id"]: t for t in plan.get("templates") or []}
@@ -169,7 +174,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         classes = m["classes"]
         samplers = class_samplers(pm.spec, Path(spec_path).parent, classes)
         rate = float(m["rate_rps"]) * scale * config.load
-        n = max(1, round(config.requests * float(m["rate_rps"]) / total_rate))
+        n = config.requests
         times = arrival_times(model_rng(config.seed, name, "arrivals"), rate, n, config.burst_cv)
         rng = model_rng(config.seed, name, "requests")
         shares = [float(c["share"]) for c in classes]
@@ -207,6 +212,11 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         m = info["plan"]
         routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
                   for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
+        key = None if memo is None else _unit_key(a, m, plan, templates, config, calib, scale)
+        if key is not None and key in memo:
+            units_reqs[k], ue, replicas = memo[key]
+            units_out.append((k, a, ue, replicas))
+            continue
         arch, precision = _checkpoint(a, m, info["pm"])
         ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib)
         n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
@@ -214,8 +224,25 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         if units_reqs[k] and not replicas:
             raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
         run_replicas(replicas, units_reqs[k], progress)
+        if key is not None:
+            memo[key] = (units_reqs[k], ue, replicas)
         units_out.append((k, a, ue, replicas))
     return _collect(plan, config, model_info, units_out, units_reqs)
+
+
+#: what the simulation reads of an allocation (its name, cost or failover do not change its requests)
+_UNIT_KEYS = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
+              "layer_partition", "stages", "count", "variant")
+
+
+def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:
+    """Everything one unit's simulation depends on: the unit, its template, its model's demand,
+    classes, SLO and routing (which draws its requests), the workload and the engine constants."""
+    demand = {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
+    unit = {k: alloc.get(k) for k in _UNIT_KEYS}
+    return json.dumps([unit, templates.get(alloc.get("template")), demand, plan["routing"].get(alloc["model"]),
+                       [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
+                       calib.vllm_version, scale], sort_keys=True, default=str)
 
 
 def _lat(reqs: list[Request]) -> tuple[list[float], list[float]]:
