@@ -8,13 +8,15 @@ other factor: a model meets when its statistic (p99 by default) is <= its bound 
 >= its target, up to 1 (``planning.verify.margin``, default 0, tightens this only when a spec
 states it).
 
-Rates are adjusted where the simulation says, per template (a GPU type x layout of one model, whose
-units serve one class range): each template t has a factor g[t], starting at its confidence level's
-planning factor (planning.confidence). Per round, per template used:
+Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
+layout, whose units serve one class range): each regime r has a factor g[r] on its templates'
+rates, starting at its confidence level's planning factor (planning.confidence). Per round, per
+regime used:
 
 * its units missed (or its model missed with no unit missing): it is derated by clamp(1 / miss
   ratio, 0.5, 0.92), or to the geometric midpoint of [largest factor met, smallest missed] once it
-  has met, until that bracket is narrower than 25%;
+  has met, until that bracket is narrower than 25%; the model's regimes not simulated yet take the
+  same step (see next_factors), the ones that met keep theirs;
 * its units met with room to spare (worst ratio < CREDIT_BELOW) and it never missed: it is
   credited by min(1 / ratio, CREDIT_STEP), up to the top of its confidence interval
   (``hetinfra.perf.confidence.credit_ceiling``), so the simulation and not only the estimator's safe
@@ -124,13 +126,25 @@ class _Simulator:
         return with_margin(sim, self.margin)
 
 
+def regime_of(t) -> str:
+    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
+    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
+    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
+
+
 def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> dict:
-    """Solve, simulate, adjust the templates' factors; the cheapest met plan (else the last)."""
+    """Solve, simulate, adjust the regimes' factors; the cheapest met plan (else the last)."""
     from hetinfra.perf.confidence import credit_ceiling
 
-    ceiling = {u.template.id: credit_ceiling(u.template.confidence[0] if u.template.confidence else "calibrated")
-               for u in pr.all_units}
-    g = dict(pr.derate)
+    regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
+    g: dict[str, float] = {}
+    ceiling: dict[str, float] = {}
+    for u in pr.all_units:
+        r = regimes[u.template.id][0]
+        g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
+        level = u.template.confidence[0] if u.template.confidence else "calibrated"
+        ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level))
     ok: dict[str, float] = {}
     bad: dict[str, float] = {}
     history: list[dict] = []
@@ -151,12 +165,13 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
         rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
         if sim["met"] and (best is None or rank < best[2]):
             best = (pr, sim, rank)
-        new = next_factors(sim, doc, g, ok, bad, ceiling)
+        new = next_factors(sim, doc, g, ok, bad, ceiling, regimes)
         if new == g:
             break
         g = new
+        derate = {t: g[r] for t, (r, _m) in regimes.items() if g[r] != 1.0}
         try:
-            pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False, derate=g,
+            pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False, derate=derate,
                              template_cache=pr.template_cache, overrides=overrides)
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
             if best is None:
@@ -169,39 +184,48 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
 
 
 def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
-                 ceiling: dict[str, float] | None = None) -> dict[str, float]:
-    """Each template's factor for the next round (see the module docstring); records the factors at
-    which templates met (``ok``) and missed (``bad``). Templates the plan does not use keep theirs."""
+                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Each regime's factor for the next round (see the module docstring); records the factors at
+    which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
+    A model that missed also derates its regimes never simulated yet, by its worst step: what
+    its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
+    does to the untried ones, which would otherwise be picked next, as optimistic."""
     model_met = {m["model"]: m["met"] for m in sim["models"]}
-    model_of = {a["unit"]: (a["model"], a["template"]) for a in doc["allocations"]}
+    unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
     worst: dict[str, float] = {}
-    missed_units = {model_of[u["unit"]][0] for u in sim["units"] if u["unit"] in model_of
+    missed_units = {unit_regime[u["unit"]][1] for u in sim["units"] if u["unit"] in unit_regime
                     and u.get("count") and not u["objective"]["met"]}
+    model_of: dict[str, str] = {}
     for u in sim["units"]:
-        if u["unit"] not in model_of or not u.get("count"):
+        if u["unit"] not in unit_regime or not u.get("count"):
             continue
-        t = model_of[u["unit"]][1]
-        r = u["objective"].get("ratio")
-        worst[t] = max(worst.get(t, 0.0), math.inf if r is None else r)
+        r, model = unit_regime[u["unit"]]
+        ratio = u["objective"].get("ratio")
+        worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
+        model_of[r] = model
     out = dict(g)
-    for t, r in sorted(worst.items()):
-        model = next(m for m, tt in model_of.values() if tt == t)
-        f = g.get(t, 1.0)
-        missed = not model_met.get(model, True) and (r > 1.0 or model not in missed_units)
-        if missed:
-            bad[t] = min(bad.get(t, math.inf), f)
+    step: dict[str, float] = {}  # model -> its worst derating step this round
+    for r, ratio in sorted(worst.items()):
+        model, f = model_of[r], g.get(r, 1.0)
+        if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
+            bad[r] = min(bad.get(r, math.inf), f)
         else:
-            ok[t] = max(ok.get(t, 0.0), f)
-        out[t] = _factor(t, f, r, ok, bad, (ceiling or {}).get(t, 1.0))
+            ok[r] = max(ok.get(r, 0.0), f)
+        out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
+        if r in bad and r not in ok:
+            step[model] = min(step.get(model, 1.0), out[r] / f)
+    for r, model in sorted({v for v in regimes.values()}):
+        if model in step and r not in ok and r not in bad:
+            out[r] = g.get(r, 1.0) * step[model]
     return out
 
 
-def _factor(t: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str, float], ceiling: float) -> float:
-    if t in bad and t not in ok:
+def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str, float], ceiling: float) -> float:
+    if r in bad and r not in ok:
         step = FACTOR_MAX if not math.isfinite(ratio) or ratio <= 1 else 1.0 / ratio
         return f * min(max(step, FACTOR_MIN), FACTOR_MAX)
-    if t in bad:
-        return math.sqrt(ok[t] * bad[t]) if bad[t] / ok[t] >= BRACKET else ok[t]
+    if r in bad:
+        return math.sqrt(ok[r] * bad[r]) if bad[r] / ok[r] >= BRACKET else ok[r]
     if ratio < CREDIT_BELOW and f < ceiling:
         return min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
     return f

@@ -218,7 +218,8 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
             units_out.append((k, a, ue, replicas))
             continue
         arch, precision = _checkpoint(a, m, info["pm"])
-        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib)
+        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib,
+                         spec)
         n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
         replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
         if units_reqs[k] and not replicas:
@@ -232,7 +233,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
 
 #: what the simulation reads of an allocation (its name, cost or failover do not change its requests)
 _UNIT_KEYS = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
-              "layer_partition", "stages", "count", "variant")
+              "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
 
 
 def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:

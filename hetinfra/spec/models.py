@@ -291,8 +291,26 @@ class AvailabilityCap(Strict):
     max_gpus: int = Field(ge=0, description="Largest number of these GPUs in use at once.")
 
 
+class CustomGpuSpec(Strict):
+    """Facts of a GPU outside hetinfra's catalog (offered through an offers CSV, rated by a profile):
+    what the simulator's step model needs besides the memory, which comes from the offer."""
+
+    name: str = Field(description="The GPU name as the offers CSV and the profile spell it.")
+    bandwidth_gbps: float = Field(gt=0, le=100_000, description="Memory bandwidth, GB/s.")
+    bf16_tflops: float = Field(gt=0, le=100_000, description="Dense BF16/FP16 tensor TFLOP/s.")
+    fp8_tflops: float | None = Field(None, gt=0, le=100_000, description="Dense FP8 TFLOP/s (null: no FP8).")
+    nvlink: bool = Field(False, description="GPUs of one instance are linked by NVLink (else PCIe).")
+    intra_node_gbps: float = Field(32.0, gt=0, le=10_000, description="Per-GPU bandwidth between GPUs of one "
+                                                                     "node, GB/s (PCIe4 x16: 32).")
+
+
 class InfrastructureSpec(Strict):
     """Where the plan may put capacity."""
+
+    custom_gpus: list[CustomGpuSpec] = Field(
+        [], description="Optional facts of GPUs outside the catalog (bandwidth, FLOP/s); their memory comes from "
+                        "the offer. Without an entry the simulator uses conservative defaults, rescaled to the "
+                        "GPU's profile (docs/verification.md).")
 
     clouds: list[str] = Field(["aws", "gcp", "azure"], min_length=1,
                               description="Allowed clouds: aws, gcp, azure, or custom clouds named in an offers file.")
