@@ -280,6 +280,24 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
                        derate=start_factors(unit_list, spec.planning.confidence))
 
 
+def statistic_warnings(pr: PlanResult) -> list[str]:
+    """Profile rows behind the plan's units measured on a weaker statistic than their model's objective
+    (mean for p99): used, with this warning; the simulation checks the plan at the objective's."""
+    from hetinfra.perf.profiles import weaker_statistic
+
+    rows = {r.origin: r for r in pr.inputs.profiles.rows}
+    objective = {pm.spec.name: pm.spec.slo.percentile for pm in pr.inputs.models}
+    out = set()
+    for uid in pr.result.n:
+        t = pr.units[uid].template
+        for src in t.sources.values():
+            row = rows.get(src[len("profile:"):]) if src.startswith("profile:") else None
+            if row is not None and weaker_statistic(row, objective[t.model]):
+                out.add(f"profile {row.origin} was measured on {row.statistic or 'an unknown statistic (mean)'}, "
+                        f"weaker than {t.model}'s {objective[t.model]} objective: used, and checked by simulation")
+    return sorted(out)
+
+
 def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
     """Template id -> the factor its estimated rates are planned at: the low end of its confidence
     interval for extrapolated templates under ``planning.confidence: safe``, else 1 (the middle)."""

@@ -40,8 +40,8 @@ from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, plan, solve_units, verification_load,
-                                   verification_overrides)
+from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, plan, solve_units, statistic_warnings,
+                                   verification_load, verification_overrides)
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
@@ -335,7 +335,9 @@ def _model_factors(pr: PlanResult) -> dict[str, float]:
 def _final(pr: PlanResult, with_baselines: bool) -> dict:
     if with_baselines:
         attach_baselines(pr, derated(pr.all_units, pr.derate))
-    return build_plan_json(pr)
+    doc = build_plan_json(pr)
+    doc["warnings"].extend(statistic_warnings(pr))
+    return doc
 
 
 def with_margin(sim: dict, margin: float) -> dict:
