@@ -168,7 +168,7 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
 @click.option("--ttft-ms", type=float, required=True, help="TTFT SLO (ms).")
 @click.option("--tpot-ms", type=float, required=True, help="TPOT SLO (ms).")
-@click.option("--statistic", default="p99", show_default=True, help=_STAT_HELP)
+@click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
 @click.option("--model", help="Model name for the rows [default: each file's model_id].")
 @click.option("--vllm-version", help="vLLM version the runs measured (the rows' vllm_version column).")
 @click.option("--input-tokens", type=click.IntRange(min=1),

@@ -209,6 +209,8 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         model, f = model_of[r], g.get(r, 1.0)
         if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
             bad[r] = min(bad.get(r, math.inf), f)
+            if ok.get(r, 0.0) >= f:  # it met at this factor in another plan: that no longer vouches for it
+                del ok[r]
         else:
             ok[r] = max(ok.get(r, 0.0), f)
         out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
