@@ -83,8 +83,11 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     rounds = _rounds(pr, sim_of, settings.max_rounds, progress)
     pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
     trimmed: list[dict] = []
+    sim_of.memo = {}  # the rounds' memo may match a unit across factors to 6 digits; the promise is exact
     if sim["met"] and pr.problem.objective == "min_cost" and not pr.result.periods:
         pr, sim, trimmed = trim(pr, sim_of)
+    else:
+        sim = sim_of(build_plan_json(pr))
     sustained = _sustained(pr, sim_of, load) if sim["met"] else {}
     _check_budget(pr, sim["met"])
     doc = _final(pr, with_baselines)
@@ -242,6 +245,8 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
     doc = build_plan_json(pr)
     sim = sim_of(doc)
     removed: list[dict] = []
+    if not sim["met"]:
+        return pr, sim, removed
     while True:
         checked: list[str] = []
         for uid in removal_order(doc):
@@ -308,11 +313,13 @@ def _check_budget(pr: PlanResult, met: bool) -> None:
 def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | None, strict: bool, load: float) -> None:
     if stop_reason:
         doc["warnings"].append(stop_reason)
-    if stopped and not doc["solver"].get("safety_stop"):
-        # a round's solve was cut by the wall clock: its result steered the rounds after it
+    if stopped:
+        # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
+        # when the baselines' cut already set solver.safety_stop: this one can change the plan)
         from hetinfra.solver.decompose import SAFETY_WARNING
 
         doc["solver"]["safety_stop"] = True
+        doc["fidelity"]["safety_stop"] = True
         doc["warnings"].append(SAFETY_WARNING + " (during verification)")
     if not sim["met"]:
         missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])

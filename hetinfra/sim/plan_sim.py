@@ -162,44 +162,30 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
     scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
     models = [m for m in plan["models"] if m.get("rate_rps")]
     allocs = list(plan["allocations"])
-    unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
+    present = {a["unit"] for a in allocs}
     templates = {t["id"]: t for t in plan.get("templates") or []}
-    units_reqs: list[list[Request]] = [[] for _ in allocs]
-    model_info = {}
+    model_info, drawn = {}, {}
     for m in models:
         name = m["name"]
         pm = planned.get(name)
         if pm is None:
             raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
-        classes = m["classes"]
-        samplers = class_samplers(pm.spec, Path(spec_path).parent, classes)
         rate = float(m["rate_rps"]) * scale * config.load
+        routing = {c: [e for e in entries if e["unit"] in present]
+                   for c, entries in (plan["routing"].get(name) or {}).items()}
+        key = None if memo is None else json.dumps(["draw", _demand(m), routing, rate,
+                                                    [config.requests, config.burst_cv, config.seed]], sort_keys=True)
+        if key is not None and key in memo:
+            drawn[name], unrouted = memo[key]
+        else:
+            drawn[name], unrouted = _draw(m, pm, routing, rate, config, Path(spec_path).parent)
+            if key is not None:
+                memo[key] = (drawn[name], unrouted)
         n = config.requests
-        times = arrival_times(model_rng(config.seed, name, "arrivals"), rate, n, config.burst_cv)
-        rng = model_rng(config.seed, name, "requests")
-        shares = [float(c["share"]) for c in classes]
-        cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-        routes = []
-        for c in classes:
-            entries = (plan["routing"].get(name) or {}).get(c["name"]) or []
-            routes.append([(unit_ix[e["unit"]], float(e["share"])) for e in entries if e["unit"] in unit_ix])
-        unrouted = [0] * len(classes)
-        for rid, t in enumerate(times):
-            u = rng.random() * cum[-1]
-            k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
-            isl, osl = samplers[k](rng)
-            x, unit = rng.random(), None
-            for ui, share in routes[k]:
-                if x < share:
-                    unit = ui
-                    break
-                x -= share
-            if unit is None:
-                unrouted[k] += 1
-                continue
-            units_reqs[unit].append(Request(rid, t, isl, osl, k, unit))
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted}
+    units_reqs: list[list[Request]] = [[Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in
+                                        drawn.get(a["model"], {}).get(a["unit"], ())] for k, a in enumerate(allocs)]
 
     units_out = []
     cfg = ReplicaConfig()
@@ -236,12 +222,52 @@ _UNIT_KEYS = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_insta
               "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
 
 
+def _demand(model: dict) -> dict:
+    """What of a plan model draws its requests: its demand, classes and SLO (not its cost)."""
+    return {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
+
+
+def _draw(m: dict, pm, routing: dict, rate: float, config: WorkloadConfig, base: Path
+          ) -> tuple[dict[str, list[tuple]], list[int]]:
+    """A model's requests, (rid, arrival, input, output, class index) per unit id by the plan's
+    routing shares, and the unrouted count per class. Depends only on the model's demand and
+    routing and the workload: not on any unit's count."""
+    classes = m["classes"]
+    samplers = class_samplers(pm.spec, base, classes)
+    times = arrival_times(model_rng(config.seed, m["name"], "arrivals"), rate, config.requests, config.burst_cv)
+    rng = model_rng(config.seed, m["name"], "requests")
+    shares = [float(c["share"]) for c in classes]
+    cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
+    routes = [[(e["unit"], float(e["share"])) for e in routing.get(c["name"]) or []] for c in classes]
+    out: dict[str, list[tuple]] = {}
+    unrouted = [0] * len(classes)
+    for rid, t in enumerate(times):
+        u = rng.random() * cum[-1]
+        k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
+        isl, osl = samplers[k](rng)
+        x, unit = rng.random(), None
+        for uid, share in routes[k]:
+            if x < share:
+                unit = uid
+                break
+            x -= share
+        if unit is None:
+            unrouted[k] += 1
+            continue
+        out.setdefault(unit, []).append((rid, t, isl, osl, k))
+    return out, unrouted
+
+
 def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:
     """Everything one unit's simulation depends on: the unit, its template, its model's demand,
     classes, SLO and routing (which draws its requests), the workload and the engine constants."""
-    demand = {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
     unit = {k: alloc.get(k) for k in _UNIT_KEYS}
-    return json.dumps([unit, templates.get(alloc.get("template")), demand, plan["routing"].get(alloc["model"]),
+    t = templates.get(alloc.get("template")) or {}
+    # the engine reads the template's sources and its capacity before the planner's derate
+    # (hetinfra.sim.engines): a factor that changes no count or route changes no unit simulation
+    derate = float(t.get("derate") or 1.0)
+    rated = {w: round(float(c) / derate, 6) for w, c in sorted((t.get("capacity_rps") or {}).items())}
+    return json.dumps([unit, t.get("sources"), rated, _demand(model), plan["routing"].get(alloc["model"]),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
