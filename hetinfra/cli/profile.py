@@ -140,8 +140,8 @@ def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, 
 
 def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool) -> None:
     from hetinfra.errors import InvalidInputError
-    from hetinfra.perf.launch import launch as sky_launch
-    from hetinfra.perf.launch import require_plan, write_tasks
+    from hetinfra.cli.profile_launch import launch as sky_launch
+    from hetinfra.cli.profile_launch import require_plan, write_tasks
 
     if plan_dir is None or not launch:
         raise InvalidInputError("give both a plan directory and --launch (`hetinfra profile OUT --launch`)")

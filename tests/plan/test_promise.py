@@ -42,22 +42,29 @@ def test_attainment_099_is_met(tmp_path, run_cli):
     assert f["load"] == 1.1 and f["load_basis"] == "1 + planning.headroom" and f["statistic"] == {"m": "p99"}
 
 
-def test_a_budget_between_two_rounds_costs_is_accepted_and_a_lower_one_names_the_verified_cost(tmp_path, run_cli):
-    code, doc, err = _plan(run_cli, _write(tmp_path, "free", [_model("m", 6)]))
-    assert code == 0, err
-    before, after = doc["fidelity"]["cost_before_usd_per_hour"], doc["cost_usd_per_hour"]
-    assert after < before  # verification (credit, trim) made the plan cheaper than its first round
-    between = round((before + after) / 2, 2)
-    code, doc2, err = _plan(run_cli, _write(tmp_path, "between", [_model("m", 6)], budget_usd_per_hour=between))
+def test_a_budget_between_two_rounds_costs_is_accepted_and_a_lower_one_names_the_verified_cost(
+        tmp_path, run_cli, verified_examples):
+    doc, path = verified_examples["chat.yaml"]
+    after = doc["cost_usd_per_hour"]
+    above = sorted(h["cost_usd_per_hour"] for h in doc["fidelity"]["history"] if h["cost_usd_per_hour"] > after)
+    assert above  # some round cost more than the verified plan: a budget in between broke that round
+    spec = yaml.safe_load(path.read_text())
+    spec["budget_usd_per_hour"] = round((after + above[0]) / 2, 3)
+    between = tmp_path / "between.yaml"
+    between.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, doc2, err = _plan(run_cli, between)
     assert code == 0, err
     assert doc2["cost_usd_per_hour"] == after
-    code, _, err = _plan(run_cli, _write(tmp_path, "low", [_model("m", 6)], budget_usd_per_hour=round(after * 0.9, 2)))
+    spec["budget_usd_per_hour"] = round(after * 0.9, 2)
+    low = tmp_path / "low.yaml"
+    low.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, _, err = _plan(run_cli, low)
     assert code == 3 and f"cheapest verified plan, ${after:.2f}/h" in err
 
 
 def test_a_model_costs_the_same_alone_and_beside_unrelated_models(tmp_path, run_cli):
     alone = _write(tmp_path, "alone", [_model("a", 5)])
-    other = dict(_model("b", 12), model="qwen2.5-7b", source="Qwen/Qwen2.5-7B-Instruct")
+    other = dict(_model("b", 12), model="mistral-7b", source="mistralai/Mistral-7B-Instruct-v0.3")
     together = _write(tmp_path, "together", [_model("a", 5), other])
     code, one, err = _plan(run_cli, alone)
     assert code == 0, err
