@@ -251,8 +251,8 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
          verifying: bool = False) -> PlanResult:
     """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
     re-estimated from observations) replaces the file's content, whose folder still anchors
-    relative paths. ``verifying``: the caller simulates the plan (see verification_overrides).
-    Templates start at their confidence level's planning factor (planning.confidence)."""
+    relative paths. ``verifying``: the caller simulates the plan (see verification_overrides), and
+    templates start at their confidence level's planning factor (planning.confidence)."""
     path = Path(spec_path)
     spec, text, locate = load_spec(path)
     if spec_override is not None:
@@ -275,9 +275,11 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
     overrides = verification_overrides(spec) if verifying and spec.planning.verify.enabled else None
+    # the confidence interval's low end is where a verified plan starts (verification credits it back
+    # up to the top where the simulation allows); an unverified plan keeps the estimate's middle
+    derate = start_factors(unit_list, spec.planning.confidence) if overrides is not None else None
     return solve_units(inputs, unit_list, running, with_baselines=with_baselines,
-                       template_cache=cache.report() if cache else None, overrides=overrides,
-                       derate=start_factors(unit_list, spec.planning.confidence))
+                       template_cache=cache.report() if cache else None, overrides=overrides, derate=derate)
 
 
 def statistic_warnings(pr: PlanResult) -> list[str]:
