@@ -58,7 +58,7 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
             tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
             nodes=a.get("nodes_per_replica"),
-            spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
+            spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=a.get("max_model_len") or m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
             port=deploy.get("port", 8000),
             stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,

@@ -14,6 +14,8 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    clouds' GPU quotas against the planned GPUs (exit 4).
 4. **Disks** (:func:`check_disks`): an explicit ``deploy.disk_gb`` must hold the model weights,
    the engine and the OS image (exit 2).
+4b. **Engines that start** (:func:`engine_length_problems`): every unit's --max-model-len fits its KV
+   cache and covers the classes routed to it (exit 2).
 5. **Health checks from the cron host** (:func:`check_health_paths`): every new unit's health
    must be checkable from the host that runs ``replan --apply`` (through the gateway, the cloud's
    own signal or ``deploy.management_cidrs``: hetinfra.deploy.health); ``apply`` warns,
@@ -181,6 +183,32 @@ def validate_plan(plan: dict, path: Path, *, catalog: Callable[[], set] = catalo
     if dup:
         raise _bad(path, "allocations", f"repeat deployment unit(s) {', '.join(dup)}")
     _validate_deploy(plan.get("deploy") or {}, path)
+    problems = engine_length_problems(plan)
+    if problems:
+        raise _bad(path, "allocations", problems[0], hint="plan again with this hetinfra version")
+
+
+def engine_length_problems(plan: dict) -> list[str]:
+    """Units vLLM would refuse to start or that would refuse routed requests: a --max-model-len above
+    the KV cache of one engine (allocations[].kv_cache_tokens), or below the largest class routed to
+    the unit (plan.json routing, models[].classes). Plans without these keys are not checked."""
+    out = []
+    classes = {m["name"]: {c["name"]: int(c["input_tokens"]) + int(c["output_tokens"]) for c in m.get("classes") or ()}
+               for m in plan.get("models") or ()}
+    for a in plan.get("allocations") or ():
+        length, kv = a.get("max_model_len"), a.get("kv_cache_tokens")
+        if not isinstance(length, int):
+            continue
+        if isinstance(kv, int) and length > kv:
+            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} exceeds its KV cache "
+                       f"of {kv} tokens (vLLM would not start)")
+        sizes = classes.get(a.get("model"), {})
+        routed = [sizes[c] for c, entries in ((plan.get("routing") or {}).get(a.get("model")) or {}).items()
+                  for e in entries if e.get("unit") == a["unit"] and float(e.get("rps") or 0) > 0 and c in sizes]
+        if routed and max(routed) > length:
+            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} is below the "
+                       f"{max(routed)} tokens of a class routed to it")
+    return out
 
 
 def _validate_deploy(d: dict, path: Path) -> None:
