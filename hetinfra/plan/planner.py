@@ -15,7 +15,9 @@ from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
+from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.origins import class_problem, declares_origins, fold, with_origins
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -75,7 +77,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
     for pm in inputs.models:
-        origins = pm.spec.demand.origins or {}
+        origins = origin_shares(pm.spec.demand.origins)
         total = sum(origins.values())
         for region, share in origins.items():
             local[(pm.spec.name, region)] = pm.spec.demand.rate_rps * share / total
@@ -199,9 +201,10 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     deadline = time.perf_counter() + time_limit_s
     out = []
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
-        sub = to_problem(inputs, own).replace(budget=None, objective="min_cost", running={}, unmet_penalty=None,
-                                              locality=0.0)
+        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps),
+                              regional=declares_origins(inputs))
+        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
         if missing:
             out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
@@ -272,7 +275,9 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
                                   f"and max_nodes={settings.max_nodes}",
                                   hint="raise planning.time_limit_s or planning.max_nodes")
-        raise diagnose(problem, settings.time_limit_s, settings.mip_gap)
+        from hetinfra.plan.origins import residency_diagnosis
+
+        raise residency_diagnosis(inputs, problem) or diagnose(problem, settings.time_limit_s, settings.mip_gap)
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -310,13 +315,17 @@ def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int]):
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0, keep=set(running))
+    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0 or declares_origins(inputs),
+                                keep=set(running))
     problem = to_problem(inputs, unit_list, running)
     _check_locality(problem)
     check_scale(problem)
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
+    routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
+    result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
                    max_nodes=settings.max_nodes)
-    return unit_list, problem, result
+    if routed is problem or not result.feasible:
+        return unit_list, routed, result
+    return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
