@@ -24,7 +24,7 @@ from hetinfra.price_feeds.network import continent_of, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.origins import origin_residency, origin_shares
 
-__all__ = ["allowed", "area_name", "declares_origins", "fold", "origins_of", "residency_diagnosis", "with_origins"]
+__all__ = ["allowed", "area_name", "declares_origins", "describe_key", "fold", "origins_of", "residency_diagnosis", "with_origins"]
 
 
 def declares_origins(inputs) -> bool:
@@ -141,6 +141,12 @@ def class_problem(problem: AllocationProblem, base: AllocationProblem) -> Alloca
     rates = {u.id: u.rates for u in base.units}
     return problem.replace(units=tuple(replace(u, rates=rates[u.id]) for u in problem.units),
                            demand=dict(base.demand), flow_keys={})
+
+
+def describe_key(problem: AllocationProblem, key: tuple[str, str]) -> str:
+    """A demand key's class, and its origin where it is one origin's flow."""
+    w, o = problem.flow_keys.get(key, (key[1], None))
+    return w if o is None else f"{w} from origin {o}"
 
 
 def residency_diagnosis(inputs, problem: AllocationProblem) -> InfeasibleError | None:

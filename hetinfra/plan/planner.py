@@ -17,7 +17,7 @@ from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
-from hetinfra.plan.origins import class_problem, declares_origins, fold, with_origins
+from hetinfra.plan.origins import class_problem, declares_origins, describe_key, fold, with_origins
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -207,7 +207,8 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
             budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
         if missing:
-            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
+                                                   " under the SLOs"))
             continue
         r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
         stop = r.safety_stop or r.status in ("time_limit", "no_solution")

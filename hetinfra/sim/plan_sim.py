@@ -28,6 +28,7 @@ from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
 from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers, model_rng
@@ -174,27 +175,19 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         rng = model_rng(config.seed, name, "requests")
         shares = [float(c["share"]) for c in classes]
         cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-        routes = []
-        for c in classes:
-            entries = (plan["routing"].get(name) or {}).get(c["name"]) or []
-            routes.append([(unit_ix[e["unit"]], float(e["share"])) for e in entries if e["unit"] in unit_ix])
+        routing, origin_of = OriginRouting(plan, name, classes, unit_ix), {}  # by origin (hetinfra.sim.network)
         unrouted = [0] * len(classes)
         for rid, t in enumerate(times):
             u = rng.random() * cum[-1]
             k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
             isl, osl = samplers[k](rng)
-            x, unit = rng.random(), None
-            for ui, share in routes[k]:
-                if x < share:
-                    unit = ui
-                    break
-                x -= share
+            unit, origin_of[rid] = routing.pick(rng, k)
             if unit is None:
                 unrouted[k] += 1
                 continue
             units_reqs[unit].append(Request(rid, t, isl, osl, k, unit))
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
-                            "unrouted": unrouted}
+                            "unrouted": unrouted, "routing": routing, "origin_of": origin_of}
 
     units_out = []
     cfg = ReplicaConfig()
@@ -214,8 +207,22 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         if units_reqs[k] and not replicas:
             raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
         run_replicas(replicas, units_reqs[k], progress)
+        add_network_time(units_reqs[k], info["routing"], info["origin_of"])
         units_out.append((k, a, ue, replicas))
-    return _collect(plan, config, model_info, units_out, units_reqs)
+    out = _collect(plan, config, model_info, units_out, units_reqs)
+    _report_origins(plan, out, model_info, units_reqs)
+    return out
+
+
+def _report_origins(plan: dict, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
+    """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
+    regions = {k: a["region"] for k, a in enumerate(plan["allocations"])}
+    for entry in out["models"]:
+        info = model_info[entry["model"]]
+        if (plan.get("routing_by_origin") or {}).get(entry["model"]):
+            reqs = [r for k, rs in enumerate(units_reqs) for r in rs
+                    if plan["allocations"][k]["model"] == entry["model"] and r.rid >= info["warm"]]
+            entry["origins"] = origin_report(reqs, info["routing"], info["origin_of"], regions, entry["slo"]["ttft_ms"])
 
 
 def _lat(reqs: list[Request]) -> tuple[list[float], list[float]]:
