@@ -24,7 +24,7 @@ from hetinfra.price_feeds.network import continent_of, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.origins import origin_residency, origin_shares
 
-__all__ = ["allowed", "area_name", "declares_origins", "describe_key", "fold", "origins_of", "residency_diagnosis", "with_origins"]
+__all__ = ["allowed", "area_name", "declares_origins", "describe_key", "fold", "origins_of", "residency_diagnosis", "residency_note", "with_origins"]
 
 
 def declares_origins(inputs) -> bool:
@@ -147,6 +147,19 @@ def describe_key(problem: AllocationProblem, key: tuple[str, str]) -> str:
     """A demand key's class, and its origin where it is one origin's flow."""
     w, o = problem.flow_keys.get(key, (key[1], None))
     return w if o is None else f"{w} from origin {o}"
+
+
+def residency_note(inputs, err: InfeasibleError) -> InfeasibleError:
+    """``err`` (caps too small) naming the origins whose residency keeps them in a capped region's area."""
+    capped = {(x["availability"]["cloud"], x["availability"]["region"]) for x in err.details.get("relax", [])
+              if "availability" in x}
+    notes = [f"requests from origin {o} (model {pm.spec.name}) must stay in {area_name(o, rule)} (residency: {rule})"
+             for pm in inputs.models for o, _, rule in (origins_of(pm) if pm.spec.demand.origins else [])
+             if rule != "none" and any(allowed(o, rule, c, r) for c, r in capped)]
+    if notes:
+        err.message += "; " + "; ".join(notes)
+        err.details.setdefault("relax", []).extend({"residency": n} for n in notes)
+    return err
 
 
 def residency_diagnosis(inputs, problem: AllocationProblem) -> InfeasibleError | None:

@@ -276,9 +276,10 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
                                   f"and max_nodes={settings.max_nodes}",
                                   hint="raise planning.time_limit_s or planning.max_nodes")
-        from hetinfra.plan.origins import residency_diagnosis
+        from hetinfra.plan.origins import residency_diagnosis, residency_note
 
-        raise residency_diagnosis(inputs, problem) or diagnose(problem, settings.time_limit_s, settings.mip_gap)
+        raise residency_diagnosis(inputs, problem) or residency_note(
+            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
