@@ -13,8 +13,6 @@ import re
 from contextvars import ContextVar
 from dataclasses import replace
 
-from hetinfra.plan.origins import allowed
-
 __all__ = ["ORIGIN_HEADER", "origin_routes", "request_origin", "current_origin"]
 
 ORIGIN_HEADER = "x-hetinfra-origin"
@@ -43,22 +41,23 @@ def current_origin() -> str | None:
 
 def origin_routes(plan: dict | None, models: dict) -> dict[str, dict]:
     """origin -> model -> ModelRoutes of that origin's row: class weights from
-    ``routing_by_origin``, and as the fallback (no live unit in the class) the model's units the
-    origin's residency allows, by their overall share."""
+    ``routing_by_origin``, and as the fallback (no live unit in the class) the model's units in the
+    regions the origin's residency allows (plan.json ``origins[m][o].allowed_regions``), by their
+    overall share."""
     out: dict[str, dict] = {}
     if not plan:
         return out
-    place = {a["deployment_unit"]: (a["cloud"], a["region"]) for a in plan.get("allocations", [])}
+    place = {a["deployment_unit"]: a["region"] for a in plan.get("allocations", [])}
     for model, rows in sorted((plan.get("routing_by_origin") or {}).items()):
         base = models.get(model)
         if base is None:
             continue
         rules = (plan.get("origins") or {}).get(model) or {}
         for origin, per_class in sorted(rows.items()):
-            rule = (rules.get(origin) or {}).get("residency") or "none"
+            inside = (rules.get(origin) or {}).get("allowed_regions")  # None: no residency, anywhere
             classes = tuple(replace(c, weights=tuple(sorted(
                 (e["deployment_unit"], float(e["share"])) for e in per_class.get(c.name) or () if float(e["share"]) > 0)))
                 for c in base.classes)
-            shares = tuple((u, s) for u, s in base.shares if u in place and allowed(origin, rule, *place[u]))
+            shares = tuple((u, s) for u, s in base.shares if u in place and (inside is None or place[u] in inside))
             out.setdefault(origin, {})[model] = replace(base, classes=classes, shares=shares)
     return out

@@ -1,6 +1,6 @@
 """Clients' origins in the simulation: each request comes from one of its model's origins (by the
 plan's shares), is routed by that origin's row of the plan (plan.json ``routing_by_origin``), and
-sees the round trip from its origin to its unit's region once, before its first token: TTFT grows
+sees the round trip from its origin to its unit's region (the plan's ``network_ms``) once, before its first token: TTFT grows
 by it, TPOT does not (tokens stream back one after another, the first one carries the delay for
 all). A plan without origins routes by ``routing`` and adds nothing, drawing the same random
 numbers as before."""
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-from hetinfra.price_feeds.network import round_trip_ms
-
 __all__ = ["OriginRouting", "add_network_time", "origin_report"]
 
 
@@ -18,7 +16,6 @@ class OriginRouting:
     """One model's routes: per origin, per class, (unit index, share); and each origin's share."""
 
     def __init__(self, plan: dict, name: str, classes: list[dict], unit_ix: dict[str, int]):
-        region = {unit_ix[a["unit"]]: a["region"] for a in plan["allocations"] if a["unit"] in unit_ix}
         rows = (plan.get("routing_by_origin") or {}).get(name)
         if rows:
             spec = (plan.get("origins") or {}).get(name) or {}
@@ -27,8 +24,10 @@ class OriginRouting:
             rows, self.origins = {"any": plan["routing"].get(name) or {}}, [("any", 1.0)]
         self.routes = {o: [[(unit_ix[e["unit"]], float(e["share"])) for e in (per.get(c["name"]) or [])
                             if e["unit"] in unit_ix] for c in classes] for o, per in rows.items()}
-        self.rtt_s = {(o, ui): (round_trip_ms(o, r) or 0.0) / 1e3 if o != "any" else 0.0
-                      for o in self.routes for ui, r in region.items()}
+        # the plan's round trip of each (origin, unit) it routes (routing_by_origin[..].network_ms)
+        self.rtt_s = {(o, unit_ix[e["unit"]]): float(e.get("network_ms") or 0.0) / 1e3
+                      for o, per in rows.items() if o != "any" for entries in per.values() for e in entries
+                      if e["unit"] in unit_ix}
         self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
 
     def pick(self, rng, k: int) -> tuple[int | None, str]:

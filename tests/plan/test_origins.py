@@ -40,8 +40,10 @@ def simulate(tmp_path, plan: dict, requests: int = 3000) -> dict:
 
 def test_residency_keeps_eu_requests_in_europe(tmp_path, plan_json):
     plan = plan_json(tmp_path, atlantic(eu_residency="continent"))
-    assert plan["origins"]["chat"][EU] == {"share": 0.5, "residency": "continent", "area": "Europe",
-                                           "worst_network_ms": 0.0}
+    eu = plan["origins"]["chat"][EU]
+    assert (eu["share"], eu["residency"], eu["area"], eu["worst_network_ms"]) == (0.5, "continent", "Europe", 0.0)
+    assert eu["allowed_regions"] and all(continent_of(r) == "Europe" for r in eu["allowed_regions"])
+    assert plan["origins"]["chat"][US]["allowed_regions"] is None  # no residency: anywhere
     assert regions_of(plan, EU) and all(continent_of(r) == "Europe" for r in regions_of(plan, EU))
     # per origin the shares of a class sum to 1, and over origins the rps are the class routing's
     for origin in (EU, US):
@@ -72,7 +74,8 @@ def test_tight_ttft_forces_local_capacity_in_ilp_and_simulator(tmp_path, plan_js
     us_units = [a for a in crossed["allocations"] if a["region"] == US]
     for a in us_units:
         a["count"] *= 3
-    crossed["routing_by_origin"]["chat"][EU] = crossed["routing_by_origin"]["chat"][US]
+    crossed["routing_by_origin"]["chat"][EU] = {c: [dict(e, network_ms=round_trip_ms(EU, e["region"])) for e in row]
+                                                for c, row in crossed["routing_by_origin"]["chat"][US].items()}
     out = simulate(tmp_path, crossed)["models"][0]["origins"]
     assert out[EU]["regions"] == [US] and out[EU]["worst_network_ms"] == pytest.approx(round_trip_ms(EU, US))
     assert out[EU]["ttft_met_fraction"] < 0.5 < out[US]["ttft_met_fraction"]
