@@ -21,10 +21,11 @@ from dataclasses import replace
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.price_feeds.network import continent_of, round_trip_ms
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem
 from hetinfra.spec.origins import origin_residency, origin_shares
 
-__all__ = ["allowed", "area_name", "declares_origins", "describe_key", "fold", "origins_of", "residency_diagnosis", "residency_note", "with_origins"]
+__all__ = ["allowed", "area_name", "class_problem", "declares_origins", "describe_key", "fold", "origins_of",
+           "residency_diagnosis", "residency_note", "with_origins"]
 
 
 def declares_origins(inputs) -> bool:
@@ -153,8 +154,8 @@ def residency_note(inputs, err: InfeasibleError) -> InfeasibleError:
     """``err`` (caps too small) naming the origins whose residency keeps them in a capped region's area."""
     capped = {(x["availability"]["cloud"], x["availability"]["region"]) for x in err.details.get("relax", [])
               if "availability" in x}
-    notes = [f"requests from origin {o} (model {pm.spec.name}) must stay in {area_name(o, rule)} (residency: {rule})"
-             for pm in inputs.models for o, _, rule in (origins_of(pm) if pm.spec.demand.origins else [])
+    notes = [f"requests from origin {o} (model {pm.spec.name}) must stay in {area_name(o, rule)} "
+             f"(residency: {rule})" for pm in inputs.models for o, _, rule in (origins_of(pm) if pm.spec.demand.origins else [])
              if rule != "none" and any(allowed(o, rule, c, r) for c, r in capped)]
     if notes:
         err.message += "; " + "; ".join(notes)
@@ -169,14 +170,13 @@ def residency_diagnosis(inputs, problem: AllocationProblem) -> InfeasibleError |
     for key in sorted(problem.flow_keys):
         if key in served or problem.demand.get(key, 0) <= 0:
             continue
-        m, _ = key
-        w, o = problem.flow_keys[key]
-        rule = dict((r, x) for r, _, x in origins_of(next(p for p in inputs.models if p.spec.name == m)))[o]
-        ttft = next(p for p in inputs.models if p.spec.name == m).spec.slo.ttft_ms
+        m, (w, o) = key[0], problem.flow_keys[key]
+        pm = next(p for p in inputs.models if p.spec.name == m)
+        rule, ttft = origin_residency(pm.spec.demand.origins)[o], pm.spec.slo.ttft_ms
         if rule != "none":
             return InfeasibleError(
-                f"model {m}: requests {w} from origin {o} must stay in {area_name(o, rule)} (residency: {rule}), and no "
-                f"allowed offer there serves them within TTFT {ttft:g} ms",
+                f"model {m}: requests {w} from origin {o} must stay in {area_name(o, rule)} (residency: {rule}), "
+                f"and no allowed offer there serves them within TTFT {ttft:g} ms",
                 hint=f"allow clouds/regions/GPUs in {area_name(o, rule)}, or relax demand.origins.{o}.residency",
                 details={"relax": [{"residency": {"model": m, "origin": o, "area": area_name(o, rule)}}]})
         return InfeasibleError(

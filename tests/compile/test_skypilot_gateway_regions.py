@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -18,7 +19,6 @@ def regional_plan(tmp_path_factory):
     from click.testing import CliRunner
 
     from hetinfra.cli import cli
-    import json
 
     d = tmp_path_factory.mktemp("gwr")
     spec = atlantic(eu_residency="continent")

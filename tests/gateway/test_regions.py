@@ -80,13 +80,12 @@ def ask(url: str, n: int, origin: str | None = None) -> list[tuple[int, str | No
 @pytest.fixture(scope="module")
 def regional(tmp_path_factory):
     """A residency plan (EU origin kept in Europe) and one loopback backend per unit."""
+    import yaml
     from click.testing import CliRunner
 
     from hetinfra.cli import cli
 
     tmp = tmp_path_factory.mktemp("regions")
-    import yaml
-
     (tmp / "service.yaml").write_text(yaml.safe_dump(atlantic(eu_residency="continent")))
     res = CliRunner().invoke(cli, ["plan", str(tmp / "service.yaml"), "--no-verify", "--out", str(tmp / "out")])
     assert res.exit_code == 0, res.output
