@@ -96,3 +96,10 @@ def test_plain_share_and_residency_none_plan_alike(tmp_path, plan_json):
     a = plan_json(tmp_path, atlantic())
     b = plan_json(tmp_path, atlantic(eu_residency="none"))
     assert a["allocations"] == b["allocations"] and a["routing_by_origin"] == b["routing_by_origin"]
+
+
+def test_verified_plan_keeps_tight_ttft_local(tmp_path, plan_json):
+    """`plan`'s verification (simulate, derate, re-solve) routes by origin too, and agrees."""
+    plan = plan_json(tmp_path, atlantic(ttft_ms=120), verify=True)
+    assert plan["fidelity"]["met"] is True
+    assert regions_of(plan, EU) <= {EU, "eu-west-1"} and regions_of(plan, US) <= {US, "us-central1"}
