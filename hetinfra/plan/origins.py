@@ -17,6 +17,7 @@ not touched (one origin, ``any``).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 from hetinfra.errors import InfeasibleError
@@ -24,7 +25,7 @@ from hetinfra.price_feeds.network import continent_of, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.spec.origins import origin_residency, origin_shares
 
-__all__ = ["allowed", "area_name", "class_problem", "declares_origins", "describe_key", "fold", "origins_of",
+__all__ = ["allowed", "area_name", "class_problem", "declares_origins", "describe_key", "flow_rated", "fold", "origins_of",
            "residency_diagnosis", "residency_note", "with_origins"]
 
 
@@ -84,6 +85,17 @@ class _Rates:
         return min(1.0, tight / full) if full > 0 else 0.0
 
 
+#: the memo of the last planning run: (its inputs, weakly held; the memo)
+_LAST: list = [lambda: None, None]
+
+
+def _rates_for(inputs) -> _Rates:
+    """One memo of shortened-TTFT rates per planning run (its inputs), across its many solves."""
+    if _LAST[0]() is not inputs:
+        _LAST[:] = [weakref.ref(inputs), _Rates(inputs)]
+    return _LAST[1]
+
+
 def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationProblem:
     """``problem`` (built by ``planner.to_problem`` from ``units``, in the same order) with each
     model that declares origins routed per (origin, class); unchanged without origins."""
@@ -98,7 +110,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
             demand[key] = lam * share
             if o is not None:
                 keys[key] = (w, o)
-    rates = _Rates(inputs)
+    rates = _rates_for(inputs)
     out = []
     for data, unit in zip(problem.units, units):
         t = unit.template
@@ -116,6 +128,16 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
                     per[f"{w}@{o}"] = r
         out.append(replace(data, rates=per))
     return problem.replace(units=tuple(out), demand=demand, flow_keys=keys)
+
+
+def flow_rated(inputs, units: list, problem: AllocationProblem) -> list:
+    """``units`` (the units of ``problem``) with their templates' rates replaced by their per-flow rates
+    h[u, w@o], so that dominance pruning compares what the ILP will use; ``units`` themselves
+    without origins."""
+    routed = with_origins(inputs, units, problem)
+    if routed is problem:
+        return units
+    return [replace(u, template=replace(u.template, rates=data.rates)) for u, data in zip(units, routed.units)]
 
 
 def fold(problem: AllocationProblem, result):

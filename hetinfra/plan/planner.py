@@ -17,7 +17,7 @@ from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
-from hetinfra.plan.origins import class_problem, declares_origins, describe_key, fold, with_origins
+from hetinfra.plan.origins import class_problem, declares_origins, describe_key, flow_rated, fold, with_origins
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -201,8 +201,7 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     deadline = time.perf_counter() + time_limit_s
     out = []
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps),
-                              regional=declares_origins(inputs))
+        own = prune_by_flows(inputs, [u for u in all_units if u.template.gpu == gpu])
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
@@ -312,13 +311,24 @@ def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
     pr.flexible_cost = without_committed(pr)
 
 
+def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = False,
+                   keep: set[str] = frozenset()) -> list[Unit]:
+    """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
+    the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
+    if not declares_origins(inputs):
+        return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep)
+    rated = flow_rated(inputs, pool, to_problem(inputs, pool))
+    kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
+    by_id = {u.id: u for u in pool}
+    return [by_id[u.id] for u in kept]
+
+
 def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int]):
     """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0 or declares_origins(inputs),
-                                keep=set(running))
+    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0, keep=set(running))
     problem = to_problem(inputs, unit_list, running)
     _check_locality(problem)
     check_scale(problem)
