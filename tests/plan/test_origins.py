@@ -9,8 +9,11 @@ import json
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hetinfra.price_feeds.network import continent_of, round_trip_ms
+from hetinfra.plan.origins import allowed
+from hetinfra.price_feeds.network import continent_of, locations, round_trip_ms
 from hetinfra.sim.plan_sim import simulate_plan
 from hetinfra.sim.workload import WorkloadConfig
 from hetinfra.spec.load import load_spec
@@ -103,3 +106,11 @@ def test_verified_plan_keeps_tight_ttft_local(tmp_path, plan_json):
     plan = plan_json(tmp_path, atlantic(ttft_ms=120), verify=True)
     assert plan["fidelity"]["met"] is True
     assert regions_of(plan, EU) <= {EU, "eu-west-1"} and regions_of(plan, US) <= {US, "us-central1"}
+
+
+@given(st.sampled_from(sorted(locations())), st.sampled_from(sorted(locations())))
+def test_residency_areas(origin, region):
+    cloud = locations()[region].cloud
+    assert allowed(origin, "none", cloud, region)
+    assert allowed(origin, "region", cloud, region) == (origin == region)
+    assert allowed(origin, "continent", cloud, region) == (continent_of(origin) == continent_of(region, cloud))
