@@ -1,5 +1,5 @@
 """The import graph of the installed package: no circles, dependencies point one way (the table in
-the README's "Layout" section), public names only across modules, and the plan path never reaches
+docs/internals/layering.md, "Import layers"), public names only across modules, and the plan path never reaches
 Pulumi or SkyPilot.
 
 Every ``import`` statement counts, also those inside functions (a lazy import is still a
@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 #: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio).
-#: Written out in the README's Layout section; keep the two in step.
+#: Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
 ALLOWED: dict[str, set[str]] = {
     "spec": set(),
     "catalog": set(),
