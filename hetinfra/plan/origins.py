@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import replace
 
-from hetinfra.errors import InfeasibleError
+from hetinfra.errors import InfeasibleError, InvalidInputError
 from hetinfra.price_feeds.network import continent_of, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.spec.origins import origin_residency, origin_shares
@@ -107,6 +107,9 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
     for (m, w), lam in problem.demand.items():
         for o, share, _ in origins.get(m, [(None, 1.0, "none")]):
             key = (m, w if o is None else f"{w}@{o}")
+            if o is not None and key in problem.demand:
+                raise InvalidInputError(f"model {m}: class name {key[1]!r} is also the flow of class {w!r} from origin "
+                                        f"{o}", hint="rename the class (its name may not end in @<origin region>)")
             demand[key] = lam * share
             if o is not None:
                 keys[key] = (w, o)
@@ -122,7 +125,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
                     continue
                 if not allowed(o, rule, t.cloud, data.region):
                     continue
-                rtt = round_trip_ms(o, data.region) or 0.0  # unknown place: no network figure (a warning)
+                rtt = round_trip_ms(o, data.region) or 0.0  # unknown place: no figure (plan.json network_ms null)
                 r = h * rates.ratio(t, classes[(data.model, w)], rtt)
                 if r > 0:
                     per[f"{w}@{o}"] = r

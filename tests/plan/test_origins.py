@@ -114,3 +114,12 @@ def test_residency_areas(origin, region):
     assert allowed(origin, "none", cloud, region)
     assert allowed(origin, "region", cloud, region) == (origin == region)
     assert allowed(origin, "continent", cloud, region) == (continent_of(origin) == continent_of(region, cloud))
+
+
+def test_a_class_named_like_a_flow_is_refused(tmp_path, run_cli):
+    spec = atlantic()
+    spec["models"][0]["demand"]["sizes"]["classes"].append(
+        {"name": f"chat@{US}", "input_tokens": 100, "output_tokens": 50, "share": 1})
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(spec))
+    code, _, err = run_cli("plan", str(tmp_path / "service.yaml"), "--no-verify", "--out", str(tmp_path / "o"))
+    assert code == 2 and f"class name 'chat@{US}'" in err and "Traceback" not in err
