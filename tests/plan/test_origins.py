@@ -123,3 +123,13 @@ def test_a_class_named_like_a_flow_is_refused(tmp_path, run_cli):
     (tmp_path / "service.yaml").write_text(yaml.safe_dump(spec))
     code, _, err = run_cli("plan", str(tmp_path / "service.yaml"), "--no-verify", "--out", str(tmp_path / "o"))
     assert code == 2 and f"class name 'chat@{US}'" in err and "Traceback" not in err
+
+
+def test_failover_alternates_stay_in_the_planned_region(tmp_path, plan_json):
+    """A unit planned for origins' round trips and residency is not moved to another region by SkyPilot."""
+    spec = atlantic(eu_residency="continent")
+    spec["infrastructure"]["regions"] += ["us-east-2", "us-west-2", "europe-west1", "eu-west-2", "eu-west-3"]
+    plan = plan_json(tmp_path, spec)
+    # (without the rule, this plan's units list alternates in other European and US regions)
+    for a in plan["allocations"]:
+        assert all(alt["region"] == a["region"] for alt in a.get("alternates") or [])
