@@ -5,6 +5,7 @@ demand log records the origin. Backends are loopback HTTP servers that name thei
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import json
@@ -55,7 +56,9 @@ def gateway(out, endpoints: dict[str, list[str]], region: str, demand_log=None):
     sock.listen(64)
     app = create_app(GatewayConfig(str(out), endpoints=endpoints, region=region, health_interval_s=3600,
                                    reload_interval_s=0, demand_log=str(demand_log) if demand_log else None))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    # loop="asyncio": "auto" would install uvloop's policy for the whole process (Pulumi's mocks, later, need asyncio's)
+    policy = asyncio.get_event_loop_policy()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", loop="asyncio"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -64,6 +67,7 @@ def gateway(out, endpoints: dict[str, list[str]], region: str, demand_log=None):
         server.should_exit = True
         thread.join(10)
         sock.close()
+        asyncio.set_event_loop_policy(policy)
 
 
 def ask(url: str, n: int, origin: str | None = None) -> list[tuple[int, str | None]]:
