@@ -21,12 +21,12 @@ import weakref
 from dataclasses import replace
 
 from hetinfra.errors import InfeasibleError, InvalidInputError
-from hetinfra.price_feeds.network import continent_of, round_trip_ms
+from hetinfra.price_feeds.network import continent_of, locate, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.spec.origins import origin_residency, origin_shares
 
 __all__ = ["allowed", "area_name", "class_problem", "declares_origins", "describe_key", "flow_rated", "fold", "origins_of",
-           "residency_diagnosis", "residency_note", "with_origins"]
+           "residency_diagnosis", "residency_note", "unknown_places", "with_origins"]
 
 
 def declares_origins(inputs) -> bool:
@@ -167,6 +167,18 @@ def class_problem(problem: AllocationProblem, base: AllocationProblem) -> Alloca
     rates = {u.id: u.rates for u in base.units}
     return problem.replace(units=tuple(replace(u, rates=rates[u.id]) for u in problem.units),
                            demand=dict(base.demand), flow_keys={})
+
+
+def unknown_places(inputs, units: list) -> list[str]:
+    """A warning naming the origins and unit regions the network table has no place for (their
+    round trips are planned as 0 ms): with origins only."""
+    if not declares_origins(inputs):
+        return []
+    regions = {o for pm in inputs.models for o, _, _ in (origins_of(pm) if pm.spec.demand.origins else [])}
+    regions |= {u.region for u in units}
+    missing = sorted(r for r in regions if locate(r) is None)
+    return [f"no location for region(s) {', '.join(missing)} in the network table: round trips to and from them are "
+            "planned as 0 ms (docs/regions.md)"] if missing else []
 
 
 def describe_key(problem: AllocationProblem, key: tuple[str, str]) -> str:

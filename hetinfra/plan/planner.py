@@ -17,7 +17,8 @@ from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
-from hetinfra.plan.origins import class_problem, declares_origins, describe_key, flow_rated, fold, with_origins
+from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
+                                   with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -288,7 +289,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
                                               lambda units: _solve_pool(inputs, units, running))
     units = {u.id: u for u in unit_list}
-    warnings = list(result.warnings)
+    warnings = list(result.warnings) + unknown_places(inputs, list(units.values()))
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")

@@ -133,3 +133,17 @@ def test_failover_alternates_stay_in_the_planned_region(tmp_path, plan_json):
     # (without the rule, this plan's units list alternates in other European and US regions)
     for a in plan["allocations"]:
         assert all(alt["region"] == a["region"] for alt in a.get("alternates") or [])
+
+
+def test_regions_without_a_location_are_named(tmp_path, plan_json):
+    """A user's own offers in a region the network table does not know: planned at 0 ms, and said so."""
+    (tmp_path / "lab.csv").write_text("cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,"
+                                      "price_per_hour,spot_price_per_hour\nlab,lab-berlin,box-l40s,L40S,1,48,8,64,0.5,\n")
+    spec = atlantic()
+    spec["offers"] = ["lab.csv"]
+    spec["infrastructure"]["clouds"].append("lab")
+    spec["infrastructure"]["regions"].append("lab-berlin")
+    plan = plan_json(tmp_path, spec)
+    assert any("no location for region(s) lab-berlin" in w for w in plan["warnings"])
+    lab = [e for rows in plan["routing_by_origin"]["chat"].values() for e in rows["chat"] if e["region"] == "lab-berlin"]
+    assert lab and all(e["network_ms"] is None for e in lab)
