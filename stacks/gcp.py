@@ -141,4 +141,5 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 labels={"hetinfra-service": label(args.service), "hetinfra-role": "gateway"}, opts=child)
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             self.gateway_url = gateway_url(args, public)
+            self.gateway_vm, self.gateway_network = vm, net.id  # for the global entry point (stacks.global_entry)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})

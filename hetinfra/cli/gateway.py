@@ -29,7 +29,9 @@ from hetinfra.cli.common import fail
               help="Rotate the demand log at this size.")
 @click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
-@click.option("--region", default="", help="The gateway's region, written in the demand log's region column.")
+@click.option("--region", default="",
+              help="The gateway's region: it serves this region's row of the plan (routing_by_origin) to requests "
+                   "without an x-hetinfra-origin header, and the demand log records it as their origin.")
 @click.option("--max-body-kb", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Largest request body accepted (413 above).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,

@@ -29,6 +29,8 @@ def gateway_task_config(plan: Mapping[str, Any]) -> Dict[str, Any]:
     """
     g = (plan.get("deploy") or {}).get("gateway") or {}
     port = int(g.get("port", 8080))
+    # routing by origin (docs/regions.md): one gateway per region, launched with --env HETINFRA_REGION
+    regional = bool(plan.get("routing_by_origin"))
     plan_text = json.dumps(dict(plan), indent=1, sort_keys=True)
     setup = (
         "set -euo pipefail\n"
@@ -49,12 +51,13 @@ def gateway_task_config(plan: Mapping[str, Any]) -> Dict[str, Any]:
         "args=()\n"
         "for e in $HETINFRA_ENDPOINTS; do args+=(--endpoint \"$e\"); done\n"
         "exec ~/hetinfra-venv/bin/hetinfra gateway ~/hetinfra/plan.json --host 0.0.0.0 --port \"$GATEWAY_PORT\" "
-        "--demand-log ~/hetinfra/demand.csv \"${args[@]}\"\n")
+        "--demand-log ~/hetinfra/demand.csv \"${args[@]}\"" + (" --region \"$HETINFRA_REGION\"" if regional else "") + "\n")
     return {
         "name": gateway_task_name(str(plan["service"])),
         "resources": {"cpus": "2+", "memory": "4+", "ports": port},
         "envs": {"HETINFRA_PACKAGE": str(g.get("package") or "hetinfra"), "GATEWAY_PORT": str(port),
-                 "HETINFRA_ENDPOINTS": ""},  # given at launch: the run script stops with a clear line without it
+                 "HETINFRA_ENDPOINTS": "",  # given at launch: the run script stops with a clear line without it
+                 **({"HETINFRA_REGION": ""} if regional else {})},
         "secrets": {name: None for name in GATEWAY_SECRETS},
         "setup": setup,
         "run": run,

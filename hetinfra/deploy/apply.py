@@ -308,8 +308,13 @@ def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
         eps = " ".join(f"{u}={url}" for u in sky_units for url in state.doc["endpoints"].get(u, []))
         lines.append("Gateway for the SkyServe units (then `sky status --endpoint "
                      f"{int(g.get('port', 8080))} {name}`):")
-        lines.append(f"  sky launch -c {name} {out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY "
-                     f"--secret HETINFRA_API_KEY --env HETINFRA_ENDPOINTS=\"{eps}\"")
+        launch = (f"{out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY --secret HETINFRA_API_KEY "
+                  f"--env HETINFRA_ENDPOINTS=\"{eps}\"")
+        if plan.get("routing_by_origin"):  # one gateway per fleet region, serving its row (docs/regions.md)
+            places = sorted({(a["cloud"], a["region"]) for a in state.allocations if a["path"] == "skypilot"})
+            lines += [f"  sky launch -c {name}-{r} --infra {c}/{r} {launch} --env HETINFRA_REGION={r}" for c, r in places]
+        else:
+            lines.append(f"  sky launch -c {name} {launch}")
     elif not g.get("enabled") and not gateways:
         lines.append("No gateway (deploy.gateway.enabled is false): clients use the units' endpoints "
                      "(`hetinfra status`).")

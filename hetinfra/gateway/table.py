@@ -74,6 +74,14 @@ class RoutingTable:
     endpoints: dict[str, tuple[str, ...]]  # deployment unit -> base URLs (".../v1" stripped)
     sources: tuple[str, ...] = ()  # the files it was built from (watched for reloads)
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    #: routing by origin (hetinfra.gateway.origins): origin -> model -> that origin's routes
+    by_origin: dict[str, dict[str, ModelRoutes]] = field(default_factory=dict)
+    region: str = ""  # the gateway's own region (--region): the row it serves without an origin header
+
+    def routes_for(self, model: str, origin: str | None = None) -> ModelRoutes | None:
+        """The model's routes for a client in ``origin`` (else the gateway's region; else by class)."""
+        row = self.by_origin.get(origin or self.region) or self.by_origin.get(self.region) or {}
+        return row.get(model) or self.models.get(model)
 
     def units(self) -> set[str]:
         out: set[str] = set()
@@ -137,8 +145,11 @@ def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, li
     return out
 
 
-def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None) -> RoutingTable:
-    """The routing table from an OUT folder or a plan.json (see the module docstring)."""
+def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None, region: str = "") -> RoutingTable:
+    """The routing table from an OUT folder or a plan.json (see the module docstring); ``region``:
+    the gateway's own, whose row of the plan it serves (hetinfra.gateway.origins)."""
+    from hetinfra.gateway.origins import origin_routes
+
     from hetinfra.compile.router import router_weights
 
     src = Path(source)
@@ -186,4 +197,4 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
                 for u in sorted(units - set(table_endpoints))]
     return RoutingTable(service=str(weights.get("service") or (plan or {}).get("service") or ""),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
-                        warnings=tuple(warnings))
+                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)

@@ -59,6 +59,7 @@ def add_failover(pr, allocations: list[dict]) -> None:
             candidates.setdefault(_layout(x), []).append(x)
     origins = {pm.spec.name: set(pm.spec.demand.origins or {}) for pm in pr.inputs.models}
     sky_clouds = set(spec.deploy.skypilot_clouds)
+    by_origin = {k[0] for k in getattr(pr.result, "origin_flow", {})}
 
     for a in allocations:
         a["alternates"], a["ondemand_fallback"] = [], None
@@ -73,7 +74,8 @@ def add_failover(pr, allocations: list[dict]) -> None:
             if od is not None:
                 a["ondemand_fallback"] = {"price_per_hour": _price(od)}
         clouds = (sky_clouds | {u.template.cloud}) if sky_clouds else set(KNOWN_CLOUDS)
-        local = spec.planning.locality > 0 and u.region in origins.get(u.model, ())
+        # routing by origin: its flows' round trips and residency were planned for this region
+        local = (spec.planning.locality > 0 and u.region in origins.get(u.model, ())) or u.id in by_origin
         limit = _price(u) * (1 + fo.max_premium) * (1 + _REL)
         here = (u.template.cloud, u.region, u.template.instance_type)
         # one unit per place: the layout fixes the template of an instance type

@@ -10,6 +10,7 @@ from hetinfra import PLAN_VERSION, __version__
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.plan.naming import model_slugs, unit_name
+from hetinfra.plan.origins_json import origin_sections
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier, planned, purchase_section
 
@@ -262,6 +263,9 @@ def build_plan_json(pr: PlanResult) -> dict:
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": routing,
+        # ---- routing by origin (issue 25; keys and types in hetinfra/plan/origins_json.py): added only
+        # where a model declares demand.origins, so a plan without origins is unchanged
+        **origin_sections(pr, allocations, scale),
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
         **({"purchase": purchase_section(pr, allocations, load, rounded)} if purchases else {}),
         "breakdown": {"by_model": by_model, "by_region": by_region},

@@ -15,7 +15,10 @@ from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
+from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
+                                   with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -75,7 +78,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
     for pm in inputs.models:
-        origins = pm.spec.demand.origins or {}
+        origins = origin_shares(pm.spec.demand.origins)
         total = sum(origins.values())
         for region, share in origins.items():
             local[(pm.spec.name, region)] = pm.spec.demand.rate_rps * share / total
@@ -199,12 +202,13 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     deadline = time.perf_counter() + time_limit_s
     out = []
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
-        sub = to_problem(inputs, own).replace(budget=None, objective="min_cost", running={}, unmet_penalty=None,
-                                              locality=0.0)
+        own = prune_by_flows(inputs, [u for u in all_units if u.template.gpu == gpu])
+        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
         if missing:
-            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
+                                                   " under the SLOs"))
             continue
         r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
         stop = r.safety_stop or r.status in ("time_limit", "no_solution")
@@ -328,7 +332,10 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
                                   f"and max_nodes={settings.max_nodes}",
                                   hint="raise planning.time_limit_s or planning.max_nodes")
-        raise diagnose(problem, settings.time_limit_s, settings.mip_gap)
+        from hetinfra.plan.origins import residency_diagnosis, residency_note
+
+        raise residency_diagnosis(inputs, problem) or residency_note(
+            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -338,7 +345,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
                                               lambda units: _solve_pool(inputs, units, running, overrides))
     units = {u.id: u for u in unit_list}
-    warnings = list(result.warnings)
+    warnings = list(result.warnings) + unknown_places(inputs, list(units.values()))
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
@@ -361,20 +368,35 @@ def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
     pr.flexible_cost = without_committed(pr)
 
 
+def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = False,
+                   keep: set[str] = frozenset()) -> list[Unit]:
+    """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
+    the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
+    if not declares_origins(inputs):
+        return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep)
+    rated = flow_rated(inputs, pool, to_problem(inputs, pool))
+    kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
+    by_id = {u.id: u for u in pool}
+    return [by_id[u.id] for u in kept]
+
+
 def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], overrides: dict | None = None):
     """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0, keep=set(running))
+    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0, keep=set(running))
     problem = to_problem(inputs, unit_list, running)
     if overrides:
         problem = problem.replace(**overrides)
     _check_locality(problem)
     check_scale(problem)
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
+    routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
+    result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
                    max_nodes=settings.max_nodes)
-    return unit_list, problem, result
+    if routed is problem or not result.feasible:
+        return unit_list, routed, result
+    return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.

@@ -53,6 +53,7 @@ def render_summary(plan: dict, console: Console) -> None:
         _render_purchase(plan, console)
     _render_fidelity(plan, console)
     _render_failover(plan, console)
+    render_origins(plan, console)
 
     if plan["baselines"]:
         b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
@@ -79,6 +80,18 @@ def render_summary(plan: dict, console: Console) -> None:
                   f"rates from {_sources(plan)}")
     for w in plan["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
+
+
+def render_origins(plan: dict, console: Console) -> None:
+    """Per model and origin: where its requests go and the worst round trip they pay (plan.json origins)."""
+    for model, origins in sorted((plan.get("origins") or {}).items()):
+        parts = []
+        for o, e in origins.items():
+            regions = sorted({f["region"] for flows in plan["routing_by_origin"][model][o].values() for f in flows})
+            worst = "n/a" if e["worst_network_ms"] is None else f"{e['worst_network_ms']:g} ms"
+            rule = f", stays in {e['area']}" if e.get("area") else ""
+            parts.append(f"{o} -> {', '.join(regions) or '-'} (worst network {worst}{rule})")
+        console.print(f"origins of {model}: " + "; ".join(parts))
 
 
 def _render_variants(plan: dict, console: Console) -> None:

@@ -34,6 +34,7 @@ from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
 from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers, model_rng
@@ -163,6 +164,7 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
     models = [m for m in plan["models"] if m.get("rate_rps")]
     allocs = list(plan["allocations"])
     present = {a["unit"] for a in allocs}
+    unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
     templates = {t["id"]: t for t in plan.get("templates") or []}
     model_info, drawn = {}, {}
     for m in models:
@@ -171,19 +173,19 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         if pm is None:
             raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
         rate = float(m["rate_rps"]) * scale * config.load
-        routing = {c: [e for e in entries if e["unit"] in present]
-                   for c, entries in (plan["routing"].get(name) or {}).items()}
-        key = None if memo is None else json.dumps(["draw", _demand(m), routing, rate,
+        routing = OriginRouting(plan, name, m["classes"], unit_ix)  # by origin (hetinfra.sim.network)
+        key = None if memo is None else json.dumps(["draw", _demand(m), _routes(plan, name, present), rate,
                                                     [config.requests, config.burst_cv, config.seed]], sort_keys=True)
         if key is not None and key in memo:
-            drawn[name], unrouted = memo[key]
+            drawn[name], unrouted, origin_of = memo[key]
         else:
-            drawn[name], unrouted = _draw(m, pm, routing, rate, config, Path(spec_path).parent)
+            drawn[name], unrouted, origin_of = _draw(m, pm, routing, [a["unit"] for a in allocs], rate, config,
+                                                     Path(spec_path).parent)
             if key is not None:
-                memo[key] = (drawn[name], unrouted)
+                memo[key] = (drawn[name], unrouted, origin_of)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
-                            "unrouted": unrouted}
+                            "unrouted": unrouted, "routing": routing, "origin_of": origin_of}
     units_reqs: list[list[Request]] = [[Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in
                                         drawn.get(a["model"], {}).get(a["unit"], ())] for k, a in enumerate(allocs)]
 
@@ -211,10 +213,25 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         if units_reqs[k] and not replicas:
             raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
         run_replicas(replicas, units_reqs[k], progress)
+        # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
+        add_network_time(units_reqs[k], info["routing"], info["origin_of"])
         if key is not None:
             memo[key] = (units_reqs[k], ue, replicas)
         units_out.append((k, a, ue, replicas))
-    return _collect(plan, config, model_info, units_out, units_reqs)
+    out = _collect(plan, config, model_info, units_out, units_reqs)
+    _report_origins(plan, out, model_info, units_reqs)
+    return out
+
+
+def _report_origins(plan: dict, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
+    """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
+    regions = {k: a["region"] for k, a in enumerate(plan["allocations"])}
+    for entry in out["models"]:
+        info = model_info[entry["model"]]
+        if (plan.get("routing_by_origin") or {}).get(entry["model"]):
+            reqs = [r for k, rs in enumerate(units_reqs) for r in rs
+                    if plan["allocations"][k]["model"] == entry["model"] and r.rid >= info["warm"]]
+            entry["origins"] = origin_report(reqs, info["routing"], info["origin_of"], regions, entry["slo"]["ttft_ms"])
 
 
 #: what the simulation reads of an allocation (its name, cost or failover do not change its requests)
@@ -227,10 +244,11 @@ def _demand(model: dict) -> dict:
     return {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
 
 
-def _draw(m: dict, pm, routing: dict, rate: float, config: WorkloadConfig, base: Path
-          ) -> tuple[dict[str, list[tuple]], list[int]]:
-    """A model's requests, (rid, arrival, input, output, class index) per unit id by the plan's
-    routing shares, and the unrouted count per class. Depends only on the model's demand and
+def _draw(m: dict, pm, routing: OriginRouting, unit_ids: list[str], rate: float, config: WorkloadConfig, base: Path
+          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
+    """A model's requests, (rid, arrival, input, output, class index) per unit id by the
+    plan's routing shares (per origin where the plan routes by origin: ``hetinfra.sim.network``),
+    the unrouted count per class and each request's origin. Depends only on the model's demand and
     routing and the workload: not on any unit's count."""
     classes = m["classes"]
     samplers = class_samplers(pm.spec, base, classes)
@@ -238,24 +256,30 @@ def _draw(m: dict, pm, routing: dict, rate: float, config: WorkloadConfig, base:
     rng = model_rng(config.seed, m["name"], "requests")
     shares = [float(c["share"]) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-    routes = [[(e["unit"], float(e["share"])) for e in routing.get(c["name"]) or []] for c in classes]
     out: dict[str, list[tuple]] = {}
     unrouted = [0] * len(classes)
+    origin_of: dict[int, str] = {}
     for rid, t in enumerate(times):
         u = rng.random() * cum[-1]
         k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
         isl, osl = samplers[k](rng)
-        x, unit = rng.random(), None
-        for uid, share in routes[k]:
-            if x < share:
-                unit = uid
-                break
-            x -= share
+        unit, origin_of[rid] = routing.pick(rng, k)
         if unit is None:
             unrouted[k] += 1
             continue
-        out.setdefault(unit, []).append((rid, t, isl, osl, k))
-    return out, unrouted
+        out.setdefault(unit_ids[unit], []).append((rid, t, isl, osl, k))
+    return out, unrouted, origin_of
+
+
+def _routes(plan: dict, model: str, present: set[str]) -> list:
+    """What routes a model's requests: its class routing and, where the plan routes by origin, its
+    origins' rows and shares (limited to the units the plan has)."""
+    def keep(rows: dict) -> dict:
+        return {c: [e for e in entries if e["unit"] in present] for c, entries in (rows or {}).items()}
+
+    by_origin = (plan.get("routing_by_origin") or {}).get(model) or {}
+    return [keep(plan["routing"].get(model)), {o: keep(rows) for o, rows in sorted(by_origin.items())},
+            (plan.get("origins") or {}).get(model)]
 
 
 def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:
@@ -268,6 +292,7 @@ def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: Wor
     derate = float(t.get("derate") or 1.0)
     rated = {w: round(float(c) / derate, 6) for w, c in sorted((t.get("capacity_rps") or {}).items())}
     return json.dumps([unit, t.get("sources"), rated, _demand(model), plan["routing"].get(alloc["model"]),
+                       (plan.get("routing_by_origin") or {}).get(alloc["model"]), (plan.get("origins") or {}).get(alloc["model"]),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 

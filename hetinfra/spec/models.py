@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hetinfra.spec.base import Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
+from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.units import Count, Milliseconds
 
 SPEC_VERSION = 1
@@ -148,8 +149,10 @@ class DemandSpec(Strict):
 
     rate_rps: float = Field(gt=0, description="Mean request arrival rate to plan for, requests per second.")
     sizes: SizesSpec = Field(description="Distribution of request sizes.")
-    origins: dict[str, float] | None = Field(
-        None, description="Where requests come from: region -> relative share (normalized). With "
+    origins: dict[str, float | OriginSpec] | None = Field(
+        None, description="Where requests come from: region -> relative share (normalized), or region -> {share, "
+                          "residency: region | continent | none} (docs/regions.md). Requests are routed per origin and "
+                          "pay the round trip to the serving region inside the TTFT objective. With "
                           "planning.locality > 0, capacity in each region serves at least that fraction of its local demand.")
     profile: list[float] | None = Field(
         None, min_length=1, max_length=MAX_PROFILE_PERIODS,
@@ -168,8 +171,9 @@ class DemandSpec(Strict):
 
     @field_validator("origins")
     @classmethod
-    def _origins(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is not None and (not v or any(x < 0 for x in v.values()) or sum(v.values()) <= 0):
+    def _origins(cls, v: dict[str, float | OriginSpec] | None) -> dict[str, float | OriginSpec] | None:
+        shares = origin_shares(v)
+        if v is not None and (not v or any(x < 0 for x in shares.values()) or sum(shares.values()) <= 0):
             raise ValueError("origins must map regions to shares >= 0 that sum to a positive number")
         return v
 
