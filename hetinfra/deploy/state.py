@@ -34,6 +34,15 @@ STATE_VERSION = 1
 STATE_FILE = "state.json"
 
 
+def read_state(path: Path) -> dict:
+    """state.json at ``path``, checked against its model (hetinfra.document.state): exit 2
+    naming the file and the field when it is not one."""
+    from hetinfra.document.state import HINT, parse_state
+    from hetinfra.document.load import read_json
+
+    return parse_state(read_json(path, what="state", hint=HINT), path)
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -53,14 +62,7 @@ class DeployState:
         if not path.exists():
             return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                               "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            raise InvalidInputError(f"{path} is not valid JSON ({exc})",
-                                    hint="it is written atomically by hetinfra; restore it from a backup") from None
-        if doc.get("state_version") != STATE_VERSION:
-            raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
-        return cls(path, doc)
+        return cls(path, read_state(path))
 
     def save(self) -> None:
         self.doc["updated_at"] = now()

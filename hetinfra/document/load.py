@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.plan.document.base import dotted
+from hetinfra.document.base import dotted
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
-from hetinfra.plan.document.base import IDENT, Doc, Number
+from hetinfra.document.base import IDENT, Doc, Number
 from hetinfra.spec.deploy import DeploySpec
 from hetinfra.spec.models import Precision
 
@@ -215,6 +215,12 @@ class OfferSource(Doc):
     rows: Optional[StrictInt] = Field(description="Offers read from it.")
 
 
+class TemplateCache(Doc):
+    dir: StrictStr = Field(description="The cache folder ($HETINFRA_CACHE_DIR).")
+    hits: list[str] = Field(description="Models whose template library was read from the cache.")
+    misses: list[str] = Field(description="Models whose template library was built (and stored).")
+
+
 class Inputs(Doc):
     """What the plan was made from: same inputs, same plan."""
 
@@ -225,7 +231,8 @@ class Inputs(Doc):
     profiles: list[str] = Field(description="Measured profile files used.")
     estimator: StrictStr = Field(description="Performance estimator version.")
     engine: StrictStr = Field(description="The engine the plan is made for ('vllm <version>').")
-    template_cache: Optional[StrictStr] = Field(description="Where the template libraries came from (run-dependent).")
+    template_cache: Optional[TemplateCache] = Field(description="Where the template libraries came from "
+                                                                "(run-dependent); null: the cache was off.")
 
 
 class BreakEven(Doc):

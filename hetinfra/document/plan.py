@@ -10,9 +10,9 @@ from typing import Any, Literal, Optional
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from hetinfra import PLAN_VERSION
-from hetinfra.plan.document.allocation import Allocation, Routing
-from hetinfra.plan.document.base import IDENT, Doc, Number, shell_safety_error
-from hetinfra.plan.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
+from hetinfra.document.allocation import Allocation, Routing
+from hetinfra.document.base import IDENT, Doc, Number, shell_safety_error
+from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template)
 from hetinfra.spec.base import is_dns_label
 
@@ -101,7 +101,7 @@ class Plan(Doc):
     def parse(cls, doc: Any, path: Path | str = "plan.json") -> "Plan":
         """The model of ``doc`` (plan.json's dict); InvalidInputError (exit 2) naming ``path`` and the
         first wrong field otherwise."""
-        from hetinfra.plan.document.load import parse_document
+        from hetinfra.document.load import parse_document
 
         return parse_document(cls, doc, path, hint="plan.json is written by `hetinfra plan`; re-plan instead of "
                                                    "editing it")
@@ -118,7 +118,7 @@ class Plan(Doc):
 def load_plan(path: Path | str) -> Plan:
     """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.
     Missing, unreadable, not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
-    from hetinfra.plan.document.load import read_json
+    from hetinfra.document.load import read_json
 
     p = Path(path)
     if p.is_dir():

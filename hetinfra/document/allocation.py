@@ -18,7 +18,7 @@ from typing import Optional
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
-from hetinfra.plan.document.base import Doc, Number
+from hetinfra.document.base import Doc, Number
 from hetinfra.spec.base import is_dns_label
 
 PositiveInt = StrictInt
