@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
+from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, replace_dir
 
@@ -81,6 +82,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
+    Plan.parse(plan, out / "plan.json")  # the document's model holds for what every later stage reads
     units = sky_units(plan)
     sky = render_all(units)
     if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):

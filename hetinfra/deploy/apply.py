@@ -17,7 +17,6 @@ is rewritten after each step; a failed run is resumed by the next ``apply`` of t
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,16 +37,10 @@ def target_paths(target: str) -> set[str]:
 
 
 def load_plan(out: Path) -> dict:
-    path = out / "plan.json"
-    try:
-        plan = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"no plan.json in {out}", hint=f"run `hetinfra plan SPEC --out {out}` first") from None
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
-    if "allocations" not in plan or "service" not in plan:
-        raise InvalidInputError(f"{path} is not a hetinfra plan")
-    return plan
+    """OUT/plan.json as written (preflight parses it into its model, hetinfra.document, once)."""
+    from hetinfra.document.load import read_json
+
+    return read_json(out / "plan.json", what="plan", hint=f"run `hetinfra plan SPEC --out {out}` first")
 
 
 def path_of(alloc: dict, target: str, plan: dict) -> str | None:

@@ -27,20 +27,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetinfra.document.state import STATE_VERSION, load_state
 from hetinfra.fileio import atomic_write_text
-from hetinfra.errors import InvalidInputError
 
-STATE_VERSION = 1
 STATE_FILE = "state.json"
-
-
-def read_state(path: Path) -> dict:
-    """state.json at ``path``, checked against its model (hetinfra.document.state): exit 2
-    naming the file and the field when it is not one."""
-    from hetinfra.document.state import HINT, parse_state
-    from hetinfra.document.load import read_json
-
-    return parse_state(read_json(path, what="state", hint=HINT), path)
 
 
 def now() -> str:
@@ -62,7 +52,7 @@ class DeployState:
         if not path.exists():
             return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                               "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
-        return cls(path, read_state(path))
+        return cls(path, load_state(path))
 
     def save(self) -> None:
         self.doc["updated_at"] = now()

@@ -66,7 +66,7 @@ class Plan(Doc):
     @classmethod
     def _version(cls, v: int) -> int:
         if v != PLAN_VERSION:
-            raise ValueError(f"is {v!r}; this hetinfra reads plan_version {PLAN_VERSION} (plan again with this "
+            raise ValueError(f"{v!r}: this hetinfra reads plan_version {PLAN_VERSION} (plan again with this "
                              "hetinfra: `hetinfra plan SPEC --out OUT`)")
         return v
 

@@ -40,7 +40,7 @@ class Variant(Doc):
     """A variant of a model (another checkpoint or precision) the plan may serve it with."""
 
     name: StrictStr = Field(description="Variant name (allocations[].variant).")
-    model: StrictStr = Field(description="Model id of the variant's checkpoint.")
+    model: Optional[StrictStr] = Field(description="Architecture of the variant's checkpoint; null: the model's.")
     source: StrictStr = Field(description="Where the checkpoint is loaded from (a Hugging Face id or a path).")
     precision: Precision = Field(description="Weight precision of the variant.")
     params: Optional[Number] = Field(description="Parameter count (disk and memory sizing).")
@@ -76,7 +76,8 @@ class ModelEntry(Doc):
 
     name: StrictStr = Field(description="The service model's name (allocations[].model, routing's key).")
     slug: StrictStr = Field(description="DNS-safe short name that starts its deployment units' names.")
-    model: StrictStr = Field(description="The model id.")
+    model: Optional[StrictStr] = Field(description="Built-in catalog name or Hugging Face id of the architecture; "
+                                                   "null: read from source.")
     source: StrictStr = Field(description="Where the weights are loaded from (Hugging Face id or a path).")
     precision: Precision = Field(description="Weight precision served (a GPU without BF16 runs fp16).")
     params: Optional[Number] = Field(description="Parameter count: apply sizes disks for the weights.")

@@ -81,6 +81,14 @@ class State(Doc):
 INDEXED = ("allocations", "endpoints", "pulumi", "skypilot")
 
 
+def load_state(path: Path) -> dict:
+    """state.json at ``path``, checked against :class:`State` (see :func:`parse_state`): the one way a
+    stage reads it."""
+    from hetinfra.document.load import read_json
+
+    return parse_state(read_json(path, what="state", hint=HINT), path)
+
+
 def parse_state(doc: Any, path: Path) -> dict:
     """``doc`` checked against :class:`State`, with the indexed keys it lacks filled in from the
     model's defaults (the dict stays the writer's: hetinfra.deploy.state updates it step by step)."""

@@ -4,8 +4,6 @@ error naming the file and the field; never a traceback. Plans come from the gold
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,20 +11,9 @@ from hypothesis import strategies as st
 
 from hetinfra.document import Plan, load_plan
 from hetinfra.errors import InvalidInputError
+from tests.plan.golden_plans import EXAMPLES, filled_golden
 
-GOLDEN = Path(__file__).resolve().parents[1] / "plan" / "golden"
-
-
-def golden(name: str) -> dict:
-    """A golden plan with its blanked run-dependent values filled in again."""
-    doc = json.loads((GOLDEN / f"{name}.json").read_text())
-    doc["service_id"] = f"{doc['service']}-0123456789"
-    doc["inputs"].update(spec_path=f"services/{name}.yaml", template_cache=None)
-    doc["solver"].update(build_s=0.1, solve_s=0.2)
-    return doc
-
-
-PLANS = {name: golden(name) for name in sorted(p.stem for p in GOLDEN.glob("*.json"))}
+PLANS = {name: filled_golden(name) for name in EXAMPLES}
 INT_FIELDS = ("gpus_per_instance", "tp", "pp", "engines_per_instance", "nodes_per_replica", "count", "instances")
 WRONG = st.one_of(st.integers(max_value=0), st.text(max_size=3), st.booleans(), st.none(),
                   st.floats(allow_nan=True), st.lists(st.integers(), max_size=2))

@@ -10,6 +10,7 @@ import pytest
 
 from hetinfra.deploy.state import DeployState
 from hetinfra.errors import InvalidInputError
+from tests.plan.golden_plans import filled_golden
 
 
 @pytest.mark.parametrize("doc,where", [
@@ -39,8 +40,7 @@ def test_a_minimal_state_gets_the_defaults(tmp_path):
 @pytest.mark.parametrize("text", ["[]", "null", '{"state_version": 1, "allocations": {"a": 1}}'])
 def test_commands_exit_2_on_a_bad_state(tmp_path, run_cli, command, text):
     (tmp_path / "state.json").write_text(text)
-    (tmp_path / "plan.json").write_text((__import__("pathlib").Path(__file__).resolve().parents[1] / "plan" /
-                                         "golden" / "chat.json").read_text().replace('"<blanked>"', "null"))
+    (tmp_path / "plan.json").write_text(json.dumps(filled_golden("chat")))
     code, _, err = run_cli(*command[:1], str(tmp_path), *command[1:])
     assert code == 2, err
     assert "state.json" in err and "Traceback" not in err

@@ -39,6 +39,16 @@ def blank(doc: dict) -> dict:
     return out
 
 
+def filled_golden(name: str) -> dict:
+    """The golden plan of ``name`` with its blanked values filled in with valid ones (a plan.json to
+    read, without planning)."""
+    doc = json.loads((GOLDEN / f"{name}.json").read_text())
+    doc["service_id"] = f"{doc['service']}-0123456789"
+    doc["inputs"].update(spec_path=f"services/{name}.yaml", template_cache=None)
+    doc["solver"].update(build_s=0.1, solve_s=0.2)
+    return doc
+
+
 def plan_example(name: str) -> str:
     """plan.json's text (as `plan --out` writes it) of services/<name>.yaml, planned in-process with the
     default settings (verified, with baselines)."""
