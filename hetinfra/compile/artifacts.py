@@ -17,6 +17,7 @@ from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, replace_dir
+from hetinfra.facts import VLLM_PORT
 
 
 def expand_stages(allocations: list[dict]) -> list[dict]:
@@ -61,7 +62,7 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
             nodes=a.get("nodes_per_replica"),
             spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
-            port=deploy.get("port", 8000),
+            port=deploy.get("port", VLLM_PORT),
             stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,
             target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None,
             alternates=alternates, ondemand_fallback=bool(a.get("ondemand_fallback")) and a["spot"],
@@ -95,7 +96,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     weights = router_weights(plan)
     atomic_write_text(out / "router" / "weights.json", json.dumps(weights, indent=2) + "\n")
     atomic_write_text(out / "router" / "litellm.yaml",
-                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
+                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", VLLM_PORT))))
     atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
     return {"plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
             "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}

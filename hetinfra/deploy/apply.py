@@ -27,6 +27,7 @@ from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_drive
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
+from hetinfra.facts import GATEWAY_PORT
 
 TARGETS = ("pulumi", "skypilot", "all")
 
@@ -272,7 +273,7 @@ def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
     if g.get("enabled") and sky_units and (out / "skypilot" / f"{name}.yaml").exists():
         eps = " ".join(f"{u}={url}" for u in sky_units for url in state.doc["endpoints"].get(u, []))
         lines.append("Gateway for the SkyServe units (then `sky status --endpoint "
-                     f"{int(g.get('port', 8080))} {name}`):")
+                     f"{int(g.get('port', GATEWAY_PORT))} {name}`):")
         lines.append(f"  sky launch -c {name} {out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY "
                      f"--secret HETINFRA_API_KEY --env HETINFRA_ENDPOINTS=\"{eps}\"")
     elif not g.get("enabled") and not gateways:

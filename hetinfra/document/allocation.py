@@ -19,7 +19,7 @@ from typing import Optional
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from hetinfra.document.base import Doc, Number
-from hetinfra.spec.base import is_dns_label
+from hetinfra.facts import is_dns_label
 
 PositiveInt = StrictInt
 
@@ -123,7 +123,7 @@ class Allocation(Doc):
     @field_validator("deployment_unit")
     @classmethod
     def _unit_name(cls, v: str) -> str:
-        if not (is_dns_label(v) and v[0].isalpha()):
+        if not is_dns_label(v, letter_first=True):
             raise ValueError(f"{v!r} is not a unit name (a DNS label that starts with a letter)")
         return v
 

@@ -14,7 +14,7 @@ from hetinfra.document.allocation import Allocation, Routing
 from hetinfra.document.base import IDENT, Doc, Number, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template)
-from hetinfra.spec.base import is_dns_label
+from hetinfra.facts import is_dns_label
 
 #: how a reader dumps the model back to plan.json's dict (absent optional keys stay absent)
 DUMP = {"mode": "json", "by_alias": True, "exclude_unset": True}
@@ -73,7 +73,7 @@ class Plan(Doc):
     @field_validator("service")
     @classmethod
     def _service(cls, v: str) -> str:
-        if not (is_dns_label(v) and v[0].isalpha()):
+        if not is_dns_label(v, letter_first=True):
             raise ValueError(f"{v!r} is not a service name (lowercase letters, digits, '-')")
         return v
 
