@@ -16,7 +16,8 @@ half-way leaves a file that says exactly which steps finished. Format (``state_v
                    "steps": [{"id": "pulumi:aws", "status": "pending"|"running"|"done"|"failed", "error": null}]}}
 
 ``allocations`` has the shape of plan.json's, so ``hetinfra plan --state OUT`` and ``replan``
-read what runs from it.
+read what runs from it. The keys, types and defaults are the model's
+(hetinfra.document.state.State, docs/state.schema.json); every load checks the file against it.
 """
 
 from __future__ import annotations
