@@ -14,7 +14,6 @@ from pathlib import Path
 
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
-from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, replace_dir
 from hetinfra.facts import VLLM_PORT
@@ -83,7 +82,11 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
-    Plan.parse(plan, out / "plan.json")  # the document's model holds for what every later stage reads
+    # the document's model holds for what every later stage reads (imported here: building the
+    # models costs ~0.1 s, which `plan` without --out need not pay)
+    from hetinfra.document import Plan
+
+    Plan.parse(plan, out / "plan.json")
     units = sky_units(plan)
     sky = render_all(units)
     if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):

@@ -5,6 +5,7 @@ model's defaults."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -42,5 +43,15 @@ def test_commands_exit_2_on_a_bad_state(tmp_path, run_cli, command, text):
     (tmp_path / "state.json").write_text(text)
     (tmp_path / "plan.json").write_text(json.dumps(filled_golden("chat")))
     code, _, err = run_cli(*command[:1], str(tmp_path), *command[1:])
+    assert code == 2, err
+    assert "state.json" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text", ["[]", "null", '{"state_version": 1, "allocations": [{"unit": 3}]}'])
+def test_replan_exits_2_on_a_bad_state(tmp_path, run_cli, text):
+    (tmp_path / "state.json").write_text(text)
+    (tmp_path / "plan.json").write_text(json.dumps(filled_golden("chat")))
+    spec = Path(__file__).resolve().parents[2] / "services" / "chat.yaml"
+    code, _, err = run_cli("replan", str(spec), "--state", str(tmp_path))
     assert code == 2, err
     assert "state.json" in err and "Traceback" not in err
