@@ -20,7 +20,7 @@ def read_json(path: Path, *, what: str, hint: str) -> Any:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise InvalidInputError(f"no {path.name} in {path.parent}", hint=hint) from None
+        raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"{path} cannot be read ({exc})", hint=hint) from None
     try:

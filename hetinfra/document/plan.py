@@ -121,6 +121,6 @@ def load_plan(path: Path | str) -> Plan:
     from hetinfra.document.load import read_json
 
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() or (not p.exists() and p.suffix != ".json"):  # an out dir (perhaps a missing one)
         p = p / "plan.json"
     return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p)
