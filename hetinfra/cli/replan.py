@@ -36,7 +36,7 @@ from hetinfra.cli.feeds import availability_options, feeds_options
                    "key) or the file it writes (OUT/gateway/demand.csv; its rotations .1 .. .N are read too). "
                    "Used like --demand-log.")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
-@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
 @click.option("--health-timeout-s", type=click.FloatRange(min=0), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")

@@ -20,7 +20,7 @@ HINT = "state.json is written by `hetinfra apply`; restore it from a backup, or 
 class RunningAllocation(Allocation):
     """A plan allocation that runs now, and the path that deployed it."""
 
-    path: Literal["pulumi", "skypilot"] = Field(description="The deploy path that runs it.")
+    path: Literal["pulumi", "skypilot", "kubernetes"] = Field(description="The deploy path that runs it.")
 
 
 class PulumiStack(Doc):
@@ -37,6 +37,17 @@ class SkyService(Doc):
 
     service: StrictStr = Field(description="The SkyServe service name (the deployment unit).")
     endpoint: Optional[StrictStr] = Field(description="Its endpoint, once SkyServe reported one.")
+
+
+class KubeCluster(Doc):
+    """What one ``apply`` put in one Kubernetes cluster (deploy.target kubernetes: hetinfra.deploy.kube)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    context: Optional[StrictStr] = Field(None, description="The kubeconfig context of the cluster.")
+    kubeconfig: Optional[StrictStr] = Field(None, description="The kubeconfig file.")
+    namespace: Optional[StrictStr] = Field(None, description="The service's namespace.")
+    objects: list[Any] = Field([], description="The objects applied (kind, namespace, name), to delete what goes.")
 
 
 class Step(Doc):
@@ -70,6 +81,8 @@ class State(Doc):
     endpoints: dict[str, list[str]] = Field({}, description="Deployment unit -> its replicas' OpenAI base URLs.")
     pulumi: dict[str, PulumiStack] = Field({}, description="Cloud -> its Pulumi project's last up.")
     skypilot: dict[str, SkyService] = Field({}, description="Deployment unit -> its SkyServe service.")
+    kubernetes: dict[str, KubeCluster] = Field({}, description="Cluster ('<cloud>/<region>' or its context) -> "
+                                                                "what apply put there (deploy.target kubernetes).")
     gateways: dict[str, str] = Field({}, description="'<service>-<cloud>-<region>' -> the gateway's URL.")
     images: dict[str, dict[str, dict[str, str]]] = Field({}, description="Pinned images: cloud -> region -> role "
                                                                          "('gpu', 'gateway') -> image id.")
