@@ -20,11 +20,11 @@ what the stack had, which is how a re-plan that leaves a cloud shrinks it to not
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pulumi
 
+from hetinfra.document import load_plan
 from hetinfra.stacks.common import FleetSecrets
 from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
 from hetinfra.stacks.global_entry import global_entry
@@ -81,7 +81,7 @@ def main() -> None:
     cloud = cfg.require("cloud")
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
-    plan = json.loads(Path(cfg.get("plan") or "plan.json").read_text())
+    plan = load_plan(Path(cfg.get("plan") or "plan.json")).to_dict()
     secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
                            gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
                            tls_key=cfg.get_secret("gatewayTlsKey"))

@@ -16,6 +16,7 @@ from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, replace_dir
+from hetinfra.facts import VLLM_PORT
 
 
 def expand_stages(allocations: list[dict]) -> list[dict]:
@@ -60,7 +61,7 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
             nodes=a.get("nodes_per_replica"),
             spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=a.get("max_model_len") or m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
-            port=deploy.get("port", 8000),
+            port=deploy.get("port", VLLM_PORT),
             stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,
             target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None,
             alternates=alternates, ondemand_fallback=bool(a.get("ondemand_fallback")) and a["spot"],
@@ -81,6 +82,11 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
+    # the document's model holds for what every later stage reads (imported here: building the
+    # models costs ~0.1 s, which `plan` without --out need not pay)
+    from hetinfra.document import Plan
+
+    Plan.parse(plan, out / "plan.json")
     units = sky_units(plan)
     sky = render_all(units)
     if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):
@@ -93,7 +99,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     weights = router_weights(plan)
     atomic_write_text(out / "router" / "weights.json", json.dumps(weights, indent=2) + "\n")
     atomic_write_text(out / "router" / "litellm.yaml",
-                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
+                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", VLLM_PORT))))
     written = {}
     if (plan.get("deploy") or {}).get("target") == "kubernetes":  # only then: other plans' trees stay as they were
         from hetinfra.compile.kubernetes import write_kubernetes

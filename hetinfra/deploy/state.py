@@ -16,7 +16,8 @@ half-way leaves a file that says exactly which steps finished. Format (``state_v
                    "steps": [{"id": "pulumi:aws", "status": "pending"|"running"|"done"|"failed", "error": null}]}}
 
 ``allocations`` has the shape of plan.json's, so ``hetinfra plan --state OUT`` and ``replan``
-read what runs from it.
+read what runs from it. The keys, types and defaults are the model's
+(hetinfra.document.state.State, docs/state.schema.json); every load checks the file against it.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetinfra.document.state import STATE_VERSION, load_state
 from hetinfra.fileio import atomic_write_text
-from hetinfra.errors import InvalidInputError
 
-STATE_VERSION = 1
 STATE_FILE = "state.json"
 
 
@@ -53,14 +53,7 @@ class DeployState:
         if not path.exists():
             return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                               "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            raise InvalidInputError(f"{path} is not valid JSON ({exc})",
-                                    hint="it is written atomically by hetinfra; restore it from a backup") from None
-        if doc.get("state_version") != STATE_VERSION:
-            raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
-        return cls(path, doc)
+        return cls(path, load_state(path))
 
     def save(self) -> None:
         self.doc["updated_at"] = now()

@@ -151,6 +151,8 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     from hetinfra.gateway.origins import origin_routes
 
     from hetinfra.compile.router import router_weights
+    from hetinfra.document import load_plan
+    from hetinfra.document.state import load_state
 
     src = Path(source)
     sources: list[Path] = []
@@ -159,7 +161,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     if src.is_dir():
         plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
         if plan_path.exists():
-            plan = _read_json(plan_path)
+            plan = load_plan(plan_path).to_dict()
             sources.append(plan_path)
         if weights_path.exists():
             weights, where = _read_json(weights_path), str(weights_path)
@@ -170,12 +172,10 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
         if state_path.exists():
-            state = _read_json(state_path)
+            state = load_state(state_path)
             sources.append(state_path)
     elif src.exists():
-        plan = _read_json(src)
-        if "allocations" not in plan or "routing" not in plan:
-            raise InvalidInputError(f"{src} is not a plan.json (no allocations/routing)")
+        plan = load_plan(src).to_dict()
         weights, where = router_weights(plan), str(src)
         sources.append(src)
     else:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from hetinfra.plan.library import Unit
 from hetinfra.price_feeds.geo import continent
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
+from hetinfra.facts import VLLM_PORT
 
 _REL = 1e-9
 WORLD = "0.0.0.0/0"
@@ -123,7 +124,7 @@ def failover_warnings(plan: dict) -> list[str]:
                  if a["skypilot_task"] and a["cloud"] in (deploy.get("skypilot_clouds") or []))
     loose = []
     if WORLD not in (deploy.get("ingress_cidrs") or []):
-        loose.append(f"port {deploy.get('port', 8000)} (deploy.ingress_cidrs)")
+        loose.append(f"port {deploy.get('port', VLLM_PORT)} (deploy.ingress_cidrs)")
     if WORLD not in (deploy.get("ssh_cidrs") or []):
         loose.append("SSH (deploy.ssh_cidrs)")
     if sky and loose:

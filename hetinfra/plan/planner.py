@@ -102,19 +102,14 @@ def state_file(state: Path) -> Path:
 
 def running_allocations(state: Path) -> list[dict]:
     """What runs now: the ``allocations`` of :func:`state_file`."""
-    import json
-
+    from hetinfra.document import load_running
     from hetinfra.errors import InvalidInputError
 
     path = state_file(state)
-    try:
-        doc = json.loads(path.read_text())
-        return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]
-    except FileNotFoundError:
+    if not path.is_file():
         raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
-                                hint="pass the --out directory of the plan that is running") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"--state: {path} is not a hetinfra plan/state file ({exc})") from None
+                                hint="pass the --out directory of the plan that is running")
+    return load_running(path)
 
 
 def read_running(state: Path) -> dict[str, int]:

@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from heapq import heappop, heappush
 from pathlib import Path
@@ -51,14 +50,9 @@ def load_plan(path: str | Path) -> tuple[dict, Path]:
     p = Path(path)
     if p.is_dir():
         p = p / "plan.json"
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"plan not found: {p}", hint="pass a `hetinfra plan --out` directory or its plan.json") from None
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"cannot read plan {p}: {exc}") from None
-    check_plan(doc, str(p))
-    return doc, p
+    from hetinfra.document import load_plan as load_document
+
+    return load_document(p).to_dict(), p
 
 
 def check_plan(doc: dict, where: str = "plan") -> None:

@@ -3,24 +3,17 @@ cloud resources are DNS labels."""
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Strict", "dns_name", "is_dns_label"]
+from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+__all__ = ["Strict", "dns_name", "is_dns_label"]
 
 
 class Strict(BaseModel):
     """A spec model: extra="forbid" (a typo is an error with a did-you-mean), frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def is_dns_label(value: str) -> bool:
-    """1-63 lowercase letters, digits and '-', starting and ending with a letter or digit."""
-    return bool(_NAME.match(value))
 
 
 def dns_name(value: str, what: str) -> str:

@@ -103,7 +103,10 @@ def test_plain_share_and_residency_none_plan_alike(tmp_path, plan_json):
 
 def test_verified_plan_keeps_tight_ttft_local(tmp_path, plan_json):
     """`plan`'s verification (simulate, derate, re-solve) routes by origin too, and agrees."""
-    plan = plan_json(tmp_path, atlantic(ttft_ms=120), verify=True)
+    # 100 ms: the 82 ms round trip leaves no GPU time for a 500-token prefill across the Atlantic. (At
+    # 120 ms, verification's credit (issue 21) finds the remaining 38 ms enough on a fast GPU, and the
+    # simulator agrees: a legitimate plan, not local-only.)
+    plan = plan_json(tmp_path, atlantic(ttft_ms=100), verify=True)
     assert plan["fidelity"]["met"] is True
     assert regions_of(plan, EU) <= {EU, "eu-west-1"} and regions_of(plan, US) <= {US, "us-central1"}
 
