@@ -14,7 +14,7 @@ Four things are called a "unit" in hetinfra; plan.json names two of them:
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
@@ -101,6 +101,13 @@ class Allocation(Doc):
                                                     "first (empty: pinned to its planned offer).")
     ondemand_fallback: Optional[OndemandFallback] = Field(description="A spot unit's on-demand fallback; null when "
                                                                       "off or not spot.")
+    max_model_len: Optional[PositiveInt] = Field(
+        None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
+                          "serves the largest class), capped at its KV cache (docs/verification.md).")
+    kv_cache_tokens: Optional[StrictInt] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
+                                                                   "layout; null for mixed pipelines.")
+    gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
+                                                              "from its offer row).")
 
     # Invariants, each on the field it names (so an error reads ``allocations[0].instances``); a
     # validator sees the fields declared above its own.
@@ -146,3 +153,33 @@ class RouteShare(Doc):
 
 #: ``routing``: model -> request class -> the units serving it, largest share first
 Routing = dict[str, dict[str, list[RouteShare]]]
+
+
+class OriginRouteShare(Doc):
+    """The share of one origin's requests of one class that one solver unit serves (docs/regions.md)."""
+
+    unit: StrictStr = Field(description="The solver unit (``allocations[].unit``).")
+    deployment_unit: Optional[StrictStr] = Field(description="The deployed unit's name (``allocations[].deployment_unit``).")
+    region: StrictStr = Field(description="Region of the unit.")
+    share: Number = Field(description="Fraction of the origin's requests of the class routed to the unit.")
+    rps: Number = Field(description="Requests/s of the origin's class routed to the unit.")
+    network_ms: Optional[Number] = Field(description="Estimated round trip origin -> unit region, added once to TTFT; "
+                                                     "null when the network table knows neither place.")
+
+
+class Origin(Doc):
+    """Where one share of a model's traffic comes from, and where it may be served."""
+
+    share: Number = Field(description="Fraction of the model's demand from this origin.")
+    residency: Literal["region", "continent", "none"] = Field(description="Where the origin's requests may be served.")
+    area: Optional[StrictStr] = Field(description="The allowed area's name (a region or continent); null: anywhere.")
+    allowed_regions: Optional[list[StrictStr]] = Field(description="The plan's regions inside the area (the gateway "
+                                                                   "fails over only to these); null: anywhere.")
+    worst_network_ms: Optional[Number] = Field(description="The largest round trip any of the origin's routed "
+                                                           "requests pays; null when unknown.")
+
+
+#: ``routing_by_origin``: model -> origin -> request class -> the units serving it, largest rps first
+OriginRouting = dict[str, dict[str, dict[str, list[OriginRouteShare]]]]
+#: ``origins``: model -> origin -> its share and residency
+Origins = dict[str, dict[str, Origin]]

@@ -10,7 +10,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from hetinfra import PLAN_VERSION
-from hetinfra.document.allocation import Allocation, Routing
+from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing
 from hetinfra.document.base import IDENT, Doc, Number, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template)
@@ -53,6 +53,11 @@ class Plan(Doc):
                                                                        "section).")
     warnings: list[str] = Field(description="What the user should know about the plan.")
     fidelity: Optional[Fidelity] = Field(None, description="How simulation checked the latency objectives.")
+    origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
+                                                         "served; only where a model declares demand.origins "
+                                                         "(docs/regions.md).")
+    routing_by_origin: Optional[OriginRouting] = Field(None, description="routing per (origin, class); only where a "
+                                                                         "model declares demand.origins.")
 
     @model_validator(mode="before")
     @classmethod

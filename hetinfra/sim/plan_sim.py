@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from heapq import heappop, heappush
 from pathlib import Path
