@@ -30,8 +30,12 @@ differ). Endpoint URLs are known only after deploy: ``hetinfra apply`` records t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from hetinfra.plan.plan_json import rounded
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
 
 ROUTER_VERSION = 1
 ROUTING_RULE = ("smallest class (input_tokens + output_tokens, then output_tokens) with input_tokens >= the prompt's "
@@ -70,34 +74,38 @@ def litellm_config(weights: dict, endpoints: dict[str, list[str]] | None = None)
     return header + yaml.safe_dump(doc, sort_keys=False)
 
 
-def router_weights(plan: dict) -> dict:
-    units = {a["unit"]: a for a in plan["allocations"]}
+def router_weights(plan: "Plan | dict") -> dict:
+    """weights.json's document of ``plan`` (plan.json's dict or its parsed :class:`Plan`)."""
+    from hetinfra.document import Plan
+
+    plan = Plan.of(plan)
+    units = {a.unit: a for a in plan.allocations}
     models: dict[str, dict] = {}
-    for m in plan["models"]:
-        name = m["name"]
+    for m in plan.models:
+        routes = plan.routing.get(m.name, {})
         entry: dict = {"endpoints": {}, "classes": {}, "target_qps_per_gpu": {}}
-        total = sum(f["rps"] for flows in plan["routing"].get(name, {}).values() for f in flows) or 0.0
-        for a in plan["allocations"]:
-            if a["model"] != name:
+        total = sum(f.rps for flows in routes.values() for f in flows) or 0.0
+        for a in plan.allocations:
+            if a.model != m.name:
                 continue
-            entry["endpoints"][a["deployment_unit"]] = {
-                "unit": a["unit"], "cloud": a["cloud"], "region": a["region"], "gpu": a["gpu"], "instance_type": a["instance_type"],
-                "replicas": a["count"], "target_qps_per_replica": a.get("target_qps_per_replica"),
-                "rps": a.get("routed_rps"), "share": rounded((a.get("routed_rps") or 0.0) / total, 6) if total else 0.0,
+            entry["endpoints"][a.deployment_unit] = {
+                "unit": a.unit, "cloud": a.cloud, "region": a.region, "gpu": a.gpu, "instance_type": a.instance_type,
+                "replicas": a.count, "target_qps_per_replica": a.target_qps_per_replica,
+                "rps": a.routed_rps, "share": rounded((a.routed_rps or 0.0) / total, 6) if total else 0.0,
             }
-            q = a.get("target_qps_per_replica")
+            q = a.target_qps_per_replica
             if q is not None:
-                prev = entry["target_qps_per_gpu"].get(a["gpu"])
-                entry["target_qps_per_gpu"][a["gpu"]] = q if prev is None else min(prev, q)
-        for c in m["classes"]:
-            flows = plan["routing"].get(name, {}).get(c["name"], [])
-            served = sum(f["rps"] for f in flows)
-            entry["classes"][c["name"]] = {
-                "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"], "rate_rps": c["rate_rps"],
-                "weights": {units[f["unit"]]["deployment_unit"]: rounded(f["rps"] / served, 6)
-                            for f in flows if served > 0 and f["unit"] in units},
+                prev = entry["target_qps_per_gpu"].get(a.gpu)
+                entry["target_qps_per_gpu"][a.gpu] = q if prev is None else min(prev, q)
+        for c in m.classes:
+            flows = routes.get(c.name, [])
+            served = sum(f.rps for f in flows)
+            entry["classes"][c.name] = {
+                "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "rate_rps": c.rate_rps,
+                "weights": {units[f.unit].deployment_unit: rounded(f.rps / served, 6)
+                            for f in flows if served > 0 and f.unit in units},
             }
-        entry["default_max_tokens"] = max((c["output_tokens"] for c in m["classes"]), default=None)
-        models[name] = entry
-    return {"router_version": ROUTER_VERSION, "service": plan["service"], "routing_rule": ROUTING_RULE,
-            "plan_cost_usd_per_hour": plan.get("cost_usd_per_hour"), "models": models}
+        entry["default_max_tokens"] = max((c.output_tokens for c in m.classes), default=None)
+        models[m.name] = entry
+    return {"router_version": ROUTER_VERSION, "service": plan.service, "routing_rule": ROUTING_RULE,
+            "plan_cost_usd_per_hour": plan.cost_usd_per_hour, "models": models}

@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
 
 __all__ = ["ORIGIN_HEADER", "origin_routes", "request_origin", "current_origin"]
 
@@ -39,24 +43,24 @@ def current_origin() -> str | None:
     return _CURRENT.get()
 
 
-def origin_routes(plan: dict | None, models: dict) -> dict[str, dict]:
+def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
     """origin -> model -> ModelRoutes of that origin's row: class weights from
     ``routing_by_origin``, and as the fallback (no live unit in the class) the model's units in the
     regions the origin's residency allows (plan.json ``origins[m][o].allowed_regions``), by their
     overall share."""
     out: dict[str, dict] = {}
-    if not plan:
+    if plan is None:
         return out
-    place = {a["deployment_unit"]: a["region"] for a in plan.get("allocations", [])}
-    for model, rows in sorted((plan.get("routing_by_origin") or {}).items()):
+    place = {a.deployment_unit: a.region for a in plan.allocations}
+    for model, rows in sorted((plan.routing_by_origin or {}).items()):
         base = models.get(model)
         if base is None:
             continue
-        rules = (plan.get("origins") or {}).get(model) or {}
+        rules = (plan.origins or {}).get(model) or {}
         for origin, per_class in sorted(rows.items()):
-            inside = (rules.get(origin) or {}).get("allowed_regions")  # None: no residency, anywhere
+            inside = rules[origin].allowed_regions if origin in rules else None  # None: no residency, anywhere
             classes = tuple(replace(c, weights=tuple(sorted(
-                (e["deployment_unit"], float(e["share"])) for e in per_class.get(c.name) or () if float(e["share"]) > 0)))
+                (e.deployment_unit, float(e.share)) for e in per_class.get(c.name) or () if float(e.share) > 0)))
                 for c in base.classes)
             shares = tuple((u, s) for u, s in base.shares if u in place and (inside is None or place[u] in inside))
             out.setdefault(origin, {})[model] = replace(base, classes=classes, shares=shares)

@@ -28,8 +28,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hetinfra.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
 
 STATE_FILE = "state.json"  # written by hetinfra.deploy.state (format documented there)
 
@@ -124,12 +128,12 @@ def routes_from_weights(weights: dict, where: str) -> dict[str, ModelRoutes]:
     return out
 
 
-def unit_aliases(plan: dict | None) -> dict[str, str]:
+def unit_aliases(plan: "Plan | None") -> dict[str, str]:
     """``unit`` and ``deployment_unit`` of every allocation -> deployment unit."""
     out: dict[str, str] = {}
-    for a in (plan or {}).get("allocations", []):
-        out[a["unit"]] = a["deployment_unit"]
-        out[a["deployment_unit"]] = a["deployment_unit"]
+    for a in plan.allocations if plan else ():
+        out[a.unit] = a.deployment_unit
+        out[a.deployment_unit] = a.deployment_unit
     return out
 
 
@@ -151,17 +155,17 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     from hetinfra.gateway.origins import origin_routes
 
     from hetinfra.compile.router import router_weights
-    from hetinfra.document import load_plan
+    from hetinfra.document import Plan, load_plan
     from hetinfra.document.state import load_state
 
     src = Path(source)
     sources: list[Path] = []
-    plan: dict | None = None
+    plan: Plan | None = None
     state: dict = {}
     if src.is_dir():
         plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
         if plan_path.exists():
-            plan = load_plan(plan_path).to_dict()
+            plan = load_plan(plan_path)
             sources.append(plan_path)
         if weights_path.exists():
             weights, where = _read_json(weights_path), str(weights_path)
@@ -175,7 +179,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
             state = load_state(state_path)
             sources.append(state_path)
     elif src.exists():
-        plan = load_plan(src).to_dict()
+        plan = load_plan(src)
         weights, where = router_weights(plan), str(src)
         sources.append(src)
     else:
@@ -195,6 +199,6 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
     warnings = [f"unit {u} has no endpoint (not in state.json, no --endpoint): its traffic goes to the others"
                 for u in sorted(units - set(table_endpoints))]
-    return RoutingTable(service=str(weights.get("service") or (plan or {}).get("service") or ""),
+    return RoutingTable(service=str(weights.get("service") or (plan.service if plan else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
                         warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
