@@ -61,7 +61,6 @@ REMAINING: dict[str, int] = {
     "hetinfra.deploy.preflight": 13,
     "hetinfra.deploy.preview": 6,
     "hetinfra.plan.origins_json": 1,
-    "hetinfra.plan.pending": 3,
     "hetinfra.plan.summary": 62,
     "hetinfra.plan.template_cache": 1,
     "hetinfra.price_feeds.offers": 2,

@@ -5,18 +5,25 @@ from hetinfra.document.allocation import Allocation, RouteShare
 from hetinfra.document.plan import Plan, load_plan
 
 
-def load_running(path) -> list[dict]:
+def running(path) -> list[Allocation]:
     """The allocations that run, from a state.json or a plan.json (told apart by ``state_version``),
-    each checked against its model."""
+    as their models (a state's carry the deploy ``path``)."""
     from pathlib import Path
 
     from hetinfra.document.load import read_json
-    from hetinfra.document.state import parse_state
+    from hetinfra.document.state import State, parse_state
 
     doc = read_json(Path(path), what="plan or state", hint="pass the --out directory of the plan that is running")
     if isinstance(doc, dict) and "state_version" in doc:
-        return parse_state(doc, path)["allocations"]
-    return Plan.parse(doc, path).to_dict()["allocations"]
+        return State.model_validate(parse_state(doc, path)).allocations  # parse_state: the version check first
+    return Plan.parse(doc, path).allocations
 
 
-__all__ = ["Allocation", "Plan", "RouteShare", "load_plan", "load_running"]
+def load_running(path) -> list[dict]:
+    """:func:`running` as plan.json's dicts (each model dumped as written: the round trip is exact)."""
+    from hetinfra.document.plan import DUMP
+
+    return [a.model_dump(**DUMP) for a in running(path)]
+
+
+__all__ = ["Allocation", "Plan", "RouteShare", "load_plan", "load_running", "running"]

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetinfra.plan.planner import running_allocations, state_file
+from typing import TYPE_CHECKING
+
+from hetinfra.plan.planner import state_file
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
+
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation, Plan
 
 # Terraform's "changes pending" is 2, which is this project's "invalid input"; 10 is what replan
 # already exits with when it proposes a change.
@@ -23,37 +28,47 @@ DEPLOYED_KEYS = ("cloud", "region", "instance_type", "gpu", "gpus_per_instance",
                  "nodes_per_replica", "model", "tp", "pp", "engines_per_instance", "layer_partition", "stages")
 
 
-def _deployable(allocs: list[dict]) -> dict[str, dict]:
-    return {a["deployment_unit"]: a for a in allocs if not a.get("custom_cloud") and a["cloud"] in KNOWN_CLOUDS}
+def _deployable(allocs: list[Allocation]) -> dict[str, Allocation]:
+    return {a.deployment_unit: a for a in allocs if not a.custom_cloud and a.cloud in KNOWN_CLOUDS}
 
 
 def _deploy_section(ref: Path) -> dict:
     """The ``deploy`` section of the plan that goes with ``ref`` (state.json records no deploy section)."""
     path = ref.with_name("plan.json") if ref.name == "state.json" else ref
     from hetinfra.document import load_plan
+    from hetinfra.document.plan import DUMP
     from hetinfra.errors import InvalidInputError
 
     try:
-        return load_plan(path).to_dict()["deploy"]
+        return load_plan(path).deploy.model_dump(**DUMP)
     except InvalidInputError:  # no plan.json beside the state, or not one: no deploy section to compare
         return {}
 
 
-def pending_changes(plan: dict, reference: Path | None) -> dict:
+def pending_changes(plan: Plan | dict, reference: Path | None) -> dict:
     """What differs between ``plan`` and the deployment in ``reference`` (a directory or a
     plan.json): ``{reference, pending, added, removed, changed {unit: [keys]}, deploy [keys],
     instances {added, removed}}``. No reference file: everything in the plan is pending."""
+    from hetinfra.document import Plan, running
+    from hetinfra.document.plan import DUMP
+
+    plan = Plan.of(plan)
     ref = state_file(reference) if reference is not None else None
     exists = ref is not None and ref.is_file()
-    before = _deployable(running_allocations(reference) if exists else [])
-    after = _deployable(plan["allocations"])
-    changed = {u: [k for k in DEPLOYED_KEYS if before[u].get(k) != after[u].get(k)] for u in sorted(set(before) & set(after))}
+    before = _deployable(running(ref) if exists else [])
+    after = _deployable(plan.allocations)
+    changed = {u: [k for k in DEPLOYED_KEYS if getattr(before[u], k) != getattr(after[u], k)]
+               for u in sorted(set(before) & set(after))}
     changed = {u: keys for u, keys in changed.items() if keys}
-    old_deploy, new_deploy = (_deploy_section(ref) if exists else {}), dict(plan.get("deploy") or {})
+    old_deploy, new_deploy = (_deploy_section(ref) if exists else {}), plan.deploy.model_dump(**DUMP)
     deploy = sorted(k for k in set(old_deploy) | set(new_deploy) if old_deploy.get(k) != new_deploy.get(k)) if exists else []
     units = sorted(set(before) | set(after))
-    grow = sum(max(0, after.get(u, {}).get("instances", 0) - before.get(u, {}).get("instances", 0)) for u in units)
-    shrink = sum(max(0, before.get(u, {}).get("instances", 0) - after.get(u, {}).get("instances", 0)) for u in units)
+
+    def instances(side: dict[str, Allocation], u: str) -> int:
+        return side[u].instances if u in side else 0
+
+    grow = sum(max(0, instances(after, u) - instances(before, u)) for u in units)
+    shrink = sum(max(0, instances(before, u) - instances(after, u)) for u in units)
     added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
     return {"reference": str(ref) if exists else None, "pending": bool(added or removed or changed or deploy),
             "added": added, "removed": removed, "changed": changed, "deploy": deploy,
