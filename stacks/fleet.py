@@ -16,6 +16,8 @@ from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.document import Plan
+from hetinfra.document.plan import DUMP
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
 from hetinfra.facts import VLLM_PORT
@@ -111,26 +113,27 @@ class FleetArgs:
         return sum(u.unit.replicas * u.unit.num_nodes for u in self.units)
 
 
-def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
+def fleets_for(plan: Plan | dict, cloud: str) -> list[FleetArgs]:
     """The plan's fleets on ``cloud``, one per region, in region order."""
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"no Pulumi program for cloud {cloud!r}")
-    deploy = plan.get("deploy") or {}
-    runtime = RuntimeConfig(runtime=deploy.get("runtime", "container"), vllm_version=deploy.get("vllm_version"))
+    plan = Plan.of(plan)
+    deploy = plan.deploy
+    # the compile helpers (sky_units, hetinfra.compile.disk) and the gateway VM's copy take plan.json's dicts
+    doc = plan.to_dict()
+    allocs = {a.deployment_unit: a.model_dump(**DUMP) for a in plan.allocations}
+    runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
     by_region: dict[str, list[FleetUnit]] = {}
-    allocs = {a["deployment_unit"]: a for a in plan["allocations"]}
-    for u in sky_units(plan, include_mixed=True):
+    for u in sky_units(doc, include_mixed=True):
         if u.cloud == cloud:
             by_region.setdefault(u.region, []).append(FleetUnit(
-                u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))
+                u, disk_gb=disk_gb(doc, allocs[u.name]), health_grace_s=health_grace_s(doc, allocs[u.name])))
     nets = network_cidrs(plan)
     return [FleetArgs(
-        cloud=cloud, region=region, units=tuple(units), service=plan["service"],
-        port=deploy.get("port", VLLM_PORT), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
-        ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime,
-        ssh_public_key=deploy.get("ssh_public_key"), plan=plan,
+        cloud=cloud, region=region, units=tuple(units), service=plan.service,
+        port=deploy.port, ingress_cidrs=tuple(deploy.ingress_cidrs), ssh_cidrs=tuple(deploy.ssh_cidrs),
+        runtime=runtime, ssh_public_key=deploy.ssh_public_key, plan=doc,
         network_cidr=nets[(cloud, region)], subnet_cidr=subnet(nets[(cloud, region)], 0),
         gateway_subnet_cidr=gateway_subnet(nets[(cloud, region)]),
-        management_cidrs=tuple(deploy.get("management_cidrs") or ()),
+        management_cidrs=tuple(deploy.management_cidrs),
     ) for region, units in sorted(by_region.items())]
-

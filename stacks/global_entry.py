@@ -28,15 +28,17 @@ from urllib.parse import urlparse
 
 import pulumi
 
+from hetinfra.document import Plan
+
 __all__ = ["GCP_HEALTH_CHECK_RANGES", "global_entry", "wants_global_entry"]
 
 #: Google's load-balancer health-check source ranges (Cloud Load Balancing documentation)
 GCP_HEALTH_CHECK_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]
 
 
-def wants_global_entry(plan: dict) -> bool:
+def wants_global_entry(plan: Plan) -> bool:
     """Routing by origin with gateways: the plan's clients are in several places."""
-    return bool(plan.get("routing_by_origin")) and bool(((plan.get("deploy") or {}).get("gateway") or {}).get("enabled"))
+    return bool(plan.routing_by_origin) and plan.deploy.gateway.enabled
 
 
 class _Gateway:
@@ -52,22 +54,23 @@ def _part(url: pulumi.Output, what: str) -> pulumi.Output:
     return url.apply(lambda u: getattr(urlparse(u), what))
 
 
-def global_entry(plan: dict, cloud: str, fleets: list[tuple[str, object]], config: dict | None = None
+def global_entry(plan: Plan | dict, cloud: str, fleets: list[tuple[str, object]], config: dict | None = None
                  ) -> pulumi.Output | None:
     """Create ``cloud``'s front door over the gateways of ``fleets`` ((region, fleet component)
     pairs); its client URL, or None."""
+    plan = Plan.of(plan)
     gateways = [_Gateway(r, f) for r, f in fleets if getattr(f, "gateway_url", None) is not None]
     if not gateways or not wants_global_entry(plan):
         return None
     config = config or {}
-    g = plan["deploy"]["gateway"]
-    port, tls = int(g.get("port", 8080)), bool(g.get("tls_cert"))
-    name = f"{plan['service']}-{cloud}-global"
+    g = plan.deploy.gateway
+    port, tls = g.port, bool(g.tls_cert)
+    name = f"{plan.service}-{cloud}-global"
     if cloud == "aws":
         return _route53(name, gateways, port, tls, config)
     if cloud == "gcp":
         return _gcp_lb(name, gateways, port, tls)
-    return _traffic_manager(name, plan["service"], gateways, port, tls)
+    return _traffic_manager(name, plan.service, gateways, port, tls)
 
 
 def _route53(name: str, gateways: list, port: int, tls: bool, config: dict) -> pulumi.Output | None:

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pulumi
 
-from hetinfra.document import load_plan
+from hetinfra.document import Plan, load_plan
 from hetinfra.stacks.common import FleetSecrets
 from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
 from hetinfra.stacks.global_entry import global_entry
 
 
-def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
+def build(plan: Plan | dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
           zones: dict[str, str] | None = None, images: dict | None = None) -> list[pulumi.ComponentResource]:
     """Create the fleet components of ``cloud`` for ``plan``; returns them in region order.
     ``images``: the pinned image ids, region -> role -> id (hetinfra.compile.images)."""
@@ -81,7 +81,7 @@ def main() -> None:
     cloud = cfg.require("cloud")
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
-    plan = load_plan(Path(cfg.get("plan") or "plan.json")).to_dict()
+    plan = load_plan(Path(cfg.get("plan") or "plan.json"))  # parsed once; every reader below takes the model
     secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
                            gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
                            tls_key=cfg.get_secret("gatewayTlsKey"))

@@ -49,9 +49,7 @@ REMAINING: dict[str, int] = {
     "hetinfra.cli.profile_launch": 10,
     "hetinfra.compile.artifacts": 13,
     "hetinfra.compile.checkpoint": 1,
-    "hetinfra.compile.network": 2,
-    "hetinfra.compile.pulumi_project": 4,
-    "hetinfra.compile.skypilot_gateway": 1,
+    "hetinfra.compile.pulumi_project": 1,
     "hetinfra.deploy.apply": 21,
     "hetinfra.deploy.destroy": 6,
     "hetinfra.deploy.drift": 5,
@@ -73,8 +71,6 @@ REMAINING: dict[str, int] = {
     "hetinfra.sim.minimal": 4,
     "hetinfra.sim.network": 2,
     "hetinfra.sim.plan_sim": 14,
-    "hetinfra.stacks.fleet": 2,
-    "hetinfra.stacks.global_entry": 1,
 }
 
 

@@ -15,24 +15,27 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from typing import TYPE_CHECKING
 
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
 
 BASE_OCTET, SPAN = 64, 128
 
 
-def fleet_keys(plan: dict) -> list[tuple[str, str]]:
-    return sorted({(a["cloud"], a["region"]) for a in plan.get("allocations") or []
-                   if a.get("cloud") in KNOWN_CLOUDS and not a.get("custom_cloud")})
+def fleet_keys(plan: Plan) -> list[tuple[str, str]]:
+    return sorted({(a.cloud, a.region) for a in plan.allocations if a.cloud in KNOWN_CLOUDS and not a.custom_cloud})
 
 
 def _octet(cloud: str, region: str) -> int:
     return BASE_OCTET + int(hashlib.sha256(f"{cloud}/{region}".encode()).hexdigest()[:8], 16) % SPAN
 
 
-def network_cidrs(plan: dict) -> dict[tuple[str, str], str]:
+def network_cidrs(plan: Plan) -> dict[tuple[str, str], str]:
     """(cloud, region) -> the fleet's network CIDR, for every fleet of the plan."""
-    pinned = {tuple(k.split("/", 1)): v for k, v in ((plan.get("deploy") or {}).get("network_cidrs") or {}).items()}
+    pinned = {tuple(k.split("/", 1)): v for k, v in plan.deploy.network_cidrs.items()}
     nets = [ipaddress.ip_network(v) for v in pinned.values()]
     for i, a in enumerate(nets):
         for b in nets[i + 1:]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from hetinfra.compile.skypilot_gateway import gateway_task_config
+from tests.plan.golden_plans import filled_golden
 from tests.plan.test_origins import EU, atlantic
 
 
@@ -55,5 +56,5 @@ def test_run_script_passes_the_region(regional_plan, tmp_path):
 
 
 def test_plan_without_origins_keeps_the_single_gateway_task():
-    cfg = gateway_task_config({"service": "chat", "routing": {}, "deploy": {}})
+    cfg = gateway_task_config(filled_golden("chat"))
     assert "HETINFRA_REGION" not in cfg["envs"] and "--region" not in cfg["run"]

@@ -29,8 +29,9 @@ def gw_plan(three_cloud_plan):
 def _net(plan, cloud, region, i=None) -> str:
     """The fleet's subnet ``i``, or (None) its gateway subnet, from the distinct per-region network."""
     from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
+    from hetinfra.document import Plan
 
-    net = network_cidrs(plan)[(cloud, region)]
+    net = network_cidrs(Plan.parse(plan))[(cloud, region)]
     return gateway_subnet(net) if i is None else subnet(net, i)
 
 

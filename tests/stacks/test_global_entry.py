@@ -24,7 +24,7 @@ def origin_plan(three_cloud_plan):
     plan["routing_by_origin"] = {"chat-8b": {"us-east-1": {}, "us-west-2": {}}}
     # a second GCP region, so the GCP load balancer has two backends
     extra = dict(plan["allocations"][2], region="europe-west4", deployment_unit="big-70b-gcp-europe-west4-a2",
-                 unit="big-70b|gcp|a2-highgpu-4g|europe-west4")
+                 unit="big-70b|gcp|a2-highgpu-4g|europe-west4", skypilot_task="skypilot/big-70b-gcp-europe-west4-a2.yaml")
     plan["allocations"].append(extra)
     return plan
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hetinfra.document import Plan
 from hetinfra.compile.pulumi_project import pulumi_yaml, requirements, stack_config
 from hetinfra.fileio import atomic_write_text
 
@@ -19,13 +20,14 @@ PULUMI_KUBERNETES = "pulumi-kubernetes==4.34.2"
 
 
 def write_kube_project(out: Path, plan: dict) -> Path:
+    doc = Plan.of(plan)  # the project files read the typed plan; plan.json is written as the dict is
     d = out / "pulumi" / PROJECT
     (d / "state").mkdir(parents=True, exist_ok=True)
-    cfg_path = d / f"Pulumi.{(plan.get('deploy') or {}).get('stack', 'prod')}.yaml"
+    cfg_path = d / f"Pulumi.{doc.deploy.stack}.yaml"
     existing = cfg_path.read_text() if cfg_path.exists() else None
     atomic_write_text(d / "plan.json", json.dumps(plan, indent=2) + "\n")
     atomic_write_text(d / "__main__.py", MAIN_PY)
     atomic_write_text(d / "requirements.txt", requirements() + PULUMI_KUBERNETES + "\n")
-    atomic_write_text(cfg_path, stack_config(plan, PROJECT, existing))
-    atomic_write_text(d / "Pulumi.yaml", pulumi_yaml(plan, PROJECT))
+    atomic_write_text(cfg_path, stack_config(doc, PROJECT, existing))
+    atomic_write_text(d / "Pulumi.yaml", pulumi_yaml(doc, PROJECT))
     return d
