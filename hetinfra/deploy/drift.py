@@ -41,6 +41,7 @@ from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
 from hetinfra.document import load_plan
+from hetinfra.document.state import RunningAllocation, State
 from hetinfra.errors import ProviderError
 
 #: a group type -> (where its size is in the refreshed state, the API that lists its instances)
@@ -90,11 +91,10 @@ class UnitLive:
                 "source": self.source, "notes": list(self.notes)}
 
 
-def _unit(a: dict) -> UnitLive:
-    nodes = int(a.get("nodes_per_replica") or 1)
-    instances = int(a.get("instances") or a["count"] * nodes)
-    return UnitLive(a["deployment_unit"], a["path"], a["cloud"], a["region"], a["instance_type"], a["gpu"],
-                    bool(a["spot"]), nodes, int(a["count"]), float(a["cost_usd_per_hour"]) / max(1, instances))
+def _unit(a: RunningAllocation) -> UnitLive:
+    nodes, instances = a.nodes_per_replica, a.instances
+    return UnitLive(a.deployment_unit, a.path, a.cloud, a.region, a.instance_type, a.gpu,
+                    a.spot, nodes, a.count, float(a.cost_usd_per_hour) / max(1, instances))
 
 
 def _name(urn: str) -> str:
@@ -256,8 +256,8 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     the ``live`` document (:func:`record` keeps it in state.json)."""
     env = dict(os.environ) if env is None else env
     plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
-    units = [_unit(a) for a in sorted(state.allocations, key=lambda a: (a["path"], a["cloud"], a["region"],
-                                                                       a["deployment_unit"]))]
+    running = State.of(state.doc, out / "state.json").allocations
+    units = [_unit(a) for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
     quiet = log or (lambda _line: None)
     clouds = sorted({u.cloud for u in units if u.path == "pulumi"})
     if clouds:

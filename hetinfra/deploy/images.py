@@ -20,6 +20,7 @@ from __future__ import annotations
 import urllib.parse
 
 from hetinfra.compile.images import AZURE, ROLES, used
+from hetinfra.document import Plan
 from hetinfra.deploy.groups import arm_url
 
 ARM_API_VERSION = "2024-07-01"
@@ -52,15 +53,15 @@ def azure_newest_version(region: str, role: str, env: dict, *, base_url: str | N
     return (max(names, key=_version_key), "") if names else (None, "the ARM API lists no version of it")
 
 
-def pins_for_up(state_doc: dict, plan: dict, cloud: str, *, update: bool, env: dict,
+def pins_for_up(state_doc: dict, plan: Plan | dict, cloud: str, *, update: bool, env: dict,
                 notes: list[str], azure_url: str | None = None) -> dict:
     """The ``hetinfra:images`` value to set before ``cloud``'s ``up``: region -> role -> id."""
     pins = {} if update else {r: dict(roles) for r, roles in ((state_doc.get("images") or {}).get(cloud) or {}).items()}
     if cloud != "azure":
         return pins
-    gateway = bool(((plan.get("deploy") or {}).get("gateway") or {}).get("enabled"))
-    for region in sorted({a["region"] for a in plan["allocations"] if a["cloud"] == "azure"}):
-        for role in ROLES if gateway else ("gpu",):
+    plan = Plan.of(plan)
+    for region in sorted({a.region for a in plan.allocations if a.cloud == "azure"}):
+        for role in ROLES if plan.deploy.gateway.enabled else ("gpu",):
             if (pins.get(region) or {}).get(role):
                 continue
             version, why = azure_newest_version(region, role, env, base_url=azure_url)

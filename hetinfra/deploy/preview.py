@@ -188,16 +188,19 @@ def changes_json(rows, stacks: list[StackPreview], sky: list[dict]) -> dict:
 def result_json(state, out) -> dict:
     """What ``apply --json``/``destroy --json`` report once the steps ran: each step, each stack's and
     SkyServe unit's outcome and outputs, the endpoints and gateways, the units still running."""
-    op = state.operation or {}
-    steps = [dict(s) for s in op.get("steps") or []]
-    status = {s["id"]: s["status"] for s in steps}
+    from hetinfra.document.plan import DUMP
+    from hetinfra.document.state import State
+
+    doc = State.of(state.doc, out / "state.json")
+    steps = [s.model_dump(**DUMP) for s in (doc.operation.steps if doc.operation else ())]
+    status = {s.id: s.status for s in (doc.operation.steps if doc.operation else ())}
     return {
         "steps": steps,
-        "stacks": {cloud: {"stack": rec.get("stack"), "status": status.get(f"pulumi:{cloud}", "unchanged"),
-                           "outputs": rec.get("outputs") or {}} for cloud, rec in sorted(state.doc["pulumi"].items())},
-        "services": {unit: dict(rec) for unit, rec in sorted(state.doc["skypilot"].items())},
-        "endpoints": dict(sorted(state.doc["endpoints"].items())),
-        "gateways": dict(sorted((state.doc.get("gateways") or {}).items())),
-        "running": sorted(a["deployment_unit"] for a in state.allocations),
+        "stacks": {cloud: {"stack": rec.stack, "status": status.get(f"pulumi:{cloud}", "unchanged"),
+                           "outputs": rec.outputs} for cloud, rec in sorted(doc.pulumi.items())},
+        "services": {unit: rec.model_dump(**DUMP) for unit, rec in sorted(doc.skypilot.items())},
+        "endpoints": dict(sorted(doc.endpoints.items())),
+        "gateways": dict(sorted(doc.gateways.items())),
+        "running": sorted(a.deployment_unit for a in doc.allocations),
         "state": str(out / "state.json"),
     }

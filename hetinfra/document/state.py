@@ -89,6 +89,14 @@ class State(Doc):
     live: Optional[dict[str, Any]] = Field(None, description="The last read from the clouds (hetinfra.deploy.drift).")
     operation: Optional[Operation] = Field(None, description="The last apply or destroy.")
 
+    @classmethod
+    def of(cls, doc: "State | dict", path: Path | str = "state.json") -> "State":
+        """``doc`` itself when already parsed, else the model of state.json's dict (as
+        :func:`parse_state` checks it): how a reader takes the live dict a deployment updates."""
+        from hetinfra.document.load import parse_document
+
+        return doc if isinstance(doc, cls) else parse_document(cls, doc, path, hint=HINT)
+
 
 #: keys every reader may index: filled with the model's defaults when a state.json lacks them
 INDEXED = ("allocations", "endpoints", "pulumi", "skypilot")
