@@ -182,8 +182,9 @@ def _count_pulumi(u: UnitLive, entry: dict | None, resources: dict | None, found
 
 def live_replicas(alloc: dict, entry: dict | None, env: Mapping[str, str]) -> int:
     """Replicas of a running unit that serve now, by its groups' instances as the cloud's API lists
-    them (no refresh: the groups at their planned sizes); the health wait's count."""
-    u = _unit(alloc)
+    them (no refresh: the groups at their planned sizes); the health wait's count. ``alloc`` is
+    state.json's allocation dict (hetinfra.deploy.health reads the live state), parsed here."""
+    u = _unit(RunningAllocation.model_validate(alloc))
     _count_pulumi(u, entry, None, _read_instances([(u, entry)], None, env))
     return u.live or 0
 
