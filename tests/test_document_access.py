@@ -59,7 +59,6 @@ REMAINING: dict[str, int] = {
     "hetinfra.deploy.health": 4,
     "hetinfra.deploy.kube": 7,
     "hetinfra.deploy.preflight": 13,
-    "hetinfra.deploy.preview": 4,
     "hetinfra.plan.origins_json": 1,
     "hetinfra.plan.summary": 62,
     "hetinfra.replan.diff": 3,

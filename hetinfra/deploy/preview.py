@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hetinfra.errors import ProviderError
+
+if TYPE_CHECKING:
+    from hetinfra.document.state import RunningAllocation
 
 OPS = ("create", "update", "replace", "delete", "same")
 # Pulumi's step ops, each folded into the logical change it stands for; a resource with steps of
@@ -113,21 +117,23 @@ def preview_failure(cloud: str, code: int, stdout: str, stderr: str) -> Provider
 
 def sky_changes(running: list[dict], launched: list[dict], gone: list[str]) -> list[dict]:
     """SkyServe's change per unit: ``new`` service, ``update`` (rolling) or ``down``, with replicas
-    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``."""
-    before = {a["deployment_unit"]: a for a in running if a["path"] == "skypilot"}
+    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``; both
+    lists are state.json allocation dicts (apply's live state), parsed here."""
+    from hetinfra.document.state import RunningAllocation
+
+    before = {a.deployment_unit: a for a in map(RunningAllocation.model_validate, running) if a.path == "skypilot"}
     rows = []
-    for a in sorted(launched, key=lambda a: a["deployment_unit"]):
-        old = before.get(a["deployment_unit"])
-        rows.append(_sky_row(a, "update" if old else "new", old["count"] if old else 0, a["count"]))
+    for a in sorted(map(RunningAllocation.model_validate, launched), key=lambda a: a.deployment_unit):
+        old = before.get(a.deployment_unit)
+        rows.append(_sky_row(a, "update" if old else "new", old.count if old else 0, a.count))
     for unit in sorted(gone):
-        rows.append(_sky_row(before[unit], "down", before[unit]["count"], 0))
+        rows.append(_sky_row(before[unit], "down", before[unit].count, 0))
     return rows
 
 
-def _sky_row(a: dict, action: str, before: int, after: int) -> dict:
-    return {"unit": a["deployment_unit"], "action": action, "replicas_before": before, "replicas_after": after,
-            "cloud": a["cloud"], "region": a["region"], "instance_type": a["instance_type"], "gpu": a["gpu"],
-            "spot": bool(a["spot"])}
+def _sky_row(a: RunningAllocation, action: str, before: int, after: int) -> dict:
+    return {"unit": a.deployment_unit, "action": action, "replicas_before": before, "replicas_after": after,
+            "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type, "gpu": a.gpu, "spot": a.spot}
 
 
 def render_changes(stacks: list[StackPreview], sky: list[dict]) -> str:
