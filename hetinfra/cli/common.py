@@ -11,6 +11,7 @@ from typing import Callable, TypeVar
 import click
 
 from hetinfra.errors import HetinfraError
+from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
 
@@ -22,7 +23,7 @@ def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None
     if as_json:
         error = {"type": type(exc).__name__, "exit_code": exc.exit_code, "message": exc.message,
                  "hint": exc.hint, **exc.details}
-        click.echo(json.dumps({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
+        click.echo(dumps_strict({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
     click.echo(f"error: {exc.message}", err=True)
     if exc.hint:
         click.echo(f"  hint: {exc.hint}", err=True)
@@ -41,7 +42,7 @@ def run_command(as_json: bool, work: Callable[[], T], show: Callable[[T], None] 
         fail(exc, as_json, partial)
         raise  # not reached: fail exits
     if as_json:
-        click.echo(json.dumps(to_json(result) if to_json else result, indent=2))
+        click.echo(dumps_strict(to_json(result) if to_json else result, indent=2))
     elif show is not None:
         show(result)
     return result

@@ -7,6 +7,7 @@ import json
 import click
 
 from hetinfra.cli.common import fail
+from hetinfra.fileio import dumps_strict
 
 
 @click.command("estimate")
@@ -65,7 +66,7 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     if est.reason:
         doc["reason"] = est.reason
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(dumps_strict(doc, indent=2))
         return
     head = f"{model.name} on {tp * pp}x {gpu.name} (TP{tp} PP{pp}, {precision}), requests in={input_tokens} out={output_tokens}"
     click.echo(head)

@@ -12,6 +12,7 @@ import json
 import click
 
 from hetinfra.cli.common import fail
+from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
               "(fetch; falls back to the last good cached snapshot with a warning), cache[:SOURCES] "
@@ -124,7 +125,7 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
         offers.sort(key=lambda o: (o.price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
     shown = offers[:limit] if limit else offers
     if as_json:
-        click.echo(json.dumps({
+        click.echo(dumps_strict({
             "as_of": snap.as_of,
             "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows} for s in snap.sources],
             "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
@@ -229,7 +230,7 @@ def refresh_command(sources, timeout_s, as_json):
             entry.update(error=o.error.message, hint=o.error.hint)
         report.append(entry)
     if as_json:
-        click.echo(json.dumps({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
+        click.echo(dumps_strict({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
     else:
         from rich.table import Table
 
@@ -275,7 +276,7 @@ def list_command(sources, as_json):
     rows = [{"source": s.source, "fetched_at": s.fetched_at, "rows": s.meta.get("rows"), "sha256": s.sha256,
              "dropped": s.meta.get("drops", {}), "path": str(s.path)} for s in snaps]
     if as_json:
-        click.echo(json.dumps({"cache_dir": str(store.root), "snapshots": rows, "problems": store.problems}, indent=2))
+        click.echo(dumps_strict({"cache_dir": str(store.root), "snapshots": rows, "problems": store.problems}, indent=2))
         return
     echo_warnings(store.problems)
     if not rows:

@@ -14,6 +14,9 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    clouds' GPU quotas against the planned GPUs (exit 4).
 4. **Disks** (:func:`check_disks`): an explicit ``deploy.disk_gb`` must hold the model weights,
    the engine and the OS image (exit 2).
+Part 2 (tools, settings, credentials, quotas) runs every check through :func:`gather`, cheapest
+first, and reports every missing prerequisite with its fix in one run, not one per run.
+
 5. **Health checks from the cron host** (:func:`check_health_paths`): every new unit's health
    must be checkable from the host that runs ``replan --apply`` (through the gateway, the cloud's
    own signal or ``deploy.management_cidrs``: hetinfra.deploy.health); ``apply`` warns,
@@ -30,7 +33,7 @@ from typing import Callable, Iterable
 
 from hetinfra import PLAN_VERSION
 from hetinfra.compile.disk import disk_need_gb
-from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
 DNS = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -359,3 +362,35 @@ def check_health_paths(plan: dict, allocs: list[tuple[dict, str]], *, refuse: bo
     if refuse:
         raise InvalidInputError(msg, hint=hint)
     return [f"warning: `replan --apply` will refuse to change these units: {msg}; {hint}"]
+
+
+#: the order :func:`gather` runs checks in: cheap and local first, network reads last
+CHECK_ORDER = ("binaries", "settings", "credentials", "quotas")
+
+
+def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
+    """Run every ``(kind, check)`` in CHECK_ORDER (binaries on PATH, settings, credentials, quotas),
+    keep going past failures, and return the results in the given order. One failure is raised as
+    it is; several become one error of the first (cheapest) failure's class listing each with its
+    fix, so a user learns everything missing in one run."""
+    rank = {kind: i for i, kind in enumerate(CHECK_ORDER)}
+    order = sorted(range(len(checks)), key=lambda i: (rank[checks[i][0]], i))
+    results: list = [None] * len(checks)
+    failed: list[tuple[str, HetinfraError]] = []
+    for i in order:
+        kind, check = checks[i]
+        try:
+            results[i] = check()
+        except HetinfraError as exc:
+            if all(exc.message != f.message for _, f in failed):  # one cause, reported by two checks
+                failed.append((kind, exc))
+    if len(failed) == 1:
+        raise failed[0][1]
+    if failed:
+        lines = [f"{len(failed)} prerequisites are missing; fix them all, then run again:"]
+        lines += [f"  {n}. [{kind}] {exc.message.splitlines()[0]}" + (f" (fix: {exc.hint})" if exc.hint else "")
+                  for n, (kind, exc) in enumerate(failed, 1)]
+        first = failed[0][1]
+        raise type(first)("\n".join(lines), details={"missing": [
+            {"kind": kind, "message": exc.message, "fix": exc.hint, "exit_code": exc.exit_code} for kind, exc in failed]})
+    return results

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.errors import InvalidInputError
 
 STATE_VERSION = 1
@@ -64,7 +64,7 @@ class DeployState:
 
     def save(self) -> None:
         self.doc["updated_at"] = now()
-        atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
+        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
 
     @property
     def allocations(self) -> list[dict]:
