@@ -72,6 +72,7 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
 
     try:
         from hetinfra.gateway.keys import parse_client_keys
+        from hetinfra.gateway.listen import check_bind, check_tls
         from hetinfra.gateway.server import GatewayConfig, serve
         from hetinfra.gateway.table import parse_endpoint_overrides
 
@@ -102,6 +103,8 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
             demand_log=str(demand_log) if demand_log else None,
             demand_log_max_bytes=int(demand_log_max_mb * (1 << 20)), demand_log_keep=demand_log_keep,
             region=region, tokenizers=toks, max_connections=max_connections)
+        check_tls(tls_cert, tls_key)
+        check_bind(host, port)
         serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
     except HetinfraError as exc:
         fail(exc, False)

@@ -135,6 +135,7 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
         raise InvalidInputError("cancelled; nothing was changed")
 
 
+@sky_driver.in_session
 def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
                ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
                force: bool = False, quota_caps=None, update_images: bool = False,

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.fileio import atomic_write_text, dumps_strict, read_text
 from hetinfra.errors import InvalidInputError
 
 STATE_VERSION = 1
@@ -42,6 +42,34 @@ def plan_sha(plan: dict) -> str:
     return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
 
 
+#: the shape every reader of state.json relies on (until state.json is a typed model): key -> type
+_SHAPE = {"allocations": list, "endpoints": dict, "pulumi": dict, "skypilot": dict}
+_ALLOCATION = {"deployment_unit": str, "unit": str, "cloud": str, "count": int, "path": str}
+
+
+def _check_shape(doc: object, path: Path) -> None:
+    """InvalidInputError (exit 2) naming the field of a tampered or truncated state.json."""
+    def bad(field: str, want: str) -> InvalidInputError:
+        return InvalidInputError(f"{path}: {field} must be {want}",
+                                 hint="it is written atomically by hetinfra; restore it from a backup")
+    if not isinstance(doc, dict):
+        raise bad("(top level)", "a JSON object")
+    if doc.get("state_version") != STATE_VERSION:
+        raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
+    for key, kind in _SHAPE.items():
+        if not isinstance(doc.setdefault(key, kind()), kind):
+            raise bad(key, f"a JSON {'list' if kind is list else 'object'}")
+    if doc.get("operation") is not None and not isinstance(doc["operation"], dict):
+        raise bad("operation", "null or a JSON object")
+    for i, a in enumerate(doc["allocations"]):
+        for key, kind in _ALLOCATION.items():
+            if not isinstance(a, dict) or not isinstance(a.get(key), kind) or isinstance(a.get(key), bool):
+                raise bad(f"allocations[{i}].{key}", kind.__name__)
+    for unit, urls in doc["endpoints"].items():
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise bad(f"endpoints.{unit}", "a list of URLs")
+
+
 @dataclass
 class DeployState:
     path: Path
@@ -54,12 +82,11 @@ class DeployState:
             return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                               "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
         try:
-            doc = json.loads(path.read_text())
+            doc = json.loads(read_text(path, "deploy state"))
         except ValueError as exc:
             raise InvalidInputError(f"{path} is not valid JSON ({exc})",
                                     hint="it is written atomically by hetinfra; restore it from a backup") from None
-        if doc.get("state_version") != STATE_VERSION:
-            raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
+        _check_shape(doc, path)
         return cls(path, doc)
 
     def save(self) -> None:

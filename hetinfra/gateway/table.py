@@ -29,7 +29,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 STATE_FILE = "state.json"  # written by hetinfra.deploy.state (format documented there)
 
@@ -91,28 +93,33 @@ def base_url(url: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
+    """A JSON object from ``path`` (fileio.read_text: any unreadable file is exit 2 naming it)."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path} not found") from None
+        doc = json.loads(read_text(path, "JSON file"))
     except ValueError as exc:
         raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def routes_from_weights(weights: dict, where: str) -> dict[str, ModelRoutes]:
-    """Per model routes from a router weights document (``router_version`` 1)."""
-    if weights.get("router_version") != 1:
-        raise InvalidInputError(f"{where}: router_version {weights.get('router_version')!r} is not 1")
+    """Per model routes from a router weights document (``router_version`` 1, typed by
+    hetinfra.compile.router_doc)."""
+    if not isinstance(weights, dict) or weights.get("router_version") != 1:
+        version = weights.get("router_version") if isinstance(weights, dict) else None
+        raise InvalidInputError(f"{where}: router_version {version!r} is not 1")
+    doc = parse_weights(weights, where)
     out = {}
-    for name, entry in (weights.get("models") or {}).items():
+    for name, entry in doc.models.items():
         classes = []
-        for cname, c in (entry.get("classes") or {}).items():
-            w = tuple((u, float(x)) for u, x in sorted((c.get("weights") or {}).items()) if float(x) > 0)
-            classes.append(RouteClass(cname, int(c["input_tokens"]), int(c["output_tokens"]), w))
+        for cname, c in entry.classes.items():
+            w = tuple((u, float(x)) for u, x in sorted(c.weights.items()) if x > 0)
+            classes.append(RouteClass(cname, c.input_tokens, c.output_tokens, w))
         classes.sort(key=lambda c: (c.input_tokens + c.output_tokens, c.output_tokens, c.input_tokens, c.name))
-        shares = tuple((u, float(e.get("share") or 0.0)) for u, e in sorted((entry.get("endpoints") or {}).items()))
-        default = int(entry.get("default_max_tokens") or max((c.output_tokens for c in classes), default=1))
-        out[name] = ModelRoutes(name, tuple(classes), shares, default)
+        shares = tuple((u, float(e.share or 0.0)) for u, e in sorted(entry.endpoints.items()))
+        default = entry.default_max_tokens or max((c.output_tokens for c in classes), default=1)
+        out[name] = ModelRoutes(name, tuple(classes), shares, max(1, default))
     return out
 
 
@@ -138,7 +145,27 @@ def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, li
 
 
 def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None) -> RoutingTable:
-    """The routing table from an OUT folder or a plan.json (see the module docstring)."""
+    """The routing table from an OUT folder or a plan.json (see the module docstring). A file of the
+    wrong shape is exit 2 naming it (weights.json is typed; plan.json and state.json, until they are
+    typed models, are caught here, where the gateway reads them)."""
+    try:
+        return _load_table(source, overrides)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise InvalidInputError(f"{source}: plan.json or state.json has the wrong shape ({type(exc).__name__}: "
+                                f"{str(exc)[:120]})", hint="plan again with `hetinfra plan --out`, or restore the "
+                                                            "file `hetinfra apply` wrote") from None
+
+
+def _state_endpoints(state: dict, where: Path) -> dict[str, list[str]]:
+    endpoints = state.get("endpoints") or {}
+    if not isinstance(endpoints, dict) or not all(
+            isinstance(u, str) and isinstance(urls, list) and all(isinstance(x, str) for x in urls)
+            for u, urls in endpoints.items()):
+        raise InvalidInputError(f"{where}: endpoints must map deployment units to lists of URLs")
+    return {u: list(urls) for u, urls in endpoints.items()}
+
+
+def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> RoutingTable:
     from hetinfra.compile.router import router_weights
 
     src = Path(source)
@@ -174,7 +201,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
             {u for m in models.values() for u, _ in m.shares}
     aliases.update({u: u for u in units})
-    endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in (state.get("endpoints") or {}).items()}
+    endpoints = _state_endpoints(state, src / STATE_FILE)
     for unit, urls in (overrides or {}).items():
         if unit not in aliases:
             from hetinfra.errors import did_you_mean
