@@ -16,6 +16,7 @@ from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -286,6 +287,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
+    warnings += plausibility_warnings(inputs, gpus)
     pr = PlanResult(inputs, units, problem, result, [], template_cache, list(all_units), dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:
