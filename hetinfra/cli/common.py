@@ -5,6 +5,7 @@ place errors are turned into output; see hetinfra.errors for the classes and the
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Callable, TypeVar
 
@@ -14,6 +15,22 @@ from hetinfra.errors import HetinfraError
 from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
+
+
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange that also refuses nan and +-inf (NaN compares false with every bound, so
+    FloatRange alone lets it through): the one number type of every float flag. Default: any finite."""
+
+    name = "number"
+
+    def __init__(self, min: float | None = None, max: float | None = None, **kwargs):  # noqa: A002
+        super().__init__(min=min, max=max, **kwargs)
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:

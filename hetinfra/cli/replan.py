@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import echo_for, fail
+from hetinfra.cli.common import FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict
 
@@ -24,9 +24,9 @@ from hetinfra.fileio import dumps_strict
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
 @feeds_options
 @availability_options
-@click.option("--min-savings-pct", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--min-savings-pct", type=FiniteFloat(min=0), default=5.0, show_default=True,
               help="Only move when it saves at least this percent of the running fleet's cost...")
-@click.option("--min-savings-usd-h", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--min-savings-usd-h", type=FiniteFloat(min=0), default=1.0, show_default=True,
               help="...and at least this many USD per hour (forced moves ignore both).")
 @click.option("--max-changes", type=click.IntRange(min=1), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
@@ -36,16 +36,16 @@ from hetinfra.fileio import dumps_strict
               help="The gateway's demand log: its URL (http://GATEWAY/admin/demand.csv, sent HETINFRA_API_KEY's first "
                    "key) or the file it writes (OUT/gateway/demand.csv; its rotations .1 .. .N are read too). "
                    "Used like --demand-log.")
-@click.option("--min-history-h", type=click.FloatRange(min=0, max=24 * 365), default=None,
+@click.option("--min-history-h", type=FiniteFloat(min=0, max=24 * 365), default=None,
               help="Hours of demand log a model needs before its observed demand replaces the declared one "
                    "[default: the demand.profile's period (one hour per value), else 24].")
-@click.option("--max-cut-pct", type=click.FloatRange(min=0, max=100), default=50.0, show_default=True,
+@click.option("--max-cut-pct", type=FiniteFloat(min=0, max=100), default=50.0, show_default=True,
               help="Most of the running fleet's GPUs one run removes; the next run continues the cut.")
 @click.option("--force", is_flag=True, help="Apply the whole cut in one run (ignore --max-cut-pct).")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
-@click.option("--health-timeout-s", type=click.FloatRange(min=0), default=1800.0, show_default=True,
+@click.option("--health-timeout-s", type=FiniteFloat(min=0), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")
 @click.option("--no-refresh", is_flag=True,
               help="Take what runs from state.json only, without reading live replicas from the clouds.")

@@ -26,6 +26,7 @@ from typing import Callable
 from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.fileio import read_text
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
@@ -39,13 +40,13 @@ def target_paths(target: str) -> set[str]:
 
 def load_plan(out: Path) -> dict:
     path = out / "plan.json"
+    if not path.exists():
+        raise InvalidInputError(f"no plan.json in {out}", hint=f"run `hetinfra plan SPEC --out {out}` first")
     try:
-        plan = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"no plan.json in {out}", hint=f"run `hetinfra plan SPEC --out {out}` first") from None
+        plan = json.loads(read_text(path, "plan"))
     except ValueError as exc:
         raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
-    if "allocations" not in plan or "service" not in plan:
+    if not isinstance(plan, dict) or "allocations" not in plan or "service" not in plan:
         raise InvalidInputError(f"{path} is not a hetinfra plan")
     return plan
 
