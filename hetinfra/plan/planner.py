@@ -104,14 +104,16 @@ def running_allocations(state: Path) -> list[dict]:
 
     from hetinfra.errors import InvalidInputError
 
+    from hetinfra.fileio import read_text
+
     path = state_file(state)
-    try:
-        doc = json.loads(path.read_text())
-        return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]
-    except FileNotFoundError:
+    if not path.exists():
         raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
-                                hint="pass the --out directory of the plan that is running") from None
-    except (ValueError, KeyError, TypeError) as exc:
+                                hint="pass the --out directory of the plan that is running")
+    try:
+        doc = json.loads(read_text(path, "--state file"))
+        return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise InvalidInputError(f"--state: {path} is not a hetinfra plan/state file ({exc})") from None
 
 
