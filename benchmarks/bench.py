@@ -1,4 +1,4 @@
-"""Print hetinfra's performance figures (not a test; numbers for notes and the README).
+"""Print hetinfra's performance figures (not a test; numbers for notes and docs/benchmarks.md).
 
     python benchmarks/bench.py
 

@@ -77,6 +77,7 @@ def replace_dir(target: Path, files: dict[str, str]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
     try:
         for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold sub-folders
             (staging / name).write_text(text)
         _swap_in(staging, target)
     except BaseException:

@@ -8,8 +8,8 @@ scale sets and load balancer of :mod:`hetinfra.stacks.azure_group`; ``endpoints`
 load balancers, ``vms`` the scale sets. Azure VMs need an admin SSH key: ``deploy.ssh_public_key``.
 Secrets: ``-kv`` (Key Vault, RBAC) with ``-secrets`` (the fleet's secrets as one JSON document) and
 per scale set ``<group>-kv-reader`` (Key Vault Secrets User for its identity): VMs read them at
-boot through IMDS, never from custom data. ``deploy.autoscale`` keeps the planned capacity (README
-"Deploy": Azure autoscale has no request-rate or GPU signal without an in-VM agent).
+boot through IMDS, never from custom data. ``deploy.autoscale`` keeps the planned capacity (docs/guides/pulumi.md,
+"The stacks": Azure autoscale has no request-rate or GPU signal without an in-VM agent).
 
 With ``deploy.gateway.enabled``: ``-gateway-nsg`` (inbound: clients from ``deploy.ingress_cidrs``
 to the gateway port, SSH from ``ssh_cidrs``), ``-gateway-subnet`` (``gateway_subnet_cidr``) bound to

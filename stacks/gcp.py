@@ -24,7 +24,7 @@ its client URL.
 The zone of the groups is the region's first zone (``compute.get_zones``) unless the
 ``hetinfra:zones`` config maps the region to one, e.g. ``{"us-central1": "us-central1-c"}``: GPUs
 are not offered in every zone, so the groups are zonal, all of a pipeline replica in that zone.
-``deploy.autoscale`` keeps the planned size (README "Deploy": GCE's autoscaler has no request-rate
+``deploy.autoscale`` keeps the planned size (docs/guides/pulumi.md, "The stacks": GCE's autoscaler has no request-rate
 signal for a passthrough load balancer).
 """
 

@@ -1,5 +1,5 @@
 """The import graph of the installed package: no circles, dependencies point one way (the table in
-the README's "Layout" section), public names only across modules, and the plan path never reaches
+docs/internals/layering.md, "Import layers"), public names only across modules, and the plan path never reaches
 Pulumi or SkyPilot.
 
 Every ``import`` statement counts, also those inside functions (a lazy import is still a
@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 #: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio).
-#: Written out in the README's Layout section; keep the two in step.
+#: Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
 ALLOWED: dict[str, set[str]] = {
     "spec": set(),
     "catalog": set(),
@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio"}
 #: third-party packages only some stages may import
-HEAVY = {"pulumi": {"stacks", "deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
+HEAVY = {"pulumi": {"stacks", "deploy"}, "pulumi_kubernetes": {"stacks"}, "kubernetes": {"deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
          "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "aiohttp": {"gateway"},
          "prometheus_client": {"gateway"}}
 
@@ -171,7 +171,7 @@ def check(repo: Path) -> list[str]:
     problems = [f"import circle: {' -> '.join(c)}" for c in cycles(edges)]
     problems += wrong_way(edges, third) + private
     for m in sorted(reachable(edges, "hetinfra.cli.plan")):
-        for lib in ("pulumi", "sky"):
+        for lib in ("pulumi", "pulumi_kubernetes", "sky", "kubernetes"):
             if lib in third[m]:
                 problems.append(f"`hetinfra plan` reaches {m}, which imports {lib}")
     return problems
@@ -228,3 +228,11 @@ def test_pulumi_on_the_plan_path_fails(tree_copy):
     problems = check(tree_copy)
     assert "`hetinfra plan` reaches hetinfra.plan.inputs, which imports pulumi" in problems
     assert "hetinfra.plan.inputs imports pulumi: only deploy, stacks may" in problems
+
+
+def test_the_kubernetes_client_on_the_plan_path_fails(tree_copy):
+    render = tree_copy / "hetinfra" / "compile" / "kubernetes" / "render.py"
+    render.write_text(render.read_text() + "\n\ndef _planted():\n    import kubernetes  # noqa\n")
+    problems = check(tree_copy)
+    assert "`hetinfra plan` reaches hetinfra.compile.kubernetes.render, which imports kubernetes" in problems
+    assert "hetinfra.compile.kubernetes.render imports kubernetes: only deploy may" in problems

@@ -16,7 +16,9 @@ from hetinfra.cli.common import echo_for, fail, run_command
 from hetinfra.fileio import dumps_strict
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
-               "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi.")
+               "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi (with "
+               "deploy.target kubernetes: the clusters); kubernetes: OUT/kubernetes/ into the clusters of "
+               "deploy.kubernetes.clusters (docs/kubernetes.md).")
 
 
 def _ask(as_json: bool = False):
@@ -26,7 +28,7 @@ def _ask(as_json: bool = False):
 
 @click.command("apply")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help=TARGET_HELP)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @click.option("--force", is_flag=True, help="Apply even though OUT runs another service (state.json's service "
@@ -60,7 +62,7 @@ def apply_command(out: Path, target: str, yes: bool, force: bool, update_images:
 
 @click.command("destroy")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Which deployed units to remove.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @click.option("--json", "as_json", is_flag=True,

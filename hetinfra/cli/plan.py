@@ -70,6 +70,10 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
             clouds = ",".join(p.name for p in written["pulumi"])
             click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
                        f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+            if written.get("kubernetes"):  # deploy.target kubernetes (docs/kubernetes.md)
+                clusters = sorted({p.parent.name for p in written["kubernetes"] if p.name == "kustomization.yaml"})
+                click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
+                           "pulumi/kubernetes/")
 
     _, _, pending = run_command(as_json, work, show, to_json=lambda result: result[0])
     if pending is not None:

@@ -43,7 +43,7 @@ from hetinfra.fileio import dumps_strict
               help="Most of the running fleet's GPUs one run removes; the next run continues the cut.")
 @click.option("--force", is_flag=True, help="Apply the whole cut in one run (ignore --max-cut-pct).")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
-@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all"]), default="all", show_default=True,
+@click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
 @click.option("--health-timeout-s", type=FiniteFloat(min=0), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")

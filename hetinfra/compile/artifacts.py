@@ -105,6 +105,11 @@ def _write_artifacts(out: Path, plan: dict) -> dict[str, list[Path]]:
     atomic_write_text(out / "router" / "weights.json", dumps_strict(weights, indent=2) + "\n")
     atomic_write_text(out / "router" / "litellm.yaml",
                       litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
+    written = {}
+    if (plan.get("deploy") or {}).get("target") == "kubernetes":  # only then: other plans' trees stay as they were
+        from hetinfra.compile.kubernetes import write_kubernetes
+
+        written["kubernetes"] = write_kubernetes(out, plan, sky_units(plan, include_mixed=True))
     atomic_write_text(out / "plan.json", dumps_strict(plan, indent=2) + "\n")
-    return {"plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
+    return {**written, "plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
             "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}

@@ -30,7 +30,7 @@ from hetinfra.fileio import read_text
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
-TARGETS = ("pulumi", "skypilot", "all")
+TARGETS = ("pulumi", "skypilot", "all", "kubernetes")
 
 
 def target_paths(target: str) -> set[str]:
@@ -55,6 +55,8 @@ def path_of(alloc: dict, target: str, plan: dict) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
     if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
+    if target == "kubernetes" or (target == "all" and (plan.get("deploy") or {}).get("target") == "kubernetes"):
+        return "kubernetes"  # hetinfra.deploy.kube (which leaves out mixed pipelines no LeaderWorkerSet fits)
     if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
         if target == "skypilot":
             raise InvalidInputError(
@@ -148,6 +150,11 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
+    from hetinfra.deploy.kube import wants_kubernetes
+
+    if wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
+        return _apply_kubernetes(out, plan, yes=yes, echo=echo, ask=ask, env=env, force=force,
+                                 report={} if report is None else report)
     # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
     preflight.validate_plan(plan, out / "plan.json")
     state = DeployState.load(out, plan["service"])
@@ -256,6 +263,27 @@ def _prerequisites(plan: dict, out: Path, env: dict, pulumi_clouds: list[str], n
                    ("credentials", lambda: sky_driver.check_ready(sorted({a["cloud"] for a in sky_new})))]
     secrets, notes, command = preflight.gather(checks)[:3]
     return command, secrets, notes
+
+
+def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict, force: bool, report: dict
+                      ) -> DeployState:
+    """apply_plan for deploy.target kubernetes (hetinfra.deploy.kube): the same preflight, preview,
+    confirmation, steps, state and ``--json`` document as the VM path, with the objects per cluster."""
+    from hetinfra.deploy import kube
+
+    preflight.validate_plan(plan, out / "plan.json")
+    preflight.check_owner(plan, DeployState.load(out, plan["service"]).doc, out, force=force)
+    job = kube.prepare_apply(out, plan, env=env)
+    rows = changes(job.state.allocations, job.after)
+    report.update(command="apply", out=str(out), target="kubernetes", applied=False,
+                  changes=dict(preview.changes_json(rows, [], []), kubernetes=job.object_changes))
+    confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
+            + kube.render_object_changes(job.object_changes), yes, echo, ask)
+    job.begin()
+    run_steps(out, job.state, job.steps, job.do_step, echo)
+    state = job.finish(echo)
+    report.update(preview.result_json(state, out), applied=True)
+    return state
 
 
 def gateway_secrets(plan: dict, env: dict) -> dict[str, str]:

@@ -31,6 +31,18 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
     state = DeployState.load(out)
+    if target in ("kubernetes", "all") and state.doc.get("kubernetes"):
+        from hetinfra.deploy.kube import destroy_kubernetes
+
+        rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
+        confirm(render_preview(rows, f"hetinfra destroy {out} (target: kubernetes)"), yes, echo, ask)
+        deleted = destroy_kubernetes(out, state, echo=echo)
+        if target == "kubernetes":
+            report = {} if report is None else report
+            report.update(command="destroy", out=str(out), target=target, destroyed=True,
+                          changes=dict(preview.changes_json(rows, [], []), kubernetes=deleted))
+            report.update(preview.result_json(state, out))
+            return state
     paths = target_paths(target)
     gone = [a for a in state.allocations if a["path"] in paths]
     rows = changes(state.allocations, [a for a in state.allocations if a["path"] not in paths])

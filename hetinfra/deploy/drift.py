@@ -270,6 +270,11 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     if sky:
         _sky_units(sky)
     read_at = now()
+    kube = [u for u in units if u.path == "kubernetes"]
+    if kube:  # deploy.target kubernetes: pods pending for capacity stall like a VM group (hetinfra.deploy.kube)
+        from hetinfra.deploy.kube import read_kube_units
+
+        read_kube_units(state, kube, read_at=read_at, patience_s=PATIENCE_S)
     _stalled(units, state.doc.get("live"), read_at)
     return live_doc(units, refreshed=refresh, read_at=read_at)
 

@@ -40,6 +40,7 @@ CLOUD_SIGNAL = {"aws": "the load balancer's target group health",
                 "gcp": "the managed instance groups' autohealer health",
                 "azure": "the scale sets' Application Health extension"}
 GATEWAY, CLOUD, SKYSERVE, DIRECT = "gateway", "cloud", "skyserve", "direct"
+KUBERNETES = "kubernetes"  # deploy.target kubernetes: the workload's ready replicas (readiness probe on /health)
 GATEWAY_SETTLE_S = 30.0
 
 
@@ -49,6 +50,8 @@ def method(plan: dict, alloc: dict, path: str) -> str | None:
     gateway = bool((d.get("gateway") or {}).get("enabled"))
     if path == "skypilot":
         return SKYSERVE
+    if path == KUBERNETES:
+        return KUBERNETES
     if alloc["cloud"] in CLOUD_SIGNAL:
         return CLOUD
     if gateway and d.get("ingress_cidrs"):
@@ -170,6 +173,10 @@ def wait_healthy(plan: dict, state_doc: dict, units: list[str], *, timeout_s: fl
             a = allocs[u]
             if how[u] == SKYSERVE:
                 ok = ready.get(u, 0) >= a["count"]
+            elif how[u] == KUBERNETES:
+                from hetinfra.deploy.kube import ready_replicas
+
+                ok = ready_replicas(state_doc, a) >= a["count"]
             elif how[u] == GATEWAY:
                 url = (state_doc.get("gateways") or {}).get(f"{service}-{a['cloud']}-{a['region']}")
                 seen = _gateway_units(url, timeout_s).get(u) if url else None

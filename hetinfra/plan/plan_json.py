@@ -1,4 +1,4 @@
-"""plan.json: the versioned, documented record of a plan (see README "plan.json reference").
+"""plan.json: the versioned, documented record of a plan (see docs/reference/plan-json.md).
 
 ``hetinfra.PLAN_VERSION`` is its version: bumped only for incompatible changes; new keys may be added
 within a version.

@@ -1,6 +1,6 @@
 """``hetinfra replan``: re-solve against what runs, decide, and (with ``--apply``) change safely.
 
-Exit codes (documented in the README; cron scripts switch on them):
+Exit codes (documented in docs/reference/exit-codes.md; cron scripts switch on them):
 
 - 0  no change worth making (nothing differs, or the savings are under the thresholds)
 - 10 change proposed (not applied): the diff is in the log and ``OUT/proposed/plan.json``

@@ -7,15 +7,24 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SerializationInfo, field_validator, model_serializer
 
 from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, Strict, dns_name
 
-__all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec"]
+__all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
 
 #: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
 #: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
 DEFAULT_VLLM_VERSION = "0.12.0"
+
+
+def omit_at_default(data, key: str, default, *also: str):
+    """Leave ``key`` (and ``also``) out of a dump while ``key`` holds ``default``: the fields added for
+    the Kubernetes target, so that plan.json of the other targets stays byte-identical."""
+    if isinstance(data, dict) and data.get(key) == default:
+        for k in (key, *also):
+            data.pop(k, None)
+    return data
 
 
 class GatewaySpec(Strict):
@@ -33,6 +42,14 @@ class GatewaySpec(Strict):
     tls_cert: FilePath | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
                                                    "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
     tls_key: FilePath | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
+    kind: Literal["hetinfra", "inference-extension"] = Field(
+        "hetinfra", description="deploy.target kubernetes: 'hetinfra' runs hetinfra's gateway as a Deployment + "
+                                "Service per cluster; 'inference-extension' writes an InferencePool and an HTTPRoute "
+                                "per model for the Gateway API Inference Extension (docs/kubernetes.md).")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler, info: SerializationInfo):
+        return omit_at_default(handler(self), "kind", "hetinfra")
 
 
 class FailoverSpec(Strict):
@@ -48,6 +65,45 @@ class FailoverSpec(Strict):
     ondemand_fallback: bool = Field(True, description="Spot units: SkyServe launches on-demand replicas in place of "
                                     "spot ones that are preempted or cannot be had, at the on-demand price, and "
                                     "removes them when spot capacity is back (replica_policy.dynamic_ondemand_fallback).")
+
+
+class KubeClusterSpec(Strict):
+    """One Kubernetes cluster hetinfra deploys a cloud region's units into (it never creates clusters)."""
+
+    context: ShellArg = Field(..., description="kubeconfig context of the cluster.")
+    namespace: str = Field("hetinfra", description="Namespace of everything hetinfra creates in the cluster "
+                                                   "(created by `hetinfra apply` when missing).")
+    cluster_name: ResourceWord | None = Field(None, description="EKS: the cluster name of Karpenter's discovery tag "
+                                     "(karpenter.sh/discovery) and default node role; default: the context.")
+    node_role: ShellArg | None = Field(None, description="EKS: IAM role of Karpenter's GPU nodes; default "
+                                  "KarpenterNodeRole-<cluster_name> (Karpenter's getting-started name).")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return dns_name(v, "namespace")
+
+
+class KubernetesSpec(Strict):
+    """deploy.target kubernetes: one existing cluster per cloud region of the plan."""
+
+    clusters: dict[str, KubeClusterSpec] = Field({}, description="Cluster per fleet, keyed 'cloud/region' (e.g. "
+                                                 "{'aws/us-east-1': {context: prod-use1}}); every cloud region the "
+                                                 "plan uses needs one to be applied.")
+    kubeconfig: FilePath | None = Field(None, description="kubeconfig file; default $KUBECONFIG or ~/.kube/config.")
+    scaler: Literal["hpa", "keda"] = Field("hpa", description="Scaling between the autoscale bounds on vLLM's "
+                                           "vllm:num_requests_waiting: 'hpa' (custom metrics through a Prometheus "
+                                           "adapter) or 'keda' (a ScaledObject; KEDA must be installed).")
+    prometheus_url: ShellArg = Field("http://prometheus-operated.monitoring.svc:9090", description="scaler keda: the "
+                                "Prometheus server KEDA queries for vLLM's metrics.")
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, v: dict[str, KubeClusterSpec]) -> dict[str, KubeClusterSpec]:
+        for k in v:
+            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
+                raise ValueError(f"kubernetes.clusters key {k!r} must be cloud/region, e.g. aws/us-east-1")
+        return v
 
 
 class DeploySpec(Strict):
@@ -86,6 +142,16 @@ class DeploySpec(Strict):
                         "the others with the Pulumi stacks.")
     failover: FailoverSpec = Field(default_factory=FailoverSpec, description="SkyPilot tasks: equivalent offers a "
                                    "unit may fail over to, and on-demand fallback for spot units.")
+    target: Literal["vms", "kubernetes"] = Field("vms", description="vms: the Pulumi VM stacks and/or SkyServe "
+                                                 "(hetinfra apply --target); kubernetes: manifests and a "
+                                                 "pulumi-kubernetes program per cluster (OUT/kubernetes/), applied "
+                                                 "into the clusters of deploy.kubernetes (docs/kubernetes.md).")
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="deploy.target kubernetes: the "
+                                       "clusters per cloud region and how units scale there.")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler, info: SerializationInfo):
+        return omit_at_default(handler(self), "target", "vms", "kubernetes")
 
     @field_validator("network_cidrs")
     @classmethod

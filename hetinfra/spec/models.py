@@ -208,8 +208,8 @@ class VariantSpec(Strict):
         None, ge=-MAX_SCALE, le=MAX_SCALE,
         description="Accuracy score of this variant, higher is better, on a scale of your choice shared by the "
                     "model's variants and slo.min_accuracy (e.g. an eval's average). Unset: the built-in table's "
-                    "score for the variant's source (percent of the 16-bit checkpoint's OpenLLM v1 score; README "
-                    "'Variants and an accuracy floor').")
+                    "score for the variant's source (percent of the 16-bit checkpoint's OpenLLM v1 score; "
+                    "docs/concepts/variants.md).")
 
     @field_validator("name")
     @classmethod

@@ -17,12 +17,18 @@ FAKE = Path(__file__).with_name("fake_pulumi.py")
 
 
 @pytest.fixture
-def fake_pulumi(fake_cloud, tmp_path, monkeypatch):
-    """Put the stand-in on PATH; returns a function that reads its call log."""
+def fake_pulumi(fake_cloud, tmp_path, monkeypatch, request):
+    """Put the stand-in on PATH; returns a function that reads its call log. Its code runs in this
+    process (tests/deploy/inprocess_pulumi.py says why) unless the test is marked
+    ``pulumi_subprocess``: those keep the real binary boundary (a spawned executable)."""
     exe, calls = install_stand_in(tmp_path, monkeypatch, "pulumi", FAKE.read_text(), "FAKE_PULUMI_LOG")
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_PULUMI_REPO", str(REPO))  # it renders the cloud with tests/deploy/fake_cloud.py
     monkeypatch.delenv("FAKE_PULUMI_FAIL", raising=False)
+    if request.node.get_closest_marker("pulumi_subprocess") is None:
+        from tests.deploy.inprocess_pulumi import patch_in_process
+
+        patch_in_process(monkeypatch, exe)
     return calls
 
 
@@ -69,7 +75,7 @@ def cloud_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(home / "sa.json"))
-    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the README's setting for the gcp stack
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-project-1")  # the setting docs/guides/pulumi.md gives for the gcp stack
     # the tokens `status` reads GCP's instance groups and Azure's scale sets with (tests/deploy/fake_cloud.py);
     # no quota read with them: the clouds' quota APIs are not served here
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "gcp-token")

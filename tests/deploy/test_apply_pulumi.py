@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 
 def _plan(out):
     return json.loads((out / "plan.json").read_text())
@@ -20,6 +22,8 @@ def _by_project(calls, out):
     return per
 
 
+# the real binary boundary: the Automation API spawns an executable `pulumi`
+@pytest.mark.pulumi_subprocess
 def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
     assert code == 0, stderr + stdout

@@ -1,6 +1,6 @@
 """`hetinfra apply`'s preflight: a bad plan.json field, a missing cloud setting, another service's
 out dir, a disk too small or a quota below the plan each stop apply before anything is asked or
-changed, with the documented exit code; every example passes with the README's settings."""
+changed, with the documented exit code; every example passes with the settings docs/guides/pulumi.md (Preflight) gives."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_azure_without_ssh_key_exits_2(fake_pulumi, cloud_env, run_cli, tmp_path
 @pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "services").glob("*.yaml")))
 def test_every_example_passes_preflight_with_the_readme_settings(name, fake_pulumi, cloud_env, run_cli, tmp_path,
                                                                  monkeypatch):
-    # README (Deploy): GOOGLE_CLOUD_PROJECT (or deploy.gcp_project) for GCP, deploy.ssh_public_key for Azure
+    # docs/guides/pulumi.md (Preflight): GOOGLE_CLOUD_PROJECT (or deploy.gcp_project) for GCP, deploy.ssh_public_key for Azure
     monkeypatch.setenv("ARM_CLIENT_ID", "fake")
     out = _plan_example(run_cli, tmp_path, name, ssh_public_key=SSH_KEY)
     code, stdout, err = run_cli("apply", str(out), "--yes")

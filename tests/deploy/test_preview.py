@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hetinfra.deploy.preview import parse_preview, render_changes
 
 # Pulumi's previewDigest as `pulumi preview --json` prints it: a replacement is three steps of one URN.
@@ -175,6 +177,8 @@ def test_a_failed_step_in_json_names_the_steps(fake_pulumi, cloud_env, planned_o
     assert doc["changes"]["pulumi"]["gcp"]["counts"]["create"] > 0
 
 
+# the real binary boundary: secrets must not reach a spawned process's argv
+@pytest.mark.pulumi_subprocess
 def test_secrets_never_on_a_command_line(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli, monkeypatch,
                                          tmp_path):
     key = tmp_path / "gw.key"

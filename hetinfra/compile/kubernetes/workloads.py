@@ -1,0 +1,131 @@
+"""The serving workloads: a ``Deployment`` per single-node unit, a ``LeaderWorkerSet`` per multi-node
+pipeline unit (group size = nodes of one replica; the whole group is recreated when one of its pods
+restarts, since a vLLM pipeline cannot lose a stage).
+
+The container runs the same pinned image (:func:`hetinfra.compile.skypilot.vllm_image`) and the same
+``vllm serve`` command line (:func:`hetinfra.compile.skypilot.vllm_serve_command`, the VM paths'
+function) with the same environment (:func:`serve_envs`); the secrets come from a Kubernetes
+Secret, never from the manifests. Probes hit vLLM's ``/health``: a startup probe gives the weight
+download and CUDA graph capture the time the SkyPilot readiness probe gives them, then liveness
+and readiness take over.
+"""
+
+from __future__ import annotations
+
+from hetinfra.compile.kubernetes.nodes import placement
+from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, RAY_JOIN_TIMEOUT_S,
+                                       RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_serve_command)
+
+__all__ = ["LWS_API", "labels", "secret_name", "workload"]
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+PROBE_PERIOD_S = 10
+#: the Secret holding VLLM_API_KEY, HF_TOKEN (optional) and HETINFRA_API_KEY; `hetinfra apply` writes it
+#: from the environment, or the cluster owner creates it (docs/kubernetes.md)
+SECRET_KEYS = (("VLLM_API_KEY", False), ("HF_TOKEN", True))
+
+
+def secret_name(service: str) -> str:
+    return f"{service}-secrets"
+
+
+def labels(service: str, unit: SkyUnit, model_slug: str) -> dict:
+    return {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
+            "hetinfra.dev/unit": unit.name, "hetinfra.dev/model": model_slug}
+
+
+def _env(service: str, unit: SkyUnit) -> list[dict]:
+    env = [{"name": k, "value": v} for k, v in serve_envs(unit).items()]
+    env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name(service), "key": k, "optional": optional}}}
+            for k, optional in SECRET_KEYS]
+    return env
+
+
+def _probes(unit: SkyUnit) -> dict:
+    delay = INITIAL_DELAY_SINGLE_NODE_S if unit.num_nodes == 1 else INITIAL_DELAY_MULTI_NODE_S
+    get = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_S}
+    return {"startupProbe": dict(get, failureThreshold=delay // PROBE_PERIOD_S),
+            "livenessProbe": dict(get, failureThreshold=3, timeoutSeconds=5),
+            "readinessProbe": dict(get, failureThreshold=3, timeoutSeconds=5)}
+
+
+def _leader_script(unit: SkyUnit) -> str:
+    """Rank 0 of a pipeline: Ray head, wait for the group, then the VM paths' ``vllm serve``."""
+    count = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
+             "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\"\n"
+            f"ray start --head --port={RAY_PORT} --node-ip-address=\"$POD_IP\" --num-gpus={unit.gpus_per_instance} "
+            f"--disable-usage-stats\n"
+            f"n=0\nfor i in $(seq 1 {RAY_JOIN_TIMEOUT_S // 5}); do\n"
+            f"  n=$({count} || echo 0)\n  [ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] 2>/dev/null && break\n  sleep 5\ndone\n"
+            f"[ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] || "
+            f"{{ echo \"Ray: only $n of $LWS_GROUP_SIZE pods joined\" >&2; exit 1; }}\n"
+            f"exec {vllm_serve_command(unit)}\n")
+
+
+def _worker_script(unit: SkyUnit) -> str:
+    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\"\n"
+            f"for i in $(seq 1 {RAY_JOIN_TIMEOUT_S // 5}); do\n"
+            f"  ray health-check --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" >/dev/null 2>&1 && break\n"
+            f"  sleep 5\ndone\n"
+            f"exec ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --node-ip-address=\"$POD_IP\" "
+            f"--num-gpus={unit.gpus_per_instance} --block\n")
+
+
+def _mixed_script(unit: SkyUnit, *, leader: bool) -> str:
+    """A mixed-GPU pipeline (vLLM's mp backend, stage r on rank r), as on the Pulumi VMs: rank 0
+    serves the API, the others run headless."""
+    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\" HEAD_IP=\"$LWS_LEADER_ADDRESS\" "
+            f"NODE_RANK=\"${{LWS_WORKER_INDEX:-0}}\"\n"
+            f"exec {vllm_serve_command(unit)}{'' if leader else ' --headless'}\n")
+
+
+def _pod(service: str, unit: SkyUnit, pod_labels: dict, script: str, *, serving: bool, rank: int = 0) -> dict:
+    where = placement(service, unit, rank)
+    gpus = unit.tp if unit.mixed else unit.gpus_per_instance  # a mixed pipeline's node runs one TP stage
+    container = {
+        "name": "vllm", "image": vllm_image(unit.vllm_version),
+        "command": ["/bin/bash", "-c", script],
+        "env": _env(service, unit) + [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": unit.port}],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+        # vLLM's workers share tensors through /dev/shm (the VM path runs the container with --ipc host)
+        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+    }
+    if serving:
+        container.update(_probes(unit))
+    return {"metadata": {"labels": pod_labels},
+            "spec": {"nodeSelector": where.node_selector, "tolerations": where.tolerations,
+                     "terminationGracePeriodSeconds": 60, "containers": [container],
+                     "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}
+
+
+def _replicas(unit: SkyUnit) -> dict:
+    # an autoscaled unit's count belongs to its scaler (minReplicas = the plan's count): applying a
+    # replicas field would reset it on every apply
+    return {} if unit.autoscaling else {"replicas": unit.replicas}
+
+
+def workload(service: str, namespace: str, unit: SkyUnit, model_slug: str) -> dict:
+    """The unit's Deployment (one node per replica) or LeaderWorkerSet (a multi-node pipeline)."""
+    pod_labels = labels(service, unit, model_slug)
+    meta = {"name": unit.name, "namespace": namespace, "labels": pod_labels}
+    if unit.num_nodes == 1:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                "spec": {**_replicas(unit), "selector": {"matchLabels": {"hetinfra.dev/unit": unit.name}},
+                         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                         "template": _pod(service, unit, pod_labels, f"exec {vllm_serve_command(unit)}\n",
+                                          serving=True)}}
+    if unit.mixed:
+        if len(set(unit.stages[1:])) > 1:
+            raise ValueError(f"{unit.name}: a LeaderWorkerSet runs one worker pod template; the stages after the "
+                             f"first must share an instance type ({unit.stages})")
+        leader, worker = _mixed_script(unit, leader=True), _mixed_script(unit, leader=False)
+    else:
+        leader, worker = _leader_script(unit), _worker_script(unit)
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta,
+            "spec": {**_replicas(unit), "startupPolicy": "LeaderCreated",
+                     "leaderWorkerTemplate": {
+                         "size": unit.num_nodes, "restartPolicy": "RecreateGroupOnPodRestart",
+                         "leaderTemplate": _pod(service, unit, pod_labels, leader, serving=True),
+                         "workerTemplate": _pod(service, unit, pod_labels, worker, serving=False, rank=1)}}}

@@ -1,0 +1,105 @@
+"""A cluster's API, through the official ``kubernetes`` Python client (imported only here, inside
+the deploy stage: ``hetinfra plan`` and ``--help`` never load it).
+
+Objects are written with server-side apply (``PATCH ... application/apply-patch+yaml``, field
+manager ``hetinfra``), the way ``kubectl apply --server-side`` does, so hetinfra owns only the fields
+it sets and a scaler's replica count is left alone. Paths are built from apiVersion and kind (no
+discovery round trip): the kinds hetinfra writes are known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hetinfra.errors import InvalidInputError, ProviderError
+
+__all__ = ["Cluster", "connect", "object_path"]
+
+FIELD_MANAGER = "hetinfra"
+TIMEOUT_S = 30
+#: kinds hetinfra writes that are not namespaced
+CLUSTER_SCOPED = {"Namespace", "NodePool", "EC2NodeClass", "ComputeClass"}
+
+
+def _plural(kind: str) -> str:
+    k = kind.lower()
+    return k + "es" if k.endswith("s") else k + "s"
+
+
+def object_path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The REST path of an object (or, without ``name``, of its collection)."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if kind not in CLUSTER_SCOPED:
+        base += f"/namespaces/{namespace}"
+    return f"{base}/{_plural(kind)}" + (f"/{name}" if name else "")
+
+
+class Cluster:
+    """One cluster's API (a ``kubernetes.client.ApiClient``), with the calls hetinfra needs."""
+
+    def __init__(self, api_client, name: str):
+        self.api = api_client
+        self.name = name
+
+    def _call(self, method: str, path: str, *, query: list | None = None, body: Any = None,
+              content_type: str | None = None) -> dict | None:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        params = self.api.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                          header_params=headers, body=body, auth_settings=["BearerToken"])
+        try:
+            resp = self.api.call_api(*params, _request_timeout=TIMEOUT_S)
+            resp.read()
+        except Exception as exc:  # urllib3 connection errors, timeouts
+            raise ProviderError(f"cluster {self.name}: {method} {path} failed: {exc}",
+                                hint="check the kubeconfig context and that the cluster is reachable") from None
+        if resp.status == 404:
+            return None
+        text = resp.data.decode() if resp.data else ""
+        if resp.status >= 400:
+            try:
+                msg = json.loads(text).get("message") or text
+            except ValueError:
+                msg = text
+            raise ProviderError(f"cluster {self.name}: {method} {path}: HTTP {resp.status}: {msg[:300]}",
+                                hint="a missing CRD means a prerequisite is not installed (docs/kubernetes.md)")
+        return json.loads(text) if text else {}
+
+    def apply(self, obj: dict) -> dict:
+        meta = obj["metadata"]
+        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        return self._call("PATCH", path, query=[("fieldManager", FIELD_MANAGER), ("force", "true")], body=obj,
+                          content_type="application/apply-patch+yaml")
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
+        return self._call("GET", object_path(api_version, kind, namespace, name))
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        """True when the object was there (it is going now)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
+        return self._call("DELETE", object_path(api_version, kind, namespace, name), body=body) is not None
+
+    def pods(self, namespace: str, selector: str) -> list[dict]:
+        doc = self._call("GET", object_path("v1", "Pod", namespace), query=[("labelSelector", selector)])
+        return list((doc or {}).get("items") or [])
+
+
+def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster:
+    """The cluster of ``deploy.kubernetes.clusters[cloud/region]`` through its kubeconfig context."""
+    from kubernetes import config
+
+    if not settings.get("context"):
+        raise InvalidInputError(f"no cluster for {cluster_key}: deploy.kubernetes.clusters has no entry for it",
+                                hint=f"add deploy.kubernetes.clusters['{cluster_key.replace('-', '/', 1)}'].context "
+                                     "to the spec and plan again")
+    # $KUBECONFIG read now: the client reads it once, when first imported
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    try:
+        api = config.new_client_from_config(config_file=path, context=settings["context"])
+    except Exception as exc:  # ConfigException, a missing file
+        raise InvalidInputError(f"kubeconfig context {settings['context']!r} for {cluster_key}: {exc}",
+                                hint="check deploy.kubernetes.kubeconfig / $KUBECONFIG and the context name") from None
+    return Cluster(api, cluster_key)

@@ -1,0 +1,192 @@
+"""apply, status and destroy of deploy.target kubernetes against a loopback stand-in API server,
+reached through a real kubeconfig and the official client: a pod lost or pending shows in status,
+and pods pending for capacity stall the unit so that a re-plan moves its replicas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hetinfra.deploy.apply import apply_plan
+from hetinfra.deploy.destroy import destroy
+from hetinfra.deploy.drift import PATIENCE_S, live_lines, read_live, running_now
+from hetinfra.deploy.state import DeployState
+from hetinfra.errors import InvalidInputError
+from tests.conftest import loopback_server
+from tests.deploy.kube_stand_in import KubeStore, handler_for
+
+REPO = Path(__file__).resolve().parents[2]
+#: the chat example (one unit, on aws/us-east-1) on a cluster
+SPEC = dict(yaml.safe_load((REPO / "services" / "chat.yaml").read_text()), name="kchat")
+SPEC["infrastructure"] = dict(SPEC["infrastructure"], clouds=["aws"])
+SPEC["deploy"] = {"target": "kubernetes",
+                  "kubernetes": {"clusters": {"aws/us-east-1": {"context": "stand-in", "namespace": "llm"}}}}
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    store = KubeStore()
+    with loopback_server(handler_for(store)) as (_srv, url):
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "stand-in",
+               "clusters": [{"name": "c", "cluster": {"server": url}}],
+               "users": [{"name": "u", "user": {"token": "t0ken"}}],
+               "contexts": [{"name": "stand-in", "context": {"cluster": "c", "user": "u"}}]}
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        yield store
+
+
+def _plan(tmp_path, run_cli, spec: dict):
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(spec))
+    code, out, err = run_cli("plan", str(tmp_path / "service.yaml"), "--out", str(tmp_path / "out"), "--no-verify",
+                             "--no-baselines")
+    assert code == 0, err + out
+    return tmp_path / "out", json.loads((tmp_path / "out" / "plan.json").read_text())
+
+
+@pytest.fixture
+def planned(tmp_path, run_cli):
+    return _plan(tmp_path, run_cli, SPEC)
+
+
+ENV = {"VLLM_API_KEY": "sk-test", "HF_TOKEN": "hf-test"}
+
+
+def test_apply_status_destroy(cluster, planned):
+    out, plan = planned
+    (alloc,) = plan["allocations"]
+    unit, count = alloc["deployment_unit"], alloc["count"]
+    state = apply_plan(out, plan, target="all", yes=True, echo=lambda _l: None, env=ENV)
+    dep = f"/apis/apps/v1/namespaces/llm/deployments/{unit}"
+    assert cluster.objects[dep]["spec"]["replicas"] == count
+    secret = cluster.objects["/api/v1/namespaces/llm/secrets/kchat-secrets"]
+    assert secret["stringData"] == ENV  # sent to the cluster, never written under OUT
+    assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    assert any(p.startswith("/apis/karpenter.sh/v1/nodepools/") for p in cluster.objects)
+    assert {a["path"] for a in state.allocations} == {"kubernetes"}
+
+    # the controllers: all but one replica ready; one pod lost (not recreated yet), none pending
+    cluster.objects[dep]["status"] = {"replicas": count, "readyReplicas": count - 1}
+    labels = {"hetinfra.dev/unit": unit}
+    for i in range(count - 1):
+        cluster.add_pod("llm", f"{unit}-{i}", labels, phase="Running", ready=True)
+    live = read_live(out, DeployState.load(out))["units"][unit]
+    assert (live["desired"], live["live"], live["replacing"], live["stalled"]) == (count, count - 1, 1, 0)
+
+    # the replacement pod is pending: the autoscaler found no node for it an hour ago -> stalled
+    cluster.add_pod("llm", f"{unit}-new", labels, phase="Pending", unschedulable_since="2020-01-01T00:00:00Z")
+    doc = read_live(out, DeployState.load(out))
+    u = doc["units"][unit]
+    assert (u["live"], u["replacing"], u["stalled"]) == (count - 1, 1, 1)
+    assert any("pending" in line for line in live_lines(doc))
+    # a re-plan takes the stalled replica out of what runs and says why
+    running, forced, _notes = running_now(DeployState.load(out).allocations, doc)
+    assert forced and "planned elsewhere" in forced[0]
+    assert sum(a["count"] for a in running) == count - 1
+
+    report: dict = {}
+    destroy(out, target="kubernetes", yes=True, echo=lambda _l: None, report=report)
+    assert {"cluster": "aws-us-east-1", "action": "delete", "api_version": "apps/v1", "kind": "Deployment",
+            "namespace": "llm", "name": unit} in report["changes"]["kubernetes"]
+    assert dep not in cluster.objects and "/api/v1/namespaces/llm/secrets/kchat-secrets" not in cluster.objects
+    assert DeployState.load(out).allocations == []
+    assert "/api/v1/namespaces/llm" in cluster.objects  # the namespace is the owner's to remove
+
+
+def test_a_fresh_pending_pod_is_replacing_not_stalled(cluster, planned):
+    out, plan = planned
+    (alloc,) = plan["allocations"]
+    unit = alloc["deployment_unit"]
+    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    from hetinfra.deploy.state import now
+
+    cluster.add_pod("llm", f"{unit}-0", {"hetinfra.dev/unit": unit}, phase="Pending", unschedulable_since=now())
+    u = read_live(out, DeployState.load(out))["units"][unit]
+    assert u["replacing"] >= 1 and u["stalled"] == 0
+    assert PATIENCE_S > 0
+
+
+def test_apply_without_the_api_key_changes_nothing(cluster, planned):
+    out, plan = planned
+    with pytest.raises(InvalidInputError, match="VLLM_API_KEY"):
+        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env={})
+    assert not any(m == "PATCH" for m, _p, _c in cluster.requests)
+
+
+def test_a_missing_cluster_context_is_a_clear_error(tmp_path, run_cli, cluster):
+    spec = json.loads(json.dumps(SPEC))
+    spec["deploy"]["kubernetes"]["clusters"] = {}
+    out, plan = _plan(tmp_path, run_cli, spec)
+    with pytest.raises(InvalidInputError, match="no cluster for aws-us-east-1"):
+        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+
+
+def test_replan_moves_replicas_pending_for_capacity(cluster, tmp_path, run_cli, monkeypatch):
+    """Through the CLI: apply, a pod pending for capacity since long ago, `replan` proposes a forced
+    move, `replan --apply` makes the new unit (ready per its workload), then removes the stalled one."""
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    spec = json.loads(json.dumps(SPEC))
+    spec["infrastructure"]["regions"] = ["us-east-1"]  # one cluster: the move stays in it
+    # replan verifies by simulation otherwise (seconds; not what is tested here)
+    spec["planning"] = dict(spec.get("planning") or {}, verify={"enabled": False})
+    out, plan = _plan(tmp_path, run_cli, spec)
+    (alloc,) = plan["allocations"]
+    unit = alloc["deployment_unit"]
+    cluster.ready_on_apply = True
+    code, stdout, err = run_cli("apply", str(out), "--yes", "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["applied"] is True and doc["target"] == "kubernetes"
+    assert {"cluster": "aws-us-east-1", "action": "create", "api_version": "apps/v1", "kind": "Deployment",
+            "namespace": "llm", "name": unit} in doc["changes"]["kubernetes"]
+    assert doc["changes"]["instances_added"] == alloc["count"]
+    assert [s["status"] for s in doc["steps"]] == ["done"]
+    code, stdout, err = run_cli("status", str(out))
+    assert code == 0 and f"kubernetes {unit}" in " ".join(stdout.split()), stdout + err
+
+    dep = f"/apis/apps/v1/namespaces/llm/deployments/{unit}"
+    count = alloc["count"]
+    cluster.objects[dep]["status"] = {"replicas": count, "readyReplicas": count - 1}
+    for i in range(count - 1):
+        cluster.add_pod("llm", f"{unit}-{i}", {"hetinfra.dev/unit": unit}, phase="Running", ready=True)
+    cluster.add_pod("llm", f"{unit}-x", {"hetinfra.dev/unit": unit}, phase="Pending",
+                    unschedulable_since="2020-01-01T00:00:00Z")
+    code, stdout, err = run_cli("replan", str(tmp_path / "service.yaml"), "--state", str(out))
+    assert code == 10, stdout + err
+    assert stdout.startswith("replan: forced move")
+    assert "planned elsewhere" in (out / "replan.log").read_text()
+
+    code, stdout, err = run_cli("replan", str(tmp_path / "service.yaml"), "--state", str(out), "--apply",
+                                "--health-timeout-s", "5")
+    assert code == 11, stdout + err
+    running = json.loads((out / "state.json").read_text())["allocations"]
+    assert {a["path"] for a in running} == {"kubernetes"}
+    new_units = {a["deployment_unit"] for a in running} - {unit}
+    assert new_units, running  # the stalled replica runs elsewhere now
+    for u in new_units:
+        assert f"/apis/apps/v1/namespaces/llm/deployments/{u}" in cluster.objects
+
+
+@pytest.mark.parametrize("api_version, kind, path", [
+    ("apps/v1", "Deployment", "/apis/apps/v1/namespaces/ns/deployments/x"),
+    ("v1", "Service", "/api/v1/namespaces/ns/services/x"),
+    ("v1", "Namespace", "/api/v1/namespaces/x"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets/x"),
+    ("karpenter.sh/v1", "NodePool", "/apis/karpenter.sh/v1/nodepools/x"),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/x"),
+    ("cloud.google.com/v1", "ComputeClass", "/apis/cloud.google.com/v1/computeclasses/x"),
+    ("inference.networking.k8s.io/v1", "InferencePool", "/apis/inference.networking.k8s.io/v1/namespaces/ns/inferencepools/x"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute", "/apis/gateway.networking.k8s.io/v1/namespaces/ns/httproutes/x"),
+    ("keda.sh/v1alpha1", "ScaledObject", "/apis/keda.sh/v1alpha1/namespaces/ns/scaledobjects/x"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "/apis/autoscaling/v2/namespaces/ns/horizontalpodautoscalers/x"),
+    ("policy/v1", "PodDisruptionBudget", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
+])
+def test_object_paths_are_the_api_servers(api_version, kind, path):
+    """The plural and scope of every kind hetinfra writes (the CRDs' spec.names.plural and scope)."""
+    from hetinfra.deploy.kube_api import object_path
+
+    assert object_path(api_version, kind, "ns", "x") == path
