@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,10 +62,20 @@ def _check_shape(doc: object, path: Path) -> None:
             raise bad(key, f"a JSON {'list' if kind is list else 'object'}")
     if doc.get("operation") is not None and not isinstance(doc["operation"], dict):
         raise bad("operation", "null or a JSON object")
+    from hetinfra.deploy.preflight import ALLOC_FIELDS  # plan.json's allocation types: state copies them
+
     for i, a in enumerate(doc["allocations"]):
-        for key, kind in _ALLOCATION.items():
-            if not isinstance(a, dict) or not isinstance(a.get(key), kind) or isinstance(a.get(key), bool):
-                raise bad(f"allocations[{i}].{key}", kind.__name__)
+        if not isinstance(a, dict):
+            raise bad(f"allocations[{i}]", "a JSON object")
+        for key, kind in {**ALLOC_FIELDS, **_ALLOCATION}.items():
+            if key not in a and key not in _ALLOCATION:
+                continue  # an older state.json may lack a key it never used
+            value = a.get(key)
+            ok = isinstance(value, bool) if kind is bool else (
+                isinstance(value, kind) and not isinstance(value, bool))
+            if not ok or (isinstance(value, float) and not math.isfinite(value)):
+                name = kind.__name__ if isinstance(kind, type) else "a number"
+                raise bad(f"allocations[{i}].{key}", name)
     for unit, urls in doc["endpoints"].items():
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise bad(f"endpoints.{unit}", "a list of URLs")

@@ -27,7 +27,7 @@ VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 def doc_snippets() -> list[tuple[str, dict]]:
     """Full specs (a mapping with name and models) in the YAML code blocks of README.md and docs/*.md."""
     out = []
-    for md in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+    for md in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
         if not md.exists():
             continue
         for i, block in enumerate(re.findall(r"```ya?ml\n(.*?)```", md.read_text(), re.S)):
