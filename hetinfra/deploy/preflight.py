@@ -33,6 +33,7 @@ from typing import Callable, Iterable
 
 from hetinfra import PLAN_VERSION
 from hetinfra.compile.disk import disk_need_gb
+from hetinfra.deploy.state import ALLOC_FIELDS
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
@@ -50,12 +51,6 @@ PRECISIONS = {"bf16", "fp16", "fp8", "int8", "int4"}
 READ_SECTIONS = ("allocations", "models", "deploy", "routing")
 LOOSE_KEYS = {"unit", "template", "ssh_public_key", "tls_cert", "tls_key", "package", "confidence"}
 PROSE_KEYS = {"max_model_len_basis", "confidence_reason", "reason", "description", "note"}
-ALLOC_FIELDS: dict[str, type | tuple] = {
-    "model": str, "cloud": str, "region": str, "instance_type": str, "gpu": str, "gpus_per_instance": int,
-    "tp": int, "pp": int, "engines_per_instance": int, "nodes_per_replica": int, "count": int, "instances": int,
-    "spot": bool, "price_per_instance_usd_per_hour": (int, float), "cost_usd_per_hour": (int, float),
-    "deployment_unit": str, "unit": str,
-}
 
 
 def _where(path: Path, key: str) -> str:
@@ -371,8 +366,9 @@ CHECK_ORDER = ("binaries", "settings", "credentials", "quotas")
 def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
     """Run every ``(kind, check)`` in CHECK_ORDER (binaries on PATH, settings, credentials, quotas),
     keep going past failures, and return the results in the given order. One failure is raised as
-    it is; several become one error of the first (cheapest) failure's class listing each with its
-    fix, so a user learns everything missing in one run."""
+    it is; several become one error listing each with its fix (cheapest first), so a user learns
+    everything missing in one run. Its class, and so the exit code, is the lowest code among them:
+    a missing setting (2, the user's input) before a missing tool or credential (4)."""
     rank = {kind: i for i, kind in enumerate(CHECK_ORDER)}
     order = sorted(range(len(checks)), key=lambda i: (rank[checks[i][0]], i))
     results: list = [None] * len(checks)
@@ -390,7 +386,7 @@ def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
         lines = [f"{len(failed)} prerequisites are missing; fix them all, then run again:"]
         lines += [f"  {n}. [{kind}] {exc.message.splitlines()[0]}" + (f" (fix: {exc.hint})" if exc.hint else "")
                   for n, (kind, exc) in enumerate(failed, 1)]
-        first = failed[0][1]
+        first = min((exc for _, exc in failed), key=lambda exc: exc.exit_code)
         raise type(first)("\n".join(lines), details={"missing": [
             {"kind": kind, "message": exc.message, "fix": exc.hint, "exit_code": exc.exit_code} for kind, exc in failed]})
     return results

@@ -43,6 +43,13 @@ def plan_sha(plan: dict) -> str:
     return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
 
 
+#: a plan.json allocation's keys and types (preflight.validate_plan checks them; state.json copies them)
+ALLOC_FIELDS: dict[str, type | tuple] = {
+    "model": str, "cloud": str, "region": str, "instance_type": str, "gpu": str, "gpus_per_instance": int,
+    "tp": int, "pp": int, "engines_per_instance": int, "nodes_per_replica": int, "count": int, "instances": int,
+    "spot": bool, "price_per_instance_usd_per_hour": (int, float), "cost_usd_per_hour": (int, float),
+    "deployment_unit": str, "unit": str,
+}
 #: the shape every reader of state.json relies on (until state.json is a typed model): key -> type
 _SHAPE = {"allocations": list, "endpoints": dict, "pulumi": dict, "skypilot": dict}
 _ALLOCATION = {"deployment_unit": str, "unit": str, "cloud": str, "count": int, "path": str}
@@ -62,8 +69,6 @@ def _check_shape(doc: object, path: Path) -> None:
             raise bad(key, f"a JSON {'list' if kind is list else 'object'}")
     if doc.get("operation") is not None and not isinstance(doc["operation"], dict):
         raise bad("operation", "null or a JSON object")
-    from hetinfra.deploy.preflight import ALLOC_FIELDS  # plan.json's allocation types: state copies them
-
     for i, a in enumerate(doc["allocations"]):
         if not isinstance(a, dict):
             raise bad(f"allocations[{i}]", "a JSON object")

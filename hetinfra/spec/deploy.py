@@ -70,7 +70,7 @@ class FailoverSpec(Strict):
 class KubeClusterSpec(Strict):
     """One Kubernetes cluster hetinfra deploys a cloud region's units into (it never creates clusters)."""
 
-    context: ShellArg = Field(..., description="kubeconfig context of the cluster.")
+    context: ShellArg = Field(..., min_length=1, description="kubeconfig context of the cluster.")
     namespace: str = Field("hetinfra", description="Namespace of everything hetinfra creates in the cluster "
                                                    "(created by `hetinfra apply` when missing).")
     cluster_name: ResourceWord | None = Field(None, description="EKS: the cluster name of Karpenter's discovery tag "

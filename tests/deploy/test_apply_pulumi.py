@@ -133,7 +133,7 @@ def test_preflight_lists_every_missing_prerequisite_in_one_run(fake_pulumi, clou
         monkeypatch.delenv(name)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
     code, _, err = run_cli("apply", str(planned_out), "--yes")
-    assert code == 4, err  # the cheapest failure's code: the missing binary
+    assert code == 2, err  # the lowest code among them: the missing setting (VLLM_API_KEY)
     assert "prerequisites are missing" in err
     for fragment in ("pulumi command is not on PATH", "VLLM_API_KEY is not set", "PULUMI_CONFIG_PASSPHRASE",
                      "gcp: no GCP credentials"):
