@@ -27,6 +27,17 @@ Objective
     min_cost        minimize sum_u cost[u] n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
     max_throughput  maximize s   (Demystifying's min makespan is T = 1/s)
 
+Routing by origin (``hetinfra.plan.origins``; ``AllocationProblem.flow_keys``)
+    Where a model declares client origins o, its demand keys are flows k = (m, w@o) with
+    lambda[k] = lambda[m,w] share[o], and h[u,k] = h[u,w] rate(TTFT - rtt(o, region(u))) / rate(TTFT):
+    the capacity a replica has for requests that spend rtt of their TTFT on the network. The two
+    new families are restrictions of P, not rows (a flow that may not exist has no variable, so it
+    can never be traded for cost):
+    residency     (u, k) in P only if region(u) is in area(o)   (the origin's region or continent)
+    network TTFT  (u, k) in P only if rtt(o, region(u)) < TTFT and h[u,k] > 0
+    Capacity then reads sum_k y[u,k] / h[u,k] <= (1 - headroom) n[u] over the flows, and the plan's
+    class routing is y[u,(m,w)] = sum_o y[u,(m,w@o)].
+
 Mélange's binary slice assignment x[slice, gpu] is replaced by the integer count z[u,k] of
 identical slices of class k given to u: the same feasible loads without the slices' symmetry.
 """

@@ -73,6 +73,9 @@ class AllocationProblem:
     tied: tuple[tuple[str, ...], ...] = ()
     #: Pairs (u, v) with n[u] <= n[v]: a top-up only grows with its model's demand (``solver.periods``).
     nested: tuple[tuple[str, str], ...] = ()
+    #: Routing by origin (``hetinfra.plan.origins``): demand key (model, flow) -> (class, origin) for
+    #: the keys that carry one origin's share of a class; empty: every key is a whole class.
+    flow_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""

@@ -35,6 +35,8 @@ class SolveResult:
     #: multi-period problems (``solver.periods``): per demand level, ``counts`` (unit -> instances
     #: running then) and ``load`` (unit -> instances' worth of capacity its routed req/s take)
     periods: list[dict] = field(default_factory=list)
+    #: routing by origin (``hetinfra.plan.origins.fold``): (unit, model, class, origin) -> req/s
+    origin_flow: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:

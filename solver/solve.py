@@ -251,6 +251,9 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
     for (u, mod, w), val in r.flow.items():
         if val < -TOL:
             bad.append(f"negative flow {val} on {u}")
+        if w not in units[u].rates:  # a pair outside P: residency or the round trip in TTFT forbids it
+            bad.append(f"flow of {mod}/{w} on {u}, which may not serve it")
+            continue
         served[(mod, w)] += val
         load[u] = load.get(u, 0.0) + val / units[u].rates[w]
     for k, lam in problem.demand.items():

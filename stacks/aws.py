@@ -41,6 +41,7 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, gateway_tags, gateway_url, gateway_user_data, node_script,
                                     pick_image, secret_document, tags, unit_output)
 from hetinfra.stacks.fleet import FleetArgs
+from hetinfra.facts import GATEWAY_PORT
 
 MAX_HEALTH_GRACE_S = 7200  # the units' health_grace_s, capped
 ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -218,7 +219,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         """A CPU VM running `hetinfra gateway`: clients (ingress_cidrs) reach its port; the fleet's
         vLLM port is open to the gateway's security group only."""
         g = args.gateway
-        port = int(g.get("port", 8080))
+        port = int(g.get("port", GATEWAY_PORT))
         clients = list(args.ingress_cidrs)
         gw_sg = aws.ec2.SecurityGroup(
             f"{name}-gateway-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} gateway", opts=child,

@@ -34,6 +34,7 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
                                     pick_image, secret_document)
 from hetinfra.stacks.fleet import FleetArgs
+from hetinfra.facts import GATEWAY_PORT
 
 SECRET_NAME = "hetinfra-secrets"
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
@@ -72,7 +73,7 @@ def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
     """The gateway NSG: clients (ingress_cidrs) to the gateway port; SSH from ssh_cidrs."""
     rules = []
     if args.ingress_cidrs:
-        rules.append(_allow("gateway", 100, list(args.ingress_cidrs), int(args.gateway.get("port", 8080))))
+        rules.append(_allow("gateway", 100, list(args.ingress_cidrs), int(args.gateway.get("port", GATEWAY_PORT))))
     if args.ssh_cidrs:
         rules.append(_allow("ssh", 110, list(args.ssh_cidrs), 22))
     return rules

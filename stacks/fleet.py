@@ -18,6 +18,7 @@ from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
+from hetinfra.facts import VLLM_PORT
 
 # GCE instance names are at most 63 characters and Pulumi's auto-naming appends 8.
 MAX_VM_NAME = 54
@@ -81,7 +82,7 @@ class FleetArgs:
     region: str
     units: tuple[FleetUnit, ...]
     service: str
-    port: int = 8000
+    port: int = VLLM_PORT
     ingress_cidrs: tuple[str, ...] = ()
     ssh_cidrs: tuple[str, ...] = ()
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -125,7 +126,7 @@ def fleets_for(plan: dict, cloud: str) -> list[FleetArgs]:
     nets = network_cidrs(plan)
     return [FleetArgs(
         cloud=cloud, region=region, units=tuple(units), service=plan["service"],
-        port=deploy.get("port", 8000), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
+        port=deploy.get("port", VLLM_PORT), ingress_cidrs=tuple(deploy.get("ingress_cidrs") or ()),
         ssh_cidrs=tuple(deploy.get("ssh_cidrs") or ()), runtime=runtime,
         ssh_public_key=deploy.get("ssh_public_key"), plan=plan,
         network_cidr=nets[(cloud, region)], subnet_cidr=subnet(nets[(cloud, region)], 0),

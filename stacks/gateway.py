@@ -15,6 +15,7 @@ import json
 import shlex
 
 from hetinfra.stacks.boot import SecretRef, fetch_secrets_script
+from hetinfra.facts import GATEWAY_PORT
 
 SCRIPT = """#!/bin/bash
 # hetinfra gateway for service {service} ({cloud}/{region})
@@ -52,7 +53,7 @@ systemctl enable --now hetinfra-gateway
 
 def gateway_command(gateway: dict, region: str, tls: bool) -> str:
     cmd = ["/opt/hetinfra/bin/hetinfra", "gateway", "/etc/hetinfra/plan.json", "--host", "0.0.0.0",
-           "--port", str(gateway.get("port", 8080)), "--region", region,
+           "--port", str(gateway.get("port", GATEWAY_PORT)), "--region", region,
            "--demand-log", "/var/lib/hetinfra/demand.csv"]
     if tls:
         cmd += ["--tls-cert", "/etc/hetinfra/tls.crt", "--tls-key", "/etc/hetinfra/tls.key"]

@@ -34,14 +34,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from hetinfra.compile.images import GCP as IMAGES
+from hetinfra.facts import GATEWAY_PORT
+from hetinfra.facts import GCP as GCP_FACTS
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, pick_image,
                                     secret_document)
 from hetinfra.stacks.fleet import FleetArgs
 from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
-HEALTH_CHECK_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]  # Google's probers: autohealing, internal LBs
-EXTERNAL_LB_CHECK_RANGES = ["209.85.152.0/22", "209.85.204.0/22"]  # and external passthrough LBs
+HEALTH_CHECK_RANGES = list(GCP_FACTS.health_check_ranges)  # Google's probers (hetinfra.facts)
+EXTERNAL_LB_CHECK_RANGES = list(GCP_FACTS.external_lb_check_ranges)
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
@@ -118,7 +120,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
         if gw:
-            port = int(gw.get("port", 8080))
+            port = int(gw.get("port", GATEWAY_PORT))
             if args.ingress_cidrs:
                 gcp.compute.Firewall(f"{name}-fw-gateway", network=net.id, direction="INGRESS",
                                      source_ranges=list(args.ingress_cidrs), target_tags=gw_tag, opts=child,
@@ -141,4 +143,5 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 labels={"hetinfra-service": label(args.service), "hetinfra-role": "gateway"}, opts=child)
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             self.gateway_url = gateway_url(args, public)
+            self.gateway_vm, self.gateway_network = vm, net.id  # for the global entry point (stacks.global_entry)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})

@@ -28,17 +28,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from hetinfra.facts import GCP as GCP_FACTS
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, node_script
 from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, FleetUnit, short_name
 
 # SkyPilot accelerator name -> GCE accelerator type.
-ACCELERATORS = {
-    "T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100", "P4": "nvidia-tesla-p4",
-    "L4": "nvidia-l4", "A100": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb",
-    "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb",
-    "B200": "nvidia-b200",
-}
+ACCELERATORS = GCP_FACTS.gpu_labels  # catalog GPU -> GCE accelerator type (hetinfra.facts)
 MAX_INITIAL_DELAY_S = 3600  # GCE's limit on an autohealer's initial delay
 
 

@@ -15,20 +15,22 @@ from __future__ import annotations
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs,
                            ResourceValidationPolicy)
 
+from hetinfra.facts import VLLM_PORT
+
 WORLD = {"0.0.0.0/0", "::/0", "*", "Internet", "Any"}
 # Resources that make VMs: bare VMs (the gateways) and the fleets' groups' VM shapes.
 GPU_VM_TYPES = {"aws:ec2/instance:Instance", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachine",
                 "gcp:compute/instanceTemplate:InstanceTemplate", "azure-native:compute:VirtualMachineScaleSet"}
 GCE_VM_TYPES = {"gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate"}
 CONFIG = PolicyConfigSchema(properties={
-    "port": {"type": "integer", "default": 8000},
+    "port": {"type": "integer", "default": VLLM_PORT},
     "allowedCidrs": {"type": "array", "items": {"type": "string"}, "default": []},
 })
 
 
 def _config(args: ResourceValidationArgs) -> tuple[int, set[str]]:
     cfg = args.get_config() or {}
-    return int(cfg.get("port", 8000)), set(cfg.get("allowedCidrs", []))
+    return int(cfg.get("port", VLLM_PORT)), set(cfg.get("allowedCidrs", []))
 
 
 def _covers(lo, hi, port: int) -> bool:

@@ -9,7 +9,9 @@ role -> id: hetinfra.compile.images), and exports ``endpoints`` (unit -> ``[http
 balancer>:<port>/v1]``), ``vms`` (group name -> the cloud's name of its self-healing group),
 ``units`` (unit -> the groups that carry its capacity, :func:`hetinfra.stacks.common.unit_output`:
 what ``hetinfra status`` counts live replicas with after a refresh) and ``images`` (per region and
-role the image used and the newest found).
+role the image used and the newest found); with routing by origin, ``global_endpoint`` (the
+cloud's front door over its regional gateways, :mod:`hetinfra.stacks.global_entry`, which also reads
+``hetinfra:dnsZoneId`` and ``hetinfra:dnsName`` on AWS).
 
 A plan with no allocation on the cloud is a valid empty program: ``pulumi up`` then removes
 what the stack had, which is how a re-plan that leaves a cloud shrinks it to nothing.
@@ -18,13 +20,14 @@ what the stack had, which is how a re-plan that leaves a cloud shrinks it to not
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pulumi
 
+from hetinfra.document import load_plan
 from hetinfra.stacks.common import FleetSecrets
 from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
+from hetinfra.stacks.global_entry import global_entry
 
 
 def build(plan: dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
@@ -78,7 +81,7 @@ def main() -> None:
     cloud = cfg.require("cloud")
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
-    plan = json.loads(Path(cfg.get("plan") or "plan.json").read_text())
+    plan = load_plan(Path(cfg.get("plan") or "plan.json")).to_dict()
     secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
                            gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
                            tls_key=cfg.get_secret("gatewayTlsKey"))
@@ -86,3 +89,9 @@ def main() -> None:
     fleets = build(plan, cloud, secrets, gcp_project=pulumi.Config("gcp").get("project"), zones=zones,
                    images=cfg.get_object("images") or {})
     export(fleets)
+    # routing by origin: the cloud's latency-based front door over its regional gateways (docs/regions.md)
+    regions = [a.region for a in fleets_for(plan, cloud)]
+    entry = global_entry(plan, cloud, list(zip(regions, fleets)),
+                         {"dnsZoneId": cfg.get("dnsZoneId"), "dnsName": cfg.get("dnsName")})
+    if entry is not None:
+        pulumi.export("global_endpoint", entry)

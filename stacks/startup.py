@@ -26,7 +26,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from hetinfra.compile.skypilot import RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
+from hetinfra.compile.skypilot import (RAY_COUNT_NODES, RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_pip_spec,
+                                       vllm_serve_command)
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
@@ -82,8 +83,7 @@ fi
 """
     tries = RAY_JOIN_TIMEOUT_S // 5
     where = "nodes, one stage per node" if unit.num_nodes == unit.pp else f"stages on {unit.num_nodes} nodes"
-    count = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
-             "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+    count = RAY_COUNT_NODES
     return f"""\
 #!/bin/bash
 # Pipeline of {unit.pp} {where} (TP={unit.tp} inside a node), over Ray on port {RAY_PORT}.

@@ -64,9 +64,30 @@ def run_cli():
         res = runner.invoke(cli, list(args), catch_exceptions=True)
         if res.exception is not None and not isinstance(res.exception, SystemExit):
             raise res.exception
+        if args and args[0] == "plan" and res.exit_code == 0:
+            check_engines_start(args, res.stdout)
         return res.exit_code, res.stdout, res.stderr
 
     return run
+
+
+def check_engines_start(args, stdout: str) -> None:
+    """Every plan the suite builds through the CLI: no unit whose --max-model-len exceeds its KV cache
+    or misses a class routed to it (hetinfra.deploy.preflight.engine_length_problems, issue 21)."""
+    from hetinfra.deploy.preflight import engine_length_problems
+
+    args = list(args)
+    doc = None
+    if "--out" in args and (Path(args[args.index("--out") + 1]) / "plan.json").is_file():
+        doc = json.loads((Path(args[args.index("--out") + 1]) / "plan.json").read_text())
+    elif "--json" in args:
+        try:
+            doc = json.loads(stdout)
+        except ValueError:
+            doc = None
+    if isinstance(doc, dict) and "allocations" in doc:
+        assert engine_length_problems(doc) == [], engine_length_problems(doc)
+        assert all("max_model_len" in a for a in doc["allocations"])
 
 
 @pytest.fixture

@@ -18,25 +18,27 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio).
-#: Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
+#: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio,
+#: hetinfra.facts). Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
 ALLOWED: dict[str, set[str]] = {
     "spec": set(),
+    # plan.json and state.json as typed documents: the contract every stage after the planner reads
+    "document": {"spec"},
     "catalog": set(),
     "perf": {"spec", "catalog"},
     "price_feeds": {"catalog"},
     "solver": set(),
-    "sim": {"spec", "catalog", "perf"},
-    "plan": {"spec", "catalog", "perf", "price_feeds", "solver", "sim"},
-    "compile": {"catalog", "perf", "price_feeds", "plan"},
-    "stacks": {"catalog", "price_feeds", "compile"},
-    "deploy": {"catalog", "price_feeds", "compile"},
-    "replan": {"spec", "catalog", "perf", "price_feeds", "plan", "compile", "deploy"},
-    "gateway": {"spec", "catalog", "compile"},
+    "sim": {"spec", "catalog", "perf", "document"},
+    "plan": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "document"},
+    "compile": {"catalog", "perf", "price_feeds", "plan", "document"},
+    "stacks": {"catalog", "price_feeds", "compile", "document"},
+    "deploy": {"catalog", "price_feeds", "compile", "document"},
+    "replan": {"spec", "catalog", "perf", "price_feeds", "plan", "compile", "deploy", "document"},
+    "gateway": {"spec", "catalog", "compile", "document"},
     "cli": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "plan", "compile", "deploy", "replan",
-            "gateway"},
+            "gateway", "document"},
 }
-BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio"}
+BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio", "hetinfra.facts"}
 #: third-party packages only some stages may import
 HEAVY = {"pulumi": {"stacks", "deploy"}, "pulumi_kubernetes": {"stacks"}, "kubernetes": {"deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
          "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "aiohttp": {"gateway"},

@@ -12,12 +12,13 @@ from pathlib import Path
 import click
 
 from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.facts import GATEWAY_PORT
 
 
 @click.command("gateway")
 @click.argument("source", metavar="PLAN_OR_OUT_DIR", type=click.Path(exists=True, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Port to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=GATEWAY_PORT, show_default=True, help="Port to listen on.")
 @click.option("--endpoint", "endpoints", multiple=True, metavar="UNIT=URL",
               help="A backend of UNIT (the allocation's unit or deployment_unit), e.g. http://10.0.0.5:8000/v1; "
                    "repeat for replicas. Overrides what `hetinfra apply` recorded in OUT/state.json for that unit.")
@@ -29,7 +30,9 @@ from hetinfra.cli.common import FiniteFloat, fail
               help="Rotate the demand log at this size.")
 @click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
-@click.option("--region", default="", help="The gateway's region, written in the demand log's region column.")
+@click.option("--region", default="",
+              help="The gateway's region: it serves this region's row of the plan (routing_by_origin) to requests "
+                   "without an x-hetinfra-origin header, and the demand log records it as their origin.")
 @click.option("--max-body-kb", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Largest request body accepted (413 above).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,

@@ -84,8 +84,10 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
 
 
 @click.command("schema")
-def schema_command() -> None:
-    """Print the JSON Schema of the service spec."""
-    from hetinfra.spec.models import ServiceSpec
+@click.argument("document", type=click.Choice(["spec", "plan", "state"]), default="spec")
+def schema_command(document: str) -> None:
+    """Print the JSON Schema of DOCUMENT: the service spec (default; docs/service.schema.json),
+    plan.json (docs/plan.schema.json) or state.json (docs/state.schema.json)."""
+    from hetinfra.document.schemas import json_schema
 
-    click.echo(json.dumps(ServiceSpec.model_json_schema(), indent=2))
+    click.echo(json.dumps(json_schema(document), indent=2))

@@ -48,10 +48,15 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 
 
 @click.command("profile")
-@click.option("--endpoint", required=True, help="Base URL of the running vLLM server, e.g. http://10.0.0.5:8000.")
-@click.option("--model", required=True, help="Model name the server serves (as in /v1/models); the profile's model.")
-@click.option("--gpu", required=True, help="GPU the server runs on (SkyPilot name: L4, A10G, H100, ...).")
-@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
+@click.argument("plan_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--launch", is_flag=True, help="With PLAN_DIR (a `plan --out` directory): write SkyPilot benchmark "
+              "tasks for its extrapolated units to PLAN_DIR/profile/, show their cost, and launch them (sky launch --yes).")
+@click.option("--all", "all_units", is_flag=True, help="With --launch: every unit, not only the extrapolated ones.")
+@click.option("--dry-run", is_flag=True, help="With --launch: write the tasks and show the cost; launch nothing.")
+@click.option("--endpoint", help="Base URL of the running vLLM server, e.g. http://10.0.0.5:8000.")
+@click.option("--model", help="Model name the server serves (as in /v1/models); the profile's model.")
+@click.option("--gpu", help="GPU the server runs on (SkyPilot name: L4, A10G, H100, ...).")
+@click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel size of the engine.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
 @click.option("--inputs", callback=_list(int, "input token counts"), default="128,512,2048", show_default=True,
               help="Input lengths (tokens) of the grid.")
@@ -61,27 +66,36 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
               help="Request rates (req/s) to sweep per cell, lowest first; a cell stops at its first SLO miss.")
 @click.option("--ttft-ms", type=FiniteFloat(), default=2000.0, show_default=True, help="TTFT SLO (ms).")
 @click.option("--tpot-ms", type=FiniteFloat(), default=100.0, show_default=True, help="TPOT SLO (ms).")
-@click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
+@click.option("--statistic", default="p99", show_default=True, help=_STAT_HELP)
 @click.option("--num-prompts", type=click.IntRange(min=1), default=200, show_default=True,
               help="Requests per run (vllm bench serve --num-prompts).")
 @click.option("--vllm-cmd", default="vllm", show_default=True, help="Command that runs vllm (e.g. a path).")
+@click.option("--vllm-version", help="vLLM version of the server, recorded in the rows' vllm_version column.")
 @click.option("--result-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the runs' result JSON and logs go [default: <out>.bench/ beside --out].")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=1), help="Limit per run in seconds "
               "[default: 600 + 4 x num-prompts / rate].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Profile CSV to write.")
-def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_ms, tpot_ms, statistic, num_prompts,
-                    vllm_cmd, result_dir, timeout_s, merge, out) -> None:
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), help="Profile CSV to write.")
+def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, tp, pp, inputs, outputs, rates,
+                    ttft_ms, tpot_ms, statistic, num_prompts, vllm_cmd, vllm_version, result_dir, timeout_s, merge,
+                    out) -> None:
     """Measure max request rates against a running vLLM server with `vllm bench serve` and write a profile CSV.
 
     Runs the benchmark client here (vllm must be installed) for every --inputs x --outputs cell
     at each of --rates, then derives max_rps per cell as `hetinfra profile-import` does.
+    `hetinfra profile PLAN_DIR --launch` instead measures a plan's units on the clouds first.
     """
-    from hetinfra.errors import HetinfraError
+    from hetinfra.errors import HetinfraError, InvalidInputError
 
     try:
+        if plan_dir is not None or launch:
+            return _launch(plan_dir, launch, all_units, dry_run)
+        missing = [f"--{n}" for n, v in (("endpoint", endpoint), ("model", model), ("gpu", gpu), ("tp", tp),
+                                          ("out", out)) if v is None]
+        if missing:
+            raise InvalidInputError(f"profile needs {', '.join(missing)}",
+                                    hint="or `hetinfra profile PLAN_DIR --launch` to measure a plan's units on the clouds")
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -107,7 +121,7 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
                     bar.update(task, completed=ev.finished)
 
             run = run_profile(endpoint, model, gpu, tp, pp, grid, rates, slo, out, num_prompts, vllm_cmd, progress,
-                              result_dir=result_dir, timeout_s=timeout_s, merge=merge)
+                              result_dir=result_dir, timeout_s=timeout_s, merge=merge, vllm_version=vllm_version)
             bar.update(task, description="done")
         if run.skipped:
             cells = {}
@@ -124,6 +138,29 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
         fail(exc, False)
 
 
+def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool) -> None:
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.cli.profile_launch import launch as sky_launch
+    from hetinfra.cli.profile_launch import require_plan, write_tasks
+
+    if plan_dir is None or not launch:
+        raise InvalidInputError("give both a plan directory and --launch (`hetinfra profile OUT --launch`)")
+    plan = require_plan(plan_dir)
+    tasks, paths = write_tasks(plan, plan_dir, all_units)
+    if not tasks:
+        click.echo("no unit to measure: every unit's rates are measured or calibrated (--all measures them all)")
+        return
+    for t, p in zip(tasks, paths):
+        click.echo(f"{p}: {t.alloc['gpu']} x{t.alloc['gpus_per_instance']} tp={t.alloc['tp']} pp={t.alloc['pp']}, "
+                   f"{len(t.classes)} class(es), about {t.hours:.2f} h, ${t.cost_usd:.2f}")
+    click.echo(f"estimated cost: ${sum(t.cost_usd for t in tasks):.2f} for {len(tasks)} task(s)")
+    if dry_run:
+        return
+    sky_launch(tasks, paths)
+    click.echo(f"launched; when they finish run {plan_dir / 'profile' / 'collect.sh'}, then add "
+               f"{plan_dir / 'profile' / 'profiles.csv'} to the spec's profiles: and plan again")
+
+
 @click.command("profile-import")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
@@ -133,6 +170,7 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
 @click.option("--tpot-ms", type=FiniteFloat(), required=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
 @click.option("--model", help="Model name for the rows [default: each file's model_id].")
+@click.option("--vllm-version", help="vLLM version the runs measured (the rows' vllm_version column).")
 @click.option("--input-tokens", type=click.IntRange(min=1),
               help="Input length of every run [default: from random_input_len metadata, input_lens or token totals].")
 @click.option("--output-tokens", type=click.IntRange(min=1),
@@ -140,8 +178,8 @@ def profile_command(endpoint, model, gpu, tp, pp, inputs, outputs, rates, ttft_m
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Profile CSV to write.")
-def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, input_tokens, output_tokens, merge,
-                   out) -> None:
+def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, vllm_version, input_tokens, output_tokens,
+                   merge, out) -> None:
     """Turn `vllm bench serve --save-result` JSON files (rate sweeps) into a profile CSV.
 
     Files are grouped by (model, input, output); each group is one sweep over --request-rate and
@@ -154,7 +192,7 @@ def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, inp
 
         slo = SLO(ttft_ms, tpot_ms, statistic)
         res = import_bench_results(results, gpu=gpu, tp=tp, pp=pp, slo=slo, model=model,
-                                   input_tokens=input_tokens, output_tokens=output_tokens)
+                                   input_tokens=input_tokens, output_tokens=output_tokens, vllm_version=vllm_version)
         written = write_profile_csv(res.rows, out, merge=merge)
         _report(res.sweeps, [f"skipped {s}" for s in res.skipped])
         _written(out, res.rows, gpu.strip(), tp, pp, slo, len(written))

@@ -19,7 +19,7 @@ from hetinfra.cli.common import FiniteFloat, run_command, summary_console
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=int, default=20000, show_default=True,
-              help="Requests to simulate over all models (the first 10% are warm-up).")
+              help="Requests to simulate per model (the first 10% are warm-up), as plan's verification does.")
 @click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
@@ -46,7 +46,8 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_c
 
             bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
                            TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-            task = bar.add_task("sim", total=n_requests)
+            models = sum(1 for m in plan["models"] if m.get("rate_rps"))
+            task = bar.add_task("sim", total=n_requests * max(models, 1))
             progress = lambda k: bar.advance(task, k)  # noqa: E731
             bar.start()
         try:

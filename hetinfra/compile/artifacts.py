@@ -16,6 +16,7 @@ from pathlib import Path
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import VLLM_PORT
 from hetinfra.fileio import atomic_write_text, dumps_strict, replace_dir, staged_dir
 
 
@@ -59,9 +60,9 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
             region=a["region"], instance_type=a["instance_type"], gpu=a["gpu"], gpus_per_instance=a["gpus_per_instance"],
             tp=a["tp"], pp=a["pp"], engines_per_instance=a["engines_per_instance"], replicas=a["count"],
             nodes=a.get("nodes_per_replica"),
-            spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=m["max_model_len"],
+            spot=a["spot"], precision=serving_precision(m["precision"], a["gpu"]), max_model_len=a.get("max_model_len") or m["max_model_len"],
             layer_partition=tuple(a["layer_partition"]) if a.get("layer_partition") else None,
-            port=deploy.get("port", 8000),
+            port=deploy.get("port", VLLM_PORT),
             stages=tuple((s["instance_type"], s["gpu"]) for s in a["stages"]) if a.get("stages") else None,
             target_qps_per_replica=a.get("target_qps_per_replica") if deploy.get("autoscale") else None,
             alternates=alternates, ondemand_fallback=bool(a.get("ondemand_fallback")) and a["spot"],
@@ -76,6 +77,11 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     """
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory", hint="choose another --out")
+    # the document's model holds for what every later stage reads (imported here: building the
+    # models costs ~0.1 s, which `plan` without --out need not pay)
+    from hetinfra.document import Plan
+
+    Plan.parse(plan, out / "plan.json")
     try:
         with staged_dir(out) as stage:
             written = _write_artifacts(stage, plan)
@@ -104,7 +110,7 @@ def _write_artifacts(out: Path, plan: dict) -> dict[str, list[Path]]:
     weights = router_weights(plan)
     atomic_write_text(out / "router" / "weights.json", dumps_strict(weights, indent=2) + "\n")
     atomic_write_text(out / "router" / "litellm.yaml",
-                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", 8000))))
+                      litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", VLLM_PORT))))
     written = {}
     if (plan.get("deploy") or {}).get("target") == "kubernetes":  # only then: other plans' trees stay as they were
         from hetinfra.compile.kubernetes import write_kubernetes

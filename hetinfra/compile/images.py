@@ -20,15 +20,13 @@ sets no pin, so that ``up`` takes the lookup's newest image.
 
 from __future__ import annotations
 
+from hetinfra.facts import CLOUDS
+
 CONFIG_KEY = "hetinfra:images"
 ROLES = ("gpu", "gateway")
 
-AWS = {"gpu": {"owner": "amazon", "name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"},
-       "gateway": {"owner": "099720109477", "name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"}}
-GCP = {"gpu": {"project": "deeplearning-platform-release", "family": "common-cu124-ubuntu-2204-py310"},
-       "gateway": {"project": "ubuntu-os-cloud", "family": "ubuntu-2204-lts"}}
-AZURE = {"gpu": {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204"},
-         "gateway": {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2"}}
+#: the image lookups per cloud and role (the registry: hetinfra.facts)
+AWS, GCP, AZURE = (CLOUDS[c].images for c in ("aws", "gcp", "azure"))
 
 
 def pinned(pins: dict | None, region: str, role: str) -> str | None:

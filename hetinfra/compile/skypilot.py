@@ -44,6 +44,7 @@ import yaml
 from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
+from hetinfra.facts import VLLM_PORT, is_dns_label
 
 __all__ = [
     "SkyUnit",
@@ -73,6 +74,10 @@ RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
 RAY_DASHBOARD_AGENT_PORT = 52366
 RAY_JOIN_TIMEOUT_S = 600
+#: the shell command that prints how many Ray nodes are alive: the head waits on it before vllm serve
+#: (both deploy paths' multi-node scripts, SkyPilot's here and the Pulumi VMs' in hetinfra.stacks.startup)
+RAY_COUNT_NODES = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
+                   "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
 
 # Readiness probe: the first probe waits for the install + weight download + CUDA graph capture.
 INITIAL_DELAY_SINGLE_NODE_S = 1200
@@ -80,7 +85,6 @@ INITIAL_DELAY_MULTI_NODE_S = 1800
 AUTOSCALE_MAX_FACTOR = 2
 
 
-_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
 
 
@@ -123,7 +127,7 @@ class SkyUnit:
     spot: bool
     precision: str  # bf16 | fp16 | fp8 | int8 | int4
     max_model_len: int
-    port: int = 8000
+    port: int = VLLM_PORT
     layer_partition: Optional[Tuple[int, ...]] = None  # uneven PP split -> VLLM_PP_LAYER_PARTITION
     target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
     #: mixed-GPU pipeline (experimental, Pulumi only): (instance type, gpu) per stage, in rank order
@@ -185,7 +189,7 @@ def _validate(u: SkyUnit) -> None:
     def bad(msg: str) -> None:
         raise ValueError(f"SkyUnit {u.name!r}: {msg}")
 
-    if not isinstance(u.name, str) or len(u.name) > MAX_NAME_LEN or not _NAME_RE.match(u.name):
+    if not isinstance(u.name, str) or not is_dns_label(u.name, letter_first=True):
         bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
             f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
     for field in ("service_model", "source", "region", "instance_type", "gpu"):
@@ -356,8 +360,7 @@ def _run_script(u: SkyUnit) -> str:
                  f"--node-ip-address=\"$NODE_IP\" "
                  f"--dashboard-agent-listen-port={RAY_DASHBOARD_AGENT_PORT}")
     tries = RAY_JOIN_TIMEOUT_S // 5
-    count_nodes = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
-                   "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+    count_nodes = RAY_COUNT_NODES
     where = ("nodes (one stage per node" if u.num_nodes == u.pp
              else f"stages on {u.num_nodes} nodes ({u.pp // u.num_nodes} per node")
     script = f"""\

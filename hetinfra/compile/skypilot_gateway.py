@@ -8,6 +8,7 @@ from typing import Any, Dict, Mapping, Sequence
 
 import yaml
 
+from hetinfra.facts import GATEWAY_PORT
 from hetinfra.compile.skypilot import SkyUnit, TaskDumper, generator_version
 
 __all__ = ["GATEWAY_SECRETS", "gateway_task_config", "gateway_task_name", "render_gateway_task"]
@@ -28,7 +29,9 @@ def gateway_task_config(plan: Mapping[str, Any]) -> Dict[str, Any]:
     key and the clients' keys are secrets given at launch, never written here.
     """
     g = (plan.get("deploy") or {}).get("gateway") or {}
-    port = int(g.get("port", 8080))
+    port = int(g.get("port", GATEWAY_PORT))
+    # routing by origin (docs/regions.md): one gateway per region, launched with --env HETINFRA_REGION
+    regional = bool(plan.get("routing_by_origin"))
     plan_text = json.dumps(dict(plan), indent=1, sort_keys=True)
     setup = (
         "set -euo pipefail\n"
@@ -49,12 +52,13 @@ def gateway_task_config(plan: Mapping[str, Any]) -> Dict[str, Any]:
         "args=()\n"
         "for e in $HETINFRA_ENDPOINTS; do args+=(--endpoint \"$e\"); done\n"
         "exec ~/hetinfra-venv/bin/hetinfra gateway ~/hetinfra/plan.json --host 0.0.0.0 --port \"$GATEWAY_PORT\" "
-        "--demand-log ~/hetinfra/demand.csv \"${args[@]}\"\n")
+        "--demand-log ~/hetinfra/demand.csv \"${args[@]}\"" + (" --region \"$HETINFRA_REGION\"" if regional else "") + "\n")
     return {
         "name": gateway_task_name(str(plan["service"])),
         "resources": {"cpus": "2+", "memory": "4+", "ports": port},
         "envs": {"HETINFRA_PACKAGE": str(g.get("package") or "hetinfra"), "GATEWAY_PORT": str(port),
-                 "HETINFRA_ENDPOINTS": ""},  # given at launch: the run script stops with a clear line without it
+                 "HETINFRA_ENDPOINTS": "",  # given at launch: the run script stops with a clear line without it
+                 **({"HETINFRA_REGION": ""} if regional else {})},
         "secrets": {name: None for name in GATEWAY_SECRETS},
         "setup": setup,
         "run": run,
@@ -73,7 +77,7 @@ def render_gateway_task(plan: Mapping[str, Any], units: Sequence[SkyUnit]) -> st
         '#     --env HETINFRA_ENDPOINTS="' + " ".join(f"{u.name}=$(sky serve status {u.name} --endpoint)"
                                                  for u in units) + '"',
         "# Clients use http://<the cluster's IP>:<port>/v1 (sky status --endpoint "
-        f"{int(((plan.get('deploy') or {}).get('gateway') or {}).get('port', 8080))} {name}).",
+        f"{int(((plan.get('deploy') or {}).get('gateway') or {}).get('port', GATEWAY_PORT))} {name}).",
     ]) + "\n"
     body = yaml.dump(gateway_task_config(plan), Dumper=TaskDumper, sort_keys=False,
                      default_flow_style=False, allow_unicode=False, width=10_000)

@@ -17,7 +17,6 @@ is rewritten after each step; a failed run is resumed by the next ``apply`` of t
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,9 @@ from typing import Callable
 from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.state import DeployState, plan_sha
-from hetinfra.fileio import read_text
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
+from hetinfra.facts import GATEWAY_PORT
 
 TARGETS = ("pulumi", "skypilot", "all", "kubernetes")
 
@@ -39,16 +38,10 @@ def target_paths(target: str) -> set[str]:
 
 
 def load_plan(out: Path) -> dict:
-    path = out / "plan.json"
-    if not path.exists():
-        raise InvalidInputError(f"no plan.json in {out}", hint=f"run `hetinfra plan SPEC --out {out}` first")
-    try:
-        plan = json.loads(read_text(path, "plan"))
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(plan, dict) or "allocations" not in plan or "service" not in plan:
-        raise InvalidInputError(f"{path} is not a hetinfra plan")
-    return plan
+    """OUT/plan.json as written (preflight parses it into its model, hetinfra.document, once)."""
+    from hetinfra.document.load import read_json
+
+    return read_json(out / "plan.json", what="plan", hint=f"run `hetinfra plan SPEC --out {out}` first")
 
 
 def path_of(alloc: dict, target: str, plan: dict) -> str | None:
@@ -321,9 +314,14 @@ def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
     if g.get("enabled") and sky_units and (out / "skypilot" / f"{name}.yaml").exists():
         eps = " ".join(f"{u}={url}" for u in sky_units for url in state.doc["endpoints"].get(u, []))
         lines.append("Gateway for the SkyServe units (then `sky status --endpoint "
-                     f"{int(g.get('port', 8080))} {name}`):")
-        lines.append(f"  sky launch -c {name} {out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY "
-                     f"--secret HETINFRA_API_KEY --env HETINFRA_ENDPOINTS=\"{eps}\"")
+                     f"{int(g.get('port', GATEWAY_PORT))} {name}`):")
+        launch = (f"{out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY --secret HETINFRA_API_KEY "
+                  f"--env HETINFRA_ENDPOINTS=\"{eps}\"")
+        if plan.get("routing_by_origin"):  # one gateway per fleet region, serving its row (docs/regions.md)
+            places = sorted({(a["cloud"], a["region"]) for a in state.allocations if a["path"] == "skypilot"})
+            lines += [f"  sky launch -c {name}-{r} --infra {c}/{r} {launch} --env HETINFRA_REGION={r}" for c, r in places]
+        else:
+            lines.append(f"  sky launch -c {name} {launch}")
     elif not g.get("enabled") and not gateways:
         lines.append("No gateway (deploy.gateway.enabled is false): clients use the units' endpoints "
                      "(`hetinfra status`).")

@@ -16,6 +16,7 @@ from typing import Callable
 from hetinfra.deploy import preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.document import load_plan
 from hetinfra.errors import InvalidInputError
 
 @sky_driver.in_session
@@ -61,7 +62,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     text = render_preview(rows, f"hetinfra destroy {out} (target: {target})")
     confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
     if pulumi_clouds:
-        plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else None
+        plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:

@@ -32,7 +32,6 @@ last one and the next read knows since when a unit is short.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Callable, Mapping
 from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
+from hetinfra.document import load_plan
 from hetinfra.errors import ProviderError
 
 #: a group type -> (where its size is in the refreshed state, the API that lists its instances)
@@ -255,7 +255,7 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     """Read every running unit's live replicas from the clouds (see the module docstring); returns
     the ``live`` document (:func:`record` keeps it in state.json)."""
     env = dict(os.environ) if env is None else env
-    plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else None
+    plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
     units = [_unit(a) for a in sorted(state.allocations, key=lambda a: (a["path"], a["cloud"], a["region"],
                                                                        a["deployment_unit"]))]
     quiet = log or (lambda _line: None)

@@ -45,17 +45,26 @@ class Cluster:
 
     def _call(self, method: str, path: str, *, query: list | None = None, body: Any = None,
               content_type: str | None = None) -> dict | None:
+        from kubernetes.client.exceptions import ApiException
+
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        params = self.api.param_serialize(method=method, resource_path=path, query_params=query or [],
-                                          header_params=headers, body=body, auth_settings=["BearerToken"])
-        try:
-            resp = self.api.call_api(*params, _request_timeout=TIMEOUT_S)
-            resp.read()
+        query = list(query or [])
+        self.api.update_params_for_auth(headers, query, ["BearerToken"])
+        try:  # ApiClient.request: the raw call of the pinned client (kubernetes 36), no model (de)serialisation
+            resp = self.api.request(method, self.api.configuration.host + path, query_params=query, headers=headers,
+                                    body=body, _preload_content=False, _request_timeout=TIMEOUT_S)
+            status, data = resp.status, resp.data
+        except ApiException as exc:  # the client raises on any status outside 2xx
+            status, data = exc.status, (exc.body.encode() if isinstance(exc.body, str) else exc.body)
+            if not status:  # status 0: the request could not be sent
+                raise ProviderError(f"cluster {self.name}: {method} {path} failed: {exc.reason}",
+                                    hint="check the kubeconfig context and that the cluster is reachable") from None
         except Exception as exc:  # urllib3 connection errors, timeouts
             raise ProviderError(f"cluster {self.name}: {method} {path} failed: {exc}",
                                 hint="check the kubeconfig context and that the cluster is reachable") from None
+        resp = _Response(status, data)
         if resp.status == 404:
             return None
         text = resp.data.decode() if resp.data else ""
@@ -85,6 +94,13 @@ class Cluster:
     def pods(self, namespace: str, selector: str) -> list[dict]:
         doc = self._call("GET", object_path("v1", "Pod", namespace), query=[("labelSelector", selector)])
         return list((doc or {}).get("items") or [])
+
+
+class _Response:
+    """A finished call's status and body, however the client returned it."""
+
+    def __init__(self, status: int, data: bytes | None):
+        self.status, self.data = status, data
 
 
 def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster:

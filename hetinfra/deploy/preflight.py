@@ -1,11 +1,11 @@
 """Preflight of ``hetinfra apply``: everything that can be known before the first step, checked
 before anything is asked or changed. A failed check raises; nothing has been written then.
 
-1. **plan.json against its schema** (:func:`validate_plan`): ``plan_version``, the service name,
-   every allocation's keys and types (counts are positive integers, ``instances = count x
-   nodes_per_replica``, the SkyPilot task path is ``skypilot/<unit>.yaml``), instance types and
-   GPUs from the offer catalog, the ``deploy`` section's values, and no shell metacharacter in any
-   string that reaches a VM, a command line or a resource name (exit 2).
+1. **plan.json against its model** (:func:`validate_plan`): the keys, types and invariants of
+   hetinfra.document.Plan (``plan_version``, the service name, positive counts, ``instances = count x
+   nodes_per_replica``, the SkyPilot task path, the ``deploy`` section's values, no shell
+   metacharacter in any string that reaches a VM, a command line or a resource name), then what needs
+   the catalog: every instance type in the offer catalog (exit 2).
 2. **The out dir belongs to the service** (:func:`check_owner`): plan.json's ``service`` and
    ``service_id`` must equal state.json's; another service's out dir is refused without
    ``--force`` (exit 2).
@@ -14,6 +14,9 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    clouds' GPU quotas against the planned GPUs (exit 4).
 4. **Disks** (:func:`check_disks`): an explicit ``deploy.disk_gb`` must hold the model weights,
    the engine and the OS image (exit 2).
+4b. **Engines that start** (:func:`engine_length_problems`): every unit's --max-model-len fits its KV
+   cache and covers the classes routed to it (exit 2).
+
 Part 2 (tools, settings, credentials, quotas) runs every check through :func:`gather`, cheapest
 first, and reports every missing prerequisite with its fix in one run, not one per run.
 
@@ -25,61 +28,14 @@ first, and reports every missing prerequisite with its fix in one run, not one p
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import re
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
-from hetinfra import PLAN_VERSION
 from hetinfra.compile.disk import disk_need_gb
-from hetinfra.deploy.state import ALLOC_FIELDS
+from hetinfra.document import Plan
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
-
-DNS = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-#: identifiers that end up in commands, scripts and resource names
-IDENT = re.compile(r"^[A-Za-z0-9._:/@+=,-]+$")
-#: characters a shell gives a meaning to: refused in every string apply reads
-SHELL_META = re.compile(r"[;&|$`\\\"'<>(){}\[\]*?!#~\s]")
-SSH_KEY = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com)"
-                     r" [A-Za-z0-9+/=]+( [A-Za-z0-9._@+=:-]+)?$")
-VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)$")
-PRECISIONS = {"bf16", "fp16", "fp8", "int8", "int4"}
-
-# plan.json sections apply builds artifacts from, and which free-text keys in them are only prose
-READ_SECTIONS = ("allocations", "models", "deploy", "routing")
-LOOSE_KEYS = {"unit", "template", "ssh_public_key", "tls_cert", "tls_key", "package", "confidence"}
-PROSE_KEYS = {"max_model_len_basis", "confidence_reason", "reason", "description", "note"}
-
-
-def _where(path: Path, key: str) -> str:
-    return f"{path}: {key}"
-
-
-def _bad(path: Path, key: str, msg: str, hint: str | None = None) -> InvalidInputError:
-    return InvalidInputError(f"{_where(path, key)} {msg}",
-                             hint=hint or "plan.json is written by `hetinfra plan`; re-plan instead of editing it")
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _strings(doc, key: str = "") -> Iterable[tuple[str, str]]:
-    """(dotted key, string) of every string in ``doc``, dict keys included."""
-    if isinstance(doc, str):
-        yield key, doc
-    elif isinstance(doc, dict):
-        for k, v in doc.items():
-            yield f"{key}.{k}" if key else str(k), str(k)
-            if str(k) in PROSE_KEYS:
-                continue
-            yield from _strings(v, f"{key}.{k}" if key else str(k))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _strings(v, f"{key}[{i}]")
-
 
 def catalog_types() -> set[tuple[str, str]]:
     """(cloud, instance type) pairs the offer catalog knows: the embedded snapshot and the feeds'
@@ -94,124 +50,51 @@ def catalog_types() -> set[tuple[str, str]]:
     return known
 
 
-def validate_plan(plan: dict, path: Path, *, catalog: Callable[[], set] = catalog_types) -> None:
-    """Raise InvalidInputError (exit 2) naming the first field of plan.json that is wrong."""
-    if not isinstance(plan, dict):
-        raise _bad(path, "(top level)", "is not a JSON object")
-    v = plan.get("plan_version")
-    if v != PLAN_VERSION:
-        raise _bad(path, "plan_version", f"is {v!r}; this hetinfra reads plan_version {PLAN_VERSION}",
-                   hint="plan again with this hetinfra version (`hetinfra plan SPEC --out OUT`)")
-    service = plan.get("service")
-    if not isinstance(service, str) or not DNS.match(service):
-        raise _bad(path, "service", f"{service!r} is not a service name (lowercase letters, digits, '-')")
-    sid = plan.get("service_id")
-    if sid is not None and (not isinstance(sid, str) or not IDENT.match(sid)):
-        raise _bad(path, "service_id", f"{sid!r} is not a service id")
-    allocs = plan.get("allocations")
-    if not isinstance(allocs, list):
-        raise _bad(path, "allocations", "must be a list")
-    # no shell metacharacter in anything apply turns into scripts, commands or names
-    for section in READ_SECTIONS:
-        for key, s in _strings(plan.get(section), section):
-            leaf = re.sub(r"\[\d+\]$", "", key.rsplit(".", 1)[-1])
-            if "\x00" in s or "\n" in s or "\r" in s:
-                raise _bad(path, key, f"{s!r} contains a control character")
-            if leaf in LOOSE_KEYS or section == "routing" or ".classes[" in key or key.endswith(".classes"):
-                # internal keys ('model|cloud|type|...'), class names ('in<=500,out<=200'), key files and
-                # the public key: never interpolated into a shell, but no quoting or expansion either
-                if re.search(r"[;&$`\\\"']", s):
-                    raise _bad(path, key, f"{s!r} contains a shell metacharacter")
-                continue
-            if SHELL_META.search(s):
-                raise _bad(path, key, f"{s!r} contains a shell metacharacter or whitespace")
-    models = {}
-    for i, m in enumerate(plan.get("models") or []):
-        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
-            raise _bad(path, f"models[{i}]", "must be an object with a name")
-        if m.get("precision") not in PRECISIONS:
-            raise _bad(path, f"models[{i}].precision", f"{m.get('precision')!r} is not one of {sorted(PRECISIONS)}")
-        if not isinstance(m.get("source"), str) or not IDENT.match(m["source"]):
-            raise _bad(path, f"models[{i}].source", f"{m.get('source')!r} is not a model id or path")
-        models[m["name"]] = m
+def validate_plan(plan: dict, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
+    """The plan's model (its keys, types and invariants: hetinfra.document), and every instance type
+    of a cloud apply deploys to in the offer catalog; InvalidInputError (exit 2) naming the first
+    field of plan.json that is wrong."""
+    doc = Plan.parse(plan, path)
     known = None
-    for i, a in enumerate(allocs):
-        key = f"allocations[{i}]"
-        if not isinstance(a, dict):
-            raise _bad(path, key, "must be an object")
-        for f, typ in ALLOC_FIELDS.items():
-            val = a.get(f)
-            if f not in a or (typ is int and not _is_int(val)) or (typ is not int and not isinstance(val, typ)) \
-                    or (typ is bool and not isinstance(val, bool)):
-                raise _bad(path, f"{key}.{f}", f"is {val!r}; expected {getattr(typ, '__name__', 'a number')}")
-        for f in ("count", "gpus_per_instance", "tp", "pp", "engines_per_instance", "nodes_per_replica"):
-            if a[f] < 1:
-                raise _bad(path, f"{key}.{f}", f"is {a[f]}; must be a positive integer")
-        for f in ("price_per_instance_usd_per_hour", "cost_usd_per_hour"):
-            if not math.isfinite(a[f]) or a[f] < 0:
-                raise _bad(path, f"{key}.{f}", f"is {a[f]!r}; must be a number >= 0")
-        if a["pp"] % a["nodes_per_replica"]:  # a pipeline spans whole nodes (several stages on one node allowed)
-            raise _bad(path, f"{key}.nodes_per_replica", f"is {a['nodes_per_replica']}, which does not divide "
-                                                         f"pp {a['pp']}")
-        if a["instances"] != a["count"] * a["nodes_per_replica"]:
-            raise _bad(path, f"{key}.instances", f"is {a['instances']}; count x nodes_per_replica is "
-                                                 f"{a['count'] * a['nodes_per_replica']}")
-        unit = a["deployment_unit"]
-        if not DNS.match(unit):
-            raise _bad(path, f"{key}.deployment_unit", f"{unit!r} is not a unit name")
-        task = a.get("skypilot_task")
-        if task is not None and task != f"skypilot/{unit}.yaml":
-            raise _bad(path, f"{key}.skypilot_task", f"is {task!r}; expected 'skypilot/{unit}.yaml'")
-        if a["model"] not in models:
-            raise _bad(path, f"{key}.model", f"{a['model']!r} is not among the plan's models ({', '.join(models)})")
-        if a.get("custom_cloud") or a["cloud"] not in KNOWN_CLOUDS:
+    for i, a in enumerate(doc.allocations):
+        if a.custom_cloud or a.cloud not in KNOWN_CLOUDS:
             continue  # offers from the user's own file: planned, never deployed by apply
         known = catalog() if known is None else known
-        types = [s.get("instance_type") for s in a["stages"]] if a.get("stages") else [a["instance_type"]]
-        for t in types:
-            if (a["cloud"], t) not in known:
+        for t in [s.instance_type for s in a.stages] if a.stages else [a.instance_type]:
+            if (a.cloud, t) not in known:
                 from hetinfra.errors import did_you_mean
 
-                raise _bad(path, f"{key}.instance_type", f"{t!r} is not a {a['cloud']} instance type in the offer "
-                           f"catalog; {did_you_mean(str(t), sorted(x for c, x in known if c == a['cloud']))}")
-    units = [a["deployment_unit"] for a in allocs]
-    dup = sorted({u for u in units if units.count(u) > 1})
-    if dup:
-        raise _bad(path, "allocations", f"repeat deployment unit(s) {', '.join(dup)}")
-    _validate_deploy(plan.get("deploy") or {}, path)
+                raise InvalidInputError(
+                    f"{path}: allocations[{i}].instance_type {t!r} is not a {a.cloud} instance type in the offer "
+                    f"catalog; {did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}",
+                    hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
+    problems = engine_length_problems(plan)
+    if problems:
+        raise InvalidInputError(f"{path}: allocations: {problems[0]}", hint="plan again with this hetinfra version")
+    return doc
 
 
-def _validate_deploy(d: dict, path: Path) -> None:
-    if not isinstance(d, dict):
-        raise _bad(path, "deploy", "must be an object")
-    port = d.get("port", 8000)
-    if not _is_int(port) or not 1024 <= port <= 65535:
-        raise _bad(path, "deploy.port", f"is {port!r}; must be an integer 1024..65535")
-    for key in ("ingress_cidrs", "ssh_cidrs", "management_cidrs"):
-        for c in d.get(key) or []:
-            try:
-                ipaddress.ip_network(c, strict=False)
-            except (ValueError, TypeError):
-                raise _bad(path, f"deploy.{key}", f"{c!r} is not a CIDR") from None
-    for where, c in (d.get("network_cidrs") or {}).items():
-        try:
-            ipaddress.ip_network(c, strict=True)
-        except (ValueError, TypeError):
-            raise _bad(path, f"deploy.network_cidrs.{where}", f"{c!r} is not a network CIDR") from None
-    if d.get("runtime", "container") not in ("container", "virtualenv"):
-        raise _bad(path, "deploy.runtime", f"is {d.get('runtime')!r}; container or virtualenv")
-    ver = d.get("vllm_version")
-    if ver is not None and (not isinstance(ver, str) or not VERSION.match(ver)):
-        raise _bad(path, "deploy.vllm_version", f"is {ver!r}; must look like 0.11.0")
-    disk = d.get("disk_gb")
-    if disk is not None and (not _is_int(disk) or not 50 <= disk <= 16384):
-        raise _bad(path, "deploy.disk_gb", f"is {disk!r}; an integer 50..16384, or unset (sized per unit)")
-    stack = d.get("stack", "prod")
-    if not isinstance(stack, str) or not DNS.match(stack):
-        raise _bad(path, "deploy.stack", f"{stack!r} is not a stack name")
-    key = d.get("ssh_public_key")
-    if key is not None and (not isinstance(key, str) or not SSH_KEY.match(key.strip())):
-        raise _bad(path, "deploy.ssh_public_key", "is not one OpenSSH public key line (e.g. 'ssh-ed25519 AAAA... me@host')")
+def engine_length_problems(plan: dict) -> list[str]:
+    """Units vLLM would refuse to start or that would refuse routed requests: a --max-model-len above
+    the KV cache of one engine (allocations[].kv_cache_tokens), or below the largest class routed to
+    the unit (plan.json routing, models[].classes). Plans without these keys are not checked."""
+    out = []
+    classes = {m["name"]: {c["name"]: int(c["input_tokens"]) + int(c["output_tokens"]) for c in m.get("classes") or ()}
+               for m in plan.get("models") or ()}
+    for a in plan.get("allocations") or ():
+        length, kv = a.get("max_model_len"), a.get("kv_cache_tokens")
+        if not isinstance(length, int):
+            continue
+        if isinstance(kv, int) and length > kv:
+            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} exceeds its KV cache "
+                       f"of {kv} tokens (vLLM would not start)")
+        sizes = classes.get(a.get("model"), {})
+        routed = [sizes[c] for c, entries in ((plan.get("routing") or {}).get(a.get("model")) or {}).items()
+                  for e in entries if e.get("unit") == a["unit"] and float(e.get("rps") or 0) > 0 and c in sizes]
+        if routed and max(routed) > length:
+            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} is below the "
+                       f"{max(routed)} tokens of a class routed to it")
+    return out
 
 
 def check_owner(plan: dict, state_doc: dict | None, out: Path, *, force: bool) -> None:

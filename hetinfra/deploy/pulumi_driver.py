@@ -113,9 +113,12 @@ def project_env(project_dir: Path, plan: dict | None = None) -> dict[str, str]:
     interpreter, which imports ``hetinfra.stacks``; Pulumi.yaml names no virtualenv). Without
     ``plan``, the project's own plan.json is read."""
     if plan is None:
+        from hetinfra.document import load_plan
+        from hetinfra.errors import InvalidInputError
+
         try:
-            plan = json.loads((Path(project_dir) / "plan.json").read_text())
-        except (OSError, ValueError):
+            plan = load_plan(Path(project_dir) / "plan.json").to_dict()
+        except InvalidInputError:  # no or no valid plan there: the default backend
             plan = None
     return {"PULUMI_BACKEND_URL": backend_url(plan if isinstance(plan, dict) else None, project_dir),
             "PULUMI_PYTHON_CMD": sys.executable}

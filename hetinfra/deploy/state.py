@@ -16,7 +16,8 @@ half-way leaves a file that says exactly which steps finished. Format (``state_v
                    "steps": [{"id": "pulumi:aws", "status": "pending"|"running"|"done"|"failed", "error": null}]}}
 
 ``allocations`` has the shape of plan.json's, so ``hetinfra plan --state OUT`` and ``replan``
-read what runs from it.
+read what runs from it. The keys, types and defaults are the model's
+(hetinfra.document.state.State, docs/state.schema.json); every load checks the file against it.
 """
 
 from __future__ import annotations
@@ -24,14 +25,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hetinfra.fileio import atomic_write_text, dumps_strict, read_text
-from hetinfra.errors import InvalidInputError
+from hetinfra.document.state import STATE_VERSION, load_state
+from hetinfra.fileio import atomic_write_text, dumps_strict
 
-STATE_VERSION = 1
 STATE_FILE = "state.json"
 
 
@@ -41,49 +40,6 @@ def now() -> str:
 
 def plan_sha(plan: dict) -> str:
     return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
-
-
-#: a plan.json allocation's keys and types (preflight.validate_plan checks them; state.json copies them)
-ALLOC_FIELDS: dict[str, type | tuple] = {
-    "model": str, "cloud": str, "region": str, "instance_type": str, "gpu": str, "gpus_per_instance": int,
-    "tp": int, "pp": int, "engines_per_instance": int, "nodes_per_replica": int, "count": int, "instances": int,
-    "spot": bool, "price_per_instance_usd_per_hour": (int, float), "cost_usd_per_hour": (int, float),
-    "deployment_unit": str, "unit": str,
-}
-#: the shape every reader of state.json relies on (until state.json is a typed model): key -> type
-_SHAPE = {"allocations": list, "endpoints": dict, "pulumi": dict, "skypilot": dict}
-_ALLOCATION = {"deployment_unit": str, "unit": str, "cloud": str, "count": int, "path": str}
-
-
-def _check_shape(doc: object, path: Path) -> None:
-    """InvalidInputError (exit 2) naming the field of a tampered or truncated state.json."""
-    def bad(field: str, want: str) -> InvalidInputError:
-        return InvalidInputError(f"{path}: {field} must be {want}",
-                                 hint="it is written atomically by hetinfra; restore it from a backup")
-    if not isinstance(doc, dict):
-        raise bad("(top level)", "a JSON object")
-    if doc.get("state_version") != STATE_VERSION:
-        raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}")
-    for key, kind in _SHAPE.items():
-        if not isinstance(doc.setdefault(key, kind()), kind):
-            raise bad(key, f"a JSON {'list' if kind is list else 'object'}")
-    if doc.get("operation") is not None and not isinstance(doc["operation"], dict):
-        raise bad("operation", "null or a JSON object")
-    for i, a in enumerate(doc["allocations"]):
-        if not isinstance(a, dict):
-            raise bad(f"allocations[{i}]", "a JSON object")
-        for key, kind in {**ALLOC_FIELDS, **_ALLOCATION}.items():
-            if key not in a and key not in _ALLOCATION:
-                continue  # an older state.json may lack a key it never used
-            value = a.get(key)
-            ok = isinstance(value, bool) if kind is bool else (
-                isinstance(value, kind) and not isinstance(value, bool))
-            if not ok or (isinstance(value, float) and not math.isfinite(value)):
-                name = kind.__name__ if isinstance(kind, type) else "a number"
-                raise bad(f"allocations[{i}].{key}", name)
-    for unit, urls in doc["endpoints"].items():
-        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise bad(f"endpoints.{unit}", "a list of URLs")
 
 
 @dataclass
@@ -97,13 +53,7 @@ class DeployState:
         if not path.exists():
             return cls(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                               "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
-        try:
-            doc = json.loads(read_text(path, "deploy state"))
-        except ValueError as exc:
-            raise InvalidInputError(f"{path} is not valid JSON ({exc})",
-                                    hint="it is written atomically by hetinfra; restore it from a backup") from None
-        _check_shape(doc, path)
-        return cls(path, doc)
+        return cls(path, load_state(path))
 
     def save(self) -> None:
         self.doc["updated_at"] = now()

@@ -7,7 +7,8 @@
 model): the size the gateway routed by, so re-planning from the log plans the classes the gateway
 will route to, at their upper edges (conservative: a request never generates more). The tokens it
 really generated are in ``completion_tokens`` (an extra column the planner ignores; empty when the
-backend did not say). ``region`` is the gateway's ``--region`` (empty when not set).
+backend did not say). ``region`` is the client's origin: the ``x-hetinfra-origin`` header a global
+front door set, else the gateway's ``--region`` (empty when neither).
 
 The file is rotated by size: ``demand.csv`` -> ``demand.csv.1`` -> ... -> ``demand.csv.K``
 (the oldest dropped); each file starts with the header. :func:`read_all` joins them, oldest first.
@@ -51,8 +52,10 @@ class DemandLog:
         self._size = self._fh.tell()
 
     def record(self, model: str, input_tokens: int, output_tokens: int, cls: str,
-               completion_tokens: int | None, status: int, when: float | None = None) -> None:
-        row = (f"{(when or time.time()):.3f},{_csv_field(model)},{input_tokens},{output_tokens},{self.region},"
+               completion_tokens: int | None, status: int, when: float | None = None, region: str | None = None) -> None:
+        """``region``: the client's origin when a front door named it (else the gateway's region)."""
+        where = self.region if region is None else _csv_field(region)
+        row = (f"{(when or time.time()):.3f},{_csv_field(model)},{input_tokens},{output_tokens},{where},"
                f"{_csv_field(cls)},{'' if completion_tokens is None else completion_tokens},{status}\n")
         self._fh.write(row)
         self._size += len(row)

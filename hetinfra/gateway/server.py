@@ -37,6 +37,7 @@ from starlette.routing import Route
 from hetinfra.gateway.balancer import Backend, Balancer
 from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, TokenCounter, output_budget
 from hetinfra.gateway.demand import DemandLog, read_all
+from hetinfra.gateway.origins import ORIGIN_HEADER, current_origin, request_origin
 from hetinfra.gateway.table import RoutingTable, load_table
 
 log = logging.getLogger("hetinfra.gateway")
@@ -142,7 +143,7 @@ class Gateway:
         self.config = config
         self.metrics = Metrics()
         self.counter = TokenCounter(config.tokenizers)
-        self.table: RoutingTable = load_table(config.source, config.endpoints)
+        self.table: RoutingTable = load_table(config.source, config.endpoints, config.region)
         self.balancer = Balancer(self.table)
         self.demand = DemandLog(config.demand_log, region=config.region, max_bytes=config.demand_log_max_bytes,
                                 keep=config.demand_log_keep) if config.demand_log else None
@@ -210,7 +211,7 @@ class Gateway:
         """Re-read the sources and swap the table in; in-flight requests keep their backend.
         A bad file keeps the old table (logged, counted)."""
         try:
-            table = load_table(self.config.source, self.config.endpoints)
+            table = load_table(self.config.source, self.config.endpoints, self.config.region)
         except Exception as exc:  # noqa: BLE001 - a broken file must never take the gateway down
             log.error("reload failed, keeping the current routing table: %s", exc)
             self.metrics.reloads.labels("error").inc()
@@ -347,7 +348,12 @@ class Gateway:
         table = self.table  # one consistent table for the whole request, whatever reloads meanwhile
         balancer = self.balancer
         name = body.get("model")
-        routes = table.models.get(name) if isinstance(name, str) else None
+        origin = request_origin(request.headers, self.config.region)  # routing by origin (gateway.origins)
+        if origin is None:
+            m.rejected.labels("bad_origin").inc()
+            return error(400, f"header {ORIGIN_HEADER} must be a region name", "invalid_request_error",
+                         code="invalid_origin")
+        routes = table.routes_for(name, origin) if isinstance(name, str) else None
         if routes is None:
             m.rejected.labels("unknown_model").inc()
             return error(404, f"model {name!r} is not served here; known: {', '.join(sorted(table.models))}",
@@ -466,7 +472,7 @@ class Gateway:
         if t_first is not None:
             c.ttfb.observe(t_first - t0)
         if self.demand is not None:
-            self.demand.record(model, n_in, budget, cname, out_tokens, status)
+            self.demand.record(model, n_in, budget, cname, out_tokens, status, region=current_origin())
 
     async def models(self, request: Request) -> Response:
         if self.client_name(request) is None:

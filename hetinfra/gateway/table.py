@@ -76,6 +76,14 @@ class RoutingTable:
     endpoints: dict[str, tuple[str, ...]]  # deployment unit -> base URLs (".../v1" stripped)
     sources: tuple[str, ...] = ()  # the files it was built from (watched for reloads)
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    #: routing by origin (hetinfra.gateway.origins): origin -> model -> that origin's routes
+    by_origin: dict[str, dict[str, ModelRoutes]] = field(default_factory=dict)
+    region: str = ""  # the gateway's own region (--region): the row it serves without an origin header
+
+    def routes_for(self, model: str, origin: str | None = None) -> ModelRoutes | None:
+        """The model's routes for a client in ``origin`` (else the gateway's region; else by class)."""
+        row = self.by_origin.get(origin or self.region) or self.by_origin.get(self.region) or {}
+        return row.get(model) or self.models.get(model)
 
     def units(self) -> set[str]:
         out: set[str] = set()
@@ -144,29 +152,14 @@ def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, li
     return out
 
 
-def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None) -> RoutingTable:
-    """The routing table from an OUT folder or a plan.json (see the module docstring). A file of the
-    wrong shape is exit 2 naming it (weights.json is typed; plan.json and state.json, until they are
-    typed models, are caught here, where the gateway reads them)."""
-    try:
-        return _load_table(source, overrides)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise InvalidInputError(f"{source}: plan.json or state.json has the wrong shape ({type(exc).__name__}: "
-                                f"{str(exc)[:120]})", hint="plan again with `hetinfra plan --out`, or restore the "
-                                                            "file `hetinfra apply` wrote") from None
+def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None, region: str = "") -> RoutingTable:
+    """The routing table from an OUT folder or a plan.json (see the module docstring); ``region``:
+    the gateway's own, whose row of the plan it serves (hetinfra.gateway.origins)."""
+    from hetinfra.gateway.origins import origin_routes
 
-
-def _state_endpoints(state: dict, where: Path) -> dict[str, list[str]]:
-    endpoints = state.get("endpoints") or {}
-    if not isinstance(endpoints, dict) or not all(
-            isinstance(u, str) and isinstance(urls, list) and all(isinstance(x, str) for x in urls)
-            for u, urls in endpoints.items()):
-        raise InvalidInputError(f"{where}: endpoints must map deployment units to lists of URLs")
-    return {u: list(urls) for u, urls in endpoints.items()}
-
-
-def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> RoutingTable:
     from hetinfra.compile.router import router_weights
+    from hetinfra.document import load_plan
+    from hetinfra.document.state import load_state
 
     src = Path(source)
     sources: list[Path] = []
@@ -175,7 +168,7 @@ def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> R
     if src.is_dir():
         plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
         if plan_path.exists():
-            plan = _read_json(plan_path)
+            plan = load_plan(plan_path).to_dict()
             sources.append(plan_path)
         if weights_path.exists():
             weights, where = _read_json(weights_path), str(weights_path)
@@ -186,12 +179,10 @@ def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> R
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
         if state_path.exists():
-            state = _read_json(state_path)
+            state = load_state(state_path)
             sources.append(state_path)
     elif src.exists():
-        plan = _read_json(src)
-        if "allocations" not in plan or "routing" not in plan:
-            raise InvalidInputError(f"{src} is not a plan.json (no allocations/routing)")
+        plan = load_plan(src).to_dict()
         weights, where = router_weights(plan), str(src)
         sources.append(src)
     else:
@@ -201,7 +192,7 @@ def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> R
     units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
             {u for m in models.values() for u, _ in m.shares}
     aliases.update({u: u for u in units})
-    endpoints = _state_endpoints(state, src / STATE_FILE)
+    endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in (state.get("endpoints") or {}).items()}
     for unit, urls in (overrides or {}).items():
         if unit not in aliases:
             from hetinfra.errors import did_you_mean
@@ -213,4 +204,4 @@ def _load_table(source: str | Path, overrides: dict[str, list[str]] | None) -> R
                 for u in sorted(units - set(table_endpoints))]
     return RoutingTable(service=str(weights.get("service") or (plan or {}).get("service") or ""),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
-                        warnings=tuple(warnings))
+                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.perf.profiles import COLUMNS, ProfileRow
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow
 
 _STATISTIC = re.compile(r"^(mean|median|p\d+(\.\d+)?)$")
 _RESULT_HINT = "expected the JSON that `vllm bench serve --save-result` writes"
@@ -156,11 +156,12 @@ class SweepResult:
         return (f"between {format_number(self.last_pass.point.request_rate)} req/s (passes) and "
                 f"{format_number(f.point.request_rate)} req/s (fails: {why})")
 
-    def row(self, gpu: str, tp: int, pp: int, slo: SLO) -> ProfileRow:
+    def row(self, gpu: str, tp: int, pp: int, slo: SLO, vllm_version: str | None = None) -> ProfileRow:
         anchor = self.first_fail or self.checks[-1]
         return ProfileRow(model=self.model, gpu=gpu, tp=tp, pp=pp, input_tokens=self.input_tokens,
                           output_tokens=self.output_tokens, ttft_slo_ms=float(slo.ttft_ms),
-                          tpot_slo_ms=float(slo.tpot_ms), max_rps=self.max_rps, origin=anchor.point.where)
+                          tpot_slo_ms=float(slo.tpot_ms), max_rps=self.max_rps, origin=anchor.point.where,
+                          statistic=slo.statistic, vllm_version=vllm_version)
 
 
 @dataclass(frozen=True)
@@ -400,7 +401,7 @@ def group_sweeps(points: Iterable[BenchPoint]) -> list[list[BenchPoint]]:
 
 def import_bench_results(paths: Iterable[Path | str], *, gpu: str, tp: int, pp: int, slo: SLO,
                          model: str | None = None, input_tokens: int | None = None,
-                         output_tokens: int | None = None) -> ImportResult:
+                         output_tokens: int | None = None, vllm_version: str | None = None) -> ImportResult:
     """Result files (any number of sweeps) -> one profile row per (model, input, output)."""
     if not gpu or not gpu.strip():
         raise InvalidInputError("gpu must not be empty", hint="use SkyPilot accelerator names (L4, A10G, H100, ...)")
@@ -411,7 +412,7 @@ def import_bench_results(paths: Iterable[Path | str], *, gpu: str, tp: int, pp: 
         raise InvalidInputError("no usable result in the files given (" + "; ".join(skipped) + ")",
                                 hint="profile sweeps need runs at finite --request-rate values")
     sweeps = tuple(evaluate_sweep(g, slo) for g in group_sweeps(points))
-    rows = tuple(s.row(gpu.strip(), tp, pp, slo) for s in sweeps)
+    rows = tuple(s.row(gpu.strip(), tp, pp, slo, vllm_version) for s in sweeps)
     return ImportResult(sweeps=sweeps, rows=rows, skipped=tuple(skipped))
 
 
@@ -426,10 +427,11 @@ def _row_key(r: ProfileRow) -> tuple:
 def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS)
+    w.writerow(COLUMNS + OPTIONAL_COLUMNS)
     for r in rows:
         w.writerow([r.model, r.gpu, r.tp, r.pp, r.input_tokens, r.output_tokens,
-                    format_number(r.ttft_slo_ms), format_number(r.tpot_slo_ms), format_number(r.max_rps)])
+                    format_number(r.ttft_slo_ms), format_number(r.tpot_slo_ms), format_number(r.max_rps),
+                    r.statistic or "", r.vllm_version or ""])
     return buf.getvalue()
 
 

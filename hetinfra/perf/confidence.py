@@ -79,3 +79,35 @@ def confidence(gpu_name: str, tp: int, pp: int, batch: float, mixed: bool = Fals
 
 
 DEFAULT_ENGINE = "vllm-" + DEFAULT_VLLM_VERSION
+
+
+# Confidence intervals of a template's rate, as factors of the estimate: (low, middle, high). From the
+# held-out calibration residuals (docs/calibration.md, "Held-out capacity error", estimator-v2): the
+# signed error e = predicted / measured - 1 has median -13% and p90 +22% over all rows, so the true
+# rate lies in estimate / (1 + e) for e between the p90 (+22%: low end 0.82) and the mirrored p10
+# (2 x median - p90 = -48%: high end 1.92). Calibrated regimes are planned at the estimate itself
+# (already on the safe side, median -13%); extrapolated regimes carry the same spread, and
+# ``planning.confidence: safe`` plans them at its low end. A measured row: +-5% (run-to-run noise of
+# `vllm bench serve`).
+INTERVALS: dict[str, tuple[float, float, float]] = {
+    "measured": (0.95, 1.0, 1.05),
+    "calibrated": (0.82, 1.0, 1.92),
+    "extrapolated": (0.82, 1.0, 1.92),
+}
+CONFIDENCE_SETTINGS = ("safe", "expected")
+
+
+def interval(level: str) -> tuple[float, float, float]:
+    """(low, middle, high) factors of a rate estimate of confidence ``level``."""
+    return INTERVALS.get(level, INTERVALS["extrapolated"])
+
+
+def planning_factor(level: str, setting: str = "safe") -> float:
+    """The factor an estimate of ``level`` is planned at: the low end for extrapolated ones under
+    ``safe``, else the middle (1)."""
+    return interval(level)[0] if setting == "safe" and level == "extrapolated" else 1.0
+
+
+def credit_ceiling(level: str) -> float:
+    """The largest factor verification may credit a template of ``level`` with: its interval's top."""
+    return interval(level)[2]

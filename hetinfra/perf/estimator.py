@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from hetinfra.catalog.gpus import GpuSpec, visible_memory_bytes
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
+# the engine settings the estimator plans with and the artifacts pin (their reasons: hetinfra.facts)
+from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
 from hetinfra.perf.calibration import CALIBRATION, Calibration, calibration_for
 
 __all__ = [
@@ -53,11 +55,6 @@ class Estimate:
     min_ttft_ms: float = 0.0  # fastest achievable TTFT (batch 1, no queueing)
 
 
-#: --gpu-memory-utilization the estimator plans with (and the artifacts pin: vLLM's own default is
-#: 0.9 up to v0.21 and 0.92 after, vllm.md s1.1)
-GPU_MEMORY_UTILIZATION = 0.9
-#: --max-num-seqs the estimator plans with and the artifacts pin (vLLM's default since V1)
-MAX_NUM_SEQS = 256
 
 PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 _PRECISION_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "auto": "bf16"}

@@ -208,7 +208,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
                 rates: Sequence[float], slo: SLO, out_csv: Path | str, num_prompts: int = 200,
                 vllm_cmd: str | Sequence[str] = "vllm", progress: Callable[[ProgressEvent], None] | None = None,
                 *, result_dir: Path | str | None = None, timeout_s: float | None = None,
-                health_timeout_s: float = 5.0, merge: bool = False) -> ProfileRun:
+                health_timeout_s: float = 5.0, merge: bool = False, vllm_version: str | None = None) -> ProfileRun:
     """Sweep ``rates`` for every (input, output) of ``grid``, then write the profile CSV.
 
     ``result_dir`` (default ``<out_csv without .csv>.bench/`` beside it) keeps each run's result
@@ -278,7 +278,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
                     tell("skip", i, o, later)
                 break
         sweeps.append(evaluate_sweep(points, slo))
-    rows = tuple(s.row(gpu, tp, pp, slo) for s in sweeps)
+    rows = tuple(s.row(gpu, tp, pp, slo, vllm_version) for s in sweeps)
     written = write_profile_csv(rows, out_csv, merge=merge)
     return ProfileRun(rows=rows, sweeps=tuple(sweeps), runs=tuple(runs), skipped=tuple(skipped),
                       out_csv=out_csv, result_dir=rdir, csv_rows=len(written))

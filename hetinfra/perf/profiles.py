@@ -2,7 +2,13 @@
 
 CSV columns (fixed; a contract)::
 
-    model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps
+    model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps[,statistic,vllm_version]
+
+The last two columns are optional (older files load without them): ``statistic`` is the latency
+statistic the SLO columns were checked on (mean, median, p90, p99; empty: unknown, taken as mean)
+and ``vllm_version`` the engine measured. A row measured on a weaker statistic than a model's
+objective (mean for a p99 objective) is still used, with a warning (``weaker_statistic``), and the
+plan's simulation checks it.
 
 A row says: one engine of ``tp x pp`` GPUs sustains ``max_rps`` requests/s of requests of up to
 ``input_tokens`` in and ``output_tokens`` out while meeting those SLOs. A row is usable for a
@@ -23,6 +29,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import read_text
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
+OPTIONAL_COLUMNS = ("statistic", "vllm_version")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class ProfileRow:
     tpot_slo_ms: float
     max_rps: float
     origin: str  # "file:line", recorded in plan.json as the number's source
+    statistic: str | None = None  # latency statistic the SLO columns were checked on (None: unknown)
+    vllm_version: str | None = None  # the engine measured (None: unknown)
 
 
 def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
@@ -56,6 +65,7 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
                 input_tokens=int(raw["input_tokens"]), output_tokens=int(raw["output_tokens"]),
                 ttft_slo_ms=float(raw["ttft_slo_ms"]), tpot_slo_ms=float(raw["tpot_slo_ms"]),
                 max_rps=float(raw["max_rps"]), origin=where,
+                statistic=raw.get("statistic") or None, vllm_version=raw.get("vllm_version") or None,
             )
         except ValueError as exc:
             raise InvalidInputError(f"{where}: bad number in profile row ({exc})") from None
@@ -76,6 +86,22 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
 def load_profiles(path: Path) -> list[ProfileRow]:
     text = read_text(path, "profile file", hint="paths in the spec are relative to the spec file")
     return parse_profiles_csv(text, str(path))
+
+
+def statistic_rank(statistic: str | None) -> float:
+    """How strict a latency statistic is: pNN -> NN; mean, median or unknown -> 50."""
+    s = (statistic or "mean").lower()
+    if s.startswith("p"):
+        try:
+            return float(s[1:])
+        except ValueError:
+            return 50.0
+    return 50.0
+
+
+def weaker_statistic(row: ProfileRow, objective: str) -> bool:
+    """The row was measured on a weaker statistic than the objective's (``p99``, ``mean``, ...)."""
+    return statistic_rank(row.statistic) < statistic_rank(objective)
 
 
 class ProfileTable:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from hetinfra.plan.library import Unit
 from hetinfra.price_feeds.geo import continent
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
+from hetinfra.facts import VLLM_PORT
 
 _REL = 1e-9
 WORLD = "0.0.0.0/0"
@@ -59,6 +60,7 @@ def add_failover(pr, allocations: list[dict]) -> None:
             candidates.setdefault(_layout(x), []).append(x)
     origins = {pm.spec.name: set(pm.spec.demand.origins or {}) for pm in pr.inputs.models}
     sky_clouds = set(spec.deploy.skypilot_clouds)
+    by_origin = {k[0] for k in getattr(pr.result, "origin_flow", {})}
 
     for a in allocations:
         a["alternates"], a["ondemand_fallback"] = [], None
@@ -73,7 +75,8 @@ def add_failover(pr, allocations: list[dict]) -> None:
             if od is not None:
                 a["ondemand_fallback"] = {"price_per_hour": _price(od)}
         clouds = (sky_clouds | {u.template.cloud}) if sky_clouds else set(KNOWN_CLOUDS)
-        local = spec.planning.locality > 0 and u.region in origins.get(u.model, ())
+        # routing by origin: its flows' round trips and residency were planned for this region
+        local = (spec.planning.locality > 0 and u.region in origins.get(u.model, ())) or u.id in by_origin
         limit = _price(u) * (1 + fo.max_premium) * (1 + _REL)
         here = (u.template.cloud, u.region, u.template.instance_type)
         # one unit per place: the layout fixes the template of an instance type
@@ -121,7 +124,7 @@ def failover_warnings(plan: dict) -> list[str]:
                  if a["skypilot_task"] and a["cloud"] in (deploy.get("skypilot_clouds") or []))
     loose = []
     if WORLD not in (deploy.get("ingress_cidrs") or []):
-        loose.append(f"port {deploy.get('port', 8000)} (deploy.ingress_cidrs)")
+        loose.append(f"port {deploy.get('port', VLLM_PORT)} (deploy.ingress_cidrs)")
     if WORLD not in (deploy.get("ssh_cidrs") or []):
         loose.append("SSH (deploy.ssh_cidrs)")
     if sky and loose:

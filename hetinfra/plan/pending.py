@@ -10,7 +10,6 @@ disks, CIDRs, ...; compared with the reference dir's plan.json). Allocations tha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from hetinfra.plan.planner import running_allocations, state_file
@@ -31,9 +30,12 @@ def _deployable(allocs: list[dict]) -> dict[str, dict]:
 def _deploy_section(ref: Path) -> dict:
     """The ``deploy`` section of the plan that goes with ``ref`` (state.json records no deploy section)."""
     path = ref.with_name("plan.json") if ref.name == "state.json" else ref
+    from hetinfra.document import load_plan
+    from hetinfra.errors import InvalidInputError
+
     try:
-        return dict(json.loads(path.read_text()).get("deploy") or {})
-    except (OSError, ValueError, AttributeError):
+        return load_plan(path).to_dict()["deploy"]
+    except InvalidInputError:  # no plan.json beside the state, or not one: no deploy section to compare
         return {}
 
 

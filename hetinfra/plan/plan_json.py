@@ -10,6 +10,7 @@ from hetinfra import PLAN_VERSION, __version__
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.plan.naming import model_slugs, unit_name
+from hetinfra.plan.origins_json import origin_sections
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier, planned, purchase_section
 
@@ -89,6 +90,34 @@ def _accuracy(pm, flows: dict, units: dict) -> dict | None:
             "by_variant": {v: {"rps": rounded(r, 6), "share": rounded(r / total, 6)} for v, r in sorted(rps.items())}}
 
 
+# ---- keys added for verified, startable plans (issue 21) ------------------------------------------
+#   allocations[].max_model_len: int     the unit's vLLM --max-model-len (hetinfra.perf.kv)
+#   allocations[].kv_cache_tokens: int | null   tokens one engine's KV cache holds (null: mixed pipeline)
+#   allocations[].gpu_memory_gb: float   memory of one GPU, from the offer (a custom GPU's only source)
+def _engine_lengths(pr: PlanResult, allocations: list[dict]) -> None:
+    from hetinfra.catalog.gpus import serving_precision as precision_on
+    from hetinfra.perf.kv import kv_cache_tokens, unit_max_model_len
+    from hetinfra.catalog.custom import gpu_facts
+
+    planned = {pm.spec.name: pm for pm in pr.inputs.models}
+    version = pr.inputs.spec.deploy.vllm_version
+    for a in allocations:
+        u, pm = pr.units[a["unit"]], planned[a["model"]]
+        served = next((v.model for v in pm.variants if v.name == u.template.variant), pm)
+        sizes = {c.name: (c.input_tokens, c.output_tokens) for c in pm.classes}
+        routed = sorted({sizes[w] for (uid, _m, w), rps in pr.result.flow.items() if uid == u.id and rps > 0})
+        largest = max(sizes.values(), key=lambda s: (s[0] + s[1], s[0]))
+        kv = None
+        if not u.template.mixed and served.arch is not None:
+            gpu = gpu_facts(u.template.gpu, pr.inputs.spec, u.gpu_memory_gb)
+            kv = kv_cache_tokens(served.arch, gpu, u.template.tp, u.template.pp,
+                                 precision_on(served.spec.precision, u.template.gpu), u.template.node_count or None,
+                                 version)
+        a["max_model_len"] = unit_max_model_len(routed, largest, pm.max_model_len, kv)
+        a["kv_cache_tokens"] = kv
+        a["gpu_memory_gb"] = u.gpu_memory_gb
+
+
 def service_id(name: str, spec_path) -> str:
     """``<name>-<10 hex>``: the service name and a hash of its spec file's absolute path. `apply`
     records it in state.json and refuses to apply another service's plan over it (``--force``)."""
@@ -140,6 +169,7 @@ def build_plan_json(pr: PlanResult) -> dict:
             allocations[-1]["stages"] = [
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
                 for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
+    _engine_lengths(pr, allocations)  # issue 21: allocations[].max_model_len, kv_cache_tokens
     slugs = model_slugs([pm.spec.name for pm in inp.models])
     _name_units(allocations, slugs)
     add_failover(pr, allocations)
@@ -233,6 +263,9 @@ def build_plan_json(pr: PlanResult) -> dict:
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": routing,
+        # ---- routing by origin (issue 25; keys and types in hetinfra/plan/origins_json.py): added only
+        # where a model declares demand.origins, so a plan without origins is unchanged
+        **origin_sections(pr, allocations, scale),
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
         **({"purchase": purchase_section(pr, allocations, load, rounded)} if purchases else {}),
         "breakdown": {"by_model": by_model, "by_region": by_region},

@@ -15,8 +15,11 @@ from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
+from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
 from hetinfra.plan.plausible import plausibility_warnings
+from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
+                                   with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.templates import build_units, prune_dominated
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
@@ -76,7 +79,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
     unit_ids = {x.id for x in data}
     local: dict[tuple[str, str], float] = {}
     for pm in inputs.models:
-        origins = pm.spec.demand.origins or {}
+        origins = origin_shares(pm.spec.demand.origins)
         total = sum(origins.values())
         for region, share in origins.items():
             local[(pm.spec.name, region)] = pm.spec.demand.rate_rps * share / total
@@ -100,21 +103,14 @@ def state_file(state: Path) -> Path:
 
 def running_allocations(state: Path) -> list[dict]:
     """What runs now: the ``allocations`` of :func:`state_file`."""
-    import json
-
+    from hetinfra.document import load_running
     from hetinfra.errors import InvalidInputError
 
-    from hetinfra.fileio import read_text
-
     path = state_file(state)
-    if not path.exists():
+    if not path.is_file():
         raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
                                 hint="pass the --out directory of the plan that is running")
-    try:
-        doc = json.loads(read_text(path, "--state file"))
-        return [dict(a, unit=str(a["unit"]), count=int(a["count"])) for a in doc["allocations"]]
-    except (ValueError, KeyError, TypeError, OverflowError) as exc:
-        raise InvalidInputError(f"--state: {path} is not a hetinfra plan/state file ({exc})") from None
+    return load_running(path)
 
 
 def read_running(state: Path) -> dict[str, int]:
@@ -202,12 +198,13 @@ def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mi
     deadline = time.perf_counter() + time_limit_s
     out = []
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_dominated([u for u in all_units if u.template.gpu == gpu], capped=set(inputs.caps))
-        sub = to_problem(inputs, own).replace(budget=None, objective="min_cost", running={}, unmet_penalty=None,
-                                              locality=0.0)
+        own = prune_by_flows(inputs, [u for u in all_units if u.template.gpu == gpu])
+        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
         if missing:
-            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {missing[0][1]} under the SLOs"))
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
+                                                   " under the SLOs"))
             continue
         r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
         stop = r.safety_stop or r.status in ("time_limit", "no_solution")
@@ -231,12 +228,31 @@ def _check_locality(problem: AllocationProblem) -> None:
                 "can serve it", hint=f"allow a GPU offered in {region}, drop it from demand.origins, or lower locality")
 
 
+def verification_load(spec) -> float:
+    """The ONE load (multiple of the declared demand) a verified plan keeps its objectives at:
+    ``planning.verify.load`` when the spec sets it, else 1 + ``planning.headroom``."""
+    load = spec.planning.verify.load
+    return float(load) if load is not None else 1.0 + spec.planning.headroom
+
+
+def verification_overrides(spec) -> dict:
+    """How a verified plan's ILP differs from the spec's, so that margins do not stack: it sizes for
+    exactly the verification load (headroom 1 - 1/load, no other headroom), and a min_cost budget is
+    checked on the verified plan instead of each round's estimate (``hetinfra.plan.verify``)."""
+    out = {"headroom": 1.0 - 1.0 / verification_load(spec)}
+    if spec.planning.objective == "min_cost" and not spec.planning.allow_unmet:
+        out["budget"] = None
+    return out
+
+
 def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
          state: Path | None = None, spec_override=None,
-         extra_caps: dict[tuple[str, str, str], int] | None = None, template_cache: bool = True) -> PlanResult:
+         extra_caps: dict[tuple[str, str, str], int] | None = None, template_cache: bool = True,
+         verifying: bool = False) -> PlanResult:
     """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
     re-estimated from observations) replaces the file's content, whose folder still anchors
-    relative paths."""
+    relative paths. ``verifying``: the caller simulates the plan (see verification_overrides), and
+    templates start at their confidence level's planning factor (planning.confidence)."""
     path = Path(spec_path)
     spec, text, locate = load_spec(path)
     if spec_override is not None:
@@ -258,24 +274,64 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
+    overrides = verification_overrides(spec) if verifying and spec.planning.verify.enabled else None
+    # the confidence interval's low end is where a verified plan starts (verification credits it back
+    # up to the top where the simulation allows); an unverified plan keeps the estimate's middle
+    derate = start_factors(unit_list, spec.planning.confidence) if overrides is not None else None
     return solve_units(inputs, unit_list, running, with_baselines=with_baselines,
-                       template_cache=cache.report() if cache else None)
+                       template_cache=cache.report() if cache else None, overrides=overrides, derate=derate)
+
+
+def statistic_warnings(pr: PlanResult) -> list[str]:
+    """Profile rows behind the plan's units measured on a weaker statistic than their model's objective
+    (mean for p99): used, with this warning; the simulation checks the plan at the objective's."""
+    from hetinfra.perf.profiles import weaker_statistic
+
+    rows = {r.origin: r for r in pr.inputs.profiles.rows}
+    objective = {pm.spec.name: pm.spec.slo.percentile for pm in pr.inputs.models}
+    out = set()
+    for uid in pr.result.n:
+        t = pr.units[uid].template
+        for src in t.sources.values():
+            row = rows.get(src[len("profile:"):]) if src.startswith("profile:") else None
+            if row is not None and weaker_statistic(row, objective[t.model]):
+                out.add(f"profile {row.origin} was measured on {row.statistic or 'an unknown statistic (mean)'}, "
+                        f"weaker than {t.model}'s {objective[t.model]} objective: used, and checked by simulation")
+    return sorted(out)
+
+
+def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
+    """Template id -> the factor its estimated rates are planned at: the low end of its confidence
+    interval for extrapolated templates under ``planning.confidence: safe``, else 1 (the middle)."""
+    from hetinfra.perf.confidence import planning_factor
+
+    out = {}
+    for u in units:
+        f = planning_factor(u.template.confidence[0] if u.template.confidence else "calibrated", setting)
+        if f != 1.0:
+            out[u.template.id] = f
+    return out
 
 
 def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, int], *, with_baselines: bool = True,
-                derate: dict[str, float] | None = None, template_cache: dict | None = None) -> PlanResult:
+                derate: dict[str, float] | None = None, template_cache: dict | None = None,
+                overrides: dict | None = None) -> PlanResult:
     """Prune ``all_units`` (rates scaled by ``derate``), solve the allocation, diagnose infeasibility,
-    and (``with_baselines``) solve the single-GPU-type baselines."""
+    and (``with_baselines``) solve the single-GPU-type baselines. ``overrides``: AllocationProblem
+    fields replaced (see verification_overrides)."""
     spec = inputs.spec
     pool = derated(all_units, derate or {})
     settings = spec.planning
-    unit_list, problem, result = _solve_pool(inputs, pool, running)
+    unit_list, problem, result = _solve_pool(inputs, pool, running, overrides)
     if not result.feasible:
         if result.status == "no_solution":
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
                                   f"and max_nodes={settings.max_nodes}",
                                   hint="raise planning.time_limit_s or planning.max_nodes")
-        raise diagnose(problem, settings.time_limit_s, settings.mip_gap)
+        from hetinfra.plan.origins import residency_diagnosis, residency_note
+
+        raise residency_diagnosis(inputs, problem) or residency_note(
+            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -283,9 +339,9 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
     unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
-                                              lambda units: _solve_pool(inputs, units, running))
+                                              lambda units: _solve_pool(inputs, units, running, overrides))
     units = {u.id: u for u in unit_list}
-    warnings = list(result.warnings)
+    warnings = list(result.warnings) + unknown_places(inputs, list(units.values()))
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
@@ -309,18 +365,35 @@ def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
     pr.flexible_cost = without_committed(pr)
 
 
-def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int]):
+def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = False,
+                   keep: set[str] = frozenset()) -> list[Unit]:
+    """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
+    the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
+    if not declares_origins(inputs):
+        return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep)
+    rated = flow_rated(inputs, pool, to_problem(inputs, pool))
+    kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
+    by_id = {u.id: u for u in pool}
+    return [by_id[u.id] for u in kept]
+
+
+def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], overrides: dict | None = None):
     """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_dominated(pool, capped=set(inputs.caps), regional=settings.locality > 0, keep=set(running))
+    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0, keep=set(running))
     problem = to_problem(inputs, unit_list, running)
+    if overrides:
+        problem = problem.replace(**overrides)
     _check_locality(problem)
     check_scale(problem)
-    result = solve(problem, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
+    routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
+    result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
                    max_nodes=settings.max_nodes)
-    return unit_list, problem, result
+    if routed is problem or not result.feasible:
+        return unit_list, routed, result
+    return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.

@@ -53,6 +53,7 @@ def render_summary(plan: dict, console: Console) -> None:
         _render_purchase(plan, console)
     _render_fidelity(plan, console)
     _render_failover(plan, console)
+    render_origins(plan, console)
 
     if plan["baselines"]:
         b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
@@ -79,6 +80,18 @@ def render_summary(plan: dict, console: Console) -> None:
                   f"rates from {_sources(plan)}")
     for w in plan["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
+
+
+def render_origins(plan: dict, console: Console) -> None:
+    """Per model and origin: where its requests go and the worst round trip they pay (plan.json origins)."""
+    for model, origins in sorted((plan.get("origins") or {}).items()):
+        parts = []
+        for o, e in origins.items():
+            regions = sorted({f["region"] for flows in plan["routing_by_origin"][model][o].values() for f in flows})
+            worst = "n/a" if e["worst_network_ms"] is None else f"{e['worst_network_ms']:g} ms"
+            rule = f", stays in {e['area']}" if e.get("area") else ""
+            parts.append(f"{o} -> {', '.join(regions) or '-'} (worst network {worst}{rule})")
+        console.print(f"origins of {model}: " + "; ".join(parts))
 
 
 def _render_variants(plan: dict, console: Console) -> None:
@@ -132,6 +145,34 @@ def _render_fidelity(plan: dict, console: Console) -> None:
         t.add_row(m["model"], goal, _ms(m["ttft_ms"].get(q)), _ms(m["tpot_ms"].get(q)),
                   "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]")
     console.print(t)
+    for line in promise_lines(plan):
+        console.print(line, highlight=False)
+
+
+def promise_lines(plan: dict) -> list[str]:
+    """What the plan promises and what keeping it cost (plan.json ``fidelity``, docs/verification.md),
+    and how much of its capacity rests on measured, calibrated or extrapolated rates."""
+    f = plan.get("fidelity") or {}
+    out = []
+    if f.get("verified") and "load_basis" in f:
+        stats = ", ".join(sorted(set((f.get("statistic") or {}).values()))) or "p99"
+        out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), seed {f['seed']}, "
+                   f"{f['requests']} requests per model" + (f", margin {f['margin']:g}" if f.get("margin") else ""))
+        over = (f.get("over_provisioning") or {}).get("ratio")
+        trimmed = len((f.get("trim") or {}).get("removed") or ())
+        out.append(f"verification: ${f['cost_before_usd_per_hour']:.2f}/h before, ${f['cost_after_usd_per_hour']:.2f}/h "
+                   f"after ({trimmed} replica(s) trimmed); over-provisioning "
+                   + ("n/a" if over is None else f"{over:g}x demand sustained"))
+    gpus: dict[str, int] = {}
+    for a in plan["allocations"]:
+        level = a.get("confidence") or "unknown"
+        gpus[level] = gpus.get(level, 0) + a["gpus_per_instance"] * a["instances"]
+    total = sum(gpus.values())
+    if total:
+        out.append("capacity (GPUs): " + ", ".join(f"{100 * gpus[k] / total:.0f}% {k}"
+                                                   for k in ("measured", "calibrated", "extrapolated", "unknown")
+                                                   if gpus.get(k)))
+    return out
 
 
 def _render_failover(plan: dict, console: Console) -> None:

@@ -1,50 +1,60 @@
-"""Verified plans: simulate the solved plan, and re-plan the units that miss until every model meets
-its latency objective (or the rounds run out, which the plan then says).
+"""Verified plans: the cheapest plan that keeps every objective in simulation at ONE stated load, and
+from which no replica can be removed without a miss there (docs/verification.md).
 
-The allocation ILP sizes the fleet with the performance model's max rate per replica, a mean-field
-number. Whether the fleet keeps a *percentile* objective (p99 TTFT and TPOT by default) under
-Poisson or bursty arrivals, chunked prefill, KV exhaustion and preemption is what the simulator
-(:mod:`hetinfra.sim`) checks, replica by replica, with the same step times.
+The promise is made at one load L (``hetinfra.plan.planner.verification_load``: planning.verify.load,
+else 1 + planning.headroom). The ILP sizes for exactly L x demand (its headroom is 1 - 1/L while
+verifying, so headroom and load do not stack), the simulator checks at L x demand, and there is no
+other factor: a model meets when its statistic (p99 by default) is <= its bound and its attainment
+>= its target, up to 1 (``planning.verify.margin``, default 0, tightens this only when a spec
+states it).
 
-Each model m has a derating factor g[m] (1 at first) that scales the rates of all its templates; the
-allocation is solved with the scaled rates and its plan.json simulated at ``planning.verify.load`` x
-the demand. Per model, each round:
+Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
+layout, whose units serve one class range): each regime r has a factor g[r] on its templates'
+rates, starting at its confidence level's planning factor (planning.confidence). Per round, per
+regime used:
 
-A model meets its objective when its simulated statistics are at least ``planning.verify.margin``
-(5%) under the bounds: a finite sample's p99 moves by a few percent from seed to seed, and the
-promise must hold for the traffic that comes, not for one sample of it.
+* its units missed (or its model missed with no unit missing): it is derated by clamp(1 / miss
+  ratio, 0.5, 0.92), or to the geometric midpoint of [largest factor met, smallest missed] once it
+  has met, until that bracket is narrower than 25%; the model's regimes not simulated yet take the
+  same step (see next_factors), the ones that met keep theirs;
+* its units met with room to spare (worst ratio < CREDIT_BELOW) and it never missed: it is
+  credited by min(1 / ratio, CREDIT_STEP), up to the top of its confidence interval
+  (``hetinfra.perf.confidence.credit_ceiling``), so the simulation and not only the estimator's safe
+  side sizes it.
 
-* a model that misses and has never met: g[m] *= clamp(1 / miss ratio, 0.5, 0.92), where the ratio
-  is the worst of (simulated statistic / bound) over TTFT and TPOT, or the attainment shortfall;
-* a model that has met at some g_ok and missed at a larger g_bad: g[m] = sqrt(g_ok x g_bad), the
-  geometric midpoint, until g_bad / g_ok < 1.25 (a 25% bracket);
-* a model that met at g = 1 keeps it.
-
-The plan returned is the cheapest simulated plan in which every model met its objective (else the
-last one, marked as missing). Why one factor for all of a model's templates: what the mean-field
-estimate misses (queueing at a percentile, bursts, the size spread inside a bucket, preemptions)
-comes from the model's traffic, so its other templates are as optimistic; derating only the
-templates in use would send the ILP to the next, still optimistic template each round. Everything
-is seeded (``planning.verify.seed``): the same input gives the same plan. plan.json ``fidelity``
-records the simulated percentiles per model, the rounds and factors and the simulator version;
-``templates[].derate`` the factor behind each used template's ``capacity_rps``.
+The cheapest plan in which every model met is kept, even if a later round's solve fails (a budget,
+caps); a min_cost budget is checked against that verified plan, not against a round's estimate.
+Then the trim removes replicas one at a time (``hetinfra.sim.minimal.without_one_replica``, the
+dearest first) while the simulation still meets, until a whole pass removes none: the final plan
+meets at L and every single removal from it misses. The over-provisioning ratio is the load the
+final plan sustains (``hetinfra.sim.minimal.sustained_load``) over the demand. Everything is seeded
+(``planning.verify.seed``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import PlanResult, attach_baselines, derated, plan, solve_units
+from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, plan, solve_units, statistic_warnings,
+                                   verification_load, verification_overrides)
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
 FACTOR_MIN, FACTOR_MAX = 0.5, 0.92
-#: stop refining a model's factor once the bracket [met, missed] is narrower than 25%
+#: stop refining a template's factor once the bracket [met, missed] is narrower than 25%
 BRACKET = 1.25
+#: credit a template whose units' worst ratio is under this, by at most CREDIT_STEP per round
+CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
+
+OVER_PROVISIONING_DEFINITION = (
+    "per model: the largest multiple x of the declared demand, in [load, 2 x load] by 3 bisection steps "
+    "(resolution load/8, the lower end of the bracket), at which the simulation with the same seed and "
+    "requests still meets the objective; ratio = the smallest over models")
 
 
 def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
@@ -53,9 +63,10 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     simulation unless ``verify`` is false or the spec turns it off, and return the result and its
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress(round, max_rounds)`` is
-    called before each simulation."""
-    pr = plan(spec_path, with_baselines=False, **plan_kwargs)
-    settings = pr.inputs.spec.planning.verify
+    called before each simulation round."""
+    pr = plan(spec_path, with_baselines=False, verifying=verify, **plan_kwargs)
+    spec = pr.inputs.spec
+    settings = spec.planning.verify
     if not (verify and settings.enabled):
         doc = _final(pr, with_baselines)
         doc["fidelity"] = {"verified": False,
@@ -64,113 +75,285 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
                                "not checked (run `hetinfra simulate` on it)")
         return pr, doc
 
-    from hetinfra.sim import SIMULATOR_VERSION, WorkloadConfig, simulate_plan
+    from hetinfra.sim import SIMULATOR_VERSION, WorkloadConfig
 
-    config = WorkloadConfig(requests=settings.requests, load=settings.load, burst_cv=settings.burst_cv,
-                            seed=settings.seed)
-    templates = _templates_by_model(pr)
-    g = {m: 1.0 for m in templates}
-    ok: dict[str, float] = {}  # largest factor at which the model met its objective
-    bad: dict[str, float] = {}  # smallest factor at which it missed
+    load = verification_load(spec)
+    config = WorkloadConfig(requests=settings.requests, load=load, burst_cv=settings.burst_cv, seed=settings.seed)
+    sim_of = _Simulator(pr, config, settings.margin)
+    rounds = _rounds(pr, sim_of, settings.max_rounds, progress)
+    pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
+    trimmed: list[dict] = []
+    sim_of.memo = {}  # the rounds' memo may match a unit across factors to 6 digits; the promise is exact
+    if sim["met"] and pr.problem.objective == "min_cost" and not pr.result.periods:
+        pr, sim, trimmed = trim(pr, sim_of)
+    else:
+        sim = sim_of(build_plan_json(pr))
+    sustained = _sustained(pr, sim_of, load) if sim["met"] else {}
+    _check_budget(pr, sim["met"])
+    doc = _final(pr, with_baselines)
+    doc["fidelity"] = {
+        "verified": True, "met": sim["met"], "rounds": len(history), "max_rounds": settings.max_rounds,
+        "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
+        "load_basis": "planning.verify.load" if settings.load is not None else "1 + planning.headroom",
+        "statistic": {m["model"]: m["slo"]["percentile"] for m in sim["models"]},
+        "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
+        "margin": settings.margin, "confidence": spec.planning.confidence,
+        "cost_before_usd_per_hour": history[0]["cost_usd_per_hour"],
+        "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
+        "over_provisioning": {"ratio": min(sustained.values()) if sustained else None, "by_model": sustained,
+                              "definition": OVER_PROVISIONING_DEFINITION},
+        "trim": {"removed": trimmed, "checked_removals": len(sim_of.last_pass)},
+        "derate": {m: round(f, 6) for m, f in sorted(_model_factors(pr).items())},
+        "derate_by_template": {t: round(f, 6) for t, f in sorted(pr.derate.items())
+                               if t in {a["template"] for a in doc["allocations"]}},
+        "models": [_model_fidelity(m) for m in sim["models"]], "history": history,
+    }
+    _finish_warnings(doc, sim, stopped, rounds.get("stop_reason"), strict, load)
+    return pr, doc
+
+
+class _Simulator:
+    """Simulates plan.json dicts at the verification load, sharing one per-unit memo (see
+    hetinfra.sim.plan_sim) and records the removals the trim's last pass checked."""
+
+    def __init__(self, pr: PlanResult, config, margin: float):
+        self.spec, self.path, self.config, self.margin = pr.inputs.spec, pr.inputs.spec_path, config, margin
+        self.memo: dict = {}
+        self.last_pass: list[str] = []
+
+    def __call__(self, doc: dict, config=None) -> dict:
+        from hetinfra.sim import simulate_plan
+
+        cfg = config or self.config
+        sim = simulate_plan(doc, self.spec, self.path, cfg, memo=self.memo if config is None else None)
+        return with_margin(sim, self.margin)
+
+
+def regime_of(t) -> str:
+    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
+    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
+    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
+
+
+def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> dict:
+    """Solve, simulate, adjust the regimes' factors; the cheapest met plan (else the last)."""
+    from hetinfra.perf.confidence import credit_ceiling
+
+    regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
+    g: dict[str, float] = {}
+    ceiling: dict[str, float] = {}
+    for u in pr.all_units:
+        r = regimes[u.template.id][0]
+        g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
+        level = u.template.confidence[0] if u.template.confidence else "calibrated"
+        ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level))
+    ok: dict[str, float] = {}
+    bad: dict[str, float] = {}
     history: list[dict] = []
     best = last = None
     seen: dict[str, dict] = {}
-    stopped = pr.result.safety_stop  # any round's solve cut by the wall clock
-    for rnd in range(1, settings.max_rounds + 1):
+    stopped, stop_reason = pr.result.safety_stop, None
+    overrides = verification_overrides(pr.inputs.spec)
+    for rnd in range(1, max_rounds + 1):
         if progress is not None:
-            progress(rnd, settings.max_rounds)
+            progress(rnd, max_rounds)
         doc = build_plan_json(pr)
         key = _fleet_key(doc)
         if key not in seen:  # a factor that changes no count or route changes no simulation
-            seen[key] = simulate_plan(doc, pr.inputs.spec, pr.inputs.spec_path, config)
-        sim = _with_margin(seen[key], settings.margin)
-        history.append(_round(rnd, doc, sim, g))
+            seen[key] = sim_of(doc)
+        sim = seen[key]
+        history.append(_round(rnd, doc, sim, pr.derate))
         last = (pr, sim)
         rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
         if sim["met"] and (best is None or rank < best[2]):
             best = (pr, sim, rank)
-        new = next_factors(sim, g, ok, bad)
+        new = next_factors(sim, doc, g, ok, bad, ceiling, regimes)
         if new == g:
             break
         g = new
-        pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False,
-                         derate=_per_template(g, templates), template_cache=pr.template_cache)
+        derate = {t: g[r] for t, (r, _m) in regimes.items() if g[r] != 1.0}
+        try:
+            pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False, derate=derate,
+                             template_cache=pr.template_cache, overrides=overrides)
+        except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
+            if best is None:
+                raise
+            stop_reason = f"verification stopped after round {rnd}: {exc.message}"
+            break
         stopped |= pr.result.safety_stop
     pr, sim = (best[0], best[1]) if best is not None else last
-    doc = _final(pr, with_baselines)
-    doc["fidelity"] = {
-        "verified": True, "met": sim["met"], "rounds": len(history), "max_rounds": settings.max_rounds,
-        "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": settings.load, "burst_cv": settings.burst_cv,
-        "requests": settings.requests, "margin": settings.margin,
-        "derate": {m: round(f, 6) for m, f in sorted(_model_factors(pr).items())},
-        "models": [_model_fidelity(m) for m in sim["models"]], "history": history,
-    }
-    if stopped and not doc["solver"].get("safety_stop"):
-        # a round's solve was cut by the wall clock: its result steered the rounds after it
+    return {"pr": pr, "sim": sim, "history": history, "stopped": stopped, "stop_reason": stop_reason}
+
+
+def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
+                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Each regime's factor for the next round (see the module docstring); records the factors at
+    which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
+    A model that missed also derates its regimes never simulated yet, by its worst step: what
+    its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
+    does to the untried ones, which would otherwise be picked next, as optimistic."""
+    model_met = {m["model"]: m["met"] for m in sim["models"]}
+    unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
+    worst: dict[str, float] = {}
+    missed_units = {unit_regime[u["unit"]][1] for u in sim["units"] if u["unit"] in unit_regime
+                    and u.get("count") and not u["objective"]["met"]}
+    model_of: dict[str, str] = {}
+    for u in sim["units"]:
+        if u["unit"] not in unit_regime or not u.get("count"):
+            continue
+        r, model = unit_regime[u["unit"]]
+        ratio = u["objective"].get("ratio")
+        worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
+        model_of[r] = model
+    out = dict(g)
+    step: dict[str, float] = {}  # model -> its worst derating step this round
+    for r, ratio in sorted(worst.items()):
+        model, f = model_of[r], g.get(r, 1.0)
+        if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
+            bad[r] = min(bad.get(r, math.inf), f)
+            if ok.get(r, 0.0) >= f:  # it met at this factor in another plan: that no longer vouches for it
+                del ok[r]
+        else:
+            ok[r] = max(ok.get(r, 0.0), f)
+        out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
+        if r in bad and r not in ok:
+            step[model] = min(step.get(model, 1.0), out[r] / f)
+    for r, model in sorted({v for v in regimes.values()}):
+        if model in step and r not in ok and r not in bad:
+            out[r] = g.get(r, 1.0) * step[model]
+    return out
+
+
+def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str, float], ceiling: float) -> float:
+    if r in bad and r not in ok:
+        step = FACTOR_MAX if not math.isfinite(ratio) or ratio <= 1 else 1.0 / ratio
+        return f * min(max(step, FACTOR_MIN), FACTOR_MAX)
+    if r in bad:
+        return math.sqrt(ok[r] * bad[r]) if bad[r] / ok[r] >= BRACKET else ok[r]
+    if ratio < CREDIT_BELOW and f < ceiling:
+        return min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
+    return f
+
+
+def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dict]]:
+    """Remove replicas while the simulation still meets (see the module docstring): (plan, its
+    simulation, the removals). Each accepted removal is re-checked on the plan.json rebuilt from the
+    plan, which is what gets written."""
+    from hetinfra.sim.minimal import removal_order, without_one_replica
+
+    doc = build_plan_json(pr)
+    sim = sim_of(doc)
+    removed: list[dict] = []
+    if not sim["met"]:
+        return pr, sim, removed
+    while True:
+        checked: list[str] = []
+        for uid in removal_order(doc):
+            candidate = without_one_replica(doc, uid)
+            checked.append(uid)
+            if candidate is None or not sim_of(candidate)["met"]:
+                continue
+            pr2 = _drop_replica(pr, uid)
+            doc2 = build_plan_json(pr2)
+            sim2 = sim_of(doc2)
+            if sim2["met"]:
+                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]})
+                pr, doc, sim = pr2, doc2, sim2
+                break
+        else:
+            sim_of.last_pass = checked
+            return pr, sim, removed
+
+
+def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
+    """``pr`` with one replica of ``uid`` fewer; a unit that goes hands its flows to the other units
+    of each class in proportion to theirs (as without_one_replica does to plan.json)."""
+    res = pr.result
+    n = dict(res.n)
+    flow = dict(res.flow)
+    if n[uid] > 1:
+        n[uid] -= 1
+    else:
+        del n[uid]
+        for (u, m, w), rps in list(flow.items()):
+            if u != uid:
+                continue
+            del flow[(u, m, w)]
+            rest = {k: v for k, v in flow.items() if k[1] == m and k[2] == w and v > 0}
+            total = sum(rest.values())
+            for k, v in rest.items():
+                flow[k] = v + rps * v / total
+    return replace(pr, result=replace(res, n=n, flow=flow))
+
+
+def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:
+    from hetinfra.sim.minimal import sustained_load
+
+    def meets(d: dict) -> dict[str, bool]:
+        return {m["model"]: m["met"] for m in sim_of(d, sim_of.config)["models"]}
+
+    return sustained_load(build_plan_json(pr), load, meets)
+
+
+def _check_budget(pr: PlanResult, met: bool) -> None:
+    """A min_cost budget is a limit on the verified plan (the rounds solve without it)."""
+    spec = pr.inputs.spec
+    budget = spec.budget_usd_per_hour
+    if budget is None or "budget" not in verification_overrides(spec):
+        return
+    cost = pr.result.cost(pr.problem)
+    if cost > budget + 1e-9:
+        what = "the cheapest verified plan" if met else "the cheapest plan found (it misses an objective)"
+        raise InfeasibleError(f"budget ${budget:g}/h is below {what}, ${cost:.2f}/h",
+                              hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
+                              details={"relax": [{"budget_usd_per_hour": {"current": budget, "needed": round(cost, 4)}}]})
+
+
+def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | None, strict: bool, load: float) -> None:
+    if stop_reason:
+        doc["warnings"].append(stop_reason)
+    if stopped:
+        # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
+        # when the baselines' cut already set solver.safety_stop: this one can change the plan)
         from hetinfra.solver.decompose import SAFETY_WARNING
 
         doc["solver"]["safety_stop"] = True
+        doc["fidelity"]["safety_stop"] = True
         doc["warnings"].append(SAFETY_WARNING + " (during verification)")
     if not sim["met"]:
         missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} in simulation at {settings.load:g}x demand "
-               f"after {len(history)} round(s) of re-planning")
+        msg = (f"the plan misses the latency objective of {missing} in simulation at {load:g}x demand "
+               f"after {doc['fidelity']['rounds']} round(s) of re-planning")
         if strict:
             raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
                                             "planning.verify.max_rounds, or plan without --strict-verify",
                                   details={"fidelity": doc["fidelity"]})
         doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
-    return pr, doc
-
-
-def next_factors(sim: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float]) -> dict[str, float]:
-    """Each model's derating factor for the next round (see the module docstring); records the
-    factors at which models met (``ok``) and missed (``bad``)."""
-    out = dict(g)
-    for m in sim["models"]:
-        name, f = m["model"], g.get(m["model"], 1.0)
-        if m["met"]:
-            ok[name] = max(ok.get(name, 0.0), f)
-        else:
-            bad[name] = min(bad.get(name, math.inf), f)
-        if name not in ok:
-            ratio = m["objective"].get("ratio")
-            step = FACTOR_MAX if ratio is None or not math.isfinite(ratio) or ratio <= 1 else 1.0 / ratio
-            out[name] = f * min(max(step, FACTOR_MIN), FACTOR_MAX)
-        elif name in bad and bad[name] / ok[name] >= BRACKET:
-            out[name] = math.sqrt(ok[name] * bad[name])
-        else:
-            out[name] = ok[name]
-    return out
-
-
-def _per_template(g: dict[str, float], templates: dict[str, set[str]]) -> dict[str, float]:
-    return {t: f for m, f in g.items() if f != 1.0 for t in sorted(templates.get(m, ()))}
 
 
 def _model_factors(pr: PlanResult) -> dict[str, float]:
+    """Per model, the smallest factor of the templates its plan uses (1: none derated)."""
     out: dict[str, float] = {}
-    for u in pr.all_units:
-        out[u.model] = pr.derate.get(u.template.id, 1.0)
-    return out
-
-
-def _templates_by_model(pr: PlanResult) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for u in pr.all_units:
-        out.setdefault(u.model, set()).add(u.template.id)
+    for uid in pr.result.n:
+        u = pr.units[uid]
+        out[u.model] = min(out.get(u.model, math.inf), pr.derate.get(u.template.id, 1.0))
     return out
 
 
 def _final(pr: PlanResult, with_baselines: bool) -> dict:
     if with_baselines:
         attach_baselines(pr, derated(pr.all_units, pr.derate))
-    return build_plan_json(pr)
+    doc = build_plan_json(pr)
+    doc["warnings"].extend(statistic_warnings(pr))
+    return doc
 
 
-def _with_margin(sim: dict, margin: float) -> dict:
-    """``sim`` with each model's ``met`` requiring its miss ratio <= 1 - margin (and the ratio
-    rescaled so that the factor search aims under the bound), the plan's ``met`` likewise."""
+def with_margin(sim: dict, margin: float) -> dict:
+    """``sim`` with each model's ``met`` requiring its miss ratio <= 1 - margin (a stated margin,
+    planning.verify.margin; 0 leaves ``sim`` as it is)."""
+    if margin <= 0:
+        return sim
     models = []
     for m in sim["models"]:
         ratio = m["objective"].get("ratio")
@@ -187,14 +370,15 @@ def _fleet_key(doc: dict) -> str:
 
 
 def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
+    used = {a["template"] for a in doc["allocations"]}
     return {"round": rnd, "cost_usd_per_hour": doc["cost_usd_per_hour"], "met": sim["met"],
-            "derate": {m: round(f, 6) for m, f in sorted(g.items())},
+            "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
             "models_met": {m["model"]: m["met"] for m in sim["models"]},
             "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}
 
 
 def _model_fidelity(m: dict) -> dict:
-    pick = ("mean", "p50", "p90", "p99")
+    pick = ("mean", "p50", "p90", "p95", "p99")
     return {"model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
             "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
             "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0)}

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.fileio import read_text
 from hetinfra.replan.forecast import Forecast, forecast_peak
+from hetinfra.replan.origins import origin_forecasts, origins_for_spec
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, RequestClass, bucket_name
 from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
 
@@ -248,6 +249,8 @@ class ObservedDemand:
     interval_s: int
     edges_from: str
     notes: list[str] = field(default_factory=list)
+    #: each origin's own forecast (hetinfra.replan.origins); {} when the log names no region
+    origin_forecasts: dict[str, Forecast] = field(default_factory=dict)
 
     def summary(self) -> str:
         err = f"backtest MAPE {self.forecast.mape:.1%}" if self.forecast.mape is not None else "no backtest error"
@@ -278,10 +281,14 @@ def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 
     if planned <= 0:
         notes.append(f"{name}: forecast peak is 0 req/s for the next {horizon_s} s; the spec's rate_rps is kept "
                      "(a spec cannot express zero demand)")
+    by_origin = origin_forecasts(log, name, interval_s=interval_s, period=season_s // interval_s,
+                                 horizon=max(1, math.ceil(horizon_s / interval_s)),
+                                 smooth=max(1, round(SMOOTH_S / interval_s)) | 1)
+    notes += [f"origin {o}: forecast peak {f.peak_rps:.3g} req/s ({f.method})" for o, f in by_origin.items()]
     return ObservedDemand(model=name, planned_rps=planned, forecast=fc, buffer=float(buffer),
                           classes=size_mix(log, name, in_edges, out_edges, outside, planned),
                           origins=region_mix(log, name), requests=int(mask.sum()), span_s=float(t[-1] - t[0]),
-                          interval_s=interval_s, edges_from=edges_from, notes=notes)
+                          interval_s=interval_s, edges_from=edges_from, notes=notes, origin_forecasts=by_origin)
 
 
 def observe_spec(log: DemandLog, service_spec: ServiceSpec, **kwargs) -> tuple[dict[str, ObservedDemand], list[str]]:
@@ -315,8 +322,8 @@ def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]
             continue
         sizes = SizesSpec(classes=[ClassSpec(name=c.name, input_tokens=c.input_tokens,
                                              output_tokens=c.output_tokens, share=c.share) for c in obs.classes])
-        demand = m.demand.model_copy(update={"rate_rps": obs.planned_rps, "sizes": sizes,
-                                             "origins": obs.origins or m.demand.origins})
+        origins, rate = origins_for_spec(m, obs)  # per origin, keeping residency (hetinfra.replan.origins)
+        demand = m.demand.model_copy(update={"rate_rps": rate, "sizes": sizes, "origins": origins})
         models.append(m.model_copy(update={"demand": demand}))
     unknown = sorted(set(observed) - {m.name for m in service_spec.models})
     notes.extend(f"observed model '{n}' is not in the spec; ignored" for n in unknown)

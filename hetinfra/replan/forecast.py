@@ -141,3 +141,10 @@ def forecast_peak(series, *, period: int, horizon: int, smooth: int = 1) -> Fore
 
     return Forecast(peak_rps=float(points.max()), point_forecasts=[float(v) for v in points], method=method,
                     mape=mape, rmse=rmse, backtest_intervals=tested, note=note, peak_error=peak_err)
+
+
+def forecast_by_origin(series: dict[str, list[float]], *, period: int, horizon: int, smooth: int = 1) -> dict[str, Forecast]:
+    """:func:`forecast_peak` of each origin's own rate series (routing by origin, docs/regions.md):
+    origins peak at different hours, and one that residency keeps local must be served at its own
+    peak, not at its share of the joint one."""
+    return {o: forecast_peak(y, period=period, horizon=horizon, smooth=smooth) for o, y in sorted(series.items())}

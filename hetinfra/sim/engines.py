@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hetinfra.catalog.custom import gpu_facts
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
@@ -36,10 +37,13 @@ class UnitEngine:
     profile_factor: float | None  # step-time multiplier when scaled
 
 
-def _gpu(name: str, unit: str):
-    g = get_gpu(name)
+def _gpu(name: str, unit: str, alloc: dict | None = None, spec=None):
+    """The GPU's facts: the catalog's, else a custom GPU's (memory from the plan's offer, the rest from
+    the spec's infrastructure.custom_gpus or defaults: hetinfra.catalog.custom)."""
+    g = get_gpu(name) if alloc is None else gpu_facts(name, spec, alloc.get("gpu_memory_gb"))
     if g is None:
-        raise InvalidInputError(f"plan unit {unit}: GPU {name!r} is not in the catalog; the simulator needs its facts")
+        raise InvalidInputError(f"plan unit {unit}: GPU {name!r} is not in the catalog and the plan gives no memory "
+                                "for it", hint="re-plan with this hetinfra version (plan.json allocations[].gpu_memory_gb)")
     return g
 
 
@@ -49,14 +53,15 @@ def _mixed_stages(alloc: dict) -> tuple[list, list[int]]:
     return gpus, list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
 
 
-def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration) -> StepModel | Estimate:
+def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration,
+           spec=None) -> StepModel | Estimate:
     unit = alloc["unit"]
     if alloc.get("stages"):
         gpus, layers = _mixed_stages(alloc)
         return pipeline_engine(arch, gpus, layers, tp=int(alloc["tp"]), input_tokens=isl, output_tokens=osl,
                                precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                                max_num_seqs=MAX_NUM_SEQS, calib=calib)
-    return build_engine(arch, _gpu(alloc["gpu"], unit), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
+    return build_engine(arch, _gpu(alloc["gpu"], unit, alloc, spec), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
                         GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, calib, nodes=_nodes(alloc))
 
 
@@ -67,23 +72,23 @@ def _nodes(alloc: dict) -> int | None:
 
 
 def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict,
-              calib: Calibration) -> Estimate:
+              calib: Calibration, spec=None) -> Estimate:
     kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo["ttft_ms"]), tpot_ms=float(slo["tpot_ms"]),
               precision=precision, calib=calib)
     if alloc.get("stages"):
         gpus, layers = _mixed_stages(alloc)
         return estimate_pipeline(arch, gpus, layers, tp=int(alloc["tp"]), **kw)
-    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"]), tp=int(alloc["tp"]), pp=int(alloc["pp"]),
+    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"], alloc, spec), tp=int(alloc["tp"]), pp=int(alloc["pp"]),
                     nodes=_nodes(alloc), **kw)
 
 
 def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],
-                template: dict | None, slo: dict, calib: Calibration = CALIBRATION) -> UnitEngine:
+                template: dict | None, slo: dict, calib: Calibration = CALIBRATION, spec=None) -> UnitEngine:
     """The step model of one replica of ``alloc`` (a plan.json allocation). ``classes``: the model's
     plan classes; ``routed``: class name -> rps routed to this unit (to weight profile factors)."""
     mine = [c for c in classes if routed.get(c["name"], 0.0) > 0] or classes
     big = max(mine, key=lambda c: (c["input_tokens"] + c["output_tokens"], c["input_tokens"]))
-    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]), calib)
+    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]), calib, spec)
     if isinstance(eng, Estimate):
         raise InvalidInputError(f"plan unit {alloc['unit']} cannot run class {big['name']}: {eng.reason}",
                                 hint="the plan does not match the catalogs/spec; re-plan")
@@ -95,7 +100,7 @@ def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict
         cap = capacity.get(c["name"])
         if not src.startswith("profile:") or not cap:
             continue
-        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo, calib)
+        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo, calib, spec)
         if not est.feasible or est.max_rps <= 0:
             continue
         w = routed.get(c["name"], 0.0) or 1e-9

@@ -7,7 +7,13 @@
   rest of the class unserved (the plan's ``unmet_rps``): those requests are counted as
   ``unrouted`` and not simulated.
 * Demand: ``models[].rate_rps`` (x ``demand_scale`` for max_throughput plans) x ``load``;
-  ``requests`` are split over models by rate.
+  ``requests`` are simulated PER MODEL, so that a model's verification does not depend on which
+  other models share the plan (a model planned alone and with others gets the same sample).
+* Units are independent given the routing: a unit's requests depend only on its model's demand,
+  classes and routing, never on other units' counts. ``memo`` (a dict the caller keeps) reuses a
+  unit's simulated requests when nothing they depend on changed: the planner's trim
+  (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica, with results identical
+  to a fresh simulation.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
   but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
 * Objectives: per model from plan.json ``models[].slo`` (ttft_ms, tpot_ms; percentile default p99;
@@ -28,6 +34,7 @@ from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
 from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers, model_rng
@@ -44,14 +51,9 @@ def load_plan(path: str | Path) -> tuple[dict, Path]:
     p = Path(path)
     if p.is_dir():
         p = p / "plan.json"
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"plan not found: {p}", hint="pass a `hetinfra plan --out` directory or its plan.json") from None
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"cannot read plan {p}: {exc}") from None
-    check_plan(doc, str(p))
-    return doc, p
+    from hetinfra.document import load_plan as load_document
+
+    return load_document(p).to_dict(), p
 
 
 def check_plan(doc: dict, where: str = "plan") -> None:
@@ -148,53 +150,39 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
 
 
 def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
-                  progress: Progress | None = None) -> dict:
+                  progress: Progress | None = None, memo: dict | None = None) -> dict:
     """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
-    (see ``hetinfra.sim.report``)."""
+    (see ``hetinfra.sim.report``). ``memo``: see the module docstring."""
     check_plan(plan)
     planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
     scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
     models = [m for m in plan["models"] if m.get("rate_rps")]
-    total_rate = sum(float(m["rate_rps"]) for m in models)
     allocs = list(plan["allocations"])
+    present = {a["unit"] for a in allocs}
     unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
     templates = {t["id"]: t for t in plan.get("templates") or []}
-    units_reqs: list[list[Request]] = [[] for _ in allocs]
-    model_info = {}
+    model_info, drawn = {}, {}
     for m in models:
         name = m["name"]
         pm = planned.get(name)
         if pm is None:
             raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
-        classes = m["classes"]
-        samplers = class_samplers(pm.spec, Path(spec_path).parent, classes)
         rate = float(m["rate_rps"]) * scale * config.load
-        n = max(1, round(config.requests * float(m["rate_rps"]) / total_rate))
-        times = arrival_times(model_rng(config.seed, name, "arrivals"), rate, n, config.burst_cv)
-        rng = model_rng(config.seed, name, "requests")
-        shares = [float(c["share"]) for c in classes]
-        cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-        routes = []
-        for c in classes:
-            entries = (plan["routing"].get(name) or {}).get(c["name"]) or []
-            routes.append([(unit_ix[e["unit"]], float(e["share"])) for e in entries if e["unit"] in unit_ix])
-        unrouted = [0] * len(classes)
-        for rid, t in enumerate(times):
-            u = rng.random() * cum[-1]
-            k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
-            isl, osl = samplers[k](rng)
-            x, unit = rng.random(), None
-            for ui, share in routes[k]:
-                if x < share:
-                    unit = ui
-                    break
-                x -= share
-            if unit is None:
-                unrouted[k] += 1
-                continue
-            units_reqs[unit].append(Request(rid, t, isl, osl, k, unit))
+        routing = OriginRouting(plan, name, m["classes"], unit_ix)  # by origin (hetinfra.sim.network)
+        key = None if memo is None else json.dumps(["draw", _demand(m), _routes(plan, name, present), rate,
+                                                    [config.requests, config.burst_cv, config.seed]], sort_keys=True)
+        if key is not None and key in memo:
+            drawn[name], unrouted, origin_of = memo[key]
+        else:
+            drawn[name], unrouted, origin_of = _draw(m, pm, routing, [a["unit"] for a in allocs], rate, config,
+                                                     Path(spec_path).parent)
+            if key is not None:
+                memo[key] = (drawn[name], unrouted, origin_of)
+        n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
-                            "unrouted": unrouted}
+                            "unrouted": unrouted, "routing": routing, "origin_of": origin_of}
+    units_reqs: list[list[Request]] = [[Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in
+                                        drawn.get(a["model"], {}).get(a["unit"], ())] for k, a in enumerate(allocs)]
 
     units_out = []
     cfg = ReplicaConfig()
@@ -207,15 +195,101 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         m = info["plan"]
         routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
                   for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
+        key = None if memo is None else _unit_key(a, m, plan, templates, config, calib, scale)
+        if key is not None and key in memo:
+            units_reqs[k], ue, replicas = memo[key]
+            units_out.append((k, a, ue, replicas))
+            continue
         arch, precision = _checkpoint(a, m, info["pm"])
-        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib)
+        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib,
+                         spec)
         n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
         replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
         if units_reqs[k] and not replicas:
             raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
         run_replicas(replicas, units_reqs[k], progress)
+        # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
+        add_network_time(units_reqs[k], info["routing"], info["origin_of"])
+        if key is not None:
+            memo[key] = (units_reqs[k], ue, replicas)
         units_out.append((k, a, ue, replicas))
-    return _collect(plan, config, model_info, units_out, units_reqs)
+    out = _collect(plan, config, model_info, units_out, units_reqs)
+    _report_origins(plan, out, model_info, units_reqs)
+    return out
+
+
+def _report_origins(plan: dict, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
+    """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
+    regions = {k: a["region"] for k, a in enumerate(plan["allocations"])}
+    for entry in out["models"]:
+        info = model_info[entry["model"]]
+        if (plan.get("routing_by_origin") or {}).get(entry["model"]):
+            reqs = [r for k, rs in enumerate(units_reqs) for r in rs
+                    if plan["allocations"][k]["model"] == entry["model"] and r.rid >= info["warm"]]
+            entry["origins"] = origin_report(reqs, info["routing"], info["origin_of"], regions, entry["slo"]["ttft_ms"])
+
+
+#: what the simulation reads of an allocation (its name, cost or failover do not change its requests)
+_UNIT_KEYS = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
+              "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
+
+
+def _demand(model: dict) -> dict:
+    """What of a plan model draws its requests: its demand, classes and SLO (not its cost)."""
+    return {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
+
+
+def _draw(m: dict, pm, routing: OriginRouting, unit_ids: list[str], rate: float, config: WorkloadConfig, base: Path
+          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
+    """A model's requests, (rid, arrival, input, output, class index) per unit id by the
+    plan's routing shares (per origin where the plan routes by origin: ``hetinfra.sim.network``),
+    the unrouted count per class and each request's origin. Depends only on the model's demand and
+    routing and the workload: not on any unit's count."""
+    classes = m["classes"]
+    samplers = class_samplers(pm.spec, base, classes)
+    times = arrival_times(model_rng(config.seed, m["name"], "arrivals"), rate, config.requests, config.burst_cv)
+    rng = model_rng(config.seed, m["name"], "requests")
+    shares = [float(c["share"]) for c in classes]
+    cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
+    out: dict[str, list[tuple]] = {}
+    unrouted = [0] * len(classes)
+    origin_of: dict[int, str] = {}
+    for rid, t in enumerate(times):
+        u = rng.random() * cum[-1]
+        k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
+        isl, osl = samplers[k](rng)
+        unit, origin_of[rid] = routing.pick(rng, k)
+        if unit is None:
+            unrouted[k] += 1
+            continue
+        out.setdefault(unit_ids[unit], []).append((rid, t, isl, osl, k))
+    return out, unrouted, origin_of
+
+
+def _routes(plan: dict, model: str, present: set[str]) -> list:
+    """What routes a model's requests: its class routing and, where the plan routes by origin, its
+    origins' rows and shares (limited to the units the plan has)."""
+    def keep(rows: dict) -> dict:
+        return {c: [e for e in entries if e["unit"] in present] for c, entries in (rows or {}).items()}
+
+    by_origin = (plan.get("routing_by_origin") or {}).get(model) or {}
+    return [keep(plan["routing"].get(model)), {o: keep(rows) for o, rows in sorted(by_origin.items())},
+            (plan.get("origins") or {}).get(model)]
+
+
+def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:
+    """Everything one unit's simulation depends on: the unit, its template, its model's demand,
+    classes, SLO and routing (which draws its requests), the workload and the engine constants."""
+    unit = {k: alloc.get(k) for k in _UNIT_KEYS}
+    t = templates.get(alloc.get("template")) or {}
+    # the engine reads the template's sources and its capacity before the planner's derate
+    # (hetinfra.sim.engines): a factor that changes no count or route changes no unit simulation
+    derate = float(t.get("derate") or 1.0)
+    rated = {w: round(float(c) / derate, 6) for w, c in sorted((t.get("capacity_rps") or {}).items())}
+    return json.dumps([unit, t.get("sources"), rated, _demand(model), plan["routing"].get(alloc["model"]),
+                       (plan.get("routing_by_origin") or {}).get(alloc["model"]), (plan.get("origins") or {}).get(alloc["model"]),
+                       [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
+                       calib.vllm_version, scale], sort_keys=True, default=str)
 
 
 def _lat(reqs: list[Request]) -> tuple[list[float], list[float]]:

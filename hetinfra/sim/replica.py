@@ -42,6 +42,7 @@ from heapq import heappop, heappush
 from typing import Protocol
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import MAX_NUM_SEQS
 
 __all__ = ["StepModel", "ReplicaConfig", "Request", "Replica", "ScaledEngine"]
 
@@ -74,7 +75,7 @@ class ScaledEngine:
 class ReplicaConfig:
     """vLLM engine settings the scheduler uses (planning pins max_num_seqs=256)."""
 
-    max_num_seqs: int = 256
+    max_num_seqs: int = MAX_NUM_SEQS
     block_size: int = 16  # vLLM's default KV block size on CUDA
 
     def __post_init__(self):

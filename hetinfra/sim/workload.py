@@ -33,7 +33,7 @@ SizeSampler = Callable[[random.Random], tuple[int, int]]
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """How much traffic to replay: ``requests`` in all (split over models by rate), ``load`` x the
+    """How much traffic to replay: ``requests`` per model, ``load`` x the
     plan's demand, gamma inter-arrivals of coefficient of variation ``burst_cv`` (1 = Poisson)."""
 
     requests: int = 20000

@@ -9,25 +9,19 @@ refused by every float field; each field states its range in its Field(...).
 from __future__ import annotations
 
 import re
-
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-__all__ = ["Strict", "dns_name", "is_dns_label", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
+from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+__all__ = ["Strict", "dns_name", "is_dns_label", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
 
 
 class Strict(BaseModel):
     """A spec model: extra="forbid" (a typo is an error with a did-you-mean), frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-def is_dns_label(value: str) -> bool:
-    """1-63 lowercase letters, digits and '-', starting and ending with a letter or digit."""
-    return bool(_NAME.match(value))
 
 
 def dns_name(value: str, what: str) -> str:

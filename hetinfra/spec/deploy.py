@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, SerializationInfo, field_validator, model_serializer
 
+from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, VLLM_PORT
 from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, Strict, dns_name
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
@@ -33,10 +34,10 @@ class GatewaySpec(Strict):
     enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
                                              "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
                                              "clients then reach only the gateway, the vLLM port only the gateway.")
-    port: int = Field(8080, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
-    aws_instance_type: ResourceWord = Field("c7i.large", description="CPU instance type of the gateway VM on AWS.")
-    gcp_machine_type: ResourceWord = Field("e2-standard-2", description="Machine type of the gateway VM on GCP.")
-    azure_vm_size: ResourceWord = Field("Standard_D2s_v5", description="VM size of the gateway VM on Azure.")
+    port: int = Field(GATEWAY_PORT, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
+    aws_instance_type: ResourceWord = Field(AWS.gateway_vm_type, description="CPU instance type of the gateway VM on AWS.")
+    gcp_machine_type: ResourceWord = Field(GCP.gateway_vm_type, description="Machine type of the gateway VM on GCP.")
+    azure_vm_size: ResourceWord = Field(AZURE.gateway_vm_type, description="VM size of the gateway VM on Azure.")
     package: ShellArg = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
                                                  "wheel URL on your own index).")
     tls_cert: FilePath | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
@@ -111,7 +112,7 @@ class DeploySpec(Strict):
 
     autoscale: bool = Field(False, description="SkyServe: autoscale each unit between its planned count and 2x at the "
                                                "plan's per-replica target QPS, instead of a fixed replica count.")
-    port: int = Field(8000, ge=1024, le=65535, description="Port of the OpenAI-compatible vLLM endpoint.")
+    port: int = Field(VLLM_PORT, ge=1024, le=65535, description="Port of the OpenAI-compatible vLLM endpoint.")
     ingress_cidrs: list[str] = Field([], description="CIDRs allowed to reach the vLLM port (e.g. your router's). "
                                                      "Empty: reachable only inside the network; 0.0.0.0/0 only if listed.")
     ssh_cidrs: list[str] = Field([], description="CIDRs allowed to reach port 22. Empty: no SSH ingress.")

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
+from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.units import Count, Milliseconds
 
 SPEC_VERSION = 1
@@ -163,8 +164,10 @@ class DemandSpec(Strict):
     rate_rps: float = Field(ge=MIN_RATE_RPS, le=MAX_RATE_RPS, description="Mean request arrival rate to plan for, "
                             "requests per second (0.001 to 1000000).")
     sizes: SizesSpec = Field(description="Distribution of request sizes.")
-    origins: dict[ResourceWord, Annotated[float, Field(ge=0, le=MAX_SCALE)]] | None = Field(
-        None, max_length=1000, description="Where requests come from: region -> relative share (normalized). With "
+    origins: dict[ResourceWord, Annotated[float, Field(ge=0, le=MAX_SCALE)] | OriginSpec] | None = Field(
+        None, max_length=1000, description="Where requests come from: region -> relative share (normalized), or region -> {share, "
+                          "residency: region | continent | none} (docs/regions.md). Requests are routed per origin and "
+                          "pay the round trip to the serving region inside the TTFT objective. With "
                           "planning.locality > 0, capacity in each region serves at least that fraction of its local demand.")
     profile: list[Annotated[float, Field(ge=0, le=1e6)]] | None = Field(
         None, min_length=1, max_length=MAX_PROFILE_PERIODS,
@@ -183,8 +186,9 @@ class DemandSpec(Strict):
 
     @field_validator("origins")
     @classmethod
-    def _origins(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is not None and (not v or any(x < 0 for x in v.values()) or sum(v.values()) <= 0):
+    def _origins(cls, v: dict[str, float | OriginSpec] | None) -> dict[str, float | OriginSpec] | None:
+        shares = origin_shares(v)
+        if v is not None and (not v or any(x < 0 for x in shares.values()) or sum(shares.values()) <= 0):
             raise ValueError("origins must map regions to shares >= 0 that sum to a positive number")
         return v
 
@@ -307,8 +311,26 @@ class AvailabilityCap(Strict):
     max_gpus: int = Field(ge=0, le=100_000, description="Largest number of these GPUs in use at once.")
 
 
+class CustomGpuSpec(Strict):
+    """Facts of a GPU outside hetinfra's catalog (offered through an offers CSV, rated by a profile):
+    what the simulator's step model needs besides the memory, which comes from the offer."""
+
+    name: str = Field(description="The GPU name as the offers CSV and the profile spell it.")
+    bandwidth_gbps: float = Field(gt=0, le=100_000, description="Memory bandwidth, GB/s.")
+    bf16_tflops: float = Field(gt=0, le=100_000, description="Dense BF16/FP16 tensor TFLOP/s.")
+    fp8_tflops: float | None = Field(None, gt=0, le=100_000, description="Dense FP8 TFLOP/s (null: no FP8).")
+    nvlink: bool = Field(False, description="GPUs of one instance are linked by NVLink (else PCIe).")
+    intra_node_gbps: float = Field(32.0, gt=0, le=10_000, description="Per-GPU bandwidth between GPUs of one "
+                                                                     "node, GB/s (PCIe4 x16: 32).")
+
+
 class InfrastructureSpec(Strict):
     """Where the plan may put capacity."""
+
+    custom_gpus: list[CustomGpuSpec] = Field(
+        [], description="Optional facts of GPUs outside the catalog (bandwidth, FLOP/s); their memory comes from "
+                        "the offer. Without an entry the simulator uses conservative defaults, rescaled to the "
+                        "GPU's profile (docs/verification.md).")
 
     clouds: list[ResourceWord] = Field(["aws", "gcp", "azure"], min_length=1, max_length=64,
                               description="Allowed clouds: aws, gcp, azure, or custom clouds named in an offers file.")
@@ -342,22 +364,31 @@ class VerifySpec(Strict):
 
     enabled: bool = Field(True, description="Simulate the plan and re-plan until it meets every objective "
                                             "(`hetinfra plan --no-verify` turns it off for one run).")
-    load: float = Field(1.2, gt=0, le=10, description="Multiple of the declared demand the plan must hold its SLOs "
-                                                      "at (1.2: a 20% burst above the forecast).")
+    load: float | None = Field(None, gt=0, le=10, description="The ONE load, a multiple of the declared demand, "
+                                                             "at which the plan must keep every objective in "
+                                                             "simulation (and be minimal). Unset: 1 + "
+                                                             "planning.headroom. The ILP sizes for this load; no "
+                                                             "other margin applies (docs/verification.md).")
     burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
                                                           "(gamma): 1 = Poisson, > 1 = burstier traffic.")
-    requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per round (the first 10% warm up).")
+    requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per model and round (the first 10% warm up).")
     max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
                                                         "reported (a warning, or exit 3 with --strict-verify).")
     seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
-    margin: float = Field(0.05, ge=0, lt=0.5, description="A model passes only when its simulated statistics are "
-                                                          "this fraction under the bounds (0.05: p99 TPOT <= 95% of "
-                                                          "tpot_ms), so that another seed or a longer run still meets "
-                                                          "them: a sample's p99 varies by a few percent.")
+    margin: float = Field(0.0, ge=0, lt=0.5, description="A stated, optional tightening: a model passes only when "
+                                                         "its simulated statistics are this fraction under the "
+                                                         "bounds (0.05: p99 TPOT <= 95% of tpot_ms). Default 0: "
+                                                         "the bounds as written; run-to-run noise is handled by "
+                                                         "more `requests`, not by a factor.")
 
 
 class PlanningSpec(Strict):
     """Solver settings."""
+
+    confidence: Literal["safe", "expected"] = Field(
+        "safe", description="safe: templates whose rates are extrapolated (no calibration data covers them) are "
+                            "planned at the low end of their confidence interval; expected: at the middle. "
+                            "Verification may then credit them up to the top (docs/verification.md).")
 
     objective: Literal["min_cost", "max_throughput"] = Field(
         "min_cost", description="min_cost: cheapest plan serving all demand. max_throughput: largest uniform "

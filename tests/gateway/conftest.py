@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from hetinfra.compile.router import router_weights
+from tests.plan.golden_plans import filled_golden
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "chat-8b"
@@ -34,19 +35,23 @@ CLASSES = {  # name: (input edge, output edge, {unit: share})
 
 
 def make_plan() -> dict:
+    """A plan.json (hetinfra.document.Plan) of three made-up units: the golden chat plan's other keys."""
+    base = filled_golden("chat")
     allocations = []
     for short, dep in UNITS.items():
         cloud, region = ("gcp", "us-central1") if short == "u3" else ("aws", "us-east-1")
-        allocations.append({"model": MODEL, "unit": f"{MODEL}|{cloud}|{short}|tp1x1|{region}|ondemand",
-                            "deployment_unit": dep, "cloud": cloud, "region": region, "gpu": "L4",
-                            "instance_type": short, "count": 1, "target_qps_per_replica": 2.0, "routed_rps": 1.0})
+        allocations.append(dict(base["allocations"][0], **{
+            "model": MODEL, "unit": f"{MODEL}|{cloud}|{short}|tp1x1|{region}|ondemand", "deployment_unit": dep,
+            "cloud": cloud, "region": region, "gpu": "L4", "instance_type": short, "count": 1, "instances": 1,
+            "nodes_per_replica": 1, "pp": 1, "layer_partition": None, "target_qps_per_replica": 2.0,
+            "routed_rps": 1.0, "skypilot_task": f"skypilot/{dep}.yaml", "alternates": [], "ondemand_fallback": None}))
     full = {short: a["unit"] for short, a in zip(UNITS, allocations)}
     routing = {MODEL: {name: [{"unit": full[u], "share": s, "rps": s} for u, s in w.items()]
                        for name, (_, _, w) in CLASSES.items()}}
     classes = [{"name": n, "input_tokens": i, "output_tokens": o, "share": 0.25, "rate_rps": 1.0}
                for n, (i, o, _) in CLASSES.items()]
-    return {"plan_version": 1, "service": "chat", "cost_usd_per_hour": 1.0, "allocations": allocations,
-            "routing": routing, "models": [{"name": MODEL, "classes": classes}], "deploy": {"port": 8000}}
+    return dict(base, cost_usd_per_hour=1.0, allocations=allocations, routing=routing,
+                models=[dict(base["models"][0], name=MODEL, classes=classes)])
 
 
 def write_out(out: Path, plan: dict | None = None) -> Path:

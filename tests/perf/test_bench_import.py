@@ -17,10 +17,10 @@ from hetinfra.perf.bench_import import (
     load_bench_results,
     write_profile_csv,
 )
-from hetinfra.perf.profiles import COLUMNS, ProfileRow, load_profiles
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow, load_profiles
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-HEADER = ",".join(COLUMNS)
+HEADER = ",".join(COLUMNS + OPTIONAL_COLUMNS)
 
 
 def result(rate, ttft, tpot, *, throughput=None, model=MODEL, num_prompts=200, failed=0, sizes=(512, 128),
@@ -77,7 +77,7 @@ def test_tpot_crossing_is_interpolated_between_last_pass_and_first_fail(tmp_path
             row.ttft_slo_ms, row.tpot_slo_ms) == (MODEL, "L4", 1, 1, 512, 128, 2000.0, 100.0)
     out = tmp_path / "profile.csv"
     write_profile_csv(res.rows, out)
-    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,4.667\n"
+    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,4.667,mean,\n"
     assert load_profiles(out)[0].max_rps == 4.667  # the planner reads it back
 
 
@@ -250,10 +250,10 @@ def test_write_profile_csv_merges_and_replaces_atomically(tmp_path):
     write_profile_csv([_row(4.0), _row(2.0, i=2048)], out)
     written = write_profile_csv([_row(5.25), _row(1.0, ttft=500.0)], out, merge=True)
     assert [r.max_rps for r in written] == [2.0, 5.25, 1.0]
-    assert out.read_text() == (f"{HEADER}\n{MODEL.lower()},L4,1,1,2048,128,2000,100,2\n"
-                               f"{MODEL},L4,1,1,512,128,2000,100,5.25\n{MODEL},L4,1,1,512,128,500,100,1\n")
+    assert out.read_text() == (f"{HEADER}\n{MODEL.lower()},L4,1,1,2048,128,2000,100,2,,\n"
+                               f"{MODEL},L4,1,1,512,128,2000,100,5.25,,\n{MODEL},L4,1,1,512,128,500,100,1,,\n")
     write_profile_csv([_row(3.0)], out)  # no merge: replaced whole
-    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,3\n"
+    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,3,,\n"
     assert [p.name for p in out.parent.iterdir()] == ["profile.csv"]  # no temporary file left
     with pytest.raises(InvalidInputError, match="is a directory"):
         write_profile_csv([_row(1.0)], tmp_path)
@@ -278,7 +278,7 @@ def test_profile_import_command(tmp_path):
         f"wrote {out}: 1 row(s) for L4 tp=1 pp=1 under mean ttft<=2000 ms, tpot<=100 ms",
     ]
     assert res.stderr == ""
-    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,4.667\n"
+    assert out.read_text() == f"{HEADER}\n{MODEL},L4,1,1,512,128,2000,100,4.667,mean,\n"
 
 
 def test_profile_import_command_errors_exit_2_with_location(tmp_path):

@@ -20,7 +20,7 @@ from hetinfra.cli.profile import profile_command
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import SLO
 from hetinfra.perf.harness import BenchError, ProgressEvent, check_endpoint, normalize_endpoint, run_profile
-from hetinfra.perf.profiles import COLUMNS
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS
 from tests.conftest import install_stand_in
 
 MODEL = "test-org/tiny-model"
@@ -187,9 +187,9 @@ def test_run_profile_end_to_end(tmp_path, fake_vllm, server):
     # in=128: between 2 (TPOT 56.4) and 4 req/s offered, where the server achieved only 3.5:
     # t = (100 - 56.4) / (106.4 - 56.4) = 0.872 -> 2 + 0.872 * (3.5 - 2) = 3.308
     assert [round(r.max_rps, 6) for r in run.rows] == [3.308, 0]
-    assert out.read_text() == (",".join(COLUMNS) + "\n"
-                               f"{MODEL},L4,1,1,128,64,2000,100,3.308\n"
-                               f"{MODEL},L4,1,1,2048,64,2000,100,0\n")
+    assert out.read_text() == (",".join(COLUMNS + OPTIONAL_COLUMNS) + "\n"
+                               f"{MODEL},L4,1,1,128,64,2000,100,3.308,mean,\n"
+                               f"{MODEL},L4,1,1,2048,64,2000,100,0,mean,\n")
     assert sorted(p.name for p in rdir.iterdir()) == sorted(
         f"in{i}-out64-rate{r}.{ext}" for i, r in ((128, 1), (128, 2), (128, 4), (2048, 1)) for ext in ("json", "log"))
     saved = json.loads((rdir / "in128-out64-rate4.json").read_text())
@@ -279,7 +279,8 @@ def test_profile_command(tmp_path, fake_vllm, server, monkeypatch):
     out = tmp_path / "profile.csv"
     res = _runner().invoke(profile_command, [
         "--endpoint", server.url, "--model", MODEL, "--gpu", "L4", "--tp", "1", "--inputs", "128,2048",
-        "--outputs", "64", "--rates", "1,2,4,8", "--num-prompts", "20", "--timeout", "60", "--out", str(out)])
+        "--outputs", "64", "--rates", "1,2,4,8", "--num-prompts", "20", "--timeout", "60", "--out", str(out),
+        "--statistic", "mean", "--vllm-version", "0.12.0"])  # the default is p99, as plans' objectives
     assert res.exit_code == 0, (res.stdout, res.stderr)
     assert [c[0] for c in calls()] == [str(exe)] * 4
     assert res.stdout.splitlines() == [
@@ -295,8 +296,8 @@ def test_profile_command(tmp_path, fake_vllm, server, monkeypatch):
                  "note: in=128 out=64: skipped 8 req/s after a lower rate missed the SLO",
                  "note: in=2048 out=64: skipped 2,4,8 req/s after a lower rate missed the SLO"):
         assert line in res.stderr.splitlines()
-    assert out.read_text().splitlines()[1:] == [f"{MODEL},L4,1,1,128,64,2000,100,3.308",
-                                                f"{MODEL},L4,1,1,2048,64,2000,100,0"]
+    assert out.read_text().splitlines()[1:] == [f"{MODEL},L4,1,1,128,64,2000,100,3.308,mean,0.12.0",
+                                                f"{MODEL},L4,1,1,2048,64,2000,100,0,mean,0.12.0"]
 
 
 def test_profile_command_errors(tmp_path, server, monkeypatch):

@@ -50,3 +50,16 @@ def test_bad_rows_are_located():
     with pytest.raises(InvalidInputError, match=r"p.csv:2: bad number"):
         parse_profiles_csv("model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
                            "llama,L4,one,1,100,100,1000,100,10\n", "p.csv")
+
+
+def test_statistic_and_vllm_version_columns_are_optional_and_rank_statistics():
+    from hetinfra.perf.profiles import parse_profiles_csv, weaker_statistic
+
+    old = "model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\nm,L4,1,1,100,100,2000,100,3\n"
+    [row] = parse_profiles_csv(old, "old.csv")
+    assert row.statistic is None and row.vllm_version is None
+    assert weaker_statistic(row, "p99") and not weaker_statistic(row, "mean")
+    new = old.replace("max_rps\n", "max_rps,statistic,vllm_version\n").replace(",3\n", ",3,p99,0.12.0\n")
+    [row] = parse_profiles_csv(new, "new.csv")
+    assert (row.statistic, row.vllm_version) == ("p99", "0.12.0")
+    assert not weaker_statistic(row, "p99") and not weaker_statistic(row, "p90")

@@ -63,7 +63,7 @@ def test_same_spec_same_plan_on_every_run(tmp_path, monkeypatch, run_cli):
         return
     # the cut may have been in the single-GPU baselines only: the plan itself is still the same
     cut_main = [d for d in stopped if any(b["status"] == "time_limit" for b in d["solver"]["blocks"])
-                or d["status"] == "time_limit"]
+                or d["status"] == "time_limit" or (d.get("fidelity") or {}).get("safety_stop")]
     if not cut_main:
         keys = RUN_DEPENDENT_KEYS + ("baselines", "warnings", "solver.safety_stop")
         assert _without(first, keys) == _without(second, keys)

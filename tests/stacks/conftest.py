@@ -12,6 +12,9 @@ pulumi = pytest.importorskip("pulumi")
 from pulumi.runtime.mocks import MockMonitor  # noqa: E402
 
 from hetinfra.compile.skypilot import unit_name  # noqa: E402
+from tests.plan.golden_plans import filled_golden  # noqa: E402
+
+GOLDEN = filled_golden("chat")
 
 
 class HetMocks(pulumi.runtime.Mocks):
@@ -108,7 +111,7 @@ def mocks(monkeypatch):
 def _alloc(model, cloud, region, itype, gpu, gpus, *, tp, pp=1, engines=1, count=1, spot=False, price=1.0,
            layers=None):
     name = unit_name(model, cloud, region, itype, spot=spot)
-    return {"unit": f"{model}|{cloud}|{itype}|{region}", "model": model, "cloud": cloud, "region": region,
+    return {**GOLDEN["allocations"][0], "alternates": [], "ondemand_fallback": None, "unit": f"{model}|{cloud}|{itype}|{region}", "model": model, "cloud": cloud, "region": region,
             "instance_type": itype, "gpu": gpu, "gpus_per_instance": gpus, "tp": tp, "pp": pp,
             "engines_per_instance": engines, "nodes_per_replica": pp, "layer_partition": layers,
             "count": count, "instances": count * pp, "spot": spot,
@@ -119,12 +122,15 @@ def _alloc(model, cloud, region, itype, gpu, gpus, *, tp, pp=1, engines=1, count
 @pytest.fixture
 def three_cloud_plan() -> dict:
     """A plan touching every feature a stack must carry: DP engines, a 2-node pipeline with an
-    uneven split, spot, two regions on one cloud, all three clouds."""
+    uneven split, spot, two regions on one cloud, all three clouds. A whole plan.json (the golden
+    chat plan's other keys), as the stacks' program reads it through its model."""
+    model = {**GOLDEN["models"][0], "params": None}
     return {
+        **GOLDEN,
         "service": "demo",
         "models": [
-            {"name": "chat-8b", "source": "meta-llama/Llama-3.1-8B-Instruct", "precision": "bf16", "max_model_len": 4096},
-            {"name": "big-70b", "source": "meta-llama/Llama-3.1-70B-Instruct", "precision": "bf16", "max_model_len": 4096},
+            {**model, "name": "chat-8b", "source": "meta-llama/Llama-3.1-8B-Instruct", "precision": "bf16", "max_model_len": 4096},
+            {**model, "name": "big-70b", "source": "meta-llama/Llama-3.1-70B-Instruct", "precision": "bf16", "max_model_len": 4096},
         ],
         "allocations": [
             _alloc("chat-8b", "aws", "us-east-1", "g6.12xlarge", "L4", 4, tp=2, engines=2, count=2, price=4.6),

@@ -1,0 +1,185 @@
+"""plan.json ``allocations[]`` and ``routing``: what runs where, and who gets which requests.
+
+Four things are called a "unit" in hetinfra; plan.json names two of them:
+
+- the **template** (``template``): a serving layout of one model on one cloud's instance type
+  (``hetinfra.plan.templates.Template``), region-agnostic;
+- the **solver unit** (``unit``): a template in one region at one purchase option, the ILP's
+  variable (``hetinfra.solver.problem.Unit``); its id ``model|cloud|instance|...`` is internal;
+- the **deployment unit** (``deployment_unit``): the DNS-safe name of the deployed group of
+  replicas (a SkyPilot service, an ASG/MIG/VMSS), the key of state.json, routing and the gateway;
+- the gateway's **backend group**: the endpoints of one deployment unit behind the gateway
+  (``hetinfra.gateway.table``), keyed by ``deployment_unit``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
+
+from hetinfra.document.base import Doc, Number
+from hetinfra.facts import is_dns_label
+
+PositiveInt = StrictInt
+
+
+class Alternate(Doc):
+    """An equivalent offer a SkyServe unit may fail over to (same GPU type and count, same layout)."""
+
+    cloud: StrictStr = Field(description="Cloud of the alternate offer.")
+    region: StrictStr = Field(description="Region of the alternate offer.")
+    instance_type: StrictStr = Field(description="Instance type of the alternate offer.")
+    price_per_hour: Number = Field(ge=0, description="$/h of one instance of the alternate offer.")
+    spot: StrictBool = Field(description="Whether the alternate is a spot offer (as the planned one).")
+
+
+class OndemandFallback(Doc):
+    """A spot unit's on-demand fallback (SkyServe ``dynamic_ondemand_fallback``)."""
+
+    price_per_hour: Number = Field(ge=0, description="$/h of one on-demand instance that replaces a spot one.")
+
+
+class Stage(Doc):
+    """One pipeline stage of an EXPERIMENTAL mixed-GPU pipeline (Pulumi stacks only)."""
+
+    instance_type: StrictStr = Field(description="Instance type of the stage's node.")
+    gpu: StrictStr = Field(description="GPU of the stage's node.")
+    gpus: PositiveInt = Field(ge=1, description="GPUs of the stage's node (the stage's tensor-parallel size).")
+    layers: PositiveInt = Field(ge=1, description="Model layers the stage serves.")
+    price_usd_per_hour: Number = Field(ge=0, description="$/h of the stage's instance.")
+
+
+class Allocation(Doc):
+    """One deployment unit of the plan: ``count`` replicas of a template in a region at a purchase option."""
+
+    unit: StrictStr = Field(description="The solver unit's internal id (template x region x purchase option, "
+                                        "``model|cloud|instance|...``): what ``routing`` and ``baselines`` refer to. "
+                                        "Not a name for clouds: see ``deployment_unit``.")
+    template: StrictStr = Field(description="Id of the serving template (``templates[].id``) the unit instantiates.")
+    model: StrictStr = Field(description="The service model (``models[].name``) the unit serves.")
+    cloud: StrictStr = Field(description="Cloud of the offer (aws, gcp, azure, or a custom cloud from a user CSV).")
+    region: StrictStr = Field(description="Region of the offer.")
+    instance_type: StrictStr = Field(description="Instance type of every node (for a mixed pipeline: the first stage's).")
+    gpu: StrictStr = Field(description="GPU type of the instance.")
+    gpus_per_instance: PositiveInt = Field(ge=1, description="GPUs per instance.")
+    tp: PositiveInt = Field(ge=1, description="vLLM tensor-parallel size (GPUs of one node per engine).")
+    pp: PositiveInt = Field(ge=1, description="vLLM pipeline-parallel size (stages per replica).")
+    engines_per_instance: PositiveInt = Field(ge=1, description="vLLM engines on one instance (data parallel inside it).")
+    nodes_per_replica: PositiveInt = Field(ge=1, description="Instances one replica spans (a multi-node pipeline > 1).")
+    layer_partition: Optional[list[StrictInt]] = Field(description="Layers per pipeline stage "
+                                                               "(VLLM_PP_LAYER_PARTITION); null: vLLM's even split.")
+    count: PositiveInt = Field(ge=1, description="Replicas planned (at the peak demand period).")
+    instances: StrictInt = Field(ge=1, description="Instances planned: count x nodes_per_replica.")
+    spot: StrictBool = Field(description="Whether the unit runs on spot instances.")
+    price_per_instance_usd_per_hour: Number = Field(ge=0, description="$/h of one instance (mixed: the stages' mean).")
+    cost_usd_per_hour: Number = Field(ge=0, description="$/h of the unit (with a demand profile: its horizon average).")
+    utilization: Number = Field(description="Planned load of a replica, as a fraction of its capacity.")
+    custom_cloud: StrictBool = Field(description="An offer from the user's own CSV: planned, never deployed by apply.")
+    routed_rps: Number = Field(description="Requests/s routed to the unit at the planned demand.")
+    target_qps_per_replica: Optional[Number] = Field(description="Requests/s one replica sustains at the unit's class "
+                                                                 "mix less the headroom: the autoscaler's and the "
+                                                                 "router's per-replica target; null without load.")
+    experimental: StrictBool = Field(description="An EXPERIMENTAL mixed-GPU pipeline.")
+    confidence: Optional[StrictStr] = Field(description="Confidence level of the template's rates (see templates[]).")
+    variant: Optional[StrictStr] = Field(description="The model variant the unit serves (models[].variants); null: "
+                                                     "the model as declared.")
+    purchase: Optional[StrictStr] = Field(None, description="Purchase option (on_demand, spot, committed_1y, "
+                                                            "committed_3y); only in plans that plan purchases.")
+    on_demand_price_per_instance_usd_per_hour: Optional[Number] = Field(
+        None, description="A committed unit's on-demand price per instance (the VM runs on demand; the commitment "
+                          "is a billing discount).")
+    counts_by_period: Optional[list[StrictInt]] = Field(None, description="A top-up's replicas in each demand profile "
+                                                                          "period.")
+    stages: Optional[list[Stage]] = Field(None, description="The stages of a mixed-GPU pipeline.")
+    deployment_unit: StrictStr = Field(description="The deployed unit's name: a DNS label naming its SkyPilot "
+                                                   "service, cloud groups and state.json entries; the key of the "
+                                                   "gateway's backend group. Not the solver's ``unit``.")
+    skypilot_task: Optional[StrictStr] = Field(description="``skypilot/<deployment_unit>.yaml``; null for custom "
+                                                           "clouds and mixed pipelines (no SkyPilot task).")
+    alternates: list[Alternate] = Field(description="Equivalent offers the SkyServe unit may fail over to, cheapest "
+                                                    "first (empty: pinned to its planned offer).")
+    ondemand_fallback: Optional[OndemandFallback] = Field(description="A spot unit's on-demand fallback; null when "
+                                                                      "off or not spot.")
+    max_model_len: Optional[PositiveInt] = Field(
+        None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
+                          "serves the largest class), capped at its KV cache (docs/verification.md).")
+    kv_cache_tokens: Optional[StrictInt] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
+                                                                   "layout; null for mixed pipelines.")
+    gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
+                                                              "from its offer row).")
+
+    # Invariants, each on the field it names (so an error reads ``allocations[0].instances``); a
+    # validator sees the fields declared above its own.
+    @field_validator("nodes_per_replica")
+    @classmethod
+    def _whole_nodes(cls, v: int, info: ValidationInfo) -> int:
+        pp = info.data.get("pp")
+        if pp is not None and pp % v:  # a pipeline spans whole nodes (several stages on one node allowed)
+            raise ValueError(f"is {v}, which does not divide pp {pp}")
+        return v
+
+    @field_validator("instances")
+    @classmethod
+    def _instances(cls, v: int, info: ValidationInfo) -> int:
+        count, nodes = info.data.get("count"), info.data.get("nodes_per_replica")
+        if count is not None and nodes is not None and v != count * nodes:
+            raise ValueError(f"is {v}; count x nodes_per_replica is {count * nodes}")
+        return v
+
+    @field_validator("deployment_unit")
+    @classmethod
+    def _unit_name(cls, v: str) -> str:
+        if not is_dns_label(v, letter_first=True):
+            raise ValueError(f"{v!r} is not a unit name (a DNS label that starts with a letter)")
+        return v
+
+    @field_validator("skypilot_task")
+    @classmethod
+    def _task_path(cls, v: str | None, info: ValidationInfo) -> str | None:
+        unit = info.data.get("deployment_unit")
+        if v is not None and unit is not None and v != f"skypilot/{unit}.yaml":
+            raise ValueError(f"is {v!r}; expected 'skypilot/{unit}.yaml'")
+        return v
+
+
+class RouteShare(Doc):
+    """The share of one request class that one solver unit serves."""
+
+    unit: StrictStr = Field(description="The solver unit (``allocations[].unit``).")
+    share: Number = Field(description="Fraction of the class's declared rate routed to the unit.")
+    rps: Number = Field(description="Requests/s of the class routed to the unit.")
+
+
+#: ``routing``: model -> request class -> the units serving it, largest share first
+Routing = dict[str, dict[str, list[RouteShare]]]
+
+
+class OriginRouteShare(Doc):
+    """The share of one origin's requests of one class that one solver unit serves (docs/regions.md)."""
+
+    unit: StrictStr = Field(description="The solver unit (``allocations[].unit``).")
+    deployment_unit: Optional[StrictStr] = Field(description="The deployed unit's name (``allocations[].deployment_unit``).")
+    region: StrictStr = Field(description="Region of the unit.")
+    share: Number = Field(description="Fraction of the origin's requests of the class routed to the unit.")
+    rps: Number = Field(description="Requests/s of the origin's class routed to the unit.")
+    network_ms: Optional[Number] = Field(description="Estimated round trip origin -> unit region, added once to TTFT; "
+                                                     "null when the network table knows neither place.")
+
+
+class Origin(Doc):
+    """Where one share of a model's traffic comes from, and where it may be served."""
+
+    share: Number = Field(description="Fraction of the model's demand from this origin.")
+    residency: Literal["region", "continent", "none"] = Field(description="Where the origin's requests may be served.")
+    area: Optional[StrictStr] = Field(description="The allowed area's name (a region or continent); null: anywhere.")
+    allowed_regions: Optional[list[StrictStr]] = Field(description="The plan's regions inside the area (the gateway "
+                                                                   "fails over only to these); null: anywhere.")
+    worst_network_ms: Optional[Number] = Field(description="The largest round trip any of the origin's routed "
+                                                           "requests pays; null when unknown.")
+
+
+#: ``routing_by_origin``: model -> origin -> request class -> the units serving it, largest rps first
+OriginRouting = dict[str, dict[str, dict[str, list[OriginRouteShare]]]]
+#: ``origins``: model -> origin -> its share and residency
+Origins = dict[str, dict[str, Origin]]

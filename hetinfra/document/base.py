@@ -1,0 +1,89 @@
+"""The pieces every plan.json / state.json model shares: the strict base class, the number type that
+keeps JSON's ints as ints (so a round trip is byte-identical), and the string rules of values that
+reach a shell, a command line or a resource name."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Iterable, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictFloat, StrictInt, WithJsonSchema
+
+#: identifiers that end up in commands, scripts and resource names (a service id, a model source)
+IDENT = re.compile(r"^[A-Za-z0-9._:/@+=,-]+$")
+#: characters a shell gives a meaning to: refused in every string apply turns into scripts or names
+SHELL_META = re.compile(r"[;&|$`\\\"'<>(){}\[\]*?!#~\s]")
+#: the quoting and expansion characters refused even in keys that are never interpolated into a shell
+QUOTE_META = re.compile(r"[;&$`\\\"']")
+
+
+class Doc(BaseModel):
+    """A section of plan.json or state.json: unknown keys are an error (the file is written by hetinfra;
+    a key this version does not know means another version wrote it), types are not coerced ("2" is not
+    a count), and the parsed document is read-only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+def _finite(v: int | float) -> int | float:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("must be a finite number")
+    return v
+
+
+#: a JSON number, kept as written: 50 stays 50 and 50.0 stays 50.0 (plan.json's bytes round-trip)
+Number = Annotated[Union[StrictInt, StrictFloat], AfterValidator(_finite), WithJsonSchema({"type": "number"})]
+
+
+#: the sections apply turns into scripts, commands and names, and the keys in them that are only prose
+SHELL_SECTIONS = ("allocations", "models", "deploy", "routing")
+PROSE_KEYS = {"max_model_len_basis", "confidence_reason", "reason", "description", "note"}
+#: internal keys ('model|cloud|type|...'), key files and the public key: never interpolated into a shell
+LOOSE_KEYS = {"unit", "template", "ssh_public_key", "tls_cert", "tls_key", "package", "confidence"}
+
+
+def _strings(doc, key: str = "") -> Iterable[tuple[str, str]]:
+    """(dotted key, string) of every string in ``doc``, dict keys included, prose values left out."""
+    if isinstance(doc, str):
+        yield key, doc
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            yield f"{key}.{k}" if key else str(k), str(k)
+            if str(k) in PROSE_KEYS:
+                continue
+            yield from _strings(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _strings(v, f"{key}[{i}]")
+
+
+def shell_safety_error(doc: dict) -> str | None:
+    """The first string in the shell-bound sections that a shell could act on, as ``key: why``; None
+    when there is none. Class names and routing keys may hold '<', '=' and ','; no string may hold a
+    control character, quoting or expansion."""
+    for section in SHELL_SECTIONS:
+        for key, s in _strings(doc.get(section), section):
+            leaf = re.sub(r"\[\d+\]$", "", key.rsplit(".", 1)[-1])
+            if "\x00" in s or "\n" in s or "\r" in s:
+                return f"{key} {s!r} contains a control character"
+            if leaf in LOOSE_KEYS or section == "routing" or ".classes[" in key or key.endswith(".classes"):
+                if QUOTE_META.search(s):
+                    return f"{key} {s!r} contains a shell metacharacter"
+                continue
+            if SHELL_META.search(s):
+                return f"{key} {s!r} contains a shell metacharacter or whitespace"
+    return None
+
+
+def dotted(loc: Iterable) -> str:
+    """pydantic's error location as plan.json's readers write it: ``allocations[0].count``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-after", "union[", "str", "int", "float", "bool")):
+            continue  # validator and union branch names: not keys of the file
+        else:
+            out += f".{part}" if out else str(part)
+    return out

@@ -1,0 +1,51 @@
+"""Reading plan.json and state.json: one JSON read and one model parse, each failure a 1-2 line
+InvalidInputError (exit 2) that names the file and the field, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.document.base import dotted
+from hetinfra.fileio import read_text
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_json(path: Path, *, what: str, hint: str) -> Any:
+    """The JSON value in ``path``; a missing, unreadable or malformed file is an InvalidInputError."""
+    if not path.exists():
+        raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint)
+    text = read_text(path, what, hint=hint)  # the one reader: a regular file, bounded, UTF-8
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON ({exc})", hint=hint) from None
+
+
+def parse_document(model: type[M], doc: Any, path: Path | str, *, hint: str) -> M:
+    """``model`` of ``doc``, or an InvalidInputError naming ``path`` and the first wrong field."""
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{path}: (top level) is not a JSON object but {type(doc).__name__}", hint=hint)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidInputError(f"{path}: {describe(exc)}", hint=hint) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """The first error as ``field.path what is wrong`` (a union's branches report one error)."""
+    err = exc.errors(include_url=False)[0]
+    where = dotted(err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = "is missing"
+    elif err["type"] == "extra_forbidden":
+        msg = "is not a key of this format (written by another hetinfra version?)"
+    elif err["type"] != "value_error":
+        msg = f"is {err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
+    return f"{where} {msg}" if where else msg

@@ -1,0 +1,131 @@
+"""plan.json, the typed document: :class:`Plan` is the one place for its keys, types, defaults and
+invariants. ``hetinfra.plan.plan_json.build_plan_json`` writes it; every stage after the planner reads
+it through :func:`load_plan` (or :meth:`Plan.parse` for a document in memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+
+from hetinfra import PLAN_VERSION
+from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing
+from hetinfra.document.base import IDENT, Doc, Number, shell_safety_error
+from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
+                                             Purchase, Solver, Template)
+from hetinfra.facts import is_dns_label
+
+#: how a reader dumps the model back to plan.json's dict (absent optional keys stay absent)
+DUMP = {"mode": "json", "by_alias": True, "exclude_unset": True}
+
+
+class Plan(Doc):
+    """plan.json: a verified, minimal plan of one service (``plan_version`` 1; new keys may be added
+    within a version, so a reader of an older hetinfra refuses a newer plan rather than misread it)."""
+
+    plan_version: StrictInt = Field(description="Version of this format: bumped only for incompatible changes.")
+    hetinfra_version: StrictStr = Field(description="The hetinfra that made the plan.")
+    service: StrictStr = Field(description="Service name (a DNS label): names stacks, services and the gateway.")
+    service_id: Optional[StrictStr] = Field(None, description="``<service>-<10 hex>`` of the spec file's path: apply "
+                                                              "refuses another service's plan over state.json's.")
+    objective: Literal["min_cost", "max_throughput"] = Field(description="The planning objective.")
+    status: StrictStr = Field(description="Solver status of the plan.")
+    cost_usd_per_hour: Optional[Number] = Field(description="$/h of the plan (horizon average with a demand profile).")
+    demand_scale: Optional[Number] = Field(description="Fraction of the declared demand served (max_throughput; 1.0 "
+                                                       "under min_cost).")
+    budget_usd_per_hour: Optional[Number] = Field(description="The spec's budget; null: none.")
+    gpus: StrictInt = Field(description="GPUs of the plan.")
+    allocations: list[Allocation] = Field(description="The deployment units: what runs where.")
+    routing: Routing = Field(description="model -> request class -> the solver units that serve it, with shares.")
+    unmet_rps: dict[str, Number] = Field(description="Requests/s left unserved per 'model/class' (where allowed).")
+    purchase: Optional[Purchase] = Field(None, description="The committed base and top-ups; absent in plans that "
+                                                           "plan no purchases.")
+    breakdown: Breakdown = Field(description="Cost, GPUs and instances per model and per region.")
+    churn: Optional[Churn] = Field(description="What re-planning against a running deployment changes; null: no "
+                                               "running deployment.")
+    models: list[ModelEntry] = Field(description="The models served.")
+    templates: list[Template] = Field(description="The serving templates the allocations use.")
+    baselines: list[Baseline] = Field(description="Single-GPU-type baseline plans (empty with --no-baselines).")
+    solver: Solver = Field(description="How the solve went.")
+    inputs: Inputs = Field(description="What the plan was made from.")
+    deploy: PlanDeploy = Field(default_factory=PlanDeploy, description="How to deploy the plan (the spec's deploy "
+                                                                       "section).")
+    warnings: list[str] = Field(description="What the user should know about the plan.")
+    fidelity: Optional[Fidelity] = Field(None, description="How simulation checked the latency objectives.")
+    origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
+                                                         "served; only where a model declares demand.origins "
+                                                         "(docs/regions.md).")
+    routing_by_origin: Optional[OriginRouting] = Field(None, description="routing per (origin, class); only where a "
+                                                                         "model declares demand.origins.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shell_safe(cls, data: Any) -> Any:
+        """No string apply turns into a script, a command or a name may carry shell syntax."""
+        if isinstance(data, dict) and (why := shell_safety_error(data)):
+            raise ValueError(why)
+        return data
+
+    @field_validator("plan_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != PLAN_VERSION:
+            raise ValueError(f"{v!r}: this hetinfra reads plan_version {PLAN_VERSION} (plan again with this "
+                             "hetinfra: `hetinfra plan SPEC --out OUT`)")
+        return v
+
+    @field_validator("service")
+    @classmethod
+    def _service(cls, v: str) -> str:
+        if not is_dns_label(v, letter_first=True):
+            raise ValueError(f"{v!r} is not a service name (lowercase letters, digits, '-')")
+        return v
+
+    @field_validator("service_id")
+    @classmethod
+    def _service_id(cls, v: str | None) -> str | None:
+        if v is not None and not IDENT.match(v):
+            raise ValueError(f"{v!r} is not a service id")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> "Plan":
+        names = [m.name for m in self.models]
+        for i, a in enumerate(self.allocations):
+            if a.model not in names:
+                raise ValueError(f"allocations[{i}].model {a.model!r} is not among the plan's models "
+                                 f"({', '.join(names)})")
+        units = [a.deployment_unit for a in self.allocations]
+        dup = sorted({u for u in units if units.count(u) > 1})
+        if dup:
+            raise ValueError(f"allocations repeat deployment unit(s) {', '.join(dup)}")
+        return self
+
+    @classmethod
+    def parse(cls, doc: Any, path: Path | str = "plan.json") -> "Plan":
+        """The model of ``doc`` (plan.json's dict); InvalidInputError (exit 2) naming ``path`` and the
+        first wrong field otherwise."""
+        from hetinfra.document.load import parse_document
+
+        return parse_document(cls, doc, path, hint="plan.json is written by `hetinfra plan`; re-plan instead of "
+                                                   "editing it")
+
+    def to_dict(self) -> dict:
+        """plan.json's dict again: ``Plan.parse(doc).to_dict() == doc`` for every plan hetinfra writes."""
+        return self.model_dump(**DUMP)
+
+    def model(self, name: str) -> ModelEntry:
+        """The model entry named ``name`` (allocations[].model)."""
+        return next(m for m in self.models if m.name == name)
+
+
+def load_plan(path: Path | str) -> Plan:
+    """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.
+    Missing, unreadable, not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
+    from hetinfra.document.load import read_json
+
+    p = Path(path)
+    if p.is_dir() or (not p.exists() and p.suffix != ".json"):  # an out dir (perhaps a missing one)
+        p = p / "plan.json"
+    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p)

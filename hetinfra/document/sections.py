@@ -1,0 +1,309 @@
+"""plan.json's sections other than allocations and routing: models, templates, baselines, solver,
+inputs, purchase, fidelity, breakdown, churn and deploy."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional
+
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+from hetinfra.document.base import IDENT, Doc, Number
+from hetinfra.spec.deploy import DeploySpec
+from hetinfra.spec.models import Precision
+
+SSH_KEY = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com)"
+                     r" [A-Za-z0-9+/=]+( [A-Za-z0-9._@+=:-]+)?$")
+
+
+class Slo(Doc):
+    """The model's latency objective, as the spec declared it."""
+
+    ttft_ms: Optional[Number] = Field(description="Time-to-first-token objective, ms.")
+    tpot_ms: Optional[Number] = Field(description="Time-per-output-token objective, ms.")
+    percentile: StrictStr = Field(description="The percentile the objectives hold at (mean, p50, ..., p99).")
+    attainment: Optional[Number] = Field(description="Fraction of requests that must meet both objectives (Melange); "
+                                                     "null: the percentile alone.")
+
+
+class RequestClass(Doc):
+    """A request class (size bucket) of a model, at the planned (peak) demand."""
+
+    name: StrictStr = Field(description="Class name (e.g. 'in<=500,out<=200').")
+    input_tokens: StrictInt = Field(description="Input tokens a request of the class is planned for.")
+    output_tokens: StrictInt = Field(description="Output tokens a request of the class is planned for.")
+    share: Number = Field(description="The class's share of the model's requests.")
+    rate_rps: Number = Field(description="Requests/s of the class at the planned demand.")
+
+
+class Variant(Doc):
+    """A variant of a model (another checkpoint or precision) the plan may serve it with."""
+
+    name: StrictStr = Field(description="Variant name (allocations[].variant).")
+    model: Optional[StrictStr] = Field(description="Architecture of the variant's checkpoint; null: the model's.")
+    source: StrictStr = Field(description="Where the checkpoint is loaded from (a Hugging Face id or a path).")
+    precision: Precision = Field(description="Weight precision of the variant.")
+    params: Optional[Number] = Field(description="Parameter count (disk and memory sizing).")
+    accuracy: Number = Field(description="The variant's accuracy score.")
+    accuracy_from: StrictStr = Field(description="Where the accuracy score comes from.")
+    meets_floor: StrictBool = Field(description="Whether the score meets the model's slo.min_accuracy.")
+
+
+class VariantRate(Doc):
+    rps: Number = Field(description="Requests/s routed to the variant.")
+    share: Number = Field(description="The variant's share of the model's routed requests.")
+
+
+class Accuracy(Doc):
+    """The accuracy a model with variants is served at, and what the plan gives up for its price."""
+
+    min_accuracy: Optional[Number] = Field(description="The spec's accuracy floor.")
+    served: Optional[Number] = Field(description="Mean score over the routed requests/s.")
+    best: Number = Field(description="The best variant's score.")
+    best_variant: StrictStr = Field(description="The best variant.")
+    given_up: Optional[Number] = Field(description="best - served.")
+    by_variant: dict[str, VariantRate] = Field(description="Routed rate per variant.")
+
+
+class DemandProfile(Doc):
+    rate_rps: Number = Field(description="The declared (base) request rate.")
+    multipliers: list[Number] = Field(description="The demand multiplier of each period.")
+    peak_period: StrictInt = Field(description="Index of the peak period (the planned demand).")
+
+
+class ModelEntry(Doc):
+    """A model the service serves."""
+
+    name: StrictStr = Field(description="The service model's name (allocations[].model, routing's key).")
+    slug: StrictStr = Field(description="DNS-safe short name that starts its deployment units' names.")
+    model: Optional[StrictStr] = Field(description="Built-in catalog name or Hugging Face id of the architecture; "
+                                                   "null: read from source.")
+    source: StrictStr = Field(description="Where the weights are loaded from (Hugging Face id or a path).")
+    precision: Precision = Field(description="Weight precision served (a GPU without BF16 runs fp16).")
+    params: Optional[Number] = Field(description="Parameter count: apply sizes disks for the weights.")
+    slo: Slo = Field(description="The latency objective.")
+    rate_rps: Number = Field(description="Requests/s planned for (with a demand profile: the peak period's).")
+    max_model_len: StrictInt = Field(ge=1, description="vLLM --max-model-len of every engine of the model.")
+    max_model_len_basis: StrictStr = Field(description="Why max_model_len has its value (prose).")
+    classes: list[RequestClass] = Field(description="The model's request classes.")
+    cost_usd_per_hour: Number = Field(description="$/h of the model's allocations.")
+    variants: Optional[list[Variant]] = Field(description="The model's variants; null: none declared.")
+    accuracy: Optional[Accuracy] = Field(description="Accuracy served; null without variants.")
+    demand_profile: Optional[DemandProfile] = Field(None, description="The demand profile; absent without one.")
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if not IDENT.match(v):
+            raise ValueError(f"{v!r} is not a model id or path")
+        return v
+
+
+class StageNode(Doc):
+    instance_type: StrictStr = Field(description="Instance type of the stage's node.")
+    gpu: StrictStr = Field(description="GPU of the stage's node.")
+
+
+class Placement(Doc):
+    """How a template places the model on its nodes."""
+
+    stages: StrictInt = Field(description="Pipeline stages (pp).")
+    nodes_per_stage: StrictInt = Field(description="Nodes per stage.")
+    nodes: StrictInt = Field(description="Nodes of one replica.")
+    stages_per_node: StrictInt = Field(description="Pipeline stages on one node.")
+    layers_per_stage: Optional[list[StrictInt]] = Field(description="Layers per stage; null: even split.")
+    tp: StrictInt = Field(description="Tensor-parallel size inside a node.")
+    experimental: StrictBool = Field(description="An EXPERIMENTAL mixed-GPU pipeline.")
+    stage_nodes: list[StageNode] = Field(description="Instance type and GPU of each stage.")
+
+
+class Confidence(Doc):
+    level: StrictStr = Field(description="How far the template's rates can be trusted (measured, estimated, ...).")
+    reason: StrictStr = Field(description="Why (prose).")
+
+
+class Template(Doc):
+    """A serving template the plan uses: a layout of one model on one cloud's instance type (region-agnostic)."""
+
+    id: StrictStr = Field(description="Template id (allocations[].template).")
+    model: StrictStr = Field(description="The service model.")
+    cloud: StrictStr = Field(description="Cloud of the instance type.")
+    instance_type: StrictStr = Field(description="Instance type.")
+    gpu: StrictStr = Field(description="GPU type.")
+    gpus_per_instance: StrictInt = Field(description="GPUs per instance.")
+    tp: StrictInt = Field(description="Tensor-parallel size.")
+    pp: StrictInt = Field(description="Pipeline-parallel size.")
+    engines_per_instance: StrictInt = Field(description="Engines per instance.")
+    placement: Placement = Field(description="The placement.")
+    capacity_rps: dict[str, Number] = Field(description="Requests/s one replica sustains per class under the SLO "
+                                                        "(estimate or profile x derate).")
+    sources: dict[str, str] = Field(description="Where each class's rate comes from (estimate, profile file).")
+    derate: Number = Field(description="Factor simulation applied to the rates (< 1: slower than estimated).")
+    confidence: Optional[Confidence] = Field(description="Confidence in the rates; null when not graded.")
+    variant: Optional[StrictStr] = Field(description="The model variant the template serves.")
+
+
+class BaselineUnit(Doc):
+    unit: StrictStr = Field(description="Solver unit of the baseline plan.")
+    count: StrictInt = Field(description="Its replicas.")
+
+
+class Baseline(Doc):
+    """The cheapest plan with one GPU type (Melange's single-GPU baselines)."""
+
+    gpu: StrictStr = Field(description="The one GPU type.")
+    feasible: StrictBool = Field(description="Whether a plan with that GPU alone serves the demand.")
+    cost_usd_per_hour: Optional[Number] = Field(None, description="Its $/h (feasible only).")
+    instances: Optional[StrictInt] = Field(None, description="Its instances (feasible only).")
+    savings_usd_per_hour: Optional[Number] = Field(None, description="Its $/h minus the plan's (feasible only).")
+    savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only).")
+    allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")
+    reason: Optional[StrictStr] = Field(None, description="Why it is infeasible (infeasible only).")
+    safety_stop: Optional[StrictBool] = Field(None, description="Present (true) when the wall-clock stop cut its solve.")
+
+
+class WarmStart(Doc):
+    from_: StrictStr = Field(alias="from", description="Where the warm start came from.")
+    objective: Optional[Number] = Field(description="Its objective.")
+
+
+class SolveBlock(Doc):
+    """One block of linked models, solved on its own."""
+
+    models: list[str] = Field(description="Models of the block.")
+    method: StrictStr = Field(description="How it was solved (direct MILP, lagrangian, ...).")
+    status: StrictStr = Field(description="Solver status.")
+    objective: Optional[Number] = Field(description="Objective.")
+    bound: Optional[Number] = Field(description="Best bound.")
+    gap: Optional[Number] = Field(description="Relative gap.")
+    nodes: StrictInt = Field(description="Branch-and-bound nodes.")
+    warm_start: Optional[StrictStr] = Field(description="Warm start used.")
+    iterations: StrictInt = Field(description="Lagrangian iterations.")
+
+
+class Solver(Doc):
+    """How the solve went."""
+
+    name: StrictStr = Field(description="The MILP solver (highs).")
+    status: StrictStr = Field(description="Solver status of the final solve.")
+    objective: Optional[Number] = Field(description="Objective value.")
+    bound: Optional[Number] = Field(description="Best bound.")
+    gap: Optional[Number] = Field(description="Relative MIP gap.")
+    lp_bound: Optional[Number] = Field(description="LP relaxation bound.")
+    warm_start: Optional[WarmStart] = Field(description="The warm start; null: none.")
+    build_s: Optional[Number] = Field(description="Seconds to build the model (run-dependent).")
+    solve_s: Optional[Number] = Field(description="Seconds to solve (run-dependent).")
+    time_limit_s: Number = Field(description="planning.time_limit_s.")
+    mip_gap: Number = Field(description="planning.mip_gap.")
+    routing: StrictStr = Field(description="Routing model (fractional or sliced).")
+    slice_factor: Optional[StrictInt] = Field(description="Slice factor of sliced routing; null otherwise.")
+    headroom: Number = Field(description="Capacity kept free (over-provisioning headroom).")
+    units_considered: StrictInt = Field(description="Solver units offered to the ILP.")
+    variables: Optional[StrictInt] = Field(None, description="Variables of the model.")
+    integer_variables: Optional[StrictInt] = Field(None, description="Integer variables.")
+    constraints: Optional[StrictInt] = Field(None, description="Constraints.")
+    method: StrictStr = Field(description="Decomposed into blocks, or one joint model.")
+    blocks: list[SolveBlock] = Field(description="Each block's method, bound and gap.")
+    max_nodes: Optional[StrictInt] = Field(description="The deterministic node limit.")
+    safety_stop: StrictBool = Field(description="Whether the wall-clock safety stop cut a solve (the plan may "
+                                                "differ on a faster machine).")
+
+
+class OfferSource(Doc):
+    name: StrictStr = Field(description="Feed or file name.")
+    as_of: Optional[StrictStr] = Field(description="As-of time of its prices.")
+    sha256: Optional[StrictStr] = Field(description="Hash of its content.")
+    rows: Optional[StrictInt] = Field(description="Offers read from it.")
+
+
+class TemplateCache(Doc):
+    dir: StrictStr = Field(description="The cache folder ($HETINFRA_CACHE_DIR).")
+    hits: list[str] = Field(description="Models whose template library was read from the cache.")
+    misses: list[str] = Field(description="Models whose template library was built (and stored).")
+
+
+class Inputs(Doc):
+    """What the plan was made from: same inputs, same plan."""
+
+    spec_path: StrictStr = Field(description="The spec file.")
+    spec_sha256: StrictStr = Field(description="Hash of the spec file.")
+    offers_as_of: Optional[StrictStr] = Field(description="As-of time of the offers.")
+    sources: list[OfferSource] = Field(description="The offer sources.")
+    profiles: list[str] = Field(description="Measured profile files used.")
+    estimator: StrictStr = Field(description="Performance estimator version.")
+    engine: StrictStr = Field(description="The engine the plan is made for ('vllm <version>').")
+    template_cache: Optional[TemplateCache] = Field(description="Where the template libraries came from "
+                                                                "(run-dependent); null: the cache was off.")
+
+
+class BreakEven(Doc):
+    unit: StrictStr = Field(description="Solver unit.")
+    purchase: StrictStr = Field(description="The committed term.")
+    chosen: StrictBool = Field(description="Whether the plan bought the commitment.")
+    committed_price_usd_per_hour: Optional[Number] = Field(description="$/h committed.")
+    on_demand_price_usd_per_hour: Optional[Number] = Field(description="$/h on demand.")
+    break_even_utilization: Optional[Number] = Field(description="Utilization above which committing pays.")
+    utilization: Optional[Number] = Field(description="The unit's horizon-average utilization.")
+
+
+class Purchase(Doc):
+    """Purchase options: the committed base and its top-ups (only in plans that plan purchases)."""
+
+    terms: list[str] = Field(description="Purchase terms the spec allows.")
+    horizon_months: Number = Field(description="planning.horizon_months.")
+    periods: StrictInt = Field(description="Demand profile periods.")
+    levels: StrictInt = Field(description="Distinct demand levels (the solver's periods).")
+    committed_cost_usd_per_hour: Optional[Number] = Field(description="$/h of the committed base.")
+    top_up_cost_usd_per_hour: Optional[Number] = Field(description="$/h of the top-ups (horizon average).")
+    peak_cost_usd_per_hour: Optional[Number] = Field(description="$/h in the costliest period.")
+    without_committed_usd_per_hour: Optional[Number] = Field(description="$/h of the plan with no committed term; "
+                                                                          "null under --no-verify or none.")
+    cost_by_period: list[Optional[Number]] = Field(description="$/h in each profile period.")
+    break_even: list[BreakEven] = Field(description="Break-even of each (possibly) committed allocation.")
+
+
+class Fidelity(Doc):
+    """How simulation checked the plan's latency objectives (written by verification, hetinfra.plan.verify).
+
+    Its keys follow the simulator; unknown ones are kept (verification owns this section)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    verified: StrictBool = Field(description="Whether the plan was simulated.")
+    reason: Optional[StrictStr] = Field(None, description="Why it was not (unverified plans only).")
+    met: Optional[StrictBool] = Field(None, description="Whether every model met its objective in simulation.")
+
+
+class Totals(Doc):
+    cost_usd_per_hour: Number = Field(description="$/h.")
+    gpus: StrictInt = Field(description="GPUs.")
+    instances: StrictInt = Field(description="Instances.")
+    models: Optional[list[str]] = Field(None, description="Models served there (by_region only).")
+
+
+class Breakdown(Doc):
+    by_model: dict[str, Totals] = Field(description="Cost, GPUs and instances per model.")
+    by_region: dict[str, Totals] = Field(description="Per 'cloud/region'.")
+
+
+class Churn(Doc):
+    """What re-planning against a running deployment starts and stops."""
+
+    penalty_hours: Number = Field(description="planning.churn_penalty_hours.")
+    running: dict[str, int] = Field(description="Replicas running per solver unit.")
+    started: dict[str, int] = Field(description="Replicas the plan starts per solver unit.")
+    stopped: dict[str, int] = Field(description="Replicas the plan stops per solver unit.")
+
+
+class PlanDeploy(DeploySpec):
+    """plan.json ``deploy``: the spec's deploy section as planned (its keys, defaults and checks are the
+    spec's, hetinfra.spec.deploy), plus the key format apply needs."""
+
+    model_config = ConfigDict(strict=True)
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _ssh_key(cls, v: str | None) -> str | None:
+        if v is not None and not SSH_KEY.match(v.strip()):
+            raise ValueError("is not one OpenSSH public key line (e.g. 'ssh-ed25519 AAAA... me@host')")
+        return v

@@ -1,0 +1,119 @@
+"""state.json as a typed document: :class:`State` is the one place for its keys, types and defaults
+(the format is described in hetinfra.deploy.state, which writes it step by step). Reading it goes
+through :func:`parse_state`: ``[]``, ``null`` or a wrong type is a 1-2 line InvalidInputError (exit 2)
+naming the file and the field, in every command that reads it (status, apply, destroy, replan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import ConfigDict, Field, StrictBool, StrictStr
+
+from hetinfra.document.allocation import Allocation
+from hetinfra.document.base import Doc
+
+STATE_VERSION = 1
+HINT = "state.json is written by `hetinfra apply`; restore it from a backup, or move it away to start afresh"
+
+
+class RunningAllocation(Allocation):
+    """A plan allocation that runs now, and the path that deployed it."""
+
+    path: Literal["pulumi", "skypilot", "kubernetes"] = Field(description="The deploy path that runs it.")
+
+
+class PulumiStack(Doc):
+    """The last ``pulumi up`` of one cloud's project."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stack: StrictStr = Field(description="The Pulumi stack name (deploy.stack when applied).")
+    outputs: dict[str, Any] = Field({}, description="The stack's exports (endpoints, units, gateways, images).")
+
+
+class SkyService(Doc):
+    """A SkyServe service that runs one deployment unit."""
+
+    service: StrictStr = Field(description="The SkyServe service name (the deployment unit).")
+    endpoint: Optional[StrictStr] = Field(description="Its endpoint, once SkyServe reported one.")
+
+
+class KubeCluster(Doc):
+    """What one ``apply`` put in one Kubernetes cluster (deploy.target kubernetes: hetinfra.deploy.kube)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    context: Optional[StrictStr] = Field(None, description="The kubeconfig context of the cluster.")
+    kubeconfig: Optional[StrictStr] = Field(None, description="The kubeconfig file.")
+    namespace: Optional[StrictStr] = Field(None, description="The service's namespace.")
+    objects: list[Any] = Field([], description="The objects applied (kind, namespace, name), to delete what goes.")
+
+
+class Step(Doc):
+    id: StrictStr = Field(description="The step ('pulumi:<cloud>', 'skypilot:up:<unit>', ...).")
+    status: Literal["pending", "running", "done", "failed"] = Field(description="How far it got.")
+    error: Optional[StrictStr] = Field(description="Why it failed.")
+
+
+class Operation(Doc):
+    """The last apply or destroy: its steps, so a failed or interrupted one resumes where it stopped."""
+
+    kind: Literal["apply", "destroy"] = Field(description="Which operation.")
+    plan_sha256: Optional[StrictStr] = Field(description="Hash of the plan it applies.")
+    status: Literal["running", "done", "failed"] = Field(description="Its status.")
+    started_at: StrictStr = Field(description="UTC start time.")
+    finished_at: Optional[StrictStr] = Field(description="UTC end time.")
+    error: Optional[StrictStr] = Field(description="The failed step and why.")
+    resumed: StrictBool = Field(False, description="Whether it resumed an interrupted run of the same plan.")
+    steps: list[Step] = Field(description="Its steps in order.")
+
+
+class State(Doc):
+    """state.json: what runs, how it got there, and the last operation (``state_version`` 1)."""
+
+    state_version: Literal[1] = Field(description="Version of this format.")
+    service: Optional[StrictStr] = Field(None, description="The service that runs here (plan.json's service).")
+    service_id: Optional[StrictStr] = Field(None, description="plan.json's service_id of the last apply.")
+    updated_at: Optional[StrictStr] = Field(None, description="UTC time of the last write.")
+    plan_sha256: Optional[StrictStr] = Field(None, description="Hash of the plan.json last applied, in full or in part.")
+    allocations: list[RunningAllocation] = Field([], description="The plan allocations running now.")
+    endpoints: dict[str, list[str]] = Field({}, description="Deployment unit -> its replicas' OpenAI base URLs.")
+    pulumi: dict[str, PulumiStack] = Field({}, description="Cloud -> its Pulumi project's last up.")
+    skypilot: dict[str, SkyService] = Field({}, description="Deployment unit -> its SkyServe service.")
+    kubernetes: dict[str, KubeCluster] = Field({}, description="Cluster ('<cloud>/<region>' or its context) -> "
+                                                                "what apply put there (deploy.target kubernetes).")
+    gateways: dict[str, str] = Field({}, description="'<service>-<cloud>-<region>' -> the gateway's URL.")
+    images: dict[str, dict[str, dict[str, str]]] = Field({}, description="Pinned images: cloud -> region -> role "
+                                                                         "('gpu', 'gateway') -> image id.")
+    live: Optional[dict[str, Any]] = Field(None, description="The last read from the clouds (hetinfra.deploy.drift).")
+    operation: Optional[Operation] = Field(None, description="The last apply or destroy.")
+
+
+#: keys every reader may index: filled with the model's defaults when a state.json lacks them
+INDEXED = ("allocations", "endpoints", "pulumi", "skypilot")
+
+
+def load_state(path: Path) -> dict:
+    """state.json at ``path``, checked against :class:`State` (see :func:`parse_state`): the one way a
+    stage reads it."""
+    from hetinfra.document.load import read_json
+
+    return parse_state(read_json(path, what="state", hint=HINT), path)
+
+
+def parse_state(doc: Any, path: Path) -> dict:
+    """``doc`` checked against :class:`State`, with the indexed keys it lacks filled in from the
+    model's defaults (the dict stays the writer's: hetinfra.deploy.state updates it step by step)."""
+    from hetinfra.document.load import parse_document
+
+    if isinstance(doc, dict) and doc.get("state_version", STATE_VERSION) != STATE_VERSION:
+        from hetinfra.errors import InvalidInputError
+
+        raise InvalidInputError(f"{path}: state_version {doc.get('state_version')!r} is not {STATE_VERSION}", hint=HINT)
+    parse_document(State, doc, path, hint=HINT)
+    filled = dict(doc)
+    for key in INDEXED:
+        if key not in filled:
+            filled[key] = State.model_fields[key].get_default(call_default_factory=True)
+    return filled

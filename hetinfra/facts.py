@@ -1,0 +1,88 @@
+"""Facts about the clouds and the engine that the deploy paths need, each in one place with its
+reason (in the style of SkyPilot's ``sky/serve/constants.py``). It imports nothing of hetinfra, so
+every stage may read it, the spec's defaults included.
+
+Ports, the engine settings the performance model plans with, and one registry per cloud: the gateway
+VM type, the health-check prober ranges, the GPU labels the cloud's API takes, and the image families
+of the two VM roles (``gpu``, ``gateway``; how they are pinned: hetinfra.compile.images).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# ---- names ----------------------------------------------------------------------------------------
+#: a DNS label (RFC 1123): 1-63 lowercase letters, digits and '-', starting and ending with a letter or
+#: digit. Service, stack and deployment-unit names become cloud resource names, SkyPilot services
+#: and Kubernetes objects, which all take DNS labels
+_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: no trailing newline slips through
+
+
+def is_dns_label(value: str, *, letter_first: bool = False) -> bool:
+    """Whether ``value`` is a DNS label; with ``letter_first`` it must also start with a letter (RFC
+    1035), as deployment units and services do: some clouds' resource names (GCE, Azure VM names) must."""
+    return bool(_DNS_LABEL.match(value)) and (not letter_first or value[:1].isalpha())
+
+
+# ---- ports ----------------------------------------------------------------------------------------
+#: vLLM's OpenAI-compatible endpoint on every replica (``deploy.port``): vLLM's own default, so a unit
+#: started by hand answers where the plan says
+VLLM_PORT = 8000
+#: the gateway's port (``deploy.gateway.port``): the usual unprivileged HTTP alternative, distinct from
+#: vLLM's so both can run on one host in a test or a small deployment
+GATEWAY_PORT = 8080
+
+# ---- engine ---------------------------------------------------------------------------------------
+#: --gpu-memory-utilization the estimator plans with and the artifacts pin (vLLM's own default is
+#: 0.9 too; pinned so that a vLLM release changing it cannot invalidate the plan's KV-cache budget)
+GPU_MEMORY_UTILIZATION = 0.9
+#: --max-num-seqs the estimator and the simulator plan with and the artifacts pin (vLLM's default
+#: since V1): the largest batch a replica runs
+MAX_NUM_SEQS = 256
+
+
+# ---- clouds ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CloudFacts:
+    """What the deploy paths need to know about one cloud."""
+
+    #: CPU VM type of the gateway (``deploy.gateway.<cloud key>`` default): 2 vCPUs are plenty for a
+    #: proxy that streams tokens, and the type is in every region of the cloud
+    gateway_vm_type: str
+    #: the spec key under ``deploy.gateway`` that overrides it
+    gateway_vm_key: str
+    #: source ranges of the cloud's own health-check probers (autohealing, load balancers), allowed to
+    #: the vLLM port so groups can heal without opening it to the world; empty where the check comes
+    #: from inside the network (AWS ELB) or the platform's fixed address (Azure)
+    health_check_ranges: tuple[str, ...] = ()
+    #: extra prober ranges of external (public) load balancers
+    external_lb_check_ranges: tuple[str, ...] = ()
+    #: the VM images by role: a lookup of the newest (pinned by hetinfra.compile.images)
+    images: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: GPU name (the catalog's) -> the accelerator type the cloud's API takes, where it takes one
+    gpu_labels: dict[str, str] = field(default_factory=dict)
+
+
+AWS = CloudFacts(
+    gateway_vm_type="c7i.large", gateway_vm_key="aws_instance_type",
+    images={"gpu": {"owner": "amazon", "name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"},
+            "gateway": {"owner": "099720109477", "name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"}})
+GCP = CloudFacts(
+    gateway_vm_type="e2-standard-2", gateway_vm_key="gcp_machine_type",
+    # Google's probers: autohealing and internal load balancers; and external passthrough load balancers
+    health_check_ranges=("35.191.0.0/16", "130.211.0.0/22"),
+    external_lb_check_ranges=("209.85.152.0/22", "209.85.204.0/22"),
+    images={"gpu": {"project": "deeplearning-platform-release", "family": "common-cu124-ubuntu-2204-py310"},
+            "gateway": {"project": "ubuntu-os-cloud", "family": "ubuntu-2204-lts"}},
+    gpu_labels={"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
+                "P4": "nvidia-tesla-p4", "L4": "nvidia-l4", "A100": "nvidia-tesla-a100",
+                "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb",
+                "H200": "nvidia-h200-141gb", "B200": "nvidia-b200"})
+AZURE = CloudFacts(
+    gateway_vm_type="Standard_D2s_v5", gateway_vm_key="azure_vm_size",
+    images={"gpu": {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204"},
+            "gateway": {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2"}})
+
+#: cloud -> its facts: the clouds the IaC paths deploy to
+CLOUDS: dict[str, CloudFacts] = {"aws": AWS, "gcp": GCP, "azure": AZURE}

@@ -1,0 +1,92 @@
+"""Minimality and over-provisioning of a plan, measured by simulation at one declared load.
+
+* :func:`without_one_replica` is THE operation behind "no replica can be removed": a copy of a
+  plan.json with one replica fewer in one allocation. When that was the unit's last replica, the
+  unit goes and its share of each class moves to the model's other units of that class, in
+  proportion to their shares (what the gateway does when an endpoint is gone); a class left with no
+  unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
+  (``hetinfra.plan.verify``) and the acceptance test both call it, so "the plan is minimal" holds
+  by construction: the trim's last pass simulated exactly these copies of the final plan.
+* :func:`sustained_load` is the over-provisioning ratio's numerator: per model, the largest load
+  (multiple of its demand) at which the simulation still meets its objective, by bisection.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+__all__ = ["without_one_replica", "removal_order", "sustained_load", "SUSTAIN_STEPS", "SUSTAIN_MAX"]
+
+#: bisection steps of :func:`sustained_load` and the top of its bracket (x the declared load)
+SUSTAIN_STEPS = 3
+SUSTAIN_MAX = 2.0
+
+
+def without_one_replica(doc: dict, unit: str) -> dict | None:
+    """``doc`` (plan.json) with one replica of allocation ``unit`` fewer; None when that would leave a
+    class of its model with no unit to serve it."""
+    out = copy.deepcopy(doc)
+    alloc = next(a for a in out["allocations"] if a["unit"] == unit)
+    if int(alloc["count"]) > 1:
+        alloc["count"] = int(alloc["count"]) - 1
+        alloc["instances"] = alloc["count"] * int(alloc.get("nodes_per_replica") or 1)
+        return out
+    out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
+    per_class = out["routing"].get(alloc["model"]) or {}
+    for cls, entries in per_class.items():
+        gone = [e for e in entries if e["unit"] == unit]
+        if not gone:
+            continue
+        rest = [e for e in entries if e["unit"] != unit]
+        kept = sum(float(e["share"]) for e in rest)
+        if kept <= 0:
+            return None
+        moved = sum(float(e["share"]) for e in gone)
+        moved_rps = sum(float(e["rps"]) for e in gone)
+        for e in rest:
+            part = float(e["share"]) / kept
+            e["share"] = round(float(e["share"]) + moved * part, 6)
+            e["rps"] = round(float(e["rps"]) + moved_rps * part, 6)
+        per_class[cls] = rest
+    return out
+
+
+def removal_order(doc: dict) -> list[str]:
+    """Allocations to try removing a replica from: the dearest replica first (it saves the most),
+    then by unit id (deterministic)."""
+    def price(a: dict) -> float:
+        return float(a.get("cost_usd_per_hour") or 0.0) / max(int(a["count"]), 1)
+
+    return [a["unit"] for a in sorted(doc["allocations"], key=lambda a: (-price(a), a["unit"])) if int(a["count"]) > 0]
+
+
+def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, bool]]) -> dict[str, float]:
+    """Per model, the largest load in [``load``, SUSTAIN_MAX x ``load``] (bisection, SUSTAIN_STEPS
+    steps, the lower end of the last bracket: a resolution of ``load`` / 8) at which it meets its objective, given that it meets at
+    ``load``. ``meets(d)`` simulates plan ``d`` at ``load`` and says, per model, whether it met: each
+    model's demand is scaled in one copy of the plan, so all models bisect in the same simulations."""
+    names = [m["name"] for m in doc["models"] if m.get("rate_rps")]
+    lo = {n: load for n in names}
+    hi = {n: load * SUSTAIN_MAX for n in names}
+    for _ in range(SUSTAIN_STEPS):
+        open_ = [n for n in names if lo[n] < hi[n]]
+        if not open_:
+            break
+        mid = {n: (lo[n] + hi[n]) / 2 for n in open_}
+        met = meets(_scaled(doc, {n: mid[n] / load for n in open_}))
+        for n in open_:
+            if met.get(n):
+                lo[n] = mid[n]
+            else:
+                hi[n] = mid[n]
+    return {n: round(lo[n], 4) for n in names}
+
+
+def _scaled(doc: dict, factors: dict[str, float]) -> dict:
+    """``doc`` with each named model's demand (rate_rps) multiplied by its factor; the others get no
+    demand (the simulator skips them)."""
+    out = copy.deepcopy(doc)
+    for m in out["models"]:
+        m["rate_rps"] = float(m["rate_rps"] or 0.0) * factors[m["name"]] if m["name"] in factors else 0.0
+    return out

@@ -1,0 +1,66 @@
+"""Clients' origins in the simulation: each request comes from one of its model's origins (by the
+plan's shares), is routed by that origin's row of the plan (plan.json ``routing_by_origin``), and
+sees the round trip from its origin to its unit's region (the plan's ``network_ms``) once, before its first token: TTFT grows
+by it, TPOT does not (tokens stream back one after another, the first one carries the delay for
+all). A plan without origins routes by ``routing`` and adds nothing, drawing the same random
+numbers as before."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["OriginRouting", "add_network_time", "origin_report"]
+
+
+class OriginRouting:
+    """One model's routes: per origin, per class, (unit index, share); and each origin's share."""
+
+    def __init__(self, plan: dict, name: str, classes: list[dict], unit_ix: dict[str, int]):
+        rows = (plan.get("routing_by_origin") or {}).get(name)
+        if rows:
+            spec = (plan.get("origins") or {}).get(name) or {}
+            self.origins = [(o, float(spec.get(o, {}).get("share") or 0.0)) for o in rows]
+        else:
+            rows, self.origins = {"any": plan["routing"].get(name) or {}}, [("any", 1.0)]
+        self.routes = {o: [[(unit_ix[e["unit"]], float(e["share"])) for e in (per.get(c["name"]) or [])
+                            if e["unit"] in unit_ix] for c in classes] for o, per in rows.items()}
+        # the plan's round trip of each (origin, unit) it routes (routing_by_origin[..].network_ms)
+        self.rtt_s = {(o, unit_ix[e["unit"]]): float(e.get("network_ms") or 0.0) / 1e3
+                      for o, per in rows.items() if o != "any" for entries in per.values() for e in entries
+                      if e["unit"] in unit_ix}
+        self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
+
+    def pick(self, rng, k: int) -> tuple[int | None, str]:
+        """(unit index or None when the class is not fully routed, origin) of a request of class k."""
+        origin = self.origins[0][0]
+        if len(self.origins) > 1:
+            u = rng.random() * self.cum[-1]
+            origin = self.origins[next((j for j, x in enumerate(self.cum) if u < x), len(self.cum) - 1)][0]
+        x = rng.random()
+        for ui, share in self.routes[origin][k]:
+            if x < share:
+                return ui, origin
+            x -= share
+        return None, origin
+
+
+def add_network_time(requests, routing: OriginRouting, origin_of: dict[int, str]) -> None:
+    """Shift each simulated request's first and last token by its round trip (client's view)."""
+    for r in requests:
+        rtt = routing.rtt_s.get((origin_of.get(r.rid, "any"), r.unit), 0.0)
+        if rtt:
+            r.first += rtt
+            r.finish += rtt
+
+
+def origin_report(requests, routing: OriginRouting, origin_of: dict[int, str], regions: dict[int, str],
+                  ttft_ms: float) -> dict:
+    """Per origin: requests, the regions that served them, the worst round trip, TTFT attainment."""
+    out: dict = {}
+    for o, _ in routing.origins:
+        mine = [r for r in requests if origin_of.get(r.rid, "any") == o]
+        ttft = [(r.first - r.arrival) * 1e3 for r in mine]
+        out[o] = {"requests": len(mine), "regions": sorted({regions[r.unit] for r in mine}),
+                  "worst_network_ms": round(max((routing.rtt_s.get((o, r.unit), 0.0) * 1e3 for r in mine), default=0.0), 3),
+                  "ttft_met_fraction": round(sum(1 for t in ttft if t <= ttft_ms) / len(ttft), 5) if ttft else None}
+    return out

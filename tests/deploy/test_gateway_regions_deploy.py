@@ -1,0 +1,26 @@
+"""With routing by origin, `apply` prints one gateway launch line per SkyPilot fleet region, each
+pinned to its region (--infra) and serving its row (HETINFRA_REGION -> gateway --region)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+
+def test_one_regional_gateway_launch_line_per_fleet_region(tmp_path):
+    from hetinfra.deploy.apply import endpoint_lines
+
+    (tmp_path / "skypilot").mkdir()
+    (tmp_path / "skypilot" / "chat-gateway.yaml").write_text("name: chat-gateway\n")
+    plan = {"service": "chat", "deploy": {"gateway": {"enabled": True, "port": 8443}},
+            "routing_by_origin": {"chat": {"europe-west4": {}, "us-east-1": {}}}}
+    state = SimpleNamespace(doc={"endpoints": {"u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}},
+                            allocations=[{"deployment_unit": "u1", "path": "skypilot", "cloud": "aws", "region": "us-east-1"},
+                                         {"deployment_unit": "u2", "path": "skypilot", "cloud": "gcp",
+                                          "region": "europe-west4"}])
+    lines = endpoint_lines(tmp_path, plan, state)
+    launches = [x.strip() for x in lines if "sky launch" in x]
+    assert len(launches) == 2
+    assert launches[0].startswith("sky launch -c chat-gateway-us-east-1 --infra aws/us-east-1 ")
+    assert launches[1].startswith("sky launch -c chat-gateway-europe-west4 --infra gcp/europe-west4 ")
+    assert all('HETINFRA_ENDPOINTS="u1=http://1.2.3.4:30001 u2=http://1.2.3.5:30002"' in x for x in launches)
+    assert launches[1].endswith("--env HETINFRA_REGION=europe-west4")

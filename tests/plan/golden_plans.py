@@ -1,0 +1,83 @@
+"""Golden plan.json of every example in services/: what `hetinfra plan services/<name>.yaml` writes,
+with the keys that depend on the run or on where the checkout lives blanked.
+
+Regenerate (after a change that is meant to change plans, e.g. verification's costs), from the
+repository root::
+
+    .venv/bin/python -m tests.plan.golden_plans
+
+and review the diff of tests/plan/golden/ like any other change to the plans.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+EXAMPLES = sorted(p.stem for p in (REPO / "services").glob("*.yaml"))
+#: keys that depend on where the spec file lives (service_id hashes its absolute path), not on the input
+LOCATION_KEYS = ("service_id", "inputs.spec_path")
+BLANK = "<blanked>"
+
+
+def blank(doc: dict) -> dict:
+    """``doc`` with plan_json.RUN_DEPENDENT_KEYS and LOCATION_KEYS replaced by a marker (a key that
+    is absent stays absent)."""
+    from hetinfra.plan.plan_json import RUN_DEPENDENT_KEYS
+
+    out = json.loads(json.dumps(doc))
+    for dotted in RUN_DEPENDENT_KEYS + LOCATION_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node:
+            node[leaf] = BLANK
+    return out
+
+
+def filled_golden(name: str) -> dict:
+    """The golden plan of ``name`` with its blanked values filled in with valid ones (a plan.json to
+    read, without planning)."""
+    doc = json.loads((GOLDEN / f"{name}.json").read_text())
+    doc["service_id"] = f"{doc['service']}-0123456789"
+    doc["inputs"].update(spec_path=f"services/{name}.yaml", template_cache=None)
+    doc["solver"].update(build_s=0.1, solve_s=0.2)
+    return doc
+
+
+def plan_example(name: str) -> str:
+    """plan.json's text (as `plan --out` writes it) of services/<name>.yaml, planned in-process with the
+    default settings (verified, with baselines)."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    res = CliRunner().invoke(cli, ["plan", str(REPO / "services" / f"{name}.yaml"), "--json"])
+    if res.exit_code != 0:
+        raise RuntimeError(f"plan {name} exited {res.exit_code}: {res.output[-2000:]}")
+    return res.stdout
+
+
+def golden_text(doc: dict) -> str:
+    return json.dumps(blank(doc), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Write tests/plan/golden/<name>.json for the named examples (default: all), or, with
+    ``--from DIR``, from DIR/<name>.json files another checkout wrote (`hetinfra plan ... --json`)."""
+    src = Path(argv[argv.index("--from") + 1]) if "--from" in argv else None
+    names = [a for a in argv if a in EXAMPLES] or EXAMPLES
+    GOLDEN.mkdir(exist_ok=True)
+    for name in names:
+        text = (src / f"{name}.json").read_text() if src else plan_example(name)
+        (GOLDEN / f"{name}.json").write_text(golden_text(json.loads(text)))
+        print(f"wrote {GOLDEN / name}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

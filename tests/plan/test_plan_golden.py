@@ -1,0 +1,42 @@
+"""Every example's plan.json is byte-identical to its golden file apart from the run-dependent keys
+(plan_json.RUN_DEPENDENT_KEYS) and the spec file's location; and the typed document reads every one of
+them back exactly (``Plan.parse(doc).to_dict() == doc``), a property that holds whatever verification
+decides. Regenerate the golden files with ``.venv/bin/python -m tests.plan.golden_plans``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plan.golden_plans import EXAMPLES, GOLDEN, golden_text, plan_example
+
+
+@pytest.fixture(scope="module")
+def planned_texts(tmp_path_factory) -> dict[str, str]:
+    with pytest.MonkeyPatch.context() as mp:  # a template cache of its own, never the user's
+        mp.setenv("HETINFRA_CACHE_DIR", str(tmp_path_factory.mktemp("template-cache")))
+        return {name: plan_example(name) for name in EXAMPLES}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_plan_json_matches_its_golden_file(name, planned_texts):
+    doc = json.loads(planned_texts[name])
+    assert planned_texts[name] == json.dumps(doc, indent=2) + "\n"  # the bytes `plan --out` writes
+    assert golden_text(doc) == (GOLDEN / f"{name}.json").read_text(), \
+        f"plan.json of services/{name}.yaml changed; if meant: .venv/bin/python -m tests.plan.golden_plans {name}"
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_document_model_reads_every_plan_back_exactly(name, planned_texts):
+    from hetinfra.document import Plan
+
+    doc = json.loads(planned_texts[name])
+    assert Plan.parse(doc).to_dict() == doc
+    # and a key the model does not know is refused, naming it
+    with pytest.raises(Exception, match="allocations\\[0\\].surprise"):
+        Plan.parse({**doc, "allocations": [{**doc["allocations"][0], "surprise": 1}, *doc["allocations"][1:]]})
+
+
+def test_every_example_has_a_golden_file():
+    assert sorted(p.stem for p in GOLDEN.glob("*.json")) == EXAMPLES

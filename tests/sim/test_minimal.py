@@ -1,0 +1,43 @@
+"""hetinfra.sim.minimal: the removal the trim and the minimality test share, and the memo."""
+
+from __future__ import annotations
+
+from hetinfra.sim.minimal import removal_order, sustained_load, without_one_replica
+
+
+def _doc() -> dict:
+    allocs = [{"unit": "a", "model": "m", "count": 2, "nodes_per_replica": 1, "cost_usd_per_hour": 4.0},
+              {"unit": "b", "model": "m", "count": 1, "nodes_per_replica": 1, "cost_usd_per_hour": 1.0}]
+    routing = {"m": {"x": [{"unit": "a", "share": 0.75, "rps": 3.0}, {"unit": "b", "share": 0.25, "rps": 1.0}],
+                     "y": [{"unit": "b", "share": 1.0, "rps": 2.0}]}}
+    return {"allocations": allocs, "routing": routing, "models": [{"name": "m", "rate_rps": 6.0}]}
+
+
+def test_a_replica_fewer_keeps_routing_and_the_last_one_hands_its_share_on():
+    doc = _doc()
+    fewer = without_one_replica(doc, "a")
+    assert [a["count"] for a in fewer["allocations"]] == [1, 1] and fewer["routing"] == doc["routing"]
+    assert doc["allocations"][0]["count"] == 2  # a copy
+    assert without_one_replica(doc, "b") is None  # class y would have no unit
+    doc["routing"]["m"]["y"] = [{"unit": "a", "share": 1.0, "rps": 2.0}]
+    gone = without_one_replica(doc, "b")
+    assert [a["unit"] for a in gone["allocations"]] == ["a"]
+    assert gone["routing"]["m"]["x"] == [{"unit": "a", "share": 1.0, "rps": 4.0}]
+
+
+def test_removal_order_dearest_replica_first():
+    assert removal_order(_doc()) == ["a", "b"]
+
+
+def test_sustained_load_bisects_per_model_in_shared_simulations():
+    doc = {"models": [{"name": "p", "rate_rps": 1.0}, {"name": "q", "rate_rps": 1.0}]}
+    limits = {"p": 1.5, "q": 1.1}
+    calls = []
+
+    def meets(d):
+        calls.append(d)
+        return {m["name"]: m["rate_rps"] * 1.0 <= limits[m["name"]] for m in d["models"] if m["rate_rps"]}
+
+    got = sustained_load(doc, 1.0, meets)
+    assert len(calls) == 3
+    assert 1.375 <= got["p"] <= 1.5 and 1.0 <= got["q"] <= 1.1
