@@ -351,8 +351,11 @@ GCP_PRICE_REGIONS = frozenset({"asia-east1", "asia-northeast1", "asia-northeast3
 def gcp_prices_source(path: Path, all_regions: bool = False) -> tuple:
     import json
 
+    # By default only the (region, machine type) rows the snapshot carried before (rows_kept.json), so
+    # that the source's change does not move plans; --gcp-regions all takes every row it prices.
+    kept = {tuple(r) for r in json.loads((path.parent / "rows_kept.json").read_text())}
     offers = [o for o in srcs.reduce_cyclenerd(json.loads(path.read_text()))
-              if all_regions or o.region in GCP_PRICE_REGIONS]
+              if all_regions or (o.region in GCP_PRICE_REGIONS and (o.region, o.instance_type) in kept)]
     prov = srcs.read_manifest(path.parent).get("gcp")
     if prov is None:
         raise srcs.SourceError(f"{path.parent / 'SOURCE.json'}: missing, or without a gcp entry (source, as_of)")

@@ -122,7 +122,7 @@ def test_prices_spot_table_and_unknown_gpu():
     from hetinfra.cli.feeds import prices_command
 
     code, out, err = invoke(prices_command, "--gpu", "H100", "--spot", "--limit", "3")
-    assert code == 0 and "with spot" in out and "$/GPU-h" in out and "(53 more; raise --limit)" in out  # 56 H100 offers with spot, world-wide
+    assert code == 0 and "with spot" in out and "$/GPU-h" in out and "(25 more; raise --limit)" in out  # 28 H100 offers with spot, world-wide
     code, out, err = invoke(prices_command, "--gpu", "L5")
     assert code == 2 and "error: --gpu L5: no offer has gpu 'L5'; did you mean 'L4'?" in err
 
