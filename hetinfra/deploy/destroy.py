@@ -19,6 +19,7 @@ from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.errors import InvalidInputError
 
+@sky_driver.in_session
 def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
             ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
             report: dict | None = None) -> DeployState:

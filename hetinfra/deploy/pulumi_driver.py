@@ -69,13 +69,23 @@ def check_ready(clouds: list[str], backend_urls: dict[str, str], env: dict | Non
     """Everything ``up``/``destroy`` needs, checked up front so nothing starts half-way."""
     env = os.environ if env is None else env
     for cloud in clouds:
-        if backend_urls.get(cloud, "").startswith("file://") and not (
-                env.get("PULUMI_CONFIG_PASSPHRASE") is not None or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
-            raise ProviderError("the file:// Pulumi backend encrypts secrets with a passphrase and none is set",
-                                hint="export PULUMI_CONFIG_PASSPHRASE=... (keep it: `pulumi destroy` needs it too)")
-        why = credentials_problem(cloud, env)
-        if why:
-            raise ProviderError(f"{cloud}: {why}")
+        check_passphrase([cloud], backend_urls, env)
+        check_credentials(cloud, env)
+
+
+def check_passphrase(clouds: list[str], backend_urls: dict[str, str], env: dict) -> None:
+    """A file:// backend needs PULUMI_CONFIG_PASSPHRASE(_FILE) (exit 4)."""
+    if any(backend_urls.get(c, "").startswith("file://") for c in clouds) and not (
+            env.get("PULUMI_CONFIG_PASSPHRASE") is not None or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+        raise ProviderError("the file:// Pulumi backend encrypts secrets with a passphrase and none is set",
+                            hint="export PULUMI_CONFIG_PASSPHRASE=... (keep it: `pulumi destroy` needs it too)")
+
+
+def check_credentials(cloud: str, env: dict) -> None:
+    """The cloud's SDK would find credentials (exit 4 naming the login command otherwise)."""
+    why = credentials_problem(cloud, env)
+    if why:
+        raise ProviderError(f"{cloud}: {why}")
 
 
 def backend_urls(plan: dict | None, clouds: list[str]) -> dict[str, str]:

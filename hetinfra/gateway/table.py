@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -103,35 +105,40 @@ def base_url(url: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
+    """A JSON object from ``path`` (fileio.read_text: any unreadable file is exit 2 naming it)."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path} not found") from None
+        doc = json.loads(read_text(path, "JSON file"))
     except ValueError as exc:
         raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def routes_from_weights(weights: dict, where: str) -> dict[str, ModelRoutes]:
-    """Per model routes from a router weights document (``router_version`` 1)."""
-    if weights.get("router_version") != 1:
-        raise InvalidInputError(f"{where}: router_version {weights.get('router_version')!r} is not 1")
+    """Per model routes from a router weights document (``router_version`` 1, typed by
+    hetinfra.compile.router_doc)."""
+    if not isinstance(weights, dict) or weights.get("router_version") != 1:
+        version = weights.get("router_version") if isinstance(weights, dict) else None
+        raise InvalidInputError(f"{where}: router_version {version!r} is not 1")
+    doc = parse_weights(weights, where)
     out = {}
-    for name, entry in (weights.get("models") or {}).items():
+    for name, entry in doc.models.items():
         classes = []
-        for cname, c in (entry.get("classes") or {}).items():
-            w = tuple((u, float(x)) for u, x in sorted((c.get("weights") or {}).items()) if float(x) > 0)
-            classes.append(RouteClass(cname, int(c["input_tokens"]), int(c["output_tokens"]), w))
+        for cname, c in entry.classes.items():
+            w = tuple((u, float(x)) for u, x in sorted(c.weights.items()) if x > 0)
+            classes.append(RouteClass(cname, c.input_tokens, c.output_tokens, w))
         classes.sort(key=lambda c: (c.input_tokens + c.output_tokens, c.output_tokens, c.input_tokens, c.name))
-        shares = tuple((u, float(e.get("share") or 0.0)) for u, e in sorted((entry.get("endpoints") or {}).items()))
-        default = int(entry.get("default_max_tokens") or max((c.output_tokens for c in classes), default=1))
-        out[name] = ModelRoutes(name, tuple(classes), shares, default)
+        shares = tuple((u, float(e.share or 0.0)) for u, e in sorted(entry.endpoints.items()))
+        default = entry.default_max_tokens or max((c.output_tokens for c in classes), default=1)
+        out[name] = ModelRoutes(name, tuple(classes), shares, max(1, default))
     return out
 
 
 def unit_aliases(plan: "Plan | None") -> dict[str, str]:
     """``unit`` and ``deployment_unit`` of every allocation -> deployment unit."""
     out: dict[str, str] = {}
-    for a in plan.allocations if plan else ():
+    for a in plan.allocations if plan is not None else ():
         out[a.unit] = a.deployment_unit
         out[a.deployment_unit] = a.deployment_unit
     return out
@@ -199,6 +206,6 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
     warnings = [f"unit {u} has no endpoint (not in state.json, no --endpoint): its traffic goes to the others"
                 for u in sorted(units - set(table_endpoints))]
-    return RoutingTable(service=str(weights.get("service") or (plan.service if plan else "")),
+    return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
                         warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
