@@ -62,6 +62,8 @@ def credentials_problem(cloud: str, env: dict | None = None) -> str | None:
                 or (home / ".azure" / "azureProfile.json").exists()):
             return None
         return "no Azure credentials: run `az login`, or set ARM_CLIENT_ID/ARM_CLIENT_SECRET/ARM_TENANT_ID"
+    if cloud == "kubernetes":  # the project of deploy.target kubernetes: its kubeconfig contexts,
+        return None  # checked by hetinfra.deploy.kube.check_clusters
     return f"no Pulumi program for cloud {cloud}"
 
 
