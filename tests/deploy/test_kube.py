@@ -176,6 +176,20 @@ def test_a_failed_preview_changes_nothing(cluster, planned, deploy_env, monkeypa
     assert not (out / "state.json").exists() or DeployState.load(out).allocations == []
 
 
+def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planned, deploy_env, monkeypatch):
+    from hetinfra.errors import ProviderError
+
+    out, plan = planned
+    monkeypatch.setenv("FAKE_PULUMI_FAIL", "up:kubernetes")
+    with pytest.raises(ProviderError, match="apply stopped at step pulumi:kubernetes"):
+        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    state = DeployState.load(out)
+    assert state.operation["status"] == "failed" and state.allocations == []
+    monkeypatch.delenv("FAKE_PULUMI_FAIL")
+    state = apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    assert state.operation["status"] == "done" and {a["path"] for a in state.allocations} == {"kubernetes"}
+
+
 def test_a_missing_cluster_context_is_a_clear_error(tmp_path, run_cli, cluster, deploy_env):
     spec = json.loads(json.dumps(SPEC))
     spec["deploy"]["kubernetes"]["clusters"] = {}
