@@ -34,9 +34,13 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
     state = DeployState.load(out)
+    if target in ("kubernetes", "all") and state.doc.get("kubernetes") and KUBE_PROJECT not in state.doc["pulumi"]:
+        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
+                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
+                                               "project adopts them by server-side apply), then destroy")
     if target in ("kubernetes", "all") and KUBE_PROJECT in state.doc["pulumi"]:
-        _destroy_kubernetes(out, state, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command, env=env,
-                            report={} if report is None else report)
+        _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
+                            env=env, report={} if report is None else report)
         if target == "kubernetes" or not (state.allocations or state.doc["pulumi"]):
             return state
     paths = target_paths(target)
@@ -86,16 +90,16 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     return state
 
 
-def _destroy_kubernetes(out: Path, state: DeployState, *, yes: bool, echo, ask, pulumi_command, env: dict,
-                        report: dict) -> None:
+def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command,
+                        env: dict, report: dict) -> None:
     """``pulumi destroy`` of OUT/pulumi/kubernetes/ (deploy.target kubernetes), one step as for a VM
     stack; the namespace stays (the program retains it)."""
     from hetinfra.deploy import kube
 
     rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
-    report.update(command="destroy", out=str(out), target="kubernetes", destroyed=False,
+    report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], []))
-    confirm(render_preview(rows, f"hetinfra destroy {out} (target: kubernetes)"), yes, echo, ask)
+    confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
     plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
     pulumi_driver.check_ready([KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env)
     command = pulumi_command or pulumi_driver.pulumi_command()

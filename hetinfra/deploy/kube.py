@@ -21,7 +21,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from hetinfra.deploy.kube_api import Cluster, connect
-from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.deploy.state import DeployState
 
 __all__ = ["PROJECT", "PlanView", "check_clusters", "desired", "forget", "read_kube_units", "read_plan",
            "ready_replicas", "record_up", "secrets_from_env", "wants_kubernetes"]
@@ -35,21 +35,19 @@ class PlanView:
     """What this module reads from plan.json."""
 
     service: str
-    sha: str  # the plan's digest (state.json plan_sha256)
     target: str  # deploy.target
     allocations: list[dict]  # those a cluster runs (not custom clouds, not mixed pipelines of 3+ GPU kinds)
     clusters: dict[str, dict]  # deploy.kubernetes.clusters, keyed cloud/region
     kubeconfig: str | None
-    port: int  # vLLM's port (deploy.port)
 
 
 def read_plan(plan: dict) -> PlanView:
     """The one reader of plan.json here (swap it when the plan becomes a typed document)."""
     deploy = plan.get("deploy") or {}
     kube = deploy.get("kubernetes") or {}
-    return PlanView(plan["service"], plan_sha(plan), deploy.get("target", "vms"),
+    return PlanView(plan["service"], deploy.get("target", "vms"),
                     [a for a in plan["allocations"] if not a.get("custom_cloud") and _fits_lws(a)],
-                    dict(kube.get("clusters") or {}), kube.get("kubeconfig"), int(deploy.get("port", 8000)))
+                    dict(kube.get("clusters") or {}), kube.get("kubeconfig"))
 
 
 def _fits_lws(alloc: dict) -> bool:

@@ -190,6 +190,17 @@ def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planne
     assert state.operation["status"] == "done" and {a["path"] for a in state.allocations} == {"kubernetes"}
 
 
+def test_destroy_of_objects_applied_without_pulumi_says_how_to_adopt_them(cluster, planned, deploy_env):
+    out, plan = planned
+    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    doc = json.loads((out / "state.json").read_text())
+    del doc["pulumi"]["kubernetes"]  # as the direct-client apply of an earlier hetinfra left it
+    (out / "state.json").write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError, match="applied without Pulumi") as err:
+        destroy(out, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    assert "--target kubernetes" in err.value.hint
+
+
 def test_a_missing_cluster_context_is_a_clear_error(tmp_path, run_cli, cluster, deploy_env):
     spec = json.loads(json.dumps(SPEC))
     spec["deploy"]["kubernetes"]["clusters"] = {}
