@@ -55,7 +55,7 @@ REMAINING: dict[str, int] = {
     "hetinfra.deploy.drift": 5,
     "hetinfra.deploy.health": 4,
     "hetinfra.deploy.images": 1,
-    "hetinfra.deploy.kube": 7,
+    "hetinfra.deploy.kube": 5,
     "hetinfra.deploy.preflight": 9,
     "hetinfra.deploy.preview": 6,
     "hetinfra.gateway.table": 4,
