@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 #: a DNS label (RFC 1123): 1-63 lowercase letters, digits and '-', starting and ending with a letter or
 #: digit. Service, stack and deployment-unit names become cloud resource names, SkyPilot services
 #: and Kubernetes objects, which all take DNS labels
-_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: no trailing newline slips through
 
 
 def is_dns_label(value: str, *, letter_first: bool = False) -> bool:

@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Iterable
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import number_cell, read_text
+
+#: the largest cap a caps CSV may give (one region's GPUs of one kind)
+MAX_CAP_GPUS = 100_000
 
 CAPS_COLUMNS = ("cloud", "region", "gpu", "max_gpus")
 PURCHASES = ("on-demand", "spot")
@@ -40,12 +44,9 @@ def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
         for col in ("cloud", "region", "gpu"):
             if not row.get(col):
                 raise InvalidInputError(f"{where}: column '{col}' is empty")
-        try:
-            n = float(row["max_gpus"])
-        except ValueError:
-            raise InvalidInputError(f"{where}: max_gpus {row['max_gpus']!r} is not a number") from None
-        if n < 0 or n != int(n):
-            raise InvalidInputError(f"{where}: max_gpus must be a whole number >= 0, got {row['max_gpus']!r}")
+        n = number_cell(row["max_gpus"], where=where, column="max_gpus", lo=0, hi=MAX_CAP_GPUS, whole=True)
+        if n is None:
+            raise InvalidInputError(f"{where}: column 'max_gpus' is empty", hint="give a whole number >= 0")
         purchase = row.get("purchase") or "on-demand"
         if purchase not in PURCHASES:
             raise InvalidInputError(f"{where}: purchase must be one of {', '.join(PURCHASES)}, got {purchase!r}")
@@ -55,12 +56,7 @@ def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
 
 def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInputError(f"caps file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"cannot read caps file {path}: {exc}") from None
+    text = read_text(path, "caps file")
     return parse_caps_csv(text, name=str(path))
 
 

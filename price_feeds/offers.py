@@ -15,11 +15,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import number_cell, read_text
 
 #: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a
 #: "custom" cloud (on-prem, neocloud): planned, but no infrastructure code is generated for it.
@@ -99,16 +101,19 @@ class OfferSnapshot:
         return OfferSnapshot(tuple(by_key.values()), self.sources + other.sources)
 
 
+#: what each numeric column may hold (a GPU count of a million or a price of 1e300 is a typo, not an offer)
+RANGES = {"gpu_count": (1, 64), "gpu_memory_gb": (1e-3, 4096), "vcpus": (0, 4096), "memory_gb": (0, 65536),
+          "price_per_hour": (-1e5, 1e5)}  # the sign is checked below, with a clearer message
+#: what a name cell (cloud, region, instance type, GPU) may hold: these reach YAML, shell and resource names
+NAME_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
 def _num(raw: str, *, where: str, column: str, required: bool = True) -> float | None:
-    raw = (raw or "").strip()
-    if raw == "":
-        if required:
-            raise InvalidInputError(f"{where}: column '{column}' is empty", hint="give a number")
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise InvalidInputError(f"{where}: column '{column}' is {raw!r}, not a number") from None
+    lo, hi = RANGES.get(column, RANGES["price_per_hour"])
+    value = number_cell(raw, where=where, column=column, lo=lo, hi=hi, whole=column == "gpu_count")
+    if value is None and required:
+        raise InvalidInputError(f"{where}: column '{column}' is empty", hint="give a number")
+    return value
 
 
 def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") -> OfferSnapshot:
@@ -133,6 +138,9 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
         for col in ("cloud", "region", "instance_type", "gpu"):
             if not row.get(col):
                 raise InvalidInputError(f"{where}: column '{col}' is empty")
+            if not NAME_CELL.match(row[col]):
+                raise InvalidInputError(f"{where}: column '{col}' is {row[col][:40]!r}: use letters, digits, '.', "
+                                        "'_' and '-' (at most 128; it names cloud resources)")
         count = _num(row["gpu_count"], where=where, column="gpu_count")
         if count is None or count < 1 or count != int(count):
             raise InvalidInputError(f"{where}: gpu_count must be a whole number >= 1, got {row['gpu_count']!r}")
@@ -171,12 +179,7 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
 
 
 def load_offers_file(path: Path) -> OfferSnapshot:
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise InvalidInputError(f"offers file not found: {path}", hint="paths in the spec are relative to the spec file") from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read offers file {path}: {exc.strerror}") from None
+    text = read_text(path, "offers file", hint="paths in the spec are relative to the spec file")
     return parse_offers_csv(text, name=str(path))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -128,7 +129,10 @@ def _num(raw: str | None) -> float | None:
     raw = (raw or "").strip()
     if raw == "":
         return None
-    return float(raw)  # ValueError -> NOT_A_NUMBER
+    value = float(raw)  # ValueError -> NOT_A_NUMBER
+    if not math.isfinite(value) or abs(value) > 1e9:
+        raise ValueError(raw)  # NaN, inf, 1e300: not a number an offer can hold
+    return value
 
 
 def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown",
@@ -156,7 +160,7 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
         except ValueError:
             v.drop(NOT_A_NUMBER, where)
             continue
-        if count is None or count != int(count) or count < 1:
+        if count is None or count != int(count) or not 1 <= count <= 64:
             v.drop(BAD_GPU_COUNT, where)
             continue
         if od is None:

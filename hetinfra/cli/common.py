@@ -5,14 +5,32 @@ place errors are turned into output; see hetinfra.errors for the classes and the
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Callable, TypeVar
 
 import click
 
 from hetinfra.errors import HetinfraError
+from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
+
+
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange that also refuses nan and +-inf (NaN compares false with every bound, so
+    FloatRange alone lets it through): the one number type of every float flag. Default: any finite."""
+
+    name = "number"
+
+    def __init__(self, min: float | None = None, max: float | None = None, **kwargs):  # noqa: A002
+        super().__init__(min=min, max=max, **kwargs)
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:
@@ -22,7 +40,7 @@ def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None
     if as_json:
         error = {"type": type(exc).__name__, "exit_code": exc.exit_code, "message": exc.message,
                  "hint": exc.hint, **exc.details}
-        click.echo(json.dumps({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
+        click.echo(dumps_strict({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
     click.echo(f"error: {exc.message}", err=True)
     if exc.hint:
         click.echo(f"  hint: {exc.hint}", err=True)
@@ -41,7 +59,7 @@ def run_command(as_json: bool, work: Callable[[], T], show: Callable[[T], None] 
         fail(exc, as_json, partial)
         raise  # not reached: fail exits
     if as_json:
-        click.echo(json.dumps(to_json(result) if to_json else result, indent=2))
+        click.echo(dumps_strict(to_json(result) if to_json else result, indent=2))
     elif show is not None:
         show(result)
     return result

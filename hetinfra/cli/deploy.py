@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from hetinfra.cli.common import echo_for, fail, run_command
+from hetinfra.fileio import dumps_strict
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
                "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi (with "
@@ -100,7 +101,7 @@ def status_command(out: Path, as_json: bool, no_refresh: bool) -> None:
         if not no_refresh and state.allocations:
             state = record(out, read_live(out, state))
         if as_json:
-            click.echo(json.dumps(state.doc, indent=2))
+            click.echo(dumps_strict(state.doc, indent=2))
         else:
             click.echo(render_status(out))
     except HetinfraError as exc:

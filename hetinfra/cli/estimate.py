@@ -6,7 +6,8 @@ import json
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.fileio import dumps_strict
 
 
 @click.command("estimate")
@@ -19,8 +20,8 @@ from hetinfra.cli.common import fail
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
 @click.option("--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Prompt tokens.")
 @click.option("--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Generated tokens.")
-@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TTFT SLO, ms.")
-@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TPOT SLO, ms.")
+@click.option("--ttft-ms", type=FiniteFloat(min=0, min_open=True), required=True, help="TTFT SLO, ms.")
+@click.option("--tpot-ms", type=FiniteFloat(min=0, min_open=True), required=True, help="TPOT SLO, ms.")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",
               show_default=True, help="Weight precision.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
@@ -65,7 +66,7 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     if est.reason:
         doc["reason"] = est.reason
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(dumps_strict(doc, indent=2))
         return
     head = f"{model.name} on {tp * pp}x {gpu.name} (TP{tp} PP{pp}, {precision}), requests in={input_tokens} out={output_tokens}"
     click.echo(head)

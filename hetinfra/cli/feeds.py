@@ -11,7 +11,8 @@ import json
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
               "(fetch; falls back to the last good cached snapshot with a warning), cache[:SOURCES] "
@@ -26,7 +27,7 @@ def _split(values) -> list[str]:
 
 def feeds_options(f):
     """Add ``--feeds``, ``--strict-feeds`` and ``--max-age-h`` to a command (e.g. ``plan``)."""
-    f = click.option("--max-age-h", "max_age_h", type=click.FloatRange(min=0), default=None, metavar="HOURS",
+    f = click.option("--max-age-h", "max_age_h", type=FiniteFloat(min=0), default=None, metavar="HOURS",
                      help="Prices older than this are stale: a warning (an error with --strict-feeds). "
                           "With --feeds live, a cached snapshot younger than this is reused without fetching.")(f)
     f = click.option("--strict-feeds", "strict_feeds", is_flag=True,
@@ -91,7 +92,7 @@ def _console():
 @click.option("--region", "regions", multiple=True, metavar="REGION", help="Only these regions.")
 @click.option("--spot", is_flag=True, help="Only offers with a spot price, cheapest spot $/GPU-hour first.")
 @feeds_options
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=20.0, show_default=True,
               help="Seconds per HTTP request of a live feed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many offers.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (offers, sources, warnings) instead of a table.")
@@ -124,7 +125,7 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
         offers.sort(key=lambda o: (o.price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
     shown = offers[:limit] if limit else offers
     if as_json:
-        click.echo(json.dumps({
+        click.echo(dumps_strict({
             "as_of": snap.as_of,
             "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows} for s in snap.sources],
             "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
@@ -183,7 +184,7 @@ def feeds_group() -> None:
 
 @feeds_group.command("refresh")
 @click.option("--source", "sources", multiple=True, metavar="SOURCE", help=SOURCES_HELP)
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=20.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report instead of a table.")
 def refresh_command(sources, timeout_s, as_json):
@@ -229,7 +230,7 @@ def refresh_command(sources, timeout_s, as_json):
             entry.update(error=o.error.message, hint=o.error.hint)
         report.append(entry)
     if as_json:
-        click.echo(json.dumps({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
+        click.echo(dumps_strict({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
     else:
         from rich.table import Table
 
@@ -275,7 +276,7 @@ def list_command(sources, as_json):
     rows = [{"source": s.source, "fetched_at": s.fetched_at, "rows": s.meta.get("rows"), "sha256": s.sha256,
              "dropped": s.meta.get("drops", {}), "path": str(s.path)} for s in snaps]
     if as_json:
-        click.echo(json.dumps({"cache_dir": str(store.root), "snapshots": rows, "problems": store.problems}, indent=2))
+        click.echo(dumps_strict({"cache_dir": str(store.root), "snapshots": rows, "problems": store.problems}, indent=2))
         return
     echo_warnings(store.problems)
     if not rows:

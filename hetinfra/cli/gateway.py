@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import FiniteFloat, fail
 from hetinfra.facts import GATEWAY_PORT
 
 
@@ -26,7 +26,7 @@ from hetinfra.facts import GATEWAY_PORT
               help="Append one CSV row per request (no contents) for `hetinfra replan --demand-log`. "
                    "Default: OUT/gateway/demand.csv when given an OUT folder; off for a plan.json.")
 @click.option("--no-demand-log", is_flag=True, help="Keep no demand log.")
-@click.option("--demand-log-max-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
+@click.option("--demand-log-max-mb", type=FiniteFloat(min=0.001), default=64.0, show_default=True,
               help="Rotate the demand log at this size.")
 @click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
@@ -39,16 +39,16 @@ from hetinfra.facts import GATEWAY_PORT
               help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=512, show_default=True,
               help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
-@click.option("--connect-timeout-s", type=click.FloatRange(min=0.01), default=3.0, show_default=True)
-@click.option("--read-timeout-s", type=click.FloatRange(min=0.01), default=600.0, show_default=True,
+@click.option("--connect-timeout-s", type=FiniteFloat(min=0.01), default=3.0, show_default=True)
+@click.option("--read-timeout-s", type=FiniteFloat(min=0.01), default=600.0, show_default=True,
               help="Longest wait for any read from a backend (the first token included).")
-@click.option("--health-interval-s", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--health-interval-s", type=FiniteFloat(min=0.05), default=5.0, show_default=True,
               help="How often every backend's /health is checked.")
 @click.option("--fall", type=click.IntRange(min=1), default=2, show_default=True,
               help="Failed checks in a row that eject a backend (a connect error ejects at once).")
 @click.option("--rise", type=click.IntRange(min=1), default=2, show_default=True,
               help="Good checks in a row that re-admit an ejected backend.")
-@click.option("--reload-interval-s", type=click.FloatRange(min=0), default=2.0, show_default=True,
+@click.option("--reload-interval-s", type=FiniteFloat(min=0), default=2.0, show_default=True,
               help="Poll plan.json / router/weights.json / state.json for changes (0: on SIGHUP only).")
 @click.option("--tokenizer", "tokenizers", multiple=True, metavar="MODEL=PATH",
               help="A local tokenizer.json (or its folder) for exact prompt counts; needs the tokenizers package. "
@@ -75,6 +75,7 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
 
     try:
         from hetinfra.gateway.keys import parse_client_keys
+        from hetinfra.gateway.listen import check_bind, check_tls
         from hetinfra.gateway.server import GatewayConfig, serve
         from hetinfra.gateway.table import parse_endpoint_overrides
 
@@ -105,6 +106,8 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
             demand_log=str(demand_log) if demand_log else None,
             demand_log_max_bytes=int(demand_log_max_mb * (1 << 20)), demand_log_keep=demand_log_keep,
             region=region, tokenizers=toks, max_connections=max_connections)
+        check_tls(tls_cert, tls_key)
+        check_bind(host, port)
         serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
     except HetinfraError as exc:
         fail(exc, False)

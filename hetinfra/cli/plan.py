@@ -46,6 +46,9 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         from hetinfra.plan.pending import pending_changes
         from hetinfra.plan.verify import verified_plan
 
+        if no_verify and strict_verify:
+            raise InvalidInputError("--no-verify and --strict-verify contradict each other",
+                                    hint="--strict-verify fails a plan that misses in simulation; drop one of them")
         if detailed_exitcode and state is None and out is None:
             raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr

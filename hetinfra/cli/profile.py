@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import fail
+from hetinfra.cli.common import FiniteFloat, fail
 
 
 def _list(kind: type, what: str):
@@ -64,8 +64,8 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
               help="Output lengths (tokens) of the grid.")
 @click.option("--rates", callback=_list(float, "request rates"), default="1,2,4,8,16,32", show_default=True,
               help="Request rates (req/s) to sweep per cell, lowest first; a cell stops at its first SLO miss.")
-@click.option("--ttft-ms", type=float, default=2000.0, show_default=True, help="TTFT SLO (ms).")
-@click.option("--tpot-ms", type=float, default=100.0, show_default=True, help="TPOT SLO (ms).")
+@click.option("--ttft-ms", type=FiniteFloat(), default=2000.0, show_default=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=FiniteFloat(), default=100.0, show_default=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="p99", show_default=True, help=_STAT_HELP)
 @click.option("--num-prompts", type=click.IntRange(min=1), default=200, show_default=True,
               help="Requests per run (vllm bench serve --num-prompts).")
@@ -73,7 +73,7 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 @click.option("--vllm-version", help="vLLM version of the server, recorded in the rows' vllm_version column.")
 @click.option("--result-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the runs' result JSON and logs go [default: <out>.bench/ beside --out].")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), help="Limit per run in seconds "
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=1), help="Limit per run in seconds "
               "[default: 600 + 4 x num-prompts / rate].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), help="Profile CSV to write.")
@@ -166,8 +166,8 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
 @click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--ttft-ms", type=float, required=True, help="TTFT SLO (ms).")
-@click.option("--tpot-ms", type=float, required=True, help="TPOT SLO (ms).")
+@click.option("--ttft-ms", type=FiniteFloat(), required=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=FiniteFloat(), required=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
 @click.option("--model", help="Model name for the rows [default: each file's model_id].")
 @click.option("--vllm-version", help="vLLM version the runs measured (the rows' vllm_version column).")

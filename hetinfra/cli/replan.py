@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import echo_for, fail
+from hetinfra.cli.common import FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
+from hetinfra.fileio import dumps_strict
 
 
 @click.command("replan")
@@ -23,9 +24,9 @@ from hetinfra.cli.feeds import availability_options, feeds_options
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
 @feeds_options
 @availability_options
-@click.option("--min-savings-pct", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--min-savings-pct", type=FiniteFloat(min=0), default=5.0, show_default=True,
               help="Only move when it saves at least this percent of the running fleet's cost...")
-@click.option("--min-savings-usd-h", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--min-savings-usd-h", type=FiniteFloat(min=0), default=1.0, show_default=True,
               help="...and at least this many USD per hour (forced moves ignore both).")
 @click.option("--max-changes", type=click.IntRange(min=1), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
@@ -35,10 +36,16 @@ from hetinfra.cli.feeds import availability_options, feeds_options
               help="The gateway's demand log: its URL (http://GATEWAY/admin/demand.csv, sent HETINFRA_API_KEY's first "
                    "key) or the file it writes (OUT/gateway/demand.csv; its rotations .1 .. .N are read too). "
                    "Used like --demand-log.")
+@click.option("--min-history-h", type=FiniteFloat(min=0, max=24 * 365), default=None,
+              help="Hours of demand log a model needs before its observed demand replaces the declared one "
+                   "[default: the demand.profile's period (one hour per value), else 24].")
+@click.option("--max-cut-pct", type=FiniteFloat(min=0, max=100), default=50.0, show_default=True,
+              help="Most of the running fleet's GPUs one run removes; the next run continues the cut.")
+@click.option("--force", is_flag=True, help="Apply the whole cut in one run (ignore --max-cut-pct).")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
-@click.option("--health-timeout-s", type=click.FloatRange(min=0), default=1800.0, show_default=True,
+@click.option("--health-timeout-s", type=FiniteFloat(min=0), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")
 @click.option("--no-refresh", is_flag=True,
               help="Take what runs from state.json only, without reading live replicas from the clouds.")
@@ -50,7 +57,8 @@ from hetinfra.cli.feeds import availability_options, feeds_options
                    "applied, or the error); the exit codes stay the same.")
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
                    caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
-                   demand_log: Path | None, demand_from: str | None, do_apply: bool, target: str, health_timeout_s: float,
+                   demand_log: Path | None, demand_from: str | None, min_history_h: float | None,
+                   max_cut_pct: float, force: bool, do_apply: bool, target: str, health_timeout_s: float,
                    no_refresh: bool, log_file: Path | None, verbose: bool, as_json: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
 
@@ -93,7 +101,8 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
-                         availability=availability, refresh=not no_refresh)
+                         availability=availability, refresh=not no_refresh, min_history_h=min_history_h,
+                         max_cut=max_cut_pct / 100.0, force=force)
     try:
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:
@@ -103,7 +112,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     flush(outcome.summary)
     echo(f"replan: {outcome.summary} (details: {log_path})")
     if as_json:
-        click.echo(json.dumps(replan_json(spec, out, outcome, log_path), indent=2))
+        click.echo(dumps_strict(replan_json(spec, out, outcome, log_path), indent=2))
     sys.exit(outcome.code)
 
 
@@ -120,6 +129,7 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "exit_code": outcome.code, "summary": outcome.summary,
             "decision": decision_json(outcome.decision) if outcome.decision else None,
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
+            "this_run": outcome.stages,
             "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
                        for st in journal["stages"]] if journal else None,
             "log": str(log_path)}

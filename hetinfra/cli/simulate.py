@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import run_command, summary_console
+from hetinfra.cli.common import FiniteFloat, run_command, summary_console
 
 
 @click.command("simulate")
@@ -20,8 +20,8 @@ from hetinfra.cli.common import run_command, summary_console
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=int, default=20000, show_default=True,
               help="Requests to simulate per model (the first 10% are warm-up), as plan's verification does.")
-@click.option("--load", type=float, default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
-@click.option("--burst-cv", type=float, default=1.0, show_default=True,
+@click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
+@click.option("--burst-cv", type=FiniteFloat(), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
 @click.option("--json", "as_json", is_flag=True, help="Print simulation.json to stdout instead of tables.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),

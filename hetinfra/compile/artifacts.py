@@ -2,21 +2,22 @@
 ``skypilot/<service>-gateway.yaml`` when ``deploy.gateway.enabled``),
 ``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
-Each file is written to a temporary name and renamed into place; the ``skypilot/`` folder is
-built beside the old one and swapped in (``hetinfra.fileio``), so a reader never sees a
+The whole out dir is written whole or not at all: a copy of it (hard links) is built beside it,
+the artifacts are written into the copy, and the copy is swapped in (``hetinfra.fileio.staged_dir``;
+state.json, which `apply` owns, is taken fresh at the swap). A failure part-way (a read-only file,
+a full disk, a clashing name) leaves the old out dir as it was, and a reader never sees a
 half-written plan.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import atomic_write_text, replace_dir
 from hetinfra.facts import VLLM_PORT
+from hetinfra.fileio import atomic_write_text, dumps_strict, replace_dir, staged_dir
 
 
 def expand_stages(allocations: list[dict]) -> list[dict]:
@@ -72,21 +73,31 @@ def sky_units(plan: dict, *, include_mixed: bool = False) -> list:
 def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     """Write every artifact under ``out``; returns what was written by kind.
 
-    plan.json is written last, so a reader that sees a new plan.json also sees its tasks,
-    projects and router weights.
+    An unwritable ``out`` (or one under a file) is an InvalidInputError (exit 2), out unchanged.
     """
-    from hetinfra.compile.pulumi_project import write_projects
-    from hetinfra.compile.router import litellm_config, router_weights
-    from hetinfra.compile.skypilot import render_all
-    from hetinfra.compile.skypilot_gateway import gateway_task_name, render_gateway_task
-
     if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"--out {out} exists and is not a directory")
+        raise InvalidInputError(f"--out {out} exists and is not a directory", hint="choose another --out")
     # the document's model holds for what every later stage reads (imported here: building the
     # models costs ~0.1 s, which `plan` without --out need not pay)
     from hetinfra.document import Plan
 
     Plan.parse(plan, out / "plan.json")
+    try:
+        with staged_dir(out) as stage:
+            written = _write_artifacts(stage, plan)
+    except OSError as exc:
+        where = Path(exc.filename).name if exc.filename else out
+        raise InvalidInputError(f"cannot write the plan to --out {out} ({where}: {exc.strerror or exc}); nothing "
+                                "was changed there", hint="choose a writable folder that is not under a file") from None
+    return {kind: [out / p.relative_to(stage) for p in paths] for kind, paths in written.items()}
+
+
+def _write_artifacts(out: Path, plan: dict) -> dict[str, list[Path]]:
+    from hetinfra.compile.pulumi_project import write_projects
+    from hetinfra.compile.router import litellm_config, router_weights
+    from hetinfra.compile.skypilot import render_all
+    from hetinfra.compile.skypilot_gateway import gateway_task_name, render_gateway_task
+
     units = sky_units(plan)
     sky = render_all(units)
     if units and (((plan.get("deploy") or {}).get("gateway") or {}).get("enabled")):
@@ -97,7 +108,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
     replace_dir(out / "skypilot", sky)
     projects = write_projects(out, plan)
     weights = router_weights(plan)
-    atomic_write_text(out / "router" / "weights.json", json.dumps(weights, indent=2) + "\n")
+    atomic_write_text(out / "router" / "weights.json", dumps_strict(weights, indent=2) + "\n")
     atomic_write_text(out / "router" / "litellm.yaml",
                       litellm_config(weights).replace("{port}", str((plan.get("deploy") or {}).get("port", VLLM_PORT))))
     written = {}
@@ -105,6 +116,6 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
         from hetinfra.compile.kubernetes import write_kubernetes
 
         written["kubernetes"] = write_kubernetes(out, plan, sky_units(plan, include_mixed=True))
-    atomic_write_text(out / "plan.json", json.dumps(plan, indent=2) + "\n")
+    atomic_write_text(out / "plan.json", dumps_strict(plan, indent=2) + "\n")
     return {**written, "plan": [out / "plan.json"], "skypilot": [out / "skypilot" / n for n in sorted(sky)],
             "pulumi": projects, "router": [out / "router" / "weights.json", out / "router" / "litellm.yaml"]}

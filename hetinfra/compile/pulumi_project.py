@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from hetinfra import __version__
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
 PULUMI_PINS = {"pulumi": "3.272.0", "pulumi-aws": "7.51.1", "pulumi-gcp": "10.2.0", "pulumi-azure-native": "3.29.0"}
@@ -110,7 +110,7 @@ def write_projects(out: Path, plan: dict, *, gcp_project: str | None = None) -> 
         (d / "state").mkdir(parents=True, exist_ok=True)
         cfg_path = d / f"Pulumi.{stack}.yaml"
         existing = cfg_path.read_text() if cfg_path.exists() else None
-        atomic_write_text(d / "plan.json", json.dumps(cloud_plan(plan, cloud), indent=2) + "\n")
+        atomic_write_text(d / "plan.json", dumps_strict(cloud_plan(plan, cloud), indent=2) + "\n")
         atomic_write_text(d / "__main__.py", MAIN_PY)
         atomic_write_text(d / "requirements.txt", requirements())
         atomic_write_text(cfg_path, stack_config(plan, cloud, existing, gcp_project))

@@ -131,6 +131,7 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
         raise InvalidInputError("cancelled; nothing was changed")
 
 
+@sky_driver.in_session
 def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
                ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
                force: bool = False, quota_caps=None, update_images: bool = False,
@@ -172,16 +173,8 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     # Preflight, part 2: every cloud's settings, disks, secrets, tools, credentials and readable
     # quotas, before the confirmation and the first step, so a failed check changes nothing.
     new_allocs = [a for a in after if a not in state.allocations]
-    preflight.check_cloud_settings(plan, out, pulumi_clouds, env)
-    preflight.check_disks(plan, new_allocs)
-    secrets = pulumi_driver.secrets_from_env(env)
-    secrets.update(gateway_secrets(plan, env))
-    if pulumi_clouds:
-        pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
-        command = pulumi_command or pulumi_driver.pulumi_command()
-    if sky_new or sky_gone:
-        sky_driver.check_ready(sorted({a["cloud"] for a in sky_new}))
-    notes = preflight.check_quotas(new_allocs, preflight.env_quota_caps(env) if quota_caps is None else quota_caps)
+    command, secrets, notes = _prerequisites(plan, out, env, pulumi_clouds, new_allocs, sky_new, sky_gone,
+                                             pulumi_command, quota_caps)
     notes += preflight.check_health_paths(plan, [(a, a["path"]) for a in new_allocs], refuse=False)
     notes += images.preview_lines(state.doc, pulumi_clouds, update_images)
     # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
@@ -245,6 +238,26 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
     return state
 
 
+def _prerequisites(plan: dict, out: Path, env: dict, pulumi_clouds: list[str], new_allocs: list[dict],
+                   sky_new: list[dict], sky_gone: list[str], pulumi_command, quota_caps) -> tuple:
+    """Preflight part 2, every check in one run (preflight.gather): (pulumi command, secrets, notes)."""
+    backends = pulumi_driver.backend_urls(plan, pulumi_clouds)
+    caps = preflight.env_quota_caps(env) if quota_caps is None else quota_caps
+    checks: list = [
+        ("settings", lambda: {**pulumi_driver.secrets_from_env(env), **gateway_secrets(plan, env)}),
+        ("quotas", lambda: preflight.check_quotas(new_allocs, caps)),
+        ("binaries", lambda: (pulumi_command or pulumi_driver.pulumi_command()) if pulumi_clouds else None),
+        ("settings", lambda: preflight.check_disks(plan, new_allocs))]
+    checks += [("settings", lambda c=c: preflight.check_cloud_settings(plan, out, [c], env)) for c in pulumi_clouds]
+    checks.append(("settings", lambda: pulumi_driver.check_passphrase(pulumi_clouds, backends, env)))
+    checks += [("credentials", lambda c=c: pulumi_driver.check_credentials(c, env)) for c in pulumi_clouds]
+    if sky_new or sky_gone:
+        checks += [("binaries", sky_driver.sky_module),
+                   ("credentials", lambda: sky_driver.check_ready(sorted({a["cloud"] for a in sky_new})))]
+    secrets, notes, command = preflight.gather(checks)[:3]
+    return command, secrets, notes
+
+
 def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict, force: bool, report: dict,
                       pulumi_command) -> DeployState:
     """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
@@ -260,10 +273,13 @@ def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict,
     rows = changes(state.allocations, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
                   changes=preview.changes_json(rows, [], []))
-    secrets = kube.secrets_from_env(env)  # before anything is asked: a missing VLLM_API_KEY changes nothing
-    kube.check_clusters(plan, state)
-    pulumi_driver.check_ready([kube.PROJECT], pulumi_driver.backend_urls(plan, [kube.PROJECT]), env)
-    command = pulumi_command or pulumi_driver.pulumi_command()
+    # every prerequisite in one run (preflight.gather), before anything is asked or changed
+    backends = pulumi_driver.backend_urls(plan, [kube.PROJECT])
+    secrets, command = preflight.gather([
+        ("settings", lambda: kube.secrets_from_env(env)),
+        ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
+        ("settings", lambda: kube.check_clusters(plan, state)),
+        ("settings", lambda: pulumi_driver.check_passphrase([kube.PROJECT], backends, env))])[:2]
     stack = (plan.get("deploy") or {}).get("stack", "prod")
     # the project as this apply runs it (a replan stage applies a plan of its own)
     project = pulumi_driver.PulumiProject(write_kube_project(out, plan), stack, command, on_output=echo, plan=plan)

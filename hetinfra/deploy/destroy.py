@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.deploy import preview, pulumi_driver, sky_driver
+from hetinfra.deploy import preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
@@ -22,6 +22,7 @@ from hetinfra.errors import InvalidInputError
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
 
 
+@sky_driver.in_session
 def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
             ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
             report: dict | None = None) -> DeployState:
@@ -101,8 +102,11 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
                   changes=preview.changes_json(rows, [], []))
     confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
     plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
-    pulumi_driver.check_ready([KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env)
-    command = pulumi_command or pulumi_driver.pulumi_command()
+    # the kubeconfig is the project's credential (the contexts recorded by apply); the rest as for a VM stack
+    command = preflight.gather([
+        ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
+        ("settings", lambda: pulumi_driver.check_passphrase(
+            [KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env))])[0]
     stack = state.doc["pulumi"][KUBE_PROJECT].get("stack", "prod")
     steps = [f"pulumi:{KUBE_PROJECT}"]
     state.begin("destroy", plan_sha({"destroy": steps}), steps)

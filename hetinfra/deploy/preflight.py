@@ -16,6 +16,10 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    the engine and the OS image (exit 2).
 4b. **Engines that start** (:func:`engine_length_problems`): every unit's --max-model-len fits its KV
    cache and covers the classes routed to it (exit 2).
+
+Part 2 (tools, settings, credentials, quotas) runs every check through :func:`gather`, cheapest
+first, and reports every missing prerequisite with its fix in one run, not one per run.
+
 5. **Health checks from the cron host** (:func:`check_health_paths`): every new unit's health
    must be checkable from the host that runs ``replan --apply`` (through the gateway, the cloud's
    own signal or ``deploy.management_cidrs``: hetinfra.deploy.health); ``apply`` warns,
@@ -30,7 +34,7 @@ from typing import Callable
 
 from hetinfra.compile.disk import disk_need_gb
 from hetinfra.document import Plan
-from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
 def catalog_types() -> set[tuple[str, str]]:
@@ -236,3 +240,36 @@ def check_health_paths(plan: dict, allocs: list[tuple[dict, str]], *, refuse: bo
     if refuse:
         raise InvalidInputError(msg, hint=hint)
     return [f"warning: `replan --apply` will refuse to change these units: {msg}; {hint}"]
+
+
+#: the order :func:`gather` runs checks in: cheap and local first, network reads last
+CHECK_ORDER = ("binaries", "settings", "credentials", "quotas")
+
+
+def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
+    """Run every ``(kind, check)`` in CHECK_ORDER (binaries on PATH, settings, credentials, quotas),
+    keep going past failures, and return the results in the given order. One failure is raised as
+    it is; several become one error listing each with its fix (cheapest first), so a user learns
+    everything missing in one run. Its class, and so the exit code, is the lowest code among them:
+    a missing setting (2, the user's input) before a missing tool or credential (4)."""
+    rank = {kind: i for i, kind in enumerate(CHECK_ORDER)}
+    order = sorted(range(len(checks)), key=lambda i: (rank[checks[i][0]], i))
+    results: list = [None] * len(checks)
+    failed: list[tuple[str, HetinfraError]] = []
+    for i in order:
+        kind, check = checks[i]
+        try:
+            results[i] = check()
+        except HetinfraError as exc:
+            if all(exc.message != f.message for _, f in failed):  # one cause, reported by two checks
+                failed.append((kind, exc))
+    if len(failed) == 1:
+        raise failed[0][1]
+    if failed:
+        lines = [f"{len(failed)} prerequisites are missing; fix them all, then run again:"]
+        lines += [f"  {n}. [{kind}] {exc.message.splitlines()[0]}" + (f" (fix: {exc.hint})" if exc.hint else "")
+                  for n, (kind, exc) in enumerate(failed, 1)]
+        first = min((exc for _, exc in failed), key=lambda exc: exc.exit_code)
+        raise type(first)("\n".join(lines), details={"missing": [
+            {"kind": kind, "message": exc.message, "fix": exc.hint, "exit_code": exc.exit_code} for kind, exc in failed]})
+    return results

@@ -62,8 +62,6 @@ def credentials_problem(cloud: str, env: dict | None = None) -> str | None:
                 or (home / ".azure" / "azureProfile.json").exists()):
             return None
         return "no Azure credentials: run `az login`, or set ARM_CLIENT_ID/ARM_CLIENT_SECRET/ARM_TENANT_ID"
-    if cloud == "kubernetes":  # the project of deploy.target kubernetes: its kubeconfig contexts,
-        return None  # checked by hetinfra.deploy.kube.check_clusters
     return f"no Pulumi program for cloud {cloud}"
 
 
@@ -71,13 +69,23 @@ def check_ready(clouds: list[str], backend_urls: dict[str, str], env: dict | Non
     """Everything ``up``/``destroy`` needs, checked up front so nothing starts half-way."""
     env = os.environ if env is None else env
     for cloud in clouds:
-        if backend_urls.get(cloud, "").startswith("file://") and not (
-                env.get("PULUMI_CONFIG_PASSPHRASE") is not None or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
-            raise ProviderError("the file:// Pulumi backend encrypts secrets with a passphrase and none is set",
-                                hint="export PULUMI_CONFIG_PASSPHRASE=... (keep it: `pulumi destroy` needs it too)")
-        why = credentials_problem(cloud, env)
-        if why:
-            raise ProviderError(f"{cloud}: {why}")
+        check_passphrase([cloud], backend_urls, env)
+        check_credentials(cloud, env)
+
+
+def check_passphrase(clouds: list[str], backend_urls: dict[str, str], env: dict) -> None:
+    """A file:// backend needs PULUMI_CONFIG_PASSPHRASE(_FILE) (exit 4)."""
+    if any(backend_urls.get(c, "").startswith("file://") for c in clouds) and not (
+            env.get("PULUMI_CONFIG_PASSPHRASE") is not None or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+        raise ProviderError("the file:// Pulumi backend encrypts secrets with a passphrase and none is set",
+                            hint="export PULUMI_CONFIG_PASSPHRASE=... (keep it: `pulumi destroy` needs it too)")
+
+
+def check_credentials(cloud: str, env: dict) -> None:
+    """The cloud's SDK would find credentials (exit 4 naming the login command otherwise)."""
+    why = credentials_problem(cloud, env)
+    if why:
+        raise ProviderError(f"{cloud}: {why}")
 
 
 def backend_urls(plan: dict | None, clouds: list[str]) -> dict[str, str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.document.state import STATE_VERSION, load_state
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 
 STATE_FILE = "state.json"
 
@@ -57,7 +57,7 @@ class DeployState:
 
     def save(self) -> None:
         self.doc["updated_at"] = now()
-        atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
+        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
 
     @property
     def allocations(self) -> list[dict]:

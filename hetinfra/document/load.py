@@ -11,18 +11,16 @@ from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.document.base import dotted
+from hetinfra.fileio import read_text
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def read_json(path: Path, *, what: str, hint: str) -> Any:
     """The JSON value in ``path``; a missing, unreadable or malformed file is an InvalidInputError."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path} cannot be read ({exc})", hint=hint) from None
+    if not path.exists():
+        raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint)
+    text = read_text(path, what, hint=hint)  # the one reader: a regular file, bounded, UTF-8
     try:
         return json.loads(text)
     except ValueError as exc:

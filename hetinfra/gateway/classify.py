@@ -87,14 +87,18 @@ class TokenCounter:
         raise RequestError("'prompt' must be a non-empty string, list of strings or token ids", "prompt")
 
 
+#: the largest max_tokens a request may ask for (no model generates more; 10**30 would reach the demand log)
+MAX_OUTPUT_TOKENS = 10_000_000
+
+
 def output_budget(body: dict, default: int) -> int:
     """max_completion_tokens, else max_tokens, else ``default``; 400 when not a whole number >= 1."""
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise RequestError(f"'{key}' must be a whole number >= 1", key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_TOKENS:
+            raise RequestError(f"'{key}' must be a whole number from 1 to {MAX_OUTPUT_TOKENS}", key)
         return value
     return default
 

@@ -20,6 +20,7 @@ import os
 import time
 from pathlib import Path
 
+from hetinfra.errors import InvalidInputError
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS
 
 HEADER = ",".join(DEMAND_LOG_COLUMNS + ("class", "completion_tokens", "status")) + "\n"
@@ -35,9 +36,13 @@ class DemandLog:
         self.region = _csv_field(region)
         self.max_bytes = max_bytes
         self.keep = keep
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = None
-        self._open()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write the demand log {self.path}: {exc.strerror or exc}",
+                                    hint="pass a writable --demand-log, or --no-demand-log") from None
 
     def _open(self) -> None:
         new = not self.path.exists() or self.path.stat().st_size == 0

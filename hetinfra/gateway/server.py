@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from hetinfra.gateway.balancer import Backend, Balancer
-from hetinfra.gateway.classify import RequestError, TokenCounter, output_budget
+from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, TokenCounter, output_budget
 from hetinfra.gateway.demand import DemandLog, read_all
 from hetinfra.gateway.origins import ORIGIN_HEADER, current_origin, request_origin
 from hetinfra.gateway.table import RoutingTable, load_table
@@ -429,21 +429,23 @@ class Gateway:
         events = 0
         usage = None
         status = resp.status
+        tail = b""  # the stream's last bytes: did it end with [DONE]?
         try:
             chunk = first
             while chunk:
                 events += chunk.count(b"data:") - chunk.count(b"[DONE]")
                 if b'"usage"' in chunk:
                     usage = _stream_usage(chunk) or usage
+                tail = (tail + chunk)[-64:]
                 yield chunk
                 chunk = await resp.content.readany()
+            sse = "event-stream" in resp.headers.get("content-type", "")
+            if sse and b"[DONE]" not in tail:  # the backend closed cleanly but cut the stream short
+                status = 502
+                yield _stream_error(self, b, "the backend ended the stream without [DONE]")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status = 502
-            self.metrics.stream_errors.labels(b.unit).inc()
-            log.warning("stream from %s (%s) broke after its first byte: %s", b.url, b.unit, exc)
-            err = {"error": {"message": f"the backend connection broke mid-stream ({type(exc).__name__}); "
-                                        "the response is incomplete", "type": "upstream_error", "code": 502}}
-            yield f"event: error\ndata: {json.dumps(err)}\n\n".encode()
+            yield _stream_error(self, b, f"the backend connection broke mid-stream ({type(exc).__name__})")
         finally:
             b.outstanding -= 1
             resp.release()
@@ -452,6 +454,13 @@ class Gateway:
 
     def _account(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
                  out_tokens: int | None, t0: float, t_first: float | None) -> None:
+        try:
+            self._count(model, cname, unit, status, n_in, budget, out_tokens, t0, t_first)
+        except Exception:  # metrics and the demand log never turn a served answer into an error
+            log.exception("accounting of a %s request failed", model)
+
+    def _count(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
+               out_tokens: int | None, t0: float, t_first: float | None) -> None:
         c = self.metrics.children(model, cname, unit, status)
         c.requests.inc()
         c.input_tokens.inc(n_in)
@@ -505,16 +514,38 @@ class Gateway:
         return PlainTextResponse(text, media_type="text/csv")
 
 
+def _stream_error(gw: "Gateway", b: Backend, why: str) -> bytes:
+    """The SSE error event that ends a stream the backend cut short, so a client never waits for a
+    [DONE] that will not come nor takes a partial answer for a whole one."""
+    gw.metrics.stream_errors.labels(b.unit).inc()
+    log.warning("stream from %s (%s): %s", b.url, b.unit, why)
+    err = {"error": {"message": f"{why}; the response is incomplete", "type": "upstream_error", "code": 502}}
+    return f"event: error\ndata: {json.dumps(err)}\n\n".encode()
+
+
 def _client_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
     return {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
 
 
+def token_count(value: object) -> int | None:
+    """A backend's usage count as a whole number 0..MAX_OUTPUT_TOKENS, or None for anything else (a
+    string, a float, a negative, 1e300, a bool): a backend's odd answer never breaks the response."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value or not 0 <= value <= MAX_OUTPUT_TOKENS or value != int(value):
+        return None
+    return int(value)
+
+
+def _usage_of(doc: object) -> int | None:
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    return token_count(usage.get("completion_tokens")) if isinstance(usage, dict) else None
+
+
 def _usage(content: bytes) -> int | None:
     try:
-        u = json.loads(content).get("usage") or {}
-        v = u.get("completion_tokens")
-        return int(v) if v is not None else None
-    except (ValueError, AttributeError, TypeError):
+        return _usage_of(json.loads(content))
+    except ValueError:
         return None
 
 
@@ -522,11 +553,11 @@ def _stream_usage(chunk: bytes) -> int | None:
     for line in chunk.split(b"\n"):
         if line.startswith(b"data:") and b'"usage"' in line:
             try:
-                u = json.loads(line[5:]).get("usage") or {}
-                if u.get("completion_tokens") is not None:
-                    return int(u["completion_tokens"])
-            except (ValueError, AttributeError, TypeError):
+                found = _usage_of(json.loads(line[5:]))
+            except ValueError:
                 continue
+            if found is not None:
+                return found
     return None
 
 

@@ -29,7 +29,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 STATE_FILE = "state.json"  # written by hetinfra.deploy.state (format documented there)
 
@@ -99,28 +101,33 @@ def base_url(url: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
+    """A JSON object from ``path`` (fileio.read_text: any unreadable file is exit 2 naming it)."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path} not found") from None
+        doc = json.loads(read_text(path, "JSON file"))
     except ValueError as exc:
         raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def routes_from_weights(weights: dict, where: str) -> dict[str, ModelRoutes]:
-    """Per model routes from a router weights document (``router_version`` 1)."""
-    if weights.get("router_version") != 1:
-        raise InvalidInputError(f"{where}: router_version {weights.get('router_version')!r} is not 1")
+    """Per model routes from a router weights document (``router_version`` 1, typed by
+    hetinfra.compile.router_doc)."""
+    if not isinstance(weights, dict) or weights.get("router_version") != 1:
+        version = weights.get("router_version") if isinstance(weights, dict) else None
+        raise InvalidInputError(f"{where}: router_version {version!r} is not 1")
+    doc = parse_weights(weights, where)
     out = {}
-    for name, entry in (weights.get("models") or {}).items():
+    for name, entry in doc.models.items():
         classes = []
-        for cname, c in (entry.get("classes") or {}).items():
-            w = tuple((u, float(x)) for u, x in sorted((c.get("weights") or {}).items()) if float(x) > 0)
-            classes.append(RouteClass(cname, int(c["input_tokens"]), int(c["output_tokens"]), w))
+        for cname, c in entry.classes.items():
+            w = tuple((u, float(x)) for u, x in sorted(c.weights.items()) if x > 0)
+            classes.append(RouteClass(cname, c.input_tokens, c.output_tokens, w))
         classes.sort(key=lambda c: (c.input_tokens + c.output_tokens, c.output_tokens, c.input_tokens, c.name))
-        shares = tuple((u, float(e.get("share") or 0.0)) for u, e in sorted((entry.get("endpoints") or {}).items()))
-        default = int(entry.get("default_max_tokens") or max((c.output_tokens for c in classes), default=1))
-        out[name] = ModelRoutes(name, tuple(classes), shares, default)
+        shares = tuple((u, float(e.share or 0.0)) for u, e in sorted(entry.endpoints.items()))
+        default = entry.default_max_tokens or max((c.output_tokens for c in classes), default=1)
+        out[name] = ModelRoutes(name, tuple(classes), shares, max(1, default))
     return out
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
 OPTIONAL_COLUMNS = ("statistic", "vllm_version")
@@ -73,15 +75,16 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
             raise InvalidInputError(f"{where}: tp, pp, input_tokens and output_tokens must be >= 1")
         if row.max_rps < 0 or row.ttft_slo_ms <= 0 or row.tpot_slo_ms <= 0:
             raise InvalidInputError(f"{where}: max_rps must be >= 0 and the SLOs > 0")
+        if not all(math.isfinite(x) and x <= 1e9 for x in (row.ttft_slo_ms, row.tpot_slo_ms, row.max_rps)) \
+                or max(row.tp, row.pp) > 1024 or max(row.input_tokens, row.output_tokens) > 10_000_000:
+            raise InvalidInputError(f"{where}: numbers must be finite, max_rps and SLOs <= 1e9, tp/pp <= 1024 and "
+                                    "token counts <= 10000000")
         rows.append(row)
     return rows
 
 
 def load_profiles(path: Path) -> list[ProfileRow]:
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise InvalidInputError(f"profile file not found: {path}", hint="paths in the spec are relative to the spec file") from None
+    text = read_text(path, "profile file", hint="paths in the spec are relative to the spec file")
     return parse_profiles_csv(text, str(path))
 
 

@@ -17,6 +17,7 @@ from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
@@ -344,6 +345,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
+    warnings += plausibility_warnings(inputs, gpus)
     pr = PlanResult(inputs, units, problem, result, [], template_cache, list(all_units), dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:

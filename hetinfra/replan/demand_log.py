@@ -18,6 +18,7 @@ What the planner gets per model (:func:`observed_demand`):
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +28,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from hetinfra.errors import InvalidInputError, did_you_mean
+from hetinfra.fileio import read_text
 from hetinfra.replan.forecast import Forecast, forecast_peak
 from hetinfra.replan.origins import origin_forecasts, origins_for_spec
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, RequestClass, bucket_name
@@ -35,7 +37,10 @@ from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
 COLUMNS = DEMAND_LOG_COLUMNS
 REQUIRED = COLUMNS[:4]  # region is optional: a log without it simply has no origins
 QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
-SMOOTH_S = 1800  # de-noise the seasonal profile over ~30 minutes (the daily shape changes over hours)
+SMOOTH_S = 1800
+MAX_LOG_BYTES = 1 << 30  # 1 GiB: the gateway rotates its log long before
+MAX_LOG_TOKENS = 10_000_000  # a row beyond it is a broken client or writer, never a request to plan for
+MAX_EPOCH_S = 4_102_444_800  # 2100-01-01  # de-noise the seasonal profile over ~30 minutes (the daily shape changes over hours)
 
 
 @dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; a log is compared by identity
@@ -65,6 +70,8 @@ def _timestamp(text: str, where: str) -> float:
     try:  # epoch seconds first: a bare number is never a valid ISO date we would want
         value = float(text)
         if math.isfinite(value):
+            if not 0 <= value <= MAX_EPOCH_S:
+                raise InvalidInputError(f"{where}: timestamp {text[:40]!r} is not a time between 1970 and 2100")
             return value
     except ValueError:
         pass
@@ -88,18 +95,16 @@ def _tokens(text: str, column: str, where: str) -> int:
         raise InvalidInputError(f"{where}: {column} {text!r} is not a whole number")
     if value < 0:
         raise InvalidInputError(f"{where}: {column} {text!r} is negative")
+    if value > MAX_LOG_TOKENS:
+        raise InvalidInputError(f"{where}: {column} {text[:40]!r} is more than {MAX_LOG_TOKENS} tokens",
+                                hint="a request that large is a client error; remove the row")
     return int(value)
 
 
 def read_demand_log(path: str | Path) -> DemandLog:
     """Read and validate a request log; every bad row is an InvalidInputError naming file:line."""
     p = Path(path)
-    try:
-        handle = p.open(newline="", encoding="utf-8-sig")  # -sig: spreadsheets write a BOM
-    except FileNotFoundError:
-        raise InvalidInputError(f"demand log not found: {p}") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise InvalidInputError(f"cannot read demand log {p}: {exc}") from None
+    handle = io.StringIO(read_text(p, "demand log", max_bytes=MAX_LOG_BYTES), newline="")
     expected = ",".join(COLUMNS)
     ts, models, ins, outs, regions = [], [], [], [], []
     with handle:

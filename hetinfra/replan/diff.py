@@ -92,7 +92,7 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
             running_new += old * a["instances"]
             continue
         running_new += now * a["instances"]
-        if abs(now - old) > 1e-9:
+        if round(now, 4) != round(old, 4):  # plan.json rounds prices to 4 decimals: compare like for like
             triggers.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
     used = gpus_in_use(running)
     for k, n in sorted(used.items()):

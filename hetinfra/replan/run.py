@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.artifacts import write_plan
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.errors import ProviderError
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, render
 from hetinfra.deploy.health import http_health, wait_healthy
-from hetinfra.replan.safe import Journal, replan_lock, stage_counts, stage_plan
+from hetinfra.replan.safe import Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_plan
 
 NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
 
@@ -41,6 +41,9 @@ class ReplanOptions:
     caps_file: str | None = None
     availability: bool = False
     refresh: bool = True  # read live replicas from the clouds (hetinfra.deploy.drift), not only state.json
+    min_history_h: float | None = None  # observed demand needs this much log; None: the profile's period or 24 h
+    max_cut: float = 0.5  # most of the running GPUs one run removes ...
+    force: bool = False  # ... unless forced
 
 
 @dataclass
@@ -48,14 +51,30 @@ class Outcome:
     code: int
     summary: str
     decision: Decision | None = None  # None when an interrupted replan was completed or reported
+    stages: list[str] | None = None  # what this run applies (or, proposed, would apply), stage by stage
 
 
-def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None]):
+def min_history_s(spec, min_history_h: float | None) -> float:
+    """Least span of log the observed demand of a model needs: ``--min-history-h``, else one period of the
+    declared demand.profile (one hour per multiplier: 24 for a day, 168 for a week), else 24 hours."""
+    if min_history_h is not None:
+        return min_history_h * 3600.0
+    periods = max((len(m.demand.profile) for m in spec.models if m.demand.profile), default=24)
+    return periods * 3600.0
+
+
+def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], min_history_h: float | None):
     from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
     from hetinfra.spec.load import load_spec
 
     spec, _, _ = load_spec(spec_path)
     observed, notes = observe_spec(read_demand_log(demand_log), spec)
+    need = min_history_s(spec, min_history_h)
+    for name, obs in sorted(observed.items()):
+        if obs.span_s < need:  # too short to know a day's peak: plan the declared demand instead
+            del observed[name]
+            notes.append(f"{name}: the log covers {obs.span_s / 3600:.2f} h ({obs.requests} requests), less than the "
+                         f"{need / 3600:g} h of history needed (--min-history-h); planning the declared demand")
     new_spec, more = apply_to_spec(spec, observed)
     triggers = []
     for m in spec.models:
@@ -159,7 +178,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             detail(f"feeds: {w}")
         override, demand_triggers = (None, [])
         if opts.demand_log:
-            override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail)
+            override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail, opts.min_history_h)
         running, lost, live_caps = _live(out, running_allocations(out), opts, detail, pulumi_command=pulumi_command,
                                          env=env)
         for k, n in live_caps.items():  # the tighter cap wins
@@ -178,15 +197,32 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
-        atomic_write_text(out / "proposed" / "plan.json", json.dumps(new_plan, indent=2) + "\n")
+        atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
+        stages, complete, capped = _this_run(running, new_plan, opts, detail)
+        shown = render_stages(stages, running)
         if not opts.apply:
-            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)", d)
-        stages, complete = stage_counts(running, new_plan, opts.max_changes)
+            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
+                           + ("; this run would apply a capped cut" if capped else ""), d, shown)
         _check_health_paths(new_plan, running, stages, opts.target)
         journal.start(new_plan, stages, complete, running)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-        rest = "" if complete else f"; capped at --max-changes {opts.max_changes}, the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d)
+        rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown)
+
+
+def _this_run(running: list[dict], new_plan: dict, opts: ReplanOptions, detail) -> tuple[list, bool, bool]:
+    """The stages this run applies (``--max-changes``, then the capacity-cut cap unless ``--force``),
+    whether they reach the new plan, whether the cut was capped; the dry run shows the same."""
+    stages, complete = stage_counts(running, new_plan, opts.max_changes)
+    capped = False
+    if not opts.force:
+        stages, capped, line = cap_cut(stages, running, new_plan, opts.max_cut)
+        if line:
+            detail(line)
+    detail("this run " + ("applies:" if opts.apply else "would apply:"))
+    for line in render_stages(stages, running):
+        detail(f"  {line}")
+    return stages, complete and not capped, capped
 
 
 def _fleet(plan: dict) -> str:

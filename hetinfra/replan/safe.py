@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.deploy.state import now
 from hetinfra.errors import HetinfraError
 
@@ -82,6 +82,53 @@ def stage_counts(running: list[dict], new_plan: dict, max_changes: int | None) -
     return [(name, counts)], done
 
 
+def _gpus_per_replica(a: dict) -> int:
+    if a.get("stages"):
+        return sum(int(st["gpus"]) for st in a["stages"])  # one instance per stage (compile.expand_stages)
+    return int(a["gpus_per_instance"]) * _nodes(a)
+
+
+def fleet_gpus(counts: dict, info: dict) -> int:
+    """GPUs of a fleet given as unit id -> replicas (``info``: unit id -> its allocation)."""
+    return sum(n * _gpus_per_replica(info[u]) for u, n in counts.items())
+
+
+def cap_cut(stages: list[tuple[str, dict]], running: list[dict], new_plan: dict,
+            max_cut: float) -> tuple[list[tuple[str, dict]], bool, str | None]:
+    """Keep the last stage of this run at >= (1 - max_cut) of the running fleet's GPUs: replicas
+    the cut removes are kept back (units in id order, one replica at a time) until it is. Returns the
+    stages, whether they were capped, and a line saying so. A scheduled replan that trusts a bad
+    forecast or a broken feed can then halve the fleet at most, never empty it in one run."""
+    if not stages:
+        return stages, False, None
+    info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
+    run = {a["unit"]: a["count"] for a in running}
+    before = fleet_gpus(run, info)
+    floor = before * (1 - max_cut)
+    name, counts = stages[-1]
+    counts = dict(counts)
+    after = fleet_gpus(counts, info)
+    if after >= floor - 1e-9:
+        return stages, False, None
+    for u in sorted(u for u in counts if counts[u] < run.get(u, 0)):
+        while counts[u] < run[u] and fleet_gpus(counts, info) < floor - 1e-9:
+            counts[u] += 1
+    line = (f"capacity cut capped: this run keeps {fleet_gpus(counts, info)} of {before} running GPUs (the new plan has "
+            f"{after}; at most {max_cut:.0%} removed per run, --max-cut-pct); the next run continues, or use --force")
+    return stages[:-1] + [(name, counts)], True, line
+
+
+def render_stages(stages: list[tuple[str, dict]], running: list[dict]) -> list[str]:
+    """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
+    run = {a["unit"]: a["count"] for a in running}
+    lines, prev = [], dict(run)
+    for name, counts in stages:
+        moves = [f"{u} {prev.get(u, 0)} -> {n}" for u, n in sorted(counts.items()) if n != prev.get(u, 0)]
+        lines.append(f"stage {name}: " + ("; ".join(moves) if moves else "no replica changes"))
+        prev = dict(counts)
+    return lines
+
+
 def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
     """A plan.json whose allocations have ``counts`` replicas (new plan's records first)."""
     info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
@@ -124,4 +171,4 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.path, json.dumps(self.doc, indent=2) + "\n")
+        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")

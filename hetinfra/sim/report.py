@@ -18,14 +18,14 @@ import json
 from html import escape
 from pathlib import Path
 
-from hetinfra.fileio import atomic_write_text
+from hetinfra.fileio import atomic_write_text, dumps_strict
 
 __all__ = ["write_outputs", "render_svg", "render_text"]
 
 
 def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
     js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
-    atomic_write_text(js, json.dumps(doc, indent=2) + "\n")
+    atomic_write_text(js, dumps_strict(doc, indent=2) + "\n")
     atomic_write_text(svg, render_svg(doc))
     return js, svg
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import bisect
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import number_cell, read_text
 from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
 
 
@@ -26,6 +28,9 @@ class RequestClass:
     share: float  # of the model's requests, shares sum to 1
     rate_rps: float  # share * model rate
 
+
+#: the largest token count a dataset row may give (a negative or astronomic row is a broken export)
+MAX_DATASET_TOKENS = 10_000_000
 
 #: The demand log's leading columns (a contract: the gateway writes them, `hetinfra replan
 #: --demand-log/--demand-from` reads them; writers may add columns after these)
@@ -57,24 +62,27 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
     the last edge are dropped or clipped (``outside``); a header line and blank lines are skipped."""
     path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    try:
-        handle = path.open(newline="")
-    except FileNotFoundError:
-        raise InvalidInputError(f"dataset file not found: {path}", hint="dataset.path is relative to the spec file") from None
-    with handle:
-        for lineno, row in enumerate(csv.reader(handle), start=1):
-            if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
-                continue  # blank line or header
-            try:
-                i, o = int(float(row[0])), int(float(row[1]))
-            except (ValueError, IndexError):
-                raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens', got {','.join(row)!r}") from None
-            if ds.outside == "clip":
-                i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
-            bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
-            if bi is not None and bo is not None:
-                rows.setdefault((bi, bo), []).append((i, o))
+    text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
+    for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+        if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
+            continue  # blank line or header
+        if len(row) < 2:
+            raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens', got {','.join(row)[:60]!r}")
+        i, o = (_tokens(row[k], f"{path}:{lineno}", col) for k, col in ((0, "input_tokens"), (1, "output_tokens")))
+        if ds.outside == "clip":
+            i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
+        bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
+        if bi is not None and bo is not None:
+            rows.setdefault((bi, bo), []).append((i, o))
     return rows
+
+
+def _tokens(raw: str, where: str, column: str) -> int:
+    """A dataset cell: a whole token count in [0, MAX_DATASET_TOKENS] (a negative row is refused)."""
+    value = number_cell(raw, where=where, column=column, lo=0, hi=MAX_DATASET_TOKENS, whole=True)
+    if value is None:
+        raise InvalidInputError(f"{where}: column '{column}' is empty", hint="each row is input_tokens,output_tokens")
+    return int(value)
 
 
 def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:

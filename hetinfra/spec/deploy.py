@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, SerializationInfo, field_validator, model_serializer
 
 from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, VLLM_PORT
-from hetinfra.spec.base import Strict, dns_name
+from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, Strict, dns_name
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
 
@@ -35,14 +35,14 @@ class GatewaySpec(Strict):
                                              "on the SkyPilot path a gateway task, skypilot/<service>-gateway.yaml); "
                                              "clients then reach only the gateway, the vLLM port only the gateway.")
     port: int = Field(GATEWAY_PORT, ge=1, le=65535, description="Port the gateway listens on (443 is usual with TLS).")
-    aws_instance_type: str = Field(AWS.gateway_vm_type, description="CPU instance type of the gateway VM on AWS.")
-    gcp_machine_type: str = Field(GCP.gateway_vm_type, description="Machine type of the gateway VM on GCP.")
-    azure_vm_size: str = Field(AZURE.gateway_vm_type, description="VM size of the gateway VM on Azure.")
-    package: str = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
+    aws_instance_type: ResourceWord = Field(AWS.gateway_vm_type, description="CPU instance type of the gateway VM on AWS.")
+    gcp_machine_type: ResourceWord = Field(GCP.gateway_vm_type, description="Machine type of the gateway VM on GCP.")
+    azure_vm_size: ResourceWord = Field(AZURE.gateway_vm_type, description="VM size of the gateway VM on Azure.")
+    package: ShellArg = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
                                                  "wheel URL on your own index).")
-    tls_cert: str | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
+    tls_cert: FilePath | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
                                                    "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
-    tls_key: str | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
+    tls_key: FilePath | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
     kind: Literal["hetinfra", "inference-extension"] = Field(
         "hetinfra", description="deploy.target kubernetes: 'hetinfra' runs hetinfra's gateway as a Deployment + "
                                 "Service per cluster; 'inference-extension' writes an InferencePool and an HTTPRoute "
@@ -71,12 +71,12 @@ class FailoverSpec(Strict):
 class KubeClusterSpec(Strict):
     """One Kubernetes cluster hetinfra deploys a cloud region's units into (it never creates clusters)."""
 
-    context: str = Field(..., min_length=1, description="kubeconfig context of the cluster.")
+    context: ShellArg = Field(..., min_length=1, description="kubeconfig context of the cluster.")
     namespace: str = Field("hetinfra", description="Namespace of everything hetinfra creates in the cluster "
                                                    "(created by `hetinfra apply` when missing).")
-    cluster_name: str | None = Field(None, description="EKS: the cluster name of Karpenter's discovery tag "
+    cluster_name: ResourceWord | None = Field(None, description="EKS: the cluster name of Karpenter's discovery tag "
                                      "(karpenter.sh/discovery) and default node role; default: the context.")
-    node_role: str | None = Field(None, description="EKS: IAM role of Karpenter's GPU nodes; default "
+    node_role: ShellArg | None = Field(None, description="EKS: IAM role of Karpenter's GPU nodes; default "
                                   "KarpenterNodeRole-<cluster_name> (Karpenter's getting-started name).")
 
     @field_validator("namespace")
@@ -91,11 +91,11 @@ class KubernetesSpec(Strict):
     clusters: dict[str, KubeClusterSpec] = Field({}, description="Cluster per fleet, keyed 'cloud/region' (e.g. "
                                                  "{'aws/us-east-1': {context: prod-use1}}); every cloud region the "
                                                  "plan uses needs one to be applied.")
-    kubeconfig: str | None = Field(None, description="kubeconfig file; default $KUBECONFIG or ~/.kube/config.")
+    kubeconfig: FilePath | None = Field(None, description="kubeconfig file; default $KUBECONFIG or ~/.kube/config.")
     scaler: Literal["hpa", "keda"] = Field("hpa", description="Scaling between the autoscale bounds on vLLM's "
                                            "vllm:num_requests_waiting: 'hpa' (custom metrics through a Prometheus "
                                            "adapter) or 'keda' (a ScaledObject; KEDA must be installed).")
-    prometheus_url: str = Field("http://prometheus-operated.monitoring.svc:9090", description="scaler keda: the "
+    prometheus_url: ShellArg = Field("http://prometheus-operated.monitoring.svc:9090", description="scaler keda: the "
                                 "Prometheus server KEDA queries for vLLM's metrics.")
 
     @field_validator("clusters")
@@ -129,9 +129,9 @@ class DeploySpec(Strict):
                               "run (image tag v<version> / pip vllm==<version>): the performance model uses that "
                               "engine's calibration; default: the version its current-engine data were measured on.")
     stack: str = Field("prod", description="Pulumi stack name of the generated projects.")
-    backend_url: str | None = Field(None, description="Pulumi backend URL; default file://./state inside each project "
+    backend_url: ShellArg | None = Field(None, description="Pulumi backend URL; default file://./state inside each project "
                                                       "(pulumi/<cloud>/state, relative, so the out dir can move).")
-    gcp_project: str | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
+    gcp_project: ResourceWord | None = Field(None, description="GCP project for the gcp stack (else set gcp:project yourself).")
     ssh_public_key: str | None = Field(None, description="OpenSSH public key for the VMs' admin user (Azure needs one).")
     disk_gb: int | None = Field(None, ge=50, le=16384, description="Boot disk size of every VM, GB. Unset (default): "
                                 "sized per unit to hold the model's weights, the engine (image or virtualenv) and the "
@@ -158,7 +158,7 @@ class DeploySpec(Strict):
     @classmethod
     def _networks(cls, v: dict[str, str]) -> dict[str, str]:
         for k, c in v.items():
-            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
+            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+\Z", k):
                 raise ValueError(f"network_cidrs key {k!r} must be cloud/region, e.g. aws/us-east-1")
             try:
                 net = ipaddress.ip_network(c, strict=True)
@@ -178,6 +178,15 @@ class DeploySpec(Strict):
                 raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
         return v
 
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _ssh_key(cls, v: str | None) -> str | None:
+        # it is written into cloud-init and VM metadata: one printable line of an OpenSSH key
+        if v is not None and (len(v) > 16384 or not v.isprintable() or len(v.split()) not in (2, 3)
+                              or not re.match(r"^(ssh-|ecdsa-|sk-)[A-Za-z0-9@.-]+ [A-Za-z0-9+/=]+( [ -~]*)?\Z", v)):
+            raise ValueError("ssh_public_key must be one line of an OpenSSH public key: 'ssh-ed25519 AAAA... comment'")
+        return v
+
     @field_validator("stack")
     @classmethod
     def _stack(cls, v: str) -> str:
@@ -186,6 +195,6 @@ class DeploySpec(Strict):
     @field_validator("vllm_version")
     @classmethod
     def _version(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)$", v):
+        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z", v):
             raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
         return v

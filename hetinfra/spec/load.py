@@ -13,7 +13,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError, closest
+from hetinfra.fileio import read_text
 from hetinfra.spec.models import ServiceSpec
+from hetinfra.spec.yaml_safe import compose_and_load
+
+#: the largest spec file read (1 MiB; the examples are a few KiB)
+MAX_SPEC_BYTES = 1 << 20
 
 Loc = tuple[Any, ...]
 
@@ -110,9 +115,10 @@ def parse_spec_text(text: str, where: str = "<spec>") -> ServiceSpec:
 
 
 def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, SpecLocator]:
+    if len(text) > MAX_SPEC_BYTES:
+        raise InvalidInputError(f"{where}: the spec is {len(text)} characters, more than the {MAX_SPEC_BYTES} allowed")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = compose_and_load(text, where)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -140,13 +146,7 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
 def load_spec(path: str | Path) -> tuple[ServiceSpec, str, SpecLocator]:
     """Read and validate a spec file: (spec, its text, a locator for later errors)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InvalidInputError(f"spec file not found: {p}", hint="pass the path of a service YAML, e.g. services/chat.yaml") from None
-    except IsADirectoryError:
-        raise InvalidInputError(f"{p} is a directory, not a spec file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"cannot read spec {p}: {exc}") from None
+    text = read_text(p, "spec file", max_bytes=MAX_SPEC_BYTES,
+                     hint="pass the path of a service YAML, e.g. services/chat.yaml")
     spec, locate = parse_spec_located(text, str(p))
     return spec, text, locate

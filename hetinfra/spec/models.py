@@ -8,11 +8,11 @@ the profile file exist) happen later, in :mod:`hetinfra.plan.inputs`, where the 
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from hetinfra.spec.base import Strict, dns_name
+from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.units import Count, Milliseconds
@@ -20,10 +20,19 @@ from hetinfra.spec.units import Count, Milliseconds
 SPEC_VERSION = 1
 #: longest demand.profile: hourly over a week
 MAX_PROFILE_PERIODS = 168
+#: most bucket edges of a histogram or dataset axis (64 buckets: a 100 x 100 histogram is refused)
+MAX_EDGES = 65
+#: largest token count a bucket edge, class or architecture may state
+MAX_TOKENS = 10_000_000
+#: most a request rate may be (req/s per model) and least (below it the solver rounds the load to 0 GPUs)
+MAX_RATE_RPS = 1e6
+MIN_RATE_RPS = 1e-3
+#: bound of free-scale numbers (shares, weights, accuracy scores)
+MAX_SCALE = 1e12
 #: purchase options the spec may allow (``infrastructure.purchase_terms``)
 PurchaseTerm = Literal["on_demand", "spot", "committed_1y", "committed_3y"]
 #: a variant's name: it ends template ids and deployment-unit names, so short and DNS-safe
-_VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?$")
+_VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?\Z")
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 
 
@@ -47,30 +56,31 @@ def _served_name(value: str) -> str:
 
 def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
     for label, edges in (("input_edges", input_edges), ("output_edges", output_edges)):
-        if edges[0] < 0 or any(b <= a for a, b in zip(edges, edges[1:])):
-            raise ValueError(f"{label} must start at >= 0 and strictly increase, got {edges}")
+        if edges[0] < 0 or edges[-1] > MAX_TOKENS or any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError(f"{label} must start at >= 0, strictly increase and end at <= {MAX_TOKENS}, got "
+                             f"{str(edges)[:80]}")
 
 
 class ArchitectureSpec(Strict):
     """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
 
-    layers: int = Field(gt=0, description="num_hidden_layers.")
-    hidden_size: int = Field(gt=0, description="hidden_size.")
-    heads: int = Field(gt=0, description="num_attention_heads (query heads).")
-    kv_heads: int = Field(gt=0, description="num_key_value_heads (GQA); equal to heads for MHA.")
-    head_dim: int = Field(gt=0, description="Dimension of one attention head (hidden_size / heads unless set).")
-    params: Count = Field(gt=0, description="Total parameter count: 7000000000, 7e9 or '7B'.")
-    active_params: Count | None = Field(None, gt=0, description="MoE only: parameters active per token.")
-    vocab_size: int = Field(32000, gt=0, description="Vocabulary size.")
-    max_context: int = Field(4096, gt=0, description="max_position_embeddings: longest input+output the model accepts.")
+    layers: int = Field(gt=0, le=1024, description="num_hidden_layers.")
+    hidden_size: int = Field(gt=0, le=1_000_000, description="hidden_size.")
+    heads: int = Field(gt=0, le=65536, description="num_attention_heads (query heads).")
+    kv_heads: int = Field(gt=0, le=65536, description="num_key_value_heads (GQA); equal to heads for MHA.")
+    head_dim: int = Field(gt=0, le=65536, description="Dimension of one attention head (hidden_size / heads unless set).")
+    params: Count = Field(gt=0, le=1e14, description="Total parameter count: 7000000000, 7e9 or '7B'.")
+    active_params: Count | None = Field(None, gt=0, le=1e14, description="MoE only: parameters active per token.")
+    vocab_size: int = Field(32000, gt=0, le=MAX_TOKENS, description="Vocabulary size.")
+    max_context: int = Field(4096, gt=0, le=100_000_000, description="max_position_embeddings: longest input+output the model accepts.")
 
 
 class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
-    ttft_ms: Milliseconds = Field(gt=0, description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: Milliseconds = Field(gt=0, description="Time per output token after the first, milliseconds: a request's "
+    ttft_ms: Milliseconds = Field(gt=0, le=3_600_000, description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: Milliseconds = Field(gt=0, le=600_000, description="Time per output token after the first, milliseconds: a request's "
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
     percentile: Literal["mean", "p50", "p90", "p95", "p99"] = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "
@@ -78,7 +88,7 @@ class SloSpec(Strict):
     attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "
                                                                     "BOTH bounds (Mélange's SLO attainment), e.g. 0.99.")
     min_accuracy: float | None = Field(
-        None, allow_inf_nan=False,
+        None, ge=-MAX_SCALE, le=MAX_SCALE,
         description="Accuracy floor, on the scale of the model's variants' `accuracy` scores (needs `variants`): "
                     "every request is served by a variant scoring at least this; variants below it are never "
                     "planned. No floor: the cheapest variants serve.")
@@ -87,9 +97,12 @@ class SloSpec(Strict):
 class HistogramSizes(Strict):
     """Joint histogram of request sizes. Bucket k holds sizes in (edge[k], edge[k+1]]; rows = input buckets."""
 
-    input_edges: list[int] = Field(min_length=2, description="Increasing input-token bucket edges, from 0.")
-    output_edges: list[int] = Field(min_length=2, description="Increasing output-token bucket edges, from 0.")
-    weights: list[list[float]] = Field(description="Relative frequency per (input bucket, output bucket); "
+    input_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Increasing input-token bucket "
+                                                                                   "edges, from 0 (at most 65).")
+    output_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Increasing output-token bucket "
+                                                                                    "edges, from 0 (at most 65).")
+    weights: list[list[Annotated[float, Field(ge=0, le=MAX_SCALE)]]] = Field(
+        max_length=MAX_EDGES - 1,description="Relative frequency per (input bucket, output bucket); "
                                                    "rows = input buckets, columns = output buckets. Need not sum to 1.")
 
     @model_validator(mode="after")
@@ -107,9 +120,9 @@ class HistogramSizes(Strict):
 class DatasetSizes(Strict):
     """Request sizes from a CSV of ``input_tokens,output_tokens`` rows, bucketed like a histogram."""
 
-    path: str = Field(description="CSV file (relative to the spec file); header optional.")
-    input_edges: list[int] = Field(min_length=2, description="Input-token bucket edges.")
-    output_edges: list[int] = Field(min_length=2, description="Output-token bucket edges.")
+    path: FilePath = Field(description="CSV file (relative to the spec file); header optional.")
+    input_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Input-token bucket edges (at most 65).")
+    output_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Output-token bucket edges (at most 65).")
     outside: Literal["drop", "clip"] = Field("drop", description="Rows beyond the last edge: drop them, or clip to the last edge.")
 
     @model_validator(mode="after")
@@ -121,10 +134,11 @@ class DatasetSizes(Strict):
 class ClassSpec(Strict):
     """One explicit request class."""
 
-    name: str = Field(min_length=1, description="Class name, shown in the plan.")
-    input_tokens: int = Field(gt=0, description="Prompt tokens (planned at this size).")
-    output_tokens: int = Field(gt=0, description="Generated tokens (planned at this size).")
-    share: float = Field(gt=0, description="Relative share of the model's requests (normalized over classes).")
+    name: Label = Field(description="Class name, shown in the plan (1-128 printable characters; no quotes, ';', '&', "
+                                    "'$', '`', '\\').")
+    input_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Prompt tokens (planned at this size).")
+    output_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Generated tokens (planned at this size).")
+    share: float = Field(gt=0, le=MAX_SCALE, description="Relative share of the model's requests (normalized over classes).")
 
 
 class SizesSpec(Strict):
@@ -132,7 +146,7 @@ class SizesSpec(Strict):
 
     histogram: HistogramSizes | None = Field(None, description="Joint input x output histogram.")
     dataset: DatasetSizes | None = Field(None, description="CSV of observed request sizes.")
-    classes: list[ClassSpec] | None = Field(None, min_length=1, description="Explicit classes with shares.")
+    classes: list[ClassSpec] | None = Field(None, min_length=1, max_length=(MAX_EDGES - 1) ** 2, description="Explicit classes with shares.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SizesSpec":
@@ -147,14 +161,15 @@ class SizesSpec(Strict):
 class DemandSpec(Strict):
     """How much traffic the model gets."""
 
-    rate_rps: float = Field(gt=0, description="Mean request arrival rate to plan for, requests per second.")
+    rate_rps: float = Field(ge=MIN_RATE_RPS, le=MAX_RATE_RPS, description="Mean request arrival rate to plan for, "
+                            "requests per second (0.001 to 1000000).")
     sizes: SizesSpec = Field(description="Distribution of request sizes.")
-    origins: dict[str, float | OriginSpec] | None = Field(
-        None, description="Where requests come from: region -> relative share (normalized), or region -> {share, "
+    origins: dict[ResourceWord, Annotated[float, Field(ge=0, le=MAX_SCALE)] | OriginSpec] | None = Field(
+        None, max_length=1000, description="Where requests come from: region -> relative share (normalized), or region -> {share, "
                           "residency: region | continent | none} (docs/regions.md). Requests are routed per origin and "
                           "pay the round trip to the serving region inside the TTFT objective. With "
                           "planning.locality > 0, capacity in each region serves at least that fraction of its local demand.")
-    profile: list[float] | None = Field(
+    profile: list[Annotated[float, Field(ge=0, le=1e6)]] | None = Field(
         None, min_length=1, max_length=MAX_PROFILE_PERIODS,
         description="Demand over time: multipliers of rate_rps for equal periods that repeat over the planning "
                     "horizon (e.g. 24 hourly values of a day, 168 of a week). Period t's demand is rate_rps x "
@@ -184,17 +199,17 @@ class VariantSpec(Strict):
 
     name: str = Field(description="Variant name (lowercase letters, digits, '-', at most 24 characters), e.g. fp8: "
                                   "it names the variant in the plan and ends its deployment units' names.")
-    source: str | None = Field(None, min_length=1, description="What vLLM loads for this variant (a Hugging Face id "
+    source: ShellArg | None = Field(None, description="What vLLM loads for this variant (a Hugging Face id "
                                                                "or a path); default: the model's source.")
     precision: Precision | None = Field(None, description="Weight precision of this variant (bf16 | fp16 | fp8 | "
                                                           "int8 | int4); default: the model's precision.")
-    model: str | None = Field(None, description="Another checkpoint's architecture: a built-in catalog name or a "
+    model: ShellArg | None = Field(None, description="Another checkpoint's architecture: a built-in catalog name or a "
                                                 "Hugging Face repo id; default: the model's.")
-    architecture: ArchitectureSpec | str | None = Field(
+    architecture: ArchitectureSpec | FilePath | None = Field(
         None, description="Another checkpoint's architecture: its fields or an HF config.json path (relative to the "
                           "spec file); default: the model's.")
     accuracy: float | None = Field(
-        None, allow_inf_nan=False,
+        None, ge=-MAX_SCALE, le=MAX_SCALE,
         description="Accuracy score of this variant, higher is better, on a scale of your choice shared by the "
                     "model's variants and slo.min_accuracy (e.g. an eval's average). Unset: the built-in table's "
                     "score for the variant's source (percent of the 16-bit checkpoint's OpenLLM v1 score; "
@@ -221,14 +236,15 @@ class ModelSpec(Strict):
     name: str = Field(description="The name clients ask for (vLLM --served-model-name): free-form as vLLM allows, "
                                   "e.g. llama-3.1-8b or Qwen/Qwen2.5-72B-Instruct (no whitespace, quotes, '`', '$', "
                                   "'\\'). Cloud resources use a DNS-safe slug of it (plan.json models[].slug).")
-    model: str | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b, or a Hugging "
+    model: ShellArg | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b, or a Hugging "
                                                 "Face repo id (org/name) whose config.json (and safetensors index) is "
                                                 "read from the Hugging Face cache, downloaded with huggingface_hub "
                                                 "when missing (never with HF_HUB_OFFLINE=1).")
-    architecture: ArchitectureSpec | str | None = Field(
+    architecture: ArchitectureSpec | FilePath | None = Field(
         None, description="Architecture, for models not in the catalog: its fields, or the path of an HF config.json "
                           "(relative to the spec file; a model.safetensors.index.json beside it gives the weight size).")
-    source: str = Field(min_length=1, description="What vLLM loads: a Hugging Face id or a path.")
+    source: ShellArg = Field(description="What vLLM loads: a Hugging Face id or a path (no whitespace, quotes, "
+                                         "'`', '$', '\\', ';', '|', '&', '<', '>'; not starting with '-').")
     precision: Precision = Field(
         "bf16", description="Weight precision. fp8 uses FP8 tensor cores where the GPU has them (weight-only FP8 elsewhere); int8/int4 expect a pre-quantized checkpoint.")
     slo: SloSpec = Field(description="Latency objectives.")
@@ -236,7 +252,7 @@ class ModelSpec(Strict):
     max_spot_fraction: float = Field(1.0, ge=0, le=1, description="Most of this model's GPUs that may be spot "
                                                                   "(with infrastructure.spot: true).")
     variants: list[VariantSpec] | None = Field(
-        None, min_length=1, description="Ways to serve the model, all under its one served name: precisions or "
+        None, min_length=1, max_length=32, description="Ways to serve the model, all under its one served name: precisions or "
                                         "checkpoints of the same family, each with an accuracy score. The plan "
                                         "picks among those meeting slo.min_accuracy per deployment unit, cheapest "
                                         "first; the model's own source/precision/model only fill what a variant "
@@ -289,10 +305,10 @@ class ModelSpec(Strict):
 class AvailabilityCap(Strict):
     """The most GPUs of one kind the user can get in one cloud region (a quota)."""
 
-    cloud: str = Field(description="Cloud name.")
-    region: str = Field(description="Region name.")
-    gpu: str = Field(description="GPU (SkyPilot accelerator name).")
-    max_gpus: int = Field(ge=0, description="Largest number of these GPUs in use at once.")
+    cloud: ResourceWord = Field(description="Cloud name.")
+    region: ResourceWord = Field(description="Region name.")
+    gpu: ResourceWord = Field(description="GPU (SkyPilot accelerator name).")
+    max_gpus: int = Field(ge=0, le=100_000, description="Largest number of these GPUs in use at once.")
 
 
 class CustomGpuSpec(Strict):
@@ -316,12 +332,12 @@ class InfrastructureSpec(Strict):
                         "the offer. Without an entry the simulator uses conservative defaults, rescaled to the "
                         "GPU's profile (docs/verification.md).")
 
-    clouds: list[str] = Field(["aws", "gcp", "azure"], min_length=1,
+    clouds: list[ResourceWord] = Field(["aws", "gcp", "azure"], min_length=1, max_length=64,
                               description="Allowed clouds: aws, gcp, azure, or custom clouds named in an offers file.")
-    regions: list[str] | None = Field(None, description="Optional allowlist of regions (any cloud).")
-    gpus: list[str] | None = Field(None, description="Optional allowlist of GPUs, SkyPilot accelerator names.")
+    regions: list[ResourceWord] | None = Field(None, max_length=1000, description="Optional allowlist of regions (any cloud).")
+    gpus: list[ResourceWord] | None = Field(None, max_length=1000, description="Optional allowlist of GPUs, SkyPilot accelerator names.")
     spot: bool = Field(False, description="Also consider spot capacity where offered (cheaper, can be reclaimed).")
-    availability: list[AvailabilityCap] = Field([], description="GPU caps per (cloud, region, gpu).")
+    availability: list[AvailabilityCap] = Field([], max_length=10_000, description="GPU caps per (cloud, region, gpu).")
     purchase_terms: list[PurchaseTerm] | None = Field(
         None, min_length=1, description="How capacity may be bought: on_demand, spot, committed_1y, committed_3y "
         "(a 1- or 3-year commitment at the offer's committed price, paid for every hour of the term: reserved "
@@ -382,7 +398,7 @@ class PlanningSpec(Strict):
                                   "assignment of 1/slice_factor slices of each class.")
     slice_factor: int = Field(8, ge=1, le=64, description="Slices per class with routing: sliced.")
     headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
-    time_limit_s: float = Field(30, gt=0, description="Wall-clock safety stop for the solve, seconds. Plans do not "
+    time_limit_s: float = Field(30, gt=0, le=86_400, description="Wall-clock safety stop for the solve, seconds. Plans do not "
                                                      "depend on it unless it is hit (plan.json solver.safety_stop and a "
                                                      "warning say so); max_nodes is the deterministic limit.")
     max_nodes: int = Field(2000, ge=1, le=10_000_000, description="Branch-and-bound nodes each MIP (one per block of "
@@ -397,11 +413,11 @@ class PlanningSpec(Strict):
                                       "paying for its unused months too: committed $/h x whole terms covering the "
                                       "horizon / the horizon.")
     churn_penalty_hours: float = Field(
-        0.5, ge=0, description="With --state: each new instance costs this many hours of its price extra "
+        0.5, ge=0, le=8760, description="With --state: each new instance costs this many hours of its price extra "
                                "(start-up and model load), so small savings do not churn the running fleet.")
     allow_unmet: bool = Field(False, description="Allow serving less than the declared demand, at unmet_penalty.")
     unmet_penalty_usd_per_rps_hour: float = Field(
-        100.0, gt=0, description="With allow_unmet: cost per hour of each req/s left unserved.")
+        100.0, gt=0, le=MAX_SCALE, description="With allow_unmet: cost per hour of each req/s left unserved.")
     max_nodes_per_template: int = Field(
         4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
     tp_pp_layouts: bool = Field(
@@ -425,12 +441,12 @@ class ServiceSpec(Strict):
     """A service to plan: its models, SLOs, demand and where it may run."""
 
     name: str = Field(description="Service name (lowercase, '-'); names generated resources.")
-    models: list[ModelSpec] = Field(min_length=1, description="Models served.")
+    models: list[ModelSpec] = Field(min_length=1, max_length=64, description="Models served.")
     infrastructure: InfrastructureSpec = Field(default_factory=InfrastructureSpec, description="Allowed clouds, regions, GPUs.")
-    budget_usd_per_hour: float | None = Field(None, gt=0, description="Most the plan may cost, USD per hour.")
+    budget_usd_per_hour: float | None = Field(None, gt=0, le=1e7, description="Most the plan may cost, USD per hour.")
     planning: PlanningSpec = Field(default_factory=PlanningSpec, description="Objective, routing and solver settings.")
-    profiles: list[str] = Field([], description="Measured profile CSVs (relative to the spec file).")
-    offers: list[str] = Field([], description="Extra offers CSVs (relative to the spec file).")
+    profiles: list[FilePath] = Field([], max_length=256, description="Measured profile CSVs (relative to the spec file).")
+    offers: list[FilePath] = Field([], max_length=256, description="Extra offers CSVs (relative to the spec file).")
     deploy: DeploySpec = Field(default_factory=DeploySpec, description="Deployment: runtime, ports, ingress, Pulumi stack.")
 
     @field_validator("name")

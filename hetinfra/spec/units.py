@@ -11,10 +11,10 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|sec|seconds|min|m)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|sec|seconds|min|m)?\s*\Z")
 _TO_MS = {None: 1.0, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "min": 60000.0, "m": 60000.0}
 
-_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMbBtT])?\s*$")
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMbBtT])?\s*\Z")
 _SCALE = {None: 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
@@ -45,5 +45,7 @@ def parse_count(value: object) -> float:
     raise ValueError(f"expected a count such as 7000000000, 7e9 or '7B', got {value!r}")
 
 
-Milliseconds = Annotated[float, BeforeValidator(parse_ms)]
-Count = Annotated[float, BeforeValidator(parse_count)]
+# json_schema_input_type: the published schema accepts what the loader accepts ('3s', '7B'), so an
+# editor does not flag a valid spec
+Milliseconds = Annotated[float, BeforeValidator(parse_ms, json_schema_input_type=float | str)]
+Count = Annotated[float, BeforeValidator(parse_count, json_schema_input_type=float | str)]

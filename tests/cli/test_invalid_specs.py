@@ -42,8 +42,8 @@ CASES = [
     ("unknown top-level key", _set(GOOD, "modles", []), "did you mean 'models'"),
     ("unknown nested key", _set(GOOD, "models.0.slo.tpot_msx", 5), "did you mean 'tpot_ms'"),
     ("rate is text", _set(GOOD, "models.0.demand.rate_rps", "fast"), "rate_rps"),
-    ("rate zero", _set(GOOD, "models.0.demand.rate_rps", 0), "greater than 0"),
-    ("rate negative", _set(GOOD, "models.0.demand.rate_rps", -3), "greater than 0"),
+    ("rate zero", _set(GOOD, "models.0.demand.rate_rps", 0), "greater than or equal to 0.001"),
+    ("rate negative", _set(GOOD, "models.0.demand.rate_rps", -3), "greater than or equal to 0.001"),
     ("bad duration unit", _set(GOOD, "models.0.slo.ttft_ms", "2 parsecs"), "expected a duration"),
     ("unknown model", _set(GOOD, "models.0.model", "llama-3.1-8"), "did you mean 'llama-3.1-8b'"),
     ("unknown gpu", _set(GOOD, "infrastructure.gpus", ["H10"]), "unknown GPU 'H10'"),
@@ -116,7 +116,7 @@ def test_missing_spec_file(tmp_path, run_cli):
     ({"price_per_hour": -1}, "price_per_hour must be > 0"),
     ({"price_per_hour": 1, "spot_price_per_hour": 2}, "must be > 0 and <= price_per_hour"),
     ({"price_per_hour": "cheap"}, "not a number"),
-    ({"price_per_hour": 1, "gpu_count": 1.5}, "gpu_count must be a whole number"),
+    ({"price_per_hour": 1, "gpu_count": 1.5}, "'gpu_count' must be a whole number"),
 ])
 def test_bad_offers_csv(tmp_path, run_cli, row, fragment):
     base = {"cloud": "lab", "region": "r1", "instance_type": "n1", "gpu": "L4", "gpu_count": 1,

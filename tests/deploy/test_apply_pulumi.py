@@ -121,7 +121,25 @@ def test_missing_cli_credentials_passphrase_or_key_change_nothing(fake_pulumi, c
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
     code, _, err = run_cli("apply", str(planned_out), "--yes")
     assert code == 4 and "pulumi command is not on PATH" in err and "get.pulumi.com" in err
-    assert not (planned_out / "state.json").exists() and fake_pulumi() == []
+    # preflight may ask `pulumi version` (the binaries check); nothing else ran
+    assert not (planned_out / "state.json").exists() and [c["argv"] for c in fake_pulumi()
+                                                          if c["argv"][:1] != ["version"]] == []
+
+
+def test_preflight_lists_every_missing_prerequisite_in_one_run(fake_pulumi, cloud_env, planned_out, run_cli,
+                                                                monkeypatch):
+    """Four things missing at once: one run names all of them, the binary first, each with its fix."""
+    for name in ("PULUMI_CONFIG_PASSPHRASE", "GOOGLE_APPLICATION_CREDENTIALS", "VLLM_API_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 2, err  # the lowest code among them: the missing setting (VLLM_API_KEY)
+    assert "prerequisites are missing" in err
+    for fragment in ("pulumi command is not on PATH", "VLLM_API_KEY is not set", "PULUMI_CONFIG_PASSPHRASE",
+                     "gcp: no GCP credentials"):
+        assert fragment in err, fragment
+    assert err.index("pulumi command is not on PATH") < err.index("VLLM_API_KEY") < err.index("gcp: no GCP")
+    assert "Traceback" not in err and not (planned_out / "state.json").exists()
 
 
 def test_no_confirmation_without_a_terminal(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):

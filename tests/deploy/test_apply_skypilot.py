@@ -86,3 +86,49 @@ def test_target_all_splits_by_cloud_and_removes_units_that_left(sky_sdk, fake_pu
     assert [(c[0], c[1][0]) for c in sky_sdk if c[0] == "serve.down"] == [("serve.down", gcp_units)]
     state = json.loads((planned_out / "state.json").read_text())
     assert {a["cloud"] for a in state["allocations"]} == {"aws"}
+
+
+def _server(monkeypatch, *, up: bool, stops: list):
+    """SkyPilot's local API server seen through its own status call: up or not, stops recorded."""
+    from types import SimpleNamespace
+
+    from sky.client import sdk
+    from sky.server import common
+
+    status = common.ApiServerStatus.HEALTHY if up else common.ApiServerStatus.UNHEALTHY
+    monkeypatch.setattr(common, "is_api_server_local", lambda *a, **k: True)
+    monkeypatch.setattr(common, "get_api_server_status", lambda *a, **k: SimpleNamespace(status=status))
+    monkeypatch.setattr(sdk, "api_stop", lambda: stops.append("stop") or print("SkyPilot API server stopped."))
+
+
+def test_a_failed_skypilot_apply_stops_the_server_it_started_and_keeps_json_pure(
+        sky_sdk, sky_offline, cloud_env, planned_out, run_cli, monkeypatch):
+    from sky.client import sdk
+
+    stops: list = []
+    _server(monkeypatch, up=False, stops=stops)
+
+    def chatty_enabled_clouds(*a, **k):  # SkyPilot prints its banner on stdout, at both levels
+        print("Starting SkyPilot API server, view logs at ~/.sky/api_server/server.log")
+        import os
+        os.write(1, b"sky banner on fd 1\n")
+        return "req-x"
+
+    monkeypatch.setattr(sdk, "enabled_clouds", chatty_enabled_clouds)
+    sky, _ = sky_offline
+    monkeypatch.setattr(sky, "stream_and_get", lambda rid, **kw: ["AWS"])  # gcp not enabled: exit 4
+    code, stdout, err = run_cli("apply", str(planned_out), "--target", "skypilot", "--yes", "--json")
+    assert code == 4 and "SkyPilot cannot use gcp" in err
+    assert json.loads(stdout)["exit_code"] == 4  # stdout is the JSON document only
+    assert "Starting SkyPilot API server" in err and "API server stopped" in err
+    assert stops == ["stop"]  # started by this run, stopped on the error path
+
+
+def test_a_server_that_was_running_before_is_left_running(sky_sdk, cloud_env, planned_out, run_cli, monkeypatch):
+    stops: list = []
+    _server(monkeypatch, up=True, stops=stops)
+    code, _, err = run_cli("apply", str(planned_out), "--target", "skypilot", "--yes")
+    assert code == 0, err
+    code, _, err = run_cli("destroy", str(planned_out), "--target", "skypilot", "--yes")
+    assert code == 0, err
+    assert stops == []

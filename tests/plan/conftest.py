@@ -1,4 +1,5 @@
-"""Session-scoped verified plans of every example in services/ (planned once, in-process)."""
+"""The examples' verified plans for tests/plan, keyed as ``chat.yaml`` (the session's shared plans:
+tests/conftest.py ``example_plans``)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p for p in (REPO / "services").rglob("*.yaml"))
+from tests.conftest import EXAMPLE_SPECS, REPO, example_name
+
+EXAMPLES = EXAMPLE_SPECS
 
 
 @pytest.fixture(scope="session")
-def verified_examples() -> dict[str, tuple[dict, Path]]:
-    """name -> (plan.json dict, spec path) of `hetinfra plan` on every example (no baselines)."""
-    from hetinfra.plan.verify import verified_plan
-
-    out = {}
-    for path in EXAMPLES:
-        _, doc = verified_plan(path, with_baselines=False, template_cache=False)
-        out[str(path.relative_to(REPO / "services"))] = (doc, path)
-    return out
+def verified_examples(example_plans) -> dict[str, tuple[dict, Path]]:
+    """name (``chat.yaml``, ``custom-gpu/service.yaml``) -> (plan.json dict, spec path) of `hetinfra plan`
+    on every example."""
+    return {str(p.relative_to(REPO / "services")): example_plans[example_name(p)][1:4:2] for p in EXAMPLE_SPECS}

@@ -40,17 +40,17 @@ def test_run_dependent_keys_are_the_documented_ones():
         assert f"`{key}`" in page
 
 
-def test_same_spec_same_plan_on_every_run(tmp_path, monkeypatch, run_cli):
+def test_same_spec_same_plan_on_every_run(tmp_path, monkeypatch, run_cli, example_plans):
     """Two runs of one spec give the same plan.json but for RUN_DEPENDENT_KEYS. The solver is bounded
     by node limits (planning.max_nodes), not the clock, so this holds however loaded the machine is;
     the test itself does not load the machine (a test must not depend on the machine's load: the
     wall-clock limit is only a safety stop, which plan.json reports and the next test covers)."""
-    spec = yaml.safe_load((REPO / "services" / "multi-region.yaml").read_text())
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    # a template cache shared by both runs: the first misses, the second hits (a run-dependent key)
-    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path / "cache"))
-    first = _plan(run_cli, path, tmp_path / "first")
+    path = REPO / "services" / "multi-region.yaml"
+    spec = yaml.safe_load(path.read_text())
+    # the first run is the session's (tests/conftest.py example_plans); the second shares its template
+    # cache: it hits where the first filled it (a run-dependent key)
+    first = example_plans["multi-region"][1]
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(example_plans.cache))
     second = _plan(run_cli, path, tmp_path / "second")
     assert first["inputs"]["template_cache"]["misses"] and second["inputs"]["template_cache"]["hits"]
     assert first["solver"]["max_nodes"] == spec["planning"].get("max_nodes", 2000)

@@ -29,7 +29,7 @@ def test_caps_csv_and_dict(tmp_path):
 
 @pytest.mark.parametrize("text,match", [
     ("cloud,region,gpu\naws,r,L4\n", "lacks column"),
-    ("cloud,region,gpu,max_gpus\naws,r,L4,-1\n", "whole number >= 0"),
+    ("cloud,region,gpu,max_gpus\naws,r,L4,-1\n", "whole number in \\[0, "),
     ("cloud,region,gpu,max_gpus\naws,r,L4,lots\n", "not a number"),
     ("cloud,region,gpu,max_gpus\naws,,L4,3\n", "'region' is empty"),
     ("cloud,region,gpu,max_gpus,purchase\naws,r,L4,3,reserved\n", "purchase must be"),

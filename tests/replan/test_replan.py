@@ -192,11 +192,26 @@ def test_demand_log_raises_the_planned_rate_and_forces_capacity(fake_pulumi, clo
         rows.append(f"{t0 + i / 15:.3f},toy,480,190,us-east-1")
     log = tmp_path / "requests.csv"
     log.write_text("\n".join(rows) + "\n")
-    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--demand-log", str(log))
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--demand-log", str(log),
+                              "--min-history-h", "0.1")
     assert code == 10 and stdout.startswith("replan: forced move: +1/-0")
     text = (out / "replan.log").read_text()
     assert "demand of toy: 8 -> 16.5 req/s" in text  # recent peak 15 req/s + 10% buffer
     assert "recent-peak" in text  # under two days of data: no seasonal model, and the log says so
+
+
+def test_a_short_demand_history_is_not_trusted(fake_pulumi, cloud_env, service, run_cli, tmp_path):
+    """10 minutes of traffic (the default needs 24 h): the declared demand is planned, nothing moves."""
+    spec, offers = service
+    out = tmp_path / "out"
+    day1 = offers("day1", 1.00, 1.20)
+    _deploy(run_cli, spec, day1, out)
+    path = _gateway_log(tmp_path)
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--demand-from", str(path))
+    assert code == 0, stdout + err
+    text = (out / "replan.log").read_text()
+    assert "less than the 24 h of history needed" in text and "planning the declared demand" in text
+    assert "demand of toy" not in text  # no demand trigger
 
 
 def test_a_caps_file_that_takes_the_running_gpu_away_forces_a_move(fake_pulumi, cloud_env, service, run_cli, tmp_path):
@@ -252,6 +267,6 @@ def test_demand_from_the_gateway_log(via, fake_pulumi, cloud_env, service, run_c
         else:
             source = str(path)
         code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1),
-                                  "--demand-from", source)
+                                  "--demand-from", source, "--min-history-h", "0.1")
     assert code == 10 and stdout.startswith("replan: forced move: +1/-0")
     assert "demand of toy: 8 -> 16.5 req/s" in (out / "replan.log").read_text()

@@ -35,7 +35,7 @@ def test_default_terms_are_todays_behaviour():
     (_spec(infrastructure={"purchase_terms": []}), "at least 1"),
     (_spec(profiles=([1, 0.5], [1, 0.5, 0.2])), "lengths differ"),
     (_spec(profiles=([0, 0],)), "at least one > 0"),
-    (_spec(profiles=([1, -0.5],)), ">= 0"),
+    (_spec(profiles=([1, -0.5],)), "greater than or equal to 0"),
     (_spec(profiles=([1.0] * 169,)), "at most 168"),
     (_spec(profiles=([1, 0.5],), planning={"allow_unmet": True}), "allow_unmet"),
     (_spec(planning={"horizon_months": 0}), "horizon_months"),

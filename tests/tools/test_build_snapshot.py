@@ -68,7 +68,7 @@ def test_prices_h100_spans_three_continents_on_aws_and_gcp(run_cli):
     by_key = {(o["cloud"], o["region"], o["instance_type"]): o for o in offers}
     # numbers read in the upstream sources (SOURCES.md): AWS catalog row and GCP host + 8 x GPU
     assert by_key[("aws", "eu-north-1", "p5.48xlarge")]["price_per_hour"] == 58.8928
-    assert by_key[("gcp", "europe-west4", "a3-highgpu-8g")]["price_per_hour"] == pytest.approx(9.933063504 + 8 * 12.735516, abs=1e-6)
+    assert by_key[("gcp", "europe-west4", "a3-highgpu-8g")]["price_per_hour"] == pytest.approx(112.540479, abs=1e-6)  # Cyclenerd pricing.yml hour
 
 
 def test_european_example_plans_offline_in_europe(run_cli):
@@ -85,7 +85,7 @@ def test_european_example_plans_offline_in_europe(run_cli):
 def test_a_full_catalog_dir_flows_through_to_prices_and_plans(build, run_cli, tmp_path):
     out = tmp_path / "offers.csv"
     assert build.main([str(TINY), "--as-of", "aws=2026-01-15", "--as-of", "gcp=2026-01-16", "--as-of", "azure=2026-01-17",
-                       "--gcp-cocalc", "none", "--out", str(out)]) == 0
+                       "--gcp-prices", "none", "--out", str(out)]) == 0
     rows = rows_of(out)
     assert set(rows) == {("aws", "eu-central-1", "g6.xlarge"), ("aws", "us-east-1", "g6.xlarge"),
                          ("aws", "ap-northeast-1", "p5.48xlarge"), ("gcp", "europe-west4", "g2-standard-4"),
@@ -128,7 +128,7 @@ def test_first_catalog_dir_wins_per_region(build, tmp_path):
     (later / "SOURCE.json").write_text(json.dumps({"aws": {"source": "later@1", "as_of": "2026-02-01"}}))
     out = tmp_path / "o.csv"
     assert build.main([str(TINY), str(later), "--as-of", "aws=2026-01-15", "--as-of", "gcp=2026-01-15",
-                       "--as-of", "azure=2026-01-15", "--gcp-cocalc", "none", "--out", str(out)]) == 0
+                       "--as-of", "azure=2026-01-15", "--gcp-prices", "none", "--out", str(out)]) == 0
     rows = rows_of(out)
     assert rows[("aws", "eu-central-1", "g6.xlarge")]["price_per_hour"] == "1"  # not the later 2.0
     assert rows[("aws", "eu-west-3", "g6.xlarge")]["source"] == "later@1"
@@ -141,28 +141,70 @@ def test_a_catalog_without_a_date_is_refused(build, tmp_path, capsys):
     assert not (tmp_path / "o.csv").exists()
 
 
-# --- the cocalc GCP list prices ------------------------------------------------------------
+# --- the Cyclenerd GCP list prices (Apache-2.0 pricing.yml) -------------------------------------
 
-def cocalc(h100: float = 10.0) -> dict:
-    return {"machineTypes": {"a3-highgpu-2g": {"prices": {"europe-west4": 1.0, "asia-east9": 1.0},
-                                               "spot": {"europe-west4": 0.5}, "vcpu": 52, "memory": 468}},
-            "accelerators": {"nvidia-h100-80gb": {"prices": {"europe-west4-b": h100, "europe-west4-c": h100},
-                                                  "spot": {"europe-west4-b": 2.0, "europe-west4-c": 1.5}}}}
+def cyclenerd(h100: float = 10.0) -> dict:
+    return {"instances": {
+        "a3-highgpu-2g": {"gpu": "h100-80gb", "count": 2, "cpu": 52, "ram": 468,
+                          "cost": {"europe-west4": {"hour": 2 * h100 + 1.0, "hour_spot": 4.0},
+                                   "asia-east9": {"hour": 0}}},
+        "a3-highgpu-4g": {"gpu": "h100-80gb", "count": 2, "cpu": 78, "ram": 702,  # GPU count disagrees
+                          "cost": {"europe-west4": {"hour": 30.0}}}}}
 
 
-def test_cocalc_prices_host_plus_gpus_per_zone():
+def test_cyclenerd_prices_the_whole_machine_per_region():
     srcs = load_tool("snapshot_sources")
-    (asia, eu) = list(srcs.reduce_cocalc(cocalc()))  # sorted by region
+    (asia, eu) = list(srcs.reduce_cyclenerd(cyclenerd()))  # sorted by region; 4g has no row
     assert (eu.region, eu.instance_type, eu.gpu, eu.gpu_count) == ("europe-west4", "a3-highgpu-2g", "H100", 2)
-    assert (eu.prices, sorted(eu.spots)) == ([21.0, 21.0], [3.5, 4.5])
-    assert (asia.region, asia.prices, asia.zones) == ("asia-east9", [], 0)  # no GPU sold there: no price
+    assert (eu.prices, eu.spots, eu.vcpus, eu.memory_gb) == ([21.0], [4.0], 52.0, 468.0)
+    assert (asia.region, asia.prices) == ("asia-east9", [])  # no price: no row later
+
+
+def test_cyclenerd_extract_keeps_gpu_machine_types_only(tmp_path):
+    srcs = load_tool("snapshot_sources")
+    doc = {"about": {"generated": "Thu Jul 30 06:13:17 2026"}, "compute": {"instance": {
+        "g2-standard-4": {"cpu": 4, "ram": 16, "l4": 1, "cost": {"us-central1": {"hour": 0.7, "month": 511}}},
+        "n2-standard-2": {"cpu": 2, "ram": 8, "cost": {"us-central1": {"hour": 0.1}}}}}}
+    path = tmp_path / "pricing.yml"
+    path.write_text(yaml.safe_dump(doc))
+    out = srcs.extract_cyclenerd(path, "abc")
+    assert out["license"] == "Apache-2.0" and out["commit"] == "abc"
+    assert out["instances"] == {"g2-standard-4": {"gpu": "l4", "count": 1, "cpu": 4, "ram": 16,
+                                                  "cost": {"us-central1": {"hour": 0.7}}}}
+
+
+#: licences whose data hetinfra may ship and be used commercially with
+ALLOWED_LICENCES = {"Apache-2.0", "MIT", "BSD-3-Clause", "CC0-1.0", "CC-BY-4.0"}
+
+
+def licence_table() -> dict[str, str]:
+    """SOURCES.md's "Licences" table: source tag (as in the snapshot's source column) -> SPDX id."""
+    text = (REPO / "price_feeds" / "data" / "SOURCES.md").read_text()
+    section = text.split("## Licences", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+)` \| ([A-Za-z0-9.+-]+) \|", section, re.M)}
+
+
+def test_every_snapshot_row_comes_from_a_source_whose_licence_allows_commercial_use():
+    licences = licence_table()
+    assert licences, "SOURCES.md has no Licences table"
+    for name in ("offers_snapshot.csv", "committed_prices.csv"):
+        for r in csv.DictReader((REPO / "price_feeds" / "data" / name).open()):
+            assert r["source"] in licences, f"{name}: source {r['source']!r} has no licence in SOURCES.md"
+            assert licences[r["source"]] in ALLOWED_LICENCES, (name, r["source"], licences[r["source"]])
+
+
+def test_the_gcp_price_file_records_its_licence():
+    data = json.loads((REPO / "tools" / "snapshot_data" / "gcp-cyclenerd" / "gpu_prices.json").read_text())
+    manifest = json.loads((REPO / "tools" / "snapshot_data" / "gcp-cyclenerd" / "SOURCE.json").read_text())
+    assert data["license"] == manifest["gcp"]["license"] == "Apache-2.0"
+    assert manifest["gcp"]["source"] in licence_table()
 
 
 def test_sources_that_disagree_on_the_same_sku_are_refused():
     srcs = load_tool("snapshot_sources")
-    a = ("gcp", ("a@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(10.0))), set())
-    same = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(10.0))), set())
+    a = ("gcp", ("a@1", "2026-01-01"), list(srcs.reduce_cyclenerd(cyclenerd(10.0))), set())
+    same = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cyclenerd(cyclenerd(10.0))), set())
     assert "median difference 0.000%" in srcs.check_agreement([a, same], 0.01)
-    off = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cocalc(cocalc(12.0))), set())
+    off = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cyclenerd(cyclenerd(12.0))), set())
     with pytest.raises(srcs.SourceError, match="median difference"):
         srcs.check_agreement([a, off], 0.01)

@@ -1,0 +1,102 @@
+"""The one YAML reader of user files: safe tags only, bounded size, no duplicate keys.
+
+PyYAML's safe_load expands aliases without limit (a "billion laughs" document of a few hundred
+bytes grows to gigabytes) and follows recursive aliases (``&a [*a]``) into infinite structures,
+and it keeps the last of two equal keys without a word (a second ``infrastructure:`` block would
+silently replace the first). Here the node tree is composed first and walked once, counting every
+node an alias would expand to, before anything is constructed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from hetinfra.errors import InvalidInputError
+
+#: most nodes the expanded document may hold (the largest example spec has a few hundred)
+MAX_NODES = 100_000
+#: most aliases (``*name``) one document may use
+MAX_ALIASES = 200
+#: deepest nesting of mappings and sequences
+MAX_DEPTH = 64
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that counts the aliases it meets while composing."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.alias_count = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            self.alias_count += 1
+            if self.alias_count > MAX_ALIASES:
+                mark = self.peek_event().start_mark
+                raise InvalidInputError(f"{self.name}:{mark.line + 1}: more than {MAX_ALIASES} YAML aliases",
+                                        hint="write the values out instead of repeating anchors")
+        return super().compose_node(parent, index)
+
+
+def _at(where: str, node: yaml.Node) -> str:
+    return f"{where}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+
+
+def _check_tree(root: yaml.Node, where: str) -> None:
+    """Refuse recursive aliases, expansions past MAX_NODES, nesting past MAX_DEPTH and duplicate keys."""
+    count = 0
+    path: set[int] = set()
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
+    while stack:
+        node, depth, leaving = stack.pop()
+        if leaving:
+            path.discard(id(node))
+            continue
+        count += 1
+        if count > MAX_NODES:
+            raise InvalidInputError(f"{where}: the YAML expands to more than {MAX_NODES} values (an alias bomb or a "
+                                    "huge list)", hint="a spec needs a few hundred values; remove repeated anchors")
+        if depth > MAX_DEPTH:
+            raise InvalidInputError(f"{_at(where, node)}: YAML nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.ScalarNode):
+            continue
+        if id(node) in path:
+            raise InvalidInputError(f"{_at(where, node)}: recursive YAML alias (a value that contains itself)")
+        path.add(id(node))
+        stack.append((node, depth, True))
+        if isinstance(node, yaml.MappingNode):
+            _no_duplicate_keys(node, where)
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = list(node.value)
+        stack.extend((child, depth + 1, False) for child in reversed(children))
+
+
+def _no_duplicate_keys(node: yaml.MappingNode, where: str) -> None:
+    seen: dict[Any, yaml.Node] = {}
+    for key, _ in node.value:
+        if key.tag == _MERGE or not isinstance(key, yaml.ScalarNode):
+            continue
+        if key.value in seen:
+            first = seen[key.value].start_mark.line + 1
+            raise InvalidInputError(f"{_at(where, key)}: duplicate key '{key.value[:60]}' (first at line {first})",
+                                    hint="YAML keeps only the last one; merge the two into one")
+        seen[key.value] = key
+
+
+def compose_and_load(text: str, where: str) -> tuple[yaml.Node | None, Any]:
+    """(node tree for line numbers, Python data) of a YAML document, checked as above.
+    YAML syntax errors propagate as yaml.YAMLError (the caller words them)."""
+    loader = _Loader(text)
+    loader.name = where
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _check_tree(node, where)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()

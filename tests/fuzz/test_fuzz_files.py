@@ -1,0 +1,105 @@
+"""Tampered plan.json, state.json and router/weights.json (any node replaced by any JSON value, the
+file truncated or not JSON): `status`, `apply` and the gateway's table loader end with a documented
+exit code or our own error, never a traceback; `--json` stays strict JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hetinfra.errors import HetinfraError
+from tests.fuzz.conftest import assert_clean_exit, budget
+
+REPO = Path(__file__).resolve().parents[2]
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-(10 ** 20), 10 ** 20), st.floats(allow_nan=False),
+                   st.text(max_size=10), st.just([]), st.just({}), st.just([1, "a"]), st.just({"a": None}))
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """chat.yaml planned once (no verification), with a state.json as `apply` writes it."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    out = tmp_path_factory.mktemp("fuzzplan") / "out"
+    res = CliRunner().invoke(cli, ["plan", str(REPO / "services" / "chat.yaml"), "--out", str(out), "--no-verify",
+                                   "--no-baselines"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    allocs = [dict(a, path="pulumi") for a in plan["allocations"]]
+    state = {"state_version": 1, "service": plan["service"], "allocations": allocs,
+             "endpoints": {a["deployment_unit"]: ["http://127.0.0.1:9/v1"] for a in allocs}, "pulumi": {},
+             "skypilot": {}, "operation": None, "plan_sha256": None}
+    (out / "state.json").write_text(json.dumps(state))
+    return out
+
+
+def paths_of(doc, path=()) -> list[tuple]:
+    out = [path]
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        out += paths_of(v, path + (k,))
+    return out
+
+
+@st.composite
+def tampered(draw, planned_dir: Path):
+    name = draw(st.sampled_from(["plan.json", "state.json", "router/weights.json"]))
+    text = (planned_dir / name).read_text()
+    how = draw(st.sampled_from(["node", "node", "node", "truncate", "garbage"]))
+    if how == "truncate":
+        return name, text[:draw(st.integers(0, len(text) - 1))]
+    if how == "garbage":
+        return name, draw(st.sampled_from(["", "null", "[]", "NaN", "{", "\x00\xff", "1e999"]))
+    doc = json.loads(text)
+    path = draw(st.sampled_from(paths_of(doc)[:400]))
+    value = draw(VALUES)
+    if not path:
+        return name, json.dumps(value)
+    cur = doc
+    for k in path[:-1]:
+        cur = cur[k]
+    cur[path[-1]] = value
+    return name, json.dumps(doc)
+
+
+def _copy(planned: Path, tmp_path_factory, case) -> Path:
+    out = tmp_path_factory.mktemp("tampered") / "out"
+    shutil.copytree(planned, out)
+    name, text = case
+    (out / name).write_text(text, encoding="utf-8", errors="surrogatepass")
+    return out
+
+
+@budget(40)
+@given(data=st.data())
+def test_status_and_apply_on_tampered_files(planned, tmp_path_factory, run_cli, monkeypatch, data):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi: apply stops in preflight at the latest
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+    out = _copy(planned, tmp_path_factory, data.draw(tampered(planned)))
+    code, stdout, err = run_cli("status", str(out), "--json", "--no-refresh")
+    assert_clean_exit(code, stdout, err, as_json=True)
+    code, stdout, err = run_cli("apply", str(out), "--yes", "--json", "--target", "pulumi")
+    assert_clean_exit(code, stdout, err, as_json=True)
+
+
+@budget(60)
+@given(data=st.data())
+def test_the_gateway_table_loader_on_tampered_files(planned, tmp_path_factory, data):
+    from hetinfra.gateway.table import load_table
+
+    out = _copy(planned, tmp_path_factory, data.draw(tampered(planned)))
+    try:
+        table = load_table(out)
+    except HetinfraError as exc:
+        assert exc.exit_code == 2 and "Traceback" not in str(exc)
+        return
+    for routes in table.models.values():
+        for c in routes.classes:
+            assert all(w > 0 and w == w and w != float("inf") for _, w in c.weights)

@@ -1,0 +1,78 @@
+"""Replan guards: a capped capacity cut per run, the minimum history observed demand needs, and the
+triggers listing only what changed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from hetinfra.replan.diff import decide
+from hetinfra.replan.run import ReplanOptions, _this_run, min_history_s
+from hetinfra.replan.safe import cap_cut, fleet_gpus, render_stages, stage_counts
+
+
+def _alloc(unit: str, count: int, gpus: int = 1, price: float = 1.0) -> dict:
+    return {"unit": unit, "deployment_unit": unit, "count": count, "instances": count, "nodes_per_replica": 1,
+            "gpus_per_instance": gpus, "cloud": "aws", "region": "us-east-1", "instance_type": f"{unit}.xl",
+            "gpu": "L4", "spot": False, "price_per_instance_usd_per_hour": price,
+            "cost_usd_per_hour": price * count}
+
+
+def _plan(*allocs: dict) -> dict:
+    return {"allocations": list(allocs), "cost_usd_per_hour": sum(a["cost_usd_per_hour"] for a in allocs)}
+
+
+def test_a_cut_of_90_percent_is_capped_at_half_then_continues():
+    running = [_alloc("a", 10)]
+    new = _plan(_alloc("a", 1))
+    stages, complete = stage_counts(running, new, None)
+    capped, was_capped, line = cap_cut(stages, running, new, 0.5)
+    assert was_capped and "keeps 5 of 10 running GPUs" in line
+    assert capped[-1][1] == {"a": 5}
+    # the next run starts from 5 and may cut to 3 (>= 2.5), then 2, then 1
+    running = [_alloc("a", 5)]
+    stages, _ = stage_counts(running, new, None)
+    assert cap_cut(stages, running, new, 0.5)[0][-1][1] == {"a": 3}
+
+
+def test_make_before_break_keeps_the_floor_in_the_break_stage():
+    running = [_alloc("a", 4, gpus=2)]
+    new = _plan(_alloc("b", 1, gpus=1))
+    stages, _ = stage_counts(running, new, None)
+    capped, was_capped, _ = cap_cut(stages, running, new, 0.5)
+    assert was_capped and [n for n, _ in capped] == ["make", "break"]
+    info = {"a": running[0], "b": new["allocations"][0]}
+    assert fleet_gpus(capped[-1][1], info) >= 4  # half of 8 GPUs kept
+    assert capped[0] == stages[0]  # the make stage is untouched
+
+
+def test_small_cuts_and_growth_are_not_capped():
+    running = [_alloc("a", 4)]
+    for new in (_plan(_alloc("a", 2)), _plan(_alloc("a", 9))):
+        stages, _ = stage_counts(running, new, None)
+        assert cap_cut(stages, running, new, 0.5)[1] is False
+
+
+def test_force_and_the_dry_run_show_what_this_run_applies():
+    running, new = [_alloc("a", 10)], _plan(_alloc("a", 1))
+    lines: list[str] = []
+    stages, complete, capped = _this_run(running, new, ReplanOptions(), lines.append)
+    assert capped and not complete and any("would apply" in x for x in lines)
+    assert render_stages(stages, running) == ["stage break: a 10 -> 5"]
+    stages, complete, capped = _this_run(running, new, ReplanOptions(force=True, apply=True), lines.append)
+    assert complete and not capped and render_stages(stages, running) == ["stage break: a 10 -> 1"]
+
+
+@pytest.mark.parametrize("profile,given,hours", [(None, None, 24), ([1.0] * 168, None, 168), ([1.0] * 24, 2.5, 2.5)])
+def test_minimum_history_is_the_profile_period_or_a_day(profile, given, hours):
+    model = SimpleNamespace(demand=SimpleNamespace(profile=profile))
+    assert min_history_s(SimpleNamespace(models=[model]), given) == hours * 3600
+
+
+def test_triggers_list_only_prices_that_changed():
+    offers = [SimpleNamespace(cloud="aws", region="us-east-1", instance_type="a.xl", price=lambda spot: 1.00004),
+              SimpleNamespace(cloud="aws", region="us-east-1", instance_type="b.xl", price=lambda spot: 2.5)]
+    running = [_alloc("a", 1, price=1.0), _alloc("b", 1, price=2.0)]
+    d = decide(running, _plan(*running), offers, {}, min_savings_pct=5, min_savings_usd_h=1)
+    assert d.triggers == ["b.xl in aws/us-east-1: $2/h -> $2.5/h (+25.0%)"]
