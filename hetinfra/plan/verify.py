@@ -83,7 +83,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     rounds = _rounds(pr, sim_of, settings.max_rounds, progress)
     pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
     trimmed: list[dict] = []
-    sim_of.memo = {}  # the rounds' memo may match a unit across factors to 6 digits; the promise is exact
+    # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
     if sim["met"] and pr.problem.objective == "min_cost" and not pr.result.periods:
         pr, sim, trimmed = trim(pr, sim_of)
     else:
