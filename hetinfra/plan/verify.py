@@ -147,6 +147,8 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
         r = regimes[u.template.id][0]
         g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
         level = u.template.confidence[0] if u.template.confidence else "calibrated"
+        # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
+        # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%)
         ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level))
     ok: dict[str, float] = {}
     bad: dict[str, float] = {}

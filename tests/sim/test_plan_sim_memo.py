@@ -17,13 +17,13 @@ CONFIG = WorkloadConfig(requests=300, load=1.1, seed=7)
 
 
 @pytest.fixture(scope="module")
-def europe():
-    path = REPO / "services" / "europe.yaml"
-    return filled_golden("europe"), load_spec(path)[0], Path(path)
+def two_models():
+    path = REPO / "services" / "multi-region.yaml"
+    return filled_golden("multi-region"), load_spec(path)[0], Path(path)
 
 
-def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(europe, monkeypatch):
-    doc, spec, path = europe
+def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_models, monkeypatch):
+    doc, spec, path = two_models
     memo: dict = {}
     assert plan_sim.simulate_plan(doc, spec, path, CONFIG, memo=memo) == plan_sim.simulate_plan(doc, spec, path, CONFIG)
     uid = next(a["unit"] for a in doc["allocations"] if a["count"] > 1)
