@@ -97,6 +97,7 @@ def test_the_generated_project_runs_the_program(mocks, tmp_path, monkeypatch):
     repo = Path(__file__).resolve().parents[2]
     spec = yaml.safe_load((repo / "services" / "chat.yaml").read_text())
     spec["deploy"] = {"target": "kubernetes", "kubernetes": {"clusters": {"aws/us-east-1": {"context": "c1"}}}}
+    spec.setdefault("planning", {})["confidence"] = "expected"  # the estimates' middle: chat's fleet on aws/us-east-1
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     res = CliRunner().invoke(cli, ["plan", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"),
                                    "--no-verify", "--no-baselines"])
