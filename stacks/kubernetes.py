@@ -4,9 +4,11 @@ context, exactly the objects of ``OUT/kubernetes/<cloud>-<region>/`` (rendered f
 hetinfra.compile.kubernetes, so the two never differ) and the ``<service>-secrets`` Secret from
 Pulumi secrets (``hetinfra:apiKey``, ``hetinfra:hfToken``, ``hetinfra:gatewayApiKey``).
 
-The generated project is ``OUT/pulumi/kubernetes/`` (``cd`` there and ``pulumi up``); it exports
-``units`` (unit -> its workload kind, namespace and cluster) and ``endpoints`` (unit -> its
-in-cluster URL).
+The generated project is ``OUT/pulumi/kubernetes/``, which ``hetinfra apply`` runs (or ``cd`` there
+and ``pulumi up``); it exports ``units`` (unit -> its workload kind, namespace and cluster),
+``endpoints`` (unit -> its in-cluster URL) and ``clusters`` (``<cloud>-<region>`` -> its kubeconfig
+context, kubeconfig and namespace: where ``hetinfra status`` reads the live replicas). The namespace
+is kept on ``pulumi destroy`` (``retain_on_delete``): it may hold what the cluster's owner put there.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ class KubeCluster(pulumi.ComponentResource):
                                 enable_server_side_apply=True, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         objs = list(args.objects)
-        namespace = [_resource(o, f"{name}-ns", child) for o in objs if o["kind"] == "Namespace"]
+        # the namespace outlives `pulumi destroy`: it may hold what the cluster's owner put there
+        keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True))
+        namespace = [_resource(o, f"{name}-ns", keep) for o in objs if o["kind"] == "Namespace"]
         after_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace))
         string_data = {"VLLM_API_KEY": secrets.api_key}
         if secrets.hf_token is not None:
@@ -83,7 +87,9 @@ class KubeCluster(pulumi.ComponentResource):
         self.units = {o["metadata"]["name"]: {"kind": o["kind"], "namespace": args.namespace, "cluster": args.cluster}
                       for o in objs if o["kind"] in WORKLOADS and "hetinfra.dev/unit" in o["metadata"]["labels"]}
         self.endpoints = {u: [f"http://{u}.{args.namespace}.svc:{args.port}/v1"] for u in self.units}
-        self.register_outputs({"units": self.units, "endpoints": self.endpoints})
+        self.key = args.cluster
+        self.cluster = {"context": args.context, "kubeconfig": args.kubeconfig, "namespace": args.namespace}
+        self.register_outputs({"units": self.units, "endpoints": self.endpoints, "cluster": self.cluster})
 
 
 def cluster_args(plan: dict) -> list[KubeClusterArgs]:
@@ -112,3 +118,4 @@ def main() -> None:
     clusters = build(plan, secrets)
     pulumi.export("units", {k: v for c in clusters for k, v in c.units.items()})
     pulumi.export("endpoints", {k: v for c in clusters for k, v in c.endpoints.items()})
+    pulumi.export("clusters", {c.key: c.cluster for c in clusters})

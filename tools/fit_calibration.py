@@ -396,6 +396,24 @@ def coverage(rows: list[Row], calib: Calibration = CALIBRATION, engines: dict | 
     return tuple((*k, n) for k, n in sorted(count.items(), key=lambda kv: (*kv[0][:3], order[kv[0][3]])))
 
 
+def rate_residuals(rows: list[Row], calib: Calibration = CALIBRATION, engines: dict | None = ENGINES
+                   ) -> tuple[tuple[str, str, str, int, float, float, float], ...]:
+    """calibration.RESIDUALS: (GPU, engine, batch regime, rows, p10, median, p90) of the signed RATE
+    error (predicted / measured rate - 1; + = optimistic) over every row of the group (fit and
+    held-out; grouped as COVERAGE is, over TP). A capacity row is a rate; a time row (step, TPOT,
+    TTFT, prefill) bounds the rate inversely, so its time error e reads as a rate error 1 / (1 + e) - 1."""
+    errs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for r, e in zip(rows, rel_errors(rows, calib, engines)):
+        b = batch_of(r, calib, engines)
+        if b <= 0 or not math.isfinite(e) or e <= -1:
+            continue
+        engine = f"vllm-{CALIBRATION.vllm_version}" if r.engine == "vllm" else r.engine
+        errs[(r.gpu.name, engine, regime_of(b))].append(e if r.quantity == "capacity" else 1.0 / (1.0 + e) - 1.0)
+    order = {name: i for i, (name, _, _) in enumerate(REGIMES)}
+    return tuple((*k, len(v), *(round(_pctl(v, q), 4) for q in (0.1, 0.5, 0.9)))
+                 for k, v in sorted(errs.items(), key=lambda kv: (*kv[0][:2], order[kv[0][2]])))
+
+
 def rel_errors(rows: list[Row], calib: Calibration, engines: dict | None = ENGINES) -> list[float]:
     """Signed relative error (predicted / measured - 1) per row."""
     return [predict(r, calib, engines) / r.measured_ms - 1.0 for r in rows]
@@ -682,6 +700,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also evaluate every data set with the planner's engine constants (no engine profiles)")
     ap.add_argument("--melange", action="store_true",
                     help="also print the Melange max-rate cross-check (not fitted: SLO unknown, vLLM 0.2.7)")
+    ap.add_argument("--write-residuals", action="store_true",
+                    help="rewrite calibration.RESIDUALS (rate error quantiles per GPU, engine and batch regime) with "
+                         "the shipped constants (--fit --write also rewrites it, with the fitted ones)")
     ap.add_argument("--rows", action="store_true", help="list every row: measured, predicted, error")
     ap.add_argument("--report", action="store_true",
                     help="capacity error per data set, GPU and batch regime on the held-out rows (and the fit rows)")
@@ -705,7 +726,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(format_calibration(calib, engines))
         if args.write:
-            write_calibration(calib, engines, cover=coverage(rows, calib, engines))
+            write_calibration(calib, engines, cover=coverage(rows, calib, engines),
+                              residuals=rate_residuals(rows, calib, engines))
+    elif args.write_residuals:
+        write_table(CALIBRATION_PY, "RESIDUALS", rate_residuals(rows, calib, engines))
     if args.planner_only:
         print()
         print(table(evaluate(rows, calib, None), "Every data set with the planner's engine constants"))
@@ -725,6 +749,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _table_text(text: str, name: str, table_rows: tuple) -> str:
+    """calibration.py's text with the tuple literal ``name`` (one entry a line) replaced by ``table_rows``."""
+    body = "".join(f"    {c!r},\n".replace("'", '"') for c in table_rows)
+    text, n = re.subn(rf"^({name}: tuple\[.*\] = \(\n).*?^\)$", lambda m: m.group(1) + body + ")", text,
+                      flags=re.M | re.S)
+    assert n == 1, name
+    return text
+
+
+def write_table(path: Path, name: str, table_rows: tuple) -> None:
+    path.write_text(_table_text(path.read_text(), name, table_rows))
+    print(f"wrote {name} of {path}", file=sys.stderr)
+
+
 def round_sig(calib: Calibration, engines: dict, digits: int = 3) -> tuple[Calibration, dict]:
     """The fitted values rounded to ``digits`` significant digits (what --write ships)."""
     def r(x: float) -> float:
@@ -735,7 +773,8 @@ def round_sig(calib: Calibration, engines: dict, digits: int = 3) -> tuple[Calib
 
 
 def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATION_PY,
-                      script: Path = Path(__file__), cover: tuple | None = None) -> None:
+                      script: Path = Path(__file__), cover: tuple | None = None,
+                      residuals: tuple | None = None) -> None:
     """Rewrite the fitted values in calibration.py (``name: type = value`` lines, the mfu_scale_by_gpu
     tuple and the FIT date line) and the ENGINES profiles in this script; comments stay as they are."""
     text = path.read_text()
@@ -756,11 +795,9 @@ def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATIO
                       rf"\g<1>({scales},)" if len(calib.mfu_scale_by_gpu) == 1 else rf"\g<1>({scales})",
                       text, flags=re.M)
     assert n == 1, "mfu_scale_by_gpu"
-    if cover is not None:
-        body = "".join(f"    {c!r},\n".replace("'", '"') for c in cover)
-        text, n = re.subn(r"^(COVERAGE: tuple\[.*\] = \(\n).*?^\)$", lambda m: m.group(1) + body + ")", text,
-                          flags=re.M | re.S)
-        assert n == 1, "COVERAGE"
+    for name, table_rows in (("COVERAGE", cover), ("RESIDUALS", residuals)):
+        if table_rows is not None:
+            text = _table_text(text, name, table_rows)
     text, n = re.subn(r"^FIT: .*$", f"FIT: tools/fit_calibration.py --fit --write, {datetime.date.today()}",
                       text, flags=re.M)
     assert n == 1, "FIT line"

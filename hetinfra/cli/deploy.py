@@ -17,8 +17,8 @@ from hetinfra.fileio import dumps_strict
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
                "service; all: units on deploy.skypilot_clouds through SkyPilot, the rest through Pulumi (with "
-               "deploy.target kubernetes: the clusters); kubernetes: OUT/kubernetes/ into the clusters of "
-               "deploy.kubernetes.clusters (docs/kubernetes.md).")
+               "deploy.target kubernetes: the clusters); kubernetes: the Pulumi project OUT/pulumi/kubernetes/ "
+               "(pulumi-kubernetes) into the clusters of deploy.kubernetes.clusters (docs/kubernetes.md).")
 
 
 def _ask(as_json: bool = False):
@@ -68,7 +68,7 @@ def apply_command(out: Path, target: str, yes: bool, force: bool, update_images:
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document on stdout (changes, per-stack results, or the error); progress goes to stderr.")
 def destroy_command(out: Path, target: str, yes: bool, as_json: bool) -> None:
-    """Tear down what OUT/state.json lists (pulumi destroy per cloud, sky serve down per unit)."""
+    """Tear down what OUT/state.json lists (pulumi destroy per stack, sky serve down per unit)."""
     report: dict = {}
 
     def work():

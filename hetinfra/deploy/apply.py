@@ -49,7 +49,7 @@ def path_of(alloc: dict, target: str, plan: dict) -> str | None:
     if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
     if target == "kubernetes" or (target == "all" and (plan.get("deploy") or {}).get("target") == "kubernetes"):
-        return "kubernetes"  # hetinfra.deploy.kube (which leaves out mixed pipelines no LeaderWorkerSet fits)
+        return "kubernetes"  # OUT/pulumi/kubernetes (which leaves out mixed pipelines no LeaderWorkerSet fits)
     if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
         if target == "skypilot":
             raise InvalidInputError(
@@ -147,7 +147,7 @@ def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False,
 
     if wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
         return _apply_kubernetes(out, plan, yes=yes, echo=echo, ask=ask, env=env, force=force,
-                                 report={} if report is None else report)
+                                 report={} if report is None else report, pulumi_command=pulumi_command)
     # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
     preflight.validate_plan(plan, out / "plan.json")
     state = DeployState.load(out, plan["service"])
@@ -258,24 +258,43 @@ def _prerequisites(plan: dict, out: Path, env: dict, pulumi_clouds: list[str], n
     return command, secrets, notes
 
 
-def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict, force: bool, report: dict
-                      ) -> DeployState:
-    """apply_plan for deploy.target kubernetes (hetinfra.deploy.kube): the same preflight, preview,
-    confirmation, steps, state and ``--json`` document as the VM path, with the objects per cluster."""
+def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict, force: bool, report: dict,
+                      pulumi_command) -> DeployState:
+    """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
+    hetinfra.stacks.kubernetes) through the VM stacks' driver: the same preflight, Pulumi preview,
+    confirmation, ``up --refresh`` step, state and ``--json`` document (its stack under ``kubernetes``)."""
+    from hetinfra.compile.kubernetes.project import write_kube_project
     from hetinfra.deploy import kube
 
     preflight.validate_plan(plan, out / "plan.json")
-    preflight.check_owner(plan, DeployState.load(out, plan["service"]).doc, out, force=force)
-    job = kube.prepare_apply(out, plan, env=env)
-    rows = changes(job.state.allocations, job.after)
+    state = DeployState.load(out, plan["service"])
+    preflight.check_owner(plan, state.doc, out, force=force)
+    after = kube.desired(plan, state)
+    rows = changes(state.allocations, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
-                  changes=dict(preview.changes_json(rows, [], []), kubernetes=job.object_changes))
+                  changes=preview.changes_json(rows, [], []))
+    # every prerequisite in one run (preflight.gather), before anything is asked or changed
+    backends = pulumi_driver.backend_urls(plan, [kube.PROJECT])
+    secrets, command = preflight.gather([
+        ("settings", lambda: kube.secrets_from_env(env)),
+        ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
+        ("settings", lambda: kube.check_clusters(plan, state)),
+        ("settings", lambda: pulumi_driver.check_passphrase([kube.PROJECT], backends, env))])[:2]
+    stack = (plan.get("deploy") or {}).get("stack", "prod")
+    # the project as this apply runs it (a replan stage applies a plan of its own)
+    project = pulumi_driver.PulumiProject(write_kube_project(out, plan), stack, command, on_output=echo, plan=plan)
+    stacks = [preview.parse_preview(kube.PROJECT, stack, project.preview(secrets))]
+    report.update(changes=preview.changes_json(rows, stacks, []), notes=[])
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
-            + kube.render_object_changes(job.object_changes), yes, echo, ask)
-    job.begin()
-    run_steps(out, job.state, job.steps, job.do_step, echo)
-    state = job.finish(echo)
+            + preview.render_changes(stacks, []), yes, echo, ask)
+    sha = plan_sha(plan)
+    state.begin("apply", sha, [f"pulumi:{kube.PROJECT}"])
+    run_steps(out, state, [f"pulumi:{kube.PROJECT}"],
+              lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
+    state.doc["plan_sha256"] = sha
+    state.finish()
     report.update(preview.result_json(state, out), applied=True)
+    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     return state
 
 

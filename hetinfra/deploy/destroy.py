@@ -13,11 +13,14 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.deploy import preview, pulumi_driver, sky_driver
+from hetinfra.deploy import preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.errors import InvalidInputError
+
+KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
+
 
 @sky_driver.in_session
 def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
@@ -32,23 +35,20 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
     state = DeployState.load(out)
-    if target in ("kubernetes", "all") and state.doc.get("kubernetes"):
-        from hetinfra.deploy.kube import destroy_kubernetes
-
-        rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
-        confirm(render_preview(rows, f"hetinfra destroy {out} (target: kubernetes)"), yes, echo, ask)
-        deleted = destroy_kubernetes(out, state, echo=echo)
-        if target == "kubernetes":
-            report = {} if report is None else report
-            report.update(command="destroy", out=str(out), target=target, destroyed=True,
-                          changes=dict(preview.changes_json(rows, [], []), kubernetes=deleted))
-            report.update(preview.result_json(state, out))
+    if target in ("kubernetes", "all") and state.doc.get("kubernetes") and KUBE_PROJECT not in state.doc["pulumi"]:
+        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
+                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
+                                               "project adopts them by server-side apply), then destroy")
+    if target in ("kubernetes", "all") and KUBE_PROJECT in state.doc["pulumi"]:
+        _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
+                            env=env, report={} if report is None else report)
+        if target == "kubernetes" or not (state.allocations or state.doc["pulumi"]):
             return state
     paths = target_paths(target)
     gone = [a for a in state.allocations if a["path"] in paths]
     rows = changes(state.allocations, [a for a in state.allocations if a["path"] not in paths])
-    pulumi_clouds = sorted(set(state.doc["pulumi"]) | {a["cloud"] for a in gone if a["path"] == "pulumi"}) \
-        if "pulumi" in paths else []
+    pulumi_clouds = sorted((set(state.doc["pulumi"]) - {KUBE_PROJECT})
+                           | {a["cloud"] for a in gone if a["path"] == "pulumi"}) if "pulumi" in paths else []
     sky_units = sorted({a["deployment_unit"] for a in gone if a["path"] == "skypilot"})
     steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
     report = {} if report is None else report
@@ -89,6 +89,36 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     report.update(preview.result_json(state, out), destroyed=True)
     echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
     return state
+
+
+def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command,
+                        env: dict, report: dict) -> None:
+    """``pulumi destroy`` of OUT/pulumi/kubernetes/ (deploy.target kubernetes), one step as for a VM
+    stack; the namespace stays (the program retains it)."""
+    from hetinfra.deploy import kube
+
+    rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
+    report.update(command="destroy", out=str(out), target=target, destroyed=False,
+                  changes=preview.changes_json(rows, [], []))
+    confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
+    plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
+    # the kubeconfig is the project's credential (the contexts recorded by apply); the rest as for a VM stack
+    command = preflight.gather([
+        ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
+        ("settings", lambda: pulumi_driver.check_passphrase(
+            [KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env))])[0]
+    stack = state.doc["pulumi"][KUBE_PROJECT].get("stack", "prod")
+    steps = [f"pulumi:{KUBE_PROJECT}"]
+    state.begin("destroy", plan_sha({"destroy": steps}), steps)
+
+    def do_step(_step: str) -> None:
+        pulumi_driver.PulumiProject(out / "pulumi" / KUBE_PROJECT, stack, command, on_output=echo, plan=plan).destroy()
+        kube.forget(state)
+
+    run_steps(out, state, steps, do_step, echo)
+    state.finish()
+    report.update(preview.result_json(state, out), destroyed=True)
+    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
 
 
 def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0) -> str:

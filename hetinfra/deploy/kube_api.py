@@ -1,10 +1,10 @@
 """A cluster's API, through the official ``kubernetes`` Python client (imported only here, inside
 the deploy stage: ``hetinfra plan`` and ``--help`` never load it).
 
-Objects are written with server-side apply (``PATCH ... application/apply-patch+yaml``, field
-manager ``hetinfra``), the way ``kubectl apply --server-side`` does, so hetinfra owns only the fields
-it sets and a scaler's replica count is left alone. Paths are built from apiVersion and kind (no
-discovery round trip): the kinds hetinfra writes are known.
+It only reads (``status``, ``replan``, the health wait of ``replan --apply``): the objects are
+written and deleted by the Pulumi project OUT/pulumi/kubernetes/ (hetinfra.stacks.kubernetes), which
+``hetinfra apply``/``destroy`` run. Paths are built from apiVersion and kind (no discovery round
+trip): the kinds hetinfra writes are known.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from hetinfra.errors import InvalidInputError, ProviderError
 
 __all__ = ["Cluster", "connect", "object_path"]
 
-FIELD_MANAGER = "hetinfra"
 TIMEOUT_S = 30
 #: kinds hetinfra writes that are not namespaced
 CLUSTER_SCOPED = {"Namespace", "NodePool", "EC2NodeClass", "ComputeClass"}
@@ -77,19 +76,8 @@ class Cluster:
                                 hint="a missing CRD means a prerequisite is not installed (docs/kubernetes.md)")
         return json.loads(text) if text else {}
 
-    def apply(self, obj: dict) -> dict:
-        meta = obj["metadata"]
-        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-        return self._call("PATCH", path, query=[("fieldManager", FIELD_MANAGER), ("force", "true")], body=obj,
-                          content_type="application/apply-patch+yaml")
-
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         return self._call("GET", object_path(api_version, kind, namespace, name))
-
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
-        """True when the object was there (it is going now)."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
-        return self._call("DELETE", object_path(api_version, kind, namespace, name), body=body) is not None
 
     def pods(self, namespace: str, selector: str) -> list[dict]:
         doc = self._call("GET", object_path("v1", "Pod", namespace), query=[("labelSelector", selector)])

@@ -120,6 +120,10 @@ class Placement(Doc):
 class Confidence(Doc):
     level: StrictStr = Field(description="How far the template's rates can be trusted (measured, estimated, ...).")
     reason: StrictStr = Field(description="Why (prose).")
+    interval: Optional[list[Number]] = Field(None, description="[low, middle, high] factors of the rates: the true "
+                                             "rate lies in rate x [low, high] (hetinfra.perf.confidence).")
+    interval_basis: Optional[StrictStr] = Field(None, description="Where the interval comes from: the regime's "
+                                                "calibration residuals, or the trust level's where it has too few (prose).")
 
 
 class Template(Doc):

@@ -40,14 +40,16 @@ class SkyService(Doc):
 
 
 class KubeCluster(Doc):
-    """What one ``apply`` put in one Kubernetes cluster (deploy.target kubernetes: hetinfra.deploy.kube)."""
+    """One Kubernetes cluster of the ``kubernetes`` Pulumi stack (its ``clusters`` output; deploy.target
+    kubernetes: hetinfra.deploy.kube), where status and replan read the live replicas."""
 
     model_config = ConfigDict(extra="allow")
 
     context: Optional[StrictStr] = Field(None, description="The kubeconfig context of the cluster.")
     kubeconfig: Optional[StrictStr] = Field(None, description="The kubeconfig file.")
     namespace: Optional[StrictStr] = Field(None, description="The service's namespace.")
-    objects: list[Any] = Field([], description="The objects applied (kind, namespace, name), to delete what goes.")
+    objects: list[Any] = Field([], description="Only in state.json files of hetinfra versions that applied the "
+                                               "objects without Pulumi: (apiVersion, kind, namespace, name) each.")
 
 
 class Step(Doc):

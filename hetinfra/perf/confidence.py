@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import get_gpu
-from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, calibration_for
+from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, RESIDUALS, calibration_for
 
-__all__ = ["REGIMES", "LEVELS", "Confidence", "regime_of", "confidence", "confidence_detail"]
+__all__ = ["REGIMES", "LEVELS", "Confidence", "RateInterval", "regime_of", "confidence", "confidence_detail",
+           "rate_interval"]
 
 # Batch regimes of the calibration report (docs/calibration.md): concurrent sequences of one engine.
 REGIMES: tuple[tuple[str, float, float], ...] = (("b<=32", 0.0, 32.0), ("32<b<=128", 32.0, 128.0),
@@ -34,6 +35,8 @@ def regime_of(batch: float) -> str:
 class Confidence:
     level: str  # one of LEVELS
     reason: str
+    #: (GPU, engine, batch regime) whose calibration rows cover the estimate (calibrated ones only)
+    regime: tuple[str, str, str] | None = None
 
 
 def confidence_detail(gpu_name: str, tp: int, pp: int, batch: float, mixed: bool = False,
@@ -69,7 +72,7 @@ def confidence_detail(gpu_name: str, tp: int, pp: int, batch: float, mixed: bool
         return Confidence("extrapolated", f"batch {batch:g} ({regime}) on {name} beyond the data ({engine}: {have})")
     n = sum(c[4] for c in hit)
     return Confidence("calibrated", f"{name} {regime} covered by {n} measured rows ({engine}, TP "
-                                    f"{', '.join(map(str, sorted({c[2] for c in hit})))})")
+                                    f"{', '.join(map(str, sorted({c[2] for c in hit})))})", (name, engine, regime))
 
 
 def confidence(gpu_name: str, tp: int, pp: int, batch: float, mixed: bool = False, from_profile: bool = False,
@@ -102,12 +105,48 @@ def interval(level: str) -> tuple[float, float, float]:
     return INTERVALS.get(level, INTERVALS["extrapolated"])
 
 
-def planning_factor(level: str, setting: str = "safe") -> float:
-    """The factor an estimate of ``level`` is planned at: the low end for extrapolated ones under
-    ``safe``, else the middle (1)."""
-    return interval(level)[0] if setting == "safe" and level == "extrapolated" else 1.0
+#: a regime needs this many calibration rows for an interval of its own; fewer: its trust level's
+MIN_RESIDUAL_ROWS = 10
+_RESIDUALS = {r[:3]: r[3:] for r in RESIDUALS}
 
 
-def credit_ceiling(level: str) -> float:
-    """The largest factor verification may credit a template of ``level`` with: its interval's top."""
-    return interval(level)[2]
+@dataclass(frozen=True)
+class RateInterval:
+    """(low, middle, high) factors of a rate estimate and what they come from (plan.json
+    templates[].confidence.interval and interval_basis)."""
+    low: float
+    middle: float
+    high: float
+    basis: str
+
+
+def rate_interval(conf: Confidence) -> RateInterval:
+    """The interval of an estimate: from its regime's calibration residuals (calibration.RESIDUALS:
+    the true rate is estimate / (1 + e), so the error's p90 gives the low end, its median the middle
+    and its p10 the high end) where the estimate is calibrated and its regime has MIN_RESIDUAL_ROWS
+    rows or more; else its trust level's (INTERVALS)."""
+    found = _RESIDUALS.get(conf.regime) if conf.regime else None
+    if found is not None and found[0] >= MIN_RESIDUAL_ROWS:
+        n, p10, median, p90 = found
+        return RateInterval(round(1 / (1 + p90), 3), round(1 / (1 + median), 3), round(1 / (1 + p10), 3),
+                            f"regime {' '.join(conf.regime)}: {n} calibration rows")
+    low, middle, high = interval(conf.level)
+    why = (f"regime {' '.join(conf.regime)} has {found[0] if found else 0} calibration rows "
+           f"(< {MIN_RESIDUAL_ROWS})" if conf.regime else f"no calibrated regime ({conf.level})")
+    return RateInterval(low, middle, high, f"trust level {conf.level}: {why}")
+
+
+def planning_factor(level: str, setting: str = "safe", rates: tuple[float, float, float] | None = None) -> float:
+    """The factor an estimate of ``level`` with interval ``rates`` (None: the level's) is planned
+    at: the low end for extrapolated ones under ``safe``, the middle under ``expected``, else 1 (the
+    estimate: calibrated ones are on the safe side already)."""
+    low, middle, _ = rates or interval(level)
+    if setting == "expected":
+        return middle
+    return low if level == "extrapolated" else 1.0
+
+
+def credit_ceiling(level: str, rates: tuple[float, float, float] | None = None) -> float:
+    """The largest factor verification may credit a template of ``level`` with: its interval's top
+    (``rates``; None: the level's), never below 1."""
+    return max((rates or interval(level))[2], 1.0)

@@ -34,6 +34,10 @@ class Template:
     #: accuracy score; None for a model with one checkpoint
     variant: str | None = None
     accuracy: float | None = None
+    #: (low, middle, high) factors of the rates and what they come from (hetinfra.perf.confidence.
+    #: rate_interval: the least trusted class's regime residuals, else its trust level's)
+    interval: tuple[float, float, float] | None = None
+    interval_basis: str | None = None
 
     @property
     def nodes(self) -> int:

@@ -128,6 +128,18 @@ def service_id(name: str, spec_path) -> str:
     return f"{name}-{hashlib.sha256(where.encode()).hexdigest()[:10]}"
 
 
+def _confidence(t) -> dict | None:
+    """templates[].confidence: the level, why, and the rate interval with its basis (a regime's
+    calibration residuals, else the trust level's: hetinfra.perf.confidence.rate_interval)."""
+    if not t.confidence:
+        return None
+    from hetinfra.perf.confidence import interval
+
+    rates = t.interval or interval(t.confidence[0])
+    return {"level": t.confidence[0], "reason": t.confidence[1], "interval": list(rates),
+            "interval_basis": t.interval_basis or f"trust level {t.confidence[0]}"}
+
+
 def build_plan_json(pr: PlanResult) -> dict:
     from hetinfra.plan.failover import add_failover, failover_warnings
 
@@ -196,7 +208,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         # capacity_rps is the estimate (or profile) x derate: < 1 where simulating the plan found the
         # template slower than estimated (see fidelity)
         "derate": rounded(pr.derate.get(t.id, 1.0), 6),
-        "confidence": {"level": t.confidence[0], "reason": t.confidence[1]} if t.confidence else None,
+        "confidence": _confidence(t),
         "variant": t.variant,
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 

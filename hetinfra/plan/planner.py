@@ -275,9 +275,9 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
     overrides = verification_overrides(spec) if verifying and spec.planning.verify.enabled else None
-    # the confidence interval's low end is where a verified plan starts (verification credits it back
-    # up to the top where the simulation allows); an unverified plan keeps the estimate's middle
-    derate = start_factors(unit_list, spec.planning.confidence) if overrides is not None else None
+    # planning.confidence applies to every plan: a verified plan starts there (verification credits
+    # a template back up to its interval's top where the simulation allows), an unverified one ends there
+    derate = start_factors(unit_list, spec.planning.confidence) or None
     return solve_units(inputs, unit_list, running, with_baselines=with_baselines,
                        template_cache=cache.report() if cache else None, overrides=overrides, derate=derate)
 
@@ -301,13 +301,15 @@ def statistic_warnings(pr: PlanResult) -> list[str]:
 
 
 def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
-    """Template id -> the factor its estimated rates are planned at: the low end of its confidence
-    interval for extrapolated templates under ``planning.confidence: safe``, else 1 (the middle)."""
+    """Template id -> the factor its estimated rates are planned at (hetinfra.perf.confidence.
+    planning_factor over the template's interval): under ``planning.confidence: safe`` the low end for
+    extrapolated templates, else 1; under ``expected`` its interval's middle."""
     from hetinfra.perf.confidence import planning_factor
 
     out = {}
     for u in units:
-        f = planning_factor(u.template.confidence[0] if u.template.confidence else "calibrated", setting)
+        t = u.template
+        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval)
         if f != 1.0:
             out[u.template.id] = f
     return out

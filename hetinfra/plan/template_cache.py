@@ -29,7 +29,7 @@ from pathlib import Path
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: modules whose code decides a template's rates; editing any of them invalidates the cache
 _RATE_MODULES = ("perf/estimator.py", "perf/pipeline.py", "perf/model.py", "perf/profiles.py", "perf/calibration.py",
                  "plan/library.py", "plan/templates.py", "plan/templates_mixed.py", "plan/placement.py",
@@ -131,7 +131,7 @@ def _decode(doc: dict) -> ModelLibrary:
         raise ValueError("old cache format")
     templates = []
     for t in doc["templates"]:
-        for k in ("layer_partition", "stages", "confidence"):
+        for k in ("layer_partition", "stages", "confidence", "interval"):
             t[k] = _tuple(t[k]) if t[k] is not None else None
         templates.append(Template(**t))
     coverage = {c: ClassCoverage(v["served"], _tuple(v["best_tpot_floor"]) if v["best_tpot_floor"] else None,

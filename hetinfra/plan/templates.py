@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
-from hetinfra.perf.confidence import LEVELS, confidence_detail
+from hetinfra.perf.confidence import LEVELS, confidence_detail, rate_interval
 from hetinfra.perf.model import PerformanceModel, RateResult
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, Unit
 
@@ -243,8 +243,10 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
             sources[c.name] = r.source
             conf = confidence_detail(gpu, tp, pp, r.batch, from_profile=r.source.startswith("profile:"),
                                      vllm_version=pm.ctx.vllm_version)
-            if trust is None or LEVELS.index(conf.level) > LEVELS.index(trust[0]):
-                trust = (conf.level, conf.reason)
+            ri = rate_interval(conf)
+            # the least trusted class speaks for the template; among equals, the widest downside
+            if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
+                trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
         elif r.reason:
             reasons[c.name].add(f"{layout}: {r.reason}")
         if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
@@ -254,7 +256,8 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
     tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}" + (f"|pp{pp}" if pp > 1 else "")
     partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
     return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition,
-                    confidence=trust, node_count=0 if nodes == pp else nodes)
+                    confidence=trust[:2] if trust else None, node_count=0 if nodes == pp else nodes,
+                    interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None)
 
 
 def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,

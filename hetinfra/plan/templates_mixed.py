@@ -30,6 +30,7 @@ from itertools import combinations_with_replacement
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.plan.inputs import PlannedModel
 from hetinfra.perf.calibration import calibration_for
+from hetinfra.perf.confidence import Confidence, rate_interval
 from hetinfra.perf.estimator import weights_gb_per_gpu
 from hetinfra.perf.model import ESTIMATOR_VERSION
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_batched_tokens, stage_batch_limit
@@ -108,7 +109,9 @@ def _combo_templates(pm: PlannedModel, cloud: str, combo: list[str], tp: int, ty
         stage_types = tuple(types[g] for g in nodes)
         tid = (f"{pm.spec.name}|{cloud}|{'+'.join(stage_types)}|tp{tp}x1|pp{k}|"
                + "-".join(str(n) for n in layers))
+        trust = Confidence("extrapolated", "mixed-GPU pipeline: no calibration data measures one")
+        ri = rate_interval(trust)
         found.append(Template(tid, pm.spec.name, cloud, "+".join(stage_types), "+".join(nodes), tp, tp, k, 1, rates,
-                              sources, tuple(layers), tuple(zip(stage_types, nodes)),
-                              ("extrapolated", "mixed-GPU pipeline: no calibration data measures one")))
+                              sources, tuple(layers), tuple(zip(stage_types, nodes)), (trust.level, trust.reason),
+                              interval=(ri.low, ri.middle, ri.high), interval_basis=ri.basis))
     return found  # a placement slower on every class than another of the same nodes goes in prune_dominated

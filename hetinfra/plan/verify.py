@@ -83,7 +83,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     rounds = _rounds(pr, sim_of, settings.max_rounds, progress)
     pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
     trimmed: list[dict] = []
-    sim_of.memo = {}  # the rounds' memo may match a unit across factors to 6 digits; the promise is exact
+    # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
     if sim["met"] and pr.problem.objective == "min_cost" and not pr.result.periods:
         pr, sim, trimmed = trim(pr, sim_of)
     else:
@@ -147,6 +147,8 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
         r = regimes[u.template.id][0]
         g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
         level = u.template.confidence[0] if u.template.confidence else "calibrated"
+        # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
+        # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%)
         ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level))
     ok: dict[str, float] = {}
     bad: dict[str, float] = {}

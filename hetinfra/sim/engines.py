@@ -26,7 +26,7 @@ from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, build_engi
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
 from hetinfra.sim.replica import ScaledEngine, StepModel
 
-__all__ = ["UnitEngine", "unit_engine"]
+__all__ = ["UnitEngine", "profiled_rate", "unit_engine"]
 
 
 
@@ -82,6 +82,18 @@ def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, 
                     nodes=_nodes(alloc), **kw)
 
 
+def profiled_rate(alloc: dict, template: dict | None, cls: str) -> float | None:
+    """The measured rate per engine that scales ``alloc``'s step model for class ``cls`` (None: the
+    class's rate is not from a profile, and the engine does not read it). capacity_rps is per
+    instance, and the measured rate x the planner's derate (hetinfra.plan.verify); the simulator's
+    memo keys on exactly this value (hetinfra.sim.plan_sim)."""
+    t = template or {}
+    cap = (t.get("capacity_rps") or {}).get(cls)
+    if not ((t.get("sources") or {}).get(cls, "")).startswith("profile:") or not cap:
+        return None
+    return cap / max(int(alloc.get("engines_per_instance") or 1), 1) / float(t.get("derate") or 1.0)
+
+
 def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],
                 template: dict | None, slo: dict, calib: Calibration = CALIBRATION, spec=None) -> UnitEngine:
     """The step model of one replica of ``alloc`` (a plan.json allocation). ``classes``: the model's
@@ -92,20 +104,15 @@ def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict
     if isinstance(eng, Estimate):
         raise InvalidInputError(f"plan unit {alloc['unit']} cannot run class {big['name']}: {eng.reason}",
                                 hint="the plan does not match the catalogs/spec; re-plan")
-    sources = (template or {}).get("sources") or {}
-    capacity = (template or {}).get("capacity_rps") or {}
     logs, weight = 0.0, 0.0
     for c in mine:
-        src = sources.get(c["name"], "")
-        cap = capacity.get(c["name"])
-        if not src.startswith("profile:") or not cap:
+        per_engine = profiled_rate(alloc, template, c["name"])
+        if per_engine is None:
             continue
         est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo, calib, spec)
         if not est.feasible or est.max_rps <= 0:
             continue
         w = routed.get(c["name"], 0.0) or 1e-9
-        # capacity_rps is per instance, and the measured rate x the planner's derate (hetinfra.plan.verify)
-        per_engine = cap / max(int(alloc.get("engines_per_instance") or 1), 1) / float(template.get("derate") or 1.0)
         logs += w * math.log(est.max_rps / per_engine)
         weight += w
     if weight <= 0:

@@ -11,9 +11,10 @@
   other models share the plan (a model planned alone and with others gets the same sample).
 * Units are independent given the routing: a unit's requests depend only on its model's demand,
   classes and routing, never on other units' counts. ``memo`` (a dict the caller keeps) reuses a
-  unit's simulated requests when nothing they depend on changed: the planner's trim
-  (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica, with results identical
-  to a fresh simulation.
+  unit's simulated requests when nothing they depend on changed, and a whole model's result when
+  none of its units and none of its routing changed (requests are drawn per model): the planner's
+  trim (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica and collects only
+  its model, with results identical to a fresh simulation.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
   but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
 * Objectives: per model from plan.json ``models[].slo`` (ttft_ms, tpot_ms; percentile default p99;
@@ -23,6 +24,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from heapq import heappop, heappush
@@ -33,7 +35,7 @@ from typing import Callable
 from hetinfra import PLAN_VERSION
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
-from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.engines import profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
@@ -161,7 +163,9 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
     present = {a["unit"] for a in allocs}
     unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
     templates = {t["id"]: t for t in plan.get("templates") or []}
-    model_info, drawn = {}, {}
+    # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
+    calib = calibration_for((plan.get("deploy") or {}).get("vllm_version"))
+    model_info, drawn, cached, model_keys = {}, {}, {}, {}
     for m in models:
         name = m["name"]
         pm = planned.get(name)
@@ -171,6 +175,13 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         routing = OriginRouting(plan, name, m["classes"], unit_ix)  # by origin (hetinfra.sim.network)
         key = None if memo is None else json.dumps(["draw", _demand(m), _routes(plan, name, present), rate,
                                                     [config.requests, config.burst_cv, config.seed]], sort_keys=True)
+        if key is not None:
+            # a model's result depends on its draw and its units only (requests are drawn per model)
+            model_keys[name] = json.dumps(["model", key, [_unit_key(a, m, plan, templates, config, calib, scale)
+                                                          for a in allocs if a["model"] == name]])
+            if model_keys[name] in memo:
+                cached[name] = memo[model_keys[name]]
+                continue
         if key is not None and key in memo:
             drawn[name], unrouted, origin_of = memo[key]
         else:
@@ -186,8 +197,6 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
 
     units_out = []
     cfg = ReplicaConfig()
-    # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
-    calib = calibration_for((plan.get("deploy") or {}).get("vllm_version"))
     for k, a in enumerate(allocs):
         info = model_info.get(a["model"])
         if info is None:
@@ -215,7 +224,26 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         units_out.append((k, a, ue, replicas))
     out = _collect(plan, config, model_info, units_out, units_reqs)
     _report_origins(plan, out, model_info, units_reqs)
-    return out
+    if memo is None:
+        return out
+    for entry in out["models"]:
+        memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
+    return _merge(out, [m["name"] for m in models], allocs, cached)
+
+
+def _merge(out: dict, names: list[str], allocs: list[dict], cached: dict[str, tuple[dict, list[dict]]]) -> dict:
+    """``out`` (the simulation of the models not in ``cached``) with the memo's results of the others,
+    in the order a simulation of all of them gives (models as in plan.json, units as its allocations)."""
+    if not cached:
+        return out
+    models = {m["model"]: m for m in out["models"]}
+    units = {u["unit"]: u for u in out["units"]}
+    for name, (entry, unit_entries) in cached.items():
+        models[name] = copy.deepcopy(entry)
+        units.update({u["unit"]: copy.deepcopy(u) for u in unit_entries})
+    merged = [models[n] for n in names]
+    return {**out, "met": all(m["met"] for m in merged), "models": merged,
+            "units": [units[a["unit"]] for a in allocs if a["unit"] in units]}
 
 
 def _report_origins(plan: dict, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
@@ -282,10 +310,9 @@ def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: Wor
     classes, SLO and routing (which draws its requests), the workload and the engine constants."""
     unit = {k: alloc.get(k) for k in _UNIT_KEYS}
     t = templates.get(alloc.get("template")) or {}
-    # the engine reads the template's sources and its capacity before the planner's derate
-    # (hetinfra.sim.engines): a factor that changes no count or route changes no unit simulation
-    derate = float(t.get("derate") or 1.0)
-    rated = {w: round(float(c) / derate, 6) for w, c in sorted((t.get("capacity_rps") or {}).items())}
+    # the engine reads the template's sources and, for profiled classes only, exactly this rate
+    # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
+    rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.get("capacity_rps") or {})}
     return json.dumps([unit, t.get("sources"), rated, _demand(model), plan["routing"].get(alloc["model"]),
                        (plan.get("routing_by_origin") or {}).get(alloc["model"]), (plan.get("origins") or {}).get(alloc["model"]),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],

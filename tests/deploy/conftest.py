@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import install_stand_in
 
@@ -87,11 +88,22 @@ def cloud_env(tmp_path, monkeypatch):
     return home
 
 
+def at_the_middle(tmp_path: Path, name: str) -> Path:
+    """services/<name>.yaml with planning.confidence: expected (rates at their interval's middle), in
+    ``tmp_path``: the fleet these tests pin. --no-verify plans apply planning.confidence too, and
+    the default (safe) plans extrapolated templates at their interval's low end: a bigger fleet."""
+    spec = yaml.safe_load((REPO / "services" / f"{name}.yaml").read_text())
+    spec.setdefault("planning", {})["confidence"] = "expected"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
 @pytest.fixture
 def planned_out(tmp_path, run_cli):
-    """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units)."""
+    """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units), at the rates' middle."""
     out = tmp_path / "out"
-    code, stdout, stderr = run_cli("plan", str(REPO / "services" / "multi-region.yaml"), "--out", str(out),
+    code, stdout, stderr = run_cli("plan", str(at_the_middle(tmp_path, "multi-region")), "--out", str(out),
                                    "--no-baselines", "--no-verify")
     assert code == 0, stderr
     return out

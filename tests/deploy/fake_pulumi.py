@@ -29,6 +29,10 @@ instance template is immutable; a scale set's priority); other changed inputs ar
 updates. "preview:gcp" in $FAKE_PULUMI_FAIL makes `preview` fail there with an error diagnostic.
 `config set KEY` without a value reads it from stdin and drops one trailing newline, as the CLI
 does when stdin is not a terminal.
+
+The project folder named ``kubernetes`` (deploy.target kubernetes) is the pulumi-kubernetes program:
+its preview, up, refresh and destroy are tests/deploy/fake_pulumi_kube.py's, against the Kubernetes
+API server of the project's kubeconfig context.
 """
 
 import hashlib
@@ -53,7 +57,10 @@ db = json.loads(db_path.read_text()) if db_path.exists() else {}
 cloud_db = db.setdefault("cloud", {})
 key = str(cwd)
 sys.path.insert(0, os.environ["FAKE_PULUMI_REPO"])
+from tests.deploy import fake_pulumi_kube as kube  # noqa: E402
 from tests.deploy.fake_cloud import launch  # noqa: E402
+
+KUBE = cwd.name == "kubernetes"  # the pulumi-kubernetes project, not a cloud's VM stack
 
 #: cloud -> (the group's type token, its kind: resource name suffix and cloud record kind, where its size is)
 GROUP = {"aws": ("aws:autoscaling/group:Group", "asg", ("desiredCapacity",)),
@@ -242,7 +249,8 @@ def state_of(urn, r):
 
 def preview_doc(stack, config):
     old = stack.get("declared", {})
-    new = model(json.loads((cwd / "plan.json").read_text()), opt("--stack"))
+    plan = json.loads((cwd / "plan.json").read_text())
+    new = kube.model(plan, opt("--stack"), project_name(), config) if KUBE else model(plan, opt("--stack"))
     steps, replaced, summary = [], [], {}
     for urn, r in new.items():
         before = old.get(urn)
@@ -314,6 +322,13 @@ elif argv[:1] == ["up"]:
         print("error: creating EC2 Instance: VcpuLimitExceeded: You have requested more vCPU capacity than your "
               "current vCPU limit allows", file=sys.stderr)
         sys.exit(255)
+    if KUBE:
+        created = kube.up(stack, json.loads((cwd / "plan.json").read_text()), opt("--stack"), project_name(),
+                          refreshed="--refresh" in argv)
+        stack["history"].append({"kind": "update", "result": "succeeded", "n": len(stack["declared"])})
+        save()
+        print(f"Updating ({opt('--stack')}):\n Resources:\n    + {created} created")
+        sys.exit(0)
     if "--refresh" in argv:
         refresh(stack)
     plan = json.loads((cwd / "plan.json").read_text())
@@ -356,7 +371,7 @@ elif argv[:1] == ["refresh"]:
               file=sys.stderr)
         sys.exit(255)
     before = len(stack.get("resources", []))
-    refresh(stack)
+    (kube.refresh if KUBE else refresh)(stack)
     stack["history"].append({"kind": "refresh", "result": "succeeded", "n": 0})
     save()
     print(f"Refreshing ({opt('--stack')}):\n Resources:\n    - {before - len(stack['resources'])} deleted")
@@ -365,6 +380,8 @@ elif argv[:1] == ["destroy"]:
     if fail_here("destroy"):
         print("error: deleting resources: timeout", file=sys.stderr)
         sys.exit(255)
+    if KUBE:
+        kube.destroy(stack)
     for r in stack.get("resources", []):
         cloud_db.pop(r["id"], None)
     stack["outputs"], stack["resources"], stack["declared"] = {}, [], {}

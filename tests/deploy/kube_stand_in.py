@@ -1,6 +1,7 @@
 """A loopback stand-in for a Kubernetes API server: real HTTP on 127.0.0.1, objects kept in a dict by
-REST path. It answers what hetinfra.deploy.kube_api sends: server-side apply (PATCH with
-application/apply-patch+yaml), GET of an object or a pod list by label selector, DELETE. The tests
+REST path. It answers what the pulumi-kubernetes provider (played by tests/deploy/fake_pulumi_kube.py)
+and hetinfra.deploy.kube_api send: server-side apply (PATCH with application/apply-patch+yaml and a
+field manager), GET of an object or a pod list by label selector, DELETE. The tests
 play the controllers: they set workload status and add pods in ``objects``."""
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def handler_for(store: KubeStore):
             body = self._body()
             with store.lock:
                 store.requests.append(("PATCH", url.path, ctype))
-                if ctype != "application/apply-patch+yaml" or parse_qs(url.query).get("fieldManager") != ["hetinfra"]:
+                if ctype != "application/apply-patch+yaml":
                     return self._send(415, {"message": "server-side apply expected"})
+                if not parse_qs(url.query).get("fieldManager"):
+                    return self._send(422, {"message": "fieldManager is required for apply requests"})
                 if body.get("metadata", {}).get("name") != url.path.rsplit("/", 1)[1]:
                     return self._send(400, {"message": "name in body and path differ"})
                 old = store.objects.get(url.path, {})

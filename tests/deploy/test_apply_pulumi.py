@@ -24,7 +24,8 @@ def _by_project(calls, out):
 
 # the real binary boundary: the Automation API spawns an executable `pulumi`
 @pytest.mark.pulumi_subprocess
-def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):
+def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli,
+                                                            tmp_path):
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
     assert code == 0, stderr + stdout
     plan = _plan(planned_out)
@@ -58,9 +59,9 @@ def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_st
     code, text, _ = run_cli("status", str(planned_out))
     assert code == 0 and f"{len(plan['allocations'])} unit(s) running" in text and "apply done" in text
     # plan --state reads what runs from state.json: nothing changed, nothing to start or stop
-    from tests.deploy.conftest import REPO
+    from tests.deploy.conftest import at_the_middle
 
-    code, out, err = run_cli("plan", str(REPO / "services" / "multi-region.yaml"), "--state", str(planned_out),
+    code, out, err = run_cli("plan", str(at_the_middle(tmp_path, "multi-region")), "--state", str(planned_out),
                              "--json", "--no-baselines", "--no-verify")
     assert code == 0, err
     churn = json.loads(out)["churn"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.conftest import REPO
+from tests.deploy.conftest import REPO, at_the_middle
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHetinfraTestKeyOnly me@host"
 
@@ -113,7 +113,7 @@ def test_another_services_out_dir_is_refused_without_force(fake_pulumi, cloud_en
     assert run_cli("apply", str(planned_out), "--yes")[0] == 0
     running = json.loads((planned_out / "state.json").read_text())
     # chat's plan written into multi-region's out dir: --yes must not replace the running service
-    code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(planned_out),
+    code, _, err = run_cli("plan", str(at_the_middle(tmp_path, "chat")), "--out", str(planned_out),
                            "--no-baselines", "--no-verify")
     assert code == 0, err
     calls = len(fake_pulumi())

@@ -10,10 +10,6 @@ import pytest
 
 from tests.docs.pages import REPO, doc_pages, heading_anchors, links
 
-# Pages other helpers are writing in parallel (issue 22's merge): linked from docs/index.md before they
-# exist. LEAD: delete this list (and its use below) once they are merged; every link must then resolve.
-PENDING_PAGES = {"docs/verification.md", "docs/plan-document.md", "docs/trust.md", "docs/kubernetes.md"}
-
 
 def resolve(page: Path, target: str) -> tuple[Path, str]:
     path, _, anchor = target.partition("#")
@@ -30,8 +26,6 @@ def test_internal_links_resolve(page):
             continue
         path, anchor = resolve(page, target)
         name = os.path.relpath(path.resolve(), REPO)
-        if name in PENDING_PAGES and not path.exists():
-            continue
         if not path.exists():
             broken.append(f"{page.relative_to(REPO)}:{line}: {target}: no such file")
         elif anchor and (path.suffix != ".md" or anchor not in heading_anchors(path)):

@@ -6,18 +6,9 @@ from __future__ import annotations
 import copy
 
 from hetinfra.plan.plausible import bandwidth_bound_rps, serves_nothing
+from tests.cli.test_invalid_specs import GOOD
 
-SPEC = {
-    "name": "chat",
-    "models": [{
-        "name": "chat-8b", "model": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct",
-        "slo": {"ttft_ms": 2000, "tpot_ms": 120},
-        "demand": {"rate_rps": 4, "sizes": {"classes": [
-            {"name": "short", "input_tokens": 200, "output_tokens": 100, "share": 1}]}},
-    }],
-    "infrastructure": {"clouds": ["aws"], "gpus": ["L4"]},
-    "profiles": ["profile.csv"],
-}
+SPEC = {**GOOD, "profiles": ["profile.csv"]}
 HEADER = "model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
 
 

@@ -97,6 +97,7 @@ def test_the_generated_project_runs_the_program(mocks, tmp_path, monkeypatch):
     repo = Path(__file__).resolve().parents[2]
     spec = yaml.safe_load((repo / "services" / "chat.yaml").read_text())
     spec["deploy"] = {"target": "kubernetes", "kubernetes": {"clusters": {"aws/us-east-1": {"context": "c1"}}}}
+    spec.setdefault("planning", {})["confidence"] = "expected"  # the estimates' middle: chat's fleet on aws/us-east-1
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     res = CliRunner().invoke(cli, ["plan", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"),
                                    "--no-verify", "--no-baselines"])
@@ -114,3 +115,30 @@ def test_the_generated_project_runs_the_program(mocks, tmp_path, monkeypatch):
         pulumi.runtime.set_all_config({})  # leave no config to the next test
     assert [a.inputs["context"] for a in mocks.created if a.typ == "pulumi:providers:kubernetes"] == ["c1"]
     assert any(a.typ == "kubernetes:apps/v1:Deployment" for a in mocks.created)
+
+
+def test_each_cluster_says_where_status_reads_and_keeps_its_namespace(mocks, three_cloud_plan, monkeypatch):
+    """The ``clusters`` export (hetinfra apply records it in state.json for status/replan) and the
+    namespace's ``retain_on_delete`` (`pulumi destroy` leaves what the cluster's owner put there)."""
+    import hetinfra.stacks.kubernetes as program
+
+    kept: dict[str, bool] = {}
+    real = program._resource
+
+    def spy(obj, name, opts):
+        kept[obj["kind"]] = kept.get(obj["kind"], False) or bool(opts.retain_on_delete)
+        return real(obj, name, opts)
+
+    monkeypatch.setattr(program, "_resource", spy)
+    plan = _plan(three_cloud_plan)
+    clusters: dict = {}
+
+    @pulumi.runtime.test
+    def run():
+        built = program.build(plan, FleetSecrets(api_key=pulumi.Output.secret(API_KEY)))
+        clusters.update({c.key: c.cluster for c in built})
+
+    run()
+    assert clusters["aws-us-east-1"] == {"context": "prod-use1", "kubeconfig": None, "namespace": "llm"}
+    assert len(clusters) == 4
+    assert kept.pop("Namespace") is True and not any(kept.values())

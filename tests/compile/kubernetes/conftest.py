@@ -24,6 +24,9 @@ def kube_planned(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         d = tmp_path_factory.mktemp(f"kube-{spec.stem}")
         doc = yaml.safe_load(spec.read_text())
         doc.setdefault("deploy", {}).update(target="kubernetes", autoscale=True)
+        # the estimates' middle: the fleets these tests were written for (--no-verify applies
+        # planning.confidence; under safe mixed-pipeline.yaml picks a p5 + g6e pipeline, see the report)
+        doc.setdefault("planning", {})["confidence"] = "expected"
         (d / "spec.yaml").write_text(yaml.safe_dump(doc))
         res = CliRunner().invoke(cli, ["plan", str(d / "spec.yaml"), "--out", str(d / "out"), "--no-baselines",
                                        "--no-verify"])
