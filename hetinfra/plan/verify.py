@@ -2,7 +2,7 @@
 from which no replica can be removed without a miss there (docs/verification.md).
 
 The promise is made at one load L (``hetinfra.plan.planner.verification_load``: planning.verify.load,
-else 1 + planning.headroom). The ILP sizes for exactly L x demand (its headroom is 1 - 1/L while
+else the larger of 1 + planning.headroom and 1.2). The ILP sizes for exactly L x demand (its headroom is 1 - 1/L while
 verifying, so headroom and load do not stack), the simulator checks at L x demand, and there is no
 other factor: a model meets when its statistic (p99 by default) is <= its bound and its attainment
 >= its target, up to 1 (``planning.verify.margin``, default 0, tightens this only when a spec
@@ -40,8 +40,8 @@ from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, plan, solve_units, statistic_warnings,
-                                   verification_load, verification_overrides)
+from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, load_basis, plan, solve_units,
+                                   statistic_warnings, verification_load, verification_overrides)
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
@@ -84,7 +84,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
     trimmed: list[dict] = []
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
-    if sim["met"] and pr.problem.objective == "min_cost" and not pr.result.periods:
+    if sim["met"] and pr.problem.objective == "min_cost":
         pr, sim, trimmed = trim(pr, sim_of)
     else:
         sim = sim_of(build_plan_json(pr))
@@ -94,7 +94,7 @@ def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     doc["fidelity"] = {
         "verified": True, "met": sim["met"], "rounds": len(history), "max_rounds": settings.max_rounds,
         "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
-        "load_basis": "planning.verify.load" if settings.load is not None else "1 + planning.headroom",
+        "load_basis": load_basis(spec),
         "statistic": {m["model"]: m["slo"]["percentile"] for m in sim["models"]},
         "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
         "margin": settings.margin, "confidence": spec.planning.confidence,
@@ -274,6 +274,10 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
     res = pr.result
     n = dict(res.n)
     flow = dict(res.flow)
+    # a demand profile's levels keep at most the peak's count of the unit (removal_order offers only
+    # top-ups there: a committed replica serves every level)
+    levels = [{**lv, "counts": {u: (min(c, n[uid] - 1) if u == uid else c) for u, c in lv["counts"].items()
+                                if u != uid or n[uid] > 1}} for lv in res.periods]
     if n[uid] > 1:
         n[uid] -= 1
     else:
@@ -286,7 +290,7 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
             total = sum(rest.values())
             for k, v in rest.items():
                 flow[k] = v + rps * v / total
-    return replace(pr, result=replace(res, n=n, flow=flow))
+    return replace(pr, result=replace(res, n=n, flow=flow, periods=levels))
 
 
 def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:

@@ -366,8 +366,8 @@ class VerifySpec(Strict):
                                             "(`hetinfra plan --no-verify` turns it off for one run).")
     load: float | None = Field(None, gt=0, le=10, description="The ONE load, a multiple of the declared demand, "
                                                              "at which the plan must keep every objective in "
-                                                             "simulation (and be minimal). Unset: 1 + "
-                                                             "planning.headroom. The ILP sizes for this load; no "
+                                                             "simulation (and be minimal). Unset: the larger "
+                                                             "of 1 + planning.headroom and 1.2. The ILP sizes for this load; no "
                                                              "other margin applies (docs/verification.md).")
     burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
                                                           "(gamma): 1 = Poisson, > 1 = burstier traffic.")
