@@ -32,6 +32,8 @@ VLLM_PORT = 8000
 #: the gateway's port (``deploy.gateway.port``): the usual unprivileged HTTP alternative, distinct from
 #: vLLM's so both can run on one host in a test or a small deployment
 GATEWAY_PORT = 8080
+#: SSH, opened only to ``deploy.ssh_cidrs`` (hetinfra.compile.network.firewall_rules)
+SSH_PORT = 22
 
 # ---- engine ---------------------------------------------------------------------------------------
 #: --gpu-memory-utilization the estimator plans with and the artifacts pin (vLLM's own default is
