@@ -34,7 +34,7 @@ from hetinfra.errors import FeedError, HetinfraError, InvalidInputError, closest
 from hetinfra.price_feeds.base import Coverage, FeedAdapter, FeedNotConfigured, FeedResult, Progress, parse_time
 from hetinfra.price_feeds.config import ALL_SOURCES, FeedConfig
 from hetinfra.price_feeds.http import FetchError
-from hetinfra.price_feeds.offers import Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot
 from hetinfra.price_feeds.store import CorruptSnapshot, SnapshotStore, StoredSnapshot, is_snapshot_dir, read_snapshot_dir
 
 FEEDS_HELP = "snapshot (embedded, default), live[:SOURCES], cache[:SOURCES], or a PATH (offers CSV or snapshot dir)"
@@ -185,7 +185,7 @@ def refresh(sources: Iterable[str] | None = None, *, config: FeedConfig | None =
 
 
 def _embedded_as_of(embedded: OfferSnapshot, source: str) -> str:
-    clouds = ("aws", "gcp", "azure") if source == "skypilot" else (source,)
+    clouds = KNOWN_CLOUDS if source == "skypilot" else (source,)
     return min((o.as_of for o in embedded.offers if o.cloud in clouds), default=embedded.as_of)
 
 

@@ -16,18 +16,24 @@ Text only: no import of Ray, SkyPilot or Pulumi.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hetinfra.facts import RAY_DASHBOARD_AGENT_PORT, RAY_DASHBOARD_PORT, RAY_JOIN_TIMEOUT_S, RAY_POLL_S, RAY_PORT
-
-if TYPE_CHECKING:
-    from hetinfra.compile.skypilot import SkyUnit
 
 __all__ = ["RAY_COUNT_NODES", "RayNode", "ray_pipeline_script"]
 
 #: the shell command that prints how many Ray nodes are alive: the head waits on it before vllm serve
 RAY_COUNT_NODES = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
                    "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+
+
+class Pipeline(Protocol):
+    """What the script needs of a unit (a hetinfra.compile.skypilot.SkyUnit, not imported: it imports this)."""
+
+    num_nodes: int  # nodes of one replica
+    pp: int
+    tp: int
+    gpus_per_instance: int
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ def _indent(text: str, pad: str) -> str:
     return "".join(pad + line if line else line for line in text.splitlines(keepends=True))
 
 
-def _head(unit: SkyUnit, serve: str, flags: str) -> str:
+def _head(unit: Pipeline, serve: str, flags: str) -> str:
     n, tries = unit.num_nodes, RAY_JOIN_TIMEOUT_S // RAY_POLL_S
     return f"""\
 ray start --head --port={RAY_PORT} --dashboard-port={RAY_DASHBOARD_PORT} {flags}
@@ -70,7 +76,7 @@ exec ray start --address="$RAY_ADDRESS" {flags} --block
 """
 
 
-def ray_pipeline_script(unit: SkyUnit, node: RayNode, serve: str, *, role: str | None = None) -> str:
+def ray_pipeline_script(unit: Pipeline, node: RayNode, serve: str, *, role: str | None = None) -> str:
     """The bash script of one node of a multi-node pipeline replica of ``unit``. ``serve``: the head's
     serving lines (the last one ``exec vllm serve ...``); ``role``: ``head`` or ``worker`` for a path
     whose head and workers run different scripts (Kubernetes), None to choose by ``node.rank``."""

@@ -45,7 +45,7 @@ from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, VLLM_PORT, is_dns_label
+from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, VLLM_PORT, is_dns_label
 
 __all__ = [
     "SkyUnit",
@@ -62,7 +62,6 @@ __all__ = [
     "SECRET_NAMES",
 ]
 
-PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 RUNTIMES = ("container", "virtualenv")
 VLLM_IMAGE = "vllm/vllm-openai"
 SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
