@@ -59,7 +59,6 @@ REMAINING: dict[str, int] = {
     "hetinfra.deploy.kube": 5,
     "hetinfra.deploy.preflight": 13,
     "hetinfra.plan.origins_json": 1,
-    "hetinfra.plan.summary": 62,
     "hetinfra.replan.diff": 3,
     "hetinfra.replan.run": 5,
     "hetinfra.replan.safe": 5,  # 3 + cap_cut and _gpus_per_replica (issue 23's replan guards)
