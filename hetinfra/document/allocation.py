@@ -49,6 +49,13 @@ class Stage(Doc):
     layers: PositiveInt = Field(ge=1, description="Model layers the stage serves.")
     price_usd_per_hour: Number = Field(ge=0, description="$/h of the stage's instance.")
 
+    def group_fields(self, count: int) -> dict:
+        """The fields of the stage's group of identical instances (one per replica of ``count``): what a
+        mixed pipeline's allocation becomes for counting instances, GPUs and prices stage by stage."""
+        return {"instance_type": self.instance_type, "gpu": self.gpu, "gpus_per_instance": self.gpus,
+                "instances": count, "price_per_instance_usd_per_hour": self.price_usd_per_hour,
+                "cost_usd_per_hour": self.price_usd_per_hour * count, "stages": None}
+
 
 class Allocation(Doc):
     """One deployment unit of the plan: ``count`` replicas of a template in a region at a purchase option."""
@@ -141,6 +148,14 @@ class Allocation(Doc):
         if v is not None and unit is not None and v != f"skypilot/{unit}.yaml":
             raise ValueError(f"is {v!r}; expected 'skypilot/{unit}.yaml'")
         return v
+
+    def stage_groups(self) -> list["Allocation"]:
+        """The allocation as groups of identical instances: a mixed-GPU pipeline as one group per stage
+        (:meth:`Stage.group_fields`: the stage's instance type, GPU and price, ``count`` instances), any
+        other allocation as itself."""
+        if not self.stages:
+            return [self]
+        return [self.model_copy(update=s.group_fields(self.count)) for s in self.stages]
 
 
 class RouteShare(Doc):

@@ -127,3 +127,11 @@ def parse_state(doc: Any, path: Path) -> dict:
         if key not in filled:
             filled[key] = State.model_fields[key].get_default(call_default_factory=True)
     return filled
+
+
+def allocation_of(alloc: "Allocation | dict") -> Allocation:
+    """The model of one allocation: ``alloc`` itself when parsed, else its plan.json dict (an
+    Allocation) or state.json dict (a RunningAllocation: it carries the deploy ``path``)."""
+    if isinstance(alloc, Allocation):
+        return alloc
+    return (RunningAllocation if "path" in alloc else Allocation).model_validate(alloc)
