@@ -17,6 +17,7 @@ from hetinfra.deploy import preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
+from hetinfra.document.state import State
 from hetinfra.errors import InvalidInputError
 
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
@@ -44,12 +45,12 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
                             env=env, report={} if report is None else report)
         if target == "kubernetes" or not (state.allocations or state.doc["pulumi"]):
             return state
-    paths = target_paths(target)
-    gone = [a for a in state.allocations if a["path"] in paths]
-    rows = changes(state.allocations, [a for a in state.allocations if a["path"] not in paths])
+    paths, running = target_paths(target), state.running
+    gone = [a for a in running if a.path in paths]
+    rows = changes(running, [a for a in running if a.path not in paths])
     pulumi_clouds = sorted((set(state.doc["pulumi"]) - {KUBE_PROJECT})
-                           | {a["cloud"] for a in gone if a["path"] == "pulumi"}) if "pulumi" in paths else []
-    sky_units = sorted({a["deployment_unit"] for a in gone if a["path"] == "skypilot"})
+                           | {a.cloud for a in gone if a.path == "pulumi"}) if "pulumi" in paths else []
+    sky_units = sorted({a.deployment_unit for a in gone if a.path == "skypilot"})
     steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
     report = {} if report is None else report
     sky_rows = preview.sky_changes(state.allocations, [], sky_units)
@@ -62,7 +63,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     text = render_preview(rows, f"hetinfra destroy {out} (target: {target})")
     confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
     if pulumi_clouds:
-        plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
+        plan = _plan_dict(out)
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:
@@ -76,11 +77,9 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
             stack = state.doc["pulumi"].get(cloud, {}).get("stack", "prod")
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
                                         plan=plan).destroy()
-            state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), [])
+            state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), [])
             state.doc["pulumi"].pop(cloud, None)
-            gateways = state.doc.get("gateways") or {}
-            for fleet in [k for k in gateways if k.startswith(f"{state.doc.get('service')}-{cloud}-")]:
-                del gateways[fleet]
+            state.drop_gateways(State.of(state.doc, state.path).service, cloud)
         else:
             serve_down(state, sky_units)
 
@@ -97,11 +96,11 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
     stack; the namespace stays (the program retains it)."""
     from hetinfra.deploy import kube
 
-    rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
+    rows = changes(state.running, [a for a in state.running if a.path != KUBE_PROJECT])
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], []))
     confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
-    plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
+    plan = _plan_dict(out)
     # the kubeconfig is the project's credential (the contexts recorded by apply); the rest as for a VM stack
     command = preflight.gather([
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
@@ -129,26 +128,32 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
 
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"
-    state = DeployState.load(out)
-    lines = [f"service {state.doc.get('service')}: {len(state.allocations)} unit(s) running, "
-             f"${sum(a['cost_usd_per_hour'] for a in state.allocations):,.2f}/h (state updated {state.doc.get('updated_at')})"]
-    for a in sorted(state.allocations, key=lambda a: (a["path"], a["cloud"], a["region"], a["deployment_unit"])):
-        urls = state.doc["endpoints"].get(a["deployment_unit"], [])
-        lines.append(f"  {a['path']:<8} {a['deployment_unit']:<52} {a['instances']:>3} x {a['instance_type']} "
-                     f"({a['gpu']}) {', '.join(urls) or 'no endpoint yet'}")
-    if state.allocations:
-        lines += live_lines(state.doc.get("live"))
+    state = State.of(DeployState.load(out).doc, out / "state.json")
+    running = state.allocations
+    lines = [f"service {state.service}: {len(running)} unit(s) running, "
+             f"${sum(a.cost_usd_per_hour for a in running):,.2f}/h (state updated {state.updated_at})"]
+    for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit)):
+        urls = state.endpoints.get(a.deployment_unit, [])
+        lines.append(f"  {a.path:<8} {a.deployment_unit:<52} {a.instances:>3} x {a.instance_type} "
+                     f"({a.gpu}) {', '.join(urls) or 'no endpoint yet'}")
+    if running:
+        lines += live_lines(state.live)
     op = state.operation
     if op:
-        lines.append(f"last operation: {op['kind']} {op['status']} (started {op['started_at']})"
-                     + (f": {op['error']}" if op.get("error") else ""))
-        for s in op["steps"]:
-            lines.append(f"  [{s['status']:<7}] {s['id']}" + (f": {s['error']}" if s.get("error") else ""))
-        if op["status"] != "done":
-            lines.append(f"run `hetinfra {op['kind']} {out}` again to resume")
-    for fleet, url in sorted((state.doc.get("gateways") or {}).items()):
+        lines.append(f"last operation: {op.kind} {op.status} (started {op.started_at})"
+                     + (f": {op.error}" if op.error else ""))
+        for s in op.steps:
+            lines.append(f"  [{s.status:<7}] {s.id}" + (f": {s.error}" if s.error else ""))
+        if op.status != "done":
+            lines.append(f"run `hetinfra {op.kind} {out}` again to resume")
+    for fleet, url in sorted(state.gateways.items()):
         lines += gateway_status(fleet, url, env=os.environ if env is None else env, timeout_s=timeout_s)
     return "\n".join(lines)
+
+
+def _plan_dict(out: Path) -> dict | None:
+    """OUT/plan.json, parsed and checked, as the dict the Pulumi driver takes (None: there is none)."""
+    return load_plan(out).to_dict() if (out / "plan.json").exists() else None
 
 
 def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -> list[str]:

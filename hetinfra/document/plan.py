@@ -125,6 +125,15 @@ class Plan(Doc):
         """The model entry named ``name`` (allocations[].model)."""
         return next(m for m in self.models if m.name == name)
 
+    @model_validator(mode="after")
+    def _engines_start(self) -> "Plan":
+        """Every unit's engine starts and takes the classes routed to it (hetinfra.document.engines)."""
+        from hetinfra.document.engines import length_problems
+
+        if problems := length_problems(self):
+            raise ValueError(f"allocations: {problems[0]}")
+        return self
+
 
 def load_plan(path: Path | str) -> Plan:
     """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.
