@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
+from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import RunningAllocation, State
@@ -133,6 +134,47 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
         raise InvalidInputError("cancelled; nothing was changed")
 
 
+@dataclass
+class Work:
+    """What one apply changes: the units running after it and before it, and its steps."""
+
+    after: list[RunningAllocation]
+    running: list[RunningAllocation]
+
+    @property
+    def new(self) -> list[RunningAllocation]:
+        return [a for a in self.after if a not in self.running]
+
+    @property
+    def pulumi_clouds(self) -> list[str]:
+        return sorted({a.cloud for a in self.after + self.running if a.path == "pulumi"})
+
+    @property
+    def sky_new(self) -> list[RunningAllocation]:
+        return [a for a in self.new if a.path == "skypilot"]
+
+    @property
+    def sky_gone(self) -> list[str]:
+        return sorted({a.deployment_unit for a in self.running if a.path == "skypilot"}
+                      - {a.deployment_unit for a in self.after})
+
+    @property
+    def steps(self) -> list[str]:
+        return ([f"pulumi:{c}" for c in self.pulumi_clouds] + [f"skypilot:up:{a.deployment_unit}" for a in self.sky_new]
+                + ([f"skypilot:down:{','.join(self.sky_gone)}"] if self.sky_gone else []))
+
+
+@dataclass
+class Ready:
+    """What the steps run with, once preflight passed and the change was confirmed."""
+
+    command: object  # the pulumi CLI
+    secrets: dict[str, str]
+    stack: str
+    pins: dict[str, dict]  # cloud -> the images its up pins
+    image_notes: dict[str, list[str]]
+
+
 @sky_driver.in_session
 def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool = False,
                echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None, pulumi_command=None,
@@ -140,7 +182,6 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
                report: dict | None = None) -> DeployState:
     """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring.
     ``report``, when given, is filled with what ``apply --json`` prints (``changes``, then the results)."""
-    from hetinfra.compile.pulumi_project import write_projects
     from hetinfra.deploy.kube import wants_kubernetes
 
     if target not in TARGETS:
@@ -156,76 +197,19 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
     state = DeployState.load(out, doc.service)
     preflight.check_owner(doc, State.of(state.doc, state.path), out, force=force)
     _unit_conflicts(doc, state, target)
-    after, running = desired(doc, state, target), state.running
-    rows = changes(running, after)
-    pulumi_clouds = sorted({a.cloud for a in after + running if a.path == "pulumi"})
-    sky_new = [a for a in after if a.path == "skypilot" and a not in running]
-    sky_gone = sorted({a.deployment_unit for a in running if a.path == "skypilot"} - {a.deployment_unit for a in after})
-    steps = ([f"pulumi:{c}" for c in pulumi_clouds] + [f"skypilot:up:{a.deployment_unit}" for a in sky_new]
-             + ([f"skypilot:down:{','.join(sky_gone)}"] if sky_gone else []))
+    work = Work(desired(doc, state, target), state.running)
+    rows = changes(work.running, work.after)
     report.update(command="apply", out=str(out), target=target, applied=False,
                   changes=preview.changes_json(rows, [], []))
-    if not steps:
+    if not work.steps:
         echo(render_preview(rows, f"hetinfra apply {out} (target: {target})"))
         echo("Nothing to do: what runs is what the plan says.")
         report.update(preview.result_json(state, out))
         return state
-    # Preflight, part 2: every cloud's settings, disks, secrets, tools, credentials and readable
-    # quotas, before the confirmation and the first step, so a failed check changes nothing.
-    new_allocs = [a for a in after if a not in running]
-    command, secrets, notes = _prerequisites(doc, raw, out, env, pulumi_clouds, new_allocs, sky_new, sky_gone,
-                                             pulumi_command, quota_caps)
-    notes += preflight.check_health_paths(doc, [(a, a.path) for a in new_allocs], refuse=False)
-    notes += images.preview_lines(state.doc, pulumi_clouds, update_images)
-    # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
-    # images the up will pin, so --update-images shows its replacements; a failed preview stops
-    # here: exit 4, no resource touched), and SkyServe's changes per unit.
-    write_projects(out, raw, gcp_project=preflight.gcp_project(doc, out, env))
-    stack = doc.deploy.stack
-    image_notes: dict[str, list[str]] = {c: [] for c in pulumi_clouds}
-    pins = {c: images.pins_for_up(state.doc, doc, c, update=update_images, env=env, notes=image_notes[c])
-            for c in pulumi_clouds}
-    stacks = [preview.parse_preview(c, stack, pulumi_driver.PulumiProject(
-        out / "pulumi" / c, stack, command, on_output=echo, plan=raw).preview(secrets, pins[c]))
-        for c in pulumi_clouds]
-    sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in sky_new], sky_gone)
-    report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
-    text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
-                                   preview.render_changes(stacks, sky_rows)) if t)
-    confirm(text + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
-
-    sha = plan_sha(raw)
-    state.doc["service"] = doc.service
-    if doc.service_id:
-        state.doc["service_id"] = doc.service_id
-    state.begin("apply", sha, steps)
-    sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
-
-    def do_step(step: str) -> None:
-        if step.startswith("pulumi:"):
-            cloud = step.split(":", 1)[1]
-            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo, plan=raw)
-            outputs = project.up(secrets, pins[cloud])
-            for line in image_notes[cloud] + images.record(state.doc, cloud, outputs):
-                echo(f"note: {line}")
-            mine = [a for a in after if a.path == "pulumi" and a.cloud == cloud]
-            state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
-            state.record_stack(doc.service, cloud, stack, outputs)
-        elif step.startswith("skypilot:up:"):
-            unit = step.split(":", 2)[2]
-            a = next(x for x in sky_new if x.deployment_unit == unit)
-            update = any(x.deployment_unit == unit for x in state.running)
-            endpoint = sky_driver.serve_up(out / a.skypilot_task, unit, sky_secrets, update=update)
-            state.replace_running(lambda x: x.deployment_unit != unit, [a])
-            state.doc["skypilot"][unit] = {"service": unit, "endpoint": endpoint}
-            if endpoint:
-                state.doc["endpoints"][unit] = [endpoint]
-        else:
-            serve_down(state, sky_gone)
-
-    run_steps(out, state, steps, do_step, echo)
-    state.doc["plan_sha256"] = sha
-    state.finish()
+    ready = _preview_and_confirm(out, doc, raw, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
+                                 pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
+                                 report=report)
+    _run_apply(out, doc, raw, state, work, ready, echo)
     report.update(preview.result_json(state, out), applied=True)
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     for line in endpoint_lines(out, doc, state):
@@ -233,21 +217,87 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
     return state
 
 
-def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, pulumi_clouds: list[str],
-                   new_allocs: list[RunningAllocation], sky_new: list[RunningAllocation], sky_gone: list[str],
-                   pulumi_command, quota_caps) -> tuple:
+def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, rows: list[Change], *,
+                         target: str, env: dict, echo, ask, yes: bool, pulumi_command, quota_caps, update_images: bool,
+                         report: dict) -> Ready:
+    """Preflight part 2, the Pulumi and SkyServe previews, and the confirmation: nothing has changed
+    when this raises."""
+    from hetinfra.compile.pulumi_project import write_projects
+
+    # every cloud's settings, disks, secrets, tools, credentials and readable quotas, before the
+    # confirmation and the first step, so a failed check changes nothing
+    command, secrets, notes = _prerequisites(doc, raw, out, env, work, pulumi_command, quota_caps)
+    notes += preflight.check_health_paths(doc, [(a, a.path) for a in work.new], refuse=False)
+    notes += images.preview_lines(state.doc, work.pulumi_clouds, update_images)
+    # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
+    # images the up will pin, so --update-images shows its replacements; a failed preview stops
+    # here: exit 4, no resource touched), and SkyServe's changes per unit.
+    write_projects(out, raw, gcp_project=preflight.gcp_project(doc, out, env))
+    ready = Ready(command, secrets, doc.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
+    ready.pins = {c: images.pins_for_up(state.doc, doc, c, update=update_images, env=env, notes=ready.image_notes[c])
+                  for c in work.pulumi_clouds}
+    stacks = [preview.parse_preview(c, ready.stack, pulumi_driver.PulumiProject(
+        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=raw).preview(secrets, ready.pins[c]))
+        for c in work.pulumi_clouds]
+    sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in work.sky_new], work.sky_gone)
+    report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
+    text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
+                                   preview.render_changes(stacks, sky_rows)) if t)
+    confirm(text + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
+    return ready
+
+
+def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, ready: Ready, echo) -> None:
+    """The confirmed steps, each recorded in state.json (see :func:`run_steps`)."""
+    sha = plan_sha(raw)
+    state.doc["service"] = doc.service
+    if doc.service_id:
+        state.doc["service_id"] = doc.service_id
+    state.begin("apply", sha, work.steps)
+    secrets = ready.secrets
+    sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
+    sky_new, sky_gone = work.sky_new, work.sky_gone
+
+    def do_step(step: str) -> None:
+        if step.startswith("pulumi:"):
+            cloud = step.split(":", 1)[1]
+            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
+                                                  on_output=echo, plan=raw)
+            outputs = project.up(secrets, ready.pins[cloud])
+            for line in ready.image_notes[cloud] + images.record(state.doc, cloud, outputs):
+                echo(f"note: {line}")
+            mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
+            state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
+            state.record_stack(doc.service, cloud, ready.stack, outputs)
+        elif step.startswith("skypilot:up:"):
+            unit = step.split(":", 2)[2]
+            a = next(x for x in sky_new if x.deployment_unit == unit)
+            update = any(x.deployment_unit == unit for x in state.running)
+            endpoint = sky_driver.serve_up(out / a.skypilot_task, unit, sky_secrets, update=update)
+            state.replace_running(lambda x: x.deployment_unit != unit, [a])
+            state.record_service(unit, endpoint)
+        else:
+            serve_down(state, sky_gone)
+
+    run_steps(out, state, work.steps, do_step, echo)
+    state.doc["plan_sha256"] = sha
+    state.finish()
+
+
+def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
     """Preflight part 2, every check in one run (preflight.gather): (pulumi command, secrets, notes)."""
+    pulumi_clouds, sky_new = work.pulumi_clouds, work.sky_new
     backends = pulumi_driver.backend_urls(raw, pulumi_clouds)
     caps = preflight.env_quota_caps(env) if quota_caps is None else quota_caps
     checks: list = [
         ("settings", lambda: {**pulumi_driver.secrets_from_env(env), **gateway_secrets(plan, env)}),
-        ("quotas", lambda: preflight.check_quotas(new_allocs, caps)),
+        ("quotas", lambda: preflight.check_quotas(work.new, caps)),
         ("binaries", lambda: (pulumi_command or pulumi_driver.pulumi_command()) if pulumi_clouds else None),
-        ("settings", lambda: preflight.check_disks(plan, new_allocs))]
+        ("settings", lambda: preflight.check_disks(plan, work.new))]
     checks += [("settings", lambda c=c: preflight.check_cloud_settings(plan, out, [c], env)) for c in pulumi_clouds]
     checks.append(("settings", lambda: pulumi_driver.check_passphrase(pulumi_clouds, backends, env)))
     checks += [("credentials", lambda c=c: pulumi_driver.check_credentials(c, env)) for c in pulumi_clouds]
-    if sky_new or sky_gone:
+    if sky_new or work.sky_gone:
         checks += [("binaries", sky_driver.sky_module),
                    ("credentials", lambda: sky_driver.check_ready(sorted({a.cloud for a in sky_new})))]
     secrets, notes, command = preflight.gather(checks)[:3]
@@ -291,56 +341,6 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
     report.update(preview.result_json(state, out), applied=True)
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     return state
-
-
-def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
-    """Pulumi secrets of the gateway VMs: client keys (``HETINFRA_API_KEY``) and the TLS files."""
-    g = plan.deploy.gateway
-    if not g.enabled:
-        return {}
-    out = {}
-    if env.get("HETINFRA_API_KEY"):
-        out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
-    for key, cfg, path in (("tls_cert", "hetinfra:gatewayTlsCert", g.tls_cert),
-                           ("tls_key", "hetinfra:gatewayTlsKey", g.tls_key)):
-        if path:
-            try:
-                out[cfg] = Path(path).expanduser().read_text()
-            except OSError as exc:
-                raise InvalidInputError(f"deploy.gateway.{key}: cannot read {path} ({exc.strerror})") from None
-    return out
-
-
-def endpoint_lines(out: Path, plan: Plan | dict, state: DeployState) -> list[str]:
-    """What clients use: the gateways' URLs (the one endpoint per service, per region with
-    several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
-    from hetinfra.compile.skypilot_gateway import gateway_task_name
-
-    plan, now = Plan.of(plan), State.of(state.doc, state.path)
-    lines = []
-    if len(now.gateways) == 1:
-        lines.append(f"Endpoint: {next(iter(now.gateways.values()))}")
-    elif now.gateways:
-        lines.append("Endpoints (one gateway per fleet region):")
-        lines += [f"  {fleet}: {url}" for fleet, url in sorted(now.gateways.items())]
-    g = plan.deploy.gateway
-    sky = [a for a in now.allocations if a.path == "skypilot"]
-    sky_units = sorted(a.deployment_unit for a in sky)
-    name = gateway_task_name(plan.service)
-    if g.enabled and sky_units and (out / "skypilot" / f"{name}.yaml").exists():
-        eps = " ".join(f"{u}={url}" for u in sky_units for url in now.endpoints.get(u, []))
-        lines.append(f"Gateway for the SkyServe units (then `sky status --endpoint {g.port} {name}`):")
-        launch = (f"{out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY --secret HETINFRA_API_KEY "
-                  f"--env HETINFRA_ENDPOINTS=\"{eps}\"")
-        if plan.routing_by_origin:  # one gateway per fleet region, serving its row (docs/regions.md)
-            places = sorted({(a.cloud, a.region) for a in sky})
-            lines += [f"  sky launch -c {name}-{r} --infra {c}/{r} {launch} --env HETINFRA_REGION={r}" for c, r in places]
-        else:
-            lines.append(f"  sky launch -c {name} {launch}")
-    elif not g.enabled and not now.gateways:
-        lines.append("No gateway (deploy.gateway.enabled is false): clients use the units' endpoints "
-                     "(`hetinfra status`).")
-    return lines
 
 
 def serve_down(state: DeployState, units: list[str]) -> None:

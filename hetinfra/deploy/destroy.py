@@ -35,24 +35,17 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     if not (out / "state.json").exists():
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
-    state = DeployState.load(out)
-    if target in ("kubernetes", "all") and state.doc.get("kubernetes") and KUBE_PROJECT not in state.doc["pulumi"]:
-        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
-                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
-                                               "project adopts them by server-side apply), then destroy")
-    if target in ("kubernetes", "all") and KUBE_PROJECT in state.doc["pulumi"]:
-        _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
-                            env=env, report={} if report is None else report)
-        if target == "kubernetes" or not (state.allocations or state.doc["pulumi"]):
-            return state
-    paths, running = target_paths(target), state.running
-    gone = [a for a in running if a.path in paths]
-    rows = changes(running, [a for a in running if a.path not in paths])
-    pulumi_clouds = sorted((set(state.doc["pulumi"]) - {KUBE_PROJECT})
+    state, report = DeployState.load(out), {} if report is None else report
+    if target in ("kubernetes", "all") and _kubernetes_part(out, state, target=target, yes=yes, echo=echo, ask=ask,
+                                                            pulumi_command=pulumi_command, env=env, report=report):
+        return state
+    paths, now = target_paths(target), State.of(state.doc, state.path)
+    gone = [a for a in now.allocations if a.path in paths]
+    rows = changes(now.allocations, [a for a in now.allocations if a.path not in paths])
+    pulumi_clouds = sorted((set(now.pulumi) - {KUBE_PROJECT})
                            | {a.cloud for a in gone if a.path == "pulumi"}) if "pulumi" in paths else []
     sky_units = sorted({a.deployment_unit for a in gone if a.path == "skypilot"})
     steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
-    report = {} if report is None else report
     sky_rows = preview.sky_changes(state.allocations, [], sky_units)
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], sky_rows))
@@ -74,7 +67,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     def do_step(step: str) -> None:
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
-            stack = state.doc["pulumi"].get(cloud, {}).get("stack", "prod")
+            stack = _stack(state, cloud)
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
                                         plan=plan).destroy()
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), [])
@@ -88,6 +81,29 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     report.update(preview.result_json(state, out), destroyed=True)
     echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
     return state
+
+
+def _stack(state: DeployState, project: str) -> str:
+    """The Pulumi stack state.json records for ``project`` (a cloud or the kubernetes project)."""
+    last = State.of(state.doc, state.path).pulumi.get(project)
+    return last.stack if last else "prod"
+
+
+def _kubernetes_part(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command, env: dict,
+                     report: dict) -> bool:
+    """destroy's part on deploy.target kubernetes (--target kubernetes or all): True when nothing is
+    left for the other paths."""
+    now = State.of(state.doc, state.path)
+    if now.kubernetes and KUBE_PROJECT not in now.pulumi:
+        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
+                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
+                                               "project adopts them by server-side apply), then destroy")
+    if KUBE_PROJECT not in now.pulumi:
+        return False
+    _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
+                        env=env, report=report)
+    left = State.of(state.doc, state.path)
+    return target == "kubernetes" or not (left.allocations or left.pulumi)
 
 
 def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command,
@@ -106,7 +122,7 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
         ("settings", lambda: pulumi_driver.check_passphrase(
             [KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env))])[0]
-    stack = state.doc["pulumi"][KUBE_PROJECT].get("stack", "prod")
+    stack = _stack(state, KUBE_PROJECT)
     steps = [f"pulumi:{KUBE_PROJECT}"]
     state.begin("destroy", plan_sha({"destroy": steps}), steps)
 

@@ -258,8 +258,8 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     the ``live`` document (:func:`record` keeps it in state.json)."""
     env = dict(os.environ) if env is None else env
     plan = load_plan(out) if (out / "plan.json").exists() else None
-    running = State.of(state.doc, out / "state.json").allocations
-    units = [_unit(a) for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
+    recorded = State.of(state.doc, out / "state.json")
+    units = [_unit(a) for a in sorted(recorded.allocations, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
     quiet = log or (lambda _line: None)
     clouds = sorted({u.cloud for u in units if u.path == "pulumi"})
     if clouds:
@@ -277,7 +277,7 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
         from hetinfra.deploy.kube import read_kube_units
 
         read_kube_units(state, kube, read_at=read_at, patience_s=PATIENCE_S)
-    _stalled(units, state.doc.get("live"), read_at)
+    _stalled(units, recorded.live, read_at)
     return live_doc(units, refreshed=refresh, read_at=read_at)
 
 

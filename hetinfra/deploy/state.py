@@ -124,3 +124,9 @@ class DeployState:
             self.doc["endpoints"][unit] = list(urls)
         self.drop_gateways(service, cloud)
         self.doc.setdefault("gateways", {}).update(outputs.get("gateways") or {})
+
+    def record_service(self, unit: str, endpoint: str | None) -> None:
+        """After ``sky serve up`` of ``unit``: its SkyServe service and, once known, its endpoint."""
+        self.doc["skypilot"][unit] = {"service": unit, "endpoint": endpoint}
+        if endpoint:
+            self.doc["endpoints"][unit] = [endpoint]

@@ -11,7 +11,6 @@ Exit codes (documented in docs/reference/exit-codes.md; cron scripts switch on t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable

@@ -106,7 +106,7 @@ def test_unreadable_tls_file_stops_before_anything_runs(fake_pulumi, cloud_env, 
 
 
 def test_skypilot_units_get_the_gateway_launch_line_filled_in(tmp_path):
-    from hetinfra.deploy.apply import endpoint_lines
+    from hetinfra.deploy.endpoints import endpoint_lines
     from hetinfra.deploy.state import DeployState
     from tests.plan.golden_plans import golden_allocation, golden_plan_with
 

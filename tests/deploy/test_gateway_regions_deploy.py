@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_one_regional_gateway_launch_line_per_fleet_region(tmp_path):
-    from hetinfra.deploy.apply import endpoint_lines
+    from hetinfra.deploy.endpoints import endpoint_lines
     from hetinfra.deploy.state import DeployState
     from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
