@@ -55,13 +55,21 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         return state
     text = render_preview(rows, f"hetinfra destroy {out} (target: {target})")
     confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
+    _run_destroy(out, state, steps, pulumi_clouds, sky_units, pulumi_command=pulumi_command, env=env, echo=echo)
+    report.update(preview.result_json(state, out), destroyed=True)
+    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
+    return state
+
+
+def _run_destroy(out: Path, state: DeployState, steps: list[str], pulumi_clouds: list[str], sky_units: list[str], *,
+                 pulumi_command, env: dict, echo: Callable[[str], None]) -> None:
+    """The confirmed steps: the tools first, then each step recorded in state.json (apply.run_steps)."""
     if pulumi_clouds:
         plan = _plan_dict(out)
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:
         sky_driver.sky_module()
-
     state.begin("destroy", plan_sha({"destroy": steps}), steps)
 
     def do_step(step: str) -> None:
@@ -78,9 +86,6 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
 
     run_steps(out, state, steps, do_step, echo)
     state.finish()
-    report.update(preview.result_json(state, out), destroyed=True)
-    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
-    return state
 
 
 def _stack(state: DeployState, project: str) -> str:

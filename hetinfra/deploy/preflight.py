@@ -75,7 +75,8 @@ def validate_plan(plan: Plan | dict, path: Path, *, catalog: Callable[[], set] =
 def engine_length_problems(plan: Plan | dict) -> list[str]:
     """Units vLLM would refuse to start or that would refuse routed requests: the model's own check
     (hetinfra.document.engines), which every parse of plan.json runs (a dict is parsed first)."""
-    return length_problems(Plan.of(plan))
+    doc = Plan.of(plan)
+    return length_problems(doc.models, doc.allocations, doc.routing)
 
 
 def check_owner(plan: Plan, state: State, out: Path, *, force: bool) -> None:

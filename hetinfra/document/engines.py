@@ -6,18 +6,17 @@ on every parse (exit 2 naming the unit), so apply's preflight needs no check of 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from hetinfra.document.plan import Plan
+from hetinfra.document.allocation import Allocation, Routing
+from hetinfra.document.sections import ModelEntry
 
 
-def length_problems(plan: "Plan") -> list[str]:
-    """One line per unit vLLM would refuse to start or that would refuse routed requests; units
-    without a max_model_len (older plans) are not checked, nor the KV cache where it is unknown."""
-    sizes = {m.name: {c.name: c.input_tokens + c.output_tokens for c in m.classes} for m in plan.models}
+def length_problems(models: list[ModelEntry], allocations: list[Allocation], routing: Routing) -> list[str]:
+    """One line per unit vLLM would refuse to start or that would refuse routed requests (plan.json's
+    ``models``, ``allocations`` and ``routing``); units without a max_model_len (older plans) are not
+    checked, nor the KV cache where it is unknown."""
+    sizes = {m.name: {c.name: c.input_tokens + c.output_tokens for c in m.classes} for m in models}
     out = []
-    for a in plan.allocations:
+    for a in allocations:
         length, name = a.max_model_len, a.deployment_unit or a.unit
         if length is None:
             continue
@@ -25,7 +24,7 @@ def length_problems(plan: "Plan") -> list[str]:
             out.append(f"unit {name}: --max-model-len {length} exceeds its KV cache of {a.kv_cache_tokens} tokens "
                        "(vLLM would not start)")
         classes = sizes.get(a.model, {})
-        routed = [classes[c] for c, shares in plan.routing.get(a.model, {}).items() if c in classes
+        routed = [classes[c] for c, shares in routing.get(a.model, {}).items() if c in classes
                   for s in shares if s.unit == a.unit and float(s.rps or 0) > 0]
         if routed and max(routed) > length:
             out.append(f"unit {name}: --max-model-len {length} is below the {max(routed)} tokens of a class "

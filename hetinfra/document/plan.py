@@ -130,7 +130,7 @@ class Plan(Doc):
         """Every unit's engine starts and takes the classes routed to it (hetinfra.document.engines)."""
         from hetinfra.document.engines import length_problems
 
-        if problems := length_problems(self):
+        if problems := length_problems(self.models, self.allocations, self.routing):
             raise ValueError(f"allocations: {problems[0]}")
         return self
 

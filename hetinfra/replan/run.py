@@ -163,13 +163,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
     with replan_lock(out):
         journal = Journal(out)
         if journal.unfinished:
-            what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
-            if not opts.apply:
-                detail(what)
-                return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
-            detail(f"{what}; completing it")
-            _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-            return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+            return _resume(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
 
         from hetinfra.plan.feeds import load_caps, load_feeds
         from hetinfra.plan.planner import running_allocations
@@ -213,6 +207,17 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
         return Outcome(APPLIED, f"applied {head}{rest}", d, shown)
+
+
+def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:
+    """A replan that stopped half-way: reported, or (``--apply``) completed before anything else."""
+    what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
+    if not opts.apply:
+        detail(what)
+        return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
+    detail(f"{what}; completing it")
+    _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+    return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
 
 
 def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: ReplanOptions,
