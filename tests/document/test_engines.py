@@ -25,17 +25,23 @@ def _routed(plan: dict, alloc: dict) -> int:
                 for s in shares if s["unit"] == alloc["unit"] and s["rps"] > 0), default=0)
 
 
-@settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(NAMES), data=st.data())
-def test_a_kv_cache_below_the_length_is_refused_on_parse(name, data):
+#: (golden plan, index of one of its allocations)
+UNITS = st.sampled_from([(n, i) for n in NAMES for i in range(len(PLANS[n]["allocations"]))])
+
+
+def _changed(name: str, i: int, **changes) -> tuple[dict, dict]:
+    """(golden plan ``name`` with ``changes`` to allocation ``i``, that allocation as it was)."""
     plan = PLANS[name]
-    i = data.draw(st.integers(0, len(plan["allocations"]) - 1))
-    a = plan["allocations"][i]
-    kv = data.draw(st.integers(1, a["max_model_len"] * 2))
-    doc = dict(plan, allocations=[dict(x, kv_cache_tokens=kv) if j == i else x
-                                  for j, x in enumerate(plan["allocations"])])
+    allocs = [dict(a, **changes) if j == i else a for j, a in enumerate(plan["allocations"])]
+    return dict(plan, allocations=allocs), plan["allocations"][i]
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit=UNITS, kv=st.integers(1, 70000))
+def test_a_kv_cache_below_the_length_is_refused_on_parse(unit, kv):
+    doc, a = _changed(*unit, kv_cache_tokens=kv)
     if kv >= a["max_model_len"]:
-        assert Plan.parse(doc).allocations[i].kv_cache_tokens == kv
+        assert Plan.parse(doc).allocations[unit[1]].kv_cache_tokens == kv
         return
     with pytest.raises(InvalidInputError, match=f"unit {a['deployment_unit']}: --max-model-len .* exceeds its KV "
                                                 f"cache of {kv} tokens") as err:
@@ -44,20 +50,18 @@ def test_a_kv_cache_below_the_length_is_refused_on_parse(name, data):
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(NAMES), data=st.data())
-def test_a_length_below_a_routed_class_is_refused_on_parse(name, data):
-    plan = PLANS[name]
-    i = data.draw(st.integers(0, len(plan["allocations"]) - 1))
-    a = plan["allocations"][i]
-    need = _routed(plan, a)
-    length = data.draw(st.integers(1, max(1, need * 2)))
-    doc = dict(plan, allocations=[dict(x, max_model_len=length) if j == i else x
-                                  for j, x in enumerate(plan["allocations"])])
-    if need <= length <= (a["kv_cache_tokens"] or length):
-        assert Plan.parse(doc).allocations[i].max_model_len == length
-    elif need > length:
+@given(unit=UNITS, length=st.integers(1, 70000))
+def test_a_length_below_a_routed_class_is_refused_on_parse(unit, length):
+    doc, a = _changed(*unit, max_model_len=length)
+    need, kv = _routed(PLANS[unit[0]], a), a["kv_cache_tokens"]
+    if need > length:
         with pytest.raises(InvalidInputError, match=f"below the {need} tokens of a class routed to it"):
             Plan.parse(doc)
+    elif kv is not None and length > kv:
+        with pytest.raises(InvalidInputError, match=f"exceeds its KV cache of {kv} tokens"):
+            Plan.parse(doc)
+    else:
+        assert Plan.parse(doc).allocations[unit[1]].max_model_len == length
 
 
 MIXED = golden_allocation(pp=2, nodes_per_replica=2, count=3, instance_type="h1+l1", gpu="H100+L40S",
