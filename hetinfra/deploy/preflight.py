@@ -74,7 +74,8 @@ def validate_plan(plan: Plan | dict, path: Path, *, catalog: Callable[[], set] =
 
 def engine_length_problems(plan: Plan | dict) -> list[str]:
     """Units vLLM would refuse to start or that would refuse routed requests: the model's own check
-    (hetinfra.document.engines), which every parse of plan.json runs (a dict is parsed first)."""
+    (hetinfra.document.engines), which every parse of plan.json runs, so a parsed plan has none and a
+    dict that has one is refused by its parse (InvalidInputError naming the first unit)."""
     doc = Plan.of(plan)
     return length_problems(doc.models, doc.allocations, doc.routing)
 
