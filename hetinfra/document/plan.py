@@ -139,6 +139,15 @@ class Plan(Doc):
         per-unit lengths) its model's."""
         return alloc.max_model_len or self.model(alloc.model).max_model_len
 
+    @model_validator(mode="after")
+    def _engines_start(self) -> "Plan":
+        """Every unit's engine starts and takes the classes routed to it (hetinfra.document.engines)."""
+        from hetinfra.document.engines import length_problems
+
+        if problems := length_problems(self.models, self.allocations, self.routing):
+            raise ValueError(f"allocations: {problems[0]}")
+        return self
+
 
 def load_plan(path: Path | str) -> Plan:
     """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.

@@ -22,6 +22,12 @@ class RunningAllocation(Allocation):
 
     path: Literal["pulumi", "skypilot", "kubernetes"] = Field(description="The deploy path that runs it.")
 
+    @classmethod
+    def of(cls, alloc: Allocation, path: str) -> "RunningAllocation":
+        """``alloc`` (a plan allocation) as it runs through ``path``."""
+        return alloc if isinstance(alloc, cls) and alloc.path == path else cls.model_validate(
+            {**alloc.to_dict(), "path": path})
+
 
 class PulumiStack(Doc):
     """The last ``pulumi up`` of one cloud's project."""
@@ -98,6 +104,14 @@ class State(Doc):
         from hetinfra.document.load import parse_document
 
         return doc if isinstance(doc, cls) else parse_document(cls, doc, path, hint=HINT)
+
+
+def allocation_of(doc: Allocation | dict) -> Allocation:
+    """One running allocation as its model (a model as it is): state.json's dict (with its deploy
+    ``path``) or plan.json's (what replan reads runs from, hetinfra.plan.planner.running_allocations)."""
+    if isinstance(doc, Allocation):
+        return doc
+    return (RunningAllocation if isinstance(doc, dict) and "path" in doc else Allocation).model_validate(doc)
 
 
 #: keys every reader may index: filled with the model's defaults when a state.json lacks them
