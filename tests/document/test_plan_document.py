@@ -82,8 +82,9 @@ def test_an_allocation_serves_only_a_variant_its_model_lists():
 
 def test_a_units_max_model_len_is_its_own_else_its_models():
     doc = copy.deepcopy(PLANS["chat"])
-    doc["allocations"][0]["max_model_len"] = 1234
-    assert Plan.parse(doc).max_model_len(Plan.parse(doc).allocations[0]) == 1234
+    own = doc["allocations"][0]["max_model_len"] + 16  # still within its KV cache
+    doc["allocations"][0]["max_model_len"] = own
+    assert Plan.parse(doc).max_model_len(Plan.parse(doc).allocations[0]) == own
     del doc["allocations"][0]["max_model_len"]  # a plan written before per-unit lengths
     plan = Plan.parse(doc)
     assert plan.max_model_len(plan.allocations[0]) == doc["models"][0]["max_model_len"]
