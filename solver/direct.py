@@ -21,6 +21,11 @@ from hetinfra.solver.rows import ELASTIC_WEIGHT, allows_unmet, compile_rows, ins
 __all__ = ["ELASTIC_WEIGHT", "DirectModel", "Outcome", "allows_unmet", "instance_upper_bound"]
 
 
+def stale(vector_objective: float, reported: float) -> bool:
+    """The solution vector's objective is not the one the solver reported (``DirectModel._run``)."""
+    return abs(vector_objective - reported) > 1e-6 * max(1.0, abs(reported))
+
+
 @dataclass
 class Outcome:
     """One HiGHS run on the model."""
@@ -123,6 +128,11 @@ class DirectModel:
         if has:
             out.values = list(h.getSolution().col_value)
             out.objective = sign * info.objective_function_value
+            if start is not None and not relax and stale(self.objective_of(out.values), out.objective):
+                # HiGHS 1.16: when presolve alone solves a MIP given a start, it reports the optimum's
+                # objective with the start's vector. Solve it again without the start.
+                h.clearSolver()
+                return self._run(relax=relax, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes)
         if relax:
             out.bound = out.objective if status == "optimal" else None
         else:

@@ -55,7 +55,7 @@ def add_variables(m: pyo.ConcreteModel, r: Rows) -> list:
     for (u, k), c in r.flow.items():
         columns[c] = flow[u, k[0], k[1]]
     if r.s is not None:
-        m.s = pyo.Var(domain=pyo.NonNegativeReals, doc="uniform demand scale")
+        m.s = pyo.Var(domain=pyo.Reals, bounds=(_bound(r.lb[r.s]), _bound(r.ub[r.s])), doc="uniform demand scale")
         columns[r.s] = m.s
     for name, cols, index, doc in (("q", r.q, m.K, "req/s left unserved"),
                                    ("c", r.c, m.U, "instances started beyond those running"),
