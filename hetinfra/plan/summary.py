@@ -102,7 +102,8 @@ def _render_solver(plan: "Plan", console: Console) -> None:
     if s.warm_start:
         warm = f"; warm start: {s.warm_start.from_}" + (f" (${s.warm_start.objective:.2f}/h)"
                                                        if s.warm_start.objective is not None else "")
-    console.print(f"solver: HiGHS {s.status}, gap {gap}, {s.variables} vars ({s.integer_variables} integer), "
+    solver = "HiGHS" if s.name == "highs" else s.name  # planning.solver: any MIP solver Pyomo drives
+    console.print(f"solver: {solver} {s.status}, gap {gap}, {s.variables} vars ({s.integer_variables} integer), "
                   f"{s.constraints} constraints, build {s.build_s:.2f}s + solve {s.solve_s:.2f}s; "
                   f"routing {s.routing}" + (f" (slice factor {s.slice_factor})" if s.slice_factor else "") + warm)
     inp = plan.inputs
