@@ -20,6 +20,13 @@ fleet:    1..64 models (the six architectures above in turn) over 12 made-up reg
           regions. Each row: wall time of plan() (medians over --repeat runs; template library
           cached), solve time, method, blocks, gap, $/h. Works against older hetinfra versions too
           (no method/blocks there).
+
+    python benchmarks/bench_scale.py --front [--repeat 3]
+
+front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify) and `hetinfra --help` on
+          Mélange V1 at 32 req/s, each a fresh process timed start to exit, beside a bare PuLP+HiGHS
+          process that builds and solves Mélange's own ILP for the same case
+          (benchmarks/bare_pulp_melange.py); medians and ratios to the bare solve.
 """
 
 from __future__ import annotations
@@ -97,6 +104,60 @@ def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: b
           + (f", {chosen} mixed unit(s) chosen" if mixed else "")
           + f"; plan total {total:.2f} s | cold solve {cold.solve_s:.2f} s, gap {100 * (cold.gap or 0):.3f}%, "
           f"{cold.status}, ${cold.objective:.2f}/h")
+
+
+# --- front door (issue 26 point 5): `hetinfra plan` against a bare PuLP+HiGHS process --------------
+
+def front_case(d: Path) -> Path:
+    """Mélange V1 at 32 req/s (the shared regression fixtures, sliced routing, slice factor 8) as a
+    hetinfra spec in ``d``: the case tests/solver/test_melange_regression.py checks against Mélange's optimum."""
+    import json
+
+    from tests.solver.test_melange_regression import _write_case
+
+    data = REPO.parent / "shared" / "data" / "melange-release"
+    fixtures = json.loads((data / "melange_regression_fixtures.json").read_text())
+    profiles = json.loads((data / "melange_profiles_llama2-7b_feb2024.json").read_text())
+    (d / "s.yaml").write_text(yaml.safe_dump(_write_case(d, fixtures, profiles, "V1", 32, "sliced")))
+    return d / "s.yaml"
+
+
+def front_commands(spec: Path) -> dict[str, list[str]]:
+    """Each process the front door is timed on, process start to exit (the CLI as installed)."""
+    exe = str(Path(sys.executable).parent / "hetinfra")
+    return {"bare PuLP+HiGHS": [sys.executable, str(REPO / "benchmarks" / "bare_pulp_melange.py"), "V1", "32"],
+            "hetinfra plan": [exe, "plan", str(spec)],
+            "hetinfra plan --no-verify": [exe, "plan", str(spec), "--no-verify"],
+            "hetinfra --help": [exe, "--help"]}
+
+
+def front(repeat: int) -> None:
+    """Median wall of each front_commands process over ``repeat`` rounds, run in turn within each round
+    (so load hits all alike), after one untimed round that fills the template cache and the OS's file
+    cache; then each one's ratio to the bare solve."""
+    import json
+    import os
+    import statistics
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
+        cmds = front_commands(front_case(Path(tmp)))
+        walls: dict[str, list[float]] = {k: [] for k in cmds}
+        for i in range(repeat + 1):
+            for label, cmd in cmds.items():
+                t = time.perf_counter()
+                done = subprocess.run(cmd, cwd=tmp, env=env, check=True, capture_output=True, text=True)
+                if i:
+                    walls[label].append(time.perf_counter() - t)
+                if label.startswith("bare"):  # it must have found Mélange's optimum (the fixtures' $32.12/h)
+                    assert json.loads(done.stdout.splitlines()[-1])["cost"] == 32.12, done.stdout
+    bare = statistics.median(walls["bare PuLP+HiGHS"])
+    print(f"Mélange V1 at 32 req/s, medians of {repeat} (template cache warm):", flush=True)
+    for label, runs in walls.items():
+        med = statistics.median(runs)
+        print(f"  {label:<26} {med:6.3f} s  {med / bare:5.2f}x bare  (runs {', '.join(f'{w:.2f}' for w in runs)})",
+              flush=True)
 
 
 FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
@@ -220,7 +281,12 @@ def main() -> None:
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
     ap.add_argument("--models", default="1,8,16,32,64")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--front", action="store_true",
+                    help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
     args = ap.parse_args()
+    if args.front:
+        front(args.repeat)
+        return
     if args.fleet:
         fleet([int(x) for x in args.models.split(",")], args.repeat)
         return
