@@ -31,6 +31,7 @@ front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify)
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -111,8 +112,6 @@ def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: b
 def front_case(d: Path) -> Path:
     """Mélange V1 at 32 req/s (the shared regression fixtures, sliced routing, slice factor 8) as a
     hetinfra spec in ``d``: the case tests/solver/test_melange_regression.py checks against Mélange's optimum."""
-    import json
-
     from tests.solver.test_melange_regression import _write_case
 
     data = REPO.parent / "shared" / "data" / "melange-release"
@@ -134,30 +133,89 @@ def front_commands(spec: Path) -> dict[str, list[str]]:
 def front(repeat: int) -> None:
     """Median wall of each front_commands process over ``repeat`` rounds, run in turn within each round
     (so load hits all alike), after one untimed round that fills the template cache and the OS's file
-    cache; then each one's ratio to the bare solve."""
-    import json
+    cache; each one's ratio to the bare solve; then where `hetinfra plan`'s time goes (front_stages)."""
     import os
     import statistics
-    import subprocess
 
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
         cmds = front_commands(front_case(Path(tmp)))
+        cmds["stages"] = [sys.executable, __file__, "--front-stages", str(Path(tmp) / "s.yaml")]
         walls: dict[str, list[float]] = {k: [] for k in cmds}
+        cpus: dict[str, list[float]] = {k: [] for k in cmds}
+        stages: list[dict] = []
         for i in range(repeat + 1):
             for label, cmd in cmds.items():
-                t = time.perf_counter()
-                done = subprocess.run(cmd, cwd=tmp, env=env, check=True, capture_output=True, text=True)
+                wall, cpu, stdout = _timed(cmd, tmp, env)
                 if i:
-                    walls[label].append(time.perf_counter() - t)
+                    walls[label].append(wall)
+                    cpus[label].append(cpu)
+                if label == "stages" and i:
+                    stages.append(json.loads(stdout))
+                    stages[-1]["the rest: python start and exit, the bench script"] = tuple(round(total - sum(
+                        v[j] for v in stages[-1].values()), 4) for j, total in enumerate((wall, cpu)))
                 if label.startswith("bare"):  # it must have found Mélange's optimum (the fixtures' $32.12/h)
-                    assert json.loads(done.stdout.splitlines()[-1])["cost"] == 32.12, done.stdout
-    bare = statistics.median(walls["bare PuLP+HiGHS"])
-    print(f"Mélange V1 at 32 req/s, medians of {repeat} (template cache warm):", flush=True)
+                    assert json.loads(stdout.splitlines()[-1])["cost"] == 32.12, stdout
+    bare, bare_cpu = statistics.median(walls["bare PuLP+HiGHS"]), statistics.median(cpus["bare PuLP+HiGHS"])
+    print(f"Mélange V1 at 32 req/s, medians of {repeat} (template cache warm; process start to exit):", flush=True)
     for label, runs in walls.items():
-        med = statistics.median(runs)
-        print(f"  {label:<26} {med:6.3f} s  {med / bare:5.2f}x bare  (runs {', '.join(f'{w:.2f}' for w in runs)})",
-              flush=True)
+        med, cpu = statistics.median(runs), statistics.median(cpus[label])
+        print(f"  {label:<26} wall {med:6.3f} s  {med / bare:5.2f}x bare   cpu {cpu:6.3f} s  {cpu / bare_cpu:5.2f}x bare"
+              f"   (walls {', '.join(f'{w:.2f}' for w in runs)})", flush=True)
+    print("where `hetinfra plan` spends it (the `stages` process, stage by stage; medians):", flush=True)
+    for stage in stages[0]:
+        print(f"  {stage:<66} wall {statistics.median(r[stage][0] for r in stages):6.3f} s  "
+              f"cpu {statistics.median(r[stage][1] for r in stages):6.3f} s", flush=True)
+
+
+def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
+    """(wall seconds from process start to exit, its CPU seconds (user + system), stdout) of ``cmd``,
+    which must succeed. CPU time is what a loaded machine distorts least."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
+
+
+def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
+    """What `hetinfra plan SPEC` does, stage by stage in this process: stage -> (wall s, CPU s). The
+    first plan (load, resolve, templates, solve) ends where verification calls its first round; load
+    and resolve are also timed on their own, before. Whatever this process spent before (the
+    interpreter, this script) is the process's wall minus these stages: see `front`."""
+    import io
+
+    out: dict[str, tuple[float, float]] = {}
+    mark = [time.perf_counter(), time.process_time()]
+
+    def lap(stage: str) -> None:
+        now = [time.perf_counter(), time.process_time()]
+        out[stage] = (round(now[0] - mark[0], 4), round(now[1] - mark[1], 4))
+        mark[:] = now
+
+    import hetinfra.cli.app  # noqa: F401  (what `hetinfra` imports before the command runs)
+    from hetinfra.plan.feeds import load_feeds
+    from hetinfra.plan.inputs import resolve
+    from hetinfra.plan.summary import render_summary
+    from hetinfra.plan.verify import verified_plan
+    from hetinfra.spec.load import load_spec
+    lap("import (click, the CLI, the plan stack)")
+    snapshot, _ = load_feeds("snapshot")
+    loaded, text, locate = load_spec(spec)
+    resolve(loaded, spec, text, snapshot, locate)
+    lap("load spec + offers + profiles, resolve")
+    verified_plan(spec, verify=True, snapshot=snapshot, progress=lambda rnd, _n: rnd == 1 and lap(
+        "first plan: load, resolve, templates, solve"))
+    lap("verification (rounds, trim, sustained load), baselines, plan.json")
+    from rich.console import Console
+
+    render_summary(verified_plan(spec, verify=False, snapshot=snapshot)[1], Console(file=io.StringIO(), width=132))
+    lap("(not in the total) a --no-verify plan + its summary")
+    return out
 
 
 FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
@@ -277,6 +335,9 @@ def main() -> None:
     import argparse
 
     sys.path.insert(0, str(REPO))
+    if sys.argv[1:2] == ["--front-stages"]:  # front()'s child process
+        print(json.dumps(front_stages(Path(sys.argv[2]))))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
     ap.add_argument("--models", default="1,8,16,32,64")
