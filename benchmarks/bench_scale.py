@@ -176,8 +176,10 @@ def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
 
@@ -185,8 +187,8 @@ def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
 def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     """What `hetinfra plan SPEC` does, stage by stage in this process: stage -> (wall s, CPU s). The
     first plan (load, resolve, templates, solve) ends where verification calls its first round; load
-    and resolve are also timed on their own, before. Whatever this process spent before (the
-    interpreter, this script) is the process's wall minus these stages: see `front`."""
+    and resolve are also timed on their own, before. The rest (python start and exit, this script) is
+    the process's time minus these stages: see `front`."""
     import io
 
     out: dict[str, tuple[float, float]] = {}
@@ -197,7 +199,12 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
         out[stage] = (round(now[0] - mark[0], 4), round(now[1] - mark[1], 4))
         mark[:] = now
 
-    import hetinfra.cli.app  # noqa: F401  (what `hetinfra` imports before the command runs)
+    import gc
+
+    import hetinfra.cli.app  # what `hetinfra` imports before the command runs
+
+    # as hetinfra.cli.app.main() sets it (absent in older versions)
+    gc.set_threshold(getattr(hetinfra.cli.app, "GC_GEN0_THRESHOLD", gc.get_threshold()[0]), *gc.get_threshold()[1:])
     from hetinfra.plan.feeds import load_feeds
     from hetinfra.plan.inputs import resolve
     from hetinfra.plan.summary import render_summary
@@ -208,13 +215,13 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     loaded, text, locate = load_spec(spec)
     resolve(loaded, spec, text, snapshot, locate)
     lap("load spec + offers + profiles, resolve")
-    verified_plan(spec, verify=True, snapshot=snapshot, progress=lambda rnd, _n: rnd == 1 and lap(
+    _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=lambda rnd, _n: rnd == 1 and lap(
         "first plan: load, resolve, templates, solve"))
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 
-    render_summary(verified_plan(spec, verify=False, snapshot=snapshot)[1], Console(file=io.StringIO(), width=132))
-    lap("(not in the total) a --no-verify plan + its summary")
+    render_summary(doc, Console(file=io.StringIO(), width=132))  # what `plan` prints on a pipe
+    lap("output: the summary (Rich, imported here)")
     return out
 
 
@@ -334,10 +341,10 @@ def fleet(models: list[int], repeat: int) -> None:
 def main() -> None:
     import argparse
 
-    sys.path.insert(0, str(REPO))
-    if sys.argv[1:2] == ["--front-stages"]:  # front()'s child process
+    if sys.argv[1:2] == ["--front-stages"]:  # front()'s child: the hetinfra of this interpreter, not REPO's
         print(json.dumps(front_stages(Path(sys.argv[2]))))
         return
+    sys.path.insert(0, str(REPO))
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
     ap.add_argument("--models", default="1,8,16,32,64")
