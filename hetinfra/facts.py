@@ -32,8 +32,32 @@ VLLM_PORT = 8000
 #: the gateway's port (``deploy.gateway.port``): the usual unprivileged HTTP alternative, distinct from
 #: vLLM's so both can run on one host in a test or a small deployment
 GATEWAY_PORT = 8080
+#: SSH, opened only to ``deploy.ssh_cidrs`` (hetinfra.compile.network.firewall_rules)
+SSH_PORT = 22
+
+# ---- Ray (multi-node pipelines; the script: hetinfra.compile.ray) --------------------------------
+#: the GCS port of a pipeline's user-space Ray cluster: Ray's default. SkyPilot runs its own Ray on
+#: every node at 6380 (GCS), 8266 (dashboard) and 52365 (dashboard agent), so ours keeps Ray's
+#: defaults 6379/8265 and moves the dashboard agent to 52366 (SkyPilot's sky_templates/ray/
+#: start_cluster makes the same choice). Every deploy path uses these ports, so one script serves all
+RAY_PORT = 6379
+RAY_DASHBOARD_PORT = 8265
+RAY_DASHBOARD_AGENT_PORT = 52366
+#: how long the head waits for every node of its replica to join, and a worker for the head to
+#: answer, before it gives up: the longer of the two waits the deploy paths had (SkyPilot 600 s, the
+#: VMs 900 s). The wait ends as soon as every node is in, so a long bound costs nothing on a healthy
+#: start; a short one fails a whole replica (SkyPilot relaunches it, systemd restarts vLLM on the
+#: VMs) when one worker boots late: GCE's image may take 10 minutes to load the driver before the
+#: engine image is pulled, and the VMs' workers are separate groups that start on their own
+RAY_JOIN_TIMEOUT_S = 900
+#: seconds between two looks at the cluster while waiting
+RAY_POLL_S = 5
 
 # ---- engine ---------------------------------------------------------------------------------------
+#: the weight precisions a model may be served at (spec ``models[].precision``), most accurate first:
+#: 16-bit (bf16 where the GPU has it, else fp16), FP8 (online or a pre-quantized checkpoint), and the
+#: AWQ/GPTQ checkpoints' int8 and int4 (hetinfra.compile.skypilot maps each to vLLM's flags)
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 #: --gpu-memory-utilization the estimator plans with and the artifacts pin (vLLM's own default is
 #: 0.9 too; pinned so that a vLLM release changing it cannot invalidate the plan's KV-cache budget)
 GPU_MEMORY_UTILIZATION = 0.9

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from hetinfra.errors import FeedError, HetinfraError, InvalidInputError, closest
 from hetinfra.price_feeds.config import ALL_SOURCES, FeedConfig
-from hetinfra.price_feeds.offers import Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot
 
 # The feed machinery (adapters, the urllib client, the snapshot store, threads) is imported by the
 # functions that use it: `plan`'s default `--feeds snapshot` needs none of it (23 ms of CPU to import).
@@ -195,7 +195,7 @@ def refresh(sources: Iterable[str] | None = None, *, config: FeedConfig | None =
 
 
 def _embedded_as_of(embedded: OfferSnapshot, source: str) -> str:
-    clouds = ("aws", "gcp", "azure") if source == "skypilot" else (source,)
+    clouds = KNOWN_CLOUDS if source == "skypilot" else (source,)
     return min((o.as_of for o in embedded.offers if o.cloud in clouds), default=embedded.as_of)
 
 

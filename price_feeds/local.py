@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.base import FeedAdapter, FeedResult, FetchContext, iso_utc
-from hetinfra.price_feeds.offers import load_embedded_snapshot
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS, load_embedded_snapshot
 from hetinfra.price_feeds.validate import Reject, Validator, parse_offers_lenient
 
 
@@ -17,7 +17,7 @@ class EmbeddedAdapter(FeedAdapter):
 
     name = "embedded"
     label = "embedded-snapshot"
-    clouds = ("aws", "gcp", "azure")
+    clouds = KNOWN_CLOUDS
     live = False
 
     def rows(self, ctx: FetchContext):

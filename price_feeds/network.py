@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from hetinfra.facts import CLOUDS
 from hetinfra.price_feeds.geo import continent
 
 __all__ = ["FIBRE_KM_PER_MS", "ROUTE_INFLATION", "Location", "continent_of", "locate", "locations", "round_trip_ms"]
@@ -78,4 +79,4 @@ def continent_of(region: str, cloud: str | None = None) -> str | None:
     loc = locate(region)
     if loc is not None:
         return continent(loc.cloud, region)
-    return next((c for c in (continent(k, region) for k in ("aws", "gcp", "azure")) if c), None)
+    return next((c for c in (continent(k, region) for k in CLOUDS) if c), None)

@@ -21,11 +21,12 @@ from importlib import resources
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import CLOUDS
 from hetinfra.fileio import number_cell, read_text
 
 #: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a
 #: "custom" cloud (on-prem, neocloud): planned, but no infrastructure code is generated for it.
-KNOWN_CLOUDS = ("aws", "gcp", "azure")
+KNOWN_CLOUDS = tuple(CLOUDS)  # hetinfra.facts: the clouds' registry
 
 REQUIRED_COLUMNS = (
     "cloud", "region", "instance_type", "gpu", "gpu_count", "gpu_memory_gb",

@@ -1,10 +1,10 @@
-r"""The allocation ILP of ``solver.model`` written straight into one persistent HiGHS instance.
+r"""The allocation ILP (``solver.rows``) in one persistent HiGHS instance: the fast path.
 
-``solver.model.build_model`` (Pyomo) is the readable reference formulation; this module builds the
-same variables, constraints and objective as a sparse matrix for ``highspy`` (no Pyomo import, no
-translation), and keeps the model in one ``Highs`` object for the LP bound, the fixed-count LPs
-that complete warm starts, and the MIP. ``tests/solver/test_direct.py`` checks both give the same
-optimum on every feature.
+``solver.rows.compile_rows`` states the problem once as sparse rows; this module hands those arrays
+to ``highspy`` (``passModel``: no Pyomo import, no translation) and keeps the model in one ``Highs``
+object for the LP bound, the fixed-count LPs that complete warm starts, and the MIP.
+``solver.model.build_model`` makes the Pyomo model of the same rows (other solvers, tests); the
+tests check both give the same optimum on every feature.
 
 Determinism: ``threads=1``, a fixed ``random_seed`` and a node limit (``mip_max_nodes``) decide when
 the MIP stops; the wall-clock ``time_limit`` is only a safety stop, reported as such.
@@ -15,22 +15,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hetinfra.solver.problem import AllocationProblem, tied_bounds
+from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.rows import ELASTIC_WEIGHT, allows_unmet, compile_rows, instance_upper_bound
 
-#: Objective weight of a GPU over a cap in diagnosis mode (as in solver.model).
-ELASTIC_WEIGHT = 1e4
-
-
-def instance_upper_bound(problem: AllocationProblem, unit) -> int:
-    """Largest n[u] any optimal plan can use (same rule as ``solver.model.instance_upper_bound``)."""
-    if problem.objective == "max_throughput" and problem.budget is not None:
-        return int(math.floor(problem.budget / unit.cost + 1e-9))
-    load = sum(problem.demand[(unit.model, w)] / h for w, h in unit.rates.items() if (unit.model, w) in problem.demand)
-    return max(1, int(math.ceil(load / (1.0 - problem.headroom) - 1e-9)))
+__all__ = ["ELASTIC_WEIGHT", "DirectModel", "Outcome", "allows_unmet", "instance_upper_bound"]
 
 
-def allows_unmet(p: AllocationProblem) -> bool:
-    return p.unmet_penalty is not None and p.objective == "min_cost" and p.routing == "fractional"
+def stale(vector_objective: float, reported: float) -> bool:
+    """The solution vector's objective is not the one the solver reported (``DirectModel._run``)."""
+    return abs(vector_objective - reported) > 1e-6 * max(1.0, abs(reported))
 
 
 @dataclass
@@ -46,148 +39,20 @@ class Outcome:
 
 
 class DirectModel:
-    """The ILP for one AllocationProblem in one Highs instance."""
+    """The ILP for one AllocationProblem (``solver.rows``) in one Highs instance."""
 
     def __init__(self, p: AllocationProblem, extra_cost: dict[str, float] | None = None):
         """``extra_cost``: $/h added to a unit's instance cost in the objective only (Lagrangian
         prices of relaxed linking rows, ``solver.lagrange``); churn stays on the unit's own cost."""
         self.p = p
         self.extra_cost = extra_cost or {}
-        self.cols_lb: list[float] = []
-        self.cols_ub: list[float] = []
-        self.cost: list[float] = []
-        self.integer: list[bool] = []
-        self.rows: list[tuple[float, float, list[int], list[float]]] = []
-        self.trivially_infeasible = False
-        self._build()
+        r = compile_rows(p, self.extra_cost)
+        self.compiled = r
+        self.cols_lb, self.cols_ub, self.cost, self.integer, self.rows = r.lb, r.ub, r.cost, r.integer, r.rows
+        self.n, self.flow, self.s, self.q, self.c, self.e = r.n, r.flow, r.s, r.q, r.c, r.e
+        self.pairs = r.pairs
+        self.trivially_infeasible = r.trivially_infeasible
         self._highs = None
-
-    # ---- building -------------------------------------------------------------------------------
-    def _col(self, lb: float, ub: float, cost: float = 0.0, integer: bool = False) -> int:
-        self.cols_lb.append(lb)
-        self.cols_ub.append(ub)
-        self.cost.append(cost)
-        self.integer.append(integer)
-        return len(self.cost) - 1
-
-    def _row(self, lb: float, ub: float, terms: dict[int, float]) -> None:
-        idx = sorted(terms)
-        self.rows.append((lb, ub, idx, [terms[i] for i in idx]))
-
-    def _build(self) -> None:
-        p, inf = self.p, math.inf
-        min_cost = p.objective == "min_cost" or p.elastic_caps
-        extra = self.extra_cost
-        ub = tied_bounds(p, {u.id: instance_upper_bound(p, u) for u in p.units})
-        self.n = {u.id: self._col(0, ub[u.id], u.cost + extra.get(u.id, 0.0) if min_cost else 0.0, True)
-                  for u in p.units}
-        self.pairs = p.pairs()
-        if p.routing == "sliced":
-            self.flow = {(u, k): self._col(0, p.slice_factor, 0.0, True) for u, k in self.pairs}
-        else:
-            self.flow = {(u, k): self._col(0, inf) for u, k in self.pairs}
-        self.s = self._col(0, inf, -1.0 if p.objective == "max_throughput" and not p.elastic_caps else 0.0) \
-            if p.objective == "max_throughput" else None
-        self.q = {k: self._col(0, p.demand[k], p.unmet_penalty) for k in sorted(p.demand)} if allows_unmet(p) else {}
-        self.c = {}
-        if p.running:
-            w = p.churn_hours if min_cost else 0.0
-            self.c = {u.id: self._col(0, inf, w * u.cost) for u in p.units}
-        groups = sorted({g for u in p.units for g, _ in u.gpu_use if g in p.caps})
-        self.e = {g: self._col(0, inf, ELASTIC_WEIGHT) for g in groups} if p.elastic_caps else {}
-        units = {u.id: u for u in p.units}
-        per = {k: (p.demand[k] / p.slice_factor if p.routing == "sliced" else 1.0) for k in p.demand}
-
-        # demand
-        serving: dict = {k: {} for k in p.demand}
-        for u, k in self.pairs:
-            serving[k][self.flow[(u, k)]] = 1.0
-        for k in sorted(p.demand):
-            terms = dict(serving[k])
-            if p.routing == "sliced":
-                self._row(p.slice_factor, p.slice_factor, terms)
-                continue
-            if k in self.q:
-                terms[self.q[k]] = 1.0
-            if self.s is not None:
-                terms[self.s] = -p.demand[k]
-                self._row(0, 0, terms)
-            else:
-                self._row(p.demand[k], p.demand[k], terms)
-        # capacity
-        load: dict[str, dict[int, float]] = {u.id: {} for u in p.units}
-        for u, k in self.pairs:
-            load[u][self.flow[(u, k)]] = per[k] / units[u].rates[k[1]]
-        for u in p.units:
-            if load[u.id]:
-                terms = dict(load[u.id])
-                terms[self.n[u.id]] = -(1.0 - p.headroom)
-                self._row(-inf, 0, terms)
-        # availability
-        for g in groups:
-            terms = {self.n[u.id]: float(gp) for u in p.units for gg, gp in u.gpu_use if gg == g}
-            if g in self.e:
-                terms[self.e[g]] = -1.0
-            self._row(-inf, p.caps[g], terms)
-        # budget
-        if p.budget is not None:
-            self._row(-inf, p.budget, {self.n[u.id]: u.cost for u in p.units})
-        # spot fraction
-        for mod in sorted(p.max_spot_fraction):
-            f = p.max_spot_fraction[mod]
-            mine = [u for u in p.units if u.model == mod]
-            if f >= 1.0 or not any(u.spot for u in mine):
-                continue
-            self._row(-inf, 0, {self.n[u.id]: u.gpus * ((1.0 if u.spot else 0.0) - f) for u in mine})
-        # locality
-        if p.locality > 0 and p.local_demand:
-            for (mod, region) in sorted(p.local_demand):
-                need = p.locality * p.local_demand[(mod, region)]
-                terms = {self.flow[(u, k)]: per[k] for u, k in self.pairs
-                         if k[0] == mod and units[u].region == region}
-                if not terms:
-                    if need > 0:
-                        self.trivially_infeasible = True
-                    continue
-                if self.s is not None:
-                    terms[self.s] = -need
-                    self._row(0, inf, terms)
-                else:
-                    self._row(need, inf, terms)
-        # cover rows (valid inequalities, not in solver.model): an instance of u serves at most
-        # (1 - headroom) x max_w h[u, w] req/s, so a model needs at least ceil(demand / the best such
-        # rate) instances, and a locality region ceil(its local need / the best rate there). They
-        # change no optimum; they give HiGHS the integer rounding its LP bound lacks (a model of
-        # 2 req/s needs a whole instance), about halving the per-model MIPs at 12 regions.
-        if p.objective == "min_cost" and not self.q:
-            self._cover_rows(units)
-        # churn
-        for u in p.units if p.running else ():
-            self._row(-float(p.running.get(u.id, 0)), inf, {self.c[u.id]: 1.0, self.n[u.id]: -1.0})
-        # committed base (solver.periods): a committed unit's copies in every period have one count
-        for group in p.tied:
-            for u in group[1:]:
-                self._row(0.0, 0.0, {self.n[u]: 1.0, self.n[group[0]]: -1.0})
-        # scale-out (solver.periods): a top-up grows with its model's demand
-        for u, v in p.nested:
-            self._row(0.0, inf, {self.n[v]: 1.0, self.n[u]: -1.0})
-
-    def _cover_rows(self, units: dict) -> None:
-        p = self.p
-        by_model: dict[str, list] = {}
-        for u in p.units:
-            by_model.setdefault(u.model, []).append(u)
-        needs = [(by_model.get(m, []), sum(v for k, v in p.demand.items() if k[0] == m)) for m in sorted(by_model)]
-        if p.locality > 0:
-            needs += [([u for u in by_model.get(m, []) if u.region == r], p.locality * lam)
-                      for (m, r), lam in sorted(p.local_demand.items())]
-        for mine, need in needs:
-            rates = [max(u.rates.values()) for u in mine if u.rates]
-            if need <= 0 or not rates or max(rates) <= 0:
-                continue
-            k = math.ceil(need / ((1.0 - p.headroom) * max(rates)) - 1e-9)
-            if k >= 1:
-                self._row(float(k), math.inf, {self.n[u.id]: 1.0 for u in mine})
 
     @property
     def num_integer(self) -> int:
@@ -263,6 +128,11 @@ class DirectModel:
         if has:
             out.values = list(h.getSolution().col_value)
             out.objective = sign * info.objective_function_value
+            if start is not None and not relax and stale(self.objective_of(out.values), out.objective):
+                # HiGHS 1.16: when presolve alone solves a MIP given a start, it reports the optimum's
+                # objective with the start's vector. Solve it again without the start.
+                h.clearSolver()
+                return self._run(relax=relax, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes)
         if relax:
             out.bound = out.objective if status == "optimal" else None
         else:

@@ -8,7 +8,9 @@ R[u] = (1 - headroom) / sum_w (share_w / h[u, w]) req/s of its group's mix. A gr
 when sum_u n[G, u] R[u] >= its demand, and locality holds when the units in each origin region
 cover epsilon x that region's share. Any counts the ledger accepts therefore have a routing that
 meets every constraint; the exact routing comes from an LP with the counts fixed
-(``DirectModel.with_counts``).
+(``DirectModel.with_counts``). Caps, the budget and spot fractions are not restated here: the ledger
+books instances against the count rows that ``solver.rows`` compiles for every solver
+(``count_rows``).
 
 GH: per group, first each origin region's local need from that region's units, then the rest, always
 the unit with the lowest $/h per req/s first, as many instances as caps, spot fraction, budget and
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 
 from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.rows import allows_unmet, count_rows, instance_upper_bound
 
 EPS = 1e-9
 
@@ -32,7 +35,15 @@ class _Ledger:
         self.p = p
         self.ub = ub
         self.units = {u.id: u for u in p.units}
-        self.unmet_ok = p.unmet_penalty is not None and p.objective == "min_cost" and p.routing == "fractional"
+        self.unmet_ok = allows_unmet(p)
+        # the count rows of solver.rows (caps, budget, spot fraction): unit -> [(row, coefficient)]
+        limits = count_rows(p)
+        self.row_ub = [ub for _, ub, _, _ in limits.rows]
+        self.terms: dict[str, list[tuple[int, float]]] = {uid: [] for uid in self.units}
+        col_unit = {c: uid for uid, c in limits.n.items()}
+        for i, (_, _, idx, val) in enumerate(limits.rows):
+            for c, a in zip(idx, val):
+                self.terms[col_unit[c]].append((i, a))
         self.groups: list[dict] = []  # {"model", "demand", "cand": [(uid, R)], "R": {uid: R}, "local": {region: need}}
         for model in sorted({m for m, _ in p.demand}):
             keys = sorted(w for m, w in p.demand if m == model)
@@ -60,24 +71,17 @@ class _Ledger:
     def reset(self) -> None:
         self.alloc: list[dict[str, int]] = [{} for _ in self.groups]
         self.n: dict[str, int] = {}
-        self.gpus_used: dict[tuple, int] = {}
-        self.spot: dict[str, list[int]] = {}  # model -> [spot GPUs, all GPUs]
+        self.activity = [0.0] * len(self.row_ub)  # sum_u a[row, u] n[u] per count row
         self.spent = 0.0
 
     # -- limits -----------------------------------------------------------------------------------
     def room(self, uid: str) -> int:
-        """Most further instances of uid the caps, budget, spot fraction and bounds allow."""
-        u = self.units[uid]
+        """Most further instances of uid its bound and the count rows (caps, budget, spot
+        fraction) allow."""
         k = self.ub.get(uid, 10**9) - self.n.get(uid, 0)
-        for g, gp in u.gpu_use:
-            if g in self.p.caps and gp > 0:
-                k = min(k, (self.p.caps[g] - self.gpus_used.get(g, 0)) // gp)
-        if self.p.budget is not None and u.cost > 0:
-            k = min(k, int(math.floor((self.p.budget - self.spent) / u.cost + 1e-9)))
-        f = self.p.max_spot_fraction.get(u.model, 1.0)
-        if u.spot and f < 1.0:
-            s, t = self.spot.get(u.model, [0, 0])
-            k = min(k, int(math.floor((f * t - s) / (u.gpus * (1.0 - f)) + 1e-9)) if u.gpus else k)
+        for i, a in self.terms[uid]:
+            if a > 0:
+                k = min(k, int(math.floor((self.row_ub[i] - self.activity[i]) / a + 1e-9)))
         return max(0, k)
 
     def add(self, gi: int, uid: str, k: int) -> None:
@@ -91,13 +95,8 @@ class _Ledger:
         self.n[uid] = self.n.get(uid, 0) + k
         if self.n[uid] == 0:
             del self.n[uid]
-        for g, gp in u.gpu_use:
-            if g in self.p.caps:
-                self.gpus_used[g] = self.gpus_used.get(g, 0) + gp * k
-        st = self.spot.setdefault(u.model, [0, 0])
-        st[1] += u.gpus * k
-        if u.spot:
-            st[0] += u.gpus * k
+        for i, a in self.terms[uid]:
+            self.activity[i] += a * k
         self.spent += u.cost * k
 
     # -- feasibility and objective ----------------------------------------------------------------
@@ -110,14 +109,8 @@ class _Ledger:
         return max(0.0, self.groups[gi]["demand"] - self.covered(gi))
 
     def feasible(self, gis=None) -> bool:
-        p = self.p
-        for g, used in self.gpus_used.items():
-            if used > p.caps[g]:
-                return False
-        if p.budget is not None and self.spent > p.budget * (1 + 1e-9):
-            return False
-        for model, (s, t) in self.spot.items():
-            if s > p.max_spot_fraction.get(model, 1.0) * t + 1e-9:
+        for act, ub in zip(self.activity, self.row_ub):
+            if act > ub + 1e-9 * max(1.0, abs(ub)):
                 return False
         for uid, k in self.n.items():
             if k < 0 or k > self.ub.get(uid, 10**9):
@@ -249,8 +242,6 @@ def feasible_start(problem: AllocationProblem, ub: dict[str, int] | None = None,
     """Counts of the best GH + local-search plan over the model orders, and the ledger's objective
     (an upper bound: the exact routing can only be cheaper with unmet demand); None when the greedy
     finds no plan that keeps every constraint."""
-    from hetinfra.solver.direct import instance_upper_bound
-
     if problem.objective != "min_cost":
         return None
     if problem.tied:  # committed bases (solver.periods) are left out: an all on-demand/spot start

@@ -76,6 +76,9 @@ class AllocationProblem:
     #: Routing by origin (``hetinfra.plan.origins``): demand key (model, flow) -> (class, origin) for
     #: the keys that carry one origin's share of a class; empty: every key is a whole class.
     flow_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    #: ``planning.solver``: "highs" (the direct path, ``solver.direct``) or a Pyomo solver's name
+    #: (``solver.backends``), which solves the Pyomo model of the same rows
+    solver: str = "highs"
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""

@@ -36,8 +36,30 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
 
     swallow_banner()  # Pyomo's interface creates its own Highs objects
     solver = _warm_highs() if warm else SolverFactory("highs")
-    return solver.solve(m, tee=False, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
-                        raise_exception_on_nonoptimal_result=False)
+    # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
+    # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
+    res = solver.solve(m, tee=False, threads=1, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
+                       raise_exception_on_nonoptimal_result=False)
+    if warm and res.incumbent_objective is not None:
+        import pyomo.environ as pyo
+
+        from hetinfra.solver.direct import stale
+
+        res.solution_loader.load_vars()
+        objective = next(m.component_data_objects(pyo.Objective, active=True))
+        if stale(pyo.value(objective), res.incumbent_objective):  # HiGHS returned the start's vector
+            return _run_highs(m, time_limit_s, mip_gap)
+    return res
+
+
+def _run(m, solver: str, time_limit_s: float, mip_gap: float, warm: bool = False):
+    """``m`` solved by ``planning.solver``: HiGHS through Pyomo's contrib interface (``warm``: from
+    the variables' values), any other through ``solver.backends`` (cold)."""
+    if solver == "highs":
+        return _run_highs(m, time_limit_s, mip_gap, warm=warm)
+    from hetinfra.solver.backends import run_pyomo
+
+    return run_pyomo(m, solver, time_limit_s, mip_gap)
 
 
 def _warm_highs():
@@ -100,7 +122,7 @@ def rounded_lp_start(problem: AllocationProblem, time_limit_s: float) -> tuple[d
 
     m = build_model(problem)
     pyo.TransformationFactory("core.relax_integer_vars").apply_to(m)
-    res = _run_highs(m, time_limit_s, 0.0)
+    res = _run(m, problem.solver, time_limit_s, 0.0)
     if res.solution_status != SolutionStatus.optimal:
         return {}, None
     res.solution_loader.load_vars()
@@ -122,7 +144,10 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     min_cost solves start warm: from the running deployment (when it still serves the demand), the
     LP relaxation rounded up, or the greedy single-unit choice per model, whichever is feasible with
     the lowest objective; HiGHS then only has to
-    improve on it, and a time-limited solve returns at least that plan."""
+    improve on it, and a time-limited solve returns at least that plan.
+
+    ``problem.solver`` (``planning.solver``) other than ``highs`` solves the same model with that
+    Pyomo solver (``solver.backends``), cold: the starts are HiGHS's own."""
     if problem.periods:
         from hetinfra.solver.periods import expand, fold
 
@@ -136,12 +161,15 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     from hetinfra.solver.model import allows_unmet, build_model, cost_expr
 
     t0 = time.perf_counter()
-    m = build_model(problem)
+    # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too)
+    m = build_model(problem, cuts=problem.solver != "highs")
     build_s = time.perf_counter() - t0
+    if m.trivially_infeasible:
+        return SolveResult(status="infeasible", build_s=build_s)
     size = _size(m)
     t1 = time.perf_counter()
     start_from = start_obj = lp_obj = None
-    if warm and problem.objective == "min_cost" and not problem.elastic_caps:
+    if warm and problem.solver == "highs" and problem.objective == "min_cost" and not problem.elastic_caps:
         lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
         tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
                                                      ("greedy", greedy_start(problem))) if counts]
@@ -153,7 +181,8 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
                 best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
         for v, val in best_values or ():  # the best start's point, not the last one tried
             v.set_value(val, skip_validation=True)
-    res = _run_highs(m, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap, warm=start_from is not None)
+    res = _run(m, problem.solver, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap,
+               warm=start_from is not None)
     if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible) and problem.objective == "max_throughput":
         res.solution_loader.load_vars()
         s_star = pyo.value(m.s)
@@ -162,7 +191,7 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
         m.keep_scale = pyo.Constraint(expr=m.s >= s_star * (1 - 1e-7))
         m.min_cost = pyo.Objective(expr=cost_expr(m, problem), sense=pyo.minimize)
         remaining = max(1.0, time_limit_s - (time.perf_counter() - t1))
-        res = _run_highs(m, remaining, mip_gap)
+        res = _run(m, problem.solver, remaining, mip_gap)
         if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
             res = first  # keep the phase-1 answer
             m.min_cost.deactivate()
@@ -225,6 +254,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     form (a committed base and per-period top-ups, ``solver.periods``) and folded back."""
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
+    if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
+        return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
     if problem.periods:
         from hetinfra.solver.periods import expand, fold
 
@@ -242,7 +273,11 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
 
 
 def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
-    """Re-check every constraint on the solution, independently of Pyomo."""
+    """Re-check every constraint on the solution against what the problem means.
+
+    This is the one deliberate second statement of the rules: every other path (the HiGHS matrix,
+    the Pyomo model, the heuristic) reads the rows compiled once in ``solver.rows``; this check reads
+    only the problem, so a wrong compilation is caught here rather than believed."""
     bad: list[str] = []
     units = {u.id: u for u in problem.units}
     scale = r.scale if (problem.objective == "max_throughput" and r.scale is not None) else 1.0

@@ -41,31 +41,31 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, gateway_tags, gateway_url, gateway_user_data, node_script,
                                     pick_image, secret_document, tags, unit_output)
 from hetinfra.stacks.fleet import FleetArgs
-from hetinfra.facts import GATEWAY_PORT
+from hetinfra.compile.network import FirewallRule
+from hetinfra.facts import SSH_PORT
 
 MAX_HEALTH_GRACE_S = 7200  # the units' health_grace_s, capped
 ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
 
 
-def _ingress(args: FleetArgs) -> list[aws.ec2.SecurityGroupIngressArgs]:
-    rules = [aws.ec2.SecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True,
-                                              description="fleet-internal: Ray and pipeline stages"),
-             aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
-                                              cidr_blocks=[args.network_cidr],
-                                              description="vLLM /health from the load balancers (VPC)")]
-    clients = [] if args.gateway else list(args.ingress_cidrs)  # with a gateway, clients reach only the gateway
-    if clients:
-        rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
-                                                      cidr_blocks=clients, description="vLLM API"))
-    if args.management_cidrs:
-        rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=args.port, to_port=args.port,
-                                                      cidr_blocks=list(args.management_cidrs),
-                                                      description="vLLM /health from management hosts"))
-    if args.ssh_cidrs:
-        rules.append(aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22,
-                                                      cidr_blocks=list(args.ssh_cidrs), description="SSH"))
-    return rules
+def _ingress(args: FleetArgs, target: str) -> list[aws.ec2.SecurityGroupIngressArgs]:
+    """The inline rules of the ``target`` VMs' security group (hetinfra.compile.network.firewall_rules);
+    the gateway's access to the fleet is a separate rule (:meth:`AwsGpuFleet._gateway`). SSH comes last,
+    as earlier releases wrote it, so an existing group sees no change."""
+    rules = [r for r in args.firewall if r.target == target and r.source != "gateway"]
+    return [_rule_args(r, args) for r in sorted(rules, key=lambda r: r.port == SSH_PORT)]
+
+
+def _rule_args(rule: FirewallRule, args: FleetArgs) -> aws.ec2.SecurityGroupIngressArgs:
+    ports = {"protocol": "-1", "from_port": 0, "to_port": 0} if rule.port is None else \
+        {"protocol": "tcp", "from_port": rule.port, "to_port": rule.port}
+    if rule.source == "fleet":
+        return aws.ec2.SecurityGroupIngressArgs(**ports, self=True, description=rule.description)
+    if rule.source == "probers" and not rule.cidrs:  # the network load balancers check from inside the VPC
+        return aws.ec2.SecurityGroupIngressArgs(**ports, cidr_blocks=[args.network_cidr],
+                                                description=f"{rule.description} (VPC)")
+    return aws.ec2.SecurityGroupIngressArgs(**ports, cidr_blocks=list(rule.cidrs), description=rule.description)
 
 
 def _newest_ami(role: str, invoke: pulumi.InvokeOptions) -> str:
@@ -118,7 +118,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                                           route_table_id=table.id, opts=child)
         sg = aws.ec2.SecurityGroup(
             f"{name}-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} vLLM fleet",
-            ingress=_ingress(args), opts=child,
+            ingress=_ingress(args, "fleet"), opts=child,
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
         self.images: dict = {}
         ami_id = pick_image(args, self.images, "gpu", _newest_ami("gpu", invoke))
@@ -218,24 +218,17 @@ class AwsGpuFleet(pulumi.ComponentResource):
     def _gateway(self, name, args: FleetArgs, secret_arn, profile, vpc, fleet_sg, subnet, heads, child, invoke):
         """A CPU VM running `hetinfra gateway`: clients (ingress_cidrs) reach its port; the fleet's
         vLLM port is open to the gateway's security group only."""
-        g = args.gateway
-        port = int(g.get("port", GATEWAY_PORT))
-        clients = list(args.ingress_cidrs)
         gw_sg = aws.ec2.SecurityGroup(
             f"{name}-gateway-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} gateway", opts=child,
-            ingress=([aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=port, to_port=port, cidr_blocks=clients,
-                                                       description="gateway API (clients)")] if clients else [])
-            + ([aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22,
-                                                 cidr_blocks=list(args.ssh_cidrs), description="SSH")]
-               if args.ssh_cidrs else []),
+            ingress=_ingress(args, "gateway"),
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
-        aws.ec2.SecurityGroupRule(f"{name}-vllm-from-gateway", type="ingress", protocol="tcp", from_port=args.port,
-                                  to_port=args.port, security_group_id=fleet_sg.id,
-                                  source_security_group_id=gw_sg.id, description="vLLM API from the gateway only",
-                                  opts=child)
+        for rule in (r for r in args.firewall if r.source == "gateway"):
+            aws.ec2.SecurityGroupRule(f"{name}-{rule.name}", type="ingress", protocol="tcp", from_port=rule.port,
+                                      to_port=rule.port, security_group_id=fleet_sg.id,
+                                      source_security_group_id=gw_sg.id, description=rule.description, opts=child)
         vm = aws.ec2.Instance(
             f"{name}-gateway", ami=pick_image(args, self.images, "gateway", _newest_ami("gateway", invoke)),
-            instance_type=g.get("aws_instance_type") or "c7i.large",
+            instance_type=args.gateway_vm_type,
             subnet_id=subnet.id, vpc_security_group_ids=[gw_sg.id], iam_instance_profile=profile.name,
             user_data=secret_arn.apply(lambda arn: gateway_user_data(args, SecretRef("aws", arn, args.region), heads)),
             user_data_replace_on_change=True,

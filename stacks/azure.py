@@ -34,7 +34,6 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
                                     pick_image, secret_document)
 from hetinfra.stacks.fleet import FleetArgs
-from hetinfra.facts import GATEWAY_PORT
 
 SECRET_NAME = "hetinfra-secrets"
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
@@ -46,36 +45,19 @@ def _vault_name(args: FleetArgs) -> str:
     return f"hi-{args.service[:11].rstrip('-')}-{digest}"
 
 
-def _allow(label: str, priority: int, sources: list[str], port: int) -> network.SecurityRuleArgs:
-    return network.SecurityRuleArgs(
-        name=f"allow-{label}", priority=priority, direction="Inbound", access="Allow", protocol="Tcp",
-        source_address_prefixes=sources, source_port_range="*", destination_address_prefix="*",
-        destination_port_range=str(port))
-
-
-def _rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
-    """The fleet NSG: the vLLM port from clients (no gateway) or from the gateway subnet only; the
-    vLLM port from management_cidrs; SSH."""
-    if args.gateway:
-        vllm = ("vllm-from-gateway", [args.gateway_subnet_cidr], args.port)
-    else:
-        vllm = ("vllm", list(args.ingress_cidrs), args.port)
+def _rules(args: FleetArgs, target: str) -> list[network.SecurityRuleArgs]:
+    """The NSG of the ``target`` VMs (``fleet``, ``gateway``): the rules of
+    hetinfra.compile.network.firewall_rules that Azure's default rules do not already cover (those allow
+    the VNet, hence the fleet itself, and the load balancers' probes), in order, priorities from 100 in
+    steps of 10. The gateway reaches the fleet from its own subnet; within the gateway's NSG its rules
+    drop the ``gateway-`` of their names."""
     rules = []
-    priority = 100
-    for label, cidrs, port in (vllm, ("ssh", list(args.ssh_cidrs), 22), ("mgmt", list(args.management_cidrs), args.port)):
-        if cidrs:
-            rules.append(_allow(label, priority, cidrs, port))
-            priority += 10
-    return rules
-
-
-def _gateway_rules(args: FleetArgs) -> list[network.SecurityRuleArgs]:
-    """The gateway NSG: clients (ingress_cidrs) to the gateway port; SSH from ssh_cidrs."""
-    rules = []
-    if args.ingress_cidrs:
-        rules.append(_allow("gateway", 100, list(args.ingress_cidrs), int(args.gateway.get("port", GATEWAY_PORT))))
-    if args.ssh_cidrs:
-        rules.append(_allow("ssh", 110, list(args.ssh_cidrs), 22))
+    for rule in (r for r in args.firewall if r.target == target and r.source in ("cidrs", "gateway")):
+        sources = [args.gateway_subnet_cidr] if rule.source == "gateway" else list(rule.cidrs)
+        rules.append(network.SecurityRuleArgs(
+            name=f"allow-{rule.name.removeprefix('gateway-')}", priority=100 + 10 * len(rules), direction="Inbound",
+            access="Allow", protocol="Tcp", source_address_prefixes=sources, source_port_range="*",
+            destination_address_prefix="*", destination_port_range=str(rule.port)))
     return rules
 
 
@@ -119,7 +101,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
                                       address_space=network.AddressSpaceArgs(address_prefixes=[args.network_cidr]),
                                       opts=child)
         nsg = network.NetworkSecurityGroup(f"{name}-nsg", resource_group_name=rg.name, location=args.region,
-                                           security_rules=_rules(args), opts=child)
+                                           security_rules=_rules(args, "fleet"), opts=child)
         subnet = network.Subnet(f"{name}-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
                                 address_prefix=args.subnet_cidr,
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
@@ -134,9 +116,8 @@ class AzureGpuFleet(pulumi.ComponentResource):
 
     def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child, image: dict) -> pulumi.Output:
         """A CPU VM running `hetinfra gateway` in its own subnet and NSG."""
-        g = args.gateway
         nsg = network.NetworkSecurityGroup(f"{name}-gateway-nsg", resource_group_name=rg.name, location=args.region,
-                                           security_rules=_gateway_rules(args), opts=child)
+                                           security_rules=_rules(args, "gateway"), opts=child)
         subnet = network.Subnet(f"{name}-gateway-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
                                 address_prefix=args.gateway_subnet_cidr,
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
@@ -151,7 +132,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
                 public_ip_address=network.PublicIPAddressArgs(id=ip.id))])
         custom = gateway_user_data(args, ref, heads).apply(lambda s: base64.b64encode(s.encode()).decode())
         vm_name = f"{name}-gateway"
-        gw_vm = _linux_vm(vm_name, args, rg, nic, custom, size=g.get("azure_vm_size") or "Standard_D2s_v5",
+        gw_vm = _linux_vm(vm_name, args, rg, nic, custom, size=args.gateway_vm_type,
                           image=image, disk_gb=30, disk_type="StandardSSD_LRS",
                           vm_tags=gateway_tags(args, vm_name), opts=child)
         grant(vm_name, gw_vm)

@@ -13,7 +13,6 @@ from hetinfra.stacks.fleet import FleetArgs, FleetUnit, vm_name
 from hetinfra.stacks.boot import SecretRef, fetch_secrets_script, find_head_script
 from hetinfra.stacks.gateway import fill_gateway, gateway_script
 from hetinfra.stacks.startup import BootConfig, startup_script
-from hetinfra.facts import GATEWAY_PORT
 
 @dataclass
 class FleetSecrets:
@@ -113,9 +112,8 @@ def gateway_user_data(args: FleetArgs, ref: SecretRef, heads: list[tuple[str, pu
 
 def gateway_url(args: FleetArgs, public_ip: pulumi.Input[str]) -> pulumi.Output[str]:
     """The gateway's client URL: ``http(s)://<public IP>:<port>/v1``."""
-    g = args.gateway or {}
-    scheme = "https" if g.get("tls_cert") else "http"
-    return pulumi.Output.concat(f"{scheme}://", public_ip, f":{int(g.get('port', GATEWAY_PORT))}/v1")
+    scheme = "https" if (args.gateway or {}).get("tls_cert") else "http"
+    return pulumi.Output.concat(f"{scheme}://", public_ip, f":{args.gateway_port}/v1")
 
 
 def gateway_tags(args: FleetArgs, name: str) -> dict[str, str]:

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
-from hetinfra.compile.network import gateway_subnet, network_cidrs, subnet
+from hetinfra.compile.network import FirewallRule, faces_internet, firewall_rules, gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.skypilot import SkyUnit
 from hetinfra.document import Plan
 from hetinfra.document.plan import DUMP
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
-from hetinfra.facts import VLLM_PORT
+from hetinfra.facts import CLOUDS, GATEWAY_PORT, VLLM_PORT
 
 # GCE instance names are at most 63 characters and Pulumi's auto-naming appends 8.
 MAX_VM_NAME = 54
@@ -103,10 +103,27 @@ class FleetArgs:
         return g if g.get("enabled") else None
 
     @property
+    def gateway_port(self) -> int:
+        return int((self.gateway or {}).get("port", GATEWAY_PORT))
+
+    @property
+    def gateway_vm_type(self) -> str:
+        """The gateway VM's type: ``deploy.gateway.<the cloud's key>``, else the cloud's default (hetinfra.facts)."""
+        facts = CLOUDS[self.cloud]
+        return (self.gateway or {}).get(facts.gateway_vm_key) or facts.gateway_vm_type
+
+    @property
     def public_lb(self) -> bool:
-        """The units' load balancers face the internet: clients (no gateway) or management hosts
-        must reach them from outside; else they are internal (the gateway reaches them inside)."""
-        return not self.gateway and bool(self.ingress_cidrs or self.management_cidrs)
+        """The units' load balancers face the internet (hetinfra.compile.network.faces_internet)."""
+        return faces_internet(gateway=bool(self.gateway), ingress_cidrs=self.ingress_cidrs,
+                              management_cidrs=self.management_cidrs)
+
+    @property
+    def firewall(self) -> tuple[FirewallRule, ...]:
+        """The fleet's inbound rules (hetinfra.compile.network.firewall_rules), for the stack to translate."""
+        return firewall_rules(self.cloud, port=self.port, ingress_cidrs=self.ingress_cidrs, ssh_cidrs=self.ssh_cidrs,
+                              management_cidrs=self.management_cidrs,
+                              gateway_port=self.gateway_port if self.gateway else None)
 
     @property
     def instances(self) -> int:

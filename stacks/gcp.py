@@ -34,16 +34,26 @@ import pulumi
 import pulumi_gcp as gcp
 
 from hetinfra.compile.images import GCP as IMAGES
-from hetinfra.facts import GATEWAY_PORT
-from hetinfra.facts import GCP as GCP_FACTS
+from hetinfra.compile.network import FirewallRule
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, pick_image,
                                     secret_document)
 from hetinfra.stacks.fleet import FleetArgs
 from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
-HEALTH_CHECK_RANGES = list(GCP_FACTS.health_check_ranges)  # Google's probers (hetinfra.facts)
-EXTERNAL_LB_CHECK_RANGES = list(GCP_FACTS.external_lb_check_ranges)
+
+
+def _firewall(name: str, rule: FirewallRule, network, subnet_cidr: str, tags: dict[str, list[str]],
+              opts) -> gcp.compute.Firewall:
+    """One rule of hetinfra.compile.network.firewall_rules as a GCP firewall: the fleet is its subnet,
+    the gateway its network tag (``tags``: role -> network tags); every protocol is TCP, UDP and ICMP."""
+    if rule.port is None:
+        allows = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")]
+    else:
+        allows = [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(rule.port)])]
+    sources = {"fleet": {"source_ranges": [subnet_cidr]}, "gateway": {"source_tags": tags["gateway"]}}
+    return gcp.compute.Firewall(name, network=network, direction="INGRESS", target_tags=tags[rule.target], allows=allows,
+                                opts=opts, **sources.get(rule.source, {"source_ranges": list(rule.cidrs)}))
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
@@ -90,22 +100,10 @@ class GcpGpuFleet(pulumi.ComponentResource):
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
                                         ip_cidr_range=args.subnet_cidr, opts=child)
         target = [f"hetinfra-{args.service}"]
-        gcp.compute.Firewall(f"{name}-fw-internal", network=net.id, direction="INGRESS",
-                             source_ranges=[args.subnet_cidr], target_tags=target, opts=child,
-                             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"),
-                                     gcp.compute.FirewallAllowArgs(protocol="udp"),
-                                     gcp.compute.FirewallAllowArgs(protocol="icmp")])
-        probers = HEALTH_CHECK_RANGES + (EXTERNAL_LB_CHECK_RANGES if args.public_lb else [])
-        gw = args.gateway
         gw_tag = [f"hetinfra-{args.service}-gateway"]
-        for suffix, cidrs, port in (("health", probers, args.port), ("vllm", args.ingress_cidrs, args.port),
-                                    ("ssh", args.ssh_cidrs, 22), ("mgmt", args.management_cidrs, args.port)):
-            if suffix == "vllm" and gw:
-                continue  # with a gateway, clients reach only the gateway
-            if cidrs:
-                gcp.compute.Firewall(f"{name}-fw-{suffix}", network=net.id, direction="INGRESS",
-                                     source_ranges=list(cidrs), target_tags=target, opts=child,
-                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
+        tags = {"fleet": target, "gateway": gw_tag}
+        for rule in args.firewall:
+            _firewall(f"{name}-fw-{rule.name}", rule, net.id, args.subnet_cidr, tags, child)
         http = {"port": args.port, "request_path": "/health"}
         autoheal = gcp.compute.HealthCheck(
             f"{name}-hc", check_interval_sec=30, timeout_sec=10, healthy_threshold=1, unhealthy_threshold=10,
@@ -119,21 +117,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
                            autoheal_check=autoheal.id, lb_check=lb_check.id, opts=child)
         self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
-        if gw:
-            port = int(gw.get("port", GATEWAY_PORT))
-            if args.ingress_cidrs:
-                gcp.compute.Firewall(f"{name}-fw-gateway", network=net.id, direction="INGRESS",
-                                     source_ranges=list(args.ingress_cidrs), target_tags=gw_tag, opts=child,
-                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
-            if args.ssh_cidrs:
-                gcp.compute.Firewall(f"{name}-fw-gateway-ssh", network=net.id, direction="INGRESS",
-                                     source_ranges=list(args.ssh_cidrs), target_tags=gw_tag, opts=child,
-                                     allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])])
-            gcp.compute.Firewall(f"{name}-fw-vllm-from-gateway", network=net.id, direction="INGRESS",
-                                 source_tags=gw_tag, target_tags=target, opts=child,
-                                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(args.port)])])
+        if args.gateway:
             vm = gcp.compute.Instance(
-                f"{name}-gateway", machine_type=gw.get("gcp_machine_type") or "e2-standard-2", zone=zone, tags=gw_tag,
+                f"{name}-gateway", machine_type=args.gateway_vm_type, zone=zone, tags=gw_tag,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                     image=image("gateway"), size=20, type="pd-balanced")),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(

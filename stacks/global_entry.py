@@ -29,11 +29,12 @@ from urllib.parse import urlparse
 import pulumi
 
 from hetinfra.document import Plan
+from hetinfra.facts import GCP
 
 __all__ = ["GCP_HEALTH_CHECK_RANGES", "global_entry", "wants_global_entry"]
 
-#: Google's load-balancer health-check source ranges (Cloud Load Balancing documentation)
-GCP_HEALTH_CHECK_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]
+#: Google's load-balancer health-check source ranges (hetinfra.facts, from the Cloud Load Balancing documentation)
+GCP_HEALTH_CHECK_RANGES = list(GCP.health_check_ranges)
 
 
 def wants_global_entry(plan: Plan) -> bool:

@@ -13,7 +13,7 @@ Every VM of a deployment unit runs the same script, parameterised by its rank in
 3. **Serve.** ``/opt/hetinfra/serve.sh`` holds the plan's exact ``vllm serve`` line (the same
    text as the SkyPilot task, from :func:`hetinfra.compile.skypilot.vllm_serve_command`). Rank 0
    of a multi-node pipeline starts a Ray head, waits for every stage's node, then serves; other
-   ranks join the head's Ray cluster. A systemd unit runs the script, in the
+   ranks join the head's Ray cluster (the SkyPilot task's script: :mod:`hetinfra.compile.ray`). A systemd unit runs the script, in the
    ``vllm/vllm-openai`` container (``runtime: container``) or from a virtualenv
    (``runtime: virtualenv``), and restarts it on failure.
 
@@ -26,13 +26,14 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from hetinfra.compile.skypilot import (RAY_COUNT_NODES, RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_pip_spec,
-                                       vllm_serve_command)
+from hetinfra.compile.ray import RayNode, ray_pipeline_script
+from hetinfra.compile.skypilot import SkyUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
-RAY_JOIN_TIMEOUT_S = 900
 LOG = "/var/log/hetinfra-startup.log"
+#: where a pipeline VM finds its address, its head's (HEAD_IP from find-head.sh; unset on the head) and its rank
+VM_NODE = RayNode(node_ip="$(hostname -I | awk '{print $1}')", head_ip="${HEAD_IP:-$NODE_IP}", rank="$NODE_RANK")
 
 
 @dataclass(frozen=True)
@@ -72,45 +73,16 @@ def serve_script(unit: SkyUnit) -> str:
 # EXPERIMENTAL mixed pipeline {kinds}: stage r on node rank r, vLLM's mp backend (no Ray), layers
 # per stage from VLLM_PP_LAYER_PARTITION; rank 0 serves the API, the others run headless.
 set -euo pipefail
-NODE_IP=$(hostname -I | awk '{{print $1}}')
-HEAD_IP=${{HEAD_IP:-$NODE_IP}}
+NODE_IP={VM_NODE.node_ip}
+HEAD_IP={VM_NODE.head_ip}
 export VLLM_HOST_IP="$NODE_IP"
-if [ "$NODE_RANK" = "0" ]; then
+if [ "{VM_NODE.rank}" = "0" ]; then
   exec {serve}
 else
   exec {serve} --headless
 fi
 """
-    tries = RAY_JOIN_TIMEOUT_S // 5
-    where = "nodes, one stage per node" if unit.num_nodes == unit.pp else f"stages on {unit.num_nodes} nodes"
-    count = RAY_COUNT_NODES
-    return f"""\
-#!/bin/bash
-# Pipeline of {unit.pp} {where} (TP={unit.tp} inside a node), over Ray on port {RAY_PORT}.
-set -euo pipefail
-NODE_IP=$(hostname -I | awk '{{print $1}}')
-HEAD_IP=${{HEAD_IP:-$NODE_IP}}
-export VLLM_HOST_IP="$NODE_IP" RAY_ADDRESS="$HEAD_IP:{RAY_PORT}"
-if [ "$NODE_RANK" = "0" ]; then
-  ray start --head --port={RAY_PORT} --node-ip-address="$NODE_IP" --num-gpus={unit.gpus_per_instance} --disable-usage-stats
-  n=0
-  for i in $(seq 1 {tries}); do
-    n=$({count} || echo 0)
-    [ "$n" -ge {unit.num_nodes} ] 2>/dev/null && break
-    echo "waiting for Ray nodes: $n/{unit.num_nodes}"; sleep 5
-  done
-  if ! [ "$n" -ge {unit.num_nodes} ] 2>/dev/null; then
-    echo "Ray: only $n of {unit.num_nodes} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2; exit 1
-  fi
-  exec {serve}
-else
-  for i in $(seq 1 {tries}); do
-    ray health-check --address="$RAY_ADDRESS" >/dev/null 2>&1 && break
-    sleep 5
-  done
-  exec ray start --address="$RAY_ADDRESS" --node-ip-address="$NODE_IP" --num-gpus={unit.gpus_per_instance} --block
-fi
-"""
+    return "#!/bin/bash\n" + ray_pipeline_script(unit, VM_NODE, f"exec {serve}\n")
 
 
 def _env_lines(unit: SkyUnit, rank: int) -> list[str]:

@@ -151,7 +151,7 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
         click.echo("no unit to measure: every unit's rates are measured or calibrated (--all measures them all)")
         return
     for t, p in zip(tasks, paths):
-        click.echo(f"{p}: {t.alloc['gpu']} x{t.alloc['gpus_per_instance']} tp={t.alloc['tp']} pp={t.alloc['pp']}, "
+        click.echo(f"{p}: {t.alloc.gpu} x{t.alloc.gpus_per_instance} tp={t.alloc.tp} pp={t.alloc.pp}, "
                    f"{len(t.classes)} class(es), about {t.hours:.2f} h, ${t.cost_usd:.2f}")
     click.echo(f"estimated cost: ${sum(t.cost_usd for t in tasks):.2f} for {len(tasks)} task(s)")
     if dry_run:

@@ -21,8 +21,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hetinfra.errors import InvalidInputError, ProviderError
+
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation, Plan
+    from hetinfra.document.sections import ModelEntry, RequestClass
 
 __all__ = ["BenchTask", "bench_tasks", "render_task", "write_tasks", "launch"]
 
@@ -37,54 +42,55 @@ SETUP_HOURS = 0.25
 class BenchTask:
     unit: str  # deployment unit name
     cluster: str
-    alloc: dict
-    model: dict
-    classes: tuple[dict, ...]
+    alloc: "Allocation"
+    model: "ModelEntry"
+    classes: tuple["RequestClass", ...]
     rates: dict[str, tuple[float, ...]]  # class name -> request rates of its sweep
     hours: float
     cost_usd: float
 
 
-def bench_tasks(plan: dict, all_units: bool = False) -> list[BenchTask]:
+def bench_tasks(plan: "Plan | dict", all_units: bool = False) -> list[BenchTask]:
     """One task per unit to measure: the extrapolated ones (``all_units``: every unit)."""
-    models = {m["name"]: m for m in plan["models"]}
+    from hetinfra.document import Plan
+
+    doc = Plan.of(plan)
     out = []
-    for a in plan["allocations"]:
-        if a.get("custom_cloud") or (not all_units and a.get("confidence") != "extrapolated"):
+    for a in doc.allocations:
+        if a.custom_cloud or (not all_units and a.confidence != "extrapolated"):
             continue
-        m = models[a["model"]]
-        routed = {c for c, es in (plan["routing"].get(a["model"]) or {}).items()
-                  if any(e["unit"] == a["unit"] and float(e["rps"]) > 0 for e in es)}
-        classes = tuple(c for c in m["classes"] if c["name"] in routed) or tuple(m["classes"])
-        per_replica = a.get("target_qps_per_replica") or (a.get("routed_rps") or 1.0) / max(a["count"], 1)
-        rates = {c["name"]: tuple(round(max(per_replica, 0.05) * k, 3) for k in RATE_STEPS) for c in classes}
+        m = doc.model(a.model)
+        routed = {c for c, es in (doc.routing.get(a.model) or {}).items()
+                  if any(e.unit == a.unit and float(e.rps) > 0 for e in es)}
+        classes = tuple(c for c in m.classes if c.name in routed) or tuple(m.classes)
+        per_replica = a.target_qps_per_replica or (a.routed_rps or 1.0) / max(a.count, 1)
+        rates = {c.name: tuple(round(max(per_replica, 0.05) * k, 3) for k in RATE_STEPS) for c in classes}
         seconds = sum(NUM_PROMPTS / r + 30 for rs in rates.values() for r in rs)
         hours = SETUP_HOURS + seconds / 3600
-        price = float(a["price_per_instance_usd_per_hour"]) * int(a.get("nodes_per_replica") or 1)
-        out.append(BenchTask(a["deployment_unit"], f"hetinfra-profile-{a['deployment_unit']}"[:63], a, m,
+        price = float(a.price_per_instance_usd_per_hour) * a.nodes_per_replica
+        out.append(BenchTask(a.deployment_unit, f"hetinfra-profile-{a.deployment_unit}"[:63], a, m,
                              classes, rates, round(hours, 3), round(price * hours, 2)))
     return out
 
 
-def _statistic(model: dict) -> str:
-    return (model.get("slo") or {}).get("percentile") or "p99"
+def _statistic(model: "ModelEntry") -> str:
+    return model.slo.percentile or "p99"
 
 
-def _run_script(t: BenchTask, plan: dict) -> str:
+def _run_script(t: BenchTask, plan: "Plan") -> str:
     a, m = t.alloc, t.model
-    source = m.get("source") or m["model"]
+    source = m.source
     stat = _statistic(m)
     pct = stat[1:] if stat.startswith("p") else "50"
-    serve = ["vllm", "serve", source, "--tensor-parallel-size", str(a["tp"]), "--pipeline-parallel-size", str(a["pp"]),
-             "--max-model-len", str(a.get("max_model_len") or m["max_model_len"]), "--load-format", "dummy",
-             "--port", "8000"]
+    serve = ["vllm", "serve", source, "--tensor-parallel-size", str(a.tp), "--pipeline-parallel-size", str(a.pp),
+             "--max-model-len", str(plan.max_model_len(a)), "--load-format", "dummy", "--port", "8000"]
     lines = ["set -euo pipefail", "mkdir -p ~/hetinfra-profile", shlex.join(serve) + " > ~/hetinfra-profile/serve.log 2>&1 &",
              "for i in $(seq 1 180); do curl -sf localhost:8000/health && break; sleep 10; done"]
     for k, c in enumerate(t.classes):
-        for r in t.rates[c["name"]]:
+        for r in t.rates[c.name]:
             bench = ["vllm", "bench", "serve", "--backend", "vllm", "--model", source, "--base-url", "http://localhost:8000",
-                     "--dataset-name", "random", "--random-input-len", str(c["input_tokens"]),
-                     "--random-output-len", str(c["output_tokens"]), "--ignore-eos", "--request-rate", str(r),
+                     "--dataset-name", "random", "--random-input-len", str(c.input_tokens),
+                     "--random-output-len", str(c.output_tokens), "--ignore-eos", "--request-rate", str(r),
                      "--num-prompts", str(NUM_PROMPTS), "--percentile-metrics", "ttft,tpot,itl,e2el",
                      "--metric-percentiles", pct, "--save-result", "--result-dir", "hetinfra-profile",
                      "--result-filename", f"class{k}-{r}.json"]
@@ -92,55 +98,56 @@ def _run_script(t: BenchTask, plan: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_task(t: BenchTask, plan: dict) -> str:
+def render_task(t: BenchTask, plan: "Plan") -> str:
     """The SkyPilot task YAML of ``t`` (text; the CLI never imports SkyPilot)."""
     import yaml
 
     from hetinfra.compile.skypilot import vllm_image
 
     a = t.alloc
-    version = (plan.get("deploy") or {}).get("vllm_version")
-    resources = {"infra": f"{a['cloud']}/{a['region']}", "instance_type": a["instance_type"],
-                 "accelerators": f"{a['gpu']}:{a['gpus_per_instance']}", "use_spot": False,
-                 "image_id": f"docker:{vllm_image(version)}"}
-    doc = {"name": t.cluster, "resources": resources, "num_nodes": int(a.get("nodes_per_replica") or 1),
+    resources = {"infra": f"{a.cloud}/{a.region}", "instance_type": a.instance_type,
+                 "accelerators": f"{a.gpu}:{a.gpus_per_instance}", "use_spot": False,
+                 "image_id": f"docker:{vllm_image(plan.deploy.vllm_version)}"}
+    doc = {"name": t.cluster, "resources": resources, "num_nodes": a.nodes_per_replica,
            "envs": {"HETINFRA_UNIT": t.unit, "HETINFRA_STATISTIC": _statistic(t.model)},
            "run": _run_script(t, plan)}
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def _collect_script(tasks: list[BenchTask], plan: dict, out: Path) -> str:
-    version = (plan.get("deploy") or {}).get("vllm_version") or ""
+def _collect_script(tasks: list[BenchTask], plan: "Plan", out: Path) -> str:
+    version = plan.deploy.vllm_version or ""
     lines = ["#!/bin/sh", "# copy the benchmark results back, make profiles.csv, take the clusters down", "set -eu",
              f"cd {shlex.quote(str(out))}"]
     for t in tasks:
-        a, slo = t.alloc, t.model["slo"]
+        a, slo = t.alloc, t.model.slo
         lines += [f"mkdir -p results/{t.unit}",
                   f"rsync -a {t.cluster}:hetinfra-profile/ results/{t.unit}/",
-                  shlex.join(["hetinfra", "profile-import", "--gpu", a["gpu"], "--tp", str(a["tp"]), "--pp", str(a["pp"]),
-                              "--ttft-ms", str(slo["ttft_ms"]), "--tpot-ms", str(slo["tpot_ms"]),
-                              "--statistic", _statistic(t.model), "--model", t.model["name"],
+                  shlex.join(["hetinfra", "profile-import", "--gpu", a.gpu, "--tp", str(a.tp), "--pp", str(a.pp),
+                              "--ttft-ms", str(slo.ttft_ms), "--tpot-ms", str(slo.tpot_ms),
+                              "--statistic", _statistic(t.model), "--model", t.model.name,
                               "--vllm-version", version, "--merge", "--out", "profiles.csv"])
                   + f" results/{t.unit}/*.json",
                   shlex.join(["sky", "down", "--yes", t.cluster])]
     return "\n".join(lines) + "\n"
 
 
-def write_tasks(plan: dict, out: Path, all_units: bool = False) -> tuple[list[BenchTask], list[Path]]:
+def write_tasks(plan: "Plan | dict", out: Path, all_units: bool = False) -> tuple[list[BenchTask], list[Path]]:
     """Write OUT/profile/<unit>.yaml for each task and OUT/profile/collect.sh."""
+    from hetinfra.document import Plan
     from hetinfra.fileio import atomic_write_text
 
-    tasks = bench_tasks(plan, all_units)
+    doc = Plan.of(plan)
+    tasks = bench_tasks(doc, all_units)
     folder = out / "profile"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for t in tasks:
         p = folder / f"{t.unit}.yaml"
-        atomic_write_text(p, render_task(t, plan))
+        atomic_write_text(p, render_task(t, doc))
         paths.append(p)
     if tasks:
         collect = folder / "collect.sh"
-        atomic_write_text(collect, _collect_script(tasks, plan, folder))
+        atomic_write_text(collect, _collect_script(tasks, doc, folder))
         collect.chmod(0o755)
     return tasks, paths
 
@@ -163,9 +170,9 @@ def launch(tasks: list[BenchTask], paths: list[Path], sky: str = "sky") -> None:
                                 hint="see `sky status`; fix the cause and run `hetinfra profile OUT --launch` again")
 
 
-def require_plan(out: Path) -> dict:
-    from hetinfra.sim.plan_sim import load_plan
+def require_plan(out: Path) -> "Plan":
+    from hetinfra.document import load_plan
 
     if not out.exists():
         raise InvalidInputError(f"{out}: no such plan directory", hint="pass the --out directory of `hetinfra plan`")
-    return load_plan(out)[0]
+    return load_plan(out)

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hetinfra.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation
+    from hetinfra.document.sections import ModelEntry
 
 __all__ = ["served_checkpoint"]
 
+#: what a variant replaces in its model's entry: the checkpoint, not the served name or the objectives
+CHECKPOINT_FIELDS = ("source", "precision", "model", "params")
 
-def served_checkpoint(model: dict, alloc: dict) -> dict:
+
+def served_checkpoint(model: "ModelEntry", alloc: "Allocation") -> "ModelEntry":
     """The plan.json ``models[]`` entry ``model`` as allocation ``alloc`` serves it: with its
-    variant's ``source``, ``precision``, ``model`` and ``params`` when the allocation names one."""
-    name = alloc.get("variant")
-    if not name:
+    variant's ``source``, ``precision``, ``model`` and ``params`` when the allocation names one
+    (``model`` itself otherwise). A parsed Plan names only listed variants (its invariant); a pair
+    taken apart from one is checked here as well."""
+    if not alloc.variant:
         return model
-    v = next((x for x in model.get("variants") or () if x.get("name") == name), None)
+    v = next((x for x in model.variants or () if x.name == alloc.variant), None)
     if v is None:
-        raise InvalidInputError(f"plan.json: allocation {alloc.get('deployment_unit')} names variant {name!r}, which "
-                                f"model {model.get('name')} does not list", hint="re-plan instead of editing plan.json")
-    return dict(model, **{k: v[k] for k in ("source", "precision", "model", "params") if k in v})
+        raise InvalidInputError(f"plan.json: allocation {alloc.deployment_unit} names variant {alloc.variant!r}, "
+                                f"which model {model.name} does not list", hint="re-plan instead of editing plan.json")
+    return model.model_copy(update={k: getattr(v, k) for k in CHECKPOINT_FIELDS})

@@ -19,9 +19,14 @@ A unit serving one of a model's variants is sized for that variant's checkpoint.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from hetinfra.catalog.models import get_model
 from hetinfra.compile.checkpoint import served_checkpoint
+
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation, Plan
+    from hetinfra.document.sections import ModelEntry
 
 ENGINE_GB = {"container": 25, "virtualenv": 15}
 OS_IMAGE_GB = {"aws": 75, "gcp": 50, "azure": 64}  # DLAMI base root volume, DL VM image, Ubuntu HPC image
@@ -39,38 +44,49 @@ def weight_bytes_per_param(precision: str, source: str) -> float:
     return 0.5  # int4
 
 
-def weights_gb(model: dict) -> float | None:
+def weights_gb(model: "ModelEntry") -> float | None:
     """GB the checkpoint of a plan.json ``models[]`` entry takes on disk, or None (unknown model)."""
-    params = model.get("params")
+    params = model.params
     if not params:
-        arch = get_model(str(model.get("model", "")))
+        arch = get_model(str(model.model or ""))
         params = arch.params if arch else None
     if not params:
         return None
-    return params * weight_bytes_per_param(str(model.get("precision", "bf16")), str(model.get("source", ""))) / 1e9
+    return params * weight_bytes_per_param(model.precision, model.source) / 1e9
 
 
-def alloc_weights_gb(plan: dict, alloc: dict) -> float | None:
+def _parsed(plan: "Plan | dict", alloc: "Allocation | dict") -> tuple["Plan", "Allocation"]:
+    """The models of ``plan`` and ``alloc``: either may come as plan.json's (or state.json's) dicts."""
+    from hetinfra.document import Plan
+    from hetinfra.document.state import allocation_of
+
+    return Plan.of(plan), allocation_of(alloc)
+
+
+def alloc_weights_gb(plan: "Plan | dict", alloc: "Allocation | dict") -> float | None:
     """GB of the checkpoint a VM of ``alloc`` downloads (its variant's, when it serves one), or None."""
-    model = next((m for m in plan.get("models") or [] if m.get("name") == alloc.get("model")), {})
-    return weights_gb(served_checkpoint(model, alloc) if model else model)
+    doc, a = _parsed(plan, alloc)
+    return weights_gb(served_checkpoint(doc.model(a.model), a))
 
 
-def disk_need_gb(plan: dict, alloc: dict) -> tuple[int, str]:
-    """(GB, how) one VM of ``alloc`` needs; ``how`` explains the sum."""
-    deploy = plan.get("deploy") or {}
-    runtime = deploy.get("runtime") or "container"
-    w = alloc_weights_gb(plan, alloc)
+def disk_need_gb(plan: "Plan | dict", alloc: "Allocation | dict", cloud: str | None = None) -> tuple[int, str]:
+    """(GB, how) one VM of ``alloc`` needs (on ``cloud``: an alternate's; default the allocation's);
+    ``how`` explains the sum."""
+    doc, a = _parsed(plan, alloc)
+    cloud = cloud or a.cloud
+    runtime = doc.deploy.runtime
+    w = alloc_weights_gb(doc, a)
     engine = ENGINE_GB.get(runtime, ENGINE_GB["container"])
-    osgb = OS_IMAGE_GB.get(alloc.get("cloud"), DEFAULT_OS_IMAGE_GB)
+    osgb = OS_IMAGE_GB.get(cloud, DEFAULT_OS_IMAGE_GB)
     weights = w if w is not None else 0.0
     need = int(math.ceil((weights + engine + osgb) * (1 + HEADROOM) / 10.0) * 10)
     how = (f"weights {weights:.0f} GB{' (model size unknown: not counted)' if w is None else ''} + "
-           f"{runtime} engine {engine} GB + {alloc.get('cloud')} OS image {osgb} GB + {int(HEADROOM * 100)}%")
+           f"{runtime} engine {engine} GB + {cloud} OS image {osgb} GB + {int(HEADROOM * 100)}%")
     return need, how
 
 
-def disk_gb(plan: dict, alloc: dict) -> int:
-    """The boot disk a VM of ``alloc`` gets: ``deploy.disk_gb`` when set, else the need."""
-    explicit = (plan.get("deploy") or {}).get("disk_gb")
-    return int(explicit) if explicit else disk_need_gb(plan, alloc)[0]
+def disk_gb(plan: "Plan | dict", alloc: "Allocation | dict", cloud: str | None = None) -> int:
+    """The boot disk a VM of ``alloc`` (on ``cloud``, default its own) gets: ``deploy.disk_gb`` when
+    set, else the need."""
+    doc, a = _parsed(plan, alloc)
+    return doc.deploy.disk_gb or disk_need_gb(doc, a, cloud)[0]

@@ -20,13 +20,13 @@ sets no pin, so that ``up`` takes the lookup's newest image.
 
 from __future__ import annotations
 
-from hetinfra.facts import CLOUDS
+from hetinfra import facts
 
 CONFIG_KEY = "hetinfra:images"
 ROLES = ("gpu", "gateway")
 
 #: the image lookups per cloud and role (the registry: hetinfra.facts)
-AWS, GCP, AZURE = (CLOUDS[c].images for c in ("aws", "gcp", "azure"))
+AWS, GCP, AZURE = (c.images for c in (facts.AWS, facts.GCP, facts.AZURE))
 
 
 def pinned(pins: dict | None, region: str, role: str) -> str | None:

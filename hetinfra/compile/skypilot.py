@@ -44,7 +44,8 @@ import yaml
 from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
-from hetinfra.facts import VLLM_PORT, is_dns_label
+from hetinfra.compile.ray import RayNode, ray_pipeline_script
+from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, VLLM_PORT, is_dns_label
 
 __all__ = [
     "SkyUnit",
@@ -59,25 +60,15 @@ __all__ = [
     "task_config",
     "write_all",
     "SECRET_NAMES",
-    "RAY_PORT",
 ]
 
-PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 RUNTIMES = ("container", "virtualenv")
 VLLM_IMAGE = "vllm/vllm-openai"
 SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
 
-# SkyPilot's own Ray cluster uses 6380 (GCS), 8266 (dashboard) and 52365 (dashboard agent) on
-# every node, so the user-space Ray cluster for vLLM pipelines uses Ray's defaults 6379/8265 and
-# moves its dashboard agent to 52366 (the same choice as SkyPilot's sky_templates/ray/start_cluster).
-RAY_PORT = 6379
-RAY_DASHBOARD_PORT = 8265
-RAY_DASHBOARD_AGENT_PORT = 52366
-RAY_JOIN_TIMEOUT_S = 600
-#: the shell command that prints how many Ray nodes are alive: the head waits on it before vllm serve
-#: (both deploy paths' multi-node scripts, SkyPilot's here and the Pulumi VMs' in hetinfra.stacks.startup)
-RAY_COUNT_NODES = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
-                   "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
+#: where a SkyPilot node finds its address, its head's and its rank (SkyPilot's environment)
+SKYPILOT_NODE = RayNode(node_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")',
+                        head_ip='$(echo "$SKYPILOT_NODE_IPS" | head -n1)', rank="$SKYPILOT_NODE_RANK")
 
 # Readiness probe: the first probe waits for the install + weight download + CUDA graph capture.
 INITIAL_DELAY_SINGLE_NODE_S = 1200
@@ -308,8 +299,8 @@ def engine_flags(unit: SkyUnit) -> list[str]:
     chunked-prefill token budget (a mixed pipeline's is its smallest stage's: vLLM would derive it
     from the head's GPU only, vllm.md s1.4)."""
     from hetinfra.catalog.gpus import GPUS
-    from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, max_num_batched_tokens_default
-    from hetinfra.perf.pipeline import MAX_NUM_SEQS, pipeline_batched_tokens
+    from hetinfra.perf.estimator import max_num_batched_tokens_default
+    from hetinfra.perf.pipeline import pipeline_batched_tokens
 
     gpus = [GPUS[g] for _, g in unit.stages] if unit.mixed else [GPUS[unit.gpu]] if unit.gpu in GPUS else []
     flags = ["--gpu-memory-utilization", f"{GPU_MEMORY_UTILIZATION:g}", "--max-num-seqs", str(MAX_NUM_SEQS)]
@@ -355,50 +346,8 @@ def _run_script(u: SkyUnit) -> str:
         lines.append(vllm_serve_command(u))
         return "\n".join(lines) + "\n"
 
-    serve = vllm_serve_command(u)
-    ray_flags = (f"--disable-usage-stats --num-gpus={u.gpus_per_instance} "
-                 f"--node-ip-address=\"$NODE_IP\" "
-                 f"--dashboard-agent-listen-port={RAY_DASHBOARD_AGENT_PORT}")
-    tries = RAY_JOIN_TIMEOUT_S // 5
-    count_nodes = RAY_COUNT_NODES
-    where = ("nodes (one stage per node" if u.num_nodes == u.pp
-             else f"stages on {u.num_nodes} nodes ({u.pp // u.num_nodes} per node")
-    script = f"""\
-# Pipeline of {u.pp} {where}, TP={u.tp} inside a node) over a user-space Ray
-# cluster on port {RAY_PORT}; SkyPilot's own Ray uses 6380. Rank 0 runs vllm serve, the other
-# ranks join Ray and stay alive.
-set -e
-HEAD_IP=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
-NODE_IP=$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")
-export VLLM_HOST_IP="$NODE_IP"
-export RAY_ADDRESS="$HEAD_IP:{RAY_PORT}"
-if [ "$SKYPILOT_NODE_RANK" = "0" ]; then
-  ray start --head --port={RAY_PORT} --dashboard-port={RAY_DASHBOARD_PORT} {ray_flags}
-  n=0
-  for i in $(seq 1 {tries}); do
-    n=$({count_nodes} || echo 0)
-    if [ "$n" -ge {u.num_nodes} ] 2>/dev/null; then break; fi
-    echo "waiting for Ray nodes: $n/{u.num_nodes}"
-    sleep 5
-  done
-  if ! [ "$n" -ge {u.num_nodes} ] 2>/dev/null; then
-    echo "Ray: only $n of {u.num_nodes} nodes joined within {RAY_JOIN_TIMEOUT_S} s" >&2
-    exit 1
-  fi
-"""
-    if note:
-        script += f"  # {note}\n"
-    script += f"""\
-  {serve}
-else
-  for i in $(seq 1 {tries}); do
-    if ray health-check --address="$RAY_ADDRESS" >/dev/null 2>&1; then break; fi
-    sleep 5
-  done
-  ray start --address="$RAY_ADDRESS" {ray_flags} --block
-fi
-"""
-    return script
+    serve = (f"# {note}\n" if note else "") + f"exec {vllm_serve_command(u)}\n"
+    return ray_pipeline_script(u, SKYPILOT_NODE, serve)
 
 
 def _service_section(u: SkyUnit) -> Dict[str, Any]:

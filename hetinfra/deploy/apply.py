@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
+from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import RunningAllocation, State
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
-from hetinfra.facts import GATEWAY_PORT
 
 TARGETS = ("pulumi", "skypilot", "all", "kubernetes")
 
@@ -44,21 +45,21 @@ def load_plan(out: Path) -> dict:
     return read_json(out / "plan.json", what="plan", hint=f"run `hetinfra plan SPEC --out {out}` first")
 
 
-def path_of(alloc: dict, target: str, plan: dict) -> str | None:
+def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
-    if alloc.get("custom_cloud") or alloc["cloud"] not in IAC_CLOUDS:
+    if alloc.custom_cloud or alloc.cloud not in IAC_CLOUDS:
         return None  # custom clouds: planned, no IaC
-    if target == "kubernetes" or (target == "all" and (plan.get("deploy") or {}).get("target") == "kubernetes"):
+    if target == "kubernetes" or (target == "all" and plan.deploy.target == "kubernetes"):
         return "kubernetes"  # OUT/pulumi/kubernetes (which leaves out mixed pipelines no LeaderWorkerSet fits)
-    if alloc.get("stages"):  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
+    if alloc.stages:  # mixed-GPU pipeline: a SkyPilot task has one accelerator type
         if target == "skypilot":
             raise InvalidInputError(
-                f"{alloc['deployment_unit']} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
+                f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
     if target in ("pulumi", "skypilot"):
         return target
-    return "skypilot" if alloc["cloud"] in (plan.get("deploy") or {}).get("skypilot_clouds", []) else "pulumi"
+    return "skypilot" if alloc.cloud in plan.deploy.skypilot_clouds else "pulumi"
 
 
 @dataclass
@@ -75,23 +76,25 @@ class Change:
     after_cost: float
 
 
-def desired(plan: dict, state: DeployState, target: str) -> list[dict]:
+def desired(plan: Plan, state: DeployState, target: str) -> list[RunningAllocation]:
     """Allocations that should run after this apply, each tagged with its path."""
     # "all" owns both paths: a unit that left the plan goes, whichever path deployed it.
     paths = target_paths(target)
-    new = [dict(a, path=p) for a in plan["allocations"] if (p := path_of(a, target, plan)) in paths]
-    kept = [a for a in state.allocations if a["path"] not in paths]
-    return kept + new
+    new = [RunningAllocation.of(a, p) for a in plan.allocations if (p := path_of(a, target, plan)) in paths]
+    return [a for a in state.running if a.path not in paths] + new
 
 
-def changes(before: list[dict], after: list[dict]) -> list[Change]:
+def changes(before: list[Allocation], after: list[Allocation],
+            label: Callable[[Allocation], str] = lambda a: a.path) -> list[Change]:
+    """Instances and $/h per (``label``: the deploy path, cloud, region, type, GPU, spot), before and after."""
     rows: dict[tuple, Change] = {}
     for side, allocs in (("before", before), ("after", after)):
-        for a in expand_stages(allocs):
-            key = (a["path"], a["cloud"], a["region"], a["instance_type"], a["gpu"], a["spot"])
-            c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
-            setattr(c, side, getattr(c, side) + a["instances"])
-            setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + a["cost_usd_per_hour"])
+        for a in allocs:
+            for g in a.instance_groups():
+                key = (label(a), a.cloud, a.region, g.instance_type, g.gpu, a.spot)
+                c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
+                setattr(c, side, getattr(c, side) + g.instances)
+                setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
     return [rows[k] for k in sorted(rows)]
 
 
@@ -110,14 +113,14 @@ def render_preview(rows: list[Change], title: str) -> str:
     return "\n".join(lines)
 
 
-def _unit_conflicts(plan: dict, state: DeployState, target: str) -> None:
-    running = {a["deployment_unit"]: a["path"] for a in state.allocations}
-    for a in plan["allocations"]:
+def _unit_conflicts(plan: Plan, state: DeployState, target: str) -> None:
+    running = {a.deployment_unit: a.path for a in state.running}
+    for a in plan.allocations:
         p = path_of(a, target, plan)
-        other = running.get(a["deployment_unit"])
+        other = running.get(a.deployment_unit)
         if p and other and other != p:
             raise InvalidInputError(
-                f"unit {a['deployment_unit']} runs through {other}; deploying it through {p} would run it twice",
+                f"unit {a.deployment_unit} runs through {other}; deploying it through {p} would run it twice",
                 hint=f"hetinfra destroy {state.path.parent} --target {other}  (or apply with --target {other})")
 
 
@@ -131,163 +134,205 @@ def confirm(preview: str, yes: bool, echo: Callable[[str], None], ask: Callable[
         raise InvalidInputError("cancelled; nothing was changed")
 
 
+@dataclass
+class Work:
+    """What one apply changes: the units running after it and before it, and its steps."""
+
+    after: list[RunningAllocation]
+    running: list[RunningAllocation]
+
+    @property
+    def new(self) -> list[RunningAllocation]:
+        return [a for a in self.after if a not in self.running]
+
+    @property
+    def pulumi_clouds(self) -> list[str]:
+        return sorted({a.cloud for a in self.after + self.running if a.path == "pulumi"})
+
+    @property
+    def sky_new(self) -> list[RunningAllocation]:
+        return [a for a in self.new if a.path == "skypilot"]
+
+    @property
+    def sky_gone(self) -> list[str]:
+        return sorted({a.deployment_unit for a in self.running if a.path == "skypilot"}
+                      - {a.deployment_unit for a in self.after})
+
+    @property
+    def steps(self) -> list[str]:
+        return ([f"pulumi:{c}" for c in self.pulumi_clouds] + [f"skypilot:up:{a.deployment_unit}" for a in self.sky_new]
+                + ([f"skypilot:down:{','.join(self.sky_gone)}"] if self.sky_gone else []))
+
+
+@dataclass
+class Ready:
+    """What the steps run with, once preflight passed and the change was confirmed."""
+
+    command: object  # the pulumi CLI
+    secrets: dict[str, str]
+    stack: str
+    pins: dict[str, dict]  # cloud -> the images its up pins
+    image_notes: dict[str, list[str]]
+
+
 @sky_driver.in_session
-def apply_plan(out: Path, plan: dict, *, target: str = "all", yes: bool = False, echo: Callable[[str], None] = print,
-               ask: Callable[[str], bool] | None = None, pulumi_command=None, env: dict | None = None,
-               force: bool = False, quota_caps=None, update_images: bool = False,
+def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool = False,
+               echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None, pulumi_command=None,
+               env: dict | None = None, force: bool = False, quota_caps=None, update_images: bool = False,
                report: dict | None = None) -> DeployState:
     """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring.
     ``report``, when given, is filled with what ``apply --json`` prints (``changes``, then the results)."""
-    from hetinfra.compile.pulumi_project import write_projects
+    from hetinfra.deploy.kube import wants_kubernetes
 
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
-    from hetinfra.deploy.kube import wants_kubernetes
-
-    if wants_kubernetes(plan, target):  # deploy.target kubernetes: the clusters, not VMs
-        return _apply_kubernetes(out, plan, yes=yes, echo=echo, ask=ask, env=env, force=force,
-                                 report={} if report is None else report, pulumi_command=pulumi_command)
-    # Preflight, part 1: plan.json against its schema and the out dir's owner (nothing asked yet).
-    preflight.validate_plan(plan, out / "plan.json")
-    state = DeployState.load(out, plan["service"])
-    preflight.check_owner(plan, state.doc, out, force=force)
-    _unit_conflicts(plan, state, target)
-    after = desired(plan, state, target)
-    rows = changes(state.allocations, after)
-
-    pulumi_clouds = sorted({a["cloud"] for a in after + state.allocations if a["path"] == "pulumi"})
-    sky_new = [a for a in after if a["path"] == "skypilot" and a not in state.allocations]
-    sky_gone = sorted({a["deployment_unit"] for a in state.allocations if a["path"] == "skypilot"}
-                      - {a["deployment_unit"] for a in after})
-    steps = ([f"pulumi:{c}" for c in pulumi_clouds] + [f"skypilot:up:{a['deployment_unit']}" for a in sky_new]
-             + ([f"skypilot:down:{','.join(sky_gone)}"] if sky_gone else []))
     report = {} if report is None else report
+    # Preflight, part 1: plan.json against its model and the catalog, and the out dir's owner (nothing asked yet).
+    doc = preflight.validate_plan(plan, out / "plan.json")
+    raw = plan if isinstance(plan, dict) else doc.to_dict()  # as written: its hash, the Pulumi projects' copies
+    if wants_kubernetes(doc, target):  # deploy.target kubernetes: the clusters, not VMs
+        return _apply_kubernetes(out, doc, raw, yes=yes, echo=echo, ask=ask, env=env, force=force, report=report,
+                                 pulumi_command=pulumi_command)
+    state = DeployState.load(out, doc.service)
+    preflight.check_owner(doc, State.of(state.doc, state.path), out, force=force)
+    _unit_conflicts(doc, state, target)
+    work = Work(desired(doc, state, target), state.running)
+    rows = changes(work.running, work.after)
     report.update(command="apply", out=str(out), target=target, applied=False,
                   changes=preview.changes_json(rows, [], []))
-    if not steps:
+    if not work.steps:
         echo(render_preview(rows, f"hetinfra apply {out} (target: {target})"))
         echo("Nothing to do: what runs is what the plan says.")
         report.update(preview.result_json(state, out))
         return state
-    # Preflight, part 2: every cloud's settings, disks, secrets, tools, credentials and readable
-    # quotas, before the confirmation and the first step, so a failed check changes nothing.
-    new_allocs = [a for a in after if a not in state.allocations]
-    command, secrets, notes = _prerequisites(plan, out, env, pulumi_clouds, new_allocs, sky_new, sky_gone,
-                                             pulumi_command, quota_caps)
-    notes += preflight.check_health_paths(plan, [(a, a["path"]) for a in new_allocs], refuse=False)
-    notes += images.preview_lines(state.doc, pulumi_clouds, update_images)
-    # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
-    # images the up will pin, so --update-images shows its replacements; a failed preview stops
-    # here: exit 4, no resource touched), and SkyServe's changes per unit.
-    write_projects(out, plan, gcp_project=preflight.gcp_project(plan, out, env))
-    stack = (plan.get("deploy") or {}).get("stack", "prod")
-    image_notes: dict[str, list[str]] = {c: [] for c in pulumi_clouds}
-    pins = {c: images.pins_for_up(state.doc, plan, c, update=update_images, env=env, notes=image_notes[c])
-            for c in pulumi_clouds}
-    stacks = [preview.parse_preview(c, stack, pulumi_driver.PulumiProject(
-        out / "pulumi" / c, stack, command, on_output=echo, plan=plan).preview(secrets, pins[c]))
-        for c in pulumi_clouds]
-    sky_rows = preview.sky_changes(state.allocations, sky_new, sky_gone)
-    report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
-    text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
-                                   preview.render_changes(stacks, sky_rows)) if t)
-    confirm(text + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
-
-    sha = plan_sha(plan)
-    state.doc["service"] = plan["service"]
-    if plan.get("service_id"):
-        state.doc["service_id"] = plan["service_id"]
-    state.begin("apply", sha, steps)
-    sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
-    def do_step(step: str) -> None:
-        if step.startswith("pulumi:"):
-            cloud = step.split(":", 1)[1]
-            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo, plan=plan)
-            outputs = project.up(secrets, pins[cloud])
-            for line in image_notes[cloud] + images.record(state.doc, cloud, outputs):
-                echo(f"note: {line}")
-            mine = [a for a in after if a["path"] == "pulumi" and a["cloud"] == cloud]
-            state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), mine)
-            state.doc["pulumi"][cloud] = {"stack": stack, "outputs": outputs}
-            for unit, urls in (outputs.get("endpoints") or {}).items():
-                state.doc["endpoints"][unit] = list(urls)
-            gateways = state.doc.setdefault("gateways", {})
-            for fleet in [k for k in gateways if k.startswith(f"{plan['service']}-{cloud}-")]:
-                del gateways[fleet]
-            gateways.update(outputs.get("gateways") or {})
-        elif step.startswith("skypilot:up:"):
-            unit = step.split(":", 2)[2]
-            a = next(x for x in sky_new if x["deployment_unit"] == unit)
-            running = any(x["deployment_unit"] == unit for x in state.allocations)
-            endpoint = sky_driver.serve_up(out / a["skypilot_task"], unit, sky_secrets, update=running)
-            state.replace_running(lambda x: x["deployment_unit"] != unit, [a])
-            state.doc["skypilot"][unit] = {"service": unit, "endpoint": endpoint}
-            if endpoint:
-                state.doc["endpoints"][unit] = [endpoint]
-        else:
-            serve_down(state, sky_gone)
-
-    run_steps(out, state, steps, do_step, echo)
-    state.doc["plan_sha256"] = sha
-    state.finish()
+    ready = _preview_and_confirm(out, doc, raw, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
+                                 pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
+                                 report=report)
+    _run_apply(out, doc, raw, state, work, ready, echo)
     report.update(preview.result_json(state, out), applied=True)
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
-    for line in endpoint_lines(out, plan, state):
+    for line in endpoint_lines(out, doc, state):
         echo(line)
     return state
 
 
-def _prerequisites(plan: dict, out: Path, env: dict, pulumi_clouds: list[str], new_allocs: list[dict],
-                   sky_new: list[dict], sky_gone: list[str], pulumi_command, quota_caps) -> tuple:
+def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, rows: list[Change], *,
+                         target: str, env: dict, echo, ask, yes: bool, pulumi_command, quota_caps, update_images: bool,
+                         report: dict) -> Ready:
+    """Preflight part 2, the Pulumi and SkyServe previews, and the confirmation: nothing has changed
+    when this raises."""
+    from hetinfra.compile.pulumi_project import write_projects
+
+    # every cloud's settings, disks, secrets, tools, credentials and readable quotas, before the
+    # confirmation and the first step, so a failed check changes nothing
+    command, secrets, notes = _prerequisites(doc, raw, out, env, work, pulumi_command, quota_caps)
+    notes += preflight.check_health_paths(doc, [(a, a.path) for a in work.new], refuse=False)
+    notes += images.preview_lines(state.doc, work.pulumi_clouds, update_images)
+    # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
+    # images the up will pin, so --update-images shows its replacements; a failed preview stops
+    # here: exit 4, no resource touched), and SkyServe's changes per unit.
+    write_projects(out, raw, gcp_project=preflight.gcp_project(doc, out, env))
+    ready = Ready(command, secrets, doc.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
+    ready.pins = {c: images.pins_for_up(state.doc, doc, c, update=update_images, env=env, notes=ready.image_notes[c])
+                  for c in work.pulumi_clouds}
+    stacks = [preview.parse_preview(c, ready.stack, pulumi_driver.PulumiProject(
+        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=raw).preview(secrets, ready.pins[c]))
+        for c in work.pulumi_clouds]
+    sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in work.sky_new], work.sky_gone)
+    report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
+    text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
+                                   preview.render_changes(stacks, sky_rows)) if t)
+    confirm(text + "".join(f"\n  ({n})" for n in notes), yes, echo, ask)
+    return ready
+
+
+def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, ready: Ready, echo) -> None:
+    """The confirmed steps, each recorded in state.json (see :func:`run_steps`)."""
+    sha = plan_sha(raw)
+    state.doc["service"] = doc.service
+    if doc.service_id:
+        state.doc["service_id"] = doc.service_id
+    state.begin("apply", sha, work.steps)
+    secrets = ready.secrets
+    sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
+    sky_new, sky_gone = work.sky_new, work.sky_gone
+
+    def do_step(step: str) -> None:
+        if step.startswith("pulumi:"):
+            cloud = step.split(":", 1)[1]
+            project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
+                                                  on_output=echo, plan=raw)
+            outputs = project.up(secrets, ready.pins[cloud])
+            for line in ready.image_notes[cloud] + images.record(state.doc, cloud, outputs):
+                echo(f"note: {line}")
+            mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
+            state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
+            state.record_stack(doc.service, cloud, ready.stack, outputs)
+        elif step.startswith("skypilot:up:"):
+            unit = step.split(":", 2)[2]
+            a = next(x for x in sky_new if x.deployment_unit == unit)
+            update = any(x.deployment_unit == unit for x in state.running)
+            endpoint = sky_driver.serve_up(out / a.skypilot_task, unit, sky_secrets, update=update)
+            state.replace_running(lambda x: x.deployment_unit != unit, [a])
+            state.record_service(unit, endpoint)
+        else:
+            serve_down(state, sky_gone)
+
+    run_steps(out, state, work.steps, do_step, echo)
+    state.doc["plan_sha256"] = sha
+    state.finish()
+
+
+def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
     """Preflight part 2, every check in one run (preflight.gather): (pulumi command, secrets, notes)."""
-    backends = pulumi_driver.backend_urls(plan, pulumi_clouds)
+    pulumi_clouds, sky_new = work.pulumi_clouds, work.sky_new
+    backends = pulumi_driver.backend_urls(raw, pulumi_clouds)
     caps = preflight.env_quota_caps(env) if quota_caps is None else quota_caps
     checks: list = [
         ("settings", lambda: {**pulumi_driver.secrets_from_env(env), **gateway_secrets(plan, env)}),
-        ("quotas", lambda: preflight.check_quotas(new_allocs, caps)),
+        ("quotas", lambda: preflight.check_quotas(work.new, caps)),
         ("binaries", lambda: (pulumi_command or pulumi_driver.pulumi_command()) if pulumi_clouds else None),
-        ("settings", lambda: preflight.check_disks(plan, new_allocs))]
+        ("settings", lambda: preflight.check_disks(plan, work.new))]
     checks += [("settings", lambda c=c: preflight.check_cloud_settings(plan, out, [c], env)) for c in pulumi_clouds]
     checks.append(("settings", lambda: pulumi_driver.check_passphrase(pulumi_clouds, backends, env)))
     checks += [("credentials", lambda c=c: pulumi_driver.check_credentials(c, env)) for c in pulumi_clouds]
-    if sky_new or sky_gone:
+    if sky_new or work.sky_gone:
         checks += [("binaries", sky_driver.sky_module),
-                   ("credentials", lambda: sky_driver.check_ready(sorted({a["cloud"] for a in sky_new})))]
+                   ("credentials", lambda: sky_driver.check_ready(sorted({a.cloud for a in sky_new})))]
     secrets, notes, command = preflight.gather(checks)[:3]
     return command, secrets, notes
 
 
-def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict, force: bool, report: dict,
-                      pulumi_command) -> DeployState:
+def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask, env: dict, force: bool,
+                      report: dict, pulumi_command) -> DeployState:
     """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
     hetinfra.stacks.kubernetes) through the VM stacks' driver: the same preflight, Pulumi preview,
     confirmation, ``up --refresh`` step, state and ``--json`` document (its stack under ``kubernetes``)."""
     from hetinfra.compile.kubernetes.project import write_kube_project
     from hetinfra.deploy import kube
 
-    preflight.validate_plan(plan, out / "plan.json")
-    state = DeployState.load(out, plan["service"])
-    preflight.check_owner(plan, state.doc, out, force=force)
+    state = DeployState.load(out, plan.service)
+    preflight.check_owner(plan, State.of(state.doc, state.path), out, force=force)
     after = kube.desired(plan, state)
-    rows = changes(state.allocations, after)
+    rows = changes(state.running, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
                   changes=preview.changes_json(rows, [], []))
     # every prerequisite in one run (preflight.gather), before anything is asked or changed
-    backends = pulumi_driver.backend_urls(plan, [kube.PROJECT])
+    backends = pulumi_driver.backend_urls(raw, [kube.PROJECT])
     secrets, command = preflight.gather([
         ("settings", lambda: kube.secrets_from_env(env)),
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
         ("settings", lambda: kube.check_clusters(plan, state)),
         ("settings", lambda: pulumi_driver.check_passphrase([kube.PROJECT], backends, env))])[:2]
-    stack = (plan.get("deploy") or {}).get("stack", "prod")
+    stack = plan.deploy.stack
     # the project as this apply runs it (a replan stage applies a plan of its own)
-    project = pulumi_driver.PulumiProject(write_kube_project(out, plan), stack, command, on_output=echo, plan=plan)
+    project = pulumi_driver.PulumiProject(write_kube_project(out, raw), stack, command, on_output=echo, plan=raw)
     stacks = [preview.parse_preview(kube.PROJECT, stack, project.preview(secrets))]
     report.update(changes=preview.changes_json(rows, stacks, []), notes=[])
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
             + preview.render_changes(stacks, []), yes, echo, ask)
-    sha = plan_sha(plan)
+    sha = plan_sha(raw)
     state.begin("apply", sha, [f"pulumi:{kube.PROJECT}"])
     run_steps(out, state, [f"pulumi:{kube.PROJECT}"],
               lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
@@ -298,59 +343,10 @@ def _apply_kubernetes(out: Path, plan: dict, *, yes: bool, echo, ask, env: dict,
     return state
 
 
-def gateway_secrets(plan: dict, env: dict) -> dict[str, str]:
-    """Pulumi secrets of the gateway VMs: client keys (``HETINFRA_API_KEY``) and the TLS files."""
-    g = (plan.get("deploy") or {}).get("gateway") or {}
-    if not g.get("enabled"):
-        return {}
-    out = {}
-    if env.get("HETINFRA_API_KEY"):
-        out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
-    for key, cfg in (("tls_cert", "hetinfra:gatewayTlsCert"), ("tls_key", "hetinfra:gatewayTlsKey")):
-        if g.get(key):
-            try:
-                out[cfg] = Path(g[key]).expanduser().read_text()
-            except OSError as exc:
-                raise InvalidInputError(f"deploy.gateway.{key}: cannot read {g[key]} ({exc.strerror})") from None
-    return out
-
-
-def endpoint_lines(out: Path, plan: dict, state: DeployState) -> list[str]:
-    """What clients use: the gateways' URLs (the one endpoint per service, per region with
-    several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
-    from hetinfra.compile.skypilot_gateway import gateway_task_name
-
-    lines = []
-    gateways = state.doc.get("gateways") or {}
-    if len(gateways) == 1:
-        lines.append(f"Endpoint: {next(iter(gateways.values()))}")
-    elif gateways:
-        lines.append("Endpoints (one gateway per fleet region):")
-        lines += [f"  {fleet}: {url}" for fleet, url in sorted(gateways.items())]
-    g = (plan.get("deploy") or {}).get("gateway") or {}
-    sky_units = sorted(a["deployment_unit"] for a in state.allocations if a["path"] == "skypilot")
-    name = gateway_task_name(plan["service"])
-    if g.get("enabled") and sky_units and (out / "skypilot" / f"{name}.yaml").exists():
-        eps = " ".join(f"{u}={url}" for u in sky_units for url in state.doc["endpoints"].get(u, []))
-        lines.append("Gateway for the SkyServe units (then `sky status --endpoint "
-                     f"{int(g.get('port', GATEWAY_PORT))} {name}`):")
-        launch = (f"{out / 'skypilot' / (name + '.yaml')} --secret VLLM_API_KEY --secret HETINFRA_API_KEY "
-                  f"--env HETINFRA_ENDPOINTS=\"{eps}\"")
-        if plan.get("routing_by_origin"):  # one gateway per fleet region, serving its row (docs/regions.md)
-            places = sorted({(a["cloud"], a["region"]) for a in state.allocations if a["path"] == "skypilot"})
-            lines += [f"  sky launch -c {name}-{r} --infra {c}/{r} {launch} --env HETINFRA_REGION={r}" for c, r in places]
-        else:
-            lines.append(f"  sky launch -c {name} {launch}")
-    elif not g.get("enabled") and not gateways:
-        lines.append("No gateway (deploy.gateway.enabled is false): clients use the units' endpoints "
-                     "(`hetinfra status`).")
-    return lines
-
-
 def serve_down(state: DeployState, units: list[str]) -> None:
     """Take SkyServe services down and forget them in the state."""
     sky_driver.serve_down(units)
-    state.replace_running(lambda a: a["deployment_unit"] not in units, [])
+    state.replace_running(lambda a: a.deployment_unit not in units, [])
     for unit in units:
         state.doc["skypilot"].pop(unit, None)
 

@@ -17,6 +17,7 @@ from hetinfra.deploy import preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
+from hetinfra.document.state import State
 from hetinfra.errors import InvalidInputError
 
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
@@ -34,24 +35,17 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     if not (out / "state.json").exists():
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
-    state = DeployState.load(out)
-    if target in ("kubernetes", "all") and state.doc.get("kubernetes") and KUBE_PROJECT not in state.doc["pulumi"]:
-        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
-                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
-                                               "project adopts them by server-side apply), then destroy")
-    if target in ("kubernetes", "all") and KUBE_PROJECT in state.doc["pulumi"]:
-        _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
-                            env=env, report={} if report is None else report)
-        if target == "kubernetes" or not (state.allocations or state.doc["pulumi"]):
-            return state
-    paths = target_paths(target)
-    gone = [a for a in state.allocations if a["path"] in paths]
-    rows = changes(state.allocations, [a for a in state.allocations if a["path"] not in paths])
-    pulumi_clouds = sorted((set(state.doc["pulumi"]) - {KUBE_PROJECT})
-                           | {a["cloud"] for a in gone if a["path"] == "pulumi"}) if "pulumi" in paths else []
-    sky_units = sorted({a["deployment_unit"] for a in gone if a["path"] == "skypilot"})
+    state, report = DeployState.load(out), {} if report is None else report
+    if target in ("kubernetes", "all") and _kubernetes_part(out, state, target=target, yes=yes, echo=echo, ask=ask,
+                                                            pulumi_command=pulumi_command, env=env, report=report):
+        return state
+    paths, now = target_paths(target), State.of(state.doc, state.path)
+    gone = [a for a in now.allocations if a.path in paths]
+    rows = changes(now.allocations, [a for a in now.allocations if a.path not in paths])
+    pulumi_clouds = sorted((set(now.pulumi) - {KUBE_PROJECT})
+                           | {a.cloud for a in gone if a.path == "pulumi"}) if "pulumi" in paths else []
+    sky_units = sorted({a.deployment_unit for a in gone if a.path == "skypilot"})
     steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
-    report = {} if report is None else report
     sky_rows = preview.sky_changes(state.allocations, [], sky_units)
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], sky_rows))
@@ -61,34 +55,60 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
         return state
     text = render_preview(rows, f"hetinfra destroy {out} (target: {target})")
     confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
+    _run_destroy(out, state, steps, pulumi_clouds, sky_units, pulumi_command=pulumi_command, env=env, echo=echo)
+    report.update(preview.result_json(state, out), destroyed=True)
+    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
+    return state
+
+
+def _run_destroy(out: Path, state: DeployState, steps: list[str], pulumi_clouds: list[str], sky_units: list[str], *,
+                 pulumi_command, env: dict, echo: Callable[[str], None]) -> None:
+    """The confirmed steps: the tools first, then each step recorded in state.json (apply.run_steps)."""
     if pulumi_clouds:
-        plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
+        plan = _plan_dict(out)
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:
         sky_driver.sky_module()
-
     state.begin("destroy", plan_sha({"destroy": steps}), steps)
 
     def do_step(step: str) -> None:
         if step.startswith("pulumi:"):
             cloud = step.split(":", 1)[1]
-            stack = state.doc["pulumi"].get(cloud, {}).get("stack", "prod")
+            stack = _stack(state, cloud)
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
                                         plan=plan).destroy()
-            state.replace_running(lambda a: not (a["path"] == "pulumi" and a["cloud"] == cloud), [])
+            state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), [])
             state.doc["pulumi"].pop(cloud, None)
-            gateways = state.doc.get("gateways") or {}
-            for fleet in [k for k in gateways if k.startswith(f"{state.doc.get('service')}-{cloud}-")]:
-                del gateways[fleet]
+            state.drop_gateways(State.of(state.doc, state.path).service, cloud)
         else:
             serve_down(state, sky_units)
 
     run_steps(out, state, steps, do_step, echo)
     state.finish()
-    report.update(preview.result_json(state, out), destroyed=True)
-    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
-    return state
+
+
+def _stack(state: DeployState, project: str) -> str:
+    """The Pulumi stack state.json records for ``project`` (a cloud or the kubernetes project)."""
+    last = State.of(state.doc, state.path).pulumi.get(project)
+    return last.stack if last else "prod"
+
+
+def _kubernetes_part(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command, env: dict,
+                     report: dict) -> bool:
+    """destroy's part on deploy.target kubernetes (--target kubernetes or all): True when nothing is
+    left for the other paths."""
+    now = State.of(state.doc, state.path)
+    if now.kubernetes and KUBE_PROJECT not in now.pulumi:
+        raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
+                                "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
+                                               "project adopts them by server-side apply), then destroy")
+    if KUBE_PROJECT not in now.pulumi:
+        return False
+    _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
+                        env=env, report=report)
+    left = State.of(state.doc, state.path)
+    return target == "kubernetes" or not (left.allocations or left.pulumi)
 
 
 def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool, echo, ask, pulumi_command,
@@ -97,17 +117,17 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
     stack; the namespace stays (the program retains it)."""
     from hetinfra.deploy import kube
 
-    rows = changes(state.allocations, [a for a in state.allocations if a["path"] != "kubernetes"])
+    rows = changes(state.running, [a for a in state.running if a.path != KUBE_PROJECT])
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], []))
     confirm(render_preview(rows, f"hetinfra destroy {out} (target: {target})"), yes, echo, ask)
-    plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
+    plan = _plan_dict(out)
     # the kubeconfig is the project's credential (the contexts recorded by apply); the rest as for a VM stack
     command = preflight.gather([
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
         ("settings", lambda: pulumi_driver.check_passphrase(
             [KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env))])[0]
-    stack = state.doc["pulumi"][KUBE_PROJECT].get("stack", "prod")
+    stack = _stack(state, KUBE_PROJECT)
     steps = [f"pulumi:{KUBE_PROJECT}"]
     state.begin("destroy", plan_sha({"destroy": steps}), steps)
 
@@ -129,26 +149,32 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
 
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"
-    state = DeployState.load(out)
-    lines = [f"service {state.doc.get('service')}: {len(state.allocations)} unit(s) running, "
-             f"${sum(a['cost_usd_per_hour'] for a in state.allocations):,.2f}/h (state updated {state.doc.get('updated_at')})"]
-    for a in sorted(state.allocations, key=lambda a: (a["path"], a["cloud"], a["region"], a["deployment_unit"])):
-        urls = state.doc["endpoints"].get(a["deployment_unit"], [])
-        lines.append(f"  {a['path']:<8} {a['deployment_unit']:<52} {a['instances']:>3} x {a['instance_type']} "
-                     f"({a['gpu']}) {', '.join(urls) or 'no endpoint yet'}")
-    if state.allocations:
-        lines += live_lines(state.doc.get("live"))
+    state = State.of(DeployState.load(out).doc, out / "state.json")
+    running = state.allocations
+    lines = [f"service {state.service}: {len(running)} unit(s) running, "
+             f"${sum(a.cost_usd_per_hour for a in running):,.2f}/h (state updated {state.updated_at})"]
+    for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit)):
+        urls = state.endpoints.get(a.deployment_unit, [])
+        lines.append(f"  {a.path:<8} {a.deployment_unit:<52} {a.instances:>3} x {a.instance_type} "
+                     f"({a.gpu}) {', '.join(urls) or 'no endpoint yet'}")
+    if running:
+        lines += live_lines(state.live)
     op = state.operation
     if op:
-        lines.append(f"last operation: {op['kind']} {op['status']} (started {op['started_at']})"
-                     + (f": {op['error']}" if op.get("error") else ""))
-        for s in op["steps"]:
-            lines.append(f"  [{s['status']:<7}] {s['id']}" + (f": {s['error']}" if s.get("error") else ""))
-        if op["status"] != "done":
-            lines.append(f"run `hetinfra {op['kind']} {out}` again to resume")
-    for fleet, url in sorted((state.doc.get("gateways") or {}).items()):
+        lines.append(f"last operation: {op.kind} {op.status} (started {op.started_at})"
+                     + (f": {op.error}" if op.error else ""))
+        for s in op.steps:
+            lines.append(f"  [{s.status:<7}] {s.id}" + (f": {s.error}" if s.error else ""))
+        if op.status != "done":
+            lines.append(f"run `hetinfra {op.kind} {out}` again to resume")
+    for fleet, url in sorted(state.gateways.items()):
         lines += gateway_status(fleet, url, env=os.environ if env is None else env, timeout_s=timeout_s)
     return "\n".join(lines)
+
+
+def _plan_dict(out: Path) -> dict | None:
+    """OUT/plan.json, parsed and checked, as the dict the Pulumi driver takes (None: there is none)."""
+    return load_plan(out).to_dict() if (out / "plan.json").exists() else None
 
 
 def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -> list[str]:

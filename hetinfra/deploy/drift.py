@@ -40,8 +40,8 @@ from typing import Callable, Mapping
 from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
-from hetinfra.document import load_plan
-from hetinfra.document.state import RunningAllocation, State
+from hetinfra.document import Plan, load_plan
+from hetinfra.document.state import RunningAllocation, State, allocation_of
 from hetinfra.errors import ProviderError
 
 #: a group type -> (where its size is in the refreshed state, the API that lists its instances)
@@ -180,19 +180,20 @@ def _count_pulumi(u: UnitLive, entry: dict | None, resources: dict | None, found
     u.live = pooled + sum(1 for n in per_replica.values() if n >= u.nodes)
 
 
-def live_replicas(alloc: dict, entry: dict | None, env: Mapping[str, str]) -> int:
+def live_replicas(alloc: RunningAllocation, entry: dict | None, env: Mapping[str, str]) -> int:
     """Replicas of a running unit that serve now, by its groups' instances as the cloud's API lists
-    them (no refresh: the groups at their planned sizes); the health wait's count. ``alloc`` is
-    state.json's allocation dict (hetinfra.deploy.health reads the live state), parsed here."""
-    u = _unit(RunningAllocation.model_validate(alloc))
+    them (no refresh: the groups at their planned sizes); the health wait's count."""
+    u = _unit(alloc)
     _count_pulumi(u, entry, None, _read_instances([(u, entry)], None, env))
     return u.live or 0
 
 
-def _pulumi_cloud(out: Path, cloud: str, units: list[UnitLive], state: DeployState, plan: dict | None, command,
+def _pulumi_cloud(out: Path, cloud: str, units: list[UnitLive], state: DeployState, plan: Plan | None, command,
                   refresh: bool, env: Mapping[str, str], log: Callable[[str], None]) -> None:
-    stack = (state.doc["pulumi"].get(cloud) or {}).get("stack") or ((plan or {}).get("deploy") or {}).get("stack", "prod")
-    project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=log, plan=plan)
+    last = State.of(state.doc, state.path).pulumi.get(cloud)
+    stack = (last.stack if last else None) or (plan.deploy.stack if plan else "prod")
+    project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=log,
+                                          plan=plan.to_dict() if plan else None)
     try:
         if refresh:
             project.refresh()
@@ -256,13 +257,13 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     """Read every running unit's live replicas from the clouds (see the module docstring); returns
     the ``live`` document (:func:`record` keeps it in state.json)."""
     env = dict(os.environ) if env is None else env
-    plan = load_plan(out).to_dict() if (out / "plan.json").exists() else None
-    running = State.of(state.doc, out / "state.json").allocations
-    units = [_unit(a) for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
+    plan = load_plan(out) if (out / "plan.json").exists() else None
+    recorded = State.of(state.doc, out / "state.json")
+    units = [_unit(a) for a in sorted(recorded.allocations, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
     quiet = log or (lambda _line: None)
     clouds = sorted({u.cloud for u in units if u.path == "pulumi"})
     if clouds:
-        pulumi_driver.check_ready(clouds, pulumi_driver.backend_urls(plan, clouds), env)
+        pulumi_driver.check_ready(clouds, pulumi_driver.backend_urls(plan.to_dict() if plan else None, clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
         for cloud in clouds:
             _pulumi_cloud(out, cloud, [u for u in units if u.path == "pulumi" and u.cloud == cloud], state, plan,
@@ -276,7 +277,7 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
         from hetinfra.deploy.kube import read_kube_units
 
         read_kube_units(state, kube, read_at=read_at, patience_s=PATIENCE_S)
-    _stalled(units, state.doc.get("live"), read_at)
+    _stalled(units, recorded.live, read_at)
     return live_doc(units, refreshed=refresh, read_at=read_at)
 
 
@@ -348,29 +349,28 @@ def running_now(allocations: list[dict], live: dict) -> tuple[list[dict], list[s
     SkyServe are replacing by themselves (no move: they heal)."""
     units = live.get("units") or {}
     out, forced, notes = [], [], []
-    for a in allocations:
-        unit = a["deployment_unit"]
+    for raw in allocations:
+        a = allocation_of(raw)
+        unit = a.deployment_unit
         u = units.get(unit) or {}
         if u.get("replacing") and not u.get("stalled"):
             notes.append(f"{unit}: {u['live']} of {u['desired']} replica(s) live; the "
                          f"{'SkyServe service' if u['path'] == 'skypilot' else 'group'} is replacing "
                          f"{u['replacing']} instance(s) by itself")
         if u.get("live") is None:
-            out.append(a)
+            out.append(raw)
             continue
-        lost = min(a["count"], _replicas(u.get("lost") or 0, u["nodes"]))
-        stalled = min(a["count"] - lost, _replicas(u.get("stalled") or 0, u["nodes"]))
+        lost = min(a.count, _replicas(u.get("lost") or 0, u["nodes"]))
+        stalled = min(a.count - lost, _replicas(u.get("stalled") or 0, u["nodes"]))
         if lost:
             forced.append(f"{unit}: {u['lost']} instance(s) gone (preempted or deleted); {lost} replica(s) to restore")
         if stalled:
             forced.append(f"{unit}: its groups have lacked {u['stalled']} instance(s) since {u['short_since']} "
                           f"(no capacity?); {stalled} replica(s) planned elsewhere")
-        count = a["count"] - lost - stalled
-        if count == a["count"]:
-            out.append(a)
-            continue
-        if count > 0:
-            nodes = int(a.get("nodes_per_replica") or 1)
-            out.append(dict(a, count=count, instances=count * nodes,
-                            cost_usd_per_hour=round(a["cost_usd_per_hour"] * count / a["count"], 4)))
+        count = a.count - lost - stalled
+        if count == a.count:
+            out.append(raw)
+        elif count > 0:
+            out.append(dict(raw, count=count, instances=count * a.nodes_per_replica,
+                            cost_usd_per_hour=round(a.cost_usd_per_hour * count / a.count, 4)))
     return out, forced, notes

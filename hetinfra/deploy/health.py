@@ -33,6 +33,8 @@ import urllib.error
 import urllib.request
 from typing import Callable
 
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import RunningAllocation, State
 from hetinfra.errors import ProviderError
 
 #: clouds whose Pulumi units carry a readiness signal of their own (see the module docstring)
@@ -44,26 +46,25 @@ KUBERNETES = "kubernetes"  # deploy.target kubernetes: the workload's ready repl
 GATEWAY_SETTLE_S = 30.0
 
 
-def method(plan: dict, alloc: dict, path: str) -> str | None:
+def method(plan: Plan, alloc: Allocation, path: str) -> str | None:
     """How a unit's health is checked from the cron host (module docstring), or None: no way."""
-    d = plan.get("deploy") or {}
-    gateway = bool((d.get("gateway") or {}).get("enabled"))
+    d = plan.deploy
     if path == "skypilot":
         return SKYSERVE
     if path == KUBERNETES:
         return KUBERNETES
-    if alloc["cloud"] in CLOUD_SIGNAL:
+    if alloc.cloud in CLOUD_SIGNAL:
         return CLOUD
-    if gateway and d.get("ingress_cidrs"):
+    if d.gateway.enabled and d.ingress_cidrs:
         return GATEWAY
-    if d.get("management_cidrs") or (not gateway and d.get("ingress_cidrs")):
+    if d.management_cidrs or (not d.gateway.enabled and d.ingress_cidrs):
         return DIRECT
     return None
 
 
-def unchecked_units(plan: dict, allocs: list[tuple[dict, str]]) -> list[str]:
+def unchecked_units(plan: Plan, allocs: list[tuple[Allocation, str | None]]) -> list[str]:
     """Units (allocation, path) whose health the cron host has no way to check."""
-    return sorted(a["deployment_unit"] for a, path in allocs if path and method(plan, a, path) is None)
+    return sorted(a.deployment_unit for a, path in allocs if path and method(plan, a, path) is None)
 
 
 def no_check_message(units: list[str]) -> tuple[str, str]:
@@ -139,62 +140,66 @@ def _target_health(region: str, arn: str) -> int:
                == "healthy")
 
 
-def wait_healthy(plan: dict, state_doc: dict, units: list[str], *, timeout_s: float, env: dict,
+def wait_healthy(plan: Plan | dict, state_doc: State | dict, units: list[str], *, timeout_s: float, env: dict,
                  http: Callable[..., list[str]] = http_health, interval_s: float = 10.0,
                  settle_s: float = GATEWAY_SETTLE_S, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> list[str]:
     """Wait until every unit in ``units`` (running per ``state_doc``, state.json) serves its
     replicas, each checked the first way that works (module docstring); returns what is still
     not healthy (unit names, or URLs of the direct way)."""
-    allocs = {a["deployment_unit"]: a for a in state_doc.get("allocations") or []}
-    how = {u: method(plan, allocs[u], allocs[u]["path"]) for u in sorted(units) if u in allocs}
-    missing = unchecked_units(plan, [(allocs[u], allocs[u]["path"]) for u in how])
+    plan, state = Plan.of(plan), State.of(state_doc)
+    allocs = {a.deployment_unit: a for a in state.allocations}
+    how = {u: method(plan, allocs[u], allocs[u].path) for u in sorted(units) if u in allocs}
+    missing = unchecked_units(plan, [(allocs[u], allocs[u].path) for u in how])
     if missing:
         msg, hint = no_check_message(missing)
         raise ProviderError(msg, hint=hint)
     deadline = clock() + timeout_s
-    urls = [url for u, m in how.items() if m == DIRECT for url in state_doc["endpoints"].get(u, [])]
+    urls = [url for u, m in how.items() if m == DIRECT for url in state.endpoints.get(u, [])]
     bad = http(urls, timeout_s=timeout_s, api_key=env.get("VLLM_API_KEY")) if urls else []
-    service = state_doc.get("service") or plan.get("service")
-    outputs = {c: (v.get("outputs") or {}) for c, v in (state_doc.get("pulumi") or {}).items()}
     healthy_since: dict[str, float] = {}
 
     def check(pending: list[str]) -> list[str]:
-        still = []
         sky = [u for u in pending if how[u] == SKYSERVE]
-        ready = {}
-        if sky:
-            from hetinfra.deploy.sky_driver import serve_status
-
-            ready = {r.get("name"): sum(1 for x in r.get("replica_info") or []
-                                        if str(getattr(x.get("status"), "value", x.get("status"))) == "READY")
-                     for r in serve_status(sky)}
-        for u in pending:
-            a = allocs[u]
-            if how[u] == SKYSERVE:
-                ok = ready.get(u, 0) >= a["count"]
-            elif how[u] == KUBERNETES:
-                from hetinfra.deploy.kube import ready_replicas
-
-                ok = ready_replicas(state_doc, a) >= a["count"]
-            elif how[u] == GATEWAY:
-                url = (state_doc.get("gateways") or {}).get(f"{service}-{a['cloud']}-{a['region']}")
-                seen = _gateway_units(url, timeout_s).get(u) if url else None
-                ok = bool(seen) and seen.get("replicas", 0) > 0 and seen.get("healthy", 0) >= seen["replicas"]
-                since = healthy_since.setdefault(u, clock()) if ok else healthy_since.pop(u, None)
-                ok = ok and clock() - since >= settle_s
-            elif a["cloud"] == "aws":
-                arn = ((outputs.get(a["cloud"], {}).get("units") or {}).get(u) or {}).get("target_group")
-                ok = bool(arn) and _target_health(a["region"], arn) >= a["count"]
-            else:
-                from hetinfra.deploy.drift import live_replicas
-
-                entry = (outputs.get(a["cloud"], {}).get("units") or {}).get(u)
-                ok = bool(entry) and live_replicas(a, entry, env) >= a["count"]
-            if not ok:
-                still.append(u)
-        return still
+        ready = _sky_ready(sky) if sky else {}
+        return [u for u in pending if not _serves(u, how[u], allocs[u], plan, state, ready, healthy_since,
+                                                  env=env, timeout_s=timeout_s, settle_s=settle_s, clock=clock)]
 
     waiting = [u for u, m in how.items() if m != DIRECT]
     return bad + poll(waiting, check, timeout_s=max(0.0, deadline - clock()), interval_s=interval_s, sleep=sleep,
                       clock=clock)
+
+
+def _sky_ready(units: list[str]) -> dict[str, int]:
+    """READY replicas per SkyServe service (``sky serve status``)."""
+    from hetinfra.deploy.sky_driver import serve_status
+
+    return {r.get("name"): sum(1 for x in r.get("replica_info") or []
+                               if str(getattr(x.get("status"), "value", x.get("status"))) == "READY")
+            for r in serve_status(units)}
+
+
+def _serves(u: str, how: str, a: RunningAllocation, plan: Plan, state: State, ready: dict[str, int],
+            healthy_since: dict[str, float], *, env: dict, timeout_s: float, settle_s: float,
+            clock: Callable[[], float]) -> bool:
+    """Whether unit ``u`` serves its planned replicas now, checked the way ``how``."""
+    if how == SKYSERVE:
+        return ready.get(u, 0) >= a.count
+    if how == KUBERNETES:
+        from hetinfra.deploy.kube import ready_replicas
+
+        return ready_replicas(state, a) >= a.count
+    if how == GATEWAY:
+        url = state.gateways.get(f"{state.service or plan.service}-{a.cloud}-{a.region}")
+        seen = _gateway_units(url, timeout_s).get(u) if url else None
+        ok = bool(seen) and seen.get("replicas", 0) > 0 and seen.get("healthy", 0) >= seen["replicas"]
+        since = healthy_since.setdefault(u, clock()) if ok else healthy_since.pop(u, None)
+        return ok and clock() - since >= settle_s
+    stack = state.pulumi.get(a.cloud)
+    entry = ((stack.outputs if stack else {}).get("units") or {}).get(u)
+    if a.cloud == "aws":
+        arn = (entry or {}).get("target_group")
+        return bool(arn) and _target_health(a.region, arn) >= a.count
+    from hetinfra.deploy.drift import live_replicas
+
+    return bool(entry) and live_replicas(a, entry, env) >= a.count

@@ -18,47 +18,28 @@ runs through hetinfra.deploy.pulumi_driver exactly as it runs the VM stacks (pre
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 from hetinfra.deploy.kube_api import Cluster, connect
 from hetinfra.deploy.state import DeployState
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import RunningAllocation, State
 
-__all__ = ["PROJECT", "PlanView", "check_clusters", "desired", "forget", "read_kube_units", "read_plan",
-           "ready_replicas", "record_up", "secrets_from_env", "wants_kubernetes"]
+__all__ = ["PROJECT", "check_clusters", "cluster_units", "desired", "forget", "read_kube_units", "ready_replicas",
+           "record_up", "secrets_from_env", "wants_kubernetes"]
 
 #: the Pulumi project folder OUT/pulumi/<PROJECT> and its key in state.json's ``pulumi`` (never a cloud)
 PROJECT = "kubernetes"
 
 
-@dataclass(frozen=True)
-class PlanView:
-    """What this module reads from plan.json."""
-
-    service: str
-    target: str  # deploy.target
-    allocations: list[dict]  # those a cluster runs (not custom clouds, not mixed pipelines of 3+ GPU kinds)
-    clusters: dict[str, dict]  # deploy.kubernetes.clusters, keyed cloud/region
-    kubeconfig: str | None
+def cluster_units(plan: Plan) -> list[Allocation]:
+    """The units a cluster runs: not custom clouds, not mixed pipelines whose stages after the first
+    differ (hetinfra.compile.kubernetes.render skips those)."""
+    return [a for a in plan.allocations
+            if not a.custom_cloud and len({(s.instance_type, s.gpu) for s in (a.stages or [])[1:]}) <= 1]
 
 
-def read_plan(plan: dict) -> PlanView:
-    """The one reader of plan.json here (swap it when the plan becomes a typed document)."""
-    deploy = plan.get("deploy") or {}
-    kube = deploy.get("kubernetes") or {}
-    return PlanView(plan["service"], deploy.get("target", "vms"),
-                    [a for a in plan["allocations"] if not a.get("custom_cloud") and _fits_lws(a)],
-                    dict(kube.get("clusters") or {}), kube.get("kubeconfig"))
-
-
-def _fits_lws(alloc: dict) -> bool:
-    """A unit a cluster runs: any but a mixed pipeline whose stages after the first differ
-    (hetinfra.compile.kubernetes.render skips those)."""
-    later = {(s["instance_type"], s["gpu"]) for s in (alloc.get("stages") or [])[1:]}
-    return len(later) <= 1
-
-
-def wants_kubernetes(plan: dict | None, target: str) -> bool:
-    return target == "kubernetes" or (target == "all" and plan is not None and read_plan(plan).target == "kubernetes")
+def wants_kubernetes(plan: Plan | None, target: str) -> bool:
+    return target == "kubernetes" or (target == "all" and plan is not None and plan.deploy.target == "kubernetes")
 
 
 def _cloud_region(cluster: str) -> tuple[str, str]:
@@ -77,66 +58,67 @@ def secrets_from_env(env: dict) -> dict[str, str]:
     return out
 
 
-def _connect_all(clusters: list[str], view: PlanView | None, state: DeployState) -> dict[str, Cluster]:
+def _connect_all(clusters: list[str], plan: Plan | None, state: DeployState) -> dict[str, Cluster]:
     """Each cluster by the plan's settings, else by what the last apply recorded in state.json."""
-    recorded = state.doc.get("kubernetes") or {}
+    recorded = State.of(state.doc, state.path).kubernetes
+    kube = plan.deploy.kubernetes if plan else None
     out = {}
     for c in clusters:
         cloud, region = _cloud_region(c)
-        settings = (view.clusters.get(f"{cloud}/{region}") if view else None) or recorded.get(c) or {}
-        out[c] = connect(c, settings, (view.kubeconfig if view else None) or recorded.get(c, {}).get("kubeconfig"))
+        planned = kube.clusters.get(f"{cloud}/{region}") if kube else None
+        settings = planned or recorded.get(c)
+        kubeconfig = (kube.kubeconfig if kube else None) or (recorded[c].kubeconfig if c in recorded else None)
+        out[c] = connect(c, settings.model_dump() if settings else {}, kubeconfig)
     return out
 
 
-def check_clusters(plan: dict, state: DeployState) -> None:
+def check_clusters(plan: Plan, state: DeployState) -> None:
     """Every cluster the plan's units need has a context the kubeconfig names (InvalidInputError,
     exit 2, otherwise); nothing is sent to the clusters."""
-    view = read_plan(plan)
-    _connect_all(sorted({f"{a['cloud']}-{a['region']}" for a in view.allocations}), view, state)
+    _connect_all(sorted({f"{a.cloud}-{a.region}" for a in cluster_units(plan)}), plan, state)
 
 
-def desired(plan: dict, state: DeployState) -> list[dict]:
+def desired(plan: Plan, state: DeployState) -> list[RunningAllocation]:
     """What runs after the apply: the units of other paths as they are, and every unit a cluster runs."""
-    return [a for a in state.allocations if a["path"] != "kubernetes"] + [
-        dict(a, path="kubernetes") for a in read_plan(plan).allocations]
+    return [a for a in state.running if a.path != PROJECT] + [
+        RunningAllocation.of(a, PROJECT) for a in cluster_units(plan)]
 
 
-def record_up(state: DeployState, plan: dict, after: list[dict], stack: str, outputs: dict) -> None:
+def record_up(state: DeployState, plan: Plan, after: list[RunningAllocation], stack: str, outputs: dict) -> None:
     """state.json after ``pulumi up`` of the project: the units, the stack and its outputs, the
     clusters (from the ``clusters`` output) and the units' in-cluster endpoints."""
-    state.replace_running(lambda a: a["path"] != "kubernetes", [a for a in after if a["path"] == "kubernetes"])
+    state.replace_running(lambda a: a.path != PROJECT, [a for a in after if a.path == PROJECT])
     state.doc["pulumi"][PROJECT] = {"stack": stack, "outputs": outputs}
     state.doc["kubernetes"] = {c: dict(rec) for c, rec in sorted((outputs.get("clusters") or {}).items())}
     _drop_endpoints(state)
     for unit, urls in (outputs.get("endpoints") or {}).items():
         state.doc["endpoints"][unit] = list(urls)
-    state.doc["service"] = plan["service"]
+    state.doc["service"] = plan.service
 
 
 def forget(state: DeployState) -> None:
     """state.json after ``pulumi destroy`` of the project: no kubernetes unit, stack or cluster."""
-    state.replace_running(lambda a: a["path"] != "kubernetes", [])
+    state.replace_running(lambda a: a.path != PROJECT, [])
     state.doc["pulumi"].pop(PROJECT, None)
     state.doc["kubernetes"] = {}
     _drop_endpoints(state)
 
 
 def _drop_endpoints(state: DeployState) -> None:
-    running = {a["deployment_unit"] for a in state.allocations}
+    running = {a.deployment_unit for a in state.running}
     for unit in [u for u in state.doc["endpoints"] if u not in running]:
         del state.doc["endpoints"][unit]
 
 
-def ready_replicas(state_doc: dict, alloc: dict) -> int:
+def ready_replicas(state: State, alloc: RunningAllocation) -> int:
     """Ready replicas of a kubernetes unit now (its workload's status; 0 when it is not there)."""
-    c = f"{alloc['cloud']}-{alloc['region']}"
-    rec = (state_doc.get("kubernetes") or {}).get(c)
+    c = f"{alloc.cloud}-{alloc.region}"
+    rec = state.kubernetes.get(c)
     if not rec:
         return 0
-    cluster = connect(c, rec, rec.get("kubeconfig"))
-    nodes = int(alloc.get("nodes_per_replica") or 1)
-    kind, api_version = _workload_kind(nodes)
-    obj = cluster.get(api_version, kind, rec["namespace"], alloc["deployment_unit"])
+    cluster = connect(c, rec.model_dump(), rec.kubeconfig)
+    kind, api_version = _workload_kind(alloc.nodes_per_replica)
+    obj = cluster.get(api_version, kind, rec.namespace, alloc.deployment_unit)
     return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0)
 
 
@@ -167,7 +149,7 @@ def _ready(pod: dict) -> bool:
 
 def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s: float) -> None:
     """Fill each kubernetes :class:`hetinfra.deploy.drift.UnitLive` from its cluster."""
-    recorded = state.doc.get("kubernetes") or {}
+    recorded = State.of(state.doc, state.path).kubernetes
     by_cluster: dict[str, list] = {}
     for u in units:
         by_cluster.setdefault(f"{u.cloud}-{u.region}", []).append(u)
@@ -179,7 +161,7 @@ def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s
             if c not in api:
                 u.notes.append(f"no cluster recorded for {c} in state.json")
                 continue
-            _read_unit(api[c], recorded[c]["namespace"], u, now_s, patience_s)
+            _read_unit(api[c], recorded[c].namespace, u, now_s, patience_s)
 
 
 def _read_unit(cluster: Cluster, ns: str, u, now_s: float, patience_s: float) -> None:

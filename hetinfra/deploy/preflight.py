@@ -4,8 +4,9 @@ before anything is asked or changed. A failed check raises; nothing has been wri
 1. **plan.json against its model** (:func:`validate_plan`): the keys, types and invariants of
    hetinfra.document.Plan (``plan_version``, the service name, positive counts, ``instances = count x
    nodes_per_replica``, the SkyPilot task path, the ``deploy`` section's values, no shell
-   metacharacter in any string that reaches a VM, a command line or a resource name), then what needs
-   the catalog: every instance type in the offer catalog (exit 2).
+   metacharacter in any string that reaches a VM, a command line or a resource name, every unit's
+   --max-model-len within its KV cache and covering the classes routed to it), then what needs the
+   catalog: every instance type in the offer catalog (exit 2).
 2. **The out dir belongs to the service** (:func:`check_owner`): plan.json's ``service`` and
    ``service_id`` must equal state.json's; another service's out dir is refused without
    ``--force`` (exit 2).
@@ -14,8 +15,6 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    clouds' GPU quotas against the planned GPUs (exit 4).
 4. **Disks** (:func:`check_disks`): an explicit ``deploy.disk_gb`` must hold the model weights,
    the engine and the OS image (exit 2).
-4b. **Engines that start** (:func:`engine_length_problems`): every unit's --max-model-len fits its KV
-   cache and covers the classes routed to it (exit 2).
 
 Part 2 (tools, settings, credentials, quotas) runs every check through :func:`gather`, cheapest
 first, and reports every missing prerequisite with its fix in one run, not one per run.
@@ -33,7 +32,9 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.disk import disk_need_gb
-from hetinfra.document import Plan
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.engines import length_problems
+from hetinfra.document.state import State
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
@@ -50,11 +51,11 @@ def catalog_types() -> set[tuple[str, str]]:
     return known
 
 
-def validate_plan(plan: dict, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
-    """The plan's model (its keys, types and invariants: hetinfra.document), and every instance type
-    of a cloud apply deploys to in the offer catalog; InvalidInputError (exit 2) naming the first
-    field of plan.json that is wrong."""
-    doc = Plan.parse(plan, path)
+def validate_plan(plan: Plan | dict, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
+    """The plan's model (its keys, types and invariants, the engines' lengths among them:
+    hetinfra.document), and every instance type of a cloud apply deploys to in the offer catalog;
+    InvalidInputError (exit 2) naming the first field of plan.json that is wrong."""
+    doc = Plan.of(plan, path)
     known = None
     for i, a in enumerate(doc.allocations):
         if a.custom_cloud or a.cloud not in KNOWN_CLOUDS:
@@ -68,41 +69,23 @@ def validate_plan(plan: dict, path: Path, *, catalog: Callable[[], set] = catalo
                     f"{path}: allocations[{i}].instance_type {t!r} is not a {a.cloud} instance type in the offer "
                     f"catalog; {did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}",
                     hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
-    problems = engine_length_problems(plan)
-    if problems:
-        raise InvalidInputError(f"{path}: allocations: {problems[0]}", hint="plan again with this hetinfra version")
     return doc
 
 
-def engine_length_problems(plan: dict) -> list[str]:
-    """Units vLLM would refuse to start or that would refuse routed requests: a --max-model-len above
-    the KV cache of one engine (allocations[].kv_cache_tokens), or below the largest class routed to
-    the unit (plan.json routing, models[].classes). Plans without these keys are not checked."""
-    out = []
-    classes = {m["name"]: {c["name"]: int(c["input_tokens"]) + int(c["output_tokens"]) for c in m.get("classes") or ()}
-               for m in plan.get("models") or ()}
-    for a in plan.get("allocations") or ():
-        length, kv = a.get("max_model_len"), a.get("kv_cache_tokens")
-        if not isinstance(length, int):
-            continue
-        if isinstance(kv, int) and length > kv:
-            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} exceeds its KV cache "
-                       f"of {kv} tokens (vLLM would not start)")
-        sizes = classes.get(a.get("model"), {})
-        routed = [sizes[c] for c, entries in ((plan.get("routing") or {}).get(a.get("model")) or {}).items()
-                  for e in entries if e.get("unit") == a["unit"] and float(e.get("rps") or 0) > 0 and c in sizes]
-        if routed and max(routed) > length:
-            out.append(f"unit {a.get('deployment_unit') or a['unit']}: --max-model-len {length} is below the "
-                       f"{max(routed)} tokens of a class routed to it")
-    return out
+def engine_length_problems(plan: Plan | dict) -> list[str]:
+    """Units vLLM would refuse to start or that would refuse routed requests: the model's own check
+    (hetinfra.document.engines), which every parse of plan.json runs, so a parsed plan has none and a
+    dict that has one is refused by its parse (InvalidInputError naming the first unit)."""
+    doc = Plan.of(plan)
+    return length_problems(doc.models, doc.allocations, doc.routing)
 
 
-def check_owner(plan: dict, state_doc: dict | None, out: Path, *, force: bool) -> None:
+def check_owner(plan: Plan, state: State, out: Path, *, force: bool) -> None:
     """plan.json and state.json must describe the same service (exit 2 unless ``force``)."""
-    if not state_doc or not state_doc.get("allocations") and not state_doc.get("pulumi") and not state_doc.get("skypilot"):
+    if not state.allocations and not state.pulumi and not state.skypilot:
         return
-    have, want = state_doc.get("service"), plan["service"]
-    have_id, want_id = state_doc.get("service_id"), plan.get("service_id")
+    have, want = state.service, plan.service
+    have_id, want_id = state.service_id, plan.service_id
     if have and have != want:
         why = f"{out} runs service {have!r}, but its plan.json is for service {want!r}"
     elif have_id and want_id and have_id != want_id:
@@ -117,13 +100,12 @@ def check_owner(plan: dict, state_doc: dict | None, out: Path, *, force: bool) -
                                  f"should now run {want!r}")
 
 
-def gcp_project(plan: dict, out: Path, env: dict) -> str | None:
+def gcp_project(plan: Plan, out: Path, env: dict) -> str | None:
     """The GCP project of the gcp stack: deploy.gcp_project, the stack config's gcp:project (set with
     `pulumi config set gcp:project`), or GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT."""
-    d = plan.get("deploy") or {}
-    if d.get("gcp_project"):
-        return d["gcp_project"]
-    cfg = out / "pulumi" / "gcp" / f"Pulumi.{d.get('stack', 'prod')}.yaml"
+    if plan.deploy.gcp_project:
+        return plan.deploy.gcp_project
+    cfg = out / "pulumi" / "gcp" / f"Pulumi.{plan.deploy.stack}.yaml"
     if cfg.exists():
         import yaml
 
@@ -137,10 +119,10 @@ def gcp_project(plan: dict, out: Path, env: dict) -> str | None:
     return env.get("GOOGLE_CLOUD_PROJECT") or env.get("CLOUDSDK_CORE_PROJECT") or None
 
 
-def check_cloud_settings(plan: dict, out: Path, pulumi_clouds: list[str], env: dict) -> None:
+def check_cloud_settings(plan: Plan, out: Path, pulumi_clouds: list[str], env: dict) -> None:
     """Settings a cloud's stack cannot do without (exit 2)."""
-    d = plan.get("deploy") or {}
-    if "gcp" in pulumi_clouds and any(a["cloud"] == "gcp" for a in plan["allocations"]):
+    clouds = {a.cloud for a in plan.allocations}
+    if "gcp" in pulumi_clouds and "gcp" in clouds:
         project = gcp_project(plan, out, env)
         if not project:
             raise InvalidInputError(
@@ -149,40 +131,40 @@ def check_cloud_settings(plan: dict, out: Path, pulumi_clouds: list[str], env: d
                      "GOOGLE_CLOUD_PROJECT=<project-id>)")
         if not re.match(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", project):
             raise InvalidInputError(f"GCP project {project!r} is not a project id (6-30 lowercase letters, digits, '-')")
-    if "azure" in pulumi_clouds and any(a["cloud"] == "azure" for a in plan["allocations"]):
-        if not d.get("ssh_public_key"):
-            raise InvalidInputError(
-                "Azure VMs need an admin SSH public key and deploy.ssh_public_key is not set",
-                hint="set deploy.ssh_public_key: \"$(cat ~/.ssh/id_ed25519.pub)\" in the spec and plan again "
-                     "(no SSH port is opened unless deploy.ssh_cidrs lists sources)")
+    if "azure" in pulumi_clouds and "azure" in clouds and not plan.deploy.ssh_public_key:
+        raise InvalidInputError(
+            "Azure VMs need an admin SSH public key and deploy.ssh_public_key is not set",
+            hint="set deploy.ssh_public_key: \"$(cat ~/.ssh/id_ed25519.pub)\" in the spec and plan again "
+                 "(no SSH port is opened unless deploy.ssh_cidrs lists sources)")
 
 
-def check_disks(plan: dict, allocs: list[dict]) -> None:
+def check_disks(plan: Plan, allocs: list[Allocation]) -> None:
     """An explicit ``deploy.disk_gb`` must hold weights + engine + OS image of every unit (exit 2)."""
-    explicit = (plan.get("deploy") or {}).get("disk_gb")
+    explicit = plan.deploy.disk_gb
     if not explicit:
         return
+    raw = plan.to_dict()  # hetinfra.compile.disk reads plan.json's dicts
     for a in allocs:
-        need, how = disk_need_gb(plan, a)
+        need, how = disk_need_gb(raw, a.to_dict())
         if explicit < need:
             raise InvalidInputError(
-                f"deploy.disk_gb is {explicit} GB, but a VM of {a['deployment_unit']} needs {need} GB ({how})",
+                f"deploy.disk_gb is {explicit} GB, but a VM of {a.deployment_unit} needs {need} GB ({how})",
                 hint=f"set deploy.disk_gb: {need} (or more), or remove it so every unit's disk is sized for it, "
                      "and plan again")
 
 
-def planned_gpus(allocs: list[dict]) -> dict[tuple[str, str, str, str], int]:
+def planned_gpus(allocs: list[Allocation]) -> dict[tuple[str, str, str, str], int]:
     """GPUs the plan runs per (cloud, region, gpu, purchase)."""
     out: dict[tuple[str, str, str, str], int] = {}
     for a in allocs:
-        stages = a.get("stages") or [{"gpu": a["gpu"], "gpus": a["gpus_per_instance"]}] * a["nodes_per_replica"]
-        for s in stages:
-            k = (a["cloud"], a["region"], s["gpu"], "spot" if a["spot"] else "on-demand")
-            out[k] = out.get(k, 0) + int(s.get("gpus", a["gpus_per_instance"])) * a["count"]
+        nodes = [(s.gpu, s.gpus) for s in a.stages] if a.stages else [(a.gpu, a.gpus_per_instance)] * a.nodes_per_replica
+        for gpu, gpus in nodes:
+            k = (a.cloud, a.region, gpu, "spot" if a.spot else "on-demand")
+            out[k] = out.get(k, 0) + gpus * a.count
     return out
 
 
-def check_quotas(allocs: list[dict], caps: Callable[[list[dict]], list] | None) -> list[str]:
+def check_quotas(allocs: list[Allocation], caps: Callable[[list[Allocation]], list] | None) -> list[str]:
     """Compare planned GPUs with the caps the clouds report where credentials allow reading them
     (``caps(allocs)`` returns AvailabilityCap-like objects: cloud, region, gpu, max_gpus, purchase).
     Raises ProviderError (exit 4) when a quota is below the plan; returns notes."""
@@ -202,7 +184,7 @@ def check_quotas(allocs: list[dict], caps: Callable[[list[dict]], list] | None) 
     return [f"quotas checked: {len(found)} cap(s) read"]
 
 
-def env_quota_caps(env: dict) -> Callable[[list[dict]], list] | None:
+def env_quota_caps(env: dict) -> Callable[[list[Allocation]], list] | None:
     """The clouds' own GPU quotas through price_feeds.cloud_quotas when an access token for a read is
     in the environment (GOOGLE_OAUTH_ACCESS_TOKEN with GOOGLE_CLOUD_PROJECT, AZURE_ACCESS_TOKEN with
     AZURE_SUBSCRIPTION_ID); None when none is. ``HETINFRA_PREFLIGHT_QUOTAS=0`` skips the read."""
@@ -213,14 +195,14 @@ def env_quota_caps(env: dict) -> Callable[[list[dict]], list] | None:
     if not (gcp or az):
         return None
 
-    def read(allocs: list[dict]) -> list:
+    def read(allocs: list[Allocation]) -> list:
         from hetinfra.price_feeds import cloud_quotas
         from hetinfra.price_feeds.load import load_offers
 
         offers = load_offers("snapshot")[0].offers
         caps: list = []
         for cloud, ok, fn in (("gcp", gcp, cloud_quotas.gcp_caps), ("azure", az, cloud_quotas.azure_caps)):
-            regions = sorted({a["region"] for a in allocs if a["cloud"] == cloud})
+            regions = sorted({a.region for a in allocs if a.cloud == cloud})
             if ok and regions:
                 caps += list(fn(regions, offers, env=env, timeout_s=10.0)[0])
         return caps
@@ -228,7 +210,7 @@ def env_quota_caps(env: dict) -> Callable[[list[dict]], list] | None:
     return read
 
 
-def check_health_paths(plan: dict, allocs: list[tuple[dict, str]], *, refuse: bool) -> list[str]:
+def check_health_paths(plan: Plan, allocs: list[tuple[Allocation, str | None]], *, refuse: bool) -> list[str]:
     """Units (allocation, deploy path) whose health the cron host could not check
     (hetinfra.deploy.health): exit 2 with ``refuse`` (``replan --apply``), else a note for the preview."""
     from hetinfra.deploy.health import no_check_message, unchecked_units

@@ -27,8 +27,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from hetinfra.document.state import STATE_VERSION, load_state
+from hetinfra.document.state import STATE_VERSION, RunningAllocation, load_state
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
 STATE_FILE = "state.json"
@@ -97,8 +98,35 @@ class DeployState:
         self.operation["finished_at"] = now()
         self.save()
 
-    def replace_running(self, keep, new: list[dict]) -> None:
+    @property
+    def running(self) -> list[RunningAllocation]:
+        """The running allocations as their models (read these; ``allocations`` is the written dict)."""
+        return [RunningAllocation.model_validate(a) for a in self.allocations]
+
+    def replace_running(self, keep: Callable[[RunningAllocation], bool], new: list[RunningAllocation]) -> None:
         """Running allocations := those for which ``keep(a)`` holds, plus ``new``."""
-        self.doc["allocations"] = [a for a in self.allocations if keep(a)] + list(new)
+        kept = [raw for raw, a in zip(self.allocations, self.running) if keep(a)]
+        self.doc["allocations"] = kept + [a.to_dict() for a in new]
         units = {a["deployment_unit"] for a in self.allocations}
         self.doc["endpoints"] = {u: e for u, e in self.doc["endpoints"].items() if u in units}
+
+    def drop_gateways(self, service: str | None, cloud: str) -> None:
+        """Forget the gateways of ``service``'s fleets on ``cloud`` (its stack was replaced or destroyed)."""
+        gateways = self.doc.get("gateways") or {}
+        for fleet in [k for k in gateways if k.startswith(f"{service}-{cloud}-")]:
+            del gateways[fleet]
+
+    def record_stack(self, service: str, cloud: str, stack: str, outputs: dict) -> None:
+        """After ``pulumi up`` of ``cloud``'s project: its stack and outputs, its units' endpoints, and
+        its fleets' gateways in place of the ones it had."""
+        self.doc["pulumi"][cloud] = {"stack": stack, "outputs": outputs}
+        for unit, urls in (outputs.get("endpoints") or {}).items():
+            self.doc["endpoints"][unit] = list(urls)
+        self.drop_gateways(service, cloud)
+        self.doc.setdefault("gateways", {}).update(outputs.get("gateways") or {})
+
+    def record_service(self, unit: str, endpoint: str | None) -> None:
+        """After ``sky serve up`` of ``unit``: its SkyServe service and, once known, its endpoint."""
+        self.doc["skypilot"][unit] = {"service": unit, "endpoint": endpoint}
+        if endpoint:
+            self.doc["endpoints"][unit] = [endpoint]

@@ -14,7 +14,7 @@ Four things are called a "unit" in hetinfra; plan.json names two of them:
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, NamedTuple, Optional
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
@@ -48,6 +48,13 @@ class Stage(Doc):
     gpus: PositiveInt = Field(ge=1, description="GPUs of the stage's node (the stage's tensor-parallel size).")
     layers: PositiveInt = Field(ge=1, description="Model layers the stage serves.")
     price_usd_per_hour: Number = Field(ge=0, description="$/h of the stage's instance.")
+
+    def group_fields(self, count: int) -> dict:
+        """The fields of the stage's group of identical instances (one per replica of ``count``): what a
+        mixed pipeline's allocation becomes for counting instances, GPUs and prices stage by stage."""
+        return {"instance_type": self.instance_type, "gpu": self.gpu, "gpus_per_instance": self.gpus,
+                "instances": count, "price_per_instance_usd_per_hour": self.price_usd_per_hour,
+                "cost_usd_per_hour": self.price_usd_per_hour * count, "stages": None}
 
 
 class Allocation(Doc):
@@ -142,6 +149,35 @@ class Allocation(Doc):
             raise ValueError(f"is {v!r}; expected 'skypilot/{unit}.yaml'")
         return v
 
+    def stage_groups(self) -> list["Allocation"]:
+        """The allocation as groups of identical instances: a mixed-GPU pipeline as one group per stage
+        (:meth:`Stage.group_fields`: the stage's instance type, GPU and price, ``count`` instances), any
+        other allocation as itself."""
+        if not self.stages:
+            return [self]
+        return [self.model_copy(update=s.group_fields(self.count)) for s in self.stages]
+
+    # Readers' accessors (typed views the deploy and replan stages share).
+    def to_dict(self) -> dict:
+        """plan.json's dict of the allocation (absent optional keys stay absent): for writers of
+        state.json and plan.json copies, and for readers that still take dicts."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def gpus_per_replica(self) -> int:
+        """GPUs of one replica: a mixed pipeline's stages (one instance each), else every node's."""
+        if self.stages:
+            return sum(s.gpus for s in self.stages)
+        return self.gpus_per_instance * self.nodes_per_replica
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        """The allocation as groups of identical instances: a mixed-GPU pipeline's stages (``count``
+        instances each), else one group of all its instances."""
+        if not self.stages:
+            return [InstanceGroup(self.instance_type, self.gpu, self.gpus_per_instance, self.instances,
+                                  self.price_per_instance_usd_per_hour, self.cost_usd_per_hour)]
+        return [InstanceGroup(s.instance_type, s.gpu, s.gpus, self.count, s.price_usd_per_hour,
+                              s.price_usd_per_hour * self.count) for s in self.stages]
+
 
 class RouteShare(Doc):
     """The share of one request class that one solver unit serves."""
@@ -183,3 +219,14 @@ class Origin(Doc):
 OriginRouting = dict[str, dict[str, dict[str, list[OriginRouteShare]]]]
 #: ``origins``: model -> origin -> its share and residency
 Origins = dict[str, dict[str, Origin]]
+
+
+class InstanceGroup(NamedTuple):
+    """Identical instances of one allocation (:meth:`Allocation.instance_groups`)."""
+
+    instance_type: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    price_per_instance_usd_per_hour: float
+    cost_usd_per_hour: float

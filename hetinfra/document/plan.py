@@ -100,6 +100,7 @@ class Plan(Doc):
         dup = sorted({u for u in units if units.count(u) > 1})
         if dup:
             raise ValueError(f"allocations repeat deployment unit(s) {', '.join(dup)}")
+        self._variants_listed()
         return self
 
     @classmethod
@@ -124,6 +125,28 @@ class Plan(Doc):
     def model(self, name: str) -> ModelEntry:
         """The model entry named ``name`` (allocations[].model)."""
         return next(m for m in self.models if m.name == name)
+
+    def _variants_listed(self) -> None:
+        """Each allocation's variant is one its model lists (the checkpoint its engines load)."""
+        for i, a in enumerate(self.allocations):
+            listed = [v.name for v in self.model(a.model).variants or ()]
+            if a.variant and a.variant not in listed:
+                raise ValueError(f"allocations[{i}].variant {a.variant!r} is not among model {a.model}'s variants "
+                                 f"({', '.join(listed) or 'none'})")
+
+    def max_model_len(self, alloc: Allocation) -> int:
+        """vLLM --max-model-len of ``alloc``'s engines: the unit's own, else (plans written before
+        per-unit lengths) its model's."""
+        return alloc.max_model_len or self.model(alloc.model).max_model_len
+
+    @model_validator(mode="after")
+    def _engines_start(self) -> "Plan":
+        """Every unit's engine starts and takes the classes routed to it (hetinfra.document.engines)."""
+        from hetinfra.document.engines import length_problems
+
+        if problems := length_problems(self.models, self.allocations, self.routing):
+            raise ValueError(f"allocations: {problems[0]}")
+        return self
 
 
 def load_plan(path: Path | str) -> Plan:

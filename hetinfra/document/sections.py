@@ -188,7 +188,7 @@ class SolveBlock(Doc):
 class Solver(Doc):
     """How the solve went."""
 
-    name: StrictStr = Field(description="The MILP solver (highs).")
+    name: StrictStr = Field(description="The MIP solver: planning.solver (highs by default).")
     status: StrictStr = Field(description="Solver status of the final solve.")
     objective: Optional[Number] = Field(description="Objective value.")
     bound: Optional[Number] = Field(description="Best bound.")

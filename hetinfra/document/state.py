@@ -22,6 +22,12 @@ class RunningAllocation(Allocation):
 
     path: Literal["pulumi", "skypilot", "kubernetes"] = Field(description="The deploy path that runs it.")
 
+    @classmethod
+    def of(cls, alloc: Allocation, path: str) -> "RunningAllocation":
+        """``alloc`` (a plan allocation) as it runs through ``path``."""
+        return alloc if isinstance(alloc, cls) and alloc.path == path else cls.model_validate(
+            {**alloc.to_dict(), "path": path})
+
 
 class PulumiStack(Doc):
     """The last ``pulumi up`` of one cloud's project."""
@@ -100,6 +106,14 @@ class State(Doc):
         return doc if isinstance(doc, cls) else parse_document(cls, doc, path, hint=HINT)
 
 
+def allocation_of(doc: Allocation | dict) -> Allocation:
+    """One running allocation as its model (a model as it is): state.json's dict (with its deploy
+    ``path``) or plan.json's (what replan reads runs from, hetinfra.plan.planner.running_allocations)."""
+    if isinstance(doc, Allocation):
+        return doc
+    return (RunningAllocation if isinstance(doc, dict) and "path" in doc else Allocation).model_validate(doc)
+
+
 #: keys every reader may index: filled with the model's defaults when a state.json lacks them
 INDEXED = ("allocations", "endpoints", "pulumi", "skypilot")
 
@@ -127,3 +141,11 @@ def parse_state(doc: Any, path: Path) -> dict:
         if key not in filled:
             filled[key] = State.model_fields[key].get_default(call_default_factory=True)
     return filled
+
+
+def allocation_of(alloc: "Allocation | dict") -> Allocation:
+    """The model of one allocation: ``alloc`` itself when parsed, else its plan.json dict (an
+    Allocation) or state.json dict (a RunningAllocation: it carries the deploy ``path``)."""
+    if isinstance(alloc, Allocation):
+        return alloc
+    return (RunningAllocation if "path" in alloc else Allocation).model_validate(alloc)

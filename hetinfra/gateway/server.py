@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from hetinfra.facts import GATEWAY_PORT
 from hetinfra.gateway.balancer import Backend, Balancer
 from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, TokenCounter, output_budget
 from hetinfra.gateway.demand import DemandLog, read_all
@@ -588,7 +589,7 @@ def create_app(config: GatewayConfig) -> Starlette:
     return app
 
 
-def serve(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info",
+def serve(config: GatewayConfig, host: str = "127.0.0.1", port: int = GATEWAY_PORT, *, log_level: str = "info",
           ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
     """Run the gateway until SIGINT/SIGTERM (uvicorn finishes in-flight requests first)."""
     import uvicorn

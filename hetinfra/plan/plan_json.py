@@ -286,7 +286,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         "templates": templates,
         "baselines": baselines,
         "solver": {
-            "name": "highs", "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),
+            "name": spec.planning.solver, "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),
             "gap": rounded(res.gap, 6), "lp_bound": rounded(res.lp_bound, 6),
             "warm_start": {"from": res.warm_start, "objective": rounded(res.warm_start_objective, 6)} if res.warm_start else None,
             "build_s": rounded(res.build_s, 3), "solve_s": rounded(res.solve_s, 3),

@@ -92,7 +92,7 @@ def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | 
         running={u: n for u, n in (running or {}).items() if u in unit_ids},
         churn_hours=settings.churn_penalty_hours,
         unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None,
-        periods=demand_periods(spec))
+        periods=demand_periods(spec), solver=settings.solver)
 
 
 def state_file(state: Path) -> Path:

@@ -1,136 +1,168 @@
-"""Human-readable plan summary (Rich). Reads only plan.json's dict, so it shows what was written."""
+"""Human-readable plan summary (Rich). Reads only plan.json (parsed once into its model,
+hetinfra.document.Plan), so it shows what was written."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation, Plan
 
-def render_summary(plan: dict, console: Console) -> None:
-    obj = plan["objective"]
-    head = f"[bold]{plan['service']}[/]: ${plan['cost_usd_per_hour']:.2f}/h, {plan['gpus']} GPUs"
-    if obj == "max_throughput":
-        head += f", demand scale {plan['demand_scale']:.3f}x of declared (budget ${plan['budget_usd_per_hour']:g}/h)"
-    elif plan.get("budget_usd_per_hour"):
-        head += f" (budget ${plan['budget_usd_per_hour']:g}/h)"
-    status = plan["solver"]["status"]
-    if status != "optimal":
-        why = "time limit hit" if plan["solver"].get("safety_stop") else "node limit hit"
-        head += f"  [yellow]{why}: best plan found, gap {100 * (plan['solver']['gap'] or 0):.2f}%[/]"
-    console.print(head)
 
-    t = Table(title="Allocations", title_justify="left", show_lines=False)
-    trust = {x["id"]: (x.get("confidence") or {}).get("level") for x in plan["templates"]}
-    for col in ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util"):
-        t.add_column(col, justify="right" if col in ("n", "$/h", "util") else "left", no_wrap=col != "model")
-    for a in plan["allocations"]:
-        layout = f"TP{a['tp']}" + (f" PP{a['pp']}" if a["pp"] > 1 else "")
-        if a["engines_per_instance"] > 1:
-            layout = f"{a['engines_per_instance']}x {layout}"
-        inst = a["instance_type"] + (f" x{a['nodes_per_replica']} nodes" if a["nodes_per_replica"] > 1 else "")
-        if a.get("stages"):  # mixed pipeline: instance types and layers per stage
-            groups: list[list] = []
-            for st in a["stages"]:
-                if groups and groups[-1][0] == st["instance_type"]:
-                    groups[-1][1] += 1
-                else:
-                    groups.append([st["instance_type"], 1])
-            inst = (" + ".join(f"{n} {it}" if n > 1 else it for it, n in groups)
-                    + f" ({'/'.join(str(st['layers']) for st in a['stages'])} layers, experimental)")
-        if trust.get(a["template"]) == "extrapolated":
-            inst += " *"
-        if a.get("purchase", "").startswith("committed"):
-            inst += f" committed {a['purchase'].split('_')[1]}"
-        t.add_row(a["model"] + (f" ({a['variant']})" if a.get("variant") else ""), f"{a['cloud']}/{a['region']}",
-                  inst + (" spot" if a["spot"] else ""),
-                  f"{a['gpus_per_instance']}x{a['gpu']}", layout, str(a["count"]), f"{a['cost_usd_per_hour']:.2f}",
-                  f"{100 * a['utilization']:.0f}%")
-    console.print(t)
-    if any(trust.get(a["template"]) == "extrapolated" for a in plan["allocations"]):
-        console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
-    _render_variants(plan, console)
-    if plan.get("purchase"):
-        _render_purchase(plan, console)
-    _render_fidelity(plan, console)
-    _render_failover(plan, console)
-    render_origins(plan, console)
+def render_summary(plan: "Plan | dict", console: Console) -> None:
+    """The summary of ``plan`` (plan.json's dict or its parsed Plan) on ``console``."""
+    from hetinfra.document import Plan
 
-    if plan["baselines"]:
-        b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
-        for col in ("GPU only", "instances", "$/h", "this plan saves"):
-            b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
-        for x in plan["baselines"]:
-            if x["feasible"]:
-                b.add_row(x["gpu"], str(x["instances"]), f"{x['cost_usd_per_hour']:.2f}",
-                          f"{x['savings_pct']:.1f}% (${x['savings_usd_per_hour']:.2f}/h)")
-            else:
-                b.add_row(x["gpu"], "-", "-", f"[dim]{x['reason']}[/]")
-        console.print(b)
-
-    s = plan["solver"]
-    gap = "n/a" if s["gap"] is None else f"{100 * s['gap']:.3f}%"
-    console.print(f"solver: HiGHS {s['status']}, gap {gap}, {s['variables']} vars ({s['integer_variables']} integer), "
-                  f"{s['constraints']} constraints, build {s['build_s']:.2f}s + solve {s['solve_s']:.2f}s; "
-                  f"routing {s['routing']}" + (f" (slice factor {s['slice_factor']})" if s["slice_factor"] else "")
-                  + (f"; warm start: {s['warm_start']['from']}" + (f" (${s['warm_start']['objective']:.2f}/h)"
-                                                                if s['warm_start'].get('objective') is not None else "")
-                     if s.get("warm_start") else ""))
-    inp = plan["inputs"]
-    console.print(f"offers as of {inp['offers_as_of']} ({', '.join(x['name'] for x in inp['sources'])}); "
-                  f"rates from {_sources(plan)}")
-    for w in plan["warnings"]:
+    doc = Plan.of(plan)
+    console.print(_headline(doc))
+    _render_allocations(doc, console)
+    _render_variants(doc, console)
+    if doc.purchase:
+        _render_purchase(doc, console)
+    _render_fidelity(doc, console)
+    _render_failover(doc, console)
+    render_origins(doc, console)
+    _render_baselines(doc, console)
+    _render_solver(doc, console)
+    for w in doc.warnings:
         console.print(f"[yellow]warning:[/] {w}")
 
 
-def render_origins(plan: dict, console: Console) -> None:
+def _headline(plan: "Plan") -> str:
+    head = f"[bold]{plan.service}[/]: ${plan.cost_usd_per_hour:.2f}/h, {plan.gpus} GPUs"
+    if plan.objective == "max_throughput":
+        head += f", demand scale {plan.demand_scale:.3f}x of declared (budget ${plan.budget_usd_per_hour:g}/h)"
+    elif plan.budget_usd_per_hour:
+        head += f" (budget ${plan.budget_usd_per_hour:g}/h)"
+    s = plan.solver
+    if s.status != "optimal":
+        why = "time limit hit" if s.safety_stop else "node limit hit"
+        head += f"  [yellow]{why}: best plan found, gap {100 * (s.gap or 0):.2f}%[/]"
+    return head
+
+
+def _render_allocations(plan: "Plan", console: Console) -> None:
+    t = Table(title="Allocations", title_justify="left", show_lines=False)
+    extrapolated = {x.id for x in plan.templates if x.confidence and x.confidence.level == "extrapolated"}
+    for col in ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util"):
+        t.add_column(col, justify="right" if col in ("n", "$/h", "util") else "left", no_wrap=col != "model")
+    for a in plan.allocations:
+        layout = f"TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "")
+        if a.engines_per_instance > 1:
+            layout = f"{a.engines_per_instance}x {layout}"
+        inst = _instances(a)
+        if a.template in extrapolated:
+            inst += " *"
+        if (a.purchase or "").startswith("committed"):
+            inst += f" committed {a.purchase.split('_')[1]}"
+        t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), f"{a.cloud}/{a.region}",
+                  inst + (" spot" if a.spot else ""), f"{a.gpus_per_instance}x{a.gpu}", layout, str(a.count),
+                  f"{a.cost_usd_per_hour:.2f}", f"{100 * a.utilization:.0f}%")
+    console.print(t)
+    if any(a.template in extrapolated for a in plan.allocations):
+        console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+
+
+def _instances(a: "Allocation") -> str:
+    """The instance column: the type and nodes, or a mixed pipeline's instance types and layers per stage."""
+    if not a.stages:
+        return a.instance_type + (f" x{a.nodes_per_replica} nodes" if a.nodes_per_replica > 1 else "")
+    groups: list[list] = []
+    for st in a.stages:
+        if groups and groups[-1][0] == st.instance_type:
+            groups[-1][1] += 1
+        else:
+            groups.append([st.instance_type, 1])
+    return (" + ".join(f"{n} {it}" if n > 1 else it for it, n in groups)
+            + f" ({'/'.join(str(st.layers) for st in a.stages)} layers, experimental)")
+
+
+def _render_baselines(plan: "Plan", console: Console) -> None:
+    if not plan.baselines:
+        return
+    b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
+    for col in ("GPU only", "instances", "$/h", "this plan saves"):
+        b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
+    for x in plan.baselines:
+        if x.feasible:
+            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}",
+                      f"{x.savings_pct:.1f}% (${x.savings_usd_per_hour:.2f}/h)")
+        else:
+            b.add_row(x.gpu, "-", "-", f"[dim]{x.reason}[/]")
+    console.print(b)
+
+
+def _render_solver(plan: "Plan", console: Console) -> None:
+    s = plan.solver
+    gap = "n/a" if s.gap is None else f"{100 * s.gap:.3f}%"
+    warm = ""
+    if s.warm_start:
+        warm = f"; warm start: {s.warm_start.from_}" + (f" (${s.warm_start.objective:.2f}/h)"
+                                                       if s.warm_start.objective is not None else "")
+    console.print(f"solver: HiGHS {s.status}, gap {gap}, {s.variables} vars ({s.integer_variables} integer), "
+                  f"{s.constraints} constraints, build {s.build_s:.2f}s + solve {s.solve_s:.2f}s; "
+                  f"routing {s.routing}" + (f" (slice factor {s.slice_factor})" if s.slice_factor else "") + warm)
+    inp = plan.inputs
+    console.print(f"offers as of {inp.offers_as_of} ({', '.join(x.name for x in inp.sources)}); "
+                  f"rates from {_sources(plan)}")
+
+
+def render_origins(plan: "Plan | dict", console: Console) -> None:
     """Per model and origin: where its requests go and the worst round trip they pay (plan.json origins)."""
-    for model, origins in sorted((plan.get("origins") or {}).items()):
+    from hetinfra.document import Plan
+
+    doc = Plan.of(plan)
+    for model, origins in sorted((doc.origins or {}).items()):
         parts = []
         for o, e in origins.items():
-            regions = sorted({f["region"] for flows in plan["routing_by_origin"][model][o].values() for f in flows})
-            worst = "n/a" if e["worst_network_ms"] is None else f"{e['worst_network_ms']:g} ms"
-            rule = f", stays in {e['area']}" if e.get("area") else ""
+            regions = sorted({f.region for flows in doc.routing_by_origin[model][o].values() for f in flows})
+            worst = "n/a" if e.worst_network_ms is None else f"{e.worst_network_ms:g} ms"
+            rule = f", stays in {e.area}" if e.area else ""
             parts.append(f"{o} -> {', '.join(regions) or '-'} (worst network {worst}{rule})")
         console.print(f"origins of {model}: " + "; ".join(parts))
 
 
-def _render_variants(plan: dict, console: Console) -> None:
+def _render_variants(plan: "Plan", console: Console) -> None:
     """Which variant serves which class, and the accuracy the plan gives up (plan.json ``models[].accuracy``)."""
-    models = [m for m in plan["models"] if m.get("variants")]
+    models = [m for m in plan.models if m.variants]
     if not models:
         return
-    variant = {a["unit"]: a.get("variant") for a in plan["allocations"]}
+    variant = {a.unit: a.variant for a in plan.allocations}
     t = Table(title="Variants", title_justify="left")
     for col in ("model", "class", "served by", "accuracy"):
         t.add_column(col, justify="right" if col == "accuracy" else "left")
     for m in models:
-        score = {v["name"]: v["accuracy"] for v in m["variants"]}
-        for cls, routes in (plan["routing"].get(m["name"]) or {}).items():
+        score = {v.name: v.accuracy for v in m.variants}
+        for cls, routes in (plan.routing.get(m.name) or {}).items():
             shares: dict[str, float] = {}
             for r in routes:
-                shares[variant[r["unit"]]] = shares.get(variant[r["unit"]], 0.0) + r["share"]
+                shares[variant[r.unit]] = shares.get(variant[r.unit], 0.0) + r.share
             mean = sum(score[v] * x for v, x in shares.items()) / sum(shares.values()) if shares else None
             by = ", ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])))
-            t.add_row(m["name"], cls, by or "-", "-" if mean is None else f"{mean:g}")
+            t.add_row(m.name, cls, by or "-", "-" if mean is None else f"{mean:g}")
     console.print(t)
     for m in models:
-        acc = m["accuracy"]
-        line = f"{m['name']}: accuracy {acc['served']:g} served (mean over its traffic)" if acc["served"] is not None \
-            else f"{m['name']}: no traffic served"
-        line += f", best variant {acc['best_variant']} {acc['best']:g}"
-        if acc["given_up"] is not None:
-            line += f": {acc['given_up']:g} given up"
-        if acc["min_accuracy"] is not None:
-            below = [f"{v['name']} ({v['accuracy']:g})" for v in m["variants"] if not v["meets_floor"]]
-            line += f"; floor {acc['min_accuracy']:g}" + (f", never planned: {', '.join(below)}" if below else "")
+        acc = m.accuracy
+        line = f"{m.name}: accuracy {acc.served:g} served (mean over its traffic)" if acc.served is not None \
+            else f"{m.name}: no traffic served"
+        line += f", best variant {acc.best_variant} {acc.best:g}"
+        if acc.given_up is not None:
+            line += f": {acc.given_up:g} given up"
+        if acc.min_accuracy is not None:
+            below = [f"{v.name} ({v.accuracy:g})" for v in m.variants if not v.meets_floor]
+            line += f"; floor {acc.min_accuracy:g}" + (f", never planned: {', '.join(below)}" if below else "")
         console.print(line)
 
 
-def _render_fidelity(plan: dict, console: Console) -> None:
-    """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``)."""
-    f = plan.get("fidelity") or {}
-    if not f.get("verified"):
+def _render_fidelity(plan: "Plan", console: Console) -> None:
+    """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``; its keys
+    besides verified/reason/met follow the simulator, so the model keeps them as they are)."""
+    if not (plan.fidelity and plan.fidelity.verified):
         return
+    f = plan.fidelity.model_extra or {}
     t = Table(title=f"Latency objectives, simulated at {f['load']:g}x demand (seed {f['seed']}, {f['rounds']} round(s))",
               title_justify="left")
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met"):
@@ -149,12 +181,15 @@ def _render_fidelity(plan: dict, console: Console) -> None:
         console.print(line, highlight=False)
 
 
-def promise_lines(plan: dict) -> list[str]:
+def promise_lines(plan: "Plan | dict") -> list[str]:
     """What the plan promises and what keeping it cost (plan.json ``fidelity``, docs/verification.md),
     and how much of its capacity rests on measured, calibrated or extrapolated rates."""
-    f = plan.get("fidelity") or {}
+    from hetinfra.document import Plan
+
+    doc = Plan.of(plan)
     out = []
-    if f.get("verified") and "load_basis" in f:
+    f = (doc.fidelity.model_extra or {}) if doc.fidelity and doc.fidelity.verified else {}
+    if "load_basis" in f:
         stats = ", ".join(sorted(set((f.get("statistic") or {}).values()))) or "p99"
         out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), seed {f['seed']}, "
                    f"{f['requests']} requests per model" + (f", margin {f['margin']:g}" if f.get("margin") else ""))
@@ -164,9 +199,9 @@ def promise_lines(plan: dict) -> list[str]:
                    f"after ({trimmed} replica(s) trimmed); over-provisioning "
                    + ("n/a" if over is None else f"{over:g}x demand sustained"))
     gpus: dict[str, int] = {}
-    for a in plan["allocations"]:
-        level = a.get("confidence") or "unknown"
-        gpus[level] = gpus.get(level, 0) + a["gpus_per_instance"] * a["instances"]
+    for a in doc.allocations:
+        level = a.confidence or "unknown"
+        gpus[level] = gpus.get(level, 0) + a.gpus_per_instance * a.instances
     total = sum(gpus.values())
     if total:
         out.append("capacity (GPUs): " + ", ".join(f"{100 * gpus[k] / total:.0f}% {k}"
@@ -175,54 +210,54 @@ def promise_lines(plan: dict) -> list[str]:
     return out
 
 
-def _render_failover(plan: dict, console: Console) -> None:
+def _render_failover(plan: "Plan", console: Console) -> None:
     """What SkyServe's failover may add to the plan's cost (plan.json allocations[].alternates and
     .ondemand_fallback)."""
-    allocs = plan["allocations"]
-    moving = [a for a in allocs if a.get("alternates")]
-    falling = [a for a in allocs if a.get("ondemand_fallback")]
+    allocs = plan.allocations
+    moving = [a for a in allocs if a.alternates]
+    falling = [a for a in allocs if a.ondemand_fallback]
     if not moving and not falling:
         return
     parts = []
     if moving:
-        worst = sum((max(x["price_per_hour"] for x in a["alternates"]) - a["price_per_instance_usd_per_hour"])
-                    * a["instances"] for a in moving)
-        premium = ((plan.get("deploy") or {}).get("failover") or {}).get("max_premium", 0.25)
+        worst = sum((max(x.price_per_hour for x in a.alternates) - a.price_per_instance_usd_per_hour) * a.instances
+                    for a in moving)
+        premium = plan.deploy.failover.max_premium
         parts.append(f"{len(moving)} of {len(allocs)} unit(s) may fail over to equivalent offers (same GPU and layout, "
                      f"at most +{100 * premium:g}%/h): up to ${max(worst, 0.0):.2f}/h more")
     if falling:
-        extra = sum((a["ondemand_fallback"]["price_per_hour"] - a["price_per_instance_usd_per_hour"]) * a["instances"]
+        extra = sum((a.ondemand_fallback.price_per_hour - a.price_per_instance_usd_per_hour) * a.instances
                     for a in falling)
         parts.append(f"{len(falling)} spot unit(s) fall back to on-demand while spot is preempted or starting: up to "
                      f"${extra:.2f}/h more")
-    console.print("failover (SkyPilot tasks): " + "; ".join(parts) + f". The plan's ${plan['cost_usd_per_hour']:.2f}/h "
+    console.print("failover (SkyPilot tasks): " + "; ".join(parts) + f". The plan's ${plan.cost_usd_per_hour:.2f}/h "
                   "is the planned offers'.")
 
 
-def _render_purchase(plan: dict, console: Console) -> None:
+def _render_purchase(plan: "Plan", console: Console) -> None:
     """The committed base, the top-ups and each committed price's break-even (plan.json ``purchase``)."""
-    p = plan["purchase"]
-    periods = f", {p['periods']} periods" if p["periods"] > 1 else ""
-    console.print(f"Purchase: {', '.join(p['terms'])} over {p['horizon_months']} months{periods}")
-    console.print(f"  committed base ${p['committed_cost_usd_per_hour']:.2f}/h + top-ups "
-                  f"${p['top_up_cost_usd_per_hour']:.2f}/h on average = ${plan['cost_usd_per_hour']:.2f}/h; peak period "
-                  f"${p['peak_cost_usd_per_hour']:.2f}/h"
-                  + (f"; without committed terms ${p['without_committed_usd_per_hour']:.2f}/h"
-                     if p.get("without_committed_usd_per_hour") is not None else ""))
-    for a in (a for a in plan["allocations"] if a.get("counts_by_period")):
-        console.print(f"  top-up {a['deployment_unit']} by period: {' '.join(map(str, a['counts_by_period']))} "
-                      f"({a['count']} deployed)")
-    if not p["break_even"]:
+    p = plan.purchase
+    periods = f", {p.periods} periods" if p.periods > 1 else ""
+    console.print(f"Purchase: {', '.join(p.terms)} over {p.horizon_months} months{periods}")
+    console.print(f"  committed base ${p.committed_cost_usd_per_hour:.2f}/h + top-ups "
+                  f"${p.top_up_cost_usd_per_hour:.2f}/h on average = ${plan.cost_usd_per_hour:.2f}/h; peak period "
+                  f"${p.peak_cost_usd_per_hour:.2f}/h"
+                  + (f"; without committed terms ${p.without_committed_usd_per_hour:.2f}/h"
+                     if p.without_committed_usd_per_hour is not None else ""))
+    for a in (a for a in plan.allocations if a.counts_by_period):
+        console.print(f"  top-up {a.deployment_unit} by period: {' '.join(map(str, a.counts_by_period))} "
+                      f"({a.count} deployed)")
+    if not p.break_even:
         return
     t = Table(title="Break-even: committing pays above this utilisation of the committed capacity",
               title_justify="left")
     for col in ("deployment unit", "term", "committed $/h", "on-demand $/h", "break-even", "utilisation", "committed"):
         t.add_column(col, justify="left" if col in ("deployment unit", "term", "committed") else "right")
-    names = {a["unit"]: a["deployment_unit"] for a in plan["allocations"]}
-    for b in p["break_even"]:
-        t.add_row(names[b["unit"]], b["purchase"].split("_")[1], f"{b['committed_price_usd_per_hour']:.4f}",
-                  f"{b['on_demand_price_usd_per_hour']:.4f}", f"{100 * b['break_even_utilization']:.0f}%",
-                  f"{100 * b['utilization']:.0f}%", "yes" if b["chosen"] else "no")
+    names = {a.unit: a.deployment_unit for a in plan.allocations}
+    for b in p.break_even:
+        t.add_row(names[b.unit], b.purchase.split("_")[1], f"{b.committed_price_usd_per_hour:.4f}",
+                  f"{b.on_demand_price_usd_per_hour:.4f}", f"{100 * b.break_even_utilization:.0f}%",
+                  f"{100 * b.utilization:.0f}%", "yes" if b.chosen else "no")
     console.print(t)
 
 
@@ -230,6 +265,6 @@ def _ms(v) -> str:
     return "-" if v is None else f"{v:,.0f} ms" if v >= 100 else f"{v:.1f} ms"
 
 
-def _sources(plan: dict) -> str:
-    kinds = sorted({src.split(":")[0] for t in plan["templates"] for src in t["sources"].values()})
+def _sources(plan: "Plan") -> str:
+    kinds = sorted({src.split(":")[0] for t in plan.templates for src in t.sources.values()})
     return ", ".join(kinds) or "n/a"

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hetinfra.compile.artifacts import expand_stages
 from hetinfra.deploy.apply import Change, changes
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import allocation_of
 
 NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"
 
@@ -53,49 +54,23 @@ class Decision:
         return sum(max(0, c.before - c.after) for c in self.rows)
 
 
-def _key(a: dict) -> tuple:
-    return (a["cloud"], a["region"], a["instance_type"], bool(a["spot"]))
-
-
-def gpus_in_use(allocations: list[dict]) -> dict[tuple[str, str, str], int]:
+def gpus_in_use(allocations: list[Allocation | dict]) -> dict[tuple[str, str, str], int]:
     """GPUs the allocations run per (cloud, region, GPU), a mixed pipeline's per stage."""
     used: dict[tuple[str, str, str], int] = {}
-    for a in expand_stages(allocations):
-        k = (a["cloud"], a["region"], a["gpu"])
-        used[k] = used.get(k, 0) + a["gpus_per_instance"] * a["instances"]
+    for a in map(allocation_of, allocations):
+        for g in a.instance_groups():
+            k = (a.cloud, a.region, g.gpu)
+            used[k] = used.get(k, 0) + g.gpus_per_instance * g.instances
     return used
 
 
-def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savings_pct: float,
+def decide(running: list[Allocation | dict], new_plan: Plan | dict, offers, caps: dict, *, min_savings_pct: float,
            min_savings_usd_h: float, demand_notes: list[str] = (), forced_notes: list[str] = ()) -> Decision:
     """Compare what runs with ``new_plan``; ``offers`` are today's, ``caps`` today's GPU caps;
     ``forced_notes`` (capacity lost from what runs: hetinfra.deploy.drift) force the move."""
-    prices = {}
-    for o in offers:
-        for spot in (False, True):
-            p = o.price(spot)
-            if p is not None:
-                prices[(o.cloud, o.region, o.instance_type, spot)] = p
-    triggers: list[str] = []
-    forced = False
-    running_new = 0.0
-    running_groups = expand_stages(running)
-    for a in running_groups:
-        old = a["price_per_instance_usd_per_hour"]
-        now = prices.get(_key(a))
-        if a.get("purchase", "").startswith("committed") and now is not None:
-            now = old  # a bought commitment keeps its price for its term
-        what = f"{a['instance_type']} {'spot ' if a['spot'] else ''}in {a['cloud']}/{a['region']}"
-        if now is None:
-            forced = True
-            triggers.append(f"{what} is no longer offered (availability lost); its {a['instances']} instance(s) must move")
-            running_new += old * a["instances"]
-            continue
-        running_new += now * a["instances"]
-        if round(now, 4) != round(old, 4):  # plan.json rounds prices to 4 decimals: compare like for like
-            triggers.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
-    used = gpus_in_use(running)
-    for k, n in sorted(used.items()):
+    running, plan = [allocation_of(a) for a in running], Plan.of(new_plan)
+    running_new, triggers, forced = _reprice(running, offers)
+    for k, n in sorted(gpus_in_use(running).items()):
         if k in caps and n > caps[k]:
             forced = True
             triggers.append(f"{k[2]} in {k[0]}/{k[1]}: {n} GPUs run but only {caps[k]} are available now")
@@ -104,10 +79,9 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
     forced = forced or bool(forced_notes)
 
     # One path label for both sides: the diff compares instances, not how they were deployed.
-    same_path = lambda allocs: [dict(a, path="plan") for a in allocs]  # noqa: E731
-    rows = [c for c in changes(same_path(running), same_path(new_plan["allocations"])) if c.before != c.after]
-    new_cost = float(new_plan["cost_usd_per_hour"])
-    d = Decision(NONE, rows, sum(a["cost_usd_per_hour"] for a in running), running_new, new_cost, triggers)
+    rows = [c for c in changes(running, plan.allocations, label=lambda _a: "plan") if c.before != c.after]
+    d = Decision(NONE, rows, sum(a.cost_usd_per_hour for a in running), running_new,
+                 float(plan.cost_usd_per_hour), triggers)
     if not rows:
         d.kind = FORCED if forced else NONE
         return d
@@ -120,6 +94,35 @@ def decide(running: list[dict], new_plan: dict, offers, caps: dict, *, min_savin
     else:
         d.kind = HOLD
     return d
+
+
+def _reprice(running: list[Allocation], offers) -> tuple[float, list[str], bool]:
+    """$/h of what runs at today's ``offers`` (a bought commitment keeps its price; a type no longer
+    offered stays at its old price), a line per price that changed or offer that is gone, and whether
+    one is gone (its instances must move)."""
+    prices = {}
+    for o in offers:
+        for spot in (False, True):
+            p = o.price(spot)
+            if p is not None:
+                prices[(o.cloud, o.region, o.instance_type, spot)] = p
+    total, lines, gone = 0.0, [], False
+    for a in running:
+        for g in a.instance_groups():
+            old = g.price_per_instance_usd_per_hour
+            now = prices.get((a.cloud, a.region, g.instance_type, bool(a.spot)))
+            if (a.purchase or "").startswith("committed") and now is not None:
+                now = old  # a bought commitment keeps its price for its term
+            what = f"{g.instance_type} {'spot ' if a.spot else ''}in {a.cloud}/{a.region}"
+            if now is None:
+                lines.append(f"{what} is no longer offered (availability lost); its {g.instances} instance(s) must move")
+                total += old * g.instances
+                gone = True
+                continue
+            total += now * g.instances
+            if round(now, 4) != round(old, 4):  # plan.json rounds prices to 4 decimals: compare like for like
+                lines.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
+    return total, lines, gone
 
 
 def render(d: Decision) -> str:

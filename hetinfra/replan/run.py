@@ -11,12 +11,13 @@ Exit codes (documented in docs/reference/exit-codes.md; cron scripts switch on t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.artifacts import write_plan
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import allocation_of
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.errors import ProviderError
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, render
@@ -102,7 +103,8 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     now_running, forced, notes = running_now(running, live)
     for line in notes:
         detail(f"live: {line}")
-    stalled = [a for a in running if ((live.get("units") or {}).get(a["deployment_unit"]) or {}).get("stalled")]
+    units = live.get("units") or {}
+    stalled = [a for a in running if (units.get(allocation_of(a).deployment_unit) or {}).get("stalled")]
     used = gpus_in_use(now_running)
     caps = {k: used.get(k, 0) for k in gpus_in_use(stalled)}
     for (cloud, region, gpu), n in sorted(caps.items()):
@@ -110,16 +112,16 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     return now_running, forced, caps
 
 
-def _check_health_paths(new_plan: dict, running: list[dict], stages, target: str) -> None:
+def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, target: str) -> None:
     """Refuse (exit 2) before anything changes when a unit this run grows could not be checked
     for health from this host (hetinfra.deploy.health)."""
     from hetinfra.deploy.apply import path_of
     from hetinfra.deploy.preflight import check_health_paths
 
-    before = {r["unit"]: r["count"] for r in running}
+    before = {r.unit: r.count for r in running}
     grow = {u for name, counts in stages if name == "make" for u, c in counts.items() if c > before.get(u, 0)}
-    check_health_paths(new_plan, [(a, path_of(a, target, new_plan)) for a in new_plan["allocations"]
-                                  if a["unit"] in grow], refuse=True)
+    check_health_paths(new_plan, [(a, path_of(a, target, new_plan)) for a in new_plan.allocations
+                                  if a.unit in grow], refuse=True)
 
 
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
@@ -137,9 +139,10 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
             if stage["name"] == "make":
-                before = {r["unit"]: r["count"] for r in running}
-                grown = {a["deployment_unit"] for a in target["allocations"] if a["count"] > before.get(a["unit"], 0)}
-                bad = wait_healthy(target, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                staged = Plan.of(target)
+                before = {r.unit: r.count for r in map(allocation_of, running)}
+                grown = {a.deployment_unit for a in staged.allocations if a.count > before.get(a.unit, 0)}
+                bad = wait_healthy(staged, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
                                    http=health)
                 if bad:
                     raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
@@ -160,13 +163,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
     with replan_lock(out):
         journal = Journal(out)
         if journal.unfinished:
-            what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
-            if not opts.apply:
-                detail(what)
-                return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
-            detail(f"{what}; completing it")
-            _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-            return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+            return _resume(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
 
         from hetinfra.plan.feeds import load_caps, load_feeds
         from hetinfra.plan.planner import running_allocations
@@ -179,13 +176,15 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         override, demand_triggers = (None, [])
         if opts.demand_log:
             override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail, opts.min_history_h)
-        running, lost, live_caps = _live(out, running_allocations(out), opts, detail, pulumi_command=pulumi_command,
-                                         env=env)
+        running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
+                                               pulumi_command=pulumi_command, env=env)
+        running = [allocation_of(a) for a in running_dicts]
         for k, n in live_caps.items():  # the tighter cap wins
             caps[k] = min(n, caps.get(k, n))
         result, new_plan = verified_plan(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                          spec_override=override, extra_caps=caps)
-        d = decide(running, new_plan, result.inputs.snapshot.offers, result.inputs.caps,
+        plan = Plan.of(new_plan)
+        d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                    demand_notes=demand_triggers, forced_notes=lost)
         detail(render(d))
@@ -198,19 +197,31 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
         atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
-        stages, complete, capped = _this_run(running, new_plan, opts, detail)
+        stages, complete, capped = _this_run(running, plan, opts, detail)
         shown = render_stages(stages, running)
         if not opts.apply:
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else ""), d, shown)
-        _check_health_paths(new_plan, running, stages, opts.target)
-        journal.start(new_plan, stages, complete, running)
+        _check_health_paths(plan, running, stages, opts.target)
+        journal.start(new_plan, stages, complete, running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
         return Outcome(APPLIED, f"applied {head}{rest}", d, shown)
 
 
-def _this_run(running: list[dict], new_plan: dict, opts: ReplanOptions, detail) -> tuple[list, bool, bool]:
+def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:
+    """A replan that stopped half-way: reported, or (``--apply``) completed before anything else."""
+    what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
+    if not opts.apply:
+        detail(what)
+        return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
+    detail(f"{what}; completing it")
+    _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+    return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+
+
+def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: ReplanOptions,
+              detail) -> tuple[list, bool, bool]:
     """The stages this run applies (``--max-changes``, then the capacity-cut cap unless ``--force``),
     whether they reach the new plan, whether the cut was capped; the dry run shows the same."""
     stages, complete = stage_counts(running, new_plan, opts.max_changes)
@@ -225,6 +236,7 @@ def _this_run(running: list[dict], new_plan: dict, opts: ReplanOptions, detail) 
     return stages, complete and not capped, capped
 
 
-def _fleet(plan: dict) -> str:
-    return f"{sum(a['instances'] for a in plan['allocations'])} instance(s), ${plan['cost_usd_per_hour']:.2f}/h"
+def _fleet(plan: Plan | dict) -> str:
+    plan = Plan.of(plan)
+    return f"{sum(a.instances for a in plan.allocations)} instance(s), ${plan.cost_usd_per_hour:.2f}/h"
 

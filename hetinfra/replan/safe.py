@@ -23,6 +23,8 @@ from typing import Iterator
 
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.deploy.state import now
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.state import allocation_of
 from hetinfra.errors import HetinfraError
 
 JOURNAL = "replan.json"
@@ -54,15 +56,18 @@ def replan_lock(out: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
-def _nodes(a: dict) -> int:
-    return int(a.get("nodes_per_replica") or 1)
+def _fleets(running: list[Allocation | dict], new_plan: Plan | dict) -> tuple[dict[str, Allocation], dict[str, int]]:
+    """(unit id -> its allocation, the new plan's record first; unit id -> replicas running)."""
+    running = [allocation_of(a) for a in running]
+    info = {a.unit: a for a in running} | {a.unit: a for a in Plan.of(new_plan).allocations}
+    return info, {a.unit: a.count for a in running}
 
 
-def stage_counts(running: list[dict], new_plan: dict, max_changes: int | None) -> tuple[list[tuple[str, dict]], bool]:
+def stage_counts(running: list[Allocation | dict], new_plan: Plan | dict,
+                 max_changes: int | None) -> tuple[list[tuple[str, dict]], bool]:
     """The stages of this run as (name, unit id -> replicas), and whether they reach the new plan."""
-    info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
-    run = {a["unit"]: a["count"] for a in running}
-    new = {a["unit"]: a["count"] for a in new_plan["allocations"]}
+    info, run = _fleets(running, new_plan)
+    new = {a.unit: a.count for a in Plan.of(new_plan).allocations}
     units = sorted(set(run) | set(new))
     union = {u: max(run.get(u, 0), new.get(u, 0)) for u in units}
     if max_changes is None:
@@ -74,7 +79,7 @@ def stage_counts(running: list[dict], new_plan: dict, max_changes: int | None) -
     adds = [u for u in units if new.get(u, 0) > run.get(u, 0)]
     name = "make" if adds else "break"
     for u in adds or [u for u in units if run.get(u, 0) > new.get(u, 0)]:
-        step = _nodes(info[u])
+        step = info[u].nodes_per_replica
         k = min(abs(new.get(u, 0) - run.get(u, 0)), budget // step)
         counts[u] += k if adds else -k
         budget -= k * step
@@ -82,18 +87,12 @@ def stage_counts(running: list[dict], new_plan: dict, max_changes: int | None) -
     return [(name, counts)], done
 
 
-def _gpus_per_replica(a: dict) -> int:
-    if a.get("stages"):
-        return sum(int(st["gpus"]) for st in a["stages"])  # one instance per stage (compile.expand_stages)
-    return int(a["gpus_per_instance"]) * _nodes(a)
-
-
-def fleet_gpus(counts: dict, info: dict) -> int:
+def fleet_gpus(counts: dict, info: dict[str, Allocation | dict]) -> int:
     """GPUs of a fleet given as unit id -> replicas (``info``: unit id -> its allocation)."""
-    return sum(n * _gpus_per_replica(info[u]) for u, n in counts.items())
+    return sum(n * allocation_of(info[u]).gpus_per_replica() for u, n in counts.items())
 
 
-def cap_cut(stages: list[tuple[str, dict]], running: list[dict], new_plan: dict,
+def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], new_plan: Plan | dict,
             max_cut: float) -> tuple[list[tuple[str, dict]], bool, str | None]:
     """Keep the last stage of this run at >= (1 - max_cut) of the running fleet's GPUs: replicas
     the cut removes are kept back (units in id order, one replica at a time) until it is. Returns the
@@ -101,8 +100,7 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[dict], new_plan: dict,
     forecast or a broken feed can then halve the fleet at most, never empty it in one run."""
     if not stages:
         return stages, False, None
-    info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
-    run = {a["unit"]: a["count"] for a in running}
+    info, run = _fleets(running, new_plan)
     before = fleet_gpus(run, info)
     floor = before * (1 - max_cut)
     name, counts = stages[-1]
@@ -118,9 +116,9 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[dict], new_plan: dict,
     return stages[:-1] + [(name, counts)], True, line
 
 
-def render_stages(stages: list[tuple[str, dict]], running: list[dict]) -> list[str]:
+def render_stages(stages: list[tuple[str, dict]], running: list[Allocation | dict]) -> list[str]:
     """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
-    run = {a["unit"]: a["count"] for a in running}
+    run = {a.unit: a.count for a in map(allocation_of, running)}
     lines, prev = [], dict(run)
     for name, counts in stages:
         moves = [f"{u} {prev.get(u, 0)} -> {n}" for u, n in sorted(counts.items()) if n != prev.get(u, 0)]
@@ -138,7 +136,7 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
             continue
         a = {k: v for k, v in info[uid].items() if k != "path"}
         a["count"] = counts[uid]
-        a["instances"] = counts[uid] * _nodes(a)
+        a["instances"] = counts[uid] * int(a.get("nodes_per_replica") or 1)
         a["cost_usd_per_hour"] = round(a["price_per_instance_usd_per_hour"] * a["instances"], 4)
         allocations.append(a)
     cost = round(sum(a["cost_usd_per_hour"] for a in allocations), 4)

@@ -405,6 +405,11 @@ class PlanningSpec(Strict):
                                                                   "linked models) may explore: the deterministic work "
                                                                   "limit. Same inputs, same plan, on any machine.")
     mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
+    solver: str = Field("highs", pattern=r"^[a-z][a-z0-9_]*$", max_length=40, description=(
+        "MIP solver. highs (default): HiGHS on the compiled rows, decomposed per block of linked models. Any other "
+        "name (gurobi, cplex, cbc, scip, glpk, ...) is passed to Pyomo's SolverFactory, which solves the Pyomo model "
+        "of the same rows whole, with time_limit_s and mip_gap where the solver takes them; max_nodes is HiGHS's. "
+        "cbc falls back to the binary in PuLP's wheel. Not available: exit 2 (docs/internals/solver.md)."))
     locality: float = Field(0.0, ge=0, le=1, description="SageServe's epsilon: fraction of each region's local "
                                                           "demand (demand.origins) served by capacity in that region.")
     horizon_months: int = Field(

@@ -24,3 +24,20 @@ def test_out_must_be_a_directory(tmp_path, run_cli):
     f.write_text("x")
     code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(f), "--no-baselines")
     assert code == 2 and "is a file" in err
+
+
+def test_expand_stages_gives_models_for_models_and_dicts_for_dicts():
+    import copy
+
+    from hetinfra.compile.artifacts import expand_stages
+    from hetinfra.document import Plan
+    from hetinfra.document.plan import DUMP
+    from tests.document.test_plan_document import PLANS, mixed
+
+    doc = mixed(copy.deepcopy(PLANS["chat"]))
+    state_dicts = [dict(a, path="pulumi") for a in doc["allocations"]]  # state.json's allocations carry a path
+    typed = expand_stages(Plan.parse(doc).allocations)
+    as_dicts = expand_stages(state_dicts)
+    assert len(typed) == len(as_dicts) == len(doc["allocations"]) + 1  # the mixed one: a group per stage
+    assert [dict(g.model_dump(**DUMP), path="pulumi") for g in typed] == as_dicts
+    assert expand_stages(state_dicts[1:]) == state_dicts[1:]  # others as they are

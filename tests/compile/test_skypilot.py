@@ -37,6 +37,7 @@ from hetinfra.compile.skypilot import (
     vllm_serve_command,
     write_all,
 )
+from hetinfra.facts import RAY_JOIN_TIMEOUT_S, RAY_POLL_S
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -203,8 +204,8 @@ EXPECTED_SERVE = {
 @pytest.mark.parametrize("unit, uid", list(zip(ALL_UNITS, UNIT_IDS)), ids=UNIT_IDS)
 def test_vllm_serve_command_exact(unit, uid):
     assert vllm_serve_command(unit) == EXPECTED_SERVE[uid]
-    # and the run script of the task contains exactly this line
-    assert any(line.strip() == EXPECTED_SERVE[uid] for line in task_config(unit)["run"].splitlines())
+    # and the run script of the task contains exactly this line (a pipeline head execs it)
+    assert any(line.strip().removeprefix("exec ") == EXPECTED_SERVE[uid] for line in task_config(unit)["run"].splitlines())
 
 
 def test_vllm_serve_command_model_arg_and_port():
@@ -483,8 +484,11 @@ def test_pipeline_run_script_per_rank(rank, tmp_path):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
 def test_pipeline_head_fails_when_nodes_do_not_join(tmp_path):
     b = _stub_bin(tmp_path, 1)  # probe keeps reporting 1 of 2 nodes
-    # make the wait loop short: replace `seq 1 120` and the sleeps in the rendered script
-    script = task_config(A100_AZ_PP2)["run"].replace("seq 1 120", "seq 1 2").replace("sleep 5", "true")
+    # make the wait loop short: replace the loop's bound and the sleeps in the rendered script
+    tries = f"seq 1 {RAY_JOIN_TIMEOUT_S // RAY_POLL_S}"
+    script = task_config(A100_AZ_PP2)["run"]
+    assert tries in script and f"sleep {RAY_POLL_S}" in script
+    script = script.replace(tries, "seq 1 2").replace(f"sleep {RAY_POLL_S}", "true")
     env = {"PATH": f"{b}{os.pathsep}{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "log"),
            "SKYPILOT_NODE_RANK": "0", "SKYPILOT_NODE_IPS": "10.0.0.5\n10.0.0.6",
            "MODEL_ID": "m", "VLLM_API_KEY": "k"}

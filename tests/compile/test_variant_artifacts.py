@@ -14,7 +14,10 @@ from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.compile.disk import disk_need_gb
 from hetinfra.compile.skypilot import render_all
+from hetinfra.document import Allocation, Plan
+from hetinfra.document.sections import ModelEntry
 from hetinfra.errors import InvalidInputError
+from tests.plan.golden_plans import filled_golden
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,17 +33,21 @@ VARIANTS = [
 
 def _alloc(variant: str | None) -> dict:
     unit = "chat-8b-aws-us-east-1-g6e-xlarge" + (f"-{variant}" if variant else "")
-    return {"unit": f"chat-8b|aws|g6e.xlarge|tp1x1|{variant}|us-east-1|ondemand", "model": "chat-8b",
-            "variant": variant, "cloud": "aws", "region": "us-east-1", "instance_type": "g6e.xlarge", "gpu": "L40S",
-            "gpus_per_instance": 1, "tp": 1, "pp": 1, "engines_per_instance": 1, "nodes_per_replica": 1,
-            "count": 1, "instances": 1, "spot": False, "deployment_unit": unit, "skypilot_task": f"skypilot/{unit}.yaml",
-            "layer_partition": None, "custom_cloud": False}
+    return dict(filled_golden("variants")["allocations"][0], **{
+        "unit": f"chat-8b|aws|g6e.xlarge|tp1x1|{variant}|us-east-1|ondemand", "model": "chat-8b",
+        "variant": variant, "cloud": "aws", "region": "us-east-1", "instance_type": "g6e.xlarge", "gpu": "L40S",
+        "gpus_per_instance": 1, "tp": 1, "pp": 1, "engines_per_instance": 1, "nodes_per_replica": 1,
+        "count": 1, "instances": 1, "spot": False, "deployment_unit": unit, "skypilot_task": f"skypilot/{unit}.yaml",
+        "layer_partition": None, "custom_cloud": False})
 
 
 def _plan(*variants: str | None) -> dict:
-    model = {"name": "chat-8b", "model": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct",
-             "precision": "bf16", "params": 8.03e9, "max_model_len": 4096, "variants": copy.deepcopy(VARIANTS)}
-    return {"service": "v", "models": [model], "allocations": [_alloc(v) for v in variants], "deploy": {}}
+    """A plan.json (the golden variants plan's other keys) with one unit per variant."""
+    base = filled_golden("variants")
+    model = dict(base["models"][0], **{
+        "name": "chat-8b", "model": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct",
+        "precision": "bf16", "params": 8.03e9, "max_model_len": 4096, "variants": copy.deepcopy(VARIANTS)})
+    return dict(base, service="v", models=[model], allocations=[_alloc(v) for v in variants])
 
 
 def test_each_variant_unit_runs_its_checkpoint_and_flags():
@@ -70,9 +77,12 @@ def test_disks_hold_the_variants_checkpoint():
 
 def test_a_variant_the_model_does_not_list_is_refused():
     plan = _plan("fp4")
-    with pytest.raises(InvalidInputError, match="names variant 'fp4'"):
-        served_checkpoint(plan["models"][0], plan["allocations"][0])
-    assert served_checkpoint(plan["models"][0], _alloc(None)) is plan["models"][0]
+    with pytest.raises(InvalidInputError, match=r"allocations\[0\]\.variant 'fp4' is not among model chat-8b's"):
+        Plan.parse(plan)  # the plan's invariant
+    model = ModelEntry.model_validate(plan["models"][0])
+    with pytest.raises(InvalidInputError, match="names variant 'fp4'"):  # an entry and allocation taken apart
+        served_checkpoint(model, Allocation.model_validate(plan["allocations"][0]))
+    assert served_checkpoint(model, Allocation.model_validate(_alloc(None))) is model
 
 
 def test_the_example_plans_tasks_load_the_variants_checkpoints(tmp_path, run_cli):

@@ -106,16 +106,16 @@ def test_unreadable_tls_file_stops_before_anything_runs(fake_pulumi, cloud_env, 
 
 
 def test_skypilot_units_get_the_gateway_launch_line_filled_in(tmp_path):
-    from types import SimpleNamespace
-
-    from hetinfra.deploy.apply import endpoint_lines
+    from hetinfra.deploy.endpoints import endpoint_lines
+    from hetinfra.deploy.state import DeployState
+    from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
     (tmp_path / "skypilot").mkdir()
     (tmp_path / "skypilot" / "chat-gateway.yaml").write_text("name: chat-gateway\n")
-    plan = {"service": "chat", "deploy": {"gateway": {"enabled": True, "port": 8443}}}
-    state = SimpleNamespace(doc={"endpoints": {"u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}},
-                            allocations=[{"deployment_unit": "u1", "path": "skypilot"},
-                                         {"deployment_unit": "u2", "path": "skypilot"}])
+    running = [golden_allocation(deployment_unit=u, path="skypilot") for u in ("u1", "u2")]
+    plan = golden_plan_with(running, deploy={"gateway": {"enabled": True, "port": 8443}})
+    state = DeployState(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
+        "u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}})
     lines = endpoint_lines(tmp_path, plan, state)
     assert "sky status --endpoint 8443 chat-gateway" in lines[0]
     assert lines[1].endswith('--env HETINFRA_ENDPOINTS="u1=http://1.2.3.4:30001 u2=http://1.2.3.5:30002"')

@@ -3,20 +3,20 @@ pinned to its region (--infra) and serving its row (HETINFRA_REGION -> gateway -
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 
 def test_one_regional_gateway_launch_line_per_fleet_region(tmp_path):
-    from hetinfra.deploy.apply import endpoint_lines
+    from hetinfra.deploy.endpoints import endpoint_lines
+    from hetinfra.deploy.state import DeployState
+    from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
     (tmp_path / "skypilot").mkdir()
     (tmp_path / "skypilot" / "chat-gateway.yaml").write_text("name: chat-gateway\n")
-    plan = {"service": "chat", "deploy": {"gateway": {"enabled": True, "port": 8443}},
-            "routing_by_origin": {"chat": {"europe-west4": {}, "us-east-1": {}}}}
-    state = SimpleNamespace(doc={"endpoints": {"u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}},
-                            allocations=[{"deployment_unit": "u1", "path": "skypilot", "cloud": "aws", "region": "us-east-1"},
-                                         {"deployment_unit": "u2", "path": "skypilot", "cloud": "gcp",
-                                          "region": "europe-west4"}])
+    running = [golden_allocation(deployment_unit="u1", path="skypilot", cloud="aws", region="us-east-1"),
+               golden_allocation(deployment_unit="u2", path="skypilot", cloud="gcp", region="europe-west4")]
+    plan = golden_plan_with(running, deploy={"gateway": {"enabled": True, "port": 8443}},
+                            routing_by_origin={"chat": {"europe-west4": {}, "us-east-1": {}}})
+    state = DeployState(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
+        "u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}})
     lines = endpoint_lines(tmp_path, plan, state)
     launches = [x.strip() for x in lines if "sky launch" in x]
     assert len(launches) == 2

@@ -6,11 +6,17 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.deploy import health
+from hetinfra.document import Allocation, Plan
+from tests.plan.golden_plans import golden_allocation, golden_plan_with
 from tests.gateway.conftest import UNITS, make_plan, procs, write_out  # noqa: F401  (procs: a fixture)
 
 
 def _alloc(cloud):
-    return {"deployment_unit": f"u-{cloud}", "cloud": cloud, "region": "r", "count": 1}
+    return Allocation.model_validate(golden_allocation(deployment_unit=f"u-{cloud}", cloud=cloud, region="r", count=1))
+
+
+def _plan(deploy):
+    return Plan.of(golden_plan_with([], deploy=deploy))
 
 
 @pytest.mark.parametrize("deploy, path, cloud, expected", [
@@ -25,7 +31,7 @@ def _alloc(cloud):
 def test_the_way_each_unit_is_checked(deploy, path, cloud, expected):
     # every Pulumi cloud's groups count serving replicas; a unit's load balancer (and the gateway,
     # whose backend it is) answers /health once any replica serves, so the cloud's count comes first
-    assert health.method({"deploy": deploy}, _alloc(cloud), path) == expected
+    assert health.method(_plan(deploy), _alloc(cloud), path) == expected
 
 
 @pytest.mark.parametrize("deploy, expected", [
@@ -37,8 +43,8 @@ def test_the_way_each_unit_is_checked(deploy, path, cloud, expected):
 ])
 def test_a_cloud_without_a_signal_falls_back_to_the_gateway_or_a_direct_check(deploy, expected, monkeypatch):
     monkeypatch.setattr(health, "CLOUD_SIGNAL", {})
-    assert health.method({"deploy": deploy}, _alloc("gcp"), "pulumi") == expected
-    assert health.unchecked_units({"deploy": deploy}, [(_alloc("gcp"), "pulumi")]) == ([] if expected else ["u-gcp"])
+    assert health.method(_plan(deploy), _alloc("gcp"), "pulumi") == expected
+    assert health.unchecked_units(_plan(deploy), [(_alloc("gcp"), "pulumi")]) == ([] if expected else ["u-gcp"])
 
 
 def test_health_through_the_real_gateway(procs, tmp_path, monkeypatch):
@@ -50,7 +56,7 @@ def test_health_through_the_real_gateway(procs, tmp_path, monkeypatch):
     _, sick = procs.backend("C", mode="sick")
     _, url = procs.gateway(source, [f"{UNITS['u1']}={ok1}", f"{UNITS['u2']}={ok2}", f"{UNITS['u3']}={sick}"])
     plan["deploy"] = {"gateway": {"enabled": True}, "ingress_cidrs": ["10.0.0.0/8"]}
-    state = {"service": "chat", "endpoints": {}, "pulumi": {},
+    state = {"state_version": 1, "service": "chat", "endpoints": {}, "pulumi": {},
              "allocations": [dict(a, path="pulumi") for a in plan["allocations"]],
              "gateways": {"chat-aws-us-east-1": url + "/v1", "chat-gcp-us-central1": url + "/v1"}}
     # the gateway counts a backend healthy until it failed 2 checks (0.2 s apart here): a unit must stay healthy

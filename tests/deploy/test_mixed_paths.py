@@ -5,16 +5,23 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.deploy.apply import changes, path_of
+from hetinfra.document import Plan
+from hetinfra.document.state import RunningAllocation
 from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import Offer
 from hetinfra.replan.diff import decide
+from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
-MIXED = {"unit": "m", "model": "big", "cloud": "aws", "region": "test-1", "instance_type": "h1+l1", "gpu": "H100+L40S",
-         "gpus_per_instance": 1, "count": 2, "instances": 4, "spot": False, "custom_cloud": False,
-         "deployment_unit": "big-aws-test-1-h1-l1", "skypilot_task": None, "cost_usd_per_hour": 11.0,
-         "price_per_instance_usd_per_hour": 2.75, "path": "pulumi",
-         "stages": [{"instance_type": "h1", "gpu": "H100", "gpus": 1, "layers": 50, "price_usd_per_hour": 4.0},
-                    {"instance_type": "l1", "gpu": "L40S", "gpus": 1, "layers": 30, "price_usd_per_hour": 1.5}]}
+MIXED = RunningAllocation.model_validate(golden_allocation(
+    unit="m", cloud="aws", region="test-1", instance_type="h1+l1", gpu="H100+L40S", gpus_per_instance=1, pp=2,
+    nodes_per_replica=2, count=2, instances=4, spot=False, custom_cloud=False, deployment_unit="big-aws-test-1-h1-l1",
+    skypilot_task=None, alternates=[], cost_usd_per_hour=11.0, price_per_instance_usd_per_hour=2.75, path="pulumi",
+    stages=[{"instance_type": "h1", "gpu": "H100", "gpus": 1, "layers": 50, "price_usd_per_hour": 4.0},
+            {"instance_type": "l1", "gpu": "L40S", "gpus": 1, "layers": 30, "price_usd_per_hour": 1.5}]))
+
+
+def _plan(**overrides):
+    return Plan.of(golden_plan_with([MIXED.to_dict()], **overrides))
 
 
 def _offer(itype, gpu, price):
@@ -22,10 +29,10 @@ def _offer(itype, gpu, price):
 
 
 def test_mixed_units_go_through_pulumi_only():
-    assert path_of(MIXED, "all", {"deploy": {"skypilot_clouds": ["aws"]}}) == "pulumi"
-    assert path_of(MIXED, "pulumi", {}) == "pulumi"
+    assert path_of(MIXED, "all", _plan(deploy={"skypilot_clouds": ["aws"]})) == "pulumi"
+    assert path_of(MIXED, "pulumi", _plan()) == "pulumi"
     with pytest.raises(InvalidInputError, match="mixed-GPU pipeline"):
-        path_of(MIXED, "skypilot", {})
+        path_of(MIXED, "skypilot", _plan())
 
 
 def test_preview_counts_each_stage_type():
@@ -34,7 +41,7 @@ def test_preview_counts_each_stage_type():
 
 
 def test_replan_prices_a_running_mixed_pipeline_by_stage():
-    new_plan = {"allocations": [MIXED], "cost_usd_per_hour": 11.0}
+    new_plan = golden_plan_with([MIXED.to_dict()], cost_usd_per_hour=11.0)
     same = decide([MIXED], new_plan, [_offer("h1", "H100", 4.0), _offer("l1", "L40S", 1.5)], {},
                   min_savings_pct=5, min_savings_usd_h=1)
     assert same.kind == "none" and not same.triggers and same.running_cost_new == pytest.approx(11.0)

@@ -154,7 +154,7 @@ def test_unset_disk_is_sized_per_unit(planned_out):
     sizes = {a["model"]: disk_gb(plan, a) for a in plan["allocations"]}
     assert sizes["code-70b"] == 240 and sizes["chat-8b"] in (110, 130)
     assert all(m["params"] > 1e9 for m in plan["models"])
-    big = dict(plan, models=[dict(plan["models"][0], model="custom-405b", params=405e9)])
+    big = dict(plan, models=[dict(plan["models"][0], model="custom-405b", params=405e9), *plan["models"][1:]])
     alloc = dict(plan["allocations"][0], model=plan["models"][0]["name"])
     assert disk_gb(big, alloc) > 810  # a 405B model's 810 GB of weights fit
 

@@ -70,3 +70,41 @@ def test_load_plan_errors_name_the_file(tmp_path, text, message):
     with pytest.raises(InvalidInputError) as exc:
         load_plan(tmp_path)
     assert str(tmp_path) in str(exc.value) and "plan.json" in str(exc.value) and message in str(exc.value)
+
+
+def test_an_allocation_serves_only_a_variant_its_model_lists():
+    doc = copy.deepcopy(PLANS["variants"])
+    doc["allocations"][0]["variant"] = "fp4"
+    with pytest.raises(InvalidInputError, match=r"^out/plan.json: allocations\[0\]\.variant 'fp4' is not among model "
+                                                r"chat-8b's variants \(bf16, fp8, int4\)"):
+        Plan.parse(doc, "out/plan.json")
+
+
+def test_a_units_max_model_len_is_its_own_else_its_models():
+    doc = copy.deepcopy(PLANS["chat"])
+    own = doc["allocations"][0]["max_model_len"] + 16  # still within its KV cache
+    doc["allocations"][0]["max_model_len"] = own
+    assert Plan.parse(doc).max_model_len(Plan.parse(doc).allocations[0]) == own
+    del doc["allocations"][0]["max_model_len"]  # a plan written before per-unit lengths
+    plan = Plan.parse(doc)
+    assert plan.max_model_len(plan.allocations[0]) == doc["models"][0]["max_model_len"]
+
+
+def mixed(doc: dict) -> dict:
+    """``doc`` with its first allocation made a two-stage mixed pipeline of 2 replicas."""
+    a = doc["allocations"][0]
+    a.update(count=2, instances=2 * a["nodes_per_replica"], skypilot_task=None, experimental=True, stages=[
+        {"instance_type": "p5.48xlarge", "gpu": "H100", "gpus": 8, "layers": 50, "price_usd_per_hour": 98.32},
+        {"instance_type": "g6e.12xlarge", "gpu": "L40S", "gpus": 4, "layers": 30, "price_usd_per_hour": 10.49}])
+    return doc
+
+
+def test_a_mixed_pipeline_counts_instances_stage_by_stage():
+    plan = Plan.parse(mixed(copy.deepcopy(PLANS["chat"])))
+    a = plan.allocations[0]
+    assert [(g.instance_type, g.gpu, g.gpus_per_instance, g.instances, g.cost_usd_per_hour, g.stages)
+            for g in a.stage_groups()] == [("p5.48xlarge", "H100", 8, 2, 98.32 * 2, None),
+                                           ("g6e.12xlarge", "L40S", 4, 2, 10.49 * 2, None)]
+    assert all(g.deployment_unit == a.deployment_unit for g in a.stage_groups())
+    other = Plan.parse(PLANS["chat"]).allocations[0]
+    assert other.stage_groups() == [other]

@@ -81,3 +81,22 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def golden_allocation(name: str = "chat", **overrides) -> dict:
+    """A valid allocation (hetinfra.document.Allocation) of the golden plan of ``name`` with
+    ``overrides``: a test's made-up unit that the models accept. A new ``deployment_unit`` gets its
+    SkyPilot task path unless ``skypilot_task`` is given; ``instances`` follows ``count``."""
+    doc = dict(filled_golden(name)["allocations"][0], **overrides)
+    if "deployment_unit" in overrides and "skypilot_task" not in overrides and doc["skypilot_task"]:
+        doc["skypilot_task"] = f"skypilot/{doc['deployment_unit']}.yaml"
+    if "instances" not in overrides:
+        doc["instances"] = doc["count"] * doc["nodes_per_replica"]
+    return doc
+
+
+def golden_plan_with(allocations: list[dict], name: str = "chat", **overrides) -> dict:
+    """The golden plan of ``name`` (filled) with these ``allocations`` and ``overrides``; the
+    allocations' ``path`` (state.json's) is left out."""
+    allocs = [{k: v for k, v in a.items() if k != "path"} for a in allocations]
+    return dict(filled_golden(name), allocations=allocs, **overrides)

@@ -104,7 +104,7 @@ def test_single_node_pipeline_artifacts(tmp_path, run_cli):
     from hetinfra.compile.skypilot import task_config
 
     plan["allocations"][0] = dict(a, cloud="aws", region="us-east-1", instance_type="g6e.12xlarge",
-                                  skypilot_task="skypilot/x.yaml", custom_cloud=False)
+                                  skypilot_task=f"skypilot/{a['deployment_unit']}.yaml", custom_cloud=False)
     (unit,) = sky_units(plan)
     assert (unit.tp, unit.pp, unit.num_nodes, unit.engines_per_instance) == (2, 2, 1, 1)
     cfg = task_config(unit)

@@ -6,19 +6,20 @@ import pytest
 
 from hetinfra.price_feeds.offers import Offer
 from hetinfra.replan.diff import decide
+from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
-BASE = {"unit": "c", "model": "m", "cloud": "gcp", "region": "us-east4", "instance_type": "g2-standard-4",
-        "gpu": "L4", "gpus_per_instance": 1, "count": 2, "instances": 2, "spot": False, "custom_cloud": False,
-        "deployment_unit": "m-gcp-us-east4-g2-standard-4-c1y", "skypilot_task": None, "cost_usd_per_hour": 0.9,
-        "price_per_instance_usd_per_hour": 0.45, "purchase": "committed_1y"}
+BASE = golden_allocation(unit="c", cloud="gcp", region="us-east4", instance_type="g2-standard-4", gpu="L4",
+                         gpus_per_instance=1, count=2, instances=2, spot=False, custom_cloud=False,
+                         deployment_unit="m-gcp-us-east4-g2-standard-4-c1y", skypilot_task=None, cost_usd_per_hour=0.9,
+                         price_per_instance_usd_per_hour=0.45, purchase="committed_1y")
 
 
 def test_running_commitment_is_not_repriced_at_on_demand():
     offer = Offer("gcp", "us-east4", "g2-standard-4", "L4", 1, 24, 4, 16, 0.70452, None, "2025-11-01", "test")
-    d = decide([BASE], {"allocations": [BASE], "cost_usd_per_hour": 0.9}, [offer], {},
+    d = decide([BASE], golden_plan_with([BASE], cost_usd_per_hour=0.9), [offer], {},
                min_savings_pct=5, min_savings_usd_h=1)
     assert d.kind == "none" and not d.triggers and d.running_cost_new == pytest.approx(0.9)
     on_demand = dict(BASE, purchase="on_demand")  # an on-demand unit is re-priced as before
-    d = decide([on_demand], {"allocations": [on_demand], "cost_usd_per_hour": 0.9}, [offer], {},
+    d = decide([on_demand], golden_plan_with([on_demand], cost_usd_per_hour=0.9), [offer], {},
                min_savings_pct=5, min_savings_usd_h=1)
     assert d.running_cost_new == pytest.approx(2 * 0.70452) and d.triggers

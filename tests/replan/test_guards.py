@@ -10,17 +10,18 @@ import pytest
 from hetinfra.replan.diff import decide
 from hetinfra.replan.run import ReplanOptions, _this_run, min_history_s
 from hetinfra.replan.safe import cap_cut, fleet_gpus, render_stages, stage_counts
+from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
 
 def _alloc(unit: str, count: int, gpus: int = 1, price: float = 1.0) -> dict:
-    return {"unit": unit, "deployment_unit": unit, "count": count, "instances": count, "nodes_per_replica": 1,
-            "gpus_per_instance": gpus, "cloud": "aws", "region": "us-east-1", "instance_type": f"{unit}.xl",
-            "gpu": "L4", "spot": False, "price_per_instance_usd_per_hour": price,
-            "cost_usd_per_hour": price * count}
+    return golden_allocation(unit=unit, deployment_unit=unit, count=count, instances=count, nodes_per_replica=1,
+                             gpus_per_instance=gpus, cloud="aws", region="us-east-1", instance_type=f"{unit}.xl",
+                             gpu="L4", spot=False, price_per_instance_usd_per_hour=price,
+                             cost_usd_per_hour=price * count)
 
 
 def _plan(*allocs: dict) -> dict:
-    return {"allocations": list(allocs), "cost_usd_per_hour": sum(a["cost_usd_per_hour"] for a in allocs)}
+    return golden_plan_with(list(allocs), cost_usd_per_hour=sum(a["cost_usd_per_hour"] for a in allocs))
 
 
 def test_a_cut_of_90_percent_is_capped_at_half_then_continues():

@@ -63,3 +63,25 @@ def test_greedy_start_beats_rounding_when_the_lp_splits():
     assert greedy_start(p) == {"z": 1}
     r = solve(p, time_limit_s=10, mip_gap=0)
     assert (r.warm_start, r.warm_start_objective, r.n) == ("greedy", pytest.approx(1.5), {"z": 1})
+
+
+def test_a_start_presolve_beats_is_not_returned_as_the_optimum():
+    # HiGHS 1.16 solves this in presolve and, given a start, reported the optimum's objective ($3)
+    # with the start's vector ($4: two a1). The direct model and the Pyomo path both re-solve then.
+    from hetinfra.solver.direct import DirectModel
+    from hetinfra.solver.solve import solve_pyomo
+
+    def unit(name, mod, gpus, rate, spot=False):
+        return UnitData(name, mod, 1.0, gpus, ((("lab", "r1", "G"), gpus),), {"c": rate}, "r1", spot=spot)
+
+    p = AllocationProblem(units=(unit("a0", "a", 2, 2.0), unit("a1", "a", 1, 5.0, True), unit("b0", "b", 1, 2.0),
+                                 unit("b1", "b", 1, 2.0), unit("b2", "b", 1, 2.0)),
+                          demand={("a", "c"): 5.0, ("b", "c"): 1.0}, caps={("lab", "r1", "G"): 5}, headroom=0.2,
+                          max_spot_fraction={"a": 0.5}, churn_hours=0.5)
+    start = DirectModel(p).with_counts({"a0": 1, "a1": 2, "b2": 1}, 10)
+    assert start.objective == pytest.approx(4.0)
+    dm = DirectModel(p)
+    o = dm.mip(time_limit_s=10, mip_gap=0, max_nodes=None, start=start.values)
+    assert o.objective == pytest.approx(3.0) and dm.objective_of(o.values) == pytest.approx(3.0)
+    r = solve_pyomo(p, time_limit_s=10, mip_gap=0)
+    assert r.objective == pytest.approx(3.0) and r.cost(p) == pytest.approx(3.0)

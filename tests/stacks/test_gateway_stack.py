@@ -163,3 +163,30 @@ def test_gateway_fleets_pass_every_policy(mocks, gw_plan):
 def test_no_gateway_by_default_keeps_the_fleet_as_it_was(mocks, three_cloud_plan, cloud, typ):
     assert gateway_urls(three_cloud_plan, cloud) == {}
     assert not [n for n in by_name(mocks, typ) if n.endswith("-gateway")]
+
+
+@pytest.mark.parametrize("gateway", [False, True])
+def test_each_stack_writes_the_one_firewall_list(mocks, three_cloud_plan, gateway):
+    """Every rule of hetinfra.compile.network.firewall_rules, and nothing else, in each cloud's terms
+    (Azure's default NSG rules stand for the fleet-internal and prober rules)."""
+    from hetinfra.stacks.fleet import fleets_for
+
+    plan = three_cloud_plan
+    plan["deploy"].update(ssh_cidrs=["192.0.2.0/24"], management_cidrs=["198.51.100.7/32"])
+    if gateway:
+        plan["deploy"]["gateway"] = dict(GATEWAY)
+    run_program(plan)
+    rules = {c: fleets_for(plan, c)[0].firewall for c in ("aws", "gcp", "azure")}
+    fw = by_name(mocks, "gcp:compute/firewall:Firewall")
+    assert sorted(fw) == sorted(f"demo-gcp-us-central1-fw-{r.name}" for r in rules["gcp"])
+    nsgs = by_name(mocks, "azure-native:network:NetworkSecurityGroup")
+    written = [(n, r["name"], r["destinationPortRange"]) for n, g in nsgs.items() for r in g["securityRules"]]
+    want = [("demo-azure-eastus-" + ("nsg" if r.target == "fleet" else "gateway-nsg"),
+             "allow-" + r.name.removeprefix("gateway-"), str(r.port)) for r in rules["azure"] if r.source in ("cidrs", "gateway")]
+    assert sorted(written) == sorted(want)
+    sgs = by_name(mocks, "aws:ec2/securityGroup:SecurityGroup")
+    inline = {n: [(i["description"], i.get("fromPort")) for i in g.get("ingress") or []] for n, g in sgs.items()
+              if n.startswith("demo-aws-us-east-1")}
+    separate = [n for n in by_name(mocks, "aws:ec2/securityGroupRule:SecurityGroupRule") if "us-east-1" in n]
+    assert sum(map(len, inline.values())) + len(separate) == len(rules["aws"])
+    assert separate == (["demo-aws-us-east-1-vllm-from-gateway"] if gateway else [])

@@ -19,16 +19,13 @@ import re
 from dataclasses import dataclass
 
 from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.facts import GCP
 
 __all__ = ["GPU_TAINT", "NodePlacement", "node_objects", "placement"]
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-#: SkyPilot accelerator name -> GKE's cloud.google.com/gke-accelerator value
-GKE_ACCELERATORS = {
-    "T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100", "P4": "nvidia-tesla-p4",
-    "A100": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb", "L4": "nvidia-l4", "H100": "nvidia-h100-80gb",
-    "H100-MEGA": "nvidia-h100-mega-80gb", "H200": "nvidia-h200-141gb", "B200": "nvidia-b200",
-}
+#: catalog GPU -> GKE's cloud.google.com/gke-accelerator value: GCE's accelerator types (hetinfra.facts)
+GKE_ACCELERATORS = GCP.gpu_labels
 CAPACITY_LABEL = "karpenter.sh/capacity-type"
 AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
                   "effect": "NoSchedule"}

@@ -14,6 +14,7 @@ from hetinfra.compile.kubernetes.scaling import scaling_objects
 from hetinfra.compile.kubernetes.workloads import labels, secret_name, workload
 from hetinfra.compile.skypilot import SkyUnit, TaskDumper, generator_version
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import VLLM_PORT
 from hetinfra.fileio import replace_dir
 from hetinfra.plan.naming import model_slugs
 
@@ -52,7 +53,7 @@ def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
                                 hint="set deploy.target: kubernetes in the spec and plan again")
     return KubePlan(plan["service"], [u for u in units if u not in unfit], skipped,
                     model_slugs([m["name"] for m in plan["models"]]), kube, plan, plan["deploy"]["gateway"],
-                    int(plan["deploy"].get("port", 8000)))
+                    int(plan["deploy"].get("port", VLLM_PORT)))
 
 
 def cluster_key(cloud: str, region: str) -> str:

@@ -13,13 +13,16 @@ and readiness take over.
 from __future__ import annotations
 
 from hetinfra.compile.kubernetes.nodes import placement
-from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, RAY_JOIN_TIMEOUT_S,
-                                       RAY_PORT, SkyUnit, serve_envs, vllm_image, vllm_serve_command)
+from hetinfra.compile.ray import RayNode, ray_pipeline_script
+from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, SkyUnit, serve_envs,
+                                       vllm_image, vllm_serve_command)
 
 __all__ = ["LWS_API", "labels", "secret_name", "workload"]
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 PROBE_PERIOD_S = 10
+#: where a pipeline pod finds its address, its leader's and its rank (the LeaderWorkerSet's environment)
+POD_NODE = RayNode(node_ip="$POD_IP", head_ip="$LWS_LEADER_ADDRESS", rank="${LWS_WORKER_INDEX:-0}")
 #: the Secret holding VLLM_API_KEY, HF_TOKEN (optional) and HETINFRA_API_KEY; `hetinfra apply` writes it
 #: from the environment, or the cluster owner creates it (docs/kubernetes.md)
 SECRET_KEYS = (("VLLM_API_KEY", False), ("HF_TOKEN", True))
@@ -49,34 +52,16 @@ def _probes(unit: SkyUnit) -> dict:
             "readinessProbe": dict(get, failureThreshold=3, timeoutSeconds=5)}
 
 
-def _leader_script(unit: SkyUnit) -> str:
-    """Rank 0 of a pipeline: Ray head, wait for the group, then the VM paths' ``vllm serve``."""
-    count = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
-             "print(sum(1 for n in ray.nodes() if n[\"Alive\"]))' 2>/dev/null | tail -n1")
-    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\"\n"
-            f"ray start --head --port={RAY_PORT} --node-ip-address=\"$POD_IP\" --num-gpus={unit.gpus_per_instance} "
-            f"--disable-usage-stats\n"
-            f"n=0\nfor i in $(seq 1 {RAY_JOIN_TIMEOUT_S // 5}); do\n"
-            f"  n=$({count} || echo 0)\n  [ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] 2>/dev/null && break\n  sleep 5\ndone\n"
-            f"[ \"$n\" -ge \"$LWS_GROUP_SIZE\" ] || "
-            f"{{ echo \"Ray: only $n of $LWS_GROUP_SIZE pods joined\" >&2; exit 1; }}\n"
-            f"exec {vllm_serve_command(unit)}\n")
-
-
-def _worker_script(unit: SkyUnit) -> str:
-    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\"\n"
-            f"for i in $(seq 1 {RAY_JOIN_TIMEOUT_S // 5}); do\n"
-            f"  ray health-check --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" >/dev/null 2>&1 && break\n"
-            f"  sleep 5\ndone\n"
-            f"exec ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --node-ip-address=\"$POD_IP\" "
-            f"--num-gpus={unit.gpus_per_instance} --block\n")
+def _pipeline_script(unit: SkyUnit, role: str) -> str:
+    """A Ray pipeline's pod: the VM paths' script (hetinfra.compile.ray), head or worker by template."""
+    return ray_pipeline_script(unit, POD_NODE, f"exec {vllm_serve_command(unit)}\n", role=role)
 
 
 def _mixed_script(unit: SkyUnit, *, leader: bool) -> str:
     """A mixed-GPU pipeline (vLLM's mp backend, stage r on rank r), as on the Pulumi VMs: rank 0
     serves the API, the others run headless."""
-    return (f"set -eu\nexport VLLM_HOST_IP=\"$POD_IP\" HEAD_IP=\"$LWS_LEADER_ADDRESS\" "
-            f"NODE_RANK=\"${{LWS_WORKER_INDEX:-0}}\"\n"
+    return (f"set -eu\nexport VLLM_HOST_IP=\"{POD_NODE.node_ip}\" HEAD_IP=\"{POD_NODE.head_ip}\" "
+            f"NODE_RANK=\"{POD_NODE.rank}\"\n"
             f"exec {vllm_serve_command(unit)}{'' if leader else ' --headless'}\n")
 
 
@@ -122,7 +107,7 @@ def workload(service: str, namespace: str, unit: SkyUnit, model_slug: str) -> di
                              f"first must share an instance type ({unit.stages})")
         leader, worker = _mixed_script(unit, leader=True), _mixed_script(unit, leader=False)
     else:
-        leader, worker = _leader_script(unit), _worker_script(unit)
+        leader, worker = _pipeline_script(unit, "head"), _pipeline_script(unit, "worker")
     return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta,
             "spec": {**_replicas(unit), "startupPolicy": "LeaderCreated",
                      "leaderWorkerTemplate": {

@@ -153,8 +153,8 @@ def test_image_and_vllm_flags_equal_the_vm_paths(kube_planned):
             assert c["image"] == RuntimeConfig("container", u.vllm_version).image
             vm = _serve_line(serve_script(u))  # the Pulumi VM's serve script (rank 0's line)
             assert _serve_line(c["command"][2]) == vm, (name, u.name)
-            if not u.mixed:  # a mixed pipeline has no SkyPilot task
-                assert vm == "exec " + _serve_line(task_config(u)["run"]), (name, u.name)
+            if not u.mixed:  # a mixed pipeline has no SkyPilot task (whose single-node run has no exec)
+                assert vm == "exec " + _serve_line(task_config(u)["run"]).removeprefix("exec "), (name, u.name)
             assert vm == "exec " + vllm_serve_command(u)
             env = {e["name"]: e.get("value") for e in c["env"]}
             assert env["MODEL_ID"] == u.source
