@@ -20,10 +20,18 @@ fleet:    1..64 models (the six architectures above in turn) over 12 made-up reg
           regions. Each row: wall time of plan() (medians over --repeat runs; template library
           cached), solve time, method, blocks, gap, $/h. Works against older hetinfra versions too
           (no method/blocks there).
+
+    python benchmarks/bench_scale.py --front [--repeat 3]
+
+front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify) and `hetinfra --help` on
+          Mélange V1 at 32 req/s, each a fresh process timed start to exit, beside a bare PuLP+HiGHS
+          process that builds and solves Mélange's own ILP for the same case
+          (benchmarks/bare_pulp_melange.py); medians and ratios to the bare solve.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -97,6 +105,124 @@ def run(label: str, n_models: int, gpus: list[str], regions: list[str], mixed: b
           + (f", {chosen} mixed unit(s) chosen" if mixed else "")
           + f"; plan total {total:.2f} s | cold solve {cold.solve_s:.2f} s, gap {100 * (cold.gap or 0):.3f}%, "
           f"{cold.status}, ${cold.objective:.2f}/h")
+
+
+# --- front door (issue 26 point 5): `hetinfra plan` against a bare PuLP+HiGHS process --------------
+
+def front_case(d: Path) -> Path:
+    """Mélange V1 at 32 req/s (the shared regression fixtures, sliced routing, slice factor 8) as a
+    hetinfra spec in ``d``: the case tests/solver/test_melange_regression.py checks against Mélange's optimum."""
+    from tests.solver.test_melange_regression import _write_case
+
+    data = REPO.parent / "shared" / "data" / "melange-release"
+    fixtures = json.loads((data / "melange_regression_fixtures.json").read_text())
+    profiles = json.loads((data / "melange_profiles_llama2-7b_feb2024.json").read_text())
+    (d / "s.yaml").write_text(yaml.safe_dump(_write_case(d, fixtures, profiles, "V1", 32, "sliced")))
+    return d / "s.yaml"
+
+
+def front_commands(spec: Path) -> dict[str, list[str]]:
+    """Each process the front door is timed on, process start to exit (the CLI as installed)."""
+    exe = str(Path(sys.executable).parent / "hetinfra")
+    return {"bare PuLP+HiGHS": [sys.executable, str(REPO / "benchmarks" / "bare_pulp_melange.py"), "V1", "32"],
+            "hetinfra plan": [exe, "plan", str(spec)],
+            "hetinfra plan --no-verify": [exe, "plan", str(spec), "--no-verify"],
+            "hetinfra --help": [exe, "--help"]}
+
+
+def front(repeat: int) -> None:
+    """Median wall of each front_commands process over ``repeat`` rounds, run in turn within each round
+    (so load hits all alike), after one untimed round that fills the template cache and the OS's file
+    cache; each one's ratio to the bare solve; then where `hetinfra plan`'s time goes (front_stages)."""
+    import os
+    import statistics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
+        cmds = front_commands(front_case(Path(tmp)))
+        cmds["stages"] = [sys.executable, __file__, "--front-stages", str(Path(tmp) / "s.yaml")]
+        walls: dict[str, list[float]] = {k: [] for k in cmds}
+        cpus: dict[str, list[float]] = {k: [] for k in cmds}
+        stages: list[dict] = []
+        for i in range(repeat + 1):
+            for label, cmd in cmds.items():
+                wall, cpu, stdout = _timed(cmd, tmp, env)
+                if i:
+                    walls[label].append(wall)
+                    cpus[label].append(cpu)
+                if label == "stages" and i:
+                    stages.append(json.loads(stdout))
+                    stages[-1]["the rest: python start and exit, the bench script"] = tuple(round(total - sum(
+                        v[j] for v in stages[-1].values()), 4) for j, total in enumerate((wall, cpu)))
+                if label.startswith("bare"):  # it must have found Mélange's optimum (the fixtures' $32.12/h)
+                    assert json.loads(stdout.splitlines()[-1])["cost"] == 32.12, stdout
+    bare, bare_cpu = statistics.median(walls["bare PuLP+HiGHS"]), statistics.median(cpus["bare PuLP+HiGHS"])
+    print(f"Mélange V1 at 32 req/s, medians of {repeat} (template cache warm; process start to exit):", flush=True)
+    for label, runs in walls.items():
+        med, cpu = statistics.median(runs), statistics.median(cpus[label])
+        print(f"  {label:<26} wall {med:6.3f} s  {med / bare:5.2f}x bare   cpu {cpu:6.3f} s  {cpu / bare_cpu:5.2f}x bare"
+              f"   (walls {', '.join(f'{w:.2f}' for w in runs)})", flush=True)
+    print("where `hetinfra plan` spends it (the `stages` process, stage by stage; medians):", flush=True)
+    for stage in stages[0]:
+        print(f"  {stage:<66} wall {statistics.median(r[stage][0] for r in stages):6.3f} s  "
+              f"cpu {statistics.median(r[stage][1] for r in stages):6.3f} s", flush=True)
+
+
+def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
+    """(wall seconds from process start to exit, its CPU seconds (user + system), stdout) of ``cmd``,
+    which must succeed. CPU time is what a loaded machine distorts least."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
+
+
+def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
+    """What `hetinfra plan SPEC` does, stage by stage in this process: stage -> (wall s, CPU s). The
+    first plan (load, resolve, templates, solve) ends where verification calls its first round; load
+    and resolve are also timed on their own, before. The rest (python start and exit, this script) is
+    the process's time minus these stages: see `front`."""
+    import io
+
+    out: dict[str, tuple[float, float]] = {}
+    mark = [time.perf_counter(), time.process_time()]
+
+    def lap(stage: str) -> None:
+        now = [time.perf_counter(), time.process_time()]
+        out[stage] = (round(now[0] - mark[0], 4), round(now[1] - mark[1], 4))
+        mark[:] = now
+
+    import gc
+
+    import hetinfra.cli.app  # what `hetinfra` imports before the command runs
+
+    # as hetinfra.cli.app.main() sets it (absent in older versions)
+    gc.set_threshold(getattr(hetinfra.cli.app, "GC_GEN0_THRESHOLD", gc.get_threshold()[0]), *gc.get_threshold()[1:])
+    from hetinfra.plan.feeds import load_feeds
+    from hetinfra.plan.inputs import resolve
+    from hetinfra.plan.summary import render_summary
+    from hetinfra.plan.verify import verified_plan
+    from hetinfra.spec.load import load_spec
+    lap("import (click, the CLI, the plan stack)")
+    snapshot, _ = load_feeds("snapshot")
+    loaded, text, locate = load_spec(spec)
+    resolve(loaded, spec, text, snapshot, locate)
+    lap("load spec + offers + profiles, resolve")
+    _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=lambda rnd, _n: rnd == 1 and lap(
+        "first plan: load, resolve, templates, solve"))
+    lap("verification (rounds, trim, sustained load), baselines, plan.json")
+    from rich.console import Console
+
+    render_summary(doc, Console(file=io.StringIO(), width=132))  # what `plan` prints on a pipe
+    lap("output: the summary (Rich, imported here)")
+    return out
 
 
 FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
@@ -215,12 +341,20 @@ def fleet(models: list[int], repeat: int) -> None:
 def main() -> None:
     import argparse
 
+    if sys.argv[1:2] == ["--front-stages"]:  # front()'s child: the hetinfra of this interpreter, not REPO's
+        print(json.dumps(front_stages(Path(sys.argv[2]))))
+        return
     sys.path.insert(0, str(REPO))
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
     ap.add_argument("--models", default="1,8,16,32,64")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--front", action="store_true",
+                    help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
     args = ap.parse_args()
+    if args.front:
+        front(args.repeat)
+        return
     if args.fleet:
         fleet([int(x) for x in args.models.split(",")], args.repeat)
         return

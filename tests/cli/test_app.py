@@ -1,0 +1,22 @@
+"""The ``hetinfra`` entry point (hetinfra.cli.app.main)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from hetinfra.cli import app
+
+
+def test_main_collects_cycles_less_often_and_still_runs_the_command(monkeypatch, capsys):
+    before = gc.get_threshold()
+    monkeypatch.setattr("sys.argv", ["hetinfra", "--version"])
+    try:
+        with pytest.raises(SystemExit) as done:
+            app.main()
+        assert done.value.code == 0 and "hetinfra" in capsys.readouterr().out
+        assert gc.get_threshold() == (app.GC_GEN0_THRESHOLD, *before[1:])
+        assert gc.isenabled()
+    finally:
+        gc.set_threshold(*before)
