@@ -193,7 +193,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                         pgs[replica] = aws.ec2.PlacementGroup(f"{fu.name}-r{replica}-pg", strategy="cluster",
                                                               opts=child)
                     placement = pgs[replica].id
-                # a single-node unit's group holds all its replicas: SkyUnit knows the autoscaling bound
+                # a single-node unit's group holds all its replicas: DeployedUnit knows the autoscaling bound
                 asg = aws.autoscaling.Group(
                     f"{gname}-asg", name_prefix=f"{gname}-", desired_capacity=size, min_size=size,
                     max_size=u.max_replicas if u.num_nodes == 1 else size, vpc_zone_identifiers=subnet_ids,

@@ -1,6 +1,6 @@
 """Azure self-healing scale sets of one deployment unit (built by :class:`hetinfra.stacks.azure.AzureGpuFleet`).
 
-Per group of ``FleetUnit.groups`` (all replicas of a single-node unit, or one node of a pipeline
+Per group of ``VMGroup.groups`` (all replicas of a single-node unit, or one node of a pipeline
 replica): ``<group>-vmss``, a VM scale set named ``<group>`` in **Uniform** orchestration of
 ``size`` VMs of the planned size on the Ubuntu HPC image (which ships the NVIDIA driver; its
 version pinned by ``hetinfra:images``, hetinfra.compile.images),
@@ -44,7 +44,7 @@ from pulumi_azure_native import authorization, compute, network
 
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, field, node_script, tags
-from hetinfra.stacks.fleet import FleetArgs, FleetUnit, short_name
+from hetinfra.stacks.fleet import FleetArgs, VMGroup, short_name
 
 ADMIN = "hetinfra"
 READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"  # built-in role "Reader"
@@ -74,7 +74,7 @@ def repair_grace(seconds: int) -> str:
     return f"PT{max(REPAIR_GRACE_MIN, min(REPAIR_GRACE_MAX, math.ceil(seconds / 60)))}M"
 
 
-def _load_balancer(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, pulumi.Output]:
+def _load_balancer(ctx: FleetContext, fu: VMGroup) -> tuple[pulumi.Output, pulumi.Output]:
     """The unit's load balancer: (its backend pool's id, its frontend address)."""
     args = ctx.args
     lb_name = f"{fu.name}-lb"
@@ -109,7 +109,7 @@ def _load_balancer(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, pul
     return pulumi.Output.all(lb.id, child("backendAddressPools", "heads")).apply(lambda v: v[1]), address
 
 
-def _scale_set(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str, size: int, pool, ppg
+def _scale_set(ctx: FleetContext, fu: VMGroup, replica, rank: int, gname: str, size: int, pool, ppg
                ) -> compute.VirtualMachineScaleSet:
     u, args = fu.unit, ctx.args
     custom = base64.b64encode(node_script(fu, replica, rank, args, ctx.ref, ctx.secrets, "").encode()).decode()
@@ -154,7 +154,7 @@ def _scale_set(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str,
         opts=pulumi.ResourceOptions.merge(ctx.opts, pulumi.ResourceOptions(delete_before_replace=True)))
 
 
-def unit_scale_sets(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, dict]]:
+def unit_scale_sets(ctx: FleetContext, fu: VMGroup) -> tuple[pulumi.Output, dict[str, dict]]:
     """Create the unit's scale sets and load balancer; returns (the load balancer's address, the
     ``units`` output member of each group: its scale set, by name and ARM id)."""
     pool, address = _load_balancer(ctx, fu)

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import pulumi
 
-from hetinfra.stacks.fleet import FleetArgs, FleetUnit, vm_name
+from hetinfra.stacks.fleet import FleetArgs, VMGroup, vm_name
 from hetinfra.stacks.boot import SecretRef, fetch_secrets_script, find_head_script
 from hetinfra.stacks.gateway import fill_gateway, gateway_script
 from hetinfra.stacks.startup import BootConfig, startup_script
@@ -33,7 +33,7 @@ def secret_document(secrets: FleetSecrets) -> pulumi.Output[str]:
     return pulumi.Output.secret(doc)
 
 
-def boot_script(fu: FleetUnit, rank: int, args: FleetArgs, ref: SecretRef, secrets: FleetSecrets,
+def boot_script(fu: VMGroup, rank: int, args: FleetArgs, ref: SecretRef, secrets: FleetSecrets,
                 find_head: Optional[str] = None) -> str:
     """The VM's startup script: no secret in it, only where to read them (``ref``)."""
     keys = ("VLLM_API_KEY", "HF_TOKEN") if secrets.hf_token is not None else ("VLLM_API_KEY",)
@@ -41,16 +41,16 @@ def boot_script(fu: FleetUnit, rank: int, args: FleetArgs, ref: SecretRef, secre
     return startup_script(fu.unit, rank=rank, runtime=args.runtime, boot=boot)
 
 
-def node_script(fu: FleetUnit, replica: int | None, rank: int, args: FleetArgs, ref: SecretRef,
+def node_script(fu: VMGroup, replica: int | None, rank: int, args: FleetArgs, ref: SecretRef,
                 secrets: FleetSecrets, scope: str) -> str:
-    """The boot script of node ``rank`` of a group (see ``FleetUnit.groups``): a pipeline worker
+    """The boot script of node ``rank`` of a group (see ``VMGroup.groups``): a pipeline worker
     finds its replica's head group (``<unit>-r<replica>-n0``) with the VM's identity at every start
     (``scope``: AWS region, GCP project), so a replaced head is found again."""
     head = vm_name(fu.name, replica, 0) if rank > 0 else None
     return boot_script(fu, rank, args, ref, secrets, find_head_script(args.cloud, head, scope) if head else None)
 
 
-def build_units(args: FleetArgs, make_groups: Callable[[FleetUnit], tuple[pulumi.Output, dict[str, dict]]]
+def build_units(args: FleetArgs, make_groups: Callable[[VMGroup], tuple[pulumi.Output, dict[str, dict]]]
                 ) -> tuple[dict[str, list], dict[str, pulumi.Output], list[tuple[str, pulumi.Output]], dict[str, dict]]:
     """Create every unit's groups with ``make_groups(unit)``, which returns (the address of the unit's
     load balancer, a :func:`unit_output` member per group name). Returns (endpoints per unit, the
@@ -69,11 +69,11 @@ def build_units(args: FleetArgs, make_groups: Callable[[FleetUnit], tuple[pulumi
     return endpoints, groups, backends, units
 
 
-def unit_output(fu: FleetUnit, members: dict[str, dict], **extra) -> dict:
+def unit_output(fu: VMGroup, members: dict[str, dict], **extra) -> dict:
     """One unit's entry in the stack output ``units``, from which ``hetinfra status`` and ``replan``
     count its live replicas (hetinfra.deploy.drift): the planned replicas, nodes per replica, and
     the self-healing groups that carry its capacity. ``members``: per group name of
-    ``FleetUnit.groups``, ``resource`` (the Pulumi resource name), ``type`` (its type token),
+    ``VMGroup.groups``, ``resource`` (the Pulumi resource name), ``type`` (its type token),
     ``name`` (the cloud's name of the group) and what the cloud's API finds it by (GCP ``project``
     and ``zone``, Azure the ARM ``id``); each gets the group's ``replica`` (None: one group holds all
     the unit's replicas) and ``rank``."""
@@ -95,7 +95,7 @@ def field(obj, key: str):
     return obj[key] if isinstance(obj, dict) and key in obj else getattr(obj, key)
 
 
-def tags(args: FleetArgs, fu: FleetUnit, name: str) -> dict[str, str]:
+def tags(args: FleetArgs, fu: VMGroup, name: str) -> dict[str, str]:
     return {"Name": name, "hetinfra-service": args.service, "hetinfra-unit": fu.name,
             "hetinfra-model": fu.unit.service_model}
 

@@ -1,7 +1,7 @@
 """Typed arguments of the per-cloud GPU fleet components, built from a plan.json (no Pulumi import).
 
 A plan allocation (model x template x cloud x region x purchase option, ``count`` replicas of
-``nodes_per_replica`` VMs) becomes one :class:`FleetUnit`; the units of one (cloud, region)
+``nodes_per_replica`` VMs) becomes one :class:`VMGroup`; the units of one (cloud, region)
 make one :class:`FleetArgs`, the typed input of ``AwsGpuFleet``, ``GcpGpuFleet`` or
 ``AzureGpuFleet``. Custom clouds (user offers without IaC) are skipped here.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import FirewallRule, faces_internet, firewall_rules, gateway_subnet, network_cidrs, subnet
-from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.compile.skypilot import DeployedUnit
 from hetinfra.document import Plan
 from hetinfra.document.plan import DUMP
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -33,10 +33,11 @@ MIN_HEALTH_GRACE_S = 1800
 
 
 @dataclass(frozen=True)
-class FleetUnit:
-    """One deployment unit: ``replicas`` x ``unit.num_nodes`` VMs of ``unit.instance_type``."""
+class VMGroup:
+    """The VMs of one deployed unit in a stack: ``replicas`` x ``unit.num_nodes`` VMs of
+    ``unit.instance_type``, with the boot disk and health grace the stack gives them."""
 
-    unit: SkyUnit
+    unit: DeployedUnit
     disk_gb: int = 200  # boot disk of each VM (hetinfra.compile.disk: deploy.disk_gb or sized for the unit)
     health_grace_s: int = MIN_HEALTH_GRACE_S  # seconds before failed health checks may replace a new VM
 
@@ -82,7 +83,7 @@ class FleetArgs:
 
     cloud: str
     region: str
-    units: tuple[FleetUnit, ...]
+    units: tuple[VMGroup, ...]
     service: str
     port: int = VLLM_PORT
     ingress_cidrs: tuple[str, ...] = ()
@@ -140,10 +141,10 @@ def fleets_for(plan: Plan | dict, cloud: str) -> list[FleetArgs]:
     doc = plan.to_dict()
     allocs = {a.deployment_unit: a.model_dump(**DUMP) for a in plan.allocations}
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
-    by_region: dict[str, list[FleetUnit]] = {}
+    by_region: dict[str, list[VMGroup]] = {}
     for u in sky_units(doc, include_mixed=True):
         if u.cloud == cloud:
-            by_region.setdefault(u.region, []).append(FleetUnit(
+            by_region.setdefault(u.region, []).append(VMGroup(
                 u, disk_gb=disk_gb(doc, allocs[u.name]), health_grace_s=health_grace_s(doc, allocs[u.name])))
     nets = network_cidrs(plan)
     return [FleetArgs(

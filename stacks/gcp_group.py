@@ -1,6 +1,6 @@
 """GCP self-healing groups of one deployment unit (built by :class:`hetinfra.stacks.gcp.GcpGpuFleet`).
 
-Per group of ``FleetUnit.groups`` (all replicas of a single-node unit, or one node of a pipeline
+Per group of ``VMGroup.groups`` (all replicas of a single-node unit, or one node of a pipeline
 replica): ``<group>-it``, an instance template (the GPU machine type and its accelerators,
 ``on_host_maintenance: TERMINATE``, SPOT provisioning with termination action DELETE for spot
 units, the Deep Learning VM image (pinned by ``hetinfra:images``, else the family's newest:
@@ -31,7 +31,7 @@ import pulumi_gcp as gcp
 from hetinfra.facts import GCP as GCP_FACTS
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, node_script
-from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, FleetUnit, short_name
+from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, VMGroup, short_name
 
 # SkyPilot accelerator name -> GCE accelerator type.
 ACCELERATORS = GCP_FACTS.gpu_labels  # catalog GPU -> GCE accelerator type (hetinfra.facts)
@@ -66,7 +66,7 @@ class FleetContext:
     opts: pulumi.ResourceOptions
 
 
-def _template(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str) -> gcp.compute.InstanceTemplate:
+def _template(ctx: FleetContext, fu: VMGroup, replica, rank: int, gname: str) -> gcp.compute.InstanceTemplate:
     u, args = fu.unit, ctx.args
     gpu = u.node_gpu(rank)
     if gpu not in ACCELERATORS:
@@ -91,7 +91,7 @@ def _template(ctx: FleetContext, fu: FleetUnit, replica, rank: int, gname: str) 
         opts=ctx.opts)
 
 
-def unit_groups(ctx: FleetContext, fu: FleetUnit) -> tuple[pulumi.Output, dict[str, dict]]:
+def unit_groups(ctx: FleetContext, fu: VMGroup) -> tuple[pulumi.Output, dict[str, dict]]:
     """Create the unit's groups and load balancer; returns (the load balancer's address, the
     ``units`` output member of each group: its MIG, by name, project and zone)."""
     args = ctx.args

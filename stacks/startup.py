@@ -27,7 +27,7 @@ import shlex
 from dataclasses import dataclass
 
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.compile.skypilot import SkyUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
+from hetinfra.compile.skypilot import DeployedUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
@@ -61,7 +61,7 @@ class RuntimeConfig:
         return vllm_pip_spec(self.vllm_version)
 
 
-def serve_script(unit: SkyUnit) -> str:
+def serve_script(unit: DeployedUnit) -> str:
     """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join."""
     serve = vllm_serve_command(unit)
     if unit.num_nodes == 1:
@@ -85,13 +85,13 @@ fi
     return "#!/bin/bash\n" + ray_pipeline_script(unit, VM_NODE, f"exec {serve}\n")
 
 
-def _env_lines(unit: SkyUnit, rank: int) -> list[str]:
+def _env_lines(unit: DeployedUnit, rank: int) -> list[str]:
     envs = dict(serve_envs(unit))
     envs["NODE_RANK"] = str(rank)
     return [f"{k}={v}" for k, v in envs.items()]
 
 
-def _runner(unit: SkyUnit, rt: RuntimeConfig, worker: bool = False) -> str:
+def _runner(unit: DeployedUnit, rt: RuntimeConfig, worker: bool = False) -> str:
     pre_start = "ExecStartPre=/opt/hetinfra/fetch-secrets.sh\n" + ("ExecStartPre=/opt/hetinfra/find-head.sh\n"
                                                                    if worker else "")
     head_env = f"--env-file {HEAD_ENV} " if worker else ""
@@ -118,7 +118,7 @@ def _runner(unit: SkyUnit, rt: RuntimeConfig, worker: bool = False) -> str:
     return pre + f"cat > /etc/systemd/system/hetinfra-vllm.service <<'UNIT'\n{unit_file}UNIT\n"
 
 
-def startup_script(unit: SkyUnit, *, rank: int, runtime: RuntimeConfig, boot: BootConfig) -> str:
+def startup_script(unit: DeployedUnit, *, rank: int, runtime: RuntimeConfig, boot: BootConfig) -> str:
     """The VM's whole boot script for ``rank`` (0 = the replica's head) of ``unit``; it holds no secret."""
     if not 0 <= rank < unit.num_nodes:
         raise ValueError(f"rank {rank} outside the {unit.num_nodes} node(s) of {unit.name}")

@@ -45,7 +45,7 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
     A unit's boot disk is what :func:`hetinfra.compile.disk.disk_gb` gives the Pulumi path, on the
     largest OS image among the clouds it may fail over to."""
     from hetinfra.compile.disk import disk_gb
-    from hetinfra.compile.skypilot import Alternate, SkyUnit
+    from hetinfra.compile.skypilot import Alternate, DeployedUnit
     from hetinfra.document import Plan
 
     doc = Plan.of(plan)
@@ -57,7 +57,7 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
         m = served_checkpoint(doc.model(a.model), a)  # a variant's source and precision
         alternates = tuple(Alternate(x.cloud, x.region, x.instance_type, x.price_per_hour) for x in a.alternates)
         disk = max(disk_gb(doc, a, c) for c in {a.cloud} | {x.cloud for x in alternates})
-        units.append(SkyUnit(
+        units.append(DeployedUnit(
             name=a.deployment_unit, service_model=a.model, source=m.source, cloud=a.cloud, region=a.region,
             instance_type=a.instance_type, gpu=a.gpu, gpus_per_instance=a.gpus_per_instance, tp=a.tp, pp=a.pp,
             engines_per_instance=a.engines_per_instance, replicas=a.count, nodes=a.nodes_per_replica, spot=a.spot,

@@ -1,6 +1,6 @@
 """Compile deployment units of a plan into SkyPilot 0.14 service task YAMLs.
 
-One :class:`SkyUnit` (model x template x cloud x region x purchase option) becomes one SkyServe
+One :class:`DeployedUnit` (model x template x cloud x region x purchase option) becomes one SkyServe
 service task: ``resources`` with the planned accelerators, purchase option, port and boot disk, at
 ``infra: <cloud>/<region>`` on the planned instance type, or, when the plan lists alternates
 (plan.json ``allocations[].alternates``: same GPU type and count, same vLLM layout), an ``ordered``
@@ -48,7 +48,7 @@ from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, VLLM_PORT, is_dns_label
 
 __all__ = [
-    "SkyUnit",
+    "DeployedUnit",
     "Alternate",
     "unit_name",
     "vllm_image",
@@ -100,8 +100,11 @@ class Alternate:
 
 
 @dataclass(frozen=True)
-class SkyUnit:
-    """One deployment unit = one model x template x cloud x region x purchase option."""
+class DeployedUnit:
+    """The deployed unit (plan.json's deployment_unit): one model x template x cloud x region x
+    purchase option, as SkyPilot, the stacks and the Kubernetes renderer deploy it. Not the
+    template (plan.library.Template), the solver's unit (solver.problem) or the gateway's backend
+    group (gateway.balancer.BackendGroup)."""
 
     name: str  # unit name, DNS-safe (see unit_name)
     service_model: str  # served-model-name, e.g. "chat-7b"
@@ -176,9 +179,9 @@ def _is_pos_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-def _validate(u: SkyUnit) -> None:
+def _validate(u: DeployedUnit) -> None:
     def bad(msg: str) -> None:
-        raise ValueError(f"SkyUnit {u.name!r}: {msg}")
+        raise ValueError(f"DeployedUnit {u.name!r}: {msg}")
 
     if not isinstance(u.name, str) or not is_dns_label(u.name, letter_first=True):
         bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
@@ -242,7 +245,7 @@ def _validate(u: SkyUnit) -> None:
             bad(f"target_qps_per_replica must be a positive number; got {q!r}")
 
 
-def _precision_flags(u: SkyUnit) -> Tuple[list, Optional[str]]:
+def _precision_flags(u: DeployedUnit) -> Tuple[list, Optional[str]]:
     """vLLM flags for the unit's precision and an explanatory note (or None)."""
     if u.precision == "bf16":
         return ["--dtype", "bfloat16"], None
@@ -260,7 +263,7 @@ def _precision_flags(u: SkyUnit) -> Tuple[list, Optional[str]]:
                 "its quantization_config (dtype auto)")
 
 
-def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
+def vllm_serve_command(unit: DeployedUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
     """The exact ``vllm serve`` command line of one engine set (one instance or one pipeline head).
 
     It expects ``MODEL_ID`` and ``VLLM_API_KEY`` in the environment (``HF_TOKEN`` too for gated
@@ -293,7 +296,7 @@ def vllm_serve_command(unit: SkyUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
     return " ".join(args)
 
 
-def engine_flags(unit: SkyUnit) -> list[str]:
+def engine_flags(unit: DeployedUnit) -> list[str]:
     """The engine settings the performance model assumed, pinned so that vLLM runs what was planned
     (its own defaults differ by version and GPU): KV share of GPU memory, the concurrency cap and the
     chunked-prefill token budget (a mixed pipeline's is its smallest stage's: vLLM would derive it
@@ -310,7 +313,7 @@ def engine_flags(unit: SkyUnit) -> list[str]:
     return flags
 
 
-def serve_envs(unit: SkyUnit) -> Dict[str, str]:
+def serve_envs(unit: DeployedUnit) -> Dict[str, str]:
     """Non-secret environment of the unit (secrets are listed in SECRET_NAMES)."""
     envs = {"MODEL_ID": unit.source}
     if unit.pp > 1 and unit.layer_partition is not None:
@@ -318,7 +321,7 @@ def serve_envs(unit: SkyUnit) -> Dict[str, str]:
     return envs
 
 
-def _setup_script(u: SkyUnit) -> Optional[str]:
+def _setup_script(u: DeployedUnit) -> Optional[str]:
     """None in a container with nothing to add: the image brings its vLLM (and Ray)."""
     lines = [] if u.runtime == "container" else [f"pip install {shlex.quote(vllm_pip_spec(u.vllm_version))}"]
     if u.num_nodes > 1:
@@ -330,7 +333,7 @@ def _setup_script(u: SkyUnit) -> Optional[str]:
     return "\n".join(lines) + "\n" if lines else None
 
 
-def _run_script(u: SkyUnit) -> str:
+def _run_script(u: DeployedUnit) -> str:
     lines = []
     note = _precision_flags(u)[1]
     if u.num_nodes == 1:
@@ -350,7 +353,7 @@ def _run_script(u: SkyUnit) -> str:
     return ray_pipeline_script(u, SKYPILOT_NODE, serve)
 
 
-def _service_section(u: SkyUnit) -> Dict[str, Any]:
+def _service_section(u: DeployedUnit) -> Dict[str, Any]:
     delay = INITIAL_DELAY_SINGLE_NODE_S if u.num_nodes == 1 else INITIAL_DELAY_MULTI_NODE_S
     svc: Dict[str, Any] = {
         "readiness_probe": {"path": "/health", "initial_delay_seconds": delay},
@@ -380,7 +383,7 @@ def generator_version() -> str:
     return str(getattr(root, "__version__", "dev"))
 
 
-def _header(u: SkyUnit) -> str:
+def _header(u: DeployedUnit) -> str:
     purchase = "spot" if u.spot else "on-demand"
     if u.autoscaling:
         scale = (f"autoscaling {u.replicas}..{u.max_replicas} replicas at "
@@ -430,7 +433,7 @@ def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
 TaskDumper.add_representer(str, _str_representer)
 
 
-def task_config(unit: SkyUnit) -> Dict[str, Any]:
+def task_config(unit: DeployedUnit) -> Dict[str, Any]:
     """The task as a plain dict (what render_task dumps, without the header)."""
     u = unit
     res: Dict[str, Any] = {"accelerators": {u.gpu: u.gpus_per_instance}}
@@ -461,14 +464,14 @@ def task_config(unit: SkyUnit) -> Dict[str, Any]:
     return cfg
 
 
-def render_task(unit: SkyUnit) -> str:
+def render_task(unit: DeployedUnit) -> str:
     """YAML text of one SkyPilot service task, starting with a '# Generated by hetinfra' header."""
     body = yaml.dump(task_config(unit), Dumper=TaskDumper, sort_keys=False,
                      default_flow_style=False, allow_unicode=False, width=10_000)
     return _header(unit) + body
 
 
-def render_all(units: Sequence[SkyUnit]) -> Dict[str, str]:
+def render_all(units: Sequence[DeployedUnit]) -> Dict[str, str]:
     """File name ("<unit.name>.yaml") -> YAML text, in input order; unit names must be unique."""
     out: Dict[str, str] = {}
     for u in units:
@@ -479,7 +482,7 @@ def render_all(units: Sequence[SkyUnit]) -> Dict[str, str]:
     return out
 
 
-def write_all(units: Sequence[SkyUnit], directory: Union[str, "os.PathLike[str]"]) -> Mapping[str, str]:
+def write_all(units: Sequence[DeployedUnit], directory: Union[str, "os.PathLike[str]"]) -> Mapping[str, str]:
     """Render all units and write them into ``directory`` (created if missing); returns render_all."""
     files = render_all(units)
     d = Path(directory)

@@ -9,7 +9,7 @@ from typing import Any, Dict, Sequence
 import yaml
 
 from hetinfra.document import Plan
-from hetinfra.compile.skypilot import SkyUnit, TaskDumper, generator_version
+from hetinfra.compile.skypilot import DeployedUnit, TaskDumper, generator_version
 
 __all__ = ["GATEWAY_SECRETS", "gateway_task_config", "gateway_task_name", "render_gateway_task"]
 
@@ -65,7 +65,7 @@ def gateway_task_config(plan: Plan | dict) -> Dict[str, Any]:
     }
 
 
-def render_gateway_task(plan: Plan | dict, units: Sequence[SkyUnit]) -> str:
+def render_gateway_task(plan: Plan | dict, units: Sequence[DeployedUnit]) -> str:
     """YAML text of the gateway task, with a header saying how to launch it."""
     plan = Plan.of(plan)
     name = gateway_task_name(plan.service)

@@ -38,7 +38,10 @@ class Backend:
 
 
 @dataclass
-class Unit:
+class BackendGroup:
+    """The gateway's backend group: the replicas of one deployed unit (plan.json's deployment_unit),
+    which the gateway balances among by least outstanding requests."""
+
     name: str
     backends: list[Backend] = field(default_factory=list)
     _rr: int = 0
@@ -63,9 +66,9 @@ class Balancer:
     def __init__(self, table: RoutingTable, previous: "Balancer | None" = None):
         old = {b.url: b for b in previous.all_backends()} if previous else {}
         self.table = table
-        self.units: dict[str, Unit] = {}
+        self.units: dict[str, BackendGroup] = {}
         for name, urls in table.endpoints.items():
-            unit = Unit(name)
+            unit = BackendGroup(name)
             for url in urls:
                 b = old.get(url)
                 if b is None or b.unit != name:

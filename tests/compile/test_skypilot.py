@@ -28,7 +28,7 @@ import yaml
 
 from hetinfra.compile.skypilot import (
     SECRET_NAMES,
-    SkyUnit,
+    DeployedUnit,
     render_all,
     render_task,
     serve_envs,
@@ -49,8 +49,8 @@ SHARED_CATALOG = REPO.parent / "shared" / "data" / "skypilot-catalog" / "v8"
 # --------------------------------------------------------------------------------------------
 
 def _unit(model, source, cloud, region, itype, gpu, gpus, tp, pp, eng, replicas, spot, prec, mml,
-          **kw) -> SkyUnit:
-    return SkyUnit(
+          **kw) -> DeployedUnit:
+    return DeployedUnit(
         name=unit_name(model, cloud, region, itype, spot=spot),
         service_model=model, source=source, cloud=cloud, region=region, instance_type=itype,
         gpu=gpu, gpus_per_instance=gpus, tp=tp, pp=pp, engines_per_instance=eng,
@@ -148,28 +148,28 @@ def test_unit_validation_rejects(changes, message):
     fields = {f: getattr(L4_AWS, f) for f in L4_AWS.__dataclass_fields__}
     fields.update(changes)
     with pytest.raises(ValueError, match=re.escape(message)):
-        SkyUnit(**fields)
+        DeployedUnit(**fields)
 
 
 def test_pipeline_unit_validation():
     base = {f: getattr(A100_AZ_PP2, f) for f in A100_AZ_PP2.__dataclass_fields__}
     with pytest.raises(ValueError, match="tp \\(2\\) x pp \\(2\\) must equal nodes \\(2\\) x gpus_per_instance \\(4\\)"):
-        SkyUnit(**{**base, "tp": 2})
+        DeployedUnit(**{**base, "tp": 2})
     # TP x PP across nodes: 2 stages per node of TP2 on two 4-GPU nodes
-    assert SkyUnit(**{**base, "tp": 2, "pp": 4, "layer_partition": (20, 20, 20, 20)}).num_nodes == 2
+    assert DeployedUnit(**{**base, "tp": 2, "pp": 4, "layer_partition": (20, 20, 20, 20)}).num_nodes == 2
     # inside one node: tp x pp x engines = the node's GPUs
     one = {f: getattr(L40S_AWS_TP2PP2, f) for f in L40S_AWS_TP2PP2.__dataclass_fields__}
     with pytest.raises(ValueError, match="tp \\(2\\) x pp \\(2\\) x engines_per_instance \\(2\\) must equal"):
-        SkyUnit(**{**one, "engines_per_instance": 2})
-    assert SkyUnit(**{**one, "gpus_per_instance": 8, "instance_type": "g6e.48xlarge",
+        DeployedUnit(**{**one, "engines_per_instance": 2})
+    assert DeployedUnit(**{**one, "gpus_per_instance": 8, "instance_type": "g6e.48xlarge",
                       "engines_per_instance": 2}).num_nodes == 1
-    assert SkyUnit(**{**base, "nodes": None}).num_nodes == 2  # default: one node per stage
+    assert DeployedUnit(**{**base, "nodes": None}).num_nodes == 2  # default: one node per stage
     with pytest.raises(ValueError, match="engines_per_instance must be 1"):
-        SkyUnit(**{**base, "engines_per_instance": 2})
+        DeployedUnit(**{**base, "engines_per_instance": 2})
     with pytest.raises(ValueError, match="layer_partition must hold pp \\(2\\)"):
-        SkyUnit(**{**base, "layer_partition": (20, 20, 40)})
+        DeployedUnit(**{**base, "layer_partition": (20, 20, 40)})
     # lists are accepted and stored as tuples (the dataclass stays hashable)
-    u = SkyUnit(**{**base, "layer_partition": [40, 40]})
+    u = DeployedUnit(**{**base, "layer_partition": [40, 40]})
     assert u.layer_partition == (40, 40) and hash(u)
 
 
@@ -209,7 +209,7 @@ def test_vllm_serve_command_exact(unit, uid):
 
 
 def test_vllm_serve_command_model_arg_and_port():
-    u = SkyUnit(**{**{f: getattr(L4_AWS, f) for f in L4_AWS.__dataclass_fields__}, "port": 9000})
+    u = DeployedUnit(**{**{f: getattr(L4_AWS, f) for f in L4_AWS.__dataclass_fields__}, "port": 9000})
     cmd = vllm_serve_command(u, model_arg="meta-llama/Llama-2-7b-chat-hf")
     assert cmd.startswith("vllm serve meta-llama/Llama-2-7b-chat-hf --served-model-name chat-7b ")
     assert cmd.endswith("--port 9000")
@@ -225,7 +225,7 @@ def test_precision_notes_and_prequantized_fp8():
     assert "--quantization fp8" in vllm_serve_command(A100_AZ_PP2)
     # fp8 checkpoint (its own quantization_config): no conflicting --quantization flag
     fields = {f: getattr(A100_AZ_PP2, f) for f in A100_AZ_PP2.__dataclass_fields__}
-    fp8_ckpt = SkyUnit(**{**fields, "source": "RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8"})
+    fp8_ckpt = DeployedUnit(**{**fields, "source": "RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8"})
     assert "--quantization" not in vllm_serve_command(fp8_ckpt)
     assert "pre-quantized to FP8" in render_task(fp8_ckpt)
 
@@ -303,7 +303,7 @@ def test_layer_partition_env():
 
 def test_autoscale_max_replicas_at_least_one_more():
     fields = {f: getattr(L4_GCP_AUTOSCALE, f) for f in L4_GCP_AUTOSCALE.__dataclass_fields__}
-    u = SkyUnit(**{**fields, "replicas": 1})
+    u = DeployedUnit(**{**fields, "replicas": 1})
     pol = task_config(u)["service"]["replica_policy"]
     assert (pol["min_replicas"], pol["max_replicas"]) == (1, 2)
 
@@ -339,7 +339,7 @@ def test_render_all_and_write_all(tmp_path):
 
 def test_render_is_deterministic():
     assert render_all(ALL_UNITS) == render_all(list(ALL_UNITS))
-    assert render_task(L4_AWS) == render_task(SkyUnit(**{f: getattr(L4_AWS, f)
+    assert render_task(L4_AWS) == render_task(DeployedUnit(**{f: getattr(L4_AWS, f)
                                                          for f in L4_AWS.__dataclass_fields__}))
 
 

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from hetinfra.compile.skypilot import SkyUnit, render_task
+from hetinfra.compile.skypilot import DeployedUnit, render_task
 
 from .test_skypilot import A10G_DP4, H100_GCP_SPOT, L4_AWS
 
@@ -69,7 +69,7 @@ def _replica(i: int, spot: bool, state: str):
     return r
 
 
-def _decisions(sky, unit: SkyUnit, replicas: list) -> list:
+def _decisions(sky, unit: DeployedUnit, replicas: list) -> list:
     from sky.serve import autoscalers
 
     task = sky.Task.from_yaml_str(render_task(unit))

@@ -237,7 +237,7 @@ def test_mixed_pipeline_nodes_types_and_mp_backend(mocks, tmp_path, run_cli):
 def test_units_output_names_each_units_groups_as_created(mocks, three_cloud_plan):
     """`hetinfra status` finds a unit's groups in the refreshed state by the `units` output's
     resource name and type, and asks the cloud's API by its name (GCP: and project and zone) or
-    ARM id: every member must be a group the program really creates, in FleetUnit.groups order."""
+    ARM id: every member must be a group the program really creates, in VMGroup.groups order."""
     from hetinfra.stacks.program import build
 
     units: dict = {}

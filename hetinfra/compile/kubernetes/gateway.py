@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.compile.skypilot import DeployedUnit
 
 __all__ = ["GATEWAY_IMAGE", "gateway_objects"]
 
@@ -23,7 +23,7 @@ EPP_PORT = 9002  # the endpoint picker's gRPC port (the extension's chart defaul
 MODEL_HEADER = "X-Gateway-Model-Name"
 
 
-def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, units: list[SkyUnit], secret: str
+def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, units: list[DeployedUnit], secret: str
                       ) -> list[dict]:
     name = f"{service}-gateway"
     labels = {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
@@ -62,7 +62,7 @@ def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, uni
     ]
 
 
-def _inference_pools(service: str, namespace: str, units: list[SkyUnit], slugs: dict[str, str]) -> list[dict]:
+def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], slugs: dict[str, str]) -> list[dict]:
     objs = []
     for model in sorted({u.service_model for u in units}):
         slug = slugs[model]
@@ -85,7 +85,7 @@ def _inference_pools(service: str, namespace: str, units: list[SkyUnit], slugs: 
     return objs
 
 
-def gateway_objects(service: str, gateway: dict, plan: dict, namespace: str, units: list[SkyUnit],
+def gateway_objects(service: str, gateway: dict, plan: dict, namespace: str, units: list[DeployedUnit],
                     slugs: dict[str, str], secret: str) -> list[dict]:
     """``gateway``: deploy.gateway; ``plan``: the plan the hetinfra gateway routes by (its ConfigMap)."""
     if gateway.get("kind", "hetinfra") == "inference-extension":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.compile.skypilot import DeployedUnit
 from hetinfra.facts import GCP
 
 __all__ = ["GPU_TAINT", "NodePlacement", "node_objects", "placement"]
@@ -47,7 +47,7 @@ def pool_name(service: str, instance_type: str, spot: bool) -> str:
     return f"{service}-{kind}-{'spot' if spot else 'od'}"[:63].rstrip("-")
 
 
-def placement(service: str, unit: SkyUnit, rank: int = 0) -> NodePlacement:
+def placement(service: str, unit: DeployedUnit, rank: int = 0) -> NodePlacement:
     """The node selector and tolerations that keep node ``rank`` of ``unit`` on its planned instance
     type and purchase option (a mixed pipeline's ranks differ)."""
     instance_type = unit.node_instance_type(rank)
@@ -77,7 +77,7 @@ class _Nodes:
     count: int  # nodes at the autoscaling bound
 
 
-def _node_needs(units: list[SkyUnit]) -> list[_Nodes]:
+def _node_needs(units: list[DeployedUnit]) -> list[_Nodes]:
     out = []
     for u in units:
         for rank in range(u.num_nodes):
@@ -134,7 +134,7 @@ def _compute_class(name: str, u: _Nodes) -> dict:
                      "whenUnsatisfiable": "DoNotScaleUp"}}
 
 
-def node_objects(service: str, cloud: str, units: list[SkyUnit], cluster: dict) -> list[dict]:
+def node_objects(service: str, cloud: str, units: list[DeployedUnit], cluster: dict) -> list[dict]:
     """The cluster-scoped objects that bring the units' GPU nodes (see the module docstring)."""
     if not units:
         return []

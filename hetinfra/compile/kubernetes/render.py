@@ -12,7 +12,7 @@ from hetinfra.compile.kubernetes.nodes import node_objects
 from hetinfra.compile.kubernetes.project import write_kube_project
 from hetinfra.compile.kubernetes.scaling import scaling_objects
 from hetinfra.compile.kubernetes.workloads import labels, secret_name, workload
-from hetinfra.compile.skypilot import SkyUnit, TaskDumper, generator_version
+from hetinfra.compile.skypilot import DeployedUnit, TaskDumper, generator_version
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import VLLM_PORT
 from hetinfra.fileio import replace_dir
@@ -28,7 +28,7 @@ class KubePlan:
     """What the Kubernetes target reads from plan.json (one place, so the plan document can change)."""
 
     service: str
-    units: list[SkyUnit]
+    units: list[DeployedUnit]
     skipped: list[tuple[str, str, str]]  # (cloud, region, why) of units no cluster can run (mixed-GPU pipelines)
     slugs: dict[str, str]  # served model name -> DNS-safe slug
     kube: dict  # deploy.kubernetes
@@ -37,7 +37,7 @@ class KubePlan:
     port: int  # vLLM's port (deploy.port)
 
 
-def kube_units(plan: dict, units: list[SkyUnit]) -> KubePlan:
+def kube_units(plan: dict, units: list[DeployedUnit]) -> KubePlan:
     """Read the plan for the Kubernetes target; the one reader of plan.json here. ``units`` are its
     deployment units (hetinfra.compile.artifacts.sky_units with include_mixed, which imports this
     package: passed in, not imported back)."""
@@ -103,7 +103,7 @@ def _kustomization(kp: KubePlan, key: str, files: list[str], ns: str) -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False)
 
 
-def render_clusters(plan: dict, units: list[SkyUnit]) -> dict[str, dict[str, str]]:
+def render_clusters(plan: dict, units: list[DeployedUnit]) -> dict[str, dict[str, str]]:
     """``<cloud>-<region>`` -> file name -> YAML text, for every cluster the plan's ``units`` need."""
     kp = kube_units(plan, units)
     out: dict[str, dict[str, str]] = {}
@@ -116,7 +116,7 @@ def render_clusters(plan: dict, units: list[SkyUnit]) -> dict[str, dict[str, str
     return out
 
 
-def write_kubernetes(out: Path, plan: dict, units: list[SkyUnit]) -> list[Path]:
+def write_kubernetes(out: Path, plan: dict, units: list[DeployedUnit]) -> list[Path]:
     """Write OUT/kubernetes/ (swapped in whole, like skypilot/) and the Pulumi project
     OUT/pulumi/kubernetes/; returns what was written."""
     clusters = render_clusters(plan, units)

@@ -9,7 +9,7 @@ custom metrics (a Prometheus adapter serving them as ``vllm_num_requests_waiting
 from __future__ import annotations
 
 from hetinfra.compile.kubernetes.workloads import LWS_API
-from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.compile.skypilot import DeployedUnit
 
 __all__ = ["scaling_objects", "service", "target_ref"]
 
@@ -21,33 +21,33 @@ KV_CACHE_TARGET = 0.8
 LEADER_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
-def target_ref(unit: SkyUnit) -> dict:
+def target_ref(unit: DeployedUnit) -> dict:
     if unit.num_nodes == 1:
         return {"apiVersion": "apps/v1", "kind": "Deployment", "name": unit.name}
     return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "name": unit.name}
 
 
-def _selector(unit: SkyUnit) -> dict:
+def _selector(unit: DeployedUnit) -> dict:
     sel = {"hetinfra.dev/unit": unit.name}
     if unit.num_nodes > 1:
         sel[LEADER_LABEL] = "0"  # vllm serve runs on the leader; workers only hold pipeline stages
     return sel
 
 
-def service(namespace: str, unit: SkyUnit, labels: dict) -> dict:
+def service(namespace: str, unit: DeployedUnit, labels: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": unit.name, "namespace": namespace, "labels": labels},
             "spec": {"type": "ClusterIP", "selector": _selector(unit),
                      "ports": [{"name": "http", "port": unit.port, "targetPort": "http", "protocol": "TCP"}]}}
 
 
-def _pdb(namespace: str, unit: SkyUnit, labels: dict) -> dict:
+def _pdb(namespace: str, unit: DeployedUnit, labels: dict) -> dict:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": unit.name, "namespace": namespace, "labels": labels},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"hetinfra.dev/unit": unit.name}}}}
 
 
-def _hpa(namespace: str, unit: SkyUnit, labels: dict) -> dict:
+def _hpa(namespace: str, unit: DeployedUnit, labels: dict) -> dict:
     def pods_metric(name: str, value: str) -> dict:
         return {"type": "Pods", "pods": {"metric": {"name": name},
                                          "target": {"type": "AverageValue", "averageValue": value}}}
@@ -62,7 +62,7 @@ def _hpa(namespace: str, unit: SkyUnit, labels: dict) -> dict:
                      "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}}}
 
 
-def _scaled_object(namespace: str, unit: SkyUnit, labels: dict, prometheus: str) -> dict:
+def _scaled_object(namespace: str, unit: DeployedUnit, labels: dict, prometheus: str) -> dict:
     where = f'namespace="{namespace}",pod=~"{unit.name}-.*"'
 
     def trigger(query: str, threshold: float) -> dict:
@@ -77,7 +77,7 @@ def _scaled_object(namespace: str, unit: SkyUnit, labels: dict, prometheus: str)
                                   trigger(f"avg(vllm:kv_cache_usage_perc{{{where}}})", KV_CACHE_TARGET)]}}
 
 
-def scaling_objects(namespace: str, unit: SkyUnit, labels: dict, kube: dict) -> list[dict]:
+def scaling_objects(namespace: str, unit: DeployedUnit, labels: dict, kube: dict) -> list[dict]:
     """Service, PodDisruptionBudget and, for an autoscaling unit, its HPA or ScaledObject."""
     objs = [service(namespace, unit, labels), _pdb(namespace, unit, labels)]
     if unit.autoscaling:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from hetinfra.compile.kubernetes.nodes import placement
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, SkyUnit, serve_envs,
+from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, DeployedUnit, serve_envs,
                                        vllm_image, vllm_serve_command)
 
 __all__ = ["LWS_API", "labels", "secret_name", "workload"]
@@ -32,19 +32,19 @@ def secret_name(service: str) -> str:
     return f"{service}-secrets"
 
 
-def labels(service: str, unit: SkyUnit, model_slug: str) -> dict:
+def labels(service: str, unit: DeployedUnit, model_slug: str) -> dict:
     return {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
             "hetinfra.dev/unit": unit.name, "hetinfra.dev/model": model_slug}
 
 
-def _env(service: str, unit: SkyUnit) -> list[dict]:
+def _env(service: str, unit: DeployedUnit) -> list[dict]:
     env = [{"name": k, "value": v} for k, v in serve_envs(unit).items()]
     env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name(service), "key": k, "optional": optional}}}
             for k, optional in SECRET_KEYS]
     return env
 
 
-def _probes(unit: SkyUnit) -> dict:
+def _probes(unit: DeployedUnit) -> dict:
     delay = INITIAL_DELAY_SINGLE_NODE_S if unit.num_nodes == 1 else INITIAL_DELAY_MULTI_NODE_S
     get = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_S}
     return {"startupProbe": dict(get, failureThreshold=delay // PROBE_PERIOD_S),
@@ -52,12 +52,12 @@ def _probes(unit: SkyUnit) -> dict:
             "readinessProbe": dict(get, failureThreshold=3, timeoutSeconds=5)}
 
 
-def _pipeline_script(unit: SkyUnit, role: str) -> str:
+def _pipeline_script(unit: DeployedUnit, role: str) -> str:
     """A Ray pipeline's pod: the VM paths' script (hetinfra.compile.ray), head or worker by template."""
     return ray_pipeline_script(unit, POD_NODE, f"exec {vllm_serve_command(unit)}\n", role=role)
 
 
-def _mixed_script(unit: SkyUnit, *, leader: bool) -> str:
+def _mixed_script(unit: DeployedUnit, *, leader: bool) -> str:
     """A mixed-GPU pipeline (vLLM's mp backend, stage r on rank r), as on the Pulumi VMs: rank 0
     serves the API, the others run headless."""
     return (f"set -eu\nexport VLLM_HOST_IP=\"{POD_NODE.node_ip}\" HEAD_IP=\"{POD_NODE.head_ip}\" "
@@ -65,7 +65,7 @@ def _mixed_script(unit: SkyUnit, *, leader: bool) -> str:
             f"exec {vllm_serve_command(unit)}{'' if leader else ' --headless'}\n")
 
 
-def _pod(service: str, unit: SkyUnit, pod_labels: dict, script: str, *, serving: bool, rank: int = 0) -> dict:
+def _pod(service: str, unit: DeployedUnit, pod_labels: dict, script: str, *, serving: bool, rank: int = 0) -> dict:
     where = placement(service, unit, rank)
     gpus = unit.tp if unit.mixed else unit.gpus_per_instance  # a mixed pipeline's node runs one TP stage
     container = {
@@ -85,13 +85,13 @@ def _pod(service: str, unit: SkyUnit, pod_labels: dict, script: str, *, serving:
                      "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}
 
 
-def _replicas(unit: SkyUnit) -> dict:
+def _replicas(unit: DeployedUnit) -> dict:
     # an autoscaled unit's count belongs to its scaler (minReplicas = the plan's count): applying a
     # replicas field would reset it on every apply
     return {} if unit.autoscaling else {"replicas": unit.replicas}
 
 
-def workload(service: str, namespace: str, unit: SkyUnit, model_slug: str) -> dict:
+def workload(service: str, namespace: str, unit: DeployedUnit, model_slug: str) -> dict:
     """The unit's Deployment (one node per replica) or LeaderWorkerSet (a multi-node pipeline)."""
     pod_labels = labels(service, unit, model_slug)
     meta = {"name": unit.name, "namespace": namespace, "labels": pod_labels}

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hetinfra.compile.kubernetes.render import KubePlan, cluster_objects
-from hetinfra.compile.skypilot import SkyUnit
+from hetinfra.compile.skypilot import DeployedUnit
 from hetinfra.plan.naming import unit_name
 from tests.compile.kubernetes.validate import validate
 
@@ -20,7 +20,7 @@ OFFERS = {"aws": ("us-east-1", [("g6.xlarge", "L4", 1), ("p4d.24xlarge", "A100",
 
 
 @st.composite
-def units(draw) -> SkyUnit:
+def units(draw) -> DeployedUnit:
     cloud = draw(st.sampled_from(sorted(OFFERS)))
     region, offers = OFFERS[cloud]
     itype, gpu, gpus = draw(st.sampled_from(offers))
@@ -32,7 +32,7 @@ def units(draw) -> SkyUnit:
         tp = gpus // (pp * eng)
     else:
         pp, eng, tp = nodes, 1, gpus
-    return SkyUnit(name=unit_name("m", cloud, region, itype, spot=spot), service_model="m", source="org/m",
+    return DeployedUnit(name=unit_name("m", cloud, region, itype, spot=spot), service_model="m", source="org/m",
                    cloud=cloud, region=region, instance_type=itype, gpu=gpu, gpus_per_instance=gpus, tp=tp, pp=pp,
                    engines_per_instance=eng, replicas=draw(st.integers(1, 6)), spot=spot, precision="fp16",
                    max_model_len=4096, nodes=nodes, runtime="container", vllm_version="0.12.0",

@@ -17,7 +17,7 @@ from hetinfra.compile.kubernetes import render_clusters
 from hetinfra.compile.kubernetes.nodes import node_objects, placement
 from hetinfra.compile.kubernetes.render import KubePlan, cluster_objects
 from hetinfra.compile.kubernetes.workloads import workload
-from hetinfra.compile.skypilot import SkyUnit, task_config, vllm_serve_command
+from hetinfra.compile.skypilot import DeployedUnit, task_config, vllm_serve_command
 from hetinfra.plan.naming import unit_name
 from tests.compile.kubernetes.validate import validate
 
@@ -25,8 +25,8 @@ GOLDEN = Path(__file__).with_name("golden")
 KUBE = {"clusters": {}, "kubeconfig": None, "scaler": "hpa", "prometheus_url": "http://prom:9090"}
 
 
-def _unit(cloud, region, itype, gpu, gpus, tp, pp, replicas, spot, **kw) -> SkyUnit:
-    return SkyUnit(name=unit_name("chat-7b", cloud, region, itype, spot=spot), service_model="chat-7b",
+def _unit(cloud, region, itype, gpu, gpus, tp, pp, replicas, spot, **kw) -> DeployedUnit:
+    return DeployedUnit(name=unit_name("chat-7b", cloud, region, itype, spot=spot), service_model="chat-7b",
                    source="meta-llama/Llama-2-7b-chat-hf", cloud=cloud, region=region, instance_type=itype, gpu=gpu,
                    gpus_per_instance=gpus, tp=tp, pp=pp, engines_per_instance=kw.pop("eng", 1), replicas=replicas,
                    spot=spot, precision="bf16", max_model_len=4096, runtime="container", vllm_version="0.12.0", **kw)
@@ -39,7 +39,7 @@ A100_AZ_PP2 = _unit("azure", "westus3", "Standard_NC96ads_A100_v4", "A100-80GB",
 H100_GCP_SPOT = _unit("gcp", "us-central1", "a3-highgpu-8g", "H100", 8, 8, 1, 1, True)
 
 
-def _kube_plan(units: list[SkyUnit], **kube) -> KubePlan:
+def _kube_plan(units: list[DeployedUnit], **kube) -> KubePlan:
     plan = {"service": "chat", "deploy": {"gateway": {"port": 8080, "package": "hetinfra==0.1.0"}},
             "allocations": [{"deployment_unit": u.name} for u in units]}
     return KubePlan("chat", units, [], {"chat-7b": "chat-7b"}, dict(KUBE, **kube), plan, plan["deploy"]["gateway"],
@@ -114,7 +114,7 @@ def test_multi_node_pipeline_is_a_leader_worker_set():
 @pytest.mark.parametrize("unit", [L4_AWS_SPOT, H100_GCP_SPOT, A100_AZ_PP2], ids=["aws", "gcp", "azure"])
 def test_spot_units_land_on_spot_capacity(unit):
     for spot in (True, False):
-        u = SkyUnit(**{**unit.__dict__, "spot": spot, "name": unit.name + ("" if spot else "-od")})
+        u = DeployedUnit(**{**unit.__dict__, "spot": spot, "name": unit.name + ("" if spot else "-od")})
         sel = placement("chat", u).node_selector
         nodes = node_objects("chat", u.cloud, [u], {})
         pool = next(o for o in nodes if o["kind"] in ("NodePool", "ComputeClass"))
@@ -202,7 +202,7 @@ def test_a_mixed_pipeline_is_a_leader_worker_set_when_its_later_stages_match():
     VM path's command line; workers headless); a pipeline of three kinds is left to the VM stacks."""
     from hetinfra.stacks.startup import serve_script
 
-    mixed = SkyUnit(name="big-aws-us-east-1-mixed", service_model="chat-7b", source="org/big", cloud="aws",
+    mixed = DeployedUnit(name="big-aws-us-east-1-mixed", service_model="chat-7b", source="org/big", cloud="aws",
                     region="us-east-1", instance_type="g5.xlarge+p5.4xlarge+p5.4xlarge", gpu="A10G+H100+H100",
                     gpus_per_instance=1, tp=1, pp=3, engines_per_instance=1, replicas=1, spot=False,
                     precision="fp16", max_model_len=2048, layer_partition=(5, 38, 37), runtime="container",
@@ -220,7 +220,7 @@ def test_a_mixed_pipeline_is_a_leader_worker_set_when_its_later_stages_match():
     assert pools["chat-g5-xlarge-od"]["spec"]["limits"]["nvidia.com/gpu"] == "1"
     assert pools["chat-p5-4xlarge-od"]["spec"]["limits"]["nvidia.com/gpu"] == "2"
 
-    three = SkyUnit(**{**mixed.__dict__, "stages": (("g5.xlarge", "A10G"), ("p5.4xlarge", "H100"),
+    three = DeployedUnit(**{**mixed.__dict__, "stages": (("g5.xlarge", "A10G"), ("p5.4xlarge", "H100"),
                                                     ("p4d.24xlarge", "A100"))})
     with pytest.raises(ValueError, match="share an instance type"):
         workload("chat", "ns", three, "chat-7b")
