@@ -51,7 +51,9 @@ class Progress:
         now = time.monotonic()
         if force or now - self._drawn >= REFRESH_S:
             self._drawn = now
-            self._live.update(self.line(), refresh=True)
+            from rich.text import Text
+
+            self._live.update(Text(self.line()), refresh=True)  # plain: no number highlighting
 
     def close(self) -> None:
         self._live.stop()

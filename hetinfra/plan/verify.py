@@ -179,6 +179,15 @@ class _Simulator:
         sim = simulate_plan(view, self.spec, self.path, cfg, ticks, memo=self.memo if config is None else None)
         return with_margin(sim, self.margin)
 
+    def apart(self, view: dict, names: list[str]) -> dict[str, dict]:
+        """Model name -> its simulation alone, fresh (hetinfra.sim.parallel: in parallel)."""
+        from hetinfra.sim.parallel import simulate_apart
+
+        sims = simulate_apart(view, self.spec, self.path, self.config, names)
+        if self.progress is not None:
+            self.progress.requests(sum(m["requests"] for s in sims.values() for m in s["models"]))
+        return {n: with_margin(s, self.margin) for n, s in sims.items()}
+
 
 def regime_of(t) -> str:
     """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
@@ -346,8 +355,13 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
 
 def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:
     from hetinfra.sim.minimal import sustained_load
+    from hetinfra.sim.parallel import workers_for
 
     def meets(d: dict) -> dict[str, bool]:
+        # each model alone (hetinfra.sim.parallel): the same results as one simulation of them all
+        names = [m["name"] for m in d["models"] if m.get("rate_rps")]
+        if len(names) > 1 and workers_for(len(names)) > 1:
+            return {n: sim["met"] for n, sim in sim_of.apart(d, names).items()}
         return {m["model"]: m["met"] for m in sim_of(d, sim_of.config)["models"]}
 
     return sustained_load(simulation_view(pr), load, meets)

@@ -30,13 +30,14 @@ class OriginRouting:
                       if e["unit"] in unit_ix}
         self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
 
-    def pick(self, rng, k: int) -> tuple[int | None, str]:
-        """(unit index or None when the class is not fully routed, origin) of a request of class k."""
+    def route(self, k: int, where: float | None, x: float) -> tuple[int | None, str]:
+        """(unit index or None when the class is not fully routed, origin) of a request of class k,
+        given two uniforms in [0, 1): ``where`` picks its origin (None: a plan with one origin), ``x``
+        its unit."""
         origin = self.origins[0][0]
         if len(self.origins) > 1:
-            u = rng.random() * self.cum[-1]
-            origin = self.origins[next((j for j, x in enumerate(self.cum) if u < x), len(self.cum) - 1)][0]
-        x = rng.random()
+            u = where * self.cum[-1]
+            origin = self.origins[next((j for j, y in enumerate(self.cum) if u < y), len(self.cum) - 1)][0]
         for ui, share in self.routes[origin][k]:
             if x < share:
                 return ui, origin

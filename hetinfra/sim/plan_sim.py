@@ -185,8 +185,9 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         if key is not None and key in memo:
             drawn[name], unrouted, origin_of = memo[key]
         else:
-            drawn[name], unrouted, origin_of = _draw(m, pm, routing, [a["unit"] for a in allocs], rate, config,
-                                                     Path(spec_path).parent)
+            drawn[name], unrouted, origin_of = _draw(_sampled(m, pm, len(routing.origins), rate, config, spec_path,
+                                                              memo), routing, [a["unit"] for a in allocs],
+                                                     len(m["classes"]))
             if key is not None:
                 memo[key] = (drawn[name], unrouted, origin_of)
         n = config.requests
@@ -267,31 +268,56 @@ def _demand(model: dict) -> dict:
     return {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
 
 
-def _draw(m: dict, pm, routing: OriginRouting, unit_ids: list[str], rate: float, config: WorkloadConfig, base: Path
-          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
-    """A model's requests, (rid, arrival, input, output, class index) per unit id by the
-    plan's routing shares (per origin where the plan routes by origin: ``hetinfra.sim.network``),
-    the unrouted count per class and each request's origin. Depends only on the model's demand and
-    routing and the workload: not on any unit's count."""
+def _sample(m: dict, pm, origins: int, rate: float, config: WorkloadConfig, base: Path) -> list[tuple]:
+    """A model's requests before routing: (rid, arrival, input, output, class index, the uniform that
+    picks its origin (None with one origin), the uniform that picks its unit), drawn in the order the
+    simulator always drew them (``OriginRouting.pick`` draws the same numbers whatever the shares).
+    Depends only on the model's demand and classes, its number of origins and the workload."""
     classes = m["classes"]
     samplers = class_samplers(pm.spec, base, classes)
     times = arrival_times(model_rng(config.seed, m["name"], "arrivals"), rate, config.requests, config.burst_cv)
     rng = model_rng(config.seed, m["name"], "requests")
     shares = [float(c["share"]) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-    out: dict[str, list[tuple]] = {}
-    unrouted = [0] * len(classes)
-    origin_of: dict[int, str] = {}
+    out = []
     for rid, t in enumerate(times):
         u = rng.random() * cum[-1]
         k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
         isl, osl = samplers[k](rng)
-        unit, origin_of[rid] = routing.pick(rng, k)
+        where = rng.random() if origins > 1 else None
+        out.append((rid, t, isl, osl, k, where, rng.random()))
+    return out
+
+
+def _draw(sample: list[tuple], routing: OriginRouting, unit_ids: list[str], classes: int
+          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
+    """``sample`` (:func:`_sample`) routed by the plan: (rid, arrival, input, output, class index) per
+    unit id by the plan's routing shares (per origin where the plan routes by origin:
+    ``hetinfra.sim.network``), the unrouted count per class and each request's origin. Not
+    dependent on any unit's count."""
+    out: dict[str, list[tuple]] = {}
+    unrouted = [0] * classes
+    origin_of: dict[int, str] = {}
+    for rid, t, isl, osl, k, where, x in sample:
+        unit, origin_of[rid] = routing.route(k, where, x)
         if unit is None:
             unrouted[k] += 1
             continue
         out.setdefault(unit_ids[unit], []).append((rid, t, isl, osl, k))
     return out, unrouted, origin_of
+
+
+def _sampled(m: dict, pm, origins: int, rate: float, config: WorkloadConfig, spec_path, memo: dict | None
+             ) -> list[tuple]:
+    """:func:`_sample`, kept in ``memo`` (a round that changes only the routing draws no request again)."""
+    key = None if memo is None else json.dumps(["sample", _demand(m), origins, rate, [config.requests,
+                                                config.burst_cv, config.seed]], sort_keys=True)
+    if key is not None and key in memo:
+        return memo[key]
+    out = _sample(m, pm, origins, rate, config, Path(spec_path).parent)
+    if key is not None:
+        memo[key] = out
+    return out
 
 
 def _routes(plan: dict, model: str, present: set[str]) -> list:
