@@ -63,11 +63,7 @@ REMAINING: dict[str, int] = {
     "hetinfra.replan.diff": 3,
     "hetinfra.replan.run": 5,
     "hetinfra.replan.safe": 5,  # 3 + cap_cut and _gpus_per_replica (issue 23's replan guards)
-    "hetinfra.sim.compare": 4,
-    "hetinfra.sim.engines": 5,
     "hetinfra.sim.minimal": 6,  # 2 in peak_judges: minimal works on plan.json dicts (the trim edits them)
-    "hetinfra.sim.network": 2,
-    "hetinfra.sim.plan_sim": 14,
 }
 
 

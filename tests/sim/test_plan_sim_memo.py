@@ -32,7 +32,7 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     real_run, real_sample = plan_sim.run_replicas, plan_sim._sample
     monkeypatch.setattr(plan_sim, "run_replicas", lambda reps, reqs, progress=None: (ran.append(len(reps)),
                                                                                       real_run(reps, reqs, progress)))
-    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (drawn.append(m["name"]), real_sample(m, *a))[1])
+    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
     monkeypatch.setattr(plan_sim, "run_replicas", real_run)
@@ -59,7 +59,7 @@ def test_a_routing_change_routes_the_same_requests_again(two_models, monkeypatch
     entries[0]["share"], entries[1]["share"] = entries[0]["share"] + shift, entries[1]["share"] - shift
     sampled = []
     real_sample = plan_sim._sample
-    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (sampled.append(m["name"]), real_sample(m, *a))[1])
+    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (sampled.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(moved, spec, path, CONFIG, memo=memo)
     assert sampled == []
     assert again == plan_sim.simulate_plan(moved, spec, path, CONFIG)
