@@ -33,6 +33,7 @@ from tests.test_imports import REPO, modules, package_roots, tree_copy  # noqa: 
 
 #: the document's own modules and the modules that write plan.json / state.json
 OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchase", "hetinfra.plan.failover",
+          "hetinfra.plan.fidelity",
           "hetinfra.plan.verify", "hetinfra.deploy.state"}
 #: document keys that are also everyday words in other JSON hetinfra handles (Pulumi, SkyPilot, the
 #: simulator's reports, HTTP bodies): not flagged, or every unrelated dict would be

@@ -7,7 +7,8 @@
 * solve: :func:`hetinfra.plan.planner.solve_units` (prune, the ILP, infeasibility diagnosis);
 * verify: :func:`hetinfra.plan.verify.verify` re-solves (through the one callable this module
   binds) and re-simulates a simulation view of each round's solution, then trims;
-* assemble: :func:`assemble` builds plan.json once, from the final solution, with the baselines.
+* assemble: :func:`assemble` builds plan.json once, from the final solution, with the baselines;
+  :func:`hetinfra.plan.fidelity.record` adds what verification found.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
     :class:`hetinfra.plan.progress.Progress` (None: silent)."""
     from hetinfra.plan import verify as verification
+    from hetinfra.plan.fidelity import record
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
@@ -49,7 +51,7 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     if progress is not None:
         progress.stage("baselines" if with_baselines else "assemble")
     doc = assemble(outcome.pr, with_baselines)
-    verification.record(doc, outcome, strict)
+    record(doc, outcome, strict)
     return outcome.pr, doc
 
 

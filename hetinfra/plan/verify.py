@@ -54,10 +54,7 @@ BRACKET = 1.25
 #: credit a template whose units' worst ratio is under this, by at most CREDIT_STEP per round
 CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
 
-OVER_PROVISIONING_DEFINITION = (
-    "per model: the largest multiple x of the declared demand, in [load, 2 x load] by 3 bisection steps "
-    "(resolution load/8, the lower end of the bracket), at which the simulation with the same seed and "
-    "requests still meets the objective; ratio = the smallest over models")
+
 
 
 #: the load a verified plan keeps its objectives at when the spec states none larger: a fleet sized
@@ -132,34 +129,6 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None) -> Verification:
     return out
 
 
-def record(doc: dict, v: Verification, strict: bool) -> None:
-    """Add ``fidelity`` (and the verification's warnings) to plan.json ``doc`` of ``v.pr``.
-    ``strict``: a plan that still misses raises InfeasibleError (exit 3) instead of a warning."""
-    from hetinfra.sim import SIMULATOR_VERSION
-
-    spec = v.pr.inputs.spec
-    settings = spec.planning.verify
-    load = verification_load(spec)
-    doc["fidelity"] = {
-        "verified": True, "met": v.sim["met"], "rounds": len(v.history), "max_rounds": settings.max_rounds,
-        "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
-        "load_basis": load_basis(spec),
-        "statistic": {m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
-        "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
-        "margin": settings.margin, "confidence": spec.planning.confidence,
-        "cost_before_usd_per_hour": v.history[0]["cost_usd_per_hour"],
-        "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
-        "over_provisioning": {"ratio": min(v.sustained.values()) if v.sustained else None, "by_model": v.sustained,
-                              "definition": OVER_PROVISIONING_DEFINITION},
-        "trim": {"removed": v.trimmed, "checked_removals": v.checked_removals},
-        "derate": {m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},
-        "derate_by_template": {t: round(f, 6) for t, f in sorted(v.pr.derate.items())
-                               if t in {a["template"] for a in doc["allocations"]}},
-        "models": [_model_fidelity(m) for m in v.sim["models"]], "history": v.history,
-    }
-    _finish_warnings(doc, v.sim, v.stopped, v.stop_reason, strict, load)
-
-
 class _Simulator:
     """Simulates simulation views at the verification load, sharing one per-unit memo (see
     hetinfra.sim.plan_sim) and records the removals the trim's last pass checked."""
@@ -178,15 +147,6 @@ class _Simulator:
         ticks = self.progress.requests if self.progress is not None else None
         sim = simulate_plan(view, self.spec, self.path, cfg, ticks, memo=self.memo if config is None else None)
         return with_margin(sim, self.margin)
-
-    def apart(self, view: dict, names: list[str]) -> dict[str, dict]:
-        """Model name -> its simulation alone, fresh (hetinfra.sim.parallel: in parallel)."""
-        from hetinfra.sim.parallel import simulate_apart
-
-        sims = simulate_apart(view, self.spec, self.path, self.config, names)
-        if self.progress is not None:
-            self.progress.requests(sum(m["requests"] for s in sims.values() for m in s["models"]))
-        return {n: with_margin(s, self.margin) for n, s in sims.items()}
 
 
 def regime_of(t) -> str:
@@ -355,13 +315,11 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
 
 def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:
     from hetinfra.sim.minimal import sustained_load
-    from hetinfra.sim.parallel import workers_for
 
+    # one simulation of all models per step: simulating them apart in a process pool (their results
+    # are independent, tests/sim/test_plan_sim_memo.py) did not pay on 2 shared cores
+    # (docs/internals/plan-stage.md)
     def meets(d: dict) -> dict[str, bool]:
-        # each model alone (hetinfra.sim.parallel): the same results as one simulation of them all
-        names = [m["name"] for m in d["models"] if m.get("rate_rps")]
-        if len(names) > 1 and workers_for(len(names)) > 1:
-            return {n: sim["met"] for n, sim in sim_of.apart(d, names).items()}
         return {m["model"]: m["met"] for m in sim_of(d, sim_of.config)["models"]}
 
     return sustained_load(simulation_view(pr), load, meets)
@@ -379,37 +337,6 @@ def _check_budget(pr: PlanResult, met: bool) -> None:
         raise InfeasibleError(f"budget ${budget:g}/h is below {what}, ${cost:.2f}/h",
                               hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
                               details={"relax": [{"budget_usd_per_hour": {"current": budget, "needed": round(cost, 4)}}]})
-
-
-def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | None, strict: bool, load: float) -> None:
-    if stop_reason:
-        doc["warnings"].append(stop_reason)
-    if stopped:
-        # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
-        # when the baselines' cut already set solver.safety_stop: this one can change the plan)
-        from hetinfra.solver.decompose import SAFETY_WARNING
-
-        doc["solver"]["safety_stop"] = True
-        doc["fidelity"]["safety_stop"] = True
-        doc["warnings"].append(SAFETY_WARNING + " (during verification)")
-    if not sim["met"]:
-        missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} in simulation at {load:g}x demand "
-               f"after {doc['fidelity']['rounds']} round(s) of re-planning")
-        if strict:
-            raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
-                                            "planning.verify.max_rounds, or plan without --strict-verify",
-                                  details={"fidelity": doc["fidelity"]})
-        doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
-
-
-def _model_factors(pr: PlanResult) -> dict[str, float]:
-    """Per model, the smallest factor of the templates its plan uses (1: none derated)."""
-    out: dict[str, float] = {}
-    for uid in pr.result.n:
-        u = pr.units[uid]
-        out[u.model] = min(out.get(u.model, math.inf), pr.derate.get(u.template.id, 1.0))
-    return out
 
 
 def with_margin(sim: dict, margin: float) -> dict:
@@ -438,10 +365,3 @@ def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
             "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
             "models_met": {m["model"]: m["met"] for m in sim["models"]},
             "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}
-
-
-def _model_fidelity(m: dict) -> dict:
-    pick = ("mean", "p50", "p90", "p95", "p99")
-    return {"model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
-            "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
-            "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0)}
