@@ -246,12 +246,14 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
 
 def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: float = 1e-3,
           with_lp_bound: bool = False, warm: bool = True, max_nodes: int | None = None,
-          decompose: bool = True) -> SolveResult:
+          decompose: bool = True, start: dict[str, int] | None = None) -> SolveResult:
     """Solve and verify (see ``solver.decompose``): unlinked models alone, linked blocks jointly
     from the per-model optima; ``max_nodes`` (deterministic) stops each MIP, ``time_limit_s`` is a
     safety stop for the whole call, reported in ``safety_stop``. ``with_lp_bound`` is kept for
     callers; the LP bound is always computed. A problem with ``periods`` is solved in its expanded
-    form (a committed base and per-period top-ups, ``solver.periods``) and folded back."""
+    form (a committed base and per-period top-ups, ``solver.periods``) and folded back. ``start``
+    (unit id -> count, e.g. the last verification round's plan): used by solver.decompose (decomp
+    helper); accepted and not used yet."""
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)

@@ -44,7 +44,8 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         from hetinfra.errors import InvalidInputError
         from hetinfra.plan.feeds import load_caps, load_feeds
         from hetinfra.plan.pending import pending_changes
-        from hetinfra.plan.verify import verified_plan
+        from hetinfra.plan.pipeline import plan_document
+        from hetinfra.plan.progress import progress_for
 
         if no_verify and strict_verify:
             raise InvalidInputError("--no-verify and --strict-verify contradict each other",
@@ -53,9 +54,14 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
             raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
         caps, cap_warnings = load_caps(caps_file, availability, snapshot)
-        _, doc = verified_plan(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
-                               snapshot=snapshot, state=state, extra_caps=caps,
-                               template_cache=not no_template_cache)
+        progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
+        try:
+            _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
+                                   snapshot=snapshot, state=state, extra_caps=caps,
+                                   template_cache=not no_template_cache, progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
         doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None

@@ -140,15 +140,38 @@ def _confidence(t) -> dict | None:
             "interval_basis": t.interval_basis or f"trust level {t.confidence[0]}"}
 
 
-def build_plan_json(pr: PlanResult) -> dict:
-    from hetinfra.plan.failover import add_failover, failover_warnings
+def simulation_view(pr: PlanResult) -> dict:
+    """The sections of plan.json that the simulator (``hetinfra.sim.plan_sim``) and the trim
+    (``hetinfra.sim.minimal``) read, built by the very code that builds the document: allocations
+    (with purchase extras and names, without failover alternates), routing (and routing by origin),
+    models, templates, the plan's cost and demand scale, and the engine version. What each
+    verification round simulates; the document is assembled once, from the final plan
+    (:func:`build_plan_json`)."""
+    return _sections(pr)[0]
 
+
+def _sections(pr: PlanResult) -> tuple[dict, dict[str, float]]:
+    """(:func:`simulation_view`, each unit's planned load in replicas)."""
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
     purchases = planned(spec)
     scale = res.scale if prob.objective == "max_throughput" else 1.0
-    cost = res.cost(prob)
+    load, allocations = _allocations(pr, purchases)
+    slugs = model_slugs([pm.spec.name for pm in inp.models])
+    _name_units(allocations, slugs)
+    return {
+        "plan_version": PLAN_VERSION, "service": spec.name, "objective": prob.objective,
+        "cost_usd_per_hour": rounded(res.cost(prob)), "demand_scale": rounded(scale, 6),
+        "allocations": allocations, "routing": _routing(pr, scale),
+        **origin_sections(pr, allocations, scale),
+        "models": _models(pr, slugs, allocations), "templates": _templates(pr),
+        "deploy": {"vllm_version": spec.deploy.vllm_version},
+    }, load
 
+
+def _allocations(pr: PlanResult, purchases) -> tuple[dict[str, float], list[dict]]:
+    """(each unit's planned load in replicas, plan.json ``allocations`` before names and failover)."""
+    res, prob = pr.result, pr.problem
     load: dict[str, float] = {}
     routed: dict[str, float] = {}
     for (u, _m, w), rps in res.flow.items():
@@ -182,22 +205,27 @@ def build_plan_json(pr: PlanResult) -> dict:
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
                 for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
     _engine_lengths(pr, allocations)  # issue 21: allocations[].max_model_len, kv_cache_tokens
-    slugs = model_slugs([pm.spec.name for pm in inp.models])
-    _name_units(allocations, slugs)
-    add_failover(pr, allocations)
+    return load, allocations
 
+
+def _routing(pr: PlanResult, scale: float) -> dict[str, dict[str, list]]:
+    """plan.json ``routing``: model -> class -> [{unit, share, rps}], largest rps first."""
     routing: dict[str, dict[str, list]] = {}
-    for pm in inp.models:
+    for pm in pr.inputs.models:
         per_class = routing.setdefault(pm.spec.name, {})
         for c in pm.classes:
             total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
-            flows = sorted(((u, rps) for (u, m, w), rps in res.flow.items() if m == pm.spec.name and w == c.name),
+            flows = sorted(((u, rps) for (u, m, w), rps in pr.result.flow.items() if m == pm.spec.name and w == c.name),
                            key=lambda x: -x[1])
             per_class[c.name] = [{"unit": u, "share": rounded(rps / total if total else 0.0, 6), "rps": rounded(rps, 6)}
                                  for u, rps in flows]
+    return routing
 
-    used_templates = {pr.units[u].template.id: pr.units[u].template for u in res.n}
-    templates = [{
+
+def _templates(pr: PlanResult) -> list[dict]:
+    """plan.json ``templates``: the templates the allocations use."""
+    used_templates = {pr.units[u].template.id: pr.units[u].template for u in pr.result.n}
+    return [{
         "id": t.id, "model": t.model, "cloud": t.cloud, "instance_type": t.instance_type, "gpu": t.gpu,
         "gpus_per_instance": t.gpus_per_instance, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
         "placement": {"stages": t.pp, "nodes_per_stage": 1, "nodes": t.nodes, "stages_per_node": t.stages_per_node,
@@ -212,7 +240,10 @@ def build_plan_json(pr: PlanResult) -> dict:
         "variant": t.variant,
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
-    models = [{
+
+def _models(pr: PlanResult, slugs: dict[str, str], allocations: list[dict]) -> list[dict]:
+    """plan.json ``models``: each model's objectives, peak demand, classes, cost and variants."""
+    return [{
         "name": pm.spec.name, "slug": slugs[pm.spec.name], "model": pm.spec.model, "source": pm.spec.source, "precision": pm.spec.precision,
         "params": pm.arch.params if pm.arch else None,  # parameter count: apply sizes disks for the weights
         "slo": {"ttft_ms": pm.spec.slo.ttft_ms, "tpot_ms": pm.spec.slo.tpot_ms,
@@ -224,11 +255,24 @@ def build_plan_json(pr: PlanResult) -> dict:
                      "share": rounded(c.share, 6), "rate_rps": rounded(c.rate_rps * peak_multiplier(pm.spec), 6)}
                     for c in pm.classes],
         "cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations if a["model"] == pm.spec.name)),
-        "variants": _variants(pm), "accuracy": _accuracy(pm, res.flow, pr.units),
+        "variants": _variants(pm), "accuracy": _accuracy(pm, pr.result.flow, pr.units),
         **({"demand_profile": {"rate_rps": pm.spec.demand.rate_rps, "multipliers": list(pm.spec.demand.profile),
                                "peak_period": pm.spec.demand.profile.index(peak_multiplier(pm.spec))}}
            if pm.spec.demand.profile is not None else {}),
-    } for pm in inp.models]
+    } for pm in pr.inputs.models]
+
+
+def build_plan_json(pr: PlanResult) -> dict:
+    """plan.json of ``pr``: the :func:`simulation_view`'s sections, with failover alternates, purchase,
+    baselines, breakdown, churn, solver, inputs and warnings."""
+    from hetinfra.plan.failover import add_failover, failover_warnings
+
+    inp, res, prob = pr.inputs, pr.result, pr.problem
+    spec = inp.spec
+    purchases = planned(spec)
+    view, load = _sections(pr)
+    allocations, cost = view["allocations"], res.cost(prob)
+    add_failover(pr, allocations)
 
     baselines = []
     for b in pr.baselines:
@@ -269,21 +313,21 @@ def build_plan_json(pr: PlanResult) -> dict:
         "service_id": service_id(spec.name, inp.spec_path),
         "objective": prob.objective,
         "status": res.status,
-        "cost_usd_per_hour": rounded(cost),
-        "demand_scale": rounded(scale, 6),
+        "cost_usd_per_hour": view["cost_usd_per_hour"],
+        "demand_scale": view["demand_scale"],
         "budget_usd_per_hour": spec.budget_usd_per_hour,
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
-        "routing": routing,
+        "routing": view["routing"],
         # ---- routing by origin (issue 25; keys and types in hetinfra/plan/origins_json.py): added only
         # where a model declares demand.origins, so a plan without origins is unchanged
-        **origin_sections(pr, allocations, scale),
+        **{k: view[k] for k in ("origins", "routing_by_origin") if k in view},
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
         **({"purchase": purchase_section(pr, allocations, load, rounded)} if purchases else {}),
         "breakdown": {"by_model": by_model, "by_region": by_region},
         "churn": churn,
-        "models": models,
-        "templates": templates,
+        "models": view["models"],
+        "templates": view["templates"],
         "baselines": baselines,
         "solver": {
             "name": spec.planning.solver, "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),

@@ -1,4 +1,5 @@
-"""``hetinfra plan``'s pipeline: spec -> inputs -> units -> AllocationProblem -> solve -> Plan.
+"""The plan stage's resolve, templates and solve steps (``hetinfra.plan.pipeline`` runs them, then
+verification and the document): spec -> inputs -> units -> AllocationProblem -> solve -> PlanResult.
 
 I/O happens only at the ends (reading the spec and its files; the CLI writes artifacts).
 """
@@ -134,55 +135,6 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
 
 
 
-def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
-    """Name what to relax: the budget, or which availability caps (and by how much)."""
-    from hetinfra.solver.solve import solve
-
-    no_budget = problem.replace(budget=None, objective="min_cost")
-    r = solve(no_budget, time_limit_s=time_limit_s, mip_gap=mip_gap)
-    if r.feasible:
-        cost = r.cost(no_budget)
-        return InfeasibleError(
-            f"budget ${problem.budget:g}/h is below the cheapest feasible plan, ${cost:.2f}/h",
-            hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
-            details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
-    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
-    if elastic.feasible and not elastic.extra_gpus:
-        return _diagnose_other(no_budget, time_limit_s, mip_gap)
-    relax, parts = [], []
-    for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
-        cap = problem.caps[(cloud, region, gpu)]
-        need = cap + int(round(extra + 0.4999))
-        relax.append({"availability": {"cloud": cloud, "region": region, "gpu": gpu, "max_gpus": cap, "needed": need}})
-        parts.append(f"{cloud}/{region} {gpu}: cap {cap} GPUs, needs {need}")
-    msg = "availability caps are too small to serve the demand: " + "; ".join(parts)
-    if problem.budget is not None and elastic.feasible:
-        cost = elastic.cost(no_budget)
-        if cost > problem.budget:
-            msg += f"; and the budget ${problem.budget:g}/h is below that plan's ${cost:.2f}/h"
-    return InfeasibleError(msg, hint="raise those caps, or allow more regions, clouds or GPU types",
-                           details={"relax": relax})
-
-
-def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
-    """Caps and budget are not the cause: try dropping locality, then the spot fractions."""
-    from hetinfra.solver.solve import solve
-
-    if problem.locality > 0 and solve(problem.replace(locality=0.0), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
-        return InfeasibleError(
-            f"planning.locality {problem.locality:g} cannot be met: some origin region lacks capacity for its local demand",
-            hint="lower planning.locality, allow more GPUs in those regions, or raise their availability caps",
-            details={"relax": [{"locality": {"current": problem.locality}}]})
-    limited = {m: f for m, f in problem.max_spot_fraction.items() if f < 1}
-    if limited and solve(problem.replace(max_spot_fraction={}), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
-        names = ", ".join(f"{m} ({f:.0%})" for m, f in sorted(limited.items()))
-        return InfeasibleError(f"max_spot_fraction cannot be met for {names}: not enough on-demand capacity",
-                               hint="raise max_spot_fraction or the on-demand availability caps",
-                               details={"relax": [{"max_spot_fraction": limited}]})
-    return InfeasibleError("no plan satisfies all constraints together",
-                           hint="relax the availability caps, budget, locality or spot fractions")
-
-
 def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mip_gap: float,
               max_nodes: int | None = None) -> list[Baseline]:
     """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
@@ -228,46 +180,23 @@ def _check_locality(problem: AllocationProblem) -> None:
                 "can serve it", hint=f"allow a GPU offered in {region}, drop it from demand.origins, or lower locality")
 
 
-#: the load a verified plan keeps its objectives at when the spec states none larger: a fleet sized
-#: to the edge of its objectives at exactly the declared demand collapses under a 20% burst (a
-#: long-context plan trimmed to 1.1x met its p99 there and 17% of requests at 1.2x), so the default
-#: promise covers one
-DEFAULT_LOAD = 1.2
+@dataclass
+class Staged:
+    """What the solve stage starts from: the resolved inputs, every unit with its estimated rates, what
+    runs now, and each template's starting factor (planning.confidence)."""
+    inputs: PlanInputs
+    units: list[Unit]
+    running: dict[str, int]
+    derate: dict[str, float] | None
+    template_cache: dict | None
 
 
-def verification_load(spec) -> float:
-    """The ONE load (multiple of the declared demand) a verified plan keeps its objectives at:
-    ``planning.verify.load`` when the spec sets it, else the larger of 1 + ``planning.headroom`` and
-    DEFAULT_LOAD (see :func:`load_basis`)."""
-    load = spec.planning.verify.load
-    return float(load) if load is not None else max(1.0 + spec.planning.headroom, DEFAULT_LOAD)
-
-
-def load_basis(spec) -> str:
-    """Where :func:`verification_load` came from, as plan.json ``fidelity.load_basis`` says it."""
-    if spec.planning.verify.load is not None:
-        return "planning.verify.load"
-    return "1 + planning.headroom" if 1.0 + spec.planning.headroom >= DEFAULT_LOAD else "the default load"
-
-
-def verification_overrides(spec) -> dict:
-    """How a verified plan's ILP differs from the spec's, so that margins do not stack: it sizes for
-    exactly the verification load (headroom 1 - 1/load, no other headroom), and a min_cost budget is
-    checked on the verified plan instead of each round's estimate (``hetinfra.plan.verify``)."""
-    out = {"headroom": 1.0 - 1.0 / verification_load(spec)}
-    if spec.planning.objective == "min_cost" and not spec.planning.allow_unmet:
-        out["budget"] = None
-    return out
-
-
-def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_baselines: bool = True,
-         state: Path | None = None, spec_override=None,
-         extra_caps: dict[tuple[str, str, str], int] | None = None, template_cache: bool = True,
-         verifying: bool = False) -> PlanResult:
-    """Plan the spec at ``spec_path``; ``spec_override`` (a ServiceSpec, e.g. with demand
-    re-estimated from observations) replaces the file's content, whose folder still anchors
-    relative paths. ``verifying``: the caller simulates the plan (see verification_overrides), and
-    templates start at their confidence level's planning factor (planning.confidence)."""
+def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, state: Path | None = None,
+            spec_override=None, extra_caps: dict[tuple[str, str, str], int] | None = None,
+            template_cache: bool = True) -> Staged:
+    """Resolve the spec at ``spec_path`` and build its units (the pipeline's resolve and templates
+    stages): ``spec_override`` (a ServiceSpec, e.g. with demand re-estimated from observations)
+    replaces the file's content, whose folder still anchors relative paths."""
     path = Path(spec_path)
     spec, text, locate = load_spec(path)
     if spec_override is not None:
@@ -289,12 +218,18 @@ def plan(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, with_b
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
-    overrides = verification_overrides(spec) if verifying and spec.planning.verify.enabled else None
     # planning.confidence applies to every plan: a verified plan starts there (verification credits
     # a template back up to its interval's top where the simulation allows), an unverified one ends there
     derate = start_factors(unit_list, spec.planning.confidence) or None
-    return solve_units(inputs, unit_list, running, with_baselines=with_baselines,
-                       template_cache=cache.report() if cache else None, overrides=overrides, derate=derate)
+    return Staged(inputs, unit_list, running, derate, cache.report() if cache else None)
+
+
+def plan(spec_path: str | Path, *, with_baselines: bool = True, **prepare_kwargs) -> PlanResult:
+    """Plan the spec at ``spec_path`` without verification (:func:`prepare`, then :func:`solve_units`);
+    ``hetinfra plan`` runs the whole pipeline, ``hetinfra.plan.pipeline``."""
+    staged = prepare(spec_path, **prepare_kwargs)
+    return solve_units(staged.inputs, staged.units, staged.running, with_baselines=with_baselines,
+                       derate=staged.derate, template_cache=staged.template_cache)
 
 
 def statistic_warnings(pr: PlanResult) -> list[str]:
@@ -332,23 +267,25 @@ def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
 
 def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, int], *, with_baselines: bool = True,
                 derate: dict[str, float] | None = None, template_cache: dict | None = None,
-                overrides: dict | None = None) -> PlanResult:
+                overrides: dict | None = None, start: dict[str, int] | None = None) -> PlanResult:
     """Prune ``all_units`` (rates scaled by ``derate``), solve the allocation, diagnose infeasibility,
     and (``with_baselines``) solve the single-GPU-type baselines. ``overrides``: AllocationProblem
-    fields replaced (see verification_overrides)."""
+    fields replaced (hetinfra.plan.verify.verification_overrides); ``start``: unit id -> count of a
+    plan to start the solver from (the last verification round's)."""
     spec = inputs.spec
     pool = derated(all_units, derate or {})
     settings = spec.planning
-    unit_list, problem, result = _solve_pool(inputs, pool, running, overrides)
+    unit_list, problem, result = _solve_pool(inputs, pool, running, overrides, start)
     if not result.feasible:
         if result.status == "no_solution":
             raise InfeasibleError(f"the solver found no plan within time_limit_s={settings.time_limit_s:g} "
                                   f"and max_nodes={settings.max_nodes}",
                                   hint="raise planning.time_limit_s or planning.max_nodes")
+        from hetinfra.plan.diagnose import diagnose
         from hetinfra.plan.origins import residency_diagnosis, residency_note
 
         raise residency_diagnosis(inputs, problem) or residency_note(
-            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))
+            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))  # hetinfra.plan.diagnose
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -356,7 +293,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
             f"(cheapest usable instance: ${cheapest:.2f}/h)",
             hint="raise budget_usd_per_hour or the availability caps")
     unit_list, problem, result = raise_floors(inputs, pool, (unit_list, problem, result),
-                                              lambda units: _solve_pool(inputs, units, running, overrides))
+                                              lambda units: _solve_pool(inputs, units, running, overrides, start))
     units = {u.id: u for u in unit_list}
     warnings = list(result.warnings) + unknown_places(inputs, list(units.values()))
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
@@ -394,7 +331,8 @@ def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = Fal
     return [by_id[u.id] for u in kept]
 
 
-def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], overrides: dict | None = None):
+def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], overrides: dict | None = None,
+                start: dict[str, int] | None = None):
     """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
     from hetinfra.solver.solve import solve
 
@@ -407,7 +345,7 @@ def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], o
     check_scale(problem)
     routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
     result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
-                   max_nodes=settings.max_nodes)
+                   max_nodes=settings.max_nodes, start=start)
     if routed is problem or not result.feasible:
         return unit_list, routed, result
     return unit_list, class_problem(routed, problem), fold(routed, result)

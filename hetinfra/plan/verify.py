@@ -1,7 +1,7 @@
 """Verified plans: the cheapest plan that keeps every objective in simulation at ONE stated load, and
 from which no replica can be removed without a miss there (docs/verification.md).
 
-The promise is made at one load L (``hetinfra.plan.planner.verification_load``: planning.verify.load,
+The promise is made at one load L (:func:`verification_load`: planning.verify.load,
 else the larger of 1 + planning.headroom and 1.2). The ILP sizes for exactly L x demand (its headroom is 1 - 1/L while
 verifying, so headroom and load do not stack), the simulator checks at L x demand, and there is no
 other factor: a model meets when its statistic (p99 by default) is <= its bound and its attainment
@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from hetinfra.errors import InfeasibleError
-from hetinfra.plan.plan_json import build_plan_json
-from hetinfra.plan.planner import (PlanResult, attach_baselines, derated, load_basis, plan, solve_units,
-                                   statistic_warnings, verification_load, verification_overrides)
+from hetinfra.plan.plan_json import simulation_view
+from hetinfra.plan.planner import PlanResult
+
+#: solves the plan again with templates' rates scaled: (template id -> factor, the last round's
+#: counts to start from) -> the new plan (hetinfra.plan.pipeline binds planner.solve_units)
+Resolve = Callable[[dict[str, float], dict[str, int]], PlanResult]
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
 #: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
@@ -51,81 +54,98 @@ BRACKET = 1.25
 #: credit a template whose units' worst ratio is under this, by at most CREDIT_STEP per round
 CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
 
-OVER_PROVISIONING_DEFINITION = (
-    "per model: the largest multiple x of the declared demand, in [load, 2 x load] by 3 bisection steps "
-    "(resolution load/8, the lower end of the bracket), at which the simulation with the same seed and "
-    "requests still meets the objective; ratio = the smallest over models")
 
 
-def verified_plan(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
-                  progress=None, **plan_kwargs) -> tuple[PlanResult, dict]:
-    """Plan ``spec_path`` (see :func:`hetinfra.plan.planner.plan` for ``plan_kwargs``), verify it by
-    simulation unless ``verify`` is false or the spec turns it off, and return the result and its
-    plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
-    InfeasibleError (exit 3) instead of carrying a warning. ``progress(round, max_rounds)`` is
-    called before each simulation round."""
-    pr = plan(spec_path, with_baselines=False, verifying=verify, **plan_kwargs)
+
+#: the load a verified plan keeps its objectives at when the spec states none larger: a fleet sized
+#: to the edge of its objectives at exactly the declared demand collapses under a 20% burst (a
+#: long-context plan trimmed to 1.1x met its p99 there and 17% of requests at 1.2x), so the default
+#: promise covers one
+DEFAULT_LOAD = 1.2
+
+
+def verification_load(spec) -> float:
+    """The ONE load (multiple of the declared demand) a verified plan keeps its objectives at:
+    ``planning.verify.load`` when the spec sets it, else the larger of 1 + ``planning.headroom`` and
+    DEFAULT_LOAD (see :func:`load_basis`)."""
+    load = spec.planning.verify.load
+    return float(load) if load is not None else max(1.0 + spec.planning.headroom, DEFAULT_LOAD)
+
+
+def load_basis(spec) -> str:
+    """Where :func:`verification_load` came from, as plan.json ``fidelity.load_basis`` says it."""
+    if spec.planning.verify.load is not None:
+        return "planning.verify.load"
+    return "1 + planning.headroom" if 1.0 + spec.planning.headroom >= DEFAULT_LOAD else "the default load"
+
+
+def verification_overrides(spec) -> dict:
+    """How a verified plan's ILP differs from the spec's, so that margins do not stack: it sizes for
+    exactly the verification load (headroom 1 - 1/load, no other headroom), and a min_cost budget is
+    checked on the verified plan instead of each round's estimate."""
+    out = {"headroom": 1.0 - 1.0 / verification_load(spec)}
+    if spec.planning.objective == "min_cost" and not spec.planning.allow_unmet:
+        out["budget"] = None
+    return out
+
+
+@dataclass
+class Verification:
+    """What verification found: the plan it keeps, that plan's simulation, the rounds, the trim's
+    removals and the load each model sustains."""
+    pr: PlanResult
+    sim: dict
+    history: list[dict]
+    stopped: bool
+    stop_reason: str | None = None
+    trimmed: list[dict] = field(default_factory=list)
+    checked_removals: int = 0
+    sustained: dict[str, float] = field(default_factory=dict)
+
+
+def verify(pr: PlanResult, resolve: Resolve, progress=None) -> Verification:
+    """Simulate ``pr`` at the verification load, re-solve (``resolve``) with the regimes' new factors
+    until every model meets or the rounds run out, trim, and measure the over-provisioning (see the
+    module docstring). Rounds work on :func:`simulation_view`, never on the whole document.
+    ``progress``: see hetinfra.plan.progress (None: silent)."""
+    from hetinfra.sim import WorkloadConfig
+
     spec = pr.inputs.spec
     settings = spec.planning.verify
-    if not (verify and settings.enabled):
-        doc = _final(pr, with_baselines)
-        doc["fidelity"] = {"verified": False,
-                           "reason": "plan --no-verify" if not verify else "planning.verify.enabled is false"}
-        doc["warnings"].append("the plan was not verified by simulation: its latency objectives are estimated, "
-                               "not checked (run `hetinfra simulate` on it)")
-        return pr, doc
-
-    from hetinfra.sim import SIMULATOR_VERSION, WorkloadConfig
-
     load = verification_load(spec)
     config = WorkloadConfig(requests=settings.requests, load=load, burst_cv=settings.burst_cv, seed=settings.seed)
-    sim_of = _Simulator(pr, config, settings.margin)
-    rounds = _rounds(pr, sim_of, settings.max_rounds, progress)
-    pr, sim, history, stopped = rounds["pr"], rounds["sim"], rounds["history"], rounds["stopped"]
-    trimmed: list[dict] = []
+    sim_of = _Simulator(pr, config, settings.margin, progress)
+    out = _rounds(pr, sim_of, resolve, settings.max_rounds, progress)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
-    if sim["met"] and pr.problem.objective == "min_cost":
-        pr, sim, trimmed = trim(pr, sim_of)
+    if out.sim["met"] and out.pr.problem.objective == "min_cost":
+        out.pr, out.sim, out.trimmed = trim(out.pr, sim_of)
     else:
-        sim = sim_of(build_plan_json(pr))
-    sustained = _sustained(pr, sim_of, load) if sim["met"] else {}
-    _check_budget(pr, sim["met"])
-    doc = _final(pr, with_baselines)
-    doc["fidelity"] = {
-        "verified": True, "met": sim["met"], "rounds": len(history), "max_rounds": settings.max_rounds,
-        "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
-        "load_basis": load_basis(spec),
-        "statistic": {m["model"]: m["slo"]["percentile"] for m in sim["models"]},
-        "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
-        "margin": settings.margin, "confidence": spec.planning.confidence,
-        "cost_before_usd_per_hour": history[0]["cost_usd_per_hour"],
-        "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
-        "over_provisioning": {"ratio": min(sustained.values()) if sustained else None, "by_model": sustained,
-                              "definition": OVER_PROVISIONING_DEFINITION},
-        "trim": {"removed": trimmed, "checked_removals": len(sim_of.last_pass)},
-        "derate": {m: round(f, 6) for m, f in sorted(_model_factors(pr).items())},
-        "derate_by_template": {t: round(f, 6) for t, f in sorted(pr.derate.items())
-                               if t in {a["template"] for a in doc["allocations"]}},
-        "models": [_model_fidelity(m) for m in sim["models"]], "history": history,
-    }
-    _finish_warnings(doc, sim, stopped, rounds.get("stop_reason"), strict, load)
-    return pr, doc
+        out.sim = sim_of(simulation_view(out.pr))
+    out.checked_removals = len(sim_of.last_pass)
+    if progress is not None:
+        progress.stage("over-provisioning")
+    out.sustained = _sustained(out.pr, sim_of, load) if out.sim["met"] else {}
+    _check_budget(out.pr, out.sim["met"])
+    return out
 
 
 class _Simulator:
-    """Simulates plan.json dicts at the verification load, sharing one per-unit memo (see
+    """Simulates simulation views at the verification load, sharing one per-unit memo (see
     hetinfra.sim.plan_sim) and records the removals the trim's last pass checked."""
 
-    def __init__(self, pr: PlanResult, config, margin: float):
+    def __init__(self, pr: PlanResult, config, margin: float, progress=None):
         self.spec, self.path, self.config, self.margin = pr.inputs.spec, pr.inputs.spec_path, config, margin
         self.memo: dict = {}
         self.last_pass: list[str] = []
+        self.progress = progress
 
-    def __call__(self, doc: dict, config=None) -> dict:
+    def __call__(self, view: dict, config=None) -> dict:
+        """The simulation of ``view`` (:func:`simulation_view`, or a copy the trim edited)."""
         from hetinfra.sim import simulate_plan
 
         cfg = config or self.config
-        sim = simulate_plan(doc, self.spec, self.path, cfg, memo=self.memo if config is None else None)
+        ticks = self.progress.requests if self.progress is not None else None
+        sim = simulate_plan(view, self.spec, self.path, cfg, ticks, memo=self.memo if config is None else None)
         return with_margin(sim, self.margin)
 
 
@@ -136,7 +156,7 @@ def regime_of(t) -> str:
     return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
 
 
-def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> dict:
+def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: int, progress) -> Verification:
     """Solve, simulate, adjust the regimes' factors; the cheapest met plan (else the last)."""
     from hetinfra.perf.confidence import credit_ceiling
 
@@ -156,11 +176,10 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
     best = last = None
     seen: dict[str, dict] = {}
     stopped, stop_reason = pr.result.safety_stop, None
-    overrides = verification_overrides(pr.inputs.spec)
     for rnd in range(1, max_rounds + 1):
         if progress is not None:
-            progress(rnd, max_rounds)
-        doc = build_plan_json(pr)
+            progress.round(rnd, max_rounds, pr.result)
+        doc = simulation_view(pr)
         key = _fleet_key(doc)
         if key not in seen:  # a factor that changes no count or route changes no simulation
             seen[key] = sim_of(doc)
@@ -176,8 +195,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
         g = new
         derate = {t: g[r] for t, (r, _m) in regimes.items() if g[r] != 1.0}
         try:
-            pr = solve_units(pr.inputs, pr.all_units, pr.running, with_baselines=False, derate=derate,
-                             template_cache=pr.template_cache, overrides=overrides)
+            pr = resolve(derate, dict(pr.result.n))
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
             if best is None:
                 raise
@@ -185,7 +203,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, max_rounds: int, progress) -> di
             break
         stopped |= pr.result.safety_stop
     pr, sim = (best[0], best[1]) if best is not None else last
-    return {"pr": pr, "sim": sim, "history": history, "stopped": stopped, "stop_reason": stop_reason}
+    return Verification(pr, sim, history, stopped, stop_reason)
 
 
 def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
@@ -240,11 +258,13 @@ def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str,
 
 def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dict]]:
     """Remove replicas while the simulation still meets (see the module docstring): (plan, its
-    simulation, the removals). Each accepted removal is re-checked on the plan.json rebuilt from the
-    plan, which is what gets written."""
+    simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
+    from the plan, whose sections are what gets written."""
     from hetinfra.sim.minimal import removal_order, without_one_replica
 
-    doc = build_plan_json(pr)
+    if sim_of.progress is not None:
+        sim_of.progress.stage("trim")
+    doc = simulation_view(pr)
     sim = sim_of(doc)
     removed: list[dict] = []
     if not sim["met"]:
@@ -257,7 +277,7 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
             if candidate is None or not sim_of(candidate)["met"]:
                 continue
             pr2 = _drop_replica(pr, uid)
-            doc2 = build_plan_json(pr2)
+            doc2 = simulation_view(pr2)
             sim2 = sim_of(doc2)
             if sim2["met"]:
                 removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]})
@@ -296,10 +316,13 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
 def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:
     from hetinfra.sim.minimal import sustained_load
 
+    # one simulation of all models per step: simulating them apart in a process pool (their results
+    # are independent, tests/sim/test_plan_sim_memo.py) did not pay on 2 shared cores
+    # (docs/internals/plan-stage.md)
     def meets(d: dict) -> dict[str, bool]:
         return {m["model"]: m["met"] for m in sim_of(d, sim_of.config)["models"]}
 
-    return sustained_load(build_plan_json(pr), load, meets)
+    return sustained_load(simulation_view(pr), load, meets)
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:
@@ -314,45 +337,6 @@ def _check_budget(pr: PlanResult, met: bool) -> None:
         raise InfeasibleError(f"budget ${budget:g}/h is below {what}, ${cost:.2f}/h",
                               hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
                               details={"relax": [{"budget_usd_per_hour": {"current": budget, "needed": round(cost, 4)}}]})
-
-
-def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | None, strict: bool, load: float) -> None:
-    if stop_reason:
-        doc["warnings"].append(stop_reason)
-    if stopped:
-        # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
-        # when the baselines' cut already set solver.safety_stop: this one can change the plan)
-        from hetinfra.solver.decompose import SAFETY_WARNING
-
-        doc["solver"]["safety_stop"] = True
-        doc["fidelity"]["safety_stop"] = True
-        doc["warnings"].append(SAFETY_WARNING + " (during verification)")
-    if not sim["met"]:
-        missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} in simulation at {load:g}x demand "
-               f"after {doc['fidelity']['rounds']} round(s) of re-planning")
-        if strict:
-            raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
-                                            "planning.verify.max_rounds, or plan without --strict-verify",
-                                  details={"fidelity": doc["fidelity"]})
-        doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
-
-
-def _model_factors(pr: PlanResult) -> dict[str, float]:
-    """Per model, the smallest factor of the templates its plan uses (1: none derated)."""
-    out: dict[str, float] = {}
-    for uid in pr.result.n:
-        u = pr.units[uid]
-        out[u.model] = min(out.get(u.model, math.inf), pr.derate.get(u.template.id, 1.0))
-    return out
-
-
-def _final(pr: PlanResult, with_baselines: bool) -> dict:
-    if with_baselines:
-        attach_baselines(pr, derated(pr.all_units, pr.derate))
-    doc = build_plan_json(pr)
-    doc["warnings"].extend(statistic_warnings(pr))
-    return doc
 
 
 def with_margin(sim: dict, margin: float) -> dict:
@@ -381,10 +365,3 @@ def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
             "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
             "models_met": {m["model"]: m["met"] for m in sim["models"]},
             "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}
-
-
-def _model_fidelity(m: dict) -> dict:
-    pick = ("mean", "p50", "p90", "p95", "p99")
-    return {"model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
-            "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
-            "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0)}

@@ -167,7 +167,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
 
         from hetinfra.plan.feeds import load_caps, load_feeds
         from hetinfra.plan.planner import running_allocations
-        from hetinfra.plan.verify import verified_plan
+        from hetinfra.plan.pipeline import plan_document
 
         snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
@@ -181,7 +181,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         running = [allocation_of(a) for a in running_dicts]
         for k, n in live_caps.items():  # the tighter cap wins
             caps[k] = min(n, caps.get(k, n))
-        result, new_plan = verified_plan(spec_path, with_baselines=False, snapshot=snapshot, state=out,
+        result, new_plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                          spec_override=override, extra_caps=caps)
         plan = Plan.of(new_plan)
         d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hetinfra.catalog.custom import gpu_facts
 from hetinfra.catalog.gpus import get_gpu
@@ -25,6 +26,10 @@ from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, build_engine, estimate
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
 from hetinfra.sim.replica import ScaledEngine, StepModel
+
+if TYPE_CHECKING:
+    from hetinfra.document.sections import RequestClass, Slo, Template
+    from hetinfra.document.simulation import SimUnit
 
 __all__ = ["UnitEngine", "profiled_rate", "unit_engine"]
 
@@ -37,82 +42,81 @@ class UnitEngine:
     profile_factor: float | None  # step-time multiplier when scaled
 
 
-def _gpu(name: str, unit: str, alloc: dict | None = None, spec=None):
+def _gpu(name: str, unit: str, alloc: SimUnit | None = None, spec=None):
     """The GPU's facts: the catalog's, else a custom GPU's (memory from the plan's offer, the rest from
     the spec's infrastructure.custom_gpus or defaults: hetinfra.catalog.custom)."""
-    g = get_gpu(name) if alloc is None else gpu_facts(name, spec, alloc.get("gpu_memory_gb"))
+    g = get_gpu(name) if alloc is None else gpu_facts(name, spec, alloc.gpu_memory_gb)
     if g is None:
         raise InvalidInputError(f"plan unit {unit}: GPU {name!r} is not in the catalog and the plan gives no memory "
                                 "for it", hint="re-plan with this hetinfra version (plan.json allocations[].gpu_memory_gb)")
     return g
 
 
-def _mixed_stages(alloc: dict) -> tuple[list, list[int]]:
+def _mixed_stages(alloc: SimUnit) -> tuple[list, list[int]]:
     """A mixed pipeline's stage GPUs and layers per stage, from its plan.json allocation."""
-    gpus = [_gpu(s["gpu"], alloc["unit"]) for s in alloc["stages"]]
-    return gpus, list(alloc.get("layer_partition") or [s["layers"] for s in alloc["stages"]])
+    gpus = [_gpu(s.gpu, alloc.unit) for s in alloc.stages]
+    return gpus, list(alloc.layer_partition or [s.layers for s in alloc.stages])
 
 
-def _build(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration,
+def _build(alloc: SimUnit, arch: ModelArch, precision: str, isl: int, osl: int, calib: Calibration,
            spec=None) -> StepModel | Estimate:
-    unit = alloc["unit"]
-    if alloc.get("stages"):
+    if alloc.stages:
         gpus, layers = _mixed_stages(alloc)
-        return pipeline_engine(arch, gpus, layers, tp=int(alloc["tp"]), input_tokens=isl, output_tokens=osl,
+        return pipeline_engine(arch, gpus, layers, tp=alloc.tp, input_tokens=isl, output_tokens=osl,
                                precision=precision, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                                max_num_seqs=MAX_NUM_SEQS, calib=calib)
-    return build_engine(arch, _gpu(alloc["gpu"], unit, alloc, spec), int(alloc["tp"]), int(alloc["pp"]), isl, osl, precision,
+    return build_engine(arch, _gpu(alloc.gpu, alloc.unit, alloc, spec), alloc.tp, alloc.pp, isl, osl, precision,
                         GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, None, None, calib, nodes=_nodes(alloc))
 
 
-def _nodes(alloc: dict) -> int | None:
+def _nodes(alloc: SimUnit) -> int | None:
     """Nodes the replica's pipeline spans (plan.json nodes_per_replica; older plans: one per stage)."""
-    n = alloc.get("nodes_per_replica")
-    return int(n) if n and int(n) != int(alloc["pp"]) else None
+    n = alloc.nodes_per_replica
+    return n if n and n != alloc.pp else None
 
 
-def _estimate(alloc: dict, arch: ModelArch, precision: str, isl: int, osl: int, slo: dict,
+def _estimate(alloc: SimUnit, arch: ModelArch, precision: str, isl: int, osl: int, slo: Slo,
               calib: Calibration, spec=None) -> Estimate:
-    kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo["ttft_ms"]), tpot_ms=float(slo["tpot_ms"]),
+    kw = dict(input_tokens=isl, output_tokens=osl, ttft_ms=float(slo.ttft_ms), tpot_ms=float(slo.tpot_ms),
               precision=precision, calib=calib)
-    if alloc.get("stages"):
+    if alloc.stages:
         gpus, layers = _mixed_stages(alloc)
-        return estimate_pipeline(arch, gpus, layers, tp=int(alloc["tp"]), **kw)
-    return estimate(arch, _gpu(alloc["gpu"], alloc["unit"], alloc, spec), tp=int(alloc["tp"]), pp=int(alloc["pp"]),
-                    nodes=_nodes(alloc), **kw)
+        return estimate_pipeline(arch, gpus, layers, tp=alloc.tp, **kw)
+    return estimate(arch, _gpu(alloc.gpu, alloc.unit, alloc, spec), tp=alloc.tp, pp=alloc.pp, nodes=_nodes(alloc), **kw)
 
 
-def profiled_rate(alloc: dict, template: dict | None, cls: str) -> float | None:
+def profiled_rate(alloc: SimUnit, template: Template | None, cls: str) -> float | None:
     """The measured rate per engine that scales ``alloc``'s step model for class ``cls`` (None: the
     class's rate is not from a profile, and the engine does not read it). capacity_rps is per
     instance, and the measured rate x the planner's derate (hetinfra.plan.verify); the simulator's
     memo keys on exactly this value (hetinfra.sim.plan_sim)."""
-    t = template or {}
-    cap = (t.get("capacity_rps") or {}).get(cls)
-    if not ((t.get("sources") or {}).get(cls, "")).startswith("profile:") or not cap:
+    if template is None:
         return None
-    return cap / max(int(alloc.get("engines_per_instance") or 1), 1) / float(t.get("derate") or 1.0)
+    cap = template.capacity_rps.get(cls)
+    if not template.sources.get(cls, "").startswith("profile:") or not cap:
+        return None
+    return cap / max(alloc.engines_per_instance, 1) / float(template.derate or 1.0)
 
 
-def unit_engine(alloc: dict, arch: ModelArch, precision: str, classes: list[dict], routed: dict[str, float],
-                template: dict | None, slo: dict, calib: Calibration = CALIBRATION, spec=None) -> UnitEngine:
-    """The step model of one replica of ``alloc`` (a plan.json allocation). ``classes``: the model's
+def unit_engine(alloc: SimUnit, arch: ModelArch, precision: str, classes: list[RequestClass], routed: dict[str, float],
+                template: Template | None, slo: Slo, calib: Calibration = CALIBRATION, spec=None) -> UnitEngine:
+    """The step model of one replica of ``alloc`` (a plan's allocation). ``classes``: the model's
     plan classes; ``routed``: class name -> rps routed to this unit (to weight profile factors)."""
-    mine = [c for c in classes if routed.get(c["name"], 0.0) > 0] or classes
-    big = max(mine, key=lambda c: (c["input_tokens"] + c["output_tokens"], c["input_tokens"]))
-    eng = _build(alloc, arch, precision, int(big["input_tokens"]), int(big["output_tokens"]), calib, spec)
+    mine = [c for c in classes if routed.get(c.name, 0.0) > 0] or classes
+    big = max(mine, key=lambda c: (c.input_tokens + c.output_tokens, c.input_tokens))
+    eng = _build(alloc, arch, precision, big.input_tokens, big.output_tokens, calib, spec)
     if isinstance(eng, Estimate):
-        raise InvalidInputError(f"plan unit {alloc['unit']} cannot run class {big['name']}: {eng.reason}",
+        raise InvalidInputError(f"plan unit {alloc.unit} cannot run class {big.name}: {eng.reason}",
                                 hint="the plan does not match the catalogs/spec; re-plan")
     logs, weight = 0.0, 0.0
     for c in mine:
-        per_engine = profiled_rate(alloc, template, c["name"])
+        per_engine = profiled_rate(alloc, template, c.name)
         if per_engine is None:
             continue
-        est = _estimate(alloc, arch, precision, int(c["input_tokens"]), int(c["output_tokens"]), slo, calib, spec)
+        est = _estimate(alloc, arch, precision, c.input_tokens, c.output_tokens, slo, calib, spec)
         if not est.feasible or est.max_rps <= 0:
             continue
-        w = routed.get(c["name"], 0.0) or 1e-9
+        w = routed.get(c.name, 0.0) or 1e-9
         logs += w * math.log(est.max_rps / per_engine)
         weight += w
     if weight <= 0:

@@ -84,7 +84,7 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
         if not open_:
             break
         mid = {n: (lo[n] + hi[n]) / 2 for n in open_}
-        met = meets(_scaled(doc, {n: mid[n] / load for n in open_}))
+        met = meets(scaled(doc, {n: mid[n] / load for n in open_}))
         for n in open_:
             if met.get(n):
                 lo[n] = mid[n]
@@ -93,7 +93,7 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
     return {n: round(lo[n], 4) for n in names}
 
 
-def _scaled(doc: dict, factors: dict[str, float]) -> dict:
+def scaled(doc: dict, factors: dict[str, float]) -> dict:
     """``doc`` with each named model's demand (rate_rps) multiplied by its factor; the others get no
     demand (the simulator skips them)."""
     out = copy.deepcopy(doc)

@@ -8,6 +8,11 @@ numbers as before."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetinfra.document.sections import RequestClass
+    from hetinfra.document.simulation import SimPlan
 
 __all__ = ["OriginRouting", "add_network_time", "origin_report"]
 
@@ -15,28 +20,29 @@ __all__ = ["OriginRouting", "add_network_time", "origin_report"]
 class OriginRouting:
     """One model's routes: per origin, per class, (unit index, share); and each origin's share."""
 
-    def __init__(self, plan: dict, name: str, classes: list[dict], unit_ix: dict[str, int]):
-        rows = (plan.get("routing_by_origin") or {}).get(name)
+    def __init__(self, plan: SimPlan, name: str, classes: list[RequestClass], unit_ix: dict[str, int]):
+        rows = (plan.routing_by_origin or {}).get(name)
         if rows:
-            spec = (plan.get("origins") or {}).get(name) or {}
-            self.origins = [(o, float(spec.get(o, {}).get("share") or 0.0)) for o in rows]
+            spec = (plan.origins or {}).get(name) or {}
+            self.origins = [(o, float(spec[o].share or 0.0) if o in spec else 0.0) for o in rows]
         else:
-            rows, self.origins = {"any": plan["routing"].get(name) or {}}, [("any", 1.0)]
-        self.routes = {o: [[(unit_ix[e["unit"]], float(e["share"])) for e in (per.get(c["name"]) or [])
-                            if e["unit"] in unit_ix] for c in classes] for o, per in rows.items()}
+            rows, self.origins = {"any": plan.routing.get(name) or {}}, [("any", 1.0)]
+        self.routes = {o: [[(unit_ix[e.unit], float(e.share)) for e in (per.get(c.name) or [])
+                            if e.unit in unit_ix] for c in classes] for o, per in rows.items()}
         # the plan's round trip of each (origin, unit) it routes (routing_by_origin[..].network_ms)
-        self.rtt_s = {(o, unit_ix[e["unit"]]): float(e.get("network_ms") or 0.0) / 1e3
+        self.rtt_s = {(o, unit_ix[e.unit]): float(e.network_ms or 0.0) / 1e3
                       for o, per in rows.items() if o != "any" for entries in per.values() for e in entries
-                      if e["unit"] in unit_ix}
+                      if e.unit in unit_ix}
         self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
 
-    def pick(self, rng, k: int) -> tuple[int | None, str]:
-        """(unit index or None when the class is not fully routed, origin) of a request of class k."""
+    def route(self, k: int, where: float | None, x: float) -> tuple[int | None, str]:
+        """(unit index or None when the class is not fully routed, origin) of a request of class k,
+        given two uniforms in [0, 1): ``where`` picks its origin (None: a plan with one origin), ``x``
+        its unit."""
         origin = self.origins[0][0]
         if len(self.origins) > 1:
-            u = rng.random() * self.cum[-1]
-            origin = self.origins[next((j for j, x in enumerate(self.cum) if u < x), len(self.cum) - 1)][0]
-        x = rng.random()
+            u = where * self.cum[-1]
+            origin = self.origins[next((j for j, y in enumerate(self.cum) if u < y), len(self.cum) - 1)][0]
         for ui, share in self.routes[origin][k]:
             if x < share:
                 return ui, origin

@@ -33,6 +33,8 @@ from types import SimpleNamespace
 from typing import Callable
 
 from hetinfra import PLAN_VERSION
+from hetinfra.document.sections import ModelEntry
+from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.engines import profiled_rate, unit_engine
@@ -56,16 +58,6 @@ def load_plan(path: str | Path) -> tuple[dict, Path]:
     from hetinfra.document import load_plan as load_document
 
     return load_document(p).to_dict(), p
-
-
-def check_plan(doc: dict, where: str = "plan") -> None:
-    if not isinstance(doc, dict) or doc.get("plan_version") != PLAN_VERSION:
-        got = doc.get("plan_version") if isinstance(doc, dict) else None
-        raise InvalidInputError(f"{where}: plan_version {got!r}; this simulator reads plan_version {PLAN_VERSION}",
-                                hint="re-plan with this hetinfra version")
-    for key in ("allocations", "routing", "models"):
-        if key not in doc:
-            raise InvalidInputError(f"{where}: plan.json lacks {key!r}")
 
 
 def run_replicas(replicas: list[Replica], requests: list[Request], progress: Progress | None = None) -> None:
@@ -124,16 +116,16 @@ def _resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace
         for i, m in enumerate(spec.models)}
 
 
-def _checkpoint(alloc: dict, model: dict, pm) -> tuple:
+def _checkpoint(alloc: SimUnit, model: ModelEntry, pm) -> tuple:
     """(architecture, precision) the unit of ``alloc`` serves: its variant's, else the model's."""
-    variant = alloc.get("variant")
+    variant = alloc.variant
     if not variant:
-        return pm.arch, model.get("precision") or "bf16"
-    entry = next((v for v in model.get("variants") or () if v.get("name") == variant), None)
+        return pm.arch, model.precision or "bf16"
+    entry = next((v for v in model.variants or () if v.name == variant), None)
     if variant not in pm.variants or entry is None:
-        raise InvalidInputError(f"plan unit {alloc['unit']} serves variant {variant!r}, which model {model['name']} "
+        raise InvalidInputError(f"plan unit {alloc.unit} serves variant {variant!r}, which model {model.name} "
                                 "does not list in the spec and plan", hint="pass the plan's spec with --spec")
-    return pm.variants[variant], entry.get("precision") or "bf16"
+    return pm.variants[variant], entry.precision or "bf16"
 
 
 def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
@@ -142,80 +134,81 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
     from hetinfra.spec.load import load_spec
 
     doc, p = load_plan(plan_path)
-    sp = Path(spec_path) if spec_path else Path((doc.get("inputs") or {}).get("spec_path") or "")
+    plan = SimPlan.of(doc, str(p))
+    sp = Path(spec_path) if spec_path else Path(plan.spec_path or "")
     if not spec_path and not sp.is_absolute() and not sp.exists():
         sp = p.parent / sp
     if not str(sp) or not sp.is_file():
         raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
     spec, _, _ = load_spec(sp)
-    return simulate_plan(doc, spec, sp, config, progress)
+    return simulate_plan(plan, spec, sp, config, progress)
 
 
-def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
+def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
                   progress: Progress | None = None, memo: dict | None = None) -> dict:
-    """Simulate ``plan`` (a plan.json dict) with its spec; returns the simulation.json dict
-    (see ``hetinfra.sim.report``). ``memo``: see the module docstring."""
-    check_plan(plan)
+    """Simulate ``plan`` (plan.json's dict, a simulation view or their SimPlan) with its spec; returns
+    the simulation.json dict (see ``hetinfra.sim.report``). ``memo``: see the module docstring."""
+    plan = SimPlan.of(plan)
     planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
-    scale = float(plan.get("demand_scale") or 1.0) if plan.get("objective") == "max_throughput" else 1.0
-    models = [m for m in plan["models"] if m.get("rate_rps")]
-    allocs = list(plan["allocations"])
-    present = {a["unit"] for a in allocs}
-    unit_ix = {a["unit"]: k for k, a in enumerate(allocs)}
-    templates = {t["id"]: t for t in plan.get("templates") or []}
+    scale = plan.scale()
+    models = [m for m in plan.models if m.rate_rps]
+    allocs = list(plan.allocations)
+    present = {a.unit for a in allocs}
+    unit_ix = {a.unit: k for k, a in enumerate(allocs)}
+    templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
-    calib = calibration_for((plan.get("deploy") or {}).get("vllm_version"))
+    calib = calibration_for(plan.deploy.vllm_version)
     model_info, drawn, cached, model_keys = {}, {}, {}, {}
     for m in models:
-        name = m["name"]
+        name = m.name
         pm = planned.get(name)
         if pm is None:
             raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
-        rate = float(m["rate_rps"]) * scale * config.load
-        routing = OriginRouting(plan, name, m["classes"], unit_ix)  # by origin (hetinfra.sim.network)
+        rate = float(m.rate_rps) * scale * config.load
+        routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         key = None if memo is None else json.dumps(["draw", _demand(m), _routes(plan, name, present), rate,
                                                     [config.requests, config.burst_cv, config.seed]], sort_keys=True)
         if key is not None:
             # a model's result depends on its draw and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", key, [_unit_key(a, m, plan, templates, config, calib, scale)
-                                                          for a in allocs if a["model"] == name]])
+            model_keys[name] = json.dumps(["model", key, [_unit_key(a, m, plan, templates, config, calib, scale, present)
+                                                          for a in allocs if a.model == name]])
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
         if key is not None and key in memo:
             drawn[name], unrouted, origin_of = memo[key]
         else:
-            drawn[name], unrouted, origin_of = _draw(m, pm, routing, [a["unit"] for a in allocs], rate, config,
-                                                     Path(spec_path).parent)
+            drawn[name], unrouted, origin_of = _draw(_sampled(m, pm, len(routing.origins), rate, config, spec_path,
+                                                              memo), routing, [a.unit for a in allocs],
+                                                     len(m.classes))
             if key is not None:
                 memo[key] = (drawn[name], unrouted, origin_of)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted, "routing": routing, "origin_of": origin_of}
-    units_reqs: list[list[Request]] = [[Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in
-                                        drawn.get(a["model"], {}).get(a["unit"], ())] for k, a in enumerate(allocs)]
+    units_reqs: list[list[Request]] = [[] for _ in allocs]  # made below for the units simulated
 
     units_out = []
     cfg = ReplicaConfig()
     for k, a in enumerate(allocs):
-        info = model_info.get(a["model"])
+        info = model_info.get(a.model)
         if info is None:
             continue
         m = info["plan"]
-        routed = {c: sum(e["rps"] for e in entries if e["unit"] == a["unit"])
-                  for c, entries in (plan["routing"].get(a["model"]) or {}).items()}
-        key = None if memo is None else _unit_key(a, m, plan, templates, config, calib, scale)
+        key = None if memo is None else _unit_key(a, m, plan, templates, config, calib, scale, present)
         if key is not None and key in memo:
             units_reqs[k], ue, replicas = memo[key]
             units_out.append((k, a, ue, replicas))
             continue
+        units_reqs[k] = [Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in drawn[a.model].get(a.unit, ())]
+        routed = {c: sum(e.rps for e in entries if e.unit == a.unit)
+                  for c, entries in (plan.routing.get(a.model) or {}).items()}
         arch, precision = _checkpoint(a, m, info["pm"])
-        ue = unit_engine(a, arch, precision, m["classes"], routed, templates.get(a.get("template")), m["slo"], calib,
-                         spec)
-        n_rep = int(a["count"]) * int(a.get("engines_per_instance") or 1)
+        ue = unit_engine(a, arch, precision, m.classes, routed, templates.get(a.template), m.slo, calib, spec)
+        n_rep = a.count * a.engines_per_instance
         replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
         if units_reqs[k] and not replicas:
-            raise InvalidInputError(f"plan unit {a['unit']} gets traffic but has no replica (count {a['count']})")
+            raise InvalidInputError(f"plan unit {a.unit} gets traffic but has no replica (count {a.count})")
         run_replicas(replicas, units_reqs[k], progress)
         # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
         add_network_time(units_reqs[k], info["routing"], info["origin_of"])
@@ -228,10 +221,10 @@ def simulate_plan(plan: dict, spec, spec_path: Path, config: WorkloadConfig = Wo
         return out
     for entry in out["models"]:
         memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
-    return _merge(out, [m["name"] for m in models], allocs, cached)
+    return _merge(out, [m.name for m in models], allocs, cached)
 
 
-def _merge(out: dict, names: list[str], allocs: list[dict], cached: dict[str, tuple[dict, list[dict]]]) -> dict:
+def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str, tuple[dict, list[dict]]]) -> dict:
     """``out`` (the simulation of the models not in ``cached``) with the memo's results of the others,
     in the order a simulation of all of them gives (models as in plan.json, units as its allocations)."""
     if not cached:
@@ -243,50 +236,57 @@ def _merge(out: dict, names: list[str], allocs: list[dict], cached: dict[str, tu
         units.update({u["unit"]: copy.deepcopy(u) for u in unit_entries})
     merged = [models[n] for n in names]
     return {**out, "met": all(m["met"] for m in merged), "models": merged,
-            "units": [units[a["unit"]] for a in allocs if a["unit"] in units]}
+            "units": [units[a.unit] for a in allocs if a.unit in units]}
 
 
-def _report_origins(plan: dict, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
+def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
     """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
-    regions = {k: a["region"] for k, a in enumerate(plan["allocations"])}
+    regions = {k: a.region for k, a in enumerate(plan.allocations)}
     for entry in out["models"]:
         info = model_info[entry["model"]]
-        if (plan.get("routing_by_origin") or {}).get(entry["model"]):
+        if (plan.routing_by_origin or {}).get(entry["model"]):
             reqs = [r for k, rs in enumerate(units_reqs) for r in rs
-                    if plan["allocations"][k]["model"] == entry["model"] and r.rid >= info["warm"]]
+                    if plan.allocations[k].model == entry["model"] and r.rid >= info["warm"]]
             entry["origins"] = origin_report(reqs, info["routing"], info["origin_of"], regions, entry["slo"]["ttft_ms"])
 
 
-#: what the simulation reads of an allocation (its name, cost or failover do not change its requests)
-_UNIT_KEYS = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
-              "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
-
-
-def _demand(model: dict) -> dict:
+def _demand(model: ModelEntry) -> dict:
     """What of a plan model draws its requests: its demand, classes and SLO (not its cost)."""
-    return {k: model.get(k) for k in ("name", "rate_rps", "classes", "slo", "variants", "precision")}
+    return model.model_dump(mode="json", include={"name", "rate_rps", "classes", "slo", "variants", "precision"})
 
 
-def _draw(m: dict, pm, routing: OriginRouting, unit_ids: list[str], rate: float, config: WorkloadConfig, base: Path
-          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
-    """A model's requests, (rid, arrival, input, output, class index) per unit id by the
-    plan's routing shares (per origin where the plan routes by origin: ``hetinfra.sim.network``),
-    the unrouted count per class and each request's origin. Depends only on the model's demand and
-    routing and the workload: not on any unit's count."""
-    classes = m["classes"]
+def _sample(m: ModelEntry, pm, origins: int, rate: float, config: WorkloadConfig, base: Path) -> list[tuple]:
+    """A model's requests before routing: (rid, arrival, input, output, class index, the uniform that
+    picks its origin (None with one origin), the uniform that picks its unit), drawn in the order the
+    simulator always drew them (``OriginRouting.pick`` draws the same numbers whatever the shares).
+    Depends only on the model's demand and classes, its number of origins and the workload."""
+    classes = m.classes
     samplers = class_samplers(pm.spec, base, classes)
-    times = arrival_times(model_rng(config.seed, m["name"], "arrivals"), rate, config.requests, config.burst_cv)
-    rng = model_rng(config.seed, m["name"], "requests")
-    shares = [float(c["share"]) for c in classes]
+    times = arrival_times(model_rng(config.seed, m.name, "arrivals"), rate, config.requests, config.burst_cv)
+    rng = model_rng(config.seed, m.name, "requests")
+    shares = [float(c.share) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-    out: dict[str, list[tuple]] = {}
-    unrouted = [0] * len(classes)
-    origin_of: dict[int, str] = {}
+    out = []
     for rid, t in enumerate(times):
         u = rng.random() * cum[-1]
         k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
         isl, osl = samplers[k](rng)
-        unit, origin_of[rid] = routing.pick(rng, k)
+        where = rng.random() if origins > 1 else None
+        out.append((rid, t, isl, osl, k, where, rng.random()))
+    return out
+
+
+def _draw(sample: list[tuple], routing: OriginRouting, unit_ids: list[str], classes: int
+          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
+    """``sample`` (:func:`_sample`) routed by the plan: (rid, arrival, input, output, class index) per
+    unit id by the plan's routing shares (per origin where the plan routes by origin:
+    ``hetinfra.sim.network``), the unrouted count per class and each request's origin. Not
+    dependent on any unit's count."""
+    out: dict[str, list[tuple]] = {}
+    unrouted = [0] * classes
+    origin_of: dict[int, str] = {}
+    for rid, t, isl, osl, k, where, x in sample:
+        unit, origin_of[rid] = routing.route(k, where, x)
         if unit is None:
             unrouted[k] += 1
             continue
@@ -294,27 +294,41 @@ def _draw(m: dict, pm, routing: OriginRouting, unit_ids: list[str], rate: float,
     return out, unrouted, origin_of
 
 
-def _routes(plan: dict, model: str, present: set[str]) -> list:
+def _sampled(m: ModelEntry, pm, origins: int, rate: float, config: WorkloadConfig, spec_path, memo: dict | None
+             ) -> list[tuple]:
+    """:func:`_sample`, kept in ``memo`` (a round that changes only the routing draws no request again)."""
+    key = None if memo is None else json.dumps(["sample", _demand(m), origins, rate, [config.requests,
+                                                config.burst_cv, config.seed]], sort_keys=True)
+    if key is not None and key in memo:
+        return memo[key]
+    out = _sample(m, pm, origins, rate, config, Path(spec_path).parent)
+    if key is not None:
+        memo[key] = out
+    return out
+
+
+def _routes(plan: SimPlan, model: str, present: set[str]) -> list:
     """What routes a model's requests: its class routing and, where the plan routes by origin, its
     origins' rows and shares (limited to the units the plan has)."""
     def keep(rows: dict) -> dict:
-        return {c: [e for e in entries if e["unit"] in present] for c, entries in (rows or {}).items()}
+        return {c: [e.model_dump(mode="json") for e in entries if e.unit in present] for c, entries in (rows or {}).items()}
 
-    by_origin = (plan.get("routing_by_origin") or {}).get(model) or {}
-    return [keep(plan["routing"].get(model)), {o: keep(rows) for o, rows in sorted(by_origin.items())},
-            (plan.get("origins") or {}).get(model)]
+    by_origin = (plan.routing_by_origin or {}).get(model) or {}
+    origins = (plan.origins or {}).get(model)
+    return [keep(plan.routing.get(model)), {o: keep(rows) for o, rows in sorted(by_origin.items())},
+            {o: v.model_dump(mode="json") for o, v in origins.items()} if origins is not None else None]
 
 
-def _unit_key(alloc: dict, model: dict, plan: dict, templates: dict, config: WorkloadConfig, calib, scale: float) -> str:
+def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict, config: WorkloadConfig, calib,
+              scale: float, present: set[str]) -> str:
     """Everything one unit's simulation depends on: the unit, its template, its model's demand,
     classes, SLO and routing (which draws its requests), the workload and the engine constants."""
-    unit = {k: alloc.get(k) for k in _UNIT_KEYS}
-    t = templates.get(alloc.get("template")) or {}
+    t = templates.get(alloc.template)
     # the engine reads the template's sources and, for profiled classes only, exactly this rate
     # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
-    rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.get("capacity_rps") or {})}
-    return json.dumps([unit, t.get("sources"), rated, _demand(model), plan["routing"].get(alloc["model"]),
-                       (plan.get("routing_by_origin") or {}).get(alloc["model"]), (plan.get("origins") or {}).get(alloc["model"]),
+    rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.capacity_rps)} if t is not None else {}
+    return json.dumps([alloc.key(), t.sources if t is not None else None, rated, _demand(model),
+                       _routes(plan, alloc.model, present),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
@@ -341,17 +355,17 @@ def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
     measured: dict[str, list[Request]] = {name: [] for name in model_info}
     units = []
     for k, a, ue, replicas in units_out:
-        info = model_info[a["model"]]
-        obj = objective_from_slo(info["plan"]["slo"])
+        info = model_info[a.model]
+        obj = objective_from_slo(info["plan"].slo.model_dump())
         reqs = [r for r in units_reqs[k] if r.rid >= info["warm"]]
-        measured[a["model"]].extend(reqs)
+        measured[a.model].extend(reqs)
         t0 = min((r.arrival for r in reqs), default=0.0)
         end = max((r.finish for r in units_reqs[k]), default=0.0)
         span = max(end - t0, 1e-12)
         horizon = max(end, 1e-12)  # replicas exist from time 0
         nrep = len(replicas) or 1
         blocks = replicas[0].blocks if replicas else 1
-        out = {"unit": a["unit"], "model": a["model"], "gpu": a["gpu"], "tp": a["tp"], "pp": a["pp"],
+        out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
                "kv_blocks_per_replica": blocks, **_block(reqs, obj, span),
                # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
@@ -368,14 +382,14 @@ def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
     models = []
     for name, info in model_info.items():
         m = info["plan"]
-        obj = objective_from_slo(m["slo"])
+        obj = objective_from_slo(m.slo.model_dump())
         reqs = sorted(measured[name], key=lambda r: r.rid)
         t0 = min((r.arrival for r in reqs), default=0.0)
         span = max((r.finish for r in reqs), default=0.0) - t0
         per_class = []
-        for ci, c in enumerate(m["classes"]):
+        for ci, c in enumerate(m.classes):
             sub = [r for r in reqs if r.cls == ci]
-            per_class.append({"class": c["name"], "unrouted": info["unrouted"][ci], **_block(sub, obj, span)})
+            per_class.append({"class": c.name, "unrouted": info["unrouted"][ci], **_block(sub, obj, span)})
         entry = {"model": name, "offered_rps": round(info["rate"], 6), "requests": info["n"],
                  "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
                  "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
@@ -385,8 +399,8 @@ def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
                  "tpot_cdf_ms": _cdf(_lat(reqs)[1])}
         entry["met"] = entry["objective"]["met"]
         models.append(entry)
-    return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.get("plan_version"),
-            "service": plan.get("service"), "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
+    return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
+            "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
             "requests": config.requests, "warmup_fraction": config.warmup_fraction,
             "met": all(m["met"] for m in models), "models": models, "units": units}
 

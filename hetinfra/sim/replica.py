@@ -178,12 +178,6 @@ class Replica:
             r += 1
         return q * bs + r
 
-    def _admissible(self, budget_left: int, free: int) -> bool:
-        if not self.waiting or budget_left <= 0 or len(self.running) >= self.max_seqs:
-            return False
-        head = self.waiting[0]
-        return self.blocks_for(min(head.prompt + head.g, budget_left)) <= free
-
     def check_fits(self, req: Request) -> None:
         if self.blocks_for(req.prompt + req.output) > self.blocks:
             raise InvalidInputError(
@@ -234,12 +228,14 @@ class Replica:
         schedule the next window."""
         t = self.busy_until
         k = self.w_k
-        dur = self._span(k)
+        dur = k * self.w_d0 + self.w_a * k * (k - 1) * 0.5  # _span(k), inline: the hottest call
         self.busy_s += dur
         self.seq_area += len(self.running) * dur  # the batch is fixed within a window
         self.steps += k
-        if self.w_chunks is None:
-            self.used += self._new_blocks(k)
+        chunks = self.w_chunks
+        if chunks is None:
+            if self.nd:
+                self.used += self._new_blocks(k)
             self.kv_area += 0.5 * (self.w_used0 + self.used) * dur
         else:
             self.kv_area += self.used * dur
@@ -253,8 +249,8 @@ class Replica:
             _, _, gen, req = heappop(fin)
             if gen == req.gen and req.dec:
                 self._finish(req, t)
-        if self.w_chunks:
-            for req, n in self.w_chunks:
+        if chunks:
+            for req, n in chunks:
                 req.computed += n
                 if req.computed == req.prompt + req.g:  # (re)prefill complete: sample the next token
                     req.g += 1
@@ -313,13 +309,19 @@ class Replica:
 
     # ---- the scheduler -------------------------------------------------------------------------
     def _schedule(self, t: float) -> None:
-        nd, pp = self.nd, self.pp
+        nd = self.nd
         free = self.blocks - self.used
-        need = self.phase[(-self.clock) % self.bs] if nd else 0
-        if nd and not self.prefilling and need <= free and not self._admissible(self.budget - nd, free - need):
-            self._decode_window(t, free)
-        else:
-            self._mixed_step(t)
+        if nd and not self.prefilling:
+            need = self.phase[(-self.clock) % self.bs]
+            if need <= free:
+                # a pure-decode window unless the queue's head could be admitted now (its first
+                # chunk within the budget left and its blocks within the blocks left)
+                waiting, left = self.waiting, self.budget - nd
+                if (not waiting or left <= 0 or len(self.running) >= self.max_seqs
+                        or self.blocks_for(min(waiting[0].prompt + waiting[0].g, left)) > free - need):
+                    self._decode_window(t, free)
+                    return
+        self._mixed_step(t)
 
     def _decode_window(self, t: float, free: int) -> None:
         """k pure-decode steps with a fixed batch: until the first finish, or the KV cache is full."""

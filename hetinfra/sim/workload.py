@@ -98,7 +98,7 @@ def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, i
     return {k: [(max(i, 1), max(o, 1)) for i, o in v] for k, v in rows.items()}
 
 
-def class_samplers(model: ModelSpec, base: Path, classes: list[dict]) -> list[SizeSampler]:
+def class_samplers(model: ModelSpec, base: Path, classes: list) -> list[SizeSampler]:
     """One size sampler per plan class (``models[].classes`` of plan.json: name, input_tokens,
     output_tokens), from the spec's size distribution. A class the spec cannot produce raises
     InvalidInputError (the plan and the spec disagree)."""
@@ -107,29 +107,29 @@ def class_samplers(model: ModelSpec, base: Path, classes: list[dict]) -> list[Si
     if sizes.classes is not None:
         fixed = {c.name: (c.input_tokens, c.output_tokens) for c in sizes.classes}
         for c in classes:
-            if c["name"] not in fixed:
-                raise InvalidInputError(f"{model.name}: plan class {c['name']!r} is not among the spec's classes "
+            if c.name not in fixed:
+                raise InvalidInputError(f"{model.name}: plan class {c.name!r} is not among the spec's classes "
                                         f"({', '.join(sorted(fixed))})", hint="re-plan, or pass the plan's spec with --spec")
-            i, o = fixed[c["name"]]
+            i, o = fixed[c.name]
             out.append(lambda rng, i=i, o=o: (i, o))
         return out
     if sizes.histogram is not None:
         h = sizes.histogram
         for c in classes:
-            ilo, ihi = _edges_of(c["name"], c["input_tokens"], h.input_edges, "input_tokens", model.name)
-            olo, ohi = _edges_of(c["name"], c["output_tokens"], h.output_edges, "output_tokens", model.name)
+            ilo, ihi = _edges_of(c.name, c.input_tokens, h.input_edges, "input_tokens", model.name)
+            olo, ohi = _edges_of(c.name, c.output_tokens, h.output_edges, "output_tokens", model.name)
             fi, fo = _uniform(ilo, ihi), _uniform(olo, ohi)
             out.append(lambda rng, fi=fi, fo=fo: (fi(rng), fo(rng)))
         return out
     ds = sizes.dataset
     rows = _dataset_rows(ds, base, model.name)
     for c in classes:
-        _edges_of(c["name"], c["input_tokens"], ds.input_edges, "input_tokens", model.name)
-        _edges_of(c["name"], c["output_tokens"], ds.output_edges, "output_tokens", model.name)
-        key = (ds.input_edges.index(c["input_tokens"]) - 1, ds.output_edges.index(c["output_tokens"]) - 1)
+        _edges_of(c.name, c.input_tokens, ds.input_edges, "input_tokens", model.name)
+        _edges_of(c.name, c.output_tokens, ds.output_edges, "output_tokens", model.name)
+        key = (ds.input_edges.index(c.input_tokens) - 1, ds.output_edges.index(c.output_tokens) - 1)
         bucket = rows.get(key)
         if not bucket:
-            raise InvalidInputError(f"{model.name}: the dataset has no row in bucket {c['name']!r} that the plan routes",
+            raise InvalidInputError(f"{model.name}: the dataset has no row in bucket {c.name!r} that the plan routes",
                                     hint="the dataset changed since the plan was made: re-plan")
         out.append(lambda rng, bucket=bucket: bucket[rng.randrange(len(bucket))])
     return out

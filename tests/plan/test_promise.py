@@ -39,7 +39,7 @@ def test_attainment_099_is_met(tmp_path, run_cli):
     f = doc["fidelity"]
     assert f["met"] and f["margin"] == 0.0
     assert f["models"][0]["attainment"] >= 0.99
-    # headroom 0.1 < the default load 1.2 (hetinfra.plan.planner.DEFAULT_LOAD): the promise is at 1.2
+    # headroom 0.1 < the default load 1.2 (hetinfra.plan.verify.DEFAULT_LOAD): the promise is at 1.2
     assert f["load"] == 1.2 and f["load_basis"] == "the default load" and f["statistic"] == {"m": "p99"}
 
 

@@ -48,9 +48,13 @@ def test_gamma_arrivals_rate_and_cv(cv):
 def test_sizes_are_drawn_inside_the_bucket():
     from hetinfra.spec.load import load_spec
 
+    from hetinfra.document.sections import RequestClass
+
+    def cls(name: str, i: int, o: int) -> RequestClass:  # plan.json models[].classes[], as the simulator reads it
+        return RequestClass(name=name, input_tokens=i, output_tokens=o, share=0.5, rate_rps=1.0)
+
     spec, _, _ = load_spec(REPO / "services/chat.yaml")
-    classes = [{"name": "in<=1000,out<=500", "input_tokens": 1000, "output_tokens": 500},
-               {"name": "in<=250,out<=100", "input_tokens": 250, "output_tokens": 100}]
+    classes = [cls("in<=1000,out<=500", 1000, 500), cls("in<=250,out<=100", 250, 100)]
     s = class_samplers(spec.models[0], REPO / "services", classes)
     rng = random.Random(0)
     a = [s[0](rng) for _ in range(2000)]
@@ -58,7 +62,7 @@ def test_sizes_are_drawn_inside_the_bucket():
     assert min(i for i, _ in a) < 300 and max(i for i, _ in a) > 950  # the spread, not the upper edge
     assert all(1 <= i <= 250 and 1 <= o <= 100 for i, o in (s[1](rng) for _ in range(500)))
     with pytest.raises(InvalidInputError, match="no bucket edge"):
-        class_samplers(spec.models[0], REPO / "services", [{"name": "x", "input_tokens": 300, "output_tokens": 100}])
+        class_samplers(spec.models[0], REPO / "services", [cls("x", 300, 100)])
 
 
 def test_objective_percentile_and_attainment():

@@ -29,10 +29,10 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     uid = next(a["unit"] for a in doc["allocations"] if a["count"] > 1)
     fewer = without_one_replica(doc, uid)
     ran, drawn = [], []
-    real_run, real_draw = plan_sim.run_replicas, plan_sim._draw
+    real_run, real_sample = plan_sim.run_replicas, plan_sim._sample
     monkeypatch.setattr(plan_sim, "run_replicas", lambda reps, reqs, progress=None: (ran.append(len(reps)),
                                                                                       real_run(reps, reqs, progress)))
-    monkeypatch.setattr(plan_sim, "_draw", lambda m, *a: (drawn.append(m["name"]), real_draw(m, *a))[1])
+    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
     monkeypatch.setattr(plan_sim, "run_replicas", real_run)
@@ -41,3 +41,38 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     ran.clear()
     monkeypatch.setattr(plan_sim, "run_replicas", lambda reps, reqs, progress=None: ran.append(1))
     assert plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo) == again and ran == []
+
+
+def test_a_routing_change_routes_the_same_requests_again(two_models, monkeypatch):
+    """Requests are drawn once per model and workload (``_sample``): a plan whose shares moved routes
+    them again, and gets exactly the fresh simulation."""
+    import copy
+
+    doc, spec, path = two_models
+    memo: dict = {}
+    plan_sim.simulate_plan(doc, spec, path, CONFIG, memo=memo)
+    model, per_class = next((m, rows) for m, rows in doc["routing"].items()
+                            if any(len(entries) > 1 for entries in rows.values()))
+    moved = copy.deepcopy(doc)
+    entries = next(e for e in moved["routing"][model].values() if len(e) > 1)
+    shift = entries[1]["share"] / 2
+    entries[0]["share"], entries[1]["share"] = entries[0]["share"] + shift, entries[1]["share"] - shift
+    sampled = []
+    real_sample = plan_sim._sample
+    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (sampled.append(m.name), real_sample(m, *a))[1])
+    again = plan_sim.simulate_plan(moved, spec, path, CONFIG, memo=memo)
+    assert sampled == []
+    assert again == plan_sim.simulate_plan(moved, spec, path, CONFIG)
+
+
+def test_a_models_result_depends_only_on_its_own_plan(two_models):
+    """What lets verification simulate only the models whose plan changed (and models apart): each
+    model's simulated result is the same in the whole plan and with the other models' demand gone."""
+    from hetinfra.sim.minimal import scaled
+
+    doc, spec, path = two_models
+    whole = plan_sim.simulate_plan(doc, spec, path, CONFIG)
+    for m in whole["models"]:
+        alone = plan_sim.simulate_plan(scaled(doc, {m["model"]: 1.0}), spec, path, CONFIG)
+        assert alone["models"] == [m]
+        assert alone["units"] == [u for u in whole["units"] if u["model"] == m["model"]]

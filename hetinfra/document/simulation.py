@@ -1,0 +1,93 @@
+"""What the simulator reads of a plan (``hetinfra.sim``): :class:`SimPlan`, parsed from a whole
+plan.json or from verification's lighter view of a round's solution
+(``hetinfra.plan.plan_json.simulation_view``). Its sections are plan.json's own models; the keys
+the simulator does not read are ignored, so both parse."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+from hetinfra import PLAN_VERSION
+from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage
+from hetinfra.document.base import Doc, Number
+from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
+
+#: fields of an allocation a unit's simulation depends on (its name, price or failover do not change
+#: its requests: hetinfra.sim.plan_sim's memo keys are made of exactly these)
+SIMULATED = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
+             "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
+
+
+class SimUnit(Doc):
+    """An allocation as the simulator and the trim read it (plan.json ``allocations[]``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    unit: StrictStr
+    template: StrictStr
+    model: StrictStr
+    region: StrictStr
+    gpu: StrictStr
+    tp: StrictInt
+    pp: StrictInt
+    engines_per_instance: StrictInt = 1
+    nodes_per_replica: Optional[StrictInt] = None
+    layer_partition: Optional[list[StrictInt]] = None
+    stages: Optional[list[Stage]] = None
+    count: StrictInt
+    variant: Optional[StrictStr] = None
+    gpu_memory_gb: Optional[Number] = None
+
+    def key(self) -> dict:
+        """The fields in :data:`SIMULATED`, as plan.json writes them."""
+        return self.model_dump(mode="json", include=set(SIMULATED))
+
+
+class SimPlan(Doc):
+    """The sections of a plan the simulator reads (see the module docstring)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    plan_version: StrictInt
+    service: Optional[StrictStr] = None
+    objective: Literal["min_cost", "max_throughput"] = "min_cost"
+    demand_scale: Optional[Number] = None
+    allocations: list[SimUnit]
+    routing: Routing
+    models: list[ModelEntry]
+    templates: list[Template] = Field(default_factory=list)
+    deploy: PlanDeploy = Field(default_factory=PlanDeploy)
+    origins: Optional[Origins] = None
+    routing_by_origin: Optional[OriginRouting] = None
+    spec_path: Optional[StrictStr] = None  # plan.json inputs.spec_path (SimPlan.of fills it)
+
+    @field_validator("plan_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != PLAN_VERSION:
+            raise ValueError(f"{v!r}: this simulator reads plan_version {PLAN_VERSION} (re-plan with this hetinfra)")
+        return v
+
+    @classmethod
+    def of(cls, plan: Any, where: str = "plan") -> "SimPlan":
+        """``plan`` (plan.json's dict, a simulation view, a Plan or a SimPlan) as a SimPlan;
+        InvalidInputError (exit 2) naming ``where`` and the first wrong field otherwise."""
+        from hetinfra.document.load import parse_document
+        from hetinfra.document.plan import Plan
+
+        if isinstance(plan, cls):
+            return plan
+        if isinstance(plan, Plan):
+            plan = plan.to_dict()
+        if isinstance(plan, dict) and isinstance(plan.get("inputs"), dict):
+            plan = {**plan, "spec_path": plan["inputs"].get("spec_path")}
+        return parse_document(cls, plan, where, hint="plan.json is written by `hetinfra plan`; re-plan instead")
+
+    def model_entry(self, name: str) -> ModelEntry:
+        return next(m for m in self.models if m.name == name)
+
+    def scale(self) -> float:
+        """The demand the plan serves, as a multiple of the declared (max_throughput: demand_scale)."""
+        return float(self.demand_scale or 1.0) if self.objective == "max_throughput" else 1.0

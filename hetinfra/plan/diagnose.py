@@ -1,0 +1,57 @@
+"""Why a plan is infeasible, and what to relax: the budget, which availability caps (and by how
+much), locality or the spot fractions (the solve stage, ``hetinfra.plan.planner.solve_units``,
+raises what :func:`diagnose` returns)."""
+
+from __future__ import annotations
+
+from hetinfra.errors import InfeasibleError
+from hetinfra.solver.problem import AllocationProblem
+
+
+def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
+    """Name what to relax: the budget, or which availability caps (and by how much)."""
+    from hetinfra.solver.solve import solve
+
+    no_budget = problem.replace(budget=None, objective="min_cost")
+    r = solve(no_budget, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    if r.feasible:
+        cost = r.cost(no_budget)
+        return InfeasibleError(
+            f"budget ${problem.budget:g}/h is below the cheapest feasible plan, ${cost:.2f}/h",
+            hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
+            details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
+    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
+    if elastic.feasible and not elastic.extra_gpus:
+        return _diagnose_other(no_budget, time_limit_s, mip_gap)
+    relax, parts = [], []
+    for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
+        cap = problem.caps[(cloud, region, gpu)]
+        need = cap + int(round(extra + 0.4999))
+        relax.append({"availability": {"cloud": cloud, "region": region, "gpu": gpu, "max_gpus": cap, "needed": need}})
+        parts.append(f"{cloud}/{region} {gpu}: cap {cap} GPUs, needs {need}")
+    msg = "availability caps are too small to serve the demand: " + "; ".join(parts)
+    if problem.budget is not None and elastic.feasible:
+        cost = elastic.cost(no_budget)
+        if cost > problem.budget:
+            msg += f"; and the budget ${problem.budget:g}/h is below that plan's ${cost:.2f}/h"
+    return InfeasibleError(msg, hint="raise those caps, or allow more regions, clouds or GPU types",
+                           details={"relax": relax})
+
+
+def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
+    """Caps and budget are not the cause: try dropping locality, then the spot fractions."""
+    from hetinfra.solver.solve import solve
+
+    if problem.locality > 0 and solve(problem.replace(locality=0.0), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+        return InfeasibleError(
+            f"planning.locality {problem.locality:g} cannot be met: some origin region lacks capacity for its local demand",
+            hint="lower planning.locality, allow more GPUs in those regions, or raise their availability caps",
+            details={"relax": [{"locality": {"current": problem.locality}}]})
+    limited = {m: f for m, f in problem.max_spot_fraction.items() if f < 1}
+    if limited and solve(problem.replace(max_spot_fraction={}), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+        names = ", ".join(f"{m} ({f:.0%})" for m, f in sorted(limited.items()))
+        return InfeasibleError(f"max_spot_fraction cannot be met for {names}: not enough on-demand capacity",
+                               hint="raise max_spot_fraction or the on-demand availability caps",
+                               details={"relax": [{"max_spot_fraction": limited}]})
+    return InfeasibleError("no plan satisfies all constraints together",
+                           hint="relax the availability caps, budget, locality or spot fractions")

@@ -1,0 +1,67 @@
+"""``hetinfra plan``, stage by stage (docs/internals/plan-stage.md):
+
+    resolve -> templates -> solve -> verify -> assemble
+
+* resolve and templates: :func:`hetinfra.plan.planner.prepare` (the spec's inputs, every unit with
+  its estimated rates, what runs now, the confidence level's starting factors);
+* solve: :func:`hetinfra.plan.planner.solve_units` (prune, the ILP, infeasibility diagnosis);
+* verify: :func:`hetinfra.plan.verify.verify` re-solves (through the one callable this module
+  binds) and re-simulates a simulation view of each round's solution, then trims;
+* assemble: :func:`assemble` builds plan.json once, from the final solution, with the baselines;
+  :func:`hetinfra.plan.fidelity.record` adds what verification found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hetinfra.plan.planner import PlanResult, attach_baselines, derated, prepare, solve_units, statistic_warnings
+
+UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
+                      "(run `hetinfra simulate` on it)")
+
+
+def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
+                  progress=None, **prepare_kwargs) -> tuple[PlanResult, dict]:
+    """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.planner.prepare`), verify it by
+    simulation unless ``verify`` is false or the spec turns it off, and return the result and its
+    plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
+    InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
+    :class:`hetinfra.plan.progress.Progress` (None: silent)."""
+    from hetinfra.plan import verify as verification
+    from hetinfra.plan.fidelity import record
+
+    staged = prepare(spec_path, **prepare_kwargs)
+    spec = staged.inputs.spec
+    verifying = verify and spec.planning.verify.enabled
+    overrides = verification.verification_overrides(spec) if verifying else None
+
+    def resolve(derate: dict[str, float] | None, start: dict[str, int] | None = None) -> PlanResult:
+        return solve_units(staged.inputs, staged.units, staged.running, with_baselines=False, derate=derate,
+                           template_cache=staged.template_cache, overrides=overrides, start=start)
+
+    pr = resolve(staged.derate)
+    if not verifying:
+        doc = assemble(pr, with_baselines)
+        doc["fidelity"] = {"verified": False,
+                           "reason": "plan --no-verify" if not verify else "planning.verify.enabled is false"}
+        doc["warnings"].append(UNVERIFIED_WARNING)
+        return pr, doc
+    outcome = verification.verify(pr, resolve, progress)
+    if progress is not None:
+        progress.stage("baselines" if with_baselines else "assemble")
+    doc = assemble(outcome.pr, with_baselines)
+    record(doc, outcome, strict)
+    return outcome.pr, doc
+
+
+def assemble(pr: PlanResult, with_baselines: bool) -> dict:
+    """plan.json of the final plan: the single-GPU-type baselines (min_cost; over the units at the
+    plan's factors), then the document (hetinfra.plan.plan_json) and the profile-statistic warnings."""
+    from hetinfra.plan.plan_json import build_plan_json
+
+    if with_baselines:
+        attach_baselines(pr, derated(pr.all_units, pr.derate))
+    doc = build_plan_json(pr)
+    doc["warnings"].extend(statistic_warnings(pr))
+    return doc
