@@ -42,7 +42,7 @@ COMMON = {"id", "status", "count", "error", "rows", "bound", "gap", "met", "node
           "started", "stopped", "steps", "outputs", "endpoint", "dir", "hits", "misses", "from", "engine", "estimator",
           "method", "variables", "constraints", "iterations", "as_of", "sha256", "service", "unit", "template",
           "instances", "instance_type", "variant", "sources", "purchase", "rps", "derate", "levels", "served", "live",
-          "images", "pulumi", "skypilot", "warnings", "placement", "stages", "slug", "solver", "allocation",
+          "images", "pulumi", "skypilot", "warnings", "placement", "stages", "slug", "allocation",
           "multipliers", "max_model_len", "cost_usd_per_hour", "experimental", "resumed", "updated_at", "started_at",
           "finished_at", "safety_stop", "blocks", "by_model", "by_region", "spec_path", "endpoints", "objects"}
 #: module -> document-key reads it still makes (to migrate to the models; may only go down)
