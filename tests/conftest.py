@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.server
 import json
 import os
@@ -347,3 +348,24 @@ class ExamplePlans:
 def example_plans(tmp_path_factory) -> ExamplePlans:
     """Every example's verified plan, planned once per test run (see ExamplePlans)."""
     return ExamplePlans(run_shared_dir(tmp_path_factory) / "examples")
+
+
+@pytest.fixture(scope="session")
+def shared_plan(tmp_path_factory):
+    """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
+    planned in-process once per test run (by whichever xdist worker asks first) for every test that
+    reads the same plan. Tests must not write into it: copy it first."""
+    root = run_shared_dir(tmp_path_factory) / "shared-plans"
+
+    def plan(spec: Path, *flags: str) -> Path:
+        from hetinfra.cli import cli
+
+        key = hashlib.sha256(json.dumps([str(spec), *flags]).encode()).hexdigest()[:16]
+        with made_once(root / key) as first:
+            if first:
+                res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
+                                         env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
+                assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+        return root / key / "out"
+
+    return plan

@@ -10,11 +10,10 @@ from hetinfra.price_feeds.offers import load_embedded_snapshot
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_caps_file_tightens_the_plan(run_cli, tmp_path):
+def test_caps_file_tightens_the_plan(run_cli, tmp_path, shared_plan):
     spec = str(REPO / "services" / "chat.yaml")
-    code, out, err = run_cli("plan", spec, "--json", "--no-baselines")
-    assert code == 0, err
-    before = {a["gpu"] for a in json.loads(out)["allocations"]}
+    uncapped = shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")  # exit 0 asserted there
+    before = {a["gpu"] for a in json.loads((uncapped / "plan.json").read_text())["allocations"]}
     assert "L40S" in before
     caps = tmp_path / "caps.csv"
     # every AWS region that sells L40S (the spec allows any region: capping the US ones only

@@ -31,17 +31,12 @@ def gw_out(tmp_path_factory):
     return out, json.loads((out / "plan.json").read_text())
 
 
-def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, tmp_path):
-    from click.testing import CliRunner
-
-    from hetinfra.cli import cli
-
+def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, shared_plan):
     out, plan = gw_out
     units = sorted(Path(a["skypilot_task"]).name for a in plan["allocations"] if a["skypilot_task"])
     assert sorted(p.name for p in (out / "skypilot").iterdir()) == sorted(units + [f"{plan['service']}-gateway.yaml"])
-    res = CliRunner().invoke(cli, ["plan", str(REPO / "services" / "chat.yaml"), "--out", str(tmp_path), "--no-baselines"])
-    assert res.exit_code == 0, res.output
-    assert not [p for p in (tmp_path / "skypilot").iterdir() if p.name.endswith("-gateway.yaml")]
+    without = shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")  # chat.yaml: no gateway
+    assert not [p for p in (without / "skypilot").iterdir() if p.name.endswith("-gateway.yaml")]
 
 
 def test_gateway_task_loads_with_skypilot(gw_out, sky_offline):
