@@ -161,11 +161,10 @@ def test_streams_relay_tokens_and_count_them(fleet):
     assert events[-1] == "data: [DONE]" and len(events) == 5
 
 
-def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(procs, tmp_path):
+def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(procs, tmp_path, fleet):
     out = write_out(tmp_path)
     p1, u1 = procs.backend("u1", tokens=200, delay_ms=10)  # slow streams, to be killed mid-stream
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u2, u3 = fleet["urls"]["u2"], fleet["urls"]["u3a"]  # plain stand-ins: the module's
     _, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}",
                                 f"{make_plan()['allocations'][2]['unit']}={u3}"])  # a plan `unit` name works too
 
@@ -206,11 +205,10 @@ def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(p
     assert f'hetinfra_gateway_stream_errors_total{{unit="{UNITS["u1"]}"}} {float(len(broken))}' in metrics
 
 
-def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path):
+def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path, fleet):
     out = write_out(tmp_path)
     _, u1 = procs.backend("u1", mode="500")
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u2, u3 = fleet["urls"]["u2"], fleet["urls"]["u3a"]  # plain stand-ins: the module's
     _, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}", f"{UNITS['u3']}={u3}"])
     jobs, _ = jobs_for(200)
     results = asyncio.run(fire(gw, jobs, concurrency=8))
@@ -219,11 +217,9 @@ def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path):
     assert 'hetinfra_gateway_retries_total{reason="5xx"' in httpx.get(gw + "/metrics").text
 
 
-def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp_path):
+def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp_path, fleet):
     out = write_out(tmp_path)
-    _, u1 = procs.backend("u1")
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u1, u2, u3 = (fleet["urls"][n] for n in ("u1", "u2", "u3a"))  # plain stand-ins: the module's
     gp, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}", f"{UNITS['u3']}={u3}"],
                            "--reload-interval-s", "0")  # SIGHUP only
     weights_path = out / "router" / "weights.json"
@@ -243,12 +239,11 @@ def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp
     assert 'hetinfra_gateway_reloads_total{result="ok"} 1.0' in httpx.get(gw + "/metrics").text
 
 
-def test_no_client_key_means_open_with_a_warning(procs, tmp_path):
+def test_no_client_key_means_open_with_a_warning(procs, tmp_path, fleet):
     out = write_out(tmp_path)
-    _, u3 = procs.backend("u3")
-    p, gw = procs.gateway(out, [f"{UNITS['u3']}={u3}"], "--no-demand-log", client_key=None)
+    p, gw = procs.gateway(out, [f"{UNITS['u3']}={fleet['urls']['u3a']}"], "--no-demand-log", client_key=None)
     r = httpx.post(gw + "/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 3}, timeout=10)
-    assert r.status_code == 200 and r.json()["backend"] == "u3"  # the units without endpoints are skipped
+    assert r.status_code == 200 and r.json()["backend"] == "u3a"  # the units without endpoints are skipped
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
     assert "HETINFRA_API_KEY is not set" in p.stderr.read()
