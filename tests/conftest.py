@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.server
 import json
 import os
@@ -213,51 +214,158 @@ def closed_port() -> int:
 #: every example spec in services/ (subfolders too: services/custom-gpu/service.yaml)
 EXAMPLE_SPECS = sorted((REPO / "services").rglob("*.yaml"))
 
+# What a newcomer's fresh shell lacks: the credentials and settings the deploy paths read. The
+# examples are planned, and the docs' commands run (tests/docs/test_commands.py), without them.
+NEWCOMER_UNSET = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_BACKEND_URL",
+                  "PULUMI_ACCESS_TOKEN", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                  "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_CLOUD_PROJECT",
+                  "CLOUDSDK_CORE_PROJECT", "GOOGLE_OAUTH_ACCESS_TOKEN", "HETINFRA_GCP_API_KEY", "AZURE_ACCESS_TOKEN",
+                  "AZURE_SUBSCRIPTION_ID", "AZURE_CLIENT_ID", "ARM_CLIENT_ID", "HETINFRA_FEEDS_SOURCES",
+                  "HETINFRA_PREFLIGHT_QUOTAS", "HF_HOME", "HF_HUB_CACHE")
+
+
+def newcomer_env(root: Path, cache: Path) -> dict[str, str | None]:
+    """The environment of a fresh checkout in ``root``: no credentials, a private HOME, the given
+    template cache, no `pulumi` on PATH, plain fixed-width output (for CliRunner.invoke's ``env``)."""
+    env: dict[str, str | None] = {name: None for name in NEWCOMER_UNSET}
+    env.update(HOME=str(root / "home"), HETINFRA_CACHE_DIR=str(cache), PATH="/usr/bin:/bin", NO_COLOR="1",
+               COLUMNS="132")
+    return env
+
+
+def invoke_in(root: Path, args: list[str], env: dict[str, str | None]):
+    """Run ``hetinfra ARGS`` in-process with ``root`` as the working folder; returns click's Result
+    (stdout and stderr apart), re-raising an exception that is not a SystemExit."""
+    from hetinfra.cli import cli
+
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart by itself
+        runner = CliRunner()
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        res = runner.invoke(cli, args, env=env, catch_exceptions=True)
+    finally:
+        os.chdir(here)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res
+
+
+def run_shared_dir(tmp_path_factory) -> Path:
+    """A folder all xdist workers of this test run share (the controller's base temp; each worker's
+    own base temp is a subfolder of it), or the session's base temp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def made_once(folder: Path):
+    """Fill ``folder`` once per test run, whichever worker asks first: yields True to the caller that
+    must fill it (holding a lock the other workers wait on; a worker that dies releases it) and False
+    once it is complete. A fill that raised leaves no complete folder, so the next caller retries."""
+    import fcntl
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / ".complete"
+        if done.exists():
+            yield False
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        yield True
+        done.touch()
+
 
 def example_name(spec: Path) -> str:
     """``chat`` for services/chat.yaml, ``custom-gpu/service`` for services/custom-gpu/service.yaml."""
     return str(spec.relative_to(REPO / "services").with_suffix(""))
 
 
+def checkout_folder(root: Path) -> Path:
+    """``root`` laid out as a fresh checkout seen from its top: ``services/`` links the repository's."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / "services").exists():
+        (root / "services").symlink_to(REPO / "services")
+    (root / "home").mkdir(exist_ok=True)
+    return root
+
+
 class ExamplePlans:
-    """The README's `hetinfra plan services/<name>.yaml --out OUT` (verified, with baselines) of every
-    example, each planned at most once per test session (and per xdist worker: the tests that use
-    it share one worker, see pytest_collection_modifyitems), in-process, with a template cache of
-    its own. ``plans[name]`` -> (out dir, plan.json dict, plan.json text, spec path). Tests must not
-    write into the out dirs: copy one first."""
+    """The README's `hetinfra plan services/<name>.yaml --out out/<name>` (verified, with baselines) of
+    every example, run as a newcomer runs it (a checkout-like folder, newcomer_env, in-process), each
+    planned at most once per test run: lazily, by whichever xdist worker asks first (the others wait
+    for it or read what it wrote), each example with a template cache of its own.
+    ``plans[name]`` -> (out dir, plan.json dict, plan.json text, spec path); ``plans.output(name)``
+    -> (exit code, stdout, stderr). Tests must not write into the out dirs: copy one first."""
 
     def __init__(self, root: Path):
-        self.root = root
-        self.cache = root / "template-cache"
+        self.root = checkout_folder(root)
         self._done: dict[str, tuple[Path, dict, str, Path]] = {}
 
     def names(self) -> list[str]:
         return [example_name(p) for p in EXAMPLE_SPECS]
 
+    def command(self, name: str, out: str | None = None) -> list[str]:
+        """The README's command line for ``name`` (relative to ``root``), planning into ``out``."""
+        return ["plan", f"services/{name}.yaml", "--out", out or f"out/{name}"]
+
+    def cache(self, name: str) -> Path:
+        """``name``'s template cache (filled by its first plan)."""
+        return self.root / "cache" / name.replace("/", "--")
+
+    def run(self, name: str, out: str):
+        """Plan ``name`` again, exactly as the session's plan was made (same folder, environment and
+        template cache), into ``out`` (relative to ``root``); returns click's Result."""
+        return invoke_in(self.root, self.command(name, out), newcomer_env(self.root, self.cache(name)))
+
+    def output(self, name: str) -> tuple[int, str, str]:
+        self[name]
+        saved = json.loads((self._record(name) / "result.json").read_text())
+        return saved["exit_code"], saved["stdout"], saved["stderr"]
+
+    def _record(self, name: str) -> Path:
+        return self.root / "results" / name.replace("/", "--")
+
     def __getitem__(self, name: str) -> tuple[Path, dict, str, Path]:
         if name not in self._done:
-            from hetinfra.cli import cli
-
-            spec = REPO / "services" / f"{name}.yaml"
-            out = self.root / name.replace("/", "--")
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("HETINFRA_CACHE_DIR", str(self.cache))
-                res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(out)])
-            assert res.exit_code == 0, f"{name}: {res.output[-2000:]}"
+            with made_once(self._record(name)) as first:
+                if first:
+                    res = self.run(name, f"out/{name}")
+                    assert res.exit_code == 0, f"{name}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+                    result = {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
+                    (self._record(name) / "result.json").write_text(json.dumps(result))
+            out = self.root / "out" / name
             text = (out / "plan.json").read_text()
-            self._done[name] = (out, json.loads(text), text, spec)
+            self._done[name] = (out, json.loads(text), text, REPO / "services" / f"{name}.yaml")
         return self._done[name]
 
 
 @pytest.fixture(scope="session")
 def example_plans(tmp_path_factory) -> ExamplePlans:
-    """Every example's verified plan, planned once (see ExamplePlans)."""
-    return ExamplePlans(tmp_path_factory.mktemp("examples"))
+    """Every example's verified plan, planned once per test run (see ExamplePlans)."""
+    return ExamplePlans(run_shared_dir(tmp_path_factory) / "examples")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests that read the examples' plans run on one xdist worker (``--dist loadgroup``), so the
-    session plans each example once, not once per worker."""
-    for item in items:
-        if "example_plans" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("examples"))
+@pytest.fixture(scope="session")
+def shared_plan(tmp_path_factory):
+    """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
+    planned in-process once per test run (by whichever xdist worker asks first) for every test that
+    reads the same plan. Tests must not write into it: copy it first."""
+    root = run_shared_dir(tmp_path_factory) / "shared-plans"
+
+    def plan(spec: Path, *flags: str) -> Path:
+        from hetinfra.cli import cli
+
+        key = hashlib.sha256(json.dumps([str(spec), *flags]).encode()).hexdigest()[:16]
+        with made_once(root / key) as first:
+            if first:
+                res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
+                                         env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
+                assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+        return root / key / "out"
+
+    return plan

@@ -12,7 +12,8 @@ def test_replan_into_same_out_removes_stale_tasks(tmp_path, run_cli):
     out = tmp_path / "out"
     (out / "skypilot").mkdir(parents=True)
     (out / "skypilot" / "stale-unit.yaml").write_text("old")
-    code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(out), "--no-baselines")
+    code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(out), "--no-baselines",
+                           "--no-verify")  # the out folder is the point here, not verification
     assert code == 0, err
     plan = json.loads((out / "plan.json").read_text())
     assert sorted(p.name for p in (out / "skypilot").iterdir()) == sorted(

@@ -13,16 +13,10 @@ SERVICES = sorted((REPO / "services").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from hetinfra.cli import cli
-
+def planned(shared_plan):
     out = {}
     for spec in SERVICES:
-        d = tmp_path_factory.mktemp(spec.stem)
-        res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(d), "--no-baselines", "--no-verify"])
-        assert res.exit_code == 0, res.output
+        d = shared_plan(spec, "--no-baselines", "--no-verify")
         out[spec.stem] = (d, json.loads((d / "plan.json").read_text()))
     return out
 

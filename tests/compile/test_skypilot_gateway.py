@@ -12,36 +12,36 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import made_once, run_shared_dir
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def gw_out(tmp_path_factory):
+    """chat.yaml with the gateway enabled, planned once per test run (by whichever xdist worker asks first)."""
     from click.testing import CliRunner
 
     from hetinfra.cli import cli
 
-    d = tmp_path_factory.mktemp("gw")
-    spec = yaml.safe_load((REPO / "services" / "chat.yaml").read_text())
-    spec.setdefault("deploy", {})["gateway"] = {"enabled": True, "port": 8443, "package": "hetinfra==0.1.0"}
-    (d / "chat.yaml").write_text(yaml.safe_dump(spec))
-    res = CliRunner().invoke(cli, ["plan", str(d / "chat.yaml"), "--out", str(d / "out"), "--no-baselines"])
-    assert res.exit_code == 0, res.output
+    d = run_shared_dir(tmp_path_factory) / "gateway-chat"
+    with made_once(d) as first:
+        if first:
+            spec = yaml.safe_load((REPO / "services" / "chat.yaml").read_text())
+            spec.setdefault("deploy", {})["gateway"] = {"enabled": True, "port": 8443, "package": "hetinfra==0.1.0"}
+            (d / "chat.yaml").write_text(yaml.safe_dump(spec))
+            res = CliRunner().invoke(cli, ["plan", str(d / "chat.yaml"), "--out", str(d / "out"), "--no-baselines"])
+            assert res.exit_code == 0, res.output
     out = d / "out"
     return out, json.loads((out / "plan.json").read_text())
 
 
-def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, tmp_path):
-    from click.testing import CliRunner
-
-    from hetinfra.cli import cli
-
+def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, shared_plan):
     out, plan = gw_out
     units = sorted(Path(a["skypilot_task"]).name for a in plan["allocations"] if a["skypilot_task"])
     assert sorted(p.name for p in (out / "skypilot").iterdir()) == sorted(units + [f"{plan['service']}-gateway.yaml"])
-    res = CliRunner().invoke(cli, ["plan", str(REPO / "services" / "chat.yaml"), "--out", str(tmp_path), "--no-baselines"])
-    assert res.exit_code == 0, res.output
-    assert not [p for p in (tmp_path / "skypilot").iterdir() if p.name.endswith("-gateway.yaml")]
+    without = shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")  # chat.yaml: no gateway
+    assert not [p for p in (without / "skypilot").iterdir() if p.name.endswith("-gateway.yaml")]
 
 
 def test_gateway_task_loads_with_skypilot(gw_out, sky_offline):

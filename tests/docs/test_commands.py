@@ -4,9 +4,11 @@ tests/docs/pages.py and docs/writing-docs.md).
 Commands run in-process through click's CliRunner, from one scratch folder per test session that
 links the repository's `services/` (so `services/chat.yaml` and `out/chat` read as in a checkout),
 with a private HOME and cache, no cloud credentials and no `pulumi` on PATH: what a newcomer's
-fresh checkout sees. A command that appears on several pages runs once per session (plans are the
-expensive part), so the pages share their planned out folders; each page still plans what it uses
-before it uses it, so any one page passes on its own.
+fresh checkout sees (tests/conftest.py newcomer_env). A command that appears on several pages runs
+once per session (plans are the expensive part), so the pages share their planned out folders; each
+page still plans what it uses before it uses it, so any one page passes on its own. The README's plan
+of an example is the one the whole test run shares (tests/conftest.py example_plans, made by the
+same command in the same kind of folder): its out folder is copied in, not planned again.
 
 The README's Quick start is checked against .ci/run (which runs its install and the whole suite) and
 its printed output against a real run of its `hetinfra plan` (measured seconds aside).
@@ -15,24 +17,17 @@ its printed output against a real run of its `hetinfra plan` (measured seconds a
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from tests.conftest import ExamplePlans, checkout_folder, invoke_in, newcomer_env
 from tests.docs.pages import REPO, Command, commands, doc_pages
 
-# What a fresh shell without cloud accounts lacks: the credentials and settings the deploy paths read.
-UNSET = ("VLLM_API_KEY", "HF_TOKEN", "HETINFRA_API_KEY", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_BACKEND_URL",
-         "PULUMI_ACCESS_TOKEN", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-         "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT",
-         "GOOGLE_OAUTH_ACCESS_TOKEN", "HETINFRA_GCP_API_KEY", "AZURE_ACCESS_TOKEN", "AZURE_SUBSCRIPTION_ID",
-         "AZURE_CLIENT_ID", "ARM_CLIENT_ID", "HETINFRA_FEEDS_SOURCES", "HETINFRA_PREFLIGHT_QUOTAS",
-         "HF_HOME", "HF_HUB_CACHE")
 CLI_NAMES = {"hetinfra", ".venv/bin/hetinfra"}
 ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
@@ -55,27 +50,33 @@ class Result:
 
 
 class DocShell:
-    """Runs documented commands in-process in one scratch folder, each distinct command once."""
+    """Runs documented commands in-process in one scratch folder, each distinct command once. A
+    command that is the README's plan of an example (`hetinfra plan services/<name>.yaml --out
+    out/<name>`, run the same way, by tests/conftest.py ExamplePlans) takes that run's out folder and
+    output instead of planning the example again."""
 
-    def __init__(self, root: Path):
-        self.root = root
-        (root / "services").symlink_to(REPO / "services")
-        (root / "home").mkdir()
-        self.env = {name: None for name in UNSET}
-        self.env.update(HOME=str(root / "home"), HETINFRA_CACHE_DIR=str(root / "cache"), PATH="/usr/bin:/bin",
-                        NO_COLOR="1", COLUMNS="132")
+    def __init__(self, root: Path, examples: ExamplePlans):
+        self.root = checkout_folder(root)
+        self.examples = examples
+        self.env = newcomer_env(root, root / "cache")
         self.done: dict[str, Result] = {}  # by command, so pages share their plans
 
     def run(self, command: Command) -> Result:
         args = self.argv(command)
         key = " ".join(["hetinfra" if arg in CLI_NAMES else arg for arg in args])  # README's .venv/bin/hetinfra too
         if key not in self.done:
-            self.done[key] = self._invoke(command, args)
+            self.done[key] = self._example_plan(args) or self._invoke(command, args)
         return self.done[key]
 
-    def _invoke(self, command: Command, args: list[str]) -> Result:
-        from hetinfra.cli import cli
+    def _example_plan(self, args: list[str]) -> Result | None:
+        """The session's run of this command when it is an example's plan into a folder not written yet."""
+        name = next((n for n in self.examples.names() if args[1:] == self.examples.command(n)), None)
+        if name is None or (self.root / "out" / name).exists():
+            return None
+        shutil.copytree(self.examples[name][0], self.root / "out" / name, symlinks=True)
+        return Result(*self.examples.output(name))
 
+    def _invoke(self, command: Command, args: list[str]) -> Result:
         env = self.env.copy()
         while args and ASSIGNMENT.match(args[0]):
             name, _, value = args.pop(0).partition("=")
@@ -86,18 +87,7 @@ class DocShell:
         if not args or args[0] not in CLI_NAMES:
             pytest.fail(f"{command.where()}: only `hetinfra ...` commands (with VAR=value before them) run "
                         f"in the docs' tests; show other shell in a ```text block: {command.text}")
-        try:
-            runner = CliRunner(mix_stderr=False)
-        except TypeError:  # click >= 8.2 keeps stderr apart by itself
-            runner = CliRunner()
-        here = os.getcwd()
-        os.chdir(self.root)
-        try:
-            res = runner.invoke(cli, args[1:], env=env, catch_exceptions=True)
-        finally:
-            os.chdir(here)
-        if res.exception is not None and not isinstance(res.exception, SystemExit):
-            raise res.exception
+        res = invoke_in(self.root, args[1:], env)
         return Result(res.exit_code, res.stdout, res.stderr)
 
     @staticmethod
@@ -113,8 +103,8 @@ class DocShell:
 
 
 @pytest.fixture(scope="session")
-def doc_shell(tmp_path_factory) -> DocShell:
-    return DocShell(tmp_path_factory.mktemp("doc-shell"))
+def doc_shell(tmp_path_factory, example_plans) -> DocShell:
+    return DocShell(tmp_path_factory.mktemp("doc-shell"), example_plans)
 
 
 def pages_with_commands() -> list[Path]:

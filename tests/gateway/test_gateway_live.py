@@ -42,10 +42,24 @@ async def fire(url: str, jobs: list[dict], *, concurrency: int = 24, path: str =
     return results
 
 
+ROUTED = 2000  # requests in the routing-share test
+
+
 def jobs_for(n: int) -> tuple[list[dict], list[str]]:
     names = list(CLASSES)
     classes = [names[k % len(names)] for k in range(n)]
     return [{"model": MODEL, "prompt": prompt_for(c), "max_tokens": max_tokens_for(c)} for c in classes], classes
+
+
+def flushed_log(path, rows: int, timeout_s: float = 30.0):
+    """``path`` once the gateway has flushed ``rows`` rows (whole lines) to it: it flushes every second."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.endswith("\n") and text.count("\n") > rows:  # the header and the rows
+            return path
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: {rows} rows not flushed within {timeout_s} s")
 
 
 def unit_of(backend: str) -> str:
@@ -63,10 +77,10 @@ def fleet(module_procs, tmp_path_factory):
 
 
 def test_routing_shares_match_the_plan_per_class(fleet):
-    jobs, classes = jobs_for(5000)
-    t0 = time.monotonic()
+    # smooth weighted round-robin has no randomness: 500 requests a class hold each share to a few
+    # requests, well inside the 3% asserted (fire's deadline bounds the run, not a timing assert)
+    jobs, classes = jobs_for(ROUTED)
     results = asyncio.run(fire(fleet["gw"], jobs, concurrency=32))
-    elapsed = time.monotonic() - t0
     assert all(code == 200 for code, _ in results)
     seen: dict[str, Counter] = {c: Counter() for c in CLASSES}
     for cls, (_, body) in zip(classes, results):
@@ -78,17 +92,15 @@ def test_routing_shares_match_the_plan_per_class(fleet):
     # u3's two replicas share its requests (least outstanding, rotating among ties)
     per_backend = Counter(body["backend"] for _, body in results)
     assert min(per_backend["u3a"], per_backend["u3b"]) > 0.3 * (per_backend["u3a"] + per_backend["u3b"])
-    assert elapsed < 40
     # metrics count the same requests by class
     text = httpx.get(fleet["gw"] + "/metrics").text
     total = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                 if line.startswith("hetinfra_gateway_requests_total{") and 'status="200"' in line)
-    assert total >= 5000
+    assert total >= ROUTED
     assert 'hetinfra_gateway_weight{cls="in<=250,out<=100",model="chat-8b",unit="%s"} 0.5' % UNITS["u1"] in text
     # ... and the demand log is readable by replan, with the routing key as output_tokens
-    time.sleep(1.2)  # the gateway flushes its log every second
-    log = read_demand_log(fleet["out"] / "gateway" / "demand.csv")
-    assert len(log.timestamps) >= 5000 and set(log.models.tolist()) == {MODEL}
+    log = read_demand_log(flushed_log(fleet["out"] / "gateway" / "demand.csv", ROUTED))
+    assert len(log.timestamps) >= ROUTED and set(log.models.tolist()) == {MODEL}
     assert set(log.output_tokens.tolist()) == {50, 700}
     assert "xxxx" not in (fleet["out"] / "gateway" / "demand.csv").read_text()  # no request contents
 
@@ -129,16 +141,16 @@ def test_a_slow_client_does_not_block_others(fleet):
             async with slow_c.stream("POST", "/v1/completions", json=body, headers=auth()) as slow:
                 it = slow.aiter_raw()
                 await it.__anext__()  # one chunk, then stop reading while others run
-                t0 = time.monotonic()
                 jobs, _ = jobs_for(200)
                 results = await fire(fleet["gw"], jobs, concurrency=16)
-                fast = time.monotonic() - t0
                 async for _ in it:  # drain
                     pass
-        return results, fast
+        return results
 
-    results, fast = asyncio.run(run())
-    assert all(code == 200 for code, _ in results) and fast < 10
+    # all answered while the slow stream stays open and unread (a blocked gateway would run into fire's
+    # deadline instead: no timing assert, which a loaded machine could break)
+    results = asyncio.run(run())
+    assert all(code == 200 for code, _ in results)
 
 
 def test_streams_relay_tokens_and_count_them(fleet):
@@ -149,11 +161,10 @@ def test_streams_relay_tokens_and_count_them(fleet):
     assert events[-1] == "data: [DONE]" and len(events) == 5
 
 
-def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(procs, tmp_path):
+def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(procs, tmp_path, fleet):
     out = write_out(tmp_path)
     p1, u1 = procs.backend("u1", tokens=200, delay_ms=10)  # slow streams, to be killed mid-stream
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u2, u3 = fleet["urls"]["u2"], fleet["urls"]["u3a"]  # plain stand-ins: the module's
     _, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}",
                                 f"{make_plan()['allocations'][2]['unit']}={u3}"])  # a plan `unit` name works too
 
@@ -194,11 +205,10 @@ def test_killed_backend_is_ejected_retried_and_streams_to_it_end_with_an_error(p
     assert f'hetinfra_gateway_stream_errors_total{{unit="{UNITS["u1"]}"}} {float(len(broken))}' in metrics
 
 
-def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path):
+def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path, fleet):
     out = write_out(tmp_path)
     _, u1 = procs.backend("u1", mode="500")
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u2, u3 = fleet["urls"]["u2"], fleet["urls"]["u3a"]  # plain stand-ins: the module's
     _, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}", f"{UNITS['u3']}={u3}"])
     jobs, _ = jobs_for(200)
     results = asyncio.run(fire(gw, jobs, concurrency=8))
@@ -207,11 +217,9 @@ def test_5xx_before_the_first_byte_is_retried_elsewhere(procs, tmp_path):
     assert 'hetinfra_gateway_retries_total{reason="5xx"' in httpx.get(gw + "/metrics").text
 
 
-def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp_path):
+def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp_path, fleet):
     out = write_out(tmp_path)
-    _, u1 = procs.backend("u1")
-    _, u2 = procs.backend("u2")
-    _, u3 = procs.backend("u3")
+    u1, u2, u3 = (fleet["urls"][n] for n in ("u1", "u2", "u3a"))  # plain stand-ins: the module's
     gp, gw = procs.gateway(out, [f"{UNITS['u1']}={u1}", f"{UNITS['u2']}={u2}", f"{UNITS['u3']}={u3}"],
                            "--reload-interval-s", "0")  # SIGHUP only
     weights_path = out / "router" / "weights.json"
@@ -231,12 +239,11 @@ def test_reload_during_load_drops_nothing_and_applies_the_new_weights(procs, tmp
     assert 'hetinfra_gateway_reloads_total{result="ok"} 1.0' in httpx.get(gw + "/metrics").text
 
 
-def test_no_client_key_means_open_with_a_warning(procs, tmp_path):
+def test_no_client_key_means_open_with_a_warning(procs, tmp_path, fleet):
     out = write_out(tmp_path)
-    _, u3 = procs.backend("u3")
-    p, gw = procs.gateway(out, [f"{UNITS['u3']}={u3}"], "--no-demand-log", client_key=None)
+    p, gw = procs.gateway(out, [f"{UNITS['u3']}={fleet['urls']['u3a']}"], "--no-demand-log", client_key=None)
     r = httpx.post(gw + "/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 3}, timeout=10)
-    assert r.status_code == 200 and r.json()["backend"] == "u3"  # the units without endpoints are skipped
+    assert r.status_code == 200 and r.json()["backend"] == "u3a"  # the units without endpoints are skipped
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
     assert "HETINFRA_API_KEY is not set" in p.stderr.read()

@@ -75,9 +75,8 @@ def test_a_model_costs_the_same_alone_and_beside_unrelated_models(tmp_path, run_
     assert abs(cost["a"] - one["cost_usd_per_hour"]) <= 0.02 * one["cost_usd_per_hour"]
 
 
-def test_custom_gpu_example_plans_and_verifies(run_cli):
-    code, doc, err = _plan(run_cli, REPO / "services" / "custom-gpu" / "service.yaml")
-    assert code == 0, err
+def test_custom_gpu_example_plans_and_verifies(verified_examples):
+    doc, _ = verified_examples["custom-gpu/service.yaml"]  # `hetinfra plan` exited 0 (tests/conftest.py)
     assert doc["fidelity"]["met"] and {a["gpu"] for a in doc["allocations"]} == {"T1"}
     assert all(a["gpu_memory_gb"] == 48 for a in doc["allocations"])
     assert all(t["confidence"]["level"] == "measured" for t in doc["templates"])

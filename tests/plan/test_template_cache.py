@@ -80,5 +80,6 @@ def test_cache_off(tmp_path, run_cli, monkeypatch):
     monkeypatch.setenv("HETINFRA_CACHE_DIR", "off")
     assert _plan(run_cli, _write(tmp_path, _spec(tmp_path, mixed=True)))["inputs"]["template_cache"] is None
     monkeypatch.delenv("HETINFRA_CACHE_DIR")
-    code, out, _ = run_cli("plan", str(tmp_path / "service.yaml"), "--json", "--no-template-cache")
+    code, out, _ = run_cli("plan", str(tmp_path / "service.yaml"), "--json", "--no-template-cache", "--no-baselines",
+                           "--no-verify")
     assert code == 0 and json.loads(out)["inputs"]["template_cache"] is None

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def chat_plan(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("chat")
-    res = subprocess.run([sys.executable, "-m", "hetinfra.cli", "plan", str(REPO / "services/chat.yaml"), "--out", str(out),
-                          "--no-baselines", "--no-template-cache"], capture_output=True, text=True, cwd=REPO)
-    assert res.returncode == 0, res.stderr
-    return out
+def chat_plan(shared_plan) -> Path:
+    return shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")
 
 
 def test_plan_version_matches_plan_json():
