@@ -25,7 +25,7 @@ planned offer's on-demand price: the first entry SkyPilot tries with ``use_spot:
 
 from __future__ import annotations
 
-from hetinfra.plan.library import Unit
+from hetinfra.plan.library import TemplateUnit
 from hetinfra.price_feeds.geo import continent
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 from hetinfra.facts import VLLM_PORT
@@ -34,13 +34,13 @@ _REL = 1e-9
 WORLD = "0.0.0.0/0"
 
 
-def _layout(u: Unit) -> tuple:
+def _layout(u: TemplateUnit) -> tuple:
     t = u.template
     # the variant too: an alternate must load the same checkpoint the unit's rates were planned for
     return (u.model, t.variant, u.purchase_option, t.gpu, t.gpus_per_instance, t.tp, t.pp, t.engines, t.nodes)
 
 
-def _price(u: Unit) -> float:
+def _price(u: TemplateUnit) -> float:
     """$/h of one instance (a replica's nodes are alike), rounded as plan.json's prices."""
     return round(u.cost / u.template.nodes, 4)
 
@@ -54,7 +54,7 @@ def add_failover(pr, allocations: list[dict]) -> None:
     for a in allocations:
         for g, n in pr.units[a["unit"]].gpu_use.items():
             used[g] = used.get(g, 0) + n * a["count"]
-    candidates: dict[tuple, list[Unit]] = {}
+    candidates: dict[tuple, list[TemplateUnit]] = {}
     for x in pr.all_units:
         if not x.template.mixed and not x.custom_cloud:
             candidates.setdefault(_layout(x), []).append(x)
@@ -89,18 +89,18 @@ def add_failover(pr, allocations: list[dict]) -> None:
                             "spot": x.spot} for (c, r, it), x in best]
 
 
-def _same_continent(x: Unit, u: Unit) -> bool:
+def _same_continent(x: TemplateUnit, u: TemplateUnit) -> bool:
     """Replicas stay near the clients the plan placed them for. A region of a user's offers file that
     :func:`continent` does not know is not restricted (the spec's allowlist is what says where it is)."""
     here, there = continent(u.template.cloud, u.region), continent(x.template.cloud, x.region)
     return here is None or there is None or here == there
 
 
-def _covers(x: Unit, planned: Unit) -> bool:
+def _covers(x: TemplateUnit, planned: TemplateUnit) -> bool:
     return all(x.template.rates.get(w, 0.0) >= r * (1 - _REL) for w, r in planned.template.rates.items())
 
 
-def _room(x: Unit, u: Unit, caps: dict, used: dict) -> bool:
+def _room(x: TemplateUnit, u: TemplateUnit, caps: dict, used: dict) -> bool:
     """One replica of ``x`` fits under the caps of its groups, next to the plan's use there (less one
     replica of ``u``: the one that fails over is not running)."""
     for g, n in x.gpu_use.items():

@@ -58,8 +58,10 @@ class Template:
 
 
 @dataclass(frozen=True)
-class Unit:
-    """A template in a region with a purchase option: one ILP integer variable n[u]."""
+class TemplateUnit:
+    """The template unit: a template in a region with a purchase option, what the plan stage prices
+    and prunes. It becomes one solver unit (solver.problem.SolverUnit: one ILP integer variable
+    n[u]) and, once chosen, one deployed unit (compile.skypilot.DeployedUnit)."""
 
     id: str
     template: Template

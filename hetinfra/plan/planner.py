@@ -17,7 +17,7 @@ from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, UnitData
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
-from hetinfra.plan.library import ClassCoverage, Unit
+from hetinfra.plan.library import ClassCoverage, TemplateUnit
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
@@ -41,12 +41,12 @@ class Baseline:
 @dataclass
 class PlanResult:
     inputs: PlanInputs
-    units: dict[str, Unit]
+    units: dict[str, TemplateUnit]
     problem: AllocationProblem
     result: "object"  # hetinfra.solver.solve.SolveResult
     baselines: list[Baseline]
     template_cache: dict | None = None  # where libraries came from (hetinfra.plan.template_cache)
-    all_units: list[Unit] = field(default_factory=list)  # every unit before pruning, rates as estimated
+    all_units: list[TemplateUnit] = field(default_factory=list)  # every unit before pruning, rates as estimated
     running: dict[str, int] = field(default_factory=dict)  # unit -> count of the deployment re-planned against
     derate: dict[str, float] = field(default_factory=dict)  # template id -> factor its rates were scaled by
     warnings: list[str] = field(default_factory=list)  # the solve's (safety stop, fleet size)
@@ -54,7 +54,7 @@ class PlanResult:
     flexible_cost: float | None = None
 
 
-def derated(units: list[Unit], derate: dict[str, float]) -> list[Unit]:
+def derated(units: list[TemplateUnit], derate: dict[str, float]) -> list[TemplateUnit]:
     """``units`` with the rates of the templates in ``derate`` scaled by their factor (verification
     found them slower than estimated: hetinfra.plan.verify)."""
     if not derate:
@@ -70,7 +70,7 @@ def derated(units: list[Unit], derate: dict[str, float]) -> list[Unit]:
     return out
 
 
-def to_problem(inputs: PlanInputs, units: list[Unit], running: dict[str, int] | None = None) -> AllocationProblem:
+def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str, int] | None = None) -> AllocationProblem:
     spec = inputs.spec
     settings = spec.planning
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
@@ -135,7 +135,7 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
 
 
 
-def baselines(inputs: PlanInputs, all_units: list[Unit], time_limit_s: float, mip_gap: float,
+def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
               max_nodes: int | None = None) -> list[Baseline]:
     """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
 
@@ -185,7 +185,7 @@ class Staged:
     """What the solve stage starts from: the resolved inputs, every unit with its estimated rates, what
     runs now, and each template's starting factor (planning.confidence)."""
     inputs: PlanInputs
-    units: list[Unit]
+    units: list[TemplateUnit]
     running: dict[str, int]
     derate: dict[str, float] | None
     template_cache: dict | None
@@ -250,7 +250,7 @@ def statistic_warnings(pr: PlanResult) -> list[str]:
     return sorted(out)
 
 
-def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
+def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:
     """Template id -> the factor its estimated rates are planned at (hetinfra.perf.confidence.
     planning_factor over the template's interval): under ``planning.confidence: safe`` the low end for
     extrapolated templates, else 1; under ``expected`` its interval's middle."""
@@ -265,7 +265,7 @@ def start_factors(units: list[Unit], setting: str) -> dict[str, float]:
     return out
 
 
-def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, int], *, with_baselines: bool = True,
+def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int], *, with_baselines: bool = True,
                 derate: dict[str, float] | None = None, template_cache: dict | None = None,
                 overrides: dict | None = None, start: dict[str, int] | None = None) -> PlanResult:
     """Prune ``all_units`` (rates scaled by ``derate``), solve the allocation, diagnose infeasibility,
@@ -307,7 +307,7 @@ def solve_units(inputs: PlanInputs, all_units: list[Unit], running: dict[str, in
     return pr
 
 
-def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
+def attach_baselines(pr: PlanResult, pool: list[TemplateUnit]) -> None:
     """Set what the plan is compared with (min_cost only): the cheapest plan on each single GPU type
     over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
     from hetinfra.plan.purchase import without_committed
@@ -319,8 +319,8 @@ def attach_baselines(pr: PlanResult, pool: list[Unit]) -> None:
     pr.flexible_cost = without_committed(pr)
 
 
-def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = False,
-                   keep: set[str] = frozenset()) -> list[Unit]:
+def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bool = False,
+                   keep: set[str] = frozenset()) -> list[TemplateUnit]:
     """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
     the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
     if not declares_origins(inputs):
@@ -331,7 +331,7 @@ def prune_by_flows(inputs: PlanInputs, pool: list[Unit], *, regional: bool = Fal
     return [by_id[u.id] for u in kept]
 
 
-def _solve_pool(inputs: PlanInputs, pool: list[Unit], running: dict[str, int], overrides: dict | None = None,
+def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str, int], overrides: dict | None = None,
                 start: dict[str, int] | None = None):
     """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
     from hetinfra.solver.solve import solve

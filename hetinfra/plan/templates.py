@@ -16,7 +16,7 @@ from dataclasses import replace
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.perf.confidence import LEVELS, confidence_detail, rate_interval
 from hetinfra.perf.model import PerformanceModel, RateResult
-from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, Unit
+from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, TemplateUnit
 
 
 def tp_options(gpu_count: int, heads: int | None) -> list[int]:
@@ -31,11 +31,11 @@ def tp_options(gpu_count: int, heads: int | None) -> list[int]:
 
 
 def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
-                ) -> tuple[list[Unit], dict[tuple[str, str], ClassCoverage]]:
+                ) -> tuple[list[TemplateUnit], dict[tuple[str, str], ClassCoverage]]:
     """All units for every model (prune them with :func:`prune_dominated`), and per-(model, class)
     coverage. ``cache`` (a :class:`hetinfra.plan.template_cache.TemplateCache`) reuses libraries built
     before for the same model, SLO, classes, instance types and performance model."""
-    units: list[Unit] = []
+    units: list[TemplateUnit] = []
     coverage: dict[tuple[str, str], ClassCoverage] = {}
     for pm in inputs.models:
         libs = []
@@ -183,7 +183,7 @@ def amortized(term_months: int, horizon_months: int) -> float:
 
 
 def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, ...] | None = None,
-                horizon_months: int = 12) -> list[Unit]:
+                horizon_months: int = 12) -> list[TemplateUnit]:
     """Units: every template in every region that offers all its instance types, per purchase option
     (``terms``, default on-demand plus spot with ``spot_ok``; a committed term where every instance
     type of the template publishes its price, at that price amortized over ``horizon_months``)."""
@@ -193,7 +193,7 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, .
     by_place: dict[tuple[str, str], dict[str, object]] = {}
     for o in offers:
         by_place.setdefault((o.cloud, o.region), {})[o.instance_type] = o
-    units: list[Unit] = []
+    units: list[TemplateUnit] = []
     for (cloud, region), here in sorted(by_place.items()):
         for t in lib.templates:
             if t.cloud != cloud:
@@ -211,7 +211,7 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, .
                 if committed:
                     prices = [p * amortized(COMMITTED_TERMS[term], horizon_months) for p in prices]
                     on_demand = [here[s].price_per_hour for s in stage_types]
-                units.append(Unit(
+                units.append(TemplateUnit(
                     id=f"{t.id}|{region}|{term if committed else 'spot' if spot else 'ondemand'}", template=t,
                     region=region, spot=spot,
                     cost=sum(prices) if t.stages else prices[0] * t.nodes, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
@@ -260,8 +260,8 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
                     interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None)
 
 
-def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
-                    keep: set[str] = frozenset()) -> list[Unit]:
+def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
+                    keep: set[str] = frozenset()) -> list[TemplateUnit]:
     """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have
     at least u's capacity on every class for no more money, v has u's model and purchase option
     (spot, on demand, or committed: any term, each paid every hour) (and region, when ``regional``
@@ -282,7 +282,7 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
     # A v filed under a capped group u does not use fails _covers anyway, so skipping those lists
     # leaves the result as it was and the work proportional to u's own groups.
     kept_by_bucket: dict[tuple, dict] = {}
-    kept: list[Unit] = []
+    kept: list[TemplateUnit] = []
     for u in order:
         bucket = (u.model, u.spot, u.committed, u.region if regional else None)
         filed = kept_by_bucket.setdefault(bucket, {})
@@ -297,7 +297,7 @@ def prune_dominated(units: list[Unit], *, capped: set[tuple[str, str, str]] = fr
     return sorted(kept, key=lambda u: u.id)
 
 
-def _covers(v: Unit, u: Unit, capped: set) -> bool:
+def _covers(v: TemplateUnit, u: TemplateUnit, capped: set) -> bool:
     if u.gpus % v.gpus:
         return False
     k = u.gpus // v.gpus

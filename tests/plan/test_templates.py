@@ -50,10 +50,10 @@ def test_pipeline_task_has_num_nodes(tmp_path, run_cli):
 
 
 def _unit(uid, gpu, gpus, cost, rate, region="r1", spot=False, model="m"):
-    from hetinfra.plan.library import Template, Unit
+    from hetinfra.plan.library import Template, TemplateUnit
 
     t = Template(f"{uid}-t", model, "lab", f"{gpu}-x{gpus}", gpu, gpus, 1, 1, gpus, {"c": rate}, {"c": "test"})
-    return Unit(uid, t, region, spot, cost, 80, 8, 64, True)
+    return TemplateUnit(uid, t, region, spot, cost, 80, 8, 64, True)
 
 
 def test_pruning_by_copies_and_caps():
