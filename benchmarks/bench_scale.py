@@ -20,6 +20,14 @@ fleet:    1..64 models (the six architectures above in turn) over 12 made-up reg
           regions. Each row: wall time of plan() (medians over --repeat runs; template library
           cached), solve time, method, blocks, gap, $/h. Works against older hetinfra versions too
           (no method/blocks there).
+
+    python benchmarks/bench_scale.py --shared [--models 8,32] [--repeat 3]
+
+shared:   issue 26's linked fleet: the fleet's models and offers, H100 and A100-80GB capped at 8 GPUs
+          in each of the 5 cheapest regions (shared by every model) and a budget of $60/h per model;
+          the whole `hetinfra plan` (a fresh process, baselines included, template cache warm),
+          verified and --no-verify: median wall over --repeat runs, then gap, status, block methods,
+          blocks and verification rounds of the last run.
 """
 
 from __future__ import annotations
@@ -212,17 +220,75 @@ def fleet(models: list[int], repeat: int) -> None:
     fleet_row("fleet  8 x 12 caps+locality", 8, False, repeat, locality=True)
 
 
+#: issue 26's linked fleet: H100 and A100-80GB capped in the 5 cheapest regions (r00..r04, prices rise 1%
+#: per region), shared by every model, and a budget per model
+SHARED_CAPPED, SHARED_REGIONS, SHARED_CAP, BUDGET_PER_MODEL = ("H100", "A100-80GB"), REGIONS[:5], 8, 60.0
+
+
+def write_shared(d: Path, n_models: int) -> Path:
+    """The fleet spec of ``write_fleet`` with issue 26's caps and a budget of $60/h per model."""
+    path = write_fleet(d, n_models, linked=False, budget=BUDGET_PER_MODEL * n_models)
+    spec = yaml.safe_load(path.read_text())
+    spec["infrastructure"]["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": SHARED_CAP}
+                                              for r in SHARED_REGIONS for g in SHARED_CAPPED]
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def shared_row(n_models: int, verify: bool, repeat: int) -> None:
+    """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm) on
+    the linked fleet: median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds."""
+    import json
+    import os
+    import statistics
+    import subprocess
+
+    cmd = [sys.executable, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
+    with tempfile.TemporaryDirectory() as tmp:
+        write_shared(Path(tmp), n_models)
+        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
+        subprocess.run(cmd[:6] + ["--no-verify"], cwd=tmp, env=env, capture_output=True)  # fills the template cache
+        walls, out = [], None
+        for _ in range(repeat):
+            t = time.perf_counter()
+            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+            walls.append(time.perf_counter() - t)
+    label = f"linked {n_models:>2} models {'verified' if verify else '--no-verify'}"
+    if out.returncode not in (0, 10):
+        print(f"{label:<30} exit {out.returncode}: {out.stderr.strip()[-200:]}", flush=True)
+        return
+    doc = json.loads(out.stdout)
+    sv = doc["solver"]
+    rounds = (doc.get("fidelity") or {}).get("rounds", 0) if verify else 0
+    how = ",".join(sorted({b["method"] for b in sv.get("blocks", [])})) or sv.get("method", "joint")
+    print(f"{label:<30} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
+          f"gap {100 * (sv['gap'] or 0):6.3f}%  {sv['status']:<10} {how:<24} blocks {len(sv.get('blocks', [])):>2}  "
+          f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
+
+
+def shared(models: list[int], repeat: int) -> None:
+    for n in models:
+        for verify in (False, True):
+            shared_row(n, verify, repeat)
+
+
 def main() -> None:
     import argparse
 
     sys.path.insert(0, str(REPO))
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
-    ap.add_argument("--models", default="1,8,16,32,64")
+    ap.add_argument("--shared", action="store_true",
+                    help="issue 26's linked fleet (H100, A100-80GB capped in 5 regions, $60/h per model), "
+                         "`hetinfra plan` verified and --no-verify")
+    ap.add_argument("--models", default=None, help="fleet sizes (default 1,8,16,32,64; --shared: 8,32)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.shared:
+        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat)
+        return
     if args.fleet:
-        fleet([int(x) for x in args.models.split(",")], args.repeat)
+        fleet([int(x) for x in (args.models or "1,8,16,32,64").split(",")], args.repeat)
         return
     run("core", 3, ["L4", "A100-80GB", "H100"], ["r-east", "r-west"])
     run("extended", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])

@@ -168,8 +168,11 @@ def _merge(blocks: list[Block], models: list[str], method: str) -> Block:
 
 
 def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap: float, max_nodes: int,
-                deadline: float, warm: bool = True, floor: float | None = None) -> Block:
-    """One block in one persistent HiGHS model (see the module docstring)."""
+                deadline: float, warm: bool = True, floor: float | None = None,
+                start: dict[str, int] | None = None) -> Block:
+    """One block in one persistent HiGHS model (see the module docstring). ``start``: an earlier
+    plan's counts (``solve(start=...)``), tried last among the starts (so it wins only when strictly
+    cheaper), on this block's units only."""
     from hetinfra.solver.direct import DirectModel
     from hetinfra.solver.heuristic import feasible_start
 
@@ -223,6 +226,9 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
         found = feasible_start(p)
         if found:
             cands.append(("greedy", found[0]))
+        previous = {u: c for u, c in (start or {}).items() if u in dm.n and c > 0}
+        if previous:
+            cands.append(("previous", previous))
         for name, counts in cands:
             # pricing a complete start is one small LP: let it finish past the safety stop while no
             # start has, so that a loaded machine yields a (reported) plan rather than none
@@ -257,39 +263,41 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     return blk
 
 
-def solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
-    """One model with every cap in full and no budget (remembered by content, ``solver.memo``)."""
+def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:
+    """One model with every cap in full and no budget (remembered by content, ``solver.memo``: the
+    key is the block's problem and settings, never ``start``, which only speeds the search)."""
     from hetinfra.solver.memo import memo_get, memo_key, memo_put
 
     key = memo_key("alone", p, model, kw.get("mip_gap"), kw.get("max_nodes"), kw.get("warm", True))
     blk = memo_get(key)
     if blk is None:
-        blk = _solve_alone(p, model, **kw)
+        blk = _solve_alone(p, model, start=start, **kw)
         if not blk.safety_stop:
             memo_put(key, blk)
     return blk
 
 
-def _solve_alone(p: AllocationProblem, model: str, **kw) -> Block:
+def _solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:
     """One model with every cap in full and no budget. With caps, first without them on the
     interchangeable units merged (``solver.lagrange.merge_duplicates``; a tenth of the size at 12
     regions): when that plan keeps the caps on its own it is this problem's answer too (its bound
     bounds both); else the model is solved with its caps."""
     if p.caps and not p.elastic_caps:
-        from hetinfra.solver.lagrange import capped_units, merge_duplicates
+        from hetinfra.solver.lagrange import capped_units, merge_duplicates, merged_counts
 
-        blk = solve_block(merge_duplicates(p), [model], "independent", **kw)
+        merged = merge_duplicates(p)
+        blk = solve_block(merged, [model], "independent", start=merged_counts(p, merged, start), **kw)
         if not blk.feasible or _caps_kept(p, blk.n):
             return blk
         # the caps on the units with room near that plan: a plan, checked against the merged bound
-        near = solve_block(capped_units(p, model, dict(p.caps), blk.n), [model], "independent", **kw)
+        near = solve_block(capped_units(p, model, dict(p.caps), blk.n), [model], "independent", start=start, **kw)
         if near.feasible and blk.bound is not None:
             near.bound = min(blk.bound, near.objective)
             near.lp_bound = blk.lp_bound
             if near.gap is not None and near.gap <= kw["mip_gap"] + 1e-9:
                 near.status = "optimal"
                 return near
-    return solve_block(p, [model], "independent", **kw)
+    return solve_block(p, [model], "independent", start=start, **kw)
 
 
 def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, mip_gap: float, max_nodes: int,
@@ -340,7 +348,8 @@ def _load(blk: Block, dm, values: list[float]) -> None:
 
 
 def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap: float, warm: bool = True,
-                     max_nodes: int = DEFAULT_MAX_NODES, decompose: bool = True) -> SolveResult:
+                     max_nodes: int = DEFAULT_MAX_NODES, decompose: bool = True,
+                     start: dict[str, int] | None = None) -> SolveResult:
     t0 = time.perf_counter()
     deadline = t0 + time_limit_s
     p = problem
@@ -349,14 +358,14 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
     models = sorted({m for m, _ in p.demand})
     kw = dict(mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline, warm=warm)
     if p.objective == "max_throughput" or p.elastic_caps or not decompose or len(models) <= 1:
-        final = solve_block(p, models, "joint", **kw)
+        final = solve_block(p, models, "joint", start=start, **kw)
         method = "joint"
         blocks = [final]
     else:
         method = "decomposed"
         alone = {}
         for m in models:
-            alone[m] = solve_alone(restrict(p, [m], budget=False), m, **kw)
+            alone[m] = solve_alone(restrict(p, [m], budget=False), m, start=start, **kw)
             if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
                 return _result(p, alone[m], [alone[m]], "decomposed", time.perf_counter() - t0, max_nodes)
         blocks = []
@@ -377,14 +386,14 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
                          if alone[m].bound is not None and not alone[m].unmet}
                 blk = solve_lagrangian(sub, comp, floor=floor, first=first, **kw)
             if blk is None:
-                blk = solve_block(sub, comp, "joint", floor=floor, **kw)
+                blk = solve_block(sub, comp, "joint", floor=floor, start=start, **kw)
             blocks.append(blk)
             if not blocks[-1].feasible:
                 return _result(p, blocks[-1], blocks, method, time.perf_counter() - t0, max_nodes)
         final = _merge(blocks, models, method)
         if p.budget is not None and sum(p_cost(p, final.n)) > p.budget * (1 + 1e-9):
             floor = final.bound
-            final = solve_block(p, models, "joint (budget)", floor=floor, **kw)
+            final = solve_block(p, models, "joint (budget)", floor=floor, start=start, **kw)
             blocks = [final]
             method = "joint"
     return _result(p, final, blocks, method, time.perf_counter() - t0, max_nodes)

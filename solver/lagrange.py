@@ -65,6 +65,22 @@ def merge_duplicates(p: AllocationProblem, extra: dict[str, float] | None = None
     return p.replace(units=units, caps={}, budget=None)
 
 
+def merged_counts(p: AllocationProblem, merged: AllocationProblem, counts: dict[str, int] | None) -> dict[str, int] | None:
+    """``counts`` of ``p``'s units carried onto ``merge_duplicates(p)``: each unit's instances on the
+    unit that stands for its interchangeable set (an earlier plan as a start for the merged problem)."""
+    if not counts:
+        return None
+    local = _locals(p)
+    stand_in = {_key(p, u, local): u.id for u in merged.units}
+    out: dict[str, int] = {}
+    for u in p.units:
+        c = counts.get(u.id, 0)
+        if c > 0 and _key(p, u, local) in stand_in:
+            rep = stand_in[_key(p, u, local)]
+            out[rep] = out.get(rep, 0) + c
+    return out
+
+
 @dataclass
 class _Sub:
     bound: float
