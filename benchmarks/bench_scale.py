@@ -266,16 +266,51 @@ def shared_row(n_models: int, verify: bool, repeat: int) -> None:
           f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
 
 
+def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, int]:
+    """One in-process `plan` of the linked fleet (baselines included, template cache warm, solve memo
+    cleared): its wall seconds, the seconds spent in ``solve()`` (every verification round's and
+    baseline's solve), and how many solves."""
+    import os
+
+    import hetinfra.solver.solve as solve_mod
+    from hetinfra.plan.verify import verified_plan
+
+    spent = []
+    real = solve_mod.solve
+
+    def timed(*args, **kw):
+        t = time.perf_counter()
+        try:
+            return real(*args, **kw)
+        finally:
+            spent.append(time.perf_counter() - t)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")
+        path = write_shared(Path(tmp), n_models)
+        verified_plan(path, verify=False, with_baselines=False)  # fills the template cache
+        forget_solves()
+        solve_mod.solve = timed  # the planner looks solve up at each call
+        try:
+            t = time.perf_counter()
+            verified_plan(path, verify=verify, with_baselines=True)
+            wall = time.perf_counter() - t
+        finally:
+            solve_mod.solve = real
+    return wall, sum(spent), len(spent)
+
+
 def shared(models: list[int], repeat: int) -> None:
     for n in models:
         for verify in (False, True):
             shared_row(n, verify, repeat)
+            wall, in_solve, solves = solver_seconds(n, verify)
+            print(f"{'':<30} in-process: wall {wall:7.2f} s, in solve() {in_solve:6.2f} s ({solves} solves)", flush=True)
 
 
 def main() -> None:
     import argparse
 
-    sys.path.insert(0, str(REPO))
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
     ap.add_argument("--shared", action="store_true",
@@ -287,6 +322,7 @@ def main() -> None:
     if args.shared:
         shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat)
         return
+    sys.path.insert(0, str(REPO))
     if args.fleet:
         fleet([int(x) for x in (args.models or "1,8,16,32,64").split(",")], args.repeat)
         return
