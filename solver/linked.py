@@ -5,6 +5,7 @@ Lagrangian relaxation with repair (``solver.lagrange``) and, where that does not
 
 from __future__ import annotations
 
+import math
 import time
 
 from hetinfra.solver.block import Block, restrict, solve_block
@@ -29,7 +30,8 @@ def solve_linked(p: AllocationProblem, models: list[str], alone: dict[str, Block
         lag.method = "lagrangian" if method == "joint" else f"lagrangian {method.split(' ', 1)[1]}"
         if (lag.gap is not None and lag.gap <= mip_gap + 1e-9) or len(p.units) > joint_max_units:
             return lag
-        floor = lag.bound if floor is None else max(floor, lag.bound)
+        if lag.bound is not None and math.isfinite(lag.bound):
+            floor = lag.bound if floor is None else max(floor, lag.bound)
     blk = solve_block(p, models, method, floor=floor, start=start,
                       seeds=[("lagrangian", lag.n)] if lag is not None else [], **kw)
     if lag is not None:
