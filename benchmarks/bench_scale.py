@@ -266,10 +266,11 @@ def shared_row(n_models: int, verify: bool, repeat: int) -> None:
           f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
 
 
-def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, int]:
+def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, float, int]:
     """One in-process `plan` of the linked fleet (baselines included, template cache warm, solve memo
-    cleared): its wall seconds, the seconds spent in ``solve()`` (every verification round's and
-    baseline's solve), and how many solves."""
+    cleared): its wall and CPU seconds, the wall and CPU seconds spent in ``solve()`` (every
+    verification round's and baseline's solve), and how many solves. CPU seconds (this process's)
+    are what a shared, loaded machine distorts least."""
     import os
 
     import hetinfra.solver.solve as solve_mod
@@ -279,11 +280,11 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, int]:
     real = solve_mod.solve
 
     def timed(*args, **kw):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             return real(*args, **kw)
         finally:
-            spent.append(time.perf_counter() - t)
+            spent.append((time.perf_counter() - t, time.process_time() - c))
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -292,20 +293,21 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, int]:
         forget_solves()
         solve_mod.solve = timed  # the planner looks solve up at each call
         try:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             verified_plan(path, verify=verify, with_baselines=True)
-            wall = time.perf_counter() - t
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
         finally:
             solve_mod.solve = real
-    return wall, sum(spent), len(spent)
+    return wall, cpu, sum(w for w, _ in spent), sum(c for _, c in spent), len(spent)
 
 
 def shared(models: list[int], repeat: int) -> None:
     for n in models:
         for verify in (False, True):
             shared_row(n, verify, repeat)
-            wall, in_solve, solves = solver_seconds(n, verify)
-            print(f"{'':<30} in-process: wall {wall:7.2f} s, in solve() {in_solve:6.2f} s ({solves} solves)", flush=True)
+            wall, cpu, solve_wall, solve_cpu, solves = solver_seconds(n, verify)
+            print(f"{'':<30} one in-process run: wall {wall:7.2f} s (CPU {cpu:6.2f} s), in solve() {solve_wall:6.2f} s "
+                  f"(CPU {solve_cpu:6.2f} s, {solves} solves)", flush=True)
 
 
 def main() -> None:
