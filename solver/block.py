@@ -52,16 +52,11 @@ class Block:
 
 
 def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> AllocationProblem:
-    """The sub-problem of ``models``: their units, demand, spot fractions, locality, running units,
-    and only the caps and flow keys those touch, so that it holds exactly the block's content (it is
-    the memo's key, ``solver.memo``: a cap no unit of the block counts under changes nothing in it)."""
+    """The sub-problem of ``models``: their units, demand, spot fractions, locality, running units."""
     keep = set(models)
     units = tuple(u for u in p.units if u.model in keep)
     ids = {u.id for u in units}
-    groups = {g for u in units for g, _ in u.gpu_use}
     return p.replace(units=units, demand={k: v for k, v in p.demand.items() if k[0] in keep},
-                     caps={g: c for g, c in p.caps.items() if g in groups},
-                     flow_keys={k: v for k, v in p.flow_keys.items() if k[0] in keep},
                      budget=p.budget if budget else None,
                      max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m in keep},
                      local_demand={k: v for k, v in p.local_demand.items() if k[0] in keep},

@@ -60,17 +60,3 @@ def test_periods_take_the_start_in_every_level():
     p = problem(periods=(Period(0.5, (("m", 1.0),)), Period(0.5, (("m", 0.5),))))
     r = solve(p, time_limit_s=10, mip_gap=0, start={"m-z": 1})
     assert r.feasible and r.objective == pytest.approx(solve(p, time_limit_s=10, mip_gap=0).objective)
-
-
-def test_the_memo_key_is_the_block_and_nothing_else(monkeypatch):
-    # a cap that no unit of model m counts under is not part of m's block: changing it reuses m
-    memo.clear()
-    calls = []
-    real = decompose._solve_alone
-    monkeypatch.setattr(decompose, "_solve_alone", lambda p, m, **kw: calls.append(m) or real(p, m, **kw))
-    p = problem(("m", "n"), caps={("lab", "r1", "X"): 4, ("lab", "r9", "W"): 2})
-    first = solve(p, time_limit_s=10, mip_gap=0)
-    again = solve(p.replace(caps={("lab", "r1", "X"): 4, ("lab", "r9", "W"): 7}), time_limit_s=10, mip_gap=0)
-    assert sorted(calls) == ["m", "n"] and again.n == first.n
-    solve(p.replace(caps={("lab", "r1", "X"): 3, ("lab", "r9", "W"): 2}), time_limit_s=10, mip_gap=0)
-    assert sorted(calls) == ["m", "m", "n", "n"]  # a cap both count under: both blocks change
