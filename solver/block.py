@@ -52,7 +52,9 @@ class Block:
 
 
 def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> AllocationProblem:
-    """The sub-problem of ``models``: their units, demand, spot fractions, locality, running units."""
+    """The sub-problem of ``models``: their units, demand, spot fractions, locality, running units.
+    Every cap stays, also one that no unit of the block counts under: whether a problem has caps
+    decides how a model alone is solved (``solve_alone``), so the memo's key (this problem) holds them."""
     keep = set(models)
     units = tuple(u for u in p.units if u.model in keep)
     ids = {u.id for u in units}
