@@ -27,6 +27,14 @@ front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify)
           Mélange V1 at 32 req/s, each a fresh process timed start to exit, beside a bare PuLP+HiGHS
           process that builds and solves Mélange's own ILP for the same case
           (benchmarks/bare_pulp_melange.py); medians and ratios to the bare solve.
+
+    python benchmarks/bench_scale.py --shared [--models 8,32] [--repeat 3]
+
+shared:   issue 26's linked fleet: the fleet's models and offers, H100 and A100-80GB capped at 8 GPUs
+          in each of the 5 cheapest regions (shared by every model) and a budget of $60/h per model;
+          the whole `hetinfra plan` (a fresh process, baselines included, template cache warm),
+          verified and --no-verify: median wall over --repeat runs, then gap, status, block methods,
+          blocks and verification rounds of the last run.
 """
 
 from __future__ import annotations
@@ -338,16 +346,108 @@ def fleet(models: list[int], repeat: int) -> None:
     fleet_row("fleet  8 x 12 caps+locality", 8, False, repeat, locality=True)
 
 
+#: issue 26's linked fleet: H100 and A100-80GB capped in the 5 cheapest regions (r00..r04, prices rise 1%
+#: per region), shared by every model, and a budget per model
+SHARED_CAPPED, SHARED_REGIONS, SHARED_CAP, BUDGET_PER_MODEL = ("H100", "A100-80GB"), REGIONS[:5], 8, 60.0
+
+
+def write_shared(d: Path, n_models: int) -> Path:
+    """The fleet spec of ``write_fleet`` with issue 26's caps and a budget of $60/h per model."""
+    path = write_fleet(d, n_models, linked=False, budget=BUDGET_PER_MODEL * n_models)
+    spec = yaml.safe_load(path.read_text())
+    spec["infrastructure"]["availability"] = [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": SHARED_CAP}
+                                              for r in SHARED_REGIONS for g in SHARED_CAPPED]
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def shared_row(n_models: int, verify: bool, repeat: int) -> None:
+    """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm) on
+    the linked fleet: median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds."""
+    import json
+    import os
+    import statistics
+    import subprocess
+
+    cmd = [sys.executable, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
+    with tempfile.TemporaryDirectory() as tmp:
+        write_shared(Path(tmp), n_models)
+        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
+        subprocess.run(cmd[:6] + ["--no-verify"], cwd=tmp, env=env, capture_output=True)  # fills the template cache
+        walls, out = [], None
+        for _ in range(repeat):
+            t = time.perf_counter()
+            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+            walls.append(time.perf_counter() - t)
+    label = f"linked {n_models:>2} models {'verified' if verify else '--no-verify'}"
+    if out.returncode not in (0, 10):
+        print(f"{label:<30} exit {out.returncode}: {out.stderr.strip()[-200:]}", flush=True)
+        return
+    doc = json.loads(out.stdout)
+    sv = doc["solver"]
+    rounds = (doc.get("fidelity") or {}).get("rounds", 0) if verify else 0
+    how = ",".join(sorted({b["method"] for b in sv.get("blocks", [])})) or sv.get("method", "joint")
+    print(f"{label:<30} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
+          f"gap {100 * (sv['gap'] or 0):6.3f}%  {sv['status']:<10} {how:<24} blocks {len(sv.get('blocks', [])):>2}  "
+          f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
+
+
+def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, float, int]:
+    """One in-process `plan` of the linked fleet (baselines included, template cache warm, solve memo
+    cleared): its wall and CPU seconds, the wall and CPU seconds spent in ``solve()`` (every
+    verification round's and baseline's solve), and how many solves. CPU seconds (this process's)
+    are what a shared, loaded machine distorts least."""
+    import os
+
+    import hetinfra.solver.solve as solve_mod
+    from hetinfra.plan.verify import verified_plan
+
+    spent = []
+    real = solve_mod.solve
+
+    def timed(*args, **kw):
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            return real(*args, **kw)
+        finally:
+            spent.append((time.perf_counter() - t, time.process_time() - c))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HETINFRA_CACHE_DIR"] = str(Path(tmp) / "cache")
+        path = write_shared(Path(tmp), n_models)
+        verified_plan(path, verify=False, with_baselines=False)  # fills the template cache
+        forget_solves()
+        solve_mod.solve = timed  # the planner looks solve up at each call
+        try:
+            t, c = time.perf_counter(), time.process_time()
+            verified_plan(path, verify=verify, with_baselines=True)
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+        finally:
+            solve_mod.solve = real
+    return wall, cpu, sum(w for w, _ in spent), sum(c for _, c in spent), len(spent)
+
+
+def shared(models: list[int], repeat: int) -> None:
+    for n in models:
+        for verify in (False, True):
+            shared_row(n, verify, repeat)
+            wall, cpu, solve_wall, solve_cpu, solves = solver_seconds(n, verify)
+            print(f"{'':<30} one in-process run: wall {wall:7.2f} s (CPU {cpu:6.2f} s), in solve() {solve_wall:6.2f} s "
+                  f"(CPU {solve_cpu:6.2f} s, {solves} solves)", flush=True)
+
+
 def main() -> None:
     import argparse
 
     if sys.argv[1:2] == ["--front-stages"]:  # front()'s child: the hetinfra of this interpreter, not REPO's
         print(json.dumps(front_stages(Path(sys.argv[2]))))
         return
-    sys.path.insert(0, str(REPO))
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")
-    ap.add_argument("--models", default="1,8,16,32,64")
+    ap.add_argument("--shared", action="store_true",
+                    help="issue 26's linked fleet (H100, A100-80GB capped in 5 regions, $60/h per model), "
+                         "`hetinfra plan` verified and --no-verify")
+    ap.add_argument("--models", default=None, help="fleet sizes (default 1,8,16,32,64; --shared: 8,32)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--front", action="store_true",
                     help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
@@ -355,8 +455,12 @@ def main() -> None:
     if args.front:
         front(args.repeat)
         return
+    if args.shared:
+        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat)
+        return
+    sys.path.insert(0, str(REPO))
     if args.fleet:
-        fleet([int(x) for x in args.models.split(",")], args.repeat)
+        fleet([int(x) for x in (args.models or "1,8,16,32,64").split(",")], args.repeat)
         return
     run("core", 3, ["L4", "A100-80GB", "H100"], ["r-east", "r-west"])
     run("extended", 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])

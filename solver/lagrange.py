@@ -7,22 +7,25 @@ price mu[g] >= 0:
     L(mu) = sum_m min { sum_u (cost[u] + sum_g mu[g] a[u,g]) n[u] + (churn, unmet) : model m's own rows }
             - sum_g mu[g] cap[g]
 
-Every model's subproblem is independent (no caps, no budget), and L(mu) is a lower bound on the
-joint optimum for every mu >= 0 (weak duality); with each subproblem's MIP *dual bound* in place of
-its optimum it stays one. Without caps, units that differ only in their availability group
+With a budget ``sum_u cost[u] n[u] <= B`` (when the component's plans break it), the budget row is
+priced too, by lambda >= 0: every unit's cost gets lambda cost[u] added and L drops lambda B.
+
+Every model's subproblem is independent (no caps, no budget), and L(mu, lambda) is a lower bound on
+the joint optimum for every mu, lambda >= 0 (weak duality); with each subproblem's MIP *dual bound*
+in place of its optimum it stays one. Without caps, units that differ only in their availability group
 (the same template in several regions, outside the model's locality regions) are interchangeable:
 only the cheapest at the current prices is kept (``merge_duplicates``), which makes the
 subproblems a tenth of the size and exact.
 
-mu follows projected subgradient steps (Polyak's rule against the best plan found, step factor
+mu (and lambda) follow projected subgradient steps (Polyak's rule against the best plan found, step factor
 halved when the bound stalls), a fixed number of iterations: deterministic.
 
 Each iteration's per-model plans are *repaired* into a plan that keeps every cap: models whose plan
 fits in what the caps have left are kept (largest first), the others are re-solved one at a time
 with the caps that remain as hard rows, on their units with room left (per interchangeable set,
 the cheapest units until their room covers the model's demand). Then one fix-and-optimise pass
-re-solves each model that uses a full group with all others fixed. The block reports the best
-repaired plan and the best L(mu) (and the per-model-with-caps floor) as its bound.
+re-solves each model that uses a full group with all others fixed. A repaired plan over the budget
+is no plan. The block reports the best repaired plan and the best L(mu) (and the per-model-with-caps floor) as its bound.
 """
 
 from __future__ import annotations
@@ -63,6 +66,22 @@ def merge_duplicates(p: AllocationProblem, extra: dict[str, float] | None = None
             best[k] = ((c, u.id), u)
     units = tuple(sorted((v[1] for v in best.values()), key=lambda u: u.id))
     return p.replace(units=units, caps={}, budget=None)
+
+
+def merged_counts(p: AllocationProblem, merged: AllocationProblem, counts: dict[str, int] | None) -> dict[str, int] | None:
+    """``counts`` of ``p``'s units carried onto ``merge_duplicates(p)``: each unit's instances on the
+    unit that stands for its interchangeable set (an earlier plan as a start for the merged problem)."""
+    if not counts:
+        return None
+    local = _locals(p)
+    stand_in = {_key(p, u, local): u.id for u in merged.units}
+    out: dict[str, int] = {}
+    for u in p.units:
+        c = counts.get(u.id, 0)
+        if c > 0 and _key(p, u, local) in stand_in:
+            rep = stand_in[_key(p, u, local)]
+            out[rep] = out.get(rep, 0) + c
+    return out
 
 
 @dataclass
@@ -165,13 +184,15 @@ class LagrangeResult:
 def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, mip_gap: float, max_nodes: int,
                deadline: float, iterations: int = ITERATIONS,
                first: dict[str, tuple[float, float, dict[str, int]]] | None = None) -> LagrangeResult | None:
-    """Lagrangian bound and repaired plan for the component ``models`` of ``p`` (its own caps; no
-    budget). ``first``: model -> (bound, objective, counts) of a solve alone (mu = 0; with the
-    model's caps kept, which only strengthens the bound), used where within a tenth of ``mip_gap``.
-    None when no repair keeps the caps."""
+    """Lagrangian bound and repaired plan for the component ``models`` of ``p`` (its own caps, and
+    ``p.budget`` priced when set). ``first``: model -> (bound, objective, counts) of a solve alone
+    (mu = 0; with the model's caps kept, which only strengthens the bound), used where within a tenth
+    of ``mip_gap``. None when no repair keeps the caps and the budget."""
     units = {u.id: u for u in p.units}
     caps = {g: c for g, c in p.caps.items()}
     groups = set(caps)
+    budget = p.budget
+    lam = 0.0  # the budget row's price
     by_model = {m: [u for u in p.units if u.model == m] for m in models}
     subs = {}
     for m in models:
@@ -189,7 +210,7 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
     size = {m: 0.0 for m in models}
     for it in range(iterations):
         done = it + 1
-        lb = -sum(mu[g] * caps[g] for g in mu)
+        lb = -sum(mu[g] * caps[g] for g in mu) - (lam * budget if budget is not None else 0.0)
         sols: dict[str, _Sub] = {}
         for m in models:
             if it == 0 and first and m in first:
@@ -199,7 +220,7 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
                     lb += b
                     size[m] = o
                     continue
-            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) for u in by_model[m]}
+            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) + lam * u.cost for u in by_model[m]}
             red = merge_duplicates(subs[m], extra)
             key = (m, tuple((u.id, extra[u.id]) for u in red.units))
             if key not in cache:
@@ -218,7 +239,7 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
         counts = {m: s.counts for m, s in sols.items()}
         order = sorted(models, key=lambda m: (-size[m], m))
         fixed = _repair(p, counts, order, caps, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
-        if fixed is not None:
+        if fixed is not None and _within(budget, units, fixed):
             obj = sum(v[1] for v in fixed.values())
             if best is None or obj < best[0] - 1e-9:
                 best = (obj, {m: v[0] for m, v in fixed.items()})
@@ -230,7 +251,9 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
         used = _usage(units, {u: c for cs in counts.values() for u, c in cs.items()}, groups)
         grad = {g: used.get(g, 0) - caps[g] for g in mu}
         grad = {g: (s if (s > 0 or mu[g] > 0) else 0.0) for g, s in grad.items()}
-        norm = sum(s * s for s in grad.values())
+        over = _spend(units, counts) - budget if budget is not None else 0.0
+        over = over if (over > 0 or lam > 0) else 0.0
+        norm = sum(s * s for s in grad.values()) + over * over
         if norm == 0:
             break
         stall = 0 if improved else stall + 1
@@ -239,6 +262,7 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
         target = best[0] if best is not None else best_lb * (1 + 2 * mip_gap)
         step = theta * max(target - lb, 1e-6 * max(1.0, abs(lb))) / norm
         mu = {g: max(0.0, mu[g] + step * grad[g]) for g in mu}
+        lam = max(0.0, lam + step * over)
     if best is None:
         return None
     # fix-and-optimise: each model on a full group re-solved with all others fixed
@@ -259,11 +283,24 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
             continue
         nodes += got.nodes
         cur, new = plan_cost(p, units, plan[m]), plan_cost(p, units, got.counts)
-        if new < cur - 1e-9:
+        if new < cur - 1e-9 and _within(budget, units, {**plan, m: got.counts}):
             plan[m] = got.counts
             used = _usage(units, {u: c for cs in plan.values() for u, c in cs.items()}, groups)
     counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
     return LagrangeResult(counts, plan_cost(p, units, counts), best_lb, done, nodes, stop)
+
+
+def _spend(units: dict[str, UnitData], plans: dict[str, dict[str, int]]) -> float:
+    """$/h of per-model plans as the budget row counts it (instances only, no churn)."""
+    return sum(units[u].cost * c for cs in plans.values() for u, c in cs.items())
+
+
+def _within(budget: float | None, units: dict[str, UnitData], plans: dict) -> bool:
+    """Per-model plans (model -> counts, or -> (counts, $/h)) keep the budget."""
+    if budget is None:
+        return True
+    counts = {m: (v[0] if isinstance(v, tuple) else v) for m, v in plans.items()}
+    return _spend(units, counts) <= budget * (1 + 1e-9)
 
 
 def _repair(p: AllocationProblem, counts: dict[str, dict[str, int]], order: list[str], caps: dict, *,

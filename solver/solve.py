@@ -251,21 +251,27 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     from the per-model optima; ``max_nodes`` (deterministic) stops each MIP, ``time_limit_s`` is a
     safety stop for the whole call, reported in ``safety_stop``. ``with_lp_bound`` is kept for
     callers; the LP bound is always computed. A problem with ``periods`` is solved in its expanded
-    form (a committed base and per-period top-ups, ``solver.periods``) and folded back. ``start``
-    (unit id -> count, e.g. the last verification round's plan): used by solver.decompose (decomp
-    helper); accepted and not used yet."""
+    form (a committed base and per-period top-ups, ``solver.periods``) and folded back.
+
+    ``start``: unit id -> instances of an earlier plan of a problem like this one (verification's
+    previous round): one more warm-start candidate in every block, restricted to the block's units
+    and completed by a fixed-count LP like the others (``solver.decompose.solve_block``)."""
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
         return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
     if problem.periods:
-        from hetinfra.solver.periods import expand, fold
+        from hetinfra.solver.periods import expand, fold, split_name
 
-        return fold(problem, solve(expand(problem), time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
-                                   max_nodes=max_nodes, decompose=decompose))
+        wide = expand(problem)
+        per_copy = {u.id: start[split_name(u.id)[0]] for u in wide.units if split_name(u.id)[0] in start} \
+            if start else None  # the plan's count (its peak level's) in every level: a complete candidate
+        return fold(problem, solve(wide, time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
+                                   max_nodes=max_nodes, decompose=decompose, start=per_copy))
 
     out = solve_decomposed(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, warm=warm,
-                           max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes, decompose=decompose)
+                           max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes, decompose=decompose,
+                           start=start)
     if out.feasible:
         violations = verify(problem, out)
         if violations:

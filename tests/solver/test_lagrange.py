@@ -48,10 +48,11 @@ def test_lagrangian_plan_keeps_the_caps_when_only_the_uncapped_region_is_left(la
     assert r.bound <= 2.2 + 1e-9 and r.bound >= 2.0 - 1e-9  # a bound, never above the optimum
 
 
-def test_small_linked_components_are_still_solved_jointly():
+def test_small_linked_components_take_the_lagrangian_where_it_closes():
     p = AllocationProblem(units=REGIONAL, demand=DEMAND, caps=CAPS)
     r = solve(p, time_limit_s=10, mip_gap=0)
-    assert r.blocks[0]["method"] == "joint" and r.objective == pytest.approx(2.1)
+    assert r.blocks[0]["method"] == "lagrangian" and r.objective == pytest.approx(2.1)
+    assert solve(p, time_limit_s=10, mip_gap=0, decompose=False).objective == pytest.approx(2.1)
 
 
 def _grid(n_models=5, regions=4):
