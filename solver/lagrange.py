@@ -34,13 +34,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 
 #: subgradient iterations at most (each solves every model whose prices changed)
 ITERATIONS = 12
 
 
-def _key(p: AllocationProblem, u: UnitData, local: set) -> tuple:
+def _key(p: AllocationProblem, u: SolverUnit, local: set) -> tuple:
     return (u.model, u.gpus, u.spot, u.committed, tuple(sorted(u.rates.items())),
             u.region if (u.model, u.region) in local else None, u.id if u.id in p.running else None)
 
@@ -120,7 +120,7 @@ def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap:
     return _Sub(min(bound, o.objective), o.objective, dm.counts(o.values), o.nodes, o.status)
 
 
-def plan_cost(p: AllocationProblem, units: dict[str, UnitData], counts: dict[str, int]) -> float:
+def plan_cost(p: AllocationProblem, units: dict[str, SolverUnit], counts: dict[str, int]) -> float:
     """$/h of ``counts`` plus the churn penalty (unmet demand's penalty needs the routing)."""
     obj = sum(units[u].cost * c for u, c in counts.items())
     if p.running and p.churn_hours:
@@ -128,7 +128,7 @@ def plan_cost(p: AllocationProblem, units: dict[str, UnitData], counts: dict[str
     return obj
 
 
-def _usage(units: dict[str, UnitData], counts: dict[str, int], groups) -> dict:
+def _usage(units: dict[str, SolverUnit], counts: dict[str, int], groups) -> dict:
     used: dict = {}
     for uid, c in counts.items():
         for g, n in units[uid].gpu_use:
@@ -145,7 +145,7 @@ def capped_units(p: AllocationProblem, model: str, residual: dict, keep: dict[st
 
     local = _locals(p)
     mine = [u for u in p.units if u.model == model]
-    sets: dict[tuple, list[UnitData]] = {}
+    sets: dict[tuple, list[SolverUnit]] = {}
     for u in mine:
         if u.id not in keep and any(g in residual and residual[g] < n for g, n in u.gpu_use):
             continue
@@ -290,12 +290,12 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
     return LagrangeResult(counts, plan_cost(p, units, counts), best_lb, done, nodes, stop)
 
 
-def _spend(units: dict[str, UnitData], plans: dict[str, dict[str, int]]) -> float:
+def _spend(units: dict[str, SolverUnit], plans: dict[str, dict[str, int]]) -> float:
     """$/h of per-model plans as the budget row counts it (instances only, no churn)."""
     return sum(units[u].cost * c for cs in plans.values() for u, c in cs.items())
 
 
-def _within(budget: float | None, units: dict[str, UnitData], plans: dict) -> bool:
+def _within(budget: float | None, units: dict[str, SolverUnit], plans: dict) -> bool:
     """Per-model plans (model -> counts, or -> (counts, $/h)) keep the budget."""
     if budget is None:
         return True

@@ -11,8 +11,9 @@ from typing import Literal
 
 
 @dataclass(frozen=True)
-class UnitData:
-    """One deployable unit u (template x region x purchase option)."""
+class SolverUnit:
+    """The solver's unit u: a template unit (plan.library.TemplateUnit: template x region x purchase
+    option) as plain data for the ILP, one integer variable n[u]."""
 
     id: str
     model: str
@@ -46,7 +47,7 @@ class Period:
 class AllocationProblem:
     """Sets, parameters and settings of the allocation ILP (see ``solver.model`` for the math)."""
 
-    units: tuple[UnitData, ...]
+    units: tuple[SolverUnit, ...]
     demand: dict[tuple[str, str], float]  # (model, class) -> lambda, req/s
     caps: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (cloud, region, gpu) -> max GPUs
     budget: float | None = None

@@ -14,7 +14,7 @@ from hetinfra.errors import InfeasibleError
 from hetinfra.plan.inputs import PlanInputs, resolve
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.price_feeds.offers import OfferSnapshot
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, TemplateUnit
@@ -74,7 +74,7 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
     spec = inputs.spec
     settings = spec.planning
     demand = {(pm.spec.name, c.name): c.rate_rps for pm in inputs.models for c in pm.classes}
-    data = tuple(UnitData(u.id, u.model, u.cost, u.gpus, tuple(sorted(u.gpu_use.items())), dict(u.template.rates),
+    data = tuple(SolverUnit(u.id, u.model, u.cost, u.gpus, tuple(sorted(u.gpu_use.items())), dict(u.template.rates),
                           u.region, u.spot, u.committed)
                  for u in units)
     unit_ids = {x.id for x in data}

@@ -9,12 +9,12 @@ import pytest
 
 from hetinfra.solver.direct import DirectModel
 from hetinfra.solver.heuristic import feasible_start
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve, solve_pyomo
 
 
 def unit(uid, model, cost, gpu, rates, region="r1", spot=False, gpus=1):
-    return UnitData(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), dict(rates), region, spot)
+    return SolverUnit(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), dict(rates), region, spot)
 
 
 # Two models, each can use the cheap X (shared group lab/r1/X) or the dear Y (own group per model).

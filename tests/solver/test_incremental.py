@@ -8,12 +8,12 @@ import pytest
 import hetinfra.solver.decompose as decompose
 import hetinfra.solver.heuristic as heuristic
 import hetinfra.solver.memo as memo
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve
 
 
 def unit(name, model, cost, a, b, region="r1"):
-    return UnitData(f"{model}-{name}", model, cost, 1, ((("lab", region, name.upper()), 1),), {"a": a, "b": b}, region)
+    return SolverUnit(f"{model}-{name}", model, cost, 1, ((("lab", region, name.upper()), 1),), {"a": a, "b": b}, region)
 
 
 # classes a, b at 5 req/s each. X: $1 (a 10, b 1), Y: $1 (a 1, b 10), Z: $1.5 (a 10, b 10): the LP

@@ -7,12 +7,12 @@ import pytest
 
 import hetinfra.solver.decompose as decompose
 from hetinfra.solver.lagrange import merge_duplicates
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve, solve_pyomo
 
 
 def unit(uid, model, cost, region, gpu="X", rate=10.0, gpus=1, spot=False):
-    return UnitData(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), {"c": rate}, region, spot)
+    return SolverUnit(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), {"c": rate}, region, spot)
 
 
 # Models a and b each need 10 req/s = one X anywhere. X costs $1 in r1, $1.1 in r2, $1.2 in r3;

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 import hetinfra.solver.decompose as decompose
 import hetinfra.solver.memo as memo
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve
 
 
 def unit(uid, model, cost, region, gpu="X", rate=10.0, gpus=1):
-    return UnitData(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), {"c": rate}, region)
+    return SolverUnit(uid, model, cost, gpus, ((("lab", region, gpu), gpus),), {"c": rate}, region)
 
 
 def test_the_joint_mip_finishes_what_the_lagrangian_leaves_open():

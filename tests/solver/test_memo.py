@@ -7,12 +7,12 @@ import dataclasses
 
 import hetinfra.solver.decompose as decompose
 import hetinfra.solver.memo as memo
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve
 
 
 def unit(uid, model, cost, gpu, rate, region="r1"):
-    return UnitData(uid, model, cost, 1, ((("lab", region, gpu), 1),), {"c": rate}, region, False)
+    return SolverUnit(uid, model, cost, 1, ((("lab", region, gpu), 1),), {"c": rate}, region, False)
 
 
 UNITS = tuple(unit(f"{m}-{g}-{r}", m, cost * (1 + 0.1 * i), g, rate, r)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.solver.periods import expand, fold
-from hetinfra.solver.problem import AllocationProblem, Period, UnitData
+from hetinfra.solver.problem import AllocationProblem, Period, SolverUnit
 from hetinfra.solver.solve import solve, solve_pyomo
 
 G = (("lab", "r1", "X"), 1)
-OD = UnitData("x|ondemand", "m", 1.0, 1, (G,), {"w": 1.0}, "r1")
-C1 = UnitData("x|committed_1y", "m", 0.6, 1, (G,), {"w": 1.0}, "r1", committed=True)
+OD = SolverUnit("x|ondemand", "m", 1.0, 1, (G,), {"w": 1.0}, "r1")
+C1 = SolverUnit("x|committed_1y", "m", 0.6, 1, (G,), {"w": 1.0}, "r1", committed=True)
 
 
 def _periods(*mults: float) -> tuple[Period, ...]:
@@ -98,7 +98,7 @@ def test_top_ups_only_grow_with_demand():
     # Unconstrained: 1 small in the quiet period, 1 big at the peak ($1.25/h); scaling out keeps
     # the quiet period's instances in the peak: 2 small at the peak too (0.5 x 1 + 0.5 x 2 = $1.50/h)
     # or 1 big throughout ($1.50/h): either way every period runs a subset of the peak fleet.
-    big = UnitData("big|ondemand", "m", 1.5, 2, ((("lab", "r1", "X"), 2),), {"w": 2.0}, "r1")
+    big = SolverUnit("big|ondemand", "m", 1.5, 2, ((("lab", "r1", "X"), 2),), {"w": 2.0}, "r1")
     p = AllocationProblem(units=(OD, big), demand={("m", "w"): 1.0}, periods=_periods(1, 2))
     r = solve(p, mip_gap=0)
     assert r.cost(p) == pytest.approx(1.5)
@@ -111,9 +111,9 @@ def test_top_ups_only_grow_with_demand():
 def test_two_models_with_opposite_peaks_share_a_cap(decompose):
     """a peaks in period 0, b in period 1; both can use X (cap 4 GPUs at once) or dear Y ($2.00/h)."""
     units = (OD, C1,
-             UnitData("xb|ondemand", "b", 1.0, 1, (G,), {"w": 1.0}, "r1"),
-             UnitData("xb|committed_1y", "b", 0.6, 1, (G,), {"w": 1.0}, "r1", committed=True),
-             UnitData("yb|ondemand", "b", 2.0, 1, ((("lab", "r1", "Y"), 1),), {"w": 1.0}, "r1"))
+             SolverUnit("xb|ondemand", "b", 1.0, 1, (G,), {"w": 1.0}, "r1"),
+             SolverUnit("xb|committed_1y", "b", 0.6, 1, (G,), {"w": 1.0}, "r1", committed=True),
+             SolverUnit("yb|ondemand", "b", 2.0, 1, ((("lab", "r1", "Y"), 1),), {"w": 1.0}, "r1"))
     periods = (Period(0.5, (("m", 3.0), ("b", 1.0)), (0,)), Period(0.5, (("m", 1.0), ("b", 3.0)), (1,)))
     p = AllocationProblem(units=units, demand={("m", "w"): 1.0, ("b", "w"): 1.0}, periods=periods,
                           caps={("lab", "r1", "X"): 4})

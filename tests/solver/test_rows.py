@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hetinfra.solver.direct import DirectModel
 from hetinfra.solver.heuristic import feasible_start
 from hetinfra.solver.model import build_model
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.rows import FAMILIES, compile_rows
 from hetinfra.solver.solve import solve, solve_pyomo, verify
 
@@ -29,7 +29,7 @@ def problems(draw) -> AllocationProblem:
         for i in range(draw(st.integers(2, 4))):
             gpu, region = draw(st.sampled_from(("G", "H", "K"))), draw(st.sampled_from(("r1", "r2")))
             gpus = draw(st.integers(1, 2))
-            units.append(UnitData(f"{m}{i}", m, float(draw(st.integers(1, 8))), gpus, ((("lab", region, gpu), gpus),),
+            units.append(SolverUnit(f"{m}{i}", m, float(draw(st.integers(1, 8))), gpus, ((("lab", region, gpu), gpus),),
                                   {"c": float(draw(st.integers(2, 20)))}, region, spot=draw(st.booleans())))
         if draw(st.booleans()):
             local[(m, "r1")] = demand[(m, "c")] / 2
@@ -77,8 +77,8 @@ def test_heuristic_counts_keep_the_rows(p):
 
 def test_every_family_is_one_pyomo_constraint_of_its_name():
     p = AllocationProblem(
-        units=(UnitData("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1", spot=True),
-               UnitData("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0}, "r2")),
+        units=(SolverUnit("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1", spot=True),
+               SolverUnit("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0}, "r2")),
         demand={("m", "c"): 15.0}, caps={("lab", "r1", "X"): 4}, budget=9.0, max_spot_fraction={"m": 0.5},
         local_demand={("m", "r2"): 5.0}, locality=0.5, running={"y": 1}, churn_hours=1.0,
         tied=(("x", "y"),), nested=(("x", "y"),))

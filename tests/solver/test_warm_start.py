@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.solver.model import build_model
-from hetinfra.solver.problem import AllocationProblem, UnitData
+from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import greedy_start, rounded_lp_start, solve, warm_start
 
 # X: $1/h, 10 req/s; Y: $2/h, 12 req/s; demand 15 req/s.
 # LP relaxation: 1.5 X ($1.5) -> rounded up 2 X ($2), which is also the integer optimum.
-UNITS = (UnitData("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1"),
-         UnitData("y", "m", 2.0, 1, ((("lab", "r1", "Y"), 1),), {"c": 12.0}, "r1"))
+UNITS = (SolverUnit("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1"),
+         SolverUnit("y", "m", 2.0, 1, ((("lab", "r1", "Y"), 1),), {"c": 12.0}, "r1"))
 
 
 def problem(**kw) -> AllocationProblem:
@@ -55,7 +55,7 @@ def test_greedy_start_beats_rounding_when_the_lp_splits():
     # LP: half an X and half a Y ($1) -> rounded 1 X + 1 Y ($2); greedy: Z alone serves both ($1.5),
     # which is the integer optimum.
     def unit(name, cost, a, b):
-        return UnitData(name, "m", cost, 1, ((("lab", "r1", name.upper()), 1),), {"a": a, "b": b}, "r1")
+        return SolverUnit(name, "m", cost, 1, ((("lab", "r1", name.upper()), 1),), {"a": a, "b": b}, "r1")
 
     p = AllocationProblem(units=(unit("x", 1.0, 10, 1), unit("y", 1.0, 1, 10), unit("z", 1.5, 10, 10)),
                           demand={("m", "a"): 5.0, ("m", "b"): 5.0})
@@ -72,7 +72,7 @@ def test_a_start_presolve_beats_is_not_returned_as_the_optimum():
     from hetinfra.solver.solve import solve_pyomo
 
     def unit(name, mod, gpus, rate, spot=False):
-        return UnitData(name, mod, 1.0, gpus, ((("lab", "r1", "G"), gpus),), {"c": rate}, "r1", spot=spot)
+        return SolverUnit(name, mod, 1.0, gpus, ((("lab", "r1", "G"), gpus),), {"c": rate}, "r1", spot=spot)
 
     p = AllocationProblem(units=(unit("a0", "a", 2, 2.0), unit("a1", "a", 1, 5.0, True), unit("b0", "b", 1, 2.0),
                                  unit("b1", "b", 1, 2.0), unit("b2", "b", 1, 2.0)),
