@@ -62,7 +62,9 @@ def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> Alloca
                      budget=p.budget if budget else None,
                      max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m in keep},
                      local_demand={k: v for k, v in p.local_demand.items() if k[0] in keep},
-                     running={u: c for u, c in p.running.items() if u in ids},
+                     # the whole running fleet, not the block's share: whether new instances pay churn is
+                     # a property of the problem (a block with no running unit of its own still does)
+                     running=p.running,
                      tied=tuple(g for g in p.tied if all(u in ids for u in g)),
                      nested=tuple(pair for pair in p.nested if all(u in ids for u in pair)))
 
@@ -119,8 +121,9 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     best = None  # (objective, values, name)
     if warm and not p.elastic_caps:
         cands = []
-        if p.running:
-            cands.append(("running", dict(p.running)))
+        running = {u: c for u, c in p.running.items() if u in dm.n}  # the block's own running units
+        if running:
+            cands.append(("running", running))
         if lp.has_solution:
             cands.append(("rounded LP", {u: math.ceil(lp.values[c] - 1e-6) for u, c in dm.n.items()
                                          if lp.values[c] > 1e-6}))

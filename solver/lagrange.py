@@ -168,7 +168,7 @@ def capped_units(p: AllocationProblem, model: str, residual: dict, keep: dict[st
                      demand={k: v for k, v in p.demand.items() if k[0] == model},
                      max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m == model},
                      local_demand={k: v for k, v in p.local_demand.items() if k[0] == model},
-                     running={u: c for u, c in p.running.items() if u in {x.id for x in units}})
+                     running=p.running)  # the whole fleet: churn applies as in the joint problem
 
 
 @dataclass
@@ -196,11 +196,10 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
     by_model = {m: [u for u in p.units if u.model == m] for m in models}
     subs = {}
     for m in models:
-        own = set(x.id for x in by_model[m])
         subs[m] = p.replace(units=tuple(by_model[m]), demand={k: v for k, v in p.demand.items() if k[0] == m},
                             max_spot_fraction={k: v for k, v in p.max_spot_fraction.items() if k == m},
                             local_demand={k: v for k, v in p.local_demand.items() if k[0] == m},
-                            running={u: c for u, c in p.running.items() if u in own}, caps={}, budget=None)
+                            running=p.running, caps={}, budget=None)  # whole fleet: churn as in the joint problem
     sub_gap = mip_gap / 10
     mu = {g: 0.0 for g in sorted(groups)}
     cache: dict[tuple, _Sub] = {}

@@ -140,3 +140,14 @@ def test_node_limit_is_deterministic_and_reported():
     b = solve(p, time_limit_s=10, mip_gap=0, max_nodes=1)
     assert (a.n, a.objective, a.bound, a.blocks) == (b.n, b.objective, b.bound, b.blocks)
     assert not a.safety_stop and a.max_nodes == 1
+
+
+@pytest.mark.parametrize("caps", [{}, {("lab", "r1", "X"): 3}])
+def test_a_model_with_nothing_running_pays_churn_like_in_the_joint_problem(caps):
+    # a has one X running; b has nothing running, so every instance of b is new and pays churn too:
+    # blocks are solved with the whole running fleet, not their own share of it
+    p = shared(caps=caps, running={"xa": 1}, churn_hours=0.5)
+    joint = solve_pyomo(p, time_limit_s=10, mip_gap=0)
+    split = solve(p, time_limit_s=10, mip_gap=0)
+    assert split.objective == pytest.approx(joint.objective)
+    assert split.bound <= joint.objective + 1e-6
