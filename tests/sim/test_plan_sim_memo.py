@@ -18,8 +18,8 @@ CONFIG = WorkloadConfig(requests=300, load=1.1, seed=7)
 
 @pytest.fixture(scope="module")
 def two_models():
-    path = REPO / "services" / "multi-region.yaml"
-    return filled_golden("multi-region"), load_spec(path)[0], Path(path)
+    path = REPO / "services" / "europe.yaml"  # two models, one with a class split over two units
+    return filled_golden("europe"), load_spec(path)[0], Path(path)
 
 
 def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_models, monkeypatch):
