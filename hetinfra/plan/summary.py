@@ -195,7 +195,7 @@ def promise_lines(plan: "Plan | dict") -> list[str]:
         out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), seed {f['seed']}, "
                    f"{f['requests']} requests per model" + (f", margin {f['margin']:g}" if f.get("margin") else ""))
         over = (f.get("over_provisioning") or {}).get("ratio")
-        trimmed = len((f.get("trim") or {}).get("removed") or ())
+        trimmed = sum(int(r.get("replicas", 1)) for r in (f.get("trim") or {}).get("removed") or ())
         out.append(f"verification: ${f['cost_before_usd_per_hour']:.2f}/h before, ${f['cost_after_usd_per_hour']:.2f}/h "
                    f"after ({trimmed} replica(s) trimmed); over-provisioning "
                    + ("n/a" if over is None else f"{over:g}x demand sustained"))

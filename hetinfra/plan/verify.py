@@ -25,8 +25,9 @@ regime used:
 The cheapest plan in which every model met is kept, even if a later round's solve fails (a budget,
 caps); a min_cost budget is checked against that verified plan, not against a round's estimate.
 Then the trim removes replicas one at a time (``hetinfra.sim.minimal.without_one_replica``, the
-dearest first) while the simulation still meets, until a whole pass removes none: the final plan
-meets at L and every single removal from it misses. The over-provisioning ratio is the load the
+dearest first), or a whole allocation where one replica fewer misses (``without_allocation``), while
+the simulation still meets, until a whole pass removes none: the final plan meets at L and every
+single removal from it, of one replica or of one whole unit, misses. The over-provisioning ratio is the load the
 final plan sustains (``hetinfra.sim.minimal.sustained_load``) over the demand. Everything is seeded
 (``planning.verify.seed``).
 """
@@ -260,7 +261,7 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
     """Remove replicas while the simulation still meets (see the module docstring): (plan, its
     simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
     from the plan, whose sections are what gets written."""
-    from hetinfra.sim.minimal import removal_order, without_one_replica
+    from hetinfra.sim.minimal import without_allocation, without_one_replica
 
     if sim_of.progress is not None:
         sim_of.progress.stage("trim")
@@ -271,21 +272,34 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
         return pr, sim, removed
     while True:
         checked: list[str] = []
-        for uid in removal_order(doc):
-            candidate = without_one_replica(doc, uid)
+        for uid, whole in _removals(doc):
+            candidate = (without_allocation if whole else without_one_replica)(doc, uid)
             checked.append(uid)
             if candidate is None or not sim_of(candidate)["met"]:
                 continue
-            pr2 = _drop_replica(pr, uid)
+            replicas = pr.result.n[uid] if whole else 1
+            pr2 = pr
+            for _ in range(replicas):
+                pr2 = _drop_replica(pr2, uid)
             doc2 = simulation_view(pr2)
             sim2 = sim_of(doc2)
             if sim2["met"]:
-                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]})
+                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
+                               | ({"replicas": replicas} if whole else {}))
                 pr, doc, sim = pr2, doc2, sim2
                 break
         else:
             sim_of.last_pass = checked
             return pr, sim, removed
+
+
+def _removals(doc: dict) -> list[tuple[str, bool]]:
+    """The trim's moves, in order: per allocation (dearest replica first), one replica, then (for a
+    unit of several replicas) the whole allocation, tried only when one replica fewer misses."""
+    from hetinfra.sim.minimal import removal_order
+
+    counts = {a["unit"]: int(a["count"]) for a in doc["allocations"]}
+    return [(uid, whole) for uid in removal_order(doc) for whole in ((False, True) if counts[uid] > 1 else (False,))]
 
 
 def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:

@@ -7,6 +7,11 @@
   unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
   (``hetinfra.plan.verify``) and the acceptance test both call it, so "the plan is minimal" holds
   by construction: the trim's last pass simulated exactly these copies of the final plan.
+* :func:`without_allocation` removes a whole allocation at once (every replica, its shares moved as
+  the last replica's are): a unit whose replicas each carry too much alone may still be redundant as
+  a whole, when the model's other units take its share better (a slow pipeline beside fast
+  single-GPU replicas). The trim tries it when removing one replica of a unit misses, and the
+  acceptance test checks it too.
 * :func:`sustained_load` is the over-provisioning ratio's numerator: per model, the largest load
   (multiple of its demand) at which the simulation still meets its objective, by bisection.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-__all__ = ["without_one_replica", "removal_order", "sustained_load", "SUSTAIN_STEPS", "SUSTAIN_MAX"]
+__all__ = ["without_one_replica", "without_allocation", "removal_order", "sustained_load", "SUSTAIN_STEPS", "SUSTAIN_MAX"]
 
 #: bisection steps of :func:`sustained_load` and the top of its bracket (x the declared load)
 SUSTAIN_STEPS = 3
@@ -49,6 +54,18 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
             e["share"] = round(float(e["share"]) + moved * part, 6)
             e["rps"] = round(float(e["rps"]) + moved_rps * part, 6)
         per_class[cls] = rest
+    return out
+
+
+def without_allocation(doc: dict, unit: str) -> dict | None:
+    """``doc`` without allocation ``unit`` (all its replicas: :func:`without_one_replica` until the
+    unit is gone); None when a class of its model would be left with no unit."""
+    count = int(next(a for a in doc["allocations"] if a["unit"] == unit)["count"])
+    out: dict | None = doc
+    for _ in range(count):
+        out = without_one_replica(out, unit)
+        if out is None:
+            return None
     return out
 
 

@@ -1,6 +1,6 @@
 """Acceptance of issue 21 on every example in services/: the plan meets its objectives at the one
-declared load, no replica can be removed without a miss there (the trim's own operation,
-hetinfra.sim.minimal.without_one_replica, simulated as `hetinfra simulate OUT --load L` does), the
+declared load, no replica and no whole unit can be removed without a miss there (the trim's own
+operations, hetinfra.sim.minimal.without_one_replica and without_allocation, simulated as `hetinfra simulate OUT --load L` does), the
 over-provisioning ratio is reported, and every unit's engine can start."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from hetinfra.deploy.preflight import engine_length_problems
 from hetinfra.sim import WorkloadConfig, simulate_plan
-from hetinfra.sim.minimal import peak_judges, without_one_replica
+from hetinfra.sim.minimal import peak_judges, without_allocation, without_one_replica
 from hetinfra.spec.load import load_spec
 from tests.plan.conftest import EXAMPLES, REPO
 
@@ -36,11 +36,14 @@ def test_example_is_verified_minimal_and_reports_its_over_provisioning(verified_
     for a in doc["allocations"]:
         if not peak_judges(doc, a):  # a committed replica of a demand profile serves every period
             continue
-        smaller = without_one_replica(doc, a["unit"])
-        if smaller is None:  # its class would have no unit left: a miss by definition
-            continue
-        sim = simulate_plan(smaller, spec, path, config, memo=memo)
-        assert not sim["met"], f"{name}: {a['unit']} can lose a replica and still meet at {fid['load']}x"
+        for remove, what in ((without_one_replica, "a replica"), (without_allocation, "all its replicas")):
+            if remove is without_allocation and a["count"] == 1:
+                continue  # the same removal as one replica's
+            smaller = remove(doc, a["unit"])
+            if smaller is None:  # its class would have no unit left: a miss by definition
+                continue
+            sim = simulate_plan(smaller, spec, path, config, memo=memo)
+            assert not sim["met"], f"{name}: {a['unit']} can lose {what} and still meet at {fid['load']}x"
 
 
 @pytest.mark.parametrize("name", NAMES)
