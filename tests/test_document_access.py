@@ -47,7 +47,7 @@ COMMON = {"id", "status", "count", "error", "rows", "bound", "gap", "met", "node
           "finished_at", "safety_stop", "blocks", "by_model", "by_region", "spec_path", "endpoints", "objects"}
 #: module -> document-key reads it still makes (to migrate to the models; may only go down)
 REMAINING: dict[str, int] = {
-    "hetinfra.sim.minimal": 6,  # 2 in peak_judges: minimal works on plan.json dicts (the trim edits them)
+    "hetinfra.sim.minimal": 3,  # peak_judges and removal_order: they judge the trim's dict copies
 }
 
 
@@ -97,6 +97,8 @@ WRITERS = {
     ("hetinfra.compile.pulumi_project", "cloud_plan"): "each cloud project's plan.json: the plan restricted to "
                                                        "that cloud's allocations",
     ("hetinfra.replan.safe", "stage_plan"): "replan's stage plan.json: the new plan with the stage's counts",
+    ("hetinfra.sim.minimal", "without_one_replica"): "the trim's copy of a plan.json with one replica fewer",
+    ("hetinfra.sim.minimal", "without_allocation"): "the trim's copy of a plan.json without one allocation",
 }
 
 
