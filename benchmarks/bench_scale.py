@@ -453,6 +453,7 @@ def main() -> None:
                     help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
     args = ap.parse_args()
     if args.front:
+        sys.path.insert(0, str(REPO))  # front_case writes the case with the tests' Mélange helper
         front(args.repeat)
         return
     if args.shared:
