@@ -216,7 +216,7 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     from hetinfra.plan.feeds import load_feeds
     from hetinfra.plan.inputs import resolve
     from hetinfra.plan.summary import render_summary
-    from hetinfra.plan.verify import verified_plan
+    from hetinfra.plan.pipeline import plan_document as verified_plan
     from hetinfra.spec.load import load_spec
     lap("import (click, the CLI, the plan stack)")
     snapshot, _ = load_feeds("snapshot")
@@ -400,7 +400,7 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, fl
     import os
 
     import hetinfra.solver.solve as solve_mod
-    from hetinfra.plan.verify import verified_plan
+    from hetinfra.plan.pipeline import plan_document as verified_plan
 
     spent = []
     real = solve_mod.solve
