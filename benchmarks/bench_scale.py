@@ -223,8 +223,18 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     loaded, text, locate = load_spec(spec)
     resolve(loaded, spec, text, snapshot, locate)
     lap("load spec + offers + profiles, resolve")
-    _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=lambda rnd, _n: rnd == 1 and lap(
-        "first plan: load, resolve, templates, solve"))
+    class FirstRound:  # hetinfra.plan.progress.Progress's hooks: lap once the first round is solved
+        def round(self, rnd: int, _max_rounds: int, _result) -> None:
+            if rnd == 1:
+                lap("first plan: load, resolve, templates, solve")
+
+        def stage(self, _name: str) -> None: ...
+
+        def requests(self, _n: int) -> None: ...
+
+        def close(self) -> None: ...
+
+    _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 
