@@ -47,7 +47,6 @@ COMMON = {"id", "status", "count", "error", "rows", "bound", "gap", "met", "node
           "finished_at", "safety_stop", "blocks", "by_model", "by_region", "spec_path", "endpoints", "objects"}
 #: module -> document-key reads it still makes (to migrate to the models; may only go down)
 REMAINING: dict[str, int] = {
-    "hetinfra.sim.minimal": 3,  # peak_judges and removal_order: they judge the trim's dict copies
 }
 
 

@@ -91,3 +91,33 @@ class SimPlan(Doc):
     def scale(self) -> float:
         """The demand the plan serves, as a multiple of the declared (max_throughput: demand_scale)."""
         return float(self.demand_scale or 1.0) if self.objective == "max_throughput" else 1.0
+
+
+class TrimUnit(Doc):
+    """An allocation as the trim judges it (``hetinfra.sim.minimal``): which unit, how many replicas
+    at what price, and whether it is a committed replica of a demand profile."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    unit: StrictStr
+    count: StrictInt
+    cost_usd_per_hour: Optional[Number] = None
+    purchase: Optional[StrictStr] = None
+    counts_by_period: Optional[list[StrictInt]] = None
+
+    def replica_price(self) -> float:
+        return float(self.cost_usd_per_hour or 0.0) / max(self.count, 1)
+
+
+class TrimPlan(Doc):
+    """The allocations of a plan.json, or of one of the trim's copies of it, as the trim reads them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allocations: list[TrimUnit]
+
+    def peak_judges(self, unit: TrimUnit) -> bool:
+        """Whether a simulation at the peak demand can judge removing a replica of ``unit``: always,
+        but for a committed unit of a plan with a demand profile (a top-up's replicas per period)."""
+        profiled = any(a.counts_by_period for a in self.allocations)
+        return not (profiled and str(unit.purchase or "").startswith("committed"))

@@ -74,18 +74,19 @@ def peak_judges(doc: dict, alloc: dict) -> bool:
     but for a committed unit of a plan with a demand profile (``counts_by_period``): its replicas serve
     every period, so removing one changes periods the peak simulation does not see (the multi-period
     ILP sizes the committed base over the whole horizon)."""
-    periods = any(a.get("counts_by_period") for a in doc["allocations"])
-    return not (periods and str(alloc.get("purchase") or "").startswith("committed"))
+    from hetinfra.document.simulation import TrimPlan, TrimUnit
+
+    return TrimPlan.model_validate(doc).peak_judges(TrimUnit.model_validate(alloc))
 
 
 def removal_order(doc: dict) -> list[str]:
     """Allocations to try removing a replica from (those :func:`peak_judges`): the dearest replica
     first (it saves the most), then by unit id (deterministic)."""
-    def price(a: dict) -> float:
-        return float(a.get("cost_usd_per_hour") or 0.0) / max(int(a["count"]), 1)
+    from hetinfra.document.simulation import TrimPlan
 
-    return [a["unit"] for a in sorted(doc["allocations"], key=lambda a: (-price(a), a["unit"]))
-            if int(a["count"]) > 0 and peak_judges(doc, a)]
+    plan = TrimPlan.model_validate(doc)
+    return [a.unit for a in sorted(plan.allocations, key=lambda a: (-a.replica_price(), a.unit))
+            if a.count > 0 and plan.peak_judges(a)]
 
 
 def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, bool]]) -> dict[str, float]:
