@@ -288,8 +288,10 @@ def example_name(spec: Path) -> str:
 def checkout_folder(root: Path) -> Path:
     """``root`` laid out as a fresh checkout seen from its top: ``services/`` links the repository's."""
     root.mkdir(parents=True, exist_ok=True)
-    if not (root / "services").exists():
+    try:  # two xdist workers may lay out the shared folder at once: the second finds the link made
         (root / "services").symlink_to(REPO / "services")
+    except FileExistsError:
+        pass
     (root / "home").mkdir(exist_ok=True)
     return root
 
