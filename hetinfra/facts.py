@@ -52,6 +52,9 @@ RAY_DASHBOARD_AGENT_PORT = 52366
 RAY_JOIN_TIMEOUT_S = 900
 #: seconds between two looks at the cluster while waiting
 RAY_POLL_S = 5
+#: installed beside ray[default] on every path that installs Ray for a pipeline (SkyPilot's setup,
+#: the Pulumi VMs' virtualenv): the Ray CLI breaks with click 8.3.0/8.3.1 (ray-project/ray#56747)
+RAY_CLICK_PIN = "click<8.3.0"
 
 # ---- engine ---------------------------------------------------------------------------------------
 #: the weight precisions a model may be served at (spec ``models[].precision``), most accurate first:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.compile.skypilot import DeployedUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
+from hetinfra.facts import RAY_CLICK_PIN
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
@@ -104,7 +105,7 @@ def _runner(unit: DeployedUnit, rt: RuntimeConfig, worker: bool = False) -> str:
                       f"--entrypoint bash {rt.image} /serve.sh")
         extra = pre_start + "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
     else:
-        ray = ' "ray[default]"' if unit.num_nodes > 1 else ""
+        ray = f' "ray[default]" "{RAY_CLICK_PIN}"' if unit.num_nodes > 1 else ""  # as SkyPilot's setup
         pre = ("python3 -m venv /opt/vllm || { apt-get update -y && apt-get install -y python3-venv && python3 -m venv /opt/vllm; }\n"
                f"/opt/vllm/bin/pip install -q {shlex.quote(rt.pip_spec)}{ray}\n")
         exec_start = "/bin/bash /opt/hetinfra/serve.sh"

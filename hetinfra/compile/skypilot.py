@@ -45,7 +45,7 @@ from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, VLLM_PORT, is_dns_label
+from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, RAY_CLICK_PIN, VLLM_PORT, is_dns_label
 
 __all__ = [
     "DeployedUnit",
@@ -328,7 +328,7 @@ def _setup_script(u: DeployedUnit) -> Optional[str]:
         lines += [
             "# User-space Ray for the pipeline (ray[default] gives `ray health-check`/dashboard agent) at the",
             "# version vLLM came with; click<8.3 avoids the Ray CLI breakage with click 8.3.0/8.3.1 (ray-project/ray#56747).",
-            "pip install \"ray[default]==$(python3 -c 'import ray; print(ray.__version__)')\" \"click<8.3.0\"",
+            f"pip install \"ray[default]==$(python3 -c 'import ray; print(ray.__version__)')\" \"{RAY_CLICK_PIN}\"",
         ]
     return "\n".join(lines) + "\n" if lines else None
 

@@ -85,3 +85,16 @@ def test_a_role_is_head_worker_or_chosen_by_rank():
     assert "exec vllm serve m\n" in head and "ray health-check" not in head and "$RANK" not in head
     with pytest.raises(ValueError, match="role must be"):
         ray_pipeline_script(A100_AZ_PP2, node, "x", role="leader")
+
+
+def test_every_path_that_installs_ray_pins_click_the_same_way():
+    """SkyPilot's setup and the Pulumi VMs' virtualenv install Ray beside the same click pin (the Ray
+    CLI breaks with click 8.3.0/8.3.1); the container runtime brings its own Ray."""
+    from hetinfra.facts import RAY_CLICK_PIN
+    from hetinfra.stacks.startup import BootConfig, RuntimeConfig, startup_script
+
+    assert f'"{RAY_CLICK_PIN}"' in task_config(A100_AZ_PP2)["setup"]
+    for rank in range(A100_AZ_PP2.num_nodes):
+        vm = startup_script(A100_AZ_PP2, rank=rank, runtime=RuntimeConfig(runtime="virtualenv"),
+                            boot=BootConfig(fetch_secrets="true", find_head="true"))
+        assert f'"ray[default]" "{RAY_CLICK_PIN}"' in vm
