@@ -170,13 +170,9 @@ class Allocation(Doc):
         return self.gpus_per_instance * self.nodes_per_replica
 
     def instance_groups(self) -> list[InstanceGroup]:
-        """The allocation as groups of identical instances: a mixed-GPU pipeline's stages (``count``
-        instances each), else one group of all its instances."""
-        if not self.stages:
-            return [InstanceGroup(self.instance_type, self.gpu, self.gpus_per_instance, self.instances,
-                                  self.price_per_instance_usd_per_hour, self.cost_usd_per_hour)]
-        return [InstanceGroup(s.instance_type, s.gpu, s.gpus, self.count, s.price_usd_per_hour,
-                              s.price_usd_per_hour * self.count) for s in self.stages]
+        """:meth:`stage_groups` as light tuples (deploy's and replan's instance counting)."""
+        return [InstanceGroup(g.instance_type, g.gpu, g.gpus_per_instance, g.instances,
+                              g.price_per_instance_usd_per_hour, g.cost_usd_per_hour) for g in self.stage_groups()]
 
 
 class RouteShare(Doc):

@@ -58,15 +58,11 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
 
 
 def without_allocation(doc: dict, unit: str) -> dict | None:
-    """``doc`` without allocation ``unit`` (all its replicas: :func:`without_one_replica` until the
-    unit is gone); None when a class of its model would be left with no unit."""
-    count = int(next(a for a in doc["allocations"] if a["unit"] == unit)["count"])
-    out: dict | None = doc
-    for _ in range(count):
-        out = without_one_replica(out, unit)
-        if out is None:
-            return None
-    return out
+    """``doc`` without allocation ``unit`` (all its replicas: :func:`without_one_replica` of its last
+    one, which hands its shares on); None when a class of its model would be left with no unit."""
+    out = copy.deepcopy(doc)
+    next(a for a in out["allocations"] if a["unit"] == unit)["count"] = 1  # its last replica: the unit goes
+    return without_one_replica(out, unit)
 
 
 def peak_judges(doc: dict, alloc: dict) -> bool:
