@@ -45,7 +45,8 @@ def test_a_budget_that_the_cheapest_plans_break_is_priced():
 
 @st.composite
 def linked(draw):
-    """2-3 models over 2 capped regions (X, Y) and an uncapped dearer Z, caps that bind, maybe a budget."""
+    """2-3 models over 2 capped regions (X, Y) and an uncapped dearer Z, caps that bind, maybe a budget,
+    maybe a running fleet of the first model only (the others' new instances pay churn all the same)."""
     n_models = draw(st.integers(2, 3))
     units, demand = [], {}
     for i in range(n_models):
@@ -58,7 +59,10 @@ def linked(draw):
         units.append(unit(f"{m}-z1", m, 1.6, "r9", "Z", 10.0))
     caps = {("lab", r, g): draw(st.integers(0, 4)) for r in ("r1", "r2") for g in ("X", "Y")}
     budget = draw(st.sampled_from([None, 6.0, 9.0]))
-    return AllocationProblem(units=tuple(units), demand=demand, caps=caps, budget=budget)
+    running = {u.id: draw(st.integers(1, 2)) for u in units if u.model == "m0" and draw(st.booleans())}
+    churn = draw(st.sampled_from([0.0, 3.0])) if running else 0.0
+    return AllocationProblem(units=tuple(units), demand=demand, caps=caps, budget=budget, running=running,
+                             churn_hours=churn)
 
 
 @settings(max_examples=12, deadline=None)
