@@ -35,7 +35,7 @@ def pipeline_batched_tokens(gpus: list[GpuSpec]) -> int:
     return min(max_num_batched_tokens_default(g) for g in gpus)
 
 
-class _Pipeline(Engine):
+class PipelineEngine(Engine):
     """An engine made of per-stage engines; each was built with pp = K so their shared terms agree."""
 
     __slots__ = ("stages",)
@@ -90,7 +90,7 @@ def pipeline_engine(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *,
     mbt = max_num_batched_tokens or pipeline_batched_tokens(gpus)
     stages = _stage_engines(model, gpus, layers, tp, max(int(input_tokens), 1), max(int(output_tokens), 1), precision,
                             gpu_memory_utilization, max_num_seqs, kv_precision, mbt, calib)
-    return stages if isinstance(stages, Estimate) else _Pipeline(stages)
+    return stages if isinstance(stages, Estimate) else PipelineEngine(stages)
 
 
 def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], *, tp: int, input_tokens: int,
@@ -115,7 +115,7 @@ def estimate_pipeline(model: ModelArch, gpus: list[GpuSpec], layers: list[int], 
         return stages
     where = (f"{model.name} on " + "+".join(f"{g.name}[{n}]" for g, n in zip(gpus, layers))
              + f" (tp={tp}, pp={len(gpus)}, {precision})")
-    return best_point(_Pipeline(stages), where, osl, ttft_ms, tpot_ms, max_num_seqs)
+    return best_point(PipelineEngine(stages), where, osl, ttft_ms, tpot_ms, max_num_seqs)
 
 
 def stage_batch_limit(model: ModelArch, gpu: GpuSpec, *, tp: int, stages: int, first: bool, last: bool, layers: int,

@@ -140,13 +140,13 @@ class _Simulator:
         self.last_pass: list[str] = []
         self.progress = progress
 
-    def __call__(self, view: dict, config=None) -> dict:
-        """The simulation of ``view`` (:func:`simulation_view`, or a copy the trim edited)."""
+    def __call__(self, view: dict) -> dict:
+        """The simulation of ``view`` (:func:`simulation_view`, a copy the trim edited, or one whose
+        rates the over-provisioning bisection scaled: the memo's keys hold the rates)."""
         from hetinfra.sim import simulate_plan
 
-        cfg = config or self.config
         ticks = self.progress.requests if self.progress is not None else None
-        sim = simulate_plan(view, self.spec, self.path, cfg, ticks, memo=self.memo if config is None else None)
+        sim = simulate_plan(view, self.spec, self.path, self.config, ticks, memo=self.memo)
         return with_margin(sim, self.margin)
 
 
@@ -334,7 +334,7 @@ def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, flo
     # are independent, tests/sim/test_plan_sim_memo.py) did not pay on 2 shared cores
     # (docs/internals/plan-stage.md)
     def meets(d: dict) -> dict[str, bool]:
-        return {m["model"]: m["met"] for m in sim_of(d, sim_of.config)["models"]}
+        return {m["model"]: m["met"] for m in sim_of(d)["models"]}
 
     return sustained_load(simulation_view(pr), load, meets)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from hetinfra.document.sections import RequestClass
     from hetinfra.document.simulation import SimPlan
@@ -50,23 +52,34 @@ class OriginRouting:
         return None, origin
 
 
-def add_network_time(requests, routing: OriginRouting, origin_of: dict[int, str]) -> None:
-    """Shift each simulated request's first and last token by its round trip (client's view)."""
-    for r in requests:
-        rtt = routing.rtt_s.get((origin_of.get(r.rid, "any"), r.unit), 0.0)
-        if rtt:
-            r.first += rtt
-            r.finish += rtt
+def add_network_time(reqs, unit: int, routing: OriginRouting, origin_ix) -> None:
+    """Shift the first and last token of allocation ``unit``'s simulated requests (``UnitRequests``)
+    by their round trip (client's view); ``origin_ix``: the model's requests' origins (indices into
+    ``routing.origins``)."""
+    rtt = [routing.rtt_s.get((o, unit), 0.0) for o, _ in routing.origins]
+    if any(rtt):
+        shift = np.array(rtt)[origin_ix[reqs.rid]]
+        reqs.first = reqs.first + shift
+        reqs.finish = reqs.finish + shift
 
 
-def origin_report(requests, routing: OriginRouting, origin_of: dict[int, str], regions: dict[int, str],
+def origin_report(units: list, warm: int, routing: OriginRouting, origin_ix, regions: dict[int, str],
                   ttft_ms: float) -> dict:
-    """Per origin: requests, the regions that served them, the worst round trip, TTFT attainment."""
+    """Per origin: requests, the regions that served them, the worst round trip, TTFT attainment.
+    ``units``: (allocation index, its ``UnitRequests``) of one model; requests before ``warm`` are
+    left out; ``regions``: allocation index -> region."""
     out: dict = {}
-    for o, _ in routing.origins:
-        mine = [r for r in requests if origin_of.get(r.rid, "any") == o]
-        ttft = [(r.first - r.arrival) * 1e3 for r in mine]
-        out[o] = {"requests": len(mine), "regions": sorted({regions[r.unit] for r in mine}),
-                  "worst_network_ms": round(max((routing.rtt_s.get((o, r.unit), 0.0) * 1e3 for r in mine), default=0.0), 3),
-                  "ttft_met_fraction": round(sum(1 for t in ttft if t <= ttft_ms) / len(ttft), 5) if ttft else None}
+    for j, (o, _) in enumerate(routing.origins):
+        count, served, worst, met = 0, set(), 0.0, 0
+        for k, r in units:
+            mine = (r.rid >= warm) & (origin_ix[r.rid] == j)
+            n = int(mine.sum())
+            if not n:
+                continue
+            count += n
+            served.add(regions[k])
+            worst = max(worst, routing.rtt_s.get((o, k), 0.0) * 1e3)
+            met += int(((r.first[mine] - r.arrival[mine]) * 1e3 <= ttft_ms).sum())
+        out[o] = {"requests": count, "regions": sorted(served), "worst_network_ms": round(worst, 3),
+                  "ttft_met_fraction": round(met / count, 5) if count else None}
     return out

@@ -14,7 +14,11 @@
   unit's simulated requests when nothing they depend on changed, and a whole model's result when
   none of its units and none of its routing changed (requests are drawn per model): the planner's
   trim (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica and collects only
-  its model, with results identical to a fresh simulation.
+  its model, with results identical to a fresh simulation. The memo also keeps what does not
+  depend on the rate (each model's request classes and sizes, their routing, the arrival gaps'
+  rate-free parts), so the over-provisioning bisection draws no random number twice.
+* Requests travel as columns (``hetinfra.sim.columns``) and each unit runs in the compiled core
+  (``hetinfra.sim.core``) or, where it cannot, the Python reference loop, bit for bit alike.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
   but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
 * Objectives: per model from plan.json ``models[].slo`` (ttft_ms, tpot_ms; percentile default p99;
@@ -27,27 +31,31 @@ from __future__ import annotations
 import copy
 import json
 import math
-from heapq import heappop, heappush
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
+
+import numpy as np
 
 from hetinfra import PLAN_VERSION
 from hetinfra.document.sections import ModelEntry
 from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
-from hetinfra.sim.engines import profiled_rate, unit_engine
+from hetinfra.sim.columns import Draw, UnitRequests, block, cdf, simulate_unit
+from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
-from hetinfra.sim.replica import Replica, ReplicaConfig, Request
-from hetinfra.sim.stats import evaluate, objective_from_slo, summarize
-from hetinfra.sim.workload import WorkloadConfig, arrival_times, class_samplers, model_rng
+from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
+from hetinfra.sim.stats import objective_from_slo
+from hetinfra.sim.workload import WorkloadConfig, arrival_gaps, arrival_times, class_samplers, model_rng
 
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
 
 SIMULATOR_VERSION = "sim-v1"
 
-Progress = Callable[[int], None]
+_NONE = np.empty(0, dtype=np.int64)  # the request ids of a unit no class routes to
+
+Progress = Callable[[int], None]  # ticks: requests simulated
 
 
 def load_plan(path: str | Path) -> tuple[dict, Path]:
@@ -58,51 +66,6 @@ def load_plan(path: str | Path) -> tuple[dict, Path]:
     from hetinfra.document import load_plan as load_document
 
     return load_document(p).to_dict(), p
-
-
-def run_replicas(replicas: list[Replica], requests: list[Request], progress: Progress | None = None) -> None:
-    """Replay ``requests`` (sorted by arrival) on ``replicas`` in time order, each to the replica
-    with the fewest outstanding requests, until all have finished."""
-    heap: list[tuple[float, int, int]] = []
-    n = len(replicas)
-
-    def until(t: float) -> None:
-        # strictly before t: a window ending at t sees the requests arriving at t
-        while heap and heap[0][0] < t:
-            _, i, ver = heappop(heap)
-            r = replicas[i]
-            if ver != r.version:
-                continue  # stale: the window was cut or replaced
-            r.complete()
-            if r.busy_until is not None:
-                heappush(heap, (r.busy_until, i, r.version))
-
-    tick = 0
-    for req in requests:
-        t = req.arrival
-        until(t)
-        if n == 1:
-            i = 0
-        else:
-            i, best = 0, replicas[0].outstanding
-            for j in range(1, n):
-                o = replicas[j].outstanding
-                if o < best:
-                    i, best = j, o
-        r = replicas[i]
-        r.check_fits(req)
-        req.replica = i
-        ver = r.version
-        r.add(req, t)
-        if r.version != ver and r.busy_until is not None:
-            heappush(heap, (r.busy_until, i, r.version))
-        tick += 1
-        if progress is not None and tick == 1000:
-            progress(tick)
-            tick = 0
-    until(math.inf)
-    if progress is not None and tick:
-        progress(tick)
 
 
 def _resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]:
@@ -158,7 +121,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
-    model_info, drawn, cached, model_keys = {}, {}, {}, {}
+    model_info, cached, model_keys = {}, {}, {}
     for m in models:
         name = m.name
         pm = planned.get(name)
@@ -166,54 +129,33 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
             raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
-        key = None if memo is None else json.dumps(["draw", _demand(m), _routes(plan, name, present), rate,
-                                                    [config.requests, config.burst_cv, config.seed]], sort_keys=True)
-        if key is not None:
-            # a model's result depends on its draw and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", key, [_unit_key(a, m, plan, templates, config, calib, scale, present)
-                                                          for a in allocs if a.model == name]])
+        if memo is not None:
+            # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
+            model_keys[name] = json.dumps(["model", _demand(m), _routes(plan, name, present), rate,
+                                           [_unit_key(a, m, plan, templates, config, calib, scale, present)
+                                            for a in allocs if a.model == name]], sort_keys=True)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
-        if key is not None and key in memo:
-            drawn[name], unrouted, origin_of = memo[key]
-        else:
-            drawn[name], unrouted, origin_of = _draw(_sampled(m, pm, len(routing.origins), rate, config, spec_path,
-                                                              memo), routing, [a.unit for a in allocs],
-                                                     len(m.classes))
-            if key is not None:
-                memo[key] = (drawn[name], unrouted, origin_of)
+        draw = _sampled(m, pm, len(routing.origins), config, spec_path, memo)
+        by_unit, unrouted, origin_ix = _routed(m, plan, present, draw, routing, len(allocs), memo)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
-                            "unrouted": unrouted, "routing": routing, "origin_of": origin_of}
-    units_reqs: list[list[Request]] = [[] for _ in allocs]  # made below for the units simulated
-
+                            "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
+                            "by_unit": by_unit, "arrival": _arrivals(name, rate, config, memo)}
+    units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
     units_out = []
-    cfg = ReplicaConfig()
     for k, a in enumerate(allocs):
         info = model_info.get(a.model)
         if info is None:
             continue
-        m = info["plan"]
-        key = None if memo is None else _unit_key(a, m, plan, templates, config, calib, scale, present)
+        key = None if memo is None else _unit_key(a, info["plan"], plan, templates, config, calib, scale, present)
         if key is not None and key in memo:
             units_reqs[k], ue, replicas = memo[key]
-            units_out.append((k, a, ue, replicas))
-            continue
-        units_reqs[k] = [Request(rid, t, isl, osl, c, k) for rid, t, isl, osl, c in drawn[a.model].get(a.unit, ())]
-        routed = {c: sum(e.rps for e in entries if e.unit == a.unit)
-                  for c, entries in (plan.routing.get(a.model) or {}).items()}
-        arch, precision = _checkpoint(a, m, info["pm"])
-        ue = unit_engine(a, arch, precision, m.classes, routed, templates.get(a.template), m.slo, calib, spec)
-        n_rep = a.count * a.engines_per_instance
-        replicas = [Replica(ue.engine, cfg) for _ in range(max(n_rep, 0))]
-        if units_reqs[k] and not replicas:
-            raise InvalidInputError(f"plan unit {a.unit} gets traffic but has no replica (count {a.count})")
-        run_replicas(replicas, units_reqs[k], progress)
-        # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
-        add_network_time(units_reqs[k], info["routing"], info["origin_of"])
-        if key is not None:
-            memo[key] = (units_reqs[k], ue, replicas)
+        else:
+            units_reqs[k], ue, replicas = _simulate_unit(k, a, info, plan, templates, calib, spec, progress)
+            if key is not None:
+                memo[key] = (units_reqs[k], ue, replicas)
         units_out.append((k, a, ue, replicas))
     out = _collect(plan, config, model_info, units_out, units_reqs)
     _report_origins(plan, out, model_info, units_reqs)
@@ -222,6 +164,24 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     for entry in out["models"]:
         memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
     return _merge(out, [m.name for m in models], allocs, cached)
+
+
+def _simulate_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec, progress
+                   ) -> tuple[UnitRequests, UnitEngine, list[Replica]]:
+    """Allocation ``k``'s requests served by its replicas, with the client's round trip added."""
+    m = info["plan"]
+    reqs = UnitRequests.of(info["draw"], info["arrival"], info["by_unit"].get(k, _NONE))
+    routed = {c: sum(e.rps for e in entries if e.unit == a.unit)
+              for c, entries in (plan.routing.get(a.model) or {}).items()}
+    arch, precision = _checkpoint(a, m, info["pm"])
+    ue = unit_engine(a, arch, precision, m.classes, routed, templates.get(a.template), m.slo, calib, spec)
+    replicas = [Replica(ue.engine, ReplicaConfig()) for _ in range(max(a.count * a.engines_per_instance, 0))]
+    if len(reqs) and not replicas:
+        raise InvalidInputError(f"plan unit {a.unit} gets traffic but has no replica (count {a.count})")
+    simulate_unit(replicas, reqs, progress)
+    # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
+    add_network_time(reqs, k, info["routing"], info["origin_ix"])
+    return reqs, ue, replicas
 
 
 def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str, tuple[dict, list[dict]]]) -> dict:
@@ -239,15 +199,14 @@ def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str,
             "units": [units[a.unit] for a in allocs if a.unit in units]}
 
 
-def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[list[Request]]) -> None:
+def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[UnitRequests | None]) -> None:
     """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
-    regions = {k: a.region for k, a in enumerate(plan.allocations)}
     for entry in out["models"]:
         info = model_info[entry["model"]]
         if (plan.routing_by_origin or {}).get(entry["model"]):
-            reqs = [r for k, rs in enumerate(units_reqs) for r in rs
-                    if plan.allocations[k].model == entry["model"] and r.rid >= info["warm"]]
-            entry["origins"] = origin_report(reqs, info["routing"], info["origin_of"], regions, entry["slo"]["ttft_ms"])
+            units = [(k, r) for k, r in enumerate(units_reqs) if r is not None and plan.allocations[k].model == entry["model"]]
+            entry["origins"] = origin_report(units, info["warm"], info["routing"], info["origin_ix"],
+                                             {k: plan.allocations[k].region for k, _ in units}, entry["slo"]["ttft_ms"])
 
 
 def _demand(model: ModelEntry) -> dict:
@@ -255,55 +214,94 @@ def _demand(model: ModelEntry) -> dict:
     return model.model_dump(mode="json", include={"name", "rate_rps", "classes", "slo", "variants", "precision"})
 
 
-def _sample(m: ModelEntry, pm, origins: int, rate: float, config: WorkloadConfig, base: Path) -> list[tuple]:
-    """A model's requests before routing: (rid, arrival, input, output, class index, the uniform that
-    picks its origin (None with one origin), the uniform that picks its unit), drawn in the order the
-    simulator always drew them (``OriginRouting.pick`` draws the same numbers whatever the shares).
-    Depends only on the model's demand and classes, its number of origins and the workload."""
+def _sizes(model: ModelEntry) -> dict:
+    """What of a plan model draws its requests' classes and sizes (:func:`_sample`): not its rate,
+    so the over-provisioning bisection, which scales rates, draws no size again."""
+    return model.model_dump(mode="json", include={"name", "classes", "variants", "precision"})
+
+
+def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path) -> Draw:
+    """A model's requests before routing and arrival (:class:`~hetinfra.sim.columns.Draw`), drawn in the
+    order the simulator always drew them (``OriginRouting.pick`` draws the same numbers whatever the
+    shares). Depends only on the model's demand and classes, its number of origins and the workload,
+    not on its rate (the arrivals are drawn apart: :func:`_arrivals`)."""
     classes = m.classes
     samplers = class_samplers(pm.spec, base, classes)
-    times = arrival_times(model_rng(config.seed, m.name, "arrivals"), rate, config.requests, config.burst_cv)
     rng = model_rng(config.seed, m.name, "requests")
     shares = [float(c.share) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-    out = []
-    for rid, t in enumerate(times):
+    cls, prompt, output, where, pick = [], [], [], [] if origins > 1 else None, []
+    for _ in range(config.requests):
         u = rng.random() * cum[-1]
         k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
         isl, osl = samplers[k](rng)
-        where = rng.random() if origins > 1 else None
-        out.append((rid, t, isl, osl, k, where, rng.random()))
-    return out
+        cls.append(k)
+        prompt.append(isl)
+        output.append(osl)
+        if where is not None:
+            where.append(rng.random())
+        pick.append(rng.random())
+    return Draw(np.array(cls, dtype=np.int64), np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64),
+                where, pick)
 
 
-def _draw(sample: list[tuple], routing: OriginRouting, unit_ids: list[str], classes: int
-          ) -> tuple[dict[str, list[tuple]], list[int], dict[int, str]]:
-    """``sample`` (:func:`_sample`) routed by the plan: (rid, arrival, input, output, class index) per
-    unit id by the plan's routing shares (per origin where the plan routes by origin:
-    ``hetinfra.sim.network``), the unrouted count per class and each request's origin. Not
-    dependent on any unit's count."""
-    out: dict[str, list[tuple]] = {}
+def _arrivals(name: str, rate: float, config: WorkloadConfig, memo: dict | None) -> np.ndarray:
+    """A model's arrival times at ``rate``; the rate-free gaps are kept in ``memo``."""
+    key = json.dumps(["gaps", name, config.requests, config.burst_cv, config.seed])
+    gaps = None if memo is None else memo.get(key)
+    if gaps is None:
+        gaps = arrival_gaps(model_rng(config.seed, name, "arrivals"), config.requests, config.burst_cv)
+        if memo is not None:
+            memo[key] = gaps
+    return arrival_times(gaps, rate, config.burst_cv)
+
+
+def _route(draw: Draw, routing: OriginRouting, units: int, classes: int
+           ) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
+    """``draw`` routed by the plan's routing shares (per origin where the plan routes by origin:
+    ``hetinfra.sim.network``): the request ids per allocation index, the unrouted count per class
+    and each request's origin (an index into ``routing.origins``). Not dependent on any unit's count
+    or on the rate."""
+    by_unit: dict[int, list[int]] = {}
     unrouted = [0] * classes
-    origin_of: dict[int, str] = {}
-    for rid, t, isl, osl, k, where, x in sample:
-        unit, origin_of[rid] = routing.route(k, where, x)
+    origin_ix = []
+    where = draw.where or [None] * len(draw.pick)
+    index = {o: j for j, (o, _) in enumerate(routing.origins)}
+    for rid, (k, w, x) in enumerate(zip(draw.cls.tolist(), where, draw.pick)):
+        unit, origin = routing.route(k, w, x)
+        origin_ix.append(index[origin])
         if unit is None:
             unrouted[k] += 1
             continue
-        out.setdefault(unit_ids[unit], []).append((rid, t, isl, osl, k))
-    return out, unrouted, origin_of
+        by_unit.setdefault(unit, []).append(rid)
+    return ({u: np.array(r, dtype=np.int64) for u, r in by_unit.items()}, unrouted,
+            np.array(origin_ix, dtype=np.int64))
 
 
-def _sampled(m: ModelEntry, pm, origins: int, rate: float, config: WorkloadConfig, spec_path, memo: dict | None
-             ) -> list[tuple]:
-    """:func:`_sample`, kept in ``memo`` (a round that changes only the routing draws no request again)."""
-    key = None if memo is None else json.dumps(["sample", _demand(m), origins, rate, [config.requests,
-                                                config.burst_cv, config.seed]], sort_keys=True)
+def _sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, memo: dict | None) -> Draw:
+    """:func:`_sample`, kept in ``memo`` (a round that changes only the routing or the rate draws no
+    request again)."""
+    key = None if memo is None else json.dumps(["sample", _sizes(m), origins, [config.requests, config.seed]],
+                                               sort_keys=True)
     if key is not None and key in memo:
         return memo[key]
-    out = _sample(m, pm, origins, rate, config, Path(spec_path).parent)
+    out = _sample(m, pm, origins, config, Path(spec_path).parent)
     if key is not None:
         memo[key] = out
+    return out
+
+
+def _routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing: OriginRouting, units: int,
+            memo: dict | None) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
+    """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests)."""
+    key = None if memo is None else json.dumps(["route", _sizes(m), _routes(plan, m.name, present),
+                                                sorted((a.unit, k) for k, a in enumerate(plan.allocations)
+                                                       if a.model == m.name)], sort_keys=True)
+    if key is not None and key in memo and memo[key][0] is draw:
+        return memo[key][1]
+    out = _route(draw, routing, units, len(m.classes))
+    if key is not None:
+        memo[key] = (draw, out)
     return out
 
 
@@ -333,41 +331,25 @@ def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict,
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
-def _lat(reqs: list[Request]) -> tuple[list[float], list[float]]:
-    ttft = [r.first - r.arrival for r in reqs]
-    tpot = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
-    return ttft, tpot
-
-
-def _block(reqs: list[Request], obj, span: float) -> dict:
-    ttft, tpot = _lat(reqs)
-    ok = sum(1 for r in reqs if (r.first - r.arrival) * 1e3 <= obj.ttft_ms
-             and (r.output <= 1 or (r.finish - r.first) / (r.output - 1) * 1e3 <= obj.tpot_ms))
-    att = ok / len(reqs) if reqs else None
-    s_ttft, s_tpot = summarize(ttft), summarize(tpot)
-    return {"count": len(reqs), "ttft_ms": s_ttft, "tpot_ms": s_tpot,
-            "throughput_rps": round(len(reqs) / span, 5) if span > 0 else None,
-            "preempted_requests": sum(1 for r in reqs if r.preempted),
-            "objective": evaluate(obj, s_ttft, s_tpot, att)}
-
-
-def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
-    measured: dict[str, list[Request]] = {name: [] for name in model_info}
+def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None]) -> dict:
+    measured: dict[str, list[tuple]] = {name: [] for name in model_info}
     units = []
     for k, a, ue, replicas in units_out:
         info = model_info[a.model]
         obj = objective_from_slo(info["plan"].slo.model_dump())
-        reqs = [r for r in units_reqs[k] if r.rid >= info["warm"]]
-        measured[a.model].extend(reqs)
-        t0 = min((r.arrival for r in reqs), default=0.0)
-        end = max((r.finish for r in units_reqs[k]), default=0.0)
+        r = units_reqs[k]
+        warm = r.rid >= info["warm"]
+        cols = (r.arrival[warm], r.first[warm], r.finish[warm], r.output[warm], r.preempted[warm], r.cls[warm])
+        measured[a.model].append(cols)
+        t0 = float(cols[0].min()) if len(cols[0]) else 0.0
+        end = float(r.finish.max()) if len(r) else 0.0
         span = max(end - t0, 1e-12)
         horizon = max(end, 1e-12)  # replicas exist from time 0
         nrep = len(replicas) or 1
         blocks = replicas[0].blocks if replicas else 1
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
-               "kv_blocks_per_replica": blocks, **_block(reqs, obj, span),
+               "kv_blocks_per_replica": blocks, **block(*cols[:5], obj, span),
                # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
                # mean batch and the KV occupancy say more about how full a replica is
                "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
@@ -379,40 +361,34 @@ def _collect(plan, config, model_info, units_out, units_reqs) -> dict:
                                 "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
                "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
         units.append(out)
-    models = []
-    for name, info in model_info.items():
-        m = info["plan"]
-        obj = objective_from_slo(m.slo.model_dump())
-        reqs = sorted(measured[name], key=lambda r: r.rid)
-        t0 = min((r.arrival for r in reqs), default=0.0)
-        span = max((r.finish for r in reqs), default=0.0) - t0
-        per_class = []
-        for ci, c in enumerate(m.classes):
-            sub = [r for r in reqs if r.cls == ci]
-            per_class.append({"class": c.name, "unrouted": info["unrouted"][ci], **_block(sub, obj, span)})
-        entry = {"model": name, "offered_rps": round(info["rate"], 6), "requests": info["n"],
-                 "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
-                 "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
-                         "attainment": obj.attainment},
-                 **_block(reqs, obj, span), "classes": per_class,
-                 "ttft_cdf_ms": _cdf([r.first - r.arrival for r in reqs]),
-                 "tpot_cdf_ms": _cdf(_lat(reqs)[1])}
-        entry["met"] = entry["objective"]["met"]
-        models.append(entry)
+    models = [_model_entry(name, info, measured[name]) for name, info in model_info.items()]
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
             "requests": config.requests, "warmup_fraction": config.warmup_fraction,
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _cdf(values: list[float], points: int = 101) -> list[list[float]]:
-    """[ms, cumulative fraction] at ``points`` evenly spaced quantiles (for plotting)."""
-    v = sorted(values)
-    if not v:
-        return []
-    n = len(v)
-    out = []
-    for j in range(points):
-        q = j / (points - 1)
-        out.append([round(1e3 * v[min(n - 1, int(q * (n - 1) + 0.5))], 3), round(q, 4)])
-    return out
+def _model_entry(name: str, info: dict, parts: list[tuple]) -> dict:
+    """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
+    the columns arrival, first, finish, output, preempted, class)."""
+    m = info["plan"]
+    obj = objective_from_slo(m.slo.model_dump())
+    empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
+    arrival, first, finish, output, preempted, cls = (np.concatenate(c) for c in zip(*parts)) if parts else empty
+    t0 = float(arrival.min()) if len(arrival) else 0.0
+    span = (float(finish.max()) if len(finish) else 0.0) - t0
+    per_class = []
+    for ci, c in enumerate(m.classes):
+        sub = cls == ci
+        per_class.append({"class": c.name, "unrouted": info["unrouted"][ci],
+                          **block(arrival[sub], first[sub], finish[sub], output[sub], preempted[sub], obj, span)})
+    multi = output > 1
+    entry = {"model": name, "offered_rps": round(info["rate"], 6), "requests": info["n"],
+             "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
+             "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
+                     "attainment": obj.attainment},
+             **block(arrival, first, finish, output, preempted, obj, span), "classes": per_class,
+             "ttft_cdf_ms": cdf(first - arrival),
+             "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
+    entry["met"] = entry["objective"]["met"]
+    return entry

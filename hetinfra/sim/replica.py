@@ -39,12 +39,12 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import Protocol
+from typing import Callable, Protocol
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import MAX_NUM_SEQS
 
-__all__ = ["StepModel", "ReplicaConfig", "Request", "Replica", "ScaledEngine"]
+__all__ = ["StepModel", "ReplicaConfig", "Request", "Replica", "ScaledEngine", "run_replicas"]
 
 
 class StepModel(Protocol):
@@ -108,6 +108,7 @@ class Replica:
         bs = config.block_size
         if engine.mbt < config.max_num_seqs:  # vLLM refuses this configuration too
             raise InvalidInputError(f"max_num_batched_tokens {engine.mbt} < max_num_seqs {config.max_num_seqs}")
+        self.engine = engine  # what hetinfra.sim.core compiles
         self.step = engine.step_s
         self.pp = engine.pp
         self.budget = engine.pp * engine.mbt  # pp lockstep micro-batches of mbt tokens each
@@ -408,3 +409,49 @@ class Replica:
         d = self.step(pt / pp, pos / pp, nd / pp, ctx / pp, len(self.running))
         self.w_start, self.w_d0, self.w_a, self.w_k, self.w_chunks = t, d, 0.0, 1, chunks
         self._set_busy(t + d)
+
+
+def run_replicas(replicas: list[Replica], requests: list[Request], progress: Callable[[int], None] | None = None) -> None:
+    """Replay ``requests`` (sorted by arrival) on ``replicas`` in time order, each to the replica
+    with the fewest outstanding requests, until all have finished. The reference statement of the
+    loop that hetinfra.sim.core runs compiled (hetinfra.sim.columns.simulate_unit picks which)."""
+    heap: list[tuple[float, int, int]] = []
+    n = len(replicas)
+
+    def until(t: float) -> None:
+        # strictly before t: a window ending at t sees the requests arriving at t
+        while heap and heap[0][0] < t:
+            _, i, ver = heappop(heap)
+            r = replicas[i]
+            if ver != r.version:
+                continue  # stale: the window was cut or replaced
+            r.complete()
+            if r.busy_until is not None:
+                heappush(heap, (r.busy_until, i, r.version))
+
+    tick = 0
+    for req in requests:
+        t = req.arrival
+        until(t)
+        if n == 1:
+            i = 0
+        else:
+            i, best = 0, replicas[0].outstanding
+            for j in range(1, n):
+                o = replicas[j].outstanding
+                if o < best:
+                    i, best = j, o
+        r = replicas[i]
+        r.check_fits(req)
+        req.replica = i
+        ver = r.version
+        r.add(req, t)
+        if r.version != ver and r.busy_until is not None:
+            heappush(heap, (r.busy_until, i, r.version))
+        tick += 1
+        if progress is not None and tick == 1000:
+            progress(tick)
+            tick = 0
+    until(math.inf)
+    if progress is not None and tick:
+        progress(tick)

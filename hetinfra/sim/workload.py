@@ -17,16 +17,19 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from hetinfra.errors import InvalidInputError
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
 
-__all__ = ["WorkloadConfig", "SizeSampler", "class_samplers", "arrival_times", "model_rng"]
+__all__ = ["WorkloadConfig", "SizeSampler", "class_samplers", "arrival_gaps", "arrival_times", "model_rng"]
 
 SizeSampler = Callable[[random.Random], tuple[int, int]]
 
@@ -58,21 +61,26 @@ def model_rng(seed: int, model: str, stream: str) -> random.Random:
     return random.Random(f"hetinfra-sim:{seed}:{model}:{stream}")
 
 
-def arrival_times(rng: random.Random, rate: float, n: int, burst_cv: float) -> list[float]:
-    """n arrival times (s) of a renewal process of mean rate ``rate``; gaps gamma(1/cv^2, cv^2/rate)."""
+def arrival_gaps(rng: random.Random, n: int, burst_cv: float) -> np.ndarray:
+    """The rate-free part of n inter-arrival gaps: -log(1 - u) (Poisson), else a gamma(1/cv^2, 1)
+    variate. :func:`arrival_times` scales them to a rate as ``random.expovariate`` and
+    ``random.gammavariate`` would (gap / rate; gap x 1 / (rate x shape)), bit for bit, so a model's
+    gaps are drawn once whatever rates it is simulated at."""
+    if burst_cv == 1.0:
+        return np.array([-math.log(1.0 - rng.random()) for _ in range(n)])
+    shape = 1.0 / (burst_cv * burst_cv)
+    return np.array([rng.gammavariate(shape, 1.0) for _ in range(n)])
+
+
+def arrival_times(gaps: np.ndarray, rate: float, burst_cv: float) -> np.ndarray:
+    """Arrival times (s) of a renewal process of mean rate ``rate`` from :func:`arrival_gaps`
+    (a running sum, in order)."""
     if not rate > 0:
         raise InvalidInputError(f"arrival rate must be > 0 (got {rate!r})")
-    out, t = [], 0.0
     if burst_cv == 1.0:
-        draw = lambda: rng.expovariate(rate)  # noqa: E731
-    else:
-        shape = 1.0 / (burst_cv * burst_cv)
-        scale = 1.0 / (rate * shape)
-        draw = lambda: rng.gammavariate(shape, scale)  # noqa: E731
-    for _ in range(n):
-        t += draw()
-        out.append(t)
-    return out
+        return np.cumsum(gaps / rate)
+    shape = 1.0 / (burst_cv * burst_cv)
+    return np.cumsum(gaps * (1.0 / (rate * shape)))
 
 
 def _edges_of(name: str, hi: int, edges: list[int], what: str, model: str) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.sim import Objective, WorkloadConfig, simulate_plan_file
 from hetinfra.sim.plan_sim import PLAN_VERSION, load_plan
 from hetinfra.sim.stats import evaluate, summarize
-from hetinfra.sim.workload import arrival_times, class_samplers
+from hetinfra.sim.workload import arrival_gaps, arrival_times, class_samplers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,12 +31,25 @@ def test_plan_version_matches_plan_json():
 
 @pytest.mark.parametrize("cv", [1.0, 3.0, 0.5])
 def test_gamma_arrivals_rate_and_cv(cv):
-    t = arrival_times(random.Random(0), 4.0, 40000, cv)
+    t = arrival_times(arrival_gaps(random.Random(0), 40000, cv), 4.0, cv).tolist()
     gaps = [b - a for a, b in zip([0.0] + t, t)]
     mean = sum(gaps) / len(gaps)
     sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps))
     assert mean == pytest.approx(0.25, rel=0.03)
     assert sd / mean == pytest.approx(cv, rel=0.05)
+
+
+@pytest.mark.parametrize("cv", [1.0, 2.0, 0.7])
+def test_arrivals_are_the_random_modules_draws_bit_for_bit(cv):
+    """The gaps drawn once and scaled to a rate equal ``random``'s expovariate/gammavariate at that
+    rate, summed in order: the over-provisioning bisection's arrivals are a fresh draw's."""
+    for rate in (0.37, 4.0, 1234.5):
+        rng, t, ref = random.Random(5), 0.0, []
+        shape = 1.0 / (cv * cv)
+        for _ in range(3000):
+            t += rng.expovariate(rate) if cv == 1.0 else rng.gammavariate(shape, 1.0 / (rate * shape))
+            ref.append(t)
+        assert arrival_times(arrival_gaps(random.Random(5), 3000, cv), rate, cv).tolist() == ref
 
 
 def test_sizes_are_drawn_inside_the_bucket():

@@ -29,17 +29,17 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     uid = next(a["unit"] for a in doc["allocations"] if a["count"] > 1)
     fewer = without_one_replica(doc, uid)
     ran, drawn = [], []
-    real_run, real_sample = plan_sim.run_replicas, plan_sim._sample
-    monkeypatch.setattr(plan_sim, "run_replicas", lambda reps, reqs, progress=None: (ran.append(len(reps)),
-                                                                                      real_run(reps, reqs, progress)))
+    real_run, real_sample = plan_sim.simulate_unit, plan_sim._sample
+    monkeypatch.setattr(plan_sim, "simulate_unit", lambda reps, reqs, progress=None: (ran.append(len(reps)),
+                                                                                       real_run(reps, reqs, progress)))
     monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
-    monkeypatch.setattr(plan_sim, "run_replicas", real_run)
+    monkeypatch.setattr(plan_sim, "simulate_unit", real_run)
     assert again == plan_sim.simulate_plan(fewer, spec, path, CONFIG)
     # and the untouched model's result came from the memo without running anything
     ran.clear()
-    monkeypatch.setattr(plan_sim, "run_replicas", lambda reps, reqs, progress=None: ran.append(1))
+    monkeypatch.setattr(plan_sim, "simulate_unit", lambda reps, reqs, progress=None: ran.append(1))
     assert plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo) == again and ran == []
 
 

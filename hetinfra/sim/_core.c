@@ -1,0 +1,561 @@
+/* The replica simulator of hetinfra/sim/replica.py and plan_sim.run_replicas, compiled.
+ *
+ * WHY: verification replays 20,000 requests per model and check (rounds, trim, over-provisioning),
+ * and the Python event loop was about 90% of a verified `hetinfra plan`. This file is the same
+ * algorithm statement by statement: the same events in the same order, the same integer
+ * arithmetic (Python's floor division and modulo, below), and the same floating-point operations
+ * in the same order (compiled with -ffp-contract=off, so no fused multiply-add), so its results are
+ * bit-identical to the Python code's (tests/sim/test_core.py checks it on drawn units).
+ * replica.py stays the reference: read it for the why of every rule; this file only keeps its
+ * structure (names follow it: waiting, running, prefilling, the decode aggregate, windows).
+ *
+ * Entry point: run(stages, factor, pp, budget, blocks, block_size, max_seqs, replicas,
+ *                  arrival, prompt, output, first, finish, replica, preempted, stats)
+ * stages: a bytes-like of 19 doubles per stage (the estimator Engine's coefficients, STAGE order);
+ * arrival/prompt/output: the unit's requests in arrival order (float64, int64, int64); first,
+ * finish (float64), replica, preempted (int64): filled per request; stats (float64, 10 per replica):
+ * busy_s, seq_area, steps, q_area, q_max, kv_area, kv_max, preemptions, q_t, used.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int64_t i64;
+
+/* the estimator Engine's step coefficients (hetinfra.perf.estimator.Engine.step_s) */
+enum { W_GPU, MOE_P, BW, KV_TOK_BW, C_DLIN, C_DATTN, C_PLIN, C_PATTN, PP, SERIAL, AR_LAT, AR_TOK, P2P_LAT, P2P_TOK,
+       FIXED, PER_SEQ, PER_REQ, ISL, OVERLAP, NCOEF };
+
+typedef struct {
+    const double *st;  /* nstages x NCOEF */
+    int nst;
+    int scaled;
+    double factor;
+} StepModel;
+
+static double stage_step(const double *s, double pt, double pos, double b, double ctx, double seqs) {
+    double w = s[MOE_P] < 1.0 ? s[W_GPU] * (1.0 - pow(1.0 - s[MOE_P], b)) : s[W_GPU];
+    double mem = w / s[BW] + ctx * s[KV_TOK_BW];
+    double comp = b * s[C_DLIN] + ctx * s[C_DATTN] + pt * s[C_PLIN] + pos * s[C_PATTN];
+    double tok = b + pt;
+    double sr = s[SERIAL];
+    double adm = pt / s[ISL];
+    double gpu = s[PP] * ((mem > comp ? mem + sr * comp : comp + sr * mem) + s[AR_LAT] + s[AR_TOK] * tok)
+                 + s[P2P_LAT] + s[P2P_TOK] * tok;
+    double cpu = s[FIXED] + s[PER_SEQ] * seqs + s[PER_REQ] * adm;
+    return gpu + cpu - s[OVERLAP] * (cpu < gpu ? cpu : gpu);
+}
+
+static double step_s(const StepModel *m, double pt, double pos, double b, double ctx, double seqs) {
+    double v = stage_step(m->st, pt, pos, b, ctx, seqs);
+    for (int k = 1; k < m->nst; k++) {  /* a mixed pipeline: its slowest stage (Python's max keeps the first) */
+        double x = stage_step(m->st + (size_t)k * NCOEF, pt, pos, b, ctx, seqs);
+        if (x > v) v = x;
+    }
+    return m->scaled ? m->factor * v : v;
+}
+
+/* Python's // and % (floor), for operands that may be negative */
+static inline i64 pymod(i64 a, i64 b) { i64 r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline i64 pyfloordiv(i64 a, i64 b) { i64 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+
+typedef struct { i64 clock, seq, gen, req; } Fin;
+typedef struct { i64 req, n; } Chunk;
+
+/* the unit's requests (replica.Request) */
+typedef struct {
+    const double *arrival;
+    const i64 *prompt, *output;
+    double *first, *finish;
+    i64 *replica, *preempted;
+    i64 *g, *computed, *xb, *gen;
+    char *dec, *running;
+    i64 *prev, *next;  /* the running list of the request's replica, in admission order */
+} Reqs;
+
+typedef struct {
+    /* waiting: a ring buffer of request indices */
+    i64 *wq; i64 wq_head, wq_len, wq_cap;
+    i64 run_head, run_tail, n_running;
+    i64 *pf; i64 pf_len;  /* prefilling, in admission order */
+    i64 clock, nd, sum_xb; i64 *phase;
+    Fin *fin; i64 fin_len, fin_cap; i64 seq;
+    i64 used, blocks, budget, bs, max_seqs, pp;
+    int busy; double busy_until; i64 version;
+    double w_start, w_d0, w_a; i64 w_k; int w_pure; Chunk *chunks; i64 n_chunks; i64 w_used0;
+    i64 outstanding, preemptions, steps, q_max, kv_max;
+    double busy_s, seq_area, q_area, q_t, kv_area;
+} Rep;
+
+typedef struct { const StepModel *m; Reqs *r; } Ctx;
+
+/* set when an allocation fails; per thread, because run() releases the GIL */
+static _Thread_local int oom;
+
+static void *xmalloc(size_t n) { void *p = calloc(n ? n : 1, 1); if (!p) oom = 1; return p; }
+
+/* ---- binary min-heaps, as Python's heapq: the entries' keys are unique, so the pop order is the same ---- */
+#define DEFINE_HEAP(NAME, T, LT)                                                                  \
+    static void NAME##_push(T **h, i64 *len, i64 *cap, T e) {                                     \
+        if (*len == *cap) {                                                                       \
+            i64 ncap = *cap ? 2 * *cap : 64;                                                      \
+            T *nh = realloc(*h, (size_t)ncap * sizeof(T));                                        \
+            if (!nh) { oom = 1; return; }                                                         \
+            *h = nh; *cap = ncap;                                                                 \
+        }                                                                                         \
+        i64 i = (*len)++;                                                                         \
+        while (i > 0) {                                                                           \
+            i64 up = (i - 1) / 2;                                                                 \
+            if (!LT(&e, &(*h)[up])) break;                                                        \
+            (*h)[i] = (*h)[up]; i = up;                                                           \
+        }                                                                                         \
+        (*h)[i] = e;                                                                              \
+    }                                                                                             \
+    static T NAME##_pop(T *h, i64 *len) {                                                         \
+        T top = h[0], last = h[--(*len)];                                                         \
+        i64 i = 0, n = *len;                                                                      \
+        while (1) {                                                                               \
+            i64 c = 2 * i + 1;                                                                    \
+            if (c >= n) break;                                                                    \
+            if (c + 1 < n && LT(&h[c + 1], &h[c])) c++;                                           \
+            if (!LT(&h[c], &last)) break;                                                         \
+            h[i] = h[c]; i = c;                                                                   \
+        }                                                                                         \
+        if (n) h[i] = last;                                                                       \
+        return top;                                                                               \
+    }
+
+/* a replica's finishing clocks (clock, seq, gen, request): by (clock, seq) */
+static inline int fin_lt(const Fin *a, const Fin *b) { return a->clock < b->clock || (a->clock == b->clock && a->seq < b->seq); }
+DEFINE_HEAP(fin, Fin, fin_lt)
+
+static void fin_push_(Rep *p, Fin e) { fin_push(&p->fin, &p->fin_len, &p->fin_cap, e); }
+static Fin fin_pop_(Rep *p) { return fin_pop(p->fin, &p->fin_len); }
+
+/* ---- helpers (replica.Replica's) ---- */
+static inline i64 blocks_for(const Rep *p, i64 tokens) { return -pyfloordiv(-tokens, p->bs); }
+
+static inline void queue_mark(Rep *p, double t) { p->q_area += (double)p->wq_len * (t - p->q_t); p->q_t = t; }
+
+static inline void set_busy(Rep *p, int busy, double until) { p->busy = busy; p->busy_until = until; p->version++; }
+
+static i64 new_blocks(const Rep *p, i64 k) {
+    if (!p->nd || k <= 0) return 0;
+    i64 full = pyfloordiv(k, p->bs), r = pymod(k, p->bs), s = 0;
+    for (i64 j = 0; j < r; j++) s += p->phase[pymod(-(p->clock + j), p->bs)];
+    return full * p->nd + s;
+}
+
+static i64 max_steps_for(const Rep *p, i64 free_) {
+    if (!p->nd) return (i64)1 << 60;
+    i64 q = pyfloordiv(free_, p->nd), rem = pymod(free_, p->nd), r = 0, acc = 0;
+    while (r < p->bs - 1) {
+        acc += p->phase[pymod(-(p->clock + r), p->bs)];
+        if (acc > rem) break;
+        r++;
+    }
+    return q * p->bs + r;
+}
+
+static inline double span(const Rep *p, i64 k) { return (double)k * p->w_d0 + p->w_a * (double)k * (double)(k - 1) * 0.5; }
+
+static i64 steps_until(const Rep *p, double h) {
+    double d0 = p->w_d0, a = p->w_a;
+    i64 j;
+    if (h <= d0) return 1;
+    if (a > 0) {
+        double b = d0 - 0.5 * a;
+        j = (i64)ceil((-b + sqrt(b * b + 2.0 * a * h)) / a);
+    } else {
+        j = (i64)ceil(h / d0);
+    }
+    if (j < 1) j = 1;
+    while (j > 1 && span(p, j - 1) >= h) j--;
+    while (span(p, j) < h) j++;
+    return j;
+}
+
+static void wq_push_back(Rep *p, i64 x) { p->wq[(p->wq_head + p->wq_len) % p->wq_cap] = x; p->wq_len++; }
+static void wq_push_front(Rep *p, i64 x) { p->wq_head = (p->wq_head + p->wq_cap - 1) % p->wq_cap; p->wq[p->wq_head] = x; p->wq_len++; }
+static i64 wq_front(const Rep *p) { return p->wq[p->wq_head]; }
+static void wq_pop_front(Rep *p) { p->wq_head = (p->wq_head + 1) % p->wq_cap; p->wq_len--; }
+
+static void run_append(Rep *p, Reqs *r, i64 x) {
+    r->running[x] = 1; r->prev[x] = p->run_tail; r->next[x] = -1;
+    if (p->run_tail >= 0) r->next[p->run_tail] = x; else p->run_head = x;
+    p->run_tail = x; p->n_running++;
+}
+
+static void run_remove(Rep *p, Reqs *r, i64 x) {
+    r->running[x] = 0;
+    if (r->prev[x] >= 0) r->next[r->prev[x]] = r->next[x]; else p->run_head = r->next[x];
+    if (r->next[x] >= 0) r->prev[r->next[x]] = r->prev[x]; else p->run_tail = r->prev[x];
+    p->n_running--;
+}
+
+static void pf_remove(Rep *p, i64 x) {
+    for (i64 i = 0; i < p->pf_len; i++) {
+        if (p->pf[i] == x) {
+            memmove(p->pf + i, p->pf + i + 1, (size_t)(p->pf_len - i - 1) * sizeof(i64));
+            p->pf_len--;
+            return;
+        }
+    }
+}
+
+/* ---- the decode aggregate ---- */
+static void to_decode(Rep *p, Reqs *r, i64 x) {
+    r->dec[x] = 1;
+    i64 xb = r->computed[x] - p->clock;
+    r->xb[x] = xb;
+    p->nd++;
+    p->sum_xb += xb;
+    p->phase[pymod(xb, p->bs)]++;
+    p->seq++;
+    Fin e = {p->clock + r->output[x] - r->g[x], p->seq, r->gen[x], x};
+    fin_push_(p, e);
+}
+
+static void leave_decode(Rep *p, Reqs *r, i64 x) {
+    r->computed[x] = r->xb[x] + p->clock;
+    r->g[x] = r->computed[x] - r->prompt[x] + 1;
+    r->dec[x] = 0;
+    r->gen[x]++;
+    p->nd--;
+    p->sum_xb -= r->xb[x];
+    p->phase[pymod(r->xb[x], p->bs)]--;
+}
+
+static void finish(Rep *p, Reqs *r, i64 x, double t) {
+    if (r->dec[x]) leave_decode(p, r, x);
+    r->finish[x] = t;
+    p->used -= blocks_for(p, r->computed[x]);
+    run_remove(p, r, x);
+    p->outstanding--;
+}
+
+static i64 preempt(Rep *p, Reqs *r, double t) {
+    i64 v = p->run_tail;
+    if (r->dec[v]) leave_decode(p, r, v); else pf_remove(p, v);
+    p->used -= blocks_for(p, r->computed[v]);
+    r->computed[v] = 0;
+    run_remove(p, r, v);
+    queue_mark(p, t);
+    wq_push_front(p, v);
+    if (p->wq_len > p->q_max) p->q_max = p->wq_len;
+    r->preempted[v]++;
+    p->preemptions++;
+    return v;
+}
+
+/* ---- the scheduler ---- */
+static void decode_window(Rep *p, const Ctx *c, double t, i64 free_) {
+    Reqs *r = c->r;
+    while (p->fin[0].gen != r->gen[p->fin[0].req] || !r->dec[p->fin[0].req]) fin_pop_(p);
+    i64 k = p->fin[0].clock - p->clock, lim = max_steps_for(p, free_);
+    if (lim < k) k = lim;
+    double nd = (double)p->nd, pp = (double)p->pp, seqs = (double)p->n_running;
+    i64 ctx0 = p->sum_xb + p->nd * (p->clock + 1);
+    double d0 = step_s(c->m, 0.0, 0.0, nd / pp, (double)ctx0 / pp, seqs);
+    double a = 0.0;
+    if (k > 1) {
+        a = step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd) / pp, seqs) - d0;
+        double last = step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd * (k - 1)) / pp, seqs);
+        if (fabs(d0 + a * (double)(k - 1) - last) > 1e-9 * last) {
+            i64 lo = 1, hi = k - 1;
+            while (hi - lo > 1) {
+                i64 mid = pyfloordiv(lo + hi, 2);
+                double v = step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd * mid) / pp, seqs);
+                if (fabs(d0 + a * (double)mid - v) <= 1e-9 * v) lo = mid; else hi = mid;
+            }
+            k = lo + 1;
+        }
+    }
+    p->w_start = t; p->w_d0 = d0; p->w_a = a; p->w_k = k; p->w_pure = 1; p->n_chunks = 0;
+    p->w_used0 = p->used;
+    set_busy(p, 1, t + span(p, k));
+}
+
+static void mixed_step(Rep *p, const Ctx *c, double t) {
+    Reqs *r = c->r;
+    int preempted = 0;
+    if (p->nd) {
+        i64 need = p->phase[pymod(-p->clock, p->bs)];
+        while (need > p->blocks - p->used) {
+            preempt(p, r, t);
+            preempted = 1;
+            need = p->nd ? p->phase[pymod(-p->clock, p->bs)] : 0;
+        }
+        p->used += need;
+    }
+    i64 budget = p->budget - p->nd;
+    p->n_chunks = 0;
+    /* a snapshot of prefilling: preemptions below remove from it */
+    i64 npf = p->pf_len;
+    i64 *snap = npf ? malloc((size_t)npf * sizeof(i64)) : NULL;
+    if (npf && !snap) { oom = 1; return; }
+    if (npf) memcpy(snap, p->pf, (size_t)npf * sizeof(i64));
+    for (i64 i = 0; i < npf; i++) {
+        i64 x = snap[i];
+        if (!r->running[x]) continue;
+        i64 n = r->prompt[x] + r->g[x] - r->computed[x];
+        if (budget < n) n = budget;
+        if (n <= 0) break;
+        i64 nb = blocks_for(p, r->computed[x] + n) - blocks_for(p, r->computed[x]);
+        while (nb > p->blocks - p->used) {
+            preempted = 1;
+            if (preempt(p, r, t) == x) break;
+        }
+        if (!r->running[x]) break;
+        p->used += nb;
+        p->chunks[p->n_chunks].req = x; p->chunks[p->n_chunks].n = n; p->n_chunks++;
+        budget -= n;
+    }
+    free(snap);
+    if (!preempted) {
+        while (p->wq_len && budget > 0 && p->n_running < p->max_seqs) {
+            i64 x = wq_front(p);
+            i64 n = r->prompt[x] + r->g[x];
+            if (budget < n) n = budget;
+            i64 nb = blocks_for(p, n);
+            if (nb > p->blocks - p->used) break;
+            queue_mark(p, t);
+            wq_pop_front(p);
+            run_append(p, r, x);
+            p->pf[p->pf_len++] = x;
+            p->used += nb;
+            p->chunks[p->n_chunks].req = x; p->chunks[p->n_chunks].n = n; p->n_chunks++;
+            budget -= n;
+        }
+    }
+    i64 nd = p->nd;
+    if (!nd && !p->n_chunks) {
+        p->w_k = 0;
+        set_busy(p, 0, 0.0);
+        return;
+    }
+    i64 pt = 0, pos = 0;
+    for (i64 i = 0; i < p->n_chunks; i++) {
+        i64 n = p->chunks[i].n;
+        pt += n;
+        pos += n * r->computed[p->chunks[i].req] + pyfloordiv(n * (n - 1), 2);
+    }
+    double pp = (double)p->pp;
+    i64 ctx = p->sum_xb + nd * (p->clock + 1);
+    double d = step_s(c->m, (double)pt / pp, (double)pos / pp, (double)nd / pp, (double)ctx / pp, (double)p->n_running);
+    p->w_start = t; p->w_d0 = d; p->w_a = 0.0; p->w_k = 1; p->w_pure = 0;
+    set_busy(p, 1, t + d);
+}
+
+static void schedule(Rep *p, const Ctx *c, double t) {
+    Reqs *r = c->r;
+    i64 nd = p->nd, free_ = p->blocks - p->used;
+    if (nd && !p->pf_len) {
+        i64 need = p->phase[pymod(-p->clock, p->bs)];
+        if (need <= free_) {
+            i64 left = p->budget - nd;
+            int pure = !p->wq_len || left <= 0 || p->n_running >= p->max_seqs;
+            if (!pure) {
+                i64 x = wq_front(p), n = r->prompt[x] + r->g[x];
+                if (left < n) n = left;
+                pure = blocks_for(p, n) > free_ - need;
+            }
+            if (pure) { decode_window(p, c, t, free_); return; }
+        }
+    }
+    mixed_step(p, c, t);
+}
+
+static void add(Rep *p, Reqs *r, i64 x, double t) {
+    (void)r;
+    queue_mark(p, t);
+    wq_push_back(p, x);
+    p->outstanding++;
+    if (p->wq_len > p->q_max) p->q_max = p->wq_len;
+    if (!p->busy) {
+        p->w_start = t; p->w_d0 = 0.0; p->w_a = 0.0; p->w_k = 0; p->w_pure = 0; p->n_chunks = 0;
+        set_busy(p, 1, t);
+    } else if (p->w_k > 1) {
+        i64 j = steps_until(p, t - p->w_start);
+        if (j < p->w_k) {
+            p->w_k = j;
+            set_busy(p, 1, p->w_start + span(p, j));
+        }
+    }
+}
+
+static void complete(Rep *p, const Ctx *c) {
+    Reqs *r = c->r;
+    double t = p->busy_until;
+    i64 k = p->w_k;
+    double dur = (double)k * p->w_d0 + p->w_a * (double)k * (double)(k - 1) * 0.5;
+    p->busy_s += dur;
+    p->seq_area += (double)p->n_running * dur;
+    p->steps += k;
+    if (p->w_pure) {
+        if (p->nd) p->used += new_blocks(p, k);
+        p->kv_area += 0.5 * (double)(p->w_used0 + p->used) * dur;
+    } else {
+        p->kv_area += (double)p->used * dur;
+    }
+    if (p->used > p->kv_max) p->kv_max = p->used;
+    if (p->nd) p->clock += k;
+    while (p->fin_len && p->fin[0].clock <= p->clock) {
+        Fin e = fin_pop_(p);
+        if (e.gen == r->gen[e.req] && r->dec[e.req]) finish(p, r, e.req, t);
+    }
+    if (!p->w_pure) {
+        for (i64 i = 0; i < p->n_chunks; i++) {
+            i64 x = p->chunks[i].req, n = p->chunks[i].n;
+            r->computed[x] += n;
+            if (r->computed[x] == r->prompt[x] + r->g[x]) {
+                r->g[x]++;
+                if (r->g[x] == 1) r->first[x] = t;
+                pf_remove(p, x);
+                if (r->g[x] >= r->output[x]) finish(p, r, x, t); else to_decode(p, r, x);
+            }
+        }
+    }
+    schedule(p, c, t);
+}
+
+/* ---- run_replicas: the caller's event heap of (busy_until, replica, version) ---- */
+typedef struct { double t; i64 i, ver; } Ev;
+
+static inline int ev_lt(const Ev *a, const Ev *b) {
+    return a->t < b->t || (a->t == b->t && (a->i < b->i || (a->i == b->i && a->ver < b->ver)));
+}
+DEFINE_HEAP(ev, Ev, ev_lt)
+
+typedef struct { Ev *h; i64 len, cap; } Heap;
+
+static void ev_push_(Heap *q, Ev e) { ev_push(&q->h, &q->len, &q->cap, e); }
+
+static void until(Heap *q, Rep *reps, const Ctx *c, double t, int all) {
+    while (q->len && !oom && (all || q->h[0].t < t)) {
+        Ev e = ev_pop(q->h, &q->len);
+        Rep *p = &reps[e.i];
+        if (e.ver != p->version) continue;
+        complete(p, c);
+        if (p->busy) { Ev n = {p->busy_until, e.i, p->version}; ev_push_(q, n); }
+    }
+}
+
+static int simulate(const StepModel *m, i64 pp, i64 budget, i64 blocks, i64 bs, i64 max_seqs, i64 nrep, i64 n,
+                    Reqs *r, double *stats) {
+    Rep *reps = xmalloc((size_t)nrep * sizeof(Rep));
+    Heap q = {0};
+    Ctx c = {m, r};
+    if (!reps) return -1;
+    for (i64 i = 0; i < nrep && !oom; i++) {
+        Rep *p = &reps[i];
+        p->wq_cap = n + 1; p->wq = xmalloc((size_t)p->wq_cap * sizeof(i64));
+        p->pf = xmalloc((size_t)(max_seqs + 1) * sizeof(i64));
+        p->chunks = xmalloc((size_t)(max_seqs + 1) * sizeof(Chunk));
+        p->phase = xmalloc((size_t)bs * sizeof(i64));
+        p->run_head = p->run_tail = -1;
+        p->blocks = blocks; p->budget = budget; p->bs = bs; p->max_seqs = max_seqs; p->pp = pp;
+    }
+    for (i64 x = 0; x < n && !oom; x++) {
+        double t = r->arrival[x];
+        until(&q, reps, &c, t, 0);
+        i64 i = 0, best = reps[0].outstanding;
+        for (i64 j = 1; j < nrep; j++) {
+            if (reps[j].outstanding < best) { i = j; best = reps[j].outstanding; }
+        }
+        Rep *p = &reps[i];
+        r->replica[x] = i;
+        i64 ver = p->version;
+        add(p, r, x, t);
+        if (p->version != ver && p->busy) { Ev e = {p->busy_until, i, p->version}; ev_push_(&q, e); }
+    }
+    until(&q, reps, &c, 0.0, 1);
+    for (i64 i = 0; i < nrep; i++) {
+        Rep *p = &reps[i];
+        double *s = stats + 10 * i;
+        s[0] = p->busy_s; s[1] = p->seq_area; s[2] = (double)p->steps; s[3] = p->q_area; s[4] = (double)p->q_max;
+        s[5] = p->kv_area; s[6] = (double)p->kv_max; s[7] = (double)p->preemptions; s[8] = p->q_t; s[9] = (double)p->used;
+        free(p->wq); free(p->pf); free(p->chunks); free(p->phase); free(p->fin);
+    }
+    free(reps);
+    free(q.h);
+    return oom ? -1 : 0;
+}
+
+/* ---- the Python entry point ---- */
+static int get_buf(PyObject *o, Py_buffer *b, int writable, Py_ssize_t itemsize, Py_ssize_t n, const char *what) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
+    if (b->len != itemsize * n) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd", what, b->len, itemsize * n);
+        PyBuffer_Release(b);
+        b->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *core_run(PyObject *self, PyObject *args) {
+    PyObject *o_st, *o_arr, *o_pr, *o_out, *o_first, *o_fin, *o_rep, *o_pre, *o_stats;
+    int scaled;
+    double factor;
+    long long pp, budget, blocks, bs, max_seqs, nrep;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OpdLLLLLLOOOOOOOO", &o_st, &scaled, &factor, &pp, &budget, &blocks, &bs, &max_seqs,
+                          &nrep, &o_arr, &o_pr, &o_out, &o_first, &o_fin, &o_rep, &o_pre, &o_stats))
+        return NULL;
+    if (bs < 1 || max_seqs < 1 || nrep < 1 || pp < 1) {
+        PyErr_SetString(PyExc_ValueError, "block_size, max_seqs, replicas and pp must be >= 1");
+        return NULL;
+    }
+    Py_buffer b[9];
+    memset(b, 0, sizeof(b));
+    PyObject *res = NULL;
+    Py_ssize_t n;
+    if (PyObject_GetBuffer(o_st, &b[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (b[0].len == 0 || b[0].len % (Py_ssize_t)(NCOEF * sizeof(double))) {
+        PyErr_SetString(PyExc_ValueError, "stages: a positive multiple of 19 doubles expected");
+        goto done;
+    }
+    if (PyObject_GetBuffer(o_arr, &b[1], PyBUF_C_CONTIGUOUS) < 0) goto done;
+    n = b[1].len / (Py_ssize_t)sizeof(double);
+    if (get_buf(o_pr, &b[2], 0, 8, n, "prompt") || get_buf(o_out, &b[3], 0, 8, n, "output")
+        || get_buf(o_first, &b[4], 1, 8, n, "first") || get_buf(o_fin, &b[5], 1, 8, n, "finish")
+        || get_buf(o_rep, &b[6], 1, 8, n, "replica") || get_buf(o_pre, &b[7], 1, 8, n, "preempted")
+        || get_buf(o_stats, &b[8], 1, 8, 10 * (Py_ssize_t)nrep, "stats"))
+        goto done;
+    {
+        StepModel m = {(const double *)b[0].buf, (int)(b[0].len / (Py_ssize_t)(NCOEF * sizeof(double))), scaled, factor};
+        Reqs r = {(const double *)b[1].buf, (const i64 *)b[2].buf, (const i64 *)b[3].buf, (double *)b[4].buf,
+                  (double *)b[5].buf, (i64 *)b[6].buf, (i64 *)b[7].buf};
+        size_t sz = (size_t)(n ? n : 1);
+        oom = 0;
+        r.g = xmalloc(sz * 8); r.computed = xmalloc(sz * 8); r.xb = xmalloc(sz * 8); r.gen = xmalloc(sz * 8);
+        r.prev = xmalloc(sz * 8); r.next = xmalloc(sz * 8); r.dec = xmalloc(sz); r.running = xmalloc(sz);
+        for (Py_ssize_t i = 0; i < n; i++) { r.first[i] = r.finish[i] = NAN; r.preempted[i] = 0; r.replica[i] = -1; }
+        int rc = oom ? -1 : 0;
+        if (!rc) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = simulate(&m, pp, budget, blocks, bs, max_seqs, nrep, n, &r, (double *)b[8].buf);
+            Py_END_ALLOW_THREADS
+        }
+        free(r.g); free(r.computed); free(r.xb); free(r.gen); free(r.prev); free(r.next); free(r.dec); free(r.running);
+        if (rc) { PyErr_NoMemory(); goto done; }
+    }
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (int i = 0; i < 9; i++) if (b[i].obj) PyBuffer_Release(&b[i]);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"run", core_run, METH_VARARGS, "Simulate one unit's replicas (see hetinfra/sim/core.py)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "hetinfra's compiled replica simulator.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }

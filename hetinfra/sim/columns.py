@@ -1,0 +1,106 @@
+"""A plan's simulated requests as columns (numpy arrays), from the draw to the statistics.
+
+Why columns: verification simulates 20,000 requests per model and check; as one Python object per
+request, making them, routing them and reading their latencies back cost more than the compiled
+replica loop (hetinfra.sim.core) that serves them. Every figure is computed from the same float
+operations in the same order as the per-request code it replaces (elementwise IEEE arithmetic, sums
+with math.fsum, order statistics from sorted values), so the numbers are bit-identical.
+
+* :class:`Draw`: a model's requests before routing, which do not depend on its rate: class, sizes and
+  the two uniforms that pick its origin and unit (``plan_sim._sample`` draws them);
+* :class:`UnitRequests`: one unit's requests, with what the simulation fills in;
+* :func:`simulate_unit`: the unit's replicas serve them (the core, else the Python reference loop);
+* :func:`block`: the latency block of simulation.json for a set of requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetinfra.sim import core
+from hetinfra.sim.replica import Replica, Request, run_replicas
+from hetinfra.sim.stats import evaluate, summarize
+
+__all__ = ["Draw", "UnitRequests", "block", "simulate_unit", "cdf"]
+
+
+@dataclass(frozen=True)
+class Draw:
+    """A model's requests in request-id order, before routing: class index, input and output tokens,
+    the uniform that picks the origin (None: one origin) and the one that picks the unit."""
+
+    cls: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    where: list[float] | None
+    pick: list[float]
+
+
+@dataclass
+class UnitRequests:
+    """One unit's requests in arrival order; ``first``, ``finish`` (s, the client's view once the
+    network time is added), ``replica`` and ``preempted`` are filled by :func:`simulate_unit`."""
+
+    rid: np.ndarray
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    cls: np.ndarray
+    first: np.ndarray | None = None
+    finish: np.ndarray | None = None
+    replica: np.ndarray | None = None
+    preempted: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, draw: Draw, arrival: np.ndarray, rids: np.ndarray) -> UnitRequests:
+        return cls(rids, arrival[rids], draw.prompt[rids], draw.output[rids], draw.cls[rids])
+
+    def __len__(self) -> int:
+        return len(self.rid)
+
+
+def simulate_unit(replicas: list[Replica], reqs: UnitRequests, progress=None) -> None:
+    """Serve ``reqs`` on ``replicas`` (fresh): the compiled core when it runs this engine, else the
+    Python reference loop (``replica.run_replicas``); both fill the same columns, bit for bit."""
+    out = core.run_arrays(replicas, reqs.arrival, reqs.prompt, reqs.output, progress)
+    if out is None:
+        objs = [Request(rid, t, i, o, c) for rid, t, i, o, c in zip(reqs.rid.tolist(), reqs.arrival.tolist(),
+                                                                     reqs.prompt.tolist(), reqs.output.tolist(),
+                                                                     reqs.cls.tolist())]
+        run_replicas(replicas, objs, progress)
+        out = (np.array([r.first for r in objs], dtype=float), np.array([r.finish for r in objs], dtype=float),
+               np.array([r.replica for r in objs], dtype=np.int64), np.array([r.preempted for r in objs], dtype=np.int64))
+    reqs.first, reqs.finish, reqs.replica, reqs.preempted = out
+
+
+def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray, preempted: np.ndarray,
+          obj, span: float) -> dict:
+    """simulation.json's latency block of these requests: counts, TTFT and TPOT summaries, throughput
+    over ``span`` seconds, preempted requests, and the objective ``obj`` evaluated."""
+    ttft = first - arrival
+    multi = output > 1
+    tpot = (finish[multi] - first[multi]) / (output[multi] - 1)
+    ok = ttft * 1e3 <= obj.ttft_ms
+    ok[multi] &= tpot * 1e3 <= obj.tpot_ms  # a 1-token request has no TPOT and meets any bound
+    n = len(arrival)
+    att = int(ok.sum()) / n if n else None
+    s_ttft, s_tpot = summarize(ttft.tolist()), summarize(tpot.tolist())
+    return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot,
+            "throughput_rps": round(n / span, 5) if span > 0 else None,
+            "preempted_requests": int((preempted > 0).sum()),
+            "objective": evaluate(obj, s_ttft, s_tpot, att)}
+
+
+def cdf(values: np.ndarray, points: int = 101) -> list[list[float]]:
+    """[ms, cumulative fraction] at ``points`` evenly spaced quantiles (for plotting)."""
+    v = np.sort(values).tolist()
+    if not v:
+        return []
+    n = len(v)
+    out = []
+    for j in range(points):
+        q = j / (points - 1)
+        out.append([round(1e3 * v[min(n - 1, int(q * (n - 1) + 0.5))], 3), round(q, 4)])
+    return out

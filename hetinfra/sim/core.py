@@ -1,0 +1,92 @@
+"""The compiled replica simulator (``_core.c``): which units it runs, and the arrays it reads and fills.
+
+``hetinfra.sim.columns.simulate_unit`` hands each unit to :func:`run_arrays` first. The core runs it
+when the replicas are fresh and their step model is one it knows (an estimator ``Engine``, a mixed
+pipeline of them, or either scaled to a profile: ``hetinfra.sim.engines``); otherwise, or when the
+extension is not built (a platform without a C compiler: setup.py builds it optionally),
+:func:`run_arrays` returns None and the reference loop (``hetinfra.sim.replica.run_replicas``) runs
+the unit. The two give bit-identical results, request by request and
+replica by replica (tests/sim/test_core.py), so which one ran changes no figure of a plan, only how
+long verification takes. ``HETINFRA_SIM_CORE=python`` forces the Python loop (the reference).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Callable
+
+import numpy as np
+
+from hetinfra.sim.replica import Request, ScaledEngine
+
+try:
+    from hetinfra.sim._core import run as _run_core
+except ImportError:  # not built: the Python loop runs every unit
+    _run_core = None
+
+__all__ = ["COEFFICIENTS", "available", "run", "run_arrays"]
+
+#: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
+COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
+                "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "per_req", "isl", "overlap")
+#: per replica, what _core.c reports, in its order (integers come back as floats)
+STATS = ("busy_s", "seq_area", "steps", "q_area", "q_max", "kv_area", "kv_max", "preemptions", "q_t", "used")
+_INTEGER_STATS = frozenset({"steps", "q_max", "kv_max", "preemptions", "used"})
+
+
+def available() -> bool:
+    """Whether units run in the compiled core (built, and not switched off by HETINFRA_SIM_CORE=python)."""
+    return _run_core is not None and os.environ.get("HETINFRA_SIM_CORE", "").lower() != "python"
+
+
+def _step_model(engine) -> tuple[array, float | None] | None:
+    """The core's description of ``engine``: its stages' coefficients and its profile factor (None:
+    not scaled); None when the core does not know this step model."""
+    from hetinfra.perf.estimator import Engine
+    from hetinfra.perf.pipeline import PipelineEngine
+
+    factor = None
+    if type(engine) is ScaledEngine:
+        factor, engine = float(engine.factor), engine.engine
+    stages = list(engine.stages) if type(engine) is PipelineEngine else [engine] if type(engine) is Engine else None
+    if stages is None or any(type(s) is not Engine for s in stages):
+        return None
+    return array("d", [float(getattr(s, c)) for s in stages for c in COEFFICIENTS]), factor
+
+
+def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int], None] | None = None):
+    """Serve requests given as columns (arrival s as float64, prompt and output tokens as int64, in
+    arrival order) on fresh ``replicas`` of one engine, as ``replica.run_replicas`` does: the
+    columns (first, finish, replica, preempted) it fills, with each replica's statistics set as the
+    Python loop leaves them; None (nothing done) when the core cannot run them."""
+    if not available() or not replicas or not len(arrival):
+        return None
+    head = replicas[0]
+    model = _step_model(head.engine)
+    if model is None or any(r.engine is not head.engine or r.version or r.bs != head.bs or r.max_seqs != head.max_seqs
+                            for r in replicas):
+        return None
+    arrival = np.ascontiguousarray(arrival, dtype=np.float64)
+    prompt = np.ascontiguousarray(prompt, dtype=np.int64)
+    output = np.ascontiguousarray(output, dtype=np.int64)
+    too_big = np.flatnonzero(prompt + output > head.blocks * head.bs)
+    if len(too_big):  # a request larger than one engine's KV cache: the reference's error, at the first one
+        i = int(too_big[0])
+        head.check_fits(Request(i, float(arrival[i]), int(prompt[i]), int(output[i])))
+    n, k = len(arrival), len(replicas)
+    first, finish = np.empty(n), np.empty(n)
+    replica, preempted = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    stats = np.zeros(10 * k)
+    stages, factor = model
+    _run_core(stages, factor is not None, factor or 1.0, head.pp, head.budget, head.blocks, head.bs, head.max_seqs, k,
+              arrival, prompt, output, first, finish, replica, preempted, stats)
+    for i, r in enumerate(replicas):
+        for j, name in enumerate(STATS):
+            v = float(stats[10 * i + j])
+            setattr(r, name, int(v) if name in _INTEGER_STATS else v)
+        r.outstanding = 0
+        r.version += 1
+    if progress is not None:
+        progress(n)
+    return first, finish, replica, preempted

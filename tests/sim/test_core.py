@@ -1,0 +1,125 @@
+"""The compiled replica loop (hetinfra/sim/_core.c) gives the Python reference's results bit for bit:
+every request's first and last token times, replica and preemptions, and every replica's statistics,
+on drawn units (sizes, arrival rates, replicas, KV caches small enough to preempt, batch limits,
+block sizes; dense, MoE, pipeline-parallel, mixed-pipeline and profile-scaled engines)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.catalog.gpus import get_gpu
+from hetinfra.catalog.models import get_model
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.calibration import CALIBRATION
+from hetinfra.perf.estimator import build_engine
+from hetinfra.perf.pipeline import pipeline_engine
+from hetinfra.sim import core
+from hetinfra.sim.replica import Replica, ReplicaConfig, Request, ScaledEngine, run_replicas
+
+STATS = core.STATS
+
+
+def _engines() -> dict:
+    dense = build_engine(get_model("llama-3.1-8b"), get_gpu("L40S"), 1, 1, 1000, 300, "bf16", 0.9, 256, None, None,
+                         CALIBRATION)
+    moe = build_engine(get_model("mixtral-8x7b"), get_gpu("H100"), 2, 1, 1000, 300, "bf16", 0.9, 256, None, None,
+                       CALIBRATION)
+    pp2 = build_engine(get_model("llama-3.1-70b"), get_gpu("A100-80GB"), 2, 2, 2000, 300, "bf16", 0.9, 256, None, None,
+                       CALIBRATION)
+    mixed = pipeline_engine(get_model("llama-3.1-70b"), [get_gpu("H100"), get_gpu("A100-80GB")], [44, 36], tp=2,
+                            input_tokens=2000, output_tokens=300)
+    return {"dense": dense, "moe": moe, "pp2": pp2, "mixed": mixed, "scaled": ScaledEngine(dense, 1.37)}
+
+
+ENGINES = _engines()
+
+
+def _shrunk(engine, kv_tokens: float):
+    """``engine`` with a KV cache of ``kv_tokens`` (small ones force preemptions)."""
+    out = copy.copy(engine)
+    if isinstance(out, ScaledEngine):
+        out.engine = copy.copy(out.engine)
+        out.engine.kv_tokens = out.kv_tokens = kv_tokens
+    else:
+        out.kv_tokens = kv_tokens
+    return out
+
+
+@st.composite
+def units(draw):
+    name = draw(st.sampled_from(sorted(ENGINES)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    n = draw(st.integers(1, 250))
+    rate = draw(st.floats(0.5, 200.0))
+    max_prompt = draw(st.sampled_from([8, 200, 3000]))
+    max_output = draw(st.sampled_from([1, 2, 40, 600]))
+    config = ReplicaConfig(max_num_seqs=draw(st.sampled_from([1, 4, 64, 256])), block_size=draw(st.sampled_from([1, 16, 32])))
+    rng = random.Random(seed)
+    t, reqs = 0.0, []
+    for i in range(n):
+        t += rng.expovariate(rate) if rng.random() > 0.2 else 0.0  # some simultaneous arrivals
+        reqs.append((i, t, rng.randint(1, max_prompt), rng.randint(1, max_output)))
+    need = max(p + o for _, _, p, o in reqs)
+    engine = ENGINES[name]
+    if draw(st.booleans()):  # just big enough for the largest request: preemptions
+        engine = _shrunk(engine, float(-(-need // config.block_size) * config.block_size * draw(st.integers(1, 4))))
+    return engine, config, draw(st.integers(1, 4)), reqs
+
+
+def _python(engine, config, k, reqs):
+    """The reference: replica.run_replicas, the Python loop."""
+    replicas = [Replica(engine, config) for _ in range(k)]
+    objs = [Request(*r) for r in reqs]
+    run_replicas(replicas, objs)
+    return replicas, objs
+
+
+@pytest.mark.skipif(not core.available(), reason="the compiled core is not built")
+@settings(max_examples=60, deadline=None)
+@given(unit=units())
+def test_the_core_gives_the_python_loops_results_bit_for_bit(unit):
+    engine, config, k, reqs = unit
+    ref_replicas, ref = _python(engine, config, k, reqs)
+    replicas = [Replica(engine, config) for _ in range(k)]
+    first, finish, replica, preempted = core.run_arrays(replicas, [r[1] for r in reqs], [r[2] for r in reqs],
+                                                        [r[3] for r in reqs])
+    assert first.tolist() == [r.first for r in ref]
+    assert finish.tolist() == [r.finish for r in ref]
+    assert replica.tolist() == [r.replica for r in ref]
+    assert preempted.tolist() == [r.preempted for r in ref]
+    for mine, theirs in zip(replicas, ref_replicas):
+        assert {s: getattr(mine, s) for s in STATS} == {s: getattr(theirs, s) for s in STATS}
+    assert all(math.isfinite(x) for x in finish.tolist())
+
+
+def test_the_core_is_built_here():
+    """CI builds it (setup.py); without it verification falls back to the Python loop, 5-10x slower."""
+    assert core._run_core is not None and core.available()
+
+
+def test_a_step_model_the_core_does_not_know_runs_in_python():
+    class Const:
+        kv_tokens, mbt, pp = 1e6, 2048, 1
+
+        def step_s(self, *args):
+            return 0.01
+
+    replicas = [Replica(Const())]
+    assert core.run_arrays(replicas, np.array([0.0, 0.1]), np.array([10, 10]), np.array([5, 5])) is None
+    reqs = [Request(0, 0.0, 10, 5), Request(1, 0.1, 10, 5)]
+    run_replicas([Replica(Const())], reqs)
+    assert all(r.finish > r.first > r.arrival - 1e-12 for r in reqs)
+
+
+@pytest.mark.skipif(not core.available(), reason="the compiled core is not built")
+def test_a_request_larger_than_the_kv_cache_is_the_same_error():
+    engine = _shrunk(ENGINES["dense"], 160.0)
+    with pytest.raises(InvalidInputError, match="needs more KV cache than one engine holds"):
+        core.run_arrays([Replica(engine)], np.array([0.0, 1.0]), np.array([10, 150]), np.array([5, 20]))
