@@ -34,8 +34,8 @@ class Draw:
     cls: np.ndarray
     prompt: np.ndarray
     output: np.ndarray
-    where: list[float] | None
-    pick: list[float]
+    where: np.ndarray | None
+    pick: np.ndarray
 
 
 @dataclass
@@ -86,7 +86,7 @@ def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np
     ok[multi] &= tpot * 1e3 <= obj.tpot_ms  # a 1-token request has no TPOT and meets any bound
     n = len(arrival)
     att = int(ok.sum()) / n if n else None
-    s_ttft, s_tpot = summarize(ttft.tolist()), summarize(tpot.tolist())
+    s_ttft, s_tpot = summarize(np.sort(ttft).tolist()), summarize(np.sort(tpot).tolist())  # sorted: summarize's sort is then linear
     return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot,
             "throughput_rps": round(n / span, 5) if span > 0 else None,
             "preempted_requests": int((preempted > 0).sum()),

@@ -37,19 +37,25 @@ class OriginRouting:
                       if e.unit in unit_ix}
         self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
 
-    def route(self, k: int, where: float | None, x: float) -> tuple[int | None, str]:
-        """(unit index or None when the class is not fully routed, origin) of a request of class k,
-        given two uniforms in [0, 1): ``where`` picks its origin (None: a plan with one origin), ``x``
-        its unit."""
-        origin = self.origins[0][0]
+    def route(self, cls: np.ndarray, where: np.ndarray | None, pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's (allocation index, -1 where its class is not fully routed; origin index into
+        ``origins``), given its class and two uniforms in [0, 1): ``where`` picks its origin by the
+        origins' cumulative shares (None: a plan with one origin), ``pick`` its unit: the first of
+        the class's rows whose share exceeds what is left of ``pick`` after the rows before it."""
+        origin = np.zeros(len(cls), dtype=np.int64)
         if len(self.origins) > 1:
-            u = where * self.cum[-1]
-            origin = self.origins[next((j for j, y in enumerate(self.cum) if u < y), len(self.cum) - 1)][0]
-        for ui, share in self.routes[origin][k]:
-            if x < share:
-                return ui, origin
-            x -= share
-        return None, origin
+            origin = np.minimum(np.searchsorted(np.array(self.cum), where * self.cum[-1], side="right"),
+                                len(self.cum) - 1)
+        unit = np.full(len(cls), -1, dtype=np.int64)
+        for j, (name, _) in enumerate(self.origins):
+            for k, entries in enumerate(self.routes[name]):
+                rows = np.flatnonzero((origin == j) & (cls == k))
+                x = pick[rows]
+                for ui, share in entries:
+                    hit = (unit[rows] < 0) & (x < share)
+                    unit[rows[hit]] = ui
+                    x = x - share
+        return unit, origin
 
 
 def add_network_time(reqs, unit: int, routing: OriginRouting, origin_ix) -> None:

@@ -28,9 +28,9 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
+from bisect import bisect_right
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -138,7 +138,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
                 cached[name] = memo[model_keys[name]]
                 continue
         draw = _sampled(m, pm, len(routing.origins), config, spec_path, memo)
-        by_unit, unrouted, origin_ix = _routed(m, plan, present, draw, routing, len(allocs), memo)
+        by_unit, unrouted, origin_ix = _routed(m, plan, present, draw, routing, memo)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
@@ -192,11 +192,22 @@ def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str,
     models = {m["model"]: m for m in out["models"]}
     units = {u["unit"]: u for u in out["units"]}
     for name, (entry, unit_entries) in cached.items():
-        models[name] = copy.deepcopy(entry)
-        units.update({u["unit"]: copy.deepcopy(u) for u in unit_entries})
+        models[name] = _copy(entry)
+        units.update({u["unit"]: _copy(u) for u in unit_entries})
     merged = [models[n] for n in names]
     return {**out, "met": all(m["met"] for m in merged), "models": merged,
             "units": [units[a.unit] for a in allocs if a.unit in units]}
+
+
+def _copy(value):
+    """A copy of a simulation.json section (dicts, lists and scalars; no cycles, nothing shared):
+    the memo's entries stay as they were whatever a caller does with its result. copy.deepcopy's
+    cycle bookkeeping made it the trim's largest cost."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[UnitRequests | None]) -> None:
@@ -222,8 +233,8 @@ def _sizes(model: ModelEntry) -> dict:
 
 def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path) -> Draw:
     """A model's requests before routing and arrival (:class:`~hetinfra.sim.columns.Draw`), drawn in the
-    order the simulator always drew them (``OriginRouting.pick`` draws the same numbers whatever the
-    shares). Depends only on the model's demand and classes, its number of origins and the workload,
+    order the simulator always drew them (``OriginRouting.route`` reads the same numbers whatever
+    the shares). Depends only on the model's demand and classes, its number of origins and the workload,
     not on its rate (the arrivals are drawn apart: :func:`_arrivals`)."""
     classes = m.classes
     samplers = class_samplers(pm.spec, base, classes)
@@ -231,9 +242,9 @@ def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path)
     shares = [float(c.share) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
     cls, prompt, output, where, pick = [], [], [], [] if origins > 1 else None, []
+    last, total = len(cum) - 1, cum[-1]
     for _ in range(config.requests):
-        u = rng.random() * cum[-1]
-        k = next((j for j, x in enumerate(cum) if u < x), len(cum) - 1)
+        k = min(bisect_right(cum, rng.random() * total), last)  # the first class whose cumulative share exceeds u
         isl, osl = samplers[k](rng)
         cls.append(k)
         prompt.append(isl)
@@ -242,7 +253,7 @@ def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path)
             where.append(rng.random())
         pick.append(rng.random())
     return Draw(np.array(cls, dtype=np.int64), np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64),
-                where, pick)
+                None if where is None else np.array(where), np.array(pick))
 
 
 def _arrivals(name: str, rate: float, config: WorkloadConfig, memo: dict | None) -> np.ndarray:
@@ -256,26 +267,15 @@ def _arrivals(name: str, rate: float, config: WorkloadConfig, memo: dict | None)
     return arrival_times(gaps, rate, config.burst_cv)
 
 
-def _route(draw: Draw, routing: OriginRouting, units: int, classes: int
-           ) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
+def _route(draw: Draw, routing: OriginRouting, classes: int) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
     """``draw`` routed by the plan's routing shares (per origin where the plan routes by origin:
     ``hetinfra.sim.network``): the request ids per allocation index, the unrouted count per class
     and each request's origin (an index into ``routing.origins``). Not dependent on any unit's count
     or on the rate."""
-    by_unit: dict[int, list[int]] = {}
-    unrouted = [0] * classes
-    origin_ix = []
-    where = draw.where or [None] * len(draw.pick)
-    index = {o: j for j, (o, _) in enumerate(routing.origins)}
-    for rid, (k, w, x) in enumerate(zip(draw.cls.tolist(), where, draw.pick)):
-        unit, origin = routing.route(k, w, x)
-        origin_ix.append(index[origin])
-        if unit is None:
-            unrouted[k] += 1
-            continue
-        by_unit.setdefault(unit, []).append(rid)
-    return ({u: np.array(r, dtype=np.int64) for u, r in by_unit.items()}, unrouted,
-            np.array(origin_ix, dtype=np.int64))
+    unit, origin_ix = routing.route(draw.cls, draw.where, draw.pick)
+    by_unit = {int(u): np.flatnonzero(unit == u) for u in np.unique(unit[unit >= 0])}
+    unrouted = np.bincount(draw.cls[unit < 0], minlength=classes).tolist()
+    return by_unit, unrouted, origin_ix
 
 
 def _sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, memo: dict | None) -> Draw:
@@ -291,7 +291,7 @@ def _sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path,
     return out
 
 
-def _routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing: OriginRouting, units: int,
+def _routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing: OriginRouting,
             memo: dict | None) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
     """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests)."""
     key = None if memo is None else json.dumps(["route", _sizes(m), _routes(plan, m.name, present),
@@ -299,7 +299,7 @@ def _routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing
                                                        if a.model == m.name)], sort_keys=True)
     if key is not None and key in memo and memo[key][0] is draw:
         return memo[key][1]
-    out = _route(draw, routing, units, len(m.classes))
+    out = _route(draw, routing, len(m.classes))
     if key is not None:
         memo[key] = (draw, out)
     return out

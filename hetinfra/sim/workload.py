@@ -29,7 +29,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
 
-__all__ = ["WorkloadConfig", "SizeSampler", "class_samplers", "arrival_gaps", "arrival_times", "model_rng"]
+__all__ = ["WorkloadConfig", "SizeSampler", "below", "class_samplers", "arrival_gaps", "arrival_times", "model_rng"]
 
 SizeSampler = Callable[[random.Random], tuple[int, int]]
 
@@ -91,9 +91,23 @@ def _edges_of(name: str, hi: int, edges: list[int], what: str, model: str) -> tu
                             hint="the spec changed since the plan was made: re-plan, or pass the spec it was made from")
 
 
+def below(rng: random.Random, n: int) -> int:
+    """A uniform integer in [0, n), n >= 1: ``random``'s own method (``_randbelow_with_getrandbits``,
+    what randint and randrange use), stated here so that sizes do not change with a Python release
+    and each draw costs one call, not three."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
 def _uniform(lo: int, hi: int) -> Callable[[random.Random], int]:
     lo = max(lo, 0)
-    return lambda rng: rng.randint(lo + 1, hi) if hi > lo + 1 else max(hi, 1)
+    if hi <= lo + 1:
+        return lambda rng: max(hi, 1)
+    first, n = lo + 1, hi - lo  # randint(lo + 1, hi)
+    return lambda rng: first + below(rng, n)
 
 
 def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -139,5 +153,5 @@ def class_samplers(model: ModelSpec, base: Path, classes: list) -> list[SizeSamp
         if not bucket:
             raise InvalidInputError(f"{model.name}: the dataset has no row in bucket {c.name!r} that the plan routes",
                                     hint="the dataset changed since the plan was made: re-plan")
-        out.append(lambda rng, bucket=bucket: bucket[rng.randrange(len(bucket))])
+        out.append(lambda rng, bucket=bucket: bucket[below(rng, len(bucket))])
     return out
