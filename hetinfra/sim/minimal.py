@@ -18,8 +18,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
+
+from hetinfra.fileio import copy_json
 
 __all__ = ["without_one_replica", "without_allocation", "removal_order", "sustained_load", "SUSTAIN_STEPS", "SUSTAIN_MAX"]
 
@@ -31,7 +32,7 @@ SUSTAIN_MAX = 2.0
 def without_one_replica(doc: dict, unit: str) -> dict | None:
     """``doc`` (plan.json) with one replica of allocation ``unit`` fewer; None when that would leave a
     class of its model with no unit to serve it."""
-    out = copy.deepcopy(doc)
+    out = copy_json(doc)
     alloc = next(a for a in out["allocations"] if a["unit"] == unit)
     if int(alloc["count"]) > 1:
         alloc["count"] = int(alloc["count"]) - 1
@@ -60,7 +61,7 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
 def without_allocation(doc: dict, unit: str) -> dict | None:
     """``doc`` without allocation ``unit`` (all its replicas: :func:`without_one_replica` of its last
     one, which hands its shares on); None when a class of its model would be left with no unit."""
-    out = copy.deepcopy(doc)
+    out = copy_json(doc)
     next(a for a in out["allocations"] if a["unit"] == unit)["count"] = 1  # its last replica: the unit goes
     return without_one_replica(out, unit)
 
@@ -110,7 +111,7 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
 def scaled(doc: dict, factors: dict[str, float]) -> dict:
     """``doc`` with each named model's demand (rate_rps) multiplied by its factor; the others get no
     demand (the simulator skips them)."""
-    out = copy.deepcopy(doc)
+    out = copy_json(doc)
     for m in out["models"]:
         m["rate_rps"] = float(m["rate_rps"] or 0.0) * factors[m["name"]] if m["name"] in factors else 0.0
     return out

@@ -41,6 +41,7 @@ from hetinfra import PLAN_VERSION
 from hetinfra.document.sections import ModelEntry
 from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import copy_json
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim.columns import Draw, UnitRequests, block, cdf, simulate_unit
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
@@ -192,22 +193,11 @@ def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str,
     models = {m["model"]: m for m in out["models"]}
     units = {u["unit"]: u for u in out["units"]}
     for name, (entry, unit_entries) in cached.items():
-        models[name] = _copy(entry)
-        units.update({u["unit"]: _copy(u) for u in unit_entries})
+        models[name] = copy_json(entry)  # the memo's entries stay as they were, whatever a caller does
+        units.update({u["unit"]: copy_json(u) for u in unit_entries})
     merged = [models[n] for n in names]
     return {**out, "met": all(m["met"] for m in merged), "models": merged,
             "units": [units[a.unit] for a in allocs if a.unit in units]}
-
-
-def _copy(value):
-    """A copy of a simulation.json section (dicts, lists and scalars; no cycles, nothing shared):
-    the memo's entries stay as they were whatever a caller does with its result. copy.deepcopy's
-    cycle bookkeeping made it the trim's largest cost."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[UnitRequests | None]) -> None:
