@@ -551,8 +551,114 @@ done:
     return res;
 }
 
+/* ---- the request sampler: Python's random.Random (MT19937, CPython's _randommodule.c) ---- */
+typedef struct { uint32_t mt[624]; int index; } MT;
+
+static uint32_t genrand_uint32(MT *s) {
+    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+    uint32_t y, *mt = s->mt;
+    if (s->index >= 624) {
+        int kk;
+        for (kk = 0; kk < 624 - 397; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + 397] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        for (; kk < 623; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + (397 - 624)] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        y = (mt[623] & 0x80000000U) | (mt[0] & 0x7fffffffU);
+        mt[623] = mt[396] ^ (y >> 1) ^ mag01[y & 0x1U];
+        s->index = 0;
+    }
+    y = mt[s->index++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+}
+
+static double mt_random(MT *s) {  /* random.random() */
+    uint32_t a = genrand_uint32(s) >> 5;
+    uint32_t b = genrand_uint32(s) >> 6;
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+}
+
+static i64 mt_below(MT *s, i64 n) {  /* workload.below: getrandbits(n.bit_length()) until < n; 1 <= n < 2**32 */
+    int k = 0;
+    while (k < 64 && ((i64)1 << k) <= n) k++;
+    i64 r = genrand_uint32(s) >> (32 - k);
+    while (r >= n) r = genrand_uint32(s) >> (32 - k);
+    return r;
+}
+
+/* sample(state, cum, rules, rows, origins, cls, prompt, output, where, pick): plan_sim._sample's loop.
+ * state: 625 uint32 (random.getstate()'s words and index); cum: the classes' cumulative shares;
+ * rules: 6 int64 per class (input first, n, output first, n, rows offset, rows count: SizeRule);
+ * rows: int64 pairs; where is filled only when origins > 1. */
+static PyObject *core_sample(PyObject *self, PyObject *args) {
+    PyObject *o[9];
+    int origins;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOpOOOOO", &o[0], &o[1], &o[2], &o[3], &origins, &o[4], &o[5], &o[6], &o[7], &o[8]))
+        return NULL;
+    Py_buffer b[9];
+    memset(b, 0, sizeof(b));
+    PyObject *res = NULL;
+    for (int i = 0; i < 9; i++)
+        if (PyObject_GetBuffer(o[i], &b[i], PyBUF_C_CONTIGUOUS | (i >= 4 ? PyBUF_WRITABLE : 0)) < 0) goto done;
+    {
+        Py_ssize_t nc = b[1].len / 8, n = b[5].len / 8, nrows = b[3].len / 16;
+        if (b[0].len != 625 * 4 || nc < 1 || b[2].len != 6 * 8 * nc || b[4].len != 8 * n || b[6].len != 8 * n
+            || b[7].len != 8 * n || b[8].len != 8 * n) {
+            PyErr_SetString(PyExc_ValueError, "sample: inconsistent buffer sizes");
+            goto done;
+        }
+        MT mt;
+        memcpy(mt.mt, b[0].buf, 624 * 4);
+        mt.index = (int)((const uint32_t *)b[0].buf)[624];
+        const double *cum = b[1].buf;
+        const i64 *rules = b[2].buf, *rows = b[3].buf;
+        i64 *cls = b[4].buf, *prompt = b[5].buf, *output = b[6].buf;
+        double *where = b[7].buf, *pick = b[8].buf, total = cum[nc - 1];
+        for (i64 k = 0; k < nc; k++) {
+            const i64 *r = rules + 6 * k;
+            if (r[1] < 0 || r[3] < 0 || r[1] >= ((i64)1 << 32) || r[3] >= ((i64)1 << 32) || r[5] < 0
+                || r[5] >= ((i64)1 << 32) || r[4] < 0 || r[4] + r[5] > nrows) {
+                PyErr_SetString(PyExc_ValueError, "sample: a size rule out of range");
+                goto done;
+            }
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double u = mt_random(&mt) * total;
+            i64 k = 0;  /* bisect_right(cum, u), at most the last class */
+            while (k < nc && !(u < cum[k])) k++;
+            if (k > nc - 1) k = nc - 1;
+            const i64 *r = rules + 6 * k;
+            cls[i] = k;
+            if (r[5]) {
+                const i64 *row = rows + 2 * (r[4] + mt_below(&mt, r[5]));
+                prompt[i] = row[0];
+                output[i] = row[1];
+            } else {
+                prompt[i] = r[1] ? r[0] + mt_below(&mt, r[1]) : r[0];
+                output[i] = r[3] ? r[2] + mt_below(&mt, r[3]) : r[2];
+            }
+            where[i] = origins ? mt_random(&mt) : 0.0;
+            pick[i] = mt_random(&mt);
+        }
+    }
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (int i = 0; i < 9; i++) if (b[i].obj) PyBuffer_Release(&b[i]);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"run", core_run, METH_VARARGS, "Simulate one unit's replicas (see hetinfra/sim/core.py)."},
+    {"sample", core_sample, METH_VARARGS, "Draw a model's requests' classes and sizes (see hetinfra/sim/core.py)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "hetinfra's compiled replica simulator.", -1,

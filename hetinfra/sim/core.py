@@ -21,11 +21,11 @@ import numpy as np
 from hetinfra.sim.replica import Request, ScaledEngine
 
 try:
-    from hetinfra.sim._core import run as _run_core
-except ImportError:  # not built: the Python loop runs every unit
-    _run_core = None
+    from hetinfra.sim._core import run as _run_core, sample as _sample_core
+except ImportError:  # not built: the Python loops run every unit and draw every request
+    _run_core = _sample_core = None
 
-__all__ = ["COEFFICIENTS", "available", "run", "run_arrays"]
+__all__ = ["COEFFICIENTS", "available", "run_arrays", "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -90,3 +90,26 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
     if progress is not None:
         progress(n)
     return first, finish, replica, preempted
+
+
+def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
+    """``plan_sim._sample``'s n draws from ``rng`` (a ``random.Random``) in the core: each request's
+    class (the first whose cumulative share ``cum`` exceeds random() x the total, at most the last),
+    its sizes (``rules``: one ``workload.SizeRule`` per class), the uniform that picks its origin
+    (when ``origins``) and the one that picks its unit; the same numbers from the same generator
+    as the Python loop, so the same requests. (cls, prompt, output, where or None, pick) as numpy
+    arrays; None when the core is not available or a rule is beyond it (sizes of 2**32 or more)."""
+    if not available() or any(max(r.input[1], r.output[1], len(r.rows)) >= 2**32 for r in rules):
+        return None
+    version, words, _ = rng.getstate()
+    state = np.array(words, dtype=np.uint32)
+    flat, table = [], []
+    for r in rules:
+        flat += [*r.input, *r.output, len(table), len(r.rows)]
+        table += r.rows
+    cls, prompt, output = (np.empty(n, dtype=np.int64) for _ in range(3))
+    where, pick = np.empty(n), np.empty(n)
+    _sample_core(state, np.array(cum, dtype=np.float64), np.array(flat, dtype=np.int64),
+                 np.array(table, dtype=np.int64).reshape(-1, 2) if table else np.empty((0, 2), dtype=np.int64),
+                 origins, cls, prompt, output, where, pick)
+    return cls, prompt, output, where if origins else None, pick

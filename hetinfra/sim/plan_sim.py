@@ -43,12 +43,13 @@ from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import copy_json
 from hetinfra.perf.calibration import calibration_for
+from hetinfra.sim import core
 from hetinfra.sim.columns import Draw, UnitRequests, block, cdf, simulate_unit
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
 from hetinfra.sim.stats import objective_from_slo
-from hetinfra.sim.workload import WorkloadConfig, arrival_gaps, arrival_times, class_samplers, model_rng
+from hetinfra.sim.workload import WorkloadConfig, arrival_gaps, arrival_times, class_sizes, model_rng
 
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
 
@@ -227,15 +228,18 @@ def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path)
     the shares). Depends only on the model's demand and classes, its number of origins and the workload,
     not on its rate (the arrivals are drawn apart: :func:`_arrivals`)."""
     classes = m.classes
-    samplers = class_samplers(pm.spec, base, classes)
+    rules = class_sizes(pm.spec, base, classes)
     rng = model_rng(config.seed, m.name, "requests")
     shares = [float(c.share) for c in classes]
     cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
+    drawn = core.sample(rng, config.requests, cum, rules, origins > 1)
+    if drawn is not None:
+        return Draw(*drawn)
     cls, prompt, output, where, pick = [], [], [], [] if origins > 1 else None, []
     last, total = len(cum) - 1, cum[-1]
-    for _ in range(config.requests):
+    for _ in range(config.requests):  # the reference of core.sample
         k = min(bisect_right(cum, rng.random() * total), last)  # the first class whose cumulative share exceeds u
-        isl, osl = samplers[k](rng)
+        isl, osl = rules[k].draw(rng)
         cls.append(k)
         prompt.append(isl)
         output.append(osl)

@@ -21,7 +21,6 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -29,10 +28,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
 
-__all__ = ["WorkloadConfig", "SizeSampler", "below", "class_samplers", "arrival_gaps", "arrival_times", "model_rng"]
-
-SizeSampler = Callable[[random.Random], tuple[int, int]]
-
+__all__ = ["WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
 
 @dataclass(frozen=True)
 class WorkloadConfig:
@@ -102,12 +98,29 @@ def below(rng: random.Random, n: int) -> int:
     return r
 
 
-def _uniform(lo: int, hi: int) -> Callable[[random.Random], int]:
+@dataclass(frozen=True)
+class SizeRule:
+    """How one plan class's (input, output) tokens are drawn: each side uniform in
+    [first, first + n) (n = 0: always ``first``, no draw), or, with ``rows``, one row of those drawn
+    uniformly. A spec's fixed classes are both sides with n = 0; a histogram bucket (lo, hi] is
+    first = lo + 1, n = hi - lo (random.randint(lo + 1, hi)); a dataset bucket is its rows."""
+
+    input: tuple[int, int] = (1, 0)
+    output: tuple[int, int] = (1, 0)
+    rows: tuple[tuple[int, int], ...] = ()
+
+    def draw(self, rng: random.Random) -> tuple[int, int]:
+        """One request's sizes (the reference of the compiled sampler, hetinfra.sim.core)."""
+        if self.rows:
+            return self.rows[below(rng, len(self.rows))]
+        (fi, ni), (fo, no) = self.input, self.output
+        return (fi + below(rng, ni) if ni else fi), (fo + below(rng, no) if no else fo)
+
+
+def _uniform(lo: int, hi: int) -> tuple[int, int]:
+    """(first, n) of a histogram bucket's side (lo, hi]: randint(lo + 1, hi), or always max(hi, 1)."""
     lo = max(lo, 0)
-    if hi <= lo + 1:
-        return lambda rng: max(hi, 1)
-    first, n = lo + 1, hi - lo  # randint(lo + 1, hi)
-    return lambda rng: first + below(rng, n)
+    return (max(hi, 1), 0) if hi <= lo + 1 else (lo + 1, hi - lo)
 
 
 def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -120,12 +133,12 @@ def _dataset_rows(ds: DatasetSizes, base: Path, model: str) -> dict[tuple[int, i
     return {k: [(max(i, 1), max(o, 1)) for i, o in v] for k, v in rows.items()}
 
 
-def class_samplers(model: ModelSpec, base: Path, classes: list) -> list[SizeSampler]:
-    """One size sampler per plan class (``models[].classes`` of plan.json: name, input_tokens,
+def class_sizes(model: ModelSpec, base: Path, classes: list) -> list[SizeRule]:
+    """One size rule per plan class (``models[].classes`` of plan.json: name, input_tokens,
     output_tokens), from the spec's size distribution. A class the spec cannot produce raises
     InvalidInputError (the plan and the spec disagree)."""
     sizes = model.demand.sizes
-    out: list[SizeSampler] = []
+    out: list[SizeRule] = []
     if sizes.classes is not None:
         fixed = {c.name: (c.input_tokens, c.output_tokens) for c in sizes.classes}
         for c in classes:
@@ -133,15 +146,14 @@ def class_samplers(model: ModelSpec, base: Path, classes: list) -> list[SizeSamp
                 raise InvalidInputError(f"{model.name}: plan class {c.name!r} is not among the spec's classes "
                                         f"({', '.join(sorted(fixed))})", hint="re-plan, or pass the plan's spec with --spec")
             i, o = fixed[c.name]
-            out.append(lambda rng, i=i, o=o: (i, o))
+            out.append(SizeRule((i, 0), (o, 0)))
         return out
     if sizes.histogram is not None:
         h = sizes.histogram
         for c in classes:
             ilo, ihi = _edges_of(c.name, c.input_tokens, h.input_edges, "input_tokens", model.name)
             olo, ohi = _edges_of(c.name, c.output_tokens, h.output_edges, "output_tokens", model.name)
-            fi, fo = _uniform(ilo, ihi), _uniform(olo, ohi)
-            out.append(lambda rng, fi=fi, fo=fo: (fi(rng), fo(rng)))
+            out.append(SizeRule(_uniform(ilo, ihi), _uniform(olo, ohi)))
         return out
     ds = sizes.dataset
     rows = _dataset_rows(ds, base, model.name)
@@ -153,5 +165,5 @@ def class_samplers(model: ModelSpec, base: Path, classes: list) -> list[SizeSamp
         if not bucket:
             raise InvalidInputError(f"{model.name}: the dataset has no row in bucket {c.name!r} that the plan routes",
                                     hint="the dataset changed since the plan was made: re-plan")
-        out.append(lambda rng, bucket=bucket: bucket[below(rng, len(bucket))])
+        out.append(SizeRule(rows=tuple(bucket)))
     return out

@@ -123,3 +123,37 @@ def test_a_request_larger_than_the_kv_cache_is_the_same_error():
     engine = _shrunk(ENGINES["dense"], 160.0)
     with pytest.raises(InvalidInputError, match="needs more KV cache than one engine holds"):
         core.run_arrays([Replica(engine)], np.array([0.0, 1.0]), np.array([10, 150]), np.array([5, 20]))
+
+
+@st.composite
+def size_rules(draw):
+    from hetinfra.sim.workload import SizeRule
+
+    side = st.tuples(st.integers(1, 5000), st.sampled_from([0, 1, 2, 7, 1000, 2**31 + 5]))
+    if draw(st.booleans()):
+        rows = draw(st.lists(st.tuples(st.integers(1, 9000), st.integers(1, 9000)), min_size=1, max_size=40))
+        return SizeRule(rows=tuple(rows))
+    return SizeRule(draw(side), draw(side))
+
+
+@pytest.mark.skipif(not core.available(), reason="the compiled core is not built")
+@settings(max_examples=60, deadline=None)
+@given(rules=st.lists(size_rules(), min_size=1, max_size=5), shares=st.lists(st.floats(0.0, 3.0), min_size=5, max_size=5),
+       origins=st.booleans(), seed=st.text(max_size=12), n=st.integers(1, 400))
+def test_the_cores_sampler_draws_the_python_loops_requests(rules, shares, origins, seed, n):
+    """core.sample and plan_sim._sample's Python loop: the same classes, sizes and uniforms from the
+    same random.Random (Python's Mersenne Twister, restated in C)."""
+    from bisect import bisect_right
+
+    shares = shares[:len(rules)]
+    shares[0] = shares[0] or 1.0
+    cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
+    got = core.sample(random.Random(seed), n, cum, rules, origins)
+    rng, ref = random.Random(seed), []
+    for _ in range(n):
+        k = min(bisect_right(cum, rng.random() * cum[-1]), len(cum) - 1)
+        i, o = rules[k].draw(rng)
+        ref.append((k, i, o, rng.random() if origins else None, rng.random()))
+    cls, prompt, output, where, pick = got
+    assert list(zip(cls.tolist(), prompt.tolist(), output.tolist(), where.tolist() if origins else [None] * n,
+                    pick.tolist())) == ref

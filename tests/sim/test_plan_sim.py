@@ -13,7 +13,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.sim import Objective, WorkloadConfig, simulate_plan_file
 from hetinfra.sim.plan_sim import PLAN_VERSION, load_plan
 from hetinfra.sim.stats import evaluate, summarize
-from hetinfra.sim.workload import arrival_gaps, arrival_times, class_samplers
+from hetinfra.sim.workload import arrival_gaps, arrival_times, class_sizes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,14 +62,14 @@ def test_sizes_are_drawn_inside_the_bucket():
 
     spec, _, _ = load_spec(REPO / "services/chat.yaml")
     classes = [cls("in<=1000,out<=500", 1000, 500), cls("in<=250,out<=100", 250, 100)]
-    s = class_samplers(spec.models[0], REPO / "services", classes)
+    s = class_sizes(spec.models[0], REPO / "services", classes)
     rng = random.Random(0)
-    a = [s[0](rng) for _ in range(2000)]
+    a = [s[0].draw(rng) for _ in range(2000)]
     assert all(250 < i <= 1000 and 100 < o <= 500 for i, o in a)
     assert min(i for i, _ in a) < 300 and max(i for i, _ in a) > 950  # the spread, not the upper edge
-    assert all(1 <= i <= 250 and 1 <= o <= 100 for i, o in (s[1](rng) for _ in range(500)))
+    assert all(1 <= i <= 250 and 1 <= o <= 100 for i, o in (s[1].draw(rng) for _ in range(500)))
     with pytest.raises(InvalidInputError, match="no bucket edge"):
-        class_samplers(spec.models[0], REPO / "services", [cls("x", 300, 100)])
+        class_sizes(spec.models[0], REPO / "services", [cls("x", 300, 100)])
 
 
 def test_objective_percentile_and_attainment():
