@@ -92,8 +92,11 @@ typedef struct {
 
 typedef struct { const StepModel *m; Reqs *r; } Ctx;
 
-/* set when an allocation fails; per thread, because run() releases the GIL */
-static _Thread_local int oom;
+/* set when an allocation fails (oom) or a step lasts no positive finite time (bad_step: the step
+ * model is broken, and the reference raises); per thread, because run() releases the GIL */
+static _Thread_local int oom, bad_step;
+
+static inline double checked(double d) { if (!(d > 0.0) || d == HUGE_VAL) bad_step = 1; return d; }
 
 static void *xmalloc(size_t n) { void *p = calloc(n ? n : 1, 1); if (!p) oom = 1; return p; }
 
@@ -259,11 +262,11 @@ static void decode_window(Rep *p, const Ctx *c, double t, i64 free_) {
     if (lim < k) k = lim;
     double nd = (double)p->nd, pp = (double)p->pp, seqs = (double)p->n_running;
     i64 ctx0 = p->sum_xb + p->nd * (p->clock + 1);
-    double d0 = step_s(c->m, 0.0, 0.0, nd / pp, (double)ctx0 / pp, seqs);
+    double d0 = checked(step_s(c->m, 0.0, 0.0, nd / pp, (double)ctx0 / pp, seqs));
     double a = 0.0;
     if (k > 1) {
         a = step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd) / pp, seqs) - d0;
-        double last = step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd * (k - 1)) / pp, seqs);
+        double last = checked(step_s(c->m, 0.0, 0.0, nd / pp, (double)(ctx0 + p->nd * (k - 1)) / pp, seqs));
         if (fabs(d0 + a * (double)(k - 1) - last) > 1e-9 * last) {
             i64 lo = 1, hi = k - 1;
             while (hi - lo > 1) {
@@ -345,7 +348,8 @@ static void mixed_step(Rep *p, const Ctx *c, double t) {
     }
     double pp = (double)p->pp;
     i64 ctx = p->sum_xb + nd * (p->clock + 1);
-    double d = step_s(c->m, (double)pt / pp, (double)pos / pp, (double)nd / pp, (double)ctx / pp, (double)p->n_running);
+    double d = checked(step_s(c->m, (double)pt / pp, (double)pos / pp, (double)nd / pp, (double)ctx / pp,
+                              (double)p->n_running));
     p->w_start = t; p->w_d0 = d; p->w_a = 0.0; p->w_k = 1; p->w_pure = 0;
     set_busy(p, 1, t + d);
 }
@@ -435,7 +439,7 @@ typedef struct { Ev *h; i64 len, cap; } Heap;
 static void ev_push_(Heap *q, Ev e) { ev_push(&q->h, &q->len, &q->cap, e); }
 
 static void until(Heap *q, Rep *reps, const Ctx *c, double t, int all) {
-    while (q->len && !oom && (all || q->h[0].t < t)) {
+    while (q->len && !oom && !bad_step && (all || q->h[0].t < t)) {
         Ev e = ev_pop(q->h, &q->len);
         Rep *p = &reps[e.i];
         if (e.ver != p->version) continue;
@@ -459,7 +463,7 @@ static int simulate(const StepModel *m, i64 pp, i64 budget, i64 blocks, i64 bs, 
         p->run_head = p->run_tail = -1;
         p->blocks = blocks; p->budget = budget; p->bs = bs; p->max_seqs = max_seqs; p->pp = pp;
     }
-    for (i64 x = 0; x < n && !oom; x++) {
+    for (i64 x = 0; x < n && !oom && !bad_step; x++) {
         double t = r->arrival[x];
         until(&q, reps, &c, t, 0);
         i64 i = 0, best = reps[0].outstanding;
@@ -482,7 +486,7 @@ static int simulate(const StepModel *m, i64 pp, i64 budget, i64 blocks, i64 bs, 
     }
     free(reps);
     free(q.h);
-    return oom ? -1 : 0;
+    return oom ? -1 : bad_step ? -2 : 0;
 }
 
 /* ---- the Python entry point ---- */
@@ -531,7 +535,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
         Reqs r = {(const double *)b[1].buf, (const i64 *)b[2].buf, (const i64 *)b[3].buf, (double *)b[4].buf,
                   (double *)b[5].buf, (i64 *)b[6].buf, (i64 *)b[7].buf};
         size_t sz = (size_t)(n ? n : 1);
-        oom = 0;
+        oom = bad_step = 0;
         r.g = xmalloc(sz * 8); r.computed = xmalloc(sz * 8); r.xb = xmalloc(sz * 8); r.gen = xmalloc(sz * 8);
         r.prev = xmalloc(sz * 8); r.next = xmalloc(sz * 8); r.dec = xmalloc(sz); r.running = xmalloc(sz);
         for (Py_ssize_t i = 0; i < n; i++) { r.first[i] = r.finish[i] = NAN; r.preempted[i] = 0; r.replica[i] = -1; }
@@ -542,6 +546,10 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
             Py_END_ALLOW_THREADS
         }
         free(r.g); free(r.computed); free(r.xb); free(r.gen); free(r.prev); free(r.next); free(r.dec); free(r.running);
+        if (rc == -2) {
+            PyErr_SetString(PyExc_ArithmeticError, "a step of non-positive or non-finite duration");
+            goto done;
+        }
         if (rc) { PyErr_NoMemory(); goto done; }
     }
     res = Py_None;

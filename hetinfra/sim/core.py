@@ -12,13 +12,14 @@ long verification takes. ``HETINFRA_SIM_CORE=python`` forces the Python loop (th
 
 from __future__ import annotations
 
+import math
 import os
 from array import array
 from typing import Callable
 
 import numpy as np
 
-from hetinfra.sim.replica import Request, ScaledEngine
+from hetinfra.sim.replica import Request, ScaledEngine, checked_step
 
 try:
     from hetinfra.sim._core import run as _run_core, sample as _sample_core
@@ -79,8 +80,11 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
     replica, preempted = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     stats = np.zeros(10 * k)
     stages, factor = model
-    _run_core(stages, factor is not None, factor or 1.0, head.pp, head.budget, head.blocks, head.bs, head.max_seqs, k,
-              arrival, prompt, output, first, finish, replica, preempted, stats)
+    try:
+        _run_core(stages, factor is not None, factor or 1.0, head.pp, head.budget, head.blocks, head.bs, head.max_seqs,
+                  k, arrival, prompt, output, first, finish, replica, preempted, stats)
+    except ArithmeticError:
+        checked_step(math.nan)  # the reference's error
     for i, r in enumerate(replicas):
         for j, name in enumerate(STATS):
             v = float(stats[10 * i + j])

@@ -41,7 +41,6 @@ from hetinfra import PLAN_VERSION
 from hetinfra.document.sections import ModelEntry
 from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import copy_json
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
 from hetinfra.sim.columns import Draw, UnitRequests, block, cdf, simulate_unit
@@ -194,8 +193,10 @@ def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str,
     models = {m["model"]: m for m in out["models"]}
     units = {u["unit"]: u for u in out["units"]}
     for name, (entry, unit_entries) in cached.items():
-        models[name] = copy_json(entry)  # the memo's entries stay as they were, whatever a caller does
-        units.update({u["unit"]: copy_json(u) for u in unit_entries})
+        # the memo's own entries, one level copied: a simulation's result is read, never edited in place
+        # (copying the CDFs and classes of every untouched model made each trim check cost a whole plan)
+        models[name] = dict(entry)
+        units.update({u["unit"]: dict(u) for u in unit_entries})
     merged = [models[n] for n in names]
     return {**out, "met": all(m["met"] for m in merged), "models": merged,
             "units": [units[a.unit] for a in allocs if a.unit in units]}

@@ -47,6 +47,16 @@ from hetinfra.facts import MAX_NUM_SEQS
 __all__ = ["StepModel", "ReplicaConfig", "Request", "Replica", "ScaledEngine", "run_replicas"]
 
 
+BROKEN_STEP = "a simulated engine step has a non-positive or non-finite duration: the unit's step model is broken"
+
+
+def checked_step(d: float) -> float:
+    """A step's duration, refused unless positive and finite (the clock would stall or run away)."""
+    if not 0.0 < d < math.inf:
+        raise InvalidInputError(BROKEN_STEP, hint="check the unit's GPU and model facts (custom_gpus, a profile); re-plan")
+    return d
+
+
 class StepModel(Protocol):
     """What the simulator needs from ``hetinfra.perf.estimator.Engine`` (or a pipeline of them)."""
 
@@ -333,11 +343,11 @@ class Replica:
         nd, pp, step = self.nd, self.pp, self.step
         seqs = len(self.running)
         ctx0 = self.sum_xb + nd * (self.clock + 1)  # each sequence attends its computed tokens + itself
-        d0 = step(0.0, 0.0, nd / pp, ctx0 / pp, seqs)
+        d0 = checked_step(step(0.0, 0.0, nd / pp, ctx0 / pp, seqs))
         a = 0.0
         if k > 1:
             a = step(0.0, 0.0, nd / pp, (ctx0 + nd) / pp, seqs) - d0
-            last = step(0.0, 0.0, nd / pp, (ctx0 + nd * (k - 1)) / pp, seqs)
+            last = checked_step(step(0.0, 0.0, nd / pp, (ctx0 + nd * (k - 1)) / pp, seqs))
             if abs(d0 + a * (k - 1) - last) > 1e-9 * last:  # a roofline branch switch inside: stop before it
                 lo, hi = 1, k - 1  # step lo is on the line, step hi is not
                 while hi - lo > 1:
@@ -406,7 +416,7 @@ class Replica:
             pos += n * req.computed + n * (n - 1) // 2  # causal: token i attends i earlier tokens
         pp = self.pp
         ctx = self.sum_xb + nd * (self.clock + 1)
-        d = self.step(pt / pp, pos / pp, nd / pp, ctx / pp, len(self.running))
+        d = checked_step(self.step(pt / pp, pos / pp, nd / pp, ctx / pp, len(self.running)))
         self.w_start, self.w_d0, self.w_a, self.w_k, self.w_chunks = t, d, 0.0, 1, chunks
         self._set_busy(t + d)
 

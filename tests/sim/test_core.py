@@ -157,3 +157,18 @@ def test_the_cores_sampler_draws_the_python_loops_requests(rules, shares, origin
     cls, prompt, output, where, pick = got
     assert list(zip(cls.tolist(), prompt.tolist(), output.tolist(), where.tolist() if origins else [None] * n,
                     pick.tolist())) == ref
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
+def test_a_broken_step_model_is_the_same_clear_error_in_both_loops(bad, monkeypatch):
+    """A step of no positive finite duration would stall or run away the clock: both loops refuse it."""
+    engine = copy.copy(ENGINES["dense"])
+    engine.fixed, engine.per_seq, engine.per_req, engine.w_gpu, engine.c_dlin, engine.c_plin = bad, 0.0, 0.0, 0.0, 0.0, 0.0
+    engine.ar_lat = engine.ar_tok = engine.p2p_lat = engine.p2p_tok = engine.kv_tok_bw = engine.c_dattn = engine.c_pattn = 0.0
+    reqs = [(0, 0.0, 10, 5), (1, 0.5, 10, 5)]
+    with pytest.raises(InvalidInputError, match="non-positive or non-finite") as python:
+        _python(engine, ReplicaConfig(), 1, reqs)
+    if core.available():
+        with pytest.raises(InvalidInputError, match="non-positive or non-finite") as compiled:
+            core.run_arrays([Replica(engine)], np.array([0.0, 0.5]), np.array([10, 10]), np.array([5, 5]))
+        assert str(compiled.value) == str(python.value)
