@@ -368,6 +368,7 @@ def shared_plan(tmp_path_factory):
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+                check_engines_start(["plan", str(spec), "--out", str(root / key / "out"), *flags], res.output)
         return root / key / "out"
 
     return plan
