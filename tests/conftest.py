@@ -35,7 +35,7 @@ def loopback_server(handler: type[http.server.BaseHTTPRequestHandler]):
     """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields (server, base URL) and stops
     the server on exit (a test may stop it earlier: shutting down twice is harmless)."""
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield srv, f"http://127.0.0.1:{srv.server_address[1]}"
