@@ -346,6 +346,15 @@ class ExamplePlans:
         return self._done[name]
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """The tests that read the examples' plans run first, the others after them in their usual order:
+    xdist (--dist loadgroup) hands each worker the next test as it finishes one, so the long tests
+    (the examples' plans and simulations) start early, on both workers, and the run ends on short
+    ones instead of one worker finishing a long test while the other waits. The order is the same on
+    every worker (xdist requires it): a stable sort on what each test uses."""
+    items.sort(key=lambda item: "example_plans" not in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def example_plans(tmp_path_factory) -> ExamplePlans:
     """Every example's verified plan, planned once per test run (see ExamplePlans)."""
