@@ -35,7 +35,7 @@ def loopback_server(handler: type[http.server.BaseHTTPRequestHandler]):
     """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields (server, base URL) and stops
     the server on exit (a test may stop it earlier: shutting down twice is harmless)."""
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield srv, f"http://127.0.0.1:{srv.server_address[1]}"
@@ -346,6 +346,15 @@ class ExamplePlans:
         return self._done[name]
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """The tests that read the examples' plans run first, the others after them in their usual order:
+    xdist (--dist loadgroup) hands each worker the next test as it finishes one, so the long tests
+    (the examples' plans and simulations) start early, on both workers, and the run ends on short
+    ones instead of one worker finishing a long test while the other waits. The order is the same on
+    every worker (xdist requires it): a stable sort on what each test uses."""
+    items.sort(key=lambda item: "example_plans" not in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def example_plans(tmp_path_factory) -> ExamplePlans:
     """Every example's verified plan, planned once per test run (see ExamplePlans)."""
@@ -368,6 +377,7 @@ def shared_plan(tmp_path_factory):
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+                check_engines_start(["plan", str(spec), "--out", str(root / key / "out"), *flags], res.output)
         return root / key / "out"
 
     return plan

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.test_imports import REPO, modules, package_roots, tree_copy  # noqa: F401 (tree_copy: a fixture)
+from tests.test_imports import REPO, modules, package_roots, parsed, tree_copy  # noqa: F401 (tree_copy: a fixture)
 
 #: the document's own modules and the modules that write plan.json / state.json (origins_json: the
 #: origins and routing_by_origin sections, from the allocations plan_json is assembling)
@@ -130,7 +130,7 @@ def key_reads(repo: Path, keys: set[str]) -> dict[str, list[str]]:
     for name, path in modules(repo).items():
         if _owned(name):
             continue
-        if found := _reads(name, ast.parse(path.read_text(), str(path)), keys):
+        if found := _reads(name, parsed(path), keys):
             out[name] = found
     return out
 

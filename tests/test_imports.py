@@ -10,6 +10,7 @@ namespace; a test plants a circle and a wrong-way import in a copy of the tree t
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import tomllib
 from pathlib import Path
@@ -67,6 +68,21 @@ def modules(repo: Path) -> dict[str, Path]:
     return out
 
 
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per source text: the planted-fault tests check copies of the
+    tree in which all but one file are the same (the trees are read, never changed)."""
+    text = path.read_text()
+    try:
+        return _parse(text)
+    except SyntaxError:
+        return ast.parse(text, str(path))  # raises again, naming the file
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
 def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[str]], list[str]]:
     """(module -> hetinfra modules it imports, module -> top-level third-party names, private imports)."""
     edges: dict[str, set[str]] = {m: set() for m in mods}
@@ -74,7 +90,7 @@ def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[s
     private: list[str] = []
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
             elif isinstance(node, ast.ImportFrom):

@@ -10,10 +10,10 @@ from hetinfra.price_feeds.offers import load_embedded_snapshot
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_caps_file_tightens_the_plan(run_cli, tmp_path, shared_plan):
+def test_caps_file_tightens_the_plan(run_cli, tmp_path, example_plans):
     spec = str(REPO / "services" / "chat.yaml")
-    uncapped = shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")  # exit 0 asserted there
-    before = {a["gpu"] for a in json.loads((uncapped / "plan.json").read_text())["allocations"]}
+    uncapped = example_plans["chat"][1]  # the README's plan of chat, shared by the run (exit 0 asserted there)
+    before = {a["gpu"] for a in uncapped["allocations"]}
     assert "L40S" in before
     caps = tmp_path / "caps.csv"
     # every AWS region that sells L40S (the spec allows any region: capping the US ones only

@@ -36,11 +36,11 @@ def gw_out(tmp_path_factory):
     return out, json.loads((out / "plan.json").read_text())
 
 
-def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, shared_plan):
+def test_plan_writes_the_gateway_task_only_when_enabled(gw_out, example_plans):
     out, plan = gw_out
     units = sorted(Path(a["skypilot_task"]).name for a in plan["allocations"] if a["skypilot_task"])
     assert sorted(p.name for p in (out / "skypilot").iterdir()) == sorted(units + [f"{plan['service']}-gateway.yaml"])
-    without = shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")  # chat.yaml: no gateway
+    without = example_plans["chat"][0]  # the README's plan of chat.yaml (no gateway), shared by the run
     assert not [p for p in (without / "skypilot").iterdir() if p.name.endswith("-gateway.yaml")]
 
 

@@ -4,12 +4,13 @@ directory, and an environment with (fake) credentials in a private HOME."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import install_stand_in
+from tests.conftest import install_stand_in, made_once, run_shared_dir
 
 pytest.importorskip("pulumi")
 
@@ -99,13 +100,24 @@ def at_the_middle(tmp_path: Path, name: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def middle_spec(tmp_path_factory) -> Path:
+    """services/multi-region.yaml at the rates' middle (at_the_middle), written once per test run in
+    the folder every xdist worker shares."""
+    folder = run_shared_dir(tmp_path_factory) / "deploy-middle-spec"
+    with made_once(folder) as first:
+        if first:
+            at_the_middle(folder, "multi-region")
+    return folder / "multi-region.yaml"
+
+
 @pytest.fixture
-def planned_out(tmp_path, run_cli):
-    """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units), at the rates' middle."""
+def planned_out(tmp_path, shared_plan, middle_spec):
+    """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units), at the rates' middle:
+    the run's one plan of it (tests/conftest.py shared_plan, exit 0 asserted there), copied into this
+    test's own OUT, which the test may change."""
     out = tmp_path / "out"
-    code, stdout, stderr = run_cli("plan", str(at_the_middle(tmp_path, "multi-region")), "--out", str(out),
-                                   "--no-baselines", "--no-verify")
-    assert code == 0, stderr
+    shutil.copytree(shared_plan(middle_spec, "--no-baselines", "--no-verify"), out, symlinks=True)
     return out
 
 

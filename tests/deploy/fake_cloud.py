@@ -189,7 +189,8 @@ class FakeCloud:
                 pass
 
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        # a short poll: shutdown() waits up to one poll interval (0.5 s by default) at every teardown
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         return srv, f"http://127.0.0.1:{srv.server_address[1]}"
 
 

@@ -68,15 +68,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: the TLS context of the tests' many short-lived clients: httpx builds a new one per client (loading
+#: the CA bundle, ~30 ms) though these clients speak plain HTTP to 127.0.0.1
+CLIENT_TLS = httpx.create_ssl_context()
+
+
 def wait_http(url: str, timeout: float = 20.0, status: int = 200) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1.0).status_code == status:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
+    with httpx.Client(timeout=1.0, verify=CLIENT_TLS) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(url).status_code == status:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
     raise TimeoutError(f"{url} did not answer {status} within {timeout} s")
 
 

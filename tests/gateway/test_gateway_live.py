@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from hetinfra.replan.demand_log import read_demand_log
-from tests.gateway.conftest import (BACKEND_KEY, CLASSES, CLIENT_KEY, MODEL, UNITS, auth, make_plan, max_tokens_for,
-                                    prompt_for, write_out)
+from tests.gateway.conftest import (BACKEND_KEY, CLASSES, CLIENT_KEY, CLIENT_TLS, MODEL, UNITS, auth, make_plan,
+                                    max_tokens_for, prompt_for, write_out)
 
 
 async def fire(url: str, jobs: list[dict], *, concurrency: int = 24, path: str = "/v1/completions",
@@ -28,7 +28,7 @@ async def fire(url: str, jobs: list[dict], *, concurrency: int = 24, path: str =
 
     async def worker():
         nonlocal done  # one client (one connection) per worker: httpcore scans its whole pool per request
-        async with httpx.AsyncClient(base_url=url, timeout=10.0, trust_env=False) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=10.0, trust_env=False, verify=CLIENT_TLS) as client:
             while queue and time.monotonic() < stop:
                 i, job = queue.popleft()
                 r = await client.post(path, json=job, headers=headers or auth())

@@ -126,7 +126,7 @@ def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     srv.seen, srv.models, srv.health = [], [MODEL], True
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
-    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     t.start()
     try:
         yield srv

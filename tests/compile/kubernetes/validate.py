@@ -10,6 +10,12 @@ from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
+
+# kubernetes_validate.validate reads the kind's schema and its version's 2 MB _definitions.json from
+# disk on every call (~20 ms, hundreds of calls a run): read each file once per process. The
+# validation is the library's own; it only reads the schemas.
+kubernetes_validate.utils.schema_contents = cache(kubernetes_validate.utils.schema_contents)
 
 CRDS = Path(__file__).with_name("crds")
 KUBE_VERSION = "1.33.0"
