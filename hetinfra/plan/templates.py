@@ -285,20 +285,22 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     for u in units:
         buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None), []).append(u)
     capped = frozenset(capped)
+    facts: dict[int, _Facts] = {} if memo is None else memo.setdefault(("facts", capped), {})
     kept: list[TemplateUnit] = []
     for members in buckets.values():
         if memo is None:
-            kept.extend(_prune_bucket(members, capped, keep))
+            kept.extend(_prune_bucket(members, capped, keep, facts))
             continue
         key = (capped, tuple(u.id for u in members if u.id in keep), tuple(map(id, members)))
         hit = memo.get(key)
         if hit is None:
-            hit = memo[key] = (members, _prune_bucket(members, capped, keep))
+            hit = memo[key] = (members, _prune_bucket(members, capped, keep, facts))
         kept.extend(hit[1])
     return sorted(kept, key=lambda u: u.id)
 
 
-def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str]) -> list[TemplateUnit]:
+def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str],
+                  facts: dict[int, "_Facts"]) -> list[TemplateUnit]:
     """prune_dominated within one bucket. Whether u is dropped is "any kept v covers u": the order in
     which kept units are tried changes only the time. Tried first: the unit that covered the last
     unit of u's template (its copies in other regions are mostly covered by the same one); then the
@@ -309,7 +311,7 @@ def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str]
     filed: dict = {}
     last_cover: dict[str, _Facts] = {}
     kept: list[TemplateUnit] = []
-    for f in sorted(_facts(members, capped), key=lambda f: f.rank):
+    for f in sorted(_facts(members, capped, facts), key=lambda f: f.rank):
         if f.unit.id not in keep:
             hint = last_cover.get(f.template)
             if hint is not None and _covers(hint, f):
@@ -340,15 +342,20 @@ class _Facts:
         self.rank = (u.cost / self.gpus, self.gpus, -rate_sum / self.gpus, -(t.accuracy or 0.0), u.id)
 
 
-def _facts(units: list[TemplateUnit], capped: set) -> list[_Facts]:
+def _facts(units: list[TemplateUnit], capped: frozenset, known: dict[int, _Facts]) -> list[_Facts]:
+    """Each unit's _Facts: from ``known`` (by the unit's identity: its _Facts holds the unit, so the id
+    stays the unit's), else computed and added there."""
     sums: dict[int, float] = {}  # a template's rates' sum, once per template (its units share it)
     out = []
     for u in units:
-        t = u.template
-        s = sums.get(id(t))
-        if s is None:
-            s = sums[id(t)] = sum(t.rates.values())
-        out.append(_Facts(u, capped, s))
+        f = known.get(id(u))
+        if f is None:
+            t = u.template
+            s = sums.get(id(t))
+            if s is None:
+                s = sums[id(t)] = sum(t.rates.values())
+            f = known[id(u)] = _Facts(u, capped, s)
+        out.append(f)
     return out
 
 
