@@ -34,13 +34,10 @@ and stops at ``max_nodes`` nodes (deterministic); the wall-clock limit is a safe
 
 from __future__ import annotations
 
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import partial
-from typing import Callable
 
+from hetinfra.solver.ahead import ahead
 from hetinfra.solver.block import Block, restrict, solve_block
 from hetinfra.solver.memo import memo_has
 from hetinfra.solver.problem import AllocationProblem
@@ -137,7 +134,7 @@ def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None =
                 ready=None, **kw) -> Block:
     """One model with every cap in full and no budget (remembered by content, ``solver.memo``: the
     key is the block's problem and settings, never ``start``, which only speeds the search).
-    ``ready``: a future of ``_solve_alone`` on these same arguments, started ahead (``_ahead``), taken
+    ``ready``: a future of ``_solve_alone`` on these same arguments, started ahead (``solver.ahead``), taken
     in place of solving here."""
     from hetinfra.solver.memo import memo_get, memo_put
 
@@ -148,33 +145,6 @@ def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None =
         if not blk.safety_stop:
             memo_put(key, blk)
     return blk
-
-
-def cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@contextmanager
-def _ahead(jobs: dict[str, Callable[[], Block]]):
-    """Futures of ``jobs`` (model -> its solve alone), run in threads while the caller goes through the
-    models in order: HiGHS releases the GIL, so models' MIPs overlap on several cores. Each job is
-    a deterministic function of its arguments (one single-threaded HiGHS instance per block, fixed
-    seed, node limit; HiGHS keeps its task executor per thread), so a future holds what solving in
-    order would give; the caller still reads and writes the memo in order. Nothing is started with
-    one job or one core; jobs not started are cancelled on leaving, running ones waited for."""
-    workers = min(len(jobs), cores())
-    if workers <= 1:
-        yield {}
-        return
-    from hetinfra.solver.highs_quiet import swallow_banner
-
-    swallow_banner()  # here, before any thread makes the process's first Highs object
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hetinfra-solve")
-    try:
-        yield {m: pool.submit(job) for m, job in jobs.items()}
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:
@@ -221,7 +191,7 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
         alone = {}
         subs = {m: restrict(p, [m], budget=False) for m in models}
         keys = {m: alone_key(subs[m], m, **kw) for m in models}
-        with _ahead({m: partial(_solve_alone, subs[m], m, start=start, **kw)
+        with ahead({m: partial(_solve_alone, subs[m], m, start=start, **kw)
                      for m in models if not memo_has(keys[m])}) as ready:
             for m in models:
                 alone[m] = solve_alone(subs[m], m, start=start, key=keys[m], ready=ready.get(m), **kw)

@@ -174,10 +174,11 @@ def _fleet(seed: int, models: int = 5) -> AllocationProblem:
 
 @pytest.mark.parametrize("seed", (0, 3))  # 0: caps link models; 3: the start wins
 def test_models_solved_ahead_in_threads_give_what_solving_in_order_gives(monkeypatch, seed):
-    """decompose._ahead solves the models alone in threads: the result and the memo's entries (and
+    """solver.ahead solves the models alone in threads: the result and the memo's entries (and
     their order) are those of solving them one after the other, with and without a start."""
     import threading
 
+    import hetinfra.solver.ahead as ahead
     import hetinfra.solver.decompose as decompose
     import hetinfra.solver.memo as memo
 
@@ -188,7 +189,7 @@ def test_models_solved_ahead_in_threads_give_what_solving_in_order_gives(monkeyp
                         lambda *a, **kw: threads.add(threading.current_thread().name) or real(*a, **kw))
     runs = {}
     for cores in (1, 4):
-        monkeypatch.setattr(decompose, "cores", lambda cores=cores: cores)
+        monkeypatch.setattr(ahead, "cores", lambda cores=cores: cores)
         memo.clear()
         first = solve(p, time_limit_s=60, mip_gap=0.01)
         again = solve(p.replace(demand={k: v * 0.97 for k, v in p.demand.items()}), time_limit_s=60, mip_gap=0.01,
