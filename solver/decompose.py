@@ -35,8 +35,11 @@ and stops at ``max_nodes`` nodes (deterministic); the wall-clock limit is a safe
 from __future__ import annotations
 
 import time
+from functools import partial
 
+from hetinfra.solver.ahead import ahead
 from hetinfra.solver.block import Block, restrict, solve_block
+from hetinfra.solver.memo import memo_has
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.result import SolveResult
 
@@ -120,15 +123,25 @@ def _merge(blocks: list[Block], models: list[str], method: str) -> Block:
     return out
 
 
-def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:
-    """One model with every cap in full and no budget (remembered by content, ``solver.memo``: the
-    key is the block's problem and settings, never ``start``, which only speeds the search)."""
-    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+def alone_key(p: AllocationProblem, model: str, **kw) -> str:
+    """The memo key of :func:`solve_alone`: the block's problem and settings, never ``start``."""
+    from hetinfra.solver.memo import memo_key
 
-    key = memo_key("alone", p, model, kw.get("mip_gap"), kw.get("max_nodes"), kw.get("warm", True))
+    return memo_key("alone", p, model, kw.get("mip_gap"), kw.get("max_nodes"), kw.get("warm", True))
+
+
+def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, *, key: str | None = None,
+                ready=None, **kw) -> Block:
+    """One model with every cap in full and no budget (remembered by content, ``solver.memo``: the
+    key is the block's problem and settings, never ``start``, which only speeds the search).
+    ``ready``: a future of ``_solve_alone`` on these same arguments, started ahead (``solver.ahead``), taken
+    in place of solving here."""
+    from hetinfra.solver.memo import memo_get, memo_put
+
+    key = key or alone_key(p, model, **kw)
     blk = memo_get(key)
     if blk is None:
-        blk = _solve_alone(p, model, start=start, **kw)
+        blk = ready.result() if ready is not None else _solve_alone(p, model, start=start, **kw)
         if not blk.safety_stop:
             memo_put(key, blk)
     return blk
@@ -176,10 +189,14 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
     else:
         method = "decomposed"
         alone = {}
-        for m in models:
-            alone[m] = solve_alone(restrict(p, [m], budget=False), m, start=start, **kw)
-            if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
-                return _result(p, alone[m], [alone[m]], "decomposed", time.perf_counter() - t0, max_nodes)
+        subs = {m: restrict(p, [m], budget=False) for m in models}
+        keys = {m: alone_key(subs[m], m, **kw) for m in models}
+        with ahead({m: partial(_solve_alone, subs[m], m, start=start, **kw)
+                     for m in models if not memo_has(keys[m])}) as ready:
+            for m in models:
+                alone[m] = solve_alone(subs[m], m, start=start, key=keys[m], ready=ready.get(m), **kw)
+                if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
+                    return _result(p, alone[m], [alone[m]], "decomposed", time.perf_counter() - t0, max_nodes)
         blocks = []
         for comp in components(p):
             mine = [alone[m] for m in comp]

@@ -33,7 +33,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 
+from hetinfra.solver.ahead import ahead
+from hetinfra.solver.memo import memo_has
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 
 #: subgradient iterations at most (each solves every model whose prices changed)
@@ -93,16 +96,24 @@ class _Sub:
     status: str
 
 
-def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
-           deadline: float) -> _Sub | None:
-    """One model's MIP, remembered by content (``solver.memo``)."""
-    from hetinfra.solver.memo import memo_get, memo_key, memo_put
+def _sub_key(p: AllocationProblem, extra: dict[str, float] | None, mip_gap: float, max_nodes: int) -> str:
+    from hetinfra.solver.memo import memo_key
 
-    key = memo_key("sub", p, sorted((extra or {}).items()), mip_gap, max_nodes)
+    return memo_key("sub", p, sorted((extra or {}).items()), mip_gap, max_nodes)
+
+
+def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
+           deadline: float, key: str | None = None, ready=None) -> _Sub | None:
+    """One model's MIP, remembered by content (``solver.memo``); ``ready``: a future of ``_solve_mip``
+    on these same arguments, started ahead (``solver.ahead``), taken in place of solving here."""
+    from hetinfra.solver.memo import memo_get, memo_put
+
+    key = key or _sub_key(p, extra, mip_gap, max_nodes)
     hit = memo_get(key)
     if hit is not None:
         return hit
-    got = _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline)
+    got = ready.result() if ready is not None else _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes,
+                                                              deadline=deadline)
     if got is not None and got.status != "time_limit":
         memo_put(key, got)
     return got
@@ -211,28 +222,37 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
         done = it + 1
         lb = -sum(mu[g] * caps[g] for g in mu) - (lam * budget if budget is not None else 0.0)
         sols: dict[str, _Sub] = {}
+        todo = {}  # model -> (its priced, merged subproblem, the prices, this run's key, the memo's key)
         for m in models:
-            if it == 0 and first and m in first:
-                b, o, c = first[m]
-                if o - b <= sub_gap * max(abs(o), 1e-9):
+            if it == 0 and first and m in first and first[m][1] - first[m][0] <= sub_gap * max(abs(first[m][1]), 1e-9):
+                continue
+            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) + lam * u.cost for u in by_model[m]}
+            red = merge_duplicates(subs[m], extra)
+            key = (m, tuple((u.id, extra[u.id]) for u in red.units))
+            todo[m] = (red, extra, key, _sub_key(red, extra, sub_gap, max_nodes) if key not in cache else None)
+        jobs = {m: partial(_solve_mip, red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
+                for m, (red, extra, _, mkey) in todo.items() if mkey is not None and not memo_has(mkey)}
+        with ahead(jobs) as ready:
+            for m in models:
+                if m not in todo:  # solved alone within a tenth of mip_gap, mu = 0
+                    b, o, c = first[m]
                     sols[m] = _Sub(b, o, c, 0, "optimal")
                     lb += b
                     size[m] = o
                     continue
-            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) + lam * u.cost for u in by_model[m]}
-            red = merge_duplicates(subs[m], extra)
-            key = (m, tuple((u.id, extra[u.id]) for u in red.units))
-            if key not in cache:
-                got = _solve(red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
-                if got is None:
-                    return None
-                nodes += got.nodes
-                stop |= got.status == "time_limit"
-                cache[key] = got
-            sols[m] = cache[key]
-            lb += sols[m].bound
-            if it == 0:
-                size[m] = sols[m].objective
+                red, extra, key, mkey = todo[m]
+                if key not in cache:
+                    got = _solve(red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline, key=mkey,
+                                 ready=ready.get(m))
+                    if got is None:
+                        return None
+                    nodes += got.nodes
+                    stop |= got.status == "time_limit"
+                    cache[key] = got
+                sols[m] = cache[key]
+                lb += sols[m].bound
+                if it == 0:
+                    size[m] = sols[m].objective
         improved = lb > best_lb + 1e-9 * max(1.0, abs(lb))
         best_lb = max(best_lb, lb)
         counts = {m: s.counts for m, s in sols.items()}

@@ -25,6 +25,10 @@ def memo_get(key: str):
     return copy.deepcopy(hit) if hit is not None else None
 
 
+def memo_has(key: str) -> bool:
+    return key in _memo
+
+
 def memo_put(key: str, value) -> None:
     import copy
 

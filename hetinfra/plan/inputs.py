@@ -7,7 +7,7 @@ so that everything downstream works on consistent, typed data.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.catalog.accuracy import SCALE, builtin_accuracy, known_checkpoints
@@ -86,6 +86,10 @@ class PlanInputs:
     profile_files: tuple[str, ...]
     caps: dict[tuple[str, str, str], int]
     warnings: tuple[str, ...]
+    #: work the plan stage reuses while these inputs are planned (verification re-solves them round
+    #: after round with a few templates derated): derated units and pruned buckets by the identity
+    #: of what they came from (hetinfra.plan.planner); never part of a result's content
+    reuse: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 def _resolve_path(base: Path, raw: str) -> Path:

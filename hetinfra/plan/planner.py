@@ -17,7 +17,7 @@ from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
-from hetinfra.plan.library import ClassCoverage, TemplateUnit
+from hetinfra.plan.library import ClassCoverage, Template, TemplateUnit
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
@@ -54,19 +54,30 @@ class PlanResult:
     flexible_cost: float | None = None
 
 
-def derated(units: list[TemplateUnit], derate: dict[str, float]) -> list[TemplateUnit]:
+def derated(units: list[TemplateUnit], derate: dict[str, float], memo: dict | None = None) -> list[TemplateUnit]:
     """``units`` with the rates of the templates in ``derate`` scaled by their factor (verification
-    found them slower than estimated: hetinfra.plan.verify)."""
+    found them slower than estimated: hetinfra.plan.verify). A template's units share one derated
+    template, as they share the estimated one. ``memo`` (a dict kept by the caller, e.g. the inputs'
+    ``reuse``): a unit derated by the same factor before is that same object again, so what is
+    remembered by identity downstream (``templates.prune_dominated``) is found again."""
     if not derate:
         return units
+    memo = {} if memo is None else memo
+    scaled: dict[int, Template] = {}  # id of an estimated template -> its derated copy
     out = []
     for u in units:
-        f = derate.get(u.template.id)
+        t = u.template
+        f = derate.get(t.id)
         if f is None:
             out.append(u)
             continue
-        t = replace(u.template, rates={w: r * f for w, r in u.template.rates.items()})
-        out.append(replace(u, template=t))
+        hit = memo.get(id(u))  # (the unit, so its id stays its own; factor; the derated unit)
+        if hit is None or hit[1] != f:
+            new = scaled.get(id(t))
+            if new is None:
+                new = scaled[id(t)] = replace(t, rates={w: r * f for w, r in t.rates.items()})
+            hit = memo[id(u)] = (u, f, u.with_template(new))
+        out.append(hit[2])
     return out
 
 
@@ -273,7 +284,7 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     fields replaced (hetinfra.plan.verify.verification_overrides); ``start``: unit id -> count of a
     plan to start the solver from (the last verification round's)."""
     spec = inputs.spec
-    pool = derated(all_units, derate or {})
+    pool = derated(all_units, derate or {}, inputs.reuse.setdefault("derated", {}))
     settings = spec.planning
     unit_list, problem, result = _solve_pool(inputs, pool, running, overrides, start)
     if not result.feasible:
@@ -324,7 +335,8 @@ def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bo
     """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
     the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
     if not declares_origins(inputs):
-        return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep)
+        return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep,
+                               memo=inputs.reuse.setdefault("pruned", {}))
     rated = flow_rated(inputs, pool, to_problem(inputs, pool))
     kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
     by_id = {u.id: u for u in pool}

@@ -261,7 +261,7 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
 
 
 def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
-                    keep: set[str] = frozenset()) -> list[TemplateUnit]:
+                    keep: set[str] = frozenset(), memo: dict | None = None) -> list[TemplateUnit]:
     """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have
     at least u's capacity on every class for no more money, v has u's model and purchase option
     (spot, on demand, or committed: any term, each paid every hour) (and region, when ``regional``
@@ -274,35 +274,105 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     visited cheapest per GPU first, which also breaks exact ties (equal prices in several regions)
     deterministically; an exact tie between a model's variants keeps the more accurate one. Besides
     shrinking the ILP this removes symmetric alternatives such as eight 1-GPU instances vs one 8-GPU
-    instance running eight TP=1 engines at the same price per GPU."""
-    order = sorted(units, key=lambda u: (u.cost / u.gpus, u.gpus, -sum(u.template.rates.values()) / u.gpus,
-                                         -(u.template.accuracy or 0.0), u.id))
-    # Kept units filed by where they can cover from: None (no capped group: may cover any u), a capped
-    # group g (covers only units that use g), "mixed" (several groups, one capped: checked in full).
-    # A v filed under a capped group u does not use fails _covers anyway, so skipping those lists
-    # leaves the result as it was and the work proportional to u's own groups.
-    kept_by_bucket: dict[tuple, dict] = {}
+    instance running eight TP=1 engines at the same price per GPU.
+
+    Units of different buckets (model, purchase option, region when ``regional``) never cover each
+    other, so each bucket is pruned on its own; ``memo`` (a dict kept by the caller) remembers each
+    bucket's result by the identity of its units (held there, so no identity is reused) and the
+    caps and kept units that apply: a verification round that derates one model's templates prunes
+    only that model's buckets again."""
+    buckets: dict[tuple, list[TemplateUnit]] = {}
+    for u in units:
+        buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None), []).append(u)
+    capped = frozenset(capped)
+    facts: dict[int, _Facts] = {} if memo is None else memo.setdefault(("facts", capped), {})
     kept: list[TemplateUnit] = []
-    for u in order:
-        bucket = (u.model, u.spot, u.committed, u.region if regional else None)
-        filed = kept_by_bucket.setdefault(bucket, {})
-        if u.id not in keep:
-            lists = [filed.get(None, ()), filed.get("mixed", ())] + [filed.get(g, ()) for g in u.gpu_use if g in capped]
-            if any(_covers(v, u, capped) for vs in lists for v in vs):
-                continue
-        own = [g for g in u.gpu_use if g in capped]
-        where = None if not own else own[0] if len(u.gpu_use) == 1 else "mixed"
-        filed.setdefault(where, []).append(u)
-        kept.append(u)
+    for members in buckets.values():
+        if memo is None:
+            kept.extend(_prune_bucket(members, capped, keep, facts))
+            continue
+        key = (capped, tuple(u.id for u in members if u.id in keep), tuple(map(id, members)))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = (members, _prune_bucket(members, capped, keep, facts))
+        kept.extend(hit[1])
     return sorted(kept, key=lambda u: u.id)
 
 
-def _covers(v: TemplateUnit, u: TemplateUnit, capped: set) -> bool:
+def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str],
+                  facts: dict[int, "_Facts"]) -> list[TemplateUnit]:
+    """prune_dominated within one bucket. Whether u is dropped is "any kept v covers u": the order in
+    which kept units are tried changes only the time. Tried first: the unit that covered the last
+    unit of u's template (its copies in other regions are mostly covered by the same one); then the
+    kept units filed by where they can cover from: None (no capped group: may cover any u), a capped
+    group g (covers only units that use g), "mixed" (several groups, one capped: checked in full).
+    A v filed under a capped group u does not use fails _covers anyway, so skipping those lists
+    changes nothing."""
+    filed: dict = {}
+    last_cover: dict[str, _Facts] = {}
+    kept: list[TemplateUnit] = []
+    for f in sorted(_facts(members, capped, facts), key=lambda f: f.rank):
+        if f.unit.id not in keep:
+            hint = last_cover.get(f.template)
+            if hint is not None and _covers(hint, f):
+                continue
+            lists = [filed.get(None, ()), filed.get("mixed", ())] + [filed.get(g, ()) for g in f.use]
+            cover = next((v for vs in lists for v in vs if _covers(v, f)), None)
+            if cover is not None:
+                last_cover[f.template] = cover
+                continue
+        filed.setdefault(f.where, []).append(f)
+        kept.append(f.unit)
+    return kept
+
+
+class _Facts:
+    """What dominance reads of one unit, computed once per prune: its GPUs, price, GPUs in each capped
+    group, rates, where it is filed and its place in the visiting order."""
+
+    __slots__ = ("unit", "template", "gpus", "cost", "use", "rates", "items", "where", "rank")
+
+    def __init__(self, u: TemplateUnit, capped: set, rate_sum: float):
+        t = u.template
+        self.unit, self.template, self.gpus, self.cost = u, t.id, u.gpus, u.cost
+        gpu_use = u.gpu_use
+        self.use = {g: n for g, n in gpu_use.items() if g in capped}
+        self.rates, self.items = t.rates, tuple(t.rates.items())
+        self.where = None if not self.use else next(iter(self.use)) if len(gpu_use) == 1 else "mixed"
+        self.rank = (u.cost / self.gpus, self.gpus, -rate_sum / self.gpus, -(t.accuracy or 0.0), u.id)
+
+
+def _facts(units: list[TemplateUnit], capped: frozenset, known: dict[int, _Facts]) -> list[_Facts]:
+    """Each unit's _Facts: from ``known`` (by the unit's identity: its _Facts holds the unit, so the id
+    stays the unit's), else computed and added there."""
+    sums: dict[int, float] = {}  # a template's rates' sum, once per template (its units share it)
+    out = []
+    for u in units:
+        f = known.get(id(u))
+        if f is None:
+            t = u.template
+            s = sums.get(id(t))
+            if s is None:
+                s = sums[id(t)] = sum(t.rates.values())
+            f = known[id(u)] = _Facts(u, capped, s)
+        out.append(f)
+    return out
+
+
+def _covers(v: _Facts, u: _Facts) -> bool:
+    """k = u.gpus / v.gpus copies of v (whole) fit in the capped GPUs u frees, cost no more and serve
+    at least u's rate on each of u's classes."""
     if u.gpus % v.gpus:
         return False
     k = u.gpus // v.gpus
-    freed = u.gpu_use  # k copies of v must fit in the capped GPUs u frees
-    if any(g in capped and k * n > freed.get(g, 0) for g, n in v.gpu_use.items()):
+    freed = u.use
+    for g, n in v.use.items():
+        if k * n > freed.get(g, 0):
+            return False
+    if k * v.cost > u.cost + 1e-12:
         return False
-    return k * v.cost <= u.cost + 1e-12 and all(k * v.template.rates.get(w, 0.0) >= r - 1e-12
-                                                for w, r in u.template.rates.items())
+    rates = v.rates
+    for w, r in u.items:
+        if k * rates.get(w, 0.0) < r - 1e-12:
+            return False
+    return True

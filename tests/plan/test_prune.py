@@ -60,6 +60,38 @@ def test_pruned_set_is_identical_to_the_reference(name):
                 want = [u.id for u in reference(units, capped=capped, regional=regional, keep=kept)]
                 got = [u.id for u in prune_dominated(units, capped=capped, regional=regional, keep=kept)]
                 assert got == want, (name, len(capped), regional, bool(kept))
+                memo: dict = {}  # remembered buckets give the same set, the first time and again
+                for _ in range(2):
+                    again = prune_dominated(units, capped=capped, regional=regional, keep=kept, memo=memo)
+                    assert [u.id for u in again] == want, (name, len(capped), regional, bool(kept))
+
+
+def test_a_derate_prunes_again_only_the_buckets_it_touches():
+    """planner.derated with a memo gives back the same unit objects for the same factors, so the
+    pruning memo (by identity) recomputes only the derated model's buckets, and the pruned set is
+    what pruning the derated units from scratch gives."""
+    from dataclasses import replace
+
+    from hetinfra.plan.planner import derated
+
+    _, units = _units("multi-region.yaml")
+    models = sorted({u.model for u in units})
+    first = {u.template.id: 0.9 for u in units if u.model == models[0]}
+    second = {**first, **{u.template.id: 0.5 for u in units if u.model == models[-1]}}
+    derate_memo, prune_memo = {}, {}
+    a = derated(units, first, derate_memo)
+    prune_dominated(a, memo=prune_memo)
+    b = derated(units, second, derate_memo)
+    assert all(x is y for x, y in zip(a, b) if x.model != models[-1])
+    assert all(x is not y for x, y in zip(a, b) if x.model == models[-1])
+    for x, u in zip(b, units):  # the same content as dataclasses.replace gives
+        f = second.get(u.template.id)
+        want = u if f is None else replace(u, template=replace(u.template, rates={w: r * f for w, r in u.template.rates.items()}))
+        assert x == want
+    before = len(prune_memo)
+    got = prune_dominated(b, memo=prune_memo)
+    assert len(prune_memo) - before == len({(u.spot, u.committed) for u in b if u.model == models[-1]})
+    assert [u.id for u in got] == [u.id for u in reference(b)]
 
 
 def test_the_reference_prunes_something_capped_and_keeps_more():

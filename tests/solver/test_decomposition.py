@@ -151,3 +151,49 @@ def test_a_model_with_nothing_running_pays_churn_like_in_the_joint_problem(caps)
     split = solve(p, time_limit_s=10, mip_gap=0)
     assert split.objective == pytest.approx(joint.objective)
     assert split.bound <= joint.objective + 1e-6
+
+
+def _fleet(seed: int, models: int = 5) -> AllocationProblem:
+    """Models of two classes on three GPU types in two regions, rates and prices drawn from ``seed``;
+    X capped per region, so each model alone is solved with caps (merged, then capped)."""
+    import random
+
+    rnd = random.Random(seed)
+    units, demand = [], {}
+    for i in range(models):
+        m = f"m{i}"
+        for g, price in (("X", 1.0), ("Y", 2.2), ("Z", 3.9)):
+            for r, region in enumerate(("r1", "r2")):
+                for gpus in (1, 2, 4):
+                    rates = {"s": rnd.uniform(2, 9) * gpus * price, "l": rnd.uniform(0.5, 3) * gpus * price}
+                    units.append(SolverUnit(f"{m}-{g}{gpus}-{region}", m, price * gpus * (1 + 0.05 * r) * rnd.uniform(0.9, 1.1),
+                                            gpus, ((("lab", region, g), gpus),), rates, region, False))
+        demand[(m, "s")], demand[(m, "l")] = rnd.uniform(5, 60), rnd.uniform(1, 20)
+    return AllocationProblem(units=tuple(units), demand=demand, caps={("lab", "r1", "X"): 12, ("lab", "r2", "X"): 12})
+
+
+@pytest.mark.parametrize("seed", (0, 3))  # 0: caps link models; 3: the start wins
+def test_models_solved_ahead_in_threads_give_what_solving_in_order_gives(monkeypatch, seed):
+    """solver.ahead solves the models alone in threads: the result and the memo's entries (and
+    their order) are those of solving them one after the other, with and without a start."""
+    import threading
+
+    import hetinfra.solver.ahead as ahead
+    import hetinfra.solver.decompose as decompose
+    import hetinfra.solver.memo as memo
+
+    p = _fleet(seed)
+    threads = set()
+    real = decompose._solve_alone
+    monkeypatch.setattr(decompose, "_solve_alone",
+                        lambda *a, **kw: threads.add(threading.current_thread().name) or real(*a, **kw))
+    runs = {}
+    for cores in (1, 4):
+        monkeypatch.setattr(ahead, "cores", lambda cores=cores: cores)
+        memo.clear()
+        first = solve(p, time_limit_s=60, mip_gap=0.01)
+        again = solve(p.replace(demand={k: v * 0.97 for k, v in p.demand.items()}), time_limit_s=60, mip_gap=0.01,
+                      start=first.n)
+        runs[cores] = [(r.n, r.flow, r.objective, r.bound, r.blocks, r.warm_start) for r in (first, again)], list(memo._memo)
+    assert runs[1] == runs[4]
+    assert any(name.startswith("hetinfra-solve") for name in threads)  # the threads did run
