@@ -146,7 +146,7 @@ class _Simulator:
         from hetinfra.sim import simulate_plan
 
         ticks = self.progress.requests if self.progress is not None else None
-        sim = simulate_plan(view, self.spec, self.path, self.config, ticks, memo=self.memo)
+        sim = simulate_plan(view, self.spec, self.path, self.config, ticks, memo=self.memo, detail=False)
         return with_margin(sim, self.margin)
 
 

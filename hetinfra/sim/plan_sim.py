@@ -109,9 +109,11 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
 
 
 def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadConfig = WorkloadConfig(),
-                  progress: Progress | None = None, memo: dict | None = None) -> dict:
+                  progress: Progress | None = None, memo: dict | None = None, detail: bool = True) -> dict:
     """Simulate ``plan`` (plan.json's dict, a simulation view or their SimPlan) with its spec; returns
-    the simulation.json dict (see ``hetinfra.sim.report``). ``memo``: see the module docstring."""
+    the simulation.json dict (see ``hetinfra.sim.report``). ``memo``: see the module docstring.
+    ``detail=False`` leaves out what only the report reads, each model's ``classes`` and latency
+    CDFs (verification judges models and units, and collecting classes was most of its statistics)."""
     plan = SimPlan.of(plan)
     planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
     scale = plan.scale()
@@ -132,7 +134,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
             # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", _demand(m), _routes(plan, name, present), rate,
+            model_keys[name] = json.dumps(["model", detail, _demand(m), _routes(plan, name, present), rate,
                                            [_unit_key(a, m, plan, templates, config, calib, scale, present)
                                             for a in allocs if a.model == name]], sort_keys=True)
             if model_keys[name] in memo:
@@ -158,7 +160,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
             if key is not None:
                 memo[key] = (units_reqs[k], ue, replicas)
         units_out.append((k, a, ue, replicas))
-    out = _collect(plan, config, model_info, units_out, units_reqs)
+    out = _collect(plan, config, model_info, units_out, units_reqs, detail)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
@@ -326,7 +328,7 @@ def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict,
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
-def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None]) -> dict:
+def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool) -> dict:
     measured: dict[str, list[tuple]] = {name: [] for name in model_info}
     units = []
     for k, a, ue, replicas in units_out:
@@ -356,16 +358,16 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
                                 "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
                "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
         units.append(out)
-    models = [_model_entry(name, info, measured[name]) for name, info in model_info.items()]
+    models = [_model_entry(name, info, measured[name], detail) for name, info in model_info.items()]
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
             "requests": config.requests, "warmup_fraction": config.warmup_fraction,
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _model_entry(name: str, info: dict, parts: list[tuple]) -> dict:
+def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool) -> dict:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
-    the columns arrival, first, finish, output, preempted, class)."""
+    the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and CDFs."""
     m = info["plan"]
     obj = objective_from_slo(m.slo.model_dump())
     empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
@@ -373,7 +375,7 @@ def _model_entry(name: str, info: dict, parts: list[tuple]) -> dict:
     t0 = float(arrival.min()) if len(arrival) else 0.0
     span = (float(finish.max()) if len(finish) else 0.0) - t0
     per_class = []
-    for ci, c in enumerate(m.classes):
+    for ci, c in enumerate(m.classes if detail else ()):
         sub = cls == ci
         per_class.append({"class": c.name, "unrouted": info["unrouted"][ci],
                           **block(arrival[sub], first[sub], finish[sub], output[sub], preempted[sub], obj, span)})
@@ -382,8 +384,9 @@ def _model_entry(name: str, info: dict, parts: list[tuple]) -> dict:
              "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
              "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
                      "attainment": obj.attainment},
-             **block(arrival, first, finish, output, preempted, obj, span), "classes": per_class,
-             "ttft_cdf_ms": cdf(first - arrival),
-             "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
+             **block(arrival, first, finish, output, preempted, obj, span)}
+    if detail:
+        entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
+                  "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
     entry["met"] = entry["objective"]["met"]
     return entry
