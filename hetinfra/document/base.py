@@ -10,6 +10,8 @@ from typing import Annotated, Iterable, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StrictFloat, StrictInt, WithJsonSchema
 
+from hetinfra import PLAN_VERSION
+
 #: identifiers that end up in commands, scripts and resource names (a service id, a model source)
 IDENT = re.compile(r"^[A-Za-z0-9._:/@+=,-]+$")
 #: characters a shell gives a meaning to: refused in every string apply turns into scripts or names
@@ -30,6 +32,17 @@ def _finite(v: int | float) -> int | float:
     if isinstance(v, float) and not math.isfinite(v):
         raise ValueError("must be a finite number")
     return v
+
+
+def _plan_version(v: int) -> int:
+    if v != PLAN_VERSION:
+        raise ValueError(f"{v!r}: this hetinfra reads plan_version {PLAN_VERSION} (plan again with this "
+                         "hetinfra: `hetinfra plan SPEC --out OUT`)")
+    return v
+
+
+#: plan.json's ``plan_version``, as every reader of a plan (the document, the simulator) accepts it
+PlanVersion = Annotated[StrictInt, AfterValidator(_plan_version)]
 
 
 #: a JSON number, kept as written: 50 stays 50 and 50.0 stays 50.0 (plan.json's bytes round-trip)

@@ -9,9 +9,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
-from hetinfra import PLAN_VERSION
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing
-from hetinfra.document.base import IDENT, Doc, Number, shell_safety_error
+from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template)
 from hetinfra.facts import is_dns_label
@@ -24,7 +23,7 @@ class Plan(Doc):
     """plan.json: a verified, minimal plan of one service (``plan_version`` 1; new keys may be added
     within a version, so a reader of an older hetinfra refuses a newer plan rather than misread it)."""
 
-    plan_version: StrictInt = Field(description="Version of this format: bumped only for incompatible changes.")
+    plan_version: PlanVersion = Field(description="Version of this format: bumped only for incompatible changes.")
     hetinfra_version: StrictStr = Field(description="The hetinfra that made the plan.")
     service: StrictStr = Field(description="Service name (a DNS label): names stacks, services and the gateway.")
     service_id: Optional[StrictStr] = Field(None, description="``<service>-<10 hex>`` of the spec file's path: apply "
@@ -66,14 +65,6 @@ class Plan(Doc):
         if isinstance(data, dict) and (why := shell_safety_error(data)):
             raise ValueError(why)
         return data
-
-    @field_validator("plan_version")
-    @classmethod
-    def _version(cls, v: int) -> int:
-        if v != PLAN_VERSION:
-            raise ValueError(f"{v!r}: this hetinfra reads plan_version {PLAN_VERSION} (plan again with this "
-                             "hetinfra: `hetinfra plan SPEC --out OUT`)")
-        return v
 
     @field_validator("service")
     @classmethod

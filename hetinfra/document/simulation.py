@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictInt, StrictStr
 
-from hetinfra import PLAN_VERSION
 from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage
-from hetinfra.document.base import Doc, Number
+from hetinfra.document.base import Doc, Number, PlanVersion
 from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
 
 #: fields of an allocation a unit's simulation depends on (its name, price or failover do not change
@@ -50,7 +49,7 @@ class SimPlan(Doc):
 
     model_config = ConfigDict(extra="ignore")
 
-    plan_version: StrictInt
+    plan_version: PlanVersion
     service: Optional[StrictStr] = None
     objective: Literal["min_cost", "max_throughput"] = "min_cost"
     demand_scale: Optional[Number] = None
@@ -62,13 +61,6 @@ class SimPlan(Doc):
     origins: Optional[Origins] = None
     routing_by_origin: Optional[OriginRouting] = None
     spec_path: Optional[StrictStr] = None  # plan.json inputs.spec_path (SimPlan.of fills it)
-
-    @field_validator("plan_version")
-    @classmethod
-    def _version(cls, v: int) -> int:
-        if v != PLAN_VERSION:
-            raise ValueError(f"{v!r}: this simulator reads plan_version {PLAN_VERSION} (re-plan with this hetinfra)")
-        return v
 
     @classmethod
     def of(cls, plan: Any, where: str = "plan") -> "SimPlan":
