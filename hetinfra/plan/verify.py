@@ -261,7 +261,7 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
     """Remove replicas while the simulation still meets (see the module docstring): (plan, its
     simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
     from the plan, whose sections are what gets written."""
-    from hetinfra.sim.minimal import without_allocation, without_one_replica
+    from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
 
     if sim_of.progress is not None:
         sim_of.progress.stage("trim")
@@ -272,7 +272,7 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
         return pr, sim, removed
     while True:
         checked: list[str] = []
-        for uid, whole in _removals(doc):
+        for uid, whole in removal_order(doc):
             candidate = (without_allocation if whole else without_one_replica)(doc, uid)
             checked.append(uid)
             if candidate is None or not sim_of(candidate)["met"]:
@@ -291,15 +291,6 @@ def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dic
         else:
             sim_of.last_pass = checked
             return pr, sim, removed
-
-
-def _removals(doc: dict) -> list[tuple[str, bool]]:
-    """The trim's moves, in order: per allocation (dearest replica first), one replica, then (for a
-    unit of several replicas) the whole allocation, tried only when one replica fewer misses."""
-    from hetinfra.sim.minimal import removal_order
-
-    counts = {a["unit"]: int(a["count"]) for a in doc["allocations"]}
-    return [(uid, whole) for uid in removal_order(doc) for whole in ((False, True) if counts[uid] > 1 else (False,))]
 
 
 def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:

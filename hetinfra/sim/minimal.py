@@ -76,14 +76,16 @@ def peak_judges(doc: dict, alloc: dict) -> bool:
     return TrimPlan.model_validate(doc).peak_judges(TrimUnit.model_validate(alloc))
 
 
-def removal_order(doc: dict) -> list[str]:
-    """Allocations to try removing a replica from (those :func:`peak_judges`): the dearest replica
-    first (it saves the most), then by unit id (deterministic)."""
+def removal_order(doc: dict) -> list[tuple[str, bool]]:
+    """The trim's moves, in order: per allocation it may remove a replica from (those
+    :func:`peak_judges`; the dearest replica first, as it saves the most, then by unit id), one replica
+    (unit, False), then, for a unit of several replicas, the whole allocation (unit, True), which the
+    trim tries only when one replica fewer misses."""
     from hetinfra.document.simulation import TrimPlan
 
     plan = TrimPlan.model_validate(doc)
-    return [a.unit for a in sorted(plan.allocations, key=lambda a: (-a.replica_price(), a.unit))
-            if a.count > 0 and plan.peak_judges(a)]
+    return [(a.unit, whole) for a in sorted(plan.allocations, key=lambda a: (-a.replica_price(), a.unit))
+            if a.count > 0 and plan.peak_judges(a) for whole in ((False, True) if a.count > 1 else (False,))]
 
 
 def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, bool]]) -> dict[str, float]:

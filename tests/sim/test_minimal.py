@@ -26,7 +26,7 @@ def test_a_replica_fewer_keeps_routing_and_the_last_one_hands_its_share_on():
 
 
 def test_removal_order_dearest_replica_first():
-    assert removal_order(_doc()) == ["a", "b"]
+    assert removal_order(_doc()) == [("a", False), ("a", True), ("b", False)]  # a unit of 2: also as a whole
 
 
 def test_sustained_load_bisects_per_model_in_shared_simulations():
