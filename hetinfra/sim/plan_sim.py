@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from bisect import bisect_right
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -147,19 +149,23 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
                             "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
                             "by_unit": by_unit, "arrival": _arrivals(name, rate, config, memo)}
     units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
-    units_out = []
+    engines: dict[int, tuple[UnitEngine, list[Replica]]] = {}
+    todo: list[tuple[int, str | None]] = []
     for k, a in enumerate(allocs):
         info = model_info.get(a.model)
         if info is None:
             continue
         key = None if memo is None else _unit_key(a, info["plan"], plan, templates, config, calib, scale, present)
         if key is not None and key in memo:
-            units_reqs[k], ue, replicas = memo[key]
+            units_reqs[k], *engines[k] = memo[key]
         else:
-            units_reqs[k], ue, replicas = _simulate_unit(k, a, info, plan, templates, calib, spec, progress)
-            if key is not None:
-                memo[key] = (units_reqs[k], ue, replicas)
-        units_out.append((k, a, ue, replicas))
+            todo.append((k, key))
+    for (k, key), (reqs, ue, replicas) in zip(todo, _simulate_units(
+            [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress)):
+        units_reqs[k], engines[k] = reqs, (ue, replicas)
+        if key is not None:
+            memo[key] = (reqs, ue, replicas)
+    units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
     out = _collect(plan, config, model_info, units_out, units_reqs, detail)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
@@ -169,9 +175,53 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     return _merge(out, [m.name for m in models], allocs, cached)
 
 
-def _simulate_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec, progress
-                   ) -> tuple[UnitRequests, UnitEngine, list[Replica]]:
-    """Allocation ``k``'s requests served by its replicas, with the client's round trip added."""
+def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress
+                    ) -> list[tuple[UnitRequests, UnitEngine, list[Replica]]]:
+    """Each job's allocation (index k, allocation, its model's info) served by its replicas, with the
+    client's round trip added, in job order. Units are independent given the routing and the core
+    runs without the GIL, so their replays run on a thread per core where there are several: each
+    unit's result is what a serial run gives, whatever the threads' timing (progress is reported
+    here, in job order)."""
+    prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
+    with _pool(len(prepared)) as pool:
+        runs = [pool.submit(simulate_unit, replicas, reqs) for reqs, _ue, replicas in prepared]
+        for run, (reqs, _ue, _replicas), (k, _a, info) in zip(runs, prepared, jobs):
+            run.result()
+            if progress is not None:
+                progress(len(reqs))
+            # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
+            add_network_time(reqs, k, info["routing"], info["origin_ix"])
+    return prepared
+
+
+def _pool(units: int):
+    """Threads for the units' replays: one per core, at most one per unit; none (the caller's
+    thread) for a single unit or a single core, or where the Python loops run (they hold the GIL)."""
+    workers = min(units, os.cpu_count() or 1) if core.available() else 1
+    return ThreadPoolExecutor(workers) if workers > 1 else _Inline()
+
+
+class _Inline:
+    """An executor that runs each call at once, in the caller's thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def submit(self, fn, *args) -> Future:
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # re-raised by result(), as a thread pool's future would
+            done.set_exception(exc)
+        return done
+
+
+def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec
+                  ) -> tuple[UnitRequests, UnitEngine, list[Replica]]:
+    """Allocation ``k``'s requests, its engine and its fresh replicas."""
     m = info["plan"]
     reqs = UnitRequests.of(info["draw"], info["arrival"], info["by_unit"].get(k, _NONE))
     routed = {c: sum(e.rps for e in entries if e.unit == a.unit)
@@ -181,9 +231,6 @@ def _simulate_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dic
     replicas = [Replica(ue.engine, ReplicaConfig()) for _ in range(max(a.count * a.engines_per_instance, 0))]
     if len(reqs) and not replicas:
         raise InvalidInputError(f"plan unit {a.unit} gets traffic but has no replica (count {a.count})")
-    simulate_unit(replicas, reqs, progress)
-    # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
-    add_network_time(reqs, k, info["routing"], info["origin_ix"])
     return reqs, ue, replicas
 
 
