@@ -76,3 +76,13 @@ def test_a_models_result_depends_only_on_its_own_plan(two_models):
         alone = plan_sim.simulate_plan(scaled(doc, {m["model"]: 1.0}), spec, path, CONFIG)
         assert alone["models"] == [m]
         assert alone["units"] == [u for u in whole["units"] if u["model"] == m["model"]]
+
+
+def test_units_replayed_on_threads_give_the_serial_simulation(two_models, monkeypatch):
+    """The units of a simulation run on a thread per core (the core releases the GIL): the result is
+    the one-thread result, whatever the threads' timing."""
+    doc, spec, path = two_models
+    monkeypatch.setattr(plan_sim.os, "cpu_count", lambda: 1)
+    serial = plan_sim.simulate_plan(doc, spec, path, CONFIG)
+    monkeypatch.setattr(plan_sim.os, "cpu_count", lambda: 8)
+    assert plan_sim.simulate_plan(doc, spec, path, CONFIG) == serial
