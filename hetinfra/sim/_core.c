@@ -601,7 +601,7 @@ static i64 mt_below(MT *s, i64 n) {  /* workload.below: getrandbits(n.bit_length
     return r;
 }
 
-/* sample(state, cum, rules, rows, origins, cls, prompt, output, where, pick): plan_sim._sample's loop.
+/* sample(state, cum, rules, rows, origins, cls, prompt, output, where, pick): draw._sample's loop.
  * state: 625 uint32 (random.getstate()'s words and index); cum: the classes' cumulative shares;
  * rules: 6 int64 per class (input first, n, output first, n, rows offset, rows count: SizeRule);
  * rows: int64 pairs; where is filled only when origins > 1. */

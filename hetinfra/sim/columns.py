@@ -7,7 +7,7 @@ operations in the same order as the per-request code it replaces (elementwise IE
 with math.fsum, order statistics from sorted values), so the numbers are bit-identical.
 
 * :class:`Draw`: a model's requests before routing, which do not depend on its rate: class, sizes and
-  the two uniforms that pick its origin and unit (``plan_sim._sample`` draws them);
+  the two uniforms that pick its origin and unit (``draw._sample`` draws them);
 * :class:`UnitRequests`: one unit's requests, with what the simulation fills in;
 * :func:`simulate_unit`: the unit's replicas serve them (the core, else the Python reference loop);
 * :func:`block`: the latency block of simulation.json for a set of requests.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -26,7 +27,7 @@ try:
 except ImportError:  # not built: the Python loops run every unit and draw every request
     _run_core = _sample_core = None
 
-__all__ = ["COEFFICIENTS", "available", "run_arrays", "sample"]
+__all__ = ["COEFFICIENTS", "available", "pool", "run_arrays", "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -97,7 +98,7 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
 
 
 def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
-    """``plan_sim._sample``'s n draws from ``rng`` (a ``random.Random``) in the core: each request's
+    """``draw._sample``'s n draws from ``rng`` (a ``random.Random``) in the core: each request's
     class (the first whose cumulative share ``cum`` exceeds random() x the total, at most the last),
     its sizes (``rules``: one ``workload.SizeRule`` per class), the uniform that picks its origin
     (when ``origins``) and the one that picks its unit; the same numbers from the same generator
@@ -117,3 +118,28 @@ def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
                  np.array(table, dtype=np.int64).reshape(-1, 2) if table else np.empty((0, 2), dtype=np.int64),
                  origins, cls, prompt, output, where, pick)
     return cls, prompt, output, where if origins else None, pick
+
+
+def pool(units: int):
+    """Threads for the units' replays: one per core, at most one per unit; none (the caller's
+    thread) for a single unit or a single core, or where the Python loops run (they hold the GIL)."""
+    workers = min(units, os.cpu_count() or 1) if available() else 1
+    return ThreadPoolExecutor(workers) if workers > 1 else _Inline()
+
+
+class _Inline:
+    """An executor that runs each call at once, in the caller's thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def submit(self, fn, *args) -> Future:
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # re-raised by result(), as a thread pool's future would
+            done.set_exception(exc)
+        return done

@@ -17,7 +17,7 @@
   its model, with results identical to a fresh simulation. The memo also keeps what does not
   depend on the rate (each model's request classes and sizes, their routing, the arrival gaps'
   rate-free parts), so the over-provisioning bisection draws no random number twice.
-* Requests travel as columns (``hetinfra.sim.columns``) and each unit runs in the compiled core
+* Requests are drawn, routed and timed in ``hetinfra.sim.draw``, travel as columns (``hetinfra.sim.columns``) and each unit runs in the compiled core
   (``hetinfra.sim.core``) or, where it cannot, the Python reference loop, bit for bit alike.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
   but left out of the latency statistics and attainment, so that an empty fleet does not flatter them.
@@ -29,10 +29,6 @@
 from __future__ import annotations
 
 import json
-import math
-import os
-from bisect import bisect_right
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -45,12 +41,13 @@ from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
-from hetinfra.sim.columns import Draw, UnitRequests, block, cdf, simulate_unit
+from hetinfra.sim.columns import UnitRequests, block, cdf, simulate_unit
+from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
 from hetinfra.sim.stats import objective_from_slo
-from hetinfra.sim.workload import WorkloadConfig, arrival_gaps, arrival_times, class_sizes, model_rng
+from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
 
@@ -136,18 +133,18 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
             # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", detail, _demand(m), _routes(plan, name, present), rate,
+            model_keys[name] = json.dumps(["model", detail, _demand(m), routes(plan, name, present), rate,
                                            [_unit_key(a, m, plan, templates, config, calib, scale, present)
                                             for a in allocs if a.model == name]], sort_keys=True)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
-        draw = _sampled(m, pm, len(routing.origins), config, spec_path, memo)
-        by_unit, unrouted, origin_ix = _routed(m, plan, present, draw, routing, memo)
+        draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
+        by_unit, unrouted, origin_ix = routed(m, plan, present, draw, routing, memo)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
-                            "by_unit": by_unit, "arrival": _arrivals(name, rate, config, memo)}
+                            "by_unit": by_unit, "arrival": arrivals(name, rate, config, memo)}
     units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
     engines: dict[int, tuple[UnitEngine, list[Replica]]] = {}
     todo: list[tuple[int, str | None]] = []
@@ -183,7 +180,7 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
     unit's result is what a serial run gives, whatever the threads' timing (progress is reported
     here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
-    with _pool(len(prepared)) as pool:
+    with core.pool(len(prepared)) as pool:
         runs = [pool.submit(simulate_unit, replicas, reqs) for reqs, _ue, replicas in prepared]
         for run, (reqs, _ue, _replicas), (k, _a, info) in zip(runs, prepared, jobs):
             run.result()
@@ -192,31 +189,6 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
             # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
             add_network_time(reqs, k, info["routing"], info["origin_ix"])
     return prepared
-
-
-def _pool(units: int):
-    """Threads for the units' replays: one per core, at most one per unit; none (the caller's
-    thread) for a single unit or a single core, or where the Python loops run (they hold the GIL)."""
-    workers = min(units, os.cpu_count() or 1) if core.available() else 1
-    return ThreadPoolExecutor(workers) if workers > 1 else _Inline()
-
-
-class _Inline:
-    """An executor that runs each call at once, in the caller's thread."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def submit(self, fn, *args) -> Future:
-        done: Future = Future()
-        try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # re-raised by result(), as a thread pool's future would
-            done.set_exception(exc)
-        return done
 
 
 def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec
@@ -266,101 +238,6 @@ def _demand(model: ModelEntry) -> dict:
     return model.model_dump(mode="json", include={"name", "rate_rps", "classes", "slo", "variants", "precision"})
 
 
-def _sizes(model: ModelEntry) -> dict:
-    """What of a plan model draws its requests' classes and sizes (:func:`_sample`): not its rate,
-    so the over-provisioning bisection, which scales rates, draws no size again."""
-    return model.model_dump(mode="json", include={"name", "classes", "variants", "precision"})
-
-
-def _sample(m: ModelEntry, pm, origins: int, config: WorkloadConfig, base: Path) -> Draw:
-    """A model's requests before routing and arrival (:class:`~hetinfra.sim.columns.Draw`), drawn in the
-    order the simulator always drew them (``OriginRouting.route`` reads the same numbers whatever
-    the shares). Depends only on the model's demand and classes, its number of origins and the workload,
-    not on its rate (the arrivals are drawn apart: :func:`_arrivals`)."""
-    classes = m.classes
-    rules = class_sizes(pm.spec, base, classes)
-    rng = model_rng(config.seed, m.name, "requests")
-    shares = [float(c.share) for c in classes]
-    cum = [math.fsum(shares[:k + 1]) for k in range(len(shares))]
-    drawn = core.sample(rng, config.requests, cum, rules, origins > 1)
-    if drawn is not None:
-        return Draw(*drawn)
-    cls, prompt, output, where, pick = [], [], [], [] if origins > 1 else None, []
-    last, total = len(cum) - 1, cum[-1]
-    for _ in range(config.requests):  # the reference of core.sample
-        k = min(bisect_right(cum, rng.random() * total), last)  # the first class whose cumulative share exceeds u
-        isl, osl = rules[k].draw(rng)
-        cls.append(k)
-        prompt.append(isl)
-        output.append(osl)
-        if where is not None:
-            where.append(rng.random())
-        pick.append(rng.random())
-    return Draw(np.array(cls, dtype=np.int64), np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64),
-                None if where is None else np.array(where), np.array(pick))
-
-
-def _arrivals(name: str, rate: float, config: WorkloadConfig, memo: dict | None) -> np.ndarray:
-    """A model's arrival times at ``rate``; the rate-free gaps are kept in ``memo``."""
-    key = json.dumps(["gaps", name, config.requests, config.burst_cv, config.seed])
-    gaps = None if memo is None else memo.get(key)
-    if gaps is None:
-        gaps = arrival_gaps(model_rng(config.seed, name, "arrivals"), config.requests, config.burst_cv)
-        if memo is not None:
-            memo[key] = gaps
-    return arrival_times(gaps, rate, config.burst_cv)
-
-
-def _route(draw: Draw, routing: OriginRouting, classes: int) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
-    """``draw`` routed by the plan's routing shares (per origin where the plan routes by origin:
-    ``hetinfra.sim.network``): the request ids per allocation index, the unrouted count per class
-    and each request's origin (an index into ``routing.origins``). Not dependent on any unit's count
-    or on the rate."""
-    unit, origin_ix = routing.route(draw.cls, draw.where, draw.pick)
-    by_unit = {int(u): np.flatnonzero(unit == u) for u in np.unique(unit[unit >= 0])}
-    unrouted = np.bincount(draw.cls[unit < 0], minlength=classes).tolist()
-    return by_unit, unrouted, origin_ix
-
-
-def _sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, memo: dict | None) -> Draw:
-    """:func:`_sample`, kept in ``memo`` (a round that changes only the routing or the rate draws no
-    request again)."""
-    key = None if memo is None else json.dumps(["sample", _sizes(m), origins, [config.requests, config.seed]],
-                                               sort_keys=True)
-    if key is not None and key in memo:
-        return memo[key]
-    out = _sample(m, pm, origins, config, Path(spec_path).parent)
-    if key is not None:
-        memo[key] = out
-    return out
-
-
-def _routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing: OriginRouting,
-            memo: dict | None) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
-    """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests)."""
-    key = None if memo is None else json.dumps(["route", _sizes(m), _routes(plan, m.name, present),
-                                                sorted((a.unit, k) for k, a in enumerate(plan.allocations)
-                                                       if a.model == m.name)], sort_keys=True)
-    if key is not None and key in memo and memo[key][0] is draw:
-        return memo[key][1]
-    out = _route(draw, routing, len(m.classes))
-    if key is not None:
-        memo[key] = (draw, out)
-    return out
-
-
-def _routes(plan: SimPlan, model: str, present: set[str]) -> list:
-    """What routes a model's requests: its class routing and, where the plan routes by origin, its
-    origins' rows and shares (limited to the units the plan has)."""
-    def keep(rows: dict) -> dict:
-        return {c: [e.model_dump(mode="json") for e in entries if e.unit in present] for c, entries in (rows or {}).items()}
-
-    by_origin = (plan.routing_by_origin or {}).get(model) or {}
-    origins = (plan.origins or {}).get(model)
-    return [keep(plan.routing.get(model)), {o: keep(rows) for o, rows in sorted(by_origin.items())},
-            {o: v.model_dump(mode="json") for o, v in origins.items()} if origins is not None else None]
-
-
 def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict, config: WorkloadConfig, calib,
               scale: float, present: set[str]) -> str:
     """Everything one unit's simulation depends on: the unit, its template, its model's demand,
@@ -370,7 +247,7 @@ def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict,
     # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
     rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.capacity_rps)} if t is not None else {}
     return json.dumps([alloc.key(), t.sources if t is not None else None, rated, _demand(model),
-                       _routes(plan, alloc.model, present),
+                       routes(plan, alloc.model, present),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 

@@ -141,7 +141,7 @@ def size_rules(draw):
 @given(rules=st.lists(size_rules(), min_size=1, max_size=5), shares=st.lists(st.floats(0.0, 3.0), min_size=5, max_size=5),
        origins=st.booleans(), seed=st.text(max_size=12), n=st.integers(1, 400))
 def test_the_cores_sampler_draws_the_python_loops_requests(rules, shares, origins, seed, n):
-    """core.sample and plan_sim._sample's Python loop: the same classes, sizes and uniforms from the
+    """core.sample and draw._sample's Python loop: the same classes, sizes and uniforms from the
     same random.Random (Python's Mersenne Twister, restated in C)."""
     from bisect import bisect_right
 

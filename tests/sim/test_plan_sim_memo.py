@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+import hetinfra.sim.draw as draw
 import hetinfra.sim.plan_sim as plan_sim
+from hetinfra.sim import core
 from hetinfra.sim import WorkloadConfig
 from hetinfra.sim.minimal import without_one_replica
 from hetinfra.spec.load import load_spec
@@ -29,10 +31,10 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     uid = next(a["unit"] for a in doc["allocations"] if a["count"] > 1)
     fewer = without_one_replica(doc, uid)
     ran, drawn = [], []
-    real_run, real_sample = plan_sim.simulate_unit, plan_sim._sample
+    real_run, real_sample = plan_sim.simulate_unit, draw._sample
     monkeypatch.setattr(plan_sim, "simulate_unit", lambda reps, reqs, progress=None: (ran.append(len(reps)),
                                                                                        real_run(reps, reqs, progress)))
-    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
+    monkeypatch.setattr(draw, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
     monkeypatch.setattr(plan_sim, "simulate_unit", real_run)
@@ -58,8 +60,8 @@ def test_a_routing_change_routes_the_same_requests_again(two_models, monkeypatch
     shift = entries[1]["share"] / 2
     entries[0]["share"], entries[1]["share"] = entries[0]["share"] + shift, entries[1]["share"] - shift
     sampled = []
-    real_sample = plan_sim._sample
-    monkeypatch.setattr(plan_sim, "_sample", lambda m, *a: (sampled.append(m.name), real_sample(m, *a))[1])
+    real_sample = draw._sample
+    monkeypatch.setattr(draw, "_sample", lambda m, *a: (sampled.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(moved, spec, path, CONFIG, memo=memo)
     assert sampled == []
     assert again == plan_sim.simulate_plan(moved, spec, path, CONFIG)
@@ -82,7 +84,7 @@ def test_units_replayed_on_threads_give_the_serial_simulation(two_models, monkey
     """The units of a simulation run on a thread per core (the core releases the GIL): the result is
     the one-thread result, whatever the threads' timing."""
     doc, spec, path = two_models
-    monkeypatch.setattr(plan_sim.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(core.os, "cpu_count", lambda: 1)
     serial = plan_sim.simulate_plan(doc, spec, path, CONFIG)
-    monkeypatch.setattr(plan_sim.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(core.os, "cpu_count", lambda: 8)
     assert plan_sim.simulate_plan(doc, spec, path, CONFIG) == serial
