@@ -328,33 +328,36 @@ def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str]
 
 class _Facts:
     """What dominance reads of one unit, computed once per prune: its GPUs, price, GPUs in each capped
-    group, rates, where it is filed and its place in the visiting order."""
+    group, rates, where it is filed and its place in the visiting order. ``shared``: its template's
+    part (see _facts)."""
 
     __slots__ = ("unit", "template", "gpus", "cost", "use", "rates", "items", "where", "rank")
 
-    def __init__(self, u: TemplateUnit, capped: set, rate_sum: float):
-        t = u.template
-        self.unit, self.template, self.gpus, self.cost = u, t.id, u.gpus, u.cost
+    def __init__(self, u: TemplateUnit, capped: set, shared: tuple):
+        self.template, self.gpus, self.rates, self.items, per_gpu, accuracy = shared
+        self.unit, self.cost = u, u.cost
         gpu_use = u.gpu_use
         self.use = {g: n for g, n in gpu_use.items() if g in capped}
-        self.rates, self.items = t.rates, tuple(t.rates.items())
         self.where = None if not self.use else next(iter(self.use)) if len(gpu_use) == 1 else "mixed"
-        self.rank = (u.cost / self.gpus, self.gpus, -rate_sum / self.gpus, -(t.accuracy or 0.0), u.id)
+        self.rank = (u.cost / self.gpus, self.gpus, per_gpu, accuracy, u.id)
 
 
 def _facts(units: list[TemplateUnit], capped: frozenset, known: dict[int, _Facts]) -> list[_Facts]:
     """Each unit's _Facts: from ``known`` (by the unit's identity: its _Facts holds the unit, so the id
-    stays the unit's), else computed and added there."""
-    sums: dict[int, float] = {}  # a template's rates' sum, once per template (its units share it)
+    stays the unit's), else computed and added there; a template's part once for all its units (id,
+    GPUs, rates, minus its rates' sum per GPU and minus its accuracy: the visiting order's keys)."""
+    shared: dict[int, tuple] = {}
     out = []
     for u in units:
         f = known.get(id(u))
         if f is None:
             t = u.template
-            s = sums.get(id(t))
-            if s is None:
-                s = sums[id(t)] = sum(t.rates.values())
-            f = known[id(u)] = _Facts(u, capped, s)
+            part = shared.get(id(t))
+            if part is None:
+                gpus = t.gpus
+                part = shared[id(t)] = (t.id, gpus, t.rates, tuple(t.rates.items()), -sum(t.rates.values()) / gpus,
+                                        -(t.accuracy or 0.0))
+            f = known[id(u)] = _Facts(u, capped, part)
         out.append(f)
     return out
 
