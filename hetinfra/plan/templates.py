@@ -277,26 +277,45 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     instance running eight TP=1 engines at the same price per GPU.
 
     Units of different buckets (model, purchase option, region when ``regional``) never cover each
-    other, so each bucket is pruned on its own; ``memo`` (a dict kept by the caller) remembers each
-    bucket's result by the identity of its units (held there, so no identity is reused) and the
-    caps and kept units that apply: a verification round that derates one model's templates prunes
-    only that model's buckets again."""
+    other, so each bucket is pruned on its own. ``memo`` (a dict kept by the caller) holds each
+    bucket's last pruning (_Pruned): the same units (by identity; held there, so no identity is
+    reused) and kept units give its result again, and a bucket whose units changed reuses the facts
+    of those that did not. A verification round that derates a few templates re-prunes only their
+    buckets, and the memo holds one pruning per bucket, not one per round."""
     buckets: dict[tuple, list[TemplateUnit]] = {}
     for u in units:
         buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None), []).append(u)
     capped = frozenset(capped)
-    facts: dict[int, _Facts] = {} if memo is None else memo.setdefault(("facts", capped), {})
     kept: list[TemplateUnit] = []
-    for members in buckets.values():
-        if memo is None:
-            kept.extend(_prune_bucket(members, capped, keep, facts))
-            continue
-        key = (capped, tuple(u.id for u in members if u.id in keep), tuple(map(id, members)))
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = (members, _prune_bucket(members, capped, keep, facts))
-        kept.extend(hit[1])
+    for bucket, members in buckets.items():
+        last = memo.get((bucket, capped)) if memo is not None else None
+        pruned = _Pruned(members, tuple(u.id for u in members if u.id in keep))
+        if last is not None and last.same(pruned):
+            pruned = last
+        else:
+            pruned.prune(capped, keep, last.facts if last is not None else {})
+            if memo is not None:
+                memo[(bucket, capped)] = pruned
+        kept.extend(pruned.kept)
     return sorted(kept, key=lambda u: u.id)
+
+
+class _Pruned:
+    """One bucket's pruning: its units (``ids``: their identities), those kept as running, the units
+    kept, and each unit's _Facts by identity."""
+
+    def __init__(self, members: list[TemplateUnit], held: tuple[str, ...]):
+        self.members, self.held, self.ids = members, held, tuple(map(id, members))
+        self.kept: list[TemplateUnit] = []
+        self.facts: dict[int, _Facts] = {}
+
+    def same(self, other: "_Pruned") -> bool:
+        return self.ids == other.ids and self.held == other.held
+
+    def prune(self, capped: frozenset, keep: set[str], known: dict[int, "_Facts"]) -> None:
+        """Prune these units, taking the facts of units in ``known`` (the bucket's last pruning's)."""
+        self.facts = {i: known[i] for i in self.ids if i in known}
+        self.kept = _prune_bucket(self.members, capped, keep, self.facts)
 
 
 def _prune_bucket(members: list[TemplateUnit], capped: frozenset, keep: set[str],
