@@ -22,7 +22,8 @@ from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
-from hetinfra.plan.templates import build_units, prune_dominated
+from hetinfra.plan.prune import prune_dominated
+from hetinfra.plan.templates import build_units
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
 
@@ -59,7 +60,7 @@ def derated(units: list[TemplateUnit], derate: dict[str, float], memo: dict | No
     found them slower than estimated: hetinfra.plan.verify). A template's units share one derated
     template, as they share the estimated one. ``memo`` (a dict kept by the caller, e.g. the inputs'
     ``reuse``): a unit derated by the same factor before is that same object again, so what is
-    remembered by identity downstream (``templates.prune_dominated``) is found again."""
+    remembered by identity downstream (``prune.prune_dominated``) is found again."""
     if not derate:
         return units
     memo = {} if memo is None else memo

@@ -9,7 +9,8 @@ import pytest
 
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.plan.inputs import resolve
-from hetinfra.plan.templates import build_units, prune_dominated
+from hetinfra.plan.prune import prune_dominated
+from hetinfra.plan.templates import build_units
 from hetinfra.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
