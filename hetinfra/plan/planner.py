@@ -22,7 +22,8 @@ from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
-from hetinfra.plan.templates import build_units, prune_dominated
+from hetinfra.plan.prune import prune_dominated
+from hetinfra.plan.templates import build_units
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
 
@@ -59,7 +60,7 @@ def derated(units: list[TemplateUnit], derate: dict[str, float], memo: dict | No
     found them slower than estimated: hetinfra.plan.verify). A template's units share one derated
     template, as they share the estimated one. ``memo`` (a dict kept by the caller, e.g. the inputs'
     ``reuse``): a unit derated by the same factor before is that same object again, so what is
-    remembered by identity downstream (``templates.prune_dominated``) is found again."""
+    remembered by identity downstream (``prune.prune_dominated``) is found again."""
     if not derate:
         return units
     memo = {} if memo is None else memo
@@ -160,8 +161,11 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
 
     deadline = time.perf_counter() + time_limit_s
     out = []
+    by_gpu: dict[str, list[TemplateUnit]] = {}
+    for u in all_units:
+        by_gpu.setdefault(u.template.gpu, []).append(u)
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_by_flows(inputs, [u for u in all_units if u.template.gpu == gpu])
+        own = prune_by_flows(inputs, by_gpu[gpu])
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
@@ -373,10 +377,13 @@ def fewest_gpus(problem: AllocationProblem) -> dict[str, float]:
     per GPU for it (capacity is additive, so no mix of units does better)."""
     out: dict[str, float] = {}
     peak = {m: max(per.multiplier(m) for per in problem.periods) for m, _ in problem.demand} if problem.periods else {}
+    by_model: dict[str, list] = {}
+    for u in problem.units:
+        by_model.setdefault(u.model, []).append(u)
     for (model, w), lam in problem.demand.items():
         lam *= peak.get(model, 1.0)
-        best = max((u.rates[w] * (1 - problem.headroom) / u.gpus for u in problem.units
-                    if u.model == model and u.rates.get(w, 0) > 0 and u.gpus > 0), default=None)
+        best = max((u.rates[w] * (1 - problem.headroom) / u.gpus for u in by_model.get(model, ())
+                    if u.rates.get(w, 0) > 0 and u.gpus > 0), default=None)
         if best:
             out[model] = out.get(model, 0.0) + lam / best
     return out

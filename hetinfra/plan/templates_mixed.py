@@ -11,7 +11,7 @@ configurations (GPU type x GPUs per instance; one instance type stands for each)
 gets its throughput-optimal placement per request class (``hetinfra.plan.placement``): stage order,
 uneven layer split. Each distinct placement is evaluated on every class with the pipeline
 estimator (``hetinfra.perf.pipeline``); one that another placement of the same nodes matches on
-every class is dropped with the other dominated units (``templates.prune_dominated``: same nodes,
+every class is dropped with the other dominated units (``prune.prune_dominated``: same nodes,
 same price). Rates come from the analytical estimator only: measured profiles cover homogeneous
 layouts.
 

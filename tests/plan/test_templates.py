@@ -57,7 +57,7 @@ def _unit(uid, gpu, gpus, cost, rate, region="r1", spot=False, model="m"):
 
 
 def test_pruning_by_copies_and_caps():
-    from hetinfra.plan.templates import prune_dominated
+    from hetinfra.plan.prune import prune_dominated
 
     x1 = _unit("x1", "L4", 1, 1.0, 10)
     x4 = _unit("x4", "L4", 4, 4.4, 40)  # four x1 do the same for $4
@@ -76,7 +76,7 @@ def test_pruning_by_copies_and_caps():
 
 
 def test_pruning_breaks_exact_ties_deterministically():
-    from hetinfra.plan.templates import prune_dominated
+    from hetinfra.plan.prune import prune_dominated
 
     a, b = _unit("a", "L4", 1, 1.0, 10, "r1"), _unit("b", "L4", 1, 1.0, 10, "r2")
     assert [u.id for u in prune_dominated([b, a])] == ["a"]
