@@ -61,7 +61,7 @@ def assemble(pr: PlanResult, with_baselines: bool) -> dict:
     from hetinfra.plan.plan_json import build_plan_json
 
     if with_baselines:
-        attach_baselines(pr, derated(pr.all_units, pr.derate))
+        attach_baselines(pr, derated(pr.all_units, pr.derate, pr.inputs.reuse.setdefault("derated", {})))
     doc = build_plan_json(pr)
     doc["warnings"].extend(statistic_warnings(pr))
     return doc
