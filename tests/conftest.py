@@ -347,12 +347,14 @@ class ExamplePlans:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """The tests that read the examples' plans run first, the others after them in their usual order:
-    xdist (--dist loadgroup) hands each worker the next test as it finishes one, so the long tests
-    (the examples' plans and simulations) start early, on both workers, and the run ends on short
-    ones instead of one worker finishing a long test while the other waits. The order is the same on
-    every worker (xdist requires it): a stable sort on what each test uses."""
-    items.sort(key=lambda item: "example_plans" not in getattr(item, "fixturenames", ()))
+    """The tests that read the examples' plans run first, then the repository-wide checks in tests/
+    itself (subprocess plans, import graphs of tree copies: a second or more each), then the others
+    in their usual order. xdist (--dist loadgroup) hands each worker the next test as it finishes one,
+    so the long tests start early, on both workers, and the run ends on short ones instead of one
+    worker finishing a long test while the other waits. The order is the same on every worker (xdist
+    requires it): a stable sort on what each test uses and where it lives."""
+    here = Path(__file__).parent
+    items.sort(key=lambda item: ("example_plans" not in getattr(item, "fixturenames", ()), item.path.parent != here))
 
 
 @pytest.fixture(scope="session")
