@@ -347,14 +347,18 @@ class ExamplePlans:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """The tests that read the examples' plans run first, then the repository-wide checks in tests/
-    itself (subprocess plans, import graphs of tree copies: a second or more each), then the others
-    in their usual order. xdist (--dist loadgroup) hands each worker the next test as it finishes one,
-    so the long tests start early, on both workers, and the run ends on short ones instead of one
-    worker finishing a long test while the other waits. The order is the same on every worker (xdist
-    requires it): a stable sort on what each test uses and where it lives."""
+    """The repository-wide checks in tests/ itself (a plan in a subprocess, import graphs of tree
+    copies: a second or more each) run first, the others after them in their usual order. xdist
+    (--dist loadgroup) hands each worker the next test as it finishes one, and these files come last
+    in collection order: the run ended on test_layout's subprocess plan while the other worker waited.
+    A check that reads the examples' plans keeps its place at the end, when the run has planned them.
+    The order is the same on every worker (xdist requires it): a stable sort."""
     here = Path(__file__).parent
-    items.sort(key=lambda item: ("example_plans" not in getattr(item, "fixturenames", ()), item.path.parent != here))
+
+    def early(item) -> bool:
+        return item.path.parent == here and "example_plans" not in getattr(item, "fixturenames", ())
+
+    items.sort(key=lambda item: not early(item))
 
 
 @pytest.fixture(scope="session")
