@@ -371,15 +371,20 @@ def example_plans(tmp_path_factory) -> ExamplePlans:
 def shared_plan(tmp_path_factory):
     """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
     planned in-process once per test run (by whichever xdist worker asks first) for every test that
-    reads the same plan. Tests must not write into it: copy it first."""
+    reads the same plan; SPEC is a path or a spec dict (written next to the plan). Tests must not
+    write into it: copy it first (copied_plan)."""
     root = run_shared_dir(tmp_path_factory) / "shared-plans"
 
-    def plan(spec: Path, *flags: str) -> Path:
+    def plan(spec: Path | dict, *flags: str) -> Path:
         from hetinfra.cli import cli
 
-        key = hashlib.sha256(json.dumps([str(spec), *flags]).encode()).hexdigest()[:16]
+        what = spec if isinstance(spec, dict) else str(spec)
+        key = hashlib.sha256(json.dumps([what, *flags], sort_keys=True).encode()).hexdigest()[:16]
         with made_once(root / key) as first:
             if first:
+                if isinstance(spec, dict):
+                    spec = root / key / "service.yaml"
+                    spec.write_text(yaml.safe_dump(what, sort_keys=False))
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
@@ -387,3 +392,9 @@ def shared_plan(tmp_path_factory):
         return root / key / "out"
 
     return plan
+
+
+def copied_plan(out: Path, to: Path) -> Path:
+    """A test's own copy ``to`` of a shared out folder (shared_plan), which the test may change."""
+    shutil.copytree(out, to, symlinks=True)
+    return to
