@@ -347,12 +347,18 @@ class ExamplePlans:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """The tests that read the examples' plans run first, the others after them in their usual order:
-    xdist (--dist loadgroup) hands each worker the next test as it finishes one, so the long tests
-    (the examples' plans and simulations) start early, on both workers, and the run ends on short
-    ones instead of one worker finishing a long test while the other waits. The order is the same on
-    every worker (xdist requires it): a stable sort on what each test uses."""
-    items.sort(key=lambda item: "example_plans" not in getattr(item, "fixturenames", ()))
+    """The repository-wide checks in tests/ itself (a plan in a subprocess, import graphs of tree
+    copies: a second or more each) run first, the others after them in their usual order. xdist
+    (--dist loadgroup) hands each worker the next test as it finishes one, and these files come last
+    in collection order: the run ended on test_layout's subprocess plan while the other worker waited.
+    A check that reads the examples' plans keeps its place at the end, when the run has planned them.
+    The order is the same on every worker (xdist requires it): a stable sort."""
+    here = Path(__file__).parent
+
+    def early(item) -> bool:
+        return item.path.parent == here and "example_plans" not in getattr(item, "fixturenames", ())
+
+    items.sort(key=lambda item: not early(item))
 
 
 @pytest.fixture(scope="session")
@@ -365,15 +371,20 @@ def example_plans(tmp_path_factory) -> ExamplePlans:
 def shared_plan(tmp_path_factory):
     """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
     planned in-process once per test run (by whichever xdist worker asks first) for every test that
-    reads the same plan. Tests must not write into it: copy it first."""
+    reads the same plan; SPEC is a path or a spec dict (written next to the plan). Tests must not
+    write into it: copy it first (copied_plan)."""
     root = run_shared_dir(tmp_path_factory) / "shared-plans"
 
-    def plan(spec: Path, *flags: str) -> Path:
+    def plan(spec: Path | dict, *flags: str) -> Path:
         from hetinfra.cli import cli
 
-        key = hashlib.sha256(json.dumps([str(spec), *flags]).encode()).hexdigest()[:16]
+        what = spec if isinstance(spec, dict) else str(spec)
+        key = hashlib.sha256(json.dumps([what, *flags], sort_keys=True).encode()).hexdigest()[:16]
         with made_once(root / key) as first:
             if first:
+                if isinstance(spec, dict):
+                    spec = root / key / "service.yaml"
+                    spec.write_text(yaml.safe_dump(what, sort_keys=False))
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
@@ -381,3 +392,9 @@ def shared_plan(tmp_path_factory):
         return root / key / "out"
 
     return plan
+
+
+def copied_plan(out: Path, to: Path) -> Path:
+    """A test's own copy ``to`` of a shared out folder (shared_plan), which the test may change."""
+    shutil.copytree(out, to, symlinks=True)
+    return to

@@ -4,13 +4,12 @@ directory, and an environment with (fake) credentials in a private HOME."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import install_stand_in, made_once, run_shared_dir
+from tests.conftest import copied_plan, install_stand_in
 
 pytest.importorskip("pulumi")
 
@@ -89,36 +88,28 @@ def cloud_env(tmp_path, monkeypatch):
     return home
 
 
-def at_the_middle(tmp_path: Path, name: str) -> Path:
-    """services/<name>.yaml with planning.confidence: expected (rates at their interval's middle), in
-    ``tmp_path``: the fleet these tests pin. --no-verify plans apply planning.confidence too, and
-    the default (safe) plans extrapolated templates at their interval's low end: a bigger fleet."""
+def middle_of(name: str) -> dict:
+    """services/<name>.yaml with planning.confidence: expected (rates at their interval's middle): the
+    fleet these tests pin. --no-verify plans apply planning.confidence too, and the default (safe)
+    plans extrapolated templates at their interval's low end: a bigger fleet."""
     spec = yaml.safe_load((REPO / "services" / f"{name}.yaml").read_text())
     spec.setdefault("planning", {})["confidence"] = "expected"
+    return spec
+
+
+def at_the_middle(tmp_path: Path, name: str) -> Path:
+    """middle_of(name) written in ``tmp_path``; returns its path."""
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    path.write_text(yaml.safe_dump(middle_of(name), sort_keys=False))
     return path
 
 
-@pytest.fixture(scope="session")
-def middle_spec(tmp_path_factory) -> Path:
-    """services/multi-region.yaml at the rates' middle (at_the_middle), written once per test run in
-    the folder every xdist worker shares."""
-    folder = run_shared_dir(tmp_path_factory) / "deploy-middle-spec"
-    with made_once(folder) as first:
-        if first:
-            at_the_middle(folder, "multi-region")
-    return folder / "multi-region.yaml"
-
-
 @pytest.fixture
-def planned_out(tmp_path, shared_plan, middle_spec):
+def planned_out(tmp_path, shared_plan):
     """`hetinfra plan services/multi-region.yaml --out OUT` (AWS and GCP units), at the rates' middle:
     the run's one plan of it (tests/conftest.py shared_plan, exit 0 asserted there), copied into this
-    test's own OUT, which the test may change."""
-    out = tmp_path / "out"
-    shutil.copytree(shared_plan(middle_spec, "--no-baselines", "--no-verify"), out, symlinks=True)
-    return out
+    test's own OUT."""
+    return copied_plan(shared_plan(middle_of("multi-region"), "--no-baselines", "--no-verify"), tmp_path / "out")
 
 
 class SkyCalls(list):

@@ -18,7 +18,7 @@ from hetinfra.deploy.destroy import destroy
 from hetinfra.deploy.drift import PATIENCE_S, live_lines, read_live, running_now
 from hetinfra.deploy.state import DeployState
 from hetinfra.errors import InvalidInputError
-from tests.conftest import loopback_server
+from tests.conftest import copied_plan, loopback_server
 from tests.deploy.kube_stand_in import KubeStore, handler_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +51,10 @@ def _plan(tmp_path, run_cli, spec: dict):
 
 
 @pytest.fixture
-def planned(tmp_path, run_cli):
-    return _plan(tmp_path, run_cli, SPEC)
+def planned(tmp_path, shared_plan):
+    """SPEC planned once per run (tests/conftest.py shared_plan), copied into this test's OUT."""
+    out = copied_plan(shared_plan(SPEC, "--no-verify", "--no-baselines"), tmp_path / "out")
+    return out, json.loads((out / "plan.json").read_text())
 
 
 ENV = {"VLLM_API_KEY": "sk-test", "HF_TOKEN": "hf-test", "PULUMI_CONFIG_PASSPHRASE": "test-passphrase"}

@@ -142,7 +142,7 @@ def test_a_run_killed_between_steps_is_completed_by_the_next(fake_pulumi, fake_c
                 json.loads((out / "state.json").read_text())["operation"]["status"] == "done" and \
                 _running(out) == {"g5.xlarge": 1, "g6.xlarge": 1}:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     else:
         proc.kill()
         raise AssertionError(proc.communicate())
