@@ -13,6 +13,7 @@ for every hour of the term. Empty (or absent): the offer has no committed purcha
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import re
@@ -184,8 +185,10 @@ def load_offers_file(path: Path) -> OfferSnapshot:
     return parse_offers_csv(text, name=str(path))
 
 
+@functools.lru_cache(maxsize=1)
 def load_embedded_snapshot() -> OfferSnapshot:
-    """The snapshot shipped in the package (no network)."""
+    """The snapshot shipped in the package (no network); parsed once per process (it is package data,
+    and an OfferSnapshot is immutable)."""
     text = resources.files("hetinfra.price_feeds").joinpath("data/offers_snapshot.csv").read_text()
     snap = parse_offers_csv(text, name="embedded-snapshot")
     return snap

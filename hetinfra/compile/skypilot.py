@@ -66,9 +66,10 @@ RUNTIMES = ("container", "virtualenv")
 VLLM_IMAGE = "vllm/vllm-openai"
 SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
 
-#: where a SkyPilot node finds its address, its head's and its rank (SkyPilot's environment)
+#: where a SkyPilot node finds its address, its head's and its rank (SkyPilot's environment); sed reads
+#: all its input, so echo never dies of SIGPIPE under the script's pipefail (head -n1 could: exit 141)
 SKYPILOT_NODE = RayNode(node_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")',
-                        head_ip='$(echo "$SKYPILOT_NODE_IPS" | head -n1)', rank="$SKYPILOT_NODE_RANK")
+                        head_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n 1p)', rank="$SKYPILOT_NODE_RANK")
 
 # Readiness probe: the first probe waits for the install + weight download + CUDA graph capture.
 INITIAL_DELAY_SINGLE_NODE_S = 1200

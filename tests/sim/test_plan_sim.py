@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def chat_plan(shared_plan) -> Path:
-    return shared_plan(REPO / "services" / "chat.yaml", "--no-baselines")
+def chat_plan(example_plans) -> Path:
+    """The README's plan of services/chat.yaml (planned once per test run; read only)."""
+    return example_plans["chat"][0]
 
 
 def test_plan_version_matches_plan_json():

@@ -79,7 +79,10 @@ def test_decomposed_answer_is_within_its_gap_of_the_joint_mip(p, joint_max):
     assert r.feasible == ref.feasible
     if not ref.feasible:
         return
-    assert r.objective >= ref.objective - 1e-6  # a plan never beats the optimum
-    assert r.bound is not None and r.bound <= ref.objective + 1e-6  # the bound is a valid lower bound
-    assert r.objective - ref.objective <= r.gap * r.objective + 1e-6  # within the gap it reports
+    # HiGHS meets constraints and reports objectives to a relative ~1e-7: a plan may come out 2e-6
+    # below a closed optimum of 15.83 (seen), so the comparisons allow 1e-6 of the objective
+    tol = 1e-6 * max(1.0, abs(ref.objective))
+    assert r.objective >= ref.objective - tol  # a plan never beats the optimum
+    assert r.bound is not None and r.bound <= ref.objective + tol  # the bound is a valid lower bound
+    assert r.objective - ref.objective <= r.gap * r.objective + tol  # within the gap it reports
     assert r.gap <= 0.01 + 1e-9 or joint_max == 0 or r.status != "optimal"
