@@ -30,11 +30,12 @@ front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify)
 
     python benchmarks/bench_scale.py --shared [--models 8,32] [--repeat 3]
 
-shared:   issue 26's linked fleet: the fleet's models and offers, H100 and A100-80GB capped at 8 GPUs
-          in each of the 5 cheapest regions (shared by every model) and a budget of $60/h per model;
-          the whole `hetinfra plan` (a fresh process, baselines included, template cache warm),
-          verified and --no-verify: median wall over --repeat runs, then gap, status, block methods,
-          blocks and verification rounds of the last run.
+shared:   issue 26's cases, the whole `hetinfra plan` (a fresh process, baselines included, template
+          cache warm), verified and --no-verify: median wall over --repeat runs, then gap, status, block
+          methods, blocks and verification rounds of the last run. Coral's extended case; the fleet's
+          8 and 32 models with nothing linking them ("independent"); and the linked fleet: the same
+          models and offers, H100 and A100-80GB capped at 8 GPUs in each of the 5 cheapest regions
+          (shared by every model) and a budget of $60/h per model.
 """
 
 from __future__ import annotations
@@ -371,9 +372,11 @@ def write_shared(d: Path, n_models: int) -> Path:
     return path
 
 
-def shared_row(n_models: int, verify: bool, repeat: int) -> None:
-    """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm) on
-    the linked fleet: median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds."""
+def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked") -> None:
+    """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm):
+    median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds. ``kind``:
+    "linked" (issue 26's capped fleet, write_shared), "independent" (the same models and offers with
+    nothing linking them, write_fleet) or "coral" (Coral's extended case, write_case)."""
     import json
     import os
     import statistics
@@ -381,7 +384,12 @@ def shared_row(n_models: int, verify: bool, repeat: int) -> None:
 
     cmd = [sys.executable, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
     with tempfile.TemporaryDirectory() as tmp:
-        write_shared(Path(tmp), n_models)
+        if kind == "linked":
+            write_shared(Path(tmp), n_models)
+        elif kind == "independent":
+            write_fleet(Path(tmp), n_models, linked=False)
+        else:
+            write_case(Path(tmp), 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])
         env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
         subprocess.run(cmd[:6] + ["--no-verify"], cwd=tmp, env=env, capture_output=True)  # fills the template cache
         walls, out = [], None
@@ -389,15 +397,16 @@ def shared_row(n_models: int, verify: bool, repeat: int) -> None:
             t = time.perf_counter()
             out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
             walls.append(time.perf_counter() - t)
-    label = f"linked {n_models:>2} models {'verified' if verify else '--no-verify'}"
+    label = (f"{kind} {n_models:>2} models" if kind != "coral" else "coral extended") + \
+        f" {'verified' if verify else '--no-verify'}"
     if out.returncode not in (0, 10):
-        print(f"{label:<30} exit {out.returncode}: {out.stderr.strip()[-200:]}", flush=True)
+        print(f"{label:<34} exit {out.returncode}: {out.stderr.strip()[-200:]}", flush=True)
         return
     doc = json.loads(out.stdout)
     sv = doc["solver"]
     rounds = (doc.get("fidelity") or {}).get("rounds", 0) if verify else 0
     how = ",".join(sorted({b["method"] for b in sv.get("blocks", [])})) or sv.get("method", "joint")
-    print(f"{label:<30} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
+    print(f"{label:<34} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
           f"gap {100 * (sv['gap'] or 0):6.3f}%  {sv['status']:<10} {how:<24} blocks {len(sv.get('blocks', [])):>2}  "
           f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
 
@@ -438,6 +447,11 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, fl
 
 
 def shared(models: list[int], repeat: int) -> None:
+    for verify in (False, True):
+        shared_row(6, verify, repeat, kind="coral")
+    for n in models:
+        for verify in (False, True):
+            shared_row(n, verify, repeat, kind="independent")
     for n in models:
         for verify in (False, True):
             shared_row(n, verify, repeat)
