@@ -31,14 +31,19 @@ SUSTAIN_MAX = 2.0
 
 def without_one_replica(doc: dict, unit: str) -> dict | None:
     """``doc`` (plan.json) with one replica of allocation ``unit`` fewer; None when that would leave a
-    class of its model with no unit to serve it."""
-    out = copy_json(doc)
+    class of its model with no unit to serve it. A new document that shares with ``doc`` the parts it
+    does not change (the trim makes one per check: copying a fleet's whole plan each time was most of
+    its cost); neither is edited in place afterwards."""
+    out = dict(doc)
+    out["allocations"] = [dict(a) if a["unit"] == unit else a for a in doc["allocations"]]
     alloc = next(a for a in out["allocations"] if a["unit"] == unit)
     if int(alloc["count"]) > 1:
         alloc["count"] = int(alloc["count"]) - 1
         alloc["instances"] = alloc["count"] * int(alloc.get("nodes_per_replica") or 1)
         return out
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
+    if alloc["model"] in doc["routing"]:
+        out["routing"] = {**doc["routing"], alloc["model"]: copy_json(doc["routing"][alloc["model"]])}
     per_class = out["routing"].get(alloc["model"]) or {}
     for cls, entries in per_class.items():
         gone = [e for e in entries if e["unit"] == unit]
@@ -61,8 +66,8 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
 def without_allocation(doc: dict, unit: str) -> dict | None:
     """``doc`` without allocation ``unit`` (all its replicas: :func:`without_one_replica` of its last
     one, which hands its shares on); None when a class of its model would be left with no unit."""
-    out = copy_json(doc)
-    next(a for a in out["allocations"] if a["unit"] == unit)["count"] = 1  # its last replica: the unit goes
+    out = dict(doc)
+    out["allocations"] = [dict(a, count=1) if a["unit"] == unit else a for a in doc["allocations"]]  # its last replica
     return without_one_replica(out, unit)
 
 
@@ -112,8 +117,6 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
 
 def scaled(doc: dict, factors: dict[str, float]) -> dict:
     """``doc`` with each named model's demand (rate_rps) multiplied by its factor; the others get no
-    demand (the simulator skips them)."""
-    out = copy_json(doc)
-    for m in out["models"]:
-        m["rate_rps"] = float(m["rate_rps"] or 0.0) * factors[m["name"]] if m["name"] in factors else 0.0
-    return out
+    demand (the simulator skips them). Shares the other sections with ``doc``."""
+    return {**doc, "models": [dict(m, rate_rps=float(m["rate_rps"] or 0.0) * factors[m["name"]]
+                                   if m["name"] in factors else 0.0) for m in doc["models"]]}
