@@ -125,16 +125,6 @@ def _non_finite_at(doc: object, path: str = "$") -> str | None:
     return None
 
 
-def copy_json(value):
-    """A deep copy of a JSON-shaped value (dicts, lists, scalars; no cycles, nothing shared), without
-    copy.deepcopy's cycle bookkeeping, which made the trim's plan copies its largest cost."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    return value
-
-
 def dumps_strict(doc: object, **kwargs) -> str:
     """JSON text of ``doc`` that every JSON parser reads: NaN and infinities are a bug, raised (with
     the path of the value) instead of written as the non-JSON tokens NaN/Infinity."""

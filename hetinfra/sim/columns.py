@@ -66,9 +66,8 @@ def simulate_unit(replicas: list[Replica], reqs: UnitRequests, progress=None) ->
     Python reference loop (``replica.run_replicas``); both fill the same columns, bit for bit."""
     out = core.run_arrays(replicas, reqs.arrival, reqs.prompt, reqs.output, progress)
     if out is None:
-        objs = [Request(rid, t, i, o, c) for rid, t, i, o, c in zip(reqs.rid.tolist(), reqs.arrival.tolist(),
-                                                                     reqs.prompt.tolist(), reqs.output.tolist(),
-                                                                     reqs.cls.tolist())]
+        objs = [Request(*r) for r in zip(reqs.rid.tolist(), reqs.arrival.tolist(), reqs.prompt.tolist(),
+                                         reqs.output.tolist())]
         run_replicas(replicas, objs, progress)
         out = (np.array([r.first for r in objs], dtype=float), np.array([r.finish for r in objs], dtype=float),
                np.array([r.replica for r in objs], dtype=np.int64), np.array([r.preempted for r in objs], dtype=np.int64))

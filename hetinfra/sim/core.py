@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import os
 from array import array
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
+from hetinfra import cores
 from hetinfra.sim.replica import Request, ScaledEngine, checked_step
 
 try:
@@ -27,7 +28,7 @@ try:
 except ImportError:  # not built: the Python loops run every unit and draw every request
     _run_core = _sample_core = None
 
-__all__ = ["COEFFICIENTS", "available", "pool", "run_arrays", "sample"]
+__all__ = ["COEFFICIENTS", "available", "map_units", "run_arrays", "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -120,26 +121,12 @@ def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
     return cls, prompt, output, where if origins else None, pick
 
 
-def pool(units: int):
-    """Threads for the units' replays: one per core, at most one per unit; none (the caller's
-    thread) for a single unit or a single core, or where the Python loops run (they hold the GIL)."""
-    workers = min(units, os.cpu_count() or 1) if available() else 1
-    return ThreadPoolExecutor(workers) if workers > 1 else _Inline()
-
-
-class _Inline:
-    """An executor that runs each call at once, in the caller's thread."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def submit(self, fn, *args) -> Future:
-        done: Future = Future()
-        try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # re-raised by result(), as a thread pool's future would
-            done.set_exception(exc)
-        return done
+def map_units(fn: Callable, items: list) -> list:
+    """``[fn(x) for x in items]``, on a thread per core where there are several items and cores and
+    the core runs them (it releases the GIL; the Python loops hold it): each result is what a serial
+    call gives, whatever the threads' timing, and the list is in ``items``' order."""
+    workers = min(len(items), cores()) if available() else 1
+    if workers <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(workers, thread_name_prefix="hetinfra-sim") as pool:
+        return list(pool.map(fn, items))

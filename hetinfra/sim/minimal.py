@@ -18,9 +18,9 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
-from hetinfra.fileio import copy_json
 
 __all__ = ["without_one_replica", "without_allocation", "removal_order", "sustained_load", "SUSTAIN_STEPS", "SUSTAIN_MAX"]
 
@@ -43,7 +43,7 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
         return out
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
     if alloc["model"] in doc["routing"]:
-        out["routing"] = {**doc["routing"], alloc["model"]: copy_json(doc["routing"][alloc["model"]])}
+        out["routing"] = {**doc["routing"], alloc["model"]: copy.deepcopy(doc["routing"][alloc["model"]])}
     per_class = out["routing"].get(alloc["model"]) or {}
     for cls, entries in per_class.items():
         gone = [e for e in entries if e["unit"] == unit]

@@ -180,14 +180,12 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
     unit's result is what a serial run gives, whatever the threads' timing (progress is reported
     here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
-    with core.pool(len(prepared)) as pool:
-        runs = [pool.submit(simulate_unit, replicas, reqs) for reqs, _ue, replicas in prepared]
-        for run, (reqs, _ue, _replicas), (k, _a, info) in zip(runs, prepared, jobs):
-            run.result()
-            if progress is not None:
-                progress(len(reqs))
-            # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
-            add_network_time(reqs, k, info["routing"], info["origin_ix"])
+    core.map_units(lambda unit: simulate_unit(unit[2], unit[0]), prepared)
+    for (reqs, _ue, _replicas), (k, _a, info) in zip(prepared, jobs):
+        if progress is not None:
+            progress(len(reqs))
+        # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
+        add_network_time(reqs, k, info["routing"], info["origin_ix"])
     return prepared
 
 

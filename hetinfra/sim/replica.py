@@ -97,11 +97,11 @@ class ReplicaConfig:
 class Request:
     """One request. ``g`` = tokens generated so far; ``computed`` = tokens whose KV is computed."""
 
-    __slots__ = ("rid", "arrival", "prompt", "output", "cls", "unit", "replica", "g", "computed", "first", "finish",
-                 "xb", "dec", "gen", "preempted")
+    __slots__ = ("rid", "arrival", "prompt", "output", "replica", "g", "computed", "first", "finish", "xb", "dec",
+                 "gen", "preempted")
 
-    def __init__(self, rid: int, arrival: float, prompt: int, output: int, cls: int = 0, unit: int = 0):
-        self.rid, self.arrival, self.prompt, self.output, self.cls, self.unit = rid, arrival, prompt, output, cls, unit
+    def __init__(self, rid: int, arrival: float, prompt: int, output: int):
+        self.rid, self.arrival, self.prompt, self.output = rid, arrival, prompt, output
         self.replica = -1
         self.g = self.computed = self.xb = self.gen = self.preempted = 0
         self.dec = False  # in the decode aggregate

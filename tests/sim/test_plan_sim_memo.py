@@ -84,7 +84,7 @@ def test_units_replayed_on_threads_give_the_serial_simulation(two_models, monkey
     """The units of a simulation run on a thread per core (the core releases the GIL): the result is
     the one-thread result, whatever the threads' timing."""
     doc, spec, path = two_models
-    monkeypatch.setattr(core.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(core, "cores", lambda: 1)
     serial = plan_sim.simulate_plan(doc, spec, path, CONFIG)
-    monkeypatch.setattr(core.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(core, "cores", lambda: 8)
     assert plan_sim.simulate_plan(doc, spec, path, CONFIG) == serial
