@@ -85,7 +85,7 @@ def find_head_script(cloud: str, head_group: str, scope: str) -> str:
     elif cloud == "gcp":
         lookup = (f"gcloud compute instances list --project={shlex.quote(scope)} "
                   f"--filter=\"name~^{head_group}- AND status=RUNNING\" "
-                  "--format='value(networkInterfaces[0].networkIP)' | head -n1")
+                  "--format='value(networkInterfaces[0].networkIP)' | sed -n 1p")
     elif cloud == "azure":
         lookup = ("meta=$(curl -fsS -H Metadata:true 'http://169.254.169.254/metadata/instance/compute?"
                   "api-version=2021-02-01') && sub=$(printf '%s' \"$meta\" | python3 -c "
