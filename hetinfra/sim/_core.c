@@ -664,7 +664,91 @@ done:
     return res;
 }
 
+/* exp_gaps(state, out): workload.arrival_gaps' Poisson loop, out[i] = -log(1.0 - random()), with the
+ * generator of random.getstate()'s 625 words (libm's log, which math.log calls for these values). */
+static PyObject *core_exp_gaps(PyObject *self, PyObject *args) {
+    PyObject *o[2];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
+    Py_buffer b[2];
+    memset(b, 0, sizeof(b));
+    PyObject *res = NULL;
+    if (PyObject_GetBuffer(o[0], &b[0], PyBUF_C_CONTIGUOUS) < 0) goto done;
+    if (PyObject_GetBuffer(o[1], &b[1], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done;
+    if (b[0].len != 625 * 4 || b[1].len % 8) {
+        PyErr_SetString(PyExc_ValueError, "exp_gaps: inconsistent buffer sizes");
+        goto done;
+    }
+    {
+        MT mt;
+        memcpy(mt.mt, b[0].buf, 624 * 4);
+        mt.index = (int)((const uint32_t *)b[0].buf)[624];
+        double *out = b[1].buf;
+        for (Py_ssize_t i = 0, n = b[1].len / 8; i < n; i++) out[i] = -log(1.0 - mt_random(&mt));
+    }
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (int i = 0; i < 2; i++) if (b[i].obj) PyBuffer_Release(&b[i]);
+    return res;
+}
+
+/* fsum(values): math.fsum of a float64 buffer, CPython's algorithm (Shewchuk's partials, then the
+ * half-even fix-up across partials): the exact sum correctly rounded, so the same double. None where
+ * a value is not finite or the partials outgrow their array (the caller then calls math.fsum). */
+static PyObject *core_fsum(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    const double *v = b.buf;
+    Py_ssize_t len = b.len / 8;
+    double p[256], x, y, t, hi, yr, lo = 0.0;
+    int n = 0, ok = 1;
+    for (Py_ssize_t k = 0; k < len && ok; k++) {
+        x = v[k];
+        if (!isfinite(x)) { ok = 0; break; }
+        int i = 0;
+        for (int j = 0; j < n; j++) {
+            y = p[j];
+            if (fabs(x) < fabs(y)) { t = x; x = y; y = t; }
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) p[i++] = lo;
+            x = hi;
+        }
+        n = i;
+        if (x != 0.0) {
+            if (!isfinite(x) || n >= 256) { ok = 0; break; }
+            p[n++] = x;
+        }
+    }
+    PyBuffer_Release(&b);
+    if (!ok) Py_RETURN_NONE;
+    hi = 0.0;
+    if (n > 0) {
+        hi = p[--n];
+        while (n > 0) {
+            x = hi;
+            y = p[--n];
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) break;
+        }
+        if (n > 0 && ((lo < 0.0 && p[n - 1] < 0.0) || (lo > 0.0 && p[n - 1] > 0.0))) {
+            y = lo * 2.0;
+            x = hi + y;
+            yr = x - hi;
+            if (y == yr) hi = x;
+        }
+    }
+    return PyFloat_FromDouble(hi);
+}
+
 static PyMethodDef methods[] = {
+    {"exp_gaps", core_exp_gaps, METH_VARARGS, "Poisson arrival gaps' rate-free part (see hetinfra/sim/core.py)."},
+    {"fsum", core_fsum, METH_O, "math.fsum of a float64 buffer (see hetinfra/sim/core.py)."},
     {"run", core_run, METH_VARARGS, "Simulate one unit's replicas (see hetinfra/sim/core.py)."},
     {"sample", core_sample, METH_VARARGS, "Draw a model's requests' classes and sizes (see hetinfra/sim/core.py)."},
     {NULL, NULL, 0, NULL}};

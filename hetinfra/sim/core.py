@@ -24,11 +24,11 @@ from hetinfra import cores
 from hetinfra.sim.replica import Request, ScaledEngine, checked_step
 
 try:
-    from hetinfra.sim._core import run as _run_core, sample as _sample_core
+    from hetinfra.sim._core import exp_gaps as _exp_gaps_core, fsum as _fsum_core, run as _run_core, sample as _sample_core
 except ImportError:  # not built: the Python loops run every unit and draw every request
-    _run_core = _sample_core = None
+    _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
 
-__all__ = ["COEFFICIENTS", "available", "map_units", "run_arrays", "sample"]
+__all__ = ["COEFFICIENTS", "available", "exp_gaps", "fsum", "map_units", "run_arrays", "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -119,6 +119,26 @@ def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
                  np.array(table, dtype=np.int64).reshape(-1, 2) if table else np.empty((0, 2), dtype=np.int64),
                  origins, cls, prompt, output, where, pick)
     return cls, prompt, output, where if origins else None, pick
+
+
+def exp_gaps(rng, n: int) -> np.ndarray | None:
+    """``workload.arrival_gaps``' Poisson loop in the core: ``-log(1 - rng.random())`` n times from
+    ``rng``'s state (which is left as it was: each model's arrivals have a generator of their own);
+    None when the core is not available."""
+    if not available():
+        return None
+    _, words, _ = rng.getstate()
+    out = np.empty(n)
+    _exp_gaps_core(np.array(words, dtype=np.uint32), out)
+    return out
+
+
+def fsum(values: np.ndarray) -> float:
+    """``math.fsum(values)`` of a float64 array: the exact sum correctly rounded (the core runs
+    CPython's algorithm; math.fsum itself where the core is not built or a value is not finite)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    total = _fsum_core(values) if available() else None
+    return math.fsum(values.tolist()) if total is None else total
 
 
 def map_units(fn: Callable, items: list) -> list:

@@ -63,7 +63,10 @@ def arrival_gaps(rng: random.Random, n: int, burst_cv: float) -> np.ndarray:
     ``random.gammavariate`` would (gap / rate; gap x 1 / (rate x shape)), bit for bit, so a model's
     gaps are drawn once whatever rates it is simulated at."""
     if burst_cv == 1.0:
-        return np.array([-math.log(1.0 - rng.random()) for _ in range(n)])
+        from hetinfra.sim.core import exp_gaps
+
+        gaps = exp_gaps(rng, n)
+        return np.array([-math.log(1.0 - rng.random()) for _ in range(n)]) if gaps is None else gaps
     shape = 1.0 / (burst_cv * burst_cv)
     return np.array([rng.gammavariate(shape, 1.0) for _ in range(n)])
 

@@ -172,3 +172,48 @@ def test_a_broken_step_model_is_the_same_clear_error_in_both_loops(bad, monkeypa
         with pytest.raises(InvalidInputError, match="non-positive or non-finite") as compiled:
             core.run_arrays([Replica(engine)], np.array([0.0, 0.5]), np.array([10, 10]), np.array([5, 5]))
         assert str(compiled.value) == str(python.value)
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e290, max_value=1e290)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_FINITE, st.floats(0, 1e4, allow_nan=False), st.sampled_from([0.0, -0.0, 1e-16, 1.0, 1e16])),
+                max_size=400))
+def test_the_cores_fsum_is_math_fsum(values):
+    """The exact sum correctly rounded: the same double as math.fsum (including the half-even fix-up
+    across partials, and the sum of nothing)."""
+    try:
+        want = math.fsum(values)
+    except OverflowError:  # intermediate overflow: the core hands such sums back to math.fsum
+        with pytest.raises(OverflowError):
+            core.fsum(np.array(values, dtype=float))
+        return
+    got = core.fsum(np.array(values, dtype=float))
+    assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want) or got == want == 0.0
+
+
+def test_fsum_of_values_that_are_not_finite_is_math_fsums():
+    assert core.fsum(np.array([1.0, math.inf])) == math.inf
+    assert math.isnan(core.fsum(np.array([1.0, math.nan])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1e3, allow_nan=False), max_size=300))
+def test_a_summary_of_sorted_columns_is_summarize(values):
+    from hetinfra.sim.columns import summary
+    from hetinfra.sim.stats import summarize
+
+    assert summary(np.sort(np.array(values, dtype=float))) == summarize(values)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, 3000))
+def test_the_cores_arrival_gaps_are_the_python_loops(seed, n):
+    from hetinfra.sim.workload import model_rng
+
+    rng, ref = model_rng(seed, "m", "arrivals"), model_rng(seed, "m", "arrivals")
+    before = rng.getstate()
+    got = core.exp_gaps(rng, n)
+    assert np.array_equal(got, np.array([-math.log(1.0 - ref.random()) for _ in range(n)]))
+    assert rng.getstate() == before  # each model's arrivals have a generator of their own
