@@ -22,7 +22,7 @@ from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
-from hetinfra.plan.prune import prune_dominated
+from hetinfra.plan.prune import prune_copies, prune_dominated
 from hetinfra.plan.templates import build_units
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
@@ -288,7 +288,7 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     fields replaced (hetinfra.plan.verify.verification_overrides); ``start``: unit id -> count of a
     plan to start the solver from (the last verification round's)."""
     spec = inputs.spec
-    pool = derated(all_units, derate or {}, inputs.reuse.setdefault("derated", {}))
+    pool = derated(candidates(inputs, all_units, running), derate or {}, inputs.reuse.setdefault("derated", {}))
     settings = spec.planning
     unit_list, problem, result = _solve_pool(inputs, pool, running, overrides, start)
     if not result.feasible:
@@ -332,6 +332,24 @@ def attach_baselines(pr: PlanResult, pool: list[TemplateUnit]) -> None:
     settings = pr.inputs.spec.planning
     pr.baselines = baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes)
     pr.flexible_cost = without_committed(pr)
+
+
+def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int]) -> list[TemplateUnit]:
+    """``all_units`` less the copies another copy of their template dominates at any factor
+    (``prune.prune_copies``; none where origins judge each region on its own rates), once per unit
+    list and running fleet (kept on ``inputs.reuse``): what each round derates and prunes."""
+    # by the units' identities (the memo holds them, so none is reused): PlanResult keeps a copy of the list
+    key = (tuple(map(id, all_units)), tuple(sorted(running.items())))
+    hit = inputs.reuse.get("candidates")
+    if hit is not None and hit[0] == key:
+        return hit[2]
+    if declares_origins(inputs):
+        pool = list(all_units)
+    else:
+        pool = prune_copies(all_units, capped=set(inputs.caps), regional=inputs.spec.planning.locality > 0,
+                            keep=set(running))
+    inputs.reuse["candidates"] = (key, all_units, pool)
+    return pool
 
 
 def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bool = False,

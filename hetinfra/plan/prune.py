@@ -48,6 +48,30 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     return sorted(kept, key=lambda u: u.id)
 
 
+def prune_copies(units: list[TemplateUnit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
+                 keep: set[str] = frozenset()) -> list[TemplateUnit]:
+    """``units`` less those that a copy of the same template (another region or instance offer at the
+    same rates) dominates under :func:`prune_dominated`'s rule, in their order. Copies share their
+    rates, so this holds at any derating factor: verification's rounds scale a template's rates, never
+    one copy's, and prune each round's pool without these (what :func:`prune_dominated` keeps is the
+    same: a dropped copy is covered, directly or through the copy covering it, by a unit it keeps).
+    Copies still count where a pruned pool is not the question (failover's other regions)."""
+    groups: dict[tuple, list[TemplateUnit]] = {}
+    for u in units:
+        groups.setdefault((u.template.id, u.model, u.spot, u.committed, u.region if regional else None), []).append(u)
+    capped = frozenset(capped)
+    kept: set[int] = set()
+    for members in groups.values():
+        if len(members) == 1:
+            kept.add(id(members[0]))
+        elif any(g in capped for u in members for g in u.gpu_use):
+            kept.update(map(id, _prune_bucket(members, capped, keep, {})))
+        else:  # no cap: the first copy in _prune_bucket's order (cheapest per GPU, then id) covers the rest
+            kept.add(id(min(members, key=lambda u: (u.cost / u.gpus, u.id))))
+            kept.update(id(u) for u in members if u.id in keep)
+    return [u for u in units if id(u) in kept]
+
+
 class _Pruned:
     """One bucket's pruning: its units (``ids``: their identities), those kept as running, the units
     kept, and each unit's _Facts by identity."""

@@ -49,10 +49,12 @@ def raise_floors(inputs: PlanInputs, pool: list, solved: tuple, solve_pool: Call
     units, problem, result = solved
     for pm in inputs.models:
         scores = sorted({v.accuracy for v in pm.variants if v.eligible}, reverse=True)
+        if len(scores) < 2:
+            continue
         name = pm.spec.name
         by_id = {u.id: u for u in units}
         used = [by_id[u].template.accuracy for u, n in result.n.items() if n > 0 and by_id[u].model == name]
-        if len(scores) < 2 or not used:
+        if not used:
             continue
         for floor in (a for a in scores if a > min(used)):
             trial = [u for u in pool if u.model != name or (u.template.accuracy or 0.0) >= floor]

@@ -102,3 +102,43 @@ def test_the_reference_prunes_something_capped_and_keeps_more():
     groups = {g for u in units for g in u.gpu_use}
     free, capped = prune_dominated(units), prune_dominated(units, capped=groups)
     assert len(free) < len(capped) < len(units)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "services").glob("*.yaml")))
+def test_pruning_without_the_dominated_copies_keeps_the_same_units_at_any_factors(name):
+    """prune_copies drops the copies of a template that another copy dominates (its rates are the
+    same, so at every derating factor): pruning what is left keeps exactly the units pruning all of
+    them keeps, whatever the factors, caps, locality and running units."""
+    import random
+
+    from hetinfra.plan.planner import derated
+    from hetinfra.plan.prune import prune_copies
+
+    inputs, units = _units(name)
+    groups = sorted({g for u in units for g in u.gpu_use})
+    templates = sorted({u.template.id for u in units})
+    rng = random.Random(name)
+    keep = {u.id for u in units[::23]}
+    for capped in (set(inputs.caps), set(groups[::3]), set()):
+        for regional in (False, True):
+            for kept in (frozenset(), keep):
+                fewer = prune_copies(units, capped=capped, regional=regional, keep=kept)
+                assert set(kept) & {u.id for u in units} <= {u.id for u in fewer}  # running units stay
+                for _ in range(3):  # random factors, the same for every copy of a template (as verification's)
+                    factor = {t: rng.choice([0.5, 0.8, 1.0, 1.25, 1.6]) for t in templates}
+                    want = prune_dominated(derated(units, factor), capped=capped, regional=regional, keep=kept)
+                    got = prune_dominated(derated(fewer, factor), capped=capped, regional=regional, keep=kept)
+                    assert [u.id for u in got] == [u.id for u in want], (name, len(capped), regional, bool(kept))
+
+
+def test_prune_copies_drops_the_dearer_copies_of_an_uncapped_template():
+    from hetinfra.plan.prune import prune_copies
+
+    _, units = _units("multi-region.yaml")
+    fewer = prune_copies(units)
+    assert len(fewer) < len(units)
+    by_template: dict = {}
+    for u in units:
+        by_template.setdefault((u.template.id, u.spot, u.committed), []).append(u)
+    for u in fewer:  # what stays of each uncapped template is its cheapest copy
+        assert u.cost == min(v.cost for v in by_template[(u.template.id, u.spot, u.committed)])
