@@ -39,6 +39,7 @@ def record(doc: dict, v: Verification, strict: bool) -> None:
         "derate_by_template": {t: round(f, 6) for t, f in sorted(v.pr.derate.items())
                                if t in {a["template"] for a in doc["allocations"]}},
         "models": [_model_fidelity(m) for m in v.sim["models"]], "history": v.history,
+        "round_by_model": dict(sorted(v.round_by_model.items())),
     }
     _finish_warnings(doc, v.sim, v.stopped, v.stop_reason, strict, load)
 

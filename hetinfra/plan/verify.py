@@ -102,13 +102,17 @@ class Verification:
     trimmed: list[dict] = field(default_factory=list)
     checked_removals: int = 0
     sustained: dict[str, float] = field(default_factory=dict)
+    #: per model, the round whose plan (before the trim) it keeps (hetinfra.plan.blocks)
+    round_by_model: dict[str, int] = field(default_factory=dict)
 
 
-def verify(pr: PlanResult, resolve: Resolve, progress=None) -> Verification:
+def verify(pr: PlanResult, resolve: Resolve, progress=None,
+           on_rounds: Callable[[PlanResult], None] | None = None) -> Verification:
     """Simulate ``pr`` at the verification load, re-solve (``resolve``) with the regimes' new factors
     until every model meets or the rounds run out, trim, and measure the over-provisioning (see the
     module docstring). Rounds work on :func:`simulation_view`, never on the whole document.
-    ``progress``: see hetinfra.plan.progress (None: silent)."""
+    ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``: called with the rounds'
+    plan before the trim (its factors are the final plan's)."""
     from hetinfra.sim import WorkloadConfig
 
     spec = pr.inputs.spec
@@ -117,6 +121,8 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None) -> Verification:
     config = WorkloadConfig(requests=settings.requests, load=load, burst_cv=settings.burst_cv, seed=settings.seed)
     sim_of = _Simulator(pr, config, settings.margin, progress)
     out = _rounds(pr, sim_of, resolve, settings.max_rounds, progress)
+    if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
+        on_rounds(out.pr)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
     if out.sim["met"] and out.pr.problem.objective == "min_cost":
         out.pr, out.sim, out.trimmed = trim(out.pr, sim_of)
@@ -175,6 +181,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
     bad: dict[str, float] = {}
     history: list[dict] = []
     best = last = None
+    rounds: list[tuple[PlanResult, dict]] = []  # each round's plan and simulation
     seen: dict[str, dict] = {}
     stopped, stop_reason = pr.result.safety_stop, None
     for rnd in range(1, max_rounds + 1):
@@ -187,6 +194,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
         sim = seen[key]
         history.append(_round(rnd, doc, sim, pr.derate))
         last = (pr, sim)
+        rounds.append(last)
         rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
         if sim["met"] and (best is None or rank < best[2]):
             best = (pr, sim, rank)
@@ -203,8 +211,35 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
             stop_reason = f"verification stopped after round {rnd}: {exc.message}"
             break
         stopped |= pr.result.safety_stop
-    pr, sim = (best[0], best[1]) if best is not None else last
-    return Verification(pr, sim, history, stopped, stop_reason)
+    kept = (best[0], best[1]) if best is not None else last
+    (pr, sim), rounds_of = _by_block(kept, rounds, sim_of, resolve)
+    stopped |= pr.result.safety_stop
+    out = Verification(pr, sim, history, stopped, stop_reason)
+    at = next(i for i, r in enumerate(rounds) if r[0] is pr) + 1 if rounds_of is None else None
+    out.round_by_model = rounds_of or {pm.spec.name: at for pm in pr.inputs.models}
+    return out
+
+
+def _by_block(kept: tuple[PlanResult, dict], rounds: list[tuple[PlanResult, dict]], sim_of: _Simulator,
+              resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int] | None]:
+    """``kept`` (the cheapest round in which every model met, else the last), or the plan composed
+    of each group of linked models' cheapest met round (hetinfra.plan.blocks) where that one meets
+    in simulation and is cheaper (or ``kept`` misses), with the round each model's plan is from."""
+    from hetinfra.plan import blocks
+
+    groups = blocks.model_groups([r[0] for r in rounds])
+    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
+    if picks is None or len(set(picks)) == 1:
+        return kept, None
+    try:
+        pr = blocks.compose(rounds, groups, picks, resolve)
+    except InfeasibleError:
+        return kept, None
+    sim = sim_of(simulation_view(pr))
+    cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
+    if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
+        return kept, None
+    return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
 
 
 def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
