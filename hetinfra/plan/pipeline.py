@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
-from hetinfra.plan.planner import PlanResult, attach_baselines, derated, prepare, solve_units, statistic_warnings
+from hetinfra.plan.planner import PlanResult, attach_baselines, candidates, derated, prepare, solve_units, statistic_warnings
 
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
@@ -47,21 +49,41 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
                            "reason": "plan --no-verify" if not verify else "planning.verify.enabled is false"}
         doc["warnings"].append(UNVERIFIED_WARNING)
         return pr, doc
-    outcome = verification.verify(pr, resolve, progress)
-    if progress is not None:
-        progress.stage("baselines" if with_baselines else "assemble")
-    doc = assemble(outcome.pr, with_baselines)
+    with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
+        started: list[Future] = []
+
+        def on_rounds(final: PlanResult) -> None:
+            # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
+            # over-provisioning scales demand), so its baselines solve beside the trim's simulations
+            if with_baselines:
+                started.append(side.submit(baselines_of, final))
+
+        outcome = verification.verify(pr, resolve, progress, on_rounds)
+        if progress is not None:
+            progress.stage("baselines" if with_baselines else "assemble")
+        found = started[0].result() if started else None
+    doc = assemble(outcome.pr, with_baselines, found)
     record(doc, outcome, strict)
     return outcome.pr, doc
 
 
-def assemble(pr: PlanResult, with_baselines: bool) -> dict:
-    """plan.json of the final plan: the single-GPU-type baselines (min_cost; over the units at the
-    plan's factors), then the document (hetinfra.plan.plan_json) and the profile-statistic warnings."""
+def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
+    """The single-GPU-type baselines of ``pr`` (min_cost; over its units at its factors) and its cost
+    without committed terms (``attach_baselines``), computed on a copy: (baselines, flexible cost)."""
+    pool = candidates(pr.inputs, pr.all_units, pr.running)
+    mine = replace(pr)
+    attach_baselines(mine, derated(pool, pr.derate, pr.inputs.reuse.setdefault("derated", {})))
+    return mine.baselines, mine.flexible_cost
+
+
+def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | None] | None = None) -> dict:
+    """plan.json of the final plan: the single-GPU-type baselines (``found``, else
+    :func:`baselines_of` here), then the document (hetinfra.plan.plan_json) and the
+    profile-statistic warnings."""
     from hetinfra.plan.plan_json import build_plan_json
 
     if with_baselines:
-        attach_baselines(pr, derated(pr.all_units, pr.derate, pr.inputs.reuse.setdefault("derated", {})))
+        pr.baselines, pr.flexible_cost = found if found is not None else baselines_of(pr)
     doc = build_plan_json(pr)
     doc["warnings"].extend(statistic_warnings(pr))
     return doc
