@@ -135,6 +135,9 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
         if previous:
             cands.append(("previous", previous))
         for name, counts in cands:
+            floor = dm.objective_floor(counts) if best is not None else None
+            if floor is not None and floor >= best[0] - 1e-9:
+                continue  # its instances alone cost what the best start does: it cannot replace it
             # pricing a complete start is one small LP: let it finish past the safety stop while no
             # start has, so that a loaded machine yields a (reported) plan rather than none
             o = dm.with_counts(counts, left() if best is not None else max(left(), START_FLOOR_S))

@@ -53,6 +53,7 @@ class DirectModel:
         self.pairs = r.pairs
         self.trivially_infeasible = r.trivially_infeasible
         self._highs = None
+        self._floor_ok: bool | None = None
 
     @property
     def num_integer(self) -> int:
@@ -113,6 +114,8 @@ class DirectModel:
         # feasibility jump only looks for a first feasible point, which a start already is; HiGHS runs
         # it at every root and sub-MIP root, where it took a third of a 32-model fleet's solve time
         h.setOptionValue("mip_heuristic_run_feasibility_jump", start is None)
+        h.setOptionValue("mip_heuristic_run_rins", start is None)
+        h.setOptionValue("mip_heuristic_run_rens", start is None)
         if start is not None:
             sol = highspy.HighsSolution()
             sol.col_value = list(start)
@@ -161,6 +164,18 @@ class DirectModel:
             return self._run(relax=self.p.routing != "sliced", time_limit_s=time_limit_s)
         finally:
             h.changeColsBounds(len(cols), cols, [self.cols_lb[c] for c in cols], [self.cols_ub[c] for c in cols])
+
+    def objective_floor(self, counts: dict[str, int]) -> float | None:
+        """A lower bound on the objective of :meth:`with_counts` (``counts``) without solving it: the
+        instances' own cost, when every other column costs nothing or more and cannot go below 0
+        (min_cost: churn, unmet demand, extra GPUs); None where that does not hold."""
+        if self._floor_ok is None:
+            fixed = set(self.n.values())
+            self._floor_ok = self._sign() > 0 and all(
+                c >= 0.0 and self.cols_lb[i] >= 0.0 for i, c in enumerate(self.cost) if i not in fixed)
+        if not self._floor_ok:
+            return None
+        return sum(self.cost[self.n[u]] * c for u, c in counts.items() if u in self.n)
 
     def mip(self, *, time_limit_s: float, mip_gap: float, max_nodes: int | None,
             start: list[float] | None = None) -> Outcome:

@@ -211,12 +211,14 @@ def _allocations(pr: PlanResult, purchases) -> tuple[dict[str, float], list[dict
 def _routing(pr: PlanResult, scale: float) -> dict[str, dict[str, list]]:
     """plan.json ``routing``: model -> class -> [{unit, share, rps}], largest rps first."""
     routing: dict[str, dict[str, list]] = {}
+    by_class: dict[tuple[str, str], list] = {}  # in the flows' order, so equal rates keep it (sorted is stable)
+    for (u, m, w), rps in pr.result.flow.items():
+        by_class.setdefault((m, w), []).append((u, rps))
     for pm in pr.inputs.models:
         per_class = routing.setdefault(pm.spec.name, {})
         for c in pm.classes:
             total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
-            flows = sorted(((u, rps) for (u, m, w), rps in pr.result.flow.items() if m == pm.spec.name and w == c.name),
-                           key=lambda x: -x[1])
+            flows = sorted(by_class.get((pm.spec.name, c.name), ()), key=lambda x: -x[1])
             per_class[c.name] = [{"unit": u, "share": rounded(rps / total if total else 0.0, 6), "rps": rounded(rps, 6)}
                                  for u, rps in flows]
     return routing
