@@ -96,3 +96,23 @@ def test_every_family_is_one_pyomo_constraint_of_its_name():
         assert (data.upper is None and math.isinf(ub)) or pyo.value(data.upper) == ub
     dm = DirectModel(p)
     assert dm.rows == r.rows and dm.cost == r.cost and dm.cols_ub == r.ub
+
+
+@SETTINGS
+@given(problems(), st.sampled_from((None, 3.0)), st.booleans())
+def test_a_starts_objective_floor_is_below_its_priced_objective(p, unmet, elastic):
+    """solver.block skips pricing a candidate start whose ``objective_floor`` reaches the best start's
+    objective: the floor must never exceed what pricing the start gives (churn, unmet demand and
+    extra GPUs only add), and is None where it cannot be stated (a negative coefficient). Checked on
+    the counts of the heuristic's start and of the optimum, each with one more instance of a unit."""
+    p = p.replace(unmet_penalty=unmet, elastic_caps=elastic, budget=None if elastic else p.budget)
+    dm = DirectModel(p)
+    found, best = feasible_start(p), solve(p, time_limit_s=20, mip_gap=0, decompose=False)
+    starts = ([found[0]] if found else []) + ([best.n] if best.feasible else [])
+    checked = 0
+    for counts in starts + [{**n, u.id: n.get(u.id, 0) + 1} for n in starts for u in p.units[:2]]:
+        floor, priced = dm.objective_floor(counts), dm.with_counts(counts, 10)
+        if floor is not None and priced.has_solution and priced.status == "optimal":
+            assert floor <= priced.objective + 1e-9, (counts, floor, priced.objective)
+            checked += 1
+    assert checked or not starts or dm.objective_floor(starts[0]) is None
