@@ -464,7 +464,10 @@ def main() -> None:
     import argparse
 
     if sys.argv[1:2] == ["--front-stages"]:  # front()'s child: the hetinfra of this interpreter, not REPO's
-        print(json.dumps(front_stages(Path(sys.argv[2]))))
+        print(json.dumps(front_stages(Path(sys.argv[2]))), flush=True)
+        import gc
+
+        gc.freeze()  # as hetinfra.cli.app.main leaves (absent in older versions: harmless there)
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--fleet", action="store_true", help="the 1..64-model fleet cases instead of Coral's")

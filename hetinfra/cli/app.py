@@ -58,6 +58,12 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    finally:
+        # the process ends here. The interpreter's last collection would traverse every object the
+        # command made (70 ms after a verified plan of Mélange V1, 15% of a bare solve) to free
+        # memory the OS takes back anyway; frozen objects are skipped. Files and processes are
+        # closed by then (with-blocks), and atexit handlers still run.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -18,5 +18,7 @@ def test_main_collects_cycles_less_often_and_still_runs_the_command(monkeypatch,
         assert done.value.code == 0 and "hetinfra" in capsys.readouterr().out
         assert gc.get_threshold() == (app.GC_GEN0_THRESHOLD, *before[1:])
         assert gc.isenabled()
+        assert gc.get_freeze_count() > 0  # what the command made is skipped by the exit's collection
     finally:
+        gc.unfreeze()
         gc.set_threshold(*before)
