@@ -280,12 +280,14 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     return out
 
 
-def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
+def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True) -> list[str]:
     """Re-check every constraint on the solution against what the problem means.
 
     This is the one deliberate second statement of the rules: every other path (the HiGHS matrix,
     the Pyomo model, the heuristic) reads the rows compiled once in ``solver.rows``; this check reads
-    only the problem, so a wrong compilation is caught here rather than believed."""
+    only the problem, so a wrong compilation is caught here rather than believed. ``capacity=False``
+    leaves out each unit's load against its estimated rates: verification's trim, where the
+    simulation judges whether the replicas carry their load, checks every other rule with it."""
     bad: list[str] = []
     units = {u.id: u for u in problem.units}
     scale = r.scale if (problem.objective == "max_throughput" and r.scale is not None) else 1.0
@@ -302,7 +304,10 @@ def verify(problem: AllocationProblem, r: SolveResult) -> list[str]:
     for k, lam in problem.demand.items():
         if abs(served[k] + r.unmet.get(k, 0.0) - lam * scale) > TOL * max(1.0, lam * scale):
             bad.append(f"class {k[0]}/{k[1]} served {served[k]:.6g} of {lam * scale:.6g} req/s")
-    for u, used in load.items():
+    if not capacity:  # still: nothing may be routed to a unit with no instance
+        bad += [f"flow on {u}, which has no instance" for u, used in sorted(load.items())
+                if used > TOL and not r.n.get(u, 0)]
+    for u, used in load.items() if capacity else ():
         cap = (1 - problem.headroom) * r.n.get(u, 0)
         if used > cap + TOL * max(1.0, cap):
             bad.append(f"unit {u} loaded {used:.6g} > capacity {cap:.6g}")

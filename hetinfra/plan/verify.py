@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.trim import trim
 
 #: solves the plan again with templates' rates scaled: (template id -> factor, the last round's
 #: counts to start from) -> the new plan (hetinfra.plan.pipeline binds planner.solve_units)
@@ -290,67 +291,6 @@ def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str,
     if ratio < CREDIT_BELOW and f < ceiling:
         return min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
     return f
-
-
-def trim(pr: PlanResult, sim_of: _Simulator) -> tuple[PlanResult, dict, list[dict]]:
-    """Remove replicas while the simulation still meets (see the module docstring): (plan, its
-    simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
-    from the plan, whose sections are what gets written."""
-    from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
-
-    if sim_of.progress is not None:
-        sim_of.progress.stage("trim")
-    doc = simulation_view(pr)
-    sim = sim_of(doc)
-    removed: list[dict] = []
-    if not sim["met"]:
-        return pr, sim, removed
-    while True:
-        checked: list[str] = []
-        for uid, whole in removal_order(doc):
-            candidate = (without_allocation if whole else without_one_replica)(doc, uid)
-            checked.append(uid)
-            if candidate is None or not sim_of(candidate)["met"]:
-                continue
-            replicas = pr.result.n[uid] if whole else 1
-            pr2 = pr
-            for _ in range(replicas):
-                pr2 = _drop_replica(pr2, uid)
-            doc2 = simulation_view(pr2)
-            sim2 = sim_of(doc2)
-            if sim2["met"]:
-                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
-                               | ({"replicas": replicas} if whole else {}))
-                pr, doc, sim = pr2, doc2, sim2
-                break
-        else:
-            sim_of.last_pass = checked
-            return pr, sim, removed
-
-
-def _drop_replica(pr: PlanResult, uid: str) -> PlanResult:
-    """``pr`` with one replica of ``uid`` fewer; a unit that goes hands its flows to the other units
-    of each class in proportion to theirs (as without_one_replica does to plan.json)."""
-    res = pr.result
-    n = dict(res.n)
-    flow = dict(res.flow)
-    # a demand profile's levels keep at most the peak's count of the unit (removal_order offers only
-    # top-ups there: a committed replica serves every level)
-    levels = [{**lv, "counts": {u: (min(c, n[uid] - 1) if u == uid else c) for u, c in lv["counts"].items()
-                                if u != uid or n[uid] > 1}} for lv in res.periods]
-    if n[uid] > 1:
-        n[uid] -= 1
-    else:
-        del n[uid]
-        for (u, m, w), rps in list(flow.items()):
-            if u != uid:
-                continue
-            del flow[(u, m, w)]
-            rest = {k: v for k, v in flow.items() if k[1] == m and k[2] == w and v > 0}
-            total = sum(rest.values())
-            for k, v in rest.items():
-                flow[k] = v + rps * v / total
-    return replace(pr, result=replace(res, n=n, flow=flow, periods=levels))
 
 
 def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:

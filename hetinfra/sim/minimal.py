@@ -3,8 +3,9 @@
 * :func:`without_one_replica` is THE operation behind "no replica can be removed": a copy of a
   plan.json with one replica fewer in one allocation. When that was the unit's last replica, the
   unit goes and its share of each class moves to the model's other units of that class, in
-  proportion to their shares (what the gateway does when an endpoint is gone); a class left with no
-  unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
+  proportion to their shares (what the gateway does when an endpoint is gone), and each origin's
+  share the same way among the units that origin's class goes to; a class (or an origin's class)
+  left with no unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
   (``hetinfra.plan.verify``) and the acceptance test both call it, so "the plan is minimal" holds
   by construction: the trim's last pass simulated exactly these copies of the final plan.
 * :func:`without_allocation` removes a whole allocation at once (every replica, its shares moved as
@@ -31,7 +32,8 @@ SUSTAIN_MAX = 2.0
 
 def without_one_replica(doc: dict, unit: str) -> dict | None:
     """``doc`` (plan.json) with one replica of allocation ``unit`` fewer; None when that would leave a
-    class of its model with no unit to serve it. A new document that shares with ``doc`` the parts it
+    class of its model, or an origin's share of one (``routing_by_origin``, moved the same way within
+    the origin), with no unit to serve it. A new document that shares with ``doc`` the parts it
     does not change (the trim makes one per check: copying a fleet's whole plan each time was most of
     its cost); neither is edited in place afterwards."""
     out = dict(doc)
@@ -44,7 +46,19 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
     if alloc["model"] in doc["routing"]:
         out["routing"] = {**doc["routing"], alloc["model"]: copy.deepcopy(doc["routing"][alloc["model"]])}
-    per_class = out["routing"].get(alloc["model"]) or {}
+    if not _hand_on(out["routing"].get(alloc["model"]) or {}, unit):
+        return None
+    by_origin = (doc.get("routing_by_origin") or {}).get(alloc["model"])
+    if by_origin:  # each origin's share of a class moves to the units that origin's class goes to
+        out["routing_by_origin"] = {**doc["routing_by_origin"], alloc["model"]: copy.deepcopy(by_origin)}
+        if not all(_hand_on(rows, unit) for rows in out["routing_by_origin"][alloc["model"]].values()):
+            return None
+    return out
+
+
+def _hand_on(per_class: dict[str, list[dict]], unit: str) -> bool:
+    """Move ``unit``'s entries of each class's routing rows ({unit, share, rps, ...}) to the class's
+    other units in proportion to their shares, in place; False where a class would have none left."""
     for cls, entries in per_class.items():
         gone = [e for e in entries if e["unit"] == unit]
         if not gone:
@@ -52,7 +66,7 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
         rest = [e for e in entries if e["unit"] != unit]
         kept = sum(float(e["share"]) for e in rest)
         if kept <= 0:
-            return None
+            return False
         moved = sum(float(e["share"]) for e in gone)
         moved_rps = sum(float(e["rps"]) for e in gone)
         for e in rest:
@@ -60,7 +74,7 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
             e["share"] = round(float(e["share"]) + moved * part, 6)
             e["rps"] = round(float(e["rps"]) + moved_rps * part, 6)
         per_class[cls] = rest
-    return out
+    return True
 
 
 def without_allocation(doc: dict, unit: str) -> dict | None:

@@ -140,3 +140,32 @@ def test_slack_is_credited_up_to_the_top_of_the_confidence_interval():
     assert g["rb"] == pytest.approx(CEILING["rb"])
     g = _next({"a": (True, 0.9), "b": (False, 1.2)}, g, ok, bad)  # credited too far: back into the bracket
     assert g["rb"] < CEILING["rb"]
+
+
+def test_the_trim_keeps_the_specs_rules_and_each_origins_routing():
+    """A removal hands its flows on per class and per origin (``_drop_replica``); one that leaves an
+    origin's class with no unit is refused (None), and one that breaks a rule the simulation does not
+    judge (here the spot fraction) is found by ``breaks_rules`` (the solver's re-check without the
+    load), so the trim does not take it."""
+    from dataclasses import replace
+
+    from hetinfra.plan.planner import PlanResult
+    from hetinfra.plan.trim import _drop_replica, breaks_rules
+    from hetinfra.solver.problem import AllocationProblem, SolverUnit
+    from hetinfra.solver.result import SolveResult
+
+    group = (("lab", "r1", "G"), 1)
+    units = (SolverUnit("od", "m", 2.0, 1, (group,), {"x": 1.0}, "r1"),
+             SolverUnit("sp", "m", 1.0, 1, (group,), {"x": 1.0}, "r1", spot=True))
+    problem = AllocationProblem(units=units, demand={("m", "x"): 2.0}, max_spot_fraction={"m": 0.5})
+    result = SolveResult("optimal", n={"od": 1, "sp": 1}, flow={("od", "m", "x"): 1.0, ("sp", "m", "x"): 1.0},
+                         origin_flow={("od", "m", "x", "east"): 0.5, ("sp", "m", "x", "east"): 0.5,
+                                      ("od", "m", "x", "west"): 0.5, ("sp", "m", "x", "west"): 0.5})
+    pr = PlanResult(None, {}, problem, result, [])
+    assert breaks_rules(pr) == []
+    fewer = _drop_replica(pr, "od")
+    assert fewer.result.n == {"sp": 1} and fewer.result.flow == {("sp", "m", "x"): 2.0}
+    assert fewer.result.origin_flow == {("sp", "m", "x", "east"): 1.0, ("sp", "m", "x", "west"): 1.0}
+    assert breaks_rules(fewer) == ["model m: 1 of 1 GPUs on spot > 50%"]
+    alone = replace(pr, result=replace(result, origin_flow={("od", "m", "x", "west"): 1.0, ("sp", "m", "x", "east"): 1.0}))
+    assert _drop_replica(alone, "od") is None  # west's class x would have no unit

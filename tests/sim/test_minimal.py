@@ -25,6 +25,23 @@ def test_a_replica_fewer_keeps_routing_and_the_last_one_hands_its_share_on():
     assert gone["routing"]["m"]["x"] == [{"unit": "a", "share": 1.0, "rps": 4.0}]
 
 
+def test_the_last_replica_hands_each_origins_share_on_within_that_origin():
+    """routing_by_origin moves as routing does, within each origin; a removal that leaves an origin's
+    class with no unit is refused (its requests would have nowhere the plan routes them)."""
+    doc = _doc()
+    doc["routing"]["m"]["y"] = [{"unit": "a", "share": 0.5, "rps": 1.0}, {"unit": "b", "share": 0.5, "rps": 1.0}]
+    doc["routing_by_origin"] = {"m": {
+        "east": {"x": [{"unit": "a", "share": 0.5, "rps": 1.0}, {"unit": "b", "share": 0.5, "rps": 1.0}]},
+        "west": {"x": [{"unit": "a", "share": 1.0, "rps": 2.0}], "y": [{"unit": "b", "share": 1.0, "rps": 2.0}]}}}
+    assert without_one_replica(doc, "b") is None  # west's class y has only b
+    doc["routing_by_origin"]["m"]["west"]["y"] = [{"unit": "a", "share": 0.25, "rps": 0.5},
+                                                   {"unit": "b", "share": 0.75, "rps": 1.5}]
+    gone = without_one_replica(doc, "b")
+    assert gone["routing_by_origin"]["m"]["east"]["x"] == [{"unit": "a", "share": 1.0, "rps": 2.0}]
+    assert gone["routing_by_origin"]["m"]["west"]["y"] == [{"unit": "a", "share": 1.0, "rps": 2.0}]
+    assert doc["routing_by_origin"]["m"]["east"]["x"][1]["unit"] == "b"  # the input is not edited
+
+
 def test_removal_order_dearest_replica_first():
     assert removal_order(_doc()) == [("a", False), ("a", True), ("b", False)]  # a unit of 2: also as a whole
 

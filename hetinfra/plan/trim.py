@@ -1,0 +1,94 @@
+"""Verification's trim (docs/verification.md): remove replicas, one at a time or a whole allocation,
+while the simulation at the verification load still meets and every other rule of the spec still
+holds, until a whole pass removes none. ``sim_of`` is verification's simulator (its ``progress`` and
+``last_pass``, the removals the last pass checked, are read and set here)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hetinfra.plan.plan_json import simulation_view
+from hetinfra.plan.planner import PlanResult
+
+
+def trim(pr: PlanResult, sim_of) -> tuple[PlanResult, dict, list[dict]]:
+    """Remove replicas while the simulation still meets (see the module docstring): (plan, its
+    simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
+    from the plan, whose sections are what gets written."""
+    from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
+
+    if sim_of.progress is not None:
+        sim_of.progress.stage("trim")
+    doc = simulation_view(pr)
+    sim = sim_of(doc)
+    removed: list[dict] = []
+    if not sim["met"]:
+        return pr, sim, removed
+    while True:
+        checked: list[str] = []
+        for uid, whole in removal_order(doc):
+            candidate = (without_allocation if whole else without_one_replica)(doc, uid)
+            checked.append(uid)
+            replicas = pr.result.n[uid] if whole else 1
+            pr2 = pr
+            for _ in range(replicas):
+                pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
+            # the simulation judges the load; every other rule of the spec (spot fractions, locality)
+            # must still hold, by the solver's own independent re-check
+            if candidate is None or pr2 is None or breaks_rules(pr2) or not sim_of(candidate)["met"]:
+                continue
+            doc2 = simulation_view(pr2)
+            sim2 = sim_of(doc2)
+            if sim2["met"]:
+                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
+                               | ({"replicas": replicas} if whole else {}))
+                pr, doc, sim = pr2, doc2, sim2
+                break
+        else:
+            sim_of.last_pass = checked
+            return pr, sim, removed
+
+
+def breaks_rules(pr: PlanResult) -> list[str]:
+    """What of the spec ``pr`` breaks besides its units' load (``solver.solve.verify`` with
+    ``capacity=False``: spot fractions, locality, caps, budget, committed bases): the trim keeps
+    only removals that break nothing."""
+    from hetinfra.solver.solve import verify as recheck
+
+    return recheck(pr.problem, pr.result, capacity=False)
+
+
+def _drop_replica(pr: PlanResult, uid: str) -> PlanResult | None:
+    """``pr`` with one replica of ``uid`` fewer; a unit that goes hands its flows to the other units
+    of each class in proportion to theirs, and its flows from each origin to the other units that
+    origin's class goes to (as without_one_replica does to plan.json); None when one of those has
+    no other unit."""
+    res = pr.result
+    n = dict(res.n)
+    flow = dict(res.flow)
+    origin_flow = dict(res.origin_flow)
+    # a demand profile's levels keep at most the peak's count of the unit (removal_order offers only
+    # top-ups there: a committed replica serves every level)
+    levels = [{**lv, "counts": {u: (min(c, n[uid] - 1) if u == uid else c) for u, c in lv["counts"].items()
+                                if u != uid or n[uid] > 1}} for lv in res.periods]
+    if n[uid] > 1:
+        n[uid] -= 1
+    else:
+        del n[uid]
+        if not (_hand_on(flow, uid) and _hand_on(origin_flow, uid)):
+            return None
+    return replace(pr, result=replace(res, n=n, flow=flow, periods=levels, origin_flow=origin_flow))
+
+
+def _hand_on(flows: dict, uid: str) -> bool:
+    """Move ``uid``'s entries of ``flows`` ((unit, *rest) -> req/s) to the other units of the same
+    rest in proportion to theirs, in place; False where a rest has no other unit."""
+    for key, rps in [(k, v) for k, v in flows.items() if k[0] == uid]:
+        del flows[key]
+        rest = {k: v for k, v in flows.items() if k[1:] == key[1:] and v > 0}
+        total = sum(rest.values())
+        if rps > 0 and total <= 0:
+            return False
+        for k, v in rest.items():
+            flows[k] = v + rps * v / total
+    return True
