@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage
 from hetinfra.document.base import Doc, Number, PlanVersion
@@ -76,6 +76,20 @@ class SimPlan(Doc):
         if isinstance(plan, dict) and isinstance(plan.get("inputs"), dict):
             plan = {**plan, "spec_path": plan["inputs"].get("spec_path")}
         return parse_document(cls, plan, where, hint="plan.json is written by `hetinfra plan`; re-plan instead")
+
+    @model_validator(mode="after")
+    def _routes_to_allocations(self) -> "SimPlan":
+        """Every route (``routing``, ``routing_by_origin``) names a unit the plan allocates: the
+        simulation and the gateway follow them (plans trimmed before stop 30 could route an origin to
+        a unit the trim had removed). A whole plan only: a cloud's project keeps every cloud's routes."""
+        have = {a.unit for a in self.allocations}
+        rows = [(f"routing.{m}.{c}", e.unit) for m, per in self.routing.items() for c, es in per.items() for e in es]
+        rows += [(f"routing_by_origin.{m}.{o}.{c}", e.unit) for m, per in (self.routing_by_origin or {}).items()
+                 for o, classes in per.items() for c, es in classes.items() for e in es]
+        for where, unit in rows:
+            if unit not in have:
+                raise ValueError(f"{where} routes to unit {unit!r}, which is not among allocations")
+        return self
 
     def model_entry(self, name: str) -> ModelEntry:
         return next(m for m in self.models if m.name == name)

@@ -111,3 +111,31 @@ def test_weights_carry_the_arrival_rule_and_litellm_states_its_limits():
     assert {d["model_name"] for d in doc["model_list"]} == {MODEL}
     assert any(d["litellm_params"]["api_base"] == "http://10.0.0.1:8000/v1" for d in doc["model_list"])
     assert all(d["litellm_params"]["api_key"] == "os.environ/VLLM_API_KEY" for d in doc["model_list"])
+
+
+def test_a_plan_routing_an_origin_to_a_unit_it_lacks_is_refused(tmp_path):
+    """Plans trimmed before stop 30 could route an origin to a unit the trim had removed; the
+    gateway and the simulator refuse such a plan (re-plan) instead of sending requests nowhere."""
+    import copy
+
+    from hetinfra.document import Plan
+    from hetinfra.document.simulation import SimPlan
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.gateway.origins import origin_routes
+    from hetinfra.gateway.table import routes_from_weights
+    from hetinfra.compile.router import router_weights
+    from tests.plan.golden_plans import filled_golden
+
+    doc = filled_golden("multi-region")
+    plan = Plan.parse(doc)
+    assert origin_routes(plan, routes_from_weights(router_weights(plan), "plan.json"))  # as written: fine
+    stale = copy.deepcopy(doc)
+    gone = next(a for a in stale["allocations"] if "us-west-2" in a["unit"])
+    stale["allocations"].remove(gone)
+    for rows in stale["routing"]["chat-8b"].values():  # class routing moved, origin routing not (the old trim)
+        rows[:] = [e for e in rows if e["unit"] != gone["unit"]] or rows
+    with pytest.raises(InvalidInputError, match="routing_by_origin.chat-8b.*which the plan does not allocate"):
+        stale_plan = Plan.parse(stale)
+        origin_routes(stale_plan, routes_from_weights(router_weights(stale_plan), "plan.json"))
+    with pytest.raises(InvalidInputError, match="routing_by_origin.chat-8b.*which is not among allocations"):
+        SimPlan.of(stale)

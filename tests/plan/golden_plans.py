@@ -96,7 +96,31 @@ def golden_allocation(name: str = "chat", **overrides) -> dict:
 
 
 def golden_plan_with(allocations: list[dict], name: str = "chat", **overrides) -> dict:
-    """The golden plan of ``name`` (filled) with these ``allocations`` and ``overrides``; the
-    allocations' ``path`` (state.json's) is left out."""
+    """The golden plan of ``name`` (filled) with these ``allocations`` and ``overrides``, its routes
+    sent to them (:func:`routed_to_allocations`); the allocations' ``path`` (state.json's) is left out."""
     allocs = [{k: v for k, v in a.items() if k != "path"} for a in allocations]
-    return dict(filled_golden(name), allocations=allocs, **overrides)
+    return routed_to_allocations(dict(filled_golden(name), allocations=allocs, **overrides))
+
+
+def routed_to_allocations(doc: dict) -> dict:
+    """``doc`` (a test's made-up plan.json) with ``routing`` and ``routing_by_origin`` naming only units
+    it allocates, as every plan must (hetinfra.document.Plan checks it): routes to other units are
+    dropped, and a class left with none goes to its model's allocations in equal shares."""
+    out = dict(doc)
+
+    def rows_for(model: str, rows: list[dict], origin: bool) -> list[dict]:
+        have = {a["unit"] for a in doc["allocations"]}
+        kept = [e for e in rows if e["unit"] in have]
+        mine = [a for a in doc["allocations"] if a["model"] == model]
+        if kept or not mine:
+            return kept
+        rps = sum(float(e["rps"]) for e in rows)
+        extra = lambda a: {"deployment_unit": a["deployment_unit"], "region": a["region"], "network_ms": 0.0}  # noqa: E731
+        return [{"unit": a["unit"], **(extra(a) if origin else {}), "share": round(1 / len(mine), 6),
+                 "rps": round(rps / len(mine), 6)} for a in mine]
+
+    out["routing"] = {m: {c: rows_for(m, rows, False) for c, rows in per.items()} for m, per in doc["routing"].items()}
+    if doc.get("routing_by_origin"):
+        out["routing_by_origin"] = {m: {o: {c: rows_for(m, rows, True) for c, rows in classes.items()}
+                                        for o, classes in per.items()} for m, per in doc["routing_by_origin"].items()}
+    return out

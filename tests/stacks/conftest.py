@@ -12,7 +12,7 @@ pulumi = pytest.importorskip("pulumi")
 from pulumi.runtime.mocks import MockMonitor  # noqa: E402
 
 from hetinfra.compile.skypilot import unit_name  # noqa: E402
-from tests.plan.golden_plans import filled_golden  # noqa: E402
+from tests.plan.golden_plans import filled_golden, routed_to_allocations  # noqa: E402
 
 GOLDEN = filled_golden("chat")
 
@@ -125,7 +125,7 @@ def three_cloud_plan() -> dict:
     uneven split, spot, two regions on one cloud, all three clouds. A whole plan.json (the golden
     chat plan's other keys), as the stacks' program reads it through its model."""
     model = {**GOLDEN["models"][0], "params": None}
-    return {
+    return routed_to_allocations({
         **GOLDEN,
         "service": "demo",
         "models": [
@@ -142,4 +142,4 @@ def three_cloud_plan() -> dict:
         "deploy": {"port": 8000, "ingress_cidrs": ["10.0.0.0/8"], "ssh_cidrs": [], "runtime": "container",
                    "vllm_version": "0.11.0", "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAItest user@host",
                    "gcp_project": "demo-project", "stack": "prod", "disk_gb": 200, "autoscale": False},
-    }
+    })
