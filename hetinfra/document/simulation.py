@@ -80,7 +80,7 @@ class SimPlan(Doc):
     @model_validator(mode="after")
     def _routes_to_allocations(self) -> "SimPlan":
         """Every route (``routing``, ``routing_by_origin``) names a unit the plan allocates: the
-        simulation and the gateway follow them (plans trimmed before stop 30 could route an origin to
+        simulation and the gateway follow them (plans trimmed by earlier versions could route an origin to
         a unit the trim had removed). A whole plan only: a cloud's project keeps every cloud's routes."""
         have = {a.unit for a in self.allocations}
         rows = [(f"routing.{m}.{c}", e.unit) for m, per in self.routing.items() for c, es in per.items() for e in es]

@@ -69,7 +69,7 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
 
 
 def _allocated(model: str, origin: str, per_class: dict, place: dict) -> None:
-    """Every unit an origin's row routes to is one the plan allocates (plans trimmed before stop 30
+    """Every unit an origin's row routes to is one the plan allocates (plans trimmed by earlier versions
     could route an origin to a unit the trim had removed: its requests would go nowhere)."""
     from hetinfra.errors import InvalidInputError
 

@@ -114,7 +114,7 @@ def test_weights_carry_the_arrival_rule_and_litellm_states_its_limits():
 
 
 def test_a_plan_routing_an_origin_to_a_unit_it_lacks_is_refused(tmp_path):
-    """Plans trimmed before stop 30 could route an origin to a unit the trim had removed; the
+    """Plans trimmed by earlier versions could route an origin to a unit the trim had removed; the
     gateway and the simulator refuse such a plan (re-plan) instead of sending requests nowhere."""
     import copy
 
