@@ -37,9 +37,14 @@ def cli() -> None:
     """
 
 
+HELP_OPTIONS = ["-h", "--help"]
+
 for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
                  import_command, apply_command, status_command, destroy_command, replan_command, simulate_command,
                  gateway_command):
+    # each command's own help names too: click keeps a command's help option from its first use, so
+    # one invoked alone (a test's CliRunner) would otherwise answer only --help from then on
+    _command.context_settings.setdefault("help_option_names", HELP_OPTIONS)
     cli.add_command(_command)
 
 

@@ -22,3 +22,15 @@ def test_main_collects_cycles_less_often_and_still_runs_the_command(monkeypatch,
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_command_invoked_alone_keeps_its_short_help_option():
+    """click keeps a command's help option from its first use: a command a test invokes alone must
+    still answer -h, or the generated CLI reference would depend on which test ran first."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli.app import cli
+
+    for name, command in cli.commands.items():
+        res = CliRunner().invoke(command, ["-h"])
+        assert res.exit_code == 0 and "-h, --help" in res.output, name
