@@ -6,7 +6,7 @@
   proportion to their shares (what the gateway does when an endpoint is gone), and each origin's
   share the same way among the units that origin's class goes to; a class (or an origin's class)
   left with no unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
-  (``hetinfra.plan.verify``) and the acceptance test both call it, so "the plan is minimal" holds
+  (``hetinfra.plan.trim``) and the acceptance test both call it, so "the plan is minimal" holds
   by construction: the trim's last pass simulated exactly these copies of the final plan.
 * :func:`without_allocation` removes a whole allocation at once (every replica, its shares moved as
   the last replica's are): a unit whose replicas each carry too much alone may still be redundant as
