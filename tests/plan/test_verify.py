@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetinfra.plan.verify import BRACKET, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, next_factors
+from hetinfra.plan.verify import BRACKET, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT, next_factors
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -128,6 +128,18 @@ def test_factors_shrink_by_the_miss_ratio_then_bisect_per_regime():
     met_at = g["ra"]
     assert 0.368 / met_at < BRACKET  # met there: the bracket [met_at, 0.368] is narrow enough to stop
     assert _next({"a": (True, 0.95), "b": (True, 0.85)}, g, ok, bad)["ra"] == pytest.approx(met_at)
+
+
+def test_a_credit_under_ten_percent_is_not_taken():
+    """A regime within MIN_CREDIT of the top of its interval (a measured template at 1.0 of +-5%)
+    keeps its factor: no re-solve for capacity the trim takes back where it is a whole replica."""
+    near = {"ra": 1.05, "rb": 1.92, "ra2": 1.05}
+    g = {"ra": 1.0, "rb": 1.8, "ra2": 1.0}
+    out = next_factors(_sim({"a": (True, 0.3), "b": (True, 0.3)}), DOC, g, {}, {}, near, REGIMES)
+    assert out == g  # 1.05 and 1.92 / 1.8 are both under MIN_CREDIT
+    far = {"ra": 1.05 * MIN_CREDIT, "rb": 1.92, "ra2": 1.05}
+    out = next_factors(_sim({"a": (True, 0.3), "b": (True, 0.3)}), DOC, g, {}, {}, far, REGIMES)
+    assert out["ra"] == pytest.approx(1.05 * MIN_CREDIT) and out["rb"] == 1.8
 
 
 def test_slack_is_credited_up_to_the_top_of_the_confidence_interval():
