@@ -136,15 +136,10 @@ def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None =
     key is the block's problem and settings, never ``start``, which only speeds the search).
     ``ready``: a future of ``_solve_alone`` on these same arguments, started ahead (``solver.ahead``), taken
     in place of solving here."""
-    from hetinfra.solver.memo import memo_get, memo_put
+    from hetinfra.solver.memo import recall
 
-    key = key or alone_key(p, model, **kw)
-    blk = memo_get(key)
-    if blk is None:
-        blk = ready.result() if ready is not None else _solve_alone(p, model, start=start, **kw)
-        if not blk.safety_stop:
-            memo_put(key, blk)
-    return blk
+    return recall(key or alone_key(p, model, **kw), lambda: _solve_alone(p, model, start=start, **kw), ready,
+                  keep=lambda blk: not blk.safety_stop)
 
 
 def _solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:

@@ -106,17 +106,11 @@ def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: flo
            deadline: float, key: str | None = None, ready=None) -> _Sub | None:
     """One model's MIP, remembered by content (``solver.memo``); ``ready``: a future of ``_solve_mip``
     on these same arguments, started ahead (``solver.ahead``), taken in place of solving here."""
-    from hetinfra.solver.memo import memo_get, memo_put
+    from hetinfra.solver.memo import recall
 
-    key = key or _sub_key(p, extra, mip_gap, max_nodes)
-    hit = memo_get(key)
-    if hit is not None:
-        return hit
-    got = ready.result() if ready is not None else _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes,
-                                                              deadline=deadline)
-    if got is not None and got.status != "time_limit":
-        memo_put(key, got)
-    return got
+    return recall(key or _sub_key(p, extra, mip_gap, max_nodes),
+                  lambda: _solve_mip(p, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline), ready,
+                  keep=lambda got: got is not None and got.status != "time_limit")
 
 
 def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,

@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
 #: Per-model blocks solved before in this process, by the content of what was solved (verification
 #: re-solves with only the missing models' rates changed, ``hetinfra.plan.verify``): a solve that
 #: stopped on its node limit or its gap is deterministic, so the same problem gives the same block and
@@ -35,6 +40,19 @@ def memo_put(key: str, value) -> None:
     if len(_memo) >= MEMO_SIZE:
         _memo.pop(next(iter(_memo)))
     _memo[key] = copy.deepcopy(value)
+
+
+def recall(key: str, compute: Callable[[], T], ready: Future | None, keep: Callable[[T], bool]) -> T:
+    """The remembered value of ``key``, else ``ready``'s (a future of ``compute`` started ahead,
+    ``solver.ahead``) or ``compute()``'s, remembered where ``keep`` says so (not what the wall clock
+    cut)."""
+    hit = memo_get(key)
+    if hit is not None:
+        return hit
+    got = ready.result() if ready is not None else compute()
+    if keep(got):
+        memo_put(key, got)
+    return got
 
 
 def clear() -> None:

@@ -217,6 +217,17 @@ OriginRouting = dict[str, dict[str, dict[str, list[OriginRouteShare]]]]
 Origins = dict[str, dict[str, Origin]]
 
 
+def routes_to_missing(units: set[str], routing: Routing, by_origin: OriginRouting | None) -> list[str]:
+    """Each route of a whole plan (``routing``, ``routing_by_origin``) to a unit not in ``units`` (its
+    allocations'), as a message: the simulation and the gateway follow routes (the trim of earlier
+    versions could leave an origin routed to a unit it had removed). A cloud's Pulumi project keeps
+    every cloud's routes, so plan.json's own model does not ask this."""
+    rows = [(f"routing.{m}.{c}", e.unit) for m, per in routing.items() for c, es in per.items() for e in es]
+    rows += [(f"routing_by_origin.{m}.{o}.{c}", e.unit) for m, per in (by_origin or {}).items()
+             for o, classes in per.items() for c, es in classes.items() for e in es]
+    return [f"{where} routes to unit {unit!r}, which is not among allocations" for where, unit in rows if unit not in units]
+
+
 class InstanceGroup(NamedTuple):
     """Identical instances of one allocation (:meth:`Allocation.instance_groups`)."""
 

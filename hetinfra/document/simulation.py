@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage
+from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
 from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
 
@@ -79,16 +79,8 @@ class SimPlan(Doc):
 
     @model_validator(mode="after")
     def _routes_to_allocations(self) -> "SimPlan":
-        """Every route (``routing``, ``routing_by_origin``) names a unit the plan allocates: the
-        simulation and the gateway follow them (plans trimmed by earlier versions could route an origin to
-        a unit the trim had removed). A whole plan only: a cloud's project keeps every cloud's routes."""
-        have = {a.unit for a in self.allocations}
-        rows = [(f"routing.{m}.{c}", e.unit) for m, per in self.routing.items() for c, es in per.items() for e in es]
-        rows += [(f"routing_by_origin.{m}.{o}.{c}", e.unit) for m, per in (self.routing_by_origin or {}).items()
-                 for o, classes in per.items() for c, es in classes.items() for e in es]
-        for where, unit in rows:
-            if unit not in have:
-                raise ValueError(f"{where} routes to unit {unit!r}, which is not among allocations")
+        if missing := routes_to_missing({a.unit for a in self.allocations}, self.routing, self.routing_by_origin):
+            raise ValueError(missing[0])
         return self
 
     def model_entry(self, name: str) -> ModelEntry:

@@ -58,7 +58,6 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
             continue
         rules = (plan.origins or {}).get(model) or {}
         for origin, per_class in sorted(rows.items()):
-            _allocated(model, origin, per_class, place)
             inside = rules[origin].allowed_regions if origin in rules else None  # None: no residency, anywhere
             classes = tuple(replace(c, weights=tuple(sorted(
                 (e.deployment_unit, float(e.share)) for e in per_class.get(c.name) or () if float(e.share) > 0)))
@@ -66,16 +65,3 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
             shares = tuple((u, s) for u, s in base.shares if u in place and (inside is None or place[u] in inside))
             out.setdefault(origin, {})[model] = replace(base, classes=classes, shares=shares)
     return out
-
-
-def _allocated(model: str, origin: str, per_class: dict, place: dict) -> None:
-    """Every unit an origin's row routes to is one the plan allocates (plans trimmed by earlier versions
-    could route an origin to a unit the trim had removed: its requests would go nowhere)."""
-    from hetinfra.errors import InvalidInputError
-
-    for cls, entries in sorted(per_class.items()):
-        for e in entries:
-            if e.deployment_unit not in place:
-                raise InvalidInputError(f"plan.json routing_by_origin.{model}.{origin}.{cls} routes to unit {e.unit!r}, "
-                                        "which the plan does not allocate",
-                                        hint="re-plan with `hetinfra plan` (its trim moves each origin's routes)")

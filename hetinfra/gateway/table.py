@@ -163,6 +163,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
 
     from hetinfra.compile.router import router_weights
     from hetinfra.document import Plan, load_plan
+    from hetinfra.document.allocation import routes_to_missing
     from hetinfra.document.state import load_state
 
     src = Path(source)
@@ -191,6 +192,9 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
         sources.append(src)
     else:
         raise InvalidInputError(f"{src} not found", hint="pass the OUT folder of `hetinfra plan --out`, or a plan.json")
+    if plan is not None and (missing := routes_to_missing({a.unit for a in plan.allocations}, plan.routing,
+                                                          plan.routing_by_origin)):
+        raise InvalidInputError(f"{sources[0]}: {missing[0]}", hint="re-plan with `hetinfra plan`")
     models = routes_from_weights(weights, where)
     aliases = unit_aliases(plan)
     units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \

@@ -25,33 +25,20 @@ Sim = dict
 
 
 def model_groups(prs: list[PlanResult]) -> list[tuple[str, ...]] | None:
-    """The groups of models that no constraint links in any of ``prs``' problems (the union over
-    rounds of ``solver.decompose.components``: pruning can drop a linking unit in one round only);
-    None when everything is one choice: a budget, max_throughput (one demand scale) or priced unmet
-    demand link every model."""
+    """The groups of models that no constraint links in any of ``prs``' problems
+    (``solver.decompose.components`` of all their units at once: pruning can drop a linking unit in
+    one round only); None when everything is one choice: a budget, max_throughput (one demand scale)
+    or priced unmet demand link every model."""
     from hetinfra.solver.decompose import components
 
     first = prs[0].problem
     if first.objective != "min_cost" or first.budget is not None or first.unmet_penalty is not None:
         return None
-    parent: dict[str, str] = {}
-
-    def find(m: str) -> str:
-        while parent.setdefault(m, m) != m:
-            m = parent[m]
-        return m
-
-    for pr in prs:
-        for comp in components(pr.problem):
-            find(comp[0])
-            for m in comp[1:]:
-                a, b = find(comp[0]), find(m)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    groups: dict[str, list[str]] = {}
-    for m in sorted(parent):
-        groups.setdefault(find(m), []).append(m)
-    return sorted(tuple(g) for g in groups.values())
+    units = {u.id: u for pr in prs for u in pr.problem.units}
+    every = first.replace(units=tuple(units.values()),
+                          tied=tuple(dict.fromkeys(g for pr in prs for g in pr.problem.tied)),
+                          nested=tuple(dict.fromkeys(pair for pr in prs for pair in pr.problem.nested)))
+    return [tuple(comp) for comp in components(every)]
 
 
 def group_cost(pr: PlanResult, models: tuple[str, ...]) -> float:

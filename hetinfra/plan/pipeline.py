@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from hetinfra.plan.planner import PlanResult, attach_baselines, candidates, derated, prepare, solve_units, statistic_warnings
+from hetinfra.plan.planner import PlanResult, attach_baselines, pool_at, prepare, solve_units, statistic_warnings
 
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
@@ -70,9 +70,8 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
     """The single-GPU-type baselines of ``pr`` (min_cost; over its units at its factors) and its cost
     without committed terms (``attach_baselines``), computed on a copy: (baselines, flexible cost)."""
-    pool = candidates(pr.inputs, pr.all_units, pr.running)
     mine = replace(pr)
-    attach_baselines(mine, derated(pool, pr.derate, pr.inputs.reuse.setdefault("derated", {})))
+    attach_baselines(mine, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
     return mine.baselines, mine.flexible_cost
 
 

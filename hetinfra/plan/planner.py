@@ -47,7 +47,8 @@ class PlanResult:
     result: "object"  # hetinfra.solver.solve.SolveResult
     baselines: list[Baseline]
     template_cache: dict | None = None  # where libraries came from (hetinfra.plan.template_cache)
-    all_units: list[TemplateUnit] = field(default_factory=list)  # every unit before pruning, rates as estimated
+    #: every unit before pruning, rates as estimated: one list that every round's plan shares, never edited
+    all_units: list[TemplateUnit] = field(default_factory=list)
     running: dict[str, int] = field(default_factory=dict)  # unit -> count of the deployment re-planned against
     derate: dict[str, float] = field(default_factory=dict)  # template id -> factor its rates were scaled by
     warnings: list[str] = field(default_factory=list)  # the solve's (safety stop, fleet size)
@@ -288,7 +289,7 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     fields replaced (hetinfra.plan.verify.verification_overrides); ``start``: unit id -> count of a
     plan to start the solver from (the last verification round's)."""
     spec = inputs.spec
-    pool = derated(candidates(inputs, all_units, running), derate or {}, inputs.reuse.setdefault("derated", {}))
+    pool = pool_at(inputs, all_units, running, derate)
     settings = spec.planning
     unit_list, problem, result = _solve_pool(inputs, pool, running, overrides, start)
     if not result.feasible:
@@ -315,7 +316,7 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
     warnings += plausibility_warnings(inputs, gpus)
-    pr = PlanResult(inputs, units, problem, result, [], template_cache, list(all_units), dict(running),
+    pr = PlanResult(inputs, units, problem, result, [], template_cache, all_units, dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:
         attach_baselines(pr, pool)
@@ -338,8 +339,8 @@ def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[
     """``all_units`` less the copies another copy of their template dominates at any factor
     (``prune.prune_copies``; none where origins judge each region on its own rates), once per unit
     list and running fleet (kept on ``inputs.reuse``): what each round derates and prunes."""
-    # by the units' identities (the memo holds them, so none is reused): PlanResult keeps a copy of the list
-    key = (tuple(map(id, all_units)), tuple(sorted(running.items())))
+    # by the list's identity (the memo holds it, so no other list takes its id; plans share it, unchanged)
+    key = (id(all_units), tuple(sorted(running.items())))
     hit = inputs.reuse.get("candidates")
     if hit is not None and hit[0] == key:
         return hit[2]
@@ -350,6 +351,14 @@ def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[
                             keep=set(running))
     inputs.reuse["candidates"] = (key, all_units, pool)
     return pool
+
+
+def pool_at(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int],
+            derate: dict[str, float] | None) -> list[TemplateUnit]:
+    """What a solve at these factors prunes and a plan's baselines are priced over: the
+    :func:`candidates` with their templates' rates scaled by ``derate`` (:func:`derated`, remembered
+    on the inputs' ``reuse``)."""
+    return derated(candidates(inputs, all_units, running), derate or {}, inputs.reuse.setdefault("derated", {}))
 
 
 def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bool = False,

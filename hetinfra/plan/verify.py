@@ -218,33 +218,32 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
             break
         stopped |= pr.result.safety_stop
     kept = (best[0], best[1]) if best is not None else last
-    (pr, sim), rounds_of = _by_block(kept, rounds, sim_of, resolve)
+    (pr, sim), round_by_model = _by_block(kept, rounds, sim_of, resolve)
     stopped |= pr.result.safety_stop
-    out = Verification(pr, sim, history, stopped, stop_reason)
-    at = next(i for i, r in enumerate(rounds) if r[0] is pr) + 1 if rounds_of is None else None
-    out.round_by_model = rounds_of or {pm.spec.name: at for pm in pr.inputs.models}
-    return out
+    return Verification(pr, sim, history, stopped, stop_reason, round_by_model=round_by_model)
 
 
 def _by_block(kept: tuple[PlanResult, dict], rounds: list[tuple[PlanResult, dict]], sim_of: _Simulator,
-              resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int] | None]:
+              resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
     """``kept`` (the cheapest round in which every model met, else the last), or the plan composed
     of each group of linked models' cheapest met round (hetinfra.plan.blocks) where that one meets
     in simulation and is cheaper (or ``kept`` misses), with the round each model's plan is from."""
     from hetinfra.plan import blocks
 
+    at = 1 + next(i for i, r in enumerate(rounds) if r[0] is kept[0])
+    as_kept = kept, {pm.spec.name: at for pm in kept[0].inputs.models}
     groups = blocks.model_groups([r[0] for r in rounds])
     picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
     if picks is None or len(set(picks)) == 1:
-        return kept, None
+        return as_kept
     try:
         pr = blocks.compose(rounds, groups, picks, resolve)
     except InfeasibleError:
-        return kept, None
+        return as_kept
     sim = sim_of(simulation_view(pr))
     cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
     if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
-        return kept, None
+        return as_kept
     return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
 
 

@@ -587,6 +587,11 @@ static uint32_t genrand_uint32(MT *s) {
     return y;
 }
 
+static void mt_load(MT *s, const Py_buffer *state) {  /* random.getstate()'s 624 words and index */
+    memcpy(s->mt, state->buf, 624 * 4);
+    s->index = (int)((const uint32_t *)state->buf)[624];
+}
+
 static double mt_random(MT *s) {  /* random.random() */
     uint32_t a = genrand_uint32(s) >> 5;
     uint32_t b = genrand_uint32(s) >> 6;
@@ -624,8 +629,7 @@ static PyObject *core_sample(PyObject *self, PyObject *args) {
             goto done;
         }
         MT mt;
-        memcpy(mt.mt, b[0].buf, 624 * 4);
-        mt.index = (int)((const uint32_t *)b[0].buf)[624];
+        mt_load(&mt, &b[0]);
         const double *cum = b[1].buf;
         const i64 *rules = b[2].buf, *rows = b[3].buf;
         i64 *cls = b[4].buf, *prompt = b[5].buf, *output = b[6].buf;
@@ -670,27 +674,19 @@ static PyObject *core_exp_gaps(PyObject *self, PyObject *args) {
     PyObject *o[2];
     (void)self;
     if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
-    Py_buffer b[2];
-    memset(b, 0, sizeof(b));
-    PyObject *res = NULL;
-    if (PyObject_GetBuffer(o[0], &b[0], PyBUF_C_CONTIGUOUS) < 0) goto done;
-    if (PyObject_GetBuffer(o[1], &b[1], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done;
-    if (b[0].len != 625 * 4 || b[1].len % 8) {
-        PyErr_SetString(PyExc_ValueError, "exp_gaps: inconsistent buffer sizes");
-        goto done;
+    Py_buffer state, out;
+    if (get_buf(o[0], &state, 0, 4, 625, "state")) return NULL;
+    if (PyObject_GetBuffer(o[1], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&state);
+        return NULL;
     }
-    {
-        MT mt;
-        memcpy(mt.mt, b[0].buf, 624 * 4);
-        mt.index = (int)((const uint32_t *)b[0].buf)[624];
-        double *out = b[1].buf;
-        for (Py_ssize_t i = 0, n = b[1].len / 8; i < n; i++) out[i] = -log(1.0 - mt_random(&mt));
-    }
-    res = Py_None;
-    Py_INCREF(res);
-done:
-    for (int i = 0; i < 2; i++) if (b[i].obj) PyBuffer_Release(&b[i]);
-    return res;
+    MT mt;
+    mt_load(&mt, &state);
+    double *gap = out.buf;
+    for (Py_ssize_t i = 0, n = out.len / 8; i < n; i++) gap[i] = -log(1.0 - mt_random(&mt));
+    PyBuffer_Release(&state);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
 }
 
 /* fsum(values): math.fsum of a float64 buffer, CPython's algorithm (Shewchuk's partials, then the

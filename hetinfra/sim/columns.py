@@ -21,9 +21,9 @@ import numpy as np
 
 from hetinfra.sim import core
 from hetinfra.sim.replica import Replica, Request, run_replicas
-from hetinfra.sim.stats import PERCENTILES, evaluate, summarize
+from hetinfra.sim.stats import evaluate, summarize
 
-__all__ = ["Draw", "UnitRequests", "block", "simulate_unit", "summary", "cdf"]
+__all__ = ["Draw", "UnitRequests", "block", "simulate_unit", "cdf"]
 
 
 @dataclass(frozen=True)
@@ -85,29 +85,11 @@ def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np
     ok[multi] &= tpot * 1e3 <= obj.tpot_ms  # a 1-token request has no TPOT and meets any bound
     n = len(arrival)
     att = int(ok.sum()) / n if n else None
-    s_ttft, s_tpot = summary(np.sort(ttft)), summary(np.sort(tpot))
+    s_ttft, s_tpot = (summarize(np.sort(x), presorted=True, total=core.fsum) for x in (ttft, tpot))
     return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot,
             "throughput_rps": round(n / span, 5) if span > 0 else None,
             "preempted_requests": int((preempted > 0).sum()),
             "objective": evaluate(obj, s_ttft, s_tpot, att)}
-
-
-def summary(v: np.ndarray) -> dict:
-    """``stats.summarize`` of the sorted array ``v``, from the same float operations: the mean from
-    the exact sum (core.fsum, math.fsum's value), each percentile interpolated between the same two
-    order statistics as Python floats."""
-    n = len(v)
-    if not n:
-        return summarize([])
-    out = {"count": n, "mean": round(1e3 * core.fsum(v) / n, 3)}
-    for name, q in PERCENTILES.items():
-        if q is not None:
-            pos = (n - 1) * q / 100.0
-            lo = int(pos)
-            a, b = float(v[lo]), float(v[min(lo + 1, n - 1)])
-            out[name] = round(1e3 * (a + (b - a) * (pos - lo)), 3)
-    out["max"] = round(1e3 * float(v[-1]), 3)
-    return out
 
 
 def cdf(values: np.ndarray, points: int = 101) -> list[list[float]]:

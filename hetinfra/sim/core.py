@@ -107,15 +107,13 @@ def sample(rng, n: int, cum: list[float], rules: list, origins: bool):
     arrays; None when the core is not available or a rule is beyond it (sizes of 2**32 or more)."""
     if not available() or any(max(r.input[1], r.output[1], len(r.rows)) >= 2**32 for r in rules):
         return None
-    version, words, _ = rng.getstate()
-    state = np.array(words, dtype=np.uint32)
     flat, table = [], []
     for r in rules:
         flat += [*r.input, *r.output, len(table), len(r.rows)]
         table += r.rows
     cls, prompt, output = (np.empty(n, dtype=np.int64) for _ in range(3))
     where, pick = np.empty(n), np.empty(n)
-    _sample_core(state, np.array(cum, dtype=np.float64), np.array(flat, dtype=np.int64),
+    _sample_core(_state(rng), np.array(cum, dtype=np.float64), np.array(flat, dtype=np.int64),
                  np.array(table, dtype=np.int64).reshape(-1, 2) if table else np.empty((0, 2), dtype=np.int64),
                  origins, cls, prompt, output, where, pick)
     return cls, prompt, output, where if origins else None, pick
@@ -127,10 +125,15 @@ def exp_gaps(rng, n: int) -> np.ndarray | None:
     None when the core is not available."""
     if not available():
         return None
-    _, words, _ = rng.getstate()
     out = np.empty(n)
-    _exp_gaps_core(np.array(words, dtype=np.uint32), out)
+    _exp_gaps_core(_state(rng), out)
     return out
+
+
+def _state(rng) -> np.ndarray:
+    """``rng``'s Mersenne Twister state as the core reads it: random.getstate()'s 624 words and index."""
+    _, words, _ = rng.getstate()
+    return np.array(words, dtype=np.uint32)
 
 
 def fsum(values: np.ndarray) -> float:

@@ -9,6 +9,7 @@ An objective is met iff the chosen statistic of TTFT is <= its bound, the same s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
@@ -18,27 +19,31 @@ __all__ = ["PERCENTILES", "Objective", "percentile", "summarize", "objective_fro
 PERCENTILES = {"mean": None, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); nan for no values."""
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); nan for no values. A sorted
+    list or numpy array: its two order statistics are read as Python floats (the same doubles)."""
     n = len(sorted_values)
     if not n:
         return math.nan
     pos = (n - 1) * q / 100.0
     lo = int(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    a, b = float(sorted_values[lo]), float(sorted_values[min(lo + 1, n - 1)])
+    return a + (b - a) * (pos - lo)
 
 
-def summarize(values: list[float]) -> dict:
-    """count, mean, p50, p90, p95, p99, max of values in seconds, reported in ms."""
-    v = sorted(values)
-    if not v:
+def summarize(values: Sequence[float], *, presorted: bool = False,
+              total: Callable[[Sequence[float]], float] = math.fsum) -> dict:
+    """count, mean, p50, p90, p95, p99, max of values in seconds, reported in ms. ``presorted``:
+    ``values`` is sorted already (a numpy column: hetinfra.sim.columns); ``total``: its exact sum
+    (math.fsum, or hetinfra.sim.core.fsum for a numpy column: the same double)."""
+    v = values if presorted else sorted(values)
+    if not len(v):
         return {"count": 0, "mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "max": None}
-    out = {"count": len(v), "mean": round(1e3 * math.fsum(v) / len(v), 3)}
+    out = {"count": len(v), "mean": round(1e3 * total(v) / len(v), 3)}
     for name, q in PERCENTILES.items():
         if q is not None:
             out[name] = round(1e3 * percentile(v, q), 3)
-    out["max"] = round(1e3 * v[-1], 3)
+    out["max"] = round(1e3 * float(v[-1]), 3)
     return out
 
 

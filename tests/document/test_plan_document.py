@@ -108,3 +108,24 @@ def test_a_mixed_pipeline_counts_instances_stage_by_stage():
     assert all(g.deployment_unit == a.deployment_unit for g in a.stage_groups())
     other = Plan.parse(PLANS["chat"]).allocations[0]
     assert other.stage_groups() == [other]
+
+
+@given(name=st.sampled_from(sorted(PLANS)), data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_whole_plan_routes_only_to_its_allocations(name, data):
+    """Whatever allocations a plan loses without its routes moving, the simulator's reading of it
+    (SimPlan) refuses it exactly when some route (per class or per origin) names a lost unit, and
+    names that route."""
+    from hetinfra.document.simulation import SimPlan
+
+    doc = copy.deepcopy(PLANS[name])
+    lost = data.draw(st.sets(st.sampled_from([a["unit"] for a in doc["allocations"]])), label="lost")
+    doc["allocations"] = [a for a in doc["allocations"] if a["unit"] not in lost]
+    routed = {e["unit"] for per in doc["routing"].values() for rows in per.values() for e in rows}
+    routed |= {e["unit"] for per in (doc.get("routing_by_origin") or {}).values() for o in per.values()
+               for rows in o.values() for e in rows}
+    if routed & lost:
+        with pytest.raises(InvalidInputError, match="routes to unit .*, which is not among allocations"):
+            SimPlan.of(doc)
+    else:
+        SimPlan.of(doc)

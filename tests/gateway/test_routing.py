@@ -117,25 +117,23 @@ def test_a_plan_routing_an_origin_to_a_unit_it_lacks_is_refused(tmp_path):
     """Plans trimmed by earlier versions could route an origin to a unit the trim had removed; the
     gateway and the simulator refuse such a plan (re-plan) instead of sending requests nowhere."""
     import copy
+    import json
 
-    from hetinfra.document import Plan
     from hetinfra.document.simulation import SimPlan
     from hetinfra.errors import InvalidInputError
-    from hetinfra.gateway.origins import origin_routes
-    from hetinfra.gateway.table import routes_from_weights
-    from hetinfra.compile.router import router_weights
+    from hetinfra.gateway.table import load_table
     from tests.plan.golden_plans import filled_golden
 
     doc = filled_golden("multi-region")
-    plan = Plan.parse(doc)
-    assert origin_routes(plan, routes_from_weights(router_weights(plan), "plan.json"))  # as written: fine
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    assert load_table(tmp_path / "plan.json").by_origin  # as written: fine
     stale = copy.deepcopy(doc)
     gone = next(a for a in stale["allocations"] if "us-west-2" in a["unit"])
     stale["allocations"].remove(gone)
     for rows in stale["routing"]["chat-8b"].values():  # class routing moved, origin routing not (the old trim)
         rows[:] = [e for e in rows if e["unit"] != gone["unit"]] or rows
-    with pytest.raises(InvalidInputError, match="routing_by_origin.chat-8b.*which the plan does not allocate"):
-        stale_plan = Plan.parse(stale)
-        origin_routes(stale_plan, routes_from_weights(router_weights(stale_plan), "plan.json"))
+    (tmp_path / "plan.json").write_text(json.dumps(stale))
+    with pytest.raises(InvalidInputError, match="routing_by_origin.chat-8b.*which is not among allocations"):
+        load_table(tmp_path / "plan.json")
     with pytest.raises(InvalidInputError, match="routing_by_origin.chat-8b.*which is not among allocations"):
         SimPlan.of(stale)

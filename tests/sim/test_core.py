@@ -201,10 +201,10 @@ def test_fsum_of_values_that_are_not_finite_is_math_fsums():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(0, 1e3, allow_nan=False), max_size=300))
 def test_a_summary_of_sorted_columns_is_summarize(values):
-    from hetinfra.sim.columns import summary
     from hetinfra.sim.stats import summarize
 
-    assert summary(np.sort(np.array(values, dtype=float))) == summarize(values)
+    column = summarize(np.sort(np.array(values, dtype=float)), presorted=True, total=core.fsum)
+    assert column == summarize(values) and all(type(v) in (int, float) or v is None for v in column.values())
 
 
 @settings(max_examples=30, deadline=None)

@@ -58,3 +58,46 @@ def test_sustained_load_bisects_per_model_in_shared_simulations():
     got = sustained_load(doc, 1.0, meets)
     assert len(calls) == 3
     assert 1.375 <= got["p"] <= 1.5 and 1.0 <= got["q"] <= 1.1
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _routed_docs(draw):
+    """A plan of 2-4 one-replica units of one model, 1-3 classes, each routed (per class and per
+    each of 2 origins) to a drawn non-empty set of units with drawn shares."""
+    units = [f"u{i}" for i in range(draw(st.integers(2, 4)))]
+
+    def rows():
+        chosen = draw(st.lists(st.sampled_from(units), min_size=1, max_size=len(units), unique=True))
+        weights = [draw(st.integers(1, 9)) for _ in chosen]
+        return [{"unit": u, "share": round(w / sum(weights), 6), "rps": float(w)} for u, w in zip(chosen, weights)]
+
+    classes = [f"c{k}" for k in range(draw(st.integers(1, 3)))]
+    allocs = [{"unit": u, "model": "m", "count": 1, "nodes_per_replica": 1, "cost_usd_per_hour": 1.0} for u in units]
+    return {"allocations": allocs, "routing": {"m": {c: rows() for c in classes}},
+            "routing_by_origin": {"m": {o: {c: rows() for c in classes} for o in ("east", "west")}},
+            "models": [{"name": "m", "rate_rps": 1.0}]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(_routed_docs(), st.data())
+def test_a_units_last_replica_hands_on_every_route_it_had(doc, data):
+    """The removal the trim and the minimality test share: refused exactly when a class, or an
+    origin's class, has no other unit; otherwise no route names the unit any more, and every class's
+    (and origin's class's) shares and req/s are kept, up to plan.json's rounding."""
+    unit = data.draw(st.sampled_from([a["unit"] for a in doc["allocations"]]))
+    lists = [rows for rows in doc["routing"]["m"].values()]
+    lists += [rows for per in doc["routing_by_origin"]["m"].values() for rows in per.values()]
+    gone = without_one_replica(doc, unit)
+    if any(all(e["unit"] == unit for e in rows) for rows in lists):
+        assert gone is None
+        return
+    after = [rows for rows in gone["routing"]["m"].values()]
+    after += [rows for per in gone["routing_by_origin"]["m"].values() for rows in per.values()]
+    for before, now in zip(lists, after):
+        assert all(e["unit"] != unit for e in now)
+        assert abs(sum(e["share"] for e in now) - sum(e["share"] for e in before)) < 1e-5
+        assert abs(sum(e["rps"] for e in now) - sum(e["rps"] for e in before)) < 1e-5
