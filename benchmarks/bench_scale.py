@@ -239,7 +239,7 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 
-    render_summary(doc, Console(file=io.StringIO(), width=132))  # what `plan` prints on a pipe
+    render_summary(doc, Console(file=io.StringIO(), width=132, highlight=False))  # what `plan` prints on a pipe
     lap("output: the summary (Rich, imported here)")
     return out
 

@@ -73,8 +73,9 @@ def echo_for(as_json: bool) -> Callable[[str], None]:
 
 def summary_console():
     """A Rich console for a command's tables: the terminal's, or one 132 columns wide for pipes and
-    logs, so that tables do not wrap."""
+    logs, so that tables do not wrap. No highlighting: our tables style their own cells, and Rich's
+    highlighter runs its regexes over every string (40% of the plan summary's rendering)."""
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=132)
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(width=132, highlight=False)

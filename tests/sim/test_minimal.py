@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hetinfra.sim.minimal import removal_order, sustained_load, without_one_replica
+from hetinfra.sim.minimal import SUSTAIN_STEPS, removal_order, sustained_load, without_one_replica
 
 
 def _doc() -> dict:
@@ -46,18 +46,26 @@ def test_removal_order_dearest_replica_first():
     assert removal_order(_doc()) == [("a", False), ("a", True), ("b", False)]  # a unit of 2: also as a whole
 
 
-def test_sustained_load_bisects_per_model_in_shared_simulations():
+def test_sustained_load_searches_per_model_in_shared_simulations():
     doc = {"models": [{"name": "p", "rate_rps": 1.0}, {"name": "q", "rate_rps": 1.0}]}
     limits = {"p": 1.5, "q": 1.1}
     calls = []
 
     def meets(d):
-        calls.append(d)
+        calls.append({m["name"]: m["rate_rps"] for m in d["models"] if m["rate_rps"]})
         return {m["name"]: m["rate_rps"] * 1.0 <= limits[m["name"]] for m in d["models"] if m["rate_rps"]}
 
     got = sustained_load(doc, 1.0, meets)
-    assert len(calls) == 3
-    assert 1.375 <= got["p"] <= 1.5 and 1.0 <= got["q"] <= 1.1
+    # 1.125 for both (q misses there and is done), then p alone bisects 1.125 .. 2
+    assert calls == [{"p": 1.125, "q": 1.125}, {"p": 1.5}, {"p": 1.75}, {"p": 1.625}]
+    assert got == {"p": 1.5, "q": 1.0}
+
+
+def test_sustained_load_of_a_minimal_plan_takes_one_simulation():
+    calls = []
+    got = sustained_load({"models": [{"name": "p", "rate_rps": 2.0}]}, 1.2,
+                         lambda d: calls.append(d) or {"p": False})
+    assert got == {"p": 1.2} and len(calls) == 1
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -101,3 +109,26 @@ def test_a_units_last_replica_hands_on_every_route_it_had(doc, data):
         assert all(e["unit"] != unit for e in now)
         assert abs(sum(e["share"] for e in now) - sum(e["share"] for e in before)) < 1e-5
         assert abs(sum(e["rps"] for e in now) - sum(e["rps"] for e in before)) < 1e-5
+
+
+@settings(max_examples=200, deadline=None)
+@given(limits=st.lists(st.floats(0.9, 2.5, allow_nan=False), min_size=1, max_size=4),
+       load=st.sampled_from([1.0, 1.2, 1.5]))
+def test_sustained_load_is_the_highest_grid_load_met_where_meeting_is_monotone(limits, load):
+    """Each model meets up to its own limit (monotone in the load): the search finds the highest
+    point of the grid load x (1 + k/8), k = 0..7, at or below the limit (the declared load where it
+    is below even that), in at most SUSTAIN_STEPS + 1 shared simulations."""
+    names = [f"m{i}" for i in range(len(limits))]
+    doc = {"models": [{"name": n, "rate_rps": 1.0} for n in names]}
+    calls = []
+
+    def meets(d):
+        calls.append(d)
+        return {m["name"]: m["rate_rps"] * load <= limits[names.index(m["name"])] * (1 + 1e-12)
+                for m in d["models"] if m["rate_rps"]}
+
+    got = sustained_load(doc, load, meets)
+    for n, limit in zip(names, limits):
+        grid = [load * (1 + k / 8) for k in range(8)]
+        assert got[n] == round(max([g for g in grid if g <= limit * (1 + 1e-12)], default=load), 4)
+    assert 1 <= len(calls) <= SUSTAIN_STEPS + 1
