@@ -177,6 +177,23 @@ def front(repeat: int) -> None:
               f"cpu {statistics.median(r[stage][1] for r in stages):6.3f} s", flush=True)
 
 
+def ensure_bytecode() -> None:
+    """Byte-compile the hetinfra this interpreter runs where its bytecode is missing or stale, as
+    installing it does (pip for a wheel; setup.py's BuildPy for an editable install): the processes
+    timed here are what an installed hetinfra costs, beside a bare process whose PuLP pip compiled,
+    not the compilation of sources edited since (every call pays that where PYTHONDONTWRITEBYTECODE
+    is set, as on these machines)."""
+    import subprocess
+
+    find = ("import importlib.util as u, os\n"
+            "for n in ('hetinfra', 'hetinfra.solver', 'hetinfra.price_feeds', 'hetinfra.stacks'):\n"
+            "    s = u.find_spec(n)\n"
+            "    print(os.path.dirname(s.origin)) if s else None")
+    dirs = subprocess.run([sys.executable, "-c", find], capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
+    print(f"bytecode: current in {', '.join(dirs)} (compiled where missing or stale, as installing does)", flush=True)
+
+
 def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
     """(wall seconds from process start to exit, its CPU seconds (user + system), stdout) of ``cmd``,
     which must succeed. CPU time is what a loaded machine distorts least."""
@@ -481,9 +498,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.front:
         sys.path.insert(0, str(REPO))  # front_case writes the case with the tests' Mélange helper
+        ensure_bytecode()
         front(args.repeat)
         return
     if args.shared:
+        ensure_bytecode()
         shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat)
         return
     sys.path.insert(0, str(REPO))

@@ -54,6 +54,7 @@ __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "si
 SIMULATOR_VERSION = "sim-v1"
 
 _NONE = np.empty(0, dtype=np.int64)  # the request ids of a unit no class routes to
+_STATS = "|stats"  # a unit's key + this: its simulation.json entry, in the memo
 
 Progress = Callable[[int], None]  # ticks: requests simulated
 
@@ -123,7 +124,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
-    model_info, cached, model_keys = {}, {}, {}
+    model_info, cached, model_keys, unit_keys = {}, {}, {}, {}
     for m in models:
         name = m.name
         pm = planned.get(name)
@@ -132,10 +133,12 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
+            keys = {k: _unit_key(a, m, plan, templates, config, calib, scale, present)
+                    for k, a in enumerate(allocs) if a.model == name}
+            unit_keys.update(keys)
             # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
             model_keys[name] = json.dumps(["model", detail, _demand(m), routes(plan, name, present), rate,
-                                           [_unit_key(a, m, plan, templates, config, calib, scale, present)
-                                            for a in allocs if a.model == name]], sort_keys=True)
+                                           list(keys.values())], sort_keys=True)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
@@ -152,7 +155,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         info = model_info.get(a.model)
         if info is None:
             continue
-        key = None if memo is None else _unit_key(a, info["plan"], plan, templates, config, calib, scale, present)
+        key = unit_keys.get(k)
         if key is not None and key in memo:
             units_reqs[k], *engines[k] = memo[key]
         else:
@@ -163,10 +166,14 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         if key is not None:
             memo[key] = (reqs, ue, replicas)
     units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
-    out = _collect(plan, config, model_info, units_out, units_reqs, detail)
+    # a unit's statistics depend on exactly what its requests do (its key): kept beside them
+    known = {k: memo[unit_keys[k] + _STATS] for k in engines if memo is not None and unit_keys[k] + _STATS in memo}
+    out = _collect(plan, config, model_info, units_out, units_reqs, detail, known)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
+    for (k, *_), entry in zip(units_out, out["units"]):
+        memo.setdefault(unit_keys[k] + _STATS, dict(entry))
     for entry in out["models"]:
         memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
     return _merge(out, [m.name for m in models], allocs, cached)
@@ -250,16 +257,22 @@ def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict,
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
-def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool) -> dict:
+def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool,
+             known: dict[int, dict]) -> dict:
+    """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
+    ``known``: the entries of units whose statistics the memo has (index -> entry, copied here)."""
     measured: dict[str, list[tuple]] = {name: [] for name in model_info}
     units = []
     for k, a, ue, replicas in units_out:
         info = model_info[a.model]
-        obj = objective_from_slo(info["plan"].slo.model_dump())
         r = units_reqs[k]
         warm = r.rid >= info["warm"]
         cols = (r.arrival[warm], r.first[warm], r.finish[warm], r.output[warm], r.preempted[warm], r.cls[warm])
         measured[a.model].append(cols)
+        if k in known:
+            units.append(dict(known[k]))
+            continue
+        obj = objective_from_slo(info["plan"].slo.model_dump())
         t0 = float(cols[0].min()) if len(cols[0]) else 0.0
         end = float(r.finish.max()) if len(r) else 0.0
         span = max(end - t0, 1e-12)

@@ -37,12 +37,30 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     monkeypatch.setattr(draw, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
-    monkeypatch.setattr(plan_sim, "simulate_unit", real_run)
-    assert again == plan_sim.simulate_plan(fewer, spec, path, CONFIG)
     # and the untouched model's result came from the memo without running anything
     ran.clear()
     monkeypatch.setattr(plan_sim, "simulate_unit", lambda reps, reqs, progress=None: ran.append(1))
     assert plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo) == again and ran == []
+
+
+def test_the_other_units_of_a_touched_model_recall_their_statistics(two_models, monkeypatch):
+    """A unit's simulation.json entry depends only on its key, so the memo keeps it beside the unit's
+    requests: a replica fewer in one of a model's three units summarizes that unit alone again."""
+    both, spec, path = two_models
+    doc = {**both, "models": [m for m in both["models"] if m["name"] == "chat-8b"],
+           "allocations": [a for a in both["allocations"] if a["model"] == "chat-8b"],
+           **{k: {"chat-8b": both[k]["chat-8b"]} for k in ("routing", "routing_by_origin") if both.get(k)}}
+    uid = doc["allocations"][0]["unit"]
+    more = {**doc, "allocations": [dict(a, count=2) if a["unit"] == uid else a for a in doc["allocations"]]}
+    memo: dict = {}
+    plan_sim.simulate_plan(more, spec, path, CONFIG, memo=memo)
+    summed = []
+    real_block = plan_sim.block
+    monkeypatch.setattr(plan_sim, "block", lambda *a: (summed.append(1), real_block(*a))[1])
+    recalled = plan_sim.simulate_plan(doc, spec, path, CONFIG, memo=memo)
+    with_memo, summed[:] = len(summed), []
+    assert recalled == plan_sim.simulate_plan(doc, spec, path, CONFIG)
+    assert with_memo == len(summed) - 2  # chat-8b's two other units
 
 
 def test_a_routing_change_routes_the_same_requests_again(two_models, monkeypatch):
