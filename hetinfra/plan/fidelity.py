@@ -10,8 +10,8 @@ from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (
-    "per model: the largest multiple x of the declared demand, in [load, 2 x load] by 3 bisection steps "
-    "(resolution load/8, the lower end of the bracket), at which the simulation with the same seed and "
+    "per model: the largest multiple x of the declared demand on the grid load x (1 + k/8), k = 0..7 "
+    "(searched from load x 9/8 up, then by bisection), at which the simulation with the same seed and "
     "requests still meets the objective; ratio = the smallest over models")
 
 

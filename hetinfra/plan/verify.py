@@ -154,7 +154,7 @@ class _Simulator:
 
     def __call__(self, view: dict) -> dict:
         """The simulation of ``view`` (:func:`simulation_view`, a copy the trim edited, or one whose
-        rates the over-provisioning bisection scaled: the memo's keys hold the rates)."""
+        rates the over-provisioning search scaled: the memo's keys hold the rates)."""
         from hetinfra.sim import simulate_plan
 
         ticks = self.progress.requests if self.progress is not None else None

@@ -4,7 +4,7 @@ Everything here depends on the model's demand, classes, routing and the workload
 count, and the parts that do not depend on the rate are kept in the simulator's memo apart from it
 (``hetinfra.sim.plan_sim``): the classes and sizes with their two uniforms (:func:`sampled`, once
 per workload), their routing (:func:`routed`, once per set of routing shares) and the rate-free
-part of the arrival gaps (:func:`arrivals`), so the over-provisioning bisection, which scales rates,
+part of the arrival gaps (:func:`arrivals`), so the over-provisioning search, which scales rates,
 draws no random number twice.
 """
 
@@ -29,7 +29,7 @@ __all__ = ["arrivals", "routed", "routes", "sampled"]
 
 def _sizes(model: ModelEntry) -> dict:
     """What of a plan model draws its requests' classes and sizes (:func:`_sample`): not its rate,
-    so the over-provisioning bisection, which scales rates, draws no size again."""
+    so the over-provisioning search, which scales rates, draws no size again."""
     return model.model_dump(mode="json", include={"name", "classes", "variants", "precision"})
 
 

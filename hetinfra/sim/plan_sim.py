@@ -16,7 +16,7 @@
   trim (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica and collects only
   its model, with results identical to a fresh simulation. The memo also keeps what does not
   depend on the rate (each model's request classes and sizes, their routing, the arrival gaps'
-  rate-free parts), so the over-provisioning bisection draws no random number twice.
+  rate-free parts), so the over-provisioning search draws no random number twice.
 * Requests are drawn, routed and timed in ``hetinfra.sim.draw``, travel as columns (``hetinfra.sim.columns``) and each unit runs in the compiled core
   (``hetinfra.sim.core``) or, where it cannot, the Python reference loop, bit for bit alike.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
