@@ -189,7 +189,7 @@ def ensure_bytecode() -> None:
             "for n in ('hetinfra', 'hetinfra.solver', 'hetinfra.price_feeds', 'hetinfra.stacks'):\n"
             "    s = u.find_spec(n)\n"
             "    print(os.path.dirname(s.origin)) if s else None")
-    dirs = subprocess.run([sys.executable, "-c", find], capture_output=True, text=True, check=True).stdout.split()
+    dirs = subprocess.run([sys.executable, "-c", find], capture_output=True, text=True, check=True).stdout.splitlines()
     subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
     print(f"bytecode: current in {', '.join(dirs)} (compiled where missing or stale, as installing does)", flush=True)
 

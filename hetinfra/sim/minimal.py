@@ -116,10 +116,11 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
     plan, so all models search in the same simulations.
 
     The first step tries the grid's lowest point above ``load`` (k = 1); the models that meet there
-    bisect the rest (k in 1 .. 2**SUSTAIN_STEPS - 1). A trimmed plan is minimal, so it rarely meets
-    an eighth above its load: one simulation then settles what a bisection from the middle took
-    SUSTAIN_STEPS for, and a model that does meet takes one more. Where meeting is monotone in the
-    load, both find the same grid point."""
+    bisect the rest (k in 1 .. 2**SUSTAIN_STEPS - 1). A trimmed model whose units have several
+    replicas usually misses an eighth above its load: one simulation then settles what a bisection
+    from the middle took SUSTAIN_STEPS for; a model that meets there (a unit of one or two replicas
+    often has headroom) takes one more. Where meeting is monotone in the load, both find the same
+    grid point."""
     names = [m["name"] for m in doc["models"] if m.get("rate_rps")]
     top = 2 ** SUSTAIN_STEPS
     lo = {n: 0 for n in names}

@@ -37,6 +37,8 @@ def test_memo_gives_the_fresh_simulation_and_reruns_only_the_touched_unit(two_mo
     monkeypatch.setattr(draw, "_sample", lambda m, *a: (drawn.append(m.name), real_sample(m, *a))[1])
     again = plan_sim.simulate_plan(fewer, spec, path, CONFIG, memo=memo)
     assert len(ran) == 1 and drawn == []  # one unit re-simulated; its model's requests reused
+    monkeypatch.setattr(plan_sim, "simulate_unit", real_run)
+    assert again == plan_sim.simulate_plan(fewer, spec, path, CONFIG)
     # and the untouched model's result came from the memo without running anything
     ran.clear()
     monkeypatch.setattr(plan_sim, "simulate_unit", lambda reps, reqs, progress=None: ran.append(1))
