@@ -77,7 +77,6 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     earlier plan's counts (``solve(start=...)``), tried last (so it wins only when strictly cheaper),
     on this block's units only."""
     from hetinfra.solver.direct import DirectModel
-    from hetinfra.solver.heuristic import feasible_start
 
     def left() -> float:
         return max(1e-3, deadline - time.perf_counter())
@@ -92,65 +91,82 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     if lp.status == "time_limit":
         blk.safety_stop = True
     blk.lp_bound = lp.objective if lp.status == "optimal" else None
-
     if p.objective == "max_throughput" and not p.elastic_caps:
-        first = dm.mip(time_limit_s=left(), mip_gap=mip_gap, max_nodes=max_nodes)
-        blk.nodes = first.nodes
-        blk.safety_stop |= first.status == "time_limit"
-        if not first.has_solution:
-            blk.status = "infeasible" if first.status == "infeasible" else "no_solution"
-            return blk
-        s_star = dm.scale(first.values)
-        dm.keep_scale(s_star)
-        second = dm.mip(time_limit_s=left(), mip_gap=mip_gap, max_nodes=max_nodes, start=first.values)
-        blk.nodes += second.nodes
-        blk.safety_stop |= second.status == "time_limit"
-        values = second.values if second.has_solution else first.values
-        blk.objective, blk.bound = s_star, first.bound
-        if blk.lp_bound is not None and blk.bound is not None:
-            blk.bound = min(blk.bound, blk.lp_bound)
-        blk.status = first.status if first.status != "optimal" else (
-            second.status if second.status in ("time_limit",) else "optimal")
-        _load(blk, dm, values)
-        return blk
-
+        return _max_throughput(blk, dm, left, mip_gap=mip_gap, max_nodes=max_nodes)
     bound0 = blk.lp_bound
     if floor is not None:
         dm.add_objective_floor(floor)
         bound0 = floor if bound0 is None else max(bound0, floor)
-    best = None  # (objective, values, name)
-    if warm and not p.elastic_caps:
-        cands = []
-        running = {u: c for u, c in p.running.items() if u in dm.n}  # the block's own running units
-        if running:
-            cands.append(("running", running))
-        if lp.has_solution:
-            cands.append(("rounded LP", {u: math.ceil(lp.values[c] - 1e-6) for u, c in dm.n.items()
-                                         if lp.values[c] > 1e-6}))
-        found = feasible_start(p)
-        if found:
-            cands.append(("greedy", found[0]))
-        cands.extend(seeds)
-        previous = {u: c for u, c in (start or {}).items() if u in dm.n and c > 0}
-        if previous:
-            cands.append(("previous", previous))
-        for name, counts in cands:
-            floor = dm.objective_floor(counts) if best is not None else None
-            if floor is not None and floor >= best[0] - 1e-9:
-                continue  # its instances alone cost what the best start does: it cannot replace it
-            # pricing a complete start is one small LP: let it finish past the safety stop while no
-            # start has, so that a loaded machine yields a (reported) plan rather than none
-            o = dm.with_counts(counts, left() if best is not None else max(left(), START_FLOOR_S))
-            if o.status == "time_limit":
-                blk.safety_stop = True
-            if o.has_solution and o.status == "optimal" and (best is None or o.objective < best[0] - 1e-9):
-                best = (o.objective, o.values, name)
+    best = _best_start(blk, dm, p, lp, left, start, seeds) if warm and not p.elastic_caps else None
     if best is not None:
         blk.warm_start, blk.warm_start_objective = best[2], best[0]
     if best is not None and bound0 is not None and best[0] - bound0 <= mip_gap * max(abs(best[0]), 1e-9) + 1e-9:
         blk.objective, blk.bound, blk.status = best[0], min(bound0, best[0]), "optimal"
         _load(blk, dm, best[1])
         return blk
+    return _min_cost_mip(blk, dm, left, best, bound0, mip_gap=mip_gap, max_nodes=max_nodes)
+
+
+def _max_throughput(blk: Block, dm, left, *, mip_gap: float, max_nodes: int) -> Block:
+    """max_throughput: the largest demand scale s* first, then the cheapest plan that serves s*."""
+    first = dm.mip(time_limit_s=left(), mip_gap=mip_gap, max_nodes=max_nodes)
+    blk.nodes = first.nodes
+    blk.safety_stop |= first.status == "time_limit"
+    if not first.has_solution:
+        blk.status = "infeasible" if first.status == "infeasible" else "no_solution"
+        return blk
+    s_star = dm.scale(first.values)
+    dm.keep_scale(s_star)
+    second = dm.mip(time_limit_s=left(), mip_gap=mip_gap, max_nodes=max_nodes, start=first.values)
+    blk.nodes += second.nodes
+    blk.safety_stop |= second.status == "time_limit"
+    values = second.values if second.has_solution else first.values
+    blk.objective, blk.bound = s_star, first.bound
+    if blk.lp_bound is not None and blk.bound is not None:
+        blk.bound = min(blk.bound, blk.lp_bound)
+    blk.status = first.status if first.status != "optimal" else (
+        second.status if second.status in ("time_limit",) else "optimal")
+    _load(blk, dm, values)
+    return blk
+
+
+def _best_start(blk: Block, dm, p: AllocationProblem, lp, left, start: dict[str, int] | None,
+                seeds: list[tuple[str, dict[str, int]]]) -> tuple[float, list[float], str] | None:
+    """The cheapest candidate start, priced (objective, values, name): the block's running units,
+    the rounded LP, the greedy plan, ``seeds``, then ``start``; None where none prices."""
+    from hetinfra.solver.heuristic import feasible_start
+
+    cands = []
+    running = {u: c for u, c in p.running.items() if u in dm.n}  # the block's own running units
+    if running:
+        cands.append(("running", running))
+    if lp.has_solution:
+        cands.append(("rounded LP", {u: math.ceil(lp.values[c] - 1e-6) for u, c in dm.n.items()
+                                     if lp.values[c] > 1e-6}))
+    found = feasible_start(p)
+    if found:
+        cands.append(("greedy", found[0]))
+    cands.extend(seeds)
+    previous = {u: c for u, c in (start or {}).items() if u in dm.n and c > 0}
+    if previous:
+        cands.append(("previous", previous))
+    best = None
+    for name, counts in cands:
+        floor = dm.objective_floor(counts) if best is not None else None
+        if floor is not None and floor >= best[0] - 1e-9:
+            continue  # its instances alone cost what the best start does: it cannot replace it
+        # pricing a complete start is one small LP: let it finish past the safety stop while no
+        # start has, so that a loaded machine yields a (reported) plan rather than none
+        o = dm.with_counts(counts, left() if best is not None else max(left(), START_FLOOR_S))
+        if o.status == "time_limit":
+            blk.safety_stop = True
+        if o.has_solution and o.status == "optimal" and (best is None or o.objective < best[0] - 1e-9):
+            best = (o.objective, o.values, name)
+    return best
+
+
+def _min_cost_mip(blk: Block, dm, left, best, bound0: float | None, *, mip_gap: float, max_nodes: int) -> Block:
+    """The MIP from the best start (kept where the MIP finds nothing cheaper), its bound and status."""
     o = dm.mip(time_limit_s=left(), mip_gap=mip_gap, max_nodes=max_nodes, start=best[1] if best else None)
     blk.nodes = o.nodes
     blk.safety_stop |= o.status == "time_limit"
