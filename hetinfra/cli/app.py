@@ -26,7 +26,10 @@ from hetinfra.cli.replan import replan_command
 from hetinfra.cli.simulate import simulate_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+HELP_OPTIONS = ["-h", "--help"]
+
+
+@click.group(context_settings={"help_option_names": HELP_OPTIONS})
 @click.version_option(__version__, prog_name="hetinfra")
 def cli() -> None:
     """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,
@@ -37,14 +40,19 @@ def cli() -> None:
     """
 
 
-HELP_OPTIONS = ["-h", "--help"]
+def _own_help_names(command: click.Command) -> None:
+    """``command`` and its subcommands declare HELP_OPTIONS themselves, not only through the group:
+    click keeps a command's help option from its first use, so one invoked alone (a test's
+    CliRunner) would otherwise answer only --help from then on."""
+    command.context_settings.setdefault("help_option_names", HELP_OPTIONS)
+    for sub in getattr(command, "commands", {}).values():
+        _own_help_names(sub)
+
 
 for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
                  import_command, apply_command, status_command, destroy_command, replan_command, simulate_command,
                  gateway_command):
-    # each command's own help names too: click keeps a command's help option from its first use, so
-    # one invoked alone (a test's CliRunner) would otherwise answer only --help from then on
-    _command.context_settings.setdefault("help_option_names", HELP_OPTIONS)
+    _own_help_names(_command)
     cli.add_command(_command)
 
 

@@ -31,6 +31,11 @@ def test_a_command_invoked_alone_keeps_its_short_help_option():
 
     from hetinfra.cli.app import cli
 
-    for name, command in cli.commands.items():
+    def every(group, prefix=""):  # the nested ones too (feeds refresh, feeds list)
+        for name, command in group.commands.items():
+            yield prefix + name, command
+            yield from every(command, f"{prefix}{name} ") if hasattr(command, "commands") else ()
+
+    for name, command in every(cli):
         res = CliRunner().invoke(command, ["-h"])
         assert res.exit_code == 0 and "-h, --help" in res.output, name
