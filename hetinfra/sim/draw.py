@@ -97,10 +97,10 @@ def sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, 
     return out
 
 
-def routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing: OriginRouting,
+def routed(m: ModelEntry, plan: SimPlan, draw: Draw, routing: OriginRouting,
             memo: dict | None) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
     """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests)."""
-    key = None if memo is None else json.dumps(["route", _sizes(m), routes(plan, m.name, present),
+    key = None if memo is None else json.dumps(["route", _sizes(m), routes(plan, m.name),
                                                 sorted((a.unit, k) for k, a in enumerate(plan.allocations)
                                                        if a.model == m.name)], sort_keys=True)
     if key is not None and key in memo and memo[key][0] is draw:
@@ -111,11 +111,11 @@ def routed(m: ModelEntry, plan: SimPlan, present: set[str], draw: Draw, routing:
     return out
 
 
-def routes(plan: SimPlan, model: str, present: set[str]) -> list:
+def routes(plan: SimPlan, model: str) -> list:
     """What routes a model's requests: its class routing and, where the plan routes by origin, its
-    origins' rows and shares (limited to the units the plan has)."""
+    origins' rows and shares (a SimPlan routes only to units it has: ``SimPlan._routes_to_allocations``)."""
     def keep(rows: dict) -> dict:
-        return {c: [e.model_dump(mode="json") for e in entries if e.unit in present] for c, entries in (rows or {}).items()}
+        return {c: [e.model_dump(mode="json") for e in entries] for c, entries in (rows or {}).items()}
 
     by_origin = (plan.routing_by_origin or {}).get(model) or {}
     origins = (plan.origins or {}).get(model)

@@ -29,12 +29,12 @@ class OriginRouting:
             self.origins = [(o, float(spec[o].share or 0.0) if o in spec else 0.0) for o in rows]
         else:
             rows, self.origins = {"any": plan.routing.get(name) or {}}, [("any", 1.0)]
-        self.routes = {o: [[(unit_ix[e.unit], float(e.share)) for e in (per.get(c.name) or [])
-                            if e.unit in unit_ix] for c in classes] for o, per in rows.items()}
+        # every row's unit is the plan's (SimPlan refuses routes to units it does not allocate)
+        self.routes = {o: [[(unit_ix[e.unit], float(e.share)) for e in (per.get(c.name) or [])]
+                           for c in classes] for o, per in rows.items()}
         # the plan's round trip of each (origin, unit) it routes (routing_by_origin[..].network_ms)
         self.rtt_s = {(o, unit_ix[e.unit]): float(e.network_ms or 0.0) / 1e3
-                      for o, per in rows.items() if o != "any" for entries in per.values() for e in entries
-                      if e.unit in unit_ix}
+                      for o, per in rows.items() if o != "any" for entries in per.values() for e in entries}
         self.cum = [math.fsum(s for _, s in self.origins[:k + 1]) for k in range(len(self.origins))]
 
     def route(self, cls: np.ndarray, where: np.ndarray | None, pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

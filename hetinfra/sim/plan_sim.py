@@ -54,7 +54,6 @@ __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "si
 SIMULATOR_VERSION = "sim-v1"
 
 _NONE = np.empty(0, dtype=np.int64)  # the request ids of a unit no class routes to
-_STATS = "|stats"  # a unit's key + this: its simulation.json entry, in the memo
 
 Progress = Callable[[int], None]  # ticks: requests simulated
 
@@ -119,7 +118,6 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     scale = plan.scale()
     models = [m for m in plan.models if m.rate_rps]
     allocs = list(plan.allocations)
-    present = {a.unit for a in allocs}
     unit_ix = {a.unit: k for k, a in enumerate(allocs)}
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
@@ -133,23 +131,26 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
-            keys = {k: _unit_key(a, m, plan, templates, config, calib, scale, present)
+            keys = {k: _unit_key(a, m, plan, templates, config, calib, scale)
                     for k, a in enumerate(allocs) if a.model == name}
             unit_keys.update(keys)
             # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", detail, _demand(m), routes(plan, name, present), rate,
+            model_keys[name] = json.dumps(["model", detail, _demand(m), routes(plan, name), rate,
                                            list(keys.values())], sort_keys=True)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
         draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
-        by_unit, unrouted, origin_ix = routed(m, plan, present, draw, routing, memo)
+        by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
                             "by_unit": by_unit, "arrival": arrivals(name, rate, config, memo)}
     units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
     engines: dict[int, tuple[UnitEngine, list[Replica]]] = {}
+    # a unit's memo entry: its requests, engine and replicas, and its simulation.json entry (which
+    # depends on nothing else), stored once the simulation that made them has collected it
+    known: dict[int, dict] = {}
     todo: list[tuple[int, str | None]] = []
     for k, a in enumerate(allocs):
         info = model_info.get(a.model)
@@ -157,23 +158,21 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
             continue
         key = unit_keys.get(k)
         if key is not None and key in memo:
-            units_reqs[k], *engines[k] = memo[key]
+            units_reqs[k], ue, replicas, known[k] = memo[key]
+            engines[k] = (ue, replicas)
         else:
             todo.append((k, key))
     for (k, key), (reqs, ue, replicas) in zip(todo, _simulate_units(
             [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress)):
         units_reqs[k], engines[k] = reqs, (ue, replicas)
-        if key is not None:
-            memo[key] = (reqs, ue, replicas)
     units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
-    # a unit's statistics depend on exactly what its requests do (its key): kept beside them
-    known = {k: memo[unit_keys[k] + _STATS] for k in engines if memo is not None and unit_keys[k] + _STATS in memo}
     out = _collect(plan, config, model_info, units_out, units_reqs, detail, known)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
-    for (k, *_), entry in zip(units_out, out["units"]):
-        memo.setdefault(unit_keys[k] + _STATS, dict(entry))
+    for (k, _a, ue, replicas), entry in zip(units_out, out["units"]):
+        if k not in known:
+            memo[unit_keys[k]] = (units_reqs[k], ue, replicas, dict(entry))
     for entry in out["models"]:
         memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
     return _merge(out, [m.name for m in models], allocs, cached)
@@ -244,7 +243,7 @@ def _demand(model: ModelEntry) -> dict:
 
 
 def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict, config: WorkloadConfig, calib,
-              scale: float, present: set[str]) -> str:
+              scale: float) -> str:
     """Everything one unit's simulation depends on: the unit, its template, its model's demand,
     classes, SLO and routing (which draws its requests), the workload and the engine constants."""
     t = templates.get(alloc.template)
@@ -252,7 +251,7 @@ def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict,
     # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
     rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.capacity_rps)} if t is not None else {}
     return json.dumps([alloc.key(), t.sources if t is not None else None, rated, _demand(model),
-                       routes(plan, alloc.model, present),
+                       routes(plan, alloc.model),
                        [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
