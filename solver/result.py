@@ -42,10 +42,14 @@ class SolveResult:
     def feasible(self) -> bool:
         return self.status in ("optimal", "node_limit", "time_limit")
 
-    def cost(self, problem: AllocationProblem) -> float:
-        """$/h of the plan; with periods the horizon average (each level's counts by its weight)."""
+    def cost(self, problem: AllocationProblem, units: set[str] | None = None) -> float:
+        """$/h of the plan; with periods the horizon average (each level's counts by its weight).
+        ``units``: only these units' share (a group of models', ``hetinfra.plan.blocks``)."""
         costs = {u.id: u.cost for u in problem.units}
+
+        def total(counts: dict[str, int]) -> float:
+            return sum(costs[u] * c for u, c in counts.items() if units is None or u in units)
+
         if self.periods and problem.periods:
-            return sum(per.weight * sum(costs[u] * c for u, c in lv["counts"].items())
-                       for per, lv in zip(problem.periods, self.periods))
-        return sum(costs[u] * c for u, c in self.n.items())
+            return sum(per.weight * total(lv["counts"]) for per, lv in zip(problem.periods, self.periods))
+        return total(self.n)

@@ -43,12 +43,7 @@ def model_groups(prs: list[PlanResult]) -> list[tuple[str, ...]] | None:
 
 def group_cost(pr: PlanResult, models: tuple[str, ...]) -> float:
     """$/h of ``models``' share of ``pr`` (``SolveResult.cost`` restricted to their units)."""
-    mine = {u.id: u.cost for u in pr.problem.units if u.model in models}
-    res = pr.result
-    if res.periods and pr.problem.periods:
-        return sum(per.weight * sum(mine[u] * c for u, c in lv["counts"].items() if u in mine)
-                   for per, lv in zip(pr.problem.periods, res.periods))
-    return sum(mine[u] * c for u, c in res.n.items() if u in mine)
+    return pr.result.cost(pr.problem, {u.id for u in pr.problem.units if u.model in models})
 
 
 def choose(rounds: list[tuple[PlanResult, Sim]], groups: list[tuple[str, ...]]) -> list[int] | None:

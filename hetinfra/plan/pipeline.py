@@ -14,10 +14,9 @@
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
-from hetinfra.plan.planner import PlanResult, attach_baselines, pool_at, prepare, solve_units, statistic_warnings
+from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, solve_units, statistic_warnings
 
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
@@ -50,18 +49,19 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
         doc["warnings"].append(UNVERIFIED_WARNING)
         return pr, doc
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
-        started: list[Future] = []
+        started: Future | None = None
 
         def on_rounds(final: PlanResult) -> None:
             # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
             # over-provisioning scales demand), so its baselines solve beside the trim's simulations
+            nonlocal started
             if with_baselines:
-                started.append(side.submit(baselines_of, final))
+                started = side.submit(baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
-        found = started[0].result() if started else None
+        found = started.result() if started is not None else None
     doc = assemble(outcome.pr, with_baselines, found)
     record(doc, outcome, strict)
     return outcome.pr, doc
@@ -69,10 +69,8 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
 
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
     """The single-GPU-type baselines of ``pr`` (min_cost; over its units at its factors) and its cost
-    without committed terms (``attach_baselines``), computed on a copy: (baselines, flexible cost)."""
-    mine = replace(pr)
-    attach_baselines(mine, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
-    return mine.baselines, mine.flexible_cost
+    without committed terms: ``planner.compared_with`` over the pool at the plan's factors."""
+    return compared_with(pr, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
 
 
 def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | None] | None = None) -> dict:

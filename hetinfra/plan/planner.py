@@ -319,20 +319,20 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     pr = PlanResult(inputs, units, problem, result, [], template_cache, all_units, dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:
-        attach_baselines(pr, pool)
+        pr.baselines, pr.flexible_cost = compared_with(pr, pool)
     return pr
 
 
-def attach_baselines(pr: PlanResult, pool: list[TemplateUnit]) -> None:
-    """Set what the plan is compared with (min_cost only): the cheapest plan on each single GPU type
-    over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
+def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
+    """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
+    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
     from hetinfra.plan.purchase import without_committed
 
     if pr.problem.objective != "min_cost":
-        return
+        return [], None
     settings = pr.inputs.spec.planning
-    pr.baselines = baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes)
-    pr.flexible_cost = without_committed(pr)
+    return (baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes),
+            without_committed(pr))
 
 
 def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int]) -> list[TemplateUnit]:

@@ -29,13 +29,15 @@ def trim(pr: PlanResult, sim_of) -> tuple[PlanResult, dict, list[dict]]:
         for uid, whole in removal_order(doc):
             candidate = (without_allocation if whole else without_one_replica)(doc, uid)
             checked.append(uid)
+            if candidate is None:  # a class (or an origin's) left with no unit
+                continue
             replicas = pr.result.n[uid] if whole else 1
             pr2 = pr
             for _ in range(replicas):
                 pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
             # the simulation judges the load; every other rule of the spec (spot fractions, locality)
             # must still hold, by the solver's own independent re-check
-            if candidate is None or pr2 is None or breaks_rules(pr2) or not sim_of(candidate)["met"]:
+            if pr2 is None or breaks_rules(pr2) or not sim_of(candidate)["met"]:
                 continue
             doc2 = simulation_view(pr2)
             sim2 = sim_of(doc2)

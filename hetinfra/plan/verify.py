@@ -186,7 +186,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
     ok: dict[str, float] = {}
     bad: dict[str, float] = {}
     history: list[dict] = []
-    best = last = None
+    best = None  # (rank, index in rounds) of the cheapest round in which every model met
     rounds: list[tuple[PlanResult, dict]] = []  # each round's plan and simulation
     seen: dict[str, dict] = {}
     stopped, stop_reason = pr.result.safety_stop, None
@@ -199,11 +199,10 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
             seen[key] = sim_of(doc)
         sim = seen[key]
         history.append(_round(rnd, doc, sim, pr.derate))
-        last = (pr, sim)
-        rounds.append(last)
+        rounds.append((pr, sim))
         rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
-        if sim["met"] and (best is None or rank < best[2]):
-            best = (pr, sim, rank)
+        if sim["met"] and (best is None or rank < best[0]):
+            best = (rank, len(rounds) - 1)
         new = next_factors(sim, doc, g, ok, bad, ceiling, regimes)
         if new == g:
             break
@@ -217,21 +216,22 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
             stop_reason = f"verification stopped after round {rnd}: {exc.message}"
             break
         stopped |= pr.result.safety_stop
-    kept = (best[0], best[1]) if best is not None else last
+    kept = best[1] if best is not None else len(rounds) - 1
     (pr, sim), round_by_model = _by_block(kept, rounds, sim_of, resolve)
     stopped |= pr.result.safety_stop
     return Verification(pr, sim, history, stopped, stop_reason, round_by_model=round_by_model)
 
 
-def _by_block(kept: tuple[PlanResult, dict], rounds: list[tuple[PlanResult, dict]], sim_of: _Simulator,
+def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of: _Simulator,
               resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
-    """``kept`` (the cheapest round in which every model met, else the last), or the plan composed
-    of each group of linked models' cheapest met round (hetinfra.plan.blocks) where that one meets
-    in simulation and is cheaper (or ``kept`` misses), with the round each model's plan is from."""
+    """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
+    last), or the plan composed of each group of linked models' cheapest met round
+    (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
+    misses), with the round each model's plan is from."""
     from hetinfra.plan import blocks
 
-    at = 1 + next(i for i, r in enumerate(rounds) if r[0] is kept[0])
-    as_kept = kept, {pm.spec.name: at for pm in kept[0].inputs.models}
+    kept = rounds[at]
+    as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
     groups = blocks.model_groups([r[0] for r in rounds])
     picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
     if picks is None or len(set(picks)) == 1:

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 
@@ -45,37 +44,41 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
         alloc["instances"] = alloc["count"] * int(alloc.get("nodes_per_replica") or 1)
         return out
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
-    if alloc["model"] in doc["routing"]:
-        out["routing"] = {**doc["routing"], alloc["model"]: copy.deepcopy(doc["routing"][alloc["model"]])}
-    if not _hand_on(out["routing"].get(alloc["model"]) or {}, unit):
+    model = alloc["model"]
+    routing = _handed_on(doc["routing"].get(model) or {}, unit)
+    if routing is None:
         return None
-    by_origin = (doc.get("routing_by_origin") or {}).get(alloc["model"])
+    if model in doc["routing"]:
+        out["routing"] = {**doc["routing"], model: routing}
+    by_origin = (doc.get("routing_by_origin") or {}).get(model)
     if by_origin:  # each origin's share of a class moves to the units that origin's class goes to
-        out["routing_by_origin"] = {**doc["routing_by_origin"], alloc["model"]: copy.deepcopy(by_origin)}
-        if not all(_hand_on(rows, unit) for rows in out["routing_by_origin"][alloc["model"]].values()):
+        moved = {origin: _handed_on(rows, unit) for origin, rows in by_origin.items()}
+        if any(rows is None for rows in moved.values()):
             return None
+        out["routing_by_origin"] = {**doc["routing_by_origin"], model: moved}
     return out
 
 
-def _hand_on(per_class: dict[str, list[dict]], unit: str) -> bool:
-    """Move ``unit``'s entries of each class's routing rows ({unit, share, rps, ...}) to the class's
-    other units in proportion to their shares, in place; False where a class would have none left."""
+def _handed_on(per_class: dict[str, list[dict]], unit: str) -> dict[str, list[dict]] | None:
+    """Each class's routing rows ({unit, share, rps, ...}) with ``unit``'s entries moved to the class's
+    other units in proportion to their shares (new rows; the classes it does not touch are shared);
+    None where a class would have none left."""
+    out = {}
     for cls, entries in per_class.items():
         gone = [e for e in entries if e["unit"] == unit]
         if not gone:
+            out[cls] = entries
             continue
         rest = [e for e in entries if e["unit"] != unit]
         kept = sum(float(e["share"]) for e in rest)
         if kept <= 0:
-            return False
+            return None
         moved = sum(float(e["share"]) for e in gone)
         moved_rps = sum(float(e["rps"]) for e in gone)
-        for e in rest:
-            part = float(e["share"]) / kept
-            e["share"] = round(float(e["share"]) + moved * part, 6)
-            e["rps"] = round(float(e["rps"]) + moved_rps * part, 6)
-        per_class[cls] = rest
-    return True
+        parts = [float(e["share"]) / kept for e in rest]
+        out[cls] = [dict(e, share=round(float(e["share"]) + moved * part, 6),
+                         rps=round(float(e["rps"]) + moved_rps * part, 6)) for e, part in zip(rest, parts)]
+    return out
 
 
 def without_allocation(doc: dict, unit: str) -> dict | None:

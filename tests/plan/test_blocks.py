@@ -7,10 +7,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from hetinfra.plan.blocks import choose, group_cost, model_groups
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
+from hetinfra.solver.result import SolveResult
 
 
 def _unit(uid: str, model: str, group: tuple[str, str, str], cost: float) -> SolverUnit:
@@ -20,7 +20,7 @@ def _unit(uid: str, model: str, group: tuple[str, str, str], cost: float) -> Sol
 def _round(units, caps=None, n=None, **kw) -> SimpleNamespace:
     demand = {(m, "c"): 1.0 for m in sorted({u.model for u in units})}
     problem = AllocationProblem(units=tuple(units), demand=demand, caps=caps or {}, **kw)
-    return SimpleNamespace(problem=problem, result=SimpleNamespace(n=n or {}, periods=[]))
+    return SimpleNamespace(problem=problem, result=SolveResult(status="optimal", n=n or {}))
 
 
 A, B, C = (("lab", "r1", "L4"), ("lab", "r2", "L4"), ("lab", "r3", "H100"))
@@ -60,30 +60,18 @@ def test_each_group_takes_its_cheapest_round_in_which_it_met():
 
 
 def _fleet(d, models: int = 3) -> str:
-    """The first models of benchmarks/bench_scale.py's independent fleet (no cap, no budget): rounds
-    4-6 miss in some model after others were credited, so each model's cheapest met round is not one
-    round (the models' names seed their simulations: the same names, the same rounds)."""
-    price = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
-             "A100": 3.00, "A100-80GB": 3.67, "H100": 6.88, "H200": 8.00}
-    mem = {"T4": 16, "L4": 24, "A10G": 24, "A10": 24, "L40S": 48, "V100": 16, "V100-32GB": 32, "A100": 40,
-           "A100-80GB": 80, "H100": 80, "H200": 141}
-    regions = [f"r{i:02d}" for i in range(12)]
-    rows = ["cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour"]
-    for i, r in enumerate(regions):
-        for g, p in price.items():
-            for n in (1, 2, 4, 8):
-                rows.append(f"bench,{r},{g.lower()}-x{n},{g},{n},{mem[g]},{8 * n},{32 * n},{p * n * (1.0 + 0.01 * i):.4f},")
-    (d / "offers.csv").write_text("\n".join(rows) + "\n")
-    hist = {"input_edges": [0, 250, 1000, 4000], "output_edges": [0, 100, 500, 1000],
-            "weights": [[0.2, 0.25, 0.05], [0.1, 0.2, 0.05], [0.05, 0.08, 0.02]]}
-    names = ["llama-3.1-8b", "mistral-7b", "phi-4", "qwen3-32b"]
-    spec = {"name": "fleet", "offers": ["offers.csv"], "infrastructure": {"clouds": ["bench"], "regions": regions},
-            "planning": {"mip_gap": 0.01, "max_nodes_per_template": 4},
-            "models": [{"name": f"m{i:02d}-{names[i].replace('.', '')}", "model": names[i], "source": f"org/{names[i]}",
-                        "slo": {"ttft_ms": 3000, "tpot_ms": 150},
-                        "demand": {"rate_rps": 2 + (i * 7) % 11, "sizes": {"histogram": hist}}} for i in range(models)]}
-    (d / "s.yaml").write_text(yaml.safe_dump(spec))
-    return str(d / "s.yaml")
+    """The first models of benchmarks/bench_scale.py's independent fleet (``write_fleet``, no cap, no
+    budget): rounds 4-6 miss in some model after others were credited, so each model's cheapest met
+    round is not one round (the models' names seed their simulations: the same names, the same rounds)."""
+    import importlib.util
+
+    from tests.plan.golden_plans import REPO
+
+    path = REPO / "benchmarks" / "bench_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_scale_under_test", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return str(bench.write_fleet(d, models, linked=False))
 
 
 def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_path):
