@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Write the reference pages that are generated from the code, so they cannot drift from it:
+"""Write the pages that are generated from the code or from runs, so they cannot drift from it:
 
 * docs/reference/cli.md         every command's --help, walked from click's command tree (hetinfra.cli.cli)
 * docs/reference/exit-codes.md  the exit codes: hetinfra's exception classes (hetinfra.errors and the
                                  replan lock) and the outcome codes of `plan --detailed-exitcode` and `replan`
+* with --outputs, the output shown after every `$ ` command in README.md and docs/: each command is run
+  as tests/docs/test_commands.py runs it (tests/docs/shell.py), and each shown line that the run no
+  longer prints is replaced by the printed line most like it (tests/docs/outputs.py); an excerpt stays
+  an excerpt, and the README's Quick start is replaced whole
 
-    .venv/bin/python tools/gen_docs.py           # rewrite both pages
-    .venv/bin/python tools/gen_docs.py --check   # exit 1, naming the stale page, when one differs
+    .venv/bin/python tools/gen_docs.py             # rewrite the two reference pages
+    .venv/bin/python tools/gen_docs.py --outputs   # and refresh every page's shown output (plans the examples)
+    .venv/bin/python tools/gen_docs.py --check     # exit 1, naming the stale page, when one differs
 
-tests/docs/test_generated.py runs the check, so a changed option or exit code without a regenerated
-page fails the suite. The spec's schema (docs/service.schema.json) is `hetinfra schema`'s output and
-checked by tests/spec/test_schema.py.
+tests/docs/test_generated.py runs the check, and tests/docs/test_commands.py compares every shown
+output with a run, so a changed option, exit code or printed figure without a regenerated page fails
+the suite. The spec's schema (docs/service.schema.json) is `hetinfra schema`'s output and checked by
+tests/spec/test_schema.py.
 """
 
 from __future__ import annotations
@@ -102,10 +108,53 @@ def pages() -> dict[Path, str]:
     return {CLI_PAGE: cli_page(), EXIT_PAGE: exit_page()}
 
 
+def refreshed_outputs(scratch: Path) -> dict[Path, str]:
+    """Every page with commands, its shown outputs refreshed from runs made in ``scratch``."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.conftest import ExamplePlans
+    from tests.docs.outputs import drift, normalised, refreshed
+    from tests.docs.pages import commands, doc_pages
+    from tests.docs.shell import DocShell, ci_test_line
+
+    shell = DocShell(scratch / "doc-shell", ExamplePlans(scratch / "examples"))
+    pages = {}
+    for page in doc_pages():
+        found = [c for c in commands(page) if c.output and c.text != ci_test_line()] if page.exists() else []
+        edits = []  # (first line, last line, new lines), applied bottom-up once the page's commands ran
+        for command in found:  # in page order: a page plans what it reads first
+            printed = shell.run(command).printed().replace(f"{shell.root}/", "")
+            if page.name == "README.md" and command.line == commands(page)[0].line:  # Quick start: whole
+                if normalised("\n".join(command.output)) == normalised(printed):
+                    continue  # still true (timing figures aside): leave it as written
+                new = [line.rstrip() for line in printed.rstrip("\n").splitlines()]
+            elif drift(command.output, printed, shell.root) is None:
+                continue
+            else:
+                new = refreshed(command.output, printed, shell.root)
+            edits.append((command.output_lines[0], command.output_lines[-1], new))
+        if found:
+            lines = page.read_text().splitlines()
+            for first, last, new in sorted(edits, reverse=True):
+                lines[first - 1:last] = new
+            pages[page] = "\n".join(lines) + "\n"
+    return pages
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a committed page is stale")
+    parser.add_argument("--outputs", action="store_true",
+                        help="also run every documented command and refresh the output the pages show")
     args = parser.parse_args(argv)
+    if args.outputs:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="gen-docs-") as scratch:
+            for path, text in refreshed_outputs(Path(scratch)).items():
+                if path.read_text() != text:
+                    path.write_text(text)
+                    print(f"refreshed {path.relative_to(REPO)}")
     stale = [path for path, text in pages().items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:

@@ -9,7 +9,8 @@ per-class rates; no prices or regions) depends only on:
 * the template settings (``max_nodes_per_template``, ``tp_pp_layouts``, ``allow_mixed_pipelines``,
   ``mixed_memory_ratio``, the SkyPilot-deployed clouds);
 * the performance model: ``ESTIMATOR_VERSION``, the calibration constants, a hash of the source of
-  every module that computes a rate, and the profile rows.
+  every module the library's builder imports (``RATE_ROOTS`` and its import graph: the estimator,
+  calibration, confidence, facts, ...), and the profile rows.
 
 The key is the SHA-256 of all of that; prices and availability are not in it, so a cron re-plan
 after a price change reuses the library and only re-solves the allocation. Entries are JSON files
@@ -24,16 +25,21 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
 
 CACHE_FORMAT = 4
-#: modules whose code decides a template's rates; editing any of them invalidates the cache
-_RATE_MODULES = ("perf/estimator.py", "perf/pipeline.py", "perf/model.py", "perf/profiles.py", "perf/calibration.py",
-                 "plan/library.py", "plan/templates.py", "plan/templates_mixed.py", "plan/placement.py",
-                 "catalog/gpus.py")
+#: where the library is built: the cache key hashes the source of this module and of every hetinfra
+#: module it imports, directly or through others (the estimator, calibration, confidence, facts, ...),
+#: so editing any of them invalidates the cache without a hand-kept list to fall behind
+RATE_ROOTS = ("hetinfra.plan.templates",)
+#: where a checkout keeps the subpackages mapped into hetinfra (setuptools' package-dir in pyproject.toml)
+_MAPPED = {"solver": "solver", "price_feeds": "price_feeds", "stacks": "stacks"}
+#: an import statement's first line: ``from hetinfra.x import a, (b`` or ``import hetinfra.x as y``
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(hetinfra[\w.]*)[ \t]+import[ \t]+(.*)|import[ \t]+(hetinfra[\w.]*))", re.M)
 
 
 def default_dir() -> Path | None:
@@ -44,12 +50,76 @@ def default_dir() -> Path | None:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "hetinfra"
 
 
-def _code_fingerprint() -> str:
-    root = Path(__file__).parents[1]  # the hetinfra package
+def module_file(module: str, package: Path) -> Path | None:
+    """The source file of ``hetinfra.<...>`` in the tree whose ``hetinfra`` package is ``package``
+    (a module's ``.py`` or a package's ``__init__.py``); None for a name that is not a module."""
+    parts = module.split(".")[1:]
+    places = [package.joinpath(*parts)]  # installed: solver/ etc. inside the package
+    if parts and parts[0] in _MAPPED:  # a checkout: beside it
+        places.append(package.parent.joinpath(_MAPPED[parts[0]], *parts[1:]))
+    for path in places:
+        if path.with_suffix(".py").is_file():
+            return path.with_suffix(".py")
+        if (path / "__init__.py").is_file():
+            return path / "__init__.py"
+    return None
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every ``hetinfra`` module ``source`` names in an import statement, at any depth of the code
+    (function-local imports too), and ``from pkg import name`` read both as ``pkg`` and ``pkg.name``.
+    A line scan, not a parse: the key is computed on every plan, and a docstring line that reads as an
+    import only widens the key (a spurious miss, never a stale hit)."""
+    found: set[str] = set()
+    for match in _IMPORT.finditer(source):
+        if match.group(3):
+            found.add(match.group(3))
+            continue
+        module, names = match.group(1), match.group(2)
+        if names.lstrip().startswith("("):  # a parenthesised list may run over several lines
+            names = source[match.start(2):source.index(")", match.start(2))]
+        found.add(module)
+        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", names.split("#")[0]) if name.strip())
+    return found
+
+
+def rate_module_files(package: Path, roots: tuple[str, ...] = RATE_ROOTS) -> dict[str, bytes]:
+    """The source of ``roots`` and of every hetinfra module they import, transitively, with the
+    packages' ``__init__.py`` that importing them runs; by path relative to the tree, sorted."""
+    sources: dict[Path, bytes] = {}
+    todo = [path for path in (module_file(root, package) for root in roots) if path is not None]
+    while todo:
+        path = todo.pop()
+        if path in sources:
+            continue
+        sources[path] = path.read_bytes()
+        todo += [init for init in (path.parent / "__init__.py",) if init.is_file()]
+        todo += [dep for dep in (module_file(m, package) for m in imported_modules(sources[path].decode())) if dep]
+    return {str(path.relative_to(package.parent)): sources[path] for path in sorted(sources)}
+
+
+#: the last fingerprint per package: (each file's (mtime_ns, size), digest); a plan re-reads the graph
+#: only when a file in it changed (a changed import changes its file), so the key costs a few stats
+_FINGERPRINTS: dict[Path, tuple[dict[Path, tuple[int, int]], str]] = {}
+
+
+def _stats(paths) -> dict[Path, tuple[int, int]]:
+    return {path: (st.st_mtime_ns, st.st_size) for path in paths for st in (path.stat(),)}
+
+
+def _code_fingerprint(package: Path = Path(__file__).parents[1]) -> str:
+    """SHA-256 of the library builder's import graph (rate_module_files)."""
+    seen = _FINGERPRINTS.get(package)
+    try:
+        if seen is not None and _stats(seen[0]) == seen[0]:
+            return seen[1]
+    except OSError:  # a file of the graph went away: read the graph again
+        pass
+    files = rate_module_files(package)
     h = hashlib.sha256()
-    for rel in _RATE_MODULES:
-        h.update(rel.encode())
-        h.update((root / rel).read_bytes())
+    for rel, source in files.items():
+        h.update(rel.encode() + b"\0" + source)
+    _FINGERPRINTS[package] = (_stats(package.parent / rel for rel in files), h.hexdigest())
     return h.hexdigest()
 
 

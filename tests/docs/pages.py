@@ -41,6 +41,7 @@ class Command:
     text: str  # the command without the prompt and without a trailing `# exit N`
     exit_code: int
     output: list[str] = field(default_factory=list)  # the lines shown after it
+    output_lines: list[int] = field(default_factory=list)  # their 1-based line numbers on the page
 
     def where(self) -> str:
         return f"{shown(self.page)}:{self.line}"
@@ -83,6 +84,7 @@ def commands(page: Path) -> list[Command]:
             if not line.startswith("$ "):
                 if in_block:
                     in_block[-1].output.append(line)
+                    in_block[-1].output_lines.append(number)
                 continue
             text = line[2:]
             while text.endswith("\\"):

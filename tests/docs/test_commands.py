@@ -10,96 +10,23 @@ page still plans what it uses before it uses it, so any one page passes on its o
 of an example is the one the whole test run shares (tests/conftest.py example_plans, made by the
 same command in the same kind of folder): its out folder is copied in, not planned again.
 
+What each command prints is compared with what the page shows after it (tests/docs/outputs.py: an
+excerpt, in order, timing figures and paths aside); tools/gen_docs.py --outputs refreshes the pages.
 The README's Quick start is checked against .ci/run (which runs its install and the whole suite) and
-its printed output against a real run of its `hetinfra plan` (measured seconds aside).
+its printed output, whole, against a real run of its `hetinfra plan` (measured seconds aside).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ExamplePlans, checkout_folder, invoke_in, newcomer_env
+from tests.docs.outputs import drift
 from tests.docs.pages import REPO, Command, commands, doc_pages
-
-CLI_NAMES = {"hetinfra", ".venv/bin/hetinfra"}
-ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
-
-
-def ci_test_line() -> str:
-    """The command .ci/run runs (its last line): the README's second Quick-start command."""
-    return (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
-
-
-def ci_install_prefix() -> str:
-    """.ci/run's venv and install steps, which the first Quick-start command shares (without the test extra)."""
-    return ci_test_line().split(" && .venv/bin/python -m pytest")[0].replace(".[test]", ".").replace("'.'", ".")
-
-
-@dataclass
-class Result:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-class DocShell:
-    """Runs documented commands in-process in one scratch folder, each distinct command once. A
-    command that is the README's plan of an example (`hetinfra plan services/<name>.yaml --out
-    out/<name>`, run the same way, by tests/conftest.py ExamplePlans) takes that run's out folder and
-    output instead of planning the example again."""
-
-    def __init__(self, root: Path, examples: ExamplePlans):
-        self.root = checkout_folder(root)
-        self.examples = examples
-        self.env = newcomer_env(root, root / "cache")
-        self.done: dict[str, Result] = {}  # by command, so pages share their plans
-
-    def run(self, command: Command) -> Result:
-        args = self.argv(command)
-        key = " ".join(["hetinfra" if arg in CLI_NAMES else arg for arg in args])  # README's .venv/bin/hetinfra too
-        if key not in self.done:
-            self.done[key] = self._example_plan(args) or self._invoke(command, args)
-        return self.done[key]
-
-    def _example_plan(self, args: list[str]) -> Result | None:
-        """The session's run of this command when it is an example's plan into a folder not written yet."""
-        name = next((n for n in self.examples.names() if args[1:] == self.examples.command(n)), None)
-        if name is None or (self.root / "out" / name).exists():
-            return None
-        shutil.copytree(self.examples[name][0], self.root / "out" / name, symlinks=True)
-        return Result(*self.examples.output(name))
-
-    def _invoke(self, command: Command, args: list[str]) -> Result:
-        env = self.env.copy()
-        while args and ASSIGNMENT.match(args[0]):
-            name, _, value = args.pop(0).partition("=")
-            env[name] = value
-        if "--target" in args and args[args.index("--target") + 1:][:1] != ["pulumi"]:
-            pytest.fail(f"{command.where()}: SkyPilot targets are not run here (SkyPilot's SDK would start its "
-                        f"API server in the background): {command.text}")
-        if not args or args[0] not in CLI_NAMES:
-            pytest.fail(f"{command.where()}: only `hetinfra ...` commands (with VAR=value before them) run "
-                        f"in the docs' tests; show other shell in a ```text block: {command.text}")
-        res = invoke_in(self.root, args[1:], env)
-        return Result(res.exit_code, res.stdout, res.stderr)
-
-    @staticmethod
-    def argv(command: Command) -> list[str]:
-        text = command.text
-        if text.startswith("python3 -m venv"):  # the Quick start: .ci/run's install, then the command
-            prefix, _, text = text.rpartition(" && ")
-            assert prefix == ci_install_prefix(), f"{command.where()}: install steps differ from .ci/run's"
-        if re.search(r"[|;<>`]|&&|\$\(", text):
-            pytest.fail(f"{command.where()}: pipes, redirections and command lists are not run; "
-                        f"show one hetinfra command per `$ ` line: {text}")
-        return shlex.split(text, comments=True)
+from tests.docs.shell import DocShell, ci_install_prefix, ci_test_line
 
 
 @pytest.fixture(scope="session")
@@ -124,6 +51,28 @@ def test_documented_commands_exit_as_documented(page, doc_shell):
         if shown is not None:
             assert key_shape(json.loads(res.stdout)) == key_shape(shown), (
                 f"{command.where()}: the JSON shown has other keys than `{command.text}` prints:\n{res.stdout}")
+        drifted = drift(command.output, res.printed(), doc_shell.root)
+        assert drifted is None, drifted.message(command.where(), command.text)
+
+
+def test_a_figure_that_drifted_fails(doc_shell, tmp_path):
+    """A planted drift: the README's Quick start showing another saving than the run prints (the
+    "49% where the run shows 63.1%" of issue 34) and the cron guide another cost."""
+    readme = (REPO / "README.md").read_text()
+    plan = next(line for line in readme.splitlines() if line.startswith("│ L4 "))
+    planted = tmp_path / "README.md"
+    planted.write_text(readme.replace(plan, re.sub(r"\d+\.\d%", "49.0%", plan)))
+    command = commands(planted)[0]
+    found = drift(command.output, doc_shell.run(command).printed(), doc_shell.root)
+    assert found is not None and "49.0%" in found.shown and found.nearest.strip() == plan.strip()
+    cron = (REPO / "docs" / "guides" / "cron-replan.md").read_text().replace("nothing differs; $", "nothing differs; $1")
+    (tmp_path / "cron.md").write_text(cron)
+    replan = next(c for c in commands(tmp_path / "cron.md") if c.text.startswith("hetinfra replan"))
+    for earlier in commands(tmp_path / "cron.md"):  # the plan it reads first
+        if earlier is replan:
+            break
+        doc_shell.run(earlier)
+    assert drift(replan.output, doc_shell.run(replan).printed(), doc_shell.root) is not None
 
 
 def shown_json(command: Command):

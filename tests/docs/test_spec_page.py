@@ -15,3 +15,24 @@ def test_the_spec_page_names_every_key():
     page = (REPO / "docs" / "reference" / "spec.md").read_text()
     missing = sorted(f"{model}.{key}" for model, key in keys if not re.search(rf"\b{re.escape(key)}\b", page))
     assert not missing, f"docs/reference/spec.md does not mention: {missing}"
+
+
+def test_the_spec_page_states_each_key_once():
+    """Every yaml block of the page parses, and no mapping in it names a key twice (issue 34: the
+    reference showed `deploy.kubernetes` twice, and `deploy.gateway.kind`)."""
+    import yaml
+
+    from tests.docs.pages import fenced_blocks
+
+    class Strict(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+            twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+            assert not twice, f"docs/reference/spec.md:{node.start_mark.line + 1}: {twice} stated twice"
+            return super().construct_mapping(node, deep=deep)
+
+    page = REPO / "docs" / "reference" / "spec.md"
+    blocks = [block for block in fenced_blocks(page) if block.lang in ("yaml", "yml")]
+    assert blocks
+    for block in blocks:
+        yaml.load("\n".join(block.lines), Loader=Strict)
