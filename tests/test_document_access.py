@@ -48,6 +48,70 @@ COMMON = {"id", "status", "count", "error", "rows", "bound", "gap", "met", "node
 #: module -> document-key reads it still makes (to migrate to the models; may only go down)
 REMAINING: dict[str, int] = {
 }
+#: module -> string-key reads of any plan.json / state.json field name it makes, the spec's shared keys and
+#: COMMON's everyday words included (wide_reads; an upper bound: another format's dict that shares a word
+#: counts too). Issue 34 recorded 322 on main; a module may only go down, and one that reaches 0
+#: leaves the table
+WIDE_REMAINING: dict[str, int] = {
+    "hetinfra.cli.feeds": 7,
+    "hetinfra.cli.plan": 5,
+    "hetinfra.cli.replan": 3,
+    "hetinfra.cli.simulate": 3,
+    "hetinfra.compile.artifacts": 2,
+    "hetinfra.compile.images": 3,
+    "hetinfra.compile.kubernetes.gateway": 5,
+    "hetinfra.compile.kubernetes.nodes": 3,
+    "hetinfra.compile.kubernetes.render": 13,
+    "hetinfra.compile.kubernetes.scaling": 2,
+    "hetinfra.compile.pulumi_project": 2,
+    "hetinfra.compile.router": 5,
+    "hetinfra.deploy.apply": 8,
+    "hetinfra.deploy.destroy": 2,
+    "hetinfra.deploy.drift": 23,
+    "hetinfra.deploy.groups": 1,
+    "hetinfra.deploy.health": 3,
+    "hetinfra.deploy.images": 6,
+    "hetinfra.deploy.kube": 16,
+    "hetinfra.deploy.kube_api": 3,
+    "hetinfra.deploy.preview": 12,
+    "hetinfra.deploy.pulumi_driver": 2,
+    "hetinfra.gateway.server": 1,
+    "hetinfra.gateway.table": 2,
+    "hetinfra.perf.harness": 1,
+    "hetinfra.perf.profiles": 7,
+    "hetinfra.plan.blocks": 3,
+    "hetinfra.plan.origins": 2,
+    "hetinfra.plan.pending": 4,
+    "hetinfra.plan.pipeline": 2,
+    "hetinfra.plan.planner": 2,
+    "hetinfra.plan.summary": 12,
+    "hetinfra.plan.template_cache": 1,
+    "hetinfra.plan.trim": 4,
+    "hetinfra.price_feeds.caps": 4,
+    "hetinfra.price_feeds.cloud_quotas": 3,
+    "hetinfra.price_feeds.cloud_skus": 2,
+    "hetinfra.price_feeds.committed": 5,
+    "hetinfra.price_feeds.load": 1,
+    "hetinfra.price_feeds.network": 3,
+    "hetinfra.price_feeds.store": 5,
+    "hetinfra.replan.demand_log": 4,
+    "hetinfra.replan.run": 6,
+    "hetinfra.replan.safe": 2,
+    "hetinfra.sim.minimal": 15,
+    "hetinfra.sim.plan_sim": 20,
+    "hetinfra.sim.report": 43,
+    "hetinfra.sim.stats": 5,
+    "hetinfra.solver.decompose": 3,
+    "hetinfra.solver.periods": 1,
+    "hetinfra.stacks.aws": 1,
+    "hetinfra.stacks.azure": 2,
+    "hetinfra.stacks.common": 2,
+    "hetinfra.stacks.fleet": 4,
+    "hetinfra.stacks.gateway": 6,
+    "hetinfra.stacks.gcp": 1,
+    "hetinfra.stacks.kubernetes": 13,
+    "hetinfra.stacks.policies": 1,
+}
 
 
 def _model_names(model: type[BaseModel], seen: set) -> set[str]:
@@ -135,6 +199,22 @@ def key_reads(repo: Path, keys: set[str]) -> dict[str, list[str]]:
     return out
 
 
+def all_document_keys() -> set[str]:
+    """Every field name of the Plan and State model trees: the keys the spec shares and the everyday
+    words (COMMON) included."""
+    from hetinfra.document import Plan
+    from hetinfra.document.state import State
+
+    return _model_names(Plan, set()) | _model_names(State, set())
+
+
+def wide_reads(repo: Path) -> dict[str, list[str]]:
+    """module -> every string-key read of a plan.json or state.json field name, shared keys and common
+    words included (a dict of another format that shares a word is counted too: the count is an upper
+    bound, recorded in WIDE_REMAINING so that it can only go down)."""
+    return key_reads(repo, all_document_keys())
+
+
 def problems(repo: Path) -> list[str]:
     found = key_reads(repo, document_keys())
     return [f"{m} reads plan.json/state.json by key {len(reads)} time(s) (allowed {REMAINING.get(m, 0)}): "
@@ -144,6 +224,26 @@ def problems(repo: Path) -> list[str]:
 
 def test_no_module_reads_the_documents_by_key_beyond_its_count():
     assert problems(REPO) == []
+
+
+def test_wide_reads_only_go_down():
+    """Every string-key read of a document field name, shared keys included, per module, against
+    WIDE_REMAINING: a module that reads more, or a new module that reads any, fails (one that reads
+    fewer passes; lower its entry to keep the gain)."""
+    found = {module: len(reads) for module, reads in wide_reads(REPO).items()}
+    more = {module: (count, WIDE_REMAINING.get(module, 0)) for module, count in found.items()
+            if count > WIDE_REMAINING.get(module, 0)}
+    assert not more, f"more string-key reads of plan.json/state.json fields than recorded (now, allowed): {more}"
+
+
+def test_a_planted_shared_key_read_is_counted(tree_copy):
+    """A read of a key the spec shares (``name``) or of an everyday word (``count``) is not flagged by
+    the narrow check but is counted by the wide one."""
+    target = tree_copy / "hetinfra" / "gateway" / "balancer.py"
+    before = len(wide_reads(tree_copy).get("hetinfra.gateway.balancer", []))
+    target.write_text(target.read_text() + "\n\ndef _planted(alloc):\n    return alloc['name'], alloc.get('count')\n")
+    assert len(wide_reads(tree_copy)["hetinfra.gateway.balancer"]) == before + 2
+    assert not any(p.startswith("hetinfra.gateway.balancer") for p in problems(tree_copy))
 
 
 def test_the_flagged_keys_are_the_documents_own():
