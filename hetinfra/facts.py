@@ -59,7 +59,7 @@ RAY_CLICK_PIN = "click<8.3.0"
 # ---- engine ---------------------------------------------------------------------------------------
 #: the weight precisions a model may be served at (spec ``models[].precision``), most accurate first:
 #: 16-bit (bf16 where the GPU has it, else fp16), FP8 (online or a pre-quantized checkpoint), and the
-#: AWQ/GPTQ checkpoints' int8 and int4 (hetinfra.compile.skypilot maps each to vLLM's flags)
+#: AWQ/GPTQ checkpoints' int8 and int4 (hetinfra.compile.engine maps each to vLLM's flags)
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 #: --gpu-memory-utilization the estimator plans with and the artifacts pin (vLLM's own default is
 #: 0.9 too; pinned so that a vLLM release changing it cannot invalidate the plan's KV-cache budget)

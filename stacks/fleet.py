@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import FirewallRule, faces_internet, firewall_rules, gateway_subnet, network_cidrs, subnet
-from hetinfra.compile.skypilot import DeployedUnit
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.document import Plan
 from hetinfra.document.plan import DUMP
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS

@@ -11,7 +11,7 @@ Every VM of a deployment unit runs the same script, parameterised by its rank in
    of vLLM; the boot script itself holds no secret. vLLM reads the key from the environment, so
    it never shows up on a command line.
 3. **Serve.** ``/opt/hetinfra/serve.sh`` holds the plan's exact ``vllm serve`` line (the same
-   text as the SkyPilot task, from :func:`hetinfra.compile.skypilot.vllm_serve_command`). Rank 0
+   text as the SkyPilot task, from :func:`hetinfra.compile.engine.vllm_serve_command`). Rank 0
    of a multi-node pipeline starts a Ray head, waits for every stage's node, then serves; other
    ranks join the head's Ray cluster (the SkyPilot task's script: :mod:`hetinfra.compile.ray`). A systemd unit runs the script, in the
    ``vllm/vllm-openai`` container (``runtime: container``) or from a virtualenv
@@ -27,7 +27,8 @@ import shlex
 from dataclasses import dataclass
 
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.compile.skypilot import DeployedUnit, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
+from hetinfra.compile.engine import serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.facts import RAY_CLICK_PIN
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 

@@ -102,7 +102,7 @@ def render_task(t: BenchTask, plan: "Plan") -> str:
     """The SkyPilot task YAML of ``t`` (text; the CLI never imports SkyPilot)."""
     import yaml
 
-    from hetinfra.compile.skypilot import vllm_image
+    from hetinfra.compile.engine import vllm_image
 
     a = t.alloc
     resources = {"infra": f"{a.cloud}/{a.region}", "instance_type": a.instance_type,

@@ -45,7 +45,7 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
     A unit's boot disk is what :func:`hetinfra.compile.disk.disk_gb` gives the Pulumi path, on the
     largest OS image among the clouds it may fail over to."""
     from hetinfra.compile.disk import disk_gb
-    from hetinfra.compile.skypilot import Alternate, DeployedUnit
+    from hetinfra.compile.unit import Alternate, DeployedUnit
     from hetinfra.document import Plan
 
     doc = Plan.of(plan)

@@ -28,7 +28,7 @@ RAY_COUNT_NODES = ("python3 -c 'import ray; ray.init(logging_level=\"ERROR\"); "
 
 
 class Pipeline(Protocol):
-    """What the script needs of a unit (a hetinfra.compile.skypilot.DeployedUnit, not imported: it imports this)."""
+    """What the script needs of a unit (a hetinfra.compile.unit.DeployedUnit)."""
 
     num_nodes: int  # nodes of one replica
     pp: int

@@ -1,13 +1,14 @@
 """Compile deployment units of a plan into SkyPilot 0.14 service task YAMLs.
 
-One :class:`DeployedUnit` (model x template x cloud x region x purchase option) becomes one SkyServe
-service task: ``resources`` with the planned accelerators, purchase option, port and boot disk, at
+One :class:`hetinfra.compile.unit.DeployedUnit` (model x template x cloud x region x purchase option)
+becomes one SkyServe service task: ``resources`` with the planned accelerators, purchase option, port and boot disk, at
 ``infra: <cloud>/<region>`` on the planned instance type, or, when the plan lists alternates
 (plan.json ``allocations[].alternates``: same GPU type and count, same vLLM layout), an ``ordered``
 list of the planned offer first and then its alternates, cheapest first, which SkyPilot tries in
 turn when one has no capacity; ``num_nodes`` = nodes of a multi-node pipeline; the engine of the
 Pulumi path (``runtime: container``: ``image_id: docker:vllm/vllm-openai:v<version>``, the image's
-own vLLM; ``virtualenv``: ``pip install vllm==<version>``); a ``run`` that starts ``vllm serve``
+own vLLM; ``virtualenv``: ``pip install vllm==<version>``); a ``run`` that starts ``vllm serve`` (the
+engine's command line: :mod:`hetinfra.compile.engine`, as every target runs it)
 (behind a user-space Ray cluster for multi-node pipelines); and a ``service`` section with a
 readiness probe on ``/health``, a fixed replica count or request-rate autoscaling, and for spot
 units with on-demand fallback SkyServe's ``dynamic_ondemand_fallback`` (on-demand replicas stand in
@@ -30,296 +31,27 @@ whose values are given at launch time, e.g.::
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
 
-from hetinfra.catalog.gpus import NO_BF16_GPUS
-from hetinfra.plan.naming import MAX_NAME_LEN, unit_name
-from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
+from hetinfra.compile.engine import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, SECRET_NAMES,
+                                     precision_flags, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command)
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PRECISIONS, RAY_CLICK_PIN, VLLM_PORT, is_dns_label
+from hetinfra.compile.unit import DeployedUnit
+from hetinfra.facts import RAY_CLICK_PIN
 
-__all__ = [
-    "DeployedUnit",
-    "Alternate",
-    "unit_name",
-    "vllm_image",
-    "vllm_pip_spec",
-    "vllm_serve_command",
-    "serve_envs",
-    "render_task",
-    "render_all",
-    "task_config",
-    "write_all",
-    "SECRET_NAMES",
-]
-
-RUNTIMES = ("container", "virtualenv")
-VLLM_IMAGE = "vllm/vllm-openai"
-SECRET_NAMES = ("HF_TOKEN", "VLLM_API_KEY")
+__all__ = ["SKYPILOT_NODE", "TaskDumper", "generator_version", "render_all", "render_task", "task_config", "write_all"]
 
 #: where a SkyPilot node finds its address, its head's and its rank (SkyPilot's environment); sed reads
 #: all its input, so echo never dies of SIGPIPE under the script's pipefail (head -n1 could: exit 141)
 SKYPILOT_NODE = RayNode(node_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")',
                         head_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n 1p)', rank="$SKYPILOT_NODE_RANK")
 
-# Readiness probe: the first probe waits for the install + weight download + CUDA graph capture.
-INITIAL_DELAY_SINGLE_NODE_S = 1200
-INITIAL_DELAY_MULTI_NODE_S = 1800
-AUTOSCALE_MAX_FACTOR = 2
-
-
-_ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
-
-
-def vllm_image(version: Optional[str]) -> str:
-    """The vLLM server image of ``deploy.runtime: container`` (tag v<version>; latest without one)."""
-    return f"{VLLM_IMAGE}:{'v' + version if version else 'latest'}"
-
-
-def vllm_pip_spec(version: Optional[str]) -> str:
-    """The pip requirement of ``deploy.runtime: virtualenv``."""
-    return f"vllm=={version}" if version else "vllm"
-
-
-@dataclass(frozen=True)
-class Alternate:
-    """An equivalent offer a unit may fail over to (plan.json ``allocations[].alternates``)."""
-
-    cloud: str
-    region: str
-    instance_type: str
-    price_per_hour: float  # one instance, at the unit's purchase option
-
-
-@dataclass(frozen=True)
-class DeployedUnit:
-    """The deployed unit (plan.json's deployment_unit): one model x template x cloud x region x
-    purchase option, as SkyPilot, the stacks and the Kubernetes renderer deploy it. Not the
-    template (plan.library.Template), the solver's unit (solver.problem) or the gateway's backend
-    group (gateway.balancer.BackendGroup)."""
-
-    name: str  # unit name, DNS-safe (see unit_name)
-    service_model: str  # served-model-name, e.g. "chat-7b"
-    source: str  # what vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
-    cloud: str  # aws | gcp | azure
-    region: str
-    instance_type: str
-    gpu: str  # SkyPilot accelerator name, e.g. "L4", "A100-80GB"
-    gpus_per_instance: int
-    tp: int  # tensor parallel per engine
-    pp: int  # pipeline stages (one node per stage unless ``nodes`` says otherwise)
-    engines_per_instance: int  # data-parallel engines on one instance (single-node layouts only)
-    replicas: int  # planned count of instances (pp == 1) or of pipelines (pp > 1)
-    spot: bool
-    precision: str  # bf16 | fp16 | fp8 | int8 | int4
-    max_model_len: int
-    port: int = VLLM_PORT
-    layer_partition: Optional[Tuple[int, ...]] = None  # uneven PP split -> VLLM_PP_LAYER_PARTITION
-    target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
-    #: mixed-GPU pipeline (experimental, Pulumi only): (instance type, gpu) per stage, in rank order
-    stages: Optional[Tuple[Tuple[str, str], ...]] = None
-    #: nodes of one replica (plan.json nodes_per_replica); None = one node per pipeline stage (pp).
-    #: 1 with pp > 1: a TP x PP (x DP) layout inside one node (vLLM's mp backend, no Ray).
-    nodes: Optional[int] = None
-    #: where replicas may go when the planned offer has no capacity, in the order SkyPilot tries them
-    alternates: Tuple[Alternate, ...] = ()
-    #: spot unit: on-demand replicas stand in for preempted or unobtainable spot ones
-    ondemand_fallback: bool = False
-    runtime: str = "virtualenv"  # container: the vllm/vllm-openai image; virtualenv: pip install vllm
-    vllm_version: Optional[str] = None  # deploy.vllm_version; None: unpinned (plans always pin it)
-    disk_size: Optional[int] = None  # boot disk, GB (hetinfra.compile.disk); None: SkyPilot's default
-
-    def __post_init__(self) -> None:
-        if self.nodes is None:
-            object.__setattr__(self, "nodes", self.pp)
-        object.__setattr__(self, "alternates", tuple(
-            a if isinstance(a, Alternate) else Alternate(*a) for a in self.alternates))
-        if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
-            object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
-        if self.stages is not None:
-            object.__setattr__(self, "stages", tuple(tuple(s) for s in self.stages))
-        _validate(self)
-
-    @property
-    def mixed(self) -> bool:
-        return self.stages is not None
-
-    def node_instance_type(self, rank: int) -> str:
-        return self.stages[rank][0] if self.stages else self.instance_type
-
-    def node_gpu(self, rank: int) -> str:
-        return self.stages[rank][1] if self.stages else self.gpu
-
-    @property
-    def num_nodes(self) -> int:
-        """Nodes of one replica (one per pipeline stage unless stages share a node)."""
-        return self.nodes
-
-    @property
-    def autoscaling(self) -> bool:
-        return self.target_qps_per_replica is not None
-
-    @property
-    def max_replicas(self) -> int:
-        """Upper bound of the autoscaling range (equals replicas when not autoscaling)."""
-        if not self.autoscaling:
-            return self.replicas
-        return max(AUTOSCALE_MAX_FACTOR * self.replicas, self.replicas + 1)
-
-
-def _is_pos_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def _validate(u: DeployedUnit) -> None:
-    def bad(msg: str) -> None:
-        raise ValueError(f"DeployedUnit {u.name!r}: {msg}")
-
-    if not isinstance(u.name, str) or not is_dns_label(u.name, letter_first=True):
-        bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
-            f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
-    for field in ("service_model", "source", "region", "instance_type", "gpu"):
-        value = getattr(u, field)
-        if not isinstance(value, str) or not value or not _ENV_SAFE_RE.match(value):
-            bad(f"{field} must be a non-empty string without whitespace, quotes, '$' or '\\'; "
-                f"got {value!r}")
-    if u.cloud not in CLOUDS:
-        bad(f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}")
-    for field in ("gpus_per_instance", "tp", "pp", "engines_per_instance", "replicas",
-                  "max_model_len", "port", "nodes"):
-        if not _is_pos_int(getattr(u, field)):
-            bad(f"{field} must be a positive integer; got {getattr(u, field)!r}")
-    if u.port > 65535:
-        bad(f"port must be at most 65535; got {u.port}")
-    if not isinstance(u.spot, bool):
-        bad(f"spot must be a bool; got {u.spot!r}")
-    if u.precision not in PRECISIONS:
-        bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
-    if u.precision == "bf16" and u.gpu.upper() in NO_BF16_GPUS:
-        bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
-    if u.nodes == 1:
-        if u.tp * u.pp * u.engines_per_instance != u.gpus_per_instance:
-            bad(f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
-                f"gpus_per_instance ({u.gpus_per_instance})")
-    else:
-        if u.engines_per_instance != 1:
-            bad("engines_per_instance must be 1 for a multi-node pipeline")
-        if u.pp % u.nodes or u.tp * (u.pp // u.nodes) != u.gpus_per_instance:
-            bad(f"a multi-node pipeline runs pp / nodes consecutive stages per node with TP inside a node: "
-                f"tp ({u.tp}) x pp ({u.pp}) must equal nodes ({u.nodes}) x gpus_per_instance ({u.gpus_per_instance})")
-        if u.stages is not None and u.nodes != u.pp:
-            bad("a mixed pipeline runs one stage per node")
-    if u.stages is not None:
-        if len(u.stages) != u.pp or any(len(s) != 2 or not all(isinstance(x, str) and x for x in s)
-                                        for s in u.stages):
-            bad(f"stages must hold pp ({u.pp}) (instance type, gpu) pairs; got {u.stages!r}")
-        if u.layer_partition is None:
-            bad("a mixed pipeline needs its layer_partition")
-    if u.layer_partition is not None:
-        if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
-            bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
-    for alt in u.alternates:
-        if alt.cloud not in CLOUDS or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
-                                              for v in (alt.region, alt.instance_type)):
-            bad(f"alternate {alt!r}: cloud must be one of {', '.join(CLOUDS)}; region and instance_type non-empty "
-                "strings without whitespace, quotes, '$' or '\\'")
-    if u.ondemand_fallback and not u.spot:
-        bad("ondemand_fallback is for spot units")
-    if u.runtime not in RUNTIMES:
-        bad(f"runtime must be one of {', '.join(RUNTIMES)}; got {u.runtime!r}")
-    if u.vllm_version is not None and not (isinstance(u.vllm_version, str) and _ENV_SAFE_RE.match(u.vllm_version)):
-        bad(f"vllm_version must be a version string such as 0.12.0; got {u.vllm_version!r}")
-    if u.disk_size is not None and not _is_pos_int(u.disk_size):
-        bad(f"disk_size must be a positive integer (GB); got {u.disk_size!r}")
-    if u.target_qps_per_replica is not None:
-        q = u.target_qps_per_replica
-        if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
-            bad(f"target_qps_per_replica must be a positive number; got {q!r}")
-
-
-def _precision_flags(u: DeployedUnit) -> Tuple[list, Optional[str]]:
-    """vLLM flags for the unit's precision and an explanatory note (or None)."""
-    if u.precision == "bf16":
-        return ["--dtype", "bfloat16"], None
-    if u.precision == "fp16":
-        return ["--dtype", "float16"], None
-    if u.precision == "fp8":
-        if "fp8" in u.source.lower():
-            # An FP8 checkpoint carries its own quantization_config (e.g. compressed-tensors);
-            # vLLM rejects --quantization fp8 when the config names another method.
-            return [], ("fp8: the checkpoint is expected to be pre-quantized to FP8; vLLM reads "
-                        "its quantization_config (dtype auto)")
-        return ["--quantization", "fp8"], ("fp8: online FP8 weight quantization of a 16-bit "
-                                           "checkpoint (--quantization fp8, dtype auto)")
-    return [], (f"{u.precision}: a pre-quantized checkpoint (AWQ/GPTQ) is expected; vLLM reads "
-                "its quantization_config (dtype auto)")
-
-
-def vllm_serve_command(unit: DeployedUnit, *, model_arg: str = '"$MODEL_ID"') -> str:
-    """The exact ``vllm serve`` command line of one engine set (one instance or one pipeline head).
-
-    It expects ``MODEL_ID`` and ``VLLM_API_KEY`` in the environment (``HF_TOKEN`` too for gated
-    models, ``VLLM_PP_LAYER_PARTITION`` for uneven pipelines; see :func:`serve_envs`). For a
-    multi-node pipeline it must run on the head of a Ray cluster that all nodes have joined.
-    ``model_arg`` replaces the model argument, e.g. ``shlex.quote(unit.source)``.
-    """
-    args = ["vllm", "serve", model_arg,
-            "--served-model-name", shlex.quote(unit.service_model),
-            "--tensor-parallel-size", str(unit.tp)]
-    if unit.mixed:
-        # vLLM's mp backend puts stage r on node rank r (under Ray the order of worker nodes is
-        # arbitrary, which an uneven split across GPU types cannot tolerate); engine defaults
-        # are pinned because vLLM derives them from the head's GPU only (vllm.md s1.4).
-        args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp",
-                 "--nnodes", str(unit.pp), "--node-rank", '"$NODE_RANK"', "--master-addr", '"$HEAD_IP"']
-    elif unit.pp > 1 and unit.num_nodes == 1:
-        # every stage on this node: vLLM's multiprocessing backend, no Ray
-        args += ["--pipeline-parallel-size", str(unit.pp), "--distributed-executor-backend", "mp"]
-    elif unit.pp > 1:
-        args += ["--pipeline-parallel-size", str(unit.pp),
-                 "--distributed-executor-backend", "ray"]
-    if unit.engines_per_instance > 1:
-        args += ["--data-parallel-size", str(unit.engines_per_instance)]
-    args += ["--max-model-len", str(unit.max_model_len)] + engine_flags(unit)
-    args += _precision_flags(unit)[0]
-    # The API key is NOT a flag: vLLM reads VLLM_API_KEY from the environment (a SkyPilot secret),
-    # so it never shows up in `ps` output or logs of the command line.
-    args += ["--host", "0.0.0.0", "--port", str(unit.port)]
-    return " ".join(args)
-
-
-def engine_flags(unit: DeployedUnit) -> list[str]:
-    """The engine settings the performance model assumed, pinned so that vLLM runs what was planned
-    (its own defaults differ by version and GPU): KV share of GPU memory, the concurrency cap and the
-    chunked-prefill token budget (a mixed pipeline's is its smallest stage's: vLLM would derive it
-    from the head's GPU only, vllm.md s1.4)."""
-    from hetinfra.catalog.gpus import GPUS
-    from hetinfra.perf.estimator import max_num_batched_tokens_default
-    from hetinfra.perf.pipeline import pipeline_batched_tokens
-
-    gpus = [GPUS[g] for _, g in unit.stages] if unit.mixed else [GPUS[unit.gpu]] if unit.gpu in GPUS else []
-    flags = ["--gpu-memory-utilization", f"{GPU_MEMORY_UTILIZATION:g}", "--max-num-seqs", str(MAX_NUM_SEQS)]
-    if gpus:
-        mbt = pipeline_batched_tokens(gpus) if unit.mixed else max_num_batched_tokens_default(gpus[0])
-        flags += ["--max-num-batched-tokens", str(mbt)]
-    return flags
-
-
-def serve_envs(unit: DeployedUnit) -> Dict[str, str]:
-    """Non-secret environment of the unit (secrets are listed in SECRET_NAMES)."""
-    envs = {"MODEL_ID": unit.source}
-    if unit.pp > 1 and unit.layer_partition is not None:
-        envs["VLLM_PP_LAYER_PARTITION"] = ",".join(str(x) for x in unit.layer_partition)
-    return envs
 
 
 def _setup_script(u: DeployedUnit) -> Optional[str]:
@@ -336,7 +68,7 @@ def _setup_script(u: DeployedUnit) -> Optional[str]:
 
 def _run_script(u: DeployedUnit) -> str:
     lines = []
-    note = _precision_flags(u)[1]
+    note = precision_flags(u)[1]
     if u.num_nodes == 1:
         if u.pp > 1:
             lines.append(f"# Pipeline of {u.pp} stages (TP={u.tp} each) inside this node: vLLM's mp backend, "
@@ -400,7 +132,7 @@ def _header(u: DeployedUnit) -> str:
         f"#   TP={u.tp} PP={u.pp} DP={u.engines_per_instance} per replica; precision {u.precision}; "
         f"max_model_len {u.max_model_len}",
     ]
-    note = _precision_flags(u)[1]
+    note = precision_flags(u)[1]
     if note:
         lines.append(f"#   {note}")
     engine = (f"image {vllm_image(u.vllm_version)}" if u.runtime == "container"

@@ -9,7 +9,8 @@ from typing import Any, Dict, Sequence
 import yaml
 
 from hetinfra.document import Plan
-from hetinfra.compile.skypilot import DeployedUnit, TaskDumper, generator_version
+from hetinfra.compile.skypilot import TaskDumper, generator_version
+from hetinfra.compile.unit import DeployedUnit
 
 __all__ = ["GATEWAY_SECRETS", "gateway_task_config", "gateway_task_name", "render_gateway_task"]
 

@@ -26,17 +26,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetinfra.compile.skypilot import (
-    SECRET_NAMES,
-    DeployedUnit,
-    render_all,
-    render_task,
-    serve_envs,
-    task_config,
-    unit_name,
-    vllm_serve_command,
-    write_all,
-)
+from hetinfra.compile.engine import SECRET_NAMES, serve_envs, vllm_serve_command
+from hetinfra.compile.skypilot import render_all, render_task, task_config, write_all
+from hetinfra.compile.unit import DeployedUnit
+from hetinfra.plan.naming import unit_name
 from hetinfra.facts import RAY_JOIN_TIMEOUT_S, RAY_POLL_S
 
 REPO = Path(__file__).resolve().parents[2]

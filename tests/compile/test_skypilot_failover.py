@@ -9,7 +9,8 @@ import dataclasses
 
 import pytest
 
-from hetinfra.compile.skypilot import DeployedUnit, render_task
+from hetinfra.compile.skypilot import render_task
+from hetinfra.compile.unit import DeployedUnit
 
 from .test_skypilot import A10G_DP4, H100_GCP_SPOT, L4_AWS
 

@@ -11,7 +11,7 @@ import pytest
 pulumi = pytest.importorskip("pulumi")
 from pulumi.runtime.mocks import MockMonitor  # noqa: E402
 
-from hetinfra.compile.skypilot import unit_name  # noqa: E402
+from hetinfra.plan.naming import unit_name  # noqa: E402
 from tests.plan.golden_plans import filled_golden, routed_to_allocations  # noqa: E402
 
 GOLDEN = filled_golden("chat")

@@ -12,7 +12,7 @@ import pytest
 pulumi = pytest.importorskip("pulumi")
 
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
-from hetinfra.compile.skypilot import vllm_serve_command  # noqa: E402
+from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
 from tests.stacks.conftest import _alloc  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 pulumi = pytest.importorskip("pulumi")
 
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
-from hetinfra.compile.skypilot import vllm_serve_command  # noqa: E402
+from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire

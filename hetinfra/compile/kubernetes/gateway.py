@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from hetinfra.compile.skypilot import DeployedUnit
+from hetinfra.compile.unit import DeployedUnit
 
 __all__ = ["GATEWAY_IMAGE", "gateway_objects"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hetinfra.compile.skypilot import DeployedUnit
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.facts import GCP
 
 __all__ = ["GPU_TAINT", "NodePlacement", "node_objects", "placement"]

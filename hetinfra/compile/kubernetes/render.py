@@ -12,7 +12,8 @@ from hetinfra.compile.kubernetes.nodes import node_objects
 from hetinfra.compile.kubernetes.project import write_kube_project
 from hetinfra.compile.kubernetes.scaling import scaling_objects
 from hetinfra.compile.kubernetes.workloads import labels, secret_name, workload
-from hetinfra.compile.skypilot import DeployedUnit, TaskDumper, generator_version
+from hetinfra.compile.skypilot import TaskDumper, generator_version
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import VLLM_PORT
 from hetinfra.fileio import replace_dir

@@ -9,7 +9,7 @@ custom metrics (a Prometheus adapter serving them as ``vllm_num_requests_waiting
 from __future__ import annotations
 
 from hetinfra.compile.kubernetes.workloads import LWS_API
-from hetinfra.compile.skypilot import DeployedUnit
+from hetinfra.compile.unit import DeployedUnit
 
 __all__ = ["scaling_objects", "service", "target_ref"]
 

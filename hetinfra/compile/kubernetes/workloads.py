@@ -2,8 +2,8 @@
 pipeline unit (group size = nodes of one replica; the whole group is recreated when one of its pods
 restarts, since a vLLM pipeline cannot lose a stage).
 
-The container runs the same pinned image (:func:`hetinfra.compile.skypilot.vllm_image`) and the same
-``vllm serve`` command line (:func:`hetinfra.compile.skypilot.vllm_serve_command`, the VM paths'
+The container runs the same pinned image (:func:`hetinfra.compile.engine.vllm_image`) and the same
+``vllm serve`` command line (:func:`hetinfra.compile.engine.vllm_serve_command`, the VM paths'
 function) with the same environment (:func:`serve_envs`); the secrets come from a Kubernetes
 Secret, never from the manifests. Probes hit vLLM's ``/health``: a startup probe gives the weight
 download and CUDA graph capture the time the SkyPilot readiness probe gives them, then liveness
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from hetinfra.compile.kubernetes.nodes import placement
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
-from hetinfra.compile.skypilot import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, DeployedUnit, serve_envs,
-                                       vllm_image, vllm_serve_command)
+from hetinfra.compile.engine import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, serve_envs, vllm_image,
+                                     vllm_serve_command)
+from hetinfra.compile.unit import DeployedUnit
 
 __all__ = ["LWS_API", "labels", "secret_name", "workload"]
 

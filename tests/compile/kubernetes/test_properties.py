@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hetinfra.compile.kubernetes.render import KubePlan, cluster_objects
-from hetinfra.compile.skypilot import DeployedUnit
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.plan.naming import unit_name
 from tests.compile.kubernetes.validate import validate
 

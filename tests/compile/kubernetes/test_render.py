@@ -17,7 +17,9 @@ from hetinfra.compile.kubernetes import render_clusters
 from hetinfra.compile.kubernetes.nodes import node_objects, placement
 from hetinfra.compile.kubernetes.render import KubePlan, cluster_objects
 from hetinfra.compile.kubernetes.workloads import workload
-from hetinfra.compile.skypilot import DeployedUnit, task_config, vllm_serve_command
+from hetinfra.compile.engine import vllm_serve_command
+from hetinfra.compile.skypilot import task_config
+from hetinfra.compile.unit import DeployedUnit
 from hetinfra.plan.naming import unit_name
 from tests.compile.kubernetes.validate import validate
 

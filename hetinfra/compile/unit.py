@@ -1,0 +1,233 @@
+"""The deployment unit: what one plan.json allocation deploys, in the words every target uses.
+
+A :class:`DeployedUnit` (plan.json's ``deployment_unit``) is one model x template x cloud x region x
+purchase option. It says **what it serves** (:class:`Serves`: the served model name, the checkpoint
+vLLM loads, its LoRA adapters and its role: ``colocated`` today, ``prefill`` or ``decode`` in a
+disaggregated bundle later) and **where and how** (instance type, GPUs, TP/PP/DP layout, replicas,
+purchase option, engine runtime). SkyPilot tasks (:mod:`hetinfra.compile.skypilot`), the Pulumi stacks
+(:mod:`hetinfra.stacks`), the Kubernetes manifests (:mod:`hetinfra.compile.kubernetes`) and
+``profile --launch`` all take it; how one of its engines starts is :mod:`hetinfra.compile.engine`.
+
+Names of the other "unit" classes (the template, the solver's, the simulator's): docs/glossary.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+from hetinfra.catalog.gpus import NO_BF16_GPUS
+from hetinfra.facts import PRECISIONS, VLLM_PORT, is_dns_label
+from hetinfra.plan.naming import MAX_NAME_LEN
+from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
+
+__all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves"]
+
+#: how an engine runs: the vllm/vllm-openai image, or vLLM pip-installed into a virtualenv
+RUNTIMES = ("container", "virtualenv")
+#: what an engine does with a request: the whole of it (colocated prefill and decode) is the one role
+#: plans have today; "prefill" and "decode" engines of a disaggregated bundle are the next
+ROLES = ("colocated",)
+AUTOSCALE_MAX_FACTOR = 2
+#: the LoRA ranks vLLM's --max-lora-rank accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py)
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+_ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A LoRA adapter an engine serves beside its base model (vLLM ``--lora-modules name=source``)."""
+
+    name: str  # the OpenAI ``model`` a request names to get it
+    source: str  # what vLLM loads: a Hugging Face repo id or a path
+    rank: int  # the adapter's LoRA rank (vLLM ``--max-lora-rank`` covers the largest)
+
+
+@dataclass(frozen=True)
+class Serves:
+    """What a unit's engines serve: the requests the gateway may send them."""
+
+    model: str  # the served model name (the OpenAI ``model`` of its requests), e.g. "chat-7b"
+    source: str  # the checkpoint vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
+    adapters: Tuple[Adapter, ...] = ()
+    role: str = "colocated"  # one of ROLES
+
+    def names(self) -> Tuple[str, ...]:
+        """Every OpenAI ``model`` name a request may use to reach these engines."""
+        return (self.model, *(a.name for a in self.adapters))
+
+
+@dataclass(frozen=True)
+class Alternate:
+    """An equivalent offer a unit may fail over to (plan.json ``allocations[].alternates``)."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    price_per_hour: float  # one instance, at the unit's purchase option
+
+
+@dataclass(frozen=True)
+class DeployedUnit:
+    """The deployed unit (plan.json's deployment_unit): one model x template x cloud x region x
+    purchase option, as SkyPilot, the stacks and the Kubernetes renderer deploy it. What it serves is
+    :attr:`serves` (model, checkpoint, adapters, role). Not the template (plan.library.Template), the
+    solver's unit (solver.problem.SolverUnit) or the gateway's backend group
+    (gateway.balancer.BackendGroup): docs/glossary.md."""
+
+    name: str  # unit name, DNS-safe (see unit_name)
+    service_model: str  # served-model-name, e.g. "chat-7b"
+    source: str  # what vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
+    cloud: str  # aws | gcp | azure
+    region: str
+    instance_type: str
+    gpu: str  # SkyPilot accelerator name, e.g. "L4", "A100-80GB"
+    gpus_per_instance: int
+    tp: int  # tensor parallel per engine
+    pp: int  # pipeline stages (one node per stage unless ``nodes`` says otherwise)
+    engines_per_instance: int  # data-parallel engines on one instance (single-node layouts only)
+    replicas: int  # planned count of instances (pp == 1) or of pipelines (pp > 1)
+    spot: bool
+    precision: str  # bf16 | fp16 | fp8 | int8 | int4
+    max_model_len: int
+    port: int = VLLM_PORT
+    layer_partition: Optional[Tuple[int, ...]] = None  # uneven PP split -> VLLM_PP_LAYER_PARTITION
+    target_qps_per_replica: Optional[float] = None  # set -> autoscaling instead of fixed replicas
+    #: mixed-GPU pipeline (experimental, Pulumi only): (instance type, gpu) per stage, in rank order
+    stages: Optional[Tuple[Tuple[str, str], ...]] = None
+    #: nodes of one replica (plan.json nodes_per_replica); None = one node per pipeline stage (pp).
+    #: 1 with pp > 1: a TP x PP (x DP) layout inside one node (vLLM's mp backend, no Ray).
+    nodes: Optional[int] = None
+    #: where replicas may go when the planned offer has no capacity, in the order SkyPilot tries them
+    alternates: Tuple[Alternate, ...] = ()
+    #: spot unit: on-demand replicas stand in for preempted or unobtainable spot ones
+    ondemand_fallback: bool = False
+    runtime: str = "virtualenv"  # container: the vllm/vllm-openai image; virtualenv: pip install vllm
+    vllm_version: Optional[str] = None  # deploy.vllm_version; None: unpinned (plans always pin it)
+    disk_size: Optional[int] = None  # boot disk, GB (hetinfra.compile.disk); None: SkyPilot's default
+    adapters: Tuple[Adapter, ...] = ()  # LoRA adapters its engines serve beside the base model
+    role: str = "colocated"  # what its engines do with a request (ROLES)
+
+    def __post_init__(self) -> None:
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", self.pp)
+        object.__setattr__(self, "alternates", tuple(
+            a if isinstance(a, Alternate) else Alternate(*a) for a in self.alternates))
+        object.__setattr__(self, "adapters", tuple(self.adapters))
+        if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
+            object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
+        if self.stages is not None:
+            object.__setattr__(self, "stages", tuple(tuple(s) for s in self.stages))
+        _validate(self)
+
+    @property
+    def serves(self) -> Serves:
+        """What the unit's engines serve (``service_model`` and ``source`` are its model and checkpoint)."""
+        return Serves(self.service_model, self.source, self.adapters, self.role)
+
+    @property
+    def mixed(self) -> bool:
+        return self.stages is not None
+
+    def node_instance_type(self, rank: int) -> str:
+        return self.stages[rank][0] if self.stages else self.instance_type
+
+    def node_gpu(self, rank: int) -> str:
+        return self.stages[rank][1] if self.stages else self.gpu
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of one replica (one per pipeline stage unless stages share a node)."""
+        return self.nodes
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.target_qps_per_replica is not None
+
+    @property
+    def max_replicas(self) -> int:
+        """Upper bound of the autoscaling range (equals replicas when not autoscaling)."""
+        if not self.autoscaling:
+            return self.replicas
+        return max(AUTOSCALE_MAX_FACTOR * self.replicas, self.replicas + 1)
+
+
+def _is_pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _validate(u: DeployedUnit) -> None:
+    def bad(msg: str) -> None:
+        raise ValueError(f"DeployedUnit {u.name!r}: {msg}")
+
+    if not isinstance(u.name, str) or not is_dns_label(u.name, letter_first=True):
+        bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
+            f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
+    for field in ("service_model", "source", "region", "instance_type", "gpu"):
+        value = getattr(u, field)
+        if not isinstance(value, str) or not value or not _ENV_SAFE_RE.match(value):
+            bad(f"{field} must be a non-empty string without whitespace, quotes, '$' or '\\'; "
+                f"got {value!r}")
+    if u.cloud not in CLOUDS:
+        bad(f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}")
+    for field in ("gpus_per_instance", "tp", "pp", "engines_per_instance", "replicas",
+                  "max_model_len", "port", "nodes"):
+        if not _is_pos_int(getattr(u, field)):
+            bad(f"{field} must be a positive integer; got {getattr(u, field)!r}")
+    if u.port > 65535:
+        bad(f"port must be at most 65535; got {u.port}")
+    if not isinstance(u.spot, bool):
+        bad(f"spot must be a bool; got {u.spot!r}")
+    if u.precision not in PRECISIONS:
+        bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
+    if u.precision == "bf16" and u.gpu.upper() in NO_BF16_GPUS:
+        bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
+    if u.nodes == 1:
+        if u.tp * u.pp * u.engines_per_instance != u.gpus_per_instance:
+            bad(f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
+                f"gpus_per_instance ({u.gpus_per_instance})")
+    else:
+        if u.engines_per_instance != 1:
+            bad("engines_per_instance must be 1 for a multi-node pipeline")
+        if u.pp % u.nodes or u.tp * (u.pp // u.nodes) != u.gpus_per_instance:
+            bad(f"a multi-node pipeline runs pp / nodes consecutive stages per node with TP inside a node: "
+                f"tp ({u.tp}) x pp ({u.pp}) must equal nodes ({u.nodes}) x gpus_per_instance ({u.gpus_per_instance})")
+        if u.stages is not None and u.nodes != u.pp:
+            bad("a mixed pipeline runs one stage per node")
+    if u.stages is not None:
+        if len(u.stages) != u.pp or any(len(s) != 2 or not all(isinstance(x, str) and x for x in s)
+                                        for s in u.stages):
+            bad(f"stages must hold pp ({u.pp}) (instance type, gpu) pairs; got {u.stages!r}")
+        if u.layer_partition is None:
+            bad("a mixed pipeline needs its layer_partition")
+    if u.layer_partition is not None:
+        if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
+            bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
+    for alt in u.alternates:
+        if alt.cloud not in CLOUDS or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
+                                              for v in (alt.region, alt.instance_type)):
+            bad(f"alternate {alt!r}: cloud must be one of {', '.join(CLOUDS)}; region and instance_type non-empty "
+                "strings without whitespace, quotes, '$' or '\\'")
+    if u.ondemand_fallback and not u.spot:
+        bad("ondemand_fallback is for spot units")
+    if u.runtime not in RUNTIMES:
+        bad(f"runtime must be one of {', '.join(RUNTIMES)}; got {u.runtime!r}")
+    if u.vllm_version is not None and not (isinstance(u.vllm_version, str) and _ENV_SAFE_RE.match(u.vllm_version)):
+        bad(f"vllm_version must be a version string such as 0.12.0; got {u.vllm_version!r}")
+    if u.role not in ROLES:
+        bad(f"role must be one of {', '.join(ROLES)}; got {u.role!r}")
+    for adapter in u.adapters:
+        if not isinstance(adapter, Adapter) or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
+                                                       for v in (adapter.name, adapter.source)) \
+                or not _is_pos_int(adapter.rank) or adapter.rank > LORA_RANKS[-1]:
+            bad(f"adapter {adapter!r}: name and source non-empty strings without whitespace, quotes, '$' or '\\', "
+                f"rank a positive integer up to {LORA_RANKS[-1]} (vLLM's largest --max-lora-rank)")
+    if u.disk_size is not None and not _is_pos_int(u.disk_size):
+        bad(f"disk_size must be a positive integer (GB); got {u.disk_size!r}")
+    if u.target_qps_per_replica is not None:
+        q = u.target_qps_per_replica
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
+            bad(f"target_qps_per_replica must be a positive number; got {q!r}")
