@@ -5,20 +5,19 @@ Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming SSE a
 ``GET /v1/models``, ``GET /health`` (200 while some backend is healthy, else 503), ``GET /metrics``
 (Prometheus), ``GET /admin/demand.csv`` (the demand log, with its rotations; client key required).
 
-Per request: client key check (401) -> body read up to ``max_body_bytes`` (413) -> JSON object (400)
--> known ``model`` (404) -> class from prompt tokens and max_tokens -> a backend (weights among
-units, least outstanding among replicas) -> forward with the backend key (``VLLM_API_KEY``, never
-sent back) -> on a connect error, a timeout or a 5xx *before the first byte reaches the client*,
-eject (connect error) and retry on another backend, at most ``retries`` times. A stream that breaks
-after its first byte ends with an SSE ``error`` event and is counted
+Per request, the steps of :mod:`hetinfra.gateway.steps`: client key check (route middleware: 401)
+-> parse: body read up to ``max_body_bytes`` (413), a JSON object (400), a known origin (400) and
+``model`` (404) -> classify: prompt tokens and max_tokens (400) to a class -> pick a backend (weights
+among units, least outstanding among replicas) -> forward with the backend key (``VLLM_API_KEY``,
+never sent back) -> on a connect error, a timeout or a 5xx *before the first byte reaches the
+client*, eject (connect error) and retry on another backend, at most ``retries`` times -> relay. A
+stream that breaks after its first byte ends with an SSE ``error`` event and is counted
 (``hetinfra_gateway_stream_errors_total``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
 import logging
 import os
 import signal
@@ -30,22 +29,20 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from hetinfra.facts import GATEWAY_PORT
 from hetinfra.gateway.balancer import Backend, Balancer
-from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, TokenCounter, output_budget
+from hetinfra.gateway.classify import TokenCounter
 from hetinfra.gateway.demand import DemandLog, read_all
-from hetinfra.gateway.origins import ORIGIN_HEADER, current_origin, request_origin
+from hetinfra.gateway.origins import current_origin
+from hetinfra.gateway.steps import Authenticate, Call, Refused, classify, error, forward, parse
 from hetinfra.gateway.table import RoutingTable, load_table
 
 log = logging.getLogger("hetinfra.gateway")
-
-HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
-              "transfer-encoding", "upgrade", "content-length", "content-encoding", "host", "authorization",
-              "server", "date"}
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 
@@ -71,12 +68,6 @@ class GatewayConfig:
     region: str = ""
     tokenizers: dict[str, str] = field(default_factory=dict)
     max_connections: int = 512  # per backend
-
-
-def error(status: int, message: str, type_: str, param: str | None = None, code: str | None = None) -> JSONResponse:
-    """An OpenAI-style error body."""
-    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code or status}},
-                        status_code=status)
 
 
 class Metrics:
@@ -252,7 +243,7 @@ class Gateway:
 
     async def check(self, b: Backend) -> None:
         try:
-            async with self.session.get(b.url + "/health", headers=self._backend_headers(),
+            async with self.session.get(b.url + "/health", headers=self.backend_headers(),
                                         timeout=aiohttp.ClientTimeout(total=self.config.health_timeout_s)) as r:
                 ok = r.status == 200
                 await r.read()
@@ -285,36 +276,10 @@ class Gateway:
             await asyncio.sleep(1.0)
             self.demand.flush()
 
-    def _backend_headers(self) -> dict[str, str]:
+    def backend_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.config.backend_key}"} if self.config.backend_key else {}
 
     # ---- requests ----------------------------------------------------------------------------------------
-
-    def client_name(self, request: Request) -> str | None:
-        """The client's name, or None when the key is missing or wrong ("" when auth is off)."""
-        keys = self.config.client_keys
-        if not keys:
-            return ""
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
-        for key, name in keys.items():
-            if token and hmac.compare_digest(token.encode(), key.encode()):
-                return name
-        return None
-
-    async def read_body(self, request: Request) -> bytes | None:
-        """The body, or None when it is over the limit (checked on Content-Length and while reading)."""
-        limit = self.config.max_body_bytes
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            return None
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     async def completions(self, request: Request) -> Response:
         return await self.proxy(request, "/v1/completions", "completion")
@@ -323,142 +288,22 @@ class Gateway:
         return await self.proxy(request, "/v1/chat/completions", "chat")
 
     async def proxy(self, request: Request, path: str, kind: str) -> Response:
-        t0 = time.perf_counter()
-        m = self.metrics
-        if self.client_name(request) is None:
-            m.rejected.labels("auth").inc()
-            return error(401, "invalid or missing API key (send Authorization: Bearer <key>)",
-                         "authentication_error", code="invalid_api_key")
+        """A completion or chat request through the steps (the key was checked by the route's middleware)."""
+        call = Call(path, kind)
         try:
-            raw = await self.read_body(request)
-        except ClientDisconnect:
-            m.rejected.labels("disconnect").inc()
-            return Response(status_code=499)
-        if raw is None:
-            m.rejected.labels("too_large").inc()
-            return error(413, f"request body over {self.config.max_body_bytes} bytes", "invalid_request_error",
-                         code="request_too_large")
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            m.rejected.labels("bad_json").inc()
-            return error(400, f"request body is not valid JSON: {exc}", "invalid_request_error", code="invalid_json")
-        if not isinstance(body, dict):
-            m.rejected.labels("bad_json").inc()
-            return error(400, "request body must be a JSON object", "invalid_request_error", code="invalid_json")
-        table = self.table  # one consistent table for the whole request, whatever reloads meanwhile
-        balancer = self.balancer
-        name = body.get("model")
-        origin = request_origin(request.headers, self.config.region)  # routing by origin (gateway.origins)
-        if origin is None:
-            m.rejected.labels("bad_origin").inc()
-            return error(400, f"header {ORIGIN_HEADER} must be a region name", "invalid_request_error",
-                         code="invalid_origin")
-        routes = table.routes_for(name, origin) if isinstance(name, str) else None
-        if routes is None:
-            m.rejected.labels("unknown_model").inc()
-            return error(404, f"model {name!r} is not served here; known: {', '.join(sorted(table.models))}",
-                         "invalid_request_error", "model", "model_not_found")
-        try:
-            n_in = self.counter.prompt_tokens(name, kind, body)
-            budget = output_budget(body, routes.default_max_tokens)
-        except RequestError as exc:
-            m.rejected.labels("bad_request").inc()
-            return error(400, str(exc), "invalid_request_error", exc.param)
-        cls, clipped = routes.classify(n_in, budget)
-        cname = cls.name if cls is not None else "-"
-        if clipped:
-            m.clipped.labels(name).inc()
-        stream = bool(body.get("stream"))
-        headers = {"content-type": "application/json", **self._backend_headers()}
-        rid = request.headers.get("x-request-id")
-        if rid is not None:
-            headers["x-request-id"] = rid
-        tried: set[Backend] = set()
-        last_error = "no healthy backend for this model"
-        session = self.session
-        for attempt in range(self.config.retries + 1):
-            b = balancer.pick(routes, cls, tried)
-            if b is None:
-                break
-            tried.add(b)
-            b.outstanding += 1
-            resp = None
-            handed_over = False
-            try:
-                resp = await session.post(b.url + path, data=raw, headers=headers)
-                status = resp.status
-                if status >= 500:
-                    last_error = f"backend answered {status}"
-                    m.retries.labels(b.unit, "5xx").inc()
-                    continue
-                if not stream or status != 200:
-                    content = await resp.read()
-                    t_first = time.perf_counter()
-                    out_tokens = _usage(content) if status == 200 else None
-                    self._account(name, cname, b.unit, status, n_in, budget, out_tokens, t0, t_first)
-                    return Response(content, status_code=status, headers=_client_headers(resp))
-                first = await resp.content.readany()
-                t_first = time.perf_counter()
-                handed_over = True
-                return StreamingResponse(self._relay(b, resp, first, name, cname, n_in, budget, t0, t_first),
-                                         status_code=status, headers=_client_headers(resp))
-            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-                last_error = f"cannot connect to a backend ({type(exc).__name__})"
-                b.eject()
-                self.metrics.up.labels(b.unit, b.url).set(0)
-                log.warning("backend %s (%s) ejected: %s", b.url, b.unit, exc)
-                m.retries.labels(b.unit, "connect").inc()
-            except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
-                last_error = f"backend timed out ({type(exc).__name__})"
-                m.retries.labels(b.unit, "timeout").inc()
-            except (aiohttp.ClientError, OSError) as exc:  # disconnected, bad HTTP, payload or socket errors
-                last_error = f"backend connection failed ({type(exc).__name__})"
-                m.retries.labels(b.unit, "protocol").inc()
-            finally:
-                if not handed_over:
-                    b.outstanding -= 1
-                    if resp is not None:
-                        resp.release()
-        status = 504 if "timed out" in last_error else 502 if tried else 503
-        self._account(name, cname, "-", status, n_in, budget, None, t0, None)
-        return error(status, f"{last_error} (tried {len(tried)} backend(s))", "upstream_error",
-                     code="backend_unavailable")
+            await parse(self, request, call)
+            classify(self, call)
+        except Refused as refused:
+            self.metrics.rejected.labels(refused.reason).inc()
+            return refused.response
+        return await forward(self, call, request.headers.get("x-request-id"))
 
-    async def _relay(self, b: Backend, resp: aiohttp.ClientResponse, first: bytes, model: str, cname: str,
-                     n_in: int, budget: int, t0: float, t_first: float):
-        events = 0
-        usage = None
-        status = resp.status
-        tail = b""  # the stream's last bytes: did it end with [DONE]?
+    def account(self, call: Call, unit: str, status: int, out_tokens: int | None, t_first: float | None) -> None:
+        """Metrics and the demand log of one answered call (``unit`` "-" when no backend answered)."""
         try:
-            chunk = first
-            while chunk:
-                events += chunk.count(b"data:") - chunk.count(b"[DONE]")
-                if b'"usage"' in chunk:
-                    usage = _stream_usage(chunk) or usage
-                tail = (tail + chunk)[-64:]
-                yield chunk
-                chunk = await resp.content.readany()
-            sse = "event-stream" in resp.headers.get("content-type", "")
-            if sse and b"[DONE]" not in tail:  # the backend closed cleanly but cut the stream short
-                status = 502
-                yield _stream_error(self, b, "the backend ended the stream without [DONE]")
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            status = 502
-            yield _stream_error(self, b, f"the backend connection broke mid-stream ({type(exc).__name__})")
-        finally:
-            b.outstanding -= 1
-            resp.release()
-            self._account(model, cname, b.unit, status, n_in, budget, usage if usage is not None else events,
-                          t0, t_first)
-
-    def _account(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
-                 out_tokens: int | None, t0: float, t_first: float | None) -> None:
-        try:
-            self._count(model, cname, unit, status, n_in, budget, out_tokens, t0, t_first)
+            self._count(call.model, call.cname, unit, status, call.n_in, call.budget, out_tokens, call.t0, t_first)
         except Exception:  # metrics and the demand log never turn a served answer into an error
-            log.exception("accounting of a %s request failed", model)
+            log.exception("accounting of a %s request failed", call.model)
 
     def _count(self, model: str, cname: str, unit: str, status: int, n_in: int, budget: int,
                out_tokens: int | None, t0: float, t_first: float | None) -> None:
@@ -476,8 +321,6 @@ class Gateway:
             self.demand.record(model, n_in, budget, cname, out_tokens, status, region=current_origin())
 
     async def models(self, request: Request) -> Response:
-        if self.client_name(request) is None:
-            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
         return JSONResponse({"object": "list", "data": [
             {"id": n, "object": "model", "created": 0, "owned_by": self.table.service or "hetinfra"}
             for n in sorted(self.table.models)]})
@@ -493,8 +336,6 @@ class Gateway:
 
     async def weights(self, request: Request) -> Response:
         """``GET /admin/weights``: live per-class weights and unit health (client key required)."""
-        if self.client_name(request) is None:
-            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
         return JSONResponse({"service": self.table.service, "models": {
             m.name: {c.name: dict(c.weights) for c in m.classes} for m in self.table.models.values()},
             "units": {u.name: [{"url": b.url, "healthy": b.healthy, "outstanding": b.outstanding}
@@ -506,60 +347,11 @@ class Gateway:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def demand_csv(self, request: Request) -> Response:
-        if self.client_name(request) is None:
-            return error(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
         if self.demand is None:
             return error(404, "this gateway keeps no demand log (start it with --demand-log)", "not_found")
         self.demand.flush()
         text = await asyncio.to_thread(read_all, self.demand.path, self.demand.keep)
         return PlainTextResponse(text, media_type="text/csv")
-
-
-def _stream_error(gw: "Gateway", b: Backend, why: str) -> bytes:
-    """The SSE error event that ends a stream the backend cut short, so a client never waits for a
-    [DONE] that will not come nor takes a partial answer for a whole one."""
-    gw.metrics.stream_errors.labels(b.unit).inc()
-    log.warning("stream from %s (%s): %s", b.url, b.unit, why)
-    err = {"error": {"message": f"{why}; the response is incomplete", "type": "upstream_error", "code": 502}}
-    return f"event: error\ndata: {json.dumps(err)}\n\n".encode()
-
-
-def _client_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
-    return {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
-
-
-def token_count(value: object) -> int | None:
-    """A backend's usage count as a whole number 0..MAX_OUTPUT_TOKENS, or None for anything else (a
-    string, a float, a negative, 1e300, a bool): a backend's odd answer never breaks the response."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if value != value or not 0 <= value <= MAX_OUTPUT_TOKENS or value != int(value):
-        return None
-    return int(value)
-
-
-def _usage_of(doc: object) -> int | None:
-    usage = doc.get("usage") if isinstance(doc, dict) else None
-    return token_count(usage.get("completion_tokens")) if isinstance(usage, dict) else None
-
-
-def _usage(content: bytes) -> int | None:
-    try:
-        return _usage_of(json.loads(content))
-    except ValueError:
-        return None
-
-
-def _stream_usage(chunk: bytes) -> int | None:
-    for line in chunk.split(b"\n"):
-        if line.startswith(b"data:") and b'"usage"' in line:
-            try:
-                found = _usage_of(json.loads(line[5:]))
-            except ValueError:
-                continue
-            if found is not None:
-                return found
-    return None
 
 
 def create_app(config: GatewayConfig) -> Starlette:
@@ -576,14 +368,19 @@ def create_app(config: GatewayConfig) -> Starlette:
         finally:
             await gw.stop()
 
+    # the client key, checked once per request by the protected routes' middleware; /health and
+    # /metrics stay open (load balancers and Prometheus); a proxied request's refusal is counted
+    proxied = [Middleware(Authenticate, gateway=gw, counted=True,
+                          message="invalid or missing API key (send Authorization: Bearer <key>)")]
+    keyed = [Middleware(Authenticate, gateway=gw)]
     app = Starlette(routes=[
-        Route("/v1/completions", gw.completions, methods=["POST"]),
-        Route("/v1/chat/completions", gw.chat, methods=["POST"]),
-        Route("/v1/models", gw.models, methods=["GET"]),
+        Route("/v1/completions", gw.completions, methods=["POST"], middleware=proxied),
+        Route("/v1/chat/completions", gw.chat, methods=["POST"], middleware=proxied),
+        Route("/v1/models", gw.models, methods=["GET"], middleware=keyed),
         Route("/health", gw.health, methods=["GET"]),
         Route("/metrics", gw.metrics_endpoint, methods=["GET"]),
-        Route("/admin/weights", gw.weights, methods=["GET"]),
-        Route("/admin/demand.csv", gw.demand_csv, methods=["GET"]),
+        Route("/admin/weights", gw.weights, methods=["GET"], middleware=keyed),
+        Route("/admin/demand.csv", gw.demand_csv, methods=["GET"], middleware=keyed),
     ], lifespan=lifespan)
     app.state.gateway = gw
     return app
