@@ -25,9 +25,10 @@ from typing import Callable
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
+from hetinfra.deploy.steps import PulumiUp, SkyDown, SkyUp, Step, run_steps
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import RunningAllocation, State
-from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
+from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
 TARGETS = ("pulumi", "skypilot", "all", "kubernetes")
@@ -159,9 +160,10 @@ class Work:
                       - {a.deployment_unit for a in self.after})
 
     @property
-    def steps(self) -> list[str]:
-        return ([f"pulumi:{c}" for c in self.pulumi_clouds] + [f"skypilot:up:{a.deployment_unit}" for a in self.sky_new]
-                + ([f"skypilot:down:{','.join(self.sky_gone)}"] if self.sky_gone else []))
+    def steps(self) -> list[Step]:
+        """Each cloud's stack up, then each new or changed SkyServe unit up, then the gone ones down."""
+        return ([PulumiUp(c) for c in self.pulumi_clouds] + [SkyUp(a.deployment_unit) for a in self.sky_new]
+                + ([SkyDown(tuple(self.sky_gone))] if self.sky_gone else []))
 
 
 @dataclass
@@ -253,14 +255,13 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
     state.doc["service"] = doc.service
     if doc.service_id:
         state.doc["service_id"] = doc.service_id
-    state.begin("apply", sha, work.steps)
+    state.begin("apply", sha, [step.id for step in work.steps])
     secrets = ready.secrets
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
-    sky_new, sky_gone = work.sky_new, work.sky_gone
 
-    def do_step(step: str) -> None:
-        if step.startswith("pulumi:"):
-            cloud = step.split(":", 1)[1]
+    def perform(step: Step) -> None:
+        if isinstance(step, PulumiUp):
+            cloud = step.project
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
                                                   on_output=echo, plan=raw)
             outputs = project.up(secrets, ready.pins[cloud])
@@ -269,17 +270,16 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
             mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
             state.record_stack(doc.service, cloud, ready.stack, outputs)
-        elif step.startswith("skypilot:up:"):
-            unit = step.split(":", 2)[2]
-            a = next(x for x in sky_new if x.deployment_unit == unit)
-            update = any(x.deployment_unit == unit for x in state.running)
-            endpoint = sky_driver.serve_up(out / a.skypilot_task, unit, sky_secrets, update=update)
-            state.replace_running(lambda x: x.deployment_unit != unit, [a])
-            state.record_service(unit, endpoint)
+        elif isinstance(step, SkyUp):
+            a = next(x for x in work.sky_new if x.deployment_unit == step.unit)
+            update = any(x.deployment_unit == step.unit for x in state.running)
+            endpoint = sky_driver.serve_up(out / a.skypilot_task, step.unit, sky_secrets, update=update)
+            state.replace_running(lambda x: x.deployment_unit != step.unit, [a])
+            state.record_service(step.unit, endpoint)
         else:
-            serve_down(state, sky_gone)
+            serve_down(state, list(step.units))
 
-    run_steps(out, state, work.steps, do_step, echo)
+    run_steps(out, state, work.steps, perform, echo)
     state.doc["plan_sha256"] = sha
     state.finish()
 
@@ -333,9 +333,9 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
             + preview.render_changes(stacks, []), yes, echo, ask)
     sha = plan_sha(raw)
-    state.begin("apply", sha, [f"pulumi:{kube.PROJECT}"])
-    run_steps(out, state, [f"pulumi:{kube.PROJECT}"],
-              lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
+    steps = [PulumiUp(kube.PROJECT)]
+    state.begin("apply", sha, [step.id for step in steps])
+    run_steps(out, state, steps, lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
     state.doc["plan_sha256"] = sha
     state.finish()
     report.update(preview.result_json(state, out), applied=True)
@@ -349,39 +349,3 @@ def serve_down(state: DeployState, units: list[str]) -> None:
     state.replace_running(lambda a: a.deployment_unit not in units, [])
     for unit in units:
         state.doc["skypilot"].pop(unit, None)
-
-
-def run_steps(out: Path, state: DeployState, steps: list[str], do_step: Callable[[str], None],
-              echo: Callable[[str], None]) -> None:
-    """Run the operation's steps in order, skipping those an earlier run finished; the state is
-    saved after each, and the first failure stops the run with a resumable message (exit 4)."""
-    for step in steps:
-        if state.step(step)["status"] == "done":
-            echo(f"[{step}] done in an earlier run; skipped")
-            continue
-        state.mark(step, "running")
-        echo(f"[{step}] ...")
-        try:
-            do_step(step)
-        except HetinfraError as exc:
-            state.mark(step, "failed", str(exc))
-            raise _stopped(out, step, state, exc) from None
-        except Exception as exc:  # the Automation API raises CommandError and friends
-            state.mark(step, "failed", f"{type(exc).__name__}: {_first_lines(str(exc))}")
-            raise _stopped(out, step, state, exc) from None
-        state.mark(step, "done")
-
-
-def _first_lines(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return " | ".join(lines[-n:]) if lines else text
-
-
-def _stopped(out: Path, step: str, state: DeployState, exc: Exception) -> ProviderError:
-    done = sum(1 for s in state.operation["steps"] if s["status"] == "done")
-    total = len(state.operation["steps"])
-    msg = str(exc) if isinstance(exc, HetinfraError) else f"{type(exc).__name__}: {_first_lines(str(exc))}"
-    return ProviderError(f"{state.operation['kind']} stopped at step {step} ({done} of {total} steps done): {msg}",
-                         hint=f"what finished is recorded in {state.path}; fix the cause and run "
-                              f"`hetinfra {state.operation['kind']} {out}` again to resume",
-                         details={"step": step, "steps": [dict(s) for s in state.operation["steps"]]})

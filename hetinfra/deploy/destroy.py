@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.deploy import preflight, preview, pulumi_driver, sky_driver
-from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, run_steps, serve_down, target_paths
+from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, serve_down, target_paths
+from hetinfra.deploy.steps import PulumiDestroy, SkyDown, Step, run_steps
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.document.state import State
@@ -45,7 +46,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     pulumi_clouds = sorted((set(now.pulumi) - {KUBE_PROJECT})
                            | {a.cloud for a in gone if a.path == "pulumi"}) if "pulumi" in paths else []
     sky_units = sorted({a.deployment_unit for a in gone if a.path == "skypilot"})
-    steps = [f"pulumi:{c}" for c in pulumi_clouds] + ([f"skypilot:down:{','.join(sky_units)}"] if sky_units else [])
+    steps: list[Step] = [PulumiDestroy(c) for c in pulumi_clouds] + ([SkyDown(tuple(sky_units))] if sky_units else [])
     sky_rows = preview.sky_changes(state.allocations, [], sky_units)
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], sky_rows))
@@ -61,20 +62,21 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     return state
 
 
-def _run_destroy(out: Path, state: DeployState, steps: list[str], pulumi_clouds: list[str], sky_units: list[str], *,
+def _run_destroy(out: Path, state: DeployState, steps: list[Step], pulumi_clouds: list[str], sky_units: list[str], *,
                  pulumi_command, env: dict, echo: Callable[[str], None]) -> None:
-    """The confirmed steps: the tools first, then each step recorded in state.json (apply.run_steps)."""
+    """The confirmed steps: the tools first, then each step recorded in state.json (steps.run_steps)."""
     if pulumi_clouds:
         plan = _plan_dict(out)
         pulumi_driver.check_ready(pulumi_clouds, pulumi_driver.backend_urls(plan, pulumi_clouds), env)
         command = pulumi_command or pulumi_driver.pulumi_command()
     if sky_units:
         sky_driver.sky_module()
-    state.begin("destroy", plan_sha({"destroy": steps}), steps)
+    ids = [step.id for step in steps]
+    state.begin("destroy", plan_sha({"destroy": ids}), ids)
 
-    def do_step(step: str) -> None:
-        if step.startswith("pulumi:"):
-            cloud = step.split(":", 1)[1]
+    def perform(step: Step) -> None:
+        if isinstance(step, PulumiDestroy):
+            cloud = step.project
             stack = _stack(state, cloud)
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
                                         plan=plan).destroy()
@@ -82,9 +84,9 @@ def _run_destroy(out: Path, state: DeployState, steps: list[str], pulumi_clouds:
             state.doc["pulumi"].pop(cloud, None)
             state.drop_gateways(State.of(state.doc, state.path).service, cloud)
         else:
-            serve_down(state, sky_units)
+            serve_down(state, list(step.units))
 
-    run_steps(out, state, steps, do_step, echo)
+    run_steps(out, state, steps, perform, echo)
     state.finish()
 
 
@@ -128,14 +130,15 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
         ("settings", lambda: pulumi_driver.check_passphrase(
             [KUBE_PROJECT], pulumi_driver.backend_urls(plan, [KUBE_PROJECT]), env))])[0]
     stack = _stack(state, KUBE_PROJECT)
-    steps = [f"pulumi:{KUBE_PROJECT}"]
-    state.begin("destroy", plan_sha({"destroy": steps}), steps)
+    steps = [PulumiDestroy(KUBE_PROJECT)]
+    ids = [step.id for step in steps]
+    state.begin("destroy", plan_sha({"destroy": ids}), ids)
 
-    def do_step(_step: str) -> None:
+    def perform(_step: Step) -> None:
         pulumi_driver.PulumiProject(out / "pulumi" / KUBE_PROJECT, stack, command, on_output=echo, plan=plan).destroy()
         kube.forget(state)
 
-    run_steps(out, state, steps, do_step, echo)
+    run_steps(out, state, steps, perform, echo)
     state.finish()
     report.update(preview.result_json(state, out), destroyed=True)
     echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
