@@ -22,12 +22,12 @@ from typing import Callable, Union
 
 from hetinfra.errors import HetinfraError, ProviderError
 
-__all__ = ["PulumiDestroy", "PulumiUp", "SkyDown", "SkyUp", "Step", "run_steps"]
+__all__ = ["PulumiDestroy", "PulumiStep", "PulumiUp", "SkyDown", "SkyUp", "Step", "run_steps"]
 
 
 @dataclass(frozen=True)
-class PulumiUp:
-    """``pulumi up`` of the project OUT/pulumi/<project> (a cloud, or ``kubernetes``)."""
+class PulumiStep:
+    """A step on the project OUT/pulumi/<project> (a cloud, or ``kubernetes``)."""
 
     project: str
 
@@ -36,15 +36,12 @@ class PulumiUp:
         return f"pulumi:{self.project}"
 
 
-@dataclass(frozen=True)
-class PulumiDestroy:
-    """``pulumi destroy`` of the project OUT/pulumi/<project>."""
+class PulumiUp(PulumiStep):
+    """``pulumi up`` of the project."""
 
-    project: str
 
-    @property
-    def id(self) -> str:
-        return f"pulumi:{self.project}"
+class PulumiDestroy(PulumiStep):
+    """``pulumi destroy`` of the project."""
 
 
 @dataclass(frozen=True)
