@@ -27,7 +27,7 @@ from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.deploy.steps import PulumiUp, SkyDown, SkyUp, Step, run_steps
 from hetinfra.document import Allocation, Plan
-from hetinfra.document.state import RunningAllocation, State
+from hetinfra.document.state import RunningAllocation
 from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 
@@ -197,7 +197,7 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
         return _apply_kubernetes(out, doc, raw, yes=yes, echo=echo, ask=ask, env=env, force=force, report=report,
                                  pulumi_command=pulumi_command)
     state = DeployState.load(out, doc.service)
-    preflight.check_owner(doc, State.of(state.doc, state.path), out, force=force)
+    preflight.check_owner(doc, state.model, out, force=force)
     _unit_conflicts(doc, state, target)
     work = Work(desired(doc, state, target), state.running)
     rows = changes(work.running, work.after)
@@ -252,9 +252,7 @@ def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, wo
 def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, ready: Ready, echo) -> None:
     """The confirmed steps, each recorded in state.json (see :func:`run_steps`)."""
     sha = plan_sha(raw)
-    state.doc["service"] = doc.service
-    if doc.service_id:
-        state.doc["service_id"] = doc.service_id
+    state.set_service(doc.service, doc.service_id)
     state.begin("apply", sha, [step.id for step in work.steps])
     secrets = ready.secrets
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
@@ -265,7 +263,7 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
                                                   on_output=echo, plan=raw)
             outputs = project.up(secrets, ready.pins[cloud])
-            for line in ready.image_notes[cloud] + images.record(state.doc, cloud, outputs):
+            for line in ready.image_notes[cloud] + images.record(state, cloud, outputs):
                 echo(f"note: {line}")
             mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
@@ -280,8 +278,7 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
             serve_down(state, list(step.units))
 
     run_steps(out, state, work.steps, perform, echo)
-    state.doc["plan_sha256"] = sha
-    state.finish()
+    state.finish(plan_sha256=sha)
 
 
 def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
@@ -313,7 +310,7 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
     from hetinfra.deploy import kube
 
     state = DeployState.load(out, plan.service)
-    preflight.check_owner(plan, State.of(state.doc, state.path), out, force=force)
+    preflight.check_owner(plan, state.model, out, force=force)
     after = kube.desired(plan, state)
     rows = changes(state.running, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
@@ -336,8 +333,7 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
     steps = [PulumiUp(kube.PROJECT)]
     state.begin("apply", sha, [step.id for step in steps])
     run_steps(out, state, steps, lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
-    state.doc["plan_sha256"] = sha
-    state.finish()
+    state.finish(plan_sha256=sha)
     report.update(preview.result_json(state, out), applied=True)
     echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
     return state
@@ -348,4 +344,4 @@ def serve_down(state: DeployState, units: list[str]) -> None:
     sky_driver.serve_down(units)
     state.replace_running(lambda a: a.deployment_unit not in units, [])
     for unit in units:
-        state.doc["skypilot"].pop(unit, None)
+        state.forget_service(unit)

@@ -40,7 +40,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     if target in ("kubernetes", "all") and _kubernetes_part(out, state, target=target, yes=yes, echo=echo, ask=ask,
                                                             pulumi_command=pulumi_command, env=env, report=report):
         return state
-    paths, now = target_paths(target), State.of(state.doc, state.path)
+    paths, now = target_paths(target), state.model
     gone = [a for a in now.allocations if a.path in paths]
     rows = changes(now.allocations, [a for a in now.allocations if a.path not in paths])
     pulumi_clouds = sorted((set(now.pulumi) - {KUBE_PROJECT})
@@ -81,8 +81,7 @@ def _run_destroy(out: Path, state: DeployState, steps: list[Step], pulumi_clouds
             pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=echo,
                                         plan=plan).destroy()
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), [])
-            state.doc["pulumi"].pop(cloud, None)
-            state.drop_gateways(State.of(state.doc, state.path).service, cloud)
+            state.forget_stack(cloud)
         else:
             serve_down(state, list(step.units))
 
@@ -92,7 +91,7 @@ def _run_destroy(out: Path, state: DeployState, steps: list[Step], pulumi_clouds
 
 def _stack(state: DeployState, project: str) -> str:
     """The Pulumi stack state.json records for ``project`` (a cloud or the kubernetes project)."""
-    last = State.of(state.doc, state.path).pulumi.get(project)
+    last = state.model.pulumi.get(project)
     return last.stack if last else "prod"
 
 
@@ -100,7 +99,7 @@ def _kubernetes_part(out: Path, state: DeployState, *, target: str, yes: bool, e
                      report: dict) -> bool:
     """destroy's part on deploy.target kubernetes (--target kubernetes or all): True when nothing is
     left for the other paths."""
-    now = State.of(state.doc, state.path)
+    now = state.model
     if now.kubernetes and KUBE_PROJECT not in now.pulumi:
         raise InvalidInputError(f"{out}/state.json lists Kubernetes objects that an earlier hetinfra applied without "
                                 "Pulumi", hint=f"run `hetinfra apply {out} --target kubernetes` once (its Pulumi "
@@ -109,7 +108,7 @@ def _kubernetes_part(out: Path, state: DeployState, *, target: str, yes: bool, e
         return False
     _destroy_kubernetes(out, state, target=target, yes=yes, echo=echo, ask=ask, pulumi_command=pulumi_command,
                         env=env, report=report)
-    left = State.of(state.doc, state.path)
+    left = state.model
     return target == "kubernetes" or not (left.allocations or left.pulumi)
 
 

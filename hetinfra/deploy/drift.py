@@ -190,7 +190,7 @@ def live_replicas(alloc: RunningAllocation, entry: dict | None, env: Mapping[str
 
 def _pulumi_cloud(out: Path, cloud: str, units: list[UnitLive], state: DeployState, plan: Plan | None, command,
                   refresh: bool, env: Mapping[str, str], log: Callable[[str], None]) -> None:
-    last = State.of(state.doc, state.path).pulumi.get(cloud)
+    last = state.model.pulumi.get(cloud)
     stack = (last.stack if last else None) or (plan.deploy.stack if plan else "prod")
     project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, stack, command, on_output=log,
                                           plan=plan.to_dict() if plan else None)
@@ -314,7 +314,7 @@ def drift_line(u: UnitLive) -> str:
 def record(out: Path, live: dict) -> DeployState:
     """Keep ``live`` in state.json (reloaded first: an apply may have written it meanwhile)."""
     state = DeployState.load(out)
-    state.doc["live"] = live
+    state.record_live(live)
     state.save()
     return state
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from hetinfra.deploy.state import DeployState
 from hetinfra.document import Plan
-from hetinfra.document.state import State
 from hetinfra.errors import InvalidInputError
 
 
@@ -34,7 +33,7 @@ def endpoint_lines(out: Path, plan: Plan | dict, state: DeployState) -> list[str
     several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
     from hetinfra.compile.skypilot_gateway import gateway_task_name
 
-    plan, now = Plan.of(plan), State.of(state.doc, state.path)
+    plan, now = Plan.of(plan), state.model
     lines = []
     if len(now.gateways) == 1:
         lines.append(f"Endpoint: {next(iter(now.gateways.values()))}")

@@ -72,10 +72,11 @@ def pins_for_up(state_doc: dict, plan: Plan | dict, cloud: str, *, update: bool,
     return pins
 
 
-def record(state_doc: dict, cloud: str, outputs: dict) -> list[str]:
-    """Record the images the stack used; returns lines for the newer images it found and did not use."""
+def record(state, cloud: str, outputs: dict) -> list[str]:
+    """Record the images the stack used in ``state`` (hetinfra.deploy.state.DeployState); returns lines
+    for the newer images it found and did not use."""
     found = outputs.get("images") or {}
-    state_doc.setdefault("images", {})[cloud] = used(found)
+    state.record_images(cloud, used(found))
     lines = []
     for region, roles in sorted(found.items()):
         for role, info in sorted((roles or {}).items()):

@@ -60,7 +60,7 @@ def secrets_from_env(env: dict) -> dict[str, str]:
 
 def _connect_all(clusters: list[str], plan: Plan | None, state: DeployState) -> dict[str, Cluster]:
     """Each cluster by the plan's settings, else by what the last apply recorded in state.json."""
-    recorded = State.of(state.doc, state.path).kubernetes
+    recorded = state.model.kubernetes
     kube = plan.deploy.kubernetes if plan else None
     out = {}
     for c in clusters:
@@ -88,26 +88,14 @@ def record_up(state: DeployState, plan: Plan, after: list[RunningAllocation], st
     """state.json after ``pulumi up`` of the project: the units, the stack and its outputs, the
     clusters (from the ``clusters`` output) and the units' in-cluster endpoints."""
     state.replace_running(lambda a: a.path != PROJECT, [a for a in after if a.path == PROJECT])
-    state.doc["pulumi"][PROJECT] = {"stack": stack, "outputs": outputs}
-    state.doc["kubernetes"] = {c: dict(rec) for c, rec in sorted((outputs.get("clusters") or {}).items())}
-    _drop_endpoints(state)
-    for unit, urls in (outputs.get("endpoints") or {}).items():
-        state.doc["endpoints"][unit] = list(urls)
-    state.doc["service"] = plan.service
+    state.record_kubernetes(PROJECT, stack, outputs)
+    state.set_service(plan.service)
 
 
 def forget(state: DeployState) -> None:
     """state.json after ``pulumi destroy`` of the project: no kubernetes unit, stack or cluster."""
     state.replace_running(lambda a: a.path != PROJECT, [])
-    state.doc["pulumi"].pop(PROJECT, None)
-    state.doc["kubernetes"] = {}
-    _drop_endpoints(state)
-
-
-def _drop_endpoints(state: DeployState) -> None:
-    running = {a.deployment_unit for a in state.running}
-    for unit in [u for u in state.doc["endpoints"] if u not in running]:
-        del state.doc["endpoints"][unit]
+    state.forget_kubernetes(PROJECT)
 
 
 def ready_replicas(state: State, alloc: RunningAllocation) -> int:
@@ -149,7 +137,7 @@ def _ready(pod: dict) -> bool:
 
 def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s: float) -> None:
     """Fill each kubernetes :class:`hetinfra.deploy.drift.UnitLive` from its cluster."""
-    recorded = State.of(state.doc, state.path).kubernetes
+    recorded = state.model.kubernetes
     by_cluster: dict[str, list] = {}
     for u in units:
         by_cluster.setdefault(f"{u.cloud}-{u.region}", []).append(u)

@@ -18,6 +18,11 @@ half-way leaves a file that says exactly which steps finished. Format (``state_v
 ``allocations`` has the shape of plan.json's, so ``hetinfra plan --state OUT`` and ``replan``
 read what runs from it. The keys, types and defaults are the model's
 (hetinfra.document.state.State, docs/state.schema.json); every load checks the file against it.
+
+:class:`DeployState` is the one writer: what apply, destroy, status and replan do to state.json is
+one method each (begin/mark/finish an operation, record or forget a stack, a SkyServe service, the
+Kubernetes project, images, the live read), and readers take its typed view (:attr:`DeployState.model`).
+The dict it writes keeps its keys in the order they were first written, so the file reads as before.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.document.state import STATE_VERSION, RunningAllocation, load_state
+from hetinfra.document.state import STATE_VERSION, RunningAllocation, State, load_state
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
 STATE_FILE = "state.json"
@@ -45,8 +50,15 @@ def plan_sha(plan: dict) -> str:
 
 @dataclass
 class DeployState:
+    """OUT/state.json: its path and the dict written to it (``doc``; change it through the methods)."""
+
     path: Path
     doc: dict = field(default_factory=dict)
+
+    @property
+    def model(self) -> State:
+        """The state as its typed model (hetinfra.document.state.State): what readers read."""
+        return State.of(self.doc, self.path)
 
     @classmethod
     def load(cls, out: Path, service: str | None = None) -> "DeployState":
@@ -93,10 +105,19 @@ class DeployState:
             self.operation["finished_at"] = now()
         self.save()
 
-    def finish(self) -> None:
+    def finish(self, plan_sha256: str | None = None) -> None:
+        """The operation is done; after an apply, ``plan_sha256`` is the plan that now runs."""
+        if plan_sha256 is not None:
+            self.doc["plan_sha256"] = plan_sha256
         self.operation["status"] = "done"
         self.operation["finished_at"] = now()
         self.save()
+
+    def set_service(self, service: str, service_id: str | None = None) -> None:
+        """The service that runs here (plan.json's ``service`` and, when it has one, ``service_id``)."""
+        self.doc["service"] = service
+        if service_id:
+            self.doc["service_id"] = service_id
 
     @property
     def running(self) -> list[RunningAllocation]:
@@ -124,6 +145,43 @@ class DeployState:
             self.doc["endpoints"][unit] = list(urls)
         self.drop_gateways(service, cloud)
         self.doc.setdefault("gateways", {}).update(outputs.get("gateways") or {})
+
+    def forget_stack(self, project: str) -> None:
+        """After ``pulumi destroy`` of ``project`` (a cloud): no stack, and no gateway of its fleets."""
+        self.doc["pulumi"].pop(project, None)
+        self.drop_gateways(self.model.service, project)
+
+    def record_kubernetes(self, project: str, stack: str, outputs: dict) -> None:
+        """After ``pulumi up`` of the Kubernetes project: its stack and outputs, the clusters (its
+        ``clusters`` output) and the in-cluster endpoints of the units that run."""
+        self.doc["pulumi"][project] = {"stack": stack, "outputs": outputs}
+        self.doc["kubernetes"] = {c: dict(rec) for c, rec in sorted((outputs.get("clusters") or {}).items())}
+        self._drop_endpoints()
+        for unit, urls in (outputs.get("endpoints") or {}).items():
+            self.doc["endpoints"][unit] = list(urls)
+
+    def forget_kubernetes(self, project: str) -> None:
+        """After ``pulumi destroy`` of the Kubernetes project: no stack, cluster or endpoint of it."""
+        self.doc["pulumi"].pop(project, None)
+        self.doc["kubernetes"] = {}
+        self._drop_endpoints()
+
+    def _drop_endpoints(self) -> None:
+        running = {a["deployment_unit"] for a in self.allocations}
+        for unit in [u for u in self.doc["endpoints"] if u not in running]:
+            del self.doc["endpoints"][unit]
+
+    def forget_service(self, unit: str) -> None:
+        """After ``sky serve down`` of ``unit``."""
+        self.doc["skypilot"].pop(unit, None)
+
+    def record_images(self, cloud: str, used: dict[str, dict[str, str]]) -> None:
+        """The images ``cloud``'s stack used (region -> role -> id): what the next up pins."""
+        self.doc.setdefault("images", {})[cloud] = used
+
+    def record_live(self, live: dict) -> None:
+        """The last read from the clouds (hetinfra.deploy.drift)."""
+        self.doc["live"] = live
 
     def record_service(self, unit: str, endpoint: str | None) -> None:
         """After ``sky serve up`` of ``unit``: its SkyServe service and, once known, its endpoint."""

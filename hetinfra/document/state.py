@@ -1,5 +1,6 @@
 """state.json as a typed document: :class:`State` is the one place for its keys, types and defaults
-(the format is described in hetinfra.deploy.state, which writes it step by step). Reading it goes
+(the format is described in hetinfra.deploy.state, whose DeployState is its one writer: a method for
+each thing apply, destroy, status and replan do to it). Reading it goes
 through :func:`parse_state`: ``[]``, ``null`` or a wrong type is a 1-2 line InvalidInputError (exit 2)
 naming the file and the field, in every command that reads it (status, apply, destroy, replan)."""
 
@@ -141,11 +142,3 @@ def parse_state(doc: Any, path: Path) -> dict:
         if key not in filled:
             filled[key] = State.model_fields[key].get_default(call_default_factory=True)
     return filled
-
-
-def allocation_of(alloc: "Allocation | dict") -> Allocation:
-    """The model of one allocation: ``alloc`` itself when parsed, else its plan.json dict (an
-    Allocation) or state.json dict (a RunningAllocation: it carries the deploy ``path``)."""
-    if isinstance(alloc, Allocation):
-        return alloc
-    return (RunningAllocation if "path" in alloc else Allocation).model_validate(alloc)
