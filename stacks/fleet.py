@@ -16,8 +16,7 @@ from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import FirewallRule, faces_internet, firewall_rules, gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.unit import DeployedUnit
-from hetinfra.document import Plan
-from hetinfra.document.plan import DUMP
+from hetinfra.document import Allocation, Plan
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
 from hetinfra.stacks.startup import RuntimeConfig
 from hetinfra.facts import CLOUDS, GATEWAY_PORT, VLLM_PORT
@@ -70,7 +69,7 @@ def vm_name(unit: str, replica: int, rank: int) -> str:
     return short_name(unit, MAX_VM_NAME - len(suffix)) + suffix
 
 
-def health_grace_s(plan: dict, alloc: dict) -> int:
+def health_grace_s(plan: Plan, alloc: Allocation) -> int:
     """Seconds a new VM of ``alloc`` gets to answer /health: BOOT_S plus the checkpoint's download,
     rounded up to a minute, at least MIN_HEALTH_GRACE_S (unknown model size: the minimum)."""
     need = BOOT_S + (alloc_weights_gb(plan, alloc) or 0.0) / DOWNLOAD_GB_PER_S
@@ -137,15 +136,14 @@ def fleets_for(plan: Plan | dict, cloud: str) -> list[FleetArgs]:
         raise ValueError(f"no Pulumi program for cloud {cloud!r}")
     plan = Plan.of(plan)
     deploy = plan.deploy
-    # the compile helpers (sky_units, hetinfra.compile.disk) and the gateway VM's copy take plan.json's dicts
-    doc = plan.to_dict()
-    allocs = {a.deployment_unit: a.model_dump(**DUMP) for a in plan.allocations}
+    allocs = {a.deployment_unit: a for a in plan.allocations}
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
     by_region: dict[str, list[VMGroup]] = {}
-    for u in sky_units(doc, include_mixed=True):
+    for u in sky_units(plan, include_mixed=True):
         if u.cloud == cloud:
             by_region.setdefault(u.region, []).append(VMGroup(
-                u, disk_gb=disk_gb(doc, allocs[u.name]), health_grace_s=health_grace_s(doc, allocs[u.name])))
+                u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))
+    doc = plan.to_dict()  # the gateway VM's copy of plan.json
     nets = network_cidrs(plan)
     return [FleetArgs(
         cloud=cloud, region=region, units=tuple(units), service=plan.service,

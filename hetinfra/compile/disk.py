@@ -55,27 +55,17 @@ def weights_gb(model: "ModelEntry") -> float | None:
     return params * weight_bytes_per_param(model.precision, model.source) / 1e9
 
 
-def _parsed(plan: "Plan | dict", alloc: "Allocation | dict") -> tuple["Plan", "Allocation"]:
-    """The models of ``plan`` and ``alloc``: either may come as plan.json's (or state.json's) dicts."""
-    from hetinfra.document import Plan
-    from hetinfra.document.state import allocation_of
-
-    return Plan.of(plan), allocation_of(alloc)
-
-
-def alloc_weights_gb(plan: "Plan | dict", alloc: "Allocation | dict") -> float | None:
+def alloc_weights_gb(plan: "Plan", alloc: "Allocation") -> float | None:
     """GB of the checkpoint a VM of ``alloc`` downloads (its variant's, when it serves one), or None."""
-    doc, a = _parsed(plan, alloc)
-    return weights_gb(served_checkpoint(doc.model(a.model), a))
+    return weights_gb(served_checkpoint(plan.model(alloc.model), alloc))
 
 
-def disk_need_gb(plan: "Plan | dict", alloc: "Allocation | dict", cloud: str | None = None) -> tuple[int, str]:
+def disk_need_gb(plan: "Plan", alloc: "Allocation", cloud: str | None = None) -> tuple[int, str]:
     """(GB, how) one VM of ``alloc`` needs (on ``cloud``: an alternate's; default the allocation's);
     ``how`` explains the sum."""
-    doc, a = _parsed(plan, alloc)
-    cloud = cloud or a.cloud
-    runtime = doc.deploy.runtime
-    w = alloc_weights_gb(doc, a)
+    cloud = cloud or alloc.cloud
+    runtime = plan.deploy.runtime
+    w = alloc_weights_gb(plan, alloc)
     engine = ENGINE_GB.get(runtime, ENGINE_GB["container"])
     osgb = OS_IMAGE_GB.get(cloud, DEFAULT_OS_IMAGE_GB)
     weights = w if w is not None else 0.0
@@ -85,8 +75,7 @@ def disk_need_gb(plan: "Plan | dict", alloc: "Allocation | dict", cloud: str | N
     return need, how
 
 
-def disk_gb(plan: "Plan | dict", alloc: "Allocation | dict", cloud: str | None = None) -> int:
+def disk_gb(plan: "Plan", alloc: "Allocation", cloud: str | None = None) -> int:
     """The boot disk a VM of ``alloc`` (on ``cloud``, default its own) gets: ``deploy.disk_gb`` when
     set, else the need."""
-    doc, a = _parsed(plan, alloc)
-    return doc.deploy.disk_gb or disk_need_gb(doc, a, cloud)[0]
+    return plan.deploy.disk_gb or disk_need_gb(plan, alloc, cloud)[0]

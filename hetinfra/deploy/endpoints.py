@@ -28,12 +28,12 @@ def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
     return out
 
 
-def endpoint_lines(out: Path, plan: Plan | dict, state: DeployState) -> list[str]:
+def endpoint_lines(out: Path, plan: Plan, state: DeployState) -> list[str]:
     """What clients use: the gateways' URLs (the one endpoint per service, per region with
     several fleet regions); on the SkyPilot path the gateway task's launch line, filled in."""
     from hetinfra.compile.skypilot_gateway import gateway_task_name
 
-    plan, now = Plan.of(plan), state.model
+    now = state.model
     lines = []
     if len(now.gateways) == 1:
         lines.append(f"Endpoint: {next(iter(now.gateways.values()))}")

@@ -143,9 +143,8 @@ def check_disks(plan: Plan, allocs: list[Allocation]) -> None:
     explicit = plan.deploy.disk_gb
     if not explicit:
         return
-    raw = plan.to_dict()  # hetinfra.compile.disk reads plan.json's dicts
     for a in allocs:
-        need, how = disk_need_gb(raw, a.to_dict())
+        need, how = disk_need_gb(plan, a)
         if explicit < need:
             raise InvalidInputError(
                 f"deploy.disk_gb is {explicit} GB, but a VM of {a.deployment_unit} needs {need} GB ({how})",

@@ -70,8 +70,8 @@ def test_each_variant_unit_runs_its_checkpoint_and_flags():
 
 
 def test_disks_hold_the_variants_checkpoint():
-    plan = _plan("bf16", "int4")
-    bf16, int4 = (disk_need_gb(plan, a) for a in plan["allocations"])
+    plan = Plan.parse(_plan("bf16", "int4"), "plan.json")
+    bf16, int4 = (disk_need_gb(plan, a) for a in plan.allocations)
     assert "weights 16 GB" in bf16[1] and "weights 4 GB" in int4[1] and int4[0] < bf16[0]
 
 

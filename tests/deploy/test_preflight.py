@@ -148,15 +148,19 @@ def test_explicit_disk_too_small_for_the_weights_exits_2(fake_pulumi, cloud_env,
 
 def test_unset_disk_is_sized_per_unit(planned_out):
     from hetinfra.compile.disk import disk_gb
+    from hetinfra.document import Allocation, Plan
+
+    def disk(plan: dict, alloc: dict) -> int:  # disk_gb takes the models
+        return disk_gb(Plan.parse(plan), Allocation.model_validate(alloc))
 
     plan = json.loads((planned_out / "plan.json").read_text())
     assert plan["deploy"]["disk_gb"] is None
-    sizes = {a["model"]: disk_gb(plan, a) for a in plan["allocations"]}
+    sizes = {a["model"]: disk(plan, a) for a in plan["allocations"]}
     assert sizes["code-70b"] == 240 and sizes["chat-8b"] in (110, 130)
     assert all(m["params"] > 1e9 for m in plan["models"])
     big = dict(plan, models=[dict(plan["models"][0], model="custom-405b", params=405e9), *plan["models"][1:]])
     alloc = dict(plan["allocations"][0], model=plan["models"][0]["name"])
-    assert disk_gb(big, alloc) > 810  # a 405B model's 810 GB of weights fit
+    assert disk(big, alloc) > 810  # a 405B model's 810 GB of weights fit
 
 
 def test_quota_below_the_plan_exits_4_and_changes_nothing(fake_pulumi, cloud_env, planned_out):
