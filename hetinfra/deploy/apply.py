@@ -177,6 +177,25 @@ class Ready:
     image_notes: dict[str, list[str]]
 
 
+@dataclass(frozen=True)
+class PlanFile:
+    """The plan an apply deploys: its model (what every step reads) and plan.json's dict as written
+    (what its hash, state.json's ``plan_sha256``, and the Pulumi projects' copies are made of)."""
+
+    model: Plan
+    written: dict
+
+    @classmethod
+    def checked(cls, plan: Plan | dict, path: Path) -> "PlanFile":
+        """Preflight, part 1: plan.json against its model and the offer catalog (preflight.validate_plan)."""
+        doc = preflight.validate_plan(plan, path)
+        return cls(doc, plan if isinstance(plan, dict) else doc.to_dict())
+
+    @property
+    def sha(self) -> str:
+        return plan_sha(self.written)
+
+
 @sky_driver.in_session
 def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool = False,
                echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None, pulumi_command=None,
@@ -191,15 +210,14 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
     env = dict(os.environ) if env is None else env
     report = {} if report is None else report
     # Preflight, part 1: plan.json against its model and the catalog, and the out dir's owner (nothing asked yet).
-    doc = preflight.validate_plan(plan, out / "plan.json")
-    raw = plan if isinstance(plan, dict) else doc.to_dict()  # as written: its hash, the Pulumi projects' copies
-    if wants_kubernetes(doc, target):  # deploy.target kubernetes: the clusters, not VMs
-        return _apply_kubernetes(out, doc, raw, yes=yes, echo=echo, ask=ask, env=env, force=force, report=report,
+    planned = PlanFile.checked(plan, out / "plan.json")
+    kubernetes = wants_kubernetes(planned.model, target)  # deploy.target kubernetes: the clusters, not VMs
+    state = _owned_state(out, planned, force)
+    if kubernetes:
+        return _apply_kubernetes(out, planned, state, yes=yes, echo=echo, ask=ask, env=env, report=report,
                                  pulumi_command=pulumi_command)
-    state = DeployState.load(out, doc.service)
-    preflight.check_owner(doc, state.model, out, force=force)
-    _unit_conflicts(doc, state, target)
-    work = Work(desired(doc, state, target), state.running)
+    _unit_conflicts(planned.model, state, target)
+    work = Work(desired(planned.model, state, target), state.running)
     rows = changes(work.running, work.after)
     report.update(command="apply", out=str(out), target=target, applied=False,
                   changes=preview.changes_json(rows, [], []))
@@ -208,18 +226,29 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
         echo("Nothing to do: what runs is what the plan says.")
         report.update(preview.result_json(state, out))
         return state
-    ready = _preview_and_confirm(out, doc, raw, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
+    ready = _preview_and_confirm(out, planned, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
                                  pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
                                  report=report)
-    _run_apply(out, doc, raw, state, work, ready, echo)
-    report.update(preview.result_json(state, out), applied=True)
-    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
-    for line in endpoint_lines(out, doc, state):
+    _run_apply(out, planned, state, work, ready, echo)
+    _applied(out, state, report, echo)
+    for line in endpoint_lines(out, planned.model, state):
         echo(line)
     return state
 
 
-def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, rows: list[Change], *,
+def _owned_state(out: Path, plan: PlanFile, force: bool) -> DeployState:
+    """OUT/state.json (a new one when nothing was deployed), once the plan's service may change it."""
+    state = DeployState.load(out, plan.model.service)
+    preflight.check_owner(plan.model, state.model, out, force=force)
+    return state
+
+
+def _applied(out: Path, state: DeployState, report: dict, echo) -> None:
+    report.update(preview.result_json(state, out), applied=True)
+    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+
+
+def _preview_and_confirm(out: Path, plan: PlanFile, state: DeployState, work: Work, rows: list[Change], *,
                          target: str, env: dict, echo, ask, yes: bool, pulumi_command, quota_caps, update_images: bool,
                          report: dict) -> Ready:
     """Preflight part 2, the Pulumi and SkyServe previews, and the confirmation: nothing has changed
@@ -228,18 +257,18 @@ def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, wo
 
     # every cloud's settings, disks, secrets, tools, credentials and readable quotas, before the
     # confirmation and the first step, so a failed check changes nothing
-    command, secrets, notes = _prerequisites(doc, raw, out, env, work, pulumi_command, quota_caps)
-    notes += preflight.check_health_paths(doc, [(a, a.path) for a in work.new], refuse=False)
+    command, secrets, notes = _prerequisites(plan, out, env, work, pulumi_command, quota_caps)
+    notes += preflight.check_health_paths(plan.model, [(a, a.path) for a in work.new], refuse=False)
     notes += images.preview_lines(state.doc, work.pulumi_clouds, update_images)
     # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
     # images the up will pin, so --update-images shows its replacements; a failed preview stops
     # here: exit 4, no resource touched), and SkyServe's changes per unit.
-    write_projects(out, raw, gcp_project=preflight.gcp_project(doc, out, env))
-    ready = Ready(command, secrets, doc.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
-    ready.pins = {c: images.pins_for_up(state.doc, doc, c, update=update_images, env=env, notes=ready.image_notes[c])
+    write_projects(out, plan.written, gcp_project=preflight.gcp_project(plan.model, out, env))
+    ready = Ready(command, secrets, plan.model.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
+    ready.pins = {c: images.pins_for_up(state.doc, plan.model, c, update=update_images, env=env, notes=ready.image_notes[c])
                   for c in work.pulumi_clouds}
     stacks = [preview.parse_preview(c, ready.stack, pulumi_driver.PulumiProject(
-        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=raw).preview(secrets, ready.pins[c]))
+        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=plan.written).preview(secrets, ready.pins[c]))
         for c in work.pulumi_clouds]
     sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in work.sky_new], work.sky_gone)
     report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
@@ -249,11 +278,10 @@ def _preview_and_confirm(out: Path, doc: Plan, raw: dict, state: DeployState, wo
     return ready
 
 
-def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, ready: Ready, echo) -> None:
+def _run_apply(out: Path, plan: PlanFile, state: DeployState, work: Work, ready: Ready, echo) -> None:
     """The confirmed steps, each recorded in state.json (see :func:`run_steps`)."""
-    sha = plan_sha(raw)
-    state.set_service(doc.service, doc.service_id)
-    state.begin("apply", sha, [step.id for step in work.steps])
+    state.set_service(plan.model.service, plan.model.service_id)
+    state.begin("apply", plan.sha, [step.id for step in work.steps])
     secrets = ready.secrets
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
 
@@ -261,13 +289,13 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
         if isinstance(step, PulumiUp):
             cloud = step.project
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
-                                                  on_output=echo, plan=raw)
+                                                  on_output=echo, plan=plan.written)
             outputs = project.up(secrets, ready.pins[cloud])
             for line in ready.image_notes[cloud] + images.record(state, cloud, outputs):
                 echo(f"note: {line}")
             mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
-            state.record_stack(doc.service, cloud, ready.stack, outputs)
+            state.record_stack(plan.model.service, cloud, ready.stack, outputs)
         elif isinstance(step, SkyUp):
             a = next(x for x in work.sky_new if x.deployment_unit == step.unit)
             update = any(x.deployment_unit == step.unit for x in state.running)
@@ -278,13 +306,13 @@ def _run_apply(out: Path, doc: Plan, raw: dict, state: DeployState, work: Work, 
             serve_down(state, list(step.units))
 
     run_steps(out, state, work.steps, perform, echo)
-    state.finish(plan_sha256=sha)
+    state.finish(plan_sha256=plan.sha)
 
 
-def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
+def _prerequisites(planned: PlanFile, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
     """Preflight part 2, every check in one run (preflight.gather): (pulumi command, secrets, notes)."""
-    pulumi_clouds, sky_new = work.pulumi_clouds, work.sky_new
-    backends = pulumi_driver.backend_urls(raw, pulumi_clouds)
+    plan, pulumi_clouds, sky_new = planned.model, work.pulumi_clouds, work.sky_new
+    backends = pulumi_driver.backend_urls(planned.written, pulumi_clouds)
     caps = preflight.env_quota_caps(env) if quota_caps is None else quota_caps
     checks: list = [
         ("settings", lambda: {**pulumi_driver.secrets_from_env(env), **gateway_secrets(plan, env)}),
@@ -301,7 +329,7 @@ def _prerequisites(plan: Plan, raw: dict, out: Path, env: dict, work: Work, pulu
     return command, secrets, notes
 
 
-def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask, env: dict, force: bool,
+def _apply_kubernetes(out: Path, planned: PlanFile, state: DeployState, *, yes: bool, echo, ask, env: dict,
                       report: dict, pulumi_command) -> DeployState:
     """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
     hetinfra.stacks.kubernetes) through the VM stacks' driver: the same preflight, Pulumi preview,
@@ -309,14 +337,13 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
     from hetinfra.compile.kubernetes.project import write_kube_project
     from hetinfra.deploy import kube
 
-    state = DeployState.load(out, plan.service)
-    preflight.check_owner(plan, state.model, out, force=force)
+    plan = planned.model
     after = kube.desired(plan, state)
     rows = changes(state.running, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
                   changes=preview.changes_json(rows, [], []))
     # every prerequisite in one run (preflight.gather), before anything is asked or changed
-    backends = pulumi_driver.backend_urls(raw, [kube.PROJECT])
+    backends = pulumi_driver.backend_urls(planned.written, [kube.PROJECT])
     secrets, command = preflight.gather([
         ("settings", lambda: kube.secrets_from_env(env)),
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
@@ -324,18 +351,17 @@ def _apply_kubernetes(out: Path, plan: Plan, raw: dict, *, yes: bool, echo, ask,
         ("settings", lambda: pulumi_driver.check_passphrase([kube.PROJECT], backends, env))])[:2]
     stack = plan.deploy.stack
     # the project as this apply runs it (a replan stage applies a plan of its own)
-    project = pulumi_driver.PulumiProject(write_kube_project(out, raw), stack, command, on_output=echo, plan=raw)
+    project = pulumi_driver.PulumiProject(write_kube_project(out, planned.written), stack, command, on_output=echo,
+                                          plan=planned.written)
     stacks = [preview.parse_preview(kube.PROJECT, stack, project.preview(secrets))]
     report.update(changes=preview.changes_json(rows, stacks, []), notes=[])
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
             + preview.render_changes(stacks, []), yes, echo, ask)
-    sha = plan_sha(raw)
     steps = [PulumiUp(kube.PROJECT)]
-    state.begin("apply", sha, [step.id for step in steps])
+    state.begin("apply", planned.sha, [step.id for step in steps])
     run_steps(out, state, steps, lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
-    state.finish(plan_sha256=sha)
-    report.update(preview.result_json(state, out), applied=True)
-    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    state.finish(plan_sha256=planned.sha)
+    _applied(out, state, report, echo)
     return state
 
 
