@@ -50,7 +50,7 @@ REMAINING: dict[str, int] = {
 }
 #: module -> string-key reads of any plan.json / state.json field name it makes, the spec's shared keys and
 #: COMMON's everyday words included (wide_reads; an upper bound: another format's dict that shares a word
-#: counts too). Issue 34 recorded 322 on main; a module may only go down, and one that reaches 0
+#: counts too). Issue 34 counted 322 on main, 305 after its deploy/compile/gateway part; a module may only go down, and one that reaches 0
 #: leaves the table
 WIDE_REMAINING: dict[str, int] = {
     "hetinfra.cli.feeds": 7,
@@ -65,13 +65,12 @@ WIDE_REMAINING: dict[str, int] = {
     "hetinfra.compile.kubernetes.scaling": 2,
     "hetinfra.compile.pulumi_project": 2,
     "hetinfra.compile.router": 5,
-    "hetinfra.deploy.apply": 8,
-    "hetinfra.deploy.destroy": 2,
+    "hetinfra.deploy.destroy": 1,
     "hetinfra.deploy.drift": 23,
     "hetinfra.deploy.groups": 1,
     "hetinfra.deploy.health": 3,
     "hetinfra.deploy.images": 6,
-    "hetinfra.deploy.kube": 16,
+    "hetinfra.deploy.kube": 9,
     "hetinfra.deploy.kube_api": 3,
     "hetinfra.deploy.preview": 12,
     "hetinfra.deploy.pulumi_driver": 2,

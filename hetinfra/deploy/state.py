@@ -97,6 +97,15 @@ class DeployState:
     def step(self, step_id: str) -> dict:
         return next(s for s in self.operation["steps"] if s["id"] == step_id)
 
+    def is_done(self, step_id: str) -> bool:
+        """Whether the operation's step ``step_id`` finished (in this run or the one it resumes)."""
+        return self.step(step_id)["status"] == "done"
+
+    def progress(self) -> tuple[str, int, list[dict]]:
+        """(the operation's kind, how many of its steps are done, a copy of its steps' records)."""
+        steps = [dict(s) for s in self.operation["steps"]]
+        return self.operation["kind"], sum(1 for s in steps if s["status"] == "done"), steps
+
     def mark(self, step_id: str, status: str, error: str | None = None) -> None:
         s = self.step(step_id)
         s["status"], s["error"] = status, error

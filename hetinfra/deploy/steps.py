@@ -75,7 +75,7 @@ def run_steps(out: Path, state, steps: list[Step], perform: Callable[[Step], Non
     operation lists their ids), skipping those an earlier run finished; the state is saved after
     each, and the first failure stops the run with a resumable message (exit 4)."""
     for step in steps:
-        if state.step(step.id)["status"] == "done":
+        if state.is_done(step.id):
             echo(f"[{step.id}] done in an earlier run; skipped")
             continue
         state.mark(step.id, "running")
@@ -97,10 +97,9 @@ def _first_lines(text: str, n: int = 3) -> str:
 
 
 def _stopped(out: Path, step: str, state, exc: Exception) -> ProviderError:
-    done = sum(1 for s in state.operation["steps"] if s["status"] == "done")
-    total = len(state.operation["steps"])
+    kind, done, steps = state.progress()
     msg = str(exc) if isinstance(exc, HetinfraError) else f"{type(exc).__name__}: {_first_lines(str(exc))}"
-    return ProviderError(f"{state.operation['kind']} stopped at step {step} ({done} of {total} steps done): {msg}",
+    return ProviderError(f"{kind} stopped at step {step} ({done} of {len(steps)} steps done): {msg}",
                          hint=f"what finished is recorded in {state.path}; fix the cause and run "
-                              f"`hetinfra {state.operation['kind']} {out}` again to resume",
-                         details={"step": step, "steps": [dict(s) for s in state.operation["steps"]]})
+                              f"`hetinfra {kind} {out}` again to resume",
+                         details={"step": step, "steps": steps})
