@@ -160,74 +160,88 @@ def _is_pos_int(v: Any) -> bool:
 
 
 def _validate(u: DeployedUnit) -> None:
-    def bad(msg: str) -> None:
-        raise ValueError(f"DeployedUnit {u.name!r}: {msg}")
+    """The first problem of the unit's identity, layout or engine, as a ValueError naming the unit."""
+    for check in (_identity_problems, _layout_problems, _engine_problems):
+        problem = next(check(u), None)
+        if problem is not None:
+            raise ValueError(f"DeployedUnit {u.name!r}: {problem}")
 
+
+def _identity_problems(u: DeployedUnit):
+    """What it is: name, model, place, counts, purchase, precision."""
     if not isinstance(u.name, str) or not is_dns_label(u.name, letter_first=True):
-        bad("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
-            f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
+        yield ("name must be lowercase [a-z0-9-], start with a letter, end with a letter or digit, "
+               f"and be at most {MAX_NAME_LEN} characters (use unit_name(...) to build one)")
     for field in ("service_model", "source", "region", "instance_type", "gpu"):
         value = getattr(u, field)
         if not isinstance(value, str) or not value or not _ENV_SAFE_RE.match(value):
-            bad(f"{field} must be a non-empty string without whitespace, quotes, '$' or '\\'; "
-                f"got {value!r}")
+            yield (f"{field} must be a non-empty string without whitespace, quotes, '$' or '\\'; "
+                   f"got {value!r}")
     if u.cloud not in CLOUDS:
-        bad(f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}")
+        yield f"cloud must be one of {', '.join(CLOUDS)}; got {u.cloud!r}"
     for field in ("gpus_per_instance", "tp", "pp", "engines_per_instance", "replicas",
                   "max_model_len", "port", "nodes"):
         if not _is_pos_int(getattr(u, field)):
-            bad(f"{field} must be a positive integer; got {getattr(u, field)!r}")
+            yield f"{field} must be a positive integer; got {getattr(u, field)!r}"
     if u.port > 65535:
-        bad(f"port must be at most 65535; got {u.port}")
+        yield f"port must be at most 65535; got {u.port}"
     if not isinstance(u.spot, bool):
-        bad(f"spot must be a bool; got {u.spot!r}")
+        yield f"spot must be a bool; got {u.spot!r}"
     if u.precision not in PRECISIONS:
-        bad(f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}")
+        yield f"precision must be one of {', '.join(PRECISIONS)}; got {u.precision!r}"
     if u.precision == "bf16" and u.gpu.upper() in NO_BF16_GPUS:
-        bad(f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it")
+        yield f"{u.gpu} has no BF16 support; plan fp16 (vLLM --dtype float16) for it"
+
+
+def _layout_problems(u: DeployedUnit):
+    """How its GPUs are laid out: TP x PP x DP on one node, or a pipeline over several."""
     if u.nodes == 1:
         if u.tp * u.pp * u.engines_per_instance != u.gpus_per_instance:
-            bad(f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
-                f"gpus_per_instance ({u.gpus_per_instance})")
+            yield (f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
+                   f"gpus_per_instance ({u.gpus_per_instance})")
     else:
         if u.engines_per_instance != 1:
-            bad("engines_per_instance must be 1 for a multi-node pipeline")
+            yield "engines_per_instance must be 1 for a multi-node pipeline"
         if u.pp % u.nodes or u.tp * (u.pp // u.nodes) != u.gpus_per_instance:
-            bad(f"a multi-node pipeline runs pp / nodes consecutive stages per node with TP inside a node: "
-                f"tp ({u.tp}) x pp ({u.pp}) must equal nodes ({u.nodes}) x gpus_per_instance ({u.gpus_per_instance})")
+            yield (f"a multi-node pipeline runs pp / nodes consecutive stages per node with TP inside a node: "
+                   f"tp ({u.tp}) x pp ({u.pp}) must equal nodes ({u.nodes}) x gpus_per_instance ({u.gpus_per_instance})")
         if u.stages is not None and u.nodes != u.pp:
-            bad("a mixed pipeline runs one stage per node")
+            yield "a mixed pipeline runs one stage per node"
     if u.stages is not None:
         if len(u.stages) != u.pp or any(len(s) != 2 or not all(isinstance(x, str) and x for x in s)
                                         for s in u.stages):
-            bad(f"stages must hold pp ({u.pp}) (instance type, gpu) pairs; got {u.stages!r}")
+            yield f"stages must hold pp ({u.pp}) (instance type, gpu) pairs; got {u.stages!r}"
         if u.layer_partition is None:
-            bad("a mixed pipeline needs its layer_partition")
+            yield "a mixed pipeline needs its layer_partition"
     if u.layer_partition is not None:
         if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
-            bad(f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}")
+            yield f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}"
+
+
+def _engine_problems(u: DeployedUnit):
+    """Where it may fail over to, and what its engines run and serve."""
     for alt in u.alternates:
         if alt.cloud not in CLOUDS or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
                                               for v in (alt.region, alt.instance_type)):
-            bad(f"alternate {alt!r}: cloud must be one of {', '.join(CLOUDS)}; region and instance_type non-empty "
-                "strings without whitespace, quotes, '$' or '\\'")
+            yield (f"alternate {alt!r}: cloud must be one of {', '.join(CLOUDS)}; region and instance_type non-empty "
+                   "strings without whitespace, quotes, '$' or '\\'")
     if u.ondemand_fallback and not u.spot:
-        bad("ondemand_fallback is for spot units")
+        yield "ondemand_fallback is for spot units"
     if u.runtime not in RUNTIMES:
-        bad(f"runtime must be one of {', '.join(RUNTIMES)}; got {u.runtime!r}")
+        yield f"runtime must be one of {', '.join(RUNTIMES)}; got {u.runtime!r}"
     if u.vllm_version is not None and not (isinstance(u.vllm_version, str) and _ENV_SAFE_RE.match(u.vllm_version)):
-        bad(f"vllm_version must be a version string such as 0.12.0; got {u.vllm_version!r}")
+        yield f"vllm_version must be a version string such as 0.12.0; got {u.vllm_version!r}"
     if u.role not in ROLES:
-        bad(f"role must be one of {', '.join(ROLES)}; got {u.role!r}")
+        yield f"role must be one of {', '.join(ROLES)}; got {u.role!r}"
     for adapter in u.adapters:
         if not isinstance(adapter, Adapter) or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
                                                        for v in (adapter.name, adapter.source)) \
                 or not _is_pos_int(adapter.rank) or adapter.rank > LORA_RANKS[-1]:
-            bad(f"adapter {adapter!r}: name and source non-empty strings without whitespace, quotes, '$' or '\\', "
-                f"rank a positive integer up to {LORA_RANKS[-1]} (vLLM's largest --max-lora-rank)")
+            yield (f"adapter {adapter!r}: name and source non-empty strings without whitespace, quotes, '$' or '\\', "
+                   f"rank a positive integer up to {LORA_RANKS[-1]} (vLLM's largest --max-lora-rank)")
     if u.disk_size is not None and not _is_pos_int(u.disk_size):
-        bad(f"disk_size must be a positive integer (GB); got {u.disk_size!r}")
+        yield f"disk_size must be a positive integer (GB); got {u.disk_size!r}"
     if u.target_qps_per_replica is not None:
         q = u.target_qps_per_replica
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not math.isfinite(q) or q <= 0:
-            bad(f"target_qps_per_replica must be a positive number; got {q!r}")
+            yield f"target_qps_per_replica must be a positive number; got {q!r}"
