@@ -161,15 +161,38 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     the gateway's own, whose row of the plan it serves (hetinfra.gateway.origins)."""
     from hetinfra.gateway.origins import origin_routes
 
+    plan, weights, where, recorded, sources = _read_sources(Path(source))
+    models = routes_from_weights(weights, where)
+    aliases = unit_aliases(plan)
+    units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
+            {u for m in models.values() for u, _ in m.shares}
+    aliases.update({u: u for u in units})
+    endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in recorded.items()}
+    for unit, urls in (overrides or {}).items():
+        if unit not in aliases:
+            from hetinfra.errors import did_you_mean
+
+            raise InvalidInputError(f"--endpoint: unknown unit '{unit}'", hint=did_you_mean(unit, sorted(aliases)))
+        endpoints[aliases[unit]] = list(urls)
+    table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
+    warnings = [f"unit {u} has no endpoint (not in state.json, no --endpoint): its traffic goes to the others"
+                for u in sorted(units - set(table_endpoints))]
+    return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
+                        models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
+                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
+
+
+def _read_sources(src: Path) -> tuple:
+    """(plan model or None, router weights, where they came from, state.json's endpoints, the files read)
+    of an OUT folder (plan.json, router/weights.json, state.json) or of a plan.json."""
     from hetinfra.compile.router import router_weights
     from hetinfra.document import Plan, load_plan
     from hetinfra.document.allocation import routes_to_missing
-    from hetinfra.document.state import load_state
+    from hetinfra.document.state import State, load_state
 
-    src = Path(source)
     sources: list[Path] = []
     plan: Plan | None = None
-    state: dict = {}
+    endpoints: dict[str, list[str]] = {}
     if src.is_dir():
         plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
         if plan_path.exists():
@@ -184,7 +207,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
         if state_path.exists():
-            state = load_state(state_path)
+            endpoints = State.of(load_state(state_path), state_path).endpoints
             sources.append(state_path)
     elif src.exists():
         plan = load_plan(src)
@@ -195,21 +218,4 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     if plan is not None and (missing := routes_to_missing({a.unit for a in plan.allocations}, plan.routing,
                                                           plan.routing_by_origin)):
         raise InvalidInputError(f"{sources[0]}: {missing[0]}", hint="re-plan with `hetinfra plan`")
-    models = routes_from_weights(weights, where)
-    aliases = unit_aliases(plan)
-    units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
-            {u for m in models.values() for u, _ in m.shares}
-    aliases.update({u: u for u in units})
-    endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in (state.get("endpoints") or {}).items()}
-    for unit, urls in (overrides or {}).items():
-        if unit not in aliases:
-            from hetinfra.errors import did_you_mean
-
-            raise InvalidInputError(f"--endpoint: unknown unit '{unit}'", hint=did_you_mean(unit, sorted(aliases)))
-        endpoints[aliases[unit]] = list(urls)
-    table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
-    warnings = [f"unit {u} has no endpoint (not in state.json, no --endpoint): its traffic goes to the others"
-                for u in sorted(units - set(table_endpoints))]
-    return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
-                        models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
-                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
+    return plan, weights, where, endpoints, sources
