@@ -81,23 +81,14 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
 
         if bool(tls_cert) != bool(tls_key):
             raise InvalidInputError("--tls-cert and --tls-key go together")
-        toks = {}
-        for item in tokenizers:
-            model, sep, path = item.partition("=")
-            if not sep:
-                raise InvalidInputError(f"--tokenizer {item!r} is not MODEL=PATH")
-            toks[model] = path
+        toks = _tokenizer_paths(tokenizers)
         if no_demand_log:
             demand_log = None
         elif demand_log is None and source.is_dir():
             demand_log = source / "gateway" / "demand.csv"
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         keys = parse_client_keys(os.environ.get("HETINFRA_API_KEY"))
-        if not keys:
-            click.echo("warning: HETINFRA_API_KEY is not set: the gateway accepts requests from anyone who can "
-                       "reach it", err=True)
-        if not os.environ.get("VLLM_API_KEY"):
-            click.echo("warning: VLLM_API_KEY is not set: requests reach the backends without a key", err=True)
+        _warn_open(keys)
         config = GatewayConfig(
             source=str(source), endpoints=parse_endpoint_overrides(endpoints), client_keys=keys,
             backend_key=os.environ.get("VLLM_API_KEY") or None, max_body_bytes=max_body_kb * 1024, retries=retries,
@@ -111,3 +102,25 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
         serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
     except HetinfraError as exc:
         fail(exc, False)
+
+
+def _tokenizer_paths(items: tuple[str, ...]) -> dict[str, str]:
+    """--tokenizer MODEL=PATH, repeated -> {model: path}."""
+    from hetinfra.errors import InvalidInputError
+
+    out = {}
+    for item in items:
+        model, sep, path = item.partition("=")
+        if not sep:
+            raise InvalidInputError(f"--tokenizer {item!r} is not MODEL=PATH")
+        out[model] = path
+    return out
+
+
+def _warn_open(keys: dict[str, str]) -> None:
+    """Say which side of the gateway runs without a key."""
+    if not keys:
+        click.echo("warning: HETINFRA_API_KEY is not set: the gateway accepts requests from anyone who can "
+                   "reach it", err=True)
+    if not os.environ.get("VLLM_API_KEY"):
+        click.echo("warning: VLLM_API_KEY is not set: requests reach the backends without a key", err=True)
