@@ -76,6 +76,58 @@ def _newest_ami(role: str, invoke: pulumi.InvokeOptions) -> str:
         aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])]).id
 
 
+def _zones(args: FleetArgs, invoke) -> dict[str, str]:
+    """Unit -> the first availability zone of the region that offers every node type of it."""
+    types = sorted({fu.unit.node_instance_type(k) for fu in args.units for k in range(fu.unit.num_nodes)})
+    zones_of: dict[str, set[str]] = {}
+    for itype in types:
+        offered = aws.ec2.get_instance_type_offerings(
+            location_type="availability-zone", opts=invoke,
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[itype])])
+        zones_of[itype] = set(offered.locations or [])
+        if not zones_of[itype]:
+            raise ValueError(f"AWS offers {itype} in no availability zone of {args.region}; re-plan without it")
+    zone_of: dict[str, str] = {}
+    for fu in args.units:
+        common = set.intersection(*(zones_of[fu.unit.node_instance_type(k)] for k in range(fu.unit.num_nodes)))
+        if not common:
+            raise ValueError(f"no availability zone of {args.region} offers every node type of {fu.name}; "
+                             "re-plan with allow_mixed_pipelines: false")
+        zone_of[fu.name] = sorted(common)[0]
+    return zone_of
+
+
+def _group(fu, rank, gname, size, args: FleetArgs, lt, tg, subnet_ids, placement, child):
+    """One auto scaling group: spot with capacity rebalancing, or on-demand; rank 0's instances
+    behind the unit's target group and replaced on its health (ELB), the others on EC2's."""
+    u = fu.unit
+    lt_spec = aws.autoscaling.GroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str))
+    mixed = None
+    if u.spot:  # spot with capacity rebalancing; the launch template is the only override
+        mixed = aws.autoscaling.GroupMixedInstancesPolicyArgs(
+            instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+                on_demand_base_capacity=0, on_demand_percentage_above_base_capacity=0,
+                spot_allocation_strategy="price-capacity-optimized"),
+            launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+                launch_template_specification=aws.autoscaling
+                .GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                    launch_template_id=lt.id, version=lt.latest_version.apply(str)),
+                overrides=[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+                    instance_type=u.node_instance_type(rank))]))
+    # a single-node unit's group holds all its replicas: DeployedUnit knows the autoscaling bound
+    return aws.autoscaling.Group(
+        f"{gname}-asg", name_prefix=f"{gname}-", desired_capacity=size, min_size=size,
+        max_size=u.max_replicas if u.num_nodes == 1 else size, vpc_zone_identifiers=subnet_ids,
+        launch_template=None if mixed else lt_spec, mixed_instances_policy=mixed,
+        capacity_rebalance=u.spot, placement_group=placement,
+        health_check_type="ELB" if rank == 0 else "EC2",
+        health_check_grace_period=min(fu.health_grace_s, MAX_HEALTH_GRACE_S),
+        target_group_arns=[tg.arn] if rank == 0 else [], wait_for_capacity_timeout="0",
+        tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+              for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],
+        opts=child)
+
+
 class AwsGpuFleet(pulumi.ComponentResource):
     """All planned groups of one AWS region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
     ``units`` (each unit's groups and target group: hetinfra.stacks.common.unit_output) and ``images``."""
@@ -86,29 +138,47 @@ class AwsGpuFleet(pulumi.ComponentResource):
         provider = aws.Provider(f"{name}-provider", region=args.region, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         invoke = pulumi.InvokeOptions(provider=provider)
+        vpc, sg, subnets, zone_of = self._network(name, args, child, invoke)
+        self.images: dict = {}
+        ami_id = pick_image(args, self.images, "gpu", _newest_ami("gpu", invoke))
+        secret, profile = self._secret_and_profile(name, args, secrets, child)
+        private_heads: list[tuple[str, pulumi.Output]] = []
+        self.endpoints, self.vms, self.units = {}, {}, {}
+        for fu in args.units:
+            subnet_ids = [subnets[zone_of[fu.name]].id]
+            tg, dns_name = self._load_balancer(fu, args, vpc, subnet_ids, child)
+            self.endpoints[fu.name] = [pulumi.Output.concat("http://", dns_name, f":{args.port}/v1")]
+            private_heads.append((fu.name, dns_name))
+            pgs, members = {}, {}
+            for replica, rank, gname, size in fu.groups:
+                lt = self._launch_template(fu, replica, rank, gname, args, secrets, secret, ami_id, sg, profile, child)
+                placement = None
+                if replica is not None:
+                    if replica not in pgs:
+                        pgs[replica] = aws.ec2.PlacementGroup(f"{fu.name}-r{replica}-pg", strategy="cluster",
+                                                              opts=child)
+                    placement = pgs[replica].id
+                asg = _group(fu, rank, gname, size, args, lt, tg, subnet_ids, placement, child)
+                self.vms[gname] = asg.name
+                members[gname] = {"resource": f"{gname}-asg", "type": "aws:autoscaling/group:Group", "name": asg.name}
+            # the target group's health is vLLM's /health as the load balancer sees it: the readiness signal
+            self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
+        self.gateway_url = None
+        if args.gateway:
+            self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg, subnets[sorted(subnets)[0]],
+                                             private_heads, child, invoke)
+        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
+    @staticmethod
+    def _network(name: str, args: FleetArgs, child, invoke):
+        """(VPC, the fleet's security group, a public subnet per zone used, unit -> its zone): each unit
+        in the first zone that offers every node type of it."""
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.network_cidr, enable_dns_hostnames=True,
                           enable_dns_support=True, tags={"Name": f"{name}-vpc"}, opts=child)
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, opts=child)
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, opts=child,
                                    routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)])
-
-        types = sorted({fu.unit.node_instance_type(k) for fu in args.units for k in range(fu.unit.num_nodes)})
-        zones_of: dict[str, set[str]] = {}
-        for itype in types:
-            offered = aws.ec2.get_instance_type_offerings(
-                location_type="availability-zone", opts=invoke,
-                filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[itype])])
-            zones_of[itype] = set(offered.locations or [])
-            if not zones_of[itype]:
-                raise ValueError(f"AWS offers {itype} in no availability zone of {args.region}; re-plan without it")
-        zone_of: dict[str, str] = {}  # unit -> the first zone offering every node type of it
-        for fu in args.units:
-            common = set.intersection(*(zones_of[fu.unit.node_instance_type(k)] for k in range(fu.unit.num_nodes)))
-            if not common:
-                raise ValueError(f"no availability zone of {args.region} offers every node type of {fu.name}; "
-                                 "re-plan with allow_mixed_pipelines: false")
-            zone_of[fu.name] = sorted(common)[0]
+        zone_of = _zones(args, invoke)
         subnets = {}
         for i, zone in enumerate(sorted(set(zone_of.values()))):
             subnets[zone] = aws.ec2.Subnet(f"{name}-subnet-{zone}", vpc_id=vpc.id, availability_zone=zone,
@@ -120,10 +190,12 @@ class AwsGpuFleet(pulumi.ComponentResource):
             f"{name}-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} vLLM fleet",
             ingress=_ingress(args, "fleet"), opts=child,
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
-        self.images: dict = {}
-        ami_id = pick_image(args, self.images, "gpu", _newest_ami("gpu", invoke))
+        return vpc, sg, subnets, zone_of
 
-        # Secrets: one Secrets Manager document, read at boot through the instance profile.
+    @staticmethod
+    def _secret_and_profile(name: str, args: FleetArgs, secrets: FleetSecrets, child):
+        """One Secrets Manager document, read at boot through the instance profile (which may also
+        list instances: a pipeline worker finds its head)."""
         secret = aws.secretsmanager.Secret(f"{name}-secrets", name_prefix=f"hetinfra-{args.service}-{args.region}-",
                                            description=f"hetinfra {args.service}: vLLM API key and tokens",
                                            recovery_window_in_days=0, opts=child)
@@ -134,86 +206,43 @@ class AwsGpuFleet(pulumi.ComponentResource):
             "Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},
                 {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]})))
-        profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
-        public_lb = args.public_lb
+        return secret, aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
 
-        private_heads: list[tuple[str, pulumi.Output]] = []
-        self.endpoints, self.vms, self.units = {}, {}, {}
-        for fu in args.units:
-            u = fu.unit
-            subnet_ids = [subnets[zone_of[fu.name]].id]
-            lb = aws.lb.LoadBalancer(f"{fu.name}-nlb", name_prefix="hi-", load_balancer_type="network",
-                                     internal=not public_lb, subnets=subnet_ids, opts=child,
-                                     tags=tags(args, fu, f"{fu.name}-nlb"))
-            tg = aws.lb.TargetGroup(f"{fu.name}-tg", name_prefix="hi-", port=args.port, protocol="TCP",
-                                    vpc_id=vpc.id, target_type="instance", deregistration_delay=30, opts=child,
-                                    health_check=aws.lb.TargetGroupHealthCheckArgs(
-                                        protocol="HTTP", path="/health", port=str(args.port), interval=30,
-                                        healthy_threshold=2, unhealthy_threshold=3, matcher="200"))
-            aws.lb.Listener(f"{fu.name}-listener", load_balancer_arn=lb.arn, port=args.port, protocol="TCP",
-                            default_actions=[aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=tg.arn)],
-                            opts=child)
-            self.endpoints[fu.name] = [pulumi.Output.concat("http://", lb.dns_name, f":{args.port}/v1")]
-            private_heads.append((fu.name, lb.dns_name))
-            pgs, members = {}, {}
-            for replica, rank, gname, size in fu.groups:
-                text = node_script(fu, replica, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets,
-                                   args.region)
-                user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(
-                    t.replace("@@SECRET@@", arn).encode()).decode())
-                lt = aws.ec2.LaunchTemplate(
-                    f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami_id,
-                    instance_type=u.node_instance_type(rank), user_data=user_data,
-                    vpc_security_group_ids=[sg.id], update_default_version=True,
-                    iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
-                    metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required",
-                                                                               http_endpoint="enabled"),
-                    block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                        device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                            volume_size=fu.disk_gb, volume_type="gp3", delete_on_termination="true"))],
-                    tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
-                        resource_type="instance", tags=dict(tags(args, fu, gname), **{"hetinfra-group": gname}))],
-                    opts=child)
-                lt_spec = aws.autoscaling.GroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str))
-                mixed = None
-                if u.spot:  # spot with capacity rebalancing; the launch template is the only override
-                    mixed = aws.autoscaling.GroupMixedInstancesPolicyArgs(
-                        instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
-                            on_demand_base_capacity=0, on_demand_percentage_above_base_capacity=0,
-                            spot_allocation_strategy="price-capacity-optimized"),
-                        launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
-                            launch_template_specification=aws.autoscaling
-                            .GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
-                                launch_template_id=lt.id, version=lt.latest_version.apply(str)),
-                            overrides=[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
-                                instance_type=u.node_instance_type(rank))]))
-                placement = None
-                if replica is not None:
-                    if replica not in pgs:
-                        pgs[replica] = aws.ec2.PlacementGroup(f"{fu.name}-r{replica}-pg", strategy="cluster",
-                                                              opts=child)
-                    placement = pgs[replica].id
-                # a single-node unit's group holds all its replicas: DeployedUnit knows the autoscaling bound
-                asg = aws.autoscaling.Group(
-                    f"{gname}-asg", name_prefix=f"{gname}-", desired_capacity=size, min_size=size,
-                    max_size=u.max_replicas if u.num_nodes == 1 else size, vpc_zone_identifiers=subnet_ids,
-                    launch_template=None if mixed else lt_spec, mixed_instances_policy=mixed,
-                    capacity_rebalance=u.spot, placement_group=placement,
-                    health_check_type="ELB" if rank == 0 else "EC2",
-                    health_check_grace_period=min(fu.health_grace_s, MAX_HEALTH_GRACE_S),
-                    target_group_arns=[tg.arn] if rank == 0 else [], wait_for_capacity_timeout="0",
-                    tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
-                          for k, v in dict(tags(args, fu, gname), **{"hetinfra-group": gname}).items()],
-                    opts=child)
-                self.vms[gname] = asg.name
-                members[gname] = {"resource": f"{gname}-asg", "type": "aws:autoscaling/group:Group", "name": asg.name}
-            # the target group's health is vLLM's /health as the load balancer sees it: the readiness signal
-            self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
-        self.gateway_url = None
-        if args.gateway:
-            self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg, subnets[sorted(subnets)[0]],
-                                             private_heads, child, invoke)
-        self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
+    @staticmethod
+    def _load_balancer(fu, args: FleetArgs, vpc, subnet_ids, child):
+        """The unit's network load balancer and target group (health: vLLM's /health): (target group, DNS name)."""
+        lb = aws.lb.LoadBalancer(f"{fu.name}-nlb", name_prefix="hi-", load_balancer_type="network",
+                                 internal=not args.public_lb, subnets=subnet_ids, opts=child,
+                                 tags=tags(args, fu, f"{fu.name}-nlb"))
+        tg = aws.lb.TargetGroup(f"{fu.name}-tg", name_prefix="hi-", port=args.port, protocol="TCP",
+                                vpc_id=vpc.id, target_type="instance", deregistration_delay=30, opts=child,
+                                health_check=aws.lb.TargetGroupHealthCheckArgs(
+                                    protocol="HTTP", path="/health", port=str(args.port), interval=30,
+                                    healthy_threshold=2, unhealthy_threshold=3, matcher="200"))
+        aws.lb.Listener(f"{fu.name}-listener", load_balancer_arn=lb.arn, port=args.port, protocol="TCP",
+                        default_actions=[aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=tg.arn)],
+                        opts=child)
+        return tg, lb.dns_name
+
+    @staticmethod
+    def _launch_template(fu, replica, rank, gname, args: FleetArgs, secrets, secret, ami_id, sg, profile, child):
+        """The launch template of one group: the node's boot script (the secret's ARN filled in), IMDSv2,
+        the boot disk."""
+        text = node_script(fu, replica, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets, args.region)
+        user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(t.replace("@@SECRET@@", arn).encode()).decode())
+        return aws.ec2.LaunchTemplate(
+            f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami_id,
+            instance_type=fu.unit.node_instance_type(rank), user_data=user_data,
+            vpc_security_group_ids=[sg.id], update_default_version=True,
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required",
+                                                                       http_endpoint="enabled"),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=fu.disk_gb, volume_type="gp3", delete_on_termination="true"))],
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
+                resource_type="instance", tags=dict(tags(args, fu, gname), **{"hetinfra-group": gname}))],
+            opts=child)
 
     def _gateway(self, name, args: FleetArgs, secret_arn, profile, vpc, fleet_sg, subnet, heads, child, invoke):
         """A CPU VM running `hetinfra gateway`: clients (ingress_cidrs) reach its port; the fleet's
