@@ -56,6 +56,48 @@ def _firewall(name: str, rule: FirewallRule, network, subnet_cidr: str, tags: di
                                 opts=opts, **sources.get(rule.source, {"source_ranges": list(rule.cidrs)}))
 
 
+def _first_zone(region: str, project: str, provider) -> str:
+    """The region's first zone (by name) that is UP."""
+    zones = gcp.compute.get_zones(region=region, status="UP", project=project,
+                                  opts=pulumi.InvokeOptions(provider=provider))
+    if not zones.names:
+        raise ValueError(f"GCP region {region} has no zone that is UP")
+    return sorted(zones.names)[0]
+
+
+def _service_account(name: str, args: FleetArgs, secrets: FleetSecrets, project: str, child):
+    """The VMs' service account, which may read the fleet's one Secret Manager document (and list
+    instances, when a pipeline worker must find its head)."""
+    secret = gcp.secretmanager.Secret(f"{name}-secrets", secret_id=f"hetinfra-{args.service}-{args.region}",
+                                      replication=gcp.secretmanager.SecretReplicationArgs(
+                                          auto=gcp.secretmanager.SecretReplicationAutoArgs()), opts=child)
+    gcp.secretmanager.SecretVersion(f"{name}-secrets-v1", secret=secret.id, secret_data=secret_document(secrets),
+                                    opts=child)
+    sa = gcp.serviceaccount.Account(f"{name}-sa", account_id=f"hi-{args.service}"[:20].rstrip("-") + "-"
+                                    + args.region.replace("-", "")[-9:], display_name=f"hetinfra {args.service} VMs",
+                                    opts=child)
+    member = sa.email.apply(lambda e: f"serviceAccount:{e}")
+    gcp.secretmanager.SecretIamMember(f"{name}-sa-secret", secret_id=secret.id,
+                                      role="roles/secretmanager.secretAccessor", member=member, opts=child)
+    if any(fu.unit.num_nodes > 1 for fu in args.units):  # pipeline workers list instances to find their head
+        gcp.projects.IAMMember(f"{name}-sa-viewer", project=project, role="roles/compute.viewer", member=member,
+                               opts=child)
+    return sa
+
+
+def _gateway_vm(name: str, args: FleetArgs, zone: str, gw_tag: list[str], image, subnet, startup: str, sa, child):
+    """The CPU VM running `hetinfra gateway`, with a public address."""
+    return gcp.compute.Instance(
+        f"{name}-gateway", machine_type=args.gateway_vm_type, zone=zone, tags=gw_tag,
+        boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+            image=image, size=20, type="pd-balanced")),
+        network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+            subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
+        metadata_startup_script=startup,
+        service_account=gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"]),
+        labels={"hetinfra-service": label(args.service), "hetinfra-role": "gateway"}, opts=child)
+
+
 class GcpGpuFleet(pulumi.ComponentResource):
     """All planned groups of one GCP region; outputs ``endpoints`` (unit -> URLs), ``vms`` (groups),
     ``units`` (each unit's MIGs: hetinfra.stacks.common.unit_output) and ``images``."""
@@ -67,26 +109,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
                                 opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         if zone is None:
-            zones = gcp.compute.get_zones(region=args.region, status="UP", project=project,
-                                          opts=pulumi.InvokeOptions(provider=provider))
-            if not zones.names:
-                raise ValueError(f"GCP region {args.region} has no zone that is UP")
-            zone = sorted(zones.names)[0]
-        # Secrets: one Secret Manager document; the VMs' service account may read it.
-        secret = gcp.secretmanager.Secret(f"{name}-secrets", secret_id=f"hetinfra-{args.service}-{args.region}",
-                                          replication=gcp.secretmanager.SecretReplicationArgs(
-                                              auto=gcp.secretmanager.SecretReplicationAutoArgs()), opts=child)
-        gcp.secretmanager.SecretVersion(f"{name}-secrets-v1", secret=secret.id, secret_data=secret_document(secrets),
-                                        opts=child)
-        sa = gcp.serviceaccount.Account(f"{name}-sa", account_id=f"hi-{args.service}"[:20].rstrip("-") + "-"
-                                        + args.region.replace("-", "")[-9:], display_name=f"hetinfra {args.service} VMs",
-                                        opts=child)
-        member = sa.email.apply(lambda e: f"serviceAccount:{e}")
-        gcp.secretmanager.SecretIamMember(f"{name}-sa-secret", secret_id=secret.id,
-                                          role="roles/secretmanager.secretAccessor", member=member, opts=child)
-        if any(fu.unit.num_nodes > 1 for fu in args.units):  # pipeline workers list instances to find their head
-            gcp.projects.IAMMember(f"{name}-sa-viewer", project=project, role="roles/compute.viewer", member=member,
-                                   opts=child)
+            zone = _first_zone(args.region, project, provider)
+        sa = _service_account(name, args, secrets, project, child)
         ref = SecretRef("gcp", f"hetinfra-{args.service}-{args.region}", project)
         invoke = pulumi.InvokeOptions(provider=provider)
         self.images: dict = {}
@@ -118,15 +142,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.endpoints, self.vms, backends, self.units = build_units(args, lambda fu: unit_groups(ctx, fu))
         self.gateway_url = None
         if args.gateway:
-            vm = gcp.compute.Instance(
-                f"{name}-gateway", machine_type=args.gateway_vm_type, zone=zone, tags=gw_tag,
-                boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=image("gateway"), size=20, type="pd-balanced")),
-                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
-                    subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
-                metadata_startup_script=gateway_user_data(args, ref, backends),
-                service_account=gcp.compute.InstanceServiceAccountArgs(email=sa.email, scopes=["cloud-platform"]),
-                labels={"hetinfra-service": label(args.service), "hetinfra-role": "gateway"}, opts=child)
+            vm = _gateway_vm(name, args, zone, gw_tag, image("gateway"), subnet, gateway_user_data(args, ref, backends),
+                             sa, child)
             public = vm.network_interfaces.apply(lambda nics: field(field(nics[0], "access_configs")[0], "nat_ip"))
             self.gateway_url = gateway_url(args, public)
             self.gateway_vm, self.gateway_network = vm, net.id  # for the global entry point (stacks.global_entry)
