@@ -74,11 +74,8 @@ def litellm_config(weights: dict, endpoints: dict[str, list[str]] | None = None)
     return header + yaml.safe_dump(doc, sort_keys=False)
 
 
-def router_weights(plan: "Plan | dict") -> dict:
-    """weights.json's document of ``plan`` (plan.json's dict or its parsed :class:`Plan`)."""
-    from hetinfra.document import Plan
-
-    plan = Plan.of(plan)
+def router_weights(plan: "Plan") -> dict:
+    """weights.json's document of ``plan``."""
     units = {a.unit: a for a in plan.allocations}
     models: dict[str, dict] = {}
     for m in plan.models:

@@ -21,7 +21,7 @@ def gateway_task_name(service: str) -> str:
     return f"{service}-gateway"
 
 
-def gateway_task_config(plan: Plan | dict) -> Dict[str, Any]:
+def gateway_task_config(plan: Plan) -> Dict[str, Any]:
     """A CPU task running ``hetinfra gateway`` over the SkyServe units' endpoints.
 
     The endpoints exist only once the services are up (``sky serve status UNIT --endpoint``), so
@@ -29,7 +29,6 @@ def gateway_task_config(plan: Plan | dict) -> Dict[str, Any]:
     /v1 or not). The plan is embedded (the gateway's routing weights and classes); the backends'
     key and the clients' keys are secrets given at launch, never written here.
     """
-    plan = Plan.of(plan)
     port = plan.deploy.gateway.port
     # routing by origin (docs/regions.md): one gateway per region, launched with --env HETINFRA_REGION
     regional = bool(plan.routing_by_origin)

@@ -71,9 +71,10 @@ def test_gateway_task_loads_with_skypilot(gw_out, sky_offline):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
 def test_gateway_run_script_passes_every_endpoint(gw_out, tmp_path):
     from hetinfra.compile.skypilot_gateway import gateway_task_config
+    from hetinfra.document import Plan
 
     _, plan = gw_out
-    cfg = gateway_task_config(plan)
+    cfg = gateway_task_config(Plan.of(plan))  # gateway_task_config takes the model
     home = tmp_path / "home"
     binary = home / "hetinfra-venv" / "bin" / "hetinfra"
     binary.parent.mkdir(parents=True)

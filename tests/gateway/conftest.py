@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from hetinfra.compile.router import router_weights
+from hetinfra.document import Plan
 from tests.plan.golden_plans import filled_golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def write_out(out: Path, plan: dict | None = None) -> Path:
     plan = plan or make_plan()
     (out / "router").mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(plan, indent=2))
-    (out / "router" / "weights.json").write_text(json.dumps(router_weights(plan), indent=2))
+    (out / "router" / "weights.json").write_text(json.dumps(router_weights(Plan.of(plan)), indent=2))
     return out
 
 
