@@ -141,7 +141,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
                 cached[name] = memo[model_keys[name]]
                 continue
         draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
-        by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo)
+        by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo, config)
         n = config.requests
         model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
                             "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,

@@ -1,0 +1,193 @@
+"""Independent replications of a plan's simulation, and a judgement with a stated confidence.
+
+* :func:`seeds_for`: the seeds of one purpose. Rule: seed = 1000 + 3 x (base_seed x 10,000 + j) + r
+  for j = 0..k-1 (k <= 10,000), with r = 0 for ``decide`` (the search's replications), 1 for
+  ``confirm`` (the final plan's fresh confirmation) and 2 for ``audit`` (benchmarks/bench_promise.py:
+  seeds no verification ever uses). The residue r keeps the purposes disjoint, every seed is >= 1000
+  so none is a seed 0..999 a user passes by hand (``simulate --seed``), and two base seeds >= 0 give
+  disjoint sets.
+* :func:`simulate_replications`: one ``simulate_plan`` result per seed, each exactly what a separate
+  call gives. They run one after the other: each one's units already run on a thread per core
+  (``hetinfra.sim.core.map_units``: the compiled core releases the GIL), and a thread per
+  replication on top was slower, not faster (2 cores, 4 replications of 20,000 and 100,000
+  requests on chat, europe and summarize: 1.1-3x the serial time; the draw and the statistics hold
+  the GIL). They share the caller's memo, whose keys hold the seed (``hetinfra.sim.plan_sim._unit_key``,
+  ``hetinfra.sim.draw``), so replications never collide and the trim reuses a unit's result for a
+  seed exactly as with one seed.
+* :func:`judge`: a dict shaped like one simulation whose models and units are judged on all the
+  replications (see its docstring for the method).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.sim.bounds import clopper_pearson, t_bound
+from hetinfra.sim.workload import WorkloadConfig
+
+__all__ = ["PURPOSES", "MAX_REPLICATIONS", "seeds_for", "simulate_replications", "judge"]
+
+#: the purposes of seeds and their residue mod 3 (see the module docstring)
+PURPOSES = {"decide": 0, "confirm": 1, "audit": 2}
+#: seeds per (base seed, purpose): the stride that keeps base seeds' sets apart
+MAX_REPLICATIONS = 10_000
+_FIRST_SEED = 1000  # above every seed a user types by hand (0..99, and then some)
+
+METHOD = ("per model and statistic, the replications' values as independent observations (batch means "
+          "over replications): one-sided Student-t bound on their mean; attainment: the lower of that "
+          "and the Clopper-Pearson bound on the pooled measured requests")
+
+
+def seeds_for(base_seed: int, purpose: str, k: int) -> list[int]:
+    """``k`` deterministic seeds for ``purpose`` (decide, confirm, audit) from ``base_seed`` >= 0
+    (planning.verify.seed): see the module docstring for the rule."""
+    if purpose not in PURPOSES:
+        raise InvalidInputError(f"unknown seed purpose {purpose!r}", hint="use one of " + ", ".join(PURPOSES))
+    if not isinstance(base_seed, int) or base_seed < 0:
+        raise InvalidInputError(f"the base seed must be an integer >= 0 (got {base_seed!r})")
+    if not 0 <= k <= MAX_REPLICATIONS:
+        raise InvalidInputError(f"replications must be in 0..{MAX_REPLICATIONS} (got {k})")
+    start = base_seed * MAX_REPLICATIONS
+    return [_FIRST_SEED + 3 * (start + j) + PURPOSES[purpose] for j in range(k)]
+
+
+def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: list[int], memo: dict | None = None,
+                          detail: bool = False, ticks=None) -> list[dict]:
+    """``simulate_plan(view, spec, spec_path, config at seed s, ticks, memo=memo, detail=detail)``
+    for each s in ``seeds``, in their order (see the module docstring)."""
+    from hetinfra.sim.plan_sim import simulate_plan
+
+    if len(set(seeds)) != len(seeds):
+        raise InvalidInputError(f"replications need distinct seeds (got {seeds})")
+    return [simulate_plan(view, spec, Path(spec_path), replace(config, seed=s), ticks, memo=memo, detail=detail)
+            for s in seeds]
+
+
+def _stable(entry: dict) -> bool:
+    return (entry.get("stability") or {}).get("stable", True)
+
+
+def _stat_bounds(entries: list[dict], confidence: float) -> dict:
+    """Estimate, upper (pessimistic) and lower (optimistic) bounds of each statistic of a model or
+    unit over its replications' entries (those with measured requests)."""
+    key = entries[0]["slo"]["percentile"] if "slo" in entries[0] else None
+    out = {}
+    for stat in ("ttft_ms", "tpot_ms"):
+        vals = [e[stat][key or e.get("percentile", "p99")] for e in entries]
+        vals = [v for v in vals if v is not None]
+        pess, opt = t_bound(vals, confidence, True), t_bound(vals, confidence, False)
+        out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
+    att = [e["objective"].get("attainment") for e in entries]
+    if all(a is not None for a in att) and len(att) >= 2:
+        counts = [e["count"] for e in entries]
+        hits = sum(round(a * n) for a, n in zip(att, counts))
+        mean, low_t = t_bound(att, confidence, False)
+        _, high_t = t_bound(att, confidence, True)
+        low = min(low_t, clopper_pearson(hits, sum(counts), confidence, upper=False))
+        high = max(high_t, clopper_pearson(hits, sum(counts), confidence, upper=True))
+        out["attainment"] = (round(mean, 5), round(low, 5), round(min(high, 1.0), 5))
+    else:
+        out["attainment"] = (None, None, None)
+    return out
+
+
+def _ratios(bounds: dict, slo: dict, which: int) -> dict:
+    """Each statistic's bound (``which``: 1 pessimistic, 2 optimistic) over its objective (> 1 misses)."""
+    parts = {}
+    for stat, lim in (("ttft_ms", slo["ttft_ms"]), ("tpot_ms", slo["tpot_ms"])):
+        if bounds[stat][which] is not None:
+            parts[stat.split("_")[0]] = bounds[stat][which] / lim
+    att = bounds["attainment"][which]
+    if slo.get("attainment") is not None and att is not None:
+        parts["attainment"] = slo["attainment"] / att if att > 0 else math.inf
+    return parts
+
+
+def _judged(entries: list[dict], slo: dict, confidence: float, margin: float) -> dict:
+    """The judgement of one model or unit on its replications' entries (see :func:`judge`)."""
+    measured = [e for e in entries if e.get("count")]
+    stable = all(_stable(e) for e in entries)
+    if len(measured) < 2:
+        worst = max((e["objective"].get("ratio") or 0.0 for e in measured), default=None)
+        return {"bounds": None, "ratio_bound": None, "decision": "undecided" if stable else "missed",
+                "stable": stable, "met": False, "ratios": {}, "worst": worst}
+    bounds = _stat_bounds(measured, confidence)
+    pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
+    limit = 1.0 - margin
+    ratio = max(pess.values()) if pess else None
+    unstable_ratio = max((e["objective"].get("ratio") or 0.0 for e in entries if not _stable(e)), default=0.0)
+    if not stable:
+        ratio = max(ratio or 0.0, unstable_ratio)
+    met = stable and ratio is not None and ratio <= limit
+    missed = not stable or (opt and max(opt.values()) > limit)
+    return {"bounds": bounds, "ratio_bound": None if ratio is None else round(ratio, 4), "stable": stable,
+            "decision": "met" if met else "missed" if missed else "undecided", "met": met,
+            "ratios": {k: round(v, 4) for k, v in pess.items()}}
+
+
+def _model_entry(name: str, entries: list[dict], seeds: list[int], unit_entries: dict[str, list[dict]],
+                 confidence: float, margin: float) -> dict:
+    j = _judged(entries, entries[0]["slo"], confidence, margin)
+    units_stable = all(_stable(e) for es in unit_entries.values() for e in es)
+    b = j["bounds"] or {s: (None, None, None) for s in ("ttft_ms", "tpot_ms", "attainment")}
+    key = entries[0]["slo"]["percentile"]
+    met = j["met"] and units_stable
+    decision = j["decision"] if units_stable else "missed"
+    worst = max(entries, key=lambda e: e["objective"].get("ratio") or 0.0)
+    return {**worst, "model": name, "met": met, "replications": len(entries), "seeds": list(seeds),
+            "objective": {"met": met, "ratio": j["ratio_bound"], "ratios": j["ratios"], "attainment": b["attainment"][1],
+                          "percentile": key, "confidence": confidence},
+            "estimate": {"ttft_ms": b["ttft_ms"][0], "tpot_ms": b["tpot_ms"][0], "attainment": b["attainment"][0]},
+            "bound": {"ttft_ms": b["ttft_ms"][1], "tpot_ms": b["tpot_ms"][1], "attainment": b["attainment"][1]},
+            "ratio_bound": j["ratio_bound"], "decision": decision, "stable": j["stable"] and units_stable,
+            "per_replication": [{"seed": s, "met": e["met"], "ratio": e["objective"].get("ratio")}
+                                for s, e in zip(seeds, entries)]}
+
+
+def _unit_entry(entries: list[dict], slo: dict, confidence: float, margin: float) -> dict:
+    j = _judged([{**e, "slo": slo} for e in entries], slo, confidence, margin)
+    first = entries[0]
+    return {**first, "count": sum(e.get("count") or 0 for e in entries), "replications": len(entries),
+            "objective": {"met": j["met"], "ratio": j["ratio_bound"], "ratios": j["ratios"]},
+            "decision": j["decision"], "stable": j["stable"],
+            "stability": [e.get("stability") for e in entries]}
+
+
+def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> dict:
+    """The replications ``sims`` (one simulation each, same plan and load, distinct seeds) judged as
+    one simulation: the keys verification reads (met; models[] model, met, objective {met, ratio};
+    units[] unit, count, objective {met, ratio}) and per model replications, seeds, estimate and
+    bound (ttft_ms, tpot_ms, attainment), ratio_bound, decision (met, missed, undecided), stable.
+
+    Method (batch means over independent replications): each replication's statistic (its p99, or
+    whichever percentile the objective names, of TTFT and TPOT over its measured requests) is ONE
+    observation; the replications are independent (distinct seeds), so their mean has a one-sided
+    Student-t bound mean + t(confidence, n - 1) x sd / sqrt(n). Requests inside one replication are
+    correlated (they share queues), so pooling them for an order-statistic bound would be too
+    narrow; replications are not. Attainment: the lower of the t bound on the replications'
+    attainments and the exact Clopper-Pearson binomial bound on the pooled measured requests.
+
+    A model is ``met`` when every statistic's pessimistic bound (upper for latencies, lower for
+    attainment) is within its objective x (1 - margin) AND every unit of it is stable in every
+    replication; ``missed`` when a unit is unstable or even an optimistic bound is outside;
+    ``undecided`` otherwise (more replications would tell). ``objective.ratio`` is the worst bound
+    over its objective (and at least the miss ratio of an unstable unit). Fewer than two
+    replications give no bound: undecided (not met). The latency blocks of a model entry are its
+    worst replication's."""
+    if not sims:
+        raise InvalidInputError("judge needs at least one simulation")
+    seeds = [s["seed"] for s in sims]
+    names = [m["model"] for m in sims[0]["models"]]
+    by_model = {n: [next(m for m in s["models"] if m["model"] == n) for s in sims] for n in names}
+    unit_ids = [u["unit"] for u in sims[0]["units"]]
+    by_unit = {u: [next(x for x in s["units"] if x["unit"] == u) for s in sims] for u in unit_ids}
+    slo_of = {n: es[0]["slo"] for n, es in by_model.items()}
+    units = [_unit_entry(es, slo_of[es[0]["model"]], confidence, margin) for es in by_unit.values()]
+    models = [_model_entry(n, by_model[n], seeds, {u: es for u, es in by_unit.items() if es[0]["model"] == n},
+                           confidence, margin) for n in names]
+    return {**{k: v for k, v in sims[0].items() if k not in ("models", "units")}, "seed": seeds[0], "seeds": seeds,
+            "replications": len(sims), "confidence": confidence, "method": METHOD,
+            "met": all(m["met"] for m in models), "models": models, "units": units}
