@@ -15,10 +15,12 @@ last arrival of the unit), both on what the run already holds:
   rate x mean decode time, the requests decoding at once (Little's law), whose count at each end
   of the half is what the comparison's noise is made of (three standard deviations).
 * drift: the measured requests in arrival order are cut into WINDOWS windows of equal count; the
-  mean TTFT of the last window against the mean TTFT of the middle ones (2 .. WINDOWS - 1). A
-  growing queue raises TTFT linearly in time; a stable one only fluctuates. Unstable when the
-  last window's mean exceeds DRIFT_MAX x the middle's AND by more than DRIFT_FLOOR x the TTFT
-  objective (fluctuations of a mean far below the objective are not a backlog).
+  median TTFT of the last window against the median TTFT of the middle ones (2 .. WINDOWS - 1). A
+  growing queue raises every request's TTFT, linearly in time; a stable one only fluctuates. The
+  median, not the mean: one preemption or burst in a small unit's last window (a 12 s TTFT among
+  700 of 0.3 s) moves a mean by half and a median not at all. Unstable when the last window's
+  median exceeds DRIFT_MAX x the middle's AND by more than DRIFT_FLOOR x the TTFT objective
+  (fluctuations far below the objective are not a backlog).
 
 Fewer than MIN_REQUESTS measured requests: no test (``stable`` true, ``tested`` false).
 An unstable unit fails its objective whatever its percentiles: its ``objective.ratio`` becomes at
@@ -52,8 +54,8 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
     short, record = _throughput(arrival, first, finish, measured)
     ttft = first[measured] - arrival[measured]
     cuts = np.array_split(ttft, WINDOWS)
-    middle = float(np.concatenate(cuts[1:-1]).mean())
-    last = float(cuts[-1].mean())
+    middle = float(np.median(np.concatenate(cuts[1:-1])))
+    last = float(np.median(cuts[-1]))
     drift = last / middle if middle > 0 else 1.0
     drifting = drift > DRIFT_MAX and (last - middle) * 1e3 > DRIFT_FLOOR * ttft_objective_ms
     return {"stable": not (short or drifting), "tested": True, **record, "drift": round(drift, 4),
