@@ -97,7 +97,9 @@ def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, mos
 
 
 def _stable(entry: dict) -> bool:
-    return (entry.get("stability") or {}).get("stable", True)
+    """Whether a unit's entry (its ``stability`` record) or a model's (its ``stable``) is stable."""
+    record = entry.get("stability")
+    return entry.get("stable", True) if record is None else record.get("stable", True)
 
 
 def _stat_bounds(entries: list[dict], confidence: float) -> dict:
@@ -141,9 +143,9 @@ def _judged(entries: list[dict], slo: dict, confidence: float, margin: float) ->
     measured = [e for e in entries if e.get("count")]
     stable = all(_stable(e) for e in entries)
     if len(measured) < 2:
-        worst = max((e["objective"].get("ratio") or 0.0 for e in measured), default=None)
-        return {"bounds": None, "ratio_bound": None, "decision": "undecided" if stable else "missed",
-                "stable": stable, "met": False, "ratios": {}, "worst": worst}
+        worst = max((e["objective"].get("ratio") or 0.0 for e in entries), default=None)
+        return {"bounds": None, "ratio_bound": worst if not stable else None,
+                "decision": "undecided" if stable else "missed", "stable": stable, "met": False, "ratios": {}}
     bounds = _stat_bounds(measured, confidence)
     pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
     limit = 1.0 - margin
@@ -183,7 +185,8 @@ def _unit_entry(entries: list[dict], slo: dict, confidence: float, margin: float
     return {**first, "count": sum(e.get("count") or 0 for e in entries), "replications": len(entries),
             "objective": {"met": j["met"], "ratio": j["ratio_bound"], "ratios": j["ratios"]},
             "decision": j["decision"], "stable": j["stable"],
-            "stability": [e.get("stability") for e in entries]}
+            "stability": {"stable": j["stable"], "tested": any((e.get("stability") or {}).get("tested") for e in entries),
+                          "per_replication": [e.get("stability") for e in entries]}}
 
 
 def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> dict:

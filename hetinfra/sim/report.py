@@ -154,7 +154,5 @@ def render_text(doc: dict, console) -> None:
 
 
 def _unstable(unit: dict) -> str:
-    """"unstable " where a unit's stability record (one, or one per replication) says so."""
-    records = unit.get("stability") or []
-    records = records if isinstance(records, list) else [records]
-    return "unstable " if any(r and not r.get("stable", True) for r in records) else ""
+    """"unstable " where a unit's stability record says so (a judged one: in some replication)."""
+    return "" if (unit.get("stability") or {}).get("stable", True) else "unstable "

@@ -64,7 +64,8 @@ def _sim(seed: int, p99_tpot: float, attained: float = 1.0, stable: bool = True)
                            "attainment": attained}}
     unit = {"unit": "u1", "model": "m", **block, "stability": {"stable": stable}}
     return {"seed": seed, "met": block["objective"]["met"], "models": [{"model": "m", "slo": slo, **block,
-                                                                         "met": block["objective"]["met"]}],
+                                                                         "met": block["objective"]["met"],
+                                                                         "stable": stable}],
             "units": [unit]}
 
 
@@ -96,7 +97,8 @@ def test_an_unstable_unit_fails_its_model_whatever_its_percentiles():
     j = judge(sims)
     model, unit = j["models"][0], j["units"][0]
     assert not j["met"] and not model["met"] and model["decision"] == "missed" and not model["stable"]
-    assert not unit["objective"]["met"] and unit["objective"]["ratio"] >= 1.5
+    assert not unit["objective"]["met"] and unit["objective"]["ratio"] >= 1.5 and not unit["stability"]["stable"]
+    assert model["objective"]["ratio"] >= 1.5  # the model's ratio says how badly, as its unit's does
 
 
 def test_one_replication_gives_no_bound():
