@@ -60,3 +60,16 @@ def test_an_out_folder_that_cannot_be_written_is_exit_2(chat_plan, tmp_path, run
     code, _, err = run_cli("simulate", str(chat_plan), "--requests", "1000", "--out", str(tmp_path / "ro"))
     assert code == 2 and "Permission denied" in err and "--out" in err
     assert not (tmp_path / "ro" / "simulation.json").exists()
+
+
+def test_without_requests_the_run_is_as_long_as_the_longest_class_needs(chat_plan, tmp_path, run_cli):
+    from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
+    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.workload import WorkloadConfig
+
+    code, out, err = run_cli("simulate", str(chat_plan), "--load", "1.2", "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    first = simulate_plan_file(chat_plan, config=WorkloadConfig(requests=20000, load=1.2))
+    need = requests_for(load_plan(chat_plan)[0], first)
+    assert need > 20000  # chat-8b's 1000-token class at ~70 ms a token: 20 passes need a longer run
+    assert json.loads(out)["requests"] == need
