@@ -96,8 +96,9 @@ def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: 
 def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:
     """Requests per model and replication for ``view`` (a plan, a simulation view or their SimPlan),
     from ``sim``, a simulation of it at ``least`` requests. Rule: per model, the longest class's
-    service time S = mean TTFT + (its output tokens - 1) x mean TPOT (the class's bucket edge; the
-    means as ``sim`` measured them); the measured window (the requests after the warm-up at the
+    service time S = median TTFT + (its output tokens - 1) x median TPOT (the class's bucket edge;
+    the medians as ``sim`` measured them: a typical request's time, which one burst of preemptions
+    in the run does not inflate as it does a mean); the measured window (the requests after the warm-up at the
     offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
     fraction). The largest n over the models, rounded up to a thousand, clamped to [least, most]."""
     from hetinfra.document.simulation import SimPlan
@@ -106,7 +107,7 @@ def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, mos
     longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
     need = least
     for m in sim["models"]:
-        ttft, tpot = m["ttft_ms"].get("mean"), m["tpot_ms"].get("mean")
+        ttft, tpot = m["ttft_ms"].get("p50"), m["tpot_ms"].get("p50")
         if ttft is None:
             continue
         service_s = (ttft + (longest.get(m["model"], 1) - 1) * (tpot or 0.0)) / 1e3
