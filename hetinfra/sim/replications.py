@@ -33,6 +33,7 @@ from pathlib import Path
 from hetinfra import cores
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, t_bound
+from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
@@ -154,7 +155,7 @@ def _ratios(bounds: dict, slo: dict, which: int) -> dict:
             parts[stat.split("_")[0]] = bounds[stat][which] / lim
     att = bounds["attainment"][which]
     if slo.get("attainment") is not None and att is not None:
-        parts["attainment"] = slo["attainment"] / att if att > 0 else math.inf
+        parts["attainment"] = slo["attainment"] / max(att, MIN_ATTAINED)
     return parts
 
 

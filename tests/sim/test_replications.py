@@ -58,7 +58,7 @@ def test_replications_are_separate_simulations_and_the_memo_changes_nothing(euro
 def _sim(seed: int, p99_tpot: float, attained: float = 1.0, stable: bool = True) -> dict:
     """A synthetic simulation of one model with one unit: p99 TTFT 500 ms, p99 TPOT as given."""
     slo = {"ttft_ms": 1000.0, "tpot_ms": 80.0, "percentile": "p99", "attainment": 0.95}
-    ratio = max(0.5, p99_tpot / 80.0, 0.95 / attained)
+    ratio = max(0.5, p99_tpot / 80.0, 0.95 / max(attained, 1e-6))
     block = {"count": 2000, "ttft_ms": {"p99": 500.0}, "tpot_ms": {"p99": p99_tpot},
              "objective": {"met": ratio <= 1 and stable, "ratio": ratio if stable else max(ratio, 1.5),
                            "attainment": attained}}
@@ -119,3 +119,15 @@ def test_the_judgement_reads_like_one_simulation(europe):
     for u in j["units"]:
         assert u["count"] == sum(next(x for x in s["units"] if x["unit"] == u["unit"])["count"] for s in sims)
         assert set(u["objective"]) >= {"met", "ratio"}
+
+
+def test_no_request_attained_is_a_finite_miss_in_strict_json():
+    """A planted fault: an attainment of 0 made the miss ratio infinite, which strict JSON refuses."""
+    from hetinfra.fileio import dumps_strict
+    from hetinfra.sim.stats import Objective, evaluate
+
+    one = evaluate(Objective(100.0, 10.0, "p99", 0.9), {"p99": 500.0}, {"p99": 50.0}, 0.0)
+    assert not one["met"] and one["ratio"] >= 1e5
+    j = judge([_sim(1000 + k, 90.0, attained=0.0) for k in range(3)])
+    assert not j["met"] and j["models"][0]["objective"]["ratio"] >= 1e5
+    dumps_strict(one), dumps_strict(j)
