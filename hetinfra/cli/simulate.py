@@ -81,38 +81,40 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications,
         js, svg = write_outputs(doc, out_dir or plan_file.parent)
         return doc, js, svg
 
-    def show(result) -> None:
-        from hetinfra.sim.report import render_text
-
-        doc, js, svg = result
-        console = summary_console()
-        render_text(doc, console)
-        if profile_csv is not None:
-            from rich.table import Table
-
-            t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
-            for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
-                t.add_column(col, justify="left" if col in ("unit", "class") else "right")
-            for r in doc["profile_comparison"]:
-                err = r["signed_error"]
-                t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
-                          "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
-                          "no row" if err is None else f"{err:+.1%}")
-            console.print(t)
-        if doc.get("replications"):
-            from hetinfra.sim.check import bound_lines
-
-            for line in bound_lines(doc):
-                click.echo(line)
-        click.echo(f"wrote {js} and {svg}")
-
-    doc = run_command(as_json, work, show, to_json=lambda result: result[0])[0]
+    doc = run_command(as_json, work, lambda result: _show(result, profile_csv), to_json=lambda result: result[0])[0]
     if check and not doc["met"]:
         from hetinfra.sim.check import OBJECTIVES_MISSED
 
         if not as_json:
             click.echo("simulate --check: an objective is missed or a unit is unstable", err=True)
         raise SystemExit(OBJECTIVES_MISSED)
+
+
+def _show(result, profile_csv) -> None:
+    """The tables, the profile comparison, the bounds of a judged run and the files written."""
+    from hetinfra.sim.report import render_text
+
+    doc, js, svg = result
+    console = summary_console()
+    render_text(doc, console)
+    if profile_csv is not None:
+        from rich.table import Table
+
+        t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
+        for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
+            t.add_column(col, justify="left" if col in ("unit", "class") else "right")
+        for r in doc["profile_comparison"]:
+            err = r["signed_error"]
+            t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
+                      "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
+                      "no row" if err is None else f"{err:+.1%}")
+        console.print(t)
+    if doc.get("replications"):
+        from hetinfra.sim.check import bound_lines
+
+        for line in bound_lines(doc):
+            click.echo(line)
+    click.echo(f"wrote {js} and {svg}")
 
 
 def _progress_bar():
