@@ -86,3 +86,18 @@ def test_the_one_pool_route_is_the_plain_loop_bit_for_bit():
 def test_a_transfer_without_bandwidth_is_refused():
     with pytest.raises(InvalidInputError, match="bandwidth > 0"):
         KVTransfer(0.0, 1.0, 0.0)
+
+
+def test_columns_on_pools_give_the_clients_view():
+    """hetinfra.sim.columns.simulate_pools fills a unit's columns with each request's route-level
+    first and last token: the hand-checked request above, as a column."""
+    import numpy as np
+
+    from hetinfra.sim.columns import UnitRequests, simulate_pools
+
+    reqs = UnitRequests(np.array([0]), np.array([1.0]), np.array([100]), np.array([5]), np.array([0]))
+    pools = [[Replica(Linear(0.010, 0.001, 0.004))], [Replica(Linear(0.005, 0.0005, 0.002))]]
+    simulate_pools(pools, reqs, Disaggregated(KVTransfer(0.05, 1000.0, 1e6)))
+    assert reqs.first[0] - reqs.arrival[0] == pytest.approx(0.2655, abs=1e-12)
+    assert reqs.finish[0] - reqs.first[0] == pytest.approx(4 * 0.007, abs=1e-12)
+    assert (reqs.replica[0], reqs.preempted[0]) == (0, 0)
