@@ -6,9 +6,13 @@ Public API (what the CLI and the planner call)::
     doc = simulate_plan_file("out/chat", config=WorkloadConfig(requests=20000, load=1.0, burst_cv=1.0, seed=0))
     doc["met"], [u["objective"]["ratio"] for u in doc["units"]]
 
-Modules: ``replica`` (one engine), ``workload`` (arrivals, sizes), ``engines`` (step models of plan
-units), ``plan_sim`` (the fleet), ``stats`` (percentiles, objectives), ``report`` (JSON, SVG, text),
-``command`` (the ``simulate`` click command).
+Modules: ``replica`` (one engine: its ``policy`` (scheduler), ``kv`` (KV allocator) and ``clock``
+(windows of steps, the event loop)), ``pools`` (routes between pools: prefill -> KV transfer ->
+decode), ``core`` (the compiled default), ``workload`` (arrivals, sizes), ``engines`` (step models of plan
+units), ``plan_sim`` (the fleet), ``stats`` (percentiles, objectives), ``stability`` (steady state
+per unit), ``replications`` (seeds, replications and their judgement with a confidence bound),
+``bounds`` (Student-t and Clopper-Pearson without scipy), ``check`` (what ``hetinfra simulate``
+runs), ``report`` (JSON, SVG, text).
 """
 
 from hetinfra.sim.plan_sim import PLAN_VERSION, SIMULATOR_VERSION, load_plan, run_replicas, simulate_plan, simulate_plan_file

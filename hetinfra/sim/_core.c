@@ -1,4 +1,5 @@
-/* The replica simulator of hetinfra/sim/replica.py and plan_sim.run_replicas, compiled.
+/* The replica simulator's default configuration, compiled: the scheduler policy policy.VLLMv1 on the
+ * KV allocator kv.KVBlocks, one pool of independent replicas (clock.run_replicas), in Python.
  *
  * WHY: verification replays 20,000 requests per model and check (rounds, trim, over-provisioning),
  * and the Python event loop was about 90% of a verified `hetinfra plan`. This file is the same
@@ -6,8 +7,10 @@
  * arithmetic (Python's floor division and modulo, below), and the same floating-point operations
  * in the same order (compiled with -ffp-contract=off, so no fused multiply-add), so its results are
  * bit-identical to the Python code's (tests/sim/test_core.py checks it on drawn units).
- * replica.py stays the reference: read it for the why of every rule; this file only keeps its
+ * The Python is the reference: read it for the why of every rule; this file only keeps its
  * structure (names follow it: waiting, running, prefilling, the decode aggregate, windows).
+ * It states ONE policy and never grows another: any other scheduler policy, KV allocator or route
+ * between pools (hetinfra/sim/pools.py) runs on the Python loop (core.compiled decides).
  *
  * Entry point: run(stages, factor, pp, budget, blocks, block_size, max_seqs, replicas,
  *                  arrival, prompt, output, first, finish, replica, preempted, stats)

@@ -10,6 +10,7 @@ with math.fsum, order statistics from sorted values), so the numbers are bit-ide
   the two uniforms that pick its origin and unit (``draw._sample`` draws them);
 * :class:`UnitRequests`: one unit's requests, with what the simulation fills in;
 * :func:`simulate_unit`: the unit's replicas serve them (the core, else the Python reference loop);
+* :func:`simulate_pools`: pools joined by a route serve them (``hetinfra.sim.pools``; Python);
 * :func:`block`: the latency block of simulation.json for a set of requests.
 """
 
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetinfra.sim import core
-from hetinfra.sim.replica import Replica, Request, run_replicas
+from hetinfra.sim.clock import run
+from hetinfra.sim.replica import Replica, Request
 from hetinfra.sim.stats import evaluate, summarize
 
-__all__ = ["Draw", "UnitRequests", "block", "simulate_unit", "cdf"]
+__all__ = ["Draw", "UnitRequests", "block", "simulate_pools", "simulate_unit", "cdf"]
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,22 @@ def simulate_unit(replicas: list[Replica], reqs: UnitRequests, progress=None) ->
     Python reference loop (``replica.run_replicas``); both fill the same columns, bit for bit."""
     out = core.run_arrays(replicas, reqs.arrival, reqs.prompt, reqs.output, progress)
     if out is None:
-        objs = [Request(*r) for r in zip(reqs.rid.tolist(), reqs.arrival.tolist(), reqs.prompt.tolist(),
-                                         reqs.output.tolist())]
-        run_replicas(replicas, objs, progress)
-        out = (np.array([r.first for r in objs], dtype=float), np.array([r.finish for r in objs], dtype=float),
-               np.array([r.replica for r in objs], dtype=np.int64), np.array([r.preempted for r in objs], dtype=np.int64))
-    reqs.first, reqs.finish, reqs.replica, reqs.preempted = out
+        simulate_pools([replicas], reqs, None, progress)
+    else:
+        reqs.first, reqs.finish, reqs.replica, reqs.preempted = out
+
+
+def simulate_pools(pools: list[list[Replica]], reqs: UnitRequests, route=None, progress=None) -> None:
+    """Serve ``reqs`` on ``pools`` joined by ``route`` (``hetinfra.sim.pools``; None: one pool) on the
+    Python loop, filling the same columns as :func:`simulate_unit` (the client's view: the route's
+    first and last token, the replica of the last pool, the preemptions of every pool)."""
+    objs = [Request(*r) for r in zip(reqs.rid.tolist(), reqs.arrival.tolist(), reqs.prompt.tolist(),
+                                     reqs.output.tolist())]
+    run(pools, objs, route, progress)
+    reqs.first = np.array([r.first for r in objs], dtype=float)
+    reqs.finish = np.array([r.finish for r in objs], dtype=float)
+    reqs.replica = np.array([r.replica for r in objs], dtype=np.int64)
+    reqs.preempted = np.array([r.preempted for r in objs], dtype=np.int64)
 
 
 def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray, preempted: np.ndarray,

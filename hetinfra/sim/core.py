@@ -1,8 +1,13 @@
 """The compiled replica simulator (``_core.c``): which units it runs, and the arrays it reads and fills.
 
-``hetinfra.sim.columns.simulate_unit`` hands each unit to :func:`run_arrays` first. The core runs it
-when the replicas are fresh and their step model is one it knows (an estimator ``Engine``, a mixed
-pipeline of them, or either scaled to a profile: ``hetinfra.sim.engines``); otherwise, or when the
+``hetinfra.sim.columns.simulate_unit`` hands each unit to :func:`run_arrays` first. The core is the
+inner loop of ONE configuration only: the default scheduler policy (``policy.VLLMv1``) on the default
+KV allocator (``kv.KVBlocks``), one pool of independent replicas (``clock.run_replicas``). Any other
+policy, allocator or route (``hetinfra.sim.pools``) runs on the Python loop, so adding one touches
+Python only, and the C file never states a second policy. The core runs a unit
+when the replicas are fresh, use that policy and allocator, and their step model is one it knows (an
+estimator ``Engine``, a mixed pipeline of them, or either scaled to a profile:
+``hetinfra.sim.engines``); otherwise, or when the
 extension is not built (a platform without a C compiler: setup.py builds it optionally),
 :func:`run_arrays` returns None and the reference loop (``hetinfra.sim.replica.run_replicas``) runs
 the unit. The two give bit-identical results, request by request and
@@ -21,6 +26,8 @@ from typing import Callable
 import numpy as np
 
 from hetinfra import cores
+from hetinfra.sim.kv import KVBlocks
+from hetinfra.sim.policy import VLLMv1
 from hetinfra.sim.replica import Request, ScaledEngine, checked_step
 
 try:
@@ -28,7 +35,7 @@ try:
 except ImportError:  # not built: the Python loops run every unit and draw every request
     _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
 
-__all__ = ["COEFFICIENTS", "available", "exp_gaps", "fsum", "map_units", "run_arrays", "sample"]
+__all__ = ["COEFFICIENTS", "available", "compiled", "exp_gaps", "fsum", "map_units", "run_arrays", "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -58,6 +65,12 @@ def _step_model(engine) -> tuple[array, float | None] | None:
     return array("d", [float(getattr(s, c)) for s in stages for c in COEFFICIENTS]), factor
 
 
+def compiled(replica) -> bool:
+    """Whether the core states ``replica``'s scheduler and KV allocator: exactly the defaults (a
+    subclass may change any choice, so it runs in Python)."""
+    return type(replica.policy) is VLLMv1 and type(replica.kv) is KVBlocks
+
+
 def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int], None] | None = None):
     """Serve requests given as columns (arrival s as float64, prompt and output tokens as int64, in
     arrival order) on fresh ``replicas`` of one engine, as ``replica.run_replicas`` does: the
@@ -67,8 +80,8 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
         return None
     head = replicas[0]
     model = _step_model(head.engine)
-    if model is None or any(r.engine is not head.engine or r.version or r.bs != head.bs or r.max_seqs != head.max_seqs
-                            for r in replicas):
+    if model is None or any(r.engine is not head.engine or r.win.version or r.bs != head.bs or r.max_seqs != head.max_seqs
+                            or not compiled(r) for r in replicas):
         return None
     arrival = np.ascontiguousarray(arrival, dtype=np.float64)
     prompt = np.ascontiguousarray(prompt, dtype=np.int64)
@@ -90,9 +103,9 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
     for i, r in enumerate(replicas):
         for j, name in enumerate(STATS):
             v = float(stats[10 * i + j])
-            setattr(r, name, int(v) if name in _INTEGER_STATS else v)
+            setattr(r.kv if name == "used" else r, name, int(v) if name in _INTEGER_STATS else v)
         r.outstanding = 0
-        r.version += 1
+        r.win.version += 1
     if progress is not None:
         progress(n)
     return first, finish, replica, preempted

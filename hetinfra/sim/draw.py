@@ -97,10 +97,11 @@ def sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, 
     return out
 
 
-def routed(m: ModelEntry, plan: SimPlan, draw: Draw, routing: OriginRouting,
-            memo: dict | None) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
-    """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests)."""
-    key = None if memo is None else json.dumps(["route", _sizes(m), routes(plan, m.name),
+def routed(m: ModelEntry, plan: SimPlan, draw: Draw, routing: OriginRouting, memo: dict | None,
+           config: WorkloadConfig) -> tuple[dict[int, np.ndarray], list[int], np.ndarray]:
+    """:func:`_route`, kept in ``memo`` (the trim's checks and the bisection route the same requests;
+    the key holds the draw's workload, so replications at other seeds keep their own entries)."""
+    key = None if memo is None else json.dumps(["route", _sizes(m), [config.requests, config.seed], routes(plan, m.name),
                                                 sorted((a.unit, k) for k, a in enumerate(plan.allocations)
                                                        if a.model == m.name)], sort_keys=True)
     if key is not None and key in memo and memo[key][0] is draw:

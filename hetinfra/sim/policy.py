@@ -1,0 +1,177 @@
+"""Scheduler policies: what a replica runs next, given its queues, its KV cache and its token budget.
+
+A policy is a class (one per policy, as Vidur's replica schedulers); a replica calls its
+``schedule(replica, t)`` at the end of every window, and the policy opens the next window on the
+replica's clock (``replica.win``) or leaves it idle. Policies hold no state of their own (one
+instance may serve every replica); the state is the replica's (``hetinfra.sim.replica``).
+
+:class:`VLLMv1` is vLLM's V1 scheduler (``vllm/v1/core/sched/scheduler.py``) and the default: every
+figure of a plan comes from it, and it is the one policy the compiled core (``hetinfra.sim.core``)
+runs; a replica with any other policy runs on the Python loop. Its choices are small methods, so a
+variant overrides one of them:
+
+* :meth:`VLLMv1.next_admission`: which waiting request is admitted next (FCFS: the queue's head;
+  a preempted request was put back at the head);
+* :meth:`VLLMv1.chunk`: how many of a request's (re)prefill tokens a step schedules, given the
+  budget left (chunked prefill: as many as fit; 0: not in this step);
+* :meth:`VLLMv1.victim`: which running request a step preempts when the KV cache runs out (the
+  most recently admitted).
+
+tests/sim/test_policy.py adds two (shortest prompt first; FCFS without chunked prefill) this way.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["SchedulerPolicy", "VLLMv1", "DEFAULT_POLICY"]
+
+
+class SchedulerPolicy:
+    """A scheduler: ``schedule(replica, t)`` opens the replica's next window at t or idles it."""
+
+    name = "abstract"
+
+    def schedule(self, rep, t: float) -> None:
+        raise NotImplementedError
+
+
+class VLLMv1(SchedulerPolicy):
+    """vLLM V1: continuous batching with chunked prefill under a token budget, running requests
+    first in admission order, then FCFS admissions while budget, ``max_num_seqs`` and KV blocks
+    allow; recompute preemption of the last admitted request when a block is missing (a step that
+    preempted admits nobody). Between events, k pure-decode steps are one window (see replica.py)."""
+
+    name = "vllm-v1"
+
+    # ---- the choices (override one for a variant) ----------------------------------------------
+    def next_admission(self, waiting: deque):
+        """The waiting request admitted next (``waiting`` is not empty)."""
+        return waiting[0]
+
+    def chunk(self, req, need: int, budget: int) -> int:
+        """Tokens of ``req``'s (re)prefill, ``need`` left, to schedule with ``budget`` tokens left."""
+        return min(need, budget)
+
+    def victim(self, running: dict):
+        """The running request to preempt (``running`` in admission order)."""
+        return next(reversed(running.values()))
+
+    # ---- the schedule --------------------------------------------------------------------------
+    def schedule(self, rep, t: float) -> None:
+        nd = rep.nd
+        kv = rep.kv
+        free = kv.total - kv.used
+        if nd and not rep.prefilling:
+            need = kv.phase[(-rep.clock) % kv.bs]
+            if need <= free:
+                # a pure-decode window unless the next admission could run now (its first chunk
+                # within the budget left and its blocks within the blocks left)
+                waiting, left = rep.waiting, rep.budget - nd
+                if not waiting or left <= 0 or len(rep.running) >= rep.max_seqs:
+                    self.decode_window(rep, t, free)
+                    return
+                head = self.next_admission(waiting)
+                n = self.chunk(head, head.prompt + head.g - head.computed, left)
+                if n <= 0 or kv.blocks_for(head.computed + n) > free - need:
+                    self.decode_window(rep, t, free)
+                    return
+        self.mixed_step(rep, t)
+
+    def decode_window(self, rep, t: float, free: int) -> None:
+        """k pure-decode steps with a fixed batch: until the first finish, or the KV cache is full."""
+        fin = rep.fin
+        while fin[0][2] != fin[0][3].gen or not fin[0][3].dec:
+            rep.pop_finish()
+        nd, pp, step, clock = rep.nd, rep.pp, rep.step, rep.clock
+        k = min(fin[0][0] - clock, rep.kv.decode_steps_fitting(clock, nd, free))
+        seqs = len(rep.running)
+        ctx0 = rep.sum_xb + nd * (clock + 1)  # each sequence attends its computed tokens + itself
+        d0 = rep.checked(step(0.0, 0.0, nd / pp, ctx0 / pp, seqs))
+        a = 0.0
+        if k > 1:
+            a = step(0.0, 0.0, nd / pp, (ctx0 + nd) / pp, seqs) - d0
+            last = rep.checked(step(0.0, 0.0, nd / pp, (ctx0 + nd * (k - 1)) / pp, seqs))
+            if abs(d0 + a * (k - 1) - last) > 1e-9 * last:  # a roofline branch switch inside: stop before it
+                lo, hi = 1, k - 1  # step lo is on the line, step hi is not
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    v = step(0.0, 0.0, nd / pp, (ctx0 + nd * mid) / pp, seqs)
+                    if abs(d0 + a * mid - v) <= 1e-9 * v:
+                        lo = mid
+                    else:
+                        hi = mid
+                k = lo + 1
+        win = rep.win
+        win.used0 = rep.kv.used
+        win.open(t, d0, a, k, None, t + (k * d0 + a * k * (k - 1) * 0.5))
+
+    def mixed_step(self, rep, t: float) -> None:
+        """One step, vLLM's schedule() literally: running decodes, running prefills, then admissions."""
+        preempted = self.grow_decodes(rep, t)
+        kv = rep.kv
+        budget = rep.budget - rep.nd
+        chunks: list = []
+        for req in list(rep.prefilling):
+            if req.rid not in rep.running:
+                continue  # preempted above
+            n = self.chunk(req, req.prompt + req.g - req.computed, budget)
+            if n <= 0:
+                break
+            nb = kv.blocks_for(req.computed + n) - kv.blocks_for(req.computed)
+            while nb > kv.total - kv.used:
+                preempted = True
+                if rep.preempt(t, self.victim(rep.running)) is req:
+                    break
+            if req.rid not in rep.running:
+                break
+            kv.used += nb
+            chunks.append((req, n))
+            budget -= n
+        if not preempted:
+            budget = self.admit(rep, t, budget, chunks)
+        if not rep.nd and not chunks:
+            rep.win.idle()  # until the next arrival
+            return
+        pt = pos = 0
+        for req, n in chunks:
+            pt += n
+            pos += n * req.computed + n * (n - 1) // 2  # causal: token i attends i earlier tokens
+        pp, nd = rep.pp, rep.nd
+        ctx = rep.sum_xb + nd * (rep.clock + 1)
+        d = rep.checked(rep.step(pt / pp, pos / pp, nd / pp, ctx / pp, len(rep.running)))
+        rep.win.open(t, d, 0.0, 1, chunks, t + d)
+
+    def grow_decodes(self, rep, t: float) -> bool:
+        """Allocate the blocks the decoding sequences need this step, preempting until they fit;
+        whether any was preempted."""
+        preempted = False
+        if rep.nd:
+            kv = rep.kv
+            need = kv.next_step_blocks(rep.clock)
+            while need > kv.total - kv.used:
+                rep.preempt(t, self.victim(rep.running))
+                preempted = True
+                need = kv.next_step_blocks(rep.clock) if rep.nd else 0
+            kv.used += need
+        return preempted
+
+    def admit(self, rep, t: float, budget: int, chunks: list) -> int:
+        """Admit waiting requests while budget, sequences and blocks allow; the budget left."""
+        waiting, running, kv = rep.waiting, rep.running, rep.kv
+        while waiting and budget > 0 and len(running) < rep.max_seqs:
+            req = self.next_admission(waiting)
+            n = self.chunk(req, req.prompt + req.g - req.computed, budget)
+            if n <= 0:
+                break
+            nb = kv.blocks_for(req.computed + n)
+            if nb > kv.total - kv.used:
+                break
+            rep.admit(req, t)
+            kv.used += nb
+            chunks.append((req, n))
+            budget -= n
+        return budget
+
+
+DEFAULT_POLICY = VLLMv1()
