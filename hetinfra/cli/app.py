@@ -11,6 +11,7 @@ commands so ``hetinfra --help`` stays fast.
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 
 import click
@@ -64,11 +65,32 @@ for _command in (plan_command, schema_command, estimate_command, prices_command,
 GC_GEN0_THRESHOLD = 50_000
 
 
+#: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
+STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+def _stop(signum: int, _frame) -> None:
+    """SIGINT, SIGTERM and SIGHUP become SystemExit(128 + signum) in the main thread. click turns a
+    KeyboardInterrupt into "Aborted!" and exit 1, and Python's default SIGTERM ends the process at
+    once; an exception instead unwinds every with-block and finally, so a staged out dir or a lock is
+    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status."""
+    signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
+    click.echo("interrupted" if signum == signal.SIGINT else f"stopped by signal {signum}", err=True)
+    raise SystemExit(STOPPED_BY[signum])
+
+
+def install_signal_exits() -> None:
+    for signum in STOPPED_BY:
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):  # not one a caller chose
+            signal.signal(signum, _stop)
+
+
 def main() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    install_signal_exits()
     try:
         cli(standalone_mode=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # raised by code that re-raises one it caught
         click.echo("interrupted", err=True)
         sys.exit(130)
     finally:

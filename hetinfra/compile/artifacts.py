@@ -83,7 +83,8 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
     doc = Plan.parse(plan, out / "plan.json")
     try:
-        with staged_dir(out) as stage:
+        spec = (plan.get("inputs") or {}).get("spec_path")
+        with staged_dir(out, guard=(Path(spec),) if spec else ()) as stage:  # OUT may not hold the spec
             written = _write_artifacts(stage, plan, doc)
     except OSError as exc:
         where = Path(exc.filename).name if exc.filename else out

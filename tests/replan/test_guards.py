@@ -77,3 +77,46 @@ def test_triggers_list_only_prices_that_changed():
     running = [_alloc("a", 1, price=1.0), _alloc("b", 1, price=2.0)]
     d = decide(running, _plan(*running), offers, {}, min_savings_pct=5, min_savings_usd_h=1)
     assert d.triggers == ["b.xl in aws/us-east-1: $2/h -> $2.5/h (+25.0%)"]
+
+
+def _kept(counts: dict, running: list[dict]) -> int:
+    """GPUs of the running replicas ``counts`` keeps, counted independently of hetinfra.replan.safe."""
+    return sum(min(counts.get(a["unit"], 0), a["count"]) * a["gpus_per_instance"] for a in running)
+
+
+def test_the_cap_counts_only_running_gpus_not_what_the_run_adds():
+    # issue 36: 10 running GPUs, the new plan keeps 3 of them and adds 2 new ones: 7 of 10 would go
+    running = [_alloc("a", 10)]
+    new = _plan(_alloc("a", 3), _alloc("b", 2))
+    stages, _ = stage_counts(running, new, None)
+    capped, was_capped, line = cap_cut(stages, running, new, 0.5)
+    assert was_capped and _kept(capped[-1][1], running) == 5
+    assert "keeps 5 of 10 running GPUs (the new plan keeps 3 of them" in line
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.sampled_from([1, 2, 4, 8])), min_size=1,
+                max_size=5), st.sampled_from([0.0, 0.25, 0.5, 0.9]))
+def test_property_a_capped_run_keeps_its_share_of_the_running_gpus(fleet, max_cut):
+    """Whatever runs and whatever the new plan is, the last stage of a capped run keeps at least
+    (1 - max_cut) of the GPUs that run now, counted without what the run adds; the only exception
+    moves one replica whose loss the run's additions make up for."""
+    running = [_alloc(f"u{k}", now, gpus) for k, (now, _, gpus) in enumerate(fleet) if now]
+    planned = [_alloc(f"u{k}", new, gpus) for k, (_, new, gpus) in enumerate(fleet) if new]
+    if not running or not planned:
+        return
+    new = _plan(*planned)
+    stages, _ = stage_counts(running, new, None)
+    capped, was_capped, line = cap_cut(stages, running, new, max_cut)
+    before = sum(a["count"] * a["gpus_per_instance"] for a in running)
+    kept = _kept(capped[-1][1], running) if capped else before
+    floor = before * (1 - max_cut)
+    if kept < floor - 1e-9:  # the small-fleet exception: one replica, made up for by additions
+        info = {a["unit"]: a for a in running} | {a["unit"]: a for a in planned}
+        assert fleet_gpus(capped[-1][1], info) >= floor - 1e-9
+        assert kept >= floor - max(a["gpus_per_instance"] for a in running)
+    if was_capped:
+        assert f"keeps {kept} of {before} running GPUs" in line
