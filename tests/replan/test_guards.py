@@ -120,3 +120,32 @@ def test_property_a_capped_run_keeps_its_share_of_the_running_gpus(fleet, max_cu
         assert kept >= floor - max(a["gpus_per_instance"] for a in running)
     if was_capped:
         assert f"keeps {kept} of {before} running GPUs" in line
+
+
+def test_a_forecast_over_the_error_threshold_is_reported_and_removes_nothing():
+    from hetinfra.replan.forecast import Forecast
+    from hetinfra.replan.run import unreliable_forecasts
+
+    def obs(mape):
+        return SimpleNamespace(forecast=Forecast(1.0, [1.0], "recent-peak", mape, 0.1, 12, ""))
+
+    lines = unreliable_forecasts({"chat": obs(3.47), "code": obs(0.2), "new": obs(None)}, 0.5)
+    assert lines == ["chat: the forecast's backtest error (MAPE 347%) exceeds 50% (--max-forecast-error-pct); it "
+                     "does not drive cuts: this run makes no removal"]
+    running, new = [_alloc("a", 10)], _plan(_alloc("a", 1), _alloc("b", 4))
+    for force in (False, True):
+        told: list[str] = []
+        stages, complete, capped = _this_run(running, new, ReplanOptions(force=force), told.append, hold_cuts=True)
+        assert capped and not complete and stages[-1][1]["a"] == 10 and stages[-1][1]["b"] == 4  # adds, cuts nothing
+        assert any("a forecast's backtest error is over --max-forecast-error-pct" in x for x in told)
+
+
+def test_a_missing_state_dir_is_exit_2_and_creates_nothing(tmp_path, run_cli):
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[2] / "services" / "chat.yaml"
+    missing = tmp_path / "gone" / "out"
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(missing), "--json")
+    assert code == 2 and "--state" in err and "no such directory" in err
+    assert not (tmp_path / "gone").exists()  # neither replan.log nor .replan.lock made it
+    assert '"exit_code": 2' in stdout
