@@ -21,22 +21,13 @@ from hypothesis import strategies as st
 from hetinfra.errors import InvalidInputError
 from tests.fuzz.conftest import assert_clean_exit, budget
 from tests.fuzz.test_fuzz_files import VALUES, paths_of
+from tests.fuzz.test_fuzz_spec import mutate
 from tests.perf.test_bench_import import result
 
 REPO = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000 + "]" * 100_000
 HOSTILE_VALUES = st.one_of(VALUES, st.just(float("nan")), st.just(1e308), st.just(-1), st.just([[1], [2]]),
                            st.just(["1e3"]), st.just(True), st.just("inf"), st.just([10 ** 30]))
-
-
-def _replace(doc, path, value):
-    if not path:
-        return value
-    target = doc
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
-    return doc
 
 
 @st.composite
@@ -49,7 +40,7 @@ def hostile_json(draw, doc: dict) -> str:
     if how == "other":
         return draw(st.sampled_from([DEEP, '{"a":' * 5000 + "1" + "}" * 5000, "", "null", "NaN", "\x00", "1" * 5000]))
     path = draw(st.sampled_from(paths_of(doc)))
-    return json.dumps(_replace(json.loads(text), path, draw(HOSTILE_VALUES)))
+    return json.dumps(mutate(doc, path, draw(HOSTILE_VALUES)) if path else draw(HOSTILE_VALUES))
 
 
 @budget(60)
