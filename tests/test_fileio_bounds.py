@@ -104,3 +104,18 @@ def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(tmp_path):
     with staged_dir(out):
         pass
     assert not leftover.exists() and mine.exists()  # a live process's copy is never touched
+
+
+def test_plan_json_and_a_snapshot_meta_nested_too_deep_are_clear_errors(tmp_path):
+    from hetinfra.document.load import read_json as read_document
+    from hetinfra.price_feeds.store import CorruptSnapshot, read_snapshot_dir
+
+    deep = tmp_path / "plan.json"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    with pytest.raises(InvalidInputError, match="nested deeper than"):
+        read_document(deep, what="plan.json", hint="re-plan")
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    os.mkfifo(snap / "meta.json")
+    with pytest.raises(CorruptSnapshot, match="not a regular file"):
+        read_snapshot_dir(snap)
