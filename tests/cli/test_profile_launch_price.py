@@ -36,3 +36,11 @@ def test_shortened_names_stay_distinct_and_fit():
     fitted = [fit_label(n) for n in names]
     assert len(set(fitted)) == len(names) and all(len(f) <= 63 for f in fitted)
     assert fit_label("short") == "short" and fit_label("a" * 63) == "a" * 63
+
+
+def test_kubernetes_pool_names_stay_distinct_when_shortened():
+    from hetinfra.compile.kubernetes.nodes import pool_name
+
+    service = "s" * 40
+    names = {pool_name(service, f"{'x' * 30}.{k}xlarge", spot) for k in range(20) for spot in (False, True)}
+    assert len(names) == 40 and all(len(n) <= 63 for n in names)
