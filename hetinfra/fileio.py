@@ -26,7 +26,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from hetinfra.errors import InvalidInputError
 
@@ -216,14 +216,14 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def out_dir(target: Path, guard: Iterable[Path] = ()) -> Path:
+def out_dir(target: Path) -> Path:
     """The folder an out dir swap replaces, as an absolute path, or an InvalidInputError (exit 2):
 
     - a symlink to a folder is written through (the folder it points to is replaced, the link stays);
       a symlink to nothing or to a file is refused;
     - an out dir that is the current directory or holds it (``--out .``, ``--out ..``) is refused:
-      the swap would move the folder the user stands in, and the copy would be made inside itself;
-    - so is one that holds a file of ``guard`` (the spec being planned)."""
+      the swap would move the folder the user stands in, and the copy would be made inside itself.
+    (Files the out dir holds, a spec among them, are kept: the copy starts as the old folder.)"""
     if target.is_symlink():
         pointed = target.resolve()
         if not pointed.is_dir():
@@ -238,10 +238,6 @@ def out_dir(target: Path, guard: Iterable[Path] = ()) -> Path:
         raise InvalidInputError(f"--out {target} is the current directory or holds it; an out dir is replaced "
                                 "whole, so it cannot be the folder you run from", hint="pass a sub-folder such as "
                                 "--out out/chat")
-    for path in guard:
-        if absolute in Path(path).resolve().parents:
-            raise InvalidInputError(f"--out {target} holds {path}; an out dir is replaced whole, so it cannot hold "
-                                    "the files it is made from", hint="keep the spec outside the out dir")
     return absolute
 
 
@@ -305,14 +301,14 @@ def _link_tree(src: Path, dst: Path) -> None:
 
 
 @contextmanager
-def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",), guard: Iterable[Path] = ()):
+def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
     """Yield a folder beside ``target`` that starts as a copy of it; on a clean exit it replaces
     ``target`` whole, on an error (or SIGINT/SIGTERM, which the CLI turns into SystemExit) it is
     removed and ``target`` is as it was. The files in ``fresh`` (the deploy state, which `apply` may
     rewrite meanwhile) are taken from ``target`` again just before the swap, so they are kept apart
-    from what the block wrote. ``target`` is checked by :func:`out_dir` (``guard``: files it must
-    not hold); copies a killed run left beside it are removed first."""
-    target = out_dir(target, guard)
+    from what the block wrote. ``target`` is checked by :func:`out_dir`; copies a killed run left
+    beside it are removed first."""
+    target = out_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_stages(target)
     stage = _new_stage(target)

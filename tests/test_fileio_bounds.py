@@ -61,7 +61,7 @@ def test_a_first_row_of_numbers_is_never_a_header(row, header):
     assert looks_like_header(row) is header
 
 
-def test_an_out_dir_that_holds_the_cwd_or_the_spec_is_refused(tmp_path, monkeypatch):
+def test_an_out_dir_that_holds_the_cwd_is_refused_one_that_holds_the_spec_keeps_it(tmp_path, monkeypatch):
     out = tmp_path / "out"
     (out / "sub").mkdir(parents=True)
     for cwd in (out, out / "sub"):
@@ -71,10 +71,11 @@ def test_an_out_dir_that_holds_the_cwd_or_the_spec_is_refused(tmp_path, monkeypa
                 with staged_dir(target):
                     pass
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(InvalidInputError, match="holds .*spec.yaml"):
-        with staged_dir(out, guard=(out / "sub" / "spec.yaml",)):
-            pass
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging copy left
+    (out / "spec.yaml").write_text("name: x\n")
+    with staged_dir(out) as stage:
+        (stage / "plan.json").write_text("{}")
+    assert (out / "spec.yaml").read_text() == "name: x\n" and (out / "plan.json").exists()
 
 
 def test_a_symlinked_out_dir_is_written_through(tmp_path):

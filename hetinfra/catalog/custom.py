@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hetinfra.catalog.gpus import GpuSpec, get_gpu
 
-__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_offered", "gpu_facts", "not_in_catalog"]
+__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "gpu_facts"]
 
 #: an L4-class card: low enough not to flatter an unknown GPU's step model before rescaling
 DEFAULT_BANDWIDTH_GBPS = 300.0
@@ -35,28 +35,24 @@ def gpu_facts(name: str, spec=None, memory_gb: float | None = None) -> GpuSpec |
                    entry.nvlink, entry.intra_node_gbps)
 
 
-def not_in_catalog(name: str) -> str:
-    """``name`` of a custom GPU, or a ValueError when the catalog has that GPU (in any case): its entry
-    would never be read, since :func:`gpu_facts` takes the catalog's facts first (issue 36)."""
-    known = get_gpu(name)
-    if known is not None:
-        raise ValueError(f"custom GPU {name!r} is the catalog's GPU {known.name!r}, whose facts would be used; "
-                         "name a custom GPU as its offers CSV does, differently from every catalog GPU")
-    if not name.strip() or not name.isprintable():
-        raise ValueError(f"custom GPU name {name!r} must be printable and not empty")
-    return name
+def check_custom_gpus(spec, offers, locate=None) -> None:
+    """Each ``infrastructure.custom_gpus`` entry (issue 36), else an InvalidInputError at its line:
 
-
-def check_offered(spec, offers, locate=None) -> None:
-    """Every ``infrastructure.custom_gpus`` entry names a GPU some offer has, else an InvalidInputError
-    at the entry's line: an entry nothing offers would be silently unused."""
+    - is named differently from every catalog GPU, in any case: :func:`gpu_facts` takes the
+      catalog's facts first, so an entry named ``H100`` or ``l4`` would never be read;
+    - names a GPU some offer has: an entry nothing offers would be silently unused."""
     from hetinfra.errors import InvalidInputError, did_you_mean
 
     offered = sorted({o.gpu for o in offers})
     for i, entry in enumerate(spec.infrastructure.custom_gpus):
+        where = (locate("infrastructure", "custom_gpus", i) if locate else "spec") + f": infrastructure.custom_gpus[{i}]"
+        known = get_gpu(entry.name)
+        if known is not None:
+            raise InvalidInputError(f"{where}: custom GPU {entry.name!r} is the catalog's GPU {known.name!r}, whose facts "
+                                    "would be used", hint="name a custom GPU as its offers CSV does, differently from "
+                                                          "every catalog GPU (hetinfra prices lists them)")
         if entry.name not in offered:
-            where = locate("infrastructure", "custom_gpus", i) if locate else "spec"
             custom = [g for g in offered if get_gpu(g) is None]
-            raise InvalidInputError(f"{where}: infrastructure.custom_gpus[{i}]: no offer has the GPU '{entry.name}'"
+            raise InvalidInputError(f"{where}: no offer has the GPU '{entry.name}'"
                                     + (f"; {did_you_mean(entry.name, custom)}" if custom else ""),
                                     hint="list the offers CSV that offers it under `offers:`, or remove the entry")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetinfra.errors import InvalidInputError, ProviderError
-from hetinfra.spec.base import fit_label
+from hetinfra.facts import fit_label
 
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan

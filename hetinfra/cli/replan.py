@@ -160,12 +160,22 @@ def fetch_demand(source: str, out: Path) -> Path:
         key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
         if key:
             req.add_header("Authorization", "Bearer " + key)
+        from hetinfra.replan.demand_log import MAX_LOG_BYTES
+
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - an operator-given URL
-                text = resp.read().decode("utf-8")
-        except (urllib.error.URLError, OSError) as exc:
+                body = resp.read(MAX_LOG_BYTES + 1)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise FeedError(f"cannot fetch the demand log from {source}: {exc}",
                             hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys?") from None
+        if len(body) > MAX_LOG_BYTES:
+            raise FeedError(f"the demand log at {source} is larger than {MAX_LOG_BYTES} bytes",
+                            hint="rotate the gateway's log (it keeps .1 .. .N) or fetch a shorter span")
+        try:
+            text = body.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise FeedError(f"the demand log at {source} is not UTF-8 text (byte {exc.start})",
+                            hint="is the URL the gateway's /admin/demand.csv?") from None
     else:
         path = Path(source)
         if not path.is_file():

@@ -83,8 +83,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
     doc = Plan.parse(plan, out / "plan.json")
     try:
-        spec = (plan.get("inputs") or {}).get("spec_path")
-        with staged_dir(out, guard=(Path(spec),) if spec else ()) as stage:  # OUT may not hold the spec
+        with staged_dir(out) as stage:
             written = _write_artifacts(stage, plan, doc)
     except OSError as exc:
         where = Path(exc.filename).name if exc.filename else out

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.catalog.accuracy import SCALE, builtin_accuracy, known_checkpoints
-from hetinfra.catalog.custom import check_offered
+from hetinfra.catalog.custom import check_custom_gpus
 from hetinfra.spec.clusters import restrict_to_clusters
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import ModelArch
@@ -121,7 +121,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     profiles = ProfileTable(rows)
 
     infra = spec.infrastructure
-    check_offered(spec, snap.offers, locate)  # a custom GPU nothing offers is an error, not ignored
+    check_custom_gpus(spec, snap.offers, locate)  # one named like a catalog GPU, or nothing offers: an error
     all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
     for c in infra.clouds:
         if c.lower() not in all_clouds:

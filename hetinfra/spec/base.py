@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
-__all__ = ["Strict", "ShellChecked", "dns_name", "fit_label", "is_dns_label", "word_problem", "SHELL_META",
+__all__ = ["Strict", "ShellChecked", "dns_name", "is_dns_label", "word_problem", "SHELL_META",
            "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
 
 
@@ -88,18 +88,6 @@ def dns_name(value: str, what: str) -> str:
         raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters "
                          "(it names cloud resources)")
     return value
-
-
-def fit_label(name: str, limit: int = 63) -> str:
-    """``name`` when it fits ``limit`` characters, else cut and ending in ``-`` and 8 hex digits of
-    the SHA-256 of the whole name: the one way a generated resource name (a SkyPilot cluster, a node
-    pool) is shortened, so two long names that share their first ``limit`` characters stay distinct."""
-    if len(name) <= limit:
-        return name
-    import hashlib
-
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return name[: limit - len(digest) - 1].rstrip("-") + "-" + digest
 
 
 #: characters a shell argument may not hold even quoted: whitespace and controls (they split lines of

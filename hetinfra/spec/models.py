@@ -327,14 +327,6 @@ class CustomGpuSpec(Strict):
     intra_node_gbps: float = Field(32.0, gt=0, le=10_000, description="Per-GPU bandwidth between GPUs of one "
                                                                      "node, GB/s (PCIe4 x16: 32).")
 
-    @field_validator("name")
-    @classmethod
-    def _not_a_catalog_gpu(cls, v: str) -> str:
-        from hetinfra.catalog.custom import not_in_catalog
-
-        return not_in_catalog(v)
-
-
 class InfrastructureSpec(Strict):
     """Where the plan may put capacity."""
 

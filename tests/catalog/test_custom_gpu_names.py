@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.errors import InvalidInputError
+from hetinfra.plan.inputs import resolve
 from hetinfra.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,12 +28,14 @@ def _spec(tmp_path: Path, name: str) -> Path:
     return path
 
 
-@settings(max_examples=40, derandomize=True, deadline=None)
+@settings(max_examples=25, derandomize=True, deadline=None)
 @given(st.sampled_from(sorted(GPUS)), st.sampled_from([str.upper, str.lower, str]))
 def test_property_no_catalog_gpu_in_any_case_is_a_custom_gpu(tmp_path_factory, gpu, case):
     path = _spec(tmp_path_factory.mktemp("c"), case(gpu))
-    with pytest.raises(InvalidInputError, match=r"service.yaml:\d+:\d+: .*custom GPU .* is the catalog's GPU"):
-        load_spec(path)
+    spec, text, locate = load_spec(path)
+    with pytest.raises(InvalidInputError, match=r"service.yaml:\d+:\d+: infrastructure.custom_gpus\[0\]: custom GPU "
+                                                r".* is the catalog's GPU"):
+        resolve(spec, path, text, None, locate)
 
 
 def test_a_custom_gpu_nothing_offers_is_an_error_at_its_line(tmp_path, run_cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hetinfra.cli.profile_launch import bench_tasks, launch_price
 from hetinfra.document import Plan
-from hetinfra.spec.base import fit_label
+from hetinfra.facts import fit_label
 from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
 

@@ -149,3 +149,20 @@ def test_a_missing_state_dir_is_exit_2_and_creates_nothing(tmp_path, run_cli):
     assert code == 2 and "--state" in err and "no such directory" in err
     assert not (tmp_path / "gone").exists()  # neither replan.log nor .replan.lock made it
     assert '"exit_code": 2' in stdout
+
+
+def test_a_demand_log_url_answering_binary_is_exit_4_not_a_traceback(tmp_path):
+    from hetinfra.cli.replan import fetch_demand
+    from hetinfra.errors import FeedError
+    from tests.conftest import QuietHandler, loopback_server
+
+    class Handler(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"timestamp,model\n\xff\xfe\x00")
+
+    with loopback_server(Handler) as (_, base):
+        with pytest.raises(FeedError, match="is not UTF-8 text"):
+            fetch_demand(f"{base}/admin/demand.csv", tmp_path)
+    assert not (tmp_path / "gateway").exists()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from hetinfra.compile.skypilot import DeployedUnit
-from hetinfra.spec.base import fit_label
+from hetinfra.facts import fit_label
 
 __all__ = ["GATEWAY_IMAGE", "gateway_objects"]
 

@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 
 from hetinfra.compile.skypilot import DeployedUnit
-from hetinfra.facts import GCP
-from hetinfra.spec.base import fit_label
+from hetinfra.facts import GCP, fit_label
 
 __all__ = ["GPU_TAINT", "NodePlacement", "node_objects", "placement"]
 
