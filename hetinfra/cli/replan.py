@@ -75,10 +75,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
 
     log_path = log_file or out / "replan.log"
     meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
-    if not out.is_dir():  # before the log or the lock would create it
-        fail(InvalidInputError(f"--state {out}: {'not a directory' if out.exists() else 'no such directory'}",
-                               hint="pass the --out directory of `hetinfra plan` (or of `apply`) of the running "
-                                    "deployment"), as_json, meta)
+    _require_state_dir(out, as_json, meta)  # before the log or the lock would create it
     show = verbose or sys.stdout.isatty()
     lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
 
@@ -122,6 +119,16 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     if as_json:
         click.echo(dumps_strict(replan_json(spec, out, outcome, log_path), indent=2))
     sys.exit(outcome.code)
+
+
+def _require_state_dir(out: Path, as_json: bool, meta: dict) -> None:
+    """Exit 2 when --state is not a folder: replan never creates one (nor its log or lock)."""
+    from hetinfra.errors import InvalidInputError
+
+    if not out.is_dir():
+        fail(InvalidInputError(f"--state {out}: {'not a directory' if out.exists() else 'no such directory'}",
+                               hint="pass the --out directory of `hetinfra plan` (or of `apply`) of the running "
+                                    "deployment"), as_json, meta)
 
 
 def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:

@@ -191,9 +191,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
         for w in list(feed_warnings) + cap_warnings:
             detail(f"feeds: {w}")
-        override, demand_triggers, unreliable = (None, [], [])
-        if opts.demand_log:
-            override, demand_triggers, unreliable = _observed_spec(spec_path, opts.demand_log, detail, opts)
+        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts)
+                                                 if opts.demand_log else (None, [], []))
         running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                                pulumi_command=pulumi_command, env=env)
         running = [allocation_of(a) for a in running_dicts]
