@@ -151,6 +151,29 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "log": str(log_path)}
 
 
+def _join_rotations(path: Path, keep: int = 100) -> str:
+    """The gateway's demand log and its rotations (.N .. .1, oldest first) as one CSV text, each file
+    read by the one reader (a FIFO or a non-UTF-8 rotation is exit 2 naming it, never a hang or a
+    traceback), at most the demand log's size bound in all."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.fileio import read_text
+    from hetinfra.gateway.demand import HEADER
+    from hetinfra.replan.demand_log import MAX_LOG_BYTES
+
+    if not path.is_file():
+        raise InvalidInputError(f"--demand-from: {path} not found")
+    out, size = [HEADER], 0
+    for f in [path.with_name(f"{path.name}.{k}") for k in range(keep, 0, -1)] + [path]:
+        if f.exists() or f.is_symlink():
+            text = read_text(f, "demand log", max_bytes=MAX_LOG_BYTES)
+            size += len(text)
+            if size > MAX_LOG_BYTES:
+                raise InvalidInputError(f"--demand-from: {path} and its rotations hold more than {MAX_LOG_BYTES} bytes",
+                                        hint="keep fewer rotations, or pass one file with --demand-log")
+            out.extend(line for line in text.splitlines(keepends=True)[1:] if line.strip())
+    return "".join(out)
+
+
 def fetch_demand(source: str, out: Path) -> Path:
     """The gateway's demand log as one CSV file under OUT (fetched from a URL, or a file joined with its rotations)."""
     import os
@@ -159,7 +182,6 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     from hetinfra.errors import FeedError, InvalidInputError
     from hetinfra.fileio import atomic_write_text
-    from hetinfra.gateway.demand import read_all
     from hetinfra.gateway.keys import first_client_key
 
     target = out / "gateway" / "demand-observed.csv"
@@ -185,9 +207,6 @@ def fetch_demand(source: str, out: Path) -> Path:
             raise FeedError(f"the demand log at {source} is not UTF-8 text (byte {exc.start})",
                             hint="is the URL the gateway's /admin/demand.csv?") from None
     else:
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(f"--demand-from: {path} not found")
-        text = read_all(path)
+        text = _join_rotations(Path(source))
     atomic_write_text(target, text)
     return target

@@ -193,3 +193,20 @@ def test_a_spiky_log_whose_forecast_backtests_at_1000_percent_cuts_nothing(tmp_p
     assert doc["forecast_holds"] and "exceeds 50%" in doc["forecast_holds"][0]
     assert doc["this_run"][-1] == "stage break: no replica changes"
     assert "does not drive cuts" in (out / "replan.log").read_text()
+
+
+def test_a_rotation_of_the_demand_log_that_is_a_fifo_is_exit_2_not_a_hang(tmp_path):
+    import os
+
+    from hetinfra.cli.replan import fetch_demand
+    from hetinfra.errors import InvalidInputError
+
+    log = tmp_path / "demand.csv"
+    log.write_text("timestamp,model,input_tokens,output_tokens,region\n1790000000,m,1,1,\n")
+    os.mkfifo(tmp_path / "demand.csv.2")
+    with pytest.raises(InvalidInputError, match="demand.csv.2 is not a regular file"):
+        fetch_demand(str(log), tmp_path)
+    (tmp_path / "demand.csv.2").unlink()
+    (tmp_path / "demand.csv.1").write_bytes(b"timestamp,model\n\xff\n")
+    with pytest.raises(InvalidInputError, match="not UTF-8"):
+        fetch_demand(str(log), tmp_path)
