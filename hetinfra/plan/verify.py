@@ -110,56 +110,74 @@ class Verification:
     sustained: dict[str, float] = field(default_factory=dict)
     #: per model, the round whose plan (before the trim) it keeps (hetinfra.plan.blocks)
     round_by_model: dict[str, int] = field(default_factory=dict)
+    #: the final plan judged on the "confirm" seeds, which no decision saw (hetinfra.plan.confirm)
+    confirmation: dict = field(default_factory=dict)
+    #: the trim's removals put back because the confirmation did not hold without them
+    put_back: list[dict] = field(default_factory=list)
+    #: replications simulated per purpose ("decide", "confirm")
+    replications: dict[str, int] = field(default_factory=dict)
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
            on_rounds: Callable[[PlanResult], None] | None = None) -> Verification:
     """Simulate ``pr`` at the verification load, re-solve (``resolve``) with the regimes' new factors
-    until every model meets or the rounds run out, trim, and measure the over-provisioning (see the
-    module docstring). Rounds work on :func:`simulation_view`, never on the whole document.
-    ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``: called with the rounds'
-    plan before the trim (its factors are the final plan's)."""
-    from hetinfra.sim import WorkloadConfig
+    until every model meets or the rounds run out, trim, confirm on fresh seeds (putting back what
+    the confirmation does not hold), and measure the over-provisioning (see the module docstring).
+    Rounds work on :func:`simulation_view`, never on the whole document. ``progress``: see
+    hetinfra.plan.progress (None: silent); ``on_rounds``: called with the rounds' plan before the
+    trim (its factors are the final plan's)."""
+    from hetinfra.plan.confirm import confirmed
 
     spec = pr.inputs.spec
     settings = spec.planning.verify
     load = verification_load(spec)
-    config = WorkloadConfig(requests=settings.requests, load=load, burst_cv=settings.burst_cv, seed=settings.seed)
-    sim_of = _Simulator(pr, config, settings.margin, progress)
-    out = _rounds(pr, sim_of, resolve, settings.max_rounds, progress)
+    decide, confirm = simulators(pr, progress)
+    out = _rounds(pr, decide, resolve, settings.max_rounds, progress)
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
         on_rounds(out.pr)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
+    steps: list = []
     if out.sim["met"] and out.pr.problem.objective == "min_cost":
-        out.pr, out.sim, out.trimmed = trim(out.pr, sim_of)
+        out.pr, out.sim, steps = trim(out.pr, decide)
     else:
-        out.sim = sim_of(simulation_view(out.pr))
-    out.checked_removals = len(sim_of.last_pass)
+        out.sim = decide(simulation_view(out.pr))
+    if progress is not None:
+        progress.stage("confirmation")
+    out.pr, out.sim, out.confirmation, out.put_back, steps = confirmed(out.pr, out.sim, steps, decide, confirm)
+    out.trimmed = [removal for removal, _before in steps]
+    out.checked_removals = len(decide.last_pass)
+    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     if progress is not None:
         progress.stage("over-provisioning")
-    out.sustained = _sustained(out.pr, sim_of, load) if out.sim["met"] else {}
-    _check_budget(out.pr, out.sim["met"])
+    met = out.sim["met"] and out.confirmation["met"]
+    out.sustained = _sustained(out.pr, decide, load) if met else {}
+    _check_budget(out.pr, met)
     return out
 
 
-class _Simulator:
-    """Simulates simulation views at the verification load, sharing one per-unit memo (see
-    hetinfra.sim.plan_sim) and records the removals the trim's last pass checked."""
+def simulators(pr: PlanResult, progress=None):
+    """Verification's two judges of simulation views (hetinfra.plan.replicated): on the "decide"
+    seeds (every decision of the search) and on the "confirm" seeds (the final plan), sharing one
+    memo and the plan's ceilings, at the verification load."""
+    from hetinfra.plan.ceiling import Ceilings
+    from hetinfra.plan.replicated import Replicated
+    from hetinfra.sim import WorkloadConfig
 
-    def __init__(self, pr: PlanResult, config, margin: float, progress=None):
-        self.spec, self.path, self.config, self.margin = pr.inputs.spec, pr.inputs.spec_path, config, margin
-        self.memo: dict = {}
-        self.last_pass: list[str] = []
-        self.progress = progress
+    spec, path = pr.inputs.spec, pr.inputs.spec_path
+    settings = spec.planning.verify
+    config = WorkloadConfig(requests=settings.requests, load=verification_load(spec), burst_cv=settings.burst_cv,
+                            seed=settings.seed)
+    memo: dict = {}
+    ceilings = Ceilings(spec, path)
+    return tuple(Replicated(spec, path, config, purpose, settings.margin, memo, ceilings, progress)
+                 for purpose in ("decide", "confirm"))
 
-    def __call__(self, view: dict) -> dict:
-        """The simulation of ``view`` (:func:`simulation_view`, a copy the trim edited, or one whose
-        rates the over-provisioning search scaled: the memo's keys hold the rates)."""
-        from hetinfra.sim import simulate_plan
 
-        ticks = self.progress.requests if self.progress is not None else None
-        sim = simulate_plan(view, self.spec, self.path, self.config, ticks, memo=self.memo, detail=False)
-        return with_margin(sim, self.margin)
+def template_entry(t) -> dict:
+    """What :class:`hetinfra.plan.ceiling.Ceilings` reads of a template (plan.json ``templates[]``'s
+    keys), at its estimated rates (derate 1)."""
+    return {"id": t.id, "gpu": t.gpu, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
+            "variant": t.variant, "capacity_rps": dict(t.rates), "sources": dict(t.sources), "derate": 1.0}
 
 
 def regime_of(t) -> str:
@@ -169,20 +187,23 @@ def regime_of(t) -> str:
     return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
 
 
-def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: int, progress) -> Verification:
+def _rounds(pr: PlanResult, sim_of, resolve: Resolve, max_rounds: int, progress) -> Verification:
     """Solve, simulate, adjust the regimes' factors; the cheapest met plan (else the last)."""
     from hetinfra.perf.confidence import credit_ceiling
 
     regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
     g: dict[str, float] = {}
     ceiling: dict[str, float] = {}
+    models = {m["name"]: m for m in simulation_view(pr)["models"]}
     for u in pr.all_units:
         r = regimes[u.template.id][0]
         g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
         level = u.template.confidence[0] if u.template.confidence else "calibrated"
         # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
-        # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%)
-        ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level))
+        # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
+        # and never past the template's roofline or measured interval at its model's class mix
+        roof = sim_of.ceilings.credit_limit(template_entry(u.template), models.get(u.model))
+        ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof)
     ok: dict[str, float] = {}
     bad: dict[str, float] = {}
     history: list[dict] = []
@@ -222,7 +243,7 @@ def _rounds(pr: PlanResult, sim_of: _Simulator, resolve: Resolve, max_rounds: in
     return Verification(pr, sim, history, stopped, stop_reason, round_by_model=round_by_model)
 
 
-def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of: _Simulator,
+def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
               resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
     """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
     last), or the plan composed of each group of linked models' cheapest met round
@@ -298,7 +319,7 @@ def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str,
     return f
 
 
-def _sustained(pr: PlanResult, sim_of: _Simulator, load: float) -> dict[str, float]:
+def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
     from hetinfra.sim.minimal import sustained_load
 
     # one simulation of all models per step: simulating them apart in a process pool (their results
@@ -322,20 +343,6 @@ def _check_budget(pr: PlanResult, met: bool) -> None:
         raise InfeasibleError(f"budget ${budget:g}/h is below {what}, ${cost:.2f}/h",
                               hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
                               details={"relax": [{"budget_usd_per_hour": {"current": budget, "needed": round(cost, 4)}}]})
-
-
-def with_margin(sim: dict, margin: float) -> dict:
-    """``sim`` with each model's ``met`` requiring its miss ratio <= 1 - margin (a stated margin,
-    planning.verify.margin; 0 leaves ``sim`` as it is)."""
-    if margin <= 0:
-        return sim
-    models = []
-    for m in sim["models"]:
-        ratio = m["objective"].get("ratio")
-        scaled = None if ratio is None else ratio / (1.0 - margin)
-        models.append({**m, "met": m["met"] and scaled is not None and scaled <= 1.0,
-                       "objective": {**m["objective"], "ratio": scaled}})
-    return {**sim, "models": models, "met": all(m["met"] for m in models)}
 
 
 def _fleet_key(doc: dict) -> str:

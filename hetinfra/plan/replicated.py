@@ -1,0 +1,131 @@
+"""Verification's simulator: every decision judged on independent replications with a stated
+confidence, adaptively, and held under the ceilings that measurement and physics set
+(docs/verification.md, "Replications and a stated confidence").
+
+One call judges a simulation view (``hetinfra.plan.plan_json.simulation_view``, or a copy the trim
+or the over-provisioning search edited) for one purpose's seeds (``hetinfra.sim.replications.
+seeds_for``: "decide" for the rounds, the trim and the sustained-load search; "confirm" for the final
+plan, seeds no decision saw):
+
+1. **screen**: the first seed alone. A model that misses there (or whose units are not stable) is
+   clearly out: it is ``missed`` on that one replication, and no more are run for it. Rejecting on
+   one replication errs on the safe side (a removal not taken, a regime derated).
+2. the other models run up to START replications, and are judged together
+   (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
+3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
+   replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
+
+A model's requests depend on its own demand and routing only (``hetinfra.sim.plan_sim``), so running
+the undecided models alone gives them exactly what a run of the whole plan gives, and the per-unit
+memo (its keys hold the seed) serves every replication again to the trim.
+
+Then the ceilings (``hetinfra.plan.ceiling``): a unit loaded past its measured interval or its
+roofline misses whatever the simulation says.
+"""
+
+from __future__ import annotations
+
+from hetinfra.plan.ceiling import Ceilings
+
+__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
+
+#: the one-sided confidence of every bound verification decides on
+CONFIDENCE = 0.95
+#: replications per judgement: START at first (after the one-seed screen), STEP more at a time for
+#: undecided models, at most MAX. Three give a Student-t bound of mean + 1.69 sd (two: 4.5 sd)
+START, STEP, MAX = 3, 2, 7
+
+METHOD = (f"replications: screened on one seed (a model that misses there is missed), then {START} to {MAX} "
+          f"independent replications ({STEP} more at a time while a model is undecided); a model meets when the "
+          f"one-sided {CONFIDENCE:.0%} bound of each statistic is inside its objective and its units are stable in "
+          "every replication, and no unit is loaded past its measured interval or roofline")
+
+
+class Replicated:
+    """Judges simulation views on ``purpose``'s seeds (see the module docstring). ``memo`` is shared
+    with the caller's other Replicated (one per purpose); ``last`` is the last judgement."""
+
+    def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
+                 progress=None):
+        from hetinfra.sim.replications import seeds_for
+
+        self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
+        self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
+        self.seeds = seeds_for(int(config.seed), purpose, MAX)
+        self.last_pass: list[str] = []
+        self.simulations = 0  # replications run (model-level work is in the memo's hands)
+
+    def __call__(self, view: dict) -> dict:
+        judged = self._judge(view)
+        return self.ceilings.apply(judged, view, self.config.load)
+
+    def _run(self, view: dict, models: list[str], seeds: list[int]) -> list[dict]:
+        from hetinfra.sim.minimal import scaled
+        from hetinfra.sim.replications import simulate_replications
+
+        every = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        part = view if set(models) >= set(every) else scaled(view, {m: 1.0 for m in models})
+        ticks = self.progress.requests if self.progress is not None else None
+        self.simulations += len(seeds)
+        return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
+                                     ticks=ticks)
+
+    def _judge(self, view: dict) -> dict:
+        from hetinfra.sim.replications import judge
+
+        names = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        if not names:
+            return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
+        [first] = self._run(view, names, self.seeds[:1])
+        out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
+        runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
+        count = START
+        while runs:
+            todo = sorted(runs)
+            have = len(runs[todo[0]])
+            for sim in self._run(view, todo, self.seeds[have:count]):
+                for n in todo:
+                    runs[n].append(sim)
+            verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
+            for m in verdict["models"]:
+                if m["decision"] != "undecided" or count >= MAX:
+                    out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
+                    del runs[m["model"]]
+            count = min(count + STEP, MAX)
+        return _composed(first, [out[n] for n in names])
+
+
+def _clearly_out(model: dict, sim: dict) -> bool:
+    """A model that misses on the screening seed, or whose units are not stable there."""
+    units = [u for u in sim["units"] if u["model"] == model["model"]]
+    return not model["met"] or not all((u.get("stability") or {}).get("stable", True) for u in units)
+
+
+def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
+    """A model decided ``missed`` on the screening replication alone, and its units, shaped as judge's."""
+    q = model["slo"].get("percentile") or "p99"
+    units = [{**u, "replications": 1, "decision": "met" if u["objective"]["met"] else "missed",
+              "stable": (u.get("stability") or {}).get("stable", True)}
+             for u in sim["units"] if u["model"] == model["model"]]
+    entry = {**model, "met": False, "replications": 1, "seeds": [sim["seed"]], "decision": "missed",
+             "estimate": {"ttft_ms": model["ttft_ms"].get(q), "tpot_ms": model["tpot_ms"].get(q),
+                          "attainment": model["objective"].get("attainment")},
+             "bound": None, "ratio_bound": model["objective"].get("ratio"),
+             "stable": all(u["stable"] for u in units),
+             "objective": {**model["objective"], "met": False}}
+    return entry, units
+
+
+def _only(sim: dict, models: set[str]) -> dict:
+    """``sim`` with only ``models`` and their units."""
+    return {**sim, "models": [m for m in sim["models"] if m["model"] in models],
+            "units": [u for u in sim["units"] if u["model"] in models]}
+
+
+def _composed(first: dict, judged: list[tuple[dict, list[dict]]]) -> dict:
+    """One judgement of the whole view from each model's (entry, units), in the view's order."""
+    models = [m for m, _ in judged]
+    seeds = sorted({s for m in models for s in m["seeds"]})
+    return {**{k: v for k, v in first.items() if k not in ("models", "units")}, "seeds": seeds,
+            "confidence": CONFIDENCE, "method": METHOD, "met": all(m["met"] for m in models),
+            "models": models, "units": [u for _, us in judged for u in us]}
