@@ -46,6 +46,7 @@ from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
+from hetinfra.sim.stability import failed, stability
 from hetinfra.sim.stats import objective_from_slo
 from hetinfra.sim.workload import WorkloadConfig
 
@@ -278,9 +279,12 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         horizon = max(end, 1e-12)  # replicas exist from time 0
         nrep = len(replicas) or 1
         blocks = replicas[0].blocks if replicas else 1
+        latency = block(*cols[:5], obj, span)
+        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms)
+        latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
-               "kv_blocks_per_replica": blocks, **block(*cols[:5], obj, span),
+               "kv_blocks_per_replica": blocks, **latency, "stability": steady,
                # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
                # mean batch and the KV occupancy say more about how full a replica is
                "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
@@ -292,16 +296,18 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
                                 "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
                "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
         units.append(out)
-    models = [_model_entry(name, info, measured[name], detail) for name, info in model_info.items()]
+    models = [_model_entry(name, info, measured[name], detail, [u for u in units if u["model"] == name])
+              for name, info in model_info.items()]
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
             "requests": config.requests, "warmup_fraction": config.warmup_fraction,
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool) -> dict:
+def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict]) -> dict:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
-    the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and CDFs."""
+    the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and
+    CDFs. A model with an unstable unit (``units``: its units' entries) misses (hetinfra.sim.stability)."""
     m = info["plan"]
     obj = objective_from_slo(m.slo.model_dump())
     empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
@@ -322,5 +328,10 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool) -> dic
     if detail:
         entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
                   "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
+    unstable = [u["objective"]["ratio"] for u in units if not u["stability"]["stable"]]
+    entry["stable"] = not unstable
+    if unstable:
+        o = entry["objective"]
+        entry["objective"] = {**o, "met": False, "ratio": max([o["ratio"] or 0.0] + unstable)}
     entry["met"] = entry["objective"]["met"]
     return entry

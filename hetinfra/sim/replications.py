@@ -14,6 +14,8 @@
   the GIL). They share the caller's memo, whose keys hold the seed (``hetinfra.sim.plan_sim._unit_key``,
   ``hetinfra.sim.draw``), so replications never collide and the trim reuses a unit's result for a
   seed exactly as with one seed.
+* :func:`requests_for`: requests per replication, scaled by the longest class's service time (rule
+  in its docstring), which verification and ``hetinfra simulate``'s default use.
 * :func:`judge`: a dict shaped like one simulation whose models and units are judged on all the
   replications (see its docstring for the method).
 """
@@ -28,13 +30,19 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, t_bound
 from hetinfra.sim.workload import WorkloadConfig
 
-__all__ = ["PURPOSES", "MAX_REPLICATIONS", "seeds_for", "simulate_replications", "judge"]
+__all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
+           "requests_for", "judge"]
 
 #: the purposes of seeds and their residue mod 3 (see the module docstring)
 PURPOSES = {"decide": 0, "confirm": 1, "audit": 2}
 #: seeds per (base seed, purpose): the stride that keeps base seeds' sets apart
 MAX_REPLICATIONS = 10_000
 _FIRST_SEED = 1000  # above every seed a user types by hand (0..99, and then some)
+
+#: requests_for: the measured window holds the longest class's service time this many times
+PASSES = 20
+#: requests_for never asks for more than this per model (5x the default: memory and time stay bounded)
+MOST_REQUESTS = 100_000
 
 METHOD = ("per model and statistic, the replications' values as independent observations (batch means "
           "over replications): one-sided Student-t bound on their mean; attainment: the lower of that "
@@ -64,6 +72,28 @@ def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: 
         raise InvalidInputError(f"replications need distinct seeds (got {seeds})")
     return [simulate_plan(view, spec, Path(spec_path), replace(config, seed=s), ticks, memo=memo, detail=detail)
             for s in seeds]
+
+
+def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:
+    """Requests per model and replication for ``view`` (a plan, a simulation view or their SimPlan),
+    from ``sim``, a simulation of it at ``least`` requests. Rule: per model, the longest class's
+    service time S = mean TTFT + (its output tokens - 1) x mean TPOT (the class's bucket edge; the
+    means as ``sim`` measured them); the measured window (the requests after the warm-up at the
+    offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
+    fraction). The largest n over the models, rounded up to a thousand, clamped to [least, most]."""
+    from hetinfra.document.simulation import SimPlan
+
+    plan = SimPlan.of(view)
+    longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
+    need = least
+    for m in sim["models"]:
+        ttft, tpot = m["ttft_ms"].get("mean"), m["tpot_ms"].get("mean")
+        if ttft is None:
+            continue
+        service_s = (ttft + (longest.get(m["model"], 1) - 1) * (tpot or 0.0)) / 1e3
+        n = passes * service_s * m["offered_rps"] / (1.0 - sim.get("warmup_fraction", 0.1))
+        need = max(need, min(most, 1000 * math.ceil(n / 1000)))
+    return int(need)
 
 
 def _stable(entry: dict) -> bool:

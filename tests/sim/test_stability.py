@@ -1,0 +1,108 @@
+"""Steady state per unit (hetinfra.sim.stability) and run length by service time (requests_for)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hetinfra.sim import WorkloadConfig
+from hetinfra.sim.plan_sim import simulate_plan
+from hetinfra.sim.replications import MOST_REQUESTS, requests_for
+from hetinfra.sim.stability import failed, stability
+from tests.conftest import shared_path
+from tests.plan.golden_plans import REPO
+
+
+def _queue(rate: float, service_s: float, n: int = 4000, seed: int = 1) -> tuple[np.ndarray, ...]:
+    """One FIFO server (Poisson arrivals, fixed service): arrival, first token (= start), finish."""
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1 / rate, n))
+    start, finish = np.empty(n), np.empty(n)
+    free = 0.0
+    for i, t in enumerate(arrival):
+        start[i] = max(t, free)
+        finish[i] = free = start[i] + service_s
+    return arrival, start + 0.01, finish
+
+
+def test_a_stable_queue_is_stable_and_an_overloaded_one_is_not():
+    warm = np.arange(4000) >= 400
+    ok = stability(*_queue(rate=8.0, service_s=0.1), warm, ttft_objective_ms=1000)  # 80% busy
+    assert ok["stable"] and ok["tested"] and abs(ok["throughput_ratio"] - 1) < 0.03 and ok["drift"] < 1.5
+    over = stability(*_queue(rate=12.0, service_s=0.1), warm, ttft_objective_ms=1e9)  # 120% busy, objective loose
+    assert not over["stable"] and over["throughput_ratio"] < 0.9
+    objective = {"met": True, "ratio": 0.2, "ratios": {"ttft": 0.2}}
+    assert failed(objective, ok) is objective
+    bad = failed(objective, over)
+    assert not bad["met"] and bad["ratio"] >= 1 / over["throughput_ratio"] > 1
+
+
+def test_a_drifting_queue_is_unstable_even_when_its_throughput_keeps_up():
+    """A planted fault: throughput matches (the finish times are on time) but TTFT grows through the
+    run, as a backlog that the window's end has not yet shown in completions would."""
+    arrival, first, finish = _queue(rate=8.0, service_s=0.1)
+    first = first + np.linspace(0, 5.0, len(first))  # first tokens later and later: up to 5 s
+    rec = stability(arrival, first, np.maximum(finish, first), np.arange(4000) >= 400, ttft_objective_ms=2000)
+    assert not rec["stable"] and rec["drift"] > 1.5
+    # the same growth far below the objective (a mean of milliseconds) is not a backlog
+    first = arrival + 0.001 + np.linspace(0, 0.01, len(arrival))
+    assert stability(arrival, first, finish, np.arange(4000) >= 400, ttft_objective_ms=2000)["stable"]
+
+
+def test_too_few_requests_are_not_tested():
+    arrival, first, finish = _queue(rate=8.0, service_s=0.1, n=50)
+    rec = stability(arrival, first, finish, np.ones(50, dtype=bool), 1000)
+    assert rec["stable"] and not rec["tested"]
+
+
+@pytest.fixture(scope="module")
+def melange_optimum(tmp_path_factory):
+    """The ILP's plan for Mélange V1 at 32 req/s on the measured profile (benchmarks/specs), $32.12/h."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+    from hetinfra.spec.load import load_spec
+
+    shared_path("data", "melange-release")
+    spec_path = REPO / "benchmarks" / "specs" / "melange-v1-loose.yaml"
+    out = tmp_path_factory.mktemp("mel") / "out"
+    res = CliRunner().invoke(cli, ["plan", str(spec_path), "--no-verify", "--no-baselines", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "plan.json").read_text()), load_spec(spec_path)[0], spec_path
+
+
+def test_the_overloaded_melange_plan_is_unstable_at_20000_requests(melange_optimum):
+    """Issue 33: the trim took Mélange V1 at 32 req/s to $17.07/h (3 A100 + 6 A10G, util 222% and
+    124%); its loose mean objective passed a 20,000-request run. Now its units are unstable, and it misses."""
+    doc, spec, path = melange_optimum
+    assert doc["cost_usd_per_hour"] == pytest.approx(32.12)
+    config = WorkloadConfig(requests=20000, load=1.2)
+    full = simulate_plan(doc, spec, path, config, detail=False)
+    assert full["met"] and all(u["stability"]["stable"] for u in full["units"])
+    trimmed = json.loads(json.dumps(doc))
+    for a in trimmed["allocations"]:
+        a["count"] = {"A100": 3, "A10G": 6}[a["gpu"]]
+    sim = simulate_plan(trimmed, spec, path, config, detail=False)
+    assert not sim["met"] and not sim["models"][0]["stable"]
+    assert all(not u["stability"]["stable"] and not u["objective"]["met"] for u in sim["units"])
+    assert min(u["stability"]["throughput_ratio"] for u in sim["units"]) < 0.7  # the A100s complete < 70% of it
+    assert requests_for(trimmed, sim) == MOST_REQUESTS  # its TTFT is minutes: the longest run
+
+
+def test_requests_scale_with_the_longest_service_time():
+    from tests.plan.golden_plans import filled_golden
+
+    view = filled_golden("chat")  # chat-8b's longest class: 1000 output tokens
+    assert max(c["output_tokens"] for c in view["models"][0]["classes"]) == 1000
+
+    def sim(ttft_ms, tpot_ms, rps=12.0):
+        return {"warmup_fraction": 0.1, "models": [{"model": "chat-8b", "offered_rps": rps, "ttft_ms": {"mean": ttft_ms},
+                                                    "tpot_ms": {"mean": tpot_ms}}]}
+    # S = 0.5 + 999 x 0.05 = 50.45 s; 20 x S x 12 / 0.9 = 13,453: the default holds
+    assert requests_for(view, sim(500, 50)) == 20000
+    # S = 1 + 999 x 0.1 = 100.9 s: 26,907 -> 27,000
+    assert requests_for(view, sim(1000, 100)) == 27000
+    assert requests_for(view, sim(1000, 100, rps=120)) == MOST_REQUESTS
