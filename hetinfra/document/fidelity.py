@@ -54,12 +54,21 @@ class ConfirmedModel(Judgement):
     met: StrictBool = Field(description="Whether it met on the confirmation's seeds.")
 
 
+class Veto(Doc):
+    """A confirmation that missed where no removal was left to put back: the search resumed its rounds."""
+
+    after_round: StrictInt = Field(description="The last round before it.")
+    seeds: list[StrictInt] = Field(description="The confirm seeds it missed on (later confirmations use others).")
+    models: list[StrictStr] = Field(description="The models it missed.")
+
+
 class Confirmation(Doc):
     """The final plan on fresh seeds that no decision of the search saw."""
 
     met: StrictBool = Field(description="Whether every model met on them.")
     seeds: list[StrictInt] = Field(description="The confirm seeds used.")
     models: list[ConfirmedModel] = Field(description="Per model.")
+    vetoes: list[Veto] = Field(default_factory=list, description="Earlier confirmations that sent the search back.")
 
 
 class Replications(Doc):

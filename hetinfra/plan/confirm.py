@@ -32,6 +32,7 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
     put_back: list[dict] = []
     while not conf["met"]:
         missed = {m["model"] for m in conf["models"] if not m["met"]}
+        decide.veto(simulation_view(pr), missed)  # the search may not take these plans again
         last = {}
         for k, (removal, _before) in enumerate(steps):
             if removal["model"] in missed:

@@ -28,7 +28,7 @@ def record(doc: dict, v: Verification, strict: bool) -> None:
         "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
         "load_basis": load_basis(spec),
         "statistic": {m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
-        "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
+        "burst_cv": settings.burst_cv, "requests": v.requests or settings.requests, "requests_per": "model",
         "margin": settings.margin, "confidence": spec.planning.confidence,
         "cost_before_usd_per_hour": v.history[0]["cost_usd_per_hour"],
         "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
@@ -120,4 +120,5 @@ def _confirmation(v: Verification) -> dict:
     """fidelity.confirmation: the final plan on the confirm seeds, per model."""
     c = v.confirmation
     return {"met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
-            "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())]}
+            "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
+            "vetoes": list(v.vetoes)}

@@ -34,35 +34,19 @@ final plan sustains (``hetinfra.sim.minimal.sustained_load``) over the demand. E
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.rounds import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT,  # noqa: F401
+                                   next_factors, regime_of)
 from hetinfra.plan.trim import trim
 
 #: solves the plan again with templates' rates scaled: (template id -> factor, the last round's
 #: counts to start from) -> the new plan (hetinfra.plan.pipeline binds planner.solve_units)
 Resolve = Callable[[dict[str, float], dict[str, int]], PlanResult]
-
-#: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
-#: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
-FACTOR_MIN, FACTOR_MAX = 0.5, 0.92
-#: stop refining a template's factor once the bracket [met, missed] is narrower than 25%
-BRACKET = 1.25
-#: credit a template whose units' worst ratio is under this, by at most CREDIT_STEP per round
-CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
-#: a credit smaller than this (its regime is that close to the top of its confidence interval: a
-#: measured template's interval is +-5%) is not taken: it costs a re-solve and a simulation for at
-#: most that much capacity, which the trim takes back where it is a whole replica. On Mélange V1
-#: the +5% credits took two rounds and ended on a dearer plan ($29.42/h against $29.09/h)
-MIN_CREDIT = 1.1
-
-
-
 
 #: the load a verified plan keeps its objectives at when the spec states none larger: a fleet sized
 #: to the edge of its objectives at exactly the declared demand collapses under a 20% burst (a
@@ -116,23 +100,66 @@ class Verification:
     put_back: list[dict] = field(default_factory=list)
     #: replications simulated per purpose ("decide", "confirm")
     replications: dict[str, int] = field(default_factory=dict)
+    #: requests per model and replication (hetinfra.sim.replications.requests_for)
+    requests: int = 0
+    #: each time the confirmation sent the search back: after which round, its seeds, the models it missed
+    vetoes: list[dict] = field(default_factory=list)
+
+
+#: how often the confirmation may send the search back to its rounds, each time judged again on
+#: confirm seeds no decision saw, and the rounds the search gets after each
+VETOES, ROUNDS_AFTER_VETO = 2, 3
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
            on_rounds: Callable[[PlanResult], None] | None = None) -> Verification:
     """Simulate ``pr`` at the verification load, re-solve (``resolve``) with the regimes' new factors
     until every model meets or the rounds run out, trim, confirm on fresh seeds (putting back what
-    the confirmation does not hold), and measure the over-provisioning (see the module docstring).
-    Rounds work on :func:`simulation_view`, never on the whole document. ``progress``: see
-    hetinfra.plan.progress (None: silent); ``on_rounds``: called with the rounds' plan before the
-    trim (its factors are the final plan's)."""
-    from hetinfra.plan.confirm import confirmed
+    the confirmation does not hold, and resuming the rounds where it still misses), and measure the
+    over-provisioning (see the module docstring). Rounds work on :func:`simulation_view`, never on
+    the whole document. ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``:
+    called with the rounds' plan before the trim (its factors are the final plan's)."""
+    from hetinfra.plan.rounds import Search
 
     spec = pr.inputs.spec
-    settings = spec.planning.verify
-    load = verification_load(spec)
     decide, confirm = simulators(pr, progress)
-    out = _rounds(pr, decide, resolve, settings.max_rounds, progress)
+    search = Search.start(pr, decide.ceilings)
+    out = Verification(pr, {}, search.history, False)
+    budget = spec.planning.verify.max_rounds
+    for attempt in range(VETOES + 1):
+        _search_and_confirm(out, pr, resolve, budget, progress, search, decide, confirm, on_rounds)
+        if out.confirmation["met"] or not out.sim["met"] or attempt == VETOES \
+                or not search.veto(out.confirmation, simulation_view(out.pr)):
+            break
+        out.vetoes.append({"after_round": len(search.history), "seeds": list(out.confirmation["seeds"]),
+                           "models": sorted(m["model"] for m in out.confirmation["models"] if not m["met"])})
+        confirm.fresh()
+        try:
+            pr = resolve(search.derate(), dict(out.pr.result.n))
+        except InfeasibleError as exc:
+            out.stop_reason = f"verification stopped after the confirmation missed: {exc.message}"
+            break
+        budget = ROUNDS_AFTER_VETO
+    out.checked_removals = len(decide.last_pass)
+    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
+    out.requests = int(decide.config.requests)
+    if progress is not None:
+        progress.stage("over-provisioning")
+    met = out.sim["met"] and out.confirmation["met"]
+    out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
+    _check_budget(out.pr, met)
+    return out
+
+
+def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: int, progress, search,
+                        decide, confirm, on_rounds) -> None:
+    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``."""
+    from hetinfra.plan.confirm import confirmed
+    from hetinfra.plan.rounds import rounds
+
+    out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search)
+    out.stopped |= stopped
+    out.stop_reason = reason or out.stop_reason
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
         on_rounds(out.pr)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated
@@ -143,16 +170,9 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         out.sim = decide(simulation_view(out.pr))
     if progress is not None:
         progress.stage("confirmation")
-    out.pr, out.sim, out.confirmation, out.put_back, steps = confirmed(out.pr, out.sim, steps, decide, confirm)
+    out.pr, out.sim, out.confirmation, put_back, steps = confirmed(out.pr, out.sim, steps, decide, confirm)
+    out.put_back += put_back
     out.trimmed = [removal for removal, _before in steps]
-    out.checked_removals = len(decide.last_pass)
-    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
-    if progress is not None:
-        progress.stage("over-provisioning")
-    met = out.sim["met"] and out.confirmation["met"]
-    out.sustained = _sustained(out.pr, decide, load) if met else {}
-    _check_budget(out.pr, met)
-    return out
 
 
 def simulators(pr: PlanResult, progress=None):
@@ -160,7 +180,7 @@ def simulators(pr: PlanResult, progress=None):
     seeds (every decision of the search) and on the "confirm" seeds (the final plan), sharing one
     memo and the plan's ceilings, at the verification load."""
     from hetinfra.plan.ceiling import Ceilings
-    from hetinfra.plan.replicated import Replicated
+    from hetinfra.plan.replicated import MAX, Replicated
     from hetinfra.sim import WorkloadConfig
 
     spec, path = pr.inputs.spec, pr.inputs.spec_path
@@ -169,154 +189,23 @@ def simulators(pr: PlanResult, progress=None):
                             seed=settings.seed)
     memo: dict = {}
     ceilings = Ceilings(spec, path)
-    return tuple(Replicated(spec, path, config, purpose, settings.margin, memo, ceilings, progress)
-                 for purpose in ("decide", "confirm"))
+    config = replace(config, requests=requests_per_replication(pr, config, memo, spec, path))
+    return (Replicated(spec, path, config, "decide", settings.margin, memo, ceilings, progress),
+            Replicated(spec, path, config, "confirm", settings.margin, memo, ceilings, progress, start=MAX))
 
 
-def template_entry(t) -> dict:
-    """What :class:`hetinfra.plan.ceiling.Ceilings` reads of a template (plan.json ``templates[]``'s
-    keys), at its estimated rates (derate 1)."""
-    return {"id": t.id, "gpu": t.gpu, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
-            "variant": t.variant, "capacity_rps": dict(t.rates), "sources": dict(t.sources), "derate": 1.0}
+def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> int:
+    """Requests per model and replication: at least ``planning.verify.requests``, and enough for the
+    longest class to pass through its unit many times (``hetinfra.sim.replications.requests_for``,
+    measured on the first plan at the first decide seed, a simulation the screen then reuses from
+    the memo when the count stays)."""
+    from hetinfra.sim import simulate_plan
+    from hetinfra.sim.replications import requests_for, seeds_for
 
-
-def regime_of(t) -> str:
-    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
-    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
-    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
-    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
-
-
-def _rounds(pr: PlanResult, sim_of, resolve: Resolve, max_rounds: int, progress) -> Verification:
-    """Solve, simulate, adjust the regimes' factors; the cheapest met plan (else the last)."""
-    from hetinfra.perf.confidence import credit_ceiling
-
-    regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
-    g: dict[str, float] = {}
-    ceiling: dict[str, float] = {}
-    models = {m["name"]: m for m in simulation_view(pr)["models"]}
-    for u in pr.all_units:
-        r = regimes[u.template.id][0]
-        g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
-        level = u.template.confidence[0] if u.template.confidence else "calibrated"
-        # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
-        # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
-        # and never past the template's roofline or measured interval at its model's class mix
-        roof = sim_of.ceilings.credit_limit(template_entry(u.template), models.get(u.model))
-        ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof)
-    ok: dict[str, float] = {}
-    bad: dict[str, float] = {}
-    history: list[dict] = []
-    best = None  # (rank, index in rounds) of the cheapest round in which every model met
-    rounds: list[tuple[PlanResult, dict]] = []  # each round's plan and simulation
-    seen: dict[str, dict] = {}
-    stopped, stop_reason = pr.result.safety_stop, None
-    for rnd in range(1, max_rounds + 1):
-        if progress is not None:
-            progress.round(rnd, max_rounds, pr.result)
-        doc = simulation_view(pr)
-        key = _fleet_key(doc)
-        if key not in seen:  # a factor that changes no count or route changes no simulation
-            seen[key] = sim_of(doc)
-        sim = seen[key]
-        history.append(_round(rnd, doc, sim, pr.derate))
-        rounds.append((pr, sim))
-        rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
-        if sim["met"] and (best is None or rank < best[0]):
-            best = (rank, len(rounds) - 1)
-        new = next_factors(sim, doc, g, ok, bad, ceiling, regimes)
-        if new == g:
-            break
-        g = new
-        derate = {t: g[r] for t, (r, _m) in regimes.items() if g[r] != 1.0}
-        try:
-            pr = resolve(derate, dict(pr.result.n))
-        except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
-            if best is None:
-                raise
-            stop_reason = f"verification stopped after round {rnd}: {exc.message}"
-            break
-        stopped |= pr.result.safety_stop
-    kept = best[1] if best is not None else len(rounds) - 1
-    (pr, sim), round_by_model = _by_block(kept, rounds, sim_of, resolve)
-    stopped |= pr.result.safety_stop
-    return Verification(pr, sim, history, stopped, stop_reason, round_by_model=round_by_model)
-
-
-def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
-              resolve: Resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
-    """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
-    last), or the plan composed of each group of linked models' cheapest met round
-    (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
-    misses), with the round each model's plan is from."""
-    from hetinfra.plan import blocks
-
-    kept = rounds[at]
-    as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
-    groups = blocks.model_groups([r[0] for r in rounds])
-    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
-    if picks is None or len(set(picks)) == 1:
-        return as_kept
-    try:
-        pr = blocks.compose(rounds, groups, picks, resolve)
-    except InfeasibleError:
-        return as_kept
-    sim = sim_of(simulation_view(pr))
-    cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
-    if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
-        return as_kept
-    return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
-
-
-def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
-                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]]) -> dict[str, float]:
-    """Each regime's factor for the next round (see the module docstring); records the factors at
-    which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
-    A model that missed also derates its regimes never simulated yet, by its worst step: what
-    its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
-    does to the untried ones, which would otherwise be picked next, as optimistic."""
-    model_met = {m["model"]: m["met"] for m in sim["models"]}
-    unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
-    worst: dict[str, float] = {}
-    missed_units = {unit_regime[u["unit"]][1] for u in sim["units"] if u["unit"] in unit_regime
-                    and u.get("count") and not u["objective"]["met"]}
-    model_of: dict[str, str] = {}
-    for u in sim["units"]:
-        if u["unit"] not in unit_regime or not u.get("count"):
-            continue
-        r, model = unit_regime[u["unit"]]
-        ratio = u["objective"].get("ratio")
-        worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
-        model_of[r] = model
-    out = dict(g)
-    step: dict[str, float] = {}  # model -> its worst derating step this round
-    for r, ratio in sorted(worst.items()):
-        model, f = model_of[r], g.get(r, 1.0)
-        if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
-            bad[r] = min(bad.get(r, math.inf), f)
-            if ok.get(r, 0.0) >= f:  # it met at this factor in another plan: that no longer vouches for it
-                del ok[r]
-        else:
-            ok[r] = max(ok.get(r, 0.0), f)
-        out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
-        if r in bad and r not in ok:
-            step[model] = min(step.get(model, 1.0), out[r] / f)
-    for r, model in sorted({v for v in regimes.values()}):
-        if model in step and r not in ok and r not in bad:
-            out[r] = g.get(r, 1.0) * step[model]
-    return out
-
-
-def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str, float], ceiling: float) -> float:
-    if r in bad and r not in ok:
-        step = FACTOR_MAX if not math.isfinite(ratio) or ratio <= 1 else 1.0 / ratio
-        return f * min(max(step, FACTOR_MIN), FACTOR_MAX)
-    if r in bad:
-        return math.sqrt(ok[r] * bad[r]) if bad[r] / ok[r] >= BRACKET else ok[r]
-    if ratio < CREDIT_BELOW and f < ceiling:
-        up = min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
-        return up if up >= f * MIN_CREDIT else f
-    return f
+    view = simulation_view(pr)
+    probe = simulate_plan(view, spec, path, replace(config, seed=seeds_for(int(config.seed), "decide", 1)[0]),
+                          memo=memo, detail=False)
+    return requests_for(view, probe, least=int(config.requests))
 
 
 def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
@@ -345,15 +234,3 @@ def _check_budget(pr: PlanResult, met: bool) -> None:
                               details={"relax": [{"budget_usd_per_hour": {"current": budget, "needed": round(cost, 4)}}]})
 
 
-def _fleet_key(doc: dict) -> str:
-    """What a simulation of plan.json depends on besides the spec: counts, routing, demand scale."""
-    return json.dumps([[(a["unit"], a["count"]) for a in doc["allocations"]], doc["routing"], doc["demand_scale"]],
-                      sort_keys=True)
-
-
-def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
-    used = {a["template"] for a in doc["allocations"]}
-    return {"round": rnd, "cost_usd_per_hour": doc["cost_usd_per_hour"], "met": sim["met"],
-            "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
-            "models_met": {m["model"]: m["met"] for m in sim["models"]},
-            "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}
