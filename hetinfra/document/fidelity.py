@@ -80,6 +80,8 @@ class Replications(Doc):
     start: StrictInt = Field(description="Replications per judgement after the one-seed screen.")
     step: StrictInt = Field(description="Replications added at a time while a model is undecided.")
     max: StrictInt = Field(description="The most replications of one judgement.")
+    decide_requests: Optional[StrictInt] = Field(None, description="Requests per model and replication of the search "
+                                                                   "(fidelity.requests: the confirmation's).")
     decide_seeds: list[StrictInt] = Field(description="Seeds of the final plan's judgement by the search.")
     confirm_seeds: list[StrictInt] = Field(description="Seeds of its confirmation (disjoint from the decide seeds).")
     simulated: dict[StrictStr, StrictInt] = Field(description="Replications simulated per purpose (decide, confirm).")

@@ -11,8 +11,8 @@ from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (
     "per model: the largest multiple x of the declared demand on the grid load x (1 + k/8), k = 0..7 "
-    "(searched from load x 9/8 up, then by bisection), at which the simulation with the same seed and "
-    "requests still meets the objective; ratio = the smallest over models")
+    "(searched from load x 9/8 up, then by bisection), at which the judgement on the decide seeds (the "
+    "same requests per replication) still meets the objective; ratio = the smallest over models")
 
 
 def record(doc: dict, v: Verification, strict: bool) -> None:
@@ -112,6 +112,7 @@ def _replications(v: Verification, seed: int) -> dict:
 
     return {"method": replicated.METHOD, "confidence": replicated.CONFIDENCE, "base_seed": seed,
             "start": replicated.START, "step": replicated.STEP, "max": replicated.MAX,
+            "decide_requests": v.decide_requests or v.requests,
             "decide_seeds": list(v.sim.get("seeds") or ()), "confirm_seeds": list(v.confirmation.get("seeds") or ()),
             "simulated": dict(v.replications)}
 

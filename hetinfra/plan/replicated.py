@@ -14,6 +14,11 @@ plan, seeds no decision saw):
    (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
 3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
    replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
+   The confirmation also keeps running a model that meets while its plan's KV cache filled in a
+   replication (of either judge: ``pressure``), up to MAX.
+
+The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
+missed in every later judgement of the search (:meth:`Replicated.veto`).
 
 A model's requests depend on its own demand and routing only (``hetinfra.sim.plan_sim``), so running
 the undecided models alone gives them exactly what a run of the whole plan gives, and the per-unit
@@ -31,16 +36,17 @@ __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
 
 #: the one-sided confidence of every bound verification decides on
 CONFIDENCE = 0.95
-#: replications per judgement of the search: START at first (after the one-seed screen), STEP more at
-#: a time for undecided models, at most MAX. Three give a Student-t bound of mean + 1.69 sd (two:
-#: 4.5 sd). The confirmation, which judges only the final plan, runs MAX at once: a rare collapse (a
-#: KV-exhaustion and preemption cascade in one seed of five) shows in ten seeds far more often than
-#: in three
-START, STEP, MAX = 3, 2, 7
+#: replications per judgement: START at first (the screening seed among them), STEP more at a time
+#: for undecided models, at most MAX. Two give a Student-t bound of mean + 4.5 sd, enough for a model
+#: far from its objective (most of a fleet: it stops there); four give mean + 1.2 sd. The
+#: confirmation runs MAX for a model whose KV cache filled in one of its replications: a rare collapse
+#: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
+#: than in a few
+START, STEP, MAX = 2, 2, 7
 
 METHOD = (f"replications: screened on one seed (a model that misses there is missed), then {START} to {MAX} "
-          f"independent replications for the search ({STEP} more at a time while a model is undecided) and {MAX} "
-          f"for the confirmation; a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
+          f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
+          f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 
@@ -50,13 +56,18 @@ class Replicated:
     with the caller's other Replicated (one per purpose); ``last`` is the last judgement."""
 
     def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
-                 progress=None, start: int = START):
+                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None):
         from hetinfra.sim.replications import seeds_for
 
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.seeds = seeds_for(int(config.seed), purpose, MAX)
-        self.start = start  # replications after the screen (the confirmation runs MAX at once)
+        self.start = start  # replications after the screen
+        #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
+        self.pressed = pressed
+        #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
+        #: another sharing the set (the search's replications of the final plan tell the confirmation)
+        self.pressure = set() if pressure is None else pressure
         self.block = 0  # which block of MAX seeds of its purpose it judges on (:meth:`fresh`)
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
@@ -113,7 +124,11 @@ class Replicated:
                     runs[n].append(sim)
             verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
             for m in verdict["models"]:
-                if m["decision"] != "undecided" or count >= MAX:
+                state = model_state(view, m["model"])
+                if _pressed(runs[m["model"]], m["model"]):
+                    self.pressure.add(state)
+                open_ = m["decision"] == "undecided" or (self.pressed and m["met"] and state in self.pressure)
+                if not open_ or count >= MAX:
                     out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                     del runs[m["model"]]
             count = min(count + STEP, MAX)
@@ -130,6 +145,18 @@ def model_state(view: dict, model: str) -> str:
                        sorted((a["unit"], a["count"]) for a in view["allocations"] if a["model"] == model),
                        view["routing"].get(model), (view.get("routing_by_origin") or {}).get(model)],
                       sort_keys=True)
+
+
+#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
+KV_FULL = 0.99
+
+
+def _pressed(sims: list[dict], model: str) -> bool:
+    """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
+    which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
+    full in 9 of 30 seeds, a collapse in 3 of them)."""
+    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= KV_FULL)
+               for s in sims for u in s["units"])
 
 
 def _clearly_out(model: dict, sim: dict) -> bool:

@@ -57,6 +57,10 @@ class Search:
     bad: dict[str, float] = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     seen: dict[str, dict] = field(default_factory=dict)
+    #: every round's plan and judgement, across vetoes (a vetoed model counts as missed in the earlier ones)
+    done: list[tuple[PlanResult, dict]] = field(default_factory=list)
+    #: each round's rank: its cost, then the demand it serves (most first: a max_throughput budget)
+    ranks: list[tuple[float, float]] = field(default_factory=list)
 
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
@@ -68,15 +72,18 @@ class Search:
         g: dict[str, float] = {}
         ceiling: dict[str, float] = {}
         models = {m["name"]: m for m in simulation_view(pr)["models"]}
+        roof: dict[str, float] = {}  # template id -> its credit limit (its units share it)
         for u in pr.all_units:
-            r = regimes[u.template.id][0]
-            g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
-            level = u.template.confidence[0] if u.template.confidence else "calibrated"
+            t = u.template
+            r = regimes[t.id][0]
+            g[r] = min(g.get(r, math.inf), pr.derate.get(t.id, 1.0))
+            level = t.confidence[0] if t.confidence else "calibrated"
             # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
             # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
             # and never past the template's roofline or measured interval at its model's class mix
-            roof = ceilings.credit_limit(template_entry(u.template), models.get(u.model))
-            ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof)
+            if t.id not in roof:
+                roof[t.id] = ceilings.credit_limit(template_entry(t), models.get(u.model))
+            ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof[t.id])
         return cls(regimes, g, ceiling)
 
     def derate(self) -> dict[str, float]:
@@ -89,14 +96,25 @@ class Search:
         new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes)
         changed = new != self.g
         self.g = new
+        missed = {m["model"] for m in judged["models"] if not m["met"]}
+        self.done = [(pr, _missing(sim, missed)) for pr, sim in self.done]
+        self.seen = {k: _missing(sim, missed) for k, sim in self.seen.items()}
         return changed
 
 
+def _missing(sim: dict, models: set[str]) -> dict:
+    """``sim`` with ``models`` missed: a confirmation missed them in a plan the rounds judged met, so no
+    earlier round vouches for them (the cheapest-round choice takes them from rounds after the veto)."""
+    if not any(m["model"] in models and m["met"] for m in sim["models"]):
+        return sim
+    out = [{**m, "met": False} if m["model"] in models else m for m in sim["models"]]
+    return {**sim, "models": out, "met": all(m["met"] for m in out)}
+
+
 def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: Search) -> tuple:
-    """Solve, simulate, adjust the regimes' factors (``search``, resumed); the cheapest met plan of these
-    rounds (else the last): (plan, its judgement, round by model, stopped, stop reason)."""
-    best = None  # (rank, index in rounds) of the cheapest round in which every model met
-    done: list[tuple[PlanResult, dict]] = []  # each round's plan and simulation
+    """Solve, simulate, adjust the regimes' factors (``search``, resumed); the cheapest met plan of every
+    round so far (else the last), by block of linked models: (plan, its judgement, round by model,
+    stopped, stop reason)."""
     stopped, stop_reason = pr.result.safety_stop, None
     first = len(search.history)
     for rnd in range(first + 1, first + max_rounds + 1):
@@ -108,10 +126,8 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
             search.seen[key] = sim_of(doc)
         sim = search.seen[key]
         search.history.append(_round(rnd, doc, sim, pr.derate))
-        done.append((pr, sim))
-        rank = (doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0))  # cheapest; most served at a budget
-        if sim["met"] and (best is None or rank < best[0]):
-            best = (rank, len(done) - 1)
+        search.done.append((pr, sim))
+        search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
         new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
         if new == search.g:
             break
@@ -119,14 +135,15 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         try:
             pr = resolve(search.derate(), dict(pr.result.n))
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
-            if best is None:
+            if not any(s["met"] for _, s in search.done):
                 raise
             stop_reason = f"verification stopped after round {rnd}: {exc.message}"
             break
         stopped |= pr.result.safety_stop
-    kept = best[1] if best is not None else len(done) - 1
-    (pr, sim), round_by_model = _by_block(kept, done, sim_of, resolve)
-    round_by_model = {m: first + k for m, k in round_by_model.items()}
+    met = [k for k, (p, s) in enumerate(search.done) if s["met"]]
+    # the cheapest round in which every model met; among equals the most served (a budget), the earliest
+    kept = min(met, key=lambda k: (search.ranks[k], k)) if met else len(search.done) - 1
+    (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
     return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
 
 

@@ -100,8 +100,10 @@ class Verification:
     put_back: list[dict] = field(default_factory=list)
     #: replications simulated per purpose ("decide", "confirm")
     replications: dict[str, int] = field(default_factory=dict)
-    #: requests per model and replication (hetinfra.sim.replications.requests_for)
+    #: requests per model and replication (hetinfra.sim.replications.requests_for): the confirmation's
+    #: and the search's
     requests: int = 0
+    decide_requests: int = 0
     #: each time the confirmation sent the search back: after which round, its seeds, the models it missed
     vetoes: list[dict] = field(default_factory=list)
 
@@ -142,7 +144,8 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         budget = ROUNDS_AFTER_VETO
     out.checked_removals = len(decide.last_pass)
     out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
-    out.requests = int(decide.config.requests)
+    out.requests = int(confirm.config.requests)
+    out.decide_requests = int(decide.config.requests)
     if progress is not None:
         progress.stage("over-provisioning")
     met = out.sim["met"] and out.confirmation["met"]
@@ -180,7 +183,7 @@ def simulators(pr: PlanResult, progress=None):
     seeds (every decision of the search) and on the "confirm" seeds (the final plan), sharing one
     memo and the plan's ceilings, at the verification load."""
     from hetinfra.plan.ceiling import Ceilings
-    from hetinfra.plan.replicated import MAX, Replicated
+    from hetinfra.plan.replicated import Replicated
     from hetinfra.sim import WorkloadConfig
 
     spec, path = pr.inputs.spec, pr.inputs.spec_path
@@ -189,23 +192,30 @@ def simulators(pr: PlanResult, progress=None):
                             seed=settings.seed)
     memo: dict = {}
     ceilings = Ceilings(spec, path)
-    config = replace(config, requests=requests_per_replication(pr, config, memo, spec, path))
-    return (Replicated(spec, path, config, "decide", settings.margin, memo, ceilings, progress),
-            Replicated(spec, path, config, "confirm", settings.margin, memo, ceilings, progress, start=MAX))
+    decide, confirm = requests_per_replication(pr, config, memo, spec, path)
+    pressure: set = set()
+    return (Replicated(spec, path, replace(config, requests=decide), "decide", settings.margin, memo, ceilings,
+                       progress, pressure=pressure),
+            Replicated(spec, path, replace(config, requests=confirm), "confirm", settings.margin, memo, ceilings,
+                       progress, pressed=True, pressure=pressure))
 
 
-def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> int:
-    """Requests per model and replication: at least ``planning.verify.requests``, and enough for the
-    longest class to pass through its unit many times (``hetinfra.sim.replications.requests_for``,
-    measured on the first plan at the first decide seed, a simulation the screen then reuses from
-    the memo when the count stays)."""
+def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> tuple[int, int]:
+    """Requests per model and replication, (for the search, for the confirmation). The confirmation's:
+    at least ``planning.verify.requests``, and enough for the longest class to pass through its unit
+    PASSES times (``hetinfra.sim.replications.requests_for``, measured on the first plan at the first
+    decide seed). The search's: half of each, as it judges on more replications (a bound on the
+    mean of several replications' statistics, where one long run gives one observation), and its
+    decisions are confirmed on the long runs."""
     from hetinfra.sim import simulate_plan
-    from hetinfra.sim.replications import requests_for, seeds_for
+    from hetinfra.sim.replications import PASSES, requests_for, seeds_for
 
     view = simulation_view(pr)
+    least = int(config.requests)
     probe = simulate_plan(view, spec, path, replace(config, seed=seeds_for(int(config.seed), "decide", 1)[0]),
                           memo=memo, detail=False)
-    return requests_for(view, probe, least=int(config.requests))
+    return (requests_for(view, probe, least=max(least // 2, 1000), passes=max(PASSES // 2, 1)),
+            requests_for(view, probe, least=least))
 
 
 def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
