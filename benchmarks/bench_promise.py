@@ -63,7 +63,7 @@ def simulate(exe: str, out: Path, fidelity: dict, seed: int, requests: int) -> d
         cmd = [exe, "simulate", str(out), "--json", "--out", tmp, "--seed", str(seed), "--requests", str(requests),
                "--load", str(fidelity.get("load", 1.0)), "--burst-cv", str(fidelity.get("burst_cv", 1.0))]
         p = run(cmd)
-        if p.returncode not in (0, 5) or not p.stdout.strip():  # 5: a missed objective under --check
+        if p.returncode not in (0, 12) or not p.stdout.strip():  # 12: a missed objective under --check
             return (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
         return json.loads(p.stdout)
 

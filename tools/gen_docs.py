@@ -64,6 +64,7 @@ def exit_codes() -> list[tuple[int, str, str]]:
     from hetinfra.plan.pending import CHANGES_PENDING
     from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
     from hetinfra.replan.safe import LockedError
+    from hetinfra.sim.check import OBJECTIVES_MISSED
 
     rows = [(0, "every command", "success"),
             (130, "Ctrl-C", "interrupted (`hetinfra.cli.app.main`)"),
@@ -71,7 +72,9 @@ def exit_codes() -> list[tuple[int, str, str]]:
             (0, "`plan --detailed-exitcode`", "no change pending against the deployment"),
             (CHANGES_PENDING, "`plan --detailed-exitcode`", "changes pending against the deployment"),
             (PROPOSED, "`replan`", "change proposed (written to `OUT/proposed/plan.json`)"),
-            (APPLIED, "`replan --apply`", "change applied")]
+            (APPLIED, "`replan --apply`", "change applied"),
+            (OBJECTIVES_MISSED, "`simulate --check`", "an objective is missed (with `--replications`, not shown met "
+                                                      "by its 95% bound) or a unit is unstable")]
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.HetinfraError)]
     for cls in sorted(set(classes + [LockedError]), key=lambda c: (c.exit_code, c.__name__)):
         doc = " ".join((cls.__doc__ or "").split())

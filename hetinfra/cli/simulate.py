@@ -6,6 +6,7 @@ hetinfra's exceptions and become exit codes as everywhere else (InvalidInputErro
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -13,13 +14,40 @@ import click
 from hetinfra.cli.common import FiniteFloat, run_command, summary_console
 
 
+class RequestCount(click.ParamType):
+    """A count of requests: an integer (1e5 written as a float is accepted when whole), at least 1 and
+    at most hetinfra.sim.workload.MAX_REQUESTS (the memory a simulation may hold)."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        from hetinfra.sim.workload import MAX_REQUESTS
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of requests", param, ctx)
+        if math.isfinite(number) and number != int(number):
+            self.fail(f"{value!r} is not a whole number of requests", param, ctx)
+        if not 1 <= number <= MAX_REQUESTS:  # nan and inf fail here too
+            self.fail(f"{value} is outside 1..{MAX_REQUESTS:,}: a simulation holds about 250 bytes per request and "
+                      f"model, so at most {MAX_REQUESTS:,} per model (run several seeds with --replications instead)",
+                      param, ctx)
+        return int(number)
+
+
 @click.command("simulate")
 @click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path),
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
-@click.option("--requests", "n_requests", type=int, default=20000, show_default=True,
-              help="Requests to simulate per model (the first 10% are warm-up), as plan's verification does.")
+@click.option("--requests", "n_requests", type=RequestCount(), default=None,
+              help="Requests to simulate per model (the first 10% are warm-up) [default: 20000, or more where the "
+                   "plan's longest class needs a longer run: hetinfra.sim.replications.requests_for].")
+@click.option("--replications", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% confidence bound.")
+@click.option("--check", is_flag=True,
+              help="Exit 12 when an objective is missed (or not shown met by the bound) or a unit is unstable.")
 @click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
@@ -28,56 +56,74 @@ from hetinfra.cli.common import FiniteFloat, run_command, summary_console
               help="Write simulation.json and simulation.svg here (default: the plan's directory).")
 @click.option("--profile", "profile_csv", type=click.Path(dir_okay=False, path_type=Path),
               help="Measured profile CSV: print the signed error of each unit's predicted capacity against it.")
-def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, load, burst_cv, as_json, out_dir, profile_csv):
+def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, load, burst_cv, as_json,
+                     out_dir, profile_csv):
     """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
     scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
     def work():
+        from hetinfra.sim.check import simulate_file
         from hetinfra.sim.compare import profile_comparison
-        from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
+        from hetinfra.sim.plan_sim import load_plan
         from hetinfra.sim.report import write_outputs
         from hetinfra.sim.workload import WorkloadConfig
 
-        config = WorkloadConfig(requests=n_requests, load=load, burst_cv=burst_cv, seed=seed)
+        config = WorkloadConfig(requests=n_requests or 20000, load=load, burst_cv=burst_cv, seed=seed)
         plan, plan_file = load_plan(plan_or_out_dir)
-        progress, bar = None, None
-        if not as_json:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-            bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
-                           TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-            models = sum(1 for m in plan["models"] if m.get("rate_rps"))
-            task = bar.add_task("sim", total=n_requests * max(models, 1))
-            progress = lambda k: bar.advance(task, k)  # noqa: E731
-            bar.start()
+        bar = None if as_json else _progress_bar()
         try:
-            doc = simulate_plan_file(plan_file, spec_path, config, progress)
+            doc = simulate_file(plan_file, spec_path, config, replications, n_requests is None,
+                                None if bar is None else bar[1])
         finally:
             if bar is not None:
-                bar.stop()
+                bar[0].stop()
         if profile_csv is not None:
             doc["profile_comparison"] = profile_comparison(plan, profile_csv)
         js, svg = write_outputs(doc, out_dir or plan_file.parent)
         return doc, js, svg
 
-    def show(result) -> None:
-        from hetinfra.sim.report import render_text
+    doc = run_command(as_json, work, lambda result: _show(result, profile_csv), to_json=lambda result: result[0])[0]
+    if check and not doc["met"]:
+        from hetinfra.sim.check import OBJECTIVES_MISSED
 
-        doc, js, svg = result
-        console = summary_console()
-        render_text(doc, console)
-        if profile_csv is not None:
-            from rich.table import Table
+        if not as_json:
+            click.echo("simulate --check: an objective is missed or a unit is unstable", err=True)
+        raise SystemExit(OBJECTIVES_MISSED)
 
-            t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
-            for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
-                t.add_column(col, justify="left" if col in ("unit", "class") else "right")
-            for r in doc["profile_comparison"]:
-                err = r["signed_error"]
-                t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
-                          "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
-                          "no row" if err is None else f"{err:+.1%}")
-            console.print(t)
-        click.echo(f"wrote {js} and {svg}")
 
-    run_command(as_json, work, show, to_json=lambda result: result[0])
+def _show(result, profile_csv) -> None:
+    """The tables, the profile comparison, the bounds of a judged run and the files written."""
+    from hetinfra.sim.report import render_text
+
+    doc, js, svg = result
+    console = summary_console()
+    render_text(doc, console)
+    if profile_csv is not None:
+        from rich.table import Table
+
+        t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
+        for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
+            t.add_column(col, justify="left" if col in ("unit", "class") else "right")
+        for r in doc["profile_comparison"]:
+            err = r["signed_error"]
+            t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
+                      "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
+                      "no row" if err is None else f"{err:+.1%}")
+        console.print(t)
+    if doc.get("replications"):
+        from hetinfra.sim.check import bound_lines
+
+        for line in bound_lines(doc):
+            click.echo(line)
+    click.echo(f"wrote {js} and {svg}")
+
+
+def _progress_bar():
+    """A transient progress bar on stderr and its update(done, total)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task("sim", total=None)
+    bar.start()
+    return bar, lambda done, total: bar.update(task, completed=done, total=total)

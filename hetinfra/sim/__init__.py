@@ -7,8 +7,10 @@ Public API (what the CLI and the planner call)::
     doc["met"], [u["objective"]["ratio"] for u in doc["units"]]
 
 Modules: ``replica`` (one engine), ``workload`` (arrivals, sizes), ``engines`` (step models of plan
-units), ``plan_sim`` (the fleet), ``stats`` (percentiles, objectives), ``report`` (JSON, SVG, text),
-``command`` (the ``simulate`` click command).
+units), ``plan_sim`` (the fleet), ``stats`` (percentiles, objectives), ``stability`` (steady state
+per unit), ``replications`` (seeds, replications and their judgement with a confidence bound),
+``bounds`` (Student-t and Clopper-Pearson without scipy), ``check`` (what ``hetinfra simulate``
+runs), ``report`` (JSON, SVG, text).
 """
 
 from hetinfra.sim.plan_sim import PLAN_VERSION, SIMULATOR_VERSION, load_plan, run_replicas, simulate_plan, simulate_plan_file

@@ -50,7 +50,7 @@ from hetinfra.sim.stability import failed, stability
 from hetinfra.sim.stats import objective_from_slo
 from hetinfra.sim.workload import WorkloadConfig
 
-__all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
+__all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_inputs", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
 
 SIMULATOR_VERSION = "sim-v1"
 
@@ -92,9 +92,9 @@ def _checkpoint(alloc: SimUnit, model: ModelEntry, pm) -> tuple:
     return pm.variants[variant], entry.precision or "bf16"
 
 
-def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
-                       config: WorkloadConfig = WorkloadConfig(), progress: Progress | None = None) -> dict:
-    """Load a plan (out dir or plan.json) and its spec (``inputs.spec_path`` unless given), simulate."""
+def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None) -> tuple[SimPlan, object, Path]:
+    """A plan (out dir or plan.json) as a SimPlan, its spec (``inputs.spec_path`` unless given) and
+    the spec's path."""
     from hetinfra.spec.load import load_spec
 
     doc, p = load_plan(plan_path)
@@ -105,6 +105,13 @@ def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = Non
     if not str(sp) or not sp.is_file():
         raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
     spec, _, _ = load_spec(sp)
+    return plan, spec, sp
+
+
+def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
+                       config: WorkloadConfig = WorkloadConfig(), progress: Progress | None = None) -> dict:
+    """Load a plan (out dir or plan.json) and its spec (``inputs.spec_path`` unless given), simulate."""
+    plan, spec, sp = load_inputs(plan_path, spec_path)
     return simulate_plan(plan, spec, sp, config, progress)
 
 

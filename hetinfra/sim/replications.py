@@ -7,13 +7,15 @@
   so none is a seed 0..999 a user passes by hand (``simulate --seed``), and two base seeds >= 0 give
   disjoint sets.
 * :func:`simulate_replications`: one ``simulate_plan`` result per seed, each exactly what a separate
-  call gives. They run one after the other: each one's units already run on a thread per core
-  (``hetinfra.sim.core.map_units``: the compiled core releases the GIL), and a thread per
-  replication on top was slower, not faster (2 cores, 4 replications of 20,000 and 100,000
-  requests on chat, europe and summarize: 1.1-3x the serial time; the draw and the statistics hold
-  the GIL). They share the caller's memo, whose keys hold the seed (``hetinfra.sim.plan_sim._unit_key``,
-  ``hetinfra.sim.draw``), so replications never collide and the trim reuses a unit's result for a
-  seed exactly as with one seed.
+  call gives. They run on a thread each, up to the cores, where the compiled core runs (it releases
+  the GIL while a unit replays, and numpy's sorts do too): 7 replications of 20,000 requests at
+  1.2x ran 0.97-1.25x as fast as one after the other on chat, 1.12-1.47x on europe and
+  1.2-1.5x on summarize (medians of 5, three runs, 2 cores loaded by other work; identical
+  results). A first measurement with 4 replications had shown no gain: run-to-run noise on this
+  machine is of the same size. They share the caller's memo, whose keys hold
+  the seed (``hetinfra.sim.plan_sim._unit_key``, ``hetinfra.sim.draw``), so replications never
+  collide (no two threads write one key) and the trim reuses a unit's result for a seed exactly as
+  with one seed.
 * :func:`requests_for`: requests per replication, scaled by the longest class's service time (rule
   in its docstring), which verification and ``hetinfra simulate``'s default use.
 * :func:`judge`: a dict shaped like one simulation whose models and units are judged on all the
@@ -23,11 +25,15 @@
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from hetinfra import cores
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, t_bound
+from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
@@ -65,20 +71,35 @@ def seeds_for(base_seed: int, purpose: str, k: int) -> list[int]:
 def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: list[int], memo: dict | None = None,
                           detail: bool = False, ticks=None) -> list[dict]:
     """``simulate_plan(view, spec, spec_path, config at seed s, ticks, memo=memo, detail=detail)``
-    for each s in ``seeds``, in their order (see the module docstring)."""
+    for each s in ``seeds``, in their order (see the module docstring); ``ticks`` is called under a lock."""
+    from hetinfra.sim import core
     from hetinfra.sim.plan_sim import simulate_plan
 
     if len(set(seeds)) != len(seeds):
         raise InvalidInputError(f"replications need distinct seeds (got {seeds})")
-    return [simulate_plan(view, spec, Path(spec_path), replace(config, seed=s), ticks, memo=memo, detail=detail)
-            for s in seeds]
+    lock = threading.Lock()
+
+    def tick(n: int) -> None:
+        with lock:
+            ticks(n)
+
+    def one(seed: int) -> dict:
+        return simulate_plan(view, spec, Path(spec_path), replace(config, seed=seed), tick if ticks else None,
+                             memo=memo, detail=detail)
+
+    workers = min(len(seeds), cores()) if core.available() else 1
+    if workers <= 1:
+        return [one(s) for s in seeds]
+    with ThreadPoolExecutor(workers, thread_name_prefix="hetinfra-rep") as pool:
+        return list(pool.map(one, seeds))
 
 
 def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:
     """Requests per model and replication for ``view`` (a plan, a simulation view or their SimPlan),
     from ``sim``, a simulation of it at ``least`` requests. Rule: per model, the longest class's
-    service time S = mean TTFT + (its output tokens - 1) x mean TPOT (the class's bucket edge; the
-    means as ``sim`` measured them); the measured window (the requests after the warm-up at the
+    service time S = median TTFT + (its output tokens - 1) x median TPOT (the class's bucket edge;
+    the medians as ``sim`` measured them: a typical request's time, which one burst of preemptions
+    in the run does not inflate as it does a mean); the measured window (the requests after the warm-up at the
     offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
     fraction). The largest n over the models, rounded up to a thousand, clamped to [least, most]."""
     from hetinfra.document.simulation import SimPlan
@@ -87,7 +108,7 @@ def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, mos
     longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
     need = least
     for m in sim["models"]:
-        ttft, tpot = m["ttft_ms"].get("mean"), m["tpot_ms"].get("mean")
+        ttft, tpot = m["ttft_ms"].get("p50"), m["tpot_ms"].get("p50")
         if ttft is None:
             continue
         service_s = (ttft + (longest.get(m["model"], 1) - 1) * (tpot or 0.0)) / 1e3
@@ -97,7 +118,9 @@ def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, mos
 
 
 def _stable(entry: dict) -> bool:
-    return (entry.get("stability") or {}).get("stable", True)
+    """Whether a unit's entry (its ``stability`` record) or a model's (its ``stable``) is stable."""
+    record = entry.get("stability")
+    return entry.get("stable", True) if record is None else record.get("stable", True)
 
 
 def _stat_bounds(entries: list[dict], confidence: float) -> dict:
@@ -132,7 +155,7 @@ def _ratios(bounds: dict, slo: dict, which: int) -> dict:
             parts[stat.split("_")[0]] = bounds[stat][which] / lim
     att = bounds["attainment"][which]
     if slo.get("attainment") is not None and att is not None:
-        parts["attainment"] = slo["attainment"] / att if att > 0 else math.inf
+        parts["attainment"] = slo["attainment"] / max(att, MIN_ATTAINED)
     return parts
 
 
@@ -141,9 +164,9 @@ def _judged(entries: list[dict], slo: dict, confidence: float, margin: float) ->
     measured = [e for e in entries if e.get("count")]
     stable = all(_stable(e) for e in entries)
     if len(measured) < 2:
-        worst = max((e["objective"].get("ratio") or 0.0 for e in measured), default=None)
-        return {"bounds": None, "ratio_bound": None, "decision": "undecided" if stable else "missed",
-                "stable": stable, "met": False, "ratios": {}, "worst": worst}
+        worst = max((e["objective"].get("ratio") or 0.0 for e in entries), default=None)
+        return {"bounds": None, "ratio_bound": worst if not stable else None,
+                "decision": "undecided" if stable else "missed", "stable": stable, "met": False, "ratios": {}}
     bounds = _stat_bounds(measured, confidence)
     pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
     limit = 1.0 - margin
@@ -183,7 +206,8 @@ def _unit_entry(entries: list[dict], slo: dict, confidence: float, margin: float
     return {**first, "count": sum(e.get("count") or 0 for e in entries), "replications": len(entries),
             "objective": {"met": j["met"], "ratio": j["ratio_bound"], "ratios": j["ratios"]},
             "decision": j["decision"], "stable": j["stable"],
-            "stability": [e.get("stability") for e in entries]}
+            "stability": {"stable": j["stable"], "tested": any((e.get("stability") or {}).get("tested") for e in entries),
+                          "per_replication": [e.get("stability") for e in entries]}}
 
 
 def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> dict:

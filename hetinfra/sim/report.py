@@ -9,7 +9,11 @@ objective {met, ratio, ratios, attainment}, met, classes[] (the same per class),
 tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas, step_model,
 profile_factor, the same latency block, utilization (busy fraction), batch {mean running sequences per
 replica, max_num_seqs}, waiting {mean, max}, kv_occupancy {mean, max},
-preemptions, steps). ``objective.ratio`` > 1 is the factor by which the statistic misses its bound.
+preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throughput_ratio, drift,
+ttft_ms {middle, last}}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
+statistic misses its bound. Models also carry ``stable``; a judged simulation (``simulate
+--replications``: hetinfra.sim.replications.judge) adds seeds, replications, confidence, method and
+per model estimate, bound, ratio_bound, decision and per_replication.
 """
 
 from __future__ import annotations
@@ -18,15 +22,24 @@ import json
 from html import escape
 from pathlib import Path
 
+from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
 __all__ = ["write_outputs", "render_svg", "render_text"]
 
 
 def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
+    """simulation.json and simulation.svg in ``out_dir`` (made if missing); a folder that cannot be
+    written is InvalidInputError (exit 2), never a traceback."""
     js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
-    atomic_write_text(js, dumps_strict(doc, indent=2) + "\n")
-    atomic_write_text(svg, render_svg(doc))
+    try:
+        texts = dumps_strict(doc, indent=2) + "\n", render_svg(doc)  # both made before either is written
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(js, texts[0])
+        atomic_write_text(svg, texts[1])
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write the simulation into {out_dir}: {exc.strerror or exc}",
+                                hint="pass a folder you can write with --out") from None
     return js, svg
 
 
@@ -136,5 +149,10 @@ def render_text(doc: dict, console) -> None:
                   _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{(u.get('batch') or {}).get('mean', 0):.1f}",
                   f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
-                  "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
+                  "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]{_unstable(u)}x{o['ratio']:.3f}[/]"))
     console.print(t)
+
+
+def _unstable(unit: dict) -> str:
+    """"unstable " where a unit's stability record says so (a judged one: in some replication)."""
+    return "" if (unit.get("stability") or {}).get("stable", True) else "unstable "

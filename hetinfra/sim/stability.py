@@ -4,18 +4,23 @@ A finite run can pass a unit whose queue grows without end: its percentiles are 
 backlog reaches them. Two tests over the MEASURED window (from the first post-warm-up arrival to the
 last arrival of the unit), both on what the run already holds:
 
-* throughput: the requests the unit completes inside the window per second, against the rate at
-  which requests arrive in it. In steady state the two differ only by the change in the number in
-  the system between the window's ends (a fraction of a percent of the window's requests); an
-  overloaded unit completes at its capacity. Unstable when completed < (1 - tol) x offered, tol =
-  max(THROUGHPUT_TOL, 3 / sqrt(n)) for n measured requests (three standard deviations of a
-  Poisson count: a small unit's window holds few completions, and the in-flight requests at its
-  ends weigh more).
+* throughput: over the SECOND half of the measured window, the requests the unit completes per
+  second against the requests that arrive per second. In steady state the two differ only by the
+  change in the number of requests in the system between the half's ends; an overloaded unit
+  completes at its capacity. The second half, because a short run's system is still filling up
+  in the first (a request that decodes for a minute has not finished in a window of two);
+  tested only when the half starts at least the 95th percentile of the requests' decode time
+  (first token to finish) after the run's first arrival. Unstable when completed < (1 - tol) x
+  arrived, tol = max(THROUGHPUT_TOL, 3 x sqrt(2 x L) / m): m arrivals in the half and L = arrival
+  rate x mean decode time, the requests decoding at once (Little's law), whose count at each end
+  of the half is what the comparison's noise is made of (three standard deviations).
 * drift: the measured requests in arrival order are cut into WINDOWS windows of equal count; the
-  mean TTFT of the last window against the mean TTFT of the middle ones (2 .. WINDOWS - 1). A
-  growing queue raises TTFT linearly in time; a stable one only fluctuates. Unstable when the
-  last window's mean exceeds DRIFT_MAX x the middle's AND by more than DRIFT_FLOOR x the TTFT
-  objective (fluctuations of a mean far below the objective are not a backlog).
+  median TTFT of the last window against the median TTFT of the middle ones (2 .. WINDOWS - 1). A
+  growing queue raises every request's TTFT, linearly in time; a stable one only fluctuates. The
+  median, not the mean: one preemption or burst in a small unit's last window (a 12 s TTFT among
+  700 of 0.3 s) moves a mean by half and a median not at all. Unstable when the last window's
+  median exceeds DRIFT_MAX x the middle's AND by more than DRIFT_FLOOR x the TTFT objective
+  (fluctuations far below the objective are not a backlog).
 
 Fewer than MIN_REQUESTS measured requests: no test (``stable`` true, ``tested`` false).
 An unstable unit fails its objective whatever its percentiles: its ``objective.ratio`` becomes at
@@ -46,22 +51,35 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
     if n < MIN_REQUESTS:
         return {"stable": True, "tested": False, "offered_rps": None, "completed_rps": None,
                 "throughput_ratio": None, "drift": None}
-    t0, t1 = float(arrival[measured[0]]), float(arrival[measured[-1]])
-    span = max(t1 - t0, 1e-12)
-    completed = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
-    offered_rps, completed_rps = n / span, completed / span
-    ratio = completed_rps / offered_rps
+    short, record = _throughput(arrival, first, finish, measured)
     ttft = first[measured] - arrival[measured]
     cuts = np.array_split(ttft, WINDOWS)
-    middle = float(np.concatenate(cuts[1:-1]).mean())
-    last = float(cuts[-1].mean())
+    middle = float(np.median(np.concatenate(cuts[1:-1])))
+    last = float(np.median(cuts[-1]))
     drift = last / middle if middle > 0 else 1.0
     drifting = drift > DRIFT_MAX and (last - middle) * 1e3 > DRIFT_FLOOR * ttft_objective_ms
-    tol = max(THROUGHPUT_TOL, 3.0 / math.sqrt(n))
-    return {"stable": bool(ratio >= 1.0 - tol and not drifting), "tested": True,
-            "offered_rps": round(offered_rps, 5), "completed_rps": round(completed_rps, 5),
-            "throughput_ratio": round(ratio, 5), "drift": round(drift, 4),
+    return {"stable": not (short or drifting), "tested": True, **record, "drift": round(drift, 4),
             "ttft_ms": {"middle": round(middle * 1e3, 3), "last": round(last * 1e3, 3)}}
+
+
+def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:
+    """(whether the unit completes too few, the record's throughput fields): see the module docstring."""
+    t0, t1 = float(arrival[measured[0]]), float(arrival[measured[-1]])
+    half = 0.5 * (t0 + t1)
+    decode = finish[measured] - first[measured]
+    span = t1 - half
+    arrived = int(np.count_nonzero(arrival[measured] >= half))
+    tested = span > 0 and arrived > 0 and half - float(arrival[0]) >= float(np.percentile(decode, 95))
+    if not tested:
+        return False, {"throughput_tested": False, "offered_rps": None, "completed_rps": None,
+                       "throughput_ratio": None}
+    completed = int(np.count_nonzero((finish >= half) & (finish <= t1)))
+    in_service = arrived / span * float(decode.mean())
+    tol = max(THROUGHPUT_TOL, 3.0 * math.sqrt(2.0 * in_service) / arrived)
+    ratio = completed / arrived
+    return ratio < 1.0 - tol, {"throughput_tested": True, "offered_rps": round(arrived / span, 5),
+                               "completed_rps": round(completed / span, 5), "throughput_ratio": round(ratio, 5),
+                               "throughput_tolerance": round(tol, 4)}
 
 
 def failed(objective: dict, record: dict) -> dict:
@@ -69,7 +87,8 @@ def failed(objective: dict, record: dict) -> dict:
     at least the instability's (see the module docstring); unchanged when stable."""
     if record["stable"]:
         return objective
-    worst = max(1.0 / max(record["throughput_ratio"], 1e-9), record["drift"], 1.0 + THROUGHPUT_TOL)
+    short = 1.0 / max(record["throughput_ratio"], 1e-9) if record.get("throughput_ratio") is not None else 0.0
+    worst = max(short, record["drift"], 1.0 + THROUGHPUT_TOL)
     ratio = max(objective.get("ratio") or 0.0, worst)
     return {**objective, "met": False, "ratio": round(ratio, 4),
             "ratios": {**objective.get("ratios", {}), "stability": round(worst, 4)}}

@@ -17,6 +17,9 @@ from hetinfra.errors import InvalidInputError
 __all__ = ["PERCENTILES", "Objective", "percentile", "summarize", "objective_from_slo", "evaluate"]
 
 PERCENTILES = {"mean": None, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+#: an attainment of 0 is read as this in a miss ratio, which stays finite (simulation.json is strict
+#: JSON: no Infinity) and still far above any ratio a planner acts on
+MIN_ATTAINED = 1e-6
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -86,7 +89,7 @@ def evaluate(obj: Objective, ttft: dict, tpot: dict, attained: float | None) -> 
     if tpot.get(key) is not None:
         parts["tpot"] = tpot[key] / obj.tpot_ms
     if obj.attainment is not None and attained is not None:
-        parts["attainment"] = obj.attainment / attained if attained > 0 else math.inf
+        parts["attainment"] = obj.attainment / max(attained, MIN_ATTAINED)
     ratio = max(parts.values()) if parts else None
     return {"met": ratio is not None and ratio <= 1.0, "ratio": None if ratio is None else round(ratio, 4),
             "ratios": {k: round(v, 4) for k, v in parts.items()},

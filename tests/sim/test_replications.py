@@ -58,13 +58,14 @@ def test_replications_are_separate_simulations_and_the_memo_changes_nothing(euro
 def _sim(seed: int, p99_tpot: float, attained: float = 1.0, stable: bool = True) -> dict:
     """A synthetic simulation of one model with one unit: p99 TTFT 500 ms, p99 TPOT as given."""
     slo = {"ttft_ms": 1000.0, "tpot_ms": 80.0, "percentile": "p99", "attainment": 0.95}
-    ratio = max(0.5, p99_tpot / 80.0, 0.95 / attained)
+    ratio = max(0.5, p99_tpot / 80.0, 0.95 / max(attained, 1e-6))
     block = {"count": 2000, "ttft_ms": {"p99": 500.0}, "tpot_ms": {"p99": p99_tpot},
              "objective": {"met": ratio <= 1 and stable, "ratio": ratio if stable else max(ratio, 1.5),
                            "attainment": attained}}
     unit = {"unit": "u1", "model": "m", **block, "stability": {"stable": stable}}
     return {"seed": seed, "met": block["objective"]["met"], "models": [{"model": "m", "slo": slo, **block,
-                                                                         "met": block["objective"]["met"]}],
+                                                                         "met": block["objective"]["met"],
+                                                                         "stable": stable}],
             "units": [unit]}
 
 
@@ -96,7 +97,8 @@ def test_an_unstable_unit_fails_its_model_whatever_its_percentiles():
     j = judge(sims)
     model, unit = j["models"][0], j["units"][0]
     assert not j["met"] and not model["met"] and model["decision"] == "missed" and not model["stable"]
-    assert not unit["objective"]["met"] and unit["objective"]["ratio"] >= 1.5
+    assert not unit["objective"]["met"] and unit["objective"]["ratio"] >= 1.5 and not unit["stability"]["stable"]
+    assert model["objective"]["ratio"] >= 1.5  # the model's ratio says how badly, as its unit's does
 
 
 def test_one_replication_gives_no_bound():
@@ -117,3 +119,15 @@ def test_the_judgement_reads_like_one_simulation(europe):
     for u in j["units"]:
         assert u["count"] == sum(next(x for x in s["units"] if x["unit"] == u["unit"])["count"] for s in sims)
         assert set(u["objective"]) >= {"met", "ratio"}
+
+
+def test_no_request_attained_is_a_finite_miss_in_strict_json():
+    """A planted fault: an attainment of 0 made the miss ratio infinite, which strict JSON refuses."""
+    from hetinfra.fileio import dumps_strict
+    from hetinfra.sim.stats import Objective, evaluate
+
+    one = evaluate(Objective(100.0, 10.0, "p99", 0.9), {"p99": 500.0}, {"p99": 50.0}, 0.0)
+    assert not one["met"] and one["ratio"] >= 1e5
+    j = judge([_sim(1000 + k, 90.0, attained=0.0) for k in range(3)])
+    assert not j["met"] and j["models"][0]["objective"]["ratio"] >= 1e5
+    dumps_strict(one), dumps_strict(j)

@@ -1,0 +1,69 @@
+"""What ``hetinfra simulate`` runs: one simulation or several replications judged with a confidence
+bound, at a stated number of requests or at the run length the plan needs (``requests_for``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from hetinfra.sim.plan_sim import load_inputs
+from hetinfra.sim.replications import judge, requests_for, simulate_replications
+from hetinfra.sim.workload import WorkloadConfig
+
+__all__ = ["OBJECTIVES_MISSED", "simulate_file", "bound_lines"]
+
+#: ``simulate --check``'s exit status when an objective is missed or a unit is unstable
+#: (docs/reference/exit-codes.md): not 2-4, which are errors, nor 10/11, replan's outcomes
+OBJECTIVES_MISSED = 12
+
+
+def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: WorkloadConfig,
+                  replications: int = 1, auto_requests: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> dict:
+    """The simulation.json dict of the plan at ``config``: with ``replications`` > 1, the judgement
+    (hetinfra.sim.replications.judge) of seeds config.seed .. config.seed + replications - 1; with
+    ``auto_requests``, the first replication runs at config.requests and, where
+    ``requests_for`` asks for more, every replication runs at that. ``progress(done, total)``:
+    requests simulated so far, of the total now foreseen."""
+    plan, spec, sp = load_inputs(plan_path, spec_path)
+    models = max(sum(1 for m in plan.models if m.rate_rps), 1)
+    seeds = [config.seed + j for j in range(replications)]
+    state = {"done": 0, "total": config.requests * models * replications}
+
+    def tick(n: int) -> None:
+        state["done"] += n
+        if progress is not None:
+            progress(state["done"], state["total"])
+
+    first = simulate_replications(plan, spec, sp, config, seeds[:1], detail=True, ticks=tick)
+    if auto_requests:
+        need = requests_for(plan, first[0], least=config.requests)
+        if need > config.requests:
+            config = replace(config, requests=need)
+            state["total"] = state["done"] + need * models * replications
+            first = simulate_replications(plan, spec, sp, config, seeds[:1], detail=True, ticks=tick)
+    sims = first + simulate_replications(plan, spec, sp, config, seeds[1:], detail=True, ticks=tick)
+    return sims[0] if replications == 1 else judge(sims)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def bound_lines(doc: dict) -> list[str]:
+    """Per model of a judged simulation, e.g. "chat-8b: p99 TPOT 78.7 ms (95% bound 80.9) vs 80 - met"."""
+    out = []
+    conf = f"{doc.get('confidence', 0.95):.0%}"
+    for m in doc["models"]:
+        slo, est, bound = m["slo"], m.get("estimate") or {}, m.get("bound") or {}
+        parts = [f"{slo['percentile']} {name} {_ms(est.get(key))} ms ({conf} bound {_ms(bound.get(key))}) "
+                 f"vs {slo[key]:g}" for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"))]
+        if slo.get("attainment") is not None and est.get("attainment") is not None:
+            parts.append(f"attainment {est['attainment']:.4f} ({conf} bound {bound['attainment']:.4f}) "
+                         f"vs {slo['attainment']:g}")
+        stable = "" if m.get("stable", True) else ", a unit is unstable"
+        out.append(f"{m['model']}: " + ", ".join(parts) + f" - {m['decision']}{stable} "
+                   f"({m['replications']} replications)")
+    return out

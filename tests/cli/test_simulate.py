@@ -1,0 +1,75 @@
+"""`hetinfra simulate`: --check's exit code both ways, --replications' bounds, hostile inputs."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pytest
+
+from hetinfra.sim.check import OBJECTIVES_MISSED
+
+
+@pytest.fixture(scope="module")
+def chat_plan(example_plans):
+    return example_plans["chat"][0]
+
+
+def test_check_passes_a_met_plan_with_replications(chat_plan, tmp_path, run_cli):
+    code, out, err = run_cli("simulate", str(chat_plan), "--check", "--replications", "3", "--requests", "1500",
+                             "--out", str(tmp_path))
+    assert code == 0, err
+    assert "chat-8b: p99 TTFT" in out and "(95% bound" in out and "- met (3 replications)" in out
+    doc = json.loads((tmp_path / "simulation.json").read_text())
+    assert doc["seeds"] == [0, 1, 2] and doc["met"] and doc["models"][0]["decision"] == "met"
+    assert doc["models"][0]["bound"]["tpot_ms"] >= doc["models"][0]["estimate"]["tpot_ms"]
+
+
+def test_check_fails_a_missed_plan_with_its_own_code(chat_plan, tmp_path, run_cli):
+    # three times the planned demand: the queue grows, the unit is unstable and the model misses
+    code, out, err = run_cli("simulate", str(chat_plan), "--check", "--load", "3", "--requests", "3000",
+                             "--out", str(tmp_path), "--json")
+    assert code == OBJECTIVES_MISSED == 12, err
+    doc = json.loads(out)  # --json still prints the whole document
+    assert not doc["met"] and not doc["units"][0]["stability"]["stable"]
+    code, _, _ = run_cli("simulate", str(chat_plan), "--load", "3", "--requests", "3000", "--out", str(tmp_path))
+    assert code == 0  # without --check a miss is a result, not a failure
+    code, _, err = run_cli("simulate", str(chat_plan), "--check", "--load", "3", "--requests", "3000",
+                           "--replications", "2", "--out", str(tmp_path))
+    assert code == 12 and "objective is missed" in err
+
+
+@pytest.mark.parametrize("value, says", [("1e12", "2,000,000"), ("2000001", "2,000,000"), ("2.5", "whole number"),
+                                         ("0", "outside"), ("many", "not a number")])
+def test_a_request_count_past_the_memory_bound_is_exit_2(chat_plan, tmp_path, run_cli, value, says):
+    code, _, err = run_cli("simulate", str(chat_plan), "--requests", value, "--out", str(tmp_path))
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_an_out_folder_that_cannot_be_written_is_exit_2(chat_plan, tmp_path, run_cli, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = run_cli("simulate", str(chat_plan), "--requests", "1000", "--out", str(blocker / "sub"))
+    assert code == 2 and "cannot write the simulation" in err and "Traceback" not in err
+    import hetinfra.sim.report as report
+
+    def read_only(path, text):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(report, "atomic_write_text", read_only)  # a read-only folder (root ignores chmod)
+    code, _, err = run_cli("simulate", str(chat_plan), "--requests", "1000", "--out", str(tmp_path / "ro"))
+    assert code == 2 and "Permission denied" in err and "--out" in err
+    assert not (tmp_path / "ro" / "simulation.json").exists()
+
+
+def test_without_requests_the_run_is_as_long_as_the_longest_class_needs(chat_plan, tmp_path, run_cli):
+    from hetinfra.sim.plan_sim import load_plan, simulate_plan_file
+    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.workload import WorkloadConfig
+
+    code, out, err = run_cli("simulate", str(chat_plan), "--load", "1.2", "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    first = simulate_plan_file(chat_plan, config=WorkloadConfig(requests=20000, load=1.2))
+    need = requests_for(load_plan(chat_plan)[0], first)
+    assert need > 20000  # chat-8b's 1000-token class at ~70 ms a token: 20 passes need a longer run
+    assert json.loads(out)["requests"] == need

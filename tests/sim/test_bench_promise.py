@@ -1,0 +1,29 @@
+"""benchmarks/bench_promise.py (issue 33's acceptance harness) runs end to end on one small case."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+from tests.plan.golden_plans import REPO
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("bench_promise", REPO / "benchmarks" / "bench_promise.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_harness_plans_and_audits_a_plan(tmp_path):
+    from hetinfra.sim.replications import seeds_for
+
+    bench = _harness()
+    assert bench.audit_seeds(3) == seeds_for(0, "audit", 4)  # its restated rule is the library's
+    exe = str(Path(sys.executable).parent / "hetinfra")
+    rows = bench.one_spec(exe, REPO / "services" / "chat.yaml", tmp_path, bench.audit_seeds(1), long=1)
+    line = rows[0]
+    assert re.search(r"^chat\s+chat-8b\s+\$\s*[\d.]+/h .* met\s+1/1\s+worst\s+[-+][\d.]+%\s+1x: met", line), rows
+    assert (tmp_path / "chat" / "plan.json").is_file()
