@@ -123,7 +123,10 @@ def front_case(d: Path) -> Path:
     hetinfra spec in ``d``: the case tests/solver/test_melange_regression.py checks against Mélange's optimum."""
     from tests.solver.test_melange_regression import _write_case
 
-    data = REPO.parent / "shared" / "data" / "melange-release"
+    import os
+
+    # the shared reference data beside the checkout, or where HETINFRA_SHARED says (a git worktree)
+    data = Path(os.environ.get("HETINFRA_SHARED") or REPO.parent / "shared") / "data" / "melange-release"
     fixtures = json.loads((data / "melange_regression_fixtures.json").read_text())
     profiles = json.loads((data / "melange_profiles_llama2-7b_feb2024.json").read_text())
     (d / "s.yaml").write_text(yaml.safe_dump(_write_case(d, fixtures, profiles, "V1", 32, "sliced")))
