@@ -4,9 +4,13 @@ from which no replica can be removed without a miss there (docs/verification.md)
 The promise is made at one load L (:func:`verification_load`: planning.verify.load,
 else the larger of 1 + planning.headroom and 1.2). The ILP sizes for exactly L x demand (its headroom is 1 - 1/L while
 verifying, so headroom and load do not stack), the simulator checks at L x demand, and there is no
-other factor: a model meets when its statistic (p99 by default) is <= its bound and its attainment
->= its target, up to 1 (``planning.verify.margin``, default 0, tightens this only when a spec
-states it).
+other factor: a model meets when the one-sided 95% bound of its statistic (p99 by default) over
+independent replications is <= its objective and that of its attainment >= its target, its units are
+stable, and none runs past its measured interval or roofline (``hetinfra.plan.replicated``,
+``hetinfra.plan.ceiling``; ``planning.verify.margin``, default 0, tightens this only when a spec
+states it). Every decision below judges on the "decide" seeds; the final plan is confirmed on
+"confirm" seeds no decision saw (``hetinfra.plan.confirm``: a trim removal the confirmation does not
+hold is put back; a plan it rejects sends the search back to its rounds, at most VETOES times).
 
 Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
 layout, whose units serve one class range): each regime r has a factor g[r] on its templates'
@@ -19,7 +23,8 @@ regime used:
   same step (see next_factors), the ones that met keep theirs;
 * its units met with room to spare (worst ratio < CREDIT_BELOW) and it never missed: it is
   credited by min(1 / ratio, CREDIT_STEP), up to the top of its confidence interval
-  (``hetinfra.perf.confidence.credit_ceiling``), so the simulation and not only the estimator's safe
+  (``hetinfra.perf.confidence.credit_ceiling``) and its ceilings at its class mix
+  (``hetinfra.plan.ceiling.Ceilings.credit_limit``), so the simulation and not only the estimator's safe
   side sizes it; a credit under MIN_CREDIT (10%) is not taken.
 
 The cheapest plan in which every model met is kept, even if a later round's solve fails (a budget,
