@@ -116,6 +116,10 @@ class Verification:
 #: how often the confirmation may send the search back to its rounds, each time judged again on
 #: confirm seeds no decision saw, and the rounds the search gets after each
 VETOES, ROUNDS_AFTER_VETO = 2, 3
+#: the search's runs are this many times shorter than the confirmation's. 1: shorter runs see fewer
+#: bursts build queues, so their p99 is lower: at half the requests, 6 of the 32 models of
+#: benchmarks/bench_scale.py's fleet met on the search's seeds and missed on the confirmation's
+DECIDE_SHORTER = 1
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
@@ -206,12 +210,10 @@ def simulators(pr: PlanResult, progress=None):
 
 
 def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> tuple[int, int]:
-    """Requests per model and replication, (for the search, for the confirmation). The confirmation's:
-    at least ``planning.verify.requests``, and enough for the longest class to pass through its unit
-    PASSES times (``hetinfra.sim.replications.requests_for``, measured on the first plan at the first
-    decide seed). The search's: half of each, as it judges on more replications (a bound on the
-    mean of several replications' statistics, where one long run gives one observation), and its
-    decisions are confirmed on the long runs."""
+    """Requests per model and replication, (for the search, for the confirmation): at least
+    ``planning.verify.requests``, and enough for the longest class to pass through its unit PASSES
+    times (``hetinfra.sim.replications.requests_for``, measured on the first plan at the first decide
+    seed); the search's DECIDE_SHORTER times fewer."""
     from hetinfra.sim import simulate_plan
     from hetinfra.sim.replications import PASSES, requests_for, seeds_for
 
@@ -219,7 +221,7 @@ def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> 
     least = int(config.requests)
     probe = simulate_plan(view, spec, path, replace(config, seed=seeds_for(int(config.seed), "decide", 1)[0]),
                           memo=memo, detail=False)
-    return (requests_for(view, probe, least=max(least // 2, 1000), passes=max(PASSES // 2, 1)),
+    return (requests_for(view, probe, least=max(least // DECIDE_SHORTER, 1000), passes=max(PASSES // DECIDE_SHORTER, 1)),
             requests_for(view, probe, least=least))
 
 
