@@ -111,7 +111,7 @@ def _replications(v: Verification, seed: int) -> dict:
     from hetinfra.plan import replicated
 
     return {"method": replicated.METHOD, "confidence": replicated.CONFIDENCE, "base_seed": seed,
-            "start": replicated.START, "step": replicated.STEP, "max": replicated.MAX,
+            "start": replicated.START, "step": replicated.STEP, "max_replications": replicated.MAX,
             "decide_requests": v.decide_requests or v.requests,
             "decide_seeds": list(v.sim.get("seeds") or ()), "confirm_seeds": list(v.confirmation.get("seeds") or ()),
             "simulated": dict(v.replications)}

@@ -176,7 +176,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
     t = Table(title=title, title_justify="left")
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
         t.add_column(col, justify="left" if col in ("model", "objective") else "right")
-    confirmed = {m["model"]: m for m in (f.get("confirmation") or {}).get("models", ())}
+    confirmed = _confirmed(plan)
     for m in f["models"]:
         slo = m["slo"]
         q = slo.get("percentile") or "p99"
@@ -195,6 +195,12 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
         console.print(line, highlight=False)
 
 
+def _confirmed(plan: "Plan") -> dict[str, dict]:
+    """Per model, its judgement on the confirmation's fresh seeds (plan.json fidelity.confirmation)."""
+    c = plan.fidelity.confirmation if plan.fidelity else None
+    return {m.model: m.model_dump(mode="json", exclude_unset=True) for m in c.models} if c else {}
+
+
 def _with_bound(value, bound) -> str:
     return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
 
@@ -209,7 +215,7 @@ def judgement_lines(plan: "Plan | dict") -> list[str]:
     if not reps:
         return []
     conf = f"{100 * reps['confidence']:g}%"
-    confirmed = {m["model"]: m for m in (f.get("confirmation") or {}).get("models", ())}
+    confirmed = _confirmed(Plan.of(plan))
     out = []
     for m in f["models"]:
         line = f"{m['model']}: {_binding(m, conf)} ({m.get('replications')} replication(s), {m.get('decision')})"
@@ -254,9 +260,9 @@ def promise_lines(plan: "Plan | dict") -> list[str]:
     f = _fidelity(doc)
     if "load_basis" in f:
         stats = ", ".join(sorted(set((f.get("statistic") or {}).values()))) or "p99"
-        reps = f.get("replications")
-        sample = (f"{reps['start']} to {reps['max']} replications of {f['requests']} requests per model "
-                  f"(seeds from {f['seed']}), {100 * reps['confidence']:g}% bounds") if reps else \
+        reps = doc.fidelity.replications
+        sample = (f"{reps.start} to {reps.max_replications} replications of {f['requests']} requests per model "
+                  f"(seeds from {f['seed']}), {100 * reps.confidence:g}% bounds") if reps else \
             f"seed {f['seed']}, {f['requests']} requests per model"
         out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), {sample}"
                    + (f", margin {f['margin']:g}" if f.get("margin") else ""))
