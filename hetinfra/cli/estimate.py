@@ -24,9 +24,13 @@ from hetinfra.fileio import dumps_strict
 @click.option("--tpot-ms", type=FiniteFloat(min=0, min_open=True), required=True, help="TPOT SLO, ms.")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",
               show_default=True, help="Weight precision.")
+@click.option("--compare", is_flag=True,
+              help="Also estimate with the measured-kernel backend (aiconfigurator; pip install "
+                   "'hetinfra[aiconfigurator]') and print both figures, the limit that binds in each, and the "
+                   "confidence interval widened where they disagree.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision,
-                     as_json):
+                     compare, as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
     from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
@@ -50,6 +54,8 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
             raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
+        other = _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision) \
+            if compare else None
     except HetinfraError as exc:
         fail(exc, as_json)
         return
@@ -65,6 +71,8 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     }
     if est.reason:
         doc["reason"] = est.reason
+    if other is not None:
+        doc["compare"] = _comparison(est, other, gpu.name, tp, pp)
     if as_json:
         click.echo(dumps_strict(doc, indent=2))
         return
@@ -79,3 +87,49 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     click.echo(f"  TPOT        {est.tpot_ms:.1f} ms at that rate (SLO {tpot_ms:g}; {est.min_tpot_ms:.1f} ms at batch 1)")
     click.echo(f"  weights     {doc['weights_gb_per_gpu']:.1f} GB per GPU")
     click.echo(f"  binding     {est.binding}")
+    if "compare" in doc:
+        _echo_comparison(doc["compare"])
+
+
+def _echo_comparison(cmp: dict) -> None:
+    k = cmp["aiconfigurator"]
+    if not k["feasible"]:
+        click.echo(f"  kernels     infeasible ({k['binding']}) with aiconfigurator's measured kernels")
+        return
+    click.echo(f"  kernels     {k['max_rps']:.3f} req/s with aiconfigurator's measured kernels ({cmp['ratio']:.2f}x), "
+               f"binding {k['binding']}, TTFT {k['ttft_ms']:.1f} ms, TPOT {k['tpot_ms']:.1f} ms")
+    low, mid, high = cmp["interval"]
+    mark = " (widened: the sources disagree beyond it)" if cmp["widened"] else ""
+    click.echo(f"  interval    {low:.2f}-{high:.2f}x of the built-in rate{mark}; confidence safe plans "
+               f"{cmp['safe_rps']:.3f} req/s")
+
+
+def _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision):
+    """The same estimate with the measured-kernel backend's constants for this layout."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.perf import aic_backend
+    from hetinfra.perf.estimator import estimate
+
+    aic_backend.require()
+    calib = aic_backend.layout_calibration(model.name, gpu.name, tp, precision) if pp == 1 else None
+    if calib is None:
+        raise InvalidInputError(f"--compare: aiconfigurator's kernel database does not cover {model.name} on "
+                                f"{gpu.name} (tp={tp}, pp={pp}, {precision})",
+                                hint="it covers " + ", ".join(aic_backend.SYSTEMS) + " with "
+                                     + ", ".join(aic_backend.MODELS) + ", tp 1/2/4/8, no pipelines")
+    return estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens, ttft_ms=ttft_ms,
+                    tpot_ms=tpot_ms, precision=precision, calib=calib)
+
+
+def _comparison(est, other, gpu: str, tp: int, pp: int) -> dict:
+    """Both figures, the binding limit of each, and the built-in estimate's interval widened to cover
+    the other source where they disagree (hetinfra.perf.confidence.widen_for_disagreement)."""
+    from hetinfra.perf.confidence import confidence_detail, rate_interval, widen_for_disagreement
+
+    ratio = other.max_rps / est.max_rps if est.feasible and other.feasible and est.max_rps > 0 else 0.0
+    interval = rate_interval(confidence_detail(gpu, tp, pp, est.batch))
+    wide, marked = widen_for_disagreement(interval, ratio, "aiconfigurator")
+    return {"aiconfigurator": {"feasible": other.feasible, "max_rps": round(other.max_rps, 4), "binding": other.binding,
+                               "ttft_ms": round(other.ttft_ms, 2), "tpot_ms": round(other.tpot_ms, 2)},
+            "ratio": round(ratio, 4), "interval": [wide.low, wide.middle, wide.high], "widened": marked,
+            "interval_basis": wide.basis, "safe_rps": round(est.max_rps * wide.low, 4)}

@@ -65,3 +65,27 @@ def test_a_layout_calibration_moves_only_its_gpu():
     got = aic_backend.layout_calibration("llama-3.1-8b", "H100", 1, "bf16")
     assert got is not None and got != CALIBRATION
     assert dict(got.by_gpu)["L40S"] == dict(CALIBRATION.by_gpu)["L40S"]
+
+
+def test_planning_estimator_is_a_spec_choice_and_defaults_to_builtin():
+    from pydantic import ValidationError
+
+    from hetinfra.spec.models import PlanningSpec
+
+    assert PlanningSpec().estimator == "builtin"
+    assert PlanningSpec(estimator="auto").estimator == "auto"
+    with pytest.raises(ValidationError):
+        PlanningSpec(estimator="roofline")
+
+
+def test_estimator_aiconfigurator_without_the_package_is_invalid_input(monkeypatch):
+    from hetinfra.catalog.models import MODELS
+    from hetinfra.perf.model import ModelContext, kernel_calibration
+    from hetinfra.perf.calibration import CALIBRATION
+
+    monkeypatch.setattr(aic_backend, "available", lambda: False)
+    ctx = ModelContext(("m",), MODELS["llama-3.1-8b"], "bf16", 1000, 20, estimator="aiconfigurator")
+    with pytest.raises(InvalidInputError):
+        kernel_calibration(ctx, "H100", 1, 1, None, CALIBRATION)
+    auto = ModelContext(("m",), MODELS["llama-3.1-8b"], "bf16", 1000, 20, estimator="auto")
+    assert kernel_calibration(auto, "H100", 1, 1, None, CALIBRATION) is None  # auto: builtin where it cannot
