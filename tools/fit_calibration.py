@@ -321,6 +321,8 @@ LOADERS = {"helix": load_helix, "splitwise": load_splitwise, "sageserve": load_s
            "melange": load_melange, "silicon": load_silicon}
 DATASET_DIRS = {"helix": "data/Helix-ASPLOS25/profiles", "splitwise": "data/splitwise-sim",
                 "sageserve": "data/SageServe", "vllm_md": "notes", "melange": "data/melange-release", "silicon": ""}
+# data sets another tool fits (tools/fit_kernels.py): every row is held out here
+FITTED_ELSEWHERE = {"silicon"}
 # the TPOT-like quantity of each data set (the acceptance target applies to it)
 PRIMARY = {"helix": "decode step", "splitwise": "TPOT", "sageserve": "TPOT", "vllm_md": "TPOT",
            "melange": "capacity", "silicon": "TPOT"}
@@ -357,7 +359,7 @@ def load_rows(shared: Path = SHARED, datasets: list[str] | None = None) -> list[
 # 1 ms that the current engine's costs come from (tools/fit_kernels.py), so it carries its own step
 # cost, fitted like splitwise's (tools/fit_calibration.py --fit-profiles).
 ENGINES: dict[str, dict[str, float]] = {
-    "splitwise-2023": {"t_fixed_ms": 14.6133, "allreduce_us_per_log2_tp": 40},
+    "splitwise-2023": {"t_fixed_ms": 4.99024, "allreduce_us_per_log2_tp": 40},
     "sageserve-2024": {"t_fixed_ms": 2.60262, "allreduce_us_per_log2_tp": 11.5891},
 }
 # vLLM versions other than the current one: their overrides live in calibration.py (the planner
@@ -368,12 +370,16 @@ ENGINES["vllm-0.2"] = dict(LEGACY_V0_2)
 def engine_calibration(row: Row, calib: Calibration, engines: dict[str, dict[str, float]] | None = None) -> Calibration:
     """The constants a row is predicted with: the planner's, or those of the row's engine profile."""
     if row.engine.startswith("vllm-"):  # another vLLM version: calibration.py's overrides for it
-        return dataclasses.replace(calib, vllm_version=row.engine[5:], **(engines or ENGINES)[row.engine])
+        # as calibration.CALIBRATIONS: another engine version keeps the shared GPU constants (no by_gpu)
+        return dataclasses.replace(calib, vllm_version=row.engine[5:], by_gpu=(), **(engines or ENGINES)[row.engine])
     if row.engine == "vllm" or engines is None:
         return calib
     prof = engines[row.engine]
     ar = prof["allreduce_us_per_log2_tp"] * math.log2(max(row.tp, 2))
-    return dataclasses.replace(calib, t_fixed_ms=prof["t_fixed_ms"], allreduce_us_nvlink=ar, allreduce_us_pcie=ar)
+    # a data set's own engine (2023-24 builds) keeps the shared GPU constants: the per-GPU ones
+    # (GPU_KERNELS) describe the current vLLM's kernels
+    return dataclasses.replace(calib, t_fixed_ms=prof["t_fixed_ms"], allreduce_us_nvlink=ar, allreduce_us_pcie=ar,
+                               by_gpu=())
 
 
 # ---- prediction and errors -------------------------------------------------------------------------
@@ -791,7 +797,9 @@ def main(argv: list[str] | None = None) -> int:
 def _table_text(text: str, name: str, table_rows: tuple) -> str:
     """calibration.py's text with the tuple literal ``name`` (one entry a line) replaced by ``table_rows``."""
     body = "".join(f"    {c!r},\n".replace("'", '"') for c in table_rows)
-    text, n = re.subn(rf"^({name}: tuple\[.*\] = \(\n).*?^\)$", lambda m: m.group(1) + body + ")", text,
+    # [^\n]*: the header stays on its line (a greedy .* under re.S ran on to RESIDUALS' header and left
+    # COVERAGE as it was)
+    text, n = re.subn(rf"^({name}: tuple\[[^\n]*\] = \(\n).*?^\)$", lambda m: m.group(1) + body + ")", text,
                       flags=re.M | re.S)
     assert n == 1, name
     return text
