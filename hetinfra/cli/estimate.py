@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import click
 
@@ -71,8 +72,9 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     }
     if est.reason:
         doc["reason"] = est.reason
-    if other is not None:
-        doc["compare"] = _comparison(est, other, gpu.name, tp, pp)
+    cmp = _comparison(est, other, gpu.name, tp, pp) if other is not None else None
+    if cmp is not None:
+        doc["compare"] = cmp.doc()
     if as_json:
         click.echo(dumps_strict(doc, indent=2))
         return
@@ -87,21 +89,20 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     click.echo(f"  TPOT        {est.tpot_ms:.1f} ms at that rate (SLO {tpot_ms:g}; {est.min_tpot_ms:.1f} ms at batch 1)")
     click.echo(f"  weights     {doc['weights_gb_per_gpu']:.1f} GB per GPU")
     click.echo(f"  binding     {est.binding}")
-    if "compare" in doc:
-        _echo_comparison(doc["compare"])
+    if cmp is not None:
+        _echo_comparison(cmp)
 
 
-def _echo_comparison(cmp: dict) -> None:
-    k = cmp["aiconfigurator"]
-    if not k["feasible"]:
-        click.echo(f"  kernels     infeasible ({k['binding']}) with aiconfigurator's measured kernels")
+def _echo_comparison(cmp: Comparison) -> None:
+    k = cmp.other
+    if not k.feasible:
+        click.echo(f"  kernels     infeasible ({k.binding}) with aiconfigurator's measured kernels")
         return
-    click.echo(f"  kernels     {k['max_rps']:.3f} req/s with aiconfigurator's measured kernels ({cmp['ratio']:.2f}x), "
-               f"binding {k['binding']}, TTFT {k['ttft_ms']:.1f} ms, TPOT {k['tpot_ms']:.1f} ms")
-    low, mid, high = cmp["interval"]
-    mark = " (widened: the sources disagree beyond it)" if cmp["widened"] else ""
-    click.echo(f"  interval    {low:.2f}-{high:.2f}x of the built-in rate{mark}; confidence safe plans "
-               f"{cmp['safe_rps']:.3f} req/s")
+    click.echo(f"  kernels     {k.max_rps:.3f} req/s with aiconfigurator's measured kernels ({cmp.ratio:.2f}x), "
+               f"binding {k.binding}, TTFT {k.ttft_ms:.1f} ms, TPOT {k.tpot_ms:.1f} ms")
+    mark = " (widened: the sources disagree beyond it)" if cmp.widened else ""
+    click.echo(f"  interval    {cmp.interval.low:.2f}-{cmp.interval.high:.2f}x of the built-in rate{mark}; "
+               f"confidence safe plans {cmp.safe_rps:.3f} req/s")
 
 
 def _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision):
@@ -121,7 +122,24 @@ def _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, t
                     tpot_ms=tpot_ms, precision=precision, calib=calib)
 
 
-def _comparison(est, other, gpu: str, tp: int, pp: int) -> dict:
+@dataclass(frozen=True)
+class Comparison:
+    """The measured-kernel figure beside the built-in one, and the built-in interval widened to cover it."""
+    other: object  # the backend's Estimate
+    ratio: float  # its rate over the built-in rate (0: either infeasible)
+    interval: object  # RateInterval, widened where the sources disagree
+    widened: bool
+    safe_rps: float  # the built-in rate at the interval's low end (planning.confidence: safe)
+
+    def doc(self) -> dict:
+        o, i = self.other, self.interval
+        return {"aiconfigurator": {"feasible": o.feasible, "max_rps": round(o.max_rps, 4), "binding": o.binding,
+                                   "ttft_ms": round(o.ttft_ms, 2), "tpot_ms": round(o.tpot_ms, 2)},
+                "ratio": round(self.ratio, 4), "interval": [i.low, i.middle, i.high], "widened": self.widened,
+                "interval_basis": i.basis, "safe_rps": round(self.safe_rps, 4)}
+
+
+def _comparison(est, other, gpu: str, tp: int, pp: int) -> Comparison:
     """Both figures, the binding limit of each, and the built-in estimate's interval widened to cover
     the other source where they disagree (hetinfra.perf.confidence.widen_for_disagreement)."""
     from hetinfra.perf.confidence import confidence_detail, rate_interval, widen_for_disagreement
@@ -129,7 +147,4 @@ def _comparison(est, other, gpu: str, tp: int, pp: int) -> dict:
     ratio = other.max_rps / est.max_rps if est.feasible and other.feasible and est.max_rps > 0 else 0.0
     interval = rate_interval(confidence_detail(gpu, tp, pp, est.batch))
     wide, marked = widen_for_disagreement(interval, ratio, "aiconfigurator")
-    return {"aiconfigurator": {"feasible": other.feasible, "max_rps": round(other.max_rps, 4), "binding": other.binding,
-                               "ttft_ms": round(other.ttft_ms, 2), "tpot_ms": round(other.tpot_ms, 2)},
-            "ratio": round(ratio, 4), "interval": [wide.low, wide.middle, wide.high], "widened": marked,
-            "interval_basis": wide.basis, "safe_rps": round(est.max_rps * wide.low, 4)}
+    return Comparison(other, ratio, wide, marked, est.max_rps * wide.low)
