@@ -361,8 +361,10 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     else:
         e.p2p_lat = e.p2p_tok = 0.0
     e.serial = c.mem_compute_serial
-    e.gpu_fixed = ls * c.t_layer_us * 1e-6  # GPU time per step that no roofline term holds (launches, norms)
-    e.fixed = c.t_fixed_ms * 1e-3 + e.gpu_fixed
+    # GPU time per step of one stage that no roofline term holds (launches, norms); a token's step
+    # passes every stage, so the step cost carries pp of them (as the roofline terms are summed)
+    e.gpu_fixed = ls * c.t_layer_us * 1e-6
+    e.fixed = c.t_fixed_ms * 1e-3 + pp * e.gpu_fixed
     e.per_seq = c.t_per_seq_us * 1e-6
     e.per_req = c.t_per_request_ms * 1e-3
     e.overlap = c.cpu_gpu_overlap
@@ -407,7 +409,7 @@ def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float
     e = _coefficients(model, gpu, tp, pp, max(int(isl), 1), float(ctx), 0.0, prec, kv_tok, w_gpu, calib)
     if not overheads:  # GPU work only: no engine step costs, no CPU dispatch
         e.per_seq = e.per_req = e.dispatch = 0.0
-        e.fixed = e.gpu_fixed
+        e.fixed = pp * e.gpu_fixed
     return e
 
 
