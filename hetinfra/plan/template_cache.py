@@ -79,7 +79,8 @@ def imported_modules(source: str) -> set[str]:
         if names.lstrip().startswith("("):  # a parenthesised list may run over several lines
             names = source[match.start(2):source.index(")", match.start(2))]
         found.add(module)
-        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", names.split("#")[0]) if name.strip())
+        names = "\n".join(line.split("#")[0] for line in names.splitlines())  # a comment may end any line
+        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", names) if name.strip())
     return found
 
 
@@ -123,6 +124,17 @@ def _code_fingerprint(package: Path = Path(__file__).parents[1]) -> str:
     return h.hexdigest()
 
 
+def _aiconfigurator_version() -> str | None:
+    """The installed aiconfigurator-core's version (its kernel database ships in the wheel), None
+    where it is not installed; read from the package metadata, without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiconfigurator-core")
+    except PackageNotFoundError:
+        return None
+
+
 class TemplateCache:
     """Get/put model libraries; counts hits and misses for the plan's report."""
 
@@ -150,6 +162,8 @@ class TemplateCache:
                          sorted(inputs.spec.deploy.skypilot_clouds), s.estimator],
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
         }
+        if s.estimator != "builtin":  # the measured-kernel backend's rates follow its database's release
+            doc["aiconfigurator"] = _aiconfigurator_version()
         if s.allow_mixed_pipelines:  # which instance type stands for a GPU configuration follows prices
             from hetinfra.plan.templates_mixed import gpu_configs
 
