@@ -134,6 +134,7 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         search.g = new
         try:
             pr = resolve(search.derate(), dict(pr.result.n))
+            pr = _past_unchanged(pr, doc, sim, search, resolve)
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
             if not any(s["met"] for _, s in search.done):
                 raise
@@ -145,6 +146,39 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
     kept = min(met, key=lambda k: (search.ranks[k], k)) if met else len(search.done) - 1
     (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
     return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
+
+
+#: at most this many derating steps per round without a simulation (see _past_unchanged)
+UNCHANGED_STEPS = 8
+
+
+def _model_fleet(doc: dict, model: str) -> str:
+    """What a model's simulation depends on in a simulation view: its units' counts, its routing and
+    the demand scale (a model's units and traffic are simulated apart from the others')."""
+    return json.dumps([sorted((a["unit"], a["count"]) for a in doc["allocations"] if a["model"] == model),
+                       doc["routing"].get(model), doc["demand_scale"]], sort_keys=True)
+
+
+def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolve) -> PlanResult:
+    """The re-solve after a round that derated a model that missed, past the factors that leave that
+    model's fleet as it was: its simulation would be the one that missed, so simulating it again
+    spends a round to learn nothing (multi-region's 70B H100 TP2 units kept their count of 2 through
+    four rounds of 8% steps and the rounds ran out on a miss). Each such model's regimes take their
+    next step on the same judgement, until its fleet changes or UNCHANGED_STEPS steps."""
+    missed = {m["model"] for m in sim["models"] if not m["met"]}
+    for _ in range(UNCHANGED_STEPS):
+        view = simulation_view(pr)
+        stuck = {m for m in missed if _model_fleet(view, m) == _model_fleet(doc, m)}
+        if not stuck:
+            break
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
+        theirs = {r for r, m in search.regimes.values() if m in stuck}
+        step = {r: f for r, f in new.items() if r in theirs and f != search.g.get(r, 1.0)}
+        if not step:
+            break
+        search.g = {**search.g, **step}
+        pr = resolve(search.derate(), dict(pr.result.n))
+    return pr
 
 
 def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,

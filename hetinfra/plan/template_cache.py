@@ -79,8 +79,8 @@ def imported_modules(source: str) -> set[str]:
         if names.lstrip().startswith("("):  # a parenthesised list may run over several lines
             names = source[match.start(2):source.index(")", match.start(2))]
         found.add(module)
-        code = " ".join(line.split("#")[0] for line in names.splitlines())  # a comment ends its line, not the list
-        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", code) if name.strip())
+        names = "\n".join(line.split("#")[0] for line in names.splitlines())  # a comment may end any line
+        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", names) if name.strip())
     return found
 
 
@@ -124,6 +124,17 @@ def _code_fingerprint(package: Path = Path(__file__).parents[1]) -> str:
     return h.hexdigest()
 
 
+def _aiconfigurator_version() -> str | None:
+    """The installed aiconfigurator-core's version (its kernel database ships in the wheel), None
+    where it is not installed; read from the package metadata, without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiconfigurator-core")
+    except PackageNotFoundError:
+        return None
+
+
 class TemplateCache:
     """Get/put model libraries; counts hits and misses for the plan's report."""
 
@@ -148,9 +159,11 @@ class TemplateCache:
             "classes": [[c.name, c.input_tokens, c.output_tokens] for c in pm.classes],
             "types": sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers}),
             "settings": [s.max_nodes_per_template, s.tp_pp_layouts, s.allow_mixed_pipelines, s.mixed_memory_ratio,
-                         sorted(inputs.spec.deploy.skypilot_clouds)],
+                         sorted(inputs.spec.deploy.skypilot_clouds), s.estimator],
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
         }
+        if s.estimator != "builtin":  # the measured-kernel backend's rates follow its database's release
+            doc["aiconfigurator"] = _aiconfigurator_version()
         if s.allow_mixed_pipelines:  # which instance type stands for a GPU configuration follows prices
             from hetinfra.plan.templates_mixed import gpu_configs
 

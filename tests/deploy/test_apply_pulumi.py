@@ -146,7 +146,8 @@ def test_preflight_lists_every_missing_prerequisite_in_one_run(fake_pulumi, clou
 def test_no_confirmation_without_a_terminal(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):
     code, stdout, err = run_cli("apply", str(planned_out))
     assert code == 2 and "pass --yes" in err and "instance(s) to add" in stdout
-    assert "aws (stack prod): 12 to create" in stdout  # the preview was shown; nothing was applied
+    # the preview was shown (the five AWS units of the middle-rate plan), nothing was applied
+    assert "aws (stack prod): 22 to create" in stdout
     ops = {tuple(c["argv"][1:3]) for c in fake_pulumi() if c["argv"][:1] != ["version"]}
     assert ops == {("stack", "select"), ("stack", "init"), ("config", "set"), ("set", "hetinfra:images"),
                    ("preview", "--json")}

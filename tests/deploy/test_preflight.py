@@ -141,8 +141,9 @@ def test_explicit_disk_too_small_for_the_weights_exits_2(fake_pulumi, cloud_env,
     _edit(planned_out, lambda p: p["deploy"].__setitem__("disk_gb", 200))
     before = _tree(planned_out)
     code, _, err = run_cli("apply", str(planned_out), "--yes")
-    # the 70B unit downloads 141 GB of bf16 weights + 25 GB image + 50 GB GCP image, +10%
-    assert code == 2 and "deploy.disk_gb is 200 GB" in err and "code-70b" in err and "needs 240 GB" in err
+    # the first 70B unit (AWS p3.8xlarge) downloads 141 GB of bf16 weights + 25 GB image + 75 GB AWS image,
+    # +10% = 265 GB, rounded up to 270 (the GCP unit's 50 GB image gives 240)
+    assert code == 2 and "deploy.disk_gb is 200 GB" in err and "code-70b-aws" in err and "needs 270 GB" in err
     assert _tree(planned_out) == before
 
 

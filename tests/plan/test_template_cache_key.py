@@ -38,7 +38,8 @@ def test_the_line_scan_finds_every_import_the_parser_finds(tree):
 def test_the_graph_holds_the_modules_a_hand_list_missed():
     files = rate_module_files(PACKAGE)
     for rel in ("hetinfra/perf/confidence.py", "hetinfra/facts.py", "hetinfra/perf/estimator.py",
-                "hetinfra/perf/calibration.py", "hetinfra/catalog/gpus.py", "hetinfra/plan/templates_mixed.py"):
+                "hetinfra/perf/calibration.py", "hetinfra/catalog/gpus.py", "hetinfra/plan/templates_mixed.py",
+                "hetinfra/perf/aic_backend.py", "hetinfra/perf/kernel_fit.py", "hetinfra/perf/published.py"):
         assert rel in files, f"{rel} decides rates and is not in the key"
     assert not any(rel.startswith(("hetinfra/sim/", "hetinfra/compile/", "hetinfra/cli/")) for rel in files)
 
@@ -82,8 +83,27 @@ def test_a_new_import_joins_the_graph_and_other_modules_stay_out(tree_copy):
     assert _code_fingerprint(tree_copy) != before
 
 
-def test_a_comment_inside_a_parenthesised_import_ends_its_line_only():
-    """``from m import (A,  # note`` then ``B)``: B is still read (a comment once cut the rest of the list)."""
-    source = "from hetinfra.plan.rounds import (A,  # noqa: F401\n    B, C)\n"
-    assert imported_modules(source) == {"hetinfra.plan.rounds", "hetinfra.plan.rounds.A",
-                                        "hetinfra.plan.rounds.B", "hetinfra.plan.rounds.C"}
+def test_the_kernel_backends_release_enters_the_key_when_it_decides_rates(tmp_path, monkeypatch):
+    """planning.estimator aiconfigurator/auto: the rates follow aiconfigurator-core's kernel database,
+    which ships in its wheel, so its version is in the key; builtin plans do not depend on it."""
+    from hetinfra.plan import template_cache
+    from hetinfra.plan.inputs import resolve
+    from hetinfra.spec.load import load_spec
+    from tests.plan.test_template_cache import _write
+    from tests.solver.test_mixed_pipelines import _spec
+
+    def keys(estimator: str) -> list[str]:
+        spec = _spec(tmp_path, mixed=False)
+        spec.setdefault("planning", {})["estimator"] = estimator
+        path = _write(tmp_path, spec)
+        loaded, text, locate = load_spec(path)
+        inputs = resolve(loaded, path, text, None, locate)
+        cache = template_cache.TemplateCache(tmp_path)
+        return [cache.key(inputs, pm) for pm in inputs.models]
+
+    release = {"v": "0.12.0"}
+    monkeypatch.setattr(template_cache, "_aiconfigurator_version", lambda: release["v"])
+    builtin, auto = keys("builtin"), keys("auto")
+    release["v"] = "0.13.0"
+    assert keys("builtin") == builtin
+    assert keys("auto") != auto

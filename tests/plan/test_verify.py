@@ -46,7 +46,8 @@ def test_tight_slo_plan_is_verified_and_holds_in_an_independent_simulation(tmp_p
     assert f["rounds"] >= 2 and f["derate"]["code-70b"] < 1.0  # ... so it was derated and re-solved
     assert f["load_basis"] == "planning.verify.load" and f["margin"] == 0.0
     [m] = f["models"]
-    assert m["ttft_ms"]["p99"] <= 1500 and m["tpot_ms"]["p99"] <= 50
+    # the promise is the replications' one-sided 95% bound (issue 33), not one seed's p99
+    assert m["decision"] == "met" and m["bound"]["ttft_ms"] <= 1500 and m["bound"]["tpot_ms"] <= 50
     assert min(t["derate"] for t in plan["templates"]) == f["derate"]["code-70b"]
     assert "Latency objectives, simulated at 1.2x demand" in stdout
     # an independent run: another seed, more requests, the declared demand

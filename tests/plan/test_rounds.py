@@ -1,0 +1,53 @@
+"""Verification's rounds (hetinfra.plan.rounds): a derate that leaves a missed model's fleet as it was
+is stepped past without spending a round on a simulation that would repeat the miss."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hetinfra.plan import rounds
+from hetinfra.plan.rounds import Search, _past_unchanged
+
+
+def _plan(count: int, factor: float) -> SimpleNamespace:
+    """A re-solve's result as the rounds read it: its simulation view and its counts."""
+    view = {"allocations": [{"unit": "m|h100", "model": "m", "template": "t", "count": count},
+                            {"unit": "o|l4", "model": "other", "template": "o", "count": 1}],
+            "routing": {"m": {"c": [{"unit": "m|h100", "share": 1.0}]}}, "demand_scale": None}
+    return SimpleNamespace(view=view, result=SimpleNamespace(n={"t": count}), factor=factor)
+
+
+def _missed_by(ratio: float) -> dict:
+    return {"met": False, "models": [{"model": "m", "met": False}, {"model": "other", "met": True}],
+            "units": [{"unit": "m|h100", "count": 100, "objective": {"met": False, "ratio": ratio}},
+                      {"unit": "o|l4", "count": 100, "objective": {"met": True, "ratio": 0.5}}]}
+
+
+def test_a_derate_that_keeps_the_missed_fleet_steps_on_until_it_changes(monkeypatch):
+    """The count rises only below a factor of 0.7; a 9% miss steps by 8%: the round's re-solve keeps 2
+    replicas, and the rounds would simulate that fleet again (multi-region's code-70b, estimator-v3)."""
+    monkeypatch.setattr(rounds, "simulation_view", lambda pr: pr.view)
+    solved: list[float] = []
+
+    def resolve(derate: dict, _n: dict) -> SimpleNamespace:
+        solved.append(derate["t"])
+        return _plan(3 if derate["t"] < 0.7 else 2, derate["t"])
+
+    search = Search(regimes={"t": ("m|h100", "m"), "o": ("other|l4", "other")}, g={"m|h100": 1.0, "other|l4": 1.0},
+                    ceiling={"m|h100": 1.0, "other|l4": 1.5625})
+    first = _plan(2, 1.0)
+    sim = _missed_by(1.09)
+    search.g = rounds.next_factors(sim, first.view, search.g, search.ok, search.bad, search.ceiling, search.regimes)
+    pr = _past_unchanged(resolve(search.derate(), {}), first.view, sim, search, resolve)
+    assert pr.view["allocations"][0]["count"] == 3
+    assert pr.factor < 0.7 and solved == sorted(solved, reverse=True) and len(solved) <= 1 + rounds.UNCHANGED_STEPS
+    assert search.g["other|l4"] == 1.25  # the model that met is credited once, by the round, not per step
+
+
+def test_a_changed_fleet_is_simulated_at_the_rounds_factor(monkeypatch):
+    monkeypatch.setattr(rounds, "simulation_view", lambda pr: pr.view)
+    search = Search(regimes={"t": ("m|h100", "m"), "o": ("other|l4", "other")}, g={"m|h100": 0.9, "other|l4": 1.0},
+                    ceiling={"m|h100": 1.0, "other|l4": 1.0})
+    resolved = _plan(3, 0.9)
+    assert _past_unchanged(resolved, _plan(2, 1.0).view, _missed_by(1.09), search,
+                           lambda *_: (_ for _ in ()).throw(AssertionError("re-solved"))) is resolved
