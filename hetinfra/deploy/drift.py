@@ -266,6 +266,10 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     env = dict(os.environ) if env is None else env
     plan = load_plan(out) if (out / "plan.json").exists() else None
     recorded = State.of(state.doc, out / "state.json")
+    if plan is not None:  # another service's state.json must not be read as this plan's live state
+        from hetinfra.document.crosscheck import check_against_plan
+
+        check_against_plan(plan, out / "plan.json", state=recorded, state_path=out / "state.json", target=False)
     units = [_unit(a) for a in sorted(recorded.allocations, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
     quiet = log or (lambda _line: None)
     clouds = sorted({u.cloud for u in units if u.path == "pulumi"})

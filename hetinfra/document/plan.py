@@ -91,6 +91,10 @@ class Plan(Doc):
         dup = sorted({u for u in units if units.count(u) > 1})
         if dup:
             raise ValueError(f"allocations repeat deployment unit(s) {', '.join(dup)}")
+        from hetinfra.document.crosscheck import plan_route_problems
+
+        if wrong := plan_route_problems(self.allocations, self.routing, self.routing_by_origin):
+            raise ValueError(wrong[0])  # another model's units: the gateway would send requests there
         self._variants_listed()
         return self
 

@@ -25,14 +25,13 @@ the unknown output length. Requests larger than every class are clipped into the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import read_json
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -105,11 +104,8 @@ def base_url(url: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
-    """A JSON object from ``path`` (fileio.read_text: any unreadable file is exit 2 naming it)."""
-    try:
-        doc = json.loads(read_text(path, "JSON file"))
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    """A JSON object from ``path`` (fileio.read_json: any unreadable or over-nested file is exit 2 naming it)."""
+    doc = read_json(path, "router weights")
     if not isinstance(doc, dict):
         raise InvalidInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     return doc
@@ -163,6 +159,10 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
 
     plan, weights, where, recorded, sources = _read_sources(Path(source))
     models = routes_from_weights(weights, where)
+    if plan is not None and where != str(sources[0]):  # weights.json beside plan.json: the two must agree
+        from hetinfra.document.crosscheck import check_against_plan
+
+        check_against_plan(plan, sources[0], weights=parse_weights(weights, where), weights_path=where)
     aliases = unit_aliases(plan)
     units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
             {u for m in models.values() for u, _ in m.shares}
@@ -207,7 +207,12 @@ def _read_sources(src: Path) -> tuple:
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
         if state_path.exists():
-            endpoints = State.of(load_state(state_path), state_path).endpoints
+            state = State.of(load_state(state_path), state_path)
+            if plan is not None:
+                from hetinfra.document.crosscheck import check_against_plan
+
+                check_against_plan(plan, plan_path, state=state, state_path=state_path)
+            endpoints = state.endpoints
             sources.append(state_path)
     elif src.exists():
         plan = load_plan(src)
