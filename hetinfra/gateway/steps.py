@@ -152,7 +152,7 @@ async def parse(gw, request: Request, call: Call) -> None:
                                         code="invalid_json"))
     call.raw, call.body = raw, body
     call.table, call.balancer = gw.table, gw.balancer
-    origin = request_origin(request.headers, gw.config.region)  # routing by origin (gateway.origins)
+    origin = request_origin(request.headers, gw.config.region, call.table.declared)  # gateway.origins: pooled if undeclared
     if origin is None:
         raise Refused("bad_origin", error(400, f"header {ORIGIN_HEADER} must be a region name",
                                           "invalid_request_error", code="invalid_origin"))

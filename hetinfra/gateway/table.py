@@ -82,9 +82,11 @@ class RoutingTable:
     #: routing by origin (hetinfra.gateway.origins): origin -> model -> that origin's routes
     by_origin: dict[str, dict[str, ModelRoutes]] = field(default_factory=dict)
     region: str = ""  # the gateway's own region (--region): the row it serves without an origin header
+    #: the regions the plan declares (gateway.origins.declared_regions): the origins a header may name
+    declared: frozenset[str] = frozenset()
 
     def routes_for(self, model: str, origin: str | None = None) -> ModelRoutes | None:
-        """The model's routes for a client in ``origin`` (else the gateway's region; else by class)."""
+        """The model's routes for a client in ``origin`` (else, or when pooled, the gateway's region; else by class)."""
         row = self.by_origin.get(origin or self.region) or self.by_origin.get(self.region) or {}
         return row.get(model) or self.models.get(model)
 
@@ -155,9 +157,11 @@ def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, li
 def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None, region: str = "") -> RoutingTable:
     """The routing table from an OUT folder or a plan.json (see the module docstring); ``region``:
     the gateway's own, whose row of the plan it serves (hetinfra.gateway.origins)."""
-    from hetinfra.gateway.origins import origin_routes
+    from hetinfra.gateway.origins import check_region, declared_regions, origin_routes
 
     plan, weights, where, recorded, sources = _read_sources(Path(source))
+    declared = declared_regions(plan)
+    check_region(region, declared, str(sources[0]))
     models = routes_from_weights(weights, where)
     if plan is not None and where != str(sources[0]):  # weights.json beside plan.json: the two must agree
         from hetinfra.document.crosscheck import check_against_plan
@@ -179,7 +183,8 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
                 for u in sorted(units - set(table_endpoints))]
     return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
-                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
+                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region,
+                        declared=declared)
 
 
 def _read_sources(src: Path) -> tuple:
