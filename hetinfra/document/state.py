@@ -85,7 +85,7 @@ MAX_LIVE_COUNT = 1_000_000
 _LiveCount = Annotated[int, Field(ge=0, le=MAX_LIVE_COUNT, strict=True)]
 
 
-class LiveUnit(BaseModel):
+class LiveCounts(BaseModel):
     """The counts of one unit in a live read (hetinfra.deploy.drift.UnitLive.doc): whole, 0..MAX_LIVE_COUNT."""
 
     model_config = ConfigDict(extra="allow")
@@ -107,7 +107,7 @@ class LiveRead(BaseModel):
 
     desired_replicas: _LiveCount = 0
     live_replicas: _LiveCount = 0
-    units: dict[str, LiveUnit] = {}
+    units: dict[str, LiveCounts] = {}
 
 
 def check_live(doc: dict[str, Any]) -> dict[str, Any]:
