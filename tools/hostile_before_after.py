@@ -159,6 +159,22 @@ def cap_case(who):
     kept = doc["kept_running"]
     return 0, f"{10 - kept} of 10 running GPUs cut; says: {(doc['line'] or 'not capped')[:80]}", kept >= 5
 
+def spiky_forecast_case(who):
+    """2 h of 0.2 req/s with one 5-minute spike at 3 req/s: the forecast misses the last hour by ~1000%."""
+    d = ROOT / who / "spiky"; d.mkdir(parents=True)
+    run(who, ["plan", str(REPO / "services/chat.yaml"), "--out", "S", "--no-verify", "--no-baselines"], d)
+    t0, t, rows = NOW - 7200, NOW - 7200, []
+    while t < NOW:
+        rows.append(f"{t:.3f},chat-8b,200,90,")
+        t += 1 / (3.0 if t0 + 1200 <= t < t0 + 1500 else 0.2)
+    (d / "log.csv").write_text("timestamp,model,input_tokens,output_tokens,region\n" + "\n".join(rows) + "\n")
+    rc, out, err = run(who, ["replan", str(REPO / "services/chat.yaml"), "--state", "S", "--demand-log", "log.csv",
+                             "--min-history-h", "1", "--no-refresh", "--json"], d)
+    doc = json.loads(out)
+    brk = doc["this_run"][-1]
+    return rc, f"{brk[:90]}; forecast_holds: {len(doc.get('forecast_holds') or [])}", brk.endswith("no replica changes")
+
+
 def spot_price_case(who):
     d = ROOT / who / "spot-price"; d.mkdir(parents=True)
     spec = dict(CHAT); spec["infrastructure"] = dict(CHAT["infrastructure"], spot=True, clouds=["aws"])
@@ -308,6 +324,7 @@ def main():
     for n, s in DEMAND.items(): add("demand-log timestamps (replan)", n, lambda w, n=n, s=s: demand_case(w, n, s))
     add("replan automation", "--state of a missing folder", replan_missing)
     add("replan automation", "cut cap: 10 running, new plan keeps 3 + adds 2", cap_case)
+    add("replan automation", "a spiky log whose forecast backtests at ~1000%", spiky_forecast_case)
     add("replan automation", "profile --launch --dry-run of a spot plan", spot_price_case)
     for n in ("--out . (run inside OUT)", "--out .. (run inside OUT/sub)", "OUT is a symlink to a folder",
               "OUT is a dangling symlink", "spec inside OUT"):

@@ -75,10 +75,7 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
 
     log_path = log_file or out / "replan.log"
     meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
-    if not out.is_dir():  # before the log or the lock would create it
-        fail(InvalidInputError(f"--state {out}: {'not a directory' if out.exists() else 'no such directory'}",
-                               hint="pass the --out directory of `hetinfra plan` (or of `apply`) of the running "
-                                    "deployment"), as_json, meta)
+    _require_state_dir(out, as_json, meta)  # before the log or the lock would create it
     show = verbose or sys.stdout.isatty()
     lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
 
@@ -124,6 +121,16 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     sys.exit(outcome.code)
 
 
+def _require_state_dir(out: Path, as_json: bool, meta: dict) -> None:
+    """Exit 2 when --state is not a folder: replan never creates one (nor its log or lock)."""
+    from hetinfra.errors import InvalidInputError
+
+    if not out.is_dir():
+        fail(InvalidInputError(f"--state {out}: {'not a directory' if out.exists() else 'no such directory'}",
+                               hint="pass the --out directory of `hetinfra plan` (or of `apply`) of the running "
+                                    "deployment"), as_json, meta)
+
+
 def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     """``replan --json``: the outcome and its exit code, the decision, what was proposed or applied."""
     from hetinfra.replan.diff import decision_json
@@ -138,9 +145,33 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "decision": decision_json(outcome.decision) if outcome.decision else None,
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
             "this_run": outcome.stages,
+            "forecast_holds": outcome.forecast_holds or [],
             "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
                        for st in journal["stages"]] if journal else None,
             "log": str(log_path)}
+
+
+def _join_rotations(path: Path, keep: int = 100) -> str:
+    """The gateway's demand log and its rotations (.N .. .1, oldest first) as one CSV text, each file
+    read by the one reader (a FIFO or a non-UTF-8 rotation is exit 2 naming it, never a hang or a
+    traceback), at most the demand log's size bound in all."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.fileio import read_text
+    from hetinfra.gateway.demand import HEADER
+    from hetinfra.replan.demand_log import MAX_LOG_BYTES
+
+    if not path.is_file():
+        raise InvalidInputError(f"--demand-from: {path} not found")
+    out, size = [HEADER], 0
+    for f in [path.with_name(f"{path.name}.{k}") for k in range(keep, 0, -1)] + [path]:
+        if f.exists() or f.is_symlink():
+            text = read_text(f, "demand log", max_bytes=MAX_LOG_BYTES)
+            size += len(text)
+            if size > MAX_LOG_BYTES:
+                raise InvalidInputError(f"--demand-from: {path} and its rotations hold more than {MAX_LOG_BYTES} bytes",
+                                        hint="keep fewer rotations, or pass one file with --demand-log")
+            out.extend(line for line in text.splitlines(keepends=True)[1:] if line.strip())
+    return "".join(out)
 
 
 def fetch_demand(source: str, out: Path) -> Path:
@@ -151,7 +182,6 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     from hetinfra.errors import FeedError, InvalidInputError
     from hetinfra.fileio import atomic_write_text
-    from hetinfra.gateway.demand import read_all
     from hetinfra.gateway.keys import first_client_key
 
     target = out / "gateway" / "demand-observed.csv"
@@ -177,9 +207,6 @@ def fetch_demand(source: str, out: Path) -> Path:
             raise FeedError(f"the demand log at {source} is not UTF-8 text (byte {exc.start})",
                             hint="is the URL the gateway's /admin/demand.csv?") from None
     else:
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(f"--demand-from: {path} not found")
-        text = read_all(path)
+        text = _join_rotations(Path(source))
     atomic_write_text(target, text)
     return target

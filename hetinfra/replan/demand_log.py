@@ -138,6 +138,17 @@ class _Window:
                 f"at {self.first}: a clock was wrong where they were written",)
 
 
+def _record(row: list[str], col: dict[str, int], where: str) -> tuple[float, str, int, int, str]:
+    """(timestamp, model, input tokens, output tokens, region) of one row, each checked."""
+    model = row[col["model"]].strip()
+    if not model:
+        raise InvalidInputError(f"{where}: model is empty")
+    return (_timestamp(row[col["timestamp"]].strip(), where), model,
+            _tokens(row[col["input_tokens"]].strip(), "input_tokens", where),
+            _tokens(row[col["output_tokens"]].strip(), "output_tokens", where),
+            row[col["region"]].strip() if "region" in col else "")
+
+
 def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time) -> DemandLog:
     """Read and validate a request log; every bad row is an InvalidInputError naming file:line. Rows
     stamped outside the sane window of ``clock()`` are skipped and counted in ``skipped``."""
@@ -166,19 +177,10 @@ def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time)
                 if len(row) < width:
                     raise InvalidInputError(f"{where}: {len(row)} fields, the header has {len(names)}",
                                             hint=f"expected {expected}")
-                model = row[col["model"]].strip()
-                if not model:
-                    raise InvalidInputError(f"{where}: model is empty")
-                stamp = _timestamp(row[col["timestamp"]].strip(), where)
-                in_out = (_tokens(row[col["input_tokens"]].strip(), "input_tokens", where),
-                          _tokens(row[col["output_tokens"]].strip(), "output_tokens", where))
-                if not window.holds(stamp, where):
-                    continue
-                ts.append(stamp)
-                models.append(model)
-                ins.append(in_out[0])
-                outs.append(in_out[1])
-                regions.append(row[col["region"]].strip() if "region" in col else "")
+                record = _record(row, col, where)
+                if window.holds(record[0], where):
+                    for column, value in zip((ts, models, ins, outs, regions), record):
+                        column.append(value)
         except csv.Error as exc:
             raise InvalidInputError(f"{p}:{reader.line_num}: CSV error: {exc}") from None
     if not ts and window.outside:

@@ -55,6 +55,8 @@ class Outcome:
     summary: str
     decision: Decision | None = None  # None when an interrupted replan was completed or reported
     stages: list[str] | None = None  # what this run applies (or, proposed, would apply), stage by stage
+    #: forecasts whose backtest error is over --max-forecast-error-pct: they held this run's removals back
+    forecast_holds: list[str] | None = None
 
 
 def min_history_s(spec, min_history_h: float | None) -> float:
@@ -198,10 +200,9 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
         for w in list(feed_warnings) + cap_warnings:
             detail(f"feeds: {w}")
-        override, demand_triggers, unreliable = (None, [], [])
-        if opts.demand_log:
-            override, demand_triggers, unreliable = _observed_spec(spec_path, opts.demand_log, detail, opts,
-                                                                   _declared_origins(out))
+        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
+                                                                _declared_origins(out))
+                                                 if opts.demand_log else (None, [], []))
         running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                                pulumi_command=pulumi_command, env=env)
         running = [allocation_of(a) for a in running_dicts]
@@ -218,7 +219,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
-            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d)
+            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
+                           forecast_holds=unreliable)
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
@@ -228,12 +230,13 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         if not opts.apply:
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
-                           + ("; a forecast too wrong to cut on holds removals back" if unreliable else ""), d, shown)
+                           + ("; a forecast too wrong to cut on holds removals back" if unreliable else ""), d, shown,
+                           unreliable)
         _check_health_paths(plan, running, stages, opts.target)
         journal.start(new_plan, stages, complete, running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown)
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, unreliable)
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:

@@ -166,3 +166,47 @@ def test_a_demand_log_url_answering_binary_is_exit_4_not_a_traceback(tmp_path):
         with pytest.raises(FeedError, match="is not UTF-8 text"):
             fetch_demand(f"{base}/admin/demand.csv", tmp_path)
     assert not (tmp_path / "gateway").exists()
+
+
+def test_a_spiky_log_whose_forecast_backtests_at_1000_percent_cuts_nothing(tmp_path, run_cli):
+    """End to end: 2 h of 0.2 req/s with one 5-minute spike at 3 req/s. The recent-peak forecast
+    (2.3 req/s) misses the last hour by ~1000%: the run may add, but removes no running replica."""
+    import json
+    import time
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[2] / "services" / "chat.yaml"
+    out = tmp_path / "out"
+    code, _, err = run_cli("plan", str(spec), "--out", str(out), "--no-verify", "--no-baselines")
+    assert code == 0, err
+    now = time.time()
+    t0, rows, t = now - 7200, [], now - 7200
+    while t < now:
+        rows.append(f"{t:.3f},chat-8b,200,90,")
+        t += 1 / (3.0 if t0 + 1200 <= t < t0 + 1500 else 0.2)
+    log = tmp_path / "demand.csv"
+    log.write_text("timestamp,model,input_tokens,output_tokens,region\n" + "\n".join(rows) + "\n")
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--demand-log", str(log), "--min-history-h",
+                                "1", "--no-refresh", "--json")
+    doc = json.loads(stdout)
+    assert code == 10 and doc["outcome"] == "proposed", err
+    assert doc["forecast_holds"] and "exceeds 50%" in doc["forecast_holds"][0]
+    assert doc["this_run"][-1] == "stage break: no replica changes"
+    assert "does not drive cuts" in (out / "replan.log").read_text()
+
+
+def test_a_rotation_of_the_demand_log_that_is_a_fifo_is_exit_2_not_a_hang(tmp_path):
+    import os
+
+    from hetinfra.cli.replan import fetch_demand
+    from hetinfra.errors import InvalidInputError
+
+    log = tmp_path / "demand.csv"
+    log.write_text("timestamp,model,input_tokens,output_tokens,region\n1790000000,m,1,1,\n")
+    os.mkfifo(tmp_path / "demand.csv.2")
+    with pytest.raises(InvalidInputError, match="demand.csv.2 is not a regular file"):
+        fetch_demand(str(log), tmp_path)
+    (tmp_path / "demand.csv.2").unlink()
+    (tmp_path / "demand.csv.1").write_bytes(b"timestamp,model\n\xff\n")
+    with pytest.raises(InvalidInputError, match="not UTF-8"):
+        fetch_demand(str(log), tmp_path)
