@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from hetinfra.compile.kubernetes.gateway import gateway_objects
+from hetinfra.compile.kubernetes.gateway import Backend, gateway_objects
 from hetinfra.compile.kubernetes.nodes import node_objects
 from hetinfra.compile.kubernetes.project import write_kube_project
 from hetinfra.compile.kubernetes.scaling import scaling_objects
@@ -91,8 +91,19 @@ def cluster_objects(kp: KubePlan, cloud: str, region: str) -> dict[str, list[dic
         files[f"units/{u.name}.yaml"] = [workload(kp.service, ns, u, kp.slugs[u.service_model])] + \
             scaling_objects(ns, u, lab, kp.kube)
     files["gateway.yaml"] = gateway_objects(kp.service, kp.gateway, kp.plan, ns, units, kp.slugs,
-                                            secret_name(kp.service))
+                                            secret_name(kp.service), region=region,
+                                            backends=regional_backends(kp, cloud, region))
     return files
+
+
+def regional_backends(kp: KubePlan, cloud: str, region: str) -> list[Backend]:
+    """Every unit of the plan as the gateway of cluster (cloud, region) reaches it: its own cluster's
+    by their Services, the others' by multi-cluster Services (one endpoint per region)."""
+    out = []
+    for u in kp.units:
+        ns = cluster_settings(kp, u.cloud, u.region).get("namespace") or DEFAULT_NAMESPACE
+        out.append(Backend(u, ns, (u.cloud, u.region) == (cloud, region)))
+    return out
 
 
 def _kustomization(kp: KubePlan, key: str, files: list[str], ns: str) -> str:
