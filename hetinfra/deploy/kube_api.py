@@ -115,7 +115,8 @@ def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster
     """The cluster of ``deploy.kubernetes.clusters[cloud/region]`` through its kubeconfig context."""
     from kubernetes import config
 
-    if not settings.get("context"):
+    context = settings.get("context")
+    if not context:
         raise InvalidInputError(f"no cluster for {cluster_key}: deploy.kubernetes.clusters has no entry for it",
                                 hint=f"add deploy.kubernetes.clusters['{cluster_key.replace('-', '/', 1)}'].context "
                                      "to the spec and plan again")
@@ -125,29 +126,32 @@ def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster
     docs = [read_kubeconfig(f) for f in files]  # every file through the safe reader first: a FIFO is refused
     try:
         if len(files) == 1:
-            api = _client_of(docs[0], settings["context"], os.path.dirname(os.path.abspath(files[0])))
+            api = _client_of(docs[0], context, os.path.dirname(os.path.abspath(files[0])))
         else:  # a $KUBECONFIG list: the client merges the files (each already read safely above)
-            api = config.new_client_from_config(config_file=path, context=settings["context"])
+            api = config.new_client_from_config(config_file=path, context=context)
     except Exception as exc:  # ConfigException, a missing key
-        raise InvalidInputError(f"kubeconfig context {settings['context']!r} for {cluster_key}: {exc}",
+        raise InvalidInputError(f"kubeconfig context {context!r} for {cluster_key}: {exc}",
                                 hint="check deploy.kubernetes.kubeconfig / $KUBECONFIG and the context name") from None
     return Cluster(api, cluster_key)
 
 
 def read_kubeconfig(path: str) -> dict:
-    """A kubeconfig through the one safe reader (regular file, bounded size, UTF-8) and the bounded YAML
-    reader (depth, aliases, duplicate keys): InvalidInputError (exit 2) otherwise, never a hang."""
+    """A kubeconfig through the one safe reader (regular file, bounded size, UTF-8: a FIFO is refused,
+    not a hang) and PyYAML's safe loader, whose recursion on a deeply nested document is caught:
+    InvalidInputError (exit 2) naming the file either way. (The spec's bounded YAML reader lives in
+    the spec layer, which deploy may not import.)"""
     import yaml
 
     from hetinfra.fileio import read_text
-    from hetinfra.spec.yaml_safe import compose_and_load
 
     hint = "check deploy.kubernetes.kubeconfig / $KUBECONFIG"
     text = read_text(path, "kubeconfig", max_bytes=4 << 20, hint=hint)
     try:
-        _, doc = compose_and_load(text, path)
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidInputError(f"kubeconfig {path}: not valid YAML ({str(exc).splitlines()[0]})", hint=hint) from None
+    except RecursionError:
+        raise InvalidInputError(f"kubeconfig {path}: YAML nested too deep to be a kubeconfig", hint=hint) from None
     if not isinstance(doc, dict):
         raise InvalidInputError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping with contexts)", hint=hint)
     return doc

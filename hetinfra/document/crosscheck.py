@@ -19,42 +19,25 @@ InvalidInputError (exit 2) naming the file the mismatch is in.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from hetinfra.document.allocation import plan_route_problems
 from hetinfra.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from hetinfra.compile.router_doc import RouterWeights
     from hetinfra.document import Plan
-    from hetinfra.document.allocation import Allocation, OriginRouting, Routing
     from hetinfra.document.state import State
 
-__all__ = ["check_against_plan", "plan_route_problems", "state_problems", "weights_route_problems"]
+__all__ = ["check_against_plan", "declared_regions", "plan_route_problems", "state_problems",
+           "weights_route_problems"]
 
 #: deploy.target -> the deploy paths (state.json allocations[].path) its units run by
 TARGET_PATHS = {"vms": {"pulumi", "skypilot"}, "kubernetes": {"kubernetes"}}
 
 
-def plan_route_problems(allocations: "list[Allocation]", routing: "Routing",
-                        by_origin: "OriginRouting | None") -> list[str]:
-    """Each route of a plan to a unit of another model, or whose deployment unit is not that unit's."""
-    by_unit = {a.unit: a for a in allocations}
-    rows = [(f"routing.{m}.{c}", m, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
-    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, e.unit, e.deployment_unit) for m, per in (by_origin or {}).items()
-             for o, classes in per.items() for c, es in classes.items() for e in es]
-    out = []
-    for where, model, unit, deployed in rows:
-        a = by_unit.get(unit)
-        if a is not None and a.model != model:
-            out.append(f"{where} sends model {model!r} to unit {unit!r}, which serves model {a.model!r}")
-        elif a is not None and deployed is not None and deployed != a.deployment_unit:
-            out.append(f"{where} names unit {unit!r} as deployment unit {deployed!r}, but it is "
-                       f"{a.deployment_unit!r}")
-    return out
-
-
-def weights_route_problems(weights: "RouterWeights", plan: "Plan") -> list[str]:
-    """Each weight or endpoint share of weights.json that names a model the plan does not serve, or a
+def weights_route_problems(weights: "Any", plan: "Plan") -> list[str]:
+    """``weights``: router/weights.json parsed (hetinfra.compile.router_doc.RouterWeights, which this
+    layer may not import). Each weight or endpoint share of weights.json that names a model the plan does not serve, or a
     unit the plan does not have or that serves another model."""
     serves = {a.deployment_unit: a.model for a in plan.allocations}
     models = {m.name for m in plan.models}
@@ -99,7 +82,15 @@ def state_problems(state: "State", plan: "Plan", *, target: bool = True) -> list
     return out
 
 
-def check_against_plan(plan: "Plan", plan_path: Path | str, *, weights: "RouterWeights | None" = None,
+def declared_regions(plan: "Plan | None") -> frozenset[str]:
+    """The regions ``plan`` declares: its origins and its units' regions (empty without a plan): the
+    gateway's ``--region`` and origin header, and replan's kept origins (docs/regions.md)."""
+    if plan is None:
+        return frozenset()
+    return frozenset({o for per in (plan.origins or {}).values() for o in per} | {a.region for a in plan.allocations})
+
+
+def check_against_plan(plan: "Plan", plan_path: Path | str, *, weights: "Any | None" = None,
                        weights_path: Path | str | None = None, state: "State | None" = None,
                        state_path: Path | str | None = None, target: bool = True) -> None:
     """InvalidInputError (exit 2) with the first mismatch of ``weights`` or ``state`` against ``plan``,

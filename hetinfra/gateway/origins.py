@@ -25,6 +25,8 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from hetinfra.document.crosscheck import declared_regions
+
 if TYPE_CHECKING:
     from hetinfra.document import Plan
 
@@ -37,13 +39,6 @@ OTHER = "other"
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 #: the origin of the request being handled (the demand log records it)
 _CURRENT: ContextVar[str | None] = ContextVar("hetinfra_origin", default=None)
-
-
-def declared_regions(plan: "Plan | None") -> frozenset[str]:
-    """The regions ``plan`` declares: its origins and its units' regions (empty without a plan)."""
-    if plan is None:
-        return frozenset()
-    return frozenset({o for per in (plan.origins or {}).values() for o in per} | {a.region for a in plan.allocations})
 
 
 def check_region(region: str, declared: frozenset[str], where: str) -> None:

@@ -90,13 +90,16 @@ def _column(t: Table, col: str, plan: "Plan") -> None:
         t.add_column(col, justify="right" if right else "left", overflow="fold", min_width=_widest(col, plan))
 
 
-def _widest(col: str, plan: "Plan") -> int:
+def _widest(col: str, plan: "Plan") -> int | None:
     if col == "model":
         return min(24, max([5] + [len(m.name) for m in plan.models]))
     if col in ("n", "$/h"):
         cells = [str(a.count) if col == "n" else f"{a.cost_usd_per_hour:.2f}" for a in plan.allocations]
         return max([len(col)] + [len(c) for c in cells])
-    return len(col) if col in FIGURES else min(MIN_TEXT, len(col) + 6)
+    if col in FIGURES:
+        return len(col)
+    # only the columns a narrow table squeezes get a floor; the others keep their natural width
+    return MIN_TEXT if col in ("where", "objective", "TTFT", "TPOT") else None
 
 
 def _instances(a: "Allocation") -> str:

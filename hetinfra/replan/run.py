@@ -80,7 +80,7 @@ def unreliable_forecasts(observed: dict, max_error: float) -> list[str]:
 def _declared_origins(out: Path) -> frozenset[str]:
     """The regions the running plan (OUT/plan.json) declares: the origins a demand log may name."""
     from hetinfra.document import load_plan
-    from hetinfra.gateway.origins import declared_regions
+    from hetinfra.document.crosscheck import declared_regions
 
     return declared_regions(load_plan(out / "plan.json")) if (out / "plan.json").exists() else frozenset()
 

@@ -70,7 +70,7 @@ def test_each_regions_gateway_reaches_every_unit_and_exports_what_others_reach(t
 
 def test_one_endpoint_per_region_serves_both_clusters_and_replan_reads_its_log(two_clusters, tmp_path):
     from hetinfra.cli.gateway import gateway_command
-    from hetinfra.gateway.origins import declared_regions
+    from hetinfra.document.crosscheck import declared_regions
     from hetinfra.gateway.table import parse_endpoint_overrides
     from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
     from hetinfra.spec.load import load_spec
