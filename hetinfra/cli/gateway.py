@@ -31,8 +31,9 @@ from hetinfra.facts import GATEWAY_PORT
 @click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
 @click.option("--region", default="",
-              help="The gateway's region: it serves this region's row of the plan (routing_by_origin) to requests "
-                   "without an x-hetinfra-origin header, and the demand log records it as their origin.")
+              help="The gateway's region, one the plan declares (exact case): it serves this region's row of the "
+                   "plan (routing_by_origin) to requests without an x-hetinfra-origin header (or with an undeclared "
+                   "one), and the demand log records it as their origin.")
 @click.option("--max-body-kb", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Largest request body accepted (413 above).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,

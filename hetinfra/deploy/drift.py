@@ -41,7 +41,7 @@ from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
 from hetinfra.document import Plan, load_plan
-from hetinfra.document.state import RunningAllocation, State, allocation_of
+from hetinfra.document.state import MAX_LIVE_COUNT, RunningAllocation, State, allocation_of
 from hetinfra.errors import ProviderError
 
 #: a group type -> (where its size is in the refreshed state, the API that lists its instances)
@@ -106,7 +106,14 @@ def _size(res: dict, typ: str, planned: int) -> int:
     v = res.get("outputs") or {}
     for k in GROUPS[typ][0]:
         v = v.get(k) if isinstance(v, dict) else None
-    return planned if v is None else int(v)
+    if v is None:
+        return planned
+    # the provider's refreshed state is an outside answer: a whole count in bounds, or exit 4
+    if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit() or int(v) > MAX_LIVE_COUNT:
+        raise ProviderError(f"{typ} {_name(res.get('urn', ''))}: the refreshed state gives its size as {str(v)[:40]!r}, "
+                            f"not a whole number from 0 to {MAX_LIVE_COUNT:,}",
+                            hint="run `pulumi refresh` on the stack, then `hetinfra status` again")
+    return int(v)
 
 
 def _key(m: dict, res: dict) -> str:
@@ -259,6 +266,10 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     env = dict(os.environ) if env is None else env
     plan = load_plan(out) if (out / "plan.json").exists() else None
     recorded = State.of(state.doc, out / "state.json")
+    if plan is not None:  # another service's state.json must not be read as this plan's live state
+        from hetinfra.document.crosscheck import check_against_plan
+
+        check_against_plan(plan, out / "plan.json", state=recorded, state_path=out / "state.json", target=False)
     units = [_unit(a) for a in sorted(recorded.allocations, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit))]
     quiet = log or (lambda _line: None)
     clouds = sorted({u.cloud for u in units if u.path == "pulumi"})

@@ -106,33 +106,12 @@ def ready_replicas(state: State, alloc: RunningAllocation) -> int:
         return 0
     cluster = connect(c, rec.model_dump(), rec.kubeconfig)
     kind, api_version = _workload_kind(alloc.nodes_per_replica)
-    obj = cluster.get(api_version, kind, rec.namespace, alloc.deployment_unit)
-    return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0)
+    obj = cluster.workload(api_version, kind, rec.namespace, alloc.deployment_unit)
+    return obj.ready if obj else 0
 
 
 def _workload_kind(nodes: int) -> tuple[str, str]:
     return ("Deployment", "apps/v1") if nodes == 1 else ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1")
-
-
-def _seconds(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
-
-
-def _unschedulable_since(pod: dict) -> float | None:
-    """When the scheduler found no node for a pending pod (None: not pending for capacity)."""
-    if (pod.get("status") or {}).get("phase") != "Pending":
-        return None
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
-            return _seconds(cond.get("lastTransitionTime")) or 0.0
-    return None
-
-
-def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s: float) -> None:
@@ -142,7 +121,7 @@ def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s
     for u in units:
         by_cluster.setdefault(f"{u.cloud}-{u.region}", []).append(u)
     api = _connect_all(sorted(c for c in by_cluster if c in recorded), None, state)
-    now_s = _seconds(read_at)
+    now_s = dt.datetime.strptime(read_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
     for c, us in sorted(by_cluster.items()):
         for u in us:
             u.source = "kubernetes API"
@@ -154,17 +133,16 @@ def read_kube_units(state: DeployState, units: list, *, read_at: str, patience_s
 
 def _read_unit(cluster: Cluster, ns: str, u, now_s: float, patience_s: float) -> None:
     kind, api_version = _workload_kind(u.nodes)
-    obj = cluster.get(api_version, kind, ns, u.unit)
+    obj = cluster.workload(api_version, kind, ns, u.unit)
     if obj is None:  # deleted outside hetinfra: only an apply brings it back
         u.live, u.lost = 0, u.desired * u.nodes
         return
-    status = obj.get("status") or {}
-    u.live = int(status.get("readyReplicas") or 0)
+    u.live = obj.ready
     pods = cluster.pods(ns, f"hetinfra.dev/unit={u.unit}")
-    pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
-    since = [s for p in pending if (s := _unschedulable_since(p)) is not None]
+    pending = [p for p in pods if p.pending]
+    since = [s for p in pending if (s := p.unschedulable_since()) is not None]
     u.running = len(pods) - len(pending)
-    u.unhealthy = sum(1 for p in pods if p not in pending and not _ready(p))
+    u.unhealthy = sum(1 for p in pods if not p.pending and not p.ready)
     missing = max(0, u.desired * u.nodes - len(pods))  # lost pods the controller has not recreated yet
     u.replacing = len(pending) + missing
     u.stalled = sum(1 for s in since if now_s - s >= patience_s)

@@ -9,15 +9,17 @@ trip): the kinds hetinfra writes are known.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
+from hetinfra.deploy.kube_answers import Pod, PodList, Workload, parse_answer, parse_body
 from hetinfra.errors import InvalidInputError, ProviderError
 
 __all__ = ["Cluster", "connect", "object_path"]
 
 TIMEOUT_S = 30
+#: the largest answer read (a pod list of thousands of pods is a few MiB)
+MAX_ANSWER_BYTES = 64 << 20
 #: kinds hetinfra writes that are not namespaced
 CLUSTER_SCOPED = {"Namespace", "NodePool", "EC2NodeClass", "ComputeClass"}
 
@@ -66,22 +68,40 @@ class Cluster:
         resp = _Response(status, data)
         if resp.status == 404:
             return None
-        text = resp.data.decode() if resp.data else ""
+        text = _text(resp.data, f"cluster {self.name}: {method} {path}")
         if resp.status >= 400:
             try:
-                msg = json.loads(text).get("message") or text
-            except ValueError:
-                msg = text
+                doc = parse_body(text, f"cluster {self.name}: {method} {path}")
+            except ProviderError:
+                doc = None
+            msg = doc.get("message") if isinstance(doc, dict) and isinstance(doc.get("message"), str) else text
             raise ProviderError(f"cluster {self.name}: {method} {path}: HTTP {resp.status}: {msg[:300]}",
                                 hint="a missing CRD means a prerequisite is not installed (docs/kubernetes.md)")
-        return json.loads(text) if text else {}
+        return parse_body(text, f"cluster {self.name}: {method} {path}")
 
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
-        return self._call("GET", object_path(api_version, kind, namespace, name))
+    def workload(self, api_version: str, kind: str, namespace: str | None, name: str) -> Workload | None:
+        """The workload's typed answer (None: not there); a malformed one is a ProviderError (exit 4)."""
+        path = object_path(api_version, kind, namespace, name)
+        doc = self._call("GET", path)
+        return None if doc is None else parse_answer(Workload, doc, f"cluster {self.name}: GET {path}")
 
-    def pods(self, namespace: str, selector: str) -> list[dict]:
-        doc = self._call("GET", object_path("v1", "Pod", namespace), query=[("labelSelector", selector)])
-        return list((doc or {}).get("items") or [])
+    def pods(self, namespace: str, selector: str) -> list[Pod]:
+        path = object_path("v1", "Pod", namespace)
+        doc = self._call("GET", path, query=[("labelSelector", selector)])
+        return list(parse_answer(PodList, doc, f"cluster {self.name}: GET {path}").items)
+
+
+def _text(data: bytes | None, where: str) -> str:
+    if not data:
+        return ""
+    if len(data) > MAX_ANSWER_BYTES:
+        raise ProviderError(f"{where}: answer of {len(data)} bytes, more than the {MAX_ANSWER_BYTES} read",
+                            hint="check the context's server URL and any proxy in front of it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProviderError(f"{where}: the answer is not UTF-8 text",
+                            hint="check the context's server URL and any proxy in front of it") from None
 
 
 class _Response:
@@ -95,15 +115,53 @@ def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster
     """The cluster of ``deploy.kubernetes.clusters[cloud/region]`` through its kubeconfig context."""
     from kubernetes import config
 
-    if not settings.get("context"):
+    context = settings.get("context")
+    if not context:
         raise InvalidInputError(f"no cluster for {cluster_key}: deploy.kubernetes.clusters has no entry for it",
                                 hint=f"add deploy.kubernetes.clusters['{cluster_key.replace('-', '/', 1)}'].context "
                                      "to the spec and plan again")
     # $KUBECONFIG read now: the client reads it once, when first imported
-    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    files = [f for f in path.split(os.pathsep) if f]
+    docs = [read_kubeconfig(f) for f in files]  # every file through the safe reader first: a FIFO is refused
     try:
-        api = config.new_client_from_config(config_file=path, context=settings["context"])
-    except Exception as exc:  # ConfigException, a missing file
-        raise InvalidInputError(f"kubeconfig context {settings['context']!r} for {cluster_key}: {exc}",
+        if len(files) == 1:
+            api = _client_of(docs[0], context, os.path.dirname(os.path.abspath(files[0])))
+        else:  # a $KUBECONFIG list: the client merges the files (each already read safely above)
+            api = config.new_client_from_config(config_file=path, context=context)
+    except Exception as exc:  # ConfigException, a missing key
+        raise InvalidInputError(f"kubeconfig context {context!r} for {cluster_key}: {exc}",
                                 hint="check deploy.kubernetes.kubeconfig / $KUBECONFIG and the context name") from None
     return Cluster(api, cluster_key)
+
+
+def read_kubeconfig(path: str) -> dict:
+    """A kubeconfig through the one safe reader (regular file, bounded size, UTF-8: a FIFO is refused,
+    not a hang) and PyYAML's safe loader, whose recursion on a deeply nested document is caught:
+    InvalidInputError (exit 2) naming the file either way. (The spec's bounded YAML reader lives in
+    the spec layer, which deploy may not import.)"""
+    import yaml
+
+    from hetinfra.fileio import read_text
+
+    hint = "check deploy.kubernetes.kubeconfig / $KUBECONFIG"
+    text = read_text(path, "kubeconfig", max_bytes=4 << 20, hint=hint)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"kubeconfig {path}: not valid YAML ({str(exc).splitlines()[0]})", hint=hint) from None
+    except RecursionError:
+        raise InvalidInputError(f"kubeconfig {path}: YAML nested too deep to be a kubeconfig", hint=hint) from None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping with contexts)", hint=hint)
+    return doc
+
+
+def _client_of(doc: dict, context: str, base: str):
+    """An ApiClient for ``context`` of the kubeconfig ``doc`` (relative cert paths from ``base``)."""
+    from kubernetes.client import ApiClient, Configuration
+    from kubernetes.config.kube_config import KubeConfigLoader
+
+    cfg = type.__call__(Configuration)  # as the client does: not the process-wide default
+    KubeConfigLoader(config_dict=doc, active_context=context, config_base_path=base).load_and_set(cfg)
+    return ApiClient(configuration=cfg)

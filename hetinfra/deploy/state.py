@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.document.state import STATE_VERSION, RunningAllocation, State, load_state
+from hetinfra.document.state import MAX_LIVE_COUNT, STATE_VERSION, RunningAllocation, State, check_live, load_state
+from hetinfra.errors import ProviderError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
 STATE_FILE = "state.json"
@@ -46,6 +47,14 @@ def now() -> str:
 
 def plan_sha(plan: dict) -> str:
     return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    err = errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
 
 
 @dataclass
@@ -189,7 +198,14 @@ class DeployState:
         self.doc.setdefault("images", {})[cloud] = used
 
     def record_live(self, live: dict) -> None:
-        """The last read from the clouds (hetinfra.deploy.drift)."""
+        """The last read from the clouds (hetinfra.deploy.drift), once its counts are in bounds: a read
+        that counted -5 or 10^30 replicas is a broken answer, not the fleet (ProviderError, exit 4)."""
+        try:
+            check_live(live)
+        except ValueError as exc:
+            raise ProviderError(f"the live read of {self.path.parent} is out of bounds, not recorded: "
+                                f"{_first_error(exc)}", hint="the clouds or a cluster answered a count that "
+                                f"cannot be (0 to {MAX_LIVE_COUNT:,}); read again with `hetinfra status`") from None
         self.doc["live"] = live
 
     def record_service(self, unit: str, endpoint: str | None) -> None:

@@ -228,6 +228,23 @@ def routes_to_missing(units: set[str], routing: Routing, by_origin: OriginRoutin
     return [f"{where} routes to unit {unit!r}, which is not among allocations" for where, unit in rows if unit not in units]
 
 
+def plan_route_problems(allocations: "list[Allocation]", routing: Routing, by_origin: OriginRouting | None) -> list[str]:
+    """Each route of a plan to a unit of another model, or whose deployment unit is not that unit's."""
+    by_unit = {a.unit: a for a in allocations}
+    rows = [(f"routing.{m}.{c}", m, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
+    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, e.unit, e.deployment_unit) for m, per in (by_origin or {}).items()
+             for o, classes in per.items() for c, es in classes.items() for e in es]
+    out = []
+    for where, model, unit, deployed in rows:
+        a = by_unit.get(unit)
+        if a is not None and a.model != model:
+            out.append(f"{where} sends model {model!r} to unit {unit!r}, which serves model {a.model!r}")
+        elif a is not None and deployed is not None and deployed != a.deployment_unit:
+            out.append(f"{where} names unit {unit!r} as deployment unit {deployed!r}, but it is "
+                       f"{a.deployment_unit!r}")
+    return out
+
+
 class InstanceGroup(NamedTuple):
     """Identical instances of one allocation (:meth:`Allocation.instance_groups`)."""
 

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
-from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing
+from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
 from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template)
@@ -91,6 +91,8 @@ class Plan(Doc):
         dup = sorted({u for u in units if units.count(u) > 1})
         if dup:
             raise ValueError(f"allocations repeat deployment unit(s) {', '.join(dup)}")
+        if wrong := plan_route_problems(self.allocations, self.routing, self.routing_by_origin):
+            raise ValueError(wrong[0])  # another model's units: the gateway would send requests there
         self._variants_listed()
         return self
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from typing_extensions import Annotated
 
 from hetinfra.document.allocation import Allocation
 from hetinfra.document.base import Doc
@@ -78,6 +79,44 @@ class Operation(Doc):
     steps: list[Step] = Field(description="Its steps in order.")
 
 
+#: most replicas or instances one live read may count (far above any fleet: plan.planner.MAX_GPUS is 10^6
+#: GPUs in all); the same bound as hetinfra.deploy.kube_answers.MAX_REPLICAS on the API's answers
+MAX_LIVE_COUNT = 1_000_000
+_LiveCount = Annotated[int, Field(ge=0, le=MAX_LIVE_COUNT, strict=True)]
+
+
+class LiveCounts(BaseModel):
+    """The counts of one unit in a live read (hetinfra.deploy.drift.UnitLive.doc): whole, 0..MAX_LIVE_COUNT."""
+
+    model_config = ConfigDict(extra="allow")
+
+    nodes: _LiveCount = 1
+    desired: _LiveCount = 0
+    live: Optional[_LiveCount] = None
+    unhealthy: _LiveCount = 0
+    lost: _LiveCount = 0
+    replacing: _LiveCount = 0
+    stalled: _LiveCount = 0
+    running_instances: _LiveCount = 0
+
+
+class LiveRead(BaseModel):
+    """The counts of a live read (state.json's ``live``): the totals and each unit's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    desired_replicas: _LiveCount = 0
+    live_replicas: _LiveCount = 0
+    units: dict[str, LiveCounts] = {}
+
+
+def check_live(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as it is, once its counts are whole and within 0..MAX_LIVE_COUNT (ValueError otherwise):
+    a state.json recording -5 or 10^30 live replicas is refused where it is read and where it is written."""
+    LiveRead.model_validate(doc)
+    return doc
+
+
 class State(Doc):
     """state.json: what runs, how it got there, and the last operation (``state_version`` 1)."""
 
@@ -95,7 +134,9 @@ class State(Doc):
     gateways: dict[str, str] = Field({}, description="'<service>-<cloud>-<region>' -> the gateway's URL.")
     images: dict[str, dict[str, dict[str, str]]] = Field({}, description="Pinned images: cloud -> region -> role "
                                                                          "('gpu', 'gateway') -> image id.")
-    live: Optional[dict[str, Any]] = Field(None, description="The last read from the clouds (hetinfra.deploy.drift).")
+    live: Optional[Annotated[dict[str, Any], AfterValidator(check_live)]] = Field(
+        None, description="The last read from the clouds (hetinfra.deploy.drift); its replica and instance counts "
+                          f"are whole numbers from 0 to {MAX_LIVE_COUNT:,}.")
     operation: Optional[Operation] = Field(None, description="The last apply or destroy.")
 
     @classmethod

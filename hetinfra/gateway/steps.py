@@ -26,6 +26,8 @@ import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import parse_json
 from hetinfra.gateway.balancer import Backend
 from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, output_budget
 from hetinfra.gateway.origins import ORIGIN_HEADER, request_origin
@@ -142,16 +144,15 @@ async def parse(gw, request: Request, call: Call) -> None:
         raise Refused("too_large", error(413, f"request body over {limit} bytes", "invalid_request_error",
                                          code="request_too_large"))
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise Refused("bad_json", error(400, f"request body is not valid JSON: {exc}", "invalid_request_error",
-                                        code="invalid_json")) from None
+        body = json_of(raw, "request body")
+    except InvalidInputError as exc:  # not JSON, not UTF-8, or nested past fileio.MAX_JSON_DEPTH
+        raise Refused("bad_json", error(400, exc.message, "invalid_request_error", code="invalid_json")) from None
     if not isinstance(body, dict):
         raise Refused("bad_json", error(400, "request body must be a JSON object", "invalid_request_error",
                                         code="invalid_json"))
     call.raw, call.body = raw, body
     call.table, call.balancer = gw.table, gw.balancer
-    origin = request_origin(request.headers, gw.config.region)  # routing by origin (gateway.origins)
+    origin = request_origin(request.headers, gw.config.region, call.table.declared)  # gateway.origins: pooled if undeclared
     if origin is None:
         raise Refused("bad_origin", error(400, f"header {ORIGIN_HEADER} must be a region name",
                                           "invalid_request_error", code="invalid_origin"))
@@ -303,11 +304,21 @@ def _usage_of(doc: object) -> int | None:
     return token_count(found.get("completion_tokens")) if isinstance(found, dict) else None
 
 
-def usage(content: bytes) -> int | None:
-    """The completion tokens a whole JSON answer reports."""
+def json_of(raw: bytes, where: str, *, allow_nan: bool = False):
+    """The JSON value of ``raw`` through fileio's one bounded reader (nested at most MAX_JSON_DEPTH
+    levels, so a body of 100,000 '[' is an InvalidInputError, not a RecursionError and a 500)."""
     try:
-        return _usage_of(json.loads(content))
-    except ValueError:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    return parse_json(text, where, allow_nan=allow_nan)
+
+
+def usage(content: bytes) -> int | None:
+    """The completion tokens a whole JSON answer reports (None: none, or not JSON we read)."""
+    try:
+        return _usage_of(json_of(content, "backend answer", allow_nan=True))
+    except InvalidInputError:
         return None
 
 
@@ -316,8 +327,8 @@ def stream_usage(chunk: bytes) -> int | None:
     for line in chunk.split(b"\n"):
         if line.startswith(b"data:") and b'"usage"' in line:
             try:
-                found = _usage_of(json.loads(line[5:]))
-            except ValueError:
+                found = _usage_of(json_of(line[5:], "backend event", allow_nan=True))
+            except InvalidInputError:
                 continue
             if found is not None:
                 return found

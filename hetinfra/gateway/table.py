@@ -25,14 +25,13 @@ the unknown output length. Requests larger than every class are clipped into the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import read_json
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -83,9 +82,11 @@ class RoutingTable:
     #: routing by origin (hetinfra.gateway.origins): origin -> model -> that origin's routes
     by_origin: dict[str, dict[str, ModelRoutes]] = field(default_factory=dict)
     region: str = ""  # the gateway's own region (--region): the row it serves without an origin header
+    #: the regions the plan declares (gateway.origins.declared_regions): the origins a header may name
+    declared: frozenset[str] = frozenset()
 
     def routes_for(self, model: str, origin: str | None = None) -> ModelRoutes | None:
-        """The model's routes for a client in ``origin`` (else the gateway's region; else by class)."""
+        """The model's routes for a client in ``origin`` (else, or when pooled, the gateway's region; else by class)."""
         row = self.by_origin.get(origin or self.region) or self.by_origin.get(self.region) or {}
         return row.get(model) or self.models.get(model)
 
@@ -105,11 +106,8 @@ def base_url(url: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
-    """A JSON object from ``path`` (fileio.read_text: any unreadable file is exit 2 naming it)."""
-    try:
-        doc = json.loads(read_text(path, "JSON file"))
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON ({exc})") from None
+    """A JSON object from ``path`` (fileio.read_json: any unreadable or over-nested file is exit 2 naming it)."""
+    doc = read_json(path, "router weights")
     if not isinstance(doc, dict):
         raise InvalidInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     return doc
@@ -159,10 +157,16 @@ def parse_endpoint_overrides(items: list[str] | tuple[str, ...]) -> dict[str, li
 def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None, region: str = "") -> RoutingTable:
     """The routing table from an OUT folder or a plan.json (see the module docstring); ``region``:
     the gateway's own, whose row of the plan it serves (hetinfra.gateway.origins)."""
-    from hetinfra.gateway.origins import origin_routes
+    from hetinfra.gateway.origins import check_region, declared_regions, origin_routes
 
     plan, weights, where, recorded, sources = _read_sources(Path(source))
+    declared = declared_regions(plan)
+    check_region(region, declared, str(sources[0]))
     models = routes_from_weights(weights, where)
+    if plan is not None and where != str(sources[0]):  # weights.json beside plan.json: the two must agree
+        from hetinfra.document.crosscheck import check_against_plan
+
+        check_against_plan(plan, sources[0], weights=parse_weights(weights, where), weights_path=where)
     aliases = unit_aliases(plan)
     units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
             {u for m in models.values() for u, _ in m.shares}
@@ -179,7 +183,8 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
                 for u in sorted(units - set(table_endpoints))]
     return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
-                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region)
+                        warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region,
+                        declared=declared)
 
 
 def _read_sources(src: Path) -> tuple:
@@ -207,7 +212,12 @@ def _read_sources(src: Path) -> tuple:
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
         if state_path.exists():
-            endpoints = State.of(load_state(state_path), state_path).endpoints
+            state = State.of(load_state(state_path), state_path)
+            if plan is not None:
+                from hetinfra.document.crosscheck import check_against_plan
+
+                check_against_plan(plan, plan_path, state=state, state_path=state_path)
+            endpoints = state.endpoints
             sources.append(state_path)
     elif src.exists():
         plan = load_plan(src)

@@ -47,8 +47,11 @@ def _headline(plan: "Plan") -> str:
 def _render_allocations(plan: "Plan", console: Console) -> None:
     t = Table(title="Allocations", title_justify="left", show_lines=False)
     extrapolated = {x.id for x in plan.templates if x.confidence and x.confidence.level == "extrapolated"}
-    for col in ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util"):
-        t.add_column(col, justify="right" if col in ("n", "$/h", "util") else "left", no_wrap=col != "model")
+    narrow = console.width < WIDE
+    cols = ("model", "where", "n", "$/h", "util") if narrow else \
+        ("model", "cloud/region", "instance", "GPUs", "vLLM", "n", "$/h", "util")
+    for col in cols:
+        _column(t, col, plan)
     for a in plan.allocations:
         layout = f"TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "")
         if a.engines_per_instance > 1:
@@ -58,12 +61,45 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
             inst += " *"
         if (a.purchase or "").startswith("committed"):
             inst += f" committed {a.purchase.split('_')[1]}"
-        t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), f"{a.cloud}/{a.region}",
-                  inst + (" spot" if a.spot else ""), f"{a.gpus_per_instance}x{a.gpu}", layout, str(a.count),
+        where = (f"{a.cloud}/{a.region}", inst + (" spot" if a.spot else ""), f"{a.gpus_per_instance}x{a.gpu}", layout)
+        cells = ("\n".join(where),) if narrow else where
+        t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), *cells, str(a.count),
                   f"{a.cost_usd_per_hour:.2f}", f"{100 * a.utilization:.0f}%")
     console.print(t)
     if any(a.template in extrapolated for a in plan.allocations):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+
+
+#: below this many columns the allocation table stacks place, instance, GPUs and layout in one cell,
+#: and every table keeps its figures whole (model, count and $/h never shrink to "…")
+WIDE = 110
+#: columns that hold figures: never wrapped, never cut (their width is their longest cell)
+FIGURES = {"n", "$/h", "util", "attained", "met", "confirmed"}
+#: the narrowest a wrapping column may become (its words wrap inside it)
+MIN_TEXT = 10
+
+
+def _column(t: Table, col: str, plan: "Plan") -> None:
+    """A column that wraps at words (``fold`` inside a word longer than the column) when it holds
+    words, and keeps its whole width when it holds a figure; the model column is as wide as the
+    longest model name (up to 24), so no name shrinks to "…"."""
+    right = col in FIGURES or col in ("TTFT", "TPOT")
+    if col in FIGURES:
+        t.add_column(col, justify="right", no_wrap=True, min_width=_widest(col, plan))
+    else:
+        t.add_column(col, justify="right" if right else "left", overflow="fold", min_width=_widest(col, plan))
+
+
+def _widest(col: str, plan: "Plan") -> int | None:
+    if col == "model":
+        return min(24, max([5] + [len(m.name) for m in plan.models]))
+    if col in ("n", "$/h"):
+        cells = [str(a.count) if col == "n" else f"{a.cost_usd_per_hour:.2f}" for a in plan.allocations]
+        return max([len(col)] + [len(c) for c in cells])
+    if col in FIGURES:
+        return len(col)
+    # only the columns a narrow table squeezes get a floor; the others keep their natural width
+    return MIN_TEXT if col in ("where", "objective", "TTFT", "TPOT") else None
 
 
 def _instances(a: "Allocation") -> str:
@@ -175,7 +211,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
     title += f", {100 * conf:g}% bounds)" if conf else f", seed {f['seed']})"
     t = Table(title=title, title_justify="left")
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
-        t.add_column(col, justify="left" if col in ("model", "objective") else "right")
+        _column(t, col, plan)
     confirmed = _confirmed(plan)
     for m in f["models"]:
         slo = m["slo"]

@@ -350,12 +350,15 @@ def observe_spec(log: DemandLog, service_spec: ServiceSpec, **kwargs) -> tuple[d
     return observed, notes
 
 
-def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]) -> tuple[ServiceSpec, list[str]]:
+def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand],
+                  known_origins: frozenset[str] | None = None) -> tuple[ServiceSpec, list[str]]:
     """A validated copy of the spec whose observed models plan for the observed demand, and notes.
 
     For each observed model: ``demand.rate_rps`` = planned peak, ``demand.sizes`` = explicit
     ``classes`` from the mix, ``demand.origins`` = the region mix (kept from the spec when the
-    log names no region). Models absent from ``observed`` keep their demand; the notes say so.
+    log names no region; origins neither the spec nor ``known_origins`` (the running plan's regions)
+    declare are pooled: hetinfra.replan.origins). Models absent from ``observed`` keep their demand;
+    the notes say so.
     """
     notes: list[str] = []
     models = []
@@ -372,7 +375,8 @@ def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]
             continue
         sizes = SizesSpec(classes=[ClassSpec(name=c.name, input_tokens=c.input_tokens,
                                              output_tokens=c.output_tokens, share=c.share) for c in obs.classes])
-        origins, rate = origins_for_spec(m, obs)  # per origin, keeping residency (hetinfra.replan.origins)
+        origins, rate, pooled = origins_for_spec(m, obs, known_origins)  # per origin, keeping residency
+        notes.extend(f"  {n}" for n in pooled)
         demand = m.demand.model_copy(update={"rate_rps": rate, "sizes": sizes, "origins": origins})
         models.append(m.model_copy(update={"demand": demand}))
     unknown = sorted(set(observed) - {m.name for m in service_spec.models})

@@ -77,7 +77,16 @@ def unreliable_forecasts(observed: dict, max_error: float) -> list[str]:
             if obs.forecast.mape is not None and obs.forecast.mape > max_error]
 
 
-def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], opts: ReplanOptions):
+def _declared_origins(out: Path) -> frozenset[str]:
+    """The regions the running plan (OUT/plan.json) declares: the origins a demand log may name."""
+    from hetinfra.document import load_plan
+    from hetinfra.document.crosscheck import declared_regions
+
+    return declared_regions(load_plan(out / "plan.json")) if (out / "plan.json").exists() else frozenset()
+
+
+def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], opts: ReplanOptions,
+                   known: frozenset[str] = frozenset()):
     """The spec with the observed demand of each model the log covers long enough, the triggers it
     makes, and the lines of forecasts too wrong to drive cuts (:func:`unreliable_forecasts`)."""
     from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
@@ -94,7 +103,7 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
             notes.append(f"{name}: the log covers {obs.span_s / 3600:.2f} h ({obs.requests} requests), less than the "
                          f"{need / 3600:g} h of history needed (--min-history-h); planning the declared demand")
     unreliable = unreliable_forecasts(observed, opts.max_forecast_error)
-    new_spec, more = apply_to_spec(spec, observed)
+    new_spec, more = apply_to_spec(spec, observed, known)
     triggers = []
     for m in spec.models:
         new_rate = next(x.demand.rate_rps for x in new_spec.models if x.name == m.name)
@@ -191,7 +200,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
         for w in list(feed_warnings) + cap_warnings:
             detail(f"feeds: {w}")
-        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts)
+        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
+                                                                _declared_origins(out))
                                                  if opts.demand_log else (None, [], []))
         running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                                pulumi_command=pulumi_command, env=env)

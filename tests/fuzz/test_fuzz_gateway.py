@@ -119,3 +119,21 @@ def test_the_demand_log_stays_readable_after_the_fuzz(gateway):
     gw.demand.flush()
     log = read_demand_log(gw.demand.path)  # raises (test fails) on a row replan could not read
     assert (log.output_tokens <= 10_000_000).all()
+
+
+@budget(30)
+@given(depth=st.one_of(st.integers(1, 80), st.sampled_from([65, 1_000, 100_000])),
+       where=st.sampled_from(["prompt", "top", "extra"]), opener=st.sampled_from(["[", '{"a":']))
+def test_a_deeply_nested_body_is_a_400_naming_the_bound_never_a_500(gateway, depth, where, opener):
+    from hetinfra.fileio import MAX_JSON_DEPTH
+
+    closer = "]" if opener == "[" else "}"
+    nest = opener * depth + "1" + closer * depth
+    head = {"top": "", "prompt": '{"model": "%s", "prompt": ' % MODEL, "extra": '{"model": "%s", "x": ' % MODEL}[where]
+    raw = (nest if where == "top" else head + nest + ', "max_tokens": 5}').encode()
+    r = _post(gateway, raw)
+    assert r.status_code != 500, r.text
+    total = depth + (0 if where == "top" else 1)
+    if total > MAX_JSON_DEPTH:
+        assert r.status_code == 400 and f"nested deeper than {MAX_JSON_DEPTH} levels" in r.text, r.text
+    _good(gateway)

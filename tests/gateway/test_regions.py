@@ -141,3 +141,36 @@ def test_a_malformed_origin_header_is_refused(regional):
         r = httpx.post(gw + "/v1/completions", json={"model": "chat", "prompt": "x"},
                        headers={"x-hetinfra-origin": "eu west 1; drop"})
     assert r.status_code == 400 and "x-hetinfra-origin" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("region", [US.upper(), "mars-1", "us-east-1 ", "eu"])
+def test_gateway_region_must_be_one_the_plan_declares_exit_2(regional, region):
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    out, plan, region_of, _, _ = regional
+    res = CliRunner().invoke(cli, ["gateway", str(out), "--region", region, "--port", "1"])
+    assert res.exit_code == 2, res.output
+    assert f"--region '{region}' is not a region {out / 'plan.json'} declares" in res.output
+    declared = sorted(set(region_of.values()) | {o for per in plan["origins"].values() for o in per})
+    assert ", ".join(declared) in res.output
+    if region == US.upper():
+        assert f"region names are lowercase: did you mean '{US}'?" in res.output
+
+
+def test_an_undeclared_origin_header_is_pooled_as_the_gateways_region_and_logged_other(regional, tmp_path):
+    """Property over header spellings: a declared origin in any case is that origin; any other region
+    name is routed as the gateway's region and logged as 'other'; replan pools 'other' without failing."""
+    out, plan, region_of, urls, _ = regional
+    endpoints = {u: [url] for u, url in urls.items()}
+    us_row = {e["deployment_unit"] for e in plan["routing_by_origin"]["chat"][US]["chat"]}
+    with gateway(out, endpoints, US, tmp_path / "us.csv") as us_gw:
+        pooled = ask(us_gw, 6, origin="mars-1") + ask(us_gw, 3, origin="ap-south-1")
+        cased = ask(us_gw, 4, origin=EU.upper())
+    assert all(s == 200 for s, _ in pooled + cased)
+    assert {b for _, b in pooled} <= us_row  # routed as the gateway's own region
+    assert {continent_of(region_of[b]) for _, b in cased} == {"Europe"}
+    with open(tmp_path / "us.csv") as f:
+        logged = sorted(r["region"] for r in csv.DictReader(f))
+    assert logged == sorted([EU] * 4 + ["other"] * 9)

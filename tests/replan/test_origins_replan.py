@@ -83,3 +83,32 @@ def test_a_resident_origin_absent_from_the_log_keeps_its_rule(tmp_path):
     spec = spec_with({EU: 0.4, US: 0.4, "europe-west4": OriginSpec(share=0.2, residency="region")})
     new, _ = apply_to_spec(spec, {"chat-8b": observe(log, spec)})
     assert new.models[0].demand.origins["europe-west4"] == OriginSpec(share=0.0, residency="region")
+
+
+def _with_stray_origins(tmp_path, strays: dict[str, int]):
+    """two_origin_log plus ``strays``: origin -> requests per 5-minute interval (undeclared regions)."""
+    lines = [HEADER]
+    for k in range(3 * 288):
+        for origin, c in [(EU, rate(EU, k)), (US, rate(US, k))] + sorted(strays.items()):
+            lines += [f"{DAY0 + k * 300 + (i + 0.5) * 300 / c:.3f},chat-8b,100,50,{origin}" for i in range(c)]
+    lines[1:] = sorted(lines[1:], key=lambda x: float(x.split(",")[0]))
+    return read_demand_log(write(tmp_path, lines))
+
+
+@pytest.mark.parametrize("residency", ["none", "continent"])
+@pytest.mark.parametrize("strays", [{"other": 3}, {"mars-1": 2, "ap-south-1": 1}, {"other": 1, "US-EAST-1": 2}])
+def test_undeclared_origins_are_pooled_never_planned_and_their_requests_still_count(tmp_path, strays, residency):
+    """Property: whatever undeclared origins the log holds, the re-planned spec names only declared
+    origins, validates (no exit 2), and plans at least the rate it plans without them."""
+    spec = spec_with({EU: OriginSpec(share=0.5, residency=residency), US: 0.5})
+    (tmp_path / "a").mkdir()
+    clean = apply_to_spec(spec, {"chat-8b": observe(two_origin_log(tmp_path / "a"), spec)}, frozenset({EU, US}))[0]
+    (tmp_path / "b").mkdir()
+    obs = observe(_with_stray_origins(tmp_path / "b", strays), spec)
+    assert set(obs.origins) - {EU, US}  # the log does hold them
+    new, notes = apply_to_spec(spec, {"chat-8b": obs}, frozenset({EU, US}))
+    demand = new.models[0].demand
+    assert set(demand.origins) == {EU, US}
+    assert demand.rate_rps >= clean.models[0].demand.rate_rps
+    pooled = [n for n in notes if "pooled into the model's rate" in n]
+    assert len(pooled) == 1 and all(o.lower() in pooled[0].lower() for o in strays)

@@ -1,8 +1,14 @@
 """The cluster's front door.
 
-- ``deploy.gateway.kind: hetinfra`` (default): hetinfra's own gateway as a Deployment + a
-  LoadBalancer Service; the plan (routing weights and request classes) comes from a ConfigMap and
-  its backends are the units' Services in this cluster. It enforces the plan's per-class routing.
+- ``deploy.gateway.kind: hetinfra`` (default): **one endpoint per region**: hetinfra's own gateway
+  as a Deployment + a LoadBalancer Service in each cluster, run with ``--region`` (the cluster's
+  region: it serves that region's row of the plan, and the header's row for any origin the plan
+  declares). Its plan (routing weights and request classes) comes from a ConfigMap and its backends
+  are **every** unit of the plan: this cluster's through their Services, another cluster's through
+  the multi-cluster Services DNS name ``<unit>.<namespace>.svc.clusterset.local`` (each unit a
+  gateway elsewhere routes to gets a ``ServiceExport``), so an origin the plan routes across
+  clusters is served from one endpoint. It records the demand log ``replan`` reads (one pod per
+  region, so the log is the region's whole traffic: ``GET /admin/demand.csv``).
 - ``inference-extension``: per model an ``InferencePool`` (inference.networking.k8s.io/v1) over the
   model's pods and an ``HTTPRoute`` sending that model's requests (header ``X-Gateway-Model-Name``,
   set by the extension's body-based router) to it. The endpoint picker balances on load and KV
@@ -12,11 +18,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.facts import fit_label
 
-__all__ = ["GATEWAY_IMAGE", "gateway_objects"]
+__all__ = ["GATEWAY_IMAGE", "Backend", "gateway_args", "gateway_objects"]
 
 #: the gateway's Python; hetinfra itself is pip-installed at start (deploy.gateway.package)
 GATEWAY_IMAGE = "python:3.12-slim"
@@ -24,15 +31,39 @@ EPP_PORT = 9002  # the endpoint picker's gRPC port (the extension's chart defaul
 MODEL_HEADER = "X-Gateway-Model-Name"
 
 
-def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, units: list[DeployedUnit], secret: str
-                      ) -> list[dict]:
+#: where the regional gateway keeps its demand log (an emptyDir: the pod's life)
+DEMAND_LOG = "/var/lib/hetinfra/demand.csv"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A unit the regional gateway routes to: its own cluster's (``local``) or another's."""
+
+    unit: DeployedUnit
+    namespace: str
+    local: bool
+
+    @property
+    def url(self) -> str:
+        host = f"{self.unit.name}.{self.namespace}.svc" + ("" if self.local else ".clusterset.local")
+        return f"http://{host}:{self.unit.port}/v1"
+
+
+def gateway_args(g: dict, region: str, backends: list[Backend]) -> list[str]:
+    """The regional gateway's command line after ``hetinfra gateway /etc/hetinfra/plan.json``."""
+    args = ["--host", "0.0.0.0", "--port", str(g["port"]), "--region", region, "--demand-log", DEMAND_LOG]
+    for b in sorted(backends, key=lambda b: b.unit.name):
+        args += ["--endpoint", f"{b.unit.name}={b.url}"]
+    return args
+
+
+def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, region: str, backends: list[Backend],
+                      secret: str) -> list[dict]:
     name = f"{service}-gateway"
     labels = {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
               "hetinfra.dev/gateway": name}
-    endpoints = " ".join(f"--endpoint {u.name}=http://{u.name}.{namespace}.svc:{u.port}/v1" for u in units)
     script = (f'pip install -q --no-cache-dir "$HETINFRA_PACKAGE"\n'
-              f"exec hetinfra gateway /etc/hetinfra/plan.json --host 0.0.0.0 --port {g['port']} "
-              f"--no-demand-log {endpoints}\n")
+              f"exec hetinfra gateway /etc/hetinfra/plan.json {' '.join(gateway_args(g, region, backends))}\n")
     keys = [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k, "optional": k != "VLLM_API_KEY"}}}
             for k in ("VLLM_API_KEY", "HETINFRA_API_KEY")]
     # /health answers 503 while no backend serves: it gates traffic (readiness) but must not restart
@@ -44,23 +75,30 @@ def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, uni
                  "ports": [{"name": "http", "containerPort": g["port"]}],
                  "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
                  "startupProbe": dict(alive, failureThreshold=30), "readinessProbe": ready, "livenessProbe": alive,
-                 "volumeMounts": [{"name": "plan", "mountPath": "/etc/hetinfra", "readOnly": True}]}
+                 "volumeMounts": [{"name": "plan", "mountPath": "/etc/hetinfra", "readOnly": True},
+                                  {"name": "demand", "mountPath": DEMAND_LOG.rsplit("/", 1)[0]}]}
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels},
          "data": {"plan.json": plan_text}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace,
                                                                      "labels": labels},
-         "spec": {"replicas": 2, "selector": {"matchLabels": {"hetinfra.dev/gateway": name}},
+         # one pod: its demand log is the region's whole traffic (two would each hold a part)
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"hetinfra.dev/gateway": name}},
                   "template": {"metadata": {"labels": labels},
                                "spec": {"containers": [container],
-                                        "volumes": [{"name": "plan", "configMap": {"name": name}}]}}}},
+                                        "volumes": [{"name": "plan", "configMap": {"name": name}},
+                                                    {"name": "demand", "emptyDir": {}}]}}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace, "labels": labels},
          "spec": {"type": "LoadBalancer", "selector": {"hetinfra.dev/gateway": name},
                   "ports": [{"name": "http", "port": g["port"], "targetPort": "http", "protocol": "TCP"}]}},
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"hetinfra.dev/gateway": name}}}},
     ]
+
+
+def service_exports(namespace: str, units: list[DeployedUnit]) -> list[dict]:
+    """A ServiceExport per unit of this cluster that another cluster's gateway routes to."""
+    return [{"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceExport",
+             "metadata": {"name": u.name, "namespace": namespace,
+                          "labels": {"app.kubernetes.io/managed-by": "hetinfra"}}} for u in units]
 
 
 def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], slugs: dict[str, str]) -> list[dict]:
@@ -87,9 +125,13 @@ def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], sl
 
 
 def gateway_objects(service: str, gateway: dict, plan: dict, namespace: str, units: list[DeployedUnit],
-                    slugs: dict[str, str], secret: str) -> list[dict]:
-    """``gateway``: deploy.gateway; ``plan``: the plan the hetinfra gateway routes by (its ConfigMap)."""
+                    slugs: dict[str, str], secret: str, *, region: str = "", backends: list[Backend] | None = None
+                    ) -> list[dict]:
+    """``gateway``: deploy.gateway; ``plan``: the plan the hetinfra gateway routes by (its ConfigMap);
+    ``units``: this cluster's; ``backends``: every unit the regional gateway routes to (default: ``units``)."""
     if gateway.get("kind", "hetinfra") == "inference-extension":
         return _inference_pools(service, namespace, units, slugs)
-    return _hetinfra_gateway(service, gateway, json.dumps(plan, indent=1, sort_keys=True) + "\n", namespace, units,
-                             secret)
+    backends = [Backend(u, namespace, True) for u in units] if backends is None else backends
+    objs = _hetinfra_gateway(service, gateway, json.dumps(plan, indent=1, sort_keys=True) + "\n", namespace, region,
+                             backends, secret)
+    return objs + (service_exports(namespace, units) if any(not b.local for b in backends) else [])

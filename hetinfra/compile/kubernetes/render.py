@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from hetinfra.compile.kubernetes.gateway import gateway_objects
+from hetinfra.compile.kubernetes.gateway import Backend, gateway_objects
 from hetinfra.compile.kubernetes.nodes import node_objects
 from hetinfra.compile.kubernetes.project import write_kube_project
 from hetinfra.compile.kubernetes.scaling import scaling_objects
@@ -65,6 +65,11 @@ def cluster_settings(kp: KubePlan, cloud: str, region: str) -> dict:
     return (kp.kube.get("clusters") or {}).get(f"{cloud}/{region}") or {}
 
 
+def namespace_of(kp: KubePlan, cloud: str, region: str) -> str:
+    """The namespace of cluster (cloud, region): its settings', else DEFAULT_NAMESPACE."""
+    return cluster_settings(kp, cloud, region).get("namespace") or DEFAULT_NAMESPACE
+
+
 class ManifestDumper(TaskDumper):
     """Multi-line strings as literal blocks, and no anchors: every object reads on its own."""
 
@@ -81,7 +86,7 @@ def cluster_objects(kp: KubePlan, cloud: str, region: str) -> dict[str, list[dic
     """File name -> the objects of one cluster, in apply order (nodes, namespace-scoped, gateway)."""
     units = [u for u in kp.units if (u.cloud, u.region) == (cloud, region)]
     settings = cluster_settings(kp, cloud, region)
-    ns = settings.get("namespace") or DEFAULT_NAMESPACE
+    ns = namespace_of(kp, cloud, region)
     files: dict[str, list[dict]] = {
         "namespace.yaml": [{"apiVersion": "v1", "kind": "Namespace",
                             "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "hetinfra"}}}],
@@ -91,8 +96,19 @@ def cluster_objects(kp: KubePlan, cloud: str, region: str) -> dict[str, list[dic
         files[f"units/{u.name}.yaml"] = [workload(kp.service, ns, u, kp.slugs[u.service_model])] + \
             scaling_objects(ns, u, lab, kp.kube)
     files["gateway.yaml"] = gateway_objects(kp.service, kp.gateway, kp.plan, ns, units, kp.slugs,
-                                            secret_name(kp.service))
+                                            secret_name(kp.service), region=region,
+                                            backends=regional_backends(kp, cloud, region))
     return files
+
+
+def regional_backends(kp: KubePlan, cloud: str, region: str) -> list[Backend]:
+    """Every unit of the plan as the gateway of cluster (cloud, region) reaches it: its own cluster's
+    by their Services, the others' by multi-cluster Services (one endpoint per region)."""
+    out = []
+    for u in kp.units:
+        ns = namespace_of(kp, u.cloud, u.region)
+        out.append(Backend(u, ns, (u.cloud, u.region) == (cloud, region)))
+    return out
 
 
 def _kustomization(kp: KubePlan, key: str, files: list[str], ns: str) -> str:
@@ -110,7 +126,7 @@ def render_clusters(plan: dict, units: list[DeployedUnit]) -> dict[str, dict[str
     out: dict[str, dict[str, str]] = {}
     for cloud, region in sorted({(u.cloud, u.region) for u in kp.units} | {(c, r) for c, r, _ in kp.skipped}):
         files = cluster_objects(kp, cloud, region)
-        ns = cluster_settings(kp, cloud, region).get("namespace") or DEFAULT_NAMESPACE
+        ns = namespace_of(kp, cloud, region)
         texts = {name: _dump(objs) for name, objs in files.items() if objs}
         texts["kustomization.yaml"] = _kustomization(kp, cluster_key(cloud, region), list(texts), ns)
         out[cluster_key(cloud, region)] = texts
