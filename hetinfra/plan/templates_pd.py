@@ -142,7 +142,7 @@ def _bundle(pm: PlannedModel, cloud: str, itype: str, gpu: str, count: int, shap
             rate = min(rate, kp * node_bytes_s / (cls.input_tokens * kvb))
         rates[cls.name] = rate * (1.0 - PD_MARGIN)
         sources[cls.name] = PD_SOURCE
-        transfer_ms[cls.name] = round(t_s * 1e3, 3)
+        transfer_ms[cls.name] = t_s * 1e3
         batch = dec.rps * cls.output_tokens * dec.latency_ms * 1e-3  # decode sequences in flight (Little)
         conf = confidence_detail(gpu, b, 1, batch, vllm_version=pm.ctx.vllm_version)
         ri = rate_interval(conf)
@@ -162,7 +162,7 @@ def bundle_json(b: Bundle) -> dict:
     return {"ratio": b.ratio, "link": b.link, "link_gbytes_s": round(b.link_bytes_s / 1e9, 6), "kv_bytes_per_token": b.kv_bytes_per_token,
             "roles": [{"role": "prefill", "engines": b.prefill_engines, "tp": b.prefill_tp, "nodes": b.prefill_nodes},
                       {"role": "decode", "engines": b.decode_engines, "tp": b.decode_tp, "nodes": b.decode_nodes}],
-            "classes": [{"name": c, "transfer_ms": ms} for c, ms in sorted(b.transfer_ms.items())]}
+            "classes": [{"name": c, "transfer_ms": round(ms, 6)} for c, ms in sorted(b.transfer_ms.items())]}
 
 
 def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | None = None) -> dict:
