@@ -62,7 +62,7 @@ class ClassTransfer(Doc):
 class Disaggregation(Doc):
     """A unit whose engines split prefill and decode (an xPyD bundle, issue 37)."""
 
-    ratio: StrictStr = Field(description="Prefill to decode engines of one replica, e.g. 2P1D.")
+    xpyd: StrictStr = Field(description="Prefill to decode engines of one replica, e.g. 2P1D (x prefill, y decode).")
     roles: list[Role] = Field(description="The prefill role, then the decode role.")
     link: StrictStr = Field(description="What the KV moves over: nvlink or pcie inside one node; efa, infiniband or "
                                         "roce between the nodes of one placement group.")

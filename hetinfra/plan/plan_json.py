@@ -371,7 +371,7 @@ def build_plan_json(pr: PlanResult) -> dict:
         + _precision_warnings(allocations, inp) + [
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
             "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")] + [
-            f"{a['deployment_unit']} is a prefill/decode bundle ({a['disaggregation']['ratio']}): hetinfra does not "
+            f"{a['deployment_unit']} is a prefill/decode bundle ({a['disaggregation']['xpyd']}): hetinfra does not "
             "write its deployment artifacts yet (only plan.json)" for a in allocations if a.get("disaggregation")],
     }
     doc["warnings"] += failover_warnings(doc)

@@ -48,7 +48,7 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
             if inputs.spec.planning.disaggregation == "auto":  # bundles: priced anew, never cached
                 from hetinfra.plan.templates_pd import with_bundles
 
-                lib = with_bundles(inputs, served, lib)
+                lib = with_bundles(inputs, served, lib, tp_options)
             libs.append(lib if variant is None else for_variant(lib, variant, pm))
         lib = libs[0] if len(libs) == 1 else merge_libraries(libs)
         units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot,

@@ -53,9 +53,10 @@ class _Phases:
     decode: dict[int, PhaseRate]
 
 
-def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary) -> ModelLibrary:
-    """``lib`` with ``pm``'s bundles added (a class a bundle serves is served)."""
-    extra = bundle_templates(inputs, pm)
+def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary, tp_options) -> ModelLibrary:
+    """``lib`` with ``pm``'s bundles added (a class a bundle serves is served); ``tp_options``: the TP
+    degrees of an instance (hetinfra.plan.templates.tp_options, passed in: that module imports this one)."""
+    extra = bundle_templates(inputs, pm, tp_options)
     if not extra:
         return lib
     coverage = {c: cov if cov.served or not any(c in t.rates for t in extra) else ClassCoverage(True, cov.best_tpot_floor,
@@ -64,13 +65,11 @@ def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary) -> Mod
     return ModelLibrary(lib.model, tuple(sorted(lib.templates + tuple(extra), key=lambda t: t.id)), coverage)
 
 
-def bundle_templates(inputs: PlanInputs, pm: PlannedModel) -> list[Template]:
+def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[Template]:
     """Every xPyD bundle of ``pm`` on the instance types on offer, with a rate for each class whose
     transfer fits the TTFT budget (none: no template)."""
     if pm.arch is None:
         return []
-    from hetinfra.plan.templates import tp_options
-
     out: list[Template] = []
     memo: dict = {}  # per-phase rates by (phase, gpu, tp, class sizes[, prefill budget])
     max_nodes = inputs.spec.planning.max_nodes_per_template
@@ -159,7 +158,7 @@ def _bundle(pm: PlannedModel, cloud: str, itype: str, gpu: str, count: int, shap
 
 def bundle_json(b: Bundle) -> dict:
     """plan.json ``allocations[].disaggregation`` (hetinfra.document.allocation.Disaggregation)."""
-    return {"ratio": b.ratio, "link": b.link, "link_gbytes_s": round(b.link_bytes_s / 1e9, 6), "kv_bytes_per_token": b.kv_bytes_per_token,
+    return {"xpyd": b.ratio, "link": b.link, "link_gbytes_s": round(b.link_bytes_s / 1e9, 6), "kv_bytes_per_token": b.kv_bytes_per_token,
             "roles": [{"role": "prefill", "engines": b.prefill_engines, "tp": b.prefill_tp, "nodes": b.prefill_nodes},
                       {"role": "decode", "engines": b.decode_engines, "tp": b.decode_tp, "nodes": b.decode_nodes}],
             "classes": [{"name": c, "transfer_ms": round(ms, 6)} for c, ms in sorted(b.transfer_ms.items())]}

@@ -7,7 +7,7 @@ from hetinfra.deploy.preflight import split_problem
 from hetinfra.document import Plan
 from tests.plan.golden_plans import filled_golden
 
-SPLIT = {"ratio": "2P4D", "link": "efa", "link_gbytes_s": 95.0, "kv_bytes_per_token": 262144,
+SPLIT = {"xpyd": "2P4D", "link": "efa", "link_gbytes_s": 95.0, "kv_bytes_per_token": 262144,
          "roles": [{"role": "prefill", "engines": 2, "tp": 4, "nodes": 1},
                    {"role": "decode", "engines": 4, "tp": 4, "nodes": 2}],
          "classes": [{"name": "c", "transfer_ms": 13.0}]}

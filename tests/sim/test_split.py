@@ -21,7 +21,7 @@ def _unit(gbytes_s: float, count: int = 2) -> SimUnit:
     return SimUnit.model_validate({
         "unit": "u", "template": "t", "model": "m", "region": "r", "gpu": "H200", "tp": 4, "pp": 1,
         "engines_per_instance": 1, "nodes_per_replica": 1, "count": count,
-        "disaggregation": {"ratio": "2P1D", "link": "nvlink", "link_gbytes_s": gbytes_s, "kv_bytes_per_token": 262144,
+        "disaggregation": {"xpyd": "2P1D", "link": "nvlink", "link_gbytes_s": gbytes_s, "kv_bytes_per_token": 262144,
                            "roles": [{"role": "prefill", "engines": 2, "tp": 2, "nodes": 0},
                                      {"role": "decode", "engines": 1, "tp": 4, "nodes": 0}],
                            "classes": [{"name": "c", "transfer_ms": 1.0}]}})
