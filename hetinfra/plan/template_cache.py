@@ -79,7 +79,8 @@ def imported_modules(source: str) -> set[str]:
         if names.lstrip().startswith("("):  # a parenthesised list may run over several lines
             names = source[match.start(2):source.index(")", match.start(2))]
         found.add(module)
-        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", names.split("#")[0]) if name.strip())
+        code = " ".join(line.split("#")[0] for line in names.splitlines())  # a comment ends its line, not the list
+        found.update(f"{module}.{name.split()[0]}" for name in re.split(r"[(),]", code) if name.strip())
     return found
 
 

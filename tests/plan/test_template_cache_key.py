@@ -80,3 +80,10 @@ def test_a_new_import_joins_the_graph_and_other_modules_stay_out(tree_copy):
     confidence.write_text(confidence.read_text() + "\n\ndef _later():\n    from hetinfra.sim import replica\n")
     assert "hetinfra/sim/replica.py" in rate_module_files(tree_copy)
     assert _code_fingerprint(tree_copy) != before
+
+
+def test_a_comment_inside_a_parenthesised_import_ends_its_line_only():
+    """``from m import (A,  # note`` then ``B)``: B is still read (a comment once cut the rest of the list)."""
+    source = "from hetinfra.plan.rounds import (A,  # noqa: F401\n    B, C)\n"
+    assert imported_modules(source) == {"hetinfra.plan.rounds", "hetinfra.plan.rounds.A",
+                                        "hetinfra.plan.rounds.B", "hetinfra.plan.rounds.C"}
