@@ -12,12 +12,14 @@ place, every target.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, replace
 from typing import Dict, Optional, Tuple
 
 from hetinfra.compile.unit import LORA_RANKS, DeployedUnit, Serves
 from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
 
-__all__ = ["INITIAL_DELAY_MULTI_NODE_S", "INITIAL_DELAY_SINGLE_NODE_S", "SECRET_NAMES", "VLLM_IMAGE", "adapter_flags",
+__all__ = ["KV_TRANSFER_CONFIG", "NIXL_SIDE_CHANNEL_PORT", "BundleEngine", "bundle_engines", "role_flags",
+           "INITIAL_DELAY_MULTI_NODE_S", "INITIAL_DELAY_SINGLE_NODE_S", "SECRET_NAMES", "VLLM_IMAGE", "adapter_flags",
            "engine_flags", "precision_flags", "serve_envs", "vllm_image",
            "vllm_pip_spec", "vllm_serve_command"]
 
@@ -88,10 +90,56 @@ def vllm_serve_command(unit: DeployedUnit, *, model_arg: str = '"$MODEL_ID"') ->
     args += ["--max-model-len", str(unit.max_model_len)] + engine_flags(unit)
     args += precision_flags(unit)[0]
     args += adapter_flags(served)
+    args += role_flags(served)
     # The API key is NOT a flag: vLLM reads VLLM_API_KEY from the environment (a SkyPilot secret),
     # so it never shows up in `ps` output or logs of the command line.
     args += ["--host", "0.0.0.0", "--port", str(unit.port)]
     return " ".join(args)
+
+
+#: a prefill or decode engine's KV connector: NixlConnector with kv_role kv_both on both roles, as
+#: vLLM's NixlConnector usage guide starts them (checked against vLLM 0.12.0, the pinned
+#: deploy.vllm_version; vLLM is not importable here, so not against its parser): which engine
+#: produces and which consumes is said per request (the gateway's kv_transfer_params)
+KV_TRANSFER_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+#: NIXL's side channel (VLLM_NIXL_SIDE_CHANNEL_PORT): one port per engine on a host, from this one up
+NIXL_SIDE_CHANNEL_PORT = 5600
+
+
+def role_flags(served: Serves) -> list[str]:
+    """The KV-transfer flag of a prefill or decode engine (none for a colocated one)."""
+    return [] if served.role == "colocated" else ["--kv-transfer-config", shlex.quote(KV_TRANSFER_CONFIG)]
+
+
+@dataclass(frozen=True)
+class BundleEngine:
+    """One engine of a one-node prefill/decode bundle: its role, GPUs, port, environment and command."""
+
+    role: str
+    gpus: Tuple[int, ...]
+    port: int
+    envs: Dict[str, str]
+    command: str
+
+
+def bundle_engines(unit: DeployedUnit, roles: list[tuple[str, int, int]]) -> list[BundleEngine]:
+    """The engines of one node of a bundle, ``roles`` = [(role, engines, tp), ...] (plan.json
+    ``disaggregation.roles``): consecutive GPUs per engine (prefill first), ports from the unit's up,
+    one NIXL side-channel port each. Every engine is the unit's ``vllm serve`` at its role's TP, so the
+    engine flags the performance model planned with hold for both roles."""
+    out, gpu, k = [], 0, 0
+    for role, engines, tp in roles:
+        for _ in range(engines):
+            one = replace(unit, tp=tp, pp=1, engines_per_instance=1, nodes=1, gpus_per_instance=tp, role=role,
+                          port=unit.port + k)  # the engine on its slice of the node
+            envs = {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(gpu, gpu + tp)),
+                    "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_PORT + k),
+                    "VLLM_NIXL_SIDE_CHANNEL_HOST": '"$NODE_IP"'}
+            out.append(BundleEngine(role, tuple(range(gpu, gpu + tp)), unit.port + k, envs, vllm_serve_command(one)))
+            gpu, k = gpu + tp, k + 1
+    if gpu > unit.gpus_per_instance:
+        raise ValueError(f"bundle of {unit.name} needs {gpu} GPUs, its instance has {unit.gpus_per_instance}")
+    return out
 
 
 def adapter_flags(served: Serves) -> list[str]:

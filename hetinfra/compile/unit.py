@@ -27,9 +27,9 @@ __all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedU
 
 #: how an engine runs: the vllm/vllm-openai image, or vLLM pip-installed into a virtualenv
 RUNTIMES = ("container", "virtualenv")
-#: what an engine does with a request: the whole of it (colocated prefill and decode) is the one role
-#: plans have today; "prefill" and "decode" engines of a disaggregated bundle are the next
-ROLES = ("colocated",)
+#: what an engine does with a request: the whole of it (colocated prefill and decode), or one phase in a
+#: prefill/decode bundle (plan.json allocations[].disaggregation; hetinfra.compile.engine.bundle_engines)
+ROLES = ("colocated", "prefill", "decode")
 AUTOSCALE_MAX_FACTOR = 2
 #: the LoRA ranks vLLM's --max-lora-rank accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -69,7 +69,25 @@ def validate_plan(plan: Plan | dict, path: Path, *, catalog: Callable[[], set] =
                     f"{path}: allocations[{i}].instance_type {t!r} is not a {a.cloud} instance type in the offer "
                     f"catalog; {did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}",
                     hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
+    for i, a in enumerate(doc.allocations):
+        if a.disaggregation is not None:
+            problem = split_problem(a)
+            if problem:
+                raise InvalidInputError(f"{path}: allocations[{i}] ({a.deployment_unit}): {problem}",
+                                        hint="re-plan: a split across nodes needs EFA, InfiniBand or RoCE")
     return doc
+
+
+def split_problem(a: Allocation) -> str | None:
+    """Why the instance type cannot carry the prefill/decode bundle's KV transfer (None: it can): a
+    bundle over several nodes needs an RDMA network (hetinfra.catalog.interconnect)."""
+    from hetinfra.catalog.interconnect import interconnect
+
+    link = interconnect(a.cloud, a.instance_type, a.gpu)
+    if a.nodes_per_replica > 1 and not link.rdma:
+        return (f"a prefill/decode bundle over {a.nodes_per_replica} nodes of {a.instance_type}, whose network is "
+                f"{link.network} ({link.source}): the KV cache cannot move between its nodes over RDMA")
+    return None
 
 
 def engine_length_problems(plan: Plan | dict) -> list[str]:

@@ -40,6 +40,39 @@ class OndemandFallback(Doc):
     price_per_hour: Number = Field(ge=0, description="$/h of one on-demand instance that replaces a spot one.")
 
 
+class Role(Doc):
+    """One role's engines in a prefill/decode bundle."""
+
+    role: Literal["prefill", "decode"] = Field(description="prefill (vLLM kv_producer: the prompt, max_tokens 1) or "
+                                                           "decode (kv_consumer: every output token)")
+    engines: PositiveInt = Field(ge=1, description="Engines of this role in one replica of the bundle.")
+    tp: PositiveInt = Field(ge=1, description="Tensor-parallel size of each of these engines.")
+    nodes: StrictInt = Field(ge=0, description="Nodes of this role in one replica; 0: the bundle shares one node.")
+
+
+class ClassTransfer(Doc):
+    """One class's expected KV transfer in a bundle."""
+
+    name: StrictStr = Field(description="The class (models[].classes[].name).")
+    transfer_ms: Number = Field(ge=0, description="Expected time to move one request's prompt KV from its prefill "
+                                                  "engine to its decode engine (latency + prompt x KV bytes per "
+                                                  "token / link bandwidth), ms.")
+
+
+class Disaggregation(Doc):
+    """A unit whose engines split prefill and decode (an xPyD bundle, issue 37)."""
+
+    xpyd: StrictStr = Field(description="Prefill to decode engines of one replica, e.g. 2P1D (x prefill, y decode).")
+    roles: list[Role] = Field(description="The prefill role, then the decode role.")
+    link: StrictStr = Field(description="What the KV moves over: nvlink or pcie inside one node; efa, infiniband or "
+                                        "roce between the nodes of one placement group.")
+    link_gbytes_s: Number = Field(gt=0, description="Bandwidth one KV transfer gets over that link, GB/s (nominal x "
+                                                    "the achieved share, hetinfra.catalog.interconnect).")
+    kv_bytes_per_token: Number = Field(gt=0, description="KV-cache bytes of one prompt token (2 x layers x KV heads x "
+                                                         "head dim x bytes).")
+    classes: list[ClassTransfer] = Field(description="Per class the bundle serves: the expected KV transfer.")
+
+
 class Stage(Doc):
     """One pipeline stage of an EXPERIMENTAL mixed-GPU pipeline (Pulumi stacks only)."""
 
@@ -73,6 +106,9 @@ class Allocation(Doc):
     tp: PositiveInt = Field(ge=1, description="vLLM tensor-parallel size (GPUs of one node per engine).")
     pp: PositiveInt = Field(ge=1, description="vLLM pipeline-parallel size (stages per replica).")
     engines_per_instance: PositiveInt = Field(ge=1, description="vLLM engines on one instance (data parallel inside it).")
+    disaggregation: Optional[Disaggregation] = Field(None, description="A prefill/decode bundle's roles, ratio and "
+                                                                       "expected KV transfer; absent: colocated "
+                                                                       "engines (declared before nodes_per_replica, whose check reads it).")
     nodes_per_replica: PositiveInt = Field(ge=1, description="Instances one replica spans (a multi-node pipeline > 1).")
     layer_partition: Optional[list[StrictInt]] = Field(description="Layers per pipeline stage "
                                                                "(VLLM_PP_LAYER_PARTITION); null: vLLM's even split.")
@@ -122,7 +158,8 @@ class Allocation(Doc):
     @classmethod
     def _whole_nodes(cls, v: int, info: ValidationInfo) -> int:
         pp = info.data.get("pp")
-        if pp is not None and pp % v:  # a pipeline spans whole nodes (several stages on one node allowed)
+        # a pipeline spans whole nodes (several stages on one node allowed); a bundle's roles take whole nodes
+        if pp is not None and pp % v and info.data.get("disaggregation") is None:
             raise ValueError(f"is {v}, which does not divide pp {pp}")
         return v
 

@@ -72,6 +72,14 @@ class DemandProfile(Doc):
     peak_period: StrictInt = Field(description="Index of the peak period (the planned demand).")
 
 
+class SplitDecision(Doc):
+    """Whether a model's engines split prefill and decode, and why (issue 37)."""
+
+    split: StrictBool = Field(description="Whether any allocation of the model is a prefill/decode bundle.")
+    reason: StrictStr = Field(description="The comparison behind it: the best bundle's and the best colocated unit's "
+                                       "$/h per req/s of the model's largest class, and the margin a bundle must beat.")
+
+
 class ModelEntry(Doc):
     """A model the service serves."""
 
@@ -91,6 +99,8 @@ class ModelEntry(Doc):
     variants: Optional[list[Variant]] = Field(description="The model's variants; null: none declared.")
     accuracy: Optional[Accuracy] = Field(description="Accuracy served; null without variants.")
     demand_profile: Optional[DemandProfile] = Field(None, description="The demand profile; absent without one.")
+    disaggregation: Optional[SplitDecision] = Field(None, description="With planning.disaggregation: auto, whether "
+                                                                      "the model is split and why; absent otherwise.")
 
     @field_validator("source")
     @classmethod

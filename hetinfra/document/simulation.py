@@ -9,14 +9,14 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from hetinfra.document.allocation import OriginRouting, Origins, Routing, Stage, routes_to_missing
+from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
 from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
 
 #: fields of an allocation a unit's simulation depends on (its name, price or failover do not change
 #: its requests: hetinfra.sim.plan_sim's memo keys are made of exactly these)
 SIMULATED = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
-             "layer_partition", "stages", "count", "variant", "gpu_memory_gb")
+             "layer_partition", "stages", "count", "variant", "gpu_memory_gb", "disaggregation")
 
 
 class SimUnit(Doc):
@@ -38,6 +38,7 @@ class SimUnit(Doc):
     count: StrictInt
     variant: Optional[StrictStr] = None
     gpu_memory_gb: Optional[Number] = None
+    disaggregation: Optional[Disaggregation] = None  # a prefill/decode bundle: two pools (hetinfra.sim.split)
 
     def key(self) -> dict:
         """The fields in :data:`SIMULATED`, as plan.json writes them."""

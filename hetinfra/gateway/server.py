@@ -39,6 +39,7 @@ from hetinfra.gateway.balancer import Backend, Balancer
 from hetinfra.gateway.classify import TokenCounter
 from hetinfra.gateway.demand import DemandLog, read_all
 from hetinfra.gateway.origins import current_origin
+from hetinfra.gateway.prefill import split_endpoints
 from hetinfra.gateway.steps import Authenticate, Call, Refused, classify, error, forward, parse
 from hetinfra.gateway.table import RoutingTable, load_table
 
@@ -135,7 +136,9 @@ class Gateway:
         self.config = config
         self.metrics = Metrics()
         self.counter = TokenCounter(config.tokenizers)
-        self.table: RoutingTable = load_table(config.source, config.endpoints, config.region)
+        # a bundle's prefill engines (--endpoint UNIT/prefill=URL) are not routed to: gateway.prefill
+        endpoints, self.prefill = split_endpoints(config.endpoints)
+        self.table: RoutingTable = load_table(config.source, endpoints, config.region)
         self.balancer = Balancer(self.table)
         self.demand = DemandLog(config.demand_log, region=config.region, max_bytes=config.demand_log_max_bytes,
                                 keep=config.demand_log_keep) if config.demand_log else None
@@ -203,7 +206,7 @@ class Gateway:
         """Re-read the sources and swap the table in; in-flight requests keep their backend.
         A bad file keeps the old table (logged, counted)."""
         try:
-            table = load_table(self.config.source, self.config.endpoints, self.config.region)
+            table = load_table(self.config.source, split_endpoints(self.config.endpoints)[0], self.config.region)
         except Exception as exc:  # noqa: BLE001 - a broken file must never take the gateway down
             log.error("reload failed, keeping the current routing table: %s", exc)
             self.metrics.reloads.labels("error").inc()

@@ -5,7 +5,7 @@ Each step is a small function of the gateway (``gw``: hetinfra.gateway.server.Ga
 metrics, session and accounting) and a :class:`Call`, the request as the steps fill it in; a step
 that must answer the client before routing raises :class:`Refused` with the answer and the reason it
 is counted under (``hetinfra_gateway_rejected``). A new step (an adapter lookup, a prefill hop before
-the decode one) is one more function in ``Gateway.proxy``'s sequence.
+the decode one: hetinfra.gateway.prefill) is one more function in ``Gateway.proxy``'s sequence.
 
 Forwarding: a connect error, a timeout or a 5xx *before the first byte reaches the client* ejects
 the backend (connect errors) and retries on another one, at most ``retries`` times; after the first
@@ -31,6 +31,7 @@ from hetinfra.fileio import parse_json
 from hetinfra.gateway.balancer import Backend
 from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, output_budget
 from hetinfra.gateway.origins import ORIGIN_HEADER, request_origin
+from hetinfra.gateway.prefill import prefill_hop
 
 __all__ = ["Authenticate", "Call", "Refused", "classify", "client_name", "error", "forward", "parse", "pick",
            "relay", "token_count"]
@@ -74,6 +75,7 @@ class Call:
     cname: str = "-"
     table: Any = None  # the routing table and balancer the call goes by (one for the whole request,
     balancer: Any = None  # whatever reloads meanwhile)
+    prefilled: dict = field(default_factory=dict)  # unit -> the decode body after its prefill hop (gateway.prefill)
 
     @property
     def stream(self) -> bool:
@@ -201,7 +203,9 @@ async def forward(gw, call: Call, request_id: str | None) -> Response:
         if b is None:
             break
         tried.add(b)
-        answer = await attempt(gw, call, b, headers)
+        # a prefill/decode bundle: its prefill engine first, then this decode engine (gateway.prefill)
+        raw = await prefill_hop(gw, call, b.unit, headers) if gw.prefill else call.raw
+        answer = await attempt(gw, call, b, headers, raw)
         if isinstance(answer, Response):
             return answer
         last_error = answer
@@ -210,14 +214,15 @@ async def forward(gw, call: Call, request_id: str | None) -> Response:
     return error(status, f"{last_error} (tried {len(tried)} backend(s))", "upstream_error", code="backend_unavailable")
 
 
-async def attempt(gw, call: Call, b: Backend, headers: dict[str, str]) -> Response | str:
+async def attempt(gw, call: Call, b: Backend, headers: dict[str, str], raw: bytes | None = None) -> Response | str:
     """One backend's answer, or why to try another (a 5xx, a connect error: ejected, a timeout, a
-    broken connection). A stream is handed to :func:`relay` once its first byte has come."""
+    broken connection). A stream is handed to :func:`relay` once its first byte has come. ``raw``:
+    the body to send (default the call's)."""
     m = gw.metrics
     b.outstanding += 1
     resp, handed_over = None, False
     try:
-        resp = await gw.session.post(b.url + call.path, data=call.raw, headers=headers)
+        resp = await gw.session.post(b.url + call.path, data=call.raw if raw is None else raw, headers=headers)
         if resp.status >= 500:
             m.retries.labels(b.unit, "5xx").inc()
             return f"backend answered {resp.status}"

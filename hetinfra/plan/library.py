@@ -8,6 +8,28 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Bundle:
+    """A template's prefill/decode split (hetinfra.plan.templates_pd): x prefill engines of TP a and
+    y decode engines of TP b, on one node (``prefill_nodes`` = ``decode_nodes`` = 0) or on kp + kd
+    nodes of one placement group; the link the KV moves over and each class's expected transfer."""
+
+    prefill_engines: int
+    prefill_tp: int
+    decode_engines: int
+    decode_tp: int
+    prefill_nodes: int
+    decode_nodes: int
+    link: str  # nvlink | pcie (one node), efa | infiniband | roce (across nodes)
+    kv_bytes_per_token: float
+    link_bytes_s: float  # bandwidth one transfer gets
+    transfer_ms: dict[str, float]  # class name -> expected KV transfer time of one request
+
+    @property
+    def ratio(self) -> str:
+        return f"{self.prefill_engines}P{self.decode_engines}D"
+
+
+@dataclass(frozen=True)
 class Template:
     id: str
     model: str
@@ -38,6 +60,8 @@ class Template:
     #: rate_interval: the least trusted class's regime residuals, else its trust level's)
     interval: tuple[float, float, float] | None = None
     interval_basis: str | None = None
+    #: a prefill/decode bundle (issue 37); None: colocated engines
+    bundle: Bundle | None = None
 
     @property
     def nodes(self) -> int:

@@ -111,7 +111,8 @@ def _engine_lengths(pr: PlanResult, allocations: list[dict]) -> None:
         if not u.template.mixed and served.arch is not None:
             gpu = gpu_facts(u.template.gpu, pr.inputs.spec, u.gpu_memory_gb)
             kv = kv_cache_tokens(served.arch, gpu, u.template.tp, u.template.pp,
-                                 precision_on(served.spec.precision, u.template.gpu), u.template.node_count or None,
+                                 precision_on(served.spec.precision, u.template.gpu),
+                                 None if u.template.bundle else u.template.node_count or None,  # a bundle: its decode engine
                                  version)
         a["max_model_len"] = unit_max_model_len(routed, largest, pm.max_model_len, kv)
         a["kv_cache_tokens"] = kv
@@ -200,6 +201,10 @@ def _allocations(pr: PlanResult, purchases) -> tuple[dict[str, float], list[dict
         })
         if purchases:
             allocations[-1].update(allocation_extras(pr, uid))
+        if t.bundle is not None:  # issue 37: each engine's role, the ratio and the expected transfer
+            from hetinfra.plan.templates_pd import bundle_json
+
+            allocations[-1]["disaggregation"] = bundle_json(t.bundle)
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}
@@ -243,6 +248,12 @@ def _templates(pr: PlanResult) -> list[dict]:
     } for t in sorted(used_templates.values(), key=lambda t: t.id)]
 
 
+def split_decision(pr: PlanResult, pm) -> dict:
+    from hetinfra.plan.templates_pd import split_decision as decide  # local: only with disaggregation
+
+    return decide(pm, pr.all_units or list(pr.units.values()), [pr.units[u] for u in pr.result.n], pr.derate)
+
+
 def _models(pr: PlanResult, slugs: dict[str, str], allocations: list[dict]) -> list[dict]:
     """plan.json ``models``: each model's objectives, peak demand, classes, cost and variants."""
     return [{
@@ -261,6 +272,7 @@ def _models(pr: PlanResult, slugs: dict[str, str], allocations: list[dict]) -> l
         **({"demand_profile": {"rate_rps": pm.spec.demand.rate_rps, "multipliers": list(pm.spec.demand.profile),
                                "peak_period": pm.spec.demand.profile.index(peak_multiplier(pm.spec))}}
            if pm.spec.demand.profile is not None else {}),
+        **({"disaggregation": split_decision(pr, pm)} if pr.inputs.spec.planning.disaggregation == "auto" else {}),
     } for pm in pr.inputs.models]
 
 
@@ -358,7 +370,9 @@ def build_plan_json(pr: PlanResult) -> dict:
         "warnings": list(inp.warnings) + list(pr.warnings) + ([BASELINE_SAFETY_WARNING] if baseline_stop else [])
         + _precision_warnings(allocations, inp) + [
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
-            "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
+            "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")] + [
+            f"{a['deployment_unit']} is a prefill/decode bundle ({a['disaggregation']['xpyd']}): hetinfra does not "
+            "write its deployment artifacts yet (only plan.json)" for a in allocations if a.get("disaggregation")],
     }
     doc["warnings"] += failover_warnings(doc)
     return doc

@@ -42,7 +42,8 @@ def regime_of(t) -> str:
     """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
     same GPU and layout on another instance type or cloud runs the same engine, so it shares the
     factor; the regime's units serve one class range (what the ILP routes to that layout)."""
-    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
+    pd = getattr(t, "bundle", None)  # a prefill/decode bundle runs other engines than a colocated layout
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}" + (f"|pd{pd.prefill_tp}{pd.ratio}" if pd else "")
 
 
 @dataclass
@@ -227,7 +228,7 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
         model_of[r] = model
     out = dict(g)
-    step: dict[str, float] = {}  # model -> its worst derating step this round
+    step: dict[tuple[str, bool], float] = {}  # (model, bundle?) -> its worst derating step this round
     for r, ratio in sorted(worst.items()):
         model, f = model_of[r], g.get(r, 1.0)
         if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
@@ -238,10 +239,12 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
             ok[r] = max(ok.get(r, 0.0), f)
         out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
         if r in bad and r not in ok:
-            step[model] = min(step.get(model, 1.0), out[r] / f)
+            kind = (model, "|pd" in r)  # a bundle's regime learns from bundles, a colocated one from colocated
+            step[kind] = min(step.get(kind, 1.0), out[r] / f)
     for r, model in sorted({v for v in regimes.values()}):
-        if model in step and r not in ok and r not in bad:
-            out[r] = g.get(r, 1.0) * step[model]
+        kind = (model, "|pd" in r)  # the split removes the interference a colocated miss shows
+        if kind in step and r not in ok and r not in bad:
+            out[r] = g.get(r, 1.0) * step[kind]
     return out
 
 

@@ -20,6 +20,10 @@ def render_summary(plan: "Plan | dict", console: Console) -> None:
     console.print(_headline(doc))
     _render_allocations(doc, console)
     _render_variants(doc, console)
+    for m in doc.models:  # issue 37: why each model is split into prefill/decode bundles or not
+        if m.disaggregation is not None:
+            console.print(f"{m.name}: {'split (prefill/decode)' if m.disaggregation.split else 'not split'}: "
+                          f"{m.disaggregation.reason}", highlight=False)
     if doc.purchase:
         _render_purchase(doc, console)
     _render_fidelity(doc, console)

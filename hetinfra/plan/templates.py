@@ -45,6 +45,10 @@ def build_units(inputs: PlanInputs, perf: PerformanceModel, cache=None
                 lib = build_library(inputs, served, perf)
                 if cache is not None:
                     cache.put(inputs, served, lib)
+            if inputs.spec.planning.disaggregation == "auto":  # bundles: priced anew, never cached
+                from hetinfra.plan.templates_pd import with_bundles
+
+                lib = with_bundles(inputs, served, lib, tp_options)
             libs.append(lib if variant is None else for_variant(lib, variant, pm))
         lib = libs[0] if len(libs) == 1 else merge_libraries(libs)
         units.extend(instantiate(lib, inputs.offers, inputs.spec.infrastructure.spot,

@@ -40,6 +40,9 @@ class UnitEngine:
     engine: StepModel
     step_model: str  # "estimator" or "estimator scaled to profile"
     profile_factor: float | None  # step-time multiplier when scaled
+    #: a prefill/decode bundle: its [prefill, decode] pools and the route joining them (hetinfra.sim.split)
+    pools: list | None = None
+    route: object | None = None
 
 
 def _gpu(name: str, unit: str, alloc: SimUnit | None = None, spec=None):

@@ -41,7 +41,7 @@ from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
-from hetinfra.sim.columns import UnitRequests, block, cdf, simulate_unit
+from hetinfra.sim.columns import UnitRequests, block, cdf, simulate_pools, simulate_unit
 from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
@@ -194,7 +194,8 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
     unit's result is what a serial run gives, whatever the threads' timing (progress is reported
     here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
-    core.map_units(lambda unit: simulate_unit(unit[2], unit[0]), prepared)
+    core.map_units(lambda unit: simulate_unit(unit[2], unit[0]) if unit[1].route is None
+                   else simulate_pools(unit[1].pools, unit[0], unit[1].route), prepared)
     for (reqs, _ue, _replicas), (k, _a, info) in zip(prepared, jobs):
         if progress is not None:
             progress(len(reqs))
@@ -211,6 +212,16 @@ def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict
     routed = {c: sum(e.rps for e in entries if e.unit == a.unit)
               for c, entries in (plan.routing.get(a.model) or {}).items()}
     arch, precision = _checkpoint(a, m, info["pm"])
+    if a.disaggregation is not None:  # a prefill/decode bundle: two pools joined by the KV transfer
+        from hetinfra.sim.split import split_pools
+
+        ue = unit_engine(a.model_copy(update={"tp": a.disaggregation.roles[1].tp, "pp": 1, "nodes_per_replica": None,
+                                             "disaggregation": None}), arch,
+                         precision, m.classes, routed, None, m.slo, calib, spec)
+        pools, route = split_pools(a, lambda at_tp: unit_engine(at_tp, arch, precision, m.classes, routed, None, m.slo,
+                                                                calib, spec).engine)
+        ue.pools, ue.route = pools, route
+        return reqs, ue, pools[1] + pools[0]
     ue = unit_engine(a, arch, precision, m.classes, routed, templates.get(a.template), m.slo, calib, spec)
     replicas = [Replica(ue.engine, ReplicaConfig()) for _ in range(max(a.count * a.engines_per_instance, 0))]
     if len(reqs) and not replicas:

@@ -444,6 +444,12 @@ class PlanningSpec(Strict):
         False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
                            "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "
                            "with the Pulumi stacks only (a SkyPilot task has one accelerator type).")
+    disaggregation: Literal["off", "auto"] = Field(
+        "off", description="Prefill/decode disaggregation (xPyD bundles: prefill engines and decode engines that hand "
+                           "each prompt's KV cache over NVLink or RDMA, in one node or placement group). auto: offer "
+                           "bundles beside colocated engines; the solver picks one per model and class only where it "
+                           "is cheaper by the margin (docs/concepts/disaggregation.md). off (default): colocated "
+                           "engines only.")
     verify: VerifySpec = Field(default_factory=VerifySpec, description="Check the plan's latency "
                                  "objectives by simulating it, and re-plan the units that miss.")
     mixed_memory_ratio: float = Field(

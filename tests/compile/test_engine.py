@@ -44,7 +44,7 @@ def test_adapters_become_vllms_lora_flags():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(role="prefill"), "role must be one of colocated"),
+    (dict(role="router"), "role must be one of colocated, prefill, decode"),
     (dict(adapters=(Adapter("a", "org/a", LORA_RANKS[-1] + 1),)), "rank a positive integer up to 512"),
     (dict(adapters=(Adapter("a b", "org/a", 8),)), "without whitespace"),
 ])

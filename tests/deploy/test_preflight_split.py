@@ -1,0 +1,29 @@
+"""Preflight refuses a prefill/decode bundle across nodes of an instance type without RDMA
+(hetinfra.deploy.preflight.split_problem, hetinfra.catalog.interconnect)."""
+
+from __future__ import annotations
+
+from hetinfra.deploy.preflight import split_problem
+from hetinfra.document import Plan
+from tests.plan.golden_plans import filled_golden
+
+SPLIT = {"xpyd": "2P4D", "link": "efa", "link_gbytes_s": 95.0, "kv_bytes_per_token": 262144,
+         "roles": [{"role": "prefill", "engines": 2, "tp": 4, "nodes": 1},
+                   {"role": "decode", "engines": 4, "tp": 4, "nodes": 2}],
+         "classes": [{"name": "c", "transfer_ms": 13.0}]}
+
+
+def _alloc(cloud: str, instance_type: str, gpu: str, nodes: int):
+    a = Plan.of(filled_golden("chat")).allocations[0]
+    return a.model_copy(update={"cloud": cloud, "instance_type": instance_type, "gpu": gpu,
+                                "nodes_per_replica": nodes, "disaggregation": SPLIT})
+
+
+def test_rdma_types_pass_and_tcp_types_are_refused_across_nodes():
+    assert split_problem(_alloc("aws", "p5en.48xlarge", "H200", 3)) is None
+    assert split_problem(_alloc("azure", "Standard_ND96isr_H100_v5", "H100", 2)) is None
+    why = split_problem(_alloc("gcp", "a3-highgpu-8g", "H100", 2))
+    assert why and "tcp" in why and "RDMA" in why
+    assert split_problem(_alloc("aws", "g6e.12xlarge", "L40S", 2))
+    # one node: NVLink or PCIe inside it carries the KV, whatever the network
+    assert split_problem(_alloc("gcp", "a3-highgpu-8g", "H100", 1)) is None
