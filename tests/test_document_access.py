@@ -39,7 +39,7 @@ OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchas
 #: simulator's reports, HTTP bodies, the solver's statistics): not flagged, or every unrelated dict would
 #: be. Only document keys no spec model uses (spec keys are never flagged anyway)
 COMMON = {"id", "status", "count", "error", "rows", "bound", "gap", "met", "nodes", "tp", "pp", "reason", "running",
-          "started", "stopped", "steps", "outputs", "endpoint", "dir", "hits", "misses", "from", "engine", "estimator",
+          "started", "stopped", "steps", "outputs", "endpoint", "dir", "hits", "misses", "from", "engine",
           "method", "variables", "constraints", "iterations", "as_of", "sha256", "service", "unit", "template",
           "instances", "instance_type", "variant", "sources", "purchase", "rps", "derate", "levels", "served", "live",
           "images", "pulumi", "skypilot", "warnings", "placement", "stages", "slug", "allocation",

@@ -55,6 +55,9 @@ MODELS: dict[str, ModelArch] = {
         # vllm.md s5; aiconfigurator Qwen--Qwen3-235B-A22B_config.json: MoE 128 experts top-8,
         # 4 KV heads (TP > 4 replicates KV).
         _M("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 235.1e9, 22.2e9, 151936, 40960),
+        # aiconfigurator Qwen--Qwen3-30B-A3B_config.json: 48 layers, h 2048, 32/4 heads, 128 experts
+        # top-8 of I 768, vocab 151936 (untied) -> 30.53e9 total / 3.35e9 active.
+        _M("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 30.53e9, 3.35e9, 151936, 40960),
         # vllm.md s5; huggingface.co/mistralai/Mistral-7B-Instruct-v0.3 config.json (no sliding window).
         _M("mistral-7b", 32, 4096, 32, 8, 128, 7.25e9, None, 32768, 32768),
         # vllm.md s5; aiconfigurator mistralai--Mixtral-8x7B-v0.1_config.json: 8 experts top-2,
@@ -82,6 +85,7 @@ ALIASES: dict[str, str] = {
     "meta-llama/llama-3.3-70b-instruct": "llama-3.3-70b",
     "qwen/qwen3-32b": "qwen3-32b",
     "qwen/qwen3-235b-a22b": "qwen3-235b-a22b",
+    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
     "mistralai/mistral-7b-instruct-v0.3": "mistral-7b",
     "mistralai/mistral-7b-v0.3": "mistral-7b",
     "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",

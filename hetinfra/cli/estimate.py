@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import click
 
@@ -24,9 +25,13 @@ from hetinfra.fileio import dumps_strict
 @click.option("--tpot-ms", type=FiniteFloat(min=0, min_open=True), required=True, help="TPOT SLO, ms.")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",
               show_default=True, help="Weight precision.")
+@click.option("--compare", is_flag=True,
+              help="Also estimate with the measured-kernel backend (aiconfigurator; pip install "
+                   "'hetinfra[aiconfigurator]') and print both figures, the limit that binds in each, and the "
+                   "confidence interval widened where they disagree.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision,
-                     as_json):
+                     compare, as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
     from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
@@ -50,6 +55,8 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
             raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
+        other = _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision) \
+            if compare else None
     except HetinfraError as exc:
         fail(exc, as_json)
         return
@@ -65,6 +72,9 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     }
     if est.reason:
         doc["reason"] = est.reason
+    cmp = _comparison(est, other, gpu.name, tp, pp) if other is not None else None
+    if cmp is not None:
+        doc["compare"] = cmp.doc()
     if as_json:
         click.echo(dumps_strict(doc, indent=2))
         return
@@ -79,3 +89,62 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     click.echo(f"  TPOT        {est.tpot_ms:.1f} ms at that rate (SLO {tpot_ms:g}; {est.min_tpot_ms:.1f} ms at batch 1)")
     click.echo(f"  weights     {doc['weights_gb_per_gpu']:.1f} GB per GPU")
     click.echo(f"  binding     {est.binding}")
+    if cmp is not None:
+        _echo_comparison(cmp)
+
+
+def _echo_comparison(cmp: Comparison) -> None:
+    k = cmp.other
+    if not k.feasible:
+        click.echo(f"  kernels     infeasible ({k.binding}) with aiconfigurator's measured kernels")
+        return
+    click.echo(f"  kernels     {k.max_rps:.3f} req/s with aiconfigurator's measured kernels ({cmp.ratio:.2f}x), "
+               f"binding {k.binding}, TTFT {k.ttft_ms:.1f} ms, TPOT {k.tpot_ms:.1f} ms")
+    mark = " (widened: the sources disagree beyond it)" if cmp.widened else ""
+    click.echo(f"  interval    {cmp.interval.low:.2f}-{cmp.interval.high:.2f}x of the built-in rate{mark}; "
+               f"confidence safe plans {cmp.safe_rps:.3f} req/s")
+
+
+def _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision):
+    """The same estimate with the measured-kernel backend's constants for this layout."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.perf import aic_backend
+    from hetinfra.perf.estimator import estimate
+
+    aic_backend.require()
+    calib = aic_backend.layout_calibration(model.name, gpu.name, tp, precision) if pp == 1 else None
+    if calib is None:
+        raise InvalidInputError(f"--compare: aiconfigurator's kernel database does not cover {model.name} on "
+                                f"{gpu.name} (tp={tp}, pp={pp}, {precision})",
+                                hint="it covers " + ", ".join(aic_backend.SYSTEMS) + " with "
+                                     + ", ".join(aic_backend.MODELS) + ", tp 1/2/4/8, no pipelines")
+    return estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens, ttft_ms=ttft_ms,
+                    tpot_ms=tpot_ms, precision=precision, calib=calib)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The measured-kernel figure beside the built-in one, and the built-in interval widened to cover it."""
+    other: object  # the backend's Estimate
+    ratio: float  # its rate over the built-in rate (0: either infeasible)
+    interval: object  # RateInterval, widened where the sources disagree
+    widened: bool
+    safe_rps: float  # the built-in rate at the interval's low end (planning.confidence: safe)
+
+    def doc(self) -> dict:
+        o, i = self.other, self.interval
+        return {"aiconfigurator": {"feasible": o.feasible, "max_rps": round(o.max_rps, 4), "binding": o.binding,
+                                   "ttft_ms": round(o.ttft_ms, 2), "tpot_ms": round(o.tpot_ms, 2)},
+                "ratio": round(self.ratio, 4), "interval": [i.low, i.middle, i.high], "widened": self.widened,
+                "interval_basis": i.basis, "safe_rps": round(self.safe_rps, 4)}
+
+
+def _comparison(est, other, gpu: str, tp: int, pp: int) -> Comparison:
+    """Both figures, the binding limit of each, and the built-in estimate's interval widened to cover
+    the other source where they disagree (hetinfra.perf.confidence.widen_for_disagreement)."""
+    from hetinfra.perf.confidence import confidence_detail, rate_interval, widen_for_disagreement
+
+    ratio = other.max_rps / est.max_rps if est.feasible and other.feasible and est.max_rps > 0 else 0.0
+    interval = rate_interval(confidence_detail(gpu, tp, pp, est.batch))
+    wide, marked = widen_for_disagreement(interval, ratio, "aiconfigurator")
+    return Comparison(other, ratio, wide, marked, est.max_rps * wide.low)

@@ -6,9 +6,13 @@ measured data sets in ../shared: Helix-ASPLOS25 per-layer profiles (A100-40GB, V
 PCIe), splitwise-sim (A100-80GB / H100, Llama-2-70B / BLOOM-176B), SageServe (Llama-3.x on A100-80GB
 PCIe) and the closed-loop vLLM points of vllm.md s3 (H100 / H200). docs/calibration.md has the method,
 the error table per data set (fit and held-out rows) and the known weak spots; re-run the script to
-reproduce it. "vllm.md" is ../shared/notes/vllm.md. Constants not marked FIT are assumed or sourced
+reproduce it. "KERNELS" = fitted by ``tools/fit_kernels.py`` on public measurements vendored in
+hetinfra/perf/data (aiconfigurator-core's measured kernels per GPU, its measured end-to-end vLLM
+runs), which overrides the shared value for the GPUs in GPU_KERNELS and sets the current engine's
+step costs. "vllm.md" is ../shared/notes/vllm.md. Constants not marked FIT are assumed or sourced
 directly and are not touched by the fit.
-FIT: tools/fit_calibration.py --fit --write, 2026-11-23
+FIT: tools/fit_calibration.py --write (shared constants), 2026-12-05
+(GPU_KERNELS and the current engine's step costs), 2026-12-05
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ class Calibration:
     eta_kv: float = 0.78
 
     # --- per-step fixed costs (current vLLM: CUDA graphs, custom all-reduce) -------------------------
-    # Fixed time per engine step (scheduler, sampler, launches), ms. FIT (set by vllm.md s3 and
-    # SageServe batch-1 TPOT; vllm.md s2.2's fit without a per-sequence term gave 5.4).
-    t_fixed_ms: float = 3.6
-    # Extra step time per running sequence, us (scheduler bookkeeping, sampler, detokenisation). FIT
-    # (vllm.md s3 concurrency sweeps, SageServe batch sweeps).
-    t_per_seq_us: float = 67.1
+    # Fixed time per engine step (scheduler, sampler, launches), ms. KERNELS: on the measured vLLM
+    # 0.12 runs (tools/fit_kernels.py, with the GPU side from the kernel table); estimator-v2's 3.6
+    # (vllm.md s3 and SageServe batch-1 TPOT, without a kernel model) put an 8B batch-1 decode step on
+    # an H100 at 9.9 ms against the kernels' 6.2 ms plus the runs' ~1 ms.
+    t_fixed_ms: float = 0.845
+    # Extra step time per running sequence, us (scheduler bookkeeping, sampler, detokenisation).
+    # KERNELS (the measured runs' TPOT grows 60-90 us per sequence beyond the kernels' step time).
+    t_per_seq_us: float = 83.9
     # Engine time per admitted request, ms (scheduling a new sequence, its separate prefill step in
     # engines without chunked prefill, tokenisation / output set-up), paid in the step that admits it.
     # FIT (Melange max rates for vLLM 0.2; vllm.md s3 for the current engine).
@@ -87,14 +93,39 @@ class Calibration:
     # Utilisation of the decode-token GEMMs (M = batch, skinny) once compute matters. FIT (Helix
     # decode layers at batch 100-800; vllm.md s3 high-concurrency points).
     mfu_decode: float = 0.465
-    # CPU dispatch overhead of a prefill per layer, ms. FIT (SageServe and vllm.md short-prompt
-    # prefills; aiconfigurator vllm_backend _prefill_dispatch_overhead_ms = 0.8 ms x layers).
-    prefill_dispatch_ms_per_layer: float = 0.225
+    # Utilisation of prefill attention (QK^T and PV at 16 bit, causal), the term that grows with the
+    # square of the prompt; 0 = mfu_prefill. Per GPU in GPU_KERNELS.
+    mfu_prefill_attn: float = 0.0
+    # Share of the datasheet fp8 dense peak an fp8 GEMM reaches relative to a 16-bit one at the same
+    # MFU (1.0 = twice as fast as bf16 where the catalog's fp8 peak is twice bf16's). Per GPU in
+    # GPU_KERNELS (measured fp8 GEMMs run well short of 2x at serving shapes).
+    fp8_gemm_scale: float = 1.0
+    # Share of the fp8 GEMM rate (fp8_gemm_scale) prefill's large-M GEMMs reach relative to decode's
+    # and mixed steps' (measured fp8 prefill GEMMs run nearer their peak). Per GPU in GPU_KERNELS.
+    fp8_prefill_scale: float = 1.0
+    # GPU time per layer of every step that no roofline term holds (kernel launches and the small
+    # norm / rotary / activation kernels between the GEMMs), us; per pipeline stage's layers. Per
+    # GPU in GPU_KERNELS; 0 elsewhere (the CPU-side t_fixed_ms carries it there).
+    t_layer_us: float = 0.0
+    # Efficiency of an MoE model's expert kernels relative to a dense model's (grouped GEMMs over
+    # few tokens per expert, routing, token permutation): scales the weight-read bandwidth and the
+    # GEMM rate of MoE models. Per GPU in GPU_KERNELS; 1.0 elsewhere. One value for every precision:
+    # the kernel table's fp8 MoE (Qwen3-30B-A3B, 768-wide experts) runs at a fifth of its bf16 speed,
+    # which the measured end-to-end Qwen3-235B-A22B-FP8 runs do not show (docs/calibration.md).
+    moe_eff: float = 1.0
+    # How a PCIe all-reduce's bandwidth falls with the TP degree beyond 2: x (2 / tp) ** decay (two
+    # GPUs share a PCIe switch; four or eight cross switches and sockets through the host). Per GPU
+    # in GPU_KERNELS; 0 (no fall) elsewhere.
+    pcie_allreduce_tp_decay: float = 0.0
+    # CPU dispatch overhead of a prefill per layer, ms. KERNELS (the measured runs' TTFT beyond the
+    # kernels' prefill; aiconfigurator's vllm_backend _prefill_dispatch_overhead_ms = 0.8 ms x layers).
+    prefill_dispatch_ms_per_layer: float = 0.0931
 
     # --- TTFT queueing (form from aiconfigurator's vllm agg model, vllm.md s2.1) ------------------
     # TTFT(B) = prefill x min(1 + qf_slope x log2(B), qf_cap) + chunk steps, B = sequences in the
-    # system. aiconfigurator uses 1/8 and 2. FIT on vllm.md s3 TTFT (the only closed-loop data).
-    qf_slope: float = 0.256
+    # system. aiconfigurator uses 1/8 and 2. qf_slope: KERNELS (the measured runs' TTFT at 1-128
+    # concurrent requests); qf_cap: FIT.
+    qf_slope: float = 0.51
     qf_cap: float = 4.0
 
     # --- memory reserves (subtracted from util x visible memory before KV) ----------------------
@@ -117,8 +148,90 @@ class Calibration:
     # no preemption); 1.0 = full reservation.
     kv_reservation_fraction: float = 0.5
 
+    # Per-GPU overrides of the GPU-side constants above, fitted on measured kernel timings
+    # (GPU_KERNELS below; ``for_gpu`` applies them): ((GPU name, ((field, value), ...)), ...).
+    by_gpu: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
 
-CALIBRATION = Calibration()
+
+# GPU-side constants per GPU, fitted by tools/fit_kernels.py on aiconfigurator-core 0.12.0's
+# measured kernel database (Apache-2.0; the step table hetinfra/perf/data/aic_steps.json that
+# tools/aic_steps.py extracts): decode, prefill and mixed prefill+decode steps of Llama-3.1-8B /
+# 70B, Qwen3-32B and Qwen3-30B-A3B (MoE), bf16 and fp8, TP 1-8 (docs/calibration.md, "Measured
+# kernels"). A GPU not listed keeps the shared constants. GPU_KERNEL_ALIASES: catalog GPUs whose
+# kernels are those of a listed one (efficiencies transfer; bandwidth and peaks stay their own).
+GPU_KERNELS: dict[str, dict[str, float]] = {
+    "A100-80GB": {
+        "allreduce_us_nvlink": 7.5,
+        "eta_bw": 0.742,
+        "eta_kv": 0.752,
+        "fp8_gemm_scale": 1.0,
+        "fp8_prefill_scale": 1.0,
+        "mem_compute_serial": 0.754,
+        "mfu_decode": 0.857,
+        "mfu_prefill": 0.786,
+        "mfu_prefill_attn": 0.46,
+        "moe_eff": 0.603,
+        "t_layer_us": 34.2,
+    },
+    "H100": {
+        "allreduce_us_nvlink": 9.1,
+        "eta_bw": 0.837,
+        "eta_kv": 0.982,
+        "fp8_gemm_scale": 0.589,
+        "fp8_prefill_scale": 1.22,
+        "mem_compute_serial": 0.525,
+        "mfu_decode": 0.56,
+        "mfu_prefill": 0.628,
+        "mfu_prefill_attn": 0.844,
+        "moe_eff": 0.56,
+        "t_layer_us": 29.5,
+    },
+    "H200": {
+        "allreduce_us_nvlink": 15.4,
+        "eta_bw": 0.77,
+        "eta_kv": 0.946,
+        "fp8_gemm_scale": 0.589,
+        "fp8_prefill_scale": 1.42,
+        "mem_compute_serial": 0.383,
+        "mfu_decode": 0.565,
+        "mfu_prefill": 0.709,
+        "mfu_prefill_attn": 0.484,
+        "moe_eff": 0.741,
+        "t_layer_us": 18.7,
+    },
+    "L40S": {
+        "allreduce_us_pcie": 10.2,
+        "eta_bw": 0.809,
+        "eta_kv": 0.857,
+        "fp8_gemm_scale": 0.775,
+        "fp8_prefill_scale": 1.12,
+        "mem_compute_serial": 0.41,
+        "mfu_decode": 0.446,
+        "mfu_prefill": 0.504,
+        "mfu_prefill_attn": 0.477,
+        "moe_eff": 1.0,
+        "pcie_allreduce_efficiency": 0.24,
+        "pcie_allreduce_tp_decay": 1.04,
+        "t_layer_us": 14.1,
+    },
+}
+GPU_KERNEL_ALIASES = {"A100": "A100-80GB", "H100-MEGA": "H100"}
+
+CALIBRATION = Calibration(by_gpu=tuple((g, tuple(sorted(v.items()))) for g, v in sorted(GPU_KERNELS.items())))
+
+_FOR_GPU: dict[tuple[Calibration, str], Calibration] = {}
+
+
+def for_gpu(calib: Calibration, gpu_name: str) -> Calibration:
+    """``calib`` with the GPU-side constants of ``gpu_name`` (its ``by_gpu`` entry, or that of the GPU
+    whose kernels it shares) in place of the shared ones."""
+    key = (calib, gpu_name)
+    got = _FOR_GPU.get(key)
+    if got is None:
+        name = GPU_KERNEL_ALIASES.get(gpu_name, gpu_name)
+        over = next((dict(v) for g, v in calib.by_gpu if g == name), None)
+        got = _FOR_GPU[key] = dataclasses.replace(calib, by_gpu=(), **over) if over else calib
+    return got
 
 
 # ---- engine versions ------------------------------------------------------------------------------
@@ -137,13 +250,17 @@ LEGACY_V0_2: dict[str, float] = {
     "t_per_request_ms": 15.2,
     "eta_kv": 0.38,
     "cpu_gpu_overlap": 0.6,
+    # the current engine's TTFT constants are fitted on vLLM 0.12 runs (tools/fit_kernels.py); the V0
+    # engine keeps those it was fitted with (estimator-v2)
+    "qf_slope": 0.256,
+    "prefill_dispatch_ms_per_layer": 0.225,
 }
 
 # vLLM version -> constants, keyed by the version family each entry was measured on. vLLM 0.6 is
 # where the engine's CPU costs dropped (async output processing, multi-step scheduling, then the V1
 # engine): a version string before 0.6 reads the "0.2" entry, any later one the current "0.11" entry.
 CALIBRATIONS: dict[str, Calibration] = {
-    "0.2": dataclasses.replace(CALIBRATION, vllm_version="0.2", **LEGACY_V0_2),
+    "0.2": dataclasses.replace(CALIBRATION, vllm_version="0.2", by_gpu=(), **LEGACY_V0_2),
     DEFAULT_VLLM_VERSION: CALIBRATION,
 }
 LEGACY_BEFORE = (0, 6)
@@ -189,8 +306,8 @@ COVERAGE: tuple[tuple[str, str, int, str, int], ...] = (
     ("A100-80GB", "vllm-0.2", 1, "b<=32", 2),
     ("A100-80GB", "vllm-0.2", 1, "32<b<=128", 20),
     ("A100-80GB", "vllm-0.2", 1, "b>128", 15),
-    ("A100-80GB-PCIe", "vllm-0.11", 2, "b<=32", 50),
-    ("A100-80GB-PCIe", "vllm-0.11", 4, "b<=32", 50),
+    ("A100-80GB-PCIe", "sageserve-2024", 2, "b<=32", 50),
+    ("A100-80GB-PCIe", "sageserve-2024", 4, "b<=32", 50),
     ("A10G", "vllm-0.2", 1, "b<=32", 27),
     ("A10G", "vllm-0.2", 1, "32<b<=128", 8),
     ("A10G", "vllm-0.2", 1, "b>128", 1),
@@ -200,17 +317,25 @@ COVERAGE: tuple[tuple[str, str, int, str, int], ...] = (
     ("H100", "splitwise-2023", 4, "32<b<=128", 2),
     ("H100", "splitwise-2023", 8, "b<=32", 60),
     ("H100", "splitwise-2023", 8, "32<b<=128", 4),
-    ("H100", "vllm-0.11", 2, "b<=32", 18),
-    ("H100", "vllm-0.11", 2, "32<b<=128", 9),
-    ("H100", "vllm-0.11", 4, "b<=32", 6),
-    ("H100", "vllm-0.11", 4, "32<b<=128", 6),
-    ("H100", "vllm-0.11", 8, "b<=32", 6),
-    ("H100", "vllm-0.11", 8, "32<b<=128", 6),
+    ("H100", "vllm-0.11", 1, "b<=32", 3),
+    ("H100", "vllm-0.11", 2, "b<=32", 108),
+    ("H100", "vllm-0.11", 2, "32<b<=128", 57),
+    ("H100", "vllm-0.11", 4, "b<=32", 96),
+    ("H100", "vllm-0.11", 4, "32<b<=128", 51),
+    ("H100", "vllm-0.11", 8, "b<=32", 96),
+    ("H100", "vllm-0.11", 8, "32<b<=128", 51),
+    ("H100", "vllm-0.11", 8, "b>128", 3),
     ("H100", "vllm-0.2", 1, "b<=32", 1),
     ("H100", "vllm-0.2", 1, "32<b<=128", 21),
     ("H100", "vllm-0.2", 1, "b>128", 15),
-    ("H200", "vllm-0.11", 1, "b<=32", 12),
-    ("H200", "vllm-0.11", 1, "32<b<=128", 6),
+    ("H200", "vllm-0.11", 1, "b<=32", 48),
+    ("H200", "vllm-0.11", 1, "32<b<=128", 33),
+    ("H200", "vllm-0.11", 2, "b<=32", 99),
+    ("H200", "vllm-0.11", 2, "32<b<=128", 15),
+    ("H200", "vllm-0.11", 4, "b<=32", 60),
+    ("H200", "vllm-0.11", 4, "32<b<=128", 21),
+    ("H200", "vllm-0.11", 8, "b<=32", 36),
+    ("H200", "vllm-0.11", 8, "32<b<=128", 15),
     ("L4", "vllm-0.11", 1, "b<=32", 93),
     ("L4", "vllm-0.11", 1, "32<b<=128", 30),
     ("L4", "vllm-0.11", 1, "b>128", 38),
@@ -240,36 +365,37 @@ COVERAGE: tuple[tuple[str, str, int, str, int], ...] = (
 # tools/fit_calibration.py (--fit --write, or --write-residuals for the shipped constants);
 # hetinfra.perf.confidence turns a regime's quantiles into its templates' rate interval.
 RESIDUALS: tuple[tuple[str, str, str, int, float, float, float], ...] = (
-    ("A100", "vllm-0.11", "b<=32", 129, -0.2444, -0.2254, -0.0386),
-    ("A100", "vllm-0.11", "32<b<=128", 30, -0.1146, -0.0568, 0.1509),
-    ("A100", "vllm-0.11", "b>128", 68, -0.0779, -0.0133, 0.1178),
-    ("A100-80GB", "splitwise-2023", "b<=32", 120, -0.0344, 0.0808, 0.3313),
-    ("A100-80GB", "splitwise-2023", "32<b<=128", 8, -0.3839, 0.4065, 0.8347),
+    ("A100", "vllm-0.11", "b<=32", 129, -0.1305, -0.0361, -0.0125),
+    ("A100", "vllm-0.11", "32<b<=128", 30, -0.1939, -0.143, -0.002),
+    ("A100", "vllm-0.11", "b>128", 68, -0.1593, -0.0559, 0.2913),
+    ("A100-80GB", "splitwise-2023", "b<=32", 120, -0.0196, 0.1121, 0.3552),
+    ("A100-80GB", "splitwise-2023", "32<b<=128", 8, -0.3861, 0.4028, 0.8372),
     ("A100-80GB", "vllm-0.2", "b<=32", 2, 0.0921, 0.1176, 0.1431),
     ("A100-80GB", "vllm-0.2", "32<b<=128", 20, -0.2177, 0.0027, 0.2082),
     ("A100-80GB", "vllm-0.2", "b>128", 15, -0.3578, -0.2199, 0.0694),
-    ("A100-80GB-PCIe", "vllm-0.11", "b<=32", 100, -0.153, 0.016, 0.4913),
-    ("A10G", "vllm-0.2", "b<=32", 27, -0.2782, -0.1859, -0.0784),
-    ("A10G", "vllm-0.2", "32<b<=128", 8, -0.2019, -0.0956, 0.0093),
+    ("A100-80GB-PCIe", "sageserve-2024", "b<=32", 100, -0.037, 0.042, 0.6182),
+    ("A10G", "vllm-0.2", "b<=32", 27, -0.2783, -0.1859, -0.0787),
+    ("A10G", "vllm-0.2", "32<b<=128", 8, -0.2019, -0.0961, 0.0084),
     ("A10G", "vllm-0.2", "b>128", 1, -0.0683, -0.0683, -0.0683),
-    ("H100", "splitwise-2023", "b<=32", 120, -0.0847, -0.0278, 0.5273),
-    ("H100", "splitwise-2023", "32<b<=128", 8, -0.3986, 0.3384, 0.8916),
-    ("H100", "vllm-0.11", "b<=32", 30, -0.1295, -0.0194, 0.1775),
-    ("H100", "vllm-0.11", "32<b<=128", 21, -0.0688, 0.0898, 1.6221),
+    ("H100", "splitwise-2023", "b<=32", 120, -0.0668, 0.0082, 0.5605),
+    ("H100", "splitwise-2023", "32<b<=128", 8, -0.4017, 0.3285, 0.8985),
+    ("H100", "vllm-0.11", "b<=32", 303, -0.3133, -0.0008, 0.1529),
+    ("H100", "vllm-0.11", "32<b<=128", 159, -0.151, 0.0056, 1.093),
+    ("H100", "vllm-0.11", "b>128", 3, -0.2677, -0.2496, 1.6694),
     ("H100", "vllm-0.2", "b<=32", 1, 0.9593, 0.9593, 0.9593),
-    ("H100", "vllm-0.2", "32<b<=128", 21, -0.1482, -0.0015, 0.5738),
+    ("H100", "vllm-0.2", "32<b<=128", 21, -0.1482, -0.0015, 0.5737),
     ("H100", "vllm-0.2", "b>128", 15, -0.3261, -0.1419, 0.0208),
-    ("H200", "vllm-0.11", "b<=32", 12, -0.1148, 0.0091, 0.3321),
-    ("H200", "vllm-0.11", "32<b<=128", 6, -0.579, -0.4078, -0.2468),
-    ("L4", "vllm-0.11", "b<=32", 177, -0.1302, -0.0182, 0.291),
+    ("H200", "vllm-0.11", "b<=32", 243, -0.2852, -0.0454, 0.1006),
+    ("H200", "vllm-0.11", "32<b<=128", 84, -0.5717, -0.1941, 0.1294),
+    ("L4", "vllm-0.11", "b<=32", 177, -0.1362, -0.0259, 0.2763),
     ("L4", "vllm-0.11", "32<b<=128", 60, -0.0592, -0.0099, 0.0665),
     ("L4", "vllm-0.11", "b>128", 76, -0.0688, 0.0649, 0.1832),
-    ("L4", "vllm-0.2", "b<=32", 28, -0.302, -0.1718, 0.2598),
+    ("L4", "vllm-0.2", "b<=32", 28, -0.3021, -0.1721, 0.2598),
     ("L4", "vllm-0.2", "32<b<=128", 8, -0.1397, -0.0865, 0.0272),
-    ("T4", "vllm-0.11", "b<=32", 252, -0.1379, 0.0232, 0.2239),
+    ("T4", "vllm-0.11", "b<=32", 252, -0.1447, 0.0197, 0.22),
     ("T4", "vllm-0.11", "32<b<=128", 90, -0.0051, 0.1456, 0.3832),
     ("T4", "vllm-0.11", "b>128", 127, -0.1025, 0.0541, 0.2672),
-    ("V100", "vllm-0.11", "b<=32", 129, -0.1664, -0.1309, 0.0002),
+    ("V100", "vllm-0.11", "b<=32", 129, -0.1788, -0.1397, 0.0002),
     ("V100", "vllm-0.11", "32<b<=128", 30, 0.1552, 0.3169, 0.9354),
     ("V100", "vllm-0.11", "b>128", 53, -0.1753, -0.0599, 0.0589),
 )

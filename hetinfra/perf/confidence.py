@@ -15,7 +15,7 @@ from hetinfra.catalog.gpus import get_gpu
 from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, RESIDUALS, calibration_for
 
 __all__ = ["REGIMES", "LEVELS", "Confidence", "RateInterval", "regime_of", "confidence", "confidence_detail",
-           "rate_interval"]
+           "rate_interval", "widen_for_disagreement"]
 
 # Batch regimes of the calibration report (docs/calibration.md): concurrent sequences of one engine.
 REGIMES: tuple[tuple[str, float, float], ...] = (("b<=32", 0.0, 32.0), ("32<b<=128", 32.0, 128.0),
@@ -134,6 +134,17 @@ def rate_interval(conf: Confidence) -> RateInterval:
     why = (f"regime {' '.join(conf.regime)} has {found[0] if found else 0} calibration rows "
            f"(< {MIN_RESIDUAL_ROWS})" if conf.regime else f"no calibrated regime ({conf.level})")
     return RateInterval(low, middle, high, f"trust level {conf.level}: {why}")
+
+
+def widen_for_disagreement(interval: RateInterval, ratio: float, source: str) -> tuple[RateInterval, bool]:
+    """Disagreement is uncertainty: ``ratio`` is another source's rate for the same setting over this
+    estimate (the measured-kernel backend's, hetinfra.perf.aic_backend). Where it falls outside the
+    interval, the interval widens to cover it and the result is marked (True); under
+    ``planning.confidence: safe`` its low end is then the pessimistic one of the two sources."""
+    if not ratio > 0 or interval.low <= ratio <= interval.high:
+        return interval, False
+    low, high = min(interval.low, round(ratio, 3)), max(interval.high, round(ratio, 3))
+    return RateInterval(low, interval.middle, high, f"{interval.basis}; widened to {source}'s {ratio:.2f}x"), True
 
 
 def planning_factor(level: str, setting: str = "safe", rates: tuple[float, float, float] | None = None) -> float:

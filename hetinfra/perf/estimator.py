@@ -34,7 +34,7 @@ from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 # the engine settings the estimator plans with and the artifacts pin (their reasons: hetinfra.facts)
 from hetinfra.facts import GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
-from hetinfra.perf.calibration import CALIBRATION, Calibration, calibration_for
+from hetinfra.perf.calibration import CALIBRATION, Calibration, calibration_for, for_gpu
 
 __all__ = [
     "GPU_MEMORY_UTILIZATION", "Estimate", "PRECISION_BYTES", "estimate", "weights_gb_per_gpu", "kv_bytes_per_token_per_gpu",
@@ -131,7 +131,8 @@ class Engine:
 
     __slots__ = ("pp", "isl", "n_dec", "ratio", "mbt", "kv_seqs", "w_gpu", "moe_p", "bw", "kv_read", "c_comp", "c_dec",
                  "c_pre", "serial", "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "dispatch", "t_pre",
-                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "kv_tokens", "per_req", "overlap")
+                 "qs", "qcap", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "kv_tokens", "per_req", "overlap",
+                 "gpu_fixed")
 
     def step_s(self, prefill_tokens: float, prefill_positions: float, decode_seqs: float, decode_context: float,
                running_seqs: float | None = None, admitted_seqs: float | None = None) -> float:
@@ -149,11 +150,11 @@ class Engine:
         tokens of mean position isl/2, it equals ``tpot(decode_seqs)``.
         """
         b = decode_seqs
-        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
+        tok = b + prefill_tokens  # every token of the step routes to its experts (MoE weight traffic)
+        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** tok) if self.moe_p < 1.0 else self.w_gpu
         mem = w / self.bw + decode_context * self.kv_tok_bw
         comp = (b * self.c_dlin + decode_context * self.c_dattn + prefill_tokens * self.c_plin
                 + prefill_positions * self.c_pattn)
-        tok = b + prefill_tokens
         pp, sr = self.pp, self.serial
         seqs = pp * b if running_seqs is None else running_seqs
         adm = prefill_tokens / self.isl if admitted_seqs is None else admitted_seqs
@@ -168,7 +169,8 @@ class Engine:
         Each step also carries b x input/(output-1) prefill tokens: in steady state the prefill of the
         requests that replace finishing ones (mean field of vLLM's chunked prefill), and admits
         b / (output-1) new requests (per-request admission cost)."""
-        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** b) if self.moe_p < 1.0 else self.w_gpu
+        routed = b * (1.0 + self.ratio) if prefill else b  # tokens of the step, each routed to its experts
+        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** routed) if self.moe_p < 1.0 else self.w_gpu
         mem = w / self.bw + b * self.kv_read
         if prefill:
             comp = b * self.c_comp
@@ -185,9 +187,15 @@ class Engine:
         return gpu + cpu - self.overlap * (cpu if cpu < gpu else gpu), comp > mem
 
     def prefill(self, n_req: float) -> float:
-        """Time to prefill n_req prompts of ``isl`` tokens in one pass, all stages in sequence."""
+        """Time to prefill n_req prompts of ``isl`` tokens in one pass, all stages in sequence: per
+        stage the larger of its compute and its weight read (a short prompt reads every weight, an MoE
+        prompt the experts its tokens route to) plus the smaller's serial part, its GPU step cost and
+        all-reduces."""
         tok = n_req * self.isl
-        return (tok * self.c_pre * self.pp + self.dispatch + self.pp * (self.ar_lat + self.ar_tok * tok)
+        w = self.w_gpu * (1.0 - (1.0 - self.moe_p) ** tok) if self.moe_p < 1.0 else self.w_gpu
+        mem, comp, sr = w / self.bw, tok * self.c_pre, self.serial
+        gpu = (mem + sr * comp if mem > comp else comp + sr * mem) + self.gpu_fixed
+        return (gpu * self.pp + self.dispatch + self.pp * (self.ar_lat + self.ar_tok * tok)
                 + self.p2p_lat + self.p2p_tok * tok)
 
     def b_tpot(self, slo: float) -> float:
@@ -292,17 +300,24 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     ``ctx`` = tokens a decoding sequence attends, ``ratio`` = prefill tokens riding per decode token.
     No memory checks (``build_engine`` does them); shared by ``estimate`` and the calibration helpers.
     ``nodes``: nodes the pp stages span (None: one node per stage)."""
+    c = for_gpu(c, gpu.name)  # the GPU's kernel-fitted constants (calibration.GPU_KERNELS)
     e = Engine()
     e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = pp, isl, w_gpu, 1, 0, 0.0, 0.0
     h = model.hidden_size
     act = model.active
     emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)
     e.moe_p = act / model.params if model.active_params else 1.0
-    flops = (gpu.fp8_tflops if prec == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops) * 1e12
+    # GEMMs run at the weights' precision (fp8 at its measured share of the fp8 peak); attention
+    # (QK^T, PV) at 16 bit, the KV cache's and activations' dtype
+    attn_flops = gpu.bf16_tflops * 1e12
     for name, scale in c.mfu_scale_by_gpu:
         if name == gpu.name:
-            flops *= scale
-    e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw
+            attn_flops *= scale
+    fp8 = prec == "fp8" and gpu.fp8_tflops
+    flops = attn_flops * gpu.fp8_tflops / gpu.bf16_tflops * c.fp8_gemm_scale if fp8 else attn_flops
+    moe = c.moe_eff if model.active_params else 1.0  # the expert kernels' efficiency
+    flops *= moe
+    e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw * moe
     ls = model.layers / pp if stage_layers is None else stage_layers  # layers per stage
     split = tp * pp if stage_layers is None else model.layers * tp / stage_layers  # weights' share divisor
     attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
@@ -311,18 +326,25 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     e.ratio = ratio  # prefill tokens carried per decode token (mean field)
     bw_kv = gpu.bandwidth_gbps * 1e9 * c.eta_kv  # the attention kernel's KV read (per context token)
     e.kv_read = ctx * kv_tok / bw_kv
-    e.c_dec = f_dec / (flops * c.mfu_decode)
-    e.c_pre = f_pre / (flops * c.mfu_prefill)  # one prefill token, one stage
-    e.c_comp = e.c_dec + ratio * e.c_pre
+    mfu_attn = c.mfu_prefill_attn or c.mfu_prefill
+    e.c_dec = (f_dec - 2.0 * attn * ctx) / (flops * c.mfu_decode) + 2.0 * attn * ctx / (attn_flops * c.mfu_decode)
+    # one prefill token, one stage
+    # a prefill token alone (a whole prompt's GEMMs, TTFT) and one riding in a mixed step (its GEMMs
+    # shared with the decodes: the mixed steps' rate, which step_s's c_plin also uses)
+    pre_flops = flops * c.fp8_prefill_scale if fp8 else flops
+    pre_attn = attn * isl / (attn_flops * mfu_attn)
+    e.c_pre = (f_pre - attn * isl) / (pre_flops * c.mfu_prefill) + pre_attn
+    e.c_comp = e.c_dec + ratio * ((f_pre - attn * isl) / (flops * c.mfu_prefill) + pre_attn)
     # the same terms split per token and per attended token, for ``Engine.step_s``
     e.kv_tok_bw = kv_tok / bw_kv
     e.c_dlin = 2.0 * (act - 0.5 * emb) / split / (flops * c.mfu_decode)
-    e.c_dattn = 2.0 * attn / (flops * c.mfu_decode)
+    e.c_dattn = 2.0 * attn / (attn_flops * c.mfu_decode)
     e.c_plin = 2.0 * (act - emb) / split / (flops * c.mfu_prefill)
-    e.c_pattn = 2.0 * attn / (flops * c.mfu_prefill)
+    e.c_pattn = 2.0 * attn / (attn_flops * mfu_attn)
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
-        link = gpu.intra_node_gbps * 1e9 * (1.0 if gpu.nvlink else c.pcie_allreduce_efficiency)
+        link = gpu.intra_node_gbps * 1e9 * (1.0 if gpu.nvlink else c.pcie_allreduce_efficiency
+                                            * min(1.0, 2.0 / tp) ** c.pcie_allreduce_tp_decay)
         e.ar_tok = 2.0 * ls * 2.0 * (tp - 1) / tp * h * 2.0 / link  # ring all-reduce of 16-bit activations
     else:
         e.ar_lat = e.ar_tok = 0.0
@@ -339,7 +361,10 @@ def _coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ct
     else:
         e.p2p_lat = e.p2p_tok = 0.0
     e.serial = c.mem_compute_serial
-    e.fixed = c.t_fixed_ms * 1e-3
+    # GPU time per step of one stage that no roofline term holds (launches, norms); a token's step
+    # passes every stage, so the step cost carries pp of them (as the roofline terms are summed)
+    e.gpu_fixed = ls * c.t_layer_us * 1e-6
+    e.fixed = c.t_fixed_ms * 1e-3 + pp * e.gpu_fixed
     e.per_seq = c.t_per_seq_us * 1e-6
     e.per_req = c.t_per_request_ms * 1e-3
     e.overlap = c.cpu_gpu_overlap
@@ -383,7 +408,8 @@ def _bare(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_precision or "bf16", pp)
     e = _coefficients(model, gpu, tp, pp, max(int(isl), 1), float(ctx), 0.0, prec, kv_tok, w_gpu, calib)
     if not overheads:  # GPU work only: no engine step costs, no CPU dispatch
-        e.fixed = e.per_seq = e.per_req = e.dispatch = 0.0
+        e.per_seq = e.per_req = e.dispatch = 0.0
+        e.fixed = pp * e.gpu_fixed
     return e
 
 

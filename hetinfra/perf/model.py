@@ -15,7 +15,7 @@ from hetinfra.perf.profiles import ProfileTable
 from hetinfra.spec.demand import RequestClass
 from hetinfra.spec.models import ModelSpec
 
-ESTIMATOR_VERSION = "estimator-v2"
+ESTIMATOR_VERSION = "estimator-v3"
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class ModelContext:
     ttft_ms: float
     tpot_ms: float
     vllm_version: str | None = None  # the engine planned for (deploy.vllm_version); None: the current one
+    estimator: str = "builtin"  # planning.estimator: builtin, aiconfigurator or auto (hetinfra.perf.aic_backend)
 
 
 class PerformanceModel:
@@ -52,7 +53,7 @@ class PerformanceModel:
         """``nodes``: nodes the pp stages span (None: one per stage; 1: a pipeline inside one node)."""
         if nodes is not None and nodes == pp:
             nodes = None
-        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, gpu, tp, pp, nodes,
+        key = (ctx.names, ctx.precision, ctx.ttft_ms, ctx.tpot_ms, ctx.vllm_version, ctx.estimator, gpu, tp, pp, nodes,
                cls.input_tokens, cls.output_tokens)
         hit = self._cache.get(key)
         if hit is None:
@@ -69,13 +70,30 @@ class PerformanceModel:
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
             return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
+        from hetinfra.perf.calibration import calibration_for
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
+        calib, source = calibration_for(ctx.vllm_version), ESTIMATOR_VERSION
+        kernels = kernel_calibration(ctx, spec.name, tp, pp, nodes, calib)
+        if kernels is not None:
+            calib, source = kernels, ESTIMATOR_VERSION + "+aiconfigurator"
         est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, vllm_version=ctx.vllm_version,
-                       nodes=nodes)
-        return RateResult(est.max_rps if est.feasible else 0.0, ESTIMATOR_VERSION,
+                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, calib=calib, nodes=nodes)
+        return RateResult(est.max_rps if est.feasible else 0.0, source,
                           None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
+
+
+def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int | None, calib):
+    """The measured-kernel constants of this layout under planning.estimator aiconfigurator / auto
+    (hetinfra.perf.aic_backend), or None: the built-in ones (builtin; a pipeline; a layout, model or
+    GPU the kernel database lacks; auto without aiconfigurator installed)."""
+    if ctx.estimator == "builtin" or ctx.arch is None or pp > 1 or nodes is not None:
+        return None
+    from hetinfra.perf import aic_backend
+
+    if ctx.estimator == "aiconfigurator":
+        aic_backend.require()
+    return aic_backend.layout_calibration(ctx.arch.name, gpu, tp, ctx.precision, calib)
 
 
 def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:

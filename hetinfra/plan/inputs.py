@@ -181,8 +181,8 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
                     f"region '{region}'; {did_you_mean(region, known_regions)}")
         names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
         ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms,
-                           vllm_version=spec.deploy.vllm_version)
-        variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version)
+                           vllm_version=spec.deploy.vllm_version, estimator=spec.planning.estimator)
+        variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version, spec.planning.estimator)
         models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx, variants=variants))
 
     return PlanInputs(
@@ -203,7 +203,8 @@ def _check_context(at: str, arch: ModelArch | None, classes) -> None:
                 hint="lower the largest size edges, or use dataset outside: clip")
 
 
-def _variants(m: ModelSpec, i: int, classes, base: Path, at_, vllm_version: str) -> tuple[PlannedVariant, ...]:
+def _variants(m: ModelSpec, i: int, classes, base: Path, at_, vllm_version: str,
+              estimator: str = "builtin") -> tuple[PlannedVariant, ...]:
     """Resolve ``m.variants``: each variant's architecture and accuracy score, and whether it meets
     the floor. Profile rows apply to a variant when their ``model`` is ``<served name>:<variant>``, or
     its source when no other variant of the model loads the same source (an fp8 variant quantized
@@ -232,7 +233,7 @@ def _variants(m: ModelSpec, i: int, classes, base: Path, at_, vllm_version: str)
                 hint=f"the built-in table ({SCALE}) knows only: {', '.join(known_checkpoints())}")
         names = (f"{m.name}:{v.name}".lower(),) + ((sources[j],) if sources.count(sources[j]) == 1 else ())
         ctx = ModelContext(names=names, arch=arch, precision=vm.precision, ttft_ms=vm.slo.ttft_ms,
-                           tpot_ms=vm.slo.tpot_ms, vllm_version=vllm_version)
+                           tpot_ms=vm.slo.tpot_ms, vllm_version=vllm_version, estimator=estimator)
         floor = m.slo.min_accuracy
         out.append(PlannedVariant(v.name, float(score), origin, floor is None or score >= floor,
                                   PlannedModel(spec=vm, arch=arch, classes=classes, ctx=ctx)))

@@ -147,7 +147,7 @@ class TemplateCache:
             "classes": [[c.name, c.input_tokens, c.output_tokens] for c in pm.classes],
             "types": sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers}),
             "settings": [s.max_nodes_per_template, s.tp_pp_layouts, s.allow_mixed_pipelines, s.mixed_memory_ratio,
-                         sorted(inputs.spec.deploy.skypilot_clouds)],
+                         sorted(inputs.spec.deploy.skypilot_clouds), s.estimator],
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
         }
         if s.allow_mixed_pipelines:  # which instance type stands for a GPU configuration follows prices

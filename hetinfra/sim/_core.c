@@ -40,10 +40,10 @@ typedef struct {
 } StepModel;
 
 static double stage_step(const double *s, double pt, double pos, double b, double ctx, double seqs) {
-    double w = s[MOE_P] < 1.0 ? s[W_GPU] * (1.0 - pow(1.0 - s[MOE_P], b)) : s[W_GPU];
+    double tok = b + pt;  /* every token of the step routes to its experts (MoE weight traffic) */
+    double w = s[MOE_P] < 1.0 ? s[W_GPU] * (1.0 - pow(1.0 - s[MOE_P], tok)) : s[W_GPU];
     double mem = w / s[BW] + ctx * s[KV_TOK_BW];
     double comp = b * s[C_DLIN] + ctx * s[C_DATTN] + pt * s[C_PLIN] + pos * s[C_PATTN];
-    double tok = b + pt;
     double sr = s[SERIAL];
     double adm = pt / s[ISL];
     double gpu = s[PP] * ((mem > comp ? mem + sr * comp : comp + sr * mem) + s[AR_LAT] + s[AR_TOK] * tok)

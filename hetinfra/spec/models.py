@@ -390,6 +390,13 @@ class PlanningSpec(Strict):
                             "planned at the low end of their confidence interval; expected: at the middle. "
                             "Verification may then credit them up to the top (docs/verification.md).")
 
+    estimator: Literal["builtin", "aiconfigurator", "auto"] = Field(
+        "builtin", description="Where estimated rates take their step times: builtin (the shipped constants, fitted "
+                               "on public kernel and end-to-end measurements); aiconfigurator (NVIDIA aiconfigurator's "
+                               "measured kernels for each layout its database covers; needs pip install "
+                               "'hetinfra[aiconfigurator]'); auto (aiconfigurator where installed and covering the "
+                               "layout, builtin elsewhere). docs/calibration.md.")
+
     objective: Literal["min_cost", "max_throughput"] = Field(
         "min_cost", description="min_cost: cheapest plan serving all demand. max_throughput: largest uniform "
                                 "scale of the declared demand under budget and availability (needs a budget).")

@@ -54,3 +54,34 @@ def test_unknown_names_exit_2(run_cli, flag, value, fragment):
     args[args.index(flag) + 1] = value
     code, _, err = run_cli(*args)
     assert code == 2 and fragment in err
+
+
+def test_compare_without_aiconfigurator_says_how_to_install_it(run_cli, monkeypatch):
+    from hetinfra.perf import aic_backend
+
+    monkeypatch.setattr(aic_backend, "available", lambda: False)
+    code, _, err = run_cli(*ARGS, "--compare")
+    assert code == 2 and "hetinfra[aiconfigurator]" in err
+
+
+def test_compare_outside_the_kernel_database_is_a_clear_error(run_cli):
+    from hetinfra.perf import aic_backend
+
+    if not aic_backend.available():
+        pytest.skip("aiconfigurator-core is not installed (pip install 'hetinfra[aiconfigurator]')")
+    code, _, err = run_cli("estimate", "--model", "llama-3.1-8b", "--gpu", "L4", "--input", "500", "--output", "100",
+                           "--ttft-ms", "2000", "--tpot-ms", "50", "--compare")
+    assert code == 2 and "does not cover" in err and "L4" in err
+
+
+def test_compare_prints_both_sources_and_widens_where_they_disagree(run_cli):
+    from hetinfra.perf import aic_backend
+
+    if not aic_backend.available():
+        pytest.skip("aiconfigurator-core is not installed (pip install 'hetinfra[aiconfigurator]')")
+    code, out, _ = run_cli(*ARGS, "--compare", "--json")
+    assert code == 0
+    cmp = json.loads(out)["compare"]
+    low, _, high = cmp["interval"]
+    assert cmp["aiconfigurator"]["binding"] and low <= cmp["ratio"] <= high
+    assert cmp["safe_rps"] == pytest.approx(json.loads(out)["max_rps"] * low, rel=1e-3)

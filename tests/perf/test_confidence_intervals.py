@@ -45,3 +45,15 @@ def test_every_regime_interval_is_ordered_and_brackets_its_middle(row):
     assert planning_factor("calibrated", "expected", rates) == ri.middle
     assert planning_factor("extrapolated", "safe", rates) == ri.low
     assert credit_ceiling("calibrated", rates) == max(ri.high, 1.0)
+
+
+def test_disagreement_beyond_the_interval_widens_it_and_marks_it():
+    from hetinfra.perf.confidence import RateInterval, widen_for_disagreement
+
+    base = RateInterval(0.9, 1.0, 1.2, "regime x")
+    assert widen_for_disagreement(base, 1.1, "k") == (base, False)  # inside: unchanged
+    low, marked = widen_for_disagreement(base, 0.5, "k")
+    assert marked and (low.low, low.high) == (0.5, 1.2) and "k's 0.50x" in low.basis
+    high, marked = widen_for_disagreement(base, 1.6, "k")
+    assert marked and (high.low, high.high) == (0.9, 1.6)
+    assert widen_for_disagreement(base, 0.0, "k") == (base, False)  # no second figure

@@ -96,8 +96,9 @@ def test_impossible_tpot_names_tpot_and_the_floor():
     e = est(tpot_ms=1)
     assert not e.feasible and e.max_rps == 0.0 and e.binding == "tpot"
     assert "TPOT" in e.reason and "H100" in e.reason
-    # one decode step reads 16 GB of weights at 0.78 x 3350 GB/s plus the fixed step cost
-    assert 8.0 < e.min_tpot_ms < 11.0
+    # one decode step reads 16 GB of weights at the H100's measured bandwidth (aiconfigurator's kernel
+    # table: 6.2 ms of GPU time) plus the engine's step costs (measured vLLM runs: about 1 ms)
+    assert 6.2 < e.min_tpot_ms < 9.0
     assert f"{e.min_tpot_ms:.1f} ms" in e.reason
 
 
@@ -155,7 +156,9 @@ def test_loose_slo_is_limited_by_sequences_tight_slo_by_tpot():
 def test_fp8_uses_fp8_tensor_cores_where_they_exist():
     long_prompt = dict(model="llama-3.1-70b", tp=4, input_tokens=8000, output_tokens=100, ttft_ms=1e5)
     h_bf16, h_fp8 = est(gpu="H100", **long_prompt), est(gpu="H100", precision="fp8", **long_prompt)
-    assert h_fp8.min_ttft_ms < 0.7 * h_bf16.min_ttft_ms  # 1979 vs 989 TF
+    # 1979 vs 989 TF datasheet, but measured fp8 GEMMs fall well short of 2x: the kernel table
+    # (perf/data/aic_steps.json) has this prefill at 0.79-0.85 of bf16's; attention stays 16-bit
+    assert 0.7 * h_bf16.min_ttft_ms < h_fp8.min_ttft_ms < 0.92 * h_bf16.min_ttft_ms
     a_bf16, a_fp8 = est(gpu="A100-80GB", **long_prompt), est(gpu="A100-80GB", precision="fp8", **long_prompt)
     assert a_fp8.min_ttft_ms == pytest.approx(a_bf16.min_ttft_ms, rel=0.05)  # no FP8 cores: same compute
     assert a_fp8.min_tpot_ms < 0.65 * a_bf16.min_tpot_ms  # but half the weight bytes to read
@@ -282,7 +285,9 @@ def test_modern_vllm_points(gpu, model, prec, tp, isl, osl, conc, ttft, tpot):
     assert isinstance(got, tuple)
     p_ttft, p_tpot, rate = got
     assert p_tpot == pytest.approx(tpot, rel=0.2)
-    assert p_ttft == pytest.approx(ttft, rel=0.5)
+    # TTFT errs on the safe side: the queueing factor is fitted on every measured run
+    # (tests/perf/test_published.py), where these long prompts at low concurrency wait less
+    assert 0.5 * ttft < p_ttft < 1.75 * ttft
     assert rate * (p_ttft + (osl - 1) * p_tpot) / 1e3 == pytest.approx(conc, rel=1e-6)
 
 

