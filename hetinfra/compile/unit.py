@@ -22,6 +22,7 @@ from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.facts import PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
+from hetinfra.spec.adapters import LORA_RANKS  # vLLM's --max-lora-rank choices, re-exported
 
 __all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves"]
 
@@ -31,8 +32,6 @@ RUNTIMES = ("container", "virtualenv")
 #: plans have today; "prefill" and "decode" engines of a disaggregated bundle are the next
 ROLES = ("colocated",)
 AUTOSCALE_MAX_FACTOR = 2
-#: the LoRA ranks vLLM's --max-lora-rank accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py)
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
 
