@@ -53,6 +53,9 @@ class Serves:
     source: str  # the checkpoint vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
     adapters: Tuple[Adapter, ...] = ()
     role: str = "colocated"  # one of ROLES
+    #: GPU adapter slots of each engine (vLLM --max-loras); 0: one per adapter. Fewer than the adapters:
+    #: the rest wait in host memory (--max-cpu-loras) and are swapped in LRU (hetinfra.sim.lora)
+    max_loras: int = 0
 
     def names(self) -> Tuple[str, ...]:
         """Every OpenAI ``model`` name a request may use to reach these engines."""
@@ -109,6 +112,7 @@ class DeployedUnit:
     disk_size: Optional[int] = None  # boot disk, GB (hetinfra.compile.disk); None: SkyPilot's default
     adapters: Tuple[Adapter, ...] = ()  # LoRA adapters its engines serve beside the base model
     role: str = "colocated"  # what its engines do with a request (ROLES)
+    max_loras: int = 0  # GPU adapter slots per engine (Serves.max_loras); 0: one per adapter
 
     def __post_init__(self) -> None:
         if self.nodes is None:
@@ -125,7 +129,7 @@ class DeployedUnit:
     @property
     def serves(self) -> Serves:
         """What the unit's engines serve (``service_model`` and ``source`` are its model and checkpoint)."""
-        return Serves(self.service_model, self.source, self.adapters, self.role)
+        return Serves(self.service_model, self.source, self.adapters, self.role, self.max_loras)
 
     @property
     def mixed(self) -> bool:
