@@ -113,3 +113,15 @@ AZURE = CloudFacts(
 
 #: cloud -> its facts: the clouds the IaC paths deploy to
 CLOUDS: dict[str, CloudFacts] = {"aws": AWS, "gcp": GCP, "azure": AZURE}
+
+
+def fit_label(name: str, limit: int = 63) -> str:
+    """``name`` when it fits ``limit`` characters, else cut and ending in ``-`` and 8 hex digits of
+    the SHA-256 of the whole name: the one way a generated resource name (a SkyPilot cluster, a node
+    pool) is shortened, so two long names that share their first ``limit`` characters stay distinct."""
+    if len(name) <= limit:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name[: limit - len(digest) - 1].rstrip("-") + "-" + digest

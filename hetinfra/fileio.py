@@ -5,6 +5,12 @@ Reading (:func:`read_text`): a regular file only (not a directory, FIFO or devic
 hang or fill memory), at most a stated size, UTF-8 with or without a BOM (spreadsheets write one);
 every failure is an InvalidInputError naming the file and what to do (exit 2), never a traceback.
 
+Parsing (:func:`parse_json`, :func:`read_json`): JSON nested at most :data:`MAX_JSON_DEPTH` levels
+(checked before parsing: Python's parser and every walker after it recurse, so 100,000 ``[`` would
+end in a RecursionError), strict (no NaN/Infinity tokens unless asked), an exit-2 error naming the
+file, line and column otherwise. :func:`looks_like_header` is the one test of whether a CSV's first
+row is a header.
+
 Writing: a reader (a cron job, ``pulumi``, another hetinfra run) never sees a half-written file or
 folder: files are written to a temporary name in the same directory and renamed into place.
 """
@@ -13,11 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from hetinfra.errors import InvalidInputError
 
@@ -57,6 +66,76 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ
                                 hint="save the file as UTF-8") from None
 
 
+#: deepest nesting of arrays and objects in a JSON file we read (plan.json nests about 8 levels)
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of the JSON ``text`` nest (brackets inside strings do not count)."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if len(brackets) > 100_000:  # a big file: count in C
+        import numpy as np
+
+        codes = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
+        steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+        return int(np.cumsum(steps).max())
+    depth = deepest = 0
+    for ch in brackets:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:  # enough to refuse; a 64 MiB '[[[[' stops here at once
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: bool = False) -> Any:
+    """The JSON value of ``text`` (``where`` names it in errors): nested at most MAX_JSON_DEPTH levels,
+    without NaN/Infinity tokens unless ``allow_nan`` (vLLM's result files write NaN); every failure
+    an InvalidInputError (exit 2) with the line and column, never a RecursionError or a traceback."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise InvalidInputError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels",
+                                hint=hint or "no file hetinfra reads nests that deep; is it the right file?")
+    try:
+        return json.loads(text) if allow_nan else json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", hint=hint) from None
+    except (ValueError, RecursionError) as exc:  # parse_constant's NaN/Infinity, or a huge integer literal
+        raise InvalidInputError(f"{where}: not valid JSON ({exc})", hint=hint) from None
+
+
+def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX_READ_BYTES,
+              hint: str | None = None, allow_nan: bool = False) -> Any:
+    """:func:`read_text` then :func:`parse_json`: the one way to read a JSON file we did not write just now."""
+    return parse_json(read_text(path, what, max_bytes=max_bytes, hint=hint), str(path), hint=hint,
+                      allow_nan=allow_nan)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def looks_like_header(row: list[str]) -> bool:
+    """Whether the first row of a headerless-or-not CSV is a header: no cell of it reads as a number.
+    (A first row ``512.0,128`` or ``1e3,64`` is data; one number among names is a broken row, which
+    the caller's parser then reports by its line.)"""
+    cells = [c.strip() for c in row if c.strip()]
+    return bool(cells) and not any(_is_number(c) for c in cells)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -74,7 +153,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 def replace_dir(target: Path, files: dict[str, str]) -> None:
     """Make ``target`` contain exactly ``files`` (name -> text), swapping a fully written copy in."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
+    staging = _new_stage(target)
     try:
         for name, text in files.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold sub-folders
@@ -85,15 +164,81 @@ def replace_dir(target: Path, files: dict[str, str]) -> None:
         raise
 
 
+#: signals that would stop the process between the two renames of a swap; held until it is done
+_SWAP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def _new_stage(target: Path) -> Path:
+    """An empty folder beside ``target``, named ``.<name>.new.<pid>.<random>`` (the pid lets a later
+    run tell a copy whose writer was killed from one still being written)."""
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.new.{os.getpid()}.", dir=target.parent))
+
+
 def _swap_in(stage: Path, target: Path) -> None:
-    """Put the folder ``stage`` where ``target`` is (two renames: the old one is moved aside first)."""
+    """Put the folder ``stage`` where ``target`` is (two renames: the old one is moved aside first).
+    SIGINT/SIGTERM/SIGHUP wait until both renames are done: ``target`` is never missing."""
     old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        os.replace(target, old / target.name)
-    os.replace(stage, target)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SWAP_SIGNALS)
+    try:
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.{os.getpid()}.", dir=target.parent))
+            os.replace(target, old / target.name)
+        os.replace(stage, target)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove_stale_stages(target: Path) -> None:
+    """Copies beside ``target`` left by a run that was killed outright (SIGKILL, a power cut): a
+    ``.<name>.new.<pid>.*`` or ``.<name>.old.<pid>.*`` folder whose process is gone."""
+    if not target.is_dir():
+        return  # an .old copy may be all that is left of target: keep it for the user
+    for kind in ("new", "old"):
+        for leftover in target.parent.glob(f".{glob_escape(target.name)}.{kind}.*"):
+            pid = leftover.name[len(target.name) + len(kind) + 3:].split(".", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def out_dir(target: Path) -> Path:
+    """The folder an out dir swap replaces, as an absolute path, or an InvalidInputError (exit 2):
+
+    - a symlink to a folder is written through (the folder it points to is replaced, the link stays);
+      a symlink to nothing or to a file is refused;
+    - an out dir that is the current directory or holds it (``--out .``, ``--out ..``) is refused:
+      the swap would move the folder the user stands in, and the copy would be made inside itself.
+    (Files the out dir holds, a spec among them, are kept: the copy starts as the old folder.)"""
+    if target.is_symlink():
+        pointed = target.resolve()
+        if not pointed.is_dir():
+            raise InvalidInputError(f"--out {target} is a symlink to {'a file' if pointed.exists() else 'nothing'} "
+                                    f"({pointed})", hint="point it at a folder, or choose another --out")
+    absolute = target.resolve()
+    try:
+        here = Path.cwd().resolve()
+    except OSError:
+        here = None
+    if here is not None and (absolute == here or absolute in here.parents):
+        raise InvalidInputError(f"--out {target} is the current directory or holds it; an out dir is replaced "
+                                "whole, so it cannot be the folder you run from", hint="pass a sub-folder such as "
+                                "--out out/chat")
+    return absolute
 
 
 def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,
@@ -158,11 +303,15 @@ def _link_tree(src: Path, dst: Path) -> None:
 @contextmanager
 def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
     """Yield a folder beside ``target`` that starts as a copy of it; on a clean exit it replaces
-    ``target`` whole, on an error it is removed and ``target`` is as it was. The files in ``fresh``
-    (the deploy state, which `apply` may rewrite meanwhile) are taken from ``target`` again just
-    before the swap, so they are kept apart from what the block wrote."""
+    ``target`` whole, on an error (or SIGINT/SIGTERM, which the CLI turns into SystemExit) it is
+    removed and ``target`` is as it was. The files in ``fresh`` (the deploy state, which `apply` may
+    rewrite meanwhile) are taken from ``target`` again just before the swap, so they are kept apart
+    from what the block wrote. ``target`` is checked by :func:`out_dir`; copies a killed run left
+    beside it are removed first."""
+    target = out_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
+    _remove_stale_stages(target)
+    stage = _new_stage(target)
     try:
         os.chmod(stage, stat.S_IMODE(os.stat(target).st_mode) if target.is_dir() else 0o755)
         if target.is_dir():

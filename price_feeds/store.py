@@ -83,11 +83,14 @@ class StoredSnapshot:
 def read_snapshot_dir(path: Path) -> StoredSnapshot:
     """Load and verify one snapshot directory; :class:`CorruptSnapshot` when it does not check out."""
     path = Path(path)
-    try:
-        meta = json.loads((path / META).read_text(encoding="utf-8"))
-        raw = (path / OFFERS).read_bytes()
-    except (OSError, ValueError) as exc:
-        raise CorruptSnapshot(f"snapshot {path} is unreadable: {exc}") from None
+    from hetinfra.errors import HetinfraError
+    from hetinfra.fileio import read_json, read_text
+
+    try:  # the one reader: a FIFO in the cache never hangs a plan, a nest is an error, not a RecursionError
+        meta = read_json(path / META, "snapshot meta.json", max_bytes=1 << 20)
+        raw = read_text(path / OFFERS, "snapshot offers.csv").encode("utf-8")
+    except HetinfraError as exc:
+        raise CorruptSnapshot(f"snapshot {path} is unreadable: {exc.message}") from None
     if not isinstance(meta, dict) or not {"source", "fetched_at", "sha256"} <= set(meta):
         raise CorruptSnapshot(f"snapshot {path}: meta.json lacks source/fetched_at/sha256")
     digest = hashlib.sha256(raw).hexdigest()

@@ -31,7 +31,8 @@ Objective (``add_objective``; minimized, max_throughput as min -s)
     min_cost        sum_u (cost[u] + price[u]) n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
                     (price: Lagrangian prices of relaxed linking rows, ``solver.lagrange``; else 0)
     max_throughput  maximize s   (Demystifying's min makespan is T = 1/s)
-    elastic caps    1e4 sum_g e[g] + the min_cost objective: fewest extra GPUs first
+    elastic caps    1e4 sum_g w[g] e[g] + the min_cost objective: fewest extra GPUs first, w[g] = 1,
+                    or 1e3 for a cap of 0 (an empty cap is the last one blamed)
 
 Routing by origin (``hetinfra.plan.origins``; ``AllocationProblem.flow_keys``): where a model
 declares client origins o, its demand keys are flows k = (m, w@o) with lambda[k] = lambda[m,w]
@@ -53,6 +54,9 @@ from hetinfra.solver.problem import AllocationProblem, tied_bounds
 INF = math.inf
 #: Objective weight of a GPU over a cap in diagnosis mode (elastic caps).
 ELASTIC_WEIGHT = 1e4
+#: ... times this for a cap of 0: an empty cap (a quota of 0, a region the feed says has none) is
+#: blamed only when no relaxation of the caps that hold GPUs serves the demand (issue 36)
+EMPTY_CAP_FACTOR = 1e3
 
 
 def instance_upper_bound(problem: AllocationProblem, unit) -> int:
@@ -156,8 +160,8 @@ def add_objective(r: Rows, extra_cost: dict[str, float] | None = None) -> None:
         r.cost[r.s] = -1.0 if not p.elastic_caps else 0.0
     for col in r.q.values():
         r.cost[col] = p.unmet_penalty
-    for col in r.e.values():
-        r.cost[col] = ELASTIC_WEIGHT
+    for g, col in r.e.items():
+        r.cost[col] = ELASTIC_WEIGHT * (EMPTY_CAP_FACTOR if p.caps[g] <= 0 else 1.0)
 
 
 def add_demand(r: Rows) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hetinfra.catalog.gpus import GpuSpec, get_gpu
 
-__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "gpu_facts"]
+__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "gpu_facts"]
 
 #: an L4-class card: low enough not to flatter an unknown GPU's step model before rescaling
 DEFAULT_BANDWIDTH_GBPS = 300.0
@@ -33,3 +33,26 @@ def gpu_facts(name: str, spec=None, memory_gb: float | None = None) -> GpuSpec |
         return GpuSpec(name, float(memory_gb), DEFAULT_BANDWIDTH_GBPS, DEFAULT_BF16_TFLOPS, None, None, False, 32.0)
     return GpuSpec(name, float(memory_gb), entry.bandwidth_gbps, entry.bf16_tflops, entry.fp8_tflops, None,
                    entry.nvlink, entry.intra_node_gbps)
+
+
+def check_custom_gpus(spec, offers, locate=None) -> None:
+    """Each ``infrastructure.custom_gpus`` entry (issue 36), else an InvalidInputError at its line:
+
+    - is named differently from every catalog GPU, in any case: :func:`gpu_facts` takes the
+      catalog's facts first, so an entry named ``H100`` or ``l4`` would never be read;
+    - names a GPU some offer has: an entry nothing offers would be silently unused."""
+    from hetinfra.errors import InvalidInputError, did_you_mean
+
+    offered = sorted({o.gpu for o in offers})
+    for i, entry in enumerate(spec.infrastructure.custom_gpus):
+        where = (locate("infrastructure", "custom_gpus", i) if locate else "spec") + f": infrastructure.custom_gpus[{i}]"
+        known = get_gpu(entry.name)
+        if known is not None:
+            raise InvalidInputError(f"{where}: custom GPU {entry.name!r} is the catalog's GPU {known.name!r}, whose facts "
+                                    "would be used", hint="name a custom GPU as its offers CSV does, differently from "
+                                                          "every catalog GPU (hetinfra prices lists them)")
+        if entry.name not in offered:
+            custom = [g for g in offered if get_gpu(g) is None]
+            raise InvalidInputError(f"{where}: no offer has the GPU '{entry.name}'"
+                                    + (f"; {did_you_mean(entry.name, custom)}" if custom else ""),
+                                    hint="list the offers CSV that offers it under `offers:`, or remove the entry")

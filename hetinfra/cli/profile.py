@@ -151,9 +151,13 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
         click.echo("no unit to measure: every unit's rates are measured or calibrated (--all measures them all)")
         return
     for t, p in zip(tasks, paths):
+        price = "on-demand price unknown" if t.cost_usd is None else f"${t.cost_usd:.2f} on demand"
         click.echo(f"{p}: {t.alloc.gpu} x{t.alloc.gpus_per_instance} tp={t.alloc.tp} pp={t.alloc.pp}, "
-                   f"{len(t.classes)} class(es), about {t.hours:.2f} h, ${t.cost_usd:.2f}")
-    click.echo(f"estimated cost: ${sum(t.cost_usd for t in tasks):.2f} for {len(tasks)} task(s)")
+                   f"{len(t.classes)} class(es), about {t.hours:.2f} h, {price}")
+    known = [t.cost_usd for t in tasks if t.cost_usd is not None]
+    unknown = len(tasks) - len(known)
+    click.echo(f"estimated cost: ${sum(known):.2f} on demand (as launched) for {len(known)} task(s)"
+               + (f"; {unknown} task(s) of unknown on-demand price" if unknown else ""))
     if dry_run:
         return
     sky_launch(tasks, paths)

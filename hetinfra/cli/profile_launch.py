@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.facts import fit_label
 
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
@@ -47,11 +48,13 @@ class BenchTask:
     classes: tuple["RequestClass", ...]
     rates: dict[str, tuple[float, ...]]  # class name -> request rates of its sweep
     hours: float
-    cost_usd: float
+    cost_usd: float | None  # on demand, as launched; None: the on-demand price is not known
 
 
-def bench_tasks(plan: "Plan | dict", all_units: bool = False) -> list[BenchTask]:
-    """One task per unit to measure: the extrapolated ones (``all_units``: every unit)."""
+def bench_tasks(plan: "Plan | dict", all_units: bool = False,
+                on_demand: dict[tuple[str, str, str], float] | None = None) -> list[BenchTask]:
+    """One task per unit to measure: the extrapolated ones (``all_units``: every unit). ``on_demand``:
+    on-demand $/h by (cloud, region, instance type), for spot units (see :func:`launch_price`)."""
     from hetinfra.document import Plan
 
     doc = Plan.of(plan)
@@ -67,10 +70,26 @@ def bench_tasks(plan: "Plan | dict", all_units: bool = False) -> list[BenchTask]
         rates = {c.name: tuple(round(max(per_replica, 0.05) * k, 3) for k in RATE_STEPS) for c in classes}
         seconds = sum(NUM_PROMPTS / r + 30 for rs in rates.values() for r in rs)
         hours = SETUP_HOURS + seconds / 3600
-        price = float(a.price_per_instance_usd_per_hour) * a.nodes_per_replica
-        out.append(BenchTask(a.deployment_unit, f"hetinfra-profile-{a.deployment_unit}"[:63], a, m,
-                             classes, rates, round(hours, 3), round(price * hours, 2)))
+        price = launch_price(a, on_demand)
+        out.append(BenchTask(a.deployment_unit, fit_label(f"hetinfra-profile-{a.deployment_unit}"), a, m,
+                             classes, rates, round(hours, 3),
+                             None if price is None else round(price * a.nodes_per_replica * hours, 2)))
     return out
+
+
+def launch_price(a: "Allocation", on_demand: dict[tuple[str, str, str], float] | None = None) -> float | None:
+    """$/h of one instance of what the benchmark task launches: ON DEMAND (``use_spot: false``: a
+    measurement must not be preempted half-way), whatever the unit's purchase option. A spot unit's
+    on-demand price comes from the plan (its on-demand fallback, or a committed unit's on-demand
+    price), else from ``on_demand`` ((cloud, region, instance type) -> $/h of the offers); None when
+    neither knows it (the caller says so rather than quoting the spot price)."""
+    if a.on_demand_price_per_instance_usd_per_hour is not None:
+        return float(a.on_demand_price_per_instance_usd_per_hour)
+    if not a.spot:
+        return float(a.price_per_instance_usd_per_hour)
+    if a.ondemand_fallback is not None:
+        return float(a.ondemand_fallback.price_per_hour)
+    return (on_demand or {}).get((a.cloud, a.region, a.instance_type))
 
 
 def _statistic(model: "ModelEntry") -> str:
@@ -131,13 +150,25 @@ def _collect_script(tasks: list[BenchTask], plan: "Plan", out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tasks(plan: "Plan | dict", out: Path, all_units: bool = False) -> tuple[list[BenchTask], list[Path]]:
+def snapshot_on_demand() -> dict[tuple[str, str, str], float]:
+    """On-demand $/h by (cloud, region, instance type) in the embedded snapshot (no network)."""
+    from hetinfra.price_feeds.load import load_offers
+
+    snap, _ = load_offers("snapshot")
+    return {(o.cloud, o.region, o.instance_type): float(o.price(False)) for o in snap.offers
+            if o.price(False) is not None}
+
+
+def write_tasks(plan: "Plan | dict", out: Path, all_units: bool = False,
+                on_demand: dict[tuple[str, str, str], float] | None = None) -> tuple[list[BenchTask], list[Path]]:
     """Write OUT/profile/<unit>.yaml for each task and OUT/profile/collect.sh."""
     from hetinfra.document import Plan
     from hetinfra.fileio import atomic_write_text
 
     doc = Plan.of(plan)
-    tasks = bench_tasks(doc, all_units)
+    if on_demand is None and any(a.spot for a in doc.allocations):
+        on_demand = snapshot_on_demand()
+    tasks = bench_tasks(doc, all_units, on_demand)
     folder = out / "profile"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -42,6 +42,9 @@ from hetinfra.fileio import dumps_strict
 @click.option("--max-cut-pct", type=FiniteFloat(min=0, max=100), default=50.0, show_default=True,
               help="Most of the running fleet's GPUs one run removes; the next run continues the cut.")
 @click.option("--force", is_flag=True, help="Apply the whole cut in one run (ignore --max-cut-pct).")
+@click.option("--max-forecast-error-pct", type=FiniteFloat(min=0), default=50.0, show_default=True,
+              help="A forecast whose backtest error (MAPE) exceeds this does not drive cuts: the run makes its "
+                   "additions and no removal, even with --force, and says so.")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
@@ -58,7 +61,7 @@ from hetinfra.fileio import dumps_strict
 def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_age_h: float | None,
                    caps_file: str | None, availability: bool, min_savings_pct: float, min_savings_usd_h: float, max_changes: int | None,
                    demand_log: Path | None, demand_from: str | None, min_history_h: float | None,
-                   max_cut_pct: float, force: bool, do_apply: bool, target: str, health_timeout_s: float,
+                   max_cut_pct: float, force: bool, max_forecast_error_pct: float, do_apply: bool, target: str, health_timeout_s: float,
                    no_refresh: bool, log_file: Path | None, verbose: bool, as_json: bool) -> None:
     """Re-plan SPEC against what runs in --state and act only when it is worth it.
 
@@ -71,11 +74,12 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     from hetinfra.replan.run import ReplanOptions, replan
 
     log_path = log_file or out / "replan.log"
+    meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
+    _require_state_dir(out, as_json, meta)  # before the log or the lock would create it
     show = verbose or sys.stdout.isatty()
     lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
 
     echo = echo_for(as_json)
-    meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
 
     def detail(text: str) -> None:
         lines.append(text)
@@ -102,7 +106,8 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
                          availability=availability, refresh=not no_refresh, min_history_h=min_history_h,
-                         max_cut=max_cut_pct / 100.0, force=force)
+                         max_cut=max_cut_pct / 100.0, force=force,
+                         max_forecast_error=max_forecast_error_pct / 100.0)
     try:
         outcome = replan(spec, out, opts, detail=detail)
     except HetinfraError as exc:
@@ -114,6 +119,16 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     if as_json:
         click.echo(dumps_strict(replan_json(spec, out, outcome, log_path), indent=2))
     sys.exit(outcome.code)
+
+
+def _require_state_dir(out: Path, as_json: bool, meta: dict) -> None:
+    """Exit 2 when --state is not a folder: replan never creates one (nor its log or lock)."""
+    from hetinfra.errors import InvalidInputError
+
+    if not out.is_dir():
+        fail(InvalidInputError(f"--state {out}: {'not a directory' if out.exists() else 'no such directory'}",
+                               hint="pass the --out directory of `hetinfra plan` (or of `apply`) of the running "
+                                    "deployment"), as_json, meta)
 
 
 def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
@@ -130,9 +145,33 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "decision": decision_json(outcome.decision) if outcome.decision else None,
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
             "this_run": outcome.stages,
+            "forecast_holds": outcome.forecast_holds or [],
             "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
                        for st in journal["stages"]] if journal else None,
             "log": str(log_path)}
+
+
+def _join_rotations(path: Path, keep: int = 100) -> str:
+    """The gateway's demand log and its rotations (.N .. .1, oldest first) as one CSV text, each file
+    read by the one reader (a FIFO or a non-UTF-8 rotation is exit 2 naming it, never a hang or a
+    traceback), at most the demand log's size bound in all."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.fileio import read_text
+    from hetinfra.gateway.demand import HEADER
+    from hetinfra.replan.demand_log import MAX_LOG_BYTES
+
+    if not path.is_file():
+        raise InvalidInputError(f"--demand-from: {path} not found")
+    out, size = [HEADER], 0
+    for f in [path.with_name(f"{path.name}.{k}") for k in range(keep, 0, -1)] + [path]:
+        if f.exists() or f.is_symlink():
+            text = read_text(f, "demand log", max_bytes=MAX_LOG_BYTES)
+            size += len(text)
+            if size > MAX_LOG_BYTES:
+                raise InvalidInputError(f"--demand-from: {path} and its rotations hold more than {MAX_LOG_BYTES} bytes",
+                                        hint="keep fewer rotations, or pass one file with --demand-log")
+            out.extend(line for line in text.splitlines(keepends=True)[1:] if line.strip())
+    return "".join(out)
 
 
 def fetch_demand(source: str, out: Path) -> Path:
@@ -143,7 +182,6 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     from hetinfra.errors import FeedError, InvalidInputError
     from hetinfra.fileio import atomic_write_text
-    from hetinfra.gateway.demand import read_all
     from hetinfra.gateway.keys import first_client_key
 
     target = out / "gateway" / "demand-observed.csv"
@@ -152,16 +190,23 @@ def fetch_demand(source: str, out: Path) -> Path:
         key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
         if key:
             req.add_header("Authorization", "Bearer " + key)
+        from hetinfra.replan.demand_log import MAX_LOG_BYTES
+
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - an operator-given URL
-                text = resp.read().decode("utf-8")
-        except (urllib.error.URLError, OSError) as exc:
+                body = resp.read(MAX_LOG_BYTES + 1)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise FeedError(f"cannot fetch the demand log from {source}: {exc}",
                             hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys?") from None
+        if len(body) > MAX_LOG_BYTES:
+            raise FeedError(f"the demand log at {source} is larger than {MAX_LOG_BYTES} bytes",
+                            hint="rotate the gateway's log (it keeps .1 .. .N) or fetch a shorter span")
+        try:
+            text = body.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise FeedError(f"the demand log at {source} is not UTF-8 text (byte {exc.start})",
+                            hint="is the URL the gateway's /admin/demand.csv?") from None
     else:
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(f"--demand-from: {path} not found")
-        text = read_all(path)
+        text = _join_rotations(Path(source))
     atomic_write_text(target, text)
     return target

@@ -11,13 +11,12 @@ from typing import Annotated, Iterable, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, StrictFloat, StrictInt, WithJsonSchema
 
 from hetinfra import PLAN_VERSION
+# the one rule of a string that reaches a shell, shared with the spec's loader (issue 36: plan.json
+# never refuses what the spec accepted)
+from hetinfra.spec.base import LOOSE_KEYS, PROSE_KEYS, QUOTE_META, SHELL_META, word_problem  # noqa: F401
 
 #: identifiers that end up in commands, scripts and resource names (a service id, a model source)
 IDENT = re.compile(r"^[A-Za-z0-9._:/@+=,-]+$")
-#: characters a shell gives a meaning to: refused in every string apply turns into scripts or names
-SHELL_META = re.compile(r"[;&|$`\\\"'<>(){}\[\]*?!#~\s]")
-#: the quoting and expansion characters refused even in keys that are never interpolated into a shell
-QUOTE_META = re.compile(r"[;&$`\\\"']")
 
 
 class Doc(BaseModel):
@@ -49,11 +48,9 @@ PlanVersion = Annotated[StrictInt, AfterValidator(_plan_version)]
 Number = Annotated[Union[StrictInt, StrictFloat], AfterValidator(_finite), WithJsonSchema({"type": "number"})]
 
 
-#: the sections apply turns into scripts, commands and names, and the keys in them that are only prose
+#: the sections apply turns into scripts, commands and names (PROSE_KEYS in them are not checked;
+#: LOOSE_KEYS, internal keys and key files, only for quoting)
 SHELL_SECTIONS = ("allocations", "models", "deploy", "routing")
-PROSE_KEYS = {"max_model_len_basis", "confidence_reason", "reason", "description", "note"}
-#: internal keys ('model|cloud|type|...'), key files and the public key: never interpolated into a shell
-LOOSE_KEYS = {"unit", "template", "ssh_public_key", "tls_cert", "tls_key", "package", "confidence"}
 
 
 def _strings(doc, key: str = "") -> Iterable[tuple[str, str]]:
@@ -78,14 +75,10 @@ def shell_safety_error(doc: dict) -> str | None:
     for section in SHELL_SECTIONS:
         for key, s in _strings(doc.get(section), section):
             leaf = re.sub(r"\[\d+\]$", "", key.rsplit(".", 1)[-1])
-            if "\x00" in s or "\n" in s or "\r" in s:
-                return f"{key} {s!r} contains a control character"
-            if leaf in LOOSE_KEYS or section == "routing" or ".classes[" in key or key.endswith(".classes"):
-                if QUOTE_META.search(s):
-                    return f"{key} {s!r} contains a shell metacharacter"
-                continue
-            if SHELL_META.search(s):
-                return f"{key} {s!r} contains a shell metacharacter or whitespace"
+            loose = leaf in LOOSE_KEYS or section == "routing" or ".classes[" in key or key.endswith(".classes")
+            why = word_problem(s, loose=loose)
+            if why:
+                return f"{key} {s!r} {why}"
     return None
 
 

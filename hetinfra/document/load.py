@@ -3,7 +3,6 @@ InvalidInputError (exit 2) that names the file and the field, never a traceback.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.document.base import dotted
-from hetinfra.fileio import read_text
+from hetinfra.fileio import parse_json, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -22,9 +21,9 @@ def read_json(path: Path, *, what: str, hint: str) -> Any:
         raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint)
     text = read_text(path, what, hint=hint)  # the one reader: a regular file, bounded, UTF-8
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON ({exc})", hint=hint) from None
+        return parse_json(text, str(path), hint=hint)  # nested at most MAX_JSON_DEPTH, no NaN tokens
+    except InvalidInputError as exc:  # "plan.json:1:2 is not valid JSON (...)", as this reader always said
+        raise InvalidInputError(exc.message.replace(": not valid JSON", " is not valid JSON", 1), hint=hint) from None
 
 
 def parse_document(model: type[M], doc: Any, path: Path | str, *, hint: str) -> M:

@@ -53,10 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import MAX_JSON_DEPTH, json_depth
+from hetinfra.perf.bench_result import MAX_TOKENS, RESULT_HINT, BenchResult, number, parse_bench_result
 from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow
 
 _STATISTIC = re.compile(r"^(mean|median|p\d+(\.\d+)?)$")
-_RESULT_HINT = "expected the JSON that `vllm bench serve --save-result` writes"
+_RESULT_HINT = RESULT_HINT
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class BenchPoint:
     failed: int
     sizes_from: str  # "override", "metadata", "lens" or "totals"
     data: Mapping = field(repr=False, compare=False, default_factory=dict)
+    max_concurrency: int | None = None  # --max-concurrency of the run
 
     @property
     def achieved_rate(self) -> float:
@@ -116,7 +119,7 @@ class BenchPoint:
                 hint=f"rerun vllm bench serve with --percentile-metrics ttft,tpot,e2el"
                      f"{' --metric-percentiles ' + statistic[1:] if statistic.startswith('p') else ''}"
                      ", or choose another statistic")
-        return _number(self.data[key], self.where, key, allow_nan=True)
+        return number(self.data[key], self.where, key, allow_nan=True)
 
 
 @dataclass(frozen=True)
@@ -182,43 +185,17 @@ def format_number(v: float) -> str:
     return "0" if s in ("-0", "") else s
 
 
-def _number(v: object, where: str, key: str, *, allow_nan: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InvalidInputError(f"{where}: key '{key}' must be a number, got {json.dumps(v)[:40]}", hint=_RESULT_HINT)
-    if not allow_nan and not math.isfinite(v):
-        raise InvalidInputError(f"{where}: key '{key}' must be finite, got {v}", hint=_RESULT_HINT)
-    return float(v)
-
-
-def _count(v: object, where: str, key: str) -> int:
-    n = _number(v, where, key)
-    if n < 0 or n != int(n):
-        raise InvalidInputError(f"{where}: key '{key}' must be a count (integer >= 0), got {v}", hint=_RESULT_HINT)
-    return int(n)
-
-
-def _size(v: object, where: str, key: str) -> int:
-    if isinstance(v, str):  # --metadata values are saved as strings
-        try:
-            v = float(v.strip())
-        except ValueError:
-            raise InvalidInputError(f"{where}: key '{key}' must be a token count, got {v!r}") from None
-    n = _number(v, where, key)
-    if n < 1 or n != int(n):
-        raise InvalidInputError(f"{where}: key '{key}' must be a whole number of tokens >= 1, got {v}")
-    return int(n)
-
-
 def read_objects(path: Path) -> list[tuple[str, object]]:
-    """The JSON objects of one file: one (``--save-result``) or one per line (``--append-result``)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path}: result file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path}: cannot read result file ({exc})") from None
+    """The JSON objects of one file: one (``--save-result``) or one per line (``--append-result``).
+    Read by the one reader (a FIFO or a device is refused, 64 MiB at most), nested at most
+    MAX_JSON_DEPTH levels; NaN is kept (vLLM writes it for a run where nothing completed)."""
+    from hetinfra.fileio import parse_json, read_text
+
+    text = read_text(path, "result file", hint=_RESULT_HINT)
     if not text.strip():
         raise InvalidInputError(f"{path}: empty file", hint=_RESULT_HINT)
+    if json_depth(text) > MAX_JSON_DEPTH:
+        parse_json(text, str(path), hint=_RESULT_HINT)  # raises the depth error
     try:
         return [(str(path), json.loads(text))]
     except json.JSONDecodeError as first:
@@ -226,31 +203,27 @@ def read_objects(path: Path) -> list[tuple[str, object]]:
         if len(lines) < 2:
             raise InvalidInputError(f"{path}:{first.lineno}:{first.colno}: not valid JSON ({first.msg})",
                                     hint=_RESULT_HINT) from None
+        hint = _RESULT_HINT + " (or one such object per line with --append-result)"
         out = []
         for n, (lineno, ln) in enumerate(lines, start=1):
             try:
-                out.append((f"{path}#{n}", json.loads(ln)))
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({exc.msg})",
-                                        hint=_RESULT_HINT + " (or one such object per line with --append-result)") from None
+                out.append((f"{path}#{n}", parse_json(ln, f"{path}:{lineno}", hint=hint, allow_nan=True)))
+            except InvalidInputError as exc:
+                raise InvalidInputError(exc.message.replace(f"{path}:{lineno}:1:", f"{path}:{lineno}:", 1),
+                                        hint=hint) from None
         return out
+    except ValueError as exc:  # a number literal too long for Python
+        raise InvalidInputError(f"{path}: not valid JSON ({exc})", hint=_RESULT_HINT) from None
 
 
-def _sizes(obj: Mapping, where: str, completed: int) -> tuple[int, int, str]:
-    if "random_input_len" in obj and "random_output_len" in obj:
-        return _size(obj["random_input_len"], where, "random_input_len"), \
-            _size(obj["random_output_len"], where, "random_output_len"), "metadata"
-    lens = obj.get("input_lens"), obj.get("output_lens")
-    if all(isinstance(x, list) and x for x in lens):
-        try:
-            return int(max(lens[0])), int(max(lens[1])), "lens"
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"{where}: keys 'input_lens'/'output_lens' must be lists of token counts") from None
-    if "total_input_tokens" in obj and "total_output_tokens" in obj and completed > 0:
-        ti = _number(obj["total_input_tokens"], where, "total_input_tokens")
-        to = _number(obj["total_output_tokens"], where, "total_output_tokens")
-        i, o = round(ti / completed), round(to / completed)
-        if i >= 1 and o >= 1:
+def _sizes(doc: BenchResult, where: str) -> tuple[int, int, str]:
+    if doc.random_input_len is not None and doc.random_output_len is not None:
+        return doc.random_input_len, doc.random_output_len, "metadata"
+    if doc.input_lens and doc.output_lens:
+        return max(doc.input_lens), max(doc.output_lens), "lens"
+    if doc.total_input_tokens is not None and doc.total_output_tokens is not None and doc.completed > 0:
+        i, o = round(doc.total_input_tokens / doc.completed), round(doc.total_output_tokens / doc.completed)
+        if 1 <= i <= MAX_TOKENS and 1 <= o <= MAX_TOKENS:
             return i, o, "totals"
     raise InvalidInputError(
         f"{where}: cannot tell the request sizes (no 'random_input_len'/'random_output_len' metadata, "
@@ -260,35 +233,19 @@ def _sizes(obj: Mapping, where: str, completed: int) -> tuple[int, int, str]:
 
 def parse_result(obj: object, where: str, *, model: str | None = None, input_tokens: int | None = None,
                  output_tokens: int | None = None) -> BenchPoint:
-    """One result object -> a :class:`BenchPoint`. Raises InvalidInputError naming ``where: key``."""
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"{where}: expected a JSON object, got {type(obj).__name__}", hint=_RESULT_HINT)
-    for key in ("model_id", "request_rate", "completed", "request_throughput"):
-        if key not in obj:
-            raise InvalidInputError(f"{where}: key '{key}' missing", hint=_RESULT_HINT)
-    mid = model if model is not None else obj["model_id"]
-    if not isinstance(mid, str) or not mid.strip():
-        raise InvalidInputError(f"{where}: key 'model_id' must be a non-empty string", hint="or pass --model")
-    rate_raw = obj["request_rate"]
-    if rate_raw == "inf" or (isinstance(rate_raw, float) and math.isinf(rate_raw)):
-        rate = math.inf
-    else:
-        rate = _number(rate_raw, where, "request_rate")
-        if rate <= 0:
-            raise InvalidInputError(f"{where}: key 'request_rate' must be > 0, got {rate_raw}")
-    completed = _count(obj["completed"], where, "completed")
-    failed = _count(obj.get("failed", 0), where, "failed")
-    thr = _number(obj["request_throughput"], where, "request_throughput")
-    if thr < 0:
-        raise InvalidInputError(f"{where}: key 'request_throughput' must be >= 0, got {thr}")
+    """One result object -> a :class:`BenchPoint` (typed by hetinfra.perf.bench_result.BenchResult).
+    Raises InvalidInputError naming ``where: key``."""
+    doc = parse_bench_result(obj, where)
     if input_tokens is not None and output_tokens is not None:
         i, o, src = int(input_tokens), int(output_tokens), "override"
     else:
-        i, o, src = _sizes(obj, where, completed)
+        i, o, src = _sizes(doc, where)
         i = int(input_tokens) if input_tokens is not None else i
         o = int(output_tokens) if output_tokens is not None else o
-    return BenchPoint(where=where, model=mid.strip(), input_tokens=i, output_tokens=o, request_rate=rate,
-                      request_throughput=thr, completed=completed, failed=failed, sizes_from=src, data=obj)
+    return BenchPoint(where=where, model=model.strip() if model is not None else doc.model_id, input_tokens=i,
+                      output_tokens=o, request_rate=doc.request_rate, request_throughput=doc.request_throughput,
+                      completed=doc.completed, failed=doc.failed, sizes_from=src, data=obj,
+                      max_concurrency=doc.max_concurrency)
 
 
 def load_bench_results(paths: Iterable[Path | str], *, model: str | None = None, input_tokens: int | None = None,
@@ -383,7 +340,7 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
         if later:
             notes.append(f"{label}: rate(s) {', '.join(format_number(r) for r in later)} pass again after "
                          f"{format_number(f.point.request_rate)} failed (noisy sweep?); the first crossing is used")
-    mc = {p.data.get("max_concurrency") for p in pts} - {None}
+    mc = {p.max_concurrency for p in pts} - {None}
     if mc:
         notes.append(f"{label}: runs used --max-concurrency {', '.join(map(str, sorted(mc)))}; "
                      "queueing in the client is not in TTFT, so max_rps may be optimistic")

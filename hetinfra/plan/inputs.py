@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.catalog.accuracy import SCALE, builtin_accuracy, known_checkpoints
+from hetinfra.catalog.custom import check_custom_gpus
+from hetinfra.spec.clusters import restrict_to_clusters
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError, did_you_mean
@@ -119,6 +121,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     profiles = ProfileTable(rows)
 
     infra = spec.infrastructure
+    check_custom_gpus(spec, snap.offers, locate)  # one named like a catalog GPU, or nothing offers: an error
     all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
     for c in infra.clouds:
         if c.lower() not in all_clouds:
@@ -153,6 +156,8 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
         caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
     for key, n in (extra_caps or {}).items():  # --caps FILE and --availability: the tighter cap wins
         caps[key] = min(n, caps.get(key, n))
+    in_clouds, kube_notes = restrict_to_clusters(spec, in_clouds, locate)  # a region without a cluster: never planned
+    warnings.extend(kube_notes)
     if not in_clouds:
         raise InvalidInputError(f"{where}: no offer matches infrastructure (clouds {', '.join(sorted(clouds))}"
                                 f"{', regions ' + ', '.join(infra.regions) if infra.regions else ''}"

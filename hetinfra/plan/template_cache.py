@@ -165,10 +165,15 @@ class TemplateCache:
         return self._paths[id(pm)][1]
 
     def get(self, inputs: PlanInputs, pm: PlannedModel) -> ModelLibrary | None:
+        """The cached library of ``pm``, or None (a miss): an entry that is missing, not a regular file
+        (a FIFO never hangs the plan), too big, too deep, or not of the typed format is rebuilt."""
+        from hetinfra.errors import HetinfraError
+        from hetinfra.fileio import read_text
+
         path = self._path(inputs, pm)
         try:
-            lib = _decode(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
+            lib = _decode(read_text(path, "template cache entry", max_bytes=MAX_ENTRY_BYTES), pm.spec.name)
+        except (HetinfraError, ValueError):
             self.misses.append(pm.spec.name)
             return None
         self.hits.append(pm.spec.name)
@@ -192,18 +197,18 @@ def _encode(lib: ModelLibrary) -> dict:
             "coverage": {c: dataclasses.asdict(v) for c, v in lib.coverage.items()}}
 
 
-def _tuple(v):
-    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
+#: an entry larger than this is not one we wrote (the largest library is a few MiB)
+MAX_ENTRY_BYTES = 64 << 20
 
 
-def _decode(doc: dict) -> ModelLibrary:
-    if doc["format"] != CACHE_FORMAT:
-        raise ValueError("old cache format")
-    templates = []
-    for t in doc["templates"]:
-        for k in ("layer_partition", "stages", "confidence", "interval"):
-            t[k] = _tuple(t[k]) if t[k] is not None else None
-        templates.append(Template(**t))
-    coverage = {c: ClassCoverage(v["served"], _tuple(v["best_tpot_floor"]) if v["best_tpot_floor"] else None,
-                                 _tuple(v["reasons"])) for c, v in doc["coverage"].items()}
-    return ModelLibrary(doc["model"], tuple(templates), coverage)
+def _decode(text: str, model: str) -> ModelLibrary:
+    """A cache entry's library, typed (hetinfra.plan.cache_entry): anything else is a ValueError."""
+    from hetinfra.fileio import MAX_JSON_DEPTH, json_depth
+    from hetinfra.plan.cache_entry import CacheEntry
+
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError("nested too deep")
+    entry = CacheEntry.model_validate_json(text)  # a pydantic ValidationError is a ValueError
+    if entry.format != CACHE_FORMAT or entry.model != model or any(t.model != model for t in entry.templates):
+        raise ValueError("another format or model")
+    return ModelLibrary(entry.model, entry.templates, entry.coverage)

@@ -7,6 +7,13 @@ The log is a CSV, one row per request, with the header (the names are a contract
 ``timestamp`` is ISO 8601 (``2024-05-01T12:00:00Z``, an offset, or naive = UTC) or Unix epoch
 seconds; ``region`` may be empty, and the column may be left out; extra columns are ignored.
 
+Sane times only: a row stamped before 2020-01-01 UTC (a clock reset to 1970, a date typed wrong)
+or more than a day after now (a clock run ahead: 2076) is skipped, and the log's ``skipped`` lines
+say how many and where the first was; a log with no row inside that window is an error. A stamp
+outside the window is never taken as current: the forecast would plan for the wrong hour of the
+day, and one row from 2076 would make every real row look 50 years old. "Now" comes from the
+``clock`` argument (``time.time`` by default), so tests are deterministic.
+
 What the planner gets per model (:func:`observed_demand`):
 
     rate_rps = forecast peak of the next horizon x (1 + buffer)
@@ -20,9 +27,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from pydantic import ValidationError
@@ -40,7 +49,10 @@ QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
 SMOOTH_S = 1800
 MAX_LOG_BYTES = 1 << 30  # 1 GiB: the gateway rotates its log long before
 MAX_LOG_TOKENS = 10_000_000  # a row beyond it is a broken client or writer, never a request to plan for
-MAX_EPOCH_S = 4_102_444_800  # 2100-01-01  # de-noise the seasonal profile over ~30 minutes (the daily shape changes over hours)
+MAX_EPOCH_S = 4_102_444_800  # 2100-01-01: beyond it a number is not a time at all
+#: the sane window of a demand log's timestamps: from 2020-01-01 UTC to a day after now
+EARLIEST_S = 1_577_836_800
+AHEAD_S = 86_400
 
 
 @dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; a log is compared by identity
@@ -53,6 +65,7 @@ class DemandLog:
     input_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     regions: np.ndarray  # str, "" when unknown
+    skipped: tuple[str, ...] = ()  # rows left out (timestamps outside the sane window), in words
 
     def model_names(self) -> list[str]:
         return sorted(set(self.models.tolist()))
@@ -101,9 +114,46 @@ def _tokens(text: str, column: str, where: str) -> int:
     return int(value)
 
 
-def read_demand_log(path: str | Path) -> DemandLog:
-    """Read and validate a request log; every bad row is an InvalidInputError naming file:line."""
+class _Window:
+    """Counts the rows whose time is outside [EARLIEST_S, now + AHEAD_S] (see the module docstring)."""
+
+    def __init__(self, now: float):
+        self.low, self.high = EARLIEST_S, now + AHEAD_S
+        self.outside = 0
+        self.first: str | None = None
+
+    def holds(self, t: float, where: str) -> bool:
+        if self.low <= t <= self.high:
+            return True
+        self.outside += 1
+        if self.first is None:
+            stamp = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.first = f"{where} ({stamp})"
+        return False
+
+    def lines(self) -> tuple[str, ...]:
+        if not self.outside:
+            return ()
+        return (f"{self.outside} row(s) stamped before 2020-01-01 or more than a day after now were skipped, the first "
+                f"at {self.first}: a clock was wrong where they were written",)
+
+
+def _record(row: list[str], col: dict[str, int], where: str) -> tuple[float, str, int, int, str]:
+    """(timestamp, model, input tokens, output tokens, region) of one row, each checked."""
+    model = row[col["model"]].strip()
+    if not model:
+        raise InvalidInputError(f"{where}: model is empty")
+    return (_timestamp(row[col["timestamp"]].strip(), where), model,
+            _tokens(row[col["input_tokens"]].strip(), "input_tokens", where),
+            _tokens(row[col["output_tokens"]].strip(), "output_tokens", where),
+            row[col["region"]].strip() if "region" in col else "")
+
+
+def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time) -> DemandLog:
+    """Read and validate a request log; every bad row is an InvalidInputError naming file:line. Rows
+    stamped outside the sane window of ``clock()`` are skipped and counted in ``skipped``."""
     p = Path(path)
+    window = _Window(clock())
     handle = io.StringIO(read_text(p, "demand log", max_bytes=MAX_LOG_BYTES), newline="")
     expected = ",".join(COLUMNS)
     ts, models, ins, outs, regions = [], [], [], [], []
@@ -127,23 +177,23 @@ def read_demand_log(path: str | Path) -> DemandLog:
                 if len(row) < width:
                     raise InvalidInputError(f"{where}: {len(row)} fields, the header has {len(names)}",
                                             hint=f"expected {expected}")
-                model = row[col["model"]].strip()
-                if not model:
-                    raise InvalidInputError(f"{where}: model is empty")
-                ts.append(_timestamp(row[col["timestamp"]].strip(), where))
-                models.append(model)
-                ins.append(_tokens(row[col["input_tokens"]].strip(), "input_tokens", where))
-                outs.append(_tokens(row[col["output_tokens"]].strip(), "output_tokens", where))
-                regions.append(row[col["region"]].strip() if "region" in col else "")
+                record = _record(row, col, where)
+                if window.holds(record[0], where):
+                    for column, value in zip((ts, models, ins, outs, regions), record):
+                        column.append(value)
         except csv.Error as exc:
             raise InvalidInputError(f"{p}:{reader.line_num}: CSV error: {exc}") from None
+    if not ts and window.outside:
+        raise InvalidInputError(f"{p}: no request is stamped between 2020-01-01 and a day after now ("
+                                f"{window.outside} row(s), the first at {window.first})",
+                                hint="fix the clock of the machine that wrote the log (timestamps are UTC)")
     if not ts:
         raise InvalidInputError(f"{p}: the demand log has a header but no requests",
                                 hint="one row per request: " + expected)
     order = np.argsort(np.asarray(ts), kind="stable")
     return DemandLog(str(p), np.asarray(ts, dtype=float)[order], np.asarray(models, dtype=str)[order],
                      np.asarray(ins, dtype=np.int64)[order], np.asarray(outs, dtype=np.int64)[order],
-                     np.asarray(regions, dtype=str)[order])
+                     np.asarray(regions, dtype=str)[order], window.lines())
 
 
 def rate_series(log: DemandLog, model: str, interval_s: int = 300) -> list[tuple[int, float]]:

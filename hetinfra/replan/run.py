@@ -45,6 +45,8 @@ class ReplanOptions:
     min_history_h: float | None = None  # observed demand needs this much log; None: the profile's period or 24 h
     max_cut: float = 0.5  # most of the running GPUs one run removes ...
     force: bool = False  # ... unless forced
+    #: a forecast whose backtest MAPE exceeds this (a fraction) holds back every removal of the run
+    max_forecast_error: float = 0.5
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Outcome:
     summary: str
     decision: Decision | None = None  # None when an interrupted replan was completed or reported
     stages: list[str] | None = None  # what this run applies (or, proposed, would apply), stage by stage
+    #: forecasts whose backtest error is over --max-forecast-error-pct: they held this run's removals back
+    forecast_holds: list[str] | None = None
 
 
 def min_history_s(spec, min_history_h: float | None) -> float:
@@ -64,27 +68,41 @@ def min_history_s(spec, min_history_h: float | None) -> float:
     return periods * 3600.0
 
 
-def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], min_history_h: float | None):
+def unreliable_forecasts(observed: dict, max_error: float) -> list[str]:
+    """Lines naming each observed model whose forecast's backtest MAPE exceeds ``max_error`` (a
+    fraction). Such a forecast may add capacity but never removes any (see :func:`_this_run`)."""
+    return [f"{name}: the forecast's backtest error (MAPE {obs.forecast.mape:.0%}) exceeds {max_error:.0%} "
+            "(--max-forecast-error-pct); it does not drive cuts: this run makes no removal"
+            for name, obs in sorted(observed.items())
+            if obs.forecast.mape is not None and obs.forecast.mape > max_error]
+
+
+def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], opts: ReplanOptions):
+    """The spec with the observed demand of each model the log covers long enough, the triggers it
+    makes, and the lines of forecasts too wrong to drive cuts (:func:`unreliable_forecasts`)."""
     from hetinfra.replan.demand_log import apply_to_spec, observe_spec, read_demand_log
     from hetinfra.spec.load import load_spec
 
     spec, _, _ = load_spec(spec_path)
-    observed, notes = observe_spec(read_demand_log(demand_log), spec)
-    need = min_history_s(spec, min_history_h)
+    log = read_demand_log(demand_log)
+    observed, notes = observe_spec(log, spec)
+    notes = list(log.skipped) + notes
+    need = min_history_s(spec, opts.min_history_h)
     for name, obs in sorted(observed.items()):
         if obs.span_s < need:  # too short to know a day's peak: plan the declared demand instead
             del observed[name]
             notes.append(f"{name}: the log covers {obs.span_s / 3600:.2f} h ({obs.requests} requests), less than the "
                          f"{need / 3600:g} h of history needed (--min-history-h); planning the declared demand")
+    unreliable = unreliable_forecasts(observed, opts.max_forecast_error)
     new_spec, more = apply_to_spec(spec, observed)
     triggers = []
     for m in spec.models:
         new_rate = next(x.demand.rate_rps for x in new_spec.models if x.name == m.name)
         if abs(new_rate - m.demand.rate_rps) > 1e-9:
             triggers.append(f"demand of {m.name}: {m.demand.rate_rps:g} -> {new_rate:.3g} req/s (forecast peak + buffer)")
-    for line in list(notes) + list(more):
+    for line in list(notes) + list(more) + unreliable:
         detail(f"demand: {line}")
-    return new_spec, triggers
+    return new_spec, triggers, unreliable
 
 
 def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi_command, env
@@ -173,9 +191,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
         for w in list(feed_warnings) + cap_warnings:
             detail(f"feeds: {w}")
-        override, demand_triggers = (None, [])
-        if opts.demand_log:
-            override, demand_triggers = _observed_spec(spec_path, opts.demand_log, detail, opts.min_history_h)
+        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts)
+                                                 if opts.demand_log else (None, [], []))
         running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                                pulumi_command=pulumi_command, env=env)
         running = [allocation_of(a) for a in running_dicts]
@@ -192,21 +209,24 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
-            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d)
+            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
+                           forecast_holds=unreliable)
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
         atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
-        stages, complete, capped = _this_run(running, plan, opts, detail)
+        stages, complete, capped = _this_run(running, plan, opts, detail, hold_cuts=bool(unreliable))
         shown = render_stages(stages, running)
         if not opts.apply:
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
-                           + ("; this run would apply a capped cut" if capped else ""), d, shown)
+                           + ("; this run would apply a capped cut" if capped else "")
+                           + ("; a forecast too wrong to cut on holds removals back" if unreliable else ""), d, shown,
+                           unreliable)
         _check_health_paths(plan, running, stages, opts.target)
         journal.start(new_plan, stages, complete, running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown)
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, unreliable)
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:
@@ -221,13 +241,15 @@ def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health,
 
 
 def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: ReplanOptions,
-              detail) -> tuple[list, bool, bool]:
+              detail, hold_cuts: bool = False) -> tuple[list, bool, bool]:
     """The stages this run applies (``--max-changes``, then the capacity-cut cap unless ``--force``),
-    whether they reach the new plan, whether the cut was capped; the dry run shows the same."""
+    whether they reach the new plan, whether the cut was capped; the dry run shows the same.
+    ``hold_cuts`` (a forecast too wrong to act on, even with ``--force``): no running GPU is removed."""
     stages, complete = stage_counts(running, new_plan, opts.max_changes)
     capped = False
-    if not opts.force:
-        stages, capped, line = cap_cut(stages, running, new_plan, opts.max_cut)
+    if hold_cuts or not opts.force:
+        stages, capped, line = cap_cut(stages, running, new_plan, 0.0 if hold_cuts else opts.max_cut,
+                                       "a forecast's backtest error is over --max-forecast-error-pct" if hold_cuts else None)
         if line:
             detail(line)
     detail("this run " + ("applies:" if opts.apply else "would apply:"))

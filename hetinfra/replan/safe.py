@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -39,7 +38,12 @@ class LockedError(HetinfraError):
 
 @contextlib.contextmanager
 def replan_lock(out: Path) -> Iterator[None]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Hold ``OUT/.replan.lock``; a missing OUT is an error (the lock never creates the state dir)."""
+    if not out.is_dir():
+        from hetinfra.errors import InvalidInputError
+
+        raise InvalidInputError(f"--state {out}: no such directory", hint="pass the --out directory of the running "
+                                                                         "deployment")
     path = out / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -92,10 +96,19 @@ def fleet_gpus(counts: dict, info: dict[str, Allocation | dict]) -> int:
     return sum(n * allocation_of(info[u]).gpus_per_replica() for u, n in counts.items())
 
 
+def running_kept(counts: dict, run: dict[str, int], info: dict[str, Allocation | dict]) -> int:
+    """GPUs of the running fleet ``run`` that ``counts`` keeps: new replicas (a unit that does not
+    run yet, or grows) are not counted, so a cut cannot be hidden behind what the same run adds."""
+    return fleet_gpus({u: min(counts.get(u, 0), n) for u, n in run.items()}, info)
+
+
 def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], new_plan: Plan | dict,
-            max_cut: float) -> tuple[list[tuple[str, dict]], bool, str | None]:
-    """Keep the last stage of this run at >= (1 - max_cut) of the running fleet's GPUs: replicas
-    the cut removes are kept back (units in id order, one replica at a time) until it is. Returns the
+            max_cut: float, why: str | None = None) -> tuple[list[tuple[str, dict]], bool, str | None]:
+    """Keep >= (1 - max_cut) of the running fleet's GPUs running through the last stage of this run:
+    replicas the cut removes are kept back (units in id order, one replica at a time) until it is.
+    Only GPUs that run now count (:func:`running_kept`): ten running GPUs of which seven go are a
+    70% cut, whatever the run adds; the one exception is a fleet so small that one replica exceeds
+    the cap (1 GPU of 1), which may move one replica per run to capacity this run adds. Returns the
     stages, whether they were capped, and a line saying so. A scheduled replan that trusts a bad
     forecast or a broken feed can then halve the fleet at most, never empty it in one run."""
     if not stages:
@@ -105,14 +118,25 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], ne
     floor = before * (1 - max_cut)
     name, counts = stages[-1]
     counts = dict(counts)
-    after = fleet_gpus(counts, info)
-    if after >= floor - 1e-9:
+    planned_kept = running_kept(counts, run, info)
+    if planned_kept >= floor - 1e-9:
         return stages, False, None
-    for u in sorted(u for u in counts if counts[u] < run.get(u, 0)):
-        while counts[u] < run[u] and fleet_gpus(counts, info) < floor - 1e-9:
+    cut = sorted(u for u in counts if counts[u] < run.get(u, 0))
+    for u in cut:
+        while counts[u] < run[u] and running_kept(counts, run, info) < floor - 1e-9:
             counts[u] += 1
-    line = (f"capacity cut capped: this run keeps {fleet_gpus(counts, info)} of {before} running GPUs (the new plan has "
-            f"{after}; at most {max_cut:.0%} removed per run, --max-cut-pct); the next run continues, or use --force")
+    rule = why or f"at most {max_cut:.0%} removed per run, --max-cut-pct"
+    smallest = min(cut, key=lambda x: (allocation_of(info[x]).gpus_per_replica(), x))
+    moved = {**counts, smallest: run[smallest] - 1}
+    if max_cut > 0 and all(counts[u] == run[u] for u in cut) and fleet_gpus(moved, info) >= floor - 1e-9:
+        # a fleet so small that one replica is more than the cap (1 GPU of 1) would never move to
+        # new capacity: one replica per run may go when what this run adds makes up for it
+        counts = moved
+        rule += "; one replaced replica per run may always go"
+        if counts == stages[-1][1]:
+            return stages, False, None
+    line = (f"capacity cut capped: this run keeps {running_kept(counts, run, info)} of {before} running GPUs "
+            f"(the new plan keeps {planned_kept} of them; {rule}); the next run continues, or use --force")
     return stages[:-1] + [(name, counts)], True, line
 
 
@@ -143,10 +167,24 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
     return dict(new_plan, allocations=allocations, cost_usd_per_hour=cost)
 
 
+def _read_journal(path: Path) -> dict:
+    """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError);
+    it must be the object a run wrote."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.fileio import read_json
+
+    hint = f"it is written by replan --apply; if no replan is running, move {path.name} aside to start afresh"
+    doc = read_json(path, "replan journal", hint=hint)
+    if not isinstance(doc, dict) or doc.get("status") not in ("running", "failed", "done") or not isinstance(
+            doc.get("stages"), list):
+        raise InvalidInputError(f"{path}: not a replan journal (status and stages missing or wrong)", hint=hint)
+    return doc
+
+
 class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
-        self.doc: dict | None = json.loads(self.path.read_text()) if self.path.exists() else None
+        self.doc: dict | None = _read_journal(self.path) if self.path.exists() else None
 
     @property
     def unfinished(self) -> bool:

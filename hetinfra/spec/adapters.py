@@ -19,7 +19,7 @@ from typing import Callable
 from pydantic import Field, field_validator, model_validator
 
 from hetinfra.errors import InfeasibleError, InvalidInputError, did_you_mean
-from hetinfra.spec.base import ResourceWord, ShellArg, Strict
+from hetinfra.spec.base import ResourceWord, ShellArg, ShellChecked, Strict
 
 __all__ = ["MAX_ADAPTERS", "MAX_LORA_RANK", "LORA_RANKS", "AdapterDemand", "AdapterSpec", "adapters_of",
            "check_adapters", "slot_rank"]
@@ -53,7 +53,7 @@ class AdapterDemand(Strict):
         return self
 
 
-class AdapterSpec(Strict):
+class AdapterSpec(ShellChecked):
     """One LoRA adapter served beside a base model."""
 
     name: str = Field(description="The OpenAI `model` a request names to reach the adapter (vLLM --lora-modules "

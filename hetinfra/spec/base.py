@@ -9,19 +9,77 @@ refused by every float field; each field states its range in its Field(...).
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
-__all__ = ["Strict", "dns_name", "is_dns_label", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
+__all__ = ["Strict", "ShellChecked", "dns_name", "is_dns_label", "word_problem", "SHELL_META",
+           "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
 
 
 class Strict(BaseModel):
     """A spec model: extra="forbid" (a typo is an error with a did-you-mean), frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: characters a shell gives a meaning to: refused in every string that plan.json's shell-bound
+#: sections carry (hetinfra.document.base.shell_safety_error applies this same rule to plan.json)
+SHELL_META = re.compile(r"[;&|$`\\\"'<>(){}\[\]*?!#~\s]")
+#: the quoting and expansion characters refused even in keys that are never put on a command line
+QUOTE_META = re.compile(r"[;&$`\\\"']")
+#: keys whose values are prose (never checked) and keys never interpolated into a shell (QUOTE_META only)
+PROSE_KEYS = frozenset({"max_model_len_basis", "confidence_reason", "reason", "description", "note"})
+LOOSE_KEYS = frozenset({"unit", "template", "ssh_public_key", "tls_cert", "tls_key", "package", "confidence"})
+
+
+def word_problem(value: str, loose: bool = False) -> str | None:
+    """Why ``value`` may not reach a generated script or plan.json (None when it may): the one rule
+    of the spec's deploy strings, served names and command-line words and of plan.json's reader.
+    ``loose``: a key in LOOSE_KEYS, a class name or a routing key (only quoting is refused)."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return "contains a control character"
+    if loose:
+        return "contains a shell metacharacter" if QUOTE_META.search(value) else None
+    return "contains a shell metacharacter or whitespace" if SHELL_META.search(value) else None
+
+
+def _strings_of(value, leaf: str):
+    """(leaf key, string) of every string in ``value``: dict keys too, prose keys left out."""
+    if isinstance(value, str):
+        yield leaf, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k), str(k)
+            if str(k) not in PROSE_KEYS and not isinstance(v, BaseModel):
+                yield from _strings_of(v, str(k))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings_of(v, leaf)
+
+
+class ShellChecked(Strict):
+    """A spec section plan.json copies into a shell-bound section (``deploy``): every string field and
+    dict key obeys :func:`word_problem`, checked at spec load (the error names the spec's line) and
+    again by plan.json's model, which inherits this class: the two can never disagree."""
+
+    #: fields plan.json does not carry (a file path read at plan time): not checked here
+    shell_unchecked: ClassVar[frozenset] = frozenset()
+
+    @model_validator(mode="after")
+    def _words(self):
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, BaseModel) or name in PROSE_KEYS or name in self.shell_unchecked:
+                continue  # a section of its own checks itself
+            for leaf, text in _strings_of(value, name):
+                why = word_problem(text, loose=leaf in LOOSE_KEYS)
+                if why:
+                    where = name if leaf == name else f"{name}: key"
+                    raise ValueError(f"{where} {text[:60]!r} {why} (it reaches generated scripts and plan.json)")
+        return self
 
 
 def dns_name(value: str, what: str) -> str:
@@ -42,7 +100,8 @@ MAX_SHELL_ARG = 256
 
 def shell_arg(value: str) -> str:
     """``value`` when it may be passed as one argument on a generated command line (a model source,
-    a pip requirement, a path): 1-256 printable characters, none of _SHELL_BAD, not starting with '-'."""
+    a pip requirement, a path): 1-256 printable characters, none of _SHELL_BAD, not starting with '-'.
+    (Where plan.json carries it, :class:`ShellChecked` or the served-name rule adds SHELL_META.)"""
     if not value or len(value) > MAX_SHELL_ARG or not value.isprintable():
         raise ValueError(f"must be 1-{MAX_SHELL_ARG} printable characters (it reaches generated scripts)")
     if _SHELL_BAD.search(value) or value.startswith("-"):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.fileio import looks_like_header, number_cell, read_text
 from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
 
 
@@ -64,8 +64,8 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
     for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
-        if not row or (lineno == 1 and not row[0].strip().lstrip("-").isdigit()):
-            continue  # blank line or header
+        if not row or (lineno == 1 and looks_like_header(row)):
+            continue  # blank line or header (a first row of numbers, 512.0 or 1e3, is data)
         if len(row) < 2:
             raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens', got {','.join(row)[:60]!r}")
         i, o = (_tokens(row[k], f"{path}:{lineno}", col) for k, col in ((0, "input_tokens"), (1, "output_tokens")))

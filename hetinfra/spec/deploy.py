@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, SerializationInfo, field_validator, model_serializer
 
 from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, VLLM_PORT
-from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, Strict, dns_name
+from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, ShellChecked, dns_name
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
 
@@ -28,7 +28,7 @@ def omit_at_default(data, key: str, default, *also: str):
     return data
 
 
-class GatewaySpec(Strict):
+class GatewaySpec(ShellChecked):
     """The service's one public endpoint (`hetinfra gateway`), created by the Pulumi stacks with the fleet."""
 
     enabled: bool = Field(False, description="Create a gateway VM per cloud region with the fleet (Pulumi stacks; "
@@ -53,7 +53,7 @@ class GatewaySpec(Strict):
         return omit_at_default(handler(self), "kind", "hetinfra")
 
 
-class FailoverSpec(Strict):
+class FailoverSpec(ShellChecked):
     """Where a SkyServe unit's replicas may go when its planned offer has no capacity (SkyPilot tasks only)."""
 
     max_alternates: int = Field(4, ge=0, le=16, description="Most equivalent offers (same GPU type and count, same "
@@ -68,7 +68,7 @@ class FailoverSpec(Strict):
                                     "removes them when spot capacity is back (replica_policy.dynamic_ondemand_fallback).")
 
 
-class KubeClusterSpec(Strict):
+class KubeClusterSpec(ShellChecked):
     """One Kubernetes cluster hetinfra deploys a cloud region's units into (it never creates clusters)."""
 
     context: ShellArg = Field(..., min_length=1, description="kubeconfig context of the cluster.")
@@ -85,7 +85,7 @@ class KubeClusterSpec(Strict):
         return dns_name(v, "namespace")
 
 
-class KubernetesSpec(Strict):
+class KubernetesSpec(ShellChecked):
     """deploy.target kubernetes: one existing cluster per cloud region of the plan."""
 
     clusters: dict[str, KubeClusterSpec] = Field({}, description="Cluster per fleet, keyed 'cloud/region' (e.g. "
@@ -102,12 +102,12 @@ class KubernetesSpec(Strict):
     @classmethod
     def _clusters(cls, v: dict[str, KubeClusterSpec]) -> dict[str, KubeClusterSpec]:
         for k in v:
-            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+$", k):
+            if not re.match(r"^(aws|gcp|azure)/[a-z0-9-]+\Z", k):  # \Z: "$" lets a final newline through
                 raise ValueError(f"kubernetes.clusters key {k!r} must be cloud/region, e.g. aws/us-east-1")
         return v
 
 
-class DeploySpec(Strict):
+class DeploySpec(ShellChecked):
     """How the plan is deployed: serving runtime, network exposure, Pulumi stack settings."""
 
     autoscale: bool = Field(False, description="SkyServe: autoscale each unit between its planned count and 2x at the "

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
-from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, Strict, dns_name
+from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.units import Count, Milliseconds
@@ -194,9 +194,11 @@ class DemandSpec(Strict):
         return v
 
 
-class VariantSpec(Strict):
+class VariantSpec(ShellChecked):
     """One way to serve the model: another precision and/or another checkpoint of the same family,
     with its accuracy score. Fields left out are the model's own."""
+
+    shell_unchecked = frozenset({"architecture"})  # a file read at plan time; plan.json lacks it
 
     name: str = Field(description="Variant name (lowercase letters, digits, '-', at most 24 characters), e.g. fp8: "
                                   "it names the variant in the plan and ends its deployment units' names.")
@@ -231,12 +233,14 @@ class VariantSpec(Strict):
         return self
 
 
-class ModelSpec(Strict):
+class ModelSpec(ShellChecked):
     """One model the service serves."""
 
+    shell_unchecked = frozenset({"architecture"})  # a file read at plan time; plan.json lacks it
+
     name: str = Field(description="The name clients ask for (vLLM --served-model-name): free-form as vLLM allows, "
-                                  "e.g. llama-3.1-8b or Qwen/Qwen2.5-72B-Instruct (no whitespace, quotes, '`', '$', "
-                                  "'\\'). Cloud resources use a DNS-safe slug of it (plan.json models[].slug).")
+                                  "e.g. llama-3.1-8b or Qwen/Qwen2.5-72B-Instruct (no whitespace or shell metacharacter "
+                                  ";&|$`\\\"'<>(){}[]*?!#~). Cloud resources use a DNS-safe slug of it (plan.json models[].slug).")
     model: ShellArg | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b, or a Hugging "
                                                 "Face repo id (org/name) whose config.json (and safetensors index) is "
                                                 "read from the Hugging Face cache, downloaded with huggingface_hub "
@@ -323,7 +327,6 @@ class CustomGpuSpec(Strict):
     nvlink: bool = Field(False, description="GPUs of one instance are linked by NVLink (else PCIe).")
     intra_node_gbps: float = Field(32.0, gt=0, le=10_000, description="Per-GPU bandwidth between GPUs of one "
                                                                      "node, GB/s (PCIe4 x16: 32).")
-
 
 class InfrastructureSpec(Strict):
     """Where the plan may put capacity."""

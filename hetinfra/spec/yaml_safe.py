@@ -30,8 +30,22 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str):
         super().__init__(stream)
         self.alias_count = 0
+        self.depth = 0
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        # PyYAML composes by recursion: 3,000 nested '[' end in a RecursionError before the tree
+        # could be walked, so the depth is bounded here, while composing
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH + 1:
+                mark = self.peek_event().start_mark
+                raise InvalidInputError(f"{self.name}:{mark.line + 1}:{mark.column + 1}: YAML nested deeper than "
+                                        f"{MAX_DEPTH} levels", hint="a spec nests a few levels; flatten the value")
+            return self._compose_counted(parent, index)
+        finally:
+            self.depth -= 1
+
+    def _compose_counted(self, parent, index):  # noqa: ANN001
         if self.check_event(yaml.AliasEvent):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:

@@ -107,21 +107,27 @@ def test_budget_below_optimum_is_infeasible_with_hint(tmp_path, run_cli):
 
 
 def test_caps_too_small_names_the_cap(tmp_path, run_cli):
+    """The cap that holds GPUs is blamed, not the empty one (Y at 0: none there), though 1 Y would be
+    the cheaper fix; an empty cap is blamed only when no relaxation of the others serves (issue 36)."""
     import json
 
     import yaml
 
-    spec = _spec(tmp_path)
-    spec["infrastructure"]["availability"] = [{"cloud": "lab", "region": "r1", "gpu": "Y", "max_gpus": 0},
-                                              {"cloud": "lab", "region": "r1", "gpu": "X", "max_gpus": 5}]
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    code, out, err = run_cli("plan", str(path), "--json", "--no-verify")
-    assert code == 3
-    # Cheapest fix: 1 Y GPU (1 X + 1 Y), not 4 more X.
-    assert "lab/r1 Y: cap 0 GPUs, needs 1" in err
-    relax = json.loads(out)["error"]["relax"]
-    assert relax == [{"availability": {"cloud": "lab", "region": "r1", "gpu": "Y", "max_gpus": 0, "needed": 1}}]
+    def diagnosis(caps: dict[str, int]) -> tuple[str, list]:
+        spec = _spec(tmp_path)
+        spec["infrastructure"]["availability"] = [{"cloud": "lab", "region": "r1", "gpu": g, "max_gpus": n}
+                                                  for g, n in caps.items()]
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        code, out, err = run_cli("plan", str(path), "--json", "--no-verify")
+        assert code == 3, err
+        return err, json.loads(out)["error"]["relax"]
+
+    err, relax = diagnosis({"Y": 0, "X": 5})
+    assert "lab/r1 X: cap 5 GPUs, needs 9" in err and "Y" not in err.split("hint")[0]
+    assert relax == [{"availability": {"cloud": "lab", "region": "r1", "gpu": "X", "max_gpus": 5, "needed": 9}}]
+    err, relax = diagnosis({"Y": 0, "X": 0})  # only empty caps: the cheapest of them is named
+    assert "lab/r1 X: cap 0 GPUs, needs 1; lab/r1 Y: cap 0 GPUs, needs 1" in err
 
 
 def test_spot_true_plans_on_spot_prices(tmp_path, plan_json):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from hetinfra.compile.unit import DeployedUnit
+from hetinfra.facts import fit_label
 
 __all__ = ["GATEWAY_IMAGE", "gateway_objects"]
 
@@ -66,7 +67,7 @@ def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], sl
     objs = []
     for model in sorted({u.service_model for u in units}):
         slug = slugs[model]
-        pool = f"{service}-{slug}"[:63].rstrip("-")
+        pool = fit_label(f"{service}-{slug}")  # shortened names stay distinct (a hash suffix)
         labels = {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service}
         port = next(u.port for u in units if u.service_model == model)
         objs.append({"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from hetinfra.compile.unit import DeployedUnit
-from hetinfra.facts import GCP
+from hetinfra.facts import GCP, fit_label
 
 __all__ = ["GPU_TAINT", "NodePlacement", "node_objects", "placement"]
 
@@ -44,7 +44,7 @@ class NodePlacement:
 def pool_name(service: str, instance_type: str, spot: bool) -> str:
     """One pool per instance type and purchase option of the service: DNS-safe, at most 63 characters."""
     kind = re.sub(r"[^a-z0-9]+", "-", instance_type.lower()).strip("-")
-    return f"{service}-{kind}-{'spot' if spot else 'od'}"[:63].rstrip("-")
+    return fit_label(f"{service}-{kind}-{'spot' if spot else 'od'}")  # shortened names stay distinct
 
 
 def placement(service: str, unit: DeployedUnit, rank: int = 0) -> NodePlacement:

@@ -1,0 +1,77 @@
+"""Signals during a real `hetinfra plan` subprocess: SIGINT exits 130 and SIGTERM 143, after the
+staged copy of OUT is removed; OUT is as it was or complete, never half-written, and nothing is
+left beside it. Once at a fixed point (inside the staged copy, before the swap: a sitecustomize hook
+sends the signal from the artifact writer) and at several fixed delays into a verified plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HETINFRA = str(Path(sys.executable).parent / "hetinfra")
+SPEC = REPO / "services" / "chat.yaml"
+
+
+def _files(out: Path) -> dict:
+    return {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+def _plan_then_signal(tmp_path: Path, signum: int) -> tuple[int, str, Path]:
+    """A real `hetinfra plan` subprocess, sent ``signum`` once it is staging its out dir."""
+    out = tmp_path / "out"
+    spec = SPEC
+    first = subprocess.run([HETINFRA, "plan", str(spec), "--out", str(out),
+                            "--no-baselines", "--no-verify"], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    before = _files(out)
+    # stop inside the staged copy: a sitecustomize hook sends the signal from the artifact writer
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, signal\n"
+        "import hetinfra.compile.artifacts as a\n"
+        "real = a._write_artifacts\n"
+        "def slow(out, plan, doc):\n"
+        "    written = real(out, plan, doc)\n"
+        f"    os.kill(os.getpid(), {int(signum)})\n"
+        "    return written\n"
+        "a._write_artifacts = slow\n")
+    env = dict(os.environ, PYTHONPATH=str(hook))
+    run = subprocess.run([HETINFRA, "plan", str(spec), "--out", str(out),
+                          "--no-baselines", "--no-verify"], capture_output=True, text=True, timeout=300, env=env)
+    assert _files(out) == before  # OUT as it was: the copy was never swapped in
+    return run.returncode, run.stderr, out
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_plan_leaves_out_whole_and_no_copy_beside_it(tmp_path, signum, code):
+    rc, err, out = _plan_then_signal(tmp_path, signum)
+    assert rc == code, err
+    assert "Traceback" not in err and "Aborted" not in err
+    assert sorted(p.name for p in out.parent.iterdir()) == ["hook", "out"]  # no .out.new.* left
+
+
+@pytest.mark.parametrize("signum, delay", [(signal.SIGTERM, 0.4), (signal.SIGINT, 0.9), (signal.SIGTERM, 1.6)])
+def test_a_signal_at_any_time_leaves_out_absent_or_complete(tmp_path, signum, delay):
+    """A plan with verification stopped at a fixed delay: whatever it was doing, it exits 0 (done in
+    time) or 128 + the signal, and OUT is absent or a whole plan (its plan.json reads)."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([HETINFRA, "plan", str(SPEC), "--out", str(out), "--no-baselines"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 128 + signum), err
+    assert "Traceback" not in err
+    assert [p.name for p in tmp_path.iterdir()] in ([], ["out"])  # no .out.new.* / .out.old.* copy
+    if out.exists():
+        plan = json.loads((out / "plan.json").read_text())
+        assert (out / "router" / "weights.json").is_file() and plan["allocations"]
