@@ -92,3 +92,17 @@ def test_every_solution_keeps_the_rules_and_deals_round_robin(rates, slots, big_
 def test_round_robin_refuses_counts_that_break_the_rows(count, slots, holds):
     with pytest.raises(ValueError):
         instance_adapters(count, slots, holds)
+
+
+def test_replan_moves_adapters_with_their_demand_within_the_change_penalty():
+    """Demand moves from a0 to a1: the running fleet stays (no instance started, so no churn paid) and
+    the adapters move between its instances' slots."""
+    before = problem([6.0, 0.2, 0.2], big_slots=2, big_rate=7.0, small_rate=7.0)
+    first = solve(before)
+    after = before.replace(demand={**before.demand, ("m", "c~a0"): 0.2, ("m", "c~a1"): 6.0},
+                           running=dict(first.n), churn_hours=8.0)
+    again = solve(after)
+    assert again.n == first.n  # the same instances
+    a1_holders = sum(c for (_, a), c in again.holds.items() if a == "a1")
+    a1_flow = sum(v for (u, _, w), v in again.flow.items() if w == "c~a1")
+    assert a1_flow == pytest.approx(6.0) and a1_holders >= 1 and verify_adapters(after, again) == []
