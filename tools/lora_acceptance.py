@@ -39,26 +39,36 @@ def rate(gpu: str, slots: int) -> float:
     return est.max_rps if est.feasible else 0.0
 
 
-def units(demand: dict, tiers=SLOT_TIERS) -> tuple[SolverUnit, ...]:
+def units(demand: dict, tiers=SLOT_TIERS, derate: float = 1.0) -> tuple[SolverUnit, ...]:
     out = []
     for gpu, (itype, price) in OFFERS.items():
         for k in tiers:
-            r = rate(gpu, k)
+            r = rate(gpu, k) * derate
             if r > 0:
                 out.append(SolverUnit(f"{itype}+lora{k}", BASE, price, 1, ((("aws", "us-east-1", gpu), 1),),
                                       with_adapter_keys({"c": r}, demand), "us-east-1", slots=k))
     return tuple(out)
 
 
-def cheapest(need_rps: float, slots: int) -> tuple[int, float]:
+def cheapest(need_rps: float, slots: int, derate: float = 1.0) -> tuple[int, float]:
     """(GPUs, $/h) of the cheapest single-GPU-type deployment serving need_rps with `slots` adapters per engine."""
     best = None
     for gpu, (_, price) in OFFERS.items():
-        r = rate(gpu, slots)
+        r = rate(gpu, slots) * derate
         if r > 0:
             n = max(1, math.ceil(need_rps / r - 1e-9))
             best = min(best or (n, n * price), (n, n * price), key=lambda x: x[1])
     return best
+
+
+def solve_acceptance(adapters_n: int = 50, rate_rps: float = 40.0, zipf: float = 1.0, derate: float = 1.0):
+    """(SolveResult, AllocationProblem) of the acceptance's placement, every rate x ``derate``."""
+    adapters = zipf_adapters(adapters_n, rate_rps, zipf)
+    demand, keys = adapter_demand(BASE, {"c": rate_rps}, adapters)
+    us = units(demand, derate=derate)
+    best = max(max(u.rates.values()) for u in us)
+    problem = AllocationProblem(units=us, demand=demand, adapters=adapter_holds(BASE, adapters, keys, demand, best))
+    return solve(problem, time_limit_s=120, mip_gap=1e-3), problem
 
 
 def main(argv=None) -> dict:
@@ -66,18 +76,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--adapters", type=int, default=50)
     ap.add_argument("--rate", type=float, default=40.0)
     ap.add_argument("--zipf", type=float, default=1.0)
+    ap.add_argument("--derate", type=float, default=1.0, help="every engine's rate x this (tools.lora_simcheck finds it)")
     args = ap.parse_args(argv)
     adapters = zipf_adapters(args.adapters, args.rate, args.zipf)
     demand, keys = adapter_demand(BASE, {"c": args.rate}, adapters)
-    us = units(demand)
-    best = max(max(u.rates.values()) for u in us)
-    problem = AllocationProblem(units=us, demand=demand, adapters=adapter_holds(BASE, adapters, keys, demand, best))
-    res = solve(problem, time_limit_s=120, mip_gap=1e-3)
+    res, problem = solve_acceptance(args.adapters, args.rate, args.zipf, args.derate)
+    us = problem.units
     plan_gpus = sum(res.n.values())
     plan_cost = res.cost(problem)
-    per = [cheapest(sum(demand[k] for k in keys[a.name]), 1) for a in adapters]
+    per = [cheapest(sum(demand[k] for k in keys[a.name]), 1, args.derate) for a in adapters]
     per_gpus, per_cost = sum(g for g, _ in per), sum(c for _, c in per)
-    all_gpus, all_cost = cheapest(args.rate, args.adapters)
+    all_gpus, all_cost = cheapest(args.rate, args.adapters, args.derate)
     layout = {u: {"instances": n, "adapters": instance_adapters(
         n, next(x.slots for x in us if x.id == u), {a: c for (uu, a), c in res.holds.items() if uu == u})}
         for u, n in sorted(res.n.items())}
