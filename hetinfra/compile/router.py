@@ -53,18 +53,20 @@ def litellm_config(weights: dict, endpoints: dict[str, list[str]] | None = None,
 
     endpoints = endpoints or {}
     model_list = []
+    shares: dict[tuple[str, str], float] = {}  # (model, unit) -> the unit's share of the model's requests
     for model, entry in weights["models"].items():
         for unit, e in entry["endpoints"].items():
             urls = endpoints.get(unit) or [f"http://{unit}:{{port}}/v1"]
+            shares[(model, unit)] = share = e.get("share") or 0.0
             for url in urls:
                 model_list.append({"model_name": model, "litellm_params": {
                     "model": f"hosted_vllm/{model}", "api_base": url, "api_key": "os.environ/VLLM_API_KEY",
-                    "weight": max(1, round((e.get("share") or 0.0) * 1000 / max(1, len(urls))))},
+                    "weight": max(1, round(share * 1000 / max(1, len(urls))))},
                     "model_info": {"id": f"{unit}-{urls.index(url)}", "hetinfra_unit": unit}})
     if adapters:
         from hetinfra.compile.router_adapters import adapter_deployments
 
-        model_list += adapter_deployments(weights, adapters, endpoints)
+        model_list += adapter_deployments(shares, adapters, endpoints)
     doc = {"model_list": model_list,
            "router_settings": {"routing_strategy": "simple-shuffle", "num_retries": 2, "allowed_fails": 2,
                                "cooldown_time": 30},

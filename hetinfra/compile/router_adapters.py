@@ -7,15 +7,15 @@ from __future__ import annotations
 __all__ = ["adapter_deployments"]
 
 
-def adapter_deployments(weights: dict, adapters: dict[str, tuple[str, list[str]]],
+def adapter_deployments(shares: dict[tuple[str, str], float], adapters: dict[str, tuple[str, list[str]]],
                         endpoints: dict[str, list[str]]) -> list[dict]:
-    """LiteLLM ``model_list`` entries of the adapters (adapter -> (base, holding units))."""
+    """LiteLLM ``model_list`` entries of the adapters (adapter -> (base, holding units)); ``shares``:
+    (model, unit) -> the unit's share of the model's requests."""
     out = []
     for name, (base, holders) in sorted(adapters.items()):
-        shares = weights["models"].get(base, {}).get("endpoints", {})
         for unit in sorted(holders):
             urls = endpoints.get(unit) or [f"http://{unit}:{{port}}/v1"]
-            share = (shares.get(unit) or {}).get("share") or 0.0
+            share = shares.get((base, unit), 0.0)
             for i, url in enumerate(urls):
                 out.append({"model_name": name, "litellm_params": {
                     "model": f"hosted_vllm/{name}", "api_base": url, "api_key": "os.environ/VLLM_API_KEY",

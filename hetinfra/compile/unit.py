@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from hetinfra.catalog.gpus import NO_BF16_GPUS
-from hetinfra.facts import PRECISIONS, VLLM_PORT, is_dns_label
+from hetinfra.facts import LORA_RANKS, PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
-from hetinfra.spec.adapters import LORA_RANKS  # vLLM's --max-lora-rank choices, re-exported
 
 __all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves"]
 

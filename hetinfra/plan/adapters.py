@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from hetinfra.errors import InvalidInputError
 from hetinfra.solver.problem import AdapterHold, SolverUnit
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "copies_needed", "instance_adapters",
-           "lora_tier"]
+           "lora_tier", "refuse_unplanned_adapters"]
 
 #: joins a class name and an adapter name into the adapter's demand key (``"chat~sql"``)
 ADAPTER_KEY_SEP = "~"
@@ -96,3 +97,13 @@ def instance_adapters(count: int, slots: int, holds: dict[str, int]) -> list[lis
             i += 1
     assert all(len(x) <= math.ceil(sum(holds.values()) / max(count, 1)) for x in out)
     return out
+
+
+def refuse_unplanned_adapters(spec, locate) -> None:
+    """Exit 2 for a spec with ``adapters`` at ``hetinfra plan``: the placement above is not yet wired into
+    the plan's units and plan.json, and a plan that left the adapters' memory, slowdown and routing out
+    would promise what its fleet cannot keep (docs/concepts/adapters.md, "Not wired yet")."""
+    if spec.adapters:
+        raise InvalidInputError(f"{locate('adapters')}: `hetinfra plan` does not place LoRA adapters yet (the spec is "
+                                "valid; the placement runs in tools/lora_acceptance.py)",
+                                hint="plan without `adapters:` for the base models alone")

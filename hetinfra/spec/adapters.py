@@ -19,14 +19,12 @@ from typing import Callable
 from pydantic import Field, field_validator, model_validator
 
 from hetinfra.errors import InfeasibleError, InvalidInputError, did_you_mean
+from hetinfra.facts import LORA_RANKS  # vLLM's --max-lora-rank choices
 from hetinfra.spec.base import ResourceWord, ShellArg, ShellChecked, Strict
 
 __all__ = ["MAX_ADAPTERS", "MAX_LORA_RANK", "LORA_RANKS", "AdapterDemand", "AdapterSpec", "adapters_of",
            "check_adapters", "slot_rank"]
 
-#: the LoRA ranks vLLM's ``--max-lora-rank`` accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py);
-#: hetinfra.compile.unit.LORA_RANKS is the same tuple, re-exported there for the engine flags
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 #: the largest rank an engine allows: an adapter above it cannot be loaded by vLLM
 MAX_LORA_RANK = LORA_RANKS[-1]
 #: most adapters one spec may list (S-LoRA serves thousands; a plan of 1000 stays solvable)
@@ -56,9 +54,9 @@ class AdapterDemand(Strict):
 class AdapterSpec(ShellChecked):
     """One LoRA adapter served beside a base model."""
 
-    name: str = Field(description="The OpenAI `model` a request names to reach the adapter (vLLM --lora-modules "
-                                  "name); unique across models and adapters.")
-    base: str = Field(description="The `name` of the model (in `models`) the adapter was trained on.")
+    name: ShellArg = Field(description="The OpenAI `model` a request names to reach the adapter (vLLM --lora-modules "
+                                       "name; no '='); unique across models and adapters.")
+    base: str = Field(max_length=128, description="The `name` of the model (in `models`) the adapter was trained on.")
     source: ShellArg = Field(description="What vLLM loads: a Hugging Face repo id or a path.")
     rank: int = Field(16, ge=1, description=f"The adapter's LoRA rank (at most {MAX_LORA_RANK}, vLLM's largest "
                                             "--max-lora-rank).")
@@ -67,11 +65,12 @@ class AdapterSpec(ShellChecked):
         None, min_length=1, max_length=1000, description="Residency: the only regions whose units may hold the "
                                                          "adapter (unset: any region the base may use).")
 
-    @field_validator("name", "base")
+    @field_validator("name")
     @classmethod
-    def _served(cls, v: str) -> str:
-        from hetinfra.spec.models import _served_name
-        return _served_name(v)
+    def _name(cls, v: str) -> str:
+        if "=" in v:  # vLLM splits --lora-modules name=source at the first '='
+            raise ValueError(f"adapter name {v!r} may not contain '=' (vLLM reads --lora-modules name=source)")
+        return v
 
     @field_validator("rank")
     @classmethod
