@@ -123,7 +123,10 @@ def front_case(d: Path) -> Path:
     hetinfra spec in ``d``: the case tests/solver/test_melange_regression.py checks against Mélange's optimum."""
     from tests.solver.test_melange_regression import _write_case
 
-    data = REPO.parent / "shared" / "data" / "melange-release"
+    import os
+
+    # the shared reference data beside the checkout, or where HETINFRA_SHARED says (a git worktree)
+    data = Path(os.environ.get("HETINFRA_SHARED") or REPO.parent / "shared") / "data" / "melange-release"
     fixtures = json.loads((data / "melange_regression_fixtures.json").read_text())
     profiles = json.loads((data / "melange_profiles_llama2-7b_feb2024.json").read_text())
     (d / "s.yaml").write_text(yaml.safe_dump(_write_case(d, fixtures, profiles, "V1", 32, "sliced")))
@@ -389,17 +392,16 @@ def write_shared(d: Path, n_models: int) -> Path:
     return path
 
 
-def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked") -> None:
+def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked", versus: str | None = None) -> None:
     """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm):
     median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds. ``kind``:
     "linked" (issue 26's capped fleet, write_shared), "independent" (the same models and offers with
-    nothing linking them, write_fleet) or "coral" (Coral's extended case, write_case)."""
-    import json
+    nothing linking them, write_fleet) or "coral" (Coral's extended case, write_case). ``versus``:
+    another checkout's Python (its ``.venv/bin/python``): each run of this one is followed by one of
+    that one on the same spec, and both rows are printed (before/after side by side)."""
     import os
-    import statistics
-    import subprocess
 
-    cmd = [sys.executable, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
+    pythons = [sys.executable] + ([versus] if versus else [])
     with tempfile.TemporaryDirectory() as tmp:
         if kind == "linked":
             write_shared(Path(tmp), n_models)
@@ -407,25 +409,48 @@ def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked") -
             write_fleet(Path(tmp), n_models, linked=False)
         else:
             write_case(Path(tmp), 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])
-        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
-        subprocess.run(cmd[:6] + ["--no-verify"], cwd=tmp, env=env, capture_output=True)  # fills the template cache
-        walls, out = [], None
+        runs = {py: ([], None) for py in pythons}
+        for py in pythons:  # each interpreter its own template cache, filled first
+            env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache-{pythons.index(py)}"))
+            _plan_run(py, tmp, env, False)
         for _ in range(repeat):
-            t = time.perf_counter()
-            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
-            walls.append(time.perf_counter() - t)
+            for py in pythons:
+                env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache-{pythons.index(py)}"))
+                wall, out = _plan_run(py, tmp, env, verify)
+                runs[py] = (runs[py][0] + [wall], out)
     label = (f"{kind} {n_models:>2} models" if kind != "coral" else "coral extended") + \
         f" {'verified' if verify else '--no-verify'}"
+    for py in pythons:
+        walls, out = runs[py]
+        _shared_line(label + ("" if not versus else " [this]" if py == sys.executable else " [versus]"),
+                     walls, out, verify)
+
+
+def _plan_run(python: str, cwd: str, env: dict, verify: bool):
+    import subprocess
+
+    cmd = [python, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
+    t = time.perf_counter()
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    return time.perf_counter() - t, out
+
+
+def _shared_line(label: str, walls: list[float], out, verify: bool) -> None:
+    import json
+    import statistics
+
     if out.returncode not in (0, 10):
         print(f"{label:<34} exit {out.returncode}: {out.stderr.strip()[-200:]}", flush=True)
         return
     doc = json.loads(out.stdout)
     sv = doc["solver"]
-    rounds = (doc.get("fidelity") or {}).get("rounds", 0) if verify else 0
+    fid = doc.get("fidelity") or {}
+    rounds = fid.get("rounds", 0) if verify else 0
+    reps = (fid.get("replications") or {}).get("simulated")
     how = ",".join(sorted({b["method"] for b in sv.get("blocks", [])})) or sv.get("method", "joint")
     print(f"{label:<34} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
           f"gap {100 * (sv['gap'] or 0):6.3f}%  {sv['status']:<10} {how:<24} blocks {len(sv.get('blocks', [])):>2}  "
-          f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h", flush=True)
+          f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h" + (f"  replications {reps}" if reps else ""), flush=True)
 
 
 def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, float, int]:
@@ -463,15 +488,17 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, fl
     return wall, cpu, sum(w for w, _ in spent), sum(c for _, c in spent), len(spent)
 
 
-def shared(models: list[int], repeat: int) -> None:
-    for verify in (False, True):
-        shared_row(6, verify, repeat, kind="coral")
-    for n in models:
+def shared(models: list[int], repeat: int, versus: str | None = None, kinds: str = "coral,independent,linked") -> None:
+    for verify in (False, True) if "coral" in kinds else ():
+        shared_row(6, verify, repeat, kind="coral", versus=versus)
+    for n in models if "independent" in kinds else ():
         for verify in (False, True):
-            shared_row(n, verify, repeat, kind="independent")
-    for n in models:
+            shared_row(n, verify, repeat, kind="independent", versus=versus)
+    for n in models if "linked" in kinds else ():
         for verify in (False, True):
-            shared_row(n, verify, repeat)
+            shared_row(n, verify, repeat, versus=versus)
+            if versus:
+                continue
             wall, cpu, solve_wall, solve_cpu, solves = solver_seconds(n, verify)
             print(f"{'':<30} one in-process run: wall {wall:7.2f} s (CPU {cpu:6.2f} s), in solve() {solve_wall:6.2f} s "
                   f"(CPU {solve_cpu:6.2f} s, {solves} solves)", flush=True)
@@ -493,6 +520,10 @@ def main() -> None:
                          "`hetinfra plan` verified and --no-verify")
     ap.add_argument("--models", default=None, help="fleet sizes (default 1,8,16,32,64; --shared: 8,32)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--versus", default=None,
+                    help="--shared: another checkout's Python (e.g. /work/main/.venv/bin/python): its `hetinfra plan` "
+                         "runs in turn with this one's on the same specs (before/after side by side)")
+    ap.add_argument("--kinds", default="coral,independent,linked", help="--shared: which cases")
     ap.add_argument("--front", action="store_true",
                     help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
     args = ap.parse_args()
@@ -503,7 +534,7 @@ def main() -> None:
         return
     if args.shared:
         ensure_bytecode()
-        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat)
+        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat, args.versus, args.kinds)
         return
     sys.path.insert(0, str(REPO))
     if args.fleet:

@@ -89,6 +89,22 @@ def check_engines_start(args, stdout: str) -> None:
     if isinstance(doc, dict) and "allocations" in doc:
         assert engine_length_problems(doc) == [], engine_length_problems(doc)
         assert all("max_model_len" in a for a in doc["allocations"])
+        check_ceilings(doc, Path(args[1]))
+
+
+def check_ceilings(doc: dict, spec_path: Path) -> None:
+    """Every plan the suite builds through the CLI (issue 33): no unit loaded past its measured interval
+    or its roofline (hetinfra.plan.ceiling) at the load it promises (1 for an unverified plan)."""
+    from hetinfra.plan.ceiling import Ceilings
+    from hetinfra.spec.load import load_spec
+
+    if not spec_path.is_file():
+        return
+    fidelity = doc.get("fidelity") or {}
+    load = fidelity.get("load", 1.0) if fidelity.get("verified") else 1.0
+    spec, _, _ = load_spec(spec_path)
+    over = Ceilings(spec, spec_path).over(doc, load)
+    assert over == {}, f"units past their ceiling at {load}x: {over}"
 
 
 @pytest.fixture

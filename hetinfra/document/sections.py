@@ -9,6 +9,7 @@ from typing import Literal, Optional
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from hetinfra.document.base import IDENT, Doc, Number
+from hetinfra.document.fidelity import Confirmation, FidelityModel, Replications
 from hetinfra.spec.deploy import DeploySpec
 from hetinfra.spec.models import Precision
 
@@ -275,7 +276,11 @@ class Fidelity(Doc):
 
     verified: StrictBool = Field(description="Whether the plan was simulated.")
     reason: Optional[StrictStr] = Field(None, description="Why it was not (unverified plans only).")
-    met: Optional[StrictBool] = Field(None, description="Whether every model met its objective in simulation.")
+    met: Optional[StrictBool] = Field(None, description="Whether every model met its objective in simulation, on the "
+                                                        "search's seeds and on the confirmation's.")
+    models: Optional[list[FidelityModel]] = Field(None, description="Per model: the statistics and their judgement.")
+    replications: Optional[Replications] = Field(None, description="How the judgements were made.")
+    confirmation: Optional[Confirmation] = Field(None, description="The final plan on fresh seeds.")
 
 
 class Totals(Doc):

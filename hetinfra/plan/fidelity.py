@@ -11,8 +11,8 @@ from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (
     "per model: the largest multiple x of the declared demand on the grid load x (1 + k/8), k = 0..7 "
-    "(searched from load x 9/8 up, then by bisection), at which the simulation with the same seed and "
-    "requests still meets the objective; ratio = the smallest over models")
+    "(searched from load x 9/8 up, then by bisection), at which the judgement on the decide seeds (the "
+    "same requests per replication) still meets the objective; ratio = the smallest over models")
 
 
 def record(doc: dict, v: Verification, strict: bool) -> None:
@@ -28,7 +28,7 @@ def record(doc: dict, v: Verification, strict: bool) -> None:
         "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
         "load_basis": load_basis(spec),
         "statistic": {m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
-        "burst_cv": settings.burst_cv, "requests": settings.requests, "requests_per": "model",
+        "burst_cv": settings.burst_cv, "requests": v.requests or settings.requests, "requests_per": "model",
         "margin": settings.margin, "confidence": spec.planning.confidence,
         "cost_before_usd_per_hour": v.history[0]["cost_usd_per_hour"],
         "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
@@ -40,14 +40,18 @@ def record(doc: dict, v: Verification, strict: bool) -> None:
                                if t in {a["template"] for a in doc["allocations"]}},
         "models": [_model_fidelity(m) for m in v.sim["models"]], "history": v.history,
         "round_by_model": dict(sorted(v.round_by_model.items())),
+        "replications": _replications(v, settings.seed),
+        "confirmation": _confirmation(v),
     }
-    _finish_warnings(doc, v.sim, v.stopped, v.stop_reason, strict, load)
+    doc["fidelity"]["trim"]["put_back"] = v.put_back
+    doc["fidelity"]["met"] = bool(v.sim["met"] and v.confirmation.get("met", False))
+    _finish_warnings(doc, v, strict, load)
 
 
-def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | None, strict: bool, load: float) -> None:
-    if stop_reason:
-        doc["warnings"].append(stop_reason)
-    if stopped:
+def _finish_warnings(doc: dict, v: Verification, strict: bool, load: float) -> None:
+    if v.stop_reason:
+        doc["warnings"].append(v.stop_reason)
+    if v.stopped:
         # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
         # when the baselines' cut already set solver.safety_stop: this one can change the plan)
         from hetinfra.solver.decompose import SAFETY_WARNING
@@ -55,15 +59,25 @@ def _finish_warnings(doc: dict, sim: dict, stopped: bool, stop_reason: str | Non
         doc["solver"]["safety_stop"] = True
         doc["fidelity"]["safety_stop"] = True
         doc["warnings"].append(SAFETY_WARNING + " (during verification)")
-    if not sim["met"]:
-        missing = ", ".join(m["model"] for m in sim["models"] if not m["met"])
+    if v.put_back:
+        units = ", ".join(sorted({r["unit"] for r in v.put_back}))
+        doc["warnings"].append(f"{len(v.put_back)} removal(s) of the trim put back ({units}): the plan missed "
+                               "without them on the confirmation's fresh seeds")
+    if not v.sim["met"]:
+        missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} in simulation at {load:g}x demand "
                f"after {doc['fidelity']['rounds']} round(s) of re-planning")
-        if strict:
-            raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
-                                            "planning.verify.max_rounds, or plan without --strict-verify",
-                                  details={"fidelity": doc["fidelity"]})
-        doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
+    elif not v.confirmation.get("met", False):
+        missing = ", ".join(m["model"] for m in v.confirmation["models"] if not m["met"])
+        msg = (f"the plan misses the latency objective of {missing} at {load:g}x demand on the confirmation's "
+               "fresh seeds (it met on the seeds its search decided on)")
+    else:
+        return
+    if strict:
+        raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
+                                        "planning.verify.max_rounds, or plan without --strict-verify",
+                              details={"fidelity": doc["fidelity"]})
+    doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
 
 
 def _model_factors(pr: PlanResult) -> dict[str, float]:
@@ -76,7 +90,36 @@ def _model_factors(pr: PlanResult) -> dict[str, float]:
 
 
 def _model_fidelity(m: dict) -> dict:
+    """A model's line of fidelity.models: its worst replication's latency blocks (the published keys),
+    then the judgement over the replications (estimate, bound, decision)."""
     pick = ("mean", "p50", "p90", "p95", "p99")
     return {"model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
             "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
-            "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0)}
+            "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0),
+            **_judgement(m)}
+
+
+def _judgement(m: dict) -> dict:
+    """What the replications say of one model (hetinfra.sim.replications.judge, or a one-seed screen)."""
+    return {"replications": m.get("replications", 1), "seeds": list(m.get("seeds") or ()),
+            "decision": m.get("decision", "met" if m["met"] else "missed"), "stable": m.get("stable", True),
+            "estimate": m.get("estimate"), "bound": m.get("bound"), "ratio_bound": m.get("ratio_bound")}
+
+
+def _replications(v: Verification, seed: int) -> dict:
+    """fidelity.replications: how every decision and the confirmation were judged."""
+    from hetinfra.plan import replicated
+
+    return {"method": replicated.METHOD, "confidence": replicated.CONFIDENCE, "base_seed": seed,
+            "start": replicated.START, "step": replicated.STEP, "max_replications": replicated.MAX,
+            "decide_requests": v.decide_requests or v.requests,
+            "decide_seeds": list(v.sim.get("seeds") or ()), "confirm_seeds": list(v.confirmation.get("seeds") or ()),
+            "simulated": dict(v.replications)}
+
+
+def _confirmation(v: Verification) -> dict:
+    """fidelity.confirmation: the final plan on the confirm seeds, per model."""
+    c = v.confirmation
+    return {"met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
+            "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
+            "vetoes": list(v.vetoes)}

@@ -158,56 +158,142 @@ def _render_variants(plan: "Plan", console: Console) -> None:
         console.print(line)
 
 
+def _fidelity(plan: "Plan") -> dict:
+    """plan.json ``fidelity`` as written (its typed keys and the ones that follow the simulator)."""
+    return plan.fidelity.model_dump(mode="json", by_alias=True, exclude_unset=True) \
+        if plan.fidelity and plan.fidelity.verified else {}
+
+
 def _render_fidelity(plan: "Plan", console: Console) -> None:
-    """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``; its keys
-    besides verified/reason/met follow the simulator, so the model keeps them as they are)."""
-    if not (plan.fidelity and plan.fidelity.verified):
+    """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``): the mean over
+    the replications and its bound, on the search's seeds and on the confirmation's."""
+    f = _fidelity(plan)
+    if not f:
         return
-    f = plan.fidelity.model_extra or {}
-    t = Table(title=f"Latency objectives, simulated at {f['load']:g}x demand (seed {f['seed']}, {f['rounds']} round(s))",
-              title_justify="left")
-    for col in ("model", "objective", "TTFT", "TPOT", "attained", "met"):
+    conf = f.get("replications", {}).get("confidence")
+    title = f"Latency objectives, simulated at {f['load']:g}x demand ({f['rounds']} round(s)"
+    title += f", {100 * conf:g}% bounds)" if conf else f", seed {f['seed']})"
+    t = Table(title=title, title_justify="left")
+    for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
         t.add_column(col, justify="left" if col in ("model", "objective") else "right")
+    confirmed = _confirmed(plan)
     for m in f["models"]:
         slo = m["slo"]
         q = slo.get("percentile") or "p99"
         goal = f"{q} TTFT<={slo['ttft_ms']:g} ms, TPOT<={slo['tpot_ms']:g} ms"
         if slo.get("attainment"):
             goal += f", {100 * slo['attainment']:g}% both"
-        att = m.get("attainment")
-        t.add_row(m["model"], goal, _ms(m["ttft_ms"].get(q)), _ms(m["tpot_ms"].get(q)),
-                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]")
+        est, bound = m.get("estimate") or {}, m.get("bound") or {}
+        att = est.get("attainment", m.get("attainment"))
+        c = confirmed.get(m["model"])
+        t.add_row(m["model"], goal, _with_bound(est.get("ttft_ms", m["ttft_ms"].get(q)), bound.get("ttft_ms")),
+                  _with_bound(est.get("tpot_ms", m["tpot_ms"].get(q)), bound.get("tpot_ms")),
+                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]",
+                  "-" if c is None else "yes" if c["met"] else "[red]NO[/]")
     console.print(t)
     for line in promise_lines(plan):
         console.print(line, highlight=False)
 
 
+def _confirmed(plan: "Plan") -> dict[str, dict]:
+    """Per model, its judgement on the confirmation's fresh seeds (plan.json fidelity.confirmation)."""
+    c = plan.fidelity.confirmation if plan.fidelity else None
+    return {m.model: m.model_dump(mode="json", exclude_unset=True) for m in c.models} if c else {}
+
+
+def _with_bound(value, bound) -> str:
+    return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
+
+
+def judgement_lines(plan: "Plan | dict") -> list[str]:
+    """Per model, the binding statistic as "p99 TPOT 78.7 ms (95% bound 80.9) vs 80", on the search's
+    seeds and on the confirmation's, with the replications each rests on."""
+    from hetinfra.document import Plan
+
+    f = _fidelity(Plan.of(plan))
+    reps = f.get("replications") or {}
+    if not reps:
+        return []
+    conf = f"{100 * reps['confidence']:g}%"
+    confirmed = _confirmed(Plan.of(plan))
+    out = []
+    for m in f["models"]:
+        line = f"{m['model']}: {_binding(m, conf)} ({m.get('replications')} replication(s), {m.get('decision')})"
+        c = confirmed.get(m["model"])
+        if c is not None:
+            line += f"; confirmed on fresh seeds: {_binding({**c, 'slo': m['slo']}, conf)} ({c.get('replications')} " \
+                    f"replication(s), {c.get('decision')})"
+        out.append(line)
+    return out
+
+
+def _binding(m: dict, conf: str) -> str:
+    """The statistic closest to its objective: 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80'."""
+    slo, est, bound = m["slo"], m.get("estimate") or {}, m.get("bound") or {}
+    q = slo.get("percentile") or "p99"
+    def ratio(k: str) -> float:
+        return (bound.get(k) if bound.get(k) is not None else est[k]) / slo[k]
+
+    stats = [k for k in ("ttft_ms", "tpot_ms") if slo.get(k) and est.get(k) is not None]
+    if not stats:
+        return "no statistic"
+    k = max(stats, key=ratio)
+    name = k.split("_")[0].upper()
+    text = f"{q} {name} {_num(est[k])} ms"
+    if bound.get(k) is not None:
+        text += f" ({conf} bound {_num(bound[k])})"
+    return text + f" vs {slo[k]:g}"
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
 def promise_lines(plan: "Plan | dict") -> list[str]:
     """What the plan promises and what keeping it cost (plan.json ``fidelity``, docs/verification.md),
-    and how much of its capacity rests on measured, calibrated or extrapolated rates."""
+    how it was judged, and how much of its capacity rests on measured, calibrated or extrapolated
+    rates (and how to measure the extrapolated part)."""
     from hetinfra.document import Plan
 
     doc = Plan.of(plan)
     out = []
-    f = (doc.fidelity.model_extra or {}) if doc.fidelity and doc.fidelity.verified else {}
+    f = _fidelity(doc)
     if "load_basis" in f:
         stats = ", ".join(sorted(set((f.get("statistic") or {}).values()))) or "p99"
-        out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), seed {f['seed']}, "
-                   f"{f['requests']} requests per model" + (f", margin {f['margin']:g}" if f.get("margin") else ""))
+        reps = doc.fidelity.replications
+        sample = (f"{reps.start} to {reps.max_replications} replications of {f['requests']} requests per model "
+                  f"(seeds from {f['seed']}), {100 * reps.confidence:g}% bounds") if reps else \
+            f"seed {f['seed']}, {f['requests']} requests per model"
+        out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), {sample}"
+                   + (f", margin {f['margin']:g}" if f.get("margin") else ""))
+        out.extend(judgement_lines(doc))
         over = (f.get("over_provisioning") or {}).get("ratio")
-        trimmed = sum(int(r.get("replicas", 1)) for r in (f.get("trim") or {}).get("removed") or ())
+        trim = f.get("trim") or {}
+        trimmed = sum(int(r.get("replicas", 1)) for r in trim.get("removed") or ())
+        back = sum(int(r.get("replicas", 1)) for r in trim.get("put_back") or ())
         out.append(f"verification: ${f['cost_before_usd_per_hour']:.2f}/h before, ${f['cost_after_usd_per_hour']:.2f}/h "
-                   f"after ({trimmed} replica(s) trimmed); over-provisioning "
-                   + ("n/a" if over is None else f"{over:g}x demand sustained"))
+                   f"after ({trimmed} replica(s) trimmed"
+                   + (f", {back} put back as the confirmation missed without them" if back else "")
+                   + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
+    out.extend(_capacity_lines(doc))
+    return out
+
+
+def _capacity_lines(doc: "Plan") -> list[str]:
     gpus: dict[str, int] = {}
     for a in doc.allocations:
         level = a.confidence or "unknown"
         gpus[level] = gpus.get(level, 0) + a.gpus_per_instance * a.instances
     total = sum(gpus.values())
-    if total:
-        out.append("capacity (GPUs): " + ", ".join(f"{100 * gpus[k] / total:.0f}% {k}"
-                                                   for k in ("measured", "calibrated", "extrapolated", "unknown")
-                                                   if gpus.get(k)))
+    if not total:
+        return []
+    out = ["capacity (GPUs): " + ", ".join(f"{100 * gpus[k] / total:.0f}% {k}"
+                                          for k in ("measured", "calibrated", "extrapolated", "unknown") if gpus.get(k))]
+    if gpus.get("extrapolated"):
+        units = sorted({f"{a.gpu} TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "") for a in doc.allocations
+                        if a.confidence == "extrapolated"})
+        out.append(f"extrapolated capacity: {gpus['extrapolated']} GPU(s) ({', '.join(units)}) rest on rates nobody "
+                   "measured; measure them before you spend: `hetinfra profile OUT --launch`")
     return out
 
 

@@ -11,19 +11,24 @@ from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
 
 
-def trim(pr: PlanResult, sim_of) -> tuple[PlanResult, dict, list[dict]]:
+def trim(pr: PlanResult, sim_of, confirm=None, steps: list | None = None) -> tuple[PlanResult, dict, list]:
     """Remove replicas while the simulation still meets (see the module docstring): (plan, its
-    simulation, the removals). Each accepted removal is re-checked on the simulation view rebuilt
-    from the plan, whose sections are what gets written."""
+    judgement by ``sim_of``, the removals as (removal, the plan before it), in order, after
+    ``steps``: the removals that made ``pr``). Each accepted removal is re-checked on the simulation
+    view rebuilt from the plan, whose sections are what gets written. ``confirm``: a second judge a
+    removal must also meet (hetinfra.plan.confirm trims again with the confirmation's judge once it
+    put a removal back). A removal that loads a unit past its ceiling (hetinfra.plan.ceiling) is not
+    simulated."""
     from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
 
     if sim_of.progress is not None:
         sim_of.progress.stage("trim")
     doc = simulation_view(pr)
     sim = sim_of(doc)
-    removed: list[dict] = []
+    steps = list(steps or ())
     if not sim["met"]:
-        return pr, sim, removed
+        return pr, sim, steps
+    load = sim_of.config.load
     while True:
         checked: list[str] = []
         for uid, whole in removal_order(doc):
@@ -36,19 +41,22 @@ def trim(pr: PlanResult, sim_of) -> tuple[PlanResult, dict, list[dict]]:
             for _ in range(replicas):
                 pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
             # the simulation judges the load; every other rule of the spec (spot fractions, locality)
-            # must still hold, by the solver's own independent re-check
-            if pr2 is None or breaks_rules(pr2) or not sim_of(candidate)["met"]:
+            # must still hold, by the solver's own independent re-check, and no unit may run past
+            # its measured interval or roofline
+            if pr2 is None or breaks_rules(pr2) or sim_of.ceilings.over(candidate, load) \
+                    or not sim_of(candidate)["met"] or (confirm is not None and not confirm(candidate)["met"]):
                 continue
             doc2 = simulation_view(pr2)
             sim2 = sim_of(doc2)
             if sim2["met"]:
-                removed.append({"unit": uid, "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
-                               | ({"replicas": replicas} if whole else {}))
+                steps.append(({"unit": uid, "model": pr.units[uid].model,
+                               "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
+                              | ({"replicas": replicas} if whole else {}), pr))
                 pr, doc, sim = pr2, doc2, sim2
                 break
         else:
             sim_of.last_pass = checked
-            return pr, sim, removed
+            return pr, sim, steps
 
 
 def breaks_rules(pr: PlanResult) -> list[str]:

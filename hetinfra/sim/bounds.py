@@ -8,6 +8,7 @@ bisection (monotone in its argument). tests/sim/test_bounds.py checks them again
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from statistics import NormalDist
 
 __all__ = ["betainc", "t_quantile", "t_bound", "clopper_pearson"]
@@ -64,6 +65,7 @@ def _t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@lru_cache(maxsize=256)  # a few (confidence, replications - 1) pairs per plan, each a bisection of betainc
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t with ``df`` degrees of freedom (p in (0.5, 1)); the normal
     quantile for df = inf."""
@@ -89,6 +91,7 @@ def t_bound(values: list[float], confidence: float, upper: bool) -> tuple[float,
     return mean, (mean + half if upper else mean - half)
 
 
+@lru_cache(maxsize=4096)  # the trim judges the same model results again and again (from the memo)
 def clopper_pearson(successes: int, trials: int, confidence: float, upper: bool) -> float:
     """The exact (Clopper-Pearson) one-sided ``confidence`` bound on a binomial proportion: the lower
     bound is the p with P(X >= successes | p) = 1 - confidence, i.e. I_p(x, n - x + 1) = 1 - confidence."""

@@ -75,21 +75,31 @@ def _fleet(d, models: int = 3) -> str:
 
 
 def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_path):
-    """The plan kept is made of several rounds' plans, meets in simulation, and costs no more than
-    the cheapest round in which every model met; each model's plan is from a round in which it met."""
+    """The plan kept meets, costs no more than the cheapest round in which every model met (strictly
+    less where it is made of several rounds' plans), and each model's plan is from a round in which
+    it met. A model a confirmation vetoed (issue 33) met in no round up to the veto: on this fleet
+    mistral-7b's plan of rounds 1-6 met on the search's seeds and missed on the confirmation's, so
+    every model's plan comes from the rounds after it (composed from several rounds before issue 33)."""
     from hetinfra.plan.pipeline import plan_document
-    from hetinfra.sim import WorkloadConfig, simulate_plan
+    from hetinfra.plan.verify import simulators
 
     # 8 models: with estimator-v3's rates the first 3 to 6 all meet first in the same round
     pr, doc = plan_document(_fleet(tmp_path, 8), with_baselines=False, template_cache=False)
     fid = doc["fidelity"]
     history = {h["round"]: h for h in fid["history"]}
-    assert fid["met"] and len(set(fid["round_by_model"].values())) > 1, fid["round_by_model"]
+    vetoes = fid["confirmation"]["vetoes"]
+
+    def met_in(h: dict, model: str) -> bool:
+        return h["models_met"][model] and not any(model in v["models"] and h["round"] <= v["after_round"]
+                                                  for v in vetoes)
+
+    assert fid["met"] and fid["confirmation"]["met"]
     for model, rnd in fid["round_by_model"].items():
-        assert history[rnd]["models_met"][model], (model, rnd)
-    all_met = [h["cost_usd_per_hour"] for h in history.values() if h["met"]]
-    assert doc["cost_usd_per_hour"] < min(all_met) - 1e-9
-    # the document's plan meets when simulated again from scratch (no memo)
-    settings = pr.inputs.spec.planning.verify
-    config = WorkloadConfig(requests=settings.requests, load=fid["load"], burst_cv=settings.burst_cv, seed=settings.seed)
-    assert simulate_plan(doc, pr.inputs.spec, pr.inputs.spec_path, config)["met"]
+        assert met_in(history[rnd], model), (model, rnd)
+    all_met = [h["cost_usd_per_hour"] for h in history.values() if all(met_in(h, m) for m in h["models_met"])]
+    assert doc["cost_usd_per_hour"] <= min(all_met) + 1e-9
+    if len(set(fid["round_by_model"].values())) > 1:
+        assert doc["cost_usd_per_hour"] < min(all_met) - 1e-9
+    # the document's plan meets when judged again from scratch (a new memo), on both seed sets
+    decide, confirm = simulators(pr)
+    assert decide(doc)["met"] and confirm(doc)["met"]

@@ -1,0 +1,69 @@
+"""The confirmation: the final plan judged on fresh seeds that no decision of the search saw
+(docs/verification.md, "A search that cannot overfit its check").
+
+Credit, the trim and the sustained-load search decide on the "decide" seeds; each drives the plan to
+the edge of what those replications show. The "confirm" seeds (``hetinfra.sim.replications.
+seeds_for``) judge the plan the search returns. A removal of the trim is kept only if the
+confirmation holds: where a model misses there, its removals are put back, the last removed first,
+until it meets (or none is left); then the trim runs once more, taking only removals that meet on
+both sets of seeds, so that the final plan is minimal for both: every removal of one replica or of
+one unit misses on the decide or on the confirm seeds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hetinfra.plan.plan_json import simulation_view
+from hetinfra.plan.planner import PlanResult
+
+__all__ = ["confirmed", "restored"]
+
+PUT_BACK_REASON = "the confirmation on fresh seeds missed without it"
+
+
+def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
+    """(plan, its decide judgement, its confirmation, the removals put back, the removals kept as
+    (removal, plan before it)) for the trimmed plan ``pr`` (``sim``: its decide judgement; ``steps``:
+    the trim's removals). ``decide``, ``confirm``: hetinfra.plan.replicated.Replicated judges."""
+    from hetinfra.plan.trim import trim
+
+    steps = list(steps)
+    conf = confirm(simulation_view(pr))
+    put_back: list[dict] = []
+    while not conf["met"]:
+        missed = {m["model"] for m in conf["models"] if not m["met"]}
+        decide.veto(simulation_view(pr), missed)  # the search may not take these plans again
+        last = {}
+        for k, (removal, _before) in enumerate(steps):
+            if removal["model"] in missed:
+                last[removal["model"]] = k
+        if not last:
+            break
+        for model, k in sorted(last.items(), key=lambda kv: -kv[1]):
+            removal, before = steps.pop(k)
+            pr = restored(pr, before, model)
+            put_back.append({**removal, "reason": PUT_BACK_REASON})
+        conf = confirm(simulation_view(pr))
+    if put_back:  # minimal again, for both judges: what is removable now must meet on both seed sets
+        pr, sim, steps = trim(pr, decide, confirm, steps)
+        conf = confirm(simulation_view(pr))
+    return pr, sim, conf, put_back, steps
+
+
+def restored(pr: PlanResult, before: PlanResult, model: str) -> PlanResult:
+    """``pr`` with ``model``'s units, flows and period counts as in ``before`` (an earlier plan of the
+    same problem), every other model's as in ``pr``: models share no unit, so one model's removals
+    are put back without touching another's."""
+    mine = {u for u, x in pr.units.items() if x.model == model}
+    now, then = pr.result, before.result
+
+    def merged(cur: dict, old: dict, is_mine) -> dict:
+        return {k: v for k, v in cur.items() if not is_mine(k)} | {k: v for k, v in old.items() if is_mine(k)}
+
+    n = merged(now.n, then.n, lambda u: u in mine)
+    flow = merged(now.flow, then.flow, lambda k: k[1] == model)
+    origin_flow = merged(now.origin_flow, then.origin_flow, lambda k: k[1] == model)
+    periods = [{**lv, "counts": merged(lv["counts"], old["counts"], lambda u: u in mine)}
+               for lv, old in zip(now.periods, then.periods)]
+    return replace(pr, result=replace(now, n=dict(sorted(n.items())), flow=flow, origin_flow=origin_flow,
+                                      periods=periods))

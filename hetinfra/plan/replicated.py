@@ -1,0 +1,195 @@
+"""Verification's simulator: every decision judged on independent replications with a stated
+confidence, adaptively, and held under the ceilings that measurement and physics set
+(docs/verification.md, "Replications and a stated confidence").
+
+One call judges a simulation view (``hetinfra.plan.plan_json.simulation_view``, or a copy the trim
+or the over-provisioning search edited) for one purpose's seeds (``hetinfra.sim.replications.
+seeds_for``: "decide" for the rounds, the trim and the sustained-load search; "confirm" for the final
+plan, seeds no decision saw):
+
+1. **screen**: the first seed alone. A model that misses there (or whose units are not stable) is
+   clearly out: it is ``missed`` on that one replication, and no more are run for it. Rejecting on
+   one replication errs on the safe side (a removal not taken, a regime derated).
+2. the other models run up to START replications, and are judged together
+   (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
+3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
+   replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
+   The confirmation also keeps running a model that meets while its plan's KV cache filled in a
+   replication (of either judge: ``pressure``), up to MAX.
+
+The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
+missed in every later judgement of the search (:meth:`Replicated.veto`).
+
+A model's requests depend on its own demand and routing only (``hetinfra.sim.plan_sim``), so running
+the undecided models alone gives them exactly what a run of the whole plan gives, and the per-unit
+memo (its keys hold the seed) serves every replication again to the trim.
+
+Then the ceilings (``hetinfra.plan.ceiling``): a unit loaded past its measured interval or its
+roofline misses whatever the simulation says.
+"""
+
+from __future__ import annotations
+
+from hetinfra.plan.ceiling import Ceilings
+
+__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
+
+#: the one-sided confidence of every bound verification decides on
+CONFIDENCE = 0.95
+#: replications per judgement: START at first (the screening seed among them), STEP more at a time
+#: for undecided models, at most MAX. Two give a Student-t bound of mean + 4.5 sd, enough for a model
+#: far from its objective (most of a fleet: it stops there); four give mean + 1.2 sd. The
+#: confirmation runs MAX for a model whose KV cache filled in one of its replications: a rare collapse
+#: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
+#: than in a few
+START, STEP, MAX = 2, 2, 7
+
+METHOD = (f"replications: screened on one seed (a model that misses there is missed), then {START} to {MAX} "
+          f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
+          f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
+          "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
+          "interval or roofline, and no confirmation saw that model's plan miss")
+
+
+class Replicated:
+    """Judges simulation views on ``purpose``'s seeds (see the module docstring). ``memo`` is shared
+    with the caller's other Replicated (one per purpose); ``last`` is the last judgement."""
+
+    def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
+                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None):
+        from hetinfra.sim.replications import seeds_for
+
+        self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
+        self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
+        self.seeds = seeds_for(int(config.seed), purpose, MAX)
+        self.start = start  # replications after the screen
+        #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
+        self.pressed = pressed
+        #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
+        #: another sharing the set (the search's replications of the final plan tell the confirmation)
+        self.pressure = set() if pressure is None else pressure
+        self.block = 0  # which block of MAX seeds of its purpose it judges on (:meth:`fresh`)
+        self.last_pass: list[str] = []
+        self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
+        self.simulations = 0  # replications run (model-level work is in the memo's hands)
+
+    def fresh(self) -> None:
+        """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
+        from hetinfra.sim.replications import seeds_for
+
+        self.block += 1
+        self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
+
+    def __call__(self, view: dict) -> dict:
+        judged = self.ceilings.apply(self._judge(view), view, self.config.load)
+        vetoed = {m["model"] for m in judged["models"] if model_state(view, m["model"]) in self.vetoed}
+        if not vetoed:
+            return judged
+        models = [{**m, "met": False, "decision": "missed", "vetoed": True,
+                   "objective": {**m["objective"], "met": False}} if m["model"] in vetoed else m
+                  for m in judged["models"]]
+        return {**judged, "models": models, "met": all(m["met"] for m in models)}
+
+    def veto(self, view: dict, models) -> None:
+        """Evidence the search may not ignore: ``models``' plans in ``view`` missed on seeds of another
+        judge (the confirmation); from now on they miss here too, whatever these seeds say."""
+        self.vetoed.update(model_state(view, m) for m in models)
+
+    def _run(self, view: dict, models: list[str], seeds: list[int]) -> list[dict]:
+        from hetinfra.sim.minimal import scaled
+        from hetinfra.sim.replications import simulate_replications
+
+        every = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        part = view if set(models) >= set(every) else scaled(view, {m: 1.0 for m in models})
+        ticks = self.progress.requests if self.progress is not None else None
+        self.simulations += len(seeds)
+        return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
+                                     ticks=ticks)
+
+    def _judge(self, view: dict) -> dict:
+        from hetinfra.sim.replications import judge
+
+        names = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        if not names:
+            return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
+        [first] = self._run(view, names, self.seeds[:1])
+        out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
+        runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
+        count = self.start
+        while runs:
+            todo = sorted(runs)
+            have = len(runs[todo[0]])
+            for sim in self._run(view, todo, self.seeds[have:count]):
+                for n in todo:
+                    runs[n].append(sim)
+            verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
+            for m in verdict["models"]:
+                state = model_state(view, m["model"])
+                if _pressed(runs[m["model"]], m["model"]):
+                    self.pressure.add(state)
+                open_ = m["decision"] == "undecided" or (self.pressed and m["met"] and state in self.pressure)
+                if not open_ or count >= MAX:
+                    out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
+                    del runs[m["model"]]
+            count = min(count + STEP, MAX)
+        return _composed(first, [out[n] for n in names])
+
+
+def model_state(view: dict, model: str) -> str:
+    """What of ``view`` one model's simulation depends on: its demand, its units and their replicas,
+    and its routing (hetinfra.sim.plan_sim: a model's requests depend on nothing else)."""
+    import json
+
+    demand = next((m for m in view["models"] if m["name"] == model), {})
+    return json.dumps([model, demand.get("rate_rps"), view.get("demand_scale"),
+                       sorted((a["unit"], a["count"]) for a in view["allocations"] if a["model"] == model),
+                       view["routing"].get(model), (view.get("routing_by_origin") or {}).get(model)],
+                      sort_keys=True)
+
+
+#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
+KV_FULL = 0.99
+
+
+def _pressed(sims: list[dict], model: str) -> bool:
+    """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
+    which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
+    full in 9 of 30 seeds, a collapse in 3 of them)."""
+    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= KV_FULL)
+               for s in sims for u in s["units"])
+
+
+def _clearly_out(model: dict, sim: dict) -> bool:
+    """A model that misses on the screening seed, or whose units are not stable there."""
+    units = [u for u in sim["units"] if u["model"] == model["model"]]
+    return not model["met"] or not all((u.get("stability") or {}).get("stable", True) for u in units)
+
+
+def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
+    """A model decided ``missed`` on the screening replication alone, and its units, shaped as judge's."""
+    q = model["slo"].get("percentile") or "p99"
+    units = [{**u, "replications": 1, "decision": "met" if u["objective"]["met"] else "missed",
+              "stable": (u.get("stability") or {}).get("stable", True)}
+             for u in sim["units"] if u["model"] == model["model"]]
+    entry = {**model, "met": False, "replications": 1, "seeds": [sim["seed"]], "decision": "missed",
+             "estimate": {"ttft_ms": model["ttft_ms"].get(q), "tpot_ms": model["tpot_ms"].get(q),
+                          "attainment": model["objective"].get("attainment")},
+             "bound": None, "ratio_bound": model["objective"].get("ratio"),
+             "stable": all(u["stable"] for u in units),
+             "objective": {**model["objective"], "met": False}}
+    return entry, units
+
+
+def _only(sim: dict, models: set[str]) -> dict:
+    """``sim`` with only ``models`` and their units."""
+    return {**sim, "models": [m for m in sim["models"] if m["model"] in models],
+            "units": [u for u in sim["units"] if u["model"] in models]}
+
+
+def _composed(first: dict, judged: list[tuple[dict, list[dict]]]) -> dict:
+    """One judgement of the whole view from each model's (entry, units), in the view's order."""
+    models = [m for m, _ in judged]
+    seeds = sorted({s for m in models for s in m["seeds"]})
+    return {**{k: v for k, v in first.items() if k not in ("models", "units")}, "seeds": seeds,
+            "confidence": CONFIDENCE, "method": METHOD, "met": all(m["met"] for m in models),
+            "models": models, "units": [u for _, us in judged for u in us]}

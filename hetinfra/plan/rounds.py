@@ -1,0 +1,237 @@
+"""Verification's rounds (docs/verification.md, "Derate where the miss is, credit where there is
+slack"): solve, judge, adjust each regime's factor, re-solve; the cheapest plan in which every model
+met, by block of linked models. ``hetinfra.plan.verify`` drives them, and resumes them where the
+confirmation on fresh seeds vetoes their plan (:meth:`Search.veto`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from hetinfra.errors import InfeasibleError
+from hetinfra.plan.plan_json import simulation_view
+from hetinfra.plan.planner import PlanResult
+
+#: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
+#: and always take at least 8% off a template that misses (so a near miss converges in a few rounds)
+FACTOR_MIN, FACTOR_MAX = 0.5, 0.92
+#: stop refining a template's factor once the bracket [met, missed] is narrower than 25%
+BRACKET = 1.25
+#: credit a template whose units' worst ratio is under this, by at most CREDIT_STEP per round
+CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
+#: a credit smaller than this (its regime is that close to the top of its confidence interval: a
+#: measured template's interval is +-5%) is not taken: it costs a re-solve and a simulation for at
+#: most that much capacity, which the trim takes back where it is a whole replica. On Mélange V1
+#: the +5% credits took two rounds and ended on a dearer plan ($29.42/h against $29.09/h)
+MIN_CREDIT = 1.1
+
+
+
+
+
+
+def template_entry(t) -> dict:
+    """What :class:`hetinfra.plan.ceiling.Ceilings` reads of a template (plan.json ``templates[]``'s
+    keys), at its estimated rates (derate 1)."""
+    return {"id": t.id, "gpu": t.gpu, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
+            "variant": t.variant, "capacity_rps": dict(t.rates), "sources": dict(t.sources), "derate": 1.0}
+
+
+def regime_of(t) -> str:
+    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
+    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
+    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}"
+
+
+@dataclass
+class Search:
+    """The rounds' state, kept across a confirmation's veto (hetinfra.plan.verify): each regime's factor
+    ``g``, the factors at which it met (``ok``) and missed (``bad``), its credit ceiling, the history
+    and each fleet's simulation."""
+    regimes: dict[str, tuple[str, str]]
+    g: dict[str, float]
+    ceiling: dict[str, float]
+    ok: dict[str, float] = field(default_factory=dict)
+    bad: dict[str, float] = field(default_factory=dict)
+    history: list[dict] = field(default_factory=list)
+    seen: dict[str, dict] = field(default_factory=dict)
+    #: every round's plan and judgement, across vetoes (a vetoed model counts as missed in the earlier ones)
+    done: list[tuple[PlanResult, dict]] = field(default_factory=list)
+    #: each round's rank: its cost, then the demand it serves (most first: a max_throughput budget)
+    ranks: list[tuple[float, float]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, pr: PlanResult, ceilings) -> "Search":
+        """Each regime at its templates' starting factor; credit up to its trust level's top, its
+        roofline and its measured interval (hetinfra.plan.ceiling)."""
+        from hetinfra.perf.confidence import credit_ceiling
+
+        regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
+        g: dict[str, float] = {}
+        ceiling: dict[str, float] = {}
+        models = {m["name"]: m for m in simulation_view(pr)["models"]}
+        roof: dict[str, float] = {}  # template id -> its credit limit (its units share it)
+        for u in pr.all_units:
+            t = u.template
+            r = regimes[t.id][0]
+            g[r] = min(g.get(r, math.inf), pr.derate.get(t.id, 1.0))
+            level = t.confidence[0] if t.confidence else "calibrated"
+            # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
+            # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
+            # and never past the template's roofline or measured interval at its model's class mix
+            if t.id not in roof:
+                roof[t.id] = ceilings.credit_limit(template_entry(t), models.get(u.model))
+            ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof[t.id])
+        return cls(regimes, g, ceiling)
+
+    def derate(self) -> dict[str, float]:
+        """Template id -> factor, for the solver."""
+        return {t: self.g[r] for t, (r, _m) in self.regimes.items() if self.g[r] != 1.0}
+
+    def veto(self, judged: dict, doc: dict) -> bool:
+        """Take a judgement the search did not decide on (the confirmation) as a round's: the regimes
+        of its missed models are derated. False where nothing changes."""
+        new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes)
+        changed = new != self.g
+        self.g = new
+        missed = {m["model"] for m in judged["models"] if not m["met"]}
+        self.done = [(pr, _missing(sim, missed)) for pr, sim in self.done]
+        self.seen = {k: _missing(sim, missed) for k, sim in self.seen.items()}
+        return changed
+
+
+def _missing(sim: dict, models: set[str]) -> dict:
+    """``sim`` with ``models`` missed: a confirmation missed them in a plan the rounds judged met, so no
+    earlier round vouches for them (the cheapest-round choice takes them from rounds after the veto)."""
+    if not any(m["model"] in models and m["met"] for m in sim["models"]):
+        return sim
+    out = [{**m, "met": False} if m["model"] in models else m for m in sim["models"]]
+    return {**sim, "models": out, "met": all(m["met"] for m in out)}
+
+
+def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: Search) -> tuple:
+    """Solve, simulate, adjust the regimes' factors (``search``, resumed); the cheapest met plan of every
+    round so far (else the last), by block of linked models: (plan, its judgement, round by model,
+    stopped, stop reason)."""
+    stopped, stop_reason = pr.result.safety_stop, None
+    first = len(search.history)
+    for rnd in range(first + 1, first + max_rounds + 1):
+        if progress is not None:
+            progress.round(rnd, first + max_rounds, pr.result)
+        doc = simulation_view(pr)
+        key = _fleet_key(doc)
+        if key not in search.seen:  # a factor that changes no count or route changes no simulation
+            search.seen[key] = sim_of(doc)
+        sim = search.seen[key]
+        search.history.append(_round(rnd, doc, sim, pr.derate))
+        search.done.append((pr, sim))
+        search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
+        if new == search.g:
+            break
+        search.g = new
+        try:
+            pr = resolve(search.derate(), dict(pr.result.n))
+        except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
+            if not any(s["met"] for _, s in search.done):
+                raise
+            stop_reason = f"verification stopped after round {rnd}: {exc.message}"
+            break
+        stopped |= pr.result.safety_stop
+    met = [k for k, (p, s) in enumerate(search.done) if s["met"]]
+    # the cheapest round in which every model met; among equals the most served (a budget), the earliest
+    kept = min(met, key=lambda k: (search.ranks[k], k)) if met else len(search.done) - 1
+    (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
+    return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
+
+
+def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
+              resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
+    """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
+    last), or the plan composed of each group of linked models' cheapest met round
+    (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
+    misses), with the round each model's plan is from."""
+    from hetinfra.plan import blocks
+
+    kept = rounds[at]
+    as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
+    groups = blocks.model_groups([r[0] for r in rounds])
+    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
+    if picks is None or len(set(picks)) == 1:
+        return as_kept
+    try:
+        pr = blocks.compose(rounds, groups, picks, resolve)
+    except InfeasibleError:
+        return as_kept
+    sim = sim_of(simulation_view(pr))
+    cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
+    if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
+        return as_kept
+    return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
+
+
+def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
+                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Each regime's factor for the next round (see the module docstring); records the factors at
+    which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
+    A model that missed also derates its regimes never simulated yet, by its worst step: what
+    its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
+    does to the untried ones, which would otherwise be picked next, as optimistic."""
+    model_met = {m["model"]: m["met"] for m in sim["models"]}
+    unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
+    worst: dict[str, float] = {}
+    missed_units = {unit_regime[u["unit"]][1] for u in sim["units"] if u["unit"] in unit_regime
+                    and u.get("count") and not u["objective"]["met"]}
+    model_of: dict[str, str] = {}
+    for u in sim["units"]:
+        if u["unit"] not in unit_regime or not u.get("count"):
+            continue
+        r, model = unit_regime[u["unit"]]
+        ratio = u["objective"].get("ratio")
+        worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
+        model_of[r] = model
+    out = dict(g)
+    step: dict[str, float] = {}  # model -> its worst derating step this round
+    for r, ratio in sorted(worst.items()):
+        model, f = model_of[r], g.get(r, 1.0)
+        if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
+            bad[r] = min(bad.get(r, math.inf), f)
+            if ok.get(r, 0.0) >= f:  # it met at this factor in another plan: that no longer vouches for it
+                del ok[r]
+        else:
+            ok[r] = max(ok.get(r, 0.0), f)
+        out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
+        if r in bad and r not in ok:
+            step[model] = min(step.get(model, 1.0), out[r] / f)
+    for r, model in sorted({v for v in regimes.values()}):
+        if model in step and r not in ok and r not in bad:
+            out[r] = g.get(r, 1.0) * step[model]
+    return out
+
+
+def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str, float], ceiling: float) -> float:
+    if r in bad and r not in ok:
+        step = FACTOR_MAX if not math.isfinite(ratio) or ratio <= 1 else 1.0 / ratio
+        return f * min(max(step, FACTOR_MIN), FACTOR_MAX)
+    if r in bad:
+        return math.sqrt(ok[r] * bad[r]) if bad[r] / ok[r] >= BRACKET else ok[r]
+    if ratio < CREDIT_BELOW and f < ceiling:
+        up = min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
+        return up if up >= f * MIN_CREDIT else f
+    return f
+
+
+def _fleet_key(doc: dict) -> str:
+    """What a simulation of plan.json depends on besides the spec: counts, routing, demand scale."""
+    return json.dumps([[(a["unit"], a["count"]) for a in doc["allocations"]], doc["routing"], doc["demand_scale"]],
+                      sort_keys=True)
+
+
+def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
+    used = {a["template"] for a in doc["allocations"]}
+    return {"round": rnd, "cost_usd_per_hour": doc["cost_usd_per_hour"], "met": sim["met"],
+            "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
+            "models_met": {m["model"]: m["met"] for m in sim["models"]},
+            "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}

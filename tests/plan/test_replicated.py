@@ -1,0 +1,157 @@
+"""Verification's judges (hetinfra.plan.replicated) and its confirmation (hetinfra.plan.confirm):
+adaptive replications with a stated confidence, and removals kept only where fresh seeds hold them."""
+
+from __future__ import annotations
+
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from hetinfra.plan import replicated
+from hetinfra.plan.ceiling import Ceilings
+
+SLO = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p99", "attainment": None}
+#: per model, its p99 TPOT as a fraction of the objective on each seed (by the seed's position)
+RATIOS = {"clear": [0.5, 0.51, 0.49, 0.5, 0.5, 0.52, 0.48],
+          "edge": [0.97, 1.0, 0.94, 1.01, 0.96, 0.99, 0.95],
+          "straddle": [0.99, 1.02, 0.97, 1.0, 0.98, 1.03, 0.99],
+          "out": [1.3, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]}
+
+
+def _sim(view: dict, seed: int, position: int) -> dict:
+    """A simulation of ``view`` at ``seed`` shaped as hetinfra.sim.plan_sim's (only models with demand)."""
+    models, units = [], []
+    for m in view["models"]:
+        if not m["rate_rps"]:
+            continue
+        ratio = RATIOS[m["name"]][position]
+        stats = {"count": 900, "mean": 50.0, "p50": 50.0, "p90": 60.0, "p95": 70.0, "p99": 100.0 * ratio, "max": 200.0}
+        objective = {"met": ratio <= 1, "ratio": ratio, "ratios": {"tpot": ratio}, "attainment": None}
+        models.append({"model": m["name"], "slo": SLO, "count": 900, "met": ratio <= 1, "objective": objective,
+                       "ttft_ms": {**stats, "p99": 100.0}, "tpot_ms": stats, "offered_rps": 1.0})
+        units.append({"unit": f"u-{m['name']}", "model": m["name"], "count": 900, "objective": dict(objective),
+                      "ttft_ms": {**stats, "p99": 100.0}, "tpot_ms": stats,
+                      "stability": {"stable": True, "tested": True}})
+    return {"seed": seed, "met": all(m["met"] for m in models), "models": models, "units": units, "load": 1.2}
+
+
+def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
+    runs: list[tuple[list[str], list[int]]] = []
+    seeds_of: dict[int, int] = {}
+
+    def fake(view, spec, path, config, seeds, memo=None, detail=False, ticks=None):
+        runs.append(([m["name"] for m in view["models"] if m["rate_rps"]], list(seeds)))
+        return [_sim(view, s, seeds_of.setdefault(s, len(seeds_of))) for s in seeds]
+
+    monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", fake)
+    ceilings = SimpleNamespace(apply=lambda judged, view, load: judged)
+    config = SimpleNamespace(seed=0, load=1.2)
+    return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start), runs
+
+
+VIEW = {"models": [{"name": n, "rate_rps": 1.0} for n in RATIOS], "allocations": [], "routing": {}}
+
+
+def test_clearly_in_stops_at_start_clearly_out_at_the_screen_and_the_edge_runs_to_the_most(monkeypatch):
+    judge, runs = _judge(monkeypatch)
+    verdict = judge(VIEW)
+    by = {m["model"]: m for m in verdict["models"]}
+    assert by["out"]["replications"] == 1 and by["out"]["decision"] == "missed"  # missed on the screening seed
+    assert by["clear"]["replications"] == replicated.START and by["clear"]["decision"] == "met"
+    assert by["clear"]["bound"]["tpot_ms"] >= by["clear"]["estimate"]["tpot_ms"]
+    # mean 0.974 of the objective: its 95% bound is above 1 on 3 and 5 seeds, below on 7
+    assert by["edge"]["replications"] == replicated.MAX and by["edge"]["decision"] == "met"
+    # mean 0.997: the bound straddles the objective after the most replications: not met
+    assert by["straddle"]["replications"] == replicated.MAX and by["straddle"]["decision"] == "undecided"
+    assert not verdict["met"] and not by["straddle"]["met"]
+    # the screen runs every model; after that only the models still open run
+    assert runs[0] == (["clear", "edge", "straddle", "out"], judge.seeds[:1])
+    assert runs[1] == (["clear", "edge", "straddle"], judge.seeds[1:replicated.START])
+    assert all(models == ["edge", "straddle"] for models, _ in runs[2:])
+    assert sum(len(s) for _, s in runs) == replicated.MAX
+
+
+def test_decide_and_confirm_seeds_never_meet_and_a_fresh_confirmation_sees_new_ones(monkeypatch):
+    decide, _ = _judge(monkeypatch)
+    confirm, _ = _judge(monkeypatch, "confirm", start=replicated.MAX)
+    first = list(confirm.seeds)
+    confirm.fresh()
+    assert set(decide.seeds).isdisjoint(first + confirm.seeds) and set(first).isdisjoint(confirm.seeds)
+    assert len(confirm.seeds) == replicated.MAX
+
+
+def test_a_vetoed_model_plan_misses_whatever_the_seeds_say(monkeypatch):
+    judge, _ = _judge(monkeypatch)
+    view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
+    assert judge(view)["met"]
+    judge.veto(view, ["clear"])
+    verdict = judge(view)
+    assert not verdict["met"] and verdict["models"][0]["vetoed"]
+    other = {**view, "models": [{"name": "clear", "rate_rps": 2.0}]}  # another plan of it is not vetoed
+    assert judge(other)["met"]
+
+
+class _ByCount:
+    """A judge that meets while the plan keeps at least ``least`` replicas (the decide judge: any)."""
+
+    def __init__(self, least: int, ceilings, load: float):
+        self.least, self.ceilings = least, ceilings
+        self.progress, self.config, self.last_pass, self.vetoes = None, SimpleNamespace(load=load), [], []
+
+    def __call__(self, view: dict) -> dict:
+        met = sum(a["count"] for a in view["allocations"]) >= self.least
+        return {"met": met, "seeds": [1], "models": [{"model": m["name"], "met": met} for m in view["models"]],
+                "units": []}
+
+    def veto(self, view: dict, models) -> None:
+        self.vetoes.append(sorted(models))
+
+
+def test_the_confirmation_puts_back_removals_last_first_and_the_plan_stays_minimal_for_both(tmp_path):
+    from hetinfra.plan.confirm import PUT_BACK_REASON, confirmed
+    from hetinfra.plan.pipeline import plan_document
+    from hetinfra.plan.trim import trim
+    from hetinfra.spec.load import load_spec
+    from tests.plan.conftest import REPO
+
+    src = REPO / "services" / "custom-gpu"
+    for f in ("offers.csv", "profiles.csv"):
+        shutil.copy(src / f, tmp_path / f)
+    spec = yaml.safe_load((src / "service.yaml").read_text())
+    spec["planning"]["headroom"] = 0.6
+    path = tmp_path / "service.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    pr, doc = plan_document(path, with_baselines=False, verify=False)
+    loaded, _, _ = load_spec(path)
+    ceilings, load = Ceilings(loaded, path), 1.2
+    start = sum(pr.result.n.values())
+    decide = _ByCount(1, ceilings, load)  # the search's seeds: every removal meets (down to the ceiling)
+    trimmed, sim, steps = trim(pr, decide)
+    floor = sum(trimmed.result.n.values())
+    assert floor < start - 1
+    confirm = _ByCount(floor + 2, ceilings, load)  # fresh seeds: two replicas more are needed
+    final, _sim, conf, put_back, kept = confirmed(trimmed, sim, steps, decide, confirm)
+    assert conf["met"] and sum(final.result.n.values()) == floor + 2
+    assert [r["cost_usd_per_hour"] for r in put_back] == [r["cost_usd_per_hour"] for r, _ in steps[::-1][:2]]
+    assert all(r["reason"] == PUT_BACK_REASON for r in put_back) and decide.vetoes
+    assert [r for r, _ in kept] == [r for r, _ in steps[:-2]]
+
+
+@pytest.mark.parametrize("name", ["chat.yaml", "variants.yaml"])
+def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_bound(verified_examples, name):
+    from hetinfra.document import Plan
+    from hetinfra.plan.summary import judgement_lines
+
+    doc, _ = verified_examples[name]
+    f = doc["fidelity"]
+    reps = f["replications"]
+    assert reps["confidence"] == 0.95 and "bound" in reps["method"]
+    assert set(reps["decide_seeds"]).isdisjoint(reps["confirm_seeds"]) and reps["simulated"]["confirm"] >= 1
+    for m in f["models"] + f["confirmation"]["models"]:
+        assert m["decision"] == "met" and m["replications"] >= replicated.START
+        assert m["bound"]["tpot_ms"] >= m["estimate"]["tpot_ms"] and m["bound"]["ttft_ms"] >= m["estimate"]["ttft_ms"]
+    assert Plan.of(doc).fidelity.confirmation.met
+    lines = judgement_lines(doc)
+    assert len(lines) == len(f["models"]) and "(95% bound " in lines[0] and "confirmed on fresh seeds" in lines[0]
