@@ -125,3 +125,7 @@ def fit_label(name: str, limit: int = 63) -> str:
 
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return name[: limit - len(digest) - 1].rstrip("-") + "-" + digest
+
+#: the LoRA ranks vLLM's --max-lora-rank accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py):
+#: the spec's adapter check and the engine flags read this one tuple
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -62,6 +62,7 @@ def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> Alloca
                      budget=p.budget if budget else None,
                      max_spot_fraction={m: f for m, f in p.max_spot_fraction.items() if m in keep},
                      local_demand={k: v for k, v in p.local_demand.items() if k[0] in keep},
+                     adapters=tuple(a for a in p.adapters if a.model in keep),
                      # the whole running fleet, not the block's share: whether new instances pay churn is
                      # a property of the problem (a block with no running unit of its own still does)
                      running=p.running,

@@ -65,6 +65,11 @@ def add_variables(m: pyo.ConcreteModel, r: Rows) -> list:
             component = getattr(m, name)
             for key, c in cols.items():
                 columns[c] = component[key]
+    if r.x:
+        m.A = pyo.Set(initialize=list(r.x), dimen=2, ordered=True, doc="(unit, adapter) pairs that may hold")
+        m.x = var(m.A, r.x, lambda i: i, "instances of a unit holding a LoRA adapter")
+        for key, c in r.x.items():
+            columns[c] = m.x[key]
     return columns
 
 

@@ -27,6 +27,8 @@ class SolverUnit:
     spot: bool = False
     #: a committed purchase (1- or 3-year term): paid every hour; one count for all periods (``solver.periods``)
     committed: bool = False
+    #: LoRA adapter slots of one instance (vLLM --max-loras; ``solver.rows.add_adapter_slots``); 0: no adapters
+    slots: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,22 @@ class Period:
 
     def multiplier(self, model: str) -> float:
         return dict(self.scale).get(model, 1.0)
+
+
+@dataclass(frozen=True)
+class AdapterHold:
+    """One LoRA adapter to place (``solver.rows.add_adapter_*``): its model, the demand keys that carry
+    its requests (routed only to instances holding it), the regions whose units may hold it (residency;
+    empty: any) and, per area (a tuple of regions; empty: anywhere), the fewest instances holding it there."""
+
+    name: str
+    model: str
+    keys: tuple[tuple[str, str], ...]
+    regions: tuple[str, ...] = ()
+    cover: tuple[tuple[tuple[str, ...], int], ...] = (((), 1),)
+
+    def may_hold(self, unit: SolverUnit) -> bool:
+        return unit.model == self.model and unit.slots > 0 and (not self.regions or unit.region in self.regions)
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,8 @@ class AllocationProblem:
     #: ``planning.solver``: "highs" (the direct path, ``solver.direct``) or a Pyomo solver's name
     #: (``solver.backends``), which solves the Pyomo model of the same rows
     solver: str = "highs"
+    #: LoRA adapters placed on units with slots (``AdapterHold``); empty: no adapter rows
+    adapters: tuple[AdapterHold, ...] = ()
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""

@@ -37,6 +37,8 @@ class SolveResult:
     periods: list[dict] = field(default_factory=list)
     #: routing by origin (``hetinfra.plan.origins.fold``): (unit, model, class, origin) -> req/s
     origin_flow: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    #: LoRA adapters (``AllocationProblem.adapters``): (unit, adapter) -> instances of the unit holding it
+    holds: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:

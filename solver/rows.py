@@ -26,6 +26,7 @@ Columns (``add_columns``, in this order)
     q[k]    in [0, lambda]  req/s of k left unserved                          (unmet demand allowed)
     c[u]    >= 0            instances started beyond those running            (a running fleet)
     e[g]    >= 0            GPUs over cap g                                   (elastic caps: diagnosis)
+    x[u,a]  in {0..N[u]}    instances of unit u holding LoRA adapter a        (adapters; a may be held by u)
 Objective (``add_objective``; minimized, max_throughput as min -s)
     min_cost        sum_u (cost[u] + price[u]) n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
                     (price: Lagrangian prices of relaxed linking rows, ``solver.lagrange``; else 0)
@@ -64,7 +65,19 @@ def instance_upper_bound(problem: AllocationProblem, unit) -> int:
     if problem.objective == "max_throughput" and problem.budget is not None:
         return int(math.floor(problem.budget / unit.cost + 1e-9))
     load = sum(problem.demand[(unit.model, w)] / h for w, h in unit.rates.items() if (unit.model, w) in problem.demand)
-    return max(1, int(math.ceil(load / (1.0 - problem.headroom) - 1e-9)))
+    return max(1, int(math.ceil(load / (1.0 - problem.headroom) - 1e-9)), _holding_bound(problem, unit))
+
+
+def _holding_bound(problem: AllocationProblem, unit) -> int:
+    """Instances of ``unit`` enough to hold, alone, every copy of the adapters it may hold: each adapter's
+    cover, or the holders its own demand needs (``add_adapter_routing``), over the unit's slots."""
+    if not unit.slots or not problem.adapters:
+        return 0
+    copies = 0
+    for a in (x for x in problem.adapters if x.may_hold(unit)):
+        load = sum(problem.demand.get(k, 0.0) / unit.rates[k[1]] for k in a.keys if k[1] in unit.rates)
+        copies += max(max(c for _, c in a.cover), math.ceil(load / (1.0 - problem.headroom) - 1e-9))
+    return math.ceil(copies / unit.slots)
 
 
 def allows_unmet(p: AllocationProblem) -> bool:
@@ -91,6 +104,7 @@ class Rows:
     q: dict = field(default_factory=dict)  # demand key -> column
     c: dict = field(default_factory=dict)  # unit id -> column
     e: dict = field(default_factory=dict)  # group -> column
+    x: dict = field(default_factory=dict)  # (unit id, adapter) -> column: instances of u holding the adapter
     pairs: list = field(default_factory=list)
     #: a row with no columns that cannot hold (locality in a region without units): no solve needed
     trivially_infeasible: bool = False
@@ -118,7 +132,7 @@ class Rows:
 
 
 def add_columns(r: Rows) -> None:
-    """The columns of the module docstring, in that order (n, y|z, s, q, c, e)."""
+    """The columns of the module docstring, in that order (n, y|z, s, q, c, e, x)."""
     p = r.p
     ub = tied_bounds(p, {u.id: instance_upper_bound(p, u) for u in p.units})
     r.n = {u.id: r.col(0, ub[u.id], True) for u in p.units}
@@ -130,6 +144,7 @@ def add_columns(r: Rows) -> None:
     r.c = {u.id: r.col(0, INF) for u in p.units} if p.running else {}
     groups = sorted({g for u in p.units for g, _ in u.gpu_use if g in p.caps})
     r.e = {g: r.col(0, INF) for g in groups} if p.elastic_caps else {}
+    r.x = {(u.id, a.name): r.col(0, ub[u.id], True) for a in p.adapters for u in p.units if a.may_hold(u)}
 
 
 def add_objective(r: Rows, extra_cost: dict[str, float] | None = None) -> None:
@@ -304,9 +319,61 @@ def add_scale_out(r: Rows) -> None:
         r.row("scale_out", (u, v), 0.0, INF, {r.n[v]: 1.0, r.n[u]: -1.0})
 
 
+def add_adapter_slots(r: Rows) -> None:
+    r"""An engine holds at most its slots (vLLM --max-loras):  sum_a x[u,a] - slots[u] n[u] <= 0.
+
+    With ``add_adapter_once`` the instances of u can be given their adapters round-robin (copy j of
+    each adapter on a distinct instance, none above its slots: ``hetinfra.plan.adapters``)."""
+    by_unit: dict[str, dict[int, float]] = {}
+    for (u, a), col in r.x.items():
+        by_unit.setdefault(u, {})[col] = 1.0
+    for u in (x for x in r.p.units if x.id in by_unit):
+        r.row("adapter_slots", u.id, -INF, 0, {**by_unit[u.id], r.n[u.id]: -float(u.slots)})
+
+
+def add_adapter_once(r: Rows) -> None:
+    r"""An instance holds an adapter at most once:  x[u,a] - n[u] <= 0."""
+    for (u, a), col in r.x.items():
+        r.row("adapter_once", (u, a), -INF, 0, {col: 1.0, r.n[u]: -1.0})
+
+
+def add_adapter_routing(r: Rows) -> None:
+    r"""Adapter demand goes only to instances holding the adapter, within their capacity:
+
+    y[u,k] - (1 - headroom) h[u,k] x[u,a] <= 0     for k a demand key of adapter a
+
+    A unit that may not hold a (no slots, another model, outside its residency) has no x[u,a]: its
+    row reads y[u,k] <= 0."""
+    p = r.p
+    rates = {u.id: u.rates for u in p.units}
+    for a in p.adapters:
+        keys = set(a.keys)
+        for u, k in (pair for pair in r.pairs if pair[1] in keys):
+            terms = {r.flow[(u, k)]: r.per(k)}
+            if (u, a.name) in r.x:
+                terms[r.x[(u, a.name)]] = -(1.0 - p.headroom) * rates[u][k[1]]
+            r.row("adapter_routing", (u, k[0], k[1]), -INF, 0, terms)
+
+
+def add_adapter_cover(r: Rows) -> None:
+    r"""Each adapter is held in each area where it has demand, by as many instances as it needs:
+
+    sum_{u in area} x[u,a] >= copies[a, area]       (no unit there that may hold a: infeasible)"""
+    region = {u.id: u.region for u in r.p.units}
+    for a in r.p.adapters:
+        for area, copies in a.cover:
+            terms = {col: 1.0 for (u, name), col in r.x.items()
+                     if name == a.name and (not area or region[u] in area)}
+            if not terms:
+                r.trivially_infeasible |= copies > 0
+                continue
+            r.row("adapter_cover", (a.name, "/".join(area) or "*"), float(copies), INF, terms)
+
+
 #: The row families in the order they are compiled (the order fixes HiGHS's path: keep it).
 FAMILIES = (add_demand, add_capacity, add_availability, add_budget, add_spot_fraction, add_locality, add_cover,
-            add_churn, add_committed_base, add_scale_out)
+            add_churn, add_committed_base, add_scale_out, add_adapter_slots, add_adapter_once,
+            add_adapter_routing, add_adapter_cover)
 #: The families over instance counts only that the heuristic books against (``count_rows``).
 COUNT_FAMILIES = (add_availability, add_budget, add_spot_fraction)
 

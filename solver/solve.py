@@ -224,6 +224,8 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
             out.flow[(u, mod, w)] = val
     if allows_unmet(problem):
         out.unmet = {k: pyo.value(m.q[k]) for k in m.K if pyo.value(m.q[k]) > 1e-9}
+    if problem.adapters and hasattr(m, "x"):
+        out.holds = {key: int(round(pyo.value(m.x[key]))) for key in m.A if pyo.value(m.x[key]) > 0.5}
     if problem.elastic_caps:
         out.extra_gpus = {g: pyo.value(m.e[g]) for g in m.G if pyo.value(m.e[g]) > 1e-6}
     if problem.objective == "max_throughput" and not problem.elastic_caps:
@@ -260,6 +262,8 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
 
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
         return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
+    if problem.adapters:  # adapter placement: the joint model, whole (the blocks' paths read no x columns)
+        return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=False)
     if problem.periods:
         from hetinfra.solver.periods import expand, fold, split_name
 
@@ -332,6 +336,10 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
     for u, v in problem.nested:
         if r.n.get(u, 0) > r.n.get(v, 0):
             bad.append(f"top-up {u}: {r.n.get(u, 0)} instances > {r.n.get(v, 0)} at a higher demand")
+    if problem.adapters:
+        from hetinfra.solver.adapter_check import verify_adapters
+
+        bad += verify_adapters(problem, r)
     if problem.locality > 0:
         for (mod, region), lam in problem.local_demand.items():
             local = sum(v for (u, mm, _), v in r.flow.items() if mm == mod and units[u].region == region)

@@ -149,7 +149,10 @@ def adapter_flags(served: Serves) -> list[str]:
     if not served.adapters:
         return []
     rank = min(r for r in LORA_RANKS if r >= max(a.rank for a in served.adapters))
-    return ["--enable-lora", "--max-loras", str(len(served.adapters)), "--max-lora-rank", str(rank),
+    slots = min(served.max_loras or len(served.adapters), len(served.adapters))
+    # more adapters than GPU slots: vLLM keeps the others in host memory (--max-cpu-loras >= --max-loras)
+    cpu = ["--max-cpu-loras", str(len(served.adapters))] if slots < len(served.adapters) else []
+    return ["--enable-lora", "--max-loras", str(slots), "--max-lora-rank", str(rank), *cpu,
             "--lora-modules", *(shlex.quote(f"{a.name}={a.source}") for a in served.adapters)]
 
 

@@ -43,21 +43,30 @@ ROUTING_RULE = ("smallest class (input_tokens + output_tokens, then output_token
                 "larger requests go to the largest class")
 
 
-def litellm_config(weights: dict, endpoints: dict[str, list[str]] | None = None) -> str:
+def litellm_config(weights: dict, endpoints: dict[str, list[str]] | None = None,
+                   adapters: dict[str, tuple[str, list[str]]] | None = None) -> str:
     """A LiteLLM proxy config (``router/litellm.yaml``) with one deployment per unit and the units'
-    overall shares as ``weight`` (simple-shuffle); the header says what it cannot express."""
+    overall shares as ``weight`` (simple-shuffle); the header says what it cannot express.
+    ``adapters``: LoRA adapter -> (base model, units holding it): each is listed as a model of its own,
+    deployed only on its holders (``hetinfra.compile.router_adapters``)."""
     import yaml
 
     endpoints = endpoints or {}
     model_list = []
+    shares: dict[tuple[str, str], float] = {}  # (model, unit) -> the unit's share of the model's requests
     for model, entry in weights["models"].items():
         for unit, e in entry["endpoints"].items():
             urls = endpoints.get(unit) or [f"http://{unit}:{{port}}/v1"]
+            shares[(model, unit)] = share = e.get("share") or 0.0
             for url in urls:
                 model_list.append({"model_name": model, "litellm_params": {
                     "model": f"hosted_vllm/{model}", "api_base": url, "api_key": "os.environ/VLLM_API_KEY",
-                    "weight": max(1, round((e.get("share") or 0.0) * 1000 / max(1, len(urls))))},
+                    "weight": max(1, round(share * 1000 / max(1, len(urls))))},
                     "model_info": {"id": f"{unit}-{urls.index(url)}", "hetinfra_unit": unit}})
+    if adapters:
+        from hetinfra.compile.router_adapters import adapter_deployments
+
+        model_list += adapter_deployments(shares, adapters, endpoints)
     doc = {"model_list": model_list,
            "router_settings": {"routing_strategy": "simple-shuffle", "num_retries": 2, "allowed_fails": 2,
                                "cooldown_time": 30},

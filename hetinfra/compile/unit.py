@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from hetinfra.catalog.gpus import NO_BF16_GPUS
-from hetinfra.facts import PRECISIONS, VLLM_PORT, is_dns_label
+from hetinfra.facts import LORA_RANKS, PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 
@@ -31,8 +31,6 @@ RUNTIMES = ("container", "virtualenv")
 #: prefill/decode bundle (plan.json allocations[].disaggregation; hetinfra.compile.engine.bundle_engines)
 ROLES = ("colocated", "prefill", "decode")
 AUTOSCALE_MAX_FACTOR = 2
-#: the LoRA ranks vLLM's --max-lora-rank accepts (../shared/notes/pd-lora.md, B: vllm/config/lora.py)
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 _ENV_SAFE_RE = re.compile(r"^[^\s'\"`$\\]+$")
 
@@ -54,6 +52,9 @@ class Serves:
     source: str  # the checkpoint vLLM loads, e.g. "meta-llama/Llama-2-7b-chat-hf"
     adapters: Tuple[Adapter, ...] = ()
     role: str = "colocated"  # one of ROLES
+    #: GPU adapter slots of each engine (vLLM --max-loras); 0: one per adapter. Fewer than the adapters:
+    #: the rest wait in host memory (--max-cpu-loras) and are swapped in LRU (hetinfra.sim.lora)
+    max_loras: int = 0
 
     def names(self) -> Tuple[str, ...]:
         """Every OpenAI ``model`` name a request may use to reach these engines."""
@@ -110,6 +111,7 @@ class DeployedUnit:
     disk_size: Optional[int] = None  # boot disk, GB (hetinfra.compile.disk); None: SkyPilot's default
     adapters: Tuple[Adapter, ...] = ()  # LoRA adapters its engines serve beside the base model
     role: str = "colocated"  # what its engines do with a request (ROLES)
+    max_loras: int = 0  # GPU adapter slots per engine (Serves.max_loras); 0: one per adapter
 
     def __post_init__(self) -> None:
         if self.nodes is None:
@@ -126,7 +128,7 @@ class DeployedUnit:
     @property
     def serves(self) -> Serves:
         """What the unit's engines serve (``service_model`` and ``source`` are its model and checkpoint)."""
-        return Serves(self.service_model, self.source, self.adapters, self.role)
+        return Serves(self.service_model, self.source, self.adapters, self.role, self.max_loras)
 
     @property
     def mixed(self) -> bool:

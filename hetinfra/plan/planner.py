@@ -24,6 +24,7 @@ from hetinfra.plan.origins import (class_problem, declares_origins, describe_key
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.prune import prune_copies, prune_dominated
 from hetinfra.plan.templates import build_units
+from hetinfra.plan.adapters import refuse_unplanned_adapters
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
 
@@ -219,6 +220,7 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         spec = spec_override
     inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
     check_accuracy_floor(inputs)
+    refuse_unplanned_adapters(spec, locate)
     perf = PerformanceModel(inputs.profiles)
     cache = None
     if template_cache:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError, closest
 from hetinfra.fileio import read_text
+from hetinfra.spec.adapters import check_adapters
 from hetinfra.spec.models import ServiceSpec
 from hetinfra.spec.yaml_safe import compose_and_load
 
@@ -134,13 +135,16 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
     if node is not None:
         _marks(node, (), marks)
     try:
-        return ServiceSpec.model_validate(data), SpecLocator(where, marks)
+        spec = ServiceSpec.model_validate(data)
     except ValidationError as exc:
         # Unknown keys first: a typo usually also causes the "missing" error of the intended key.
         errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
         lines = [_describe(e, marks, where) for e in errors[:3]]
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise InvalidInputError("\n".join(lines) + more) from None
+    locate = SpecLocator(where, marks)
+    check_adapters(spec, locate)
+    return spec, locate
 
 
 def load_spec(path: str | Path) -> tuple[ServiceSpec, str, SpecLocator]:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
 from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
@@ -469,6 +470,9 @@ class ServiceSpec(Strict):
     profiles: list[FilePath] = Field([], max_length=256, description="Measured profile CSVs (relative to the spec file).")
     offers: list[FilePath] = Field([], max_length=256, description="Extra offers CSVs (relative to the spec file).")
     deploy: DeploySpec = Field(default_factory=DeploySpec, description="Deployment: runtime, ports, ingress, Pulumi stack.")
+    adapters: list[AdapterSpec] = Field(
+        [], max_length=MAX_ADAPTERS, description="LoRA adapters served beside their base models: name, base, source, "
+                                                 "rank, demand, optional residency regions (docs/concepts/adapters.md).")
 
     @field_validator("name")
     @classmethod

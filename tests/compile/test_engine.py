@@ -43,6 +43,14 @@ def test_adapters_become_vllms_lora_flags():
     assert " ".join(flags) in line and line.index("--enable-lora") < line.index("--host")
 
 
+def test_fewer_slots_than_adapters_keep_the_rest_in_host_memory():
+    adapters = tuple(Adapter(f"a{i}", f"org/a{i}", 16) for i in range(5))
+    flags = adapter_flags(unit(adapters=adapters, max_loras=2).serves)
+    assert flags[:7] == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "16", "--max-cpu-loras", "5"]
+    assert flags[-5:] == [f"a{i}=org/a{i}" for i in range(5)]
+    assert "--max-cpu-loras" not in adapter_flags(unit(adapters=adapters, max_loras=8).serves)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(role="router"), "role must be one of colocated, prefill, decode"),
     (dict(adapters=(Adapter("a", "org/a", LORA_RANKS[-1] + 1),)), "rank a positive integer up to 512"),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hetinfra.solver.direct import DirectModel
 from hetinfra.solver.heuristic import feasible_start
 from hetinfra.solver.model import build_model
-from hetinfra.solver.problem import AllocationProblem, SolverUnit
+from hetinfra.solver.problem import AdapterHold, AllocationProblem, SolverUnit
 from hetinfra.solver.rows import FAMILIES, compile_rows
 from hetinfra.solver.solve import solve, solve_pyomo, verify
 
@@ -78,10 +78,11 @@ def test_heuristic_counts_keep_the_rows(p):
 def test_every_family_is_one_pyomo_constraint_of_its_name():
     p = AllocationProblem(
         units=(SolverUnit("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1", spot=True),
-               SolverUnit("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0}, "r2")),
-        demand={("m", "c"): 15.0}, caps={("lab", "r1", "X"): 4}, budget=9.0, max_spot_fraction={"m": 0.5},
-        local_demand={("m", "r2"): 5.0}, locality=0.5, running={"y": 1}, churn_hours=1.0,
-        tied=(("x", "y"),), nested=(("x", "y"),))
+               SolverUnit("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0, "c~a": 12.0}, "r2", slots=2)),
+        demand={("m", "c"): 15.0, ("m", "c~a"): 1.0}, caps={("lab", "r1", "X"): 4}, budget=9.0,
+        max_spot_fraction={"m": 0.5}, local_demand={("m", "r2"): 5.0}, locality=0.5, running={"y": 1},
+        churn_hours=1.0, tied=(("x", "y"),), nested=(("x", "y"),),
+        adapters=(AdapterHold("a", "m", (("m", "c~a"),)),))
     r = compile_rows(p, cuts=True)
     m = build_model(p, cuts=True)
     names = {f.__name__.removeprefix("add_") for f in FAMILIES}

@@ -1,0 +1,120 @@
+"""LoRA adapters in the simulator: requests carry their adapter, batches pay the derate of their
+distinct adapters, and an engine holding more adapters than GPU slots swaps them LRU at a load cost.
+
+Built on the simulator's seams (docs/internals/simulator.md, "Seams"), on the Python loop:
+
+* :class:`LoraRequest` is a :class:`~hetinfra.sim.replica.Request` with an ``adapter`` (None: the base);
+* :class:`LoraEngine` wraps a step model: each step takes ``m(gpu, rank, distinct)`` times the base
+  step (:func:`hetinfra.perf.lora.slowdown`, the distinct adapters of the running batch; a batch of
+  base requests only pays nothing), plus the load time of adapters brought into a slot for it. Its
+  ``slots`` (vLLM ``--max-loras``) are an LRU of resident adapters;
+* :class:`LoraVLLM` is vLLM V1 with vLLM's LoRA admission rule: a waiting request whose adapter is not
+  resident is admitted only when a slot is free or holds an adapter no running request uses (the
+  least recently used of those is evicted); otherwise it is skipped and the next one tried, as vLLM's
+  scheduler skips requests whose LoRA cannot be scheduled.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from hetinfra.perf.lora import slowdown
+from hetinfra.sim.policy import VLLMv1
+from hetinfra.sim.replica import Request
+
+__all__ = ["LoraEngine", "LoraRequest", "LoraVLLM"]
+
+
+class LoraRequest(Request):
+    """A request naming a LoRA adapter (the OpenAI ``model`` field); ``adapter`` None: the base model."""
+
+    __slots__ = ("adapter",)
+
+    def __init__(self, rid: int, arrival: float, prompt: int, output: int, adapter: str | None = None,
+                 computed: int = 0, origin=None):
+        super().__init__(rid, arrival, prompt, output, computed, origin)
+        self.adapter = adapter
+
+
+class LoraEngine:
+    """A step model serving adapters: the base ``engine``'s steps times the LoRA slowdown of the batch's
+    distinct adapters, plus ``load_s`` per adapter loaded into a slot for the step."""
+
+    def __init__(self, engine, gpu: str, rank: int, slots: int, load_s: float):
+        if slots < 1:
+            raise ValueError("a LoRA engine needs at least one slot (vLLM --max-loras >= 1)")
+        self.base, self.gpu, self.rank, self.slots, self.load_s = engine, gpu, rank, slots, load_s
+        self.mbt, self.kv_tokens, self.pp = engine.mbt, engine.kv_tokens, engine.pp
+        self.resident: OrderedDict[str, None] = OrderedDict()  # GPU slots, least recently used first
+        self.distinct = 0  # distinct adapters of the running batch (the policy sets it)
+        self.pending_load_s = 0.0  # loads the next step pays
+        self.loads = 0
+        self.max_distinct = 0
+
+    def step_s(self, prefill_tokens, prefill_positions, decode_seqs, decode_context, running_seqs=None):
+        base = self.base.step_s(prefill_tokens, prefill_positions, decode_seqs, decode_context, running_seqs)
+        m = slowdown(self.gpu, self.rank, self.distinct) if self.distinct else 1.0
+        extra, self.pending_load_s = self.pending_load_s, 0.0
+        return base * m + extra
+
+    def can_take(self, adapter: str | None, in_use: set) -> bool:
+        """Whether a request of ``adapter`` may join the batch: base requests always; an adapter when
+        resident, a slot is free, or a resident adapter is unused by the running batch."""
+        if adapter is None or adapter in self.resident or len(self.resident) < self.slots:
+            return True
+        return any(a not in in_use for a in self.resident)
+
+    def bring(self, adapter: str | None, in_use: set) -> None:
+        """Make ``adapter`` resident (most recently used), evicting the LRU adapter not in use."""
+        if adapter is None:
+            return
+        if adapter in self.resident:
+            self.resident.move_to_end(adapter)
+            return
+        if len(self.resident) >= self.slots:
+            del self.resident[next(a for a in self.resident if a not in in_use)]
+        self.resident[adapter] = None
+        self.pending_load_s += self.load_s
+        self.loads += 1
+
+
+def _in_use(rep) -> set:
+    return {r.adapter for r in rep.running.values() if getattr(r, "adapter", None) is not None}
+
+
+class LoraVLLM(VLLMv1):
+    """vLLM V1 with LoRA slots: admission skips requests whose adapter cannot get a slot; every step's
+    engine knows the batch's distinct adapters (its replica's engine must be a :class:`LoraEngine`)."""
+
+    name = "vllm-v1-lora"
+
+    def schedule(self, rep, t: float) -> None:
+        self._count(rep)
+        super().schedule(rep, t)
+
+    def admit(self, rep, t: float, budget: int, chunks: list) -> int:
+        waiting, running, kv, eng = rep.waiting, rep.running, rep.kv, rep.engine
+        while waiting and budget > 0 and len(running) < rep.max_seqs:
+            in_use = _in_use(rep)
+            req = next((r for r in waiting if eng.can_take(getattr(r, "adapter", None), in_use)), None)
+            if req is None:
+                break
+            n = self.chunk(req, req.prompt + req.g - req.computed, budget)
+            if n <= 0:
+                break
+            nb = kv.blocks_for(req.computed + n)
+            if nb > kv.total - kv.used:
+                break
+            eng.bring(getattr(req, "adapter", None), in_use)
+            rep.admit(req, t)
+            kv.used += nb
+            chunks.append((req, n))
+            budget -= n
+        self._count(rep)
+        return budget
+
+    @staticmethod
+    def _count(rep) -> None:
+        eng = rep.engine
+        eng.distinct = len(_in_use(rep))
+        eng.max_distinct = max(eng.max_distinct, eng.distinct)

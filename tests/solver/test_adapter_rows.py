@@ -1,0 +1,108 @@
+"""The adapter families of solver.rows (issue 38, point 3): slots, one copy per instance, routing only
+to holders, cover per area, residency; re-checked by solver.adapter_check, which a planted fault fails."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.plan.adapters import instance_adapters
+from hetinfra.solver.adapter_check import verify_adapters
+from hetinfra.solver.problem import AdapterHold, AllocationProblem, SolverUnit
+from hetinfra.solver.rows import compile_rows
+from hetinfra.solver.solve import solve
+
+G = (("aws", "r1", "L4"), 1)
+
+
+def unit(uid, slots, rate, keys, region="r1", cost=1.0):
+    return SolverUnit(uid, "m", cost, 1, ((("aws", region, "L4"), 1),), {k: rate for k in keys}, region, slots=slots)
+
+
+def problem(rates: list[float], *, big_rate=10.0, small_rate=10.0, big_slots=4, cover=1, regions=()):
+    keys = ["c"] + [f"c~a{i}" for i in range(len(rates))]
+    units = (unit("base", 0, 20.0, ["c"]), unit("small", 1, small_rate, keys), unit("big", big_slots, big_rate, keys))
+    holds = tuple(AdapterHold(f"a{i}", "m", (("m", f"c~a{i}"),), regions, (((), cover),)) for i in range(len(rates)))
+    demand = {("m", "c"): 1.0, **{("m", f"c~a{i}"): r for i, r in enumerate(rates)}}
+    return AllocationProblem(units=units, demand=demand, adapters=holds)
+
+
+def test_adapters_share_slots_on_one_instance_when_it_costs_nothing():
+    res = solve(problem([1.0, 1.0, 1.0]))
+    # one 4-slot instance holds all three adapters and serves everything (4 req/s of 10)
+    assert res.n == {"big": 1} and sorted(a for (u, a) in res.holds) == ["a0", "a1", "a2"]
+    assert verify_adapters(problem([1.0, 1.0, 1.0]), res) == []
+
+
+def test_the_solver_trades_the_slowdown_of_more_slots_against_replicas():
+    # 9 req/s, two adapters: a fast 4-slot tier holds both on one instance; a slow one (4 req/s) would
+    # need three, so the plan buys 1-slot instances (two, one per adapter) instead
+    fast, slow = solve(problem([4.0, 4.0], big_rate=10.0)), solve(problem([4.0, 4.0], big_rate=4.0))
+    assert fast.n == {"big": 1} and fast.objective == pytest.approx(1.0)
+    assert slow.objective == pytest.approx(2.0) and slow.n.get("small", 0) >= 1 and slow.n.get("big", 0) < 3
+
+
+def test_adapter_demand_goes_only_to_instances_holding_it():
+    p = problem([6.0, 0.5])
+    res = solve(p)
+    for (u, m, w), val in res.flow.items():
+        if "~" in w:
+            assert res.holds.get((u, w.split("~")[1]), 0) > 0, (u, w, val)
+
+
+def test_two_copies_where_asked_and_residency_forbids_other_regions():
+    res = solve(problem([0.5], cover=2))
+    assert sum(c for (_, a), c in res.holds.items() if a == "a0") >= 2
+    assert solve(problem([0.5], regions=("r9",))).status == "infeasible"
+
+
+def test_the_pyomo_model_has_one_constraint_per_family():
+    rows = compile_rows(problem([1.0, 2.0]))
+    fams = {f for f, _ in rows.families}
+    assert {"adapter_slots", "adapter_once", "adapter_routing", "adapter_cover"} <= fams
+    assert len(rows.x) == 2 * 2  # small and big may hold each of two adapters; base has no slots
+
+
+def test_the_check_fails_a_planted_fault():
+    p = problem([1.0, 1.0, 1.0])
+    res = solve(p)
+    worse = dataclasses.replace(res, holds={k: v for k, v in list(res.holds.items())[1:]})
+    assert any("holders carry" in v or "held by 0" in v for v in verify_adapters(p, worse))
+    over = dataclasses.replace(res, holds={**res.holds, ("big", "a0"): 5})
+    assert verify_adapters(p, over)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.floats(0.05, 12.0), min_size=1, max_size=6), st.integers(1, 6), st.floats(3.0, 20.0))
+def test_every_solution_keeps_the_rules_and_deals_round_robin(rates, slots, big_rate):
+    p = problem(rates, big_slots=slots, big_rate=big_rate)
+    res = solve(p, time_limit_s=20)
+    assert res.feasible and verify_adapters(p, res) == []
+    for u, n in res.n.items():
+        s = next(x.slots for x in p.units if x.id == u)
+        held = {a: c for (uu, a), c in res.holds.items() if uu == u}
+        lists = instance_adapters(n, s, held) if s else [[]] * n
+        assert all(len(x) <= s and len(set(x)) == len(x) for x in lists)
+
+
+@pytest.mark.parametrize("count, slots, holds", [(2, 1, {"a": 3}), (1, 4, {"a": 2})])
+def test_round_robin_refuses_counts_that_break_the_rows(count, slots, holds):
+    with pytest.raises(ValueError):
+        instance_adapters(count, slots, holds)
+
+
+def test_replan_moves_adapters_with_their_demand_within_the_change_penalty():
+    """Demand moves from a0 to a1: the running fleet stays (no instance started, so no churn paid) and
+    the adapters move between its instances' slots."""
+    before = problem([6.0, 0.2, 0.2], big_slots=2, big_rate=7.0, small_rate=7.0)
+    first = solve(before)
+    after = before.replace(demand={**before.demand, ("m", "c~a0"): 0.2, ("m", "c~a1"): 6.0},
+                           running=dict(first.n), churn_hours=8.0)
+    again = solve(after)
+    assert again.n == first.n  # the same instances
+    a1_holders = sum(c for (_, a), c in again.holds.items() if a == "a1")
+    a1_flow = sum(v for (u, _, w), v in again.flow.items() if w == "c~a1")
+    assert a1_flow == pytest.approx(6.0) and a1_holders >= 1 and verify_adapters(after, again) == []
