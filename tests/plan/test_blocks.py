@@ -4,6 +4,8 @@ simulation and is cheaper than the cheapest round in which every model met."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from types import SimpleNamespace
 
 import pytest
@@ -100,6 +102,9 @@ def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_
     assert doc["cost_usd_per_hour"] <= min(all_met) + 1e-9
     if len(set(fid["round_by_model"].values())) > 1:
         assert doc["cost_usd_per_hour"] < min(all_met) - 1e-9
-    # the document's plan meets when judged again from scratch (a new memo), on both seed sets
+    # the document's plan meets when judged again from scratch (a new memo), on both seed sets, at the
+    # requests per replication it states (fidelity): simulators() would size them on this final plan
     decide, confirm = simulators(pr)
+    decide.config = replace(decide.config, requests=fid["replications"]["decide_requests"])
+    confirm.config = replace(confirm.config, requests=fid["requests"])
     assert decide(doc)["met"] and confirm(doc)["met"]
