@@ -123,9 +123,10 @@ def _stable(entry: dict) -> bool:
     return entry.get("stable", True) if record is None else record.get("stable", True)
 
 
-def _stat_bounds(entries: list[dict], confidence: float) -> dict:
+def _stat_bounds(entries: list[dict], confidence: float, attainment: bool = True) -> dict:
     """Estimate, upper (pessimistic) and lower (optimistic) bounds of each statistic of a model or
-    unit over its replications' entries (those with measured requests)."""
+    unit over its replications' entries (those with measured requests); ``attainment=False`` leaves
+    the attainment's out (None: a unit whose objective has none, whose bounds nobody reads)."""
     key = entries[0]["slo"]["percentile"] if "slo" in entries[0] else None
     out = {}
     for stat in ("ttft_ms", "tpot_ms"):
@@ -134,7 +135,7 @@ def _stat_bounds(entries: list[dict], confidence: float) -> dict:
         pess, opt = t_bound(vals, confidence, True), t_bound(vals, confidence, False)
         out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
     att = [e["objective"].get("attainment") for e in entries]
-    if all(a is not None for a in att) and len(att) >= 2:
+    if attainment and all(a is not None for a in att) and len(att) >= 2:
         counts = [e["count"] for e in entries]
         hits = sum(round(a * n) for a, n in zip(att, counts))
         mean, low_t = t_bound(att, confidence, False)
@@ -159,15 +160,16 @@ def _ratios(bounds: dict, slo: dict, which: int) -> dict:
     return parts
 
 
-def _judged(entries: list[dict], slo: dict, confidence: float, margin: float) -> dict:
-    """The judgement of one model or unit on its replications' entries (see :func:`judge`)."""
+def _judged(entries: list[dict], slo: dict, confidence: float, margin: float, attainment: bool = True) -> dict:
+    """The judgement of one model or unit on its replications' entries (see :func:`judge`);
+    ``attainment``: whether to bound the attainment where the objective has none (see _stat_bounds)."""
     measured = [e for e in entries if e.get("count")]
     stable = all(_stable(e) for e in entries)
     if len(measured) < 2:
         worst = max((e["objective"].get("ratio") or 0.0 for e in entries), default=None)
         return {"bounds": None, "ratio_bound": worst if not stable else None,
                 "decision": "undecided" if stable else "missed", "stable": stable, "met": False, "ratios": {}}
-    bounds = _stat_bounds(measured, confidence)
+    bounds = _stat_bounds(measured, confidence, attainment or slo.get("attainment") is not None)
     pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
     limit = 1.0 - margin
     ratio = max(pess.values()) if pess else None
@@ -201,7 +203,9 @@ def _model_entry(name: str, entries: list[dict], seeds: list[int], unit_entries:
 
 
 def _unit_entry(entries: list[dict], slo: dict, confidence: float, margin: float) -> dict:
-    j = _judged([{**e, "slo": slo} for e in entries], slo, confidence, margin)
+    # a unit's bounds are not reported, only its verdict: its attainment is bounded only where the
+    # objective has one (the Clopper-Pearson bisections were a tenth of a 32-model fleet's judging)
+    j = _judged([{**e, "slo": slo} for e in entries], slo, confidence, margin, attainment=False)
     first = entries[0]
     return {**first, "count": sum(e.get("count") or 0 for e in entries), "replications": len(entries),
             "objective": {"met": j["met"], "ratio": j["ratio_bound"], "ratios": j["ratios"]},

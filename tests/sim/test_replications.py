@@ -92,6 +92,20 @@ def test_attainment_has_a_binomial_bound():
     assert j["bound"]["attainment"] < 0.95 < j["estimate"]["attainment"] and not j["met"]
 
 
+def test_a_unit_is_judged_on_its_attainment_only_where_its_objective_has_one():
+    """A unit's attainment bound is computed only for an objective with an attainment (its bounds are
+    not reported): one with 0.951 attained against 0.95 still misses on the binomial bound (a planted
+    skip of it meets), and without an attainment objective its verdict is its latencies'."""
+    unit = judge([_sim(1000 + k, v, attained=0.951) for k, v in enumerate([50.0, 51.0, 52.0, 50.5])])["units"][0]
+    assert unit["decision"] != "met" and unit["objective"]["ratios"]["attainment"] > 1
+    sims = [_sim(1000 + k, v, attained=0.951) for k, v in enumerate([50.0, 51.0, 52.0, 50.5])]
+    for s in sims:
+        s["models"][0]["slo"] = {**s["models"][0]["slo"], "attainment": None}
+    j = judge(sims)
+    assert j["units"][0]["decision"] == "met" and "attainment" not in j["units"][0]["objective"]["ratios"]
+    assert j["models"][0]["bound"]["attainment"] < 0.95  # the model's bound is still reported
+
+
 def test_an_unstable_unit_fails_its_model_whatever_its_percentiles():
     sims = [_sim(1000 + k, v, stable=k != 2) for k, v in enumerate([50.0, 51.0, 50.5, 49.0])]
     j = judge(sims)
