@@ -55,6 +55,28 @@ def test_replications_are_separate_simulations_and_the_memo_changes_nothing(euro
     assert len({s["models"][0]["ttft_ms"]["p99"] for s in fresh}) == 3  # the seeds do differ
 
 
+def test_a_view_is_validated_once_per_parse_cache(europe, monkeypatch):
+    """The caller's parse cache (one judgement of one view) validates the view at its first call
+    only, and the simulations are those of separate calls (a cache that is not read fails this)."""
+    from hetinfra.document.simulation import SimPlan
+
+    doc, spec, path = europe
+    parses = []
+    real = SimPlan.of.__func__
+
+    def counted(cls, plan, *args):
+        parses.append(isinstance(plan, dict))
+        return real(cls, plan, *args)
+
+    monkeypatch.setattr(SimPlan, "of", classmethod(counted))
+    seeds = seeds_for(0, "decide", 3)
+    cache: dict = {}
+    got = simulate_replications(doc, spec, path, CONFIG, seeds[:1], parsed=cache) + \
+        simulate_replications(doc, spec, path, CONFIG, seeds[1:], parsed=cache)
+    assert parses.count(True) == 1
+    assert got == [simulate_plan(doc, spec, path, replace(CONFIG, seed=s), detail=False) for s in seeds]
+
+
 def _sim(seed: int, p99_tpot: float, attained: float = 1.0, stable: bool = True) -> dict:
     """A synthetic simulation of one model with one unit: p99 TTFT 500 ms, p99 TPOT as given."""
     slo = {"ttft_ms": 1000.0, "tpot_ms": 80.0, "percentile": "p99", "attainment": 0.95}
