@@ -100,10 +100,22 @@ def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np
     # partitioned, not sorted: summarize reads only its order_ranks (the same values, in linear time)
     s_ttft, s_tpot = (summarize(np.partition(x, order_ranks(len(x))) if len(x) else x, presorted=True,
                                 total=core.fsum) for x in (ttft, tpot))
-    return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot,
-            "throughput_rps": round(n / span, 5) if span > 0 else None,
+    return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot, "throughput_rps": throughput(n, span),
             "preempted_requests": int((preempted > 0).sum()),
             "objective": evaluate(obj, s_ttft, s_tpot, att)}
+
+
+def throughput(n: int, span: float) -> float | None:
+    """A latency block's ``throughput_rps``: ``n`` requests over ``span`` seconds."""
+    return round(n / span, 5) if span > 0 else None
+
+
+def respanned(latency: dict, span: float) -> dict:
+    """``latency`` (a :func:`block` of some requests) as the block of the same requests over another
+    ``span``: only the throughput depends on it (a model served by one unit is that unit's block)."""
+    return {**latency, "ttft_ms": dict(latency["ttft_ms"]), "tpot_ms": dict(latency["tpot_ms"]),
+            "throughput_rps": throughput(latency["count"], span),
+            "objective": {k: dict(v) if isinstance(v, dict) else v for k, v in latency["objective"].items()}}
 
 
 def cdf(values: np.ndarray, points: int = 101) -> list[list[float]]:
