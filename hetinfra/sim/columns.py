@@ -110,12 +110,14 @@ def throughput(n: int, span: float) -> float | None:
     return round(n / span, 5) if span > 0 else None
 
 
-def respanned(latency: dict, span: float) -> dict:
-    """``latency`` (a :func:`block` of some requests) as the block of the same requests over another
-    ``span``: only the throughput depends on it (a model served by one unit is that unit's block)."""
-    return {**latency, "ttft_ms": dict(latency["ttft_ms"]), "tpot_ms": dict(latency["tpot_ms"]),
-            "throughput_rps": throughput(latency["count"], span),
-            "objective": {k: dict(v) if isinstance(v, dict) else v for k, v in latency["objective"].items()}}
+def respanned(latency: dict, n: int, span: float) -> dict:
+    """``latency`` (a :func:`block` of ``n`` requests) as the block of the same requests over another
+    ``span``, copied: only the throughput depends on it (a model served by one unit is that unit's block)."""
+    return {k: throughput(n, span) if k == "throughput_rps" else _copied(v) for k, v in latency.items()}
+
+
+def _copied(value):
+    return {k: _copied(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def cdf(values: np.ndarray, points: int = 101) -> list[list[float]]:

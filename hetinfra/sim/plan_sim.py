@@ -269,8 +269,8 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
     """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
     ``known``: the entries of units whose statistics the memo has (index -> entry, copied here)."""
     measured: dict[str, list[tuple]] = {name: [] for name in model_info}
-    # each unit's block computed here, before its stability is judged: a model served by one unit
-    # has that unit's requests, so its block is the same one over the model's span (_model_entry)
+    # by model, the block of its unit computed here (before its stability is judged): a model served
+    # by one unit has that unit's requests, so its block is the same one over the model's span (_model_entry)
     fresh: dict[str, dict] = {}
     units = []
     for k, a, ue, replicas in units_out:
@@ -290,7 +290,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         nrep = len(replicas) or 1
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
-        fresh[a.unit] = respanned(latency, span)
+        fresh[a.model] = respanned(latency, len(cols[0]), span)
         steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
@@ -320,7 +320,7 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
     the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and
     CDFs. A model with an unstable unit (``units``: its units' entries) misses (hetinfra.sim.stability).
-    ``fresh``: the latency blocks _collect computed, by unit (a one-unit model's is reused)."""
+    ``fresh``: the latency blocks of units _collect computed, by model (a one-unit model's is reused)."""
     m = info["plan"]
     obj = objective_from_slo(m.slo.model_dump())
     empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
@@ -337,8 +337,8 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
              "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
              "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
                      "attainment": obj.attainment},
-             **(respanned(fresh[units[0]["unit"]], span) if len(parts) == 1 and len(units) == 1
-                and units[0]["unit"] in fresh else block(arrival, first, finish, output, preempted, obj, span))}
+             **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
+                else block(arrival, first, finish, output, preempted, obj, span))}
     if detail:
         entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
                   "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
