@@ -39,6 +39,9 @@ class Ceilings:
         self.spec, self.base = spec, Path(spec_path).parent if spec_path else None
         self._by_template: dict[str, dict[str, ClassCeiling]] = {}
         self._sizes: dict[str, dict[str, tuple[float, float]]] = {}
+        #: rooflines by what they depend on (model, variant, GPU, tp, pp, class sizes): a fleet's
+        #: templates repeat one (GPU, tp, pp) in every region and many node counts
+        self._rooflines: dict[tuple, tuple[float, str] | None] = {}
 
     def of_template(self, t: dict, model: dict) -> dict[str, ClassCeiling]:
         """The ceilings of plan.json template ``t`` of plan model ``model``, per class."""
@@ -65,13 +68,17 @@ class Ceilings:
         from hetinfra.catalog.gpus import get_gpu
         from hetinfra.perf.roofline import roofline
 
-        gpu = get_gpu(t["gpu"])
-        arch = self._arch(model, t.get("variant"))
-        if gpu is None or arch is None:  # a mixed pipeline or a custom GPU: its profile's ceiling bounds it
+        key = (model["name"], t.get("variant"), t["gpu"], int(t["tp"]), int(t["pp"]), input_tokens, output_tokens)
+        if key not in self._rooflines:
+            gpu = get_gpu(t["gpu"])
+            arch = self._arch(model, t.get("variant"))
+            r = None if gpu is None or arch is None else roofline(
+                arch, gpu, int(t["tp"]), int(t["pp"]), _precision(model, t.get("variant")), input_tokens, output_tokens)
+            self._rooflines[key] = None if r is None else (r.rate, r.bound)
+        found = self._rooflines[key]
+        if found is None:  # a mixed pipeline or a custom GPU: its profile's ceiling bounds it
             return ClassCeiling(math.inf, "no roofline (GPU outside the catalog)")
-        precision = _precision(model, t.get("variant"))
-        r = roofline(arch, gpu, int(t["tp"]), int(t["pp"]), precision, input_tokens, output_tokens)
-        return ClassCeiling(r.rate * int(t.get("engines_per_instance") or 1), f"roofline ({r.bound})")
+        return ClassCeiling(found[0] * int(t.get("engines_per_instance") or 1), f"roofline ({found[1]})")
 
     def _arch(self, model: dict, variant: str | None):
         from hetinfra.perf.model import model_arch

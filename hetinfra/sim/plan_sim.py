@@ -41,7 +41,7 @@ from hetinfra.document.simulation import SimPlan, SimUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
-from hetinfra.sim.columns import UnitRequests, block, cdf, simulate_pools, simulate_unit
+from hetinfra.sim.columns import UnitRequests, block, cdf, respanned, simulate_pools, simulate_unit
 from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
@@ -280,6 +280,9 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
     """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
     ``known``: the entries of units whose statistics the memo has (index -> entry, copied here)."""
     measured: dict[str, list[tuple]] = {name: [] for name in model_info}
+    # by model, the block of its unit computed here (before its stability is judged): a model served
+    # by one unit has that unit's requests, so its block is the same one over the model's span (_model_entry)
+    fresh: dict[str, dict] = {}
     units = []
     for k, a, ue, replicas in units_out:
         info = model_info[a.model]
@@ -298,6 +301,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         nrep = len(replicas) or 1
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
+        fresh[a.model] = respanned(latency, len(cols[0]), span)
         steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
@@ -314,7 +318,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
                                 "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
                "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
         units.append(out)
-    models = [_model_entry(name, info, measured[name], detail, [u for u in units if u["model"] == name])
+    models = [_model_entry(name, info, measured[name], detail, [u for u in units if u["model"] == name], fresh)
               for name, info in model_info.items()]
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
@@ -322,10 +326,12 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict]) -> dict:
+def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict],
+                 fresh: dict[str, dict]) -> dict:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
     the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and
-    CDFs. A model with an unstable unit (``units``: its units' entries) misses (hetinfra.sim.stability)."""
+    CDFs. A model with an unstable unit (``units``: its units' entries) misses (hetinfra.sim.stability).
+    ``fresh``: the latency blocks of units _collect computed, by model (a one-unit model's is reused)."""
     m = info["plan"]
     obj = objective_from_slo(m.slo.model_dump())
     empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
@@ -342,7 +348,8 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
              "warmup_requests": info["warm"], "unrouted": sum(info["unrouted"]),
              "slo": {"ttft_ms": obj.ttft_ms, "tpot_ms": obj.tpot_ms, "percentile": obj.percentile,
                      "attainment": obj.attainment},
-             **block(arrival, first, finish, output, preempted, obj, span)}
+             **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
+                else block(arrival, first, finish, output, preempted, obj, span))}
     if detail:
         entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
                   "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["PERCENTILES", "Objective", "percentile", "summarize", "objective_from_slo", "evaluate"]
+__all__ = ["PERCENTILES", "Objective", "percentile", "order_ranks", "summarize", "objective_from_slo", "evaluate"]
 
 PERCENTILES = {"mean": None, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 #: an attainment of 0 is read as this in a miss ratio, which stays finite (simulation.json is strict
@@ -34,10 +34,27 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return a + (b - a) * (pos - lo)
 
 
+def order_ranks(n: int) -> list[int]:
+    """The ranks (0-based positions in sorted order) of ``n`` values that :func:`summarize` reads:
+    each percentile's two closest ranks (:func:`percentile`'s rule) and the maximum. A column
+    partitioned on these ranks (``np.partition(x, order_ranks(len(x)))``) holds at each of them
+    exactly the value a full sort puts there, so it summarizes as the sorted column does (the mean is
+    an exact sum: order does not matter), in linear time instead of a sort's n log n."""
+    if not n:
+        return []
+    ranks = {n - 1}
+    for q in PERCENTILES.values():
+        if q is not None:
+            lo = int((n - 1) * q / 100.0)
+            ranks.update((lo, min(lo + 1, n - 1)))
+    return sorted(ranks)
+
+
 def summarize(values: Sequence[float], *, presorted: bool = False,
               total: Callable[[Sequence[float]], float] = math.fsum) -> dict:
     """count, mean, p50, p90, p95, p99, max of values in seconds, reported in ms. ``presorted``:
-    ``values`` is sorted already (a numpy column: hetinfra.sim.columns); ``total``: its exact sum
+    ``values`` is sorted already, or holds its sorted values at :func:`order_ranks` (a numpy column
+    partitioned on them: hetinfra.sim.columns); ``total``: its exact sum
     (math.fsum, or hetinfra.sim.core.fsum for a numpy column: the same double)."""
     v = values if presorted else sorted(values)
     if not len(v):

@@ -101,3 +101,19 @@ def test_credit_stops_at_the_measured_interval(verified_examples):
     estimated = {**t, "capacity_rps": {w: r / t["derate"] for w, r in t["capacity_rps"].items()}, "derate": 1.0}
     assert Ceilings(spec, path).credit_limit(estimated, m) == pytest.approx(1.05, rel=1e-6)
     assert t["derate"] <= 1.05
+
+
+def test_a_ceilings_roofline_memo_gives_each_template_its_own_roofline(verified_examples):
+    """One Ceilings remembers rooflines across templates (by model, variant, GPU, tp, pp and class
+    sizes): every template of a plan, its GPU, tp and pp varied, gets from the shared one exactly
+    what a fresh Ceilings computes for it alone (a key missing tp or the GPU fails this)."""
+    doc, path = verified_examples["chat.yaml"]
+    spec, _, _ = load_spec(path)
+    [m] = [x for x in doc["models"] if x["name"] == doc["templates"][0]["model"]]
+    variants = [{**t, "id": f"{t['id']}-{gpu}-{tp}", "gpu": gpu, "tp": tp, "sources": {}}
+                for t in doc["templates"] if t["model"] == m["name"]
+                for gpu in ("L4", "A100-80GB", "H100") for tp in (1, 2, 4)]
+    shared = Ceilings(spec, path)
+    got = [shared.of_template(t, m) for t in variants]
+    assert got == [Ceilings(spec, path).of_template(t, m) for t in variants]
+    assert len({c.rps for ceilings in got for c in ceilings.values()}) > len(variants) // 2  # they do differ

@@ -41,7 +41,7 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
     runs: list[tuple[list[str], list[int]]] = []
     seeds_of: dict[int, int] = {}
 
-    def fake(view, spec, path, config, seeds, memo=None, detail=False, ticks=None):
+    def fake(view, spec, path, config, seeds, memo=None, detail=False, ticks=None, parsed=None):
         runs.append(([m["name"] for m in view["models"] if m["rate_rps"]], list(seeds)))
         return [_sim(view, s, seeds_of.setdefault(s, len(seeds_of))) for s in seeds]
 

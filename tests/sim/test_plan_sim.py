@@ -192,3 +192,26 @@ def test_a_dataset_that_cannot_sample_a_planned_class_is_exit_2(tmp_path, run_cl
     (tmp_path / "sizes.csv").write_text("input_tokens,output_tokens\n" + "\n".join(kept) + "\n")
     code, _, err = run_cli("simulate", str(tmp_path / "out"), "--requests", "1000")
     assert code == 2 and "the dataset has no row in bucket 'in<=1000" in err and "re-plan" in err
+
+
+@pytest.mark.parametrize("name", ["europe", "chat", "variants"])
+def test_a_one_unit_models_entry_reuses_its_units_block_exactly(name, monkeypatch):
+    """A model served by one unit takes that unit's latency block over its own span: the simulation
+    (with detail and without) is what computing the model's block again gives (a reused block with a
+    wrong throughput, or one shared with the unit entry and edited there, fails this)."""
+    from dataclasses import replace
+
+    from hetinfra.sim import plan_sim
+    from hetinfra.spec.load import load_spec
+    from tests.plan.golden_plans import filled_golden
+
+    doc, path = filled_golden(name), REPO / "services" / f"{name}.yaml"
+    spec = load_spec(path)[0]
+    config = WorkloadConfig(requests=3000, seed=5, load=1.2)
+    reused = [plan_sim.simulate_plan(doc, spec, path, replace(config), detail=d) for d in (True, False)]
+    real = plan_sim._model_entry
+    monkeypatch.setattr(plan_sim, "_model_entry", lambda *args: real(*args[:-1], {}))
+    assert reused == [plan_sim.simulate_plan(doc, spec, path, replace(config), detail=d) for d in (True, False)]
+    one_unit = [m["model"] for m in reused[1]["models"] if sum(u["model"] == m["model"] for u in reused[1]["units"]) == 1]
+    assert one_unit and all(next(m for m in reused[1]["models"] if m["model"] == n)["ttft_ms"] is not
+                            next(u for u in reused[1]["units"] if u["model"] == n)["ttft_ms"] for n in one_unit)

@@ -56,6 +56,28 @@ def test_replications_are_separate_simulations_and_the_memo_changes_nothing(euro
     assert len({s["models"][0]["ttft_ms"]["p99"] for s in fresh}) == 3  # the seeds do differ
 
 
+def test_a_view_is_validated_once_per_parse_cache(europe, monkeypatch):
+    """The caller's parse cache (one judgement of one view) validates the view at its first call
+    only, and the simulations are those of separate calls (a cache that is not read fails this)."""
+    from hetinfra.document.simulation import SimPlan
+
+    doc, spec, path = europe
+    parses = []
+    real = SimPlan.of.__func__
+
+    def counted(cls, plan, *args):
+        parses.append(isinstance(plan, dict))
+        return real(cls, plan, *args)
+
+    monkeypatch.setattr(SimPlan, "of", classmethod(counted))
+    seeds = seeds_for(0, "decide", 3)
+    cache: dict = {}
+    got = simulate_replications(doc, spec, path, CONFIG, seeds[:1], parsed=cache) + \
+        simulate_replications(doc, spec, path, CONFIG, seeds[1:], parsed=cache)
+    assert parses.count(True) == 1
+    assert got == [simulate_plan(doc, spec, path, replace(CONFIG, seed=s), detail=False) for s in seeds]
+
+
 def _sim(seed: int, p99_tpot: float, attained: float = 1.0, stable: bool = True) -> dict:
     """A synthetic simulation of one model with one unit: p99 TTFT 500 ms, p99 TPOT as given."""
     slo = {"ttft_ms": 1000.0, "tpot_ms": 80.0, "percentile": "p99", "attainment": 0.95}
@@ -91,6 +113,20 @@ def test_attainment_has_a_binomial_bound():
     # Clopper-Pearson bound on 4 x 2000 requests is about 0.947, under the target
     j = _judged([50.0, 51.0, 52.0, 50.5], attained=0.951)
     assert j["bound"]["attainment"] < 0.95 < j["estimate"]["attainment"] and not j["met"]
+
+
+def test_a_unit_is_judged_on_its_attainment_only_where_its_objective_has_one():
+    """A unit's attainment bound is computed only for an objective with an attainment (its bounds are
+    not reported): one with 0.951 attained against 0.95 still misses on the binomial bound (a planted
+    skip of it meets), and without an attainment objective its verdict is its latencies'."""
+    unit = judge([_sim(1000 + k, v, attained=0.951) for k, v in enumerate([50.0, 51.0, 52.0, 50.5])])["units"][0]
+    assert unit["decision"] != "met" and unit["objective"]["ratios"]["attainment"] > 1
+    sims = [_sim(1000 + k, v, attained=0.951) for k, v in enumerate([50.0, 51.0, 52.0, 50.5])]
+    for s in sims:
+        s["models"][0]["slo"] = {**s["models"][0]["slo"], "attainment": None}
+    j = judge(sims)
+    assert j["units"][0]["decision"] == "met" and "attainment" not in j["units"][0]["objective"]["ratios"]
+    assert j["models"][0]["bound"]["attainment"] < 0.95  # the model's bound is still reported
 
 
 def test_an_unstable_unit_fails_its_model_whatever_its_percentiles():
