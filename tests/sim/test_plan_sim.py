@@ -194,7 +194,7 @@ def test_a_dataset_that_cannot_sample_a_planned_class_is_exit_2(tmp_path, run_cl
     assert code == 2 and "the dataset has no row in bucket 'in<=1000" in err and "re-plan" in err
 
 
-@pytest.mark.parametrize("name", ["mixed-pipeline", "chat", "variants"]  # each has a model served by one unit (estimator-v3 plans))
+@pytest.mark.parametrize("name", ["mixed-pipeline", "chat", "variants"])  # each has a model served by one unit
 def test_a_one_unit_models_entry_reuses_its_units_block_exactly(name, monkeypatch):
     """A model served by one unit takes that unit's latency block over its own span: the simulation
     (with detail and without) is what computing the model's block again gives (a reused block with a
