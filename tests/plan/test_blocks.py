@@ -83,7 +83,8 @@ def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_
     from hetinfra.plan.pipeline import plan_document
     from hetinfra.plan.verify import simulators
 
-    pr, doc = plan_document(_fleet(tmp_path), with_baselines=False, template_cache=False)
+    pr, plan = plan_document(_fleet(tmp_path), with_baselines=False, template_cache=False)
+    doc = plan.to_dict()
     fid = doc["fidelity"]
     history = {h["round"]: h for h in fid["history"]}
     vetoes = fid["confirmation"]["vetoes"]
