@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from hetinfra.document import Plan
 from hetinfra.document.fidelity import (Confirmation, Fidelity, FidelityModel, OverProvisioning, Replications,
                                         Trim)
 from hetinfra.errors import InfeasibleError
@@ -17,15 +18,14 @@ OVER_PROVISIONING_DEFINITION = (
     "same requests per replication) still meets the objective; ratio = the smallest over models")
 
 
-def record(doc: dict, v: Verification, strict: bool) -> None:
-    """Add ``fidelity`` (the typed section, :func:`fidelity_of`) and the verification's warnings to
-    plan.json ``doc`` of ``v.pr``. ``strict``: a plan that still misses raises InfeasibleError (exit 3)
-    instead of a warning."""
-    fidelity = fidelity_of(v, doc["cost_usd_per_hour"], {a["template"] for a in doc["allocations"]})
+def record(doc: Plan, v: Verification, strict: bool) -> Plan:
+    """Plan ``doc`` of ``v.pr`` with ``fidelity`` (:func:`fidelity_of`) and the verification's warnings.
+    ``strict``: a plan that still misses raises InfeasibleError (exit 3) instead of a warning."""
+    fidelity = fidelity_of(v, doc.cost_usd_per_hour, {a.template for a in doc.allocations})
+    update = {"fidelity": fidelity, "warnings": [*doc.warnings, *_warnings(fidelity, v, strict)]}
     if v.stopped:  # a round's solve was cut by the wall clock (said even when the baselines' cut already set it)
-        doc["solver"]["safety_stop"] = True
-    doc["warnings"].extend(_warnings(fidelity, v, strict))
-    doc["fidelity"] = fidelity
+        update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
+    return doc.model_copy(update=update)
 
 
 def unverified(reason: str) -> Fidelity:

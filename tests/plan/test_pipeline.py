@@ -14,6 +14,6 @@ def test_baselines_solved_beside_the_trim_are_the_final_plans(tmp_path):
     doc = plan.to_dict()
     assert doc["fidelity"]["verified"] and doc["baselines"]
     clear()  # solved again from scratch, after the trim, in this thread
-    again = assemble(pr, True)
+    again = assemble(pr, True).to_dict()
     assert again["baselines"] == doc["baselines"]
     assert again["cost_usd_per_hour"] == doc["cost_usd_per_hour"]
