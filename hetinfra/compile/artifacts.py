@@ -38,7 +38,7 @@ def expand_stages(allocations: list) -> list:
     return out
 
 
-def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
+def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
     """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
     task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks).
 
@@ -46,9 +46,6 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
     largest OS image among the clouds it may fail over to."""
     from hetinfra.compile.disk import disk_gb
     from hetinfra.compile.unit import Alternate, DeployedUnit
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
     deploy = doc.deploy
     units = []
     for a in doc.allocations:
