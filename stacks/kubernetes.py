@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.kubernetes import kube_units
 from hetinfra.compile.kubernetes.render import cluster_objects, cluster_settings
+from hetinfra.document import Plan
 from hetinfra.stacks.common import FleetSecrets
 
 __all__ = ["KubeCluster", "KubeClusterArgs", "build", "cluster_args", "main"]
@@ -94,7 +95,7 @@ class KubeCluster(pulumi.ComponentResource):
 
 def cluster_args(plan: dict) -> list[KubeClusterArgs]:
     """One KubeClusterArgs per cluster the plan's units need, in cluster order."""
-    kp = kube_units(plan, sky_units(plan, include_mixed=True))
+    kp = kube_units(plan, sky_units(Plan.of(plan), include_mixed=True))
     out = []
     for cloud, region in sorted({(u.cloud, u.region) for u in kp.units}):
         settings = cluster_settings(kp, cloud, region)

@@ -62,7 +62,7 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         finally:
             if progress is not None:
                 progress.close()
-        doc["warnings"] = list(feed_warnings) + cap_warnings + doc["warnings"]
+        doc = doc.model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None
         return doc, (write_plan(out, doc) if out else {}), pending
@@ -83,7 +83,7 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
                 click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
                            "pulumi/kubernetes/")
 
-    _, _, pending = run_command(as_json, work, show, to_json=lambda result: result[0])
+    _, _, pending = run_command(as_json, work, show, to_json=lambda result: result[0].to_dict())
     if pending is not None:
         from hetinfra.plan.pending import CHANGES_PENDING, render_pending
 

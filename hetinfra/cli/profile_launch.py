@@ -51,13 +51,10 @@ class BenchTask:
     cost_usd: float | None  # on demand, as launched; None: the on-demand price is not known
 
 
-def bench_tasks(plan: "Plan | dict", all_units: bool = False,
+def bench_tasks(doc: "Plan", all_units: bool = False,
                 on_demand: dict[tuple[str, str, str], float] | None = None) -> list[BenchTask]:
     """One task per unit to measure: the extrapolated ones (``all_units``: every unit). ``on_demand``:
     on-demand $/h by (cloud, region, instance type), for spot units (see :func:`launch_price`)."""
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
     out = []
     for a in doc.allocations:
         if a.custom_cloud or (not all_units and a.confidence != "extrapolated"):
@@ -159,13 +156,11 @@ def snapshot_on_demand() -> dict[tuple[str, str, str], float]:
             if o.price(False) is not None}
 
 
-def write_tasks(plan: "Plan | dict", out: Path, all_units: bool = False,
+def write_tasks(doc: "Plan", out: Path, all_units: bool = False,
                 on_demand: dict[tuple[str, str, str], float] | None = None) -> tuple[list[BenchTask], list[Path]]:
     """Write OUT/profile/<unit>.yaml for each task and OUT/profile/collect.sh."""
-    from hetinfra.document import Plan
     from hetinfra.fileio import atomic_write_text
 
-    doc = Plan.of(plan)
     if on_demand is None and any(a.spot for a in doc.allocations):
         on_demand = snapshot_on_demand()
     tasks = bench_tasks(doc, all_units, on_demand)

@@ -38,7 +38,7 @@ def expand_stages(allocations: list) -> list:
     return out
 
 
-def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
+def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
     """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
     task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks).
 
@@ -46,9 +46,6 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
     largest OS image among the clouds it may fail over to."""
     from hetinfra.compile.disk import disk_gb
     from hetinfra.compile.unit import Alternate, DeployedUnit
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
     deploy = doc.deploy
     units = []
     for a in doc.allocations:
@@ -70,21 +67,17 @@ def sky_units(plan: "Plan | dict", *, include_mixed: bool = False) -> list:
     return units
 
 
-def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
-    """Write every artifact under ``out``; returns what was written by kind.
+def write_plan(out: Path, plan: "Plan") -> dict[str, list[Path]]:
+    """Write every artifact of ``plan`` under ``out`` (plan.json is its dump, :meth:`Plan.to_dict`);
+    returns what was written by kind.
 
     An unwritable ``out`` (or one under a file) is an InvalidInputError (exit 2), out unchanged.
     """
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory", hint="choose another --out")
-    # the document's model holds for what every later stage reads (imported here: building the
-    # models costs ~0.1 s, which `plan` without --out need not pay)
-    from hetinfra.document import Plan
-
-    doc = Plan.parse(plan, out / "plan.json")
     try:
         with staged_dir(out) as stage:
-            written = _write_artifacts(stage, plan, doc)
+            written = _write_artifacts(stage, plan.to_dict(), plan)
     except OSError as exc:
         where = Path(exc.filename).name if exc.filename else out
         raise InvalidInputError(f"cannot write the plan to --out {out} ({where}: {exc.strerror or exc}); nothing "
@@ -94,7 +87,7 @@ def write_plan(out: Path, plan: dict) -> dict[str, list[Path]]:
 
 def _write_artifacts(out: Path, plan: dict, doc: "Plan") -> dict[str, list[Path]]:
     """The artifacts of ``doc``; plan.json and the Pulumi projects' copies are written from ``plan``,
-    its dict, as it is (the model's dump would order keys as the model does)."""
+    its dump (the model declares plan.json's keys in the order the file has them)."""
     from hetinfra.compile.pulumi_project import write_projects
     from hetinfra.compile.router import litellm_config, router_weights
     from hetinfra.compile.skypilot import render_all

@@ -140,14 +140,14 @@ def _target_health(region: str, arn: str) -> int:
                == "healthy")
 
 
-def wait_healthy(plan: Plan | dict, state_doc: State | dict, units: list[str], *, timeout_s: float, env: dict,
+def wait_healthy(plan: Plan, state_doc: State | dict, units: list[str], *, timeout_s: float, env: dict,
                  http: Callable[..., list[str]] = http_health, interval_s: float = 10.0,
                  settle_s: float = GATEWAY_SETTLE_S, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> list[str]:
     """Wait until every unit in ``units`` (running per ``state_doc``, state.json) serves its
     replicas, each checked the first way that works (module docstring); returns what is still
     not healthy (unit names, or URLs of the direct way)."""
-    plan, state = Plan.of(plan), State.of(state_doc)
+    state = State.of(state_doc)
     allocs = {a.deployment_unit: a for a in state.allocations}
     how = {u: method(plan, allocs[u], allocs[u].path) for u in sorted(units) if u in allocs}
     missing = unchecked_units(plan, [(allocs[u], allocs[u].path) for u in how])

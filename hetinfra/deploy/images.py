@@ -53,13 +53,12 @@ def azure_newest_version(region: str, role: str, env: dict, *, base_url: str | N
     return (max(names, key=_version_key), "") if names else (None, "the ARM API lists no version of it")
 
 
-def pins_for_up(state_doc: dict, plan: Plan | dict, cloud: str, *, update: bool, env: dict,
+def pins_for_up(state_doc: dict, plan: Plan, cloud: str, *, update: bool, env: dict,
                 notes: list[str], azure_url: str | None = None) -> dict:
     """The ``hetinfra:images`` value to set before ``cloud``'s ``up``: region -> role -> id."""
     pins = {} if update else {r: dict(roles) for r, roles in ((state_doc.get("images") or {}).get(cloud) or {}).items()}
     if cloud != "azure":
         return pins
-    plan = Plan.of(plan)
     for region in sorted({a.region for a in plan.allocations if a.cloud == "azure"}):
         for role in ROLES if plan.deploy.gateway.enabled else ("gpu",):
             if (pins.get(region) or {}).get(role):

@@ -135,6 +135,13 @@ class Allocation(Doc):
     counts_by_period: Optional[list[StrictInt]] = Field(None, description="A top-up's replicas in each demand profile "
                                                                           "period.")
     stages: Optional[list[Stage]] = Field(None, description="The stages of a mixed-GPU pipeline.")
+    max_model_len: Optional[PositiveInt] = Field(
+        None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
+                          "serves the largest class), capped at its KV cache (docs/verification.md).")
+    kv_cache_tokens: Optional[StrictInt] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
+                                                                   "layout; null for mixed pipelines.")
+    gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
+                                                              "from its offer row).")
     deployment_unit: StrictStr = Field(description="The deployed unit's name: a DNS label naming its SkyPilot "
                                                    "service, cloud groups and state.json entries; the key of the "
                                                    "gateway's backend group. Not the solver's ``unit``.")
@@ -144,13 +151,6 @@ class Allocation(Doc):
                                                     "first (empty: pinned to its planned offer).")
     ondemand_fallback: Optional[OndemandFallback] = Field(description="A spot unit's on-demand fallback; null when "
                                                                       "off or not spot.")
-    max_model_len: Optional[PositiveInt] = Field(
-        None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
-                          "serves the largest class), capped at its KV cache (docs/verification.md).")
-    kv_cache_tokens: Optional[StrictInt] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
-                                                                   "layout; null for mixed pipelines.")
-    gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
-                                                              "from its offer row).")
 
     # Invariants, each on the field it names (so an error reads ``allocations[0].instances``); a
     # validator sees the fields declared above its own.

@@ -4,7 +4,7 @@ stated confidence (hetinfra.plan.replicated) and what the confirmation on fresh 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -39,19 +39,36 @@ class Judgement(Doc):
     ratio_bound: Optional[Number] = Field(None, description="The worst bound over its objective (> 1 misses).")
 
 
-class FidelityModel(Judgement):
-    """A model of fidelity.models: its worst replication's latency blocks (ttft_ms, tpot_ms, ...) and the
-    judgement over the replications of the search's seeds."""
-
-    model_config = ConfigDict(extra="allow")
+class _Head(Doc):
+    """A model's name and whether it met: the first keys of its line (a subclass lists
+    :class:`Judgement` first among its bases, so that its fields follow these in plan.json)."""
 
     model: StrictStr = Field(description="Model name.")
     met: StrictBool = Field(description="Whether it met (the judgement, and no unit past its ceiling).")
 
 
-class ConfirmedModel(Judgement):
+class _Worst(Doc):
+    """A model's worst replication (the published latency blocks), the first keys of its line."""
+
     model: StrictStr = Field(description="Model name.")
-    met: StrictBool = Field(description="Whether it met on the confirmation's seeds.")
+    slo: Optional[dict[str, Any]] = Field(None, description="The model's objective.")
+    met: StrictBool = Field(description="Whether it met (the judgement, and no unit past its ceiling).")
+    requests: Optional[StrictInt] = Field(None, description="Requests simulated for it.")
+    ttft_ms: Optional[dict[str, Optional[Number]]] = Field(None, description="TTFT statistics, ms.")
+    tpot_ms: Optional[dict[str, Optional[Number]]] = Field(None, description="TPOT statistics, ms.")
+    attainment: Optional[Number] = Field(None, description="Fraction of requests meeting both objectives.")
+    preempted_requests: Optional[StrictInt] = Field(None, description="Requests the engine preempted.")
+
+
+class FidelityModel(Judgement, _Worst):
+    """A model of fidelity.models: its worst replication's latency blocks (ttft_ms, tpot_ms, ...) and the
+    judgement over the replications of the search's seeds."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ConfirmedModel(Judgement, _Head):
+    """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
 
 
 class Veto(Doc):
@@ -85,3 +102,63 @@ class Replications(Doc):
     decide_seeds: list[StrictInt] = Field(description="Seeds of the final plan's judgement by the search.")
     confirm_seeds: list[StrictInt] = Field(description="Seeds of its confirmation (disjoint from the decide seeds).")
     simulated: dict[StrictStr, StrictInt] = Field(description="Replications simulated per purpose (decide, confirm).")
+
+
+class OverProvisioning(Doc):
+    """fidelity.over_provisioning: how much more demand than declared the plan still meets."""
+
+    ratio: Optional[Number] = Field(description="The smallest sustained multiple over the models; null: none "
+                                                "searched.")
+    by_model: dict[str, Number] = Field(description="Each model's largest sustained multiple of its demand.")
+    definition: StrictStr = Field(description="How the multiple is searched.")
+
+
+class Trim(Doc):
+    """fidelity.trim: the replicas the trim removed, how many removals it checked, and those the
+    confirmation put back."""
+
+    removed: list[dict[str, Any]] = Field(description="Removals the trim kept.")
+    checked_removals: StrictInt = Field(description="Removals simulated.")
+    put_back: list[dict[str, Any]] = Field(description="Removals put back after missing on the confirm seeds.")
+
+
+class Fidelity(Doc):
+    """How simulation checked the plan's latency objectives (written by verification, hetinfra.plan.verify;
+    built by hetinfra.plan.fidelity). The fields are declared in plan.json's order (its bytes are this
+    model's dump); unknown keys are kept (verification owns this section)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    verified: StrictBool = Field(description="Whether the plan was simulated.")
+    reason: Optional[StrictStr] = Field(None, description="Why it was not (unverified plans only).")
+    met: Optional[StrictBool] = Field(None, description="Whether every model met its objective in simulation, on the "
+                                                        "search's seeds and on the confirmation's.")
+    rounds: Optional[StrictInt] = Field(None, description="Rounds of re-planning simulated.")
+    max_rounds: Optional[StrictInt] = Field(None, description="planning.verify.max_rounds.")
+    simulator: Optional[StrictStr] = Field(None, description="The simulator's version.")
+    seed: Optional[StrictInt] = Field(None, description="The base seed (planning.verify.seed).")
+    load: Optional[Number] = Field(None, description="Multiple of the declared demand simulated.")
+    load_basis: Optional[StrictStr] = Field(None, description="Where the load multiple comes from.")
+    statistic: Optional[dict[str, StrictStr]] = Field(None, description="Each model's objective percentile.")
+    burst_cv: Optional[Number] = Field(None, description="Coefficient of variation of the simulated arrivals.")
+    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication.")
+    requests_per: Optional[StrictStr] = Field(None, description="What ``requests`` counts per.")
+    margin: Optional[Number] = Field(None, description="planning.verify.margin.")
+    confidence: Optional[StrictStr] = Field(None, description="planning.confidence.")
+    cost_before_usd_per_hour: Optional[Number] = Field(None, description="$/h of the first round's plan.")
+    cost_after_usd_per_hour: Optional[Number] = Field(None, description="$/h of the final plan.")
+    over_provisioning: Optional[OverProvisioning] = Field(None, description="Demand the plan sustains beyond "
+                                                                            "the declared.")
+    trim: Optional[Trim] = Field(None, description="What the trim removed and put back.")
+    derate: Optional[dict[str, Number]] = Field(None, description="Per model, its templates' smallest factor.")
+    derate_by_template: Optional[dict[str, Number]] = Field(None, description="The derate of each template the "
+                                                                              "allocations use.")
+    models: Optional[list[FidelityModel]] = Field(None, description="Per model: the statistics and their judgement.")
+    history: Optional[list[dict[str, Any]]] = Field(None, description="Each round: its cost, what met, the "
+                                                                      "derates it applied.")
+    round_by_model: Optional[dict[str, StrictInt]] = Field(None, description="The round each model's plan comes "
+                                                                             "from.")
+    replications: Optional[Replications] = Field(None, description="How the judgements were made.")
+    confirmation: Optional[Confirmation] = Field(None, description="The final plan on fresh seeds.")
+    safety_stop: Optional[StrictBool] = Field(None, description="A verification round's solve was cut by the wall "
+                                                                "clock (present only then).")

@@ -37,6 +37,11 @@ class Plan(Doc):
     gpus: StrictInt = Field(description="GPUs of the plan.")
     allocations: list[Allocation] = Field(description="The deployment units: what runs where.")
     routing: Routing = Field(description="model -> request class -> the solver units that serve it, with shares.")
+    origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
+                                                         "served; only where a model declares demand.origins "
+                                                         "(docs/regions.md).")
+    routing_by_origin: Optional[OriginRouting] = Field(None, description="routing per (origin, class); only where a "
+                                                                         "model declares demand.origins.")
     unmet_rps: dict[str, Number] = Field(description="Requests/s left unserved per 'model/class' (where allowed).")
     purchase: Optional[Purchase] = Field(None, description="The committed base and top-ups; absent in plans that "
                                                            "plan no purchases.")
@@ -52,11 +57,6 @@ class Plan(Doc):
                                                                        "section).")
     warnings: list[str] = Field(description="What the user should know about the plan.")
     fidelity: Optional[Fidelity] = Field(None, description="How simulation checked the latency objectives.")
-    origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
-                                                         "served; only where a model declares demand.origins "
-                                                         "(docs/regions.md).")
-    routing_by_origin: Optional[OriginRouting] = Field(None, description="routing per (origin, class); only where a "
-                                                                         "model declares demand.origins.")
 
     @model_validator(mode="before")
     @classmethod

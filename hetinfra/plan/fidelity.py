@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from hetinfra.document import Plan
+from hetinfra.document.fidelity import (Confirmation, Fidelity, FidelityModel, OverProvisioning, Replications,
+                                        Trim)
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.verify import Verification, load_basis, verification_load
@@ -15,69 +18,74 @@ OVER_PROVISIONING_DEFINITION = (
     "same requests per replication) still meets the objective; ratio = the smallest over models")
 
 
-def record(doc: dict, v: Verification, strict: bool) -> None:
-    """Add ``fidelity`` (and the verification's warnings) to plan.json ``doc`` of ``v.pr``.
+def record(doc: Plan, v: Verification, strict: bool) -> Plan:
+    """Plan ``doc`` of ``v.pr`` with ``fidelity`` (:func:`fidelity_of`) and the verification's warnings.
     ``strict``: a plan that still misses raises InfeasibleError (exit 3) instead of a warning."""
+    fidelity = fidelity_of(v, doc.cost_usd_per_hour, {a.template for a in doc.allocations})
+    update = {"fidelity": fidelity, "warnings": [*doc.warnings, *_warnings(fidelity, v, strict)]}
+    if v.stopped:  # a round's solve was cut by the wall clock (said even when the baselines' cut already set it)
+        update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
+    return doc.model_copy(update=update)
+
+
+def unverified(reason: str) -> Fidelity:
+    """fidelity of a plan that was not simulated, and why."""
+    return Fidelity(verified=False, reason=reason)
+
+
+def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) -> Fidelity:
+    """plan.json ``fidelity`` of ``v``: the plan's cost after verification is ``cost_after``, its
+    allocations use ``templates`` (the derates recorded are theirs)."""
     from hetinfra.sim import SIMULATOR_VERSION
 
     spec = v.pr.inputs.spec
     settings = spec.planning.verify
-    load = verification_load(spec)
-    doc["fidelity"] = {
-        "verified": True, "met": v.sim["met"], "rounds": len(v.history), "max_rounds": settings.max_rounds,
-        "simulator": SIMULATOR_VERSION, "seed": settings.seed, "load": load,
-        "load_basis": load_basis(spec),
-        "statistic": {m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
-        "burst_cv": settings.burst_cv, "requests": v.requests or settings.requests, "requests_per": "model",
-        "margin": settings.margin, "confidence": spec.planning.confidence,
-        "cost_before_usd_per_hour": v.history[0]["cost_usd_per_hour"],
-        "cost_after_usd_per_hour": doc["cost_usd_per_hour"],
-        "over_provisioning": {"ratio": min(v.sustained.values()) if v.sustained else None, "by_model": v.sustained,
-                              "definition": OVER_PROVISIONING_DEFINITION},
-        "trim": {"removed": v.trimmed, "checked_removals": v.checked_removals},
-        "derate": {m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},
-        "derate_by_template": {t: round(f, 6) for t, f in sorted(v.pr.derate.items())
-                               if t in {a["template"] for a in doc["allocations"]}},
-        "models": [_model_fidelity(m) for m in v.sim["models"]], "history": v.history,
-        "round_by_model": dict(sorted(v.round_by_model.items())),
-        "replications": _replications(v, settings.seed),
-        "confirmation": _confirmation(v),
-    }
-    doc["fidelity"]["trim"]["put_back"] = v.put_back
-    doc["fidelity"]["met"] = bool(v.sim["met"] and v.confirmation.get("met", False))
-    _finish_warnings(doc, v, strict, load)
+    return Fidelity(
+        verified=True, met=bool(v.sim["met"] and v.confirmation.get("met", False)), rounds=len(v.history),
+        max_rounds=settings.max_rounds, simulator=SIMULATOR_VERSION, seed=settings.seed,
+        load=verification_load(spec), load_basis=load_basis(spec),
+        statistic={m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
+        burst_cv=settings.burst_cv, requests=v.requests or settings.requests, requests_per="model",
+        margin=settings.margin, confidence=spec.planning.confidence,
+        cost_before_usd_per_hour=v.history[0]["cost_usd_per_hour"], cost_after_usd_per_hour=cost_after,
+        over_provisioning=OverProvisioning(ratio=min(v.sustained.values()) if v.sustained else None,
+                                           by_model=v.sustained, definition=OVER_PROVISIONING_DEFINITION),
+        trim=Trim(removed=v.trimmed, checked_removals=v.checked_removals, put_back=v.put_back),
+        derate={m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},
+        derate_by_template={t: round(f, 6) for t, f in sorted(v.pr.derate.items()) if t in templates},
+        models=[_model_fidelity(m) for m in v.sim["models"]], history=v.history,
+        round_by_model=dict(sorted(v.round_by_model.items())),
+        replications=_replications(v, settings.seed), confirmation=_confirmation(v),
+        **({"safety_stop": True} if v.stopped else {}))
 
 
-def _finish_warnings(doc: dict, v: Verification, strict: bool, load: float) -> None:
-    if v.stop_reason:
-        doc["warnings"].append(v.stop_reason)
+def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
+    """The verification's warnings; a plan that still misses raises InfeasibleError under ``strict``."""
+    out = [v.stop_reason] if v.stop_reason else []
     if v.stopped:
-        # a round's solve was cut by the wall clock: its result steered the rounds after it (said even
-        # when the baselines' cut already set solver.safety_stop: this one can change the plan)
+        # its result steered the rounds after it: this cut can change the plan
         from hetinfra.solver.decompose import SAFETY_WARNING
 
-        doc["solver"]["safety_stop"] = True
-        doc["fidelity"]["safety_stop"] = True
-        doc["warnings"].append(SAFETY_WARNING + " (during verification)")
+        out.append(SAFETY_WARNING + " (during verification)")
     if v.put_back:
         units = ", ".join(sorted({r["unit"] for r in v.put_back}))
-        doc["warnings"].append(f"{len(v.put_back)} removal(s) of the trim put back ({units}): the plan missed "
-                               "without them on the confirmation's fresh seeds")
+        out.append(f"{len(v.put_back)} removal(s) of the trim put back ({units}): the plan missed "
+                   "without them on the confirmation's fresh seeds")
     if not v.sim["met"]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} in simulation at {load:g}x demand "
-               f"after {doc['fidelity']['rounds']} round(s) of re-planning")
+        msg = (f"the plan misses the latency objective of {missing} in simulation at {fidelity.load:g}x demand "
+               f"after {fidelity.rounds} round(s) of re-planning")
     elif not v.confirmation.get("met", False):
         missing = ", ".join(m["model"] for m in v.confirmation["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} at {load:g}x demand on the confirmation's "
-               "fresh seeds (it met on the seeds its search decided on)")
+        msg = (f"the plan misses the latency objective of {missing} at {fidelity.load:g}x demand on the "
+               "confirmation's fresh seeds (it met on the seeds its search decided on)")
     else:
-        return
+        return out
     if strict:
         raise InfeasibleError(msg, hint="loosen the SLO or its percentile, allow faster GPUs, raise "
                                         "planning.verify.max_rounds, or plan without --strict-verify",
-                              details={"fidelity": doc["fidelity"]})
-    doc["warnings"].append(msg + ": see fidelity in plan.json, and `hetinfra simulate` for details")
+                              details={"fidelity": fidelity.model_dump(mode="json", exclude_unset=True)})
+    return out + [msg + ": see fidelity in plan.json, and `hetinfra simulate` for details"]
 
 
 def _model_factors(pr: PlanResult) -> dict[str, float]:
@@ -89,14 +97,15 @@ def _model_factors(pr: PlanResult) -> dict[str, float]:
     return out
 
 
-def _model_fidelity(m: dict) -> dict:
+def _model_fidelity(m: dict) -> FidelityModel:
     """A model's line of fidelity.models: its worst replication's latency blocks (the published keys),
     then the judgement over the replications (estimate, bound, decision)."""
     pick = ("mean", "p50", "p90", "p95", "p99")
-    return {"model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
-            "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
-            "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0),
-            **_judgement(m)}
+    return FidelityModel.model_validate({
+        "model": m["model"], "slo": m["slo"], "met": m["met"], "requests": m["count"],
+        "ttft_ms": {k: m["ttft_ms"].get(k) for k in pick}, "tpot_ms": {k: m["tpot_ms"].get(k) for k in pick},
+        "attainment": m["objective"].get("attainment"), "preempted_requests": m.get("preempted_requests", 0),
+        **_judgement(m)})
 
 
 def _judgement(m: dict) -> dict:
@@ -106,20 +115,20 @@ def _judgement(m: dict) -> dict:
             "estimate": m.get("estimate"), "bound": m.get("bound"), "ratio_bound": m.get("ratio_bound")}
 
 
-def _replications(v: Verification, seed: int) -> dict:
+def _replications(v: Verification, seed: int) -> Replications:
     """fidelity.replications: how every decision and the confirmation were judged."""
     from hetinfra.plan import replicated
 
-    return {"method": replicated.METHOD, "confidence": replicated.CONFIDENCE, "base_seed": seed,
-            "start": replicated.START, "step": replicated.STEP, "max_replications": replicated.MAX,
-            "decide_requests": v.decide_requests or v.requests,
-            "decide_seeds": list(v.sim.get("seeds") or ()), "confirm_seeds": list(v.confirmation.get("seeds") or ()),
-            "simulated": dict(v.replications)}
+    return Replications(method=replicated.METHOD, confidence=replicated.CONFIDENCE, base_seed=seed,
+                        start=replicated.START, step=replicated.STEP, max_replications=replicated.MAX,
+                        decide_requests=v.decide_requests or v.requests, decide_seeds=list(v.sim.get("seeds") or ()),
+                        confirm_seeds=list(v.confirmation.get("seeds") or ()), simulated=dict(v.replications))
 
 
-def _confirmation(v: Verification) -> dict:
+def _confirmation(v: Verification) -> Confirmation:
     """fidelity.confirmation: the final plan on the confirm seeds, per model."""
     c = v.confirmation
-    return {"met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
-            "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
-            "vetoes": list(v.vetoes)}
+    return Confirmation.model_validate({
+        "met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
+        "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
+        "vetoes": list(v.vetoes)})

@@ -45,14 +45,13 @@ def _deploy_section(ref: Path) -> dict:
         return {}
 
 
-def pending_changes(plan: Plan | dict, reference: Path | None) -> dict:
+def pending_changes(plan: Plan, reference: Path | None) -> dict:
     """What differs between ``plan`` and the deployment in ``reference`` (a directory or a
     plan.json): ``{reference, pending, added, removed, changed {unit: [keys]}, deploy [keys],
     instances {added, removed}}``. No reference file: everything in the plan is pending."""
-    from hetinfra.document import Plan, running
+    from hetinfra.document import running
     from hetinfra.document.plan import DUMP
 
-    plan = Plan.of(plan)
     ref = state_file(reference) if reference is not None else None
     exists = ref is not None and ref.is_file()
     before = _deployable(running(ref) if exists else [])

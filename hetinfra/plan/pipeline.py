@@ -8,29 +8,34 @@
 * verify: :func:`hetinfra.plan.verify.verify` re-solves (through the one callable this module
   binds) and re-simulates a simulation view of each round's solution, then trims;
 * assemble: :func:`assemble` builds plan.json once, from the final solution, with the baselines;
-  :func:`hetinfra.plan.fidelity.record` adds what verification found.
+  :func:`hetinfra.plan.fidelity.record` adds what verification found (a typed ``Fidelity``), and the
+  document is returned as the :class:`hetinfra.document.Plan` whose dump plan.json is.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, solve_units, statistic_warnings
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
 
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
 
 
 def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
-                  progress=None, **prepare_kwargs) -> tuple[PlanResult, dict]:
+                  progress=None, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
     """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.planner.prepare`), verify it by
     simulation unless ``verify`` is false or the spec turns it off, and return the result and its
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
     :class:`hetinfra.plan.progress.Progress` (None: silent)."""
     from hetinfra.plan import verify as verification
-    from hetinfra.plan.fidelity import record
+    from hetinfra.plan.fidelity import record, unverified
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
@@ -44,10 +49,9 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     pr = resolve(staged.derate)
     if not verifying:
         doc = assemble(pr, with_baselines)
-        doc["fidelity"] = {"verified": False,
-                           "reason": "plan --no-verify" if not verify else "planning.verify.enabled is false"}
-        doc["warnings"].append(UNVERIFIED_WARNING)
-        return pr, doc
+        return pr, doc.model_copy(update={
+            "fidelity": unverified("plan --no-verify" if not verify else "planning.verify.enabled is false"),
+            "warnings": [*doc.warnings, UNVERIFIED_WARNING]})
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
 
@@ -62,9 +66,7 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None
-    doc = assemble(outcome.pr, with_baselines, found)
-    record(doc, outcome, strict)
-    return outcome.pr, doc
+    return outcome.pr, record(assemble(outcome.pr, with_baselines, found), outcome, strict)
 
 
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
@@ -73,7 +75,7 @@ def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
     return compared_with(pr, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
 
 
-def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | None] | None = None) -> dict:
+def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | None] | None = None) -> "Plan":
     """plan.json of the final plan: the single-GPU-type baselines (``found``, else
     :func:`baselines_of` here), then the document (hetinfra.plan.plan_json) and the
     profile-statistic warnings."""
@@ -82,5 +84,4 @@ def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | No
     if with_baselines:
         pr.baselines, pr.flexible_cost = found if found is not None else baselines_of(pr)
     doc = build_plan_json(pr)
-    doc["warnings"].extend(statistic_warnings(pr))
-    return doc
+    return doc.model_copy(update={"warnings": [*doc.warnings, *statistic_warnings(pr)]})

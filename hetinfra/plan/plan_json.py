@@ -6,6 +6,8 @@ within a version.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hetinfra import PLAN_VERSION, __version__
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.perf.model import ESTIMATOR_VERSION
@@ -13,6 +15,10 @@ from hetinfra.plan.naming import model_slugs, unit_name
 from hetinfra.plan.origins_json import origin_sections
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier, planned, purchase_section
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
+    from hetinfra.document.sections import Baseline, Breakdown, Churn, Inputs, Solver
 
 #: plan.json keys whose values depend on the run, not the input (dotted paths): two measured times, and
 #: where the template libraries came from (a cold cache misses, a warm one hits). Everything else is
@@ -276,50 +282,19 @@ def _models(pr: PlanResult, slugs: dict[str, str], allocations: list[dict]) -> l
     } for pm in pr.inputs.models]
 
 
-def build_plan_json(pr: PlanResult) -> dict:
-    """plan.json of ``pr``: the :func:`simulation_view`'s sections, with failover alternates, purchase,
-    baselines, breakdown, churn, solver, inputs and warnings."""
+def build_plan_json(pr: PlanResult) -> "Plan":
+    """plan.json of ``pr`` as its model: the :func:`simulation_view`'s sections, with failover
+    alternates, purchase, baselines, breakdown, churn, solver, inputs and warnings (one builder per
+    section; the typed ones build their models)."""
+    from hetinfra.document import Plan
     from hetinfra.plan.failover import add_failover, failover_warnings
 
     inp, res, prob = pr.inputs, pr.result, pr.problem
     spec = inp.spec
-    purchases = planned(spec)
     view, load = _sections(pr)
-    allocations, cost = view["allocations"], res.cost(prob)
+    allocations = view["allocations"]
     add_failover(pr, allocations)
-
-    baselines = []
-    for b in pr.baselines:
-        entry = {"gpu": b.gpu, "feasible": b.feasible}
-        if b.feasible:
-            entry.update({"cost_usd_per_hour": rounded(b.cost), "instances": b.instances,
-                          "savings_usd_per_hour": rounded(b.cost - cost),
-                          "savings_pct": rounded(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
-                          "allocation": [{"unit": u, "count": c} for u, c in sorted(b.allocation.items())]})
-        else:
-            entry["reason"] = b.reason
-        if b.safety_stop:
-            entry["safety_stop"] = True
-        baselines.append(entry)
     baseline_stop = any(b.safety_stop for b in pr.baselines)
-
-    by_model: dict[str, dict] = {}
-    by_region: dict[str, dict] = {}
-    for a in allocations:
-        for key, table in ((a["model"], by_model), (f"{a['cloud']}/{a['region']}", by_region)):
-            entry = table.setdefault(key, {"cost_usd_per_hour": 0.0, "gpus": 0, "instances": 0})
-            entry["cost_usd_per_hour"] = rounded(entry["cost_usd_per_hour"] + a["cost_usd_per_hour"])
-            entry["gpus"] += a["gpus_per_instance"] * a["instances"]
-            entry["instances"] += a["instances"]
-    for key, entry in by_region.items():
-        entry["models"] = sorted({a["model"] for a in allocations if f"{a['cloud']}/{a['region']}" == key})
-    running = prob.running
-    churn = None
-    if running:
-        started = {u: c - running.get(u, 0) for u, c in res.n.items() if c > running.get(u, 0)}
-        stopped = {u: c - res.n.get(u, 0) for u, c in running.items() if c > res.n.get(u, 0)}
-        churn = {"penalty_hours": prob.churn_hours, "running": dict(running), "started": started, "stopped": stopped}
-
     doc = {
         "plan_version": PLAN_VERSION,
         "hetinfra_version": __version__,
@@ -333,39 +308,17 @@ def build_plan_json(pr: PlanResult) -> dict:
         "gpus": sum(a["gpus_per_instance"] * a["instances"] for a in allocations),
         "allocations": allocations,
         "routing": view["routing"],
-        # ---- routing by origin (issue 25; keys and types in hetinfra/plan/origins_json.py): added only
-        # where a model declares demand.origins, so a plan without origins is unchanged
+        # routing by origin (issue 25, hetinfra/plan/origins_json.py): only where a model declares demand.origins
         **{k: view[k] for k in ("origins", "routing_by_origin") if k in view},
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
-        **({"purchase": purchase_section(pr, allocations, load, rounded)} if purchases else {}),
-        "breakdown": {"by_model": by_model, "by_region": by_region},
-        "churn": churn,
+        **({"purchase": purchase_section(pr, allocations, load, rounded)} if planned(spec) else {}),
+        "breakdown": _breakdown(allocations),
+        "churn": _churn(pr),
         "models": view["models"],
         "templates": view["templates"],
-        "baselines": baselines,
-        "solver": {
-            "name": spec.planning.solver, "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),
-            "gap": rounded(res.gap, 6), "lp_bound": rounded(res.lp_bound, 6),
-            "warm_start": {"from": res.warm_start, "objective": rounded(res.warm_start_objective, 6)} if res.warm_start else None,
-            "build_s": rounded(res.build_s, 3), "solve_s": rounded(res.solve_s, 3),
-            "time_limit_s": spec.planning.time_limit_s, "mip_gap": spec.planning.mip_gap,
-            "routing": prob.routing, "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
-            "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,
-            # how the solve went: decomposed into blocks of linked models, or one joint model; each
-            # block's method, bound and gap; the deterministic node limit; whether the wall-clock
-            # safety stop cut a solve (then the plan may differ on a faster machine)
-            "method": res.method, "blocks": res.blocks, "max_nodes": res.max_nodes,
-            "safety_stop": bool(res.safety_stop or baseline_stop),
-        },
-        "inputs": {
-            "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256,
-            "offers_as_of": inp.snapshot.as_of,
-            "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows}
-                        for s in inp.snapshot.sources],
-            "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
-            "engine": f"vllm {spec.deploy.vllm_version}",
-            "template_cache": pr.template_cache,
-        },
+        "baselines": _baselines(pr, res.cost(prob)),
+        "solver": _solver(pr, baseline_stop),
+        "inputs": _inputs(pr),
         "deploy": spec.deploy.model_dump(),
         "warnings": list(inp.warnings) + list(pr.warnings) + ([BASELINE_SAFETY_WARNING] if baseline_stop else [])
         + _precision_warnings(allocations, inp) + [
@@ -375,4 +328,87 @@ def build_plan_json(pr: PlanResult) -> dict:
             "write its deployment artifacts yet (only plan.json)" for a in allocations if a.get("disaggregation")],
     }
     doc["warnings"] += failover_warnings(doc)
-    return doc
+    return Plan.parse(doc)
+
+
+def _baselines(pr: PlanResult, cost: float) -> list["Baseline"]:
+    """plan.json ``baselines``: each single-GPU-type plan, and what it saves or why it is infeasible."""
+    from hetinfra.document.sections import Baseline
+
+    out = []
+    for b in pr.baselines:
+        fields = {"gpu": b.gpu, "feasible": b.feasible}
+        if b.feasible:
+            fields.update({"cost_usd_per_hour": rounded(b.cost), "instances": b.instances,
+                           "savings_usd_per_hour": rounded(b.cost - cost),
+                           "savings_pct": rounded(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
+                           "allocation": [{"unit": u, "count": c} for u, c in sorted(b.allocation.items())]})
+        else:
+            fields["reason"] = b.reason
+        if b.safety_stop:
+            fields["safety_stop"] = True
+        out.append(Baseline.model_validate(fields))
+    return out
+
+
+def _breakdown(allocations: list[dict]) -> "Breakdown":
+    """plan.json ``breakdown``: cost, GPUs and instances per model and per cloud/region."""
+    from hetinfra.document.sections import Breakdown, Totals
+
+    by_model: dict[str, dict] = {}
+    by_region: dict[str, dict] = {}
+    for a in allocations:
+        for key, table in ((a["model"], by_model), (f"{a['cloud']}/{a['region']}", by_region)):
+            entry = table.setdefault(key, {"cost_usd_per_hour": 0.0, "gpus": 0, "instances": 0})
+            entry["cost_usd_per_hour"] = rounded(entry["cost_usd_per_hour"] + a["cost_usd_per_hour"])
+            entry["gpus"] += a["gpus_per_instance"] * a["instances"]
+            entry["instances"] += a["instances"]
+    for key, entry in by_region.items():
+        entry["models"] = sorted({a["model"] for a in allocations if f"{a['cloud']}/{a['region']}" == key})
+    return Breakdown(by_model={k: Totals(**v) for k, v in by_model.items()},
+                     by_region={k: Totals(**v) for k, v in by_region.items()})
+
+
+def _churn(pr: PlanResult) -> "Churn | None":
+    """plan.json ``churn``: the replicas re-planning against a running deployment starts and stops."""
+    from hetinfra.document.sections import Churn
+
+    res, running = pr.result, pr.problem.running
+    if not running:  # no running deployment
+        return None
+    started = {u: c - running.get(u, 0) for u, c in res.n.items() if c > running.get(u, 0)}
+    stopped = {u: c - res.n.get(u, 0) for u, c in running.items() if c > res.n.get(u, 0)}
+    return Churn(penalty_hours=pr.problem.churn_hours, running=dict(running), started=started, stopped=stopped)
+
+
+def _solver(pr: PlanResult, baseline_stop: bool) -> "Solver":
+    """plan.json ``solver``: how the solve went (the settings, the bounds, the size, the method)."""
+    from hetinfra.document.sections import Solver
+
+    spec, res, prob = pr.inputs.spec, pr.result, pr.problem
+    return Solver.model_validate({
+        "name": spec.planning.solver, "status": res.status, "objective": rounded(res.objective, 6), "bound": rounded(res.bound, 6),
+        "gap": rounded(res.gap, 6), "lp_bound": rounded(res.lp_bound, 6),
+        "warm_start": {"from": res.warm_start, "objective": rounded(res.warm_start_objective, 6)} if res.warm_start else None,
+        "build_s": rounded(res.build_s, 3), "solve_s": rounded(res.solve_s, 3), "time_limit_s": spec.planning.time_limit_s,
+        "mip_gap": spec.planning.mip_gap, "routing": prob.routing,
+        "slice_factor": prob.slice_factor if prob.routing == "sliced" else None,
+        "headroom": prob.headroom, "units_considered": len(prob.units), **res.size,
+        # decomposed into blocks of linked models or one joint model; the deterministic node limit; whether
+        # the wall-clock safety stop cut a solve (then the plan may differ on a faster machine)
+        "method": res.method, "blocks": res.blocks, "max_nodes": res.max_nodes, "safety_stop": bool(res.safety_stop or baseline_stop),
+    })
+
+
+def _inputs(pr: PlanResult) -> "Inputs":
+    """plan.json ``inputs``: the spec, offers, profiles, estimator and engine the plan was made from."""
+    from hetinfra.document.sections import Inputs
+
+    inp = pr.inputs
+    return Inputs.model_validate({
+        "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256, "offers_as_of": inp.snapshot.as_of,
+        "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows}
+                    for s in inp.snapshot.sources],
+        "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
+        "engine": f"vllm {inp.spec.deploy.vllm_version}", "template_cache": pr.template_cache,
+    })

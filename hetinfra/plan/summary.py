@@ -12,11 +12,8 @@ if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
 
-def render_summary(plan: "Plan | dict", console: Console) -> None:
-    """The summary of ``plan`` (plan.json's dict or its parsed Plan) on ``console``."""
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
+def render_summary(doc: "Plan", console: Console) -> None:
+    """The summary of plan ``doc`` on ``console``."""
     console.print(_headline(doc))
     _render_allocations(doc, console)
     _render_variants(doc, console)
@@ -151,11 +148,8 @@ def _render_solver(plan: "Plan", console: Console) -> None:
                   f"rates from {_sources(plan)}")
 
 
-def render_origins(plan: "Plan | dict", console: Console) -> None:
+def render_origins(doc: "Plan", console: Console) -> None:
     """Per model and origin: where its requests go and the worst round trip they pay (plan.json origins)."""
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
     for model, origins in sorted((doc.origins or {}).items()):
         parts = []
         for o, e in origins.items():
@@ -211,7 +205,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
     if not f:
         return
     conf = f.get("replications", {}).get("confidence")
-    title = f"Latency objectives, simulated at {f['load']:g}x demand ({f['rounds']} round(s)"
+    title = f"Latency objectives, simulated at {f['load']:g}x demand ({plan.fidelity.rounds} round(s)"
     title += f", {100 * conf:g}% bounds)" if conf else f", seed {f['seed']})"
     t = Table(title=title, title_justify="left")
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
@@ -245,17 +239,15 @@ def _with_bound(value, bound) -> str:
     return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
 
 
-def judgement_lines(plan: "Plan | dict") -> list[str]:
+def judgement_lines(plan: "Plan") -> list[str]:
     """Per model, the binding statistic as "p99 TPOT 78.7 ms (95% bound 80.9) vs 80", on the search's
     seeds and on the confirmation's, with the replications each rests on."""
-    from hetinfra.document import Plan
-
-    f = _fidelity(Plan.of(plan))
+    f = _fidelity(plan)
     reps = f.get("replications") or {}
     if not reps:
         return []
     conf = f"{100 * reps['confidence']:g}%"
-    confirmed = _confirmed(Plan.of(plan))
+    confirmed = _confirmed(plan)
     out = []
     for m in f["models"]:
         line = f"{m['model']}: {_binding(m, conf)} ({m.get('replications')} replication(s), {m.get('decision')})"
@@ -289,29 +281,25 @@ def _num(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
-def promise_lines(plan: "Plan | dict") -> list[str]:
+def promise_lines(doc: "Plan") -> list[str]:
     """What the plan promises and what keeping it cost (plan.json ``fidelity``, docs/verification.md),
     how it was judged, and how much of its capacity rests on measured, calibrated or extrapolated
     rates (and how to measure the extrapolated part)."""
-    from hetinfra.document import Plan
-
-    doc = Plan.of(plan)
     out = []
-    f = _fidelity(doc)
-    if "load_basis" in f:
-        stats = ", ".join(sorted(set((f.get("statistic") or {}).values()))) or "p99"
-        reps = doc.fidelity.replications
-        sample = (f"{reps.start} to {reps.max_replications} replications of {f['requests']} requests per model "
-                  f"(seeds from {f['seed']}), {100 * reps.confidence:g}% bounds") if reps else \
-            f"seed {f['seed']}, {f['requests']} requests per model"
-        out.append(f"promise: every objective ({stats}) at {f['load']:g}x demand ({f['load_basis']}), {sample}"
-                   + (f", margin {f['margin']:g}" if f.get("margin") else ""))
+    fid = doc.fidelity if doc.fidelity and doc.fidelity.verified else None
+    if fid is not None and fid.load_basis is not None:
+        stats = ", ".join(sorted(set((fid.statistic or {}).values()))) or "p99"
+        reps = fid.replications
+        sample = (f"{reps.start} to {reps.max_replications} replications of {fid.requests} requests per model "
+                  f"(seeds from {fid.seed}), {100 * reps.confidence:g}% bounds") if reps else \
+            f"seed {fid.seed}, {fid.requests} requests per model"
+        out.append(f"promise: every objective ({stats}) at {fid.load:g}x demand ({fid.load_basis}), {sample}"
+                   + (f", margin {fid.margin:g}" if fid.margin else ""))
         out.extend(judgement_lines(doc))
-        over = (f.get("over_provisioning") or {}).get("ratio")
-        trim = f.get("trim") or {}
-        trimmed = sum(int(r.get("replicas", 1)) for r in trim.get("removed") or ())
-        back = sum(int(r.get("replicas", 1)) for r in trim.get("put_back") or ())
-        out.append(f"verification: ${f['cost_before_usd_per_hour']:.2f}/h before, ${f['cost_after_usd_per_hour']:.2f}/h "
+        over = fid.over_provisioning.ratio if fid.over_provisioning else None
+        trimmed = sum(int(r.get("replicas", 1)) for r in fid.trim.removed) if fid.trim else 0
+        back = sum(int(r.get("replicas", 1)) for r in fid.trim.put_back) if fid.trim else 0
+        out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
                    f"after ({trimmed} replica(s) trimmed"
                    + (f", {back} put back as the confirmation missed without them" if back else "")
                    + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))

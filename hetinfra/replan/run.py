@@ -159,7 +159,7 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
         if stage["status"] == "done":
             detail(f"stage {stage['name']}: done in an earlier run")
             continue
-        target = stage_plan(new_plan, running, stage["counts"])
+        target = Plan.parse(stage_plan(new_plan, running, stage["counts"]), out / "plan.json")
         write_plan(out, target)
         journal.set(stage, "running")
         try:
@@ -208,9 +208,9 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         running = [allocation_of(a) for a in running_dicts]
         for k, n in live_caps.items():  # the tighter cap wins
             caps[k] = min(n, caps.get(k, n))
-        result, new_plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
-                                         spec_override=override, extra_caps=caps)
-        plan = Plan.of(new_plan)
+        result, plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
+                                     spec_override=override, extra_caps=caps)
+        new_plan = plan.to_dict()  # the journal's copy and proposed/plan.json
         d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                    min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                    demand_notes=demand_triggers, forced_notes=lost)

@@ -27,7 +27,7 @@ def test_a_spot_unit_is_quoted_at_the_on_demand_price_it_launches_at():
     assert launch_price(with_fallback) == 6.1
     on_demand = Plan.of(golden_plan_with([_alloc(spot=False)], cost_usd_per_hour=1.26)).allocations[0]
     assert launch_price(on_demand) == 1.26
-    [task] = bench_tasks(doc, on_demand={("aws", "us-east-1", "p5.48xlarge"): 6.05})
+    [task] = bench_tasks(Plan.of(doc), on_demand={("aws", "us-east-1", "p5.48xlarge"): 6.05})
     assert task.cost_usd == round(6.05 * task.hours, 2)
 
 

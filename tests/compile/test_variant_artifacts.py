@@ -52,7 +52,7 @@ def _plan(*variants: str | None) -> dict:
 
 def test_each_variant_unit_runs_its_checkpoint_and_flags():
     plan = _plan("bf16", "fp8", "int4")
-    units = {u.name.rsplit("-", 1)[1]: u for u in sky_units(plan)}
+    units = {u.name.rsplit("-", 1)[1]: u for u in sky_units(Plan.of(plan))}
     assert {k: (u.source, u.precision, u.service_model) for k, u in units.items()} == {
         "bf16": ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "chat-8b"),
         "fp8": ("meta-llama/Llama-3.1-8B-Instruct", "fp8", "chat-8b"),

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from hetinfra.deploy import images
+from hetinfra.document import Plan
 from tests.conftest import QuietHandler, loopback_server
 from tests.plan.golden_plans import filled_golden
 
@@ -73,6 +74,7 @@ def test_azure_latest_is_resolved_to_the_newest_concrete_version(arm_server):
     plan = filled_golden("chat")  # a whole plan.json (pins_for_up reads its model) with one Azure unit in eastus
     plan["allocations"] = [dict(plan["allocations"][0], cloud="azure", region="eastus")]
     plan["deploy"] = {}
+    plan = Plan.of(plan)
     env = {"AZURE_ACCESS_TOKEN": "arm-token", "AZURE_SUBSCRIPTION_ID": "sub-1", "PATH": "/nonexistent"}
     notes: list[str] = []
     pins = images.pins_for_up({}, plan, "azure", update=False, env=env, notes=notes, azure_url=url)

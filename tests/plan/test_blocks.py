@@ -86,7 +86,8 @@ def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_
     from hetinfra.plan.verify import simulators
 
     # 8 models: with estimator-v3's rates the first 3 to 6 all meet first in the same round
-    pr, doc = plan_document(_fleet(tmp_path, 8), with_baselines=False, template_cache=False)
+    pr, plan = plan_document(_fleet(tmp_path, 8), with_baselines=False, template_cache=False)
+    doc = plan.to_dict()
     fid = doc["fidelity"]
     history = {h["round"]: h for h in fid["history"]}
     vetoes = fid["confirmation"]["vetoes"]

@@ -81,7 +81,8 @@ def test_the_trim_never_takes_a_removal_past_a_measured_ceiling(tmp_path):
     path = tmp_path / "service.yaml"
     path.write_text(yaml.safe_dump(spec))
     loaded, _, _ = load_spec(path)
-    pr, doc = plan_document(path, with_baselines=False, verify=False)
+    pr, plan = plan_document(path, with_baselines=False, verify=False)
+    doc = plan.to_dict()
     ceilings, load = Ceilings(loaded, path), 1.2
     [(ratio, basis)] = unit_loads(doc, load, ceilings).values()
     [a] = doc["allocations"]

@@ -124,7 +124,7 @@ def test_a_variant_of_an_example_keeps_its_rules_through_the_trim(tmp_path, exam
         first["max_spot_fraction"] = changes["max_spot_fraction"]
     variant = tmp_path / "service.yaml"  # the examples price from the embedded snapshot: no file to carry
     variant.write_text(yaml.safe_dump(spec))
-    _, doc = plan_document(variant, with_baselines=False, template_cache=False)
+    doc = plan_document(variant, with_baselines=False, template_cache=False)[1].to_dict()
     loaded, _, _ = load_spec(variant)
     assert doc["fidelity"]["met"]
     assert _broken_rules(doc, loaded) == []

@@ -47,11 +47,11 @@ def test_the_line_shows_rounds_blocks_and_requests_and_changes_no_plan(small_spe
     stream = Terminal()
     progress = Progress(stream)
     try:
-        _, shown = plan_document(small_spec, with_baselines=False, template_cache=False, progress=progress)
+        shown = plan_document(small_spec, with_baselines=False, template_cache=False, progress=progress)[1].to_dict()
         last = progress.line()
     finally:
         progress.close()
-    _, silent = plan_document(small_spec, with_baselines=False, template_cache=False)
+    silent = plan_document(small_spec, with_baselines=False, template_cache=False)[1].to_dict()
     for doc in (shown, silent):
         doc["solver"].pop("build_s"), doc["solver"].pop("solve_s")
     assert shown == silent

@@ -123,7 +123,8 @@ def test_the_confirmation_puts_back_removals_last_first_and_the_plan_stays_minim
     spec["planning"]["headroom"] = 0.6
     path = tmp_path / "service.yaml"
     path.write_text(yaml.safe_dump(spec))
-    pr, doc = plan_document(path, with_baselines=False, verify=False)
+    pr, plan = plan_document(path, with_baselines=False, verify=False)
+    doc = plan.to_dict()
     loaded, _, _ = load_spec(path)
     ceilings, load = Ceilings(loaded, path), 1.2
     start = sum(pr.result.n.values())
@@ -153,5 +154,5 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
         assert m["decision"] == "met" and m["replications"] >= replicated.START
         assert m["bound"]["tpot_ms"] >= m["estimate"]["tpot_ms"] and m["bound"]["ttft_ms"] >= m["estimate"]["ttft_ms"]
     assert Plan.of(doc).fidelity.confirmation.met
-    lines = judgement_lines(doc)
+    lines = judgement_lines(Plan.of(doc))
     assert len(lines) == len(f["models"]) and "(95% bound " in lines[0] and "confirmed on fresh seeds" in lines[0]

@@ -10,6 +10,7 @@ import pytest
 
 pulumi = pytest.importorskip("pulumi")
 
+from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
@@ -129,7 +130,7 @@ def test_azure_gateway_vm_and_firewall(mocks, gw_plan):
     assert gw["hardwareProfile"]["vmSize"] == "Standard_D4s_v5" and gw["tags"]["hetinfra-role"] == "gateway"
     assert gw["storageProfile"]["imageReference"]["publisher"] == "Canonical"
     assert gw["identity"]["type"] == "SystemAssigned"
-    unit = next(u.name for u in sky_units(gw_plan) if u.cloud == "azure")
+    unit = next(u.name for u in sky_units(Plan.of(gw_plan)) if u.cloud == "azure")
     # one backend per unit: its internal load balancer, not the scale set's 3 VMs
     check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 1)
     [lb] = by_name(mocks, "azure-native:network:LoadBalancer").values()

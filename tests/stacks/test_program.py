@@ -10,6 +10,7 @@ import pytest
 
 pulumi = pytest.importorskip("pulumi")
 
+from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
@@ -72,7 +73,7 @@ def test_aws_groups_equal_the_plan_and_heal(mocks, three_cloud_plan):
         assert tg["healthCheck"]["path"] == "/health" and tg["healthCheck"]["protocol"] == "HTTP"
         assert tg["healthCheck"]["port"] == "8000"
     lts = by_name(mocks, "aws:ec2/launchTemplate:LaunchTemplate")
-    units = {u.name: u for u in sky_units(three_cloud_plan)}
+    units = {u.name: u for u in sky_units(Plan.of(three_cloud_plan))}
     for name, lt in lts.items():
         unit = units[name[:-3]]
         assert lt["instanceType"] == unit.instance_type and lt["imageId"] == "ami-0123456789abcdef0"
