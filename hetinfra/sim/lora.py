@@ -92,24 +92,16 @@ class LoraVLLM(VLLMv1):
         self._count(rep)
         super().schedule(rep, t)
 
+    def admissible(self, rep):
+        """The first waiting request whose adapter can get a slot (vLLM skips the others), or None."""
+        in_use, eng = _in_use(rep), rep.engine
+        return next((r for r in rep.waiting if eng.can_take(getattr(r, "adapter", None), in_use)), None)
+
+    def admitted(self, rep, req) -> None:
+        rep.engine.bring(getattr(req, "adapter", None), _in_use(rep))
+
     def admit(self, rep, t: float, budget: int, chunks: list) -> int:
-        waiting, running, kv, eng = rep.waiting, rep.running, rep.kv, rep.engine
-        while waiting and budget > 0 and len(running) < rep.max_seqs:
-            in_use = _in_use(rep)
-            req = next((r for r in waiting if eng.can_take(getattr(r, "adapter", None), in_use)), None)
-            if req is None:
-                break
-            n = self.chunk(req, req.prompt + req.g - req.computed, budget)
-            if n <= 0:
-                break
-            nb = kv.blocks_for(req.computed + n)
-            if nb > kv.total - kv.used:
-                break
-            eng.bring(getattr(req, "adapter", None), in_use)
-            rep.admit(req, t)
-            kv.used += nb
-            chunks.append((req, n))
-            budget -= n
+        budget = super().admit(rep, t, budget, chunks)
         self._count(rep)
         return budget
 

@@ -156,17 +156,29 @@ class VLLMv1(SchedulerPolicy):
             kv.used += need
         return preempted
 
+    def admissible(self, rep):
+        """The waiting request to admit next, or None when none may join the batch now (the default:
+        whichever :meth:`next_admission` picks; a LoRA engine skips requests whose adapter has no slot)."""
+        return self.next_admission(rep.waiting)
+
+    def admitted(self, rep, req) -> None:
+        """Called as ``req`` joins the batch, before the replica admits it (a policy with state of its own,
+        such as resident LoRA adapters, updates it here); the default has none."""
+
     def admit(self, rep, t: float, budget: int, chunks: list) -> int:
         """Admit waiting requests while budget, sequences and blocks allow; the budget left."""
         waiting, running, kv = rep.waiting, rep.running, rep.kv
         while waiting and budget > 0 and len(running) < rep.max_seqs:
-            req = self.next_admission(waiting)
+            req = self.admissible(rep)
+            if req is None:
+                break
             n = self.chunk(req, req.prompt + req.g - req.computed, budget)
             if n <= 0:
                 break
             nb = kv.blocks_for(req.computed + n)
             if nb > kv.total - kv.used:
                 break
+            self.admitted(rep, req)
             rep.admit(req, t)
             kv.used += nb
             chunks.append((req, n))
