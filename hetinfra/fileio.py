@@ -94,6 +94,18 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+def json_value(text: str | bytes) -> Any:
+    """``json.loads`` with the nesting bound, for answers and files whose caller has its own error path
+    (exit 4 for a provider's answer, 2 for a user's file): a document nested deeper than MAX_JSON_DEPTH,
+    or bytes that are not UTF-8, raise ValueError (a json.JSONDecodeError for the depth, as for any
+    malformed document), never a RecursionError the caller's ``except ValueError`` would miss."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")  # UnicodeDecodeError is a ValueError
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+    return json.loads(text)
+
+
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 

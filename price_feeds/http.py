@@ -24,6 +24,7 @@ import urllib.request
 from typing import Any, Callable, Iterator
 
 from hetinfra.errors import FeedError
+from hetinfra.fileio import json_value
 
 USER_AGENT = "hetinfra-feeds/0.1 (+https://github.com/hetinfra)"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -220,7 +221,7 @@ class HttpClient:
         ``listManagedInstances``)."""
         body = self.get_bytes(url, max_bytes=max_bytes, data=None if post is None else json.dumps(post).encode())
         try:
-            return json.loads(body)
+            return json_value(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FetchError(f"malformed JSON from {redact(url)}: {exc}",
                              hint="the feed changed format or returned an error page") from None

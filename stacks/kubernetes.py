@@ -13,7 +13,6 @@ is kept on ``pulumi destroy`` (``retain_on_delete``): it may hold what the clust
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from hetinfra.compile.artifacts import sky_units
 from hetinfra.compile.kubernetes import kube_units
 from hetinfra.compile.kubernetes.render import cluster_objects, cluster_settings
 from hetinfra.document import Plan
+from hetinfra.fileio import read_json
 from hetinfra.stacks.common import FleetSecrets
 
 __all__ = ["KubeCluster", "KubeClusterArgs", "build", "cluster_args", "main"]
@@ -113,7 +113,7 @@ def build(plan: dict, secrets: FleetSecrets) -> list[KubeCluster]:
 def main() -> None:
     """Entry point of OUT/pulumi/kubernetes/__main__.py."""
     cfg = pulumi.Config("hetinfra")
-    plan = json.loads(Path(cfg.get("plan") or "plan.json").read_text())
+    plan = read_json(Path(cfg.get("plan") or "plan.json"), "plan.json")
     secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
                            gateway_keys=cfg.get_secret("gatewayApiKey"))
     clusters = build(plan, secrets)

@@ -113,3 +113,46 @@ def test_no_verify_with_strict_verify_is_refused(run_cli):
     spec = Path(__file__).resolve().parents[1] / "services" / "chat.yaml"
     code, _, err = run_cli("plan", str(spec), "--no-verify", "--strict-verify")
     assert code == 2 and "contradict" in err
+
+
+# -- the nesting bound for every JSON we parse (issue 36: a deep answer was a RecursionError where a
+#    caller's `except ValueError` expected a malformed document) -------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(min_value=0, max_value=3000), opener=st.sampled_from(["[", '{"a":']), as_bytes=st.booleans())
+def test_json_value_is_a_value_or_a_value_error_never_a_recursion_error(depth, opener, as_bytes):
+    from hetinfra.fileio import MAX_JSON_DEPTH, json_value
+
+    closer = "]" if opener == "[" else "}"
+    text = opener * depth + "1" + closer * depth
+    doc = text.encode() if as_bytes else text
+    if depth <= MAX_JSON_DEPTH:
+        assert json_value(doc) is not None
+    else:
+        with pytest.raises(ValueError, match="nested deeper"):
+            json_value(doc)
+
+
+def test_json_value_refuses_bytes_that_are_not_utf8_as_a_value_error():
+    from hetinfra.fileio import json_value
+
+    with pytest.raises(ValueError):
+        json_value(b"\xff\xfe[1]")
+
+
+def test_every_json_parse_of_the_package_goes_through_the_bounded_reader():
+    """json.load/json.loads appear only in fileio, the reader of the package's own data (published.py)
+    and bench_import (which checks the depth first): every other answer or file takes json_value,
+    parse_json or read_json. A new bare json.loads of outside data fails here."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    allowed = {"hetinfra/fileio.py", "hetinfra/perf/published.py", "hetinfra/perf/bench_import.py", "stacks/boot.py"}
+    bare = [f"{p.relative_to(repo)}:{i}" for d in ("hetinfra", "solver", "price_feeds", "stacks")
+            for p in sorted((repo / d).rglob("*.py")) if str(p.relative_to(repo)) not in allowed
+            for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\bjson\.loads?\(", line)]
+    assert not bare, f"JSON parsed without the nesting bound (use hetinfra.fileio.json_value/read_json): {bare}"

@@ -17,13 +17,13 @@ side) and MLA (DeepSeek-V2/V3: the compressed latent cache, not split by TP, as 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import json_value
 
 __all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
            "arch_from_hub"]
@@ -98,7 +98,7 @@ def load_config(repo_id: str) -> tuple[dict, dict | None, str]:
 
 def _read_json(path: Path, what: str) -> dict:
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json_value(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"{what}: cannot read {path}: {exc}") from None
     if not isinstance(doc, dict):

@@ -7,7 +7,6 @@ with --verbose); no colour is ever written.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import click
 
 from hetinfra.cli.common import FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
-from hetinfra.fileio import dumps_strict
+from hetinfra.fileio import dumps_strict, read_json
 
 
 @click.command("replan")
@@ -138,7 +137,7 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     from hetinfra.replan.safe import JOURNAL
 
     proposed = out / "proposed" / "plan.json"
-    journal = json.loads((out / JOURNAL).read_text()) if outcome.code == APPLIED and (out / JOURNAL).exists() else None
+    journal = read_json(out / JOURNAL, "replan journal") if outcome.code == APPLIED and (out / JOURNAL).exists() else None
     return {"command": "replan", "spec": str(spec), "state": str(out),
             "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],
             "exit_code": outcome.code, "summary": outcome.summary,

@@ -8,7 +8,6 @@ Pulumi part as well (then run ``hetinfra status`` to see what the state still li
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable
@@ -20,6 +19,7 @@ from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.document.state import State
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import json_value
 
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
 
@@ -191,7 +191,7 @@ def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -
     req = urllib.request.Request(base + "/admin/weights", headers={"authorization": f"Bearer {key}"} if key else {})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            doc = json.loads(r.read())
+            doc = json_value(r.read())
     except urllib.error.HTTPError as exc:
         hint = " (set HETINFRA_API_KEY to a client key)" if exc.code == 401 else ""
         return [f"gateway {fleet} {url}: answered {exc.code}{hint}"]

@@ -27,7 +27,6 @@ without a signal hetinfra reads. A unit no way can check: :func:`unchecked_units
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +35,7 @@ from typing import Callable
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import RunningAllocation, State
 from hetinfra.errors import ProviderError
+from hetinfra.fileio import json_value
 
 #: clouds whose Pulumi units carry a readiness signal of their own (see the module docstring)
 CLOUD_SIGNAL = {"aws": "the load balancer's target group health",
@@ -114,10 +114,10 @@ def _gateway_units(url: str, timeout_s: float) -> dict:
     base = url.rstrip("/").removesuffix("/v1")
     try:
         with urllib.request.urlopen(base + "/health", timeout=min(10.0, max(0.5, timeout_s))) as r:
-            return json.loads(r.read()).get("units") or {}
+            return json_value(r.read()).get("units") or {}
     except urllib.error.HTTPError as exc:
         try:
-            return json.loads(exc.read()).get("units") or {}
+            return json_value(exc.read()).get("units") or {}
         except ValueError:
             return {}
     except (OSError, ValueError):

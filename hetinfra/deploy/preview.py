@@ -15,11 +15,11 @@ listed by name and flagged ``!!``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hetinfra.errors import ProviderError
+from hetinfra.fileio import json_value
 
 if TYPE_CHECKING:
     from hetinfra.document.state import RunningAllocation
@@ -103,7 +103,7 @@ def preview_failure(cloud: str, code: int, stdout: str, stderr: str) -> Provider
     one), else the last lines of stderr."""
     messages = []
     try:
-        doc = json.loads(stdout)
+        doc = json_value(stdout)
         messages = [d.get("message", "").strip() for d in doc.get("diagnostics") or []
                     if d.get("severity") == "error" and d.get("message", "").strip()]
     except (ValueError, AttributeError):

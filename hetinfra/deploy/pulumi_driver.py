@@ -19,6 +19,7 @@ from typing import Callable
 
 from hetinfra.compile.pulumi_project import backend_url
 from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.fileio import json_value
 
 INSTALL_HINT = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh  (or: brew install pulumi)"
 
@@ -198,7 +199,7 @@ class PulumiProject:
         if done.returncode != 0:
             raise preview_failure(self.dir.name, done.returncode, done.stdout, done.stderr)
         try:
-            return json.loads(done.stdout)
+            return json_value(done.stdout)
         except ValueError as exc:
             raise ProviderError(f"pulumi preview --json in {self.dir} printed no JSON ({exc})") from None
 

@@ -13,7 +13,6 @@ a trailing ``/v1`` is dropped because ``vllm bench serve`` appends ``/v1/complet
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import FeedError, InvalidInputError
+from hetinfra.fileio import json_value
 from hetinfra.perf.bench_import import (
     SLO,
     BenchPoint,
@@ -144,7 +144,7 @@ def check_endpoint(endpoint: str, model: str, timeout_s: float = 5.0) -> list[st
             raise BenchError(f"endpoint {base} not answering (GET {path}: {reason})", hint=hint) from None
         if path == "/v1/models":
             try:
-                ids = [m["id"] for m in json.loads(body)["data"] if isinstance(m, dict) and "id" in m]
+                ids = [m["id"] for m in json_value(body)["data"] if isinstance(m, dict) and "id" in m]
             except (ValueError, KeyError, TypeError):
                 return []
             if ids and model not in ids:
