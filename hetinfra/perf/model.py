@@ -76,7 +76,7 @@ class PerformanceModel:
         calib, source = calibration_for(ctx.vllm_version), ESTIMATOR_VERSION
         kernels = kernel_calibration(ctx, spec.name, tp, pp, nodes, calib)
         if kernels is not None:
-            calib, source = kernels, ESTIMATOR_VERSION + "+aiconfigurator"
+            calib, source = kernels, ESTIMATOR_VERSION + KERNELS_SUFFIX
         est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
                        ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, calib=calib, nodes=nodes)
         return RateResult(est.max_rps if est.feasible else 0.0, source,
@@ -94,6 +94,28 @@ def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int
     if ctx.estimator == "aiconfigurator":
         aic_backend.require()
     return aic_backend.layout_calibration(ctx.arch.name, gpu, tp, ctx.precision, calib)
+
+
+KERNELS_SUFFIX = "+aiconfigurator"
+
+
+def step_calibration(sources: list[str], model: str, gpu: str, tp: int, pp: int, precision: str, calib):
+    """The constants a plan's rates came from, for the simulator that verifies it (one hook: a rate
+    whose source is ESTIMATOR_VERSION + KERNELS_SUFFIX was estimated on the layout's measured-kernel
+    constants, hetinfra.perf.aic_backend, and its unit is simulated on the same step times). ``sources``:
+    templates[].sources of the unit's classes; ``calib``: the plan's engine constants."""
+    if pp > 1 or not any(s.endswith(KERNELS_SUFFIX) for s in sources):
+        return calib
+    from hetinfra.perf import aic_backend
+
+    aic_backend.require()
+    got = aic_backend.layout_calibration(model, gpu, tp, precision, calib)
+    if got is None:
+        raise InvalidInputError(f"the plan's {model} on {gpu} tp={tp} ({precision}) was estimated on aiconfigurator's "
+                                "kernels, which do not cover that layout here",
+                                hint="install aiconfigurator-core (pip install 'hetinfra[aiconfigurator]'), or re-plan with "
+                                     "planning.estimator: builtin")
+    return got
 
 
 def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:
