@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
@@ -15,7 +16,8 @@ from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
-__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report"]
+__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report",
+           "layout_factors", "E2E_SOURCE"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,28 @@ def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check
 
 def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
     return [published_check(p, calib) for p in PUBLISHED]
+
+
+#: how plan.json names the published end-to-end runs when they widen a template's interval
+E2E_SOURCE = "published vLLM runs"
+
+
+@lru_cache(maxsize=1)
+def layout_factors() -> dict[tuple[str, str, int, str], float]:
+    """(catalog model, GPU, TP, precision) -> the published end-to-end runs of that layout over the
+    built-in estimator's figure for them (median of measured / predicted rate over the layout's
+    measured closed-loop runs and published rates): a second source for every template of the layout
+    (hetinfra.perf.model, "Disagreement is uncertainty"). The shipped constants only (the current engine)."""
+    groups: dict[tuple[str, str, int, str], list[float]] = {}
+    for row in plausible_rows():
+        c = silicon_check(row)
+        if c is not None and c.predicted > 0:
+            groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(c.measured / c.predicted)
+    for p in PUBLISHED:
+        c = published_check(p)
+        if c.predicted > 0:
+            groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append(c.measured / c.predicted)
+    return {k: round(statistics.median(v), 3) for k, v in sorted(groups.items())}
 
 
 def _summary(title: str, checks: list[Check]) -> str:

@@ -28,6 +28,10 @@ class RateResult:
     tpot_floor_ms: float | None = None  # fastest TPOT the layout can reach (estimator only)
     ttft_floor_ms: float | None = None
     batch: int = 0  # concurrent sequences at max_rps (estimator only; its confidence depends on it)
+    #: another source's rate for the same setting as a factor of max_rps, and its name (the built-in
+    #: estimator under the kernel backend; published end-to-end runs of the layout under the built-in
+    #: one): hetinfra.perf.confidence widens the template's interval where they disagree
+    other: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,17 +74,28 @@ class PerformanceModel:
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
             return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
-        from hetinfra.perf.calibration import calibration_for
+        from hetinfra.perf.calibration import CALIBRATION, calibration_for
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         calib, source = calibration_for(ctx.vllm_version), ESTIMATOR_VERSION
         kernels = kernel_calibration(ctx, spec.name, tp, pp, nodes, calib)
         if kernels is not None:
             calib, source = kernels, ESTIMATOR_VERSION + KERNELS_SUFFIX
-        est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, calib=calib, nodes=nodes)
-        return RateResult(est.max_rps if est.feasible else 0.0, source,
-                          None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
+        kw = dict(tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens, ttft_ms=ctx.ttft_ms,
+                  tpot_ms=ctx.tpot_ms, precision=ctx.precision, nodes=nodes)
+        est = estimate(ctx.arch, spec, calib=calib, **kw)
+        if not est.feasible:
+            return RateResult(0.0, source, est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
+        other = None
+        if kernels is not None:  # the kernels against the built-in constants
+            base = estimate(ctx.arch, spec, calib=calibration_for(ctx.vllm_version), **kw)
+            other = (base.max_rps / est.max_rps, "the built-in estimator") if base.feasible else None
+        elif calib is CALIBRATION and pp == 1:  # the built-in constants against the layout's published runs
+            from hetinfra.perf.e2e_checks import E2E_SOURCE, layout_factors
+
+            f = layout_factors().get((ctx.arch.name, spec.name, tp, ctx.precision))
+            other = (f, E2E_SOURCE) if f else None
+        return RateResult(est.max_rps, source, None, est.min_tpot_ms, est.min_ttft_ms, est.batch, other)
 
 
 def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int | None, calib):
