@@ -160,6 +160,16 @@ VLLM_BLOG = (
                   202, 179, 0.0, 0.0, 17.3, "0.6.0",
                   "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
                   "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
+    # the post's appendix, same settings on A100 (A100_8B.png, A100_70B.png; the A100-80GB SXM parts of
+    # vLLM's benchmark machines: 70B bf16 does not leave room for 256 sequences on 4 x 40 GB)
+    PublishedRate("vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x A100", "llama-3.1-8b", "A100-80GB", "bf16", 1, 1,
+                  202, 179, 0.0, 0.0, 19.0, "0.6.0",
+                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
+                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
+    PublishedRate("vLLM v0.6.0 blog, Llama 3 70B ShareGPT, 4 x A100", "llama-3.1-70b", "A100-80GB", "bf16", 4, 1,
+                  202, 179, 0.0, 0.0, 8.55, "0.6.0",
+                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
+                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
 )
 
 PUBLISHED = MLPERF + VLLM_BLOG

@@ -92,10 +92,11 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
     assert dropped and all(r.model == "llama-3.1-8b" for r in dropped)
 
 
-# The published checks' errors today (docs/calibration.md, "End-to-end checks"): MLPerf +19.4%, vLLM
-# v0.6.0 8B -6.2%, 70B TP4 +17.3%. The band holds them against drift; the issue's acceptance (each
-# within 15%, the median within 10%) is the strict xfail below, so a fix that meets it must say so.
-BAND = (-0.10, 0.25)
+# The published checks' errors today (docs/calibration.md, "End-to-end checks"): MLPerf +19.4%; vLLM
+# v0.6.0 H100 8B -6.2%, 70B TP4 +17.3%; A100 8B +12.1%, 70B TP4 +30.9%. The band holds them against
+# drift; the issue's acceptance (each within 15%, the median within 10%) is the strict xfail below,
+# so a fix that meets it must say so.
+BAND = (-0.10, 0.35)
 
 
 @pytest.mark.parametrize("pub", PUBLISHED, ids=lambda p: p.name)
@@ -106,8 +107,8 @@ def test_each_published_check_records_its_source_and_stays_in_its_band(pub):
 
 
 @pytest.mark.xfail(strict=True, reason="not met: MLPerf's vLLM 0.7.3 (V0 engine, load-time fp8) runs 15% slower "
-                   "steps at ~230 sequences than the V1 constants; the 70B vLLM blog run fills and drains 500 "
-                   "requests, below the saturated rate estimated (docs/calibration.md)")
+                   "steps at ~230 sequences than the V1 constants; vLLM's 70B TP4 blog runs (+17% H100, +31% "
+                   "A100) fill and drain 500 requests, below the saturated rate estimated (docs/calibration.md)")
 def test_published_checks_meet_the_issue_acceptance():
     errs = [c.error for c in published_checks()]
     assert all(abs(e) <= 0.15 for e in errs) and abs(statistics.median(errs)) <= 0.10
