@@ -17,7 +17,7 @@ from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
 __all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report",
-           "layout_factors", "E2E_SOURCE"]
+           "layout_factors", "LayoutFactor", "E2E_SOURCE"]
 
 
 @dataclass(frozen=True)
@@ -102,22 +102,42 @@ def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
 E2E_SOURCE = "published vLLM runs"
 
 
+#: a published run speaks for request sizes within this factor of the sizes its layout's runs cover
+SIZE_REACH = 2.0
+
+
+@dataclass(frozen=True)
+class LayoutFactor:
+    """The published end-to-end runs of one layout over the built-in estimator's figures for them."""
+    factor: float  # median measured / predicted rate
+    isl: tuple[int, int]  # the runs' mean input tokens, least and most
+    osl: tuple[int, int]
+
+    def covers(self, input_tokens: int, output_tokens: int) -> bool:
+        """Whether a request of these sizes is the runs' setting (within SIZE_REACH of their sizes)."""
+        return (self.isl[0] / SIZE_REACH <= input_tokens <= self.isl[1] * SIZE_REACH
+                and self.osl[0] / SIZE_REACH <= output_tokens <= self.osl[1] * SIZE_REACH)
+
+
 @lru_cache(maxsize=1)
-def layout_factors() -> dict[tuple[str, str, int, str], float]:
+def layout_factors() -> dict[tuple[str, str, int, str], LayoutFactor]:
     """(catalog model, GPU, TP, precision) -> the published end-to-end runs of that layout over the
     built-in estimator's figure for them (median of measured / predicted rate over the layout's
-    measured closed-loop runs and published rates): a second source for every template of the layout
-    (hetinfra.perf.model, "Disagreement is uncertainty"). The shipped constants only (the current engine)."""
-    groups: dict[tuple[str, str, int, str], list[float]] = {}
+    measured closed-loop runs and published rates), with the request sizes they ran: a second source
+    for the templates of the layout whose classes are of those sizes (hetinfra.perf.model,
+    "Disagreement is uncertainty"). The shipped constants only (the current engine)."""
+    groups: dict[tuple[str, str, int, str], list[tuple[float, int, int]]] = {}
     for row in plausible_rows():
         c = silicon_check(row)
         if c is not None and c.predicted > 0:
-            groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(c.measured / c.predicted)
+            groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(
+                (c.measured / c.predicted, row.isl, row.osl))
     for p in PUBLISHED:
         c = published_check(p)
         if c.predicted > 0:
-            groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append(c.measured / c.predicted)
-    return {k: round(statistics.median(v), 3) for k, v in sorted(groups.items())}
+            groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append((c.measured / c.predicted, p.isl, p.osl))
+    return {k: LayoutFactor(round(statistics.median(f for f, _, _ in v), 3), (min(i for _, i, _ in v), max(i for _, i, _ in v)),
+                            (min(o for _, _, o in v), max(o for _, _, o in v))) for k, v in sorted(groups.items())}
 
 
 def _summary(title: str, checks: list[Check]) -> str:

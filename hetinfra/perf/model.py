@@ -94,7 +94,8 @@ class PerformanceModel:
             from hetinfra.perf.e2e_checks import E2E_SOURCE, layout_factors
 
             f = layout_factors().get((ctx.arch.name, spec.name, tp, ctx.precision))
-            other = (f, E2E_SOURCE) if f else None
+            if f is not None and f.covers(cls.input_tokens, cls.output_tokens):  # runs of this class's sizes
+                other = (f.factor, E2E_SOURCE)
         return RateResult(est.max_rps, source, None, est.min_tpot_ms, est.min_ttft_ms, est.batch, other)
 
 

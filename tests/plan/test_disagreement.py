@@ -5,6 +5,7 @@ pessimistic of the two figures."""
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -24,20 +25,20 @@ SPEC = {"name": "wide", "models": [{
     "name": "big", "model": "llama-2-70b", "source": "meta-llama/Llama-2-70b-chat-hf", "precision": "fp8",
     "slo": {"ttft_ms": 2000, "tpot_ms": 30},
     "demand": {"rate_rps": 1.0, "sizes": {"classes": [
-        {"name": "a", "input_tokens": 500, "output_tokens": 200, "share": 1}]}}}],
+        {"name": "a", "input_tokens": 250, "output_tokens": 250, "share": 1}]}}}],
     "infrastructure": {"clouds": ["aws"], "gpus": ["H200"]}}
 
 
-def _library(tmp_path):
+def _library(tmp_path, spec=SPEC):
     path = tmp_path / "service.yaml"
-    path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
     spec, text, locate = load_spec(path)
     inputs = resolve(spec, path, text, None, locate)
     return build_library(inputs, inputs.models[0], PerformanceModel(inputs.profiles))
 
 
 def test_a_layout_whose_published_runs_disagree_is_widened_and_marked(tmp_path):
-    factor = layout_factors()[("llama-2-70b", "H200", 1, "fp8")]
+    factor = layout_factors()[("llama-2-70b", "H200", 1, "fp8")].factor
     assert factor < 0.88
     lib = _library(tmp_path)
     tp1 = [t for t in lib.templates if t.gpu == "H200" and t.tp == 1 and t.pp == 1]
@@ -49,6 +50,13 @@ def test_a_layout_whose_published_runs_disagree_is_widened_and_marked(tmp_path):
             pytest.approx(factor)
     # layouts no published run measures are left as they were
     assert all(t.disagreement is None for t in lib.templates if t.tp != 1)
+
+
+def test_runs_of_other_request_sizes_are_not_a_second_source(tmp_path):
+    """The MLPerf run's requests are 222 / 298 tokens: 2000-token prompts are not its setting."""
+    spec = copy.deepcopy(SPEC)
+    spec["models"][0]["demand"]["sizes"]["classes"][0].update(input_tokens=2000, output_tokens=250)
+    assert all(t.disagreement is None for t in _library(tmp_path, spec).templates)
 
 
 def test_plan_json_marks_the_widened_template(tmp_path, plan_json):
