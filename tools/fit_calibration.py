@@ -62,6 +62,7 @@ from hetinfra.perf.estimator import Estimate, decode_step_ms, estimate, operatin
 
 SHARED = REPO.parent / "shared"
 CALIBRATION_PY = REPO / "hetinfra" / "perf" / "calibration.py"
+TABLES_PY = REPO / "hetinfra" / "perf" / "calibration_tables.py"  # COVERAGE and RESIDUALS
 TARGET = 0.25  # acceptance: median |error| of each data set's TPOT-like quantity, fit and held-out rows
 
 # Models of the data sets that the catalog does not carry (HF config.json facts).
@@ -774,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
             write_calibration(calib, engines, cover=coverage(rows, calib, engines),
                               residuals=rate_residuals(rows, calib, engines))
     elif args.write_residuals:
-        write_table(CALIBRATION_PY, "RESIDUALS", rate_residuals(rows, calib, engines))
+        write_table(TABLES_PY, "RESIDUALS", rate_residuals(rows, calib, engines))
     if args.planner_only:
         print()
         print(table(evaluate(rows, calib, None), "Every data set with the planner's engine constants"))
@@ -821,9 +822,10 @@ def round_sig(calib: Calibration, engines: dict, digits: int = 3) -> tuple[Calib
 
 def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATION_PY,
                       script: Path = Path(__file__), cover: tuple | None = None,
-                      residuals: tuple | None = None) -> None:
+                      residuals: tuple | None = None, tables_path: Path = TABLES_PY) -> None:
     """Rewrite the fitted values in calibration.py (``name: type = value`` lines, the mfu_scale_by_gpu
-    tuple and the FIT date line) and the ENGINES profiles in this script; comments stay as they are."""
+    tuple and the FIT date line), the COVERAGE / RESIDUALS tables in ``tables_path`` and the ENGINES
+    profiles in this script; comments stay as they are."""
     text = path.read_text()
     for name, _, _ in SEARCH:
         if name.startswith("engine:vllm-0.2:"):  # calibration.py's LEGACY_V0_2 dict
@@ -842,9 +844,12 @@ def write_calibration(calib: Calibration, engines: dict, path: Path = CALIBRATIO
                       rf"\g<1>({scales},)" if len(calib.mfu_scale_by_gpu) == 1 else rf"\g<1>({scales})",
                       text, flags=re.M)
     assert n == 1, "mfu_scale_by_gpu"
-    for name, table_rows in (("COVERAGE", cover), ("RESIDUALS", residuals)):
-        if table_rows is not None:
-            text = _table_text(text, name, table_rows)
+    if cover is not None or residuals is not None:  # the recorded tables' own module
+        tables = tables_path.read_text()
+        for name, table_rows in (("COVERAGE", cover), ("RESIDUALS", residuals)):
+            if table_rows is not None:
+                tables = _table_text(tables, name, table_rows)
+        tables_path.write_text(tables)
     text, n = re.subn(r"^FIT: .*$", f"FIT: tools/fit_calibration.py --write (shared constants), {datetime.date.today()}",
                       text, flags=re.M)
     assert n == 1, "FIT line"

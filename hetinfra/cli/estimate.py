@@ -129,7 +129,7 @@ class Comparison:
     ratio: float  # its rate over the built-in rate (0: either infeasible)
     interval: object  # RateInterval, widened where the sources disagree
     widened: bool
-    safe_rps: float  # the built-in rate at the interval's low end (planning.confidence: safe)
+    safe_rps: float  # the built-in rate as planning.confidence: safe plans it (planning_factor)
 
     def doc(self) -> dict:
         o, i = self.other, self.interval
@@ -142,9 +142,11 @@ class Comparison:
 def _comparison(est, other, gpu: str, tp: int, pp: int) -> Comparison:
     """Both figures, the binding limit of each, and the built-in estimate's interval widened to cover
     the other source where they disagree (hetinfra.perf.confidence.widen_for_disagreement)."""
-    from hetinfra.perf.confidence import confidence_detail, rate_interval, widen_for_disagreement
+    from hetinfra.perf.confidence import confidence_detail, planning_factor, rate_interval, widen_for_disagreement
 
     ratio = other.max_rps / est.max_rps if est.feasible and other.feasible and est.max_rps > 0 else 0.0
-    interval = rate_interval(confidence_detail(gpu, tp, pp, est.batch))
-    wide, marked = widen_for_disagreement(interval, ratio, "aiconfigurator")
-    return Comparison(other, ratio, wide, marked, est.max_rps * wide.low)
+    conf = confidence_detail(gpu, tp, pp, est.batch)
+    wide, marked = widen_for_disagreement(rate_interval(conf), ratio, "aiconfigurator")
+    # what the planner plans this estimate at under planning.confidence: safe (hetinfra.plan.planner)
+    safe = planning_factor(conf.level, "safe", (wide.low, wide.middle, wide.high), wide.other_factor)
+    return Comparison(other, ratio, wide, marked, est.max_rps * safe)

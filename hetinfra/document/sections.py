@@ -135,6 +135,11 @@ class Confidence(Doc):
                                              "rate lies in rate x [low, high] (hetinfra.perf.confidence).")
     interval_basis: Optional[StrictStr] = Field(None, description="Where the interval comes from: the regime's "
                                                 "calibration residuals, or the trust level's where it has too few (prose).")
+    widened_by: Optional[StrictStr] = Field(None, description="The second source (aiconfigurator's kernels, the "
+                                            "built-in estimator, published vLLM runs of the layout) whose figure lay "
+                                            "outside the interval, which was widened to cover it; null: no disagreement.")
+    other_rate_factor: Optional[Number] = Field(None, description="That source's rate as a factor of capacity_rps; "
+                                                "under planning.confidence safe the smaller of it and 1 applies.")
 
 
 class Template(Doc):

@@ -43,8 +43,6 @@ The max_rps rule (:func:`evaluate_sweep`)
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -55,7 +53,9 @@ from pathlib import Path
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import MAX_JSON_DEPTH, json_depth
 from hetinfra.perf.bench_result import MAX_TOKENS, RESULT_HINT, BenchResult, number, parse_bench_result
-from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow
+# the CSV side (number format, rendering, merging, atomic writes) lives in hetinfra.perf.profile_csv
+from hetinfra.perf.profile_csv import format_number, render_profile_csv, write_profile_csv  # noqa: F401
+from hetinfra.perf.profiles import ProfileRow
 
 _STATISTIC = re.compile(r"^(mean|median|p\d+(\.\d+)?)$")
 _RESULT_HINT = RESULT_HINT
@@ -175,14 +175,6 @@ class ImportResult:
 
 
 # ---------------------------------------------------------------- reading result files
-
-
-def format_number(v: float) -> str:
-    """Numbers for CSV cells and messages: 4.0 -> '4', 14/3 -> '4.667'."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    s = f"{round(float(v), 3):.3f}".rstrip("0").rstrip(".")
-    return "0" if s in ("-0", "") else s
 
 
 def read_objects(path: Path) -> list[tuple[str, object]]:
@@ -371,43 +363,3 @@ def import_bench_results(paths: Iterable[Path | str], *, gpu: str, tp: int, pp: 
     sweeps = tuple(evaluate_sweep(g, slo) for g in group_sweeps(points))
     rows = tuple(s.row(gpu.strip(), tp, pp, slo, vllm_version) for s in sweeps)
     return ImportResult(sweeps=sweeps, rows=rows, skipped=tuple(skipped))
-
-
-# ---------------------------------------------------------------- writing the CSV
-
-
-def _row_key(r: ProfileRow) -> tuple:
-    return (r.model.lower(), r.gpu.lower(), r.tp, r.pp, r.input_tokens, r.output_tokens,
-            float(r.ttft_slo_ms), float(r.tpot_slo_ms))
-
-
-def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS + OPTIONAL_COLUMNS)
-    for r in rows:
-        w.writerow([r.model, r.gpu, r.tp, r.pp, r.input_tokens, r.output_tokens,
-                    format_number(r.ttft_slo_ms), format_number(r.tpot_slo_ms), format_number(r.max_rps),
-                    r.statistic or "", r.vllm_version or ""])
-    return buf.getvalue()
-
-
-def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bool = False) -> list[ProfileRow]:
-    """Write ``rows`` as a profile CSV, atomically (temporary file renamed into place).
-
-    ``merge``: keep the rows of an existing file at ``path`` that no new row replaces (same model,
-    gpu, tp, pp, sizes and SLO); new rows follow them. Returns the rows written. ``max_rps`` is
-    written to 3 decimals.
-    """
-    from hetinfra.fileio import atomic_write_text
-    from hetinfra.perf.profiles import load_profiles
-
-    path = Path(path)
-    rows = list(rows)
-    if path.exists() and path.is_dir():
-        raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
-    if merge and path.exists():
-        new = {_row_key(r) for r in rows}
-        rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
-    atomic_write_text(path, render_profile_csv(rows))
-    return rows

@@ -20,6 +20,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+# what the calibration data measures and the estimator's error per regime: the tables
+# tools/fit_calibration.py --write records (hetinfra.perf.confidence reads them)
+from hetinfra.perf.calibration_tables import COVERAGE, RESIDUALS  # noqa: F401
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -286,116 +290,3 @@ def calibration_for(vllm_version: str | None = None) -> Calibration:
     if vllm_version in CALIBRATIONS:
         return CALIBRATIONS[vllm_version]
     return CALIBRATIONS["0.2" if _version_key(vllm_version) < LEGACY_BEFORE else DEFAULT_VLLM_VERSION]
-
-
-# What the calibration data measures: (GPU, engine, TP, batch regime, rows), one entry per
-# combination with rows. Recorded by tools/fit_calibration.py --write from every row it fits or
-# checks (fit and held-out; the batch of a max-rate row is that of the estimator's operating point);
-# hetinfra.perf.confidence reads it. Engines: "vllm-<CALIBRATIONS key>", or another engine the data
-# came from ("splitwise-2023"). GPU names are the catalog's ("A100-80GB-PCIe": SageServe's PCIe cards).
-COVERAGE: tuple[tuple[str, str, int, str, int], ...] = (
-    ("A100", "vllm-0.11", 1, "b<=32", 129),
-    ("A100", "vllm-0.11", 1, "32<b<=128", 30),
-    ("A100", "vllm-0.11", 1, "b>128", 68),
-    ("A100-80GB", "splitwise-2023", 2, "b<=32", 30),
-    ("A100-80GB", "splitwise-2023", 2, "32<b<=128", 2),
-    ("A100-80GB", "splitwise-2023", 4, "b<=32", 30),
-    ("A100-80GB", "splitwise-2023", 4, "32<b<=128", 2),
-    ("A100-80GB", "splitwise-2023", 8, "b<=32", 60),
-    ("A100-80GB", "splitwise-2023", 8, "32<b<=128", 4),
-    ("A100-80GB", "vllm-0.2", 1, "b<=32", 2),
-    ("A100-80GB", "vllm-0.2", 1, "32<b<=128", 20),
-    ("A100-80GB", "vllm-0.2", 1, "b>128", 15),
-    ("A100-80GB-PCIe", "sageserve-2024", 2, "b<=32", 50),
-    ("A100-80GB-PCIe", "sageserve-2024", 4, "b<=32", 50),
-    ("A10G", "vllm-0.2", 1, "b<=32", 27),
-    ("A10G", "vllm-0.2", 1, "32<b<=128", 8),
-    ("A10G", "vllm-0.2", 1, "b>128", 1),
-    ("H100", "splitwise-2023", 2, "b<=32", 30),
-    ("H100", "splitwise-2023", 2, "32<b<=128", 2),
-    ("H100", "splitwise-2023", 4, "b<=32", 30),
-    ("H100", "splitwise-2023", 4, "32<b<=128", 2),
-    ("H100", "splitwise-2023", 8, "b<=32", 60),
-    ("H100", "splitwise-2023", 8, "32<b<=128", 4),
-    ("H100", "vllm-0.11", 1, "b<=32", 3),
-    ("H100", "vllm-0.11", 2, "b<=32", 108),
-    ("H100", "vllm-0.11", 2, "32<b<=128", 57),
-    ("H100", "vllm-0.11", 4, "b<=32", 96),
-    ("H100", "vllm-0.11", 4, "32<b<=128", 51),
-    ("H100", "vllm-0.11", 8, "b<=32", 96),
-    ("H100", "vllm-0.11", 8, "32<b<=128", 51),
-    ("H100", "vllm-0.11", 8, "b>128", 3),
-    ("H100", "vllm-0.2", 1, "b<=32", 1),
-    ("H100", "vllm-0.2", 1, "32<b<=128", 21),
-    ("H100", "vllm-0.2", 1, "b>128", 15),
-    ("H200", "vllm-0.11", 1, "b<=32", 48),
-    ("H200", "vllm-0.11", 1, "32<b<=128", 33),
-    ("H200", "vllm-0.11", 2, "b<=32", 99),
-    ("H200", "vllm-0.11", 2, "32<b<=128", 15),
-    ("H200", "vllm-0.11", 4, "b<=32", 60),
-    ("H200", "vllm-0.11", 4, "32<b<=128", 21),
-    ("H200", "vllm-0.11", 8, "b<=32", 36),
-    ("H200", "vllm-0.11", 8, "32<b<=128", 15),
-    ("L4", "vllm-0.11", 1, "b<=32", 93),
-    ("L4", "vllm-0.11", 1, "32<b<=128", 30),
-    ("L4", "vllm-0.11", 1, "b>128", 38),
-    ("L4", "vllm-0.11", 2, "b<=32", 84),
-    ("L4", "vllm-0.11", 2, "32<b<=128", 30),
-    ("L4", "vllm-0.11", 2, "b>128", 38),
-    ("L4", "vllm-0.2", 1, "b<=32", 28),
-    ("L4", "vllm-0.2", 1, "32<b<=128", 8),
-    ("T4", "vllm-0.11", 1, "b<=32", 84),
-    ("T4", "vllm-0.11", 1, "32<b<=128", 30),
-    ("T4", "vllm-0.11", 1, "b>128", 36),
-    ("T4", "vllm-0.11", 2, "b<=32", 84),
-    ("T4", "vllm-0.11", 2, "32<b<=128", 30),
-    ("T4", "vllm-0.11", 2, "b>128", 38),
-    ("T4", "vllm-0.11", 4, "b<=32", 84),
-    ("T4", "vllm-0.11", 4, "32<b<=128", 30),
-    ("T4", "vllm-0.11", 4, "b>128", 53),
-    ("V100", "vllm-0.11", 1, "b<=32", 129),
-    ("V100", "vllm-0.11", 1, "32<b<=128", 30),
-    ("V100", "vllm-0.11", 1, "b>128", 53),
-)
-
-
-# The signed RATE error of the estimator per (GPU, engine, batch regime): (GPU, engine, batch regime,
-# rows, p10, median, p90), e = predicted / measured rate - 1 (+ = optimistic), over the rows COVERAGE
-# counts (a time row's error e reads as the rate error 1 / (1 + e) - 1). Recorded by
-# tools/fit_calibration.py (--fit --write, or --write-residuals for the shipped constants);
-# hetinfra.perf.confidence turns a regime's quantiles into its templates' rate interval.
-RESIDUALS: tuple[tuple[str, str, str, int, float, float, float], ...] = (
-    ("A100", "vllm-0.11", "b<=32", 129, -0.1305, -0.0361, -0.0125),
-    ("A100", "vllm-0.11", "32<b<=128", 30, -0.1939, -0.143, -0.002),
-    ("A100", "vllm-0.11", "b>128", 68, -0.1593, -0.0559, 0.2913),
-    ("A100-80GB", "splitwise-2023", "b<=32", 120, -0.0196, 0.1121, 0.3552),
-    ("A100-80GB", "splitwise-2023", "32<b<=128", 8, -0.3861, 0.4028, 0.8372),
-    ("A100-80GB", "vllm-0.2", "b<=32", 2, 0.0921, 0.1176, 0.1431),
-    ("A100-80GB", "vllm-0.2", "32<b<=128", 20, -0.2177, 0.0027, 0.2082),
-    ("A100-80GB", "vllm-0.2", "b>128", 15, -0.3578, -0.2199, 0.0694),
-    ("A100-80GB-PCIe", "sageserve-2024", "b<=32", 100, -0.037, 0.042, 0.6182),
-    ("A10G", "vllm-0.2", "b<=32", 27, -0.2783, -0.1859, -0.0787),
-    ("A10G", "vllm-0.2", "32<b<=128", 8, -0.2019, -0.0961, 0.0084),
-    ("A10G", "vllm-0.2", "b>128", 1, -0.0683, -0.0683, -0.0683),
-    ("H100", "splitwise-2023", "b<=32", 120, -0.0668, 0.0082, 0.5605),
-    ("H100", "splitwise-2023", "32<b<=128", 8, -0.4017, 0.3285, 0.8985),
-    ("H100", "vllm-0.11", "b<=32", 303, -0.3133, -0.0008, 0.1529),
-    ("H100", "vllm-0.11", "32<b<=128", 159, -0.151, 0.0056, 1.093),
-    ("H100", "vllm-0.11", "b>128", 3, -0.2677, -0.2496, 1.6694),
-    ("H100", "vllm-0.2", "b<=32", 1, 0.9593, 0.9593, 0.9593),
-    ("H100", "vllm-0.2", "32<b<=128", 21, -0.1482, -0.0015, 0.5737),
-    ("H100", "vllm-0.2", "b>128", 15, -0.3261, -0.1419, 0.0208),
-    ("H200", "vllm-0.11", "b<=32", 243, -0.2852, -0.0454, 0.1006),
-    ("H200", "vllm-0.11", "32<b<=128", 84, -0.5717, -0.1941, 0.1294),
-    ("L4", "vllm-0.11", "b<=32", 177, -0.1362, -0.0259, 0.2763),
-    ("L4", "vllm-0.11", "32<b<=128", 60, -0.0592, -0.0099, 0.0665),
-    ("L4", "vllm-0.11", "b>128", 76, -0.0688, 0.0649, 0.1832),
-    ("L4", "vllm-0.2", "b<=32", 28, -0.3021, -0.1721, 0.2598),
-    ("L4", "vllm-0.2", "32<b<=128", 8, -0.1397, -0.0865, 0.0272),
-    ("T4", "vllm-0.11", "b<=32", 252, -0.1447, 0.0197, 0.22),
-    ("T4", "vllm-0.11", "32<b<=128", 90, -0.0051, 0.1456, 0.3832),
-    ("T4", "vllm-0.11", "b>128", 127, -0.1025, 0.0541, 0.2672),
-    ("V100", "vllm-0.11", "b<=32", 129, -0.1788, -0.1397, 0.0002),
-    ("V100", "vllm-0.11", "32<b<=128", 30, 0.1552, 0.3169, 0.9354),
-    ("V100", "vllm-0.11", "b>128", 53, -0.1753, -0.0599, 0.0589),
-)

@@ -118,13 +118,24 @@ class RateInterval:
     middle: float
     high: float
     basis: str
+    #: the other source whose figure the interval was widened to cover, and that figure as a factor
+    #: of this estimate (None: the sources agree within the interval, or there is no other source)
+    widened_by: str | None = None
+    other_factor: float | None = None
 
 
-def rate_interval(conf: Confidence) -> RateInterval:
+def rate_interval(conf: Confidence, other: tuple[float, str] | None = None) -> RateInterval:
     """The interval of an estimate: from its regime's calibration residuals (calibration.RESIDUALS:
     the true rate is estimate / (1 + e), so the error's p90 gives the low end, its median the middle
     and its p10 the high end) where the estimate is calibrated and its regime has MIN_RESIDUAL_ROWS
-    rows or more; else its trust level's (INTERVALS)."""
+    rows or more; else its trust level's (INTERVALS). ``other``: another source's rate for the same
+    setting as a factor of this estimate, and its name; the interval widens to cover it
+    (``widen_for_disagreement``)."""
+    got = _interval(conf)
+    return widen_for_disagreement(got, *other)[0] if other is not None else got
+
+
+def _interval(conf: Confidence) -> RateInterval:
     found = _RESIDUALS.get(conf.regime) if conf.regime else None
     if found is not None and found[0] >= MIN_RESIDUAL_ROWS:
         n, p10, median, p90 = found
@@ -138,23 +149,28 @@ def rate_interval(conf: Confidence) -> RateInterval:
 
 def widen_for_disagreement(interval: RateInterval, ratio: float, source: str) -> tuple[RateInterval, bool]:
     """Disagreement is uncertainty: ``ratio`` is another source's rate for the same setting over this
-    estimate (the measured-kernel backend's, hetinfra.perf.aic_backend). Where it falls outside the
-    interval, the interval widens to cover it and the result is marked (True); under
-    ``planning.confidence: safe`` its low end is then the pessimistic one of the two sources."""
+    estimate (the measured-kernel backend's, the built-in estimator's, or published end-to-end runs of
+    the layout). Where it falls outside the interval, the interval widens to cover it and the result
+    is marked (True; ``widened_by``, ``other_factor``); under ``planning.confidence: safe`` the
+    pessimistic of the two figures then applies (``planning_factor``)."""
     if not ratio > 0 or interval.low <= ratio <= interval.high:
         return interval, False
     low, high = min(interval.low, round(ratio, 3)), max(interval.high, round(ratio, 3))
-    return RateInterval(low, interval.middle, high, f"{interval.basis}; widened to {source}'s {ratio:.2f}x"), True
+    return RateInterval(low, interval.middle, high, f"{interval.basis}; widened to {source}'s {ratio:.2f}x",
+                        source, round(ratio, 3)), True
 
 
-def planning_factor(level: str, setting: str = "safe", rates: tuple[float, float, float] | None = None) -> float:
+def planning_factor(level: str, setting: str = "safe", rates: tuple[float, float, float] | None = None,
+                    other_factor: float | None = None) -> float:
     """The factor an estimate of ``level`` with interval ``rates`` (None: the level's) is planned
     at: the low end for extrapolated ones under ``safe``, the middle under ``expected``, else 1 (the
-    estimate: calibrated ones are on the safe side already)."""
+    estimate: calibrated ones are on the safe side already). ``other_factor``: where the interval was
+    widened to another source's figure, under ``safe`` the pessimistic of the two applies."""
     low, middle, _ = rates or interval(level)
     if setting == "expected":
         return middle
-    return low if level == "extrapolated" else 1.0
+    base = low if level == "extrapolated" else 1.0
+    return min(base, other_factor) if other_factor is not None else base
 
 
 def credit_ceiling(level: str, rates: tuple[float, float, float] | None = None) -> float:

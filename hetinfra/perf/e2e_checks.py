@@ -1,6 +1,6 @@
 """The estimator against published end-to-end vLLM results (hetinfra.perf.published): measured
 closed-loop runs (TTFT, TPOT and the sustained rate at a fixed concurrency) and MLPerf server-scenario
-rates. Error = predicted / measured - 1 on the RATE (+ = optimistic: the estimator promises more
+rates, and vLLM's own published benchmark (hetinfra.perf.published.PUBLISHED). Error = predicted / measured - 1 on the RATE (+ = optimistic: the estimator promises more
 requests per second than the run sustained). Used by tests/perf/test_published.py and
 tools/fit_kernels.py --e2e."""
 
@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
-from hetinfra.perf.published import MLPERF, PublishedRate, SiliconRow, silicon_rows
+from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
-__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report"]
+__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report",
+           "layout_factors", "LayoutFactor", "E2E_SOURCE"]
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,66 @@ def silicon_checks(calib: Calibration = CALIBRATION) -> list[Check]:
 
 
 def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
-    e = estimate(MODELS[p.model], GPUS[p.gpu], tp=p.tp, input_tokens=p.isl, output_tokens=p.osl, ttft_ms=p.ttft_ms,
-                 tpot_ms=p.tpot_ms, precision=p.precision, calib=calib)
+    """The estimator's rate for a published setting, with the engine settings the run used: the largest
+    rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences in flight
+    ("saturated": every request sent at once)."""
+    model, gpu = MODELS[p.model], GPUS[p.gpu]
+    kw = dict(tp=p.tp, input_tokens=p.isl, output_tokens=p.osl, precision=p.precision, max_num_seqs=p.max_num_seqs,
+              max_num_batched_tokens=p.max_num_batched_tokens, gpu_memory_utilization=p.gpu_memory_utilization,
+              calib=calib)
+    if p.mode == "saturated":
+        got = operating_point(model, gpu, concurrency=p.max_num_seqs, **kw)
+        if isinstance(got, Estimate):
+            return Check(p.name, p.rate, 0.0, got.binding)
+        return Check(p.name, p.rate, got[2] * p.engines, f"{p.max_num_seqs} sequences in flight")
+    e = estimate(model, gpu, ttft_ms=p.ttft_ms, tpot_ms=p.tpot_ms, **kw)
     return Check(p.name, p.rate, e.max_rps * p.engines if e.feasible else 0.0, e.binding)
 
 
 def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
-    return [published_check(p, calib) for p in MLPERF]
+    return [published_check(p, calib) for p in PUBLISHED]
+
+
+#: how plan.json names the published end-to-end runs when they widen a template's interval
+E2E_SOURCE = "published vLLM runs"
+
+
+#: a published run speaks for request sizes within this factor of the sizes its layout's runs cover
+SIZE_REACH = 2.0
+
+
+@dataclass(frozen=True)
+class LayoutFactor:
+    """The published end-to-end runs of one layout over the built-in estimator's figures for them."""
+    factor: float  # median measured / predicted rate
+    isl: tuple[int, int]  # the runs' mean input tokens, least and most
+    osl: tuple[int, int]
+
+    def covers(self, input_tokens: int, output_tokens: int) -> bool:
+        """Whether a request of these sizes is the runs' setting (within SIZE_REACH of their sizes)."""
+        return (self.isl[0] / SIZE_REACH <= input_tokens <= self.isl[1] * SIZE_REACH
+                and self.osl[0] / SIZE_REACH <= output_tokens <= self.osl[1] * SIZE_REACH)
+
+
+@lru_cache(maxsize=1)
+def layout_factors() -> dict[tuple[str, str, int, str], LayoutFactor]:
+    """(catalog model, GPU, TP, precision) -> the published end-to-end runs of that layout over the
+    built-in estimator's figure for them (median of measured / predicted rate over the layout's
+    measured closed-loop runs and published rates), with the request sizes they ran: a second source
+    for the templates of the layout whose classes are of those sizes (hetinfra.perf.model,
+    "Disagreement is uncertainty"). The shipped constants only (the current engine)."""
+    groups: dict[tuple[str, str, int, str], list[tuple[float, int, int]]] = {}
+    for row in plausible_rows():
+        c = silicon_check(row)
+        if c is not None and c.predicted > 0:
+            groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(
+                (c.measured / c.predicted, row.isl, row.osl))
+    for p in PUBLISHED:
+        c = published_check(p)
+        if c.predicted > 0:
+            groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append((c.measured / c.predicted, p.isl, p.osl))
+    return {k: LayoutFactor(round(statistics.median(f for f, _, _ in v), 3), (min(i for _, i, _ in v), max(i for _, i, _ in v)),
+                            (min(o for _, _, o in v), max(o for _, _, o in v))) for k, v in sorted(groups.items())}
 
 
 def _summary(title: str, checks: list[Check]) -> str:
@@ -106,7 +161,9 @@ def e2e_report(calib: Calibration = CALIBRATION) -> str:
     for name, cs in sorted(by_group.items()):
         lines.append("  " + _summary(name, cs) + f"; TPOT median {statistics.median(c.tpot_err for c in cs):+.1%}, "
                      f"TTFT median {statistics.median(c.ttft_err for c in cs):+.1%}")
-    for c in published_checks(calib):
+    pub = published_checks(calib)
+    for c in pub:
         lines.append(f"{c.label}: published {c.measured:.2f} req/s, estimated {c.predicted:.2f} ({c.error:+.1%}, "
                      f"binding {c.binding})")
+    lines.append(_summary("published end-to-end rates", pub))
     return "\n".join(lines)

@@ -28,6 +28,10 @@ class RateResult:
     tpot_floor_ms: float | None = None  # fastest TPOT the layout can reach (estimator only)
     ttft_floor_ms: float | None = None
     batch: int = 0  # concurrent sequences at max_rps (estimator only; its confidence depends on it)
+    #: another source's rate for the same setting as a factor of max_rps, and its name (the built-in
+    #: estimator under the kernel backend; published end-to-end runs of the layout under the built-in
+    #: one): hetinfra.perf.confidence widens the template's interval where they disagree
+    other: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,17 +74,29 @@ class PerformanceModel:
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
             return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
-        from hetinfra.perf.calibration import calibration_for
+        from hetinfra.perf.calibration import CALIBRATION, calibration_for
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         calib, source = calibration_for(ctx.vllm_version), ESTIMATOR_VERSION
         kernels = kernel_calibration(ctx, spec.name, tp, pp, nodes, calib)
         if kernels is not None:
-            calib, source = kernels, ESTIMATOR_VERSION + "+aiconfigurator"
-        est = estimate(ctx.arch, spec, tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens,
-                       ttft_ms=ctx.ttft_ms, tpot_ms=ctx.tpot_ms, precision=ctx.precision, calib=calib, nodes=nodes)
-        return RateResult(est.max_rps if est.feasible else 0.0, source,
-                          None if est.feasible else est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
+            calib, source = kernels, ESTIMATOR_VERSION + KERNELS_SUFFIX
+        kw = dict(tp=tp, pp=pp, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens, ttft_ms=ctx.ttft_ms,
+                  tpot_ms=ctx.tpot_ms, precision=ctx.precision, nodes=nodes)
+        est = estimate(ctx.arch, spec, calib=calib, **kw)
+        if not est.feasible:
+            return RateResult(0.0, source, est.reason, est.min_tpot_ms, est.min_ttft_ms, est.batch)
+        other = None
+        if kernels is not None:  # the kernels against the built-in constants
+            base = estimate(ctx.arch, spec, calib=calibration_for(ctx.vllm_version), **kw)
+            other = (base.max_rps / est.max_rps, "the built-in estimator") if base.feasible else None
+        elif calib is CALIBRATION and pp == 1:  # the built-in constants against the layout's published runs
+            from hetinfra.perf.e2e_checks import E2E_SOURCE, layout_factors
+
+            f = layout_factors().get((ctx.arch.name, spec.name, tp, ctx.precision))
+            if f is not None and f.covers(cls.input_tokens, cls.output_tokens):  # runs of this class's sizes
+                other = (f.factor, E2E_SOURCE)
+        return RateResult(est.max_rps, source, None, est.min_tpot_ms, est.min_ttft_ms, est.batch, other)
 
 
 def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int | None, calib):
@@ -94,6 +110,28 @@ def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int
     if ctx.estimator == "aiconfigurator":
         aic_backend.require()
     return aic_backend.layout_calibration(ctx.arch.name, gpu, tp, ctx.precision, calib)
+
+
+KERNELS_SUFFIX = "+aiconfigurator"
+
+
+def step_calibration(sources: list[str], model: str, gpu: str, tp: int, pp: int, precision: str, calib):
+    """The constants a plan's rates came from, for the simulator that verifies it (one hook: a rate
+    whose source is ESTIMATOR_VERSION + KERNELS_SUFFIX was estimated on the layout's measured-kernel
+    constants, hetinfra.perf.aic_backend, and its unit is simulated on the same step times). ``sources``:
+    templates[].sources of the unit's classes; ``calib``: the plan's engine constants."""
+    if pp > 1 or not any(s.endswith(KERNELS_SUFFIX) for s in sources):
+        return calib
+    from hetinfra.perf import aic_backend
+
+    aic_backend.require()
+    got = aic_backend.layout_calibration(model, gpu, tp, precision, calib)
+    if got is None:
+        raise InvalidInputError(f"the plan's {model} on {gpu} tp={tp} ({precision}) was estimated on aiconfigurator's "
+                                "kernels, which do not cover that layout here",
+                                hint="install aiconfigurator-core (pip install 'hetinfra[aiconfigurator]'), or re-plan with "
+                                     "planning.estimator: builtin")
+    return got
 
 
 def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:

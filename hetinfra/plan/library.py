@@ -60,6 +60,9 @@ class Template:
     #: rate_interval: the least trusted class's regime residuals, else its trust level's)
     interval: tuple[float, float, float] | None = None
     interval_basis: str | None = None
+    #: (source, factor): another source's rate as a factor of the rates, where it lies outside the
+    #: interval (which was widened to cover it; hetinfra.perf.confidence.widen_for_disagreement)
+    disagreement: tuple[str, float] | None = None
     #: a prefill/decode bundle (issue 37); None: colocated engines
     bundle: Bundle | None = None
 

@@ -144,7 +144,9 @@ def _confidence(t) -> dict | None:
 
     rates = t.interval or interval(t.confidence[0])
     return {"level": t.confidence[0], "reason": t.confidence[1], "interval": list(rates),
-            "interval_basis": t.interval_basis or f"trust level {t.confidence[0]}"}
+            "interval_basis": t.interval_basis or f"trust level {t.confidence[0]}",
+            "widened_by": t.disagreement[0] if t.disagreement else None,
+            "other_rate_factor": t.disagreement[1] if t.disagreement else None}
 
 
 def simulation_view(pr: PlanResult) -> dict:

