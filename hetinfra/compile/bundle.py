@@ -56,17 +56,15 @@ def bundle_of(a: "Allocation") -> tuple[tuple[str, int, int], ...]:
 def hop_plan(plan: "Plan", a: "Allocation") -> str:
     """The plan as the node's hop needs it: only ``a`` (its model, template and routing rows, each
     class wholly to ``a``); compact JSON, keys sorted (the same plan gives the same text)."""
-    doc = plan.to_dict()
-    doc["allocations"] = [x for x in doc["allocations"] if x["deployment_unit"] == a.deployment_unit]
-    doc["routing"] = {a.model: {cls: [dict(r, share=1.0) for r in rows if r["unit"] == a.unit]
-                                for cls, rows in (doc["routing"].get(a.model) or {}).items()
-                                if any(r["unit"] == a.unit for r in rows)}}
-    doc["models"] = [m for m in doc["models"] if m["name"] == a.model]
-    doc["templates"] = [t for t in doc["templates"] if t["id"] == a.template]
-    doc.update(baselines=[], warnings=[])
-    for optional in ("fidelity", "routing_by_origin"):  # verification's record; the regions' rows (other units)
-        doc.pop(optional, None)
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    rows = plan.routing.get(a.model) or {}
+    routing = {a.model: {cls: [r.model_copy(update={"share": 1.0}) for r in rs if r.unit == a.unit]
+                         for cls, rs in rows.items() if any(r.unit == a.unit for r in rs)}}
+    # verification's record and the regions' rows concern the other units too
+    trimmed = plan.model_copy(update={
+        "allocations": [a], "routing": routing, "models": [m for m in plan.models if m.name == a.model],
+        "templates": [t for t in plan.templates if t.id == a.template], "baselines": [], "warnings": [],
+        "fidelity": None, "routing_by_origin": None})
+    return json.dumps(trimmed.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 def engines(unit: DeployedUnit) -> list[BundleEngine]:

@@ -329,8 +329,7 @@ def drift_line(u: UnitLive) -> str:
     if u.unhealthy:
         parts.append(f"{u.unhealthy} instance(s) not serving")
     parts += u.notes
-    roles = " (" + ", ".join(f"{c['live']} of {c['planned']} {r} engines" for r, c in u.role_counts().items()) + ")" \
-        if u.roles else ""
+    roles = " (" + ", ".join(f"{u.live * n} of {u.desired * n} {r} engines" for r, n in u.roles) + ")" if u.roles else ""
     return f"{u.unit}: {u.live} of {u.desired} replica(s) live{roles}" + (f"; {'; '.join(parts)}" if parts else "")
 
 
