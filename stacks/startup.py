@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from hetinfra.compile.bundle import node_script
+from hetinfra.compile.bundle import hop_install, node_script
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.compile.engine import serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
 from hetinfra.compile.unit import DeployedUnit
@@ -71,8 +71,7 @@ def serve_script(unit: DeployedUnit) -> str:
     """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join."""
     serve = vllm_serve_command(unit)
     if unit.bundle:  # the engines and the hop; hetinfra installed at the first start (python3 of the runtime)
-        return (f"#!/bin/bash\n[ -x {HOP_DIR}/venv/bin/hetinfra ] || {{ python3 -m venv {HOP_DIR}/venv && "
-                f"{HOP_DIR}/venv/bin/pip install -q \"$HETINFRA_PACKAGE\"; }}\n"
+        return (f"#!/bin/bash\n[ -x {HOP_DIR}/venv/bin/hetinfra ] || {{ {hop_install(HOP_DIR + '/venv')}; }}\n"
                 + node_script(unit, f"{HOP_DIR}/venv/bin/hetinfra", f"{HOP_DIR}/plan.json"))
     if unit.num_nodes == 1:
         return f"#!/bin/bash\nset -euo pipefail\nexec {serve}\n"

@@ -36,7 +36,7 @@ from hetinfra.errors import InvalidInputError
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
-__all__ = ["HEALTH_POLL_S", "bundle_of", "engines", "hop_args", "hop_plan", "node_script"]
+__all__ = ["HEALTH_POLL_S", "bundle_of", "engines", "hop_args", "hop_plan", "hop_install", "node_script"]
 
 #: how often the node script asks an engine's /health while it starts
 HEALTH_POLL_S = 10
@@ -65,6 +65,15 @@ def hop_plan(plan: "Plan", a: "Allocation") -> str:
         "templates": [t for t in plan.templates if t.id == a.template], "baselines": [], "warnings": [],
         "fidelity": None, "routing_by_origin": None})
     return json.dumps(trimmed.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def hop_install(venv: str) -> str:
+    """The bash line that puts hetinfra (``$HETINFRA_PACKAGE``) in its own virtualenv at ``venv``, apart
+    from vLLM's packages. Debian's python3 has no ``venv`` without python3-venv: installed then, with
+    sudo where there is one (a VM's user) and without (the vLLM image runs as root, without sudo)."""
+    sudo = "$(command -v sudo)"
+    return (f"python3 -m venv {venv} || {{ {sudo} apt-get update -q && {sudo} apt-get install -y -q python3-venv "
+            f"&& python3 -m venv {venv}; }}; {venv}/bin/pip install -q \"$HETINFRA_PACKAGE\"")
 
 
 def engines(unit: DeployedUnit) -> list[BundleEngine]:

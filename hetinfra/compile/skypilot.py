@@ -39,7 +39,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
 
-from hetinfra.compile.bundle import node_script
+from hetinfra.compile.bundle import hop_install, node_script
 from hetinfra.compile.engine import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, SECRET_NAMES,
                                      precision_flags, serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command)
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
@@ -62,10 +62,7 @@ HOP_PLAN = "$HOME/hetinfra/hop-plan.json"
 
 def _hop_setup(u: DeployedUnit) -> list[str]:
     """A bundle's node: hetinfra in its own virtualenv (deploy.gateway.package), and the hop's plan."""
-    return ["python3 -m venv ~/hetinfra-venv || { sudo apt-get update -q && sudo apt-get install -y -q python3-venv "
-            "&& python3 -m venv ~/hetinfra-venv; }",
-            '~/hetinfra-venv/bin/pip install -q "$HETINFRA_PACKAGE"',
-            "mkdir -p ~/hetinfra",
+    return [hop_install("$HOME/hetinfra-venv"), "mkdir -p ~/hetinfra",
             f"cat > {HOP_PLAN} <<'HETINFRA_PLAN'", u.hop_plan, "HETINFRA_PLAN"]
 
 

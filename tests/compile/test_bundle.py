@@ -149,3 +149,14 @@ def test_the_node_script_serves_through_its_hop_and_stops_with_an_engine(tmp_pat
         if node.poll() is None:
             os.killpg(node.pid, signal.SIGKILL)
             node.wait(timeout=5)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
+@pytest.mark.parametrize("runtime", ["container", "virtualenv"])
+def test_the_task_scripts_are_valid_bash(runtime, tmp_path):
+    cfg = task_config(_unit(runtime=runtime))
+    for key in ("setup", "run"):
+        (tmp_path / key).write_text(cfg[key])
+        out = subprocess.run(["bash", "-n", str(tmp_path / key)], capture_output=True, text=True)
+        assert out.returncode == 0, (key, out.stderr)
+    assert ("pip install vllm==0.12.0" in cfg["setup"]) == (runtime == "virtualenv")
