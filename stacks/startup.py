@@ -26,6 +26,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from hetinfra.compile.bundle import hop_install, node_script
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.compile.engine import serve_envs, vllm_image, vllm_pip_spec, vllm_serve_command
 from hetinfra.compile.unit import DeployedUnit
@@ -33,6 +34,9 @@ from hetinfra.facts import RAY_CLICK_PIN
 from hetinfra.stacks.boot import HEAD_ENV, SECRETS_ENV
 
 DRIVER_WAIT_S = 600
+#: a prefill/decode bundle's hop (hetinfra.compile.bundle): hetinfra's virtualenv and the hop's plan, at
+#: one path on the VM and in the vLLM container (bind-mounted), so the hop runs beside the engines
+HOP_DIR = "/opt/hetinfra/hop"
 LOG = "/var/log/hetinfra-startup.log"
 #: where a pipeline VM finds its address, its head's (HEAD_IP from find-head.sh; unset on the head) and its rank
 VM_NODE = RayNode(node_ip="$(hostname -I | awk '{print $1}')", head_ip="${HEAD_IP:-$NODE_IP}", rank="$NODE_RANK")
@@ -66,6 +70,9 @@ class RuntimeConfig:
 def serve_script(unit: DeployedUnit) -> str:
     """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join."""
     serve = vllm_serve_command(unit)
+    if unit.bundle:  # the engines and the hop; hetinfra installed at the first start (python3 of the runtime)
+        return (f"#!/bin/bash\n[ -x {HOP_DIR}/venv/bin/hetinfra ] || {{ {hop_install(HOP_DIR + '/venv')}; }}\n"
+                + node_script(unit, f"{HOP_DIR}/venv/bin/hetinfra", f"{HOP_DIR}/plan.json"))
     if unit.num_nodes == 1:
         return f"#!/bin/bash\nset -euo pipefail\nexec {serve}\n"
     if unit.mixed:
@@ -90,6 +97,8 @@ fi
 def _env_lines(unit: DeployedUnit, rank: int) -> list[str]:
     envs = dict(serve_envs(unit))
     envs["NODE_RANK"] = str(rank)
+    if unit.bundle:
+        envs["HETINFRA_PACKAGE"] = unit.hetinfra_package
     return [f"{k}={v}" for k, v in envs.items()]
 
 
@@ -103,6 +112,7 @@ def _runner(unit: DeployedUnit, rt: RuntimeConfig, worker: bool = False) -> str:
         exec_start = (f"/usr/bin/docker run --rm --name vllm --gpus all --network host --ipc host "
                       f"--env-file /etc/hetinfra/env --env-file {SECRETS_ENV} {head_env}"
                       f"-v /opt/hetinfra/serve.sh:/serve.sh:ro -v /opt/hetinfra/hf:/root/.cache/huggingface "
+                      + (f"-v {HOP_DIR}:{HOP_DIR} " if unit.bundle else "") +
                       f"--entrypoint bash {rt.image} /serve.sh")
         extra = pre_start + "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
     else:
@@ -128,9 +138,12 @@ def startup_script(unit: DeployedUnit, *, rank: int, runtime: RuntimeConfig, boo
     if worker and not boot.find_head:
         raise ValueError(f"rank {rank} of {unit.name} needs a head lookup")
     env = "\n".join(_env_lines(unit, rank))
-    role = "single node" if unit.num_nodes == 1 else f"pipeline rank {rank} of {unit.num_nodes}"
+    role = ("prefill/decode bundle" if unit.bundle else "single node") if unit.num_nodes == 1 else \
+        f"pipeline rank {rank} of {unit.num_nodes}"
     itype, gpu = unit.node_instance_type(rank), unit.node_gpu(rank)
     find_head = f"cat > /opt/hetinfra/find-head.sh <<'FINDHEAD'\n{boot.find_head}FINDHEAD\n" if worker else ""
+    # a bundle: the hop's plan (hetinfra.compile.bundle.hop_plan), beside its virtualenv
+    hop = "" if not unit.bundle else (f"install -d -m 700 {HOP_DIR}\ncat > {HOP_DIR}/plan.json <<'HOPPLAN'\n{unit.hop_plan}\nHOPPLAN\n")
     return f"""\
 #!/bin/bash
 # hetinfra: unit {unit.name} ({unit.service_model}), {itype} {gpu}:{unit.gpus_per_instance}, {role}
@@ -145,7 +158,7 @@ install -d -m 700 /etc/hetinfra /opt/hetinfra /opt/hetinfra/hf
 umask 077
 cat > /opt/hetinfra/fetch-secrets.sh <<'FETCH'
 {boot.fetch_secrets}FETCH
-{find_head}chmod 700 /opt/hetinfra/*.sh
+{find_head}{hop}chmod 700 /opt/hetinfra/*.sh
 cat > /etc/hetinfra/env <<'ENV'
 {env}
 ENV

@@ -72,9 +72,7 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
 
         doc, written, _ = result
         render_summary(doc, summary_console())
-        if written and "pulumi" not in written:  # a split plan: plan.json only (see its warning)
-            click.echo(f"wrote {out}/plan.json")
-        elif written:
+        if written:
             clouds = ",".join(p.name for p in written["pulumi"])
             click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
                        f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")

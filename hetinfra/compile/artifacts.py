@@ -44,6 +44,7 @@ def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
 
     A unit's boot disk is what :func:`hetinfra.compile.disk.disk_gb` gives the Pulumi path, on the
     largest OS image among the clouds it may fail over to."""
+    from hetinfra.compile.bundle import bundle_of, hop_plan
     from hetinfra.compile.disk import disk_gb
     from hetinfra.compile.unit import Alternate, DeployedUnit
     deploy = doc.deploy
@@ -54,10 +55,13 @@ def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
         m = served_checkpoint(doc.model(a.model), a)  # a variant's source and precision
         alternates = tuple(Alternate(x.cloud, x.region, x.instance_type, x.price_per_hour) for x in a.alternates)
         disk = max(disk_gb(doc, a, c) for c in {a.cloud} | {x.cloud for x in alternates})
+        # a prefill/decode bundle: its roles, and the trimmed plan its node's hop routes with
+        split = {"bundle": bundle_of(a), "hop_plan": hop_plan(doc, a), "hetinfra_package": deploy.gateway.package,
+                 "nodes": 1} if a.disaggregation is not None else {"nodes": a.nodes_per_replica}
         units.append(DeployedUnit(
             name=a.deployment_unit, service_model=a.model, source=m.source, cloud=a.cloud, region=a.region,
             instance_type=a.instance_type, gpu=a.gpu, gpus_per_instance=a.gpus_per_instance, tp=a.tp, pp=a.pp,
-            engines_per_instance=a.engines_per_instance, replicas=a.count, nodes=a.nodes_per_replica, spot=a.spot,
+            engines_per_instance=a.engines_per_instance, replicas=a.count, spot=a.spot, **split,
             precision=serving_precision(m.precision, a.gpu), max_model_len=doc.max_model_len(a),
             layer_partition=tuple(a.layer_partition) if a.layer_partition else None, port=deploy.port,
             stages=tuple((s.instance_type, s.gpu) for s in a.stages) if a.stages else None,
@@ -93,11 +97,6 @@ def _write_artifacts(out: Path, plan: dict, doc: "Plan") -> dict[str, list[Path]
     from hetinfra.compile.skypilot import render_all
     from hetinfra.compile.skypilot_gateway import gateway_task_name, render_gateway_task
 
-    if any(a.disaggregation is not None for a in doc.allocations):
-        # issue 37 point 5 (both roles' engines, the gateway's two-step hop) is not built yet: a split
-        # plan is written for review, never as artifacts that would start colocated engines instead
-        atomic_write_text(out / "plan.json", dumps_strict(plan, indent=2) + "\n")
-        return {"plan": [out / "plan.json"]}
     units = sky_units(doc)
     sky = render_all(units)
     if units and doc.deploy.gateway.enabled:

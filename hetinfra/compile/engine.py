@@ -4,9 +4,9 @@ line, its engine flags and its environment. The one statement of them: the SkyPi
 the Kubernetes containers (:mod:`hetinfra.compile.kubernetes.workloads`) and ``profile --launch``
 import them from here, so every target runs the engine the performance model planned with.
 
-A unit's role and adapters (:class:`hetinfra.compile.unit.Serves`) are where a disaggregated
-engine's ``--kv-transfer-config`` or the adapters' ``--enable-lora --lora-modules`` will be added: one
-place, every target.
+A unit's role and adapters (:class:`hetinfra.compile.unit.Serves`) give a disaggregated engine's
+``--kv-transfer-config`` and the adapters' ``--enable-lora --lora-modules``: one place, every target
+(how a bundle's engines share a node: :mod:`hetinfra.compile.bundle`).
 """
 
 from __future__ import annotations
@@ -122,20 +122,24 @@ class BundleEngine:
     command: str
 
 
-def bundle_engines(unit: DeployedUnit, roles: list[tuple[str, int, int]]) -> list[BundleEngine]:
+def bundle_engines(unit: DeployedUnit, roles: list[tuple[str, int, int]], *, first_port: int | None = None,
+                   nixl_host: str = "127.0.0.1") -> list[BundleEngine]:
     """The engines of one node of a bundle, ``roles`` = [(role, engines, tp), ...] (plan.json
-    ``disaggregation.roles``): consecutive GPUs per engine (prefill first), ports from the unit's up,
-    one NIXL side-channel port each. Every engine is the unit's ``vllm serve`` at its role's TP, so the
-    engine flags the performance model planned with hold for both roles."""
+    ``disaggregation.roles``): consecutive GPUs per engine (prefill first), ports from ``first_port``
+    (the unit's port by default) up, one NIXL side-channel port each, announced at ``nixl_host``
+    (loopback: a one-node bundle's decode engines read the KV on the same node). Every engine is the
+    unit's ``vllm serve`` at its role's TP, so the engine flags the performance model planned with
+    hold for both roles."""
     out, gpu, k = [], 0, 0
+    port = unit.port if first_port is None else first_port
     for role, engines, tp in roles:
         for _ in range(engines):
             one = replace(unit, tp=tp, pp=1, engines_per_instance=1, nodes=1, gpus_per_instance=tp, role=role,
-                          port=unit.port + k)  # the engine on its slice of the node
+                          port=port + k, bundle=())  # the engine on its slice of the node
             envs = {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(gpu, gpu + tp)),
                     "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_PORT + k),
-                    "VLLM_NIXL_SIDE_CHANNEL_HOST": '"$NODE_IP"'}
-            out.append(BundleEngine(role, tuple(range(gpu, gpu + tp)), unit.port + k, envs, vllm_serve_command(one)))
+                    "VLLM_NIXL_SIDE_CHANNEL_HOST": nixl_host}
+            out.append(BundleEngine(role, tuple(range(gpu, gpu + tp)), port + k, envs, vllm_serve_command(one)))
             gpu, k = gpu + tp, k + 1
     if gpu > unit.gpus_per_instance:
         raise ValueError(f"bundle of {unit.name} needs {gpu} GPUs, its instance has {unit.gpus_per_instance}")

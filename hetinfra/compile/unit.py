@@ -112,6 +112,14 @@ class DeployedUnit:
     adapters: Tuple[Adapter, ...] = ()  # LoRA adapters its engines serve beside the base model
     role: str = "colocated"  # what its engines do with a request (ROLES)
     max_loras: int = 0  # GPU adapter slots per engine (Serves.max_loras); 0: one per adapter
+    #: a one-node prefill/decode bundle: (role, engines, tp) per role, prefill first (plan.json
+    #: ``disaggregation.roles``); empty: colocated engines. Its node runs every engine and the two-step
+    #: hop in front of them (hetinfra.compile.bundle)
+    bundle: Tuple[Tuple[str, int, int], ...] = ()
+    #: a bundle's plan, trimmed to the unit (hetinfra.compile.bundle.hop_plan): what the node's hop routes with
+    hop_plan: Optional[str] = None
+    #: where a bundle's node installs hetinfra for its hop (deploy.gateway.package)
+    hetinfra_package: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.nodes is None:
@@ -119,6 +127,7 @@ class DeployedUnit:
         object.__setattr__(self, "alternates", tuple(
             a if isinstance(a, Alternate) else Alternate(*a) for a in self.alternates))
         object.__setattr__(self, "adapters", tuple(self.adapters))
+        object.__setattr__(self, "bundle", tuple(tuple(r) for r in self.bundle))
         if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
             object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
         if self.stages is not None:
@@ -196,8 +205,10 @@ def _identity_problems(u: DeployedUnit):
 
 
 def _layout_problems(u: DeployedUnit):
-    """How its GPUs are laid out: TP x PP x DP on one node, or a pipeline over several."""
-    if u.nodes == 1:
+    """How its GPUs are laid out: TP x PP x DP on one node, a pipeline over several, or a bundle's roles."""
+    if u.bundle:
+        yield from _bundle_problems(u)
+    elif u.nodes == 1:
         if u.tp * u.pp * u.engines_per_instance != u.gpus_per_instance:
             yield (f"tp ({u.tp}) x pp ({u.pp}) x engines_per_instance ({u.engines_per_instance}) must equal "
                    f"gpus_per_instance ({u.gpus_per_instance})")
@@ -218,6 +229,21 @@ def _layout_problems(u: DeployedUnit):
     if u.layer_partition is not None:
         if len(u.layer_partition) != u.pp or not all(_is_pos_int(x) for x in u.layer_partition):
             yield f"layer_partition must hold pp ({u.pp}) positive integers; got {u.layer_partition!r}"
+
+
+def _bundle_problems(u: DeployedUnit):
+    """A one-node bundle: a prefill role then a decode role whose engines take the node's GPUs."""
+    if [r[0] if len(r) == 3 else None for r in u.bundle] != ["prefill", "decode"] \
+            or not all(_is_pos_int(n) and _is_pos_int(tp) for _, n, tp in u.bundle):
+        yield f"bundle must be ((prefill, engines, tp), (decode, engines, tp)) with positive counts; got {u.bundle!r}"
+    elif u.nodes != 1 or u.pp != 1 or u.stages is not None:
+        yield ("a prefill/decode bundle runs on one node (pp 1, nodes 1): bundles across nodes are not "
+               "deployed (docs/concepts/disaggregation.md)")
+    elif sum(n * tp for _, n, tp in u.bundle) != u.gpus_per_instance:
+        yield (f"the bundle's engines x tp ({' + '.join(f'{n} x {tp}' for _, n, tp in u.bundle)}) must equal "
+               f"gpus_per_instance ({u.gpus_per_instance})")
+    elif not u.hop_plan or not u.hetinfra_package:
+        yield "a bundle needs its hop_plan and hetinfra_package (the hop in front of its engines)"
 
 
 def _engine_problems(u: DeployedUnit):

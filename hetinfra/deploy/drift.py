@@ -73,6 +73,15 @@ class UnitLive:
     short_since: str | None = None  # the first read of the run of reads that found groups replacing
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a prefill/decode bundle: (role, engines per replica), prefill first. A replica is one node that
+    #: runs every engine of both roles (hetinfra.compile.bundle), so each role's engines are the live
+    #: replicas times its count: the roles scale together at the planned ratio
+    roles: tuple[tuple[str, int], ...] = ()
+
+    def role_counts(self) -> dict[str, dict[str, int | None]]:
+        """Per role of a bundle: the engines planned and live (None: unreadable)."""
+        return {r: {"engines_per_replica": n, "planned": self.desired * n,
+                    "live": None if self.live is None else self.live * n} for r, n in self.roles}
 
     @property
     def short(self) -> int:
@@ -88,13 +97,14 @@ class UnitLive:
                 "running_instances": self.running,
                 "planned_cost_usd_per_hour": round(planned, 4),
                 "cost_usd_per_hour": round(self.running * self.price, 4) if self.live is not None else None,
-                "source": self.source, "notes": list(self.notes)}
+                "source": self.source, "notes": list(self.notes), **({"roles": self.role_counts()} if self.roles else {})}
 
 
 def _unit(a: RunningAllocation) -> UnitLive:
     nodes, instances = a.nodes_per_replica, a.instances
+    roles = tuple((r.role, r.engines) for r in a.disaggregation.roles) if a.disaggregation is not None else ()
     return UnitLive(a.deployment_unit, a.path, a.cloud, a.region, a.instance_type, a.gpu,
-                    a.spot, nodes, a.count, float(a.cost_usd_per_hour) / max(1, instances))
+                    a.spot, nodes, a.count, float(a.cost_usd_per_hour) / max(1, instances), roles=roles)
 
 
 def _name(urn: str) -> str:
@@ -319,7 +329,8 @@ def drift_line(u: UnitLive) -> str:
     if u.unhealthy:
         parts.append(f"{u.unhealthy} instance(s) not serving")
     parts += u.notes
-    return f"{u.unit}: {u.live} of {u.desired} replica(s) live" + (f"; {'; '.join(parts)}" if parts else "")
+    roles = " (" + ", ".join(f"{u.live * n} of {u.desired * n} {r} engines" for r, n in u.roles) + ")" if u.roles else ""
+    return f"{u.unit}: {u.live} of {u.desired} replica(s) live{roles}" + (f"; {'; '.join(parts)}" if parts else "")
 
 
 def record(out: Path, live: dict) -> DeployState:

@@ -325,9 +325,7 @@ def build_plan_json(pr: PlanResult) -> "Plan":
         "warnings": list(inp.warnings) + list(pr.warnings) + ([BASELINE_SAFETY_WARNING] if baseline_stop else [])
         + _precision_warnings(allocations, inp) + [
             f"{a['deployment_unit']} is an EXPERIMENTAL mixed-GPU pipeline ({a['gpu']}): its rates are estimated, not "
-            "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")] + [
-            f"{a['deployment_unit']} is a prefill/decode bundle ({a['disaggregation']['xpyd']}): hetinfra does not "
-            "write its deployment artifacts yet (only plan.json)" for a in allocations if a.get("disaggregation")],
+            "measured; deployed by the Pulumi stacks only (vLLM mp backend)" for a in allocations if a.get("stages")],
     }
     doc["warnings"] += failover_warnings(doc)
     return Plan.parse(doc)

@@ -8,7 +8,7 @@ class, so the solver picks it per model and class only where it is cheaper than 
 Placement (never across regions; a template lives in one region):
 
 * one node: x x a + y x b = the node's GPUs; KV moves over the node's NVLink or PCIe;
-* one placement group of the same instance type: kp nodes of prefill engines and kd nodes of decode
+* one placement group of the same instance type (not offered while no target deploys it: ``ACROSS_NODES``): kp nodes of prefill engines and kd nodes of decode
   engines (kp + kd <= ``max_nodes_per_template``), only where the type's network is RDMA (EFA,
   InfiniBand, RoCE: hetinfra.catalog.interconnect); the node's network is shared by its prefill
   engines' transfers, and a bundle whose KV traffic would exceed it is capped.
@@ -41,6 +41,11 @@ from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
 __all__ = ["PD_MARGIN", "PD_SOURCE", "bundle_json", "bundle_templates", "split_decision", "with_bundles"]
 
 PD_MARGIN = 0.10
+#: whether plans may hold bundles across nodes: not while no target deploys them (hetinfra.compile.bundle
+#: runs a bundle on one node; placing the roles' nodes in one placement group and telling the hop every
+#: node's address is not built), since a plan is a promise of what will run. The rates are computed and
+#: tested (``across_nodes=True``) for when one does.
+ACROSS_NODES = False
 PD_SOURCE = "estimator-v3+pd"
 
 
@@ -67,7 +72,7 @@ def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary, tp_opt
 
 def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[Template]:
     """Every xPyD bundle of ``pm`` on the instance types on offer, with a rate for each class whose
-    transfer fits the TTFT budget (none: no template)."""
+    transfer fits the TTFT budget (none: no template); bundles across nodes only with ``ACROSS_NODES``."""
     if pm.arch is None:
         return []
     out: list[Template] = []
@@ -82,7 +87,7 @@ def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[T
         for shape in _single_node(count, tps):
             out.append(_bundle(pm, cloud, itype, gpu, count, shape, 0, 0, link.node_link_bytes_s(gpu),
                                "nvlink" if link.nvlink else "pcie", memo))
-        if link.rdma and max_nodes >= 2:
+        if ACROSS_NODES and link.rdma and max_nodes >= 2:
             for a in tps:
                 for b in tps:
                     for kp in range(1, max_nodes):

@@ -40,3 +40,36 @@ def test_a_2p1d_node_runs_three_engines_on_disjoint_gpus():
 def test_a_bundle_larger_than_its_node_is_refused():
     with pytest.raises(ValueError, match="needs 12 GPUs"):
         bundle_engines(_unit(), [("prefill", 2, 4), ("decode", 1, 4)])
+
+
+def test_every_one_node_shape_lays_out_disjoint_gpus_ports_and_side_channels():
+    """Property over every (x, a, y, b) the planner offers on an 8-GPU node (templates_pd._single_node):
+    the engines take every GPU once, each engine its own port (none the hop's) and NIXL port, and the
+    hop addresses each engine under its role."""
+    from hetinfra.compile.bundle import engines, hop_args
+    from hetinfra.plan.templates_pd import _single_node
+
+    shapes = list(_single_node(8, [1, 2, 4, 8]))
+    assert len(shapes) > 20
+    for x, a, y, b in shapes:
+        u = _unit(tp=b, engines_per_instance=y, bundle=(("prefill", x, a), ("decode", y, b)), hop_plan="{}",
+                  hetinfra_package="hetinfra")
+        es = engines(u)
+        gpus = [g for e in es for g in e.gpus]
+        assert sorted(gpus) == list(range(8)), (x, a, y, b)
+        assert [e.role for e in es] == ["prefill"] * x + ["decode"] * y
+        ports = [e.port for e in es]
+        assert len(set(ports)) == len(es) and u.port not in ports
+        assert len({e.envs["VLLM_NIXL_SIDE_CHANNEL_PORT"] for e in es}) == len(es)
+        args = hop_args(u)
+        targets = [args[i + 1] for i, v in enumerate(args) if v == "--endpoint"]
+        assert sum(t.startswith(f"{u.name}/prefill=") for t in targets) == x and len(targets) == x + y
+
+
+@pytest.mark.parametrize("bundle, message", [
+    ((("decode", 1, 4), ("prefill", 1, 4)), "bundle must be"),
+    ((("prefill", 1, 4), ("decode", 1, 2)), "must equal gpus_per_instance"),
+])
+def test_a_bundle_that_cannot_run_on_its_node_is_refused(bundle, message):
+    with pytest.raises(ValueError, match=message):
+        _unit(bundle=bundle, hop_plan="{}", hetinfra_package="hetinfra")

@@ -27,3 +27,21 @@ def test_rdma_types_pass_and_tcp_types_are_refused_across_nodes():
     assert split_problem(_alloc("aws", "g6e.12xlarge", "L40S", 2))
     # one node: NVLink or PCIe inside it carries the KV, whatever the network
     assert split_problem(_alloc("gcp", "a3-highgpu-8g", "H100", 1)) is None
+
+
+def test_status_counts_each_roles_engines_at_the_planned_ratio():
+    """A bundle's replica is one node running every engine of both roles: status reads replicas and
+    says per role how many engines that is (hetinfra.deploy.drift.UnitLive.roles)."""
+    from hetinfra.deploy.drift import UnitLive, _unit, drift_line
+    from hetinfra.document.state import RunningAllocation
+    from tests.compile.split_plan import split_plan
+
+    a = Plan.of(split_plan("2P1D")).allocations[0]
+    u = _unit(RunningAllocation.model_validate({**a.to_dict(), "path": "skypilot"}))
+    assert u.roles == (("prefill", 2), ("decode", 1))
+    u.live = u.desired - 3
+    counts = u.doc()["roles"]
+    assert counts == {"prefill": {"engines_per_replica": 2, "planned": 2 * u.desired, "live": 2 * u.live},
+                      "decode": {"engines_per_replica": 1, "planned": u.desired, "live": u.live}}
+    assert f"({2 * u.live} of {2 * u.desired} prefill engines, {u.live} of {u.desired} decode engines)" in drift_line(u)
+    assert "roles" not in UnitLive("x", "skypilot", "aws", "r", "t", "g", False, 1, 2, 1.0, live=2).doc()

@@ -10,6 +10,7 @@ from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import get_model
 from hetinfra.document import Plan
 from hetinfra.perf.disagg import decode_rate, prefill_rate
+from hetinfra.plan import templates_pd
 from hetinfra.plan.planner import prepare
 from hetinfra.plan.templates_pd import PD_MARGIN, FIRST_STEP_WAIT
 from tests.conftest import write_offers
@@ -67,8 +68,15 @@ def test_no_bundle_where_prefill_and_transfer_cannot_fit_ttft(tmp_path):
     assert not _bundles(tmp_path, spec)  # 4000 tokens do not prefill in 60 ms on any TP
 
 
-def test_across_nodes_only_over_rdma(tmp_path):
+def test_plans_hold_one_node_bundles_only_while_no_target_deploys_more(tmp_path):
+    """hetinfra.compile.bundle deploys a bundle on one node: the planner offers nothing else."""
+    assert not templates_pd.ACROSS_NODES
+    assert all(t.nodes == 1 and t.bundle.prefill_nodes == t.bundle.decode_nodes == 0 for t in _bundles(tmp_path, _spec()))
+
+
+def test_across_nodes_only_over_rdma(tmp_path, monkeypatch):
     """p5en (EFA) gets multi-node bundles; the same H200 node of an unlisted type (TCP) only one-node ones."""
+    monkeypatch.setattr(templates_pd, "ACROSS_NODES", True)  # the rates, for when a target deploys them
     aws = _bundles(tmp_path, _spec())
     assert any(t.nodes > 1 and t.bundle.link == "efa" for t in aws)
     write_offers(tmp_path / "offers.csv", [

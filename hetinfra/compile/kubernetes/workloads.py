@@ -1,6 +1,7 @@
 """The serving workloads: a ``Deployment`` per single-node unit, a ``LeaderWorkerSet`` per multi-node
 pipeline unit (group size = nodes of one replica; the whole group is recreated when one of its pods
-restarts, since a vLLM pipeline cannot lose a stage).
+restarts, since a vLLM pipeline cannot lose a stage). A prefill/decode bundle's replica is one pod:
+a container per engine and the hop in front of them (:func:`_bundle_pod`).
 
 The container runs the same pinned image (:func:`hetinfra.compile.engine.vllm_image`) and the same
 ``vllm serve`` command line (:func:`hetinfra.compile.engine.vllm_serve_command`, the VM paths'
@@ -12,6 +13,10 @@ and readiness take over.
 
 from __future__ import annotations
 
+import shlex
+
+from hetinfra.compile.bundle import engines, hop_args
+from hetinfra.compile.kubernetes.gateway import GATEWAY_IMAGE
 from hetinfra.compile.kubernetes.nodes import placement
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.compile.engine import (INITIAL_DELAY_MULTI_NODE_S, INITIAL_DELAY_SINGLE_NODE_S, serve_envs, vllm_image,
@@ -86,6 +91,40 @@ def _pod(service: str, unit: DeployedUnit, pod_labels: dict, script: str, *, ser
                      "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}
 
 
+def _bundle_pod(service: str, unit: DeployedUnit, pod_labels: dict) -> dict:
+    """A prefill/decode bundle's replica: one pod on one node (so its KV moves over the node's NVLink,
+    as planned), a container per engine (its GPUs from the device plugin) and the hop in front of
+    them on the unit's port (hetinfra.compile.bundle), which the Service and the probes address."""
+    pod = _pod(service, unit, pod_labels, "", serving=False)
+    base = pod["spec"]["containers"][0]
+    containers = []
+    for i, e in enumerate(engines(unit)):
+        envs = [{"name": k, "value": v} for k, v in e.envs.items() if k != "CUDA_VISIBLE_DEVICES"]
+        get = {"httpGet": {"path": "/health", "port": e.port}, "periodSeconds": PROBE_PERIOD_S}
+        containers.append(dict(base, name=f"{e.role}-{i}", command=["/bin/bash", "-c", f"exec {e.command}\n"],
+                               env=base["env"] + envs, ports=[{"containerPort": e.port}],
+                               resources={"limits": {"nvidia.com/gpu": len(e.gpus)},
+                                          "requests": {"nvidia.com/gpu": len(e.gpus)}},
+                               startupProbe=dict(get, failureThreshold=INITIAL_DELAY_SINGLE_NODE_S // PROBE_PERIOD_S),
+                               livenessProbe=dict(get, failureThreshold=3, timeoutSeconds=5)))
+    hop = " ".join(shlex.quote(x) for x in hop_args(unit))
+    script = (f"cat > /tmp/hop-plan.json <<'HOPPLAN'\n{unit.hop_plan}\nHOPPLAN\n"
+              'pip install -q --no-cache-dir "$HETINFRA_PACKAGE"\n'
+              f'HETINFRA_API_KEY="$VLLM_API_KEY" exec hetinfra gateway /tmp/hop-plan.json {hop}\n')
+    containers.append({"name": "hop", "image": GATEWAY_IMAGE, "command": ["/bin/sh", "-c", script],
+                       "env": [{"name": "HETINFRA_PACKAGE", "value": unit.hetinfra_package}]
+                       + [v for v in _env(service, unit) if "valueFrom" in v],  # the engines' key, asked of clients too
+                       "ports": [{"name": "http", "containerPort": unit.port}],
+                       "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+                       # as the regional gateway's: /health is 503 while the engines start, which gates traffic
+                       # but must not restart the hop
+                       "startupProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 30},
+                       "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10},
+                       "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10}})
+    pod["spec"]["containers"] = containers
+    return pod
+
+
 def _replicas(unit: DeployedUnit) -> dict:
     # an autoscaled unit's count belongs to its scaler (minReplicas = the plan's count): applying a
     # replicas field would reset it on every apply
@@ -97,11 +136,12 @@ def workload(service: str, namespace: str, unit: DeployedUnit, model_slug: str) 
     pod_labels = labels(service, unit, model_slug)
     meta = {"name": unit.name, "namespace": namespace, "labels": pod_labels}
     if unit.num_nodes == 1:
+        template = _bundle_pod(service, unit, pod_labels) if unit.bundle else \
+            _pod(service, unit, pod_labels, f"exec {vllm_serve_command(unit)}\n", serving=True)
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                 "spec": {**_replicas(unit), "selector": {"matchLabels": {"hetinfra.dev/unit": unit.name}},
                          "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                         "template": _pod(service, unit, pod_labels, f"exec {vllm_serve_command(unit)}\n",
-                                          serving=True)}}
+                         "template": template}}
     if unit.mixed:
         if len(set(unit.stages[1:])) > 1:
             raise ValueError(f"{unit.name}: a LeaderWorkerSet runs one worker pod template; the stages after the "

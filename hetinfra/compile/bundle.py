@@ -1,0 +1,129 @@
+"""One replica of a prefill/decode bundle as every target runs it (issue 37, point 5): one node, its
+prefill and decode vLLM engines (:func:`hetinfra.compile.engine.bundle_engines`: NixlConnector, a GPU
+slice, a port and a NIXL side-channel port each) and, in front of them on the unit's port, the
+**hop**: ``hetinfra gateway`` over this node's engines only (``--endpoint UNIT/prefill=...`` for its
+prefill engines, ``--endpoint UNIT=...`` for its decode ones), so the two-step request of
+:mod:`hetinfra.gateway.prefill` and its failure handling (another prefill engine, else decode-only;
+the decode step's retries) run on the node.
+
+Why on the node and not in the service's gateway: the plan prices a one-node bundle's KV transfer
+at the node's NVLink. A gateway in front of several replicas (SkyServe's load balancer, a
+Kubernetes Service) would pair a prefill engine of one node with a decode engine of another, and
+the KV would cross the network the plan did not price. With the hop on the node, the service's
+gateway addresses a bundle like any unit (one endpoint per replica), and both roles scale together
+at the planned ratio: a replica is the whole node.
+
+The hop routes with the plan trimmed to its unit (:func:`hop_plan`: a few KB, so it fits a VM's boot
+data) and asks clients for the engines' key (``HETINFRA_API_KEY`` = ``VLLM_API_KEY``): what reaches
+the node's port needs the key the engines need. It starts once every engine answers ``/health``,
+and the node stops (SkyServe, systemd or Kubernetes restart it) when any of its processes ends.
+
+Bundles across nodes (prefill nodes and decode nodes in one placement group over RDMA) are not
+deployed: no target here places the roles' nodes together and tells the hop every node's address,
+so the planner does not offer them (:func:`hetinfra.plan.templates_pd.bundle_templates`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING
+
+from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
+from hetinfra.compile.unit import DeployedUnit
+from hetinfra.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation, Plan
+
+__all__ = ["HEALTH_POLL_S", "bundle_of", "engines", "hop_args", "hop_plan", "hop_install", "node_script"]
+
+#: how often the node script asks an engine's /health while it starts
+HEALTH_POLL_S = 10
+
+
+def bundle_of(a: "Allocation") -> tuple[tuple[str, int, int], ...]:
+    """The (role, engines, tp) of a split allocation; a bundle across nodes is refused (exit 2)."""
+    d = a.disaggregation
+    if any(r.nodes for r in d.roles):
+        raise InvalidInputError(
+            f"{a.deployment_unit} is a prefill/decode bundle across {a.nodes_per_replica} nodes ({d.xpyd}): no "
+            "deployment target runs bundles across nodes yet",
+            hint="re-plan with this hetinfra (it offers one-node bundles only; docs/concepts/disaggregation.md)")
+    return tuple((r.role, r.engines, r.tp) for r in d.roles)
+
+
+def hop_plan(plan: "Plan", a: "Allocation") -> str:
+    """The plan as the node's hop needs it: only ``a`` (its model, template and routing rows, each
+    class wholly to ``a``); compact JSON, keys sorted (the same plan gives the same text)."""
+    rows = plan.routing.get(a.model) or {}
+    routing = {a.model: {cls: [r.model_copy(update={"share": 1.0}) for r in rs if r.unit == a.unit]
+                         for cls, rs in rows.items() if any(r.unit == a.unit for r in rs)}}
+    # verification's record and the regions' rows concern the other units too
+    trimmed = plan.model_copy(update={
+        "allocations": [a], "routing": routing, "models": [m for m in plan.models if m.name == a.model],
+        "templates": [t for t in plan.templates if t.id == a.template], "baselines": [], "warnings": [],
+        "fidelity": None, "routing_by_origin": None})
+    return json.dumps(trimmed.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def hop_install(venv: str) -> str:
+    """The bash line that puts hetinfra (``$HETINFRA_PACKAGE``) in its own virtualenv at ``venv``, apart
+    from vLLM's packages. Debian's python3 has no ``venv`` without python3-venv: installed then, with
+    sudo where there is one (a VM's user) and without (the vLLM image runs as root, without sudo)."""
+    sudo = "$(command -v sudo)"
+    return (f"python3 -m venv {venv} || {{ {sudo} apt-get update -q && {sudo} apt-get install -y -q python3-venv "
+            f"&& python3 -m venv {venv}; }}; {venv}/bin/pip install -q \"$HETINFRA_PACKAGE\"")
+
+
+def engines(unit: DeployedUnit) -> list[BundleEngine]:
+    """The node's engines: ports from the unit's port + 1 up (the hop listens on the unit's port)."""
+    return bundle_engines(unit, list(unit.bundle), first_port=unit.port + 1)
+
+
+def hop_args(unit: DeployedUnit, host: str = "127.0.0.1") -> list[str]:
+    """The hop's ``hetinfra gateway PLAN`` options: the unit's port, this node's engines at ``host``."""
+    args = ["--host", "0.0.0.0", "--port", str(unit.port), "--no-demand-log", "--reload-interval-s", "0"]
+    for e in engines(unit):
+        key = f"{unit.name}/prefill" if e.role == "prefill" else unit.name
+        args += ["--endpoint", f"{key}=http://{host}:{e.port}/v1"]
+    return args
+
+
+def _engine_lines(unit: DeployedUnit, with_gpus: bool) -> list[str]:
+    lines = []
+    for e in engines(unit):
+        envs = {k: v for k, v in e.envs.items() if with_gpus or k != "CUDA_VISIBLE_DEVICES"}
+        lines += [f"# {e.role} engine on GPU(s) {','.join(map(str, e.gpus))}, port {e.port}",
+                  " ".join(f"{k}={v}" for k, v in envs.items()) + f" {e.command} &", "pids+=($!)"]
+    return lines
+
+
+def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str) -> str:
+    """The bash script of a bundle's node: every engine in the background, then (once each answers
+    /health) the hop on the unit's port; the script ends, failing, when any of them ends.
+    ``hetinfra``: the hetinfra executable; ``plan_path``: where :func:`hop_plan`'s text was written (both
+    as the shell reads them: ``$HOME`` expands)."""
+    ports = " ".join(str(e.port) for e in engines(unit))
+    tries = INITIAL_DELAY_SINGLE_NODE_S // HEALTH_POLL_S
+    hop = " ".join(shlex.quote(x) for x in hop_args(unit))
+    return "\n".join([
+        f"# prefill/decode bundle {'+'.join(f'{n}x{r}(TP{tp})' for r, n, tp in unit.bundle)} on this node; "
+        f"the hop (hetinfra gateway) on port {unit.port} in front of it",
+        "set -euo pipefail",
+        "pids=()",
+        'trap \'kill "${pids[@]}" 2>/dev/null || true\' EXIT',
+        *_engine_lines(unit, with_gpus=True),
+        "ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://127.0.0.1:%s/health\" "
+        "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }",
+        f"for port in {ports}; do",
+        f"  for _ in $(seq 1 {tries}); do ready \"$port\" && break; sleep {HEALTH_POLL_S}; done",
+        f"  ready \"$port\" || {{ echo \"hetinfra: the engine on port $port did not answer /health in "
+        f"{INITIAL_DELAY_SINGLE_NODE_S} s\" >&2; exit 1; }}",
+        "done",
+        f'HETINFRA_API_KEY="$VLLM_API_KEY" {hetinfra} gateway {plan_path} {hop} &',
+        "pids+=($!)",
+        'wait -n "${pids[@]}" || true',
+        'echo "hetinfra: a process of the bundle ended; stopping the node\'s others" >&2',
+        "exit 1",
+    ]) + "\n"

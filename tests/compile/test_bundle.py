@@ -1,0 +1,161 @@
+"""A prefill/decode bundle as the targets deploy it (hetinfra.compile.bundle): its node's engines and hop,
+the SkyPilot task (validated with SkyPilot's own library, golden file), the hop's trimmed plan, the
+refusal of bundles across nodes, and the node script run by bash on loopback with stand-in engines
+and the real hop."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hetinfra.compile.artifacts import sky_units, write_plan
+from hetinfra.compile.bundle import engines, hop_args, node_script
+from hetinfra.compile.skypilot import render_task, task_config
+from hetinfra.document import Plan
+from hetinfra.errors import InvalidInputError
+from tests.compile.split_plan import UNIT, split_plan
+from tests.gateway.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden" / "split"
+
+
+def _unit(shape: str = "2P1D", **kw):
+    return replace(sky_units(Plan.of(split_plan(shape, **kw)))[0])
+
+
+def test_the_node_runs_every_engine_on_its_own_gpus_and_the_hop_addresses_them():
+    u = _unit()
+    es = engines(u)
+    assert [(e.role, e.gpus) for e in es] == [("prefill", (0, 1)), ("prefill", (2, 3)), ("decode", (4, 5, 6, 7))]
+    assert [e.port for e in es] == [u.port + 1, u.port + 2, u.port + 3]  # the hop has the unit's port
+    args = hop_args(u)
+    endpoints = [args[i + 1] for i, a in enumerate(args) if a == "--endpoint"]
+    assert endpoints == [f"{UNIT}/prefill=http://127.0.0.1:{u.port + 1}/v1", f"{UNIT}/prefill=http://127.0.0.1:{u.port + 2}/v1",
+                         f"{UNIT}=http://127.0.0.1:{u.port + 3}/v1"]
+    assert args[args.index("--port") + 1] == str(u.port)
+
+
+def test_the_hop_plan_is_the_unit_alone_and_parses():
+    plan = split_plan("2P1D")
+    hop = Plan.parse(json.loads(_unit().hop_plan))
+    assert [a.deployment_unit for a in hop.allocations] == [UNIT]
+    assert [m.name for m in hop.models] == ["qwen32"] and len(hop.templates) == 1
+    assert all(r.share == 1.0 for rows in hop.routing["qwen32"].values() for r in rows)
+    assert _unit().hop_plan == sky_units(Plan.of(plan))[0].hop_plan  # same plan, same text
+
+
+def test_a_bundle_across_nodes_is_refused_with_a_clear_line():
+    plan = split_plan()
+    a = plan["allocations"][0]
+    a["disaggregation"]["roles"][0]["nodes"], a["disaggregation"]["roles"][1]["nodes"] = 1, 1
+    a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
+    with pytest.raises(InvalidInputError, match="across 2 nodes.*no deployment target"):
+        sky_units(Plan.parse(plan))
+
+
+def test_skypilot_validates_the_bundle_task(sky_offline):
+    sky, _ = sky_offline
+    from sky.serve import serve_utils
+
+    task = sky.Task.from_yaml_str(render_task(_unit("2P1D")))
+    serve_utils.validate_service_task(task, pool=False)
+    task.validate()  # catalog-backed: p5en.48xlarge with 8 H200 in us-east-1
+    assert task.service.readiness_path == "/health"
+
+
+def test_skypilot_golden(tmp_path):
+    got = "\n".join(render_task(_unit()).splitlines()[1:]) + "\n"  # without the version line
+    path = GOLDEN / "qwen32-2p1d.yaml"
+    if os.environ.get("HETINFRA_UPDATE_GOLDEN") == "1":
+        path.write_text(got)
+    assert got == path.read_text()
+
+
+def test_a_split_plan_writes_every_target(tmp_path):
+    written = write_plan(tmp_path / "out", Plan.of(split_plan()))
+    assert written["skypilot"] and written["pulumi"]
+    text = written["skypilot"][0].read_text()
+    assert text.count("--kv-transfer-config") == 2 and "hetinfra-venv/bin/hetinfra gateway" in text
+
+
+def _stub_vllm(tmp_path: Path, roles: dict[int, str]) -> Path:
+    """``vllm serve ... --port P`` starts the stand-in engine of the role planned at P."""
+    b = tmp_path / "bin"
+    b.mkdir()
+    stub = b / "vllm"
+    stub.write_text(f"""#!/bin/bash
+args=("$@"); for i in "${{!args[@]}}"; do [ "${{args[$i]}}" = --port ] && port=${{args[$((i+1))]}}; done
+case "$port" in {' '.join(f'{p}) role={r};;' for p, r in roles.items())} esac
+cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m tests.gateway.pd_standin --role "$role" --name "$role-$port" --key "$VLLM_API_KEY" --port "$port" >/dev/null
+""")
+    stub.chmod(0o755)
+    return b
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
+def test_the_node_script_serves_through_its_hop_and_stops_with_an_engine(tmp_path):
+    """bash runs the node script as SkyPilot or systemd would: the stand-in engines start, the real
+    hop starts once they answer /health, a request takes both steps (the decode engine got the
+    prefill's KV parameters), and killing the decode engine ends the node (exit 1), so the
+    replica is replaced whole. About 5 s (three processes start and the hop waits for /health): the
+    one test that runs the script bash runs on the node."""
+    u = replace(_unit("1P1D"), port=free_port())
+    es = engines(u)
+    bin_dir = _stub_vllm(tmp_path, {e.port: e.role for e in es})
+    (tmp_path / "plan.json").write_text(u.hop_plan)
+    script = node_script(u, f"{shlex.quote(sys.executable)} -m hetinfra.cli", str(tmp_path / "plan.json"))
+    script = script.replace("sleep 10", "sleep 0.2")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "VLLM_API_KEY": "k-node",
+           "PYTHONPATH": str(REPO), **{k: v for k, v in task_config(u)["envs"].items()}}
+    env.pop("HETINFRA_API_KEY", None)
+    node = subprocess.Popen(["bash", "-c", script], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{u.port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
+        assert httpx.post(url + "/v1/completions", json=body, timeout=10).status_code == 401  # the engines' key
+        got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)
+        assert got.status_code == 200, got.text
+        assert got.json()["prefilled_by"] == f"prefill-{es[0].port}"
+        decode = subprocess.run(["pgrep", "-s", str(node.pid), "-f", "--", f"pd_standin.*--port {es[1].port}$"],
+                                capture_output=True, text=True).stdout.split()
+        assert decode
+        for pid in decode:
+            os.kill(int(pid), signal.SIGKILL)
+        assert node.wait(timeout=20) == 1
+        assert "a process of the bundle ended" in node.stderr.read()
+    finally:
+        if node.poll() is None:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait(timeout=5)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
+@pytest.mark.parametrize("runtime", ["container", "virtualenv"])
+def test_the_task_scripts_are_valid_bash(runtime, tmp_path):
+    cfg = task_config(_unit(runtime=runtime))
+    for key in ("setup", "run"):
+        (tmp_path / key).write_text(cfg[key])
+        out = subprocess.run(["bash", "-n", str(tmp_path / key)], capture_output=True, text=True)
+        assert out.returncode == 0, (key, out.stderr)
+    assert ("pip install vllm==0.12.0" in cfg["setup"]) == (runtime == "virtualenv")
