@@ -131,8 +131,8 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     for line in notes:
         detail(f"live: {line}")
     units = live.get("units") or {}
-    stalled = [a for a in running if (units.get(allocation_of(a).deployment_unit) or {}).get("stalled")]
-    used = gpus_in_use(now_running)
+    stalled = [a for a in map(allocation_of, running) if (units.get(a.deployment_unit) or {}).get("stalled")]
+    used = gpus_in_use([allocation_of(a) for a in now_running])
     caps = {k: used.get(k, 0) for k in gpus_in_use(stalled)}
     for (cloud, region, gpu), n in sorted(caps.items()):
         detail(f"live: {gpu} in {cloud}/{region} capped at the {n} GPU(s) running there (a group stalled)")
@@ -166,10 +166,9 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
             if stage["name"] == "make":
-                staged = Plan.of(target)
                 before = {r.unit: r.count for r in map(allocation_of, running)}
-                grown = {a.deployment_unit for a in staged.allocations if a.count > before.get(a.unit, 0)}
-                bad = wait_healthy(staged, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
+                bad = wait_healthy(target, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
                                    http=health)
                 if bad:
                     raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
@@ -247,10 +246,11 @@ def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health,
         return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
     detail(f"{what}; completing it")
     _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-    return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+    return Outcome(APPLIED, "completed the interrupted replan: "
+                   + _fleet(Plan.parse(journal.doc["new_plan"], journal.path)))
 
 
-def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: ReplanOptions,
+def _this_run(running: list[Allocation], new_plan: Plan, opts: ReplanOptions,
               detail, hold_cuts: bool = False) -> tuple[list, bool, bool]:
     """The stages this run applies (``--max-changes``, then the capacity-cut cap unless ``--force``),
     whether they reach the new plan, whether the cut was capped; the dry run shows the same.
@@ -268,7 +268,6 @@ def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: Rep
     return stages, complete and not capped, capped
 
 
-def _fleet(plan: Plan | dict) -> str:
-    plan = Plan.of(plan)
+def _fleet(plan: Plan) -> str:
     return f"{sum(a.instances for a in plan.allocations)} instance(s), ${plan.cost_usd_per_hour:.2f}/h"
 
