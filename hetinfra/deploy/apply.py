@@ -233,7 +233,7 @@ def _owned_state(out: Path, plan: Plan, force: bool) -> DeployState:
 
 def _applied(out: Path, state: DeployState, report: dict, echo) -> None:
     report.update(preview.result_json(state, out), applied=True)
-    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    echo(f"Applied: {len(state.running)} unit(s) running; state in {state.path}")
 
 
 def _preview_and_confirm(out: Path, plan: Plan, state: DeployState, work: Work, rows: list[Change], *,
@@ -247,18 +247,18 @@ def _preview_and_confirm(out: Path, plan: Plan, state: DeployState, work: Work, 
     # confirmation and the first step, so a failed check changes nothing
     command, secrets, notes = _prerequisites(plan, out, env, work, pulumi_command, quota_caps)
     notes += preflight.check_health_paths(plan, [(a, a.path) for a in work.new], refuse=False)
-    notes += images.preview_lines(state.doc, work.pulumi_clouds, update_images)
+    notes += images.preview_lines(state.model, work.pulumi_clouds, update_images)
     # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
     # images the up will pin, so --update-images shows its replacements; a failed preview stops
     # here: exit 4, no resource touched), and SkyServe's changes per unit.
     write_projects(out, plan.to_dict(), gcp_project=preflight.gcp_project(plan, out, env))
     ready = Ready(command, secrets, plan.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
-    ready.pins = {c: images.pins_for_up(state.doc, plan, c, update=update_images, env=env, notes=ready.image_notes[c])
+    ready.pins = {c: images.pins_for_up(state.model, plan, c, update=update_images, env=env, notes=ready.image_notes[c])
                   for c in work.pulumi_clouds}
     stacks = [preview.parse_preview(c, ready.stack, pulumi_driver.PulumiProject(
         out / "pulumi" / c, ready.stack, command, on_output=echo, plan=plan.to_dict()).preview(secrets, ready.pins[c]))
         for c in work.pulumi_clouds]
-    sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in work.sky_new], work.sky_gone)
+    sky_rows = preview.sky_changes(state.running, work.sky_new, work.sky_gone)
     report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
     text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
                                    preview.render_changes(stacks, sky_rows)) if t)

@@ -115,15 +115,13 @@ def preview_failure(cloud: str, code: int, stdout: str, stderr: str) -> Provider
                               "pulumi preview)")
 
 
-def sky_changes(running: list[dict], launched: list[dict], gone: list[str]) -> list[dict]:
+def sky_changes(running: list["RunningAllocation"], launched: list["RunningAllocation"], gone: list[str]) -> list[dict]:
     """SkyServe's change per unit: ``new`` service, ``update`` (rolling) or ``down``, with replicas
-    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``; both
-    lists are state.json allocation dicts (apply's live state), parsed here."""
-    from hetinfra.document.state import RunningAllocation
-
-    before = {a.deployment_unit: a for a in map(RunningAllocation.model_validate, running) if a.path == "skypilot"}
+    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``;
+    ``running``, state.json's (apply's live state)."""
+    before = {a.deployment_unit: a for a in running if a.path == "skypilot"}
     rows = []
-    for a in sorted(map(RunningAllocation.model_validate, launched), key=lambda a: a.deployment_unit):
+    for a in sorted(launched, key=lambda a: a.deployment_unit):
         old = before.get(a.deployment_unit)
         rows.append(_sky_row(a, "update" if old else "new", old.count if old else 0, a.count))
     for unit in sorted(gone):
@@ -195,9 +193,8 @@ def result_json(state, out) -> dict:
     """What ``apply --json``/``destroy --json`` report once the steps ran: each step, each stack's and
     SkyServe unit's outcome and outputs, the endpoints and gateways, the units still running."""
     from hetinfra.document.plan import DUMP
-    from hetinfra.document.state import State
 
-    doc = State.of(state.doc, out / "state.json")
+    doc = state.model
     steps = [s.model_dump(**DUMP) for s in (doc.operation.steps if doc.operation else ())]
     status = {s.id: s.status for s in (doc.operation.steps if doc.operation else ())}
     return {

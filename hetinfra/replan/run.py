@@ -168,7 +168,7 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
             if stage["name"] == "make":
                 before = {r.unit: r.count for r in map(allocation_of, running)}
                 grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
-                bad = wait_healthy(target, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
                                    http=health)
                 if bad:
                     raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "

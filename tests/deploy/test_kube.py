@@ -94,7 +94,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert cluster.objects[SECRET_PATH]["stringData"] == SECRETS  # sent to the cluster, never written under OUT
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
     assert any(p.startswith("/apis/karpenter.sh/v1/nodepools/") for p in cluster.objects)
-    assert {a["path"] for a in state.allocations} == {"kubernetes"}
+    assert {a.path for a in state.running} == {"kubernetes"}
     assert state.doc["pulumi"]["kubernetes"]["stack"] == "prod"
     assert state.doc["pulumi"]["kubernetes"]["outputs"]["units"][unit]["kind"] == "Deployment"
     assert state.doc["kubernetes"]["aws-us-east-1"] == {"context": "stand-in", "kubeconfig": None, "namespace": "llm"}
@@ -117,7 +117,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert (u["live"], u["replacing"], u["stalled"]) == (count - 1, 1, 1)
     assert any("pending" in line for line in live_lines(doc))
     # a re-plan takes the stalled replica out of what runs and says why
-    running, forced, _notes = running_now(DeployState.load(out).allocations, doc)
+    running, forced, _notes = running_now(DeployState.load(out).doc["allocations"], doc)
     assert forced and "planned elsewhere" in forced[0]
     assert sum(a["count"] for a in running) == count - 1
 
@@ -128,7 +128,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert dep not in cluster.objects and SECRET_PATH not in cluster.objects
     assert not any(p.startswith("/apis/karpenter.sh/v1/nodepools/") for p in cluster.objects)
     state = DeployState.load(out)
-    assert state.allocations == [] and state.doc["endpoints"] == {} and not state.doc.get("kubernetes")
+    assert state.running == [] and state.doc["endpoints"] == {} and not state.doc.get("kubernetes")
     assert "/api/v1/namespaces/llm" in cluster.objects  # the namespace is the owner's to remove (retained)
 
 
@@ -176,7 +176,7 @@ def test_a_failed_preview_changes_nothing(cluster, planned, deploy_env, monkeypa
     with pytest.raises(ProviderError, match="pulumi preview of the kubernetes stack failed"):
         apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     assert not any(m == "PATCH" for m, _p, _c in cluster.requests)
-    assert not (out / "state.json").exists() or DeployState.load(out).allocations == []
+    assert not (out / "state.json").exists() or DeployState.load(out).running == []
 
 
 def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planned, deploy_env, monkeypatch):
@@ -187,10 +187,10 @@ def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planne
     with pytest.raises(ProviderError, match="apply stopped at step pulumi:kubernetes"):
         apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     state = DeployState.load(out)
-    assert state.operation["status"] == "failed" and state.allocations == []
+    assert state.operation.status == "failed" and state.running == []
     monkeypatch.delenv("FAKE_PULUMI_FAIL")
     state = apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
-    assert state.operation["status"] == "done" and {a["path"] for a in state.allocations} == {"kubernetes"}
+    assert state.operation.status == "done" and {a.path for a in state.running} == {"kubernetes"}
 
 
 def test_destroy_of_objects_applied_without_pulumi_says_how_to_adopt_them(cluster, planned, deploy_env):

@@ -95,9 +95,9 @@ def test_a_kubeconfig_fifo_is_refused_not_a_hang(tmp_path):
 def test_state_never_holds_a_live_count_out_of_bounds(tmp_path, count):
     live = {"live_replicas": 0, "units": {"u": {"live": count, "desired": 1}}}
     with pytest.raises(ProviderError, match="out of bounds"):
-        DeployState(tmp_path / "state.json", {}).record_live(live)
+        DeployState.load(tmp_path).record_live(live)
     with pytest.raises(InvalidInputError, match="live.units.u.live"):
         parse_state({"state_version": 1, "live": live}, tmp_path / "state.json")
     ok = {"live_replicas": 3, "units": {"u": {"live": 3, "desired": 3}}}
-    DeployState(tmp_path / "state.json", {}).record_live(ok)
+    DeployState.load(tmp_path).record_live(ok)
     assert parse_state(json.loads(json.dumps({"state_version": 1, "live": ok})), tmp_path / "state.json")
