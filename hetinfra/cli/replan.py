@@ -14,7 +14,7 @@ import click
 
 from hetinfra.cli.common import FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
-from hetinfra.fileio import dumps_strict, read_json
+from hetinfra.fileio import dumps_strict
 
 
 @click.command("replan")
@@ -148,10 +148,10 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     """``replan --json``: the outcome and its exit code, the decision, what was proposed or applied."""
     from hetinfra.replan.diff import decision_json
     from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
-    from hetinfra.replan.safe import JOURNAL
+    from hetinfra.replan.safe import JOURNAL, Journal
 
     proposed = out / "proposed" / "plan.json"
-    journal = read_json(out / JOURNAL, "replan journal") if outcome.code == APPLIED and (out / JOURNAL).exists() else None
+    journal = Journal(out).doc if outcome.code == APPLIED and (out / JOURNAL).exists() else None
     return {"command": "replan", "spec": str(spec), "state": str(out),
             "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],
             "exit_code": outcome.code, "summary": outcome.summary,
@@ -159,8 +159,8 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
             "this_run": outcome.stages,
             "forecast_holds": outcome.forecast_holds or [],
-            "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
-                       for st in journal["stages"]] if journal else None,
+            "stages": [{"name": st.name, "status": st.status, "counts": st.counts} for st in journal.stages]
+            if journal else None,
             "log": str(log_path)}
 
 

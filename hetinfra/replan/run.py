@@ -154,18 +154,18 @@ def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, targe
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
     from hetinfra.deploy.apply import apply_plan
 
-    new_plan, running = journal.doc["new_plan"], journal.doc["running_before"]
-    for stage in journal.doc["stages"]:
-        if stage["status"] == "done":
-            detail(f"stage {stage['name']}: done in an earlier run")
+    new_plan, running = journal.doc.new_plan, journal.doc.running_before
+    for stage in journal.doc.stages:
+        if stage.status == "done":
+            detail(f"stage {stage.name}: done in an earlier run")
             continue
-        target = Plan.parse(stage_plan(new_plan, running, stage["counts"]), out / "plan.json")
+        target = Plan.parse(stage_plan(new_plan, running, stage.counts), out / "plan.json")
         write_plan(out, target)
         journal.set(stage, "running")
         try:
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
-            if stage["name"] == "make":
+            if stage.name == "make":
                 before = {r.unit: r.count for r in map(allocation_of, running)}
                 grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
                 bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
@@ -258,14 +258,14 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:
     """A replan that stopped half-way: reported, or (``--apply``) completed before anything else."""
-    what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
+    what = f"a replan started {journal.doc.started_at} stopped half-way ({journal.doc.error or 'killed'})"
     if not opts.apply:
         detail(what)
         return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
     detail(f"{what}; completing it")
     _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
     return Outcome(APPLIED, "completed the interrupted replan: "
-                   + _fleet(Plan.parse(journal.doc["new_plan"], journal.path)))
+                   + _fleet(Plan.parse(journal.doc.new_plan, journal.path)))
 
 
 def _this_run(running: list[Allocation], new_plan: Plan, opts: ReplanOptions,

@@ -18,7 +18,9 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
 
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.deploy.state import now
@@ -165,44 +167,76 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
     return dict(new_plan, allocations=allocations, cost_usd_per_hour=cost)
 
 
-def _read_journal(path: Path) -> dict:
+class JournalStage(BaseModel):
+    """One stage of a replan run: its name (make or break), the replicas per unit it applies, how far it got."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str
+    counts: dict[str, int]
+    status: Literal["pending", "running", "failed", "done"]
+
+
+class JournalDoc(BaseModel):
+    """``OUT/replan.json``: the target plan, what ran before, and each stage's status (written whole
+    after every change; keys of other hetinfra versions are kept)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    status: Literal["running", "failed", "done"]
+    started_at: Optional[str] = None
+    pid: Optional[int] = None
+    complete: Optional[bool] = None
+    new_plan: dict  # plan.json's dict of the target (parsed where it is applied)
+    running_before: list[dict] = []  # state.json's allocations when the run started
+    error: Optional[str] = None
+    stages: list[JournalStage]
+    finished_at: Optional[str] = None
+
+
+def _read_journal(path: Path) -> JournalDoc:
     """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError);
-    it must be the object a run wrote."""
+    it must be the journal a run wrote."""
+    from pydantic import ValidationError
+
+    from hetinfra.document.load import describe
     from hetinfra.errors import InvalidInputError
     from hetinfra.fileio import read_json
 
     hint = f"it is written by replan --apply; if no replan is running, move {path.name} aside to start afresh"
     doc = read_json(path, "replan journal", hint=hint)
-    if not isinstance(doc, dict) or doc.get("status") not in ("running", "failed", "done") or not isinstance(
-            doc.get("stages"), list):
-        raise InvalidInputError(f"{path}: not a replan journal (status and stages missing or wrong)", hint=hint)
-    return doc
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{path}: not a replan journal (not a JSON object)", hint=hint)
+    try:
+        return JournalDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidInputError(f"{path}: not a replan journal ({describe(exc)})", hint=hint) from None
 
 
 class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
-        self.doc: dict | None = _read_journal(self.path) if self.path.exists() else None
+        self.doc: JournalDoc | None = _read_journal(self.path) if self.path.exists() else None
 
     @property
     def unfinished(self) -> bool:
-        return bool(self.doc) and self.doc["status"] != "done"
+        return self.doc is not None and self.doc.status != "done"
 
     def start(self, new_plan: dict, stages: list[tuple[str, dict]], complete: bool, running: list[dict]) -> None:
-        self.doc = {"status": "running", "started_at": now(), "pid": os.getpid(), "complete": complete,
-                    "new_plan": new_plan, "running_before": running, "error": None,
-                    "stages": [{"name": n, "counts": c, "status": "pending"} for n, c in stages]}
+        self.doc = JournalDoc(status="running", started_at=now(), pid=os.getpid(), complete=complete,
+                              new_plan=new_plan, running_before=running, error=None,
+                              stages=[JournalStage(name=n, counts=c, status="pending") for n, c in stages])
         self.save()
 
-    def set(self, stage: dict, status: str, error: str | None = None) -> None:
-        stage["status"] = status
+    def set(self, stage: JournalStage, status: str, error: str | None = None) -> None:
+        stage.status = status
         if error:
-            self.doc["status"], self.doc["error"] = "failed", f"{stage['name']}: {error}"
+            self.doc.status, self.doc.error = "failed", f"{stage.name}: {error}"
         self.save()
 
     def finish(self) -> None:
-        self.doc["status"], self.doc["finished_at"] = "done", now()
+        self.doc.status, self.doc.finished_at = "done", now()
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
+        atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n")
