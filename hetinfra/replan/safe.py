@@ -195,22 +195,13 @@ class JournalDoc(BaseModel):
 
 
 def _read_journal(path: Path) -> JournalDoc:
-    """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError);
-    it must be the journal a run wrote."""
-    from pydantic import ValidationError
-
-    from hetinfra.document.load import describe
-    from hetinfra.errors import InvalidInputError
+    """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError),
+    parsed as the journal a run writes (exit 2 naming the first wrong field otherwise)."""
+    from hetinfra.document.load import parse_document
     from hetinfra.fileio import read_json
 
     hint = f"it is written by replan --apply; if no replan is running, move {path.name} aside to start afresh"
-    doc = read_json(path, "replan journal", hint=hint)
-    if not isinstance(doc, dict):
-        raise InvalidInputError(f"{path}: not a replan journal (not a JSON object)", hint=hint)
-    try:
-        return JournalDoc.model_validate(doc)
-    except ValidationError as exc:
-        raise InvalidInputError(f"{path}: not a replan journal ({describe(exc)})", hint=hint) from None
+    return parse_document(JournalDoc, read_json(path, "replan journal", hint=hint), path, hint=hint)
 
 
 class Journal:
