@@ -98,7 +98,7 @@ def status_command(out: Path, as_json: bool, no_refresh: bool) -> None:
         from hetinfra.deploy.state import DeployState
 
         state = DeployState.load(out)
-        if not no_refresh and state.allocations:
+        if not no_refresh and state.running:
             state = record(out, read_live(out, state))
         if as_json:
             click.echo(dumps_strict(state.doc, indent=2))

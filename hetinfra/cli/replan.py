@@ -14,7 +14,7 @@ import click
 
 from hetinfra.cli.common import FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
-from hetinfra.fileio import dumps_strict, read_json
+from hetinfra.fileio import dumps_strict
 
 
 @click.command("replan")
@@ -69,38 +69,15 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     75 another replan is running, 2 invalid input, 3 infeasible, 4 feed/provider failure.
     """
     from hetinfra.deploy.state import now
-    from hetinfra.errors import HetinfraError, InvalidInputError
+    from hetinfra.errors import HetinfraError
     from hetinfra.replan.run import ReplanOptions, replan
 
     log_path = log_file or out / "replan.log"
     meta = {"command": "replan", "spec": str(spec), "state": str(out), "log": str(log_path)}  # of a --json error
     _require_state_dir(out, as_json, meta)  # before the log or the lock would create it
-    show = verbose or sys.stdout.isatty()
-    lines: list[str] = [f"=== {now()} hetinfra replan {spec} --state {out}"]
-
     echo = echo_for(as_json)
-
-    def detail(text: str) -> None:
-        lines.append(text)
-        if show:
-            echo(text)
-
-    def flush(summary: str) -> None:
-        lines.append(summary)
-        try:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "a") as fh:
-                fh.write("\n".join(lines) + "\n")
-        except OSError as exc:
-            click.echo(f"warning: cannot write the log {log_path}: {exc}", err=True)
-
-    if demand_from:
-        if demand_log:
-            fail(InvalidInputError("give --demand-log or --demand-from, not both"), as_json, meta)
-        try:
-            demand_log = fetch_demand(demand_from, out)
-        except HetinfraError as exc:
-            fail(exc, as_json, meta)
+    run_log = RunLog(log_path, f"=== {now()} hetinfra replan {spec} --state {out}", echo, verbose or sys.stdout.isatty())
+    demand_log = _demand_source(demand_log, demand_from, out, as_json, meta)
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
                          demand_log=demand_log, health_timeout_s=health_timeout_s, caps_file=caps_file,
@@ -108,16 +85,53 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
                          max_cut=max_cut_pct / 100.0, force=force,
                          max_forecast_error=max_forecast_error_pct / 100.0)
     try:
-        outcome = replan(spec, out, opts, detail=detail)
+        outcome = replan(spec, out, opts, detail=run_log.detail)
     except HetinfraError as exc:
-        flush(f"error (exit {exc.exit_code}): {exc.message}" + (f" | hint: {exc.hint}" if exc.hint else ""))
+        run_log.flush(f"error (exit {exc.exit_code}): {exc.message}" + (f" | hint: {exc.hint}" if exc.hint else ""))
         fail(exc, as_json, meta)
         return
-    flush(outcome.summary)
+    run_log.flush(outcome.summary)
     echo(f"replan: {outcome.summary} (details: {log_path})")
     if as_json:
         click.echo(dumps_strict(replan_json(spec, out, outcome, log_path), indent=2))
     sys.exit(outcome.code)
+
+
+class RunLog:
+    """One run's details: echoed as they come when ``show``, and appended to the log file at the end
+    with the summary (a log that cannot be written is a warning, never the run's failure)."""
+
+    def __init__(self, path: Path, header: str, echo, show: bool) -> None:
+        self.path, self.echo, self.show = path, echo, show
+        self.lines = [header]
+
+    def detail(self, text: str) -> None:
+        self.lines.append(text)
+        if self.show:
+            self.echo(text)
+
+    def flush(self, summary: str) -> None:
+        self.lines.append(summary)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as fh:
+                fh.write("\n".join(self.lines) + "\n")
+        except OSError as exc:
+            click.echo(f"warning: cannot write the log {self.path}: {exc}", err=True)
+
+
+def _demand_source(demand_log: Path | None, demand_from: str | None, out: Path, as_json: bool, meta: dict) -> Path | None:
+    """The demand log the run reads: --demand-log, or --demand-from's fetched copy (not both: exit 2)."""
+    from hetinfra.errors import HetinfraError, InvalidInputError
+
+    if not demand_from:
+        return demand_log
+    if demand_log:
+        fail(InvalidInputError("give --demand-log or --demand-from, not both"), as_json, meta)
+    try:
+        return fetch_demand(demand_from, out)
+    except HetinfraError as exc:
+        fail(exc, as_json, meta)
 
 
 def _require_state_dir(out: Path, as_json: bool, meta: dict) -> None:
@@ -134,10 +148,10 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     """``replan --json``: the outcome and its exit code, the decision, what was proposed or applied."""
     from hetinfra.replan.diff import decision_json
     from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
-    from hetinfra.replan.safe import JOURNAL
+    from hetinfra.replan.safe import JOURNAL, Journal
 
     proposed = out / "proposed" / "plan.json"
-    journal = read_json(out / JOURNAL, "replan journal") if outcome.code == APPLIED and (out / JOURNAL).exists() else None
+    journal = Journal(out).doc if outcome.code == APPLIED and (out / JOURNAL).exists() else None
     return {"command": "replan", "spec": str(spec), "state": str(out),
             "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],
             "exit_code": outcome.code, "summary": outcome.summary,
@@ -145,8 +159,8 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
             "this_run": outcome.stages,
             "forecast_holds": outcome.forecast_holds or [],
-            "stages": [{"name": st["name"], "status": st["status"], "counts": st["counts"]}
-                       for st in journal["stages"]] if journal else None,
+            "stages": [{"name": st.name, "status": st.status, "counts": st.counts} for st in journal.stages]
+            if journal else None,
             "log": str(log_path)}
 
 

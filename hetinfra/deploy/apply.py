@@ -39,11 +39,18 @@ def target_paths(target: str) -> set[str]:
     return {"pulumi", "skypilot"} if target == "all" else {target}
 
 
-def load_plan(out: Path) -> dict:
-    """OUT/plan.json as written (preflight parses it into its model, hetinfra.document, once)."""
+def load_plan(out: Path) -> Plan:
+    """OUT/plan.json as its model (hetinfra.document): InvalidInputError (exit 2) naming the file and
+    the first wrong field."""
     from hetinfra.document.load import read_json
 
-    return read_json(out / "plan.json", what="plan", hint=f"run `hetinfra plan SPEC --out {out}` first")
+    path = out / "plan.json"
+    return Plan.parse(read_json(path, what="plan", hint=f"run `hetinfra plan SPEC --out {out}` first"), path)
+
+
+def sha_of(plan: Plan) -> str:
+    """state.json's ``plan_sha256`` of ``plan``: the hash of plan.json's dict (its dump)."""
+    return plan_sha(plan.to_dict())
 
 
 def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
@@ -177,27 +184,8 @@ class Ready:
     image_notes: dict[str, list[str]]
 
 
-@dataclass(frozen=True)
-class PlanFile:
-    """The plan an apply deploys: its model (what every step reads) and plan.json's dict as written
-    (what its hash, state.json's ``plan_sha256``, and the Pulumi projects' copies are made of)."""
-
-    model: Plan
-    written: dict
-
-    @classmethod
-    def checked(cls, plan: Plan | dict, path: Path) -> "PlanFile":
-        """Preflight, part 1: plan.json against its model and the offer catalog (preflight.validate_plan)."""
-        doc = preflight.validate_plan(plan, path)
-        return cls(doc, plan if isinstance(plan, dict) else doc.to_dict())
-
-    @property
-    def sha(self) -> str:
-        return plan_sha(self.written)
-
-
 @sky_driver.in_session
-def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool = False,
+def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
                echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None, pulumi_command=None,
                env: dict | None = None, force: bool = False, quota_caps=None, update_images: bool = False,
                report: dict | None = None) -> DeployState:
@@ -210,14 +198,14 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
     env = dict(os.environ) if env is None else env
     report = {} if report is None else report
     # Preflight, part 1: plan.json against its model and the catalog, and the out dir's owner (nothing asked yet).
-    planned = PlanFile.checked(plan, out / "plan.json")
-    kubernetes = wants_kubernetes(planned.model, target)  # deploy.target kubernetes: the clusters, not VMs
-    state = _owned_state(out, planned, force)
+    preflight.validate_plan(plan, out / "plan.json")
+    kubernetes = wants_kubernetes(plan, target)  # deploy.target kubernetes: the clusters, not VMs
+    state = _owned_state(out, plan, force)
     if kubernetes:
-        return _apply_kubernetes(out, planned, state, yes=yes, echo=echo, ask=ask, env=env, report=report,
+        return _apply_kubernetes(out, plan, state, yes=yes, echo=echo, ask=ask, env=env, report=report,
                                  pulumi_command=pulumi_command)
-    _unit_conflicts(planned.model, state, target)
-    work = Work(desired(planned.model, state, target), state.running)
+    _unit_conflicts(plan, state, target)
+    work = Work(desired(plan, state, target), state.running)
     rows = changes(work.running, work.after)
     report.update(command="apply", out=str(out), target=target, applied=False,
                   changes=preview.changes_json(rows, [], []))
@@ -226,29 +214,29 @@ def apply_plan(out: Path, plan: Plan | dict, *, target: str = "all", yes: bool =
         echo("Nothing to do: what runs is what the plan says.")
         report.update(preview.result_json(state, out))
         return state
-    ready = _preview_and_confirm(out, planned, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
+    ready = _preview_and_confirm(out, plan, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
                                  pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
                                  report=report)
-    _run_apply(out, planned, state, work, ready, echo)
+    _run_apply(out, plan, state, work, ready, echo)
     _applied(out, state, report, echo)
-    for line in endpoint_lines(out, planned.model, state):
+    for line in endpoint_lines(out, plan, state):
         echo(line)
     return state
 
 
-def _owned_state(out: Path, plan: PlanFile, force: bool) -> DeployState:
+def _owned_state(out: Path, plan: Plan, force: bool) -> DeployState:
     """OUT/state.json (a new one when nothing was deployed), once the plan's service may change it."""
-    state = DeployState.load(out, plan.model.service)
-    preflight.check_owner(plan.model, state.model, out, force=force)
+    state = DeployState.load(out, plan.service)
+    preflight.check_owner(plan, state.model, out, force=force)
     return state
 
 
 def _applied(out: Path, state: DeployState, report: dict, echo) -> None:
     report.update(preview.result_json(state, out), applied=True)
-    echo(f"Applied: {len(state.allocations)} unit(s) running; state in {state.path}")
+    echo(f"Applied: {len(state.running)} unit(s) running; state in {state.path}")
 
 
-def _preview_and_confirm(out: Path, plan: PlanFile, state: DeployState, work: Work, rows: list[Change], *,
+def _preview_and_confirm(out: Path, plan: Plan, state: DeployState, work: Work, rows: list[Change], *,
                          target: str, env: dict, echo, ask, yes: bool, pulumi_command, quota_caps, update_images: bool,
                          report: dict) -> Ready:
     """Preflight part 2, the Pulumi and SkyServe previews, and the confirmation: nothing has changed
@@ -258,19 +246,19 @@ def _preview_and_confirm(out: Path, plan: PlanFile, state: DeployState, work: Wo
     # every cloud's settings, disks, secrets, tools, credentials and readable quotas, before the
     # confirmation and the first step, so a failed check changes nothing
     command, secrets, notes = _prerequisites(plan, out, env, work, pulumi_command, quota_caps)
-    notes += preflight.check_health_paths(plan.model, [(a, a.path) for a in work.new], refuse=False)
-    notes += images.preview_lines(state.doc, work.pulumi_clouds, update_images)
+    notes += preflight.check_health_paths(plan, [(a, a.path) for a in work.new], refuse=False)
+    notes += images.preview_lines(state.model, work.pulumi_clouds, update_images)
     # Pulumi's own preview of each stack, on the projects as this apply will run them (with the
     # images the up will pin, so --update-images shows its replacements; a failed preview stops
     # here: exit 4, no resource touched), and SkyServe's changes per unit.
-    write_projects(out, plan.written, gcp_project=preflight.gcp_project(plan.model, out, env))
-    ready = Ready(command, secrets, plan.model.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
-    ready.pins = {c: images.pins_for_up(state.doc, plan.model, c, update=update_images, env=env, notes=ready.image_notes[c])
+    write_projects(out, plan.to_dict(), gcp_project=preflight.gcp_project(plan, out, env))
+    ready = Ready(command, secrets, plan.deploy.stack, {}, {c: [] for c in work.pulumi_clouds})
+    ready.pins = {c: images.pins_for_up(state.model, plan, c, update=update_images, env=env, notes=ready.image_notes[c])
                   for c in work.pulumi_clouds}
     stacks = [preview.parse_preview(c, ready.stack, pulumi_driver.PulumiProject(
-        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=plan.written).preview(secrets, ready.pins[c]))
+        out / "pulumi" / c, ready.stack, command, on_output=echo, plan=plan.to_dict()).preview(secrets, ready.pins[c]))
         for c in work.pulumi_clouds]
-    sky_rows = preview.sky_changes(state.allocations, [a.to_dict() for a in work.sky_new], work.sky_gone)
+    sky_rows = preview.sky_changes(state.running, work.sky_new, work.sky_gone)
     report.update(changes=preview.changes_json(rows, stacks, sky_rows), notes=notes)
     text = "\n".join(t for t in (render_preview(rows, f"hetinfra apply {out} (target: {target})"),
                                    preview.render_changes(stacks, sky_rows)) if t)
@@ -278,10 +266,10 @@ def _preview_and_confirm(out: Path, plan: PlanFile, state: DeployState, work: Wo
     return ready
 
 
-def _run_apply(out: Path, plan: PlanFile, state: DeployState, work: Work, ready: Ready, echo) -> None:
+def _run_apply(out: Path, plan: Plan, state: DeployState, work: Work, ready: Ready, echo) -> None:
     """The confirmed steps, each recorded in state.json (see :func:`run_steps`)."""
-    state.set_service(plan.model.service, plan.model.service_id)
-    state.begin("apply", plan.sha, [step.id for step in work.steps])
+    state.set_service(plan.service, plan.service_id)
+    state.begin("apply", sha_of(plan), [step.id for step in work.steps])
     secrets = ready.secrets
     sky_secrets = {"VLLM_API_KEY": secrets["hetinfra:apiKey"], "HF_TOKEN": secrets.get("hetinfra:hfToken", "")}
 
@@ -289,13 +277,13 @@ def _run_apply(out: Path, plan: PlanFile, state: DeployState, work: Work, ready:
         if isinstance(step, PulumiUp):
             cloud = step.project
             project = pulumi_driver.PulumiProject(out / "pulumi" / cloud, ready.stack, ready.command,
-                                                  on_output=echo, plan=plan.written)
+                                                  on_output=echo, plan=plan.to_dict())
             outputs = project.up(secrets, ready.pins[cloud])
             for line in ready.image_notes[cloud] + images.record(state, cloud, outputs):
                 echo(f"note: {line}")
             mine = [a for a in work.after if a.path == "pulumi" and a.cloud == cloud]
             state.replace_running(lambda a: not (a.path == "pulumi" and a.cloud == cloud), mine)
-            state.record_stack(plan.model.service, cloud, ready.stack, outputs)
+            state.record_stack(plan.service, cloud, ready.stack, outputs)
         elif isinstance(step, SkyUp):
             a = next(x for x in work.sky_new if x.deployment_unit == step.unit)
             update = any(x.deployment_unit == step.unit for x in state.running)
@@ -306,13 +294,13 @@ def _run_apply(out: Path, plan: PlanFile, state: DeployState, work: Work, ready:
             serve_down(state, list(step.units))
 
     run_steps(out, state, work.steps, perform, echo)
-    state.finish(plan_sha256=plan.sha)
+    state.finish(plan_sha256=sha_of(plan))
 
 
-def _prerequisites(planned: PlanFile, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
+def _prerequisites(plan: Plan, out: Path, env: dict, work: Work, pulumi_command, quota_caps) -> tuple:
     """Preflight part 2, every check in one run (preflight.gather): (pulumi command, secrets, notes)."""
-    plan, pulumi_clouds, sky_new = planned.model, work.pulumi_clouds, work.sky_new
-    backends = pulumi_driver.backend_urls(planned.written, pulumi_clouds)
+    pulumi_clouds, sky_new = work.pulumi_clouds, work.sky_new
+    backends = pulumi_driver.backend_urls(plan.to_dict(), pulumi_clouds)
     caps = preflight.env_quota_caps(env) if quota_caps is None else quota_caps
     checks: list = [
         ("settings", lambda: {**pulumi_driver.secrets_from_env(env), **gateway_secrets(plan, env)}),
@@ -329,7 +317,7 @@ def _prerequisites(planned: PlanFile, out: Path, env: dict, work: Work, pulumi_c
     return command, secrets, notes
 
 
-def _apply_kubernetes(out: Path, planned: PlanFile, state: DeployState, *, yes: bool, echo, ask, env: dict,
+def _apply_kubernetes(out: Path, plan: Plan, state: DeployState, *, yes: bool, echo, ask, env: dict,
                       report: dict, pulumi_command) -> DeployState:
     """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
     hetinfra.stacks.kubernetes) through the VM stacks' driver: the same preflight, Pulumi preview,
@@ -337,13 +325,12 @@ def _apply_kubernetes(out: Path, planned: PlanFile, state: DeployState, *, yes: 
     from hetinfra.compile.kubernetes.project import write_kube_project
     from hetinfra.deploy import kube
 
-    plan = planned.model
     after = kube.desired(plan, state)
     rows = changes(state.running, after)
     report.update(command="apply", out=str(out), target="kubernetes", applied=False,
                   changes=preview.changes_json(rows, [], []))
     # every prerequisite in one run (preflight.gather), before anything is asked or changed
-    backends = pulumi_driver.backend_urls(planned.written, [kube.PROJECT])
+    backends = pulumi_driver.backend_urls(plan.to_dict(), [kube.PROJECT])
     secrets, command = preflight.gather([
         ("settings", lambda: kube.secrets_from_env(env)),
         ("binaries", lambda: pulumi_command or pulumi_driver.pulumi_command()),
@@ -351,16 +338,16 @@ def _apply_kubernetes(out: Path, planned: PlanFile, state: DeployState, *, yes: 
         ("settings", lambda: pulumi_driver.check_passphrase([kube.PROJECT], backends, env))])[:2]
     stack = plan.deploy.stack
     # the project as this apply runs it (a replan stage applies a plan of its own)
-    project = pulumi_driver.PulumiProject(write_kube_project(out, planned.written), stack, command, on_output=echo,
-                                          plan=planned.written)
+    project = pulumi_driver.PulumiProject(write_kube_project(out, plan.to_dict()), stack, command, on_output=echo,
+                                          plan=plan.to_dict())
     stacks = [preview.parse_preview(kube.PROJECT, stack, project.preview(secrets))]
     report.update(changes=preview.changes_json(rows, stacks, []), notes=[])
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
             + preview.render_changes(stacks, []), yes, echo, ask)
     steps = [PulumiUp(kube.PROJECT)]
-    state.begin("apply", planned.sha, [step.id for step in steps])
+    state.begin("apply", sha_of(plan), [step.id for step in steps])
     run_steps(out, state, steps, lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
-    state.finish(plan_sha256=planned.sha)
+    state.finish(plan_sha256=sha_of(plan))
     _applied(out, state, report, echo)
     return state
 

@@ -17,7 +17,6 @@ from hetinfra.deploy.apply import TARGETS, confirm, changes, render_preview, ser
 from hetinfra.deploy.steps import PulumiDestroy, SkyDown, Step, run_steps
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
-from hetinfra.document.state import State
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import json_value
 
@@ -47,7 +46,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
                            | {a.cloud for a in gone if a.path == "pulumi"}) if "pulumi" in paths else []
     sky_units = sorted({a.deployment_unit for a in gone if a.path == "skypilot"})
     steps: list[Step] = [PulumiDestroy(c) for c in pulumi_clouds] + ([SkyDown(tuple(sky_units))] if sky_units else [])
-    sky_rows = preview.sky_changes(state.allocations, [], sky_units)
+    sky_rows = preview.sky_changes(state.running, [], sky_units)
     report.update(command="destroy", out=str(out), target=target, destroyed=False,
                   changes=preview.changes_json(rows, [], sky_rows))
     if not steps:
@@ -58,7 +57,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     confirm("\n".join(t for t in (text, preview.render_changes([], sky_rows)) if t), yes, echo, ask)
     _run_destroy(out, state, steps, pulumi_clouds, sky_units, pulumi_command=pulumi_command, env=env, echo=echo)
     report.update(preview.result_json(state, out), destroyed=True)
-    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
+    echo(f"Destroyed; {len(state.running)} unit(s) still listed in {state.path}")
     return state
 
 
@@ -140,7 +139,7 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
     run_steps(out, state, steps, perform, echo)
     state.finish()
     report.update(preview.result_json(state, out), destroyed=True)
-    echo(f"Destroyed; {len(state.allocations)} unit(s) still listed in {state.path}")
+    echo(f"Destroyed; {len(state.running)} unit(s) still listed in {state.path}")
 
 
 def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0) -> str:
@@ -151,7 +150,7 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
 
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"
-    state = State.of(DeployState.load(out).doc, out / "state.json")
+    state = DeployState.load(out).model
     running = state.allocations
     lines = [f"service {state.service}: {len(running)} unit(s) running, "
              f"${sum(a.cost_usd_per_hour for a in running):,.2f}/h (state updated {state.updated_at})"]

@@ -21,6 +21,7 @@ import urllib.parse
 
 from hetinfra.compile.images import AZURE, ROLES, used
 from hetinfra.document import Plan
+from hetinfra.document.state import State
 from hetinfra.deploy.groups import arm_url
 
 ARM_API_VERSION = "2024-07-01"
@@ -53,10 +54,11 @@ def azure_newest_version(region: str, role: str, env: dict, *, base_url: str | N
     return (max(names, key=_version_key), "") if names else (None, "the ARM API lists no version of it")
 
 
-def pins_for_up(state_doc: dict, plan: Plan, cloud: str, *, update: bool, env: dict,
+def pins_for_up(state: State, plan: Plan, cloud: str, *, update: bool, env: dict,
                 notes: list[str], azure_url: str | None = None) -> dict:
-    """The ``hetinfra:images`` value to set before ``cloud``'s ``up``: region -> role -> id."""
-    pins = {} if update else {r: dict(roles) for r, roles in ((state_doc.get("images") or {}).get(cloud) or {}).items()}
+    """The ``hetinfra:images`` value to set before ``cloud``'s ``up``: region -> role -> id (what
+    ``state``, state.json, pinned; none with ``update``)."""
+    pins = {} if update else {r: dict(roles) for r, roles in state.images.get(cloud, {}).items()}
     if cloud != "azure":
         return pins
     for region in sorted({a.region for a in plan.allocations if a.cloud == "azure"}):
@@ -86,9 +88,9 @@ def record(state, cloud: str, outputs: dict) -> list[str]:
     return lines
 
 
-def preview_lines(state_doc: dict, clouds: list[str], update: bool) -> list[str]:
+def preview_lines(state: State, clouds: list[str], update: bool) -> list[str]:
     """What the preview says about images: with ``update``, each pinned image to be replaced."""
-    recorded = state_doc.get("images") or {}
+    recorded = state.images
     if not update:
         return []
     lines = []

@@ -68,7 +68,7 @@ def _connect_all(clusters: list[str], plan: Plan | None, state: DeployState) -> 
         planned = kube.clusters.get(f"{cloud}/{region}") if kube else None
         settings = planned or recorded.get(c)
         kubeconfig = (kube.kubeconfig if kube else None) or (recorded[c].kubeconfig if c in recorded else None)
-        out[c] = connect(c, settings.model_dump() if settings else {}, kubeconfig)
+        out[c] = connect(c, settings.context if settings else None, kubeconfig)
     return out
 
 
@@ -104,7 +104,7 @@ def ready_replicas(state: State, alloc: RunningAllocation) -> int:
     rec = state.kubernetes.get(c)
     if not rec:
         return 0
-    cluster = connect(c, rec.model_dump(), rec.kubeconfig)
+    cluster = connect(c, rec.context, rec.kubeconfig)
     kind, api_version = _workload_kind(alloc.nodes_per_replica)
     obj = cluster.workload(api_version, kind, rec.namespace, alloc.deployment_unit)
     return obj.ready if obj else 0

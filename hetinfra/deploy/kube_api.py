@@ -111,11 +111,11 @@ class _Response:
         self.status, self.data = status, data
 
 
-def connect(cluster_key: str, settings: dict, kubeconfig: str | None) -> Cluster:
-    """The cluster of ``deploy.kubernetes.clusters[cloud/region]`` through its kubeconfig context."""
+def connect(cluster_key: str, context: str | None, kubeconfig: str | None) -> Cluster:
+    """The cluster of ``deploy.kubernetes.clusters[cloud/region]`` through its kubeconfig ``context``
+    (the plan's, else the one state.json recorded; None: the cluster is not configured)."""
     from kubernetes import config
 
-    context = settings.get("context")
     if not context:
         raise InvalidInputError(f"no cluster for {cluster_key}: deploy.kubernetes.clusters has no entry for it",
                                 hint=f"add deploy.kubernetes.clusters['{cluster_key.replace('-', '/', 1)}'].context "

@@ -59,6 +59,22 @@ def resource_kind(rtype: str, name: str) -> str:
     return "gateway" if name.endswith("-gateway") else "gpu"
 
 
+@dataclass(frozen=True)
+class ResourceChange:
+    """One resource a stack's preview changes (its logical op is not ``same``)."""
+
+    op: str
+    urn: str
+    type: str
+    name: str
+    kind: str  # gpu, gateway or other (resource_kind)
+    reasons: list[str]
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "urn": self.urn, "type": self.type, "name": self.name, "kind": self.kind,
+                "reasons": list(self.reasons)}
+
+
 @dataclass
 class StackPreview:
     """One stack's preview: counts per logical op and the resources that change."""
@@ -66,14 +82,32 @@ class StackPreview:
     cloud: str
     stack: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
-    changes: list[dict] = field(default_factory=list)  # {op, urn, type, name, kind, reasons}, op != same
+    changes: list[ResourceChange] = field(default_factory=list)
 
     @property
-    def replacements(self) -> list[dict]:
-        return [c for c in self.changes if c["op"] == "replace"]
+    def replacements(self) -> list[ResourceChange]:
+        return [c for c in self.changes if c.op == "replace"]
 
     def to_json(self) -> dict:
-        return {"stack": self.stack, "counts": dict(self.counts), "changes": list(self.changes)}
+        return {"stack": self.stack, "counts": dict(self.counts), "changes": [c.to_json() for c in self.changes]}
+
+
+@dataclass(frozen=True)
+class SkyChange:
+    """SkyServe's change of one unit: a new service, a rolling update, or down."""
+
+    unit: str
+    action: str  # new, update or down
+    replicas_before: int
+    replicas_after: int
+    cloud: str
+    region: str
+    instance_type: str
+    gpu: str
+    spot: bool
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
 
 
 def parse_preview(cloud: str, stack: str, doc: dict) -> StackPreview:
@@ -93,8 +127,7 @@ def parse_preview(cloud: str, stack: str, doc: dict) -> StackPreview:
         out.counts[op] += 1
         if op != "same":
             rtype, name = split_urn(urn)
-            out.changes.append({"op": op, "urn": urn, "type": rtype, "name": name,
-                                "kind": resource_kind(rtype, name), "reasons": reasons.get(urn, [])})
+            out.changes.append(ResourceChange(op, urn, rtype, name, resource_kind(rtype, name), reasons.get(urn, [])))
     return out
 
 
@@ -115,15 +148,14 @@ def preview_failure(cloud: str, code: int, stdout: str, stderr: str) -> Provider
                               "pulumi preview)")
 
 
-def sky_changes(running: list[dict], launched: list[dict], gone: list[str]) -> list[dict]:
+def sky_changes(running: list["RunningAllocation"], launched: list["RunningAllocation"], gone: list[str]
+                ) -> list[SkyChange]:
     """SkyServe's change per unit: ``new`` service, ``update`` (rolling) or ``down``, with replicas
-    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``; both
-    lists are state.json allocation dicts (apply's live state), parsed here."""
-    from hetinfra.document.state import RunningAllocation
-
-    before = {a.deployment_unit: a for a in map(RunningAllocation.model_validate, running) if a.path == "skypilot"}
+    before and after. ``launched`` are the allocations ``apply`` will ``serve up``/``update``;
+    ``running``, state.json's (apply's live state)."""
+    before = {a.deployment_unit: a for a in running if a.path == "skypilot"}
     rows = []
-    for a in sorted(map(RunningAllocation.model_validate, launched), key=lambda a: a.deployment_unit):
+    for a in sorted(launched, key=lambda a: a.deployment_unit):
         old = before.get(a.deployment_unit)
         rows.append(_sky_row(a, "update" if old else "new", old.count if old else 0, a.count))
     for unit in sorted(gone):
@@ -131,12 +163,11 @@ def sky_changes(running: list[dict], launched: list[dict], gone: list[str]) -> l
     return rows
 
 
-def _sky_row(a: RunningAllocation, action: str, before: int, after: int) -> dict:
-    return {"unit": a.deployment_unit, "action": action, "replicas_before": before, "replicas_after": after,
-            "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type, "gpu": a.gpu, "spot": a.spot}
+def _sky_row(a: "RunningAllocation", action: str, before: int, after: int) -> SkyChange:
+    return SkyChange(a.deployment_unit, action, before, after, a.cloud, a.region, a.instance_type, a.gpu, a.spot)
 
 
-def render_changes(stacks: list[StackPreview], sky: list[dict]) -> str:
+def render_changes(stacks: list[StackPreview], sky: list[SkyChange]) -> str:
     """The per-stack preview and SkyServe's changes, for the confirmation."""
     lines = []
     if stacks:
@@ -145,26 +176,26 @@ def render_changes(stacks: list[StackPreview], sky: list[dict]) -> str:
         c = p.counts
         lines.append(f"  {p.cloud} (stack {p.stack}): {c['create']} to create, {c['update']} to update, "
                      f"{c['replace']} to replace, {c['delete']} to delete, {c['same']} unchanged")
-        for ch in sorted(p.replacements, key=lambda ch: (ch["kind"] != "gpu", ch["name"])):
-            flag = "!!" if ch["kind"] == "gpu" else " ~"
-            what = {"gpu": f"REPLACE GPU {_noun(ch['type'])}", "gateway": "replace gateway VM"}.get(ch["kind"], "replace")
-            why = f" (because {', '.join(ch['reasons'])} changed)" if ch["reasons"] else ""
-            lines.append(f"    {flag} {what} {ch['name']} [{ch['type']}]{why}")
+        for ch in sorted(p.replacements, key=lambda ch: (ch.kind != "gpu", ch.name)):
+            flag = "!!" if ch.kind == "gpu" else " ~"
+            what = {"gpu": f"REPLACE GPU {_noun(ch.type)}", "gateway": "replace gateway VM"}.get(ch.kind, "replace")
+            why = f" (because {', '.join(ch.reasons)} changed)" if ch.reasons else ""
+            lines.append(f"    {flag} {what} {ch.name} [{ch.type}]{why}")
         for ch in p.changes:
-            if ch["op"] == "delete":
-                lines.append(f"     - delete {ch['name']} [{ch['type']}]")
-    gpu = sum(1 for p in stacks for ch in p.replacements if ch["kind"] == "gpu")
+            if ch.op == "delete":
+                lines.append(f"     - delete {ch.name} [{ch.type}]")
+    gpu = sum(1 for p in stacks for ch in p.replacements if ch.kind == "gpu")
     if gpu:
         lines.append(f"!! {gpu} GPU VM(s)/group(s) will be REPLACED: new VMs boot and load the model again "
                      "(the replaced replicas stop serving; new and old may both be billed meanwhile)")
     if sky:
-        n = {k: sum(1 for r in sky if r["action"] == k) for k in ("new", "update", "down")}
+        n = {k: sum(1 for r in sky if r.action == k) for k in ("new", "update", "down")}
         lines.append(f"SkyServe: {n['new']} new service(s), {n['update']} update(s), {n['down']} down")
         mark = {"new": "+ new   ", "update": "~ update", "down": "- down  "}
         for r in sky:
-            what = f"{r['instance_type']} ({r['gpu']})" + (" spot" if r["spot"] else "")
-            lines.append(f"  {mark[r['action']]} {r['unit']:<52} {r['replicas_before']:>3} -> {r['replicas_after']:<3} "
-                         f"replica(s)  {what}" + ("  (rolling)" if r["action"] == "update" else ""))
+            what = f"{r.instance_type} ({r.gpu})" + (" spot" if r.spot else "")
+            lines.append(f"  {mark[r.action]} {r.unit:<52} {r.replicas_before:>3} -> {r.replicas_after:<3} "
+                         f"replica(s)  {what}" + ("  (rolling)" if r.action == "update" else ""))
     return "\n".join(lines)
 
 
@@ -174,7 +205,7 @@ def _noun(rtype: str) -> str:
         "template" if last.endswith("Template") else "VM"
 
 
-def changes_json(rows, stacks: list[StackPreview], sky: list[dict]) -> dict:
+def changes_json(rows, stacks: list[StackPreview], sky: list[SkyChange]) -> dict:
     """``changes`` of ``apply --json``/``destroy --json``: instances per cloud/region/type (``rows``,
     from :func:`hetinfra.deploy.apply.changes`), the stacks' previews and SkyServe's changes."""
     return {
@@ -187,7 +218,7 @@ def changes_json(rows, stacks: list[StackPreview], sky: list[dict]) -> dict:
         "cost_usd_per_hour": {"before": round(sum(c.before_cost for c in rows), 4),
                               "after": round(sum(c.after_cost for c in rows), 4)},
         "pulumi": {p.cloud: p.to_json() for p in stacks},
-        "skypilot": list(sky),
+        "skypilot": [r.to_json() for r in sky],
     }
 
 
@@ -195,9 +226,8 @@ def result_json(state, out) -> dict:
     """What ``apply --json``/``destroy --json`` report once the steps ran: each step, each stack's and
     SkyServe unit's outcome and outputs, the endpoints and gateways, the units still running."""
     from hetinfra.document.plan import DUMP
-    from hetinfra.document.state import State
 
-    doc = State.of(state.doc, out / "state.json")
+    doc = state.model
     steps = [s.model_dump(**DUMP) for s in (doc.operation.steps if doc.operation else ())]
     status = {s.id: s.status for s in (doc.operation.steps if doc.operation else ())}
     return {

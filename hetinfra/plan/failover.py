@@ -25,10 +25,17 @@ planned offer's on-demand price: the first entry SkyPilot tries with ``use_spot:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hetinfra.document.allocation import Allocation, Alternate, OndemandFallback
 from hetinfra.plan.library import TemplateUnit
 from hetinfra.price_feeds.geo import continent
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 from hetinfra.facts import VLLM_PORT
+
+if TYPE_CHECKING:
+    from hetinfra.spec.deploy import DeploySpec
 
 _REL = 1e-9
 WORLD = "0.0.0.0/0"
@@ -45,48 +52,64 @@ def _price(u: TemplateUnit) -> float:
     return round(u.cost / u.template.nodes, 4)
 
 
-def add_failover(pr, allocations: list[dict]) -> None:
-    """Set ``alternates`` and ``ondemand_fallback`` of every allocation (plan.json entries)."""
+def with_failover(pr, allocations: list[Allocation]) -> list[Allocation]:
+    """``allocations`` (plan.json's) with their ``alternates`` and ``ondemand_fallback`` set."""
     spec = pr.inputs.spec
-    fo = spec.deploy.failover
-    base = {u.id: u for u in pr.all_units}  # rates as estimated, before any derate
     used: dict[tuple[str, str, str], int] = {}
     for a in allocations:
-        for g, n in pr.units[a["unit"]].gpu_use.items():
-            used[g] = used.get(g, 0) + n * a["count"]
+        for g, n in pr.units[a.unit].gpu_use.items():
+            used[g] = used.get(g, 0) + n * a.count
     candidates: dict[tuple, list[TemplateUnit]] = {}
     for x in pr.all_units:
         if not x.template.mixed and not x.custom_cloud:
             candidates.setdefault(_layout(x), []).append(x)
-    origins = {pm.spec.name: set(pm.spec.demand.origins or {}) for pm in pr.inputs.models}
-    sky_clouds = set(spec.deploy.skypilot_clouds)
-    by_origin = {k[0] for k in getattr(pr.result, "origin_flow", {})}
+    places = _Places(base={u.id: u for u in pr.all_units},  # rates as estimated, before any derate
+                     candidates=candidates, used=used, caps=pr.inputs.caps,
+                     origins={pm.spec.name: set(pm.spec.demand.origins or {}) for pm in pr.inputs.models},
+                     by_origin={k[0] for k in getattr(pr.result, "origin_flow", {})})
+    return [a.model_copy(update=_failover(pr.units[a.unit], a, places, spec)) for a in allocations]
 
-    for a in allocations:
-        a["alternates"], a["ondemand_fallback"] = [], None
-        if a["skypilot_task"] is None:  # custom cloud or mixed pipeline: no SkyPilot task
-            continue
-        u = pr.units[a["unit"]]
-        if u.committed:  # a commitment is bought for its region and machine type: moving forfeits it
-            continue
-        planned = base.get(u.id, u)
-        if u.spot and fo.ondemand_fallback:
-            od = base.get(u.id.rsplit("|", 1)[0] + "|ondemand")
-            if od is not None:
-                a["ondemand_fallback"] = {"price_per_hour": _price(od)}
-        clouds = (sky_clouds | {u.template.cloud}) if sky_clouds else set(KNOWN_CLOUDS)
-        # routing by origin: its flows' round trips and residency were planned for this region
-        local = (spec.planning.locality > 0 and u.region in origins.get(u.model, ())) or u.id in by_origin
-        limit = _price(u) * (1 + fo.max_premium) * (1 + _REL)
-        here = (u.template.cloud, u.region, u.template.instance_type)
-        # one unit per place: the layout fixes the template of an instance type
-        found = {(x.template.cloud, x.region, x.template.instance_type): x for x in candidates.get(_layout(u), [])
-                 if (x.template.cloud, x.region, x.template.instance_type) != here and x.template.cloud in clouds
-                 and not (local and x.region != u.region) and _same_continent(x, u) and _price(x) <= limit and _covers(x, planned)
-                 and _room(x, u, pr.inputs.caps, used)}
-        best = sorted(found.items(), key=lambda kv: (_price(kv[1]), kv[0]))[:fo.max_alternates]
-        a["alternates"] = [{"cloud": c, "region": r, "instance_type": it, "price_per_hour": _price(x),
-                            "spot": x.spot} for (c, r, it), x in best]
+
+@dataclass(frozen=True)
+class _Places:
+    """What every unit's alternates are chosen from."""
+
+    base: dict[str, TemplateUnit]  # unit id -> the unit as estimated (before any derate)
+    candidates: dict[tuple, list[TemplateUnit]]  # layout -> the units that may stand in for each other
+    used: dict[tuple[str, str, str], int]  # availability group -> GPUs the plan runs there
+    caps: dict  # availability group -> its cap
+    origins: dict[str, set[str]]  # model -> the origins it declares
+    by_origin: set[str]  # units routed by origin
+
+
+def _failover(u: TemplateUnit, a: Allocation, places: _Places, spec) -> dict:
+    """``alternates`` and ``ondemand_fallback`` of one allocation."""
+    fo = spec.deploy.failover
+    out = {"alternates": [], "ondemand_fallback": None}
+    if a.skypilot_task is None or u.committed:
+        # custom cloud or mixed pipeline: no SkyPilot task; a commitment is bought for its region and
+        # machine type: moving forfeits it
+        return out
+    planned = places.base.get(u.id, u)
+    if u.spot and fo.ondemand_fallback:
+        od = places.base.get(u.id.rsplit("|", 1)[0] + "|ondemand")
+        if od is not None:
+            out["ondemand_fallback"] = OndemandFallback.model_construct(price_per_hour=_price(od))
+    sky_clouds = set(spec.deploy.skypilot_clouds)
+    clouds = (sky_clouds | {u.template.cloud}) if sky_clouds else set(KNOWN_CLOUDS)
+    # routing by origin: its flows' round trips and residency were planned for this region
+    local = (spec.planning.locality > 0 and u.region in places.origins.get(u.model, ())) or u.id in places.by_origin
+    limit = _price(u) * (1 + fo.max_premium) * (1 + _REL)
+    here = (u.template.cloud, u.region, u.template.instance_type)
+    # one unit per place: the layout fixes the template of an instance type
+    found = {(x.template.cloud, x.region, x.template.instance_type): x for x in places.candidates.get(_layout(u), [])
+             if (x.template.cloud, x.region, x.template.instance_type) != here and x.template.cloud in clouds
+             and not (local and x.region != u.region) and _same_continent(x, u) and _price(x) <= limit
+             and _covers(x, planned) and _room(x, u, places.caps, places.used)}
+    best = sorted(found.items(), key=lambda kv: (_price(kv[1]), kv[0]))[:fo.max_alternates]
+    out["alternates"] = [Alternate.model_construct(cloud=c, region=r, instance_type=it, price_per_hour=_price(x),
+                                                   spot=x.spot) for (c, r, it), x in best]
+    return out
 
 
 def _same_continent(x: TemplateUnit, u: TemplateUnit) -> bool:
@@ -109,23 +132,21 @@ def _room(x: TemplateUnit, u: TemplateUnit, caps: dict, used: dict) -> bool:
     return True
 
 
-def failover_warnings(plan: dict) -> list[str]:
-    """What failover may cost beyond the plan, and the CIDRs SkyPilot cannot enforce."""
+def failover_warnings(allocations: list[Allocation], deploy: "DeploySpec", cost: float | None,
+                      budget: float | None) -> list[str]:
+    """What failover may cost beyond the plan (``cost``, $/h, against the spec's ``budget``), and the
+    CIDRs SkyPilot cannot enforce."""
     out = []
-    budget = plan.get("budget_usd_per_hour")
-    extra = sum(((a.get("ondemand_fallback") or {}).get("price_per_hour", 0) - a["price_per_instance_usd_per_hour"])
-                * a["instances"] for a in plan["allocations"] if a.get("ondemand_fallback"))
-    if budget and extra > 0 and plan["cost_usd_per_hour"] + extra > budget * (1 + _REL):
+    extra = sum((a.ondemand_fallback.price_per_hour - a.price_per_instance_usd_per_hour) * a.instances
+                for a in allocations if a.ondemand_fallback)
+    if budget and extra > 0 and cost + extra > budget * (1 + _REL):
         out.append(f"while spot replicas are replaced by on-demand ones (deploy.failover.ondemand_fallback) the "
-                   f"fleet may cost up to ${plan['cost_usd_per_hour'] + extra:.2f}/h, above the budget "
-                   f"${budget:g}/h")
-    deploy = plan.get("deploy") or {}
-    sky = sorted(a["deployment_unit"] for a in plan["allocations"]
-                 if a["skypilot_task"] and a["cloud"] in (deploy.get("skypilot_clouds") or []))
+                   f"fleet may cost up to ${cost + extra:.2f}/h, above the budget ${budget:g}/h")
+    sky = sorted(a.deployment_unit for a in allocations if a.skypilot_task and a.cloud in (deploy.skypilot_clouds or []))
     loose = []
-    if WORLD not in (deploy.get("ingress_cidrs") or []):
-        loose.append(f"port {deploy.get('port', VLLM_PORT)} (deploy.ingress_cidrs)")
-    if WORLD not in (deploy.get("ssh_cidrs") or []):
+    if WORLD not in (deploy.ingress_cidrs or []):
+        loose.append(f"port {deploy.port or VLLM_PORT} (deploy.ingress_cidrs)")
+    if WORLD not in (deploy.ssh_cidrs or []):
         loose.append("SSH (deploy.ssh_cidrs)")
     if sky and loose:
         out.append(f"SkyPilot opens {' and '.join(loose)} to 0.0.0.0/0 on the SkyServe units ({', '.join(sky)}): "

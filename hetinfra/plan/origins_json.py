@@ -16,21 +16,23 @@ shares of one (origin, class) sum to 1, and summed over origins the rps are ``ro
 
 from __future__ import annotations
 
+from hetinfra.document.allocation import Allocation, Origin, OriginRouteShare, OriginRouting, Origins
 from hetinfra.plan.origins import allowed, area_name, origins_of
 from hetinfra.price_feeds.network import round_trip_ms
 
 
-def origin_sections(pr, allocations: list[dict], scale: float = 1.0) -> dict:
-    """The two plan.json keys (or {} when no model declares origins)."""
+def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> dict[str, Origins | OriginRouting]:
+    """The two plan.json keys as their models (or {} when no model declares origins), constructed
+    without validation: the values are the planner's."""
     from hetinfra.plan.purchase import peak_multiplier
 
     def rounded(x: float) -> float:
         return round(x, 6)
 
     flows = getattr(pr.result, "origin_flow", None) or {}
-    named = {a["unit"]: a["deployment_unit"] for a in allocations}
-    origins: dict = {}
-    routing: dict = {}
+    named = {a.unit: a.deployment_unit for a in allocations}
+    origins: Origins = {}
+    routing: OriginRouting = {}
     for pm in pr.inputs.models:
         declared = origins_of(pm) if pm.spec.demand.origins else []
         if not declared:
@@ -49,13 +51,13 @@ def origin_sections(pr, allocations: list[dict], scale: float = 1.0) -> dict:
                     region = pr.units[u].region
                     ms = round_trip_ms(o, region)
                     worst = ms if worst is None or (ms is not None and ms > worst) else worst
-                    entries.append({"unit": u, "deployment_unit": named.get(u), "region": region,
-                                    "share": rounded(rps / total if total else 0.0), "rps": rounded(rps),
-                                    "network_ms": ms})
+                    entries.append(OriginRouteShare.model_construct(
+                        unit=u, deployment_unit=named.get(u), region=region,
+                        share=rounded(rps / total if total else 0.0), rps=rounded(rps), network_ms=ms))
                 per_class[c.name] = entries
-            places = sorted({(a["cloud"], a["region"]) for a in allocations if a["model"] == m})
+            places = sorted({(a.cloud, a.region) for a in allocations if a.model == m})
             inside = sorted({r for c, r in places if allowed(o, rule, c, r)}) if rule != "none" else None
-            origins[m][o] = {"share": rounded(share), "residency": rule,
-                             "area": area_name(o, rule) if rule != "none" else None, "allowed_regions": inside,
-                             "worst_network_ms": worst}
+            origins[m][o] = Origin.model_construct(share=rounded(share), residency=rule,
+                                                   area=area_name(o, rule) if rule != "none" else None,
+                                                   allowed_regions=inside, worst_network_ms=worst)
     return {"origins": origins, "routing_by_origin": routing} if origins else {}

@@ -8,7 +8,13 @@ plans keep their plan.json exactly as before (no new keys).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hetinfra.solver.problem import Period
+
+if TYPE_CHECKING:
+    from hetinfra.document.allocation import Allocation
+    from hetinfra.document.sections import BreakEven, Purchase
 
 
 def planned(spec) -> bool:
@@ -102,9 +108,12 @@ def without_committed(pr) -> float | None:
     return r.cost(sub) if r.feasible else None
 
 
-def purchase_section(pr, allocations: list[dict], load: dict[str, float], rounded) -> dict:
+def purchase_section(pr, allocations: "list[Allocation]", load: dict[str, float], rounded) -> "Purchase":
     """plan.json ``purchase``: terms, horizon, the committed base and top-up costs, the cost of every
-    profile period, and the break-even of each allocation that has (or could have) a committed price."""
+    profile period, and the break-even of each allocation that has (or could have) a committed price
+    (constructed without validation: the values are the planner's)."""
+    from hetinfra.document.sections import Purchase
+
     spec, prob = pr.inputs.spec, pr.problem
     n = profile_length(spec)
     costs = {uid: pr.units[uid].cost for uid in pr.result.n}
@@ -113,31 +122,37 @@ def purchase_section(pr, allocations: list[dict], load: dict[str, float], rounde
         by_period = [sum(costs[u] * c for u, c in pr.result.periods[lv]["counts"].items()) for lv in levels]
     else:
         by_period = [sum(costs[u] * c for u, c in pr.result.n.items())] * n
-    committed = sum(a["cost_usd_per_hour"] for a in allocations if a["purchase"].startswith("committed"))
-    usable = 1.0 - prob.headroom
-    breaks = []
+    committed = sum(a.cost_usd_per_hour for a in allocations if a.purchase.startswith("committed"))
+    return Purchase.model_construct(
+        terms=list(spec.infrastructure.terms()), horizon_months=spec.planning.horizon_months,
+        periods=n, levels=max(1, len(prob.periods)),
+        committed_cost_usd_per_hour=rounded(committed),
+        top_up_cost_usd_per_hour=rounded(sum(a.cost_usd_per_hour for a in allocations) - committed),
+        peak_cost_usd_per_hour=rounded(max(by_period)),
+        without_committed_usd_per_hour=rounded(pr.flexible_cost),
+        cost_by_period=[rounded(c) for c in by_period],
+        break_even=_break_evens(pr, allocations, load, rounded))
+
+
+def _break_evens(pr, allocations: "list[Allocation]", load: dict[str, float], rounded) -> "list[BreakEven]":
+    """``purchase.break_even``: each committed allocation, and each on-demand one whose offer publishes
+    a committed price (its cheapest committed sibling's)."""
+    from hetinfra.document.sections import BreakEven
+
+    usable = 1.0 - pr.problem.headroom
+    out = []
     for a in allocations:
-        u = pr.units[a["unit"]]
+        u = pr.units[a.unit]
+        term = a.purchase
         if u.committed:
             price, on_demand = u.cost, u.on_demand_cost
-        elif a["purchase"] == "on_demand" and (sib := _committed_sibling(pr, u.id)) is not None:
-            price, on_demand = sib.cost, u.cost
-            a = {**a, "purchase": sib.purchase_option}
+        elif term == "on_demand" and (sib := _committed_sibling(pr, u.id)) is not None:
+            price, on_demand, term = sib.cost, u.cost, sib.purchase_option
         else:
             continue
-        breaks.append({
-            "unit": u.id, "purchase": a["purchase"], "chosen": u.committed,
-            "committed_price_usd_per_hour": rounded(price), "on_demand_price_usd_per_hour": rounded(on_demand),
-            "break_even_utilization": rounded(price / on_demand),
-            "utilization": rounded(_horizon_load(pr, u.id, load.get(u.id, 0.0)) / (pr.result.n[u.id] * usable)),
-        })
-    return {
-        "terms": list(spec.infrastructure.terms()), "horizon_months": spec.planning.horizon_months,
-        "periods": n, "levels": max(1, len(prob.periods)),
-        "committed_cost_usd_per_hour": rounded(committed),
-        "top_up_cost_usd_per_hour": rounded(sum(a["cost_usd_per_hour"] for a in allocations) - committed),
-        "peak_cost_usd_per_hour": rounded(max(by_period)),
-        "without_committed_usd_per_hour": rounded(pr.flexible_cost),
-        "cost_by_period": [rounded(c) for c in by_period],
-        "break_even": breaks,
-    }
+        out.append(BreakEven.model_construct(
+            unit=u.id, purchase=term, chosen=u.committed,
+            committed_price_usd_per_hour=rounded(price), on_demand_price_usd_per_hour=rounded(on_demand),
+            break_even_utilization=rounded(price / on_demand),
+            utilization=rounded(_horizon_load(pr, u.id, load.get(u.id, 0.0)) / (pr.result.n[u.id] * usable))))
+    return out

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from hetinfra.deploy.apply import Change, changes
 from hetinfra.document import Allocation, Plan
-from hetinfra.document.state import allocation_of
 
 NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"
 
@@ -54,21 +53,20 @@ class Decision:
         return sum(max(0, c.before - c.after) for c in self.rows)
 
 
-def gpus_in_use(allocations: list[Allocation | dict]) -> dict[tuple[str, str, str], int]:
+def gpus_in_use(allocations: list[Allocation]) -> dict[tuple[str, str, str], int]:
     """GPUs the allocations run per (cloud, region, GPU), a mixed pipeline's per stage."""
     used: dict[tuple[str, str, str], int] = {}
-    for a in map(allocation_of, allocations):
+    for a in allocations:
         for g in a.instance_groups():
             k = (a.cloud, a.region, g.gpu)
             used[k] = used.get(k, 0) + g.gpus_per_instance * g.instances
     return used
 
 
-def decide(running: list[Allocation | dict], new_plan: Plan | dict, offers, caps: dict, *, min_savings_pct: float,
+def decide(running: list[Allocation], plan: Plan, offers, caps: dict, *, min_savings_pct: float,
            min_savings_usd_h: float, demand_notes: list[str] = (), forced_notes: list[str] = ()) -> Decision:
-    """Compare what runs with ``new_plan``; ``offers`` are today's, ``caps`` today's GPU caps;
+    """Compare what runs with the new ``plan``; ``offers`` are today's, ``caps`` today's GPU caps;
     ``forced_notes`` (capacity lost from what runs: hetinfra.deploy.drift) force the move."""
-    running, plan = [allocation_of(a) for a in running], Plan.of(new_plan)
     running_new, triggers, forced = _reprice(running, offers)
     for k, n in sorted(gpus_in_use(running).items()):
         if k in caps and n > caps[k]:

@@ -131,8 +131,8 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     for line in notes:
         detail(f"live: {line}")
     units = live.get("units") or {}
-    stalled = [a for a in running if (units.get(allocation_of(a).deployment_unit) or {}).get("stalled")]
-    used = gpus_in_use(now_running)
+    stalled = [a for a in map(allocation_of, running) if (units.get(a.deployment_unit) or {}).get("stalled")]
+    used = gpus_in_use([allocation_of(a) for a in now_running])
     caps = {k: used.get(k, 0) for k in gpus_in_use(stalled)}
     for (cloud, region, gpu), n in sorted(caps.items()):
         detail(f"live: {gpu} in {cloud}/{region} capped at the {n} GPU(s) running there (a group stalled)")
@@ -154,22 +154,21 @@ def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, targe
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
     from hetinfra.deploy.apply import apply_plan
 
-    new_plan, running = journal.doc["new_plan"], journal.doc["running_before"]
-    for stage in journal.doc["stages"]:
-        if stage["status"] == "done":
-            detail(f"stage {stage['name']}: done in an earlier run")
+    new_plan, running = journal.doc.new_plan, journal.doc.running_before
+    for stage in journal.doc.stages:
+        if stage.status == "done":
+            detail(f"stage {stage.name}: done in an earlier run")
             continue
-        target = Plan.parse(stage_plan(new_plan, running, stage["counts"]), out / "plan.json")
+        target = Plan.parse(stage_plan(new_plan, running, stage.counts), out / "plan.json")
         write_plan(out, target)
         journal.set(stage, "running")
         try:
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
-            if stage["name"] == "make":
-                staged = Plan.of(target)
+            if stage.name == "make":
                 before = {r.unit: r.count for r in map(allocation_of, running)}
-                grown = {a.deployment_unit for a in staged.allocations if a.count > before.get(a.unit, 0)}
-                bad = wait_healthy(staged, state.doc, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
+                bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
                                    http=health)
                 if bad:
                     raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
@@ -191,66 +190,85 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         journal = Journal(out)
         if journal.unfinished:
             return _resume(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-
-        from hetinfra.plan.feeds import load_caps, load_feeds
-        from hetinfra.plan.planner import running_allocations
-        from hetinfra.plan.pipeline import plan_document
-
-        snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
-        caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
-        for w in list(feed_warnings) + cap_warnings:
-            detail(f"feeds: {w}")
-        override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
-                                                                _declared_origins(out))
-                                                 if opts.demand_log else (None, [], []))
-        running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
-                                               pulumi_command=pulumi_command, env=env)
-        running = [allocation_of(a) for a in running_dicts]
-        for k, n in live_caps.items():  # the tighter cap wins
-            caps[k] = min(n, caps.get(k, n))
-        result, plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
-                                     spec_override=override, extra_caps=caps)
-        new_plan = plan.to_dict()  # the journal's copy and proposed/plan.json
-        d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
-                   min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
-                   demand_notes=demand_triggers, forced_notes=lost)
+        p = _propose(spec_path, out, opts, detail, pulumi_command=pulumi_command, env=env)
+        d = p.decision
         detail(render(d))
         if d.kind in (NONE, HOLD):
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
             return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
-                           forecast_holds=unreliable)
+                           forecast_holds=p.unreliable)
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
                 f"(savings ${d.savings:.2f}/h)")
+        new_plan = p.plan.to_dict()  # the journal's copy and proposed/plan.json
         atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
-        stages, complete, capped = _this_run(running, plan, opts, detail, hold_cuts=bool(unreliable))
-        shown = render_stages(stages, running)
+        stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
+        shown = render_stages(stages, p.running)
         if not opts.apply:
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
-                           + ("; a forecast too wrong to cut on holds removals back" if unreliable else ""), d, shown,
-                           unreliable)
-        _check_health_paths(plan, running, stages, opts.target)
-        journal.start(new_plan, stages, complete, running_dicts)
+                           + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
+                           shown, p.unreliable)
+        _check_health_paths(p.plan, p.running, stages, opts.target)
+        journal.start(new_plan, stages, complete, p.running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, unreliable)
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable)
+
+
+@dataclass
+class Proposal:
+    """The new plan against what runs, and the decision about it."""
+
+    plan: Plan
+    running: list[Allocation]
+    running_dicts: list[dict]  # as state.json (or the running plan.json) records them: the journal's copy
+    decision: Decision
+    unreliable: list[str]  # forecasts too wrong to drive cuts
+
+
+def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_command, env) -> Proposal:
+    """Today's feeds and caps, the observed demand, what runs by the clouds' account, the plan made
+    against it, and the decision (:func:`hetinfra.replan.diff.decide`)."""
+    from hetinfra.plan.feeds import load_caps, load_feeds
+    from hetinfra.plan.pipeline import plan_document
+    from hetinfra.plan.planner import running_allocations
+
+    snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
+    caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
+    for w in list(feed_warnings) + cap_warnings:
+        detail(f"feeds: {w}")
+    override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
+                                                            _declared_origins(out))
+                                             if opts.demand_log else (None, [], []))
+    running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
+                                           pulumi_command=pulumi_command, env=env)
+    running = [allocation_of(a) for a in running_dicts]
+    for k, n in live_caps.items():  # the tighter cap wins
+        caps[k] = min(n, caps.get(k, n))
+    result, plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
+                                 spec_override=override, extra_caps=caps)
+    d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
+               min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
+               demand_notes=demand_triggers, forced_notes=lost)
+    return Proposal(plan, running, running_dicts, d, unreliable)
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:
     """A replan that stopped half-way: reported, or (``--apply``) completed before anything else."""
-    what = f"a replan started {journal.doc['started_at']} stopped half-way ({journal.doc.get('error') or 'killed'})"
+    what = f"a replan started {journal.doc.started_at} stopped half-way ({journal.doc.error or 'killed'})"
     if not opts.apply:
         detail(what)
         return Outcome(PROPOSED, f"{what}; run with --apply to complete it")
     detail(f"{what}; completing it")
     _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
-    return Outcome(APPLIED, "completed the interrupted replan: " + _fleet(journal.doc["new_plan"]))
+    return Outcome(APPLIED, "completed the interrupted replan: "
+                   + _fleet(Plan.parse(journal.doc.new_plan, journal.path)))
 
 
-def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: ReplanOptions,
+def _this_run(running: list[Allocation], new_plan: Plan, opts: ReplanOptions,
               detail, hold_cuts: bool = False) -> tuple[list, bool, bool]:
     """The stages this run applies (``--max-changes``, then the capacity-cut cap unless ``--force``),
     whether they reach the new plan, whether the cut was capped; the dry run shows the same.
@@ -268,7 +286,6 @@ def _this_run(running: list[Allocation | dict], new_plan: Plan | dict, opts: Rep
     return stages, complete and not capped, capped
 
 
-def _fleet(plan: Plan | dict) -> str:
-    plan = Plan.of(plan)
+def _fleet(plan: Plan) -> str:
     return f"{sum(a.instances for a in plan.allocations)} instance(s), ${plan.cost_usd_per_hour:.2f}/h"
 

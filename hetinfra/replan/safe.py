@@ -18,12 +18,13 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
 
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.deploy.state import now
 from hetinfra.document import Allocation, Plan
-from hetinfra.document.state import allocation_of
 from hetinfra.errors import HetinfraError
 
 JOURNAL = "replan.json"
@@ -60,18 +61,17 @@ def replan_lock(out: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
-def _fleets(running: list[Allocation | dict], new_plan: Plan | dict) -> tuple[dict[str, Allocation], dict[str, int]]:
+def _fleets(running: list[Allocation], new_plan: Plan) -> tuple[dict[str, Allocation], dict[str, int]]:
     """(unit id -> its allocation, the new plan's record first; unit id -> replicas running)."""
-    running = [allocation_of(a) for a in running]
-    info = {a.unit: a for a in running} | {a.unit: a for a in Plan.of(new_plan).allocations}
+    info = {a.unit: a for a in running} | {a.unit: a for a in new_plan.allocations}
     return info, {a.unit: a.count for a in running}
 
 
-def stage_counts(running: list[Allocation | dict], new_plan: Plan | dict,
+def stage_counts(running: list[Allocation], new_plan: Plan,
                  max_changes: int | None) -> tuple[list[tuple[str, dict]], bool]:
     """The stages of this run as (name, unit id -> replicas), and whether they reach the new plan."""
     info, run = _fleets(running, new_plan)
-    new = {a.unit: a.count for a in Plan.of(new_plan).allocations}
+    new = {a.unit: a.count for a in new_plan.allocations}
     units = sorted(set(run) | set(new))
     union = {u: max(run.get(u, 0), new.get(u, 0)) for u in units}
     if max_changes is None:
@@ -91,18 +91,18 @@ def stage_counts(running: list[Allocation | dict], new_plan: Plan | dict,
     return [(name, counts)], done
 
 
-def fleet_gpus(counts: dict, info: dict[str, Allocation | dict]) -> int:
+def fleet_gpus(counts: dict, info: dict[str, Allocation]) -> int:
     """GPUs of a fleet given as unit id -> replicas (``info``: unit id -> its allocation)."""
-    return sum(n * allocation_of(info[u]).gpus_per_replica() for u, n in counts.items())
+    return sum(n * info[u].gpus_per_replica() for u, n in counts.items())
 
 
-def running_kept(counts: dict, run: dict[str, int], info: dict[str, Allocation | dict]) -> int:
+def running_kept(counts: dict, run: dict[str, int], info: dict[str, Allocation]) -> int:
     """GPUs of the running fleet ``run`` that ``counts`` keeps: new replicas (a unit that does not
     run yet, or grows) are not counted, so a cut cannot be hidden behind what the same run adds."""
     return fleet_gpus({u: min(counts.get(u, 0), n) for u, n in run.items()}, info)
 
 
-def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], new_plan: Plan | dict,
+def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation], new_plan: Plan,
             max_cut: float, why: str | None = None) -> tuple[list[tuple[str, dict]], bool, str | None]:
     """Keep >= (1 - max_cut) of the running fleet's GPUs running through the last stage of this run:
     replicas the cut removes are kept back (units in id order, one replica at a time) until it is.
@@ -126,7 +126,7 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], ne
         while counts[u] < run[u] and running_kept(counts, run, info) < floor - 1e-9:
             counts[u] += 1
     rule = why or f"at most {max_cut:.0%} removed per run, --max-cut-pct"
-    smallest = min(cut, key=lambda x: (allocation_of(info[x]).gpus_per_replica(), x))
+    smallest = min(cut, key=lambda x: (info[x].gpus_per_replica(), x))
     moved = {**counts, smallest: run[smallest] - 1}
     if max_cut > 0 and all(counts[u] == run[u] for u in cut) and fleet_gpus(moved, info) >= floor - 1e-9:
         # a fleet so small that one replica is more than the cap (1 GPU of 1) would never move to
@@ -140,9 +140,9 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation | dict], ne
     return stages[:-1] + [(name, counts)], True, line
 
 
-def render_stages(stages: list[tuple[str, dict]], running: list[Allocation | dict]) -> list[str]:
+def render_stages(stages: list[tuple[str, dict]], running: list[Allocation]) -> list[str]:
     """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
-    run = {a.unit: a.count for a in map(allocation_of, running)}
+    run = {a.unit: a.count for a in running}
     lines, prev = [], dict(run)
     for name, counts in stages:
         moves = [f"{u} {prev.get(u, 0)} -> {n}" for u, n in sorted(counts.items()) if n != prev.get(u, 0)]
@@ -167,44 +167,67 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
     return dict(new_plan, allocations=allocations, cost_usd_per_hour=cost)
 
 
-def _read_journal(path: Path) -> dict:
-    """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError);
-    it must be the object a run wrote."""
-    from hetinfra.errors import InvalidInputError
+class JournalStage(BaseModel):
+    """One stage of a replan run: its name (make or break), the replicas per unit it applies, how far it got."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str
+    counts: dict[str, int]
+    status: Literal["pending", "running", "failed", "done"]
+
+
+class JournalDoc(BaseModel):
+    """``OUT/replan.json``: the target plan, what ran before, and each stage's status (written whole
+    after every change; keys of other hetinfra versions are kept)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    status: Literal["running", "failed", "done"]
+    started_at: Optional[str] = None
+    pid: Optional[int] = None
+    complete: Optional[bool] = None
+    new_plan: dict  # plan.json's dict of the target (parsed where it is applied)
+    running_before: list[dict] = []  # state.json's allocations when the run started
+    error: Optional[str] = None
+    stages: list[JournalStage]
+    finished_at: Optional[str] = None
+
+
+def _read_journal(path: Path) -> JournalDoc:
+    """replan.json through the one reader (a FIFO or a nest is exit 2, not a hang or a RecursionError),
+    parsed as the journal a run writes (exit 2 naming the first wrong field otherwise)."""
+    from hetinfra.document.load import parse_document
     from hetinfra.fileio import read_json
 
     hint = f"it is written by replan --apply; if no replan is running, move {path.name} aside to start afresh"
-    doc = read_json(path, "replan journal", hint=hint)
-    if not isinstance(doc, dict) or doc.get("status") not in ("running", "failed", "done") or not isinstance(
-            doc.get("stages"), list):
-        raise InvalidInputError(f"{path}: not a replan journal (status and stages missing or wrong)", hint=hint)
-    return doc
+    return parse_document(JournalDoc, read_json(path, "replan journal", hint=hint), path, hint=hint)
 
 
 class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
-        self.doc: dict | None = _read_journal(self.path) if self.path.exists() else None
+        self.doc: JournalDoc | None = _read_journal(self.path) if self.path.exists() else None
 
     @property
     def unfinished(self) -> bool:
-        return bool(self.doc) and self.doc["status"] != "done"
+        return self.doc is not None and self.doc.status != "done"
 
     def start(self, new_plan: dict, stages: list[tuple[str, dict]], complete: bool, running: list[dict]) -> None:
-        self.doc = {"status": "running", "started_at": now(), "pid": os.getpid(), "complete": complete,
-                    "new_plan": new_plan, "running_before": running, "error": None,
-                    "stages": [{"name": n, "counts": c, "status": "pending"} for n, c in stages]}
+        self.doc = JournalDoc(status="running", started_at=now(), pid=os.getpid(), complete=complete,
+                              new_plan=new_plan, running_before=running, error=None,
+                              stages=[JournalStage(name=n, counts=c, status="pending") for n, c in stages])
         self.save()
 
-    def set(self, stage: dict, status: str, error: str | None = None) -> None:
-        stage["status"] = status
+    def set(self, stage: JournalStage, status: str, error: str | None = None) -> None:
+        stage.status = status
         if error:
-            self.doc["status"], self.doc["error"] = "failed", f"{stage['name']}: {error}"
+            self.doc.status, self.doc.error = "failed", f"{stage.name}: {error}"
         self.save()
 
     def finish(self) -> None:
-        self.doc["status"], self.doc["finished_at"] = "done", now()
+        self.doc.status, self.doc.finished_at = "done", now()
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
+        atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n")

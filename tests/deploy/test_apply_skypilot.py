@@ -4,6 +4,7 @@ calls and stream_and_get): the exact calls, secrets by value at launch only, mak
 from __future__ import annotations
 
 import json
+from hetinfra.document import Plan  # apply_plan takes the typed plan
 
 
 def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli):
@@ -34,7 +35,7 @@ def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli
     sky_sdk.clear()
     shown: list[str] = []
     report: dict = {}
-    apply_plan(planned_out, new_plan, target="skypilot", yes=True, echo=shown.append, report=report)
+    apply_plan(planned_out, Plan.parse(new_plan), target="skypilot", yes=True, echo=shown.append, report=report)
     text = "\n".join(shown)
     assert "SkyServe: 0 new service(s), 1 update(s), 1 down" in text
     before = grown["count"]
@@ -73,7 +74,7 @@ def test_target_all_splits_by_cloud_and_removes_units_that_left(sky_sdk, fake_pu
 
     plan = json.loads((planned_out / "plan.json").read_text())
     plan["deploy"]["skypilot_clouds"] = ["gcp"]
-    apply_plan(planned_out, plan, target="all", yes=True, echo=lambda s: None)
+    apply_plan(planned_out, Plan.parse(plan), target="all", yes=True, echo=lambda s: None)
     state = json.loads((planned_out / "state.json").read_text())
     assert {(a["cloud"], a["path"]) for a in state["allocations"]} == {("aws", "pulumi"), ("gcp", "skypilot")}
     gcp_units = sorted(a["deployment_unit"] for a in plan["allocations"] if a["cloud"] == "gcp")
@@ -82,7 +83,7 @@ def test_target_all_splits_by_cloud_and_removes_units_that_left(sky_sdk, fake_pu
     # The next plan has no GCP unit left: `all` takes the SkyServe services down too.
     sky_sdk.clear()
     aws_only = dict(plan, allocations=[a for a in plan["allocations"] if a["cloud"] == "aws"])
-    apply_plan(planned_out, aws_only, target="all", yes=True, echo=lambda s: None)
+    apply_plan(planned_out, Plan.parse(aws_only), target="all", yes=True, echo=lambda s: None)
     assert [(c[0], c[1][0]) for c in sky_sdk if c[0] == "serve.down"] == [("serve.down", gcp_units)]
     state = json.loads((planned_out / "state.json").read_text())
     assert {a["cloud"] for a in state["allocations"]} == {"aws"}

@@ -16,7 +16,7 @@ def test_one_regional_gateway_launch_line_per_fleet_region(tmp_path):
                golden_allocation(deployment_unit="u2", path="skypilot", cloud="gcp", region="europe-west4")]
     plan = golden_plan_with(running, deploy={"gateway": {"enabled": True, "port": 8443}},
                             routing_by_origin={"chat": {"europe-west4": {}, "us-east-1": {}}})
-    state = DeployState(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
+    state = DeployState.of(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
         "u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}})
     lines = endpoint_lines(tmp_path, Plan.of(plan), state)  # endpoint_lines takes the model
     launches = [x.strip() for x in lines if "sky launch" in x]

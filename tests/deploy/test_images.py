@@ -11,6 +11,7 @@ import pytest
 
 from hetinfra.deploy import images
 from hetinfra.document import Plan
+from hetinfra.document.state import State
 from tests.conftest import QuietHandler, loopback_server
 from tests.plan.golden_plans import filled_golden
 
@@ -77,14 +78,15 @@ def test_azure_latest_is_resolved_to_the_newest_concrete_version(arm_server):
     plan = Plan.of(plan)
     env = {"AZURE_ACCESS_TOKEN": "arm-token", "AZURE_SUBSCRIPTION_ID": "sub-1", "PATH": "/nonexistent"}
     notes: list[str] = []
-    pins = images.pins_for_up({}, plan, "azure", update=False, env=env, notes=notes, azure_url=url)
+    none = State.model_validate({"state_version": 1})  # pins_for_up reads state.json's model
+    pins = images.pins_for_up(none, plan, "azure", update=False, env=env, notes=notes, azure_url=url)
     assert pins == {"eastus": {"gpu": "22.04.2025010101"}} and notes == []
     assert seen == ["/subscriptions/sub-1/providers/Microsoft.Compute/locations/eastus/publishers/microsoft-dsvm/"
                     "artifacttypes/vmimage/offers/ubuntu-hpc/skus/2204/versions?api-version=2024-07-01"]
     # a pinned version is kept (no lookup); without credentials the VMs get 'latest' and apply says so
-    recorded = {"images": {"azure": {"eastus": {"gpu": "22.04.2024101001"}}}}
+    recorded = State.model_validate({"state_version": 1, "images": {"azure": {"eastus": {"gpu": "22.04.2024101001"}}}})
     assert images.pins_for_up(recorded, plan, "azure", update=False, env=env, notes=notes, azure_url=url) == \
-        recorded["images"]["azure"] and len(seen) == 1
-    pins = images.pins_for_up({}, plan, "azure", update=False, env={"PATH": "/nonexistent"}, notes=notes,
+        recorded.images["azure"] and len(seen) == 1
+    pins = images.pins_for_up(none, plan, "azure", update=False, env={"PATH": "/nonexistent"}, notes=notes,
                               azure_url=url)
     assert pins == {} and "azure/eastus gpu image not pinned: no Azure token" in notes[0]

@@ -18,6 +18,7 @@ from hetinfra.deploy.destroy import destroy
 from hetinfra.deploy.drift import PATIENCE_S, live_lines, read_live, running_now
 from hetinfra.deploy.state import DeployState
 from hetinfra.errors import InvalidInputError
+from hetinfra.document import Plan  # apply_plan takes the typed plan
 from tests.conftest import copied_plan, loopback_server
 from tests.deploy.kube_stand_in import KubeStore, handler_for
 
@@ -80,7 +81,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     (alloc,) = plan["allocations"]
     unit, count = alloc["deployment_unit"], alloc["count"]
     lines: list[str] = []
-    state = apply_plan(out, plan, target="all", yes=True, echo=lines.append, env=ENV)
+    state = apply_plan(out, Plan.parse(plan), target="all", yes=True, echo=lines.append, env=ENV)
     ops = [a[:2] for a in _argvs(deploy_env())]
     # as for a VM stack: the secrets on stdin, Pulumi's preview shown, then `up --refresh`
     assert ["config", "set"] in ops and ops.index(["preview", "--json"]) < ops.index(["up", "--yes"])
@@ -93,7 +94,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert cluster.objects[SECRET_PATH]["stringData"] == SECRETS  # sent to the cluster, never written under OUT
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
     assert any(p.startswith("/apis/karpenter.sh/v1/nodepools/") for p in cluster.objects)
-    assert {a["path"] for a in state.allocations} == {"kubernetes"}
+    assert {a.path for a in state.running} == {"kubernetes"}
     assert state.doc["pulumi"]["kubernetes"]["stack"] == "prod"
     assert state.doc["pulumi"]["kubernetes"]["outputs"]["units"][unit]["kind"] == "Deployment"
     assert state.doc["kubernetes"]["aws-us-east-1"] == {"context": "stand-in", "kubeconfig": None, "namespace": "llm"}
@@ -116,7 +117,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert (u["live"], u["replacing"], u["stalled"]) == (count - 1, 1, 1)
     assert any("pending" in line for line in live_lines(doc))
     # a re-plan takes the stalled replica out of what runs and says why
-    running, forced, _notes = running_now(DeployState.load(out).allocations, doc)
+    running, forced, _notes = running_now(DeployState.load(out).doc["allocations"], doc)
     assert forced and "planned elsewhere" in forced[0]
     assert sum(a["count"] for a in running) == count - 1
 
@@ -127,7 +128,7 @@ def test_apply_status_destroy(cluster, planned, deploy_env, pulumi_stacks):
     assert dep not in cluster.objects and SECRET_PATH not in cluster.objects
     assert not any(p.startswith("/apis/karpenter.sh/v1/nodepools/") for p in cluster.objects)
     state = DeployState.load(out)
-    assert state.allocations == [] and state.doc["endpoints"] == {} and not state.doc.get("kubernetes")
+    assert state.running == [] and state.doc["endpoints"] == {} and not state.doc.get("kubernetes")
     assert "/api/v1/namespaces/llm" in cluster.objects  # the namespace is the owner's to remove (retained)
 
 
@@ -135,13 +136,13 @@ def test_a_workload_deleted_outside_is_lost_and_the_next_apply_restores_it(clust
     out, plan = planned
     (alloc,) = plan["allocations"]
     unit = alloc["deployment_unit"]
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     dep = f"/apis/apps/v1/namespaces/llm/deployments/{unit}"
     del cluster.objects[dep]  # kubectl delete, behind Pulumi's back
     u = read_live(out, DeployState.load(out))["units"][unit]
     assert (u["live"], u["lost"]) == (0, alloc["count"])
     report: dict = {}
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV, report=report)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV, report=report)
     assert cluster.objects[dep]["spec"]["replicas"] == alloc["count"]  # `up --refresh` saw it gone
     assert report["stacks"]["kubernetes"]["status"] == "done"
 
@@ -150,7 +151,7 @@ def test_a_fresh_pending_pod_is_replacing_not_stalled(cluster, planned, deploy_e
     out, plan = planned
     (alloc,) = plan["allocations"]
     unit = alloc["deployment_unit"]
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     from hetinfra.deploy.state import now
 
     cluster.add_pod("llm", f"{unit}-0", {"hetinfra.dev/unit": unit}, phase="Pending", unschedulable_since=now())
@@ -162,7 +163,7 @@ def test_a_fresh_pending_pod_is_replacing_not_stalled(cluster, planned, deploy_e
 def test_apply_without_the_api_key_changes_nothing(cluster, planned, deploy_env):
     out, plan = planned
     with pytest.raises(InvalidInputError, match="VLLM_API_KEY"):
-        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env={})
+        apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env={})
     assert not any(m == "PATCH" for m, _p, _c in cluster.requests)
     assert _argvs(deploy_env()) == []
 
@@ -173,9 +174,9 @@ def test_a_failed_preview_changes_nothing(cluster, planned, deploy_env, monkeypa
     out, plan = planned
     monkeypatch.setenv("FAKE_PULUMI_FAIL", "preview:kubernetes")
     with pytest.raises(ProviderError, match="pulumi preview of the kubernetes stack failed"):
-        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+        apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     assert not any(m == "PATCH" for m, _p, _c in cluster.requests)
-    assert not (out / "state.json").exists() or DeployState.load(out).allocations == []
+    assert not (out / "state.json").exists() or DeployState.load(out).running == []
 
 
 def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planned, deploy_env, monkeypatch):
@@ -184,17 +185,17 @@ def test_a_failed_up_stops_resumably_and_the_next_apply_finishes(cluster, planne
     out, plan = planned
     monkeypatch.setenv("FAKE_PULUMI_FAIL", "up:kubernetes")
     with pytest.raises(ProviderError, match="apply stopped at step pulumi:kubernetes"):
-        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+        apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     state = DeployState.load(out)
-    assert state.operation["status"] == "failed" and state.allocations == []
+    assert state.operation.status == "failed" and state.running == []
     monkeypatch.delenv("FAKE_PULUMI_FAIL")
-    state = apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
-    assert state.operation["status"] == "done" and {a["path"] for a in state.allocations} == {"kubernetes"}
+    state = apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    assert state.operation.status == "done" and {a.path for a in state.running} == {"kubernetes"}
 
 
 def test_destroy_of_objects_applied_without_pulumi_says_how_to_adopt_them(cluster, planned, deploy_env):
     out, plan = planned
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     doc = json.loads((out / "state.json").read_text())
     del doc["pulumi"]["kubernetes"]  # as the direct-client apply of an earlier hetinfra left it
     (out / "state.json").write_text(json.dumps(doc))
@@ -208,7 +209,7 @@ def test_a_missing_cluster_context_is_a_clear_error(tmp_path, run_cli, cluster, 
     spec["deploy"]["kubernetes"]["clusters"] = {}
     out, plan = _plan(tmp_path, run_cli, spec)
     with pytest.raises(InvalidInputError, match="no cluster for aws-us-east-1"):
-        apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+        apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     assert _argvs(deploy_env()) == []
 
 

@@ -19,6 +19,7 @@ from hetinfra.deploy.kube_api import read_kubeconfig
 from hetinfra.deploy.state import DeployState
 from hetinfra.document.state import MAX_LIVE_COUNT, parse_state
 from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.document import Plan  # apply_plan takes the typed plan
 from tests.deploy.test_kube import ENV, cluster, deploy_env, planned  # noqa: F401 - fixtures
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**31, max_value=10**31),
@@ -60,7 +61,7 @@ def test_status_on_a_malformed_workload_exits_4_naming_cluster_and_field(cluster
     out, plan = planned
     (alloc,) = plan["allocations"]
     unit = alloc["deployment_unit"]
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     cluster.objects[f"/apis/apps/v1/namespaces/llm/deployments/{unit}"]["status"] = status
     if status is None:  # no status yet: 0 ready, not an error
         assert read_live(out, DeployState.load(out))["units"][unit]["live"] == 0
@@ -74,7 +75,7 @@ def test_status_on_a_malformed_workload_exits_4_naming_cluster_and_field(cluster
 def test_a_pod_with_a_garbled_transition_time_exits_4(cluster, planned, deploy_env):
     out, plan = planned
     unit = plan["allocations"][0]["deployment_unit"]
-    apply_plan(out, plan, target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
+    apply_plan(out, Plan.parse(plan), target="kubernetes", yes=True, echo=lambda _l: None, env=ENV)
     cluster.add_pod("llm", f"{unit}-0", {"hetinfra.dev/unit": unit}, phase="Pending", unschedulable_since="yesterday")
     with pytest.raises(ProviderError, match="lastTransitionTime"):
         read_live(out, DeployState.load(out))
@@ -94,9 +95,9 @@ def test_a_kubeconfig_fifo_is_refused_not_a_hang(tmp_path):
 def test_state_never_holds_a_live_count_out_of_bounds(tmp_path, count):
     live = {"live_replicas": 0, "units": {"u": {"live": count, "desired": 1}}}
     with pytest.raises(ProviderError, match="out of bounds"):
-        DeployState(tmp_path / "state.json", {}).record_live(live)
+        DeployState.load(tmp_path).record_live(live)
     with pytest.raises(InvalidInputError, match="live.units.u.live"):
         parse_state({"state_version": 1, "live": live}, tmp_path / "state.json")
     ok = {"live_replicas": 3, "units": {"u": {"live": 3, "desired": 3}}}
-    DeployState(tmp_path / "state.json", {}).record_live(ok)
+    DeployState.load(tmp_path).record_live(ok)
     assert parse_state(json.loads(json.dumps({"state_version": 1, "live": ok})), tmp_path / "state.json")

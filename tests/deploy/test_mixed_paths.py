@@ -41,7 +41,7 @@ def test_preview_counts_each_stage_type():
 
 
 def test_replan_prices_a_running_mixed_pipeline_by_stage():
-    new_plan = golden_plan_with([MIXED.to_dict()], cost_usd_per_hour=11.0)
+    new_plan = _plan(cost_usd_per_hour=11.0)
     same = decide([MIXED], new_plan, [_offer("h1", "H100", 4.0), _offer("l1", "L40S", 1.5)], {},
                   min_savings_pct=5, min_savings_usd_h=1)
     assert same.kind == "none" and not same.triggers and same.running_cost_new == pytest.approx(11.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hetinfra.document import Plan  # apply_plan takes the typed plan
 
 from tests.deploy.conftest import REPO, at_the_middle
 
@@ -175,7 +176,7 @@ def test_quota_below_the_plan_exits_4_and_changes_nothing(fake_pulumi, cloud_env
     caps = lambda allocs: [AvailabilityCap("gcp", a["region"], a["gpu"], 0, purchase)]  # noqa: E731
     before = _tree(planned_out)
     with pytest.raises(ProviderError) as exc:
-        apply_plan(planned_out, plan, yes=True, echo=lambda s: None, quota_caps=caps)
+        apply_plan(planned_out, Plan.parse(plan), yes=True, echo=lambda s: None, quota_caps=caps)
     assert exc.value.exit_code == 4 and "the quota allows 0" in str(exc.value) and a["gpu"] in str(exc.value)
     assert _tree(planned_out) == before
     assert [c for c in fake_pulumi() if c["argv"][:1] != ["version"]] == []

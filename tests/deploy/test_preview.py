@@ -33,9 +33,9 @@ def test_a_replacement_reported_three_ways_counts_once():
     assert p.counts == {"create": 1, "update": 1, "replace": 1, "delete": 1, "same": 1}
     assert p.counts == {k: DIGEST["changeSummary"].get(k, 0) for k in p.counts}  # agrees with Pulumi's own summary
     (rep,) = p.replacements
-    assert (rep["name"], rep["type"], rep["kind"], rep["reasons"]) == ("u1-asg", "aws:autoscaling/group:Group", "gpu",
+    assert (rep.name, rep.type, rep.kind, rep.reasons) == ("u1-asg", "aws:autoscaling/group:Group", "gpu",
                                                                       ["placementGroup"])
-    kinds = {c["name"]: c["kind"] for c in p.changes}
+    kinds = {c.name: c.kind for c in p.changes}
     assert kinds == {"u1-asg": "gpu", "u1-lt": "gpu", "chat-aws-us-east-1-gateway": "gateway", "u0-listener": "other"}
     text = render_changes([p], [])
     assert "  aws (stack prod): 1 to create, 1 to update, 1 to replace, 1 to delete, 1 unchanged" in text

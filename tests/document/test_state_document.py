@@ -34,7 +34,7 @@ def test_a_wrong_state_names_file_and_field(tmp_path, doc, where):
 def test_a_minimal_state_gets_the_defaults(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps({"state_version": 1, "service": "chat"}))
     state = DeployState.load(tmp_path)
-    assert state.allocations == [] and state.doc["endpoints"] == {} and state.doc["pulumi"] == {}
+    assert state.running == [] and state.doc["endpoints"] == {} and state.doc["pulumi"] == {}
 
 
 @pytest.mark.parametrize("command", [["status"], ["destroy", "--yes"], ["apply", "--yes"]])

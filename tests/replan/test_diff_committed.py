@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hetinfra.document import Allocation, Plan
 from hetinfra.price_feeds.offers import Offer
 from hetinfra.replan.diff import decide
 from tests.plan.golden_plans import golden_allocation, golden_plan_with
@@ -16,10 +17,11 @@ BASE = golden_allocation(unit="c", cloud="gcp", region="us-east4", instance_type
 
 def test_running_commitment_is_not_repriced_at_on_demand():
     offer = Offer("gcp", "us-east4", "g2-standard-4", "L4", 1, 24, 4, 16, 0.70452, None, "2025-11-01", "test")
-    d = decide([BASE], golden_plan_with([BASE], cost_usd_per_hour=0.9), [offer], {},
+    d = decide([Allocation.model_validate(BASE)], Plan.parse(golden_plan_with([BASE], cost_usd_per_hour=0.9)), [offer], {},
                min_savings_pct=5, min_savings_usd_h=1)
     assert d.kind == "none" and not d.triggers and d.running_cost_new == pytest.approx(0.9)
     on_demand = dict(BASE, purchase="on_demand")  # an on-demand unit is re-priced as before
-    d = decide([on_demand], golden_plan_with([on_demand], cost_usd_per_hour=0.9), [offer], {},
+    d = decide([Allocation.model_validate(on_demand)], Plan.parse(golden_plan_with([on_demand], cost_usd_per_hour=0.9)),
+               [offer], {},
                min_savings_pct=5, min_savings_usd_h=1)
     assert d.running_cost_new == pytest.approx(2 * 0.70452) and d.triggers

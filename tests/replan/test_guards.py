@@ -7,21 +7,24 @@ from types import SimpleNamespace
 
 import pytest
 
+from hetinfra.document import Allocation, Plan
 from hetinfra.replan.diff import decide
 from hetinfra.replan.run import ReplanOptions, _this_run, min_history_s
 from hetinfra.replan.safe import cap_cut, fleet_gpus, render_stages, stage_counts
 from tests.plan.golden_plans import golden_allocation, golden_plan_with
 
 
-def _alloc(unit: str, count: int, gpus: int = 1, price: float = 1.0) -> dict:
-    return golden_allocation(unit=unit, deployment_unit=unit, count=count, instances=count, nodes_per_replica=1,
+def _alloc(unit: str, count: int, gpus: int = 1, price: float = 1.0) -> Allocation:
+    return Allocation.model_validate(golden_allocation(unit=unit, deployment_unit=unit, count=count, instances=count, nodes_per_replica=1,
                              gpus_per_instance=gpus, cloud="aws", region="us-east-1", instance_type=f"{unit}.xl",
                              gpu="L4", spot=False, price_per_instance_usd_per_hour=price,
-                             cost_usd_per_hour=price * count)
+                             cost_usd_per_hour=price * count))
 
 
-def _plan(*allocs: dict) -> dict:
-    return golden_plan_with(list(allocs), cost_usd_per_hour=sum(a["cost_usd_per_hour"] for a in allocs))
+def _plan(*allocs: Allocation) -> Plan:
+    """The golden plan with ``allocs``: what replan's stages are computed against (the typed plan)."""
+    return Plan.parse(golden_plan_with([a.to_dict() for a in allocs],
+                                       cost_usd_per_hour=sum(a.cost_usd_per_hour for a in allocs)))
 
 
 def test_a_cut_of_90_percent_is_capped_at_half_then_continues():
@@ -43,7 +46,7 @@ def test_make_before_break_keeps_the_floor_in_the_break_stage():
     stages, _ = stage_counts(running, new, None)
     capped, was_capped, _ = cap_cut(stages, running, new, 0.5)
     assert was_capped and [n for n, _ in capped] == ["make", "break"]
-    info = {"a": running[0], "b": new["allocations"][0]}
+    info = {"a": running[0], "b": new.allocations[0]}
     assert fleet_gpus(capped[-1][1], info) >= 4  # half of 8 GPUs kept
     assert capped[0] == stages[0]  # the make stage is untouched
 
@@ -79,9 +82,9 @@ def test_triggers_list_only_prices_that_changed():
     assert d.triggers == ["b.xl in aws/us-east-1: $2/h -> $2.5/h (+25.0%)"]
 
 
-def _kept(counts: dict, running: list[dict]) -> int:
+def _kept(counts: dict, running: list[Allocation]) -> int:
     """GPUs of the running replicas ``counts`` keeps, counted independently of hetinfra.replan.safe."""
-    return sum(min(counts.get(a["unit"], 0), a["count"]) * a["gpus_per_instance"] for a in running)
+    return sum(min(counts.get(a.unit, 0), a.count) * a.gpus_per_instance for a in running)
 
 
 def test_the_cap_counts_only_running_gpus_not_what_the_run_adds():
@@ -111,13 +114,13 @@ def test_property_a_capped_run_keeps_its_share_of_the_running_gpus(fleet, max_cu
     new = _plan(*planned)
     stages, _ = stage_counts(running, new, None)
     capped, was_capped, line = cap_cut(stages, running, new, max_cut)
-    before = sum(a["count"] * a["gpus_per_instance"] for a in running)
+    before = sum(a.count * a.gpus_per_instance for a in running)
     kept = _kept(capped[-1][1], running) if capped else before
     floor = before * (1 - max_cut)
     if kept < floor - 1e-9:  # the small-fleet exception: one replica, made up for by additions
-        info = {a["unit"]: a for a in running} | {a["unit"]: a for a in planned}
+        info = {a.unit: a for a in running} | {a.unit: a for a in planned}
         assert fleet_gpus(capped[-1][1], info) >= floor - 1e-9
-        assert kept >= floor - max(a["gpus_per_instance"] for a in running)
+        assert kept >= floor - max(a.gpus_per_instance for a in running)
     if was_capped:
         assert f"keeps {kept} of {before} running GPUs" in line
 
