@@ -302,7 +302,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
         fresh[a.model] = respanned(latency, len(cols[0]), span)
-        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms)
+        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms, r.preempted)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
