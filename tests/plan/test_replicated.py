@@ -101,7 +101,7 @@ class _ByCount:
         self.progress, self.config, self.last_pass, self.vetoes = None, SimpleNamespace(load=load, requests=1000), [], []
 
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
-        return {"models": []}
+        return {"models": [], "units": []}
 
     def __call__(self, view: dict) -> dict:
         met = sum(a["count"] for a in view["allocations"]) >= self.least

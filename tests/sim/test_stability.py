@@ -133,8 +133,10 @@ def test_requests_scale_with_the_longest_service_time():
     assert max(c["output_tokens"] for c in view["models"][0]["classes"]) == 1000
 
     def sim(ttft_ms, tpot_ms, rps=12.0):
-        return {"warmup_fraction": 0.1, "models": [{"model": "chat-8b", "offered_rps": rps, "ttft_ms": {"p50": ttft_ms, "mean": 50 * ttft_ms},
-                                                    "tpot_ms": {"p50": tpot_ms, "mean": 50 * tpot_ms}}]}
+        return {"warmup_fraction": 0.1, "units": [],
+                "models": [{"model": "chat-8b", "offered_rps": rps, "objective": {"met": True},
+                            "ttft_ms": {"p50": ttft_ms, "mean": 50 * ttft_ms},
+                            "tpot_ms": {"p50": tpot_ms, "mean": 50 * tpot_ms}}]}
     # S = 0.5 + 999 x 0.05 = 50.45 s; 20 x S x 12 / 0.9 = 13,453: the default holds
     assert requests_for(view, sim(500, 50)) == 20000
     # S = 1 + 999 x 0.1 = 100.9 s: 26,907 -> 27,000
