@@ -61,15 +61,16 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
 def sized_confirmation(confirm, view: dict) -> dict:
     """``confirm``'s judgement of ``view`` at no fewer requests per replication than ``requests_for``
     asks for that plan, measured on its first confirm seed at the length judged (see the module
-    docstring): where it asks for more, ``confirm`` runs longer from now on and judges again (the
-    need is measured again at the new length; it only grows, up to MOST_REQUESTS)."""
+    docstring): where it asks for more, ``confirm`` runs longer from now on (the need is measured
+    again at the new length; it only grows, up to MOST_REQUESTS). The need is measured BEFORE the
+    judgement: the judgement's screening seed is that very simulation (the memo serves it), and no
+    judgement is run at a length that is then thrown away."""
     from hetinfra.sim.replications import requests_for
 
     while True:
-        conf = confirm(view)
         need = requests_for(view, confirm.first_replication(view), least=int(confirm.config.requests))
         if need <= confirm.config.requests:
-            return conf
+            return confirm(view)
         confirm.lengthen(need)
 
 
