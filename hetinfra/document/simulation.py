@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
 
 from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
@@ -63,6 +63,19 @@ class SimPlan(Doc):
     origins: Optional[Origins] = None
     routing_by_origin: Optional[OriginRouting] = None
     spec_path: Optional[StrictStr] = None  # plan.json inputs.spec_path (SimPlan.of fills it)
+    #: the simulator's memo keys of this plan but their seed, by model and workload (hetinfra.sim.
+    #: plan_sim._memo_keys): not a field, and not copied by model_copy (a copy may differ)
+    _memo_keys: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def memo_keys(self) -> dict:
+        return self._memo_keys
+
+    def model_copy(self, *, update: dict | None = None, deep: bool = False) -> "SimPlan":
+        """A copy with its own (empty) memo keys: pydantic shares the private dict with a shallow copy."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied._memo_keys = {}
+        return copied
 
     @classmethod
     def of(cls, plan: Any, where: str = "plan") -> "SimPlan":
