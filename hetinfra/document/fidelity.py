@@ -160,7 +160,9 @@ class Fidelity(Doc):
     load_basis: Optional[StrictStr] = Field(None, description="Where the load multiple comes from.")
     statistic: Optional[dict[str, StrictStr]] = Field(None, description="Each model's objective percentile.")
     burst_cv: Optional[Number] = Field(None, description="Coefficient of variation of the simulated arrivals.")
-    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication.")
+    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication: the length "
+                                                            "the final plan was confirmed at (no shorter than its "
+                                                            "longest class needs).")
     requests_per: Optional[StrictStr] = Field(None, description="What ``requests`` counts per.")
     margin: Optional[Number] = Field(None, description="planning.verify.margin.")
     confidence: Optional[StrictStr] = Field(None, description="planning.confidence.")
