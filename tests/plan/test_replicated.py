@@ -188,3 +188,33 @@ def _inputs(doc: dict, spec_path):
 
     spec, _, _ = load_spec(spec_path)
     return SimPlan.of(doc), spec, spec_path
+
+
+def test_a_confirmation_lengthens_to_the_plans_need_before_it_judges_and_never_shortens(monkeypatch):
+    """hetinfra.plan.confirm.sized_confirmation with a plan whose need grows with the run (measured at
+    20,000 it asks 27,000, at 27,000 it asks 31,000): the one judgement runs at 31,000; a plan that
+    needs less than the judge's length is judged at that length."""
+    from hetinfra.plan.confirm import sized_confirmation
+
+    need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
+    monkeypatch.setattr("hetinfra.sim.replications.requests_for",
+                        lambda view, sim, least: max(least, need[sim["requests"]]))
+
+    class Judge:
+        def __init__(self, requests: int):
+            self.config, self.judged = SimpleNamespace(requests=requests), []
+
+        def first_replication(self, view):
+            return {"requests": self.config.requests}
+
+        def lengthen(self, requests: int):
+            self.config = SimpleNamespace(requests=max(requests, self.config.requests))
+
+        def __call__(self, view):
+            self.judged.append(self.config.requests)
+            return {"met": True}
+
+    grows, long = Judge(20_000), Judge(40_000)
+    sized_confirmation(grows, {})
+    sized_confirmation(long, {})
+    assert grows.judged == [31_000] and long.judged == [40_000]
