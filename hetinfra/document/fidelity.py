@@ -66,6 +66,25 @@ class FidelityModel(Judgement, _Worst):
 
     model_config = ConfigDict(extra="allow")
 
+    @property
+    def percentile(self) -> str:
+        """The percentile its objective names (p99 where it names none)."""
+        return (self.slo or {}).get("percentile") or "p99"
+
+    def objective(self, stat: str) -> Optional[float]:
+        """Its objective's ``stat`` (``ttft_ms``, ``tpot_ms``, ``attainment``), None where it has none."""
+        return (self.slo or {}).get(stat)
+
+    def statistic(self, stat: str, judged: Optional["Judgement"] = None) -> tuple[Any, Any]:
+        """(estimate, bound) of ``stat`` by ``judged`` (this model's judgement, or its confirmation's);
+        a plan of hetinfra before replications has no estimate: its worst replication's value at the
+        objective's percentile (the attainment: its own), and no bound."""
+        j = self if judged is None else judged
+        if j.estimate is None:
+            worst = self.attainment if stat == "attainment" else (getattr(self, stat) or {}).get(self.percentile)
+            return worst, None
+        return getattr(j.estimate, stat), getattr(j.bound, stat) if j.bound is not None else None
+
 
 class ConfirmedModel(Judgement, _Head):
     """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
@@ -141,7 +160,9 @@ class Fidelity(Doc):
     load_basis: Optional[StrictStr] = Field(None, description="Where the load multiple comes from.")
     statistic: Optional[dict[str, StrictStr]] = Field(None, description="Each model's objective percentile.")
     burst_cv: Optional[Number] = Field(None, description="Coefficient of variation of the simulated arrivals.")
-    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication.")
+    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication: the length "
+                                                            "the final plan was confirmed at (no shorter than its "
+                                                            "longest class needs).")
     requests_per: Optional[StrictStr] = Field(None, description="What ``requests`` counts per.")
     margin: Optional[Number] = Field(None, description="planning.verify.margin.")
     confidence: Optional[StrictStr] = Field(None, description="planning.confidence.")

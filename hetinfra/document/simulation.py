@@ -5,9 +5,10 @@ the simulator does not read are ignored, so both parse."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
 
 from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
@@ -62,6 +63,19 @@ class SimPlan(Doc):
     origins: Optional[Origins] = None
     routing_by_origin: Optional[OriginRouting] = None
     spec_path: Optional[StrictStr] = None  # plan.json inputs.spec_path (SimPlan.of fills it)
+    #: the simulator's memo keys of this plan but their seed, by model and workload (hetinfra.sim.
+    #: plan_sim._memo_keys): not a field, and not copied by model_copy (a copy may differ)
+    _memo_keys: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def memo_keys(self) -> dict:
+        return self._memo_keys
+
+    def model_copy(self, *, update: dict | None = None, deep: bool = False) -> "SimPlan":
+        """A copy with its own (empty) memo keys: pydantic shares the private dict with a shallow copy."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied._memo_keys = {}
+        return copied
 
     @classmethod
     def of(cls, plan: Any, where: str = "plan") -> "SimPlan":
@@ -120,3 +134,81 @@ class TrimPlan(Doc):
         but for a committed unit of a plan with a demand profile (a top-up's replicas per period)."""
         profiled = any(a.counts_by_period for a in self.allocations)
         return not (profiled and str(unit.purchase or "").startswith("committed"))
+
+
+@dataclass(frozen=True, slots=True)
+class RunObjective:
+    """A model's objective as a simulation result states it (simulation.json ``models[].slo``)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    percentile: str
+    attainment: float | None
+
+    @classmethod
+    def of(cls, slo: dict) -> "RunObjective":
+        return cls(slo["ttft_ms"], slo["tpot_ms"], slo["percentile"], slo.get("attainment"))
+
+    def limit(self, stat: str) -> float:
+        """The objective of ``stat`` (``ttft_ms`` or ``tpot_ms``)."""
+        return self.ttft_ms if stat == "ttft_ms" else self.tpot_ms
+
+
+@dataclass(frozen=True, slots=True)
+class RunEntry:
+    """One replication's entry of a model or a unit in a simulation result (simulation.json
+    ``models[]`` or ``units[]``: hetinfra.sim.plan_sim), typed as the judgement over replications
+    (hetinfra.sim.replications.judge) reads it. A plain slotted dataclass, not a pydantic model:
+    a 32-model fleet's verification reads hundreds of thousands of these, and the simulator made
+    and checked each. ``raw`` is the entry itself (the judgement's entries start from it)."""
+
+    raw: dict
+    model: str
+    unit: str | None
+    count: int | None
+    ttft_ms: dict
+    tpot_ms: dict
+    met: bool
+    ratio: float | None
+    attainment: float | None
+    stable: bool
+    stability: dict | None
+    slo: RunObjective | None
+    offered_rps: float | None = None  # a model's
+
+    @classmethod
+    def of(cls, entry: dict, slo: RunObjective | None = None) -> "RunEntry":
+        """``entry`` typed; ``slo``: its model's objective where the entry states none (a unit's)."""
+        objective, record = entry["objective"], entry.get("stability")
+        stable = entry.get("stable", True) if record is None else record.get("stable", True)
+        own = entry.get("slo")
+        return cls(entry, entry["model"], entry.get("unit"), entry.get("count"), entry["ttft_ms"], entry["tpot_ms"],
+                   entry.get("met", objective["met"]), objective.get("ratio"), objective.get("attainment"), stable,
+                   record, RunObjective.of(own) if own is not None else slo, entry.get("offered_rps"))
+
+    def statistic(self, stat: str) -> float | None:
+        """``stat`` (``ttft_ms``, ``tpot_ms``) at its objective's percentile (p99 without one)."""
+        block = self.ttft_ms if stat == "ttft_ms" else self.tpot_ms
+        return block[self.slo.percentile if self.slo is not None else "p99"]
+
+    def median(self, stat: str) -> float | None:
+        return (self.ttft_ms if stat == "ttft_ms" else self.tpot_ms).get("p50")
+
+
+@dataclass(frozen=True, slots=True)
+class SimRun:
+    """One simulation result (one replication), typed for the judgement: its seed, its models'
+    entries and its units' (each unit with its model's objective), and the result itself."""
+
+    raw: dict
+    seed: int | None
+    warmup_fraction: float
+    models: list[RunEntry]
+    units: list[RunEntry]
+
+    @classmethod
+    def of(cls, sim: dict) -> "SimRun":
+        models = [RunEntry.of(m) for m in sim["models"]]
+        slo = {m.model: m.slo for m in models}
+        return cls(sim, sim.get("seed"), sim.get("warmup_fraction", 0.1), models,
+                   [RunEntry.of(u, slo.get(u["model"])) for u in sim["units"]])

@@ -80,6 +80,24 @@ class Replicated:
         self.block += 1
         self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
 
+    def lengthen(self, requests: int) -> None:
+        """Run ``requests`` per model and replication from now on (hetinfra.plan.confirm.sized_confirmation);
+        the memo's keys hold the run length, so no earlier result is taken for a longer run."""
+        from dataclasses import replace
+
+        self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
+
+    def first_replication(self, view: dict) -> dict:
+        """The simulation of the whole ``view`` on this judge's first seed, as its judgements run it
+        (the memo serves it after a judgement of ``view``)."""
+        from dataclasses import replace
+        from pathlib import Path
+
+        from hetinfra.sim.plan_sim import simulate_plan
+
+        return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]), memo=self.memo,
+                             detail=False)
+
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
         vetoed = {m["model"] for m in judged["models"] if model_state(view, m["model"]) in self.vetoed}

@@ -192,47 +192,42 @@ def _render_variants(plan: "Plan", console: Console) -> None:
         console.print(line)
 
 
-def _fidelity(plan: "Plan") -> dict:
-    """plan.json ``fidelity`` as written (its typed keys and the ones that follow the simulator)."""
-    return plan.fidelity.model_dump(mode="json", by_alias=True, exclude_unset=True) \
-        if plan.fidelity and plan.fidelity.verified else {}
+def _verified(plan: "Plan"):
+    """plan.json ``fidelity`` where the plan was verified (typed: hetinfra.document.fidelity), else None."""
+    return plan.fidelity if plan.fidelity and plan.fidelity.verified else None
 
 
 def _render_fidelity(plan: "Plan", console: Console) -> None:
     """Simulated latency percentiles beside each model's objective (plan.json ``fidelity``): the mean over
     the replications and its bound, on the search's seeds and on the confirmation's."""
-    f = _fidelity(plan)
-    if not f:
+    f = _verified(plan)
+    if f is None:
         return
-    conf = f.get("replications", {}).get("confidence")
-    title = f"Latency objectives, simulated at {f['load']:g}x demand ({plan.fidelity.rounds} round(s)"
-    title += f", {100 * conf:g}% bounds)" if conf else f", seed {f['seed']})"
+    conf = f.replications.confidence if f.replications else None
+    title = f"Latency objectives, simulated at {f.load:g}x demand ({f.rounds} round(s)"
+    title += f", {100 * conf:g}% bounds)" if conf else f", seed {f.seed})"
     t = Table(title=title, title_justify="left")
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
         _column(t, col, plan)
     confirmed = _confirmed(plan)
-    for m in f["models"]:
-        slo = m["slo"]
-        q = slo.get("percentile") or "p99"
-        goal = f"{q} TTFT<={slo['ttft_ms']:g} ms, TPOT<={slo['tpot_ms']:g} ms"
-        if slo.get("attainment"):
-            goal += f", {100 * slo['attainment']:g}% both"
-        est, bound = m.get("estimate") or {}, m.get("bound") or {}
-        att = est.get("attainment", m.get("attainment"))
-        c = confirmed.get(m["model"])
-        t.add_row(m["model"], goal, _with_bound(est.get("ttft_ms", m["ttft_ms"].get(q)), bound.get("ttft_ms")),
-                  _with_bound(est.get("tpot_ms", m["tpot_ms"].get(q)), bound.get("tpot_ms")),
-                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m["met"] else "[red]NO[/]",
-                  "-" if c is None else "yes" if c["met"] else "[red]NO[/]")
+    for m in f.models or ():
+        goal = f"{m.percentile} TTFT<={m.objective('ttft_ms'):g} ms, TPOT<={m.objective('tpot_ms'):g} ms"
+        if m.objective("attainment"):
+            goal += f", {100 * m.objective('attainment'):g}% both"
+        att, _ = m.statistic("attainment")
+        c = confirmed.get(m.model)
+        t.add_row(m.model, goal, _with_bound(*m.statistic("ttft_ms")), _with_bound(*m.statistic("tpot_ms")),
+                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m.met else "[red]NO[/]",
+                  "-" if c is None else "yes" if c.met else "[red]NO[/]")
     console.print(t)
     for line in promise_lines(plan):
         console.print(line, highlight=False)
 
 
-def _confirmed(plan: "Plan") -> dict[str, dict]:
+def _confirmed(plan: "Plan") -> dict:
     """Per model, its judgement on the confirmation's fresh seeds (plan.json fidelity.confirmation)."""
     c = plan.fidelity.confirmation if plan.fidelity else None
-    return {m.model: m.model_dump(mode="json", exclude_unset=True) for m in c.models} if c else {}
+    return {m.model: m for m in c.models} if c else {}
 
 
 def _with_bound(value, bound) -> str:
@@ -242,39 +237,42 @@ def _with_bound(value, bound) -> str:
 def judgement_lines(plan: "Plan") -> list[str]:
     """Per model, the binding statistic as "p99 TPOT 78.7 ms (95% bound 80.9) vs 80", on the search's
     seeds and on the confirmation's, with the replications each rests on."""
-    f = _fidelity(plan)
-    reps = f.get("replications") or {}
-    if not reps:
+    f = _verified(plan)
+    if f is None or f.replications is None:
         return []
-    conf = f"{100 * reps['confidence']:g}%"
+    conf = f"{100 * f.replications.confidence:g}%"
     confirmed = _confirmed(plan)
     out = []
-    for m in f["models"]:
-        line = f"{m['model']}: {_binding(m, conf)} ({m.get('replications')} replication(s), {m.get('decision')})"
-        c = confirmed.get(m["model"])
+    for m in f.models or ():
+        line = f"{m.model}: {_binding(m, m, conf)} ({m.replications} replication(s), {m.decision})"
+        c = confirmed.get(m.model)
         if c is not None:
-            line += f"; confirmed on fresh seeds: {_binding({**c, 'slo': m['slo']}, conf)} ({c.get('replications')} " \
-                    f"replication(s), {c.get('decision')})"
+            line += f"; confirmed on fresh seeds: {_binding(m, c, conf)} ({c.replications} " \
+                    f"replication(s), {c.decision})"
         out.append(line)
     return out
 
 
-def _binding(m: dict, conf: str) -> str:
-    """The statistic closest to its objective: 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80'."""
-    slo, est, bound = m["slo"], m.get("estimate") or {}, m.get("bound") or {}
-    q = slo.get("percentile") or "p99"
-    def ratio(k: str) -> float:
-        return (bound.get(k) if bound.get(k) is not None else est[k]) / slo[k]
+def _binding(m, judged, conf: str) -> str:
+    """The statistic of model ``m`` (its objective) closest to its objective by ``judged`` (its
+    judgement or its confirmation's): 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80'."""
+    est, bound = judged.estimate, judged.bound
 
-    stats = [k for k in ("ttft_ms", "tpot_ms") if slo.get(k) and est.get(k) is not None]
+    def value(k: str, of) -> float | None:
+        return getattr(of, k) if of is not None else None
+
+    def ratio(k: str) -> float:
+        return (value(k, bound) if value(k, bound) is not None else value(k, est)) / m.objective(k)
+
+    stats = [k for k in ("ttft_ms", "tpot_ms") if m.objective(k) and value(k, est) is not None]
     if not stats:
         return "no statistic"
     k = max(stats, key=ratio)
     name = k.split("_")[0].upper()
-    text = f"{q} {name} {_num(est[k])} ms"
-    if bound.get(k) is not None:
-        text += f" ({conf} bound {_num(bound[k])})"
-    return text + f" vs {slo[k]:g}"
+    text = f"{m.percentile} {name} {_num(value(k, est))} ms"
+    if value(k, bound) is not None:
+        text += f" ({conf} bound {_num(value(k, bound))})"
+    return text + f" vs {m.objective(k):g}"
 
 
 def _num(v: float) -> str:

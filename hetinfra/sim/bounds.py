@@ -103,4 +103,27 @@ def clopper_pearson(successes: int, trials: int, confidence: float, upper: bool)
     if successes == 0:
         return 0.0
     a, b = successes, trials - successes + 1
-    return _bisect(lambda p: betainc(p, a, b) - alpha, 0.0, 1.0)
+    return _newton_beta(alpha, a, b)
+
+
+def _newton_beta(alpha: float, a: float, b: float) -> float:
+    """The p in (0, 1) with I_p(a, b) = alpha: Newton's steps on I_p(a, b) (whose derivative is the
+    beta density, p^(a-1) (1-p)^(b-1) / B(a, b)) inside a bracket that bisection shrinks wherever a
+    step would leave it, to the tolerance :func:`_bisect` stops at. Bisection alone took about 45
+    evaluations of the continued fraction per bound, a tenth of a 32-model fleet's verification; a
+    Newton step from the bracket's midpoint converges in a handful."""
+    lo, hi = 0.0, 1.0
+    log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    p = a / (a + b)  # the mode's neighbourhood: where the root of a binomial bound lies
+    for _ in range(200):
+        f = betainc(p, a, b) - alpha
+        if f < 0:
+            lo = p
+        else:
+            hi = p
+        density = math.exp(log_norm + (a - 1.0) * math.log(p) + (b - 1.0) * math.log1p(-p))
+        step = p - f / density if density > 0 else -1.0
+        if hi - lo <= 1e-13 * max(1.0, abs(p)) or (density > 0 and abs(step - p) <= 1e-13 * p):
+            return step if lo <= step <= hi else 0.5 * (lo + hi)
+        p = step if lo < step < hi else 0.5 * (lo + hi)
+    return p

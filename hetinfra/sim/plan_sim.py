@@ -139,12 +139,8 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
-            keys = {k: _unit_key(a, m, plan, templates, config, calib, scale)
-                    for k, a in enumerate(allocs) if a.model == name}
+            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail)
             unit_keys.update(keys)
-            # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-            model_keys[name] = json.dumps(["model", detail, _demand(m), routes(plan, name), rate,
-                                           list(keys.values())], sort_keys=True)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
                 continue
@@ -261,17 +257,37 @@ def _demand(model: ModelEntry) -> dict:
     return model.model_dump(mode="json", include={"name", "rate_rps", "classes", "slo", "variants", "precision"})
 
 
+def _memo_keys(plan: SimPlan, model: ModelEntry, allocs: list[SimUnit], templates: dict, config: WorkloadConfig,
+               calib, scale: float, rate: float, detail: bool) -> tuple[dict[int, str], str]:
+    """(allocation index -> its unit's memo key, the model's memo key) of ``model``'s units. Everything
+    but the seed is kept on ``plan`` (SimPlan.memo_keys): the replications of one judgement simulate
+    one parsed plan at several seeds, and encoding these keys again for each seed was a tenth of a
+    32-model fleet's verification; the seed ends every key, so a key is exact with or without it."""
+    workload = (model.name, detail, config.requests, config.load, config.burst_cv, config.warmup_fraction,
+                calib.vllm_version, scale)
+    kept = plan.memo_keys.get(workload)
+    if kept is None:
+        units = {k: _unit_key(a, model, plan, templates, config, calib, scale)
+                 for k, a in enumerate(allocs) if a.model == model.name}
+        # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
+        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, _demand(model), routes(plan, model.name),
+                                                              rate, list(units.values())], sort_keys=True))
+    units, model_key = kept
+    seed = f"|seed {config.seed!r}"
+    return {k: key + seed for k, key in units.items()}, model_key + seed
+
+
 def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict, config: WorkloadConfig, calib,
               scale: float) -> str:
-    """Everything one unit's simulation depends on: the unit, its template, its model's demand,
-    classes, SLO and routing (which draws its requests), the workload and the engine constants."""
+    """Everything one unit's simulation depends on but the seed (:func:`_memo_keys` appends it): the
+    unit, its template, its model's demand, classes, SLO and routing (which draws its requests), the
+    workload and the engine constants."""
     t = templates.get(alloc.template)
     # the engine reads the template's sources and, for profiled classes only, exactly this rate
     # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
     rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.capacity_rps)} if t is not None else {}
     return json.dumps([alloc.key(), t.sources if t is not None else None, rated, _demand(model),
-                       routes(plan, alloc.model),
-                       [config.requests, config.load, config.burst_cv, config.seed, config.warmup_fraction],
+                       routes(plan, alloc.model), [config.requests, config.load, config.burst_cv, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
@@ -302,7 +318,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
         fresh[a.model] = respanned(latency, len(cols[0]), span)
-        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms)
+        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms, r.preempted)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
                "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,

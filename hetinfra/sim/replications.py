@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetinfra import cores
+from hetinfra.document.simulation import RunEntry, RunObjective
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, t_bound
 from hetinfra.sim.stats import MIN_ATTAINED
@@ -113,41 +114,63 @@ def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, mos
     in the run does not inflate as it does a mean); the measured window (the requests after the warm-up at the
     offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
     fraction). The largest n over the models, rounded up to a thousand, clamped to [least, most]."""
-    from hetinfra.document.simulation import SimPlan
+    from hetinfra.document.simulation import SimPlan, SimRun
 
-    plan = SimPlan.of(view)
+    plan, run = SimPlan.of(view), SimRun.of(sim)
     longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
     need = least
-    for m in sim["models"]:
-        ttft, tpot = m["ttft_ms"].get("p50"), m["tpot_ms"].get("p50")
+    for m in run.models:
+        ttft, tpot = m.median("ttft_ms"), m.median("tpot_ms")
         if ttft is None:
             continue
-        service_s = (ttft + (longest.get(m["model"], 1) - 1) * (tpot or 0.0)) / 1e3
-        n = passes * service_s * m["offered_rps"] / (1.0 - sim.get("warmup_fraction", 0.1))
+        service_s = (ttft + (longest.get(m.model, 1) - 1) * (tpot or 0.0)) / 1e3
+        n = passes * service_s * m.offered_rps / (1.0 - run.warmup_fraction)
         need = max(need, min(most, 1000 * math.ceil(n / 1000)))
     return int(need)
 
 
-def _stable(entry: dict) -> bool:
-    """Whether a unit's entry (its ``stability`` record) or a model's (its ``stable``) is stable."""
-    record = entry.get("stability")
-    return entry.get("stable", True) if record is None else record.get("stable", True)
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Per statistic of a model or unit over its replications: (estimate, pessimistic bound,
+    optimistic bound), or Nones where it has no value (attainment: where it is not bounded)."""
+
+    ttft_ms: tuple
+    tpot_ms: tuple
+    attainment: tuple
+
+    def of(self, stat: str) -> tuple:
+        return self.ttft_ms if stat == "ttft_ms" else self.tpot_ms if stat == "tpot_ms" else self.attainment
 
 
-def _stat_bounds(entries: list[dict], confidence: float, attainment: bool = True) -> dict:
+NO_BOUNDS = Bounds((None, None, None), (None, None, None), (None, None, None))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The judgement of one model or unit on its replications (see :func:`judge`)."""
+
+    bounds: Bounds | None
+    ratio_bound: float | None
+    decision: str
+    stable: bool
+    met: bool
+    ratios: dict
+
+
+def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, attainment: bool = True) -> Bounds:
     """Estimate, upper (pessimistic) and lower (optimistic) bounds of each statistic of a model or
-    unit over its replications' entries (those with measured requests); ``attainment=False`` leaves
-    the attainment's out (None: a unit whose objective has none, whose bounds nobody reads)."""
-    key = entries[0]["slo"]["percentile"] if "slo" in entries[0] else None
+    unit over its replications' entries (those with measured requests) at ``slo``'s percentile;
+    ``attainment=False`` leaves the attainment's out (None: a unit whose objective has none, whose
+    bounds nobody reads)."""
     out = {}
     for stat in ("ttft_ms", "tpot_ms"):
-        vals = [e[stat][key or e.get("percentile", "p99")] for e in entries]
+        vals = [(e.ttft_ms if stat == "ttft_ms" else e.tpot_ms)[slo.percentile] for e in entries]
         vals = [v for v in vals if v is not None]
         pess, opt = t_bound(vals, confidence, True), t_bound(vals, confidence, False)
         out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
-    att = [e["objective"].get("attainment") for e in entries]
+    att = [e.attainment for e in entries]
     if attainment and all(a is not None for a in att) and len(att) >= 2:
-        counts = [e["count"] for e in entries]
+        counts = [e.count for e in entries]
         hits = sum(round(a * n) for a, n in zip(att, counts))
         mean, low_t = t_bound(att, confidence, False)
         _, high_t = t_bound(att, confidence, True)
@@ -156,75 +179,74 @@ def _stat_bounds(entries: list[dict], confidence: float, attainment: bool = True
         out["attainment"] = (round(mean, 5), round(low, 5), round(min(high, 1.0), 5))
     else:
         out["attainment"] = (None, None, None)
-    return out
+    return Bounds(**out)
 
 
-def _ratios(bounds: dict, slo: dict, which: int, target: float | None) -> dict:
-    """Each statistic's bound (``which``: 1 pessimistic, 2 optimistic) over its objective (> 1 misses);
-    ``target``: the objective's attainment (None: it has none)."""
+def _ratios(bounds: Bounds, slo: RunObjective, which: int) -> dict:
+    """Each statistic's bound (``which``: 1 pessimistic, 2 optimistic) over its objective (> 1 misses),
+    and the attainment's where the objective has one."""
     parts = {}
-    for stat, lim in (("ttft_ms", slo["ttft_ms"]), ("tpot_ms", slo["tpot_ms"])):
-        if bounds[stat][which] is not None:
-            parts[stat.split("_")[0]] = bounds[stat][which] / lim
-    att = bounds["attainment"][which]
-    if target is not None and att is not None:
-        parts["attainment"] = target / max(att, MIN_ATTAINED)
+    for stat in ("ttft_ms", "tpot_ms"):
+        if bounds.of(stat)[which] is not None:
+            parts[stat.split("_")[0]] = bounds.of(stat)[which] / slo.limit(stat)
+    att = bounds.attainment[which]
+    if slo.attainment is not None and att is not None:
+        parts["attainment"] = slo.attainment / max(att, MIN_ATTAINED)
     return parts
 
 
-def _judged(entries: list[dict], slo: dict, confidence: float, margin: float, attainment: bool = True) -> dict:
+def _judged(entries: list[RunEntry], slo: RunObjective, confidence: float, margin: float,
+            attainment: bool = True) -> Verdict:
     """The judgement of one model or unit on its replications' entries (see :func:`judge`);
     ``attainment``: whether to bound the attainment where the objective has none (see _stat_bounds)."""
-    measured = [e for e in entries if e.get("count")]
-    stable = all(_stable(e) for e in entries)
+    measured = [e for e in entries if e.count]
+    stable = all(e.stable for e in entries)
     if len(measured) < 2:
-        worst = max((e["objective"].get("ratio") or 0.0 for e in entries), default=None)
-        return {"bounds": None, "ratio_bound": worst if not stable else None,
-                "decision": "undecided" if stable else "missed", "stable": stable, "met": False, "ratios": {}}
-    target = slo.get("attainment")
-    bounds = _stat_bounds(measured, confidence, attainment or target is not None)
-    pess, opt = _ratios(bounds, slo, 1, target), _ratios(bounds, slo, 2, target)
+        worst = max((e.ratio or 0.0 for e in entries), default=None)
+        return Verdict(None, worst if not stable else None, "undecided" if stable else "missed", stable, False, {})
+    bounds = _stat_bounds(measured, slo, confidence, attainment or slo.attainment is not None)
+    pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
     limit = 1.0 - margin
     ratio = max(pess.values()) if pess else None
-    unstable_ratio = max((e["objective"].get("ratio") or 0.0 for e in entries if not _stable(e)), default=0.0)
+    unstable_ratio = max((e.ratio or 0.0 for e in entries if not e.stable), default=0.0)
     if not stable:
         ratio = max(ratio or 0.0, unstable_ratio)
     met = stable and ratio is not None and ratio <= limit
     missed = not stable or (opt and max(opt.values()) > limit)
-    return {"bounds": bounds, "ratio_bound": None if ratio is None else round(ratio, 4), "stable": stable,
-            "decision": "met" if met else "missed" if missed else "undecided", "met": met,
-            "ratios": {k: round(v, 4) for k, v in pess.items()}}
+    return Verdict(bounds, None if ratio is None else round(ratio, 4),
+                   "met" if met else "missed" if missed else "undecided", stable, met,
+                   {k: round(v, 4) for k, v in pess.items()})
 
 
-def _model_entry(name: str, entries: list[dict], seeds: list[int], unit_entries: dict[str, list[dict]],
-                 confidence: float, margin: float) -> dict:
-    j = _judged(entries, entries[0]["slo"], confidence, margin)
-    units_stable = all(_stable(e) for es in unit_entries.values() for e in es)
-    b = j["bounds"] or {s: (None, None, None) for s in ("ttft_ms", "tpot_ms", "attainment")}
-    key = entries[0]["slo"]["percentile"]
-    met = j["met"] and units_stable
-    decision = j["decision"] if units_stable else "missed"
-    worst = max(entries, key=lambda e: e["objective"].get("ratio") or 0.0)
-    return {**worst, "model": name, "met": met, "replications": len(entries), "seeds": list(seeds),
-            "objective": {"met": met, "ratio": j["ratio_bound"], "ratios": j["ratios"], "attainment": b["attainment"][1],
-                          "percentile": key, "confidence": confidence},
-            "estimate": {"ttft_ms": b["ttft_ms"][0], "tpot_ms": b["tpot_ms"][0], "attainment": b["attainment"][0]},
-            "bound": {"ttft_ms": b["ttft_ms"][1], "tpot_ms": b["tpot_ms"][1], "attainment": b["attainment"][1]},
-            "ratio_bound": j["ratio_bound"], "decision": decision, "stable": j["stable"] and units_stable,
-            "per_replication": [{"seed": s, "met": e["met"], "ratio": e["objective"].get("ratio")}
-                                for s, e in zip(seeds, entries)]}
+def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[RunEntry], confidence: float,
+                 margin: float) -> tuple[bool, dict]:
+    """(whether it met, a model's entry of the judgement) from its replications' ``entries`` and its
+    units' (all replications)."""
+    slo = entries[0].slo
+    j = _judged(entries, slo, confidence, margin)
+    units_stable = all(u.stable for u in units)
+    b = j.bounds or NO_BOUNDS
+    met = j.met and units_stable
+    decision = j.decision if units_stable else "missed"
+    worst = max(entries, key=lambda e: e.ratio or 0.0)
+    return met, {**worst.raw, "model": worst.model, "met": met, "replications": len(entries), "seeds": list(seeds),
+            "objective": {"met": met, "ratio": j.ratio_bound, "ratios": j.ratios, "attainment": b.attainment[1],
+                          "percentile": slo.percentile, "confidence": confidence},
+            "estimate": {"ttft_ms": b.ttft_ms[0], "tpot_ms": b.tpot_ms[0], "attainment": b.attainment[0]},
+            "bound": {"ttft_ms": b.ttft_ms[1], "tpot_ms": b.tpot_ms[1], "attainment": b.attainment[1]},
+            "ratio_bound": j.ratio_bound, "decision": decision, "stable": j.stable and units_stable,
+            "per_replication": [{"seed": s, "met": e.met, "ratio": e.ratio} for s, e in zip(seeds, entries)]}
 
 
-def _unit_entry(entries: list[dict], slo: dict, confidence: float, margin: float) -> dict:
+def _unit_entry(entries: list[RunEntry], confidence: float, margin: float) -> dict:
     # a unit's bounds are not reported, only its verdict: its attainment is bounded only where the
     # objective has one (the Clopper-Pearson bisections were a tenth of a 32-model fleet's judging)
-    j = _judged([{**e, "slo": slo} for e in entries], slo, confidence, margin, attainment=False)
-    first = entries[0]
-    return {**first, "count": sum(e.get("count") or 0 for e in entries), "replications": len(entries),
-            "objective": {"met": j["met"], "ratio": j["ratio_bound"], "ratios": j["ratios"]},
-            "decision": j["decision"], "stable": j["stable"],
-            "stability": {"stable": j["stable"], "tested": any((e.get("stability") or {}).get("tested") for e in entries),
-                          "per_replication": [e.get("stability") for e in entries]}}
+    j = _judged(entries, entries[0].slo, confidence, margin, attainment=False)
+    return {**entries[0].raw, "count": sum(e.count or 0 for e in entries), "replications": len(entries),
+            "objective": {"met": j.met, "ratio": j.ratio_bound, "ratios": j.ratios},
+            "decision": j.decision, "stable": j.stable,
+            "stability": {"stable": j.stable, "tested": any((e.stability or {}).get("tested") for e in entries),
+                          "per_replication": [e.stability for e in entries]}}
 
 
 def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> dict:
@@ -247,18 +269,26 @@ def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> di
     ``undecided`` otherwise (more replications would tell). ``objective.ratio`` is the worst bound
     over its objective (and at least the miss ratio of an unstable unit). Fewer than two
     replications give no bound: undecided (not met). The latency blocks of a model entry are its
-    worst replication's."""
+    worst replication's. The simulations are read through their typed records
+    (``hetinfra.document.simulation.SimRun``)."""
+    from hetinfra.document.simulation import SimRun
+
     if not sims:
         raise InvalidInputError("judge needs at least one simulation")
-    seeds = [s["seed"] for s in sims]
-    names = [m["model"] for m in sims[0]["models"]]
-    by_model = {n: [next(m for m in s["models"] if m["model"] == n) for s in sims] for n in names}
-    unit_ids = [u["unit"] for u in sims[0]["units"]]
-    by_unit = {u: [next(x for x in s["units"] if x["unit"] == u) for s in sims] for u in unit_ids}
-    slo_of = {n: es[0]["slo"] for n, es in by_model.items()}
-    units = [_unit_entry(es, slo_of[es[0]["model"]], confidence, margin) for es in by_unit.values()]
-    models = [_model_entry(n, by_model[n], seeds, {u: es for u, es in by_unit.items() if es[0]["model"] == n},
-                           confidence, margin) for n in names]
+    runs = [SimRun.of(s) for s in sims]
+    seeds = [r.seed for r in runs]
+    by_model = {m.model: [] for m in runs[0].models}
+    by_unit = {u.unit: [] for u in runs[0].units}
+    for run in runs:
+        mine = {m.model: m for m in run.models}
+        units = {u.unit: u for u in run.units}
+        for name, entries in by_model.items():
+            entries.append(mine[name])
+        for unit, entries in by_unit.items():
+            entries.append(units[unit])
+    units = [_unit_entry(es, confidence, margin) for es in by_unit.values()]
+    judged = [_model_entry(by_model[n], seeds, [u for es in by_unit.values() if es[0].model == n for u in es],
+                           confidence, margin) for n in by_model]
     return {**{k: v for k, v in sims[0].items() if k not in ("models", "units")}, "seed": seeds[0], "seeds": seeds,
             "replications": len(sims), "confidence": confidence, "method": METHOD,
-            "met": all(m["met"] for m in models), "models": models, "units": units}
+            "met": all(met for met, _ in judged), "models": [m for _, m in judged], "units": units}

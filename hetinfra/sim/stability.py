@@ -22,6 +22,24 @@ last arrival of the unit), both on what the run already holds:
   median exceeds DRIFT_MAX x the middle's AND by more than DRIFT_FLOOR x the TTFT objective
   (fluctuations far below the objective are not a backlog).
 
+* KV thrashing (a preemption cascade's precursor): over ALL the unit's requests (a burst while the
+  fleet fills up is a burst all the same: the warm-up is left out of the latencies because an empty
+  fleet flatters them, which it does not do to thrashing), the preemptions P and the requests
+  preempted at least once R. A preemption (vLLM's recompute mode) frees the
+  victim's KV blocks and puts it back in the queue; where the cache was only momentarily full, it
+  is re-admitted and finishes (one preemption per preempted request); where the cache stays
+  oversubscribed, it is preempted again after its recompute, and every recompute is prefill work
+  the unit does twice: the lost capacity fills the cache further. Read as a branching process,
+  each preemption begets m more on average, m estimated by the re-preemptions over the
+  preemptions, ``repreemption`` = 1 - R / P; a burst averages 1 / (1 - m) preemptions per request
+  and m -> 1 is the cascade. Unstable when ``repreemption`` > REPREEMPTION_MAX (0.75: bursts of more
+  than 4 preemptions per request on average). A steady state that preempts now and then (each
+  victim once: services/batch.yaml's plan preempts 8-15 requests per run, m = 0, and keeps its
+  objective at 5x the requests) passes; a plan one burst from a cascade thrashes in the runs it
+  does not collapse in (services/summarize.yaml's $124.77/h plan of an earlier stop: m = 0.86-0.89
+  in 3 of the 10 runs without a cascade, where it collapses in 2 of 12), so far more replications show
+  the precursor than the rare collapse itself.
+
 Fewer than MIN_REQUESTS measured requests: no test (``stable`` true, ``tested`` false).
 An unstable unit fails its objective whatever its percentiles: its ``objective.ratio`` becomes at
 least max(offered / completed, drift, 1 + THROUGHPUT_TOL), and its model misses.
@@ -33,24 +51,27 @@ import math
 
 import numpy as np
 
-__all__ = ["THROUGHPUT_TOL", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "stability", "failed"]
+__all__ = ["THROUGHPUT_TOL", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "REPREEMPTION_MAX", "stability",
+           "failed"]
 
 THROUGHPUT_TOL = 0.05
 WINDOWS = 5
 DRIFT_MAX = 1.5
 DRIFT_FLOOR = 0.1
 MIN_REQUESTS = 100
+REPREEMPTION_MAX = 0.75
 
 
 def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: np.ndarray,
-              ttft_objective_ms: float) -> dict:
+              ttft_objective_ms: float, preempted: np.ndarray | None = None) -> dict:
     """The stability record of one unit's requests (all of them, in arrival order; ``warm``: which are
-    measured, i.e. after the warm-up)."""
+    measured, i.e. after the warm-up; ``preempted``: how often each was preempted, None: never)."""
     measured = np.flatnonzero(warm)
     n = len(measured)
     if n < MIN_REQUESTS:
         return {"stable": True, "tested": False, "offered_rps": None, "completed_rps": None,
-                "throughput_ratio": None, "drift": None}
+                "throughput_ratio": None, "drift": None, "repreemption": None}
+    thrashing, kv = _thrashing(preempted)
     short, record = _throughput(arrival, first, finish, measured)
     ttft = first[measured] - arrival[measured]
     cuts = np.array_split(ttft, WINDOWS)
@@ -58,8 +79,19 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
     last = float(np.median(cuts[-1]))
     drift = last / middle if middle > 0 else 1.0
     drifting = drift > DRIFT_MAX and (last - middle) * 1e3 > DRIFT_FLOOR * ttft_objective_ms
-    return {"stable": not (short or drifting), "tested": True, **record, "drift": round(drift, 4),
-            "ttft_ms": {"middle": round(middle * 1e3, 3), "last": round(last * 1e3, 3)}}
+    return {"stable": not (short or drifting or thrashing), "tested": True, **record, "drift": round(drift, 4),
+            "ttft_ms": {"middle": round(middle * 1e3, 3), "last": round(last * 1e3, 3)}, **kv}
+
+
+def _thrashing(preempted: np.ndarray | None) -> tuple[bool, dict]:
+    """(whether the requests' preemptions re-preempt past REPREEMPTION_MAX, the record's KV fields):
+    see the module docstring."""
+    total = int(preempted.sum()) if preempted is not None else 0
+    if total == 0:
+        return False, {"preemptions": 0, "preempted_requests": 0, "repreemption": None}
+    victims = int(np.count_nonzero(preempted))
+    m = 1.0 - victims / total
+    return m > REPREEMPTION_MAX, {"preemptions": total, "preempted_requests": victims, "repreemption": round(m, 4)}
 
 
 def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:

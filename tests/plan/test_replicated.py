@@ -98,7 +98,10 @@ class _ByCount:
 
     def __init__(self, least: int, ceilings, load: float):
         self.least, self.ceilings = least, ceilings
-        self.progress, self.config, self.last_pass, self.vetoes = None, SimpleNamespace(load=load), [], []
+        self.progress, self.config, self.last_pass, self.vetoes = None, SimpleNamespace(load=load, requests=1000), [], []
+
+    def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
+        return {"models": [], "units": []}
 
     def __call__(self, view: dict) -> dict:
         met = sum(a["count"] for a in view["allocations"]) >= self.least
@@ -156,3 +159,62 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
     assert Plan.of(doc).fidelity.confirmation.met
     lines = judgement_lines(Plan.of(doc))
     assert len(lines) == len(f["models"]) and "(95% bound " in lines[0] and "confirmed on fresh seeds" in lines[0]
+
+
+@pytest.mark.parametrize("name", ["chat.yaml", "committed.yaml"])
+def test_the_confirmation_ran_as_long_as_the_kept_plan_needs(verified_examples, name):
+    """plan.json fidelity.requests is the length the final plan was confirmed at, and it is no shorter
+    than requests_for asks of THAT plan at its first confirm seed (hetinfra.plan.confirm.
+    sized_confirmation). chat and committed: their kept plans need 27,000 where the first plan
+    needed 20,000 (sized on the first plan, this fails)."""
+    from hetinfra.sim.plan_sim import simulate_plan
+    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.workload import WorkloadConfig
+
+    doc, spec_path = verified_examples[name]
+    f = doc["fidelity"]
+    plan, spec, _ = _inputs(doc, spec_path)
+    config = WorkloadConfig(requests=f["requests"], load=f["load"], burst_cv=f["burst_cv"],
+                            seed=f["replications"]["confirm_seeds"][0])
+    first = simulate_plan(plan, spec, spec_path, config, detail=False)
+    assert requests_for(plan, first, least=spec.planning.verify.requests) <= f["requests"]
+    assert f["requests"] >= f["replications"]["decide_requests"]
+
+
+def _inputs(doc: dict, spec_path):
+    """(SimPlan, spec, spec path) of a verified example."""
+    from hetinfra.document.simulation import SimPlan
+    from hetinfra.spec.load import load_spec
+
+    spec, _, _ = load_spec(spec_path)
+    return SimPlan.of(doc), spec, spec_path
+
+
+def test_a_confirmation_lengthens_to_the_plans_need_before_it_judges_and_never_shortens(monkeypatch):
+    """hetinfra.plan.confirm.sized_confirmation with a plan whose need grows with the run (measured at
+    20,000 it asks 27,000, at 27,000 it asks 31,000): the one judgement runs at 31,000; a plan that
+    needs less than the judge's length is judged at that length."""
+    from hetinfra.plan.confirm import sized_confirmation
+
+    need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
+    monkeypatch.setattr("hetinfra.sim.replications.requests_for",
+                        lambda view, sim, least: max(least, need[sim["requests"]]))
+
+    class Judge:
+        def __init__(self, requests: int):
+            self.config, self.judged = SimpleNamespace(requests=requests), []
+
+        def first_replication(self, view):
+            return {"requests": self.config.requests}
+
+        def lengthen(self, requests: int):
+            self.config = SimpleNamespace(requests=max(requests, self.config.requests))
+
+        def __call__(self, view):
+            self.judged.append(self.config.requests)
+            return {"met": True}
+
+    grows, long = Judge(20_000), Judge(40_000)
+    sized_confirmation(grows, {})
+    sized_confirmation(long, {})
+    assert grows.judged == [31_000] and long.judged == [40_000]

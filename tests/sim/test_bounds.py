@@ -38,3 +38,21 @@ def test_t_bound_is_the_mean_plus_the_half_width():
     mean, up = t_bound([1.0, 2.0, 3.0], 0.95, upper=True)
     assert mean == 2.0 and up == pytest.approx(2.0 + 2.920 * 1.0 / math.sqrt(3), abs=1e-3)
     assert t_bound([5.0], 0.95, upper=True) is None
+
+
+def test_clopper_pearson_solves_its_defining_equation_as_bisection_does():
+    """The bound is found by safeguarded Newton steps (hetinfra.sim.bounds._newton_beta): on drawn
+    counts it is the root bisection finds, and I_p(x, n - x + 1) = 1 - confidence there (a stop
+    before convergence, or a bracket kept on the wrong side, fails this)."""
+    import random
+
+    from hetinfra.sim.bounds import _bisect
+
+    rng = random.Random(5)
+    for _ in range(200):
+        n = rng.choice((3, 40, 900, 20_000, 300_000))
+        x, conf = rng.randint(1, n), rng.choice((0.9, 0.95, 0.99))
+        a, b = x, n - x + 1
+        low = clopper_pearson.__wrapped__(x, n, conf, False)
+        assert low == pytest.approx(_bisect(lambda p: betainc(p, a, b) - (1 - conf), 0.0, 1.0), abs=1e-12)
+        assert betainc(low, a, b) == pytest.approx(1 - conf, abs=1e-9)

@@ -62,6 +62,30 @@ def test_one_outlier_in_the_last_window_is_not_a_backlog():
     assert rec["stable"] and rec["drift"] < 1.5
 
 
+def test_preemptions_that_re_preempt_their_victims_are_thrashing_and_isolated_ones_are_not():
+    """The KV rule (hetinfra.sim.stability._thrashing): services/batch.yaml's plan preempts 8-15 requests
+    a run, each once (m = 0), and keeps its promise; the summarize plan that collapsed in 2 of 12 runs
+    preempted one request 7 times in a run that met (m = 0.86). A planted fault: the same latencies,
+    one victim preempted again and again."""
+    arrival, first, finish = _queue(rate=8.0, service_s=0.1)
+    warm = np.arange(4000) >= 400
+    isolated = np.zeros(4000, dtype=np.int64)
+    isolated[[500, 1500, 2500, 3500]] = 1
+    isolated[3600] = 2  # one re-preemption among five: m = 1/6
+    ok = stability(arrival, first, finish, warm, 1000, isolated)
+    assert ok["stable"] and ok["preemptions"] == 6 and ok["preempted_requests"] == 5 and ok["repreemption"] < 0.75
+    thrash = np.zeros(4000, dtype=np.int64)
+    thrash[2000] = 7
+    bad = stability(arrival, first, finish, warm, 1000, thrash)
+    assert not bad["stable"] and bad["repreemption"] == pytest.approx(6 / 7, abs=1e-4)
+    assert not failed({"met": True, "ratio": 0.5, "ratios": {}}, bad)["met"]
+    # thrashing while the fleet fills up is thrashing all the same; no preemption at all: no figure
+    early = np.zeros(4000, dtype=np.int64)
+    early[100] = 9
+    assert not stability(arrival, first, finish, warm, 1000, early)["stable"]
+    assert stability(arrival, first, finish, warm, 1000)["repreemption"] is None
+
+
 def test_too_few_requests_are_not_tested():
     arrival, first, finish = _queue(rate=8.0, service_s=0.1, n=50)
     rec = stability(arrival, first, finish, np.ones(50, dtype=bool), 1000)
@@ -109,8 +133,10 @@ def test_requests_scale_with_the_longest_service_time():
     assert max(c["output_tokens"] for c in view["models"][0]["classes"]) == 1000
 
     def sim(ttft_ms, tpot_ms, rps=12.0):
-        return {"warmup_fraction": 0.1, "models": [{"model": "chat-8b", "offered_rps": rps, "ttft_ms": {"p50": ttft_ms, "mean": 50 * ttft_ms},
-                                                    "tpot_ms": {"p50": tpot_ms, "mean": 50 * tpot_ms}}]}
+        return {"warmup_fraction": 0.1, "units": [],
+                "models": [{"model": "chat-8b", "offered_rps": rps, "objective": {"met": True},
+                            "ttft_ms": {"p50": ttft_ms, "mean": 50 * ttft_ms},
+                            "tpot_ms": {"p50": tpot_ms, "mean": 50 * tpot_ms}}]}
     # S = 0.5 + 999 x 0.05 = 50.45 s; 20 x S x 12 / 0.9 = 13,453: the default holds
     assert requests_for(view, sim(500, 50)) == 20000
     # S = 1 + 999 x 0.1 = 100.9 s: 26,907 -> 27,000
