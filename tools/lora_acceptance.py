@@ -15,7 +15,7 @@ from functools import lru_cache
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.lora import lora_estimate
-from hetinfra.plan.adapters import SLOT_TIERS, adapter_demand, adapter_holds, instance_adapters, with_adapter_keys
+from hetinfra.plan.adapters import SLOT_TIERS, adapter_demand, adapter_holds, with_adapter_keys
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve
 from hetinfra.spec.adapters import AdapterDemand, AdapterSpec
@@ -87,9 +87,8 @@ def main(argv=None) -> dict:
     per = [cheapest(sum(demand[k] for k in keys[a.name]), 1, args.derate) for a in adapters]
     per_gpus, per_cost = sum(g for g, _ in per), sum(c for _, c in per)
     all_gpus, all_cost = cheapest(args.rate, args.adapters, args.derate)
-    layout = {u: {"instances": n, "adapters": instance_adapters(
-        n, next(x.slots for x in us if x.id == u), {a: c for (uu, a), c in res.holds.items() if uu == u})}
-        for u, n in sorted(res.n.items())}
+    layout = {u: {"instances": n, "adapters": sorted(a for (uu, a) in res.holds if uu == u)}
+              for u, n in sorted(res.n.items())}
     return {"status": res.status, "plan": {"gpus": plan_gpus, "usd_per_hour": round(plan_cost, 4), "units": layout},
             "one_deployment_per_adapter": {"gpus": per_gpus, "usd_per_hour": round(per_cost, 4)},
             "all_adapters_on_every_replica": {"gpus": all_gpus, "usd_per_hour": round(all_cost, 4)},

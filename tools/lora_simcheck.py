@@ -27,17 +27,14 @@ GPU_OF = {itype: gpu for gpu, (itype, _) in acc.OFFERS.items()}
 
 
 def instance_rates(res, problem) -> list[tuple[str, int, dict[str, float]]]:
-    """(unit, slots, adapter -> req/s) of every instance of the plan."""
-    from hetinfra.plan.adapters import instance_adapters
-
+    """(unit, slots, adapter -> req/s) of every instance of the plan: each instance of a unit holds all
+    the unit's adapters and gets an even share of its routed rate."""
     out = []
     for u, n in sorted(res.n.items()):
         slots = next(x.slots for x in problem.units if x.id == u)
-        held = {a: c for (uu, a), c in res.holds.items() if uu == u}
-        for names in instance_adapters(n, slots, held):
-            rates = {a: sum(v for (uu, _, w), v in res.flow.items() if uu == u and w.endswith("~" + a)) / held[a]
-                     for a in names}
-            out.append((u, slots, rates))
+        held = sorted(a for (uu, a) in res.holds if uu == u)
+        rates = {a: sum(v for (uu, _, w), v in res.flow.items() if uu == u and w.endswith("~" + a)) / n for a in held}
+        out += [(u, slots, rates)] * n
     return out
 
 

@@ -45,7 +45,8 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
         seen[base(a)] = seen.get(base(a), 0) + 1
     for a in allocations:
         # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
-        layout = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")) if seen[base(a)] > 1 else None
+        layout = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")
+                  + (f"-lora{a['adapters']['max_loras']}" if a.get("adapters") else "")) if seen[base(a)] > 1 else None
         suffix = "-".join(x for x in (a.get("variant"), layout) if x) or None
         if a.get("purchase", "").startswith("committed"):  # committed_1y -> "c1y": apart from its top-up
             suffix = "-".join(filter(None, ["c" + a["purchase"].split("_")[1], suffix]))
@@ -211,6 +212,10 @@ def _allocations(pr: PlanResult, purchases) -> tuple[dict[str, float], list[dict
             from hetinfra.plan.templates_pd import bundle_json
 
             allocations[-1]["disaggregation"] = bundle_json(t.bundle)
+        if t.lora is not None:  # issue 38: the adapters it holds, its slots, memory and derate
+            from hetinfra.plan.adapters import unit_adapters_json
+
+            allocations[-1]["adapters"] = unit_adapters_json(pr, uid)
         if t.mixed:  # price_per_instance above is the mean over the stages' instances
             allocations[-1]["stages"] = [
                 {"instance_type": it, "gpu": g, "gpus": t.gpus_per_instance, "layers": n, "price_usd_per_hour": rounded(p)}

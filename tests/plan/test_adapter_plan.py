@@ -1,0 +1,82 @@
+"""`hetinfra plan` with LoRA adapters (issue 38): placement through the one formulation, plan.json's
+``allocations[].adapters``, routing only to holders, and each bad input's exit code through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SPEC = """\
+name: lora
+models:
+  - name: base-8b
+    model: llama-3.1-8b
+    source: meta-llama/Llama-3.1-8B-Instruct
+    slo: {ttft_ms: 2000, tpot_ms: 100}
+    demand:
+      rate_rps: 10
+      sizes: {classes: [{name: c, input_tokens: 500, output_tokens: 200, share: 1}]}
+infrastructure: {clouds: [aws], regions: [us-east-1], gpus: [L4]}
+adapters:
+  - {name: sql, base: base-8b, source: org/sql, rank: 16, demand: {share: 0.5}}
+  - {name: law, base: base-8b, source: org/law, rank: 8, demand: {share: 0.2}}
+  - {name: med, base: base-8b, source: org/med, rank: 32, demand: {rate_rps: 1}}
+"""
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    d = tmp_path_factory.mktemp("lora")
+    (d / "s.yaml").write_text(SPEC)
+    res = CliRunner().invoke(cli, ["plan", str(d / "s.yaml"), "--out", str(d / "out"), "--no-verify", "--no-baselines"])
+    assert res.exit_code == 0, res.output
+    return json.loads((d / "out" / "plan.json").read_text()), res.output, d / "out"
+
+
+def test_every_adapter_is_held_and_its_requests_reach_only_holders(planned):
+    plan, _, _ = planned
+    holders: dict[str, set[str]] = {}
+    for a in plan["allocations"]:
+        lo = a.get("adapters")
+        if lo:
+            assert len(lo["held"]) <= lo["max_loras"] and 0 < lo["derate"] < 1 and lo["slot_memory_gb"] > 0
+            assert lo["max_lora_rank"] == 32 and all(h["instances"] == a["count"] for h in lo["held"])
+            for h in lo["held"]:
+                holders.setdefault(h["name"], set()).add(a["unit"])
+    assert set(holders) == {"sql", "law", "med"}
+    routing = plan["routing"]["base-8b"]
+    for cls, entries in routing.items():
+        if "~" in cls:
+            assert entries and {e["unit"] for e in entries} <= holders[cls.split("~")[1]], cls
+
+
+def test_adapter_demand_splits_the_base_and_rates_add_to_it(planned):
+    plan, _, _ = planned
+    model = plan["models"][0]
+    rates = {c["name"]: c["rate_rps"] for c in model["classes"]}
+    assert rates == pytest.approx({"c": 3.0, "c~sql": 5.0, "c~law": 2.0, "c~med": 1.0})
+    assert model["rate_rps"] == pytest.approx(11.0)
+
+
+def test_the_summary_says_where_each_adapter_lives(planned):
+    _, out, _ = planned
+    for name in ("sql", "law", "med"):
+        assert name in out
+
+
+@pytest.mark.parametrize("entry, code, words", [
+    ("  - {name: x, base: base-13b, source: org/x, demand: {share: 0.1}}\n", 2, "is not a model"),
+    ("  - {name: x, base: base-8b, source: org/x, rank: 1024, demand: {share: 0.1}}\n", 2, "above 512"),
+    ("  - {name: sql, base: base-8b, source: org/x, demand: {share: 0.1}}\n", 2, "already used"),
+    ("  - {name: x, base: base-8b, source: org/x, demand: {share: 0.1}, regions: [eu-west-1]}\n", 3,
+     "no unit may hold it"),
+])
+def test_each_bad_adapter_exits_with_its_code_through_the_cli(tmp_path, run_cli, entry, code, words):
+    (tmp_path / "s.yaml").write_text(SPEC + entry)
+    got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
+    assert got == code and words in err and "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
