@@ -80,3 +80,27 @@ def test_each_bad_adapter_exits_with_its_code_through_the_cli(tmp_path, run_cli,
     (tmp_path / "s.yaml").write_text(SPEC + entry)
     got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
     assert got == code and words in err and "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_artifacts_carry_each_units_adapters_and_litellm_routes_them_to_holders(planned):
+    import yaml
+
+    plan, _, out = planned
+    for a in plan["allocations"]:
+        text = (out / a["skypilot_task"]).read_text()
+        lo = a.get("adapters")
+        if lo is None:
+            assert "--enable-lora" not in text
+            continue
+        assert f"--enable-lora --max-loras {min(lo['max_loras'], len(lo['held']))} --max-lora-rank 32" in text
+        assert all(f"{h['name']}={h['source']}" in text for h in lo["held"])
+    litellm = yaml.safe_load((out / "router" / "litellm.yaml").read_text())
+    holders = {h["name"]: set() for a in plan["allocations"] for h in (a.get("adapters") or {}).get("held", [])}
+    for a in plan["allocations"]:
+        for h in (a.get("adapters") or {}).get("held", []):
+            holders[h["name"]].add(a["deployment_unit"])
+    listed = {}
+    for e in litellm["model_list"]:
+        if e["model_name"] in holders:
+            listed.setdefault(e["model_name"], set()).add(e["model_info"]["hetinfra_unit"])
+    assert listed == holders
