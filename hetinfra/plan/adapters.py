@@ -126,7 +126,7 @@ def with_adapters(inputs, units: list, locate) -> tuple:
                                     "and an adapter slot's memory comes from it",
                                     hint="give the model an `architecture:` or a catalog model")
         models.append(split_classes(pm, mine))
-        extra += tier_units(pm, [u for u in units if u.model == pm.spec.name], mine)
+        extra += tier_units(pm, [u for u in units if u.model == pm.spec.name], mine, spec.planning.adapter_placement)
     return dc_replace(inputs, models=tuple(models)), units + extra
 
 
@@ -152,7 +152,16 @@ def split_classes(pm, adapters):
     return dc_replace(pm, spec=model_spec, classes=classes)
 
 
-def tier_units(pm, units: list, adapters) -> list:
+def tiers_for(adapters, placement: str) -> tuple[int, ...]:
+    """The slot tiers a base's units are offered in: every :func:`slot_tiers` (``placed``), or only the
+    first holding all its adapters (``planning.adapter_placement: everywhere``: holding is free within
+    a unit's slots, so that tier's cheapest plan costs what holding all on every replica costs, and
+    plan.json lists them all on each unit)."""
+    tiers = slot_tiers(len(adapters))
+    return tiers[-1:] if placement == "everywhere" else tiers
+
+
+def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
     """Every plain unit of ``pm`` (one checkpoint, colocated, one GPU type) in each slot tier: its
     template's rates x the LoRA engine's over the base engine's (:func:`tier_factor`, per class, so a
     profiled template keeps its measurement and pays the estimated LoRA price) for its classes and
@@ -171,7 +180,7 @@ def tier_units(pm, units: list, adapters) -> list:
         t = u.template
         if t.mixed or t.bundle is not None or t.variant is not None or t.lora is not None or t.gpu not in GPUS:
             continue
-        for k in slot_tiers(len(adapters)):
+        for k in tiers_for(adapters, placement):
             key = (t.id, k)
             if key not in tiers:
                 rates = {}
@@ -251,9 +260,11 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
         name = adapter_of(w)
         if u == uid and name is not None:
             routed[name] = routed.get(name, 0.0) + rps
+    names = sorted(a for (u, a), c in pr.result.holds.items() if u == uid and c > 0)
+    if pr.inputs.spec.planning.adapter_placement == "everywhere":  # every replica holds all its base's adapters
+        names = sorted(a.name for a in pr.inputs.spec.adapters if a.base == t.model)
     held = [{"name": a, "source": specs[a].source, "rank": specs[a].rank, "instances": pr.result.n[uid],
-             "routed_rps": round(routed.get(a, 0.0), 6)}
-            for (u, a), c in sorted(pr.result.holds.items()) if u == uid and c > 0]
+             "routed_rps": round(routed.get(a, 0.0), 6)} for a in names]
     if not held:
         return None
     arch = next(pm.arch for pm in pr.inputs.models if pm.spec.name == t.model)
