@@ -286,3 +286,53 @@ def adapter_summary(doc) -> list[str]:
         out.append(f"adapters on {a.deployment_unit} (x{a.count}): {names} [--max-loras {lo.max_loras} rank "
                    f"{lo.max_lora_rank}, {float(lo.slot_memory_gb):.2f} GB of KV cache, derate {float(lo.derate):.2f}]")
     return out
+
+
+def fold_adapters(log, spec) -> tuple:
+    """(the demand log with each adapter's rows counted as its base's, adapter -> its observed share
+    of its base's requests): the gateway logs a request under the ``model`` it named, an adapter's
+    name for adapter requests (hetinfra.replan). An adapter the log never saw keeps half a request's
+    share (a spec share is > 0); the shares of a base are scaled to sum at most 1. Without adapters:
+    the log unchanged, no shares."""
+    from dataclasses import replace as dc_replace
+
+    import numpy as np
+
+    base_of = {a.name: a.base for a in spec.adapters}
+    if not base_of:
+        return log, {}
+    names = log.models
+    counts = {a: int((names == a).sum()) for a in base_of}
+    folded = np.array([base_of.get(m, m) for m in names.tolist()], dtype=str)  # as wide as the longest name
+    shares: dict[str, float] = {}
+    for base in sorted(set(base_of.values())):
+        total = int((folded == base).sum())
+        if total == 0:
+            continue  # the base is not in the log: its adapters keep the spec's demand
+        mine = {a: max(counts[a], 0.5) / total for a, b in base_of.items() if b == base}
+        scale = min(1.0, 1.0 / sum(mine.values()))
+        shares.update({a: s * scale for a, s in mine.items()})
+    return dc_replace(log, models=folded), shares
+
+
+def with_adapter_shares(spec, shares: dict[str, float]):
+    """``spec`` with each adapter in ``shares`` demanding that share of its base's requests (what the
+    demand log showed: :func:`fold_adapters`), so a re-plan re-places adapters whose demand moved."""
+    from hetinfra.spec.adapters import AdapterDemand
+
+    if not shares:
+        return spec
+    adapters = [a.model_copy(update={"demand": AdapterDemand(share=shares[a.name])}) if a.name in shares else a
+                for a in spec.adapters]
+    return spec.model_copy(update={"adapters": adapters})
+
+
+def adapter_triggers(old, new, threshold: float = 0.05) -> list[str]:
+    """Re-plan triggers of adapters whose share of their base moved by more than ``threshold`` (absolute)."""
+    before = {a.name: a.demand.share for a in old.adapters}
+    out = []
+    for a in new.adapters:
+        was = before.get(a.name)
+        if was is not None and a.demand.share is not None and abs(a.demand.share - was) > threshold:
+            out.append(f"demand of adapter {a.name}: share {was:.3g} -> {a.demand.share:.3g} of {a.base}")
+    return out
