@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.solver.problem import AdapterHold, SolverUnit
+from hetinfra.spec.adapters import slot_rank
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
            "lora_tier", "slot_tiers", "with_adapters"]
@@ -69,15 +70,17 @@ def with_adapter_keys(rates: dict[str, float], demand: dict) -> dict[str, float]
     return out
 
 
-def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, best_rps: float) -> tuple:
-    """The problem's :class:`AdapterHold` entries of one base model (residency from ``regions``)."""
+def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, best_rps: float = 0.0) -> tuple:
+    """The problem's :class:`AdapterHold` entries of one base model (residency from ``regions``; the slot
+    rank each needs: vLLM's smallest --max-lora-rank at or above its rank)."""
+
     out = []
     for a in adapters:
         rate = sum(demand.get(k, 0.0) for k in keys[a.name])
         if rate <= 0:
             continue
         # one unit: a unit holds it on every instance, and its capacity rows size the instances
-        out.append(AdapterHold(a.name, model, keys[a.name], tuple(a.regions or ()), (((), 1),)))
+        out.append(AdapterHold(a.name, model, keys[a.name], tuple(a.regions or ()), (((), 1),), slot_rank(a.rank)))
     return tuple(out)
 
 
@@ -161,6 +164,15 @@ def tiers_for(adapters, placement: str) -> tuple[int, ...]:
     return tiers[-1:] if placement == "everywhere" else tiers
 
 
+def rank_tiers(adapters, ranks: list[int], placement: str) -> list[tuple[int, int]]:
+    """(slots, slot rank) of each tier: per slot rank among the adapters', the slot tiers up to the
+    adapters it may hold (rank-aware placement: a unit of low-rank adapters pays no high rank's padding
+    and derate, vllm PR #22782); ``everywhere``: one tier at the highest rank holding them all."""
+    if placement == "everywhere":
+        return [(tiers_for(adapters, placement)[0], ranks[-1])]
+    return [(k, r) for r in ranks for k in slot_tiers(sum(1 for a in adapters if slot_rank(a.rank) <= r))]
+
+
 def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
     """Every plain unit of ``pm`` (one checkpoint, colocated, one GPU type) in each slot tier: its
     template's rates x the LoRA engine's over the base engine's (:func:`tier_factor`, per class, so a
@@ -170,18 +182,17 @@ def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
 
     from hetinfra.catalog.gpus import GPUS
     from hetinfra.perf.lora import lora_cost
-    from hetinfra.spec.adapters import slot_rank
 
-    rank = slot_rank(max(a.rank for a in adapters))
+    ranks = sorted({slot_rank(a.rank) for a in adapters})
     sizes = {c.name: (c.input_tokens, c.output_tokens) for c in pm.classes}
-    tiers: dict[tuple[str, int], object] = {}  # (template id, slots) -> tier template (None: infeasible)
+    tiers: dict[tuple[str, int, int], object] = {}  # (template id, slots, rank) -> tier template (None: infeasible)
     out = []
     for u in units:
         t = u.template
         if t.mixed or t.bundle is not None or t.variant is not None or t.lora is not None or t.gpu not in GPUS:
             continue
-        for k in tiers_for(adapters, placement):
-            key = (t.id, k)
+        for k, rank in rank_tiers(adapters, ranks, placement):
+            key = (t.id, k, rank)
             if key not in tiers:
                 rates = {}
                 for w, r in t.rates.items():
@@ -189,8 +200,9 @@ def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
                     if f > 0:
                         rates[w] = r * f
                 rates.update({f"{w}{ADAPTER_KEY_SEP}{a.name}": rates[w] for a in adapters for w in list(rates)
-                              if ADAPTER_KEY_SEP not in w})
-                tiers[key] = dc_replace(t, id=f"{t.id}+lora{k}", rates=rates,
+                              if ADAPTER_KEY_SEP not in w and slot_rank(a.rank) <= rank})
+                tag = f"+lora{k}" + (f"r{rank}" if len(ranks) > 1 else "")  # one rank: the plain tier name
+                tiers[key] = dc_replace(t, id=f"{t.id}{tag}", rates=rates,
                                         sources={w: f"lora x {t.sources.get(w.split(ADAPTER_KEY_SEP, 1)[0], '?')}"
                                                  for w in rates},
                                         lora=lora_cost(pm.arch, t.gpu, k, rank, t.tp, t.pp)) if rates else None
@@ -231,8 +243,9 @@ def adapter_problem(inputs, units: list, problem):
 
     if not inputs.spec.adapters:
         return problem
-    slots = {u.id: u.template.slots for u in units}
-    solver_units = tuple(dc_replace(su, slots=slots.get(su.id, 0)) for su in problem.units)
+    lora = {u.id: u.template.lora for u in units}
+    solver_units = tuple(dc_replace(su, slots=lora[su.id].slots, lora_rank=lora[su.id].rank) if lora.get(su.id) else su
+                         for su in problem.units)
     holds = []
     for pm in inputs.models:
         mine = adapters_of(inputs.spec, pm.spec.name)

@@ -46,7 +46,8 @@ def _name_units(allocations: list[dict], slugs: dict[str, str]) -> None:
     for a in allocations:
         # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
         layout = (f"tp{a['tp']}" + (f"-pp{a['pp']}" if a["pp"] > 1 else "")
-                  + (f"-lora{a['adapters']['max_loras']}" if a.get("adapters") else "")) if seen[base(a)] > 1 else None
+                  + (f"-lora{a['adapters']['max_loras']}r{a['adapters']['max_lora_rank']}" if a.get("adapters") else "")
+                  ) if seen[base(a)] > 1 else None
         suffix = "-".join(x for x in (a.get("variant"), layout) if x) or None
         if a.get("purchase", "").startswith("committed"):  # committed_1y -> "c1y": apart from its top-up
             suffix = "-".join(filter(None, ["c" + a["purchase"].split("_")[1], suffix]))

@@ -32,9 +32,11 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     buckets, and the memo holds one pruning per bucket, not one per round."""
     buckets: dict[tuple, list[TemplateUnit]] = {}
     for u in units:
-        # adapter slots split buckets: fewer slots at a higher rate never stand in for more (issue 38)
-        buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None, u.template.slots),
-                           []).append(u)
+        # adapter slots and their rank split buckets: fewer slots (or a lower rank) at a higher rate never
+        # stand in for more (issue 38)
+        lora = u.template.lora
+        buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None,
+                            (lora.slots, lora.rank) if lora else None), []).append(u)
     capped = frozenset(capped)
     kept: list[TemplateUnit] = []
     for bucket, members in buckets.items():

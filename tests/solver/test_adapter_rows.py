@@ -102,3 +102,16 @@ def test_replan_moves_adapters_with_their_demand_within_the_change_penalty():
     a1_holders = sum(c for (_, a), c in again.holds.items() if a == "a1")
     a1_flow = sum(v for (u, _, w), v in again.flow.items() if w == "c~a1")
     assert a1_flow == pytest.approx(6.0) and a1_holders >= 1 and verify_adapters(after, again) == []
+
+
+def test_a_unit_holds_only_adapters_its_slot_rank_covers():
+    """Rank-aware placement: a rank-64 adapter goes to the rank-64 unit even where the rank-16 unit is
+    cheaper; the rank-16 adapters may share the cheaper unit (solver.problem.AdapterHold.rank)."""
+    keys = ["c", "c~lo", "c~hi"]
+    units = (SolverUnit("r16", "m", 1.0, 1, (G,), {k: 10.0 for k in keys}, "r1", slots=4, lora_rank=16),
+             SolverUnit("r64", "m", 1.5, 1, (G,), {k: 10.0 for k in keys}, "r1", slots=4, lora_rank=64))
+    holds = (AdapterHold("lo", "m", (("m", "c~lo"),), rank=16), AdapterHold("hi", "m", (("m", "c~hi"),), rank=64))
+    p = AllocationProblem(units=units, demand={("m", "c~lo"): 1.0, ("m", "c~hi"): 1.0}, adapters=holds)
+    res = solve(p)
+    assert ("r16", "hi") not in res.holds and res.holds.get(("r64", "hi")) == 1 and verify_adapters(p, res) == []
+    assert compile_rows(p).x.keys() == {("r16", "lo"), ("r64", "lo"), ("r64", "hi")}
