@@ -1,7 +1,8 @@
 """Routing by LoRA adapter on loopback (issue 38 point 4): `hetinfra plan` places three adapters, one
 stand-in engine per deployment unit of its plan.json, the real gateway in front. Each adapter's
 requests reach only the units plan.json says hold it; with a unit killed, every adapter another unit
-holds keeps its service; the demand log records the adapter (the request's model)."""
+holds keeps its service; the demand log records the adapter (the request's model). About 10 s: a
+plan, four processes and 240 requests on loopback, the only way to check the real gateway's routing."""
 
 from __future__ import annotations
 
@@ -15,28 +16,8 @@ from click.testing import CliRunner
 
 from tests.gateway.conftest import auth
 from tests.gateway.test_gateway_live import fire, flushed_log
+from tests.plan.test_adapter_plan import SPEC  # one L40S at most: sql needs a second unit
 
-SPEC = """\
-name: lora-live
-models:
-  - name: base-8b
-    model: llama-3.1-8b
-    source: meta-llama/Llama-3.1-8B-Instruct
-    slo: {ttft_ms: 2000, tpot_ms: 100}
-    demand:
-      rate_rps: 6
-      sizes: {classes: [{name: c, input_tokens: 500, output_tokens: 200, share: 1}]}
-infrastructure:
-  clouds: [aws]
-  regions: [us-east-1]
-  gpus: [L4, L40S]
-  availability:
-    - {cloud: aws, region: us-east-1, gpu: L40S, max_gpus: 1}
-adapters:
-  - {name: sql, base: base-8b, source: org/sql, rank: 16, demand: {share: 0.8}}
-  - {name: law, base: base-8b, source: org/law, rank: 16, demand: {share: 0.15}}
-  - {name: med, base: base-8b, source: org/med, rank: 64, demand: {share: 0.05}}
-"""
 N = 40  # requests per adapter and round
 
 
@@ -65,7 +46,7 @@ def served_by(gw: str, model: str) -> list[tuple[int, str | None]]:
 
 def test_each_adapter_reaches_only_its_holders_and_survives_a_killed_unit(fleet):
     holders, gw = fleet["holders"], fleet["gw"]
-    assert set(holders) == {"sql", "law", "med"}
+    assert set(holders) == {"sql", "law", "med"} and any(len(u) > 1 for u in holders.values())
     for name, units in holders.items():
         got = served_by(gw, name)
         assert all(code == 200 for code, _ in got) and {b for _, b in got} <= units, (name, got)
