@@ -130,7 +130,23 @@ def with_adapters(inputs, units: list, locate) -> tuple:
                                     hint="give the model an `architecture:` or a catalog model")
         models.append(split_classes(pm, mine))
         extra += tier_units(pm, [u for u in units if u.model == pm.spec.name], mine, spec.planning.adapter_placement)
+    check_holders(spec, extra, locate)
     return dc_replace(inputs, models=tuple(models)), units + extra
+
+
+def check_holders(spec, tier_units_: list, locate) -> None:
+    """Exit 3 for an adapter no unit may hold: its residency ``regions`` (or its rank) leave it no
+    slot tier of its base among the offers, named at the adapter's line."""
+    from hetinfra.errors import InfeasibleError
+
+    for i, a in enumerate(spec.adapters):
+        if any(u.model == a.base and u.template.lora.rank >= slot_rank(a.rank)
+               and (not a.regions or u.region in a.regions) for u in tier_units_):
+            continue
+        where = f"in {', '.join(a.regions)}" if a.regions else "in any allowed region"
+        raise InfeasibleError(f"{locate('adapters', i)}: adapter {a.name!r}: no offer {where} can serve its base "
+                              f"{a.base!r} with adapter slots; no unit may hold it",
+                              hint="widen its `regions`, or allow GPUs offered there")
 
 
 def split_classes(pm, adapters):

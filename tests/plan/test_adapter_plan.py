@@ -113,3 +113,13 @@ def test_artifacts_carry_each_units_adapters_and_litellm_routes_them_to_holders(
         if e["model_name"] in holders:
             listed.setdefault(e["model_name"], set()).add(e["model_info"]["hetinfra_unit"])
     assert listed == holders
+
+
+def test_an_adapter_whose_regions_have_no_offer_is_exit_3_at_its_line(tmp_path, run_cli):
+    """infrastructure.regions unset: every region is allowed, but none of its residency regions has an
+    offer the base can run on (the spec check cannot know; the planner's units do)."""
+    spec = SPEC.replace("  regions: [us-east-1]\n", "") + \
+        "  - {name: x, base: base-8b, source: org/x, demand: {share: 0.1}, regions: [mars-1]}\n"
+    (tmp_path / "s.yaml").write_text(spec)
+    got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
+    assert got == 3 and "s.yaml:19:" in err and "no unit may hold it" in err and "Traceback" not in err, err
