@@ -22,14 +22,15 @@ instances must hold each, and which instance holds which adapter once the ILP ha
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import replace as dc_replace
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.solver.problem import AdapterHold, SolverUnit
 from hetinfra.spec.adapters import slot_rank
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
-           "lora_tier", "slot_tiers", "with_adapters"]
+           "adapter_summary", "adapter_triggers", "fold_adapters", "slot_tiers", "unit_adapters_json", "with_adapter_shares",
+           "with_adapters"]
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP  # joins a class and an adapter: "chat~sql"
 #: the slot counts (vLLM --max-loras) a unit's tiers offer
@@ -53,27 +54,9 @@ def adapter_demand(model: str, classes: dict[str, float], adapters) -> tuple[dic
     return {k: v for k, v in demand.items() if v > 1e-12}, keys
 
 
-def lora_tier(unit: SolverUnit, slots: int, class_rates: dict[str, float]) -> SolverUnit:
-    """The unit ``unit`` in its tier of ``slots`` adapter slots: its id ends ``+lora<slots>`` and each
-    adapter key of a class gets that class's LoRA rate (``class_rates``: class -> req/s at this tier)."""
-    rates = dict(class_rates)
-    return replace(unit, id=f"{unit.id}+lora{slots}", slots=slots, rates=rates)
-
-
-def with_adapter_keys(rates: dict[str, float], demand: dict) -> dict[str, float]:
-    """A tier's rates extended to every adapter key of its classes present in ``demand``."""
-    out = dict(rates)
-    for _, w in demand:
-        base = w.split(ADAPTER_KEY_SEP, 1)[0]
-        if ADAPTER_KEY_SEP in w and base in rates:
-            out[w] = rates[base]
-    return out
-
-
 def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, best_rps: float = 0.0) -> tuple:
     """The problem's :class:`AdapterHold` entries of one base model (residency from ``regions``; the slot
     rank each needs: vLLM's smallest --max-lora-rank at or above its rank)."""
-
     out = []
     for a in adapters:
         rate = sum(demand.get(k, 0.0) for k in keys[a.name])
@@ -105,8 +88,6 @@ def with_adapters(inputs, units: list, locate) -> tuple:
     its slot tiers (:func:`tier_units`). Without adapters: both unchanged. Exit 2 where a base has no
     known architecture (the slot memory comes from it) or demand declares origins (not placed per
     origin yet)."""
-    from dataclasses import replace as dc_replace
-
     from hetinfra.plan.origins import declares_origins
     from hetinfra.spec.adapters import adapters_of
 
@@ -153,8 +134,6 @@ def split_classes(pm, adapters):
     """``pm`` with each class ``w`` split into the base's part and ``w~a`` per adapter (rates as
     :func:`adapter_demand` gives them, shares of the new total); a base class left at no demand (the
     shares sum to 1) goes. ``rate_rps`` adapters add to the model's ``demand.rate_rps``."""
-    from dataclasses import replace as dc_replace
-
     from hetinfra.spec.demand import RequestClass
 
     demand, _ = adapter_demand(pm.spec.name, {c.name: c.rate_rps for c in pm.classes}, adapters)
@@ -194,8 +173,6 @@ def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
     template's rates x the LoRA engine's over the base engine's (:func:`tier_factor`, per class, so a
     profiled template keeps its measurement and pays the estimated LoRA price) for its classes and
     each adapter's, ``lora`` its cost. A tier whose slots leave no room for the KV cache is left out."""
-    from dataclasses import replace as dc_replace
-
     from hetinfra.catalog.gpus import GPUS
     from hetinfra.perf.lora import lora_cost
 
@@ -253,8 +230,6 @@ def adapter_problem(inputs, units: list, problem):
     """``problem`` (the planner's, over ``units``) with each solver unit's slots and the spec's adapters
     to place (:func:`adapter_holds`: residency, one copy, two where an adapter's rate needs more than
     one instance of its best tier). Unchanged without adapters."""
-    from dataclasses import replace as dc_replace
-
     from hetinfra.spec.adapters import adapters_of
 
     if not inputs.spec.adapters:
@@ -323,8 +298,6 @@ def fold_adapters(log, spec) -> tuple:
     name for adapter requests (hetinfra.replan). An adapter the log never saw keeps half a request's
     share (a spec share is > 0); the shares of a base are scaled to sum at most 1. Without adapters:
     the log unchanged, no shares."""
-    from dataclasses import replace as dc_replace
-
     import numpy as np
 
     base_of = {a.name: a.base for a in spec.adapters}
