@@ -32,7 +32,7 @@ def unit_adapter_fields(alloc) -> dict:
     lo = getattr(alloc, "adapters", None)
     if lo is None:
         return {}
-    return {"adapters": tuple(Adapter(h.name, h.source, int(h.rank)) for h in lo.held), "max_loras": int(lo.max_loras)}
+    return {"adapters": tuple(Adapter(h.name, h.source, int(h.lora_rank)) for h in lo.held), "max_loras": int(lo.max_loras)}
 
 
 def adapter_holders(doc) -> dict[str, tuple[str, list[str]]]:

@@ -14,7 +14,7 @@ class HeldAdapter(Doc):
     name: StrictStr = Field(description="The adapter's name: the OpenAI `model` its requests carry (vLLM "
                                         "--lora-modules name).")
     source: StrictStr = Field(description="What vLLM loads (--lora-modules name=source).")
-    rank: StrictInt = Field(ge=1, description="The adapter's LoRA rank.")
+    lora_rank: StrictInt = Field(ge=1, description="The adapter's LoRA rank (spec `adapters[].rank`).")
     instances: StrictInt = Field(ge=1, description="Instances holding it: every instance of the unit (one "
                                                    "--lora-modules list, a GPU slot each).")
     routed_rps: Number = Field(ge=0, description="Requests/s of the adapter routed to the unit at the planned demand.")

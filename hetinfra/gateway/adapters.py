@@ -15,7 +15,7 @@ from dataclasses import replace
 from hetinfra.errors import InvalidInputError
 from hetinfra.gateway.table import ModelRoutes, RouteClass, RoutingTable
 
-__all__ = ["adapter_routes", "split_adapter_routes", "with_adapters"]
+__all__ = ["adapter_routes", "with_adapters"]
 
 
 def adapter_routes(base: ModelRoutes, adapter: str, holders: set[str]) -> ModelRoutes:
@@ -41,52 +41,3 @@ def with_adapters(table: RoutingTable, holders: dict[str, tuple[str, set[str]]])
                                     f"{base!r} in this routing table")
         models[name] = adapter_routes(table.models[base], name, set(units))
     return replace(table, models=models)
-
-
-def split_adapter_routes(models: dict[str, ModelRoutes]) -> dict[str, ModelRoutes]:
-    """A plan's routes with its adapters' classes (``chat~sql``: class chat of adapter sql, hetinfra.plan.
-    adapters) taken out of their base model and routed as the adapter's own model: its classes keep
-    their base class's name and sizes and the plan's weights (only units holding it), its fallback
-    shares are its holders' weights. A base all of whose demand names adapters keeps every unit of
-    its adapters' classes (a base request may go to any of them). Without adapter classes: unchanged."""
-    from hetinfra.spec.adapters import ADAPTER_KEY_SEP
-
-    out: dict[str, ModelRoutes] = {}
-    for name, routes in models.items():
-        own = [c for c in routes.classes if ADAPTER_KEY_SEP not in c.name]
-        per: dict[str, list[RouteClass]] = {}
-        for c in routes.classes:
-            if ADAPTER_KEY_SEP in c.name:
-                base_cls, adapter = c.name.split(ADAPTER_KEY_SEP, 1)
-                per.setdefault(adapter, []).append(RouteClass(base_cls, c.input_tokens, c.output_tokens, c.weights))
-        if not per:
-            out[name] = routes
-            continue
-        for adapter, classes in sorted(per.items()):
-            out[adapter] = ModelRoutes(adapter, tuple(classes), _shares(classes), routes.default_max_tokens)
-        if not own:  # every request of the base names an adapter: base requests may use any of their units
-            own = [RouteClass(c.name, c.input_tokens, c.output_tokens, _merged(cs))
-                   for c, cs in _by_name(per).items()]
-        out[name] = ModelRoutes(name, tuple(own), routes.shares, routes.default_max_tokens)
-    return out
-
-
-def _shares(classes: list[RouteClass]) -> tuple[tuple[str, float], ...]:
-    total: dict[str, float] = {}
-    for c in classes:
-        for u, w in c.weights:
-            total[u] = total.get(u, 0.0) + w
-    s = sum(total.values()) or 1.0
-    return tuple((u, w / s) for u, w in sorted(total.items()))
-
-
-def _by_name(per: dict[str, list[RouteClass]]) -> dict[RouteClass, list[RouteClass]]:
-    out: dict[str, list[RouteClass]] = {}
-    for classes in per.values():
-        for c in classes:
-            out.setdefault(c.name, []).append(c)
-    return {cs[0]: cs for cs in out.values()}
-
-
-def _merged(classes: list[RouteClass]) -> tuple[tuple[str, float], ...]:
-    return _shares(classes)

@@ -163,7 +163,7 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     declared = declared_regions(plan)
     check_region(region, declared, str(sources[0]))
     models = routes_from_weights(weights, where)
-    from hetinfra.gateway.adapters import split_adapter_routes  # LoRA: an adapter's requests only to its holders
+    from hetinfra.gateway.adapter_routes import split_adapter_routes  # LoRA: an adapter's requests only to its holders
 
     models = split_adapter_routes(models)
     if plan is not None and where != str(sources[0]):  # weights.json beside plan.json: the two must agree

@@ -26,7 +26,7 @@ from dataclasses import replace as dc_replace
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.solver.problem import AdapterHold, SolverUnit
-from hetinfra.spec.adapters import slot_rank
+from hetinfra.spec.adapters import adapter_of, slot_rank  # adapter_of: re-exported
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
            "adapter_summary", "adapter_triggers", "fold_adapters", "slot_tiers", "unit_adapters_json", "with_adapter_shares",
@@ -65,11 +65,6 @@ def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, be
         # one unit: a unit holds it on every instance, and its capacity rows size the instances
         out.append(AdapterHold(a.name, model, keys[a.name], tuple(a.regions or ()), (((), 1),), slot_rank(a.rank)))
     return tuple(out)
-
-
-def adapter_of(class_name: str) -> str | None:
-    """The adapter a demand key's class carries (``"chat~sql"`` -> ``"sql"``), None for a base class."""
-    return class_name.split(ADAPTER_KEY_SEP, 1)[1] if ADAPTER_KEY_SEP in class_name else None
 
 
 def slot_tiers(adapters: int) -> tuple[int, ...]:
@@ -267,7 +262,7 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
     names = sorted(a for (u, a), c in pr.result.holds.items() if u == uid and c > 0)
     if pr.inputs.spec.planning.adapter_placement == "everywhere":  # every replica holds all its base's adapters
         names = sorted(a.name for a in pr.inputs.spec.adapters if a.base == t.model)
-    held = [{"name": a, "source": specs[a].source, "rank": specs[a].rank, "instances": pr.result.n[uid],
+    held = [{"name": a, "source": specs[a].source, "lora_rank": specs[a].rank, "instances": pr.result.n[uid],
              "routed_rps": round(routed.get(a, 0.0), 6)} for a in names]
     if not held:
         return None

@@ -157,7 +157,7 @@ def simulate_lora(replicas: list, reqs, adapter_of_class: list, progress=None) -
 def lora_unit(alloc, ue, arch, class_names: list[str]) -> list:
     """A plan's LoRA unit made ready for ``hetinfra.sim.plan_sim``: its fresh replicas
     (:func:`lora_replicas`), and ``ue.run`` set to :func:`simulate_lora` with each class's adapter."""
-    from hetinfra.plan.adapters import adapter_of
+    from hetinfra.spec.adapters import adapter_of
 
     adapters = [adapter_of(c) for c in class_names]
     ue.run = lambda replicas, reqs: simulate_lora(replicas, reqs, adapters)

@@ -53,7 +53,7 @@ def test_every_adapter_is_held_and_its_requests_reach_only_holders(planned):
         if lo:
             assert len(lo["held"]) <= lo["max_loras"] and 0 < lo["derate"] < 1 and lo["slot_memory_gb"] > 0
             # rank-aware: a unit's slot rank holds its adapters' ranks (vLLM pads smaller ones up to it)
-            assert all(h["rank"] <= lo["max_lora_rank"] and h["instances"] == a["count"] for h in lo["held"])
+            assert all(h["lora_rank"] <= lo["max_lora_rank"] and h["instances"] == a["count"] for h in lo["held"])
             for h in lo["held"]:
                 holders.setdefault(h["name"], set()).add(a["unit"])
     assert set(holders) == {"sql", "law", "med"}
@@ -100,7 +100,7 @@ def test_artifacts_carry_each_units_adapters_and_litellm_routes_them_to_holders(
         if lo is None:
             assert "--enable-lora" not in text
             continue
-        rank = min(r for r in (8, 16, 32, 64) if r >= max(h["rank"] for h in lo["held"]))
+        rank = min(r for r in (8, 16, 32, 64) if r >= max(h["lora_rank"] for h in lo["held"]))
         assert f"--enable-lora --max-loras {min(lo['max_loras'], len(lo['held']))} --max-lora-rank {rank}" in text
         assert all(f"{h['name']}={h['source']}" in text for h in lo["held"])
     litellm = yaml.safe_load((out / "router" / "litellm.yaml").read_text())
