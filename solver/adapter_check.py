@@ -12,8 +12,9 @@ TOL = 1e-6
 
 
 def verify_adapters(problem: AllocationProblem, r: SolveResult) -> list[str]:
-    """Violations of: an instance holds at most its slots and an adapter once; an adapter is held only
-    where it may be; its requests go only to holders, within their capacity; each area holds its copies."""
+    """Violations of: a unit holds an adapter on all its instances or none (at most once, only while it
+    runs) and at most its slots; an adapter is held only where it may be; its requests go only to
+    units holding it; each area holds its copies (units)."""
     bad: list[str] = []
     units = {u.id: u for u in problem.units}
     adapters = {a.name: a for a in problem.adapters}
@@ -21,22 +22,19 @@ def verify_adapters(problem: AllocationProblem, r: SolveResult) -> list[str]:
     for (u, a), cnt in r.holds.items():
         if a not in adapters or not adapters[a].may_hold(units[u]):
             bad.append(f"adapter {a} held on {u}, which may not hold it")
-        if cnt > r.n.get(u, 0):
-            bad.append(f"adapter {a} held by {cnt} instances of {u}, which has {r.n.get(u, 0)}")
-        held[u] = held.get(u, 0) + cnt
+        if cnt != 1 or r.n.get(u, 0) < 1:
+            bad.append(f"adapter {a} held {cnt} times by {u}, which runs {r.n.get(u, 0)} instances")
+        held[u] = held.get(u, 0) + 1
     for u, total in held.items():
-        if total > units[u].slots * r.n.get(u, 0):
-            bad.append(f"unit {u} holds {total} adapters > {units[u].slots} slots x {r.n.get(u, 0)} instances")
+        if total > units[u].slots:
+            bad.append(f"unit {u} holds {total} adapters > its {units[u].slots} slots")
     for a in problem.adapters:
         keys = set(a.keys)
         for (u, mod, w), val in r.flow.items():
-            if (mod, w) not in keys or val <= TOL:
-                continue
-            cap = (1 - problem.headroom) * units[u].rates[w] * r.holds.get((u, a.name), 0)
-            if val > cap + TOL * max(1.0, cap):
-                bad.append(f"adapter {a.name}: {val:.4g} req/s on {u}, whose holders carry {cap:.4g}")
+            if (mod, w) in keys and val > TOL and (u, a.name) not in r.holds:
+                bad.append(f"adapter {a.name}: {val:.4g} req/s on {u}, which does not hold it")
         for area, copies in a.cover:
-            have = sum(c for (u, name), c in r.holds.items() if name == a.name and (not area or units[u].region in area))
+            have = sum(1 for (u, name) in r.holds if name == a.name and (not area or units[u].region in area))
             if have < copies:
-                bad.append(f"adapter {a.name} held by {have} instances in {'/'.join(area) or 'all regions'} < {copies}")
+                bad.append(f"adapter {a.name} held by {have} units in {'/'.join(area) or 'all regions'} < {copies}")
     return bad

@@ -29,6 +29,8 @@ class SolverUnit:
     committed: bool = False
     #: LoRA adapter slots of one instance (vLLM --max-loras; ``solver.rows.add_adapter_slots``); 0: no adapters
     slots: int = 0
+    #: rank of each slot (vLLM --max-lora-rank): it holds adapters of this rank or below (``AdapterHold.rank``)
+    lora_rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,12 @@ class AdapterHold:
     keys: tuple[tuple[str, str], ...]
     regions: tuple[str, ...] = ()
     cover: tuple[tuple[tuple[str, ...], int], ...] = (((), 1),)
+    #: the slot rank it needs (vLLM --max-lora-rank at or above its own rank); 0: any slot
+    rank: int = 0
 
     def may_hold(self, unit: SolverUnit) -> bool:
-        return unit.model == self.model and unit.slots > 0 and (not self.regions or unit.region in self.regions)
+        return (unit.model == self.model and unit.slots > 0 and (not self.regions or unit.region in self.regions)
+                and unit.lora_rank >= self.rank)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ Columns (``add_columns``, in this order)
     q[k]    in [0, lambda]  req/s of k left unserved                          (unmet demand allowed)
     c[u]    >= 0            instances started beyond those running            (a running fleet)
     e[g]    >= 0            GPUs over cap g                                   (elastic caps: diagnosis)
-    x[u,a]  in {0..N[u]}    instances of unit u holding LoRA adapter a        (adapters; a may be held by u)
+    x[u,a]  in {0, 1}       unit u holds LoRA adapter a on every instance     (adapters; a may be held by u)
 Objective (``add_objective``; minimized, max_throughput as min -s)
     min_cost        sum_u (cost[u] + price[u]) n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
                     (price: Lagrangian prices of relaxed linking rows, ``solver.lagrange``; else 0)
@@ -69,15 +69,9 @@ def instance_upper_bound(problem: AllocationProblem, unit) -> int:
 
 
 def _holding_bound(problem: AllocationProblem, unit) -> int:
-    """Instances of ``unit`` enough to hold, alone, every copy of the adapters it may hold: each adapter's
-    cover, or the holders its own demand needs (``add_adapter_routing``), over the unit's slots."""
-    if not unit.slots or not problem.adapters:
-        return 0
-    copies = 0
-    for a in (x for x in problem.adapters if x.may_hold(unit)):
-        load = sum(problem.demand.get(k, 0.0) / unit.rates[k[1]] for k in a.keys if k[1] in unit.rates)
-        copies += max(max(c for _, c in a.cover), math.ceil(load / (1.0 - problem.headroom) - 1e-9))
-    return math.ceil(copies / unit.slots)
+    """Instances of ``unit`` a plan may need to hold adapters: one (a unit holds an adapter on every
+    instance, ``add_adapter_once``); 0 without slots or adapters."""
+    return 1 if unit.slots and problem.adapters else 0
 
 
 def allows_unmet(p: AllocationProblem) -> bool:
@@ -144,7 +138,7 @@ def add_columns(r: Rows) -> None:
     r.c = {u.id: r.col(0, INF) for u in p.units} if p.running else {}
     groups = sorted({g for u in p.units for g, _ in u.gpu_use if g in p.caps})
     r.e = {g: r.col(0, INF) for g in groups} if p.elastic_caps else {}
-    r.x = {(u.id, a.name): r.col(0, ub[u.id], True) for a in p.adapters for u in p.units if a.may_hold(u)}
+    r.x = {(u.id, a.name): r.col(0, 1, True) for a in p.adapters for u in p.units if a.may_hold(u)}  # binary
 
 
 def add_objective(r: Rows, extra_cost: dict[str, float] | None = None) -> None:
@@ -320,43 +314,49 @@ def add_scale_out(r: Rows) -> None:
 
 
 def add_adapter_slots(r: Rows) -> None:
-    r"""An engine holds at most its slots (vLLM --max-loras):  sum_a x[u,a] - slots[u] n[u] <= 0.
+    r"""A unit holds at most its slots (vLLM --max-loras):  sum_a x[u,a] <= slots[u].
 
-    With ``add_adapter_once`` the instances of u can be given their adapters round-robin (copy j of
-    each adapter on a distinct instance, none above its slots: ``hetinfra.plan.adapters``)."""
+    Every instance of a unit registers the same adapters (one SkyPilot service, one group: the same
+    ``--lora-modules``), so holding is per unit; an adapter more than its GPU slots would be swapped
+    under load (vLLM's LoRA admission then starves the others: hetinfra.sim.lora), which this row rules out."""
     by_unit: dict[str, dict[int, float]] = {}
     for (u, a), col in r.x.items():
         by_unit.setdefault(u, {})[col] = 1.0
     for u in (x for x in r.p.units if x.id in by_unit):
-        r.row("adapter_slots", u.id, -INF, 0, {**by_unit[u.id], r.n[u.id]: -float(u.slots)})
+        r.row("adapter_slots", u.id, -INF, float(u.slots), by_unit[u.id])
 
 
 def add_adapter_once(r: Rows) -> None:
-    r"""An instance holds an adapter at most once:  x[u,a] - n[u] <= 0."""
+    r"""A unit holds an adapter only while it runs:  x[u,a] - n[u] <= 0."""
     for (u, a), col in r.x.items():
         r.row("adapter_once", (u, a), -INF, 0, {col: 1.0, r.n[u]: -1.0})
 
 
 def add_adapter_routing(r: Rows) -> None:
-    r"""Adapter demand goes only to instances holding the adapter, within their capacity:
+    r"""Adapter demand goes only to units holding the adapter:
 
-    y[u,k] - (1 - headroom) h[u,k] x[u,a] <= 0     for k a demand key of adapter a
+    y[u,k] - M[u,k] x[u,a] <= 0     for k a demand key of adapter a
 
-    A unit that may not hold a (no slots, another model, outside its residency) has no x[u,a]: its
-    row reads y[u,k] <= 0."""
+    with M[u,k] the most u could carry of k: its capacity at its largest count, (1 - headroom) h[u,k] N[u]
+    (and under min_cost no more than k's demand at its peak period). A unit that may not hold a (no
+    slots, another model, outside its residency) has no x[u,a]: its row reads y[u,k] <= 0."""
     p = r.p
     rates = {u.id: u.rates for u in p.units}
+    peak = max((per.multiplier(m) for per in p.periods for m, _ in p.demand), default=1.0) if p.periods else 1.0
     for a in p.adapters:
         keys = set(a.keys)
         for u, k in (pair for pair in r.pairs if pair[1] in keys):
             terms = {r.flow[(u, k)]: r.per(k)}
             if (u, a.name) in r.x:
-                terms[r.x[(u, a.name)]] = -(1.0 - p.headroom) * rates[u][k[1]]
+                big = (1.0 - p.headroom) * rates[u][k[1]] * r.ub[r.n[u]]
+                if p.objective == "min_cost":
+                    big = min(big, p.demand[k] * peak)
+                terms[r.x[(u, a.name)]] = -big
             r.row("adapter_routing", (u, k[0], k[1]), -INF, 0, terms)
 
 
 def add_adapter_cover(r: Rows) -> None:
-    r"""Each adapter is held in each area where it has demand, by as many instances as it needs:
+    r"""Each adapter is held in each area where it has demand, by as many units as it needs:
 
     sum_{u in area} x[u,a] >= copies[a, area]       (no unit there that may hold a: infeasible)"""
     region = {u.id: u.region for u in r.p.units}

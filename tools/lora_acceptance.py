@@ -1,100 +1,83 @@
-"""Issue 38's acceptance: 50 LoRA adapters of one 8B base, Zipf demand (40 req/s in all), placed by the
-ILP (solver.rows.add_adapter_*) against one deployment per adapter and one deployment holding all 50
-on every replica. Same offers, same performance model (hetinfra.perf.lora), same objectives.
+"""Issue 38's acceptance through `hetinfra plan` itself: a spec with adapters (benchmarks/specs/lora-50.yaml,
+lora-50-ranks.yaml) planned three ways, each by the CLI, and the GPU and cost ratios of the first to the
+other two:
 
-    .venv/bin/python -m tools.lora_acceptance [--adapters 50] [--rate 40] [--zipf 1.0]
+* **placed**: the spec as written (the solver places each adapter, rank-aware slot tiers);
+* **everywhere**: the same spec with ``planning.adapter_placement: everywhere`` (every replica holds
+  every adapter of its base: KServe's static mode);
+* **per adapter**: one deployment per adapter (each adapter's base copied as a model of its own whose
+  whole demand names that adapter), planned with ``--no-verify``: verification only adds replicas to a
+  plan that misses, so its GPUs are a lower bound and the ratio against it an upper bound.
+
+    .venv/bin/python -m tools.lora_acceptance benchmarks/specs/lora-50.yaml [--work DIR] [--exe PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-from functools import lru_cache
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
-from hetinfra.catalog.gpus import GPUS
-from hetinfra.catalog.models import MODELS
-from hetinfra.perf.lora import lora_estimate
-from hetinfra.plan.adapters import SLOT_TIERS, adapter_demand, adapter_holds, instance_adapters, with_adapter_keys
-from hetinfra.solver.problem import AllocationProblem, SolverUnit
-from hetinfra.solver.solve import solve
-from hetinfra.spec.adapters import AdapterDemand, AdapterSpec
-
-#: single-GPU on-demand offers of aws us-east-1 in the embedded snapshot (skypilot-catalog-v8, 2025-11-01)
-OFFERS = {"L4": ("g6.xlarge", 0.8048), "L40S": ("g6e.xlarge", 1.861), "H100": ("p5.4xlarge", 6.88)}
-ISL, OSL, TTFT_MS, TPOT_MS, RANK = 500, 200, 2000.0, 100.0, 16
-BASE = "llama-8b"
+import yaml
 
 
-def zipf_adapters(n: int, total: float, s: float) -> list[AdapterSpec]:
-    weights = [1 / (i + 1) ** s for i in range(n)]
-    return [AdapterSpec(name=f"a{i:02d}", base=BASE, source=f"org/a{i:02d}", rank=RANK,
-                        demand=AdapterDemand(share=w / sum(weights))) for i, w in enumerate(weights)]
+def everywhere_spec(text: str) -> str:
+    """The spec with every adapter on every replica of its base."""
+    text = re.sub(r"^name: (\S+)", r"name: \1-everywhere", text, count=1, flags=re.M)
+    if "\nplanning:\n" in text:
+        return text.replace("\nplanning:\n", "\nplanning:\n  adapter_placement: everywhere\n", 1)
+    return text + "planning:\n  adapter_placement: everywhere\n"
 
 
-@lru_cache(maxsize=None)
-def rate(gpu: str, slots: int) -> float:
-    est = lora_estimate(MODELS["llama-3.1-8b"], GPUS[gpu], tp=1, input_tokens=ISL, output_tokens=OSL,
-                        ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, slots=slots, rank=RANK)
-    return est.max_rps if est.feasible else 0.0
+def per_adapter_spec(text: str) -> str:
+    """One model per adapter: its base copied, at the adapter's rate, all its requests naming it."""
+    spec = yaml.safe_load(text)
+    bases = {m["name"]: m for m in spec["models"]}
+    models, adapters = [], []
+    for a in spec["adapters"]:
+        base = bases[a["base"]]
+        rate = base["demand"]["rate_rps"] * a["demand"]["share"] if "share" in a["demand"] else a["demand"]["rate_rps"]
+        models.append(dict(base, name=f"{base['name']}-{a['name']}", demand=dict(base["demand"], rate_rps=rate)))
+        adapters.append(dict(a, base=models[-1]["name"], demand={"share": 1.0}))
+    spec.update(name=f"{spec['name']}-per-adapter", models=models, adapters=adapters)
+    return yaml.safe_dump(spec, sort_keys=False)
 
 
-def units(demand: dict, tiers=SLOT_TIERS, derate: float = 1.0) -> tuple[SolverUnit, ...]:
-    out = []
-    for gpu, (itype, price) in OFFERS.items():
-        for k in tiers:
-            r = rate(gpu, k) * derate
-            if r > 0:
-                out.append(SolverUnit(f"{itype}+lora{k}", BASE, price, 1, ((("aws", "us-east-1", gpu), 1),),
-                                      with_adapter_keys({"c": r}, demand), "us-east-1", slots=k))
-    return tuple(out)
-
-
-def cheapest(need_rps: float, slots: int, derate: float = 1.0) -> tuple[int, float]:
-    """(GPUs, $/h) of the cheapest single-GPU-type deployment serving need_rps with `slots` adapters per engine."""
-    best = None
-    for gpu, (_, price) in OFFERS.items():
-        r = rate(gpu, slots) * derate
-        if r > 0:
-            n = max(1, math.ceil(need_rps / r - 1e-9))
-            best = min(best or (n, n * price), (n, n * price), key=lambda x: x[1])
-    return best
-
-
-def solve_acceptance(adapters_n: int = 50, rate_rps: float = 40.0, zipf: float = 1.0, derate: float = 1.0):
-    """(SolveResult, AllocationProblem) of the acceptance's placement, every rate x ``derate``."""
-    adapters = zipf_adapters(adapters_n, rate_rps, zipf)
-    demand, keys = adapter_demand(BASE, {"c": rate_rps}, adapters)
-    us = units(demand, derate=derate)
-    best = max(max(u.rates.values()) for u in us)
-    problem = AllocationProblem(units=us, demand=demand, adapters=adapter_holds(BASE, adapters, keys, demand, best))
-    return solve(problem, time_limit_s=120, mip_gap=1e-3), problem
+def plan(exe: str, spec: Path, out: Path, *extra: str) -> dict:
+    p = subprocess.run([exe, "plan", str(spec), "--out", str(out), "--no-baselines", *extra], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{spec}: hetinfra plan exited {p.returncode}: {p.stderr.strip()[-400:]}")
+    doc = json.loads((out / "plan.json").read_text())
+    fid = doc.get("fidelity") or {}
+    return {"gpus": doc["gpus"], "usd_per_hour": doc["cost_usd_per_hour"],
+            "verified_met": fid.get("met") if fid.get("verified") else None,
+            "confirmed": (fid.get("confirmation") or {}).get("met")}
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--adapters", type=int, default=50)
-    ap.add_argument("--rate", type=float, default=40.0)
-    ap.add_argument("--zipf", type=float, default=1.0)
-    ap.add_argument("--derate", type=float, default=1.0, help="every engine's rate x this (tools.lora_simcheck finds it)")
+    ap.add_argument("spec", type=Path)
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--exe", default=str(Path(sys.executable).with_name("hetinfra")))
     args = ap.parse_args(argv)
-    adapters = zipf_adapters(args.adapters, args.rate, args.zipf)
-    demand, keys = adapter_demand(BASE, {"c": args.rate}, adapters)
-    res, problem = solve_acceptance(args.adapters, args.rate, args.zipf, args.derate)
-    us = problem.units
-    plan_gpus = sum(res.n.values())
-    plan_cost = res.cost(problem)
-    per = [cheapest(sum(demand[k] for k in keys[a.name]), 1, args.derate) for a in adapters]
-    per_gpus, per_cost = sum(g for g, _ in per), sum(c for _, c in per)
-    all_gpus, all_cost = cheapest(args.rate, args.adapters, args.derate)
-    layout = {u: {"instances": n, "adapters": instance_adapters(
-        n, next(x.slots for x in us if x.id == u), {a: c for (uu, a), c in res.holds.items() if uu == u})}
-        for u, n in sorted(res.n.items())}
-    return {"status": res.status, "plan": {"gpus": plan_gpus, "usd_per_hour": round(plan_cost, 4), "units": layout},
-            "one_deployment_per_adapter": {"gpus": per_gpus, "usd_per_hour": round(per_cost, 4)},
-            "all_adapters_on_every_replica": {"gpus": all_gpus, "usd_per_hour": round(all_cost, 4)},
-            "gpu_ratio_vs_per_adapter": round(plan_gpus / per_gpus, 4),
-            "gpu_ratio_vs_all_on_every_replica": round(plan_gpus / all_gpus, 4)}
+    work = args.work or Path(tempfile.mkdtemp(prefix="lora-acceptance-"))
+    work.mkdir(parents=True, exist_ok=True)
+    text = args.spec.read_text()
+    (work / "everywhere.yaml").write_text(everywhere_spec(text))
+    (work / "per-adapter.yaml").write_text(per_adapter_spec(text))
+    placed = plan(args.exe, args.spec, work / "placed")
+    everywhere = plan(args.exe, work / "everywhere.yaml", work / "everywhere")
+    per = plan(args.exe, work / "per-adapter.yaml", work / "per-adapter", "--no-verify")
+    return {"placed": placed, "everywhere": everywhere, "per_adapter_lower_bound": per,
+            "gpu_ratio_vs_everywhere": round(placed["gpus"] / everywhere["gpus"], 4),
+            "gpu_ratio_vs_per_adapter": round(placed["gpus"] / per["gpus"], 4),
+            "cost_ratio_vs_everywhere": round(placed["usd_per_hour"] / everywhere["usd_per_hour"], 4),
+            "cost_ratio_vs_per_adapter": round(placed["usd_per_hour"] / per["usd_per_hour"], 4)}
 
 
 if __name__ == "__main__":

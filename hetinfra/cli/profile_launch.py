@@ -93,6 +93,21 @@ def _statistic(model: "ModelEntry") -> str:
     return model.slo.percentile or "p99"
 
 
+def _lora_flags(a: "Allocation", model: str, source: str) -> tuple[list[str], list[str]]:
+    """(the engine's LoRA flags, the benchmark's ``--lora-modules`` picking one held adapter at random per
+    request) of a unit with adapters, from the one engine module; ([], []) for a base unit."""
+    from hetinfra.compile.router_adapters import unit_adapter_fields
+
+    fields = unit_adapter_fields(a)
+    if not fields:
+        return [], []
+    from hetinfra.compile.engine import adapter_flags
+    from hetinfra.compile.unit import Serves
+
+    served = Serves(model, source, fields["adapters"], "colocated", fields["max_loras"])
+    return adapter_flags(served), ["--lora-modules", *(x.name for x in fields["adapters"])]
+
+
 def _run_script(t: BenchTask, plan: "Plan") -> str:
     a, m = t.alloc, t.model
     source = m.source
@@ -100,6 +115,8 @@ def _run_script(t: BenchTask, plan: "Plan") -> str:
     pct = stat[1:] if stat.startswith("p") else "50"
     serve = ["vllm", "serve", source, "--tensor-parallel-size", str(a.tp), "--pipeline-parallel-size", str(a.pp),
              "--max-model-len", str(plan.max_model_len(a)), "--load-format", "dummy", "--port", "8000"]
+    lora = _lora_flags(a, m.name, source)  # issue 38: measure the LoRA engine the plan runs
+    serve += lora[0]
     lines = ["set -euo pipefail", "mkdir -p ~/hetinfra-profile", shlex.join(serve) + " > ~/hetinfra-profile/serve.log 2>&1 &",
              "for i in $(seq 1 180); do curl -sf localhost:8000/health && break; sleep 10; done"]
     for k, c in enumerate(t.classes):
@@ -109,7 +126,7 @@ def _run_script(t: BenchTask, plan: "Plan") -> str:
                      "--random-output-len", str(c.output_tokens), "--ignore-eos", "--request-rate", str(r),
                      "--num-prompts", str(NUM_PROMPTS), "--percentile-metrics", "ttft,tpot,itl,e2el",
                      "--metric-percentiles", pct, "--save-result", "--result-dir", "hetinfra-profile",
-                     "--result-filename", f"class{k}-{r}.json"]
+                     "--result-filename", f"class{k}-{r}.json", *lora[1]]
             lines.append("cd ~ && " + shlex.join(bench))
     return "\n".join(lines) + "\n"
 

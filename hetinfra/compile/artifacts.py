@@ -46,6 +46,7 @@ def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
     largest OS image among the clouds it may fail over to."""
     from hetinfra.compile.bundle import bundle_of, hop_plan
     from hetinfra.compile.disk import disk_gb
+    from hetinfra.compile.router_adapters import unit_adapter_fields
     from hetinfra.compile.unit import Alternate, DeployedUnit
     deploy = doc.deploy
     units = []
@@ -67,7 +68,8 @@ def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
             stages=tuple((s.instance_type, s.gpu) for s in a.stages) if a.stages else None,
             target_qps_per_replica=a.target_qps_per_replica if deploy.autoscale else None,
             alternates=alternates, ondemand_fallback=bool(a.ondemand_fallback) and a.spot,
-            runtime=deploy.runtime, vllm_version=deploy.vllm_version, disk_size=disk))
+            runtime=deploy.runtime, vllm_version=deploy.vllm_version, disk_size=disk,
+            **unit_adapter_fields(a)))  # LoRA: --enable-lora ... on every target (compile.engine)
     return units
 
 
@@ -108,7 +110,10 @@ def _write_artifacts(out: Path, plan: dict, doc: "Plan") -> dict[str, list[Path]
     projects = write_projects(out, plan)
     weights = router_weights(doc)
     atomic_write_text(out / "router" / "weights.json", dumps_strict(weights, indent=2) + "\n")
-    atomic_write_text(out / "router" / "litellm.yaml", litellm_config(weights).replace("{port}", str(doc.deploy.port)))
+    from hetinfra.compile.router_adapters import adapter_holders  # LoRA: each adapter on its holders
+
+    atomic_write_text(out / "router" / "litellm.yaml", litellm_config(weights, adapters=adapter_holders(doc) or None)
+                      .replace("{port}", str(doc.deploy.port)))
     written = {}
     if doc.deploy.target == "kubernetes":  # only then: other plans' trees stay as they were
         from hetinfra.compile.kubernetes import write_kubernetes

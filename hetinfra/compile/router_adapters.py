@@ -4,7 +4,7 @@ shares of the base model's requests."""
 
 from __future__ import annotations
 
-__all__ = ["adapter_deployments"]
+__all__ = ["adapter_deployments", "adapter_holders", "unit_adapter_fields"]
 
 
 def adapter_deployments(shares: dict[tuple[str, str], float], adapters: dict[str, tuple[str, list[str]]],
@@ -22,3 +22,24 @@ def adapter_deployments(shares: dict[tuple[str, str], float], adapters: dict[str
                     "weight": max(1, round(share * 1000 / max(1, len(urls))))},
                     "model_info": {"id": f"{unit}-{name}-{i}", "hetinfra_unit": unit, "hetinfra_base": base}})
     return out
+
+
+def unit_adapter_fields(alloc) -> dict:
+    """The :class:`~hetinfra.compile.unit.DeployedUnit` fields of a plan allocation's LoRA adapters
+    (plan.json ``allocations[].adapters``): every held adapter and the GPU slots; {} for a base unit."""
+    from hetinfra.compile.unit import Adapter
+
+    lo = getattr(alloc, "adapters", None)
+    if lo is None:
+        return {}
+    return {"adapters": tuple(Adapter(h.name, h.source, int(h.lora_rank)) for h in lo.held), "max_loras": int(lo.max_loras)}
+
+
+def adapter_holders(doc) -> dict[str, tuple[str, list[str]]]:
+    """Adapter -> (base model, deployment units holding it) of plan ``doc``: what the LiteLLM config
+    and the gateway route each adapter's requests to."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for a in doc.allocations:
+        for h in (a.adapters.held if a.adapters is not None else ()):
+            out.setdefault(h.name, (a.model, []))[1].append(a.deployment_unit)
+    return {k: (b, sorted(units)) for k, (b, units) in out.items()}

@@ -18,6 +18,7 @@ from typing import Literal, NamedTuple, Optional
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
+from hetinfra.document.adapters import UnitAdapters
 from hetinfra.document.base import Doc, Number
 from hetinfra.facts import is_dns_label
 
@@ -135,6 +136,9 @@ class Allocation(Doc):
     counts_by_period: Optional[list[StrictInt]] = Field(None, description="A top-up's replicas in each demand profile "
                                                                           "period.")
     stages: Optional[list[Stage]] = Field(None, description="The stages of a mixed-GPU pipeline.")
+    adapters: Optional[UnitAdapters] = Field(None, description="The LoRA adapters the unit's engines serve, with "
+                                                                "their slots, memory and derate; absent: the base "
+                                                                "model only (issue 38).")
     max_model_len: Optional[PositiveInt] = Field(
         None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
                           "serves the largest class), capped at its KV cache (docs/verification.md).")

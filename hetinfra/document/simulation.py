@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
 
+from hetinfra.document.adapters import UnitAdapters
 from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
 from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
@@ -17,7 +18,7 @@ from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
 #: fields of an allocation a unit's simulation depends on (its name, price or failover do not change
 #: its requests: hetinfra.sim.plan_sim's memo keys are made of exactly these)
 SIMULATED = ("unit", "template", "model", "gpu", "tp", "pp", "engines_per_instance", "nodes_per_replica",
-             "layer_partition", "stages", "count", "variant", "gpu_memory_gb", "disaggregation")
+             "layer_partition", "stages", "count", "variant", "gpu_memory_gb", "disaggregation", "adapters")
 
 
 class SimUnit(Doc):
@@ -40,6 +41,7 @@ class SimUnit(Doc):
     variant: Optional[StrictStr] = None
     gpu_memory_gb: Optional[Number] = None
     disaggregation: Optional[Disaggregation] = None  # a prefill/decode bundle: two pools (hetinfra.sim.split)
+    adapters: Optional[UnitAdapters] = None  # LoRA: engines with slots, requests naming adapters (hetinfra.sim.lora)
 
     def key(self) -> dict:
         """The fields in :data:`SIMULATED`, as plan.json writes them."""

@@ -163,6 +163,9 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     declared = declared_regions(plan)
     check_region(region, declared, str(sources[0]))
     models = routes_from_weights(weights, where)
+    from hetinfra.gateway.adapter_routes import split_adapter_routes  # LoRA: an adapter's requests only to its holders
+
+    models = split_adapter_routes(models)
     if plan is not None and where != str(sources[0]):  # weights.json beside plan.json: the two must agree
         from hetinfra.document.crosscheck import check_against_plan
 

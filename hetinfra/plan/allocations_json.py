@@ -79,6 +79,13 @@ def _allocation(pr: "PlanResult", uid: str, load: Load, purchases: bool, name: s
         from hetinfra.plan.templates_pd import bundle_json
 
         fields["disaggregation"] = Disaggregation.model_validate(bundle_json(t.bundle))
+    if t.lora is not None:  # issue 38: the adapters it holds, its slots, memory and derate
+        from hetinfra.document.adapters import UnitAdapters
+        from hetinfra.plan.adapters import unit_adapters_json
+
+        held = unit_adapters_json(pr, uid)
+        if held is not None:
+            fields["adapters"] = UnitAdapters.model_validate(held)
     if t.mixed:  # price_per_instance above is the mean over the stages' instances
         fields["stages"] = [Stage.model_construct(instance_type=it, gpu=g, gpus=t.gpus_per_instance, layers=n,
                                                   price_usd_per_hour=rounded(p))
@@ -103,7 +110,8 @@ def _unit_names(pr: "PlanResult", uids: list[str], slugs: dict[str, str], purcha
         u = pr.units[uid]
         t = u.template
         # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
-        layout = (f"tp{t.tp}" + (f"-pp{t.pp}" if t.pp > 1 else "")) if seen[base(uid)] > 1 else None
+        layout = (f"tp{t.tp}" + (f"-pp{t.pp}" if t.pp > 1 else "")
+                  + (f"-lora{t.lora.slots}r{t.lora.rank}" if t.lora else "")) if seen[base(uid)] > 1 else None
         suffix = "-".join(x for x in (t.variant, layout) if x) or None
         if purchases and u.purchase_option.startswith("committed"):  # committed_1y -> "c1y": apart from its top-up
             suffix = "-".join(filter(None, ["c" + u.purchase_option.split("_")[1], suffix]))

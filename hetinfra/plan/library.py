@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetinfra.perf.lora import LoraCost
+
 
 @dataclass(frozen=True)
 class Bundle:
@@ -65,6 +67,14 @@ class Template:
     disagreement: tuple[str, float] | None = None
     #: a prefill/decode bundle (issue 37); None: colocated engines
     bundle: Bundle | None = None
+    #: LoRA adapter slots of each engine with their memory and derate (issue 38, hetinfra.plan.adapters);
+    #: None: the base engine, no adapters
+    lora: LoraCost | None = None
+
+    @property
+    def slots(self) -> int:
+        """Adapter slots of one engine (vLLM --max-loras); 0 without adapters."""
+        return self.lora.slots if self.lora is not None else 0
 
     @property
     def nodes(self) -> int:

@@ -24,7 +24,7 @@ from hetinfra.plan.origins import (class_problem, declares_origins, describe_key
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.prune import prune_copies, prune_dominated
 from hetinfra.plan.templates import build_units
-from hetinfra.plan.adapters import refuse_unplanned_adapters
+from hetinfra.plan.adapters import adapter_problem, with_adapters
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
 
 
@@ -98,7 +98,7 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         total = sum(origins.values())
         for region, share in origins.items():
             local[(pm.spec.name, region)] = pm.spec.demand.rate_rps * share / total
-    return AllocationProblem(
+    return adapter_problem(inputs, units, AllocationProblem(  # LoRA: slots and adapters to place
         units=data, demand=demand, caps=dict(inputs.caps), budget=spec.budget_usd_per_hour,
         headroom=settings.headroom, objective=settings.objective, routing=settings.routing,
         slice_factor=settings.slice_factor,
@@ -107,7 +107,7 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         running={u: n for u, n in (running or {}).items() if u in unit_ids},
         churn_hours=settings.churn_penalty_hours,
         unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None,
-        periods=demand_periods(spec), solver=settings.solver)
+        periods=demand_periods(spec), solver=settings.solver))
 
 
 def state_file(state: Path) -> Path:
@@ -220,7 +220,6 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         spec = spec_override
     inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
     check_accuracy_floor(inputs)
-    refuse_unplanned_adapters(spec, locate)
     perf = PerformanceModel(inputs.profiles)
     cache = None
     if template_cache:
@@ -229,6 +228,7 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         root = default_dir()
         cache = TemplateCache(root) if root is not None else None
     unit_list, coverage = build_units(inputs, perf, cache)
+    inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
     if unserved and not spec.planning.allow_unmet:
         msgs = [_unserved_message(inputs, k, c) for k, c in unserved]

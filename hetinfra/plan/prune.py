@@ -1,6 +1,6 @@
 """Dominated units (the plan stage's pruning before each solve): a unit goes when copies of a kept unit
 of its model and purchase option serve at least as much for no more money without breaking an
-availability cap (:func:`prune_dominated`). Units of different buckets never dominate each other, so
+availability cap (:func:`prune_dominated`). Units of different buckets (and LoRA slot counts) never dominate each other, so
 each bucket is pruned on its own and, across verification's rounds, only where a derate changed it."""
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, st
     buckets, and the memo holds one pruning per bucket, not one per round."""
     buckets: dict[tuple, list[TemplateUnit]] = {}
     for u in units:
-        buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None), []).append(u)
+        # adapter slots and their rank split buckets: fewer slots (or a lower rank) at a higher rate never
+        # stand in for more (issue 38)
+        lora = u.template.lora
+        buckets.setdefault((u.model, u.spot, u.committed, u.region if regional else None,
+                            (lora.slots, lora.rank) if lora else None), []).append(u)
     capped = frozenset(capped)
     kept: list[TemplateUnit] = []
     for bucket, members in buckets.items():

@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
 
+def adapter_lines(doc: "Plan") -> list[str]:
+    from hetinfra.plan.adapters import adapter_summary  # issue 38's section, beside its builder
+
+    return adapter_summary(doc)
+
+
 def render_summary(doc: "Plan", console: Console) -> None:
     """The summary of plan ``doc`` on ``console``."""
     console.print(_headline(doc))
@@ -21,6 +27,8 @@ def render_summary(doc: "Plan", console: Console) -> None:
         if m.disaggregation is not None:
             console.print(f"{m.name}: {'split (prefill/decode)' if m.disaggregation.split else 'not split'}: "
                           f"{m.disaggregation.reason}", highlight=False)
+    for line in adapter_lines(doc):  # issue 38: where each LoRA adapter lives
+        console.print(line, highlight=False)
     if doc.purchase:
         _render_purchase(doc, console)
     _render_fidelity(doc, console)

@@ -94,6 +94,9 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
 
     spec, _, _ = load_spec(spec_path)
     log = read_demand_log(demand_log)
+    from hetinfra.plan.adapters import adapter_triggers, fold_adapters, with_adapter_shares  # LoRA: adapter rows are their base's
+
+    log, adapter_shares = fold_adapters(log, spec)
     observed, notes = observe_spec(log, spec)
     notes = list(log.skipped) + notes
     need = min_history_s(spec, opts.min_history_h)
@@ -104,11 +107,13 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
                          f"{need / 3600:g} h of history needed (--min-history-h); planning the declared demand")
     unreliable = unreliable_forecasts(observed, opts.max_forecast_error)
     new_spec, more = apply_to_spec(spec, observed, known)
+    new_spec = with_adapter_shares(new_spec, adapter_shares)  # and their observed shares re-place them
     triggers = []
     for m in spec.models:
         new_rate = next(x.demand.rate_rps for x in new_spec.models if x.name == m.name)
         if abs(new_rate - m.demand.rate_rps) > 1e-9:
             triggers.append(f"demand of {m.name}: {m.demand.rate_rps:g} -> {new_rate:.3g} req/s (forecast peak + buffer)")
+    triggers += adapter_triggers(spec, new_spec)
     for line in list(notes) + list(more) + unreliable:
         detail(f"demand: {line}")
     return new_spec, triggers, unreliable

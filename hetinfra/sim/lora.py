@@ -8,6 +8,11 @@ Built on the simulator's seams (docs/internals/simulator.md, "Seams"), on the Py
   step (:func:`hetinfra.perf.lora.slowdown`, the distinct adapters of the running batch; a batch of
   base requests only pays nothing), plus the load time of adapters brought into a slot for it. Its
   ``slots`` (vLLM ``--max-loras``) are an LRU of resident adapters;
+* a plan's unit with ``adapters`` (plan.json) is simulated by :func:`lora_replicas` and
+  :func:`simulate_lora` (``hetinfra.sim.plan_sim`` calls them): every replica registers every adapter
+  the unit holds (as its engines do: ``--lora-modules`` lists them all, ``--max-loras`` of them in GPU
+  slots, the others in host memory), its KV cache less the slots' memory; each request carries the
+  adapter its class names (``chat~sql``: ``sql``);
 * :class:`LoraVLLM` is vLLM V1 with vLLM's LoRA admission rule: a waiting request whose adapter is not
   resident is admitted only when a slot is free or holds an adapter no running request uses (the
   least recently used of those is evicted); otherwise it is skipped and the next one tried, as vLLM's
@@ -18,11 +23,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import numpy as np
+
 from hetinfra.perf.lora import slowdown
 from hetinfra.sim.policy import VLLMv1
 from hetinfra.sim.replica import Request
 
-__all__ = ["LoraEngine", "LoraRequest", "LoraVLLM"]
+__all__ = ["LoraEngine", "LoraRequest", "LoraVLLM", "lora_replicas", "lora_unit", "simulate_lora"]
 
 
 class LoraRequest(Request):
@@ -110,3 +117,48 @@ class LoraVLLM(VLLMv1):
         eng = rep.engine
         eng.distinct = len(_in_use(rep))
         eng.max_distinct = max(eng.max_distinct, eng.distinct)
+
+
+def lora_replicas(alloc, engine, arch, count: int) -> list:
+    """``count`` fresh replicas of a plan's LoRA unit ``alloc`` (its ``adapters``: slots, rank, memory
+    and load time), each a :class:`LoraEngine` over ``engine`` (the unit's base step model) whose KV
+    cache is the base's less the slots' memory, scheduled by :class:`LoraVLLM`."""
+    from copy import copy
+
+    from hetinfra.perf.estimator import kv_bytes_per_token_per_gpu
+    from hetinfra.sim.replica import Replica, ReplicaConfig
+
+    lo = alloc.adapters
+    taken = int(float(lo.slot_memory_gb) * 1e9 / kv_bytes_per_token_per_gpu(arch, alloc.tp, "bf16", alloc.pp))
+    out = []
+    for _ in range(count):
+        eng = LoraEngine(engine, alloc.gpu, int(lo.max_lora_rank), int(lo.max_loras), float(lo.cold_load_ms) / 1e3)
+        eng.kv_tokens = max(1, int(engine.kv_tokens) - taken)
+        out.append(Replica(eng, ReplicaConfig(policy=copy(LoraVLLM()))))
+    return out
+
+
+def simulate_lora(replicas: list, reqs, adapter_of_class: list, progress=None) -> None:
+    """Serve a unit's requests (``hetinfra.sim.columns.UnitRequests``) on its LoRA ``replicas`` on the
+    Python loop, each request naming ``adapter_of_class[its class]`` (None: the base), filling the
+    same columns as ``columns.simulate_unit``."""
+    from hetinfra.sim.clock import run
+
+    objs = [LoraRequest(rid, t, p, o, adapter_of_class[c]) for rid, t, p, o, c in
+            zip(reqs.rid.tolist(), reqs.arrival.tolist(), reqs.prompt.tolist(), reqs.output.tolist(),
+                reqs.cls.tolist())]
+    run([replicas], objs, None, progress)
+    reqs.first = np.array([r.first for r in objs], dtype=float)
+    reqs.finish = np.array([r.finish for r in objs], dtype=float)
+    reqs.replica = np.array([r.replica for r in objs], dtype=np.int64)
+    reqs.preempted = np.array([r.preempted for r in objs], dtype=np.int64)
+
+
+def lora_unit(alloc, ue, arch, class_names: list[str]) -> list:
+    """A plan's LoRA unit made ready for ``hetinfra.sim.plan_sim``: its fresh replicas
+    (:func:`lora_replicas`), and ``ue.run`` set to :func:`simulate_lora` with each class's adapter."""
+    from hetinfra.spec.adapters import adapter_of
+
+    adapters = [adapter_of(c) for c in class_names]
+    ue.run = lambda replicas, reqs: simulate_lora(replicas, reqs, adapters)
+    return lora_replicas(alloc, ue.engine, arch, max(alloc.count * alloc.engines_per_instance, 0))

@@ -190,7 +190,8 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
     unit's result is what a serial run gives, whatever the threads' timing (progress is reported
     here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
-    core.map_units(lambda unit: simulate_unit(unit[2], unit[0]) if unit[1].route is None
+    core.map_units(lambda unit: unit[1].run(unit[2], unit[0]) if hasattr(unit[1], "run")  # LoRA (sim.lora)
+                   else simulate_unit(unit[2], unit[0]) if unit[1].route is None
                    else simulate_pools(unit[1].pools, unit[0], unit[1].route), prepared)
     for (reqs, _ue, _replicas), (k, _a, info) in zip(prepared, jobs):
         if progress is not None:
@@ -220,6 +221,10 @@ def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict
         return reqs, ue, pools[1] + pools[0]
     ue = unit_engine(a, arch, precision, m.classes, routed, templates.get(a.template), m.slo, calib, spec)
     replicas = [Replica(ue.engine, ReplicaConfig()) for _ in range(max(a.count * a.engines_per_instance, 0))]
+    if a.adapters is not None:  # LoRA: slots, swaps and the derate of each batch (hetinfra.sim.lora)
+        from hetinfra.sim.lora import lora_unit
+
+        replicas = lora_unit(a, ue, arch, [c.name for c in m.classes])
     if len(reqs) and not replicas:
         raise InvalidInputError(f"plan unit {a.unit} gets traffic but has no replica (count {a.count})")
     return reqs, ue, replicas

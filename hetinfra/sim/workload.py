@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.spec.adapters import base_class
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
 
@@ -155,10 +156,11 @@ def class_sizes(model: ModelSpec, base: Path, classes: list) -> list[SizeRule]:
     if sizes.classes is not None:
         fixed = {c.name: (c.input_tokens, c.output_tokens) for c in sizes.classes}
         for c in classes:
-            if c.name not in fixed:
+            name = base_class(c.name)  # an adapter's class has its base class's sizes (issue 38)
+            if name not in fixed:
                 raise InvalidInputError(f"{model.name}: plan class {c.name!r} is not among the spec's classes "
                                         f"({', '.join(sorted(fixed))})", hint="re-plan, or pass the plan's spec with --spec")
-            i, o = fixed[c.name]
+            i, o = fixed[name]
             out.append(SizeRule((i, 0), (o, 0)))
         return out
     if sizes.histogram is not None:

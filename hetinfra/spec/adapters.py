@@ -22,8 +22,22 @@ from hetinfra.errors import InfeasibleError, InvalidInputError, did_you_mean
 from hetinfra.facts import LORA_RANKS  # vLLM's --max-lora-rank choices
 from hetinfra.spec.base import ResourceWord, ShellArg, ShellChecked, Strict
 
-__all__ = ["MAX_ADAPTERS", "MAX_LORA_RANK", "LORA_RANKS", "AdapterDemand", "AdapterSpec", "adapters_of",
+__all__ = ["ADAPTER_KEY_SEP", "MAX_ADAPTERS", "adapter_of", "base_class", "MAX_LORA_RANK", "LORA_RANKS", "AdapterDemand", "AdapterSpec", "adapters_of",
            "check_adapters", "slot_rank"]
+
+#: joins a class name and an adapter name into the adapter's class (``"chat~sql"``: class chat of adapter sql)
+ADAPTER_KEY_SEP = "~"
+
+
+def adapter_of(class_name: str) -> str | None:
+    """The adapter a class carries (``"chat~sql"`` -> ``"sql"``), None for a base class."""
+    return class_name.split(ADAPTER_KEY_SEP, 1)[1] if ADAPTER_KEY_SEP in class_name else None
+
+
+def base_class(name: str) -> str:
+    """The spec's class an adapter's class was split from (``"chat~sql"`` -> ``"chat"``); a base class itself."""
+    return name.split(ADAPTER_KEY_SEP, 1)[0]
+
 
 #: the largest rank an engine allows: an adapter above it cannot be loaded by vLLM
 MAX_LORA_RANK = LORA_RANKS[-1]

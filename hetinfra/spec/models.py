@@ -451,6 +451,10 @@ class PlanningSpec(Strict):
                            "bundles beside colocated engines; the solver picks one per model and class only where it "
                            "is cheaper by the margin (docs/concepts/disaggregation.md). off (default): colocated "
                            "engines only.")
+    adapter_placement: Literal["placed", "everywhere"] = Field(
+        "placed", description="LoRA adapters (`adapters`): placed (default): the solver puts each adapter on the units "
+                              "it picks, each engine with the slots it needs; everywhere: every replica of a base holds "
+                              "all its adapters (KServe's static mode), the comparison docs/concepts/adapters.md reports.")
     verify: VerifySpec = Field(default_factory=VerifySpec, description="Check the plan's latency "
                                  "objectives by simulating it, and re-plan the units that miss.")
     mixed_memory_ratio: float = Field(

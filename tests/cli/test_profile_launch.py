@@ -50,3 +50,25 @@ def test_profile_launch_without_sky_is_a_provider_error(tmp_path, monkeypatch, r
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     code, _, err = run_cli("profile", str(out), "--launch", "--all")
     assert code == 4 and "sky" in err
+
+
+def test_profile_launch_of_a_lora_unit_runs_and_benchmarks_its_adapters(tmp_path, monkeypatch, run_cli):
+    """Issue 38: a unit with adapters is measured as it runs: the engine's LoRA flags from compile.engine,
+    and each benchmark request naming one of its adapters."""
+    from tests.plan.test_adapter_plan import SPEC
+
+    (tmp_path / "s.yaml").write_text(SPEC)
+    out = tmp_path / "out"
+    code, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--out", str(out), "--no-baselines", "--no-verify")
+    assert code == 0, err
+    exe, calls = install_stand_in(tmp_path, monkeypatch, "sky", STAND_IN, "FAKE_SKY_LOG")
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+    code, _, err = run_cli("profile", str(out), "--launch", "--all")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    for argv, a in zip(calls(), plan["allocations"]):
+        run = yaml.safe_load(Path(argv[-1]).read_text())["run"]
+        names = [h["name"] for h in (a.get("adapters") or {}).get("held", [])]
+        assert ("--enable-lora" in run) == bool(names)
+        for name in names:
+            assert f"{name}=org/{name}" in run and f"--lora-modules {' '.join(names)}" in run

@@ -82,9 +82,3 @@ def test_the_spec_schema_documents_adapters():
     from hetinfra.spec.models import ServiceSpec
     schema = ServiceSpec.model_json_schema()
     assert "adapters" in schema["properties"] and "AdapterSpec" in yaml.safe_dump(schema)
-
-
-def test_plan_refuses_adapters_it_cannot_place_yet(tmp_path, run_cli):
-    (tmp_path / "s.yaml").write_text(BASE + "  - {name: sql, base: base-8b, source: org/x, demand: {share: 0.1}}\n")
-    code, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
-    assert code == 2 and "s.yaml:11:" in err and "does not place LoRA adapters yet" in err and "Traceback" not in err

@@ -1,0 +1,35 @@
+"""plan.json ``allocations[].adapters``: the LoRA adapters a unit holds, with the slots, memory and
+derate its engines were planned at (issue 38, hetinfra.plan.adapters; docs/concepts/adapters.md)."""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictInt, StrictStr
+
+from hetinfra.document.base import Doc, Number
+
+
+class HeldAdapter(Doc):
+    """One adapter a unit holds."""
+
+    name: StrictStr = Field(description="The adapter's name: the OpenAI `model` its requests carry (vLLM "
+                                        "--lora-modules name).")
+    source: StrictStr = Field(description="What vLLM loads (--lora-modules name=source).")
+    lora_rank: StrictInt = Field(ge=1, description="The adapter's LoRA rank (spec `adapters[].rank`).")
+    instances: StrictInt = Field(ge=1, description="Instances holding it: every instance of the unit (one "
+                                                   "--lora-modules list, a GPU slot each).")
+    routed_rps: Number = Field(ge=0, description="Requests/s of the adapter routed to the unit at the planned demand.")
+
+
+class UnitAdapters(Doc):
+    """A unit whose engines serve LoRA adapters beside the base model."""
+
+    max_loras: StrictInt = Field(ge=1, description="GPU adapter slots of each engine (vLLM --max-loras).")
+    max_lora_rank: StrictInt = Field(ge=1, description="Rank of each slot (vLLM --max-lora-rank): the smallest "
+                                                       "vLLM allows at or above the largest adapter's rank.")
+    slot_memory_gb: Number = Field(ge=0, description="GPU memory per GPU the slots take out of the KV cache, GB.")
+    slowdown: Number = Field(ge=1, description="Step-time multiplier of a batch with max_loras distinct adapters "
+                                               "(hetinfra.perf.lora.slowdown; its constants name their sources).")
+    derate: Number = Field(gt=0, le=1, description="Throughput factor the unit's rates were planned at: 1 / slowdown, "
+                                                   "beside the slots' memory.")
+    cold_load_ms: Number = Field(ge=0, description="Time to copy one adapter from host memory into a slot.")
+    held: list[HeldAdapter] = Field(min_length=1, description="The adapters the unit holds, by name.")
