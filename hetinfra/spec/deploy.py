@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, SerializationInfo, field_validator, model_serializer
 
-from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, VLLM_PORT
+from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, SSH_PORT, VLLM_PORT
 from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, ShellChecked, dns_name
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
@@ -47,6 +47,16 @@ class GatewaySpec(ShellChecked):
         "hetinfra", description="deploy.target kubernetes: 'hetinfra' runs hetinfra's gateway as a Deployment + "
                                 "Service per cluster; 'inference-extension' writes an InferencePool and an HTTPRoute "
                                 "per model for the Gateway API Inference Extension (docs/kubernetes.md).")
+
+    @field_validator("port")
+    @classmethod
+    def _not_ssh(cls, v: int) -> int:
+        # the gateway VM keeps sshd on 22 (its firewall opens 22 to ssh_cidrs only): a gateway there
+        # could not bind, and clients' CIDRs would be opened on the SSH port
+        if v == SSH_PORT:
+            raise ValueError(f"port {SSH_PORT} is the gateway VM's SSH port; pick another (443 with TLS, or "
+                             f"{GATEWAY_PORT})")
+        return v
 
     @model_serializer(mode="wrap")
     def _dump(self, handler, info: SerializationInfo):
