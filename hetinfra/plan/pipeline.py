@@ -18,7 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, solve_units, statistic_warnings
+from hetinfra.plan.baselines import compared_with
+from hetinfra.plan.planner import PlanResult, pool_at, prepare, solve_units, statistic_warnings
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -34,11 +35,29 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
     :class:`hetinfra.plan.progress.Progress` (None: silent)."""
+    from hetinfra.plan.budget import Budget, opened
+    from hetinfra.solver.memo import clear
+
+    clear()  # this command's solves remember only each other: the plan never depends on what ran before it
+    with opened(Budget(None)) as budget:
+        pr, doc = _planned(spec_path, budget, verify, strict, with_baselines, progress, prepare_kwargs)
+    return pr, reported(doc, budget)
+
+
+def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool, progress,
+             prepare_kwargs: dict) -> tuple[PlanResult, "Plan"]:
+    """:func:`plan_document`'s stages under ``budget`` (its limit set once the spec is read)."""
+    import contextvars
+
     from hetinfra.plan import verify as verification
     from hetinfra.plan.fidelity import record, unverified
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
+    budget.time_limit_s = spec.planning.time_limit_s
+    budget.check("the templates")  # built whole (the plan needs them); recorded if they spent the budget
+    if progress is not None:
+        progress.budget(budget)
     verifying = verify and spec.planning.verify.enabled
     overrides = verification.verification_overrides(spec) if verifying else None
 
@@ -59,8 +78,8 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
             # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
             # over-provisioning scales demand), so its baselines solve beside the trim's simulations
             nonlocal started
-            if with_baselines:
-                started = side.submit(baselines_of, final)
+            if with_baselines:  # in this context: the command's budget
+                started = side.submit(contextvars.copy_context().run, baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
         if progress is not None:
@@ -69,9 +88,24 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     return outcome.pr, record(assemble(outcome.pr, with_baselines, found), outcome, strict)
 
 
+def reported(doc: "Plan", budget) -> "Plan":
+    """``doc`` saying what the work budget's safety stop cut, if anything: plan.json ``work_budget``, a
+    warning (the summary prints it), and ``solver.safety_stop`` where a solve was cut."""
+    from hetinfra.document.sections import WorkBudget
+
+    warning = budget.warning()
+    if warning is None:
+        return doc
+    update = {"work_budget": WorkBudget(time_limit_s=budget.time_limit_s, stopped=list(budget.stopped)),
+              "warnings": [*doc.warnings, warning]}
+    if "a solve" in budget.stopped or "the single-GPU baselines" in budget.stopped:
+        update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
+    return doc.model_copy(update=update)
+
+
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
     """The single-GPU-type baselines of ``pr`` (min_cost; over its units at its factors) and its cost
-    without committed terms: ``planner.compared_with`` over the pool at the plan's factors."""
+    without committed terms: ``baselines.compared_with`` over the pool at the plan's factors."""
     return compared_with(pr, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.inputs import PlanInputs, resolve
@@ -19,25 +20,18 @@ from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import ClassCoverage, Template, TemplateUnit
 from hetinfra.plan.plausible import plausibility_warnings
-from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
+from hetinfra.plan.origins import (class_problem, declares_origins, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.prune import prune_copies, prune_dominated
 from hetinfra.plan.templates import build_units
 from hetinfra.plan.adapters import refuse_unplanned_adapters
 from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
+# moved out of this module; importers keep importing them from here
+from hetinfra.plan.running import read_running, running_allocations, running_factors, state_file  # noqa: F401
 
-
-@dataclass
-class Baseline:
-    gpu: str
-    feasible: bool
-    cost: float | None = None
-    instances: int = 0
-    allocation: dict[str, int] | None = None  # unit id -> count
-    reason: str | None = None
-    #: the shared wall-clock limit cut this baseline's solve (or left it no time): it may differ on a faster machine
-    safety_stop: bool = False
+if TYPE_CHECKING:
+    from hetinfra.plan.baselines import Baseline
 
 
 @dataclass
@@ -110,29 +104,6 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         periods=demand_periods(spec), solver=settings.solver)
 
 
-def state_file(state: Path) -> Path:
-    """The file that says what runs: a deployment's state.json, else the plan.json in ``state``
-    (a directory), or ``state`` itself (a file)."""
-    return state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
-
-
-def running_allocations(state: Path) -> list[dict]:
-    """What runs now: the ``allocations`` of :func:`state_file`."""
-    from hetinfra.document import load_running
-    from hetinfra.errors import InvalidInputError
-
-    path = state_file(state)
-    if not path.is_file():
-        raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
-                                hint="pass the --out directory of the plan that is running")
-    return load_running(path)
-
-
-def read_running(state: Path) -> dict[str, int]:
-    """Units running now (see running_allocations): unit id -> count."""
-    return {a["unit"]: a["count"] for a in running_allocations(state)}
-
-
 def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
     model, cls = key
     pm = next(p for p in inputs.models if p.spec.name == model)
@@ -147,44 +118,6 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
     return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
             f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
 
-
-
-def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
-              max_nodes: int | None = None) -> list[Baseline]:
-    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
-
-    Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
-    unit in the joint problem may be the best of its own type. All GPU types share one
-    ``time_limit_s`` (a safety stop; ``max_nodes`` is the deterministic limit), and each solve
-    decomposes per model (no budget, no locality: nothing links them unless a cap is shared)."""
-    import time
-
-    from hetinfra.solver.solve import solve
-
-    deadline = time.perf_counter() + time_limit_s
-    out = []
-    by_gpu: dict[str, list[TemplateUnit]] = {}
-    for u in all_units:
-        by_gpu.setdefault(u.template.gpu, []).append(u)
-    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_by_flows(inputs, by_gpu[gpu])
-        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
-            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
-        missing = sub.unserved()
-        if missing:
-            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
-                                                   " under the SLOs"))
-            continue
-        r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
-        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
-        if not r.feasible:
-            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
-                                if r.status == "infeasible" else "no plan within the baselines' time limit",
-                                safety_stop=stop))
-            continue
-        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
-                            safety_stop=stop))
-    return out
 
 
 def _check_locality(problem: AllocationProblem) -> None:
@@ -242,25 +175,6 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
     if state:
         derate.update(running_factors(Path(state), unit_list))
     return Staged(inputs, unit_list, running, derate or None, cache.report() if cache else None)
-
-
-def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
-    """Template id -> the factor the running plan (plan.json in ``state``) was verified at, for this
-    plan's templates: a re-plan's verification starts where the last one ended, as its ILP starts from
-    the running fleet. Started from the confidence level instead, the rounds' credits may stop short
-    of where they went before (a credit is taken only while the simulation shows 20% slack), and a
-    re-plan of an unchanged spec proposed a dearer fleet as a forced move (chat: \$3.72/h -> \$4.43/h).
-    The start is only a start: every round is simulated. None where the state has no readable plan."""
-    from hetinfra.document import load_plan
-    from hetinfra.errors import HetinfraError
-
-    path = state / "plan.json" if state.is_dir() else state
-    try:
-        templates = load_plan(path).templates
-    except HetinfraError:
-        return {}
-    ids = {u.template.id for u in units}
-    return {t.id: float(t.derate) for t in templates if t.id in ids}
 
 
 def plan(spec_path: str | Path, *, with_baselines: bool = True, **prepare_kwargs) -> PlanResult:
@@ -323,8 +237,10 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
         from hetinfra.plan.diagnose import diagnose
         from hetinfra.plan.origins import residency_diagnosis, residency_note
 
-        raise residency_diagnosis(inputs, problem) or residency_note(
-            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))  # hetinfra.plan.diagnose
+        from hetinfra.plan.budget import current
+
+        raise residency_diagnosis(inputs, problem) or residency_note(  # hetinfra.plan.diagnose
+            inputs, diagnose(problem, current().solve_limit(settings.time_limit_s), settings.mip_gap))
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -342,20 +258,10 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     pr = PlanResult(inputs, units, problem, result, [], template_cache, all_units, dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:
+        from hetinfra.plan.baselines import compared_with
+
         pr.baselines, pr.flexible_cost = compared_with(pr, pool)
     return pr
-
-
-def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
-    """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
-    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
-    from hetinfra.plan.purchase import without_committed
-
-    if pr.problem.objective != "min_cost":
-        return [], None
-    settings = pr.inputs.spec.planning
-    return (baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes),
-            without_committed(pr))
 
 
 def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int]) -> list[TemplateUnit]:
@@ -399,7 +305,9 @@ def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bo
 
 def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str, int], overrides: dict | None = None,
                 start: dict[str, int] | None = None):
-    """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
+    """Prune ``pool`` and solve its allocation: (kept units, problem, result), within what is left of
+    the plan's work budget (``hetinfra.plan.budget``; a cut solve is recorded there)."""
+    from hetinfra.plan.budget import current
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
@@ -410,14 +318,19 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     _check_locality(problem)
     check_scale(problem)
     routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
-    result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
-                   max_nodes=settings.max_nodes, start=start)
+    budget = current()
+    result = solve(routed, time_limit_s=budget.solve_limit(settings.time_limit_s), mip_gap=settings.mip_gap,
+                   with_lp_bound=True, max_nodes=settings.max_nodes, start=start)
+    if result.safety_stop:
+        budget.stop("a solve")
     if routed is problem or not result.feasible:
         return unit_list, routed, result
     return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
+
+
 WARN_GPUS = 10_000
 MAX_GPUS = 1_000_000
 
