@@ -76,5 +76,5 @@ def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseli
     budget = current()
     found = baselines(pr.inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes)
     if any(b.safety_stop for b in found):
-        budget.stop("the single-GPU baselines")
+        budget.stop("the single-GPU baselines")  # hetinfra.plan.pipeline.BASELINES
     return found, without_committed(pr)

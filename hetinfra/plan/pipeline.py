@@ -24,6 +24,8 @@ from hetinfra.plan.planner import PlanResult, pool_at, prepare, solve_units, sta
 if TYPE_CHECKING:
     from hetinfra.document import Plan
 
+#: what the work budget names when it cuts or skips the single-GPU baselines (plan.json work_budget.stopped)
+BASELINES = "the single-GPU baselines"
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
 
@@ -67,25 +69,27 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
 
     pr = resolve(staged.derate)
     if not verifying:
-        doc = assemble(pr, with_baselines)
+        doc = assemble(pr, with_baselines and budget.check(BASELINES))
         return pr, doc.model_copy(update={
             "fidelity": unverified("plan --no-verify" if not verify else "planning.verify.enabled is false"),
             "warnings": [*doc.warnings, UNVERIFIED_WARNING]})
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
+        skipped = False  # the budget was spent when the baselines would have started
 
         def on_rounds(final: PlanResult) -> None:
             # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
             # over-provisioning scales demand), so its baselines solve beside the trim's simulations
-            nonlocal started
-            if with_baselines:  # in this context: the command's budget
+            nonlocal started, skipped
+            skipped = with_baselines and not budget.check(BASELINES)
+            if with_baselines and not skipped:  # in this context: the command's budget
                 started = side.submit(contextvars.copy_context().run, baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None
-    return outcome.pr, record(assemble(outcome.pr, with_baselines, found), outcome, strict)
+    return outcome.pr, record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
 
 
 def reported(doc: "Plan", budget) -> "Plan":
@@ -98,7 +102,7 @@ def reported(doc: "Plan", budget) -> "Plan":
         return doc
     update = {"work_budget": WorkBudget(time_limit_s=budget.time_limit_s, stopped=list(budget.stopped)),
               "warnings": [*doc.warnings, warning]}
-    if "a solve" in budget.stopped or "the single-GPU baselines" in budget.stopped:
+    if "a solve" in budget.stopped or BASELINES in budget.stopped:
         update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
     return doc.model_copy(update=update)
 

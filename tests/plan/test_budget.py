@@ -79,3 +79,5 @@ def test_a_slower_clock_gives_the_same_plan_and_a_faster_one_says_what_it_stoppe
     assert stopped[0] == "the templates" and fast["work_budget"]["time_limit_s"] == 300
     assert any("work budget" in w and "the templates" in w for w in fast["warnings"])
     assert fast["allocations"]  # stopped safely: a plan, reported
+    assert "the single-GPU baselines" in stopped and fast["baselines"] == []  # optional work: skipped, named
+    assert reference["baselines"]
