@@ -95,7 +95,7 @@ WIDE_REMAINING: dict[str, int] = {
     "hetinfra.plan.blocks": 3,
     "hetinfra.plan.origins": 2,
     "hetinfra.plan.pending": 7,
-    "hetinfra.plan.planner": 2,
+    "hetinfra.plan.running": 2,  # the running-state readers, moved out of plan.planner
     "hetinfra.plan.summary": 39,
     "hetinfra.plan.trim": 5,
     "hetinfra.price_feeds.caps": 4,

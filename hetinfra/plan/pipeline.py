@@ -18,8 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hetinfra.plan.baselines import compared_with
-from hetinfra.plan.planner import PlanResult, pool_at, prepare, solve_units, statistic_warnings
+from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, solve_units, statistic_warnings
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -109,7 +108,7 @@ def reported(doc: "Plan", budget) -> "Plan":
 
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:
     """The single-GPU-type baselines of ``pr`` (min_cost; over its units at its factors) and its cost
-    without committed terms: ``baselines.compared_with`` over the pool at the plan's factors."""
+    without committed terms: ``planner.compared_with`` over the pool at the plan's factors."""
     return compared_with(pr, pool_at(pr.inputs, pr.all_units, pr.running, pr.derate))
 
 

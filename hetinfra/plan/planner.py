@@ -9,29 +9,33 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hetinfra.errors import InfeasibleError
-from hetinfra.plan.inputs import PlanInputs, resolve
-from hetinfra.perf.model import PerformanceModel
-from hetinfra.price_feeds.offers import OfferSnapshot
+from hetinfra.plan.inputs import PlanInputs
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
-from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
-from hetinfra.plan.library import ClassCoverage, Template, TemplateUnit
+from hetinfra.plan.library import Template, TemplateUnit
 from hetinfra.plan.plausible import plausibility_warnings
-from hetinfra.plan.origins import (class_problem, declares_origins, flow_rated, fold, unknown_places,
+from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.prune import prune_copies, prune_dominated
-from hetinfra.plan.templates import build_units
-from hetinfra.plan.adapters import refuse_unplanned_adapters
-from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
+from hetinfra.plan.variants import raise_floors
 # moved out of this module; importers keep importing them from here
 from hetinfra.plan.running import read_running, running_allocations, running_factors, state_file  # noqa: F401
+from hetinfra.plan.staging import Staged, prepare, start_factors  # noqa: F401
 
-if TYPE_CHECKING:
-    from hetinfra.plan.baselines import Baseline
+
+@dataclass
+class Baseline:
+    gpu: str
+    feasible: bool
+    cost: float | None = None
+    instances: int = 0
+    allocation: dict[str, int] | None = None  # unit id -> count
+    reason: str | None = None
+    #: the shared wall-clock limit cut this baseline's solve (or left it no time): it may differ on a faster machine
+    safety_stop: bool = False
 
 
 @dataclass
@@ -104,22 +108,6 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         periods=demand_periods(spec), solver=settings.solver)
 
 
-def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
-    model, cls = key
-    pm = next(p for p in inputs.models if p.spec.name == model)
-    slo = pm.spec.slo
-    cls_obj = next(c for c in pm.classes if c.name == cls)
-    size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
-    if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
-        ms, where = cov.best_tpot_floor
-        return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
-                f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
-    why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
-    return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
-            f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
-
-
-
 def _check_locality(problem: AllocationProblem) -> None:
     if problem.locality <= 0:
         return
@@ -128,53 +116,6 @@ def _check_locality(problem: AllocationProblem) -> None:
             raise InfeasibleError(
                 f"model {model}: locality {problem.locality:g} needs capacity in {region}, but no allowed offer there "
                 "can serve it", hint=f"allow a GPU offered in {region}, drop it from demand.origins, or lower locality")
-
-
-@dataclass
-class Staged:
-    """What the solve stage starts from: the resolved inputs, every unit with its estimated rates, what
-    runs now, and each template's starting factor (planning.confidence)."""
-    inputs: PlanInputs
-    units: list[TemplateUnit]
-    running: dict[str, int]
-    derate: dict[str, float] | None
-    template_cache: dict | None
-
-
-def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, state: Path | None = None,
-            spec_override=None, extra_caps: dict[tuple[str, str, str], int] | None = None,
-            template_cache: bool = True) -> Staged:
-    """Resolve the spec at ``spec_path`` and build its units (the pipeline's resolve and templates
-    stages): ``spec_override`` (a ServiceSpec, e.g. with demand re-estimated from observations)
-    replaces the file's content, whose folder still anchors relative paths."""
-    path = Path(spec_path)
-    spec, text, locate = load_spec(path)
-    if spec_override is not None:
-        spec = spec_override
-    inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
-    check_accuracy_floor(inputs)
-    refuse_unplanned_adapters(spec, locate)
-    perf = PerformanceModel(inputs.profiles)
-    cache = None
-    if template_cache:
-        from hetinfra.plan.template_cache import TemplateCache, default_dir
-
-        root = default_dir()
-        cache = TemplateCache(root) if root is not None else None
-    unit_list, coverage = build_units(inputs, perf, cache)
-    unserved = [(k, c) for k, c in coverage.items() if not c.served]
-    if unserved and not spec.planning.allow_unmet:
-        msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
-        more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
-        raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
-                              details={"relax": [{"slo": m} for m in msgs]})
-    running = read_running(Path(state)) if state else {}
-    # planning.confidence applies to every plan: a verified plan starts there (verification credits
-    # a template back up to its interval's top where the simulation allows), an unverified one ends there
-    derate = start_factors(unit_list, spec.planning.confidence)
-    if state:
-        derate.update(running_factors(Path(state), unit_list))
-    return Staged(inputs, unit_list, running, derate or None, cache.report() if cache else None)
 
 
 def plan(spec_path: str | Path, *, with_baselines: bool = True, **prepare_kwargs) -> PlanResult:
@@ -201,21 +142,6 @@ def statistic_warnings(pr: PlanResult) -> list[str]:
                 out.add(f"profile {row.origin} was measured on {row.statistic or 'an unknown statistic (mean)'}, "
                         f"weaker than {t.model}'s {objective[t.model]} objective: used, and checked by simulation")
     return sorted(out)
-
-
-def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:
-    """Template id -> the factor its estimated rates are planned at (hetinfra.perf.confidence.
-    planning_factor over the template's interval): under ``planning.confidence: safe`` the low end for
-    extrapolated templates, else 1; under ``expected`` its interval's middle."""
-    from hetinfra.perf.confidence import planning_factor
-
-    out = {}
-    for u in units:
-        t = u.template
-        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval)
-        if f != 1.0:
-            out[u.template.id] = f
-    return out
 
 
 def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int], *, with_baselines: bool = True,
@@ -258,8 +184,6 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     pr = PlanResult(inputs, units, problem, result, [], template_cache, all_units, dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:
-        from hetinfra.plan.baselines import compared_with
-
         pr.baselines, pr.flexible_cost = compared_with(pr, pool)
     return pr
 
@@ -326,6 +250,59 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     if routed is problem or not result.feasible:
         return unit_list, routed, result
     return unit_list, class_problem(routed, problem), fold(routed, result)
+
+
+def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
+              max_nodes: int | None = None) -> list[Baseline]:
+    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
+
+    Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
+    unit in the joint problem may be the best of its own type. All GPU types share one
+    ``time_limit_s`` (a safety stop: what is left of the plan's budget; ``max_nodes`` is the deterministic limit), and each solve
+    decomposes per model (no budget, no locality: nothing links them unless a cap is shared)."""
+    from hetinfra.solver import clock
+    from hetinfra.solver.solve import solve
+
+    deadline = clock.now() + time_limit_s
+    out = []
+    by_gpu: dict[str, list[TemplateUnit]] = {}
+    for u in all_units:
+        by_gpu.setdefault(u.template.gpu, []).append(u)
+    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
+        own = prune_by_flows(inputs, by_gpu[gpu])
+        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
+        missing = sub.unserved()
+        if missing:
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
+                                                   " under the SLOs"))
+            continue
+        r = solve(sub, time_limit_s=max(0.05, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes)
+        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
+        if not r.feasible:
+            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
+                                if r.status == "infeasible" else "no plan within the baselines' time limit",
+                                safety_stop=stop))
+            continue
+        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
+                            safety_stop=stop))
+    return out
+
+
+def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
+    """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
+    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
+    from hetinfra.plan.budget import current
+    from hetinfra.plan.purchase import without_committed
+
+    if pr.problem.objective != "min_cost":
+        return [], None
+    settings = pr.inputs.spec.planning
+    budget = current()
+    found = baselines(pr.inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes)
+    if any(b.safety_stop for b in found):
+        budget.stop("the single-GPU baselines")  # hetinfra.plan.pipeline.BASELINES
+    return found, without_committed(pr)
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
