@@ -2,7 +2,7 @@
 
     resolve -> templates -> solve -> verify -> assemble
 
-* resolve and templates: :func:`hetinfra.plan.planner.prepare` (the spec's inputs, every unit with
+* resolve and templates: :func:`hetinfra.plan.staging.prepare` (the spec's inputs, every unit with
   its estimated rates, what runs now, the confidence level's starting factors);
 * solve: :func:`hetinfra.plan.planner.solve_units` (prune, the ILP, infeasibility diagnosis);
 * verify: :func:`hetinfra.plan.verify.verify` re-solves (through the one callable this module
@@ -31,7 +31,7 @@ UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency obje
 
 def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
                   progress=None, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
-    """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.planner.prepare`), verify it by
+    """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.staging.prepare`), verify it by
     simulation unless ``verify`` is false or the spec turns it off, and return the result and its
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
