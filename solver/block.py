@@ -5,9 +5,9 @@ skipped when that start is within ``mip_gap`` of the bound), and what it reports
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
+from hetinfra.solver import clock
 from hetinfra.solver.problem import AllocationProblem
 
 #: seconds the first complete warm start may take to price, even past the wall-clock safety stop
@@ -80,7 +80,7 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     from hetinfra.solver.direct import DirectModel
 
     def left() -> float:
-        return max(1e-3, deadline - time.perf_counter())
+        return max(1e-3, deadline - clock.now())
 
     dm = DirectModel(p)
     blk = Block(models, method, "infeasible", size=dm.size())

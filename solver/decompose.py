@@ -34,9 +34,9 @@ and stops at ``max_nodes`` nodes (deterministic); the wall-clock limit is a safe
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
+from hetinfra.solver import clock
 from hetinfra.solver.ahead import ahead
 from hetinfra.solver.block import Block, restrict, solve_block
 from hetinfra.solver.memo import memo_has
@@ -156,12 +156,16 @@ def _solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None 
             return blk
         # the caps on the units with room near that plan: a plan, checked against the merged bound
         near = solve_block(capped_units(p, model, dict(p.caps), blk.n), [model], "independent", start=start, **kw)
+        near.safety_stop |= blk.safety_stop  # what the clock cut above chose ``near``'s units
         if near.feasible and blk.bound is not None:
             near.bound = min(blk.bound, near.objective)
             near.lp_bound = blk.lp_bound
             if near.gap is not None and near.gap <= kw["mip_gap"] + 1e-9:
                 near.status = "optimal"
                 return near
+        whole = solve_block(p, [model], "independent", start=start, **kw)
+        whole.safety_stop |= near.safety_stop  # the path here went through both
+        return whole
     return solve_block(p, [model], "independent", start=start, **kw)
 
 
@@ -170,7 +174,7 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
                      start: dict[str, int] | None = None) -> SolveResult:
     from hetinfra.solver.linked import solve_linked
 
-    t0 = time.perf_counter()
+    t0 = clock.now()
     deadline = t0 + time_limit_s
     p = problem
     if p.unserved() and not (p.unmet_penalty is not None and p.objective == "min_cost"):
@@ -191,7 +195,7 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
             for m in models:
                 alone[m] = solve_alone(subs[m], m, start=start, key=keys[m], ready=ready.get(m), **kw)
                 if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
-                    return _result(p, alone[m], [alone[m]], "decomposed", time.perf_counter() - t0, max_nodes)
+                    return _result(p, alone[m], [alone[m]], "decomposed", clock.now() - t0, max_nodes)
         blocks = []
         for comp in components(p):
             mine = [alone[m] for m in comp]
@@ -204,15 +208,20 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
                 continue
             blocks.append(solve_linked(restrict(p, comp, budget=False), comp, alone, floor=union.bound,
                                        method="joint", start=start, joint_max_units=JOINT_MAX_UNITS, **kw))
+            blocks[-1].safety_stop |= union.safety_stop
             if not blocks[-1].feasible:
-                return _result(p, blocks[-1], blocks, method, time.perf_counter() - t0, max_nodes)
+                return _result(p, blocks[-1], blocks, method, clock.now() - t0, max_nodes)
         final = _merge(blocks, models, method)
+        # a linked block starts from its models' alone plans and bounds: a cut there steered it
+        final.safety_stop |= any(a.safety_stop for a in alone.values())
         if p.budget is not None and sum(p_cost(p, final.n)) > p.budget * (1 + 1e-9):
+            cut = final.safety_stop
             final = solve_linked(p, models, alone, floor=final.bound, method="joint (budget)", start=start,
                                  joint_max_units=JOINT_MAX_UNITS, **kw)
+            final.safety_stop |= cut
             blocks = [final]
             method = "joint"
-    return _result(p, final, blocks, method, time.perf_counter() - t0, max_nodes)
+    return _result(p, final, blocks, method, clock.now() - t0, max_nodes)
 
 
 def p_cost(p: AllocationProblem, n: dict[str, int]):

@@ -31,12 +31,13 @@ is no plan. The block reports the best repaired plan and the best L(mu) (and the
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from functools import partial
 
+from hetinfra.solver import clock
 from hetinfra.solver.ahead import ahead
 from hetinfra.solver.memo import memo_has
+from hetinfra.solver.result import SafetyStopped
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 
 #: subgradient iterations at most (each solves every model whose prices changed)
@@ -118,8 +119,10 @@ def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap:
     from hetinfra.solver.direct import DirectModel
 
     dm = DirectModel(p, extra)
-    o = dm.mip(time_limit_s=max(1e-3, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
+    o = dm.mip(time_limit_s=max(1e-3, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes)
     if not o.has_solution:
+        if o.status == "time_limit":
+            raise SafetyStopped("a Lagrangian subproblem found no plan before the safety stop")
         return None
     bound = o.bound if o.bound is not None else -math.inf
     return _Sub(min(bound, o.objective), o.objective, dm.counts(o.values), o.nodes, o.status)
@@ -256,7 +259,7 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
             obj = sum(v[1] for v in fixed.values())
             if best is None or obj < best[0] - 1e-9:
                 best = (obj, {m: v[0] for m, v in fixed.items()})
-        if time.perf_counter() > deadline:
+        if clock.now() > deadline:
             stop = True
             break
         if best is not None and best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):

@@ -6,10 +6,11 @@ Lagrangian relaxation with repair (``solver.lagrange``) and, where that does not
 from __future__ import annotations
 
 import math
-import time
 
+from hetinfra.solver import clock
 from hetinfra.solver.block import Block, restrict, solve_block
 from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.result import SafetyStopped
 
 
 def solve_linked(p: AllocationProblem, models: list[str], alone: dict[str, Block], *, floor: float | None,
@@ -21,11 +22,14 @@ def solve_linked(p: AllocationProblem, models: list[str], alone: dict[str, Block
     its floor, so it returns no worse a plan and no weaker a bound. Committed bases and scale-out rows
     (multi-period problems) are not relaxed: those blocks are solved jointly."""
     kw = dict(mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline, warm=warm)
-    lag = None
+    lag, cut = None, False
     if not (p.tied or p.nested):
         first = {m: (alone[m].bound, alone[m].objective, alone[m].n) for m in models
                  if alone[m].bound is not None and not alone[m].unmet}
-        lag = solve_lagrangian(p, models, floor=floor, first=first, **kw)
+        try:
+            lag = solve_lagrangian(p, models, floor=floor, first=first, **kw)
+        except SafetyStopped:  # the clock, not the problem, ended the Lagrangian: the joint MIP, reported
+            cut = True
     if lag is not None:
         lag.method = "lagrangian" if method == "joint" else f"lagrangian {method.split(' ', 1)[1]}"
         if (lag.gap is not None and lag.gap <= mip_gap + 1e-9) or len(p.units) > joint_max_units:
@@ -34,6 +38,7 @@ def solve_linked(p: AllocationProblem, models: list[str], alone: dict[str, Block
             floor = lag.bound if floor is None else max(floor, lag.bound)
     blk = solve_block(p, models, method, floor=floor, start=start,
                       seeds=[("lagrangian", lag.n)] if lag is not None else [], **kw)
+    blk.safety_stop |= cut
     if lag is not None:
         blk.iterations, blk.nodes = lag.iterations, blk.nodes + lag.nodes
         blk.safety_stop |= lag.safety_stop
@@ -43,7 +48,8 @@ def solve_linked(p: AllocationProblem, models: list[str], alone: dict[str, Block
 def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, mip_gap: float, max_nodes: int,
                      deadline: float, warm: bool = True, first: dict | None = None) -> Block | None:
     """A linked component by Lagrangian relaxation of its caps and repair (``solver.lagrange``); the
-    routing per model from an LP with the repaired counts fixed. None when the repair finds no plan."""
+    routing per model from an LP with the repaired counts fixed. None when the repair finds no plan;
+    SafetyStopped when the wall clock cut a step that had to answer."""
     from hetinfra.solver.direct import DirectModel
     from hetinfra.solver.lagrange import lagrangian
 
@@ -58,7 +64,9 @@ def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | 
         used = tuple(u for u in p.units if u.id in mine)
         sub = restrict(p, [m], budget=False).replace(units=used, caps={})
         dm = DirectModel(sub)
-        o = dm.with_counts(mine, max(1e-3, deadline - time.perf_counter()))
+        o = dm.with_counts(mine, max(1e-3, deadline - clock.now()))
+        if o.status == "time_limit":
+            raise SafetyStopped("a fixed-count LP of the Lagrangian's plan was cut by the safety stop")
         if not (o.has_solution and o.status == "optimal"):
             return None
         objective += o.objective

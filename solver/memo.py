@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import Callable, TypeVar
 
@@ -12,8 +13,19 @@ T = TypeVar("T")
 #: re-solves with only the missing models' rates changed, ``hetinfra.plan.verify``): a solve that
 #: stopped on its node limit or its gap is deterministic, so the same problem gives the same block and
 #: the others are reused. Blocks cut by the wall clock are never kept. First in, first out.
+#: One memo per thread: what a thread's solves find depends only on that thread's own sequence of
+#: solves (``start`` is not in the key, so a hit may answer with a block another start found), never on
+#: how another thread's solves (the baselines, ``hetinfra.plan.pipeline``) interleave with it or evict
+#: its entries. The threads of ``solver.ahead`` never touch the memo: their caller does, in order.
 MEMO_SIZE = 1024
-_memo: dict[str, object] = {}
+_local = threading.local()
+
+
+def _memo() -> dict[str, object]:
+    memo = getattr(_local, "memo", None)
+    if memo is None:
+        memo = _local.memo = {}
+    return memo
 
 
 def memo_key(*parts) -> str:
@@ -26,20 +38,21 @@ def memo_key(*parts) -> str:
 def memo_get(key: str):
     import copy
 
-    hit = _memo.get(key)
+    hit = _memo().get(key)
     return copy.deepcopy(hit) if hit is not None else None
 
 
 def memo_has(key: str) -> bool:
-    return key in _memo
+    return key in _memo()
 
 
 def memo_put(key: str, value) -> None:
     import copy
 
-    if len(_memo) >= MEMO_SIZE:
-        _memo.pop(next(iter(_memo)))
-    _memo[key] = copy.deepcopy(value)
+    memo = _memo()
+    if len(memo) >= MEMO_SIZE:
+        memo.pop(next(iter(memo)))
+    memo[key] = copy.deepcopy(value)
 
 
 def recall(key: str, compute: Callable[[], T], ready: Future | None, keep: Callable[[T], bool]) -> T:
@@ -56,4 +69,5 @@ def recall(key: str, compute: Callable[[], T], ready: Future | None, keep: Calla
 
 
 def clear() -> None:
-    _memo.clear()
+    """Forget this thread's solves."""
+    _memo().clear()

@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 from hetinfra.solver.problem import AllocationProblem
 
 
+class SafetyStopped(Exception):
+    """The wall-clock safety stop left a step of the solve with no answer (a Lagrangian subproblem,
+    a repair, a fixed-count LP): the caller takes another path and reports ``safety_stop``, so a
+    plan that the clock changed always says so (``solver.linked``)."""
+
+
 @dataclass
 class SolveResult:
     status: str  # "optimal", "node_limit" (work limit, see gap), "time_limit" (safety stop), "infeasible", "no_solution"

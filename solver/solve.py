@@ -205,15 +205,16 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     tc = res.termination_condition
     if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
+    cut = tc == TerminationCondition.maxTimeLimit  # the safety stop, reported as the decomposed path does
     if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
         # no incumbent (time limit or other stop): nothing to return
-        return SolveResult(status="no_solution", build_s=build_s, solve_s=solve_s, size=size)
+        return _stopped(SolveResult(status="no_solution", build_s=build_s, solve_s=solve_s, size=size), cut)
     res.solution_loader.load_vars()
     status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else (
-        "time_limit" if tc == TerminationCondition.maxTimeLimit else "optimal")
+        "time_limit" if cut else "optimal")
 
-    out = SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size, warm_start=start_from,
-                      warm_start_objective=start_obj)
+    out = _stopped(SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size, warm_start=start_from,
+                               warm_start_objective=start_obj), cut)
     out.n = {u: int(round(pyo.value(m.n[u]))) for u in m.U if pyo.value(m.n[u]) > 0.5}
     for u, mod, w in m.P:
         if problem.routing == "sliced":
@@ -243,6 +244,16 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     if violations:
         raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
                           hint="this is a bug in hetinfra; please report it with the spec")
+    return out
+
+
+def _stopped(out: SolveResult, cut: bool) -> SolveResult:
+    """``out`` with the safety stop reported where the wall clock ended the solve."""
+    if cut:
+        from hetinfra.solver.decompose import SAFETY_WARNING
+
+        out.safety_stop = True
+        out.warnings.append(SAFETY_WARNING)
     return out
 
 

@@ -12,7 +12,7 @@ from pydantic import Field, StrictInt, StrictStr, field_validator, model_validat
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
 from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
-                                             Purchase, Solver, Template)
+                                             Purchase, Solver, Template, WorkBudget)
 from hetinfra.facts import is_dns_label
 
 #: how a reader dumps the model back to plan.json's dict (absent optional keys stay absent)
@@ -57,6 +57,8 @@ class Plan(Doc):
                                                                        "section).")
     warnings: list[str] = Field(description="What the user should know about the plan.")
     fidelity: Optional[Fidelity] = Field(None, description="How simulation checked the latency objectives.")
+    work_budget: Optional[WorkBudget] = Field(None, description="What the work budget's wall-clock safety stop "
+                                                                "(planning.time_limit_s) cut; absent: nothing.")
 
     @model_validator(mode="before")
     @classmethod

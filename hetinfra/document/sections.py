@@ -229,6 +229,15 @@ class Solver(Doc):
                                                 "differ on a faster machine).")
 
 
+class WorkBudget(Doc):
+    """The work budget of the ``plan`` command that made the plan (hetinfra.plan.budget), present only
+    where its wall-clock safety stop cut some work: then the plan may differ on a faster machine."""
+
+    time_limit_s: Number = Field(description="planning.time_limit_s: the wall-clock safety stop of the whole "
+                                             "command (templates, solves, verification, baselines).")
+    stopped: list[StrictStr] = Field(description="What the stop cut, in the order it did.")
+
+
 class OfferSource(Doc):
     name: StrictStr = Field(description="Feed or file name.")
     as_of: Optional[StrictStr] = Field(description="As-of time of its prices.")

@@ -1,6 +1,6 @@
 """``hetinfra plan --detailed-exitcode``: would the new plan change what runs?
 
-The reference is what :func:`hetinfra.plan.planner.state_file` names: the out dir's state.json
+The reference is what :func:`hetinfra.plan.running.state_file` names: the out dir's state.json
 (what runs) or, when nothing was applied from there, its previous plan.json (read before the new
 one replaces it). A change is a deployment unit that would start or stop, or whose deployed shape
 differs (:data:`DEPLOYED_KEYS`), or a changed value of the ``deploy`` section (engine version,

@@ -2,7 +2,7 @@
 
     resolve -> templates -> solve -> verify -> assemble
 
-* resolve and templates: :func:`hetinfra.plan.planner.prepare` (the spec's inputs, every unit with
+* resolve and templates: :func:`hetinfra.plan.staging.prepare` (the spec's inputs, every unit with
   its estimated rates, what runs now, the confidence level's starting factors);
 * solve: :func:`hetinfra.plan.planner.solve_units` (prune, the ILP, infeasibility diagnosis);
 * verify: :func:`hetinfra.plan.verify.verify` re-solves (through the one callable this module
@@ -23,22 +23,42 @@ from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, s
 if TYPE_CHECKING:
     from hetinfra.document import Plan
 
+#: what the work budget names when it cuts or skips the single-GPU baselines (plan.json work_budget.stopped)
+BASELINES = "the single-GPU baselines"
 UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency objectives are estimated, not checked "
                       "(run `hetinfra simulate` on it)")
 
 
 def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
                   progress=None, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
-    """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.planner.prepare`), verify it by
+    """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.staging.prepare`), verify it by
     simulation unless ``verify`` is false or the spec turns it off, and return the result and its
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
     :class:`hetinfra.plan.progress.Progress` (None: silent)."""
+    from hetinfra.plan.budget import Budget, opened
+    from hetinfra.solver.memo import clear
+
+    clear()  # this command's solves remember only each other: the plan never depends on what ran before it
+    with opened(Budget(None)) as budget:
+        pr, doc = _planned(spec_path, budget, verify, strict, with_baselines, progress, prepare_kwargs)
+    return pr, reported(doc, budget)
+
+
+def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool, progress,
+             prepare_kwargs: dict) -> tuple[PlanResult, "Plan"]:
+    """:func:`plan_document`'s stages under ``budget`` (its limit set once the spec is read)."""
+    import contextvars
+
     from hetinfra.plan import verify as verification
     from hetinfra.plan.fidelity import record, unverified
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
+    budget.time_limit_s = spec.planning.time_limit_s
+    budget.check("the templates")  # built whole (the plan needs them); recorded if they spent the budget
+    if progress is not None:
+        progress.budget(budget)
     verifying = verify and spec.planning.verify.enabled
     overrides = verification.verification_overrides(spec) if verifying else None
 
@@ -48,25 +68,42 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
 
     pr = resolve(staged.derate)
     if not verifying:
-        doc = assemble(pr, with_baselines)
+        doc = assemble(pr, with_baselines and budget.check(BASELINES))
         return pr, doc.model_copy(update={
             "fidelity": unverified("plan --no-verify" if not verify else "planning.verify.enabled is false"),
             "warnings": [*doc.warnings, UNVERIFIED_WARNING]})
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
+        skipped = False  # the budget was spent when the baselines would have started
 
         def on_rounds(final: PlanResult) -> None:
             # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
             # over-provisioning scales demand), so its baselines solve beside the trim's simulations
-            nonlocal started
-            if with_baselines:
-                started = side.submit(baselines_of, final)
+            nonlocal started, skipped
+            skipped = with_baselines and not budget.check(BASELINES)
+            if with_baselines and not skipped:  # in this context: the command's budget
+                started = side.submit(contextvars.copy_context().run, baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None
-    return outcome.pr, record(assemble(outcome.pr, with_baselines, found), outcome, strict)
+    return outcome.pr, record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
+
+
+def reported(doc: "Plan", budget) -> "Plan":
+    """``doc`` saying what the work budget's safety stop cut, if anything: plan.json ``work_budget``, a
+    warning (the summary prints it), and ``solver.safety_stop`` where a solve was cut."""
+    from hetinfra.document.sections import WorkBudget
+
+    warning = budget.warning()
+    if warning is None:
+        return doc
+    update = {"work_budget": WorkBudget(time_limit_s=budget.time_limit_s, stopped=list(budget.stopped)),
+              "warnings": [*doc.warnings, warning]}
+    if "a solve" in budget.stopped or BASELINES in budget.stopped:
+        update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
+    return doc.model_copy(update=update)
 
 
 def baselines_of(pr: PlanResult) -> tuple[list, float | None]:

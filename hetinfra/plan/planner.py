@@ -11,21 +11,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
-from hetinfra.plan.inputs import PlanInputs, resolve
-from hetinfra.perf.model import PerformanceModel
-from hetinfra.price_feeds.offers import OfferSnapshot
+from hetinfra.plan.inputs import PlanInputs
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
-from hetinfra.spec.load import load_spec
 from hetinfra.spec.origins import origin_shares
-from hetinfra.plan.library import ClassCoverage, Template, TemplateUnit
+from hetinfra.plan.library import Template, TemplateUnit
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
 from hetinfra.plan.prune import prune_copies, prune_dominated
-from hetinfra.plan.templates import build_units
-from hetinfra.plan.adapters import adapter_problem, with_adapters
-from hetinfra.plan.variants import below_floor, check_accuracy_floor, raise_floors
+from hetinfra.plan.adapters import adapter_problem
+from hetinfra.plan.variants import raise_floors
+# moved out of this module; importers keep importing them from here
+from hetinfra.plan.running import read_running, running_allocations, running_factors, state_file  # noqa: F401
+from hetinfra.plan.staging import Staged, prepare, start_factors  # noqa: F401
 
 
 @dataclass
@@ -110,83 +109,6 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         periods=demand_periods(spec), solver=settings.solver))
 
 
-def state_file(state: Path) -> Path:
-    """The file that says what runs: a deployment's state.json, else the plan.json in ``state``
-    (a directory), or ``state`` itself (a file)."""
-    return state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
-
-
-def running_allocations(state: Path) -> list[dict]:
-    """What runs now: the ``allocations`` of :func:`state_file`."""
-    from hetinfra.document import load_running
-    from hetinfra.errors import InvalidInputError
-
-    path = state_file(state)
-    if not path.is_file():
-        raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
-                                hint="pass the --out directory of the plan that is running")
-    return load_running(path)
-
-
-def read_running(state: Path) -> dict[str, int]:
-    """Units running now (see running_allocations): unit id -> count."""
-    return {a["unit"]: a["count"] for a in running_allocations(state)}
-
-
-def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
-    model, cls = key
-    pm = next(p for p in inputs.models if p.spec.name == model)
-    slo = pm.spec.slo
-    cls_obj = next(c for c in pm.classes if c.name == cls)
-    size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
-    if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
-        ms, where = cov.best_tpot_floor
-        return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
-                f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
-    why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
-    return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
-            f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
-
-
-
-def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
-              max_nodes: int | None = None) -> list[Baseline]:
-    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
-
-    Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
-    unit in the joint problem may be the best of its own type. All GPU types share one
-    ``time_limit_s`` (a safety stop; ``max_nodes`` is the deterministic limit), and each solve
-    decomposes per model (no budget, no locality: nothing links them unless a cap is shared)."""
-    import time
-
-    from hetinfra.solver.solve import solve
-
-    deadline = time.perf_counter() + time_limit_s
-    out = []
-    by_gpu: dict[str, list[TemplateUnit]] = {}
-    for u in all_units:
-        by_gpu.setdefault(u.template.gpu, []).append(u)
-    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
-        own = prune_by_flows(inputs, by_gpu[gpu])
-        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
-            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
-        missing = sub.unserved()
-        if missing:
-            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
-                                                   " under the SLOs"))
-            continue
-        r = solve(sub, time_limit_s=max(0.05, deadline - time.perf_counter()), mip_gap=mip_gap, max_nodes=max_nodes)
-        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
-        if not r.feasible:
-            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
-                                if r.status == "infeasible" else "no plan within the baselines' time limit",
-                                safety_stop=stop))
-            continue
-        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
-                            safety_stop=stop))
-    return out
-
-
 def _check_locality(problem: AllocationProblem) -> None:
     if problem.locality <= 0:
         return
@@ -195,72 +117,6 @@ def _check_locality(problem: AllocationProblem) -> None:
             raise InfeasibleError(
                 f"model {model}: locality {problem.locality:g} needs capacity in {region}, but no allowed offer there "
                 "can serve it", hint=f"allow a GPU offered in {region}, drop it from demand.origins, or lower locality")
-
-
-@dataclass
-class Staged:
-    """What the solve stage starts from: the resolved inputs, every unit with its estimated rates, what
-    runs now, and each template's starting factor (planning.confidence)."""
-    inputs: PlanInputs
-    units: list[TemplateUnit]
-    running: dict[str, int]
-    derate: dict[str, float] | None
-    template_cache: dict | None
-
-
-def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, state: Path | None = None,
-            spec_override=None, extra_caps: dict[tuple[str, str, str], int] | None = None,
-            template_cache: bool = True) -> Staged:
-    """Resolve the spec at ``spec_path`` and build its units (the pipeline's resolve and templates
-    stages): ``spec_override`` (a ServiceSpec, e.g. with demand re-estimated from observations)
-    replaces the file's content, whose folder still anchors relative paths."""
-    path = Path(spec_path)
-    spec, text, locate = load_spec(path)
-    if spec_override is not None:
-        spec = spec_override
-    inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
-    check_accuracy_floor(inputs)
-    perf = PerformanceModel(inputs.profiles)
-    cache = None
-    if template_cache:
-        from hetinfra.plan.template_cache import TemplateCache, default_dir
-
-        root = default_dir()
-        cache = TemplateCache(root) if root is not None else None
-    unit_list, coverage = build_units(inputs, perf, cache)
-    inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
-    unserved = [(k, c) for k, c in coverage.items() if not c.served]
-    if unserved and not spec.planning.allow_unmet:
-        msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
-        more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
-        raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
-                              details={"relax": [{"slo": m} for m in msgs]})
-    running = read_running(Path(state)) if state else {}
-    # planning.confidence applies to every plan: a verified plan starts there (verification credits
-    # a template back up to its interval's top where the simulation allows), an unverified one ends there
-    derate = start_factors(unit_list, spec.planning.confidence)
-    if state:
-        derate.update(running_factors(Path(state), unit_list))
-    return Staged(inputs, unit_list, running, derate or None, cache.report() if cache else None)
-
-
-def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
-    """Template id -> the factor the running plan (plan.json in ``state``) was verified at, for this
-    plan's templates: a re-plan's verification starts where the last one ended, as its ILP starts from
-    the running fleet. Started from the confidence level instead, the rounds' credits may stop short
-    of where they went before (a credit is taken only while the simulation shows 20% slack), and a
-    re-plan of an unchanged spec proposed a dearer fleet as a forced move (chat: \$3.72/h -> \$4.43/h).
-    The start is only a start: every round is simulated. None where the state has no readable plan."""
-    from hetinfra.document import load_plan
-    from hetinfra.errors import HetinfraError
-
-    path = state / "plan.json" if state.is_dir() else state
-    try:
-        templates = load_plan(path).templates
-    except HetinfraError:
-        return {}
-    ids = {u.template.id for u in units}
-    return {t.id: float(t.derate) for t in templates if t.id in ids}
 
 
 def plan(spec_path: str | Path, *, with_baselines: bool = True, **prepare_kwargs) -> PlanResult:
@@ -289,22 +145,6 @@ def statistic_warnings(pr: PlanResult) -> list[str]:
     return sorted(out)
 
 
-def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:
-    """Template id -> the factor its estimated rates are planned at (hetinfra.perf.confidence.
-    planning_factor over the template's interval): under ``planning.confidence: safe`` the low end for
-    extrapolated templates, else 1; under ``expected`` its interval's middle."""
-    from hetinfra.perf.confidence import planning_factor
-
-    out = {}
-    for u in units:
-        t = u.template
-        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval,
-                            t.disagreement[1] if t.disagreement else None)
-        if f != 1.0:
-            out[u.template.id] = f
-    return out
-
-
 def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int], *, with_baselines: bool = True,
                 derate: dict[str, float] | None = None, template_cache: dict | None = None,
                 overrides: dict | None = None, start: dict[str, int] | None = None) -> PlanResult:
@@ -324,8 +164,10 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
         from hetinfra.plan.diagnose import diagnose
         from hetinfra.plan.origins import residency_diagnosis, residency_note
 
-        raise residency_diagnosis(inputs, problem) or residency_note(
-            inputs, diagnose(problem, settings.time_limit_s, settings.mip_gap))  # hetinfra.plan.diagnose
+        from hetinfra.plan.budget import current
+
+        raise residency_diagnosis(inputs, problem) or residency_note(  # hetinfra.plan.diagnose
+            inputs, diagnose(problem, current().solve_limit(settings.time_limit_s), settings.mip_gap))
     if problem.objective == "max_throughput" and (result.scale or 0) <= 1e-9:
         cheapest = min(u.cost for u in unit_list)
         raise InfeasibleError(
@@ -345,18 +187,6 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     if with_baselines:
         pr.baselines, pr.flexible_cost = compared_with(pr, pool)
     return pr
-
-
-def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
-    """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
-    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
-    from hetinfra.plan.purchase import without_committed
-
-    if pr.problem.objective != "min_cost":
-        return [], None
-    settings = pr.inputs.spec.planning
-    return (baselines(pr.inputs, pool, settings.time_limit_s, settings.mip_gap, settings.max_nodes),
-            without_committed(pr))
 
 
 def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int]) -> list[TemplateUnit]:
@@ -400,7 +230,9 @@ def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bo
 
 def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str, int], overrides: dict | None = None,
                 start: dict[str, int] | None = None):
-    """Prune ``pool`` and solve its allocation: (kept units, problem, result)."""
+    """Prune ``pool`` and solve its allocation: (kept units, problem, result), within what is left of
+    the plan's work budget (``hetinfra.plan.budget``; a cut solve is recorded there)."""
+    from hetinfra.plan.budget import current
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
@@ -411,14 +243,72 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     _check_locality(problem)
     check_scale(problem)
     routed = with_origins(inputs, unit_list, problem)  # per (origin, class) where origins are declared
-    result = solve(routed, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, with_lp_bound=True,
-                   max_nodes=settings.max_nodes, start=start)
+    budget = current()
+    result = solve(routed, time_limit_s=budget.solve_limit(settings.time_limit_s), mip_gap=settings.mip_gap,
+                   with_lp_bound=True, max_nodes=settings.max_nodes, start=start)
+    if result.safety_stop:
+        budget.stop("a solve")
     if routed is problem or not result.feasible:
         return unit_list, routed, result
     return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
+def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
+              max_nodes: int | None = None) -> list[Baseline]:
+    """Mélange's comparison: the cheapest plan using one GPU type only (caps kept, no budget).
+
+    Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
+    unit in the joint problem may be the best of its own type. All GPU types share one
+    ``time_limit_s`` (a safety stop: what is left of the plan's budget; ``max_nodes`` is the deterministic limit), and each solve
+    decomposes per model (no budget, no locality: nothing links them unless a cap is shared)."""
+    from hetinfra.solver import clock
+    from hetinfra.solver.solve import solve
+
+    deadline = clock.now() + time_limit_s
+    out = []
+    by_gpu: dict[str, list[TemplateUnit]] = {}
+    for u in all_units:
+        by_gpu.setdefault(u.template.gpu, []).append(u)
+    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
+        own = prune_by_flows(inputs, by_gpu[gpu])
+        sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
+            budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
+        missing = sub.unserved()
+        if missing:
+            out.append(Baseline(gpu, False, reason=f"cannot serve {missing[0][0]} requests {describe_key(sub, missing[0])}"
+                                                   " under the SLOs"))
+            continue
+        r = solve(sub, time_limit_s=max(0.05, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes)
+        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
+        if not r.feasible:
+            out.append(Baseline(gpu, False, reason="availability caps too small to serve all demand"
+                                if r.status == "infeasible" else "no plan within the baselines' time limit",
+                                safety_stop=stop))
+            continue
+        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
+                            safety_stop=stop))
+    return out
+
+
+def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
+    """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
+    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
+    from hetinfra.plan.budget import current
+    from hetinfra.plan.purchase import without_committed
+
+    if pr.problem.objective != "min_cost":
+        return [], None
+    settings = pr.inputs.spec.planning
+    budget = current()
+    found = baselines(pr.inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes)
+    if any(b.safety_stop for b in found):
+        budget.stop("the single-GPU baselines")  # hetinfra.plan.pipeline.BASELINES
+    return found, without_committed(pr)
+
+
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
+
+
 WARN_GPUS = 10_000
 MAX_GPUS = 1_000_000
 

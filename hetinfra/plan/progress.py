@@ -1,6 +1,6 @@
 """Progress of ``hetinfra plan`` on a terminal: one transient status line on stderr saying which
-verification round runs, how many solver blocks the last solve had, and how many requests have been
-simulated. Nothing on pipes, redirects or under ``--json`` (:func:`progress_for` returns None, and
+verification round runs, how many solver blocks the last solve had, how many requests have been
+simulated, and how much of the command's work budget (``hetinfra.plan.budget``) is spent. Nothing on pipes, redirects or under ``--json`` (:func:`progress_for` returns None, and
 the pipeline then reports nothing). Rich is imported only on a terminal, and the line is redrawn at
 most every REFRESH_S seconds by the caller's own thread (no refresh thread): what it shows never
 feeds back into the plan."""
@@ -27,11 +27,17 @@ class Progress:
                           auto_refresh=False)
         self._live.start()
         self._what, self._blocks, self._simulated, self._drawn = "solving", None, 0, 0.0
+        self._budget = None
 
     def round(self, rnd: int, max_rounds: int, result) -> None:
         """Verification round ``rnd`` of ``max_rounds`` starts, on the plan of solver ``result``."""
         self._what = f"verification round {rnd}/{max_rounds}"
         self._blocks = len(getattr(result, "blocks", None) or []) or 1
+        self._draw(force=True)
+
+    def budget(self, budget) -> None:
+        """Show the elapsed share of ``budget`` (a :class:`hetinfra.plan.budget.Budget`) from now on."""
+        self._budget = budget
         self._draw(force=True)
 
     def stage(self, name: str) -> None:
@@ -45,7 +51,10 @@ class Progress:
 
     def line(self) -> str:
         blocks = f" | {self._blocks} solver block{'s' if self._blocks != 1 else ''}" if self._blocks else ""
-        return f"hetinfra plan: {self._what}{blocks} | {self._simulated:,} requests simulated"
+        spent = ""
+        if self._budget is not None and self._budget.time_limit_s is not None:
+            spent = f" | {self._budget.elapsed():.0f} s of {self._budget.time_limit_s:g} s budget"
+        return f"hetinfra plan: {self._what}{blocks}{spent} | {self._simulated:,} requests simulated"
 
     def _draw(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -409,9 +409,11 @@ class PlanningSpec(Strict):
                                   "assignment of 1/slice_factor slices of each class.")
     slice_factor: int = Field(8, ge=1, le=64, description="Slices per class with routing: sliced.")
     headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
-    time_limit_s: float = Field(30, gt=0, le=86_400, description="Wall-clock safety stop for the solve, seconds. Plans do not "
-                                                     "depend on it unless it is hit (plan.json solver.safety_stop and a "
-                                                     "warning say so); max_nodes is the deterministic limit.")
+    time_limit_s: float = Field(300, gt=0, le=86_400, description=(
+        "Work budget of the whole `plan` command (templates, every solve, verification, baselines): a "
+        "wall-clock safety stop, seconds. Plans do not depend on it unless it is hit (plan.json work_budget, "
+        "solver.safety_stop and a warning say so); max_nodes and verification's counts are the deterministic "
+        "limits."))
     max_nodes: int = Field(2000, ge=1, le=10_000_000, description="Branch-and-bound nodes each MIP (one per block of "
                                                                   "linked models) may explore: the deterministic work "
                                                                   "limit. Same inputs, same plan, on any machine.")

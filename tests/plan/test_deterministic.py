@@ -72,10 +72,7 @@ def test_a_solve_cut_at_once_still_plans_and_says_so(tmp_path, monkeypatch, run_
     spec["planning"]["time_limit_s"] = 0.001
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    monkeypatch.setenv("HETINFRA_CACHE_DIR", "off")
-    from hetinfra.solver import memo
-
-    monkeypatch.setattr(memo, "_memo", {})  # a fresh process: no block of this spec solved before, uncut
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", "off")  # (each plan command starts with no block solved before)
     code, stdout, err = run_cli("plan", str(path), "--json", "--no-verify", "--no-baselines")
     assert code == 0, err
     doc = json.loads(stdout)

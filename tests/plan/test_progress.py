@@ -56,7 +56,7 @@ def test_the_line_shows_rounds_blocks_and_requests_and_changes_no_plan(small_spe
         doc["solver"].pop("build_s"), doc["solver"].pop("solve_s")
     assert shown == silent
     text = stream.getvalue()
-    assert "verification round 1/" in text and "solver block" in text
+    assert "verification round 1/" in text and "solver block" in text and "s budget" in text
     simulated = int(last.rsplit("|", 1)[1].split()[0].replace(",", ""))
     assert simulated >= 1000 * shown["fidelity"]["rounds"] * 0.9  # requests routed to units, every round
 

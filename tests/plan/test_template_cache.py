@@ -83,3 +83,13 @@ def test_cache_off(tmp_path, run_cli, monkeypatch):
     code, out, _ = run_cli("plan", str(tmp_path / "service.yaml"), "--json", "--no-template-cache", "--no-baselines",
                            "--no-verify")
     assert code == 0 and json.loads(out)["inputs"]["template_cache"] is None
+
+
+def test_an_entry_nested_past_any_bound_is_a_value_error_not_a_recursion_error():
+    """_decode leaves the nesting bound to pydantic's JSON parser: a deep entry is a miss, never a crash."""
+    import pytest
+
+    for depth in (65, 1_000, 200_000):
+        deep = '{"format": 4, "model": "m", "templates": ' + "[" * depth + "]" * depth + ', "coverage": {}}'
+        with pytest.raises(ValueError):
+            _decode(deep, "m")

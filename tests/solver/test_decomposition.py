@@ -194,6 +194,6 @@ def test_models_solved_ahead_in_threads_give_what_solving_in_order_gives(monkeyp
         first = solve(p, time_limit_s=60, mip_gap=0.01)
         again = solve(p.replace(demand={k: v * 0.97 for k, v in p.demand.items()}), time_limit_s=60, mip_gap=0.01,
                       start=first.n)
-        runs[cores] = [(r.n, r.flow, r.objective, r.bound, r.blocks, r.warm_start) for r in (first, again)], list(memo._memo)
+        runs[cores] = [(r.n, r.flow, r.objective, r.bound, r.blocks, r.warm_start) for r in (first, again)], list(memo._memo())
     assert runs[1] == runs[4]
     assert any(name.startswith("hetinfra-solve") for name in threads)  # the threads did run

@@ -1,0 +1,52 @@
+"""What runs now, read from a deployment's state or a plan's out dir (``--state``): the units and
+counts a re-plan starts from, and the factors the running plan was verified at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetinfra.plan.library import TemplateUnit
+
+
+def state_file(state: Path) -> Path:
+    """The file that says what runs: a deployment's state.json, else the plan.json in ``state``
+    (a directory), or ``state`` itself (a file)."""
+    return state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
+
+
+def running_allocations(state: Path) -> list[dict]:
+    """What runs now: the ``allocations`` of :func:`state_file`."""
+    from hetinfra.document import load_running
+    from hetinfra.errors import InvalidInputError
+
+    path = state_file(state)
+    if not path.is_file():
+        raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
+                                hint="pass the --out directory of the plan that is running")
+    return load_running(path)
+
+
+def read_running(state: Path) -> dict[str, int]:
+    """Units running now (see running_allocations): unit id -> count."""
+    return {a["unit"]: a["count"] for a in running_allocations(state)}
+
+
+def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
+    """Template id -> the factor the running plan (plan.json in ``state``) was verified at, for this
+    plan's templates: a re-plan's verification starts where the last one ended, as its ILP starts from
+    the running fleet. Started from the confidence level instead, the rounds' credits may stop short
+    of where they went before (a credit is taken only while the simulation shows 20% slack), and a
+    re-plan of an unchanged spec proposed a dearer fleet as a forced move (chat: $3.72/h -> $4.43/h).
+    The start is only a start: every round is simulated. None where the state has no readable plan."""
+    from hetinfra.document import load_plan
+    from hetinfra.errors import HetinfraError
+
+    path = state / "plan.json" if state.is_dir() else state
+    try:
+        templates = load_plan(path).templates
+    except HetinfraError:
+        return {}
+    ids = {u.template.id for u in units}
+    return {t.id: float(t.derate) for t in templates if t.id in ids}

@@ -1,0 +1,96 @@
+"""The plan stage's resolve and templates steps (``hetinfra.plan.pipeline`` runs them first): the spec's
+inputs, every unit with its estimated rates, what runs now, and each template's starting factor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetinfra.errors import InfeasibleError
+from hetinfra.perf.model import PerformanceModel
+from hetinfra.plan.adapters import with_adapters
+from hetinfra.plan.inputs import PlanInputs, resolve
+from hetinfra.plan.library import ClassCoverage, TemplateUnit
+from hetinfra.plan.running import read_running, running_factors
+from hetinfra.plan.templates import build_units
+from hetinfra.plan.variants import below_floor, check_accuracy_floor
+from hetinfra.price_feeds.offers import OfferSnapshot
+from hetinfra.spec.load import load_spec
+
+
+def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
+    model, cls = key
+    pm = next(p for p in inputs.models if p.spec.name == model)
+    slo = pm.spec.slo
+    cls_obj = next(c for c in pm.classes if c.name == cls)
+    size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
+    if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
+        ms, where = cov.best_tpot_floor
+        return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
+                f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
+    why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
+    return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
+            f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
+
+
+@dataclass
+class Staged:
+    """What the solve stage starts from: the resolved inputs, every unit with its estimated rates, what
+    runs now, and each template's starting factor (planning.confidence)."""
+    inputs: PlanInputs
+    units: list[TemplateUnit]
+    running: dict[str, int]
+    derate: dict[str, float] | None
+    template_cache: dict | None
+
+
+def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, state: Path | None = None,
+            spec_override=None, extra_caps: dict[tuple[str, str, str], int] | None = None,
+            template_cache: bool = True) -> Staged:
+    """Resolve the spec at ``spec_path`` and build its units (the pipeline's resolve and templates
+    stages): ``spec_override`` (a ServiceSpec, e.g. with demand re-estimated from observations)
+    replaces the file's content, whose folder still anchors relative paths."""
+    path = Path(spec_path)
+    spec, text, locate = load_spec(path)
+    if spec_override is not None:
+        spec = spec_override
+    inputs = resolve(spec, path, text, snapshot, locate, extra_caps=extra_caps)
+    check_accuracy_floor(inputs)
+    perf = PerformanceModel(inputs.profiles)
+    cache = None
+    if template_cache:
+        from hetinfra.plan.template_cache import TemplateCache, default_dir
+
+        root = default_dir()
+        cache = TemplateCache(root) if root is not None else None
+    unit_list, coverage = build_units(inputs, perf, cache)
+    inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
+    unserved = [(k, c) for k, c in coverage.items() if not c.served]
+    if unserved and not spec.planning.allow_unmet:
+        msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
+        more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
+        raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
+                              details={"relax": [{"slo": m} for m in msgs]})
+    running = read_running(Path(state)) if state else {}
+    # planning.confidence applies to every plan: a verified plan starts there (verification credits
+    # a template back up to its interval's top where the simulation allows), an unverified one ends there
+    derate = start_factors(unit_list, spec.planning.confidence)
+    if state:
+        derate.update(running_factors(Path(state), unit_list))
+    return Staged(inputs, unit_list, running, derate or None, cache.report() if cache else None)
+
+
+def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:
+    """Template id -> the factor its estimated rates are planned at (hetinfra.perf.confidence.
+    planning_factor over the template's interval): under ``planning.confidence: safe`` the low end for
+    extrapolated templates, else 1; under ``expected`` its interval's middle."""
+    from hetinfra.perf.confidence import planning_factor
+
+    out = {}
+    for u in units:
+        t = u.template
+        f = planning_factor(t.confidence[0] if t.confidence else "calibrated", setting, t.interval,
+                            t.disagreement[1] if t.disagreement else None)
+        if f != 1.0:
+            out[u.template.id] = f
+    return out
