@@ -40,14 +40,13 @@ from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.fileio import read_text
 from hetinfra.replan.forecast import Forecast, forecast_peak
 from hetinfra.replan.origins import origin_forecasts, origins_for_spec
-from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, RequestClass, bucket_name
+from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES, RequestClass, bucket_name
 from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
 
 COLUMNS = DEMAND_LOG_COLUMNS
 REQUIRED = COLUMNS[:4]  # region is optional: a log without it simply has no origins
 QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
 SMOOTH_S = 1800
-MAX_LOG_BYTES = 1 << 30  # 1 GiB: the gateway rotates its log long before
 MAX_LOG_TOKENS = 10_000_000  # a row beyond it is a broken client or writer, never a request to plan for
 MAX_EPOCH_S = 4_102_444_800  # 2100-01-01: beyond it a number is not a time at all
 #: the sane window of a demand log's timestamps: from 2020-01-01 UTC to a day after now
