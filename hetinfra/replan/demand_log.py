@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ValidationError
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.replan.forecast import Forecast, forecast_peak
 from hetinfra.replan.origins import origin_forecasts, origins_for_spec
 from hetinfra.replan.log_read import (AHEAD_S, COLUMNS, EARLIEST_S, MAX_LOG_BYTES, DemandLog, DemandRecord,
@@ -199,7 +199,9 @@ def observe_spec(log: DemandLog, service_spec: ServiceSpec, **kwargs) -> tuple[d
     in_log = set(log.model_names())
     observed = {m.name: observed_demand(log, m, **kwargs) for m in service_spec.models if m.name in in_log}
     extra = sorted(in_log - {m.name for m in service_spec.models})
-    notes = [f"log model '{n}' is not in the spec; ignored" for n in extra]
+    names = [m.name for m in service_spec.models]
+    # repr: a name with an invisible character (a zero-width space) must not read as a spec's name
+    notes = [f"log model {n!r} is not in the spec; ignored ({did_you_mean(n, names)})" for n in extra]
     return observed, notes
 
 
@@ -233,7 +235,7 @@ def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]
         demand = m.demand.model_copy(update={"rate_rps": rate, "sizes": sizes, "origins": origins})
         models.append(m.model_copy(update={"demand": demand}))
     unknown = sorted(set(observed) - {m.name for m in service_spec.models})
-    notes.extend(f"observed model '{n}' is not in the spec; ignored" for n in unknown)
+    notes.extend(f"observed model {n!r} is not in the spec; ignored" for n in unknown)
     updated = service_spec.model_copy(update={"models": models})
     try:  # model_copy skips validation; re-validate so a bad mix fails here, not in the planner
         return ServiceSpec.model_validate(updated.model_dump()), notes
