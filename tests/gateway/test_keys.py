@@ -30,10 +30,13 @@ def test_property_every_key_read_authenticates_its_client_over_http(entries):
     value = ",".join(entries)
     try:
         keys = parse_client_keys(value)
-    except InvalidInputError as exc:
-        for e in entries:  # the message names the entry, never the key
-            key = e.partition(":")[2] if ":" in e else e
-            assert len(key.strip()) < 4 or key.strip() not in str(exc), str(exc)
+    except InvalidInputError as exc:  # the message names the entry and its client, never the key
+        msg = str(exc)
+        n = int(msg.split("entry ", 1)[1].split(" ", 1)[0])
+        refused = value.split(",")[n - 1]
+        key = (refused.partition(":")[2] if ":" in refused else refused).strip()
+        why = msg.split("') ", 1)[1]
+        assert len(key) < 4 or key not in why, msg
         return
     for key, name in keys.items():
         assert client_name(keys, _sent_by_curl(key)) == name, (value, key)
