@@ -24,7 +24,7 @@ def _sent_by_curl(key: str) -> dict[str, str]:
     return {"authorization": ("Bearer " + key).encode("utf-8").decode("latin-1")}
 
 
-@budget(150)
+@budget(80)
 @given(st.lists(entry, max_size=4))
 def test_property_every_key_read_authenticates_its_client_over_http(entries):
     value = ",".join(entries)
@@ -35,7 +35,7 @@ def test_property_every_key_read_authenticates_its_client_over_http(entries):
         n = int(msg.split("entry ", 1)[1].split(" ", 1)[0])
         refused = value.split(",")[n - 1]
         key = (refused.partition(":")[2] if ":" in refused else refused).strip()
-        why = msg.split("') ", 1)[1]
+        why = re.sub(r"client '[^']*'", "", msg.split("') ", 1)[1])  # client names are not keys
         assert len(key) < 4 or key not in why, msg
         return
     for key, name in keys.items():
