@@ -4,11 +4,14 @@ Planning builds a serving template for every (instance type, layout) of each mod
 it for every class of the model; the solver then routes each class over those templates, and
 verification simulates each class. The work grows with classes x variants (and faster than linearly
 in the solves): on this project's 2-core reference machine, one 8B model over the three clouds took
-(``tools/schema_maxima.py``; `plan` with verification and baselines, machine under load):
+(``tools/schema_maxima.py``; `plan` with verification and baselines, the machine shared, load 14):
 
     256 classes (16 x 16 histogram)     8 s
     1,024 classes (32 x 32)            39 s
     4,096 classes (64 x 64)           495 s   (past the default work budget, planning.time_limit_s = 300 s)
+
+At this bound, load 3-5: a 32 x 32 histogram 45 s, 1,024 explicit classes 33 s, 4 models x 256 14 s,
+342 classes x 3 variants 13 s (and all 42 regions as origins with locality, not bounded here: 37 s).
 
 So a spec may plan at most :data:`MAX_PLANNED_CLASSES` (model, variant, class) triples in all, and
 one past it is refused at spec load, naming the models and what to coarsen, rather than accepted and
