@@ -105,6 +105,7 @@ WIDE_REMAINING: dict[str, int] = {
     "hetinfra.price_feeds.load": 1,
     "hetinfra.price_feeds.network": 3,
     "hetinfra.price_feeds.store": 5,
+    "hetinfra.replan.demand_log": 4,
     "hetinfra.replan.run": 6,
     "hetinfra.replan.safe": 4,
     "hetinfra.sim.check": 15,
@@ -160,14 +161,14 @@ def _owned(module: str) -> bool:
 #: (module, receiver) -> why its reads are not of plan.json / state.json: dicts of other formats whose
 #: keys share a name with a document field. Only that receiver, written exactly so, in that module.
 NOT_DOCUMENTS = {
+    ("hetinfra.replan.log_read", "col"): "a demand-log CSV's header: column name (model, region, ...) -> index",
+    ("hetinfra.replan.log_read", "columns"): "a demand-log CSV's cells by column name (model, region, ...)",
     ("hetinfra.price_feeds.offers", "row"): "a row of an offers CSV (csv.DictReader): price_per_hour, gpu_memory_gb "
                                             "are its columns",
     ("hetinfra.price_feeds.offers", "RANGES"): "the offers CSV's column -> allowed range table",
     ("hetinfra.price_feeds.validate", "row"): "a row of an offers CSV being validated (same columns)",
     ("hetinfra.plan.template_cache", "doc"): "the template cache's own JSON file (CACHE_FORMAT), not a plan",
     ("hetinfra.gateway.steps", "body"): "a client's OpenAI request body (its model, stream, max_tokens)",
-    ("hetinfra.replan.log_read", "col"): "a demand-log CSV's header: column name (model, region, ...) -> index",
-    ("hetinfra.replan.log_read", "columns"): "a demand-log CSV's cells by column name (model, region, ...)",
 }
 #: (module, function) -> why it may index a document's dict: functions that write a plan.json from the
 #: dict they are given (a copy with other allocations). They keep the dict because the model's dump
