@@ -151,6 +151,8 @@ def _owned(module: str) -> bool:
 #: (module, receiver) -> why its reads are not of plan.json / state.json: dicts of other formats whose
 #: keys share a name with a document field. Only that receiver, written exactly so, in that module.
 NOT_DOCUMENTS = {
+    ("hetinfra.replan.log_read", "col"): "a demand-log CSV's header: column name (model, region, ...) -> index",
+    ("hetinfra.replan.log_read", "columns"): "a demand-log CSV's cells by column name (model, region, ...)",
     ("hetinfra.price_feeds.offers", "row"): "a row of an offers CSV (csv.DictReader): price_per_hour, gpu_memory_gb "
                                             "are its columns",
     ("hetinfra.price_feeds.offers", "RANGES"): "the offers CSV's column -> allowed range table",

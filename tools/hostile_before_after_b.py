@@ -358,47 +358,57 @@ def _kube_endpoint():
             "demand_log": "--no-demand-log" not in argv}
 
 
-# ------------------------------------------------------------------ the driver
-def one(name: str) -> dict:
-    fn, good = CASES[name]
+# ------------------------------------------------------------------ the driver (tools/hostile_before_after_c.py's too)
+def one(cases: dict, name: str, exits: tuple[int, ...] | None = None) -> dict:
+    """Run case ``name``: a HetinfraError is handled (when its exit code is in ``exits``, if given),
+    a result is handled when the case's predicate says so, anything else is not."""
+    fn, good = cases[name]
     try:
         r = fn()
     except Exception as exc:  # noqa: BLE001 - the outcome is what we record
         from hetinfra.errors import HetinfraError
 
         if isinstance(exc, HetinfraError):
-            return {"outcome": f"exit {exc.exit_code}: {exc.message[:110]}", "handled": True}
+            return {"outcome": f"exit {exc.exit_code}: {exc.message[:110]}",
+                    "handled": exits is None or exc.exit_code in exits}
         return {"outcome": f"{type(exc).__name__}: {str(exc)[:80]}", "handled": False}
     ok = good(r) if good else False  # no error where one was due: silently wrong
-    return {"outcome": json.dumps(r)[:110], "handled": bool(ok)}
+    return {"outcome": json.dumps(r, ensure_ascii=True)[:110], "handled": bool(ok)}
 
 
-def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--case":
-        print(json.dumps(one(sys.argv[2])))
-        return
+def _side(script: Path, name: str, py: str, root: str, timeout: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=root, HETINFRA_CACHE_DIR="off")
+    try:
+        p = subprocess.run([py, str(script), "--case", name], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"outcome": f"hang ({timeout} s)", "handled": False}
+    line = (p.stdout.strip().splitlines() or ['{"outcome": "no output", "handled": false}'])[-1]
+    if p.returncode and not p.stdout.strip():
+        return {"outcome": "crash: " + (p.stderr.strip().splitlines() or [""])[-1][:80], "handled": False}
+    return json.loads(line) if line.startswith("{") else {"outcome": line[:90], "handled": False}
+
+
+def drive(script: Path, cases: dict, timeout: int = 60) -> None:
+    """Each case of ``script`` in its own process, before (BEFORE_PY with BEFORE_ROOT first on its
+    path) and after (this checkout): one table row per case, then the counts."""
     sides = {"before": (os.environ.get("BEFORE_PY", "/work/main/.venv/bin/python"), os.environ.get("BEFORE_ROOT", "/tmp/base")),
              "after": (str(HERE / ".venv/bin/python"), os.environ.get("AFTER_ROOT", str(HERE)))}
     rows = []
-    for name in CASES:
-        row = {"case": name}
-        for side, (py, root) in sides.items():
-            env = dict(os.environ, PYTHONPATH=root)
-            try:
-                p = subprocess.run([py, str(HERE / "tools" / "hostile_before_after_b.py"), "--case", name],
-                                   cwd=root, env=env, capture_output=True, text=True, timeout=60)
-                line = (p.stdout.strip().splitlines() or ['{"outcome": "no output", "handled": false}'])[-1]
-                row[side] = json.loads(line) if line.startswith("{") else {"outcome": line[:90], "handled": False}
-                if p.returncode and not p.stdout.strip():
-                    row[side] = {"outcome": "crash: " + (p.stderr.strip().splitlines() or [""])[-1][:80],
-                                 "handled": False}
-            except subprocess.TimeoutExpired:
-                row[side] = {"outcome": "hang (60 s)", "handled": False}
+    for name in cases:
+        row = {"case": name, **{side: _side(script, name, py, root, timeout) for side, (py, root) in sides.items()}}
         rows.append(row)
         print(f"| {name} | {row['before']['outcome']} | {'yes' if row['before']['handled'] else 'no'} | "
               f"{row['after']['outcome']} | {'yes' if row['after']['handled'] else 'no'} |", flush=True)
     for side in ("before", "after"):
         print(f"{side}: {sum(r[side]['handled'] for r in rows)} of {len(rows)} handled")
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--case":
+        print(json.dumps(one(CASES, sys.argv[2])))
+        return
+    drive(Path(__file__).resolve(), CASES)
 
 
 if __name__ == "__main__":

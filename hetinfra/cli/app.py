@@ -25,6 +25,7 @@ from hetinfra.cli.plan import plan_command, schema_command
 from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
 from hetinfra.cli.simulate import simulate_command
+from hetinfra.cli.stops import install_signal_exits, stopped_status, stopping
 
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -65,45 +66,17 @@ for _command in (plan_command, schema_command, estimate_command, prices_command,
 GC_GEN0_THRESHOLD = 50_000
 
 
-#: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
-STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-
-
-#: the signal that is stopping this process, once one arrived
-_stopping: list[int] = []
-
-
-def _stop(signum: int, _frame) -> None:
-    """SIGINT, SIGTERM and SIGHUP become SystemExit(128 + signum) in the main thread. click turns a
-    KeyboardInterrupt into "Aborted!" and exit 1, and Python's default SIGTERM ends the process at
-    once; an exception instead unwinds every with-block and finally, so a staged out dir or a lock is
-    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status."""
-    signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
-    _stopping.append(signum)
-    raise SystemExit(STOPPED_BY[signum])
-
-
-def install_signal_exits(argv: list[str]) -> None:
-    """:func:`_stop` for the stop signals, except under ``gateway``: uvicorn shuts the server down
-    gracefully on them itself (and then re-raises the signal)."""
-    if argv[1:2] == ["gateway"]:
-        return
-    for signum in STOPPED_BY:
-        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):  # not one a caller chose
-            signal.signal(signum, _stop)
-
-
 def main() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     install_signal_exits(sys.argv)
     try:
         cli(standalone_mode=True)
     except KeyboardInterrupt:  # raised by code that re-raises one it caught
-        _stopping.append(signal.SIGINT)
+        stopping.append(signal.SIGINT)
     except Exception:
         # the SystemExit of a stop signal can surface as another exception where a library wraps what
         # its callbacks raise (pydantic building a schema while a module loads): still the signal's exit
-        if not _stopping:
+        if not stopping:
             raise
     finally:
         # the process ends here. The interpreter's last collection would traverse every object the
@@ -111,10 +84,9 @@ def main() -> None:
         # memory the OS takes back anyway; frozen objects are skipped. Files and processes are
         # closed by then (with-blocks), and atexit handlers still run.
         gc.freeze()
-        if _stopping:
-            signum = _stopping[0]
-            click.echo("interrupted" if signum == signal.SIGINT else f"stopped by signal {signum}", err=True)
-            sys.exit(STOPPED_BY[signum])
+        status = stopped_status()
+        if status is not None:
+            sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -165,26 +165,16 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
 
 
 def _join_rotations(path: Path, keep: int = 100) -> str:
-    """The gateway's demand log and its rotations (.N .. .1, oldest first) as one CSV text, each file
-    read by the one reader (a FIFO or a non-UTF-8 rotation is exit 2 naming it, never a hang or a
-    traceback), at most the demand log's size bound in all."""
-    from hetinfra.errors import InvalidInputError
-    from hetinfra.fileio import read_text
-    from hetinfra.gateway.demand import HEADER
-    from hetinfra.replan.demand_log import MAX_LOG_BYTES
+    """The gateway's demand log and its rotations as one CSV text: hetinfra.gateway.demand.read_all, the
+    one joiner (each file read by the one safe reader, the size bound over all of them)."""
+    import os
 
-    if not path.is_file():
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.gateway.demand import read_all
+
+    if not os.path.lexists(path):
         raise InvalidInputError(f"--demand-from: {path} not found")
-    out, size = [HEADER], 0
-    for f in [path.with_name(f"{path.name}.{k}") for k in range(keep, 0, -1)] + [path]:
-        if f.exists() or f.is_symlink():
-            text = read_text(f, "demand log", max_bytes=MAX_LOG_BYTES)
-            size += len(text)
-            if size > MAX_LOG_BYTES:
-                raise InvalidInputError(f"--demand-from: {path} and its rotations hold more than {MAX_LOG_BYTES} bytes",
-                                        hint="keep fewer rotations, or pass one file with --demand-log")
-            out.extend(line for line in text.splitlines(keepends=True)[1:] if line.strip())
-    return "".join(out)
+    return read_all(path, keep)
 
 
 def fetch_demand(source: str, out: Path) -> Path:

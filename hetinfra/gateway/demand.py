@@ -11,7 +11,11 @@ backend did not say). ``region`` is the client's origin: the ``x-hetinfra-origin
 front door set, else the gateway's ``--region`` (empty when neither).
 
 The file is rotated by size: ``demand.csv`` -> ``demand.csv.1`` -> ... -> ``demand.csv.K``
-(the oldest dropped); each file starts with the header. :func:`read_all` joins them, oldest first.
+(the oldest dropped); each file starts with the header. :func:`read_all` joins them, oldest first,
+each through the one safe reader (hetinfra.fileio.read_text: a regular file only, so a named pipe
+planted as a rotation cannot hang the gateway's ``GET /demand.csv`` or ``replan``; UTF-8; at most
+MAX_LOG_BYTES for all of them together), and refuses a rotation whose header is not this writer's
+(its rows would be read under the wrong column names).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import time
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.spec.demand import DEMAND_LOG_COLUMNS
+from hetinfra.fileio import read_text
+from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 HEADER = ",".join(DEMAND_LOG_COLUMNS + ("class", "completion_tokens", "status")) + "\n"
 
@@ -84,13 +89,22 @@ class DemandLog:
             self._fh = None
 
 
-def read_all(path: str | Path, keep: int = 100) -> str:
-    """The current file and its rotations as one CSV text (one header, oldest rows first)."""
+def read_all(path: str | Path, keep: int = 100, *, max_bytes: int = MAX_LOG_BYTES) -> str:
+    """The current file and its rotations as one CSV text (one header, oldest rows first). A rotation
+    that is not a regular file, not UTF-8, headed otherwise, or past ``max_bytes`` in all is an
+    InvalidInputError naming it; a missing one is skipped (rotation has not reached it)."""
     p = Path(path)
     files = [p.with_name(f"{p.name}.{k}") for k in range(keep, 0, -1)] + [p]
-    out = [HEADER]
+    out, left = [HEADER], max_bytes
     for f in files:
-        if f.exists():
-            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
-            out.extend(line for line in lines[1:] if line.strip())
+        if not os.path.lexists(f):
+            continue
+        text = read_text(f, "demand log", max_bytes=left,
+                         hint="the gateway writes its demand log and rotations as plain files; move this one aside")
+        left -= len(text.encode("utf-8"))
+        lines = text.splitlines(keepends=True)
+        if lines and lines[0].strip() != HEADER.strip():
+            raise InvalidInputError(f"demand log {f}:1: header {lines[0].strip()[:120]!r} is not the gateway's "
+                                    f"{HEADER.strip()!r}", hint="move this rotation aside, or re-join it by hand")
+        out.extend(line for line in lines[1:] if line.strip())
     return "".join(out)

@@ -1,13 +1,39 @@
 """The gateway's client keys (``HETINFRA_API_KEY``), read by the gateway and by the commands that
-call its admin API; no web framework imported here."""
+call its admin API; no web framework imported here.
+
+A key is 1-256 printable ASCII characters without whitespace or ',' (the separator): HTTP headers
+carry bytes that servers decode as Latin-1, so a key with 'é' or an invisible character pasted with
+it (a zero-width space) would match from one client and not from another (curl sends UTF-8), and an
+empty key (``alice:``) would turn authentication on with no key that can pass it. Each is exit 2 at
+start naming the entry and the client, never the key itself. Two clients with one key are refused
+too (the second would silently take the first's name in logs and metrics).
+"""
 
 from __future__ import annotations
 
+from hetinfra.errors import InvalidInputError
+
 __all__ = ["first_client_key", "parse_client_keys"]
+
+MAX_KEY = 256
+_FORMAT = "HETINFRA_API_KEY is key or name:key, comma-separated, each key printable ASCII without spaces"
+
+
+def _key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a client key (None when it can); never quotes the key."""
+    if not key:
+        return "has an empty key"
+    if len(key) > MAX_KEY:
+        return f"has a key longer than {MAX_KEY} characters"
+    bad = next((ch for ch in key if not (ch.isascii() and ch.isprintable()) or ch.isspace()), None)
+    if bad is not None:
+        return f"has a key holding {'whitespace' if bad.isspace() else 'the character'} U+{ord(bad):04X}"
+    return None
 
 
 def parse_client_keys(value: str | None) -> dict[str, str]:
-    """``HETINFRA_API_KEY``: ``key`` or ``name:key``, comma-separated -> {key: client name}."""
+    """``HETINFRA_API_KEY``: ``key`` or ``name:key``, comma-separated -> {key: client name}; an entry
+    that cannot be a key is an InvalidInputError (see the module docstring)."""
     out: dict[str, str] = {}
     for k, item in enumerate(x.strip() for x in (value or "").split(",")):
         if not item:
@@ -15,7 +41,13 @@ def parse_client_keys(value: str | None) -> dict[str, str]:
         name, sep, key = item.partition(":")
         if not sep:
             name, key = f"client{k}", item
-        out[key.strip()] = name.strip() or f"client{k}"
+        name, key = name.strip() or f"client{k}", key.strip()
+        why = _key_problem(key)
+        if why is None and key in out:
+            why = f"has the key of client '{out[key]}'"
+        if why:
+            raise InvalidInputError(f"HETINFRA_API_KEY entry {k + 1} (client {name[:40]!r}) {why}", hint=_FORMAT)
+        out[key] = name
     return out
 
 

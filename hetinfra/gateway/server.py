@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from hetinfra.errors import InvalidInputError
 from hetinfra.facts import GATEWAY_PORT
 from hetinfra.gateway.balancer import Backend, Balancer
 from hetinfra.gateway.classify import TokenCounter
@@ -293,7 +294,10 @@ class Gateway:
         if self.demand is None:
             return error(404, "this gateway keeps no demand log (start it with --demand-log)", "not_found")
         self.demand.flush()
-        text = await asyncio.to_thread(read_all, self.demand.path, self.demand.keep)
+        try:  # a rotation planted as a FIFO, or one not UTF-8: an answer naming it, never a hang or a 500 trace
+            text = await asyncio.to_thread(read_all, self.demand.path, self.demand.keep)
+        except InvalidInputError as exc:
+            return error(500, f"cannot read the demand log: {exc}", "server_error")
         return PlainTextResponse(text, media_type="text/csv")
 
 

@@ -14,6 +14,10 @@ outside the window is never taken as current: the forecast would plan for the wr
 day, and one row from 2076 would make every real row look 50 years old. "Now" comes from the
 ``clock`` argument (``time.time`` by default), so tests are deterministic.
 
+Reading (hetinfra.replan.log_read): each row is a typed, checked DemandRecord; a gateway's log of
+millions of rows is checked column by column in numpy with the same checks (2.2x faster than row by
+row at 1M rows: benchmarks/bench_demand_log.py).
+
 What the planner gets per model (:func:`observed_demand`):
 
     rate_rps = forecast peak of the next horizon x (1 + buffer)
@@ -24,176 +28,25 @@ What the planner gets per model (:func:`observed_demand`):
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from pydantic import ValidationError
 
 from hetinfra.errors import InvalidInputError, did_you_mean
-from hetinfra.fileio import read_text
 from hetinfra.replan.forecast import Forecast, forecast_peak
 from hetinfra.replan.origins import origin_forecasts, origins_for_spec
-from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, RequestClass, bucket_name
+from hetinfra.replan.log_read import (AHEAD_S, COLUMNS, EARLIEST_S, MAX_LOG_BYTES, DemandLog, DemandRecord,
+                                      read_demand_log)
+from hetinfra.spec.demand import RequestClass, bucket_name
 from hetinfra.spec.models import ClassSpec, ModelSpec, ServiceSpec, SizesSpec
 
-COLUMNS = DEMAND_LOG_COLUMNS
-REQUIRED = COLUMNS[:4]  # region is optional: a log without it simply has no origins
 QUANTILES = (0.5, 0.9, 0.99, 1.0)  # derived edges; see quantile_edges
 SMOOTH_S = 1800
-MAX_LOG_BYTES = 1 << 30  # 1 GiB: the gateway rotates its log long before
-MAX_LOG_TOKENS = 10_000_000  # a row beyond it is a broken client or writer, never a request to plan for
-MAX_EPOCH_S = 4_102_444_800  # 2100-01-01: beyond it a number is not a time at all
-#: the sane window of a demand log's timestamps: from 2020-01-01 UTC to a day after now
-EARLIEST_S = 1_577_836_800
-AHEAD_S = 86_400
-
-
-@dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; a log is compared by identity
-class DemandLog:
-    """The requests of a log, sorted by time. Arrays are aligned: index i is one request."""
-
-    path: str
-    timestamps: np.ndarray  # float64, Unix epoch seconds (UTC)
-    models: np.ndarray  # str
-    input_tokens: np.ndarray  # int64
-    output_tokens: np.ndarray  # int64
-    regions: np.ndarray  # str, "" when unknown
-    skipped: tuple[str, ...] = ()  # rows left out (timestamps outside the sane window), in words
-
-    def model_names(self) -> list[str]:
-        return sorted(set(self.models.tolist()))
-
-    def rows_of(self, model: str) -> np.ndarray:
-        """Boolean mask of the model's requests; an unknown model is an error with a did-you-mean."""
-        mask = self.models == model
-        if not mask.any():
-            raise InvalidInputError(f"{self.path}: no request for model '{model}' in the log",
-                                    hint=did_you_mean(model, self.model_names()))
-        return mask
-
-
-def _timestamp(text: str, where: str) -> float:
-    try:  # epoch seconds first: a bare number is never a valid ISO date we would want
-        value = float(text)
-        if math.isfinite(value):
-            if not 0 <= value <= MAX_EPOCH_S:
-                raise InvalidInputError(f"{where}: timestamp {text[:40]!r} is not a time between 1970 and 2100")
-            return value
-    except ValueError:
-        pass
-    try:
-        t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-    except ValueError:
-        raise InvalidInputError(f"{where}: timestamp {text!r} is neither ISO 8601 nor Unix epoch seconds",
-                                hint="e.g. 2024-05-01T12:00:00Z, 2024-05-01T14:00:00+02:00 or 1714564800") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)  # naive times are UTC by contract
-    return t.timestamp()
-
-
-def _tokens(text: str, column: str, where: str) -> int:
-    try:
-        value = float(text)
-        ok = math.isfinite(value) and value == int(value)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise InvalidInputError(f"{where}: {column} {text!r} is not a whole number")
-    if value < 0:
-        raise InvalidInputError(f"{where}: {column} {text!r} is negative")
-    if value > MAX_LOG_TOKENS:
-        raise InvalidInputError(f"{where}: {column} {text[:40]!r} is more than {MAX_LOG_TOKENS} tokens",
-                                hint="a request that large is a client error; remove the row")
-    return int(value)
-
-
-class _Window:
-    """Counts the rows whose time is outside [EARLIEST_S, now + AHEAD_S] (see the module docstring)."""
-
-    def __init__(self, now: float):
-        self.low, self.high = EARLIEST_S, now + AHEAD_S
-        self.outside = 0
-        self.first: str | None = None
-
-    def holds(self, t: float, where: str) -> bool:
-        if self.low <= t <= self.high:
-            return True
-        self.outside += 1
-        if self.first is None:
-            stamp = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.first = f"{where} ({stamp})"
-        return False
-
-    def lines(self) -> tuple[str, ...]:
-        if not self.outside:
-            return ()
-        return (f"{self.outside} row(s) stamped before 2020-01-01 or more than a day after now were skipped, the first "
-                f"at {self.first}: a clock was wrong where they were written",)
-
-
-def _record(row: list[str], col: dict[str, int], where: str) -> tuple[float, str, int, int, str]:
-    """(timestamp, model, input tokens, output tokens, region) of one row, each checked."""
-    model = row[col["model"]].strip()
-    if not model:
-        raise InvalidInputError(f"{where}: model is empty")
-    return (_timestamp(row[col["timestamp"]].strip(), where), model,
-            _tokens(row[col["input_tokens"]].strip(), "input_tokens", where),
-            _tokens(row[col["output_tokens"]].strip(), "output_tokens", where),
-            row[col["region"]].strip() if "region" in col else "")
-
-
-def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time) -> DemandLog:
-    """Read and validate a request log; every bad row is an InvalidInputError naming file:line. Rows
-    stamped outside the sane window of ``clock()`` are skipped and counted in ``skipped``."""
-    p = Path(path)
-    window = _Window(clock())
-    handle = io.StringIO(read_text(p, "demand log", max_bytes=MAX_LOG_BYTES), newline="")
-    expected = ",".join(COLUMNS)
-    ts, models, ins, outs, regions = [], [], [], [], []
-    with handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise InvalidInputError(f"{p}: the demand log is empty", hint=f"expected the header {expected}")
-        names = [h.strip() for h in header]
-        missing = [c for c in REQUIRED if c not in names]
-        if missing:
-            raise InvalidInputError(f"{p}:1: header lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
-                                    hint=f"expected the header {expected} (region may be empty; extra columns are ignored)")
-        col = {c: names.index(c) for c in COLUMNS if c in names}
-        width = max(col.values()) + 1
-        try:
-            for row in reader:
-                where = f"{p}:{reader.line_num}"
-                if not any(cell.strip() for cell in row):
-                    continue  # blank line
-                if len(row) < width:
-                    raise InvalidInputError(f"{where}: {len(row)} fields, the header has {len(names)}",
-                                            hint=f"expected {expected}")
-                record = _record(row, col, where)
-                if window.holds(record[0], where):
-                    for column, value in zip((ts, models, ins, outs, regions), record):
-                        column.append(value)
-        except csv.Error as exc:
-            raise InvalidInputError(f"{p}:{reader.line_num}: CSV error: {exc}") from None
-    if not ts and window.outside:
-        raise InvalidInputError(f"{p}: no request is stamped between 2020-01-01 and a day after now ("
-                                f"{window.outside} row(s), the first at {window.first})",
-                                hint="fix the clock of the machine that wrote the log (timestamps are UTC)")
-    if not ts:
-        raise InvalidInputError(f"{p}: the demand log has a header but no requests",
-                                hint="one row per request: " + expected)
-    order = np.argsort(np.asarray(ts), kind="stable")
-    return DemandLog(str(p), np.asarray(ts, dtype=float)[order], np.asarray(models, dtype=str)[order],
-                     np.asarray(ins, dtype=np.int64)[order], np.asarray(outs, dtype=np.int64)[order],
-                     np.asarray(regions, dtype=str)[order], window.lines())
+__all__ = ["AHEAD_S", "COLUMNS", "EARLIEST_S", "MAX_LOG_BYTES", "DemandLog", "DemandRecord", "read_demand_log",
+           "rate_series", "size_mix", "quantile_edges", "mix_edges", "region_mix", "observed_demand", "observe_spec",
+           "apply_to_spec"]
 
 
 def rate_series(log: DemandLog, model: str, interval_s: int = 300) -> list[tuple[int, float]]:
@@ -346,7 +199,9 @@ def observe_spec(log: DemandLog, service_spec: ServiceSpec, **kwargs) -> tuple[d
     in_log = set(log.model_names())
     observed = {m.name: observed_demand(log, m, **kwargs) for m in service_spec.models if m.name in in_log}
     extra = sorted(in_log - {m.name for m in service_spec.models})
-    notes = [f"log model '{n}' is not in the spec; ignored" for n in extra]
+    names = [m.name for m in service_spec.models]
+    # repr: a name with an invisible character (a zero-width space) must not read as a spec's name
+    notes = [f"log model {n!r} is not in the spec; ignored ({did_you_mean(n, names)})" for n in extra]
     return observed, notes
 
 
@@ -380,7 +235,7 @@ def apply_to_spec(service_spec: ServiceSpec, observed: dict[str, ObservedDemand]
         demand = m.demand.model_copy(update={"rate_rps": rate, "sizes": sizes, "origins": origins})
         models.append(m.model_copy(update={"demand": demand}))
     unknown = sorted(set(observed) - {m.name for m in service_spec.models})
-    notes.extend(f"observed model '{n}' is not in the spec; ignored" for n in unknown)
+    notes.extend(f"observed model {n!r} is not in the spec; ignored" for n in unknown)
     updated = service_spec.model_copy(update={"models": models})
     try:  # model_copy skips validation; re-validate so a bad mix fails here, not in the planner
         return ServiceSpec.model_validate(updated.model_dump()), notes

@@ -35,6 +35,8 @@ MAX_DATASET_TOKENS = 10_000_000
 #: The demand log's leading columns (a contract: the gateway writes them, `hetinfra replan
 #: --demand-log/--demand-from` reads them; writers may add columns after these)
 DEMAND_LOG_COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "region")
+#: the most bytes of demand log one read takes (all rotations together): the gateway rotates long before
+MAX_LOG_BYTES = 1 << 30
 
 
 def bucket_name(input_hi: int, output_hi: int) -> str:

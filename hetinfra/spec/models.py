@@ -16,6 +16,7 @@ from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
 from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
+from hetinfra.spec.size import MAX_PLANNED_CLASSES, check_model_size, check_plan_size
 from hetinfra.spec.units import Count, Milliseconds
 
 SPEC_VERSION = 1
@@ -147,7 +148,10 @@ class SizesSpec(Strict):
 
     histogram: HistogramSizes | None = Field(None, description="Joint input x output histogram.")
     dataset: DatasetSizes | None = Field(None, description="CSV of observed request sizes.")
-    classes: list[ClassSpec] | None = Field(None, min_length=1, max_length=(MAX_EDGES - 1) ** 2, description="Explicit classes with shares.")
+    classes: list[ClassSpec] | None = Field(None, min_length=1, json_schema_extra={"maxItems": MAX_PLANNED_CLASSES},
+                                            description=(
+        f"Explicit classes with shares (at most {MAX_PLANNED_CLASSES} classes, over all models and variants, "
+        "per spec)."))
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SizesSpec":
@@ -285,6 +289,7 @@ class ModelSpec(ShellChecked):
             if key in seen:
                 raise ValueError(f"variants {seen[key]} and {v.name} serve the same checkpoint at the same precision")
             seen[key] = v.name
+        check_model_size(self)
         return self
 
     @staticmethod
@@ -495,6 +500,7 @@ class ServiceSpec(Strict):
             raise ValueError("objective max_throughput needs budget_usd_per_hour (otherwise throughput is unbounded)")
         if self.planning.objective == "max_throughput" and self.planning.routing == "sliced":
             raise ValueError("routing: sliced is a min_cost formulation; use routing: fractional with max_throughput")
+        check_plan_size(self.models)
         lengths = {len(m.demand.profile) for m in self.models if m.demand.profile is not None}
         if len(lengths) > 1:
             raise ValueError(f"models' demand.profile lengths differ ({', '.join(map(str, sorted(lengths)))}); give "

@@ -1,7 +1,13 @@
 """Signals during a real `hetinfra plan` subprocess: SIGINT exits 130 and SIGTERM 143, after the
 staged copy of OUT is removed; OUT is as it was or complete, never half-written, and nothing is
 left beside it. Once at a fixed point (inside the staged copy, before the swap: a sitecustomize hook
-sends the signal from the artifact writer) and at several fixed delays into a verified plan."""
+sends the signal from the artifact writer) and at several fixed delays into a verified plan.
+
+The delays count from the moment the child has installed its stop handlers (read from
+/proc/<pid>/status), not from the fork: under load the interpreter's own start-up (site.py, before
+any hetinfra code runs and can catch a signal) once took more than 0.4 s, and the default action of
+SIGTERM killed the child (-15) before it could exit 143. What hetinfra controls starts at its entry
+point, which installs the handlers before importing anything else (test_the_entry_point_...)."""
 
 from __future__ import annotations
 
@@ -59,13 +65,49 @@ def test_a_signal_during_plan_leaves_out_whole_and_no_copy_beside_it(tmp_path, s
     assert sorted(p.name for p in out.parent.iterdir()) == ["hook", "out"]  # no .out.new.* left
 
 
-@pytest.mark.parametrize("signum, delay", [(signal.SIGTERM, 0.4), (signal.SIGINT, 0.9), (signal.SIGTERM, 1.6)])
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (the SigCgt mask of /proc/<pid>/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+def _wait_for_handlers(proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until hetinfra's stop handlers are in: SIGTERM is caught (SIGINT is caught from the interpreter's
+    start, by its KeyboardInterrupt handler; hetinfra installs its three handlers together)."""
+    deadline = time.monotonic() + timeout_s
+    while not _catches(proc.pid, signal.SIGTERM):
+        assert proc.poll() is None, "the plan ended before it installed its stop handlers"
+        assert time.monotonic() < deadline, "no stop handler installed in time"
+        time.sleep(0.002)
+
+
+def test_the_entry_point_installs_the_handlers_before_it_imports_the_commands():
+    """The window in which a signal is not yet the shell's status is the interpreter's start-up only:
+    importing the entry point imports no command module (click, pydantic, the planner)."""
+    code = ("import sys, signal\nfrom hetinfra.cli import main\n"
+            "print(sorted(m for m in ('click', 'pydantic', 'hetinfra.cli.app') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+
+
+@needs_proc
+@pytest.mark.parametrize("signum, delay", [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.4),
+                                           (signal.SIGINT, 0.9), (signal.SIGTERM, 1.6)])
 def test_a_signal_at_any_time_leaves_out_absent_or_complete(tmp_path, signum, delay):
-    """A plan with verification stopped at a fixed delay: whatever it was doing, it exits 0 (done in
-    time) or 128 + the signal, and OUT is absent or a whole plan (its plan.json reads)."""
+    """A plan with verification stopped at a fixed delay after its handlers are in place (0: at once,
+    while it still imports the commands): whatever it was doing, it exits 0 (done in time) or 128 +
+    the signal, and OUT is absent or a whole plan (its plan.json reads)."""
     out = tmp_path / "out"
     proc = subprocess.Popen([HETINFRA, "plan", str(SPEC), "--out", str(out), "--no-baselines"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_handlers(proc)
     time.sleep(delay)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=300)

@@ -195,10 +195,21 @@ def test_models_absent_from_log_keep_spec_demand(tmp_path):
     log = read_demand_log(write(tmp_path, SMALL))
     spec, _, _ = load_spec(REPO / "services" / "chat.yaml")
     observed, notes = observe_spec(log, spec)
-    assert observed == {} and notes == ["log model 'a' is not in the spec; ignored", "log model 'b' is not in the spec; ignored"]
+    assert observed == {} and [n.split(" (")[0] for n in notes] == [
+        "log model 'a' is not in the spec; ignored", "log model 'b' is not in the spec; ignored"]
     new, notes = apply_to_spec(spec, observed)
     assert new == spec
     assert notes == ["chat-8b: not in the demand log; keeps the spec's demand (12 req/s)"]
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u00a0", "\u202e"])
+def test_a_log_model_differing_by_an_invisible_character_is_named_visibly(tmp_path, invisible):
+    """The note escapes what cannot be seen (repr) and points at the spec's model."""
+    rows = [HEADER] + [f"{DAY0 + k},chat-8b{invisible}x,100,50," for k in range(3)]
+    log = read_demand_log(write(tmp_path, rows), clock=lambda: DAY0 + 3600)
+    spec, _, _ = load_spec(REPO / "services" / "chat.yaml")
+    _, notes = observe_spec(log, spec)
+    assert notes[0].isprintable() and "did you mean 'chat-8b'?" in notes[0], notes
 
 
 def test_short_log_plans_recent_peak(tmp_path):

@@ -1,0 +1,110 @@
+"""hetinfra.replan.log_read: the demand log's typed records. The batch path (numpy, column by column)
+and the per-row path (DemandRecord.parse) must read any rows alike: where the batch takes the rows,
+the per-row path gives the same values; where it does not, the per-row path decides (reads them or
+names the line). A batch check left out (negative tokens, a fraction, a year past 2100, an empty
+model) makes the property fail."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.replan.log_read import DemandRecord, _batch, _per_row, read_demand_log
+from tests.fuzz.conftest import budget
+
+COL = {"timestamp": 0, "model": 1, "input_tokens": 2, "output_tokens": 3, "region": 4}
+NUMBERISH = ["0", "1", "12", " 12 ", "12.0", "12.5", "-3", "1e3", "1E7", "1e8", "10000001", "nan", "inf", "-inf",
+             "1_000", "0x10", "", " ", "٣", "\u2003 7", "1714564800", "1714564800.250", "4102444800", "4102444801",
+             "-0", "+5", "1e400", "2024-05-01T12:00:00Z", "2024-05-01 12:00:00+02:00", "12abc", "\x00"]
+cells = st.one_of(st.sampled_from(NUMBERISH), st.integers(-5, 5_000_000_000).map(str),
+                  st.floats(allow_nan=True, allow_infinity=True).map(repr), st.text(max_size=6))
+names = st.one_of(st.sampled_from(["chat", " chat ", "", " ", "a,b", "x\u2003"]), st.text(max_size=5))
+# numbers mostly, at and past each bound (the batch must take most rows, with one bad cell alone)
+stamps = st.one_of(st.integers(-10, 5_000_000_000).map(str), st.floats(-1, 5e9).map(repr), cells)
+tokens = st.one_of(st.integers(-3, 10_000_002).map(str), st.sampled_from(["-1", "0.5", "7.0", "10000001"]), cells)
+rows = st.lists(st.tuples(stamps, st.sampled_from(["chat", "code"]) | names, tokens, tokens, names).map(list),
+                min_size=1, max_size=3)
+
+
+def _per_row_or_error(rows_):
+    try:
+        return _per_row(rows_, list(range(2, len(rows_) + 2)), COL, "log")
+    except InvalidInputError as exc:
+        return exc
+
+
+def _one_bad(cell: int, text: str) -> list[list[str]]:
+    row = ["1714564800", "chat", "12", "7", "eu"]
+    row[cell] = text
+    return [["1714564801", "chat", "3", "4", ""], row]
+
+
+@budget(100)
+@given(rows)
+@example(_one_bad(2, "-1")).via("each bound of the record, alone in a file the batch would take")
+@example(_one_bad(3, "0.5")).via("a fraction")
+@example(_one_bad(2, "10000001")).via("past MAX_LOG_TOKENS")
+@example(_one_bad(0, "4102444801")).via("past 2100")
+@example(_one_bad(0, "-1")).via("before 1970")
+@example(_one_bad(1, "  ")).via("no model")
+def test_property_the_batch_and_the_record_read_rows_alike(rows_):
+    batch = _batch({name: [row[k] for row in rows_] for name, k in COL.items()})
+    if batch is None:
+        return  # the per-row path decides: nothing to compare
+    one = _per_row_or_error(rows_)
+    assert not isinstance(one, InvalidInputError), f"the batch took rows the record refuses: {one}"
+    for got, want in zip(batch, one):
+        assert np.array_equal(np.asarray(got), np.asarray(want)), (rows_, got, want)
+
+
+def test_a_record_is_typed_and_checked():
+    rec = DemandRecord.parse(["1714564800.5", " chat ", "12", "7.0", " eu "], COL, "log:2")
+    assert rec == DemandRecord(1714564800.5, "chat", 12, 7, "eu")
+    assert isinstance(rec.input_tokens, int) and isinstance(rec.output_tokens, int)
+    with pytest.raises(InvalidInputError, match="log:3: input_tokens '-1' is negative"):
+        DemandRecord.parse(["1714564800", "chat", "-1", "7", ""], COL, "log:3")
+
+
+@pytest.mark.parametrize("iso", [False, True])
+def test_both_paths_give_one_log(tmp_path, iso):
+    """An ISO stamp sends the file down the per-row path; the log read is the same either way."""
+    text = io.StringIO()
+    w = csv.writer(text)
+    w.writerow(["timestamp", "model", "input_tokens", "output_tokens", "region"])
+    for k in range(50):
+        w.writerow([1714564800 + 60 * (49 - k), "chat", 10 + k, 5, "eu" if k % 2 else ""])
+    if iso:
+        w.writerow(["2024-05-02T00:00:00Z", "chat", 3, 4, ""])
+    else:
+        w.writerow([1714564800 + 43200, "chat", 3, 4, ""])
+    (tmp_path / "d.csv").write_text(text.getvalue())
+    log = read_demand_log(tmp_path / "d.csv", clock=lambda: 1714564800 + 86400)
+    assert list(log.timestamps) == sorted(log.timestamps) and len(log.timestamps) == 51
+    assert int(log.input_tokens[log.timestamps == 1714564800 + 43200][0]) == 3
+
+
+plain_cells = st.text(st.characters(blacklist_characters='",\r\n', blacklist_categories=("Cs",)), max_size=4)
+
+
+@budget(100)
+@given(st.integers(4, 6).flatmap(lambda w: st.lists(st.lists(plain_cells, min_size=w, max_size=w), min_size=1,
+                                                      max_size=5)), st.booleans())
+def test_property_the_uniform_split_is_csv_readers_split(rows_, trailing_newline):
+    """Where _uniform_columns takes a log, its columns are csv.reader's, cell for cell."""
+    from hetinfra.replan.log_read import _uniform_columns
+
+    header = ["timestamp", "model", "input_tokens", "output_tokens", "region", "class"][:len(rows_[0])]
+    text = "\n".join(",".join(r) for r in [header] + rows_) + ("\n" if trailing_newline else "")
+    got = _uniform_columns(text, "log")
+    if got is None:
+        return
+    parsed = list(csv.reader(io.StringIO(text, newline="")))
+    for name, k in {n: header.index(n) for n in header if n in COL}.items():
+        assert got[0][name] == [r[k] for r in parsed[1:]], name
+    assert got[1] == list(range(2, len(parsed) + 1))
