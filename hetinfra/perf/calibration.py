@@ -17,6 +17,8 @@ FIT: tools/fit_calibration.py --write (shared constants), 2026-12-05
 
 from __future__ import annotations
 
+import functools
+
 import dataclasses
 from dataclasses import dataclass
 
@@ -270,6 +272,7 @@ CALIBRATIONS: dict[str, Calibration] = {
 LEGACY_BEFORE = (0, 6)
 
 
+@functools.lru_cache(maxsize=64)  # pure; called once per template x class (1.7 M calls at 1,024 classes)
 def _version_key(version: str) -> tuple[int, ...]:
     parts = []
     for p in version.strip().lstrip("v").split(".")[:3]:
