@@ -96,16 +96,16 @@ def _statistic(model: "ModelEntry") -> str:
 def _lora_flags(a: "Allocation", model: str, source: str) -> tuple[list[str], list[str]]:
     """(the engine's LoRA flags, the benchmark's ``--lora-modules`` picking one held adapter at random per
     request) of a unit with adapters, from the one engine module; ([], []) for a base unit."""
-    from hetinfra.compile.router_adapters import unit_adapter_fields
+    from hetinfra.compile.router_adapters import unit_adapters
 
-    fields = unit_adapter_fields(a)
-    if not fields:
+    held = unit_adapters(a)
+    if held is None:
         return [], []
     from hetinfra.compile.engine import adapter_flags
     from hetinfra.compile.unit import Serves
 
-    served = Serves(model, source, fields["adapters"], "colocated", fields["max_loras"])
-    return adapter_flags(served), ["--lora-modules", *(x.name for x in fields["adapters"])]
+    adapters, slots = held
+    return adapter_flags(Serves(model, source, adapters, "colocated", slots)), ["--lora-modules", *(x.name for x in adapters)]
 
 
 def _run_script(t: BenchTask, plan: "Plan") -> str:

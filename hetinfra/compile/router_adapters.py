@@ -24,15 +24,21 @@ def adapter_deployments(shares: dict[tuple[str, str], float], adapters: dict[str
     return out
 
 
-def unit_adapter_fields(alloc) -> dict:
-    """The :class:`~hetinfra.compile.unit.DeployedUnit` fields of a plan allocation's LoRA adapters
-    (plan.json ``allocations[].adapters``): every held adapter and the GPU slots; {} for a base unit."""
+def unit_adapters(alloc) -> "tuple[tuple[Adapter, ...], int] | None":
+    """(every held adapter, the GPU slots) of a plan allocation's LoRA adapters (plan.json
+    ``allocations[].adapters``); None for a base unit."""
     from hetinfra.compile.unit import Adapter
 
     lo = getattr(alloc, "adapters", None)
     if lo is None:
-        return {}
-    return {"adapters": tuple(Adapter(h.name, h.source, int(h.lora_rank)) for h in lo.held), "max_loras": int(lo.max_loras)}
+        return None
+    return tuple(Adapter(h.name, h.source, int(h.lora_rank)) for h in lo.held), int(lo.max_loras)
+
+
+def unit_adapter_fields(alloc) -> dict:
+    """The :class:`~hetinfra.compile.unit.DeployedUnit` fields of :func:`unit_adapters`; {} for a base unit."""
+    held = unit_adapters(alloc)
+    return {} if held is None else {"adapters": held[0], "max_loras": held[1]}
 
 
 def adapter_holders(doc) -> dict[str, tuple[str, list[str]]]:
