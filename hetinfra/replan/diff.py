@@ -167,7 +167,9 @@ def render(d: Decision) -> str:
     for c in d.rows:
         mark = "+" if c.after > c.before else "-"
         what = f"{c.instance_type} ({c.gpu})" + (" spot" if c.spot else "")
-        lines.append(f"  {mark} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} instance(s)")
+        roles = ", ".join(f"{r} {b} -> {a}" for r, (b, a) in c.roles.items())
+        lines.append(f"  {mark} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} instance(s)"
+                     + (f" ({roles} engines)" if roles else ""))
     for h in d.held:
         moves = [f"+{n}" for n in h.added] + [f"-{n}" for n in h.removed] + [f"~{n}" for n in h.changed]
         lines.append(f"  ~ {h.deployment_unit}: adapters {' '.join(moves)} ({h.instances} instance(s) restart their engines)")
@@ -183,7 +185,8 @@ def decision_json(d: Decision) -> dict:
     """The decision as ``replan --json`` prints it."""
     return {"kind": d.kind,
             "changes": [{"cloud": c.cloud, "region": c.region, "instance_type": c.instance_type, "gpu": c.gpu,
-                         "spot": c.spot, "before": c.before, "after": c.after} for c in d.rows],
+                         "spot": c.spot, "before": c.before, "after": c.after,
+                         "roles": {r: {"before": b, "after": a} for r, (b, a) in c.roles.items()}} for c in d.rows],
             "instances_added": d.added, "instances_removed": d.removed,
             "adapters_changed": [{"unit": h.unit, "deployment_unit": h.deployment_unit, "instances": h.instances,
                                   "added": list(h.added), "removed": list(h.removed), "changed": list(h.changed)}
