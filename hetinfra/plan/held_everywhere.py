@@ -7,13 +7,19 @@ holds them all, :func:`hetinfra.plan.adapters.rank_tiers`). At the starting fact
 that, so the first round never costs more. Verification then learns each regime's factor from the
 plan it simulated, and a placed plan's small units (a few instances behind each hot adapter: a small
 pool's p99 tail) can miss where one pool of all-adapter replicas meets at the starting factor; the
-rounds that follow find a dearer plan (lora-50 at 20 req/s over 10 adapters: 9 L40S placed against 8
-holding all). So where the placed plan's verified cost exceeds what the everywhere plan costs at the
+rounds that follow find a dearer plan (lora-50: 17 L40S placed against 16 holding all 50; 10 adapters at
+20 req/s: 9 against 8).
+So where the placed plan's verified cost exceeds what the everywhere plan costs at the
 starting factors, or the placed plan misses, the everywhere pool is verified too (its own rounds,
 trim and confirmation: what ``adapter_placement: everywhere`` plans) and the cheaper plan that meets
 is kept. Where the everywhere plan starts at or above the placed plan's cost it is not tried: its
 rounds only derate a plan that misses, and credit one that meets by the confirmation interval's
 top, which the placed plan's rounds credit alike.
+
+Keying each slot tier's derate apart in the rounds (so the small tiers' misses leave the all-adapters
+tier at its factor) was tried first: the solver then picks whichever tier still has the higher
+factor, one round after another, and lora-50-ranks missed after six rounds (27 GPUs in two with one
+factor per GPU layout). A candidate verified on its own keeps the rounds as they are.
 """
 
 from __future__ import annotations

@@ -43,25 +43,7 @@ def regime_of(t) -> str:
     same GPU and layout on another instance type or cloud runs the same engine, so it shares the
     factor; the regime's units serve one class range (what the ILP routes to that layout)."""
     pd = getattr(t, "bundle", None)  # a prefill/decode bundle runs other engines than a colocated layout
-    return (f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}" + (f"|pd{pd.prefill_tp}{pd.ratio}" if pd else "")
-            + _tier_of(t))
-
-
-def _tier_of(t) -> str:
-    """A LoRA slot tier's part of its regime: its slots and slot rank run another engine (slot memory,
-    derate) and serve another pool (the adapters it holds), so a factor measured on one tier says
-    nothing of another. Keyed apart, a miss of lora-50's small tiers (3 instances per hot adapter: a
-    small pool's tail) no longer derated the all-adapters tier, whose 16 instances met at the
-    starting factor: the placed plan cost 17 GPUs against 16 holding all 50 on every replica."""
-    lora = getattr(t, "lora", None)
-    return f"|lora{lora.slots}r{lora.rank}" if lora is not None else ""
-
-
-def _learns_from(r: str, model: str) -> tuple[str, bool, str]:
-    """Which untried regimes a missed regime's step applies to (next_factors): the same model's, bundle
-    with bundle and colocated with colocated (the split removes the interference a colocated miss
-    shows), and a LoRA tier only with the same tier on other GPUs (a small tier's tail is its pool's)."""
-    return model, "|pd" in r, r[r.index("|lora"):] if "|lora" in r else ""
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}" + (f"|pd{pd.prefill_tp}{pd.ratio}" if pd else "")
 
 
 @dataclass
@@ -246,7 +228,7 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
         model_of[r] = model
     out = dict(g)
-    step: dict[tuple, float] = {}  # _learns_from -> its worst derating step this round
+    step: dict[tuple[str, bool], float] = {}  # (model, bundle?) -> its worst derating step this round
     for r, ratio in sorted(worst.items()):
         model, f = model_of[r], g.get(r, 1.0)
         if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
@@ -257,10 +239,10 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
             ok[r] = max(ok.get(r, 0.0), f)
         out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
         if r in bad and r not in ok:
-            kind = _learns_from(r, model)
+            kind = (model, "|pd" in r)  # a bundle's regime learns from bundles, a colocated one from colocated
             step[kind] = min(step.get(kind, 1.0), out[r] / f)
     for r, model in sorted({v for v in regimes.values()}):
-        kind = _learns_from(r, model)
+        kind = (model, "|pd" in r)  # the split removes the interference a colocated miss shows
         if kind in step and r not in ok and r not in bad:
             out[r] = g.get(r, 1.0) * step[kind]
     return out

@@ -1,40 +1,10 @@
 """A placed LoRA plan never costs more than holding every adapter on every replica (issue 38): the
-verification rounds key a LoRA tier's factor apart from other tiers (hetinfra.plan.rounds), and the
-all-adapters pool is verified as a candidate where the placed plan could cost more
+all-adapters pool is verified as a candidate where the placed plan misses or could cost more
 (hetinfra.plan.held_everywhere)."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
-
-from hetinfra.perf.lora import LoraCost
-from hetinfra.plan.rounds import next_factors, regime_of
-
-
-def _template(gpu: str, slots: int | None) -> SimpleNamespace:
-    """What regime_of reads of a template: a colocated 8B on one GPU, in a slot tier (or the base)."""
-    lora = LoraCost(slots, 16, 0.1 * slots, 1.1, 1 / 1.1) if slots else None
-    return SimpleNamespace(model="b", variant=None, gpu=gpu, tp=1, pp=1, nodes=1, bundle=None, lora=lora)
-
-
-def test_a_small_tiers_miss_does_not_derate_the_all_adapters_tier():
-    """lora-50: the placed plan's 2-slot units (a few instances behind two hot adapters) missed on their
-    tail; the 64-slot tier, one pool of every replica, met at the starting factor when planned alone.
-    Sharing one factor (or taking the missed tier's step while untried) made the placed plan 17 GPUs
-    against 16. The same tier on another GPU still learns the step (what its pool does, it does there)."""
-    templates = {"l40s+2": _template("L40S", 2), "l40s+64": _template("L40S", 64), "l4+2": _template("L4", 2),
-                 "l40s": _template("L40S", None)}
-    regimes = {t: (regime_of(v), "b") for t, v in templates.items()}
-    assert len({r for r, _ in regimes.values()}) == 4  # each tier (and the base engine) a regime of its own
-    g = {r: 0.82 for r, _ in regimes.values()}
-    sim = {"met": False, "models": [{"model": "b", "met": False}],
-           "units": [{"unit": "u2", "count": 3, "objective": {"met": False, "ratio": 1.2}}]}
-    doc = {"allocations": [{"unit": "u2", "template": "l40s+2"}]}
-    new = next_factors(sim, doc, g, {}, {}, {r: 1.0 for r in g}, regimes)
-    factor = {t: new[r] for t, (r, _m) in regimes.items()}
-    assert factor["l40s+64"] == 0.82 and factor["l40s"] == 0.82
-    assert factor["l40s+2"] < 0.82 and factor["l4+2"] == factor["l40s+2"]
 
 
 SPEC = """\
@@ -78,7 +48,8 @@ def _planned(tmp_path, placement: str) -> dict:
 def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp_path):
     """One round: the placed plan's small units miss at the starting factor where all six adapters on
     each of 5 L40S meet. Without the candidate the placed plan is written missing (a broken promise
-    at the same price); with it, the all-adapters plan is kept (about 4 s: two verified plans)."""
+    at the same price); with it, the all-adapters plan is kept. About 5 s (over 2 s: three verified
+    searches, the everywhere plan and the placed one with its candidate; 1000 requests, one round)."""
     everywhere, placed = _planned(tmp_path, "everywhere"), _planned(tmp_path, "placed")
     assert everywhere["fidelity"]["met"]
     assert placed["fidelity"]["met"] and placed["cost_usd_per_hour"] <= everywhere["cost_usd_per_hour"] + 1e-9
