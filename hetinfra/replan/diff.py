@@ -172,7 +172,8 @@ def render(d: Decision) -> str:
                      + (f" ({roles} engines)" if roles else ""))
     for h in d.held:
         moves = [f"+{n}" for n in h.added] + [f"-{n}" for n in h.removed] + [f"~{n}" for n in h.changed]
-        lines.append(f"  ~ {h.deployment_unit}: adapters {' '.join(moves)} ({h.instances} instance(s) restart their engines)")
+        lines.append(f"  ~ {h.deployment_unit}: adapters {' '.join(moves)} "
+                     f"({h.instances} instance(s) restart their engines)")
     lines.append(f"cost: ${d.running_cost_new:,.2f}/h now (${d.running_cost_old:,.2f}/h when planned) -> "
                  f"${d.new_cost:,.2f}/h; savings ${d.savings:,.2f}/h ({d.savings_pct:.1f}%)")
     if d.triggers:

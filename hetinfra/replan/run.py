@@ -286,9 +286,12 @@ def _this_run(running: list[Allocation], new_plan: Plan, opts: ReplanOptions,
     whether they reach the new plan, whether the cut was capped; the dry run shows the same.
     ``hold_cuts`` (a forecast too wrong to act on, even with ``--force``): no running GPU is removed."""
     stages, complete = stage_counts(running, new_plan, opts.max_changes)
-    if not stages and held_changes(running, new_plan.allocations):
-        # same replicas, other adapters: one stage applies the new records (a stage's plan takes the new
-        # plan's allocations), which restarts those units' engines with the new --lora-modules
+    now = {a.unit: a.count for a in running if a.count}
+    same = all({u: n for u, n in c.items() if n} == now for _, c in stages)
+    if same and held_changes(running, new_plan.allocations):
+        # same replicas (no stage, or --max-changes' no-op break), other adapters: one stage applies the
+        # new records (a stage's plan takes the new plan's allocations), which restarts those units'
+        # engines with the new --lora-modules, and waits for their health
         stages = [(UPDATE, {a.unit: a.count for a in running})]
     capped = False
     if hold_cuts or not opts.force:

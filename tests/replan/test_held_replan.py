@@ -30,10 +30,12 @@ def test_a_new_adapter_version_alone_is_applied_to_the_running_unit(fake_pulumi,
     doc["adapters"][2]["source"] = "org/a2-v2"  # a retrained adapter: same name, new weights
     spec.write_text(yaml.safe_dump(doc))
 
-    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--json")
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1), "--json",
+                                "--max-changes", "4")
     assert code == 10, stdout + err  # proposed, not "nothing differs"
-    decision = json.loads(stdout)
-    decision = decision.get("decision", decision)
+    report = json.loads(stdout)
+    assert report["this_run"] == ["stage update: no replica changes"]  # (--max-changes: not a no-op break)
+    decision = report["decision"]
     assert decision["instances_added"] == decision["instances_removed"] == 0
     assert [c["unit"] for c in decision["adapters_changed"] if c["changed"] == ["a2"]]
     assert "adapters ~a2" in (out / "replan.log").read_text()  # (the solve may move others too: holds are free)
