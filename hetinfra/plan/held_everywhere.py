@@ -61,19 +61,15 @@ def cheaper_of(placed, spec, units: list, start_derate: dict, verify_over: Calla
         start = solve_over(pool, start_derate)
     except InfeasibleError:
         return placed
-    if _met(placed) and start.result.cost(start.problem) >= cost - 1e-9:
+    if placed.met and start.result.cost(start.problem) >= cost - 1e-9:
         return placed
     try:
         other = verify_over(pool, start)
     except InfeasibleError:
         return placed
-    if _met(other) and (not _met(placed) or _cost(other) < cost - 1e-9):
+    if other.met and (not placed.met or _cost(other) < cost - 1e-9):
         return other
     return placed
-
-
-def _met(outcome) -> bool:
-    return bool(outcome.sim["met"] and outcome.confirmation.get("met", False))
 
 
 def _cost(outcome) -> float:
