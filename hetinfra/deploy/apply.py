@@ -18,7 +18,7 @@ is rewritten after each step; a failed run is resumed by the next ``apply`` of t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -82,6 +82,9 @@ class Change:
     after: int
     before_cost: float
     after_cost: float
+    #: a prefill/decode bundle's engines per role, before and after (replan's diff shows them: a
+    #: bundle's instances run both roles, so its instance count alone hides what each role gets)
+    roles: dict[str, list[int]] = field(default_factory=dict)
 
 
 def desired(plan: Plan, state: DeployState, target: str) -> list[RunningAllocation]:
@@ -103,6 +106,8 @@ def changes(before: list[Allocation], after: list[Allocation],
                 c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
                 setattr(c, side, getattr(c, side) + g.instances)
                 setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
+                for r in a.disaggregation.roles if a.disaggregation is not None else ():
+                    c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
     return [rows[k] for k in sorted(rows)]
 
 

@@ -52,6 +52,7 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
 
     from hetinfra.plan import verify as verification
     from hetinfra.plan.fidelity import record, unverified
+    from hetinfra.plan.held_everywhere import cheaper_of
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
@@ -62,9 +63,12 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
     verifying = verify and spec.planning.verify.enabled
     overrides = verification.verification_overrides(spec) if verifying else None
 
-    def resolve(derate: dict[str, float] | None, start: dict[str, int] | None = None) -> PlanResult:
-        return solve_units(staged.inputs, staged.units, staged.running, with_baselines=False, derate=derate,
+    def solve_over(units: list, derate: dict[str, float] | None, start: dict[str, int] | None = None) -> PlanResult:
+        return solve_units(staged.inputs, units, staged.running, with_baselines=False, derate=derate,
                            template_cache=staged.template_cache, overrides=overrides, start=start)
+
+    def resolve(derate: dict[str, float] | None, start: dict[str, int] | None = None) -> PlanResult:
+        return solve_over(staged.units, derate, start)
 
     pr = resolve(staged.derate)
     if not verifying:
@@ -85,6 +89,11 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
                 started = side.submit(contextvars.copy_context().run, baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
+        chosen = cheaper_of(outcome, spec, staged.units, staged.derate, solve_over=solve_over,
+                            verify_over=lambda units, first: verification.verify(
+                                first, lambda d, s=None: solve_over(units, d, s), progress))
+        if chosen is not outcome:  # the all-adapters plan is cheaper (hetinfra.plan.held_everywhere)
+            outcome, started = chosen, None
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None

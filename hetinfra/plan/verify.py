@@ -112,6 +112,11 @@ class Verification:
     #: each time the confirmation sent the search back: after which round, its seeds, the models it missed
     vetoes: list[dict] = field(default_factory=list)
 
+    @property
+    def met(self) -> bool:
+        """The kept plan met every objective in the search's simulation and on the confirmation's seeds."""
+        return bool(self.sim["met"] and self.confirmation.get("met", False))
+
 
 #: how often the confirmation may send the search back to its rounds, each time judged again on
 #: confirm seeds no decision saw, and the rounds the search gets after each

@@ -15,6 +15,12 @@ offers and caps. The decision:
   ``--min-savings-pct`` and ``--min-savings-usd-h``;
 - otherwise **hold** (hysteresis: small moves are not made; the churn penalty already keeps
   the solver from proposing moves that only break even after start-up and model-load time).
+
+A unit that keeps its instances but holds other LoRA adapters (``allocations[].adapters.held``: an
+adapter added, dropped, or at another source or rank) is a change too (:func:`held_changes`): its
+engines restart with the new ``--lora-modules``, and the gateway routes each adapter only to its
+holders, so a plan whose only change is where adapters live is applied (**worth**, or forced), not
+left as "nothing differs" with the engines serving the old list.
 """
 
 from __future__ import annotations
@@ -27,6 +33,38 @@ from hetinfra.document import Allocation, Plan
 NONE, HOLD, WORTH, FORCED = "none", "hold", "worth", "forced"
 
 
+@dataclass(frozen=True)
+class HeldChange:
+    """A unit that runs on and holds other LoRA adapters: its engines restart with the new list."""
+
+    unit: str  # plan.json allocations[].unit
+    deployment_unit: str
+    instances: int
+    added: tuple[str, ...]  # adapter names it did not hold
+    removed: tuple[str, ...]  # adapter names it no longer holds
+    changed: tuple[str, ...]  # held before and after, at another source or rank
+
+
+def _held(a: Allocation) -> dict[str, tuple[str, int]]:
+    """Adapter name -> (source, rank) of what ``a``'s engines hold (empty: a base unit)."""
+    return {h.name: (h.source, h.lora_rank) for h in a.adapters.held} if a.adapters else {}
+
+
+def held_changes(running: list[Allocation], allocations: list[Allocation]) -> list[HeldChange]:
+    """The units of ``allocations`` that run now (same unit id, at least one replica) whose held
+    adapters differ from what runs; a unit new to the fleet is an instance change already."""
+    before = {a.unit: _held(a) for a in running if a.count > 0}
+    out = []
+    for a in allocations:
+        if a.unit not in before or a.count <= 0 or before[a.unit] == (now := _held(a)):
+            continue
+        was = before[a.unit]
+        out.append(HeldChange(a.unit, a.deployment_unit, a.instances, tuple(sorted(set(now) - set(was))),
+                              tuple(sorted(set(was) - set(now))),
+                              tuple(sorted(n for n in set(now) & set(was) if now[n] != was[n]))))
+    return sorted(out, key=lambda h: h.unit)
+
+
 @dataclass
 class Decision:
     kind: str  # none | hold | worth | forced
@@ -35,6 +73,7 @@ class Decision:
     running_cost_new: float  # $/h at today's prices (unavailable units at their old price)
     new_cost: float
     triggers: list[str] = field(default_factory=list)
+    held: list[HeldChange] = field(default_factory=list)  # units that re-hold adapters (their engines restart)
 
     @property
     def savings(self) -> float:
@@ -79,9 +118,9 @@ def decide(running: list[Allocation], plan: Plan, offers, caps: dict, *, min_sav
     # One path label for both sides: the diff compares instances, not how they were deployed.
     rows = [c for c in changes(running, plan.allocations, label=lambda _a: "plan") if c.before != c.after]
     d = Decision(NONE, rows, sum(a.cost_usd_per_hour for a in running), running_new,
-                 float(plan.cost_usd_per_hour), triggers)
-    if not rows:
-        d.kind = FORCED if forced else NONE
+                 float(plan.cost_usd_per_hour), triggers, held_changes(running, plan.allocations))
+    if not rows:  # adapters that move alone are applied: the new routing sends them only to their new holders
+        d.kind = FORCED if forced else WORTH if d.held else NONE
         return d
     if forced or d.savings < -1e-9:
         if not forced:
@@ -128,7 +167,13 @@ def render(d: Decision) -> str:
     for c in d.rows:
         mark = "+" if c.after > c.before else "-"
         what = f"{c.instance_type} ({c.gpu})" + (" spot" if c.spot else "")
-        lines.append(f"  {mark} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} instance(s)")
+        roles = ", ".join(f"{r} {b} -> {a}" for r, (b, a) in c.roles.items())
+        lines.append(f"  {mark} {c.cloud}/{c.region:<14} {what:<36} {c.before:>3} -> {c.after:<3} instance(s)"
+                     + (f" ({roles} engines)" if roles else ""))
+    for h in d.held:
+        moves = [f"+{n}" for n in h.added] + [f"-{n}" for n in h.removed] + [f"~{n}" for n in h.changed]
+        lines.append(f"  ~ {h.deployment_unit}: adapters {' '.join(moves)} "
+                     f"({h.instances} instance(s) restart their engines)")
     lines.append(f"cost: ${d.running_cost_new:,.2f}/h now (${d.running_cost_old:,.2f}/h when planned) -> "
                  f"${d.new_cost:,.2f}/h; savings ${d.savings:,.2f}/h ({d.savings_pct:.1f}%)")
     if d.triggers:
@@ -141,8 +186,12 @@ def decision_json(d: Decision) -> dict:
     """The decision as ``replan --json`` prints it."""
     return {"kind": d.kind,
             "changes": [{"cloud": c.cloud, "region": c.region, "instance_type": c.instance_type, "gpu": c.gpu,
-                         "spot": c.spot, "before": c.before, "after": c.after} for c in d.rows],
+                         "spot": c.spot, "before": c.before, "after": c.after,
+                         "roles": {r: {"before": b, "after": a} for r, (b, a) in c.roles.items()}} for c in d.rows],
             "instances_added": d.added, "instances_removed": d.removed,
+            "adapters_changed": [{"unit": h.unit, "deployment_unit": h.deployment_unit, "instances": h.instances,
+                                  "added": list(h.added), "removed": list(h.removed), "changed": list(h.changed)}
+                                 for h in d.held],
             "cost_usd_per_hour": {"running_when_planned": round(d.running_cost_old, 4),
                                   "running_now": round(d.running_cost_new, 4), "new": round(d.new_cost, 4)},
             "savings_usd_per_hour": round(d.savings, 4), "savings_pct": round(d.savings_pct, 2),

@@ -20,9 +20,12 @@ from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import allocation_of
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.errors import ProviderError
-from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, render
+from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_plan
+
+#: the stage of a run whose units keep their replicas and re-hold adapters (diff.held_changes)
+UPDATE = "update"
 
 NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
 
@@ -152,6 +155,7 @@ def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, targe
 
     before = {r.unit: r.count for r in running}
     grow = {u for name, counts in stages if name == "make" for u, c in counts.items() if c > before.get(u, 0)}
+    grow |= {h.unit for h in held_changes(running, new_plan.allocations)}  # their engines restart
     check_health_paths(new_plan, [(a, path_of(a, target, new_plan)) for a in new_plan.allocations
                                   if a.unit in grow], refuse=True)
 
@@ -170,9 +174,11 @@ def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, hea
         try:
             state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
                                env=env)
-            if stage.name == "make":
-                before = {r.unit: r.count for r in map(allocation_of, running)}
+            if stage.name in ("make", UPDATE):
+                was = list(map(allocation_of, running))
+                before = {r.unit: r.count for r in was}
                 grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
+                grown |= {h.deployment_unit for h in held_changes(was, target.allocations)}  # restarted engines
                 bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
                                    http=health)
                 if bad:
@@ -205,8 +211,9 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
                            forecast_holds=p.unreliable)
         label = "forced move" if d.kind == FORCED else "change"
-        head = (f"{label}: +{d.added}/-{d.removed} instance(s), ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h "
-                f"(savings ${d.savings:.2f}/h)")
+        head = (f"{label}: +{d.added}/-{d.removed} instance(s)"
+                + (f", adapters moved on {len(d.held)} unit(s)" if d.held else "")
+                + f", ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h (savings ${d.savings:.2f}/h)")
         new_plan = p.plan.to_dict()  # the journal's copy and proposed/plan.json
         atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
@@ -279,6 +286,13 @@ def _this_run(running: list[Allocation], new_plan: Plan, opts: ReplanOptions,
     whether they reach the new plan, whether the cut was capped; the dry run shows the same.
     ``hold_cuts`` (a forecast too wrong to act on, even with ``--force``): no running GPU is removed."""
     stages, complete = stage_counts(running, new_plan, opts.max_changes)
+    now = {a.unit: a.count for a in running if a.count}
+    same = all({u: n for u, n in c.items() if n} == now for _, c in stages)
+    if same and held_changes(running, new_plan.allocations):
+        # same replicas (no stage, or --max-changes' no-op break), other adapters: one stage applies the
+        # new records (a stage's plan takes the new plan's allocations), which restarts those units'
+        # engines with the new --lora-modules, and waits for their health
+        stages = [(UPDATE, {a.unit: a.count for a in running})]
     capped = False
     if hold_cuts or not opts.force:
         stages, capped, line = cap_cut(stages, running, new_plan, 0.0 if hold_cuts else opts.max_cut,

@@ -1,0 +1,76 @@
+"""The all-adapters plan as a candidate of every placed one (issue 38): a placed plan never costs more
+than holding every adapter on every replica.
+
+Holding all of a base's adapters on each replica (``planning.adapter_placement: everywhere``) is one
+feasible placement: the placed pool offers the same tier (the slot tier at the highest slot rank that
+holds them all, :func:`hetinfra.plan.adapters.rank_tiers`). At the starting factors the solver sees
+that, so the first round never costs more. Verification then learns each regime's factor from the
+plan it simulated, and a placed plan's small units (a few instances behind each hot adapter: a small
+pool's p99 tail) can miss where one pool of all-adapter replicas meets at the starting factor; the
+rounds that follow find a dearer plan (lora-50: 17 L40S placed against 16 holding all 50; 10 adapters at
+20 req/s: 9 against 8).
+So where the placed plan's verified cost exceeds what the everywhere plan costs at the
+starting factors, or the placed plan misses, the everywhere pool is verified too (its own rounds,
+trim and confirmation: what ``adapter_placement: everywhere`` plans) and the cheaper plan that meets
+is kept. Where the everywhere plan starts at or above the placed plan's cost it is not tried: its
+rounds only derate a plan that misses, and credit one that meets by the confirmation interval's
+top, which the placed plan's rounds credit alike.
+
+Keying each slot tier's derate apart in the rounds (so the small tiers' misses leave the all-adapters
+tier at its factor) was tried first: the solver then picks whichever tier still has the higher
+factor, one round after another, and lora-50-ranks missed after six rounds (27 GPUs in two with one
+factor per GPU layout). A candidate verified on its own keeps the rounds as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from hetinfra.spec.adapters import slot_rank
+
+__all__ = ["everywhere_units", "cheaper_of"]
+
+
+def everywhere_units(spec, units: list) -> list | None:
+    """``units`` without the LoRA tiers that cannot hold all of their base's adapters (the pool
+    ``adapter_placement: everywhere`` plans); None for a spec without adapters, one planned
+    everywhere already, or a pool with nothing to leave out."""
+    if not spec.adapters or spec.planning.adapter_placement != "placed":
+        return None
+    need: dict[str, tuple[int, int]] = {}  # base -> (its adapters, their highest slot rank)
+    for a in spec.adapters:
+        n, r = need.get(a.base, (0, 0))
+        need[a.base] = n + 1, max(r, slot_rank(a.rank))
+    kept = [u for u in units if u.template.lora is None
+            or (u.template.lora.slots >= need[u.model][0] and u.template.lora.rank >= need[u.model][1])]
+    return kept if len(kept) < len(units) else None
+
+
+def cheaper_of(placed, spec, units: list, start_derate: dict, verify_over: Callable, solve_over: Callable):
+    """The verification outcome to keep: ``placed`` (hetinfra.plan.verify.Verification), or the
+    everywhere pool's, verified by ``verify_over(units)`` where it may be cheaper (see the module
+    docstring). ``solve_over(units, derate)``: the pool's plan at ``start_derate`` (the starting
+    factors), whose cost decides whether the everywhere pool is verified at all."""
+    from hetinfra.errors import InfeasibleError
+
+    pool = everywhere_units(spec, units)
+    if pool is None:
+        return placed
+    cost = _cost(placed)
+    try:
+        start = solve_over(pool, start_derate)
+    except InfeasibleError:
+        return placed
+    if placed.met and start.result.cost(start.problem) >= cost - 1e-9:
+        return placed
+    try:
+        other = verify_over(pool, start)
+    except InfeasibleError:
+        return placed
+    if other.met and (not placed.met or _cost(other) < cost - 1e-9):
+        return other
+    return placed
+
+
+def _cost(outcome) -> float:
+    return outcome.pr.result.cost(outcome.pr.problem)
