@@ -137,3 +137,18 @@ def test_the_sustained_load_search_reports_its_lower_bound_when_stopped():
 
 def test_outside_a_plan_command_the_checks_never_stop_anything():
     assert current().check(rounds.ROUNDS_CUT) and current().stopped == []
+
+
+def test_spent_when_a_confirmation_misses_the_rounds_do_not_resume(spec, frozen, monkeypatch):
+    real = verify._search_and_confirm
+
+    def confirmation_misses(out, *args):  # chat-0 misses on the confirm seeds; then the budget is gone
+        real(out, *args)
+        models = [{**m, "met": False} if m["model"] == "chat-0" else m for m in out.confirmation["models"]]
+        out.confirmation = {**out.confirmation, "models": models, "met": False}
+        frozen()
+
+    monkeypatch.setattr(verify, "_search_and_confirm", confirmation_misses)
+    doc = _plan(spec)
+    assert doc["work_budget"]["stopped"] == [verify.RESUME_CUT] and doc["fidelity"]["confirmation"]["vetoes"] == []
+    assert doc["fidelity"]["met"] is False and any("chat-0" in w and "fresh seeds" in w for w in doc["warnings"])
