@@ -105,6 +105,8 @@ class Confirmation(Doc):
     seeds: list[StrictInt] = Field(description="The confirm seeds used.")
     models: list[ConfirmedModel] = Field(description="Per model.")
     vetoes: list[Veto] = Field(default_factory=list, description="Earlier confirmations that sent the search back.")
+    reason: Optional[StrictStr] = Field(None, description="Why the plan is not confirmed where no confirmation ran "
+                                                          "(the work budget was spent first; present only then).")
 
 
 class Replications(Doc):

@@ -24,9 +24,12 @@ from dataclasses import replace
 from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
 
-__all__ = ["confirmed", "restored", "sized_confirmation"]
+__all__ = ["confirmed", "restored", "sized_confirmation", "CONFIRMATION_CUT"]
 
 PUT_BACK_REASON = "the confirmation on fresh seeds missed without it"
+#: what the work budget names when it was spent before a confirmation (plan.json work_budget.stopped
+#: and fidelity.confirmation.reason): the plan is then not confirmed, never called met
+CONFIRMATION_CUT = "the confirmation on fresh seeds (the plan is not confirmed)"
 
 
 def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
@@ -36,7 +39,7 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
     from hetinfra.plan.trim import trim
 
     steps = list(steps)
-    conf = sized_confirmation(confirm, simulation_view(pr))
+    conf = budgeted_confirmation(confirm, simulation_view(pr))
     put_back: list[dict] = []
     while not conf["met"]:
         missed = {m["model"] for m in conf["models"] if not m["met"]}
@@ -51,11 +54,28 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
             removal, before = steps.pop(k)
             pr = restored(pr, before, model)
             put_back.append({**removal, "reason": PUT_BACK_REASON})
-        conf = sized_confirmation(confirm, simulation_view(pr))
+        conf = budgeted_confirmation(confirm, simulation_view(pr))
     if put_back:  # minimal again, for both judges: what is removable now must meet on both seed sets
         pr, sim, steps = trim(pr, decide, confirm, steps)
-        conf = sized_confirmation(confirm, simulation_view(pr))
+        conf = budgeted_confirmation(confirm, simulation_view(pr))
     return pr, sim, conf, put_back, steps
+
+
+def budgeted_confirmation(confirm, view: dict) -> dict:
+    """:func:`sized_confirmation` of ``view`` while the plan command's work budget lasts; once it is
+    spent, a judgement that confirms nothing: not met, no seeds, no models, and ``reason`` saying why
+    (plan.json fidelity.confirmation.reason and a warning). A plan is never called confirmed on a
+    confirmation that did not run."""
+    from hetinfra.plan.budget import current
+
+    if not current().check(CONFIRMATION_CUT):
+        return {"met": False, "seeds": [], "models": [], "units": [], "reason": NOT_CONFIRMED}
+    return sized_confirmation(confirm, view)
+
+
+#: fidelity.confirmation.reason of a confirmation the work budget stopped
+NOT_CONFIRMED = ("not confirmed: the work budget (planning.time_limit_s) was spent before the confirmation on "
+                 "fresh seeds ran")
 
 
 def sized_confirmation(confirm, view: dict) -> dict:

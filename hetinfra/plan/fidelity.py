@@ -75,6 +75,8 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} in simulation at {fidelity.load:g}x demand "
                f"after {fidelity.rounds} round(s) of re-planning")
+    elif v.confirmation.get("reason"):  # the work budget was spent first: not confirmed, never "met"
+        msg = f"the plan is {v.confirmation['reason']}"
     elif not v.confirmation.get("met", False):
         missing = ", ".join(m["model"] for m in v.confirmation["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} at {fidelity.load:g}x demand on the "
@@ -131,4 +133,4 @@ def _confirmation(v: Verification) -> Confirmation:
     return Confirmation.model_validate({
         "met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
         "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
-        "vetoes": list(v.vetoes)})
+        "vetoes": list(v.vetoes), **({"reason": c["reason"]} if c.get("reason") else {})})

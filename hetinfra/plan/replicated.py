@@ -30,6 +30,7 @@ roofline misses whatever the simulation says.
 
 from __future__ import annotations
 
+from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
@@ -49,6 +50,9 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
+#: what the work budget names when it stops a judgement's further replications (plan.json
+#: work_budget.stopped): the models still open then are undecided, so not met
+REPLICATIONS_CUT = "verification's replications (models still undecided counted as missed)"
 
 
 class Replicated:
@@ -138,10 +142,13 @@ class Replicated:
         [first] = self._run(view, names, self.seeds[:1], parsed)
         out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
-        count = self.start
+        count, judged = self.start, False
         while runs:
             todo = sorted(runs)
             have = len(runs[todo[0]])
+            if judged and not current().check(REPLICATIONS_CUT):
+                out.update({n: _cut(*out[n]) for n in todo})  # short of the replications the rule needs
+                break
             for sim in self._run(view, todo, self.seeds[have:count], parsed):
                 for n in todo:
                     runs[n].append(sim)
@@ -151,10 +158,10 @@ class Replicated:
                 if _pressed(runs[m["model"]], m["model"]):
                     self.pressure.add(state)
                 open_ = m["decision"] == "undecided" or (self.pressed and m["met"] and state in self.pressure)
+                out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                 if not open_ or count >= MAX:
-                    out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                     del runs[m["model"]]
-            count = min(count + STEP, MAX)
+            count, judged = min(count + STEP, MAX), True
         return _composed(first, [out[n] for n in names])
 
 
@@ -201,6 +208,13 @@ def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
              "stable": all(u["stable"] for u in units),
              "objective": {**model["objective"], "met": False}}
     return entry, units
+
+
+def _cut(model: dict, units: list[dict]) -> tuple[dict, list[dict]]:
+    """A model whose judgement the work budget stopped while it was open (undecided, or met with a
+    filled KV cache in the confirmation): not met, as a model undecided after MAX replications is;
+    never met on fewer replications than the rule asks for."""
+    return {**model, "met": False, "decision": "undecided", "objective": {**model["objective"], "met": False}}, units
 
 
 def _only(sim: dict, models: set[str]) -> dict:

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from hetinfra.errors import InfeasibleError
+from hetinfra.plan.budget import current
 from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
 
@@ -25,6 +26,8 @@ CREDIT_BELOW, CREDIT_STEP = 0.8, 1.25
 #: most that much capacity, which the trim takes back where it is a whole replica. On Mélange V1
 #: the +5% credits took two rounds and ended on a dearer plan ($29.42/h against $29.09/h)
 MIN_CREDIT = 1.1
+#: what the work budget names when it stops the rounds before a re-solve (plan.json work_budget.stopped)
+ROUNDS_CUT = "verification's rounds"
 
 
 
@@ -131,6 +134,8 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
         new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
         if new == search.g:
+            break
+        if not current().check(ROUNDS_CUT):  # keep the cheapest met round so far, as for a failed solve
             break
         search.g = new
         try:

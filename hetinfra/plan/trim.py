@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hetinfra.plan.budget import current
 from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
+
+#: what the work budget names when it stops the trim before a removal (plan.json work_budget.stopped)
+TRIM_CUT = "the trim (the plan meets, but may not be minimal: not every removal was checked)"
 
 
 def trim(pr: PlanResult, sim_of, confirm=None, steps: list | None = None) -> tuple[PlanResult, dict, list]:
@@ -32,6 +36,9 @@ def trim(pr: PlanResult, sim_of, confirm=None, steps: list | None = None) -> tup
     while True:
         checked: list[str] = []
         for uid, whole in removal_order(doc):
+            if not current().check(TRIM_CUT):  # the plan as it is: it meets, but may not be minimal
+                sim_of.last_pass = checked
+                return pr, sim, steps
             candidate = (without_allocation if whole else without_one_replica)(doc, uid)
             checked.append(uid)
             if candidate is None:  # a class (or an origin's) left with no unit

@@ -125,6 +125,9 @@ VETOES, ROUNDS_AFTER_VETO = 2, 3
 #: bursts build queues, so their p99 is lower: at half the requests, 6 of the 32 models of
 #: benchmarks/bench_scale.py's fleet met on the search's seeds and missed on the confirmation's
 DECIDE_SHORTER = 1
+#: what the work budget names when it stops verification's steps (plan.json work_budget.stopped)
+RESUME_CUT = "verification's rounds after the confirmation missed"
+SUSTAINED_CUT = "the over-provisioning search (its ratio is a lower bound)"
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
@@ -135,6 +138,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     over-provisioning (see the module docstring). Rounds work on :func:`simulation_view`, never on
     the whole document. ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``:
     called with the rounds' plan before the trim (its factors are the final plan's)."""
+    from hetinfra.plan.budget import current
     from hetinfra.plan.rounds import Search
 
     spec = pr.inputs.spec
@@ -144,8 +148,10 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     budget = spec.planning.verify.max_rounds
     for attempt in range(VETOES + 1):
         _search_and_confirm(out, pr, resolve, budget, progress, search, decide, confirm, on_rounds)
-        if out.confirmation["met"] or not out.sim["met"] or attempt == VETOES \
+        if out.confirmation["met"] or "reason" in out.confirmation or not out.sim["met"] or attempt == VETOES \
                 or not search.veto(out.confirmation, simulation_view(out.pr)):
+            break
+        if not current().check(RESUME_CUT):  # the confirmation's miss stands, stated
             break
         out.vetoes.append({"after_round": len(search.history), "seeds": list(out.confirmation["seeds"]),
                            "models": sorted(m["model"] for m in out.confirmation["models"] if not m["met"])})
@@ -231,6 +237,7 @@ def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> 
 
 
 def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
+    from hetinfra.plan.budget import current
     from hetinfra.sim.minimal import scaled, sustained_load
 
     # one simulation of all models per step: simulating them apart in a process pool (their results
@@ -248,7 +255,7 @@ def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
             out.update({m["model"]: m["met"] for m in judged["models"]})
         return out
 
-    return sustained_load(simulation_view(pr), load, meets)
+    return sustained_load(simulation_view(pr), load, meets, lambda: current().check(SUSTAINED_CUT))
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:

@@ -111,7 +111,8 @@ def removal_order(doc: dict) -> list[tuple[str, bool]]:
             if a.count > 0 and plan.peak_judges(a) for whole in ((False, True) if a.count > 1 else (False,))]
 
 
-def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, bool]]) -> dict[str, float]:
+def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, bool]],
+                   go_on: Callable[[], bool] = lambda: True) -> dict[str, float]:
     """Per model, the largest load on the grid ``load`` x (1 + k / 2**SUSTAIN_STEPS), k = 0 ..
     2**SUSTAIN_STEPS - 1 (up to SUSTAIN_MAX x ``load``, a resolution of ``load`` / 8), at which it
     meets its objective, given that it meets at ``load`` (k = 0). ``meets(d)`` simulates plan ``d``
@@ -123,13 +124,15 @@ def sustained_load(doc: dict, load: float, meets: Callable[[dict], dict[str, boo
     replicas usually misses an eighth above its load: one simulation then settles what a bisection
     from the middle took SUSTAIN_STEPS for; a model that meets there (a unit of one or two replicas
     often has headroom) takes one more. Where meeting is monotone in the load, both find the same
-    grid point."""
+    grid point. ``go_on()`` is asked before each step (the plan command's work budget,
+    hetinfra.plan.budget): on False the search stops, and each model's figure is the largest load
+    it met at so far, a lower bound of the grid's answer."""
     names = [m["name"] for m in doc["models"] if m.get("rate_rps")]
     top = 2 ** SUSTAIN_STEPS
     lo = {n: 0 for n in names}
     hi = {n: top for n in names}  # the grid step (exclusive) at which the model is known to miss or stop
     first = True
-    while open_ := [n for n in names if hi[n] - lo[n] > 1]:
+    while (open_ := [n for n in names if hi[n] - lo[n] > 1]) and go_on():
         mid = {n: 1 if first else (lo[n] + hi[n]) // 2 for n in open_}
         first = False
         met = meets(scaled(doc, {n: 1.0 + (SUSTAIN_MAX - 1.0) * mid[n] / top for n in open_}))
