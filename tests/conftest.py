@@ -387,8 +387,8 @@ def example_plans(tmp_path_factory) -> ExamplePlans:
 def shared_plan(tmp_path_factory):
     """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
     planned in-process once per test run (by whichever xdist worker asks first) for every test that
-    reads the same plan; SPEC is a path or a spec dict (written next to the plan). Tests must not
-    write into it: copy it first (copied_plan)."""
+    reads the same plan; SPEC is a path or a spec dict (written next to the plan, ``OUT/../service.yaml``).
+    Tests must not write into it: copy it first (copied_plan)."""
     root = run_shared_dir(tmp_path_factory) / "shared-plans"
 
     def plan(spec: Path | dict, *flags: str) -> Path:
@@ -404,10 +404,16 @@ def shared_plan(tmp_path_factory):
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+                (root / key / "output.txt").write_text(res.output)  # what it printed: shared_output
                 check_engines_start(["plan", str(spec), "--out", str(root / key / "out"), *flags], res.output)
         return root / key / "out"
 
     return plan
+
+
+def shared_output(out: Path) -> str:
+    """What `hetinfra plan` printed when it made the shared out folder ``out`` (shared_plan)."""
+    return (out.parent / "output.txt").read_text()
 
 
 def copied_plan(out: Path, to: Path) -> Path:
