@@ -277,15 +277,20 @@ def run_shared_dir(tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def made_once(folder: Path):
+def made_once(folder: Path, wait: bool = True):
     """Fill ``folder`` once per test run, whichever worker asks first: yields True to the caller that
     must fill it (holding a lock the other workers wait on; a worker that dies releases it) and False
-    once it is complete. A fill that raised leaves no complete folder, so the next caller retries."""
+    once it is complete; with ``wait=False``, None at once while another worker is filling it. A
+    fill that raised leaves no complete folder, so the next caller retries."""
     import fcntl
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield None
+            return
         done = folder / ".complete"
         if done.exists():
             yield False
@@ -348,14 +353,32 @@ class ExamplePlans:
     def _record(self, name: str) -> Path:
         return self.root / "results" / name.replace("/", "--")
 
+    def _make(self, name: str, wait: bool = True) -> bool:
+        """Plan ``name`` unless it is planned; False (at once) while another worker plans it and not ``wait``."""
+        with made_once(self._record(name), wait=wait) as first:
+            if first is None:
+                return False
+            if first:
+                res = self.run(name, f"out/{name}")
+                assert res.exit_code == 0, f"{name}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+                result = {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
+                (self._record(name) / "result.json").write_text(json.dumps(result))
+        return True
+
+    def _planned(self, name: str) -> bool:
+        return (self._record(name) / ".complete").exists()
+
     def __getitem__(self, name: str) -> tuple[Path, dict, str, Path]:
         if name not in self._done:
-            with made_once(self._record(name)) as first:
-                if first:
-                    res = self.run(name, f"out/{name}")
-                    assert res.exit_code == 0, f"{name}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
-                    result = {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
-                    (self._record(name) / "result.json").write_text(json.dumps(result))
+            # while another worker plans it, plan the examples nobody has yet (the run reads them all:
+            # the goldens, the artifacts' checks) rather than wait idle on its lock
+            if not self._make(name, wait=False):
+                for other in self.names():
+                    if self._planned(name):
+                        break
+                    if not self._planned(other):
+                        self._make(other, wait=False)
+                self._make(name)
             out = self.root / "out" / name
             text = (out / "plan.json").read_text()
             self._done[name] = (out, json.loads(text), text, REPO / "services" / f"{name}.yaml")
@@ -387,8 +410,8 @@ def example_plans(tmp_path_factory) -> ExamplePlans:
 def shared_plan(tmp_path_factory):
     """``shared_plan(spec, *flags)`` -> the out folder of `hetinfra plan SPEC --out OUT FLAGS...`,
     planned in-process once per test run (by whichever xdist worker asks first) for every test that
-    reads the same plan; SPEC is a path or a spec dict (written next to the plan). Tests must not
-    write into it: copy it first (copied_plan)."""
+    reads the same plan; SPEC is a path or a spec dict (written next to the plan, ``OUT/../service.yaml``).
+    Tests must not write into it: copy it first (copied_plan)."""
     root = run_shared_dir(tmp_path_factory) / "shared-plans"
 
     def plan(spec: Path | dict, *flags: str) -> Path:
@@ -404,10 +427,16 @@ def shared_plan(tmp_path_factory):
                 res = CliRunner().invoke(cli, ["plan", str(spec), "--out", str(root / key / "out"), *flags],
                                          env={"HETINFRA_CACHE_DIR": str(root / "template-cache")})
                 assert res.exit_code == 0, f"plan {spec} {' '.join(flags)}: {res.output[-2000:]}"
+                (root / key / "output.txt").write_text(res.output)  # what it printed: shared_output
                 check_engines_start(["plan", str(spec), "--out", str(root / key / "out"), *flags], res.output)
         return root / key / "out"
 
     return plan
+
+
+def shared_output(out: Path) -> str:
+    """What `hetinfra plan` printed when it made the shared out folder ``out`` (shared_plan)."""
+    return (out.parent / "output.txt").read_text()
 
 
 def copied_plan(out: Path, to: Path) -> Path:

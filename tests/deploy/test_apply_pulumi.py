@@ -22,8 +22,9 @@ def _by_project(calls, out):
     return per
 
 
-# the real binary boundary: the Automation API spawns an executable `pulumi`
-@pytest.mark.pulumi_subprocess
+# in-process stand-in (tests/deploy/inprocess_pulumi.py): the same argv, folder, environment and stdin; the
+# spawned executable, secrets on stdin, is test_preview.py's test_secrets_never_on_a_command_line (the
+# same apply through the real binary boundary: one such run is enough, each costs ~25 process starts)
 def test_apply_runs_pulumi_up_per_cloud_and_records_state(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli,
                                                             tmp_path):
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")

@@ -12,8 +12,9 @@ import signal
 import time
 
 import pytest
-from click.testing import CliRunner
+import yaml
 
+from tests.conftest import copied_plan
 from tests.gateway.conftest import auth
 from tests.gateway.test_gateway_live import fire, flushed_log
 from tests.plan.test_adapter_plan import SPEC  # one L40S at most: sql needs a second unit
@@ -22,21 +23,18 @@ N = 40  # requests per adapter and round
 
 
 @pytest.fixture(scope="module")
-def fleet(module_procs, tmp_path_factory):
-    from hetinfra.cli import cli
-
-    d = tmp_path_factory.mktemp("lora-live")
-    (d / "s.yaml").write_text(SPEC)
-    res = CliRunner().invoke(cli, ["plan", str(d / "s.yaml"), "--out", str(d / "out"), "--no-verify", "--no-baselines"])
-    assert res.exit_code == 0, res.output
-    plan = json.loads((d / "out" / "plan.json").read_text())
+def fleet(module_procs, tmp_path_factory, shared_plan):
+    # the run's one plan of SPEC (tests/plan/test_adapter_plan.py's too), copied: the gateway writes its log in it
+    out = copied_plan(shared_plan(yaml.safe_load(SPEC), "--no-verify", "--no-baselines"),
+                      tmp_path_factory.mktemp("lora-live") / "out")
+    plan = json.loads((out / "plan.json").read_text())
     holders: dict[str, set[str]] = {}
     for a in plan["allocations"]:
         for h in (a.get("adapters") or {}).get("held", []):
             holders.setdefault(h["name"], set()).add(a["deployment_unit"])
     backends = {a["deployment_unit"]: module_procs.backend(a["deployment_unit"]) for a in plan["allocations"]}
-    _, gw = module_procs.gateway(d / "out", [f"{u}={url}" for u, (_, url) in backends.items()])
-    return {"out": d / "out", "gw": gw, "holders": holders, "backends": backends}
+    _, gw = module_procs.gateway(out, [f"{u}={url}" for u, (_, url) in backends.items()])
+    return {"out": out, "gw": gw, "holders": holders, "backends": backends}
 
 
 def served_by(gw: str, model: str) -> list[tuple[int, str | None]]:

@@ -1,13 +1,16 @@
 """`hetinfra plan` with LoRA adapters (issue 38): placement through the one formulation, plan.json's
 ``allocations[].adapters``, routing only to holders, and each bad input's exit code through the CLI.
-The module's plan (about 5 s: a real solve with adapter rows) is shared by its tests, and by
-tests/gateway/test_adapters_live.py and tests/sim/test_plan_lora.py (the template cache makes theirs quicker)."""
+The module's plan (about 5 s: a real solve with adapter rows) is made once per test run (conftest's
+shared_plan) for its tests, tests/gateway/test_adapters_live.py and tests/sim/test_plan_lora.py."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import yaml
+
+from tests.conftest import shared_output
 
 SPEC = """\
 name: lora
@@ -33,16 +36,9 @@ adapters:
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from hetinfra.cli import cli
-
-    d = tmp_path_factory.mktemp("lora")
-    (d / "s.yaml").write_text(SPEC)
-    res = CliRunner().invoke(cli, ["plan", str(d / "s.yaml"), "--out", str(d / "out"), "--no-verify", "--no-baselines"])
-    assert res.exit_code == 0, res.output
-    return json.loads((d / "out" / "plan.json").read_text()), res.output, d / "out"
+def planned(shared_plan):
+    out = shared_plan(yaml.safe_load(SPEC), "--no-verify", "--no-baselines")  # one plan per run (conftest)
+    return json.loads((out / "plan.json").read_text()), shared_output(out), out
 
 
 def test_every_adapter_is_held_and_its_requests_reach_only_holders(planned):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+import yaml
 
 from hetinfra.sim.plan_sim import simulate_plan
 from hetinfra.sim.workload import WorkloadConfig
@@ -17,14 +17,9 @@ from tests.plan.test_adapter_plan import SPEC
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory):
-    from hetinfra.cli import cli
-
-    d = tmp_path_factory.mktemp("lora-sim")
-    (d / "s.yaml").write_text(SPEC)
-    res = CliRunner().invoke(cli, ["plan", str(d / "s.yaml"), "--out", str(d / "out"), "--no-verify", "--no-baselines"])
-    assert res.exit_code == 0, res.output
-    return json.loads((d / "out" / "plan.json").read_text()), d / "s.yaml"
+def planned(shared_plan):
+    out = shared_plan(yaml.safe_load(SPEC), "--no-verify", "--no-baselines")  # tests/plan/test_adapter_plan.py's
+    return json.loads((out / "plan.json").read_text()), out.parent / "service.yaml"
 
 
 def tpot_p50(plan: dict, spec_path) -> dict[str, float]:
