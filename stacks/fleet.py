@@ -130,11 +130,10 @@ class FleetArgs:
         return sum(u.unit.replicas * u.unit.num_nodes for u in self.units)
 
 
-def fleets_for(plan: Plan | dict, cloud: str) -> list[FleetArgs]:
+def fleets_for(plan: Plan, cloud: str) -> list[FleetArgs]:
     """The plan's fleets on ``cloud``, one per region, in region order."""
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"no Pulumi program for cloud {cloud!r}")
-    plan = Plan.of(plan)
     deploy = plan.deploy
     allocs = {a.deployment_unit: a for a in plan.allocations}
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)

@@ -55,11 +55,10 @@ def _part(url: pulumi.Output, what: str) -> pulumi.Output:
     return url.apply(lambda u: getattr(urlparse(u), what))
 
 
-def global_entry(plan: Plan | dict, cloud: str, fleets: list[tuple[str, object]], config: dict | None = None
+def global_entry(plan: Plan, cloud: str, fleets: list[tuple[str, object]], config: dict | None = None
                  ) -> pulumi.Output | None:
     """Create ``cloud``'s front door over the gateways of ``fleets`` ((region, fleet component)
     pairs); its client URL, or None."""
-    plan = Plan.of(plan)
     gateways = [_Gateway(r, f) for r, f in fleets if getattr(f, "gateway_url", None) is not None]
     if not gateways or not wants_global_entry(plan):
         return None

@@ -95,7 +95,7 @@ class KubeCluster(pulumi.ComponentResource):
 
 def cluster_args(plan: dict) -> list[KubeClusterArgs]:
     """One KubeClusterArgs per cluster the plan's units need, in cluster order."""
-    kp = kube_units(plan, sky_units(Plan.of(plan), include_mixed=True))
+    kp = kube_units(plan, sky_units(Plan.parse(plan), include_mixed=True))
     out = []
     for cloud, region in sorted({(u.cloud, u.region) for u in kp.units}):
         settings = cluster_settings(kp, cloud, region)

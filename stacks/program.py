@@ -30,7 +30,7 @@ from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
 from hetinfra.stacks.global_entry import global_entry
 
 
-def build(plan: Plan | dict, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
+def build(plan: Plan, cloud: str, secrets: FleetSecrets, *, gcp_project: str | None = None,
           zones: dict[str, str] | None = None, images: dict | None = None) -> list[pulumi.ComponentResource]:
     """Create the fleet components of ``cloud`` for ``plan``; returns them in region order.
     ``images``: the pinned image ids, region -> role -> id (hetinfra.compile.images)."""

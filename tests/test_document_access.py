@@ -297,3 +297,20 @@ def test_a_planted_key_read_fails(tree_copy):
     own = tree_copy / "hetinfra" / "document" / "plan.py"
     own.write_text(own.read_text() + "\n\ndef _planted(plan):\n    return plan['deployment_unit']\n")
     assert not any(p.startswith("hetinfra.document") for p in problems(tree_copy))
+
+
+def test_no_signature_takes_plan_or_dict():
+    """Readers take the typed Plan; a dict is parsed once where it comes in (load_plan, Plan.parse),
+    so no function is annotated ``Plan | dict`` (issue 34; the count was 6, now 0: keep it there)."""
+    from tools.seam_counts import plan_or_dict_signatures
+
+    found = {name: items for name, path in modules(REPO).items() if (items := plan_or_dict_signatures(parsed(path)))}
+    assert found == {}, f"functions that take Plan | dict (parse at the boundary and take the Plan): {found}"
+
+
+def test_a_planted_plan_or_dict_signature_is_found():
+    from tools.seam_counts import plan_or_dict_signatures
+
+    planted = ast.parse('def a(plan: Plan | dict) -> int: ...\ndef b(x) -> "dict | Plan": ...\n'
+                        'def c(plan: Plan, raw: dict) -> None: ...\n')
+    assert plan_or_dict_signatures(planted) == ["1: a", "2: b"]

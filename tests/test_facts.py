@@ -30,7 +30,8 @@ REMAINING: dict[str, int] = {
     "hetinfra.price_feeds.cloud_skus": 10,  # GCE accelerator type -> GPU: GCP.gpu_labels inverted, less P4
     "hetinfra.price_feeds.config": 1,  # the live price sources, which are the clouds' names
     "hetinfra.spec.deploy": 1,  # skypilot_clouds' Literal
-    "hetinfra.spec.models": 2,  # Precision's Literal, the default planning.clouds
+    "hetinfra.spec.infrastructure": 1,  # the default infrastructure.clouds
+    "hetinfra.spec.models": 1,  # Precision's Literal
 }
 
 NUMBERS = {facts.VLLM_PORT, facts.GATEWAY_PORT}

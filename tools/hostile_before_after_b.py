@@ -249,7 +249,7 @@ def _weights(edit):
 
     plan = two_model_plan()
     out = out_dir(plan)
-    w = router_weights(Plan.of(plan))
+    w = router_weights(Plan.parse(plan))
     edit(w, plan)
     (out / "router" / "weights.json").write_text(json.dumps(w))
     t = load_table(out)
@@ -348,7 +348,7 @@ def _kube_endpoint():
     plan = make_plan()  # units in aws/us-east-1 and gcp/us-central1
     plan["deploy"] = dict(plan["deploy"], target="kubernetes", kubernetes={"clusters": {
         "aws/us-east-1": {"context": "a"}, "gcp/us-central1": {"context": "b"}}})
-    p = Plan.of(plan)
+    p = Plan.parse(plan)
     rendered = render_clusters(p.to_dict(), sky_units(p, include_mixed=True))
     dep = next(o for o in yaml.safe_load_all(rendered["aws-us-east-1"]["gateway.yaml"]) if o["kind"] == "Deployment")
     argv = shlex.split(dep["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])

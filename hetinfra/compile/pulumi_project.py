@@ -103,7 +103,7 @@ def requirements() -> str:
 def write_projects(out: Path, plan: dict, *, gcp_project: str | None = None) -> list[Path]:
     """Write or update the per-cloud projects from plan.json's dict (each project's plan.json is a copy
     of it); returns the project folders."""
-    doc = Plan.of(plan)
+    doc = Plan.parse(plan)
     stack = doc.deploy.stack
     written = []
     for cloud in project_clouds(doc, out):

@@ -51,11 +51,11 @@ def catalog_types() -> set[tuple[str, str]]:
     return known
 
 
-def validate_plan(plan: Plan | dict, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
+def validate_plan(doc: Plan, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
     """The plan's model (its keys, types and invariants, the engines' lengths among them:
     hetinfra.document), and every instance type of a cloud apply deploys to in the offer catalog;
-    InvalidInputError (exit 2) naming the first field of plan.json that is wrong."""
-    doc = Plan.of(plan, path)
+    InvalidInputError (exit 2) naming the first field of plan.json that is wrong. ``doc`` is parsed
+    already (the model's own checks ran then); this adds the catalog and the KV transfer's network."""
     known = None
     for i, a in enumerate(doc.allocations):
         if a.custom_cloud or a.cloud not in KNOWN_CLOUDS:
@@ -90,11 +90,10 @@ def split_problem(a: Allocation) -> str | None:
     return None
 
 
-def engine_length_problems(plan: Plan | dict) -> list[str]:
+def engine_length_problems(doc: Plan) -> list[str]:
     """Units vLLM would refuse to start or that would refuse routed requests: the model's own check
-    (hetinfra.document.engines), which every parse of plan.json runs, so a parsed plan has none and a
-    dict that has one is refused by its parse (InvalidInputError naming the first unit)."""
-    doc = Plan.of(plan)
+    (hetinfra.document.engines), which every parse of plan.json runs, so a parsed plan has none (a
+    plan.json that has one is refused by its parse: InvalidInputError naming the first unit)."""
     return length_problems(doc.models, doc.allocations, doc.routing)
 
 

@@ -107,12 +107,6 @@ class Plan(Doc):
         return parse_document(cls, doc, path, hint="plan.json is written by `hetinfra plan`; re-plan instead of "
                                                    "editing it")
 
-    @classmethod
-    def of(cls, plan: "Plan | dict", path: Path | str = "plan.json") -> "Plan":
-        """``plan`` itself when it is already parsed, else :meth:`parse` of plan.json's dict: how a
-        reader's entry point takes either, so that it parses once and reads attributes after."""
-        return plan if isinstance(plan, cls) else cls.parse(plan, path)
-
     def to_dict(self) -> dict:
         """plan.json's dict again: ``Plan.parse(doc).to_dict() == doc`` for every plan hetinfra writes."""
         return self.model_dump(**DUMP)

@@ -8,7 +8,7 @@ the profile file exist) happen later, in :mod:`hetinfra.plan.inputs`, where the 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -17,7 +17,9 @@ from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, ShellChe
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.size import MAX_PLANNED_CLASSES, check_model_size, check_plan_size
-from hetinfra.spec.units import Count, Milliseconds
+from hetinfra.spec.infrastructure import AvailabilityCap, CustomGpuSpec, InfrastructureSpec, PurchaseTerm  # noqa: F401
+from hetinfra.spec.planning import PlanningSpec, VerifySpec  # noqa: F401 (spec.models names every section)
+from hetinfra.spec.units import MAX_SCALE, Count, Milliseconds
 
 SPEC_VERSION = 1
 #: longest demand.profile: hourly over a week
@@ -29,10 +31,6 @@ MAX_TOKENS = 10_000_000
 #: most a request rate may be (req/s per model) and least (below it the solver rounds the load to 0 GPUs)
 MAX_RATE_RPS = 1e6
 MIN_RATE_RPS = 1e-3
-#: bound of free-scale numbers (shares, weights, accuracy scores)
-MAX_SCALE = 1e12
-#: purchase options the spec may allow (``infrastructure.purchase_terms``)
-PurchaseTerm = Literal["on_demand", "spot", "committed_1y", "committed_3y"]
 #: a variant's name: it ends template ids and deployment-unit names, so short and DNS-safe
 _VARIANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,22}[a-z0-9])?\Z")
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
@@ -310,164 +308,6 @@ class ModelSpec(ShellChecked):
             update.update(model=v.model, architecture=v.architecture)
         slo = self.slo.model_copy(update={"min_accuracy": None})
         return self.model_copy(update={**update, "slo": slo})
-
-
-class AvailabilityCap(Strict):
-    """The most GPUs of one kind the user can get in one cloud region (a quota)."""
-
-    cloud: ResourceWord = Field(description="Cloud name.")
-    region: ResourceWord = Field(description="Region name.")
-    gpu: ResourceWord = Field(description="GPU (SkyPilot accelerator name).")
-    max_gpus: int = Field(ge=0, le=100_000, description="Largest number of these GPUs in use at once.")
-
-
-class CustomGpuSpec(Strict):
-    """Facts of a GPU outside hetinfra's catalog (offered through an offers CSV, rated by a profile):
-    what the simulator's step model needs besides the memory, which comes from the offer."""
-
-    name: str = Field(description="The GPU name as the offers CSV and the profile spell it.")
-    bandwidth_gbps: float = Field(gt=0, le=100_000, description="Memory bandwidth, GB/s.")
-    bf16_tflops: float = Field(gt=0, le=100_000, description="Dense BF16/FP16 tensor TFLOP/s.")
-    fp8_tflops: float | None = Field(None, gt=0, le=100_000, description="Dense FP8 TFLOP/s (null: no FP8).")
-    nvlink: bool = Field(False, description="GPUs of one instance are linked by NVLink (else PCIe).")
-    intra_node_gbps: float = Field(32.0, gt=0, le=10_000, description="Per-GPU bandwidth between GPUs of one "
-                                                                     "node, GB/s (PCIe4 x16: 32).")
-
-class InfrastructureSpec(Strict):
-    """Where the plan may put capacity."""
-
-    custom_gpus: list[CustomGpuSpec] = Field(
-        [], description="Optional facts of GPUs outside the catalog (bandwidth, FLOP/s); their memory comes from "
-                        "the offer. Without an entry the simulator uses conservative defaults, rescaled to the "
-                        "GPU's profile (docs/verification.md).")
-
-    clouds: list[ResourceWord] = Field(["aws", "gcp", "azure"], min_length=1, max_length=64,
-                              description="Allowed clouds: aws, gcp, azure, or custom clouds named in an offers file.")
-    regions: list[ResourceWord] | None = Field(None, max_length=1000, description="Optional allowlist of regions (any cloud).")
-    gpus: list[ResourceWord] | None = Field(None, max_length=1000, description="Optional allowlist of GPUs, SkyPilot accelerator names.")
-    spot: bool = Field(False, description="Also consider spot capacity where offered (cheaper, can be reclaimed).")
-    availability: list[AvailabilityCap] = Field([], max_length=10_000, description="GPU caps per (cloud, region, gpu).")
-    purchase_terms: list[PurchaseTerm] | None = Field(
-        None, min_length=1, description="How capacity may be bought: on_demand, spot, committed_1y, committed_3y "
-        "(a 1- or 3-year commitment at the offer's committed price, paid for every hour of the term: reserved "
-        "instances, savings plans, committed-use discounts). Unset: on_demand, plus spot with spot: true. A "
-        "committed term is used only for offers that publish its price (hetinfra prices --json).")
-
-    def terms(self) -> tuple[str, ...]:
-        """The purchase options allowed, in PurchaseTerm order."""
-        given = set(self.purchase_terms or ["on_demand"] + (["spot"] if self.spot else []))
-        return tuple(t for t in get_args(PurchaseTerm) if t in given)
-
-    @model_validator(mode="after")
-    def _spot_terms(self) -> "InfrastructureSpec":
-        if self.spot and self.purchase_terms is not None and "spot" not in self.purchase_terms:
-            raise ValueError("spot: true but purchase_terms leaves out spot; add spot to purchase_terms (or drop "
-                             "spot: true)")
-        return self
-
-
-class VerifySpec(Strict):
-    """How `hetinfra plan` verifies its own solution: a discrete-event simulation of every replica
-    (vLLM's scheduler) at ``load`` x the declared demand; units of a model that misses its SLO are
-    derated and the plan re-solved, at most ``max_rounds`` times."""
-
-    enabled: bool = Field(True, description="Simulate the plan and re-plan until it meets every objective "
-                                            "(`hetinfra plan --no-verify` turns it off for one run).")
-    load: float | None = Field(None, gt=0, le=10, description="The ONE load, a multiple of the declared demand, "
-                                                             "at which the plan must keep every objective in "
-                                                             "simulation (and be minimal). Unset: the larger "
-                                                             "of 1 + planning.headroom and 1.2. The ILP sizes for this load; no "
-                                                             "other margin applies (docs/verification.md).")
-    burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
-                                                          "(gamma): 1 = Poisson, > 1 = burstier traffic.")
-    requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per model and round (the first 10% warm up).")
-    max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
-                                                        "reported (a warning, or exit 3 with --strict-verify).")
-    seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
-    margin: float = Field(0.0, ge=0, lt=0.5, description="A stated, optional tightening: a model passes only when "
-                                                         "its simulated statistics are this fraction under the "
-                                                         "bounds (0.05: p99 TPOT <= 95% of tpot_ms). Default 0: "
-                                                         "the bounds as written; run-to-run noise is handled by "
-                                                         "more `requests`, not by a factor.")
-
-
-class PlanningSpec(Strict):
-    """Solver settings."""
-
-    confidence: Literal["safe", "expected"] = Field(
-        "safe", description="safe: templates whose rates are extrapolated (no calibration data covers them) are "
-                            "planned at the low end of their confidence interval; expected: at the middle. "
-                            "Verification may then credit them up to the top (docs/verification.md).")
-
-    estimator: Literal["builtin", "aiconfigurator", "auto"] = Field(
-        "builtin", description="Where estimated rates take their step times: builtin (the shipped constants, fitted "
-                               "on public kernel and end-to-end measurements); aiconfigurator (NVIDIA aiconfigurator's "
-                               "measured kernels for each layout its database covers; needs pip install "
-                               "'hetinfra[aiconfigurator]'); auto (aiconfigurator where installed and covering the "
-                               "layout, builtin elsewhere). docs/calibration.md.")
-
-    objective: Literal["min_cost", "max_throughput"] = Field(
-        "min_cost", description="min_cost: cheapest plan serving all demand. max_throughput: largest uniform "
-                                "scale of the declared demand under budget and availability (needs a budget).")
-    routing: Literal["fractional", "sliced"] = Field(
-        "fractional", description="fractional: any share of a class to any endpoint. sliced: Mélange's binary "
-                                  "assignment of 1/slice_factor slices of each class.")
-    slice_factor: int = Field(8, ge=1, le=64, description="Slices per class with routing: sliced.")
-    headroom: float = Field(0.0, ge=0, lt=1, description="Fraction of each instance's capacity kept free (over-provisioning).")
-    time_limit_s: float = Field(300, gt=0, le=86_400, description=(
-        "Work budget of the whole `plan` command (templates, every solve, verification, baselines): a "
-        "wall-clock safety stop, seconds. Plans do not depend on it unless it is hit (plan.json work_budget, "
-        "solver.safety_stop and a warning say so); max_nodes and verification's counts are the deterministic "
-        "limits."))
-    max_nodes: int = Field(2000, ge=1, le=10_000_000, description="Branch-and-bound nodes each MIP (one per block of "
-                                                                  "linked models) may explore: the deterministic work "
-                                                                  "limit. Same inputs, same plan, on any machine.")
-    mip_gap: float = Field(0.001, ge=0, lt=1, description="Relative MIP gap at which the solver may stop.")
-    solver: str = Field("highs", pattern=r"^[a-z][a-z0-9_]*$", max_length=40, description=(
-        "MIP solver. highs (default): HiGHS on the compiled rows, decomposed per block of linked models. Any other "
-        "name (gurobi, cplex, cbc, scip, glpk, ...) is passed to Pyomo's SolverFactory, which solves the Pyomo model "
-        "of the same rows whole, with time_limit_s and mip_gap where the solver takes them; max_nodes is HiGHS's. "
-        "cbc falls back to the binary in PuLP's wheel. Not available: exit 2 (docs/internals/solver.md)."))
-    locality: float = Field(0.0, ge=0, le=1, description="SageServe's epsilon: fraction of each region's local "
-                                                          "demand (demand.origins) served by capacity in that region.")
-    horizon_months: int = Field(
-        12, ge=1, le=120, description="Planning horizon in months (730 hours each): committed capacity is priced per "
-                                      "hour of the horizon, a term longer than the horizon (or not dividing it) "
-                                      "paying for its unused months too: committed $/h x whole terms covering the "
-                                      "horizon / the horizon.")
-    churn_penalty_hours: float = Field(
-        0.5, ge=0, le=8760, description="With --state: each new instance costs this many hours of its price extra "
-                               "(start-up and model load), so small savings do not churn the running fleet.")
-    allow_unmet: bool = Field(False, description="Allow serving less than the declared demand, at unmet_penalty.")
-    unmet_penalty_usd_per_rps_hour: float = Field(
-        100.0, gt=0, le=MAX_SCALE, description="With allow_unmet: cost per hour of each req/s left unserved.")
-    max_nodes_per_template: int = Field(
-        4, ge=1, le=16, description="Most nodes one serving template (a pipeline-parallel replica) may span.")
-    tp_pp_layouts: bool = Field(
-        True, description="Consider every TP x PP (x DP) layout: pipeline stages inside one node (e.g. TP2 x PP2 on a "
-                          "4-GPU node, vLLM's mp backend) and pipelines across nodes with TP smaller than a node "
-                          "(several stages per node). Dominated layouts are pruned, and ties keep the simpler layout. "
-                          "false: TP = all GPUs of a node in a pipeline, PP only across nodes.")
-    allow_mixed_pipelines: bool = Field(
-        False, description="EXPERIMENTAL. Also consider pipelines whose stages run on different instance types of one "
-                           "cloud and region (Coral's heterogeneous templates), with an uneven layer split. Deployed "
-                           "with the Pulumi stacks only (a SkyPilot task has one accelerator type).")
-    disaggregation: Literal["off", "auto"] = Field(
-        "off", description="Prefill/decode disaggregation (xPyD bundles: prefill engines and decode engines that hand "
-                           "each prompt's KV cache over NVLink or RDMA, in one node or placement group). auto: offer "
-                           "bundles beside colocated engines; the solver picks one per model and class only where it "
-                           "is cheaper by the margin (docs/concepts/disaggregation.md). off (default): colocated "
-                           "engines only.")
-    adapter_placement: Literal["placed", "everywhere"] = Field(
-        "placed", description="LoRA adapters (`adapters`): placed (default): the solver puts each adapter on the units "
-                              "it picks, each engine with the slots it needs; everywhere: every replica of a base holds "
-                              "all its adapters (KServe's static mode), the comparison docs/concepts/adapters.md reports.")
-    verify: VerifySpec = Field(default_factory=VerifySpec, description="Check the plan's latency "
-                                 "objectives by simulating it, and re-plan the units that miss.")
-    mixed_memory_ratio: float = Field(
-        3.0, gt=1, le=16, description="Mixed pipelines: skip node combinations whose total GPU memory exceeds this "
-                                      "multiple of the model's weights (Coral's beta); larger ones are dominated "
-                                      "by splitting the same GPUs into smaller replicas.")
 
 
 class ServiceSpec(Strict):

@@ -14,6 +14,9 @@ from pydantic import BeforeValidator
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|sec|seconds|min|m)?\s*\Z")
 _TO_MS = {None: 1.0, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "min": 60000.0, "m": 60000.0}
 
+#: bound of free-scale numbers (shares, weights, accuracy scores, penalties)
+MAX_SCALE = 1e12
+
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMbBtT])?\s*\Z")
 _SCALE = {None: 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 

@@ -18,16 +18,16 @@ def _alloc(**kw) -> dict:
 
 def test_a_spot_unit_is_quoted_at_the_on_demand_price_it_launches_at():
     spot = _alloc()
-    doc = Plan.of(golden_plan_with([spot], cost_usd_per_hour=1.26))
+    doc = Plan.parse(golden_plan_with([spot], cost_usd_per_hour=1.26))
     a = doc.allocations[0]
     assert launch_price(a, {("aws", "us-east-1", "p5.48xlarge"): 6.05}) == 6.05
     assert launch_price(a, {}) is None  # unknown: said so, never the spot price
-    with_fallback = Plan.of(golden_plan_with([_alloc(ondemand_fallback={"price_per_hour": 6.1})],
-                                             cost_usd_per_hour=1.26)).allocations[0]
+    with_fallback = Plan.parse(golden_plan_with([_alloc(ondemand_fallback={"price_per_hour": 6.1})],
+                                                cost_usd_per_hour=1.26)).allocations[0]
     assert launch_price(with_fallback) == 6.1
-    on_demand = Plan.of(golden_plan_with([_alloc(spot=False)], cost_usd_per_hour=1.26)).allocations[0]
+    on_demand = Plan.parse(golden_plan_with([_alloc(spot=False)], cost_usd_per_hour=1.26)).allocations[0]
     assert launch_price(on_demand) == 1.26
-    [task] = bench_tasks(Plan.of(doc), on_demand={("aws", "us-east-1", "p5.48xlarge"): 6.05})
+    [task] = bench_tasks(doc, on_demand={("aws", "us-east-1", "p5.48xlarge"): 6.05})
     assert task.cost_usd == round(6.05 * task.hours, 2)
 
 

@@ -32,7 +32,7 @@ GOLDEN = Path(__file__).parent / "golden" / "split"
 
 
 def _unit(shape: str = "2P1D", **kw):
-    return replace(sky_units(Plan.of(split_plan(shape, **kw)))[0])
+    return replace(sky_units(Plan.parse(split_plan(shape, **kw)))[0])
 
 
 def test_the_node_runs_every_engine_on_its_own_gpus_and_the_hop_addresses_them():
@@ -53,7 +53,7 @@ def test_the_hop_plan_is_the_unit_alone_and_parses():
     assert [a.deployment_unit for a in hop.allocations] == [UNIT]
     assert [m.name for m in hop.models] == ["qwen32"] and len(hop.templates) == 1
     assert all(r.share == 1.0 for rows in hop.routing["qwen32"].values() for r in rows)
-    assert _unit().hop_plan == sky_units(Plan.of(plan))[0].hop_plan  # same plan, same text
+    assert _unit().hop_plan == sky_units(Plan.parse(plan))[0].hop_plan  # same plan, same text
 
 
 def test_a_bundle_across_nodes_is_refused_with_a_clear_line():
@@ -84,7 +84,7 @@ def test_skypilot_golden(tmp_path):
 
 
 def test_a_split_plan_writes_every_target(tmp_path):
-    written = write_plan(tmp_path / "out", Plan.of(split_plan()))
+    written = write_plan(tmp_path / "out", Plan.parse(split_plan()))
     assert written["skypilot"] and written["pulumi"]
     text = written["skypilot"][0].read_text()
     assert text.count("--kv-transfer-config") == 2 and "hetinfra-venv/bin/hetinfra gateway" in text

@@ -74,7 +74,7 @@ def test_gateway_run_script_passes_every_endpoint(gw_out, tmp_path):
     from hetinfra.document import Plan
 
     _, plan = gw_out
-    cfg = gateway_task_config(Plan.of(plan))  # gateway_task_config takes the model
+    cfg = gateway_task_config(Plan.parse(plan))  # gateway_task_config takes the model
     home = tmp_path / "home"
     binary = home / "hetinfra-venv" / "bin" / "hetinfra"
     binary.parent.mkdir(parents=True)

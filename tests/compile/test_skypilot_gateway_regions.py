@@ -42,7 +42,7 @@ def test_regional_gateway_task_loads_with_skypilot(regional_plan, sky_offline):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
 def test_run_script_passes_the_region(regional_plan, tmp_path):
     _, plan = regional_plan
-    cfg = gateway_task_config(Plan.of(plan))  # gateway_task_config takes the model
+    cfg = gateway_task_config(Plan.parse(plan))  # gateway_task_config takes the model
     binary = tmp_path / "hetinfra-venv" / "bin" / "hetinfra"
     binary.parent.mkdir(parents=True)
     binary.write_text('#!/bin/bash\nfor a in "$@"; do echo "$a"; done\n')
@@ -57,5 +57,5 @@ def test_run_script_passes_the_region(regional_plan, tmp_path):
 
 
 def test_plan_without_origins_keeps_the_single_gateway_task():
-    cfg = gateway_task_config(Plan.of(filled_golden("chat")))
+    cfg = gateway_task_config(Plan.parse(filled_golden("chat")))
     assert "HETINFRA_REGION" not in cfg["envs"] and "--region" not in cfg["run"]

@@ -52,7 +52,7 @@ def _plan(*variants: str | None) -> dict:
 
 def test_each_variant_unit_runs_its_checkpoint_and_flags():
     plan = _plan("bf16", "fp8", "int4")
-    units = {u.name.rsplit("-", 1)[1]: u for u in sky_units(Plan.of(plan))}
+    units = {u.name.rsplit("-", 1)[1]: u for u in sky_units(Plan.parse(plan))}
     assert {k: (u.source, u.precision, u.service_model) for k, u in units.items()} == {
         "bf16": ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "chat-8b"),
         "fp8": ("meta-llama/Llama-3.1-8B-Instruct", "fp8", "chat-8b"),
@@ -99,5 +99,5 @@ def test_the_example_plans_tasks_load_the_variants_checkpoints(tmp_path, run_cli
         assert task["envs"]["MODEL_ID"] == source[a["variant"]]
     from hetinfra.deploy.preflight import validate_plan
 
-    validate_plan(plan, out / "plan.json", catalog=lambda: {(a["cloud"], a["instance_type"])
+    validate_plan(Plan.parse(plan), out / "plan.json", catalog=lambda: {(a["cloud"], a["instance_type"])
                                                            for a in plan["allocations"]})

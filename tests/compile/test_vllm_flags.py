@@ -35,7 +35,7 @@ def unknown_options(command: str, accepted: set[str]) -> list[str]:
 def _commands() -> list[str]:
     units = list(ALL_UNITS)
     units.append(replace(ALL_UNITS[0], adapters=(Adapter("a", "org/a", 16), Adapter("b", "org/b", 64)), max_loras=1))
-    bundle = sky_units(Plan.of(split_plan("2P1D")))[0]
+    bundle = sky_units(Plan.parse(split_plan("2P1D")))[0]
     return [vllm_serve_command(u) for u in units] + [e.command for e in engines(bundle)]
 
 

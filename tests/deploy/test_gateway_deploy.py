@@ -117,7 +117,7 @@ def test_skypilot_units_get_the_gateway_launch_line_filled_in(tmp_path):
     plan = golden_plan_with(running, deploy={"gateway": {"enabled": True, "port": 8443}})
     state = DeployState.of(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
         "u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}})
-    lines = endpoint_lines(tmp_path, Plan.of(plan), state)  # endpoint_lines takes the model
+    lines = endpoint_lines(tmp_path, Plan.parse(plan), state)  # endpoint_lines takes the model
     assert "sky status --endpoint 8443 chat-gateway" in lines[0]
     assert lines[1].endswith('--env HETINFRA_ENDPOINTS="u1=http://1.2.3.4:30001 u2=http://1.2.3.5:30002"')
     assert f"sky launch -c chat-gateway {tmp_path}/skypilot/chat-gateway.yaml --secret VLLM_API_KEY" in lines[1]

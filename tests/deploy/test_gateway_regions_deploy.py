@@ -18,7 +18,7 @@ def test_one_regional_gateway_launch_line_per_fleet_region(tmp_path):
                             routing_by_origin={"chat": {"europe-west4": {}, "us-east-1": {}}})
     state = DeployState.of(tmp_path / "state.json", {"state_version": 1, "allocations": running, "endpoints": {
         "u1": ["http://1.2.3.4:30001"], "u2": ["http://1.2.3.5:30002"]}})
-    lines = endpoint_lines(tmp_path, Plan.of(plan), state)  # endpoint_lines takes the model
+    lines = endpoint_lines(tmp_path, Plan.parse(plan), state)  # endpoint_lines takes the model
     launches = [x.strip() for x in lines if "sky launch" in x]
     assert len(launches) == 2
     assert launches[0].startswith("sky launch -c chat-gateway-us-east-1 --infra aws/us-east-1 ")

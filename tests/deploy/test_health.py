@@ -16,7 +16,7 @@ def _alloc(cloud):
 
 
 def _plan(deploy):
-    return Plan.of(golden_plan_with([], deploy=deploy))
+    return Plan.parse(golden_plan_with([], deploy=deploy))
 
 
 @pytest.mark.parametrize("deploy, path, cloud, expected", [
@@ -61,6 +61,6 @@ def test_health_through_the_real_gateway(procs, tmp_path, monkeypatch):
              "gateways": {"chat-aws-us-east-1": url + "/v1", "chat-gcp-us-central1": url + "/v1"}}
     # the gateway counts a backend healthy until it failed 2 checks (0.2 s apart here): a unit must stay healthy
     kw = dict(env={}, interval_s=0.2, settle_s=1.0)
-    plan = Plan.of(plan)
+    plan = Plan.parse(plan)
     assert health.wait_healthy(plan, state, [UNITS["u1"], UNITS["u3"]], timeout_s=2.0, **kw) == [UNITS["u3"]]
     assert health.wait_healthy(plan, state, [UNITS["u1"], UNITS["u2"]], timeout_s=4.0, **kw) == []

@@ -75,7 +75,7 @@ def test_azure_latest_is_resolved_to_the_newest_concrete_version(arm_server):
     plan = filled_golden("chat")  # a whole plan.json (pins_for_up reads its model) with one Azure unit in eastus
     plan["allocations"] = [dict(plan["allocations"][0], cloud="azure", region="eastus")]
     plan["deploy"] = {}
-    plan = Plan.of(plan)
+    plan = Plan.parse(plan)
     env = {"AZURE_ACCESS_TOKEN": "arm-token", "AZURE_SUBSCRIPTION_ID": "sub-1", "PATH": "/nonexistent"}
     notes: list[str] = []
     none = State.model_validate({"state_version": 1})  # pins_for_up reads state.json's model

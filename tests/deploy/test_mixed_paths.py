@@ -21,7 +21,7 @@ MIXED = RunningAllocation.model_validate(golden_allocation(
 
 
 def _plan(**overrides):
-    return Plan.of(golden_plan_with([MIXED.to_dict()], **overrides))
+    return Plan.parse(golden_plan_with([MIXED.to_dict()], **overrides))
 
 
 def _offer(itype, gpu, price):

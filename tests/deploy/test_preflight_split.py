@@ -14,7 +14,7 @@ SPLIT = {"xpyd": "2P4D", "link": "efa", "link_gbytes_s": 95.0, "kv_bytes_per_tok
 
 
 def _alloc(cloud: str, instance_type: str, gpu: str, nodes: int):
-    a = Plan.of(filled_golden("chat")).allocations[0]
+    a = Plan.parse(filled_golden("chat")).allocations[0]
     return a.model_copy(update={"cloud": cloud, "instance_type": instance_type, "gpu": gpu,
                                 "nodes_per_replica": nodes, "disaggregation": SPLIT})
 
@@ -36,7 +36,7 @@ def test_status_counts_each_roles_engines_at_the_planned_ratio():
     from hetinfra.document.state import RunningAllocation
     from tests.compile.split_plan import split_plan
 
-    a = Plan.of(split_plan("2P1D")).allocations[0]
+    a = Plan.parse(split_plan("2P1D")).allocations[0]
     u = _unit(RunningAllocation.model_validate({**a.to_dict(), "path": "skypilot"}))
     assert u.roles == (("prefill", 2), ("decode", 1))
     u.live = u.desired - 3

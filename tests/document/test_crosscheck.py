@@ -66,7 +66,7 @@ def test_weights_json_sending_a_model_to_another_models_unit_is_refused(tmp_path
     plan = two_model_plan()
     out = write_out(tmp_path_factory.mktemp("x") / "out", plan)
     foreign = next(a for a in plan["allocations"] if a["model"] != model)["deployment_unit"]
-    weights = router_weights(Plan.of(plan))
+    weights = router_weights(Plan.parse(plan))
     if where == "weights":
         weights["models"][model]["classes"][cls]["weights"][foreign] = 0.5
         route = f"models.{model}.classes.{cls}.weights.{foreign}"

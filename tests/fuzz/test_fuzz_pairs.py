@@ -21,7 +21,7 @@ from tests.fuzz.test_fuzz_spec import JUNK, leaf_paths, mutate
 
 PLAN = two_model_plan()
 SERVES = {a["deployment_unit"]: a["model"] for a in PLAN["allocations"]}
-WEIGHTS = router_weights(Plan.of(PLAN))
+WEIGHTS = router_weights(Plan.parse(PLAN))
 STATE = _state(PLAN)
 #: values that are valid on their own but wrong together: another model's unit, another service
 PAIRED = st.sampled_from(sorted(SERVES) + [a["unit"] for a in PLAN["allocations"]] + ["chat-8b", "code-3b",

@@ -59,7 +59,7 @@ def write_out(out: Path, plan: dict | None = None) -> Path:
     plan = plan or make_plan()
     (out / "router").mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(plan, indent=2))
-    (out / "router" / "weights.json").write_text(json.dumps(router_weights(Plan.of(plan)), indent=2))
+    (out / "router" / "weights.json").write_text(json.dumps(router_weights(Plan.parse(plan)), indent=2))
     return out
 
 

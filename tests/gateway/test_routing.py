@@ -103,7 +103,7 @@ def test_demand_log_rotates_and_reads_back_without_contents(tmp_path):
 
 
 def test_weights_carry_the_arrival_rule_and_litellm_states_its_limits():
-    w = router_weights(Plan.of(make_plan()))  # router_weights takes the model
+    w = router_weights(Plan.parse(make_plan()))  # router_weights takes the model
     assert "max_tokens" in w["routing_rule"] and w["models"][MODEL]["default_max_tokens"] == 1000
     assert w["models"][MODEL]["endpoints"][UNITS["u1"]]["unit"].startswith(MODEL + "|")
     text = litellm_config(w, {UNITS["u1"]: ["http://10.0.0.1:8000/v1"]})

@@ -107,7 +107,7 @@ def test_single_node_pipeline_artifacts(tmp_path, run_cli):
 
     plan["allocations"][0] = dict(a, cloud="aws", region="us-east-1", instance_type="g6e.12xlarge",
                                   skypilot_task=f"skypilot/{a['deployment_unit']}.yaml", custom_cloud=False)
-    (unit,) = sky_units(Plan.of(plan))
+    (unit,) = sky_units(Plan.parse(plan))
     assert (unit.tp, unit.pp, unit.num_nodes, unit.engines_per_instance) == (2, 2, 1, 1)
     cfg = task_config(unit)
     assert "num_nodes" not in cfg and cfg["envs"]["VLLM_PP_LAYER_PARTITION"] == "40,40"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.deploy.preflight import engine_length_problems
+from hetinfra.document import Plan
 from hetinfra.sim import WorkloadConfig
 from hetinfra.sim.minimal import peak_judges, without_allocation, without_one_replica
 from hetinfra.spec.load import load_spec
@@ -98,7 +99,7 @@ def test_example_is_verified_minimal_and_reports_its_over_provisioning(verified_
 @pytest.mark.parametrize("name", NAMES)
 def test_every_unit_of_every_example_starts(verified_examples, name):
     doc, _ = verified_examples[name]
-    assert engine_length_problems(doc) == []
+    assert engine_length_problems(Plan.parse(doc)) == []
     for a in doc["allocations"]:
         assert a["max_model_len"] >= 1
         assert a["kv_cache_tokens"] is None or a["max_model_len"] <= a["kv_cache_tokens"]

@@ -145,7 +145,7 @@ def test_summary_shows_the_base_the_top_and_the_break_even(tmp_path, plan_json):
 
     plan = plan_json(tmp_path, _spec(tmp_path, profile=[0.25, 0.25, 0.25, 1]))
     console = Console(record=True, width=200)
-    render_summary(Plan.of(plan), console)
+    render_summary(Plan.parse(plan), console)
     text = console.export_text()
     assert "x-node committed 1y" in text
     assert "Purchase: on_demand, committed_1y over 12 months, 4 periods" in text

@@ -156,8 +156,8 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
     for m in f["models"] + f["confirmation"]["models"]:
         assert m["decision"] == "met" and m["replications"] >= replicated.START
         assert m["bound"]["tpot_ms"] >= m["estimate"]["tpot_ms"] and m["bound"]["ttft_ms"] >= m["estimate"]["ttft_ms"]
-    assert Plan.of(doc).fidelity.confirmation.met
-    lines = judgement_lines(Plan.of(doc))
+    assert Plan.parse(doc).fidelity.confirmation.met
+    lines = judgement_lines(Plan.parse(doc))
     assert len(lines) == len(f["models"]) and "(95% bound " in lines[0] and "confirmed on fresh seeds" in lines[0]
 
 

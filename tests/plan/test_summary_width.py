@@ -16,7 +16,7 @@ NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 
 
 def _render(name: str, width: int) -> tuple[Plan, str]:
-    plan = Plan.of(filled_golden(name))
+    plan = Plan.parse(filled_golden(name))
     console = Console(width=width, record=True, color_system=None)
     render_summary(plan, console)
     return plan, console.export_text()

@@ -17,6 +17,14 @@ from tests.plan.golden_plans import filled_golden, routed_to_allocations  # noqa
 GOLDEN = filled_golden("chat")
 
 
+def as_plan(doc: dict):
+    """The typed plan of plan.json's dict: what the stacks' program takes (it parses plan.json once
+    where it reads it); the tests build and edit plans as dicts and hand the program its model."""
+    from hetinfra.document import Plan
+
+    return Plan.parse(doc)
+
+
 class HetMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.created: list = []

@@ -71,7 +71,7 @@ def test_scale_sets_equal_the_plan_and_heal(mocks, azure_plan):
     assert head["proximityPlacementGroup"] == worker["proximityPlacementGroup"] == {"id": f"{ppg}-id"}
     assert "proximityPlacementGroup" not in spot
 
-    units = {u.name: u for u in sky_units(Plan.of(azure_plan))}
+    units = {u.name: u for u in sky_units(Plan.parse(azure_plan))}
     assert vllm_serve_command(units[SPOT]) in _custom(spot) and "expected 1 x A100-80GB" in _custom(spot)
     assert "NODE_RANK=1" in _custom(worker) and f"virtualMachineScaleSets/{PIPE}-r0-n0/networkInterfaces" in _custom(worker)
     assert API_KEY not in _custom(spot) + _custom(head) + _custom(worker)

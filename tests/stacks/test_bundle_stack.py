@@ -24,7 +24,7 @@ def test_the_aws_group_boots_bundle_nodes(mocks, runtime, tmp_path):
     plan = split_plan("2P1D", runtime=runtime)
     run_program(plan, clouds=("aws",))
     asg = by_name(mocks, "aws:autoscaling/group:Group")[f"{UNIT}-asg"]
-    assert asg["desiredCapacity"] == Plan.of(plan).allocations[0].count  # a replica is the whole node
+    assert asg["desiredCapacity"] == Plan.parse(plan).allocations[0].count  # a replica is the whole node
     (lt,) = by_name(mocks, "aws:ec2/launchTemplate:LaunchTemplate").values()
     raw = base64.b64decode(lt["userData"])
     assert len(raw) <= EC2_USER_DATA_MAX

@@ -13,6 +13,7 @@ pulumi = pytest.importorskip("pulumi")
 from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
+from tests.stacks.conftest import as_plan  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
 
 GATEWAY = {"enabled": True, "port": 8443, "aws_instance_type": "c7i.large", "gcp_machine_type": "e2-standard-4",
@@ -50,7 +51,7 @@ def gateway_urls(plan: dict, cloud: str) -> dict:
     def run():
         secrets = FleetSecrets(api_key=pulumi.Output.secret(API_KEY), gateway_keys=pulumi.Output.secret("ops:ck-1"),
                                tls_cert=pulumi.Output.secret("CERT"), tls_key=pulumi.Output.secret("KEY"))
-        fleets = build(plan, cloud, secrets, gcp_project="demo-project")
+        fleets = build(as_plan(plan), cloud, secrets, gcp_project="demo-project")
         urls = pulumi.Output.from_input({f._name: f.gateway_url for f in fleets if f.gateway_url is not None})
         return urls.apply(resolved.update)
 
@@ -130,7 +131,7 @@ def test_azure_gateway_vm_and_firewall(mocks, gw_plan):
     assert gw["hardwareProfile"]["vmSize"] == "Standard_D4s_v5" and gw["tags"]["hetinfra-role"] == "gateway"
     assert gw["storageProfile"]["imageReference"]["publisher"] == "Canonical"
     assert gw["identity"]["type"] == "SystemAssigned"
-    unit = next(u.name for u in sky_units(Plan.of(gw_plan)) if u.cloud == "azure")
+    unit = next(u.name for u in sky_units(Plan.parse(gw_plan)) if u.cloud == "azure")
     # one backend per unit: its internal load balancer, not the scale set's 3 VMs
     check_script(base64.b64decode(unwrap(gw["osProfile"])["customData"]).decode(), "eastus", unit, 1)
     [lb] = by_name(mocks, "azure-native:network:LoadBalancer").values()
@@ -177,7 +178,7 @@ def test_each_stack_writes_the_one_firewall_list(mocks, three_cloud_plan, gatewa
     if gateway:
         plan["deploy"]["gateway"] = dict(GATEWAY)
     run_program(plan)
-    rules = {c: fleets_for(plan, c)[0].firewall for c in ("aws", "gcp", "azure")}
+    rules = {c: fleets_for(as_plan(plan), c)[0].firewall for c in ("aws", "gcp", "azure")}
     fw = by_name(mocks, "gcp:compute/firewall:Firewall")
     assert sorted(fw) == sorted(f"demo-gcp-us-central1-fw-{r.name}" for r in rules["gcp"])
     nsgs = by_name(mocks, "azure-native:network:NetworkSecurityGroup")

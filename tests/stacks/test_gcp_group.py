@@ -61,7 +61,7 @@ def test_groups_equal_the_plan_and_heal(mocks, gcp_plan):
                                     "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
     assert t_head["disks"][0]["diskSizeGb"] == 200 and t_head["disks"][0]["boot"] is True
     assert t_head["serviceAccount"]["email"].startswith("hi-demo-") and t_head["labels"]["hetinfra-unit"] == PIPE
-    units = {u.name: u for u in sky_units(Plan.of(gcp_plan))}
+    units = {u.name: u for u in sky_units(Plan.parse(gcp_plan))}
     head_script, worker_script = unwrap(t_head["metadataStartupScript"]), unwrap(t_worker["metadataStartupScript"])
     assert vllm_serve_command(units[PIPE]) in head_script and "VLLM_PP_LAYER_PARTITION=42,38" in head_script
     assert vllm_serve_command(units[SPOT]) in unwrap(t_spot["metadataStartupScript"])

@@ -11,6 +11,7 @@ pulumi = pytest.importorskip("pulumi")
 
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
 from hetinfra.stacks.fleet import fleets_for  # noqa: E402
+from tests.stacks.conftest import as_plan  # noqa: E402
 from tests.stacks.test_gateway_stack import GATEWAY  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name  # noqa: E402
 
@@ -53,9 +54,10 @@ def entry_url(plan: dict, cloud: str, config: dict | None = None):
     @pulumi.runtime.test
     def run():
         secrets = FleetSecrets(api_key=pulumi.Output.secret(API_KEY))
-        fleets = build(plan, cloud, secrets, gcp_project="demo-project")
-        regions = [a.region for a in fleets_for(plan, cloud)]
-        url = global_entry(plan, cloud, list(zip(regions, fleets)), config)
+        doc = as_plan(plan)
+        fleets = build(doc, cloud, secrets, gcp_project="demo-project")
+        regions = [a.region for a in fleets_for(doc, cloud)]
+        url = global_entry(doc, cloud, list(zip(regions, fleets)), config)
         return pulumi.Output.from_input(url).apply(resolved.append)
 
     run()

@@ -11,6 +11,7 @@ import pytest
 pulumi = pytest.importorskip("pulumi")
 
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
+from tests.stacks.conftest import as_plan  # noqa: E402
 from tests.stacks.test_program import by_name  # noqa: E402
 
 NEW_AMI = "ami-0fffffffffffffff0"
@@ -25,7 +26,7 @@ def build(plan: dict, cloud: str, pins: dict | None = None) -> dict:
 
     @pulumi.runtime.test
     def run():
-        fleets = program_build(plan, cloud, FleetSecrets(api_key=pulumi.Output.secret("k")),
+        fleets = program_build(as_plan(plan), cloud, FleetSecrets(api_key=pulumi.Output.secret("k")),
                                gcp_project="demo-project", images=pins)
         merged = {}
         for f in fleets:

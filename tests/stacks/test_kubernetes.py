@@ -48,7 +48,7 @@ def test_every_manifest_object_is_a_resource_of_its_cluster(mocks, three_cloud_p
 
     plan = _plan(three_cloud_plan)
     endpoints = _run(plan)
-    files = render_clusters(plan, sky_units(Plan.of(plan), include_mixed=True))
+    files = render_clusters(plan, sky_units(Plan.parse(plan), include_mixed=True))
     expected = [(c, o) for c, texts in files.items() for name, text in texts.items() if name != "kustomization.yaml"
                 for o in yaml.safe_load_all(text) if o]
     created = [a for a in mocks.created if a.typ.startswith("kubernetes:") and a.typ != "pulumi:providers:kubernetes"

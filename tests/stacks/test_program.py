@@ -14,6 +14,7 @@ from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
 from hetinfra.stacks.common import FleetSecrets  # noqa: E402
+from tests.stacks.conftest import as_plan  # noqa: E402
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
 API_KEY = "sk-hetinfra-TOPSECRET"
@@ -31,7 +32,7 @@ def run_program(plan: dict, clouds=("aws", "gcp", "azure"), hf_token: str | None
         for c in clouds:
             secrets = FleetSecrets(api_key=pulumi.Output.secret(API_KEY),
                                    hf_token=pulumi.Output.secret(hf_token) if hf_token else None)
-            fleets += build(plan, c, secrets, gcp_project="demo-project")
+            fleets += build(as_plan(plan), c, secrets, gcp_project="demo-project")
         endpoints = pulumi.Output.from_input({k: v for f in fleets for k, v in f.endpoints.items()})
         return endpoints.apply(resolved.update)
 
@@ -73,7 +74,7 @@ def test_aws_groups_equal_the_plan_and_heal(mocks, three_cloud_plan):
         assert tg["healthCheck"]["path"] == "/health" and tg["healthCheck"]["protocol"] == "HTTP"
         assert tg["healthCheck"]["port"] == "8000"
     lts = by_name(mocks, "aws:ec2/launchTemplate:LaunchTemplate")
-    units = {u.name: u for u in sky_units(Plan.of(three_cloud_plan))}
+    units = {u.name: u for u in sky_units(Plan.parse(three_cloud_plan))}
     for name, lt in lts.items():
         unit = units[name[:-3]]
         assert lt["instanceType"] == unit.instance_type and lt["imageId"] == "ami-0123456789abcdef0"
@@ -247,7 +248,7 @@ def test_units_output_names_each_units_groups_as_created(mocks, three_cloud_plan
     def run():
         fleets = []
         for c in ("aws", "gcp", "azure"):
-            fleets += build(three_cloud_plan, c, FleetSecrets(api_key=pulumi.Output.secret(API_KEY)),
+            fleets += build(as_plan(three_cloud_plan), c, FleetSecrets(api_key=pulumi.Output.secret(API_KEY)),
                             gcp_project="demo-project")
         return pulumi.Output.from_input({k: v for f in fleets for k, v in f.units.items()}).apply(units.update)
 

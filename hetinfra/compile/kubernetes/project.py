@@ -20,7 +20,7 @@ PULUMI_KUBERNETES = "pulumi-kubernetes==4.34.2"
 
 
 def write_kube_project(out: Path, plan: dict) -> Path:
-    doc = Plan.of(plan)  # the project files read the typed plan; plan.json is written as the dict is
+    doc = Plan.parse(plan)  # the project files read the typed plan; plan.json is written as the dict is
     d = out / "pulumi" / PROJECT
     (d / "state").mkdir(parents=True, exist_ok=True)
     cfg_path = d / f"Pulumi.{doc.deploy.stack}.yaml"

@@ -26,7 +26,7 @@ KUBE = {"clusters": {}, "kubeconfig": None, "scaler": "hpa", "prometheus_url": "
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, str]:
     plan = split_plan("2P1D", target="kubernetes", kubernetes=KUBE)
-    (files,) = render_clusters(plan, sky_units(Plan.of(plan), include_mixed=True)).values()
+    (files,) = render_clusters(plan, sky_units(Plan.parse(plan), include_mixed=True)).values()
     return files
 
 
@@ -36,7 +36,7 @@ def test_a_bundle_replica_is_one_pod_of_its_engines_and_the_hop(rendered):
         validate(o)
     (dep,) = [o for o in objs if o["kind"] == "Deployment"]
     pod = dep["spec"]["template"]["spec"]
-    unit = sky_units(Plan.of(split_plan("2P1D")))[0]
+    unit = sky_units(Plan.parse(split_plan("2P1D")))[0]
     assert dep["spec"]["replicas"] == unit.replicas
     names = [c["name"] for c in pod["containers"]]
     assert names == ["prefill-0", "prefill-1", "decode-2", "hop"]

@@ -39,7 +39,7 @@ def two_clusters(tmp_path_factory):
     (tmp / "service.yaml").write_text(yaml.safe_dump(spec))
     res = CliRunner().invoke(cli, ["plan", str(tmp / "service.yaml"), "--no-verify", "--out", str(tmp / "out")])
     assert res.exit_code == 0, res.output
-    plan = Plan.of(__import__("json").loads((tmp / "out" / "plan.json").read_text()))
+    plan = Plan.parse(__import__("json").loads((tmp / "out" / "plan.json").read_text()))
     rendered = render_clusters(plan.to_dict(), sky_units(plan, include_mixed=True))
     return tmp / "out", plan, rendered
 

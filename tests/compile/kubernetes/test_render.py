@@ -65,7 +65,7 @@ def test_every_example_validates(kube_planned):
             variants.append(v)
         rendered = []
         for p in variants:
-            clusters = render_clusters(p, sky_units(Plan.of(p), include_mixed=True))
+            clusters = render_clusters(p, sky_units(Plan.parse(p), include_mixed=True))
             assert clusters, name
             rendered.append(clusters)
             for cluster, files in clusters.items():
@@ -150,7 +150,7 @@ def test_image_and_vllm_flags_equal_the_vm_paths(kube_planned):
 
     checked = 0
     for name, (out, plan) in kube_planned.items():
-        for u in sky_units(Plan.of(plan), include_mixed=True):
+        for u in sky_units(Plan.parse(plan), include_mixed=True):
             docs = list(yaml.safe_load_all((out / "kubernetes" / f"{u.cloud}-{u.region}" / "units" /
                                             f"{u.name}.yaml").read_text()))
             w = docs[0]
