@@ -98,7 +98,6 @@ WIDE_REMAINING: dict[str, int] = {
     "hetinfra.price_feeds.load": 1,
     "hetinfra.price_feeds.network": 3,
     "hetinfra.price_feeds.store": 5,
-    "hetinfra.replan.demand_log": 4,
     "hetinfra.sim.check": 15,
     "hetinfra.sim.minimal": 15,
     "hetinfra.sim.plan_sim": 27,
