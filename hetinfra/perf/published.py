@@ -151,25 +151,21 @@ MLPERF = (
 # decode-heavy and prefill-heavy sonnet workloads are not checks: their output lengths are caps the
 # base model need not reach (the published rates are inconsistent with 256 sequences at the charted
 # TPOT and the stated 256 output tokens), so the tokens generated are not known.
+def _blog(name: str, model: str, gpu: str, tp: int, rate_rps: float) -> PublishedRate:
+    """One bar of the vLLM v0.6.0 blog post's ShareGPT charts (202/179 mean tokens, all 500 requests
+    sent at once, bf16, max_num_seqs 256, chunked prefill at 8192 tokens)."""
+    return PublishedRate(name, model, gpu, "bf16", tp, 1, 202, 179, 0.0, 0.0, rate_rps, "0.6.0",
+                         "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io "
+                         "c3a01c4), Apache-2.0", mode="saturated", max_num_batched_tokens=8192)
+
+
 VLLM_BLOG = (
-    PublishedRate("vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100", "llama-3.1-8b", "H100", "bf16", 1, 1,
-                  202, 179, 0.0, 0.0, 37.0, "0.6.0",
-                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
-                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
-    PublishedRate("vLLM v0.6.0 blog, Llama 3 70B ShareGPT, 4 x H100", "llama-3.1-70b", "H100", "bf16", 4, 1,
-                  202, 179, 0.0, 0.0, 17.3, "0.6.0",
-                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
-                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
+    _blog("vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100", "llama-3.1-8b", "H100", 1, 37.0),
+    _blog("vLLM v0.6.0 blog, Llama 3 70B ShareGPT, 4 x H100", "llama-3.1-70b", "H100", 4, 17.3),
     # the post's appendix, same settings on A100 (A100_8B.png, A100_70B.png; the A100-80GB SXM parts of
     # vLLM's benchmark machines: 70B bf16 does not leave room for 256 sequences on 4 x 40 GB)
-    PublishedRate("vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x A100", "llama-3.1-8b", "A100-80GB", "bf16", 1, 1,
-                  202, 179, 0.0, 0.0, 19.0, "0.6.0",
-                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
-                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
-    PublishedRate("vLLM v0.6.0 blog, Llama 3 70B ShareGPT, 4 x A100", "llama-3.1-70b", "A100-80GB", "bf16", 4, 1,
-                  202, 179, 0.0, 0.0, 8.55, "0.6.0",
-                  "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io c3a01c4), "
-                  "Apache-2.0", mode="saturated", max_num_batched_tokens=8192),
+    _blog("vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x A100", "llama-3.1-8b", "A100-80GB", 1, 19.0),
+    _blog("vLLM v0.6.0 blog, Llama 3 70B ShareGPT, 4 x A100", "llama-3.1-70b", "A100-80GB", 4, 8.55),
 )
 
 PUBLISHED = MLPERF + VLLM_BLOG
