@@ -45,3 +45,12 @@ def stopped_status() -> int | None:
     signum = stopping[0]
     sys.stderr.write(("interrupted" if signum == signal.SIGINT else f"stopped by signal {signum}") + "\n")
     return STOPPED_BY[signum]
+
+
+def hold_stops_at_exit() -> None:
+    """Once a command is done and no stop arrived, its exit status is its own: the stop signals are
+    held (blocked) for the rest of the process. CPython's finalisation restores the default handlers,
+    so a signal landing there would otherwise end the process by the signal (status -n) after the
+    work was complete; held, it is never delivered and the command's status stands."""
+    if signal.getsignal(signal.SIGTERM) is _stop:  # only where :func:`install_signal_exits` put them
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPPED_BY))

@@ -111,14 +111,9 @@ def test_a_signal_at_any_time_leaves_out_absent_or_complete(tmp_path, signum, de
     time.sleep(delay)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=300)
-    # -signum: the signal came after main() returned, while the interpreter finalises (it restores
-    # the default handlers then), so the signal itself ended the process: the shell reports 128 +
-    # signum all the same, and by then the plan is whole (asserted below); reproduced at 0.75 s
-    assert proc.returncode in (0, 128 + signum, -signum), err
+    assert proc.returncode in (0, 128 + signum), err
     assert "Traceback" not in err
     assert [p.name for p in tmp_path.iterdir()] in ([], ["out"])  # no .out.new.* / .out.old.* copy
-    if proc.returncode == -signum:
-        assert out.exists(), "killed by the signal before the plan was written whole"
     if out.exists():
         plan = json.loads((out / "plan.json").read_text())
         assert (out / "router" / "weights.json").is_file() and plan["allocations"]
