@@ -25,7 +25,7 @@ from hetinfra.cli.plan import plan_command, schema_command
 from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
 from hetinfra.cli.simulate import simulate_command
-from hetinfra.cli.stops import hold_stops_at_exit, install_signal_exits, stopped_status, stopping
+from hetinfra.cli.stops import install_signal_exits, stopped_status, stopping
 
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -87,7 +87,6 @@ def main() -> None:
         status = stopped_status()
         if status is not None:
             sys.exit(status)
-        hold_stops_at_exit()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ start-up."""
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 
@@ -36,6 +37,9 @@ def install_signal_exits(argv: list[str]) -> None:
     for signum in STOPPED_BY:
         if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):  # not one a caller chose
             signal.signal(signum, _stop)
+    if signal.getsignal(signal.SIGTERM) is _stop:
+        atexit.unregister(_hold_stops)  # once per process, however often main() runs in it
+        atexit.register(_hold_stops)
 
 
 def stopped_status() -> int | None:
@@ -47,10 +51,12 @@ def stopped_status() -> int | None:
     return STOPPED_BY[signum]
 
 
-def hold_stops_at_exit() -> None:
-    """Once a command is done and no stop arrived, its exit status is its own: the stop signals are
-    held (blocked) for the rest of the process. CPython's finalisation restores the default handlers,
-    so a signal landing there would otherwise end the process by the signal (status -n) after the
-    work was complete; held, it is never delivered and the command's status stands."""
-    if signal.getsignal(signal.SIGTERM) is _stop:  # only where :func:`install_signal_exits` put them
-        signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPPED_BY))
+
+def _hold_stops() -> None:
+    """Registered with atexit by :func:`install_signal_exits`: while the interpreter finalises, the
+    stop signals are held (blocked). CPython's finalisation restores the default handlers after the
+    atexit callbacks, so a signal landing there would otherwise end a completed command by the
+    signal (status -n); held, it is never delivered and the command's status stands. Not at the
+    end of ``main()``: a caller in the same process (a test running the CLI in-process) would then
+    hand the blocked mask to every process it starts."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPPED_BY))

@@ -39,3 +39,29 @@ def test_a_command_invoked_alone_keeps_its_short_help_option():
     for name, command in every(cli):
         res = CliRunner().invoke(command, ["-h"])
         assert res.exit_code == 0 and "-h, --help" in res.output, name
+
+
+def test_running_the_cli_in_process_leaves_the_signal_mask_alone():
+    """The stop signals are held only while the interpreter finalises (an atexit callback): a caller
+    running the CLI in its own process (these tests) must not hand blocked SIGINT/SIGTERM to every
+    process it starts afterwards (a node script's engines then ignored SIGTERM and the test hung)."""
+    import signal
+
+    import pytest
+
+    with pytest.raises(SystemExit):
+        _run_main_with(["hetinfra", "--help"])
+    assert not {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _run_main_with(argv):
+    import sys
+
+    from hetinfra.cli.app import main
+
+    old = sys.argv
+    sys.argv = argv
+    try:
+        main()
+    finally:
+        sys.argv = old
