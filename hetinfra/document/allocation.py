@@ -49,6 +49,18 @@ class Role(Doc):
     engines: PositiveInt = Field(ge=1, description="Engines of this role in one replica of the bundle.")
     tp: PositiveInt = Field(ge=1, description="Tensor-parallel size of each of these engines.")
     nodes: StrictInt = Field(ge=0, description="Nodes of this role in one replica; 0: the bundle shares one node.")
+    instance_type: Optional[StrictStr] = Field(None, description="Instance type of this role's nodes when it differs "
+                                                                 "from the allocation's (heterogeneous P/D across "
+                                                                 "the nodes of one placement group); absent: the "
+                                                                 "allocation's instance_type.")
+    gpu: Optional[StrictStr] = Field(None, description="GPU of this role's nodes when it differs from the "
+                                                       "allocation's; absent: the allocation's gpu.")
+    gpus_per_node: Optional[PositiveInt] = Field(None, description="GPUs of one of this role's nodes when its "
+                                                                   "instance type differs; absent: the "
+                                                                   "allocation's gpus_per_instance.")
+    price_per_node_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of one of this role's nodes "
+                                                                                  "when its instance type differs; "
+                                                                                  "absent: the allocation's price.")
 
 
 class ClassTransfer(Doc):
