@@ -82,7 +82,8 @@ def _accuracy(pm, flows: dict, units: dict) -> Accuracy | None:
 def split_decision(pr: "PlanResult", pm) -> dict:
     from hetinfra.plan.templates_pd import split_decision as decide  # local: only with disaggregation
 
-    return decide(pm, pr.all_units or list(pr.units.values()), [pr.units[u] for u in pr.result.n], pr.derate)
+    return decide(pm, pr.all_units or list(pr.units.values()), [pr.units[u] for u in pr.result.n], pr.derate,
+                  pr.inputs.spec)
 
 
 def templates(pr: "PlanResult") -> list[Template]:

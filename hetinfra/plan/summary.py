@@ -113,6 +113,9 @@ def _widest(col: str, plan: "Plan") -> int | None:
 
 def _instances(a: "Allocation") -> str:
     """The instance column: the type and nodes, or a mixed pipeline's instance types and layers per stage."""
+    if a.heterogeneous_bundle:  # prefill nodes, then decode nodes (issue 37)
+        return " + ".join(f"{g.instances // max(a.count, 1)} {g.instance_type} ({r.role})"
+                          for g, r in zip(a.stage_groups(), a.disaggregation.roles))
     if not a.stages:
         return a.instance_type + (f" x{a.nodes_per_replica} nodes" if a.nodes_per_replica > 1 else "")
     groups: list[list] = []
@@ -317,7 +320,7 @@ def _capacity_lines(doc: "Plan") -> list[str]:
     gpus: dict[str, int] = {}
     for a in doc.allocations:
         level = a.confidence or "unknown"
-        gpus[level] = gpus.get(level, 0) + a.gpus_per_instance * a.instances
+        gpus[level] = gpus.get(level, 0) + a.gpus_per_replica() * a.count
     total = sum(gpus.values())
     if not total:
         return []
