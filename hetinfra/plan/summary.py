@@ -65,12 +65,16 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
         layout = f"TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "")
         if a.engines_per_instance > 1:
             layout = f"{a.engines_per_instance}x {layout}"
+        if a.disaggregation is not None:  # a bundle: each role's engines and TP (issue 37)
+            layout = " + ".join(f"{r.engines}{r.role[0].upper()} TP{r.tp}" for r in a.disaggregation.roles)
+        gpus = " + ".join(dict.fromkeys(f"{g.gpus_per_instance}x{g.gpu}" for g in a.stage_groups())) \
+            if a.heterogeneous_bundle else f"{a.gpus_per_instance}x{a.gpu}"
         inst = _instances(a)
         if a.template in extrapolated:
             inst += " *"
         if (a.purchase or "").startswith("committed"):
             inst += f" committed {a.purchase.split('_')[1]}"
-        where = (f"{a.cloud}/{a.region}", inst + (" spot" if a.spot else ""), f"{a.gpus_per_instance}x{a.gpu}", layout)
+        where = (f"{a.cloud}/{a.region}", inst + (" spot" if a.spot else ""), gpus, layout)
         cells = ("\n".join(where),) if narrow else where
         t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), *cells, str(a.count),
                   f"{a.cost_usd_per_hour:.2f}", f"{100 * a.utilization:.0f}%")

@@ -223,3 +223,24 @@ def test_the_hetero_spec_splits_across_types_and_says_why(tmp_path, plan_json):
     groups = Plan.parse(plan).allocations
     assert plan["gpus"] == sum(g.gpus_per_instance * g.instances for x in groups for g in x.instance_groups())
     assert plan["gpus"] == sum(x.gpus_per_replica() * x.count for x in groups)
+
+
+def test_staging_and_the_diff_count_a_hetero_bundle_role_by_role(tmp_path, plan_json):
+    """replan's staging (a plan at other counts) keeps cost = the sum of the roles' nodes, and the
+    instance diff shows each role's instance type with its own instances and cost."""
+    from hetinfra.deploy.apply import changes
+    from hetinfra.replan.safe import stage_plan
+
+    plan = plan_json(tmp_path, yaml.safe_load(open(HETERO)), "--no-baselines")
+    a = next(x for x in plan["allocations"] if x.get("disaggregation"))
+    pre, dec = a["disaggregation"]["roles"]
+    replica = pre["nodes"] * pre["price_per_node_usd_per_hour"] + dec["nodes"] * dec["price_per_node_usd_per_hour"]
+    staged = stage_plan(plan, [], {a["unit"]: 7})
+    (b,) = staged["allocations"]
+    assert b["instances"] == 7 * (pre["nodes"] + dec["nodes"])
+    assert b["cost_usd_per_hour"] == pytest.approx(7 * replica, rel=1e-4)
+    after = Plan.parse(staged).allocations
+    rows = {c.instance_type: c for c in changes([], after, label=lambda x: "pulumi")}
+    assert {k: (c.gpu, c.after) for k, c in rows.items()} == {
+        a["instance_type"]: (a["gpu"], 7 * pre["nodes"]), dec["instance_type"]: (dec["gpu"], 7 * dec["nodes"])}
+    assert rows[dec["instance_type"]].after_cost == pytest.approx(7 * dec["nodes"] * dec["price_per_node_usd_per_hour"])
