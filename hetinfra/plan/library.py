@@ -96,7 +96,8 @@ class Template:
 
     @property
     def stages_per_node(self) -> int:
-        return self.pp // self.nodes
+        """Pipeline stages on one node; a bundle's nodes each hold whole engines (one stage)."""
+        return 1 if self.bundle is not None else self.pp // self.nodes
 
     @property
     def mixed(self) -> bool:

@@ -217,6 +217,9 @@ def test_the_hetero_spec_splits_across_types_and_says_why(tmp_path, plan_json):
     pre, dec = a["disaggregation"]["roles"]
     assert (a["gpu"], dec["gpu"], dec["instance_type"]) == ("H100", "H200", "p5en.48xlarge") and "gpu" not in pre
     assert a["skypilot_task"] is None  # Pulumi or Kubernetes only
+    (t,) = [t for t in plan["templates"] if t["id"] == a["template"]]
+    assert [(n["instance_type"], n["gpu"]) for n in t["placement"]["stage_nodes"]] == [
+        (a["instance_type"], "H100"), ("p5en.48xlarge", "H200")] and t["placement"]["stages_per_node"] == 1
     assert a["instances"] == a["count"] * (pre["nodes"] + dec["nodes"])
     assert a["cost_usd_per_hour"] == pytest.approx(a["count"] * (pre["nodes"] * pre["price_per_node_usd_per_hour"]
                                                                  + dec["nodes"] * dec["price_per_node_usd_per_hour"]), rel=1e-4)
