@@ -292,17 +292,23 @@ def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | N
     return {"split": split, "reason": why + _by_kind(best, units, name, spec)}
 
 
+#: what a bundle kind needs besides a deploy target that runs it (``across_nodes_gate``)
+_NEEDS = {"across nodes": " (needs an RDMA instance type: EFA, InfiniBand or RoCE, and max_nodes_per_template >= 2)",
+          "heterogeneous": " (needs two GPU types on instance types of one RDMA class sold in one region)"}
+
+
 def _by_kind(best: dict[str, tuple[float, str]], units, model: str, spec) -> str:
     """Each bundle kind's best edge over colocated engines (req/s per $ before the margin), or that none
     fits; and the kinds the deploy target does not run (``across_nodes_gate``)."""
-    parts = []
-    offered = {bundle_kind(u.template) for u in units if u.model == model}
-    for kind in ("one node", "across nodes", "heterogeneous"):
-        if kind not in best:
-            parts.append(f"{kind}: {'none serves it' if kind in offered else 'none on offer'}")
-        elif "colocated" in best:
-            parts.append(f"{kind}: {best['colocated'][0] / best[kind][0] / (1 - PD_MARGIN):.2f}x ({best[kind][1]})")
     gated = sorted({why for u in units if u.model == model
                     for why in [across_nodes_gate(spec, u.template.cloud, u.custom_cloud)] if why}) if spec else []
+    offered = {bundle_kind(u.template) for u in units if u.model == model}
+    parts = []
+    for kind in ("one node", "across nodes", "heterogeneous"):
+        if kind not in best:
+            needs = "" if gated else _NEEDS.get(kind, "")
+            parts.append(f"{kind}: {'none serves it' if kind in offered else 'none on offer' + needs}")
+        elif "colocated" in best:
+            parts.append(f"{kind}: {best['colocated'][0] / best[kind][0] / (1 - PD_MARGIN):.2f}x ({best[kind][1]})")
     return f"; by kind: {', '.join(parts)}" + (f"; {ACROSS} and {HETERO} not offered where {'; '.join(gated)}"
                                                 if gated else "")

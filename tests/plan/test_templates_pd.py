@@ -87,7 +87,9 @@ def test_skypilot_clouds_get_one_node_bundles_and_the_reason_says_why(tmp_path, 
     assert all(t.nodes == 1 and not t.bundle.across_nodes for t in _bundles(tmp_path, spec))
     plan = plan_json(tmp_path, spec, "--no-baselines")
     reason = plan["models"][0]["disaggregation"]["reason"]
-    assert "across nodes: none on offer" in reason and "not offered where aws is deployed by SkyPilot" in reason
+    assert "across nodes: none on offer," in reason and "not offered where aws is deployed by SkyPilot" in reason
+    plan = plan_json(tmp_path, _spec(input_tokens=200, output_tokens=200), "--no-baselines")  # deployed by Pulumi
+    assert "heterogeneous: none on offer (needs two GPU types" in plan["models"][0]["disaggregation"]["reason"]
 
 
 def test_across_nodes_only_over_rdma(tmp_path):
