@@ -252,3 +252,17 @@ def test_staging_and_the_diff_count_a_hetero_bundle_role_by_role(tmp_path, plan_
     assert {k: (c.gpu, c.after) for k, c in rows.items()} == {
         a["instance_type"]: (a["gpu"], 7 * pre["nodes"]), dec["instance_type"]: (dec["gpu"], 7 * dec["nodes"])}
     assert rows[dec["instance_type"]].after_cost == pytest.approx(7 * dec["nodes"] * dec["price_per_node_usd_per_hour"])
+
+
+def test_a_hetero_bundle_takes_both_gpu_types_from_their_caps(tmp_path, plan_json):
+    """With 16 H200 in the region, the plan holds at most 16 H200 counted role by role (each hetero
+    replica's decode node takes 8 of them) and still serves the demand on the H100s."""
+    spec = yaml.safe_load(open(HETERO))
+    spec["infrastructure"]["availability"] = [{"cloud": "aws", "region": "us-east-1", "gpu": "H200", "max_gpus": 16}]
+    plan = plan_json(tmp_path, spec, "--no-baselines")
+    used: dict[str, int] = {}
+    for a in Plan.parse(plan).allocations:
+        for g in a.instance_groups():
+            used[g.gpu] = used.get(g.gpu, 0) + g.gpus_per_instance * g.instances
+    assert 0 < used.get("H200", 0) <= 16 and used["H100"] > 0, used
+    assert any(a.get("disaggregation", {}).get("roles", [{}, {}])[1].get("gpu") == "H200" for a in plan["allocations"])
