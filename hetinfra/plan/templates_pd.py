@@ -47,7 +47,8 @@ from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_byt
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
 
-__all__ = ["PD_MARGIN", "PD_SOURCE", "bundle_json", "bundle_templates", "split_decision", "with_bundles"]
+__all__ = ["PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind", "bundle_templates",
+           "split_decision", "with_bundles"]
 
 PD_MARGIN = 0.10
 PD_SOURCE = "estimator-v3+pd"
@@ -134,7 +135,7 @@ def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[T
 
 def _across(pm: PlannedModel, cloud: str, p: _Node, d: _Node, tp_options, max_nodes: int, memo: dict):
     """Bundles of kp nodes of prefill engines on ``p`` and kd nodes of decode engines on ``d``
-    (kp + kd <= ``max_nodes``); ``p is d``: one instance type."""
+    (kp + kd <= ``max_nodes``); ``p == d``: one instance type."""
     for a in tp_options(p.count, pm.arch.heads):
         for b in tp_options(d.count, pm.arch.heads):
             for kp in range(1, max_nodes):
@@ -218,10 +219,12 @@ def _bundle(pm: PlannedModel, cloud: str, p: _Node, d: _Node | None, shape: tupl
         sources[cls.name] = PD_SOURCE
         transfer_ms[cls.name] = t_s * 1e3
         batch = dec.rps * cls.output_tokens * dec.latency_ms * 1e-3  # decode sequences in flight (Little)
-        conf = confidence_detail(dec_node.gpu, b, 1, batch, vllm_version=pm.ctx.vllm_version)
-        ri = rate_interval(conf)
-        if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
-            trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
+        roles = [(dec_node.gpu, b, batch)] + ([(p.gpu, a, 1.0)] if d is not None else [])  # hetero: A's prefill too
+        for gpu, tp, seqs in roles:
+            conf = confidence_detail(gpu, tp, 1, seqs, vllm_version=pm.ctx.vllm_version)
+            ri = rate_interval(conf)
+            if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
+                trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
     nodes = 1 if not kp else kp + kd
     itype = p.itype if d is None else f"{p.itype}+{d.itype}"
     tid = f"{pm.spec.name}|{cloud}|{itype}|pd{x}xtp{a}+{y}xtp{b}" + (f"|n{kp}+{kd}" if kp else "")
