@@ -58,9 +58,22 @@ class Role(Doc):
     gpus_per_node: Optional[PositiveInt] = Field(None, description="GPUs of one of this role's nodes when its "
                                                                    "instance type differs; absent: the "
                                                                    "allocation's gpus_per_instance.")
-    price_per_node_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of one of this role's nodes "
-                                                                                  "when its instance type differs; "
-                                                                                  "absent: the allocation's price.")
+    price_per_node_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of one of this role's nodes, "
+                                                                                  "on both roles of a heterogeneous "
+                                                                                  "bundle (whose allocation states "
+                                                                                  "the mean over its nodes, as a "
+                                                                                  "mixed pipeline does); absent: the "
+                                                                                  "allocation's price.")
+
+    def group_fields(self, alloc: "Allocation") -> dict:
+        """The fields of this role's group of identical instances (``nodes`` per replica of the
+        allocation's ``count``): a heterogeneous bundle counted role by role."""
+        price = self.price_per_node_usd_per_hour
+        price = alloc.price_per_instance_usd_per_hour if price is None else price
+        n = alloc.count * self.nodes
+        return {"instance_type": self.instance_type or alloc.instance_type, "gpu": self.gpu or alloc.gpu,
+                "gpus_per_instance": self.gpus_per_node or alloc.gpus_per_instance, "instances": n,
+                "price_per_instance_usd_per_hour": price, "cost_usd_per_hour": price * n, "stages": None}
 
 
 class ClassTransfer(Doc):
@@ -128,7 +141,8 @@ class Allocation(Doc):
     count: PositiveInt = Field(ge=1, description="Replicas planned (at the peak demand period).")
     instances: StrictInt = Field(ge=1, description="Instances planned: count x nodes_per_replica.")
     spot: StrictBool = Field(description="Whether the unit runs on spot instances.")
-    price_per_instance_usd_per_hour: Number = Field(ge=0, description="$/h of one instance (mixed: the stages' mean).")
+    price_per_instance_usd_per_hour: Number = Field(ge=0, description="$/h of one instance (mixed pipeline or heterogeneous "
+                                                      "bundle: the mean over a replica's nodes).")
     cost_usd_per_hour: Number = Field(ge=0, description="$/h of the unit (with a demand profile: its horizon average).")
     utilization: Number = Field(description="Planned load of a replica, as a fraction of its capacity.")
     custom_cloud: StrictBool = Field(description="An offer from the user's own CSV: planned, never deployed by apply.")
@@ -206,9 +220,16 @@ class Allocation(Doc):
         """The allocation as groups of identical instances: a mixed-GPU pipeline as one group per stage
         (:meth:`Stage.group_fields`: the stage's instance type, GPU and price, ``count`` instances), any
         other allocation as itself."""
+        if self.heterogeneous_bundle:  # prefill nodes of one instance type, decode nodes of another
+            return [self.model_copy(update=r.group_fields(self)) for r in self.disaggregation.roles]
         if not self.stages:
             return [self]
         return [self.model_copy(update=s.group_fields(self.count)) for s in self.stages]
+
+    @property
+    def heterogeneous_bundle(self) -> bool:
+        """A prefill/decode bundle whose roles run on different instance types (issue 37)."""
+        return self.disaggregation is not None and any(r.instance_type for r in self.disaggregation.roles)
 
     # Readers' accessors (typed views the deploy and replan stages share).
     def to_dict(self) -> dict:
@@ -220,6 +241,8 @@ class Allocation(Doc):
         """GPUs of one replica: a mixed pipeline's stages (one instance each), else every node's."""
         if self.stages:
             return sum(s.gpus for s in self.stages)
+        if self.heterogeneous_bundle:
+            return sum(r.nodes * (r.gpus_per_node or self.gpus_per_instance) for r in self.disaggregation.roles)
         return self.gpus_per_instance * self.nodes_per_replica
 
     def instance_groups(self) -> list[InstanceGroup]:

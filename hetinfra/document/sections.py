@@ -125,7 +125,9 @@ class Placement(Doc):
     layers_per_stage: Optional[list[StrictInt]] = Field(description="Layers per stage; null: even split.")
     tp: StrictInt = Field(description="Tensor-parallel size inside a node.")
     experimental: StrictBool = Field(description="An EXPERIMENTAL mixed-GPU pipeline.")
-    stage_nodes: list[StageNode] = Field(description="Instance type and GPU of each stage.")
+    stage_nodes: list[StageNode] = Field(description="Instance type and GPU of each stage (a heterogeneous "
+                                                      "prefill/decode bundle: its prefill, then its decode node "
+                                                      "type).")
 
 
 class Confidence(Doc):

@@ -70,15 +70,17 @@ def _allocation(pr: "PlanResult", uid: str, load: Load, purchases: bool, name: s
         "experimental": t.mixed, "confidence": t.confidence[0] if t.confidence else None,
         "variant": t.variant,
         "deployment_unit": name,
-        # no SkyPilot task for custom clouds (no IaC) or mixed pipelines (Pulumi only)
-        "skypilot_task": None if u.custom_cloud or t.mixed else f"skypilot/{name}.yaml",
+        # no SkyPilot task for custom clouds (no IaC), mixed pipelines or bundles whose roles are on
+        # separate nodes (Pulumi or Kubernetes only: hetinfra.plan.templates_pd.across_nodes_gate)
+        "skypilot_task": None if u.custom_cloud or t.mixed or (t.bundle is not None and t.bundle.across_nodes)
+        else f"skypilot/{name}.yaml",
     }
     if purchases:
         fields.update(allocation_extras(pr, uid))
     if t.bundle is not None:  # issue 37: each engine's role, the ratio and the expected transfer
         from hetinfra.plan.templates_pd import bundle_json
 
-        fields["disaggregation"] = Disaggregation.model_validate(bundle_json(t.bundle))
+        fields["disaggregation"] = Disaggregation.model_validate(bundle_json(t.bundle, t.gpus_per_instance, u.stage_prices))
     if t.lora is not None:  # issue 38: the adapters it holds, its slots, memory and derate
         from hetinfra.document.adapters import UnitAdapters
         from hetinfra.plan.adapters import unit_adapters_json
@@ -86,7 +88,7 @@ def _allocation(pr: "PlanResult", uid: str, load: Load, purchases: bool, name: s
         held = unit_adapters_json(pr, uid)
         if held is not None:
             fields["adapters"] = UnitAdapters.model_validate(held)
-    if t.mixed:  # price_per_instance above is the mean over the stages' instances
+    if t.mixed:  # price_per_instance above is the mean over the stages' instances (a heterogeneous bundle's too)
         fields["stages"] = [Stage.model_construct(instance_type=it, gpu=g, gpus=t.gpus_per_instance, layers=n,
                                                   price_usd_per_hour=rounded(p))
                             for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
@@ -110,13 +112,21 @@ def _unit_names(pr: "PlanResult", uids: list[str], slugs: dict[str, str], purcha
         u = pr.units[uid]
         t = u.template
         # a model's variants end their units' names (``chat-8b-aws-us-east-1-g6e-xlarge-fp8``)
-        layout = (f"tp{t.tp}" + (f"-pp{t.pp}" if t.pp > 1 else "")
+        layout = (_bundle_layout(t.bundle) if t.bundle is not None else f"tp{t.tp}" + (f"-pp{t.pp}" if t.pp > 1 else "")
                   + (f"-lora{t.lora.slots}r{t.lora.rank}" if t.lora else "")) if seen[base(uid)] > 1 else None
         suffix = "-".join(x for x in (t.variant, layout) if x) or None
         if purchases and u.purchase_option.startswith("committed"):  # committed_1y -> "c1y": apart from its top-up
             suffix = "-".join(filter(None, ["c" + u.purchase_option.split("_")[1], suffix]))
         names[uid] = unit_name(slugs[u.model], t.cloud, u.region, t.instance_type, spot=u.spot, suffix=suffix)
     return names
+
+
+def _bundle_layout(b) -> str:
+    """A bundle's part of a unit name: its engines and TPs, its nodes, a heterogeneous one's decode type
+    (``pd2xtp4-4xtp4-n1-2-p5en-48xlarge``), so bundles of one prefill instance type get distinct names."""
+    return (f"pd{b.prefill_engines}xtp{b.prefill_tp}-{b.decode_engines}xtp{b.decode_tp}"
+            + (f"-n{b.prefill_nodes}-{b.decode_nodes}" if b.across_nodes else "")
+            + (f"-{b.decode_instance_type}" if b.heterogeneous else ""))
 
 
 # ---- keys added for verified, startable plans (issue 21) ------------------------------------------
@@ -135,7 +145,9 @@ def _engine_lengths(pr: "PlanResult", uid: str, pm) -> dict:
     largest = max(sizes.values(), key=lambda s: (s[0] + s[1], s[0]))
     kv = None
     if not u.template.mixed and served.arch is not None:
-        gpu = gpu_facts(u.template.gpu, pr.inputs.spec, u.gpu_memory_gb)
+        b = u.template.bundle  # a bundle's KV cache: its decode engine's, on the decode role's GPU
+        gpu = gpu_facts(b.decode_gpu if b is not None and b.heterogeneous else u.template.gpu, pr.inputs.spec,
+                        u.gpu_memory_gb)
         kv = kv_cache_tokens(served.arch, gpu, u.template.tp, u.template.pp,
                              precision_on(served.spec.precision, u.template.gpu),
                              None if u.template.bundle else u.template.node_count or None,  # a bundle: its decode engine

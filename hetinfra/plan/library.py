@@ -25,10 +25,24 @@ class Bundle:
     kv_bytes_per_token: float
     link_bytes_s: float  # bandwidth one transfer gets
     transfer_ms: dict[str, float]  # class name -> expected KV transfer time of one request
+    #: heterogeneous P/D (Splitwise, HexGen-2): the decode nodes' instance type, GPU and GPUs per node
+    #: where they differ from the template's (whose ``instance_type`` and ``gpu`` are the prefill role's);
+    #: None: both roles on the template's instance type
+    decode_instance_type: str | None = None
+    decode_gpu: str | None = None
+    decode_gpus_per_node: int | None = None
 
     @property
     def ratio(self) -> str:
         return f"{self.prefill_engines}P{self.decode_engines}D"
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.decode_instance_type is not None
+
+    @property
+    def across_nodes(self) -> bool:
+        return self.prefill_nodes > 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,8 @@ class Template:
 
     @property
     def stages_per_node(self) -> int:
-        return self.pp // self.nodes
+        """Pipeline stages on one node; a bundle's nodes each hold whole engines (one stage)."""
+        return 1 if self.bundle is not None else self.pp // self.nodes
 
     @property
     def mixed(self) -> bool:
@@ -91,7 +106,26 @@ class Template:
     @property
     def gpus(self) -> int:
         """GPUs of one replica (all its nodes)."""
+        b = self.bundle
+        if b is not None and b.heterogeneous:
+            return b.prefill_nodes * self.gpus_per_instance + b.decode_nodes * b.decode_gpus_per_node
         return self.gpus_per_instance * self.nodes
+
+    @property
+    def per_node_types(self) -> bool:
+        """Whether the replica's nodes are of several instance types, priced node by node: a mixed
+        pipeline's stages, or a heterogeneous bundle's prefill and decode nodes."""
+        return self.stages is not None or (self.bundle is not None and self.bundle.heterogeneous)
+
+    @property
+    def node_types(self) -> list[str]:
+        """The instance type of each node of one replica (a heterogeneous bundle: prefill nodes first)."""
+        if self.stages is not None:
+            return [s for s, _ in self.stages]
+        b = self.bundle
+        if b is not None and b.heterogeneous:
+            return [self.instance_type] * b.prefill_nodes + [b.decode_instance_type] * b.decode_nodes
+        return [self.instance_type] * self.nodes
 
 
 @dataclass(frozen=True)
@@ -109,7 +143,9 @@ class TemplateUnit:
     vcpus: float
     memory_gb: float
     custom_cloud: bool
-    stage_prices: tuple[float, ...] | None = None  # mixed pipelines: $/h of each stage's instance
+    #: $/h of each node's instance where they differ (``Template.per_node_types``: a mixed pipeline's
+    #: stages, a heterogeneous bundle's prefill then decode nodes); None: every node at ``cost / nodes``
+    stage_prices: tuple[float, ...] | None = None
     #: how it is bought (price_feeds.offers.PURCHASE_OPTIONS); None: "spot" or "on_demand" by ``spot``
     purchase: str | None = None
     #: committed units: $/h of the same replica on demand (the break-even's denominator)
@@ -145,12 +181,17 @@ class TemplateUnit:
     def gpu_use(self) -> dict[tuple[str, str, str], int]:
         """GPUs one instance takes from each availability group (cloud, region, gpu)."""
         t = self.template
-        if t.stages is None:
+        b = t.bundle
+        if b is not None and b.heterogeneous:  # both roles' GPUs count against their own caps
+            nodes = [(t.gpu, t.gpus_per_instance * b.prefill_nodes), (b.decode_gpu, b.decode_gpus_per_node * b.decode_nodes)]
+        elif t.stages is None:
             return {(t.cloud, self.region, t.gpu): t.gpus}
+        else:
+            nodes = [(gpu, t.gpus_per_instance) for _, gpu in t.stages]
         out: dict[tuple[str, str, str], int] = {}
-        for _, gpu in t.stages:
+        for gpu, n in nodes:
             key = (t.cloud, self.region, gpu)
-            out[key] = out.get(key, 0) + t.gpus_per_instance
+            out[key] = out.get(key, 0) + n
         return out
 
 

@@ -82,7 +82,8 @@ def _accuracy(pm, flows: dict, units: dict) -> Accuracy | None:
 def split_decision(pr: "PlanResult", pm) -> dict:
     from hetinfra.plan.templates_pd import split_decision as decide  # local: only with disaggregation
 
-    return decide(pm, pr.all_units or list(pr.units.values()), [pr.units[u] for u in pr.result.n], pr.derate)
+    return decide(pm, pr.all_units or list(pr.units.values()), [pr.units[u] for u in pr.result.n], pr.derate,
+                  pr.inputs.spec)
 
 
 def templates(pr: "PlanResult") -> list[Template]:
@@ -96,7 +97,7 @@ def _template(t, derate: float) -> Template:
         stages=t.pp, nodes_per_stage=1, nodes=t.nodes, stages_per_node=t.stages_per_node,
         layers_per_stage=list(t.layer_partition or ()) or None, tp=t.tp, experimental=t.mixed,
         stage_nodes=[StageNode.model_construct(instance_type=it, gpu=g)
-                     for it, g in (t.stages or [(t.instance_type, t.gpu)] * t.pp)])
+                     for it, g in (t.stages or _bundle_nodes(t) or [(t.instance_type, t.gpu)] * t.pp)])
     return Template.model_construct(
         id=t.id, model=t.model, cloud=t.cloud, instance_type=t.instance_type, gpu=t.gpu,
         gpus_per_instance=t.gpus_per_instance, tp=t.tp, pp=t.pp, engines_per_instance=t.engines, placement=placement,
@@ -104,6 +105,13 @@ def _template(t, derate: float) -> Template:
         # capacity_rps is the estimate (or profile) x derate: < 1 where simulating the plan found the
         # template slower than estimated (see fidelity)
         derate=rounded(derate, 6), confidence=_confidence(t), variant=t.variant)
+
+
+def _bundle_nodes(t) -> list[tuple[str, str]] | None:
+    """A heterogeneous bundle's node types (prefill, then decode: its single stage runs on both)."""
+    b = t.bundle
+    return [(t.instance_type, t.gpu), (b.decode_instance_type, b.decode_gpu)] if b is not None and b.heterogeneous \
+        else None
 
 
 def _confidence(t) -> Confidence | None:

@@ -118,7 +118,7 @@ def build_plan_json(pr: PlanResult) -> "Plan":
         "service_id": service_id(spec.name, inp.spec_path), "objective": prob.objective, "status": res.status,
         "cost_usd_per_hour": s.cost_usd_per_hour, "demand_scale": s.demand_scale,
         "budget_usd_per_hour": spec.budget_usd_per_hour,
-        "gpus": sum(a.gpus_per_instance * a.instances for a in allocations),
+        "gpus": sum(a.gpus_per_replica() * a.count for a in allocations),
         "allocations": allocations, "routing": s.routing,
         "unmet_rps": {f"{m}/{w}": rounded(v, 6) for (m, w), v in sorted(res.unmet.items())},
         "breakdown": _breakdown(allocations), "churn": _churn(pr), "models": s.models, "templates": s.templates,
@@ -170,7 +170,7 @@ def _breakdown(allocations: list[Allocation]) -> Breakdown:
         for key, table in ((a.model, by_model), (f"{a.cloud}/{a.region}", by_region)):
             entry = table.setdefault(key, {"cost_usd_per_hour": 0.0, "gpus": 0, "instances": 0})
             entry["cost_usd_per_hour"] = rounded(entry["cost_usd_per_hour"] + a.cost_usd_per_hour)
-            entry["gpus"] += a.gpus_per_instance * a.instances
+            entry["gpus"] += a.gpus_per_replica() * a.count
             entry["instances"] += a.instances
     for key, entry in by_region.items():
         entry["models"] = sorted({a.model for a in allocations if f"{a.cloud}/{a.region}" == key})

@@ -268,8 +268,9 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
     out = []
     by_gpu: dict[str, list[TemplateUnit]] = {}
     for u in all_units:
-        by_gpu.setdefault(u.template.gpu, []).append(u)
-    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed}):
+        if len(u.gpu_use) == 1:  # one GPU type (not a heterogeneous bundle's two)
+            by_gpu.setdefault(u.template.gpu, []).append(u)
+    for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed and u.template.gpu in by_gpu}):
         own = prune_by_flows(inputs, by_gpu[gpu])
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)

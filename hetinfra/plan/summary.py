@@ -65,12 +65,16 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
         layout = f"TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "")
         if a.engines_per_instance > 1:
             layout = f"{a.engines_per_instance}x {layout}"
+        if a.disaggregation is not None:  # a bundle: each role's engines and TP (issue 37)
+            layout = " + ".join(f"{r.engines}{r.role[0].upper()} TP{r.tp}" for r in a.disaggregation.roles)
+        gpus = " + ".join(dict.fromkeys(f"{g.gpus_per_instance}x{g.gpu}" for g in a.stage_groups())) \
+            if a.heterogeneous_bundle else f"{a.gpus_per_instance}x{a.gpu}"
         inst = _instances(a)
         if a.template in extrapolated:
             inst += " *"
         if (a.purchase or "").startswith("committed"):
             inst += f" committed {a.purchase.split('_')[1]}"
-        where = (f"{a.cloud}/{a.region}", inst + (" spot" if a.spot else ""), f"{a.gpus_per_instance}x{a.gpu}", layout)
+        where = (f"{a.cloud}/{a.region}", inst + (" spot" if a.spot else ""), gpus, layout)
         cells = ("\n".join(where),) if narrow else where
         t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), *cells, str(a.count),
                   f"{a.cost_usd_per_hour:.2f}", f"{100 * a.utilization:.0f}%")
@@ -113,6 +117,9 @@ def _widest(col: str, plan: "Plan") -> int | None:
 
 def _instances(a: "Allocation") -> str:
     """The instance column: the type and nodes, or a mixed pipeline's instance types and layers per stage."""
+    if a.heterogeneous_bundle:  # prefill nodes, then decode nodes (issue 37)
+        return " + ".join(f"{g.instances // max(a.count, 1)} {g.instance_type} ({r.role})"
+                          for g, r in zip(a.stage_groups(), a.disaggregation.roles))
     if not a.stages:
         return a.instance_type + (f" x{a.nodes_per_replica} nodes" if a.nodes_per_replica > 1 else "")
     groups: list[list] = []
@@ -317,7 +324,7 @@ def _capacity_lines(doc: "Plan") -> list[str]:
     gpus: dict[str, int] = {}
     for a in doc.allocations:
         level = a.confidence or "unknown"
-        gpus[level] = gpus.get(level, 0) + a.gpus_per_instance * a.instances
+        gpus[level] = gpus.get(level, 0) + a.gpus_per_replica() * a.count
     total = sum(gpus.values())
     if not total:
         return []

@@ -202,7 +202,7 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, .
         for t in lib.templates:
             if t.cloud != cloud:
                 continue
-            stage_types = [s for s, _ in t.stages] if t.stages else [t.instance_type] * t.nodes
+            stage_types = t.node_types
             if any(s not in here for s in stage_types):
                 continue
             first = here[stage_types[0]]
@@ -218,10 +218,10 @@ def instantiate(lib: ModelLibrary, offers, spot_ok: bool, *, terms: tuple[str, .
                 units.append(TemplateUnit(
                     id=f"{t.id}|{region}|{term if committed else 'spot' if spot else 'ondemand'}", template=t,
                     region=region, spot=spot,
-                    cost=sum(prices) if t.stages else prices[0] * t.nodes, gpu_memory_gb=first.gpu_memory_gb, vcpus=first.vcpus,
-                    memory_gb=first.memory_gb, custom_cloud=first.custom_cloud,
-                    stage_prices=tuple(prices) if t.stages else None, purchase=term if committed else None,
-                    on_demand_cost=(sum(on_demand) if t.stages else on_demand[0] * t.nodes) if committed else None))
+                    cost=sum(prices) if t.per_node_types else prices[0] * t.nodes, gpu_memory_gb=first.gpu_memory_gb,
+                    vcpus=first.vcpus, memory_gb=first.memory_gb, custom_cloud=first.custom_cloud,
+                    stage_prices=tuple(prices) if t.per_node_types else None, purchase=term if committed else None,
+                    on_demand_cost=(sum(on_demand) if t.per_node_types else on_demand[0] * t.nodes) if committed else None))
     return units
 
 

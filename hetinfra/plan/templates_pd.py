@@ -8,10 +8,19 @@ class, so the solver picks it per model and class only where it is cheaper than 
 Placement (never across regions; a template lives in one region):
 
 * one node: x x a + y x b = the node's GPUs; KV moves over the node's NVLink or PCIe;
-* one placement group of the same instance type (not offered while no target deploys it: ``ACROSS_NODES``): kp nodes of prefill engines and kd nodes of decode
+* one placement group of one instance type: kp nodes of prefill engines and kd nodes of decode
   engines (kp + kd <= ``max_nodes_per_template``), only where the type's network is RDMA (EFA,
-  InfiniBand, RoCE: hetinfra.catalog.interconnect); the node's network is shared by its prefill
-  engines' transfers, and a bundle whose KV traffic would exceed it is capped.
+  InfiniBand, RoCE: hetinfra.catalog.interconnect); a node's network is shared by its prefill
+  engines' transfers, and a bundle whose KV traffic would exceed the nodes' NICs is capped;
+* heterogeneous (Splitwise, HexGen-2): kp nodes of type A prefill, kd nodes of type B decode, A and
+  B of one cloud with different GPUs and the same RDMA class, offered together in the region (an
+  instance type carries one GPU type, so A != B means two instance types); a transfer gets the
+  smaller of the two types' bandwidths. Its price is the sum of its nodes', and it takes GPUs from
+  both types' availability caps (``TemplateUnit.gpu_use``), as a mixed-GPU pipeline does.
+
+The last two only where the spec's deploy target runs them (``across_nodes_gate``: Pulumi stacks
+and Kubernetes; not SkyPilot, not custom clouds); the split reason in plan.json names what was not
+offered and why.
 
 A class is offered only where the transfer fits: prefill + queue + prompt x KV bytes per token /
 link bandwidth + the decode engine's first step <= TTFT (hetinfra.perf.disagg). Its rate is
@@ -38,24 +47,45 @@ from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_byt
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
 
-__all__ = ["PD_MARGIN", "PD_SOURCE", "bundle_json", "bundle_templates", "split_decision", "with_bundles"]
+__all__ = ["PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind", "bundle_templates",
+           "split_decision", "with_bundles"]
 
 PD_MARGIN = 0.10
-#: whether plans may hold bundles across nodes: not while no target deploys them (hetinfra.compile.bundle
-#: runs a bundle on one node; placing the roles' nodes in one placement group and telling the hop every
-#: node's address is not built), since a plan is a promise of what will run. The rates are computed and
-#: tested (``across_nodes=True``) for when one does.
-ACROSS_NODES = False
 PD_SOURCE = "estimator-v3+pd"
+#: the bundle kinds, in the words plan.json's split reasons use
+ACROSS = "bundles across nodes"
+HETERO = "heterogeneous bundles"
+
+
+def across_nodes_gate(spec, cloud: str, custom: bool) -> str | None:
+    """None where the spec's deploy target runs a bundle whose roles are on separate nodes of one
+    placement group on ``cloud`` (same instance type, or a heterogeneous one: two instance types), else
+    why not (a plan is a promise of what will run, so the planner offers only what is deployed):
+
+    * ``deploy.target: kubernetes``: per-role workloads in one cluster region (node pools of both
+      instance types), the gateway's hop addressing the remote engines;
+    * ``deploy.target: vms``, a cloud the Pulumi stacks deploy: the roles' instances in one
+      placement group (AWS cluster placement group with EFA, Azure proximity placement group on the
+      InfiniBand fabric, GCP compact placement policy);
+    * a cloud in ``deploy.skypilot_clouds``: not offered: a SkyPilot task runs one accelerator type
+      on its nodes and SkyPilot places no two tasks in one placement group;
+    * a custom cloud (a user's offers CSV): not offered: no IaC places its nodes."""
+    if custom:
+        return f"{cloud} is a custom cloud: hetinfra deploys none of its nodes into a placement group"
+    if spec.deploy.target != "kubernetes" and cloud in spec.deploy.skypilot_clouds:
+        return (f"{cloud} is deployed by SkyPilot (deploy.skypilot_clouds): a SkyPilot task runs one accelerator type "
+                "and places no two tasks in one placement group")
+    return None
 
 
 @dataclass(frozen=True)
-class _Phases:
-    """One class's per-engine rates on one GPU at each TP: prefill (at the TTFT left after the
-    transfer and the decode engine's first step) and decode."""
+class _Node:
+    """One node kind a role runs on: instance type, GPU, GPUs per node, and its links."""
 
-    prefill: dict[int, PhaseRate]
-    decode: dict[int, PhaseRate]
+    itype: str
+    gpu: str
+    count: int
+    link: object  # hetinfra.catalog.interconnect.Interconnect
 
 
 def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary, tp_options) -> ModelLibrary:
@@ -72,31 +102,62 @@ def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary, tp_opt
 
 def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[Template]:
     """Every xPyD bundle of ``pm`` on the instance types on offer, with a rate for each class whose
-    transfer fits the TTFT budget (none: no template); bundles across nodes only with ``ACROSS_NODES``."""
+    transfer fits the TTFT budget (none: no template): on one node; across the nodes of one placement
+    group of one RDMA type; heterogeneous (prefill on type A, decode on type B of the same cloud and
+    RDMA class, offered together in some region). The last two only where ``across_nodes_gate`` allows."""
     if pm.arch is None:
         return []
     out: list[Template] = []
     memo: dict = {}  # per-phase rates by (phase, gpu, tp, class sizes[, prefill budget])
     max_nodes = inputs.spec.planning.max_nodes_per_template
+    custom = {o.cloud for o in inputs.offers if o.custom_cloud}
+    regions: dict[tuple[str, str], set[str]] = {}
+    for o in inputs.offers:
+        regions.setdefault((o.cloud, o.instance_type), set()).add(o.region)
+    rdma: dict[str, list[_Node]] = {}
     for cloud, itype, gpu, count in sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers}):
-        spec = get_gpu(gpu)
-        if spec is None:
+        if get_gpu(gpu) is None:
             continue
-        link = interconnect(cloud, itype, gpu)
+        node = _Node(itype, gpu, count, interconnect(cloud, itype, gpu))
         tps = tp_options(count, pm.arch.heads)
         for shape in _single_node(count, tps):
-            out.append(_bundle(pm, cloud, itype, gpu, count, shape, 0, 0, link.node_link_bytes_s(gpu),
-                               "nvlink" if link.nvlink else "pcie", memo))
-        if ACROSS_NODES and link.rdma and max_nodes >= 2:
-            for a in tps:
-                for b in tps:
-                    for kp in range(1, max_nodes):
-                        for kd in range(1, max_nodes - kp + 1):
-                            shape = (count // a * kp, a, count // b * kd, b)
-                            share = link.network_bytes_s() / (count // a)  # the node's P engines share its NICs
-                            out.append(_bundle(pm, cloud, itype, gpu, count, shape, kp, kd, share, link.network, memo,
-                                               node_bytes_s=link.network_bytes_s()))
+            out.append(_bundle(pm, cloud, node, None, shape, 0, 0, memo))
+        if node.link.rdma and max_nodes >= 2 and across_nodes_gate(inputs.spec, cloud, cloud in custom) is None:
+            rdma.setdefault(cloud, []).append(node)
+    for cloud, nodes in sorted(rdma.items()):
+        for p in nodes:
+            for d in nodes:
+                if p == d or (p.gpu != d.gpu and p.link.network == d.link.network
+                              and regions[(cloud, p.itype)] & regions[(cloud, d.itype)]):
+                    out.extend(_undominated(_across(pm, cloud, p, d, tp_options, max_nodes, memo)))
     return [t for t in out if t.rates]
+
+
+def _across(pm: PlannedModel, cloud: str, p: _Node, d: _Node, tp_options, max_nodes: int, memo: dict):
+    """Bundles of kp nodes of prefill engines on ``p`` and kd nodes of decode engines on ``d``
+    (kp + kd <= ``max_nodes``); ``p == d``: one instance type."""
+    for a in tp_options(p.count, pm.arch.heads):
+        for b in tp_options(d.count, pm.arch.heads):
+            for kp in range(1, max_nodes):
+                for kd in range(1, max_nodes - kp + 1):
+                    yield _bundle(pm, cloud, p, None if p == d else d, (p.count // a * kp, a, d.count // b * kd, b),
+                                  kp, kd, memo)
+
+
+def _undominated(templates) -> list[Template]:
+    """Drop a bundle another of the same nodes (same price, same GPUs) serves at least as fast on every
+    class: the many TP pairs of one node pair would otherwise all reach the ILP."""
+    groups: dict[tuple, list[Template]] = {}
+    for t in templates:
+        if t.rates:
+            groups.setdefault((t.bundle.prefill_nodes, t.bundle.decode_nodes), []).append(t)
+    kept: list[Template] = []
+    for group in groups.values():
+        for t in group:
+            if not any(v is not t and all(v.rates.get(w, 0.0) >= r for w, r in t.rates.items())
+                       and (v.rates != t.rates or v.id < t.id) for v in group):
+                kept.append(t)
+    return kept
 
 
 def _single_node(gpus: int, tps: list[int]):
@@ -126,76 +187,131 @@ def _prefill(pm: PlannedModel, gpu: str, tp: int, cls, budget_ms: float, memo: d
     return memo[key]
 
 
-def _bundle(pm: PlannedModel, cloud: str, itype: str, gpu: str, count: int, shape: tuple[int, int, int, int],
-            kp: int, kd: int, link_bytes_s: float, link: str, memo: dict, node_bytes_s: float | None = None) -> Template:
+def _bundle(pm: PlannedModel, cloud: str, p: _Node, d: _Node | None, shape: tuple[int, int, int, int],
+            kp: int, kd: int, memo: dict) -> Template:
+    """One bundle: x prefill engines of TP a on ``p`` and y decode engines of TP b on ``d`` (None: on
+    ``p`` too); on one node (kp = kd = 0: KV over its NVLink or PCIe) or kp + kd nodes of one placement
+    group (KV over the network; a heterogeneous pair gets the smaller of the two types' bandwidths)."""
     x, a, y, b = shape
+    dec_node = d or p
     kvb = kv_bytes_per_token(pm.arch)
+    if kp:  # a node's P engines share its NICs, and a transfer runs at the slower end's share
+        send, receive = p.link.network_bytes_s(), dec_node.link.network_bytes_s()
+        link_bytes_s, link = min(send, receive) / (p.count // a), p.link.network
+    else:
+        link_bytes_s = p.link.node_link_bytes_s(p.gpu)
+        link = "nvlink" if p.link.nvlink else "pcie"
     rates, sources, transfer_ms = {}, {}, {}
     trust = None
     for cls in pm.classes:
         t_s = KV_TRANSFER_LATENCY_S + cls.input_tokens * kvb / link_bytes_s
-        dec = _decode(pm, gpu, b, cls, memo)
+        dec = _decode(pm, dec_node.gpu, b, cls, memo)
         if not dec.feasible:
             continue
         # what TTFT leaves the prefill engine: the transfer and the decode engine's first step go first
-        pre = _prefill(pm, gpu, a, cls, pm.ctx.ttft_ms - t_s * 1e3 - FIRST_STEP_WAIT * dec.latency_ms, memo)
+        pre = _prefill(pm, p.gpu, a, cls, pm.ctx.ttft_ms - t_s * 1e3 - FIRST_STEP_WAIT * dec.latency_ms, memo)
         if not pre.feasible:
             continue
         rate = min(x * pre.rps, y * dec.rps)
-        if node_bytes_s:  # the prefill nodes' NICs carry every prompt's KV
-            rate = min(rate, kp * node_bytes_s / (cls.input_tokens * kvb))
+        if kp:  # the prefill nodes' NICs send, and the decode nodes' receive, every prompt's KV
+            rate = min(rate, min(kp * send, kd * receive) / (cls.input_tokens * kvb))
         rates[cls.name] = rate * (1.0 - PD_MARGIN)
         sources[cls.name] = PD_SOURCE
         transfer_ms[cls.name] = t_s * 1e3
         batch = dec.rps * cls.output_tokens * dec.latency_ms * 1e-3  # decode sequences in flight (Little)
-        conf = confidence_detail(gpu, b, 1, batch, vllm_version=pm.ctx.vllm_version)
-        ri = rate_interval(conf)
-        if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
-            trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
+        roles = [(dec_node.gpu, b, batch)] + ([(p.gpu, a, 1.0)] if d is not None else [])  # hetero: A's prefill too
+        for gpu, tp, seqs in roles:
+            conf = confidence_detail(gpu, tp, 1, seqs, vllm_version=pm.ctx.vllm_version)
+            ri = rate_interval(conf)
+            if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
+                trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis)
     nodes = 1 if not kp else kp + kd
+    itype = p.itype if d is None else f"{p.itype}+{d.itype}"
     tid = f"{pm.spec.name}|{cloud}|{itype}|pd{x}xtp{a}+{y}xtp{b}" + (f"|n{kp}+{kd}" if kp else "")
     bundle = Bundle(prefill_engines=x, prefill_tp=a, decode_engines=y, decode_tp=b, prefill_nodes=kp,
-                    decode_nodes=kd, link=link, kv_bytes_per_token=kvb, link_bytes_s=link_bytes_s, transfer_ms=transfer_ms)
-    return Template(tid, pm.spec.name, cloud, itype, gpu, count, b, 1, y, rates, sources, None,
+                    decode_nodes=kd, link=link, kv_bytes_per_token=kvb, link_bytes_s=link_bytes_s, transfer_ms=transfer_ms,
+                    decode_instance_type=d and d.itype, decode_gpu=d and d.gpu, decode_gpus_per_node=d and d.count)
+    return Template(tid, pm.spec.name, cloud, p.itype, p.gpu, p.count, b, 1, y, rates, sources, None,
                     confidence=trust[:2] if trust else None, node_count=nodes,
                     interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None, bundle=bundle)
 
 
-def bundle_json(b: Bundle) -> dict:
-    """plan.json ``allocations[].disaggregation`` (hetinfra.document.allocation.Disaggregation)."""
+def bundle_json(b: Bundle, gpus_per_node: int, node_prices: tuple[float, ...] | None = None) -> dict:
+    """plan.json ``allocations[].disaggregation`` (hetinfra.document.allocation.Disaggregation). A
+    heterogeneous bundle's decode role names its instance type, GPU and GPUs per node; both its roles
+    state their price per node (``node_prices``: prefill nodes' first, the unit's ``stage_prices``), since
+    the allocation's ``price_per_instance_usd_per_hour`` is the mean over the replica's nodes, as a
+    mixed pipeline's is (so cost = that price x instances everywhere)."""
+    roles = [{"role": "prefill", "engines": b.prefill_engines, "tp": b.prefill_tp, "nodes": b.prefill_nodes},
+             {"role": "decode", "engines": b.decode_engines, "tp": b.decode_tp, "nodes": b.decode_nodes}]
+    if b.heterogeneous:
+        roles[1].update(instance_type=b.decode_instance_type, gpu=b.decode_gpu, gpus_per_node=b.decode_gpus_per_node)
+        if node_prices:
+            roles[0]["price_per_node_usd_per_hour"] = round(node_prices[0], 4)
+            roles[1]["price_per_node_usd_per_hour"] = round(node_prices[-1], 4)
     return {"xpyd": b.ratio, "link": b.link, "link_gbytes_s": round(b.link_bytes_s / 1e9, 6), "kv_bytes_per_token": b.kv_bytes_per_token,
-            "roles": [{"role": "prefill", "engines": b.prefill_engines, "tp": b.prefill_tp, "nodes": b.prefill_nodes},
-                      {"role": "decode", "engines": b.decode_engines, "tp": b.decode_tp, "nodes": b.decode_nodes}],
-            "classes": [{"name": c, "transfer_ms": round(ms, 6)} for c, ms in sorted(b.transfer_ms.items())]}
+            "roles": roles, "classes": [{"name": c, "transfer_ms": round(ms, 6)} for c, ms in sorted(b.transfer_ms.items())]}
 
 
-def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | None = None) -> dict:
+def bundle_kind(t: Template) -> str:
+    """``colocated``, ``one node``, ``across nodes`` (one instance type) or ``heterogeneous``."""
+    b = t.bundle
+    return "colocated" if b is None else "heterogeneous" if b.heterogeneous else "across nodes" if b.across_nodes \
+        else "one node"
+
+
+def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | None = None, spec=None) -> dict:
     """plan.json ``models[].disaggregation``: whether ``pm`` is split (a chosen unit is a bundle) and
     why, from the best $/h per req/s of a bundle and of colocated engines on its largest class
     (most prompt tokens), at the rates the plan used: a bundle's less ``PD_MARGIN``, and each
-    template's ``derate`` (template id -> factor: what verification by simulation found)."""
+    template's ``derate`` (template id -> factor: what verification by simulation found). Then each
+    bundle kind's best edge over colocated engines, and (with ``spec``) the kinds not offered and why."""
     derate = derate or {}
     name = pm.spec.name
     split = any(u.model == name and u.template.bundle is not None for u in chosen)
     cls = max(pm.classes, key=lambda c: (c.input_tokens, c.output_tokens, c.name)).name
-    best: dict[bool, tuple[float, str]] = {}
+    best: dict[str, tuple[float, str]] = {}
     for u in units:
         rate = u.template.rates.get(cls, 0.0) * derate.get(u.template.id, 1.0) if u.model == name else 0.0
         if rate > 0.0:
-            kind = u.template.bundle is not None
+            kind = bundle_kind(u.template)
             cand = (u.cost / rate, u.template.id)
             if kind not in best or cand < best[kind]:
                 best[kind] = cand
+    bundles = {k: v for k, v in best.items() if k != "colocated"}
     need = f"a bundle must serve {1 / (1 - PD_MARGIN):.2f}x the colocated req/s per $ (margin {PD_MARGIN:.0%})"
-    if True not in best:
+    if not bundles:
         why = f"no bundle serves class {cls}: the KV transfer, prefill and first decode step do not fit TTFT " \
               f"{pm.ctx.ttft_ms:g} ms, or no decode engine meets TPOT {pm.ctx.tpot_ms:g} ms"
-    elif False not in best:
-        why = f"only bundles serve class {cls} (best {best[True][1]}, ${best[True][0]:.3f}/h per req/s)"
+    elif "colocated" not in best:
+        cb, tb = min(bundles.values())
+        why = f"only bundles serve class {cls} (best {tb}, ${cb:.3f}/h per req/s)"
     else:
-        (cb, tb), (cc, tc) = best[True], best[False]
+        (cb, tb), (cc, tc) = min(bundles.values()), best["colocated"]
         raw = cc / cb / (1 - PD_MARGIN)  # the bundle's edge before the margin
         basis = " (rates as verified by simulation)" if derate else ""
         why = (f"class {cls}{basis}: best bundle {tb} ${cb:.3f}/h per req/s (after the margin), best colocated {tc} "
                f"${cc:.3f}/h per req/s: the bundle serves {raw:.2f}x the req/s per $ before the margin; {need}")
-    return {"split": split, "reason": why}
+    return {"split": split, "reason": why + _by_kind(best, units, name, spec)}
+
+
+#: what a bundle kind needs besides a deploy target that runs it (``across_nodes_gate``)
+_NEEDS = {"across nodes": " (needs an RDMA instance type: EFA, InfiniBand or RoCE, and max_nodes_per_template >= 2)",
+          "heterogeneous": " (needs two GPU types on instance types of one RDMA class sold in one region)"}
+
+
+def _by_kind(best: dict[str, tuple[float, str]], units, model: str, spec) -> str:
+    """Each bundle kind's best edge over colocated engines (req/s per $ before the margin), or that none
+    fits; and the kinds the deploy target does not run (``across_nodes_gate``)."""
+    gated = sorted({why for u in units if u.model == model
+                    for why in [across_nodes_gate(spec, u.template.cloud, u.custom_cloud)] if why}) if spec else []
+    offered = {bundle_kind(u.template) for u in units if u.model == model}
+    parts = []
+    for kind in ("one node", "across nodes", "heterogeneous"):
+        if kind not in best:
+            needs = "" if gated else _NEEDS.get(kind, "")
+            parts.append(f"{kind}: {'none serves it' if kind in offered else 'none on offer' + needs}")
+        elif "colocated" in best:
+            parts.append(f"{kind}: {best['colocated'][0] / best[kind][0] / (1 - PD_MARGIN):.2f}x ({best[kind][1]})")
+    return f"; by kind: {', '.join(parts)}" + (f"; {ACROSS} and {HETERO} not offered where {'; '.join(gated)}"
+                                                if gated else "")

@@ -210,11 +210,10 @@ def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict
               for c, entries in (plan.routing.get(a.model) or {}).items()}
     arch, precision = _checkpoint(a, m, info["pm"])
     if a.disaggregation is not None:  # a prefill/decode bundle: two pools joined by the KV transfer
-        from hetinfra.sim.split import split_pools
+        from hetinfra.sim.split import role_unit, split_pools
 
-        ue = unit_engine(a.model_copy(update={"tp": a.disaggregation.roles[1].tp, "pp": 1, "nodes_per_replica": None,
-                                             "disaggregation": None}), arch,
-                         precision, m.classes, routed, None, m.slo, calib, spec)
+        ue = unit_engine(role_unit(a, a.disaggregation.roles[1]), arch, precision, m.classes, routed, None, m.slo,
+                         calib, spec)
         pools, route = split_pools(a, lambda at_tp: unit_engine(at_tp, arch, precision, m.classes, routed, None, m.slo,
                                                                 calib, spec).engine)
         ue.pools, ue.route = pools, route

@@ -50,3 +50,15 @@ def test_ttft_carries_the_transfer_at_the_plans_bandwidth():
     # the same request, the same engines: only the transfer changes, by exactly its bytes over the bandwidths
     assert slow - fast == pytest.approx(moved / 10e9 - moved / 100e9, rel=1e-6)
     assert fast > moved / 100e9
+
+
+def test_a_heterogeneous_bundle_runs_each_pool_on_its_roles_gpu():
+    """H100 prefill nodes, H200 decode nodes (issue 37): each pool's step model is its role's GPU's."""
+    unit = _unit(100.0)
+    d = unit.disaggregation.model_copy(update={"roles": [
+        unit.disaggregation.roles[0], unit.disaggregation.roles[1].model_copy(
+            update={"instance_type": "p5en.48xlarge", "gpu": "H200", "gpus_per_node": 8})]})
+    unit = unit.model_copy(update={"gpu": "H100", "disaggregation": d})
+    seen = []
+    split_pools(unit, lambda alloc: seen.append((alloc.gpu, alloc.tp)) or _build(alloc))
+    assert seen == [("H100", 2), ("H200", 4)]
