@@ -13,10 +13,11 @@ from functools import lru_cache
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
+from hetinfra.perf.e2e_run import simulated_rate
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
-__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report",
+__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "estimator_check", "e2e_report",
            "layout_factors", "LayoutFactor", "E2E_SOURCE"]
 
 
@@ -77,10 +78,13 @@ def silicon_checks(calib: Calibration = CALIBRATION) -> list[Check]:
     return out
 
 
-def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
-    """The estimator's rate for a published setting, with the engine settings the run used: the largest
-    rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences in flight
-    ("saturated": every request sent at once)."""
+def estimator_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check | None:
+    """The estimator's mean-field rate for a published setting, with the engine settings the run used:
+    the largest rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences
+    in flight ("saturated"); None where the run has no such figure (``mode`` ""). What the planner's
+    second source compares (``layout_factors``); the published check itself replays the run."""
+    if not p.mode:
+        return None
     model, gpu = MODELS[p.model], GPUS[p.gpu]
     kw = dict(tp=p.tp, input_tokens=p.isl, output_tokens=p.osl, precision=p.precision, max_num_seqs=p.max_num_seqs,
               max_num_batched_tokens=p.max_num_batched_tokens, gpu_memory_utilization=p.gpu_memory_utilization,
@@ -92,6 +96,13 @@ def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check
         return Check(p.name, p.rate, got[2] * p.engines, f"{p.max_num_seqs} sequences in flight")
     e = estimate(model, gpu, ttft_ms=p.ttft_ms, tpot_ms=p.tpot_ms, **kw)
     return Check(p.name, p.rate, e.max_rps * p.engines if e.feasible else 0.0, e.binding)
+
+
+def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
+    """The published run replayed on the simulator under its procedure and its engine's scheduler
+    (``hetinfra.perf.e2e_run``), against the published rate."""
+    how = "MLPerf server, p99 limits" if p.procedure == "server" else f"{p.requests} requests at once"
+    return Check(p.name, p.rate, simulated_rate(p, calib), f"{how}, vLLM {p.scheduler.upper()} scheduler")
 
 
 def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
@@ -133,8 +144,8 @@ def layout_factors() -> dict[tuple[str, str, int, str], LayoutFactor]:
             groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(
                 (c.measured / c.predicted, row.isl, row.osl))
     for p in PUBLISHED:
-        c = published_check(p)
-        if c.predicted > 0:
+        c = estimator_check(p)
+        if c is not None and c.predicted > 0:
             groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append((c.measured / c.predicted, p.isl, p.osl))
     return {k: LayoutFactor(round(statistics.median(f for f, _, _ in v), 3), (min(i for _, i, _ in v), max(i for _, i, _ in v)),
                             (min(o for _, _, o in v), max(o for _, _, o in v))) for k, v in sorted(groups.items())}

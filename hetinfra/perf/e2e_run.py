@@ -1,0 +1,134 @@
+"""A published benchmark run replayed on the simulator, measured as the benchmark measures it.
+
+The published end-to-end checks (``hetinfra.perf.published``) compare our rate with a run's. A
+saturated steady-state rate is not what those runs measured, so each check replays the run's own
+procedure on the simulator (``hetinfra.sim``: the same step model as the estimator), one engine of
+the run's data-parallel group at a time, under the scheduler the run's vLLM version ran:
+
+* ``burst``: every request sent at once and the run timed from the first send to the last reply
+  (``benchmark_serving.py`` at ``--request-rate inf``; MLPerf's offline scenario): requests / makespan,
+  so the fill at the start and the drain at the end count, as they did.
+* ``server``: MLPerf's server scenario: Poisson arrivals at a scheduled rate for the run's duration,
+  valid while the p99 TTFT and the p99 per-request TPOT hold the limits; the result is the largest
+  valid scheduled rate's completed rate (requests / time of the last completion, as LoadGen reports
+  "completed samples per second").
+
+A data-parallel group of ``engines`` engines is one engine at 1/engines of the load (a random split
+of a Poisson stream is Poisson; LoadGen's own balancing across engines is smoother, so this errs
+slow). Request sizes: the run's data set's published mean (and median, where published: a lognormal
+through both, capped at the published maximum), outputs at the run's mean tokens per request.
+Deterministic: fixed seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import lru_cache
+
+from hetinfra.catalog.gpus import GPUS
+from hetinfra.catalog.models import MODELS
+from hetinfra.perf.calibration import CALIBRATION, Calibration
+from hetinfra.perf.engine import Estimate, build_engine
+from hetinfra.perf.published import PublishedRate
+from hetinfra.sim.clock import run_replicas
+from hetinfra.sim.policy import DEFAULT_POLICY, SchedulerPolicy, VLLMv0
+from hetinfra.sim.replica import Replica, ReplicaConfig, Request
+
+__all__ = ["simulated_rate", "policy_for", "request_sizes", "SEED"]
+
+SEED = 20250402  # MLPerf v5.0's publication date: any fixed seed; the checks must not depend on it much
+SEARCH_STEPS = 6  # bisection steps of the server scenario's rate search (to 2.2%)
+
+
+def policy_for(p: PublishedRate) -> SchedulerPolicy:
+    """The scheduler the run's engine ran: vLLM V0 without chunked prefill, or V1."""
+    return VLLMv0() if p.scheduler == "v0" else DEFAULT_POLICY
+
+
+def request_sizes(p: PublishedRate, n: int, seed: int = SEED) -> list[tuple[int, int]]:
+    """n (input, output) token counts of the run's data set: a lognormal of its published mean and
+    median input (capped at its published maximum), or the mean alone; outputs at the mean."""
+    if not p.isl_median:
+        return [(p.isl, p.osl)] * n
+    rng = random.Random(seed)
+    mu, sigma = math.log(p.isl_median), math.sqrt(2.0 * math.log(p.isl / p.isl_median))
+    return [(max(1, min(p.isl_max, round(rng.lognormvariate(mu, sigma)))), p.osl) for _ in range(n)]
+
+
+def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:
+    e = build_engine(MODELS[p.model], GPUS[p.gpu], p.tp, 1, p.isl, p.osl, p.precision, p.gpu_memory_utilization,
+                     p.max_num_seqs, p.kv_precision, p.max_num_batched_tokens, calib)
+    if isinstance(e, Estimate):
+        return e
+    return Replica(e, ReplicaConfig(max_num_seqs=p.max_num_seqs, policy=policy_for(p)))
+
+
+def _run(p: PublishedRate, calib: Calibration, arrivals: list[float]) -> list[Request] | Estimate:
+    rep = _replica(p, calib)
+    if isinstance(rep, Estimate):
+        return rep
+    reqs = [Request(i, t, a, b) for i, (t, (a, b)) in enumerate(zip(arrivals, request_sizes(p, len(arrivals))))]
+    run_replicas([rep], reqs)
+    return reqs
+
+
+def burst_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
+    """Requests per second of the whole run when its requests are all sent at t=0 (one engine's share)."""
+    n = max(1, p.requests // p.engines)
+    reqs = _run(p, calib, [0.0] * n)
+    if isinstance(reqs, Estimate):
+        return 0.0
+    return p.engines * n / max(r.finish for r in reqs)
+
+
+def _p99(values: list[float]) -> float:
+    values = sorted(values)
+    return values[max(0, math.ceil(0.99 * len(values)) - 1)]
+
+
+def server_run(p: PublishedRate, rate: float, calib: Calibration = CALIBRATION) -> tuple[bool, float]:
+    """(whether the limits hold, completed req/s of the whole run) at a scheduled rate of ``rate`` req/s."""
+    per_engine = rate / p.engines
+    n = max(100, round(per_engine * p.duration_s))
+    rng = random.Random(SEED)
+    t, arrivals = 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(per_engine)
+        arrivals.append(t)
+    reqs = _run(p, calib, arrivals)
+    if isinstance(reqs, Estimate):
+        return False, 0.0
+    ttft = _p99([r.first - r.arrival for r in reqs])
+    tpot = _p99([(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1])
+    ok = ttft * 1e3 <= p.ttft_p99_ms and tpot * 1e3 <= p.tpot_p99_ms
+    return ok, p.engines * n / max(r.finish for r in reqs)
+
+
+def server_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
+    """The completed rate at the largest scheduled rate whose run holds the p99 limits (bisection
+    between half and twice the published rate; 0 if half fails, twice if twice holds)."""
+    lo, hi = 0.5 * p.rate, 2.0 * p.rate
+    if server_run(p, hi, calib)[0]:
+        return server_run(p, hi, calib)[1]
+    if not server_run(p, lo, calib)[0]:
+        return 0.0
+    for _ in range(SEARCH_STEPS):
+        mid = math.sqrt(lo * hi)
+        if server_run(p, mid, calib)[0]:
+            lo = mid
+        else:
+            hi = mid
+    return server_run(p, lo, calib)[1]
+
+
+def simulated_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
+    """The run's rate as its benchmark measured it, replayed on the simulator."""
+    if calib is CALIBRATION:
+        return _cached(p)
+    return server_rate(p, calib) if p.procedure == "server" else burst_rate(p, calib)
+
+
+@lru_cache(maxsize=None)
+def _cached(p: PublishedRate) -> float:
+    return server_rate(p) if p.procedure == "server" else burst_rate(p)
