@@ -5,8 +5,9 @@
   (aic_steps.json, tools/aic_steps.py): decode, prefill and mixed prefill+decode steps.
 * ``silicon_rows``: end-to-end vLLM runs (closed loop at a fixed concurrency: TTFT and TPOT means)
   that ship with aiconfigurator-core (aic_silicon_vllm.csv, systems/silicon_sample.csv's vLLM rows).
-* ``MLPERF``, ``VLLM_BLOG`` (``PUBLISHED``): published end-to-end rates of vLLM (an MLPerf Inference
-  submission's server scenario; vLLM's own v0.6.0 benchmark).
+* ``MLPERF``, ``VLLM_BLOG`` (``PUBLISHED``): published end-to-end rates of vLLM (MLPerf Inference
+  submissions' server and offline scenarios; vLLM's own v0.6.0 benchmark), with the procedure and
+  engine settings each ran (replayed by ``hetinfra.perf.e2e_run``).
 
 Only the standard library here: the tests and the fit tools read these without aiconfigurator.
 """
