@@ -31,6 +31,7 @@ from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.engine import Estimate, build_engine
 from hetinfra.perf.published import PublishedRate
+from hetinfra.sim import core
 from hetinfra.sim.clock import run_replicas
 from hetinfra.sim.policy import DEFAULT_POLICY, SchedulerPolicy, VLLMv0
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
@@ -64,22 +65,40 @@ def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:
     return Replica(e, ReplicaConfig(max_num_seqs=p.max_num_seqs, policy=policy_for(p)))
 
 
-def _run(p: PublishedRate, calib: Calibration, arrivals: list[float]) -> list[Request] | Estimate:
+class Served:
+    """What a replayed run's requests did: their arrival, first-token and finish times (s), outputs."""
+
+    def __init__(self, arrival, first, finish, output):
+        self.arrival, self.first, self.finish, self.output = arrival, first, finish, output
+
+    @property
+    def makespan(self) -> float:
+        return max(self.finish)
+
+
+def _run(p: PublishedRate, calib: Calibration, arrivals: list[float]) -> Served | Estimate:
+    """Serve the run's requests arriving at ``arrivals`` on one engine: in the compiled core where it
+    states the run's scheduler (V1), else on the Python loop."""
     rep = _replica(p, calib)
     if isinstance(rep, Estimate):
         return rep
-    reqs = [Request(i, t, a, b) for i, (t, (a, b)) in enumerate(zip(arrivals, request_sizes(p, len(arrivals))))]
+    sizes = request_sizes(p, len(arrivals))
+    prompt, output = [a for a, _ in sizes], [b for _, b in sizes]
+    got = core.run_arrays([rep], arrivals, prompt, output) if rep.policy is DEFAULT_POLICY else None
+    if got is not None:
+        return Served(arrivals, got[0].tolist(), got[1].tolist(), output)
+    reqs = [Request(i, t, a, b) for i, (t, a, b) in enumerate(zip(arrivals, prompt, output))]
     run_replicas([rep], reqs)
-    return reqs
+    return Served(arrivals, [r.first for r in reqs], [r.finish for r in reqs], output)
 
 
 def burst_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
     """Requests per second of the whole run when its requests are all sent at t=0 (one engine's share)."""
     n = max(1, p.requests // p.engines)
-    reqs = _run(p, calib, [0.0] * n)
-    if isinstance(reqs, Estimate):
+    served = _run(p, calib, [0.0] * n)
+    if isinstance(served, Estimate):
         return 0.0
-    return p.engines * n / max(r.finish for r in reqs)
+    return p.engines * n / served.makespan
 
 
 def _p99(values: list[float]) -> float:
@@ -96,30 +115,30 @@ def server_run(p: PublishedRate, rate: float, calib: Calibration = CALIBRATION) 
     for _ in range(n):
         t += rng.expovariate(per_engine)
         arrivals.append(t)
-    reqs = _run(p, calib, arrivals)
-    if isinstance(reqs, Estimate):
+    s = _run(p, calib, arrivals)
+    if isinstance(s, Estimate):
         return False, 0.0
-    ttft = _p99([r.first - r.arrival for r in reqs])
-    tpot = _p99([(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1])
+    ttft = _p99([f - a for a, f in zip(s.arrival, s.first)])
+    tpot = _p99([(e - f) / (o - 1) for f, e, o in zip(s.first, s.finish, s.output) if o > 1])
     ok = ttft * 1e3 <= p.ttft_p99_ms and tpot * 1e3 <= p.tpot_p99_ms
-    return ok, p.engines * n / max(r.finish for r in reqs)
+    return ok, p.engines * n / s.makespan
 
 
 def server_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
     """The completed rate at the largest scheduled rate whose run holds the p99 limits (bisection
-    between half and twice the published rate; 0 if half fails, twice if twice holds)."""
+    between half and twice the published rate; 0 if half fails)."""
     lo, hi = 0.5 * p.rate, 2.0 * p.rate
-    if server_run(p, hi, calib)[0]:
-        return server_run(p, hi, calib)[1]
-    if not server_run(p, lo, calib)[0]:
+    ok, completed = server_run(p, lo, calib)
+    if not ok:
         return 0.0
     for _ in range(SEARCH_STEPS):
         mid = math.sqrt(lo * hi)
-        if server_run(p, mid, calib)[0]:
-            lo = mid
+        ok, got = server_run(p, mid, calib)
+        if ok:
+            lo, completed = mid, got
         else:
             hi = mid
-    return server_run(p, lo, calib)[1]
+    return completed
 
 
 def simulated_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:

@@ -94,17 +94,25 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
 
 # The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
 # simulator under its benchmark's procedure and its engine's scheduler, hetinfra.perf.e2e_run): MLPerf
-# server +5.4% (vLLM 0.7.3), +12.4% (0.6.4), offline -4.7%, -2.9%; vLLM v0.6.0 blog H100 8B -8.9%, 70B
-# TP4 +16.2%; A100 8B +10.0%, 70B TP4 +29.7%. The band holds them against drift; the issue's
-# acceptance is split: the median (met) passes, "each within 15%" (two 70B TP4 runs miss) is a strict xfail.
+# v5.0 server +5.4% (vLLM 0.7.3), +12.4% (0.6.4), offline -4.7%, -2.9%; MLPerf v6.0 (vLLM 0.15-dev,
+# prefix caching on repeated samples, not modelled) server -32.2%, offline -42.5%; vLLM v0.6.0 blog H100
+# 8B -8.9%, 70B TP4 +16.2%; A100 8B +10.0%, 70B TP4 +29.7%. The bands hold them against drift (the v6.0
+# runs, pessimistic, in their own); the issue's acceptance is split: the median (met) passes, "each within
+# 15%" (four runs miss) is a strict xfail.
 BAND = (-0.15, 0.35)
+BANDS = {"6.0": (-0.50, -0.20)}  # MLPerf round -> band
+
+
+def _band(pub):
+    return next((b for r, b in BANDS.items() if f"v{r} " in pub.name), BAND)
 
 
 @pytest.mark.parametrize("pub", PUBLISHED, ids=lambda p: p.name)
 def test_each_published_check_records_its_source_and_stays_in_its_band(pub):
     assert "Apache-2.0" in pub.source and pub.vllm_version and pub.isl > 0 and pub.osl > 0
     check = next(c for c in published_checks() if c.label == pub.name)
-    assert BAND[0] < check.error < BAND[1], check
+    lo, hi = _band(pub)
+    assert lo < check.error < hi, check
 
 
 def test_published_checks_median_within_10_percent():
@@ -115,21 +123,24 @@ def test_published_checks_median_within_10_percent():
 
 
 @pytest.mark.xfail(strict=True, reason="not met: the vLLM v0.6.0 blog's Llama 3 70B TP4 runs (+16% H100, +30% "
-                   "A100): their ShareGPT size distribution is unpublished (the replay sends the means) and "
-                   "--num-scheduler-steps 10 is not modelled (docs/calibration.md)")
+                   "A100: their ShareGPT size distribution is unpublished, --num-scheduler-steps 10 not modelled) and "
+                   "MLPerf v6.0's vLLM 0.15 runs (-32% server, -43% offline: prefix caching on repeated samples, not "
+                   "modelled; the constants' step at ~550 sequences) (docs/calibration.md)")
 def test_each_published_check_within_15_percent():
     assert all(abs(c.error) <= 0.15 for c in published_checks())
 
 
-def test_the_v0_runs_replay_under_the_v0_scheduler():
-    """vLLM 0.6-0.7 without chunked prefill: prefill-only steps (hetinfra.sim.policy.VLLMv0)."""
+def test_each_run_replays_under_its_engines_scheduler():
+    """vLLM 0.6-0.7 without chunked prefill: prefill-only steps (hetinfra.sim.policy.VLLMv0); from 0.8 on V1."""
+    from hetinfra.perf.calibration import _version_key
     from hetinfra.perf.e2e_run import policy_for
     from hetinfra.sim.policy import VLLMv0
 
     for p in PUBLISHED:
-        assert p.scheduler == "v0" and isinstance(policy_for(p), VLLMv0)
-        # without chunking a prompt must fit one step's budget (vLLM ignores longer ones)
-        assert p.max_num_batched_tokens >= max(p.isl, p.isl_max)
+        v0 = _version_key(p.vllm_version) < (0, 8)
+        assert (p.scheduler == "v0") == v0 and isinstance(policy_for(p), VLLMv0) == v0, p.name
+        if v0:  # without chunking a prompt must fit one step's budget (vLLM ignores longer ones)
+            assert p.max_num_batched_tokens >= max(p.isl, p.isl_max)
 
 
 def test_the_mlperf_inputs_are_the_data_sets_published_mean():
@@ -141,8 +152,8 @@ def test_the_mlperf_inputs_are_the_data_sets_published_mean():
 def test_published_checks_fail_when_the_gpu_is_made_faster(keys, factor):
     fast = dataclasses.replace(CALIBRATION, by_gpu=tuple(
         (g, tuple((k, v * factor if k in keys else v) for k, v in vals)) for g, vals in CALIBRATION.by_gpu))
-    bursts = [published_check(p, fast) for p in PUBLISHED if p.procedure == "burst"]  # the fast replays
-    assert any(not BAND[0] < c.error < BAND[1] for c in bursts)
+    bursts = [(p, published_check(p, fast)) for p in PUBLISHED if p.procedure == "burst"]  # the fast replays
+    assert any(not _band(p)[0] < c.error < _band(p)[1] for p, c in bursts)
 
 
 def test_tight_tpot_chat_fits_more_load_on_an_h100_than_estimator_v2():
