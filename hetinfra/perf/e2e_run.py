@@ -15,8 +15,8 @@ the run's data-parallel group at a time, under the scheduler the run's vLLM vers
 
 A data-parallel group of ``engines`` engines is one engine at 1/engines of the load (a random split
 of a Poisson stream is Poisson; LoadGen's own balancing across engines is smoother, so this errs
-slow). Request sizes: the run's data set's published mean (and median, where published: a lognormal
-through both, capped at the published maximum), outputs at the run's mean tokens per request.
+slow). Request sizes: samples of the run's data set's published per-sample lengths, outputs scaled to
+the run's measured tokens per request; where only means are published, every request at the means.
 Deterministic: fixed seeds.
 """
 
@@ -30,7 +30,7 @@ from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.engine import Estimate, build_engine
-from hetinfra.perf.published import PublishedRate
+from hetinfra.perf.published import PublishedRate, size_table
 from hetinfra.sim import core
 from hetinfra.sim.clock import run_replicas
 from hetinfra.sim.policy import DEFAULT_POLICY, SchedulerPolicy, VLLMv0
@@ -39,6 +39,7 @@ from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 __all__ = ["simulated_rate", "policy_for", "request_sizes", "SEED"]
 
 SEED = 20250402  # MLPerf v5.0's publication date: any fixed seed; the checks must not depend on it much
+MAX_OUTPUT = 1024  # MLPerf Llama-2-70B's max_new_tokens
 SEARCH_STEPS = 6  # bisection steps of the server scenario's rate search (to 2.2%)
 
 
@@ -48,13 +49,15 @@ def policy_for(p: PublishedRate) -> SchedulerPolicy:
 
 
 def request_sizes(p: PublishedRate, n: int, seed: int = SEED) -> list[tuple[int, int]]:
-    """n (input, output) token counts of the run's data set: a lognormal of its published mean and
-    median input (capped at its published maximum), or the mean alone; outputs at the mean."""
-    if not p.isl_median:
+    """n (input, output) token counts of the run: samples drawn from its data set's per-sample lengths
+    (with replacement, as MLPerf's LoadGen draws queries), outputs scaled to the run's measured tokens
+    per sample and capped at MAX_OUTPUT; or every request at the published means."""
+    if not p.sizes:
         return [(p.isl, p.osl)] * n
+    table = size_table(p.sizes)
+    scale = p.osl * len(table) / sum(o for _, o in table)
     rng = random.Random(seed)
-    mu, sigma = math.log(p.isl_median), math.sqrt(2.0 * math.log(p.isl / p.isl_median))
-    return [(max(1, min(p.isl_max, round(rng.lognormvariate(mu, sigma)))), p.osl) for _ in range(n)]
+    return [(a, max(1, min(MAX_OUTPUT, round(o * scale)))) for a, o in (rng.choice(table) for _ in range(n))]
 
 
 def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:

@@ -95,6 +95,17 @@ def silicon_rows() -> tuple[SiliconRow, ...]:
     return tuple(out)
 
 
+#: per-sample (input, output) token lengths of a benchmark's data set, vendored in data/ (SOURCES.md)
+SIZE_TABLES = {"openorca": "mlperf_llama2_70b_lengths.csv"}
+
+
+@lru_cache(maxsize=None)
+def size_table(name: str) -> tuple[tuple[int, int], ...]:
+    """The (input, output) lengths of every sample of a data set (``SIZE_TABLES``)."""
+    with (DATA / SIZE_TABLES[name]).open() as fh:
+        return tuple((int(r["input_length"]), int(r["output_length"])) for r in csv.DictReader(fh))
+
+
 @dataclass(frozen=True)
 class PublishedRate:
     """A published request rate of one setting, with the engine settings it ran, the mean latencies it
@@ -130,8 +141,7 @@ class PublishedRate:
     duration_s: float = 600.0  # "server": the run's length (MLPerf's minimum duration)
     ttft_p99_ms: float = 0.0  # "server": the scenario's limits
     tpot_p99_ms: float = 0.0
-    isl_median: int = 0  # the data set's median input, where published (0: sizes at the mean)
-    isl_max: int = 0
+    sizes: str = ""  # the data set's per-sample (input, output) lengths (a SIZE_TABLES key; "": the means)
     kv_precision: str | None = None
 
 
@@ -151,9 +161,12 @@ class PublishedRate:
 # Results repository mlcommons/inference_results_v5.0 (Apache-2.0; read at the mirror
 # ntuhpc/mlperf_inference_results_v5.0, commit cf354115). Inputs: the benchmark's data set (24,576 OpenOrca
 # samples, open_orca_gpt4_tokenized_llama.sampled_24576.pkl, mlcommons/inference language/llama2-70b/README.md)
-# has a mean of 222.3 input tokens per sample (median 152, max 1021): the per-sample lengths published
-# in openshift-psap/performance-dashboard mlperf-data/summaries/llama2-70b-99.csv (Apache-2.0, commit
-# 7cd1065), extracted from MLCommons' pickle. Estimator-v3's first check assumed 684.
+# has a mean of 222.3 input tokens per sample (median 152, max 1021) and reference outputs of 218.9 (max
+# 1016): the per-sample lengths published in openshift-psap/performance-dashboard
+# mlperf-data/summaries/llama2-70b-99.csv (Apache-2.0, commit 7cd1065), extracted from MLCommons' pickle
+# and vendored as data/mlperf_llama2_70b_lengths.csv; the replay draws samples from it, their outputs
+# scaled to the run's tokens per sample (the model wrote about 1.35x the reference's). Estimator-v3's
+# first check assumed 684 input tokens.
 # MLPerf Inference v6.0, open division: Krai's h200_n1-vllm (HPE Cray XD670, 8 x H200-SXM-141GB, vLLM
 # v0.15.0-dev: vllm/vllm-openai:nightly-d88a1df6, the V1 engine with chunked prefill), Llama 3.1 70B
 # quantised at load (llama3_1-70b-fp8_dyn) on the llama2-70b task's data set, TP1 x DP8,
@@ -188,7 +201,7 @@ def _mlperf(version: str, scenario: str, rate: float, osl: int, ttft_ms: float =
                          "H200", "fp8", 1, 8, 222, osl, ttft_ms, tpot_ms, rate, version,
                          _MLPERF_SOURCE.format(round_, system, round_), gpu_memory_utilization=0.95,
                          procedure=scenario if server else "burst", ttft_p99_ms=2000.0, tpot_p99_ms=200.0,
-                         isl_median=152, isl_max=1021, **kw)
+                         sizes="openorca", **kw)
 
 
 _V6 = dict(model="llama-3.1-70b", system="h200_n1-vllm", round="6.0", scheduler="v1", mode="")

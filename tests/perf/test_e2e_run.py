@@ -11,17 +11,21 @@ import pytest
 
 from hetinfra.perf.calibration import CALIBRATION
 from hetinfra.perf.e2e_run import _run, burst_rate, request_sizes, server_run, simulated_rate
-from hetinfra.perf.published import MLPERF, VLLM_BLOG
+from hetinfra.perf.published import MLPERF, VLLM_BLOG, size_table
 
 SERVER, OFFLINE, BLOG_8B = MLPERF[0], MLPERF[2], VLLM_BLOG[0]
 
 
-def test_the_data_sets_sizes_have_its_published_median_and_maximum():
-    inputs = [a for a, _ in request_sizes(SERVER, 5000)]
-    assert statistics.median(inputs) == pytest.approx(152, rel=0.05)
-    assert max(inputs) <= 1021 and min(inputs) >= 1
-    assert statistics.mean(inputs) == pytest.approx(222, rel=0.06)  # the cap at 1021 trims the tail a little
-    assert {o for _, o in request_sizes(SERVER, 50)} == {SERVER.osl}
+def test_the_replay_draws_the_data_sets_samples_at_the_runs_output_mean():
+    """MLPerf's OpenOrca samples (the published per-sample lengths: 24,576, input mean 222.3, median 152,
+    max 1021): inputs as drawn, outputs scaled to the run's tokens per sample."""
+    table = size_table("openorca")
+    assert len(table) == 24576 and max(a for a, _ in table) == 1021
+    assert statistics.mean(a for a, _ in table) == pytest.approx(222.33, abs=0.01)
+    drawn = request_sizes(SERVER, 20000)
+    assert statistics.median(a for a, _ in drawn) == pytest.approx(152, rel=0.05)
+    assert statistics.mean(o for _, o in drawn) == pytest.approx(SERVER.osl, rel=0.03)
+    assert max(o for _, o in drawn) <= 1024 and len({o for _, o in drawn}) > 100
     assert request_sizes(BLOG_8B, 3) == [(202, 179)] * 3  # only the means are published
 
 
