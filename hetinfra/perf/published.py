@@ -177,9 +177,10 @@ class PublishedRate:
 #   sample), 66,000 samples issued at once.
 # Results repository mlcommons/inference_results_v6.0 (Apache-2.0; read at the mirror
 # gbeezybez/inference_results_v6.0, commit ab33b214). The inputs are the same OpenOrca samples, counted here
-# in Llama 2 tokens (the Llama 3 tokenizer's counts are not published; it needs fewer: errs slow). Both
-# runs repeat the 24,576 samples (66,000 offline queries) with V1's prefix caching on by default, which the
-# replay does not model (errs slow): they are checks, not the planner's second source (``mode`` "").
+# in Llama 2 tokens (the Llama 3 tokenizer's counts are not published; it needs fewer: errs slow). V1's
+# default prefix caching is not replayed (LoadGen issues whole permutations of the samples, so repeats
+# come long after their blocks are reused; the shared system prompts are a block or two). A newer engine
+# than the shipped constants describe: checks only, not the planner's second source (``mode`` "").
 _MLPERF_SOURCE = ("MLCommons MLPerf Inference v{} results (open division, Krai {}), Apache-2.0 results repository "
                   "mlcommons/inference_results_v{}")
 
