@@ -1,7 +1,7 @@
 """The estimator against published end-to-end vLLM results (hetinfra.perf.published): measured
 closed-loop runs (TTFT, TPOT and the sustained rate at a fixed concurrency: the estimator's operating
-point), and published benchmark rates (MLPerf Inference, vLLM's own benchmark: each run replayed on the
-simulator under its benchmark's procedure and its engine's scheduler, hetinfra.perf.e2e_run). Error =
+point), and published benchmark rates (MLPerf Inference, vLLM's own benchmark), which hetinfra.sim.benchmark_run
+replays on the simulator (the published checks live there: the simulator is a later stage). Error =
 predicted / measured - 1 on the RATE (+ = optimistic: we promise more requests per second than the run
 sustained). Used by tests/perf/test_published.py and tools/fit_kernels.py --e2e; the estimator's
 mean-field figures for the published runs (``estimator_check``) are the planner's second source
@@ -16,11 +16,10 @@ from functools import lru_cache
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
-from hetinfra.perf.e2e_run import simulated_rate
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
-__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "estimator_check", "e2e_report",
+__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "estimator_check", "e2e_report", "summary",
            "layout_factors", "LayoutFactor", "E2E_SOURCE"]
 
 
@@ -101,17 +100,6 @@ def estimator_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check
     return Check(p.name, p.rate, e.max_rps * p.engines if e.feasible else 0.0, e.binding)
 
 
-def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
-    """The published run replayed on the simulator under its procedure and its engine's scheduler
-    (``hetinfra.perf.e2e_run``), against the published rate."""
-    how = "MLPerf server, p99 limits" if p.procedure == "server" else f"{p.requests} requests at once"
-    return Check(p.name, p.rate, simulated_rate(p, calib), f"{how}, vLLM {p.scheduler.upper()} scheduler")
-
-
-def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
-    return [published_check(p, calib) for p in PUBLISHED]
-
-
 #: how plan.json names the published end-to-end runs when they widen a template's interval
 E2E_SOURCE = "published vLLM runs"
 
@@ -154,7 +142,8 @@ def layout_factors() -> dict[tuple[str, str, int, str], LayoutFactor]:
                             (min(o for _, _, o in v), max(o for _, _, o in v))) for k, v in sorted(groups.items())}
 
 
-def _summary(title: str, checks: list[Check]) -> str:
+def summary(title: str, checks: list[Check]) -> str:
+    """One line: how many checks, their median error and |error|, p10 / p90, and how many within 15%."""
     errs = sorted(c.error for c in checks)
     if not errs:
         return f"{title}: no rows"
@@ -168,16 +157,11 @@ def _summary(title: str, checks: list[Check]) -> str:
 def e2e_report(calib: Calibration = CALIBRATION) -> str:
     lines = []
     sil = silicon_checks(calib)
-    lines.append(_summary("measured vLLM runs (aiconfigurator silicon_sample)", sil))
+    lines.append(summary("measured vLLM runs (aiconfigurator silicon_sample)", sil))
     by_group: dict[str, list[Check]] = {}
     for c in sil:
         by_group.setdefault(" ".join(c.label.split()[:3]), []).append(c)
     for name, cs in sorted(by_group.items()):
-        lines.append("  " + _summary(name, cs) + f"; TPOT median {statistics.median(c.tpot_err for c in cs):+.1%}, "
+        lines.append("  " + summary(name, cs) + f"; TPOT median {statistics.median(c.tpot_err for c in cs):+.1%}, "
                      f"TTFT median {statistics.median(c.ttft_err for c in cs):+.1%}")
-    pub = published_checks(calib)
-    for c in pub:
-        lines.append(f"{c.label}: published {c.measured:.2f} req/s, replayed {c.predicted:.2f} ({c.error:+.1%}; "
-                     f"{c.binding})")
-    lines.append(_summary("published end-to-end rates", pub))
     return "\n".join(lines)

@@ -7,7 +7,7 @@
   that ship with aiconfigurator-core (aic_silicon_vllm.csv, systems/silicon_sample.csv's vLLM rows).
 * ``MLPERF``, ``VLLM_BLOG`` (``PUBLISHED``): published end-to-end rates of vLLM (MLPerf Inference
   submissions' server and offline scenarios; vLLM's own v0.6.0 benchmark), with the procedure and
-  engine settings each ran (replayed by ``hetinfra.perf.e2e_run``).
+  engine settings each ran (replayed by ``hetinfra.sim.benchmark_run``).
 
 Only the standard library here: the tests and the fit tools read these without aiconfigurator.
 """
@@ -110,7 +110,7 @@ def size_table(name: str) -> tuple[tuple[int, int], ...]:
 class PublishedRate:
     """A published request rate of one setting, with the engine settings it ran, the mean latencies it
     was measured at and the benchmark's procedure. The check replays the procedure on the simulator
-    (``hetinfra.perf.e2e_run``): ``procedure`` "burst" (``requests`` sent at once, timed to the last
+    (``hetinfra.sim.benchmark_run``): ``procedure`` "burst" (``requests`` sent at once, timed to the last
     reply) or "server" (MLPerf: Poisson arrivals for ``duration_s``, p99 TTFT / TPOT limits), under
     ``scheduler`` "v0" (vLLM 0.6-0.7 without chunked prefill) or "v1". ``mode`` says what the
     estimator's mean-field figure for the run is (the planner's second source,

@@ -21,7 +21,7 @@ tests/sim/test_policy.py adds two (shortest prompt first; FCFS without chunked p
 
 :class:`VLLMv0` is vLLM V0's default scheduler without chunked prefill (the engine of vLLM 0.6-0.7
 for models of at most 32K context): prefill-only steps that hold the decodes back. The published
-end-to-end checks of those versions run under it (``hetinfra.perf.e2e_run``).
+end-to-end checks of those versions run under it (``hetinfra.sim.benchmark_run``).
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ import pytest
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
-from hetinfra.perf.e2e_checks import plausible_rows, published_check, published_checks, silicon_checks
+from hetinfra.perf.e2e_checks import plausible_rows, silicon_checks
 from hetinfra.perf.estimator import decode_step_ms, estimate
 from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows, size_table
+from hetinfra.sim.benchmark_run import policy_for, published_check, published_checks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,7 +94,7 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
 
 
 # The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
-# simulator under its benchmark's procedure and its engine's scheduler, hetinfra.perf.e2e_run): MLPerf
+# simulator under its benchmark's procedure and its engine's scheduler, hetinfra.sim.benchmark_run): MLPerf
 # v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%; MLPerf v6.0 (vLLM 0.15-dev, a
 # newer engine than the constants') server -34.2%, offline -38.5%; vLLM v0.6.0 blog H100
 # 8B -8.9%, 70B TP4 +16.2%; A100 8B +10.0%, 70B TP4 +29.7%. The bands hold them against drift (the v6.0
@@ -134,7 +135,6 @@ def test_each_published_check_within_15_percent():
 def test_each_run_replays_under_its_engines_scheduler():
     """vLLM 0.6-0.7 without chunked prefill: prefill-only steps (hetinfra.sim.policy.VLLMv0); from 0.8 on V1."""
     from hetinfra.perf.calibration import _version_key
-    from hetinfra.perf.e2e_run import policy_for
     from hetinfra.sim.policy import VLLMv0
 
     for p in PUBLISHED:

@@ -1,4 +1,4 @@
-"""A published run replayed on the simulator (hetinfra.perf.e2e_run): its benchmark's procedure
+"""A published run replayed on the simulator (hetinfra.sim.benchmark_run): its benchmark's procedure
 (a burst timed to the last reply; MLPerf's server scenario under p99 limits), its scheduler and its
 data set's sizes."""
 
@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from hetinfra.perf.calibration import CALIBRATION
-from hetinfra.perf.e2e_run import _run, burst_rate, request_sizes, server_run, simulated_rate
+from hetinfra.sim.benchmark_run import _run, burst_rate, request_sizes, server_run, simulated_rate
 from hetinfra.perf.published import MLPERF, VLLM_BLOG, size_table
 
 SERVER, OFFLINE, BLOG_8B = MLPERF[0], MLPERF[2], VLLM_BLOG[0]

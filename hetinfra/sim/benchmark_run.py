@@ -17,7 +17,9 @@ A data-parallel group of ``engines`` engines is one engine at 1/engines of the l
 of a Poisson stream is Poisson; LoadGen's own balancing across engines is smoother, so this errs
 slow). Request sizes: samples of the run's data set's published per-sample lengths, outputs scaled to
 the run's measured tokens per request; where only means are published, every request at the means.
-Deterministic: fixed seeds.
+Deterministic: fixed seeds. The published checks (``published_checks``; tests/perf/test_published.py)
+live here rather than in ``hetinfra.perf.e2e_checks``: the simulator is a later stage than perf, which
+never imports it (the estimator's mean-field figures for the same runs stay there, for the planner).
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, Calibration
 from hetinfra.perf.engine import Estimate, build_engine
-from hetinfra.perf.published import PublishedRate, size_table
+from hetinfra.perf.e2e_checks import Check, summary
+from hetinfra.perf.published import PUBLISHED, PublishedRate, size_table
 from hetinfra.sim import core
 from hetinfra.sim.clock import run_replicas
 from hetinfra.sim.policy import DEFAULT_POLICY, SchedulerPolicy, VLLMv0
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 
-__all__ = ["simulated_rate", "policy_for", "request_sizes", "SEED"]
+__all__ = ["simulated_rate", "policy_for", "request_sizes", "published_check", "published_checks", "published_report",
+           "SEED"]
 
 SEED = 20250402  # MLPerf v5.0's publication date: any fixed seed; the checks must not depend on it much
 MAX_OUTPUT = 1024  # MLPerf Llama-2-70B's max_new_tokens
@@ -154,3 +158,24 @@ def simulated_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
 @lru_cache(maxsize=None)
 def _cached(p: PublishedRate) -> float:
     return server_rate(p) if p.procedure == "server" else burst_rate(p)
+
+
+def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
+    """The published run replayed under its procedure and its engine's scheduler, against the published
+    rate (error = replayed / published - 1; + = optimistic)."""
+    how = "MLPerf server, p99 limits" if p.procedure == "server" else f"{p.requests} requests at once"
+    return Check(p.name, p.rate, simulated_rate(p, calib), f"{how}, vLLM {p.scheduler.upper()} scheduler")
+
+
+def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
+    """Every published run of ``hetinfra.perf.published.PUBLISHED``, replayed."""
+    return [published_check(p, calib) for p in PUBLISHED]
+
+
+def published_report(calib: Calibration = CALIBRATION) -> str:
+    """A line per published run (published, replayed, error, procedure) and their summary."""
+    checks = published_checks(calib)
+    lines = [f"{c.label}: published {c.measured:.2f} req/s, replayed {c.predicted:.2f} ({c.error:+.1%}; {c.binding})"
+             for c in checks]
+    lines.append(summary("published end-to-end rates", checks))
+    return "\n".join(lines)
