@@ -150,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     print(residual_table(rows, calib))
     if args.e2e:
         from hetinfra.perf.e2e_checks import e2e_report
+        from hetinfra.sim.benchmark_run import published_report
 
         print(e2e_report(calib))
+        print(published_report(calib))
     return 0
 
 

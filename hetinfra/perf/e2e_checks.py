@@ -1,8 +1,11 @@
 """The estimator against published end-to-end vLLM results (hetinfra.perf.published): measured
-closed-loop runs (TTFT, TPOT and the sustained rate at a fixed concurrency) and MLPerf server-scenario
-rates, and vLLM's own published benchmark (hetinfra.perf.published.PUBLISHED). Error = predicted / measured - 1 on the RATE (+ = optimistic: the estimator promises more
-requests per second than the run sustained). Used by tests/perf/test_published.py and
-tools/fit_kernels.py --e2e."""
+closed-loop runs (TTFT, TPOT and the sustained rate at a fixed concurrency: the estimator's operating
+point), and published benchmark rates (MLPerf Inference, vLLM's own benchmark), which hetinfra.sim.benchmark_run
+replays on the simulator (the published checks live there: the simulator is a later stage). Error =
+predicted / measured - 1 on the RATE (+ = optimistic: we promise more requests per second than the run
+sustained). Used by tests/perf/test_published.py and tools/fit_kernels.py --e2e; the estimator's
+mean-field figures for the published runs (``estimator_check``) are the planner's second source
+(``layout_factors``)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
-__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "published_checks", "e2e_report",
+__all__ = ["Check", "silicon_check", "silicon_checks", "plausible_rows", "estimator_check", "e2e_report", "summary",
            "layout_factors", "LayoutFactor", "E2E_SOURCE"]
 
 
@@ -77,10 +80,13 @@ def silicon_checks(calib: Calibration = CALIBRATION) -> list[Check]:
     return out
 
 
-def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check:
-    """The estimator's rate for a published setting, with the engine settings the run used: the largest
-    rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences in flight
-    ("saturated": every request sent at once)."""
+def estimator_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check | None:
+    """The estimator's mean-field rate for a published setting, with the engine settings the run used:
+    the largest rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences
+    in flight ("saturated"); None where the run has no such figure (``mode`` ""). What the planner's
+    second source compares (``layout_factors``); the published check itself replays the run."""
+    if not p.mode:
+        return None
     model, gpu = MODELS[p.model], GPUS[p.gpu]
     kw = dict(tp=p.tp, input_tokens=p.isl, output_tokens=p.osl, precision=p.precision, max_num_seqs=p.max_num_seqs,
               max_num_batched_tokens=p.max_num_batched_tokens, gpu_memory_utilization=p.gpu_memory_utilization,
@@ -92,10 +98,6 @@ def published_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check
         return Check(p.name, p.rate, got[2] * p.engines, f"{p.max_num_seqs} sequences in flight")
     e = estimate(model, gpu, ttft_ms=p.ttft_ms, tpot_ms=p.tpot_ms, **kw)
     return Check(p.name, p.rate, e.max_rps * p.engines if e.feasible else 0.0, e.binding)
-
-
-def published_checks(calib: Calibration = CALIBRATION) -> list[Check]:
-    return [published_check(p, calib) for p in PUBLISHED]
 
 
 #: how plan.json names the published end-to-end runs when they widen a template's interval
@@ -133,14 +135,15 @@ def layout_factors() -> dict[tuple[str, str, int, str], LayoutFactor]:
             groups.setdefault((row.model, row.gpu, row.tp, row.precision), []).append(
                 (c.measured / c.predicted, row.isl, row.osl))
     for p in PUBLISHED:
-        c = published_check(p)
-        if c.predicted > 0:
+        c = estimator_check(p)
+        if c is not None and c.predicted > 0:
             groups.setdefault((p.model, p.gpu, p.tp, p.precision), []).append((c.measured / c.predicted, p.isl, p.osl))
     return {k: LayoutFactor(round(statistics.median(f for f, _, _ in v), 3), (min(i for _, i, _ in v), max(i for _, i, _ in v)),
                             (min(o for _, _, o in v), max(o for _, _, o in v))) for k, v in sorted(groups.items())}
 
 
-def _summary(title: str, checks: list[Check]) -> str:
+def summary(title: str, checks: list[Check]) -> str:
+    """One line: how many checks, their median error and |error|, p10 / p90, and how many within 15%."""
     errs = sorted(c.error for c in checks)
     if not errs:
         return f"{title}: no rows"
@@ -154,16 +157,11 @@ def _summary(title: str, checks: list[Check]) -> str:
 def e2e_report(calib: Calibration = CALIBRATION) -> str:
     lines = []
     sil = silicon_checks(calib)
-    lines.append(_summary("measured vLLM runs (aiconfigurator silicon_sample)", sil))
+    lines.append(summary("measured vLLM runs (aiconfigurator silicon_sample)", sil))
     by_group: dict[str, list[Check]] = {}
     for c in sil:
         by_group.setdefault(" ".join(c.label.split()[:3]), []).append(c)
     for name, cs in sorted(by_group.items()):
-        lines.append("  " + _summary(name, cs) + f"; TPOT median {statistics.median(c.tpot_err for c in cs):+.1%}, "
+        lines.append("  " + summary(name, cs) + f"; TPOT median {statistics.median(c.tpot_err for c in cs):+.1%}, "
                      f"TTFT median {statistics.median(c.ttft_err for c in cs):+.1%}")
-    pub = published_checks(calib)
-    for c in pub:
-        lines.append(f"{c.label}: published {c.measured:.2f} req/s, estimated {c.predicted:.2f} ({c.error:+.1%}, "
-                     f"binding {c.binding})")
-    lines.append(_summary("published end-to-end rates", pub))
     return "\n".join(lines)

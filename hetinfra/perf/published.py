@@ -5,8 +5,9 @@
   (aic_steps.json, tools/aic_steps.py): decode, prefill and mixed prefill+decode steps.
 * ``silicon_rows``: end-to-end vLLM runs (closed loop at a fixed concurrency: TTFT and TPOT means)
   that ship with aiconfigurator-core (aic_silicon_vllm.csv, systems/silicon_sample.csv's vLLM rows).
-* ``MLPERF``, ``VLLM_BLOG`` (``PUBLISHED``): published end-to-end rates of vLLM (an MLPerf Inference
-  submission's server scenario; vLLM's own v0.6.0 benchmark).
+* ``MLPERF``, ``VLLM_BLOG`` (``PUBLISHED``): published end-to-end rates of vLLM (MLPerf Inference
+  submissions' server and offline scenarios; vLLM's own v0.6.0 benchmark), with the procedure and
+  engine settings each ran (replayed by ``hetinfra.sim.benchmark_run``).
 
 Only the standard library here: the tests and the fit tools read these without aiconfigurator.
 """
@@ -94,12 +95,28 @@ def silicon_rows() -> tuple[SiliconRow, ...]:
     return tuple(out)
 
 
+#: per-sample (input, output) token lengths of a benchmark's data set, vendored in data/ (SOURCES.md)
+SIZE_TABLES = {"openorca": "mlperf_llama2_70b_lengths.csv"}
+
+
+@lru_cache(maxsize=None)
+def size_table(name: str) -> tuple[tuple[int, int], ...]:
+    """The (input, output) lengths of every sample of a data set (``SIZE_TABLES``)."""
+    with (DATA / SIZE_TABLES[name]).open() as fh:
+        return tuple((int(r["input_length"]), int(r["output_length"])) for r in csv.DictReader(fh))
+
+
 @dataclass(frozen=True)
 class PublishedRate:
-    """A published sustained request rate of one setting, with the engine settings it ran and the mean
-    latencies it was measured at. ``mode`` says what the check compares: "slo" (the estimator's
-    largest rate holding the run's mean TTFT and TPOT) or "saturated" (the estimator's rate with
-    ``max_num_seqs`` sequences in flight: a benchmark that sends every request at once)."""
+    """A published request rate of one setting, with the engine settings it ran, the mean latencies it
+    was measured at and the benchmark's procedure. The check replays the procedure on the simulator
+    (``hetinfra.sim.benchmark_run``): ``procedure`` "burst" (``requests`` sent at once, timed to the last
+    reply) or "server" (MLPerf: Poisson arrivals for ``duration_s``, p99 TTFT / TPOT limits), under
+    ``scheduler`` "v0" (vLLM 0.6-0.7 without chunked prefill) or "v1". ``mode`` says what the
+    estimator's mean-field figure for the run is (the planner's second source,
+    ``e2e_checks.layout_factors``): "slo" (its largest rate holding the run's mean TTFT and TPOT),
+    "saturated" (its rate with ``max_num_seqs`` sequences in flight) or "" (none: a KV-bound burst
+    with preemption is the simulator's alone)."""
     name: str
     model: str
     gpu: str
@@ -118,26 +135,84 @@ class PublishedRate:
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float = 0.9
+    procedure: str = "burst"
+    requests: int = 500  # "burst": requests sent at once (all engines together)
+    scheduler: str = "v0"
+    duration_s: float = 600.0  # "server": the run's length (MLPerf's minimum duration)
+    ttft_p99_ms: float = 0.0  # "server": the scenario's limits
+    tpot_p99_ms: float = 0.0
+    sizes: str = ""  # the data set's per-sample (input, output) lengths (a SIZE_TABLES key; "": the means)
+    kv_precision: str | None = None
 
 
-# MLPerf Inference v5.0, open division, datacenter, Llama-2-70B (99%), server scenario: Krai's vLLM
-# 0.7.3 submission on 8 x H200 (xd670_h200_x8_vllm_073, llama2-70b-fp8_dyn): fp8 weights quantised at
-# load (quantization=fp8, 16-bit KV cache), TP1 x DP8, max_num_seqs 256, max_num_batched_tokens 16384,
-# gpu_memory_utilization 0.95 (measurements/.../server/README.md); 48.36 samples/s, 14426.38 tokens/s
-# (298 output tokens per sample), mean TTFT 433 ms, mean TPOT 127.3 ms (p99 1.86 s / 143 ms within the
-# 2 s / 200 ms limits: results/.../server/performance/run_1/mlperf_log_summary.txt). Results repository
-# mlcommons/inference_results_v5.0 (Apache-2.0; read at the mirror ntuhpc/mlperf_inference_results_v5.0,
-# commit cf354115). Inputs: the benchmark's data set (24,576 OpenOrca samples,
-# open_orca_gpt4_tokenized_llama.sampled_24576.pkl, mlcommons/inference language/llama2-70b/README.md)
-# has a mean of 222.3 input tokens per sample (median 152, max 1021): the per-sample lengths published
-# in openshift-psap/performance-dashboard mlperf-data/summaries/llama2-70b-99.csv (Apache-2.0, commit
-# 7cd1065), extracted from MLCommons' pickle. Estimator-v3's first check assumed 684.
+# MLPerf Inference v5.0, open division, datacenter, Llama-2-70B (99%): Krai's vLLM submissions on 8 x H200
+# (xd670_h200_x8_vllm_073 with vLLM 0.7.3, xd670_h200_x8_vllm_064 with vLLM 0.6.4; llama2-70b-fp8_dyn):
+# fp8 weights quantised at load (quantization=fp8, 16-bit KV cache), TP1 x DP8, gpu_memory_utilization
+# 0.95; server: max_num_seqs 256, max_num_batched_tokens 16384; offline: max_num_seqs 1024,
+# max_num_batched_tokens 8192 (measurements/<system>/llama2-70b-fp8_dyn/<scenario>/README.md). Both
+# versions run the V0 engine (V1 became the default in 0.8) without chunked prefill (on by default
+# only above 32K context; Llama-2 has 4K). Figures (results/.../performance/run_1/mlperf_log_summary.txt):
+# * 0.7.3 server: 48.36 completed samples/s (scheduled 50.03, target 50), 14426.38 tokens/s (298 per
+#   sample), mean TTFT 433 ms / TPOT 127.3 ms, p99 1.86 s / 143 ms within the 2 s / 200 ms limits;
+# * 0.6.4 server: 46.48 completed samples/s (scheduled 48.02), 13716.75 tokens/s (295 per sample),
+#   mean TTFT 344 ms / TPOT 122.8 ms, p99 0.71 s / 139 ms;
+# * 0.7.3 offline: 54.74 samples/s, 16229 tokens/s (296 per sample); 0.6.4 offline: 53.65 samples/s,
+#   15906.1 tokens/s (297 per sample); 39,600 samples issued at once (samples_per_query).
+# Results repository mlcommons/inference_results_v5.0 (Apache-2.0; read at the mirror
+# ntuhpc/mlperf_inference_results_v5.0, commit cf354115). Inputs: the benchmark's data set (24,576 OpenOrca
+# samples, open_orca_gpt4_tokenized_llama.sampled_24576.pkl, mlcommons/inference language/llama2-70b/README.md)
+# has a mean of 222.3 input tokens per sample (median 152, max 1021) and reference outputs of 218.9 (max
+# 1016): the per-sample lengths published in openshift-psap/performance-dashboard
+# mlperf-data/summaries/llama2-70b-99.csv (Apache-2.0, commit 7cd1065), extracted from MLCommons' pickle
+# and vendored as data/mlperf_llama2_70b_lengths.csv; the replay draws samples from it, their outputs
+# scaled to the run's tokens per sample (the model wrote about 1.35x the reference's). Estimator-v3's
+# first check assumed 684 input tokens.
+# MLPerf Inference v6.0, open division: Krai's h200_n1-vllm (HPE Cray XD670, 8 x H200-SXM-141GB, vLLM
+# v0.15.0-dev: vllm/vllm-openai:nightly-d88a1df6, the V1 engine with chunked prefill), Llama 3.1 70B
+# quantised at load (llama3_1-70b-fp8_dyn) on the llama2-70b task's data set, TP1 x DP8,
+# gpu_memory_utilization 0.95 (results/h200_n1-vllm/llama3_1-70b-fp8_dyn/<scenario>/README.md):
+# * server: max_num_seqs 858, max_num_batched_tokens 36498; 83.25 completed samples/s (scheduled 85.33,
+#   target 85), 24821.60 tokens/s (298 per sample), mean TTFT 441 ms / TPOT 114.2 ms, p99 0.68 s / 141 ms;
+# * offline: max_num_seqs 1232, max_num_batched_tokens 8121; 86.99 samples/s, 25939.8 tokens/s (298 per
+#   sample), 66,000 samples issued at once.
+# Results repository mlcommons/inference_results_v6.0 (Apache-2.0; read at the mirror
+# gbeezybez/inference_results_v6.0, commit ab33b214). The inputs are the same OpenOrca samples, counted here
+# in Llama 2 tokens (the Llama 3 tokenizer's counts are not published; it needs fewer: errs slow). V1's
+# default prefix caching is not replayed (LoadGen issues whole permutations of the samples, so repeats
+# come long after their blocks are reused; the shared system prompts are a block or two). A newer engine
+# than the shipped constants describe: checks only, not the planner's second source (``mode`` "").
+_MLPERF_SOURCE = ("MLCommons MLPerf Inference v{} results (open division, Krai {}), Apache-2.0 results repository "
+                  "mlcommons/inference_results_v{}")
+
+
+def _mlperf(version: str, scenario: str, rate: float, osl: int, ttft_ms: float = 0.0, tpot_ms: float = 0.0,
+            **engine) -> PublishedRate:
+    """One of Krai's fp8 runs on 8 x H200 (TP1 x DP8) with vLLM ``version``: v5.0's Llama-2-70B on the V0
+    engine unless ``engine`` says otherwise (model, system, round, max_num_seqs, max_num_batched_tokens,
+    requests, scheduler)."""
+    server = scenario == "server"
+    model = engine.pop("model", "llama-2-70b")
+    system = engine.pop("system", f"xd670_h200_x8_vllm_{version.replace('.', '')}")
+    round_ = engine.pop("round", "5.0")
+    kw = dict(mode="slo" if server else "", max_num_seqs=256 if server else 1024,
+              max_num_batched_tokens=16384 if server else 8192, requests=39600)
+    kw.update(engine)
+    title = {"llama-2-70b": "Llama-2-70B", "llama-3.1-70b": "Llama-3.1-70B"}[model]
+    return PublishedRate(f"MLPerf Inference v{round_} open, {title} {scenario}, 8 x H200, vLLM {version}", model,
+                         "H200", "fp8", 1, 8, 222, osl, ttft_ms, tpot_ms, rate, version,
+                         _MLPERF_SOURCE.format(round_, system, round_), gpu_memory_utilization=0.95,
+                         procedure=scenario if server else "burst", ttft_p99_ms=2000.0, tpot_p99_ms=200.0,
+                         sizes="openorca", **kw)
+
+
+_V6 = dict(model="llama-3.1-70b", system="h200_n1-vllm", round="6.0", scheduler="v1", mode="")
 MLPERF = (
-    PublishedRate("MLPerf Inference v5.0 open, Llama-2-70B server, 8 x H200, vLLM 0.7.3", "llama-2-70b", "H200",
-                  "fp8", 1, 8, 222, 298, 432.9, 127.3, 48.36, "0.7.3",
-                  "MLCommons MLPerf Inference v5.0 results (open division, Krai xd670_h200_x8_vllm_073), Apache-2.0 "
-                  "results repository mlcommons/inference_results_v5.0",
-                  max_num_batched_tokens=16384, gpu_memory_utilization=0.95),
+    _mlperf("0.7.3", "server", 48.36, 298, 432.9, 127.3),
+    _mlperf("0.6.4", "server", 46.48, 295, 344.0, 122.8),
+    _mlperf("0.7.3", "offline", 54.74, 296),
+    _mlperf("0.6.4", "offline", 53.65, 297),
+    _mlperf("0.15.0-dev", "server", 83.25, 298, 440.7, 114.2, max_num_seqs=858, max_num_batched_tokens=36498, **_V6),
+    _mlperf("0.15.0-dev", "offline", 86.99, 298, max_num_seqs=1232, max_num_batched_tokens=8121, requests=66000, **_V6),
 )
 
 # vLLM's own published benchmark: "vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency Reduction"
@@ -145,15 +220,17 @@ MLPERF = (
 # assets/figures/perf-v060/overall_throughput.png, commit c3a01c4; vLLM is Apache-2.0). ShareGPT, 500
 # prompts sent at once (QPS inf), 202 input / 179 output tokens on average (the post's text), Llama 3
 # 8B on 1 x H100 and 70B on 4 x H100 (TP4), bf16, vLLM 0.6.0 with --num-scheduler-steps 10 and its
-# default max_num_seqs 256; the rates are read off the published bar chart (+-0.5 req/s). Every request
-# arrives at once, so the engine runs full (256 sequences) but also fills and drains within the run:
-# the measured rate sits below the saturated steady state the check estimates. The post's
-# decode-heavy and prefill-heavy sonnet workloads are not checks: their output lengths are caps the
-# base model need not reach (the published rates are inconsistent with 256 sequences at the charted
-# TPOT and the stated 256 output tokens), so the tokens generated are not known.
+# default max_num_seqs 256; the rates are read off the published bar chart (+-0.5 req/s). Llama 3's
+# 8K context leaves chunked prefill off (vLLM 0.6.0 turned it on by default only above 32K,
+# vllm-project/vllm#6666), so the V0 scheduler prefills in steps of their own, with its default budget
+# max(max_model_len, 2048) = 8192 tokens. Only the means of the sizes are published: the replay sends
+# 500 requests of the mean sizes. The post's decode-heavy and prefill-heavy sonnet workloads are not
+# checks: their output lengths are caps the base model need not reach (the published rates are
+# inconsistent with 256 sequences at the charted TPOT and the stated 256 output tokens), so the tokens
+# generated are not known.
 def _blog(name: str, model: str, gpu: str, tp: int, rate_rps: float) -> PublishedRate:
     """One bar of the vLLM v0.6.0 blog post's ShareGPT charts (202/179 mean tokens, all 500 requests
-    sent at once, bf16, max_num_seqs 256, chunked prefill at 8192 tokens)."""
+    sent at once, bf16, max_num_seqs 256, V0 without chunked prefill, 8192-token prefill budget)."""
     return PublishedRate(name, model, gpu, "bf16", tp, 1, 202, 179, 0.0, 0.0, rate_rps, "0.6.0",
                          "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io "
                          "c3a01c4), Apache-2.0", mode="saturated", max_num_batched_tokens=8192)

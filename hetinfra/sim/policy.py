@@ -18,13 +18,17 @@ variant overrides one of them:
   most recently admitted).
 
 tests/sim/test_policy.py adds two (shortest prompt first; FCFS without chunked prefill) this way.
+
+:class:`VLLMv0` is vLLM V0's default scheduler without chunked prefill (the engine of vLLM 0.6-0.7
+for models of at most 32K context): prefill-only steps that hold the decodes back. The published
+end-to-end checks of those versions run under it (``hetinfra.sim.benchmark_run``).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["SchedulerPolicy", "VLLMv1", "DEFAULT_POLICY"]
+__all__ = ["SchedulerPolicy", "VLLMv1", "VLLMv0", "DEFAULT_POLICY"]
 
 
 class SchedulerPolicy:
@@ -165,6 +169,10 @@ class VLLMv1(SchedulerPolicy):
         """Called as ``req`` joins the batch, before the replica admits it (a policy with state of its own,
         such as resident LoRA adapters, updates it here); the default has none."""
 
+    def kept_free(self, rep) -> int:
+        """KV blocks an admission must leave free (V1: none)."""
+        return 0
+
     def admit(self, rep, t: float, budget: int, chunks: list) -> int:
         """Admit waiting requests while budget, sequences and blocks allow; the budget left."""
         waiting, running, kv = rep.waiting, rep.running, rep.kv
@@ -176,7 +184,7 @@ class VLLMv1(SchedulerPolicy):
             if n <= 0:
                 break
             nb = kv.blocks_for(req.computed + n)
-            if nb > kv.total - kv.used:
+            if nb > kv.total - kv.used - self.kept_free(rep):
                 break
             self.admitted(rep, req)
             rep.admit(req, t)
@@ -184,6 +192,68 @@ class VLLMv1(SchedulerPolicy):
             chunks.append((req, n))
             budget -= n
         return budget
+
+
+class VLLMv0(VLLMv1):
+    """vLLM V0's ``Scheduler._schedule_default`` (``vllm/core/scheduler.py``, the schedule of vLLM
+    0.6-0.7 when chunked prefill is off, which it is by default for models of at most 32K context:
+    ``EngineArgs`` turned it on only above, vllm-project/vllm#6666). Every step either prefills or
+    decodes:
+
+    * with nobody swapped out (recompute preemption only, so never), waiting requests are admitted
+      first, FCFS and whole (prompt plus the tokens generated before a preemption), while the step's
+      token budget (``max_num_batched_tokens``), ``max_num_seqs`` (the running ones included) and the
+      KV cache allow; the block manager keeps a watermark of 1% of the blocks free at admission;
+    * "Don't schedule decodes if prefills are scheduled": a step that admitted anyone runs those
+      prefills alone, and every decoding sequence waits for it;
+    * otherwise every running sequence decodes one token, the last admitted preempted (recompute,
+      back to the waiting queue's front) while a block is missing.
+
+    Source: vllm-project/vllm ``vllm/core/scheduler.py`` at 0dce2b29 (Apache-2.0). Not modelled:
+    ``--num-scheduler-steps`` (multi-step decoding) and swap preemption."""
+
+    name = "vllm-v0"
+    watermark = 0.01  # CacheConfig's default watermark: the share of blocks admission leaves free
+
+    def chunk(self, req, need: int, budget: int) -> int:
+        return need if need <= budget else 0
+
+    def schedule(self, rep, t: float) -> None:
+        chunks: list = []
+        if rep.waiting:  # whole prompts (``chunk``) within the full budget: _schedule_prefills
+            self.admit(rep, t, rep.budget, chunks)
+        if chunks:
+            rep.decoding = False  # a prefill-only step: the decodes wait
+            pt = pos = 0
+            for req, n in chunks:
+                pt += n
+                pos += n * req.computed + n * (n - 1) // 2
+            pp = rep.pp
+            d = rep.checked(rep.step(pt / pp, pos / pp, 0.0, 0.0, len(chunks)))
+            rep.win.open(t, d, 0.0, 1, chunks, t + d)
+            return
+        rep.decoding = True
+        if not rep.nd:
+            rep.win.idle()  # until the next arrival
+            return
+        kv = rep.kv
+        free = kv.total - kv.used
+        if kv.next_step_blocks(rep.clock) <= free:
+            self.decode_window(rep, t, free)  # cut by an arrival (a prefill next) or ended by a finish
+            return
+        self.grow_decodes(rep, t)  # preempts until the step's blocks fit
+        if not rep.nd:
+            rep.win.idle()
+            return
+        nd, pp = rep.nd, rep.pp
+        ctx = rep.sum_xb + nd * (rep.clock + 1)
+        d = rep.checked(rep.step(0.0, 0.0, nd / pp, ctx / pp, len(rep.running)))
+        rep.win.open(t, d, 0.0, 1, [], t + d)
+
+    def kept_free(self, rep) -> int:
+        """The block manager's watermark: admission leaves 1% of the blocks free (a request alone may
+        take them, or it would wait forever)."""
+        return int(self.watermark * rep.kv.total) if rep.running else 0
 
 
 DEFAULT_POLICY = VLLMv1()

@@ -171,6 +171,9 @@ class Replica:
         self.kv_area = 0.0
         self.kv_max = 0
         self.done: list[Request] = []
+        # whether the current window's steps advance the decoding sequences (a policy that runs
+        # prefill-only steps, vLLM V0's prefill-first schedule, clears it for such a window)
+        self.decoding = True
 
     # ---- views (hetinfra.sim.core and the statistics read them) --------------------------------
     @property
@@ -233,7 +236,7 @@ class Replica:
             self.kv_area += kv.used * dur
         if kv.used > self.kv_max:
             self.kv_max = kv.used
-        if self.nd:
+        if self.nd and self.decoding:
             self.clock += k
         fin = self.fin
         clock = self.clock

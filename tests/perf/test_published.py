@@ -15,9 +15,10 @@ import pytest
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
-from hetinfra.perf.e2e_checks import plausible_rows, published_checks, silicon_checks
+from hetinfra.perf.e2e_checks import plausible_rows, silicon_checks
 from hetinfra.perf.estimator import decode_step_ms, estimate
-from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows
+from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows, size_table
+from hetinfra.sim.benchmark_run import policy_for, published_check, published_checks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,26 +93,56 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
     assert dropped and all(r.model == "llama-3.1-8b" for r in dropped)
 
 
-# The published checks' errors today (docs/calibration.md, "End-to-end checks"): MLPerf +19.4%; vLLM
-# v0.6.0 H100 8B -6.2%, 70B TP4 +17.3%; A100 8B +12.1%, 70B TP4 +30.9%. The band holds them against
-# drift; the issue's acceptance (each within 15%, the median within 10%) is the strict xfail below,
-# so a fix that meets it must say so.
-BAND = (-0.10, 0.35)
+# The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
+# simulator under its benchmark's procedure and its engine's scheduler, hetinfra.sim.benchmark_run): MLPerf
+# v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%; MLPerf v6.0 (vLLM 0.15-dev, a
+# newer engine than the constants') server -34.2%, offline -38.5%; vLLM v0.6.0 blog H100
+# 8B -8.9%, 70B TP4 +16.2%; A100 8B +10.0%, 70B TP4 +29.7%. The bands hold them against drift (the v6.0
+# runs, pessimistic, in their own); the issue's acceptance is split: the median (met: +5.6%, median
+# |error| 9.6%) passes, "each within 15%" (four runs miss) is a strict xfail.
+BAND = (-0.15, 0.35)
+BANDS = {"6.0": (-0.50, -0.20)}  # MLPerf round -> band
+
+
+def _band(pub):
+    return next((b for r, b in BANDS.items() if f"v{r} " in pub.name), BAND)
 
 
 @pytest.mark.parametrize("pub", PUBLISHED, ids=lambda p: p.name)
 def test_each_published_check_records_its_source_and_stays_in_its_band(pub):
     assert "Apache-2.0" in pub.source and pub.vllm_version and pub.isl > 0 and pub.osl > 0
     check = next(c for c in published_checks() if c.label == pub.name)
-    assert BAND[0] < check.error < BAND[1], check
+    lo, hi = _band(pub)
+    assert lo < check.error < hi, check
 
 
-@pytest.mark.xfail(strict=True, reason="not met: MLPerf's vLLM 0.7.3 (V0 engine, load-time fp8) runs 15% slower "
-                   "steps at ~230 sequences than the V1 constants; vLLM's 70B TP4 blog runs (+17% H100, +31% "
-                   "A100) fill and drain 500 requests, below the saturated rate estimated (docs/calibration.md)")
-def test_published_checks_meet_the_issue_acceptance():
-    errs = [c.error for c in published_checks()]
-    assert all(abs(e) <= 0.15 for e in errs) and abs(statistics.median(errs)) <= 0.10
+def test_published_checks_median_within_10_percent():
+    """Issue 35's acceptance, its median half: over the published runs, the median rate error."""
+    checks = published_checks()
+    assert len(checks) >= 10
+    assert abs(statistics.median(c.error for c in checks)) <= 0.10
+    assert statistics.median(abs(c.error) for c in checks) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="not met: the vLLM v0.6.0 blog's Llama 3 70B TP4 runs (+16% H100, +30% "
+                   "A100: their ShareGPT size distribution is unpublished, --num-scheduler-steps 10 not modelled) and "
+                   "MLPerf v6.0's vLLM 0.15 runs (-34% server, -39% offline: a newer engine than the constants', whose step "
+                   "at ~450 sequences is ~45% slower than the published rate needs) (docs/calibration.md)")
+def test_each_published_check_within_15_percent():
+    assert all(abs(c.error) <= 0.15 for c in published_checks())
+
+
+def test_each_run_replays_under_its_engines_scheduler():
+    """vLLM 0.6-0.7 without chunked prefill: prefill-only steps (hetinfra.sim.policy.VLLMv0); from 0.8 on V1."""
+    from hetinfra.perf.calibration import _version_key
+    from hetinfra.sim.policy import VLLMv0
+
+    for p in PUBLISHED:
+        v0 = _version_key(p.vllm_version) < (0, 8)
+        assert (p.scheduler == "v0") == v0 and isinstance(policy_for(p), VLLMv0) == v0, p.name
+        if v0:  # without chunking a prompt must fit one step's budget (vLLM ignores longer ones)
+            longest = max((a for a, _ in size_table(p.sizes)), default=p.isl) if p.sizes else p.isl
+            assert p.max_num_batched_tokens >= longest
 
 
 def test_the_mlperf_inputs_are_the_data_sets_published_mean():
@@ -123,7 +154,8 @@ def test_the_mlperf_inputs_are_the_data_sets_published_mean():
 def test_published_checks_fail_when_the_gpu_is_made_faster(keys, factor):
     fast = dataclasses.replace(CALIBRATION, by_gpu=tuple(
         (g, tuple((k, v * factor if k in keys else v) for k, v in vals)) for g, vals in CALIBRATION.by_gpu))
-    assert any(not BAND[0] < c.error < BAND[1] for c in published_checks(fast))
+    bursts = [(p, published_check(p, fast)) for p in PUBLISHED if p.procedure == "burst"]  # the fast replays
+    assert any(not _band(p)[0] < c.error < _band(p)[1] for p, c in bursts)
 
 
 def test_tight_tpot_chat_fits_more_load_on_an_h100_than_estimator_v2():
