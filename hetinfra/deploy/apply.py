@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from hetinfra.compile.skypilot import skypilot_refusal
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
@@ -64,6 +65,12 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
             raise InvalidInputError(
                 f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
+        return "pulumi"
+    refusal = skypilot_refusal(alloc)
+    if refusal and target == "skypilot":
+        raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
+                                              "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")
+    if refusal:
         return "pulumi"
     if target in ("pulumi", "skypilot"):
         return target
