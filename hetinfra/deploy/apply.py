@@ -54,6 +54,15 @@ def sha_of(plan: Plan) -> str:
     return plan_sha(plan.to_dict())
 
 
+#: why the Pulumi stacks do not run a prefill/decode bundle across nodes on these clouds (yet)
+PULUMI_ACROSS_NODES = {
+    "gcp": "A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile and MRDMA "
+           "interfaces, which the GCP stack does not create",
+    "azure": "InfiniBand joins only the VMs of one scale set or availability set, and the Azure stack "
+             "gives each node its own scale set",
+}
+
+
 def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
     if alloc.custom_cloud or alloc.cloud not in IAC_CLOUDS:
@@ -67,6 +76,11 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
     refusal = skypilot_refusal(alloc)
+    if refusal and alloc.cloud != "aws":  # the stacks' own placement and RDMA: AWS only (PULUMI_ACROSS_NODES)
+        raise InvalidInputError(f"{refusal}; the Pulumi stacks place bundles across nodes on AWS only "
+                                f"({PULUMI_ACROSS_NODES[alloc.cloud]})",
+                                hint="set deploy.target: kubernetes (a LeaderWorkerSet per replica), or re-plan "
+                                     "without bundles across nodes on this cloud")
     if refusal and target == "skypilot":
         raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
                                               "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")

@@ -49,3 +49,13 @@ def test_no_task_is_written_and_apply_refuses_skypilot_naming_the_targets(shape,
 def test_a_one_node_bundle_still_runs_on_skypilot():
     plan = Plan.parse(split_plan())
     assert skypilot_refusal(plan.allocations[0]) is None and [u.name for u in sky_units(plan)] == [UNIT]
+
+
+@pytest.mark.parametrize("cloud, why", [("gcp", "RoCE network profile"), ("azure", "one scale set")])
+def test_the_pulumi_path_refuses_a_bundle_across_nodes_off_aws_and_names_kubernetes(cloud, why):
+    plan = Plan.parse(split_plan("across"))
+    a = plan.allocations[0].model_copy(update={"cloud": cloud})
+    for target in ("pulumi", "all", "skypilot"):
+        with pytest.raises(InvalidInputError, match=why) as err:
+            path_of(a, target, plan)
+        assert "deploy.target: kubernetes" in err.value.hint
