@@ -127,8 +127,10 @@ def changes(before: list[Allocation], after: list[Allocation],
                 c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
                 setattr(c, side, getattr(c, side) + g.instances)
                 setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
+                # a bundle's roles on this group's instances (a heterogeneous bundle's each on its own type)
                 for r in a.disaggregation.roles if a.disaggregation is not None else ():
-                    c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
+                    if (r.instance_type or a.instance_type) == g.instance_type:
+                        c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
     return [rows[k] for k in sorted(rows)]
 
 

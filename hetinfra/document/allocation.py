@@ -204,11 +204,28 @@ class Allocation(Doc):
 
     def stage_groups(self) -> list["Allocation"]:
         """The allocation as groups of identical instances: a mixed-GPU pipeline as one group per stage
-        (:meth:`Stage.group_fields`: the stage's instance type, GPU and price, ``count`` instances), any
-        other allocation as itself."""
+        (:meth:`Stage.group_fields`: the stage's instance type, GPU and price, ``count`` instances), a
+        heterogeneous prefill/decode bundle as one group per role (:meth:`_role_groups`), any other
+        allocation as itself."""
+        if self.disaggregation is not None and any(r.instance_type for r in self.disaggregation.roles):
+            return self._role_groups()
         if not self.stages:
             return [self]
         return [self.model_copy(update=s.group_fields(self.count)) for s in self.stages]
+
+    def _role_groups(self) -> list["Allocation"]:
+        """A bundle whose roles run different instance types: per role, ``count`` x its nodes of its
+        type at its price (the allocation's for the role without its own); the unit's $/h shared in
+        proportion to the roles' prices x nodes, so the groups add up to the allocation."""
+        roles = self.disaggregation.roles
+        prices = [r.price_per_node_usd_per_hour if r.price_per_node_usd_per_hour is not None
+                  else self.price_per_instance_usd_per_hour for r in roles]
+        weight = sum(p * r.nodes for p, r in zip(prices, roles)) or 1.0
+        return [self.model_copy(update={
+            "instance_type": r.instance_type or self.instance_type, "gpu": r.gpu or self.gpu,
+            "gpus_per_instance": r.gpus_per_node or self.gpus_per_instance, "instances": self.count * r.nodes,
+            "price_per_instance_usd_per_hour": p, "cost_usd_per_hour": self.cost_usd_per_hour * p * r.nodes / weight})
+            for p, r in zip(prices, roles)]
 
     # Readers' accessors (typed views the deploy and replan stages share).
     def to_dict(self) -> dict:

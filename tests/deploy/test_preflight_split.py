@@ -40,7 +40,7 @@ def test_status_counts_each_roles_engines_at_the_planned_ratio():
 
     a = Plan.parse(split_plan("2P1D")).allocations[0]
     u = _unit(RunningAllocation.model_validate({**a.to_dict(), "path": "skypilot"}))
-    assert u.roles == (("prefill", 2), ("decode", 1))
+    assert u.roles == (("prefill", 2, 0, a.instance_type), ("decode", 1, 0, a.instance_type))
     u.live = u.desired - 3
     counts = u.doc()["roles"]
     assert counts == {"prefill": {"engines_per_replica": 2, "planned": 2 * u.desired, "live": 2 * u.live},
@@ -64,3 +64,27 @@ def test_every_role_of_a_heterogeneous_bundle_needs_the_same_rdma_network_the_pl
     why = split_problem(_hetero("g6e.12xlarge", "L40S"))  # the decode role's type has no EFA
     assert why and "g6e.12xlarge" in why and "tcp" in why
     assert "priced over roce" in split_problem(_hetero("p4de.24xlarge", "A100-80GB", link="roce"))
+
+
+def test_status_and_replan_count_a_bundle_across_nodes_per_role_node_and_instance_type():
+    """A heterogeneous bundle's replica is one unit of two nodes: status says each role's nodes and
+    instance type, and replan's rows (and the GPUs it counts against caps) hold each role's type."""
+    from hetinfra.deploy.apply import changes
+    from hetinfra.deploy.drift import _unit, drift_line
+    from hetinfra.document.state import RunningAllocation
+    from hetinfra.replan.diff import gpus_in_use
+    from tests.compile.split_plan import split_plan
+
+    a = Plan.parse(split_plan("hetero")).allocations[0]
+    u = _unit(RunningAllocation.model_validate({**a.to_dict(), "path": "pulumi"}))
+    u.live = u.desired - 1
+    decode = u.doc()["roles"]["decode"]
+    assert decode == {"engines_per_replica": 2, "planned": 2 * u.desired, "live": 2 * u.live,
+                      "instance_type": "p4de.24xlarge", "nodes_per_replica": 1, "nodes_planned": u.desired,
+                      "nodes_live": u.live}
+    assert f"{u.live} of {u.desired} p4de.24xlarge nodes" in drift_line(u)
+    rows = changes([], [a], label=lambda _a: "plan")
+    assert [(c.instance_type, c.after) for c in rows] == [("p4de.24xlarge", a.count), ("p5en.48xlarge", a.count)]
+    assert [c.roles for c in rows] == [{"decode": [0, 2 * a.count]}, {"prefill": [0, 2 * a.count]}]
+    assert abs(sum(c.after_cost for c in rows) - a.cost_usd_per_hour) < 1e-6  # the groups add up to the unit
+    assert gpus_in_use([a]) == {("aws", "us-east-1", "A100-80GB"): 8 * a.count, ("aws", "us-east-1", "H200"): 8 * a.count}
