@@ -35,6 +35,7 @@ import pulumi_aws as aws
 
 import json
 
+from hetinfra.compile.bundle_nodes import EFA_INTERFACES
 from hetinfra.compile.images import AWS as AMIS
 from hetinfra.compile.network import subnet as nth_subnet
 from hetinfra.stacks.boot import SecretRef
@@ -49,11 +50,6 @@ ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
 
 
-#: EFA network cards of an instance type, one EFA interface each (AWS EC2 user guide, "Maximize network
-#: bandwidth on Amazon EC2 instances with multiple network cards": P5/P5e up to 32, G6e up to 4; the
-#: other types' "network cards" on their instance-type pages); a type not listed: one
-EFA_INTERFACES = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16, "p6-b200.48xlarge": 8,
-                  "p4d.24xlarge": 4, "p4de.24xlarge": 4, "g6e.48xlarge": 4}
 #: the /20 of the fleet's network where the EFA nodes' private subnets start (public ones count from 0)
 PRIVATE_SUBNET_BASE = 8
 

@@ -35,7 +35,7 @@ from hetinfra.compile.bundle import HEALTH_POLL_S, endpoint_key, engine_lines, h
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
 
-__all__ = ["NODE_IP", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
+__all__ = ["EFA_INTERFACES", "NODE_IP", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
            "peer_endpoints"]
 
 #: the node's own address (VMs: ``hostname -I``'s first; Kubernetes: the pod IP), NIXL's side-channel host
@@ -44,6 +44,11 @@ NODE_IP = "HETINFRA_NODE_IP"
 PEERS = "HETINFRA_PEERS"
 #: consecutive missed /health polls of a peer engine after which the head stops the replica
 PEER_MISSES = 3
+#: EFA network cards of an instance type, one EFA interface each (AWS EC2 user guide, "Maximize network
+#: bandwidth on Amazon EC2 instances with multiple network cards": P5/P5e up to 32, G6e up to 4; the
+#: other types' "network cards" on their instance-type pages); a type not listed: one
+EFA_INTERFACES: dict[str, int] = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16, "p6-b200.48xlarge": 8,
+                  "p4d.24xlarge": 4, "p4de.24xlarge": 4, "g6e.48xlarge": 4}
 #: bash: ``ready_at HOST PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
 READY_AT = ("ready_at() { python3 -c 'import sys, urllib.request; urllib.request.urlopen("
             "\"http://%s:%s/health\" % tuple(sys.argv[1:3]), timeout=5)' \"$1\" \"$2\" >/dev/null 2>&1; }")
