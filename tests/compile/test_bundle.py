@@ -62,7 +62,7 @@ def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     a["disaggregation"]["roles"][0]["nodes"], a["disaggregation"]["roles"][1]["nodes"] = 1, 1
     a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
     with pytest.raises(InvalidInputError, match="spans 2 nodes but its KV moves over 'nvlink', not an RDMA"):
-        sky_units(Plan.parse(plan))
+        sky_units(Plan.parse(plan), include_mixed=True)
 
 
 def test_skypilot_validates_the_bundle_task(sky_offline):

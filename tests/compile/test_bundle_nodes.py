@@ -28,7 +28,7 @@ from tests.gateway.conftest import free_port
 
 
 def _unit(shape: str = "hetero") -> DeployedUnit:
-    return sky_units(Plan.parse(split_plan(shape)))[0]
+    return sky_units(Plan.parse(split_plan(shape)), include_mixed=True)[0]
 
 
 def test_each_node_runs_its_roles_share_on_its_own_gpu_with_the_rdma_transport():
@@ -57,7 +57,7 @@ def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit()
     plan = split_plan("across")
     plan["allocations"][0]["nodes_per_replica"], plan["allocations"][0]["instances"] = 3, 36
     with pytest.raises(InvalidInputError, match="1\\+1 node.*nodes_per_replica is 3"):
-        sky_units(Plan.parse(plan))
+        sky_units(Plan.parse(plan), include_mixed=True)
 
 
 def _start(script: str, env: dict, tmp_path) -> subprocess.Popen:
@@ -82,8 +82,9 @@ def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica
     decode node's stand-in engines, the head's prefill stand-ins and the real hop, which finds the
     decode node through HETINFRA_PEERS. A request takes both steps across the nodes; killing the
     decode node's whole session ends the head (its watch), so the replica stops answering. About
-    6 s: five processes start, the hop waits for /health on both nodes."""
-    u = replace(_unit("hetero"), port=free_port())
+    5 s: three processes start, the hop waits for /health on both nodes."""
+    # one engine per node (1P1D across the two nodes): the fewest processes that show both steps
+    u = replace(_unit("hetero"), port=free_port(), bundle=(("prefill", 1, 4), ("decode", 1, 4)))
     every = node_engines(u, 0) + node_engines(u, 1)
     bin_dir = _stub_vllm(tmp_path, {e.port: e.role for e in every})
     (tmp_path / "plan.json").write_text(u.hop_plan)
@@ -115,3 +116,39 @@ def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica
                 pass
             if node.poll() is None:
                 node.wait(timeout=5)
+
+
+def _shapes():
+    """Every bundle across nodes on 8-GPU nodes: per role, engines x TP filling n nodes evenly
+    (engines per node x TP <= 8), 1..3 nodes per role, the decode role on the same or another type."""
+    for p_tp in (1, 2, 4, 8):
+        for d_tp in (1, 2, 4, 8):
+            for p_nodes in (1, 2):
+                for d_nodes in (1, 3):
+                    for p_per in range(1, 8 // p_tp + 1):
+                        for d_per in range(1, 8 // d_tp + 1, 2):
+                            yield (p_per * p_nodes, p_tp, p_nodes), (d_per * d_nodes, d_tp, d_nodes)
+
+
+def test_every_shape_across_nodes_lays_out_whole_replicas_each_engine_once():
+    """Property: on every node the engines take distinct GPUs of that node; across the replica every
+    engine has its own port (none the hop's) and NIXL port; the hop's endpoints (its own node's and
+    its peers') name every engine of the replica once, under its role."""
+    base = _unit("across")
+    count = 0
+    for (pe, ptp, pn), (de, dtp, dn) in _shapes():
+        u = replace(base, bundle=(("prefill", pe, ptp), ("decode", de, dtp)), nodes=pn + dn,
+                    role_nodes=(("prefill", pn, "p5en.48xlarge", "H200", 8), ("decode", dn, "p4de.24xlarge", "A100-80GB", 8)))
+        every = [(r, e) for r in range(u.num_nodes) for e in node_engines(u, r)]
+        for r in range(u.num_nodes):
+            gpus = [g for rank, e in every if rank == r for g in e.gpus]
+            assert len(gpus) == len(set(gpus)) and max(gpus) < 8, (pe, ptp, pn, de, dtp, dn, r)
+        ports = [e.port for _, e in every]
+        assert len(set(ports)) == len(every) == pe + de and u.port not in ports
+        assert len({e.envs["VLLM_NIXL_SIDE_CHANNEL_PORT"] for _, e in every}) == len(every)
+        own = [e for e in engines(u)]
+        reached = [(UNIT + "/prefill" if e.role == "prefill" else UNIT, e.port) for e in own] + \
+            [(key, port) for _, key, port in peer_endpoints(u)]
+        assert sorted(reached) == sorted((UNIT + "/prefill" if e.role == "prefill" else UNIT, e.port) for _, e in every)
+        count += 1
+    assert count > 100
