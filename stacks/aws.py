@@ -22,6 +22,12 @@ availability zone that offers a planned instance type, ``-sg``, and:
   ``health_grace_s``, at least 30 min, for the weight download and CUDA graphs; at most 2 h). The
   unit's endpoint is the load balancer.
 
+A prefill/decode bundle across nodes (hetinfra.compile.bundle_nodes) uses the pipeline's shape: per
+replica a cluster placement group and a one-VM group per node, each of its role's instance type; its
+launch templates carry every EFA interface the type has (``EFA_INTERFACES``), so its nodes sit in
+``-subnet-private-<az>`` behind ``-nat-<az>`` (several interfaces get no public IP), and the security
+group gains EFA's self egress rule. Its head (rank 0, behind the load balancer) looks the other nodes up.
+
 The security group lets the VMs talk to each other (Ray, pipeline stages), admits the vLLM port
 from the VPC (the load balancer's health checks), from ``ingress_cidrs`` (no gateway) and
 ``management_cidrs``, and SSH only from ``ssh_cidrs``; IMDSv2 is required.

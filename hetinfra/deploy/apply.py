@@ -56,8 +56,9 @@ def sha_of(plan: Plan) -> str:
 
 #: why the Pulumi stacks do not run a prefill/decode bundle across nodes on these clouds (yet)
 PULUMI_ACROSS_NODES = {
-    "gcp": "A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile and MRDMA "
-           "interfaces, which the GCP stack does not create",
+    "gcp": "a compact placement policy (COLLOCATED) needs its vm_count VMs created at once, not one "
+           "per node group, and A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile, "
+           "which the GCP stack does not create",
     "azure": "InfiniBand joins only the VMs of one scale set or availability set, and the Azure stack "
              "gives each node its own scale set",
 }
