@@ -105,7 +105,7 @@ def bundle_group(unit: DeployedUnit, namespace: str, meta: dict, replicas: dict,
     hop = {"name": "hop", "image": GATEWAY_IMAGE, "command": ["/bin/sh", "-c", _hop_script(unit, namespace)],
            "env": [{"name": "HETINFRA_PACKAGE", "value": unit.hetinfra_package},
                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-           + [v for v in base["env"] if "valueFrom" in v and v["name"] != "POD_IP"],
+           + [v for v in base["env"] if "secretKeyRef" in v.get("valueFrom", {})],  # the engines' key, asked of clients
            "ports": [{"name": "http", "containerPort": unit.port}],
            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
            # /health is 503 while the engines start, which gates traffic but must not restart the hop
