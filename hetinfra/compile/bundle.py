@@ -30,6 +30,8 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
+from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
+                                           hop_options, node_engines)
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
@@ -37,13 +39,11 @@ from hetinfra.errors import InvalidInputError
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
-__all__ = ["HEALTH_POLL_S", "bundle_of", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
+__all__ = ["HEALTH_POLL_S", "RDMA_LINKS", "bundle_of", "endpoint_key", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
            "role_nodes_of"]
 
 #: the networks a bundle across nodes may move its KV over (plan.json disaggregation.link)
 RDMA_LINKS = ("efa", "infiniband", "roce")
-#: how often the node script asks an engine's /health while it starts
-HEALTH_POLL_S = 10
 #: bash: ``ready PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
 READY = ("ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://HOST:%s/health\" "
          "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }")
@@ -101,36 +101,14 @@ def hop_install(venv: str) -> str:
 def engines(unit: DeployedUnit) -> list[BundleEngine]:
     """The engines of the node that runs the hop: ports from the unit's port + 1 up (the hop listens
     on the unit's port); a bundle across nodes: its first prefill node's (bundle_nodes.node_engines)."""
-    if unit.role_nodes:
-        from hetinfra.compile.bundle_nodes import node_engines
-
-        return node_engines(unit, 0)
-    return bundle_engines(unit, list(unit.bundle), first_port=unit.port + 1)
+    return node_engines(unit, 0) if unit.role_nodes else bundle_engines(unit, list(unit.bundle),
+                                                                         first_port=unit.port + 1)
 
 
 def hop_args(unit: DeployedUnit, host: str = "127.0.0.1") -> list[str]:
     """The hop's ``hetinfra gateway PLAN`` options: the unit's port, this node's engines at ``host``
-    (a bundle across nodes adds the other nodes' engines at start: bundle_nodes.head_script)."""
-    args = ["--host", "0.0.0.0", "--port", str(unit.port), "--no-demand-log", "--reload-interval-s", "0"]
-    for e in engines(unit):
-        args += ["--endpoint", f"{endpoint_key(unit, e.role)}=http://{host}:{e.port}/v1"]
-    return args
-
-
-def endpoint_key(unit: DeployedUnit, role: str) -> str:
-    """The hop's ``--endpoint`` key of an engine of ``role``: prefill engines are the unit's
-    ``/prefill`` group (gateway.prefill), decode engines the unit itself."""
-    return f"{unit.name}/prefill" if role == "prefill" else unit.name
-
-
-def engine_lines(es: list[BundleEngine], with_gpus: bool = True) -> list[str]:
-    """Bash lines that start ``es`` in the background, each pid in ``pids``."""
-    lines = []
-    for e in es:
-        envs = {k: v for k, v in e.envs.items() if with_gpus or k != "CUDA_VISIBLE_DEVICES"}
-        lines += [f"# {e.role} engine on GPU(s) {','.join(map(str, e.gpus))}, port {e.port}",
-                  " ".join(f"{k}={v}" for k, v in envs.items()) + f" {e.command} &", "pids+=($!)"]
-    return lines
+    (a bundle across nodes adds the other nodes' engines at start: bundle_nodes)."""
+    return hop_options(unit, engines(unit), host)
 
 
 def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: int = 0) -> str:
@@ -140,8 +118,6 @@ def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: int = 0
     as the shell reads them: ``$HOME`` expands). A bundle across nodes: node ``rank``'s script
     (:func:`hetinfra.compile.bundle_nodes.across_node_script`)."""
     if unit.role_nodes:
-        from hetinfra.compile.bundle_nodes import across_node_script
-
         return across_node_script(unit, hetinfra, plan_path, rank)
     ports = " ".join(str(e.port) for e in engines(unit))
     tries = INITIAL_DELAY_SINGLE_NODE_S // HEALTH_POLL_S

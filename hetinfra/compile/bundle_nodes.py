@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import shlex
 
-from hetinfra.compile.bundle import HEALTH_POLL_S, endpoint_key, engine_lines, hop_args
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
 
-__all__ = ["EFA_INTERFACES", "NODE_IP", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
+__all__ = ["EFA_INTERFACES", "HEALTH_POLL_S", "NODE_IP", "endpoint_key", "engine_lines", "hop_options", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
            "peer_endpoints"]
 
+#: how often a node script asks an engine's /health while it starts (and the head its peers' after)
+HEALTH_POLL_S = 10
 #: the node's own address (VMs: ``hostname -I``'s first; Kubernetes: the pod IP), NIXL's side-channel host
 NODE_IP = "HETINFRA_NODE_IP"
 #: the head's view of the replica's other nodes: their addresses (or DNS names), ranks 1.. in order
@@ -59,6 +60,30 @@ TRANSPORT_ENVS = {
     "infiniband": dict(_UCX),
     "roce": dict(_UCX),
 }
+
+
+def endpoint_key(unit: DeployedUnit, role: str) -> str:
+    """The hop's ``--endpoint`` key of an engine of ``role``: prefill engines are the unit's
+    ``/prefill`` group (gateway.prefill), decode engines the unit itself."""
+    return f"{unit.name}/prefill" if role == "prefill" else unit.name
+
+
+def hop_options(unit: DeployedUnit, es: list[BundleEngine], host: str = "127.0.0.1") -> list[str]:
+    """The hop's ``hetinfra gateway PLAN`` options: the unit's port, the engines ``es`` at ``host``."""
+    args = ["--host", "0.0.0.0", "--port", str(unit.port), "--no-demand-log", "--reload-interval-s", "0"]
+    for e in es:
+        args += ["--endpoint", f"{endpoint_key(unit, e.role)}=http://{host}:{e.port}/v1"]
+    return args
+
+
+def engine_lines(es: list[BundleEngine], with_gpus: bool = True) -> list[str]:
+    """Bash lines that start ``es`` in the background, each pid in ``pids``."""
+    lines = []
+    for e in es:
+        envs = {k: v for k, v in e.envs.items() if with_gpus or k != "CUDA_VISIBLE_DEVICES"}
+        lines += [f"# {e.role} engine on GPU(s) {','.join(map(str, e.gpus))}, port {e.port}",
+                  " ".join(f"{k}={v}" for k, v in envs.items()) + f" {e.command} &", "pids+=($!)"]
+    return lines
 
 
 def _per_node(unit: DeployedUnit, rank: int) -> tuple[str, int, int]:
@@ -98,7 +123,7 @@ def _head_lines(unit: DeployedUnit, hetinfra: str, plan_path: str) -> list[str]:
     """The head's part after its own engines: find the peers, wait for them, the hop, the watch."""
     peers = peer_endpoints(unit)
     targets = [(f'"${{peers[{r - 1}]}}"', port) for r, _, port in peers]
-    hop = " ".join(shlex.quote(x) for x in hop_args(unit))
+    hop = " ".join(shlex.quote(x) for x in hop_options(unit, node_engines(unit, 0)))
     extra = " ".join(f'--endpoint "{key}=http://${{peers[{r - 1}]}}:{port}/v1"' for r, key, port in peers)
     checks = " && ".join(f"ready_at {h} {p}" for h, p in targets)
     return [

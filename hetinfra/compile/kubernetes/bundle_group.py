@@ -25,8 +25,8 @@ from __future__ import annotations
 import shlex
 from typing import Callable
 
-from hetinfra.compile.bundle import endpoint_key, hop_args
-from hetinfra.compile.bundle_nodes import EFA_INTERFACES, node_engines
+from hetinfra.compile.bundle import hop_args
+from hetinfra.compile.bundle_nodes import EFA_INTERFACES, endpoint_key, node_engines
 from hetinfra.compile.kubernetes.gateway import GATEWAY_IMAGE
 from hetinfra.compile.engine import INITIAL_DELAY_MULTI_NODE_S, BundleEngine
 from hetinfra.compile.unit import DeployedUnit
