@@ -108,3 +108,16 @@ def test_a_heterogeneous_bundle_across_nodes_boots_in_one_placement_group_over_e
     assert len(by_name(mocks, "aws:ec2/natGateway:NatGateway")) == 1
     (sg,) = (g for n, g in by_name(mocks, "aws:ec2/securityGroup:SecurityGroup").items() if n.endswith("-sg"))
     assert any(e.get("self") for e in sg["egress"])  # EFA: all traffic to the group itself
+
+
+@pytest.mark.parametrize("cloud, region, itype", [("gcp", "us-central1", "a3-ultragpu-8g"),
+                                                  ("azure", "eastus", "Standard_ND96isr_H100_v5")])
+def test_the_gcp_and_azure_programs_refuse_a_bundle_across_nodes(cloud, region, itype):
+    from tests.compile.split_plan import across
+    from hetinfra.stacks.fleet import fleets_for
+
+    plan = _moved(cloud, region, itype)
+    a = across(plan["allocations"][0])
+    a["disaggregation"]["link"] = "roce" if cloud == "gcp" else "infiniband"
+    with pytest.raises(ValueError, match="Pulumi stacks place those on AWS only; deploy it with deploy.target: kubernetes"):
+        fleets_for(Plan.parse(plan), cloud)
