@@ -121,3 +121,28 @@ def test_the_gcp_and_azure_programs_refuse_a_bundle_across_nodes(cloud, region, 
     a["disaggregation"]["link"] = "roce" if cloud == "gcp" else "infiniband"
     with pytest.raises(ValueError, match="Pulumi stacks place those on AWS only; deploy it with deploy.target: kubernetes"):
         fleets_for(Plan.parse(plan), cloud)
+
+
+def test_the_heads_peer_lookup_writes_every_peer_in_rank_order_and_fails_bounded(tmp_path):
+    """find-peers.sh run by bash against a stand-in `aws` CLI: the peers' IPs in rank order into the
+    env file the head's service reads; a group with no running VM ends it (exit 1) after its tries."""
+    from hetinfra.stacks.boot import HEAD_ENV, find_peers_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aws").write_text('#!/bin/bash\ncase "$*" in *Values=u-r0-n1\\ *) echo 10.0.0.7;; '
+                                 '*Values=u-r0-n2\\ *) echo 10.0.0.9;; *) echo None;; esac\n')
+    (bin_dir / "aws").chmod(0o755)
+    env_file = tmp_path / "head.env"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+    def run(groups):
+        script = find_peers_script("aws", groups, "us-east-1").replace(HEAD_ENV, str(env_file))
+        script = script.replace("sleep 10", "sleep 0").replace("seq 1 90", "seq 1 3")
+        return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=20)
+
+    assert run(["u-r0-n2", "u-r0-n1"]).returncode == 0
+    assert env_file.read_text() == "HETINFRA_PEERS=10.0.0.9 10.0.0.7\n"
+    env_file.unlink()
+    got = run(["u-r0-n1", "u-r0-n3"])
+    assert got.returncode == 1 and "no running node in u-r0-n3" in got.stderr and not env_file.exists()
