@@ -75,8 +75,12 @@ def skypilot_refusal(a: "Allocation") -> str | None:
     if any(r.instance_type and r.instance_type != a.instance_type for r in d.roles):
         why = "its roles run different instance types, and a SkyPilot task (one cluster) has one"
     elif a.cloud == "aws":
-        why = ("SkyPilot's network_tier: best gives its nodes one EFA interface of the type's several unless your "
-               "SkyPilot config sets aws.use_internal_ips, and no cluster placement group")
+        from hetinfra.compile.bundle_nodes import EFA_INTERFACES
+
+        many = EFA_INTERFACES.get(a.instance_type, 1)
+        why = ("SkyPilot creates no cluster placement group for its nodes" + (
+            f", and its network_tier: best gives them one EFA interface of the {many} of {a.instance_type} "
+            "unless your SkyPilot config sets aws.use_internal_ips" if many > 1 else ""))
     else:
         why = f"SkyPilot gives no RDMA network ({d.link}) between the nodes of a {a.cloud} cluster"
     return (f"{a.deployment_unit} is a prefill/decode bundle across {a.nodes_per_replica} nodes of one placement "

@@ -6,6 +6,7 @@ facts, read here from its library: a release that changes one fails this test.""
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -32,11 +33,12 @@ def test_skypilot_cannot_give_a_task_the_placement_and_network_a_bundle_across_n
     assert clouds.CloudImplementationFeatures.CUSTOM_NETWORK_TIER in unsupported
 
 
-@pytest.mark.parametrize("shape, why", [("across", "one EFA interface"), ("hetero", "different instance types")])
+@pytest.mark.parametrize("shape, why", [("across", "no cluster placement group.*one EFA interface of the 16"),
+                                        ("hetero", "different instance types")])
 def test_no_task_is_written_and_apply_refuses_skypilot_naming_the_targets(shape, why, tmp_path):
     plan = Plan.parse(split_plan(shape))
     a = plan.allocations[0]
-    assert why in skypilot_refusal(a) and UNIT in skypilot_refusal(a)
+    assert re.search(why, skypilot_refusal(a)) and UNIT in skypilot_refusal(a)
     assert sky_units(plan) == [] and [u.name for u in sky_units(plan, include_mixed=True)] == [UNIT]
     written = write_plan(tmp_path / "out", plan)
     assert written["skypilot"] == [] and written["pulumi"]
@@ -59,3 +61,9 @@ def test_the_pulumi_path_refuses_a_bundle_across_nodes_off_aws_and_names_kuberne
         with pytest.raises(InvalidInputError, match=why) as err:
             path_of(a, target, plan)
         assert "deploy.target: kubernetes" in err.value.hint
+
+
+def test_a_type_with_one_efa_interface_is_refused_for_the_placement_group_alone():
+    a = Plan.parse(split_plan("across")).allocations[0].model_copy(update={"instance_type": "g6.48xlarge"})
+    why = skypilot_refusal(a)
+    assert "no cluster placement group" in why and "EFA interface" not in why
