@@ -22,6 +22,12 @@ availability zone that offers a planned instance type, ``-sg``, and:
   ``health_grace_s``, at least 30 min, for the weight download and CUDA graphs; at most 2 h). The
   unit's endpoint is the load balancer.
 
+A prefill/decode bundle across nodes (hetinfra.compile.bundle_nodes) uses the pipeline's shape: per
+replica a cluster placement group and a one-VM group per node, each of its role's instance type; its
+launch templates carry every EFA interface the type has (``EFA_INTERFACES``), so its nodes sit in
+``-subnet-private-<az>`` behind ``-nat-<az>`` (several interfaces get no public IP), and the security
+group gains EFA's self egress rule. Its head (rank 0, behind the load balancer) looks the other nodes up.
+
 The security group lets the VMs talk to each other (Ray, pipeline stages), admits the vLLM port
 from the VPC (the load balancer's health checks), from ``ingress_cidrs`` (no gateway) and
 ``management_cidrs``, and SSH only from ``ssh_cidrs``; IMDSv2 is required.
@@ -35,6 +41,7 @@ import pulumi_aws as aws
 
 import json
 
+from hetinfra.compile.bundle_nodes import EFA_INTERFACES
 from hetinfra.compile.images import AWS as AMIS
 from hetinfra.compile.network import subnet as nth_subnet
 from hetinfra.stacks.boot import SecretRef
@@ -47,6 +54,24 @@ from hetinfra.facts import SSH_PORT
 MAX_HEALTH_GRACE_S = 7200  # the units' health_grace_s, capped
 ASSUME_EC2 = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+
+
+#: the /20 of the fleet's network where the EFA nodes' private subnets start (public ones count from 0)
+PRIVATE_SUBNET_BASE = 8
+
+
+def _efa_unit(fu) -> bool:
+    """A prefill/decode bundle across nodes whose KV moves over EFA."""
+    return bool(fu.unit.role_nodes) and fu.unit.link == "efa"
+
+
+def _efa_interfaces(itype: str, sg) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """Every EFA interface the type has: the primary "efa" (EFA with ENA: the node's IP) on card 0,
+    device 0, then one "efa-only" per further card on device 1, as AWS recommends for P5. A node with
+    several network interfaces gets no public IP: it sits in the private subnet behind the NAT gateway."""
+    return [aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+        network_card_index=card, device_index=0 if card == 0 else 1, interface_type="efa" if card == 0 else "efa-only",
+        security_groups=[sg.id], delete_on_termination="true") for card in range(EFA_INTERFACES.get(itype, 1))]
 
 
 def _ingress(args: FleetArgs, target: str) -> list[aws.ec2.SecurityGroupIngressArgs]:
@@ -145,8 +170,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
         private_heads: list[tuple[str, pulumi.Output]] = []
         self.endpoints, self.vms, self.units = {}, {}, {}
         for fu in args.units:
-            subnet_ids = [subnets[zone_of[fu.name]].id]
-            tg, dns_name = self._load_balancer(fu, args, vpc, subnet_ids, child)
+            subnet_ids = [(subnets.get(("private", zone_of[fu.name])) if _efa_unit(fu) else subnets[zone_of[fu.name]]).id]
+            tg, dns_name = self._load_balancer(fu, args, vpc, [subnets[zone_of[fu.name]].id], child)
             self.endpoints[fu.name] = [pulumi.Output.concat("http://", dns_name, f":{args.port}/v1")]
             private_heads.append((fu.name, dns_name))
             pgs, members = {}, {}
@@ -165,7 +190,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             self.units[fu.name] = unit_output(fu, members, target_group=tg.arn)
         self.gateway_url = None
         if args.gateway:
-            self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg, subnets[sorted(subnets)[0]],
+            self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg,
+                                             subnets[sorted(z for z in subnets if isinstance(z, str))[0]],
                                              private_heads, child, invoke)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
@@ -186,11 +212,32 @@ class AwsGpuFleet(pulumi.ComponentResource):
                                            opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-rta-{zone}", subnet_id=subnets[zone].id,
                                           route_table_id=table.id, opts=child)
+        efa_zones = sorted({zone_of[fu.name] for fu in args.units if _efa_unit(fu)})
+        for i, zone in enumerate(efa_zones):
+            subnets[("private", zone)] = AwsGpuFleet._private_subnet(name, args, vpc, subnets[zone], zone, i, child)
+        # EFA needs every inbound and outbound protocol to and from the group itself (AWS EFA guide)
+        self_egress = [aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, self=True,
+                                                       description="EFA: all traffic within the fleet")] if efa_zones else []
         sg = aws.ec2.SecurityGroup(
             f"{name}-sg", vpc_id=vpc.id, description=f"hetinfra {args.service} vLLM fleet",
             ingress=_ingress(args, "fleet"), opts=child,
-            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])])
+            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]),
+                    *self_egress])
         return vpc, sg, subnets, zone_of
+
+    @staticmethod
+    def _private_subnet(name: str, args: FleetArgs, vpc, public, zone: str, i: int, child):
+        """The private subnet of ``zone`` for nodes with several EFA interfaces (no public IP there):
+        its way out (the weights, the image) is a NAT gateway in the zone's public subnet."""
+        eip = aws.ec2.Eip(f"{name}-nat-eip-{zone}", domain="vpc", opts=child)
+        nat = aws.ec2.NatGateway(f"{name}-nat-{zone}", allocation_id=eip.id, subnet_id=public.id, opts=child)
+        table = aws.ec2.RouteTable(f"{name}-rt-private-{zone}", vpc_id=vpc.id, opts=child,
+                                   routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)])
+        subnet = aws.ec2.Subnet(f"{name}-subnet-private-{zone}", vpc_id=vpc.id, availability_zone=zone,
+                                cidr_block=nth_subnet(args.network_cidr, PRIVATE_SUBNET_BASE + i), opts=child)
+        aws.ec2.RouteTableAssociation(f"{name}-rta-private-{zone}", subnet_id=subnet.id, route_table_id=table.id,
+                                      opts=child)
+        return subnet
 
     @staticmethod
     def _secret_and_profile(name: str, args: FleetArgs, secrets: FleetSecrets, child):
@@ -230,10 +277,13 @@ class AwsGpuFleet(pulumi.ComponentResource):
         the boot disk."""
         text = node_script(fu, replica, rank, args, SecretRef("aws", "@@SECRET@@", args.region), secrets, args.region)
         user_data = secret.arn.apply(lambda arn, t=text: base64.b64encode(t.replace("@@SECRET@@", arn).encode()).decode())
+        itype = fu.unit.node_instance_type(rank)
+        # a bundle across nodes over EFA: every EFA interface of the type (the security group goes on them)
+        nics = _efa_interfaces(itype, sg) if _efa_unit(fu) else None
         return aws.ec2.LaunchTemplate(
             f"{gname}-lt", name_prefix=f"{gname[:100]}-", image_id=ami_id,
-            instance_type=fu.unit.node_instance_type(rank), user_data=user_data,
-            vpc_security_group_ids=[sg.id], update_default_version=True,
+            instance_type=itype, user_data=user_data, network_interfaces=nics,
+            vpc_security_group_ids=None if nics else [sg.id], update_default_version=True,
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required",
                                                                        http_endpoint="enabled"),

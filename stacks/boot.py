@@ -75,8 +75,8 @@ mv {SECRETS_ENV}.new {SECRETS_ENV}
 {write_files}"""
 
 
-def find_head_script(cloud: str, head_group: str, scope: str) -> str:
-    """``/opt/hetinfra/find-head.sh``: the private IP of the running VM of ``head_group`` -> HEAD_IP."""
+def _ip_lookup(cloud: str, head_group: str, scope: str) -> str:
+    """Shell that prints the private IP of the running VM of ``head_group`` (empty or None: none yet)."""
     g = shlex.quote(head_group)
     if cloud == "aws":
         lookup = (f"aws ec2 describe-instances --region {shlex.quote(scope)} --filters "
@@ -100,7 +100,13 @@ def find_head_script(cloud: str, head_group: str, scope: str) -> str:
                   "v=json.load(sys.stdin)[\"value\"]; print(v[0][\"properties\"][\"ipConfigurations\"][0]"
                   "[\"properties\"][\"privateIPAddress\"] if v else \"\")'")
     else:
-        raise ValueError(f"no head lookup for cloud {cloud!r}")
+        raise ValueError(f"no VM lookup for cloud {cloud!r}")
+    return lookup
+
+
+def find_head_script(cloud: str, head_group: str, scope: str) -> str:
+    """``/opt/hetinfra/find-head.sh``: the private IP of the running VM of ``head_group`` -> HEAD_IP."""
+    lookup = _ip_lookup(cloud, head_group, scope)
     return f"""#!/bin/bash
 # Finds this replica's pipeline head (group {head_group}) with this VM's identity.
 set -uo pipefail
@@ -110,4 +116,25 @@ for i in $(seq 1 90); do
   echo "hetinfra: waiting for head {head_group} ($i/90)" >&2; sleep 10
 done
 echo "hetinfra: no running head in {head_group}" >&2; exit 1
+"""
+
+
+def find_peers_script(cloud: str, groups: list[str], scope: str) -> str:
+    """``/opt/hetinfra/find-head.sh`` of a prefill/decode bundle's head (the first prefill node): the
+    private IPs of the running VMs of ``groups`` (the replica's other nodes, in rank order) ->
+    ``HETINFRA_PEERS`` (hetinfra.compile.bundle_nodes), looked up at every start, so a replaced node
+    is found at its new address. Bounded: 15 minutes per group."""
+    waits = "\n".join(f"""found=0
+for i in $(seq 1 90); do
+  ip=$({_ip_lookup(cloud, g, scope)})
+  if [ -n "$ip" ] && [ "$ip" != "None" ]; then peers="$peers $ip"; found=1; break; fi
+  echo "hetinfra: waiting for the bundle's node {g} ($i/90)" >&2; sleep 10
+done
+[ "$found" = 1 ] || {{ echo "hetinfra: no running node in {g}" >&2; exit 1; }}""" for g in groups)
+    return f"""#!/bin/bash
+# Finds the other nodes of this prefill/decode bundle replica ({', '.join(groups)}) with this VM's identity.
+set -uo pipefail
+peers=""
+{waits}
+echo "HETINFRA_PEERS=${{peers# }}" > {HEAD_ENV}
 """

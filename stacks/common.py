@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import pulumi
 
 from hetinfra.stacks.fleet import FleetArgs, VMGroup, vm_name
-from hetinfra.stacks.boot import SecretRef, fetch_secrets_script, find_head_script
+from hetinfra.stacks.boot import SecretRef, fetch_secrets_script, find_head_script, find_peers_script
 from hetinfra.stacks.gateway import fill_gateway, gateway_script
 from hetinfra.stacks.startup import BootConfig, startup_script
 
@@ -45,7 +45,11 @@ def node_script(fu: VMGroup, replica: int | None, rank: int, args: FleetArgs, re
                 secrets: FleetSecrets, scope: str) -> str:
     """The boot script of node ``rank`` of a group (see ``VMGroup.groups``): a pipeline worker
     finds its replica's head group (``<unit>-r<replica>-n0``) with the VM's identity at every start
-    (``scope``: AWS region, GCP project), so a replaced head is found again."""
+    (``scope``: AWS region, GCP project), so a replaced head is found again. A prefill/decode bundle
+    across nodes is the other way round: its head (rank 0, the hop) finds the replica's other nodes."""
+    if fu.unit.role_nodes:
+        peers = [vm_name(fu.name, replica, k) for k in range(1, fu.unit.num_nodes)]
+        return boot_script(fu, rank, args, ref, secrets, find_peers_script(args.cloud, peers, scope) if rank == 0 else None)
     head = vm_name(fu.name, replica, 0) if rank > 0 else None
     return boot_script(fu, rank, args, ref, secrets, find_head_script(args.cloud, head, scope) if head else None)
 

@@ -139,6 +139,9 @@ def fleets_for(plan: Plan, cloud: str) -> list[FleetArgs]:
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
     by_region: dict[str, list[VMGroup]] = {}
     for u in sky_units(plan, include_mixed=True):
+        if u.cloud == cloud and u.role_nodes and cloud != "aws":  # hetinfra.deploy.apply.PULUMI_ACROSS_NODES
+            raise ValueError(f"{u.name} is a prefill/decode bundle across {u.num_nodes} nodes over {u.link}: the "
+                             f"Pulumi stacks place those on AWS only; deploy it with deploy.target: kubernetes")
         if u.cloud == cloud:
             by_region.setdefault(u.region, []).append(VMGroup(
                 u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))

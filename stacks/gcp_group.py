@@ -78,7 +78,7 @@ def _template(ctx: FleetContext, fu: VMGroup, replica, rank: int, gname: str) ->
         network_interfaces=[gcp.compute.InstanceTemplateNetworkInterfaceArgs(
             subnetwork=ctx.subnet, access_configs=[gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()])],
         guest_accelerators=[gcp.compute.InstanceTemplateGuestAcceleratorArgs(type=ACCELERATORS[gpu],
-                                                                             count=u.gpus_per_instance)],
+                                                                             count=u.node_gpus(rank))],
         scheduling=gcp.compute.InstanceTemplateSchedulingArgs(
             on_host_maintenance="TERMINATE", automatic_restart=not u.spot, preemptible=u.spot,
             provisioning_model="SPOT" if u.spot else "STANDARD",

@@ -67,12 +67,14 @@ class RuntimeConfig:
         return vllm_pip_spec(self.vllm_version)
 
 
-def serve_script(unit: DeployedUnit) -> str:
-    """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join."""
+def serve_script(unit: DeployedUnit, rank: int = 0) -> str:
+    """The per-node serve script: rank 0 serves (after forming Ray for a pipeline), others join; a
+    bundle's node runs its engines (and on its head the hop: hetinfra.compile.bundle)."""
     serve = vllm_serve_command(unit)
     if unit.bundle:  # the engines and the hop; hetinfra installed at the first start (python3 of the runtime)
-        return (f"#!/bin/bash\n[ -x {HOP_DIR}/venv/bin/hetinfra ] || {{ {hop_install(HOP_DIR + '/venv')}; }}\n"
-                + node_script(unit, f"{HOP_DIR}/venv/bin/hetinfra", f"{HOP_DIR}/plan.json"))
+        install = f"[ -x {HOP_DIR}/venv/bin/hetinfra ] || {{ {hop_install(HOP_DIR + '/venv')}; }}\n" if rank == 0 else ""
+        return (f"#!/bin/bash\n{install}"
+                + node_script(unit, f"{HOP_DIR}/venv/bin/hetinfra", f"{HOP_DIR}/plan.json", rank))
     if unit.num_nodes == 1:
         return f"#!/bin/bash\nset -euo pipefail\nexec {serve}\n"
     if unit.mixed:
@@ -102,6 +104,11 @@ def _env_lines(unit: DeployedUnit, rank: int) -> list[str]:
     return [f"{k}={v}" for k, v in envs.items()]
 
 
+#: what a container needs to reach the node's RDMA devices (EFA, InfiniBand, RoCE): SkyPilot's EFA
+#: docker options (sky/clouds/aws.py, after ofiwg/libfabric#6437: unlimited locked memory)
+RDMA_DOCKER_OPTIONS = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1:-1 "
+
+
 def _runner(unit: DeployedUnit, rt: RuntimeConfig, worker: bool = False) -> str:
     pre_start = "ExecStartPre=/opt/hetinfra/fetch-secrets.sh\n" + ("ExecStartPre=/opt/hetinfra/find-head.sh\n"
                                                                    if worker else "")
@@ -112,11 +119,12 @@ def _runner(unit: DeployedUnit, rt: RuntimeConfig, worker: bool = False) -> str:
         exec_start = (f"/usr/bin/docker run --rm --name vllm --gpus all --network host --ipc host "
                       f"--env-file /etc/hetinfra/env --env-file {SECRETS_ENV} {head_env}"
                       f"-v /opt/hetinfra/serve.sh:/serve.sh:ro -v /opt/hetinfra/hf:/root/.cache/huggingface "
-                      + (f"-v {HOP_DIR}:{HOP_DIR} " if unit.bundle else "") +
+                      + (f"-v {HOP_DIR}:{HOP_DIR} " if unit.bundle else "")
+                      + (RDMA_DOCKER_OPTIONS if unit.role_nodes else "") +
                       f"--entrypoint bash {rt.image} /serve.sh")
         extra = pre_start + "ExecStartPre=-/usr/bin/docker rm -f vllm\n"
     else:
-        ray = f' "ray[default]" "{RAY_CLICK_PIN}"' if unit.num_nodes > 1 else ""  # as SkyPilot's setup
+        ray = f' "ray[default]" "{RAY_CLICK_PIN}"' if unit.num_nodes > 1 and not unit.bundle else ""  # as SkyPilot's
         pre = ("python3 -m venv /opt/vllm || { apt-get update -y && apt-get install -y python3-venv && python3 -m venv /opt/vllm; }\n"
                f"/opt/vllm/bin/pip install -q {shlex.quote(rt.pip_spec)}{ray}\n")
         exec_start = "/bin/bash /opt/hetinfra/serve.sh"
@@ -134,26 +142,30 @@ def startup_script(unit: DeployedUnit, *, rank: int, runtime: RuntimeConfig, boo
     """The VM's whole boot script for ``rank`` (0 = the replica's head) of ``unit``; it holds no secret."""
     if not 0 <= rank < unit.num_nodes:
         raise ValueError(f"rank {rank} outside the {unit.num_nodes} node(s) of {unit.name}")
-    worker = unit.num_nodes > 1 and rank > 0
+    # a pipeline's workers look their head up; a bundle across nodes: its head looks the others up
+    worker = unit.num_nodes > 1 and (rank == 0 if unit.bundle else rank > 0)
     if worker and not boot.find_head:
         raise ValueError(f"rank {rank} of {unit.name} needs a head lookup")
     env = "\n".join(_env_lines(unit, rank))
-    role = ("prefill/decode bundle" if unit.bundle else "single node") if unit.num_nodes == 1 else \
-        f"pipeline rank {rank} of {unit.num_nodes}"
-    itype, gpu = unit.node_instance_type(rank), unit.node_gpu(rank)
+    if unit.bundle:
+        role = "prefill/decode bundle" + (f", {unit.node_role(rank)[0]} node {rank} of {unit.num_nodes}"
+                                          if unit.role_nodes else "")
+    else:
+        role = "single node" if unit.num_nodes == 1 else f"pipeline rank {rank} of {unit.num_nodes}"
+    itype, gpu, gpus = unit.node_instance_type(rank), unit.node_gpu(rank), unit.node_gpus(rank)
     find_head = f"cat > /opt/hetinfra/find-head.sh <<'FINDHEAD'\n{boot.find_head}FINDHEAD\n" if worker else ""
-    # a bundle: the hop's plan (hetinfra.compile.bundle.hop_plan), beside its virtualenv
-    hop = "" if not unit.bundle else (f"install -d -m 700 {HOP_DIR}\ncat > {HOP_DIR}/plan.json <<'HOPPLAN'\n{unit.hop_plan}\nHOPPLAN\n")
+    # a bundle: the hop's plan (hetinfra.compile.bundle.hop_plan), beside its virtualenv, on the hop's node
+    hop = "" if not unit.bundle or rank else (f"install -d -m 700 {HOP_DIR}\ncat > {HOP_DIR}/plan.json <<'HOPPLAN'\n{unit.hop_plan}\nHOPPLAN\n")
     return f"""\
 #!/bin/bash
-# hetinfra: unit {unit.name} ({unit.service_model}), {itype} {gpu}:{unit.gpus_per_instance}, {role}
+# hetinfra: unit {unit.name} ({unit.service_model}), {itype} {gpu}:{gpus}, {role}
 set -euo pipefail
 exec >>{LOG} 2>&1
 fail() {{ echo "hetinfra: $*" >&2; exit 1; }}
 for i in $(seq 1 {DRIVER_WAIT_S // 10}); do nvidia-smi >/dev/null 2>&1 && break; sleep 10; done
 nvidia-smi >/dev/null 2>&1 || fail "no NVIDIA driver after {DRIVER_WAIT_S} s (nvidia-smi failed); use a GPU image"
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
-[ "$gpus" -eq {unit.gpus_per_instance} ] || fail "expected {unit.gpus_per_instance} x {gpu}, found $gpus GPU(s)"
+[ "$gpus" -eq {gpus} ] || fail "expected {gpus} x {gpu}, found $gpus GPU(s)"
 install -d -m 700 /etc/hetinfra /opt/hetinfra /opt/hetinfra/hf
 umask 077
 cat > /opt/hetinfra/fetch-secrets.sh <<'FETCH'
@@ -163,7 +175,7 @@ cat > /etc/hetinfra/env <<'ENV'
 {env}
 ENV
 cat > /opt/hetinfra/serve.sh <<'SERVE'
-{serve_script(unit)}SERVE
+{serve_script(unit, rank)}SERVE
 chmod 700 /opt/hetinfra/serve.sh
 {_runner(unit, runtime, worker)}systemctl daemon-reload
 systemctl enable --now hetinfra-vllm.service

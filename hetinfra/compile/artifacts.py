@@ -40,25 +40,33 @@ def expand_stages(allocations: list) -> list:
 
 def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
     """Deployment units of the plan's allocations on IaC clouds; mixed-GPU pipelines (no SkyPilot
-    task: a task has one accelerator type) only with ``include_mixed`` (the Pulumi stacks).
+    task: a task has one accelerator type) and prefill/decode bundles across nodes (which SkyPilot
+    cannot run as planned: compile.skypilot.skypilot_refusal) only with ``include_mixed`` (the Pulumi
+    stacks, Kubernetes).
 
     A unit's boot disk is what :func:`hetinfra.compile.disk.disk_gb` gives the Pulumi path, on the
     largest OS image among the clouds it may fail over to."""
-    from hetinfra.compile.bundle import bundle_of, hop_plan
+    from hetinfra.compile.bundle import bundle_of, hop_plan, role_nodes_of
     from hetinfra.compile.disk import disk_gb
     from hetinfra.compile.router_adapters import unit_adapter_fields
+    from hetinfra.compile.skypilot import skypilot_refusal
     from hetinfra.compile.unit import Alternate, DeployedUnit
     deploy = doc.deploy
     units = []
     for a in doc.allocations:
-        if a.skypilot_task is None and not (include_mixed and a.stages):  # custom cloud, or mixed
+        # custom cloud, or what only the Pulumi stacks and Kubernetes run (mixed pipelines, bundles across nodes)
+        only_iac = bool(a.stages) or skypilot_refusal(a) is not None
+        if (a.skypilot_task is None and not (include_mixed and a.stages)) or (only_iac and not include_mixed):
             continue
         m = served_checkpoint(doc.model(a.model), a)  # a variant's source and precision
         alternates = tuple(Alternate(x.cloud, x.region, x.instance_type, x.price_per_hour) for x in a.alternates)
         disk = max(disk_gb(doc, a, c) for c in {a.cloud} | {x.cloud for x in alternates})
         # a prefill/decode bundle: its roles, and the trimmed plan its node's hop routes with
+        # (across nodes: each role's nodes and instance type, and the RDMA network its KV moves over)
         split = {"bundle": bundle_of(a), "hop_plan": hop_plan(doc, a), "hetinfra_package": deploy.gateway.package,
-                 "nodes": 1} if a.disaggregation is not None else {"nodes": a.nodes_per_replica}
+                 "nodes": a.nodes_per_replica, "role_nodes": role_nodes_of(a),
+                 "link": a.disaggregation.link if role_nodes_of(a) else ""} \
+            if a.disaggregation is not None else {"nodes": a.nodes_per_replica}
         units.append(DeployedUnit(
             name=a.deployment_unit, service_model=a.model, source=m.source, cloud=a.cloud, region=a.region,
             instance_type=a.instance_type, gpu=a.gpu, gpus_per_instance=a.gpus_per_instance, tp=a.tp, pp=a.pp,

@@ -18,9 +18,10 @@ data) and asks clients for the engines' key (``HETINFRA_API_KEY`` = ``VLLM_API_K
 the node's port needs the key the engines need. It starts once every engine answers ``/health``,
 and the node stops (SkyServe, systemd or Kubernetes restart it) when any of its processes ends.
 
-Bundles across nodes (prefill nodes and decode nodes in one placement group over RDMA) are not
-deployed: no target here places the roles' nodes together and tells the hop every node's address,
-so the planner does not offer them (:func:`hetinfra.plan.templates_pd.bundle_templates`).
+A bundle across nodes (plan.json ``disaggregation.roles[].nodes`` > 0: prefill nodes and decode
+nodes, of one instance type or of two, in one placement group over RDMA) runs each node's engines
+with the node's address as NIXL's side channel and the RDMA transport's settings, and the hop on the
+first prefill node, which learns the other nodes' addresses at start (:mod:`hetinfra.compile.bundle_nodes`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
+from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
+                                           hop_options, node_engines)
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
@@ -36,21 +39,40 @@ from hetinfra.errors import InvalidInputError
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
-__all__ = ["HEALTH_POLL_S", "bundle_of", "engines", "hop_args", "hop_plan", "hop_install", "node_script"]
+__all__ = ["HEALTH_POLL_S", "RDMA_LINKS", "bundle_of", "endpoint_key", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
+           "role_nodes_of"]
 
-#: how often the node script asks an engine's /health while it starts
-HEALTH_POLL_S = 10
+#: the networks a bundle across nodes may move its KV over (plan.json disaggregation.link)
+RDMA_LINKS = ("efa", "infiniband", "roce")
+#: bash: ``ready PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
+READY = ("ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://HOST:%s/health\" "
+         "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }")
 
 
 def bundle_of(a: "Allocation") -> tuple[tuple[str, int, int], ...]:
-    """The (role, engines, tp) of a split allocation; a bundle across nodes is refused (exit 2)."""
-    d = a.disaggregation
-    if any(r.nodes for r in d.roles):
+    """The (role, engines, tp) of a split allocation, prefill first."""
+    return tuple((r.role, r.engines, r.tp) for r in a.disaggregation.roles)
+
+
+def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]:
+    """A bundle across nodes: per role (role, nodes, instance type, gpu, GPUs per node), a role's own
+    instance type where plan.json names one (heterogeneous P/D), else the allocation's; () for a
+    one-node bundle. A plan whose roles' nodes do not add up to its nodes_per_replica is refused (exit 2)."""
+    roles = a.disaggregation.roles
+    if not any(r.nodes for r in roles):
+        return ()
+    if any(r.nodes < 1 for r in roles) or sum(r.nodes for r in roles) != a.nodes_per_replica:
         raise InvalidInputError(
-            f"{a.deployment_unit} is a prefill/decode bundle across {a.nodes_per_replica} nodes ({d.xpyd}): no "
-            "deployment target runs bundles across nodes yet",
-            hint="re-plan with this hetinfra (it offers one-node bundles only; docs/concepts/disaggregation.md)")
-    return tuple((r.role, r.engines, r.tp) for r in d.roles)
+            f"{a.deployment_unit}: its bundle's roles run on {'+'.join(str(r.nodes) for r in roles)} node(s), "
+            f"its nodes_per_replica is {a.nodes_per_replica}",
+            hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
+    if a.disaggregation.link not in RDMA_LINKS:
+        raise InvalidInputError(
+            f"{a.deployment_unit}: its bundle spans {a.nodes_per_replica} nodes but its KV moves over "
+            f"{a.disaggregation.link!r}, not an RDMA network ({', '.join(RDMA_LINKS)})",
+            hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
+    return tuple((r.role, r.nodes, r.instance_type or a.instance_type, r.gpu or a.gpu,
+                  r.gpus_per_node or a.gpus_per_instance) for r in roles)
 
 
 def hop_plan(plan: "Plan", a: "Allocation") -> str:
@@ -77,33 +99,26 @@ def hop_install(venv: str) -> str:
 
 
 def engines(unit: DeployedUnit) -> list[BundleEngine]:
-    """The node's engines: ports from the unit's port + 1 up (the hop listens on the unit's port)."""
-    return bundle_engines(unit, list(unit.bundle), first_port=unit.port + 1)
+    """The engines of the node that runs the hop: ports from the unit's port + 1 up (the hop listens
+    on the unit's port); a bundle across nodes: its first prefill node's (bundle_nodes.node_engines)."""
+    return node_engines(unit, 0) if unit.role_nodes else bundle_engines(unit, list(unit.bundle),
+                                                                         first_port=unit.port + 1)
 
 
 def hop_args(unit: DeployedUnit, host: str = "127.0.0.1") -> list[str]:
-    """The hop's ``hetinfra gateway PLAN`` options: the unit's port, this node's engines at ``host``."""
-    args = ["--host", "0.0.0.0", "--port", str(unit.port), "--no-demand-log", "--reload-interval-s", "0"]
-    for e in engines(unit):
-        key = f"{unit.name}/prefill" if e.role == "prefill" else unit.name
-        args += ["--endpoint", f"{key}=http://{host}:{e.port}/v1"]
-    return args
+    """The hop's ``hetinfra gateway PLAN`` options: the unit's port, this node's engines at ``host``
+    (a bundle across nodes adds the other nodes' engines at start: bundle_nodes)."""
+    return hop_options(unit, engines(unit), host)
 
 
-def _engine_lines(unit: DeployedUnit, with_gpus: bool) -> list[str]:
-    lines = []
-    for e in engines(unit):
-        envs = {k: v for k, v in e.envs.items() if with_gpus or k != "CUDA_VISIBLE_DEVICES"}
-        lines += [f"# {e.role} engine on GPU(s) {','.join(map(str, e.gpus))}, port {e.port}",
-                  " ".join(f"{k}={v}" for k, v in envs.items()) + f" {e.command} &", "pids+=($!)"]
-    return lines
-
-
-def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str) -> str:
+def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: int = 0) -> str:
     """The bash script of a bundle's node: every engine in the background, then (once each answers
     /health) the hop on the unit's port; the script ends, failing, when any of them ends.
     ``hetinfra``: the hetinfra executable; ``plan_path``: where :func:`hop_plan`'s text was written (both
-    as the shell reads them: ``$HOME`` expands)."""
+    as the shell reads them: ``$HOME`` expands). A bundle across nodes: node ``rank``'s script
+    (:func:`hetinfra.compile.bundle_nodes.across_node_script`)."""
+    if unit.role_nodes:
+        return across_node_script(unit, hetinfra, plan_path, rank)
     ports = " ".join(str(e.port) for e in engines(unit))
     tries = INITIAL_DELAY_SINGLE_NODE_S // HEALTH_POLL_S
     hop = " ".join(shlex.quote(x) for x in hop_args(unit))
@@ -113,9 +128,8 @@ def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str) -> str:
         "set -euo pipefail",
         "pids=()",
         'trap \'kill "${pids[@]}" 2>/dev/null || true\' EXIT',
-        *_engine_lines(unit, with_gpus=True),
-        "ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://127.0.0.1:%s/health\" "
-        "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }",
+        *engine_lines(engines(unit)),
+        READY.replace("HOST", "127.0.0.1"),
         f"for port in {ports}; do",
         f"  for _ in $(seq 1 {tries}); do ready \"$port\" && break; sleep {HEALTH_POLL_S}; done",
         f"  ready \"$port\" || {{ echo \"hetinfra: the engine on port $port did not answer /health in "

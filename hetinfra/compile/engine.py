@@ -123,26 +123,32 @@ class BundleEngine:
 
 
 def bundle_engines(unit: DeployedUnit, roles: list[tuple[str, int, int]], *, first_port: int | None = None,
-                   nixl_host: str = "127.0.0.1") -> list[BundleEngine]:
+                   nixl_host: str = "127.0.0.1", first_index: int = 0,
+                   node: tuple[str, str, int] | None = None, extra_envs: Dict[str, str] | None = None
+                   ) -> list[BundleEngine]:
     """The engines of one node of a bundle, ``roles`` = [(role, engines, tp), ...] (plan.json
     ``disaggregation.roles``): consecutive GPUs per engine (prefill first), ports from ``first_port``
-    (the unit's port by default) up, one NIXL side-channel port each, announced at ``nixl_host``
-    (loopback: a one-node bundle's decode engines read the KV on the same node). Every engine is the
-    unit's ``vllm serve`` at its role's TP, so the engine flags the performance model planned with
-    hold for both roles."""
+    (the unit's port by default) up, one NIXL side-channel port each (from ``first_index`` up, so the
+    engines of a replica's nodes never share one), announced at ``nixl_host`` (loopback: a one-node
+    bundle's decode engines read the KV on the same node; a bundle across nodes: the node's address).
+    ``node``: (instance type, gpu, GPUs) of a role's node when it is not the unit's (heterogeneous P/D);
+    ``extra_envs``: the RDMA transport's settings. Every engine is the unit's ``vllm serve`` at its
+    role's TP on its node's GPU, so the engine flags the performance model planned with hold for both roles."""
+    itype, gpu_kind, gpus = node or (unit.instance_type, unit.gpu, unit.gpus_per_instance)
     out, gpu, k = [], 0, 0
     port = unit.port if first_port is None else first_port
     for role, engines, tp in roles:
         for _ in range(engines):
             one = replace(unit, tp=tp, pp=1, engines_per_instance=1, nodes=1, gpus_per_instance=tp, role=role,
-                          port=port + k, bundle=())  # the engine on its slice of the node
+                          port=port + k, bundle=(), role_nodes=(), link="", instance_type=itype,
+                          gpu=gpu_kind)  # the engine on its slice of the node
             envs = {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(gpu, gpu + tp)),
-                    "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_PORT + k),
-                    "VLLM_NIXL_SIDE_CHANNEL_HOST": nixl_host}
+                    "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_PORT + first_index + k),
+                    "VLLM_NIXL_SIDE_CHANNEL_HOST": nixl_host, **(extra_envs or {})}
             out.append(BundleEngine(role, tuple(range(gpu, gpu + tp)), port + k, envs, vllm_serve_command(one)))
             gpu, k = gpu + tp, k + 1
-    if gpu > unit.gpus_per_instance:
-        raise ValueError(f"bundle of {unit.name} needs {gpu} GPUs, its instance has {unit.gpus_per_instance}")
+    if gpu > gpus:
+        raise ValueError(f"bundle of {unit.name} needs {gpu} GPUs, its instance has {gpus}")
     return out
 
 

@@ -35,7 +35,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
 
@@ -46,13 +46,45 @@ from hetinfra.compile.ray import RayNode, ray_pipeline_script
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.facts import RAY_CLICK_PIN
 
-__all__ = ["SKYPILOT_NODE", "TaskDumper", "generator_version", "render_all", "render_task", "task_config", "write_all"]
+if TYPE_CHECKING:
+    from hetinfra.document import Allocation
+
+__all__ = ["SKYPILOT_NODE", "TaskDumper", "generator_version", "render_all", "render_task", "skypilot_refusal",
+           "task_config", "write_all"]
 
 #: where a SkyPilot node finds its address, its head's and its rank (SkyPilot's environment); sed reads
 #: all its input, so echo never dies of SIGPIPE under the script's pipefail (head -n1 could: exit 141)
 SKYPILOT_NODE = RayNode(node_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")',
                         head_ip='$(echo "$SKYPILOT_NODE_IPS" | sed -n 1p)', rank="$SKYPILOT_NODE_RANK")
 
+
+
+def skypilot_refusal(a: "Allocation") -> str | None:
+    """Why SkyPilot 0.14.1 cannot run allocation ``a`` as planned (None: it can). A prefill/decode
+    bundle across nodes needs its nodes in one placement group over the RDMA network the plan priced,
+    and a SkyPilot task cannot ask for that: one task (one cluster) has one instance type, so a
+    heterogeneous bundle is not one task; Azure has no custom network tier in SkyPilot
+    (CUSTOM_NETWORK_TIER unsupported); ``network_tier: best`` gives GCP GPUDirect-TCPX, not RDMA; on
+    AWS it gives EFA, but one interface of the type's several unless the user's own SkyPilot config
+    sets ``aws.use_internal_ips`` (not a key a task may override), and SkyPilot creates no cluster
+    placement group (its ``_configure_placement_group`` is never called). tests/compile/test_skypilot_bundles
+    reads these facts from SkyPilot's library, so a release that changes them fails there."""
+    d = a.disaggregation
+    if d is None or not any(r.nodes for r in d.roles):
+        return None
+    if any(r.instance_type and r.instance_type != a.instance_type for r in d.roles):
+        why = "its roles run different instance types, and a SkyPilot task (one cluster) has one"
+    elif a.cloud == "aws":
+        from hetinfra.compile.bundle_nodes import EFA_INTERFACES
+
+        many = EFA_INTERFACES.get(a.instance_type, 1)
+        why = ("SkyPilot creates no cluster placement group for its nodes" + (
+            f", and its network_tier: best gives them one EFA interface of the {many} of {a.instance_type} "
+            "unless your SkyPilot config sets aws.use_internal_ips" if many > 1 else ""))
+    else:
+        why = f"SkyPilot gives no RDMA network ({d.link}) between the nodes of a {a.cloud} cluster"
+    return (f"{a.deployment_unit} is a prefill/decode bundle across {a.nodes_per_replica} nodes of one placement "
+            f"group over {d.link}, which SkyPilot cannot run as planned: {why}")
 
 
 #: where a bundle's node keeps hetinfra (the hop in front of its engines) and the hop's plan

@@ -120,6 +120,12 @@ class DeployedUnit:
     hop_plan: Optional[str] = None
     #: where a bundle's node installs hetinfra for its hop (deploy.gateway.package)
     hetinfra_package: Optional[str] = None
+    #: a bundle across the nodes of one placement group: per role (role, nodes, instance type, gpu,
+    #: gpus per node), prefill first, from plan.json ``disaggregation.roles``; empty: a one-node
+    #: bundle. Node ranks run prefill nodes first; rank 0 also runs the hop (hetinfra.compile.bundle)
+    role_nodes: Tuple[Tuple[str, int, str, str, int], ...] = ()
+    #: the RDMA network a bundle across nodes moves its KV over (efa, infiniband, roce); "" otherwise
+    link: str = ""
 
     def __post_init__(self) -> None:
         if self.nodes is None:
@@ -128,6 +134,7 @@ class DeployedUnit:
             a if isinstance(a, Alternate) else Alternate(*a) for a in self.alternates))
         object.__setattr__(self, "adapters", tuple(self.adapters))
         object.__setattr__(self, "bundle", tuple(tuple(r) for r in self.bundle))
+        object.__setattr__(self, "role_nodes", tuple(tuple(r) for r in self.role_nodes))
         if self.layer_partition is not None and not isinstance(self.layer_partition, tuple):
             object.__setattr__(self, "layer_partition", tuple(self.layer_partition))
         if self.stages is not None:
@@ -144,10 +151,27 @@ class DeployedUnit:
         return self.stages is not None
 
     def node_instance_type(self, rank: int) -> str:
+        if self.role_nodes:
+            return self.node_role(rank)[2]
         return self.stages[rank][0] if self.stages else self.instance_type
 
     def node_gpu(self, rank: int) -> str:
+        if self.role_nodes:
+            return self.node_role(rank)[3]
         return self.stages[rank][1] if self.stages else self.gpu
+
+    def node_gpus(self, rank: int) -> int:
+        """GPUs of node ``rank`` (a bundle's role may run another instance type than the unit's)."""
+        return self.node_role(rank)[4] if self.role_nodes else self.gpus_per_instance
+
+    def node_role(self, rank: int) -> Tuple[str, int, str, str, int]:
+        """The ``role_nodes`` entry of node ``rank`` of a bundle across nodes (prefill nodes first)."""
+        first = 0
+        for entry in self.role_nodes:
+            if rank < first + entry[1]:
+                return entry
+            first += entry[1]
+        raise ValueError(f"rank {rank} outside the {self.num_nodes} node(s) of {self.name}")
 
     @property
     def num_nodes(self) -> int:
@@ -232,18 +256,41 @@ def _layout_problems(u: DeployedUnit):
 
 
 def _bundle_problems(u: DeployedUnit):
-    """A one-node bundle: a prefill role then a decode role whose engines take the node's GPUs."""
-    if [r[0] if len(r) == 3 else None for r in u.bundle] != ["prefill", "decode"] \
+    """A bundle: a prefill role then a decode role whose engines take one node's GPUs, or (``role_nodes``)
+    spread over the nodes of one placement group; either way the hop in front of them."""
+    if not u.hop_plan or not u.hetinfra_package:
+        yield "a bundle needs its hop_plan and hetinfra_package (the hop in front of its engines)"
+    elif [r[0] if len(r) == 3 else None for r in u.bundle] != ["prefill", "decode"] \
             or not all(_is_pos_int(n) and _is_pos_int(tp) for _, n, tp in u.bundle):
         yield f"bundle must be ((prefill, engines, tp), (decode, engines, tp)) with positive counts; got {u.bundle!r}"
-    elif u.nodes != 1 or u.pp != 1 or u.stages is not None:
-        yield ("a prefill/decode bundle runs on one node (pp 1, nodes 1): bundles across nodes are not "
-               "deployed (docs/concepts/disaggregation.md)")
+    elif u.pp != 1 or u.stages is not None:
+        yield "a prefill/decode bundle has no pipeline (pp 1, no stages)"
+    elif u.role_nodes:
+        yield from _across_nodes_problems(u)
+    elif u.nodes != 1:
+        yield f"a one-node prefill/decode bundle has nodes 1; got {u.nodes} (role_nodes says a bundle's nodes)"
     elif sum(n * tp for _, n, tp in u.bundle) != u.gpus_per_instance:
         yield (f"the bundle's engines x tp ({' + '.join(f'{n} x {tp}' for _, n, tp in u.bundle)}) must equal "
                f"gpus_per_instance ({u.gpus_per_instance})")
-    elif not u.hop_plan or not u.hetinfra_package:
-        yield "a bundle needs its hop_plan and hetinfra_package (the hop in front of its engines)"
+
+
+def _across_nodes_problems(u: DeployedUnit):
+    """A bundle across nodes: each role's engines spread evenly over its nodes and fit their GPUs, the
+    nodes add up to the unit's, and the roles talk over an RDMA network."""
+    if [r[0] if len(r) == 5 else None for r in u.role_nodes] != ["prefill", "decode"]:
+        yield f"role_nodes must be ((prefill, nodes, instance_type, gpu, gpus), (decode, ...)); got {u.role_nodes!r}"
+        return
+    for (role, engines, tp), (_, nodes, itype, gpu, gpus) in zip(u.bundle, u.role_nodes):
+        if not (_is_pos_int(nodes) and _is_pos_int(gpus)) or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
+                                                                       for v in (itype, gpu)):
+            yield f"role_nodes {role}: positive nodes and GPUs, instance type and gpu without whitespace or quotes"
+        elif engines % nodes or engines // nodes * tp > gpus:
+            yield (f"the {role} role's {engines} engine(s) at TP{tp} do not spread evenly over its {nodes} node(s) "
+                   f"of {gpus} GPU(s)")
+    if sum(r[1] for r in u.role_nodes) != u.nodes:
+        yield f"role_nodes hold {sum(r[1] for r in u.role_nodes)} node(s); nodes is {u.nodes}"
+    if u.link not in ("efa", "infiniband", "roce"):
+        yield f"a bundle across nodes moves its KV over RDMA (efa, infiniband or roce); link is {u.link!r}"
 
 
 def _engine_problems(u: DeployedUnit):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from hetinfra.compile.skypilot import skypilot_refusal
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
@@ -53,6 +54,16 @@ def sha_of(plan: Plan) -> str:
     return plan_sha(plan.to_dict())
 
 
+#: why the Pulumi stacks do not run a prefill/decode bundle across nodes on these clouds (yet)
+PULUMI_ACROSS_NODES = {
+    "gcp": "a compact placement policy (COLLOCATED) needs its vm_count VMs created at once, not one "
+           "per node group, and A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile, "
+           "which the GCP stack does not create",
+    "azure": "InfiniBand joins only the VMs of one scale set or availability set, and the Azure stack "
+             "gives each node its own scale set",
+}
+
+
 def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
     if alloc.custom_cloud or alloc.cloud not in IAC_CLOUDS:
@@ -64,6 +75,17 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
             raise InvalidInputError(
                 f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
+        return "pulumi"
+    refusal = skypilot_refusal(alloc)
+    if refusal and alloc.cloud != "aws":  # the stacks' own placement and RDMA: AWS only (PULUMI_ACROSS_NODES)
+        raise InvalidInputError(f"{refusal}; the Pulumi stacks place bundles across nodes on AWS only "
+                                f"({PULUMI_ACROSS_NODES[alloc.cloud]})",
+                                hint="set deploy.target: kubernetes (a LeaderWorkerSet per replica), or re-plan "
+                                     "without bundles across nodes on this cloud")
+    if refusal and target == "skypilot":
+        raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
+                                              "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")
+    if refusal:
         return "pulumi"
     if target in ("pulumi", "skypilot"):
         return target
@@ -106,8 +128,10 @@ def changes(before: list[Allocation], after: list[Allocation],
                 c = rows.setdefault(key, Change(*key, 0, 0, 0.0, 0.0))
                 setattr(c, side, getattr(c, side) + g.instances)
                 setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
+                # a bundle's roles on this group's instances (a heterogeneous bundle's each on its own type)
                 for r in a.disaggregation.roles if a.disaggregation is not None else ():
-                    c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
+                    if (r.instance_type or a.instance_type) == g.instance_type:
+                        c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
     return [rows[k] for k in sorted(rows)]
 
 

@@ -156,8 +156,9 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
              f"${sum(a.cost_usd_per_hour for a in running):,.2f}/h (state updated {state.updated_at})"]
     for a in sorted(running, key=lambda a: (a.path, a.cloud, a.region, a.deployment_unit)):
         urls = state.endpoints.get(a.deployment_unit, [])
-        lines.append(f"  {a.path:<8} {a.deployment_unit:<52} {a.instances:>3} x {a.instance_type} "
-                     f"({a.gpu}) {', '.join(urls) or 'no endpoint yet'}")
+        # per group of identical instances: a heterogeneous bundle's roles (or a mixed pipeline's stages) apart
+        what = " + ".join(f"{g.instances:>3} x {g.instance_type} ({g.gpu})" for g in a.instance_groups())
+        lines.append(f"  {a.path:<8} {a.deployment_unit:<52} {what} {', '.join(urls) or 'no endpoint yet'}")
     if running:
         lines += live_lines(state.live)
     op = state.operation

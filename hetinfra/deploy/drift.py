@@ -73,15 +73,23 @@ class UnitLive:
     short_since: str | None = None  # the first read of the run of reads that found groups replacing
     source: str = ""
     notes: list[str] = field(default_factory=list)
-    #: a prefill/decode bundle: (role, engines per replica), prefill first. A replica is one node that
-    #: runs every engine of both roles (hetinfra.compile.bundle), so each role's engines are the live
-    #: replicas times its count: the roles scale together at the planned ratio
-    roles: tuple[tuple[str, int], ...] = ()
+    #: a prefill/decode bundle: (role, engines per replica, nodes per replica, instance type), prefill
+    #: first; nodes 0: one node runs every engine of both roles (hetinfra.compile.bundle), else the
+    #: role's own nodes in the replica's placement group (its instance type may differ). A replica is
+    #: live only when every node of it is, so each role's engines and nodes are the live replicas
+    #: times its counts: the roles scale together at the planned ratio
+    roles: tuple[tuple[str, int, int, str], ...] = ()
 
-    def role_counts(self) -> dict[str, dict[str, int | None]]:
-        """Per role of a bundle: the engines planned and live (None: unreadable)."""
-        return {r: {"engines_per_replica": n, "planned": self.desired * n,
-                    "live": None if self.live is None else self.live * n} for r, n in self.roles}
+    def role_counts(self) -> dict[str, dict]:
+        """Per role of a bundle: the engines (and across nodes, the nodes) planned and live (None: unreadable)."""
+        out: dict[str, dict] = {}
+        for r, n, nodes, itype in self.roles:
+            out[r] = {"engines_per_replica": n, "planned": self.desired * n,
+                      "live": None if self.live is None else self.live * n}
+            if nodes:
+                out[r].update(instance_type=itype, nodes_per_replica=nodes, nodes_planned=self.desired * nodes,
+                              nodes_live=None if self.live is None else self.live * nodes)
+        return out
 
     @property
     def short(self) -> int:
@@ -102,7 +110,8 @@ class UnitLive:
 
 def _unit(a: RunningAllocation) -> UnitLive:
     nodes, instances = a.nodes_per_replica, a.instances
-    roles = tuple((r.role, r.engines) for r in a.disaggregation.roles) if a.disaggregation is not None else ()
+    roles = tuple((r.role, r.engines, r.nodes, r.instance_type or a.instance_type)
+                  for r in a.disaggregation.roles) if a.disaggregation is not None else ()
     return UnitLive(a.deployment_unit, a.path, a.cloud, a.region, a.instance_type, a.gpu,
                     a.spot, nodes, a.count, float(a.cost_usd_per_hour) / max(1, instances), roles=roles)
 
@@ -329,7 +338,9 @@ def drift_line(u: UnitLive) -> str:
     if u.unhealthy:
         parts.append(f"{u.unhealthy} instance(s) not serving")
     parts += u.notes
-    roles = " (" + ", ".join(f"{u.live * n} of {u.desired * n} {r} engines" for r, n in u.roles) + ")" if u.roles else ""
+    roles = " (" + ", ".join(f"{u.live * n} of {u.desired * n} {r} engines" + (
+        f" on {u.live * nodes} of {u.desired * nodes} {itype} nodes" if nodes else "")
+        for r, n, nodes, itype in u.roles) + ")" if u.roles else ""
     return f"{u.unit}: {u.live} of {u.desired} replica(s) live{roles}" + (f"; {'; '.join(parts)}" if parts else "")
 
 

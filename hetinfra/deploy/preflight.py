@@ -61,7 +61,9 @@ def validate_plan(doc: Plan, path: Path, *, catalog: Callable[[], set] = catalog
         if a.custom_cloud or a.cloud not in KNOWN_CLOUDS:
             continue  # offers from the user's own file: planned, never deployed by apply
         known = catalog() if known is None else known
-        for t in [s.instance_type for s in a.stages] if a.stages else [a.instance_type]:
+        roles = a.disaggregation.roles if a.disaggregation else []  # a heterogeneous bundle's other type
+        for t in [s.instance_type for s in a.stages] if a.stages else \
+                [a.instance_type, *(r.instance_type for r in roles if r.instance_type)]:
             if (a.cloud, t) not in known:
                 from hetinfra.errors import did_you_mean
 
@@ -79,14 +81,28 @@ def validate_plan(doc: Plan, path: Path, *, catalog: Callable[[], set] = catalog
 
 
 def split_problem(a: Allocation) -> str | None:
-    """Why the instance type cannot carry the prefill/decode bundle's KV transfer (None: it can): a
-    bundle over several nodes needs an RDMA network (hetinfra.catalog.interconnect)."""
+    """Why the instance types cannot carry the prefill/decode bundle's KV transfer (None: they can): a
+    bundle over several nodes needs an RDMA network on every role's instance type
+    (hetinfra.catalog.interconnect), one network class on all of them (an EFA node has no RDMA path to
+    an InfiniBand one), and that class must be the link the plan priced."""
     from hetinfra.catalog.interconnect import interconnect
 
-    link = interconnect(a.cloud, a.instance_type, a.gpu)
-    if a.nodes_per_replica > 1 and not link.rdma:
-        return (f"a prefill/decode bundle over {a.nodes_per_replica} nodes of {a.instance_type}, whose network is "
-                f"{link.network} ({link.source}): the KV cache cannot move between its nodes over RDMA")
+    if a.nodes_per_replica <= 1:
+        return None  # one node: NVLink or PCIe inside it carries the KV, whatever the network
+    roles = a.disaggregation.roles
+    types = {(r.instance_type or a.instance_type, r.gpu or a.gpu) for r in roles if r.nodes} or {(a.instance_type, a.gpu)}
+    links = {t: interconnect(a.cloud, t, g) for t, g in sorted(types)}
+    for t, link in links.items():
+        if not link.rdma:
+            return (f"a prefill/decode bundle over {a.nodes_per_replica} nodes of {t}, whose network is "
+                    f"{link.network} ({link.source}): the KV cache cannot move between its nodes over RDMA")
+    networks = {link.network for link in links.values()}
+    if len(networks) > 1:
+        return (f"a prefill/decode bundle over {' and '.join(links)}, whose networks differ "
+                f"({', '.join(sorted(networks))}): no RDMA path joins them")
+    if any(r.nodes for r in roles) and a.disaggregation.link not in networks:
+        return (f"a prefill/decode bundle priced over {a.disaggregation.link} on {' and '.join(links)}, whose "
+                f"network is {networks.pop()}")
     return None
 
 

@@ -18,9 +18,9 @@ Placement (never across regions; a template lives in one region):
   smaller of the two types' bandwidths. Its price is the sum of its nodes', and it takes GPUs from
   both types' availability caps (``TemplateUnit.gpu_use``), as a mixed-GPU pipeline does.
 
-The last two only where the spec's deploy target runs them (``across_nodes_gate``: Pulumi stacks
-and Kubernetes; not SkyPilot, not custom clouds); the split reason in plan.json names what was not
-offered and why.
+The last two only where the spec's deploy target runs them (``across_nodes_gate``: AWS, by the
+Pulumi stack or EKS, with one prefill node on EKS; not SkyPilot, not GCP or Azure, not custom
+clouds); the split reason in plan.json names what was not offered and why.
 
 A class is offered only where the transfer fits: prefill + queue + prompt x KV bytes per token /
 link bandwidth + the decode engine's first step <= TTFT (hetinfra.perf.disagg). Its rate is
@@ -47,8 +47,8 @@ from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_byt
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
 
-__all__ = ["PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind", "bundle_templates",
-           "split_decision", "with_bundles"]
+__all__ = ["ACROSS_NODE_CLOUDS", "PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind",
+           "bundle_templates", "prefill_nodes_max", "split_decision", "with_bundles"]
 
 PD_MARGIN = 0.10
 PD_SOURCE = "estimator-v3+pd"
@@ -57,25 +57,44 @@ ACROSS = "bundles across nodes"
 HETERO = "heterogeneous bundles"
 
 
+#: clouds whose deploy targets place a bundle's nodes in one placement group over RDMA: the AWS Pulumi
+#: stack (a cluster placement group per replica, every EFA interface of each node) and EKS (one
+#: LeaderWorkerSet group per replica, exclusive-topology on EC2's network node). The others refuse
+#: such a plan (hetinfra.compile, docs/concepts/disaggregation.md), so they are not offered there:
+#: GCP's compact placement policy needs all its VMs created at once and A3 Ultra's RoCE needs per-NIC
+#: networks the stack does not create; Azure's InfiniBand joins only the VMs of one scale set; GKE
+#: needs RDMA multi-networking objects and AKS's node auto-provisioning launches standalone VMs.
+ACROSS_NODE_CLOUDS = ("aws",)
+
+
 def across_nodes_gate(spec, cloud: str, custom: bool) -> str | None:
     """None where the spec's deploy target runs a bundle whose roles are on separate nodes of one
     placement group on ``cloud`` (same instance type, or a heterogeneous one: two instance types), else
     why not (a plan is a promise of what will run, so the planner offers only what is deployed):
 
-    * ``deploy.target: kubernetes``: per-role workloads in one cluster region (node pools of both
-      instance types), the gateway's hop addressing the remote engines;
-    * ``deploy.target: vms``, a cloud the Pulumi stacks deploy: the roles' instances in one
-      placement group (AWS cluster placement group with EFA, Azure proximity placement group on the
-      InfiniBand fabric, GCP compact placement policy);
-    * a cloud in ``deploy.skypilot_clouds``: not offered: a SkyPilot task runs one accelerator type
-      on its nodes and SkyPilot places no two tasks in one placement group;
-    * a custom cloud (a user's offers CSV): not offered: no IaC places its nodes."""
+    * a custom cloud (a user's offers CSV): no IaC places its nodes;
+    * a cloud not in ``ACROSS_NODE_CLOUDS``: its stack and its managed Kubernetes refuse them;
+    * a cloud in ``deploy.skypilot_clouds`` (target vms): a SkyPilot task runs one accelerator type
+      and places no two tasks in one placement group;
+    * otherwise the AWS Pulumi stack (``target: vms``) or EKS (``target: kubernetes``) runs them;
+      on Kubernetes only with one prefill node (:func:`prefill_nodes_max`)."""
     if custom:
         return f"{cloud} is a custom cloud: hetinfra deploys none of its nodes into a placement group"
+    if cloud not in ACROSS_NODE_CLOUDS:
+        return (f"{cloud}: only AWS's targets (the Pulumi stack's cluster placement group with EFA, EKS) place a "
+                "bundle's nodes in one placement group over RDMA")
     if spec.deploy.target != "kubernetes" and cloud in spec.deploy.skypilot_clouds:
         return (f"{cloud} is deployed by SkyPilot (deploy.skypilot_clouds): a SkyPilot task runs one accelerator type "
                 "and places no two tasks in one placement group")
     return None
+
+
+def prefill_nodes_max(spec, max_nodes: int) -> int:
+    """The most prefill nodes a bundle across nodes may have: on Kubernetes one, since a bundle
+    replica is one LeaderWorkerSet group whose leader runs the prefill engines and the hop, and whose
+    one worker template runs the decode nodes (hetinfra.compile.kubernetes.bundle_group refuses
+    others); on the Pulumi stack any, within ``max_nodes_per_template`` less one decode node."""
+    return 1 if spec.deploy.target == "kubernetes" else max_nodes - 1
 
 
 @dataclass(frozen=True)
@@ -129,16 +148,17 @@ def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[T
             for d in nodes:
                 if p == d or (p.gpu != d.gpu and p.link.network == d.link.network
                               and regions[(cloud, p.itype)] & regions[(cloud, d.itype)]):
-                    out.extend(_undominated(_across(pm, cloud, p, d, tp_options, max_nodes, memo)))
+                    out.extend(_undominated(_across(pm, cloud, p, d, tp_options, max_nodes,
+                                                    prefill_nodes_max(inputs.spec, max_nodes), memo)))
     return [t for t in out if t.rates]
 
 
-def _across(pm: PlannedModel, cloud: str, p: _Node, d: _Node, tp_options, max_nodes: int, memo: dict):
+def _across(pm: PlannedModel, cloud: str, p: _Node, d: _Node, tp_options, max_nodes: int, kp_max: int, memo: dict):
     """Bundles of kp nodes of prefill engines on ``p`` and kd nodes of decode engines on ``d``
-    (kp + kd <= ``max_nodes``); ``p == d``: one instance type."""
+    (kp <= ``kp_max``, kp + kd <= ``max_nodes``); ``p == d``: one instance type."""
     for a in tp_options(p.count, pm.arch.heads):
         for b in tp_options(d.count, pm.arch.heads):
-            for kp in range(1, max_nodes):
+            for kp in range(1, kp_max + 1):
                 for kd in range(1, max_nodes - kp + 1):
                     yield _bundle(pm, cloud, p, None if p == d else d, (p.count // a * kp, a, d.count // b * kd, b),
                                   kp, kd, memo)

@@ -2,7 +2,11 @@
 Qwen3-32B fp8 on H200 (p5en.48xlarge), 4000 -> 500 tokens at 40 req/s, TTFT 300 / TPOT 10 ms,
 ``planning.disaggregation: auto``, one-node templates, 2000 requests per replication: 12 x 1P1D
 (TP4 + TP4) bundles. ``split_plan("2P1D")`` re-shapes its bundle to 2 prefill engines at TP2 and one
-decode engine at TP4, so that a test sees several engines of one role."""
+decode engine at TP4, so that a test sees several engines of one role. ``split_plan("across")`` is
+a bundle across the nodes of one placement group (2 x TP4 prefill on one p5en node, 2 x TP4 decode on
+another, over EFA), ``split_plan("hetero")`` the same with its decode node a p4de.24xlarge (8 x
+A100-80GB, us-east-1's snapshot price): the shapes issue 37's planner offers across nodes, built here
+through the plan model until the planner emits them."""
 
 from __future__ import annotations
 
@@ -23,4 +27,28 @@ def split_plan(shape: str = "1P1D", **deploy) -> dict:
         a = plan["allocations"][0]
         d = a["disaggregation"]
         d["xpyd"], d["roles"][0]["engines"], d["roles"][0]["tp"] = "2P1D", 2, 2
+    elif shape in ("across", "hetero"):
+        across(plan["allocations"][0], hetero=shape == "hetero")
     return Plan.parse(copy.deepcopy(plan)).to_dict()
+
+
+#: the decode role's own instance type in ``split_plan("hetero")``
+HETERO_DECODE = {"instance_type": "p4de.24xlarge", "gpu": "A100-80GB", "gpus_per_node": 8,
+                 "price_per_node_usd_per_hour": 27.44705}
+
+
+def across(a: dict, hetero: bool = False) -> dict:
+    """``a`` (a one-node 1P1D bundle) re-shaped to 2P2D at TP4 across two nodes over EFA; ``hetero``:
+    its decode node of another instance type."""
+    d = a["disaggregation"]
+    d["xpyd"], d["link"], d["link_gbytes_s"] = "2P2D", "efa", 360.0
+    for r in d["roles"]:
+        r.update(engines=2, tp=4, nodes=1)
+    if hetero:  # as the planner writes one: both roles priced, the allocation's price their nodes' mean
+        prefill = a["price_per_instance_usd_per_hour"]
+        d["roles"][0]["price_per_node_usd_per_hour"] = prefill
+        d["roles"][1].update(HETERO_DECODE)
+        a["price_per_instance_usd_per_hour"] = (prefill + HETERO_DECODE["price_per_node_usd_per_hour"]) / 2
+    a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
+    a["cost_usd_per_hour"] = a["price_per_instance_usd_per_hour"] * a["instances"]
+    return a

@@ -56,13 +56,13 @@ def test_the_hop_plan_is_the_unit_alone_and_parses():
     assert _unit().hop_plan == sky_units(Plan.parse(plan))[0].hop_plan  # same plan, same text
 
 
-def test_a_bundle_across_nodes_is_refused_with_a_clear_line():
+def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     plan = split_plan()
     a = plan["allocations"][0]
     a["disaggregation"]["roles"][0]["nodes"], a["disaggregation"]["roles"][1]["nodes"] = 1, 1
     a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
-    with pytest.raises(InvalidInputError, match="across 2 nodes.*no deployment target"):
-        sky_units(Plan.parse(plan))
+    with pytest.raises(InvalidInputError, match="spans 2 nodes but its KV moves over 'nvlink', not an RDMA"):
+        sky_units(Plan.parse(plan), include_mixed=True)
 
 
 def test_skypilot_validates_the_bundle_task(sky_offline):

@@ -70,16 +70,29 @@ def test_no_bundle_where_prefill_and_transfer_cannot_fit_ttft(tmp_path):
 
 
 def test_the_deploy_target_gates_bundles_across_nodes():
-    """Pulumi (deploy.target vms, a cloud SkyPilot does not deploy) and Kubernetes run them; SkyPilot and
-    custom clouds do not, each with its reason."""
-    for deploy, cloud, custom, offered in (({}, "aws", False, True), ({"skypilot_clouds": ["aws"]}, "aws", False, False),
-                                           ({"skypilot_clouds": ["aws"]}, "gcp", False, True),
-                                           ({"skypilot_clouds": ["aws"], "target": "kubernetes"}, "aws", False, True),
-                                           ({}, "lab", True, False)):
+    """AWS by the Pulumi stack (deploy.target vms, not a SkyPilot cloud) or by EKS runs them; SkyPilot,
+    GCP and Azure (whose stacks, GKE and AKS refuse them) and custom clouds do not, each with its reason."""
+    for deploy, cloud, custom, offered, says in (
+            ({}, "aws", False, True, ""), ({"skypilot_clouds": ["aws"]}, "aws", False, False, "SkyPilot"),
+            ({"skypilot_clouds": ["aws"]}, "gcp", False, False, "only AWS"), ({}, "azure", False, False, "only AWS"),
+            ({"target": "kubernetes"}, "gcp", False, False, "only AWS"),
+            ({"skypilot_clouds": ["aws"], "target": "kubernetes"}, "aws", False, True, ""),
+            ({}, "lab", True, False, "custom cloud")):
         spec = parse_spec_text(yaml.safe_dump(dict(_spec(), deploy=deploy)))
         why = templates_pd.across_nodes_gate(spec, cloud, custom)
         assert (why is None) == offered, (deploy, cloud, why)
-        assert offered or ("SkyPilot" in why if not custom else "custom cloud" in why)
+        assert offered or says in why
+
+
+def test_kubernetes_bundles_have_one_prefill_node(tmp_path):
+    """A bundle replica on Kubernetes is one LeaderWorkerSet group: the leader runs the prefill engines,
+    the one worker template the decode nodes, so no bundle with two prefill nodes is offered there."""
+    spec = dict(_spec(), deploy={"target": "kubernetes"})
+    spec["planning"]["max_nodes_per_template"] = 4
+    across = [t for t in _bundles(tmp_path, spec) if t.bundle.across_nodes]
+    assert across and all(t.bundle.prefill_nodes == 1 for t in across)
+    spec["deploy"] = {}
+    assert any(t.bundle.prefill_nodes > 1 for t in _bundles(tmp_path, spec) if t.bundle.across_nodes)
 
 
 def test_skypilot_clouds_get_one_node_bundles_and_the_reason_says_why(tmp_path, plan_json):

@@ -82,7 +82,7 @@ def _node_needs(units: list[DeployedUnit]) -> list[_Nodes]:
     for u in units:
         for rank in range(u.num_nodes):
             out.append(_Nodes(u.node_instance_type(rank), u.node_gpu(rank), u.spot,
-                              u.tp if u.mixed else u.gpus_per_instance, u.max_replicas))
+                              u.tp if u.mixed else u.node_gpus(rank), u.max_replicas))
     return out
 
 

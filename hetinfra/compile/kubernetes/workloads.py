@@ -1,7 +1,8 @@
 """The serving workloads: a ``Deployment`` per single-node unit, a ``LeaderWorkerSet`` per multi-node
 pipeline unit (group size = nodes of one replica; the whole group is recreated when one of its pods
 restarts, since a vLLM pipeline cannot lose a stage). A prefill/decode bundle's replica is one pod:
-a container per engine and the hop in front of them (:func:`_bundle_pod`).
+a container per engine and the hop in front of them (:func:`_bundle_pod`); across nodes, one
+LeaderWorkerSet group (:mod:`hetinfra.compile.kubernetes.bundle_group`).
 
 The container runs the same pinned image (:func:`hetinfra.compile.engine.vllm_image`) and the same
 ``vllm serve`` command line (:func:`hetinfra.compile.engine.vllm_serve_command`, the VM paths'
@@ -16,6 +17,7 @@ from __future__ import annotations
 import shlex
 
 from hetinfra.compile.bundle import engines, hop_args
+from hetinfra.compile.kubernetes.bundle_group import bundle_group
 from hetinfra.compile.kubernetes.gateway import GATEWAY_IMAGE
 from hetinfra.compile.kubernetes.nodes import placement
 from hetinfra.compile.ray import RayNode, ray_pipeline_script
@@ -135,6 +137,9 @@ def workload(service: str, namespace: str, unit: DeployedUnit, model_slug: str) 
     """The unit's Deployment (one node per replica) or LeaderWorkerSet (a multi-node pipeline)."""
     pod_labels = labels(service, unit, model_slug)
     meta = {"name": unit.name, "namespace": namespace, "labels": pod_labels}
+    if unit.role_nodes:  # a prefill/decode bundle across nodes: a group per replica (kubernetes.bundle_group)
+        return bundle_group(unit, namespace, meta, _replicas(unit),
+                            lambda rank: _pod(service, unit, pod_labels, "", serving=False, rank=rank))
     if unit.num_nodes == 1:
         template = _bundle_pod(service, unit, pod_labels) if unit.bundle else \
             _pod(service, unit, pod_labels, f"exec {vllm_serve_command(unit)}\n", serving=True)

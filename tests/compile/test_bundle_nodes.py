@@ -1,0 +1,154 @@
+"""A prefill/decode bundle across the nodes of one placement group (hetinfra.compile.bundle_nodes): each
+node's engines, ports and transport, the hop's view of the replica, and the two node scripts run by
+bash on loopback as two process groups (the head with the hop, a decode node) with stand-in engines."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from hetinfra.compile.artifacts import sky_units
+from hetinfra.compile.bundle import engines, node_script
+from hetinfra.compile.bundle_nodes import TRANSPORT_ENVS, node_engines, peer_endpoints
+from hetinfra.compile.unit import DeployedUnit
+from hetinfra.document import Plan
+from hetinfra.errors import InvalidInputError
+from tests.compile.split_plan import UNIT, split_plan
+from tests.compile.test_bundle import REPO, _stub_vllm
+from tests.gateway.conftest import free_port
+
+
+def _unit(shape: str = "hetero") -> DeployedUnit:
+    return sky_units(Plan.parse(split_plan(shape)), include_mixed=True)[0]
+
+
+def test_each_node_runs_its_roles_share_on_its_own_gpu_with_the_rdma_transport():
+    u = _unit("hetero")
+    assert u.num_nodes == 2 and u.link == "efa"
+    assert [u.node_instance_type(r) for r in (0, 1)] == ["p5en.48xlarge", "p4de.24xlarge"]
+    head, decode = node_engines(u, 0), node_engines(u, 1)
+    assert [e.role for e in head] == ["prefill", "prefill"] and [e.role for e in decode] == ["decode", "decode"]
+    assert [e.gpus for e in decode] == [(0, 1, 2, 3), (4, 5, 6, 7)]  # each node numbers its own GPUs
+    every = head + decode  # no two engines of a replica share a port or a NIXL side-channel port
+    assert len({e.port for e in every}) == len({e.envs["VLLM_NIXL_SIDE_CHANNEL_PORT"] for e in every}) == 4
+    assert all(e.envs["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "$HETINFRA_NODE_IP" for e in every)
+    assert all(TRANSPORT_ENVS["efa"].items() <= e.envs.items() for e in every)
+    # the decode node's engine flags are its own GPU's (A100's chunked-prefill budget, not H200's)
+    assert "--max-num-batched-tokens 8192" in head[0].command and "--max-num-batched-tokens 2048" in decode[0].command
+    assert engines(u) == head  # the hop's node is the first prefill node
+    assert peer_endpoints(u) == [(1, UNIT, decode[0].port), (1, UNIT, decode[1].port)]
+
+
+def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit():
+    u = _unit("across")
+    with pytest.raises(ValueError, match="over RDMA"):
+        replace(u, link="tcp")
+    with pytest.raises(ValueError, match="spread evenly"):
+        replace(u, role_nodes=(u.role_nodes[0], ("decode", 1, "p5en.48xlarge", "H200", 4)))
+    plan = split_plan("across")
+    plan["allocations"][0]["nodes_per_replica"], plan["allocations"][0]["instances"] = 3, 36
+    with pytest.raises(InvalidInputError, match="1\\+1 node.*nodes_per_replica is 3"):
+        sky_units(Plan.parse(plan), include_mixed=True)
+
+
+def _start(script: str, env: dict, tmp_path) -> subprocess.Popen:
+    return subprocess.Popen(["bash", "-c", script.replace("sleep 10", "sleep 0.2")], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_healthy(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
+def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica(tmp_path):
+    """Two "nodes" on 127.0.0.1 as two process groups, each running its node script under bash: the
+    decode node's stand-in engines, the head's prefill stand-ins and the real hop, which finds the
+    decode node through HETINFRA_PEERS. A request takes both steps across the nodes; killing the
+    decode node's whole session ends the head (its watch), so the replica stops answering. About
+    5 s: three processes start, the hop waits for /health on both nodes."""
+    # one engine per node (1P1D across the two nodes): the fewest processes that show both steps
+    u = replace(_unit("hetero"), port=free_port(), bundle=(("prefill", 1, 4), ("decode", 1, 4)))
+    every = node_engines(u, 0) + node_engines(u, 1)
+    bin_dir = _stub_vllm(tmp_path, {e.port: e.role for e in every})
+    (tmp_path / "plan.json").write_text(u.hop_plan)
+    hetinfra = f"{shlex.quote(sys.executable)} -m hetinfra.cli"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "VLLM_API_KEY": "k-node",
+           "PYTHONPATH": str(REPO), "HETINFRA_NODE_IP": "127.0.0.1", "HETINFRA_PEERS": "127.0.0.1",
+           "MODEL_ID": u.source}
+    env.pop("HETINFRA_API_KEY", None)
+    decode = _start(node_script(u, hetinfra, str(tmp_path / "plan.json"), rank=1), env, tmp_path)
+    head = _start(node_script(u, hetinfra, str(tmp_path / "plan.json"), rank=0), env, tmp_path)
+    try:
+        url = f"http://127.0.0.1:{u.port}"
+        _wait_healthy(url, 30)
+        body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
+        got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)
+        assert got.status_code == 200, got.text
+        assert got.json()["prefilled_by"].startswith("prefill-")
+        stats = [httpx.get(f"http://127.0.0.1:{e.port}/stats", timeout=5).json() for e in node_engines(u, 1)]
+        assert sum(s["with_kv"] for s in stats) == 1  # the decode node got the prefill's KV parameters
+        os.killpg(decode.pid, signal.SIGKILL)  # the decode node dies whole
+        _, err = head.communicate(timeout=20)  # bounded: 3 missed polls of 0.2 s, then the head ends
+        assert head.returncode == 1
+        assert "a peer node of the bundle stopped answering" in err
+    finally:
+        for node in (head, decode):
+            try:  # each node's whole session, whatever outlived it
+                os.killpg(node.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if node.poll() is None:
+                node.wait(timeout=5)
+
+
+def _shapes():
+    """Every bundle across nodes on 8-GPU nodes: per role, engines x TP filling n nodes evenly
+    (engines per node x TP <= 8), 1..3 nodes per role, the decode role on the same or another type."""
+    for p_tp in (1, 2, 4, 8):
+        for d_tp in (1, 2, 4, 8):
+            for p_nodes in (1, 2):
+                for d_nodes in (1, 3):
+                    for p_per in range(1, 8 // p_tp + 1):
+                        for d_per in range(1, 8 // d_tp + 1, 2):
+                            yield (p_per * p_nodes, p_tp, p_nodes), (d_per * d_nodes, d_tp, d_nodes)
+
+
+def test_every_shape_across_nodes_lays_out_whole_replicas_each_engine_once():
+    """Property: on every node the engines take distinct GPUs of that node; across the replica every
+    engine has its own port (none the hop's) and NIXL port; the hop's endpoints (its own node's and
+    its peers') name every engine of the replica once, under its role."""
+    base = _unit("across")
+    count = 0
+    for (pe, ptp, pn), (de, dtp, dn) in _shapes():
+        u = replace(base, bundle=(("prefill", pe, ptp), ("decode", de, dtp)), nodes=pn + dn,
+                    role_nodes=(("prefill", pn, "p5en.48xlarge", "H200", 8), ("decode", dn, "p4de.24xlarge", "A100-80GB", 8)))
+        every = [(r, e) for r in range(u.num_nodes) for e in node_engines(u, r)]
+        for r in range(u.num_nodes):
+            gpus = [g for rank, e in every if rank == r for g in e.gpus]
+            assert len(gpus) == len(set(gpus)) and max(gpus) < 8, (pe, ptp, pn, de, dtp, dn, r)
+        ports = [e.port for _, e in every]
+        assert len(set(ports)) == len(every) == pe + de and u.port not in ports
+        assert len({e.envs["VLLM_NIXL_SIDE_CHANNEL_PORT"] for _, e in every}) == len(every)
+        own = [e for e in engines(u)]
+        reached = [(UNIT + "/prefill" if e.role == "prefill" else UNIT, e.port) for e in own] + \
+            [(key, port) for _, key, port in peer_endpoints(u)]
+        assert sorted(reached) == sorted((UNIT + "/prefill" if e.role == "prefill" else UNIT, e.port) for _, e in every)
+        count += 1
+    assert count > 100
