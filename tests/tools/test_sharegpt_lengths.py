@@ -3,7 +3,7 @@ filter, from a per-turn trace (the vendored hetinfra/perf/data/sharegpt_first_tu
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 from pathlib import Path
 
 from hetinfra.perf.published import size_table
@@ -12,10 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("sharegpt_lengths", REPO / "tools" / "sharegpt_lengths.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The tool's functions (its globals; run_path leaves its __main__ block alone)."""
+    return type("Tool", (), runpy.run_path(str(REPO / "tools" / "sharegpt_lengths.py")))
 
 
 def test_a_row_shorter_than_the_last_conversation_starts_a_new_one():
