@@ -95,8 +95,10 @@ def silicon_rows() -> tuple[SiliconRow, ...]:
     return tuple(out)
 
 
-#: per-sample (input, output) token lengths of a benchmark's data set, vendored in data/ (SOURCES.md)
-SIZE_TABLES = {"openorca": "mlperf_llama2_70b_lengths.csv"}
+#: per-sample (input, output) token lengths of a benchmark's data set, vendored in data/ (SOURCES.md):
+#: MLPerf's OpenOrca samples; ShareGPT's conversation first turns under vLLM's benchmark filter
+#: (tools/sharegpt_lengths.py; Llama 2 tokens)
+SIZE_TABLES = {"openorca": "mlperf_llama2_70b_lengths.csv", "sharegpt": "sharegpt_first_turns_llama2.csv"}
 
 
 @lru_cache(maxsize=None)
@@ -143,6 +145,17 @@ class PublishedRate:
     tpot_p99_ms: float = 0.0
     sizes: str = ""  # the data set's per-sample (input, output) lengths (a SIZE_TABLES key; "": the means)
     kv_precision: str | None = None
+    # how the benchmark drew its requests from ``sizes``: "loadgen" (MLPerf: with replacement, inputs as
+    # published, outputs scaled to ``osl``) or "vllm" (benchmark_serving.py: a sample without replacement,
+    # inputs and outputs scaled to the run's means ``isl`` / ``osl``: the table's tokenizer and sample differ)
+    sampler: str = "loadgen"
+    draws: int = 1  # independent draws replayed ("burst"): the rate is their median (an unknown sample)
+    scheduler_steps: int = 1  # vLLM V0's --num-scheduler-steps (multi-step decoding; "burst" only)
+
+    def __post_init__(self):
+        # multi-step decoding is replayed for V0 bursts only (benchmark_run.multi_step_outputs)
+        if self.scheduler_steps > 1 and (self.procedure, self.scheduler) != ("burst", "v0"):
+            raise ValueError(f"{self.name}: scheduler_steps > 1 is replayed for V0 bursts only")
 
 
 # MLPerf Inference v5.0, open division, datacenter, Llama-2-70B (99%): Krai's vLLM submissions on 8 x H200
@@ -218,22 +231,31 @@ MLPERF = (
 # vLLM's own published benchmark: "vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency Reduction"
 # (blog.vllm.ai 2024-09-05; vllm-project/vllm-project.github.io _posts/2024-09-05-perf-update.md and
 # assets/figures/perf-v060/overall_throughput.png, commit c3a01c4; vLLM is Apache-2.0). ShareGPT, 500
-# prompts sent at once (QPS inf), 202 input / 179 output tokens on average (the post's text), Llama 3
-# 8B on 1 x H100 and 70B on 4 x H100 (TP4), bf16, vLLM 0.6.0 with --num-scheduler-steps 10 and its
-# default max_num_seqs 256; the rates are read off the published bar chart (+-0.5 req/s). Llama 3's
-# 8K context leaves chunked prefill off (vLLM 0.6.0 turned it on by default only above 32K,
-# vllm-project/vllm#6666), so the V0 scheduler prefills in steps of their own, with its default budget
-# max(max_model_len, 2048) = 8192 tokens. Only the means of the sizes are published: the replay sends
-# 500 requests of the mean sizes. The post's decode-heavy and prefill-heavy sonnet workloads are not
-# checks: their output lengths are caps the base model need not reach (the published rates are
-# inconsistent with 256 sequences at the charted TPOT and the stated 256 output tokens), so the tokens
-# generated are not known.
+# prompts "randomly sampled from ShareGPT dataset with fixed random seed" sent at once (QPS inf), 202 input
+# / 179 output tokens on average (the post's text), Llama 3 8B on 1 x H100 and 70B on 4 x H100 (TP4),
+# bf16, vLLM 0.6.0 with --num-scheduler-steps 10 and its default max_num_seqs 256; the rates are read off
+# the published bar chart (+-0.5 req/s). Llama 3's 8K context leaves chunked prefill off (vLLM 0.6.0
+# turned it on by default only above 32K, vllm-project/vllm#6666), so the V0 scheduler prefills in steps
+# of their own, with its default budget max(max_model_len, 2048) = 8192 tokens. Sizes: the post publishes
+# only the means; benchmark_serving.py samples ShareGPT's conversation first turns (prompt, reply) under
+# its filter (tools/sharegpt_lengths.py). The per-request lengths public here (Microsoft's ShareGPT trace,
+# Llama 2 tokens) give those first turns means of 136 / 472 tokens, not the post's 202 / 179 (another
+# tokenizer: Llama 3's needs about 20% fewer on English, 3.94 characters per token against 3.17, "The
+# Llama 3 Herd of Models"; another ShareGPT cut; replies that
+# end at the model's EOS): the replay keeps the trace's shape at the post's means (``sampler`` "vllm"),
+# and takes the median of 8 draws of 500, the seed's sample being unknown. Multi-step decoding
+# (``scheduler_steps`` 10) is replayed as benchmark_run.multi_step_outputs states. The post's
+# decode-heavy and prefill-heavy sonnet workloads are not checks: their output lengths are caps the base
+# model need not reach (the published rates are inconsistent with 256 sequences at the charted TPOT and
+# the stated 256 output tokens), so the tokens generated are not known.
 def _blog(name: str, model: str, gpu: str, tp: int, rate_rps: float) -> PublishedRate:
     """One bar of the vLLM v0.6.0 blog post's ShareGPT charts (202/179 mean tokens, all 500 requests
-    sent at once, bf16, max_num_seqs 256, V0 without chunked prefill, 8192-token prefill budget)."""
+    sent at once, bf16, max_num_seqs 256, V0 without chunked prefill, 8192-token prefill budget,
+    --num-scheduler-steps 10)."""
     return PublishedRate(name, model, gpu, "bf16", tp, 1, 202, 179, 0.0, 0.0, rate_rps, "0.6.0",
                          "blog.vllm.ai/2024/09/05/perf-update.html (vllm-project/vllm-project.github.io "
-                         "c3a01c4), Apache-2.0", mode="saturated", max_num_batched_tokens=8192)
+                         "c3a01c4), Apache-2.0", mode="saturated", max_num_batched_tokens=8192,
+                         sizes="sharegpt", sampler="vllm", draws=8, scheduler_steps=10)
 
 
 VLLM_BLOG = (

@@ -15,8 +15,9 @@ the run's data-parallel group at a time, under the scheduler the run's vLLM vers
 
 A data-parallel group of ``engines`` engines is one engine at 1/engines of the load (a random split
 of a Poisson stream is Poisson; LoadGen's own balancing across engines is smoother, so this errs
-slow). Request sizes: samples of the run's data set's published per-sample lengths, outputs scaled to
-the run's measured tokens per request; where only means are published, every request at the means.
+slow). Request sizes: samples of the run's data set's published per-sample lengths, drawn as its
+benchmark drew them and scaled to the run's published means (``request_sizes``); where no lengths are
+published, every request at the means. vLLM V0's multi-step decoding: ``multi_step_outputs``.
 Deterministic: fixed seeds. The published checks (``published_checks``; tests/perf/test_published.py)
 live here rather than in ``hetinfra.perf.e2e_checks``: the simulator is a later stage than perf, which
 never imports it (the estimator's mean-field figures for the same runs stay there, for the planner).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from functools import lru_cache
 
 from hetinfra.catalog.gpus import GPUS
@@ -39,7 +41,7 @@ from hetinfra.sim.clock import run_replicas
 from hetinfra.sim.policy import DEFAULT_POLICY, SchedulerPolicy, VLLMv0
 from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 
-__all__ = ["simulated_rate", "policy_for", "request_sizes", "published_check", "published_checks", "published_report",
+__all__ = ["simulated_rate", "policy_for", "request_sizes", "multi_step_outputs", "published_check", "published_checks", "published_report",
            "SEED"]
 
 SEED = 20250402  # MLPerf v5.0's publication date: any fixed seed; the checks must not depend on it much
@@ -53,15 +55,34 @@ def policy_for(p: PublishedRate) -> SchedulerPolicy:
 
 
 def request_sizes(p: PublishedRate, n: int, seed: int = SEED) -> list[tuple[int, int]]:
-    """n (input, output) token counts of the run: samples drawn from its data set's per-sample lengths
-    (with replacement, as MLPerf's LoadGen draws queries), outputs scaled to the run's measured tokens
-    per sample and capped at MAX_OUTPUT; or every request at the published means."""
+    """n (input, output) token counts of the run, as its benchmark drew them from its data set's
+    per-sample lengths: MLPerf's LoadGen with replacement, outputs scaled to the run's measured tokens
+    per sample and capped at MAX_OUTPUT; vLLM's benchmark_serving.py a sample without replacement (the
+    first n of a seeded shuffle), inputs and outputs scaled to the run's published means (at least 4
+    tokens, the sampler's floor); or every request at the published means."""
     if not p.sizes:
         return [(p.isl, p.osl)] * n
     table = size_table(p.sizes)
-    scale = p.osl * len(table) / sum(o for _, o in table)
+    out_scale = p.osl * len(table) / sum(o for _, o in table)
     rng = random.Random(seed)
-    return [(a, max(1, min(MAX_OUTPUT, round(o * scale)))) for a, o in (rng.choice(table) for _ in range(n))]
+    if p.sampler == "vllm":
+        in_scale = p.isl * len(table) / sum(a for a, _ in table)
+        return [(max(4, round(a * in_scale)), max(4, round(o * out_scale))) for a, o in rng.sample(table, n)]
+    return [(a, max(1, min(MAX_OUTPUT, round(o * out_scale)))) for a, o in (rng.choice(table) for _ in range(n))]
+
+
+def multi_step_outputs(outputs: list[int], steps: int) -> list[int]:
+    """The tokens each request is decoded for under V0's multi-step decoding (``--num-scheduler-steps``
+    N, vLLM 0.6.0): a prefill step schedules one step (no lookahead slots for prefills), a decode batch
+    N steps at once (``num_lookahead_slots`` N - 1) with no admission inside it, and a sequence that
+    finishes inside a batch is computed to the batch's end. Admissions happen only between batches, so
+    a request joins decoding at a batch's start and holds its slot, its compute and its KV for
+    1 + N * ceil((output - 1) / N) tokens. Exact for a burst under the V0 policy: every finish then falls
+    on a batch boundary, where the policy admits, as vLLM does (``hetinfra.sim.policy.VLLMv0``); under
+    arrivals spread in time (not replayed) an arrival would also wait for the batch to end."""
+    if steps <= 1:
+        return list(outputs)
+    return [1 + steps * math.ceil((o - 1) / steps) if o > 1 else o for o in outputs]
 
 
 def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:
@@ -83,14 +104,14 @@ class Served:
         return max(self.finish)
 
 
-def _run(p: PublishedRate, calib: Calibration, arrivals: list[float]) -> Served | Estimate:
+def _run(p: PublishedRate, calib: Calibration, arrivals: list[float], seed: int = SEED) -> Served | Estimate:
     """Serve the run's requests arriving at ``arrivals`` on one engine: in the compiled core where it
     states the run's scheduler (V1), else on the Python loop."""
     rep = _replica(p, calib)
     if isinstance(rep, Estimate):
         return rep
-    sizes = request_sizes(p, len(arrivals))
-    prompt, output = [a for a, _ in sizes], [b for _, b in sizes]
+    sizes = request_sizes(p, len(arrivals), seed)
+    prompt, output = [a for a, _ in sizes], multi_step_outputs([b for _, b in sizes], p.scheduler_steps)
     got = core.run_arrays([rep], arrivals, prompt, output) if rep.policy is DEFAULT_POLICY else None
     if got is not None:
         return Served(arrivals, got[0].tolist(), got[1].tolist(), output)
@@ -100,12 +121,16 @@ def _run(p: PublishedRate, calib: Calibration, arrivals: list[float]) -> Served 
 
 
 def burst_rate(p: PublishedRate, calib: Calibration = CALIBRATION) -> float:
-    """Requests per second of the whole run when its requests are all sent at t=0 (one engine's share)."""
+    """Requests per second of the whole run when its requests are all sent at t=0 (one engine's share):
+    the median over the run's ``draws`` independent draws of its requests."""
     n = max(1, p.requests // p.engines)
-    served = _run(p, calib, [0.0] * n)
-    if isinstance(served, Estimate):
-        return 0.0
-    return p.engines * n / served.makespan
+    rates = []
+    for draw in range(p.draws):
+        served = _run(p, calib, [0.0] * n, SEED + draw)
+        if isinstance(served, Estimate):
+            return 0.0
+        rates.append(p.engines * n / served.makespan)
+    return statistics.median(rates)
 
 
 def _p99(values: list[float]) -> float:

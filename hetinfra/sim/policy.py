@@ -209,8 +209,9 @@ class VLLMv0(VLLMv1):
     * otherwise every running sequence decodes one token, the last admitted preempted (recompute,
       back to the waiting queue's front) while a block is missing.
 
-    Source: vllm-project/vllm ``vllm/core/scheduler.py`` at 0dce2b29 (Apache-2.0). Not modelled:
-    ``--num-scheduler-steps`` (multi-step decoding) and swap preemption."""
+    Source: vllm-project/vllm ``vllm/core/scheduler.py`` at 0dce2b29 (Apache-2.0). Not modelled here:
+    swap preemption; ``--num-scheduler-steps`` (multi-step decoding), for a burst, by the requests'
+    decode lengths (``hetinfra.sim.benchmark_run.multi_step_outputs``)."""
 
     name = "vllm-v0"
     watermark = 0.01  # CacheConfig's default watermark: the share of blocks admission leaves free

@@ -18,7 +18,7 @@ from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
 from hetinfra.perf.e2e_checks import plausible_rows, silicon_checks
 from hetinfra.perf.estimator import decode_step_ms, estimate
 from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows, size_table
-from hetinfra.sim.benchmark_run import policy_for, published_check, published_checks
+from hetinfra.sim.benchmark_run import policy_for, published_check, published_checks, request_sizes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,14 +94,20 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
 
 
 # The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
-# simulator under its benchmark's procedure and its engine's scheduler, hetinfra.sim.benchmark_run): MLPerf
-# v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%; MLPerf v6.0 (vLLM 0.15-dev, a
-# newer engine than the constants') server -34.2%, offline -38.5%; vLLM v0.6.0 blog H100
-# 8B -8.9%, 70B TP4 +16.2%; A100 8B +10.0%, 70B TP4 +29.7%. The bands hold them against drift (the v6.0
-# runs, pessimistic, in their own); the issue's acceptance is split: the median (met: +5.6%, median
-# |error| 9.6%) passes, "each within 15%" (four runs miss) is a strict xfail.
-BAND = (-0.15, 0.35)
+# simulator under its benchmark's procedure, sizes and engine's scheduler, hetinfra.sim.benchmark_run):
+# MLPerf v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%; MLPerf v6.0 (vLLM 0.15-dev,
+# a newer engine than the constants') server -34.2%, offline -38.5%; vLLM v0.6.0 blog (ShareGPT first
+# turns at the post's means, --num-scheduler-steps 10) H100 8B -21.7%, 70B TP4 -2.9%; A100 8B -5.6%, 70B
+# TP4 +10.1%. The bands hold them against drift (the v6.0 runs, pessimistic, in their own); the issue's
+# acceptance is split: the median (met: +0.8%, median |error| 7.8%) passes, "each within 15%" (three
+# runs miss, KNOWN_MISSES) is a strict xfail.
+BAND = (-0.25, 0.25)
 BANDS = {"6.0": (-0.50, -0.20)}  # MLPerf round -> band
+KNOWN_MISSES = {  # outside 15%, and why (docs/calibration.md)
+    "MLPerf Inference v6.0 open, Llama-3.1-70B server, 8 x H200, vLLM 0.15.0-dev",  # a newer engine
+    "MLPerf Inference v6.0 open, Llama-3.1-70B offline, 8 x H200, vLLM 0.15.0-dev",  # than the constants'
+    "vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100",  # the 8B on Hopper reads slow (as its vLLM runs do)
+}
 
 
 def _band(pub):
@@ -124,12 +130,17 @@ def test_published_checks_median_within_10_percent():
     assert statistics.median(abs(c.error) for c in checks) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="not met: the vLLM v0.6.0 blog's Llama 3 70B TP4 runs (+16% H100, +30% "
-                   "A100: their ShareGPT size distribution is unpublished, --num-scheduler-steps 10 not modelled) and "
-                   "MLPerf v6.0's vLLM 0.15 runs (-34% server, -39% offline: a newer engine than the constants', whose step "
-                   "at ~450 sequences is ~45% slower than the published rate needs) (docs/calibration.md)")
+@pytest.mark.xfail(strict=True, reason="not met: MLPerf v6.0's vLLM 0.15 runs (-34% server, -39% offline: a newer "
+                   "engine than the constants', whose step at ~450 sequences is ~45% slower than the published rate "
+                   "needs) and the vLLM v0.6.0 blog's Llama 3 8B on 1 x H100 (-22%: its ShareGPT sample is "
+                   "unpublished; the 8B reads pessimistic on Hopper) (docs/calibration.md)")
 def test_each_published_check_within_15_percent():
     assert all(abs(c.error) <= 0.15 for c in published_checks())
+
+
+def test_the_runs_outside_15_percent_are_the_known_ones():
+    """The xfail above names its runs: a run that newly misses, or one that comes within, fails here."""
+    assert {c.label for c in published_checks() if abs(c.error) > 0.15} == KNOWN_MISSES
 
 
 def test_each_run_replays_under_its_engines_scheduler():
@@ -141,7 +152,9 @@ def test_each_run_replays_under_its_engines_scheduler():
         v0 = _version_key(p.vllm_version) < (0, 8)
         assert (p.scheduler == "v0") == v0 and isinstance(policy_for(p), VLLMv0) == v0, p.name
         if v0:  # without chunking a prompt must fit one step's budget (vLLM ignores longer ones)
-            longest = max((a for a, _ in size_table(p.sizes)), default=p.isl) if p.sizes else p.isl
+            table = size_table(p.sizes) if p.sizes else ()
+            everyone = request_sizes(p, len(table)) if p.sampler == "vllm" else table  # scaled inputs
+            longest = max((a for a, _ in everyone), default=p.isl)
             assert p.max_num_batched_tokens >= longest
 
 
