@@ -61,3 +61,36 @@ class SolveResult:
         if self.periods and problem.periods:
             return sum(per.weight * total(lv["counts"]) for per, lv in zip(problem.periods, self.periods))
         return total(self.n)
+
+
+#: below this a flow is the solver's feasibility noise, not a routing decision (``solver.solve.TOL``)
+FLOW_TOL = 1e-6
+
+
+def settle_flows(problem: AllocationProblem, n: dict[str, int], flow: dict, holds: dict | None = None) -> dict:
+    """The routing a solve extracts, without the flows the solver's feasibility tolerance let through:
+    a flow below ``FLOW_TOL`` req/s, or on a unit with no instance (its capacity row, 0 + tolerance,
+    admits ~1e-7 x h req/s), is dropped and the key's other flows scaled up to carry it, so each key
+    keeps its total and nothing is routed to a unit that does not run. A key left with no flow goes
+    whole to the running unit that serves it fastest (for an adapter's key, one that holds it: ``holds``);
+    with none, its flows stay as the solver gave them (re-checking then names them). Sliced routing
+    (whole slices) is left as it is."""
+    if problem.routing == "sliced":
+        return flow
+    adapter_of_key = {k: a.name for a in problem.adapters for k in a.keys}
+    rates = {u.id: u.rates for u in problem.units}
+    by_key: dict[tuple[str, str], dict[str, float]] = {}
+    for (u, m, w), v in flow.items():
+        by_key.setdefault((m, w), {})[u] = v
+    out: dict = {}
+    for key, per in by_key.items():
+        total = sum(per.values())
+        kept = {u: v for u, v in per.items() if v >= FLOW_TOL and n.get(u, 0) > 0}
+        if not kept:
+            name = adapter_of_key.get(key)
+            takers = sorted((-rates[u].get(key[1], 0.0), u) for u in rates if n.get(u, 0) > 0
+                            and rates[u].get(key[1], 0.0) > 0 and (name is None or (u, name) in (holds or {})))
+            kept = {takers[0][1]: total} if takers else dict(per)
+        scale = total / sum(kept.values())
+        out.update({(u, key[0], key[1]): v * scale for u, v in kept.items()})
+    return out

@@ -33,11 +33,6 @@ __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "
            "with_adapters"]
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP  # joins a class and an adapter: "chat~sql"
-#: what is left of a base's demand below this, once its adapters' shares are taken, is their rounding
-#: (Zipf shares written to six decimals summed to 0.999999), not requests for the base: left as a
-#: class of 6e-6 req/s, the solver routed it, within its tolerance, to a base unit with no instance
-#: (plan.json routing to a unit not among its allocations, exit 2 after verification)
-SHARE_ROUNDING = 1e-5
 #: the slot counts (vLLM --max-loras) a unit's tiers offer
 SLOT_TIERS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -48,8 +43,7 @@ def adapter_demand(model: str, classes: dict[str, float], adapters) -> tuple[dic
     total = sum(classes.values())
     demand = dict.fromkeys(((model, w) for w in classes), 0.0)
     keys: dict[str, tuple] = {}
-    base_left = 1.0 - sum(a.demand.share or 0.0 for a in adapters)
-    base_left = 0.0 if base_left < SHARE_ROUNDING else base_left
+    base_left = max(0.0, 1.0 - sum(a.demand.share or 0.0 for a in adapters))
     for w, lam in classes.items():
         demand[(model, w)] = lam * base_left
     for a in adapters:
