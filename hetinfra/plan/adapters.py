@@ -275,7 +275,9 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
 
 def adapter_summary(doc) -> list[str]:
     """The plan summary's lines on LoRA adapters (none without): per unit holding some, its slots,
-    slot rank, memory and derate and the adapters it holds."""
+    slot rank, memory and derate and the adapters it holds; the placements compared, where verified."""
+    from hetinfra.plan.held_everywhere import candidates_summary
+
     out = []
     for a in doc.allocations:
         lo = a.adapters
@@ -284,7 +286,7 @@ def adapter_summary(doc) -> list[str]:
         names = ", ".join(h.name for h in lo.held)
         out.append(f"adapters on {a.deployment_unit} (x{a.count}): {names} [--max-loras {lo.max_loras} rank "
                    f"{lo.max_lora_rank}, {float(lo.slot_memory_gb):.2f} GB of KV cache, derate {float(lo.derate):.2f}]")
-    return out
+    return out + candidates_summary(doc)
 
 
 def fold_adapters(log, spec) -> tuple:
