@@ -54,15 +54,15 @@ def adapter_demand(model: str, classes: dict[str, float], adapters) -> tuple[dic
     return {k: v for k, v in demand.items() if v > 1e-12}, keys
 
 
-def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, best_rps: float = 0.0) -> tuple:
+def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict) -> tuple:
     """The problem's :class:`AdapterHold` entries of one base model (residency from ``regions``; the slot
-    rank each needs: vLLM's smallest --max-lora-rank at or above its rank)."""
+    rank each needs: vLLM's smallest --max-lora-rank at or above its rank), covered by one unit
+    anywhere until hetinfra.plan.adapter_cover sets its areas and copies."""
     out = []
     for a in adapters:
         rate = sum(demand.get(k, 0.0) for k in keys[a.name])
         if rate <= 0:
             continue
-        # one unit: a unit holds it on every instance, and its capacity rows size the instances
         out.append(AdapterHold(a.name, model, keys[a.name], tuple(a.regions or ()), (((), 1),), slot_rank(a.rank)))
     return tuple(out)
 
@@ -81,18 +81,12 @@ def with_adapters(inputs, units: list, locate) -> tuple:
     """(inputs, units) with the spec's adapters planned: each base's classes split into the base's
     share and one class per adapter (:func:`split_classes`), and every plain unit of a base offered in
     its slot tiers (:func:`tier_units`). Without adapters: both unchanged. Exit 2 where a base has no
-    known architecture (the slot memory comes from it) or demand declares origins (not placed per
-    origin yet)."""
-    from hetinfra.plan.origins import declares_origins
+    known architecture (the slot memory comes from it)."""
     from hetinfra.spec.adapters import adapters_of
 
     spec = inputs.spec
     if not spec.adapters:
         return inputs, units
-    if declares_origins(inputs):
-        raise InvalidInputError(f"{locate('adapters')}: LoRA adapters are not placed per demand origin yet; a spec "
-                                "with `adapters:` may not declare demand.origins",
-                                hint="drop demand.origins from the adapters' base models")
     models, extra = [], []
     for pm in inputs.models:
         mine = adapters_of(spec, pm.spec.name)
@@ -223,8 +217,9 @@ def tier_factor(pm, gpu, tp: int, pp: int, size, slots: int, rank: int) -> float
 
 def adapter_problem(inputs, units: list, problem):
     """``problem`` (the planner's, over ``units``) with each solver unit's slots and the spec's adapters
-    to place (:func:`adapter_holds`: residency, one copy, two where an adapter's rate needs more than
-    one instance of its best tier). Unchanged without adapters."""
+    to place (:func:`adapter_holds`: residency, the slot rank; covered by one unit, two where its
+    rate needs more than one instance: hetinfra.plan.adapter_cover). Unchanged without adapters."""
+    from hetinfra.plan.adapter_cover import global_cover
     from hetinfra.spec.adapters import adapters_of
 
     if not inputs.spec.adapters:
@@ -239,10 +234,9 @@ def adapter_problem(inputs, units: list, problem):
             continue
         keys = {a.name: tuple(k for k in problem.demand if k[0] == pm.spec.name and adapter_of(k[1]) == a.name)
                 for a in mine}
-        best = max((r for su in solver_units if su.model == pm.spec.name and su.slots
-                    for w, r in su.rates.items() if ADAPTER_KEY_SEP in w), default=0.0)
-        holds += adapter_holds(pm.spec.name, mine, keys, problem.demand, best * (1 - problem.headroom))
-    return problem.replace(units=solver_units, adapters=tuple(holds))
+        holds += adapter_holds(pm.spec.name, mine, keys, problem.demand)
+    placed = problem.replace(units=solver_units, adapters=tuple(holds))
+    return placed.replace(adapters=tuple(global_cover(h, placed) for h in holds))
 
 
 def unit_adapters_json(pr, uid: str) -> dict | None:
