@@ -30,7 +30,7 @@ from hetinfra.spec.adapters import adapter_of, slot_rank  # adapter_of: re-expor
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
            "adapter_summary", "adapter_triggers", "fold_adapters", "slot_tiers", "unit_adapters_json", "with_adapter_shares",
-           "with_adapters"]
+           "with_adapters", "with_running_holds"]
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP  # joins a class and an adapter: "chat~sql"
 #: the slot counts (vLLM --max-loras) a unit's tiers offer
@@ -235,6 +235,9 @@ def adapter_problem(inputs, units: list, problem):
         keys = {a.name: tuple(k for k in problem.demand if k[0] == pm.spec.name and adapter_of(k[1]) == a.name)
                 for a in mine}
         holds += adapter_holds(pm.spec.name, mine, keys, problem.demand)
+    now = dict(inputs.running_holds)  # re-planning: who holds what in the running plan
+    ids = {su.id for su in solver_units}
+    holds = [dc_replace(h, held_now=tuple(u for u in now.get(h.name, ()) if u in ids)) for h in holds]
     placed = problem.replace(units=solver_units, adapters=tuple(holds))
     return placed.replace(adapters=tuple(global_cover(h, placed) for h in holds))
 
@@ -254,6 +257,7 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
         if u == uid and name is not None:
             routed[name] = routed.get(name, 0.0) + rps
     names = sorted(a for (u, a), c in pr.result.holds.items() if u == uid and c > 0)
+    names = kept_running(pr.problem, uid, names, pr.result.n.get(uid, 0))
     if pr.inputs.spec.planning.adapter_placement == "everywhere":  # every replica holds all its base's adapters
         names = sorted(a.name for a in pr.inputs.spec.adapters if a.base == t.model)
     held = [{"name": a, "source": specs[a].source, "lora_rank": specs[a].rank, "instances": pr.result.n[uid],
@@ -265,6 +269,34 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
     return {"max_loras": c.slots, "max_lora_rank": c.rank, "slot_memory_gb": round(c.slot_memory_gb, 4),
             "slowdown": round(c.slowdown, 4), "derate": round(c.derate, 4),
             "cold_load_ms": round(cold_load_ms(arch, c.rank), 3), "held": held}
+
+
+def kept_running(problem, uid: str, names: list[str], count: int) -> list[str]:
+    """``names`` (the adapters the solve has unit ``uid`` hold) with those it holds in the running plan
+    kept while it runs and has a slot free (sorted): holding is free, and dropping one alone would
+    restart its engines for nothing (the solver is indifferent to x[u,a] that carries no flow)."""
+    slots = next((u.slots for u in problem.units if u.id == uid), 0)
+    if count <= 0 or len(names) >= slots:
+        return names
+    out = set(names)
+    for a in sorted(problem.adapters, key=lambda a: a.name):
+        if uid in a.held_now and a.name not in out and len(out) < slots:
+            out.add(a.name)
+    return sorted(out)
+
+
+def with_running_holds(inputs, state):
+    """``inputs`` knowing which units hold which adapters in the running plan (``state``: an out
+    folder, its state.json or plan.json; hetinfra.plan.running), so the re-plan's ILP prefers that
+    placement (solver.adapter_check.adapter_move_costs)."""
+    from hetinfra.plan.running import running_allocations
+
+    now: dict[str, list[str]] = {}
+    for a in running_allocations(state):
+        if a.get("count", 0) > 0:
+            for h in (a.get("adapters") or {}).get("held", ()):
+                now.setdefault(h["name"], []).append(a["unit"])
+    return dc_replace(inputs, running_holds=tuple((a, tuple(sorted(us))) for a, us in sorted(now.items())))
 
 
 def adapter_summary(doc) -> list[str]:
