@@ -11,7 +11,8 @@ its continent (``continent``); an origin without residency (``none``) adds its d
 * one unit holding the adapter there (its requests are routed only to holders, and residency keeps
   them in the area, so a holder there is what serving them takes);
 * two units, where the area's demand for it is more than one instance of any unit there can carry
-  at its planned load (``1 - headroom``): it needs more than one replica anyway, and spread over two
+  at its rates (headroom aside, so the rule does not change with verification's load, which the
+  planner sets after the cover): it needs more than one replica anyway, and spread over two
   units (two services, two groups) a unit lost leaves it served. Capped at the units that may hold
   it there. Not asked in an all-adapters pool (every unit that may hold it may hold all of its base's
   adapters: ``adapter_placement: everywhere`` and ``plan/held_everywhere.py``), where placement is
@@ -27,7 +28,7 @@ from hetinfra.solver.problem import AdapterHold, AllocationProblem, SolverUnit
 __all__ = ["copies_needed", "global_cover", "origin_holds"]
 
 
-def copies_needed(rates: dict[tuple[str, str], float], units: list[SolverUnit], headroom: float) -> int:
+def copies_needed(rates: dict[tuple[str, str], float], units: list[SolverUnit], headroom: float = 0.0) -> int:
     """Units that must hold an adapter whose demand in an area is ``rates`` (demand key -> req/s) among
     ``units`` (those there that may hold it): 2 where no unit's one instance carries it all, else 1;
     never more than there are units."""
@@ -58,7 +59,7 @@ def global_cover(hold: AdapterHold, problem: AllocationProblem) -> AdapterHold:
     if _all_adapters_pool(hold, problem, holders):
         return hold
     rates = {k: problem.demand.get(k, 0.0) for k in hold.keys}
-    return replace(hold, cover=(((), copies_needed(rates, holders, problem.headroom)),))
+    return replace(hold, cover=(((), copies_needed(rates, holders)),))
 
 
 def origin_holds(problem: AllocationProblem, routed: tuple[SolverUnit, ...], clouds: dict[str, str],
@@ -83,7 +84,7 @@ def origin_holds(problem: AllocationProblem, routed: tuple[SolverUnit, ...], clo
             for k in keys:
                 if flow_keys[k][1] == o and demand.get(k, 0.0) > 0:
                     areas.setdefault(area, {})[k] = demand[k]
-        cover = tuple((area, copies_needed(rates, [u for u in holders if not area or u.region in area],
-                                           problem.headroom)) for area, rates in sorted(areas.items()))
+        cover = tuple((area, copies_needed(rates, [u for u in holders if not area or u.region in area]))
+                      for area, rates in sorted(areas.items()))
         out.append(replace(hold, cover=cover or (((), 1),)))
     return tuple(out)
