@@ -16,6 +16,9 @@ is kept. Where the everywhere plan starts at or above the placed plan's cost it 
 rounds only derate a plan that misses, and credit one that meets by the confirmation interval's
 top, which the placed plan's rounds credit alike.
 
+What was compared goes into plan.json ``adapter_candidates`` (hetinfra.document.adapters.AdapterCandidates):
+each candidate, whether it was verified, its costs, which was kept and why.
+
 Keying each slot tier's derate apart in the rounds (so the small tiers' misses leave the all-adapters
 tier at its factor) was tried first: the solver then picks whichever tier still has the higher
 factor, one round after another, and lora-50-ranks missed after six rounds (27 GPUs in two with one
