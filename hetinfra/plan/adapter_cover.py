@@ -10,13 +10,20 @@ its continent (``continent``); an origin without residency (``none``) adds its d
 
 * one unit holding the adapter there (its requests are routed only to holders, and residency keeps
   them in the area, so a holder there is what serving them takes);
-* two units, where the area's demand for it is more than one instance of any unit there can carry
-  at its rates (headroom aside, so the rule does not change with verification's load, which the
-  planner sets after the cover): it needs more than one replica anyway, and spread over two
-  units (two services, two groups) a unit lost leaves it served. Capped at the units that may hold
-  it there. Not asked in an all-adapters pool (every unit that may hold it may hold all of its base's
-  adapters: ``adapter_placement: everywhere`` and ``plan/held_everywhere.py``), where placement is
-  not chosen and every running replica holds every adapter.
+* two units, in an area that residency bounds (``region``, ``continent``), where the area's demand
+  for it is more than one instance of any unit there can carry at its rates (headroom aside, so the
+  rule does not change with verification's load, which the planner sets after the cover): it needs
+  more than one replica anyway, and the gateway fails over only inside the area, so spread over two
+  units (two services, two groups) a unit lost leaves it served there. Capped at the units that may
+  hold it there. Not asked in an all-adapters pool (every unit that may hold it may hold all of its
+  base's adapters: ``adapter_placement: everywhere`` and ``plan/held_everywhere.py``), where
+  placement is not chosen and every running replica holds every adapter.
+
+In the area "anywhere" (no origins, or origins without residency) one unit is asked: its replicas
+are the adapter's replicas, sized by the capacity rows. Two units were asked there too, and the
+solver met the row with a token second holder: lora-50-ranks placed its rank-64 a07 on a 1-replica
+unit beside its 3-replica holder (26 L40S, $48.39/h against 27, $50.25/h), which was unstable on 1
+of 10 audit seeds (+6.5%, benchmarks/bench_promise.py) and could not carry a07 alone anyway.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from dataclasses import replace
 
 from hetinfra.solver.problem import AdapterHold, AllocationProblem, SolverUnit
 
-__all__ = ["copies_needed", "global_cover", "origin_holds"]
+__all__ = ["copies_needed", "origin_holds"]
 
 
 def copies_needed(rates: dict[tuple[str, str], float], units: list[SolverUnit], headroom: float = 0.0) -> int:
@@ -53,15 +60,6 @@ def _all_adapters_pool(hold: AdapterHold, problem: AllocationProblem, holders: l
     return all(u.slots >= len(mine) and all(a.may_hold(u) for a in mine) for u in holders)
 
 
-def global_cover(hold: AdapterHold, problem: AllocationProblem) -> AdapterHold:
-    """``hold`` (no origins) with its cover anywhere: one unit, two where :func:`copies_needed` says."""
-    holders = [u for u in problem.units if hold.may_hold(u)]
-    if _all_adapters_pool(hold, problem, holders):
-        return hold
-    rates = {k: problem.demand.get(k, 0.0) for k in hold.keys}
-    return replace(hold, cover=(((), copies_needed(rates, holders)),))
-
-
 def origin_holds(problem: AllocationProblem, routed: tuple[SolverUnit, ...], clouds: dict[str, str],
                  demand: dict, flow_keys: dict, origins: dict, allowed) -> tuple[AdapterHold, ...]:
     """``problem.adapters`` for the problem routed by origin (units ``routed``, ``demand`` and
@@ -84,7 +82,7 @@ def origin_holds(problem: AllocationProblem, routed: tuple[SolverUnit, ...], clo
             for k in keys:
                 if flow_keys[k][1] == o and demand.get(k, 0.0) > 0:
                     areas.setdefault(area, {})[k] = demand[k]
-        cover = tuple((area, copies_needed(rates, [u for u in holders if not area or u.region in area]))
+        cover = tuple((area, copies_needed(rates, [u for u in holders if u.region in area]) if area else 1)
                       for area, rates in sorted(areas.items()))
         out.append(replace(hold, cover=cover or (((), 1),)))
     return tuple(out)

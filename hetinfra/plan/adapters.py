@@ -217,9 +217,8 @@ def tier_factor(pm, gpu, tp: int, pp: int, size, slots: int, rank: int) -> float
 
 def adapter_problem(inputs, units: list, problem):
     """``problem`` (the planner's, over ``units``) with each solver unit's slots and the spec's adapters
-    to place (:func:`adapter_holds`: residency, the slot rank; covered by one unit, two where its
-    rate needs more than one instance: hetinfra.plan.adapter_cover). Unchanged without adapters."""
-    from hetinfra.plan.adapter_cover import global_cover
+    to place (:func:`adapter_holds`: residency, the slot rank; held by one unit anywhere, per origin
+    area where the base declares origins: hetinfra.plan.adapter_cover). Unchanged without adapters."""
     from hetinfra.spec.adapters import adapters_of
 
     if not inputs.spec.adapters:
@@ -238,8 +237,7 @@ def adapter_problem(inputs, units: list, problem):
     now = dict(inputs.running_holds)  # re-planning: who holds what in the running plan
     ids = {su.id for su in solver_units}
     holds = [dc_replace(h, held_now=tuple(u for u in now.get(h.name, ()) if u in ids)) for h in holds]
-    placed = problem.replace(units=solver_units, adapters=tuple(holds))
-    return placed.replace(adapters=tuple(global_cover(h, placed) for h in holds))
+    return problem.replace(units=solver_units, adapters=tuple(holds))
 
 
 def unit_adapters_json(pr, uid: str) -> dict | None:
