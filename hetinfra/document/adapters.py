@@ -55,6 +55,6 @@ class AdapterCandidates(Doc):
     """plan.json ``adapter_candidates``: the placements compared, which was kept and why; absent without
     adapters, with ``adapter_placement: everywhere``, or unverified."""
 
-    candidates: list[AdapterCandidate] = Field(min_length=1, description="The placements priced, placed first.")
+    placements: list[AdapterCandidate] = Field(min_length=1, description="The placements priced, placed first.")
     kept: Literal["placed", "everywhere"] = Field(description="The candidate whose plan this is.")
     reason: StrictStr = Field(description="Why it was kept (and why the other was or was not verified).")

@@ -287,13 +287,14 @@ def with_running_holds(inputs, state):
     """``inputs`` knowing which units hold which adapters in the running plan (``state``: an out
     folder, its state.json or plan.json; hetinfra.plan.running), so the re-plan's ILP prefers that
     placement (solver.adapter_check.adapter_move_costs)."""
-    from hetinfra.plan.running import running_allocations
+    from hetinfra.document import running
+    from hetinfra.plan.running import state_file
 
     now: dict[str, list[str]] = {}
-    for a in running_allocations(state):
-        if a.get("count", 0) > 0:
-            for h in (a.get("adapters") or {}).get("held", ()):
-                now.setdefault(h["name"], []).append(a["unit"])
+    for a in running(state_file(state)):
+        if a.count > 0 and a.adapters is not None:
+            for h in a.adapters.held:
+                now.setdefault(h.name, []).append(a.unit)
     return dc_replace(inputs, running_holds=tuple((a, tuple(sorted(us))) for a, us in sorted(now.items())))
 
 

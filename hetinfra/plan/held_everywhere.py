@@ -88,7 +88,7 @@ def cheaper_of(placed, spec, units: list, start_derate: dict, verify_over: Calla
 
 
 def _candidate(name: str, outcome, starting: float | None) -> dict:
-    """One ``adapter_candidates.candidates`` entry (hetinfra.document.adapters.AdapterCandidate)."""
+    """One ``adapter_candidates.placements`` entry (hetinfra.document.adapters.AdapterCandidate)."""
     out = {"name": name, "verified": outcome is not None, "starting_cost_usd_per_hour":
            None if starting is None else round(starting, 4)}
     if outcome is not None:
@@ -99,7 +99,7 @@ def _candidate(name: str, outcome, starting: float | None) -> dict:
 
 
 def _record(placed, other, starting: float | None, kept: str, reason: str) -> dict:
-    return {"candidates": [_candidate("placed", placed, None), _candidate("everywhere", other, starting)],
+    return {"placements": [_candidate("placed", placed, None), _candidate("everywhere", other, starting)],
             "kept": kept, "reason": f"{kept}: {reason}"}
 
 
@@ -113,7 +113,7 @@ def candidates_summary(doc) -> list[str]:
     if rec is None:
         return []
     parts = []
-    for c in rec.candidates:
+    for c in rec.placements:
         if c.verified:
             parts.append(f"{c.name} {'met' if c.met else 'missed'} at ${float(c.cost_usd_per_hour):.2f}/h ({c.gpus} GPUs)")
         elif c.starting_cost_usd_per_hour is not None:

@@ -56,11 +56,11 @@ def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp
     assert placed["gpus"] <= everywhere["gpus"]
     # plan.json says which placements were compared, their costs and which was kept and why
     rec = placed["adapter_candidates"]
-    names = [c["name"] for c in rec["candidates"]]
+    names = [c["name"] for c in rec["placements"]]
     assert names == ["placed", "everywhere"] and rec["kept"] in names and rec["reason"].startswith(rec["kept"])
-    kept = next(c for c in rec["candidates"] if c["name"] == rec["kept"])
+    kept = next(c for c in rec["placements"] if c["name"] == rec["kept"])
     assert kept["verified"] and kept["met"] and kept["cost_usd_per_hour"] == placed["cost_usd_per_hour"]
-    assert kept["gpus"] == placed["gpus"] and rec["candidates"][0]["verified"]
+    assert kept["gpus"] == placed["gpus"] and rec["placements"][0]["verified"]
     assert "adapter_candidates" not in everywhere  # nothing else to compare
 
 
@@ -82,11 +82,11 @@ def test_the_candidates_record_names_what_was_skipped_and_why():
     start = Ns(result=Ns(cost=lambda problem: 9.0), problem=None)
     kept, rec = he.cheaper_of(outcome(8.0, True), spec, units, {}, verify_over=None, solve_over=lambda u, d: start)
     rec = AdapterCandidates.model_validate(rec)
-    assert rec.kept == "placed" and not rec.candidates[1].verified and "not verified" in rec.reason
-    assert float(rec.candidates[1].starting_cost_usd_per_hour) == 9.0
+    assert rec.kept == "placed" and not rec.placements[1].verified and "not verified" in rec.reason
+    assert float(rec.placements[1].starting_cost_usd_per_hour) == 9.0
     other = outcome(7.0, True)
     kept, rec = he.cheaper_of(outcome(8.0, False), spec, units, {}, verify_over=lambda u, s: other,
                               solve_over=lambda u, d: start)
     assert kept is other and rec["kept"] == "everywhere" and "missed" in rec["reason"]
-    assert rec["candidates"][1] == {"name": "everywhere", "verified": True, "starting_cost_usd_per_hour": 9.0,
+    assert rec["placements"][1] == {"name": "everywhere", "verified": True, "starting_cost_usd_per_hour": 9.0,
                                     "met": True, "cost_usd_per_hour": 7.0, "gpus": 2}
