@@ -1,7 +1,8 @@
 """LoRA adapters placed per origin area (issue 38): each adapter with demand from an origin is held in
 that origin's area (its residency: the region, the continent; anywhere without one), by two units
 there where its demand needs more than one replica; its requests from the origin reach only holders in
-the area, in plan.json ``routing_by_origin`` and through the gateway's per-origin routes."""
+the area, in plan.json ``routing_by_origin`` and through the gateway's per-origin routes. The module's
+plan (about 4 s: a real solve with per-origin adapter rows) is made once for its tests."""
 
 from __future__ import annotations
 
@@ -15,19 +16,21 @@ from hetinfra.price_feeds.network import continent_of
 from hetinfra.solver.problem import SolverUnit
 
 def spec() -> dict:
-    """test_adapter_plan's spec with 10 req/s from three origins, L40S in their regions and three Zipf-like
-    adapters whose shares sum to 0.999999 (every request names one)."""
+    """test_adapter_plan's spec with 20 req/s from three origins, L40S in their regions, two adapters
+    whose shares sum to 0.999999 (every base request names one) and one with a rate of its own."""
     from tests.plan.test_adapter_plan import SPEC
 
     out = yaml.safe_load(SPEC)
     out["name"] = "lora-origins-test"
-    out["models"][0]["demand"].update(rate_rps=10, origins={
+    out["models"][0]["demand"].update(rate_rps=20, origins={
         "us-east-1": 0.5, "eu-central-1": {"share": 0.3, "residency": "region"},
         "us-west-2": {"share": 0.2, "residency": "continent"}})
     out["infrastructure"] = {"clouds": ["aws"], "regions": ["us-east-1", "us-west-2", "eu-central-1"],
                              "gpus": ["L40S"], "spot": False}
     out["adapters"] = [{"name": n, "base": "base-8b", "source": f"org/{n}", "rank": r, "demand": {"share": s}}
-                       for n, r, s in (("hot", 16, 0.6), ("warm", 16, 0.25), ("cold", 64, 0.149999))]
+                       for n, r, s in (("hot", 16, 0.6), ("warm", 16, 0.399999))]
+    out["adapters"].append({"name": "cold", "base": "base-8b", "source": "org/cold", "rank": 64,
+                            "demand": {"rate_rps": 1.5}})  # a rate of its own, split by the base's origins
     return out
 
 
@@ -58,6 +61,9 @@ def test_each_origins_adapter_requests_reach_only_holders_in_its_area(planned):
         for adapter in ("hot", "warm", "cold"):
             entries = per_class[f"c~{adapter}"]
             assert entries and sum(e["share"] for e in entries) == pytest.approx(1.0, abs=1e-5)
+            share = {"us-east-1": 0.5, "eu-central-1": 0.3, "us-west-2": 0.2}[origin]
+            rate = {"hot": 20 * 0.6, "warm": 20 * 0.399999, "cold": 1.5}[adapter] * share
+            assert sum(e["rps"] for e in entries) == pytest.approx(rate, rel=1e-4), (origin, adapter)
             for e in entries:
                 assert e["unit"] in holders[adapter] and AREA[origin](region[e["unit"]]), (origin, adapter, e)
             # held in the area; a hot adapter (more than one replica's demand) by two units there
