@@ -95,3 +95,21 @@ def test_two_holders_only_where_one_instance_cannot_carry_the_demand():
     assert copies_needed({("m", "c~a"): 5.0}, two, 0.0) == 1  # u2 carries it on one instance
     assert copies_needed({("m", "c~a"): 5.5}, two, 0.1) == 2  # at 90% load no unit does
     assert copies_needed({("m", "c~a"): 9.0}, one, 0.0) == 1  # only one unit may hold it there
+
+
+def test_an_origin_area_with_no_offer_for_its_adapters_is_exit_3_naming_it(tmp_path):
+    """eu-west-1 has no L40S offer: its requests, which must stay there, have no unit (the origins
+    feature's diagnosis, naming the first class without one and the area)."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    doc = spec()
+    origins = doc["models"][0]["demand"]["origins"]
+    origins["eu-west-1"] = origins.pop("eu-central-1")
+    doc["infrastructure"]["regions"] = ["us-east-1", "us-west-2", "eu-west-1"]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    res = CliRunner().invoke(cli, ["plan", str(path), "--out", str(tmp_path / "o"), "--no-verify", "--no-baselines"])
+    assert res.exit_code == 3, res.output
+    assert "from origin eu-west-1 must stay in region eu-west-1" in res.output
