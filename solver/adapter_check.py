@@ -6,7 +6,7 @@ from __future__ import annotations
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.result import SolveResult
 
-__all__ = ["verify_adapters"]
+__all__ = ["adapter_move_costs", "verify_adapters"]
 
 TOL = 1e-6
 
@@ -38,3 +38,19 @@ def verify_adapters(problem: AllocationProblem, r: SolveResult) -> list[str]:
             if have < copies:
                 bad.append(f"adapter {a.name} held by {have} units in {'/'.join(area) or 'all regions'} < {copies}")
     return bad
+
+
+def adapter_move_costs(problem: AllocationProblem) -> dict[tuple[str, str], float]:
+    """The change penalty of holding each adapter on a unit that runs now but does not hold it
+    ((unit, adapter) -> $/h in the objective, on x[u,a]): its engines restart with the new
+    ``--lora-modules``, so each of its running instances pays what a started one pays (churn:
+    ``churn_hours x cost[u]``). A unit that does not run yet pays nothing here (its instances are
+    started, and pay churn, anyway); an adapter kept where it is pays nothing. So a re-plan moves an
+    adapter only where the move saves more than the restarts cost."""
+    out = {}
+    for a in problem.adapters:
+        for u in problem.units:
+            running = problem.running.get(u.id, 0)
+            if running > 0 and u.id not in a.held_now and a.may_hold(u):
+                out[(u.id, a.name)] = problem.churn_hours * u.cost * running
+    return out

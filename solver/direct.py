@@ -215,7 +215,9 @@ class DirectModel:
                 v = round(v) * self.p.demand[k] / self.p.slice_factor
             if v > 1e-9:
                 out[(u, k[0], k[1])] = v
-        return out
+        from hetinfra.solver.result import settle_flows
+
+        return settle_flows(self.p, self.counts(values), out)  # no tolerance-sized flow to a unit that does not run
 
     def unmet(self, values: list[float]) -> dict[tuple[str, str], float]:
         return {k: values[c] for k, c in self.q.items() if values[c] > 1e-9}

@@ -60,6 +60,9 @@ class AdapterHold:
     cover: tuple[tuple[tuple[str, ...], int], ...] = (((), 1),)
     #: the slot rank it needs (vLLM --max-lora-rank at or above its own rank); 0: any slot
     rank: int = 0
+    #: units holding it in the running plan (re-planning with --state): holding it elsewhere, on a unit
+    #: that runs, restarts that unit's engines (``solver.adapter_check.adapter_move_costs``)
+    held_now: tuple[str, ...] = ()
 
     def may_hold(self, unit: SolverUnit) -> bool:
         return (unit.model == self.model and unit.slots > 0 and (not self.regions or unit.region in self.regions)

@@ -61,3 +61,46 @@ class SolveResult:
         if self.periods and problem.periods:
             return sum(per.weight * total(lv["counts"]) for per, lv in zip(problem.periods, self.periods))
         return total(self.n)
+
+
+#: below this a flow is the solver's feasibility noise, not a routing decision (``solver.solve.TOL``)
+FLOW_TOL = 1e-6
+
+
+def settle_flows(problem: AllocationProblem, n: dict[str, int], flow: dict, holds: dict | None = None) -> dict:
+    """The routing a solve extracts, without the flows the solver's feasibility tolerance let through:
+    a flow below ``FLOW_TOL`` req/s, or on a unit with no instance (its capacity row, 0 + tolerance,
+    admits ~1e-7 x h req/s), is dropped and its req/s given to the key's other units, those with the
+    most spare capacity first (a unit at its capacity takes none while another has room), so each key
+    keeps its total and nothing is routed to a unit that does not run. A key left with no flow goes to
+    the running units that serve it (for an adapter's key, those holding it: ``holds``); with none, its
+    flows stay as the solver gave them (re-checking then names them). Sliced routing (whole slices) is
+    left as it is."""
+    if problem.routing == "sliced":
+        return flow
+    adapter_of_key = {k: a.name for a in problem.adapters for k in a.keys}
+    rates = {u.id: u.rates for u in problem.units}
+    by_key: dict[tuple[str, str], dict[str, float]] = {}
+    for (u, m, w), v in flow.items():
+        by_key.setdefault((m, w), {})[u] = v
+    kept = {key: {u: v for u, v in per.items() if v >= FLOW_TOL and n.get(u, 0) > 0} for key, per in by_key.items()}
+    spare = {u: (1.0 - problem.headroom) * c for u, c in n.items()}  # instances' worth of capacity left
+    for key, per in kept.items():
+        for u, v in per.items():
+            spare[u] -= v / rates[u][key[1]]
+    out: dict = {}
+    for key, per in sorted(by_key.items()):
+        mine, left = dict(kept[key]), sum(per.values()) - sum(kept[key].values())
+        takers = list(mine) or [u for u in rates if n.get(u, 0) > 0 and rates[u].get(key[1], 0.0) > 0 and
+                                (key not in adapter_of_key or (u, adapter_of_key[key]) in (holds or {}))]
+        if not takers:
+            out.update({(u, key[0], key[1]): v for u, v in per.items()})
+            continue
+        for u in sorted(takers, key=lambda x: (-spare.get(x, 0.0) * rates[x][key[1]], x)):
+            give = min(left, max(0.0, spare.get(u, 0.0)) * rates[u][key[1]])
+            mine[u], spare[u], left = mine.get(u, 0.0) + give, spare.get(u, 0.0) - give / rates[u][key[1]], left - give
+        if left > 0:  # no room anywhere: the fastest taker carries the rest (tolerance-sized)
+            u = min(takers, key=lambda x: (-rates[x][key[1]], x))
+            mine[u] = mine.get(u, 0.0) + left
+        out.update({(u, key[0], key[1]): v for u, v in mine.items() if v > 0})
+    return out

@@ -150,6 +150,11 @@ def add_objective(r: Rows, extra_cost: dict[str, float] | None = None) -> None:
         r.cost[r.n[u.id]] = u.cost + extra.get(u.id, 0.0) if min_cost else 0.0
         if u.id in r.c:
             r.cost[r.c[u.id]] = p.churn_hours * u.cost if min_cost else 0.0
+    if min_cost and p.adapters and p.running:  # LoRA: an adapter moved onto a running unit restarts it
+        from hetinfra.solver.adapter_check import adapter_move_costs
+
+        for key, penalty in adapter_move_costs(p).items():
+            r.cost[r.x[key]] = penalty
     if r.s is not None:
         r.cost[r.s] = -1.0 if not p.elastic_caps else 0.0
     for col in r.q.values():

@@ -7,7 +7,7 @@ import time
 
 from hetinfra.errors import SolverError
 from hetinfra.solver.problem import AllocationProblem
-from hetinfra.solver.result import SolveResult
+from hetinfra.solver.result import SolveResult, settle_flows
 
 __all__ = ["SolveResult", "greedy_start", "rounded_lp_start", "solve", "solve_pyomo", "verify", "warm_start"]
 
@@ -227,6 +227,7 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
         out.unmet = {k: pyo.value(m.q[k]) for k in m.K if pyo.value(m.q[k]) > 1e-9}
     if problem.adapters and hasattr(m, "x"):
         out.holds = {key: int(round(pyo.value(m.x[key]))) for key in m.A if pyo.value(m.x[key]) > 0.5}
+    out.flow = settle_flows(problem, out.n, out.flow, out.holds)  # no tolerance-sized flow to a unit that does not run
     if problem.elastic_caps:
         out.extra_gpus = {g: pyo.value(m.e[g]) for g in m.G if pyo.value(m.e[g]) > 1e-6}
     if problem.objective == "max_throughput" and not problem.elastic_caps:

@@ -3,7 +3,9 @@ derate its engines were planned at (issue 38, hetinfra.plan.adapters; docs/conce
 
 from __future__ import annotations
 
-from pydantic import Field, StrictInt, StrictStr
+from typing import Literal, Optional
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from hetinfra.document.base import Doc, Number
 
@@ -33,3 +35,26 @@ class UnitAdapters(Doc):
                                                    "beside the slots' memory.")
     cold_load_ms: Number = Field(ge=0, description="Time to copy one adapter from host memory into a slot.")
     held: list[HeldAdapter] = Field(min_length=1, description="The adapters the unit holds, by name.")
+
+
+class AdapterCandidate(Doc):
+    """One placement of a base's adapters that planning priced (hetinfra.plan.held_everywhere)."""
+
+    name: Literal["placed", "everywhere"] = Field(description="placed: the ILP's placement (slot tiers, x[u,a]); "
+                                                              "everywhere: every adapter on every replica.")
+    verified: StrictBool = Field(description="Simulated through verification's rounds, trim and confirmation.")
+    met: Optional[StrictBool] = Field(None, description="It met every objective (null: not verified).")
+    cost_usd_per_hour: Optional[Number] = Field(None, description="$/h of its verified plan (null: not verified).")
+    gpus: Optional[StrictInt] = Field(None, description="GPUs of its verified plan (null: not verified).")
+    starting_cost_usd_per_hour: Optional[Number] = Field(
+        None, description="$/h of its plan at the starting rate factors, before verification (everywhere: what "
+                          "decides whether it is verified; null where it was not solved or has no plan).")
+
+
+class AdapterCandidates(Doc):
+    """plan.json ``adapter_candidates``: the placements compared, which was kept and why; absent without
+    adapters, with ``adapter_placement: everywhere``, or unverified."""
+
+    placements: list[AdapterCandidate] = Field(min_length=1, description="The placements priced, placed first.")
+    kept: Literal["placed", "everywhere"] = Field(description="The candidate whose plan this is.")
+    reason: StrictStr = Field(description="Why it was kept (and why the other was or was not verified).")

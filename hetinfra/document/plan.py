@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
+from hetinfra.document.adapters import AdapterCandidates
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
 from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
@@ -59,6 +60,9 @@ class Plan(Doc):
     fidelity: Optional[Fidelity] = Field(None, description="How simulation checked the latency objectives.")
     work_budget: Optional[WorkBudget] = Field(None, description="What the work budget's wall-clock safety stop "
                                                                 "(planning.time_limit_s) cut; absent: nothing.")
+    adapter_candidates: Optional[AdapterCandidates] = Field(
+        None, description="LoRA adapters: the placements verified or priced (placed, every adapter everywhere), "
+                          "their costs, which was kept and why (hetinfra.plan.held_everywhere); absent without.")
 
     @model_validator(mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP
 
-__all__ = ["split_adapter_routes"]
+__all__ = ["origin_adapter_routes", "split_adapter_routes"]
 
 
 def split_adapter_routes(models: dict) -> dict:
@@ -53,3 +53,25 @@ def _by_name(per: dict[str, list]) -> dict:
         for c in classes:
             out.setdefault(c.name, []).append(c)
     return {cs[0]: cs for cs in out.values()}
+
+
+def origin_adapter_routes(models: dict, per_class: dict, inside) -> dict:
+    """One origin's routes of each adapter whose classes (``chat~sql``) that origin's row of plan.json
+    ``routing_by_origin`` lists (``per_class``: class -> its entries): the adapter's routes
+    (:func:`split_adapter_routes`, in ``models``) with each class weighted as the origin's row says (only
+    units holding it in the origin's area), the fallback shares kept to units ``inside(unit)`` the area."""
+    per: dict[str, dict[str, tuple]] = {}
+    for cls, entries in per_class.items():
+        if ADAPTER_KEY_SEP not in cls:
+            continue
+        base_cls, adapter = cls.split(ADAPTER_KEY_SEP, 1)
+        per.setdefault(adapter, {})[base_cls] = tuple(sorted(
+            (e.deployment_unit, float(e.share)) for e in entries or () if float(e.share) > 0))
+    out: dict = {}
+    for adapter, weights in sorted(per.items()):
+        routes = models.get(adapter)
+        if routes is None:
+            continue
+        classes = tuple(replace(c, weights=weights.get(c.name, ())) for c in routes.classes)
+        out[adapter] = replace(routes, classes=classes, shares=tuple((u, s) for u, s in routes.shares if inside(u)))
+    return out

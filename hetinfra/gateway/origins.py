@@ -78,7 +78,10 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
     """origin -> model -> ModelRoutes of that origin's row: class weights from
     ``routing_by_origin``, and as the fallback (no live unit in the class) the model's units in the
     regions the origin's residency allows (plan.json ``origins[m][o].allowed_regions``), by their
-    overall share."""
+    overall share. A LoRA adapter's classes in the row (``chat~sql``) route the adapter, as a model of
+    its own, only to its holders there (hetinfra.gateway.adapter_routes)."""
+    from hetinfra.gateway.adapter_routes import origin_adapter_routes
+
     out: dict[str, dict] = {}
     if plan is None:
         return out
@@ -95,4 +98,6 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
                 for c in base.classes)
             shares = tuple((u, s) for u, s in base.shares if u in place and (inside is None or place[u] in inside))
             out.setdefault(origin, {})[model] = replace(base, classes=classes, shares=shares)
+            out[origin].update(origin_adapter_routes(  # LoRA: each adapter only to its holders in the area
+                models, per_class, lambda u, inside=inside: u in place and (inside is None or place[u] in inside)))
     return out

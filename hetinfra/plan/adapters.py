@@ -30,14 +30,9 @@ from hetinfra.spec.adapters import adapter_of, slot_rank  # adapter_of: re-expor
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
            "adapter_summary", "adapter_triggers", "fold_adapters", "slot_tiers", "unit_adapters_json", "with_adapter_shares",
-           "with_adapters"]
+           "with_adapters", "with_running_holds"]
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP  # joins a class and an adapter: "chat~sql"
-#: what is left of a base's demand below this, once its adapters' shares are taken, is their rounding
-#: (Zipf shares written to six decimals summed to 0.999999), not requests for the base: left as a
-#: class of 6e-6 req/s, the solver routed it, within its tolerance, to a base unit with no instance
-#: (plan.json routing to a unit not among its allocations, exit 2 after verification)
-SHARE_ROUNDING = 1e-5
 #: the slot counts (vLLM --max-loras) a unit's tiers offer
 SLOT_TIERS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -48,8 +43,7 @@ def adapter_demand(model: str, classes: dict[str, float], adapters) -> tuple[dic
     total = sum(classes.values())
     demand = dict.fromkeys(((model, w) for w in classes), 0.0)
     keys: dict[str, tuple] = {}
-    base_left = 1.0 - sum(a.demand.share or 0.0 for a in adapters)
-    base_left = 0.0 if base_left < SHARE_ROUNDING else base_left
+    base_left = max(0.0, 1.0 - sum(a.demand.share or 0.0 for a in adapters))
     for w, lam in classes.items():
         demand[(model, w)] = lam * base_left
     for a in adapters:
@@ -60,15 +54,15 @@ def adapter_demand(model: str, classes: dict[str, float], adapters) -> tuple[dic
     return {k: v for k, v in demand.items() if v > 1e-12}, keys
 
 
-def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict, best_rps: float = 0.0) -> tuple:
+def adapter_holds(model: str, adapters, keys: dict[str, tuple], demand: dict) -> tuple:
     """The problem's :class:`AdapterHold` entries of one base model (residency from ``regions``; the slot
-    rank each needs: vLLM's smallest --max-lora-rank at or above its rank)."""
+    rank each needs: vLLM's smallest --max-lora-rank at or above its rank), covered by one unit
+    anywhere until hetinfra.plan.adapter_cover sets its areas and copies."""
     out = []
     for a in adapters:
         rate = sum(demand.get(k, 0.0) for k in keys[a.name])
         if rate <= 0:
             continue
-        # one unit: a unit holds it on every instance, and its capacity rows size the instances
         out.append(AdapterHold(a.name, model, keys[a.name], tuple(a.regions or ()), (((), 1),), slot_rank(a.rank)))
     return tuple(out)
 
@@ -87,18 +81,12 @@ def with_adapters(inputs, units: list, locate) -> tuple:
     """(inputs, units) with the spec's adapters planned: each base's classes split into the base's
     share and one class per adapter (:func:`split_classes`), and every plain unit of a base offered in
     its slot tiers (:func:`tier_units`). Without adapters: both unchanged. Exit 2 where a base has no
-    known architecture (the slot memory comes from it) or demand declares origins (not placed per
-    origin yet)."""
-    from hetinfra.plan.origins import declares_origins
+    known architecture (the slot memory comes from it)."""
     from hetinfra.spec.adapters import adapters_of
 
     spec = inputs.spec
     if not spec.adapters:
         return inputs, units
-    if declares_origins(inputs):
-        raise InvalidInputError(f"{locate('adapters')}: LoRA adapters are not placed per demand origin yet; a spec "
-                                "with `adapters:` may not declare demand.origins",
-                                hint="drop demand.origins from the adapters' base models")
     models, extra = [], []
     for pm in inputs.models:
         mine = adapters_of(spec, pm.spec.name)
@@ -229,8 +217,8 @@ def tier_factor(pm, gpu, tp: int, pp: int, size, slots: int, rank: int) -> float
 
 def adapter_problem(inputs, units: list, problem):
     """``problem`` (the planner's, over ``units``) with each solver unit's slots and the spec's adapters
-    to place (:func:`adapter_holds`: residency, one copy, two where an adapter's rate needs more than
-    one instance of its best tier). Unchanged without adapters."""
+    to place (:func:`adapter_holds`: residency, the slot rank; held by one unit anywhere, per origin
+    area where the base declares origins: hetinfra.plan.adapter_cover). Unchanged without adapters."""
     from hetinfra.spec.adapters import adapters_of
 
     if not inputs.spec.adapters:
@@ -245,9 +233,10 @@ def adapter_problem(inputs, units: list, problem):
             continue
         keys = {a.name: tuple(k for k in problem.demand if k[0] == pm.spec.name and adapter_of(k[1]) == a.name)
                 for a in mine}
-        best = max((r for su in solver_units if su.model == pm.spec.name and su.slots
-                    for w, r in su.rates.items() if ADAPTER_KEY_SEP in w), default=0.0)
-        holds += adapter_holds(pm.spec.name, mine, keys, problem.demand, best * (1 - problem.headroom))
+        holds += adapter_holds(pm.spec.name, mine, keys, problem.demand)
+    now = dict(inputs.running_holds)  # re-planning: who holds what in the running plan
+    ids = {su.id for su in solver_units}
+    holds = [dc_replace(h, held_now=tuple(u for u in now.get(h.name, ()) if u in ids)) for h in holds]
     return problem.replace(units=solver_units, adapters=tuple(holds))
 
 
@@ -266,6 +255,7 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
         if u == uid and name is not None:
             routed[name] = routed.get(name, 0.0) + rps
     names = sorted(a for (u, a), c in pr.result.holds.items() if u == uid and c > 0)
+    names = kept_running(pr.problem, uid, names, pr.result.n.get(uid, 0))
     if pr.inputs.spec.planning.adapter_placement == "everywhere":  # every replica holds all its base's adapters
         names = sorted(a.name for a in pr.inputs.spec.adapters if a.base == t.model)
     held = [{"name": a, "source": specs[a].source, "lora_rank": specs[a].rank, "instances": pr.result.n[uid],
@@ -279,9 +269,40 @@ def unit_adapters_json(pr, uid: str) -> dict | None:
             "cold_load_ms": round(cold_load_ms(arch, c.rank), 3), "held": held}
 
 
+def kept_running(problem, uid: str, names: list[str], count: int) -> list[str]:
+    """``names`` (the adapters the solve has unit ``uid`` hold) with those it holds in the running plan
+    kept while it runs and has a slot free (sorted): holding is free, and dropping one alone would
+    restart its engines for nothing (the solver is indifferent to x[u,a] that carries no flow)."""
+    slots = next((u.slots for u in problem.units if u.id == uid), 0)
+    if count <= 0 or len(names) >= slots:
+        return names
+    out = set(names)
+    for a in sorted(problem.adapters, key=lambda a: a.name):
+        if uid in a.held_now and a.name not in out and len(out) < slots:
+            out.add(a.name)
+    return sorted(out)
+
+
+def with_running_holds(inputs, state):
+    """``inputs`` knowing which units hold which adapters in the running plan (``state``: an out
+    folder, its state.json or plan.json; hetinfra.plan.running), so the re-plan's ILP prefers that
+    placement (solver.adapter_check.adapter_move_costs)."""
+    from hetinfra.document import running
+    from hetinfra.plan.running import state_file
+
+    now: dict[str, list[str]] = {}
+    for a in running(state_file(state)):
+        if a.count > 0 and a.adapters is not None:
+            for h in a.adapters.held:
+                now.setdefault(h.name, []).append(a.unit)
+    return dc_replace(inputs, running_holds=tuple((a, tuple(sorted(us))) for a, us in sorted(now.items())))
+
+
 def adapter_summary(doc) -> list[str]:
     """The plan summary's lines on LoRA adapters (none without): per unit holding some, its slots,
-    slot rank, memory and derate and the adapters it holds."""
+    slot rank, memory and derate and the adapters it holds; the placements compared, where verified."""
+    from hetinfra.plan.held_everywhere import candidates_summary
+
     out = []
     for a in doc.allocations:
         lo = a.adapters
@@ -290,7 +311,7 @@ def adapter_summary(doc) -> list[str]:
         names = ", ".join(h.name for h in lo.held)
         out.append(f"adapters on {a.deployment_unit} (x{a.count}): {names} [--max-loras {lo.max_loras} rank "
                    f"{lo.max_lora_rank}, {float(lo.slot_memory_gb):.2f} GB of KV cache, derate {float(lo.derate):.2f}]")
-    return out
+    return out + candidates_summary(doc)
 
 
 def fold_adapters(log, spec) -> tuple:

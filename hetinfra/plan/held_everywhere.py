@@ -16,6 +16,9 @@ is kept. Where the everywhere plan starts at or above the placed plan's cost it 
 rounds only derate a plan that misses, and credit one that meets by the confirmation interval's
 top, which the placed plan's rounds credit alike.
 
+What was compared goes into plan.json ``adapter_candidates`` (hetinfra.document.adapters.AdapterCandidates):
+each candidate, whether it was verified, its costs, which was kept and why.
+
 Keying each slot tier's derate apart in the rounds (so the small tiers' misses leave the all-adapters
 tier at its factor) was tried first: the solver then picks whichever tier still has the higher
 factor, one round after another, and lora-50-ranks missed after six rounds (27 GPUs in two with one
@@ -28,7 +31,7 @@ from typing import Callable
 
 from hetinfra.spec.adapters import slot_rank
 
-__all__ = ["everywhere_units", "cheaper_of"]
+__all__ = ["candidates_summary", "cheaper_of", "everywhere_units"]
 
 
 def everywhere_units(spec, units: list) -> list | None:
@@ -47,30 +50,74 @@ def everywhere_units(spec, units: list) -> list | None:
 
 
 def cheaper_of(placed, spec, units: list, start_derate: dict, verify_over: Callable, solve_over: Callable):
-    """The verification outcome to keep: ``placed`` (hetinfra.plan.verify.Verification), or the
-    everywhere pool's, verified by ``verify_over(units)`` where it may be cheaper (see the module
-    docstring). ``solve_over(units, derate)``: the pool's plan at ``start_derate`` (the starting
-    factors), whose cost decides whether the everywhere pool is verified at all."""
+    """(the verification outcome to keep, plan.json ``adapter_candidates`` or None): ``placed``
+    (hetinfra.plan.verify.Verification), or the everywhere pool's, verified by ``verify_over(units)``
+    where it may be cheaper (see the module docstring). ``solve_over(units, derate)``: the pool's plan
+    at ``start_derate`` (the starting factors), whose cost decides whether the everywhere pool is
+    verified at all. The record says which candidates were verified, their costs, which was kept and
+    why; None where there is no other candidate (no adapters, or planned everywhere already)."""
     from hetinfra.errors import InfeasibleError
 
     pool = everywhere_units(spec, units)
     if pool is None:
-        return placed
+        return placed, None
     cost = _cost(placed)
     try:
         start = solve_over(pool, start_derate)
     except InfeasibleError:
-        return placed
-    if placed.met and start.result.cost(start.problem) >= cost - 1e-9:
-        return placed
+        return placed, _record(placed, None, None, "placed", "every adapter on every replica has no plan at the "
+                                                              "starting factors (no slot tier holds them all)")
+    first = start.result.cost(start.problem)
+    if placed.met and first >= cost - 1e-9:
+        return placed, _record(placed, None, first, "placed", f"every adapter on every replica costs ${first:.2f}/h "
+                                                              f"before verification, not below the placed plan's "
+                                                              f"verified ${cost:.2f}/h: not verified")
     try:
         other = verify_over(pool, start)
     except InfeasibleError:
-        return placed
+        return placed, _record(placed, None, first, "placed", "every adapter on every replica found no plan in "
+                                                              "verification")
     if other.met and (not placed.met or _cost(other) < cost - 1e-9):
-        return other
-    return placed
+        why = "the placed plan missed its objectives" if not placed.met else \
+            f"it meets at ${_cost(other):.2f}/h, below the placed plan's ${cost:.2f}/h"
+        return other, _record(placed, other, first, "everywhere", why)
+    why = "every adapter on every replica missed its objectives" if not other.met else \
+        f"it meets at ${cost:.2f}/h, not above every adapter on every replica's ${_cost(other):.2f}/h"
+    return placed, _record(placed, other, first, "placed", why if placed.met else
+                           "neither met its objectives; the placed plan is kept (its misses are reported)")
+
+
+def _candidate(name: str, outcome, starting: float | None) -> dict:
+    """One ``adapter_candidates.placements`` entry (hetinfra.document.adapters.AdapterCandidate)."""
+    out = {"name": name, "verified": outcome is not None, "starting_cost_usd_per_hour":
+           None if starting is None else round(starting, 4)}
+    if outcome is not None:
+        pr = outcome.pr
+        out.update(met=bool(outcome.met), cost_usd_per_hour=round(_cost(outcome), 4),
+                   gpus=sum(pr.units[u].gpus * c for u, c in pr.result.n.items()))
+    return out
+
+
+def _record(placed, other, starting: float | None, kept: str, reason: str) -> dict:
+    return {"placements": [_candidate("placed", placed, None), _candidate("everywhere", other, starting)],
+            "kept": kept, "reason": f"{kept}: {reason}"}
 
 
 def _cost(outcome) -> float:
     return outcome.pr.result.cost(outcome.pr.problem)
+
+
+def candidates_summary(doc) -> list[str]:
+    """The summary's line on the adapter placements compared (plan.json ``adapter_candidates``)."""
+    rec = getattr(doc, "adapter_candidates", None)
+    if rec is None:
+        return []
+    parts = []
+    for c in rec.placements:
+        if c.verified:
+            parts.append(f"{c.name} {'met' if c.met else 'missed'} at ${float(c.cost_usd_per_hour):.2f}/h ({c.gpus} GPUs)")
+        elif c.starting_cost_usd_per_hour is not None:
+            parts.append(f"{c.name} not verified (${float(c.starting_cost_usd_per_hour):.2f}/h before verification)")
+        else:
+            parts.append(f"{c.name} not verified")
+    return [f"adapter placements compared: {'; '.join(parts)}; kept {rec.reason}"]

@@ -88,6 +88,8 @@ class PlanInputs:
     profile_files: tuple[str, ...]
     caps: dict[tuple[str, str, str], int]
     warnings: tuple[str, ...]
+    #: LoRA, re-planning with --state: adapter -> the units holding it in the running plan (hetinfra.plan.adapters)
+    running_holds: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: work the plan stage reuses while these inputs are planned (verification re-solves them round
     #: after round with a few templates derated): derated units and pruned buckets by the identity
     #: of what they came from (hetinfra.plan.planner); never part of a result's content

@@ -119,6 +119,8 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
         t = unit.template
         per: dict[str, float] = {}
         for w, h in data.rates.items():
+            if (data.model, w) not in classes:  # a class with no demand (a base all of whose requests name adapters)
+                continue
             for o, _, rule in origins.get(data.model, [(None, 1.0, "none")]):
                 if o is None:
                     per[w] = h
@@ -130,7 +132,13 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
                 if r > 0:
                     per[f"{w}@{o}"] = r
         out.append(replace(data, rates=per))
-    return problem.replace(units=tuple(out), demand=demand, flow_keys=keys)
+    adapters = problem.adapters
+    if adapters:  # LoRA: each adapter's keys are its per-origin flows, held per origin area
+        from hetinfra.plan.adapter_cover import origin_holds
+
+        clouds = {data.id: unit.template.cloud for data, unit in zip(problem.units, units)}
+        adapters = origin_holds(problem, tuple(out), clouds, demand, keys, origins, allowed)
+    return problem.replace(units=tuple(out), demand=demand, flow_keys=keys, adapters=adapters)
 
 
 def flow_rated(inputs, units: list, problem: AllocationProblem) -> list:

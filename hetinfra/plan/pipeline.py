@@ -89,7 +89,7 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
                 started = side.submit(contextvars.copy_context().run, baselines_of, final)
 
         outcome = verification.verify(pr, resolve, progress, on_rounds)
-        chosen = cheaper_of(outcome, spec, staged.units, staged.derate, solve_over=solve_over,
+        chosen, compared = cheaper_of(outcome, spec, staged.units, staged.derate, solve_over=solve_over,
                             verify_over=lambda units, first: verification.verify(
                                 first, lambda d, s=None: solve_over(units, d, s), progress))
         if chosen is not outcome:  # the all-adapters plan is cheaper (hetinfra.plan.held_everywhere)
@@ -97,7 +97,12 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None
-    return outcome.pr, record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
+    doc = record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
+    if compared is not None:  # LoRA: the adapter placements compared (hetinfra.plan.held_everywhere)
+        from hetinfra.document.adapters import AdapterCandidates
+
+        doc = doc.model_copy(update={"adapter_candidates": AdapterCandidates.model_validate(compared)})
+    return outcome.pr, doc
 
 
 def reported(doc: "Plan", budget) -> "Plan":

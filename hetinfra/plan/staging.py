@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.perf.model import PerformanceModel
-from hetinfra.plan.adapters import with_adapters
+from hetinfra.plan.adapters import with_adapters, with_running_holds
 from hetinfra.plan.inputs import PlanInputs, resolve
 from hetinfra.plan.library import ClassCoverage, TemplateUnit
 from hetinfra.plan.running import read_running, running_factors
@@ -72,6 +72,8 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
                               details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
+    if state and spec.adapters:  # LoRA: the placement that runs, which the re-plan prefers (plan/adapters)
+        inputs = with_running_holds(inputs, Path(state))
     # planning.confidence applies to every plan: a verified plan starts there (verification credits
     # a template back up to its interval's top where the simulation allows), an unverified one ends there
     derate = start_factors(unit_list, spec.planning.confidence)

@@ -27,6 +27,6 @@ def test_an_adapter_taking_everything_leaves_the_base_no_key():
 
 def test_copies_and_residency_reach_the_problem():
     demand, keys = adapter_demand("m", {"s": 10.0}, [spec("a", share=0.9, regions=["eu"]), spec("b", share=0.1)])
-    a, b = adapter_holds("m", [spec("a", share=0.9, regions=["eu"]), spec("b", share=0.1)], keys, demand, 5.0)
+    a, b = adapter_holds("m", [spec("a", share=0.9, regions=["eu"]), spec("b", share=0.1)], keys, demand)
     # one holding unit each: a unit holds an adapter on all its instances, its capacity rows size them
     assert (a.regions, a.cover) == (("eu",), (((), 1),)) and b.cover == (((), 1),)

@@ -54,3 +54,39 @@ def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp
     assert everywhere["fidelity"]["met"]
     assert placed["fidelity"]["met"] and placed["cost_usd_per_hour"] <= everywhere["cost_usd_per_hour"] + 1e-9
     assert placed["gpus"] <= everywhere["gpus"]
+    # plan.json says which placements were compared, their costs and which was kept and why
+    rec = placed["adapter_candidates"]
+    names = [c["name"] for c in rec["placements"]]
+    assert names == ["placed", "everywhere"] and rec["kept"] in names and rec["reason"].startswith(rec["kept"])
+    kept = next(c for c in rec["placements"] if c["name"] == rec["kept"])
+    assert kept["verified"] and kept["met"] and kept["cost_usd_per_hour"] == placed["cost_usd_per_hour"]
+    assert kept["gpus"] == placed["gpus"] and rec["placements"][0]["verified"]
+    assert "adapter_candidates" not in everywhere  # nothing else to compare
+
+
+def test_the_candidates_record_names_what_was_skipped_and_why():
+    """held_everywhere.cheaper_of's record on stand-in outcomes (their cost and met are all it reads):
+    not verified where the everywhere plan starts at or above the placed plan's verified cost; kept
+    where the placed plan missed."""
+    from types import SimpleNamespace as Ns
+
+    from hetinfra.document.adapters import AdapterCandidates
+    from hetinfra.plan import held_everywhere as he
+
+    def outcome(cost, met):
+        result = Ns(n={"u": 2}, cost=lambda problem: cost)
+        return Ns(met=met, pr=Ns(result=result, problem=None, units={"u": Ns(gpus=1)}))
+
+    spec = Ns(adapters=[Ns(base="b", rank=16)] * 2, planning=Ns(adapter_placement="placed"))  # the 1-slot tier goes
+    units = [Ns(model="b", template=Ns(lora=Ns(slots=1, rank=16))), Ns(model="b", template=Ns(lora=Ns(slots=2, rank=16)))]
+    start = Ns(result=Ns(cost=lambda problem: 9.0), problem=None)
+    kept, rec = he.cheaper_of(outcome(8.0, True), spec, units, {}, verify_over=None, solve_over=lambda u, d: start)
+    rec = AdapterCandidates.model_validate(rec)
+    assert rec.kept == "placed" and not rec.placements[1].verified and "not verified" in rec.reason
+    assert float(rec.placements[1].starting_cost_usd_per_hour) == 9.0
+    other = outcome(7.0, True)
+    kept, rec = he.cheaper_of(outcome(8.0, False), spec, units, {}, verify_over=lambda u, s: other,
+                              solve_over=lambda u, d: start)
+    assert kept is other and rec["kept"] == "everywhere" and "missed" in rec["reason"]
+    assert rec["placements"][1] == {"name": "everywhere", "verified": True, "starting_cost_usd_per_hour": 9.0,
+                                    "met": True, "cost_usd_per_hour": 7.0, "gpus": 2}
