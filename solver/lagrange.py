@@ -134,7 +134,11 @@ def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap:
 #: Units a repair's MIP needs for the greedy start to pay: on the 32-model capped fleet (issue 33)
 #: the repairs' MIPs of 10 to 29 units took a third of the time from it (HiGHS skips its
 #: first-solution heuristics, ``DirectModel._run``), those under 10 (the single-GPU baselines') as
-#: long as without: there HiGHS runs as before.
+#: long as without: there HiGHS runs as before. The MIP keeps its start unless it finds a strictly
+#: cheaper plan, so among plans of equal cost the greedy's wins (its rule: the lowest $/h per req/s
+#: first, i.e. more capacity for the money) where HiGHS's search order chose before: the 32-model
+#: linked fleet --no-verify now runs one model on a10-x4 at TP 4 rather than TP 2 x PP 2, the same
+#: instance and $/h (427.07 both); its verified plan and every golden plan are unchanged.
 WARM_MIN_UNITS = 10
 
 
