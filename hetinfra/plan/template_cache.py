@@ -139,14 +139,17 @@ def _code_fingerprint(package: Path = Path(__file__).parents[1], store: Path | N
 
 def _stored(package: Path, store: Path | None) -> tuple[dict[Path, tuple[int, int]], str] | None:
     """The fingerprint ``store`` keeps for ``package``, or None (none, another package's, unreadable)."""
+    from hetinfra.errors import HetinfraError
+    from hetinfra.fileio import json_value, read_text
+
     if store is None:
         return None
     try:
-        doc = json.loads((store / FINGERPRINT_FILE).read_text())
+        doc = json_value(read_text(store / FINGERPRINT_FILE, "template cache fingerprint", max_bytes=1 << 20))
         if doc["package"] != str(package) or not isinstance(doc["digest"], str):
             return None
         return {Path(p): (int(m), int(n)) for p, (m, n) in doc["stats"].items()}, doc["digest"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (HetinfraError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
