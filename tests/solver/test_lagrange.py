@@ -118,8 +118,7 @@ def test_a_repair_mip_starts_from_the_greedy_plan_and_finds_the_cold_optimum(mon
     monkeypatch.setattr(lagrange, "WARM_MIN_UNITS", 10**9)  # below the threshold: cold, as before
     cold = lagrange._solve_mip(q, None, mip_gap=0.0, max_nodes=2000, deadline=1e18)
     assert starts[0] is not None and starts[1] is None
-    assert warm.objective == pytest.approx(cold.objective, abs=1e-9)
-    assert warm.objective == pytest.approx(solve_pyomo(q, time_limit_s=10, mip_gap=0).objective, abs=1e-6)
+    assert warm.objective == pytest.approx(cold.objective, abs=1e-9)  # at mip_gap 0 both are the optimum
 
 
 def test_a_clock_cut_at_a_repairs_start_is_reported(monkeypatch):
