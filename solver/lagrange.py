@@ -116,16 +116,49 @@ def _solve(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: flo
 
 def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap: float, max_nodes: int,
                deadline: float) -> _Sub | None:
+    """``p``'s MIP (units priced up by ``extra``); a repair's from the greedy plan where that pays
+    (``_repair_start``)."""
     from hetinfra.solver.direct import DirectModel
 
     dm = DirectModel(p, extra)
-    o = dm.mip(time_limit_s=max(1e-3, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes)
+    values = _repair_start(dm, p, deadline) if extra is None else None
+    o = dm.mip(time_limit_s=max(1e-3, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes, start=values)
     if not o.has_solution:
         if o.status == "time_limit":
             raise SafetyStopped("a Lagrangian subproblem found no plan before the safety stop")
         return None
     bound = o.bound if o.bound is not None else -math.inf
     return _Sub(min(bound, o.objective), o.objective, dm.counts(o.values), o.nodes, o.status)
+
+
+#: Units a repair's MIP needs for the greedy start to pay: on the 32-model capped fleet (issue 33)
+#: the repairs' MIPs of 10 to 29 units took a third of the time from it (HiGHS skips its
+#: first-solution heuristics, ``DirectModel._run``), those under 10 (the single-GPU baselines') as
+#: long as without: there HiGHS runs as before. The MIP keeps its start unless it finds a strictly
+#: cheaper plan, so among plans of equal cost the greedy's wins (its rule: the lowest $/h per req/s
+#: first, i.e. more capacity for the money) where HiGHS's search order chose before: the 32-model
+#: linked fleet --no-verify now runs one model on a10-x4 at TP 4 rather than TP 2 x PP 2, the same
+#: instance and $/h (427.07 both); its verified plan and every golden plan are unchanged.
+WARM_MIN_UNITS = 10
+
+
+def _repair_start(dm, p: AllocationProblem, deadline: float) -> list[float] | None:
+    """A repair's MIP start (one model with hard caps, no prices) of ``WARM_MIN_UNITS`` units or
+    more: the feasibility-first greedy plan (``solver.heuristic``: a function of ``p`` alone, so the
+    memo's key by content stays whole) completed by the fixed-count LP; None where there is none.
+    Tried and not kept: each model's plan alone as the start of the first iteration's subproblems
+    (the 32-model fleet's verified plan changed, $394.42 to $398.56/h)."""
+    if len(p.units) < WARM_MIN_UNITS:
+        return None
+    from hetinfra.solver.heuristic import feasible_start
+
+    found = feasible_start(p)
+    if not found:
+        return None
+    o = dm.with_counts(found[0], max(1e-3, deadline - clock.now()))
+    if o.status == "time_limit":  # a MIP without its start might find another plan: the cut must say so
+        raise SafetyStopped("a repair's start was cut by the safety stop")
+    return o.values if o.has_solution and o.status == "optimal" else None
 
 
 def plan_cost(p: AllocationProblem, units: dict[str, SolverUnit], counts: dict[str, int]) -> float:

@@ -294,17 +294,24 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
 def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
     """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
     GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
-    from hetinfra.plan.budget import current
     from hetinfra.plan.purchase import without_committed
 
     if pr.problem.objective != "min_cost":
         return [], None
-    settings = pr.inputs.spec.planning
+    return single_gpu_baselines(pr.inputs, pool), without_committed(pr)
+
+
+def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit]) -> list[Baseline]:
+    """:func:`baselines` over ``pool`` within what is left of the plan's work budget (a cut is
+    recorded there)."""
+    from hetinfra.plan.budget import current
+
+    settings = inputs.spec.planning
     budget = current()
-    found = baselines(pr.inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes)
+    found = baselines(inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes)
     if any(b.safety_stop for b in found):
         budget.stop("the single-GPU baselines")  # hetinfra.plan.pipeline.BASELINES
-    return found, without_committed(pr)
+    return found
 
 
 #: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.

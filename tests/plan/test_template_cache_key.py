@@ -107,3 +107,29 @@ def test_the_kernel_backends_release_enters_the_key_when_it_decides_rates(tmp_pa
     release["v"] = "0.13.0"
     assert keys("builtin") == builtin
     assert keys("auto") != auto
+
+
+def test_a_fresh_process_takes_the_stored_fingerprint_until_the_graph_changes(tree_copy, tmp_path, monkeypatch):
+    """The cache directory keeps the fingerprint (a fresh `hetinfra plan` then skips reading the import
+    graph); an edited module or a module added beside the graph's makes it read the graph again."""
+    from hetinfra.plan import template_cache
+
+    store = tmp_path / "cache"
+    before = _code_fingerprint(tree_copy, store)
+    assert (store / template_cache.FINGERPRINT_FILE).is_file()
+    reads = []
+    real = template_cache.rate_module_files
+    monkeypatch.setattr(template_cache, "rate_module_files", lambda package: reads.append(1) or real(package))
+
+    def fresh() -> str:
+        template_cache._FINGERPRINTS.clear()  # what a new process starts with
+        return _code_fingerprint(tree_copy, store)
+
+    assert fresh() == before and not reads
+    confidence = tree_copy / "perf" / "confidence.py"
+    confidence.write_text(confidence.read_text() + "\n# edited\n")
+    assert fresh() != before and len(reads) == 1
+    (tree_copy / "perf" / "new_module.py").write_text("")  # a folder of the graph changed: read it again
+    fresh()
+    assert len(reads) == 2
+    assert fresh() and len(reads) == 2

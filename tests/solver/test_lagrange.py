@@ -97,3 +97,37 @@ def test_merge_keeps_locality_regions_and_running_units_apart():
     # a: r3 is a locality region (kept apart), r1 the cheapest of the rest; b: br2 runs (always kept
     # apart), and of the others br1 (1.0 + churn 1.0) beats br3 (1.2 + 1.2)
     assert ids == ["ar1", "ar3", "br1", "br2"]
+
+
+def _repair_problem():
+    """A repair's MIP: one model of ``_grid`` (16 units) at 25 req/s with one GPU per capped group left."""
+    p = _grid(1, 4)
+    return p.replace(demand={("m0", "c"): 25.0}, caps={g: 1 for g in p.caps})
+
+
+def test_a_repair_mip_starts_from_the_greedy_plan_and_finds_the_cold_optimum(monkeypatch):
+    import hetinfra.solver.lagrange as lagrange
+    from hetinfra.solver.direct import DirectModel
+
+    q = _repair_problem()
+    assert len(q.units) >= lagrange.WARM_MIN_UNITS and q.caps
+    starts = []
+    real = DirectModel.mip
+    monkeypatch.setattr(DirectModel, "mip", lambda self, **kw: starts.append(kw.get("start")) or real(self, **kw))
+    warm = lagrange._solve_mip(q, None, mip_gap=0.0, max_nodes=2000, deadline=1e18)
+    monkeypatch.setattr(lagrange, "WARM_MIN_UNITS", 10**9)  # below the threshold: cold, as before
+    cold = lagrange._solve_mip(q, None, mip_gap=0.0, max_nodes=2000, deadline=1e18)
+    assert starts[0] is not None and starts[1] is None
+    assert warm.objective == pytest.approx(cold.objective, abs=1e-9)  # at mip_gap 0 both are the optimum
+
+
+def test_a_clock_cut_at_a_repairs_start_is_reported(monkeypatch):
+    """The start's fixed-count LP cut by the clock: without its start the MIP may find another plan, so
+    the cut must surface (SafetyStopped: ``solver.linked`` reports it), never fall back silently."""
+    import hetinfra.solver.lagrange as lagrange
+    from hetinfra.solver.direct import DirectModel, Outcome
+    from hetinfra.solver.result import SafetyStopped
+
+    monkeypatch.setattr(DirectModel, "with_counts", lambda self, counts, time_limit_s: Outcome("time_limit"))
+    with pytest.raises(SafetyStopped):
+        lagrange._solve_mip(_repair_problem(), None, mip_gap=0.0, max_nodes=2000, deadline=1e18)
