@@ -10,6 +10,13 @@ plan, seeds no decision saw):
 1. **screen**: the first seed alone. A model that misses there (or whose units are not stable) is
    clearly out: it is ``missed`` on that one replication, and no more are run for it. Rejecting on
    one replication errs on the safe side (a removal not taken, a regime derated).
+   In the search's judgements (``early``: the "decide" seeds; never the confirmation's), a model
+   that is clearly IN there is met on that one replication: the one-sided CONFIDENCE batch-means
+   bound (``hetinfra.sim.batches``: the run's measured requests cut into up to ten batches in
+   arrival order) of every statistic, of the model and of each of its units, within ACCEPT_BELOW of
+   the objective, stable, and no unit's KV cache filled or preempted. Most of a fleet is that far
+   inside; the second replication it ran before only confirmed it. An error here errs towards a
+   cheaper plan, which the confirmation on fresh seeds judges on replications.
 2. the other models run up to START replications, and are judged together
    (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
 3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
@@ -44,8 +51,14 @@ CONFIDENCE = 0.95
 #: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
 #: than in a few
 START, STEP, MAX = 2, 2, 7
+#: the search accepts a model on its screening replication alone (``early``) only where the batch-means
+#: bound of every statistic, of the model and of each of its units, is within this fraction of the
+#: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
+ACCEPT_BELOW = 0.8
 
-METHOD = (f"replications: screened on one seed (a model that misses there is missed), then {START} to {MAX} "
+METHOD = (f"replications: screened on one seed (a model that misses there is missed; in the search's judgements, one "
+          f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
+          f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
           f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
@@ -60,7 +73,8 @@ class Replicated:
     with the caller's other Replicated (one per purpose); ``last`` is the last judgement."""
 
     def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
-                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None):
+                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None,
+                 early: bool = False):
         from hetinfra.sim.replications import seeds_for
 
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
@@ -69,6 +83,8 @@ class Replicated:
         self.start = start  # replications after the screen
         #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
         self.pressed = pressed
+        #: a model far inside its objective on the screening seed's batch means is met there (the search's)
+        self.early = early
         #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
         #: another sharing the set (the search's replications of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
@@ -141,6 +157,9 @@ class Replicated:
         parsed: dict = {}
         [first] = self._run(view, names, self.seeds[:1], parsed)
         out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
+        if self.early:
+            out.update({m["model"]: got for m in first["models"] if m["model"] not in out
+                        and (got := _clearly_in(m, first, self.margin)) is not None})
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
         count, judged = self.start, False
         while runs:
@@ -193,6 +212,57 @@ def _clearly_out(model: dict, sim: dict) -> bool:
     """A model that misses on the screening seed, or whose units are not stable there."""
     units = [u for u in sim["units"] if u["model"] == model["model"]]
     return not model["met"] or not all((u.get("stability") or {}).get("stable", True) for u in units)
+
+
+def _clearly_in(model: dict, sim: dict, margin: float) -> tuple[dict, list[dict]] | None:
+    """A model decided ``met`` on the screening replication alone, and its units, shaped as judge's;
+    None unless it is clearly inside: met and stable there, no unit's KV cache filled or preempted
+    (the state a rare collapse starts from, which one run cannot rule out), and the one-sided
+    CONFIDENCE batch-means bound (hetinfra.sim.batches) of each statistic of the model and of every
+    unit of it within ACCEPT_BELOW x (1 - margin) of the objective."""
+    from hetinfra.sim.batches import batch_bounds
+
+    units = [u for u in sim["units"] if u["model"] == model["model"] and u.get("count")]
+    if not model["met"] or _pressed([{"units": units}], model["model"]) \
+            or not all((u.get("stability") or {}).get("stable", True) for u in units):
+        return None
+    slo, limit = model["slo"], ACCEPT_BELOW * (1.0 - margin)
+    judged = []
+    for entry in [model, *units]:
+        bounds = batch_bounds(entry.get("batches"), CONFIDENCE)
+        ratios = _bound_ratios(bounds, slo) if bounds is not None else None
+        if not ratios or max(ratios.values()) > limit:
+            return None
+        judged.append((bounds, ratios))
+    (bounds, ratios), q = judged[0], slo.get("percentile") or "p99"
+    ratio = round(max(ratios.values()), 4)
+    entry = {**model, "replications": 1, "seeds": [sim["seed"]], "decision": "met", "stable": True,
+             "estimate": {s: (bounds[s] or (None,))[0] for s in ("ttft_ms", "tpot_ms", "attainment")},
+             "bound": {s: (bounds[s] or (None, None))[1] for s in ("ttft_ms", "tpot_ms", "attainment")},
+             "ratio_bound": ratio, "method": "batch means (one replication)",
+             "objective": {**model["objective"], "met": True, "ratio": ratio,
+                           "ratios": {k: round(v, 4) for k, v in ratios.items()}, "percentile": q,
+                           "confidence": CONFIDENCE}}
+    out = [{**u, "replications": 1, "decision": "met", "stable": True,
+            "objective": {**u["objective"], "met": True, "ratio": round(max(r.values()), 4),
+                          "ratios": {k: round(v, 4) for k, v in r.items()}}}
+           for u, (_b, r) in zip(units, judged[1:])]
+    return entry, out
+
+
+def _bound_ratios(bounds: dict, slo: dict) -> dict[str, float]:
+    """Each statistic's batch-means bound over its objective (> 1 misses): TTFT, TPOT, attainment."""
+    from hetinfra.sim.stats import MIN_ATTAINED
+
+    out = {}
+    for stat, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
+        if bounds[stat] is not None:
+            out[key] = bounds[stat][1] / float(slo[stat])
+    if slo.get("attainment") is not None:
+        if bounds["attainment"] is None:
+            return {}
+        out["attainment"] = float(slo["attainment"]) / max(bounds["attainment"][1], MIN_ATTAINED)
+    return out
 
 
 def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:

@@ -215,7 +215,7 @@ def simulators(pr: PlanResult, progress=None):
     decide, confirm = requests_per_replication(pr, config, memo, spec, path)
     pressure: set = set()
     return (Replicated(spec, path, replace(config, requests=decide), "decide", settings.margin, memo, ceilings,
-                       progress, pressure=pressure),
+                       progress, pressure=pressure, early=True),
             Replicated(spec, path, replace(config, requests=confirm), "confirm", settings.margin, memo, ceilings,
                        progress, pressed=True, pressure=pressure))
 

@@ -42,6 +42,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
 from hetinfra.sim.columns import UnitRequests, block, cdf, respanned, simulate_pools, simulate_unit
+from hetinfra.sim.batches import batch_stats
 from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
@@ -323,6 +324,8 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
         fresh[a.model] = respanned(latency, len(cols[0]), span)
+        if not detail:  # verification's: one run's batch means (hetinfra.sim.batches)
+            latency["batches"] = batch_stats(*cols[:4], obj)
         steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms, r.preempted)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
@@ -371,6 +374,9 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
                      "attainment": obj.attainment},
              **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
                 else block(arrival, first, finish, output, preempted, obj, span))}
+    if not detail:  # verification's: one run's batch means (a one-unit model's are its unit's)
+        entry["batches"] = (units[0].get("batches") if len(parts) == 1 and len(units) == 1
+                            else batch_stats(arrival, first, finish, output, obj, ordered=False))
     if detail:
         entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
                   "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}
