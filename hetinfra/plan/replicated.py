@@ -37,6 +37,7 @@ roofline misses whatever the simulation says.
 
 from __future__ import annotations
 
+from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 
@@ -143,6 +144,9 @@ class Replicated:
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
         part = view if set(models) >= set(every) else scaled(view, {m: 1.0 for m in models})
         parse = parsed.setdefault(tuple(sorted(models)), {})
+        whole = parsed.get(tuple(sorted(every)), {}).get(SimPlan)
+        if part is not view and whole is not None and SimPlan not in parse:
+            parse[SimPlan] = _part_of(whole, set(models))
         ticks = self.progress.requests if self.progress is not None else None
         self.simulations += len(seeds)
         return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
@@ -182,6 +186,19 @@ class Replicated:
                     del runs[m["model"]]
             count, judged = min(count + STEP, MAX), True
         return _composed(first, [out[n] for n in names])
+
+
+def _part_of(whole, models: set[str]):
+    """The SimPlan of ``scaled(view, models)`` from ``whole``, the SimPlan of ``view`` (validated once
+    per judgement): the other models' demand set to none, nothing validated again (re-validating a
+    32-model fleet's view for each subset of undecided models was a tenth of its judging). It shares
+    ``whole``'s memo keys: the keys of a model depend on its own demand, units and routing only
+    (hetinfra.sim.plan_sim._memo_keys), which the subset keeps as they are, and it asks only for
+    the models it keeps."""
+    part = whole.model_copy(update={"models": [m if m.name in models else m.model_copy(update={"rate_rps": 0.0})
+                                               for m in whole.models]})
+    part._memo_keys = whole.memo_keys
+    return part
 
 
 def model_state(view: dict, model: str) -> str:
