@@ -93,6 +93,9 @@ class Replicated:
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
+        #: each model's judgement by :meth:`_verdict_key`, and the top-level keys of the last simulation run
+        self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
+        self._head: dict = {}
 
     def fresh(self) -> None:
         """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
@@ -138,29 +141,53 @@ class Replicated:
         """``models`` of ``view`` simulated on ``seeds``; ``parsed``: this judgement's parse cache, per
         set of models kept (one judgement reads one unchanging view: validating each part once instead
         of at every step saves most of the validations of a fleet's judging)."""
-        from hetinfra.sim.minimal import scaled
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
-        part = view if set(models) >= set(every) else scaled(view, {m: 1.0 for m in models})
+        part = view if set(models) >= set(every) else reduced(view, set(models))
         parse = parsed.setdefault(tuple(sorted(models)), {})
         whole = parsed.get(tuple(sorted(every)), {}).get(SimPlan)
         if part is not view and whole is not None and SimPlan not in parse:
             parse[SimPlan] = _part_of(whole, set(models))
         ticks = self.progress.requests if self.progress is not None else None
-        self.simulations += len(seeds)
         return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
                                      ticks=ticks, parsed=parse)
 
     def _judge(self, view: dict) -> dict:
-        from hetinfra.sim.replications import judge
-
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
             return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
+        keys = {n: self._verdict_key(view, n) for n in names}
+        out = {n: self._verdicts[keys[n]] for n in names if keys[n] in self._verdicts}
+        fresh = [n for n in names if n not in out]
+        if fresh:
+            self._head = self._fresh(view, fresh, out)
+            self._verdicts.update({keys[n]: out[n] for n in fresh if not out[n][0].get("cut")})
+        judged = [out[n] for n in names]
+        self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
+        return _composed(self._head, judged)
+
+    def _verdict_key(self, view: dict, model: str) -> str:
+        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`model_part`), with
+        this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
+        the model's state is under pressure: a model's judgement depends on its own simulations only
+        (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
+        model the trim, a later round or the over-provisioning search did not touch is judged once."""
+        import json
+
+        c = self.config
+        pressed = self.pressed and model_state(view, model) in self.pressure
+        return json.dumps([model_part(view, model), self.seeds, c.requests, c.load, c.burst_cv,
+                           getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
+
+    def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
+        """Judge ``names`` of ``view`` (the models no earlier judgement of theirs holds) into ``out``:
+        the module docstring's screen, then replications while undecided; the screen's simulation."""
+        from hetinfra.sim.replications import judge
+
         parsed: dict = {}
         [first] = self._run(view, names, self.seeds[:1], parsed)
-        out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
+        out.update({m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)})
         if self.early:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out
                         and (got := _clearly_in(m, first, self.margin)) is not None})
@@ -185,11 +212,11 @@ class Replicated:
                 if not open_ or count >= MAX:
                     del runs[m["model"]]
             count, judged = min(count + STEP, MAX), True
-        return _composed(first, [out[n] for n in names])
+        return {k: v for k, v in first.items() if k not in ("models", "units")}
 
 
 def _part_of(whole, models: set[str]):
-    """The SimPlan of ``scaled(view, models)`` from ``whole``, the SimPlan of ``view`` (validated once
+    """The SimPlan of ``view`` with only ``models``' demand from ``whole``, its SimPlan (validated once
     per judgement): the other models' demand set to none, nothing validated again (re-validating a
     32-model fleet's view for each subset of undecided models was a tenth of its judging). It shares
     ``whole``'s memo keys: the keys of a model depend on its own demand, units and routing only
@@ -199,6 +226,31 @@ def _part_of(whole, models: set[str]):
                                                for m in whole.models]})
     part._memo_keys = whole.memo_keys
     return part
+
+
+def reduced(view: dict, models: set[str]) -> dict:
+    """``view`` with ``models`` only: their entries, allocations, routing and templates (a model's
+    simulation reads nothing else: hetinfra.sim.plan_sim), so that validating it costs what they do,
+    not what the whole fleet does."""
+    allocs = [a for a in view["allocations"] if a["model"] in models]
+    used = {a["template"] for a in allocs}
+    out = {**view, "models": [m for m in view["models"] if m["name"] in models], "allocations": allocs,
+           "routing": {m: r for m, r in view["routing"].items() if m in models},
+           "templates": [t for t in view.get("templates") or () if t["id"] in used]}
+    for key in ("routing_by_origin", "origins"):
+        if view.get(key):
+            out[key] = {m: r for m, r in view[key].items() if m in models}
+    return out
+
+
+def model_part(view: dict, model: str) -> list:
+    """What of ``view`` one model's simulation reads (:func:`reduced` of it), for a key: its entry,
+    its allocations and their templates, its routing and origins, and the plan's demand scale,
+    objective and engine (deploy)."""
+    part = reduced(view, {model})
+    return [part["models"], part["allocations"], part["templates"], part["routing"], part.get("routing_by_origin"),
+            part.get("origins"), view.get("demand_scale"), view.get("objective"), view.get("deploy"),
+            view.get("plan_version")]
 
 
 def model_state(view: dict, model: str) -> str:
@@ -301,7 +353,8 @@ def _cut(model: dict, units: list[dict]) -> tuple[dict, list[dict]]:
     """A model whose judgement the work budget stopped while it was open (undecided, or met with a
     filled KV cache in the confirmation): not met, as a model undecided after MAX replications is;
     never met on fewer replications than the rule asks for."""
-    return {**model, "met": False, "decision": "undecided", "objective": {**model["objective"], "met": False}}, units
+    return {**model, "met": False, "decision": "undecided", "cut": True,
+            "objective": {**model["objective"], "met": False}}, units
 
 
 def _only(sim: dict, models: set[str]) -> dict:

@@ -47,7 +47,7 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", fake)
     ceilings = SimpleNamespace(apply=lambda judged, view, load: judged)
-    config = SimpleNamespace(seed=0, load=1.2)
+    config = SimpleNamespace(seed=0, load=1.2, requests=1000, burst_cv=1.0)
     return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start), runs
 
 
@@ -261,3 +261,17 @@ def test_a_confirmation_lengthens_to_the_plans_need_before_it_judges_and_never_s
     sized_confirmation(grows, {})
     sized_confirmation(long, {})
     assert grows.judged == [31_000] and long.judged == [40_000]
+
+
+def test_a_model_whose_part_of_the_plan_did_not_change_is_judged_once_and_only_it(monkeypatch):
+    judge, runs = _judge(monkeypatch)
+    view = {**VIEW, "allocations": [{"unit": f"u-{n}", "model": n, "template": "t", "count": 2} for n in RATIOS]}
+    first = judge(view)
+    ran = len(runs)
+    assert judge(view) == first and len(runs) == ran  # nothing of it changed: no simulation
+    fewer = {**view, "allocations": [dict(a, count=1) if a["model"] == "clear" else a for a in view["allocations"]]}
+    again = judge(fewer)
+    assert [models for models, _ in runs[ran:]][0] == ["clear"]  # only the model whose units changed runs
+    assert [m["model"] for m in again["models"]] == list(RATIOS)
+    assert {m["model"]: m for m in again["models"]}["edge"] == {m["model"]: m for m in first["models"]}["edge"]
+    assert judge.simulations == 3 * replicated.MAX  # every judgement counts the seeds its longest model rests on
