@@ -86,11 +86,11 @@ def sized_confirmation(confirm, view: dict) -> dict:
     again at the new length; it only grows, up to MOST_REQUESTS). The need is measured BEFORE the
     judgement: the judgement's screening seed is that very simulation (the memo serves it), and no
     judgement is run at a length that is then thrown away."""
-    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.replications import requests_each
 
     while True:
-        need = requests_for(view, confirm.first_replication(view), least=int(confirm.config.requests))
-        if need <= confirm.config.requests:
+        need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
+        if all(n <= confirm.length(m) for m, n in need.items()):
             return confirm(view)
         confirm.lengthen(need)
 
@@ -103,10 +103,10 @@ def presized(confirm, decide, view: dict) -> None:
     at the first plan's length, whenever the trim or derating had slowed the plan). Only lengthens:
     the confirmation's own measurement still decides."""
     from hetinfra.plan.budget import current
-    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.replications import requests_each
 
     if not current().exhausted():  # a spent budget confirms nothing (budgeted_confirmation)
-        confirm.lengthen(requests_for(view, decide.first_replication(view), least=int(confirm.config.requests)))
+        confirm.lengthen(requests_each(view, decide.first_replication(view), least=int(confirm.config.requests)))
 
 
 def restored(pr: PlanResult, before: PlanResult, model: str) -> PlanResult:

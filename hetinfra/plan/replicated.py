@@ -93,6 +93,8 @@ class Replicated:
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
+        #: per model, a run length longer than the judge's (:meth:`lengthen`)
+        self.lengths: dict[str, int] = {}
         #: each model's judgement by :meth:`_verdict_key`, and the top-level keys of the last simulation run
         self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
         self._head: dict = {}
@@ -104,23 +106,39 @@ class Replicated:
         self.block += 1
         self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
 
-    def lengthen(self, requests: int) -> None:
-        """Run ``requests`` per model and replication from now on (hetinfra.plan.confirm.sized_confirmation);
-        the memo's keys hold the run length, so no earlier result is taken for a longer run."""
+    def lengthen(self, requests: int | dict[str, int]) -> None:
+        """Run ``requests`` per replication from now on (hetinfra.plan.confirm.sized_confirmation): one
+        length for every model, or per model (a dict: the models it names); never shorter. The memo's
+        keys hold the run length, so no earlier result is taken for a longer run."""
         from dataclasses import replace
 
+        if isinstance(requests, dict):
+            self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
+            return
         self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
+
+    def length(self, model: str) -> int:
+        """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
+        return max(self.lengths.get(model, 0), int(self.config.requests))
+
+    @property
+    def longest(self) -> int:
+        """The longest run of any model (plan.json fidelity.requests)."""
+        return max([int(self.config.requests), *self.lengths.values()])
 
     def first_replication(self, view: dict) -> dict:
         """The simulation of the whole ``view`` on this judge's first seed, as its judgements run it
         (the memo serves it after a judgement of ``view``)."""
-        from dataclasses import replace
-        from pathlib import Path
+        names = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        if not names:
+            from dataclasses import replace
+            from pathlib import Path
 
-        from hetinfra.sim.plan_sim import simulate_plan
+            from hetinfra.sim.plan_sim import simulate_plan
 
-        return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]), memo=self.memo,
-                             detail=False)
+            return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]),
+                                 memo=self.memo, detail=False)
+        return self._run(view, names, self.seeds[:1], {})[0]
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
@@ -138,9 +156,20 @@ class Replicated:
         self.vetoed.update(model_state(view, m) for m in models)
 
     def _run(self, view: dict, models: list[str], seeds: list[int], parsed: dict) -> list[dict]:
-        """``models`` of ``view`` simulated on ``seeds``; ``parsed``: this judgement's parse cache, per
-        set of models kept (one judgement reads one unchanging view: validating each part once instead
-        of at every step saves most of the validations of a fleet's judging)."""
+        """``models`` of ``view`` simulated on ``seeds``, each model at its own length (:meth:`length`:
+        those of one length run together, and each seed's runs are joined); ``parsed``: this
+        judgement's parse cache, per set of models kept (one judgement reads one unchanging view:
+        validating each part once instead of at every step saves most of the validations of a fleet's
+        judging)."""
+        groups: dict[int, list[str]] = {}
+        for m in models:
+            groups.setdefault(self.length(m), []).append(m)
+        runs = [self._run_at(view, ms, seeds, parsed, n) for n, ms in sorted(groups.items())]
+        return runs[0] if len(runs) == 1 else [_joined(view, [r[i] for r in runs]) for i in range(len(seeds))]
+
+    def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int) -> list[dict]:
+        from dataclasses import replace
+
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
@@ -150,7 +179,8 @@ class Replicated:
         if part is not view and whole is not None and SimPlan not in parse:
             parse[SimPlan] = _part_of(whole, set(models))
         ticks = self.progress.requests if self.progress is not None else None
-        return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
+        config = self.config if requests == self.config.requests else replace(self.config, requests=requests)
+        return simulate_replications(part, self.spec, self.path, config, seeds, memo=self.memo, detail=False,
                                      ticks=ticks, parsed=parse)
 
     def _judge(self, view: dict) -> dict:
@@ -177,7 +207,7 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and model_state(view, model) in self.pressure
-        return json.dumps([model_part(view, model), self.seeds, c.requests, c.load, c.burst_cv,
+        return json.dumps([model_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
@@ -226,6 +256,16 @@ def _part_of(whole, models: set[str]):
                                                for m in whole.models]})
     part._memo_keys = whole.memo_keys
     return part
+
+
+def _joined(view: dict, sims: list[dict]) -> dict:
+    """One simulation of ``view`` from simulations of disjoint sets of its models at one seed (at
+    their own lengths): models and units in the view's order; ``requests`` the longest."""
+    order = {m["name"]: k for k, m in enumerate(view["models"])}
+    units = {a["unit"]: k for k, a in enumerate(view["allocations"])}
+    models = sorted((m for s in sims for m in s["models"]), key=lambda m: order[m["model"]])
+    return {**sims[0], "requests": max(s.get("requests") or 0 for s in sims), "met": all(m["met"] for m in models),
+            "models": models, "units": sorted((u for s in sims for u in s["units"]), key=lambda u: units.get(u["unit"], len(units)))}
 
 
 def reduced(view: dict, models: set[str]) -> dict:

@@ -142,8 +142,11 @@ class _ByCount:
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
 
-    def lengthen(self, requests: int) -> None:
-        self.config.requests = max(int(requests), self.config.requests)
+    def lengthen(self, requests: dict) -> None:
+        self.config.requests = max([*requests.values(), self.config.requests])
+
+    def length(self, model: str) -> int:
+        return self.config.requests
 
     def __call__(self, view: dict) -> dict:
         met = sum(a["count"] for a in view["allocations"]) >= self.least
@@ -233,34 +236,50 @@ def _inputs(doc: dict, spec_path):
     return SimPlan.of(doc), spec, spec_path
 
 
-def test_a_confirmation_lengthens_to_the_plans_need_before_it_judges_and_never_shortens(monkeypatch):
-    """hetinfra.plan.confirm.sized_confirmation with a plan whose need grows with the run (measured at
-    20,000 it asks 27,000, at 27,000 it asks 31,000): the one judgement runs at 31,000; a plan that
-    needs less than the judge's length is judged at that length."""
+def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_never_shortens(monkeypatch):
+    """hetinfra.plan.confirm.sized_confirmation with a plan whose slow model's need grows with its run
+    (measured at 20,000 it asks 27,000, at 27,000 it asks 31,000) and whose light model needs 20,000:
+    the one judgement runs the slow model at 31,000 and the light one at 20,000 (not at the slow
+    one's length); a judge already longer is judged at its length."""
     from hetinfra.plan.confirm import sized_confirmation
 
     need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
-    monkeypatch.setattr("hetinfra.sim.replications.requests_for",
-                        lambda view, sim, least: max(least, need[sim["requests"]]))
+    monkeypatch.setattr("hetinfra.sim.replications.requests_each",
+                        lambda view, sim, least: {"slow": max(least, need[sim["slow"]]), "light": least})
 
     class Judge:
         def __init__(self, requests: int):
-            self.config, self.judged = SimpleNamespace(requests=requests), []
+            self.config, self.lengths, self.judged = SimpleNamespace(requests=requests), {}, []
+
+        def length(self, model: str) -> int:
+            return max(self.lengths.get(model, 0), self.config.requests)
 
         def first_replication(self, view):
-            return {"requests": self.config.requests}
+            return {m: self.length(m) for m in ("slow", "light")}
 
-        def lengthen(self, requests: int):
-            self.config = SimpleNamespace(requests=max(requests, self.config.requests))
+        def lengthen(self, requests: dict):
+            self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
 
         def __call__(self, view):
-            self.judged.append(self.config.requests)
+            self.judged.append(self.first_replication(view))
             return {"met": True}
 
     grows, long = Judge(20_000), Judge(40_000)
     sized_confirmation(grows, {})
     sized_confirmation(long, {})
-    assert grows.judged == [31_000] and long.judged == [40_000]
+    assert grows.judged == [{"slow": 31_000, "light": 20_000}] and long.judged == [{"slow": 40_000, "light": 40_000}]
+
+
+def test_models_of_other_lengths_run_apart_and_join_as_one_simulation(monkeypatch):
+    from hetinfra.sim.workload import WorkloadConfig
+
+    judge, runs = _judge(monkeypatch)
+    judge.config = WorkloadConfig(requests=20_000, load=1.2, seed=0)
+    judge.lengthen({"edge": 30_000, "clear": 10_000})  # never shorter than the judge's
+    assert judge.length("edge") == 30_000 and judge.length("clear") == 20_000 and judge.longest == 30_000
+    first = judge.first_replication(VIEW)
+    assert [m["model"] for m in first["models"]] == list(RATIOS)
+    assert {tuple(sorted(models)) for models, _ in runs} == {("clear", "out", "straddle"), ("edge",)}
 
 
 def test_a_model_whose_part_of_the_plan_did_not_change_is_judged_once_and_only_it(monkeypatch):
