@@ -35,7 +35,9 @@ shared:   issue 26's cases, the whole `hetinfra plan` (a fresh process, baseline
           methods, blocks and verification rounds of the last run. Coral's extended case; the fleet's
           8 and 32 models with nothing linking them ("independent"); and the linked fleet: the same
           models and offers, H100 and A100-80GB capped at 8 GPUs in each of the 5 cheapest regions
-          (shared by every model) and a budget of $60/h per model.
+          (shared by every model) and a budget of $60/h per model. `--mix other --seed K` puts other
+          fleets in the independent and linked cases (write_other: other architectures in another order,
+          log-uniform rates, a class histogram and objective per model; linked: caps binding in three regions).
 """
 
 from __future__ import annotations
@@ -310,6 +312,61 @@ def write_fleet(d: Path, n_models: int, linked: bool, locality: bool = False, bu
     return d / "s.yaml"
 
 
+#: ``--mix other``: architectures (small ones more often), drawn in another order than MODELS'
+OTHER_MODELS = {"llama-2-7b": 3, "llama-3.1-8b": 3, "mistral-7b": 2, "qwen3-30b-a3b": 2, "phi-4": 2, "llama-2-13b": 2,
+                "qwen3-32b": 1, "mixtral-8x7b": 1, "llama-3.1-70b": 1, "llama-2-70b": 1}
+OTHER_EDGES = ([0, 128, 512, 1536, 3000], [0, 64, 256, 1000])  # within llama-2's 4k context
+
+
+def other_models(n_models: int, seed: int) -> list[dict]:
+    """``n_models`` spec models unlike the benchmark's (``--mix other --seed K``): their architectures
+    drawn by OTHER_MODELS' weights, rates log-uniform in 0.5..40 req/s, each its own class histogram
+    (4 x 3 buckets of OTHER_EDGES, random weights, some empty) and objectives from tight to loose."""
+    import random
+
+    rng = random.Random(seed)
+    names, weights = list(OTHER_MODELS), list(OTHER_MODELS.values())
+    out = []
+    for i in range(n_models):
+        m = rng.choices(names, weights)[0]
+        cells = [[rng.choice([0.0, rng.random(), rng.random() ** 2]) for _ in OTHER_EDGES[1][1:]]
+                 for _ in OTHER_EDGES[0][1:]]
+        cells[rng.randrange(len(cells))][0] += 0.5  # never an empty histogram
+        total = sum(map(sum, cells))
+        hist = {"input_edges": OTHER_EDGES[0], "output_edges": OTHER_EDGES[1],
+                "weights": [[round(w / total, 4) for w in row] for row in cells]}
+        slo = rng.choice([{"ttft_ms": 1500, "tpot_ms": 80}, {"ttft_ms": 3000, "tpot_ms": 120},
+                          {"ttft_ms": 6000, "tpot_ms": 200}])
+        rate = round(0.5 * (80.0 ** rng.random()), 2)
+        out.append({"name": f"o{i:02d}-{m.replace('.', '')}", "model": m, "source": f"org/{m}", "slo": slo,
+                    "demand": {"rate_rps": rate, "sizes": {"histogram": hist}}})
+    return out
+
+
+def other_caps(seed: int) -> list[dict]:
+    """The linked ``--mix other`` fleet's caps: binding in a few regions only (three of the cheapest
+    regions, 4 to 16 GPUs of four GPU types each), the rest open."""
+    import random
+
+    rng = random.Random(seed + 1)
+    regions = rng.sample(REGIONS[:6], 3)
+    return [{"cloud": "bench", "region": r, "gpu": g, "max_gpus": rng.choice([4, 8, 16])}
+            for r in regions for g in rng.sample(["L4", "A10G", "L40S", "A100-80GB", "H100"], 4)]
+
+
+def write_other(d: Path, n_models: int, linked: bool, seed: int) -> Path:
+    """The fleet of ``write_fleet`` (same offers) with ``other_models`` (``--mix other --seed K``);
+    linked: ``other_caps`` and a budget of $60/h per model."""
+    path = write_fleet(d, n_models, linked=False)
+    spec = yaml.safe_load(path.read_text())
+    spec["models"] = other_models(n_models, seed)
+    if linked:
+        spec["infrastructure"]["availability"] = other_caps(seed)
+        spec["budget_usd_per_hour"] = BUDGET_PER_MODEL * n_models
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
 def forget_solves() -> None:
     """Clear the in-process memo of solves (hetinfra.solver.memo; absent in older versions)."""
     try:
@@ -394,18 +451,23 @@ def write_shared(d: Path, n_models: int) -> Path:
     return path
 
 
-def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked", versus: str | None = None) -> None:
+def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked", versus: str | None = None,
+               mix: tuple[str, int] = ("bench", 0)) -> None:
     """``hetinfra plan`` (the CLI, a fresh process each run, baselines included, template cache warm):
     median wall over ``repeat`` runs, and the last run's gap, method, blocks, rounds. ``kind``:
     "linked" (issue 26's capped fleet, write_shared), "independent" (the same models and offers with
     nothing linking them, write_fleet) or "coral" (Coral's extended case, write_case). ``versus``:
     another checkout's Python (its ``.venv/bin/python``): each run of this one is followed by one of
-    that one on the same spec, and both rows are printed (before/after side by side)."""
+    that one on the same spec, and both rows are printed (before/after side by side). ``mix``:
+    ("other", K) puts write_other's models (and, linked, its caps) in the independent and linked
+    fleets instead of the benchmark's."""
     import os
 
     pythons = [sys.executable] + ([versus] if versus else [])
     with tempfile.TemporaryDirectory() as tmp:
-        if kind == "linked":
+        if mix[0] == "other" and kind in ("linked", "independent"):
+            write_other(Path(tmp), n_models, kind == "linked", mix[1])
+        elif kind == "linked":
             write_shared(Path(tmp), n_models)
         elif kind == "independent":
             write_fleet(Path(tmp), n_models, linked=False)
@@ -420,7 +482,8 @@ def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked", v
                 env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache-{pythons.index(py)}"))
                 wall, out = _plan_run(py, tmp, env, verify)
                 runs[py] = (runs[py][0] + [wall], out)
-    label = (f"{kind} {n_models:>2} models" if kind != "coral" else "coral extended") + \
+    label = (f"{kind} {n_models:>2} models" + (f" other-{mix[1]}" if mix[0] == "other" else "")
+             if kind != "coral" else "coral extended") + \
         f" {'verified' if verify else '--no-verify'}"
     for py in pythons:
         walls, out = runs[py]
@@ -490,16 +553,17 @@ def solver_seconds(n_models: int, verify: bool) -> tuple[float, float, float, fl
     return wall, cpu, sum(w for w, _ in spent), sum(c for _, c in spent), len(spent)
 
 
-def shared(models: list[int], repeat: int, versus: str | None = None, kinds: str = "coral,independent,linked") -> None:
+def shared(models: list[int], repeat: int, versus: str | None = None, kinds: str = "coral,independent,linked",
+           mix: tuple[str, int] = ("bench", 0)) -> None:
     for verify in (False, True) if "coral" in kinds else ():
         shared_row(6, verify, repeat, kind="coral", versus=versus)
     for n in models if "independent" in kinds else ():
         for verify in (False, True):
-            shared_row(n, verify, repeat, kind="independent", versus=versus)
+            shared_row(n, verify, repeat, kind="independent", versus=versus, mix=mix)
     for n in models if "linked" in kinds else ():
         for verify in (False, True):
-            shared_row(n, verify, repeat, versus=versus)
-            if versus:
+            shared_row(n, verify, repeat, versus=versus, mix=mix)
+            if versus or mix[0] != "bench":
                 continue
             wall, cpu, solve_wall, solve_cpu, solves = solver_seconds(n, verify)
             print(f"{'':<30} one in-process run: wall {wall:7.2f} s (CPU {cpu:6.2f} s), in solve() {solve_wall:6.2f} s "
@@ -526,6 +590,11 @@ def main() -> None:
                     help="--shared: another checkout's Python (e.g. /work/main/.venv/bin/python): its `hetinfra plan` "
                          "runs in turn with this one's on the same specs (before/after side by side)")
     ap.add_argument("--kinds", default="coral,independent,linked", help="--shared: which cases")
+    ap.add_argument("--mix", choices=("bench", "other"), default="bench",
+                    help="--shared: the fleets' models: the benchmark's (MODELS in turn), or `other` (write_other: "
+                         "other architectures, rates, class histograms and objectives; linked: caps binding in a few "
+                         "regions), drawn from --seed")
+    ap.add_argument("--seed", type=int, default=0, help="--mix other: which fleet")
     ap.add_argument("--front", action="store_true",
                     help="the front door: `hetinfra plan` on Mélange V1 at 32 req/s against a bare PuLP+HiGHS process")
     args = ap.parse_args()
@@ -536,7 +605,8 @@ def main() -> None:
         return
     if args.shared:
         ensure_bytecode()
-        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat, args.versus, args.kinds)
+        shared([int(x) for x in (args.models or "8,32").split(",")], args.repeat, args.versus, args.kinds,
+               (args.mix, args.seed))
         return
     sys.path.insert(0, str(REPO))
     if args.fleet:

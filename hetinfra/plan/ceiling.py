@@ -42,6 +42,7 @@ class Ceilings:
         #: rooflines by what they depend on (model, variant, GPU, tp, pp, class sizes): a fleet's
         #: templates repeat one (GPU, tp, pp) in every region and many node counts
         self._rooflines: dict[tuple, tuple[float, str] | None] = {}
+        self._archs: dict[tuple, object] = {}
 
     def of_template(self, t: dict, model: dict) -> dict[str, ClassCeiling]:
         """The ceilings of plan.json template ``t`` of plan model ``model``, per class."""
@@ -68,10 +69,12 @@ class Ceilings:
         from hetinfra.catalog.gpus import get_gpu
         from hetinfra.perf.roofline import roofline
 
-        key = (model["name"], t.get("variant"), t["gpu"], int(t["tp"]), int(t["pp"]), input_tokens, output_tokens)
+        arch = self._arch(model, t.get("variant"))
+        # by architecture, not model name: a fleet's models share a few architectures and class sizes
+        key = (arch, _precision(model, t.get("variant")), t["gpu"], int(t["tp"]), int(t["pp"]), input_tokens,
+               output_tokens)
         if key not in self._rooflines:
             gpu = get_gpu(t["gpu"])
-            arch = self._arch(model, t.get("variant"))
             r = None if gpu is None or arch is None else roofline(
                 arch, gpu, int(t["tp"]), int(t["pp"]), _precision(model, t.get("variant")), input_tokens, output_tokens)
             self._rooflines[key] = None if r is None else (r.rate, r.bound)
@@ -81,13 +84,15 @@ class Ceilings:
         return ClassCeiling(found[0] * int(t.get("engines_per_instance") or 1), f"roofline ({found[1]})")
 
     def _arch(self, model: dict, variant: str | None):
+        """The architecture of ``model``'s ``variant`` (remembered: the spec does not change)."""
         from hetinfra.perf.model import model_arch
 
-        m = next((x for x in self.spec.models if x.name == model["name"]), None)
-        if m is None:
-            return None
-        spec = m.variant_spec(variant) if variant else m
-        return model_arch(spec, f"models[{model['name']}]", self.base)
+        key = (model["name"], variant)
+        if key not in self._archs:
+            m = next((x for x in self.spec.models if x.name == model["name"]), None)
+            self._archs[key] = None if m is None else model_arch(m.variant_spec(variant) if variant else m,
+                                                                f"models[{model['name']}]", self.base)
+        return self._archs[key]
 
     def _class_sizes(self, model: dict) -> dict[str, tuple[float, float]]:
         """Each class's mean (input, output) tokens as the simulator draws them (hetinfra.sim.workload)."""

@@ -39,6 +39,7 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
     from hetinfra.plan.trim import trim
 
     steps = list(steps)
+    presized(confirm, decide, simulation_view(pr))
     conf = budgeted_confirmation(confirm, simulation_view(pr))
     put_back: list[dict] = []
     while not conf["met"]:
@@ -85,13 +86,27 @@ def sized_confirmation(confirm, view: dict) -> dict:
     again at the new length; it only grows, up to MOST_REQUESTS). The need is measured BEFORE the
     judgement: the judgement's screening seed is that very simulation (the memo serves it), and no
     judgement is run at a length that is then thrown away."""
-    from hetinfra.sim.replications import requests_for
+    from hetinfra.sim.replications import requests_each
 
     while True:
-        need = requests_for(view, confirm.first_replication(view), least=int(confirm.config.requests))
-        if need <= confirm.config.requests:
+        need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
+        if all(n <= confirm.length(m) for m, n in need.items()):
             return confirm(view)
         confirm.lengthen(need)
+
+
+def presized(confirm, decide, view: dict) -> None:
+    """Lengthen ``confirm``'s runs to what ``requests_for`` asks of ``view`` on the search's first seed
+    (its judgement of ``view`` ran it: the memo has it), before the confirmation's first run: a
+    plan's service times are alike on every seed, so :func:`sized_confirmation` then measures the
+    need on its own first seed at that length, and seldom throws a run away (it threw one per model,
+    at the first plan's length, whenever the trim or derating had slowed the plan). Only lengthens:
+    the confirmation's own measurement still decides."""
+    from hetinfra.plan.budget import current
+    from hetinfra.sim.replications import requests_each
+
+    if not current().exhausted():  # a spent budget confirms nothing (budgeted_confirmation)
+        confirm.lengthen(requests_each(view, decide.first_replication(view), least=int(confirm.config.requests)))
 
 
 def restored(pr: PlanResult, before: PlanResult, model: str) -> PlanResult:

@@ -10,6 +10,13 @@ plan, seeds no decision saw):
 1. **screen**: the first seed alone. A model that misses there (or whose units are not stable) is
    clearly out: it is ``missed`` on that one replication, and no more are run for it. Rejecting on
    one replication errs on the safe side (a removal not taken, a regime derated).
+   In the search's judgements (``early``: the "decide" seeds; never the confirmation's), a model
+   that is clearly IN there is met on that one replication: the one-sided CONFIDENCE batch-means
+   bound (``hetinfra.sim.batches``: the run's measured requests cut into up to ten batches in
+   arrival order) of every statistic, of the model and of each of its units, within ACCEPT_BELOW of
+   the objective, stable, and no unit's KV cache filled or preempted. Most of a fleet is that far
+   inside; the second replication it ran before only confirmed it. An error here errs towards a
+   cheaper plan, which the confirmation on fresh seeds judges on replications.
 2. the other models run up to START replications, and are judged together
    (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
 3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
@@ -30,8 +37,10 @@ roofline misses whatever the simulation says.
 
 from __future__ import annotations
 
+from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
+from hetinfra.plan.parts import joined, model_part, part_of, reduced
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
 
@@ -44,8 +53,14 @@ CONFIDENCE = 0.95
 #: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
 #: than in a few
 START, STEP, MAX = 2, 2, 7
+#: the search accepts a model on its screening replication alone (``early``) only where the batch-means
+#: bound of every statistic, of the model and of each of its units, is within this fraction of the
+#: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
+ACCEPT_BELOW = 0.8
 
-METHOD = (f"replications: screened on one seed (a model that misses there is missed), then {START} to {MAX} "
+METHOD = (f"replications: screened on one seed (a model that misses there is missed; in the search's judgements, one "
+          f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
+          f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
           f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
@@ -60,7 +75,8 @@ class Replicated:
     with the caller's other Replicated (one per purpose); ``last`` is the last judgement."""
 
     def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
-                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None):
+                 progress=None, start: int = START, pressed: bool = False, pressure: set | None = None,
+                 early: bool = False):
         from hetinfra.sim.replications import seeds_for
 
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
@@ -69,6 +85,8 @@ class Replicated:
         self.start = start  # replications after the screen
         #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
         self.pressed = pressed
+        #: a model far inside its objective on the screening seed's batch means is met there (the search's)
+        self.early = early
         #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
         #: another sharing the set (the search's replications of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
@@ -76,6 +94,11 @@ class Replicated:
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
+        #: per model, a run length longer than the judge's (:meth:`lengthen`)
+        self.lengths: dict[str, int] = {}
+        #: each model's judgement by :meth:`_verdict_key`, and the top-level keys of the last simulation run
+        self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
+        self._head: dict = {}
 
     def fresh(self) -> None:
         """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
@@ -84,23 +107,39 @@ class Replicated:
         self.block += 1
         self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
 
-    def lengthen(self, requests: int) -> None:
-        """Run ``requests`` per model and replication from now on (hetinfra.plan.confirm.sized_confirmation);
-        the memo's keys hold the run length, so no earlier result is taken for a longer run."""
+    def lengthen(self, requests: int | dict[str, int]) -> None:
+        """Run ``requests`` per replication from now on (hetinfra.plan.confirm.sized_confirmation): one
+        length for every model, or per model (a dict: the models it names); never shorter. The memo's
+        keys hold the run length, so no earlier result is taken for a longer run."""
         from dataclasses import replace
 
+        if isinstance(requests, dict):
+            self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
+            return
         self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
+
+    def length(self, model: str) -> int:
+        """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
+        return max(self.lengths.get(model, 0), int(self.config.requests))
+
+    @property
+    def longest(self) -> int:
+        """The longest run of any model (plan.json fidelity.requests)."""
+        return max([int(self.config.requests), *self.lengths.values()])
 
     def first_replication(self, view: dict) -> dict:
         """The simulation of the whole ``view`` on this judge's first seed, as its judgements run it
         (the memo serves it after a judgement of ``view``)."""
-        from dataclasses import replace
-        from pathlib import Path
+        names = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        if not names:
+            from dataclasses import replace
+            from pathlib import Path
 
-        from hetinfra.sim.plan_sim import simulate_plan
+            from hetinfra.sim.plan_sim import simulate_plan
 
-        return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]), memo=self.memo,
-                             detail=False)
+            return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]),
+                                 memo=self.memo, detail=False)
+        return self._run(view, names, self.seeds[:1], {})[0]
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
@@ -118,29 +157,71 @@ class Replicated:
         self.vetoed.update(model_state(view, m) for m in models)
 
     def _run(self, view: dict, models: list[str], seeds: list[int], parsed: dict) -> list[dict]:
-        """``models`` of ``view`` simulated on ``seeds``; ``parsed``: this judgement's parse cache, per
-        set of models kept (one judgement reads one unchanging view: validating each part once instead
-        of at every step saves most of the validations of a fleet's judging)."""
-        from hetinfra.sim.minimal import scaled
+        """``models`` of ``view`` simulated on ``seeds``, each model at its own length (:meth:`length`:
+        those of one length run together, and each seed's runs are joined); ``parsed``: this
+        judgement's parse cache, per set of models kept (one judgement reads one unchanging view:
+        validating each part once instead of at every step saves most of the validations of a fleet's
+        judging)."""
+        groups: dict[int, list[str]] = {}
+        for m in models:
+            groups.setdefault(self.length(m), []).append(m)
+        runs = [self._run_at(view, ms, seeds, parsed, n) for n, ms in sorted(groups.items())]
+        return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(seeds))]
+
+    def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int) -> list[dict]:
+        from dataclasses import replace
+
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
-        part = view if set(models) >= set(every) else scaled(view, {m: 1.0 for m in models})
+        part = view if set(models) >= set(every) else reduced(view, set(models))
         parse = parsed.setdefault(tuple(sorted(models)), {})
+        whole = parsed.get(tuple(sorted(every)), {}).get(SimPlan)
+        if part is not view and whole is not None and SimPlan not in parse:
+            parse[SimPlan] = part_of(whole, set(models))
         ticks = self.progress.requests if self.progress is not None else None
-        self.simulations += len(seeds)
-        return simulate_replications(part, self.spec, self.path, self.config, seeds, memo=self.memo, detail=False,
+        config = self.config if requests == self.config.requests else replace(self.config, requests=requests)
+        return simulate_replications(part, self.spec, self.path, config, seeds, memo=self.memo, detail=False,
                                      ticks=ticks, parsed=parse)
 
     def _judge(self, view: dict) -> dict:
-        from hetinfra.sim.replications import judge
-
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
             return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
+        keys = {n: self._verdict_key(view, n) for n in names}
+        out = {n: self._verdicts[keys[n]] for n in names if keys[n] in self._verdicts}
+        fresh = [n for n in names if n not in out]
+        if fresh:
+            self._head = self._fresh(view, fresh, out)
+            self._verdicts.update({keys[n]: out[n] for n in fresh if not out[n][0].get("cut")})
+        judged = [out[n] for n in names]
+        self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
+        return _composed(self._head, judged)
+
+    def _verdict_key(self, view: dict, model: str) -> str:
+        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`model_part`), with
+        this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
+        the model's state is under pressure: a model's judgement depends on its own simulations only
+        (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
+        model the trim, a later round or the over-provisioning search did not touch is judged once."""
+        import json
+
+        c = self.config
+        pressed = self.pressed and model_state(view, model) in self.pressure
+        return json.dumps([model_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
+                           getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
+
+    def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
+        """Judge ``names`` of ``view`` (the models no earlier judgement of theirs holds) into ``out``:
+        the module docstring's screen, then replications while undecided; the screen's simulation."""
+        from hetinfra.sim.replications import judge
+
         parsed: dict = {}
         [first] = self._run(view, names, self.seeds[:1], parsed)
-        out = {m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)}
+        out.update({m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)})
+        if self.early:
+            out.update({m["model"]: got for m in first["models"] if m["model"] not in out
+                        and (got := _clearly_in(m, first, self.margin)) is not None})
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
         count, judged = self.start, False
         while runs:
@@ -162,7 +243,7 @@ class Replicated:
                 if not open_ or count >= MAX:
                     del runs[m["model"]]
             count, judged = min(count + STEP, MAX), True
-        return _composed(first, [out[n] for n in names])
+        return {k: v for k, v in first.items() if k not in ("models", "units")}
 
 
 def model_state(view: dict, model: str) -> str:
@@ -195,6 +276,57 @@ def _clearly_out(model: dict, sim: dict) -> bool:
     return not model["met"] or not all((u.get("stability") or {}).get("stable", True) for u in units)
 
 
+def _clearly_in(model: dict, sim: dict, margin: float) -> tuple[dict, list[dict]] | None:
+    """A model decided ``met`` on the screening replication alone, and its units, shaped as judge's;
+    None unless it is clearly inside: met and stable there, no unit's KV cache filled or preempted
+    (the state a rare collapse starts from, which one run cannot rule out), and the one-sided
+    CONFIDENCE batch-means bound (hetinfra.sim.batches) of each statistic of the model and of every
+    unit of it within ACCEPT_BELOW x (1 - margin) of the objective."""
+    from hetinfra.sim.batches import batch_bounds
+
+    units = [u for u in sim["units"] if u["model"] == model["model"] and u.get("count")]
+    if not model["met"] or _pressed([{"units": units}], model["model"]) \
+            or not all((u.get("stability") or {}).get("stable", True) for u in units):
+        return None
+    slo, limit = model["slo"], ACCEPT_BELOW * (1.0 - margin)
+    judged = []
+    for entry in [model, *units]:
+        bounds = batch_bounds(entry.get("batches"), CONFIDENCE)
+        ratios = _bound_ratios(bounds, slo) if bounds is not None else None
+        if not ratios or max(ratios.values()) > limit:
+            return None
+        judged.append((bounds, ratios))
+    (bounds, ratios), q = judged[0], slo.get("percentile") or "p99"
+    ratio = round(max(ratios.values()), 4)
+    entry = {**model, "replications": 1, "seeds": [sim["seed"]], "decision": "met", "stable": True,
+             "estimate": {s: (bounds[s] or (None,))[0] for s in ("ttft_ms", "tpot_ms", "attainment")},
+             "bound": {s: (bounds[s] or (None, None))[1] for s in ("ttft_ms", "tpot_ms", "attainment")},
+             "ratio_bound": ratio, "method": "batch means (one replication)",
+             "objective": {**model["objective"], "met": True, "ratio": ratio,
+                           "ratios": {k: round(v, 4) for k, v in ratios.items()}, "percentile": q,
+                           "confidence": CONFIDENCE}}
+    out = [{**u, "replications": 1, "decision": "met", "stable": True,
+            "objective": {**u["objective"], "met": True, "ratio": round(max(r.values()), 4),
+                          "ratios": {k: round(v, 4) for k, v in r.items()}}}
+           for u, (_b, r) in zip(units, judged[1:])]
+    return entry, out
+
+
+def _bound_ratios(bounds: dict, slo: dict) -> dict[str, float]:
+    """Each statistic's batch-means bound over its objective (> 1 misses): TTFT, TPOT, attainment."""
+    from hetinfra.sim.stats import MIN_ATTAINED
+
+    out = {}
+    for stat, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
+        if bounds[stat] is not None:
+            out[key] = bounds[stat][1] / float(slo[stat])
+    if slo.get("attainment") is not None:
+        if bounds["attainment"] is None:
+            return {}
+        out["attainment"] = float(slo["attainment"]) / max(bounds["attainment"][1], MIN_ATTAINED)
+    return out
+
+
 def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
     """A model decided ``missed`` on the screening replication alone, and its units, shaped as judge's."""
     q = model["slo"].get("percentile") or "p99"
@@ -214,7 +346,8 @@ def _cut(model: dict, units: list[dict]) -> tuple[dict, list[dict]]:
     """A model whose judgement the work budget stopped while it was open (undecided, or met with a
     filled KV cache in the confirmation): not met, as a model undecided after MAX replications is;
     never met on fewer replications than the rule asks for."""
-    return {**model, "met": False, "decision": "undecided", "objective": {**model["objective"], "met": False}}, units
+    return {**model, "met": False, "decision": "undecided", "cut": True,
+            "objective": {**model["objective"], "met": False}}, units
 
 
 def _only(sim: dict, models: set[str]) -> dict:

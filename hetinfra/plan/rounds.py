@@ -135,6 +135,9 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
         if new == search.g:
             break
+        if rnd == first + max_rounds:  # no round is left to simulate a re-solve: the factors are kept for a
+            search.g = new  # confirmation's veto to resume from (hetinfra.plan.verify), the solve is not run
+            break
         if not current().check(ROUNDS_CUT):  # keep the cheapest met round so far, as for a failed solve
             break
         search.g = new

@@ -164,7 +164,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         budget = ROUNDS_AFTER_VETO
     out.checked_removals = len(decide.last_pass)
     out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
-    out.requests = int(confirm.config.requests)
+    out.requests = confirm.longest
     out.decide_requests = int(decide.config.requests)
     if progress is not None:
         progress.stage("over-provisioning")
@@ -212,28 +212,31 @@ def simulators(pr: PlanResult, progress=None):
                             seed=settings.seed)
     memo: dict = {}
     ceilings = Ceilings(spec, path)
-    decide, confirm = requests_per_replication(pr, config, memo, spec, path)
+    decide, each = requests_per_replication(pr, config, memo, spec, path)
     pressure: set = set()
+    confirm = Replicated(spec, path, config, "confirm", settings.margin, memo, ceilings, progress, pressed=True,
+                         pressure=pressure)
+    # each model's confirmation runs as long as ITS need on the first plan asks (and longer where the
+    # final plan's does: hetinfra.plan.confirm), not as long as the slowest model's
+    confirm.lengthen(each)
     return (Replicated(spec, path, replace(config, requests=decide), "decide", settings.margin, memo, ceilings,
-                       progress, pressure=pressure),
-            Replicated(spec, path, replace(config, requests=confirm), "confirm", settings.margin, memo, ceilings,
-                       progress, pressed=True, pressure=pressure))
+                       progress, pressure=pressure, early=True), confirm)
 
 
-def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> tuple[int, int]:
-    """Requests per model and replication, (for the search, for the confirmation): at least
-    ``planning.verify.requests``, and enough for the longest class to pass through its unit PASSES
-    times (``hetinfra.sim.replications.requests_for``, measured on the first plan at the first decide
-    seed); the search's DECIDE_SHORTER times fewer."""
+def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> tuple[int, dict[str, int]]:
+    """Requests per replication, (for the search: one length for every model, the longest any model
+    needs; for the confirmation: per model): at least ``planning.verify.requests``, and enough for
+    the longest class to pass through its unit PASSES times (``hetinfra.sim.replications.requests_each``,
+    measured on the first plan at the first decide seed); the search's DECIDE_SHORTER times fewer."""
     from hetinfra.sim import simulate_plan
-    from hetinfra.sim.replications import PASSES, requests_for, seeds_for
+    from hetinfra.sim.replications import PASSES, requests_each, requests_for, seeds_for
 
     view = simulation_view(pr)
     least = int(config.requests)
     probe = simulate_plan(view, spec, path, replace(config, seed=seeds_for(int(config.seed), "decide", 1)[0]),
                           memo=memo, detail=False)
     return (requests_for(view, probe, least=max(least // DECIDE_SHORTER, 1000), passes=max(PASSES // DECIDE_SHORTER, 1)),
-            requests_for(view, probe, least=least))
+            requests_each(view, probe, least=least))
 
 
 def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:

@@ -42,6 +42,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.sim import core
 from hetinfra.sim.columns import UnitRequests, block, cdf, respanned, simulate_pools, simulate_unit
+from hetinfra.sim.batches import batch_stats
 from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
@@ -271,27 +272,29 @@ def _memo_keys(plan: SimPlan, model: ModelEntry, allocs: list[SimUnit], template
                 calib.vllm_version, scale)
     kept = plan.memo_keys.get(workload)
     if kept is None:
-        units = {k: _unit_key(a, model, plan, templates, config, calib, scale)
+        # the model's demand and routing once, not once per unit (they were most of a fleet's key encoding)
+        demand, route = _demand(model), routes(plan, model.name)
+        units = {k: _unit_key(a, demand, route, templates, config, calib, scale)
                  for k, a in enumerate(allocs) if a.model == model.name}
         # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, _demand(model), routes(plan, model.name),
+        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, demand, route,
                                                               rate, list(units.values())], sort_keys=True))
     units, model_key = kept
     seed = f"|seed {config.seed!r}"
     return {k: key + seed for k, key in units.items()}, model_key + seed
 
 
-def _unit_key(alloc: SimUnit, model: ModelEntry, plan: SimPlan, templates: dict, config: WorkloadConfig, calib,
+def _unit_key(alloc: SimUnit, demand: dict, route: list, templates: dict, config: WorkloadConfig, calib,
               scale: float) -> str:
     """Everything one unit's simulation depends on but the seed (:func:`_memo_keys` appends it): the
-    unit, its template, its model's demand, classes, SLO and routing (which draws its requests), the
-    workload and the engine constants."""
+    unit, its template, its model's demand, classes and SLO (``demand``: :func:`_demand`) and routing
+    (``route``: ``draw.routes``; they draw its requests), the workload and the engine constants."""
     t = templates.get(alloc.template)
     # the engine reads the template's sources and, for profiled classes only, exactly this rate
     # (hetinfra.sim.engines): the key is exact, and a factor changes no estimator unit's simulation
     rated = {w: profiled_rate(alloc, t, w) for w in sorted(t.capacity_rps)} if t is not None else {}
-    return json.dumps([alloc.key(), t.sources if t is not None else None, rated, _demand(model),
-                       routes(plan, alloc.model), [config.requests, config.load, config.burst_cv, config.warmup_fraction],
+    return json.dumps([alloc.key(), t.sources if t is not None else None, rated, demand,
+                       route, [config.requests, config.load, config.burst_cv, config.warmup_fraction],
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
@@ -322,6 +325,8 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         blocks = replicas[0].blocks if replicas else 1
         latency = block(*cols[:5], obj, span)
         fresh[a.model] = respanned(latency, len(cols[0]), span)
+        if not detail:  # verification's: one run's batch means (hetinfra.sim.batches)
+            latency["batches"] = batch_stats(*cols[:4], obj)
         steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms, r.preempted)
         latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
         out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
@@ -370,6 +375,9 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
                      "attainment": obj.attainment},
              **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
                 else block(arrival, first, finish, output, preempted, obj, span))}
+    if not detail:  # verification's: one run's batch means (a one-unit model's are its unit's)
+        entry["batches"] = (units[0].get("batches") if len(parts) == 1 and len(units) == 1
+                            else batch_stats(arrival, first, finish, output, obj, ordered=False))
     if detail:
         entry |= {"classes": per_class, "ttft_cdf_ms": cdf(first - arrival),
                   "tpot_cdf_ms": cdf((finish[multi] - first[multi]) / (output[multi] - 1))}

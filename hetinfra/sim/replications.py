@@ -38,7 +38,7 @@ from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
-           "requests_for", "judge"]
+           "requests_for", "requests_each", "judge"]
 
 #: the purposes of seeds and their residue mod 3 (see the module docstring)
 PURPOSES = {"decide": 0, "confirm": 1, "audit": 2}
@@ -107,26 +107,34 @@ def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: 
 
 
 def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:
-    """Requests per model and replication for ``view`` (a plan, a simulation view or their SimPlan),
-    from ``sim``, a simulation of it at ``least`` requests. Rule: per model, the longest class's
+    """The largest of :func:`requests_each` (``least`` where no model has a figure): one length that
+    serves every model of ``view``."""
+    return max(requests_each(view, sim, least, passes, most).values(), default=int(least))
+
+
+def requests_each(view, sim: dict, least: int = 20_000, passes: int = PASSES,
+                  most: int = MOST_REQUESTS) -> dict[str, int]:
+    """Requests per replication for each model of ``sim``, a simulation of ``view`` (a plan, a
+    simulation view or their SimPlan) at ``least`` requests. Rule: per model, the longest class's
     service time S = median TTFT + (its output tokens - 1) x median TPOT (the class's bucket edge;
     the medians as ``sim`` measured them: a typical request's time, which one burst of preemptions
     in the run does not inflate as it does a mean); the measured window (the requests after the warm-up at the
     offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
-    fraction). The largest n over the models, rounded up to a thousand, clamped to [least, most]."""
+    fraction), rounded up to a thousand, clamped to [least, most] (least where it has no figure)."""
     from hetinfra.document.simulation import SimPlan, SimRun
 
     plan, run = SimPlan.of(view), SimRun.of(sim)
     longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
-    need = least
+    need = {}
     for m in run.models:
+        need[m.model] = int(least)
         ttft, tpot = m.median("ttft_ms"), m.median("tpot_ms")
         if ttft is None:
             continue
         service_s = (ttft + (longest.get(m.model, 1) - 1) * (tpot or 0.0)) / 1e3
         n = passes * service_s * m.offered_rps / (1.0 - run.warmup_fraction)
-        need = max(need, min(most, 1000 * math.ceil(n / 1000)))
-    return int(need)
+        need[m.model] = int(max(least, min(most, 1000 * math.ceil(n / 1000))))
+    return need
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", fake)
     ceilings = SimpleNamespace(apply=lambda judged, view, load: judged)
-    config = SimpleNamespace(seed=0, load=1.2)
+    config = SimpleNamespace(seed=0, load=1.2, requests=1000, burst_cv=1.0)
     return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start), runs
 
 
@@ -93,6 +93,45 @@ def test_a_vetoed_model_plan_misses_whatever_the_seeds_say(monkeypatch):
     assert judge(other)["met"]
 
 
+def _batched(monkeypatch, kv_max: float = 0.5):
+    """The judge of _judge whose simulations carry each entry's batch means (hetinfra.sim.batches):
+    ten batches around its ratio, +-5%; every unit's KV cache ``kv_max`` full."""
+    from hetinfra.sim import replications
+
+    judge, runs = _judge(monkeypatch)
+    fake = replications.simulate_replications  # _judge's
+
+    def with_batches(*args, **kw):
+        out = []
+        for sim in fake(*args, **kw):
+            for e in sim["models"] + sim["units"]:
+                r = e["objective"]["ratio"]
+                e["batches"] = [[100.0, 100.0 * r * (0.95 + 0.01 * j), None] for j in range(10)]
+            for u in sim["units"]:
+                u["kv_occupancy"] = {"max": kv_max}
+            out.append(sim)
+        return out
+
+    monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", with_batches)
+    return judge, runs
+
+
+def test_the_search_accepts_a_model_far_inside_on_its_screening_seeds_batch_means_and_only_that(monkeypatch):
+    judge, runs = _batched(monkeypatch)
+    judge.early = True
+    by = {m["model"]: m for m in judge(VIEW)["models"]}
+    assert by["clear"]["replications"] == 1 and by["clear"]["decision"] == "met" and by["clear"]["met"]
+    assert by["clear"]["bound"]["tpot_ms"] > by["clear"]["estimate"]["tpot_ms"]
+    assert by["clear"]["ratio_bound"] <= replicated.ACCEPT_BELOW
+    assert by["edge"]["replications"] > 1  # near its objective: the replications decide
+    assert "clear" not in runs[1][0]  # accepted at the screen: no second seed for it
+    plain, _ = _batched(monkeypatch)  # the confirmation's judges never accept on one run
+    assert {m["model"]: m for m in plain(VIEW)["models"]}["clear"]["replications"] == replicated.START
+    pressed, _ = _batched(monkeypatch, kv_max=1.0)  # a filled KV cache: one run cannot rule out a collapse
+    pressed.early = True
+    assert {m["model"]: m for m in pressed(VIEW)["models"]}["clear"]["replications"] == replicated.START
+
+
 class _ByCount:
     """A judge that meets while the plan keeps at least ``least`` replicas (the decide judge: any)."""
 
@@ -102,6 +141,12 @@ class _ByCount:
 
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
+
+    def lengthen(self, requests: dict) -> None:
+        self.config.requests = max([*requests.values(), self.config.requests])
+
+    def length(self, model: str) -> int:
+        return self.config.requests
 
     def __call__(self, view: dict) -> dict:
         met = sum(a["count"] for a in view["allocations"]) >= self.least
@@ -153,8 +198,9 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
     reps = f["replications"]
     assert reps["confidence"] == 0.95 and "bound" in reps["method"]
     assert set(reps["decide_seeds"]).isdisjoint(reps["confirm_seeds"]) and reps["simulated"]["confirm"] >= 1
+    # the search may accept a model far inside on its screening seed's batch means; the confirmation never
     for m in f["models"] + f["confirmation"]["models"]:
-        assert m["decision"] == "met" and m["replications"] >= replicated.START
+        assert m["decision"] == "met" and m["replications"] >= (replicated.START if m in f["confirmation"]["models"] else 1)
         assert m["bound"]["tpot_ms"] >= m["estimate"]["tpot_ms"] and m["bound"]["ttft_ms"] >= m["estimate"]["ttft_ms"]
     assert Plan.parse(doc).fidelity.confirmation.met
     lines = judgement_lines(Plan.parse(doc))
@@ -190,31 +236,61 @@ def _inputs(doc: dict, spec_path):
     return SimPlan.of(doc), spec, spec_path
 
 
-def test_a_confirmation_lengthens_to_the_plans_need_before_it_judges_and_never_shortens(monkeypatch):
-    """hetinfra.plan.confirm.sized_confirmation with a plan whose need grows with the run (measured at
-    20,000 it asks 27,000, at 27,000 it asks 31,000): the one judgement runs at 31,000; a plan that
-    needs less than the judge's length is judged at that length."""
+def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_never_shortens(monkeypatch):
+    """hetinfra.plan.confirm.sized_confirmation with a plan whose slow model's need grows with its run
+    (measured at 20,000 it asks 27,000, at 27,000 it asks 31,000) and whose light model needs 20,000:
+    the one judgement runs the slow model at 31,000 and the light one at 20,000 (not at the slow
+    one's length); a judge already longer is judged at its length."""
     from hetinfra.plan.confirm import sized_confirmation
 
     need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
-    monkeypatch.setattr("hetinfra.sim.replications.requests_for",
-                        lambda view, sim, least: max(least, need[sim["requests"]]))
+    monkeypatch.setattr("hetinfra.sim.replications.requests_each",
+                        lambda view, sim, least: {"slow": max(least, need[sim["slow"]]), "light": least})
 
     class Judge:
         def __init__(self, requests: int):
-            self.config, self.judged = SimpleNamespace(requests=requests), []
+            self.config, self.lengths, self.judged = SimpleNamespace(requests=requests), {}, []
+
+        def length(self, model: str) -> int:
+            return max(self.lengths.get(model, 0), self.config.requests)
 
         def first_replication(self, view):
-            return {"requests": self.config.requests}
+            return {m: self.length(m) for m in ("slow", "light")}
 
-        def lengthen(self, requests: int):
-            self.config = SimpleNamespace(requests=max(requests, self.config.requests))
+        def lengthen(self, requests: dict):
+            self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
 
         def __call__(self, view):
-            self.judged.append(self.config.requests)
+            self.judged.append(self.first_replication(view))
             return {"met": True}
 
     grows, long = Judge(20_000), Judge(40_000)
     sized_confirmation(grows, {})
     sized_confirmation(long, {})
-    assert grows.judged == [31_000] and long.judged == [40_000]
+    assert grows.judged == [{"slow": 31_000, "light": 20_000}] and long.judged == [{"slow": 40_000, "light": 40_000}]
+
+
+def test_models_of_other_lengths_run_apart_and_join_as_one_simulation(monkeypatch):
+    from hetinfra.sim.workload import WorkloadConfig
+
+    judge, runs = _judge(monkeypatch)
+    judge.config = WorkloadConfig(requests=20_000, load=1.2, seed=0)
+    judge.lengthen({"edge": 30_000, "clear": 10_000})  # never shorter than the judge's
+    assert judge.length("edge") == 30_000 and judge.length("clear") == 20_000 and judge.longest == 30_000
+    first = judge.first_replication(VIEW)
+    assert [m["model"] for m in first["models"]] == list(RATIOS)
+    assert {tuple(sorted(models)) for models, _ in runs} == {("clear", "out", "straddle"), ("edge",)}
+
+
+def test_a_model_whose_part_of_the_plan_did_not_change_is_judged_once_and_only_it(monkeypatch):
+    judge, runs = _judge(monkeypatch)
+    view = {**VIEW, "allocations": [{"unit": f"u-{n}", "model": n, "template": "t", "count": 2} for n in RATIOS]}
+    first = judge(view)
+    ran = len(runs)
+    assert judge(view) == first and len(runs) == ran  # nothing of it changed: no simulation
+    fewer = {**view, "allocations": [dict(a, count=1) if a["model"] == "clear" else a for a in view["allocations"]]}
+    again = judge(fewer)
+    assert [models for models, _ in runs[ran:]][0] == ["clear"]  # only the model whose units changed runs
+    assert [m["model"] for m in again["models"]] == list(RATIOS)
+    assert {m["model"]: m for m in again["models"]}["edge"] == {m["model"]: m for m in first["models"]}["edge"]
+    assert judge.simulations == 3 * replicated.MAX  # every judgement counts the seeds its longest model rests on

@@ -1,0 +1,106 @@
+"""Batch means inside one replication: a one-sided bound on a model's statistic from ONE run, for
+the search's early acceptance (``hetinfra.plan.replicated``, docs/verification.md).
+
+The method (Law & Kelton's non-overlapping batch means for one steady-state run): the measured
+requests of a unit or a model, in arrival order, are cut into k = min(BATCHES, n // MIN_BATCH)
+batches of equal count (none with k < MIN_BATCHES); each batch's statistic (the objective's
+percentile of TTFT and of TPOT, and the fraction meeting both bounds) is one observation. Batches
+far longer than the queue's memory are nearly independent, so the one-sided Student-t bound on
+their mean, with k - 1 degrees of freedom, bounds the statistic. Two things make it optimistic
+where replications are not: neighbouring batches share a queue at their border (positive
+correlation narrows the interval) and a batch's p99 of a few thousand requests sits a little below
+the whole run's. The search therefore accepts on it only far inside the objective (ACCEPT_BELOW in
+``hetinfra.plan.replicated``), and never where a KV cache filled; the final plan's confirmation on
+fresh seeds never uses it (it judges on replications only).
+
+:func:`batch_stats` runs inside the simulator (``hetinfra.sim.plan_sim``, verification's
+``detail=False`` results: each entry's ``batches``), where the request columns are;
+:func:`batch_bounds` reads them back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetinfra.sim.bounds import t_bound
+from hetinfra.sim.stats import PERCENTILES, percentile
+
+__all__ = ["BATCHES", "MIN_BATCH", "MIN_BATCHES", "batch_stats", "batch_bounds"]
+
+#: batches per run (at most), requests per batch (at least), batches for a bound (at least)
+BATCHES, MIN_BATCH, MIN_BATCHES = 10, 200, 5
+
+
+def batch_stats(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray, obj,
+                ordered: bool = True) -> list[list] | None:
+    """Per batch of these measured requests (``ordered``: already in arrival order), [TTFT ms, TPOT
+    ms, attainment] at ``obj``'s percentile (:func:`hetinfra.sim.stats.percentile`'s rule; TPOT None
+    where a batch has no multi-token request, attainment None where ``obj`` states none); None where
+    there are fewer than MIN_BATCHES batches. The batches are k runs of m = n // k consecutive
+    requests, the last k x m (the first n mod k, the earliest after the warm-up, are left out)."""
+    n = len(arrival)
+    k = min(BATCHES, n // MIN_BATCH)
+    if k < MIN_BATCHES:
+        return None
+    if not ordered:
+        order = np.argsort(arrival, kind="stable")
+        arrival, first, finish, output = arrival[order], first[order], finish[order], output[order]
+    m = n // k
+    cut = slice(n - k * m, n)
+    ttft = (first[cut] - arrival[cut]).reshape(k, m)
+    outs = output[cut].reshape(k, m)
+    multi = outs > 1
+    tpot = np.where(multi, (finish[cut] - first[cut]).reshape(k, m) / np.maximum(outs - 1, 1), -np.inf)
+    q = PERCENTILES[obj.percentile]
+    ttft_q = _row_stat(ttft, np.full(k, m), q)
+    valid = multi.sum(axis=1)
+    tpot_q = _row_stat(tpot, valid, q)
+    att = [None] * k
+    if obj.attainment is not None:
+        ok = (ttft * 1e3 <= obj.ttft_ms) & (~multi | (tpot * 1e3 <= obj.tpot_ms))
+        att = [round(float(a), 6) for a in ok.mean(axis=1)]
+    return [[round(1e3 * float(t), 4), round(1e3 * float(p), 4) if v else None, a]
+            for t, p, v, a in zip(ttft_q, tpot_q, valid, att)]
+
+
+def _row_stat(mat: np.ndarray, valid: np.ndarray, q: float | None) -> np.ndarray:
+    """Per row of ``mat`` (k x m; a row's ``valid`` values are finite, the rest -inf), the mean
+    (``q`` None) or the q-th percentile of its valid values, by linear interpolation between the
+    closest ranks (:func:`hetinfra.sim.stats.percentile`): read from the row's top values only,
+    partitioned there (linear time), as the rank counted from the top does not depend on how many
+    invalid values a row has. 0 for a row with none."""
+    k, m = mat.shape
+    v = np.maximum(valid, 1)
+    if q is None:
+        return np.where(np.isfinite(mat), mat, 0.0).sum(axis=1) / v
+    pos = (v - 1) * q / 100.0
+    lo = pos.astype(np.int64)
+    hi = np.minimum(lo + 1, v - 1)
+    frac = pos - lo
+    from_top_lo, from_top_hi = (v - 1) - lo, (v - 1) - hi  # ranks counted from the largest (0)
+    top = int(from_top_lo.max()) + 1
+    tail = np.sort(np.partition(mat, m - top, axis=1)[:, m - top:], axis=1)
+    rows = np.arange(k)
+    a, b = tail[rows, top - 1 - from_top_lo], tail[rows, top - 1 - from_top_hi]
+    return np.where(valid > 0, a + (b - a) * frac, 0.0)
+
+
+def _stat(values: np.ndarray, q: float | None) -> float:
+    """The reference of :func:`_row_stat` for one batch (tests/sim/test_batches.py)."""
+    if q is None:
+        return float(values.mean())
+    return percentile(np.sort(values), q)
+
+
+def batch_bounds(batches: list[list], confidence: float) -> dict | None:
+    """{ttft_ms, tpot_ms, attainment}: (estimate, pessimistic bound) of each statistic over
+    ``batches`` (:func:`batch_stats`; upper for latencies, lower for attainment; None where it has no
+    value); None without batches."""
+    if not batches:
+        return None
+    out = {}
+    for j, stat in enumerate(("ttft_ms", "tpot_ms", "attainment")):
+        vals = [b[j] for b in batches if b[j] is not None]
+        got = t_bound(vals, confidence, stat != "attainment") if len(vals) >= MIN_BATCHES else None
+        out[stat] = None if got is None else (round(got[0], 5), round(got[1], 5))
+    return out

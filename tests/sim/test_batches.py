@@ -1,0 +1,56 @@
+"""Batch means inside one replication (hetinfra.sim.batches): the vectorised per-batch statistic is
+the reference percentile of each batch, and the bound behaves as a one-sided t bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetinfra.sim import batches
+from hetinfra.sim.stats import PERCENTILES, Objective
+
+
+def _requests(n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(0.1, n))
+    first = arrival + rng.exponential(0.3, n)
+    output = rng.integers(1, 40, n)  # some 1-token requests: no TPOT
+    finish = first + output * rng.uniform(0.01, 0.05, n)
+    return arrival, first, finish, output
+
+
+@pytest.mark.parametrize("percentile", sorted(PERCENTILES))
+def test_each_batch_is_the_reference_statistic_of_its_requests(percentile):
+    arrival, first, finish, output = _requests(4_321)
+    obj = Objective(1000.0, 30.0, percentile, 0.9)
+    got = batches.batch_stats(arrival, first, finish, output, obj)
+    k = min(batches.BATCHES, len(arrival) // batches.MIN_BATCH)
+    m = len(arrival) // k
+    q = PERCENTILES[percentile]
+    assert len(got) == k
+    for j, (ttft, tpot, att) in enumerate(got):
+        s = slice(len(arrival) - k * m + j * m, len(arrival) - k * m + (j + 1) * m)
+        multi = output[s] > 1
+        tp = (finish[s][multi] - first[s][multi]) / (output[s][multi] - 1)
+        assert ttft == round(1e3 * batches._stat(first[s] - arrival[s], q), 4)
+        assert tpot == round(1e3 * batches._stat(tp, q), 4)
+        ok = ((first[s] - arrival[s]) * 1e3 <= 1000.0) & (~multi | ((finish[s] - first[s]) / np.maximum(output[s] - 1, 1) * 1e3 <= 30.0))
+        assert att == round(float(ok.mean()), 6)
+
+
+def test_unordered_requests_are_batched_in_arrival_order_and_too_few_give_none():
+    arrival, first, finish, output = _requests(3_000)
+    obj = Objective(1000.0, 30.0)
+    perm = np.random.default_rng(2).permutation(len(arrival))
+    assert batches.batch_stats(arrival[perm], first[perm], finish[perm], output[perm], obj, ordered=False) == \
+        batches.batch_stats(arrival, first, finish, output, obj)
+    few = batches.MIN_BATCHES * batches.MIN_BATCH - 1
+    assert batches.batch_stats(arrival[:few], first[:few], finish[:few], output[:few], obj) is None
+
+
+def test_the_bound_is_above_the_estimate_for_latencies_and_below_for_attainment():
+    rows = [[100.0 + j, 50.0 - j, 0.95 + 0.001 * j] for j in range(10)]
+    b = batches.batch_bounds(rows, 0.95)
+    assert b["ttft_ms"][1] > b["ttft_ms"][0] == pytest.approx(104.5)
+    assert b["tpot_ms"][1] > b["tpot_ms"][0] and b["attainment"][1] < b["attainment"][0]
+    assert batches.batch_bounds(None, 0.95) is None
