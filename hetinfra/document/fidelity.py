@@ -89,6 +89,10 @@ class FidelityModel(Judgement, _Worst):
 class ConfirmedModel(Judgement, _Head):
     """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
 
+    requests: Optional[StrictInt] = Field(None, description="Requests per replication this model was confirmed at: "
+                                                            "its own need (fidelity.requests is the longest "
+                                                            "model's); absent in plans before per-model lengths.")
+
 
 class Veto(Doc):
     """A confirmation that missed where no removal was left to put back: the search resumed its rounds."""
@@ -162,9 +166,10 @@ class Fidelity(Doc):
     load_basis: Optional[StrictStr] = Field(None, description="Where the load multiple comes from.")
     statistic: Optional[dict[str, StrictStr]] = Field(None, description="Each model's objective percentile.")
     burst_cv: Optional[Number] = Field(None, description="Coefficient of variation of the simulated arrivals.")
-    requests: Optional[StrictInt] = Field(None, description="Requests simulated per model and replication: the length "
-                                                            "the final plan was confirmed at (no shorter than its "
-                                                            "longest class needs).")
+    requests: Optional[StrictInt] = Field(None, description="Requests simulated per replication: the longest length "
+                                                            "a model of the final plan was confirmed at (no shorter "
+                                                            "than its longest class needs); each model's own is "
+                                                            "fidelity.confirmation.models[].requests.")
     requests_per: Optional[StrictStr] = Field(None, description="What ``requests`` counts per.")
     margin: Optional[Number] = Field(None, description="planning.verify.margin.")
     confidence: Optional[StrictStr] = Field(None, description="planning.confidence.")

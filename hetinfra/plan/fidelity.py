@@ -132,5 +132,7 @@ def _confirmation(v: Verification) -> Confirmation:
     c = v.confirmation
     return Confirmation.model_validate({
         "met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
-        "models": [{"model": m["model"], "met": m["met"], **_judgement(m)} for m in c.get("models", ())],
+        "models": [{"model": m["model"], "met": m["met"], **_judgement(m),
+                    **({"requests": v.confirm_requests[m["model"]]} if m["model"] in v.confirm_requests else {})}
+                   for m in c.get("models", ())],
         "vetoes": list(v.vetoes), **({"reason": c["reason"]} if c.get("reason") else {})})

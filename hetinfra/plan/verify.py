@@ -109,6 +109,9 @@ class Verification:
     #: and the search's
     requests: int = 0
     decide_requests: int = 0
+    #: per model, requests per replication its confirmation ran (each model's own need; ``requests``
+    #: is the longest)
+    confirm_requests: dict[str, int] = field(default_factory=dict)
     #: each time the confirmation sent the search back: after which round, its seeds, the models it missed
     vetoes: list[dict] = field(default_factory=list)
 
@@ -165,6 +168,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     out.checked_removals = len(decide.last_pass)
     out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     out.requests = confirm.longest
+    out.confirm_requests = {m["model"]: confirm.length(m["model"]) for m in out.confirmation.get("models", ())}
     out.decide_requests = int(decide.config.requests)
     if progress is not None:
         progress.stage("over-provisioning")

@@ -50,3 +50,14 @@ def test_the_model_declares_plan_json_in_its_order(name):
 def test_every_example_has_a_golden_file():
     # (the *.plan.json beside them are tests/plan/test_origins_golden.py's)
     assert sorted(p.stem for p in GOLDEN.glob("*.json") if not p.name.endswith(".plan.json")) == EXAMPLES
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_each_confirmed_model_states_its_own_run_length(name, planned_texts):
+    """The confirmation runs each model as long as its own longest class needs: every confirmed model
+    states that length, none is shorter than planning.verify.requests' floor, and fidelity.requests is
+    the longest of them."""
+    fid = json.loads(planned_texts[name])["fidelity"]
+    lengths = [m["requests"] for m in fid["confirmation"]["models"]]
+    assert lengths and all(isinstance(n, int) and n >= 20_000 for n in lengths), lengths
+    assert max(lengths) == fid["requests"]
