@@ -389,7 +389,10 @@ def add_adapter_area_cover(r: Rows) -> None:
     the holders of a rank-64 adapter in one residency area, or all holders in that area: the LP
     spreads their demand over fractions of instances that the integer plan must round up area by
     area, and without these rows the MIP closes that gap by branching (lora-origins at the
-    verification load did not reach 5% in 300 s).
+    verification load did not reach 5% in 300 s). Compiled whenever there are adapters, like the
+    other adapter families (also on the Pyomo path that solves them, which ``cuts`` leaves without
+    ``add_cover``: a key that every unit of the model serves makes the row over all of them, that
+    cut at each key's best rate).
     """
     p = r.p
     if not p.adapters or p.objective != "min_cost" or r.q:
@@ -419,12 +422,12 @@ COUNT_FAMILIES = (add_availability, add_budget, add_spot_fraction)
 
 
 def compile_rows(p: AllocationProblem, extra_cost: dict[str, float] | None = None, *, cuts: bool = True) -> Rows:
-    """The whole problem as rows; ``cuts``: with the cover cuts (valid inequalities)."""
+    """The whole problem as rows; ``cuts``: with the per-model cover cuts (``add_cover``)."""
     r = Rows(p)
     add_columns(r)
     add_objective(r, extra_cost)
     for add in FAMILIES:
-        if cuts or add not in (add_cover, add_adapter_area_cover):
+        if cuts or add is not add_cover:
             add(r)
     return r
 

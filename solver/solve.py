@@ -161,10 +161,8 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     from hetinfra.solver.model import allows_unmet, build_model, cost_expr
 
     t0 = time.perf_counter()
-    # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too); so
-    # does adapter placement, whose production path this is (``solve``): without the area covers of
-    # ``solver.rows.add_adapter_area_cover`` its MIP closes the last percents by branching
-    m = build_model(problem, cuts=problem.solver != "highs" or bool(problem.adapters))
+    # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too)
+    m = build_model(problem, cuts=problem.solver != "highs")
     build_s = time.perf_counter() - t0
     if m.trivially_infeasible:
         return SolveResult(status="infeasible", build_s=build_s)
