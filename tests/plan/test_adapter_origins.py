@@ -66,9 +66,11 @@ def test_each_origins_adapter_requests_reach_only_holders_in_its_area(planned):
             assert sum(e["rps"] for e in entries) == pytest.approx(rate, rel=1e-4), (origin, adapter)
             for e in entries:
                 assert e["unit"] in holders[adapter] and AREA[origin](region[e["unit"]]), (origin, adapter, e)
-            # held in the area; a hot adapter (more than one replica's demand) by two units there
+            # held in the area; by two units there where the area's demand needs more than one replica:
+            # hot from eu-central-1 (3.6 req/s; one L40S instance with slots carries at most 3.4), not from us-west-2
+            # (2.4 req/s: one holder is the rule, a second one the solver's choice)
             there = {u for u in holders[adapter] if AREA[origin](region[u])}
-            assert there and (adapter != "hot" or origin == "us-east-1" or len(there) >= 2), (origin, adapter, there)
+            assert there and (adapter != "hot" or origin != "eu-central-1" or len(there) >= 2), (origin, adapter, there)
 
 
 def test_the_gateway_routes_each_origins_adapter_only_to_its_holders_there(planned):

@@ -115,3 +115,48 @@ def test_a_unit_holds_only_adapters_its_slot_rank_covers():
     res = solve(p)
     assert ("r16", "hi") not in res.holds and res.holds.get(("r64", "hi")) == 1 and verify_adapters(p, res) == []
     assert compile_rows(p).x.keys() == {("r16", "lo"), ("r64", "lo"), ("r64", "hi")}
+
+
+def _ranked(rates: list[float], rank64: set[int], *, headroom: float = 0.0) -> AllocationProblem:
+    """Adapters a0.. with demand ``rates`` (those in ``rank64`` at rank 64) in two regions whose units
+    are a fast rank-16 tier and a slow rank-64 one; the origin r2's adapters may be held only there."""
+    keys = ["c"] + [f"c~a{i}" for i in range(len(rates))]
+    units = tuple(SolverUnit(f"{tier}-{rg}", "m", cost + (0.25 if rg == "r2" else 0.0), 1, ((("aws", rg, "L4"), 1),),
+                             {k: rate for k in keys}, rg, slots=slots, lora_rank=rank)
+                  for rg in ("r1", "r2")
+                  for tier, cost, rate, slots, rank in (("lo", 1.0, 3.0, 2, 16), ("hi", 1.1, 1.0, 4, 64)))
+    holds = tuple(AdapterHold(f"a{i}", "m", (("m", f"c~a{i}"),), ("r2",) if i % 2 else (), (((), 1),),
+                              rank=64 if i in rank64 else 16) for i in range(len(rates)))
+    demand = {("m", "c"): 0.5, **{("m", f"c~a{i}"): r for i, r in enumerate(rates)}}
+    return AllocationProblem(units=units, demand=demand, adapters=holds, headroom=headroom)
+
+
+def test_the_area_cover_asks_the_rounded_instances_of_the_units_that_alone_may_carry_a_key():
+    """a1 (rank 64, held only in r2) at 1.5 req/s against 1 req/s per rank-64 instance: the rank-64 units
+    of r2 run at least two instances; the base's key and a0 (rank 16, anywhere) add a row over all four units."""
+    p = _ranked([0.5, 1.5], {1})
+    rows = compile_rows(p)
+    covers = {tuple(sorted(u for u, c in rows.n.items() if c in idx)): lb
+              for (family, _), (lb, _, idx, _) in zip(rows.families, rows.rows) if family == "adapter_area_cover"}
+    assert covers[("hi-r2",)] == 2.0
+    assert covers[tuple(sorted(rows.n))] == 2.0  # c, a0 and a1 on their fastest units: 0.5/3 + 0.5/3 + 1.5/1
+    assert "adapter_area_cover" in {f for f, _ in compile_rows(p, cuts=False).families}  # the adapter path's model
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.floats(0.05, 4.0), min_size=1, max_size=4), st.sets(st.integers(0, 3)),
+       st.sampled_from((0.0, 1 / 6)))
+def test_the_area_covers_cut_no_integer_plan(rates, rank64, headroom):
+    """Valid inequalities: the placement MIP has the same optimum with and without them (a cover that
+    asked one instance too many fails this)."""
+    from unittest import mock
+
+    from hetinfra.solver import rows
+    from hetinfra.solver.model import build_model
+    from hetinfra.solver.solve import _run_highs
+
+    p = _ranked(rates, {i for i in rank64 if i < len(rates)}, headroom=headroom)
+    without = tuple(f for f in rows.FAMILIES if f is not rows.add_adapter_area_cover)
+    with mock.patch.object(rows, "FAMILIES", without):
+        bare = _run_highs(build_model(p), 20.0, 0.0).incumbent_objective
+    assert _run_highs(build_model(p), 20.0, 0.0).incumbent_objective == pytest.approx(bare, rel=1e-6)
