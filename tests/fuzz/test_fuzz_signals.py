@@ -38,16 +38,19 @@ def _plan_then_signal(tmp_path: Path, signum: int) -> tuple[int, str, Path]:
                             "--no-baselines", "--no-verify"], capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     before = _files(out)
-    # stop inside the staged copy: a sitecustomize hook sends the signal from the artifact writer
+    # stop inside the staged copy: a sitecustomize hook sends the signal from the artifact writer. To
+    # its own thread (pthread_kill), not the process (os.kill): a process-directed signal may be taken
+    # by any thread that does not block it (a solver's or a pool's), whose C handler can then run after
+    # the writer has swapped OUT in, so the "fixed point" was not fixed under load (OUT new, exit 130)
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import os, signal\n"
+        "import signal, threading\n"
         "import hetinfra.compile.artifacts as a\n"
         "real = a._write_artifacts\n"
         "def slow(out, plan, doc):\n"
         "    written = real(out, plan, doc)\n"
-        f"    os.kill(os.getpid(), {int(signum)})\n"
+        f"    signal.pthread_kill(threading.get_ident(), {int(signum)})\n"
         "    return written\n"
         "a._write_artifacts = slow\n")
     env = dict(os.environ, PYTHONPATH=str(hook))
