@@ -17,6 +17,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"
@@ -386,14 +388,6 @@ class ExamplePlans:
         return self._done[name]
 
 
-#: xdist groups by fixture (--dist loadgroup runs each group's tests on one worker): a test that reads
-#: SkyPilot's catalogs through sky_offline pays ``import sky`` (~2.3 s CPU) and the catalog reads, and a
-#: Pulumi mock test (tests/stacks ``mocks``) the providers' lazily loaded resource modules, once per
-#: worker that runs one; grouped, one worker pays each (tests/stacks + the SkyPilot files at -n 2:
-#: 43.4 -> 36.8 s CPU, side by side)
-FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks"}
-
-
 def pytest_collection_modifyitems(items) -> None:
     """The repository-wide checks in tests/ itself (a plan in a subprocess, import graphs of tree
     copies: a second or more each) run first, the others after them in their usual order. xdist
@@ -407,30 +401,6 @@ def pytest_collection_modifyitems(items) -> None:
         return item.path.parent == here and "example_plans" not in getattr(item, "fixturenames", ())
 
     items.sort(key=lambda item: not early(item))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which sends the workers' test ids to the controller
-def pytest_collection_finish(session) -> None:
-    """xdist (3.8) puts a test's group into its id as ``@group`` by setting ``item._nodeid``, which
-    pytest 9.1+ no longer reads (the id lives in ``item._id``): every group was ignored and its tests
-    ran on both workers. Each grouped test's id gets its suffix here where xdist's did not."""
-    if not getattr(session.config.option, "loadgroup", False):
-        return
-    from _pytest.nodeid import coerce_node_id
-
-    for item in session.items:
-        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                        for m in item.iter_markers("xdist_group")})
-        if names and "@" not in item.nodeid.rpartition("]")[2] and hasattr(item, "_id"):
-            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
-
-
-def pytest_itemcollected(item) -> None:
-    """Each test that uses a fixture of FIXTURE_GROUPS joins its group (unless it has one): marked as it
-    is collected, before xdist reads the groups in its pytest_collection_modifyitems."""
-    for fixture, group in FIXTURE_GROUPS.items():
-        if fixture in getattr(item, "fixturenames", ()) and not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
