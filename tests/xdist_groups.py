@@ -7,6 +7,8 @@ cost run on one worker, so only one worker pays it.
 - A module with a module- or class-scoped fixture of its own (a plan, a fleet of loopback servers, a
   calibration run) is one group: the fixture is made once, not once on each worker that runs one of
   its tests. Where such a module also has tests of a FIXTURE_GROUPS group, the module joins it.
+  (Measured side by side at -n 2 on a loaded machine: tests/stacks with the SkyPilot files 43.4 ->
+  36.8 s CPU; the 17 modules with module fixtures and tests/docs/test_commands.py 34.2 -> 31.9 s.)
 
 xdist 3.8 puts a test's group into its id as ``@group`` by setting ``item._nodeid``, which pytest
 9.1+ no longer reads (the id lives in ``item._id``): every group was ignored. The ids are set here,
