@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.xdist_groups import FIXTURE_GROUPS, groups
+from tests.xdist_groups import FILE_GROUPS, FIXTURE_GROUPS, groups
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +46,6 @@ def test_each_shared_cost_joins_its_group_and_a_module_follows_its_fixture_group
     sky = _item("sky", "sky_offline", scope="session")  # a SkyPilot test beside it: the module joins its group
     assert groups([plain, made, sky]) == {1: FIXTURE_GROUPS["sky_offline"], 2: FIXTURE_GROUPS["sky_offline"]}
     assert groups([_item("stacks", "mocks")]) == {0: FIXTURE_GROUPS["mocks"]}
+    facts = _item("facts", "tree_copy")
+    facts.path = facts.path.with_name("test_facts.py")
+    assert groups([facts]) == {0: FILE_GROUPS["test_facts.py"]}

@@ -4,6 +4,8 @@ cost run on one worker, so only one worker pays it.
 - FIXTURE_GROUPS: a test that uses one of these fixtures joins its group. sky_offline: ``import sky``
   (~2.3 s CPU) and SkyPilot's catalog reads; tests/stacks' ``mocks``: the Pulumi providers' lazily
   loaded resource modules; doc_shell: the documented commands' results and template cache.
+- FILE_GROUPS: the checks that parse and walk every module of the tree and of its copies share
+  tests/test_imports.parsed's trees and their memos (test_facts, test_document_access) on one worker.
 - A module with a module- or class-scoped fixture of its own (a plan, a fleet of loopback servers, a
   calibration run) is one group: the fixture is made once, not once on each worker that runs one of
   its tests. Where such a module also has tests of a FIXTURE_GROUPS group, the module joins it.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import pytest
 
 FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks", "doc_shell": "doc-shell"}
+FILE_GROUPS = {name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py")}
 
 
 def _marked(item) -> list[str]:
@@ -42,7 +45,7 @@ def groups(items) -> dict[int, str]:
         if _marked(item):
             continue
         names = getattr(item, "fixturenames", ())
-        group = next((g for f, g in FIXTURE_GROUPS.items() if f in names), None)
+        group = next((g for f, g in FIXTURE_GROUPS.items() if f in names), FILE_GROUPS.get(item.path.name))
         if group:
             out[i] = group
             by_module.setdefault(str(item.path), group)
