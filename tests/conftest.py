@@ -17,6 +17,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"

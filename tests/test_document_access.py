@@ -211,9 +211,21 @@ def key_reads(repo: Path, keys: set[str]) -> dict[str, list[str]]:
     for name, path in modules(repo).items():
         if _owned(name):
             continue
-        if found := _reads(name, parsed(path), keys):
+        if found := _module_reads(name, parsed(path), frozenset(keys)):
             out[name] = found
     return out
+
+
+#: (module, id of its parsed tree, keys) -> its reads: the planted-fault tests walk copies of the tree
+#: in which all files but one are the same text, so the same cached tree (tests/test_imports.parsed); a
+#: changed file parses to a new tree and is walked again
+_READS: dict[tuple[str, int, frozenset], tuple[ast.AST, list[str]]] = {}
+
+
+def _module_reads(name: str, tree: ast.AST, keys: frozenset) -> list[str]:
+    if (name, id(tree), keys) not in _READS:  # the tree is held with its reads: its id is never reused
+        _READS[name, id(tree), keys] = tree, _reads(name, tree, keys)
+    return list(_READS[name, id(tree), keys][1])
 
 
 def all_document_keys() -> set[str]:

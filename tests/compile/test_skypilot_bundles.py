@@ -18,6 +18,7 @@ from hetinfra.errors import InvalidInputError
 from tests.compile.split_plan import UNIT, split_plan
 
 
+@pytest.mark.xdist_group("skypilot")  # it imports sky: on the worker that has (tests/xdist_groups.py)
 def test_skypilot_cannot_give_a_task_the_placement_and_network_a_bundle_across_nodes_needs():
     from sky import clouds
     from sky.provision.aws import config as aws_config
