@@ -20,6 +20,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.document.base import Doc, Number
+from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_problem
 from hetinfra.facts import is_dns_label
 
 PositiveInt = StrictInt
@@ -184,9 +185,20 @@ class Allocation(Doc):
 
     # Invariants, each on the field it names (so an error reads ``allocations[0].instances``); a
     # validator sees the fields declared above its own.
+    @field_validator("disaggregation")
+    @classmethod
+    def _bundle_roles(cls, v: Optional[Disaggregation], info: ValidationInfo) -> Optional[Disaggregation]:
+        why = None if v is None else role_problem(v, info.data.get("gpus_per_instance"))
+        if why:  # hetinfra.document.bundle_shape: what every reader of a bundle relies on
+            raise ValueError(why)
+        return v
+
     @field_validator("nodes_per_replica")
     @classmethod
     def _whole_nodes(cls, v: int, info: ValidationInfo) -> int:
+        why = nodes_problem(info.data.get("disaggregation"), v)
+        if why:
+            raise ValueError(why)
         pp = info.data.get("pp")
         # a pipeline spans whole nodes (several stages on one node allowed); a bundle's roles take whole nodes
         if pp is not None and pp % v and info.data.get("disaggregation") is None:
@@ -199,6 +211,14 @@ class Allocation(Doc):
         count, nodes = info.data.get("count"), info.data.get("nodes_per_replica")
         if count is not None and nodes is not None and v != count * nodes:
             raise ValueError(f"is {v}; count x nodes_per_replica is {count * nodes}")
+        return v
+
+    @field_validator("price_per_instance_usd_per_hour")
+    @classmethod
+    def _bundle_price(cls, v: float, info: ValidationInfo) -> float:
+        why = price_problem(info.data.get("disaggregation"), info.data.get("nodes_per_replica"), v)
+        if why:
+            raise ValueError(why)
         return v
 
     @field_validator("deployment_unit")
