@@ -53,7 +53,9 @@ def bundles(draw) -> dict:
 
 def _swap(a): a["disaggregation"]["roles"].reverse()
 def _drop_decode(a): a["disaggregation"]["roles"].pop()
-def _xpyd(a): a["disaggregation"]["xpyd"] = "9P9D"
+def _xpyd(a):
+    pre, dec = a["disaggregation"]["roles"]
+    a["disaggregation"]["xpyd"] = f"{pre['engines'] + 1}P{dec['engines']}D"
 def _nodes(a): a["nodes_per_replica"] += 1; a["instances"] = a["nodes_per_replica"] * a["count"]  # noqa: E702
 def _gpus(a): a["disaggregation"]["roles"][1]["tp"] = 16
 def _half_hetero(a):  # a role whose GPU differs from the instance type deploy runs it on

@@ -19,7 +19,7 @@ values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allo
                                                                                    max_size=12), max_leaves=40)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.sampled_from(["allocations", "endpoints", "pulumi", "live", "service", "images"]), values)
 def test_a_wrong_value_anywhere_is_shown_bounded(field, value):
     doc = {"state_version": 1, field: value}
