@@ -348,7 +348,9 @@ def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | N
     else:
         (cb, tb), (cc, tc) = min(bundles.values()), best["colocated"]
         raw = cc / cb / (1 - PD_MARGIN)  # the bundle's edge before the margin
-        basis = " (rates as verified by simulation)" if derate else ""
+        # only where a factor moved a compared rate: a re-plan against an unverified state carries
+        # factors of 1.0 for every template, and nothing was simulated then
+        basis = " (rates as verified by simulation)" if {derate.get(tb, 1.0), derate.get(tc, 1.0)} != {1.0} else ""
         why = (f"class {cls}{basis}: best bundle {tb} ${cb:.3f}/h per req/s (after the margin), best colocated {tc} "
                f"${cc:.3f}/h per req/s: the bundle serves {raw:.2f}x the req/s per $ before the margin; {need}")
     return {"split": split, "reason": why + _by_kind(best, units, name, spec)}
