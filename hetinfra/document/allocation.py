@@ -19,6 +19,7 @@ from typing import Literal, NamedTuple, Optional
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from hetinfra.document.adapters import UnitAdapters
+from hetinfra.spec.adapters import ADAPTER_KEY_SEP
 from hetinfra.document.base import Doc, Number
 from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_problem
 from hetinfra.facts import is_dns_label
@@ -325,16 +326,22 @@ def routes_to_missing(units: set[str], routing: Routing, by_origin: OriginRoutin
 
 
 def plan_route_problems(allocations: "list[Allocation]", routing: Routing, by_origin: OriginRouting | None) -> list[str]:
-    """Each route of a plan to a unit of another model, or whose deployment unit is not that unit's."""
+    """Each route of a plan to a unit of another model, whose deployment unit is not that unit's, or
+    of an adapter's class (``<class>~<adapter>``) to a unit that does not hold the adapter."""
     by_unit = {a.unit: a for a in allocations}
-    rows = [(f"routing.{m}.{c}", m, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
-    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, e.unit, e.deployment_unit) for m, per in (by_origin or {}).items()
-             for o, classes in per.items() for c, es in classes.items() for e in es]
+    rows = [(f"routing.{m}.{c}", m, c, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
+    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, c, e.unit, e.deployment_unit)
+             for m, per in (by_origin or {}).items() for o, classes in per.items() for c, es in classes.items()
+             for e in es]
     out = []
-    for where, model, unit, deployed in rows:
+    for where, model, cls, unit, deployed in rows:
         a = by_unit.get(unit)
+        adapter = cls.partition(ADAPTER_KEY_SEP)[2]  # an adapter's class is <class>~<adapter>
         if a is not None and a.model != model:
             out.append(f"{where} sends model {model!r} to unit {unit!r}, which serves model {a.model!r}")
+        elif a is not None and adapter and adapter not in {h.name for h in (a.adapters.held if a.adapters else [])}:
+            out.append(f"{where} sends adapter {adapter!r}'s requests to unit {unit!r}, which does not hold it "
+                       "(allocations[].adapters.held)")
         elif a is not None and deployed is not None and deployed != a.deployment_unit:
             out.append(f"{where} names unit {unit!r} as deployment unit {deployed!r}, but it is "
                        f"{a.deployment_unit!r}")

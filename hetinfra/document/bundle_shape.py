@@ -14,10 +14,10 @@ hetinfra.document.allocation raise it on the field it names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from hetinfra.document.allocation import Disaggregation
+#: hetinfra.document.allocation.Disaggregation (which imports this module: named, not imported)
+Disaggregation = Any
 
 __all__ = ["role_problem", "nodes_problem", "price_problem"]
 
@@ -25,7 +25,7 @@ __all__ = ["role_problem", "nodes_problem", "price_problem"]
 PRICE_TOLERANCE = 1e-3
 
 
-def role_problem(d: "Disaggregation", gpus_per_instance: Optional[int]) -> Optional[str]:
+def role_problem(d: Disaggregation, gpus_per_instance: Optional[int]) -> Optional[str]:
     """The roles' order, the xPyD name, a heterogeneous role's completeness, and each role's engines on
     its GPUs (one node: all engines of both roles on the instance's GPUs; across nodes: a role's
     engines split evenly over its nodes, each node's share within that node's GPUs)."""
@@ -61,7 +61,7 @@ def role_problem(d: "Disaggregation", gpus_per_instance: Optional[int]) -> Optio
     return None
 
 
-def nodes_problem(d: Optional["Disaggregation"], nodes_per_replica: int) -> Optional[str]:
+def nodes_problem(d: Optional[Disaggregation], nodes_per_replica: int) -> Optional[str]:
     """A bundle's replica spans its roles' nodes: one node when they share it, else their sum."""
     if d is None:
         return None
@@ -72,7 +72,7 @@ def nodes_problem(d: Optional["Disaggregation"], nodes_per_replica: int) -> Opti
     return None
 
 
-def price_problem(d: Optional["Disaggregation"], nodes_per_replica: Optional[int], price: float) -> Optional[str]:
+def price_problem(d: Optional[Disaggregation], nodes_per_replica: Optional[int], price: float) -> Optional[str]:
     """A heterogeneous bundle's price per instance is the mean of its roles' node prices over the
     replica's nodes (what deploy, status and replan count role by role)."""
     if d is None or not nodes_per_replica or not any(r.instance_type for r in d.roles):
