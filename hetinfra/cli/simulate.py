@@ -82,11 +82,15 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications,
         return doc, js, svg
 
     doc = run_command(as_json, work, lambda result: _show(result, profile_csv), to_json=lambda result: result[0])[0]
-    if check and not doc["met"]:
-        from hetinfra.sim.check import OBJECTIVES_MISSED
+    from hetinfra.sim.check import OBJECTIVES_MISSED, too_few_lines
 
+    thin = too_few_lines(doc)
+    for line in thin:
+        click.echo(f"warning: {line}", err=True)
+    if check and (thin or not doc["met"]):
         if not as_json:
-            click.echo("simulate --check: an objective is missed or a unit is unstable", err=True)
+            click.echo("simulate --check: an objective is missed or a unit is unstable" if not doc["met"] else
+                       "simulate --check: an objective is not shown met (too few requests)", err=True)
         raise SystemExit(OBJECTIVES_MISSED)
 
 

@@ -57,15 +57,11 @@ def bundle_of(a: "Allocation") -> tuple[tuple[str, int, int], ...]:
 def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]:
     """A bundle across nodes: per role (role, nodes, instance type, gpu, GPUs per node), a role's own
     instance type where plan.json names one (heterogeneous P/D), else the allocation's; () for a
-    one-node bundle. A plan whose roles' nodes do not add up to its nodes_per_replica is refused (exit 2)."""
+    one-node bundle. Its roles' nodes add up to its nodes_per_replica (plan.json's parse checks it:
+    hetinfra.document.bundle_shape); one without RDMA between its nodes is refused (exit 2)."""
     roles = a.disaggregation.roles
     if not any(r.nodes for r in roles):
         return ()
-    if any(r.nodes < 1 for r in roles) or sum(r.nodes for r in roles) != a.nodes_per_replica:
-        raise InvalidInputError(
-            f"{a.deployment_unit}: its bundle's roles run on {'+'.join(str(r.nodes) for r in roles)} node(s), "
-            f"its nodes_per_replica is {a.nodes_per_replica}",
-            hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
     if a.disaggregation.link not in RDMA_LINKS:
         raise InvalidInputError(
             f"{a.deployment_unit}: its bundle spans {a.nodes_per_replica} nodes but its KV moves over "

@@ -356,22 +356,29 @@ def _replicas(instances: int, nodes: int) -> int:
     return -(-instances // max(1, nodes))
 
 
+def _money(v: float | None) -> str:
+    return "?" if v is None else f"{v:,.2f}"
+
+
 def live_lines(live: dict | None, *, updated_at: str | None = None) -> list[str]:
-    """Text lines of a ``live`` document for ``hetinfra status``."""
+    """Text lines of a ``live`` document for ``hetinfra status``, read through its model
+    (hetinfra.document.state.LiveRead: a key an older or hand-edited read lacks prints '?')."""
+    from hetinfra.document.state import LiveRead
+
     if not live:
         return ["live replicas: not read (run `hetinfra status OUT` without --no-refresh)"]
-    how = "read from the clouds" if live.get("refreshed") else "read from the Pulumi state without a refresh"
-    lines = [f"live: {live['live_replicas']} of {live['desired_replicas']} replica(s); "
-             f"${live['cost_usd_per_hour']:,.2f}/h running (planned ${live['planned_cost_usd_per_hour']:,.2f}/h); "
-             f"{how} at {live['read_at']}"]
+    read = LiveRead.model_validate(live)
+    how = "read from the clouds" if read.refreshed else "read from the Pulumi state without a refresh"
+    lines = [f"live: {read.live_replicas} of {read.desired_replicas} replica(s); "
+             f"${_money(read.cost_usd_per_hour)}/h running (planned ${_money(read.planned_cost_usd_per_hour)}/h); "
+             f"{how} at {read.read_at or '?'}"]
     lines.append(f"  {'path':<8} {'unit':<52} {'desired':>7} {'live':>4} {'unhealthy':>9} {'lost':>4} "
                  f"{'replacing':>9} {'$/h now':>9}")
-    for name, u in sorted(live["units"].items(), key=lambda kv: (kv[1]["path"], kv[0])):
-        cost = "?" if u["cost_usd_per_hour"] is None else f"{u['cost_usd_per_hour']:,.2f}"
-        live_n = "?" if u["live"] is None else str(u["live"])
-        lines.append(f"  {u['path']:<8} {name:<52} {u['desired']:>7} {live_n:>4} {u['unhealthy']:>9} {u['lost']:>4} "
-                     f"{u['replacing']:>9} {cost:>9}")
-    lines += [f"drift: {d}" for d in live.get("drift") or []]
+    for name, u in sorted(read.units.items(), key=lambda kv: (kv[1].path or "?", kv[0])):
+        live_n = "?" if u.live is None else str(u.live)
+        lines.append(f"  {u.path or '?':<8} {name:<52} {u.desired:>7} {live_n:>4} {u.unhealthy:>9} {u.lost:>4} "
+                     f"{u.replacing:>9} {_money(u.cost_usd_per_hour):>9}")
+    lines += [f"drift: {d}" for d in read.drift]
     return lines
 
 

@@ -6,7 +6,8 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    nodes_per_replica``, the SkyPilot task path, the ``deploy`` section's values, no shell
    metacharacter in any string that reaches a VM, a command line or a resource name, every unit's
    --max-model-len within its KV cache and covering the classes routed to it), then what needs the
-   catalog: every instance type in the offer catalog (exit 2).
+   catalog: every node type (a heterogeneous bundle's roles, a mixed pipeline's stages) in the offer
+   catalog with the GPU and GPU count the plan gives it (exit 2).
 2. **The out dir belongs to the service** (:func:`check_owner`): plan.json's ``service`` and
    ``service_id`` must equal state.json's; another service's out dir is refused without
    ``--force`` (exit 2).
@@ -38,39 +39,67 @@ from hetinfra.document.state import State
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
-def catalog_types() -> set[tuple[str, str]]:
-    """(cloud, instance type) pairs the offer catalog knows: the embedded snapshot and the feeds'
-    cached snapshots (a plan made with ``--feeds live`` may use types the snapshot lacks)."""
+def catalog_types() -> dict[tuple[str, str], set[tuple[str, int]]]:
+    """(cloud, instance type) -> the (GPU, GPUs per instance) the offer catalog sells it with: the
+    embedded snapshot and the feeds' cached snapshots (a plan made with ``--feeds live`` may use types
+    the snapshot lacks)."""
     from hetinfra.price_feeds.load import load_offers
 
-    known = {(o.cloud, o.instance_type) for o in load_offers("snapshot")[0].offers}
+    offers = list(load_offers("snapshot")[0].offers)
     try:
-        known |= {(o.cloud, o.instance_type) for o in load_offers("cache")[0].offers}
+        offers += load_offers("cache")[0].offers
     except Exception:  # no cache, or an unreadable one: the embedded snapshot alone
         pass
+    known: dict[tuple[str, str], set[tuple[str, int]]] = {}
+    for o in offers:
+        known.setdefault((o.cloud, o.instance_type), set()).add((o.gpu, o.gpu_count))
     return known
 
 
-def validate_plan(doc: Plan, path: Path, *, catalog: Callable[[], set] = catalog_types) -> Plan:
+def node_types(a: Allocation) -> list[tuple[str, str, str, int | None]]:
+    """(plan.json field, instance type, GPU, GPUs per instance or None) of every node type ``a`` deploys:
+    a mixed pipeline's stages, else the allocation's and a heterogeneous bundle's other role's."""
+    if a.stages:  # a stage's gpus is its TP, not necessarily the node's count
+        return [(f"stages[{k}]", s.instance_type, s.gpu, None) for k, s in enumerate(a.stages)]
+    roles = a.disaggregation.roles if a.disaggregation else []
+    return [("", a.instance_type, a.gpu, a.gpus_per_instance)] + [
+        (f"disaggregation.roles[{j}]", r.instance_type, r.gpu, r.gpus_per_node)
+        for j, r in enumerate(roles) if r.instance_type]
+
+
+def catalog_problem(a: Allocation, known: dict) -> str | None:
+    """Why a node type of ``a`` is not what the catalog sells (None: every one is): an instance type
+    it does not list, or one it sells with another GPU or GPU count (the simulator and the planner's
+    rates read the GPU; the cloud boots the instance type)."""
+    from hetinfra.errors import did_you_mean
+
+    for where, t, gpu, gpus in node_types(a):
+        field = f"{where}.instance_type" if where else "instance_type"
+        if (a.cloud, t) not in known:
+            return (f"{field} {t!r} is not a {a.cloud} instance type in the offer catalog; "
+                    f"{did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}")
+        sold = known[(a.cloud, t)]
+        if not any(g == gpu and (gpus is None or n == gpus) for g, n in sold):
+            as_sold = " or ".join(f"{n} x {g}" for g, n in sorted(sold))
+            return f"{field} {t!r} is sold with {as_sold}, but the plan gives it {gpus or ''}{' x ' if gpus else ''}{gpu}"
+    return None
+
+
+def validate_plan(doc: Plan, path: Path, *, catalog: Callable[[], dict] = catalog_types) -> Plan:
     """The plan's model (its keys, types and invariants, the engines' lengths among them:
-    hetinfra.document), and every instance type of a cloud apply deploys to in the offer catalog;
-    InvalidInputError (exit 2) naming the first field of plan.json that is wrong. ``doc`` is parsed
-    already (the model's own checks ran then); this adds the catalog and the KV transfer's network."""
+    hetinfra.document), and every node type of a cloud apply deploys to in the offer catalog with the
+    GPUs the plan gives it; InvalidInputError (exit 2) naming the first field of plan.json that is
+    wrong. ``doc`` is parsed already (the model's own checks ran then); this adds the catalog and the
+    KV transfer's network."""
     known = None
     for i, a in enumerate(doc.allocations):
         if a.custom_cloud or a.cloud not in KNOWN_CLOUDS:
             continue  # offers from the user's own file: planned, never deployed by apply
         known = catalog() if known is None else known
-        roles = a.disaggregation.roles if a.disaggregation else []  # a heterogeneous bundle's other type
-        for t in [s.instance_type for s in a.stages] if a.stages else \
-                [a.instance_type, *(r.instance_type for r in roles if r.instance_type)]:
-            if (a.cloud, t) not in known:
-                from hetinfra.errors import did_you_mean
-
-                raise InvalidInputError(
-                    f"{path}: allocations[{i}].instance_type {t!r} is not a {a.cloud} instance type in the offer "
-                    f"catalog; {did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}",
-                    hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
+        problem = catalog_problem(a, known)
+        if problem:
+            raise InvalidInputError(f"{path}: allocations[{i}].{problem}",
+                                    hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
     for i, a in enumerate(doc.allocations):
         if a.disaggregation is not None:
             problem = split_problem(a)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import ValidationInfo
 
 from hetinfra.document.base import Doc, Number
 
@@ -35,6 +36,20 @@ class UnitAdapters(Doc):
                                                    "beside the slots' memory.")
     cold_load_ms: Number = Field(ge=0, description="Time to copy one adapter from host memory into a slot.")
     held: list[HeldAdapter] = Field(min_length=1, description="The adapters the unit holds, by name.")
+
+    @field_validator("held")
+    @classmethod
+    def _loadable(cls, v: list[HeldAdapter], info: ValidationInfo) -> list[HeldAdapter]:
+        """Each adapter once, each within the slots' rank: vLLM refuses --lora-modules with an adapter
+        above --max-lora-rank, and a name twice would be one adapter counted twice."""
+        names = [h.name for h in v]
+        if dup := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"holds adapter(s) {', '.join(dup)} more than once")
+        rank = info.data.get("max_lora_rank")
+        if over := [h.name for h in v if rank is not None and h.lora_rank > rank]:
+            raise ValueError(f"holds {', '.join(over)} of a rank above the slots' max_lora_rank {rank} (vLLM would "
+                             "refuse to load it)")
+        return v
 
 
 class AdapterCandidate(Doc):

@@ -19,7 +19,9 @@ from typing import Literal, NamedTuple, Optional
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from hetinfra.document.adapters import UnitAdapters
+from hetinfra.spec.adapters import ADAPTER_KEY_SEP
 from hetinfra.document.base import Doc, Number
+from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_problem
 from hetinfra.facts import is_dns_label
 
 PositiveInt = StrictInt
@@ -184,9 +186,20 @@ class Allocation(Doc):
 
     # Invariants, each on the field it names (so an error reads ``allocations[0].instances``); a
     # validator sees the fields declared above its own.
+    @field_validator("disaggregation")
+    @classmethod
+    def _bundle_roles(cls, v: Optional[Disaggregation], info: ValidationInfo) -> Optional[Disaggregation]:
+        why = None if v is None else role_problem(v, info.data.get("gpus_per_instance"))
+        if why:  # hetinfra.document.bundle_shape: what every reader of a bundle relies on
+            raise ValueError(why)
+        return v
+
     @field_validator("nodes_per_replica")
     @classmethod
     def _whole_nodes(cls, v: int, info: ValidationInfo) -> int:
+        why = nodes_problem(info.data.get("disaggregation"), v)
+        if why:
+            raise ValueError(why)
         pp = info.data.get("pp")
         # a pipeline spans whole nodes (several stages on one node allowed); a bundle's roles take whole nodes
         if pp is not None and pp % v and info.data.get("disaggregation") is None:
@@ -199,6 +212,14 @@ class Allocation(Doc):
         count, nodes = info.data.get("count"), info.data.get("nodes_per_replica")
         if count is not None and nodes is not None and v != count * nodes:
             raise ValueError(f"is {v}; count x nodes_per_replica is {count * nodes}")
+        return v
+
+    @field_validator("price_per_instance_usd_per_hour")
+    @classmethod
+    def _bundle_price(cls, v: float, info: ValidationInfo) -> float:
+        why = price_problem(info.data.get("disaggregation"), info.data.get("nodes_per_replica"), v)
+        if why:
+            raise ValueError(why)
         return v
 
     @field_validator("deployment_unit")
@@ -305,16 +326,22 @@ def routes_to_missing(units: set[str], routing: Routing, by_origin: OriginRoutin
 
 
 def plan_route_problems(allocations: "list[Allocation]", routing: Routing, by_origin: OriginRouting | None) -> list[str]:
-    """Each route of a plan to a unit of another model, or whose deployment unit is not that unit's."""
+    """Each route of a plan to a unit of another model, whose deployment unit is not that unit's, or
+    of an adapter's class (``<class>~<adapter>``) to a unit that does not hold the adapter."""
     by_unit = {a.unit: a for a in allocations}
-    rows = [(f"routing.{m}.{c}", m, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
-    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, e.unit, e.deployment_unit) for m, per in (by_origin or {}).items()
-             for o, classes in per.items() for c, es in classes.items() for e in es]
+    rows = [(f"routing.{m}.{c}", m, c, e.unit, None) for m, per in routing.items() for c, es in per.items() for e in es]
+    rows += [(f"routing_by_origin.{m}.{o}.{c}", m, c, e.unit, e.deployment_unit)
+             for m, per in (by_origin or {}).items() for o, classes in per.items() for c, es in classes.items()
+             for e in es]
     out = []
-    for where, model, unit, deployed in rows:
+    for where, model, cls, unit, deployed in rows:
         a = by_unit.get(unit)
+        adapter = cls.partition(ADAPTER_KEY_SEP)[2]  # an adapter's class is <class>~<adapter>
         if a is not None and a.model != model:
             out.append(f"{where} sends model {model!r} to unit {unit!r}, which serves model {a.model!r}")
+        elif a is not None and adapter and adapter not in {h.name for h in (a.adapters.held if a.adapters else [])}:
+            out.append(f"{where} sends adapter {adapter!r}'s requests to unit {unit!r}, which does not hold it "
+                       "(allocations[].adapters.held)")
         elif a is not None and deployed is not None and deployed != a.deployment_unit:
             out.append(f"{where} names unit {unit!r} as deployment unit {deployed!r}, but it is "
                        f"{a.deployment_unit!r}")

@@ -46,5 +46,18 @@ def describe(exc: ValidationError) -> str:
     elif err["type"] == "extra_forbidden":
         msg = "is not a key of this format (written by another hetinfra version?)"
     elif err["type"] != "value_error":
-        msg = f"is {err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
+        msg = f"is {shown(err.get('input'))}: {msg[0].lower()}{msg[1:]}"
     return f"{where} {msg}" if where else msg
+
+
+#: the most characters of a wrong value an error shows: the message stays one or two lines
+SHOWN_CHARS = 80
+
+
+def shown(value: Any) -> str:
+    """``value``'s repr as an error names it: a list or object (a whole section in the wrong shape)
+    by its kind and size, anything longer than SHOWN_CHARS cut with '...'."""
+    if isinstance(value, (list, dict)) and len(repr(value)) > SHOWN_CHARS:
+        return f"a {'list' if isinstance(value, list) else 'object'} of {len(value)} entries"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."

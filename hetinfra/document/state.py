@@ -85,11 +85,30 @@ MAX_LIVE_COUNT = 1_000_000
 _LiveCount = Annotated[int, Field(ge=0, le=MAX_LIVE_COUNT, strict=True)]
 
 
-class LiveCounts(BaseModel):
-    """The counts of one unit in a live read (hetinfra.deploy.drift.UnitLive.doc): whole, 0..MAX_LIVE_COUNT."""
+class RoleCounts(BaseModel):
+    """One role's counts of a bundle's unit in a live read (hetinfra.deploy.drift.UnitLive.role_counts)."""
 
     model_config = ConfigDict(extra="allow")
 
+    engines_per_replica: _LiveCount
+    planned: _LiveCount
+    live: Optional[_LiveCount] = None
+    nodes_per_replica: _LiveCount = 0
+    nodes_planned: _LiveCount = 0
+    nodes_live: Optional[_LiveCount] = None
+
+
+_LiveCost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class LiveCounts(BaseModel):
+    """One unit of a live read (hetinfra.deploy.drift.UnitLive.doc): its counts whole, 0..MAX_LIVE_COUNT,
+    its costs finite and >= 0. Keys a state.json written by an older version lacks read as their
+    default (None: not known), so ``hetinfra status`` prints '?' rather than failing on them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    path: Optional[Literal["pulumi", "skypilot", "kubernetes"]] = None
     nodes: _LiveCount = 1
     desired: _LiveCount = 0
     live: Optional[_LiveCount] = None
@@ -98,15 +117,24 @@ class LiveCounts(BaseModel):
     replacing: _LiveCount = 0
     stalled: _LiveCount = 0
     running_instances: _LiveCount = 0
+    cost_usd_per_hour: Optional[_LiveCost] = None
+    roles: dict[str, RoleCounts] = {}
 
 
 class LiveRead(BaseModel):
-    """The counts of a live read (state.json's ``live``): the totals and each unit's."""
+    """A live read (state.json's ``live``): the totals and each unit's; what ``hetinfra status`` prints
+    (hetinfra.deploy.drift.live_lines reads it through this model: a hand-edited or older read missing
+    a key was a KeyError traceback there)."""
 
     model_config = ConfigDict(extra="allow")
 
+    read_at: Optional[StrictStr] = None
+    refreshed: Optional[StrictBool] = None
     desired_replicas: _LiveCount = 0
     live_replicas: _LiveCount = 0
+    cost_usd_per_hour: Optional[_LiveCost] = None
+    planned_cost_usd_per_hour: Optional[_LiveCost] = None
+    drift: list[StrictStr] = []
     units: dict[str, LiveCounts] = {}
 
 

@@ -66,6 +66,7 @@ class _Rates:
 
         self.perf = PerformanceModel(inputs.profiles)
         self.models = {pm.spec.name: pm for pm in inputs.models}
+        self.bundle_memo: dict = {}  # bundles' per-phase rates (hetinfra.plan.templates_pd)
 
     def ratio(self, template, cls, rtt_ms: float) -> float:
         if rtt_ms <= 0:
@@ -78,6 +79,10 @@ class _Rates:
         budget = pm.ctx.ttft_ms - rtt_ms
         if budget <= 0:
             return 0.0
+        if template.bundle is not None:  # prefill + transfer + first decode step: a bundle's own TTFT
+            from hetinfra.plan.templates_pd import bundle_ttft_ratio
+
+            return bundle_ttft_ratio(pm, template, cls, budget, self.bundle_memo)
         nodes = template.nodes
         full = self.perf.rate(pm.ctx, template.gpu, template.tp, template.pp, cls, nodes=nodes).max_rps
         tight = self.perf.rate(replace(pm.ctx, ttft_ms=budget), template.gpu, template.tp, template.pp, cls,

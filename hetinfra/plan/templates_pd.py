@@ -47,7 +47,7 @@ from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_byt
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
 
-__all__ = ["ACROSS_NODE_CLOUDS", "PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind",
+__all__ = ["ACROSS_NODE_CLOUDS", "PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind", "bundle_ttft_ratio",
            "bundle_templates", "prefill_nodes_max", "split_decision", "with_bundles"]
 
 PD_MARGIN = 0.10
@@ -215,26 +215,15 @@ def _bundle(pm: PlannedModel, cloud: str, p: _Node, d: _Node | None, shape: tupl
     x, a, y, b = shape
     dec_node = d or p
     kvb = kv_bytes_per_token(pm.arch)
-    if kp:  # a node's P engines share its NICs, and a transfer runs at the slower end's share
-        send, receive = p.link.network_bytes_s(), dec_node.link.network_bytes_s()
-        link_bytes_s, link = min(send, receive) / (p.count // a), p.link.network
-    else:
-        link_bytes_s = p.link.node_link_bytes_s(p.gpu)
-        link = "nvlink" if p.link.nvlink else "pcie"
+    link_bytes_s, link = _link(p, dec_node, a, kp)
     rates, sources, transfer_ms = {}, {}, {}
     trust = None
     for cls in pm.classes:
         t_s = KV_TRANSFER_LATENCY_S + cls.input_tokens * kvb / link_bytes_s
-        dec = _decode(pm, dec_node.gpu, b, cls, memo)
-        if not dec.feasible:
+        got = _class_rate(pm, p, dec_node, shape, (kp, kd), cls, pm.ctx.ttft_ms, memo)
+        if got is None:
             continue
-        # what TTFT leaves the prefill engine: the transfer and the decode engine's first step go first
-        pre = _prefill(pm, p.gpu, a, cls, pm.ctx.ttft_ms - t_s * 1e3 - FIRST_STEP_WAIT * dec.latency_ms, memo)
-        if not pre.feasible:
-            continue
-        rate = min(x * pre.rps, y * dec.rps)
-        if kp:  # the prefill nodes' NICs send, and the decode nodes' receive, every prompt's KV
-            rate = min(rate, min(kp * send, kd * receive) / (cls.input_tokens * kvb))
+        rate, dec = got
         rates[cls.name] = rate * (1.0 - PD_MARGIN)
         sources[cls.name] = PD_SOURCE
         transfer_ms[cls.name] = t_s * 1e3
@@ -254,6 +243,56 @@ def _bundle(pm: PlannedModel, cloud: str, p: _Node, d: _Node | None, shape: tupl
     return Template(tid, pm.spec.name, cloud, p.itype, p.gpu, p.count, b, 1, y, rates, sources, None,
                     confidence=trust[:2] if trust else None, node_count=nodes,
                     interval=trust[2] if trust else None, interval_basis=trust[3] if trust else None, bundle=bundle)
+
+
+def _link(p: _Node, dec_node: _Node, a: int, kp: int) -> tuple[float, str]:
+    """(bytes/s one KV transfer gets, the link's name): across nodes a node's prefill engines share its
+    NICs and a transfer runs at the slower end's share; in one node its NVLink or PCIe."""
+    if kp:
+        return min(p.link.network_bytes_s(), dec_node.link.network_bytes_s()) / (p.count // a), p.link.network
+    return p.link.node_link_bytes_s(p.gpu), "nvlink" if p.link.nvlink else "pcie"
+
+
+def _class_rate(pm: PlannedModel, p: _Node, dec_node: _Node, shape: tuple[int, int, int, int],
+                nodes: tuple[int, int], cls, ttft_ms: float, memo: dict) -> tuple[float, PhaseRate] | None:
+    """(req/s of class ``cls`` one bundle serves before the margin, its decode phase) at a TTFT of
+    ``ttft_ms``; None where it cannot serve the class. The template's rates are at the model's TTFT;
+    an origin's flow is rated at what the round trip leaves of it (hetinfra.plan.origins)."""
+    x, a, y, b = shape
+    kp, kd = nodes
+    kvb = kv_bytes_per_token(pm.arch)
+    t_s = KV_TRANSFER_LATENCY_S + cls.input_tokens * kvb / _link(p, dec_node, a, kp)[0]
+    dec = _decode(pm, dec_node.gpu, b, cls, memo)
+    if not dec.feasible:
+        return None
+    # what TTFT leaves the prefill engine: the transfer and the decode engine's first step go first
+    pre = _prefill(pm, p.gpu, a, cls, ttft_ms - t_s * 1e3 - FIRST_STEP_WAIT * dec.latency_ms, memo)
+    if not pre.feasible:
+        return None
+    rate = min(x * pre.rps, y * dec.rps)
+    if kp:  # the prefill nodes' NICs send, and the decode nodes' receive, every prompt's KV
+        send, receive = p.link.network_bytes_s(), dec_node.link.network_bytes_s()
+        rate = min(rate, min(kp * send, kd * receive) / (cls.input_tokens * kvb))
+    return rate, dec
+
+
+def bundle_ttft_ratio(pm: PlannedModel, t: Template, cls, ttft_ms: float, memo: dict) -> float:
+    """The req/s bundle template ``t`` serves of class ``cls`` at a TTFT of ``ttft_ms`` (an origin's
+    round trip taken out of the model's) against its rate at the model's TTFT, in [0, 1]. A bundle's
+    TTFT is its prefill, queue, transfer and first decode step: it is rated as a bundle here, never
+    as a colocated engine of its decode TP (whose estimate also refused a bundle across nodes)."""
+    bd = t.bundle
+    p = _Node(t.instance_type, t.gpu, t.gpus_per_instance, interconnect(t.cloud, t.instance_type, t.gpu))
+    d = p if bd.decode_instance_type is None else _Node(
+        bd.decode_instance_type, bd.decode_gpu, bd.decode_gpus_per_node,
+        interconnect(t.cloud, bd.decode_instance_type, bd.decode_gpu))
+    shape = (bd.prefill_engines, bd.prefill_tp, bd.decode_engines, bd.decode_tp)
+    nodes = (bd.prefill_nodes, bd.decode_nodes)
+    full = _class_rate(pm, p, d, shape, nodes, cls, pm.ctx.ttft_ms, memo)
+    tight = _class_rate(pm, p, d, shape, nodes, cls, ttft_ms, memo)
+    if full is None or tight is None or full[0] <= 0:
+        return 0.0
+    return min(1.0, tight[0] / full[0])
 
 
 def bundle_json(b: Bundle, gpus_per_node: int, node_prices: tuple[float, ...] | None = None) -> dict:
@@ -309,7 +348,9 @@ def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | N
     else:
         (cb, tb), (cc, tc) = min(bundles.values()), best["colocated"]
         raw = cc / cb / (1 - PD_MARGIN)  # the bundle's edge before the margin
-        basis = " (rates as verified by simulation)" if derate else ""
+        # only where a factor moved a compared rate: a re-plan against an unverified state carries
+        # factors of 1.0 for every template, and nothing was simulated then
+        basis = " (rates as verified by simulation)" if {derate.get(tb, 1.0), derate.get(tc, 1.0)} != {1.0} else ""
         why = (f"class {cls}{basis}: best bundle {tb} ${cb:.3f}/h per req/s (after the margin), best colocated {tc} "
                f"${cc:.3f}/h per req/s: the bundle serves {raw:.2f}x the req/s per $ before the margin; {need}")
     return {"split": split, "reason": why + _by_kind(best, units, name, spec)}

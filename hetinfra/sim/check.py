@@ -4,6 +4,7 @@ bound, at a stated number of requests or at the run length the plan needs (``req
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -12,7 +13,7 @@ from hetinfra.sim.plan_sim import load_inputs
 from hetinfra.sim.replications import judge, requests_for, simulate_replications
 from hetinfra.sim.workload import WorkloadConfig
 
-__all__ = ["OBJECTIVES_MISSED", "simulate_file", "bound_lines"]
+__all__ = ["OBJECTIVES_MISSED", "simulate_file", "bound_lines", "too_few_lines"]
 
 #: ``simulate --check``'s exit status when an objective is missed or a unit is unstable
 #: (docs/reference/exit-codes.md): not 2-4, which are errors, nor 10/11, replan's outcomes
@@ -66,4 +67,22 @@ def bound_lines(doc: dict) -> list[str]:
         stable = "" if m.get("stable", True) else ", a unit is unstable"
         out.append(f"{m['model']}: " + ", ".join(parts) + f" - {m['decision']}{stable} "
                    f"({m['replications']} replications)")
+    return out
+
+
+def too_few_lines(doc: dict) -> list[str]:
+    """A line per model whose objective's percentile rests on fewer measured requests than it takes to
+    have one beyond it (1 / (1 - q): 100 for p99, 20 for p95): its figure is then the largest request
+    seen, not a percentile, and ``simulate --check`` does not take it as met (a plan simulated at
+    ``--requests 5`` said 'objectives met' and exited 0 on 5 requests)."""
+    from hetinfra.sim.stats import PERCENTILES
+
+    out = []
+    for m in doc.get("models", []):
+        q = PERCENTILES.get((m.get("slo") or {}).get("percentile") or "p99")
+        need = 1 if q is None else math.ceil(100.0 / (100.0 - q) - 1e-9)
+        n = int(m.get("count") or 0)
+        if m.get("met") and n < need:
+            out.append(f"{m['model']}: its {m['slo'].get('percentile') or 'p99'} rests on {n} measured request(s), "
+                       f"fewer than the {need} it takes; run more --requests")
     return out

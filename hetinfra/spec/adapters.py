@@ -69,7 +69,7 @@ class AdapterSpec(ShellChecked):
     """One LoRA adapter served beside a base model."""
 
     name: ShellArg = Field(description="The OpenAI `model` a request names to reach the adapter (vLLM --lora-modules "
-                                       "name; no '='); unique across models and adapters.")
+                                       "name; no '=' or '@'); unique across models and adapters.")
     base: str = Field(max_length=128, description="The `name` of the model (in `models`) the adapter was trained on.")
     source: ShellArg = Field(description="What vLLM loads: a Hugging Face repo id or a path.")
     rank: int = Field(16, ge=1, description=f"The adapter's LoRA rank (at most {MAX_LORA_RANK}, vLLM's largest "
@@ -84,6 +84,9 @@ class AdapterSpec(ShellChecked):
     def _name(cls, v: str) -> str:
         if "=" in v:  # vLLM splits --lora-modules name=source at the first '='
             raise ValueError(f"adapter name {v!r} may not contain '=' (vLLM reads --lora-modules name=source)")
+        if "@" in v:  # an origin's flow is <class>~<adapter>@<origin>: 'a@eu-west-1' would be another's flow
+            raise ValueError(f"adapter name {v!r} may not contain '@' (the planner keys an origin's requests "
+                             "<class>@<origin region>)")
         return v
 
     @field_validator("rank")

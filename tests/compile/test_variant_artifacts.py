@@ -99,5 +99,5 @@ def test_the_example_plans_tasks_load_the_variants_checkpoints(tmp_path, run_cli
         assert task["envs"]["MODEL_ID"] == source[a["variant"]]
     from hetinfra.deploy.preflight import validate_plan
 
-    validate_plan(Plan.parse(plan), out / "plan.json", catalog=lambda: {(a["cloud"], a["instance_type"])
-                                                           for a in plan["allocations"]})
+    validate_plan(Plan.parse(plan), out / "plan.json", catalog=lambda: {
+        (a["cloud"], a["instance_type"]): {(a["gpu"], a["gpus_per_instance"])} for a in plan["allocations"]})

@@ -47,6 +47,9 @@ def test_a_spec_without_adapters_has_none():
      "base 'base-13b' is not a model"),
     ("  - {name: sql, base: base-8b, source: org/x, demand: {share: 0.1}}\n"
      "  - {name: sql, base: base-8b, source: org/y, demand: {share: 0.1}}\n", InvalidInputError, 13, "already used"),
+    # an origin's flow of class a for adapter 'a@us-west-2' would be class a~a@us-west-2's (another flow)
+    ("  - {name: 'a@us-west-2', base: base-8b, source: org/x, demand: {share: 0.1}}\n", InvalidInputError, 12,
+     "may not contain '@'"),
     ("  - {name: base-8b, base: base-8b, source: org/x, demand: {share: 0.1}}\n", InvalidInputError, 12, "a model"),
     ("  - {name: sql, base: base-8b, source: org/x, rank: 1024, demand: {share: 0.1}}\n", InvalidInputError, 12,
      "above 512"),

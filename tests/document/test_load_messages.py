@@ -1,0 +1,40 @@
+"""document.load.describe: a wrong value is shown in a bounded form (a list or object by kind and
+size, a long scalar cut), so every refusal of plan.json and state.json stays a one- or two-line
+message whatever the value is. A hand-edited state.json whose live.units was a list printed the whole
+list (thousands of characters on one line)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from hetinfra.document.load import SHOWN_CHARS, describe
+from hetinfra.document.state import State
+
+values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=400),
+                      lambda inner: st.lists(inner, max_size=12) | st.dictionaries(st.text(max_size=20), inner,
+                                                                                   max_size=12), max_leaves=40)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["allocations", "endpoints", "pulumi", "live", "service", "images"]), values)
+def test_a_wrong_value_anywhere_is_shown_bounded(field, value):
+    doc = {"state_version": 1, field: value}
+    try:
+        State.model_validate(doc)
+    except ValidationError as exc:
+        msg = describe(exc)
+        assert "\n" not in msg and len(msg) <= 2 * SHOWN_CHARS + 200, msg
+
+
+def test_a_section_of_the_wrong_shape_is_named_by_kind_and_size():
+    units = [{"unit": f"u{i}", "desired": 3, "live": 2, "notes": ["x" * 50]} for i in range(5)]
+    try:
+        State.model_validate({"state_version": 1, "live": {"units": units}})
+    except ValidationError as exc:
+        assert describe(exc) == "live.units is a list of 5 entries: input should be a valid dictionary"
+    else:
+        raise AssertionError("accepted " + json.dumps(units)[:80])

@@ -1,0 +1,19 @@
+"""models[].disaggregation.reason says its rates are verification's only where a factor moved a
+compared rate: a re-plan against an unverified state (every template's derate 1.0, verify off) said
+'(rates as verified by simulation)' though nothing was simulated."""
+
+from __future__ import annotations
+
+from hetinfra.plan.planner import prepare
+from hetinfra.plan.templates_pd import split_decision
+
+HETERO = "benchmarks/specs/llama70-hetero-pd.yaml"
+
+
+def test_the_reason_names_verification_only_where_a_factor_moved_a_rate():
+    staged = prepare(HETERO, template_cache=False)
+    pm, units = staged.inputs.models[0], staged.units
+    every = {u.template.id: 1.0 for u in units}
+    assert "verified" not in split_decision(pm, units, [], every)["reason"]
+    moved = dict(every, **{u.template.id: 0.8 for u in units if u.template.bundle is None})
+    assert "(rates as verified by simulation)" in split_decision(pm, units, [], moved)["reason"]
