@@ -59,10 +59,10 @@ class AdapterCandidate(Doc):
                                                               "everywhere: every adapter on every replica.")
     verified: StrictBool = Field(description="Simulated through verification's rounds, trim and confirmation.")
     met: Optional[StrictBool] = Field(None, description="It met every objective (null: not verified).")
-    cost_usd_per_hour: Optional[Number] = Field(None, description="$/h of its verified plan (null: not verified).")
-    gpus: Optional[StrictInt] = Field(None, description="GPUs of its verified plan (null: not verified).")
+    cost_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of its verified plan (null: not verified).")
+    gpus: Optional[StrictInt] = Field(None, ge=0, description="GPUs of its verified plan (null: not verified).")
     starting_cost_usd_per_hour: Optional[Number] = Field(
-        None, description="$/h of its plan at the starting rate factors, before verification (everywhere: what "
+        None, ge=0, description="$/h of its plan at the starting rate factors, before verification (everywhere: what "
                           "decides whether it is verified; null where it was not solved or has no plan).")
 
 

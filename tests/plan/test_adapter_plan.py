@@ -119,3 +119,4 @@ def test_an_adapter_whose_regions_have_no_offer_is_exit_3_at_its_line(tmp_path, 
     (tmp_path / "s.yaml").write_text(spec)
     got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
     assert got == 3 and "s.yaml:19:" in err and "no unit may hold it" in err and "Traceback" not in err, err
+    assert "TTFT 2000 ms, TPOT 100 ms" in err and "loosen the base's `slo`" in err, err  # the objective it must meet
