@@ -17,12 +17,43 @@ as plain TCP with no stated bandwidth: a split stays inside one of its nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hetinfra.catalog.gpus import get_gpu
 
-__all__ = ["RDMA_CLASSES", "Interconnect", "KV_LINK_EFFICIENCY", "KV_TRANSFER_LATENCY_S", "interconnect"]
+__all__ = ["ACROSS_NODE_CLOUDS", "ACROSS_NODES_REFUSED", "RDMA_CLASSES", "Interconnect", "KV_LINK_EFFICIENCY",
+           "KV_TRANSFER_LATENCY_S", "interconnect"]
 
 RDMA_CLASSES = ("efa", "infiniband", "roce")
+
+
+class _Refusal(NamedTuple):
+    """Why one cloud's deploy targets do not place a bundle's nodes together."""
+
+    pulumi: str  # the cloud's Pulumi stack
+    kubernetes: str  # its managed Kubernetes
+
+
+#: why each cloud's deploy targets do not place a prefill/decode bundle's nodes in one placement group
+#: over RDMA, per target (hetinfra.compile and stacks refuse such a plan; the planner does not offer it:
+#: hetinfra.plan.templates_pd.across_nodes_gate). A cloud not listed here runs them on both targets: AWS,
+#: by the Pulumi stack's cluster placement group with every EFA interface, and by EKS's LeaderWorkerSet
+#: group with exclusive-topology on EC2's network node (docs/concepts/disaggregation.md)
+ACROSS_NODES_REFUSED = {
+    "gcp": _Refusal(
+        pulumi="a compact placement policy (COLLOCATED) needs its vm_count VMs created at once, not one per node "
+               "group, and A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile, which the GCP "
+               "stack does not create",
+        kubernetes="GKE gives pods A3 Ultra's RoCE only through its RDMA multi-networking objects, which hetinfra "
+                   "does not write"),
+    "azure": _Refusal(
+        pulumi="InfiniBand joins only the VMs of one scale set or availability set, and the Azure stack gives each "
+               "node its own scale set",
+        kubernetes="InfiniBand joins only the VMs of one scale set or availability set, and AKS's node "
+                   "auto-provisioning launches standalone VMs"),
+}
+#: the IaC clouds whose targets place a bundle's nodes together (every one not refused above)
+ACROSS_NODE_CLOUDS = ("aws",)
 
 #: share of a link's nominal bandwidth a KV transfer achieves: Mooncake's Transfer Engine measured
 #: 190 GB/s on 8 x 400 Gb/s RoCE (400 GB/s nominal, 0.475) and 87 GB/s on 4 x 200 Gb/s (0.87)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
 from hetinfra.compile.skypilot import skypilot_refusal
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
@@ -54,16 +55,6 @@ def sha_of(plan: Plan) -> str:
     return plan_sha(plan.to_dict())
 
 
-#: why the Pulumi stacks do not run a prefill/decode bundle across nodes on these clouds (yet)
-PULUMI_ACROSS_NODES = {
-    "gcp": "a compact placement policy (COLLOCATED) needs its vm_count VMs created at once, not one "
-           "per node group, and A3 Ultra's RoCE needs a VPC per RDMA NIC on Google's RoCE network profile, "
-           "which the GCP stack does not create",
-    "azure": "InfiniBand joins only the VMs of one scale set or availability set, and the Azure stack "
-             "gives each node its own scale set",
-}
-
-
 def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
     """Which path deploys ``alloc`` under ``target`` (None: not deployable by it)."""
     if alloc.custom_cloud or alloc.cloud not in IAC_CLOUDS:
@@ -77,11 +68,11 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
     refusal = skypilot_refusal(alloc)
-    if refusal and alloc.cloud != "aws":  # the stacks' own placement and RDMA: AWS only (PULUMI_ACROSS_NODES)
+    if refusal and alloc.cloud in ACROSS_NODES_REFUSED:  # the stacks' own placement and RDMA
         raise InvalidInputError(f"{refusal}; the Pulumi stacks place bundles across nodes on AWS only "
-                                f"({PULUMI_ACROSS_NODES[alloc.cloud]})",
-                                hint="set deploy.target: kubernetes (a LeaderWorkerSet per replica), or re-plan "
-                                     "without bundles across nodes on this cloud")
+                                f"({ACROSS_NODES_REFUSED[alloc.cloud].pulumi})",
+                                hint=f"re-plan: the planner offers bundles across nodes only on "
+                                     f"{', '.join(ACROSS_NODE_CLOUDS)} (one-node bundles deploy everywhere)")
     if refusal and target == "skypilot":
         raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
                                               "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")

@@ -40,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import get_gpu
-from hetinfra.catalog.interconnect import KV_TRANSFER_LATENCY_S, interconnect
+from hetinfra.catalog.interconnect import (ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED, KV_TRANSFER_LATENCY_S,
+                                          interconnect)
 from hetinfra.perf.calibration import calibration_for
 from hetinfra.perf.confidence import LEVELS, confidence_detail, rate_interval
 from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_bytes_per_token, prefill_rate
@@ -57,16 +58,6 @@ ACROSS = "bundles across nodes"
 HETERO = "heterogeneous bundles"
 
 
-#: clouds whose deploy targets place a bundle's nodes in one placement group over RDMA: the AWS Pulumi
-#: stack (a cluster placement group per replica, every EFA interface of each node) and EKS (one
-#: LeaderWorkerSet group per replica, exclusive-topology on EC2's network node). The others refuse
-#: such a plan (hetinfra.compile, docs/concepts/disaggregation.md), so they are not offered there:
-#: GCP's compact placement policy needs all its VMs created at once and A3 Ultra's RoCE needs per-NIC
-#: networks the stack does not create; Azure's InfiniBand joins only the VMs of one scale set; GKE
-#: needs RDMA multi-networking objects and AKS's node auto-provisioning launches standalone VMs.
-ACROSS_NODE_CLOUDS = ("aws",)
-
-
 def across_nodes_gate(spec, cloud: str, custom: bool) -> str | None:
     """None where the spec's deploy target runs a bundle whose roles are on separate nodes of one
     placement group on ``cloud`` (same instance type, or a heterogeneous one: two instance types), else
@@ -81,8 +72,10 @@ def across_nodes_gate(spec, cloud: str, custom: bool) -> str | None:
     if custom:
         return f"{cloud} is a custom cloud: hetinfra deploys none of its nodes into a placement group"
     if cloud not in ACROSS_NODE_CLOUDS:
+        refused = ACROSS_NODES_REFUSED.get(cloud)
+        why = None if refused is None else refused.kubernetes if spec.deploy.target == "kubernetes" else refused.pulumi
         return (f"{cloud}: only AWS's targets (the Pulumi stack's cluster placement group with EFA, EKS) place a "
-                "bundle's nodes in one placement group over RDMA")
+                "bundle's nodes in one placement group over RDMA" + (f" ({why})" if why else ""))
     if spec.deploy.target != "kubernetes" and cloud in spec.deploy.skypilot_clouds:
         return (f"{cloud} is deployed by SkyPilot (deploy.skypilot_clouds): a SkyPilot task runs one accelerator type "
                 "and places no two tasks in one placement group")

@@ -29,22 +29,16 @@ from hetinfra.compile.bundle import hop_args
 from hetinfra.compile.bundle_nodes import EFA_INTERFACES, endpoint_key, node_engines
 from hetinfra.compile.kubernetes.gateway import GATEWAY_IMAGE
 from hetinfra.compile.engine import INITIAL_DELAY_MULTI_NODE_S, BundleEngine
+from hetinfra.catalog.interconnect import ACROSS_NODES_REFUSED
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["EXCLUSIVE_TOPOLOGY", "KUBE_REFUSALS", "bundle_group"]
+__all__ = ["EXCLUSIVE_TOPOLOGY", "bundle_group"]
 
 #: the LeaderWorkerSet annotation that keeps a group's pods in one topology domain, one group per domain
 EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 #: EC2 instance topology: the network node nearest the instance (EKS labels nodes of the types that have it)
 AWS_NEAREST_NETWORK_NODE = "topology.k8s.aws/network-node-layer-3"
-#: why a cluster of these clouds does not run a bundle across nodes
-KUBE_REFUSALS = {
-    "gcp": "GKE gives pods A3 Ultra's RoCE only through its RDMA multi-networking objects, which hetinfra "
-           "does not write",
-    "azure": "InfiniBand joins only the VMs of one scale set or availability set, and AKS's node "
-             "auto-provisioning launches standalone VMs",
-}
 PROBE_PERIOD_S = 10
 
 
@@ -84,10 +78,10 @@ def _hop_script(unit: DeployedUnit, namespace: str) -> str:
 
 
 def _check(unit: DeployedUnit) -> None:
-    if unit.cloud in KUBE_REFUSALS:
+    if unit.cloud in ACROSS_NODES_REFUSED:
         raise InvalidInputError(
             f"{unit.name} is a prefill/decode bundle across {unit.num_nodes} nodes over {unit.link}, which "
-            f"Kubernetes on {unit.cloud} cannot place as planned: {KUBE_REFUSALS[unit.cloud]}",
+            f"Kubernetes on {unit.cloud} cannot place as planned: {ACROSS_NODES_REFUSED[unit.cloud].kubernetes}",
             hint="re-plan without bundles across nodes on this cloud (one-node bundles deploy everywhere)")
     if len({unit.node_role(r) for r in range(1, unit.num_nodes)}) > 1:
         raise InvalidInputError(
