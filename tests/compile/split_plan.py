@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
+
+import httpx
 
 from hetinfra.document import Plan
 
@@ -52,3 +55,15 @@ def across(a: dict, hetero: bool = False) -> dict:
     a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
     a["cost_usd_per_hour"] = a["price_per_instance_usd_per_hour"] * a["instances"]
     return a
+
+
+def wait_healthy(url: str, seconds: float) -> None:
+    """Until ``url``/health answers 200 or ``seconds`` pass (bounded): a loopback node's hop or engines."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)

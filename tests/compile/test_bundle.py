@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from hetinfra.compile.bundle import engines, hop_args, node_script
 from hetinfra.compile.skypilot import render_task, task_config
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
-from tests.compile.split_plan import UNIT, split_plan
+from tests.compile.split_plan import UNIT, split_plan, wait_healthy
 from tests.gateway.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,14 +123,7 @@ def test_the_node_script_serves_through_its_hop_and_stops_with_an_engine(tmp_pat
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{u.port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        wait_healthy(url, 30)
         body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
         assert httpx.post(url + "/v1/completions", json=body, timeout=10).status_code == 401  # the engines' key
         got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import httpx
@@ -22,7 +21,7 @@ from hetinfra.compile.bundle_nodes import TRANSPORT_ENVS, node_engines, peer_end
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
-from tests.compile.split_plan import UNIT, split_plan
+from tests.compile.split_plan import UNIT, split_plan, wait_healthy
 from tests.compile.test_bundle import REPO, _stub_vllm
 from tests.gateway.conftest import free_port
 
@@ -65,17 +64,6 @@ def _start(script: str, env: dict, tmp_path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _wait_healthy(url: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-
-
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not available")
 def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica(tmp_path):
     """Two "nodes" on 127.0.0.1 as two process groups, each running its node script under bash: the
@@ -97,7 +85,7 @@ def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica
     head = _start(node_script(u, hetinfra, str(tmp_path / "plan.json"), rank=0), env, tmp_path)
     try:
         url = f"http://127.0.0.1:{u.port}"
-        _wait_healthy(url, 30)
+        wait_healthy(url, 30)
         body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
         got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)
         assert got.status_code == 200, got.text
