@@ -116,16 +116,10 @@ def check_holders(spec, tier_units_: list, locate) -> None:
         where = f"in {', '.join(a.regions)}" if a.regions else "in any allowed region"
         base = next(m for m in spec.models if m.name == a.base)
         raise InfeasibleError(f"{locate('adapters', i)}: adapter {a.name!r}: no offer {where} can serve its base "
-                              f"{a.base!r} with adapter slots within its objective ({_slo_text(base.slo)}: a LoRA "
-                              "engine's steps are slower) and memory; no unit may hold it",
+                              f"{a.base!r} with adapter slots within its objective (TTFT {base.slo.ttft_ms:g} ms, TPOT "
+                              f"{base.slo.tpot_ms:g} ms: a LoRA engine's steps are slower) and memory; no unit may "
+                              "hold it",
                               hint="loosen the base's `slo`, widen the adapter's `regions`, or allow GPUs offered there")
-
-
-def _slo_text(slo) -> str:
-    """The objective an adapter's slot tiers must meet, as the spec states it (the TTFT and TPOT set)."""
-    parts = [f"{k.upper()[:-3]} {v:g} ms" for k, v in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms))
-             if v is not None]
-    return ", ".join(parts) or "its objective"
 
 
 def split_classes(pm, adapters):
