@@ -23,6 +23,7 @@ from dataclasses import replace
 from hetinfra.errors import InfeasibleError, InvalidInputError
 from hetinfra.price_feeds.network import continent_of, locate, round_trip_ms
 from hetinfra.solver.problem import AllocationProblem
+from hetinfra.spec.base import ORIGIN_KEY_SEP
 from hetinfra.spec.origins import origin_residency, origin_shares
 
 __all__ = ["allowed", "area_name", "class_problem", "declares_origins", "describe_key", "flow_rated", "fold", "origins_of",
@@ -111,7 +112,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
     demand, keys = {}, {}
     for (m, w), lam in problem.demand.items():
         for o, share, _ in origins.get(m, [(None, 1.0, "none")]):
-            key = (m, w if o is None else f"{w}@{o}")
+            key = (m, w if o is None else f"{w}{ORIGIN_KEY_SEP}{o}")
             if o is not None and key in problem.demand:
                 raise InvalidInputError(f"model {m}: class name {key[1]!r} is also the flow of class {w!r} from origin "
                                         f"{o}", hint="rename the class (its name may not end in @<origin region>)")

@@ -20,13 +20,13 @@ from pydantic import Field, field_validator, model_validator
 
 from hetinfra.errors import InfeasibleError, InvalidInputError, did_you_mean
 from hetinfra.facts import LORA_RANKS  # vLLM's --max-lora-rank choices
-from hetinfra.spec.base import ResourceWord, ShellArg, ShellChecked, Strict
+from hetinfra.spec.base import ADAPTER_KEY_SEP, ResourceWord, ShellArg, ShellChecked, Strict, key_part
 
 __all__ = ["ADAPTER_KEY_SEP", "MAX_ADAPTERS", "adapter_of", "base_class", "MAX_LORA_RANK", "LORA_RANKS", "AdapterDemand", "AdapterSpec", "adapters_of",
            "check_adapters", "slot_rank"]
 
-#: joins a class name and an adapter name into the adapter's class (``"chat~sql"``: class chat of adapter sql)
-ADAPTER_KEY_SEP = "~"
+#: ADAPTER_KEY_SEP (hetinfra.spec.base) joins a class name and an adapter name into the adapter's class
+#: (``"chat~sql"``: class chat of adapter sql)
 
 
 def adapter_of(class_name: str) -> str | None:
@@ -69,7 +69,7 @@ class AdapterSpec(ShellChecked):
     """One LoRA adapter served beside a base model."""
 
     name: ShellArg = Field(description="The OpenAI `model` a request names to reach the adapter (vLLM --lora-modules "
-                                       "name; no '=' or '@'); unique across models and adapters.")
+                                       "name; no '=', '~' or '@'); unique across models and adapters.")
     base: str = Field(max_length=128, description="The `name` of the model (in `models`) the adapter was trained on.")
     source: ShellArg = Field(description="What vLLM loads: a Hugging Face repo id or a path.")
     rank: int = Field(16, ge=1, description=f"The adapter's LoRA rank (at most {MAX_LORA_RANK}, vLLM's largest "
@@ -84,10 +84,7 @@ class AdapterSpec(ShellChecked):
     def _name(cls, v: str) -> str:
         if "=" in v:  # vLLM splits --lora-modules name=source at the first '='
             raise ValueError(f"adapter name {v!r} may not contain '=' (vLLM reads --lora-modules name=source)")
-        if "@" in v:  # an origin's flow is <class>~<adapter>@<origin>: 'a@eu-west-1' would be another's flow
-            raise ValueError(f"adapter name {v!r} may not contain '@' (the planner keys an origin's requests "
-                             "<class>@<origin region>)")
-        return v
+        return key_part(v, "adapter name")  # 'a@eu-west-1' would read as another adapter's origin flow
 
     @field_validator("rank")
     @classmethod

@@ -132,6 +132,25 @@ def _label(value: str) -> str:
 
 #: a name shown in plans and written to generated files, never run (a class name: 'in<=500,out<=200')
 Label = Annotated[str, AfterValidator(_label)]
+#: the separators the planner joins user names with into its flow keys: "<class>~<adapter>" (an
+#: adapter's requests of a class: hetinfra.plan.adapters) and "<class>@<origin region>" (an origin's
+#: requests: hetinfra.plan.origins); a class or adapter name holding one would be read as another flow
+ADAPTER_KEY_SEP = "~"
+ORIGIN_KEY_SEP = "@"
+
+
+def key_part(value: str, what: str) -> str:
+    """``value`` if it can be one part of a flow key (no :data:`ADAPTER_KEY_SEP` or :data:`ORIGIN_KEY_SEP`),
+    else a ValueError naming ``what`` and the separator: the one check every class and adapter name passes."""
+    for sep in (ADAPTER_KEY_SEP, ORIGIN_KEY_SEP):
+        if sep in value:
+            raise ValueError(f"{what} {value!r} may not contain '{sep}' (the planner keys flows "
+                             f"<class>{ADAPTER_KEY_SEP}<adapter>{ORIGIN_KEY_SEP}<origin region>)")
+    return value
+
+
+#: a request class's name: a Label that can be one part of a flow key
+ClassName = Annotated[str, AfterValidator(_label), AfterValidator(lambda v: key_part(v, "class name"))]
 #: one argument of a generated command line (see shell_arg)
 ShellArg = Annotated[str, AfterValidator(shell_arg)]
 #: a cloud, region, GPU or instance-type name

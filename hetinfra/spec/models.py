@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
-from hetinfra.spec.base import FilePath, Label, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
+from hetinfra.spec.base import ClassName, FilePath, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
 from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.size import MAX_PLANNED_CLASSES, check_model_size, check_plan_size
@@ -134,8 +134,8 @@ class DatasetSizes(Strict):
 class ClassSpec(Strict):
     """One explicit request class."""
 
-    name: Label = Field(description="Class name, shown in the plan (1-128 printable characters; no quotes, ';', '&', "
-                                    "'$', '`', '\\').")
+    name: ClassName = Field(description="Class name, shown in the plan (1-128 printable characters; no quotes, ';', "
+                                        "'&', '$', '`', '\\', and no '~' or '@', which join flow keys).")
     input_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Prompt tokens (planned at this size).")
     output_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Generated tokens (planned at this size).")
     share: float = Field(gt=0, le=MAX_SCALE, description="Relative share of the model's requests (normalized over classes).")
