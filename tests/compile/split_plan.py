@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import random
+import signal
+import socket
+import subprocess
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from hetinfra.document import Plan
 
@@ -57,8 +63,10 @@ def across(a: dict, hetero: bool = False) -> dict:
     return a
 
 
-def wait_healthy(url: str, seconds: float) -> None:
-    """Until ``url``/health answers 200 or ``seconds`` pass (bounded): a loopback node's hop or engines."""
+def wait_healthy(url: str, seconds: float, *nodes: subprocess.Popen) -> None:
+    """Until ``url``/health answers 200 (bounded by ``seconds``); fails the test, with the nodes'
+    stderr, when it does not or when a node's process ends first: a caller's next request would
+    otherwise meet a bare "connection refused" with no trace of why the hop never came up."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -66,4 +74,34 @@ def wait_healthy(url: str, seconds: float) -> None:
                 return
         except httpx.HTTPError:
             pass
+        if any(n.poll() is not None for n in nodes):
+            break
         time.sleep(0.2)
+    for n in nodes:  # a live node's stderr is read once it is stopped: its group, bounded
+        if n.poll() is None:
+            os.killpg(n.pid, signal.SIGKILL)
+    errs = [n.communicate(timeout=10)[1] or "" for n in nodes]
+    pytest.fail(f"{url}/health did not answer 200 within {seconds} s or a node ended first; node stderr: {errs!r}")
+
+
+def free_port_block(n: int) -> int:
+    """A base port P with P..P+n-1 all free on 127.0.0.1: a unit's hop takes P and its engines
+    P+1.. (hetinfra.compile.bundle). Drawn below the kernel's ephemeral range (32768-60999 on
+    Linux), where other tests' client sockets take ports at random: an engine port one above a
+    free ephemeral port could be a live client's and the stand-in engine could not bind it."""
+    rng = random.Random(os.getpid())
+    for _ in range(200):  # bounded: a block is found in a try or two on any machine running tests
+        base = rng.randrange(20000, 32000 - n)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports in 20000-32000 on 127.0.0.1")

@@ -23,8 +23,7 @@ from hetinfra.compile.bundle import engines, hop_args, node_script
 from hetinfra.compile.skypilot import render_task, task_config
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
-from tests.compile.split_plan import UNIT, split_plan, wait_healthy
-from tests.gateway.conftest import free_port
+from tests.compile.split_plan import UNIT, free_port_block, split_plan, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "split"
@@ -110,7 +109,7 @@ def test_the_node_script_serves_through_its_hop_and_stops_with_an_engine(tmp_pat
     prefill's KV parameters), and killing the decode engine ends the node (exit 1), so the
     replica is replaced whole. About 5 s (three processes start and the hop waits for /health): the
     one test that runs the script bash runs on the node."""
-    u = replace(_unit("1P1D"), port=free_port())
+    u = replace(_unit("1P1D"), port=free_port_block(3))
     es = engines(u)
     bin_dir = _stub_vllm(tmp_path, {e.port: e.role for e in es})
     (tmp_path / "plan.json").write_text(u.hop_plan)
@@ -123,7 +122,7 @@ def test_the_node_script_serves_through_its_hop_and_stops_with_an_engine(tmp_pat
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{u.port}"
-        wait_healthy(url, 30)
+        wait_healthy(url, 30, node)
         body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
         assert httpx.post(url + "/v1/completions", json=body, timeout=10).status_code == 401  # the engines' key
         got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)

@@ -21,9 +21,8 @@ from hetinfra.compile.bundle_nodes import TRANSPORT_ENVS, node_engines, peer_end
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
-from tests.compile.split_plan import UNIT, split_plan, wait_healthy
+from tests.compile.split_plan import UNIT, free_port_block, split_plan, wait_healthy
 from tests.compile.test_bundle import REPO, _stub_vllm
-from tests.gateway.conftest import free_port
 
 
 def _unit(shape: str = "hetero") -> DeployedUnit:
@@ -72,7 +71,7 @@ def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica
     decode node's whole session ends the head (its watch), so the replica stops answering. About
     5 s: three processes start, the hop waits for /health on both nodes."""
     # one engine per node (1P1D across the two nodes): the fewest processes that show both steps
-    u = replace(_unit("hetero"), port=free_port(), bundle=(("prefill", 1, 4), ("decode", 1, 4)))
+    u = replace(_unit("hetero"), port=free_port_block(3), bundle=(("prefill", 1, 4), ("decode", 1, 4)))
     every = node_engines(u, 0) + node_engines(u, 1)
     bin_dir = _stub_vllm(tmp_path, {e.port: e.role for e in every})
     (tmp_path / "plan.json").write_text(u.hop_plan)
@@ -85,7 +84,7 @@ def test_two_nodes_serve_across_the_hop_and_a_dead_decode_node_stops_the_replica
     head = _start(node_script(u, hetinfra, str(tmp_path / "plan.json"), rank=0), env, tmp_path)
     try:
         url = f"http://127.0.0.1:{u.port}"
-        wait_healthy(url, 30)
+        wait_healthy(url, 30, head, decode)
         body = {"model": "qwen32", "prompt": "x " * 200, "max_tokens": 8}
         got = httpx.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k-node"}, timeout=10)
         assert got.status_code == 200, got.text
