@@ -285,6 +285,12 @@ CALIBRATIONS: dict[str, Calibration] = {
 }
 LEGACY_BEFORE = (0, 6)
 ASYNC_FROM = (0, 14)
+# entry -> the entry whose measured runs speak for it: the "0.14" engine's constants are the current
+# engine's (measured), with their overlap assumed. Its estimates carry that engine's confidence
+# (hetinfra.perf.confidence) and that engine's figure as a second source (hetinfra.perf.model):
+# where the assumed overlap moves a rate beyond its interval, the interval widens to the measured
+# engine's figure and ``planning.confidence: safe`` plans that one.
+MEASURED_AS: dict[str, str] = {"0.14": DEFAULT_VLLM_VERSION}
 
 
 @functools.lru_cache(maxsize=64)  # pure; called once per template x class (1.7 M calls at 1,024 classes)

@@ -173,3 +173,21 @@ def test_confidence_follows_coverage_batch_limits():
         batch = {"b<=32": 16, "32<b<=128": 64, "b>128": 200}[regime]
         level = confidence(gpu, tp, 1, batch, vllm_version=engine[5:])
         assert level == "calibrated", (gpu, engine, tp, regime, n)
+
+
+def test_an_async_engines_rate_is_checked_against_the_measured_engines_and_keeps_its_confidence():
+    """vLLM 0.14 on: the measured engine's rows speak for its confidence, and that engine's figure is the
+    second source, so an interval the assumed overlap leaves is widened to it (``safe`` plans that one)."""
+    from hetinfra.perf import model as perf_model
+    from hetinfra.perf.profiles import ProfileTable
+    from hetinfra.spec.demand import RequestClass
+
+    assert confidence("H100", 2, 1, 64, vllm_version="0.15.0") == confidence("H100", 2, 1, 64) == "calibrated"
+    cls = RequestClass(name="c", input_tokens=200, output_tokens=200, rate_rps=1.0, share=1.0)
+    rates = {}
+    for version in ("0.12.0", "0.15.0"):
+        ctx = perf_model.ModelContext(("m",), MODELS["llama-3.1-8b"], "bf16", 1000, 25, vllm_version=version)
+        rates[version] = perf_model.PerformanceModel(ProfileTable([])).rate(ctx, "H100", 1, 1, cls)
+    sync, async_ = rates["0.12.0"], rates["0.15.0"]
+    assert async_.max_rps > sync.max_rps
+    assert async_.other == (pytest.approx(sync.max_rps / async_.max_rps), perf_model.MEASURED_ENGINE_SOURCE)
