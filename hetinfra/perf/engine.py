@@ -279,6 +279,14 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
     # passes every stage, so the step cost carries pp of them (as the roofline terms are summed)
     e.gpu_fixed = ls * c.t_layer_us * 1e-6
     e.fixed = c.t_fixed_ms * 1e-3 + pp * e.gpu_fixed
+    if c.cpu_gpu_overlap > 0.0:
+        # an engine whose CPU work overlaps the GPU's must not hide GPU work: the stages' fixed GPU
+        # time joins the step's GPU side (p2p_lat, with the stage-to-stage latency; prefill reads it
+        # there). Where CPU and GPU time add up (overlap 0) the place is immaterial and stays in
+        # ``fixed``, so those engines' figures do not move by a rounding.
+        e.p2p_lat += pp * e.gpu_fixed
+        e.fixed = c.t_fixed_ms * 1e-3
+        e.gpu_fixed = 0.0
     e.per_seq = c.t_per_seq_us * 1e-6
     e.per_req = c.t_per_request_ms * 1e-3
     e.overlap = c.cpu_gpu_overlap

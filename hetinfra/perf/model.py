@@ -16,6 +16,9 @@ from hetinfra.spec.demand import RequestClass
 from hetinfra.spec.models import ModelSpec
 
 ESTIMATOR_VERSION = "estimator-v3"
+#: how plan.json names the measured engine's figure when it widens the interval of an engine whose
+#: constants assume more (calibration.MEASURED_AS: vLLM 0.14 on, asynchronous scheduling)
+MEASURED_ENGINE_SOURCE = "vLLM 0.12 as measured (CPU work added to the GPU's)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class PerformanceModel:
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
             return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
-        from hetinfra.perf.calibration import CALIBRATION, calibration_for
+        from hetinfra.perf.calibration import CALIBRATION, CALIBRATIONS, MEASURED_AS, calibration_for
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 
         calib, source = calibration_for(ctx.vllm_version), ESTIMATOR_VERSION
@@ -90,6 +93,12 @@ class PerformanceModel:
         if kernels is not None:  # the kernels against the built-in constants
             base = estimate(ctx.arch, spec, calib=calibration_for(ctx.vllm_version), **kw)
             other = (base.max_rps / est.max_rps, "the built-in estimator") if base.feasible else None
+        elif calib.vllm_version in MEASURED_AS:  # an engine's assumed overlap against the measured engine's
+            # (where the measured engine cannot meet the SLOs at all there is no figure to widen to: the
+            # interval stays the regime's, docs/calibration.md)
+            base = estimate(ctx.arch, spec, calib=CALIBRATIONS[MEASURED_AS[calib.vllm_version]], **kw)
+            if base.feasible:
+                other = (base.max_rps / est.max_rps, MEASURED_ENGINE_SOURCE)
         elif calib is CALIBRATION and pp == 1:  # the built-in constants against the layout's published runs
             from hetinfra.perf.e2e_checks import E2E_SOURCE, layout_factors
 

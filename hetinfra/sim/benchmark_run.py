@@ -18,7 +18,7 @@ of a Poisson stream is Poisson; LoadGen's own balancing across engines is smooth
 slow). Request sizes: samples of the run's data set's published per-sample lengths, drawn as its
 benchmark drew them and scaled to the run's published means (``request_sizes``); where no lengths are
 published, every request at the means. vLLM V0's multi-step decoding: ``multi_step_outputs``.
-Deterministic: fixed seeds. The published checks (``published_checks``; tests/perf/test_published.py)
+Engine constants: the run's vLLM version's (``hetinfra.perf.calibration.for_engine``). Deterministic: fixed seeds. The published checks (``published_checks``; tests/perf/test_published.py)
 live here rather than in ``hetinfra.perf.e2e_checks``: the simulator is a later stage than perf, which
 never imports it (the estimator's mean-field figures for the same runs stay there, for the planner).
 """
@@ -32,7 +32,7 @@ from functools import lru_cache
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
-from hetinfra.perf.calibration import CALIBRATION, Calibration
+from hetinfra.perf.calibration import CALIBRATION, Calibration, for_engine
 from hetinfra.perf.engine import Estimate, build_engine
 from hetinfra.perf.e2e_checks import Check, summary
 from hetinfra.perf.published import PUBLISHED, PublishedRate, size_table
@@ -86,8 +86,10 @@ def multi_step_outputs(outputs: list[int], steps: int) -> list[int]:
 
 
 def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:
+    """One engine of the run, on ``calib`` as the run's vLLM version runs it (``for_engine``: from 0.14
+    on, asynchronous scheduling)."""
     e = build_engine(MODELS[p.model], GPUS[p.gpu], p.tp, 1, p.isl, p.osl, p.precision, p.gpu_memory_utilization,
-                     p.max_num_seqs, p.kv_precision, p.max_num_batched_tokens, calib)
+                     p.max_num_seqs, p.kv_precision, p.max_num_batched_tokens, for_engine(calib, p.vllm_version))
     if isinstance(e, Estimate):
         return e
     return Replica(e, ReplicaConfig(max_num_seqs=p.max_num_seqs, policy=policy_for(p)))

@@ -14,9 +14,11 @@ import pytest
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
-from hetinfra.perf.calibration import CALIBRATION, CALIBRATIONS, COVERAGE, DEFAULT_VLLM_VERSION, calibration_for
+from hetinfra.perf.calibration import (CALIBRATION, CALIBRATIONS, COVERAGE, DEFAULT_VLLM_VERSION, ENGINE_OVERRIDES,
+                                      calibration_for, for_engine)
 from hetinfra.perf.confidence import confidence, confidence_detail, regime_of
 from hetinfra.perf.estimator import Estimate, build_engine, estimate
+from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION as SPEC_DEFAULT_VLLM_VERSION
 
 from tests.perf.fit_tool import SHARED, load_fit_tool
 
@@ -84,12 +86,38 @@ def test_the_fitter_improves_a_small_subset_and_ignores_held_out_rows(rows):
 
 def test_engine_version_table():
     assert calibration_for() is CALIBRATION and CALIBRATION.vllm_version == DEFAULT_VLLM_VERSION
-    assert set(CALIBRATIONS) == {"0.2", DEFAULT_VLLM_VERSION}
+    assert set(CALIBRATIONS) == {"0.2", DEFAULT_VLLM_VERSION, "0.14"}
     for v, key in (("0.2.7", "0.2"), ("v0.5.4", "0.2"), ("0.6.0", DEFAULT_VLLM_VERSION), ("0.11.0", DEFAULT_VLLM_VERSION),
-                   ("0.19.0", DEFAULT_VLLM_VERSION), ("1.2", DEFAULT_VLLM_VERSION)):
+                   ("0.13.1", DEFAULT_VLLM_VERSION), ("0.14.0", "0.14"), ("0.15.0-dev", "0.14"), ("0.19.0", "0.14"),
+                   ("1.2", "0.14")):
         assert calibration_for(v).vllm_version == key, v
     with pytest.raises(ValueError):
         calibration_for("latest")
+    # plans are made for the spec's default engine (what the artifacts install), whose constants were fitted
+    assert calibration_for(SPEC_DEFAULT_VLLM_VERSION) is CALIBRATION
+
+
+def test_each_engine_entry_differs_from_the_current_one_only_in_its_overrides():
+    for key, over in ENGINE_OVERRIDES.items():
+        assert CALIBRATIONS[key] == dataclasses.replace(CALIBRATION, vllm_version=key, **over)
+        assert for_engine(CALIBRATION, key) == CALIBRATIONS[key]
+    trial = dataclasses.replace(CALIBRATION, t_per_seq_us=1.0)  # a fit's trial keeps its own values
+    assert for_engine(trial, "0.15.0").t_per_seq_us == 1.0 and for_engine(trial, "0.15.0").cpu_gpu_overlap == 1.0
+    assert for_engine(trial, "0.12.0") is trial
+
+
+def test_an_async_scheduling_engine_hides_its_cpu_work_behind_the_gpu_but_not_gpu_work():
+    """vLLM 0.14 on (async scheduling): a step is the larger of its GPU and CPU time, not their sum; the
+    per-layer GPU time (t_layer_us) stays GPU time, so it is never hidden."""
+    kw = (MODELS["llama-3.1-8b"], GPUS["H100"], 1, 1, 200, 200, "bf16", 0.9, 256, None, None)
+    sync, async_ = build_engine(*kw, calibration_for("0.12.0")), build_engine(*kw, calibration_for("0.14.0"))
+    bare = build_engine(*kw, dataclasses.replace(CALIBRATION, t_fixed_ms=0.0, t_per_seq_us=0.0))
+    for b in (1.0, 16.0, 256.0):
+        gpu = bare.tpot(b)[0]
+        cpu = sync.tpot(b)[0] - gpu
+        assert cpu > 0 and async_.tpot(b)[0] == pytest.approx(max(gpu, cpu), rel=1e-9)
+    assert async_.p2p_lat == pytest.approx(32 * 29.5e-6)  # the 8B's 32 layers of GPU fixed time (H100)
+    assert async_.prefill(1.0) == pytest.approx(sync.prefill(1.0), rel=1e-12)  # a prefill counts it once either way
 
 
 def test_old_engine_is_slower_at_large_batch_and_selected_by_version():
@@ -145,3 +173,21 @@ def test_confidence_follows_coverage_batch_limits():
         batch = {"b<=32": 16, "32<b<=128": 64, "b>128": 200}[regime]
         level = confidence(gpu, tp, 1, batch, vllm_version=engine[5:])
         assert level == "calibrated", (gpu, engine, tp, regime, n)
+
+
+def test_an_async_engines_rate_is_checked_against_the_measured_engines_and_keeps_its_confidence():
+    """vLLM 0.14 on: the measured engine's rows speak for its confidence, and that engine's figure is the
+    second source, so an interval the assumed overlap leaves is widened to it (``safe`` plans that one)."""
+    from hetinfra.perf import model as perf_model
+    from hetinfra.perf.profiles import ProfileTable
+    from hetinfra.spec.demand import RequestClass
+
+    assert confidence("H100", 2, 1, 64, vllm_version="0.15.0") == confidence("H100", 2, 1, 64) == "calibrated"
+    cls = RequestClass(name="c", input_tokens=200, output_tokens=200, rate_rps=1.0, share=1.0)
+    rates = {}
+    for version in ("0.12.0", "0.15.0"):
+        ctx = perf_model.ModelContext(("m",), MODELS["llama-3.1-8b"], "bf16", 1000, 25, vllm_version=version)
+        rates[version] = perf_model.PerformanceModel(ProfileTable([])).rate(ctx, "H100", 1, 1, cls)
+    sync, async_ = rates["0.12.0"], rates["0.15.0"]
+    assert async_.max_rps > sync.max_rps
+    assert async_.other == (pytest.approx(sync.max_rps / async_.max_rps), perf_model.MEASURED_ENGINE_SOURCE)

@@ -94,19 +94,22 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
 
 
 # The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
-# simulator under its benchmark's procedure, sizes and engine's scheduler, hetinfra.sim.benchmark_run):
-# MLPerf v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%; MLPerf v6.0 (vLLM 0.15-dev,
-# a newer engine than the constants') server -34.2%, offline -38.5%; vLLM v0.6.0 blog (ShareGPT first
-# turns at the post's means, --num-scheduler-steps 10) H100 8B -21.7%, 70B TP4 -2.9%; A100 8B -5.6%, 70B
-# TP4 +10.1%. The bands hold them against drift (the v6.0 runs, pessimistic, in their own); the issue's
-# acceptance is split: the median (met: +0.8%, median |error| 7.8%) passes, "each within 15%" (three
-# runs miss, KNOWN_MISSES) is a strict xfail.
+# simulator under its benchmark's procedure, sizes, engine's scheduler and engine's constants,
+# hetinfra.sim.benchmark_run): MLPerf v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%;
+# MLPerf v6.0 (vLLM 0.15-dev: asynchronous scheduling, calibration.ASYNC_SCHEDULING) server -18.7%, offline
+# -25.8% (-34.2% / -38.5% on the 0.12 engine's additive CPU costs); vLLM v0.6.0 blog (ShareGPT first turns at
+# the post's means, --num-scheduler-steps 10) H100 8B -21.7%, 70B TP4 -2.9%; A100 8B -5.6%, 70B TP4 +10.1%.
+# The bands hold them against drift (the v6.0 runs, pessimistic, in their own: a replay on the 0.12
+# engine's constants falls out of it); the issue's acceptance is split: the median (met: +0.8%, median
+# |error| 7.8%) passes, "each within 15%" (three runs miss, KNOWN_MISSES) is a strict xfail.
 BAND = (-0.25, 0.25)
-BANDS = {"6.0": (-0.50, -0.20)}  # MLPerf round -> band
+BANDS = {"6.0": (-0.32, -0.10)}  # MLPerf round -> band
 KNOWN_MISSES = {  # outside 15%, and why (docs/calibration.md)
-    "MLPerf Inference v6.0 open, Llama-3.1-70B server, 8 x H200, vLLM 0.15.0-dev",  # a newer engine
-    "MLPerf Inference v6.0 open, Llama-3.1-70B offline, 8 x H200, vLLM 0.15.0-dev",  # than the constants'
-    "vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100",  # the 8B on Hopper reads slow (as its vLLM runs do)
+    # the GPU step at ~450 sequences: aiconfigurator's kernels 81.5 ms (b 450, context 370), ours 109 ms
+    "MLPerf Inference v6.0 open, Llama-3.1-70B server, 8 x H200, vLLM 0.15.0-dev",
+    "MLPerf Inference v6.0 open, Llama-3.1-70B offline, 8 x H200, vLLM 0.15.0-dev",
+    # the engine's per-sequence CPU cost under V0's multi-step decoding: no measured run to fit it on
+    "vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100",
 }
 
 
@@ -130,10 +133,12 @@ def test_published_checks_median_within_10_percent():
     assert statistics.median(abs(c.error) for c in checks) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="not met: MLPerf v6.0's vLLM 0.15 runs (-34% server, -39% offline: a newer "
-                   "engine than the constants', whose step at ~450 sequences is ~45% slower than the published rate "
-                   "needs) and the vLLM v0.6.0 blog's Llama 3 8B on 1 x H100 (-22%: its ShareGPT sample is "
-                   "unpublished; the 8B reads pessimistic on Hopper) (docs/calibration.md)")
+@pytest.mark.xfail(strict=True, reason="not met: MLPerf v6.0's vLLM 0.15 runs (-19% server, -26% offline, with "
+                   "0.14's asynchronous scheduling: the GPU step at ~450 sequences, short contexts, is 34% slower than "
+                   "the measured kernels there, a regime the kernel fit has no rows of; fitted with those rows the runs "
+                   "read -9% / -19% and the v5.0 runs of vLLM 0.6-0.7 18-23% optimistic) and the vLLM v0.6.0 blog's Llama 3 8B on 1 x H100 (-22%: the "
+                   "per-sequence CPU cost under V0's multi-step decoding; no measured run to fit it on) "
+                   "(docs/calibration.md)")
 def test_each_published_check_within_15_percent():
     assert all(abs(c.error) <= 0.15 for c in published_checks())
 
