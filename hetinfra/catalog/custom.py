@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hetinfra.catalog.gpus import GpuSpec, get_gpu
 
-__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "gpu_facts"]
+__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "gpu_facts", "unknown_gpu_problem"]
 
 #: an L4-class card: low enough not to flatter an unknown GPU's step model before rescaling
 DEFAULT_BANDWIDTH_GBPS = 300.0
@@ -33,6 +33,17 @@ def gpu_facts(name: str, spec=None, memory_gb: float | None = None) -> GpuSpec |
         return GpuSpec(name, float(memory_gb), DEFAULT_BANDWIDTH_GBPS, DEFAULT_BF16_TFLOPS, None, None, False, 32.0)
     return GpuSpec(name, float(memory_gb), entry.bandwidth_gbps, entry.bf16_tflops, entry.fp8_tflops, None,
                    entry.nvlink, entry.intra_node_gbps)
+
+
+def unknown_gpu_problem(gpu: str, custom: bool = False) -> str | None:
+    """Why a plan may not name ``gpu`` (None: it may). :func:`gpu_facts` reads a GPU outside the catalog
+    as a custom one, so a plan must say which GPUs are custom (``allocations[].custom_gpu``, which the
+    planner writes for a GPU of an offers CSV); an unmarked one is a misspelt or retired catalog GPU,
+    which would otherwise run on a custom GPU's default facts without a word."""
+    if custom or get_gpu(gpu) is not None:
+        return None
+    return (f"{gpu!r} is not in hetinfra's GPU catalog, and the plan does not mark it custom_gpu (as `hetinfra plan` "
+            "does a GPU of an offers CSV): name a catalog GPU (`hetinfra prices` lists them) or re-plan")
 
 
 def check_custom_gpus(spec, offers, locate=None) -> None:

@@ -73,3 +73,49 @@ def test_without_requests_the_run_is_as_long_as_the_longest_class_needs(chat_pla
     need = requests_for(load_plan(chat_plan)[0], first)
     assert need > 20000  # chat-8b's 1000-token class at ~70 ms a token: 20 passes need a longer run
     assert json.loads(out)["requests"] == need
+
+
+def _edited_plan(example_plans, name: str, tmp_path, edit) -> tuple[str, str]:
+    """(plan.json path, spec path) of example ``name``'s plan copied into ``tmp_path`` after ``edit(doc)``."""
+    out, doc, _text, spec = example_plans[name]
+    doc = json.loads(json.dumps(doc))
+    edit(doc)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    return str(path), str(spec)
+
+
+def test_a_gpu_outside_the_catalog_not_marked_custom_is_exit_2(example_plans, tmp_path, run_cli):
+    # a misspelt catalog GPU was simulated as a custom GPU on default facts, without a word
+    path, spec = _edited_plan(example_plans, "chat", tmp_path, lambda d: d["allocations"][0].update(gpu="L40X"))
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "500", "--out", str(tmp_path))
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{path}: allocations[0].gpu 'L40X' is not in hetinfra's GPU catalog, and the plan does not mark it " \
+           "custom_gpu" in err and "`hetinfra prices` lists them" in err
+    assert len(err.strip().splitlines()) <= 2 and not (tmp_path / "simulation.json").exists()
+
+
+def test_a_gpu_the_plan_marks_custom_simulates_and_unmarked_is_exit_2(example_plans, tmp_path, run_cli):
+    _, doc, _, _ = example_plans["custom-gpu/service"]
+    assert [a.get("custom_gpu") for a in doc["allocations"]] == [True] * len(doc["allocations"])  # the planner's mark
+    path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path, lambda d: None)
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "200", "--out", str(tmp_path))
+    assert code == 0, err
+    path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path,
+                              lambda d: [a.pop("custom_gpu") for a in d["allocations"]])
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "500", "--out", str(tmp_path / "b"))
+    assert code == 2 and "allocations[0].gpu 'T1' is not in hetinfra's GPU catalog" in err, err
+
+
+def test_a_stage_gpu_outside_the_catalog_is_an_error_at_its_allocation(example_plans):
+    from hetinfra.document.simulation import SimPlan
+    from hetinfra.errors import InvalidInputError
+
+    _, doc, _, _ = example_plans["mixed-pipeline"]
+    doc = json.loads(json.dumps(doc))
+    k = next(i for i, a in enumerate(doc["allocations"]) if a.get("stages"))
+    doc["allocations"][k]["stages"][1]["gpu"] = "A10X"
+    doc["allocations"][k]["custom_gpu"] = True  # marks the unit's GPU, never a stage's
+    with pytest.raises(InvalidInputError, match=rf"plan.json: allocations\[{k}\].stages \(stage 1's gpu\) 'A10X' is "
+                                                 r"not in hetinfra's GPU catalog"):
+        SimPlan.of(doc, "plan.json")
