@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
 
-from hetinfra.catalog.custom import unknown_gpu_problem
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
@@ -31,46 +30,19 @@ class SimUnit(Doc):
     template: StrictStr
     model: StrictStr
     region: StrictStr
-    custom_gpu: bool = False  # before ``gpu``, as ``stages``: its check reads them
-    stages: Optional[list[Stage]] = None
     gpu: StrictStr
     tp: StrictInt
     pp: StrictInt
     engines_per_instance: StrictInt = 1
     nodes_per_replica: Optional[StrictInt] = None
     layer_partition: Optional[list[StrictInt]] = None
+    stages: Optional[list[Stage]] = None
     count: StrictInt
     variant: Optional[StrictStr] = None
     gpu_memory_gb: Optional[Number] = None
+    custom_gpu: bool = False  # a GPU outside the catalog the simulator may read (hetinfra.catalog.custom)
     disaggregation: Optional[Disaggregation] = None  # a prefill/decode bundle: two pools (hetinfra.sim.split)
     adapters: Optional[UnitAdapters] = None  # LoRA: engines with slots, requests naming adapters (hetinfra.sim.lora)
-
-    # A GPU outside the catalog would run on a custom GPU's default facts (hetinfra.catalog.custom):
-    # only the one the plan marks custom may; a stage's or a role's GPU is always a catalog GPU.
-    @field_validator("stages")
-    @classmethod
-    def _catalog_stages(cls, v: Optional[list[Stage]]) -> Optional[list[Stage]]:
-        for i, stage in enumerate(v or ()):
-            if why := unknown_gpu_problem(stage.gpu):
-                raise ValueError(f"(stage {i}'s gpu) {why}")
-        return v
-
-    @field_validator("gpu")
-    @classmethod
-    def _catalog_or_custom(cls, v: str, info: ValidationInfo) -> str:
-        if info.data.get("stages"):  # a mixed pipeline's stage GPUs joined ("H100+L4"), each checked above
-            return v
-        if why := unknown_gpu_problem(v, bool(info.data.get("custom_gpu"))):
-            raise ValueError(why)
-        return v
-
-    @field_validator("disaggregation")
-    @classmethod
-    def _catalog_roles(cls, v: Optional[Disaggregation]) -> Optional[Disaggregation]:
-        for i, role in enumerate(v.roles if v is not None else ()):
-            if role.gpu is not None and (why := unknown_gpu_problem(role.gpu)):
-                raise ValueError(f"({role.role} role's gpu) {why}")
-        return v
 
     def key(self) -> dict:
         """The fields in :data:`SIMULATED`, as plan.json writes them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,7 @@ def test_without_requests_the_run_is_as_long_as_the_longest_class_needs(chat_pla
     assert json.loads(out)["requests"] == need
 
 
+
 def _edited_plan(example_plans, name: str, tmp_path, edit) -> tuple[str, str]:
     """(plan.json path, spec path) of example ``name``'s plan copied into ``tmp_path`` after ``edit(doc)``."""
     out, doc, _text, spec = example_plans[name]
@@ -85,37 +87,39 @@ def _edited_plan(example_plans, name: str, tmp_path, edit) -> tuple[str, str]:
     return str(path), str(spec)
 
 
-def test_a_gpu_outside_the_catalog_not_marked_custom_is_exit_2(example_plans, tmp_path, run_cli):
+def _stage_gpu(doc: dict, gpu: str) -> None:
+    a = next(a for a in doc["allocations"] if a.get("stages"))
+    a["stages"][1]["gpu"], a["custom_gpu"] = gpu, True  # the mark is the unit's GPU's, never a stage's
+
+
+@pytest.mark.parametrize("name, edit, where", [
+    ("chat", lambda d: d["allocations"][0].update(gpu="L40X"), "allocations[0].gpu 'L40X'"),
+    ("mixed-pipeline", lambda d: _stage_gpu(d, "A10X"), "].stages[1].gpu 'A10X'")])
+def test_a_gpu_outside_the_catalog_not_marked_custom_is_exit_2(example_plans, tmp_path, run_cli, name, edit, where):
     # a misspelt catalog GPU was simulated as a custom GPU on default facts, without a word
-    path, spec = _edited_plan(example_plans, "chat", tmp_path, lambda d: d["allocations"][0].update(gpu="L40X"))
+    path, spec = _edited_plan(example_plans, name, tmp_path, edit)
     code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "500", "--out", str(tmp_path))
     assert code == 2 and "Traceback" not in err, err
-    assert f"{path}: allocations[0].gpu 'L40X' is not in hetinfra's GPU catalog, and the plan does not mark it " \
-           "custom_gpu" in err and "`hetinfra prices` lists them" in err
+    assert f"{path}: allocations[" in err and f"{where} is not in hetinfra's GPU catalog, and the plan does not " \
+           "mark it custom_gpu" in err and "`hetinfra prices` lists them" in err, err
     assert len(err.strip().splitlines()) <= 2 and not (tmp_path / "simulation.json").exists()
 
 
 def test_a_gpu_the_plan_marks_custom_simulates_and_unmarked_is_exit_2(example_plans, tmp_path, run_cli):
-    _, doc, _, _ = example_plans["custom-gpu/service"]
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.sim.plan_sim import simulate_plan
+    from hetinfra.sim.workload import WorkloadConfig
+    from hetinfra.spec.load import load_spec
+
+    _, doc, _, spec = example_plans["custom-gpu/service"]
     assert [a.get("custom_gpu") for a in doc["allocations"]] == [True] * len(doc["allocations"])  # the planner's mark
     path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path, lambda d: None)
     code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "200", "--out", str(tmp_path))
     assert code == 0, err
     path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path,
                               lambda d: [a.pop("custom_gpu") for a in d["allocations"]])
-    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "500", "--out", str(tmp_path / "b"))
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "200", "--out", str(tmp_path / "b"))
     assert code == 2 and "allocations[0].gpu 'T1' is not in hetinfra's GPU catalog" in err, err
-
-
-def test_a_stage_gpu_outside_the_catalog_is_an_error_at_its_allocation(example_plans):
-    from hetinfra.document.simulation import SimPlan
-    from hetinfra.errors import InvalidInputError
-
-    _, doc, _, _ = example_plans["mixed-pipeline"]
-    doc = json.loads(json.dumps(doc))
-    k = next(i for i, a in enumerate(doc["allocations"]) if a.get("stages"))
-    doc["allocations"][k]["stages"][1]["gpu"] = "A10X"
-    doc["allocations"][k]["custom_gpu"] = True  # marks the unit's GPU, never a stage's
-    with pytest.raises(InvalidInputError, match=rf"plan.json: allocations\[{k}\].stages \(stage 1's gpu\) 'A10X' is "
-                                                 r"not in hetinfra's GPU catalog"):
-        SimPlan.of(doc, "plan.json")
+    # the simulator itself, called with a plan's dict: the engine reads a custom GPU only where marked
+    with pytest.raises(InvalidInputError, match=r"plan unit .*: gpu 'T1' is not in hetinfra's GPU catalog"):
+        simulate_plan(json.loads(Path(path).read_text()), load_spec(Path(spec))[0], Path(spec), WorkloadConfig(requests=100))
