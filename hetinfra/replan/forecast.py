@@ -23,7 +23,7 @@ Method "recent-peak" (fewer than two seasons: no trend or profile can be told fr
 
 Error, reported with every forecast: backtest by holding out the LAST ``H`` intervals,
 fitting the same method on ``y[:n-H]`` and comparing the H point forecasts with what was
-observed. MAPE = mean(|yhat - y| / y) over held-out intervals with ``y > 0`` (a zero actual
+observed (none when ``H >= n``: nothing is left to fit on). MAPE = mean(|yhat - y| / y) over held-out intervals with ``y > 0`` (a zero actual
 makes the percentage undefined), RMSE = sqrt(mean((yhat - y)^2)) in rps. The seasonal backtest
 may fit on one season only (then ``b = 0``: seasonal naive); the note says so.
 """
@@ -107,7 +107,8 @@ def _backtest(y: np.ndarray, method: str, period: int, horizon: int, smooth: int
     """``method`` fit on ``y`` less its last ``horizon`` intervals and judged on them: ((MAPE, RMSE,
     peak error), intervals tested (0: none), what the note says of it)."""
     n = len(y)
-    train, actual = y[: n - horizon], y[n - horizon:]
+    cut = max(n - horizon, 0)  # a horizon longer than the series leaves nothing to fit on (not y[:-k])
+    train, actual = y[:cut], y[cut:]
     if method == SEASONAL and len(train) >= period:
         pred, m_b, _ = _seasonal(train, period, horizon, smooth)
         note = f"; backtest on the last {horizon} intervals, fit on {m_b} season{'s' if m_b > 1 else ''} before them"
