@@ -130,3 +130,35 @@ def test_property_a_plan_is_accepted_iff_each_node_type_is_sold_as_planned_in_it
         outcomes.add("accepted" if problem is None else "region" if "region" in problem else
                      "gpus" if "sold with" in problem else "type")
     assert outcomes == {"accepted", "type", "gpus", "region"}  # every way to pass and fail was drawn
+
+
+def test_property_validate_plan_refuses_the_first_unsold_allocation_of_a_cloud_apply_deploys_to(shapes):
+    # a drawn plan of 1-3 allocations (no bundle: split_problem reads the real interconnect table), some
+    # from the user's own offers (custom_cloud, or a cloud apply does not know), never checked
+    from types import SimpleNamespace
+
+    from hetinfra.deploy.preflight import validate_plan
+    from hetinfra.errors import InvalidInputError
+
+    rng, outcomes = random.Random(1205), set()
+    for _ in range(200):
+        drawn = [_draw_case(rng, shapes[:2]) for _ in range(rng.randint(1, 3))]
+        rows = [row for case in drawn for row in case[0]]
+        known: dict = {}
+        for c, t, g, n, r in rows:
+            known.setdefault((c, t), set()).add((g, n, r))
+        allocs, wrong = [], None
+        for i, (_rows, alloc, nodes) in enumerate(drawn):
+            own = rng.random() < 0.25
+            alloc = alloc.model_copy(update={"custom_cloud": True} if own else {})
+            allocs.append(alloc)
+            if wrong is None and not own and any(not _sold(rows, alloc.cloud, alloc.region, x) for x in nodes):
+                wrong = i
+        plan = SimpleNamespace(allocations=allocs)
+        if wrong is None:
+            assert validate_plan(plan, Path("plan.json"), catalog=lambda: known) is plan
+        else:
+            with pytest.raises(InvalidInputError, match=rf"^plan.json: allocations\[{wrong}\]\.\S*instance_type "):
+                validate_plan(plan, Path("plan.json"), catalog=lambda: known)
+        outcomes.add(wrong is None)
+    assert outcomes == {True, False}
