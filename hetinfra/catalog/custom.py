@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from hetinfra.catalog.gpus import GpuSpec, get_gpu
 
-__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "gpu_facts"]
+__all__ = ["DEFAULT_BANDWIDTH_GBPS", "DEFAULT_BF16_TFLOPS", "check_custom_gpus", "UNKNOWN_GPU_HINT", "gpu_facts", "plan_gpu_problem",
+           "unknown_gpu_problem"]
 
 #: an L4-class card: low enough not to flatter an unknown GPU's step model before rescaling
 DEFAULT_BANDWIDTH_GBPS = 300.0
@@ -33,6 +34,33 @@ def gpu_facts(name: str, spec=None, memory_gb: float | None = None) -> GpuSpec |
         return GpuSpec(name, float(memory_gb), DEFAULT_BANDWIDTH_GBPS, DEFAULT_BF16_TFLOPS, None, None, False, 32.0)
     return GpuSpec(name, float(memory_gb), entry.bandwidth_gbps, entry.bf16_tflops, entry.fp8_tflops, None,
                    entry.nvlink, entry.intra_node_gbps)
+
+
+def unknown_gpu_problem(gpu: str, custom: bool = False) -> str | None:
+    """Why a plan may not name ``gpu`` (None: it may). :func:`gpu_facts` reads a GPU outside the catalog
+    as a custom one, so a plan must say which GPUs are custom (``allocations[].custom_gpu``, which the
+    planner writes for a GPU of an offers CSV); an unmarked one is a misspelt or retired catalog GPU,
+    which would otherwise run on a custom GPU's default facts without a word."""
+    if custom or get_gpu(gpu) is not None:
+        return None
+    return f"{gpu!r} is not in hetinfra's GPU catalog, and the plan does not mark it custom_gpu"
+
+
+#: how to mend what :func:`unknown_gpu_problem` finds
+UNKNOWN_GPU_HINT = ("name a catalog GPU (`hetinfra prices` lists them), or re-plan: `hetinfra plan` marks a GPU of an "
+                    "offers CSV custom_gpu")
+
+
+def plan_gpu_problem(alloc) -> str | None:
+    """Why the simulator may not run plan.json allocation ``alloc`` (``gpu``, ``custom_gpu``,
+    ``stages``, ``disaggregation``; None: it may), as ``<field> <why>``: its GPU outside the catalog
+    and not marked custom, or a mixed pipeline's stage GPU or a bundle role's GPU outside it (those
+    are catalog GPUs only; a mixed pipeline's ``gpu`` joins its stages', ``H100+L4``)."""
+    named = [(f"stages[{k}].gpu", s.gpu, False) for k, s in enumerate(alloc.stages or ())] or [
+        ("gpu", alloc.gpu, bool(alloc.custom_gpu))]
+    roles = alloc.disaggregation.roles if alloc.disaggregation is not None else ()
+    named += [(f"disaggregation.roles[{j}].gpu", r.gpu, False) for j, r in enumerate(roles) if r.gpu is not None]
+    return next((f"{field} {why}" for field, gpu, custom in named if (why := unknown_gpu_problem(gpu, custom))), None)
 
 
 def check_custom_gpus(spec, offers, locate=None) -> None:

@@ -82,6 +82,12 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications,
         return doc, js, svg
 
     doc = run_command(as_json, work, lambda result: _show(result, profile_csv), to_json=lambda result: result[0])[0]
+    _judge(doc, check, as_json)
+
+
+def _judge(doc: dict, check: bool, as_json: bool) -> None:
+    """Warn of objectives too few requests judge; with ``check``, exit OBJECTIVES_MISSED (12) when an
+    objective is missed, not shown met, or a unit is unstable."""
     from hetinfra.sim.check import OBJECTIVES_MISSED, too_few_lines
 
     thin = too_few_lines(doc)

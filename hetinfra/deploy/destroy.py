@@ -144,9 +144,9 @@ def _destroy_kubernetes(out: Path, state: DeployState, *, target: str, yes: bool
 
 def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0) -> str:
     """What runs (from state.json), its live replicas and cost as last read from the clouds
-    (state.json ``live``, hetinfra.deploy.drift), and, for every gateway recorded, its units' health
+    (state.json ``live``, hetinfra.deploy.drift; read by hetinfra.deploy.live_read), and, for every gateway recorded, its units' health
     and live weights (its ``/admin/weights``, sent the first key of ``HETINFRA_API_KEY``)."""
-    from hetinfra.deploy.drift import live_lines
+    from hetinfra.deploy.live_read import live_lines
 
     if not (out / "state.json").exists():
         return f"{out}: nothing deployed (no state.json)"

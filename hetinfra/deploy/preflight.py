@@ -7,7 +7,7 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    metacharacter in any string that reaches a VM, a command line or a resource name, every unit's
    --max-model-len within its KV cache and covering the classes routed to it), then what needs the
    catalog: every node type (a heterogeneous bundle's roles, a mixed pipeline's stages) in the offer
-   catalog with the GPU and GPU count the plan gives it (exit 2).
+   catalog with the GPU and GPU count the plan gives it, in the unit's region (exit 2).
 2. **The out dir belongs to the service** (:func:`check_owner`): plan.json's ``service`` and
    ``service_id`` must equal state.json's; another service's out dir is refused without
    ``--force`` (exit 2).
@@ -39,10 +39,10 @@ from hetinfra.document.state import State
 from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
-def catalog_types() -> dict[tuple[str, str], set[tuple[str, int]]]:
-    """(cloud, instance type) -> the (GPU, GPUs per instance) the offer catalog sells it with: the
-    embedded snapshot and the feeds' cached snapshots (a plan made with ``--feeds live`` may use types
-    the snapshot lacks)."""
+def catalog_types() -> dict[tuple[str, str], set[tuple[str, int, str]]]:
+    """(cloud, instance type) -> the (GPU, GPUs per instance, region) the offer catalog sells it with:
+    the embedded snapshot and the feeds' cached snapshots (a plan made with ``--feeds live`` may use
+    types the snapshot lacks)."""
     from hetinfra.price_feeds.load import load_offers
 
     offers = list(load_offers("snapshot")[0].offers)
@@ -50,9 +50,9 @@ def catalog_types() -> dict[tuple[str, str], set[tuple[str, int]]]:
         offers += load_offers("cache")[0].offers
     except Exception:  # no cache, or an unreadable one: the embedded snapshot alone
         pass
-    known: dict[tuple[str, str], set[tuple[str, int]]] = {}
+    known: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
     for o in offers:
-        known.setdefault((o.cloud, o.instance_type), set()).add((o.gpu, o.gpu_count))
+        known.setdefault((o.cloud, o.instance_type), set()).add((o.gpu, o.gpu_count, o.region))
     return known
 
 
@@ -69,8 +69,9 @@ def node_types(a: Allocation) -> list[tuple[str, str, str, int | None]]:
 
 def catalog_problem(a: Allocation, known: dict) -> str | None:
     """Why a node type of ``a`` is not what the catalog sells (None: every one is): an instance type
-    it does not list, or one it sells with another GPU or GPU count (the simulator and the planner's
-    rates read the GPU; the cloud boots the instance type)."""
+    it does not list, one it sells with another GPU or GPU count (the simulator and the planner's
+    rates read the GPU; the cloud boots the instance type), or one it does not sell in the unit's
+    region (the cloud would refuse the launch after apply began)."""
     from hetinfra.errors import did_you_mean
 
     for where, t, gpu, gpus in node_types(a):
@@ -78,10 +79,13 @@ def catalog_problem(a: Allocation, known: dict) -> str | None:
         if (a.cloud, t) not in known:
             return (f"{field} {t!r} is not a {a.cloud} instance type in the offer catalog; "
                     f"{did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}")
-        sold = known[(a.cloud, t)]
-        if not any(g == gpu and (gpus is None or n == gpus) for g, n in sold):
-            as_sold = " or ".join(f"{n} x {g}" for g, n in sorted(sold))
+        sold = [(r, g, n) for g, n, r in known[(a.cloud, t)] if g == gpu and (gpus is None or n == gpus)]
+        if not sold:
+            as_sold = " or ".join(f"{n} x {g}" for g, n in sorted({(g, n) for g, n, _r in known[(a.cloud, t)]}))
             return f"{field} {t!r} is sold with {as_sold}, but the plan gives it {gpus or ''}{' x ' if gpus else ''}{gpu}"
+        if all(r != a.region for r, _g, _n in sold):
+            return (f"{field} {t!r} with {gpu} is not sold in region {a.region!r} in the offer catalog; sold in "
+                    f"{', '.join(sorted({r for r, _g, _n in sold}))}")
     return None
 
 

@@ -174,6 +174,12 @@ class Allocation(Doc):
                                                                    "layout; null for mixed pipelines.")
     gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
                                                               "from its offer row).")
+    custom_gpu: StrictBool = Field(False, description="The unit's ``gpu`` is not in hetinfra's GPU catalog: a GPU of "
+                                                      "the user's offers CSV, its memory from the offer "
+                                                      "(``gpu_memory_gb``), its bandwidth and FLOP/s from the spec's "
+                                                      "``infrastructure.custom_gpus`` or conservative defaults. "
+                                                      "Written only when true; absent (false), a GPU outside the "
+                                                      "catalog is an error to ``hetinfra simulate``.")
     deployment_unit: StrictStr = Field(description="The deployed unit's name: a DNS label naming its SkyPilot "
                                                    "service, cloud groups and state.json entries; the key of the "
                                                    "gateway's backend group. Not the solver's ``unit``.")

@@ -40,6 +40,7 @@ class SimUnit(Doc):
     count: StrictInt
     variant: Optional[StrictStr] = None
     gpu_memory_gb: Optional[Number] = None
+    custom_gpu: bool = False  # a GPU outside the catalog the simulator may read (hetinfra.catalog.custom)
     disaggregation: Optional[Disaggregation] = None  # a prefill/decode bundle: two pools (hetinfra.sim.split)
     adapters: Optional[UnitAdapters] = None  # LoRA: engines with slots, requests naming adapters (hetinfra.sim.lora)
 

@@ -123,7 +123,7 @@ class LiveCounts(BaseModel):
 
 class LiveRead(BaseModel):
     """A live read (state.json's ``live``): the totals and each unit's; what ``hetinfra status`` prints
-    (hetinfra.deploy.drift.live_lines reads it through this model: a hand-edited or older read missing
+    (hetinfra.deploy.live_read.live_lines reads it through this model: a hand-edited or older read missing
     a key was a KeyError traceback there)."""
 
     model_config = ConfigDict(extra="allow")

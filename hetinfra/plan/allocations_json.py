@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from hetinfra.catalog.gpus import get_gpu
 from hetinfra.document.allocation import Allocation, Disaggregation, RouteShare, Routing, Stage
 from hetinfra.plan.naming import unit_name
 from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier
@@ -93,6 +94,8 @@ def _allocation(pr: "PlanResult", uid: str, load: Load, purchases: bool, name: s
                                                   price_usd_per_hour=rounded(p))
                             for (it, g), n, p in zip(t.stages, t.layer_partition, u.stage_prices)]
     fields.update(_engine_lengths(pr, uid, planned_models[u.model]))  # issue 21
+    if not t.mixed and get_gpu(t.gpu) is None:  # an offers CSV's GPU: the simulator reads it as custom only where marked
+        fields["custom_gpu"] = True
     return Allocation.model_construct(**fields)
 
 

@@ -23,7 +23,7 @@ Method "recent-peak" (fewer than two seasons: no trend or profile can be told fr
 
 Error, reported with every forecast: backtest by holding out the LAST ``H`` intervals,
 fitting the same method on ``y[:n-H]`` and comparing the H point forecasts with what was
-observed. MAPE = mean(|yhat - y| / y) over held-out intervals with ``y > 0`` (a zero actual
+observed (none when ``H >= n``: nothing is left to fit on). MAPE = mean(|yhat - y| / y) over held-out intervals with ``y > 0`` (a zero actual
 makes the percentage undefined), RMSE = sqrt(mean((yhat - y)^2)) in rps. The seasonal backtest
 may fit on one season only (then ``b = 0``: seasonal naive); the note says so.
 """
@@ -93,6 +93,37 @@ def _errors(pred: np.ndarray, actual: np.ndarray) -> tuple[float | None, float, 
     return mape, rmse, peak_err
 
 
+def _rates(series) -> np.ndarray:
+    """``series`` as a 1-d float array: not empty, finite and >= 0 (InvalidInputError otherwise)."""
+    y = np.asarray(series, dtype=float)
+    if y.ndim != 1 or y.size == 0:
+        raise InvalidInputError("forecast: the rate series is empty", hint="the log has no requests for this model")
+    if not np.all(np.isfinite(y)) or (y < 0).any():
+        raise InvalidInputError("forecast: rates must be finite and >= 0")
+    return y
+
+
+def _backtest(y: np.ndarray, method: str, period: int, horizon: int, smooth: int) -> tuple[tuple, int, str]:
+    """``method`` fit on ``y`` less its last ``horizon`` intervals and judged on them: ((MAPE, RMSE,
+    peak error), intervals tested (0: none), what the note says of it)."""
+    n = len(y)
+    cut = max(n - horizon, 0)  # a horizon longer than the series leaves nothing to fit on (not y[:-k])
+    train, actual = y[:cut], y[cut:]
+    if method == SEASONAL and len(train) >= period:
+        pred, m_b, _ = _seasonal(train, period, horizon, smooth)
+        note = f"; backtest on the last {horizon} intervals, fit on {m_b} season{'s' if m_b > 1 else ''} before them"
+        note += " (seasonal naive, no trend)" if m_b < 2 else ""
+    elif method == RECENT_PEAK and len(train) >= 1:
+        pred = _recent_peak(train, period, horizon)
+        note = f"; backtest on the last {horizon} intervals"
+    else:
+        return (None, None, None), 0, f"; no backtest: {n} intervals leave too few to fit after holding out {horizon}"
+    errors = _errors(pred, actual)
+    if errors[0] is None:
+        note += " (MAPE undefined: every held-out interval had zero requests)"
+    return errors, horizon, note
+
+
 def forecast_peak(series, *, period: int, horizon: int, smooth: int = 1) -> Forecast:
     """Forecast the peak rps of the next ``horizon`` intervals of ``series`` (rps per interval).
 
@@ -101,13 +132,8 @@ def forecast_peak(series, *, period: int, horizon: int, smooth: int = 1) -> Fore
     """
     period, horizon = _whole(period, "period", 1), _whole(horizon, "horizon", 1)
     smooth = _whole(smooth, "smoothing width", 1)
-    y = np.asarray(series, dtype=float)
-    if y.ndim != 1 or y.size == 0:
-        raise InvalidInputError("forecast: the rate series is empty", hint="the log has no requests for this model")
-    if not np.all(np.isfinite(y)) or (y < 0).any():
-        raise InvalidInputError("forecast: rates must be finite and >= 0")
+    y = _rates(series)
     n = len(y)
-
     if n >= 2 * period:
         method = SEASONAL
         points, m, b = _seasonal(y, period, horizon, smooth)
@@ -118,27 +144,8 @@ def forecast_peak(series, *, period: int, horizon: int, smooth: int = 1) -> Fore
         points = _recent_peak(y, period, horizon)
         note = (f"only {n} intervals, fewer than the two seasons ({2 * period}) a seasonal fit needs: "
                 f"planning at the peak of the last {min(n, period)} intervals")
-
-    mape = rmse = peak_err = None
-    tested = 0
-    train, actual = y[: n - horizon], y[n - horizon:]
-    if method == SEASONAL and len(train) >= period:
-        pred, m_b, _ = _seasonal(train, period, horizon, smooth)
-        mape, rmse, peak_err = _errors(pred, actual)
-        tested = horizon
-        note += f"; backtest on the last {horizon} intervals, fit on {m_b} season{'s' if m_b > 1 else ''} before them"
-        if m_b < 2:
-            note += " (seasonal naive, no trend)"
-    elif method == RECENT_PEAK and len(train) >= 1:
-        pred = _recent_peak(train, period, horizon)
-        mape, rmse, peak_err = _errors(pred, actual)
-        tested = horizon
-        note += f"; backtest on the last {horizon} intervals"
-    else:
-        note += f"; no backtest: {n} intervals leave too few to fit after holding out {horizon}"
-    if tested and mape is None:
-        note += " (MAPE undefined: every held-out interval had zero requests)"
-
+    (mape, rmse, peak_err), tested, said = _backtest(y, method, period, horizon, smooth)
+    note += said
     return Forecast(peak_rps=float(points.max()), point_forecasts=[float(v) for v in points], method=method,
                     mape=mape, rmse=rmse, backtest_intervals=tested, note=note, peak_error=peak_err)
 

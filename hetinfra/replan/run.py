@@ -130,7 +130,8 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     placing more of a stalled unit's GPU where it stalled than run there now."""
     if not opts.refresh or not (out / "state.json").exists():
         return running, [], {}
-    from hetinfra.deploy.drift import read_live, record, running_now
+    from hetinfra.deploy.drift import read_live, record
+    from hetinfra.deploy.live_read import running_now
     from hetinfra.deploy.state import DeployState
 
     live = read_live(out, DeployState.load(out), pulumi_command=pulumi_command, env=env)

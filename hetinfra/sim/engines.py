@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hetinfra.catalog.custom import gpu_facts
+from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, gpu_facts, unknown_gpu_problem
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
@@ -47,9 +47,13 @@ class UnitEngine:
 
 
 def _gpu(name: str, unit: str, alloc: SimUnit | None = None, spec=None):
-    """The GPU's facts: the catalog's, else a custom GPU's (memory from the plan's offer, the rest from
-    the spec's infrastructure.custom_gpus or defaults: hetinfra.catalog.custom)."""
-    g = get_gpu(name) if alloc is None else gpu_facts(name, spec, alloc.gpu_memory_gb)
+    """The GPU's facts: the catalog's, else, where the plan marks it custom (``custom_gpu``), a custom
+    GPU's (memory from the plan's offer, the rest from the spec's infrastructure.custom_gpus or
+    defaults: hetinfra.catalog.custom)."""
+    custom = alloc is not None and alloc.custom_gpu
+    g = gpu_facts(name, spec, alloc.gpu_memory_gb) if custom else get_gpu(name)
+    if g is None and not custom:
+        raise InvalidInputError(f"plan unit {unit}: gpu {unknown_gpu_problem(name)}", hint=UNKNOWN_GPU_HINT)
     if g is None:
         raise InvalidInputError(f"plan unit {unit}: GPU {name!r} is not in the catalog and the plan gives no memory "
                                 "for it", hint="re-plan with this hetinfra version (plan.json allocations[].gpu_memory_gb)")

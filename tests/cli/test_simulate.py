@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,52 @@ def test_without_requests_the_run_is_as_long_as_the_longest_class_needs(chat_pla
     need = requests_for(load_plan(chat_plan)[0], first)
     assert need > 20000  # chat-8b's 1000-token class at ~70 ms a token: 20 passes need a longer run
     assert json.loads(out)["requests"] == need
+
+
+
+def _edited_plan(example_plans, name: str, tmp_path, edit) -> tuple[str, str]:
+    """(plan.json path, spec path) of example ``name``'s plan copied into ``tmp_path`` after ``edit(doc)``."""
+    out, doc, _text, spec = example_plans[name]
+    doc = json.loads(json.dumps(doc))
+    edit(doc)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    return str(path), str(spec)
+
+
+def _stage_gpu(doc: dict, gpu: str) -> None:
+    a = next(a for a in doc["allocations"] if a.get("stages"))
+    a["stages"][1]["gpu"], a["custom_gpu"] = gpu, True  # the mark is the unit's GPU's, never a stage's
+
+
+@pytest.mark.parametrize("name, edit, where", [
+    ("chat", lambda d: d["allocations"][0].update(gpu="L40X"), "allocations[0].gpu 'L40X'"),
+    ("mixed-pipeline", lambda d: _stage_gpu(d, "A10X"), "].stages[1].gpu 'A10X'")])
+def test_a_gpu_outside_the_catalog_not_marked_custom_is_exit_2(example_plans, tmp_path, run_cli, name, edit, where):
+    # a misspelt catalog GPU was simulated as a custom GPU on default facts, without a word
+    path, spec = _edited_plan(example_plans, name, tmp_path, edit)
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "500", "--out", str(tmp_path))
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{path}: allocations[" in err and f"{where} is not in hetinfra's GPU catalog, and the plan does not " \
+           "mark it custom_gpu" in err and "`hetinfra prices` lists them" in err, err
+    assert len(err.strip().splitlines()) <= 2 and not (tmp_path / "simulation.json").exists()
+
+
+def test_a_gpu_the_plan_marks_custom_simulates_and_unmarked_is_exit_2(example_plans, tmp_path, run_cli):
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.sim.plan_sim import simulate_plan
+    from hetinfra.sim.workload import WorkloadConfig
+    from hetinfra.spec.load import load_spec
+
+    _, doc, _, spec = example_plans["custom-gpu/service"]
+    assert [a.get("custom_gpu") for a in doc["allocations"]] == [True] * len(doc["allocations"])  # the planner's mark
+    path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path, lambda d: None)
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "200", "--out", str(tmp_path))
+    assert code == 0, err
+    path, spec = _edited_plan(example_plans, "custom-gpu/service", tmp_path,
+                              lambda d: [a.pop("custom_gpu") for a in d["allocations"]])
+    code, out, err = run_cli("simulate", path, "--spec", spec, "--requests", "200", "--out", str(tmp_path / "b"))
+    assert code == 2 and "allocations[0].gpu 'T1' is not in hetinfra's GPU catalog" in err, err
+    # the simulator itself, called with a plan's dict: the engine reads a custom GPU only where marked
+    with pytest.raises(InvalidInputError, match=r"plan unit .*: gpu 'T1' is not in hetinfra's GPU catalog"):
+        simulate_plan(json.loads(Path(path).read_text()), load_spec(Path(spec))[0], Path(spec), WorkloadConfig(requests=100))

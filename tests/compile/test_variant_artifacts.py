@@ -100,4 +100,4 @@ def test_the_example_plans_tasks_load_the_variants_checkpoints(tmp_path, run_cli
     from hetinfra.deploy.preflight import validate_plan
 
     validate_plan(Plan.parse(plan), out / "plan.json", catalog=lambda: {
-        (a["cloud"], a["instance_type"]): {(a["gpu"], a["gpus_per_instance"])} for a in plan["allocations"]})
+        (a["cloud"], a["instance_type"]): {(a["gpu"], a["gpus_per_instance"], a["region"])} for a in plan["allocations"]})

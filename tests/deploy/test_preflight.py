@@ -38,6 +38,7 @@ BAD_FIELDS = [
     ("count as text", _set_alloc("count", "2"), "allocations[0].count"),
     ("injected instance type", _set_alloc("instance_type", "p4de.24xlarge; rm -rf /"), "allocations[0].instance_type"),
     ("unknown instance type", _set_alloc("instance_type", "g9z.mega"), "not a aws instance type in the offer catalog"),
+    ("region the type is not sold in", _set_alloc("region", "us-east-7"), "is not sold in region 'us-east-7'"),
     ("plan_version 7", lambda p: p.__setitem__("plan_version", 7), "plan_version"),
     ("instances != count x nodes", _set_alloc("instances", 99), "allocations[0].instances"),
     ("task path outside skypilot/", _set_alloc("skypilot_task", "../../etc/passwd"), "allocations[0].skypilot_task"),

@@ -78,6 +78,15 @@ def test_too_short_for_any_backtest():
     assert "no backtest" in fc.note
 
 
+@pytest.mark.parametrize("n, horizon", [(20, 25), (20, 39), (7, 9)])
+def test_a_horizon_longer_than_the_series_is_forecast_without_a_backtest(n, horizon):
+    # y[:n - H] with H > n sliced from the end: a seasonal fit on part of the series was compared with
+    # fewer actuals than forecasts (a ValueError traceback from `replan --demand-log`)
+    fc = forecast_peak(np.arange(float(n)) % 5, period=5 if n >= 10 else 9, horizon=horizon)
+    assert len(fc.point_forecasts) == horizon and fc.backtest_intervals == 0 and fc.mape is None
+    assert f"no backtest: {n} intervals leave too few to fit after holding out {horizon}" in fc.note
+
+
 def test_two_seasons_backtests_with_seasonal_naive():
     fc = forecast_peak(diurnal(2 * PERIOD), period=PERIOD, horizon=HORIZON)
     assert fc.method == SEASONAL and "seasonal naive" in fc.note and fc.mape < 1e-9
