@@ -10,6 +10,17 @@ import click
 
 from hetinfra.cli.common import run_command, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
+from hetinfra.cli.preload import Preloader, SolveStarts
+
+#: what a verified plan imports only after its first solve (hetinfra.cli.preload loads them beside it),
+#: in the order it needs them: the simulation view (plan.json's typed sections), the simulator and
+#: its replications (numpy.ma: np.percentile loads it on first use), the confirmation, the trim
+VERIFICATION = ("hetinfra.plan.plan_json", "hetinfra.plan.replicated", "hetinfra.sim.replications", "numpy.ma",
+                "hetinfra.plan.confirm", "hetinfra.plan.blocks", "hetinfra.sim.minimal")
+#: what assembling plan.json imports (verified or not), then what the summary does (not under --json)
+PLAN_ASSEMBLY = ("hetinfra.plan.plan_json", "hetinfra.plan.fidelity", "hetinfra.plan.failover",
+                 "hetinfra.document.engines")
+SUMMARY = ("hetinfra.plan.summary",)
 
 
 @click.command("plan")
@@ -55,13 +66,16 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
         caps, cap_warnings = load_caps(caps_file, availability, snapshot)
         progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
-        try:
-            _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
-                                   snapshot=snapshot, state=state, extra_caps=caps,
-                                   template_cache=not no_template_cache, progress=progress)
-        finally:
-            if progress is not None:
-                progress.close()
+        later = (PLAN_ASSEMBLY if no_verify else VERIFICATION + PLAN_ASSEMBLY) + (() if as_json else SUMMARY)
+        with Preloader(later) as preloader:  # loaded beside the first solve (hetinfra.cli.preload)
+            try:
+                _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify,
+                                       with_baselines=not no_baselines, snapshot=snapshot, state=state,
+                                       extra_caps=caps, template_cache=not no_template_cache,
+                                       progress=SolveStarts(progress, preloader))
+            finally:
+                if progress is not None:
+                    progress.close()
         doc = doc.model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None
