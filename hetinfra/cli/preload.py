@@ -2,10 +2,11 @@
 that releases the GIL.
 
 Much of what `hetinfra plan` imports it needs only after its first solve: plan.json's typed sections
-(pydantic builds each class's schema as it is defined), the simulator and Rich for the summary. The first solve runs in HiGHS, which releases the GIL, and on one
-core of two; a thread that imports those modules meanwhile takes them off the main thread's path. It
-starts there, not with the command: before the solve both threads would run Python, which the GIL
-runs one at a time, so the imports would only have moved.
+(pydantic builds each class's schema as it is defined), the simulator and Rich for the summary. The
+first solve runs in HiGHS, which releases the GIL, on one core; a thread that imports those modules
+meanwhile takes them off the main thread's path where a second core is free. It starts there, not
+with the command: before the solve both threads would run Python, which the GIL runs one at a time,
+so the imports would only have moved.
 
 Imports on two threads are safe here: Python locks each module while it loads, and a thread that needs
 a module the other is loading waits for it; the package's import graph has no circles
