@@ -265,7 +265,6 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     gc.set_threshold(getattr(hetinfra.cli.app, "GC_GEN0_THRESHOLD", gc.get_threshold()[0]), *gc.get_threshold()[1:])
     from hetinfra.plan.feeds import load_feeds
     from hetinfra.plan.inputs import resolve
-    from hetinfra.plan.summary import render_summary
     from hetinfra.plan.pipeline import plan_document as verified_plan
     from hetinfra.spec.load import load_spec
     lap("import (click, the CLI, the plan stack)")
@@ -273,6 +272,8 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     loaded, text, locate = load_spec(spec)
     resolve(loaded, spec, text, snapshot, locate)
     lap("load spec + offers + profiles, resolve")
+    preloader = _cli_preloader()
+
     class FirstRound:  # hetinfra.plan.progress.Progress's hooks: lap once the first round is solved
         def round(self, rnd: int, _max_rounds: int, _result) -> None:
             if rnd == 1:
@@ -280,19 +281,36 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
 
         def stage(self, _name: str) -> None: ...
 
-        def budget(self, _budget) -> None: ...
+        def budget(self, _budget) -> None:  # the first solve starts: so does `plan`'s preloader
+            if preloader is not None:
+                preloader.start()
 
         def requests(self, _n: int) -> None: ...
 
         def close(self) -> None: ...
 
     _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
+    if preloader is not None:
+        preloader.close()
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 
+    from hetinfra.plan.summary import render_summary
+
     render_summary(doc, Console(file=io.StringIO(), width=132, highlight=False))  # what `plan` prints on a pipe
-    lap("output: the summary (Rich, imported here)")
+    lap("output: the summary (Rich: imported here unless preloaded)")
     return out
+
+
+def _cli_preloader():
+    """What `hetinfra plan` loads beside its first solve (hetinfra.cli.preload), so that the stages are
+    the command's; None for a hetinfra without it."""
+    try:
+        from hetinfra.cli.plan import PLAN_ASSEMBLY, SUMMARY, VERIFICATION
+        from hetinfra.cli.preload import Preloader
+    except ImportError:
+        return None
+    return Preloader(VERIFICATION + PLAN_ASSEMBLY + SUMMARY)
 
 
 FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
