@@ -21,12 +21,13 @@ fleet:    1..64 models (the six architectures above in turn) over 12 made-up reg
           cached), solve time, method, blocks, gap, $/h. Works against older hetinfra versions too
           (no method/blocks there).
 
-    python benchmarks/bench_scale.py --front [--repeat 3]
+    python benchmarks/bench_scale.py --front [--repeat 3] [--versus OTHER/.venv/bin/python]
 
 front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify) and `hetinfra --help` on
           Mélange V1 at 32 req/s, each a fresh process timed start to exit, beside a bare PuLP+HiGHS
           process that builds and solves Mélange's own ILP for the same case
-          (benchmarks/bare_pulp_melange.py); medians and ratios to the bare solve.
+          (benchmarks/bare_pulp_melange.py); medians and ratios to the bare solve. --versus: another
+          checkout's processes in the same rounds, each after this one's, and this one's ratio to them.
 
     python benchmarks/bench_scale.py --shared [--models 8,32] [--repeat 3]
 
@@ -135,54 +136,78 @@ def front_case(d: Path) -> Path:
     return d / "s.yaml"
 
 
-def front_commands(spec: Path) -> dict[str, list[str]]:
-    """Each process the front door is timed on, process start to exit (the CLI as installed)."""
-    exe = str(Path(sys.executable).parent / "hetinfra")
-    return {"bare PuLP+HiGHS": [sys.executable, str(REPO / "benchmarks" / "bare_pulp_melange.py"), "V1", "32"],
-            "hetinfra plan": [exe, "plan", str(spec)],
-            "hetinfra plan --no-verify": [exe, "plan", str(spec), "--no-verify"],
-            "hetinfra --help": [exe, "--help"]}
+def front_commands(spec: Path, python: str = sys.executable, tag: str = "") -> dict[str, list[str]]:
+    """Each process the front door is timed on, process start to exit (the CLI as installed beside
+    ``python``); ``tag`` marks the labels of another checkout's (--versus)."""
+    exe = str(Path(python).parent / "hetinfra")
+    return {"hetinfra plan" + tag: [exe, "plan", str(spec)],
+            "hetinfra plan --no-verify" + tag: [exe, "plan", str(spec), "--no-verify"],
+            "hetinfra --help" + tag: [exe, "--help"],
+            "stages" + tag: [python, __file__, "--front-stages", str(spec)]}
 
 
-def front(repeat: int) -> None:
+def front(repeat: int, versus: str | None = None) -> None:
     """Median wall of each front_commands process over ``repeat`` rounds, run in turn within each round
     (so load hits all alike), after one untimed round that fills the template cache and the OS's file
-    cache; each one's ratio to the bare solve; then where `hetinfra plan`'s time goes (front_stages)."""
+    cache; each one's ratio to the bare solve; then where `hetinfra plan`'s time goes (front_stages).
+    ``versus``: another checkout's Python (its .venv/bin/python): its processes run in the same rounds,
+    each right after this one's, and each figure is also given as a ratio of this one's to its."""
     import os
     import statistics
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))
-        cmds = front_commands(front_case(Path(tmp)))
-        cmds["stages"] = [sys.executable, __file__, "--front-stages", str(Path(tmp) / "s.yaml")]
+        spec = front_case(Path(tmp))
+        cmds = {"bare PuLP+HiGHS": [sys.executable, str(REPO / "benchmarks" / "bare_pulp_melange.py"), "V1", "32"]}
+        envs = {"bare PuLP+HiGHS": dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / "cache"))}
+        for python, tag in [(sys.executable, "")] + ([(versus, " [versus]")] if versus else []):
+            for label, cmd in front_commands(spec, python, tag).items():
+                cmds[label] = cmd
+                envs[label] = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache{tag.strip(' []')}"))
+        # each of this one's processes beside the other's: this one's first in even rounds, second in odd ones
+        order = sorted(cmds, key=lambda k: (k.replace(" [versus]", ""), k))
+        flipped = sorted(cmds, key=lambda k: (k.replace(" [versus]", ""), not k.endswith(" [versus]")))
         walls: dict[str, list[float]] = {k: [] for k in cmds}
         cpus: dict[str, list[float]] = {k: [] for k in cmds}
-        stages: list[dict] = []
+        stages: dict[str, list[dict]] = {}
         for i in range(repeat + 1):
-            for label, cmd in cmds.items():
-                wall, cpu, stdout = _timed(cmd, tmp, env)
+            for label in order if i % 2 == 0 else flipped:
+                wall, cpu, stdout = _timed(cmds[label], tmp, envs[label])
                 if i:
                     walls[label].append(wall)
                     cpus[label].append(cpu)
-                if label == "stages" and i:
-                    stages.append(json.loads(stdout))
-                    stages[-1]["the rest: python start and exit, the bench script"] = tuple(round(total - sum(
-                        v[j] for v in stages[-1].values()), 4) for j, total in enumerate((wall, cpu)))
+                if label.startswith("stages") and i:
+                    run = stages.setdefault(label, [])
+                    run.append(json.loads(stdout))
+                    run[-1]["the rest: python start and exit, the bench script"] = tuple(round(total - sum(
+                        v[j] for v in run[-1].values()), 4) for j, total in enumerate((wall, cpu)))
                 if label.startswith("bare"):  # it must have found Mélange's optimum (the fixtures' $32.12/h)
                     assert json.loads(stdout.splitlines()[-1])["cost"] == 32.12, stdout
-    bare, bare_cpu = statistics.median(walls["bare PuLP+HiGHS"]), statistics.median(cpus["bare PuLP+HiGHS"])
+    _front_report(repeat, walls, cpus, stages, versus)
+
+
+def _front_report(repeat: int, walls: dict, cpus: dict, stages: dict, versus: str | None) -> None:
+    import statistics
+
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    bare, bare_cpu = med["bare PuLP+HiGHS"], cpu["bare PuLP+HiGHS"]
     print(f"Mélange V1 at 32 req/s, medians of {repeat} (template cache warm; process start to exit):", flush=True)
     for label, runs in walls.items():
-        med, cpu = statistics.median(runs), statistics.median(cpus[label])
-        print(f"  {label:<26} wall {med:6.3f} s  {med / bare:5.2f}x bare   cpu {cpu:6.3f} s  {cpu / bare_cpu:5.2f}x bare"
-              f"   (walls {', '.join(f'{w:.2f}' for w in runs)})", flush=True)
-    print("where `hetinfra plan` spends it (the `stages` process, stage by stage; medians):", flush=True)
-    for stage in stages[0]:
-        print(f"  {stage:<66} wall {statistics.median(r[stage][0] for r in stages):6.3f} s  "
-              f"cpu {statistics.median(r[stage][1] for r in stages):6.3f} s", flush=True)
+        other = label + " [versus]"
+        than = (f"   this/versus wall {med[label] / med[other]:5.2f}x cpu {cpu[label] / cpu[other]:5.2f}x"
+                if other in med else "")
+        print(f"  {label:<36} wall {med[label]:6.3f} s  {med[label] / bare:5.2f}x bare   cpu {cpu[label]:6.3f} s  "
+              f"{cpu[label] / bare_cpu:5.2f}x bare   (walls {', '.join(f'{w:.2f}' for w in runs)}){than}", flush=True)
+    if versus:
+        print(f"  [versus]: {versus}", flush=True)
+    for label, runs in stages.items():
+        print(f"where `hetinfra plan` spends it ({label}: the process, stage by stage; medians):", flush=True)
+        for stage in runs[0]:
+            print(f"  {stage:<66} wall {statistics.median(r[stage][0] for r in runs):6.3f} s  "
+                  f"cpu {statistics.median(r[stage][1] for r in runs):6.3f} s", flush=True)
 
 
-def ensure_bytecode() -> None:
+def ensure_bytecode(python: str = sys.executable) -> None:
     """Byte-compile the hetinfra this interpreter runs where its bytecode is missing or stale, as
     installing it does (pip for a wheel; setup.py's BuildPy for an editable install): the processes
     timed here are what an installed hetinfra costs, beside a bare process whose PuLP pip compiled,
@@ -194,8 +219,10 @@ def ensure_bytecode() -> None:
             "for n in ('hetinfra', 'hetinfra.solver', 'hetinfra.price_feeds', 'hetinfra.stacks'):\n"
             "    s = u.find_spec(n)\n"
             "    print(os.path.dirname(s.origin)) if s else None")
-    dirs = subprocess.run([sys.executable, "-c", find], capture_output=True, text=True, check=True).stdout.splitlines()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
+    # run outside the checkout: `-c` puts the working directory first on sys.path, whose hetinfra would win
+    dirs = subprocess.run([python, "-c", find], capture_output=True, text=True, check=True,
+                          cwd=tempfile.gettempdir()).stdout.splitlines()
+    subprocess.run([python, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
     print(f"bytecode: current in {', '.join(dirs)} (compiled where missing or stale, as installing does)", flush=True)
 
 
@@ -238,7 +265,6 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     gc.set_threshold(getattr(hetinfra.cli.app, "GC_GEN0_THRESHOLD", gc.get_threshold()[0]), *gc.get_threshold()[1:])
     from hetinfra.plan.feeds import load_feeds
     from hetinfra.plan.inputs import resolve
-    from hetinfra.plan.summary import render_summary
     from hetinfra.plan.pipeline import plan_document as verified_plan
     from hetinfra.spec.load import load_spec
     lap("import (click, the CLI, the plan stack)")
@@ -246,6 +272,8 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     loaded, text, locate = load_spec(spec)
     resolve(loaded, spec, text, snapshot, locate)
     lap("load spec + offers + profiles, resolve")
+    preloader = _cli_preloader()
+
     class FirstRound:  # hetinfra.plan.progress.Progress's hooks: lap once the first round is solved
         def round(self, rnd: int, _max_rounds: int, _result) -> None:
             if rnd == 1:
@@ -253,19 +281,36 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
 
         def stage(self, _name: str) -> None: ...
 
-        def budget(self, _budget) -> None: ...
+        def budget(self, _budget) -> None:  # the first solve starts: so does `plan`'s preloader
+            if preloader is not None:
+                preloader.start()
 
         def requests(self, _n: int) -> None: ...
 
         def close(self) -> None: ...
 
     _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
+    if preloader is not None:
+        preloader.close()
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 
+    from hetinfra.plan.summary import render_summary
+
     render_summary(doc, Console(file=io.StringIO(), width=132, highlight=False))  # what `plan` prints on a pipe
-    lap("output: the summary (Rich, imported here)")
+    lap("output: the summary (Rich: imported here unless preloaded)")
     return out
+
+
+def _cli_preloader():
+    """What `hetinfra plan` loads beside its first solve (hetinfra.cli.preload), so that the stages are
+    the command's; None for a hetinfra without it."""
+    try:
+        from hetinfra.cli.plan import PLAN_ASSEMBLY, SUMMARY, VERIFICATION
+        from hetinfra.cli.preload import Preloader
+    except ImportError:
+        return None
+    return Preloader(VERIFICATION + PLAN_ASSEMBLY + SUMMARY)
 
 
 FLEET_PRICE = {"T4": 0.53, "L4": 0.80, "A10G": 1.01, "A10": 0.90, "L40S": 1.86, "V100": 3.06, "V100-32GB": 3.40,
@@ -587,8 +632,8 @@ def main() -> None:
     ap.add_argument("--models", default=None, help="fleet sizes (default 1,8,16,32,64; --shared: 8,32)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--versus", default=None,
-                    help="--shared: another checkout's Python (e.g. /work/main/.venv/bin/python): its `hetinfra plan` "
-                         "runs in turn with this one's on the same specs (before/after side by side)")
+                    help="--shared, --front: another checkout's Python (e.g. /work/main/.venv/bin/python): its "
+                         "`hetinfra plan` runs in turn with this one's on the same specs (before/after side by side)")
     ap.add_argument("--kinds", default="coral,independent,linked", help="--shared: which cases")
     ap.add_argument("--mix", choices=("bench", "other"), default="bench",
                     help="--shared: the fleets' models: the benchmark's (MODELS in turn), or `other` (write_other: "
@@ -601,7 +646,9 @@ def main() -> None:
     if args.front:
         sys.path.insert(0, str(REPO))  # front_case writes the case with the tests' Mélange helper
         ensure_bytecode()
-        front(args.repeat)
+        if args.versus:
+            ensure_bytecode(args.versus)
+        front(args.repeat, args.versus)
         return
     if args.shared:
         ensure_bytecode()

@@ -67,7 +67,10 @@ GC_GEN0_THRESHOLD = 50_000
 
 
 def main() -> None:
+    from hetinfra.cli import preload
+
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    preload.own_collector = True  # the process is the command's: see hetinfra.cli.preload.Preloader
     install_signal_exits(sys.argv)
     try:
         cli(standalone_mode=True)
@@ -84,6 +87,7 @@ def main() -> None:
         # memory the OS takes back anyway; frozen objects are skipped. Files and processes are
         # closed by then (with-blocks), and atexit handlers still run.
         gc.freeze()
+        preload.own_collector = False  # a caller that ran main() in its own process (the tests) keeps its collector
         status = stopped_status()
         if status is not None:
             sys.exit(status)

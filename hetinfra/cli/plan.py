@@ -10,6 +10,17 @@ import click
 
 from hetinfra.cli.common import run_command, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
+from hetinfra.cli.preload import Preloader, SolveStarts
+
+#: what a verified plan imports only after its first solve (hetinfra.cli.preload loads them beside it),
+#: in the order it needs them: the simulation view (plan.json's typed sections), the simulator and
+#: its replications (numpy.ma: np.percentile loads it on first use), the confirmation, the trim
+VERIFICATION = ("hetinfra.plan.plan_json", "hetinfra.plan.replicated", "hetinfra.sim.replications", "numpy.ma",
+                "hetinfra.plan.confirm", "hetinfra.plan.blocks", "hetinfra.sim.minimal")
+#: what assembling plan.json imports (verified or not), then what the summary does (not under --json)
+PLAN_ASSEMBLY = ("hetinfra.plan.plan_json", "hetinfra.plan.fidelity", "hetinfra.plan.failover",
+                 "hetinfra.document.engines")
+SUMMARY = ("hetinfra.plan.summary",)
 
 
 @click.command("plan")
@@ -39,29 +50,34 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
                  strict_feeds: bool, max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan, verify its latency objectives by
     simulation (re-planning what misses), and show or write it."""
-    def work():
-        from hetinfra.compile.artifacts import write_plan
-        from hetinfra.errors import InvalidInputError
-        from hetinfra.plan.feeds import load_caps, load_feeds
-        from hetinfra.plan.pending import pending_changes
-        from hetinfra.plan.pipeline import plan_document
-        from hetinfra.plan.progress import progress_for
+    later = (PLAN_ASSEMBLY if no_verify else VERIFICATION + PLAN_ASSEMBLY) + (() if as_json else SUMMARY)
 
-        if no_verify and strict_verify:
-            raise InvalidInputError("--no-verify and --strict-verify contradict each other",
-                                    hint="--strict-verify fails a plan that misses in simulation; drop one of them")
-        if detailed_exitcode and state is None and out is None:
-            raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
-        snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
-        caps, cap_warnings = load_caps(caps_file, availability, snapshot)
-        progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
-        try:
-            _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify, with_baselines=not no_baselines,
-                                   snapshot=snapshot, state=state, extra_caps=caps,
-                                   template_cache=not no_template_cache, progress=progress)
-        finally:
-            if progress is not None:
-                progress.close()
+    def work():
+        # loaded beside the first solve; the collector is off while the command loads (hetinfra.cli.preload)
+        with Preloader(later) as preloader:
+            from hetinfra.compile.artifacts import write_plan
+            from hetinfra.errors import InvalidInputError
+            from hetinfra.plan.feeds import load_caps, load_feeds
+            from hetinfra.plan.pending import pending_changes
+            from hetinfra.plan.pipeline import plan_document
+            from hetinfra.plan.progress import progress_for
+
+            if no_verify and strict_verify:
+                raise InvalidInputError("--no-verify and --strict-verify contradict each other",
+                                        hint="--strict-verify fails a plan that misses in simulation; drop one of them")
+            if detailed_exitcode and state is None and out is None:
+                raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
+            snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
+            caps, cap_warnings = load_caps(caps_file, availability, snapshot)
+            progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
+            try:
+                _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify,
+                                       with_baselines=not no_baselines, snapshot=snapshot, state=state,
+                                       extra_caps=caps, template_cache=not no_template_cache,
+                                       progress=SolveStarts(progress, preloader))
+            finally:
+                if progress is not None:
+                    progress.close()
         doc = doc.model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None

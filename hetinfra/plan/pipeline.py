@@ -52,7 +52,6 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
     import contextvars
 
     from hetinfra.plan import verify as verification
-    from hetinfra.plan.fidelity import record, unverified
     from hetinfra.plan.held_everywhere import cheaper_of
 
     staged = prepare(spec_path, **prepare_kwargs)
@@ -72,6 +71,8 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
         return solve_over(staged.units, derate, start)
 
     if not verifying:
+        from hetinfra.plan.fidelity import unverified
+
         pr, doc = _unverified(staged, resolve, with_baselines and budget.check(BASELINES))
         return pr, doc.model_copy(update={
             "fidelity": unverified("plan --no-verify" if not verify else "planning.verify.enabled is false"),
@@ -98,6 +99,8 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None
+    from hetinfra.plan.fidelity import record  # typed sections: loaded beside the solve (hetinfra.cli.preload)
+
     doc = record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
     if compared is not None:  # LoRA: the adapter placements compared (hetinfra.plan.held_everywhere)
         from hetinfra.document.adapters import AdapterCandidates

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.budget import current
-from hetinfra.plan.plan_json import simulation_view
 from hetinfra.plan.planner import PlanResult
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
@@ -32,6 +31,14 @@ ROUNDS_CUT = "verification's rounds"
 
 
 
+
+
+def simulation_view(pr: PlanResult) -> dict:
+    """:func:`hetinfra.plan.plan_json.simulation_view`, imported at the first call: plan.json's typed
+    sections load beside the first solve (hetinfra.cli.preload), not with the rounds."""
+    from hetinfra.plan import plan_json
+
+    return plan_json.simulation_view(pr)
 
 
 def template_entry(t) -> dict:

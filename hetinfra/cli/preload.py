@@ -1,0 +1,114 @@
+"""Loading on a side thread the modules a command needs only later, while its main thread runs code
+that releases the GIL.
+
+Much of what `hetinfra plan` imports it needs only after its first solve: plan.json's typed sections
+(pydantic builds each class's schema as it is defined), the simulator and Rich for the summary. The
+first solve runs in HiGHS, which releases the GIL, on one core; a thread that imports those modules
+meanwhile takes them off the main thread's path where a second core is free. It starts there, not
+with the command: before the solve both threads would run Python, which the GIL runs one at a time,
+so the imports would only have moved.
+
+Imports on two threads are safe here: Python locks each module while it loads, and a thread that needs
+a module the other is loading waits for it; the package's import graph has no circles
+(tests/test_imports.py), so neither waits on the other. Nothing depends on which thread loaded a
+module, so the results do not depend on the threads' timing. A module that fails to load is left to
+the main thread, which meets the same error where it imports the module itself.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import Iterable
+
+#: whether this process's cyclic collector is ours to set: the ``hetinfra`` entry point's
+#: (hetinfra.cli.app.main) sets it; a caller running a command in its own process (CliRunner in the
+#: tests) keeps its collector as it is
+own_collector = False
+
+
+class Preloader:
+    """Imports ``names`` in order on a side thread from :meth:`start` on, until they are loaded or
+    :meth:`close` asks it to stop (it then finishes the module it is loading, and the call waits
+    for it: no thread outlives the command).
+
+    Where the collector is ours (:data:`own_collector`), it is off from the preloader's creation to
+    the end of its loading: a command loads most of its modules meanwhile, and the objects they make
+    (classes, functions, pydantic's schemas) live as long as the process, so every collection pass
+    over them finds nothing (about 3% of `hetinfra plan`'s CPU on Mélange V1). They are then frozen
+    (gc.freeze: later passes skip them) and the collector runs again, for the rest of the command."""
+
+    def __init__(self, names: Iterable[str]):
+        self.names = tuple(names)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._collector_off = own_collector and gc.isenabled()
+        if self._collector_off:
+            gc.disable()
+
+    def start(self) -> None:
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(target=self._load, name="hetinfra-preload", daemon=True)
+            self._thread.start()
+
+    def _load(self) -> None:
+        import importlib
+
+        for name in self.names:
+            if self._stop.is_set():
+                break
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the main thread imports it itself and reports what it finds
+                break
+        self._collect_again()
+
+    def _collect_again(self) -> None:
+        if self._collector_off:  # once: at the end of the loading, or at close where it never started
+            self._collector_off = False
+            gc.freeze()
+            gc.enable()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._collect_again()
+
+    def __enter__(self) -> "Preloader":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
+
+class SolveStarts:
+    """A :class:`hetinfra.plan.progress.Progress` for :func:`hetinfra.plan.pipeline.plan_document`
+    that starts ``preloader`` when the pipeline reports its work budget, which it does once the
+    templates are built, as the first solve starts; every call also goes to ``inner`` (the status
+    line; None on pipes and under --json)."""
+
+    def __init__(self, inner, preloader: Preloader):
+        self.inner, self.preloader = inner, preloader
+
+    def budget(self, budget) -> None:
+        self.preloader.start()
+        if self.inner is not None:
+            self.inner.budget(budget)
+
+    def round(self, rnd: int, max_rounds: int, result) -> None:
+        self.preloader.start()  # in case no budget was reported: the rounds' simulations release the GIL too
+        if self.inner is not None:
+            self.inner.round(rnd, max_rounds, result)
+
+    def stage(self, name: str) -> None:
+        if self.inner is not None:
+            self.inner.stage(name)
+
+    def requests(self, n: int) -> None:
+        if self.inner is not None:
+            self.inner.requests(n)
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
