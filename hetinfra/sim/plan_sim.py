@@ -131,6 +131,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
+    batches = not detail and (config.batch_means is None or config.seed in config.batch_means)
     model_info, cached, model_keys, unit_keys = {}, {}, {}, {}
     for m in models:
         name = m.name
@@ -140,7 +141,8 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
-            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail)
+            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail,
+                                                 batches)
             unit_keys.update(keys)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
@@ -170,10 +172,10 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     computed: dict[int, tuple] = {}  # a simulated unit's columns and entries (hetinfra.sim.unit_entry)
     for (k, key), (reqs, ue, replicas, entry) in zip(todo, _simulate_units(
             [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress,
-            detail)):
+            batches)):
         units_reqs[k], engines[k], computed[k] = reqs, (ue, replicas), entry
     units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
-    out = _collect(plan, config, model_info, units_out, units_reqs, detail, known, computed)
+    out = _collect(plan, config, model_info, units_out, units_reqs, detail, batches, known, computed)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
@@ -186,7 +188,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
 
 
 def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress,
-                    detail: bool) -> list[tuple[UnitRequests, UnitEngine, list[Replica], tuple]]:
+                    batches: bool) -> list[tuple[UnitRequests, UnitEngine, list[Replica], tuple]]:
     """Each job's allocation (index k, allocation, its model's info) served by its replicas, with the
     client's round trip added, and its columns and entries (:func:`hetinfra.sim.unit_entry.unit_entry`),
     in job order. Units are independent given the routing and the core runs without the GIL, so each
@@ -205,7 +207,7 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
             simulate_pools(ue.pools, reqs, ue.route)
         # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
         add_network_time(reqs, k, info["routing"], info["origin_ix"])
-        return unit_entry(a, ue, replicas, reqs, info, detail)
+        return unit_entry(a, ue, replicas, reqs, info, batches)
 
     entries = core.map_units(serve, list(zip(prepared, jobs)))
     if progress is not None:
@@ -275,21 +277,22 @@ def _demand(model: ModelEntry) -> dict:
 
 
 def _memo_keys(plan: SimPlan, model: ModelEntry, allocs: list[SimUnit], templates: dict, config: WorkloadConfig,
-               calib, scale: float, rate: float, detail: bool) -> tuple[dict[int, str], str]:
+               calib, scale: float, rate: float, detail: bool, batches: bool) -> tuple[dict[int, str], str]:
     """(allocation index -> its unit's memo key, the model's memo key) of ``model``'s units. Everything
     but the seed is kept on ``plan`` (SimPlan.memo_keys): the replications of one judgement simulate
     one parsed plan at several seeds, and encoding these keys again for each seed was a tenth of a
     32-model fleet's verification; the seed ends every key, so a key is exact with or without it."""
-    workload = (model.name, detail, config.requests, config.load, config.burst_cv, config.warmup_fraction,
+    workload = (model.name, detail, batches, config.requests, config.load, config.burst_cv, config.warmup_fraction,
                 calib.vllm_version, scale)
     kept = plan.memo_keys.get(workload)
     if kept is None:
         # the model's demand and routing once, not once per unit (they were most of a fleet's key encoding)
         demand, route = _demand(model), routes(plan, model.name)
-        units = {k: _unit_key(a, demand, route, templates, config, calib, scale)
+        # a unit's entry holds its batch means or not (``batches``): never served to a run that asks otherwise
+        units = {k: _unit_key(a, demand, route, templates, config, calib, scale) + ("|batch means" if batches else "")
                  for k, a in enumerate(allocs) if a.model == model.name}
         # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, demand, route,
+        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, batches, demand, route,
                                                               rate, list(units.values())], sort_keys=True))
     units, model_key = kept
     seed = f"|seed {config.seed!r}"
@@ -311,7 +314,7 @@ def _unit_key(alloc: SimUnit, demand: dict, route: list, templates: dict, config
 
 
 def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool,
-             known: dict[int, dict], computed: dict[int, tuple]) -> dict:
+             batches: bool, known: dict[int, dict], computed: dict[int, tuple]) -> dict:
     """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
     ``known``: the entries of units whose statistics the memo has (index -> entry, copied here);
     ``computed``: the simulated units' (columns, latency block for the model, entry), computed on their
@@ -331,7 +334,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
         measured[a.model].append(cols)
         units.append(entry)
     models = core.map_units(lambda name: _model_entry(name, model_info[name], measured[name], detail,
-                                                      [u for u in units if u["model"] == name], fresh),
+                                                      [u for u in units if u["model"] == name], batches, fresh),
                             list(model_info))
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
@@ -339,7 +342,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict],
+def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict], batches: bool,
                  fresh: dict[str, dict]) -> dict:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
     the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and
@@ -363,7 +366,7 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
                      "attainment": obj.attainment},
              **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
                 else block(arrival, first, finish, output, preempted, obj, span))}
-    if not detail:  # verification's: one run's batch means (a one-unit model's are its unit's)
+    if batches:  # verification's at its screening seed: one run's batch means (a one-unit model's are its unit's)
         entry["batches"] = (units[0].get("batches") if len(parts) == 1 and len(units) == 1
                             else batch_stats(arrival, first, finish, output, obj, ordered=False))
     if detail:

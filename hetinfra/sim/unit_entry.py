@@ -31,11 +31,11 @@ def measured_columns(reqs: UnitRequests, warm_from: int) -> tuple[np.ndarray, ..
             reqs.cls[warm])
 
 
-def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, detail: bool) -> tuple[tuple, dict, dict]:
+def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: bool) -> tuple[tuple, dict, dict]:
     """(its measured columns, its latency block over its span for its model's entry, its
     simulation.json entry) of allocation ``a`` served by ``replicas`` (engine ``ue``); ``info``: its
-    model's (plan_sim's model_info entry: the plan model and the warm-up); ``detail=False``: with the
-    run's batch means (verification's)."""
+    model's (plan_sim's model_info entry: the plan model and the warm-up); ``batches``: with the run's
+    batch means (verification's, at a seed that reads them: WorkloadConfig.batch_means)."""
     cols = measured_columns(reqs, info["warm"])
     obj = objective_from_slo(info["plan"].slo.model_dump())
     t0 = float(cols[0].min()) if len(cols[0]) else 0.0
@@ -46,7 +46,7 @@ def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, detail: bo
     blocks = replicas[0].blocks if replicas else 1
     latency = block(*cols[:5], obj, span)
     fresh = respanned(latency, len(cols[0]), span)
-    if not detail:  # verification's: one run's batch means (hetinfra.sim.batches)
+    if batches:  # one run's batch means (hetinfra.sim.batches)
         latency["batches"] = batch_stats(*cols[:4], obj)
     steady = stability(reqs.arrival, reqs.first, reqs.finish, reqs.rid >= info["warm"], obj.ttft_ms, reqs.preempted)
     latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
