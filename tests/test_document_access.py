@@ -106,10 +106,11 @@ WIDE_REMAINING: dict[str, int] = {
     "hetinfra.price_feeds.store": 5,
     "hetinfra.sim.check": 23,  # stop 41: +8, too_few_lines reads simulation.json's models (slo, count, met)
     "hetinfra.sim.minimal": 15,
-    "hetinfra.sim.plan_sim": 27,
+    "hetinfra.sim.plan_sim": 26,  # stop 42: -1, a unit's objective is read where its entry is made now (sim.unit_entry)
     "hetinfra.sim.report": 55,
     "hetinfra.sim.stability": 2,
     "hetinfra.sim.stats": 5,
+    "hetinfra.sim.unit_entry": 1,  # stop 42: moved from sim.plan_sim (a unit's latency["objective"])
     "hetinfra.solver.decompose": 3,
     "hetinfra.solver.periods": 1,
     "hetinfra.stacks.aws": 1,

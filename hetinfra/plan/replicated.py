@@ -77,11 +77,16 @@ class Replicated:
     def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
                  progress=None, start: int = START, pressed: bool = False, pressure: set | None = None,
                  early: bool = False):
+        from dataclasses import replace
+
         from hetinfra.sim.replications import seeds_for
 
+        self.seeds = seeds_for(int(config.seed), purpose, MAX)
+        # only an early judge's screening run reads batch means (_clearly_in): the other runs, the
+        # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
+        config = replace(config, batch_means=(self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
-        self.seeds = seeds_for(int(config.seed), purpose, MAX)
         self.start = start  # replications after the screen
         #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
         self.pressed = pressed
@@ -102,10 +107,14 @@ class Replicated:
 
     def fresh(self) -> None:
         """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
+        from dataclasses import replace
+
         from hetinfra.sim.replications import seeds_for
 
         self.block += 1
         self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
+        if self.early:  # the new screening seed's runs carry the batch means
+            self.config = replace(self.config, batch_means=(self.seeds[0],))
 
     def lengthen(self, requests: int | dict[str, int]) -> None:
         """Run ``requests`` per replication from now on (hetinfra.plan.confirm.sized_confirmation): one

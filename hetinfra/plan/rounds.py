@@ -76,26 +76,16 @@ class Search:
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
         """Each regime at its templates' starting factor; credit up to its trust level's top, its
-        roofline and its measured interval (hetinfra.plan.ceiling)."""
-        from hetinfra.perf.confidence import credit_ceiling
-
+        roofline and its measured interval (hetinfra.plan.ceiling), computed for a regime the first
+        time a round weighs it (:class:`CreditCeilings`)."""
         regimes = {u.template.id: (regime_of(u.template), u.model) for u in pr.all_units}
         g: dict[str, float] = {}
-        ceiling: dict[str, float] = {}
-        models = {m["name"]: m for m in simulation_view(pr)["models"]}
-        roof: dict[str, float] = {}  # template id -> its credit limit (its units share it)
+        units: dict[str, list] = {}
         for u in pr.all_units:
-            t = u.template
-            r = regimes[t.id][0]
-            g[r] = min(g.get(r, math.inf), pr.derate.get(t.id, 1.0))
-            level = t.confidence[0] if t.confidence else "calibrated"
-            # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
-            # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
-            # and never past the template's roofline or measured interval at its model's class mix
-            if t.id not in roof:
-                roof[t.id] = ceilings.credit_limit(template_entry(t), models.get(u.model))
-            ceiling[r] = min(ceiling.get(r, math.inf), credit_ceiling(level), roof[t.id])
-        return cls(regimes, g, ceiling)
+            r = regimes[u.template.id][0]
+            g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
+            units.setdefault(r, []).append(u)
+        return cls(regimes, g, CreditCeilings(pr, ceilings, units))
 
     def derate(self) -> dict[str, float]:
         """Template id -> factor, for the solver."""
@@ -111,6 +101,44 @@ class Search:
         self.done = [(pr, _missing(sim, missed)) for pr, sim in self.done]
         self.seen = {k: _missing(sim, missed) for k, sim in self.seen.items()}
         return changed
+
+
+class CreditCeilings(dict):
+    """Regime -> the factor its credit stops at: the lowest over its units of their trust level's top
+    (hetinfra.perf.confidence.credit_ceiling), and of their template's roofline and measured interval
+    at their model's class mix (hetinfra.plan.ceiling.Ceilings.credit_limit). Computed for a regime
+    the first time a round asks (``get``; next_factors reads only the regimes of the plan's units),
+    then kept: a 32-model fleet's pool holds some 3,400 templates, a plan a hundred, and computing
+    every regime's at the start was a tenth of a verified plan's Python time. The same values in
+    any order (the rooflines are pure; Ceilings only remembers them)."""
+
+    def __init__(self, pr: PlanResult, ceilings, units: dict[str, list]):
+        super().__init__()
+        self._pr, self._ceilings, self._units = pr, ceilings, units
+        self._models: dict | None = None
+        self._roof: dict[str, float] = {}  # template id -> its credit limit (its units share it)
+
+    def get(self, regime: str, default=None):
+        if regime not in self and regime in self._units:
+            self[regime] = self._of(regime)
+        return super().get(regime, default)
+
+    def _of(self, regime: str) -> float:
+        from hetinfra.perf.confidence import credit_ceiling
+
+        if self._models is None:
+            self._models = {m["name"]: m for m in simulation_view(self._pr)["models"]}
+        out = math.inf
+        for u in self._units[regime]:
+            t = u.template
+            level = t.confidence[0] if t.confidence else "calibrated"
+            # the trust level's top, not the regime's: a tighter regime ceiling leaves slack the trim must
+            # take back, and the trim does not run on multi-period plans (committed.yaml would stay +28%);
+            # and never past the template's roofline or measured interval at its model's class mix
+            if t.id not in self._roof:
+                self._roof[t.id] = self._ceilings.credit_limit(template_entry(t), self._models.get(u.model))
+            out = min(out, credit_ceiling(level), self._roof[t.id])
+        return out
 
 
 def _missing(sim: dict, models: set[str]) -> dict:

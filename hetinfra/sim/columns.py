@@ -16,6 +16,7 @@ with math.fsum, order statistics from sorted values), so the numbers are bit-ide
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,10 +100,35 @@ def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np
     att = int(ok.sum()) / n if n else None
     # partitioned, not sorted: summarize reads only its order_ranks (the same values, in linear time)
     s_ttft, s_tpot = (summarize(np.partition(x, order_ranks(len(x))) if len(x) else x, presorted=True,
-                                total=core.fsum) for x in (ttft, tpot))
+                                total=mean_sum) for x in (ttft, tpot))
     return {"count": n, "ttft_ms": s_ttft, "tpot_ms": s_tpot, "throughput_rps": throughput(n, span),
             "preempted_requests": int((preempted > 0).sum()),
             "objective": evaluate(obj, s_ttft, s_tpot, att)}
+
+
+#: twice float64's machine epsilon: MEAN_SUM_SLACK x n x sum(|x|) bounds numpy's summation error on n values
+MEAN_SUM_SLACK = 2.0 * float(np.finfo(np.float64).eps)
+
+
+def mean_sum(values: np.ndarray) -> float:
+    """A sum of the float64 column ``values`` from which :func:`hetinfra.sim.stats.summarize`'s mean,
+    ``round(1e3 * sum / n, 3)``, is exactly the one of their exact sum (``core.fsum``, CPython's
+    math.fsum): numpy's sum where its error cannot move that rounded mean, else the exact sum.
+
+    Why it is exact: any summation order errs by at most (n - 1) x u x sum(|x|) (u: the unit
+    roundoff, half the epsilon), so the exact sum lies in [s - b, s + b] with b = MEAN_SUM_SLACK x n x
+    sum(|x|) (twice that bound and more, covering the roundoff of b and of the bracket itself). The
+    mean's rounding, x -> round(1e3 * x / n, 3), is non-decreasing in x (each step is correctly
+    rounded), so where both ends of the bracket round to one value the exact sum rounds to it too,
+    and so does s. Only a mean within about 1e-12 of a rounding boundary takes the exact sum (the
+    exact sum cost as much as the rest of a latency block)."""
+    n = len(values)
+    total = float(np.sum(values))
+    if n and math.isfinite(total):
+        slack = MEAN_SUM_SLACK * n * float(np.sum(np.abs(values)))
+        if math.isfinite(slack) and round(1e3 * (total - slack) / n, 3) == round(1e3 * (total + slack) / n, 3):
+            return total
+    return core.fsum(values)
 
 
 def throughput(n: int, span: float) -> float | None:

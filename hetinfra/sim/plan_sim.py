@@ -47,8 +47,8 @@ from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
-from hetinfra.sim.stability import failed, stability
 from hetinfra.sim.stats import objective_from_slo
+from hetinfra.sim.unit_entry import measured_columns, unit_entry
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_inputs", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
@@ -135,6 +135,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
+    batches = not detail and (config.batch_means is None or config.seed in config.batch_means)
     model_info, cached, model_keys, unit_keys = {}, {}, {}, {}
     for m in models:
         name = m.name
@@ -144,7 +145,8 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         rate = float(m.rate_rps) * scale * config.load
         routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
         if memo is not None:
-            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail)
+            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail,
+                                                 batches)
             unit_keys.update(keys)
             if model_keys[name] in memo:
                 cached[name] = memo[model_keys[name]]
@@ -171,11 +173,13 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
             engines[k] = (ue, replicas)
         else:
             todo.append((k, key))
-    for (k, key), (reqs, ue, replicas) in zip(todo, _simulate_units(
-            [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress)):
-        units_reqs[k], engines[k] = reqs, (ue, replicas)
+    computed: dict[int, tuple] = {}  # a simulated unit's columns and entries (hetinfra.sim.unit_entry)
+    for (k, key), (reqs, ue, replicas, entry) in zip(todo, _simulate_units(
+            [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress,
+            batches)):
+        units_reqs[k], engines[k], computed[k] = reqs, (ue, replicas), entry
     units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
-    out = _collect(plan, config, model_info, units_out, units_reqs, detail, known)
+    out = _collect(plan, config, model_info, units_out, units_reqs, detail, batches, known, computed)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
@@ -187,23 +191,33 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     return _merge(out, [m.name for m in models], allocs, cached)
 
 
-def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress
-                    ) -> list[tuple[UnitRequests, UnitEngine, list[Replica]]]:
+def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress,
+                    batches: bool) -> list[tuple[UnitRequests, UnitEngine, list[Replica], tuple]]:
     """Each job's allocation (index k, allocation, its model's info) served by its replicas, with the
-    client's round trip added, in job order. Units are independent given the routing and the core
-    runs without the GIL, so their replays run on a thread per core where there are several: each
+    client's round trip added, and its columns and entries (:func:`hetinfra.sim.unit_entry.unit_entry`),
+    in job order. Units are independent given the routing and the core runs without the GIL, so each
+    unit's replay, round trip and statistics run on a thread per core where there are several: each
     unit's result is what a serial run gives, whatever the threads' timing (progress is reported
     here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
-    core.map_units(lambda unit: unit[1].run(unit[2], unit[0]) if hasattr(unit[1], "run")  # LoRA (sim.lora)
-                   else simulate_unit(unit[2], unit[0]) if unit[1].route is None
-                   else simulate_pools(unit[1].pools, unit[0], unit[1].route), prepared)
-    for (reqs, _ue, _replicas), (k, _a, info) in zip(prepared, jobs):
-        if progress is not None:
-            progress(len(reqs))
+
+    def serve(job) -> tuple:
+        (reqs, ue, replicas), (k, a, info) = job
+        if hasattr(ue, "run"):  # LoRA (sim.lora)
+            ue.run(replicas, reqs)
+        elif ue.route is None:
+            simulate_unit(replicas, reqs)
+        else:
+            simulate_pools(ue.pools, reqs, ue.route)
         # the client's view: a request's round trip from its origin (before the memo keeps it, so it is added once)
         add_network_time(reqs, k, info["routing"], info["origin_ix"])
-    return prepared
+        return unit_entry(a, ue, replicas, reqs, info, batches)
+
+    entries = core.map_units(serve, list(zip(prepared, jobs)))
+    if progress is not None:
+        for reqs, _ue, _replicas in prepared:
+            progress(len(reqs))
+    return [(*unit, entry) for unit, entry in zip(prepared, entries)]
 
 
 def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec
@@ -267,21 +281,22 @@ def _demand(model: ModelEntry) -> dict:
 
 
 def _memo_keys(plan: SimPlan, model: ModelEntry, allocs: list[SimUnit], templates: dict, config: WorkloadConfig,
-               calib, scale: float, rate: float, detail: bool) -> tuple[dict[int, str], str]:
+               calib, scale: float, rate: float, detail: bool, batches: bool) -> tuple[dict[int, str], str]:
     """(allocation index -> its unit's memo key, the model's memo key) of ``model``'s units. Everything
     but the seed is kept on ``plan`` (SimPlan.memo_keys): the replications of one judgement simulate
     one parsed plan at several seeds, and encoding these keys again for each seed was a tenth of a
     32-model fleet's verification; the seed ends every key, so a key is exact with or without it."""
-    workload = (model.name, detail, config.requests, config.load, config.burst_cv, config.warmup_fraction,
+    workload = (model.name, detail, batches, config.requests, config.load, config.burst_cv, config.warmup_fraction,
                 calib.vllm_version, scale)
     kept = plan.memo_keys.get(workload)
     if kept is None:
         # the model's demand and routing once, not once per unit (they were most of a fleet's key encoding)
         demand, route = _demand(model), routes(plan, model.name)
-        units = {k: _unit_key(a, demand, route, templates, config, calib, scale)
+        # a unit's entry holds its batch means or not (``batches``): never served to a run that asks otherwise
+        units = {k: _unit_key(a, demand, route, templates, config, calib, scale) + ("|batch means" if batches else "")
                  for k, a in enumerate(allocs) if a.model == model.name}
         # a model's result depends on its draw, its rate and its units only (requests are drawn per model)
-        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, demand, route,
+        kept = plan.memo_keys[workload] = (units, json.dumps(["model", detail, batches, demand, route,
                                                               rate, list(units.values())], sort_keys=True))
     units, model_key = kept
     seed = f"|seed {config.seed!r}"
@@ -303,59 +318,35 @@ def _unit_key(alloc: SimUnit, demand: dict, route: list, templates: dict, config
 
 
 def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool,
-             known: dict[int, dict]) -> dict:
+             batches: bool, known: dict[int, dict], computed: dict[int, tuple]) -> dict:
     """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
-    ``known``: the entries of units whose statistics the memo has (index -> entry, copied here)."""
+    ``known``: the entries of units whose statistics the memo has (index -> entry, copied here);
+    ``computed``: the simulated units' (columns, latency block for the model, entry), computed on their
+    threads (hetinfra.sim.unit_entry). The models' entries are computed on a thread per core too: each
+    reads only its own units' columns and entries."""
     measured: dict[str, list[tuple]] = {name: [] for name in model_info}
     # by model, the block of its unit computed here (before its stability is judged): a model served
     # by one unit has that unit's requests, so its block is the same one over the model's span (_model_entry)
     fresh: dict[str, dict] = {}
     units = []
-    for k, a, ue, replicas in units_out:
-        info = model_info[a.model]
-        r = units_reqs[k]
-        warm = r.rid >= info["warm"]
-        cols = (r.arrival[warm], r.first[warm], r.finish[warm], r.output[warm], r.preempted[warm], r.cls[warm])
-        measured[a.model].append(cols)
+    for k, a, _ue, _replicas in units_out:
         if k in known:
+            measured[a.model].append(measured_columns(units_reqs[k], model_info[a.model]["warm"]))
             units.append(dict(known[k]))
             continue
-        obj = objective_from_slo(info["plan"].slo.model_dump())
-        t0 = float(cols[0].min()) if len(cols[0]) else 0.0
-        end = float(r.finish.max()) if len(r) else 0.0
-        span = max(end - t0, 1e-12)
-        horizon = max(end, 1e-12)  # replicas exist from time 0
-        nrep = len(replicas) or 1
-        blocks = replicas[0].blocks if replicas else 1
-        latency = block(*cols[:5], obj, span)
-        fresh[a.model] = respanned(latency, len(cols[0]), span)
-        if not detail:  # verification's: one run's batch means (hetinfra.sim.batches)
-            latency["batches"] = batch_stats(*cols[:4], obj)
-        steady = stability(r.arrival, r.first, r.finish, warm, obj.ttft_ms, r.preempted)
-        latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
-        out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
-               "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
-               "kv_blocks_per_replica": blocks, **latency, "stability": steady,
-               # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
-               # mean batch and the KV occupancy say more about how full a replica is
-               "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
-               "batch": {"mean": round(sum(r.seq_area for r in replicas) / (nrep * horizon), 3),
-                         "max_num_seqs": replicas[0].max_seqs if replicas else None},
-               "waiting": {"mean": round(sum(r.q_area for r in replicas) / (nrep * horizon), 4),
-                           "max": max((r.q_max for r in replicas), default=0)},
-               "kv_occupancy": {"mean": round(sum(r.kv_area for r in replicas) / (nrep * horizon * blocks), 5),
-                                "max": round(max((r.kv_max for r in replicas), default=0) / blocks, 5)},
-               "preemptions": sum(r.preemptions for r in replicas), "steps": sum(r.steps for r in replicas)}
-        units.append(out)
-    models = [_model_entry(name, info, measured[name], detail, [u for u in units if u["model"] == name], fresh)
-              for name, info in model_info.items()]
+        cols, fresh[a.model], entry = computed[k]
+        measured[a.model].append(cols)
+        units.append(entry)
+    models = core.map_units(lambda name: _model_entry(name, model_info[name], measured[name], detail,
+                                                      [u for u in units if u["model"] == name], batches, fresh),
+                            list(model_info))
     return {"simulator_version": SIMULATOR_VERSION, "plan_version": plan.plan_version,
             "service": plan.service, "seed": config.seed, "load": config.load, "burst_cv": config.burst_cv,
             "requests": config.requests, "warmup_fraction": config.warmup_fraction,
             "met": all(m["met"] for m in models), "models": models, "units": units}
 
 
-def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict],
+def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units: list[dict], batches: bool,
                  fresh: dict[str, dict]) -> dict:
     """simulation.json's entry of one model, from its units' measured requests (``parts``: per unit,
     the columns arrival, first, finish, output, preempted, class); ``detail``: with its classes and
@@ -379,7 +370,7 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
                      "attainment": obj.attainment},
              **(respanned(fresh[name], len(arrival), span) if len(parts) == 1 and len(units) == 1 and name in fresh
                 else block(arrival, first, finish, output, preempted, obj, span))}
-    if not detail:  # verification's: one run's batch means (a one-unit model's are its unit's)
+    if batches:  # verification's at its screening seed: one run's batch means (a one-unit model's are its unit's)
         entry["batches"] = (units[0].get("batches") if len(parts) == 1 and len(units) == 1
                             else batch_stats(arrival, first, finish, output, obj, ordered=False))
     if detail:

@@ -11,6 +11,7 @@ import yaml
 
 from hetinfra.plan import replicated
 from hetinfra.plan.ceiling import Ceilings
+from hetinfra.sim.workload import WorkloadConfig
 
 SLO = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p99", "attainment": None}
 #: per model, its p99 TPOT as a fraction of the objective on each seed (by the seed's position)
@@ -47,7 +48,7 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", fake)
     ceilings = SimpleNamespace(apply=lambda judged, view, load: judged)
-    config = SimpleNamespace(seed=0, load=1.2, requests=1000, burst_cv=1.0)
+    config = WorkloadConfig(seed=0, load=1.2, requests=1000, burst_cv=1.0)
     return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start), runs
 
 
@@ -215,7 +216,6 @@ def test_the_confirmation_ran_as_long_as_the_kept_plan_needs(verified_examples, 
     needed 20,000 (sized on the first plan, this fails)."""
     from hetinfra.sim.plan_sim import simulate_plan
     from hetinfra.sim.replications import requests_for
-    from hetinfra.sim.workload import WorkloadConfig
 
     doc, spec_path = verified_examples[name]
     f = doc["fidelity"]

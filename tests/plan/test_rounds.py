@@ -51,3 +51,25 @@ def test_a_changed_fleet_is_simulated_at_the_rounds_factor(monkeypatch):
     resolved = _plan(3, 0.9)
     assert _past_unchanged(resolved, _plan(2, 1.0).view, _missed_by(1.09), search,
                            lambda *_: (_ for _ in ()).throw(AssertionError("re-solved"))) is resolved
+
+
+def test_credit_ceilings_are_the_lowest_of_a_regimes_units_computed_when_asked(monkeypatch):
+    """A regime's credit ceiling is the lowest over its units of their trust level's top and their
+    template's limit (one unit per regime, or the last one's, fails this); a regime no round asks
+    about is never computed, and one outside the plan's pool gets the default."""
+    from hetinfra.perf.confidence import credit_ceiling
+
+    monkeypatch.setattr(rounds, "simulation_view", lambda pr: {"models": [{"name": "m"}]})
+    limits = {"t1": 1.7, "t2": 1.3, "t3": 9.0}
+    asked: list[str] = []
+    ceilings = SimpleNamespace(credit_limit=lambda t, model: asked.append(t["id"]) or limits[t["id"]])
+    monkeypatch.setattr(rounds, "template_entry", lambda t: {"id": t.id})
+
+    def unit(tid: str, level: str | None):
+        return SimpleNamespace(model="m", template=SimpleNamespace(id=tid, confidence=(level,) if level else None))
+
+    units = {"a": [unit("t1", "measured"), unit("t2", None), unit("t1", "measured")], "b": [unit("t3", None)]}
+    got = rounds.CreditCeilings(SimpleNamespace(), ceilings, units)
+    assert got.get("a", 1.0) == min(1.3, credit_ceiling("measured"), credit_ceiling("calibrated"))
+    assert asked == ["t1", "t2"] and got.get("elsewhere", 1.0) == 1.0
+    assert got.get("b", 1.0) == min(9.0, credit_ceiling("calibrated")) and asked == ["t1", "t2", "t3"]

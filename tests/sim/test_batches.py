@@ -8,6 +8,7 @@ import pytest
 
 from hetinfra.sim import batches
 from hetinfra.sim.stats import PERCENTILES, Objective
+from hetinfra.sim.workload import WorkloadConfig
 
 
 def _requests(n: int, seed: int = 1):
@@ -54,3 +55,33 @@ def test_the_bound_is_above_the_estimate_for_latencies_and_below_for_attainment(
     assert b["ttft_ms"][1] > b["ttft_ms"][0] == pytest.approx(104.5)
     assert b["tpot_ms"][1] > b["tpot_ms"][0] and b["attainment"][1] < b["attainment"][0]
     assert batches.batch_bounds(None, 0.95) is None
+
+
+def test_batch_means_only_at_the_named_seeds_and_never_served_across_the_memo():
+    """WorkloadConfig.batch_means: a verification run at a named seed carries every unit's and model's
+    batch means, one at another seed none, and otherwise the two are the same simulation. The memo
+    keeps them apart: a run asking for batch means after one at the same seed without them gets them
+    (a memo key without the flag serves the run without them, and this fails), and equals a fresh run."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from hetinfra.sim.plan_sim import simulate_plan
+    from hetinfra.spec.load import load_spec
+    from tests.plan.golden_plans import filled_golden
+
+    repo = Path(__file__).resolve().parents[2]
+    doc, path = filled_golden("chat"), repo / "services" / "chat.yaml"
+    spec = load_spec(path)[0]
+    config = WorkloadConfig(requests=2000, seed=7, load=1.2)
+
+    def run(means, memo=None):
+        return simulate_plan(doc, spec, path, replace(config, batch_means=means), memo=memo, detail=False)
+
+    def strip(sim):
+        return [{k: v for k, v in e.items() if k != "batches"} for e in sim["models"] + sim["units"]]
+
+    memo: dict = {}
+    without, named = run((8,), memo), run((7,), memo)
+    assert all(e.get("batches") is None for e in without["models"] + without["units"])
+    assert all(e["batches"] for e in named["models"] + named["units"])
+    assert named == run(None) and strip(without) == strip(named)

@@ -9,7 +9,7 @@ import pytest
 
 import hetinfra.sim.draw as draw
 import hetinfra.sim.plan_sim as plan_sim
-from hetinfra.sim import core
+from hetinfra.sim import core, unit_entry
 from hetinfra.sim import WorkloadConfig
 from hetinfra.sim.minimal import without_one_replica
 from hetinfra.spec.load import load_spec
@@ -59,7 +59,8 @@ def test_the_other_units_of_a_touched_model_recall_their_statistics(two_models, 
     plan_sim.simulate_plan(more, spec, path, CONFIG, memo=memo)
     summed = []
     real_block = plan_sim.block
-    monkeypatch.setattr(plan_sim, "block", lambda *a: (summed.append(1), real_block(*a))[1])
+    for where in (plan_sim, unit_entry):  # a model's block, and a unit's (summarized on its thread)
+        monkeypatch.setattr(where, "block", lambda *a: (summed.append(1), real_block(*a))[1])
     recalled = plan_sim.simulate_plan(doc, spec, path, CONFIG, memo=memo)
     with_memo, summed[:] = len(summed), []
     assert recalled == plan_sim.simulate_plan(doc, spec, path, CONFIG)
