@@ -64,3 +64,8 @@ def test_each_worker_imports_its_share_of_the_test_modules_first(request):
     assert all(share_onwards(mods, f"gw{k}", 4)[-1] == "m9" for k in range(4))
     found = modules_of(request.session)
     assert Path(__file__).resolve() in found and all(p.name.startswith("test_") for p in found)
+    request.config.option.ignore = [*(request.config.option.ignore or ()), str(Path(__file__).parent / "docs")]
+    try:  # a folder the run ignores is not imported early either
+        assert not [p for p in modules_of(request.session) if "docs" in p.parts[-2:]]
+    finally:
+        request.config.option.ignore.pop()

@@ -26,7 +26,11 @@ def modules_of(session) -> list[Path]:
             out.extend(sorted(p for p in path.rglob("test_*.py") if "__pycache__" not in p.parts))
         elif path.name.startswith("test_") and path.suffix == ".py":
             out.append(path)
-    return list(dict.fromkeys(p.resolve() for p in out))
+    root = session.config.rootpath
+    ignored = session.config.hook.pytest_ignore_collect  # --ignore, --ignore-glob, collect_ignore
+    return [p for p in dict.fromkeys(p.resolve() for p in out)
+            if not any(ignored(collection_path=q, config=session.config)
+                       for q in (p, *p.parents) if q.is_relative_to(root) and q != root)]
 
 
 def share_onwards(modules: list, worker: str, count: int) -> list:
