@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
+from tests.xdist_rewrite import pytest_collection  # noqa: F401 (a hook: workers share the rewritten modules)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -5,6 +5,7 @@ pytest 9.1+), and tests sharing a per-worker cost join one group."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,22 @@ def test_each_shared_cost_joins_its_group_and_a_module_follows_its_fixture_group
     facts = _item("facts", "tree_copy")
     facts.path = facts.path.with_name("test_facts.py")
     assert groups([facts]) == {0: FILE_GROUPS["test_facts.py"]}
+
+
+def test_each_worker_imports_its_share_of_the_test_modules_first(request):
+    """tests/xdist_rewrite.py: worker gwK of n starts at the K/n-th module and goes on to the last, so
+    the n workers' first modules split the list evenly (each rewrites its share, the cache serves the
+    rest); and the modules are the run's test files."""
+    from tests.xdist_rewrite import modules_of, share_onwards
+
+    mods = [f"m{i}" for i in range(10)]
+    assert share_onwards(mods, "gw0", 2) == mods and share_onwards(mods, "gw1", 2) == mods[5:]
+    assert [mods.index(share_onwards(mods, f"gw{k}", 3)[0]) for k in range(3)] == [0, 3, 6]
+    assert all(share_onwards(mods, f"gw{k}", 4)[-1] == "m9" for k in range(4))
+    found = modules_of(request.session)
+    assert Path(__file__).resolve() in found and all(p.name.startswith("test_") for p in found)
+    request.config.option.ignore = [*(request.config.option.ignore or ()), str(Path(__file__).parent / "docs")]
+    try:  # a folder the run ignores is not imported early either
+        assert not [p for p in modules_of(request.session) if "docs" in p.parts[-2:]]
+    finally:
+        request.config.option.ignore.pop()

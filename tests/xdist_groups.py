@@ -3,7 +3,9 @@ cost run on one worker, so only one worker pays it.
 
 - FIXTURE_GROUPS: a test that uses one of these fixtures joins its group. sky_offline: ``import sky``
   (~2.3 s CPU) and SkyPilot's catalog reads; tests/stacks' ``mocks``: the Pulumi providers' lazily
-  loaded resource modules; doc_shell: the documented commands' results and template cache.
+  loaded resource modules; doc_shell: the documented commands' results and template cache;
+  kube_planned: the examples planned for Kubernetes once per run (tests/compile/kubernetes/conftest.py),
+  whose lock the second worker would wait on idle while the first plans them (about 4 s).
 - FILE_GROUPS: the checks that parse and walk every module of the tree and of its copies share
   tests/test_imports.parsed's trees and their memos (test_facts, test_document_access) on one worker.
 - A module with a module- or class-scoped fixture of its own (a plan, a fleet of loopback servers, a
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import pytest
 
-FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks", "doc_shell": "doc-shell"}
+FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks", "doc_shell": "doc-shell",
+                  "kube_planned": "kube-examples"}
 FILE_GROUPS = {name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py")}
 
 

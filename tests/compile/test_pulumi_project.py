@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 import hetinfra
 from hetinfra.compile.pulumi_project import backend_url
 from hetinfra.deploy.pulumi_driver import project_env
+from tests.conftest import copied_plan, shared_output
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,8 +27,24 @@ def _plan(run_cli, out: Path, spec: Path = REPO / "services" / "multi-region.yam
     return json.loads((out / "plan.json").read_text())
 
 
-def test_one_project_per_cloud_with_the_plan_config(run_cli, tmp_path):
-    plan = _plan(run_cli, tmp_path)
+@pytest.fixture
+def planned(shared_plan):
+    """``planned(out)``: what ``_plan(run_cli, out)`` of services/multi-region.yaml gives, from the run's
+    one plan of it (tests/conftest.py shared_plan) copied into ``out``; returns (plan.json, the folder it
+    was planned into)."""
+    def copy(out: Path) -> tuple[dict, Path]:
+        made = shared_plan(REPO / "services" / "multi-region.yaml", "--no-baselines", "--no-verify")
+        assert "Pulumi project(s)" in shared_output(made)
+        if out.exists():  # tmp_path itself as the out dir, as _plan takes it
+            out.rmdir()
+        copied_plan(made, out)
+        return json.loads((out / "plan.json").read_text()), made
+
+    return copy
+
+
+def test_one_project_per_cloud_with_the_plan_config(planned, tmp_path):
+    plan, _ = planned(tmp_path)
     clouds = sorted({a["cloud"] for a in plan["allocations"]})
     assert clouds == ["aws", "gcp"]
     assert sorted(p.name for p in (tmp_path / "pulumi").iterdir()) == clouds
@@ -48,8 +66,8 @@ def test_one_project_per_cloud_with_the_plan_config(run_cli, tmp_path):
         == sorted(a["region"] for a in plan["allocations"] if a["cloud"] == "aws")[0]
 
 
-def test_replan_keeps_salt_secure_values_and_state(run_cli, tmp_path):
-    _plan(run_cli, tmp_path)
+def test_replan_keeps_salt_secure_values_and_state(run_cli, planned, tmp_path):
+    planned(tmp_path)
     d = tmp_path / "pulumi" / "aws"
     cfg = d / "Pulumi.prod.yaml"
     doc = yaml.safe_load(cfg.read_text())
@@ -65,8 +83,8 @@ def test_replan_keeps_salt_secure_values_and_state(run_cli, tmp_path):
     assert (d / "state" / ".pulumi" / "stack.json").read_text() == "{}"
 
 
-def test_a_cloud_that_leaves_the_plan_keeps_an_empty_project(run_cli, tmp_path):
-    _plan(run_cli, tmp_path)
+def test_a_cloud_that_leaves_the_plan_keeps_an_empty_project(run_cli, planned, tmp_path):
+    planned(tmp_path)
     spec = yaml.safe_load((REPO / "services" / "multi-region.yaml").read_text())
     spec["infrastructure"]["clouds"] = ["aws"]
     spec["infrastructure"].pop("regions", None)
@@ -84,13 +102,13 @@ def test_a_cloud_that_leaves_the_plan_keeps_an_empty_project(run_cli, tmp_path):
     assert gcp["allocations"] == []  # `pulumi up` there removes what the gcp stack still has
 
 
-def test_projects_hold_no_absolute_path_and_move_with_the_out_dir(run_cli, tmp_path):
-    """Nothing in a project names the out dir (or the virtualenv hetinfra runs in): a moved or copied
-    out dir keeps its backend inside it, both for plain `pulumi` run from the project folder
-    (Pulumi resolves file://./state against the working directory) and for apply/destroy."""
+def test_projects_hold_no_absolute_path_and_move_with_the_out_dir(planned, tmp_path):
+    """Nothing in a project names the out dir it was planned into (or the virtualenv hetinfra runs in):
+    a moved or copied out dir keeps its backend inside it, both for plain `pulumi` run from the project
+    folder (Pulumi resolves file://./state against the working directory) and for apply/destroy."""
     out = tmp_path / "out"
-    _plan(run_cli, out)
-    needles = {str(tmp_path), str(tmp_path.resolve()), sys.prefix}  # (plan.json keeps inputs.spec_path)
+    _, made = planned(out)
+    needles = {str(made), str(made.resolve()), str(made.parent), str(tmp_path), sys.prefix}  # (plan.json keeps inputs.spec_path)
     for f in (out / "pulumi").rglob("*"):
         if f.is_file():
             text = f.read_text()

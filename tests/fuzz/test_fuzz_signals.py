@@ -26,6 +26,23 @@ HETINFRA = str(Path(sys.executable).parent / "hetinfra")
 SPEC = REPO / "services" / "chat.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _children_start_with_sigint_at_its_default():
+    """The `hetinfra plan` children start with SIGINT at its default, as from a terminal. A shell's
+    background job (`pytest ... &` in a script, a CI step run that way) starts with SIGINT ignored, a
+    child inherits that, and hetinfra keeps a disposition its caller chose (hetinfra.cli.stops): the
+    SIGINT cases then exited 0 with OUT replaced, or passed without a signal. A Python handler here
+    is reset to the default in a child at exec."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _files(out: Path) -> dict:
     return {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 

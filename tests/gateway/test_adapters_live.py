@@ -11,6 +11,7 @@ import json
 import signal
 import time
 
+import httpx
 import pytest
 import yaml
 
@@ -42,6 +43,13 @@ def served_by(gw: str, model: str) -> list[tuple[int, str | None]]:
     return [(code, body.get("backend")) for code, body in asyncio.run(fire(gw, jobs, concurrency=4, headers=auth()))]
 
 
+def ejected(gw: str, unit: str) -> bool:
+    """Whether the gateway's health rounds took ``unit`` out of routing (GET /metrics: its up gauge is 0)."""
+    text = httpx.get(gw + "/metrics", timeout=5).text
+    return any(line.startswith(f'hetinfra_gateway_backend_up{{unit="{unit}",') and line.endswith(" 0.0")
+               for line in text.splitlines())
+
+
 def test_each_adapter_reaches_only_its_holders_and_survives_a_killed_unit(fleet):
     holders, gw = fleet["holders"], fleet["gw"]
     assert set(holders) == {"sql", "law", "med"} and any(len(u) > 1 for u in holders.values())
@@ -51,7 +59,10 @@ def test_each_adapter_reaches_only_its_holders_and_survives_a_killed_unit(fleet)
     # kill a unit holding an adapter that another unit also holds
     victim = next(u for units in holders.values() if len(units) > 1 for u in sorted(units))
     fleet["backends"][victim][0].send_signal(signal.SIGKILL)
-    time.sleep(1.0)  # a few health rounds (0.2 s) eject it
+    deadline = time.monotonic() + 10  # a few health rounds (0.2 s) eject it: then its up gauge reads 0
+    while not ejected(gw, victim):
+        assert time.monotonic() < deadline, f"{victim} still admitted 10 s after it was killed"
+        time.sleep(0.05)
     for name, units in holders.items():
         left = units - {victim}
         if not left:
