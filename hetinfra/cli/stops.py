@@ -8,25 +8,49 @@ start-up."""
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import signal
 import sys
+import time
 
 #: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
 STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+#: the file name of the import machinery's frames (importlib._bootstrap, _bootstrap_external: frozen)
+IMPORTLIB = "<frozen importlib._bootstrap"
+#: how long a stop signal that landed in the import machinery waits before it is sent again
+RESEND_S = 0.005
 
 #: the signal that is stopping this process, once one arrived
 stopping: list[int] = []
 
 
-def _stop(signum: int, _frame) -> None:
+def _stop(signum: int, frame) -> None:
     """SIGINT, SIGTERM and SIGHUP become SystemExit(128 + signum) in the main thread. click turns a
     KeyboardInterrupt into "Aborted!" and exit 1, and Python's default SIGTERM ends the process at
     once; an exception instead unwinds every with-block and finally, so a staged out dir or a lock is
-    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status."""
+    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status.
+
+    Not inside the import machinery: raised there, between ``_imp.acquire_lock()`` and its ``try``
+    (or a module lock's acquire and its ``with``), the exception leaves that lock held by this
+    thread for good, and the next import on another thread (hetinfra.cli.preload's) waits for it
+    forever while this one waits for that thread: a stopped `hetinfra plan` hung. There the signal
+    is sent again a moment later (:func:`_send_again`), until it lands outside importlib."""
+    if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB):
+        _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
+        return
     signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
     stopping.append(signum)
     raise SystemExit(STOPPED_BY[signum])
+
+
+def _send_again(signum: int, thread: int) -> None:
+    """``signum`` to ``thread`` (the main thread) after RESEND_S, from a thread of its own: raised by
+    the handler itself (signal.raise_signal, _thread.interrupt_main) it would be handled at once, in
+    the handler, while the main thread is still inside the import machinery."""
+    time.sleep(RESEND_S)
+    signal.pthread_kill(thread, signum)
 
 
 def install_signal_exits(argv: list[str]) -> None:
