@@ -8,6 +8,8 @@ start-up."""
 
 from __future__ import annotations
 
+import _frozen_importlib
+import _frozen_importlib_external
 import _thread
 import atexit
 import signal
@@ -17,8 +19,10 @@ import time
 #: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
 STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
-#: the file name of the import machinery's frames (importlib._bootstrap, _bootstrap_external: frozen)
-IMPORTLIB = "<frozen importlib._bootstrap"
+#: the file names of the import machinery's frames (importlib._bootstrap and _bootstrap_external:
+#: "<frozen importlib._bootstrap>", or their paths where frozen modules are off)
+IMPORTLIB = frozenset(f.__code__.co_filename for f in (_frozen_importlib._find_and_load,
+                                                       _frozen_importlib_external.spec_from_file_location))
 #: how long a stop signal that landed in the import machinery waits before it is sent again
 RESEND_S = 0.005
 
@@ -37,7 +41,7 @@ def _stop(signum: int, frame) -> None:
     thread for good, and the next import on another thread (hetinfra.cli.preload's) waits for it
     forever while this one waits for that thread: a stopped `hetinfra plan` hung. There the signal
     is sent again a moment later (:func:`_send_again`), until it lands outside importlib."""
-    if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB):
+    if frame is not None and frame.f_code.co_filename in IMPORTLIB:
         _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
         return
     signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once

@@ -14,8 +14,6 @@ import pytest
 
 from hetinfra.cli import stops
 
-IMPORTLIB = "<frozen importlib._bootstrap"
-
 
 def _importlib_frame(tmp_path, monkeypatch):
     """A frame of importlib's _get_module_lock (where the global import lock is held), from a real import."""
@@ -32,7 +30,7 @@ def _importlib_frame(tmp_path, monkeypatch):
         import stops_probe_mod  # noqa: F401
     finally:
         sys.setprofile(None)
-    assert seen and seen[0].f_code.co_filename.startswith(IMPORTLIB)
+    assert seen
     return seen[0]
 
 
