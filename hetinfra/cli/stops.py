@@ -8,25 +8,53 @@ start-up."""
 
 from __future__ import annotations
 
+import _frozen_importlib
+import _frozen_importlib_external
+import _thread
 import atexit
 import signal
 import sys
+import time
 
 #: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
 STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+#: the file names of the import machinery's frames (importlib._bootstrap and _bootstrap_external:
+#: "<frozen importlib._bootstrap>", or their paths where frozen modules are off)
+IMPORTLIB = frozenset(f.__code__.co_filename for f in (_frozen_importlib._find_and_load,
+                                                       _frozen_importlib_external.spec_from_file_location))
+#: how long a stop signal that landed in the import machinery waits before it is sent again
+RESEND_S = 0.005
 
 #: the signal that is stopping this process, once one arrived
 stopping: list[int] = []
 
 
-def _stop(signum: int, _frame) -> None:
+def _stop(signum: int, frame) -> None:
     """SIGINT, SIGTERM and SIGHUP become SystemExit(128 + signum) in the main thread. click turns a
     KeyboardInterrupt into "Aborted!" and exit 1, and Python's default SIGTERM ends the process at
     once; an exception instead unwinds every with-block and finally, so a staged out dir or a lock is
-    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status."""
+    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status.
+
+    Not inside the import machinery: raised there, between ``_imp.acquire_lock()`` and its ``try``
+    (or a module lock's acquire and its ``with``), the exception leaves that lock held by this
+    thread for good, and the next import on another thread (hetinfra.cli.preload's) waits for it
+    forever while this one waits for that thread: a stopped `hetinfra plan` hung. There the signal
+    is sent again a moment later (:func:`_send_again`), until it lands outside importlib."""
+    if frame is not None and frame.f_code.co_filename in IMPORTLIB:
+        _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
+        return
     signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
     stopping.append(signum)
     raise SystemExit(STOPPED_BY[signum])
+
+
+def _send_again(signum: int, thread: int) -> None:
+    """``signum`` to ``thread`` (the main thread) after RESEND_S, from a thread of its own: raised by
+    the handler itself (signal.raise_signal, _thread.interrupt_main) it would be handled at once, in
+    the handler, while the main thread is still inside the import machinery."""
+    time.sleep(RESEND_S)
+    signal.pthread_kill(thread, signum)
 
 
 def install_signal_exits(argv: list[str]) -> None:
@@ -58,5 +86,14 @@ def _hold_stops() -> None:
     atexit callbacks, so a signal landing there would otherwise end a completed command by the
     signal (status -n); held, it is never delivered and the command's status stands. Not at the
     end of ``main()``: a caller in the same process (a test running the CLI in-process) would then
-    hand the blocked mask to every process it starts."""
+    hand the blocked mask to every process it starts.
+
+    A mask is the calling thread's only: a signal sent to the process is then taken by another
+    thread that does not block it (OpenBLAS's, started with numpy), and the default action there
+    ended the process all the same (5 of 40 SIGTERMs near the end of `hetinfra plan --no-verify`
+    exited -15). So they are also ignored, for every thread: finalisation restores the default
+    action only where a handler of Python's is installed, never where the signal is ignored."""
     signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPPED_BY))
+    for signum in STOPPED_BY:
+        if signal.getsignal(signum) is _stop:  # ours; a caller's own handler stays
+            signal.signal(signum, signal.SIG_IGN)

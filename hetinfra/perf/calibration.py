@@ -18,6 +18,7 @@ FIT: tools/fit_calibration.py --write (shared constants), 2026-12-05
 from __future__ import annotations
 
 import functools
+import re
 
 import dataclasses
 from dataclasses import dataclass
@@ -295,12 +296,17 @@ MEASURED_AS: dict[str, str] = {"0.14": DEFAULT_VLLM_VERSION}
 
 @functools.lru_cache(maxsize=64)  # pure; called once per template x class (1.7 M calls at 1,024 classes)
 def _version_key(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of a version string, each the number its part starts with: a release's
+    suffix is no digit of it (0.13rc1 and 0.13.0rc1 are 0.13, not 0.131; 0.5rc1 is 0.5, not 0.51),
+    and the parts end at the first one that carries a suffix."""
     parts = []
     for p in version.strip().lstrip("v").split(".")[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit())
+        digits = re.match(r"\d*", p).group()
         if not digits:
             break
         parts.append(int(digits))
+        if digits != p:
+            break
     if not parts:
         raise ValueError(f"vLLM version {version!r} is not a version number like 0.11.0")
     return tuple(parts)
