@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, dotted
 
 #: the largest token edge a class may have (as the spec's MAX_TOKENS)
 MAX_TOKENS = 10_000_000
@@ -49,7 +49,7 @@ def parse_weights(doc: object, where: str) -> RouterWeights:
         return RouterWeights.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        field = dotted(err["loc"]) or "(top level)"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise InvalidInputError(f"{where}: {field}: {err['msg']}{more}",
                                 hint="router/weights.json is written by `hetinfra plan`; plan again or fix that "

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 
-from hetinfra.errors import HetinfraError, ProviderError
+from hetinfra.errors import HetinfraError, ProviderError, dotted
 
 __all__ = ["MAX_REPLICAS", "Pod", "PodList", "Workload", "parse_answer", "parse_body"]
 
@@ -105,7 +105,7 @@ def parse_answer(model: type[M], doc: Any, where: str) -> M:
         return model.model_validate(doc if doc is not None else {})
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(the answer)"
+        loc = dotted(err["loc"]) or "(the answer)"
         raise ProviderError(f"{where}: malformed answer: {loc}: {err['msg']}",
                             hint="the cluster's API answered something that is not a Kubernetes object; "
                                  "check the context's server URL and any proxy in front of it") from None

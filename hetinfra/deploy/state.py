@@ -40,7 +40,7 @@ from typing import Callable
 from hetinfra.document.plan import DUMP
 from hetinfra.document.state import (MAX_LIVE_COUNT, STATE_VERSION, Operation, RunningAllocation, State, Step,
                                      check_live, load_state)
-from hetinfra.errors import ProviderError
+from hetinfra.errors import ProviderError, dotted
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
 STATE_FILE = "state.json"
@@ -59,7 +59,7 @@ def _first_error(exc: ValueError) -> str:
     if not callable(errors):
         return str(exc)
     err = errors()[0]
-    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+    return f"{dotted(err['loc'])}: {err['msg']}"
 
 
 @dataclass

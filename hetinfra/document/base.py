@@ -82,14 +82,3 @@ def shell_safety_error(doc: dict) -> str | None:
     return None
 
 
-def dotted(loc: Iterable) -> str:
-    """pydantic's error location as plan.json's readers write it: ``allocations[0].count``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith(("function-after", "union[", "str", "int", "float", "bool")):
-            continue  # validator and union branch names: not keys of the file
-        else:
-            out += f".{part}" if out else str(part)
-    return out

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.document.base import dotted
+from hetinfra.errors import dotted
 from hetinfra.fileio import parse_json, read_text
 
 M = TypeVar("M", bound=BaseModel)

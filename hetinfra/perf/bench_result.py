@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, dotted
 
 RESULT_HINT = "expected the JSON that `vllm bench serve --save-result` writes"
 #: the most tokens one request of a result may have (as for the profiles CSV)
@@ -129,6 +129,6 @@ def parse_bench_result(obj: Any, where: str) -> BenchResult:
         return BenchResult.model_validate(obj, context={"where": where})
     except ValidationError as exc:  # only "missing" is left to pydantic: every type check raises our own error
         err = exc.errors(include_url=False)[0]
-        key = ".".join(map(str, err["loc"]))
+        key = dotted(err["loc"])
         what = "missing" if err["type"] == "missing" else err["msg"]
         raise InvalidInputError(f"{where}: key '{key}' {what}", hint=RESULT_HINT) from None

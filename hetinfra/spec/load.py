@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hetinfra.errors import InvalidInputError, closest
+from hetinfra.errors import InvalidInputError, closest, dotted, real_keys
 from hetinfra.fileio import read_text
 from hetinfra.spec.adapters import check_adapters
 from hetinfra.spec.models import ServiceSpec
@@ -63,15 +63,12 @@ def _inner_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _fmt_loc(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    return dotted(loc) or "(top level)"
 
 
 def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
     # pydantic puts union/validator tags in the location; keep only real keys and indices.
-    loc = tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("function-", "lax-", "constrained-")))
+    loc = real_keys(err["loc"])
     line = None
     for cut in range(len(loc), -1, -1):
         if loc[:cut] in marks:

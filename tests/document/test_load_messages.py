@@ -38,3 +38,28 @@ def test_a_section_of_the_wrong_shape_is_named_by_kind_and_size():
         assert describe(exc) == "live.units is a list of 5 entries: input should be a valid dictionary"
     else:
         raise AssertionError("accepted " + json.dumps(units)[:80])
+
+
+@settings(max_examples=80, derandomize=True, deadline=None)
+@given(st.text(max_size=60))
+def test_any_key_of_a_wrong_entry_is_named_on_one_printable_line(key):
+    """Property: whatever key a hand-edited file holds (a newline, quotes, a dot, a space, none at
+    all), the location names it in one printable, bounded line. `endpoints: {"\\n": null}` printed a
+    raw newline inside the location (found by the test above on a random seed)."""
+    try:
+        State.model_validate({"state_version": 1, "endpoints": {key: None}})
+    except ValidationError as exc:
+        msg = describe(exc)
+        assert msg.isprintable() and len(msg) <= 2 * SHOWN_CHARS + 200, msg
+        assert msg.startswith("endpoints.") or msg.startswith("endpoints["), msg
+    else:
+        raise AssertionError(f"accepted endpoints {key!r}: null")
+
+
+def test_a_key_that_starts_like_a_type_tag_is_kept_in_the_location():
+    """pydantic's branch tags (``str``, ``function-after[...]``) are dropped from a location, a key of
+    the file that merely starts like one is not: the old prefix test dropped ``stream``."""
+    from hetinfra.errors import dotted
+    assert dotted(["endpoints", "stream", 0]) == "endpoints.stream[0]"
+    assert dotted(["live", "function-after[check(), union[a,b]]", "str", "units"]) == "live.units"
+    assert dotted(["endpoints", "\n"]) == "endpoints['\\n']"
