@@ -91,6 +91,9 @@ def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[s
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
         for node in ast.walk(parsed(path)):
+            if is_pkg and isinstance(node, ast.Constant) and node.value in mods:
+                edges[name].add(node.value)  # a name a package loads on first use (hetinfra.lazy_names)
+                continue
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -267,3 +270,37 @@ def test_the_extension_list_is_setup_pys():
     import re
 
     assert set(re.findall(r'Extension\("([\w.]+)"', (REPO / "setup.py").read_text())) == EXTENSIONS
+
+
+#: package -> why its ``__init__`` may import a submodule of its own when the package loads
+INIT_IMPORTS_ALLOWED = {
+    "hetinfra.cli": "installs the stop handlers (hetinfra.cli.stops) first, before any thread of ours exists",
+}
+
+
+def init_self_imports(repo: Path) -> list[str]:
+    """Each package ``__init__`` that imports a submodule of its own at load time (a module-level
+    import, not one under ``if TYPE_CHECKING:`` nor inside a function): "load a submodule" then needs
+    "initialise its package", which itself loads a submodule, so two threads importing at once
+    (hetinfra.cli.preload's beside the command's) can hold each other's module lock and one of them
+    meets Python's import deadlock error. hetinfra.sim and hetinfra.document did; their names now
+    load on first use (PEP 562)."""
+    found = []
+    for name, path in modules(repo).items():
+        if path.name != "__init__.py" or name in INIT_IMPORTS_ALLOWED:
+            continue
+        for node in ast.parse(path.read_text()).body:  # module level only: if/try bodies of TYPE_CHECKING skipped
+            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{name} imports {t} when it loads" for t in targets if t.startswith(name + ".")]
+    return found
+
+
+def test_no_package_init_loads_its_own_submodules():
+    assert init_self_imports(REPO) == []
+
+
+def test_a_planted_init_import_fails(tree_copy):
+    init = tree_copy / "hetinfra" / "sim" / "__init__.py"
+    init.write_text(init.read_text() + "\nfrom hetinfra.sim.workload import WorkloadConfig  # noqa\n")
+    assert init_self_imports(tree_copy) == ["hetinfra.sim imports hetinfra.sim.workload when it loads"]

@@ -9,8 +9,10 @@ with the command: before the solve both threads would run Python, which the GIL 
 so the imports would only have moved.
 
 Imports on two threads are safe here: Python locks each module while it loads, and a thread that needs
-a module the other is loading waits for it; the package's import graph has no circles
-(tests/test_imports.py), so neither waits on the other. Nothing depends on which thread loaded a
+a module the other is loading waits for it. Neither can wait on the other: the package's import graph
+has no circles, and no package ``__init__`` loads a submodule of its own (hetinfra.lazy_names; both
+checked by tests/test_imports.py), which would make "load a submodule" and "initialise its package"
+wait on each other (a review forced Python's import deadlock error that way). Nothing depends on which thread loaded a
 module, so the results do not depend on the threads' timing. A module that fails to load is left to
 the main thread, which meets the same error where it imports the module itself.
 """

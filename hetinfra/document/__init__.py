@@ -1,8 +1,26 @@
 """plan.json as a typed document (pydantic v2): the one place for its keys, types, defaults and
-invariants. See docs/plan-document.md."""
+invariants. See docs/plan-document.md.
 
-from hetinfra.document.allocation import Allocation, RouteShare
-from hetinfra.document.plan import Plan, load_plan
+The package's own names load on first use (PEP 562 ``__getattr__``), not with the package: an
+``__init__`` that imports its submodules makes "import a submodule" and "initialise its package" wait
+on each other, which two threads importing at once can turn into Python's import deadlock error (hetinfra.lazy_names)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hetinfra import lazy_names
+
+if TYPE_CHECKING:
+    from hetinfra.document.allocation import Allocation, RouteShare
+    from hetinfra.document.plan import Plan, load_plan
+
+#: each public name and the submodule that defines it
+_LAZY = {"Allocation": "hetinfra.document.allocation", "RouteShare": "hetinfra.document.allocation",
+         "Plan": "hetinfra.document.plan", "load_plan": "hetinfra.document.plan"}
+
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def running(path) -> list[Allocation]:
@@ -11,6 +29,7 @@ def running(path) -> list[Allocation]:
     from pathlib import Path
 
     from hetinfra.document.load import read_json
+    from hetinfra.document.plan import Plan
     from hetinfra.document.state import State, parse_state
 
     doc = read_json(Path(path), what="plan or state", hint="pass the --out directory of the plan that is running")

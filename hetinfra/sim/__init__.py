@@ -15,10 +15,21 @@ per unit), ``replications`` (seeds, replications and their judgement with a conf
 runs), ``report`` (JSON, SVG, text).
 """
 
-from hetinfra.sim.plan_sim import PLAN_VERSION, SIMULATOR_VERSION, load_plan, run_replicas, simulate_plan, simulate_plan_file
-from hetinfra.sim.replica import Replica, ReplicaConfig, Request, ScaledEngine
-from hetinfra.sim.stats import Objective, objective_from_slo
-from hetinfra.sim.workload import WorkloadConfig
+from __future__ import annotations
+
+from hetinfra import lazy_names
+
+# The public names load on first use, not with the package (hetinfra.lazy_names says why).
+#: each public name and the submodule that defines it
+_LAZY = {**dict.fromkeys(("PLAN_VERSION", "SIMULATOR_VERSION", "load_plan", "run_replicas", "simulate_plan",
+                          "simulate_plan_file"), "hetinfra.sim.plan_sim"),
+         **dict.fromkeys(("Replica", "ReplicaConfig", "Request", "ScaledEngine"), "hetinfra.sim.replica"),
+         **dict.fromkeys(("Objective", "objective_from_slo"), "hetinfra.sim.stats"),
+         "WorkloadConfig": "hetinfra.sim.workload"}
+
+
+__getattr__ = lazy_names(__name__, _LAZY)
+
 
 __all__ = ["PLAN_VERSION", "SIMULATOR_VERSION", "Objective", "Replica", "ReplicaConfig", "Request", "ScaledEngine",
            "WorkloadConfig", "load_plan", "objective_from_slo", "run_replicas", "simulate_plan", "simulate_plan_file"]

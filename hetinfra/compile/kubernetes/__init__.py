@@ -7,6 +7,12 @@ Each folder holds ``nodes.yaml`` (the GPU capacity: hetinfra.compile.kubernetes.
 listing them. Secrets are referenced by name (``<service>-secrets``), never written.
 """
 
-from hetinfra.compile.kubernetes.render import cluster_key, kube_units, render_clusters, write_kubernetes
+from __future__ import annotations
+
+from hetinfra import lazy_names
+
+# The public names load on first use, not with the package (hetinfra.lazy_names says why).
+__getattr__ = lazy_names(__name__, dict.fromkeys(("cluster_key", "kube_units", "render_clusters", "write_kubernetes"),
+                                                 "hetinfra.compile.kubernetes.render"))
 
 __all__ = ["cluster_key", "kube_units", "render_clusters", "write_kubernetes"]
