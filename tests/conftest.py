@@ -22,6 +22,12 @@ from hypothesis import settings
 from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
 from tests.xdist_rewrite import pytest_collection  # noqa: F401 (a hook: workers share the rewritten modules)
 
+# The suite starts many Python processes of hetinfra (the CLI, node scripts, stand-ins): with
+# PYTHONDONTWRITEBYTECODE set in the shell each one compiles the sources again. Bytecode goes to the
+# checkout's __pycache__ folders (.gitignore), as any first import writes it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 # Every property test draws the same examples on every run and machine (a test's own @settings may
 # still set its count): a bug a random seed finds once is a flake in CI, not a report; the class it
 # belongs to gets its own derandomized property test (tests/document/test_load_messages.py).
