@@ -31,6 +31,8 @@ _BRANCH_PART = re.compile(r"[a-z][a-z-]*\[.*\]|(function|lax|constrained)-[a-z-]
 #: a key shown bare after a dot; any other key (a control character, a space, a dot, quotes, empty)
 #: is shown as ``['...']`` with Python's escapes, so a location stays one line and reads unambiguously
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+#: the most characters of one key a location shows (a hand-edited file may hold any key)
+SHOWN_KEY_CHARS = 40
 
 
 def dotted(loc: Iterable) -> str:
@@ -49,9 +51,6 @@ def dotted(loc: Iterable) -> str:
             out += f"[{str(part)[:SHOWN_KEY_CHARS]!r}]"
     return out
 
-
-#: the most characters of one key a location shows (a hand-edited file may hold any key)
-SHOWN_KEY_CHARS = 40
 
 
 def real_keys(loc: Iterable) -> tuple:

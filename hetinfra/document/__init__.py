@@ -45,4 +45,4 @@ def load_running(path) -> list[dict]:
     return [a.model_dump(**DUMP) for a in running(path)]
 
 
-__all__ = ["Allocation", "Plan", "RouteShare", "load_plan", "load_running", "running"]
+__all__ = sorted([*_LAZY, "load_running", "running"])

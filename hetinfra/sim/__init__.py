@@ -27,9 +27,5 @@ _LAZY = {**dict.fromkeys(("PLAN_VERSION", "SIMULATOR_VERSION", "load_plan", "run
          **dict.fromkeys(("Objective", "objective_from_slo"), "hetinfra.sim.stats"),
          "WorkloadConfig": "hetinfra.sim.workload"}
 
-
 __getattr__ = lazy_names(__name__, _LAZY)
-
-
-__all__ = ["PLAN_VERSION", "SIMULATOR_VERSION", "Objective", "Replica", "ReplicaConfig", "Request", "ScaledEngine",
-           "WorkloadConfig", "load_plan", "objective_from_slo", "run_replicas", "simulate_plan", "simulate_plan_file"]
+__all__ = sorted(_LAZY)

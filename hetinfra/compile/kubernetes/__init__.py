@@ -12,7 +12,5 @@ from __future__ import annotations
 from hetinfra import lazy_names
 
 # The public names load on first use, not with the package (hetinfra.lazy_names says why).
-__getattr__ = lazy_names(__name__, dict.fromkeys(("cluster_key", "kube_units", "render_clusters", "write_kubernetes"),
-                                                 "hetinfra.compile.kubernetes.render"))
-
 __all__ = ["cluster_key", "kube_units", "render_clusters", "write_kubernetes"]
+__getattr__ = lazy_names(__name__, dict.fromkeys(__all__, "hetinfra.compile.kubernetes.render"))
