@@ -44,3 +44,29 @@ def test_a_custom_gpu_nothing_offers_is_an_error_at_its_line(tmp_path, run_cli):
     assert "service.yaml:" in err
     code, _, err = run_cli("plan", str(_spec(tmp_path, "T1")), "--no-verify", "--no-baselines")
     assert code == 0, err
+
+
+_GPU_NAMES = st.sampled_from(sorted(GPUS)) | st.text(min_size=1, max_size=12)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(gpu=_GPU_NAMES, custom=st.booleans(), stages=st.lists(_GPU_NAMES, max_size=3),
+       roles=st.lists(st.none() | _GPU_NAMES, max_size=2))
+def test_a_plan_gpu_is_refused_iff_outside_the_catalog_and_not_marked_custom(gpu, custom, stages, roles):
+    """Property of catalog.custom.plan_gpu_problem, the one check the simulator runs on every GPU a
+    plan.json allocation names: accepted iff every named GPU is a catalog GPU, except the unit's own
+    GPU where the plan marks it custom_gpu (a mixed pipeline's stage GPUs and a bundle role's GPUs
+    are catalog GPUs only, and a pipeline's ``gpu`` is its stages' joined name, not read); the
+    refusal names the first field that fails."""
+    from types import SimpleNamespace as Ns
+
+    from hetinfra.catalog.custom import plan_gpu_problem
+
+    alloc = Ns(gpu=gpu, custom_gpu=custom, stages=[Ns(gpu=g) for g in stages] or None,
+               disaggregation=Ns(roles=[Ns(gpu=g) for g in roles]) if roles else None)
+    named = [(f"stages[{k}].gpu", g, False) for k, g in enumerate(stages)] or [("gpu", gpu, custom)]
+    named += [(f"disaggregation.roles[{j}].gpu", g, False) for j, g in enumerate(roles) if g is not None]
+    bad = [field for field, g, marked in named if not marked and g not in GPUS]
+    problem = plan_gpu_problem(alloc)
+    assert (problem is None) == (not bad), (named, problem)
+    assert problem is None or problem.startswith(bad[0] + " "), (bad, problem)
