@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetinfra.spec.adapters import ADAPTER_KEY_SEP
+from hetinfra.spec.adapters import ADAPTER_KEY_SEP, adapter_of, base_class
 
 __all__ = ["origin_adapter_routes", "share_weights", "split_adapter_routes"]
 
@@ -68,10 +68,10 @@ def origin_adapter_routes(models: dict, per_class: dict, inside) -> dict:
     units holding it in the origin's area), the fallback shares kept to units ``inside(unit)`` the area."""
     per: dict[str, dict[str, tuple]] = {}
     for cls, entries in per_class.items():
-        if ADAPTER_KEY_SEP not in cls:
+        adapter = adapter_of(cls)
+        if adapter is None:
             continue
-        base_cls, adapter = cls.split(ADAPTER_KEY_SEP, 1)
-        per.setdefault(adapter, {})[base_cls] = share_weights(entries)
+        per.setdefault(adapter, {})[base_class(cls)] = share_weights(entries)
     out: dict = {}
     for adapter, weights in sorted(per.items()):
         routes = models.get(adapter)
