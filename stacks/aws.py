@@ -163,15 +163,16 @@ class AwsGpuFleet(pulumi.ComponentResource):
         provider = aws.Provider(f"{name}-provider", region=args.region, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         invoke = pulumi.InvokeOptions(provider=provider)
-        vpc, sg, subnets, zone_of = self._network(name, args, child, invoke)
+        vpc, sg, subnets, private, zone_of = self._network(name, args, child, invoke)
         self.images: dict = {}
         ami_id = pick_image(args, self.images, "gpu", _newest_ami("gpu", invoke))
         secret, profile = self._secret_and_profile(name, args, secrets, child)
         private_heads: list[tuple[str, pulumi.Output]] = []
         self.endpoints, self.vms, self.units = {}, {}, {}
         for fu in args.units:
-            subnet_ids = [(subnets.get(("private", zone_of[fu.name])) if _efa_unit(fu) else subnets[zone_of[fu.name]]).id]
-            tg, dns_name = self._load_balancer(fu, args, vpc, [subnets[zone_of[fu.name]].id], child)
+            zone = zone_of[fu.name]
+            subnet_ids = [(private[zone] if _efa_unit(fu) else subnets[zone]).id]
+            tg, dns_name = self._load_balancer(fu, args, vpc, [subnets[zone].id], child)
             self.endpoints[fu.name] = [pulumi.Output.concat("http://", dns_name, f":{args.port}/v1")]
             private_heads.append((fu.name, dns_name))
             pgs, members = {}, {}
@@ -191,14 +192,15 @@ class AwsGpuFleet(pulumi.ComponentResource):
         self.gateway_url = None
         if args.gateway:
             self.gateway_url = self._gateway(name, args, secret.arn, profile, vpc, sg,
-                                             subnets[sorted(z for z in subnets if isinstance(z, str))[0]],
+                                             subnets[sorted(subnets)[0]],
                                              private_heads, child, invoke)
         self.register_outputs({"endpoints": self.endpoints, "vms": self.vms, "gateway": self.gateway_url})
 
     @staticmethod
     def _network(name: str, args: FleetArgs, child, invoke):
-        """(VPC, the fleet's security group, a public subnet per zone used, unit -> its zone): each unit
-        in the first zone that offers every node type of it."""
+        """(VPC, the fleet's security group, a public subnet per zone used, a private subnet per zone of
+        an EFA bundle across nodes, unit -> its zone): each unit in the first zone that offers every
+        node type of it."""
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.network_cidr, enable_dns_hostnames=True,
                           enable_dns_support=True, tags={"Name": f"{name}-vpc"}, opts=child)
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, opts=child)
@@ -213,8 +215,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(f"{name}-rta-{zone}", subnet_id=subnets[zone].id,
                                           route_table_id=table.id, opts=child)
         efa_zones = sorted({zone_of[fu.name] for fu in args.units if _efa_unit(fu)})
-        for i, zone in enumerate(efa_zones):
-            subnets[("private", zone)] = AwsGpuFleet._private_subnet(name, args, vpc, subnets[zone], zone, i, child)
+        private = {zone: AwsGpuFleet._private_subnet(name, args, vpc, subnets[zone], zone, i, child)
+                   for i, zone in enumerate(efa_zones)}
         # EFA needs every inbound and outbound protocol to and from the group itself (AWS EFA guide)
         self_egress = [aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, self=True,
                                                        description="EFA: all traffic within the fleet")] if efa_zones else []
@@ -223,7 +225,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             ingress=_ingress(args, "fleet"), opts=child,
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]),
                     *self_egress])
-        return vpc, sg, subnets, zone_of
+        return vpc, sg, subnets, private, zone_of
 
     @staticmethod
     def _private_subnet(name: str, args: FleetArgs, vpc, public, zone: str, i: int, child):

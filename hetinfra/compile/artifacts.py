@@ -54,19 +54,24 @@ def sky_units(doc: "Plan", *, include_mixed: bool = False) -> list:
     deploy = doc.deploy
     units = []
     for a in doc.allocations:
-        # custom cloud, or what only the Pulumi stacks and Kubernetes run (mixed pipelines, bundles across nodes)
-        only_iac = bool(a.stages) or skypilot_refusal(a) is not None
-        if (a.skypilot_task is None and not (include_mixed and a.stages)) or (only_iac and not include_mixed):
+        # no SkyPilot task: a custom cloud, or a mixed pipeline (which only the Pulumi stacks and Kubernetes
+        # run, as they do the bundles across nodes that SkyPilot cannot run as planned)
+        if include_mixed:
+            skipped = a.skypilot_task is None and not a.stages
+        else:
+            skipped = a.skypilot_task is None or bool(a.stages) or skypilot_refusal(a) is not None
+        if skipped:
             continue
         m = served_checkpoint(doc.model(a.model), a)  # a variant's source and precision
         alternates = tuple(Alternate(x.cloud, x.region, x.instance_type, x.price_per_hour) for x in a.alternates)
         disk = max(disk_gb(doc, a, c) for c in {a.cloud} | {x.cloud for x in alternates})
         # a prefill/decode bundle: its roles, and the trimmed plan its node's hop routes with
         # (across nodes: each role's nodes and instance type, and the RDMA network its KV moves over)
-        split = {"bundle": bundle_of(a), "hop_plan": hop_plan(doc, a), "hetinfra_package": deploy.gateway.package,
-                 "nodes": a.nodes_per_replica, "role_nodes": role_nodes_of(a),
-                 "link": a.disaggregation.link if role_nodes_of(a) else ""} \
-            if a.disaggregation is not None else {"nodes": a.nodes_per_replica}
+        split = {"nodes": a.nodes_per_replica}
+        if a.disaggregation is not None:
+            split.update(bundle=bundle_of(a), hop_plan=hop_plan(doc, a), hetinfra_package=deploy.gateway.package,
+                         role_nodes=role_nodes_of(a))
+            split["link"] = a.disaggregation.link if split["role_nodes"] else ""
         units.append(DeployedUnit(
             name=a.deployment_unit, service_model=a.model, source=m.source, cloud=a.cloud, region=a.region,
             instance_type=a.instance_type, gpu=a.gpu, gpus_per_instance=a.gpus_per_instance, tp=a.tp, pp=a.pp,

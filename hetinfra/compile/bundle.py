@@ -30,6 +30,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
+from hetinfra.catalog.interconnect import RDMA_CLASSES
 from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
                                            hop_options, node_engines)
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
@@ -39,11 +40,9 @@ from hetinfra.errors import InvalidInputError
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
-__all__ = ["HEALTH_POLL_S", "RDMA_LINKS", "bundle_of", "endpoint_key", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
+__all__ = ["HEALTH_POLL_S", "bundle_of", "endpoint_key", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
            "role_nodes_of"]
 
-#: the networks a bundle across nodes may move its KV over (plan.json disaggregation.link)
-RDMA_LINKS = ("efa", "infiniband", "roce")
 #: bash: ``ready PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
 READY = ("ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://HOST:%s/health\" "
          "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }")
@@ -62,10 +61,10 @@ def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]
     roles = a.disaggregation.roles
     if not any(r.nodes for r in roles):
         return ()
-    if a.disaggregation.link not in RDMA_LINKS:
+    if a.disaggregation.link not in RDMA_CLASSES:
         raise InvalidInputError(
             f"{a.deployment_unit}: its bundle spans {a.nodes_per_replica} nodes but its KV moves over "
-            f"{a.disaggregation.link!r}, not an RDMA network ({', '.join(RDMA_LINKS)})",
+            f"{a.disaggregation.link!r}, not an RDMA network ({', '.join(RDMA_CLASSES)})",
             hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
     return tuple((r.role, r.nodes, r.instance_type or a.instance_type, r.gpu or a.gpu,
                   r.gpus_per_node or a.gpus_per_instance) for r in roles)

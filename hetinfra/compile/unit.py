@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from hetinfra.catalog.gpus import NO_BF16_GPUS
+from hetinfra.catalog.interconnect import RDMA_CLASSES
 from hetinfra.facts import LORA_RANKS, PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
@@ -289,7 +290,7 @@ def _across_nodes_problems(u: DeployedUnit):
                    f"of {gpus} GPU(s)")
     if sum(r[1] for r in u.role_nodes) != u.nodes:
         yield f"role_nodes hold {sum(r[1] for r in u.role_nodes)} node(s); nodes is {u.nodes}"
-    if u.link not in ("efa", "infiniband", "roce"):
+    if u.link not in RDMA_CLASSES:
         yield f"a bundle across nodes moves its KV over RDMA (efa, infiniband or roce); link is {u.link!r}"
 
 

@@ -40,7 +40,6 @@ from typing import Callable, Mapping
 
 from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
-from hetinfra.deploy.live_read import live_lines, running_now  # noqa: F401 (re-exported: moved from here)
 from hetinfra.deploy.state import DeployState, now
 from hetinfra.document import Plan, load_plan
 from hetinfra.document.state import MAX_LIVE_COUNT, RunningAllocation, State

@@ -3,7 +3,7 @@ readers use it: the lines ``hetinfra status`` prints, and what runs for a re-pla
 replicas whose instances are gone or stalled taken out of state.json's allocations).
 
 Split from hetinfra.deploy.drift, which reads the clouds and writes the record; these read only the
-record, and drift re-exports them under their old names."""
+record."""
 
 from __future__ import annotations
 

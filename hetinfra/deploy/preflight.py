@@ -36,7 +36,7 @@ from hetinfra.compile.disk import disk_need_gb
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.engines import length_problems
 from hetinfra.document.state import State
-from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError
+from hetinfra.errors import HetinfraError, InvalidInputError, ProviderError, did_you_mean
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
 def catalog_types() -> dict[tuple[str, str], set[tuple[str, int, str]]]:
@@ -72,8 +72,6 @@ def catalog_problem(a: Allocation, known: dict) -> str | None:
     it does not list, one it sells with another GPU or GPU count (the simulator and the planner's
     rates read the GPU; the cloud boots the instance type), or one it does not sell in the unit's
     region (the cloud would refuse the launch after apply began)."""
-    from hetinfra.errors import did_you_mean
-
     for where, t, gpu, gpus in node_types(a):
         field = f"{where}.instance_type" if where else "instance_type"
         if (a.cloud, t) not in known:

@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple, Optional
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from hetinfra.document.adapters import UnitAdapters
-from hetinfra.spec.adapters import ADAPTER_KEY_SEP
+from hetinfra.spec.adapters import adapter_of
 from hetinfra.document.base import Doc, Number
 from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_problem
 from hetinfra.facts import is_dns_label
@@ -342,7 +342,7 @@ def plan_route_problems(allocations: "list[Allocation]", routing: Routing, by_or
     out = []
     for where, model, cls, unit, deployed in rows:
         a = by_unit.get(unit)
-        adapter = cls.partition(ADAPTER_KEY_SEP)[2]  # an adapter's class is <class>~<adapter>
+        adapter = adapter_of(cls)  # an adapter's class is <class>~<adapter>
         if a is not None and a.model != model:
             out.append(f"{where} sends model {model!r} to unit {unit!r}, which serves model {a.model!r}")
         elif a is not None and adapter and adapter not in {h.name for h in (a.adapters.held if a.adapters else [])}:

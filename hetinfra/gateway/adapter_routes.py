@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetinfra.spec.adapters import ADAPTER_KEY_SEP
+from hetinfra.spec.adapters import ADAPTER_KEY_SEP, adapter_of, base_class
 
-__all__ = ["origin_adapter_routes", "split_adapter_routes"]
+__all__ = ["origin_adapter_routes", "share_weights", "split_adapter_routes"]
 
 
 def split_adapter_routes(models: dict) -> dict:
@@ -55,6 +55,12 @@ def _by_name(per: dict[str, list]) -> dict:
     return {cs[0]: cs for cs in out.values()}
 
 
+def share_weights(entries) -> tuple[tuple[str, float], ...]:
+    """A class's entries of plan.json ``routing_by_origin`` as its weights: (deployment unit, share) of
+    each positive share, sorted."""
+    return tuple(sorted((e.deployment_unit, float(e.share)) for e in entries or () if float(e.share) > 0))
+
+
 def origin_adapter_routes(models: dict, per_class: dict, inside) -> dict:
     """One origin's routes of each adapter whose classes (``chat~sql``) that origin's row of plan.json
     ``routing_by_origin`` lists (``per_class``: class -> its entries): the adapter's routes
@@ -62,11 +68,10 @@ def origin_adapter_routes(models: dict, per_class: dict, inside) -> dict:
     units holding it in the origin's area), the fallback shares kept to units ``inside(unit)`` the area."""
     per: dict[str, dict[str, tuple]] = {}
     for cls, entries in per_class.items():
-        if ADAPTER_KEY_SEP not in cls:
+        adapter = adapter_of(cls)
+        if adapter is None:
             continue
-        base_cls, adapter = cls.split(ADAPTER_KEY_SEP, 1)
-        per.setdefault(adapter, {})[base_cls] = tuple(sorted(
-            (e.deployment_unit, float(e.share)) for e in entries or () if float(e.share) > 0))
+        per.setdefault(adapter, {})[base_class(cls)] = share_weights(entries)
     out: dict = {}
     for adapter, weights in sorted(per.items()):
         routes = models.get(adapter)

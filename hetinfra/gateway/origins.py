@@ -80,7 +80,7 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
     regions the origin's residency allows (plan.json ``origins[m][o].allowed_regions``), by their
     overall share. A LoRA adapter's classes in the row (``chat~sql``) route the adapter, as a model of
     its own, only to its holders there (hetinfra.gateway.adapter_routes)."""
-    from hetinfra.gateway.adapter_routes import origin_adapter_routes
+    from hetinfra.gateway.adapter_routes import origin_adapter_routes, share_weights
 
     out: dict[str, dict] = {}
     if plan is None:
@@ -93,11 +93,13 @@ def origin_routes(plan: "Plan | None", models: dict) -> dict[str, dict]:
         rules = (plan.origins or {}).get(model) or {}
         for origin, per_class in sorted(rows.items()):
             inside = rules[origin].allowed_regions if origin in rules else None  # None: no residency, anywhere
-            classes = tuple(replace(c, weights=tuple(sorted(
-                (e.deployment_unit, float(e.share)) for e in per_class.get(c.name) or () if float(e.share) > 0)))
-                for c in base.classes)
-            shares = tuple((u, s) for u, s in base.shares if u in place and (inside is None or place[u] in inside))
+
+            def in_area(u: str, inside=inside) -> bool:
+                return u in place and (inside is None or place[u] in inside)
+
+            classes = tuple(replace(c, weights=share_weights(per_class.get(c.name))) for c in base.classes)
+            shares = tuple((u, s) for u, s in base.shares if in_area(u))
             out.setdefault(origin, {})[model] = replace(base, classes=classes, shares=shares)
-            out[origin].update(origin_adapter_routes(  # LoRA: each adapter only to its holders in the area
-                models, per_class, lambda u, inside=inside: u in place and (inside is None or place[u] in inside)))
+            # LoRA: each adapter only to its holders in the area
+            out[origin].update(origin_adapter_routes(models, per_class, in_area))
     return out

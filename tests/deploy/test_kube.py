@@ -15,7 +15,8 @@ import yaml
 
 from hetinfra.deploy.apply import apply_plan
 from hetinfra.deploy.destroy import destroy
-from hetinfra.deploy.drift import PATIENCE_S, live_lines, read_live, running_now
+from hetinfra.deploy.drift import PATIENCE_S, read_live
+from hetinfra.deploy.live_read import live_lines, running_now
 from hetinfra.deploy.state import DeployState
 from hetinfra.errors import InvalidInputError
 from hetinfra.document import Plan  # apply_plan takes the typed plan

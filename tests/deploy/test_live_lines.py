@@ -1,4 +1,4 @@
-"""drift.live_lines reads state.json's ``live`` through its model (document.state.LiveRead): a read
+"""live_read.live_lines reads state.json's ``live`` through its model (document.state.LiveRead): a read
 written by an older version (state_main_a57321e.json: no costs, units without path) or with any
 subset of its keys prints '?' where a key is missing, where it raised KeyError (a traceback from
 `hetinfra status --no-refresh`); a bundle's role counts are bounded like the unit's."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hetinfra.deploy.drift import live_lines
+from hetinfra.deploy.live_read import live_lines
 from hetinfra.document.state import LiveRead
 
 OLD = json.loads((Path(__file__).parent / "data" / "state_main_a57321e.json").read_text())["live"]

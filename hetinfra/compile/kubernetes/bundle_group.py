@@ -83,10 +83,11 @@ def _check(unit: DeployedUnit) -> None:
             f"{unit.name} is a prefill/decode bundle across {unit.num_nodes} nodes over {unit.link}, which "
             f"Kubernetes on {unit.cloud} cannot place as planned: {ACROSS_NODES_REFUSED[unit.cloud].kubernetes}",
             hint="re-plan without bundles across nodes on this cloud (one-node bundles deploy everywhere)")
-    if len({unit.node_role(r) for r in range(1, unit.num_nodes)}) > 1:
+    workers = {unit.node_role(r) for r in range(1, unit.num_nodes)}
+    if len(workers) > 1:
         raise InvalidInputError(
             f"{unit.name}: a LeaderWorkerSet has one worker template, and this bundle's nodes after the first "
-            f"run {len({unit.node_role(r) for r in range(1, unit.num_nodes)})} roles or instance types",
+            f"run {len(workers)} roles or instance types",
             hint="deploy it with the Pulumi stacks (hetinfra apply OUT --target pulumi)")
 
 
