@@ -50,6 +50,8 @@ import math
 from dataclasses import dataclass, field
 
 from hetinfra.solver.problem import AllocationProblem, tied_bounds
+from hetinfra.solver.rows_adapters import (add_adapter_area_cover, add_adapter_cover, add_adapter_once,
+                                        add_adapter_routing, add_adapter_slots)
 
 INF = math.inf
 #: Objective weight of a GPU over a cap in diagnosis mode (elastic caps).
@@ -318,10 +320,7 @@ def add_scale_out(r: Rows) -> None:
         r.row("scale_out", (u, v), 0.0, INF, {r.n[v]: 1.0, r.n[u]: -1.0})
 
 
-from hetinfra.solver.rows_adapters import (add_adapter_area_cover, add_adapter_cover,  # noqa: E402
-                                        add_adapter_once, add_adapter_routing, add_adapter_slots)
-
-
+#: The row families in the order they are compiled (the order fixes HiGHS's path: keep it).
 FAMILIES = (add_demand, add_capacity, add_availability, add_budget, add_spot_fraction, add_locality, add_cover,
             add_churn, add_committed_base, add_scale_out, add_adapter_slots, add_adapter_once,
             add_adapter_routing, add_adapter_cover, add_adapter_area_cover)

@@ -108,6 +108,3 @@ def add_adapter_area_cover(r) -> None:
         need = math.ceil(load / (1.0 - p.headroom) - 1e-9)
         if need >= 1:
             r.row("adapter_area_cover", i, float(need), INF, {r.n[u]: 1.0 for u in units})
-
-
-#: The row families in the order they are compiled (the order fixes HiGHS's path: keep it).

@@ -39,12 +39,13 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
     from hetinfra.plan.trim import trim
 
     steps = list(steps)
-    presized(confirm, decide, simulation_view(pr))
-    conf = budgeted_confirmation(confirm, simulation_view(pr))
+    view = simulation_view(pr)  # the plan's view, built once per plan (the judges only read it)
+    presized(confirm, decide, view)
+    conf = budgeted_confirmation(confirm, view)
     put_back: list[dict] = []
     while not conf["met"]:
         missed = {m["model"] for m in conf["models"] if not m["met"]}
-        decide.veto(simulation_view(pr), missed)  # the search may not take these plans again
+        decide.veto(view, missed)  # the search may not take these plans again
         last = {}
         for k, (removal, _before) in enumerate(steps):
             if removal["model"] in missed:
@@ -55,7 +56,8 @@ def confirmed(pr: PlanResult, sim: dict, steps: list, decide, confirm) -> tuple:
             removal, before = steps.pop(k)
             pr = restored(pr, before, model)
             put_back.append({**removal, "reason": PUT_BACK_REASON})
-        conf = budgeted_confirmation(confirm, simulation_view(pr))
+        view = simulation_view(pr)
+        conf = budgeted_confirmation(confirm, view)
     if put_back:  # minimal again, for both judges: what is removable now must meet on both seed sets
         pr, sim, steps = trim(pr, decide, confirm, steps)
         conf = budgeted_confirmation(confirm, simulation_view(pr))

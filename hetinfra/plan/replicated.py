@@ -37,6 +37,8 @@ roofline misses whatever the simulation says.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
@@ -77,8 +79,6 @@ class Replicated:
     def __init__(self, spec, spec_path, config, purpose: str, margin: float, memo: dict, ceilings: Ceilings,
                  progress=None, start: int = START, pressed: bool = False, pressure: set | None = None,
                  early: bool = False):
-        from dataclasses import replace
-
         from hetinfra.sim.replications import seeds_for
 
         self.seeds = seeds_for(int(config.seed), purpose, MAX)
@@ -107,8 +107,6 @@ class Replicated:
 
     def fresh(self) -> None:
         """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
-        from dataclasses import replace
-
         from hetinfra.sim.replications import seeds_for
 
         self.block += 1
@@ -120,8 +118,6 @@ class Replicated:
         """Run ``requests`` per replication from now on (hetinfra.plan.confirm.sized_confirmation): one
         length for every model, or per model (a dict: the models it names); never shorter. The memo's
         keys hold the run length, so no earlier result is taken for a longer run."""
-        from dataclasses import replace
-
         if isinstance(requests, dict):
             self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
             return
@@ -141,7 +137,6 @@ class Replicated:
         (the memo serves it after a judgement of ``view``)."""
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
-            from dataclasses import replace
             from pathlib import Path
 
             from hetinfra.sim.plan_sim import simulate_plan
@@ -178,8 +173,6 @@ class Replicated:
         return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(seeds))]
 
     def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int) -> list[dict]:
-        from dataclasses import replace
-
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]

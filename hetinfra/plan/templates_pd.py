@@ -212,11 +212,10 @@ def _bundle(pm: PlannedModel, cloud: str, p: _Node, d: _Node | None, shape: tupl
     rates, sources, transfer_ms = {}, {}, {}
     trust = None
     for cls in pm.classes:
-        t_s = KV_TRANSFER_LATENCY_S + cls.input_tokens * kvb / link_bytes_s
         got = _class_rate(pm, p, dec_node, shape, (kp, kd), cls, pm.ctx.ttft_ms, memo)
         if got is None:
             continue
-        rate, dec = got
+        rate, dec, t_s = got
         rates[cls.name] = rate * (1.0 - PD_MARGIN)
         sources[cls.name] = PD_SOURCE
         transfer_ms[cls.name] = t_s * 1e3
@@ -247,9 +246,9 @@ def _link(p: _Node, dec_node: _Node, a: int, kp: int) -> tuple[float, str]:
 
 
 def _class_rate(pm: PlannedModel, p: _Node, dec_node: _Node, shape: tuple[int, int, int, int],
-                nodes: tuple[int, int], cls, ttft_ms: float, memo: dict) -> tuple[float, PhaseRate] | None:
-    """(req/s of class ``cls`` one bundle serves before the margin, its decode phase) at a TTFT of
-    ``ttft_ms``; None where it cannot serve the class. The template's rates are at the model's TTFT;
+                nodes: tuple[int, int], cls, ttft_ms: float, memo: dict) -> tuple[float, PhaseRate, float] | None:
+    """(req/s of class ``cls`` one bundle serves before the margin, its decode phase, its KV transfer's
+    seconds) at a TTFT of ``ttft_ms``; None where it cannot serve the class. The template's rates are at the model's TTFT;
     an origin's flow is rated at what the round trip leaves of it (hetinfra.plan.origins)."""
     x, a, y, b = shape
     kp, kd = nodes
@@ -266,7 +265,7 @@ def _class_rate(pm: PlannedModel, p: _Node, dec_node: _Node, shape: tuple[int, i
     if kp:  # the prefill nodes' NICs send, and the decode nodes' receive, every prompt's KV
         send, receive = p.link.network_bytes_s(), dec_node.link.network_bytes_s()
         rate = min(rate, min(kp * send, kd * receive) / (cls.input_tokens * kvb))
-    return rate, dec
+    return rate, dec, t_s
 
 
 def bundle_ttft_ratio(pm: PlannedModel, t: Template, cls, ttft_ms: float, memo: dict) -> float:

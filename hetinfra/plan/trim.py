@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from hetinfra.plan.budget import current
 from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.rounds import simulation_view
 
 #: what the work budget names when it stops the trim before a removal (plan.json work_budget.stopped)
 TRIM_CUT = "the trim (the plan meets, but may not be minimal: not every removal was checked)"
@@ -22,7 +23,6 @@ def trim(pr: PlanResult, sim_of, confirm=None, steps: list | None = None) -> tup
     removal must also meet (hetinfra.plan.confirm trims again with the confirmation's judge once it
     put a removal back). A removal that loads a unit past its ceiling (hetinfra.plan.ceiling) is not
     simulated."""
-    from hetinfra.plan.plan_json import simulation_view
     from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
 
     if sim_of.progress is not None:

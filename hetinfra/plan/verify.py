@@ -45,7 +45,7 @@ from typing import Callable
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT,  # noqa: F401
-                                   next_factors, regime_of)
+                                   next_factors, regime_of, simulation_view)
 from hetinfra.plan.trim import trim
 
 #: solves the plan again with templates' rates scaled: (template id -> factor, the last round's
@@ -141,7 +141,6 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     the whole document. ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``:
     called with the rounds' plan before the trim (its factors are the final plan's)."""
     from hetinfra.plan.budget import current
-    from hetinfra.plan.plan_json import simulation_view
     from hetinfra.plan.rounds import Search
 
     spec = pr.inputs.spec
@@ -182,7 +181,6 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
                         decide, confirm, on_rounds) -> None:
     """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``."""
     from hetinfra.plan.confirm import confirmed
-    from hetinfra.plan.plan_json import simulation_view
     from hetinfra.plan.rounds import rounds
 
     out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search)
@@ -233,7 +231,6 @@ def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> 
     needs; for the confirmation: per model): at least ``planning.verify.requests``, and enough for
     the longest class to pass through its unit PASSES times (``hetinfra.sim.replications.requests_each``,
     measured on the first plan at the first decide seed); the search's DECIDE_SHORTER times fewer."""
-    from hetinfra.plan.plan_json import simulation_view
     from hetinfra.sim import simulate_plan
     from hetinfra.sim.replications import PASSES, requests_each, requests_for, seeds_for
 
@@ -247,7 +244,6 @@ def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> 
 
 def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
     from hetinfra.plan.budget import current
-    from hetinfra.plan.plan_json import simulation_view
     from hetinfra.sim.minimal import scaled, sustained_load
 
     # one simulation of all models per step: simulating them apart in a process pool (their results

@@ -79,10 +79,11 @@ def too_few_lines(doc: dict) -> list[str]:
 
     out = []
     for m in doc.get("models", []):
-        q = PERCENTILES.get((m.get("slo") or {}).get("percentile") or "p99")
+        name = (m.get("slo") or {}).get("percentile") or "p99"
+        q = PERCENTILES.get(name)
         need = 1 if q is None else math.ceil(100.0 / (100.0 - q) - 1e-9)
         n = int(m.get("count") or 0)
         if m.get("met") and n < need:
-            out.append(f"{m['model']}: its {m['slo'].get('percentile') or 'p99'} rests on {n} measured request(s), "
+            out.append(f"{m['model']}: its {name} rests on {n} measured request(s), "
                        f"fewer than the {need} it takes; run more --requests")
     return out

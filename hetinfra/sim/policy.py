@@ -137,10 +137,11 @@ class VLLMv1(SchedulerPolicy):
         if not rep.nd and not chunks:
             rep.win.idle()  # until the next arrival
             return
-        pt = pos = 0
-        for req, n in chunks:
-            pt += n
-            pos += n * req.computed + n * (n - 1) // 2  # causal: token i attends i earlier tokens
+        self.one_step(rep, t, chunks)
+
+    def one_step(self, rep, t: float, chunks: list) -> None:
+        """A window of one step: the prefill ``chunks`` ((request, tokens)) beside every decoding sequence."""
+        pt, pos = prefill_work(chunks)
         pp, nd = rep.pp, rep.nd
         ctx = rep.sum_xb + nd * (rep.clock + 1)
         d = rep.checked(rep.step(pt / pp, pos / pp, nd / pp, ctx / pp, len(rep.running)))
@@ -225,10 +226,7 @@ class VLLMv0(VLLMv1):
             self.admit(rep, t, rep.budget, chunks)
         if chunks:
             rep.decoding = False  # a prefill-only step: the decodes wait
-            pt = pos = 0
-            for req, n in chunks:
-                pt += n
-                pos += n * req.computed + n * (n - 1) // 2
+            pt, pos = prefill_work(chunks)
             pp = rep.pp
             d = rep.checked(rep.step(pt / pp, pos / pp, 0.0, 0.0, len(chunks)))
             rep.win.open(t, d, 0.0, 1, chunks, t + d)
@@ -246,15 +244,22 @@ class VLLMv0(VLLMv1):
         if not rep.nd:
             rep.win.idle()
             return
-        nd, pp = rep.nd, rep.pp
-        ctx = rep.sum_xb + nd * (rep.clock + 1)
-        d = rep.checked(rep.step(0.0, 0.0, nd / pp, ctx / pp, len(rep.running)))
-        rep.win.open(t, d, 0.0, 1, [], t + d)
+        self.one_step(rep, t, [])  # a decode-only step
 
     def kept_free(self, rep) -> int:
         """The block manager's watermark: admission leaves 1% of the blocks free (a request alone may
         take them, or it would wait forever)."""
         return int(self.watermark * rep.kv.total) if rep.running else 0
+
+
+def prefill_work(chunks: list) -> tuple[int, int]:
+    """(prompt tokens, attention positions) of a step's prefill ``chunks`` ((request, tokens)): causal,
+    token i attends i earlier tokens."""
+    pt = pos = 0
+    for req, n in chunks:
+        pt += n
+        pos += n * req.computed + n * (n - 1) // 2
+    return pt, pos
 
 
 DEFAULT_POLICY = VLLMv1()
