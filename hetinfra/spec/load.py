@@ -24,17 +24,32 @@ MAX_SPEC_BYTES = 1 << 20
 Loc = tuple[Any, ...]
 
 
-def _marks(node: yaml.Node, loc: Loc, out: dict[Loc, tuple[int, int]]) -> None:
-    """Record the 1-based (line, column) of every key/item path in the YAML node tree."""
+def _marks(node: yaml.Node, loc: Loc, out: dict[Loc, tuple[int, int]], written: dict[Loc, str]) -> None:
+    """Record the 1-based (line, column) of every key/item path in the YAML node tree, and in
+    ``written`` each scalar value as the file spells it (``0.10``, which YAML reads as 0.1)."""
     out.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, yaml.ScalarNode):
+        written[loc] = node.value
+    elif isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             sub = loc + (key.value,)
             out[sub] = (key.start_mark.line + 1, key.start_mark.column + 1)
-            _marks(value, sub, out)
+            _marks(value, sub, out, written)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _marks(item, loc + (i,), out)
+            _marks(item, loc + (i,), out, written)
+
+
+def _unquoted_text_hint(err: dict, loc: Loc, written: dict[Loc, str]) -> str:
+    """Where a text field got a YAML number or boolean (``vllm_version: 0.10`` reads as 0.1, ``stack:
+    no`` as false), say so and show the quoted value: the number YAML made of it is not what the user
+    wrote."""
+    value = err.get("input")
+    if err["type"] != "string_type" or not isinstance(value, (bool, int, float)):
+        return ""
+    spelled = written.get(loc, str(value))
+    kind = "a boolean" if isinstance(value, bool) else "a number"
+    return f"; YAML reads the unquoted {spelled} as {kind} ({value!r}): quote it, e.g. \"{spelled}\""
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -66,7 +81,7 @@ def _fmt_loc(loc: Loc) -> str:
     return dotted(loc) or "(top level)"
 
 
-def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
+def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
     # pydantic puts union/validator tags in the location; keep only real keys and indices.
     loc = real_keys(err["loc"])
     line = None
@@ -88,6 +103,9 @@ def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str) -> str:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
+    hint = _unquoted_text_hint(err, loc, written)
+    if hint:
+        return f"{at}: {field}: {msg}{hint}"
     if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], (dict, list)):
         msg = f"{msg} (got {err['input']!r})"
     return f"{at}: {field}: {msg}"
@@ -129,14 +147,15 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
         raise InvalidInputError(f"{where}: the spec must be a YAML mapping (name:, models:, ...), "
                                 f"got {type(data).__name__}")
     marks: dict[Loc, tuple[int, int]] = {}
+    written: dict[Loc, str] = {}
     if node is not None:
-        _marks(node, (), marks)
+        _marks(node, (), marks, written)
     try:
         spec = ServiceSpec.model_validate(data)
     except ValidationError as exc:
         # Unknown keys first: a typo usually also causes the "missing" error of the intended key.
         errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
-        lines = [_describe(e, marks, where) for e in errors[:3]]
+        lines = [_describe(e, marks, where, written) for e in errors[:3]]
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise InvalidInputError("\n".join(lines) + more) from None
     locate = SpecLocator(where, marks)
