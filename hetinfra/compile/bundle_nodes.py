@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import shlex
 
+from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
+from hetinfra.errors import InvalidInputError
 
-__all__ = ["EFA_INTERFACES", "HEALTH_POLL_S", "NODE_IP", "endpoint_key", "engine_lines", "hop_options", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
+__all__ = ["EFA_INTERFACES", "HEALTH_POLL_S", "NODE_IP", "across_nodes_refusal", "endpoint_key", "engine_lines", "hop_options", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
            "peer_endpoints"]
 
 #: how often a node script asks an engine's /health while it starts (and the head its peers' after)
@@ -60,6 +62,22 @@ TRANSPORT_ENVS = {
     "infiniband": dict(_UCX),
     "roce": dict(_UCX),
 }
+
+
+def across_nodes_refusal(name: str, nodes: int, link: str, cloud: str, target: str) -> InvalidInputError | None:
+    """Why ``target`` (``pulumi``: the cloud's stack; ``kubernetes``: its managed Kubernetes) cannot place
+    bundle ``name``'s ``nodes`` nodes together over ``link`` on ``cloud`` (None: it can), as the error
+    apply, the stacks and the LeaderWorkerSet compiler raise alike (the reasons:
+    hetinfra.catalog.interconnect.ACROSS_NODES_REFUSED)."""
+    refused = ACROSS_NODES_REFUSED.get(cloud)
+    if refused is None:
+        return None
+    where = "the Pulumi stacks" if target == "pulumi" else "Kubernetes"
+    return InvalidInputError(
+        f"{name} is a prefill/decode bundle across {nodes} nodes over {link}, which {where} on {cloud} cannot "
+        f"place as planned: {getattr(refused, target)}",
+        hint=f"re-plan: the planner offers bundles across nodes only on {', '.join(ACROSS_NODE_CLOUDS)} "
+             "(one-node bundles deploy everywhere)")
 
 
 def endpoint_key(unit: DeployedUnit, role: str) -> str:

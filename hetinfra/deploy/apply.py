@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
+from hetinfra.compile.bundle_nodes import across_nodes_refusal
 from hetinfra.compile.skypilot import skypilot_refusal
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
@@ -67,12 +67,10 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
                 f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
-    refusal = skypilot_refusal(alloc)
-    if refusal and alloc.cloud in ACROSS_NODES_REFUSED:  # the stacks' own placement and RDMA
-        raise InvalidInputError(f"{refusal}; the Pulumi stacks place bundles across nodes on AWS only "
-                                f"({ACROSS_NODES_REFUSED[alloc.cloud].pulumi})",
-                                hint=f"re-plan: the planner offers bundles across nodes only on "
-                                     f"{', '.join(ACROSS_NODE_CLOUDS)} (one-node bundles deploy everywhere)")
+    refusal = skypilot_refusal(alloc)  # not None: a bundle across nodes
+    if refusal and (stacks := across_nodes_refusal(alloc.deployment_unit, alloc.nodes_per_replica,
+                                                   alloc.disaggregation.link, alloc.cloud, "pulumi")):
+        raise stacks  # the stacks' own placement and RDMA
     if refusal and target == "skypilot":
         raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
                                               "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")

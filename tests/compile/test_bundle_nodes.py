@@ -58,6 +58,38 @@ def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit()
         Plan.parse(plan)  # hetinfra.document.bundle_shape: refused where plan.json is parsed
 
 
+@pytest.mark.parametrize("cloud, itype, link", [("gcp", "a3-ultragpu-8g", "roce"),
+                                                ("azure", "Standard_ND96isr_H100_v5", "infiniband")])
+def test_apply_the_stacks_and_kubernetes_refuse_a_bundle_across_nodes_with_one_text(cloud, itype, link):
+    """One refusal (bundle_nodes.across_nodes_refusal), whichever caller meets the bundle first: a
+    caller that words its own fails here; and the clouds that may run one are the registry's others."""
+    from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
+    from hetinfra.compile.bundle_nodes import across_nodes_refusal
+    from hetinfra.compile.kubernetes.workloads import workload
+    from hetinfra.deploy.apply import path_of
+    from hetinfra.facts import CLOUDS
+    from hetinfra.stacks.fleet import fleets_for
+
+    assert set(ACROSS_NODE_CLOUDS) == set(CLOUDS) - set(ACROSS_NODES_REFUSED) and "aws" in ACROSS_NODE_CLOUDS
+    doc = split_plan("across")
+    a = doc["allocations"][0]
+    a.update(cloud=cloud, instance_type=itype)
+    a["disaggregation"]["link"] = link
+    plan = Plan.parse(doc)
+    unit = sky_units(plan, include_mixed=True)[0]
+    errors = {}
+    for where, call in (("apply", lambda: path_of(plan.allocations[0], "pulumi", plan)),
+                        ("stacks", lambda: fleets_for(plan, cloud)),
+                        ("kubernetes", lambda: workload("pd", "hetinfra", replace(unit, alternates=()), "qwen32"))):
+        with pytest.raises(InvalidInputError) as err:
+            call()
+        errors[where] = str(err.value)
+    pulumi, kube = (str(across_nodes_refusal(unit.name, 2, link, cloud, t)) for t in ("pulumi", "kubernetes"))
+    assert errors == {"apply": pulumi, "stacks": pulumi, "kubernetes": kube}
+    assert ACROSS_NODES_REFUSED[cloud].pulumi in pulumi and "re-plan" in pulumi and "only on aws" in pulumi
+    assert across_nodes_refusal(unit.name, 2, "efa", "aws", "pulumi") is None
+
+
 def _start(script: str, env: dict, tmp_path) -> subprocess.Popen:
     return subprocess.Popen(["bash", "-c", script.replace("sleep 10", "sleep 0.2")], env=env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
