@@ -30,11 +30,11 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
-from hetinfra.catalog.interconnect import RDMA_CLASSES
 from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
                                            hop_options, node_engines)
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
+from hetinfra.document.bundle_shape import link_problem, role_node
 from hetinfra.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -61,13 +61,11 @@ def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]
     roles = a.disaggregation.roles
     if not any(r.nodes for r in roles):
         return ()
-    if a.disaggregation.link not in RDMA_CLASSES:
-        raise InvalidInputError(
-            f"{a.deployment_unit}: its bundle spans {a.nodes_per_replica} nodes but its KV moves over "
-            f"{a.disaggregation.link!r}, not an RDMA network ({', '.join(RDMA_CLASSES)})",
-            hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
-    return tuple((r.role, r.nodes, r.instance_type or a.instance_type, r.gpu or a.gpu,
-                  r.gpus_per_node or a.gpus_per_instance) for r in roles)
+    why = link_problem(a.disaggregation.link)
+    if why:
+        raise InvalidInputError(f"{a.deployment_unit}: {why}",
+                                hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
+    return tuple((r.role, r.nodes, *role_node(r, a)) for r in roles)
 
 
 def hop_plan(plan: "Plan", a: "Allocation") -> str:

@@ -29,6 +29,7 @@ from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.deploy.steps import PulumiUp, SkyDown, SkyUp, Step, run_steps
 from hetinfra.document import Allocation, Plan
+from hetinfra.document.bundle_shape import role_node
 from hetinfra.document.state import RunningAllocation
 from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -119,7 +120,7 @@ def changes(before: list[Allocation], after: list[Allocation],
                 setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
                 # a bundle's roles on this group's instances (a heterogeneous bundle's each on its own type)
                 for r in a.disaggregation.roles if a.disaggregation is not None else ():
-                    if (r.instance_type or a.instance_type) == g.instance_type:
+                    if role_node(r, a).instance_type == g.instance_type:
                         c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
     return [rows[k] for k in sorted(rows)]
 

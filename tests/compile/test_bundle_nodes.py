@@ -47,11 +47,17 @@ def test_each_node_runs_its_roles_share_on_its_own_gpu_with_the_rdma_transport()
 
 
 def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit():
+    """A unit is judged by plan.json's own rules (hetinfra.document.bundle_shape), word for word."""
+    from hetinfra.document.bundle_shape import link_problem, node_count_problem, spread_problem
+
     u = _unit("across")
-    with pytest.raises(ValueError, match="over RDMA"):
-        replace(u, link="tcp")
-    with pytest.raises(ValueError, match="spread evenly"):
-        replace(u, role_nodes=(u.role_nodes[0], ("decode", 1, "p5en.48xlarge", "H200", 4)))
+    for change, why in (({"link": "tcp"}, link_problem("tcp")),
+                        ({"role_nodes": (u.role_nodes[0], ("decode", 1, "p5en.48xlarge", "H200", 4))},
+                         spread_problem([(2, 4, 1, 8), (2, 4, 1, 4)], "role_nodes")),
+                        ({"nodes": 3}, f"nodes {node_count_problem([1, 1], 3)}")):
+        with pytest.raises(ValueError) as err:
+            replace(u, **change)
+        assert str(err.value) == f"DeployedUnit {u.name!r}: {why}" and why
     plan = split_plan("across")
     plan["allocations"][0]["nodes_per_replica"], plan["allocations"][0]["instances"] = 3, 36
     with pytest.raises(InvalidInputError, match="nodes_per_replica is 3, but its bundle's roles run on 1\\+1"):
