@@ -132,11 +132,11 @@ def split_problem(a: Allocation) -> str | None:
     if len(networks) > 1:
         return (f"a prefill/decode bundle over {' and '.join(links)}, whose networks differ "
                 f"({', '.join(sorted(networks))}): no RDMA path joins them")
-    if any(r.nodes for r in roles):  # the link the plan priced: an RDMA class, and the types' own
-        link = a.disaggregation.link
-        why = link_problem(link) or (link not in networks and f"a prefill/decode bundle priced over {link} on "
-                                                               f"{' and '.join(links)}, whose network is {networks.pop()}")
-        return why or None
+    link = a.disaggregation.link  # what the plan priced: an RDMA class, and the types' own
+    if any(r.nodes for r in roles) and link_problem(link):
+        return link_problem(link)
+    if any(r.nodes for r in roles) and link not in networks:
+        return f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
     return None
 
 
