@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
                                            hop_options, node_engines, ready_function, wait_lines)
 from hetinfra.compile.engine import BundleEngine, bundle_engines
-from hetinfra.compile.unit import DeployedUnit
-from hetinfra.document.bundle_shape import link_problem, role_node
+from hetinfra.compile.unit import DeployedUnit, link_problem
+from hetinfra.document.bundle_shape import role_node
 from hetinfra.errors import InvalidInputError
 
 if TYPE_CHECKING:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from hetinfra.catalog.gpus import NO_BF16_GPUS
-from hetinfra.document.bundle_shape import link_problem, node_count_problem, order_problem, spread_problem
+from hetinfra.catalog.interconnect import RDMA_CLASSES
+from hetinfra.document.bundle_shape import node_count_problem, order_problem, spread_problem
 from hetinfra.facts import LORA_RANKS, PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 
-__all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves"]
+__all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves", "link_problem"]
 
 #: how an engine runs: the vllm/vllm-openai image, or vLLM pip-installed into a virtualenv
 RUNTIMES = ("container", "virtualenv")
@@ -273,6 +274,14 @@ def _bundle_problems(u: DeployedUnit):
     elif sum(n * tp for _, n, tp in u.bundle) != u.gpus_per_instance:
         yield (f"the bundle's engines x tp ({' + '.join(f'{n} x {tp}' for _, n, tp in u.bundle)}) must equal "
                f"gpus_per_instance ({u.gpus_per_instance})")
+
+
+def link_problem(link: str) -> Optional[str]:
+    """A bundle across nodes moves its KV over an RDMA network (hetinfra.catalog.interconnect.RDMA_CLASSES):
+    the one check of a bundle's link, for the unit, the compilers (bundle.role_nodes_of) and preflight."""
+    if link not in RDMA_CLASSES:
+        return f"a bundle across nodes moves its KV over RDMA ({', '.join(RDMA_CLASSES)}); its link is {link!r}"
+    return None
 
 
 def _across_nodes_problems(u: DeployedUnit):

@@ -117,7 +117,8 @@ def split_problem(a: Allocation) -> str | None:
     (hetinfra.catalog.interconnect), one network class on all of them (an EFA node has no RDMA path to
     an InfiniBand one), and that class must be the link the plan priced."""
     from hetinfra.catalog.interconnect import interconnect
-    from hetinfra.document.bundle_shape import link_problem, role_node
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import role_node
 
     if a.nodes_per_replica <= 1:
         return None  # one node: NVLink or PCIe inside it carries the KV, whatever the network

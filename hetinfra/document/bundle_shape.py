@@ -10,23 +10,22 @@ was simulated with its pools swapped, or deployed with engines dropped, or price
 
 Each function returns the problem as one message (None: consistent); the validators in
 hetinfra.document.allocation raise it on the field it names. The checks on plain values
-(:func:`order_problem`, :func:`spread_problem`, :func:`node_count_problem`, :func:`link_problem`) are
-also what a deployed unit (hetinfra.compile.unit.DeployedUnit) and the compilers check, so a bundle is
-judged by one rule wherever it is read; :func:`role_node` is the one reading of a role's node type.
+(:func:`order_problem`, :func:`spread_problem`, :func:`node_count_problem`) are also what a deployed
+unit (hetinfra.compile.unit.DeployedUnit) checks, so a bundle is judged by one rule wherever it is
+read (its RDMA link, a catalog fact this layer does not import: hetinfra.compile.unit.link_problem);
+:func:`role_node` is the one reading of a role's node type.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from hetinfra.catalog.interconnect import RDMA_CLASSES
-
 #: hetinfra.document.allocation.Disaggregation, Role and Allocation (which import this module: named, not imported)
 Disaggregation = Any
 Role = Any
 Allocation = Any
 
-__all__ = ["RoleNode", "link_problem", "node_count_problem", "nodes_problem", "order_problem", "price_problem",
+__all__ = ["RoleNode", "node_count_problem", "nodes_problem", "order_problem", "price_problem",
            "role_node", "role_problem", "spread_problem"]
 
 #: plan.json prices are rounded to 4 decimals: the mean over a replica's nodes is exact to this ($/h)
@@ -75,13 +74,6 @@ def node_count_problem(per_role: Sequence[int], nodes: int) -> Optional[str]:
     want = 1 if not any(per_role) else sum(per_role)
     if nodes != want:
         return f"is {nodes}, but its bundle's roles run on {'+'.join(map(str, per_role))} node(s)"
-    return None
-
-
-def link_problem(link: str) -> Optional[str]:
-    """A bundle across nodes moves its KV over an RDMA network (hetinfra.catalog.interconnect.RDMA_CLASSES)."""
-    if link not in RDMA_CLASSES:
-        return f"a bundle across nodes moves its KV over RDMA ({', '.join(RDMA_CLASSES)}); its link is {link!r}"
     return None
 
 

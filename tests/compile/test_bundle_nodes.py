@@ -48,7 +48,8 @@ def test_each_node_runs_its_roles_share_on_its_own_gpu_with_the_rdma_transport()
 
 def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit():
     """A unit is judged by plan.json's own rules (hetinfra.document.bundle_shape), word for word."""
-    from hetinfra.document.bundle_shape import link_problem, node_count_problem, spread_problem
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import node_count_problem, spread_problem
 
     u = _unit("across")
     for change, why in (({"link": "tcp"}, link_problem("tcp")),

@@ -121,7 +121,8 @@ def test_every_reader_takes_a_roles_node_and_the_rdma_rule_from_here():
     from hetinfra.compile.bundle import role_nodes_of
     from hetinfra.deploy.preflight import split_problem
     from hetinfra.document import Plan
-    from hetinfra.document.bundle_shape import link_problem, role_node
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import role_node
     from hetinfra.errors import InvalidInputError
     from tests.compile.split_plan import split_plan
 
