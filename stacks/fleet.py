@@ -12,8 +12,8 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 
-from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
 from hetinfra.compile.artifacts import sky_units
+from hetinfra.compile.bundle_nodes import across_nodes_refusal
 from hetinfra.compile.disk import alloc_weights_gb, disk_gb
 from hetinfra.compile.network import FirewallRule, faces_internet, firewall_rules, gateway_subnet, network_cidrs, subnet
 from hetinfra.compile.unit import DeployedUnit
@@ -140,10 +140,10 @@ def fleets_for(plan: Plan, cloud: str) -> list[FleetArgs]:
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
     by_region: dict[str, list[VMGroup]] = {}
     for u in sky_units(plan, include_mixed=True):
-        if u.cloud == cloud and u.role_nodes and cloud in ACROSS_NODES_REFUSED:  # hetinfra.catalog.interconnect
-            raise ValueError(f"{u.name} is a prefill/decode bundle across {u.num_nodes} nodes over {u.link}: the "
-                             f"Pulumi stacks place those on AWS only ({ACROSS_NODES_REFUSED[cloud].pulumi}); re-plan "
-                             f"(the planner offers them only on {', '.join(ACROSS_NODE_CLOUDS)})")
+        if u.cloud == cloud and u.role_nodes:
+            refusal = across_nodes_refusal(u.name, u.num_nodes, u.link, cloud, "pulumi")
+            if refusal is not None:
+                raise refusal
         if u.cloud == cloud:
             by_region.setdefault(u.region, []).append(VMGroup(
                 u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from hetinfra.catalog.gpus import get_gpu
+from hetinfra.facts import CLOUDS
 
 __all__ = ["ACROSS_NODE_CLOUDS", "ACROSS_NODES_REFUSED", "RDMA_CLASSES", "Interconnect", "KV_LINK_EFFICIENCY",
            "KV_TRANSFER_LATENCY_S", "interconnect"]
@@ -52,8 +53,9 @@ ACROSS_NODES_REFUSED = {
         kubernetes="InfiniBand joins only the VMs of one scale set or availability set, and AKS's node "
                    "auto-provisioning launches standalone VMs"),
 }
-#: the IaC clouds whose targets place a bundle's nodes together (every one not refused above)
-ACROSS_NODE_CLOUDS = ("aws",)
+#: the IaC clouds whose targets place a bundle's nodes together: every one of the clouds' registry
+#: (hetinfra.facts.CLOUDS) not refused above
+ACROSS_NODE_CLOUDS = tuple(c for c in CLOUDS if c not in ACROSS_NODES_REFUSED)
 
 #: share of a link's nominal bandwidth a KV transfer achieves: Mooncake's Transfer Engine measured
 #: 190 GB/s on 8 x 400 Gb/s RoCE (400 GB/s nominal, 0.475) and 87 GB/s on 4 x 200 Gb/s (0.87)

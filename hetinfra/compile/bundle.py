@@ -30,11 +30,11 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
-from hetinfra.catalog.interconnect import RDMA_CLASSES
 from hetinfra.compile.bundle_nodes import (HEALTH_POLL_S, across_node_script, endpoint_key, engine_lines,
-                                           hop_options, node_engines)
-from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
-from hetinfra.compile.unit import DeployedUnit
+                                           hop_options, node_engines, ready_function, wait_lines)
+from hetinfra.compile.engine import BundleEngine, bundle_engines
+from hetinfra.compile.unit import DeployedUnit, link_problem
+from hetinfra.document.bundle_shape import role_node
 from hetinfra.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -42,11 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HEALTH_POLL_S", "bundle_of", "endpoint_key", "engines", "hop_args", "hop_plan", "hop_install", "node_script",
            "role_nodes_of"]
-
-#: bash: ``ready PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
-READY = ("ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(\"http://HOST:%s/health\" "
-         "% sys.argv[1], timeout=5)' \"$1\" >/dev/null 2>&1; }")
-
 
 def bundle_of(a: "Allocation") -> tuple[tuple[str, int, int], ...]:
     """The (role, engines, tp) of a split allocation, prefill first."""
@@ -61,13 +56,11 @@ def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]
     roles = a.disaggregation.roles
     if not any(r.nodes for r in roles):
         return ()
-    if a.disaggregation.link not in RDMA_CLASSES:
-        raise InvalidInputError(
-            f"{a.deployment_unit}: its bundle spans {a.nodes_per_replica} nodes but its KV moves over "
-            f"{a.disaggregation.link!r}, not an RDMA network ({', '.join(RDMA_CLASSES)})",
-            hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
-    return tuple((r.role, r.nodes, r.instance_type or a.instance_type, r.gpu or a.gpu,
-                  r.gpus_per_node or a.gpus_per_instance) for r in roles)
+    why = link_problem(a.disaggregation.link)
+    if why:
+        raise InvalidInputError(f"{a.deployment_unit}: {why}",
+                                hint="re-plan: a bundle across nodes needs EFA, InfiniBand or RoCE between them")
+    return tuple((r.role, r.nodes, *role_node(r, a)) for r in roles)
 
 
 def hop_plan(plan: "Plan", a: "Allocation") -> str:
@@ -115,7 +108,6 @@ def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: int = 0
     if unit.role_nodes:
         return across_node_script(unit, hetinfra, plan_path, rank)
     ports = " ".join(str(e.port) for e in engines(unit))
-    tries = INITIAL_DELAY_SINGLE_NODE_S // HEALTH_POLL_S
     hop = " ".join(shlex.quote(x) for x in hop_args(unit))
     return "\n".join([
         f"# prefill/decode bundle {'+'.join(f'{n}x{r}(TP{tp})' for r, n, tp in unit.bundle)} on this node; "
@@ -124,11 +116,9 @@ def node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: int = 0
         "pids=()",
         'trap \'kill "${pids[@]}" 2>/dev/null || true\' EXIT',
         *engine_lines(engines(unit)),
-        READY.replace("HOST", "127.0.0.1"),
+        ready_function("127.0.0.1"),
         f"for port in {ports}; do",
-        f"  for _ in $(seq 1 {tries}); do ready \"$port\" && break; sleep {HEALTH_POLL_S}; done",
-        f"  ready \"$port\" || {{ echo \"hetinfra: the engine on port $port did not answer /health in "
-        f"{INITIAL_DELAY_SINGLE_NODE_S} s\" >&2; exit 1; }}",
+        *(f"  {line}" for line in wait_lines('ready "$port"', "the engine on port $port")),
         "done",
         f'HETINFRA_API_KEY="$VLLM_API_KEY" {hetinfra} gateway {plan_path} {hop} &',
         "pids+=($!)",

@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import shlex
 
+from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
 from hetinfra.compile.engine import INITIAL_DELAY_SINGLE_NODE_S, BundleEngine, bundle_engines
 from hetinfra.compile.unit import DeployedUnit
+from hetinfra.errors import InvalidInputError
 
-__all__ = ["EFA_INTERFACES", "HEALTH_POLL_S", "NODE_IP", "endpoint_key", "engine_lines", "hop_options", "PEERS", "PEER_MISSES", "TRANSPORT_ENVS", "across_node_script", "node_engines",
-           "peer_endpoints"]
+__all__ = ["EFA_INTERFACES", "HEALTH_POLL_S", "NODE_IP", "across_nodes_refusal", "endpoint_key", "engine_lines", "hop_options",
+           "PEERS", "PEER_MISSES", "READY_AT", "TRANSPORT_ENVS", "across_node_script", "node_engines", "peer_endpoints",
+           "ready_function", "wait_lines"]
 
 #: how often a node script asks an engine's /health while it starts (and the head its peers' after)
 HEALTH_POLL_S = 10
@@ -50,9 +53,6 @@ PEER_MISSES = 3
 #: other types' "network cards" on their instance-type pages); a type not listed: one
 EFA_INTERFACES: dict[str, int] = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16, "p6-b200.48xlarge": 8,
                   "p4d.24xlarge": 4, "p4de.24xlarge": 4, "g6e.48xlarge": 4}
-#: bash: ``ready_at HOST PORT`` succeeds when the engine at HOST:PORT answers /health within 5 s
-READY_AT = ("ready_at() { python3 -c 'import sys, urllib.request; urllib.request.urlopen("
-            "\"http://%s:%s/health\" % tuple(sys.argv[1:3]), timeout=5)' \"$1\" \"$2\" >/dev/null 2>&1; }")
 _UCX = {"UCX_TLS": "all", "UCX_NET_DEVICES": "all"}
 #: the KV transfer's settings per RDMA network (sources in the module's docstring)
 TRANSPORT_ENVS = {
@@ -60,6 +60,22 @@ TRANSPORT_ENVS = {
     "infiniband": dict(_UCX),
     "roce": dict(_UCX),
 }
+
+
+def across_nodes_refusal(name: str, nodes: int, link: str, cloud: str, target: str) -> InvalidInputError | None:
+    """Why ``target`` (``pulumi``: the cloud's stack; ``kubernetes``: its managed Kubernetes) cannot place
+    bundle ``name``'s ``nodes`` nodes together over ``link`` on ``cloud`` (None: it can), as the error
+    apply, the stacks and the LeaderWorkerSet compiler raise alike (the reasons:
+    hetinfra.catalog.interconnect.ACROSS_NODES_REFUSED)."""
+    refused = ACROSS_NODES_REFUSED.get(cloud)
+    if refused is None:
+        return None
+    where = "the Pulumi stacks" if target == "pulumi" else "Kubernetes"
+    return InvalidInputError(
+        f"{name} is a prefill/decode bundle across {nodes} nodes over {link}, which {where} on {cloud} cannot "
+        f"place as planned: {getattr(refused, target)}",
+        hint=f"re-plan: the planner offers bundles across nodes only on {', '.join(ACROSS_NODE_CLOUDS)} "
+             "(one-node bundles deploy everywhere)")
 
 
 def endpoint_key(unit: DeployedUnit, role: str) -> str:
@@ -108,15 +124,31 @@ def peer_endpoints(unit: DeployedUnit) -> list[tuple[int, str, int]]:
     return [(r, endpoint_key(unit, e.role), e.port) for r in range(1, unit.num_nodes) for e in node_engines(unit, r)]
 
 
-def _wait_lines(targets: list[tuple[str, int]], what: str) -> list[str]:
-    """Wait (bounded: the engines' start-up allowance) for each (host expression, port) to answer /health."""
+def ready_function(host: str | None = None) -> str:
+    """The bash function a node script probes an engine with: ``ready_at HOST PORT`` succeeds when the
+    engine at HOST:PORT answers /health within 5 s; with ``host`` fixed, ``ready PORT``."""
+    if host is None:
+        name, url, args = "ready_at", '"http://%s:%s/health" % tuple(sys.argv[1:3])', '"$1" "$2"'
+    else:
+        name, url, args = "ready", f'"http://{host}:%s/health" % sys.argv[1]', '"$1"'
+    return f"{name}() {{ python3 -c 'import sys, urllib.request; urllib.request.urlopen({url}, timeout=5)' {args} >/dev/null 2>&1; }}"
+
+
+#: ``ready_at HOST PORT`` (:func:`ready_function`)
+READY_AT = ready_function()
+
+
+def wait_lines(probe: str, what: str) -> list[str]:
+    """Bash lines that wait, bounded by the engines' start-up allowance, until ``probe`` (a
+    :func:`ready_function` call) succeeds, else end the script naming ``what`` did not answer."""
     tries = INITIAL_DELAY_SINGLE_NODE_S // HEALTH_POLL_S
-    lines = []
-    for host, port in targets:
-        lines += [f"for _ in $(seq 1 {tries}); do ready_at {host} {port} && break; sleep {HEALTH_POLL_S}; done",
-                  f"ready_at {host} {port} || {{ echo \"hetinfra: {what} engine {host}:{port} did not answer /health "
-                  f"in {INITIAL_DELAY_SINGLE_NODE_S} s\" >&2; exit 1; }}"]
-    return lines
+    return [f"for _ in $(seq 1 {tries}); do {probe} && break; sleep {HEALTH_POLL_S}; done",
+            f"{probe} || {{ echo \"hetinfra: {what} did not answer /health in {INITIAL_DELAY_SINGLE_NODE_S} s\" >&2; exit 1; }}"]
+
+
+def _wait_engines(targets: list[tuple[str, int]], what: str) -> list[str]:
+    """Wait for each (host expression, port) to answer /health."""
+    return [line for host, port in targets for line in wait_lines(f"ready_at {host} {port}", f"{what} engine {host}:{port}")]
 
 
 def _head_lines(unit: DeployedUnit, hetinfra: str, plan_path: str) -> list[str]:
@@ -130,7 +162,7 @@ def _head_lines(unit: DeployedUnit, hetinfra: str, plan_path: str) -> list[str]:
         f'read -r -a peers <<< "${{{PEERS}:-}}"',
         f'[ "${{#peers[@]}}" -eq {unit.num_nodes - 1} ] || {{ echo "hetinfra: {PEERS} must hold the addresses of '
         f'this replica\'s {unit.num_nodes - 1} other node(s) (ranks 1..{unit.num_nodes - 1}); got \'${{{PEERS}:-}}\'" >&2; exit 1; }}',
-        *_wait_lines(targets, "the peer"),
+        *_wait_engines(targets, "the peer"),
         f'HETINFRA_API_KEY="$VLLM_API_KEY" {hetinfra} gateway {plan_path} {hop} {extra} &',
         "pids+=($!)",
         "# the watch: a peer engine that misses its /health this many polls in a row stops the replica",
@@ -156,7 +188,7 @@ def across_node_script(unit: DeployedUnit, hetinfra: str, plan_path: str, rank: 
         'trap \'kill "${pids[@]}" 2>/dev/null || true\' EXIT',
         *engine_lines(es),
         READY_AT,
-        *_wait_lines([("127.0.0.1", e.port) for e in es], "this node's"),
+        *_wait_engines([("127.0.0.1", e.port) for e in es], "this node's"),
     ]
     if rank == 0:
         lines += _head_lines(unit, hetinfra, plan_path)

@@ -20,11 +20,12 @@ from typing import Any, Optional, Tuple
 
 from hetinfra.catalog.gpus import NO_BF16_GPUS
 from hetinfra.catalog.interconnect import RDMA_CLASSES
+from hetinfra.document.bundle_shape import node_count_problem, order_problem, spread_problem
 from hetinfra.facts import LORA_RANKS, PRECISIONS, VLLM_PORT, is_dns_label
 from hetinfra.plan.naming import MAX_NAME_LEN
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as CLOUDS
 
-__all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves"]
+__all__ = ["LORA_RANKS", "ROLES", "RUNTIMES", "Adapter", "Alternate", "DeployedUnit", "Serves", "link_problem"]
 
 #: how an engine runs: the vllm/vllm-openai image, or vLLM pip-installed into a virtualenv
 RUNTIMES = ("container", "virtualenv")
@@ -275,23 +276,31 @@ def _bundle_problems(u: DeployedUnit):
                f"gpus_per_instance ({u.gpus_per_instance})")
 
 
+def link_problem(link: str) -> Optional[str]:
+    """A bundle across nodes moves its KV over an RDMA network (hetinfra.catalog.interconnect.RDMA_CLASSES):
+    the one check of a bundle's link, for the unit, the compilers (bundle.role_nodes_of) and preflight."""
+    if link not in RDMA_CLASSES:
+        return f"a bundle across nodes moves its KV over RDMA ({', '.join(RDMA_CLASSES)}); its link is {link!r}"
+    return None
+
+
 def _across_nodes_problems(u: DeployedUnit):
-    """A bundle across nodes: each role's engines spread evenly over its nodes and fit their GPUs, the
-    nodes add up to the unit's, and the roles talk over an RDMA network."""
-    if [r[0] if len(r) == 5 else None for r in u.role_nodes] != ["prefill", "decode"]:
+    """A bundle across nodes: entries that each name a whole node, then plan.json's rules
+    (hetinfra.document.bundle_shape: the roles' order, each role's engines spread evenly over its nodes
+    and within their GPUs, the nodes adding up to the unit's, an RDMA link between them)."""
+    if any(len(r) != 5 for r in u.role_nodes) or order_problem([r[0] for r in u.role_nodes]):
         yield f"role_nodes must be ((prefill, nodes, instance_type, gpu, gpus), (decode, ...)); got {u.role_nodes!r}"
         return
-    for (role, engines, tp), (_, nodes, itype, gpu, gpus) in zip(u.bundle, u.role_nodes):
+    for role, nodes, itype, gpu, gpus in u.role_nodes:
         if not (_is_pos_int(nodes) and _is_pos_int(gpus)) or not all(isinstance(v, str) and _ENV_SAFE_RE.match(v)
                                                                        for v in (itype, gpu)):
             yield f"role_nodes {role}: positive nodes and GPUs, instance type and gpu without whitespace or quotes"
-        elif engines % nodes or engines // nodes * tp > gpus:
-            yield (f"the {role} role's {engines} engine(s) at TP{tp} do not spread evenly over its {nodes} node(s) "
-                   f"of {gpus} GPU(s)")
-    if sum(r[1] for r in u.role_nodes) != u.nodes:
-        yield f"role_nodes hold {sum(r[1] for r in u.role_nodes)} node(s); nodes is {u.nodes}"
-    if u.link not in RDMA_CLASSES:
-        yield f"a bundle across nodes moves its KV over RDMA (efa, infiniband or roce); link is {u.link!r}"
+            return
+    shapes = [(engines, tp, nodes, gpus) for (_, engines, tp), (_, nodes, _, _, gpus) in zip(u.bundle, u.role_nodes)]
+    nodes = node_count_problem([r[1] for r in u.role_nodes], u.nodes)
+    for why in (spread_problem(shapes, "role_nodes"), nodes and f"nodes {nodes}", link_problem(u.link)):
+        if why:
+            yield why
 
 
 def _engine_problems(u: DeployedUnit):

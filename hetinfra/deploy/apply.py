@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
+from hetinfra.compile.bundle_nodes import across_nodes_refusal
 from hetinfra.compile.skypilot import skypilot_refusal
 from hetinfra.deploy import images, preflight, preview, pulumi_driver, sky_driver
 from hetinfra.deploy.endpoints import endpoint_lines, gateway_secrets
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.deploy.steps import PulumiUp, SkyDown, SkyUp, Step, run_steps
 from hetinfra.document import Allocation, Plan
+from hetinfra.document.bundle_shape import role_node
 from hetinfra.document.state import RunningAllocation
 from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
@@ -67,12 +68,10 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
                 f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
-    refusal = skypilot_refusal(alloc)
-    if refusal and alloc.cloud in ACROSS_NODES_REFUSED:  # the stacks' own placement and RDMA
-        raise InvalidInputError(f"{refusal}; the Pulumi stacks place bundles across nodes on AWS only "
-                                f"({ACROSS_NODES_REFUSED[alloc.cloud].pulumi})",
-                                hint=f"re-plan: the planner offers bundles across nodes only on "
-                                     f"{', '.join(ACROSS_NODE_CLOUDS)} (one-node bundles deploy everywhere)")
+    refusal = skypilot_refusal(alloc)  # not None: a bundle across nodes
+    if refusal and (stacks := across_nodes_refusal(alloc.deployment_unit, alloc.nodes_per_replica,
+                                                   alloc.disaggregation.link, alloc.cloud, "pulumi")):
+        raise stacks  # the stacks' own placement and RDMA
     if refusal and target == "skypilot":
         raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
                                               "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")
@@ -121,7 +120,7 @@ def changes(before: list[Allocation], after: list[Allocation],
                 setattr(c, f"{side}_cost", getattr(c, f"{side}_cost") + g.cost_usd_per_hour)
                 # a bundle's roles on this group's instances (a heterogeneous bundle's each on its own type)
                 for r in a.disaggregation.roles if a.disaggregation is not None else ():
-                    if (r.instance_type or a.instance_type) == g.instance_type:
+                    if role_node(r, a).instance_type == g.instance_type:
                         c.roles.setdefault(r.role, [0, 0])[side == "after"] += a.count * r.engines
     return [rows[k] for k in sorted(rows)]
 

@@ -42,6 +42,7 @@ from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
 from hetinfra.document import Plan, load_plan
+from hetinfra.document.bundle_shape import role_node
 from hetinfra.document.state import MAX_LIVE_COUNT, RunningAllocation, State
 from hetinfra.errors import ProviderError
 
@@ -111,7 +112,7 @@ class UnitLive:
 
 def _unit(a: RunningAllocation) -> UnitLive:
     nodes, instances = a.nodes_per_replica, a.instances
-    roles = tuple((r.role, r.engines, r.nodes, r.instance_type or a.instance_type)
+    roles = tuple((r.role, r.engines, r.nodes, role_node(r, a).instance_type)
                   for r in a.disaggregation.roles) if a.disaggregation is not None else ()
     return UnitLive(a.deployment_unit, a.path, a.cloud, a.region, a.instance_type, a.gpu,
                     a.spot, nodes, a.count, float(a.cost_usd_per_hour) / max(1, instances), roles=roles)

@@ -117,11 +117,13 @@ def split_problem(a: Allocation) -> str | None:
     (hetinfra.catalog.interconnect), one network class on all of them (an EFA node has no RDMA path to
     an InfiniBand one), and that class must be the link the plan priced."""
     from hetinfra.catalog.interconnect import interconnect
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import role_node
 
     if a.nodes_per_replica <= 1:
         return None  # one node: NVLink or PCIe inside it carries the KV, whatever the network
     roles = a.disaggregation.roles
-    types = {(r.instance_type or a.instance_type, r.gpu or a.gpu) for r in roles if r.nodes} or {(a.instance_type, a.gpu)}
+    types = {(n.instance_type, n.gpu) for n in (role_node(r, a) for r in roles if r.nodes)} or {(a.instance_type, a.gpu)}
     links = {t: interconnect(a.cloud, t, g) for t, g in sorted(types)}
     for t, link in links.items():
         if not link.rdma:
@@ -131,9 +133,11 @@ def split_problem(a: Allocation) -> str | None:
     if len(networks) > 1:
         return (f"a prefill/decode bundle over {' and '.join(links)}, whose networks differ "
                 f"({', '.join(sorted(networks))}): no RDMA path joins them")
-    if any(r.nodes for r in roles) and a.disaggregation.link not in networks:
-        return (f"a prefill/decode bundle priced over {a.disaggregation.link} on {' and '.join(links)}, whose "
-                f"network is {networks.pop()}")
+    link = a.disaggregation.link  # what the plan priced: an RDMA class, and the types' own
+    if any(r.nodes for r in roles) and link_problem(link):
+        return link_problem(link)
+    if any(r.nodes for r in roles) and link not in networks:
+        return f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
     return None
 
 

@@ -21,7 +21,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.spec.adapters import adapter_of
 from hetinfra.document.base import Doc, Number
-from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_problem
+from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_node, role_problem
 from hetinfra.facts import is_dns_label
 
 PositiveInt = StrictInt
@@ -73,8 +73,8 @@ class Role(Doc):
         price = self.price_per_node_usd_per_hour
         price = alloc.price_per_instance_usd_per_hour if price is None else price
         n = alloc.count * self.nodes
-        return {"instance_type": self.instance_type or alloc.instance_type, "gpu": self.gpu or alloc.gpu,
-                "gpus_per_instance": self.gpus_per_node or alloc.gpus_per_instance, "instances": n,
+        node = role_node(self, alloc)
+        return {"instance_type": node.instance_type, "gpu": node.gpu, "gpus_per_instance": node.gpus, "instances": n,
                 "price_per_instance_usd_per_hour": price, "cost_usd_per_hour": price * n, "stages": None}
 
 
@@ -269,7 +269,7 @@ class Allocation(Doc):
         if self.stages:
             return sum(s.gpus for s in self.stages)
         if self.heterogeneous_bundle:
-            return sum(r.nodes * (r.gpus_per_node or self.gpus_per_instance) for r in self.disaggregation.roles)
+            return sum(r.nodes * role_node(r, self).gpus for r in self.disaggregation.roles)
         return self.gpus_per_instance * self.nodes_per_replica
 
     def instance_groups(self) -> list[InstanceGroup]:

@@ -9,29 +9,81 @@ instances and prices role by role (``Allocation.instance_groups``). A bundle tha
 was simulated with its pools swapped, or deployed with engines dropped, or priced wrong, silently.
 
 Each function returns the problem as one message (None: consistent); the validators in
-hetinfra.document.allocation raise it on the field it names.
+hetinfra.document.allocation raise it on the field it names. The checks on plain values
+(:func:`order_problem`, :func:`spread_problem`, :func:`node_count_problem`) are also what a deployed
+unit (hetinfra.compile.unit.DeployedUnit) checks, so a bundle is judged by one rule wherever it is
+read (its RDMA link, a catalog fact this layer does not import: hetinfra.compile.unit.link_problem);
+:func:`role_node` is the one reading of a role's node type.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
-#: hetinfra.document.allocation.Disaggregation (which imports this module: named, not imported)
+#: hetinfra.document.allocation.Disaggregation, Role and Allocation (which import this module: named, not imported)
 Disaggregation = Any
+Role = Any
+Allocation = Any
 
-__all__ = ["role_problem", "nodes_problem", "price_problem"]
+__all__ = ["RoleNode", "node_count_problem", "nodes_problem", "order_problem", "price_problem",
+           "role_node", "role_problem", "spread_problem"]
 
 #: plan.json prices are rounded to 4 decimals: the mean over a replica's nodes is exact to this ($/h)
 PRICE_TOLERANCE = 1e-3
+#: a bundle's roles, in the order every reader takes them (the simulator's pools, the node ranks)
+ROLE_ORDER = ["prefill", "decode"]
+
+
+class RoleNode(NamedTuple):
+    """The node one role of a bundle runs on."""
+
+    instance_type: str
+    gpu: str
+    gpus: int
+
+
+def role_node(r: Role, alloc: Allocation) -> RoleNode:
+    """Role ``r``'s node: its own instance type, GPU and GPUs where plan.json names them (a
+    heterogeneous bundle), else the allocation's."""
+    return RoleNode(r.instance_type or alloc.instance_type, r.gpu or alloc.gpu, r.gpus_per_node or alloc.gpus_per_instance)
+
+
+def order_problem(names: Sequence) -> Optional[str]:
+    """The roles' order: prefill, then decode."""
+    if list(names) != ROLE_ORDER:
+        return f"has roles {list(names)}; a bundle lists its prefill role, then its decode role"
+    return None
+
+
+def spread_problem(shapes: Sequence[tuple[int, int, int, int]], label: str = "roles") -> Optional[str]:
+    """A bundle across nodes, per role (engines, tp, nodes, GPUs per node): every role on nodes of
+    its own, its engines split evenly over them, each node's share within that node's GPUs."""
+    for i, (engines, tp, nodes, gpus) in enumerate(shapes):
+        if nodes < 1:
+            return f"{label}[{i}] has nodes {nodes}; in a bundle across nodes every role has nodes of its own"
+        if engines % nodes:
+            return f"{label}[{i}] has {engines} engines on {nodes} nodes; each node runs the same number"
+        if engines // nodes * tp > gpus:
+            return (f"{label}[{i}] runs {engines // nodes} engine(s) of TP {tp} per node, more than the "
+                    f"node's {gpus} GPUs")
+    return None
+
+
+def node_count_problem(per_role: Sequence[int], nodes: int) -> Optional[str]:
+    """A bundle's replica spans its roles' nodes (``per_role``): one node when they share it, else their sum."""
+    want = 1 if not any(per_role) else sum(per_role)
+    if nodes != want:
+        return f"is {nodes}, but its bundle's roles run on {'+'.join(map(str, per_role))} node(s)"
+    return None
 
 
 def role_problem(d: Disaggregation, gpus_per_instance: Optional[int]) -> Optional[str]:
     """The roles' order, the xPyD name, a heterogeneous role's completeness, and each role's engines on
     its GPUs (one node: all engines of both roles on the instance's GPUs; across nodes: a role's
     engines split evenly over its nodes, each node's share within that node's GPUs)."""
-    names = [r.role for r in d.roles]
-    if names != ["prefill", "decode"]:
-        return f"has roles {names}; a bundle lists its prefill role, then its decode role"
+    why = order_problem([r.role for r in d.roles])
+    if why:
+        return why
     pre, dec = d.roles
     if d.xpyd != f"{pre.engines}P{dec.engines}D":
         return f"xpyd is {d.xpyd!r}, but its roles have {pre.engines} prefill and {dec.engines} decode engines"
@@ -49,27 +101,12 @@ def role_problem(d: Disaggregation, gpus_per_instance: Optional[int]) -> Optiona
         if used > gpus_per_instance:
             return f"runs {used} GPUs of engines (engines x tp of both roles) on one node of {gpus_per_instance} GPUs"
         return None
-    for i, r in enumerate(d.roles):
-        gpus = r.gpus_per_node or gpus_per_instance
-        if r.nodes < 1:
-            return f"roles[{i}] has nodes {r.nodes}; in a bundle across nodes every role has nodes of its own"
-        if r.engines % r.nodes:
-            return f"roles[{i}] has {r.engines} engines on {r.nodes} nodes; each node runs the same number"
-        if r.engines // r.nodes * r.tp > gpus:
-            return (f"roles[{i}] runs {r.engines // r.nodes} engine(s) of TP {r.tp} per node, more than the "
-                    f"node's {gpus} GPUs")
-    return None
+    return spread_problem([(r.engines, r.tp, r.nodes, r.gpus_per_node or gpus_per_instance) for r in d.roles])
 
 
 def nodes_problem(d: Optional[Disaggregation], nodes_per_replica: int) -> Optional[str]:
     """A bundle's replica spans its roles' nodes: one node when they share it, else their sum."""
-    if d is None:
-        return None
-    per_role = [r.nodes for r in d.roles]
-    want = 1 if not any(per_role) else sum(per_role)
-    if nodes_per_replica != want:
-        return f"is {nodes_per_replica}, but its bundle's roles run on {'+'.join(map(str, per_role))} node(s)"
-    return None
+    return None if d is None else node_count_problem([r.nodes for r in d.roles], nodes_per_replica)
 
 
 def price_problem(d: Optional[Disaggregation], nodes_per_replica: Optional[int], price: float) -> Optional[str]:

@@ -136,7 +136,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
                 rtt = round_trip_ms(o, data.region) or 0.0  # unknown place: no figure (plan.json network_ms null)
                 r = h * rates.ratio(t, classes[(data.model, w)], rtt)
                 if r > 0:
-                    per[f"{w}@{o}"] = r
+                    per[f"{w}{ORIGIN_KEY_SEP}{o}"] = r
         out.append(replace(data, rates=per))
     adapters = problem.adapters
     if adapters:  # LoRA: each adapter's keys are its per-origin flows, held per origin area

@@ -59,8 +59,26 @@ def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     a = plan["allocations"][0]
     a["disaggregation"]["roles"][0]["nodes"], a["disaggregation"]["roles"][1]["nodes"] = 1, 1
     a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
-    with pytest.raises(InvalidInputError, match="spans 2 nodes but its KV moves over 'nvlink', not an RDMA"):
+    with pytest.raises(InvalidInputError, match="moves its KV over RDMA .*its link is 'nvlink'"):
         sky_units(Plan.parse(plan), include_mixed=True)
+
+
+def test_one_node_and_across_nodes_scripts_probe_and_wait_with_one_implementation():
+    """Both node scripts define their probe with bundle_nodes.ready_function and wait with wait_lines:
+    a script that writes its own probe or loop fails here."""
+    from hetinfra.compile.bundle_nodes import ready_function, wait_lines
+
+    one = node_script(_unit(), "hetinfra", "/p.json").splitlines()
+    assert ready_function("127.0.0.1") in one
+    ports = [e.port for e in engines(_unit())]
+    loop = one.index(f"for port in {' '.join(map(str, ports))}; do")
+    assert one[loop + 1:loop + 4] == [f"  {x}" for x in wait_lines('ready "$port"', "the engine on port $port")] + ["done"]
+    across = sky_units(Plan.parse(split_plan("across")), include_mixed=True)[0]
+    head = node_script(across, "hetinfra", "/p.json", 0).splitlines()
+    assert ready_function() in head and "ready()" not in "\n".join(head)
+    for e in engines(across):
+        first = head.index(wait_lines(f"ready_at 127.0.0.1 {e.port}", "")[0])
+        assert head[first:first + 2] == wait_lines(f"ready_at 127.0.0.1 {e.port}", f"this node's engine 127.0.0.1:{e.port}")
 
 
 def test_skypilot_validates_the_bundle_task(sky_offline):

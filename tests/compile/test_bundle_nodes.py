@@ -47,15 +47,54 @@ def test_each_node_runs_its_roles_share_on_its_own_gpu_with_the_rdma_transport()
 
 
 def test_a_bundle_across_nodes_without_rdma_or_with_uneven_roles_is_not_a_unit():
+    """A unit is judged by plan.json's own rules (hetinfra.document.bundle_shape), word for word."""
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import node_count_problem, spread_problem
+
     u = _unit("across")
-    with pytest.raises(ValueError, match="over RDMA"):
-        replace(u, link="tcp")
-    with pytest.raises(ValueError, match="spread evenly"):
-        replace(u, role_nodes=(u.role_nodes[0], ("decode", 1, "p5en.48xlarge", "H200", 4)))
+    for change, why in (({"link": "tcp"}, link_problem("tcp")),
+                        ({"role_nodes": (u.role_nodes[0], ("decode", 1, "p5en.48xlarge", "H200", 4))},
+                         spread_problem([(2, 4, 1, 8), (2, 4, 1, 4)], "role_nodes")),
+                        ({"nodes": 3}, f"nodes {node_count_problem([1, 1], 3)}")):
+        with pytest.raises(ValueError) as err:
+            replace(u, **change)
+        assert str(err.value) == f"DeployedUnit {u.name!r}: {why}" and why
     plan = split_plan("across")
     plan["allocations"][0]["nodes_per_replica"], plan["allocations"][0]["instances"] = 3, 36
     with pytest.raises(InvalidInputError, match="nodes_per_replica is 3, but its bundle's roles run on 1\\+1"):
         Plan.parse(plan)  # hetinfra.document.bundle_shape: refused where plan.json is parsed
+
+
+@pytest.mark.parametrize("cloud, itype, link", [("gcp", "a3-ultragpu-8g", "roce"),
+                                                ("azure", "Standard_ND96isr_H100_v5", "infiniband")])
+def test_apply_the_stacks_and_kubernetes_refuse_a_bundle_across_nodes_with_one_text(cloud, itype, link):
+    """One refusal (bundle_nodes.across_nodes_refusal), whichever caller meets the bundle first: a
+    caller that words its own fails here; and the clouds that may run one are the registry's others."""
+    from hetinfra.catalog.interconnect import ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED
+    from hetinfra.compile.bundle_nodes import across_nodes_refusal
+    from hetinfra.compile.kubernetes.workloads import workload
+    from hetinfra.deploy.apply import path_of
+    from hetinfra.facts import CLOUDS
+    from hetinfra.stacks.fleet import fleets_for
+
+    assert set(ACROSS_NODE_CLOUDS) == set(CLOUDS) - set(ACROSS_NODES_REFUSED) and "aws" in ACROSS_NODE_CLOUDS
+    doc = split_plan("across")
+    a = doc["allocations"][0]
+    a.update(cloud=cloud, instance_type=itype)
+    a["disaggregation"]["link"] = link
+    plan = Plan.parse(doc)
+    unit = sky_units(plan, include_mixed=True)[0]
+    errors = {}
+    for where, call in (("apply", lambda: path_of(plan.allocations[0], "pulumi", plan)),
+                        ("stacks", lambda: fleets_for(plan, cloud)),
+                        ("kubernetes", lambda: workload("pd", "hetinfra", replace(unit, alternates=()), "qwen32"))):
+        with pytest.raises(InvalidInputError) as err:
+            call()
+        errors[where] = str(err.value)
+    pulumi, kube = (str(across_nodes_refusal(unit.name, 2, link, cloud, t)) for t in ("pulumi", "kubernetes"))
+    assert errors == {"apply": pulumi, "stacks": pulumi, "kubernetes": kube}
+    assert ACROSS_NODES_REFUSED[cloud].pulumi in pulumi and "re-plan" in pulumi and "only on aws" in pulumi
+    assert across_nodes_refusal(unit.name, 2, "efa", "aws", "pulumi") is None
 
 
 def _start(script: str, env: dict, tmp_path) -> subprocess.Popen:

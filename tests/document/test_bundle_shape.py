@@ -113,3 +113,27 @@ def test_simulate_refuses_a_bundle_missing_a_role_with_exit_2(tmp_path):
     r = CliRunner().invoke(cli, ["simulate", str(tmp_path), "--requests", "100"])
     assert r.exit_code == 2, r.output
     assert "allocations[0].disaggregation has roles ['prefill']" in r.output
+
+
+def test_every_reader_takes_a_roles_node_and_the_rdma_rule_from_here():
+    """role_node is the one reading of a role's node (deploy's groups, the compilers' role_nodes,
+    preflight's interconnect look-up); link_problem the one RDMA rule (the compilers, preflight)."""
+    from hetinfra.compile.bundle import role_nodes_of
+    from hetinfra.deploy.preflight import split_problem
+    from hetinfra.document import Plan
+    from hetinfra.compile.unit import link_problem
+    from hetinfra.document.bundle_shape import role_node
+    from hetinfra.errors import InvalidInputError
+    from tests.compile.split_plan import split_plan
+
+    a = Plan.parse(split_plan("hetero")).allocations[0]
+    nodes = [role_node(r, a) for r in a.disaggregation.roles]
+    assert nodes == [(a.instance_type, a.gpu, a.gpus_per_instance), ("p4de.24xlarge", "A100-80GB", 8)]
+    assert [tuple(r[2:]) for r in role_nodes_of(a)] == nodes
+    assert [(g.instance_type, g.gpu, g.gpus_per_instance) for g in a.instance_groups()] == nodes
+    assert a.gpus_per_replica() == sum(n.gpus for n in nodes)
+    tcp = a.model_copy(update={"disaggregation": a.disaggregation.model_copy(update={"link": "tcp"})})
+    assert split_problem(tcp) == link_problem("tcp") and link_problem("efa") is None
+    with pytest.raises(InvalidInputError) as err:
+        role_nodes_of(tcp)
+    assert err.value.message == f"{a.deployment_unit}: {link_problem('tcp')}"

@@ -13,6 +13,7 @@ import pytest
 pulumi = pytest.importorskip("pulumi")
 
 from hetinfra.document import Plan  # noqa: E402
+from hetinfra.errors import InvalidInputError  # noqa: E402
 from tests.compile.split_plan import UNIT, split_plan  # noqa: E402
 from tests.stacks.test_program import by_name, run_program  # noqa: E402
 
@@ -119,7 +120,7 @@ def test_the_gcp_and_azure_programs_refuse_a_bundle_across_nodes(cloud, region, 
     plan = _moved(cloud, region, itype)
     a = across(plan["allocations"][0])
     a["disaggregation"]["link"] = "roce" if cloud == "gcp" else "infiniband"
-    with pytest.raises(ValueError, match="Pulumi stacks place those on AWS only"):
+    with pytest.raises(InvalidInputError, match=f"the Pulumi stacks on {cloud} cannot place as planned"):
         fleets_for(Plan.parse(plan), cloud)
 
 

@@ -26,10 +26,9 @@ import shlex
 from typing import Callable
 
 from hetinfra.compile.bundle import hop_args
-from hetinfra.compile.bundle_nodes import EFA_INTERFACES, endpoint_key, node_engines
+from hetinfra.compile.bundle_nodes import EFA_INTERFACES, across_nodes_refusal, endpoint_key, node_engines
 from hetinfra.compile.kubernetes.gateway import GATEWAY_IMAGE
 from hetinfra.compile.engine import INITIAL_DELAY_MULTI_NODE_S, BundleEngine
-from hetinfra.catalog.interconnect import ACROSS_NODES_REFUSED
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
 
@@ -78,11 +77,9 @@ def _hop_script(unit: DeployedUnit, namespace: str) -> str:
 
 
 def _check(unit: DeployedUnit) -> None:
-    if unit.cloud in ACROSS_NODES_REFUSED:
-        raise InvalidInputError(
-            f"{unit.name} is a prefill/decode bundle across {unit.num_nodes} nodes over {unit.link}, which "
-            f"Kubernetes on {unit.cloud} cannot place as planned: {ACROSS_NODES_REFUSED[unit.cloud].kubernetes}",
-            hint="re-plan without bundles across nodes on this cloud (one-node bundles deploy everywhere)")
+    refusal = across_nodes_refusal(unit.name, unit.num_nodes, unit.link, unit.cloud, "kubernetes")
+    if refusal is not None:
+        raise refusal
     workers = {unit.node_role(r) for r in range(1, unit.num_nodes)}
     if len(workers) > 1:
         raise InvalidInputError(
