@@ -154,6 +154,11 @@ class Calibration:
     # KV capacity is reserved for input + output tokens per sequence (vllm.md s2.1: conservative,
     # no preemption); 1.0 = full reservation.
     kv_reservation_fraction: float = 0.5
+    # Share of the engine's CPU-side step cost (t_fixed_ms + t_per_seq_us per sequence) that vLLM V0's
+    # multi-step decoding (--num-scheduler-steps N) pays once per N steps (scheduling, input preparation,
+    # the GPU-CPU sync; vllm-project/vllm#6854); the rest (output processing per token) stays per step.
+    # Only the V0 engine has multi-step (``with_scheduler_steps``); 0 elsewhere.
+    multi_step_share: float = 0.0
 
     # Per-GPU overrides of the GPU-side constants above, fitted on measured kernel timings
     # (GPU_KERNELS below; ``for_gpu`` applies them): ((GPU name, ((field, value), ...)), ...).
@@ -273,18 +278,32 @@ LEGACY_V0_2: dict[str, float] = {
 # which are checks, and read slower than published even so (docs/calibration.md).
 ASYNC_SCHEDULING: dict[str, float] = {"cpu_gpu_overlap": 1.0}
 
+# vLLM 0.6-0.7's V0 engine (V1 became the default in 0.8): scheduling, input preparation and output
+# processing run in the engine's one loop between GPU steps (vLLM 0.6.0's profile of Llama 3 8B on an
+# H100: the GPU busy 38% of the time, blog.vllm.ai 2024-09-05; multi-step RFC vllm-project/vllm#6854:
+# "5-13ms of GPU bubble" per decode step; the V1 engine moved them off the loop, "up to 1.7x higher
+# throughput compared to V0 (without multi-step scheduling)", blog.vllm.ai, January 2025). Only the per-
+# sequence CPU cost and the share of the CPU step cost multi-step decoding pays once per N steps differ
+# from the current engine. V0FIT: fitted by tools/fit_v0_engine.py on the eight published runs of
+# vLLM 0.6.0-0.7.3 (hetinfra.perf.published: MLPerf v5.0's four, single-step; the vLLM v0.6.0 blog's
+# four, --num-scheduler-steps 10), GPU side the shipped kernel fit; leave-one-out in docs/calibration.md.
+V0_ENGINE: dict[str, float] = {"t_per_seq_us": 110.0, "multi_step_share": 0.4}
+
 # vLLM version -> constants, keyed by the version family each entry describes. vLLM 0.6 is where the
-# engine's CPU costs dropped (async output processing, multi-step scheduling, then the V1 engine), 0.14
-# where they began to overlap the GPU: a version string before 0.6 reads the "0.2" entry, from 0.14 on
-# the "0.14" entry, any other the current "0.11" entry. ENGINE_OVERRIDES: each entry's fields that
-# differ from the current engine's (``for_engine`` applies them to other constants, e.g. a fit's trial).
-ENGINE_OVERRIDES: dict[str, dict] = {"0.2": dict(LEGACY_V0_2, by_gpu=()), "0.14": ASYNC_SCHEDULING}
+# engine's CPU costs dropped (async output processing, multi-step scheduling), 0.8 where the V1 engine
+# became the default, 0.14 where its CPU work began to overlap the GPU: a version string before 0.6
+# reads the "0.2" entry, 0.6-0.7 the "0.6" entry, from 0.14 on the "0.14" entry, any other the current
+# "0.11" entry. ENGINE_OVERRIDES: each entry's fields that differ from the current engine's
+# (``for_engine`` applies them to other constants, e.g. a fit's trial).
+ENGINE_OVERRIDES: dict[str, dict] = {"0.2": dict(LEGACY_V0_2, by_gpu=()), "0.6": V0_ENGINE, "0.14": ASYNC_SCHEDULING}
 CALIBRATIONS: dict[str, Calibration] = {
     "0.2": dataclasses.replace(CALIBRATION, vllm_version="0.2", **ENGINE_OVERRIDES["0.2"]),
+    "0.6": dataclasses.replace(CALIBRATION, vllm_version="0.6", **ENGINE_OVERRIDES["0.6"]),
     DEFAULT_VLLM_VERSION: CALIBRATION,
     "0.14": dataclasses.replace(CALIBRATION, vllm_version="0.14", **ENGINE_OVERRIDES["0.14"]),
 }
 LEGACY_BEFORE = (0, 6)
+V1_FROM = (0, 8)
 ASYNC_FROM = (0, 14)
 # entry -> the entry whose measured runs speak for it: the "0.14" engine's constants are the current
 # engine's (measured), with their overlap assumed. Its estimates carry that engine's confidence
@@ -319,7 +338,11 @@ def engine_key(vllm_version: str | None) -> str:
     if vllm_version in CALIBRATIONS:
         return vllm_version
     key = _version_key(vllm_version)
-    return "0.2" if key < LEGACY_BEFORE else "0.14" if key >= ASYNC_FROM else DEFAULT_VLLM_VERSION
+    if key < LEGACY_BEFORE:
+        return "0.2"
+    if key < V1_FROM:
+        return "0.6"
+    return "0.14" if key >= ASYNC_FROM else DEFAULT_VLLM_VERSION
 
 
 def calibration_for(vllm_version: str | None = None) -> Calibration:
@@ -328,11 +351,23 @@ def calibration_for(vllm_version: str | None = None) -> Calibration:
     return CALIBRATIONS[engine_key(vllm_version)]
 
 
-def for_engine(calib: Calibration, vllm_version: str) -> Calibration:
+def for_engine(calib: Calibration, vllm_version: str, scheduler_steps: int = 1) -> Calibration:
     """``calib`` (the current engine's constants, or a fit's trial of them) as the engine of
-    ``vllm_version`` runs them: with that engine's ENGINE_OVERRIDES."""
+    ``vllm_version`` runs them: with that engine's ENGINE_OVERRIDES (none where ``calib`` already is
+    that engine's), and ``scheduler_steps`` (V0's --num-scheduler-steps; ``with_scheduler_steps``)."""
     key = engine_key(vllm_version)
     over = ENGINE_OVERRIDES.get(key)
-    if not over or calib.vllm_version == key:
+    if over and calib.vllm_version != key:
+        calib = dataclasses.replace(calib, vllm_version=key, **over)
+    return with_scheduler_steps(calib, scheduler_steps)
+
+
+def with_scheduler_steps(calib: Calibration, steps: int) -> Calibration:
+    """``calib`` under multi-step decoding of ``steps`` steps per schedule: the ``multi_step_share`` of
+    its CPU step cost (t_fixed_ms, t_per_seq_us) paid once per ``steps`` steps, i.e. per step
+    x (1 - share + share / steps). Unchanged at one step or where the engine has no multi-step."""
+    if steps <= 1 or calib.multi_step_share <= 0.0:
         return calib
-    return dataclasses.replace(calib, vllm_version=key, **over)
+    scale = 1.0 - calib.multi_step_share + calib.multi_step_share / steps
+    return dataclasses.replace(calib, t_fixed_ms=calib.t_fixed_ms * scale, t_per_seq_us=calib.t_per_seq_us * scale,
+                               multi_step_share=0.0)

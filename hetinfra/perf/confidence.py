@@ -156,7 +156,9 @@ def widen_for_disagreement(interval: RateInterval, ratio: float, source: str) ->
     pessimistic of the two figures then applies (``planning_factor``)."""
     if not ratio > 0 or interval.low <= ratio <= interval.high:
         return interval, False
-    low, high = min(interval.low, round(ratio, 3)), max(interval.high, round(ratio, 3))
+    # outward to the interval's 3 decimals, so the widened interval covers the figure itself
+    milli = round(ratio * 1000, 6)
+    low, high = min(interval.low, math.floor(milli) / 1000), max(interval.high, math.ceil(milli) / 1000)
     return RateInterval(low, interval.middle, high, f"{interval.basis}; widened to {source}'s {ratio:.2f}x",
                         source, round(ratio, 3)), True
 

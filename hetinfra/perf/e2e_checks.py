@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
-from hetinfra.perf.calibration import CALIBRATION, Calibration, for_gpu
+from hetinfra.perf.calibration import CALIBRATION, Calibration, for_engine, for_gpu
 from hetinfra.perf.estimator import Estimate, estimate, operating_point
 from hetinfra.perf.published import PUBLISHED, PublishedRate, SiliconRow, silicon_rows
 
@@ -83,10 +83,14 @@ def silicon_checks(calib: Calibration = CALIBRATION) -> list[Check]:
 def estimator_check(p: PublishedRate, calib: Calibration = CALIBRATION) -> Check | None:
     """The estimator's mean-field rate for a published setting, with the engine settings the run used:
     the largest rate holding the run's mean latencies ("slo"), or the rate with max_num_seqs sequences
-    in flight ("saturated"); None where the run has no such figure (``mode`` ""). What the planner's
-    second source compares (``layout_factors``); the published check itself replays the run."""
+    in flight ("saturated"); None where the run has no such figure (``mode`` ""). On ``calib`` as the
+    run's engine runs it (``for_engine``: vLLM 0.6-0.7's V0 costs, multi-step), so that the factor is
+    the estimator's error on the layout, not the difference between that engine and the planned one.
+    What the planner's second source compares (``layout_factors``); the published check itself
+    replays the run."""
     if not p.mode:
         return None
+    calib = for_engine(calib, p.vllm_version, p.scheduler_steps)
     model, gpu = MODELS[p.model], GPUS[p.gpu]
     kw = dict(tp=p.tp, input_tokens=p.isl, output_tokens=p.osl, precision=p.precision, max_num_seqs=p.max_num_seqs,
               max_num_batched_tokens=p.max_num_batched_tokens, gpu_memory_utilization=p.gpu_memory_utilization,

@@ -89,7 +89,8 @@ def _replica(p: PublishedRate, calib: Calibration) -> Replica | Estimate:
     """One engine of the run, on ``calib`` as the run's vLLM version runs it (``for_engine``: from 0.14
     on, asynchronous scheduling)."""
     e = build_engine(MODELS[p.model], GPUS[p.gpu], p.tp, 1, p.isl, p.osl, p.precision, p.gpu_memory_utilization,
-                     p.max_num_seqs, p.kv_precision, p.max_num_batched_tokens, for_engine(calib, p.vllm_version))
+                     p.max_num_seqs, p.kv_precision, p.max_num_batched_tokens, for_engine(calib, p.vllm_version,
+                                                                                        p.scheduler_steps))
     if isinstance(e, Estimate):
         return e
     return Replica(e, ReplicaConfig(max_num_seqs=p.max_num_seqs, policy=policy_for(p)))

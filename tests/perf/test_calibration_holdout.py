@@ -15,7 +15,7 @@ import pytest
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
 from hetinfra.perf.calibration import (CALIBRATION, CALIBRATIONS, COVERAGE, DEFAULT_VLLM_VERSION, ENGINE_OVERRIDES,
-                                      calibration_for, for_engine)
+                                      GPU_KERNELS, calibration_for, for_engine, with_scheduler_steps)
 from hetinfra.perf.confidence import confidence, confidence_detail, regime_of
 from hetinfra.perf.estimator import Estimate, build_engine, estimate
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION as SPEC_DEFAULT_VLLM_VERSION
@@ -86,8 +86,9 @@ def test_the_fitter_improves_a_small_subset_and_ignores_held_out_rows(rows):
 
 def test_engine_version_table():
     assert calibration_for() is CALIBRATION and CALIBRATION.vllm_version == DEFAULT_VLLM_VERSION
-    assert set(CALIBRATIONS) == {"0.2", DEFAULT_VLLM_VERSION, "0.14"}
-    for v, key in (("0.2.7", "0.2"), ("v0.5.4", "0.2"), ("0.6.0", DEFAULT_VLLM_VERSION), ("0.11.0", DEFAULT_VLLM_VERSION),
+    assert set(CALIBRATIONS) == {"0.2", "0.6", DEFAULT_VLLM_VERSION, "0.14"}
+    for v, key in (("0.2.7", "0.2"), ("v0.5.4", "0.2"), ("0.6.0", "0.6"), ("0.7.3", "0.6"), ("0.8.0", DEFAULT_VLLM_VERSION),
+                   ("0.11.0", DEFAULT_VLLM_VERSION),
                    ("0.13.1", DEFAULT_VLLM_VERSION), ("0.14.0", "0.14"), ("0.15.0-dev", "0.14"), ("0.19.0", "0.14"),
                    ("1.2", "0.14")):
         assert calibration_for(v).vllm_version == key, v
@@ -106,6 +107,22 @@ def test_each_engine_entry_differs_from_the_current_one_only_in_its_overrides():
     assert for_engine(trial, "0.12.0") is trial
 
 
+def test_multi_step_decoding_spreads_its_share_of_the_cpu_step_over_its_steps():
+    """V0's --num-scheduler-steps N pays multi_step_share of the CPU step cost once per N steps; the
+    GPU side and every other engine are untouched, and one step changes nothing."""
+    v0 = CALIBRATIONS["0.6"]
+    assert v0.multi_step_share > 0 and v0.t_per_seq_us > CALIBRATION.t_per_seq_us  # V0's loop costs more
+    assert with_scheduler_steps(v0, 1) is v0 and with_scheduler_steps(CALIBRATION, 10) is CALIBRATION
+    ten = for_engine(CALIBRATION, "0.6.0", scheduler_steps=10)
+    scale = 1 - v0.multi_step_share + v0.multi_step_share / 10
+    assert ten.t_per_seq_us == pytest.approx(v0.t_per_seq_us * scale) and ten.t_fixed_ms == pytest.approx(v0.t_fixed_ms * scale)
+    assert dataclasses.replace(ten, t_per_seq_us=v0.t_per_seq_us, t_fixed_ms=v0.t_fixed_ms, multi_step_share=v0.multi_step_share) == v0
+    assert with_scheduler_steps(ten, 10) is ten  # applied once, not again on a second pass
+    kw = (MODELS["llama-3.1-8b"], GPUS["H100"], 1, 1, 200, 200, "bf16", 0.9, 256, None, None)
+    one, many = build_engine(*kw, v0), build_engine(*kw, ten)
+    assert many.tpot(256.0)[0] < one.tpot(256.0)[0]
+
+
 def test_an_async_scheduling_engine_hides_its_cpu_work_behind_the_gpu_but_not_gpu_work():
     """vLLM 0.14 on (async scheduling): a step is the larger of its GPU and CPU time, not their sum; the
     per-layer GPU time (t_layer_us) stays GPU time, so it is never hidden."""
@@ -116,7 +133,7 @@ def test_an_async_scheduling_engine_hides_its_cpu_work_behind_the_gpu_but_not_gp
         gpu = bare.tpot(b)[0]
         cpu = sync.tpot(b)[0] - gpu
         assert cpu > 0 and async_.tpot(b)[0] == pytest.approx(max(gpu, cpu), rel=1e-9)
-    assert async_.p2p_lat == pytest.approx(32 * 29.5e-6)  # the 8B's 32 layers of GPU fixed time (H100)
+    assert async_.p2p_lat == pytest.approx(32 * GPU_KERNELS["H100"]["t_layer_us"] * 1e-6)  # the 8B's 32 layers (H100)
     assert async_.prefill(1.0) == pytest.approx(sync.prefill(1.0), rel=1e-12)  # a prefill counts it once either way
 
 

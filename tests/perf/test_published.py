@@ -14,7 +14,7 @@ import pytest
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
-from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, for_gpu
+from hetinfra.perf.calibration import CALIBRATION, GPU_KERNELS, V0_ENGINE, for_engine, for_gpu
 from hetinfra.perf.e2e_checks import plausible_rows, silicon_checks
 from hetinfra.perf.estimator import decode_step_ms, estimate
 from hetinfra.perf.published import MLPERF, PUBLISHED, kernel_rows, silicon_rows, size_table
@@ -95,21 +95,23 @@ def test_runs_beyond_the_measured_prefill_rate_are_left_out_as_prefix_cached():
 
 # The published checks' errors today (docs/calibration.md, "End-to-end checks"; each run replayed on the
 # simulator under its benchmark's procedure, sizes, engine's scheduler and engine's constants,
-# hetinfra.sim.benchmark_run): MLPerf v5.0 server +4.7% (vLLM 0.7.3), +9.1% (0.6.4), offline +4.6%, +6.4%;
-# MLPerf v6.0 (vLLM 0.15-dev: asynchronous scheduling, calibration.ASYNC_SCHEDULING) server -18.7%, offline
-# -25.8% (-34.2% / -38.5% on the 0.12 engine's additive CPU costs); vLLM v0.6.0 blog (ShareGPT first turns at
-# the post's means, --num-scheduler-steps 10) H100 8B -21.7%, 70B TP4 -2.9%; A100 8B -5.6%, 70B TP4 +10.1%.
-# The bands hold them against drift (the v6.0 runs, pessimistic, in their own: a replay on the 0.12
-# engine's constants falls out of it); the issue's acceptance is split: the median (met: +0.8%, median
-# |error| 7.8%) passes, "each within 15%" (three runs miss, KNOWN_MISSES) is a strict xfail.
-BAND = (-0.25, 0.25)
+# hetinfra.sim.benchmark_run): MLPerf v5.0 server -0.1% (vLLM 0.7.3), +4.5% (0.6.4), offline -0.9%, +0.8%;
+# vLLM v0.6.0 blog (ShareGPT first turns at the post's means, --num-scheduler-steps 10) H100 8B -14.5%, 70B
+# TP4 +2.0%; A100 8B -0.5%, 70B TP4 +13.2% (these eight on the V0 engine's constants, calibration.V0_ENGINE,
+# fitted on them by tools/fit_v0_engine.py; leave-one-out the same figures: the fit is 110 us / 0.4 in every
+# fold); MLPerf v6.0 (vLLM 0.15-dev: asynchronous scheduling, calibration.ASYNC_SCHEDULING) server -18.7%,
+# offline -25.8%. The bands hold them against drift (the v6.0 runs, pessimistic, in their own: a replay on
+# the 0.12 engine's constants falls out of it); the issue's acceptance is split: the median (met: -0.3%,
+# median |error| 3.2%) passes, "each within 15%" (two runs miss, KNOWN_MISSES) is a strict xfail.
+BAND = (-0.20, 0.20)
 BANDS = {"6.0": (-0.32, -0.10)}  # MLPerf round -> band
 KNOWN_MISSES = {  # outside 15%, and why (docs/calibration.md)
-    # the GPU step at ~450 sequences: aiconfigurator's kernels 81.5 ms (b 450, context 370), ours 109 ms
+    # the GPU step at 450-500 sequences of short context: the measured kernels are faster there (81.5 ms
+    # against our 109 ms at 450 x 370 tokens) but scatter by up to 2x between neighbouring batches (fp8
+    # GEMM tiles); fitted with such rows every plan moves; and the replay's preemptions recompute what
+    # vLLM 0.15's prefix cache keeps
     "MLPerf Inference v6.0 open, Llama-3.1-70B server, 8 x H200, vLLM 0.15.0-dev",
     "MLPerf Inference v6.0 open, Llama-3.1-70B offline, 8 x H200, vLLM 0.15.0-dev",
-    # the engine's per-sequence CPU cost under V0's multi-step decoding: no measured run to fit it on
-    "vLLM v0.6.0 blog, Llama 3 8B ShareGPT, 1 x H100",
 }
 
 
@@ -133,12 +135,10 @@ def test_published_checks_median_within_10_percent():
     assert statistics.median(abs(c.error) for c in checks) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="not met: MLPerf v6.0's vLLM 0.15 runs (-19% server, -26% offline, with "
-                   "0.14's asynchronous scheduling: the GPU step at ~450 sequences, short contexts, is 34% slower than "
-                   "the measured kernels there, a regime the kernel fit has no rows of; fitted with those rows the runs "
-                   "read -9% / -19% and the v5.0 runs of vLLM 0.6-0.7 18-23% optimistic) and the vLLM v0.6.0 blog's Llama 3 8B on 1 x H100 (-22%: the "
-                   "per-sequence CPU cost under V0's multi-step decoding; no measured run to fit it on) "
-                   "(docs/calibration.md)")
+@pytest.mark.xfail(strict=True, reason="not met: MLPerf v6.0's two vLLM 0.15 runs (-19% server, -26% offline: the GPU step "
+                   "at 450-500 short sequences, where the measured kernels are faster but scatter by up to 2x, and the "
+                   "replay's recompute preemptions that vLLM's prefix cache avoids; with the short-context kernel rows "
+                   "fitted -9% / -17%, but every plan moves) (docs/calibration.md)")
 def test_each_published_check_within_15_percent():
     assert all(abs(c.error) <= 0.15 for c in published_checks())
 
@@ -156,11 +156,28 @@ def test_each_run_replays_under_its_engines_scheduler():
     for p in PUBLISHED:
         v0 = _version_key(p.vllm_version) < (0, 8)
         assert (p.scheduler == "v0") == v0 and isinstance(policy_for(p), VLLMv0) == v0, p.name
+        assert (for_engine(CALIBRATION, p.vllm_version).vllm_version == "0.6") == v0, p.name  # and its constants
         if v0:  # without chunking a prompt must fit one step's budget (vLLM ignores longer ones)
             table = size_table(p.sizes) if p.sizes else ()
             everyone = request_sizes(p, len(table)) if p.sampler == "vllm" else table  # scaled inputs
             longest = max((a for a, _ in everyone), default=p.isl)
             assert p.max_num_batched_tokens >= longest
+
+
+def test_the_v0_engine_constants_are_the_fit_tools_and_it_rewrites_only_them(tmp_path):
+    """calibration.V0_ENGINE is a point of tools/fit_v0_engine.py's grid, and its --write replaces that
+    one line (a re-run reproduces what ships; figures in docs/calibration.md, "The V0 engine")."""
+    spec = importlib.util.spec_from_file_location("fit_v0_engine", REPO / "tools" / "fit_v0_engine.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert V0_ENGINE["t_per_seq_us"] in tool.PER_SEQ_US and V0_ENGINE["multi_step_share"] in tool.SHARES
+    assert {p.name for p in tool.v0_runs()} == {p.name for p in PUBLISHED if p.scheduler == "v0"}
+    text = (REPO / "hetinfra" / "perf" / "calibration.py").read_text()
+    copy = tmp_path / "calibration.py"
+    copy.write_text(text)
+    tool.write(95.0, 0.7, copy)
+    changed = [(a, b) for a, b in zip(text.splitlines(), copy.read_text().splitlines()) if a != b]
+    assert len(changed) == 1 and '"t_per_seq_us": 95.0, "multi_step_share": 0.7' in changed[0][1]
 
 
 def test_the_mlperf_inputs_are_the_data_sets_published_mean():
