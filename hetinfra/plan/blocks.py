@@ -12,11 +12,7 @@ models met) kept round 3 for every model; this keeps each group's cheapest met r
 The composed plan is solved once more (:func:`compose`) with each template at the factor of the
 round its group came from: each per-model block is the same problem as in that round, so the
 solver's memo gives the same block back (``solver.memo``). Whatever the solver returns is simulated
-again, and the composition is kept only where that simulation meets and it is cheaper.
-
-Verification (``hetinfra.plan.rounds._by_block``) then also composes a group of several linked models
-model by model (:func:`choose` and :func:`compose` with one-model groups): their joint solve at those
-factors is a new problem, so it is simulated afresh, and kept under the same rule."""
+again, and the composition is kept only where that simulation meets and it is cheaper."""
 
 from __future__ import annotations
 

@@ -228,43 +228,25 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
 def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
               resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
     """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
-    last), or a plan composed of the rounds' factors (hetinfra.plan.blocks) where it meets in
-    simulation and is cheaper (or round ``at`` misses), with the round each model's factors are from:
-    first each group of linked models at its cheapest met round (the blocks are the rounds' own), then,
-    where a group links several models, each model at ITS cheapest met round (the linked blocks are
-    solved afresh: on benchmarks/bench_scale.py's linked fleet, whose caps link all 32 models into one
-    group, the plan kept round 2's $435/h where its models' own cheapest met rounds made $356/h)."""
+    last), or the plan composed of each group of linked models' cheapest met round
+    (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
+    misses), with the round each model's plan is from."""
     from hetinfra.plan import blocks
 
     kept = rounds[at]
-    best = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
+    as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
     groups = blocks.model_groups([r[0] for r in rounds])
-    if groups is None:
-        return best
-    singles = [(m,) for g in groups for m in g]
-    for choice in [groups, singles] if len(singles) > len(groups) else [groups]:
-        best = _composed(best, rounds, choice, sim_of, resolve)
-    return best
-
-
-def _composed(best: tuple, rounds: list[tuple[PlanResult, dict]], groups: list[tuple[str, ...]], sim_of,
-              resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
-    """The plan composed of each of ``groups``' cheapest met round where it meets in simulation and is
-    cheaper than ``best`` (or ``best`` misses), else ``best``; with the round by model."""
-    from hetinfra.plan import blocks
-
-    picks = blocks.choose(rounds, groups)
+    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
     if picks is None or len(set(picks)) == 1:
-        return best
+        return as_kept
     try:
         pr = blocks.compose(rounds, groups, picks, resolve)
     except InfeasibleError:
-        return best
+        return as_kept
     sim = sim_of(simulation_view(pr))
-    (kept_pr, kept_sim), _ = best
-    cost, kept_cost = pr.result.cost(pr.problem), kept_pr.result.cost(kept_pr.problem)
-    if not sim["met"] or (kept_sim["met"] and cost >= kept_cost - 1e-9):
-        return best
+    cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
+    if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
+        return as_kept
     return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
 
 
