@@ -32,13 +32,16 @@ front:    the front door (issue 26): `hetinfra plan` (verified; and --no-verify)
     python benchmarks/bench_scale.py --shared [--models 8,32] [--repeat 3]
 
 shared:   issue 26's cases, the whole `hetinfra plan` (a fresh process, baselines included, template
-          cache warm), verified and --no-verify: median wall over --repeat runs, then gap, status, block
+          cache warm), verified and --no-verify: median wall and CPU seconds (user + system, every thread)
+          over --repeat runs, then gap, status, block
           methods, blocks and verification rounds of the last run. Coral's extended case; the fleet's
           8 and 32 models with nothing linking them ("independent"); and the linked fleet: the same
           models and offers, H100 and A100-80GB capped at 8 GPUs in each of the 5 cheapest regions
           (shared by every model) and a budget of $60/h per model. `--mix other --seed K` puts other
           fleets in the independent and linked cases (write_other: other architectures in another order,
           log-uniform rates, a class histogram and objective per model; linked: caps binding in three regions).
+          --versus: each round runs both checkouts (their order swapped every round) and a last line per case
+          gives the medians of the rounds' this/versus ratios of wall and of CPU seconds.
 """
 
 from __future__ import annotations
@@ -229,6 +232,15 @@ def ensure_bytecode(python: str = sys.executable) -> None:
 def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
     """(wall seconds from process start to exit, its CPU seconds (user + system), stdout) of ``cmd``,
     which must succeed. CPU time is what a loaded machine distorts least."""
+    wall, cpu, done = _child(cmd, cwd, env)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return wall, cpu, done.stdout
+
+
+def _child(cmd: list[str], cwd: str, env: dict):
+    """(wall seconds from process start to exit, CPU seconds (user + system, every thread), the
+    completed process) of ``cmd``."""
     import resource
     import subprocess
 
@@ -236,10 +248,8 @@ def _timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float, str]:
     t = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
-    if done.returncode:
-        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done
 
 
 def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
@@ -518,34 +528,38 @@ def shared_row(n_models: int, verify: bool, repeat: int, kind: str = "linked", v
             write_fleet(Path(tmp), n_models, linked=False)
         else:
             write_case(Path(tmp), 6, list(GPU_PRICE), ["r-east", "r-west", "r-eu"])
-        runs = {py: ([], None) for py in pythons}
+        runs = {py: ([], [], None) for py in pythons}
         for py in pythons:  # each interpreter its own template cache, filled first
             env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache-{pythons.index(py)}"))
             _plan_run(py, tmp, env, False)
-        for _ in range(repeat):
-            for py in pythons:
+        for i in range(repeat):  # this one first in even rounds, the other first in odd ones
+            for py in pythons if i % 2 == 0 else pythons[::-1]:
                 env = dict(os.environ, HETINFRA_CACHE_DIR=str(Path(tmp) / f"cache-{pythons.index(py)}"))
-                wall, out = _plan_run(py, tmp, env, verify)
-                runs[py] = (runs[py][0] + [wall], out)
+                wall, cpu, out = _plan_run(py, tmp, env, verify)
+                runs[py] = (runs[py][0] + [wall], runs[py][1] + [cpu], out)
     label = (f"{kind} {n_models:>2} models" + (f" other-{mix[1]}" if mix[0] == "other" else "")
              if kind != "coral" else "coral extended") + \
         f" {'verified' if verify else '--no-verify'}"
     for py in pythons:
-        walls, out = runs[py]
+        walls, cpus, out = runs[py]
         _shared_line(label + ("" if not versus else " [this]" if py == sys.executable else " [versus]"),
-                     walls, out, verify)
+                     walls, cpus, out, verify)
+    if versus and all(runs[py][2].returncode in (0, 10) for py in pythons):
+        import statistics
+
+        (w0, c0, _), (w1, c1, _) = runs[pythons[0]], runs[pythons[1]]
+        print(f"{label + ' this/versus':<34} wall {statistics.median(a / b for a, b in zip(w0, w1)):5.2f}x  "
+              f"cpu {statistics.median(a / b for a, b in zip(c0, c1)):5.2f}x  (medians of the rounds' ratios)",
+              flush=True)
 
 
 def _plan_run(python: str, cwd: str, env: dict, verify: bool):
-    import subprocess
-
-    cmd = [python, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"])
-    t = time.perf_counter()
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    return time.perf_counter() - t, out
+    """One `hetinfra plan` process: (its wall seconds, its CPU seconds, the completed process)."""
+    return _child([python, "-m", "hetinfra.cli", "plan", "s.yaml", "--json"] + ([] if verify else ["--no-verify"]),
+                  cwd, env)
 
 
-def _shared_line(label: str, walls: list[float], out, verify: bool) -> None:
+def _shared_line(label: str, walls: list[float], cpus: list[float], out, verify: bool) -> None:
     import json
     import statistics
 
@@ -559,6 +573,7 @@ def _shared_line(label: str, walls: list[float], out, verify: bool) -> None:
     reps = (fid.get("replications") or {}).get("simulated")
     how = ",".join(sorted({b["method"] for b in sv.get("blocks", [])})) or sv.get("method", "joint")
     print(f"{label:<34} wall {statistics.median(walls):7.2f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
+          f"cpu {statistics.median(cpus):6.2f} s  "
           f"gap {100 * (sv['gap'] or 0):6.3f}%  {sv['status']:<10} {how:<24} blocks {len(sv.get('blocks', [])):>2}  "
           f"rounds {rounds}  ${doc['cost_usd_per_hour']:.2f}/h" + (f"  replications {reps}" if reps else ""), flush=True)
 
