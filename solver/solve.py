@@ -270,8 +270,11 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     ``start``: unit id -> instances of an earlier plan of a problem like this one (verification's
     previous round): one more warm-start candidate in every block, restricted to the block's units
     and completed by a fixed-count LP like the others (``solver.decompose.solve_block``)."""
+    from hetinfra.solver.cutoff import cut_off
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
+    if cut_off(problem, time_limit_s):  # of no use to a caller that keeps only a cheaper plan (solver.cutoff)
+        return SolveResult(status="cut_off")
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
         return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
     if problem.adapters:  # adapter placement: the joint model, whole (the blocks' paths read no x columns)
