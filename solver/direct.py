@@ -180,6 +180,9 @@ class DirectModel:
 
     def mip(self, *, time_limit_s: float, mip_gap: float, max_nodes: int | None,
             start: list[float] | None = None) -> Outcome:
+        from hetinfra.solver.mip_hooks import mip_starting
+
+        mip_starting()  # HiGHS holds no GIL while it runs: a caller's waiting Python can start (solver.mip_hooks)
         return self._run(relax=False, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes, start=start)
 
     def add_objective_floor(self, floor: float) -> None:

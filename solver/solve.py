@@ -33,8 +33,10 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     from hetinfra.solver.highs_quiet import swallow_banner
+    from hetinfra.solver.mip_hooks import mip_starting
 
     swallow_banner()  # Pyomo's interface creates its own Highs objects
+    mip_starting()  # (solver.mip_hooks)
     solver = _warm_highs() if warm else SolverFactory("highs")
     # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
     # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
