@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from hetinfra.cli.stops import install_signal_exits, stopped_status
+from hetinfra.cli.stops import finish, install_signal_exits, stopped_status
 
 __all__ = ["cli", "main"]
 
@@ -24,7 +24,11 @@ def main() -> None:
         if status is None:
             raise
         sys.exit(status)
-    app.main()
+    try:
+        app.main()
+    except SystemExit as done:
+        finish(done.code)  # the process is the command's: no interpreter teardown (hetinfra.cli.stops.finish)
+    finish(0)
 
 
 def __getattr__(name: str):
