@@ -259,7 +259,14 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
         mark[:] = now
 
     import gc
+    import os
 
+    try:  # what the `hetinfra` entry point sets before anything loads numpy (absent in older versions)
+        from hetinfra.cli import BLAS_THREADS
+    except ImportError:
+        BLAS_THREADS = {}
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
     import hetinfra.cli.app  # what `hetinfra` imports before the command runs
 
     # as hetinfra.cli.app.main() sets it (absent in older versions)
