@@ -257,6 +257,7 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     first plan (load, resolve, templates, solve) ends where verification calls its first round; load
     and resolve are also timed on their own, before. The rest (python start and exit, this script) is
     the process's time minus these stages: see `front`."""
+    import contextlib
     import io
 
     out: dict[str, tuple[float, float]] = {}
@@ -268,7 +269,14 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
         mark[:] = now
 
     import gc
+    import os
 
+    try:  # what the `hetinfra` entry point sets before anything loads numpy (absent in older versions)
+        from hetinfra.cli import BLAS_THREADS
+    except ImportError:
+        BLAS_THREADS = {}
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
     import hetinfra.cli.app  # what `hetinfra` imports before the command runs
 
     # as hetinfra.cli.app.main() sets it (absent in older versions)
@@ -288,18 +296,25 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
         def round(self, rnd: int, _max_rounds: int, _result) -> None:
             if rnd == 1:
                 lap("first plan: load, resolve, templates, solve")
+            if preloader is not None:  # where no MIP started it (hetinfra.cli.preload.SolveStarts)
+                preloader.start()
 
         def stage(self, _name: str) -> None: ...
 
-        def budget(self, _budget) -> None:  # the first solve starts: so does `plan`'s preloader
-            if preloader is not None:
+        def budget(self, _budget) -> None:  # a hetinfra without solver.mip_hooks started it here
+            if preloader is not None and mip_hooks is None:
                 preloader.start()
 
         def requests(self, _n: int) -> None: ...
 
         def close(self) -> None: ...
 
-    _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
+    try:  # `plan` starts its preloader as the first MIP starts (hetinfra.solver.mip_hooks)
+        from hetinfra.solver import mip_hooks
+    except ImportError:
+        mip_hooks = None
+    with mip_hooks.on_mip_start(preloader.start) if mip_hooks and preloader else contextlib.nullcontext():
+        _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
     if preloader is not None:
         preloader.close()
     lap("verification (rounds, trim, sustained load), baselines, plan.json")

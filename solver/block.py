@@ -26,6 +26,7 @@ class Block:
     flow: dict = field(default_factory=dict)
     unmet: dict = field(default_factory=dict)
     extra_gpus: dict = field(default_factory=dict)
+    holds: dict = field(default_factory=dict)  # (unit, adapter) -> 1: LoRA adapters held
     scale: float | None = None
     warm_start: str | None = None
     warm_start_objective: float | None = None
@@ -193,4 +194,5 @@ def _load(blk: Block, dm, values: list[float]) -> None:
     blk.flow = dm.flows(values)
     blk.unmet = dm.unmet(values)
     blk.extra_gpus = dm.extra_gpus(values)
+    blk.holds = dm.holds(values)
     blk.scale = dm.scale(values)

@@ -107,6 +107,7 @@ def _merge(blocks: list[Block], models: list[str], method: str) -> Block:
         out.n.update(b.n)
         out.flow.update(b.flow)
         out.unmet.update(b.unmet)
+        out.holds.update(b.holds)
         out.nodes += b.nodes
         out.safety_stop |= b.safety_stop
         for k, v in b.size.items():
@@ -242,6 +243,7 @@ def _result(p: AllocationProblem, final: Block, blocks: list[Block], method: str
     if not final.feasible:
         return out
     out.n, out.flow, out.unmet, out.extra_gpus = final.n, final.flow, final.unmet, final.extra_gpus
+    out.holds = final.holds
     out.lp_bound = final.lp_bound
     out.warm_start, out.warm_start_objective = final.warm_start, final.warm_start_objective
     if p.objective == "max_throughput" and not p.elastic_caps:

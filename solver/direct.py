@@ -51,6 +51,7 @@ class DirectModel:
         self.cols_lb, self.cols_ub, self.cost, self.integer, self.rows = r.lb, r.ub, r.cost, r.integer, r.rows
         self.n, self.flow, self.s, self.q, self.c, self.e = r.n, r.flow, r.s, r.q, r.c, r.e
         self.pairs = r.pairs
+        self.x = r.x  # (unit, adapter) -> its binary column: LoRA adapters held (solver.rows)
         self.trivially_infeasible = r.trivially_infeasible
         self._highs = None
         self._floor_ok: bool | None = None
@@ -179,6 +180,9 @@ class DirectModel:
 
     def mip(self, *, time_limit_s: float, mip_gap: float, max_nodes: int | None,
             start: list[float] | None = None) -> Outcome:
+        from hetinfra.solver.mip_hooks import mip_starting
+
+        mip_starting()  # HiGHS holds no GIL while it runs: a caller's waiting Python can start (solver.mip_hooks)
         return self._run(relax=False, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes, start=start)
 
     def add_objective_floor(self, floor: float) -> None:
@@ -217,7 +221,13 @@ class DirectModel:
                 out[(u, k[0], k[1])] = v
         from hetinfra.solver.result import settle_flows
 
-        return settle_flows(self.p, self.counts(values), out)  # no tolerance-sized flow to a unit that does not run
+        # no tolerance-sized flow to a unit that does not run; an adapter's key settles on its holders,
+        # as the Pyomo path's does (solver.solve.solve_pyomo)
+        return settle_flows(self.p, self.counts(values), out, self.holds(values))
+
+    def holds(self, values: list[float]) -> dict[tuple[str, str], int]:
+        """(unit, adapter) -> 1 where the unit holds the LoRA adapter (``SolveResult.holds``)."""
+        return {key: int(round(values[c])) for key, c in self.x.items() if values[c] > 0.5}
 
     def unmet(self, values: list[float]) -> dict[tuple[str, str], float]:
         return {k: values[c] for k, c in self.q.items() if values[c] > 1e-9}

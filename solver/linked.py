@@ -72,6 +72,7 @@ def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | 
         objective += o.objective
         blk.n.update(dm.counts(o.values))
         blk.flow.update(dm.flows(o.values))
+        blk.holds.update(dm.holds(o.values))
         blk.unmet.update(dm.unmet(o.values))
         for k, v in dm.size().items():
             blk.size[k] = blk.size.get(k, 0) + v

@@ -15,7 +15,9 @@ class SafetyStopped(Exception):
 
 @dataclass
 class SolveResult:
-    status: str  # "optimal", "node_limit" (work limit, see gap), "time_limit" (safety stop), "infeasible", "no_solution"
+    #: "optimal", "node_limit" (work limit, see gap), "time_limit" (safety stop), "infeasible", "no_solution",
+    #: "cut_off" (its LP bound exceeds the objective the caller must beat: solver.cutoff)
+    status: str
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None

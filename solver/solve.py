@@ -33,8 +33,10 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     from hetinfra.solver.highs_quiet import swallow_banner
+    from hetinfra.solver.mip_hooks import mip_starting
 
     swallow_banner()  # Pyomo's interface creates its own Highs objects
+    mip_starting()  # (solver.mip_hooks)
     solver = _warm_highs() if warm else SolverFactory("highs")
     # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
     # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
@@ -270,8 +272,11 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     ``start``: unit id -> instances of an earlier plan of a problem like this one (verification's
     previous round): one more warm-start candidate in every block, restricted to the block's units
     and completed by a fixed-count LP like the others (``solver.decompose.solve_block``)."""
+    from hetinfra.solver.cutoff import cut_off
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
+    if cut_off(problem, time_limit_s):  # of no use to a caller that keeps only a cheaper plan (solver.cutoff)
+        return SolveResult(status="cut_off")
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
         return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
     if problem.adapters:  # adapter placement: the joint model, whole (the blocks' paths read no x columns)

@@ -53,8 +53,10 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
     later = (PLAN_ASSEMBLY if no_verify else VERIFICATION + PLAN_ASSEMBLY) + (() if as_json else SUMMARY)
 
     def work():
-        # loaded beside the first solve; the collector is off while the command loads (hetinfra.cli.preload)
-        with Preloader(later) as preloader:
+        from hetinfra.solver.mip_hooks import on_mip_start
+
+        # loaded beside the first MIP; the collector is off while the command loads (hetinfra.cli.preload)
+        with Preloader(later) as preloader, on_mip_start(preloader.start):
             from hetinfra.compile.artifacts import write_plan
             from hetinfra.errors import InvalidInputError
             from hetinfra.plan.feeds import load_caps, load_feeds

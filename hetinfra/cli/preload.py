@@ -3,10 +3,13 @@ that releases the GIL.
 
 Much of what `hetinfra plan` imports it needs only after its first solve: plan.json's typed sections
 (pydantic builds each class's schema as it is defined), the simulator and Rich for the summary. The
-first solve runs in HiGHS, which releases the GIL, on one core; a thread that imports those modules
-meanwhile takes them off the main thread's path where a second core is free. It starts there, not
-with the command: before the solve both threads would run Python, which the GIL runs one at a time,
-so the imports would only have moved.
+first solve's MIP runs in HiGHS, which releases the GIL, on one core; a thread that imports those
+modules meanwhile takes them off the main thread's path where a second core is free. It starts as
+that MIP starts (``hetinfra.solver.mip_hooks``), not with the command, nor with the solve: beside the
+command's or the solve's own Python (the rows, the LP, the warm starts, importing highspy and numpy)
+both threads run Python, which the GIL runs one at a time, so the imports would only have taken turns
+with it, and delayed it (on Mélange V1 at 32 req/s, started as the templates were built it made
+`hetinfra plan` slower than no preloader at all: 0.692 s against 0.680 s; started with the MIP, 0.655 s).
 
 Imports on two threads are safe here: Python locks each module while it loads, and a thread that needs
 a module the other is loading waits for it. Neither can wait on the other: the package's import graph
@@ -44,14 +47,17 @@ class Preloader:
         self.names = tuple(names)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()  # start() may come from a solver thread (hetinfra.solver.mip_hooks)
         self._collector_off = own_collector and gc.isenabled()
         if self._collector_off:
             gc.disable()
 
     def start(self) -> None:
-        if self._thread is None and not self._stop.is_set():
-            self._thread = threading.Thread(target=self._load, name="hetinfra-preload", daemon=True)
-            self._thread.start()
+        """Start loading (once; from any thread; not after :meth:`close`)."""
+        with self._starting:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._load, name="hetinfra-preload", daemon=True)
+                self._thread.start()
 
     def _load(self) -> None:
         import importlib
@@ -72,7 +78,8 @@ class Preloader:
             gc.enable()
 
     def close(self) -> None:
-        self._stop.set()
+        with self._starting:  # no start() after this
+            self._stop.set()
         if self._thread is not None:
             self._thread.join()
         self._collect_again()
@@ -86,20 +93,19 @@ class Preloader:
 
 class SolveStarts:
     """A :class:`hetinfra.plan.progress.Progress` for :func:`hetinfra.plan.pipeline.plan_document`
-    that starts ``preloader`` when the pipeline reports its work budget, which it does once the
-    templates are built, as the first solve starts; every call also goes to ``inner`` (the status
-    line; None on pipes and under --json)."""
+    that starts ``preloader`` when the first round is solved, where no MIP started it before (a solve
+    its warm start settled: the rounds' simulations release the GIL too); every call also goes to
+    ``inner`` (the status line; None on pipes and under --json)."""
 
     def __init__(self, inner, preloader: Preloader):
         self.inner, self.preloader = inner, preloader
 
     def budget(self, budget) -> None:
-        self.preloader.start()
         if self.inner is not None:
             self.inner.budget(budget)
 
     def round(self, rnd: int, max_rounds: int, result) -> None:
-        self.preloader.start()  # in case no budget was reported: the rounds' simulations release the GIL too
+        self.preloader.start()
         if self.inner is not None:
             self.inner.round(rnd, max_rounds, result)
 

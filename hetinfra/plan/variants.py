@@ -45,7 +45,10 @@ def raise_floors(inputs: PlanInputs, pool: list, solved: tuple, solve_pool: Call
     floor, re-solve with the floor raised to each more accurate variant's score than the least
     accurate one the plan uses (most accurate first), and keep the first re-solve that is no worse
     (min_cost: objective; max_throughput: demand scale, then cost). ``solve_pool(units)`` prunes
-    and solves a unit pool like the plan's own solve."""
+    and solves a unit pool like the plan's own solve. A min_cost trial whose LP relaxation already
+    costs more than the plan is not solved further (``solver.cutoff``): it could not be kept."""
+    from hetinfra.solver.cutoff import beating
+
     units, problem, result = solved
     for pm in inputs.models:
         scores = sorted({v.accuracy for v in pm.variants if v.eligible}, reverse=True)
@@ -59,7 +62,8 @@ def raise_floors(inputs: PlanInputs, pool: list, solved: tuple, solve_pool: Call
         for floor in (a for a in scores if a > min(used)):
             trial = [u for u in pool if u.model != name or (u.template.accuracy or 0.0) >= floor]
             try:
-                cand = solve_pool(trial)
+                with beating(_most_kept(problem, result)):
+                    cand = solve_pool(trial)
             except (InfeasibleError, InvalidInputError):  # e.g. locality: those variants miss a region
                 continue
             if cand[2].feasible and _no_worse(cand[1], cand[2], problem, result):
@@ -67,6 +71,14 @@ def raise_floors(inputs: PlanInputs, pool: list, solved: tuple, solve_pool: Call
                 pool = trial
                 break
     return units, problem, result
+
+
+def _most_kept(p_old, r_old) -> float | None:
+    """The highest objective a trial may reach and still be kept (:func:`_no_worse`); None where the
+    comparison is not on the objective alone (max_throughput: the demand scale first)."""
+    if p_old.objective != "min_cost" or r_old.objective is None:
+        return None
+    return r_old.objective + TOL * max(1.0, abs(r_old.objective))
 
 
 def _no_worse(p_new, r_new, p_old, r_old) -> bool:

@@ -58,7 +58,7 @@ def test_the_collector_is_off_while_it_loads_only_where_the_process_is_ours(tmp_
         gc.enable()
 
 
-def test_the_solve_starting_starts_it_and_the_status_line_still_sees_every_call(tmp_path, monkeypatch):
+def test_the_first_round_starts_it_where_no_mip_did_and_the_status_line_still_sees_every_call(tmp_path, monkeypatch):
     name = _module(tmp_path, monkeypatch, "preload_probe_b")
     calls = []
 
@@ -68,12 +68,50 @@ def test_the_solve_starting_starts_it_and_the_status_line_still_sees_every_call(
 
     with Preloader([name]) as loader:
         hooks = SolveStarts(Line(), loader)
-        hooks.stage("trim"), hooks.requests(3)
-        assert name not in sys.modules
-        hooks.budget(None)
+        hooks.stage("trim"), hooks.requests(3), hooks.budget(None)
+        assert name not in sys.modules  # the solve starts: its own Python first (hetinfra.solver.mip_hooks)
         hooks.round(1, 3, None), hooks.close()
     assert name in sys.modules and calls == ["stage", "requests", "budget", "round", "close"]
     SolveStarts(None, Preloader([])).budget(None)  # no status line (pipes, --json): nothing else to call
+
+
+def test_a_mip_starting_on_any_thread_starts_it_once(tmp_path, monkeypatch):
+    import threading
+
+    from hetinfra.solver import mip_hooks
+
+    name = _module(tmp_path, monkeypatch, "preload_probe_c", "import threading\nLOADER = threading.current_thread().name\n")
+    with Preloader([name]) as loader, mip_hooks.on_mip_start(loader.start):
+        threads = [threading.Thread(target=mip_hooks.mip_starting) for _ in range(4)]  # solver.ahead's threads
+        [t.start() for t in threads], [t.join() for t in threads]
+        started = loader._thread
+    assert sys.modules[name].LOADER == "hetinfra-preload" and started is loader._thread
+    assert not mip_hooks._callbacks  # the hook ends with its block
+    with Preloader([]) as loader:
+        pass
+    loader.start()  # after close: nothing starts
+    assert loader._thread is None
+
+
+def test_plan_starts_it_as_its_first_mip_starts(tmp_path, monkeypatch, run_cli):
+    """`hetinfra plan` starts its preloader from the solver's MIP (not before: the rows, the LP and the
+    warm starts are the solve's own Python), on tests/plan/test_variants.py's small case, its warm
+    starts left out so that HiGHS runs a MIP (the rounded LP is optimal there)."""
+    import inspect
+
+    import yaml
+
+    from tests.plan.test_variants import _spec
+
+    monkeypatch.setattr("hetinfra.solver.block._best_start", lambda *args: None)
+    where = []
+    real = Preloader.start
+    monkeypatch.setattr(Preloader, "start", lambda self: where.append(
+        [f.function for f in inspect.stack()[1:4]]) or real(self))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(_spec(tmp_path, 0.7499)))
+    code, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-baselines", "--no-verify", "--json")
+    assert code == 0, err
+    assert where and where[0][:2] == ["mip_starting", "mip"], where
 
 
 def test_the_plan_path_up_to_its_first_solve_imports_none_of_what_is_preloaded():

@@ -80,3 +80,30 @@ def test_a_stop_signal_after_the_command_ended_leaves_its_status(tmp_path):
         "print('done')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr
+
+
+def test_the_entry_point_ends_without_teardown_as_the_interpreter_would(tmp_path):
+    """hetinfra.cli.main ends through stops.finish: the command's status and its whole stdout (a pipe,
+    flushed), the atexit callbacks run (a temporary directory's finalizer removes it) and a non-daemon
+    thread is joined, as Python's own exit does them; what is skipped is the modules' teardown."""
+    left = tmp_path / "left"
+    code = (
+        "import atexit, sys, tempfile, threading, time\n"
+        f"kept = tempfile.TemporaryDirectory(dir={str(tmp_path)!r})\n"
+        f"atexit.register(lambda: open({str(left)!r}, 'w').write(kept.name))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.05), print('thread done'))).start()\n"
+        "sys.argv = ['hetinfra', '--version']\n"
+        "from hetinfra.cli import main\n"
+        "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "hetinfra, version" in done.stdout and "thread done" in done.stdout
+    removed = left.read_text()  # the atexit callback ran, after the finalizer (registered later, run first)
+    assert removed and not (tmp_path / removed).exists() and not list(tmp_path.glob("tmp*"))
+
+
+@pytest.mark.parametrize("code, status, said", [(3, 3, ""), (None, 0, ""), ("a message", 1, "a message")])
+def test_finish_exits_with_systemexits_status(code, status, said):
+    script = f"import sys\nfrom hetinfra.cli.stops import finish\nprint('out')\nfinish({code!r})\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (status, "out\n", said)

@@ -57,9 +57,16 @@ def _chosen(plan: dict) -> dict[str, int]:
     (0.75, "int4", 3, 3.0),  # the floor is inclusive
     (0.7901, "bf16", 6, 6.0),  # only bf16 meets it
 ])
-def test_a_lower_precision_is_chosen_only_when_it_meets_the_floor(tmp_path, plan_json, floor, variant, count, cost):
+def test_a_lower_precision_is_chosen_only_when_it_meets_the_floor(tmp_path, plan_json, monkeypatch, floor, variant,
+                                                                  count, cost):
+    from hetinfra.solver import cutoff
+
+    cut = []  # raise_floors' trials of the more accurate variants: each costs more, so ends at its LP bound
+    real = cutoff.cut_off
+    monkeypatch.setattr(cutoff, "cut_off", lambda p, t: cut.append(real(p, t)) or cut[-1])
     plan = plan_json(tmp_path, _spec(tmp_path, floor), "--no-baselines")
     assert _chosen(plan) == {variant: count}
+    assert cut.count(True) == sum(s > SCORES[variant] for s in SCORES.values())  # solver.cutoff
     assert plan["cost_usd_per_hour"] == pytest.approx(cost)
     (a,) = plan["allocations"]
     assert a["unit"] == f"chat|lab|g1|tp1x1|{variant}|r1|ondemand" and a["template"].endswith(f"|{variant}")

@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hetinfra.solver.direct import DirectModel
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.result import FLOW_TOL, settle_flows
 from hetinfra.solver.solve import solve
+from tests.solver.test_adapter_rows import problem as adapters_problem
 
 UNITS = ("u0", "u1", "u2", "u3")
 
@@ -62,3 +64,29 @@ def test_a_class_below_tolerance_is_served_by_a_running_unit():
     assert res.feasible
     assert all(res.n.get(u, 0) > 0 for (u, _, _) in res.flow), res.flow
     assert sum(v for (_, _, w), v in res.flow.items() if w == "d") == pytest.approx(6e-6)
+
+
+LEVELS = st.sampled_from((0.0, 4e-7, 0.3, 2.0))  # none, tolerance-sized, real
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_the_direct_path_settles_an_adapters_flows_as_the_pyomo_path_does(data):
+    """solver.direct reads a point as solve_pyomo does: counts, adapters held (x > 0.5) and flows,
+    settled with what is held, so a key left with no flow goes to a running unit holding its adapter
+    on both paths (the direct path once settled without ``holds`` and left such a key where the solver
+    put it). Drawn points over tests/solver/test_adapter_rows.py's three units and two adapters."""
+    p = adapters_problem([0.5, 1.0])
+    dm = DirectModel(p)
+    values = [0.0] * len(dm.cost)
+    for u, c in dm.n.items():
+        values[c] = float(data.draw(st.integers(0, 2), label=f"n[{u}]"))
+    for key, c in dm.x.items():
+        values[c] = float(data.draw(st.integers(0, 1), label=f"x{key}"))
+    for key, c in dm.flow.items():
+        values[c] = data.draw(LEVELS, label=f"y{key}")
+    counts = {u: int(values[c]) for u, c in dm.n.items() if values[c] > 0.5}
+    holds = {key: 1 for key, c in dm.x.items() if values[c] > 0.5}  # as solve_pyomo reads m.x
+    raw = {(u, k[0], k[1]): values[c] for (u, k), c in dm.flow.items() if values[c] > 1e-9}
+    assert dm.holds(values) == holds
+    assert dm.flows(values) == settle_flows(p, counts, raw, holds)
