@@ -7,6 +7,7 @@ rounds and simulator are tested elsewhere); the plan is a real solve of a two-mo
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -138,3 +139,45 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     assert written.fidelity.confirmation.padded[0].replicas == pad.PAD_STEPS
     assert any("misses the latency objective of chat-b" in w for w in written.warnings)
     assert any(f"{pad.PAD_STEPS} added to chat-b (still missing)" in line for line in promise_lines(written))
+
+
+def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_replica():
+    """pad._order: by the last judgement's worst ratio, then req/s per replica, then id; the other
+    model's units never."""
+    units = {"a1": SimpleNamespace(model="a"), "a2": SimpleNamespace(model="a"), "a3": SimpleNamespace(model="a"),
+             "b1": SimpleNamespace(model="b")}
+    result = SimpleNamespace(n={"a1": 1, "a2": 2, "a3": 1, "b1": 1},
+                             flow={("a1", "a", "k"): 1.0, ("a2", "a", "k"): 8.0, ("a3", "a", "k"): 3.0,
+                                   ("b1", "b", "k"): 99.0})
+    pr = SimpleNamespace(units=units, result=result)
+    conf = {"units": [{"unit": "a1", "model": "a", "objective": {"ratio": 1.3}},
+                      {"unit": "a2", "model": "a", "objective": {"ratio": 0.9}},
+                      {"unit": "a3", "model": "a", "objective": {"ratio": 0.9}},
+                      {"unit": "b1", "model": "b", "objective": {"ratio": 2.0}}]}
+    assert pad._order(pr, conf, "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
+    assert pad._order(pr, {"units": []}, "a") == ["a2", "a3", "a1"]
+
+
+def test_a_padded_replica_keeps_the_flows_and_runs_in_the_levels_at_the_units_peak(planned):
+    pr, _doc = planned
+    uid = next(u for u in pr.result.n if pr.units[u].model == "chat-b")
+    peak = pr.result.n[uid]
+    levels = [{"level": 0, "counts": {uid: peak}}, {"level": 1, "counts": {uid: peak - 1}} if peak > 1 else
+              {"level": 1, "counts": {}}]
+    profiled = replace(pr, result=replace(pr.result, periods=levels))
+    out = pad.with_replica(profiled, uid)
+    assert out.result.n[uid] == peak + 1 and out.result.flow == pr.result.flow
+    assert [lv["counts"] for lv in out.result.periods] == [{uid: peak + 1}, levels[1]["counts"]]
+    assert pr.result.n[uid] == peak  # the plan it was given is unchanged
+
+
+def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_it_says_why(planned, monkeypatch):
+    from hetinfra.plan.ceiling import Ceilings
+
+    pr, _doc = planned
+    monkeypatch.setattr(pad, "_breaks", lambda candidate: True)  # e.g. a cap the spec sets
+    judge = _Judge({"chat-b": 10}, Ceilings(pr.inputs.spec, pr.inputs.spec_path))
+    conf = judge(verify.simulation_view(pr))
+    out, conf2, [record] = pad.padded(pr, conf, judge)
+    assert out.result.n == pr.result.n and record["reason"] == pad.NO_UNIT and record["replicas"] == 0
+    assert not conf2["met"] and len(judge.judged) == 1  # no judgement of a plan that did not change
