@@ -107,8 +107,8 @@ class Padding(Doc):
     alone, each padded plan judged on fresh confirm seeds (hetinfra.plan.pad)."""
 
     model: StrictStr = Field(description="The model.")
-    replicas: StrictInt = Field(description="Replicas added to it in all (none removed).")
-    units: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation).")
+    replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed).")
+    replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation).")
     seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "
                                                "them).")
     met: StrictBool = Field(description="Whether that judgement met: the padded plan is confirmed for it.")

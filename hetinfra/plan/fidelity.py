@@ -73,9 +73,9 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
         out.append(f"{len(v.put_back)} removal(s) of the trim put back ({units}): the plan missed "
                    "without them on the confirmation's fresh seeds")
     for r in v.padded:
-        if r["replicas"]:
-            units = ", ".join(sorted(r["units"]))
-            out.append(f"{r['replicas']} replica(s) added to {r['model']} ({units}): it missed on the "
+        if r["replicas_added"]:
+            units = ", ".join(sorted(r["replicas_by_unit"]))
+            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}): it missed on the "
                        f"confirmation's fresh seeds after {vetoes_words(len(v.vetoes))}; "
                        + ("met on fresh seeds with them" if r["met"] else f"it still misses: {r.get('reason')}"))
     if not v.sim["met"]:

@@ -37,12 +37,13 @@ def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[
     """(plan, its confirmation, one record per padded model) for ``pr``, whose confirmation ``conf``
     missed: the models that missed get replicas until a judgement on fresh seeds meets (see the
     module docstring). ``confirm``: the confirmation's judge (hetinfra.plan.replicated.Replicated).
-    A record: model, the replicas added per unit and in all, the seeds of its last judgement, met,
+    A record: model, the replicas added in all and per unit, the seeds of its last judgement, met,
     and why it stopped short (``reason``, only then)."""
     from hetinfra.plan.budget import current
     from hetinfra.plan.confirm import sized_confirmation
 
-    records = {m["model"]: {"model": m["model"], "replicas": 0, "units": {}, "seeds": [], "met": False}
+    records = {m["model"]: {"model": m["model"], "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
+                              "met": False}
                for m in conf["models"] if not m["met"]}
     missing = sorted(records)
     while missing:
@@ -62,7 +63,7 @@ def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[
             records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
         missing = [m["model"] for m in part["models"] if not m["met"]]
         for name in missing:
-            if records[name]["replicas"] >= PAD_STEPS:
+            if records[name]["replicas_added"] >= PAD_STEPS:
                 records[name]["reason"] = STEPS_SPENT
         missing = [n for n in missing if "reason" not in records[n]]
     return pr, conf, [records[n] for n in sorted(records)]
@@ -74,8 +75,8 @@ def _pad_one(pr: PlanResult, conf: dict, record: dict) -> PlanResult:
     for uid in _order(pr, conf, record["model"]):
         candidate = with_replica(pr, uid)
         if not _breaks(candidate):
-            record["units"][uid] = record["units"].get(uid, 0) + 1
-            record["replicas"] += 1
+            record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
+            record["replicas_added"] += 1
             return candidate
     record["reason"] = NO_UNIT
     return pr

@@ -323,11 +323,11 @@ def promise_lines(doc: "Plan") -> list[str]:
 
 def _padded_words(fid) -> str:
     """The verification line's words for the padding (fidelity.confirmation.padded), if any."""
-    padded = [p for p in (fid.confirmation.padded if fid.confirmation else ()) if p.replicas]
+    padded = [p for p in (fid.confirmation.padded if fid.confirmation else ()) if p.replicas_added]
     if not padded:
         return ""
     vetoes = vetoes_words(len(fid.confirmation.vetoes))
-    return "; " + ", ".join(f"{p.replicas} added to {p.model}" + ("" if p.met else " (still missing)")
+    return "; " + ", ".join(f"{p.replicas_added} added to {p.model}" + ("" if p.met else " (still missing)")
                             for p in padded) + f" as the confirmation missed after {vetoes}"
 
 

@@ -216,7 +216,7 @@ def _pad(out: Verification, decide, confirm) -> None:
     if c.get("met", True) or "reason" in c or not out.sim["met"]:
         return
     out.pr, out.confirmation, out.padded = padded(out.pr, c, confirm)
-    if any(r["replicas"] for r in out.padded):
+    if any(r["replicas_added"] for r in out.padded):
         out.sim = decide(simulation_view(out.pr))
 
 

@@ -113,9 +113,9 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 2})  # two replicas more are needed
     assert len(v.vetoes) == verify.VETOES and v.met and v.confirmation["met"] and v.sim["met"]
     [record] = v.padded
-    assert record["model"] == "chat-b" and record["replicas"] == 2 and record["met"] and "reason" not in record
+    assert record["model"] == "chat-b" and record["replicas_added"] == 2 and record["met"] and "reason" not in record
     after = v.pr.result.n
-    assert sum(after[u] for u in mine) == first + 2 and sum(record["units"].values()) == 2
+    assert sum(after[u] for u in mine) == first + 2 and sum(record["replicas_by_unit"].values()) == 2
     assert {u: n for u, n in after.items() if u not in mine} == {u: n for u, n in before.items() if u not in mine}
     assert all(after[u] >= before[u] for u in before)  # nothing removed
     # each padded plan was judged on seeds no earlier judgement saw, on chat-b alone
@@ -133,10 +133,10 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     pr, doc = planned
     v, _confirm = _verified(monkeypatch, pr, {"chat-b": 10_000})
     [record] = v.padded
-    assert record["replicas"] == pad.PAD_STEPS and not record["met"] and record["reason"] == pad.STEPS_SPENT
+    assert record["replicas_added"] == pad.PAD_STEPS and not record["met"] and record["reason"] == pad.STEPS_SPENT
     assert not v.met
     written = recorded(doc, v, strict=False)
-    assert written.fidelity.confirmation.padded[0].replicas == pad.PAD_STEPS
+    assert written.fidelity.confirmation.padded[0].replicas_added == pad.PAD_STEPS
     assert any("misses the latency objective of chat-b" in w for w in written.warnings)
     assert any(f"{pad.PAD_STEPS} added to chat-b (still missing)" in line for line in promise_lines(written))
 
@@ -179,5 +179,5 @@ def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_
     judge = _Judge({"chat-b": 10}, Ceilings(pr.inputs.spec, pr.inputs.spec_path))
     conf = judge(verify.simulation_view(pr))
     out, conf2, [record] = pad.padded(pr, conf, judge)
-    assert out.result.n == pr.result.n and record["reason"] == pad.NO_UNIT and record["replicas"] == 0
+    assert out.result.n == pr.result.n and record["reason"] == pad.NO_UNIT and record["replicas_added"] == 0
     assert not conf2["met"] and len(judge.judged) == 1  # no judgement of a plan that did not change
