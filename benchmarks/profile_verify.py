@@ -35,6 +35,7 @@ STAGES = [("hetinfra.plan.pipeline", "prepare", "templates (cached)"),
           ("hetinfra.plan.rounds", "rounds", "rounds"),
           ("hetinfra.plan.verify", "trim", "trim"),
           ("hetinfra.plan.confirm", "confirmed", "confirmation"),
+          ("hetinfra.plan.verify", "_pad", "padding"),
           ("hetinfra.plan.verify", "_sustained", "over-provisioning"),
           ("hetinfra.plan.pipeline", "baselines_of", "baselines (side thread)"),
           ("hetinfra.plan.pipeline", "assemble", "assemble")]

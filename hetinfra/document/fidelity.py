@@ -102,6 +102,21 @@ class Veto(Doc):
     models: list[StrictStr] = Field(description="The models it missed.")
 
 
+class Padding(Doc):
+    """A model the confirmation still missed after the search's last veto: the replicas added to it
+    alone, each padded plan judged on fresh confirm seeds (hetinfra.plan.pad)."""
+
+    model: StrictStr = Field(description="The model.")
+    replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed).")
+    replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation).")
+    seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "
+                                               "them).")
+    met: StrictBool = Field(description="Whether that judgement met: the padded plan is confirmed for it.")
+    reason: Optional[StrictStr] = Field(None, description="Why the padding stopped short of a met judgement "
+                                                          "(its step limit, no unit can take a replica, the work "
+                                                          "budget; present only then).")
+
+
 class Confirmation(Doc):
     """The final plan on fresh seeds that no decision of the search saw."""
 
@@ -109,6 +124,9 @@ class Confirmation(Doc):
     seeds: list[StrictInt] = Field(description="The confirm seeds used.")
     models: list[ConfirmedModel] = Field(description="Per model.")
     vetoes: list[Veto] = Field(default_factory=list, description="Earlier confirmations that sent the search back.")
+    padded: list[Padding] = Field(default_factory=list, description="Models still missed after the last veto, "
+                                                                    "padded with replicas and judged on fresh "
+                                                                    "seeds (none: nothing padded).")
     reason: Optional[StrictStr] = Field(None, description="Why the plan is not confirmed where no confirmation ran "
                                                           "(the work budget was spent first; present only then).")
 

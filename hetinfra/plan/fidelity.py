@@ -10,6 +10,7 @@ from hetinfra.document.fidelity import (Confirmation, Fidelity, FidelityModel, O
                                         Trim)
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.summary import vetoes_words
 from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (
@@ -71,6 +72,12 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
         units = ", ".join(sorted({r["unit"] for r in v.put_back}))
         out.append(f"{len(v.put_back)} removal(s) of the trim put back ({units}): the plan missed "
                    "without them on the confirmation's fresh seeds")
+    for r in v.padded:
+        if r["replicas_added"]:
+            units = ", ".join(sorted(r["replicas_by_unit"]))
+            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}): it missed on the "
+                       f"confirmation's fresh seeds after {vetoes_words(len(v.vetoes))}; "
+                       + ("met on fresh seeds with them" if r["met"] else f"it still misses: {r.get('reason')}"))
     if not v.sim["met"]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} in simulation at {fidelity.load:g}x demand "
@@ -135,4 +142,5 @@ def _confirmation(v: Verification) -> Confirmation:
         "models": [{"model": m["model"], "met": m["met"], **_judgement(m),
                     **({"requests": v.confirm_requests[m["model"]]} if m["model"] in v.confirm_requests else {})}
                    for m in c.get("models", ())],
-        "vetoes": list(v.vetoes), **({"reason": c["reason"]} if c.get("reason") else {})})
+        "vetoes": list(v.vetoes), **({"padded": list(v.padded)} if v.padded else {}),
+        **({"reason": c["reason"]} if c.get("reason") else {})})

@@ -315,9 +315,25 @@ def promise_lines(doc: "Plan") -> list[str]:
         out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
                    f"after ({trimmed} replica(s) trimmed"
                    + (f", {back} put back as the confirmation missed without them" if back else "")
+                   + _padded_words(fid)
                    + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
     out.extend(_capacity_lines(doc))
     return out
+
+
+def _padded_words(fid) -> str:
+    """The verification line's words for the padding (fidelity.confirmation.padded), if any."""
+    padded = [p for p in (fid.confirmation.padded if fid.confirmation else ()) if p.replicas_added]
+    if not padded:
+        return ""
+    vetoes = vetoes_words(len(fid.confirmation.vetoes))
+    return "; " + ", ".join(f"{p.replicas_added} added to {p.model}" + ("" if p.met else " (still missing)")
+                            for p in padded) + f" as the confirmation missed after {vetoes}"
+
+
+def vetoes_words(n: int) -> str:
+    """"1 veto", "2 vetoes"."""
+    return f"{n} veto" + ("" if n == 1 else "es")
 
 
 def _capacity_lines(doc: "Plan") -> list[str]:

@@ -10,7 +10,8 @@ stable, and none runs past its measured interval or roofline (``hetinfra.plan.re
 ``hetinfra.plan.ceiling``; ``planning.verify.margin``, default 0, tightens this only when a spec
 states it). Every decision below judges on the "decide" seeds; the final plan is confirmed on
 "confirm" seeds no decision saw (``hetinfra.plan.confirm``: a trim removal the confirmation does not
-hold is put back; a plan it rejects sends the search back to its rounds, at most VETOES times).
+hold is put back; a plan it rejects sends the search back to its rounds, at most VETOES times; a
+model it still misses then gets replicas, each judged on fresh confirm seeds: ``hetinfra.plan.pad``).
 
 Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
 layout, whose units serve one class range): each regime r has a factor g[r] on its templates'
@@ -113,6 +114,9 @@ class Verification:
     confirm_requests: dict[str, int] = field(default_factory=dict)
     #: each time the confirmation sent the search back: after which round, its seeds, the models it missed
     vetoes: list[dict] = field(default_factory=list)
+    #: per model the confirmation still missed after the last veto, the replicas added to it and the
+    #: fresh seeds that judged it (hetinfra.plan.pad)
+    padded: list[dict] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
@@ -164,6 +168,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
             out.stop_reason = f"verification stopped after the confirmation missed: {exc.message}"
             break
         budget = ROUNDS_AFTER_VETO
+    _pad(out, decide, confirm)
     out.checked_removals = len(decide.last_pass)
     out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     out.requests = confirm.longest
@@ -199,6 +204,20 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
     out.pr, out.sim, out.confirmation, put_back, steps = confirmed(out.pr, out.sim, steps, decide, confirm)
     out.put_back += put_back
     out.trimmed = [removal for removal, _before in steps]
+
+
+def _pad(out: Verification, decide, confirm) -> None:
+    """Where the confirmation still misses with the search's vetoes spent (or refused), the models it
+    missed get replicas, each padded plan judged on fresh confirm seeds (hetinfra.plan.pad), and the
+    search's judgement of the final plan is taken again (only the padded models change)."""
+    from hetinfra.plan.pad import padded
+
+    c = out.confirmation
+    if c.get("met", True) or "reason" in c or not out.sim["met"]:
+        return
+    out.pr, out.confirmation, out.padded = padded(out.pr, c, confirm)
+    if any(r["replicas_added"] for r in out.padded):
+        out.sim = decide(simulation_view(out.pr))
 
 
 def simulators(pr: PlanResult, progress=None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetinfra.plan import confirm, replicated, rounds, trim, verify
+from hetinfra.plan import confirm, pad, replicated, rounds, trim, verify
 from hetinfra.plan.budget import Budget, current, opened
 from hetinfra.plan.pipeline import plan_document
 from hetinfra.sim import minimal
@@ -150,5 +150,9 @@ def test_spent_when_a_confirmation_misses_the_rounds_do_not_resume(spec, frozen,
 
     monkeypatch.setattr(verify, "_search_and_confirm", confirmation_misses)
     doc = _plan(spec)
-    assert doc["work_budget"]["stopped"] == [verify.RESUME_CUT] and doc["fidelity"]["confirmation"]["vetoes"] == []
+    # nor does the padding (hetinfra.plan.pad) add a replica: the miss stands, stated
+    assert doc["work_budget"]["stopped"] == [verify.RESUME_CUT, pad.PAD_CUT]
+    assert doc["fidelity"]["confirmation"]["vetoes"] == []
+    assert doc["fidelity"]["confirmation"]["padded"] == [{"model": "chat-0", "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
+                                                          "met": False, "reason": pad.BUDGET_SPENT}]
     assert doc["fidelity"]["met"] is False and any("chat-0" in w and "fresh seeds" in w for w in doc["warnings"])

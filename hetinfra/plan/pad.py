@@ -1,0 +1,121 @@
+"""The padding: the last step of verification for a model the confirmation on fresh seeds still
+misses once the search may not be sent back again (docs/verification.md, "A search that cannot
+overfit its check").
+
+After the last veto (hetinfra.plan.verify.VETOES) a model can still miss on the confirm seeds: its
+rounds' plan passed the search's seeds by luck and nothing of the trim is left to put back. Rather
+than ship a plan that misses, that model alone gets capacity: one replica at a time, to its unit
+that misses the most on the last judgement (the largest worst ratio of a statistic to its objective,
+then the most req/s per replica), within every other rule of the spec (``trim.breaks_rules``). Each
+padded plan is judged on FRESH confirm seeds (``Replicated.fresh``), never on seeds a decision saw,
+so the judgement that calls it met is a confirmation as the first one was. It never removes a
+replica, and no other model's units, routing or judgement change (models share no unit). At most
+PAD_STEPS replicas per model: a model still missing then is stated as missing, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hetinfra.plan.parts import reduced
+from hetinfra.plan.planner import PlanResult
+from hetinfra.plan.rounds import simulation_view
+
+__all__ = ["padded", "with_replica", "PAD_STEPS", "PAD_CUT"]
+
+#: the most replicas the padding adds to one model (each judged on fresh seeds)
+PAD_STEPS = 4
+#: what the work budget names when it stops the padding (plan.json work_budget.stopped)
+PAD_CUT = "the padding of models the confirmation still missed (the plan is not confirmed)"
+#: fidelity.confirmation.padded[].reason where the padding stopped short of a confirmed model
+STEPS_SPENT = f"still missed after {PAD_STEPS} replica(s) added, each judged on fresh confirm seeds"
+NO_UNIT = "no unit of it can take one more replica within the spec's rules"
+BUDGET_SPENT = "the work budget (planning.time_limit_s) was spent"
+
+
+def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[dict]]:
+    """(plan, its confirmation, one record per padded model) for ``pr``, whose confirmation ``conf``
+    missed: the models that missed get replicas until a judgement on fresh seeds meets (see the
+    module docstring). ``confirm``: the confirmation's judge (hetinfra.plan.replicated.Replicated).
+    A record: model, the replicas added in all and per unit, the seeds of its last judgement, met,
+    and why it stopped short (``reason``, only then)."""
+    from hetinfra.plan.budget import current
+    from hetinfra.plan.confirm import sized_confirmation
+
+    records = {m["model"]: {"model": m["model"], "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
+                              "met": False}
+               for m in conf["models"] if not m["met"]}
+    missing = sorted(records)
+    while missing:
+        if not current().check(PAD_CUT):
+            for name in missing:
+                records[name]["reason"] = BUDGET_SPENT
+            break
+        for name in missing:
+            pr = _pad_one(pr, conf, records[name])
+        missing = [n for n in missing if "reason" not in records[n]]
+        if not missing:
+            break
+        confirm.fresh()  # seeds no judgement saw: neither the search's nor an earlier confirmation's
+        part = sized_confirmation(confirm, reduced(simulation_view(pr), set(missing)))
+        conf = _merged(conf, part)
+        for m in part["models"]:
+            records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
+        missing = [m["model"] for m in part["models"] if not m["met"]]
+        for name in missing:
+            if records[name]["replicas_added"] >= PAD_STEPS:
+                records[name]["reason"] = STEPS_SPENT
+        missing = [n for n in missing if "reason" not in records[n]]
+    return pr, conf, [records[n] for n in sorted(records)]
+
+
+def _pad_one(pr: PlanResult, conf: dict, record: dict) -> PlanResult:
+    """``pr`` with one replica more on ``record``'s model's unit that misses the most (see the module
+    docstring), noted in ``record``; where no unit can take one, ``pr`` and the reason."""
+    for uid in _order(pr, conf, record["model"]):
+        candidate = with_replica(pr, uid)
+        if not _breaks(candidate):
+            record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
+            record["replicas_added"] += 1
+            return candidate
+    record["reason"] = NO_UNIT
+    return pr
+
+
+def _breaks(pr: PlanResult) -> bool:
+    from hetinfra.plan.trim import breaks_rules
+
+    return bool(breaks_rules(pr))
+
+
+def _order(pr: PlanResult, conf: dict, model: str) -> list[str]:
+    """``model``'s units, the one to pad first first: the largest worst objective ratio on the last
+    judgement, then the most req/s per replica, then by id (the same order on every run)."""
+    ratio = {u["unit"]: float((u.get("objective") or {}).get("ratio") or 0.0)
+             for u in conf.get("units") or () if u.get("model") == model}
+    rps: dict[str, float] = {}
+    for (uid, m, _cls), r in pr.result.flow.items():
+        if m == model:
+            rps[uid] = rps.get(uid, 0.0) + float(r)
+    mine = [uid for uid in pr.result.n if pr.units[uid].model == model and pr.result.n[uid] > 0]
+    return sorted(mine, key=lambda u: (-ratio.get(u, 0.0), -rps.get(u, 0.0) / pr.result.n[u], u))
+
+
+def with_replica(pr: PlanResult, uid: str) -> PlanResult:
+    """``pr`` with one replica more of unit ``uid``, its flows unchanged (the replicas share them); a
+    demand profile's levels that ran the unit's peak count run one more too."""
+    res = pr.result
+    peak = res.n[uid]
+    levels = [{**lv, "counts": {u: (c + 1 if u == uid and c == peak else c) for u, c in lv["counts"].items()}}
+              for lv in res.periods]
+    return replace(pr, result=replace(res, n={**res.n, uid: peak + 1}, periods=levels))
+
+
+def _merged(conf: dict, part: dict) -> dict:
+    """The confirmation ``conf`` with the models ``part`` judged (on other seeds) replaced by that
+    judgement; ``seeds``: every seed a model's entry rests on."""
+    judged = {m["model"]: m for m in part["models"]}
+    models = [judged.get(m["model"], m) for m in conf["models"]]
+    units = [u for u in conf.get("units") or () if u.get("model") not in judged] + list(part.get("units") or ())
+    seeds = sorted({s for m in models for s in m.get("seeds") or ()})
+    return {**conf, "met": all(m["met"] for m in models), "models": models, "units": units, "seeds": seeds}

@@ -1,0 +1,183 @@
+"""The padding (hetinfra.plan.pad) through verification (hetinfra.plan.verify.verify): a model the
+confirmation still misses after the search's last veto gets replicas, one at a time, each padded
+plan judged on confirm seeds no judgement saw, until it meets; no other model's allocation changes
+and nothing is removed. The search and its judges are stand-ins that count replicas (the planner's
+rounds and simulator are tested elsewhere); the plan is a real solve of a two-model spec."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from hetinfra.plan import pad, rounds, verify
+from tests.plan.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """(plan result, its unverified document) of custom-gpu with a second model beside chat-8b (its
+    profile rows copied)."""
+    from hetinfra.plan.pipeline import plan_document
+
+    folder = tmp_path_factory.mktemp("pad")
+    src = REPO / "services" / "custom-gpu"
+    for f in ("offers.csv", "profiles.csv"):
+        shutil.copy(src / f, folder / f)
+    spec = yaml.safe_load((src / "service.yaml").read_text())
+    spec["models"].append({**spec["models"][0], "name": "chat-b", "demand": {**spec["models"][0]["demand"],
+                                                                            "rate_rps": 3}})
+    rows = (folder / "profiles.csv").read_text().splitlines()
+    rows += [r.replace("chat-8b,", "chat-b,", 1) for r in rows[1:] if r.startswith("chat-8b,")]
+    (folder / "profiles.csv").write_text("\n".join(rows) + "\n")
+    path = folder / "service.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return plan_document(path, with_baselines=False, verify=False)
+
+
+def _replicas(view: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in view["allocations"]:
+        out[a["model"]] = out.get(a["model"], 0) + int(a["count"])
+    return out
+
+
+class _Judge:
+    """Meets a model while its plan keeps at least ``need[model]`` replicas (any other: 1), on the
+    seeds of its block (:meth:`fresh` moves to the next); every judgement is noted as (seeds, models)."""
+
+    def __init__(self, need: dict[str, int], ceilings):
+        self.need, self.ceilings, self.block, self.judged = need, ceilings, 0, []
+        self.progress, self.last_pass, self.simulations, self.vetoes = None, [], 0, []
+        self.config = SimpleNamespace(load=1.2, requests=1000)
+        self.longest = 1000
+
+    @property
+    def seeds(self) -> list[int]:
+        return [100 * self.block + k for k in range(2)]
+
+    def fresh(self) -> None:
+        self.block += 1
+
+    def first_replication(self, view: dict) -> dict:
+        return {"models": [], "units": []}
+
+    def lengthen(self, requests) -> None:
+        pass
+
+    def length(self, model: str) -> int:
+        return 1000
+
+    def veto(self, view: dict, models) -> None:
+        self.vetoes.append(sorted(models))
+
+    def __call__(self, view: dict) -> dict:
+        have = _replicas(view)
+        self.judged.append((list(self.seeds), sorted(have)))
+        self.simulations += 1
+        models = [{"model": m, "met": have[m] >= self.need.get(m, 1), "seeds": list(self.seeds), "replications": 2,
+                   "slo": {"ttft_ms": 2000, "tpot_ms": 100, "percentile": "p99"}, "count": 1000,
+                   "ttft_ms": {"p99": 1.0}, "tpot_ms": {"p99": 1.0}, "objective": {}} for m in sorted(have)]
+        units = [{"unit": a["unit"], "model": a["model"], "objective": {"ratio": 1.0}} for a in view["allocations"]]
+        return {"met": all(m["met"] for m in models), "seeds": list(self.seeds), "models": models, "units": units}
+
+
+def _verified(monkeypatch, pr, need: dict[str, int]):
+    """verify() of ``pr`` whose search keeps ``pr`` every round and whose confirmation meets a model
+    only at ``need`` replicas: (the Verification, the confirm judge)."""
+    from hetinfra.plan.ceiling import Ceilings
+
+    ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
+    decide, confirm = _Judge({}, ceilings), _Judge(need, ceilings)
+    monkeypatch.setattr(verify, "simulators", lambda pr, progress=None: (decide, confirm))
+    monkeypatch.setattr(rounds.Search, "veto", lambda self, judged, doc: True)
+
+    def search_and_confirm(out, pr, *args):  # the rounds keep pr; the trim removes nothing
+        view = verify.simulation_view(pr)
+        out.pr, out.sim, out.confirmation = pr, decide(view), confirm(view)
+        out.history.append({"cost_usd_per_hour": out.sim.get("cost_usd_per_hour", 0.0)})
+
+    monkeypatch.setattr(verify, "_search_and_confirm", search_and_confirm)
+    monkeypatch.setattr(verify, "_sustained", lambda *args: {})
+    return verify.verify(pr, lambda derate, counts: pr), confirm
+
+
+def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_seeds(planned, monkeypatch):
+    pr, _doc = planned
+    before = dict(pr.result.n)
+    mine = {u for u in before if pr.units[u].model == "chat-b"}
+    first = sum(before[u] for u in mine)
+    v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 2})  # two replicas more are needed
+    assert len(v.vetoes) == verify.VETOES and v.met and v.confirmation["met"] and v.sim["met"]
+    [record] = v.padded
+    assert record["model"] == "chat-b" and record["replicas_added"] == 2 and record["met"] and "reason" not in record
+    after = v.pr.result.n
+    assert sum(after[u] for u in mine) == first + 2 and sum(record["replicas_by_unit"].values()) == 2
+    assert {u: n for u, n in after.items() if u not in mine} == {u: n for u, n in before.items() if u not in mine}
+    assert all(after[u] >= before[u] for u in before)  # nothing removed
+    # each padded plan was judged on seeds no earlier judgement saw, on chat-b alone
+    padding = confirm.judged[verify.VETOES + 1:]
+    assert [models for _, models in padding] == [["chat-b"], ["chat-b"]]
+    earlier = {s for seeds, _ in confirm.judged[:verify.VETOES + 1] for s in seeds}
+    assert not earlier & set(padding[0][0]) and not set(padding[0][0]) & set(padding[1][0])
+    assert record["seeds"] == padding[-1][0] and set(record["seeds"]) <= set(v.confirmation["seeds"])
+
+
+def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, monkeypatch):
+    from hetinfra.plan.fidelity import record as recorded
+    from hetinfra.plan.summary import promise_lines
+
+    pr, doc = planned
+    v, _confirm = _verified(monkeypatch, pr, {"chat-b": 10_000})
+    [record] = v.padded
+    assert record["replicas_added"] == pad.PAD_STEPS and not record["met"] and record["reason"] == pad.STEPS_SPENT
+    assert not v.met
+    written = recorded(doc, v, strict=False)
+    assert written.fidelity.confirmation.padded[0].replicas_added == pad.PAD_STEPS
+    assert any("misses the latency objective of chat-b" in w for w in written.warnings)
+    assert any(f"{pad.PAD_STEPS} added to chat-b (still missing)" in line for line in promise_lines(written))
+
+
+def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_replica():
+    """pad._order: by the last judgement's worst ratio, then req/s per replica, then id; the other
+    model's units never."""
+    units = {"a1": SimpleNamespace(model="a"), "a2": SimpleNamespace(model="a"), "a3": SimpleNamespace(model="a"),
+             "b1": SimpleNamespace(model="b")}
+    result = SimpleNamespace(n={"a1": 1, "a2": 2, "a3": 1, "b1": 1},
+                             flow={("a1", "a", "k"): 1.0, ("a2", "a", "k"): 8.0, ("a3", "a", "k"): 3.0,
+                                   ("b1", "b", "k"): 99.0})
+    pr = SimpleNamespace(units=units, result=result)
+    conf = {"units": [{"unit": "a1", "model": "a", "objective": {"ratio": 1.3}},
+                      {"unit": "a2", "model": "a", "objective": {"ratio": 0.9}},
+                      {"unit": "a3", "model": "a", "objective": {"ratio": 0.9}},
+                      {"unit": "b1", "model": "b", "objective": {"ratio": 2.0}}]}
+    assert pad._order(pr, conf, "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
+    assert pad._order(pr, {"units": []}, "a") == ["a2", "a3", "a1"]
+
+
+def test_a_padded_replica_keeps_the_flows_and_runs_in_the_levels_at_the_units_peak(planned):
+    pr, _doc = planned
+    uid = next(u for u in pr.result.n if pr.units[u].model == "chat-b")
+    peak = pr.result.n[uid]
+    levels = [{"level": 0, "counts": {uid: peak}}, {"level": 1, "counts": {uid: peak - 1}} if peak > 1 else
+              {"level": 1, "counts": {}}]
+    profiled = replace(pr, result=replace(pr.result, periods=levels))
+    out = pad.with_replica(profiled, uid)
+    assert out.result.n[uid] == peak + 1 and out.result.flow == pr.result.flow
+    assert [lv["counts"] for lv in out.result.periods] == [{uid: peak + 1}, levels[1]["counts"]]
+    assert pr.result.n[uid] == peak  # the plan it was given is unchanged
+
+
+def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_it_says_why(planned, monkeypatch):
+    from hetinfra.plan.ceiling import Ceilings
+
+    pr, _doc = planned
+    monkeypatch.setattr(pad, "_breaks", lambda candidate: True)  # e.g. a cap the spec sets
+    judge = _Judge({"chat-b": 10}, Ceilings(pr.inputs.spec, pr.inputs.spec_path))
+    conf = judge(verify.simulation_view(pr))
+    out, conf2, [record] = pad.padded(pr, conf, judge)
+    assert out.result.n == pr.result.n and record["reason"] == pad.NO_UNIT and record["replicas_added"] == 0
+    assert not conf2["met"] and len(judge.judged) == 1  # no judgement of a plan that did not change
