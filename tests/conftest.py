@@ -227,6 +227,23 @@ def sky_offline(tmp_path_factory):
                 os.environ[k] = v
 
 
+#: the real os.fsync, for the test that checks atomic_write_text still flushes to disk (tests/test_fileio.py)
+REAL_FSYNC = os.fsync
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_fsync():
+    """The suite's own processes skip fsync: durability across a power cut is no test's subject (the
+    writes stay atomic: a temporary file renamed into place), and every `plan --out`, state and cache
+    write paid a disk flush (1,500-3,000 per run, 2-7 ms each on this machine's shared disk: worker
+    time spent waiting, more on a slower CI disk). tests/test_fileio.py checks with REAL_FSYNC that
+    atomic_write_text flushes before its rename; spawned processes (the CLI, node scripts) keep it."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "fsync", lambda fd: None)
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _template_cache_dir(tmp_path_factory, monkeypatch):
     """Every test plans with its own empty template cache (never the user's ~/.cache)."""
