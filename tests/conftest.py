@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
+import itertools
 import json
 import os
 import shutil
@@ -244,10 +245,18 @@ def _no_fsync():
     mp.undo()
 
 
+#: numbers the tests' template cache folders (one per test; a process's base temp is its own)
+_CACHE_DIRS = itertools.count()
+
+
 @pytest.fixture(autouse=True)
 def _template_cache_dir(tmp_path_factory, monkeypatch):
-    """Every test plans with its own empty template cache (never the user's ~/.cache)."""
-    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path_factory.mktemp("template-cache")))
+    """Every test plans with its own empty template cache (never the user's ~/.cache): a new path under
+    the base temp, which the first plan that stores a library makes (a cache folder that is missing is
+    an empty cache). Not tmp_path_factory.mktemp: it lists the base temp to number each folder, and
+    with one folder per test that listing grew with every test (~1 s CPU a run)."""
+    folder = tmp_path_factory.getbasetemp() / "template-caches" / str(next(_CACHE_DIRS))
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(folder))
 
 
 @pytest.fixture
