@@ -35,6 +35,18 @@ sys.dont_write_bytecode = False
 settings.register_profile("hetinfra", derandomize=True, deadline=None)
 settings.load_profile("hetinfra")
 
+# Hypothesis registers its global Random when a process runs its first property test, and registering
+# runs gc.collect() (hypothesis.internal.entropy.register_random): by then over the heap of all a worker
+# has imported and built (SkyPilot, Pulumi, plans), 1-3 s of a worker's time. Registered here, at start,
+# the collection is over a small heap; the property tests still seed and restore it as before.
+try:
+    from hypothesis.internal.entropy import deterministic_PRNG
+except ImportError:  # a Hypothesis without it registers the Random at the first property test, as before
+    pass
+else:
+    with deterministic_PRNG():
+        pass
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_CATALOG = SHARED / "data" / "skypilot-catalog" / "v8"
