@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
+import itertools
 import json
 import os
 import shutil
@@ -33,6 +34,18 @@ sys.dont_write_bytecode = False
 # belongs to gets its own derandomized property test (tests/document/test_load_messages.py).
 settings.register_profile("hetinfra", derandomize=True, deadline=None)
 settings.load_profile("hetinfra")
+
+# Hypothesis registers its global Random when a process runs its first property test, and registering
+# runs gc.collect() (hypothesis.internal.entropy.register_random): by then over the heap of all a worker
+# has imported and built (SkyPilot, Pulumi, plans), 1-3 s of a worker's time. Registered here, at start,
+# the collection is over a small heap; the property tests still seed and restore it as before.
+try:
+    from hypothesis.internal.entropy import deterministic_PRNG
+except ImportError:  # a Hypothesis without it registers the Random at the first property test, as before
+    pass
+else:
+    with deterministic_PRNG():
+        pass
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -227,10 +240,35 @@ def sky_offline(tmp_path_factory):
                 os.environ[k] = v
 
 
+#: the real os.fsync, for the test that checks atomic_write_text still flushes to disk (tests/test_fileio.py)
+REAL_FSYNC = os.fsync
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_fsync():
+    """The suite's own processes skip fsync: durability across a power cut is no test's subject (the
+    writes stay atomic: a temporary file renamed into place), and every `plan --out`, state and cache
+    write paid a disk flush (1,500-3,000 per run, 2-7 ms each on this machine's shared disk: worker
+    time spent waiting, more on a slower CI disk). tests/test_fileio.py checks with REAL_FSYNC that
+    atomic_write_text flushes before its rename; spawned processes (the CLI, node scripts) keep it."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "fsync", lambda fd: None)
+    yield
+    mp.undo()
+
+
+#: numbers the tests' template cache folders (one per test; a process's base temp is its own)
+_CACHE_DIRS = itertools.count()
+
+
 @pytest.fixture(autouse=True)
 def _template_cache_dir(tmp_path_factory, monkeypatch):
-    """Every test plans with its own empty template cache (never the user's ~/.cache)."""
-    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path_factory.mktemp("template-cache")))
+    """Every test plans with its own empty template cache (never the user's ~/.cache): a new path under
+    the base temp, which the first plan that stores a library makes (a cache folder that is missing is
+    an empty cache). Not tmp_path_factory.mktemp: it lists the base temp to number each folder, and
+    with one folder per test that listing grew with every test (~1 s CPU a run)."""
+    folder = tmp_path_factory.getbasetemp() / "template-caches" / str(next(_CACHE_DIRS))
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(folder))
 
 
 @pytest.fixture

@@ -22,6 +22,25 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     assert json.loads((tmp_path / "plan.json").read_text()) == {"a": 1}
 
 
+def test_atomic_write_flushes_the_file_to_disk_before_its_rename(tmp_path, monkeypatch):
+    """The suite skips fsync (tests/conftest.py _no_fsync); the writer itself must still call it, on
+    the temporary file, before the rename makes it the file."""
+    from pathlib import Path
+
+    from tests.conftest import REAL_FSYNC
+
+    synced = []
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        assert not (tmp_path / "plan.json").exists()  # not yet renamed into place
+        REAL_FSYNC(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    atomic_write_text(tmp_path / "plan.json", "{}")
+    assert len(synced) == 1 and Path(synced[0]).parent == tmp_path and Path(synced[0]).name != "plan.json"
+
+
 # --- the one reader -------------------------------------------------------------------------------
 
 import os  # noqa: E402

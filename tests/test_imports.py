@@ -89,39 +89,54 @@ def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[s
     third: dict[str, set[str]] = {m: set() for m in mods}
     private: list[str] = []
     for name, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(parsed(path)):
-            if is_pkg and isinstance(node, ast.Constant) and node.value in mods:
-                edges[name].add(node.value)  # a name a package loads on first use (hetinfra.lazy_names)
+        parsed(path)  # a file that does not parse fails here, naming the file
+        for mod, attr in import_targets(path.read_text(), name, path.name == "__init__.py"):
+            if attr is _LOADS:
+                if mod in mods:
+                    edges[name].add(mod)  # a name a package loads on first use (hetinfra.lazy_names)
                 continue
-            if isinstance(node, ast.Import):
-                targets = [(a.name, None) for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = name.split(".") if is_pkg else name.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
-                    mod = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    mod = node.module or ""
-                targets = [(mod, a.name) for a in node.names]
-            else:
+            if f"{mod}.{attr}" in EXTENSIONS or mod in EXTENSIONS:
+                continue  # compiled: a leaf, it imports nothing of ours
+            if mod.split(".")[0] != "hetinfra":
+                third[name].add(mod.split(".")[0])
                 continue
-            for mod, attr in targets:
-                if f"{mod}.{attr}" in EXTENSIONS or mod in EXTENSIONS:
-                    continue  # compiled: a leaf, it imports nothing of ours
-                if mod.split(".")[0] != "hetinfra":
-                    third[name].add(mod.split(".")[0])
-                    continue
-                if attr and f"{mod}.{attr}" in mods:
-                    edges[name].add(f"{mod}.{attr}")
-                    continue
-                if attr and attr.startswith("_") and not attr.startswith("__"):
-                    private.append(f"{name} imports {attr} from {mod}")
-                while mod and mod not in mods:
-                    mod = mod.rpartition(".")[0]
-                if mod:
-                    edges[name].add(mod)
+            if attr and f"{mod}.{attr}" in mods:
+                edges[name].add(f"{mod}.{attr}")
+                continue
+            if attr and attr.startswith("_") and not attr.startswith("__"):
+                private.append(f"{name} imports {attr} from {mod}")
+            while mod and mod not in mods:
+                mod = mod.rpartition(".")[0]
+            if mod:
+                edges[name].add(mod)
     return edges, third, private
+
+
+#: the attribute of a package's string constant in import_targets: a module name it may load on first use
+_LOADS = object()
+
+
+@functools.lru_cache(maxsize=None)
+def import_targets(text: str, name: str, is_pkg: bool) -> tuple[tuple[str, object], ...]:
+    """What module ``name``'s source ``text`` imports, in the order of its syntax tree's walk: (module,
+    imported name or None) per import, and in a package (``__init__.py``) (constant, _LOADS) per string
+    constant. Walked once per source text, name and kind: the planted-fault tests check copies of the
+    tree in which all but one file are the same (imports() resolves these against each tree's modules)."""
+    out: list[tuple[str, object]] = []
+    for node in ast.walk(_parse(text)):
+        if is_pkg and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append((node.value, _LOADS))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out += [(mod, a.name) for a in node.names]
+    return tuple(out)
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

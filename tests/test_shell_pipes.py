@@ -7,10 +7,11 @@ into ``head``; a planted one fails."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
-from tests.test_imports import REPO, modules, parsed, tree_copy  # noqa: F401 (tree_copy: a fixture)
+from tests.test_imports import REPO, _parse, modules, parsed, tree_copy  # noqa: F401 (tree_copy: a fixture)
 
 #: a pipe into head (or into anything through xargs head): the reader that may stop before its input ends
 EARLY_READER = re.compile(r"\|\s*head\b")
@@ -19,10 +20,17 @@ EARLY_READER = re.compile(r"\|\s*head\b")
 def early_readers(repo: Path) -> list[str]:
     out = []
     for name, path in modules(repo).items():
-        for node in ast.walk(parsed(path)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and EARLY_READER.search(node.value):
-                out.append(f"{name}:{node.lineno}: {node.value.strip()[:80]}")
+        parsed(path)  # a file that does not parse fails here, naming the file
+        out += [f"{name}:{line}: {value.strip()[:80]}" for line, value in _early_in(path.read_text())]
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _early_in(text: str) -> tuple[tuple[int, str], ...]:
+    """(line, string) of each string constant of the module ``text`` that pipes into head; walked once
+    per source text (the planted test's tree copy differs from the checkout in one file)."""
+    return tuple((node.lineno, node.value) for node in ast.walk(_parse(text))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and EARLY_READER.search(node.value))
 
 
 def test_no_generated_script_pipes_into_head():

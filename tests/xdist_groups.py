@@ -7,7 +7,8 @@ cost run on one worker, so only one worker pays it.
   kube_planned: the examples planned for Kubernetes once per run (tests/compile/kubernetes/conftest.py),
   whose lock the second worker would wait on idle while the first plans them (about 4 s).
 - FILE_GROUPS: the checks that parse and walk every module of the tree and of its copies share
-  tests/test_imports.parsed's trees and their memos (test_facts, test_document_access) on one worker.
+  tests/test_imports.parsed's trees and their memos (test_facts, test_document_access, test_shell_pipes) on
+  one worker (test_shell_pipes on the other worker parsed the whole tree again: ~1.2 s CPU).
 - A module with a module- or class-scoped fixture of its own (a plan, a fleet of loopback servers, a
   calibration run) is one group: the fixture is made once, not once on each worker that runs one of
   its tests. Where such a module also has tests of a FIXTURE_GROUPS group, the module joins it.
@@ -24,7 +25,8 @@ import pytest
 
 FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks", "doc_shell": "doc-shell",
                   "kube_planned": "kube-examples"}
-FILE_GROUPS = {name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py")}
+FILE_GROUPS = {name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py",
+                                                  "test_shell_pipes.py")}
 
 
 def _marked(item) -> list[str]:

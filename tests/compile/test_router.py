@@ -10,16 +10,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def planned(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from hetinfra.cli import cli
-
-    d = tmp_path_factory.mktemp("router")
-    res = CliRunner().invoke(cli, ["plan", str(REPO / "services" / "multi-region.yaml"), "--out", str(d),
-                                   "--no-baselines", "--no-verify"])
-    assert res.exit_code == 0, res.output
+@pytest.fixture
+def planned(shared_plan):
+    """`hetinfra plan services/multi-region.yaml --out D --no-baselines --no-verify`: the run's one plan of
+    it (tests/conftest.py shared_plan, which tests/compile/test_pulumi_project.py reads too), read only."""
+    d = shared_plan(REPO / "services" / "multi-region.yaml", "--no-baselines", "--no-verify")
     return json.loads((d / "plan.json").read_text()), json.loads((d / "router" / "weights.json").read_text())
 
 

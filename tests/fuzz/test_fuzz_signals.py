@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copied_plan
+
 REPO = Path(__file__).resolve().parents[2]
 HETINFRA = str(Path(sys.executable).parent / "hetinfra")
 SPEC = REPO / "services" / "chat.yaml"
@@ -47,14 +49,14 @@ def _files(out: Path) -> dict:
     return {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
 
-def _plan_then_signal(tmp_path: Path, signum: int) -> tuple[int, str, Path]:
-    """A real `hetinfra plan` subprocess, sent ``signum`` once it is staging its out dir."""
-    out = tmp_path / "out"
+def _plan_then_signal(tmp_path: Path, signum: int, shared_plan) -> tuple[int, str, Path]:
+    """A real `hetinfra plan` subprocess, sent ``signum`` once it is staging its out dir. The OUT it
+    replans is the run's one plan of the same command (tests/conftest.py shared_plan, made in-process:
+    what it holds is all the check reads), copied."""
+    out = copied_plan(shared_plan(SPEC, "--no-baselines", "--no-verify"), tmp_path / "out")
     spec = SPEC
-    first = subprocess.run([HETINFRA, "plan", str(spec), "--out", str(out),
-                            "--no-baselines", "--no-verify"], capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr
     before = _files(out)
+    assert (out / "plan.json").is_file() and before
     # stop inside the staged copy: a sitecustomize hook sends the signal from the artifact writer. To
     # its own thread (pthread_kill), not the process (os.kill): a process-directed signal may be taken
     # by any thread that does not block it (a solver's or a pool's), whose C handler can then run after
@@ -78,8 +80,8 @@ def _plan_then_signal(tmp_path: Path, signum: int) -> tuple[int, str, Path]:
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_during_plan_leaves_out_whole_and_no_copy_beside_it(tmp_path, signum, code):
-    rc, err, out = _plan_then_signal(tmp_path, signum)
+def test_a_signal_during_plan_leaves_out_whole_and_no_copy_beside_it(tmp_path, signum, code, shared_plan):
+    rc, err, out = _plan_then_signal(tmp_path, signum, shared_plan)
     assert rc == code, err
     assert "Traceback" not in err and "Aborted" not in err
     assert sorted(p.name for p in out.parent.iterdir()) == ["hook", "out"]  # no .out.new.* left

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.conftest import copied_plan
+
 REPO = Path(__file__).resolve().parents[2]
 SPEC = str(REPO / "services" / "multi-region.yaml")
 FAST = ("--no-baselines", "--no-verify")
@@ -34,9 +36,8 @@ def test_detailed_exitcode_against_plan_and_state(run_cli, tmp_path):
             "instance(s); 1 unit(s) to start; 1 changed (count, instances)") in err
 
 
-def test_a_changed_deploy_section_is_pending(run_cli, tmp_path):
-    out = tmp_path / "out"
-    assert run_cli("plan", SPEC, "--out", str(out), *FAST)[0] == 0
+def test_a_changed_deploy_section_is_pending(run_cli, tmp_path, shared_plan):
+    out = copied_plan(shared_plan(Path(SPEC), *FAST), tmp_path / "out")  # the run's one plan of SPEC, *FAST
     plan = json.loads((out / "plan.json").read_text())
     plan["deploy"]["vllm_version"] = "0.1.0"  # what was planned before differs in its engine only
     (out / "plan.json").write_text(json.dumps(plan))
