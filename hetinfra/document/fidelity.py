@@ -103,10 +103,15 @@ class Veto(Doc):
 
 
 class Padding(Doc):
-    """A model the confirmation still missed after the search's last veto: the replicas added to it
-    alone, each padded plan judged on fresh confirm seeds (hetinfra.plan.pad)."""
+    """A model the confirmation still missed after the search's last veto, or the search's own seeds
+    missed when its rounds ran out: the replicas added to it alone, each padded plan judged on fresh
+    confirm seeds (and, for the latter, on the search's seeds too) (hetinfra.plan.pad)."""
 
     model: StrictStr = Field(description="The model.")
+    missed_on: Literal["confirmation", "search"] = Field(
+        "confirmation", description="What it missed before the padding: 'confirmation', the fresh seeds after the "
+                                    "search's last veto; 'search', the search's own seeds when its rounds "
+                                    "(planning.verify.max_rounds) ran out.")
     replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed).")
     replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation).")
     seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "

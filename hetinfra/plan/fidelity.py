@@ -10,7 +10,7 @@ from hetinfra.document.fidelity import (Confirmation, Fidelity, FidelityModel, O
                                         Trim)
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.planner import PlanResult
-from hetinfra.plan.summary import vetoes_words
+from hetinfra.plan.summary import padding_cause
 from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (
@@ -75,8 +75,8 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
     for r in v.padded:
         if r["replicas_added"]:
             units = ", ".join(sorted(r["replicas_by_unit"]))
-            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}): it missed on the "
-                       f"confirmation's fresh seeds after {vetoes_words(len(v.vetoes))}; "
+            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}) as "
+                       f"{padding_cause(r.get('missed_on', 'confirmation'), len(v.vetoes))}; "
                        + ("met on fresh seeds with them" if r["met"] else f"it still misses: {r.get('reason')}"))
     if not v.sim["met"]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])

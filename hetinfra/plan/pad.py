@@ -11,6 +11,11 @@ padded plan is judged on FRESH confirm seeds (``Replicated.fresh``), never on se
 so the judgement that calls it met is a confirmation as the first one was. It never removes a
 replica, and no other model's units, routing or judgement change (models share no unit). At most
 PAD_STEPS replicas per model: a model still missing then is stated as missing, as before.
+
+The same padding serves a model the search's own seeds still miss when its rounds
+(planning.verify.max_rounds) run out (``missed_on: "search"``): it must then meet on fresh confirm
+seeds AND on the search's seeds (judged again on a view of it alone: adding replicas only helps, so
+those seeds are a fair check of that side), as any verified plan meets on both.
 """
 
 from __future__ import annotations
@@ -33,18 +38,23 @@ NO_UNIT = "no unit of it can take one more replica within the spec's rules"
 BUDGET_SPENT = "the work budget (planning.time_limit_s) was spent"
 
 
-def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[dict]]:
+def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | None = None) \
+        -> tuple[PlanResult, dict, list[dict]]:
     """(plan, its confirmation, one record per padded model) for ``pr``, whose confirmation ``conf``
     missed: the models that missed get replicas until a judgement on fresh seeds meets (see the
     module docstring). ``confirm``: the confirmation's judge (hetinfra.plan.replicated.Replicated).
-    A record: model, the replicas added in all and per unit, the seeds of its last judgement, met,
-    and why it stopped short (``reason``, only then)."""
+    ``search``, ``searched``: the search's judge and its judgement of ``pr`` where the rounds ran out
+    with models missing: those models are padded too, and each must then meet on both (the search's
+    seeds, and fresh confirm seeds). A record: model, the replicas added in all and per unit, the
+    seeds of its last judgement, met, and why it stopped short (``reason``, only then)."""
     from hetinfra.plan.budget import current
     from hetinfra.plan.confirm import sized_confirmation
 
-    records = {m["model"]: {"model": m["model"], "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
-                              "met": False}
-               for m in conf["models"] if not m["met"]}
+    search_missed = {m["model"] for m in (searched or {}).get("models", ()) if not m["met"]}
+    records = {name: {"model": name, "missed_on": "search" if name in search_missed else "confirmation",
+                      "replicas_added": 0, "replicas_by_unit": {}, "seeds": [], "met": False}
+               for name in sorted({m["model"] for m in conf["models"] if not m["met"]} | search_missed)}
+    ratios = _ratios(conf, searched or {})
     missing = sorted(records)
     while missing:
         if not current().check(PAD_CUT):
@@ -52,16 +62,19 @@ def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[
                 records[name]["reason"] = BUDGET_SPENT
             break
         for name in missing:
-            pr = _pad_one(pr, conf, records[name])
+            pr = _pad_one(pr, ratios, records[name])
         missing = [n for n in missing if "reason" not in records[n]]
         if not missing:
             break
         confirm.fresh()  # seeds no judgement saw: neither the search's nor an earlier confirmation's
         part = sized_confirmation(confirm, reduced(simulation_view(pr), set(missing)))
         conf = _merged(conf, part)
+        ratios.update(_ratios(part, {}))
         for m in part["models"]:
             records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
         missing = [m["model"] for m in part["models"] if not m["met"]]
+        met_now = {m["model"] for m in part["models"] if m["met"]}
+        missing += _still_missed_by_search(search, pr, search_missed & met_now, records, ratios)
         for name in missing:
             if records[name]["replicas_added"] >= PAD_STEPS:
                 records[name]["reason"] = STEPS_SPENT
@@ -69,10 +82,34 @@ def padded(pr: PlanResult, conf: dict, confirm) -> tuple[PlanResult, dict, list[
     return pr, conf, [records[n] for n in sorted(records)]
 
 
-def _pad_one(pr: PlanResult, conf: dict, record: dict) -> PlanResult:
+def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, ratios: dict) -> list[str]:
+    """Of ``again`` (models the search's judgement missed that now met on fresh seeds), those that
+    still miss on the search's seeds, judged again on a view reduced to them: they go on being padded.
+    The plan the padding returns must meet on both judges, as any verified plan."""
+    if search is None or not again:
+        return []
+    judged = search(reduced(simulation_view(pr), set(again)))
+    ratios.update(_ratios(judged, {}))
+    out = [m["model"] for m in judged["models"] if not m["met"] and m["model"] in again]
+    for name in out:
+        records[name]["met"] = False
+    return out
+
+
+def _ratios(*judgements: dict) -> dict[str, float]:
+    """Per unit, its worst objective ratio over ``judgements`` (what :func:`_order` pads first)."""
+    out: dict[str, float] = {}
+    for judged in judgements:
+        for u in judged.get("units") or ():
+            r = float((u.get("objective") or {}).get("ratio") or 0.0)
+            out[u["unit"]] = max(out.get(u["unit"], 0.0), r)
+    return out
+
+
+def _pad_one(pr: PlanResult, ratios: dict[str, float], record: dict) -> PlanResult:
     """``pr`` with one replica more on ``record``'s model's unit that misses the most (see the module
     docstring), noted in ``record``; where no unit can take one, ``pr`` and the reason."""
-    for uid in _order(pr, conf, record["model"]):
+    for uid in _order(pr, ratios, record["model"]):
         candidate = with_replica(pr, uid)
         if not _breaks(candidate):
             record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
@@ -88,11 +125,10 @@ def _breaks(pr: PlanResult) -> bool:
     return bool(breaks_rules(pr))
 
 
-def _order(pr: PlanResult, conf: dict, model: str) -> list[str]:
+def _order(pr: PlanResult, ratio: dict[str, float], model: str) -> list[str]:
     """``model``'s units, the one to pad first first: the largest worst objective ratio on the last
-    judgement, then the most req/s per replica, then by id (the same order on every run)."""
-    ratio = {u["unit"]: float((u.get("objective") or {}).get("ratio") or 0.0)
-             for u in conf.get("units") or () if u.get("model") == model}
+    judgements (``ratio``, per unit: :func:`_ratios`), then the most req/s per replica, then by id
+    (the same order on every run)."""
     rps: dict[str, float] = {}
     for (uid, m, _cls), r in pr.result.flow.items():
         if m == model:

@@ -326,9 +326,16 @@ def _padded_words(fid) -> str:
     padded = [p for p in (fid.confirmation.padded if fid.confirmation else ()) if p.replicas_added]
     if not padded:
         return ""
-    vetoes = vetoes_words(len(fid.confirmation.vetoes))
+    vetoes = len(fid.confirmation.vetoes)
     return "; " + ", ".join(f"{p.replicas_added} added to {p.model}" + ("" if p.met else " (still missing)")
-                            for p in padded) + f" as the confirmation missed after {vetoes}"
+                            + f" as {padding_cause(p.missed_on, vetoes)}" for p in padded)
+
+
+def padding_cause(missed_on: str, vetoes: int) -> str:
+    """Why a model was padded (fidelity.confirmation.padded[].missed_on), in words."""
+    if missed_on == "search":
+        return "the search's rounds ran out with it missing"
+    return "the confirmation missed" + (f" after {vetoes_words(vetoes)}" if vetoes else " on its fresh seeds")
 
 
 def vetoes_words(n: int) -> str:

@@ -207,15 +207,19 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
 
 
 def _pad(out: Verification, decide, confirm) -> None:
-    """Where the confirmation still misses with the search's vetoes spent (or refused), the models it
-    missed get replicas, each padded plan judged on fresh confirm seeds (hetinfra.plan.pad), and the
-    search's judgement of the final plan is taken again (only the padded models change)."""
+    """Where the confirmation still misses with the search's vetoes spent (or refused), or the rounds
+    ran out with models missing on the search's own seeds, those models get replicas, each padded
+    plan judged on fresh confirm seeds (and, for a model the search missed, on the search's seeds
+    too) (hetinfra.plan.pad); the search's judgement of the final plan is then taken again (only the
+    padded models change). A plan is never shipped missing while a replica within the spec's rules
+    can still make it meet."""
     from hetinfra.plan.pad import padded
 
     c = out.confirmation
-    if c.get("met", True) or "reason" in c or not out.sim["met"]:
+    if "reason" in c or (c.get("met", True) and out.sim["met"]):
         return
-    out.pr, out.confirmation, out.padded = padded(out.pr, c, confirm)
+    searched = None if out.sim["met"] else out.sim
+    out.pr, out.confirmation, out.padded = padded(out.pr, c, confirm, decide, searched)
     if any(r["replicas_added"] for r in out.padded):
         out.sim = decide(simulation_view(out.pr))
 

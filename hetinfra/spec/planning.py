@@ -27,8 +27,11 @@ class VerifySpec(Strict):
     burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
                                                           "(gamma): 1 = Poisson, > 1 = burstier traffic.")
     requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per model and round (the first 10% warm up).")
-    max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a plan still missing then is "
-                                                        "reported (a warning, or exit 3 with --strict-verify).")
+    max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a model still missing then gets "
+                                                        "replicas, one at a time, until it meets on both seed "
+                                                        "sets (at most 4: the padding, docs/verification.md); "
+                                                        "one still missing after that is reported (a warning, "
+                                                        "or exit 3 with --strict-verify).")
     seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
     margin: float = Field(0.0, ge=0, lt=0.5, description="A stated, optional tightening: a model passes only when "
                                                          "its simulated statistics are this fraction under the "

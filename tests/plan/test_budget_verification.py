@@ -153,6 +153,6 @@ def test_spent_when_a_confirmation_misses_the_rounds_do_not_resume(spec, frozen,
     # nor does the padding (hetinfra.plan.pad) add a replica: the miss stands, stated
     assert doc["work_budget"]["stopped"] == [verify.RESUME_CUT, pad.PAD_CUT]
     assert doc["fidelity"]["confirmation"]["vetoes"] == []
-    assert doc["fidelity"]["confirmation"]["padded"] == [{"model": "chat-0", "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
+    assert doc["fidelity"]["confirmation"]["padded"] == [{"model": "chat-0", "missed_on": "confirmation", "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
                                                           "met": False, "reason": pad.BUDGET_SPENT}]
     assert doc["fidelity"]["met"] is False and any("chat-0" in w and "fresh seeds" in w for w in doc["warnings"])

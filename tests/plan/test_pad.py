@@ -85,13 +85,14 @@ class _Judge:
         return {"met": all(m["met"] for m in models), "seeds": list(self.seeds), "models": models, "units": units}
 
 
-def _verified(monkeypatch, pr, need: dict[str, int]):
+def _verified(monkeypatch, pr, need: dict[str, int], search_needs: dict[str, int] | None = None):
     """verify() of ``pr`` whose search keeps ``pr`` every round and whose confirmation meets a model
-    only at ``need`` replicas: (the Verification, the confirm judge)."""
+    only at ``need`` replicas (the search's judge at ``search_needs``): (the Verification, the
+    confirm judge)."""
     from hetinfra.plan.ceiling import Ceilings
 
     ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
-    decide, confirm = _Judge({}, ceilings), _Judge(need, ceilings)
+    decide, confirm = _Judge(search_needs or {}, ceilings), _Judge(need, ceilings)
     monkeypatch.setattr(verify, "simulators", lambda pr, progress=None: (decide, confirm))
     monkeypatch.setattr(rounds.Search, "veto", lambda self, judged, doc: True)
 
@@ -154,8 +155,8 @@ def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_repl
                       {"unit": "a2", "model": "a", "objective": {"ratio": 0.9}},
                       {"unit": "a3", "model": "a", "objective": {"ratio": 0.9}},
                       {"unit": "b1", "model": "b", "objective": {"ratio": 2.0}}]}
-    assert pad._order(pr, conf, "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
-    assert pad._order(pr, {"units": []}, "a") == ["a2", "a3", "a1"]
+    assert pad._order(pr, pad._ratios(conf), "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
+    assert pad._order(pr, {}, "a") == ["a2", "a3", "a1"]
 
 
 def test_a_padded_replica_keeps_the_flows_and_runs_in_the_levels_at_the_units_peak(planned):
@@ -181,3 +182,16 @@ def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_
     out, conf2, [record] = pad.padded(pr, conf, judge)
     assert out.result.n == pr.result.n and record["reason"] == pad.NO_UNIT and record["replicas_added"] == 0
     assert not conf2["met"] and len(judge.judged) == 1  # no judgement of a plan that did not change
+
+
+def test_a_model_the_search_still_misses_when_its_rounds_run_out_is_padded_until_both_judges_meet(planned,
+                                                                                                   monkeypatch):
+    pr, _doc = planned
+    mine = {u for u in pr.result.n if pr.units[u].model == "chat-b"}
+    first = sum(pr.result.n[u] for u in mine)
+    # the search's seeds need two replicas more, the fresh confirm seeds one: padding stops at two
+    v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 1}, search_needs={"chat-b": first + 2})
+    assert not v.vetoes and v.met and v.sim["met"] and v.confirmation["met"]
+    [record] = v.padded
+    assert record["missed_on"] == "search" and record["replicas_added"] == 2 and record["met"]
+    assert sum(v.pr.result.n[u] for u in mine) == first + 2

@@ -60,7 +60,9 @@ def test_tight_slo_plan_is_verified_and_holds_in_an_independent_simulation(tmp_p
     assert m["ttft_ms"]["p99"] <= 1500 and m["tpot_ms"]["p99"] <= 50
 
 
-def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path, run_cli):
+def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path, run_cli, monkeypatch):
+    from hetinfra.plan import pad
+
     spec = _tight_spec(tmp_path)
     code, stdout, err = run_cli("plan", str(spec), "--json", "--no-baselines", "--no-verify")
     assert code == 0, err
@@ -69,11 +71,27 @@ def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path,
     assert any("not verified by simulation" in w for w in plan["warnings"])
     assert all(t["derate"] == 1.0 for t in plan["templates"])
 
+    # one round: the first plan misses on the search's seeds and the rounds run out; the padding adds
+    # replicas to code-70b until it meets on fresh confirm seeds and on the search's
     one_round = _tight_spec(tmp_path, max_rounds=1)
     code, stdout, err = run_cli("plan", str(one_round), "--json", "--no-baselines")
     assert code == 0, err
     plan = json.loads(stdout)
+    f = plan["fidelity"]
+    assert f["met"] is True and f["rounds"] == 1 and f["history"][0]["met"] is False
+    [padded] = f["confirmation"]["padded"]
+    assert padded["model"] == "code-70b" and padded["missed_on"] == "search" and padded["met"]
+    assert padded["replicas_added"] >= 1 and plan["cost_usd_per_hour"] > f["history"][0]["cost_usd_per_hour"]
+    assert any("as the search's rounds ran out with it missing; met on fresh seeds" in w for w in plan["warnings"])
+
+    # where no unit can take a replica within the spec's rules (a cap; here every candidate breaks one),
+    # the plan says it misses, and --strict-verify fails it
+    monkeypatch.setattr(pad, "_breaks", lambda candidate: True)
+    code, stdout, err = run_cli("plan", str(one_round), "--json", "--no-baselines")
+    assert code == 0, err
+    plan = json.loads(stdout)
     assert plan["fidelity"]["met"] is False and plan["fidelity"]["rounds"] == 1
+    assert plan["fidelity"]["confirmation"]["padded"][0]["replicas_added"] == 0
     assert any("misses the latency objective of code-70b" in w for w in plan["warnings"])
 
     out = tmp_path / "strict"
