@@ -10,7 +10,8 @@ then the most req/s per replica), within every other rule of the spec (``trim.br
 padded plan is judged on FRESH confirm seeds (``Replicated.fresh``), never on seeds a decision saw,
 so the judgement that calls it met is a confirmation as the first one was. It never removes a
 replica, and no other model's units, routing or judgement change (models share no unit). At most
-PAD_STEPS replicas per model: a model still missing then is stated as missing, as before.
+PAD_STEPS replicas per model: a model still missing then is stated as missing, as before, and the
+replicas tried for it are removed again (they bought no promise; its record says what was tried).
 
 The same padding serves a model the search's own seeds still miss when its rounds
 (planning.verify.max_rounds) run out (``missed_on: "search"``): it must then meet on fresh confirm
@@ -55,6 +56,7 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
                       "replicas_added": 0, "replicas_by_unit": {}, "seeds": [], "met": False}
                for name in sorted({m["model"] for m in conf["models"] if not m["met"]} | search_missed)}
     ratios = _ratios(conf, searched or {})
+    start, first = pr, conf
     missing = sorted(records)
     while missing:
         if not current().check(PAD_CUT):
@@ -79,7 +81,32 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
             if records[name]["replicas_added"] >= PAD_STEPS:
                 records[name]["reason"] = STEPS_SPENT
         missing = [n for n in missing if "reason" not in records[n]]
+    pr, conf = _unpadded_where_missing(pr, conf, start, first, records)
     return pr, conf, [records[n] for n in sorted(records)]
+
+
+def _unpadded_where_missing(pr: PlanResult, conf: dict, start: PlanResult, first: dict, records: dict) -> tuple:
+    """``pr`` less the replicas added to a model that still misses (they bought no promise: a plan
+    that carries replicas it does not need breaks the other half of it), and ``conf`` with that
+    model's judgement as before the padding; its record says what was tried and removed again."""
+    undo = [r for r in records.values() if not r["met"] and r["replicas_added"]]
+    if not undo:
+        return pr, conf
+    n, levels = dict(pr.result.n), [{**lv, "counts": dict(lv["counts"])} for lv in pr.result.periods]
+    for r in undo:
+        for uid in r["replicas_by_unit"]:
+            n[uid] = start.result.n[uid]
+            for lv, was in zip(levels, start.result.periods):
+                if uid in was["counts"]:
+                    lv["counts"][uid] = was["counts"][uid]
+        r["reason"] = f"{r.get('reason', STEPS_SPENT)}; the {r['replicas_added']} replica(s) tried were removed again"
+        r.update(replicas_added=0, replicas_by_unit={})
+    before = {m["model"]: m for m in first["models"]}
+    names = {r["model"] for r in undo if r["model"] in before}
+    back = {"models": [before[name] for name in sorted(names)],
+            "units": [u for u in first.get("units") or () if u.get("model") in names]}
+    conf = _merged(conf, back)
+    return replace(pr, result=replace(pr.result, n=n, periods=levels)), conf
 
 
 def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, ratios: dict) -> list[str]:

@@ -132,14 +132,20 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     from hetinfra.plan.summary import promise_lines
 
     pr, doc = planned
-    v, _confirm = _verified(monkeypatch, pr, {"chat-b": 10_000})
+    v, confirm = _verified(monkeypatch, pr, {"chat-b": 10_000})
     [record] = v.padded
-    assert record["replicas_added"] == pad.PAD_STEPS and not record["met"] and record["reason"] == pad.STEPS_SPENT
+    # the replicas tried bought no promise: they are removed again, and the record says so
+    assert record["replicas_added"] == 0 and not record["met"] and record["replicas_by_unit"] == {}
+    assert record["reason"] == f"{pad.STEPS_SPENT}; the {pad.PAD_STEPS} replica(s) tried were removed again"
+    assert v.pr.result.n == pr.result.n and v.pr.result.periods == pr.result.periods
+    assert len(confirm.judged) == verify.VETOES + 1 + pad.PAD_STEPS
+    first = confirm.judged[verify.VETOES][0]  # the judgement before the padding stands for chat-b
+    assert next(m for m in v.confirmation["models"] if m["model"] == "chat-b")["seeds"] == first
     assert not v.met
     written = recorded(doc, v, strict=False)
-    assert written.fidelity.confirmation.padded[0].replicas_added == pad.PAD_STEPS
+    assert written.fidelity.confirmation.padded[0].reason == record["reason"]
     assert any("misses the latency objective of chat-b" in w for w in written.warnings)
-    assert any(f"{pad.PAD_STEPS} added to chat-b (still missing)" in line for line in promise_lines(written))
+    assert not any("added to chat-b" in line for line in promise_lines(written))
 
 
 def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_replica():
