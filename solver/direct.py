@@ -227,7 +227,7 @@ class DirectModel:
 
     def holds(self, values: list[float]) -> dict[tuple[str, str], int]:
         """(unit, adapter) -> 1 where the unit holds the LoRA adapter (``SolveResult.holds``)."""
-        return {key: int(round(values[c])) for key, c in self.x.items() if values[c] > 0.5}
+        return {key: 1 for key, c in self.x.items() if values[c] > 0.5}  # binary columns
 
     def unmet(self, values: list[float]) -> dict[tuple[str, str], float]:
         return {k: values[c] for k, c in self.q.items() if values[c] > 1e-9}

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hetinfra.plan.budget import current
 from hetinfra.plan.parts import reduced
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import simulation_view
+from hetinfra.plan.trim import breaks_rules
 
 __all__ = ["padded", "with_replica", "PAD_STEPS", "PAD_CUT"]
 
@@ -48,8 +50,7 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
     with models missing: those models are padded too, and each must then meet on both (the search's
     seeds, and fresh confirm seeds). A record: model, the replicas added in all and per unit, the
     seeds of its last judgement, met, and why it stopped short (``reason``, only then)."""
-    from hetinfra.plan.budget import current
-    from hetinfra.plan.confirm import sized_confirmation
+    from hetinfra.plan.confirm import sized_confirmation  # with plan.json's sections: not at import
 
     search_missed = {m["model"] for m in (searched or {}).get("models", ()) if not m["met"]}
     records = {name: {"model": name, "missed_on": "search" if name in search_missed else "confirmation",
@@ -138,18 +139,12 @@ def _pad_one(pr: PlanResult, ratios: dict[str, float], record: dict) -> PlanResu
     docstring), noted in ``record``; where no unit can take one, ``pr`` and the reason."""
     for uid in _order(pr, ratios, record["model"]):
         candidate = with_replica(pr, uid)
-        if not _breaks(candidate):
+        if not breaks_rules(candidate):
             record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
             record["replicas_added"] += 1
             return candidate
     record["reason"] = NO_UNIT
     return pr
-
-
-def _breaks(pr: PlanResult) -> bool:
-    from hetinfra.plan.trim import breaks_rules
-
-    return bool(breaks_rules(pr))
 
 
 def _order(pr: PlanResult, ratio: dict[str, float], model: str) -> list[str]:

@@ -85,4 +85,4 @@ def _no_worse(p_new, r_new, p_old, r_old) -> bool:
     if p_old.objective == "max_throughput":
         s_new, s_old = r_new.scale or 0.0, r_old.scale or 0.0
         return s_new >= s_old * (1 - TOL) and r_new.cost(p_new) <= r_old.cost(p_old) * (1 + TOL) + TOL
-    return r_new.objective <= r_old.objective + TOL * max(1.0, abs(r_old.objective))
+    return r_new.objective <= _most_kept(p_old, r_old)

@@ -182,7 +182,7 @@ def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_
     from hetinfra.plan.ceiling import Ceilings
 
     pr, _doc = planned
-    monkeypatch.setattr(pad, "_breaks", lambda candidate: True)  # e.g. a cap the spec sets
+    monkeypatch.setattr(pad, "breaks_rules", lambda candidate: ["a rule broken"])  # e.g. a cap the spec sets
     judge = _Judge({"chat-b": 10}, Ceilings(pr.inputs.spec, pr.inputs.spec_path))
     conf = judge(verify.simulation_view(pr))
     out, conf2, [record] = pad.padded(pr, conf, judge)

@@ -86,7 +86,7 @@ def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path,
 
     # where no unit can take a replica within the spec's rules (a cap; here every candidate breaks one),
     # the plan says it misses, and --strict-verify fails it
-    monkeypatch.setattr(pad, "_breaks", lambda candidate: True)
+    monkeypatch.setattr(pad, "breaks_rules", lambda candidate: ["a rule broken"])
     code, stdout, err = run_cli("plan", str(one_round), "--json", "--no-baselines")
     assert code == 0, err
     plan = json.loads(stdout)
