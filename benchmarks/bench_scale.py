@@ -257,7 +257,6 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
     first plan (load, resolve, templates, solve) ends where verification calls its first round; load
     and resolve are also timed on their own, before. The rest (python start and exit, this script) is
     the process's time minus these stages: see `front`."""
-    import contextlib
     import io
 
     out: dict[str, tuple[float, float]] = {}
@@ -301,22 +300,19 @@ def front_stages(spec: Path) -> dict[str, tuple[float, float]]:
 
         def stage(self, _name: str) -> None: ...
 
-        def budget(self, _budget) -> None:  # a hetinfra without solver.mip_hooks started it here
-            if preloader is not None and mip_hooks is None:
-                preloader.start()
+        def budget(self, _budget) -> None: ...
 
         def requests(self, _n: int) -> None: ...
 
         def close(self) -> None: ...
 
-    try:  # `plan` starts its preloader as the first MIP starts (hetinfra.solver.mip_hooks)
-        from hetinfra.solver import mip_hooks
-    except ImportError:
-        mip_hooks = None
-    with mip_hooks.on_mip_start(preloader.start) if mip_hooks and preloader else contextlib.nullcontext():
+    if preloader is None:
         _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
-    if preloader is not None:
-        preloader.close()
+    else:  # `plan` starts its preloader as the first MIP starts (hetinfra.solver.mip_hooks, added with it)
+        from hetinfra.solver.mip_hooks import on_mip_start
+
+        with preloader, on_mip_start(preloader.start):
+            _, doc = verified_plan(spec, verify=True, snapshot=snapshot, progress=FirstRound())
     lap("verification (rounds, trim, sustained load), baselines, plan.json")
     from rich.console import Console
 

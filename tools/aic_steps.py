@@ -92,11 +92,8 @@ def extract(gpu: str, model: str, prec: str, tp: int, short_decodes: bool = Fals
                              moe_quant_mode="fp8" if prec == "fp8" else None)
     base = {"gpu": gpu, "model": model, "precision": prec, "tp": tp}
     rows = []
-    for ctx in CONTEXTS:
-        for b in DECODE_BATCHES:
-            rows.append({**base, "kind": "decode", "batch": b, "context": ctx, "chunk": 0,
-                         "ms": round(h.decode_step_latency(b, ctx, 2), 4)})
-    for ctx, b in SHORT_DECODES if short_decodes else ():
+    decodes = [(ctx, b) for ctx in CONTEXTS for b in DECODE_BATCHES] + list(SHORT_DECODES if short_decodes else ())
+    for ctx, b in decodes:
         rows.append({**base, "kind": "decode", "batch": b, "context": ctx, "chunk": 0,
                      "ms": round(h.decode_step_latency(b, ctx, 2), 4)})
     for n in PREFILLS:

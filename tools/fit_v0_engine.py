@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from hetinfra.perf.calibration import CALIBRATION, engine_key  # noqa: E402
+from hetinfra.perf.calibration import CALIBRATIONS, engine_key  # noqa: E402
 from hetinfra.perf.published import PUBLISHED  # noqa: E402
 from hetinfra.sim.benchmark_run import published_check  # noqa: E402
 
@@ -44,7 +44,8 @@ def v0_runs():
 
 
 def trial(per_seq_us: float, share: float):
-    return dataclasses.replace(CALIBRATION, vllm_version="0.6", t_per_seq_us=per_seq_us, multi_step_share=share)
+    """The V0 engine's constants with the two searched ones set (any other V0_ENGINE field stays)."""
+    return dataclasses.replace(CALIBRATIONS["0.6"], t_per_seq_us=per_seq_us, multi_step_share=share)
 
 
 def objective(errs: list[float]) -> float:

@@ -297,10 +297,8 @@ V0_ENGINE: dict[str, float] = {"t_per_seq_us": 110.0, "multi_step_share": 0.4}
 # (``for_engine`` applies them to other constants, e.g. a fit's trial).
 ENGINE_OVERRIDES: dict[str, dict] = {"0.2": dict(LEGACY_V0_2, by_gpu=()), "0.6": V0_ENGINE, "0.14": ASYNC_SCHEDULING}
 CALIBRATIONS: dict[str, Calibration] = {
-    "0.2": dataclasses.replace(CALIBRATION, vllm_version="0.2", **ENGINE_OVERRIDES["0.2"]),
-    "0.6": dataclasses.replace(CALIBRATION, vllm_version="0.6", **ENGINE_OVERRIDES["0.6"]),
     DEFAULT_VLLM_VERSION: CALIBRATION,
-    "0.14": dataclasses.replace(CALIBRATION, vllm_version="0.14", **ENGINE_OVERRIDES["0.14"]),
+    **{key: dataclasses.replace(CALIBRATION, vllm_version=key, **over) for key, over in ENGINE_OVERRIDES.items()},
 }
 LEGACY_BEFORE = (0, 6)
 V1_FROM = (0, 8)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import get_gpu
-from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, MEASURED_AS, RESIDUALS, calibration_for
+from hetinfra.perf.calibration import COVERAGE, DEFAULT_VLLM_VERSION, MEASURED_AS, RESIDUALS, engine_key
 
 __all__ = ["REGIMES", "LEVELS", "Confidence", "RateInterval", "regime_of", "confidence", "confidence_detail",
            "rate_interval", "widen_for_disagreement"]
@@ -46,7 +46,7 @@ def confidence_detail(gpu_name: str, tp: int, pp: int, batch: float, mixed: bool
     measured profile row); ``vllm_version`` as in ``estimate`` (None: the default engine)."""
     if from_profile:
         return Confidence("measured", "from a measured profile row")
-    key = calibration_for(vllm_version).vllm_version
+    key = engine_key(vllm_version)
     engine = "vllm-" + MEASURED_AS.get(key, key)  # the engine whose measured rows speak for it
     if mixed:
         return Confidence("extrapolated", "mixed-GPU pipeline: no calibration data measures one")

@@ -103,12 +103,10 @@ def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
-    hint = _unquoted_text_hint(err, loc, written)
-    if hint:
-        return f"{at}: {field}: {msg}{hint}"
-    if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+    hint = _unquoted_text_hint(err, loc, written)  # it shows the input itself
+    if not hint and "input" in err and err["type"] != "value_error" and not isinstance(err["input"], (dict, list)):
         msg = f"{msg} (got {err['input']!r})"
-    return f"{at}: {field}: {msg}"
+    return f"{at}: {field}: {msg}{hint}"
 
 
 class SpecLocator:
