@@ -70,7 +70,8 @@ def _run_main_with(argv):
 def test_the_entry_point_keeps_numpys_blas_to_one_thread_unless_the_user_says_otherwise():
     """hetinfra.cli.main sets OPENBLAS_NUM_THREADS=1 before anything loads numpy (its pool's spinning
     thread took a core from the solve and the simulator); a value the user set is kept. numpy is
-    loaded at exit here, after the command set the variable, as `plan` loads it in its solve."""
+    loaded at exit here, after the command set the variable, as `plan` loads it in its solve.
+    ``python -m hetinfra.cli`` goes through the same entry point."""
     import os
     import subprocess
     import sys
@@ -80,13 +81,13 @@ def test_the_entry_point_keeps_numpys_blas_to_one_thread_unless_the_user_says_ot
             "    import numpy  # noqa: F401\n"
             "    print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))\n"
             "atexit.register(report)\n"
-            "sys.argv = ['hetinfra', '--version']\n"
-            "from hetinfra.cli import main\n"
-            "main()\n")
+            "sys.argv = ['hetinfra', '--version']\n")
+    console = code + "from hetinfra.cli import main\nmain()\n"
+    module = code + "import runpy\nrunpy.run_module('hetinfra.cli', run_name='__main__')\n"  # python -m hetinfra.cli
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    for given, expected in ((None, "1"), ("2", "2")):
+    for launch, given, expected in ((console, None, "1"), (console, "2", "2"), (module, None, "1")):
         run_env = env if given is None else {**env, "OPENBLAS_NUM_THREADS": given}
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=run_env)
+        done = subprocess.run([sys.executable, "-c", launch], capture_output=True, text=True, timeout=60, env=run_env)
         assert done.returncode == 0, done.stderr
         value, threads = done.stdout.split()[-2:]
         assert value == expected
