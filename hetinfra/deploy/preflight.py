@@ -133,12 +133,13 @@ def split_problem(a: Allocation) -> str | None:
     if len(networks) > 1:
         return (f"a prefill/decode bundle over {' and '.join(links)}, whose networks differ "
                 f"({', '.join(sorted(networks))}): no RDMA path joins them")
+    if not any(r.nodes for r in roles):
+        return None
     link = a.disaggregation.link  # what the plan priced: an RDMA class, and the types' own
-    if any(r.nodes for r in roles) and link_problem(link):
-        return link_problem(link)
-    if any(r.nodes for r in roles) and link not in networks:
-        return f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
-    return None
+    why = link_problem(link)
+    if why is None and link not in networks:
+        why = f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
+    return why
 
 
 def engine_length_problems(doc: Plan) -> list[str]:
