@@ -77,13 +77,13 @@ def catalog_problem(a: Allocation, known: dict) -> str | None:
         if (a.cloud, t) not in known:
             return (f"{field} {t!r} is not a {a.cloud} instance type in the offer catalog; "
                     f"{did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}")
-        sold = [(r, g, n) for g, n, r in known[(a.cloud, t)] if g == gpu and (gpus is None or n == gpus)]
-        if not sold:
+        regions = {r for g, n, r in known[(a.cloud, t)] if g == gpu and (gpus is None or n == gpus)}  # sold as planned
+        if not regions:
             as_sold = " or ".join(f"{n} x {g}" for g, n in sorted({(g, n) for g, n, _r in known[(a.cloud, t)]}))
             return f"{field} {t!r} is sold with {as_sold}, but the plan gives it {gpus or ''}{' x ' if gpus else ''}{gpu}"
-        if all(r != a.region for r, _g, _n in sold):
+        if a.region not in regions:
             return (f"{field} {t!r} with {gpu} is not sold in region {a.region!r} in the offer catalog; sold in "
-                    f"{', '.join(sorted({r for r, _g, _n in sold}))}")
+                    f"{', '.join(sorted(regions))}")
     return None
 
 
