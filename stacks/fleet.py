@@ -140,13 +140,12 @@ def fleets_for(plan: Plan, cloud: str) -> list[FleetArgs]:
     runtime = RuntimeConfig(runtime=deploy.runtime, vllm_version=deploy.vllm_version)
     by_region: dict[str, list[VMGroup]] = {}
     for u in sky_units(plan, include_mixed=True):
-        if u.cloud == cloud and u.role_nodes:
-            refusal = across_nodes_refusal(u.name, u.num_nodes, u.link, cloud, "pulumi")
-            if refusal is not None:
-                raise refusal
-        if u.cloud == cloud:
-            by_region.setdefault(u.region, []).append(VMGroup(
-                u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))
+        if u.cloud != cloud:
+            continue
+        if u.role_nodes and (refusal := across_nodes_refusal(u.name, u.num_nodes, u.link, cloud, "pulumi")):
+            raise refusal
+        by_region.setdefault(u.region, []).append(VMGroup(
+            u, disk_gb=disk_gb(plan, allocs[u.name]), health_grace_s=health_grace_s(plan, allocs[u.name])))
     doc = plan.to_dict()  # the gateway VM's copy of plan.json
     nets = network_cidrs(plan)
     return [FleetArgs(

@@ -19,7 +19,6 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import settings
 
-
 from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
 from tests.xdist_rewrite import pytest_collection  # noqa: F401 (a hook: workers share the rewritten modules)
 
@@ -251,10 +250,9 @@ def _no_fsync():
     write paid a disk flush (1,500-3,000 per run, 2-7 ms each on this machine's shared disk: worker
     time spent waiting, more on a slower CI disk). tests/test_fileio.py checks with REAL_FSYNC that
     atomic_write_text flushes before its rename; spawned processes (the CLI, node scripts) keep it."""
-    mp = pytest.MonkeyPatch()
-    mp.setattr(os, "fsync", lambda fd: None)
-    yield
-    mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "fsync", lambda fd: None)
+        yield
 
 
 #: numbers the tests' template cache folders (one per test; a process's base temp is its own)

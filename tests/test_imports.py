@@ -71,11 +71,18 @@ def modules(repo: Path) -> dict[str, Path]:
 def parsed(path: Path) -> ast.Module:
     """``path``'s syntax tree, parsed once per source text: the planted-fault tests check copies of the
     tree in which all but one file are the same (the trees are read, never changed)."""
+    return _parse(source(path))
+
+
+def source(path: Path) -> str:
+    """``path``'s text, read once, after checking it parses (a file that does not fails here, naming
+    the file); its tree is then ``_parse(text)``, from the cache."""
     text = path.read_text()
     try:
-        return _parse(text)
+        _parse(text)
     except SyntaxError:
-        return ast.parse(text, str(path))  # raises again, naming the file
+        ast.parse(text, str(path))  # raises again, naming the file
+    return text
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,8 +96,7 @@ def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], dict[str, set[s
     third: dict[str, set[str]] = {m: set() for m in mods}
     private: list[str] = []
     for name, path in mods.items():
-        parsed(path)  # a file that does not parse fails here, naming the file
-        for mod, attr in import_targets(path.read_text(), name, path.name == "__init__.py"):
+        for mod, attr in import_targets(source(path), name, path.name == "__init__.py"):
             if attr is _LOADS:
                 if mod in mods:
                     edges[name].add(mod)  # a name a package loads on first use (hetinfra.lazy_names)
@@ -304,7 +310,7 @@ def init_self_imports(repo: Path) -> list[str]:
     for name, path in modules(repo).items():
         if path.name != "__init__.py" or name in INIT_IMPORTS_ALLOWED:
             continue
-        for node in ast.parse(path.read_text()).body:  # module level only: if/try bodies of TYPE_CHECKING skipped
+        for node in parsed(path).body:  # module level only: if/try bodies of TYPE_CHECKING skipped
             targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             found += [f"{name} imports {t} when it loads" for t in targets if t.startswith(name + ".")]

@@ -11,7 +11,7 @@ import functools
 import re
 from pathlib import Path
 
-from tests.test_imports import REPO, _parse, modules, parsed, tree_copy  # noqa: F401 (tree_copy: a fixture)
+from tests.test_imports import REPO, _parse, modules, source, tree_copy  # noqa: F401 (tree_copy: a fixture)
 
 #: a pipe into head (or into anything through xargs head): the reader that may stop before its input ends
 EARLY_READER = re.compile(r"\|\s*head\b")
@@ -20,8 +20,7 @@ EARLY_READER = re.compile(r"\|\s*head\b")
 def early_readers(repo: Path) -> list[str]:
     out = []
     for name, path in modules(repo).items():
-        parsed(path)  # a file that does not parse fails here, naming the file
-        out += [f"{name}:{line}: {value.strip()[:80]}" for line, value in _early_in(path.read_text())]
+        out += [f"{name}:{line}: {value.strip()[:80]}" for line, value in _early_in(source(path))]
     return out
 
 

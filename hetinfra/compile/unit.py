@@ -297,8 +297,8 @@ def _across_nodes_problems(u: DeployedUnit):
             yield f"role_nodes {role}: positive nodes and GPUs, instance type and gpu without whitespace or quotes"
             return
     shapes = [(engines, tp, nodes, gpus) for (_, engines, tp), (_, nodes, _, _, gpus) in zip(u.bundle, u.role_nodes)]
-    nodes = node_count_problem([r[1] for r in u.role_nodes], u.nodes)
-    for why in (spread_problem(shapes, "role_nodes"), nodes and f"nodes {nodes}", link_problem(u.link)):
+    count = node_count_problem([r[1] for r in u.role_nodes], u.nodes)  # worded for the field: "nodes is ..."
+    for why in (spread_problem(shapes, "role_nodes"), count and f"nodes {count}", link_problem(u.link)):
         if why:
             yield why
 

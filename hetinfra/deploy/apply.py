@@ -68,14 +68,16 @@ def path_of(alloc: Allocation, target: str, plan: Plan) -> str | None:
                 f"{alloc.deployment_unit} is a mixed-GPU pipeline, which only the Pulumi stacks deploy",
                 hint="run `hetinfra apply OUT --target pulumi` (or all), or plan with allow_mixed_pipelines: false")
         return "pulumi"
-    refusal = skypilot_refusal(alloc)  # not None: a bundle across nodes
-    if refusal and (stacks := across_nodes_refusal(alloc.deployment_unit, alloc.nodes_per_replica,
-                                                   alloc.disaggregation.link, alloc.cloud, "pulumi")):
-        raise stacks  # the stacks' own placement and RDMA
-    if refusal and target == "skypilot":
-        raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its nodes "
-                                              "in one placement group), or deploy.target: kubernetes (a LeaderWorkerSet)")
-    if refusal:
+    refusal = skypilot_refusal(alloc)
+    if refusal:  # a bundle across nodes: the stacks place it, where their own placement and RDMA can
+        stacks = across_nodes_refusal(alloc.deployment_unit, alloc.nodes_per_replica, alloc.disaggregation.link,
+                                      alloc.cloud, "pulumi")
+        if stacks:
+            raise stacks
+        if target == "skypilot":
+            raise InvalidInputError(refusal, hint="run `hetinfra apply OUT --target pulumi` (the stacks place its "
+                                                  "nodes in one placement group), or deploy.target: kubernetes "
+                                                  "(a LeaderWorkerSet)")
         return "pulumi"
     if target in ("pulumi", "skypilot"):
         return target

@@ -77,13 +77,13 @@ def catalog_problem(a: Allocation, known: dict) -> str | None:
         if (a.cloud, t) not in known:
             return (f"{field} {t!r} is not a {a.cloud} instance type in the offer catalog; "
                     f"{did_you_mean(str(t), sorted(x for c, x in known if c == a.cloud))}")
-        sold = [(r, g, n) for g, n, r in known[(a.cloud, t)] if g == gpu and (gpus is None or n == gpus)]
-        if not sold:
+        regions = {r for g, n, r in known[(a.cloud, t)] if g == gpu and (gpus is None or n == gpus)}  # sold as planned
+        if not regions:
             as_sold = " or ".join(f"{n} x {g}" for g, n in sorted({(g, n) for g, n, _r in known[(a.cloud, t)]}))
             return f"{field} {t!r} is sold with {as_sold}, but the plan gives it {gpus or ''}{' x ' if gpus else ''}{gpu}"
-        if all(r != a.region for r, _g, _n in sold):
+        if a.region not in regions:
             return (f"{field} {t!r} with {gpu} is not sold in region {a.region!r} in the offer catalog; sold in "
-                    f"{', '.join(sorted({r for r, _g, _n in sold}))}")
+                    f"{', '.join(sorted(regions))}")
     return None
 
 
@@ -133,12 +133,13 @@ def split_problem(a: Allocation) -> str | None:
     if len(networks) > 1:
         return (f"a prefill/decode bundle over {' and '.join(links)}, whose networks differ "
                 f"({', '.join(sorted(networks))}): no RDMA path joins them")
+    if not any(r.nodes for r in roles):
+        return None
     link = a.disaggregation.link  # what the plan priced: an RDMA class, and the types' own
-    if any(r.nodes for r in roles) and link_problem(link):
-        return link_problem(link)
-    if any(r.nodes for r in roles) and link not in networks:
-        return f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
-    return None
+    why = link_problem(link)
+    if why is None and link not in networks:
+        why = f"a prefill/decode bundle priced over {link} on {' and '.join(links)}, whose network is {networks.pop()}"
+    return why
 
 
 def engine_length_problems(doc: Plan) -> list[str]:

@@ -110,6 +110,14 @@ def _draw_case(rng: random.Random, shapes: list[Allocation]) -> tuple[list, Allo
     return rows, *_drawn_allocation(base, cloud, region, nodes)
 
 
+def _known(rows: list) -> dict:
+    """The catalog rows as preflight.catalog_types gives them: (cloud, type) -> {(GPU, GPUs, region)}."""
+    known: dict = {}
+    for c, t, g, n, r in rows:
+        known.setdefault((c, t), set()).add((g, n, r))
+    return known
+
+
 def _sold(rows: list, cloud: str, region: str, node: tuple) -> bool:
     _field, t, g, n = node
     return any(row == (cloud, t, g, row[3] if n is None else n, region) for row in rows)
@@ -119,9 +127,7 @@ def test_property_a_plan_is_accepted_iff_each_node_type_is_sold_as_planned_in_it
     rng, outcomes = random.Random(20261205), set()
     for _ in range(400):
         rows, alloc, nodes = _draw_case(rng, shapes)
-        known: dict = {}
-        for c, t, g, n, r in rows:
-            known.setdefault((c, t), set()).add((g, n, r))
+        known = _known(rows)
         unsold = [x for x in nodes if not _sold(rows, alloc.cloud, alloc.region, x)]
         problem = catalog_problem(alloc, known)
         assert (problem is None) == (not unsold), (nodes, rows, alloc.region, problem)
@@ -144,9 +150,7 @@ def test_property_validate_plan_refuses_the_first_unsold_allocation_of_a_cloud_a
     for _ in range(200):
         drawn = [_draw_case(rng, shapes[:2]) for _ in range(rng.randint(1, 3))]
         rows = [row for case in drawn for row in case[0]]
-        known: dict = {}
-        for c, t, g, n, r in rows:
-            known.setdefault((c, t), set()).add((g, n, r))
+        known = _known(rows)
         allocs, wrong = [], None
         for i, (_rows, alloc, nodes) in enumerate(drawn):
             own = rng.random() < 0.25

@@ -26,6 +26,8 @@ from tests.conftest import copied_plan
 REPO = Path(__file__).resolve().parents[2]
 HETINFRA = str(Path(sys.executable).parent / "hetinfra")
 SPEC = REPO / "services" / "chat.yaml"
+#: the plan the check replans, as the shared plan it copies was made
+FLAGS = ("--no-baselines", "--no-verify")
 
 
 @pytest.fixture(autouse=True)
@@ -53,8 +55,7 @@ def _plan_then_signal(tmp_path: Path, signum: int, shared_plan) -> tuple[int, st
     """A real `hetinfra plan` subprocess, sent ``signum`` once it is staging its out dir. The OUT it
     replans is the run's one plan of the same command (tests/conftest.py shared_plan, made in-process:
     what it holds is all the check reads), copied."""
-    out = copied_plan(shared_plan(SPEC, "--no-baselines", "--no-verify"), tmp_path / "out")
-    spec = SPEC
+    out = copied_plan(shared_plan(SPEC, *FLAGS), tmp_path / "out")
     before = _files(out)
     assert (out / "plan.json").is_file() and before
     # stop inside the staged copy: a sitecustomize hook sends the signal from the artifact writer. To
@@ -73,8 +74,8 @@ def _plan_then_signal(tmp_path: Path, signum: int, shared_plan) -> tuple[int, st
         "    return written\n"
         "a._write_artifacts = slow\n")
     env = dict(os.environ, PYTHONPATH=str(hook))
-    run = subprocess.run([HETINFRA, "plan", str(spec), "--out", str(out),
-                          "--no-baselines", "--no-verify"], capture_output=True, text=True, timeout=300, env=env)
+    run = subprocess.run([HETINFRA, "plan", str(SPEC), "--out", str(out), *FLAGS],
+                         capture_output=True, text=True, timeout=300, env=env)
     assert _files(out) == before  # OUT as it was: the copy was never swapped in
     return run.returncode, run.stderr, out
 
