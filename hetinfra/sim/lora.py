@@ -27,9 +27,9 @@ import numpy as np
 
 from hetinfra.perf.lora import slowdown
 from hetinfra.sim.policy import VLLMv1
-from hetinfra.sim.replica import Request
+from hetinfra.sim.replica import Replica, ReplicaConfig, Request
 
-__all__ = ["LoraEngine", "LoraRequest", "LoraVLLM", "lora_replicas", "lora_unit", "simulate_lora"]
+__all__ = ["LoraEngine", "LoraReplica", "LoraRequest", "LoraVLLM", "lora_replicas", "lora_unit", "simulate_lora"]
 
 
 class LoraRequest(Request):
@@ -85,7 +85,47 @@ class LoraEngine:
         self.loads += 1
 
 
-def _in_use(rep) -> set:
+class LoraReplica(Replica):
+    """A :class:`~hetinfra.sim.replica.Replica` that counts the running requests of each adapter as they
+    are admitted, preempted and finished, so the LoRA admission rule reads the adapters in use without
+    walking the running batch at every scheduling call (that walk was ~35% of a LoRA unit's simulation)."""
+
+    def __init__(self, engine, config: ReplicaConfig = ReplicaConfig()):
+        super().__init__(engine, config)
+        #: adapter -> running requests naming it; an adapter leaves when its count reaches 0, so the
+        #: keys are exactly the adapters of the running batch (what the admission rule reads)
+        self.adapters_running: dict[str, int] = {}
+
+    def admit(self, req, t: float) -> None:
+        super().admit(req, t)
+        a = getattr(req, "adapter", None)
+        if a is not None:
+            self.adapters_running[a] = self.adapters_running.get(a, 0) + 1
+
+    def preempt(self, t: float, victim):
+        out = super().preempt(t, victim)
+        self._left(victim)
+        return out
+
+    def _finish(self, req, t: float) -> None:
+        super()._finish(req, t)
+        self._left(req)
+
+    def _left(self, req) -> None:
+        a = getattr(req, "adapter", None)
+        if a is not None:
+            left = self.adapters_running[a] - 1
+            if left:
+                self.adapters_running[a] = left
+            else:
+                del self.adapters_running[a]
+
+
+def _in_use(rep):
+    """The adapters of ``rep``'s running batch: a :class:`LoraReplica` keeps them counted; any other
+    replica (a test's plain Replica) is walked."""
+    if isinstance(rep, LoraReplica):
+        return rep.adapters_running
     return {r.adapter for r in rep.running.values() if getattr(r, "adapter", None) is not None}
 
 
@@ -126,7 +166,6 @@ def lora_replicas(alloc, engine, arch, count: int) -> list:
     from copy import copy
 
     from hetinfra.perf.estimator import kv_bytes_per_token_per_gpu
-    from hetinfra.sim.replica import Replica, ReplicaConfig
 
     lo = alloc.adapters
     taken = int(float(lo.slot_memory_gb) * 1e9 / kv_bytes_per_token_per_gpu(arch, alloc.tp, "bf16", alloc.pp))
@@ -134,7 +173,7 @@ def lora_replicas(alloc, engine, arch, count: int) -> list:
     for _ in range(count):
         eng = LoraEngine(engine, alloc.gpu, int(lo.max_lora_rank), int(lo.max_loras), float(lo.cold_load_ms) / 1e3)
         eng.kv_tokens = max(1, int(engine.kv_tokens) - taken)
-        out.append(Replica(eng, ReplicaConfig(policy=copy(LoraVLLM()))))
+        out.append(LoraReplica(eng, ReplicaConfig(policy=copy(LoraVLLM()))))
     return out
 
 

@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from hetinfra.perf.lora import slowdown
 from hetinfra.sim.clock import run_replicas
-from hetinfra.sim.lora import LoraEngine, LoraRequest, LoraVLLM
+from hetinfra.sim.lora import LoraEngine, LoraReplica, LoraRequest, LoraVLLM
 from hetinfra.sim.replica import Replica, ReplicaConfig
 
 
 class Flat:
     """Every step 10 ms + 0.01 ms per prefill token."""
 
-    def __init__(self):
-        self.mbt, self.kv_tokens, self.pp = 2048, 1e6, 1
+    def __init__(self, kv_tokens=1e6):
+        self.mbt, self.kv_tokens, self.pp = 2048, kv_tokens, 1
 
     def step_s(self, prefill_tokens, prefill_positions, decode_seqs, decode_context, running_seqs=None):
         return 0.01 + 1e-5 * prefill_tokens
@@ -72,3 +72,36 @@ def test_a_batch_never_holds_more_adapters_than_slots_and_every_request_finishes
 def test_an_engine_without_slots_is_refused():
     with pytest.raises(ValueError):
         LoraEngine(Flat(), "H100", 16, 0, 0.0)
+
+
+class Checked(LoraVLLM):
+    """LoraVLLM that compares, at every scheduling call, the replica's counted adapters with a walk of
+    its running batch."""
+
+    def schedule(self, rep, t):
+        walked = {}
+        for r in rep.running.values():
+            if r.adapter is not None:
+                walked[r.adapter] = walked.get(r.adapter, 0) + 1
+        assert rep.adapters_running == walked
+        super().schedule(rep, t)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000))
+def test_a_lora_replica_counts_the_adapters_of_its_running_batch_through_preemptions(slots, adapters, seed):
+    """LoraReplica keeps adapter counts as requests are admitted, preempted (a small KV cache forces
+    preemptions) and finished: they equal a walk of the running batch at every scheduling call, and
+    the run is the plain Replica's (which walks the batch) to the last timestamp."""
+    rng = random.Random(seed)
+    shape = [(i * 0.005, rng.randint(5, 300), rng.randint(1, 60),
+              rng.choice([None] + [f"a{j}" for j in range(adapters)])) for i in range(80)]
+    runs = []
+    for make, policy in ((Replica, LoraVLLM), (LoraReplica, Checked)):
+        reqs = [LoraRequest(i, *row) for i, row in enumerate(shape)]
+        eng = LoraEngine(Flat(kv_tokens=1200), "H100", 16, slots, 0.01)
+        rep = make(eng, ReplicaConfig(max_num_seqs=32, policy=policy()))
+        run_replicas([rep], reqs)
+        runs.append([(r.first, r.finish, r.preempted) for r in reqs])
+    assert runs[0] == runs[1]
+    assert rep.adapters_running == {}
