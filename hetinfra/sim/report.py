@@ -6,9 +6,11 @@ simulation.json keys: simulator_version, plan_version, service, seed, load, burs
 warmup_fraction, met; models[] (model, offered_rps, requests, warmup_requests, unrouted, slo, count,
 ttft_ms / tpot_ms {count, mean, p50, p90, p95, p99, max}, throughput_rps, preempted_requests,
 objective {met, ratio, ratios, attainment}, met, classes[] (the same per class), ttft_cdf_ms,
-tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas, step_model,
-profile_factor, the same latency block, utilization (busy fraction), batch {mean running sequences per
-replica, max_num_seqs}, waiting {mean, max}, kv_occupancy {mean, max},
+tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas (the plan's:
+allocations[].count), engines (the vLLM engines simulated: replicas x engines per instance, a
+prefill/decode bundle's prefill and decode engines), step_model, profile_factor, the same latency
+block, utilization (busy fraction), batch {mean running sequences per engine, max_num_seqs}, waiting
+{mean, max}, kv_occupancy {mean, max},
 preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throughput_ratio, drift,
 ttft_ms {middle, last}, preemptions, preempted_requests, repreemption}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
 statistic misses its bound. Models also carry ``stable``; a judged simulation (``simulate
@@ -145,12 +147,20 @@ def render_text(doc: dict, console) -> None:
         t.add_column(col, justify="left" if col == "unit" else "right")
     for u in doc["units"]:
         o = u["objective"]
-        t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), str(u["replicas"]),
+        t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), _replicas(u),
                   _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{(u.get('batch') or {}).get('mean', 0):.1f}",
                   f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
                   "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]{_unstable(u)}x{o['ratio']:.3f}[/]"))
     console.print(t)
+
+
+def _replicas(unit: dict) -> str:
+    """The plan's replicas of a unit, and its simulated engines where they are more (several engines
+    per instance, a prefill/decode bundle); a simulation.json written before ``engines`` existed
+    counted engines under ``replicas``."""
+    n, engines = unit["replicas"], unit.get("engines", unit["replicas"])
+    return str(n) if engines == n else f"{n} ({engines} engines)"
 
 
 def _unstable(unit: dict) -> str:

@@ -51,7 +51,9 @@ def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: b
     steady = stability(reqs.arrival, reqs.first, reqs.finish, reqs.rid >= info["warm"], obj.ttft_ms, reqs.preempted)
     latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
     out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
-           "replicas": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
+           # replicas as plan.json counts them (allocations[].count); engines: what was simulated
+           # (count x engines per instance; a prefill/decode bundle's prefill and decode engines)
+           "replicas": a.count, "engines": len(replicas), "step_model": ue.step_model, "profile_factor": ue.profile_factor,
            "kv_blocks_per_replica": blocks, **latency, "stability": steady,
            # busy fraction: near 1 whenever a request is in flight (continuous batching), so the
            # mean batch and the KV occupancy say more about how full a replica is

@@ -215,3 +215,23 @@ def test_a_one_unit_models_entry_reuses_its_units_block_exactly(name, monkeypatc
     one_unit = [m["model"] for m in reused[1]["models"] if sum(u["model"] == m["model"] for u in reused[1]["units"]) == 1]
     assert one_unit and all(next(m for m in reused[1]["models"] if m["model"] == n)["ttft_ms"] is not
                             next(u for u in reused[1]["units"] if u["model"] == n)["ttft_ms"] for n in one_unit)
+
+
+def test_units_count_the_plans_replicas_and_the_engines_simulated():
+    """simulation.json units[].replicas is the plan's count (as plan.json, the router, SkyPilot and the
+    stacks count replicas); engines is what ran: count x engines per instance. The batch example
+    runs several engines per instance, so the two differ there (the table shows both)."""
+    from hetinfra.sim import plan_sim
+    from hetinfra.sim.report import _replicas
+    from hetinfra.spec.load import load_spec
+    from tests.plan.golden_plans import filled_golden
+
+    doc, path = filled_golden("batch"), REPO / "services" / "batch.yaml"
+    sim = plan_sim.simulate_plan(doc, load_spec(path)[0], path, WorkloadConfig(requests=2000, seed=5, load=1.2))
+    allocs = {a["unit"]: a for a in doc["allocations"]}
+    assert {u["unit"] for u in sim["units"]} == set(allocs)
+    for u in sim["units"]:
+        a = allocs[u["unit"]]
+        assert (u["replicas"], u["engines"]) == (a["count"], a["count"] * a["engines_per_instance"])
+    several = [u for u in sim["units"] if u["engines"] > u["replicas"]]
+    assert several and _replicas(several[0]) == f"{several[0]['replicas']} ({several[0]['engines']} engines)"
