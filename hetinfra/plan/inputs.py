@@ -105,98 +105,136 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
             locate=None, extra_caps: dict[tuple[str, str, str], int] | None = None) -> PlanInputs:
     """Check the spec against offers, catalogs and files; ``locate(*path)`` gives ``file:line:col``."""
     base = spec_path.parent
-    where = str(spec_path)
-    at_ = locate or (lambda *loc: where)
-    warnings: list[str] = []
-
-    snap = snapshot if snapshot is not None else load_embedded_snapshot()
-    for raw in spec.offers:
-        snap = snap.merged(load_offers_file(_resolve_path(base, raw)))
-    committed = [t for t in spec.infrastructure.terms() if t.startswith("committed")]
-    if committed:  # only then: plans without a committed term keep their inputs.sources
-        from hetinfra.price_feeds.committed import with_committed_prices
-
-        snap = with_committed_prices(snap)
+    at_ = locate or (lambda *loc: str(spec_path))
+    snap = _offer_snapshot(spec, base, snapshot)
     rows: list[ProfileRow] = []
     for raw in spec.profiles:
         rows.extend(load_profiles(_resolve_path(base, raw)))
     profiles = ProfileTable(rows)
-
-    infra = spec.infrastructure
     check_custom_gpus(spec, snap.offers, locate)  # one named like a catalog GPU, or nothing offers: an error
-    all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
-    for c in infra.clouds:
-        if c.lower() not in all_clouds:
-            raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {did_you_mean(c, all_clouds)}",
-                                    hint="custom clouds must appear in an offers CSV listed under `offers:`")
-    clouds = {c.lower() for c in infra.clouds}
-    in_clouds = [o for o in snap.offers if o.cloud in clouds]
-    known_regions = sorted({o.region for o in in_clouds})
-    if infra.regions is not None:
-        for r in infra.regions:
-            if r not in known_regions:
-                raise InvalidInputError(f"{at_('infrastructure', 'regions', infra.regions.index(r))}: infrastructure.regions: no offer in region '{r}' for clouds "
-                                        f"{', '.join(sorted(clouds))}; {did_you_mean(r, known_regions)}")
-        in_clouds = [o for o in in_clouds if o.region in set(infra.regions)]
-    known_gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
-    if infra.gpus is not None:
-        for g in infra.gpus:
-            if g not in known_gpus:
-                raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {did_you_mean(g, known_gpus)}",
-                                        hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
-        in_clouds = [o for o in in_clouds if o.gpu in set(infra.gpus)]
-    caps: dict[tuple[str, str, str], int] = {}
-    for i, cap in enumerate(infra.availability):
-        at = f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]"
-        if cap.cloud.lower() not in all_clouds:
-            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {did_you_mean(cap.cloud, all_clouds)}")
-        regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
-        if cap.region not in regions:
-            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {did_you_mean(cap.region, regions)}")
-        if cap.gpu not in known_gpus:
-            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {did_you_mean(cap.gpu, known_gpus)}")
-        caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
-    for key, n in (extra_caps or {}).items():  # --caps FILE and --availability: the tighter cap wins
-        caps[key] = min(n, caps.get(key, n))
-    in_clouds, kube_notes = restrict_to_clusters(spec, in_clouds, locate)  # a region without a cluster: never planned
-    warnings.extend(kube_notes)
+    allowed = _AllowedOffers.of(spec.infrastructure, snap, at_)
+    caps = _caps(spec.infrastructure, snap, allowed, at_, extra_caps)
+    in_clouds, kube_notes = restrict_to_clusters(spec, allowed.offers, locate)  # a region without a cluster: never planned
     if not in_clouds:
-        raise InvalidInputError(f"{where}: no offer matches infrastructure (clouds {', '.join(sorted(clouds))}"
+        infra = spec.infrastructure
+        raise InvalidInputError(f"{spec_path}: no offer matches infrastructure (clouds {', '.join(sorted(allowed.clouds))}"
                                 f"{', regions ' + ', '.join(infra.regions) if infra.regions else ''}"
                                 f"{', GPUs ' + ', '.join(infra.gpus) if infra.gpus else ''})",
                                 hint="widen the allowlists, or add offers with `offers:`")
-    custom = sorted({o.cloud for o in in_clouds if o.custom_cloud})
-    if custom:
-        warnings.append(f"custom cloud(s) {', '.join(custom)}: planned, but no SkyPilot/Pulumi files are generated for them")
-    if "spot" in spec.infrastructure.terms() and not any(o.spot_price_per_hour for o in in_clouds):
-        warnings.append("spot: true, but no allowed offer has a spot price; planning on-demand only")
-    for term in committed:
-        if not any(o.purchase_price(term) for o in in_clouds):
-            warnings.append(f"purchase_terms allows {term}, but no allowed offer has a {term} price (hetinfra prices "
-                            "--json lists them; add yours in an offers CSV); planning without it")
-
-    models = []
-    for i, m in enumerate(spec.models):
-        at = f"{at_('models', i)}: models[{i}] ({m.name})"
-        arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model", base)
-        classes = tuple(request_classes(m, base))
-        _check_context(at, arch, classes)
-        for region in (m.demand.origins or {}):
-            if region not in known_regions:
-                raise InvalidInputError(
-                    f"{at_('models', i, 'demand', 'origins', region)}: models[{i}].demand.origins: no allowed offer in "
-                    f"region '{region}'; {did_you_mean(region, known_regions)}")
-        names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
-        ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms,
-                           vllm_version=spec.deploy.vllm_version, estimator=spec.planning.estimator)
-        variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version, spec.planning.estimator)
-        models.append(PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx, variants=variants))
-
+    warnings = [*kube_notes, *_offer_warnings(spec, in_clouds)]
+    models = [_planned_model(spec, i, base, allowed.regions, at_) for i in range(len(spec.models))]
     return PlanInputs(
         spec=spec, spec_path=spec_path, spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
         models=tuple(models), offers=tuple(in_clouds), snapshot=snap, profiles=profiles,
         profile_files=tuple(spec.profiles), caps=caps, warnings=tuple(warnings),
     )
+
+
+def _offer_snapshot(spec: ServiceSpec, base: Path, snapshot: OfferSnapshot | None) -> OfferSnapshot:
+    """The embedded snapshot (or ``snapshot``) merged with the spec's offers files, and with the
+    committed-term prices only where the spec allows a committed term (other plans keep their
+    inputs.sources)."""
+    snap = snapshot if snapshot is not None else load_embedded_snapshot()
+    for raw in spec.offers:
+        snap = snap.merged(load_offers_file(_resolve_path(base, raw)))
+    if any(t.startswith("committed") for t in spec.infrastructure.terms()):
+        from hetinfra.price_feeds.committed import with_committed_prices
+
+        snap = with_committed_prices(snap)
+    return snap
+
+
+@dataclass(frozen=True)
+class _AllowedOffers:
+    """The offers the spec's allowlists admit, and the names they were checked against."""
+
+    offers: list
+    clouds: set[str]  # the allowed clouds, lower case
+    all_clouds: list[str]  # every cloud with an offer, and the known ones
+    regions: list[str]  # every region with an offer of an allowed cloud
+    gpus: list[str]  # every GPU with an offer, and the catalog's
+
+    @classmethod
+    def of(cls, infra, snap: OfferSnapshot, at_) -> "_AllowedOffers":
+        all_clouds = sorted({o.cloud for o in snap.offers} | set(KNOWN_CLOUDS))
+        for c in infra.clouds:
+            if c.lower() not in all_clouds:
+                raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {did_you_mean(c, all_clouds)}",
+                                        hint="custom clouds must appear in an offers CSV listed under `offers:`")
+        clouds = {c.lower() for c in infra.clouds}
+        offers = [o for o in snap.offers if o.cloud in clouds]
+        regions = sorted({o.region for o in offers})
+        if infra.regions is not None:
+            for r in infra.regions:
+                if r not in regions:
+                    raise InvalidInputError(f"{at_('infrastructure', 'regions', infra.regions.index(r))}: infrastructure.regions: no offer in region '{r}' for clouds "
+                                            f"{', '.join(sorted(clouds))}; {did_you_mean(r, regions)}")
+            offers = [o for o in offers if o.region in set(infra.regions)]
+        gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
+        if infra.gpus is not None:
+            for g in infra.gpus:
+                if g not in gpus:
+                    raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {did_you_mean(g, gpus)}",
+                                            hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
+            offers = [o for o in offers if o.gpu in set(infra.gpus)]
+        return cls(offers, clouds, all_clouds, regions, gpus)
+
+
+def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
+          extra_caps: dict[tuple[str, str, str], int] | None) -> dict[tuple[str, str, str], int]:
+    """GPUs per (cloud, region, GPU): the spec's availability entries, checked against the offers, and
+    ``extra_caps`` (--caps FILE and --availability); where several name one key, the tighter wins."""
+    caps: dict[tuple[str, str, str], int] = {}
+    for i, cap in enumerate(infra.availability):
+        at = f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]"
+        if cap.cloud.lower() not in allowed.all_clouds:
+            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {did_you_mean(cap.cloud, allowed.all_clouds)}")
+        regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
+        if cap.region not in regions:
+            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {did_you_mean(cap.region, regions)}")
+        if cap.gpu not in allowed.gpus:
+            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {did_you_mean(cap.gpu, allowed.gpus)}")
+        caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
+    for key, n in (extra_caps or {}).items():
+        caps[key] = min(n, caps.get(key, n))
+    return caps
+
+
+def _offer_warnings(spec: ServiceSpec, in_clouds: list) -> list[str]:
+    """What the plan cannot do with the offers it may use: custom clouds get no deployment files; a
+    spot or committed term that no allowed offer prices is planned without."""
+    warnings = []
+    custom = sorted({o.cloud for o in in_clouds if o.custom_cloud})
+    if custom:
+        warnings.append(f"custom cloud(s) {', '.join(custom)}: planned, but no SkyPilot/Pulumi files are generated for them")
+    terms = spec.infrastructure.terms()
+    if "spot" in terms and not any(o.spot_price_per_hour for o in in_clouds):
+        warnings.append("spot: true, but no allowed offer has a spot price; planning on-demand only")
+    for term in (t for t in terms if t.startswith("committed")):
+        if not any(o.purchase_price(term) for o in in_clouds):
+            warnings.append(f"purchase_terms allows {term}, but no allowed offer has a {term} price (hetinfra prices "
+                            "--json lists them; add yours in an offers CSV); planning without it")
+    return warnings
+
+
+def _planned_model(spec: ServiceSpec, i: int, base: Path, known_regions: list[str], at_) -> PlannedModel:
+    """``spec.models[i]`` checked (its architecture, request classes, context, demand origins) with its
+    estimator context and variants."""
+    m = spec.models[i]
+    at = f"{at_('models', i)}: models[{i}] ({m.name})"
+    arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model", base)
+    classes = tuple(request_classes(m, base))
+    _check_context(at, arch, classes)
+    for region in (m.demand.origins or {}):
+        if region not in known_regions:
+            raise InvalidInputError(
+                f"{at_('models', i, 'demand', 'origins', region)}: models[{i}].demand.origins: no allowed offer in "
+                f"region '{region}'; {did_you_mean(region, known_regions)}")
+    names = tuple(dict.fromkeys(n.lower() for n in (m.name, m.model or "", m.source) if n))
+    ctx = ModelContext(names=names, arch=arch, precision=m.precision, ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms,
+                       vllm_version=spec.deploy.vllm_version, estimator=spec.planning.estimator)
+    variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version, spec.planning.estimator)
+    return PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx, variants=variants)
 
 
 def _check_context(at: str, arch: ModelArch | None, classes) -> None:
