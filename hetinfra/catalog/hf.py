@@ -135,6 +135,30 @@ def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: 
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}
     mtype = str(_get(cfg, "model_type", default="")).lower()
+    layers, hidden, heads = _checked_shape(cfg, top, mtype, where)
+    kv = _get(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if kv is None:
+        kv = 1 if cfg.get("multi_query") else heads
+    head_dim = _get(cfg, "head_dim") or hidden // heads
+    vocab = int(_get(cfg, "vocab_size", "padded_vocab_size", default=32000))
+    ctx = int(_get(cfg, "max_position_embeddings", "n_positions", "seq_length", "max_seq_len", default=4096))
+    inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
+    attn, kv, head_dim = _attention(cfg, hidden, heads, kv, head_dim)
+    total_mlp, active_mlp = _mlp_params(cfg, mtype, layers, hidden, inter)
+    embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
+    total = embed + layers * attn + total_mlp
+    active = embed + layers * attn + active_mlp
+    scale = _checkpoint_scale(cfg, top, index, total)
+    total, active = total * scale, active * scale
+    return ModelArch(name=name, layers=int(layers), hidden_size=int(hidden), heads=int(heads), kv_heads=int(kv),
+                     head_dim=int(head_dim), params=float(total),
+                     active_params=float(active) if active < total * 0.999 else None, vocab_size=vocab,
+                     max_context=ctx)
+
+
+def _checked_shape(cfg: dict, top: dict, mtype: str, where: str) -> tuple[int, int, int]:
+    """(layers, hidden size, attention heads) of a decoder-only transformer's config; any other
+    architecture, or a config without the three, is refused (exit 2) with the fix."""
     archs = [str(a) for a in (top.get("architectures") or [])]
     label = archs[0] if archs else (mtype or "unknown")
     if mtype in _UNSUPPORTED or any(x in a.lower() for a in archs for x in ("mamba", "rwkv", "encoderdecoder")):
@@ -148,66 +172,59 @@ def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: 
         raise InvalidInputError(f"{where}: unsupported architecture {label}: config.json lacks num_hidden_layers, "
                                 "hidden_size or num_attention_heads",
                                 hint="describe it with an `architecture:` block (layers, hidden_size, heads, ...)")
-    kv = _get(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if kv is None:
-        kv = 1 if cfg.get("multi_query") else heads
-    head_dim = _get(cfg, "head_dim") or hidden // heads
-    vocab = int(_get(cfg, "vocab_size", "padded_vocab_size", default=32000))
-    ctx = int(_get(cfg, "max_position_embeddings", "n_positions", "seq_length", "max_seq_len", default=4096))
-    inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
+    return layers, hidden, heads
 
-    # ---- attention: MLA (DeepSeek-V2/V3) keeps one compressed latent per token and layer --------------
-    mla = cfg.get("kv_lora_rank") is not None and cfg.get("qk_rope_head_dim") is not None
-    if mla:
-        rank, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
-        nope = int(_get(cfg, "qk_nope_head_dim", default=128))
-        v_dim = int(_get(cfg, "v_head_dim", default=nope))
-        q_rank = cfg.get("q_lora_rank")
-        q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
-        attn = q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
-        # KV bytes per token = 2 x layers x kv_heads x head_dim x b: one "head" of (rank + rope) / 2
-        # values gives layers x (rank + rope) x b, replicated on every TP rank (kv_heads = 1)
-        kv, head_dim = 1, (rank + rope + 1) // 2
-    else:
-        attn = hidden * heads * head_dim * 2 + 2 * hidden * kv * head_dim
 
-    # ---- MLP: dense, or MoE (routed experts, shared experts, leading dense layers) -------------------
+def _attention(cfg: dict, hidden: int, heads: int, kv: int, head_dim: int) -> tuple[int, int, int]:
+    """(attention parameters per layer, KV heads, head dim as the KV cache counts them). MLA
+    (DeepSeek-V2/V3) keeps one compressed latent per token and layer."""
+    if cfg.get("kv_lora_rank") is None or cfg.get("qk_rope_head_dim") is None:
+        return hidden * heads * head_dim * 2 + 2 * hidden * kv * head_dim, kv, head_dim
+    rank, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
+    nope = int(_get(cfg, "qk_nope_head_dim", default=128))
+    v_dim = int(_get(cfg, "v_head_dim", default=nope))
+    q_rank = cfg.get("q_lora_rank")
+    q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+    attn = q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+    # KV bytes per token = 2 x layers x kv_heads x head_dim x b: one "head" of (rank + rope) / 2
+    # values gives layers x (rank + rope) x b, replicated on every TP rank (kv_heads = 1)
+    return attn, 1, (rank + rope + 1) // 2
+
+
+def _mlp_params(cfg: dict, mtype: str, layers: int, hidden: int, inter: int) -> tuple[int, int]:
+    """(total, active) MLP parameters over the layers: dense, or MoE (routed experts, shared experts,
+    leading dense layers; the router's hidden x experts per MoE layer)."""
     experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
     mlp_mult = 2 if mtype in _UNGATED else 3  # gated MLPs (SwiGLU / GeGLU): gate, up, down
     dense_mlp = mlp_mult * hidden * inter
-    if experts and int(experts) > 1:
-        experts = int(experts)
-        top_k = int(_get(cfg, "num_experts_per_tok", "moe_topk", "top_k", default=2))
-        e_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter
-        expert = mlp_mult * hidden * e_inter
-        shared = (int(cfg.get("n_shared_experts") or 0) * expert
-                  + (mlp_mult * hidden * cfg["shared_expert_intermediate_size"]
-                     if cfg.get("shared_expert_intermediate_size") else 0))
-        dense_layers = int(cfg.get("first_k_dense_replace") or 0)
-        moe_layers = layers - dense_layers
-        total_mlp = dense_layers * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts)
-        active_mlp = dense_layers * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts)
-    else:
-        total_mlp = active_mlp = layers * dense_mlp
-    embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
-    total = embed + layers * attn + total_mlp
-    active = embed + layers * attn + active_mlp
+    if not experts or int(experts) <= 1:
+        return layers * dense_mlp, layers * dense_mlp
+    experts = int(experts)
+    top_k = int(_get(cfg, "num_experts_per_tok", "moe_topk", "top_k", default=2))
+    e_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter
+    expert = mlp_mult * hidden * e_inter
+    shared = (int(cfg.get("n_shared_experts") or 0) * expert
+              + (mlp_mult * hidden * cfg["shared_expert_intermediate_size"]
+                 if cfg.get("shared_expert_intermediate_size") else 0))
+    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    moe_layers = layers - dense_layers
+    return (dense_layers * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts),
+            dense_layers * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts))
 
-    # ---- weight size from the checkpoint's safetensors index, where given -------------------------------
+
+def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float) -> float:
+    """The factor that makes the counted parameters match the checkpoint's safetensors index (its
+    total bytes over the bytes per weight of its quantization or dtype), or 1 without an index."""
     size = ((index or {}).get("metadata") or {}).get("total_size")
-    if isinstance(size, (int, float)) and size > 0:
-        qc = cfg.get("quantization_config") or top.get("quantization_config") or {}
-        method = str(qc.get("quant_method", "")).lower()
-        bits = qc.get("bits") or qc.get("w_bit")
-        if method in ("fp8", "fbgemm_fp8") or "fp8" in str(qc.get("format", "")).lower():
-            per = 1.0
-        elif bits:
-            per = float(bits) / 8.0
-        else:
-            per = float(_DTYPE_BYTES.get(str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")), 2))
-        scale = (size / per) / total
-        total, active = total * scale, active * scale
-    return ModelArch(name=name, layers=int(layers), hidden_size=int(hidden), heads=int(heads), kv_heads=int(kv),
-                     head_dim=int(head_dim), params=float(total),
-                     active_params=float(active) if active < total * 0.999 else None, vocab_size=vocab,
-                     max_context=ctx)
+    if not isinstance(size, (int, float)) or size <= 0:
+        return 1.0
+    qc = cfg.get("quantization_config") or top.get("quantization_config") or {}
+    method = str(qc.get("quant_method", "")).lower()
+    bits = qc.get("bits") or qc.get("w_bit")
+    if method in ("fp8", "fbgemm_fp8") or "fp8" in str(qc.get("format", "")).lower():
+        per = 1.0
+    elif bits:
+        per = float(bits) / 8.0
+    else:
+        per = float(_DTYPE_BYTES.get(str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")), 2))
+    return (size / per) / total
