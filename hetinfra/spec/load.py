@@ -6,6 +6,7 @@ and unknown keys get a did-you-mean from the model's field names.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,37 @@ def _unquoted_text_hint(err: dict, loc: Loc, written: dict[Loc, str]) -> str:
     spelled = written.get(loc, str(value))
     kind = "a boolean" if isinstance(value, bool) else "a number"
     return f"; YAML reads the unquoted {spelled} as {kind} ({value!r}): quote it, e.g. \"{spelled}\""
+
+
+def _yaml_number(text: str) -> str | None:
+    """How to write ``text`` so that YAML 1.1 reads it as a number, where Python reads it as a finite
+    one and YAML does not (``1e3``, ``1E-2``: YAML 1.1's exponent form needs a dot and a signed
+    exponent, as in ``1.0e+3``); else None."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        return None
+    if not math.isfinite(value) or not isinstance(yaml.safe_load(text), str):
+        return None
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    mantissa, _, exponent = repr(value).partition("e")
+    if not exponent:
+        return mantissa
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
+def _unquoted_number_hint(err: dict) -> str:
+    """Where a number field got text that reads as a number everywhere but in YAML 1.1 (``rate_rps:
+    1e3`` is the string '1e3'), say so and show a spelling YAML reads as that number."""
+    value = err.get("input")
+    if err["type"] not in ("float_type", "int_type") or not isinstance(value, str):
+        return ""
+    spelled = _yaml_number(value.strip())
+    if spelled is None:
+        return ""
+    return (f"; YAML 1.1 reads {value} as text, not a number (an exponent needs a dot and a sign there): "
+            f"write {spelled}")
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -103,7 +135,7 @@ def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
-    hint = _unquoted_text_hint(err, loc, written)  # it shows the input itself
+    hint = _unquoted_text_hint(err, loc, written) or _unquoted_number_hint(err)  # they show the input
     if not hint and "input" in err and err["type"] != "value_error" and not isinstance(err["input"], (dict, list)):
         msg = f"{msg} (got {err['input']!r})"
     return f"{at}: {field}: {msg}{hint}"

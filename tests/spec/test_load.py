@@ -1,5 +1,6 @@
 """The spec loader's messages for a text field that YAML read as a number or a boolean: the message
-shows the value as the file spells it and how to quote it (``vllm_version: 0.10`` is the number 0.1)."""
+shows the value as the file spells it and how to quote it (``vllm_version: 0.10`` is the number 0.1);
+and for a number field that YAML 1.1 read as text (``rate_rps: 1e3`` is the string '1e3')."""
 
 from __future__ import annotations
 
@@ -25,13 +26,17 @@ TEXT_FIELDS = [
 SPELLINGS = st.one_of(
     st.builds(lambda i, f: f"{i}.{f}0", st.integers(0, 99), st.integers(0, 99)),  # 0.10, 3.50
     st.integers(0, 10**6).map(str),
-    st.sampled_from(["yes", "no", "on", "off", "True", "false", "1e3", ".5", "0x1F", "1_000"]),
+    st.sampled_from(["yes", "no", "on", "off", "True", "false", "1.0e+3", ".5", "0x1F", "1_000"]),
 )
 
 
 def _located_error(block: str) -> str:
+    return _error_of(CHAT + block)
+
+
+def _error_of(text: str) -> str:
     with pytest.raises(InvalidInputError) as exc:
-        parse_spec_text(CHAT + block, "svc.yaml")
+        parse_spec_text(text, "svc.yaml")
     return str(exc.value)
 
 
@@ -53,3 +58,29 @@ def test_vllm_version_0_10_is_not_reported_as_0_1_alone():
 
 def test_a_quoted_value_passes():
     parse_spec_text(CHAT + 'deploy:\n  vllm_version: "0.10"\n', "svc.yaml")
+
+
+#: number fields of the spec, as (chat.yaml's text with {v} for the value, dotted field, the field's range)
+NUMBER_FIELDS = [
+    ("rate_rps: 12", "rate_rps: {v}", "models[0].demand.rate_rps", (0.001, 1e6)),
+    ("headroom: 0.1", "headroom: {v}", "planning.headroom", (0.0, 0.99)),
+    ("  headroom: 0.1\n", "  headroom: 0.1\n  max_nodes_per_template: {v}\n", "planning.max_nodes_per_template", (1, 8)),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(field=st.sampled_from(NUMBER_FIELDS), mantissa=st.integers(1, 9), exponent=st.integers(-300, 300),
+       upper=st.booleans())
+def test_a_yaml_1_1_exponent_where_a_number_belongs_says_how_to_write_it(field, mantissa, exponent, upper):
+    """``1e3`` is a number to Python and to YAML 1.2 but text to YAML 1.1: the message says so and
+    gives a spelling YAML reads as the same number; with it the file loads where the number is in
+    the field's range (else the range error is what remains)."""
+    old, new, dotted, (lo, hi) = field
+    spelled = f"{mantissa}{'E' if upper else 'e'}{exponent}"
+    assert isinstance(yaml.safe_load(spelled), str)
+    msg = _error_of(CHAT.replace(old, new.format(v=spelled)))
+    assert msg.startswith("svc.yaml:") and f"{dotted}:" in msg and "\n" not in msg
+    fix = msg.rsplit("write ", 1)[1]
+    assert "YAML 1.1 reads" in msg and yaml.safe_load(fix) == float(spelled)
+    if lo <= float(spelled) <= hi:
+        parse_spec_text(CHAT.replace(old, new.format(v=fix)), "svc.yaml")
