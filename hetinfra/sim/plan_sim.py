@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -127,36 +128,13 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     ``detail=False`` leaves out what only the report reads, each model's ``classes`` and latency
     CDFs (verification judges models and units, and collecting classes was most of its statistics)."""
     plan = SimPlan.of(plan)
-    planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
-    scale = plan.scale()
-    models = [m for m in plan.models if m.rate_rps]
     allocs = list(plan.allocations)
-    unit_ix = {a.unit: k for k, a in enumerate(allocs)}
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
     batches = not detail and (config.batch_means is None or config.seed in config.batch_means)
-    model_info, cached, model_keys, unit_keys = {}, {}, {}, {}
-    for m in models:
-        name = m.name
-        pm = planned.get(name)
-        if pm is None:
-            raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
-        rate = float(m.rate_rps) * scale * config.load
-        routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
-        if memo is not None:
-            keys, model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail,
-                                                 batches)
-            unit_keys.update(keys)
-            if model_keys[name] in memo:
-                cached[name] = memo[model_keys[name]]
-                continue
-        draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
-        by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo, config)
-        n = config.requests
-        model_info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
-                            "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
-                            "by_unit": by_unit, "arrival": arrivals(name, rate, config, memo)}
+    mods = _model_infos(plan, spec, spec_path, config, memo, detail, batches, templates, calib)
+    model_info, unit_keys = mods.info, mods.unit_keys
     units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
     engines: dict[int, tuple[UnitEngine, list[Replica]]] = {}
     # a unit's memo entry: its requests, engine and replicas, and its simulation.json entry (which
@@ -164,8 +142,7 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     known: dict[int, dict] = {}
     todo: list[tuple[int, str | None]] = []
     for k, a in enumerate(allocs):
-        info = model_info.get(a.model)
-        if info is None:
+        if a.model not in model_info:
             continue
         key = unit_keys.get(k)
         if key is not None and key in memo:
@@ -187,8 +164,54 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
         if k not in known:
             memo[unit_keys[k]] = (units_reqs[k], ue, replicas, dict(entry))
     for entry in out["models"]:
-        memo[model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
-    return _merge(out, [m.name for m in models], allocs, cached)
+        memo[mods.model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
+    return _merge(out, mods.names, allocs, mods.cached)
+
+
+@dataclass
+class _Models:
+    """The plan's models with demand, made ready to simulate: ``info`` per model to simulate (its plan
+    model, spec model, request count, warm-up, rate, routing, draws and arrivals); with a memo, the
+    models it already holds (``cached``: their entries) and the memo keys of every model and unit."""
+
+    names: list[str]
+    info: dict[str, dict] = field(default_factory=dict)
+    cached: dict[str, tuple] = field(default_factory=dict)
+    model_keys: dict[str, str] = field(default_factory=dict)
+    unit_keys: dict[int, str] = field(default_factory=dict)
+
+
+def _model_infos(plan: SimPlan, spec, spec_path, config: WorkloadConfig, memo: dict | None, detail: bool,
+                 batches: bool, templates: dict, calib) -> _Models:
+    """Each model with demand: served from the memo where it holds the model's key, else its requests
+    drawn, routed to its units and given arrivals (at its rate x the plan's scale x the load)."""
+    planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
+    scale = plan.scale()
+    allocs = list(plan.allocations)
+    unit_ix = {a.unit: k for k, a in enumerate(allocs)}
+    models = [m for m in plan.models if m.rate_rps]
+    out = _Models(names=[m.name for m in models])
+    for m in models:
+        name = m.name
+        pm = planned.get(name)
+        if pm is None:
+            raise InvalidInputError(f"plan model {name!r} is not in the spec {spec_path}", hint="pass the plan's spec with --spec")
+        rate = float(m.rate_rps) * scale * config.load
+        routing = OriginRouting(plan, name, m.classes, unit_ix)  # by origin (hetinfra.sim.network)
+        if memo is not None:
+            keys, out.model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail,
+                                                    batches)
+            out.unit_keys.update(keys)
+            if out.model_keys[name] in memo:
+                out.cached[name] = memo[out.model_keys[name]]
+                continue
+        draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
+        by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo, config)
+        n = config.requests
+        out.info[name] = {"plan": m, "pm": pm, "n": n, "warm": int(n * config.warmup_fraction), "rate": rate,
+                          "unrouted": unrouted, "routing": routing, "origin_ix": origin_ix, "draw": draw,
+                          "by_unit": by_unit, "arrival": arrivals(name, rate, config, memo)}
+    return out
 
 
 def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress,
