@@ -93,17 +93,50 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     across nodes (TP x PP, Demystifying's search over both degrees) and (when
     ``planning.allow_mixed_pipelines``) mixed-GPU pipelines over the allowed instance types."""
     settings = inputs.spec.planning
-    max_nodes = settings.max_nodes_per_template
-    tp_pp = settings.tp_pp_layouts
-    templates: dict[tuple[str, str, int, int], Template] = {}
-    single_complete: set[tuple[str, str]] = set()
-    heads = pm.arch.heads if pm.arch else None
-    layers = pm.arch.layers if pm.arch else None
+    search = _LayoutSearch(pm, settings.tp_pp_layouts, settings.max_nodes_per_template)
+    floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
+    reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
+    types = sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers})
+    for cloud, instance_type, gpu, gpu_count in types:
+        for key in search.layouts(cloud, instance_type, gpu_count):
+            if key not in search.templates:
+                tp, pp = key[2], key[3]
+                nodes = 1 if tp * pp <= gpu_count else tp * pp // gpu_count
+                search.templates[key] = _template(pm, perf, cloud, instance_type, gpu, gpu_count, tp, pp, floors,
+                                                  reasons, nodes=nodes)
+                if nodes == 1 and search.complete(key):
+                    search.single_complete.add((cloud, instance_type))
+    out = prune_layouts([t for t in search.templates.values() if t.rates])
+    if settings.allow_mixed_pipelines and pm.arch is not None:
+        from hetinfra.plan.templates_mixed import mixed_templates  # local: only with allow_mixed_pipelines
 
-    def _complete(key) -> bool:
-        return key in templates and len(templates[key].rates) == len(pm.classes)
+        out.extend(mixed_templates(pm, inputs.offers, max_nodes=settings.max_nodes_per_template,
+                                   memory_ratio=settings.mixed_memory_ratio,
+                                   skip_clouds=set(inputs.spec.deploy.skypilot_clouds)))
+    coverage = {}
+    for c in pm.classes:
+        served = any(c.name in t.rates for t in out)
+        coverage[c.name] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
+    return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
-    def _layouts(cloud, instance_type, gpu_count):
+
+class _LayoutSearch:
+    """The layouts :func:`build_library` tries for one model, in order, and the templates made so far
+    (keyed (cloud, instance type, tp, pp)): a k-node pipeline is tried only while no layout of fewer
+    nodes of that instance type serves every class."""
+
+    def __init__(self, pm: PlannedModel, tp_pp: bool, max_nodes: int):
+        self.pm, self.tp_pp, self.max_nodes = pm, tp_pp, max_nodes
+        self.heads = pm.arch.heads if pm.arch else None
+        self.layers = pm.arch.layers if pm.arch else None
+        self.templates: dict[tuple[str, str, int, int], Template] = {}
+        #: (cloud, instance type) with a one-node template that serves every class
+        self.single_complete: set[tuple[str, str]] = set()
+
+    def complete(self, key) -> bool:
+        return key in self.templates and len(self.templates[key].rates) == len(self.pm.classes)
+
+    def layouts(self, cloud: str, instance_type: str, gpu_count: int):
         """Keys (cloud, instance type, tp, pp); nodes follow: tp x pp <= GPUs of a node means one node
         (gpus / (tp x pp) engines side by side), else tp x pp / GPUs nodes.
 
@@ -112,46 +145,23 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
         serve every class (memory or SLO): when one node can, k independent replicas serve at least
         as much as one k-node pipeline for k x the price. Across k nodes TP stays inside a node and
         each node holds gpus / tp consecutive stages (TP = all GPUs of a node without ``tp_pp_layouts``)."""
+        heads, layers, tp_pp = self.heads, self.layers, self.tp_pp
         for tp in tp_options(gpu_count, heads):
             for pp in pp_options(gpu_count // tp, layers) if tp_pp else (1,):
                 yield (cloud, instance_type, tp, pp)
         tps = [t for t in reversed(tp_options(gpu_count, heads)) if tp_pp or t == gpu_count]
         if not tps:
             return
-        for k in range(2, max_nodes + 1):
-            if (cloud, instance_type) in single_complete:
+        for k in range(2, self.max_nodes + 1):
+            if (cloud, instance_type) in self.single_complete:
                 return
             keys = [(cloud, instance_type, tp, k * gpu_count // tp) for tp in tps
                     if layers is None or k * gpu_count // tp <= layers]
             if not keys:
                 return
             yield from keys
-            if any(_complete(key) for key in keys):
+            if any(self.complete(key) for key in keys):
                 return
-
-    floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
-    reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
-    types = sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers})
-    for cloud, instance_type, gpu, gpu_count in types:
-        for key in _layouts(cloud, instance_type, gpu_count):
-            if key not in templates:
-                tp, pp = key[2], key[3]
-                nodes = 1 if tp * pp <= gpu_count else tp * pp // gpu_count
-                templates[key] = _template(pm, perf, cloud, instance_type, gpu, gpu_count, tp, pp, floors, reasons,
-                                           nodes=nodes)
-                if nodes == 1 and _complete(key):
-                    single_complete.add((cloud, instance_type))
-    out = prune_layouts([t for t in templates.values() if t.rates])
-    if settings.allow_mixed_pipelines and pm.arch is not None:
-        from hetinfra.plan.templates_mixed import mixed_templates  # local: only with allow_mixed_pipelines
-
-        out.extend(mixed_templates(pm, inputs.offers, max_nodes=max_nodes, memory_ratio=settings.mixed_memory_ratio,
-                                   skip_clouds=set(inputs.spec.deploy.skypilot_clouds)))
-    coverage = {}
-    for c in pm.classes:
-        served = any(c.name in t.rates for t in out)
-        coverage[c.name] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
-    return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 
 def _layout_rank(t: Template) -> tuple:
