@@ -18,7 +18,7 @@ from typing import Callable, ClassVar, Iterable
 from hetinfra.price_feeds.config import FeedConfig
 from hetinfra.price_feeds.families import gpu_memory_gb
 from hetinfra.price_feeds.http import FetchError, HttpClient
-from hetinfra.price_feeds.offers import Offer, OfferSnapshot, offers_to_csv, parse_offers_csv
+from hetinfra.price_feeds.offers import Offer, OfferSnapshot, offers_to_csv, parse_offers_csv, parse_time
 from hetinfra.price_feeds.validate import Reject, Validator
 
 #: progress(source, done, total or None, message)
@@ -31,18 +31,6 @@ Coverage = dict[str, "frozenset[str] | None"]
 def iso_utc(dt: datetime | None = None) -> str:
     dt = dt or datetime.now(timezone.utc)
     return dt.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> datetime | None:
-    """An as-of text ("2025-11-01", "2026-01-05T12:00:00Z") as an aware UTC datetime."""
-    text = (text or "").strip()
-    if not text or text == "unknown":
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 class FeedNotConfigured(FetchError):

@@ -18,6 +18,7 @@ import hashlib
 import io
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
@@ -110,6 +111,27 @@ RANGES = {"gpu_count": (1, 64), "gpu_memory_gb": (1e-3, 4096), "vcpus": (0, 4096
 NAME_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
+def parse_time(text: str) -> datetime | None:
+    """An as-of text ("2025-11-01", "2026-01-05T12:00:00Z") as an aware UTC datetime."""
+    text = (text or "").strip()
+    if not text or text == "unknown":
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _as_of(raw: str, where: str, default: str) -> str:
+    """A row's as-of cell: empty (``default``), ``unknown`` or an ISO date or time. Anything else is
+    refused: the snapshot's as-of is its oldest row's, read by sorting, and replan ages it."""
+    if raw and raw != "unknown" and parse_time(raw) is None:
+        raise InvalidInputError(f"{where}: column 'as_of' is {raw[:40]!r}: not a date or time",
+                                hint="write an ISO date or time (2025-11-01, 2025-11-01T12:00:00Z), or leave it empty")
+    return raw or default
+
+
 def _num(raw: str, *, where: str, column: str, required: bool = True) -> float | None:
     lo, hi = RANGES.get(column, RANGES["price_per_hour"])
     value = number_cell(raw, where=where, column=column, lo=lo, hi=hi, whole=column == "gpu_count")
@@ -173,7 +195,7 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             vcpus=_num(row["vcpus"], where=where, column="vcpus", required=False) or 0.0,
             memory_gb=_num(row["memory_gb"], where=where, column="memory_gb", required=False) or 0.0,
             price_per_hour=od, spot_price_per_hour=spot,
-            as_of=row.get("as_of") or default_as_of, source=row.get("source") or name, **committed,
+            as_of=_as_of(row.get("as_of", ""), where, default_as_of), source=row.get("source") or name, **committed,
         ))
     as_of = sorted({o.as_of for o in offers})[0] if offers else default_as_of
     info = SourceInfo(name=name, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(offers))

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timezone
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.errors import InvalidInputError
 from hetinfra.price_feeds.offers import load_embedded_snapshot, parse_offers_csv
 
 
@@ -41,3 +47,36 @@ def test_user_offers_override_same_key():
     assert by[("aws", "us-east-1", "p5.48xlarge")].price_per_hour == 40.0
     assert by[("lab", "rack-1", "box")].custom_cloud
     assert [s.name for s in merged.sources] == ["embedded-snapshot", "mine.csv"]
+
+
+HEADER = "cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour,as_of,source"
+
+
+def _one_row(as_of: str) -> str:
+    return f"{HEADER}\naws,us-east-1,x.big,L4,1,24,8,32,1.5,,{as_of},me\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.dates().map(str), st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.isoformat()),
+                 st.sampled_from(["", "unknown", "2025-11-01T12:00:00Z"])))
+def test_an_iso_as_of_or_none_is_read(as_of):
+    snap = parse_offers_csv(_one_row(as_of), name="o.csv")
+    assert snap.offers[0].as_of == (as_of or "unknown")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.text(alphabet="0123456789-:TZ /.", min_size=1, max_size=20),
+                 st.sampled_from(["2025-13-45", "yesterday", "01/11/2025", "2025-02-30"])))
+def test_an_as_of_that_is_no_date_is_refused_at_its_line(as_of):
+    """The snapshot's as-of is its oldest row's, found by sorting the cells, and replan ages it: a cell
+    that is no date would be sorted as text and read as no age."""
+    as_of = as_of.strip()
+    if not as_of or as_of == "unknown" or "," in as_of:
+        return
+    try:
+        datetime.fromisoformat(as_of.replace("Z", "+00:00"))
+        return  # an ISO date after all
+    except ValueError:
+        pass
+    with pytest.raises(InvalidInputError, match=r"^o\.csv:2: column 'as_of' is .*: not a date or time"):
+        parse_offers_csv(_one_row(as_of), name="o.csv")
