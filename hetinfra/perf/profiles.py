@@ -22,11 +22,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import read_text
+from hetinfra.spec.deploy import VLLM_VERSION
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
 OPTIONAL_COLUMNS = ("statistic", "vllm_version")
@@ -71,6 +73,7 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
             raise InvalidInputError(f"{where}: bad number in profile row ({exc})") from None
         if not row.model or not row.gpu:
             raise InvalidInputError(f"{where}: model and gpu must not be empty")
+        _check_labels(row, where)
         if row.tp < 1 or row.pp < 1 or row.input_tokens < 1 or row.output_tokens < 1:
             raise InvalidInputError(f"{where}: tp, pp, input_tokens and output_tokens must be >= 1")
         if row.max_rps < 0 or row.ttft_slo_ms <= 0 or row.tpot_slo_ms <= 0:
@@ -81,6 +84,22 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
                                     "token counts <= 10000000")
         rows.append(row)
     return rows
+
+
+#: a latency statistic a profile row may name: mean, median, or a percentile pNN (0 < NN < 100, p99.9)
+STATISTIC = re.compile(r"^(mean|median|p(?!0+(\.0*)?\Z)\d{1,2}(\.\d+)?)\Z")
+
+
+def _check_labels(row: ProfileRow, where: str) -> None:
+    """The row's statistic and engine version: a statistic that is none (``p999``, ``bogus``) was
+    ranked as if it were one (p999 above p99, so never warned about); a version that is none reaches
+    the plan's engine records."""
+    if row.statistic is not None and not STATISTIC.match(row.statistic.lower()):
+        raise InvalidInputError(f"{where}: statistic {row.statistic[:40]!r} is not a latency statistic",
+                                hint="use mean, median or a percentile such as p50, p90, p99 or p99.9")
+    if row.vllm_version is not None and not VLLM_VERSION.match(row.vllm_version):
+        raise InvalidInputError(f"{where}: vllm_version {row.vllm_version[:40]!r} is not a version",
+                                hint="write the vLLM version measured, such as 0.12.0 (or leave it empty)")
 
 
 def load_profiles(path: Path) -> list[ProfileRow]:

@@ -14,6 +14,9 @@ from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, ShellChecked, d
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
 
+#: what a vLLM version may look like (the spec's deploy.vllm_version, a profile row's vllm_version):
+#: it reaches image tags, pip pins and the engine's calibration lookup
+VLLM_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
 #: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
 #: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
 DEFAULT_VLLM_VERSION = "0.12.0"
@@ -205,6 +208,6 @@ class DeploySpec(ShellChecked):
     @field_validator("vllm_version")
     @classmethod
     def _version(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z", v):
+        if v is not None and not VLLM_VERSION.match(v):
             raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
         return v

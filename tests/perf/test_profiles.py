@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.profiles import ProfileTable, parse_profiles_csv
@@ -63,3 +65,35 @@ def test_statistic_and_vllm_version_columns_are_optional_and_rank_statistics():
     [row] = parse_profiles_csv(new, "new.csv")
     assert (row.statistic, row.vllm_version) == ("p99", "0.12.0")
     assert not weaker_statistic(row, "p99") and not weaker_statistic(row, "p90")
+
+
+PROFILE_HEADER = "model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps,statistic,vllm_version"
+
+
+def _profile_row(statistic: str, version: str) -> str:
+    return f"{PROFILE_HEADER}\nllama-3.1-8b,L40S,1,1,2000,1000,2000,120,5,{statistic},{version}\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.sampled_from(["mean", "median", "MEAN", "p99.9", "p0.5"]),
+                 st.integers(1, 99).map(lambda n: f"p{n}")),
+       st.builds(lambda a, b, c: f"{a}.{b}.{c}", st.integers(0, 20), st.integers(0, 30), st.integers(0, 9)))
+def test_a_statistic_and_an_engine_version_are_read(statistic, version):
+    row = parse_profiles_csv(_profile_row(statistic, version), "p.csv")[0]
+    assert (row.statistic, row.vllm_version) == (statistic, version)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.integers(100, 10**6).map(lambda n: f"p{n}"), st.sampled_from(["p0", "p", "bogus", "99", "p-1"]),
+                 st.text(alphabet="abcxyz$();` ", min_size=1, max_size=12)),
+       st.booleans())
+def test_a_statistic_or_version_that_is_none_is_refused_at_its_line(bad, as_version):
+    """A statistic that is none was ranked as if it were one (p999 above p99, so a row measured on a
+    weaker statistic than the objective was used without a word); a version that is none is refused
+    as the spec's deploy.vllm_version is."""
+    bad = bad.strip()
+    if not bad or "," in bad or bad.lower() in ("mean", "median"):
+        return
+    statistic, version = ("p99", bad) if as_version else (bad, "0.12.0")
+    with pytest.raises(InvalidInputError, match=r"^p\.csv:2: " + ("vllm_version" if as_version else "statistic")):
+        parse_profiles_csv(_profile_row(statistic, version), "p.csv")
