@@ -182,22 +182,36 @@ class _AllowedOffers:
 
 def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
           extra_caps: dict[tuple[str, str, str], int] | None) -> dict[tuple[str, str, str], int]:
-    """GPUs per (cloud, region, GPU): the spec's availability entries, checked against the offers, and
-    ``extra_caps`` (--caps FILE and --availability); where several name one key, the tighter wins."""
+    """GPUs per (cloud, region, GPU): the spec's availability entries and ``extra_caps`` (--caps FILE
+    and --availability), each checked against the offers: a cap under a mistyped name would bind
+    nothing, silently. Where several name one key, the tighter wins."""
     caps: dict[tuple[str, str, str], int] = {}
-    for i, cap in enumerate(infra.availability):
-        at = f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]"
-        if cap.cloud.lower() not in allowed.all_clouds:
-            raise InvalidInputError(f"{at}: unknown cloud '{cap.cloud}'; {did_you_mean(cap.cloud, allowed.all_clouds)}")
-        regions = sorted({o.region for o in snap.offers if o.cloud == cap.cloud.lower()})
-        if cap.region not in regions:
-            raise InvalidInputError(f"{at}: no {cap.cloud} offer in region '{cap.region}'; {did_you_mean(cap.region, regions)}")
-        if cap.gpu not in allowed.gpus:
-            raise InvalidInputError(f"{at}: unknown GPU '{cap.gpu}'; {did_you_mean(cap.gpu, allowed.gpus)}")
-        caps[(cap.cloud.lower(), cap.region, cap.gpu)] = min(cap.max_gpus, caps.get((cap.cloud.lower(), cap.region, cap.gpu), cap.max_gpus))
-    for key, n in (extra_caps or {}).items():
+    named = [(f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]",
+              (cap.cloud, cap.region, cap.gpu), cap.max_gpus, False) for i, cap in enumerate(infra.availability)]
+    named += [(f"--caps/--availability cap {'/'.join(key)}", key, n, True) for key, n in (extra_caps or {}).items()]
+    for at, (cloud, region, gpu), n, extra in named:
+        _check_cap(at, cloud, region, gpu, snap, allowed, extra)
+        key = (cloud.lower(), region, gpu)
         caps[key] = min(n, caps.get(key, n))
     return caps
+
+
+def _check_cap(at: str, cloud: str, region: str, gpu: str, snap: OfferSnapshot, allowed: _AllowedOffers,
+               extra: bool) -> None:
+    """A cap's cloud, region and GPU must be ones the offers know. The clouds' own caps
+    (--availability) are asked for the offers' regions but may name GPUs hetinfra has no offer of
+    (GCP's P100 quota): an ``extra`` cap's GPU is refused only where it differs from a known GPU in
+    case alone (a caps file's typo), and otherwise caps nothing."""
+    if cloud.lower() not in allowed.all_clouds:
+        raise InvalidInputError(f"{at}: unknown cloud '{cloud}'; {did_you_mean(cloud, allowed.all_clouds)}")
+    regions = sorted({o.region for o in snap.offers if o.cloud == cloud.lower()})
+    if region not in regions:
+        raise InvalidInputError(f"{at}: no {cloud} offer in region '{region}'; {did_you_mean(region, regions)}")
+    if gpu in allowed.gpus:
+        return
+    cased = [g for g in allowed.gpus if g.lower() == gpu.lower()]
+    if not extra or cased:
+        raise InvalidInputError(f"{at}: unknown GPU '{gpu}'; {did_you_mean(gpu, cased or allowed.gpus)}")
 
 
 def _offer_warnings(spec: ServiceSpec, in_clouds: list) -> list[str]:

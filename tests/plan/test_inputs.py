@@ -1,0 +1,51 @@
+"""hetinfra.plan.inputs.resolve: the spec checked against offers and catalogs. Caps from outside the
+spec (--caps FILE, --availability) are checked against the offers as the spec's own are: a cap under
+a mistyped name would bind nothing, silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.errors import InvalidInputError
+from hetinfra.plan.inputs import resolve
+from hetinfra.price_feeds.offers import load_embedded_snapshot
+from hetinfra.spec.load import load_spec
+
+CHAT = Path(__file__).resolve().parents[2] / "services" / "chat.yaml"
+#: (cloud, region, GPU) of every embedded offer: caps that bind
+OFFERED = sorted({(o.cloud, o.region, o.gpu) for o in load_embedded_snapshot().offers})
+
+
+def _resolve(caps: dict):
+    spec = load_spec(CHAT)[0]
+    return resolve(spec, CHAT, CHAT.read_text(), extra_caps=caps)
+
+
+def _mistyped_region(region: str, cut: int) -> str:
+    """``region`` with one of its characters dropped (us-east-1 -> us-east1, useast-1, ...)."""
+    return region[:cut % len(region)] + region[cut % len(region) + 1:]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(OFFERED), st.integers(0, 40), st.integers(0, 64))
+def test_a_cap_whose_region_or_gpu_is_mistyped_is_refused_and_an_offered_one_binds(key, cut, n):
+    cloud, region, gpu = key
+    assert _resolve({key: n}).caps[key] == n
+    wrong = _mistyped_region(region, cut)
+    if not any(o[:2] == (cloud, wrong) for o in OFFERED):  # dropping a character may give another real region
+        with pytest.raises(InvalidInputError, match=rf"cap {cloud}/{wrong}/{gpu}: no {cloud} offer in region"):
+            _resolve({(cloud, wrong, gpu): n})
+    if gpu.swapcase() != gpu:
+        with pytest.raises(InvalidInputError, match=rf"unknown GPU '{gpu.swapcase()}'; did you mean '{gpu}'"):
+            _resolve({(cloud, region, gpu.swapcase()): n})
+
+
+def test_a_clouds_cap_on_a_gpu_nothing_offers_caps_nothing():
+    """GCP's API reports a P100 quota; no offer or catalog GPU is a P100, so the cap binds nothing
+    and is no error (--availability must not fail on a quota hetinfra cannot use)."""
+    region = next(r for c, r, _ in OFFERED if c == "gcp")
+    assert _resolve({("gcp", region, "P100"): 4}).caps[("gcp", region, "P100")] == 4
