@@ -200,22 +200,24 @@ _MLPERF_SOURCE = ("MLCommons MLPerf Inference v{} results (open division, Krai {
 
 def _mlperf(version: str, scenario: str, rate: float, osl: int, ttft_ms: float = 0.0, tpot_ms: float = 0.0,
             **engine) -> PublishedRate:
-    """One of Krai's fp8 runs on 8 x H200 (TP1 x DP8) with vLLM ``version``: v5.0's Llama-2-70B on the V0
-    engine unless ``engine`` says otherwise (model, system, round, max_num_seqs, max_num_batched_tokens,
-    requests, scheduler)."""
+    """One of Krai's fp8 runs on 8 GPUs with vLLM ``version``: v5.0's Llama-2-70B on 8 x H200 (TP1 x DP8,
+    gpu_memory_utilization 0.95) on the V0 engine unless ``engine`` says otherwise (model, system, round,
+    gpu, tp, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, requests, scheduler)."""
     server = scenario == "server"
     model = engine.pop("model", "llama-2-70b")
     system = engine.pop("system", f"xd670_h200_x8_vllm_{version.replace('.', '')}")
     round_ = engine.pop("round", "5.0")
+    gpu, tp = engine.pop("gpu", "H200"), engine.pop("tp", 1)
+    engine.setdefault("gpu_memory_utilization", 0.95)
     kw = dict(mode="slo" if server else "", max_num_seqs=256 if server else 1024,
               max_num_batched_tokens=16384 if server else 8192, requests=39600)
     kw.update(engine)
     title = {"llama-2-70b": "Llama-2-70B", "llama-3.1-70b": "Llama-3.1-70B"}[model]
-    return PublishedRate(f"MLPerf Inference v{round_} open, {title} {scenario}, 8 x H200, vLLM {version}", model,
-                         "H200", "fp8", 1, 8, 222, osl, ttft_ms, tpot_ms, rate, version,
-                         _MLPERF_SOURCE.format(round_, system, round_), gpu_memory_utilization=0.95,
-                         procedure=scenario if server else "burst", ttft_p99_ms=2000.0, tpot_p99_ms=200.0,
-                         sizes="openorca", **kw)
+    where = f"8 x {gpu}" + (f" (TP{tp})" if tp > 1 else "")
+    return PublishedRate(f"MLPerf Inference v{round_} open, {title} {scenario}, {where}, vLLM {version}", model,
+                         gpu, "fp8", tp, 8 // tp, 222, osl, ttft_ms, tpot_ms, rate, version,
+                         _MLPERF_SOURCE.format(round_, system, round_), procedure=scenario if server else "burst",
+                         ttft_p99_ms=2000.0, tpot_p99_ms=200.0, sizes="openorca", **kw)
 
 
 _V6 = dict(model="llama-3.1-70b", system="h200_n1-vllm", round="6.0", scheduler="v1", mode="")
@@ -226,6 +228,36 @@ MLPERF = (
     _mlperf("0.6.4", "offline", 53.65, 297),
     _mlperf("0.15.0-dev", "server", 83.25, 298, 440.7, 114.2, max_num_seqs=858, max_num_batched_tokens=36498, **_V6),
     _mlperf("0.15.0-dev", "offline", 86.99, 298, max_num_seqs=1232, max_num_batched_tokens=8121, requests=66000, **_V6),
+)
+
+# MLPerf Inference v5.1, open division: Krai's runs of Llama 3.1 70B quantised at load (llama3_1-70b-fp8_dyn) on
+# the llama2-70b task's data set with vLLM 0.9.2 (the vllm/vllm-openai:v0.9.2 image: the V1 engine with chunked
+# prefill, before asynchronous scheduling: the default engine's family), driven through vLLM's OpenAI server as
+# the v6.0 runs were (Krai's code/llama3_1-70b-fp8_dyn/llama2_using_openai_loadgen, framework=openai: the same
+# front end, detokenising, as the measured runs the engine's costs are fitted on). Settings from
+# measurements/<system>/llama3_1-70b-fp8_dyn/<scenario>/README.md, figures from
+# results/<system>/llama3_1-70b-fp8_dyn/<scenario>/performance/run_1/mlperf_log_summary.txt:
+# * xd670_h200_x8_vllm_092 (8 x H200, TP1 x DP8, gpu_memory_utilization 0.95): server (max_num_seqs 858,
+#   max_num_batched_tokens 36498) 90.89 completed samples/s (scheduled 93.45), mean TTFT 276.2 ms / TPOT
+#   109.6 ms, 298 tokens per sample; offline (1232 / 8121) 104.369 samples/s, 66,000 samples at once;
+# * xe9680_h100_x8_vllm_092 (8 x H100-SXM, TP2 x DP4, gpu_memory_utilization 0.9): server (2476 / 12140) 72.97
+#   completed samples/s (scheduled 75.48), 21433.25 tokens/s (294 per sample), mean TTFT 300.6 ms / TPOT 105.8
+#   ms; offline (3264 / 14768) 77.6951 samples/s, 22819.6 tokens/s, 66,000 samples at once.
+# Results repository mlcommons/inference_results_v5.1 (Apache-2.0; read at the mirror
+# ntuhpc/inference_results_v5.1, commit a634ab77). They are measured runs of the current engine at 350-600
+# sequences per engine (Little's law on the server runs' means: ~370 on an H200, ~570 on an H100 pair), where
+# the step model reads 38-48% slow (docs/calibration.md, "The current engine at 350-600 sequences"). Not checks
+# yet (not in PUBLISHED): tracked by tests/perf/test_published.py and tools/fit_large_batch.py.
+_V51 = dict(model="llama-3.1-70b", round="5.1", scheduler="v1", mode="")
+_H200_092 = dict(_V51, system="xd670_h200_x8_vllm_092")
+_H100_092 = dict(_V51, system="xe9680_h100_x8_vllm_092", gpu="H100", tp=2, gpu_memory_utilization=0.9)
+PENDING = (
+    _mlperf("0.9.2", "server", 90.89, 298, 276.2, 109.6, max_num_seqs=858, max_num_batched_tokens=36498, **_H200_092),
+    _mlperf("0.9.2", "offline", 104.37, 298, max_num_seqs=1232, max_num_batched_tokens=8121, requests=66000,
+            **_H200_092),
+    _mlperf("0.9.2", "server", 72.97, 294, 300.6, 105.8, max_num_seqs=2476, max_num_batched_tokens=12140, **_H100_092),
+    _mlperf("0.9.2", "offline", 77.70, 294, max_num_seqs=3264, max_num_batched_tokens=14768, requests=66000,
+            **_H100_092),
 )
 
 # vLLM's own published benchmark: "vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency Reduction"
