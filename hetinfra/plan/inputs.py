@@ -188,7 +188,9 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
     caps: dict[tuple[str, str, str], int] = {}
     named = [(f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]",
               (cap.cloud, cap.region, cap.gpu), cap.max_gpus, False) for i, cap in enumerate(infra.availability)]
-    named += [(f"--caps/--availability cap {'/'.join(key)}", key, n, True) for key, n in (extra_caps or {}).items()]
+    written = getattr(extra_caps, "written", {})  # a caps CSV's rows (price_feeds.caps.Caps): checked as strictly
+    named += [(f"{written[key]}: cap {'/'.join(key)}" if key in written else f"--caps/--availability cap {'/'.join(key)}",
+               key, n, key not in written) for key, n in (extra_caps or {}).items()]
     for at, (cloud, region, gpu), n, extra in named:
         _check_cap(at, cloud, region, gpu, snap, allowed, extra)
         key = (cloud.lower(), region, gpu)
@@ -200,8 +202,8 @@ def _check_cap(at: str, cloud: str, region: str, gpu: str, snap: OfferSnapshot, 
                extra: bool) -> None:
     """A cap's cloud, region and GPU must be ones the offers know. The clouds' own caps
     (--availability) are asked for the offers' regions but may name GPUs hetinfra has no offer of
-    (GCP's P100 quota): an ``extra`` cap's GPU is refused only where it differs from a known GPU in
-    case alone (a caps file's typo), and otherwise caps nothing."""
+    (GCP's P100 quota): an ``extra`` cap's GPU (one no caps CSV row names) is refused only where it
+    differs from a known GPU in case alone, and otherwise caps nothing."""
     if cloud.lower() not in allowed.all_clouds:
         raise InvalidInputError(f"{at}: unknown cloud '{cloud}'; {did_you_mean(cloud, allowed.all_clouds)}")
     regions = sorted({o.region for o in snap.offers if o.cloud == cloud.lower()})

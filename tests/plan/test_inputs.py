@@ -49,3 +49,34 @@ def test_a_clouds_cap_on_a_gpu_nothing_offers_caps_nothing():
     and is no error (--availability must not fail on a quota hetinfra cannot use)."""
     region = next(r for c, r, _ in OFFERED if c == "gcp")
     assert _resolve({("gcp", region, "P100"): 4}).caps[("gcp", region, "P100")] == 4
+
+
+CUSTOM = CHAT.parents[0] / "custom-gpu" / "service.yaml"
+
+
+def _from_file(tmp_path, spec: Path, row: str):
+    """resolve with the caps a caps CSV holding ``row`` gives, as `plan --caps FILE` loads them."""
+    from hetinfra.plan.feeds import load_caps
+
+    path = tmp_path / "caps.csv"
+    path.write_text(f"cloud,region,gpu,max_gpus\n{row}\n")
+    caps, _ = load_caps(path, False, load_embedded_snapshot())
+    return resolve(load_spec(spec)[0], spec, spec.read_text(), extra_caps=caps)
+
+
+@pytest.mark.parametrize("gpu, near", [("H100-SXM", "H100-"), ("A100-80G", "A100-80GB"), ("l40s", "L40S")])
+def test_a_caps_file_rows_gpu_is_checked_as_the_specs_are_at_its_line(tmp_path, gpu, near):
+    """A caps CSV is the user's file: a GPU it names that no offer or catalog knows capped nothing,
+    silently, unless it differed from one in case alone; it is refused at its line as a spec's
+    availability entry is. The same key from a cloud's API (a plain dict here) caps nothing."""
+    with pytest.raises(InvalidInputError, match=rf"caps\.csv:2: cap aws/us-east-1/{gpu}: unknown GPU '{gpu}'; "
+                                                rf"did you mean '{near}"):
+        _from_file(tmp_path, CHAT, f"aws,us-east-1,{gpu},0")
+    if gpu.lower() != near.lower():
+        assert _resolve({("aws", "us-east-1", gpu): 0}).caps[("aws", "us-east-1", gpu)] == 0
+
+
+def test_a_caps_file_may_cap_a_custom_cloud_and_gpu_that_only_the_specs_offers_declare(tmp_path):
+    assert _from_file(tmp_path, CUSTOM, "neocloud,dc-1,T1,2").caps[("neocloud", "dc-1", "T1")] == 2
+    with pytest.raises(InvalidInputError, match=r"caps\.csv:2: .*no neocloud offer in region 'dc1'; did you mean 'dc-1'"):
+        _from_file(tmp_path, CUSTOM, "neocloud,dc1,T1,2")
