@@ -18,7 +18,7 @@ from typing import Callable, ClassVar, Iterable
 from hetinfra.price_feeds.config import FeedConfig
 from hetinfra.price_feeds.families import gpu_memory_gb
 from hetinfra.price_feeds.http import FetchError, HttpClient
-from hetinfra.price_feeds.offers import Offer, OfferSnapshot, offers_to_csv, parse_offers_csv, parse_time
+from hetinfra.price_feeds.offers import Offer, OfferSnapshot, oldest_as_of, offers_to_csv, parse_offers_csv, parse_time
 from hetinfra.price_feeds.validate import Reject, Validator
 
 #: progress(source, done, total or None, message)
@@ -78,8 +78,7 @@ class FeedResult:
 
     @property
     def as_of(self) -> str:
-        dates = sorted({o.as_of for o in self.offers if o.as_of})
-        return dates[0] if dates else self.fetched_at
+        return oldest_as_of((o.as_of for o in self.offers), self.fetched_at)
 
     def csv_text(self) -> str:
         """The offers CSV stored for this result; no as_of column when every row has the

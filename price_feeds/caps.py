@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -28,6 +28,19 @@ class AvailabilityCap:
     max_gpus: int
     purchase: str = "on-demand"
     source: str = ""
+    #: ``file:line`` of a caps CSV row ("" from a cloud's API): the planner checks a row's names as
+    #: strictly as the spec's availability entries, and says where it is
+    where: str = field(default="", compare=False)
+
+
+class Caps(dict):
+    """The planner's ``{(cloud, region, gpu): max_gpus}``, and ``written``: for the keys a caps CSV
+    row names, that row's ``file:line`` (a user's file is checked strictly; a cloud's API may
+    report quotas on GPUs nothing offers, such as GCP's P100)."""
+
+    def __init__(self, *args, written: dict | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.written: dict[tuple[str, str, str], str] = dict(written or {})
 
 
 def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
@@ -50,7 +63,7 @@ def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
         purchase = row.get("purchase") or "on-demand"
         if purchase not in PURCHASES:
             raise InvalidInputError(f"{where}: purchase must be one of {', '.join(PURCHASES)}, got {purchase!r}")
-        out.append(AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name))
+        out.append(AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name, where))
     return out
 
 
@@ -60,11 +73,13 @@ def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
     return parse_caps_csv(text, name=str(path))
 
 
-def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> dict[tuple[str, str, str], int]:
-    out: dict[tuple[str, str, str], int] = {}
+def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> Caps:
+    out = Caps()
     for c in caps:
         if c.purchase != purchase:
             continue
         key = (c.cloud, c.region, c.gpu)
         out[key] = min(c.max_gpus, out.get(key, c.max_gpus))
+        if c.where:
+            out.written.setdefault(key, c.where)
     return out

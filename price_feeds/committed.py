@@ -20,7 +20,7 @@ import io
 from dataclasses import replace
 from importlib import resources
 
-from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo
+from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo, oldest_as_of
 
 #: relative difference of on-demand prices under which a committed row matches an offer
 MATCH_TOLERANCE = 1e-3
@@ -38,7 +38,7 @@ def load_committed_table() -> tuple[dict[tuple[str, str, str], dict], SourceInfo
             "committed_3y_price_per_hour": float(row["committed_3y_price_per_hour"]) or None,
             "as_of": row["as_of"],
         }
-    as_of = min((r["as_of"] for r in table.values()), default="unknown")
+    as_of = oldest_as_of(r["as_of"] for r in table.values())
     info = SourceInfo(name=NAME, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(table))
     return table, info
 

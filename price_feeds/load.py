@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from hetinfra.errors import FeedError, HetinfraError, InvalidInputError, closest
 from hetinfra.price_feeds.config import ALL_SOURCES, FeedConfig
-from hetinfra.price_feeds.offers import KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot
+from hetinfra.price_feeds.offers import (KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot,
+                                         oldest_as_of)
 
 # The feed machinery (adapters, the urllib client, the snapshot store, threads) is imported by the
 # functions that use it: `plan`'s default `--feeds snapshot` needs none of it (23 ms of CPU to import).
@@ -196,7 +197,7 @@ def refresh(sources: Iterable[str] | None = None, *, config: FeedConfig | None =
 
 def _embedded_as_of(embedded: OfferSnapshot, source: str) -> str:
     clouds = KNOWN_CLOUDS if source == "skypilot" else (source,)
-    return min((o.as_of for o in embedded.offers if o.cloud in clouds), default=embedded.as_of)
+    return oldest_as_of((o.as_of for o in embedded.offers if o.cloud in clouds), embedded.as_of)
 
 
 def _embedded_note(embedded: OfferSnapshot, source: str) -> str:
@@ -266,7 +267,7 @@ def _warn_embedded_left(embedded: OfferSnapshot, parts: list[tuple[OfferSnapshot
     left = [o for o in embedded.offers if not _covered(o, parts)]
     if left:
         clouds = sorted({o.cloud for o in left})
-        _check_age(f"the embedded offers still used for {', '.join(clouds)}", min(o.as_of for o in left),
+        _check_age(f"the embedded offers still used for {', '.join(clouds)}", oldest_as_of(o.as_of for o in left),
                    max_age_h, False, warnings, now)
 
 

@@ -93,8 +93,7 @@ class OfferSnapshot:
     @property
     def as_of(self) -> str:
         """The oldest as-of date among the sources (what a user should worry about)."""
-        dates = sorted(s.as_of for s in self.sources if s.as_of)
-        return dates[0] if dates else "unknown"
+        return oldest_as_of(s.as_of for s in self.sources)
 
     def merged(self, other: "OfferSnapshot") -> "OfferSnapshot":
         """Offers of ``other`` replace same (cloud, region, instance_type) offers of self."""
@@ -121,6 +120,21 @@ def parse_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+_NO_TIME = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def oldest_as_of(texts, default: str = "unknown") -> str:
+    """The oldest of as-of texts by the time they name, not by their spelling: ISO forms that sort
+    apart as text (``20250101`` after ``2025-06-01``, ``-09:00`` offsets) are ordered by time; texts
+    naming no time (``unknown``) come last; equal times keep the first spelling in text order.
+    Every reader of "the oldest source" uses it; empty texts are skipped, none at all is ``default``."""
+    def key(text: str) -> tuple:
+        t = parse_time(text)
+        return (t is None, t or _NO_TIME, text)
+
+    return min((t for t in texts if t), key=key, default=default)
 
 
 def _as_of(raw: str, where: str, default: str) -> str:
@@ -197,7 +211,7 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             price_per_hour=od, spot_price_per_hour=spot,
             as_of=_as_of(row.get("as_of", ""), where, default_as_of), source=row.get("source") or name, **committed,
         ))
-    as_of = sorted({o.as_of for o in offers})[0] if offers else default_as_of
+    as_of = oldest_as_of((o.as_of for o in offers), default_as_of)
     info = SourceInfo(name=name, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(offers))
     return OfferSnapshot(tuple(offers), (info,))
 

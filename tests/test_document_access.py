@@ -165,6 +165,8 @@ NOT_DOCUMENTS = {
                                             "are its columns",
     ("hetinfra.price_feeds.offers", "RANGES"): "the offers CSV's column -> allowed range table",
     ("hetinfra.price_feeds.validate", "row"): "a row of an offers CSV being validated (same columns)",
+    ("hetinfra.sim.report", "unit"): "a simulation.json units[] entry (hetinfra.sim.unit_entry): its engines are "
+                                     "the engines simulated, not a bundle role's",
     ("hetinfra.plan.template_cache", "doc"): "the template cache's own JSON file (CACHE_FORMAT), not a plan",
     ("hetinfra.gateway.steps", "body"): "a client's OpenAI request body (its model, stream, max_tokens)",
     ("hetinfra.deploy.destroy", "doc"): "the gateway's GET /admin/weights answer (live weights per model), which "

@@ -304,7 +304,7 @@ def validate(rows: list[dict]) -> None:
         assert key not in seen, f"duplicate {key}"
         seen.add(key)
         assert r["cloud"] in CLOUDS, key
-        assert r["source"] and srcs.DATE.match(r["as_of"]), f"{key}: source and as_of (YYYY-MM-DD) required"
+        assert r["source"] and srcs.is_date(r["as_of"]), f"{key}: source and as_of (YYYY-MM-DD) required"
         assert r["price_per_hour"] > 0, key
         s = r["spot_price_per_hour"]
         assert s is None or 0 < s <= r["price_per_hour"], key

@@ -25,6 +25,7 @@ import hashlib
 import json
 import re
 import sys
+from datetime import date as calendar_date
 from pathlib import Path
 from typing import Iterator
 
@@ -38,7 +39,16 @@ except ImportError:  # not installed: import the folder as a plain package
     from price_feeds.skypilot_catalog import CatalogOffer  # type: ignore[no-redef]
 
 CLOUDS = ("aws", "gcp", "azure")
-DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
+
+
+def is_date(text: str) -> bool:
+    """``text`` is YYYY-MM-DD naming a real day: hetinfra's offers reader refuses an as_of such as
+    2026-13-45 at its line, so a snapshot written with one could not be loaded."""
+    try:
+        return bool(DATE.match(text)) and bool(calendar_date.fromisoformat(text))
+    except ValueError:
+        return False
 
 # pricing.yml GPU key -> SkyPilot accelerator name (T4/V100 need an n1 host of the user's choice and
 # h100-80gb-mega is outside the snapshot's vocabulary, so they are left out).
@@ -61,7 +71,7 @@ def read_manifest(catalog: Path) -> dict[str, tuple[str, str]]:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SourceError(f"{path}: expected {{cloud: {{source, as_of}}}}: {exc}") from None
     for cloud, (_, as_of) in out.items():
-        if not DATE.match(as_of):
+        if not is_date(as_of):
             raise SourceError(f"{path}: {cloud}.as_of {as_of!r} is not YYYY-MM-DD")
     return out
 
@@ -71,7 +81,7 @@ def parse_as_of(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
         cloud, _, date = item.partition("=")
-        if cloud not in CLOUDS or not DATE.match(date):
+        if cloud not in CLOUDS or not is_date(date):
             raise SourceError(f"--as-of {item!r}: expected CLOUD=YYYY-MM-DD with CLOUD one of {', '.join(CLOUDS)}")
         out[cloud] = date
     return out

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,9 +54,8 @@ from hetinfra.fileio import MAX_JSON_DEPTH, json_depth
 from hetinfra.perf.bench_result import MAX_TOKENS, RESULT_HINT, BenchResult, number, parse_bench_result
 # the CSV side (number format, rendering, merging, atomic writes) lives in hetinfra.perf.profile_csv
 from hetinfra.perf.profile_csv import format_number, render_profile_csv, write_profile_csv  # noqa: F401
-from hetinfra.perf.profiles import ProfileRow
+from hetinfra.perf.profiles import STATISTIC, STATISTIC_HINT, ProfileRow, check_vllm_version
 
-_STATISTIC = re.compile(r"^(mean|median|p\d+(\.\d+)?)$")
 _RESULT_HINT = RESULT_HINT
 
 
@@ -70,9 +68,9 @@ class SLO:
     statistic: str = "mean"
 
     def __post_init__(self) -> None:
-        if not _STATISTIC.match(self.statistic):
-            raise InvalidInputError(f"unknown latency statistic {self.statistic!r}",
-                                    hint="use mean, median or a percentile such as p90 or p99")
+        # the profile reader's own pattern: a statistic it refuses (p100, p999) is refused before a sweep
+        if not STATISTIC.match(self.statistic):
+            raise InvalidInputError(f"unknown latency statistic {self.statistic!r}", hint=STATISTIC_HINT)
         for name, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise InvalidInputError(f"SLO {name} must be a positive number of ms, got {v!r}")
@@ -356,6 +354,7 @@ def import_bench_results(paths: Iterable[Path | str], *, gpu: str, tp: int, pp: 
         raise InvalidInputError("gpu must not be empty", hint="use SkyPilot accelerator names (L4, A10G, H100, ...)")
     if tp < 1 or pp < 1:
         raise InvalidInputError(f"tp and pp must be >= 1, got tp={tp} pp={pp}")
+    check_vllm_version(vllm_version, "--vllm-version")  # else the profile written could not be read
     points, skipped = load_bench_results(paths, model=model, input_tokens=input_tokens, output_tokens=output_tokens)
     if not points:
         raise InvalidInputError("no usable result in the files given (" + "; ".join(skipped) + ")",

@@ -38,7 +38,7 @@ from hetinfra.perf.bench_import import (
     parse_result,
     write_profile_csv,
 )
-from hetinfra.perf.profiles import ProfileRow
+from hetinfra.perf.profiles import ProfileRow, check_vllm_version
 
 DEFAULT_PERCENTILES = (50, 90, 99)
 INSTALL_HINT = ("pip install vllm on a machine that can reach the server (only the `vllm bench serve` client "
@@ -216,6 +216,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     another SLO later. ``timeout_s`` limits each run (default :func:`default_timeout_s`).
     """
     cells, rs = _validate(tp, pp, gpu, model, grid, rates, num_prompts)
+    check_vllm_version(vllm_version, "--vllm-version")  # before the sweep: else its profile could not be read
     model, gpu = model.strip(), gpu.strip()
     out_csv = Path(out_csv)
     if out_csv.is_dir():

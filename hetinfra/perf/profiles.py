@@ -87,7 +87,10 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
 
 
 #: a latency statistic a profile row may name: mean, median, or a percentile pNN (0 < NN < 100, p99.9)
+#: (the profile harness and ``profile-import`` check their --statistic with it, so they never write a
+#: row this module refuses to read)
 STATISTIC = re.compile(r"^(mean|median|p(?!0+(\.0*)?\Z)\d{1,2}(\.\d+)?)\Z")
+STATISTIC_HINT = "use mean, median or a percentile such as p50, p90, p99 or p99.9"
 
 
 def _check_labels(row: ProfileRow, where: str) -> None:
@@ -96,9 +99,15 @@ def _check_labels(row: ProfileRow, where: str) -> None:
     the plan's engine records."""
     if row.statistic is not None and not STATISTIC.match(row.statistic.lower()):
         raise InvalidInputError(f"{where}: statistic {row.statistic[:40]!r} is not a latency statistic",
-                                hint="use mean, median or a percentile such as p50, p90, p99 or p99.9")
-    if row.vllm_version is not None and not VLLM_VERSION.match(row.vllm_version):
-        raise InvalidInputError(f"{where}: vllm_version {row.vllm_version[:40]!r} is not a version",
+                                hint=STATISTIC_HINT)
+    check_vllm_version(row.vllm_version, f"{where}: vllm_version")
+
+
+def check_vllm_version(version: str | None, what: str) -> None:
+    """``version`` (None: unknown) must look like a vLLM version (the spec's one pattern); the profile
+    harness and ``profile-import`` check their ``--vllm-version`` with it before writing rows."""
+    if version and not VLLM_VERSION.match(version.strip()):
+        raise InvalidInputError(f"{what} {version[:40]!r} is not a version",
                                 hint="write the vLLM version measured, such as 0.12.0 (or leave it empty)")
 
 

@@ -182,35 +182,35 @@ class _AllowedOffers:
 
 def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
           extra_caps: dict[tuple[str, str, str], int] | None) -> dict[tuple[str, str, str], int]:
-    """GPUs per (cloud, region, GPU): the spec's availability entries and ``extra_caps`` (--caps FILE
-    and --availability), each checked against the offers: a cap under a mistyped name would bind
-    nothing, silently. Where several name one key, the tighter wins."""
+    """GPUs per (cloud, region, GPU): the spec's availability entries and ``extra_caps`` (--caps FILE,
+    --availability, replan's caps on a stalled unit); where several name one key, the tighter wins.
+    What a user wrote (the spec's entries, a caps CSV's rows: ``price_feeds.caps.Caps.written``) is
+    checked against the offers, at its line: a cap under a mistyped name would bind nothing,
+    silently. The others are hetinfra's own names, taken as they are: the clouds' APIs are asked for
+    the offers' regions but report quotas on GPUs nothing offers (GCP's P100), and a stalled unit's
+    region may have no offer today; such a cap binds nothing and refuses nothing."""
     caps: dict[tuple[str, str, str], int] = {}
+    written = getattr(extra_caps, "written", {})
     named = [(f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]",
-              (cap.cloud, cap.region, cap.gpu), cap.max_gpus, False) for i, cap in enumerate(infra.availability)]
-    named += [(f"--caps/--availability cap {'/'.join(key)}", key, n, True) for key, n in (extra_caps or {}).items()]
-    for at, (cloud, region, gpu), n, extra in named:
-        _check_cap(at, cloud, region, gpu, snap, allowed, extra)
+              (cap.cloud, cap.region, cap.gpu), cap.max_gpus) for i, cap in enumerate(infra.availability)]
+    named += [(written.get(key) and f"{written[key]}: cap {'/'.join(key)}", key, n) for key, n in (extra_caps or {}).items()]
+    for at, (cloud, region, gpu), n in named:
+        if at:
+            _check_cap(at, cloud, region, gpu, snap, allowed)
         key = (cloud.lower(), region, gpu)
         caps[key] = min(n, caps.get(key, n))
     return caps
 
 
-def _check_cap(at: str, cloud: str, region: str, gpu: str, snap: OfferSnapshot, allowed: _AllowedOffers,
-               extra: bool) -> None:
-    """A cap's cloud, region and GPU must be ones the offers know. The clouds' own caps
-    (--availability) are asked for the offers' regions but may name GPUs hetinfra has no offer of
-    (GCP's P100 quota): an ``extra`` cap's GPU is refused only where it differs from a known GPU in
-    case alone (a caps file's typo), and otherwise caps nothing."""
+def _check_cap(at: str, cloud: str, region: str, gpu: str, snap: OfferSnapshot, allowed: _AllowedOffers) -> None:
+    """A cap's cloud, region and GPU must be ones the offers (or the catalog, for a GPU) know."""
     if cloud.lower() not in allowed.all_clouds:
         raise InvalidInputError(f"{at}: unknown cloud '{cloud}'; {did_you_mean(cloud, allowed.all_clouds)}")
     regions = sorted({o.region for o in snap.offers if o.cloud == cloud.lower()})
     if region not in regions:
         raise InvalidInputError(f"{at}: no {cloud} offer in region '{region}'; {did_you_mean(region, regions)}")
-    if gpu in allowed.gpus:
-        return
-    cased = [g for g in allowed.gpus if g.lower() == gpu.lower()]
-    if not extra or cased:
+    if gpu not in allowed.gpus:
+        cased = [g for g in allowed.gpus if g.lower() == gpu.lower()]  # L40s: L40S before any nearer spelling
         raise InvalidInputError(f"{at}: unknown GPU '{gpu}'; {did_you_mean(gpu, cased or allowed.gpus)}")
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetinfra.cli.profile import import_command
 from hetinfra.errors import InvalidInputError
@@ -15,9 +18,10 @@ from hetinfra.perf.bench_import import (
     evaluate_sweep,
     import_bench_results,
     load_bench_results,
+    render_profile_csv,
     write_profile_csv,
 )
-from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow, load_profiles
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow, load_profiles, parse_profiles_csv
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 HEADER = ",".join(COLUMNS + OPTIONAL_COLUMNS)
@@ -295,3 +299,36 @@ def test_profile_import_command_errors_exit_2_with_location(tmp_path):
     res = _runner().invoke(import_command, [str(bad), "--gpu", "L4", "--tp", "1", "--ttft-ms", "2000",
                                             "--tpot-ms", "100", "--statistic", "max", "--out", "p.csv"])
     assert res.exit_code == 2 and "unknown latency statistic 'max'" in res.stderr
+
+
+
+def _accepted(make) -> bool:
+    try:
+        make()
+        return True
+    except InvalidInputError:
+        return False
+
+
+def _reads(row: ProfileRow) -> bool:
+    return _accepted(lambda: parse_profiles_csv(render_profile_csv([row]), "p.csv"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.sampled_from(["mean", "median", "p99.9", "p0.5", "p100", "p999", "p0", "p99.", "max"]),
+                 st.integers(0, 1000).map(lambda n: f"p{n}")))
+def test_profile_import_takes_the_statistics_the_profile_reader_reads(statistic):
+    """profile-import and the harness write rows that a spec's ``profiles:`` reads back: a --statistic
+    the reader would refuse at its line (p100, p999) is refused up front, before any sweep, and one
+    the reader takes is taken."""
+    assert _accepted(lambda: SLO(2000, 100, statistic)) == _reads(dataclasses.replace(_row(1.0), statistic=statistic))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.one_of(st.none(), st.sampled_from(["0.12.0", "0.11.1.dev85+g1a2b3c", "v0.12.0", "latest", "0.12 0", "$(x)"])))
+def test_profile_import_takes_the_engine_versions_the_profile_reader_reads(tmp_path_factory, version):
+    """As for the statistic: a --vllm-version the reader refuses (v0.12.0) is refused before anything
+    is written, and one it takes is written."""
+    paths = write_sweep(tmp_path_factory.mktemp("sweep"), [result(1, 300, 40), result(2, 320, 60), result(4, 400, 130)])
+    wrote = _accepted(lambda: import_bench_results(paths, gpu="L4", tp=1, pp=1, slo=SLO_2000_100, vllm_version=version))
+    assert wrote == _reads(dataclasses.replace(_row(1.0), vllm_version=version))

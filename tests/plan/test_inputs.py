@@ -1,6 +1,7 @@
-"""hetinfra.plan.inputs.resolve: the spec checked against offers and catalogs. Caps from outside the
-spec (--caps FILE, --availability) are checked against the offers as the spec's own are: a cap under
-a mistyped name would bind nothing, silently."""
+"""hetinfra.plan.inputs.resolve: the spec checked against offers and catalogs. A caps file's rows
+(--caps FILE) are checked against the offers as the spec's own availability entries are: a cap under
+a mistyped name would bind nothing, silently. The caps hetinfra names itself (--availability from the
+clouds' APIs, replan's caps on a stalled unit) are taken as they are."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.plan.inputs import resolve
+from hetinfra.price_feeds.caps import Caps
 from hetinfra.price_feeds.offers import load_embedded_snapshot
 from hetinfra.spec.load import load_spec
 
@@ -25,6 +27,11 @@ def _resolve(caps: dict):
     return resolve(spec, CHAT, CHAT.read_text(), extra_caps=caps)
 
 
+def _written(caps: dict) -> Caps:
+    """``caps`` as a caps CSV's rows give them (price_feeds.caps.caps_dict)."""
+    return Caps(caps, written={key: f"caps.csv:{i + 2}" for i, key in enumerate(caps)})
+
+
 def _mistyped_region(region: str, cut: int) -> str:
     """``region`` with one of its characters dropped (us-east-1 -> us-east1, useast-1, ...)."""
     return region[:cut % len(region)] + region[cut % len(region) + 1:]
@@ -34,14 +41,14 @@ def _mistyped_region(region: str, cut: int) -> str:
 @given(st.sampled_from(OFFERED), st.integers(0, 40), st.integers(0, 64))
 def test_a_cap_whose_region_or_gpu_is_mistyped_is_refused_and_an_offered_one_binds(key, cut, n):
     cloud, region, gpu = key
-    assert _resolve({key: n}).caps[key] == n
+    assert _resolve(_written({key: n})).caps[key] == n
     wrong = _mistyped_region(region, cut)
     if not any(o[:2] == (cloud, wrong) for o in OFFERED):  # dropping a character may give another real region
-        with pytest.raises(InvalidInputError, match=rf"cap {cloud}/{wrong}/{gpu}: no {cloud} offer in region"):
-            _resolve({(cloud, wrong, gpu): n})
+        with pytest.raises(InvalidInputError, match=rf"caps.csv:2: cap {cloud}/{wrong}/{gpu}: no {cloud} offer in region"):
+            _resolve(_written({(cloud, wrong, gpu): n}))
     if gpu.swapcase() != gpu:
         with pytest.raises(InvalidInputError, match=rf"unknown GPU '{gpu.swapcase()}'; did you mean '{gpu}'"):
-            _resolve({(cloud, region, gpu.swapcase()): n})
+            _resolve(_written({(cloud, region, gpu.swapcase()): n}))
 
 
 def test_a_clouds_cap_on_a_gpu_nothing_offers_caps_nothing():
@@ -49,3 +56,43 @@ def test_a_clouds_cap_on_a_gpu_nothing_offers_caps_nothing():
     and is no error (--availability must not fail on a quota hetinfra cannot use)."""
     region = next(r for c, r, _ in OFFERED if c == "gcp")
     assert _resolve({("gcp", region, "P100"): 4}).caps[("gcp", region, "P100")] == 4
+
+
+def test_replans_cap_on_a_stalled_unit_in_a_region_no_offer_is_in_today_refuses_nothing():
+    """replan caps the GPU of a stalled unit where it stalled (hetinfra.replan.run._live), in the
+    running plan's region; today's offers (a live feed, an edited offers CSV) may have none there.
+    That cap binds nothing; refusing it (exit 2) would block the replan that moves the unit away."""
+    caps = _written({("aws", "us-east-1", "L4"): 8})
+    caps[("aws", "us-gone-1", "H100")] = 0  # as _propose merges the live caps into the loaded ones
+    assert _resolve(caps).caps[("aws", "us-east-1", "L4")] == 8
+
+
+CUSTOM = CHAT.parents[0] / "custom-gpu" / "service.yaml"
+
+
+def _from_file(tmp_path, spec: Path, row: str):
+    """resolve with the caps a caps CSV holding ``row`` gives, as `plan --caps FILE` loads them."""
+    from hetinfra.plan.feeds import load_caps
+
+    path = tmp_path / "caps.csv"
+    path.write_text(f"cloud,region,gpu,max_gpus\n{row}\n")
+    caps, _ = load_caps(path, False, load_embedded_snapshot())
+    return resolve(load_spec(spec)[0], spec, spec.read_text(), extra_caps=caps)
+
+
+@pytest.mark.parametrize("gpu, near", [("H100-SXM", "H100-"), ("A100-80G", "A100-80GB"), ("l40s", "L40S")])
+def test_a_caps_file_rows_gpu_is_checked_as_the_specs_are_at_its_line(tmp_path, gpu, near):
+    """A caps CSV is the user's file: a GPU it names that no offer or catalog knows capped nothing,
+    silently, unless it differed from one in case alone; it is refused at its line as a spec's
+    availability entry is. The same key from a cloud's API (a plain dict here) caps nothing."""
+    with pytest.raises(InvalidInputError, match=rf"caps\.csv:2: cap aws/us-east-1/{gpu}: unknown GPU '{gpu}'; "
+                                                rf"did you mean '{near}"):
+        _from_file(tmp_path, CHAT, f"aws,us-east-1,{gpu},0")
+    if gpu.lower() != near.lower():
+        assert _resolve({("aws", "us-east-1", gpu): 0}).caps[("aws", "us-east-1", gpu)] == 0
+
+
+def test_a_caps_file_may_cap_a_custom_cloud_and_gpu_that_only_the_specs_offers_declare(tmp_path):
+    assert _from_file(tmp_path, CUSTOM, "neocloud,dc-1,T1,2").caps[("neocloud", "dc-1", "T1")] == 2
+    with pytest.raises(InvalidInputError, match=r"caps\.csv:2: .*no neocloud offer in region 'dc1'; did you mean 'dc-1'"):
+        _from_file(tmp_path, CUSTOM, "neocloud,dc1,T1,2")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -80,3 +80,30 @@ def test_an_as_of_that_is_no_date_is_refused_at_its_line(as_of):
         pass
     with pytest.raises(InvalidInputError, match=r"^o\.csv:2: column 'as_of' is .*: not a date or time"):
         parse_offers_csv(_one_row(as_of), name="o.csv")
+
+
+def _utc(cell: str) -> datetime:
+    t = datetime.fromisoformat(cell.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)  # a date: midnight UTC
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2090, 1, 1),
+                             timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=-9)),
+                                                        timezone(timedelta(hours=5, minutes=30))])),
+                min_size=1, max_size=6),
+       st.lists(st.sampled_from(["iso", "basic", "date", "z"]), min_size=6, max_size=6), st.booleans())
+def test_the_oldest_as_of_is_the_oldest_time_however_it_is_spelled(times, spellings, unknown):
+    """A snapshot's as-of (plan.json offers_as_of, the age --max-age-h checks) is its oldest row's by
+    time: ISO spellings the offers CSV accepts sort apart as text (20250101 after 2025-06-01, a -09:00
+    offset), and 'unknown' rows are no time."""
+    def spell(t, how):
+        utc = t.astimezone(timezone.utc)
+        return {"iso": t.isoformat(), "basic": utc.strftime("%Y%m%d"), "date": utc.date().isoformat(),
+                "z": utc.isoformat().replace("+00:00", "Z")}[how]
+
+    cells = [spell(t, how) for t, how in zip(times, spellings)] + (["unknown"] if unknown else [])
+    text = HEADER + "\n" + "".join(f"aws,us-east-1,x{i}.big,L4,1,24,8,32,1.5,,{c},me\n" for i, c in enumerate(cells))
+    snap = parse_offers_csv(text, name="o.csv")
+    assert _utc(snap.as_of) == min(_utc(c) for c in cells if c != "unknown")
+    assert snap.sources[0].as_of == snap.as_of

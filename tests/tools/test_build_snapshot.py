@@ -208,3 +208,20 @@ def test_sources_that_disagree_on_the_same_sku_are_refused():
     off = ("gcp", ("b@1", "2026-01-01"), list(srcs.reduce_cyclenerd(cyclenerd(12.0))), set())
     with pytest.raises(srcs.SourceError, match="median difference"):
         srcs.check_agreement([a, off], 0.01)
+
+
+@pytest.mark.parametrize("day, ok", [("2026-01-15", True), ("2024-02-29", True), ("2026-13-45", False),
+                                     ("2025-02-29", False), ("2026-1-15", False), ("2026-01-15\n", False)])
+def test_an_as_of_date_is_a_real_day_as_the_offers_reader_requires(day, ok):
+    """The snapshot's as_of cells are read by hetinfra's offers reader, which refuses one naming no
+    day (2026-13-45) at its line: the tool refuses it first, on --as-of and in SOURCE.json."""
+    from hetinfra.price_feeds.offers import parse_offers_csv
+
+    srcs = load_tool("snapshot_sources")
+    assert srcs.is_date(day) == ok
+    if not ok:
+        with pytest.raises(srcs.SourceError):
+            srcs.parse_as_of([f"aws={day}"])
+    else:  # what the tool takes, the reader takes
+        parse_offers_csv("cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,"
+                         f"spot_price_per_hour,as_of,source\naws,us-east-1,x,L4,1,24,8,32,1.5,,{day},me\n", name="o.csv")
