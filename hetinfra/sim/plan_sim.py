@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -47,6 +46,7 @@ from hetinfra.sim.batches import batch_stats
 from hetinfra.sim.draw import arrivals, routed, routes, sampled
 from hetinfra.sim.engines import UnitEngine, profiled_rate, unit_engine
 from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
+from hetinfra.sim.plan_load import load_inputs, load_plan, resolve_models
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
 from hetinfra.sim.stats import objective_from_slo
 from hetinfra.sim.unit_entry import measured_columns, unit_entry
@@ -61,27 +61,6 @@ _NONE = np.empty(0, dtype=np.int64)  # the request ids of a unit no class routes
 Progress = Callable[[int], None]  # ticks: requests simulated
 
 
-def load_plan(path: str | Path) -> tuple[dict, Path]:
-    """plan.json (or an out dir holding it): the dict and its path; wrong version -> InvalidInputError."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "plan.json"
-    from hetinfra.document import load_plan as load_document
-
-    return load_document(p).to_dict(), p
-
-
-def _resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]:
-    """Each spec model with its architecture, resolved as planning resolves it (``base``: the spec's folder)."""
-    from hetinfra.perf.model import model_arch
-
-    return {m.name: SimpleNamespace(
-        spec=m, arch=model_arch(m, f"models[{i}].model", base),
-        variants={v.name: model_arch(m.variant_spec(v.name), f"models[{i}].variants[{j}]", base)
-                  for j, v in enumerate(m.variants or ())})
-        for i, m in enumerate(spec.models)}
-
-
 def _checkpoint(alloc: SimUnit, model: ModelEntry, pm) -> tuple:
     """(architecture, precision) the unit of ``alloc`` serves: its variant's, else the model's."""
     variant = alloc.variant
@@ -92,26 +71,6 @@ def _checkpoint(alloc: SimUnit, model: ModelEntry, pm) -> tuple:
         raise InvalidInputError(f"plan unit {alloc.unit} serves variant {variant!r}, which model {model.name} "
                                 "does not list in the spec and plan", hint="pass the plan's spec with --spec")
     return pm.variants[variant], entry.precision or "bf16"
-
-
-def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None) -> tuple[SimPlan, object, Path]:
-    """A plan (out dir or plan.json) as a SimPlan, its spec (``inputs.spec_path`` unless given) and
-    the spec's path."""
-    from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
-    from hetinfra.spec.load import load_spec
-
-    doc, p = load_plan(plan_path)
-    plan = SimPlan.of(doc, str(p))
-    for i, a in enumerate(plan.allocations):  # an unmarked GPU outside the catalog: hetinfra.catalog.custom
-        if why := plan_gpu_problem(a):
-            raise InvalidInputError(f"{p}: allocations[{i}].{why}", hint=UNKNOWN_GPU_HINT)
-    sp = Path(spec_path) if spec_path else Path(plan.spec_path or "")
-    if not spec_path and not sp.is_absolute() and not sp.exists():
-        sp = p.parent / sp
-    if not str(sp) or not sp.is_file():
-        raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
-    spec, _, _ = load_spec(sp)
-    return plan, spec, sp
 
 
 def simulate_plan_file(plan_path: str | Path, spec_path: str | Path | None = None,
@@ -185,7 +144,7 @@ def _model_infos(plan: SimPlan, spec, spec_path, config: WorkloadConfig, memo: d
                  batches: bool, templates: dict, calib) -> _Models:
     """Each model with demand: served from the memo where it holds the model's key, else its requests
     drawn, routed to its units and given arrivals (at its rate x the plan's scale x the load)."""
-    planned = _resolve_models(spec, Path(spec_path).parent if spec_path else None)
+    planned = resolve_models(spec, Path(spec_path).parent if spec_path else None)
     scale = plan.scale()
     allocs = list(plan.allocations)
     unit_ix = {a.unit: k for k, a in enumerate(allocs)}
