@@ -17,8 +17,21 @@ def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.
 
     clouds = ("aws", "gcp", "azure") if availability else ()
     caps, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
+    warnings = list(warnings) + _spot_rows_unapplied(caps)
     echo_warnings(warnings)
-    return caps_dict(caps), list(warnings)
+    return caps_dict(caps), warnings
+
+
+def _spot_rows_unapplied(caps) -> list[str]:
+    """A caps file's ``purchase: spot`` rows are read but not applied: a plan's caps count every
+    purchase option of a (cloud, region, GPU) together, under its on-demand rows, so a spot quota
+    below them is not enforced. Said, not silent."""
+    spot = [c.where or c.source for c in caps if c.purchase == "spot"]
+    if not spot:
+        return []
+    return [f"{len(spot)} spot cap(s) not applied ({', '.join(spot[:3])}{', ...' if len(spot) > 3 else ''}): "
+            "caps count every purchase option together (the on-demand rows); where the spot quota is smaller, "
+            "lower models' max_spot_fraction or set infrastructure.spot: false"]
 
 
 def echo_warnings(warnings) -> None:
