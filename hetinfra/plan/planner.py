@@ -216,12 +216,15 @@ def pool_at(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str
 
 
 def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bool = False,
-                   keep: set[str] = frozenset()) -> list[TemplateUnit]:
+                   keep: set[str] = frozenset(), memo: object = "pruned") -> list[TemplateUnit]:
     """``prune_dominated`` over ``pool``; with origins, per region and judged on the per-origin rates
-    the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order)."""
+    the ILP uses (``origins.flow_rated``), the units returned as they are (in pruning's order).
+    ``memo``: the name on the inputs' ``reuse`` of the pruning memo (one pruning per bucket): a pool
+    whose buckets hold other units than the plan's (a single-GPU baseline's) keeps its own, so that
+    neither evicts the other's."""
     if not declares_origins(inputs):
         return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep,
-                               memo=inputs.reuse.setdefault("pruned", {}))
+                               memo=inputs.reuse.setdefault(memo, {}))
     rated = flow_rated(inputs, pool, to_problem(inputs, pool))
     kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
     by_id = {u.id: u for u in pool}
@@ -271,7 +274,7 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
         if len(u.gpu_use) == 1:  # one GPU type (not a heterogeneous bundle's two)
             by_gpu.setdefault(u.template.gpu, []).append(u)
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed and u.template.gpu in by_gpu}):
-        own = prune_by_flows(inputs, by_gpu[gpu])
+        own = prune_by_flows(inputs, by_gpu[gpu], memo=("pruned", gpu))  # beside the rounds' own memo
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None, locality=0.0)
         missing = sub.unserved()
