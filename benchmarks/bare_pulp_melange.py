@@ -19,12 +19,15 @@ benchmarks/bench_scale.py --front times this script, process start to exit, besi
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pulp
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "melange-release"
+# the shared reference data beside the checkout, or where HETINFRA_SHARED says (a git worktree), as
+# bench_scale.front_case reads it
+DATA = Path(os.environ.get("HETINFRA_SHARED") or Path(__file__).resolve().parents[2] / "shared") / "data" / "melange-release"
 
 
 def slices(weights: list[list[float]], rate: float, slice_factor: int) -> list[tuple[int, int, float]]:

@@ -40,3 +40,28 @@ def test_unverified_baselines_solved_beside_the_plan_are_the_plans(tmp_path, mon
     again = assemble(pr, True).to_dict()
     assert again["baselines"] == doc["baselines"]
     assert again["cost_usd_per_hour"] == doc["cost_usd_per_hour"]
+
+
+def test_the_baselines_prune_apart_from_the_plan_and_again_only_what_changed():
+    """Each GPU type's baseline keeps its own pruning memo (``planner.baselines``): a bucket (a model's
+    units of one purchase option) holds other units there than in the plan's pool, so with one memo
+    the two pruned each other's buckets out, and the plan's next solve (after a veto) and the next
+    set of baselines pruned every bucket again. Counted by the memos' entries: the plan's are the same
+    objects after the baselines, and baselines at the same factors prune no bucket again."""
+    from hetinfra.plan.planner import baselines, pool_at, prune_by_flows
+    from tests.plan.test_prune import _units
+
+    inputs, units = _units("batch.yaml")  # a capped group; 11 GPU types (multi-region's origins prune unremembered)
+    pool = pool_at(inputs, units, {}, None)
+    prune_by_flows(inputs, pool)
+    plans = dict(inputs.reuse["pruned"])
+    first = baselines(inputs, pool, 60.0, 1e-3)
+    assert [b.gpu for b in first if b.feasible] and len({b.gpu for b in first}) > 1
+    assert {k: v for k, v in inputs.reuse["pruned"].items()} == plans  # nothing of the plan's evicted ...
+    assert all(inputs.reuse["pruned"][k] is v for k, v in plans.items())  # ... nor pruned again
+    own = {name: dict(memo) for name, memo in inputs.reuse.items() if isinstance(name, tuple) and name[0] == "pruned"}
+    assert set(own) == {("pruned", b.gpu) for b in first}
+    again = baselines(inputs, pool, 60.0, 1e-3)
+    assert [(b.gpu, b.cost) for b in again] == [(b.gpu, b.cost) for b in first]
+    for name, entries in own.items():  # the same units: every bucket's pruning remembered, none redone
+        assert all(inputs.reuse[name][k] is v for k, v in entries.items()), name
