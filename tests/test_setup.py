@@ -4,12 +4,18 @@ import runpy
 import sys
 from pathlib import Path
 
-from setuptools import Distribution
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# setuptools (~0.3 s CPU to import, pkg_resources and its vendored packages) is imported by these tests
+# alone: not at collection, where every xdist worker imported it, and on one worker (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("setup-py")
+
 
 def _build_py(tmp_path: Path, editable: bool):
+    from setuptools import Distribution
+
     build_py = runpy.run_path(str(REPO / "setup.py"), run_name="setup")["BuildPy"]
     (tmp_path / "src" / "sub").mkdir(parents=True)
     for rel in ("src/__init__.py", "src/mod.py", "src/sub/__init__.py"):

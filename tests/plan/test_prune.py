@@ -17,14 +17,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def covers(v, u, capped) -> bool:
-    """The dominance rule (as in templates.py): k copies of v in u's group or an uncapped one."""
+    """The dominance rule (as in templates.py): k copies of v in u's group or an uncapped one. ``v`` and
+    ``u`` are units' (gpus, gpu_use, cost, rates), read once per unit (_Facts): the properties
+    rebuild gpu_use on every read, a third of the reference's time over a bucket's pairs."""
     if u.gpus % v.gpus:
         return False
     k = u.gpus // v.gpus
     if any(g in capped and k * n > u.gpu_use.get(g, 0) for g, n in v.gpu_use.items()):
         return False
-    return k * v.cost <= u.cost + 1e-12 and all(k * v.template.rates.get(w, 0.0) >= r - 1e-12
-                                                for w, r in u.template.rates.items())
+    return k * v.cost <= u.cost + 1e-12 and all(k * v.rates.get(w, 0.0) >= r - 1e-12 for w, r in u.rates.items())
+
+
+class _Facts:
+    """What the dominance rule reads of a unit, read once."""
+
+    __slots__ = ("gpus", "gpu_use", "cost", "rates")
+
+    def __init__(self, u):
+        self.gpus, self.gpu_use, self.cost, self.rates = u.gpus, u.gpu_use, u.cost, u.template.rates
 
 
 def reference(units, *, capped=frozenset(), regional=False, keep=frozenset()):
@@ -34,9 +44,10 @@ def reference(units, *, capped=frozenset(), regional=False, keep=frozenset()):
     kept = []
     for u in order:
         cands = by_bucket.setdefault((u.model, u.spot, u.committed, u.region if regional else None), [])
-        if u.id not in keep and any(covers(v, u, capped) for v in cands):
+        facts = _Facts(u)
+        if u.id not in keep and any(covers(v, facts, capped) for v in cands):
             continue
-        cands.append(u)
+        cands.append(facts)
         kept.append(u)
     return sorted(kept, key=lambda u: u.id)
 
