@@ -184,13 +184,30 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
 
 def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: int, progress, search,
                         decide, confirm, on_rounds) -> None:
-    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``."""
-    from hetinfra.plan.confirm import confirmed
+    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``;
+    where the confirmation rejects a composition model by model, the same for the rounds' fallback."""
     from hetinfra.plan.rounds import rounds
 
     out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search)
     out.stopped |= stopped
     out.stop_reason = reason or out.stop_reason
+    put_back = list(out.put_back)
+    _trim_and_confirm(out, progress, decide, confirm, on_rounds)
+    fallback, search.fallback = search.fallback, None
+    c = out.confirmation
+    if fallback is not None and fallback[0][1]["met"] and not c["met"] and "reason" not in c:
+        # the confirmation rejects linked models composed model by model: the plan the choice by block
+        # keeps, judged on fresh confirm seeds (the rejected plan's models that met keep their
+        # judgement where their plan is the same: Replicated.fresh), before any veto
+        ((out.pr, out.sim), out.round_by_model), out.put_back = fallback, put_back
+        confirm.fresh()
+        _trim_and_confirm(out, progress, decide, confirm, on_rounds)
+
+
+def _trim_and_confirm(out: Verification, progress, decide, confirm, on_rounds) -> None:
+    """The trim of the rounds' plan ``out.pr``, the confirmation and its put-backs, into ``out``."""
+    from hetinfra.plan.confirm import confirmed
+
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
         on_rounds(out.pr)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated

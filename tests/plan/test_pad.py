@@ -204,3 +204,42 @@ def test_a_model_the_search_still_misses_when_its_rounds_run_out_is_padded_until
     [record] = v.padded
     assert record["missed_on"] == "search" and record["replicas_added"] == 2 and record["met"]
     assert sum(v.pr.result.n[u] for u in mine) == first + 2
+
+
+@pytest.mark.parametrize("composed_holds", [True, False])
+def test_a_composition_the_confirmation_rejects_falls_back_to_the_plan_the_choice_by_block_keeps(
+        planned, monkeypatch, composed_holds):
+    """The rounds return linked models composed model by model (hetinfra.plan.rounds._by_block), with
+    the plan the choice by block keeps as their fallback (one replica more of chat-b). Where the
+    confirmation rejects the composition, verification takes the fallback, judged on fresh confirm
+    seeds, before any veto; where it holds, the fallback is never judged."""
+    from hetinfra.plan.ceiling import Ceilings
+
+    pr, _doc = planned
+    mine = sorted(u for u in pr.result.n if pr.units[u].model == "chat-b")
+    fallback = pad.with_replica(pr, mine[0])
+    first = sum(pr.result.n[u] for u in mine)
+    ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
+    decide, confirm = _Judge({}, ceilings), _Judge({"chat-b": first if composed_holds else first + 1}, ceilings)
+    monkeypatch.setattr(verify, "simulators", lambda pr, progress=None: (decide, confirm))
+    monkeypatch.setattr(verify, "trim", lambda pr, sim_of: (pr, sim_of(verify.simulation_view(pr)), []))
+    monkeypatch.setattr(verify, "_sustained", lambda *args: {})
+    vetoes = []
+    monkeypatch.setattr(rounds.Search, "veto", lambda self, judged, doc: vetoes.append(judged) or False)
+
+    def the_rounds(pr_, sim_of, resolve, budget, progress, search):
+        search.fallback = ((fallback, sim_of(verify.simulation_view(fallback))), {"chat-8b": 1, "chat-b": 1})
+        return pr, sim_of(verify.simulation_view(pr)), {"chat-8b": 1, "chat-b": 2}, False, None
+
+    monkeypatch.setattr(rounds, "rounds", the_rounds)
+    started = []
+    v = verify.verify(pr, lambda derate, counts: pr, on_rounds=started.append)
+    assert v.met and not vetoes and not v.vetoes and not v.padded
+    if composed_holds:
+        assert v.pr is pr and v.round_by_model == {"chat-8b": 1, "chat-b": 2} and len(confirm.judged) == 1
+        assert started == [pr]
+        return
+    assert v.pr.result.n == fallback.result.n and v.round_by_model == {"chat-8b": 1, "chat-b": 1}
+    assert started == [pr, fallback]  # the baselines start again at the fallback's factors
+    [(rejected, _), (kept, _)] = confirm.judged
+    assert set(kept).isdisjoint(rejected) and set(kept) <= set(v.confirmation["seeds"])
