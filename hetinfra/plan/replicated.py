@@ -221,7 +221,7 @@ class Replicated:
         return _composed(self._head, judged)
 
     def _verdict_key(self, view: dict, model: str) -> str:
-        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`model_part`), with
+        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
         this judge's run length (its seeds key the judgement beside it), and, for a judge that keeps
         pressed models open, whether the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
@@ -230,7 +230,7 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and model_state(view, model) in self.pressure
-        return json.dumps([model_part(view, model), self.length(model), c.load, c.burst_cv,
+        return json.dumps([simulated_part(view, model), self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
@@ -266,6 +266,27 @@ class Replicated:
                     del runs[m["model"]]
             count, judged = min(count + STEP, MAX), True
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+
+#: allocations[] keys the planner writes for the reader (its rated load), which no simulation reads
+#: (hetinfra.document.simulation.SimUnit ignores them): a derating factor moves them, not the fleet
+PLANNED_ONLY = ("utilization", "target_qps_per_replica")
+
+
+def simulated_part(view: dict, model: str) -> list:
+    """:func:`model_part` as the simulator reads it: each template's rates only where the engine reads
+    them, as it reads them (a profiled class's rate over the factor: hetinfra.sim.engines.
+    profiled_rate, the unit memo's key), and without the factor or the planner's rated load per
+    allocation. Two rounds' plans that differ only in a factor whose units' counts and routing came
+    out the same simulate the same requests the same way: a model's judgement is kept across them
+    (its unit simulations were memo hits already), and a confirmation held across a veto."""
+    models, allocations, templates, *rest = model_part(view, model)
+    allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
+    templates = [{**{k: v for k, v in t.items() if k not in ("capacity_rps", "derate")},
+                  "profiled": {w: cap / float(t.get("derate") or 1.0) for w, cap in sorted((t.get("capacity_rps") or {}).items())
+                               if str((t.get("sources") or {}).get(w, "")).startswith("profile:") and cap}}
+                 for t in templates]
+    return [models, allocations, templates, *rest]
 
 
 def model_state(view: dict, model: str) -> str:
