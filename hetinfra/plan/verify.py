@@ -195,10 +195,11 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
     _trim_and_confirm(out, progress, decide, confirm, on_rounds)
     fallback, search.fallback = search.fallback, None
     c = out.confirmation
-    if fallback is not None and fallback[0][1]["met"] and not c["met"] and "reason" not in c:
+    if fallback is not None and not c["met"] and "reason" not in c:
         # the confirmation rejects linked models composed model by model: the plan the choice by block
-        # keeps, judged on fresh confirm seeds (the rejected plan's models that met keep their
-        # judgement where their plan is the same: Replicated.fresh), before any veto
+        # keeps, as before the composition (met or not on the search's seeds: a veto, or the padding,
+        # then goes on from it), judged on fresh confirm seeds (the rejected plan's models that met
+        # keep their judgement where their plan is the same: Replicated.fresh)
         ((out.pr, out.sim), out.round_by_model), out.put_back = fallback, put_back
         confirm.fresh()
         _trim_and_confirm(out, progress, decide, confirm, on_rounds)
