@@ -112,12 +112,9 @@ class Replicated:
 
     def fresh(self) -> None:
         """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen. A model
-        whose plan met on the seeds so far keeps that judgement for that very plan (its model state,
-        run length and pressure: :meth:`_verdict_key`): no decision about that plan saw those seeds
-        (a veto or the padding decides on the models that MISSED there, and changes only theirs), so
-        they still confirm it as fresh seeds would; judging it again on new seeds only gave a
-        model at its edge a second chance to miss, each a veto of three rounds, a trim and a
-        confirmation (docs/verification.md, "A veto")."""
+        whose plan met in the last judgement keeps it for that very plan (:meth:`_verdict_key`): no
+        decision about that plan saw those seeds (a veto or the padding changes only the models that
+        missed), so they confirm it as fresh ones would (docs/verification.md, "A veto")."""
         from hetinfra.sim.replications import seeds_for
 
         self._held.update({key[0]: v for key in self._last if (v := self._verdicts.get(key)) and v[0]["met"]})
@@ -274,19 +271,20 @@ PLANNED_ONLY = ("utilization", "target_qps_per_replica")
 
 
 def simulated_part(view: dict, model: str) -> list:
-    """:func:`model_part` as the simulator reads it: each template's rates only where the engine reads
-    them, as it reads them (a profiled class's rate over the factor: hetinfra.sim.engines.
-    profiled_rate, the unit memo's key), and without the factor or the planner's rated load per
-    allocation. Two rounds' plans that differ only in a factor whose units' counts and routing came
-    out the same simulate the same requests the same way: a model's judgement is kept across them
-    (its unit simulations were memo hits already), and a confirmation held across a veto."""
+    """:func:`model_part` as the simulator reads it: of a template's rates only a profiled class's rate
+    over the factor (hetinfra.sim.engines.profiled_rate, the unit memo's key), without the factor or
+    the planner's rated load per allocation. Rounds whose plans differ only in a factor that left a
+    model's units, counts and routing the same simulate it the same way: its judgement is kept."""
     models, allocations, templates, *rest = model_part(view, model)
     allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
-    templates = [{**{k: v for k, v in t.items() if k not in ("capacity_rps", "derate")},
-                  "profiled": {w: cap / float(t.get("derate") or 1.0) for w, cap in sorted((t.get("capacity_rps") or {}).items())
-                               if str((t.get("sources") or {}).get(w, "")).startswith("profile:") and cap}}
-                 for t in templates]
-    return [models, allocations, templates, *rest]
+    return [models, allocations, [_as_simulated(t) for t in templates], *rest]
+
+
+def _as_simulated(t: dict) -> dict:
+    sources, factor = t.get("sources") or {}, float(t.get("derate") or 1.0)
+    profiled = {w: cap / factor for w, cap in sorted((t.get("capacity_rps") or {}).items())
+                if cap and str(sources.get(w, "")).startswith("profile:")}
+    return {**{k: v for k, v in t.items() if k not in ("capacity_rps", "derate")}, "profiled": profiled}
 
 
 def model_state(view: dict, model: str) -> str:

@@ -10,7 +10,10 @@ stable, and none runs past its measured interval or roofline (``hetinfra.plan.re
 ``hetinfra.plan.ceiling``; ``planning.verify.margin``, default 0, tightens this only when a spec
 states it). Every decision below judges on the "decide" seeds; the final plan is confirmed on
 "confirm" seeds no decision saw (``hetinfra.plan.confirm``: a trim removal the confirmation does not
-hold is put back; a plan it rejects sends the search back to its rounds, at most VETOES times; a
+hold is put back; linked models composed model by model that it rejects fall back to the plan the
+choice by block keeps (``hetinfra.plan.rounds._by_block``); a plan it rejects then sends the search
+back to its rounds, at most VETOES times, where only the models it missed or changed are judged on
+fresh seeds (``Replicated.fresh``); a
 model it still misses then gets replicas, each judged on fresh confirm seeds: ``hetinfra.plan.pad``).
 
 Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
