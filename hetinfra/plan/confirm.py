@@ -91,11 +91,7 @@ def sized_confirmation(confirm, view: dict) -> dict:
     from hetinfra.sim.replications import requests_each
 
     while True:
-        # a model whose plan met on earlier confirm seeds keeps that judgement, sized there, at its
-        # length (Replicated.fresh): only the others are measured on this block's first seed
-        todo = confirm.unheld(view)
-        need = requests_each(view, confirm.first_replication(view, todo), least=int(confirm.config.requests)) \
-            if todo else {}
+        need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
         if all(n <= confirm.length(m) for m, n in need.items()):
             return confirm(view)
         confirm.lengthen(need)

@@ -101,23 +101,14 @@ class Replicated:
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
         #: per model, a run length longer than the judge's (:meth:`lengthen`)
         self.lengths: dict[str, int] = {}
-        #: each model's judgement by (:meth:`_verdict_key`, seeds), and the top-level keys of the last
-        #: simulation run
-        self._verdicts: dict[tuple[str, tuple], tuple[dict, list[dict]]] = {}
-        #: met judgements on earlier blocks of seeds, by :meth:`_verdict_key` (:meth:`fresh`), and the
-        #: keys of the last judgement's models (the confirmation of a plan is a judge's last before fresh)
-        self._held: dict[str, tuple[dict, list[dict]]] = {}
-        self._last: list[tuple[str, tuple]] = []
+        #: each model's judgement by :meth:`_verdict_key`, and the top-level keys of the last simulation run
+        self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
         self._head: dict = {}
 
     def fresh(self) -> None:
-        """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen. A model
-        whose plan met in the last judgement keeps it for that very plan (:meth:`_verdict_key`): no
-        decision about that plan saw those seeds (a veto or the padding changes only the models that
-        missed), so they confirm it as fresh ones would (docs/verification.md, "A veto")."""
+        """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
         from hetinfra.sim.replications import seeds_for
 
-        self._held.update({key[0]: v for key in self._last if (v := self._verdicts.get(key)) and v[0]["met"]})
         self.block += 1
         self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
         if self.early:  # the new screening seed's runs carry the batch means
@@ -141,12 +132,11 @@ class Replicated:
         """The longest run of any model (plan.json fidelity.requests)."""
         return max([int(self.config.requests), *self.lengths.values()])
 
-    def first_replication(self, view: dict, names: list[str] | None = None) -> dict:
-        """The simulation of ``view`` (of its models ``names``; None: all) on this judge's first seed,
-        as its judgements run it (the memo serves it after a judgement of ``view``)."""
-        every = [m["name"] for m in view["models"] if m.get("rate_rps")]
-        names = every if names is None else [n for n in every if n in set(names)]
-        if not every:
+    def first_replication(self, view: dict) -> dict:
+        """The simulation of the whole ``view`` on this judge's first seed, as its judgements run it
+        (the memo serves it after a judgement of ``view``)."""
+        names = [m["name"] for m in view["models"] if m.get("rate_rps")]
+        if not names:
             from pathlib import Path
 
             from hetinfra.sim.plan_sim import simulate_plan
@@ -154,11 +144,6 @@ class Replicated:
             return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]),
                                  memo=self.memo, detail=False)
         return self._run(view, names, self.seeds[:1], {})[0]
-
-    def unheld(self, view: dict) -> list[str]:
-        """The models of ``view`` whose plan has no met judgement from an earlier block of seeds
-        (:meth:`fresh`): the others are judged, and were sized, there."""
-        return [m["name"] for m in view["models"] if m.get("rate_rps") and self._verdict_key(view, m["name"]) not in self._held]
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
@@ -205,29 +190,27 @@ class Replicated:
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
             return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
-        seeds = tuple(self.seeds)
         keys = {n: self._verdict_key(view, n) for n in names}
-        out = {n: got for n in names if (got := self._verdicts.get((keys[n], seeds)) or self._held.get(keys[n]))}
+        out = {n: self._verdicts[keys[n]] for n in names if keys[n] in self._verdicts}
         fresh = [n for n in names if n not in out]
         if fresh:
             self._head = self._fresh(view, fresh, out)
-            self._verdicts.update({(keys[n], seeds): out[n] for n in fresh if not out[n][0].get("cut")})
-        self._last = [(keys[n], seeds) for n in names]
+            self._verdicts.update({keys[n]: out[n] for n in fresh if not out[n][0].get("cut")})
         judged = [out[n] for n in names]
         self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
         return _composed(self._head, judged)
 
     def _verdict_key(self, view: dict, model: str) -> str:
         """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
-        this judge's run length (its seeds key the judgement beside it), and, for a judge that keeps
-        pressed models open, whether the model's state is under pressure: a model's judgement depends on its own simulations only
+        this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
+        the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
         model the trim, a later round or the over-provisioning search did not touch is judged once."""
         import json
 
         c = self.config
         pressed = self.pressed and model_state(view, model) in self.pressure
-        return json.dumps([simulated_part(view, model), self.length(model), c.load, c.burst_cv,
+        return json.dumps([simulated_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:

@@ -12,8 +12,7 @@ states it). Every decision below judges on the "decide" seeds; the final plan is
 "confirm" seeds no decision saw (``hetinfra.plan.confirm``: a trim removal the confirmation does not
 hold is put back; linked models composed model by model that it rejects fall back to the plan the
 choice by block keeps (``hetinfra.plan.rounds._by_block``); a plan it rejects then sends the search
-back to its rounds, at most VETOES times, where only the models it missed or changed are judged on
-fresh seeds (``Replicated.fresh``); a
+back to its rounds, at most VETOES times, each time confirmed on fresh seeds; a
 model it still misses then gets replicas, each judged on fresh confirm seeds: ``hetinfra.plan.pad``).
 
 Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
@@ -201,8 +200,7 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
     if fallback is not None and not c["met"] and "reason" not in c:
         # the confirmation rejects linked models composed model by model: the plan the choice by block
         # keeps, as before the composition (met or not on the search's seeds: a veto, or the padding,
-        # then goes on from it), judged on fresh confirm seeds (the rejected plan's models that met
-        # keep their judgement where their plan is the same: Replicated.fresh)
+        # then goes on from it), judged on fresh confirm seeds: the rejected plan's seeds chose it
         ((out.pr, out.sim), out.round_by_model), out.put_back = fallback, put_back
         confirm.fresh()
         _trim_and_confirm(out, progress, decide, confirm, on_rounds)

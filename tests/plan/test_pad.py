@@ -62,11 +62,8 @@ class _Judge:
     def fresh(self) -> None:
         self.block += 1
 
-    def first_replication(self, view: dict, names=None) -> dict:
+    def first_replication(self, view: dict) -> dict:
         return {"models": [], "units": []}
-
-    def unheld(self, view: dict) -> list[str]:
-        return [m["name"] for m in view["models"]]
 
     def lengthen(self, requests) -> None:
         pass

@@ -83,28 +83,6 @@ def test_decide_and_confirm_seeds_never_meet_and_a_fresh_confirmation_sees_new_o
     assert len(confirm.seeds) == replicated.MAX
 
 
-def test_fresh_seeds_keep_the_met_judgement_of_a_plan_they_would_judge_again_and_judge_the_rest(monkeypatch):
-    """After a veto (or in the padding) the confirmation moves to fresh seeds; a model whose plan met
-    in the last judgement on the seeds before keeps that judgement for that very plan (no decision
-    about it saw those seeds), so only the models that missed, or whose plan changed, run again."""
-    confirm, runs = _judge(monkeypatch, "confirm")
-    view = {**VIEW, "models": [{"name": n, "rate_rps": 1.0} for n in ("clear", "out")]}
-    first = {m["model"]: m for m in confirm(view)["models"]}
-    assert first["clear"]["met"] and not first["out"]["met"]
-    before = list(confirm.seeds)
-    confirm.fresh()
-    runs.clear()
-    assert confirm.unheld(view) == ["out"]
-    again = {m["model"]: m for m in confirm(view)["models"]}
-    assert runs and all(models == ["out"] for models, _ in runs)  # the met plan is not judged again
-    assert again["clear"] == first["clear"] and again["clear"]["seeds"] == before[:replicated.START]
-    assert set(again["out"]["seeds"]).isdisjoint(before)  # the missed one is judged on the fresh seeds
-    runs.clear()
-    other = {**view, "models": [{"name": "clear", "rate_rps": 2.0}]}  # another plan of it: judged anew
-    assert confirm.unheld(other) == ["clear"]
-    assert set(confirm(other)["models"][0]["seeds"]).isdisjoint(before) and runs[0][0] == ["clear"]
-
-
 def test_a_vetoed_model_plan_misses_whatever_the_seeds_say(monkeypatch):
     judge, _ = _judge(monkeypatch)
     view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
@@ -162,11 +140,8 @@ class _ByCount:
         self.least, self.ceilings = least, ceilings
         self.progress, self.config, self.last_pass, self.vetoes = None, SimpleNamespace(load=load, requests=1000), [], []
 
-    def first_replication(self, view: dict, names=None) -> dict:  # what requests_for reads: no model asks for more
+    def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
-
-    def unheld(self, view: dict) -> list[str]:
-        return [m["name"] for m in view["models"]]
 
     def lengthen(self, requests: dict) -> None:
         self.config.requests = max([*requests.values(), self.config.requests])
@@ -279,11 +254,8 @@ def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_ne
         def length(self, model: str) -> int:
             return max(self.lengths.get(model, 0), self.config.requests)
 
-        def first_replication(self, view, names=None):
+        def first_replication(self, view):
             return {m: self.length(m) for m in ("slow", "light")}
-
-        def unheld(self, view):
-            return ["slow", "light"]
 
         def lengthen(self, requests: dict):
             self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
