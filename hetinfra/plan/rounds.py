@@ -72,9 +72,6 @@ class Search:
     done: list[tuple[PlanResult, dict]] = field(default_factory=list)
     #: each round's rank: its cost, then the demand it serves (most first: a max_throughput budget)
     ranks: list[tuple[float, float]] = field(default_factory=list)
-    #: where the rounds' plan is linked models composed model by model (:func:`_by_block`): the plan
-    #: the choice by block keeps, and its round by model, for a confirmation that rejects the composition
-    fallback: tuple | None = None
 
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
@@ -191,7 +188,7 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
     met = [k for k, (p, s) in enumerate(search.done) if s["met"]]
     # the cheapest round in which every model met; among equals the most served (a budget), the earliest
     kept = min(met, key=lambda k: (search.ranks[k], k)) if met else len(search.done) - 1
-    ((pr, sim), round_by_model), search.fallback = _by_block(kept, search.done, sim_of, resolve)
+    (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
     return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
 
 
@@ -228,52 +225,28 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
     return pr
 
 
-def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of, resolve) -> tuple[tuple, tuple | None]:
-    """(the plan kept, with the round each model's factors are from; the plan kept by the rule before
-    the composition model by model, where that composition was taken, else None). Round ``at`` (an
-    index in ``rounds``: the cheapest round in which every model met, else the last), or a plan
-    composed of the rounds' factors (hetinfra.plan.blocks) where it meets in simulation and is
-    cheaper (or round ``at`` misses): first each group of linked models at its cheapest met round (the
-    blocks are the rounds' own), then, where a group links several models, each model at ITS cheapest
-    met round (the linked blocks are solved afresh, at factors no round solved together: on
-    benchmarks/bench_scale.py's linked fleet, whose caps link all 32 models into one group, the plan
-    kept round 2's $435/h where its models' own cheapest met rounds made $351/h once trimmed). Where
-    the confirmation rejects such a composition, verification falls back to the plan the rule
-    before it keeps (:attr:`Search.fallback`, hetinfra.plan.verify) before any veto."""
+def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
+              resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
+    """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
+    last), or the plan composed of each group of linked models' cheapest met round
+    (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
+    misses), with the round each model's plan is from."""
     from hetinfra.plan import blocks
 
     kept = rounds[at]
-    best = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
+    as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
     groups = blocks.model_groups([r[0] for r in rounds])
-    if groups is None:
-        return best, None
-    best = _composed(best, rounds, groups, sim_of, resolve)
-    singles = [(m,) for g in groups for m in g]
-    if len(singles) > len(groups):
-        by_model = _composed(best, rounds, singles, sim_of, resolve)
-        if by_model is not best:
-            return by_model, best
-    return best, None
-
-
-def _composed(best: tuple, rounds: list[tuple[PlanResult, dict]], groups: list[tuple[str, ...]], sim_of,
-              resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
-    """The plan composed of each of ``groups``' cheapest met round where it meets in simulation and is
-    cheaper than ``best`` (or ``best`` misses), else ``best``; with the round by model."""
-    from hetinfra.plan import blocks
-
-    picks = blocks.choose(rounds, groups)
+    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
     if picks is None or len(set(picks)) == 1:
-        return best
+        return as_kept
     try:
         pr = blocks.compose(rounds, groups, picks, resolve)
     except InfeasibleError:
-        return best
+        return as_kept
     sim = sim_of(simulation_view(pr))
-    (kept_pr, kept_sim), _ = best
-    cost, kept_cost = pr.result.cost(pr.problem), kept_pr.result.cost(kept_pr.problem)
-    if not sim["met"] or (kept_sim["met"] and cost >= kept_cost - 1e-9):
-        return best
+    cost, kept_cost = pr.result.cost(pr.problem), kept[0].result.cost(kept[0].problem)
+    if not sim["met"] or (kept[1]["met"] and cost >= kept_cost - 1e-9):
+        return as_kept
     return (pr, sim), {m: 1 + pick for g, pick in zip(groups, picks) for m in g}
 
 

@@ -10,9 +10,7 @@ stable, and none runs past its measured interval or roofline (``hetinfra.plan.re
 ``hetinfra.plan.ceiling``; ``planning.verify.margin``, default 0, tightens this only when a spec
 states it). Every decision below judges on the "decide" seeds; the final plan is confirmed on
 "confirm" seeds no decision saw (``hetinfra.plan.confirm``: a trim removal the confirmation does not
-hold is put back; linked models composed model by model that it rejects fall back to the plan the
-choice by block keeps (``hetinfra.plan.rounds._by_block``); a plan it rejects then sends the search
-back to its rounds, at most VETOES times, each time confirmed on fresh seeds; a
+hold is put back; a plan it rejects sends the search back to its rounds, at most VETOES times; a
 model it still misses then gets replicas, each judged on fresh confirm seeds: ``hetinfra.plan.pad``).
 
 Rates are adjusted where the simulation says, per regime (:func:`regime_of`: a model's GPU type x
@@ -186,30 +184,13 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
 
 def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: int, progress, search,
                         decide, confirm, on_rounds) -> None:
-    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``;
-    where the confirmation rejects a composition model by model, the same for the rounds' fallback."""
+    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``."""
+    from hetinfra.plan.confirm import confirmed
     from hetinfra.plan.rounds import rounds
 
     out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search)
     out.stopped |= stopped
     out.stop_reason = reason or out.stop_reason
-    put_back = list(out.put_back)
-    _trim_and_confirm(out, progress, decide, confirm, on_rounds)
-    fallback, search.fallback = search.fallback, None
-    c = out.confirmation
-    if fallback is not None and not c["met"] and "reason" not in c:
-        # the confirmation rejects linked models composed model by model: the plan the choice by block
-        # keeps, as before the composition (met or not on the search's seeds: a veto, or the padding,
-        # then goes on from it), judged on fresh confirm seeds: the rejected plan's seeds chose it
-        ((out.pr, out.sim), out.round_by_model), out.put_back = fallback, put_back
-        confirm.fresh()
-        _trim_and_confirm(out, progress, decide, confirm, on_rounds)
-
-
-def _trim_and_confirm(out: Verification, progress, decide, confirm, on_rounds) -> None:
-    """The trim of the rounds' plan ``out.pr``, the confirmation and its put-backs, into ``out``."""
-    from hetinfra.plan.confirm import confirmed
-
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
         on_rounds(out.pr)
     # the memo is exact (hetinfra.sim.plan_sim._unit_key): the trim reuses what the rounds simulated

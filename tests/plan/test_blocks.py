@@ -1,7 +1,6 @@
 """Verification's choice by block (hetinfra.plan.blocks): each group of linked models takes the
 cheapest round in which it met, and the plan made of those choices is kept only where it meets in
-simulation and is cheaper than the cheapest round in which every model met; a group of several linked
-models is then also tried model by model, under the same rule."""
+simulation and is cheaper than the cheapest round in which every model met."""
 
 from __future__ import annotations
 
@@ -110,48 +109,3 @@ def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_
     decide.config = replace(decide.config, requests=fid["replications"]["decide_requests"])
     confirm.config = replace(confirm.config, requests=fid["requests"])
     assert decide(doc)["met"] and confirm(doc)["met"]
-
-
-def _planned(units, n: dict[str, int], derate: dict[str, float]) -> SimpleNamespace:
-    """A round's plan as hetinfra.plan.rounds._by_block reads it: two models linked by a cap on A."""
-    pr = _round(units, caps={A: 8}, n=n)
-    pr.derate = derate
-    pr.units = {u.id: u for u in units}
-    pr.all_units = [SimpleNamespace(model=u.model, template=SimpleNamespace(id=f"t-{u.id}")) for u in units]
-    pr.inputs = SimpleNamespace(models=[SimpleNamespace(spec=SimpleNamespace(name=m)) for m in ("a", "b")])
-    return pr
-
-
-@pytest.mark.parametrize("composed_meets", [True, False])
-def test_linked_models_take_each_models_cheapest_met_round_where_that_plan_meets(monkeypatch, composed_meets):
-    """A cap links a and b into one group, which met in round 1 only; a met cheaper in round 2 and b in
-    round 3. The plan at a's round-2 factors and b's round-3 factors is solved (at those factors,
-    from those rounds' counts), judged, and kept only where it meets and is cheaper."""
-    from hetinfra.plan import rounds as rounds_mod
-
-    units = [_unit("a1", "a", A, 1.0), _unit("b1", "b", A, 1.0)]
-    done = [(_planned(units, {"a1": 5, "b1": 5}, {"t-a1": 1.0, "t-b1": 1.0}), _sim(a=True, b=True)),
-            (_planned(units, {"a1": 3, "b1": 3}, {"t-a1": 1.5, "t-b1": 1.5}), _sim(a=True, b=False)),
-            (_planned(units, {"a1": 2, "b1": 4}, {"t-a1": 2.0, "t-b1": 1.2}), _sim(a=False, b=True))]
-    assert model_groups([pr for pr, _ in done]) == [("a", "b")]
-    solved = []
-
-    def resolve(derate, start):
-        solved.append((derate, start))
-        return _planned(units, start, derate)
-
-    judged = []
-
-    def sim_of(view):
-        judged.append(view)
-        return _sim(a=composed_meets, b=True)
-
-    monkeypatch.setattr(rounds_mod, "simulation_view", lambda pr: pr)
-    ((pr, sim), by_model), fallback = rounds_mod._by_block(0, done, sim_of, resolve)
-    assert solved == [({"t-a1": 1.5, "t-b1": 1.2}, {"a1": 3, "b1": 4})]
-    assert len(judged) == 1
-    if composed_meets:  # with the plan the choice by block keeps, for a confirmation that rejects it
-        assert pr.result.n == {"a1": 3, "b1": 4} and by_model == {"a": 2, "b": 3}
-        assert fallback == (done[0], {"a": 1, "b": 1})
-    else:  # a composition that misses is never kept
-        assert pr is done[0][0] and by_model == {"a": 1, "b": 1} and fallback is None
