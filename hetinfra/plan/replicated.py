@@ -201,7 +201,7 @@ class Replicated:
         return _composed(self._head, judged)
 
     def _verdict_key(self, view: dict, model: str) -> str:
-        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`model_part`), with
+        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
         this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
         the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
@@ -210,7 +210,7 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and model_state(view, model) in self.pressure
-        return json.dumps([model_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
+        return json.dumps([simulated_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
@@ -246,6 +246,28 @@ class Replicated:
                     del runs[m["model"]]
             count, judged = min(count + STEP, MAX), True
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+
+#: allocations[] keys the planner writes for the reader (its rated load), which no simulation reads
+#: (hetinfra.document.simulation.SimUnit ignores them): a derating factor moves them, not the fleet
+PLANNED_ONLY = ("utilization", "target_qps_per_replica")
+
+
+def simulated_part(view: dict, model: str) -> list:
+    """:func:`model_part` as the simulator reads it: of a template's rates only a profiled class's rate
+    over the factor (hetinfra.sim.engines.profiled_rate, the unit memo's key), without the factor or
+    the planner's rated load per allocation. Rounds whose plans differ only in a factor that left a
+    model's units, counts and routing the same simulate it the same way: its judgement is kept."""
+    models, allocations, templates, *rest = model_part(view, model)
+    allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
+    return [models, allocations, [_as_simulated(t) for t in templates], *rest]
+
+
+def _as_simulated(t: dict) -> dict:
+    sources, factor = t.get("sources") or {}, float(t.get("derate") or 1.0)
+    profiled = {w: cap / factor for w, cap in sorted((t.get("capacity_rps") or {}).items())
+                if cap and str(sources.get(w, "")).startswith("profile:")}
+    return {**{k: v for k, v in t.items() if k not in ("capacity_rps", "derate")}, "profiled": profiled}
 
 
 def model_state(view: dict, model: str) -> str:

@@ -294,3 +294,25 @@ def test_a_model_whose_part_of_the_plan_did_not_change_is_judged_once_and_only_i
     assert [m["model"] for m in again["models"]] == list(RATIOS)
     assert {m["model"]: m for m in again["models"]}["edge"] == {m["model"]: m for m in first["models"]}["edge"]
     assert judge.simulations == 3 * replicated.MAX  # every judgement counts the seeds its longest model rests on
+
+
+def test_a_factor_that_moves_no_simulated_input_keeps_the_judgement_and_one_that_does_not(monkeypatch):
+    """Two rounds' plans of a model whose counts and routing came out the same differ in the factor,
+    the estimated rates and the planner's rated load: the simulator reads none of them (only a
+    profiled class's rate over the factor), so the judgement is kept; a profiled rate that moved is
+    judged again."""
+    judge, runs = _judge(monkeypatch)
+    template = {"id": "t", "sources": {"short": "estimate", "long": "profile:p.csv"},
+                "capacity_rps": {"short": 4.0, "long": 1.0}, "derate": 1.0}
+    alloc = {"unit": "u-clear", "model": "clear", "template": "t", "count": 2, "utilization": 0.7,
+             "target_qps_per_replica": 2.0}
+    view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}], "allocations": [alloc], "templates": [template]}
+    credited = {**view, "allocations": [dict(alloc, utilization=0.56, target_qps_per_replica=2.5)],
+                "templates": [dict(template, capacity_rps={"short": 5.0, "long": 1.25}, derate=1.25)]}
+    first = judge(view)
+    ran = len(runs)
+    assert judge(credited) == first and len(runs) == ran
+    assert replicated.simulated_part(view, "clear") == replicated.simulated_part(credited, "clear")
+    faster = {**credited, "templates": [dict(template, capacity_rps={"short": 5.0, "long": 1.5}, derate=1.25)]}
+    judge(faster)
+    assert len(runs) > ran and runs[ran][0] == ["clear"]
