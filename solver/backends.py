@@ -76,8 +76,11 @@ def solver_limits(name: str, time_limit_s: float, mip_gap: float) -> dict:
 
 def run_pyomo(m, name: str, time_limit_s: float, mip_gap: float) -> "Result":
     """Solve the Pyomo model ``m`` with solver ``name`` (loading nothing yet)."""
+    from hetinfra.solver.highs_quiet import FD_CAPTURE
+
     opt = pyomo_solver(name)
-    results = opt.solve(m, load_solutions=False, tee=False, options=solver_limits(name, time_limit_s, mip_gap))
+    with FD_CAPTURE:  # Pyomo's solvers capture the process's output descriptors: one solve at a time
+        results = opt.solve(m, load_solutions=False, tee=False, options=solver_limits(name, time_limit_s, mip_gap))
     return Result(m, results)
 
 

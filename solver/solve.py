@@ -32,7 +32,7 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     for. HiGHS checks the point and ignores it if it is infeasible."""
     from pyomo.contrib.solver.common.factory import SolverFactory
 
-    from hetinfra.solver.highs_quiet import swallow_banner
+    from hetinfra.solver.highs_quiet import FD_CAPTURE, swallow_banner
     from hetinfra.solver.mip_hooks import mip_starting
 
     swallow_banner()  # Pyomo's interface creates its own Highs objects
@@ -40,8 +40,9 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     solver = _warm_highs() if warm else SolverFactory("highs")
     # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
     # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
-    res = solver.solve(m, tee=False, threads=1, time_limit=time_limit_s, rel_gap=mip_gap, load_solutions=False,
-                       raise_exception_on_nonoptimal_result=False)
+    with FD_CAPTURE:  # Pyomo captures the process's stdout/stderr descriptors: one solve at a time
+        res = solver.solve(m, tee=False, threads=1, time_limit=time_limit_s, rel_gap=mip_gap,
+                           load_solutions=False, raise_exception_on_nonoptimal_result=False)
     if warm and res.incumbent_objective is not None:
         import pyomo.environ as pyo
 
