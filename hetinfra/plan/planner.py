@@ -7,14 +7,14 @@ I/O happens only at the ends (reading the spec and its files; the CLI writes art
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.inputs import PlanInputs
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.spec.origins import origin_shares
-from hetinfra.plan.library import Template, TemplateUnit
+from hetinfra.plan.library import Template, TemplateUnit, with_fields
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
@@ -77,29 +77,9 @@ def derated(units: list[TemplateUnit], derate: dict[str, float], memo: dict | No
         if hit is None or hit[1] != f:
             new = scaled.get(id(t))
             if new is None:
-                new = scaled[id(t)] = _with_rates(t, {w: r * f for w, r in t.rates.items()})
+                new = scaled[id(t)] = with_fields(t, rates={w: r * f for w, r in t.rates.items()})
             hit = memo[id(u)] = (u, f, u.with_template(new))
         out.append(hit[2])
-    return out
-
-
-#: a Template's fields (what :func:`_with_rates` copies: nothing else its ``__dict__`` may hold)
-_TEMPLATE_FIELDS = tuple(f.name for f in fields(Template))
-
-
-def _with_rates(t: Template, rates: dict[str, float]) -> Template:
-    """``t`` with ``rates``: what ``dataclasses.replace`` gives, its fields copied at once (as
-    ``TemplateUnit.with_template`` copies a unit's). ``replace`` re-runs the frozen ``__init__``
-    field by field: copying the 32-model linked fleet's 3,447 templates took 23-25 ms with it and
-    12-15 ms this way (a round derates nearly all of them). A Template with a ``__post_init__``
-    (none now) takes ``replace``."""
-    if hasattr(Template, "__post_init__"):
-        return replace(t, rates=rates)
-    own = t.__dict__
-    state = {name: own[name] for name in _TEMPLATE_FIELDS}
-    state["rates"] = rates
-    out = object.__new__(Template)
-    object.__setattr__(out, "__dict__", state)
     return out
 
 

@@ -109,23 +109,25 @@ def test_a_derate_prunes_again_only_the_buckets_it_touches():
 
 
 def test_a_derated_template_is_what_replace_gives_and_holds_only_its_fields():
-    """planner._with_rates copies a template's fields at once instead of dataclasses.replace's
-    field-by-field frozen __init__: the same template, nothing else carried over from the original's
-    __dict__ (a value cached there would be stale at other rates)."""
+    """library.with_fields (a derate's copy of each template and unit) copies a template's fields at
+    once instead of dataclasses.replace's field-by-field frozen __init__: the same template, nothing
+    else carried over from the original's __dict__ (a value cached there would be stale at other rates)."""
     from dataclasses import fields, replace
 
     from hetinfra.plan.library import Template
-    from hetinfra.plan.planner import _with_rates
+    from hetinfra.plan.library import with_fields
 
     _, units = _units("variants.yaml")
     for t in {id(u.template): u.template for u in units}.values():
         rates = {w: r * 0.7 for w, r in t.rates.items()}
-        got = _with_rates(t, rates)
+        got = with_fields(t, rates=rates)
         assert got == replace(t, rates=rates) and got.rates is rates and type(got) is Template
         assert list(vars(got)) == [f.name for f in fields(Template)]
     t = units[0].template
     object.__setattr__(t, "_cached", 1)  # something else in the original's __dict__ is not copied
-    assert not hasattr(_with_rates(t, dict(t.rates)), "_cached")
+    assert not hasattr(with_fields(t, rates=dict(t.rates)), "_cached")
+    u = units[0]
+    assert u.with_template(t) == replace(u, template=t)  # a unit is copied the same way
 
 
 def test_the_reference_prunes_something_capped_and_keeps_more():
