@@ -255,7 +255,7 @@ PLANNED_ONLY = ("utilization", "target_qps_per_replica")
 
 def simulated_part(view: dict, model: str) -> list:
     """:func:`model_part` as the simulator reads it: of a template's rates only a profiled class's rate
-    over the factor (hetinfra.sim.engines.profiled_rate, the unit memo's key), without the factor or
+    over the factor (hetinfra.sim.engines.measured_capacity, as the unit memo's key reads it), without the factor or
     the planner's rated load per allocation. Rounds whose plans differ only in a factor that left a
     model's units, counts and routing the same simulate it the same way: its judgement is kept."""
     models, allocations, templates, *rest = model_part(view, model)
@@ -264,9 +264,9 @@ def simulated_part(view: dict, model: str) -> list:
 
 
 def _as_simulated(t: dict) -> dict:
-    sources, factor = t.get("sources") or {}, float(t.get("derate") or 1.0)
-    profiled = {w: cap / factor for w, cap in sorted((t.get("capacity_rps") or {}).items())
-                if cap and str(sources.get(w, "")).startswith("profile:")}
+    from hetinfra.sim.engines import measured_capacity
+
+    profiled = measured_capacity(t.get("capacity_rps"), t.get("sources"), t.get("derate"))
     return {**{k: v for k, v in t.items() if k not in ("capacity_rps", "derate")}, "profiled": profiled}
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from hetinfra.document.sections import RequestClass, Slo, Template
     from hetinfra.document.simulation import SimUnit
 
-__all__ = ["UnitEngine", "profiled_rate", "unit_engine"]
+__all__ = ["UnitEngine", "measured_capacity", "profiled_rate", "unit_engine"]
 
 
 
@@ -100,10 +100,17 @@ def profiled_rate(alloc: SimUnit, template: Template | None, cls: str) -> float 
     memo keys on exactly this value (hetinfra.sim.plan_sim)."""
     if template is None:
         return None
-    cap = template.capacity_rps.get(cls)
-    if not template.sources.get(cls, "").startswith("profile:") or not cap:
-        return None
-    return cap / max(alloc.engines_per_instance, 1) / float(template.derate or 1.0)
+    cap = measured_capacity(template.capacity_rps, template.sources, template.derate).get(cls)
+    return None if cap is None else cap / max(alloc.engines_per_instance, 1)
+
+
+def measured_capacity(capacity_rps: dict, sources: dict, derate) -> dict[str, float]:
+    """Per class whose rate is from a profile, its measured rate per instance: plan.json's
+    ``capacity_rps`` (the measured rate x the planner's derate) over the derate. The only rates a
+    simulation reads (:func:`profiled_rate`; hetinfra.plan.replicated keys judgements on them)."""
+    factor = float(derate or 1.0)
+    return {w: cap / factor for w, cap in sorted((capacity_rps or {}).items())
+            if cap and str((sources or {}).get(w, "")).startswith("profile:")}
 
 
 def unit_engine(alloc: SimUnit, arch: ModelArch, precision: str, classes: list[RequestClass], routed: dict[str, float],
