@@ -49,8 +49,9 @@ __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
 #: the one-sided confidence of every bound verification decides on
 CONFIDENCE = 0.95
 #: replications per judgement: START at first (the screening seed among them), STEP more at a time
-#: for undecided models, at most MAX. Two give a Student-t bound of mean + 4.5 sd, enough for a model
-#: far from its objective (most of a fleet: it stops there); four give mean + 1.2 sd. The
+#: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
+#: enough for a model far from its objective (most of a fleet: it stops there); four give mean + 2.6 sd,
+#: seven mean + 2.1 sd. The
 #: confirmation runs MAX for a model whose KV cache filled in one of its replications: a rare collapse
 #: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
 #: than in a few
@@ -64,7 +65,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
-          f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} bound of each statistic is "
+          f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json

@@ -152,7 +152,7 @@ def _missing(sim: dict, models: set[str]) -> dict:
 
 def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: Search) -> tuple:
     """Solve, simulate, adjust the regimes' factors (``search``, resumed); the cheapest met plan of every
-    round so far (else the last), by block of linked models: (plan, its judgement, round by model,
+    round so far (else the one closest to meeting, :func:`_closest`), by block of linked models: (plan, its judgement, round by model,
     stopped, stop reason)."""
     stopped, stop_reason = pr.result.safety_stop, None
     first = len(search.history)
@@ -187,9 +187,36 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         stopped |= pr.result.safety_stop
     met = [k for k, (p, s) in enumerate(search.done) if s["met"]]
     # the cheapest round in which every model met; among equals the most served (a budget), the earliest
-    kept = min(met, key=lambda k: (search.ranks[k], k)) if met else len(search.done) - 1
+    kept = min(met, key=lambda k: (search.ranks[k], k)) if met else _closest(search)
     (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
     return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
+
+
+#: a miss by at most this ratio of bound to objective is a near one (see _closest)
+NEAR_MISS = 1.25
+
+
+def _closest(search: Search) -> int:
+    """Where no round met: the round closest to meeting, which the padding (hetinfra.plan.pad) then
+    completes: the fewest models missed, then those whose every miss is a near one (a model's bound
+    within NEAR_MISS of its objective: what a padded replica or two mends), then the cheapest, the
+    earliest. The last round was kept before: on benchmarks/bench_scale.py's linked 32-model fleet
+    its one miss was a collapse (42x) that four padded replicas did not mend, where round 2's one
+    miss was a model at its objective's edge."""
+    def closeness(k: int) -> tuple:
+        missed = [m for m in search.done[k][1]["models"] if not m["met"]]
+        far = any(_miss_ratio(m) > NEAR_MISS for m in missed)
+        return len(missed), far, search.ranks[k], k
+
+    return min(range(len(search.done)), key=closeness)
+
+
+def _miss_ratio(model: dict) -> float:
+    """A judged model's worst bound over its objective (inf where it has none: a collapse, an unstable unit)."""
+    ratio = model.get("ratio_bound")
+    if ratio is None:
+        ratio = (model.get("objective") or {}).get("ratio")
+    return math.inf if ratio is None else float(ratio)
 
 
 #: at most this many derating steps per round without a simulation (see _past_unchanged)
@@ -228,7 +255,7 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
 def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
               resolve) -> tuple[tuple[PlanResult, dict], dict[str, int]]:
     """Round ``at`` (an index in ``rounds``: the cheapest round in which every model met, else the
-    last), or the plan composed of each group of linked models' cheapest met round
+    one closest to meeting), or the plan composed of each group of linked models' cheapest met round
     (hetinfra.plan.blocks) where that one meets in simulation and is cheaper (or round ``at``
     misses), with the round each model's plan is from."""
     from hetinfra.plan import blocks

@@ -11,7 +11,7 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-__all__ = ["betainc", "t_quantile", "t_bound", "clopper_pearson"]
+__all__ = ["betainc", "t_quantile", "t_bound", "prediction_bound", "clopper_pearson"]
 
 _EPS, _TINY, _ITER = 1e-14, 1e-300, 20000
 
@@ -82,12 +82,26 @@ def t_quantile(p: float, df: float) -> float:
 def t_bound(values: list[float], confidence: float, upper: bool) -> tuple[float, float] | None:
     """(mean, one-sided ``confidence`` bound on the mean) of independent observations ``values``
     (Student t, n - 1 degrees of freedom); None for fewer than two."""
+    return _t_half_width(values, confidence, upper, lambda n: 1.0 / math.sqrt(n))
+
+
+def prediction_bound(values: list[float], confidence: float, upper: bool) -> tuple[float, float] | None:
+    """(mean, one-sided ``confidence`` prediction bound on ONE more observation) of independent
+    observations ``values``: mean +/- t(confidence, n - 1) x sd x sqrt(1 + 1/n) (normal theory); None
+    for fewer than two. Where :func:`t_bound` says where the mean lies, this says where a single
+    further run lands, which is what a user who simulates the plan once on a new seed sees: its
+    half-width keeps the spread between runs (sd), not only the uncertainty of their mean (sd / sqrt n)."""
+    return _t_half_width(values, confidence, upper, lambda n: math.sqrt(1.0 + 1.0 / n))
+
+
+def _t_half_width(values: list[float], confidence: float, upper: bool, scale) -> tuple[float, float] | None:
+    """(mean, mean +/- t(confidence, n - 1) x sd x scale(n)), None for fewer than two values."""
     n = len(values)
     if n < 2:
         return None
     mean = math.fsum(values) / n
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
+    half = t_quantile(confidence, n - 1) * sd * scale(n)
     return mean, (mean + half if upper else mean - half)
 
 

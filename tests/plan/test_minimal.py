@@ -6,6 +6,8 @@ over-provisioning ratio is reported, and every unit's engine can start."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hetinfra.deploy.preflight import engine_length_problems
@@ -60,7 +62,14 @@ def _judges(fid: dict, spec, path):
 
     memo: dict = {}
     ceilings = Ceilings(spec, path)
-    return [Replicated(spec, path, _config(fid), p, fid["margin"], memo, ceilings) for p in ("decide", "confirm")]
+    config = _config(fid)
+    decide = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "decide",
+                        fid["margin"], memo, ceilings)
+    confirm = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "confirm",
+                         fid["margin"], memo, ceilings)
+    # each model at the length its confirmation ran (fidelity.confirmation.models[].requests), as the planner's
+    confirm.lengthen({m["model"]: m["requests"] for m in fid["confirmation"]["models"]})
+    return [decide, confirm]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -201,3 +201,30 @@ def test_a_model_the_search_still_misses_when_its_rounds_run_out_is_padded_until
     [record] = v.padded
     assert record["missed_on"] == "search" and record["replicas_added"] == 2 and record["met"]
     assert sum(v.pr.result.n[u] for u in mine) == first + 2
+
+
+@pytest.mark.parametrize("fresh_met", [True, False])
+def test_a_padded_plan_whose_rounds_ran_out_is_trimmed_and_kept_only_if_fresh_seeds_hold(monkeypatch, fresh_met):
+    """verify._trim_padded: the round closest to meeting, padded, carries replicas no model needs; the
+    trim (both judges) takes them and the trimmed plan must meet on FRESH confirm seeds, else the
+    padded plan stays as it was confirmed."""
+    padded_pr = SimpleNamespace(problem=SimpleNamespace(objective="min_cost"), name="padded")
+    trimmed_pr = SimpleNamespace(problem=padded_pr.problem, name="trimmed")
+    removal = {"unit": "u", "model": "m", "cost_usd_per_hour": 1.0}
+    calls = []
+    monkeypatch.setattr(verify, "trim", lambda pr, decide, confirm: (trimmed_pr, {"met": True}, [(removal, pr)]))
+    monkeypatch.setattr(verify, "simulation_view", lambda pr: {"of": pr.name})
+    monkeypatch.setattr("hetinfra.plan.confirm.budgeted_confirmation",
+                        lambda confirm, view: calls.append((confirm.block, view)) or {"met": fresh_met, "seeds": [9]})
+    confirm = SimpleNamespace(block=0)
+    confirm.fresh = lambda: setattr(confirm, "block", confirm.block + 1)
+    out = SimpleNamespace(pr=padded_pr, sim={"met": True}, confirmation={"met": True, "seeds": [1]}, trimmed=[])
+    verify._trim_padded(out, object(), confirm)
+    assert calls == [(1, {"of": "trimmed"})]  # judged once, on the next block of confirm seeds
+    if fresh_met:
+        assert out.pr is trimmed_pr and out.trimmed == [removal] and out.confirmation["seeds"] == [9]
+    else:
+        assert out.pr is padded_pr and out.trimmed == [] and out.confirmation["seeds"] == [1]
+    out.confirmation = {"met": False}  # a padded plan that is not confirmed is not trimmed
+    verify._trim_padded(out, object(), confirm)
+    assert len(calls) == 1

@@ -16,7 +16,7 @@ from hetinfra.sim.workload import WorkloadConfig
 SLO = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p99", "attainment": None}
 #: per model, its p99 TPOT as a fraction of the objective on each seed (by the seed's position)
 RATIOS = {"clear": [0.5, 0.51, 0.49, 0.5, 0.5, 0.52, 0.48],
-          "edge": [0.97, 1.0, 0.94, 1.01, 0.96, 0.99, 0.95],
+          "edge": [0.95, 0.98, 0.90, 0.97, 0.92, 0.93, 0.93],
           "straddle": [0.99, 1.02, 0.97, 1.0, 0.98, 1.03, 0.99],
           "out": [1.3, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]}
 
@@ -62,7 +62,8 @@ def test_clearly_in_stops_at_start_clearly_out_at_the_screen_and_the_edge_runs_t
     assert by["out"]["replications"] == 1 and by["out"]["decision"] == "missed"  # missed on the screening seed
     assert by["clear"]["replications"] == replicated.START and by["clear"]["decision"] == "met"
     assert by["clear"]["bound"]["tpot_ms"] >= by["clear"]["estimate"]["tpot_ms"]
-    # mean 0.974 of the objective: its 95% bound is above 1 on 3 and 5 seeds, below on 7
+    # mean 0.94 of the objective: its 95% prediction bound is above 1 on 3 and 5 seeds (1.08, 1.02),
+    # below on 7 (0.999)
     assert by["edge"]["replications"] == replicated.MAX and by["edge"]["decision"] == "met"
     # mean 0.997: the bound straddles the objective after the most replications: not met
     assert by["straddle"]["replications"] == replicated.MAX and by["straddle"]["decision"] == "undecided"

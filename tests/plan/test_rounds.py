@@ -73,3 +73,25 @@ def test_credit_ceilings_are_the_lowest_of_a_regimes_units_computed_when_asked(m
     assert got.get("a", 1.0) == min(1.3, credit_ceiling("measured"), credit_ceiling("calibrated"))
     assert asked == ["t1", "t2"] and got.get("elsewhere", 1.0) == 1.0
     assert got.get("b", 1.0) == min(9.0, credit_ceiling("calibrated")) and asked == ["t1", "t2", "t3"]
+
+
+def _judged_round(**ratios) -> dict:
+    """A round's judgement: each model's ratio of its bound to its objective (> 1 misses)."""
+    models = [{"model": m, "met": r is not None and r <= 1, "ratio_bound": r} for m, r in ratios.items()]
+    return {"met": all(m["met"] for m in models), "models": models}
+
+
+def test_where_no_round_met_the_one_closest_to_meeting_is_kept():
+    """The fewest models missed, then only near misses (what the padding mends), then the cheapest:
+    not the last round (bench_scale.py's linked fleet: its last round's one miss was a 42x collapse)."""
+    search = Search({}, {}, {})
+    rounds_ = [(_judged_round(a=1.05, b=0.9), 494.4), (_judged_round(a=0.9, b=1.03), 435.5),
+               (_judged_round(a=1.2, b=1.01), 374.6), (_judged_round(a=0.9, b=42.8), 356.0)]
+    for sim, cost in rounds_:
+        search.done.append((None, sim))
+        search.ranks.append((cost, 0.0))
+    assert rounds._closest(search) == 1  # one near miss, cheaper than round 0's; round 3's miss is a collapse
+    search.done[3] = (None, _judged_round(a=0.9, b=None))  # no bound at all (an unstable unit): far
+    assert rounds._closest(search) == 1
+    search.done[2] = (None, _judged_round(a=0.95, b=1.2))  # a near miss now, and cheaper
+    assert rounds._closest(search) == 2

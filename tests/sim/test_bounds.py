@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hetinfra.sim.bounds import betainc, clopper_pearson, t_bound, t_quantile
+from hetinfra.sim.bounds import betainc, clopper_pearson, prediction_bound, t_bound, t_quantile
 
 
 @pytest.mark.parametrize("p, df, table", [  # Student t tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2)
@@ -56,3 +56,25 @@ def test_clopper_pearson_solves_its_defining_equation_as_bisection_does():
         low = clopper_pearson.__wrapped__(x, n, conf, False)
         assert low == pytest.approx(_bisect(lambda p: betainc(p, a, b) - (1 - conf), 0.0, 1.0), abs=1e-12)
         assert betainc(low, a, b) == pytest.approx(1 - conf, abs=1e-9)
+
+
+def test_the_prediction_bound_covers_one_more_run_not_the_mean():
+    values = [1.0, 2.0, 3.0]
+    mean, up = prediction_bound(values, 0.95, upper=True)
+    assert mean == 2.0 and up == pytest.approx(2.0 + t_quantile(0.95, 2) * 1.0 * math.sqrt(1 + 1 / 3))
+    assert up > t_bound(values, 0.95, upper=True)[1]
+    assert prediction_bound(values, 0.95, upper=False)[1] == pytest.approx(4.0 - up)
+    assert prediction_bound([5.0], 0.95, upper=True) is None
+
+
+def test_the_prediction_bound_holds_its_coverage_on_normal_samples():
+    """Under normal replications, one more run lands under the bound in 95% of trials (its definition)."""
+    import random
+
+    rng = random.Random(7)
+    for n in (2, 4, 7):
+        hits = 0
+        for _ in range(4000):
+            xs = [rng.gauss(0.0, 1.0) for _ in range(n + 1)]
+            hits += xs[-1] <= prediction_bound(xs[:-1], 0.95, upper=True)[1]
+        assert 0.935 <= hits / 4000 <= 0.965, (n, hits)

@@ -11,6 +11,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.sim import WorkloadConfig
 from hetinfra.sim.minimal import without_one_replica
 from hetinfra.sim.plan_sim import simulate_plan
+from hetinfra.sim.bounds import t_bound
 from hetinfra.sim.replications import PURPOSES, judge, seeds_for, simulate_replications
 from hetinfra.spec.load import load_spec
 from tests.plan.golden_plans import REPO, filled_golden
@@ -168,3 +169,17 @@ def test_no_request_attained_is_a_finite_miss_in_strict_json():
     j = judge([_sim(1000 + k, 90.0, attained=0.0) for k in range(3)])
     assert not j["met"] and j["models"][0]["objective"]["ratio"] >= 1e5
     dumps_strict(one), dumps_strict(j)
+
+
+def test_a_model_that_missed_by_40_percent_on_one_of_seven_is_not_met():
+    """The bound is on one more run, not on the mean (bench_scale.py's independent fleet, m14-phi-4:
+    seven p99s of 420-4,214 ms against 3,000 had a bound on the mean of 2,384 and met; the audit's
+    fresh seeds then missed on 4 of 10). Here the TPOT p99s are the same shape against 80 ms."""
+    values = [11.2, 11.9, 39.4, 34.5, 112.4, 12.2, 13.9]  # one run misses by 40%
+    j = _judged(values)
+    assert not j["met"] and j["decision"] == "undecided" and j["bound"]["tpot_ms"] > 80
+    mean_bound = t_bound(values, 0.95, upper=True)[1]
+    assert mean_bound < 80  # what the bound on the mean said: met
+    # a unit's verdict (the credit rounds' headroom) still bounds the mean
+    unit = judge([_sim(1000 + k, v) for k, v in enumerate(values)])["units"][0]
+    assert unit["objective"]["ratio"] == pytest.approx(max(mean_bound / 80, 0.5, 0.95 / 1.0), abs=1e-3)
