@@ -94,7 +94,7 @@ def sized_confirmation(confirm, view: dict) -> dict:
         need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
         if all(n <= confirm.length(m) for m, n in need.items()):
             return confirm(view)
-        confirm.lengthen(need)
+        confirm.lengthen(max(need.values()))
 
 
 def presized(confirm, decide, view: dict) -> None:
@@ -108,7 +108,8 @@ def presized(confirm, decide, view: dict) -> None:
     from hetinfra.sim.replications import requests_each
 
     if not current().exhausted():  # a spent budget confirms nothing (budgeted_confirmation)
-        confirm.lengthen(requests_each(view, decide.first_replication(view), least=int(confirm.config.requests)))
+        need = requests_each(view, decide.first_replication(view), least=int(confirm.config.requests))
+        confirm.lengthen(max(need.values(), default=int(confirm.config.requests)))
 
 
 def restored(pr: PlanResult, before: PlanResult, model: str) -> PlanResult:

@@ -128,7 +128,7 @@ def _replications(v: Verification, seed: int) -> Replications:
     from hetinfra.plan import replicated
 
     return Replications(method=replicated.METHOD, confidence=replicated.CONFIDENCE, base_seed=seed,
-                        start=replicated.START, step=replicated.STEP, max_replications=replicated.MAX,
+                        start=replicated.START, step=replicated.STEP, max_replications=replicated.MAX_PRESSED,
                         decide_requests=v.decide_requests or v.requests, decide_seeds=list(v.sim.get("seeds") or ()),
                         confirm_seeds=list(v.confirmation.get("seeds") or ()), simulated=dict(v.replications))
 

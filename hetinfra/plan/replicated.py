@@ -21,8 +21,9 @@ plan, seeds no decision saw):
    (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
 3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
    replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
-   The confirmation also keeps running a model that meets while its plan's KV cache filled in a
-   replication (of either judge: ``pressure``), up to MAX.
+   The confirmation also keeps running a model that meets while its plan is under KV pressure (a
+   KV cache at least KV_NEAR full, or preempting, in a replication of either judge: ``pressure``),
+   up to MAX_PRESSED.
 
 The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
 missed in every later judgement of the search (:meth:`Replicated.veto`).
@@ -44,18 +45,27 @@ from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 
-__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "METHOD"]
+__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
 
 #: the one-sided confidence of every bound verification decides on
 CONFIDENCE = 0.95
 #: replications per judgement: START at first (the screening seed among them), STEP more at a time
 #: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
 #: enough for a model far from its objective (most of a fleet: it stops there); four give mean + 2.6 sd,
-#: seven mean + 2.1 sd. The
-#: confirmation runs MAX for a model whose KV cache filled in one of its replications: a rare collapse
-#: (a KV-exhaustion and preemption cascade in one seed of ten) shows in many seeds far more often
-#: than in a few
+#: seven mean + 2.1 sd.
 START, STEP, MAX = 2, 2, 7
+#: the confirmation's most replications for a model under KV pressure (its KV cache at least
+#: KV_NEAR full, or preempting, in a replication of either judge): a collapse that one seed in five or
+#: ten shows (a preemption cascade, a unit that stops keeping up) passes 7 clean seeds 21-48% of the
+#: time and 13 only 5-25%. On bench_scale.py's other fleets, models confirmed on 7 clean seeds then
+#: missed on 2 of 10 audit seeds (o13-phi-4 of --mix other --seed 1: unstable twice)
+MAX_PRESSED = 13
+#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
+KV_FULL = 0.99
+#: the confirmation's pressure (MAX_PRESSED): a KV cache this full in a replication. o04-llama-2-13b of
+#: bench_scale.py --mix other --seed 3 peaked at 0.92-1.0 in every audit run and collapsed in 2 of 10;
+#: its 2 confirmation runs had stayed under KV_FULL
+KV_NEAR = 0.95
 #: the search accepts a model on its screening replication alone (``early``) only where the batch-means
 #: bound of every statistic, of the model and of each of its units, is within this fraction of the
 #: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
@@ -64,8 +74,9 @@ ACCEPT_BELOW = 0.8
 METHOD = (f"replications: screened on one seed (a model that misses there is missed; in the search's judgements, one "
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
-          f"independent replications ({STEP} more at a time while a model is undecided, and in the confirmation "
-          f"while a unit's KV cache filled); a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
+          f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
+          f"{MAX_PRESSED} while a unit's KV cache was {KV_NEAR:.0%} full or preempted; every model confirmed at the "
+          f"plan's longest run; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json
@@ -82,21 +93,23 @@ class Replicated:
                  early: bool = False):
         from hetinfra.sim.replications import seeds_for
 
-        self.seeds = seeds_for(int(config.seed), purpose, MAX)
+        #: replications one judgement may run, and the size of a block of seeds (:meth:`fresh`)
+        self.most = MAX_PRESSED if pressed else MAX
+        self.seeds = seeds_for(int(config.seed), purpose, self.most)
         # only an early judge's screening run reads batch means (_clearly_in): the other runs, the
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
         config = replace(config, batch_means=(self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
-        #: a model that meets but whose KV cache filled in a replication runs up to MAX (the confirmation)
+        #: a model that meets but is under KV pressure runs up to MAX_PRESSED (the confirmation)
         self.pressed = pressed
         #: a model far inside its objective on the screening seed's batch means is met there (the search's)
         self.early = early
         #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
         #: another sharing the set (the search's replications of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
-        self.block = 0  # which block of MAX seeds of its purpose it judges on (:meth:`fresh`)
+        self.block = 0  # which block of ``most`` seeds of its purpose it judges on (:meth:`fresh`)
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
@@ -107,11 +120,12 @@ class Replicated:
         self._head: dict = {}
 
     def fresh(self) -> None:
-        """Judge on the next MAX seeds of its purpose from now on, which no judgement has seen."""
+        """Judge on the next block of seeds of its purpose from now on, which no judgement has seen."""
         from hetinfra.sim.replications import seeds_for
 
         self.block += 1
-        self.seeds = seeds_for(int(self.config.seed), self.purpose, MAX * (self.block + 1))[MAX * self.block:]
+        most = self.most
+        self.seeds = seeds_for(int(self.config.seed), self.purpose, most * (self.block + 1))[most * self.block:]
         if self.early:  # the new screening seed's runs carry the batch means
             self.config = replace(self.config, batch_means=(self.seeds[0],))
 
@@ -239,13 +253,14 @@ class Replicated:
             verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
             for m in verdict["models"]:
                 state = model_state(view, m["model"])
-                if _pressed(runs[m["model"]], m["model"]):
+                if _pressed(runs[m["model"]], m["model"], KV_NEAR):
                     self.pressure.add(state)
-                open_ = m["decision"] == "undecided" or (self.pressed and m["met"] and state in self.pressure)
+                pressed = self.pressed and state in self.pressure
+                open_ = m["decision"] == "undecided" or (pressed and m["met"])
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
-                if not open_ or count >= MAX:
+                if not open_ or count >= (self.most if pressed else MAX):
                     del runs[m["model"]]
-            count, judged = min(count + STEP, MAX), True
+            count, judged = min(count + STEP, self.most), True
         return {k: v for k, v in first.items() if k not in ("models", "units")}
 
 
@@ -283,15 +298,11 @@ def model_state(view: dict, model: str) -> str:
                       sort_keys=True)
 
 
-#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
-KV_FULL = 0.99
-
-
-def _pressed(sims: list[dict], model: str) -> bool:
+def _pressed(sims: list[dict], model: str, full: float = KV_FULL) -> bool:
     """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
     which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
     full in 9 of 30 seeds, a collapse in 3 of them)."""
-    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= KV_FULL)
+    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= full)
                for s in sims for u in s["units"])
 
 

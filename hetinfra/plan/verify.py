@@ -271,7 +271,7 @@ def simulators(pr: PlanResult, progress=None):
                          pressure=pressure)
     # each model's confirmation runs as long as ITS need on the first plan asks (and longer where the
     # final plan's does: hetinfra.plan.confirm), not as long as the slowest model's
-    confirm.lengthen(each)
+    confirm.lengthen(max(each.values(), default=int(config.requests)))
     return (Replicated(spec, path, replace(config, requests=decide), "decide", settings.margin, memo, ceilings,
                        progress, pressure=pressure, early=True), confirm)
 

@@ -144,8 +144,9 @@ class _ByCount:
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
 
-    def lengthen(self, requests: dict) -> None:
-        self.config.requests = max([*requests.values(), self.config.requests])
+    def lengthen(self, requests: int | dict) -> None:
+        values = requests.values() if isinstance(requests, dict) else [requests]
+        self.config.requests = max([*values, self.config.requests])
 
     def length(self, model: str) -> int:
         return self.config.requests
@@ -237,11 +238,12 @@ def _inputs(doc: dict, spec_path):
     return SimPlan.of(doc), spec, spec_path
 
 
-def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_never_shortens(monkeypatch):
+def test_a_confirmation_lengthens_every_model_to_the_longest_need_before_it_judges_and_never_shortens(monkeypatch):
     """hetinfra.plan.confirm.sized_confirmation with a plan whose slow model's need grows with its run
     (measured at 20,000 it asks 27,000, at 27,000 it asks 31,000) and whose light model needs 20,000:
-    the one judgement runs the slow model at 31,000 and the light one at 20,000 (not at the slow
-    one's length); a judge already longer is judged at its length."""
+    the one judgement runs BOTH at 31,000, the plan's longest run, which a user's `hetinfra simulate`
+    runs every model at (a model confirmed on a shorter run than that missed the audit: a cascade
+    comes at a rate per request); a judge already longer is judged at its length."""
     from hetinfra.plan.confirm import sized_confirmation
 
     need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
@@ -258,8 +260,9 @@ def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_ne
         def first_replication(self, view):
             return {m: self.length(m) for m in ("slow", "light")}
 
-        def lengthen(self, requests: dict):
-            self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
+        def lengthen(self, requests):
+            assert isinstance(requests, int)  # one length for every model
+            self.config.requests = max(requests, self.config.requests)
 
         def __call__(self, view):
             self.judged.append(self.first_replication(view))
@@ -268,7 +271,7 @@ def test_a_confirmation_lengthens_each_model_to_its_need_before_it_judges_and_ne
     grows, long = Judge(20_000), Judge(40_000)
     sized_confirmation(grows, {})
     sized_confirmation(long, {})
-    assert grows.judged == [{"slow": 31_000, "light": 20_000}] and long.judged == [{"slow": 40_000, "light": 40_000}]
+    assert grows.judged == [{"slow": 31_000, "light": 31_000}] and long.judged == [{"slow": 40_000, "light": 40_000}]
 
 
 def test_models_of_other_lengths_run_apart_and_join_as_one_simulation(monkeypatch):
@@ -317,3 +320,33 @@ def test_a_factor_that_moves_no_simulated_input_keeps_the_judgement_and_one_that
     faster = {**credited, "templates": [dict(template, capacity_rps={"short": 5.0, "long": 1.5}, derate=1.25)]}
     judge(faster)
     assert len(runs) > ran and runs[ran][0] == ["clear"]
+
+
+@pytest.mark.parametrize("kv_max, most", [(0.96, replicated.MAX_PRESSED), (0.9, replicated.START)])
+def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replications(monkeypatch, kv_max, most):
+    """A model far inside its objective whose KV cache was KV_NEAR (95%) full in a replication is
+    confirmed on MAX_PRESSED seeds (a rare collapse shows in many seeds far more often than in a
+    few); at 90% full it stops at START. The block of confirm seeds is MAX_PRESSED long, so a fresh
+    block never reuses one."""
+    from hetinfra.sim import replications
+
+    monkeypatch.setitem(RATIOS, "clear", [0.5] * replicated.MAX_PRESSED)
+    confirm, _ = _judge(monkeypatch, "confirm")
+    confirm.pressed, confirm.most = True, replicated.MAX_PRESSED
+    confirm.seeds = replications.seeds_for(0, "confirm", replicated.MAX_PRESSED)
+    fake = replications.simulate_replications
+
+    def with_kv(*args, **kw):
+        sims = fake(*args, **kw)
+        for sim in sims:
+            for u in sim["units"]:
+                u["kv_occupancy"] = {"max": kv_max}
+        return sims
+
+    monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", with_kv)
+    view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
+    [model] = confirm(view)["models"]
+    assert model["met"] and model["replications"] == most
+    first = list(confirm.seeds)
+    confirm.fresh()
+    assert len(confirm.seeds) == replicated.MAX_PRESSED and set(first).isdisjoint(confirm.seeds)
