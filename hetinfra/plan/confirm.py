@@ -98,18 +98,19 @@ def sized_confirmation(confirm, view: dict) -> dict:
 
 
 def presized(confirm, decide, view: dict) -> None:
-    """Lengthen ``confirm``'s runs to what ``requests_for`` asks of ``view`` on the search's first seed
+    """Size ``confirm``'s runs to what ``requests_for`` asks of ``view`` on the search's first seed
     (its judgement of ``view`` ran it: the memo has it), before the confirmation's first run: a
     plan's service times are alike on every seed, so :func:`sized_confirmation` then measures the
     need on its own first seed at that length, and seldom throws a run away (it threw one per model,
-    at the first plan's length, whenever the trim or derating had slowed the plan). Only lengthens:
-    the confirmation's own measurement still decides."""
+    at the first plan's length, whenever the trim or derating had slowed the plan). Shorter or longer
+    than the last plan's (Replicated.resize: a plan the search left behind does not size this one);
+    the confirmation's own measurement still decides, and only lengthens from there."""
     from hetinfra.plan.budget import current
     from hetinfra.sim.replications import requests_each
 
     if not current().exhausted():  # a spent budget confirms nothing (budgeted_confirmation)
-        need = requests_each(view, decide.first_replication(view), least=int(confirm.config.requests))
-        confirm.lengthen(max(need.values(), default=int(confirm.config.requests)))
+        need = requests_each(view, decide.first_replication(view), least=confirm.base_requests)
+        confirm.resize(max(need.values(), default=confirm.base_requests))
 
 
 def restored(pr: PlanResult, before: PlanResult, model: str) -> PlanResult:

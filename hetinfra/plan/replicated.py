@@ -100,6 +100,7 @@ class Replicated:
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
         config = replace(config, batch_means=(self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
+        self.base_requests = int(config.requests)  # the shortest run :meth:`resize` goes to
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
         #: a model that meets but is under KV pressure runs up to MAX_PRESSED (the confirmation)
@@ -137,6 +138,15 @@ class Replicated:
             self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
             return
         self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
+
+    def resize(self, requests: int) -> None:
+        """Run ``requests`` per replication from now on, shorter or longer, never under the length the
+        judge was made with (the first plan's need): the confirmation sizes each plan it confirms
+        anew (hetinfra.plan.confirm.presized), so a plan the search left behind does not set the
+        length of the next one. Its length was only ever lengthened: on bench_scale.py's independent
+        fleet a vetoed plan's slow model took every later confirmation of all 32 models to 100,000
+        requests, where the final plan needs 27,000 (4.3x the plan's wall time)."""
+        self.config = replace(self.config, requests=max(int(requests), self.base_requests))
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""

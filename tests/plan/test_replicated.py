@@ -144,9 +144,13 @@ class _ByCount:
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
 
-    def lengthen(self, requests: int | dict) -> None:
-        values = requests.values() if isinstance(requests, dict) else [requests]
-        self.config.requests = max([*values, self.config.requests])
+    base_requests = 1000
+
+    def lengthen(self, requests: int) -> None:
+        self.config.requests = max(requests, self.config.requests)
+
+    def resize(self, requests: int) -> None:
+        self.config.requests = max(requests, self.base_requests)
 
     def length(self, model: str) -> int:
         return self.config.requests
@@ -350,3 +354,15 @@ def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replication
     first = list(confirm.seeds)
     confirm.fresh()
     assert len(confirm.seeds) == replicated.MAX_PRESSED and set(first).isdisjoint(confirm.seeds)
+
+
+def test_each_plan_confirmed_is_sized_anew_never_under_the_judges_first_length(monkeypatch):
+    """Replicated.resize (hetinfra.plan.confirm.presized): a plan the search left behind, whose slow
+    model asked for 100,000 requests, does not set the length of the next plan's confirmation."""
+    judge, _ = _judge(monkeypatch, "confirm")
+    judge.resize(100_000)
+    assert judge.config.requests == 100_000
+    judge.resize(27_000)
+    assert judge.config.requests == 27_000
+    judge.resize(10)
+    assert judge.config.requests == judge.base_requests == 1000
