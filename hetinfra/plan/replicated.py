@@ -75,8 +75,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
-          f"{MAX_PRESSED} while a unit's KV cache was {KV_NEAR:.0%} full or preempted; every model confirmed at the "
-          f"plan's longest run; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
+          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json
@@ -100,7 +99,8 @@ class Replicated:
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
         config = replace(config, batch_means=(self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
-        self.base_requests = int(config.requests)  # the shortest run :meth:`resize` goes to
+        #: per model, the shortest run :meth:`resize` goes to (the confirmation: the first plan's need)
+        self.floor: dict[str, int] = {}
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
         #: a model that meets but is under KV pressure runs up to MAX_PRESSED (the confirmation)
@@ -139,14 +139,19 @@ class Replicated:
             return
         self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
 
-    def resize(self, requests: int) -> None:
-        """Run ``requests`` per replication from now on, shorter or longer, never under the length the
-        judge was made with (the first plan's need): the confirmation sizes each plan it confirms
-        anew (hetinfra.plan.confirm.presized), so a plan the search left behind does not set the
-        length of the next one. Its length was only ever lengthened: on bench_scale.py's independent
-        fleet a vetoed plan's slow model took every later confirmation of all 32 models to 100,000
-        requests, where the final plan needs 27,000 (4.3x the plan's wall time)."""
-        self.config = replace(self.config, requests=max(int(requests), self.base_requests))
+    def resize(self, requests: dict[str, int]) -> None:
+        """Run each model of ``requests`` at its length from now on, shorter or longer than before, never
+        under its floor (:attr:`floor`: the first plan's need): the confirmation sizes each plan it
+        confirms anew (hetinfra.plan.confirm.presized), so a plan the search left behind does not set
+        the lengths of the next one. They were only ever lengthened: on bench_scale.py's independent
+        fleet a vetoed plan's slow model took later confirmations to 100,000 requests, where the
+        final plan needs 27,000."""
+        self.lengths = {m: max(int(n), self.floor.get(m, 0)) for m, n in requests.items()}
+
+    def under_pressure(self, view: dict, model: str) -> bool:
+        """Whether ``model``'s plan in ``view`` was under KV pressure in a replication of this judge or
+        of another sharing its ``pressure`` (the search's runs of the same plan)."""
+        return model_state(view, model) in self.pressure
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""

@@ -267,13 +267,15 @@ def simulators(pr: PlanResult, progress=None):
     ceilings = Ceilings(spec, path)
     decide, each = requests_per_replication(pr, config, memo, spec, path)
     pressure: set = set()
-    # every model's confirmation runs as long as the longest need on the first plan asks, the run a
-    # user's `hetinfra simulate` makes; never shorter (its base: Replicated.resize), and longer where
-    # a later plan's need is (hetinfra.plan.confirm). Shorter was tried: services/batch.yaml's final
-    # plan asks 20,000 where its first asked 54,000, and at 20,000 its p99 missed an audit seed by 4.3%
-    first = max(each.values(), default=int(config.requests))
-    confirm = Replicated(spec, path, replace(config, requests=first), "confirm", settings.margin, memo, ceilings,
-                         progress, pressed=True, pressure=pressure)
+    confirm = Replicated(spec, path, config, "confirm", settings.margin, memo, ceilings, progress, pressed=True,
+                         pressure=pressure)
+    # each model's confirmation runs as long as ITS need on the first plan asks, never shorter (its
+    # floor: Replicated.resize), longer where a later plan's need is, and as long as the plan's longest
+    # run where it is under KV pressure (hetinfra.plan.confirm.wanted). Shorter than the first plan's
+    # was tried: services/batch.yaml's final plan asks 20,000 where its first asked 54,000, and at
+    # 20,000 its p99 missed an audit seed by 4.3%
+    confirm.lengthen(each)
+    confirm.floor = dict(each)
     return (Replicated(spec, path, replace(config, requests=decide), "decide", settings.margin, memo, ceilings,
                        progress, pressure=pressure, early=True), confirm)
 

@@ -65,8 +65,10 @@ def _judges(fid: dict, spec, path):
     config = _config(fid)
     decide = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "decide",
                         fid["margin"], memo, ceilings)
-    # every model confirmed at the plan's longest run (fidelity.requests), as the planner's confirmation
-    confirm = Replicated(spec, path, config, "confirm", fid["margin"], memo, ceilings)
+    confirm = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "confirm",
+                         fid["margin"], memo, ceilings)
+    # each model at the length its confirmation ran (fidelity.confirmation.models[].requests), as the planner's
+    confirm.lengthen({m["model"]: m["requests"] for m in fid["confirmation"]["models"]})
     return [decide, confirm]
 
 

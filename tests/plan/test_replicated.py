@@ -144,13 +144,14 @@ class _ByCount:
     def first_replication(self, view: dict) -> dict:  # what requests_for reads: no model asks for more
         return {"models": [], "units": []}
 
-    base_requests = 1000
+    def lengthen(self, requests: dict) -> None:
+        self.config.requests = max([*requests.values(), self.config.requests])
 
-    def lengthen(self, requests: int) -> None:
-        self.config.requests = max(requests, self.config.requests)
+    def resize(self, requests: dict) -> None:
+        self.config.requests = max([*requests.values(), 1000])
 
-    def resize(self, requests: int) -> None:
-        self.config.requests = max(requests, self.base_requests)
+    def under_pressure(self, view: dict, model: str) -> bool:
+        return False
 
     def length(self, model: str) -> int:
         return self.config.requests
@@ -242,12 +243,15 @@ def _inputs(doc: dict, spec_path):
     return SimPlan.of(doc), spec, spec_path
 
 
-def test_a_confirmation_lengthens_every_model_to_the_longest_need_before_it_judges_and_never_shortens(monkeypatch):
+@pytest.mark.parametrize("pressed, light", [(set(), 20_000), ({"light"}, 31_000)])
+def test_a_confirmation_lengthens_each_model_to_its_need_and_a_pressed_one_to_the_longest(monkeypatch, pressed,
+                                                                                          light):
     """hetinfra.plan.confirm.sized_confirmation with a plan whose slow model's need grows with its run
     (measured at 20,000 it asks 27,000, at 27,000 it asks 31,000) and whose light model needs 20,000:
-    the one judgement runs BOTH at 31,000, the plan's longest run, which a user's `hetinfra simulate`
-    runs every model at (a model confirmed on a shorter run than that missed the audit: a cascade
-    comes at a rate per request); a judge already longer is judged at its length."""
+    the one judgement runs the slow model at 31,000 and the light one at 20,000, or at the plan's
+    longest, 31,000, where its KV cache is under pressure (a cascade comes at a rate per request:
+    the run a user's `hetinfra simulate` makes is the longest); a judge already longer is judged at
+    its length."""
     from hetinfra.plan.confirm import sized_confirmation
 
     need = {20_000: 27_000, 27_000: 31_000, 31_000: 31_000, 40_000: 20_000}
@@ -264,9 +268,11 @@ def test_a_confirmation_lengthens_every_model_to_the_longest_need_before_it_judg
         def first_replication(self, view):
             return {m: self.length(m) for m in ("slow", "light")}
 
-        def lengthen(self, requests):
-            assert isinstance(requests, int)  # one length for every model
-            self.config.requests = max(requests, self.config.requests)
+        def lengthen(self, requests: dict):
+            self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
+
+        def under_pressure(self, view, model: str) -> bool:
+            return model in pressed
 
         def __call__(self, view):
             self.judged.append(self.first_replication(view))
@@ -275,7 +281,7 @@ def test_a_confirmation_lengthens_every_model_to_the_longest_need_before_it_judg
     grows, long = Judge(20_000), Judge(40_000)
     sized_confirmation(grows, {})
     sized_confirmation(long, {})
-    assert grows.judged == [{"slow": 31_000, "light": 31_000}] and long.judged == [{"slow": 40_000, "light": 40_000}]
+    assert grows.judged == [{"slow": 31_000, "light": light}] and long.judged == [{"slow": 40_000, "light": 40_000}]
 
 
 def test_models_of_other_lengths_run_apart_and_join_as_one_simulation(monkeypatch):
@@ -356,13 +362,13 @@ def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replication
     assert len(confirm.seeds) == replicated.MAX_PRESSED and set(first).isdisjoint(confirm.seeds)
 
 
-def test_each_plan_confirmed_is_sized_anew_never_under_the_judges_first_length(monkeypatch):
+def test_each_plan_confirmed_is_sized_anew_never_under_the_first_plans_need(monkeypatch):
     """Replicated.resize (hetinfra.plan.confirm.presized): a plan the search left behind, whose slow
-    model asked for 100,000 requests, does not set the length of the next plan's confirmation."""
+    model asked for 100,000 requests, does not set the lengths of the next plan's confirmation; no
+    model runs shorter than the first plan asked of it (its floor)."""
     judge, _ = _judge(monkeypatch, "confirm")
-    judge.resize(100_000)
-    assert judge.config.requests == 100_000
-    judge.resize(27_000)
-    assert judge.config.requests == 27_000
-    judge.resize(10)
-    assert judge.config.requests == judge.base_requests == 1000
+    judge.floor = {"edge": 30_000}
+    judge.resize({"edge": 100_000, "clear": 100_000})
+    assert judge.length("edge") == judge.length("clear") == 100_000
+    judge.resize({"edge": 27_000, "clear": 27_000})
+    assert judge.length("edge") == 30_000 and judge.length("clear") == 27_000
