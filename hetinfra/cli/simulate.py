@@ -45,7 +45,7 @@ class RequestCount(click.ParamType):
               help="Requests to simulate per model (the first 10% are warm-up) [default: 20000, or more where the "
                    "plan's longest class needs a longer run: hetinfra.sim.replications.requests_for].")
 @click.option("--replications", type=click.IntRange(1, 1000), default=1, show_default=True,
-              help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% confidence bound.")
+              help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% prediction bound for one more run.")
 @click.option("--check", is_flag=True,
               help="Exit 12 when an objective is missed (or not shown met by the bound) or a unit is unstable.")
 @click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
