@@ -25,17 +25,18 @@ import hashlib
 import json
 import re
 import sys
-from datetime import date as calendar_date
 from pathlib import Path
 from typing import Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 try:
     from hetinfra.price_feeds.families import gcp_host_gpu
+    from hetinfra.price_feeds.offers import parse_time
     from hetinfra.price_feeds.skypilot_catalog import CatalogOffer
 except ImportError:  # not installed: import the folder as a plain package
     sys.path.insert(0, str(REPO_ROOT))
     from price_feeds.families import gcp_host_gpu  # type: ignore[no-redef]
+    from price_feeds.offers import parse_time  # type: ignore[no-redef]
     from price_feeds.skypilot_catalog import CatalogOffer  # type: ignore[no-redef]
 
 CLOUDS = ("aws", "gcp", "azure")
@@ -44,11 +45,9 @@ DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 def is_date(text: str) -> bool:
     """``text`` is YYYY-MM-DD naming a real day: hetinfra's offers reader refuses an as_of such as
-    2026-13-45 at its line, so a snapshot written with one could not be loaded."""
-    try:
-        return bool(DATE.match(text)) and bool(calendar_date.fromisoformat(text))
-    except ValueError:
-        return False
+    2026-13-45 at its line (price_feeds.offers.parse_time, the reader's own parse), so a snapshot
+    written with one could not be loaded."""
+    return bool(DATE.match(text)) and parse_time(text) is not None
 
 # pricing.yml GPU key -> SkyPilot accelerator name (T4/V100 need an n1 host of the user's choice and
 # h100-80gb-mega is outside the snapshot's vocabulary, so they are left out).

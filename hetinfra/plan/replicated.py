@@ -107,8 +107,8 @@ class Replicated:
         self.pressed = pressed
         #: a model far inside its objective on the screening seed's batch means is met there (the search's)
         self.early = early
-        #: model states (:func:`model_state`) whose KV cache filled in a replication of this judge or of
-        #: another sharing the set (the search's replications of the final plan tell the confirmation)
+        #: model states (:func:`model_state`) under KV pressure (KV_NEAR full, or preempting) in a replication
+        #: of this judge or of another sharing the set (the search's runs of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
         self.block = 0  # which block of ``most`` seeds of its purpose it judges on (:meth:`fresh`)
         self.last_pass: list[str] = []
@@ -125,19 +125,15 @@ class Replicated:
         from hetinfra.sim.replications import seeds_for
 
         self.block += 1
-        most = self.most
-        self.seeds = seeds_for(int(self.config.seed), self.purpose, most * (self.block + 1))[most * self.block:]
+        self.seeds = seeds_for(int(self.config.seed), self.purpose, self.most * (self.block + 1))[self.most * self.block:]
         if self.early:  # the new screening seed's runs carry the batch means
             self.config = replace(self.config, batch_means=(self.seeds[0],))
 
-    def lengthen(self, requests: int | dict[str, int]) -> None:
-        """Run ``requests`` per replication from now on (hetinfra.plan.confirm.sized_confirmation): one
-        length for every model, or per model (a dict: the models it names); never shorter. The memo's
-        keys hold the run length, so no earlier result is taken for a longer run."""
-        if isinstance(requests, dict):
-            self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
-            return
-        self.config = replace(self.config, requests=max(int(requests), int(self.config.requests)))
+    def lengthen(self, requests: dict[str, int]) -> None:
+        """Run each model of ``requests`` at its length from now on (hetinfra.plan.confirm.
+        sized_confirmation), never shorter. The memo's keys hold the run length, so no earlier result
+        is taken for a longer run."""
+        self.lengths.update({m: int(n) for m, n in requests.items() if int(n) > self.length(m)})
 
     def resize(self, requests: dict[str, int]) -> None:
         """Run each model of ``requests`` at its length from now on, shorter or longer than before, never
@@ -239,7 +235,7 @@ class Replicated:
         import json
 
         c = self.config
-        pressed = self.pressed and model_state(view, model) in self.pressure
+        pressed = self.pressed and self.under_pressure(view, model)
         return json.dumps([simulated_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
@@ -267,10 +263,9 @@ class Replicated:
                     runs[n].append(sim)
             verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
             for m in verdict["models"]:
-                state = model_state(view, m["model"])
                 if _pressed(runs[m["model"]], m["model"], KV_NEAR):
-                    self.pressure.add(state)
-                pressed = self.pressed and state in self.pressure
+                    self.pressure.add(model_state(view, m["model"]))
+                pressed = self.pressed and self.under_pressure(view, m["model"])
                 open_ = m["decision"] == "undecided" or (pressed and m["met"])
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                 if not open_ or count >= (self.most if pressed else MAX):

@@ -175,17 +175,17 @@ def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, 
     more runs say); ``one_run=False`` bounds the mean instead (a unit's headroom, see _unit_entry);
     ``attainment=False`` leaves the attainment's out (None: a unit whose objective has none, whose
     bounds nobody reads)."""
-    out, upper = {}, prediction_bound if one_run else t_bound
+    out, pessimistic = {}, prediction_bound if one_run else t_bound
     for stat in ("ttft_ms", "tpot_ms"):
         vals = [(e.ttft_ms if stat == "ttft_ms" else e.tpot_ms)[slo.percentile] for e in entries]
         vals = [v for v in vals if v is not None]
-        pess, opt = upper(vals, confidence, True), t_bound(vals, confidence, False)
+        pess, opt = pessimistic(vals, confidence, True), t_bound(vals, confidence, False)
         out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
     att = [e.attainment for e in entries]
     if attainment and all(a is not None for a in att) and len(att) >= 2:
         counts = [e.count for e in entries]
         hits = sum(round(a * n) for a, n in zip(att, counts))
-        mean, low_t = upper(att, confidence, False)
+        mean, low_t = pessimistic(att, confidence, False)
         _, high_t = t_bound(att, confidence, True)
         low = min(low_t, clopper_pearson(hits, sum(counts), confidence, upper=False))
         high = max(high_t, clopper_pearson(hits, sum(counts), confidence, upper=True))
