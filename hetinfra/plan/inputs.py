@@ -194,21 +194,24 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
     named = [(f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]",
               (cap.cloud, cap.region, cap.gpu), cap.max_gpus) for i, cap in enumerate(infra.availability)]
     named += [(written.get(key) and f"{written[key]}: cap {'/'.join(key)}", key, n) for key, n in (extra_caps or {}).items()]
+    regions: dict[str, set[str]] = {}  # cloud -> its offers' regions, gathered once for every cap checked
+    for o in snap.offers:
+        regions.setdefault(o.cloud, set()).add(o.region)
     for at, (cloud, region, gpu), n in named:
         if at:
-            _check_cap(at, cloud, region, gpu, snap, allowed)
+            _check_cap(at, cloud, region, gpu, regions.get(cloud.lower(), set()), allowed)
         key = (cloud.lower(), region, gpu)
         caps[key] = min(n, caps.get(key, n))
     return caps
 
 
-def _check_cap(at: str, cloud: str, region: str, gpu: str, snap: OfferSnapshot, allowed: _AllowedOffers) -> None:
-    """A cap's cloud, region and GPU must be ones the offers (or the catalog, for a GPU) know."""
+def _check_cap(at: str, cloud: str, region: str, gpu: str, regions: set[str], allowed: _AllowedOffers) -> None:
+    """A cap's cloud, region and GPU must be ones the offers (or the catalog, for a GPU) know;
+    ``regions``: the regions of the cloud's offers."""
     if cloud.lower() not in allowed.all_clouds:
         raise InvalidInputError(f"{at}: unknown cloud '{cloud}'; {did_you_mean(cloud, allowed.all_clouds)}")
-    regions = sorted({o.region for o in snap.offers if o.cloud == cloud.lower()})
     if region not in regions:
-        raise InvalidInputError(f"{at}: no {cloud} offer in region '{region}'; {did_you_mean(region, regions)}")
+        raise InvalidInputError(f"{at}: no {cloud} offer in region '{region}'; {did_you_mean(region, sorted(regions))}")
     if gpu not in allowed.gpus:
         cased = [g for g in allowed.gpus if g.lower() == gpu.lower()]  # L40s: L40S before any nearer spelling
         raise InvalidInputError(f"{at}: unknown GPU '{gpu}'; {did_you_mean(gpu, cased or allowed.gpus)}")
