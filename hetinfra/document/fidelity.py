@@ -185,6 +185,9 @@ class Fidelity(Doc):
                                                         "search's seeds and on the confirmation's.")
     rounds: Optional[StrictInt] = Field(None, description="Rounds of re-planning simulated.")
     max_rounds: Optional[StrictInt] = Field(None, description="planning.verify.max_rounds.")
+    settle_rounds: Optional[StrictInt] = Field(None, description="planning.verify.settle_rounds: rounds that may "
+                                                                 "follow max_rounds where no round met (history[] "
+                                                                 "marks them settling).")
     simulator: Optional[StrictStr] = Field(None, description="The simulator's version.")
     seed: Optional[StrictInt] = Field(None, description="The base seed (planning.verify.seed).")
     load: Optional[Number] = Field(None, description="Multiple of the declared demand simulated.")

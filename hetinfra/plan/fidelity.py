@@ -43,7 +43,7 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
     settings = spec.planning.verify
     return Fidelity(
         verified=True, met=bool(v.sim["met"] and v.confirmation.get("met", False)), rounds=len(v.history),
-        max_rounds=settings.max_rounds, simulator=SIMULATOR_VERSION, seed=settings.seed,
+        max_rounds=settings.max_rounds, settle_rounds=settings.settle_rounds, simulator=SIMULATOR_VERSION, seed=settings.seed,
         load=verification_load(spec), load_basis=load_basis(spec),
         statistic={m["model"]: m["slo"]["percentile"] for m in v.sim["models"]},
         burst_cv=settings.burst_cv, requests=v.requests or settings.requests, requests_per="model",

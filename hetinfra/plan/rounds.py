@@ -72,6 +72,8 @@ class Search:
     done: list[tuple[PlanResult, dict]] = field(default_factory=list)
     #: each round's rank: its cost, then the demand it serves (most first: a max_throughput budget)
     ranks: list[tuple[float, float]] = field(default_factory=list)
+    #: the rounds ran out with no plan met, and go on settling: no factor rises from then on (:func:`rounds`)
+    settling: bool = False
 
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
@@ -94,7 +96,7 @@ class Search:
     def veto(self, judged: dict, doc: dict) -> bool:
         """Take a judgement the search did not decide on (the confirmation) as a round's: the regimes
         of its missed models are derated. False where nothing changes."""
-        new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes)
+        new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes, rise=not self.settling)
         changed = new != self.g
         self.g = new
         missed = {m["model"] for m in judged["models"] if not m["met"]}
@@ -150,27 +152,34 @@ def _missing(sim: dict, models: set[str]) -> dict:
     return {**sim, "models": out, "met": all(m["met"] for m in out)}
 
 
-def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: Search) -> tuple:
+def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: Search, settle: int = 0) -> tuple:
     """Solve, simulate, adjust the regimes' factors (``search``, resumed); the cheapest met plan of every
-    round so far (else the one closest to meeting, :func:`_closest`), by block of linked models: (plan, its judgement, round by model,
-    stopped, stop reason)."""
+    round so far (else the one closest to meeting, :func:`_closest`), by block of linked models: (plan,
+    its judgement, round by model, stopped, stop reason). Where ``max_rounds`` run out with no plan
+    met (:func:`_none_met`), up to ``settle`` more rounds settle (once per search): no factor rises,
+    so the rounds only derate what misses until a plan meets."""
     stopped, stop_reason = pr.result.safety_stop, None
-    first = len(search.history)
-    for rnd in range(first + 1, first + max_rounds + 1):
+    rnd = first = len(search.history)
+    last = first + max_rounds
+    while rnd < last:
+        rnd += 1
         if progress is not None:
-            progress.round(rnd, first + max_rounds, pr.result)
+            progress.round(rnd, last, pr.result)
         doc = simulation_view(pr)
         key = _fleet_key(doc)
         if key not in search.seen:  # a factor that changes no count or route changes no simulation
             search.seen[key] = sim_of(doc)
         sim = search.seen[key]
-        search.history.append(_round(rnd, doc, sim, pr.derate))
+        search.history.append(_round(rnd, doc, sim, pr.derate, search.settling))
         search.done.append((pr, sim))
         search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
-        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
+        if rnd == last and settle and not search.settling and _none_met(search):
+            search.settling, last = True, last + settle
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes,
+                           rise=not search.settling)
         if new == search.g:
             break
-        if rnd == first + max_rounds:  # no round is left to simulate a re-solve: the factors are kept for a
+        if rnd == last:  # no round is left to simulate a re-solve: the factors are kept for a
             search.g = new  # confirmation's veto to resume from (hetinfra.plan.verify), the solve is not run
             break
         if not current().check(ROUNDS_CUT):  # keep the cheapest met round so far, as for a failed solve
@@ -190,6 +199,21 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
     kept = min(met, key=lambda k: (search.ranks[k], k)) if met else _closest(search)
     (pr, sim), round_by_model = _by_block(kept, search.done, sim_of, resolve)
     return pr, sim, round_by_model, stopped | pr.result.safety_stop, stop_reason
+
+
+def _none_met(search: Search) -> bool:
+    """Whether no plan of the rounds so far met, as the choice by block keeps them: no round in which
+    every model met, and (where models are in several unlinked groups) some group that met in no
+    round. Then the rounds settle: on a linked 32-model fleet whose caps bind in a few regions
+    (``benchmarks/bench_scale.py --shared --mix other --seed 5``) each of 6 rounds credited some
+    models to their edge while others missed, none met, and the padding of the closest round shipped
+    a plan that missed at $503.76/h; 16 rounds met at $386.28/h."""
+    from hetinfra.plan import blocks
+
+    if any(s["met"] for _, s in search.done):
+        return False
+    groups = blocks.model_groups([pr for pr, _ in search.done])
+    return not groups or len(groups) == 1 or blocks.choose(search.done, groups) is None
 
 
 #: a miss by at most this ratio of bound to objective is a near one (see _closest)
@@ -242,7 +266,8 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
         stuck = {m for m in missed if _model_fleet(view, m) == _model_fleet(doc, m)}
         if not stuck:
             break
-        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes)
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes,
+                           rise=not search.settling)
         theirs = {r for r, m in search.regimes.values() if m in stuck}
         step = {r: f for r, f in new.items() if r in theirs and f != search.g.get(r, 1.0)}
         if not step:
@@ -278,9 +303,10 @@ def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
 
 
 def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
-                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]]) -> dict[str, float]:
+                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]], rise: bool = True) -> dict[str, float]:
     """Each regime's factor for the next round (see the module docstring); records the factors at
     which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
+    ``rise`` False (the rounds settle): no factor rises, by credit or by refining a bracket.
     A model that missed also derates its regimes never simulated yet, by its worst step: what
     its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
     does to the untried ones, which would otherwise be picked next, as optimistic."""
@@ -308,6 +334,8 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         else:
             ok[r] = max(ok.get(r, 0.0), f)
         out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
+        if not rise:
+            out[r] = min(out[r], f)
         if r in bad and r not in ok:
             kind = (model, "|pd" in r)  # a bundle's regime learns from bundles, a colocated one from colocated
             step[kind] = min(step.get(kind, 1.0), out[r] / f)
@@ -336,9 +364,10 @@ def _fleet_key(doc: dict) -> str:
                       sort_keys=True)
 
 
-def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float]) -> dict:
+def _round(rnd: int, doc: dict, sim: dict, g: dict[str, float], settling: bool) -> dict:
     used = {a["template"] for a in doc["allocations"]}
-    return {"round": rnd, "cost_usd_per_hour": doc["cost_usd_per_hour"], "met": sim["met"],
+    return {"round": rnd, **({"settling": True} if settling else {}),
+            "cost_usd_per_hour": doc["cost_usd_per_hour"], "met": sim["met"],
             "derate": {t: round(f, 6) for t, f in sorted(g.items()) if t in used},
             "models_met": {m["model"]: m["met"] for m in sim["models"]},
             "missed_units": sorted(u["unit"] for u in sim["units"] if u.get("count") and not u["objective"]["met"])}

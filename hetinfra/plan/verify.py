@@ -189,7 +189,8 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
     from hetinfra.plan.confirm import confirmed
     from hetinfra.plan.rounds import rounds
 
-    out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search)
+    settle = pr.inputs.spec.planning.verify.settle_rounds
+    out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search, settle)
     out.stopped |= stopped
     out.stop_reason = reason or out.stop_reason
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)

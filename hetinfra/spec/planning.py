@@ -32,6 +32,10 @@ class VerifySpec(Strict):
                                                         "sets (at most 4: the padding, docs/verification.md); "
                                                         "one still missing after that is reported (a warning, "
                                                         "or exit 3 with --strict-verify).")
+    settle_rounds: int = Field(6, ge=0, le=20, description="Where max_rounds run out and no round's plan met: "
+                                                           "re-plans at most that only derate what missed (no "
+                                                           "credit rises) until one meets, before the padding; "
+                                                           "0: none (docs/verification.md).")
     seed: int = Field(0, ge=0, description="Random seed of the simulation (same seed, same plan).")
     margin: float = Field(0.0, ge=0, lt=0.5, description="A stated, optional tightening: a model passes only when "
                                                          "its simulated statistics are this fraction under the "

@@ -25,7 +25,7 @@ adapters:
 %s
 planning:
   adapter_placement: %s
-  verify: {requests: 1000, max_rounds: 1}
+  verify: {requests: 1000, max_rounds: 1, settle_rounds: 0}
 """
 #: Zipf(1) over 6 adapters; every request names one
 SHARES = (0.408163, 0.204082, 0.136054, 0.102041, 0.081633, 0.068027)

@@ -95,3 +95,65 @@ def test_where_no_round_met_the_one_closest_to_meeting_is_kept():
     assert rounds._closest(search) == 1
     search.done[2] = (None, _judged_round(a=0.95, b=1.2))  # a near miss now, and cheaper
     assert rounds._closest(search) == 2
+
+
+def _linked_fleet(monkeypatch):
+    """Two linked models whose rounds meet in none of 3 rounds while credit goes on: model a has
+    slack (credited each round it is under 0.8), and model b misses by as much as a was credited (they
+    share capacity). A plan's counts carry each regime's factor (1000 / count)."""
+    from hetinfra.plan import blocks
+
+    monkeypatch.setattr(rounds, "simulation_view", lambda pr: pr.view)
+    monkeypatch.setattr(blocks, "model_groups", lambda prs: None)  # one group: the caps link a and b
+
+    def plan(derate: dict, _n=None) -> SimpleNamespace:
+        counts = {t: round(1000 / derate.get(t, 1.0)) for t in ("ta", "tb")}
+        view = {"allocations": [{"unit": f"{t}|u", "model": t[1], "template": t, "count": c} for t, c in counts.items()],
+                "routing": {}, "demand_scale": None, "cost_usd_per_hour": float(sum(counts.values()))}
+        return SimpleNamespace(view=view, derate=dict(derate), result=SimpleNamespace(n=counts, safety_stop=False),
+                               inputs=SimpleNamespace(models=[SimpleNamespace(spec=SimpleNamespace(name=m)) for m in "ab"]))
+
+    def sim_of(view: dict) -> dict:
+        f = {a["model"]: 1000 / a["count"] for a in view["allocations"]}
+        ratio = {"a": 0.6 * f["a"], "b": 1.3 * f["b"] * f["a"]}
+        units = [{"unit": f"t{m}|u", "count": 100, "objective": {"met": r <= 1, "ratio": r}} for m, r in ratio.items()]
+        models = [{"model": m, "met": r <= 1, "ratio_bound": r} for m, r in ratio.items()]
+        return {"met": all(m["met"] for m in models), "models": models, "units": units}
+
+    search = Search(regimes={"ta": ("a|u", "a"), "tb": ("b|u", "b")}, g={"a|u": 1.0, "b|u": 1.0},
+                    ceiling={"a|u": 2.0, "b|u": 2.0})
+    return plan, sim_of, search
+
+
+def test_rounds_that_run_out_with_no_plan_met_settle_until_one_meets(monkeypatch):
+    """Where max_rounds end and no round met, settle_rounds more rounds derate only what missed (no
+    factor rises) and stop at the first plan that meets (o5-lnk of bench_scale.py --shared --mix
+    other --seed 5 shipped a padded plan that missed); with settle 0 the closest round is kept."""
+    plan, sim_of, search = _linked_fleet(monkeypatch)
+    pr, sim, *_ = rounds.rounds(plan({}), sim_of, plan, 3, None, search, settle=0)
+    assert not sim["met"] and len(search.history) == 3 and not search.settling
+    assert not any(h.get("settling") for h in search.history)
+
+    plan, sim_of, search = _linked_fleet(monkeypatch)
+    pr, sim, *_ = rounds.rounds(plan({}), sim_of, plan, 3, None, search, settle=6)
+    assert sim["met"] and search.settling and 3 < len(search.history) <= 9
+    assert [h.get("settling", False) for h in search.history] == [False] * 3 + [True] * (len(search.history) - 3)
+    assert search.history[-1]["met"] and not any(h["met"] for h in search.history[:-1])  # stops at the first met
+    settled = [h["derate"] for h in search.history[2:]]
+    for before, after in zip(settled, settled[1:]):  # no factor rises once the rounds settle
+        assert all(after.get(t, 1.0) <= f + 1e-12 for t, f in before.items())
+
+
+def test_a_settling_round_neither_credits_nor_refines_a_bracket_upward():
+    search = Search(regimes={"t": ("m|u", "m")}, g={"m|u": 0.8}, ceiling={"m|u": 2.0})
+    view = {"allocations": [{"unit": "m|u", "model": "m", "template": "t", "count": 1}]}
+    slack = {"met": True, "models": [{"model": "m", "met": True}],
+             "units": [{"unit": "m|u", "count": 1, "objective": {"met": True, "ratio": 0.5}}]}
+    assert rounds.next_factors(slack, view, dict(search.g), {}, {}, search.ceiling, search.regimes)["m|u"] > 0.8
+    assert rounds.next_factors(slack, view, dict(search.g), {}, {}, search.ceiling, search.regimes,
+                               rise=False)["m|u"] == 0.8
+    ok, bad = {}, {"m|u": 1.0}  # missed at 1.0, meets at 0.8: the bracket's refinement would rise to 0.894
+    assert rounds.next_factors(slack, view, dict(search.g), dict(ok), dict(bad), search.ceiling,
+                               search.regimes)["m|u"] > 0.89
+    assert rounds.next_factors(slack, view, dict(search.g), ok, bad, search.ceiling, search.regimes,
+                               rise=False)["m|u"] == 0.8

@@ -156,7 +156,7 @@ def test_what_the_floor_leaves_out_is_named_when_the_rest_cannot_serve(tmp_path,
 
 def test_a_plan_with_variants_is_verified_by_simulation(tmp_path, plan_json):
     spec = _spec(tmp_path, 0.7501)
-    spec["planning"]["verify"] = {"requests": 2000, "max_rounds": 2}
+    spec["planning"]["verify"] = {"requests": 2000, "max_rounds": 2, "settle_rounds": 0}
     plan = plan_json(tmp_path, spec, "--no-baselines", verify=True)
     f = plan["fidelity"]
     assert f["verified"] and [m["model"] for m in f["models"]] == ["chat"] and f["models"][0]["requests"] > 0

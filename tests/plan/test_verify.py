@@ -71,9 +71,9 @@ def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path,
     assert any("not verified by simulation" in w for w in plan["warnings"])
     assert all(t["derate"] == 1.0 for t in plan["templates"])
 
-    # one round: the first plan misses on the search's seeds and the rounds run out; the padding adds
+    # one round, no settling: the first plan misses on the search's seeds and the rounds run out; the padding adds
     # replicas to code-70b until it meets on fresh confirm seeds and on the search's
-    one_round = _tight_spec(tmp_path, max_rounds=1)
+    one_round = _tight_spec(tmp_path, max_rounds=1, settle_rounds=0)
     code, stdout, err = run_cli("plan", str(one_round), "--json", "--no-baselines")
     assert code == 0, err
     plan = json.loads(stdout)
@@ -98,6 +98,18 @@ def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path,
     code, stdout, err = run_cli("plan", str(one_round), "--out", str(out), "--no-baselines", "--strict-verify")
     assert code == 3 and "misses the latency objective of code-70b" in err and "hint:" in err
     assert not out.exists()  # nothing written
+
+
+def test_rounds_that_run_out_unmet_settle_before_any_padding(tmp_path, run_cli):
+    """The same one-round spec with settle_rounds at its default: the rounds go on settling (no factor
+    rises) until a plan meets, so nothing is padded, and plan.json says which rounds settled."""
+    code, stdout, err = run_cli("plan", str(_tight_spec(tmp_path, max_rounds=1)), "--json", "--no-baselines")
+    assert code == 0, err
+    f = json.loads(stdout)["fidelity"]
+    assert f["met"] is True and f["max_rounds"] == 1 and f["settle_rounds"] == 6 and 1 < f["rounds"] <= 7
+    assert f["history"][0]["met"] is False and "settling" not in f["history"][0]
+    assert all(h["settling"] is True for h in f["history"][1:]) and f["history"][-1]["met"] is True
+    assert not f["confirmation"].get("padded")
 
 
 def test_same_input_same_verified_plan(tmp_path, run_cli):
