@@ -39,8 +39,8 @@ SUMMARY = ("hetinfra.plan.summary",)
               help="Do not simulate the plan to check its latency objectives (planning.verify); faster, unchecked.")
 @click.option("--strict-verify", is_flag=True,
               help="Exit 3 (and write nothing) when the plan still misses an objective in simulation after "
-                   "planning.verify.max_rounds re-plans and the padding (up to 4 replicas per missing model), "
-                   "instead of writing it with a warning.")
+                   "planning.verify.max_rounds re-plans, the settling rounds and the padding (up to 4 replicas "
+                   "per missing model), instead of writing it with a warning.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 0 when the plan changes nothing against what runs (--state, else --out: its state.json, "
                    "else its previous plan.json) and 10 when changes are pending (terraform's 2 is invalid input here).")
