@@ -189,8 +189,8 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
             pr = resolve(search.derate(), dict(pr.result.n))
             pr = _past_unchanged(pr, doc, sim, search, resolve)
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
-            if not any(s["met"] for _, s in search.done):
-                raise
+            if not search.settling and not any(s["met"] for _, s in search.done):
+                raise  # (settling keeps the closest round for the padding, as the rounds running out do)
             stop_reason = f"verification stopped after round {rnd}: {exc.message}"
             break
         stopped |= pr.result.safety_stop

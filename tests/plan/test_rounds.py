@@ -144,6 +144,22 @@ def test_rounds_that_run_out_with_no_plan_met_settle_until_one_meets(monkeypatch
         assert all(after.get(t, 1.0) <= f + 1e-12 for t, f in before.items())
 
 
+def test_settling_into_caps_keeps_the_closest_round_instead_of_failing(monkeypatch):
+    """A settling round's derate that no longer fits the caps stops the settling, stated, and the
+    closest round goes on to the padding: the plan is written, as when the rounds run out."""
+    from hetinfra.errors import InfeasibleError
+
+    plan, sim_of, search = _linked_fleet(monkeypatch)
+
+    def capped(derate: dict, n=None):
+        if search.settling:
+            raise InfeasibleError("the caps allow no more replicas")
+        return plan(derate, n)
+
+    pr, sim, _by_model, _stopped, reason = rounds.rounds(plan({}), sim_of, capped, 3, None, search, settle=6)
+    assert not sim["met"] and len(search.history) == 3 and "the caps allow no more replicas" in reason
+
+
 def test_a_settling_round_neither_credits_nor_refines_a_bracket_upward():
     search = Search(regimes={"t": ("m|u", "m")}, g={"m|u": 0.8}, ceiling={"m|u": 2.0})
     view = {"allocations": [{"unit": "m|u", "model": "m", "template": "t", "count": 1}]}
