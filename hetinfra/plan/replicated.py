@@ -75,7 +75,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
-          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run) of each statistic is "
+          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json

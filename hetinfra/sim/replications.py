@@ -53,8 +53,8 @@ MOST_REQUESTS = 100_000
 
 METHOD = ("per model and statistic, the replications' values as independent observations (batch means "
           "over replications): one-sided Student-t prediction bound on one more run, mean + t x sd x "
-          "sqrt(1 + 1/n); attainment: the lower of that and the Clopper-Pearson bound on the pooled "
-          "measured requests")
+          "sqrt(1 + 1/n), never inside the worst run; attainment: the lower of that and the "
+          "Clopper-Pearson bound on the pooled measured requests")
 
 
 def seeds_for(base_seed: int, purpose: str, k: int) -> list[int]:
