@@ -112,10 +112,12 @@ class Padding(Doc):
         "confirmation", description="What it missed before the padding: 'confirmation', the fresh seeds after the "
                                     "search's last veto; 'search', the search's own seeds when its rounds "
                                     "(planning.verify.max_rounds) ran out.")
-    replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed). 0 where the padding "
+    replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed), net of what a later "
+                                                  "trim removed from the same units. 0 where the padding "
                                                   "did not make it meet: the replicas tried are removed "
                                                   "again, and `reason` says how many.")
-    replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation).")
+    replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation) that the "
+                                                                     "final plan still has.")
     seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "
                                                "them).")
     met: StrictBool = Field(description="Whether that judgement met: the padded plan is confirmed for it.")

@@ -218,13 +218,19 @@ def test_a_padded_plan_whose_rounds_ran_out_is_trimmed_and_kept_only_if_fresh_se
                         lambda confirm, view: calls.append((confirm.block, view)) or {"met": fresh_met, "seeds": [9]})
     confirm = SimpleNamespace(block=0)
     confirm.fresh = lambda: setattr(confirm, "block", confirm.block + 1)
-    out = SimpleNamespace(pr=padded_pr, sim={"met": True}, confirmation={"met": True, "seeds": [1]}, trimmed=[])
+    padded_pr.result, trimmed_pr.result = SimpleNamespace(n={"u": 3, "w": 2}), SimpleNamespace(n={"u": 2, "w": 2})
+    records = [{"model": "m", "replicas_added": 2, "replicas_by_unit": {"u": 1, "w": 1}, "met": True}]
+    out = SimpleNamespace(pr=padded_pr, sim={"met": True}, confirmation={"met": True, "seeds": [1]}, trimmed=[],
+                          padded=records)
     verify._trim_padded(out, object(), confirm)
     assert calls == [(1, {"of": "trimmed"})]  # judged once, on the next block of confirm seeds
     if fresh_met:
         assert out.pr is trimmed_pr and out.trimmed == [removal] and out.confirmation["seeds"] == [9]
+        # the trim took a replica of u, where the padding had added one: the record no longer claims it
+        assert out.padded == [{**records[0], "replicas_added": 1, "replicas_by_unit": {"w": 1}}]
     else:
         assert out.pr is padded_pr and out.trimmed == [] and out.confirmation["seeds"] == [1]
+        assert out.padded == records
     out.confirmation = {"met": False}  # a padded plan that is not confirmed is not trimmed
     verify._trim_padded(out, object(), confirm)
     assert len(calls) == 1
