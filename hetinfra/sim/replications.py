@@ -34,7 +34,6 @@ from hetinfra import cores
 from hetinfra.document.simulation import RunEntry, RunObjective
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, prediction_bound, t_bound
-from hetinfra.sim.stability import REPREEMPTION_MAX
 from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
 
@@ -55,8 +54,7 @@ MOST_REQUESTS = 100_000
 METHOD = ("per model and statistic, the replications' values as independent observations (batch means "
           "over replications): one-sided Student-t prediction bound on one more run, mean + t x sd x "
           "sqrt(1 + 1/n), never inside the worst run; attainment: the lower of that and the "
-          "Clopper-Pearson bound on the pooled measured requests; a unit's KV re-preemption the same way, "
-          "against 0.75")
+          "Clopper-Pearson bound on the pooled measured requests")
 
 
 def seeds_for(base_seed: int, purpose: str, k: int) -> list[int]:
@@ -233,34 +231,13 @@ def _judged(entries: list[RunEntry], slo: RunObjective, confidence: float, margi
                    {k: round(v, 4) for k, v in pess.items()})
 
 
-def thrash_ratios(units: list[RunEntry], confidence: float, one_run: bool = True) -> tuple[float, float] | None:
-    """A unit's KV thrashing over its replications ``units``, judged as its latencies are: its
-    re-preemption m (hetinfra.sim.stability: the preemptions' branching ratio; 0 in a run without
-    preemptions) as (pessimistic, optimistic) bounds over REPREEMPTION_MAX (> 1 thrashes): the
-    prediction bound on one more run (``one_run`` False: the mean's upper bound) and the mean's
-    lower bound. None where no replication re-preempted. Each run passing the per-run test is not
-    enough: on bench_scale.py --shared --mix other --seed 1's linked fleet o13-phi-4's unit had m =
-    0.41-0.75 on its 13 confirmation runs, each just under 0.75, and thrashed past it on 2 of 10
-    audit seeds (bound: 0.77)."""
-    ms = [float((e.stability or {}).get("repreemption") or 0.0) for e in units]
-    if len(ms) < 2 or not any(ms):
-        return None
-    pessimistic = (prediction_bound if one_run else t_bound)(ms, confidence, True)[1]
-    return pessimistic / REPREEMPTION_MAX, t_bound(ms, confidence, False)[1] / REPREEMPTION_MAX
-
-
-def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[list[RunEntry]], confidence: float,
+def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[RunEntry], confidence: float,
                  margin: float) -> tuple[bool, dict]:
     """(whether it met, a model's entry of the judgement) from its replications' ``entries`` and its
-    units' (per unit, its replications). Its units' thrashing is judged with its statistics: a
-    pessimistic bound past REPREEMPTION_MAX is not met (undecided), an optimistic one missed."""
+    units' (all replications)."""
     slo = entries[0].slo
     j = _judged(entries, slo, confidence, margin)
-    units_stable = all(u.stable for es in units for u in es)
-    thrash = max((t for es in units if (t := thrash_ratios(es, confidence)) is not None), default=None)
-    if thrash is not None and thrash[0] > 1.0:
-        j = replace(j, met=False, decision="missed" if thrash[1] > 1.0 or j.decision == "missed" else "undecided",
-                    ratio_bound=max(j.ratio_bound or 0.0, round(thrash[0], 4)), ratios={**j.ratios, "thrash": round(thrash[0], 4)})
+    units_stable = all(u.stable for u in units)
     b = j.bounds or NO_BOUNDS
     met = j.met and units_stable
     decision = j.decision if units_stable else "missed"
@@ -283,10 +260,6 @@ def _unit_entry(entries: list[RunEntry], confidence: float, margin: float) -> di
     # (services/chat.yaml: a prediction bound per unit stopped the credit a round early, +19%/h for
     # a plan whose every audit run met by 6.9% or more)
     j = _judged(entries, entries[0].slo, confidence, margin, attainment=False, one_run=False)
-    thrash = thrash_ratios(entries, confidence, one_run=False)
-    if thrash is not None and thrash[0] > 1.0:  # thrashing on average: the layout has no KV headroom left
-        j = replace(j, met=False, decision="missed" if thrash[1] > 1.0 else "undecided",
-                    ratio_bound=max(j.ratio_bound or 0.0, round(thrash[0], 4)), ratios={**j.ratios, "thrash": round(thrash[0], 4)})
     return {**entries[0].raw, "count": sum(e.count or 0 for e in entries), "replications": len(entries),
             "objective": {"met": j.met, "ratio": j.ratio_bound, "ratios": j.ratios},
             "decision": j.decision, "stable": j.stable,
@@ -337,7 +310,7 @@ def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> di
         for unit, entries in by_unit.items():
             entries.append(units[unit])
     units = [_unit_entry(es, confidence, margin) for es in by_unit.values()]
-    judged = [_model_entry(by_model[n], seeds, [es for es in by_unit.values() if es[0].model == n],
+    judged = [_model_entry(by_model[n], seeds, [u for es in by_unit.values() if es[0].model == n for u in es],
                            confidence, margin) for n in by_model]
     return {**{k: v for k, v in sims[0].items() if k not in ("models", "units")}, "seed": seeds[0], "seeds": seeds,
             "replications": len(sims), "confidence": confidence, "method": METHOD,

@@ -183,28 +183,3 @@ def test_a_model_that_missed_by_40_percent_on_one_of_seven_is_not_met():
     # a unit's verdict (the credit rounds' headroom) still bounds the mean
     unit = judge([_sim(1000 + k, v) for k, v in enumerate(values)])["units"][0]
     assert unit["objective"]["ratio"] == pytest.approx(max(mean_bound / 80, 0.5, 0.95 / 1.0), abs=1e-3)
-
-
-def _with_repreemption(ms: list) -> list[dict]:
-    """Replications of a model far inside its latencies whose unit re-preempted m per run (None: no
-    preemption); every run passes the per-run thrashing test (m <= 0.75)."""
-    sims = [_sim(1000 + k, 50.0) for k in range(len(ms))]
-    for sim, m in zip(sims, ms):
-        sim["units"][0]["stability"] = {"stable": True, "repreemption": m}
-    return sims
-
-
-def test_a_unit_just_under_the_thrashing_limit_in_every_run_is_not_met():
-    """The unit's re-preemption is judged as the latencies are (a prediction bound on one more run):
-    o13-phi-4's 13 runs at m = 0.41-0.75 each passed the per-run test, and 2 of 10 audit runs thrashed."""
-    o13 = [0.6, 0.6, 0.4286, 0.65, None, 0.5455, 0.6842, 0.6818, 0.4444, 0.4717, 0.4074, 0.6667, 0.7468]
-    j = judge(_with_repreemption(o13))
-    model, unit = j["models"][0], j["units"][0]
-    assert not model["met"] and model["decision"] == "undecided" and model["objective"]["ratios"]["thrash"] > 1
-    assert model["ratio_bound"] > 1 and unit["decision"] == "met"  # on average the unit keeps its KV (its verdict bounds the mean)
-    far = judge(_with_repreemption([0.9, 0.95, 0.92, 0.97]))  # thrashing on average: the mean is surely past it
-    assert far["models"][0]["decision"] == "missed" and far["units"][0]["decision"] == "missed"
-    # batch.yaml's preemptions (each victim once, m = 0) and a little re-preemption are met
-    for ms in ([0.0, 0.0, None, 0.0], [0.1, 0.0, 0.15, 0.05], [None, None, None]):
-        model = judge(_with_repreemption(ms))["models"][0]
-        assert model["met"] and "thrash" not in model["objective"]["ratios"] or model["objective"]["ratios"]["thrash"] <= 1
