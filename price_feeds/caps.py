@@ -36,11 +36,13 @@ class AvailabilityCap:
 class Caps(dict):
     """The planner's ``{(cloud, region, gpu): max_gpus}``, and ``written``: for the keys a caps CSV
     row names, that row's ``file:line`` (a user's file is checked strictly; a cloud's API may
-    report quotas on GPUs nothing offers, such as GCP's P100)."""
+    report quotas on GPUs nothing offers, such as GCP's P100); ``skipped``: the caps of another
+    purchase option that :func:`caps_dict` left out (what the planner warns it does not apply)."""
 
     def __init__(self, *args, written: dict | None = None, **kw):
         super().__init__(*args, **kw)
         self.written: dict[tuple[str, str, str], str] = dict(written or {})
+        self.skipped: list[AvailabilityCap] = []
 
 
 def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
@@ -74,9 +76,12 @@ def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
 
 
 def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> Caps:
+    """The caps of one ``purchase`` option by (cloud, region, GPU), the lowest where rows repeat a
+    key; the other options' rows in ``skipped``."""
     out = Caps()
     for c in caps:
         if c.purchase != purchase:
+            out.skipped.append(c)
             continue
         key = (c.cloud, c.region, c.gpu)
         out[key] = min(c.max_gpus, out.get(key, c.max_gpus))

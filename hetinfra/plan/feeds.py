@@ -16,17 +16,18 @@ def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.
     from hetinfra.price_feeds.caps import caps_dict
 
     clouds = ("aws", "gcp", "azure") if availability else ()
-    caps, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
-    warnings = list(warnings) + _spot_rows_unapplied(caps)
+    rows, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
+    caps = caps_dict(rows)
+    warnings = list(warnings) + _spot_rows_unapplied(caps.skipped)
     echo_warnings(warnings)
-    return caps_dict(caps), warnings
+    return caps, warnings
 
 
-def _spot_rows_unapplied(caps) -> list[str]:
-    """A caps file's ``purchase: spot`` rows are read but not applied: a plan's caps count every
-    purchase option of a (cloud, region, GPU) together, under its on-demand rows, so a spot quota
-    below them is not enforced. Said, not silent."""
-    spot = [c.where or c.source for c in caps if c.purchase == "spot"]
+def _spot_rows_unapplied(skipped) -> list[str]:
+    """The caps rows :func:`caps_dict` left out (``purchase: spot``) are read but not applied: a
+    plan's caps count every purchase option of a (cloud, region, GPU) together, under its
+    on-demand rows, so a spot quota below them is not enforced. Said, not silent."""
+    spot = [c.where or c.source for c in skipped if c.purchase == "spot"]
     if not spot:
         return []
     return [f"{len(spot)} spot cap(s) not applied ({', '.join(spot[:3])}{', ...' if len(spot) > 3 else ''}): "

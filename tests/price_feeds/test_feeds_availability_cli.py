@@ -24,7 +24,9 @@ def test_caps_csv_and_dict(tmp_path):
     caps = load_caps_csv(p)
     assert caps[0] == AvailabilityCap("aws", "us-east-1", "L4", 16, "on-demand", str(p))
     assert caps_dict(caps) == {("aws", "us-east-1", "L4"): 8}
+    assert caps_dict(caps).skipped == [caps[2]]  # what the planner warns it does not apply
     assert caps_dict(caps, purchase="spot") == {("gcp", "us-central1", "H100"): 0}
+    assert caps_dict(caps, purchase="spot").skipped == caps[:2]
 
 
 @pytest.mark.parametrize("text,match", [
