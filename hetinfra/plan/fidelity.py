@@ -10,7 +10,7 @@ from hetinfra.document.fidelity import (Confirmation, Fidelity, FidelityModel, O
                                         Trim)
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.planner import PlanResult
-from hetinfra.plan.summary import padding_cause
+from hetinfra.plan.summary_promise import padding_cause
 from hetinfra.plan.verify import Verification, load_basis, verification_load
 
 OVER_PROVISIONING_DEFINITION = (

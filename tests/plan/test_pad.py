@@ -129,7 +129,7 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
 
 def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, monkeypatch):
     from hetinfra.plan.fidelity import record as recorded
-    from hetinfra.plan.summary import promise_lines
+    from hetinfra.plan.summary_promise import promise_lines
 
     pr, doc = planned
     v, confirm = _verified(monkeypatch, pr, {"chat-b": 10_000})

@@ -199,7 +199,7 @@ def test_the_confirmation_puts_back_removals_last_first_and_the_plan_stays_minim
 @pytest.mark.parametrize("name", ["chat.yaml", "variants.yaml"])
 def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_bound(verified_examples, name):
     from hetinfra.document import Plan
-    from hetinfra.plan.summary import judgement_lines
+    from hetinfra.plan.summary_promise import judgement_lines
 
     doc, _ = verified_examples[name]
     f = doc["fidelity"]

@@ -1,0 +1,142 @@
+"""The plan summary's lines about the promise (plan.json ``fidelity``), as plain text: each model's
+judgement and what binds it, the confirmation on fresh seeds, the padding and the capacity the
+simulation leaned on. ``hetinfra.plan.summary`` prints them under its tables; plan.json's warnings
+and the tests read the same lines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetinfra.document import Plan
+
+
+def verified_fidelity(plan: "Plan"):
+    """plan.json ``fidelity`` where the plan was verified (typed: hetinfra.document.fidelity), else None."""
+    return plan.fidelity if plan.fidelity and plan.fidelity.verified else None
+
+
+def confirmed_by_model(plan: "Plan") -> dict:
+    """Per model, its judgement on the confirmation's fresh seeds (plan.json fidelity.confirmation)."""
+    c = plan.fidelity.confirmation if plan.fidelity else None
+    return {m.model: m for m in c.models} if c else {}
+
+
+def with_bound(value, bound) -> str:
+    return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
+
+
+def judgement_lines(plan: "Plan") -> list[str]:
+    """Per model, the binding statistic as "p99 TPOT 78.7 ms (95% bound 80.9) vs 80", on the search's
+    seeds and on the confirmation's, with the replications each rests on."""
+    f = verified_fidelity(plan)
+    if f is None or f.replications is None:
+        return []
+    conf = f"{100 * f.replications.confidence:g}%"
+    confirmed = confirmed_by_model(plan)
+    out = []
+    for m in f.models or ():
+        line = f"{m.model}: {_binding(m, m, conf)} ({m.replications} replication(s), {m.decision})"
+        c = confirmed.get(m.model)
+        if c is not None:
+            line += f"; confirmed on fresh seeds: {_binding(m, c, conf)} ({c.replications} " \
+                    f"replication(s), {c.decision})"
+        out.append(line)
+    return out
+
+
+def _binding(m, judged, conf: str) -> str:
+    """The statistic of model ``m`` (its objective) closest to its objective by ``judged`` (its
+    judgement or its confirmation's): 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80'."""
+    est, bound = judged.estimate, judged.bound
+
+    def value(k: str, of) -> float | None:
+        return getattr(of, k) if of is not None else None
+
+    def ratio(k: str) -> float:
+        return (value(k, bound) if value(k, bound) is not None else value(k, est)) / m.objective(k)
+
+    stats = [k for k in ("ttft_ms", "tpot_ms") if m.objective(k) and value(k, est) is not None]
+    if not stats:
+        return "no statistic"
+    k = max(stats, key=ratio)
+    name = k.split("_")[0].upper()
+    text = f"{m.percentile} {name} {_num(value(k, est))} ms"
+    if value(k, bound) is not None:
+        text += f" ({conf} bound {_num(value(k, bound))})"
+    return text + f" vs {m.objective(k):g}"
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def promise_lines(doc: "Plan") -> list[str]:
+    """What the plan promises and what keeping it cost (plan.json ``fidelity``, docs/verification.md),
+    how it was judged, and how much of its capacity rests on measured, calibrated or extrapolated
+    rates (and how to measure the extrapolated part)."""
+    out = []
+    fid = doc.fidelity if doc.fidelity and doc.fidelity.verified else None
+    if fid is not None and fid.load_basis is not None:
+        stats = ", ".join(sorted(set((fid.statistic or {}).values()))) or "p99"
+        reps = fid.replications
+        sample = (f"{reps.start} to {reps.max_replications} replications of {fid.requests} requests per model "
+                  f"(seeds from {fid.seed}), {100 * reps.confidence:g}% bounds") if reps else \
+            f"seed {fid.seed}, {fid.requests} requests per model"
+        out.append(f"promise: every objective ({stats}) at {fid.load:g}x demand ({fid.load_basis}), {sample}"
+                   + (f", margin {fid.margin:g}" if fid.margin else ""))
+        out.extend(judgement_lines(doc))
+        over = fid.over_provisioning.ratio if fid.over_provisioning else None
+        trimmed = sum(int(r.get("replicas", 1)) for r in fid.trim.removed) if fid.trim else 0
+        back = sum(int(r.get("replicas", 1)) for r in fid.trim.put_back) if fid.trim else 0
+        out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
+                   f"after ({trimmed} replica(s) trimmed"
+                   + (f", {back} put back as the confirmation missed without them" if back else "")
+                   + _padded_words(fid)
+                   + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
+    out.extend(_capacity_lines(doc))
+    return out
+
+
+def _padded_words(fid) -> str:
+    """The verification line's words for the padding (fidelity.confirmation.padded), if any."""
+    padded = [p for p in (fid.confirmation.padded if fid.confirmation else ()) if p.replicas_added]
+    if not padded:
+        return ""
+    vetoes = len(fid.confirmation.vetoes)
+    return "; " + ", ".join(f"{p.replicas_added} added to {p.model}" + ("" if p.met else " (still missing)")
+                            + f" as {padding_cause(p.missed_on, vetoes)}" for p in padded)
+
+
+def padding_cause(missed_on: str, vetoes: int) -> str:
+    """Why a model was padded (fidelity.confirmation.padded[].missed_on), in words."""
+    if missed_on == "search":
+        return "the search's rounds ran out with it missing"
+    return "the confirmation missed" + (f" after {vetoes_words(vetoes)}" if vetoes else " on its fresh seeds")
+
+
+def vetoes_words(n: int) -> str:
+    """"1 veto", "2 vetoes"."""
+    return f"{n} veto" + ("" if n == 1 else "es")
+
+
+def _capacity_lines(doc: "Plan") -> list[str]:
+    gpus: dict[str, int] = {}
+    for a in doc.allocations:
+        level = a.confidence or "unknown"
+        gpus[level] = gpus.get(level, 0) + a.gpus_per_replica() * a.count
+    total = sum(gpus.values())
+    if not total:
+        return []
+    out = ["capacity (GPUs): " + ", ".join(f"{100 * gpus[k] / total:.0f}% {k}"
+                                          for k in ("measured", "calibrated", "extrapolated", "unknown") if gpus.get(k))]
+    if gpus.get("extrapolated"):
+        units = sorted({f"{a.gpu} TP{a.tp}" + (f" PP{a.pp}" if a.pp > 1 else "") for a in doc.allocations
+                        if a.confidence == "extrapolated"})
+        out.append(f"extrapolated capacity: {gpus['extrapolated']} GPU(s) ({', '.join(units)}) rest on rates nobody "
+                   "measured; measure them before you spend: `hetinfra profile OUT --launch`")
+    return out
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:,.0f} ms" if v >= 100 else f"{v:.1f} ms"
