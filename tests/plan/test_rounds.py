@@ -3,6 +3,7 @@ is stepped past without spending a round on a simulation that would repeat the m
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 from hetinfra.plan import rounds
@@ -173,3 +174,38 @@ def test_a_settling_round_neither_credits_nor_refines_a_bracket_upward():
                                search.regimes)["m|u"] > 0.89
     assert rounds.next_factors(slack, view, dict(search.g), ok, bad, search.ceiling, search.regimes,
                                rise=False)["m|u"] == 0.8
+
+
+def _random_round(data) -> tuple:
+    """A round's judgement of a few models' units at random ratios (inf: unstable), the factors and
+    the brackets the rounds have learnt so far."""
+    from hypothesis import strategies as st
+
+    n = data.draw(st.integers(1, 5))
+    ratio = st.one_of(st.floats(0.05, 3.0), st.just(math.inf))
+    factor = st.floats(0.3, 2.0)
+    regimes = {f"t{k}": (f"m{k % 3}|r{k}", f"m{k % 3}") for k in range(n)}
+    g = {r: data.draw(factor) for r, _m in regimes.values()}
+    ok = {r: data.draw(factor) for r in g if data.draw(st.booleans())}
+    bad = {r: data.draw(factor) for r in g if data.draw(st.booleans())}
+    units = [{"unit": f"u{t}", "count": 1, "objective": {"met": (x := data.draw(ratio)) <= 1, "ratio": x}}
+             for t in regimes]
+    models = sorted({m for _r, m in regimes.values()})
+    sim = {"models": [{"model": m, "met": data.draw(st.booleans())} for m in models], "units": units}
+    view = {"allocations": [{"unit": f"u{t}", "template": t, "model": m} for t, (_r, m) in regimes.items()]}
+    return sim, view, g, ok, bad, {r: 2.0 for r in g}, regimes
+
+
+def test_no_factor_rises_while_the_rounds_settle():
+    """Property: whatever a round's judgement and what the rounds learnt before, next_factors with
+    rise=False never raises a regime's factor (the settling rounds only derate)."""
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data):
+        sim, view, g, ok, bad, ceiling, regimes = _random_round(data)
+        out = rounds.next_factors(sim, view, dict(g), ok, bad, ceiling, regimes, rise=False)
+        assert all(out[r] <= g[r] + 1e-12 for r in g)
+
+    check()
