@@ -43,6 +43,7 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
+from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, kv_filled
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
@@ -54,18 +55,6 @@ CONFIDENCE = 0.95
 #: enough for a model far from its objective (most of a fleet: it stops there); four give mean + 2.6 sd,
 #: seven mean + 2.1 sd.
 START, STEP, MAX = 2, 2, 7
-#: the confirmation's most replications for a model under KV pressure (its KV cache at least
-#: KV_NEAR full, or preempting, in a replication of either judge): a collapse that one seed in five or
-#: ten shows (a preemption cascade, a unit that stops keeping up) passes 7 clean seeds 21-48% of the
-#: time and 13 only 5-25%. On bench_scale.py's other fleets, models confirmed on 7 clean seeds then
-#: missed on 2 of 10 audit seeds (o13-phi-4 of --mix other --seed 1: unstable twice)
-MAX_PRESSED = 13
-#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
-KV_FULL = 0.99
-#: the confirmation's pressure (MAX_PRESSED): a KV cache this full in a replication. o04-llama-2-13b of
-#: bench_scale.py --mix other --seed 3 peaked at 0.92-1.0 in every audit run and collapsed in 2 of 10;
-#: its 2 confirmation runs had stayed under KV_FULL
-KV_NEAR = 0.95
 #: the search accepts a model on its screening replication alone (``early``) only where the batch-means
 #: bound of every statistic, of the model and of each of its units, is within this fraction of the
 #: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
@@ -263,7 +252,7 @@ class Replicated:
                     runs[n].append(sim)
             verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
             for m in verdict["models"]:
-                if _pressed(runs[m["model"]], m["model"], KV_NEAR):
+                if kv_filled(runs[m["model"]], m["model"], KV_NEAR):
                     self.pressure.add(model_state(view, m["model"]))
                 pressed = self.pressed and self.under_pressure(view, m["model"])
                 open_ = m["decision"] == "undecided" or (pressed and m["met"])
@@ -308,14 +297,6 @@ def model_state(view: dict, model: str) -> str:
                       sort_keys=True)
 
 
-def _pressed(sims: list[dict], model: str, full: float = KV_FULL) -> bool:
-    """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
-    which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
-    full in 9 of 30 seeds, a collapse in 3 of them)."""
-    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= full)
-               for s in sims for u in s["units"])
-
-
 def _clearly_out(model: dict, sim: dict) -> bool:
     """A model that misses on the screening seed, or whose units are not stable there."""
     units = [u for u in sim["units"] if u["model"] == model["model"]]
@@ -331,7 +312,7 @@ def _clearly_in(model: dict, sim: dict, margin: float) -> tuple[dict, list[dict]
     from hetinfra.sim.batches import batch_bounds
 
     units = [u for u in sim["units"] if u["model"] == model["model"] and u.get("count")]
-    if not model["met"] or _pressed([{"units": units}], model["model"]) \
+    if not model["met"] or kv_filled([{"units": units}], model["model"]) \
             or not all((u.get("stability") or {}).get("stable", True) for u in units):
         return None
     slo, limit = model["slo"], ACCEPT_BELOW * (1.0 - margin)

@@ -1,0 +1,27 @@
+"""KV pressure (hetinfra.plan.replicated): a unit whose KV cache came near full, or that preempted, in
+a replication is near a preemption cascade, a rare event that a few clean seeds do not rule out. The
+confirmation runs such a model on more seeds and at the plan's longest run (docs/verification.md,
+"KV pressure"); the search's early acceptance never takes such a model on one seed."""
+
+from __future__ import annotations
+
+#: the confirmation's most replications for a model under KV pressure (its KV cache at least
+#: KV_NEAR full, or preempting, in a replication of either judge): a collapse that one seed in five or
+#: ten shows (a preemption cascade, a unit that stops keeping up) passes 7 clean seeds 21-48% of the
+#: time and 13 only 5-25%. On bench_scale.py's other fleets, models confirmed on 7 clean seeds then
+#: missed on 2 of 10 audit seeds (o13-phi-4 of --mix other --seed 1: unstable twice)
+MAX_PRESSED = 13
+#: a unit whose KV cache was this full, or that preempted, in a replication is near a collapse
+KV_FULL = 0.99
+#: the confirmation's pressure (MAX_PRESSED): a KV cache this full in a replication. o04-llama-2-13b of
+#: bench_scale.py --mix other --seed 3 peaked at 0.92-1.0 in every audit run and collapsed in 2 of 10;
+#: its 2 confirmation runs had stayed under KV_FULL
+KV_NEAR = 0.95
+
+
+def kv_filled(sims: list[dict], model: str, full: float = KV_FULL) -> bool:
+    """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
+    which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
+    full in 9 of 30 seeds, a collapse in 3 of them)."""
+    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= full)
+               for s in sims for u in s["units"])
