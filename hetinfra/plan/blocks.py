@@ -59,6 +59,14 @@ def choose(rounds: list[tuple[PlanResult, Sim]], groups: list[tuple[str, ...]]) 
     return out
 
 
+def picks_by_group(rounds: list[tuple[PlanResult, Sim]]) -> tuple[list[tuple[str, ...]] | None, list[int] | None]:
+    """(the groups of :func:`model_groups` over ``rounds``' plans, each group's cheapest met round by
+    :func:`choose`); picks None where the models are one group (or nothing splits them) or some group
+    met in no round: then only a round in which every model met can be kept."""
+    groups = model_groups([pr for pr, _ in rounds])
+    return groups, choose(rounds, groups) if groups and len(groups) > 1 else None
+
+
 def compose(rounds: list[tuple[PlanResult, Sim]], groups: list[tuple[str, ...]], picks: list[int],
             resolve: Callable[[dict[str, float], dict[str, int]], PlanResult]) -> PlanResult:
     """The plan with each group's templates at the factors of its picked round, solved (through

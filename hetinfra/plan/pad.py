@@ -177,3 +177,15 @@ def _merged(conf: dict, part: dict) -> dict:
     units = [u for u in conf.get("units") or () if u.get("model") not in judged] + list(part.get("units") or ())
     seeds = sorted({s for m in models for s in m.get("seeds") or ()})
     return {**conf, "met": all(m["met"] for m in models), "models": models, "units": units, "seeds": seeds}
+
+
+def net_of_trim(padded: list[dict], before: dict[str, int], after: dict[str, int]) -> list[dict]:
+    """The padding's records (plan.json ``confirmation.padded[]``) once a trim took counts ``before``
+    to ``after``: each unit's ``replicas_added`` is what the final plan still has over its count
+    before the padding (never below 0), so the record never claims a replica the trim removed."""
+    out = []
+    for record in padded:
+        by_unit = {u: n - max(0, before.get(u, 0) - after.get(u, 0)) for u, n in record["replicas_by_unit"].items()}
+        by_unit = {u: n for u, n in by_unit.items() if n > 0}
+        out.append({**record, "replicas_by_unit": by_unit, "replicas_added": sum(by_unit.values())})
+    return out

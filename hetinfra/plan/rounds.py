@@ -210,10 +210,7 @@ def _none_met(search: Search) -> bool:
     a plan that missed at $503.76/h; 16 rounds met at $386.28/h."""
     from hetinfra.plan import blocks
 
-    if any(s["met"] for _, s in search.done):
-        return False
-    groups = blocks.model_groups([pr for pr, _ in search.done])
-    return not groups or len(groups) == 1 or blocks.choose(search.done, groups) is None
+    return not any(s["met"] for _, s in search.done) and blocks.picks_by_group(search.done)[1] is None
 
 
 #: a miss by at most this ratio of bound to objective is a near one (see _closest)
@@ -287,8 +284,7 @@ def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
 
     kept = rounds[at]
     as_kept = kept, {pm.spec.name: at + 1 for pm in kept[0].inputs.models}
-    groups = blocks.model_groups([r[0] for r in rounds])
-    picks = blocks.choose(rounds, groups) if groups and len(groups) > 1 else None
+    groups, picks = blocks.picks_by_group(rounds)
     if picks is None or len(set(picks)) == 1:
         return as_kept
     try:

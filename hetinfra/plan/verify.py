@@ -238,6 +238,7 @@ def _trim_padded(out: Verification, decide, confirm) -> None:
     $437.06/h untrimmed."""
     from hetinfra.plan.budget import current
     from hetinfra.plan.confirm import budgeted_confirmation
+    from hetinfra.plan.pad import net_of_trim
 
     if not (out.sim["met"] and out.confirmation.get("met")) or out.pr.problem.objective != "min_cost" \
             or not current().check(TRIM_PADDED_CUT):
@@ -251,18 +252,6 @@ def _trim_padded(out: Verification, decide, confirm) -> None:
         out.padded = net_of_trim(out.padded, out.pr.result.n, pr.result.n)
         out.pr, out.sim, out.confirmation = pr, sim, conf
         out.trimmed += [removal for removal, _before in steps]
-
-
-def net_of_trim(padded: list[dict], before: dict[str, int], after: dict[str, int]) -> list[dict]:
-    """The padding's records (plan.json ``confirmation.padded[]``) once a trim took counts ``before``
-    to ``after``: each unit's ``replicas_added`` is what the final plan still has over its count
-    before the padding (never below 0), so the record never claims a replica the trim removed."""
-    out = []
-    for record in padded:
-        by_unit = {u: n - max(0, before.get(u, 0) - after.get(u, 0)) for u, n in record["replicas_by_unit"].items()}
-        by_unit = {u: n for u, n in by_unit.items() if n > 0}
-        out.append({**record, "replicas_by_unit": by_unit, "replicas_added": sum(by_unit.values())})
-    return out
 
 
 def simulators(pr: PlanResult, progress=None):

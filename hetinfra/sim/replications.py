@@ -277,7 +277,8 @@ def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> di
     whichever percentile the objective names, of TTFT and TPOT over its measured requests) is ONE
     observation; the replications are independent (distinct seeds). The promise is about the run a
     user makes on a seed nobody chose, so the pessimistic bound is the one-sided Student-t
-    PREDICTION bound on one more replication, mean + t(confidence, n - 1) x sd x sqrt(1 + 1/n): a
+    PREDICTION bound on one more replication, mean + t(confidence, n - 1) x sd x sqrt(1 + 1/n), and
+    never inside the worst replication (hetinfra.sim.bounds.prediction_bound): a
     bound on the mean (sd / sqrt(n)) let a model through whose seven replications' p99 TTFT were
     420-4,214 ms against 3,000 (mean 1,360, bound 2,384), which then missed on 4 of 10 fresh seeds
     (benchmarks/bench_scale.py's independent fleet, m14-phi-4). Requests inside one replication are
