@@ -69,7 +69,8 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
         missing = [n for n in missing if "reason" not in records[n]]
         if not missing:
             break
-        confirm.fresh()  # seeds no judgement saw: neither the search's nor an earlier confirmation's
+        # seeds no judgement of these models saw: neither the search's nor an earlier confirmation's
+        confirm.fresh(missing)
         part = sized_confirmation(confirm, reduced(simulation_view(pr), set(missing)))
         conf = _merged(conf, part)
         ratios.update(_ratios(part, {}))

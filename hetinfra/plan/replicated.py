@@ -100,6 +100,8 @@ class Replicated:
         #: of this judge or of another sharing the set (the search's runs of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
         self.block = 0  # which block of ``most`` seeds of its purpose it judges on (:meth:`fresh`)
+        #: per model, its own block where :meth:`fresh` gave it one (a model the confirmation vetoed)
+        self.blocks: dict[str, int] = {}
         self.last_pass: list[str] = []
         self.vetoed: set[str] = set()  # model states a confirmation saw miss (:meth:`veto`)
         self.simulations = 0  # replications run (model-level work is in the memo's hands)
@@ -109,14 +111,34 @@ class Replicated:
         self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
         self._head: dict = {}
 
-    def fresh(self) -> None:
-        """Judge on the next block of seeds of its purpose from now on, which no judgement has seen."""
+    def fresh(self, models=None) -> None:
+        """Judge on a block of seeds of its purpose that no judgement has seen: every model from now on
+        (``models`` None), or only ``models``, each on its next block. A model's requests depend on its
+        own demand, units and routing only (hetinfra.sim.plan_sim), so a model whose judgement on
+        these seeds steered no decision (the confirmation met it: nothing vetoed its plan) keeps its
+        seeds, and the memo its verdict, while a vetoed one is judged on seeds its search never saw.
+        Re-confirming every model on new seeds after a veto was a third of
+        benchmarks/bench_scale.py's independent fleet's verified plan."""
         from hetinfra.sim.replications import seeds_for
 
-        self.block += 1
-        self.seeds = seeds_for(int(self.config.seed), self.purpose, self.most * (self.block + 1))[self.most * self.block:]
-        if self.early:  # the new screening seed's runs carry the batch means
-            self.config = replace(self.config, batch_means=(self.seeds[0],))
+        if models is None:
+            self.block = max([self.block, *self.blocks.values()]) + 1
+            self.blocks = {}
+            self.seeds = seeds_for(int(self.config.seed), self.purpose, self.most * (self.block + 1))[self.most * self.block:]
+            if self.early:  # the new screening seed's runs carry the batch means
+                self.config = replace(self.config, batch_means=(self.seeds[0],))
+            return
+        for m in models:
+            self.blocks[m] = self.blocks.get(m, self.block) + 1
+
+    def seeds_of(self, model: str) -> list[int]:
+        """The seeds ``model`` is judged on: its own block's (:meth:`fresh`), else the judge's."""
+        from hetinfra.sim.replications import seeds_for
+
+        b = self.blocks.get(model, self.block)
+        if b == self.block:
+            return self.seeds
+        return seeds_for(int(self.config.seed), self.purpose, self.most * (b + 1))[self.most * b:]
 
     def lengthen(self, requests: dict[str, int]) -> None:
         """Run each model of ``requests`` at its length from now on (hetinfra.plan.confirm.
@@ -158,7 +180,7 @@ class Replicated:
 
             return simulate_plan(view, self.spec, Path(self.path), replace(self.config, seed=self.seeds[0]),
                                  memo=self.memo, detail=False)
-        return self._run(view, names, self.seeds[:1], {})[0]
+        return self._run(view, names, slice(0, 1), {})[0]
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
@@ -175,17 +197,18 @@ class Replicated:
         judge (the confirmation); from now on they miss here too, whatever these seeds say."""
         self.vetoed.update(model_state(view, m) for m in models)
 
-    def _run(self, view: dict, models: list[str], seeds: list[int], parsed: dict) -> list[dict]:
-        """``models`` of ``view`` simulated on ``seeds``, each model at its own length (:meth:`length`:
-        those of one length run together, and each seed's runs are joined); ``parsed``: this
+    def _run(self, view: dict, models: list[str], picks: slice, parsed: dict) -> list[dict]:
+        """``models`` of ``view`` simulated on their seeds ``picks`` (:meth:`seeds_of`: the same
+        replications of each model's own block), each model at its own length (:meth:`length`): those
+        of one length and block run together, and each replication's runs are joined; ``parsed``: this
         judgement's parse cache, per set of models kept (one judgement reads one unchanging view:
         validating each part once instead of at every step saves most of the validations of a fleet's
         judging)."""
-        groups: dict[int, list[str]] = {}
+        groups: dict[tuple, list[str]] = {}
         for m in models:
-            groups.setdefault(self.length(m), []).append(m)
-        runs = [self._run_at(view, ms, seeds, parsed, n) for n, ms in sorted(groups.items())]
-        return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(seeds))]
+            groups.setdefault((self.length(m), tuple(self.seeds_of(m)[picks])), []).append(m)
+        runs = [self._run_at(view, ms, list(seeds), parsed, n) for (n, seeds), ms in sorted(groups.items())]
+        return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(runs[0]))]
 
     def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int) -> list[dict]:
         from hetinfra.sim.replications import simulate_replications
@@ -225,16 +248,25 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and self.under_pressure(view, model)
-        return json.dumps([simulated_part(view, model), self.seeds, self.length(model), c.load, c.burst_cv,
+        return json.dumps([simulated_part(view, model), self.seeds_of(model), self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
-        """Judge ``names`` of ``view`` (the models no earlier judgement of theirs holds) into ``out``:
-        the module docstring's screen, then replications while undecided; the screen's simulation."""
+        """Judge ``names`` of ``view`` (the models no earlier judgement of theirs holds) into ``out``,
+        those on one block of seeds (:meth:`seeds_of`) together: the module docstring's screen, then
+        replications while undecided; the top-level keys of the first block's screen."""
+        by_block: dict[int, list[str]] = {}
+        for n in names:
+            by_block.setdefault(self.blocks.get(n, self.block), []).append(n)
+        parsed: dict = {}
+        heads = [self._fresh_on_block(view, ms, out, parsed) for _b, ms in sorted(by_block.items())]
+        return heads[0]
+
+    def _fresh_on_block(self, view: dict, names: list[str], out: dict, parsed: dict) -> dict:
+        """:meth:`_fresh` of ``names``, which share their seeds: the screen's simulation's top-level keys."""
         from hetinfra.sim.replications import judge
 
-        parsed: dict = {}
-        [first] = self._run(view, names, self.seeds[:1], parsed)
+        [first] = self._run(view, names, slice(0, 1), parsed)
         out.update({m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)})
         if self.early:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out
@@ -247,7 +279,7 @@ class Replicated:
             if judged and not current().check(REPLICATIONS_CUT):
                 out.update({n: _cut(*out[n]) for n in todo})  # short of the replications the rule needs
                 break
-            for sim in self._run(view, todo, self.seeds[have:count], parsed):
+            for sim in self._run(view, todo, slice(have, count), parsed):
                 for n in todo:
                     runs[n].append(sim)
             verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)

@@ -47,10 +47,12 @@ def _replicas(view: dict) -> dict[str, int]:
 
 class _Judge:
     """Meets a model while its plan keeps at least ``need[model]`` replicas (any other: 1), on the
-    seeds of its block (:meth:`fresh` moves to the next); every judgement is noted as (seeds, models)."""
+    seeds of its block (:meth:`fresh` moves every model, or the models named, to their next, as
+    Replicated.fresh does); every judgement is noted as (its seeds, models)."""
 
     def __init__(self, need: dict[str, int], ceilings):
-        self.need, self.ceilings, self.block, self.judged = need, ceilings, 0, []
+        self.need, self.ceilings, self.block, self.judged, self.blocks = need, ceilings, 0, [], {}
+        self.seeds_by_model: list[dict[str, list[int]]] = []  # each judgement's seeds of each model
         self.progress, self.last_pass, self.simulations, self.vetoes = None, [], 0, []
         self.config = SimpleNamespace(load=1.2, requests=1000)
         self.longest = 1000
@@ -59,8 +61,17 @@ class _Judge:
     def seeds(self) -> list[int]:
         return [100 * self.block + k for k in range(2)]
 
-    def fresh(self) -> None:
-        self.block += 1
+    def under_pressure(self, view: dict, model: str) -> bool:
+        return False
+
+    def seeds_of(self, model: str) -> list[int]:
+        return [100 * self.blocks.get(model, self.block) + k for k in range(2)]
+
+    def fresh(self, models=None) -> None:
+        if models is None:
+            self.block, self.blocks = max([self.block, *self.blocks.values()]) + 1, {}
+        for m in models or ():
+            self.blocks[m] = self.blocks.get(m, self.block) + 1
 
     def first_replication(self, view: dict) -> dict:
         return {"models": [], "units": []}
@@ -76,13 +87,15 @@ class _Judge:
 
     def __call__(self, view: dict) -> dict:
         have = _replicas(view)
-        self.judged.append((list(self.seeds), sorted(have)))
+        seeds = sorted({s for m in have for s in self.seeds_of(m)})
+        self.judged.append((seeds, sorted(have)))
+        self.seeds_by_model.append({m: self.seeds_of(m) for m in have})
         self.simulations += 1
-        models = [{"model": m, "met": have[m] >= self.need.get(m, 1), "seeds": list(self.seeds), "replications": 2,
+        models = [{"model": m, "met": have[m] >= self.need.get(m, 1), "seeds": self.seeds_of(m), "replications": 2,
                    "slo": {"ttft_ms": 2000, "tpot_ms": 100, "percentile": "p99"}, "count": 1000,
                    "ttft_ms": {"p99": 1.0}, "tpot_ms": {"p99": 1.0}, "objective": {}} for m in sorted(have)]
         units = [{"unit": a["unit"], "model": a["model"], "objective": {"ratio": 1.0}} for a in view["allocations"]]
-        return {"met": all(m["met"] for m in models), "seeds": list(self.seeds), "models": models, "units": units}
+        return {"met": all(m["met"] for m in models), "seeds": seeds, "models": models, "units": units}
 
 
 def _verified(monkeypatch, pr, need: dict[str, int], search_needs: dict[str, int] | None = None):
@@ -125,6 +138,18 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     earlier = {s for seeds, _ in confirm.judged[:verify.VETOES + 1] for s in seeds}
     assert not earlier & set(padding[0][0]) and not set(padding[0][0]) & set(padding[1][0])
     assert record["seeds"] == padding[-1][0] and set(record["seeds"]) <= set(v.confirmation["seeds"])
+    # the model that met, far from its KV limit, kept its seeds through both vetoes (its verdict is the memo's)
+    assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
+
+
+def test_after_a_veto_a_model_under_kv_pressure_is_judged_on_fresh_seeds_too(planned, monkeypatch):
+    pr, _doc = planned
+    first = sum(n for u, n in pr.result.n.items() if pr.units[u].model == "chat-b")
+    monkeypatch.setattr(_Judge, "under_pressure", lambda self, view, model: model == "chat-8b")
+    v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 2})
+    assert len(v.vetoes) == verify.VETOES and v.met
+    seeds = [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j]
+    assert seeds == [[100 * k, 100 * k + 1] for k in range(verify.VETOES + 1)]  # a new block at each veto
 
 
 def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, monkeypatch):
@@ -139,7 +164,7 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     assert record["reason"] == f"{pad.STEPS_SPENT}; the {pad.PAD_STEPS} replica(s) tried were removed again"
     assert v.pr.result.n == pr.result.n and v.pr.result.periods == pr.result.periods
     assert len(confirm.judged) == verify.VETOES + 1 + pad.PAD_STEPS
-    first = confirm.judged[verify.VETOES][0]  # the judgement before the padding stands for chat-b
+    first = confirm.seeds_by_model[verify.VETOES]["chat-b"]  # the judgement before the padding stands for chat-b
     assert next(m for m in v.confirmation["models"] if m["model"] == "chat-b")["seeds"] == first
     assert not v.met
     written = recorded(doc, v, strict=False)

@@ -84,6 +84,33 @@ def test_decide_and_confirm_seeds_never_meet_and_a_fresh_confirmation_sees_new_o
     assert len(confirm.seeds) == replicated.MAX
 
 
+def test_a_fresh_block_for_some_models_moves_only_them_and_keeps_the_others_verdicts(monkeypatch):
+    """fresh(models): the models named judge on seeds no judgement of theirs saw; the others keep
+    their seeds, so their verdicts are kept (nothing of theirs runs again); fresh() then moves every
+    model to a block none of them saw."""
+    confirm, runs = _judge(monkeypatch, "confirm")
+    positions: dict[int, int] = {}
+    monkeypatch.setattr("hetinfra.sim.replications.simulate_replications",
+                        lambda view, spec, path, config, seeds, **kw: (runs.append(
+                            ([m["name"] for m in view["models"] if m["rate_rps"]], list(seeds))) or
+                            [_sim(view, s, positions.setdefault(s, len(positions)) % 7) for s in seeds]))
+    view = {**VIEW, "models": [{"name": n, "rate_rps": 1.0} for n in ("clear", "edge")]}
+    block0 = list(confirm.seeds)
+    first = {m["model"]: m["seeds"] for m in confirm(view)["models"]}
+    assert first == {"clear": block0[:replicated.START], "edge": block0}
+    done = len(runs)
+    confirm.fresh(["edge"])
+    assert confirm.seeds_of("clear") == block0 and set(confirm.seeds_of("edge")).isdisjoint(block0)
+    again = confirm(view)
+    assert all(models == ["edge"] and set(seeds) <= set(confirm.seeds_of("edge")) for models, seeds in runs[done:])
+    by = {m["model"]: m["seeds"] for m in again["models"]}
+    assert by == {"clear": first["clear"], "edge": confirm.seeds_of("edge")}
+    assert again["seeds"] == sorted(first["clear"] + confirm.seeds_of("edge"))
+    seen = set(block0) | set(confirm.seeds_of("edge"))
+    confirm.fresh()
+    assert confirm.seeds_of("clear") == confirm.seeds_of("edge") == confirm.seeds and seen.isdisjoint(confirm.seeds)
+
+
 def test_a_vetoed_model_plan_misses_whatever_the_seeds_say(monkeypatch):
     judge, _ = _judge(monkeypatch)
     view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
