@@ -45,20 +45,15 @@ from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, kv_filled
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
+from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
 
-#: the one-sided confidence of every bound verification decides on
-CONFIDENCE = 0.95
 #: replications per judgement: START at first (the screening seed among them), STEP more at a time
 #: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
 #: enough for a model far from its objective (most of a fleet: it stops there); four give mean + 2.6 sd,
 #: seven mean + 2.1 sd.
 START, STEP, MAX = 2, 2, 7
-#: the search accepts a model on its screening replication alone (``early``) only where the batch-means
-#: bound of every statistic, of the model and of each of its units, is within this fraction of the
-#: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
-ACCEPT_BELOW = 0.8
 
 METHOD = (f"replications: screened on one seed (a model that misses there is missed; in the search's judgements, one "
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
@@ -84,7 +79,7 @@ class Replicated:
         #: replications one judgement may run, and the size of a block of seeds (:meth:`fresh`)
         self.most = MAX_PRESSED if pressed else MAX
         self.seeds = seeds_for(int(config.seed), purpose, self.most)
-        # only an early judge's screening run reads batch means (_clearly_in): the other runs, the
+        # only an early judge's screening run reads batch means (verdicts.clearly_in): the other runs, the
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
         config = replace(config, batch_means=(self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
@@ -119,12 +114,10 @@ class Replicated:
         seeds, and the memo its verdict, while a vetoed one is judged on seeds its search never saw.
         Re-confirming every model on new seeds after a veto was a third of
         benchmarks/bench_scale.py's independent fleet's verified plan."""
-        from hetinfra.sim.replications import seeds_for
-
         if models is None:
             self.block = max([self.block, *self.blocks.values()]) + 1
             self.blocks = {}
-            self.seeds = seeds_for(int(self.config.seed), self.purpose, self.most * (self.block + 1))[self.most * self.block:]
+            self.seeds = self._block_seeds(self.block)
             if self.early:  # the new screening seed's runs carry the batch means
                 self.config = replace(self.config, batch_means=(self.seeds[0],))
             return
@@ -133,12 +126,14 @@ class Replicated:
 
     def seeds_of(self, model: str) -> list[int]:
         """The seeds ``model`` is judged on: its own block's (:meth:`fresh`), else the judge's."""
+        b = self.blocks.get(model, self.block)
+        return self.seeds if b == self.block else self._block_seeds(b)
+
+    def _block_seeds(self, block: int) -> list[int]:
+        """Block ``block`` of ``most`` seeds of this judge's purpose."""
         from hetinfra.sim.replications import seeds_for
 
-        b = self.blocks.get(model, self.block)
-        if b == self.block:
-            return self.seeds
-        return seeds_for(int(self.config.seed), self.purpose, self.most * (b + 1))[self.most * b:]
+        return seeds_for(int(self.config.seed), self.purpose, self.most * (block + 1))[self.most * block:]
 
     def lengthen(self, requests: dict[str, int]) -> None:
         """Run each model of ``requests`` at its length from now on (hetinfra.plan.confirm.
@@ -267,22 +262,22 @@ class Replicated:
         from hetinfra.sim.replications import judge
 
         [first] = self._run(view, names, slice(0, 1), parsed)
-        out.update({m["model"]: _screened(m, first) for m in first["models"] if _clearly_out(m, first)})
+        out.update({m["model"]: screened(m, first) for m in first["models"] if clearly_out(m, first)})
         if self.early:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out
-                        and (got := _clearly_in(m, first, self.margin)) is not None})
+                        and (got := clearly_in(m, first, self.margin)) is not None})
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
         count, judged = self.start, False
         while runs:
             todo = sorted(runs)
             have = len(runs[todo[0]])
             if judged and not current().check(REPLICATIONS_CUT):
-                out.update({n: _cut(*out[n]) for n in todo})  # short of the replications the rule needs
+                out.update({n: cut(*out[n]) for n in todo})  # short of the replications the rule needs
                 break
             for sim in self._run(view, todo, slice(have, count), parsed):
                 for n in todo:
                     runs[n].append(sim)
-            verdict = judge([_only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
+            verdict = judge([only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
             for m in verdict["models"]:
                 if kv_filled(runs[m["model"]], m["model"], KV_NEAR):
                     self.pressure.add(model_state(view, m["model"]))
@@ -327,92 +322,6 @@ def model_state(view: dict, model: str) -> str:
                        sorted((a["unit"], a["count"]) for a in view["allocations"] if a["model"] == model),
                        view["routing"].get(model), (view.get("routing_by_origin") or {}).get(model)],
                       sort_keys=True)
-
-
-def _clearly_out(model: dict, sim: dict) -> bool:
-    """A model that misses on the screening seed, or whose units are not stable there."""
-    units = [u for u in sim["units"] if u["model"] == model["model"]]
-    return not model["met"] or not all((u.get("stability") or {}).get("stable", True) for u in units)
-
-
-def _clearly_in(model: dict, sim: dict, margin: float) -> tuple[dict, list[dict]] | None:
-    """A model decided ``met`` on the screening replication alone, and its units, shaped as judge's;
-    None unless it is clearly inside: met and stable there, no unit's KV cache filled or preempted
-    (the state a rare collapse starts from, which one run cannot rule out), and the one-sided
-    CONFIDENCE batch-means bound (hetinfra.sim.batches) of each statistic of the model and of every
-    unit of it within ACCEPT_BELOW x (1 - margin) of the objective."""
-    from hetinfra.sim.batches import batch_bounds
-
-    units = [u for u in sim["units"] if u["model"] == model["model"] and u.get("count")]
-    if not model["met"] or kv_filled([{"units": units}], model["model"]) \
-            or not all((u.get("stability") or {}).get("stable", True) for u in units):
-        return None
-    slo, limit = model["slo"], ACCEPT_BELOW * (1.0 - margin)
-    judged = []
-    for entry in [model, *units]:
-        bounds = batch_bounds(entry.get("batches"), CONFIDENCE)
-        ratios = _bound_ratios(bounds, slo) if bounds is not None else None
-        if not ratios or max(ratios.values()) > limit:
-            return None
-        judged.append((bounds, ratios))
-    (bounds, ratios), q = judged[0], slo.get("percentile") or "p99"
-    ratio = round(max(ratios.values()), 4)
-    entry = {**model, "replications": 1, "seeds": [sim["seed"]], "decision": "met", "stable": True,
-             "estimate": {s: (bounds[s] or (None,))[0] for s in ("ttft_ms", "tpot_ms", "attainment")},
-             "bound": {s: (bounds[s] or (None, None))[1] for s in ("ttft_ms", "tpot_ms", "attainment")},
-             "ratio_bound": ratio, "method": "batch means (one replication)",
-             "objective": {**model["objective"], "met": True, "ratio": ratio,
-                           "ratios": {k: round(v, 4) for k, v in ratios.items()}, "percentile": q,
-                           "confidence": CONFIDENCE}}
-    out = [{**u, "replications": 1, "decision": "met", "stable": True,
-            "objective": {**u["objective"], "met": True, "ratio": round(max(r.values()), 4),
-                          "ratios": {k: round(v, 4) for k, v in r.items()}}}
-           for u, (_b, r) in zip(units, judged[1:])]
-    return entry, out
-
-
-def _bound_ratios(bounds: dict, slo: dict) -> dict[str, float]:
-    """Each statistic's batch-means bound over its objective (> 1 misses): TTFT, TPOT, attainment."""
-    from hetinfra.sim.stats import MIN_ATTAINED
-
-    out = {}
-    for stat, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
-        if bounds[stat] is not None:
-            out[key] = bounds[stat][1] / float(slo[stat])
-    if slo.get("attainment") is not None:
-        if bounds["attainment"] is None:
-            return {}
-        out["attainment"] = float(slo["attainment"]) / max(bounds["attainment"][1], MIN_ATTAINED)
-    return out
-
-
-def _screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
-    """A model decided ``missed`` on the screening replication alone, and its units, shaped as judge's."""
-    q = model["slo"].get("percentile") or "p99"
-    units = [{**u, "replications": 1, "decision": "met" if u["objective"]["met"] else "missed",
-              "stable": (u.get("stability") or {}).get("stable", True)}
-             for u in sim["units"] if u["model"] == model["model"]]
-    entry = {**model, "met": False, "replications": 1, "seeds": [sim["seed"]], "decision": "missed",
-             "estimate": {"ttft_ms": model["ttft_ms"].get(q), "tpot_ms": model["tpot_ms"].get(q),
-                          "attainment": model["objective"].get("attainment")},
-             "bound": None, "ratio_bound": model["objective"].get("ratio"),
-             "stable": all(u["stable"] for u in units),
-             "objective": {**model["objective"], "met": False}}
-    return entry, units
-
-
-def _cut(model: dict, units: list[dict]) -> tuple[dict, list[dict]]:
-    """A model whose judgement the work budget stopped while it was open (undecided, or met with a
-    filled KV cache in the confirmation): not met, as a model undecided after MAX replications is;
-    never met on fewer replications than the rule asks for."""
-    return {**model, "met": False, "decision": "undecided", "cut": True,
-            "objective": {**model["objective"], "met": False}}, units
-
-
-def _only(sim: dict, models: set[str]) -> dict:
-    """``sim`` with only ``models`` and their units."""
-    return {**sim, "models": [m for m in sim["models"] if m["model"] in models],
-            "units": [u for u in sim["units"] if u["model"] in models]}
 
 
 def _composed(first: dict, judged: list[tuple[dict, list[dict]]]) -> dict:

@@ -152,9 +152,11 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     decide, confirm = simulators(pr, progress)
     search = Search.start(pr, decide.ceilings)
     out = Verification(pr, {}, search.history, False)
-    budget = spec.planning.verify.max_rounds
+    # the rounds' budget: max_rounds, then ROUNDS_AFTER_VETO after each veto; settling's, each time
+    budget, settle = spec.planning.verify.max_rounds, spec.planning.verify.settle_rounds
     for attempt in range(VETOES + 1):
-        put_back = _search_and_confirm(out, pr, resolve, budget, progress, search, decide, confirm, on_rounds)
+        put_back = _search_and_confirm(out, pr, resolve, (budget, settle), progress, search, decide, confirm,
+                                       on_rounds)
         if out.confirmation["met"] or "reason" in out.confirmation or not out.sim["met"] or attempt == VETOES \
                 or not search.veto(out.confirmation, simulation_view(out.pr)):
             break
@@ -197,15 +199,17 @@ def _refreshed(confirm, view: dict, missed: list[dict]) -> list[str]:
     return sorted(names | {m["name"] for m in view["models"] if confirm.under_pressure(view, m["name"])})
 
 
-def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: int, progress, search,
-                        decide, confirm, on_rounds) -> bool:
-    """The rounds (resumed from ``search``), the trim, the confirmation and its put-backs, into ``out``;
-    whether the confirmation put removals back (then a trim judged on the confirm seeds too)."""
+def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: tuple[int, int], progress,
+                        search, decide, confirm, on_rounds) -> bool:
+    """The rounds (resumed from ``search``; ``budget``: their number, then settling's), the trim, the
+    confirmation and its put-backs, into ``out``; whether the confirmation put removals back (then a
+    trim judged on the confirm seeds too)."""
     from hetinfra.plan.confirm import confirmed
     from hetinfra.plan.rounds import rounds
 
-    settle = pr.inputs.spec.planning.verify.settle_rounds
-    out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, budget, progress, search, settle)
+    max_rounds, settle = budget
+    out.pr, out.sim, out.round_by_model, stopped, reason = rounds(pr, decide, resolve, max_rounds, progress, search,
+                                                                  settle)
     out.stopped |= stopped
     out.stop_reason = reason or out.stop_reason
     if on_rounds is not None:  # the factors are final from here (the pipeline starts the baselines)
