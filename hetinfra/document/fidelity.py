@@ -98,7 +98,8 @@ class Veto(Doc):
     """A confirmation that missed where no removal was left to put back: the search resumed its rounds."""
 
     after_round: StrictInt = Field(description="The last round before it.")
-    seeds: list[StrictInt] = Field(description="The confirm seeds it missed on (later confirmations use others).")
+    seeds: list[StrictInt] = Field(description="The confirm seeds of the models it missed (later confirmations judge "
+                                               "those models, and every model under KV pressure, on others).")
     models: list[StrictStr] = Field(description="The models it missed.")
 
 
