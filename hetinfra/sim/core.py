@@ -157,11 +157,12 @@ def fsum(values: np.ndarray) -> float:
     return math.fsum(values.tolist()) if total is None else total
 
 
-def map_units(fn: Callable, items: list) -> list:
+def map_units(fn: Callable, items: list, threads: bool = True) -> list:
     """``[fn(x) for x in items]``, on a thread per core where there are several items and cores and
     the core runs them (it releases the GIL; the Python loops hold it): each result is what a serial
-    call gives, whatever the threads' timing, and the list is in ``items``' order."""
-    workers = min(len(items), cores()) if available() else 1
+    call gives, whatever the threads' timing, and the list is in ``items``' order. ``threads`` False:
+    in turn (work the Python loop does alone gains nothing from threads that contend for the GIL)."""
+    workers = min(len(items), cores()) if available() and threads else 1
     if workers <= 1:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(workers, thread_name_prefix="hetinfra-sim") as pool:

@@ -38,3 +38,46 @@ def test_lora_units_run_slower_than_their_base_engine(planned):
         if a.get("adapters") and a["unit"] in lora:
             ratio = lora[a["unit"]] / base[a["unit"]]
             assert ratio > 0.95 * a["adapters"]["slowdown"], (a["unit"], ratio)
+
+
+def test_a_plan_of_lora_units_only_replays_its_replications_and_units_in_turn(planned, shared_plan, monkeypatch):
+    """Its units replay on the Python loop, so threads would only contend for the GIL: no thread is
+    started (a planted pool fails), and each replication is what a simulation of its seed alone gives.
+    A plan with a unit the compiled core runs (the same without adapters; tests/plan/test_adapter_plan's,
+    which has a base unit) keeps its threads."""
+    from dataclasses import replace
+
+    from hetinfra.document.simulation import SimPlan
+    from hetinfra.sim import core, replications
+    from tests.plan.test_held_everywhere import SHARES, SPEC as EVERYWHERE
+
+    adapters = "\n".join(f"  - {{name: a{i}, base: b, source: org/a{i}, rank: 16, demand: {{share: {s}}}}}"
+                         for i, s in enumerate(SHARES))
+    out = shared_plan(yaml.safe_load(EVERYWHERE % (adapters, "everywhere")), "--no-verify", "--no-baselines")
+    plan, spec_path = json.loads((out / "plan.json").read_text()), out.parent / "service.yaml"
+    spec, _, _ = load_spec(spec_path)
+    base = dict(plan, allocations=[{k: v for k, v in a.items() if k != "adapters"} for a in plan["allocations"]])
+    assert replications.python_only(SimPlan.of(plan)) and not replications.python_only(SimPlan.of(base))
+    assert not replications.python_only(SimPlan.of(planned[0]))
+    config, seeds = WorkloadConfig(requests=1500), [1000, 1003]
+    alone = [simulate_plan(plan, spec, spec_path, replace(config, seed=s), detail=False) for s in seeds]
+
+    def no_threads(*args, **kw):
+        raise AssertionError("a thread pool for work the Python loop does alone")
+
+    asked = []  # the units' map_units(threads=...) of each simulation: off where every unit is LoRA
+    real_map = core.map_units
+    monkeypatch.setattr(core, "map_units", lambda fn, items, threads=True: asked.append(threads) or
+                        real_map(fn, items, threads))
+    simulate_plan(planned[0], load_spec(planned[1])[0], planned[1], config, detail=False)
+    assert asked[0] is True  # the mixed plan: threads for its units
+    asked.clear()
+    monkeypatch.setattr(replications, "ThreadPoolExecutor", no_threads)
+    monkeypatch.setattr(core, "ThreadPoolExecutor", no_threads)
+    assert replications.simulate_replications(plan, spec, spec_path, config, seeds) == alone
+    assert asked and asked[0] is False  # the units of each replication in turn too
+    with pytest.raises(AssertionError, match="thread pool"):
+        if core.available():
+            replications.simulate_replications(base, spec, spec_path, config, seeds)
+        else:
+            raise AssertionError("thread pool (no compiled core here: nothing runs on threads)")
