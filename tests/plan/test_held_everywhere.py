@@ -15,7 +15,7 @@ models:
     source: meta-llama/Llama-3.1-8B-Instruct
     slo: {ttft_ms: 2000, tpot_ms: 100}
     demand:
-      rate_rps: 12
+      rate_rps: 8
       sizes: {classes: [{name: c, input_tokens: 500, output_tokens: 200, share: 1}]}
 infrastructure:
   clouds: [aws]
@@ -46,10 +46,10 @@ def _planned(tmp_path, placement: str) -> dict:
 
 
 def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp_path):
-    """One round: the placed plan's small units miss at the starting factor where all six adapters on
-    each of 5 L40S meet. Without the candidate the placed plan is written missing (a broken promise
-    at the same price); with it, the all-adapters plan is kept. About 5 s (over 2 s: three verified
-    searches, the everywhere plan and the placed one with its candidate; 1000 requests, one round)."""
+    """One round: the placed plan's small units need 6 L40S ($11.17/h) where all six adapters on each
+    of 4 L40S meet ($7.44/h): with the candidate, the all-adapters plan is kept, never the dearer
+    placed one. About 7 s (three verified searches, the everywhere plan and the placed one with its
+    candidate; LoRA units replay on the Python loop; at 12 req/s it took 12 s)."""
     everywhere, placed = _planned(tmp_path, "everywhere"), _planned(tmp_path, "placed")
     assert everywhere["fidelity"]["met"]
     assert placed["fidelity"]["met"] and placed["cost_usd_per_hour"] <= everywhere["cost_usd_per_hour"] + 1e-9
@@ -57,7 +57,7 @@ def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp
     # plan.json says which placements were compared, their costs and which was kept and why
     rec = placed["adapter_candidates"]
     names = [c["name"] for c in rec["placements"]]
-    assert names == ["placed", "everywhere"] and rec["kept"] in names and rec["reason"].startswith(rec["kept"])
+    assert names == ["placed", "everywhere"] and rec["kept"] == "everywhere" and rec["reason"].startswith(rec["kept"])
     kept = next(c for c in rec["placements"] if c["name"] == rec["kept"])
     assert kept["verified"] and kept["met"] and kept["cost_usd_per_hour"] == placed["cost_usd_per_hour"]
     assert kept["gpus"] == placed["gpus"] and rec["placements"][0]["verified"]
