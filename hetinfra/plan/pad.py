@@ -28,6 +28,7 @@ from hetinfra.plan.parts import reduced
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import simulation_view
 from hetinfra.plan.trim import breaks_rules
+from hetinfra.plan.verdicts import seeds_union
 
 __all__ = ["padded", "with_replica", "PAD_STEPS", "PAD_CUT"]
 
@@ -176,8 +177,7 @@ def _merged(conf: dict, part: dict) -> dict:
     judged = {m["model"]: m for m in part["models"]}
     models = [judged.get(m["model"], m) for m in conf["models"]]
     units = [u for u in conf.get("units") or () if u.get("model") not in judged] + list(part.get("units") or ())
-    seeds = sorted({s for m in models for s in m.get("seeds") or ()})
-    return {**conf, "met": all(m["met"] for m in models), "models": models, "units": units, "seeds": seeds}
+    return {**conf, "met": all(m["met"] for m in models), "models": models, "units": units, "seeds": seeds_union(models)}
 
 
 def net_of_trim(padded: list[dict], before: dict[str, int], after: dict[str, int]) -> list[dict]:

@@ -45,7 +45,7 @@ from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, kv_filled
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
-from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened
+from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
 
@@ -126,8 +126,12 @@ class Replicated:
 
     def seeds_of(self, model: str) -> list[int]:
         """The seeds ``model`` is judged on: its own block's (:meth:`fresh`), else the judge's."""
-        b = self.blocks.get(model, self.block)
+        b = self.block_of(model)
         return self.seeds if b == self.block else self._block_seeds(b)
+
+    def block_of(self, model: str) -> int:
+        """The block of seeds ``model`` is judged on: its own (:meth:`fresh`), else the judge's."""
+        return self.blocks.get(model, self.block)
 
     def _block_seeds(self, block: int) -> list[int]:
         """Block ``block`` of ``most`` seeds of this judge's purpose."""
@@ -252,7 +256,7 @@ class Replicated:
         replications while undecided; the top-level keys of the first block's screen."""
         by_block: dict[int, list[str]] = {}
         for n in names:
-            by_block.setdefault(self.blocks.get(n, self.block), []).append(n)
+            by_block.setdefault(self.block_of(n), []).append(n)
         parsed: dict = {}
         heads = [self._fresh_on_block(view, ms, out, parsed) for _b, ms in sorted(by_block.items())]
         return heads[0]
@@ -327,7 +331,7 @@ def model_state(view: dict, model: str) -> str:
 def _composed(first: dict, judged: list[tuple[dict, list[dict]]]) -> dict:
     """One judgement of the whole view from each model's (entry, units), in the view's order."""
     models = [m for m, _ in judged]
-    seeds = sorted({s for m in models for s in m["seeds"]})
+    seeds = seeds_union(models)
     return {**{k: v for k, v in first.items() if k not in ("models", "units")}, "seeds": seeds,
             "confidence": CONFIDENCE, "method": METHOD, "met": all(m["met"] for m in models),
             "models": models, "units": [u for _, us in judged for u in us]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hetinfra.plan.kv_pressure import kv_filled
 
-__all__ = ["CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "screened", "cut", "only"]
+__all__ = ["CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "screened", "cut", "only", "seeds_union"]
 
 #: the one-sided confidence of every bound verification decides on
 CONFIDENCE = 0.95
@@ -102,3 +102,9 @@ def only(sim: dict, models: set[str]) -> dict:
     """``sim`` with only ``models`` and their units."""
     return {**sim, "models": [m for m in sim["models"] if m["model"] in models],
             "units": [u for u in sim["units"] if u["model"] in models]}
+
+
+def seeds_union(models: list[dict]) -> list[int]:
+    """The seeds of a judgement of ``models`` (their entries): each model's own, joined and sorted
+    (models can be judged on different blocks: hetinfra.plan.replicated.Replicated.fresh)."""
+    return sorted({s for m in models for s in m.get("seeds") or ()})

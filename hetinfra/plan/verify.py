@@ -48,6 +48,7 @@ from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT,  # noqa: F401
                                    next_factors, regime_of, simulation_view)
 from hetinfra.plan.trim import trim
+from hetinfra.plan.verdicts import seeds_union
 
 #: solves the plan again with templates' rates scaled: (template id -> factor, the last round's
 #: counts to start from) -> the new plan (hetinfra.plan.pipeline binds planner.solve_units)
@@ -163,8 +164,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         if not current().check(RESUME_CUT):  # the confirmation's miss stands, stated
             break
         missed = [m for m in out.confirmation["models"] if not m["met"]]
-        out.vetoes.append({"after_round": len(search.history),
-                           "seeds": sorted({s for m in missed for s in m.get("seeds") or ()}),
+        out.vetoes.append({"after_round": len(search.history), "seeds": seeds_union(missed),
                            "models": sorted(m["model"] for m in missed)})
         confirm.fresh(None if put_back else _refreshed(confirm, simulation_view(out.pr), missed))
         try:

@@ -35,7 +35,8 @@ try:
 except ImportError:  # not built: the Python loops run every unit and draw every request
     _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
 
-__all__ = ["COEFFICIENTS", "available", "compiled", "exp_gaps", "fsum", "map_units", "run_arrays", "sample"]
+__all__ = ["COEFFICIENTS", "available", "compiled", "exp_gaps", "fsum", "map_units", "python_only", "run_arrays",
+           "sample"]
 
 #: the estimator Engine's step coefficients, in the order _core.c reads them (its enum)
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
@@ -155,6 +156,15 @@ def fsum(values: np.ndarray) -> float:
     values = np.ascontiguousarray(values, dtype=np.float64)
     total = _fsum_core(values) if available() else None
     return math.fsum(values.tolist()) if total is None else total
+
+
+def python_only(units) -> bool:
+    """Whether every one of ``units`` (a SimPlan's allocations) that has replicas replays on the Python
+    loop: a LoRA unit always does (hetinfra.sim.lora). Such work runs in turn, never on threads that
+    only take turns at the GIL (``hetinfra plan benchmarks/specs/lora-50.yaml``: 25.6 s with them,
+    23.6 s without, the same plan)."""
+    units = [a for a in units if a.count]
+    return bool(units) and all(a.adapters is not None for a in units)
 
 
 def map_units(fn: Callable, items: list, threads: bool = True) -> list:

@@ -195,9 +195,8 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
         add_network_time(reqs, k, info["routing"], info["origin_ix"])
         return unit_entry(a, ue, replicas, reqs, info, batches)
 
-    # LoRA units replay on the Python loop (hetinfra.sim.lora): threads for them only contend for the GIL
     entries = core.map_units(serve, list(zip(prepared, jobs)),
-                             threads=not all(hasattr(ue, "run") for _reqs, ue, _replicas in prepared))
+                             threads=not core.python_only([a for _k, a, _info in jobs]))
     if progress is not None:
         for reqs, _ue, _replicas in prepared:
             progress(len(reqs))

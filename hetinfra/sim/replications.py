@@ -13,7 +13,7 @@
   1.2-1.5x on summarize (medians of 5, three runs, 2 cores loaded by other work; identical
   results). A first measurement with 4 replications had shown no gain: run-to-run noise on this
   machine is of the same size. A plan whose units all replay on the Python loop (LoRA:
-  :func:`python_only`) runs them in turn. They share the caller's memo, whose keys hold
+  ``hetinfra.sim.core.python_only``) runs them in turn. They share the caller's memo, whose keys hold
   the seed (``hetinfra.sim.plan_sim._unit_key``, ``hetinfra.sim.draw``), so replications never
   collide (no two threads write one key) and the trim reuses a unit's result for a seed exactly as
   with one seed.
@@ -38,7 +38,7 @@ from hetinfra.sim.bounds import clopper_pearson, prediction_bound, t_bound
 from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
 
-__all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications", "python_only",
+__all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
            "requests_for", "requests_each", "judge"]
 
 #: the purposes of seeds and their residue mod 3 (see the module docstring)
@@ -101,20 +101,12 @@ def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: 
         return simulate_plan(view, spec, Path(spec_path), replace(config, seed=seed), tick if ticks else None,
                              memo=memo, detail=detail)
 
-    workers = min(len(seeds), cores()) if core.available() and not python_only(view) else 1
+    # replications of a plan whose units all replay on the Python loop run in turn (core.python_only)
+    workers = min(len(seeds), cores()) if core.available() and not core.python_only(view.allocations) else 1
     if workers <= 1:
         return [one(s) for s in seeds]
     with ThreadPoolExecutor(workers, thread_name_prefix="hetinfra-rep") as pool:
         return list(pool.map(one, seeds))
-
-
-def python_only(plan) -> bool:
-    """Whether every unit of ``plan`` (a SimPlan) with replicas replays on the Python loop: a LoRA
-    unit always does (hetinfra.sim.lora). Its replications then run one after the other: two threads
-    that hold the GIL in turn only add their switching (``hetinfra plan benchmarks/specs/lora-50.yaml``,
-    25.6 s with them, 23.6 s on the Python loop alone)."""
-    units = [a for a in plan.allocations if a.count]
-    return bool(units) and all(a.adapters is not None for a in units)
 
 
 def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:

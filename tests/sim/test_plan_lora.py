@@ -57,8 +57,8 @@ def test_a_plan_of_lora_units_only_replays_its_replications_and_units_in_turn(pl
     plan, spec_path = json.loads((out / "plan.json").read_text()), out.parent / "service.yaml"
     spec, _, _ = load_spec(spec_path)
     base = dict(plan, allocations=[{k: v for k, v in a.items() if k != "adapters"} for a in plan["allocations"]])
-    assert replications.python_only(SimPlan.of(plan)) and not replications.python_only(SimPlan.of(base))
-    assert not replications.python_only(SimPlan.of(planned[0]))
+    assert core.python_only(SimPlan.of(plan).allocations) and not core.python_only(SimPlan.of(base).allocations)
+    assert not core.python_only(SimPlan.of(planned[0]).allocations)
     config, seeds = WorkloadConfig(requests=1500), [1000, 1003]
     alone = [simulate_plan(plan, spec, spec_path, replace(config, seed=s), detail=False) for s in seeds]
 
