@@ -48,20 +48,19 @@ def _planned(tmp_path, placement: str) -> dict:
 def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp_path):
     """One round: the placed plan's small units need 6 L40S ($11.17/h) where all six adapters on each
     of 4 L40S meet ($7.44/h): with the candidate, the all-adapters plan is kept, never the dearer
-    placed one. About 7 s (three verified searches, the everywhere plan and the placed one with its
-    candidate; LoRA units replay on the Python loop; at 12 req/s it took 12 s)."""
-    everywhere, placed = _planned(tmp_path, "everywhere"), _planned(tmp_path, "placed")
-    assert everywhere["fidelity"]["met"]
-    assert placed["fidelity"]["met"] and placed["cost_usd_per_hour"] <= everywhere["cost_usd_per_hour"] + 1e-9
-    assert placed["gpus"] <= everywhere["gpus"]
+    placed one. About 5 s (two verified searches, the placed plan and its candidate; LoRA units replay
+    on the Python loop). The candidate is what ``adapter_placement: everywhere`` plans on its own (the
+    same verify_over on the same pool); a spec planned everywhere gets no record (the test below)."""
+    placed = _planned(tmp_path, "placed")
+    assert placed["fidelity"]["met"]
     # plan.json says which placements were compared, their costs and which was kept and why
     rec = placed["adapter_candidates"]
     names = [c["name"] for c in rec["placements"]]
     assert names == ["placed", "everywhere"] and rec["kept"] == "everywhere" and rec["reason"].startswith(rec["kept"])
-    kept = next(c for c in rec["placements"] if c["name"] == rec["kept"])
-    assert kept["verified"] and kept["met"] and kept["cost_usd_per_hour"] == placed["cost_usd_per_hour"]
-    assert kept["gpus"] == placed["gpus"] and rec["placements"][0]["verified"]
-    assert "adapter_candidates" not in everywhere  # nothing else to compare
+    first, kept = rec["placements"]
+    assert first["verified"] and first["met"] and kept["verified"] and kept["met"]
+    assert kept["cost_usd_per_hour"] == placed["cost_usd_per_hour"] < first["cost_usd_per_hour"]
+    assert kept["gpus"] == placed["gpus"] < first["gpus"]
 
 
 def test_the_candidates_record_names_what_was_skipped_and_why():
@@ -90,3 +89,8 @@ def test_the_candidates_record_names_what_was_skipped_and_why():
     assert kept is other and rec["kept"] == "everywhere" and "missed" in rec["reason"]
     assert rec["placements"][1] == {"name": "everywhere", "verified": True, "starting_cost_usd_per_hour": 9.0,
                                     "met": True, "cost_usd_per_hour": 7.0, "gpus": 2}
+    # nothing else to compare where the spec plans every adapter everywhere already, or has no adapters
+    for planned_as in (Ns(adapters=spec.adapters, planning=Ns(adapter_placement="everywhere")),
+                       Ns(adapters=[], planning=Ns(adapter_placement="placed"))):
+        same = outcome(8.0, True)
+        assert he.cheaper_of(same, planned_as, units, {}, verify_over=None, solve_over=None) == (same, None)
