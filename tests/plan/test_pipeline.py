@@ -65,3 +65,21 @@ def test_the_baselines_prune_apart_from_the_plan_and_again_only_what_changed():
     assert [(b.gpu, b.cost) for b in again] == [(b.gpu, b.cost) for b in first]
     for name, entries in own.items():  # the same units: every bucket's pruning remembered, none redone
         assert all(inputs.reuse[name][k] is v for k, v in entries.items()), name
+
+
+def test_the_baselines_are_sized_for_the_load_the_plan_is_sized_for():
+    """A verified plan's ILP sizes for the verification load (verification_overrides: headroom 1 - 1 /
+    load); its single-GPU baselines must be sized the same, else each reads cheaper than the plan it is
+    compared with. The plan is the cheapest mix over every GPU type at the same factors, so no baseline
+    is below it (within the MIP gap). Planted here as a headroom of one half: the plan doubles, and
+    baselines at the spec's headroom (0) read about half of it."""
+    from hetinfra.plan.planner import solve_units
+    from tests.plan.test_prune import _units
+
+    inputs, units = _units("chat.yaml")
+    pr = solve_units(inputs, units, {}, overrides={"headroom": 0.5})
+    feasible = [b for b in pr.baselines if b.feasible]
+    assert pr.problem.headroom == 0.5 and len(feasible) > 1
+    cost = pr.result.cost(pr.problem)
+    gap = inputs.spec.planning.mip_gap
+    assert all(b.cost >= cost * (1 - gap) - 1e-9 for b in feasible), [(b.gpu, b.cost, cost) for b in feasible]
