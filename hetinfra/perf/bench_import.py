@@ -289,10 +289,7 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
     pts = sorted(points, key=lambda p: p.request_rate)
     head = pts[0]
     label = f"{head.model} in={head.input_tokens} out={head.output_tokens}"
-    for a, b in zip(pts, pts[1:]):
-        if a.request_rate == b.request_rate:
-            raise InvalidInputError(f"{label}: two runs at request rate {format_number(a.request_rate)}: {a.where} and {b.where}",
-                                    hint="pass one file per rate of a single sweep")
+    _check_distinct_rates(pts, label)
     checks = tuple(check_point(p, slo) for p in pts)
     k = next((i for i, c in enumerate(checks) if not c.passed), None)
     notes: list[str] = []
@@ -312,17 +309,8 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
         notes.append(f"{label}: even the lowest rate {format_number(pts[0].request_rate)} req/s misses the SLO "
                      f"({'; '.join(checks[0].reasons)}); max_rps 0: sweep lower rates to find a positive one")
     else:
-        p, f = last_pass, first_fail
-        r0, r1 = p.point.request_rate, f.point.achieved_rate
-        if f.point.failed or f.point.completed == 0 or r1 <= r0:
-            t = 0.0
-        else:
-            ts = [(limit - lp) / (lf - lp)
-                  for lp, lf, limit in ((p.ttft_ms, f.ttft_ms, slo.ttft_ms), (p.tpot_ms, f.tpot_ms, slo.tpot_ms))
-                  if not (lf <= limit)]
-            ts = [0.0 if math.isnan(x) else x for x in ts]
-            t = min(ts) if ts else 0.0
-        max_rps = r0 + max(0.0, min(1.0, t)) * max(0.0, r1 - r0)
+        f = first_fail
+        max_rps = _crossing_rate(last_pass, f, slo)
         if f.point.request_throughput < f.point.request_rate:
             notes.append(f"{label}: at {format_number(f.point.request_rate)} req/s offered the server achieved "
                          f"{format_number(f.point.request_throughput)} req/s; interpolated toward the achieved rate")
@@ -336,6 +324,29 @@ def evaluate_sweep(points: Sequence[BenchPoint], slo: SLO) -> SweepResult:
                      "queueing in the client is not in TTFT, so max_rps may be optimistic")
     return SweepResult(model=head.model, input_tokens=head.input_tokens, output_tokens=head.output_tokens,
                        max_rps=max_rps, checks=checks, last_pass=last_pass, first_fail=first_fail, notes=tuple(notes))
+
+
+def _check_distinct_rates(pts: Sequence[BenchPoint], label: str) -> None:
+    """A sweep has one run per offered rate (``pts`` sorted by rate)."""
+    for a, b in zip(pts, pts[1:]):
+        if a.request_rate == b.request_rate:
+            raise InvalidInputError(f"{label}: two runs at request rate {format_number(a.request_rate)}: {a.where} and {b.where}",
+                                    hint="pass one file per rate of a single sweep")
+
+
+def _crossing_rate(p: PointCheck, f: PointCheck, slo: SLO) -> float:
+    """max_rps between the last passing point ``p`` and the first failing one ``f`` (rules 3 and 4 of the
+    module docstring)."""
+    r0, r1 = p.point.request_rate, f.point.achieved_rate
+    if f.point.failed or f.point.completed == 0 or r1 <= r0:
+        t = 0.0
+    else:
+        ts = [(limit - lp) / (lf - lp)
+              for lp, lf, limit in ((p.ttft_ms, f.ttft_ms, slo.ttft_ms), (p.tpot_ms, f.tpot_ms, slo.tpot_ms))
+              if not (lf <= limit)]
+        ts = [0.0 if math.isnan(x) else x for x in ts]
+        t = min(ts) if ts else 0.0
+    return r0 + max(0.0, min(1.0, t)) * max(0.0, r1 - r0)
 
 
 def group_sweeps(points: Iterable[BenchPoint]) -> list[list[BenchPoint]]:

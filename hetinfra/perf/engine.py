@@ -160,18 +160,10 @@ def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl
     ``nodes``: how many nodes the pp stages span (consecutive stages share a node; stage-to-stage
     sends inside a node use its NVLink / PCIe, across nodes the network); None: one node per stage."""
     prec = norm_precision(precision)
-    if tp < 1 or pp < 1:
-        raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    unfit = _layout_problem(model, tp, pp, isl, osl, nodes)
+    if unfit is not None:
+        return unfit
     where = f"{model.name} on {gpu.name} (tp={tp}, pp={pp}, {prec})"
-    if model.heads % tp:
-        return infeasible("layout", f"{model.name}'s {model.heads} attention heads are not divisible by tp={tp}")
-    if nodes is not None and (nodes < 1 or nodes > pp or pp % nodes):
-        raise InvalidInputError(f"pp={pp} stages cannot be spread evenly over {nodes} node(s)")
-    if pp > model.layers:
-        return infeasible("layout", f"pp={pp} exceeds {model.name}'s {model.layers} layers")
-    if isl + osl > model.max_context:
-        return infeasible("context", f"a request of {isl}+{osl} tokens exceeds {model.name}'s max context "
-                                      f"{model.max_context}")
 
     # ---- memory ----------------------------------------------------------------------------------
     b_w = PRECISION_BYTES[prec]
@@ -207,6 +199,22 @@ def build_engine(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, osl
     return e
 
 
+def _layout_problem(model: ModelArch, tp: int, pp: int, isl: int, osl: int, nodes: int | None) -> Estimate | None:
+    """Why the layout or the request size cannot run (None: they can); raises on a malformed layout."""
+    if tp < 1 or pp < 1:
+        raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    if model.heads % tp:
+        return infeasible("layout", f"{model.name}'s {model.heads} attention heads are not divisible by tp={tp}")
+    if nodes is not None and (nodes < 1 or nodes > pp or pp % nodes):
+        raise InvalidInputError(f"pp={pp} stages cannot be spread evenly over {nodes} node(s)")
+    if pp > model.layers:
+        return infeasible("layout", f"pp={pp} exceeds {model.name}'s {model.layers} layers")
+    if isl + osl > model.max_context:
+        return infeasible("context", f"a request of {isl}+{osl} tokens exceeds {model.name}'s max context "
+                                      f"{model.max_context}")
+    return None
+
+
 def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
                   prec: str, kv_tok: float, w_gpu: float, c: Calibration, stage_layers: int | None = None,
                   nodes: int | None = None) -> Engine:
@@ -217,6 +225,19 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
     c = for_gpu(c, gpu.name)  # the GPU's kernel-fitted constants (calibration.GPU_KERNELS)
     e = Engine()
     e.pp, e.isl, e.w_gpu, e.n_dec, e.mbt, e.kv_seqs, e.kv_tokens = pp, isl, w_gpu, 1, 0, 0.0, 0.0
+    ls = model.layers / pp if stage_layers is None else stage_layers  # layers per stage
+    _roofline_terms(e, model, gpu, tp, pp, isl, ctx, ratio, prec, kv_tok, c, ls, stage_layers)
+    _communication_terms(e, gpu, tp, pp, ls, model.hidden_size, c, nodes)
+    _step_overheads(e, model, pp, ls, c)
+    e.t_pre = e.prefill(1.0)  # prefill of one request alone, all stages in sequence
+    e.qs, e.qcap = c.qf_slope, c.qf_cap
+    return e
+
+
+def _roofline_terms(e: Engine, model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx: float, ratio: float,
+                    prec: str, kv_tok: float, c: Calibration, ls: float, stage_layers: int | None) -> None:
+    """``e``'s memory and compute terms (weight and KV reads over the bandwidth, flops over the GEMM and
+    attention rates), per stage and per GPU; ``ls``: layers per stage."""
     h = model.hidden_size
     act = model.active
     emb = min(2.0 * model.vocab_size * h, 0.5 * model.params)
@@ -231,8 +252,7 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
     flops = attn_flops * gpu.fp8_tflops / gpu.bf16_tflops * c.fp8_gemm_scale if fp8 else attn_flops
     moe = c.moe_eff if model.active_params else 1.0  # the expert kernels' efficiency
     flops *= moe
-    e.bw = bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw * moe
-    ls = model.layers / pp if stage_layers is None else stage_layers  # layers per stage
+    e.bw = gpu.bandwidth_gbps * 1e9 * c.eta_bw * moe
     split = tp * pp if stage_layers is None else model.layers * tp / stage_layers  # weights' share divisor
     attn = 2.0 * ls * model.heads * model.head_dim / tp  # flops per token per attended token (QK^T or PV)
     f_dec = 2.0 * (act - 0.5 * emb) / split + 2.0 * attn * ctx  # LM head runs; embedding is a lookup
@@ -255,6 +275,11 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
     e.c_dattn = 2.0 * attn / (attn_flops * c.mfu_decode)
     e.c_plin = 2.0 * (act - emb) / split / (flops * c.mfu_prefill)
     e.c_pattn = 2.0 * attn / (attn_flops * mfu_attn)
+
+
+def _communication_terms(e: Engine, gpu: GpuSpec, tp: int, pp: int, ls: float, h: int, c: Calibration,
+                         nodes: int | None) -> None:
+    """``e``'s tensor-parallel all-reduces and pipeline stage-to-stage sends (latency, and time per token)."""
     if tp > 1:
         e.ar_lat = 2.0 * ls * (c.allreduce_us_nvlink if gpu.nvlink else c.allreduce_us_pcie) * 1e-6
         link = gpu.intra_node_gbps * 1e9 * (1.0 if gpu.nvlink else c.pcie_allreduce_efficiency
@@ -274,6 +299,12 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
         e.p2p_tok = hops_net * h * 2.0 / (c.inter_node_gbps * 1e9) + hops_local * h * 2.0 / local
     else:
         e.p2p_lat = e.p2p_tok = 0.0
+
+
+def _step_overheads(e: Engine, model: ModelArch, pp: int, ls: float, c: Calibration) -> None:
+    """``e``'s step costs outside the roofline: serialisation, fixed GPU and CPU time per step, per
+    sequence and per request, their overlap, and the prefill's dispatch. Reads ``e.p2p_lat``
+    (``_communication_terms``)."""
     e.serial = c.mem_compute_serial
     # GPU time per step of one stage that no roofline term holds (launches, norms); a token's step
     # passes every stage, so the step cost carries pp of them (as the roofline terms are summed)
@@ -291,6 +322,3 @@ def coefficients(model: ModelArch, gpu: GpuSpec, tp: int, pp: int, isl: int, ctx
     e.per_req = c.t_per_request_ms * 1e-3
     e.overlap = c.cpu_gpu_overlap
     e.dispatch = model.layers * c.prefill_dispatch_ms_per_layer * 1e-3
-    e.t_pre = e.prefill(1.0)  # prefill of one request alone, all stages in sequence
-    e.qs, e.qcap = c.qf_slope, c.qf_cap
-    return e

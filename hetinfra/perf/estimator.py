@@ -168,20 +168,27 @@ def best_point(e: Engine, where: str, osl: int, ttft_ms: float, tpot_ms: float, 
             binding = "batched_tokens" if b_hi == b_tok else (
                 "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs")
     else:
-        lo, hi = cand * 1e-6, cand  # lo (light load) meets everything given the floors; hi does not
-        while hi - lo > 1e-5 * hi:
-            mid = 0.5 * (lo + hi)
-            t, f, conc, _, _ = point(mid)
-            if t <= slo_tpot and f <= slo_ttft and conc <= cap_seqs:
-                lo = mid
-            else:
-                hi = mid
-        t, f, conc, _, comp = point(hi)
-        if t > slo_tpot:
-            binding = "compute" if comp else "tpot"
-        elif f > slo_ttft:
-            binding = "ttft"
-        else:
-            binding = "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs"
+        lo, binding = _bisected(e, cand, slo_tpot, slo_ttft, cap_seqs, max_num_seqs)
         t, f, conc, rate, comp = point(lo)
     return Estimate(True, rate, max(int(conc + 1e-9), 1), f * 1e3, t * 1e3, binding, None, min_tpot_ms, min_ttft_ms)
+
+
+def _bisected(e: Engine, cand: float, slo_tpot: float, slo_ttft: float, cap_seqs: float,
+              max_num_seqs: int) -> tuple[float, str]:
+    """``best_point``'s search where the candidate b misses an SLO or the concurrency cap: the largest b
+    below ``cand`` meeting all of them (to a relative width of 1e-5), and what binds just above it."""
+    point = e.point
+    lo, hi = cand * 1e-6, cand  # lo (light load) meets everything given the floors; hi does not
+    while hi - lo > 1e-5 * hi:
+        mid = 0.5 * (lo + hi)
+        t, f, conc, _, _ = point(mid)
+        if t <= slo_tpot and f <= slo_ttft and conc <= cap_seqs:
+            lo = mid
+        else:
+            hi = mid
+    t, f, conc, _, comp = point(hi)
+    if t > slo_tpot:
+        return lo, "compute" if comp else "tpot"
+    if f > slo_ttft:
+        return lo, "ttft"
+    return lo, "kv_memory" if e.kv_seqs < max_num_seqs else "max_num_seqs"

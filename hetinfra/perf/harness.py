@@ -228,58 +228,90 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     rdir.mkdir(parents=True, exist_ok=True)
     pcts = sorted(set(DEFAULT_PERCENTILES) | ({float(slo.statistic[1:])} if slo.statistic.startswith("p") else set()))
     meta = (f"hetinfra_gpu={gpu}", f"hetinfra_tp={tp}", f"hetinfra_pp={pp}")
+    bench = _Bench(vllm, base, model, num_prompts, rdir, pcts, meta, timeout_s)
     total, finished = len(cells) * len(rs), 0
     runs: list[BenchRun] = []
     skipped: list[tuple[int, int, float]] = []
-    sweeps: list[SweepResult] = []
 
     def tell(kind: str, i: int, o: int, r: float, passed: bool | None = None) -> None:
+        nonlocal finished
+        if kind != "start":  # a run done or skipped
+            finished += 1
         if progress is not None:
             progress(ProgressEvent(kind, i, o, r, finished, total, passed))
 
-    for i, o in cells:
-        points: list[BenchPoint] = []
-        for n, rate in enumerate(rs):
-            name = f"in{i}-out{o}-rate{format_number(rate)}"
-            result, log = rdir / f"{name}.json", rdir / f"{name}.log"
-            result.unlink(missing_ok=True)  # never read a stale result of an earlier run
-            argv = bench_argv(vllm, base_url=base, model=model, input_tokens=i, output_tokens=o, rate=rate,
-                              num_prompts=num_prompts, result_dir=rdir, result_filename=result.name,
-                              percentiles=pcts, metadata=meta)
-            tell("start", i, o, rate)
-            limit = timeout_s if timeout_s is not None else default_timeout_s(num_prompts, rate)
-            at = f"in={i} out={o} rate={format_number(rate)} req/s"
-            try:
-                with open(log, "w") as fh:
-                    proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          timeout=limit, check=False)
-            except FileNotFoundError:
-                raise InvalidInputError(f"`{vllm[0]}` could not be started", hint=INSTALL_HINT) from None
-            except subprocess.TimeoutExpired:
-                raise BenchError(f"vllm bench serve did not finish within {format_number(limit)} s at {at}",
-                                 hint=f"raise --timeout or lower --num-prompts; its output: {log}") from None
-            if proc.returncode != 0:
-                last = _last_line(log)
-                raise BenchError(f"vllm bench serve exited with status {proc.returncode} at {at}"
-                                 + (f": {last}" if last else ""), hint=f"its full output: {log}")
-            if not result.exists():
-                raise BenchError(f"vllm bench serve wrote no result file at {at} (expected {result})",
-                                 hint=f"its output: {log}")
-            objs = read_objects(result)
-            point = parse_result(objs[-1][1], objs[-1][0], model=model, input_tokens=i, output_tokens=o)
-            passed = check_point(point, slo).passed
-            points.append(point)
-            runs.append(BenchRun(tuple(argv), result, log, i, o, rate, passed))
-            finished += 1
-            tell("done", i, o, rate, passed)
-            if not passed:
-                for later in rs[n + 1:]:
-                    skipped.append((i, o, later))
-                    finished += 1
-                    tell("skip", i, o, later)
-                break
-        sweeps.append(evaluate_sweep(points, slo))
+    sweeps = [bench.sweep(i, o, rs, slo, runs, skipped, tell) for i, o in cells]
     rows = tuple(s.row(gpu, tp, pp, slo, vllm_version) for s in sweeps)
     written = write_profile_csv(rows, out_csv, merge=merge)
     return ProfileRun(rows=rows, sweeps=tuple(sweeps), runs=tuple(runs), skipped=tuple(skipped),
                       out_csv=out_csv, result_dir=rdir, csv_rows=len(written))
+
+
+@dataclass(frozen=True)
+class _Bench:
+    """What every ``vllm bench serve`` run of one ``run_profile`` shares: the vllm command, the server's
+    base URL, the model, prompts per run, the result folder, the percentiles and metadata saved, and
+    the time limit of a run (None: :func:`default_timeout_s`)."""
+
+    vllm: list[str]
+    base: str
+    model: str
+    num_prompts: int
+    rdir: Path
+    pcts: list[float]
+    meta: tuple[str, ...]
+    timeout_s: float | None
+
+    def sweep(self, i: int, o: int, rs: Sequence[float], slo: SLO, runs: list[BenchRun],
+              skipped: list[tuple[int, int, float]], tell: Callable[..., None]) -> SweepResult:
+        """Cell (i, o) at rates ``rs`` from the lowest up, until one misses the SLO (the higher ones are
+        skipped); its runs and skipped rates are appended to ``runs`` and ``skipped``."""
+        points: list[BenchPoint] = []
+        for n, rate in enumerate(rs):
+            argv, result, log = self.command(i, o, rate)
+            tell("start", i, o, rate)
+            point = self.run(argv, result, log, i, o, rate)
+            passed = check_point(point, slo).passed
+            points.append(point)
+            runs.append(BenchRun(tuple(argv), result, log, i, o, rate, passed))
+            tell("done", i, o, rate, passed)
+            if not passed:
+                for later in rs[n + 1:]:
+                    skipped.append((i, o, later))
+                    tell("skip", i, o, later)
+                break
+        return evaluate_sweep(points, slo)
+
+    def command(self, i: int, o: int, rate: float) -> tuple[list[str], Path, Path]:
+        """The command line of the run at (i, o, rate), its result file (a stale one removed) and its log."""
+        name = f"in{i}-out{o}-rate{format_number(rate)}"
+        result, log = self.rdir / f"{name}.json", self.rdir / f"{name}.log"
+        result.unlink(missing_ok=True)  # never read a stale result of an earlier run
+        argv = bench_argv(self.vllm, base_url=self.base, model=self.model, input_tokens=i, output_tokens=o, rate=rate,
+                          num_prompts=self.num_prompts, result_dir=self.rdir, result_filename=result.name,
+                          percentiles=self.pcts, metadata=self.meta)
+        return argv, result, log
+
+    def run(self, argv: list[str], result: Path, log: Path, i: int, o: int, rate: float) -> BenchPoint:
+        """Run ``argv`` (output to ``log``) and read the point it saved in ``result``; BenchError if it
+        times out, fails or saves nothing."""
+        limit = self.timeout_s if self.timeout_s is not None else default_timeout_s(self.num_prompts, rate)
+        at = f"in={i} out={o} rate={format_number(rate)} req/s"
+        try:
+            with open(log, "w") as fh:
+                proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      timeout=limit, check=False)
+        except FileNotFoundError:
+            raise InvalidInputError(f"`{self.vllm[0]}` could not be started", hint=INSTALL_HINT) from None
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"vllm bench serve did not finish within {format_number(limit)} s at {at}",
+                             hint=f"raise --timeout or lower --num-prompts; its output: {log}") from None
+        if proc.returncode != 0:
+            last = _last_line(log)
+            raise BenchError(f"vllm bench serve exited with status {proc.returncode} at {at}"
+                             + (f": {last}" if last else ""), hint=f"its full output: {log}")
+        if not result.exists():
+            raise BenchError(f"vllm bench serve wrote no result file at {at} (expected {result})",
+                             hint=f"its output: {log}")
+        objs = read_objects(result)
+        return parse_result(objs[-1][1], objs[-1][0], model=self.model, input_tokens=i, output_tokens=o)
