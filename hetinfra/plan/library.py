@@ -214,6 +214,8 @@ class ClassCoverage:
     served: bool
     best_tpot_floor: tuple[float, str] | None  # (ms, "H100 tp=8") fastest TPOT any layout reaches
     reasons: tuple[str, ...]  # distinct reasons layouts failed
+    #: (ms, "H200 tp=8") fastest TTFT any layout reaches: its prompt's prefill alone, nothing queued
+    best_ttft_floor: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
     slo = pm.spec.slo
     cls_obj = next(c for c in pm.classes if c.name == cls)
     size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
-    if cov.best_tpot_floor is not None and cov.best_tpot_floor[0] > slo.tpot_ms:
-        ms, where = cov.best_tpot_floor
-        return (f"model {model}: no allowed GPU meets TPOT {slo.tpot_ms:g} ms for requests {size}: "
-                f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
+    for what, floor, objective in (("TPOT", cov.best_tpot_floor, slo.tpot_ms), ("TTFT", cov.best_ttft_floor, slo.ttft_ms)):
+        if floor is not None and floor[0] > objective:  # no layout reaches it even alone, nothing queued
+            ms, where = floor
+            return (f"model {model}: no allowed GPU meets {what} {objective:g} ms for requests {size}: "
+                    f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
     why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
     return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
             f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")

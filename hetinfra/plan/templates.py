@@ -62,22 +62,25 @@ def for_variant(lib: ModelLibrary, variant: str, pm: PlannedModel) -> ModelLibra
     variant's: ids end in ``|<variant>``, and coverage reasons name it."""
     score = next(v.accuracy for v in pm.variants if v.name == variant)
     templates = tuple(replace(t, id=f"{t.id}|{variant}", variant=variant, accuracy=score) for t in lib.templates)
+    def named(floor: tuple[float, str] | None) -> tuple[float, str] | None:
+        return (floor[0], f"{floor[1]} ({variant})") if floor else None
+
     coverage = {c: replace(cov, reasons=tuple(f"{variant}: {r}" for r in cov.reasons),
-                           best_tpot_floor=(cov.best_tpot_floor[0], f"{cov.best_tpot_floor[1]} ({variant})")
-                           if cov.best_tpot_floor else None)
+                           best_tpot_floor=named(cov.best_tpot_floor), best_ttft_floor=named(cov.best_ttft_floor))
                 for c, cov in lib.coverage.items()}
     return ModelLibrary(lib.model, templates, coverage)
 
 
 def merge_libraries(libs: list[ModelLibrary]) -> ModelLibrary:
     """One model's variants' libraries as one: every template; a class is served when any variant
-    serves it, with the fastest TPOT any reaches and every variant's reasons."""
+    serves it, with the fastest TPOT and TTFT any reaches and every variant's reasons."""
     coverage = {}
     for c in libs[0].coverage:
         covs = [lib.coverage[c] for lib in libs]
-        floors = [cov.best_tpot_floor for cov in covs if cov.best_tpot_floor]
-        coverage[c] = ClassCoverage(any(cov.served for cov in covs), min(floors) if floors else None,
-                                    tuple(r for cov in covs for r in cov.reasons))
+        tpot = [cov.best_tpot_floor for cov in covs if cov.best_tpot_floor]
+        ttft = [cov.best_ttft_floor for cov in covs if cov.best_ttft_floor]
+        coverage[c] = ClassCoverage(any(cov.served for cov in covs), min(tpot) if tpot else None,
+                                    tuple(r for cov in covs for r in cov.reasons), min(ttft) if ttft else None)
     templates = tuple(sorted((t for lib in libs for t in lib.templates), key=lambda t: t.id))
     return ModelLibrary(libs[0].model, templates, coverage)
 
@@ -94,7 +97,7 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     ``planning.allow_mixed_pipelines``) mixed-GPU pipelines over the allowed instance types."""
     settings = inputs.spec.planning
     search = _LayoutSearch(pm, settings.tp_pp_layouts, settings.max_nodes_per_template)
-    floors: dict[str, tuple[float, str] | None] = {c.name: None for c in pm.classes}
+    floors: dict[tuple[str, str], tuple[float, str]] = {}  # (kind "tpot"/"ttft", class) -> fastest (ms, layout)
     reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
     types = sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers})
     for cloud, instance_type, gpu, gpu_count in types:
@@ -116,7 +119,8 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     coverage = {}
     for c in pm.classes:
         served = any(c.name in t.rates for t in out)
-        coverage[c.name] = ClassCoverage(served, floors[c.name], tuple(sorted(reasons[c.name])))
+        coverage[c.name] = ClassCoverage(served, floors.get(("tpot", c.name)), tuple(sorted(reasons[c.name])),
+                                         floors.get(("ttft", c.name)))
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 
@@ -263,10 +267,10 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
                 trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis, ri)
         elif r.reason:
             reasons[c.name].add(f"{layout}: {r.reason}")
-        if r.tpot_floor_ms:  # 0 or None: no latency figure (e.g. the weights do not fit)
-            best = floors[c.name]
-            if best is None or r.tpot_floor_ms < best[0]:
-                floors[c.name] = (r.tpot_floor_ms, layout)
+        for kind, ms in (("tpot", r.tpot_floor_ms), ("ttft", r.ttft_floor_ms)):
+            best = floors.get((kind, c.name))
+            if ms and (best is None or ms < best[0]):  # 0 or None: no latency figure (the weights do not fit)
+                floors[(kind, c.name)] = (ms, layout)
     tid = f"{pm.spec.name}|{cloud}|{instance_type}|tp{tp}x{engines}" + (f"|pp{pp}" if pp > 1 else "")
     partition = layer_partition(pm.arch.layers, pp) if (pp > 1 and pm.arch) else None
     return Template(tid, pm.spec.name, cloud, instance_type, gpu, gpus, tp, pp, engines, rates, sources, partition,

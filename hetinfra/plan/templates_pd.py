@@ -37,7 +37,7 @@ aiconfigurator's measured wins (1.30-1.70x) and losses (0.70-0.75x) are far from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.catalog.interconnect import (ACROSS_NODE_CLOUDS, ACROSS_NODES_REFUSED, KV_TRANSFER_LATENCY_S,
@@ -46,7 +46,7 @@ from hetinfra.perf.calibration import calibration_for
 from hetinfra.perf.confidence import LEVELS, confidence_detail, rate_interval
 from hetinfra.perf.disagg import FIRST_STEP_WAIT, PhaseRate, decode_rate, kv_bytes_per_token, prefill_rate
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
-from hetinfra.plan.library import Bundle, ClassCoverage, ModelLibrary, Template
+from hetinfra.plan.library import Bundle, ModelLibrary, Template
 
 __all__ = ["ACROSS_NODE_CLOUDS", "PD_MARGIN", "PD_SOURCE", "across_nodes_gate", "bundle_json", "bundle_kind", "bundle_ttft_ratio",
            "bundle_templates", "prefill_nodes_max", "split_decision", "with_bundles"]
@@ -106,8 +106,7 @@ def with_bundles(inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary, tp_opt
     extra = bundle_templates(inputs, pm, tp_options)
     if not extra:
         return lib
-    coverage = {c: cov if cov.served or not any(c in t.rates for t in extra) else ClassCoverage(True, cov.best_tpot_floor,
-                                                                                               cov.reasons)
+    coverage = {c: cov if cov.served or not any(c in t.rates for t in extra) else replace(cov, served=True)
                 for c, cov in lib.coverage.items()}
     return ModelLibrary(lib.model, tuple(sorted(lib.templates + tuple(extra), key=lambda t: t.id)), coverage)
 
