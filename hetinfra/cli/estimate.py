@@ -34,25 +34,12 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
                      compare, as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
-    from hetinfra.errors import HetinfraError, InvalidInputError, did_you_mean
+    from hetinfra.errors import HetinfraError
 
     try:
-        from hetinfra.catalog.gpus import GPUS, get_gpu
         from hetinfra.perf.estimator import estimate, weights_gb_per_gpu
 
-        if (model_name is None) == (arch_file is None):
-            raise InvalidInputError("give exactly one of --model and --architecture")
-        if arch_file is not None:
-            from hetinfra.catalog.hf import arch_from_file
-
-            model = arch_from_file(arch_file, model_name or arch_file)
-        else:
-            from hetinfra.perf.model import resolve_model_name
-
-            model = resolve_model_name(model_name, "--model")
-        gpu = get_gpu(gpu_name)
-        if gpu is None:
-            raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")
+        model, gpu = _model_and_gpu(model_name, arch_file, gpu_name)
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
         other = _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision) \
@@ -78,8 +65,35 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     if as_json:
         click.echo(dumps_strict(doc, indent=2))
         return
-    head = f"{model.name} on {tp * pp}x {gpu.name} (TP{tp} PP{pp}, {precision}), requests in={input_tokens} out={output_tokens}"
-    click.echo(head)
+    click.echo(f"{model.name} on {tp * pp}x {gpu.name} (TP{tp} PP{pp}, {precision}), "
+               f"requests in={input_tokens} out={output_tokens}")
+    _echo_estimate(est, doc, ttft_ms, tpot_ms, cmp)
+
+
+def _model_and_gpu(model_name: str | None, arch_file: str | None, gpu_name: str):
+    """The model (a built-in name, a Hugging Face repo id, or a config.json) and the GPU to estimate."""
+    from hetinfra.catalog.gpus import GPUS, get_gpu
+    from hetinfra.errors import InvalidInputError, did_you_mean
+
+    if (model_name is None) == (arch_file is None):
+        raise InvalidInputError("give exactly one of --model and --architecture")
+    if arch_file is not None:
+        from hetinfra.catalog.hf import arch_from_file
+
+        model = arch_from_file(arch_file, model_name or arch_file)
+    else:
+        from hetinfra.perf.model import resolve_model_name
+
+        model = resolve_model_name(model_name, "--model")
+    gpu = get_gpu(gpu_name)
+    if gpu is None:
+        raise InvalidInputError(f"--gpu: unknown GPU '{gpu_name}'; {did_you_mean(gpu_name, GPUS)}")
+    return model, gpu
+
+
+def _echo_estimate(est, doc: dict, ttft_ms: float, tpot_ms: float, cmp: Comparison | None) -> None:
+    """The lines under the heading: the built-in estimate's rate and latencies, then the measured-kernel
+    comparison, if any; or why the estimate is infeasible."""
     if not est.feasible:
         click.echo(f"  infeasible ({est.binding}): {est.reason}")
         return

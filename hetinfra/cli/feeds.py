@@ -105,24 +105,11 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
     try:
         snap, warnings = load_feeds(feeds, strict_feeds, max_age_h, timeout_s=timeout_s, quiet=as_json)
         snap = with_committed_prices(snap)
-        offers = list(snap.offers)
-        if gpus:
-            want = _match(_split(gpus), {o.gpu for o in offers}, "gpu")
-            offers = [o for o in offers if o.gpu in want]
-        if clouds:
-            want = _match(_split(clouds), {o.cloud for o in snap.offers}, "cloud")
-            offers = [o for o in offers if o.cloud in want]
-        if regions:
-            want = _match(_split(regions), {o.region for o in snap.offers}, "region")
-            offers = [o for o in offers if o.region in want]
+        offers = _filtered(snap.offers, gpu=gpus, cloud=clouds, region=regions)
     except HetinfraError as exc:
         fail(exc, as_json)
         return
-    if spot:
-        offers = [o for o in offers if o.spot_price_per_hour is not None]
-        offers.sort(key=lambda o: (o.spot_price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
-    else:
-        offers.sort(key=lambda o: (o.price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
+    offers = _cheapest_first(offers, spot)
     shown = offers[:limit] if limit else offers
     if as_json:
         click.echo(dumps_strict({
@@ -130,33 +117,55 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
             "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows} for s in snap.sources],
             "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
         return
+    _print_prices(offers, shown, spot, snap.as_of, limit)
+
+
+def _filtered(all_offers, **wanted) -> list:
+    """The offers whose gpu, cloud and region are among the ``wanted`` values (none given: any);
+    each value must name one that some offer has."""
+    offers = list(all_offers)
+    for what, values in wanted.items():
+        if values:
+            want = _match(_split(values), {getattr(o, what) for o in all_offers}, what)
+            offers = [o for o in offers if getattr(o, what) in want]
+    return offers
+
+
+def _cheapest_first(offers: list, spot: bool) -> list:
+    """By $/GPU-hour (with ``spot``: only the offers with a spot price, by it), ties by place."""
+    if spot:
+        offers = [o for o in offers if o.spot_price_per_hour is not None]
+        offers.sort(key=lambda o: (o.spot_price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
+    else:
+        offers.sort(key=lambda o: (o.price_per_hour / o.gpu_count, o.cloud, o.region, o.instance_type))
+    return offers
+
+
+_PRICE_HEADERS = ("cloud", "region", "instance type", "GPU", "$/GPU-h", "$/h", "spot $/GPU-h", "spot $/h", "source",
+                  "as of")
+
+
+def _price_cells(o) -> list[str]:
+    """One offer's row of the prices table, one cell a header of :data:`_PRICE_HEADERS`."""
+    sp = o.spot_price_per_hour
+    return [o.cloud, o.region, o.instance_type, f"{o.gpu} x{o.gpu_count}",
+            f"{o.price_per_hour / o.gpu_count:.4f}", f"{o.price_per_hour:.4f}",
+            "" if sp is None else f"{sp / o.gpu_count:.4f}", "" if sp is None else f"{sp:.4f}",
+            o.source, o.as_of[:10]]
+
+
+def _print_prices(offers: list, shown: list, spot: bool, as_of: str, limit: int | None) -> None:
+    """``prices``' table of the ``shown`` offers, fitted to the console's width."""
     from rich.table import Table
 
     console = _console()
     if not shown:
         console.print("no offer matches")
         return
-    table = Table(title=f"{len(offers)} offer(s){' with spot' if spot else ''}, as of {snap.as_of} (oldest source)")
-    headers = ["cloud", "region", "instance type", "GPU", "$/GPU-h", "$/h", "spot $/GPU-h", "spot $/h", "source", "as of"]
-    rows = []
-    for o in shown:
-        sp = o.spot_price_per_hour
-        rows.append([o.cloud, o.region, o.instance_type, f"{o.gpu} x{o.gpu_count}",
-                     f"{o.price_per_hour / o.gpu_count:.4f}", f"{o.price_per_hour:.4f}",
-                     "" if sp is None else f"{sp / o.gpu_count:.4f}", "" if sp is None else f"{sp:.4f}",
-                     o.source, o.as_of[:10]])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    keep = list(range(len(headers)))
-    for drop in (5, 7):  # on a narrow terminal the whole-instance prices go first
-        if sum(widths[i] + 3 for i in keep) + 1 <= console.width:
-            break
-        keep.remove(drop)
-    merged = sum(widths[i] + 3 for i in keep) + 1 > console.width  # then source and as-of share a folding column
-    if merged:
-        keep.remove(9)
-        for r in rows:
-            r[8] = f"{r[8]} {r[9]}"
-        headers[8] = "source, as of"
+    table = Table(title=f"{len(offers)} offer(s){' with spot' if spot else ''}, as of {as_of} (oldest source)")
+    headers = list(_PRICE_HEADERS)
+    rows = [_price_cells(o) for o in shown]
+    keep, widths = _fitted_columns(headers, rows, console.width)
     for i in keep:
         if i == 8:
             table.add_column(headers[i], overflow="fold", min_width=10)
@@ -169,6 +178,25 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
         console.print("(whole-instance $/h hidden on this width: widen the terminal or use --json)")
     if limit and len(offers) > limit:
         console.print(f"({len(offers) - limit} more; raise --limit)")
+
+
+def _fitted_columns(headers: list[str], rows: list[list[str]], width: int) -> tuple[list[int], list[int]]:
+    """The columns of the prices table that fit ``width`` and each one's widest cell. Where even
+    those do not fit, source and as-of share one folding column: ``headers`` and ``rows`` are
+    changed in place to say so."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    keep = list(range(len(headers)))
+    for drop in (5, 7):  # on a narrow terminal the whole-instance prices go first
+        if sum(widths[i] + 3 for i in keep) + 1 <= width:
+            break
+        keep.remove(drop)
+    merged = sum(widths[i] + 3 for i in keep) + 1 > width  # then source and as-of share a folding column
+    if merged:
+        keep.remove(9)
+        for r in rows:
+            r[8] = f"{r[8]} {r[9]}"
+        headers[8] = "source, as of"
+    return keep, widths
 
 
 @click.group("feeds")
@@ -190,7 +218,6 @@ def feeds_group() -> None:
 def refresh_command(sources, timeout_s, as_json):
     """Fetch the live feeds and store each as a timestamped, hashed snapshot."""
     from hetinfra.errors import FeedError, HetinfraError
-    from hetinfra.plan.feeds import echo_warnings
 
     try:
         from hetinfra.price_feeds.config import FeedConfig
@@ -201,56 +228,81 @@ def refresh_command(sources, timeout_s, as_json):
         if as_json:
             outcomes = refresh(names, config=cfg, timeout_s=timeout_s)
         else:
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                          TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
-                tasks = {s: bar.add_task(f"{s}: starting", total=None) for s in names}
-
-                def on_progress(source, done, total, message):
-                    bar.update(tasks[source], completed=done, total=total, description=f"{source}: {message}")
-
-                outcomes = refresh(names, config=cfg, timeout_s=timeout_s, progress=on_progress)
-                for o in outcomes:
-                    bar.update(tasks[o.source], total=1, completed=1,
-                               description=f"{o.source}: {'ok' if o.ok else 'FAILED'}")
+            outcomes = _refreshed_with_bars(names, cfg, timeout_s)
     except HetinfraError as exc:
         fail(exc, as_json)
         return
-    report = []
-    for o in outcomes:
-        entry = {"source": o.source, "ok": o.ok, "rows": o.rows}
-        if o.ok:
-            entry.update(dropped=o.result.drops, as_of=o.result.fetched_at,
-                         sha256=o.stored.sha256 if o.stored else None,
-                         path=str(o.stored.path) if o.stored else None,
-                         warnings=o.warnings + o.result.warnings)
-        else:
-            entry.update(error=o.error.message, hint=o.error.hint)
-        report.append(entry)
+    report = [_refresh_entry(o) for o in outcomes]
     if as_json:
         click.echo(dumps_strict({"cache_dir": str(cfg.cache_dir), "sources": report}, indent=2))
     else:
-        from rich.table import Table
-
-        table = Table(title=f"snapshot store {cfg.cache_dir}")
-        for col in ("source", "result", "rows", "dropped", "snapshot / error"):
-            table.add_column(col)
-        for o, e in zip(outcomes, report):
-            if o.ok:
-                table.add_row(o.source, "ok", str(o.rows), o.result.drop_summary() or "",
-                              e["path"] or "(not stored)")
-            else:
-                table.add_row(o.source, "[red]failed[/red]", "", "", o.error.message)
-        _console().print(table)
-        for o, e in zip(outcomes, report):
-            echo_warnings(f"{o.source}: {w}" if not w.startswith(f"{o.source}:") else w for w in e.get("warnings", []))
+        _print_refresh(cfg.cache_dir, outcomes, report)
     failed = [o for o in outcomes if not o.ok]
     if failed:
         fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
                         + "; ".join(f"{o.source}: {o.error.message}" for o in failed),
                         hint=failed[0].error.hint or "the previous snapshots stay in the store"), False)
+
+
+def _refreshed_with_bars(names: list[str], cfg, timeout_s: float) -> list:
+    """``refresh`` with a progress bar per source on stderr, each left saying ok or FAILED."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from hetinfra.price_feeds.load import refresh
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+        tasks = {s: bar.add_task(f"{s}: starting", total=None) for s in names}
+
+        def on_progress(source, done, total, message):
+            bar.update(tasks[source], completed=done, total=total, description=f"{source}: {message}")
+
+        outcomes = refresh(names, config=cfg, timeout_s=timeout_s, progress=on_progress)
+        for o in outcomes:
+            bar.update(tasks[o.source], total=1, completed=1,
+                       description=f"{o.source}: {'ok' if o.ok else 'FAILED'}")
+    return outcomes
+
+
+def _refresh_entry(o) -> dict:
+    """One source's entry in ``feeds refresh --json``."""
+    entry = {"source": o.source, "ok": o.ok, "rows": o.rows}
+    if o.ok:
+        entry.update(dropped=o.result.drops, as_of=o.result.fetched_at,
+                     sha256=o.stored.sha256 if o.stored else None,
+                     path=str(o.stored.path) if o.stored else None,
+                     warnings=o.warnings + o.result.warnings)
+    else:
+        entry.update(error=o.error.message, hint=o.error.hint)
+    return entry
+
+
+def _print_refresh(cache_dir, outcomes: list, report: list[dict]) -> None:
+    """``feeds refresh``'s table, then each source's warnings."""
+    from hetinfra.plan.feeds import echo_warnings
+
+    rows = []
+    for o, e in zip(outcomes, report):
+        if o.ok:
+            rows.append((o.source, "ok", str(o.rows), o.result.drop_summary() or "", e["path"] or "(not stored)"))
+        else:
+            rows.append((o.source, "[red]failed[/red]", "", "", o.error.message))
+    _print_store(cache_dir, ("source", "result", "rows", "dropped", "snapshot / error"), rows)
+    for o, e in zip(outcomes, report):
+        echo_warnings(f"{o.source}: {w}" if not w.startswith(f"{o.source}:") else w for w in e.get("warnings", []))
+
+
+def _print_store(root, columns: tuple[str, ...], rows) -> None:
+    """A table of what the snapshot store at ``root`` holds (``feeds refresh``, ``feeds list``)."""
+    from rich.table import Table
+
+    table = Table(title=f"snapshot store {root}")
+    for col in columns:
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*r)
+    _console().print(table)
 
 
 @feeds_group.command("list")
@@ -282,11 +334,5 @@ def list_command(sources, as_json):
     if not rows:
         click.echo(f"no snapshots in {store.root}; run `hetinfra feeds refresh`")
         return
-    from rich.table import Table
-
-    table = Table(title=f"snapshot store {store.root}")
-    for col in ("source", "fetched at", "rows", "sha256", "path"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["source"], r["fetched_at"], str(r["rows"]), r["sha256"][:12], r["path"])
-    _console().print(table)
+    _print_store(store.root, ("source", "fetched at", "rows", "sha256", "path"),
+                 [(r["source"], r["fetched_at"], str(r["rows"]), r["sha256"][:12], r["path"]) for r in rows])

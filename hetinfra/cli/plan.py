@@ -59,17 +59,12 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         # loaded beside the first MIP; the collector is off while the command loads (hetinfra.cli.preload)
         with Preloader(later) as preloader, on_mip_start(preloader.start):
             from hetinfra.compile.artifacts import write_plan
-            from hetinfra.errors import InvalidInputError
             from hetinfra.plan.feeds import load_caps, load_feeds
             from hetinfra.plan.pending import pending_changes
             from hetinfra.plan.pipeline import plan_document
             from hetinfra.plan.progress import progress_for
 
-            if no_verify and strict_verify:
-                raise InvalidInputError("--no-verify and --strict-verify contradict each other",
-                                        hint="--strict-verify fails a plan that misses in simulation; drop one of them")
-            if detailed_exitcode and state is None and out is None:
-                raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
+            _check_flags(no_verify, strict_verify, detailed_exitcode, state, out)
             snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
             caps, cap_warnings = load_caps(caps_file, availability, snapshot)
             progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
@@ -86,26 +81,41 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
         pending = pending_changes(doc, state or out) if detailed_exitcode else None
         return doc, (write_plan(out, doc) if out else {}), pending
 
-    def show(result) -> None:
-        from hetinfra.plan.summary import render_summary
-
-        doc, written, _ = result
-        render_summary(doc, summary_console())
-        if written:
-            clouds = ",".join(p.name for p in written["pulumi"])
-            click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
-                       f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
-            if written.get("kubernetes"):  # deploy.target kubernetes (docs/kubernetes.md)
-                clusters = sorted({p.parent.name for p in written["kubernetes"] if p.name == "kustomization.yaml"})
-                click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
-                           "pulumi/kubernetes/")
-
-    _, _, pending = run_command(as_json, work, show, to_json=lambda result: result[0].to_dict())
+    _, _, pending = run_command(as_json, work, lambda result: _show(result, out),
+                                to_json=lambda result: result[0].to_dict())
     if pending is not None:
         from hetinfra.plan.pending import CHANGES_PENDING, render_pending
 
         click.echo(render_pending(pending), err=True)
         sys.exit(CHANGES_PENDING if pending["pending"] else 0)
+
+
+def _check_flags(no_verify: bool, strict_verify: bool, detailed_exitcode: bool, state: Path | None,
+                 out: Path | None) -> None:
+    """Refuse the flag combinations ``plan`` cannot honour (exit 2)."""
+    from hetinfra.errors import InvalidInputError
+
+    if no_verify and strict_verify:
+        raise InvalidInputError("--no-verify and --strict-verify contradict each other",
+                                hint="--strict-verify fails a plan that misses in simulation; drop one of them")
+    if detailed_exitcode and state is None and out is None:
+        raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
+
+
+def _show(result, out: Path | None) -> None:
+    """``plan``'s output without --json: the summary, then what was written to ``out``."""
+    from hetinfra.plan.summary import render_summary
+
+    doc, written, _ = result
+    render_summary(doc, summary_console())
+    if written:
+        clouds = ",".join(p.name for p in written["pulumi"])
+        click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
+                   f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+        if written.get("kubernetes"):  # deploy.target kubernetes (docs/kubernetes.md)
+            clusters = sorted({p.parent.name for p in written["kubernetes"] if p.name == "kustomization.yaml"})
+            click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
+                       "pulumi/kubernetes/")
 
 
 @click.command("schema")

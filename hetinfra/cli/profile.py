@@ -99,7 +99,7 @@ def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, 
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from hetinfra.perf.bench_import import SLO, format_number
+        from hetinfra.perf.bench_import import SLO
         from hetinfra.perf.harness import run_profile
 
         slo = SLO(ttft_ms, tpot_ms, statistic)
@@ -108,34 +108,44 @@ def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, 
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as bar:
             task = bar.add_task("checking the server", total=len(grid) * len(set(rates)))
-
-            def progress(ev) -> None:
-                cell = f"in={ev.input_tokens} out={ev.output_tokens}"
-                if ev.kind == "start":
-                    bar.update(task, description=f"{cell} @ {format_number(ev.rate)} req/s")
-                elif ev.kind == "done":
-                    verdict = "meets the SLO" if ev.passed else "misses the SLO"
-                    bar.console.print(f"{cell} @ {format_number(ev.rate)} req/s: {verdict}", highlight=False)
-                    bar.update(task, completed=ev.finished)
-                else:
-                    bar.update(task, completed=ev.finished)
-
-            run = run_profile(endpoint, model, gpu, tp, pp, grid, rates, slo, out, num_prompts, vllm_cmd, progress,
-                              result_dir=result_dir, timeout_s=timeout_s, merge=merge, vllm_version=vllm_version)
+            run = run_profile(endpoint, model, gpu, tp, pp, grid, rates, slo, out, num_prompts, vllm_cmd,
+                              _on_run(bar, task), result_dir=result_dir, timeout_s=timeout_s, merge=merge,
+                              vllm_version=vllm_version)
             bar.update(task, description="done")
-        if run.skipped:
-            cells = {}
-            for i, o, r in run.skipped:
-                cells.setdefault((i, o), []).append(format_number(r))
-            notes = [f"in={i} out={o}: skipped {','.join(rs)} req/s after a lower rate missed the SLO"
-                     for (i, o), rs in cells.items()]
-        else:
-            notes = []
-        _report(run.sweeps, notes)
+        _report(run.sweeps, _skipped_notes(run.skipped))
         _written(out, run.rows, gpu.strip(), tp, pp, slo, run.csv_rows)
         click.echo(f"raw results: {run.result_dir}")
     except HetinfraError as exc:
         fail(exc, False)
+
+
+def _on_run(bar, task):
+    """``run_profile``'s progress callback: the run under way on ``bar``'s ``task``, each verdict above it."""
+    from hetinfra.perf.bench_import import format_number
+
+    def progress(ev) -> None:
+        cell = f"in={ev.input_tokens} out={ev.output_tokens}"
+        if ev.kind == "start":
+            bar.update(task, description=f"{cell} @ {format_number(ev.rate)} req/s")
+        elif ev.kind == "done":
+            verdict = "meets the SLO" if ev.passed else "misses the SLO"
+            bar.console.print(f"{cell} @ {format_number(ev.rate)} req/s: {verdict}", highlight=False)
+            bar.update(task, completed=ev.finished)
+        else:
+            bar.update(task, completed=ev.finished)
+
+    return progress
+
+
+def _skipped_notes(skipped) -> list[str]:
+    """A note per grid cell whose higher rates were not run, having missed the SLO at a lower one."""
+    from hetinfra.perf.bench_import import format_number
+
+    cells = {}
+    for i, o, r in skipped:
+        cells.setdefault((i, o), []).append(format_number(r))
+    return [f"in={i} out={o}: skipped {','.join(rs)} req/s after a lower rate missed the SLO"
+            for (i, o), rs in cells.items()]
 
 
 def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool) -> None:

@@ -49,10 +49,7 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
 def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool, progress,
              prepare_kwargs: dict) -> tuple[PlanResult, "Plan"]:
     """:func:`plan_document`'s stages under ``budget`` (its limit set once the spec is read)."""
-    import contextvars
-
     from hetinfra.plan import verify as verification
-    from hetinfra.plan.held_everywhere import cheaper_of
 
     staged = prepare(spec_path, **prepare_kwargs)
     spec = staged.inputs.spec
@@ -77,6 +74,19 @@ def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool
         return pr, doc.model_copy(update={
             "fidelity": unverified("plan --no-verify" if not verify else "planning.verify.enabled is false"),
             "warnings": [*doc.warnings, UNVERIFIED_WARNING]})
+    return _verified(staged, solve_over, resolve, budget, with_baselines, strict, progress)
+
+
+def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict: bool,
+              progress) -> tuple[PlanResult, "Plan"]:
+    """The plan verified by simulation (hetinfra.plan.verify), or the all-adapters one where that is
+    cheaper, with its single-GPU baselines and what verification found (plan.json ``fidelity``)."""
+    import contextvars
+
+    from hetinfra.plan import verify as verification
+    from hetinfra.plan.held_everywhere import cheaper_of
+
+    spec = staged.inputs.spec
     pr = resolve(staged.derate)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
