@@ -103,6 +103,10 @@ class AllocationProblem:
     #: Routing by origin (``hetinfra.plan.origins``): demand key (model, flow) -> (class, origin) for
     #: the keys that carry one origin's share of a class; empty: every key is a whole class.
     flow_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    #: Routing by origin: (unit id, demand key) -> the round trip (ms) from the key's origin to the
+    #: unit's region, where it is not 0; each req/s of such a flow costs NETWORK_TIE $/h x ms in the
+    #: objective (``solver.rows.add_objective``): of plans of equal cost, clients travel least
+    network_ms: dict[tuple[str, tuple[str, str]], float] = field(default_factory=dict)
     #: ``planning.solver``: "highs" (the direct path, ``solver.direct``) or a Pyomo solver's name
     #: (``solver.backends``), which solves the Pyomo model of the same rows
     solver: str = "highs"

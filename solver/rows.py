@@ -29,7 +29,9 @@ Columns (``add_columns``, in this order)
     x[u,a]  in {0, 1}       unit u holds LoRA adapter a on every instance     (adapters; a may be held by u)
 Objective (``add_objective``; minimized, max_throughput as min -s)
     min_cost        sum_u (cost[u] + price[u]) n[u] + churn_hours sum_u cost[u] c[u] + penalty sum_k q[k]
-                    (price: Lagrangian prices of relaxed linking rows, ``solver.lagrange``; else 0)
+                    + NETWORK_TIE sum_{u,k} rtt[u,k] y[u,k]
+                    (price: Lagrangian prices of relaxed linking rows, ``solver.lagrange``; else 0;
+                    rtt: a flow's round trip from its origin, routing by origin only: a tie-break)
     max_throughput  maximize s   (Demystifying's min makespan is T = 1/s)
     elastic caps    1e4 sum_g w[g] e[g] + the min_cost objective: fewest extra GPUs first, w[g] = 1,
                     or 1e3 for a cap of 0 (an empty cap is the last one blamed)
@@ -54,6 +56,13 @@ from hetinfra.solver.rows_adapters import (add_adapter_area_cover, add_adapter_c
                                         add_adapter_routing, add_adapter_slots)
 
 INF = math.inf
+#: $/h per req/s and millisecond of round trip of a flow routed by origin (min_cost): where the flows
+#: of a fleet can be routed several ways at one cost, the LP was indifferent and routed across, e.g.
+#: services/multi-region.yaml sent 47% of us-east-1's short chat to us-west-2 while us-west-2's went
+#: to us-east-1 (45.6 ms each way for nothing). Small enough never to buy an instance: 10,000 req/s at
+#: 100 ms cost $0.10/h, below any instance's price; large enough for the LP (5e-6 per req/s at 50 ms,
+#: against HiGHS's dual feasibility tolerance of 1e-7).
+NETWORK_TIE = 1e-7
 #: Objective weight of a GPU over a cap in diagnosis mode (elastic caps).
 ELASTIC_WEIGHT = 1e4
 #: ... times this for a cap of 0: an empty cap (a quota of 0, a region the feed says has none) is
@@ -163,6 +172,11 @@ def add_objective(r: Rows, extra_cost: dict[str, float] | None = None) -> None:
         r.cost[col] = p.unmet_penalty
     for g, col in r.e.items():
         r.cost[col] = ELASTIC_WEIGHT * (EMPTY_CAP_FACTOR if p.caps[g] <= 0 else 1.0)
+    if min_cost and p.network_ms:  # routing by origin: a tie-break toward the clients (NETWORK_TIE)
+        for u, k in r.pairs:
+            ms = p.network_ms.get((u, k))
+            if ms:
+                r.cost[r.flow[(u, k)]] = NETWORK_TIE * ms * r.per(k)
 
 
 def add_demand(r: Rows) -> None:

@@ -120,7 +120,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
             if o is not None:
                 keys[key] = (w, o)
     rates = _rates_for(inputs)
-    out = []
+    out, network = [], {}
     for data, unit in zip(problem.units, units):
         t = unit.template
         per: dict[str, float] = {}
@@ -137,6 +137,8 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
                 r = h * rates.ratio(t, classes[(data.model, w)], rtt)
                 if r > 0:
                     per[f"{w}{ORIGIN_KEY_SEP}{o}"] = r
+                    if rtt > 0:  # the objective's tie-break toward the clients (solver.rows.NETWORK_TIE)
+                        network[(data.id, (data.model, f"{w}{ORIGIN_KEY_SEP}{o}"))] = rtt
         out.append(replace(data, rates=per))
     adapters = problem.adapters
     if adapters:  # LoRA: each adapter's keys are its per-origin flows, held per origin area
@@ -144,7 +146,7 @@ def with_origins(inputs, units: list, problem: AllocationProblem) -> AllocationP
 
         clouds = {data.id: unit.template.cloud for data, unit in zip(problem.units, units)}
         adapters = origin_holds(problem, tuple(out), clouds, demand, keys, origins, allowed)
-    return problem.replace(units=tuple(out), demand=demand, flow_keys=keys, adapters=adapters)
+    return problem.replace(units=tuple(out), demand=demand, flow_keys=keys, adapters=adapters, network_ms=network)
 
 
 def flow_rated(inputs, units: list, problem: AllocationProblem) -> list:
@@ -180,7 +182,7 @@ def class_problem(problem: AllocationProblem, base: AllocationProblem) -> Alloca
     """The class-level problem of a folded plan: ``base``'s demand and rates on ``problem``'s units."""
     rates = {u.id: u.rates for u in base.units}
     return problem.replace(units=tuple(replace(u, rates=rates[u.id]) for u in problem.units),
-                           demand=dict(base.demand), flow_keys={})
+                           demand=dict(base.demand), flow_keys={}, network_ms={})
 
 
 def unknown_places(inputs, units: list) -> list[str]:
