@@ -184,45 +184,63 @@ def solve_decomposed(problem: AllocationProblem, *, time_limit_s: float, mip_gap
     kw = dict(mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline, warm=warm)
     if p.objective == "max_throughput" or p.elastic_caps or not decompose or len(models) <= 1:
         final = solve_block(p, models, "joint", start=start, **kw)
-        method = "joint"
-        blocks = [final]
-    else:
-        method = "decomposed"
-        alone = {}
-        subs = {m: restrict(p, [m], budget=False) for m in models}
-        keys = {m: alone_key(subs[m], m, **kw) for m in models}
-        with ahead({m: partial(_solve_alone, subs[m], m, start=start, **kw)
-                     for m in models if not memo_has(keys[m])}) as ready:
-            for m in models:
-                alone[m] = solve_alone(subs[m], m, start=start, key=keys[m], ready=ready.get(m), **kw)
-                if not alone[m].feasible:  # a relaxation without a plan: neither has the joint problem
-                    return _result(p, alone[m], [alone[m]], "decomposed", clock.now() - t0, max_nodes)
-        blocks = []
-        for comp in components(p):
-            mine = [alone[m] for m in comp]
-            if len(comp) == 1:
-                blocks.append(mine[0])
-                continue
-            union = _merge(mine, comp, "independent")
-            if _links_kept(p, union.n):
-                blocks.append(union)
-                continue
-            blocks.append(solve_linked(restrict(p, comp, budget=False), comp, alone, floor=union.bound,
-                                       method="joint", start=start, joint_max_units=JOINT_MAX_UNITS, **kw))
-            blocks[-1].safety_stop |= union.safety_stop
-            if not blocks[-1].feasible:
-                return _result(p, blocks[-1], blocks, method, clock.now() - t0, max_nodes)
-        final = _merge(blocks, models, method)
-        # a linked block starts from its models' alone plans and bounds: a cut there steered it
-        final.safety_stop |= any(a.safety_stop for a in alone.values())
-        if p.budget is not None and sum(p_cost(p, final.n)) > p.budget * (1 + 1e-9):
-            cut = final.safety_stop
-            final = solve_linked(p, models, alone, floor=final.bound, method="joint (budget)", start=start,
-                                 joint_max_units=JOINT_MAX_UNITS, **kw)
-            final.safety_stop |= cut
-            blocks = [final]
-            method = "joint"
-    return _result(p, final, blocks, method, clock.now() - t0, max_nodes)
+        return _result(p, final, [final], "joint", clock.now() - t0, max_nodes)
+    alone, failed = _alone_blocks(p, models, start, kw)
+    if failed is not None:  # a relaxation without a plan: neither has the joint problem
+        return _result(p, failed, [failed], "decomposed", clock.now() - t0, max_nodes)
+    blocks = _component_blocks(p, alone, start, kw)
+    if not blocks[-1].feasible:  # only a linked block can lack a plan: the per-model ones all have one
+        return _result(p, blocks[-1], blocks, "decomposed", clock.now() - t0, max_nodes)
+    final = _merge(blocks, models, "decomposed")
+    # a linked block starts from its models' alone plans and bounds: a cut there steered it
+    final.safety_stop |= any(a.safety_stop for a in alone.values())
+    if p.budget is not None and sum(p_cost(p, final.n)) > p.budget * (1 + 1e-9):
+        cut = final.safety_stop
+        final = solve_linked(p, models, alone, floor=final.bound, method="joint (budget)", start=start,
+                             joint_max_units=JOINT_MAX_UNITS, **kw)
+        final.safety_stop |= cut
+        return _result(p, final, [final], "joint", clock.now() - t0, max_nodes)
+    return _result(p, final, blocks, "decomposed", clock.now() - t0, max_nodes)
+
+
+def _alone_blocks(p: AllocationProblem, models: list[str], start: dict[str, int] | None,
+                  kw: dict) -> tuple[dict[str, Block], Block | None]:
+    """Step 1 (module docstring): each model alone, those the memo lacks run ahead in threads
+    (``solver.ahead``); (model -> its block, so far; the first block without a plan, or None)."""
+    alone = {}
+    subs = {m: restrict(p, [m], budget=False) for m in models}
+    keys = {m: alone_key(subs[m], m, **kw) for m in models}
+    with ahead({m: partial(_solve_alone, subs[m], m, start=start, **kw)
+                for m in models if not memo_has(keys[m])}) as ready:
+        for m in models:
+            alone[m] = solve_alone(subs[m], m, start=start, key=keys[m], ready=ready.get(m), **kw)
+            if not alone[m].feasible:
+                return alone, alone[m]
+    return alone, None
+
+
+def _component_blocks(p: AllocationProblem, alone: dict[str, Block], start: dict[str, int] | None,
+                      kw: dict) -> list[Block]:
+    """Step 2 (module docstring): one block per component of linked models, from the models' blocks
+    alone; up to the first linked block without a plan, which is then the last."""
+    from hetinfra.solver.linked import solve_linked
+
+    blocks = []
+    for comp in components(p):
+        mine = [alone[m] for m in comp]
+        if len(comp) == 1:
+            blocks.append(mine[0])
+            continue
+        union = _merge(mine, comp, "independent")
+        if _links_kept(p, union.n):
+            blocks.append(union)
+            continue
+        blocks.append(solve_linked(restrict(p, comp, budget=False), comp, alone, floor=union.bound,
+                                   method="joint", start=start, joint_max_units=JOINT_MAX_UNITS, **kw))
+        blocks[-1].safety_stop |= union.safety_stop
+        if not blocks[-1].feasible:
+            break
+    return blocks
 
 
 def p_cost(p: AllocationProblem, n: dict[str, int]):

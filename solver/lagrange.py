@@ -232,93 +232,151 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
     units = {u.id: u for u in p.units}
     caps = {g: c for g, c in p.caps.items()}
     groups = set(caps)
-    budget = p.budget
-    lam = 0.0  # the budget row's price
-    by_model = {m: [u for u in p.units if u.model == m] for m in models}
     subs = {}
     for m in models:
-        subs[m] = p.replace(units=tuple(by_model[m]), demand={k: v for k, v in p.demand.items() if k[0] == m},
+        subs[m] = p.replace(units=tuple(u for u in p.units if u.model == m),
+                            demand={k: v for k, v in p.demand.items() if k[0] == m},
                             max_spot_fraction={k: v for k, v in p.max_spot_fraction.items() if k == m},
                             local_demand={k: v for k, v in p.local_demand.items() if k[0] == m},
                             running=p.running, caps={}, budget=None)  # whole fleet: churn as in the joint problem
-    sub_gap = mip_gap / 10
-    mu = {g: 0.0 for g in sorted(groups)}
-    cache: dict[tuple, _Sub] = {}
-    best_lb = floor if floor is not None else -math.inf
-    best: tuple[float, dict[str, int]] | None = None
-    theta, stall, nodes, stop, done = 1.0, 0, 0, False, 0
-    size = {m: 0.0 for m in models}
-    for it in range(iterations):
-        done = it + 1
-        lb = -sum(mu[g] * caps[g] for g in mu) - (lam * budget if budget is not None else 0.0)
-        sols: dict[str, _Sub] = {}
-        todo = {}  # model -> (its priced, merged subproblem, the prices, this run's key, the memo's key)
-        for m in models:
-            if it == 0 and first and m in first and first[m][1] - first[m][0] <= sub_gap * max(abs(first[m][1]), 1e-9):
-                continue
-            extra = {u.id: sum(mu[g] * n for g, n in u.gpu_use if g in mu) + lam * u.cost for u in by_model[m]}
-            red = merge_duplicates(subs[m], extra)
-            key = (m, tuple((u.id, extra[u.id]) for u in red.units))
-            todo[m] = (red, extra, key, _sub_key(red, extra, sub_gap, max_nodes) if key not in cache else None)
-        jobs = {m: partial(_solve_mip, red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
-                for m, (red, extra, _, mkey) in todo.items() if mkey is not None and not memo_has(mkey)}
-        with ahead(jobs) as ready:
-            for m in models:
-                if m not in todo:  # solved alone within a tenth of mip_gap, mu = 0
-                    b, o, c = first[m]
-                    sols[m] = _Sub(b, o, c, 0, "optimal")
-                    lb += b
-                    size[m] = o
-                    continue
-                red, extra, key, mkey = todo[m]
-                if key not in cache:
-                    got = _solve(red, extra, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline, key=mkey,
-                                 ready=ready.get(m))
-                    if got is None:
-                        return None
-                    nodes += got.nodes
-                    stop |= got.status == "time_limit"
-                    cache[key] = got
-                sols[m] = cache[key]
-                lb += sols[m].bound
-                if it == 0:
-                    size[m] = sols[m].objective
-        improved = lb > best_lb + 1e-9 * max(1.0, abs(lb))
-        best_lb = max(best_lb, lb)
-        counts = {m: s.counts for m, s in sols.items()}
-        order = sorted(models, key=lambda m: (-size[m], m))
-        fixed = _repair(p, counts, order, caps, mip_gap=sub_gap, max_nodes=max_nodes, deadline=deadline)
-        if fixed is not None and _within(budget, units, fixed):
-            obj = sum(v[1] for v in fixed.values())
-            if best is None or obj < best[0] - 1e-9:
-                best = (obj, {m: v[0] for m, v in fixed.items()})
-        if clock.now() > deadline:
-            stop = True
-            break
-        if best is not None and best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):
-            break
-        used = _usage(units, {u: c for cs in counts.values() for u, c in cs.items()}, groups)
-        grad = {g: used.get(g, 0) - caps[g] for g in mu}
-        grad = {g: (s if (s > 0 or mu[g] > 0) else 0.0) for g, s in grad.items()}
-        over = _spend(units, counts) - budget if budget is not None else 0.0
-        over = over if (over > 0 or lam > 0) else 0.0
-        norm = sum(s * s for s in grad.values()) + over * over
-        if norm == 0:
-            break
-        stall = 0 if improved else stall + 1
-        if stall >= 2:
-            theta, stall = theta / 2, 0
-        target = best[0] if best is not None else best_lb * (1 + 2 * mip_gap)
-        step = theta * max(target - lb, 1e-6 * max(1.0, abs(lb))) / norm
-        mu = {g: max(0.0, mu[g] + step * grad[g]) for g in mu}
-        lam = max(0.0, lam + step * over)
-    if best is None:
+    kw = dict(mip_gap=mip_gap / 10, max_nodes=max_nodes, deadline=deadline)  # each subproblem's solve
+    found = _search(p, models, subs, units, caps, groups, floor=floor, mip_gap=mip_gap, iterations=iterations,
+                    first=first, kw=kw)
+    if found is None:  # a model without a plan
         return None
-    # fix-and-optimise: each model on a full group re-solved with all others fixed
+    best, best_lb, size, done, nodes, stop = found
+    if best is None:  # no repair kept the caps and the budget
+        return None
     plan = best[1]
     if best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):
         counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
         return LagrangeResult(counts, best[0], best_lb, done, nodes, stop)
+    nodes += _fix_and_optimise(p, models, plan, size, units, caps, groups, **kw)
+    counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
+    return LagrangeResult(counts, plan_cost(p, units, counts), best_lb, done, nodes, stop)
+
+
+def _search(p: AllocationProblem, models: list[str], subs: dict[str, AllocationProblem], units: dict[str, SolverUnit],
+            caps: dict, groups: set, *, floor: float | None, mip_gap: float, iterations: int, first, kw: dict):
+    """The subgradient iterations (module docstring): (the best repaired plan as (objective, model ->
+    counts) or None, the best bound, each model's first objective (the repair's order: largest
+    first), the iterations done, the nodes spent, whether the clock cut a solve); None where a
+    model has no plan."""
+    budget = p.budget
+    prices = _Prices({g: 0.0 for g in sorted(groups)})
+    cache: dict[tuple, _Sub] = {}
+    best_lb = floor if floor is not None else -math.inf
+    best: tuple[float, dict[str, dict[str, int]]] | None = None
+    nodes, stop, done, size = 0, False, 0, {}
+    for it in range(iterations):
+        done = it + 1
+        solved = _solve_priced(models, subs, prices, first if it == 0 else None, cache, **kw)
+        if solved is None:
+            return None
+        sols, spent, cut = solved
+        nodes += spent
+        stop |= cut
+        lb = -sum(prices.mu[g] * caps[g] for g in prices.mu) - (prices.lam * budget if budget is not None else 0.0)
+        for m in models:
+            lb += sols[m].bound
+        if it == 0:
+            size = {m: sols[m].objective for m in models}
+        improved = lb > best_lb + 1e-9 * max(1.0, abs(lb))
+        best_lb = max(best_lb, lb)
+        counts = {m: s.counts for m, s in sols.items()}
+        order = sorted(models, key=lambda m: (-size[m], m))
+        fixed = _repair(p, counts, order, caps, **kw)
+        if fixed is not None and _within(budget, units, fixed):
+            obj = sum(v[1] for v in fixed.values())
+            if best is None or obj < best[0] - 1e-9:
+                best = (obj, {m: v[0] for m, v in fixed.items()})
+        if clock.now() > kw["deadline"]:
+            stop = True
+            break
+        if best is not None and best[0] - best_lb <= mip_gap * max(abs(best[0]), 1e-9):
+            break
+        grad, over, norm = prices.subgradient(units, counts, caps, groups, budget)
+        if norm == 0:
+            break
+        prices.step(grad, over, norm, improved, best[0] if best is not None else best_lb * (1 + 2 * mip_gap), lb)
+    return best, best_lb, size, done, nodes, stop
+
+
+@dataclass
+class _Prices:
+    """The caps' prices mu, the budget row's lambda, and the step rule's state: Polyak's step factor
+    theta and the iterations since the bound last improved."""
+    mu: dict
+    lam: float = 0.0
+    theta: float = 1.0
+    stall: int = 0
+
+    def subgradient(self, units: dict[str, SolverUnit], counts: dict[str, dict[str, int]], caps: dict, groups: set,
+                    budget: float | None) -> tuple[dict, float, float]:
+        """At the per-model plans ``counts``: each cap's excess and the budget's (0 where the row is
+        slack and its price 0: the projection), and their squared norm."""
+        used = _usage(units, {u: c for cs in counts.values() for u, c in cs.items()}, groups)
+        grad = {g: used.get(g, 0) - caps[g] for g in self.mu}
+        grad = {g: (s if (s > 0 or self.mu[g] > 0) else 0.0) for g, s in grad.items()}
+        over = _spend(units, counts) - budget if budget is not None else 0.0
+        over = over if (over > 0 or self.lam > 0) else 0.0
+        return grad, over, sum(s * s for s in grad.values()) + over * over
+
+    def step(self, grad: dict, over: float, norm: float, improved: bool, target: float, lb: float) -> None:
+        """Polyak's step from the bound ``lb`` towards ``target``, projected onto prices >= 0; theta
+        halved after two iterations without a better bound."""
+        self.stall = 0 if improved else self.stall + 1
+        if self.stall >= 2:
+            self.theta, self.stall = self.theta / 2, 0
+        step = self.theta * max(target - lb, 1e-6 * max(1.0, abs(lb))) / norm
+        self.mu = {g: max(0.0, self.mu[g] + step * grad[g]) for g in self.mu}
+        self.lam = max(0.0, self.lam + step * over)
+
+
+def _solve_priced(models: list[str], subs: dict[str, AllocationProblem], prices: _Prices, first, cache: dict, *,
+                  mip_gap: float, max_nodes: int, deadline: float) -> tuple[dict[str, _Sub], int, bool] | None:
+    """Each model's subproblem at ``prices`` (its units priced up by them, merged), solved or taken from
+    ``cache``, or ``first``'s solve alone where that is within ``mip_gap`` (a tenth of the block's);
+    new solves run ahead in threads (``solver.ahead``). (model -> solve, nodes spent, whether the
+    clock cut one); None where a model has no plan."""
+    todo = {}  # model -> (its priced, merged subproblem, the prices, this run's key, the memo's key)
+    for m in models:
+        if first and m in first and first[m][1] - first[m][0] <= mip_gap * max(abs(first[m][1]), 1e-9):
+            continue
+        extra = {u.id: sum(prices.mu[g] * n for g, n in u.gpu_use if g in prices.mu) + prices.lam * u.cost
+                 for u in subs[m].units}
+        red = merge_duplicates(subs[m], extra)
+        key = (m, tuple((u.id, extra[u.id]) for u in red.units))
+        todo[m] = (red, extra, key, _sub_key(red, extra, mip_gap, max_nodes) if key not in cache else None)
+    jobs = {m: partial(_solve_mip, red, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline)
+            for m, (red, extra, _, mkey) in todo.items() if mkey is not None and not memo_has(mkey)}
+    sols: dict[str, _Sub] = {}
+    nodes, stop = 0, False
+    with ahead(jobs) as ready:
+        for m in models:
+            if m not in todo:  # solved alone within a tenth of mip_gap, mu = 0
+                b, o, c = first[m]
+                sols[m] = _Sub(b, o, c, 0, "optimal")
+                continue
+            red, extra, key, mkey = todo[m]
+            if key not in cache:
+                got = _solve(red, extra, mip_gap=mip_gap, max_nodes=max_nodes, deadline=deadline, key=mkey,
+                             ready=ready.get(m))
+                if got is None:
+                    return None
+                nodes += got.nodes
+                stop |= got.status == "time_limit"
+                cache[key] = got
+            sols[m] = cache[key]
+    return sols, nodes, stop
+
+
+def _fix_and_optimise(p: AllocationProblem, models: list[str], plan: dict[str, dict[str, int]], size: dict,
+                      units: dict[str, SolverUnit], caps: dict, groups: set, *, mip_gap: float, max_nodes: int,
+                      deadline: float) -> int:
+    """Each model on a full group re-solved with all others fixed, largest first (by ``size``), its
+    plan in ``plan`` replaced where cheaper and within the budget; returns the nodes spent."""
+    nodes = 0
     used = _usage(units, {u: c for cs in plan.values() for u, c in cs.items()}, groups)
     full = {g for g in groups if used.get(g, 0) >= caps[g]}
     for m in sorted(models, key=lambda m: (-size[m], m)):
@@ -326,17 +384,16 @@ def lagrangian(p: AllocationProblem, models: list[str], *, floor: float | None, 
             continue
         mine = _usage(units, plan[m], groups)
         residual = {g: caps[g] - used.get(g, 0) + mine.get(g, 0) for g in groups}
-        got = _solve(capped_units(p, m, residual, plan[m]), None, mip_gap=sub_gap, max_nodes=max_nodes,
+        got = _solve(capped_units(p, m, residual, plan[m]), None, mip_gap=mip_gap, max_nodes=max_nodes,
                      deadline=deadline)
         if got is None:
             continue
         nodes += got.nodes
         cur, new = plan_cost(p, units, plan[m]), plan_cost(p, units, got.counts)
-        if new < cur - 1e-9 and _within(budget, units, {**plan, m: got.counts}):
+        if new < cur - 1e-9 and _within(p.budget, units, {**plan, m: got.counts}):
             plan[m] = got.counts
             used = _usage(units, {u: c for cs in plan.values() for u, c in cs.items()}, groups)
-    counts = {u: c for cs in plan.values() for u, c in cs.items() if c > 0}
-    return LagrangeResult(counts, plan_cost(p, units, counts), best_lb, done, nodes, stop)
+    return nodes
 
 
 def _spend(units: dict[str, SolverUnit], plans: dict[str, dict[str, int]]) -> float:

@@ -159,52 +159,17 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
-    import pyomo.environ as pyo
 
-    from hetinfra.solver.model import allows_unmet, build_model, cost_expr
-
-    t0 = time.perf_counter()
-    # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too)
-    m = build_model(problem, cuts=problem.solver != "highs")
-    build_s = time.perf_counter() - t0
+    m, build_s = _built(problem)
     if m.trivially_infeasible:
         return SolveResult(status="infeasible", build_s=build_s)
     size = _size(m)
     t1 = time.perf_counter()
     start_from = start_obj = lp_obj = None
     if warm and problem.solver == "highs" and problem.objective == "min_cost" and not problem.elastic_caps:
-        lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
-        tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
-                                                     ("greedy", greedy_start(problem))) if counts]
-        best_values = None
-        for name, counts in tried:
-            obj = warm_start(m, problem, counts, time_limit_s)
-            if obj is not None and (start_obj is None or obj < start_obj):
-                start_obj, start_from = obj, name
-                best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
-        for v, val in best_values or ():  # the best start's point, not the last one tried
-            v.set_value(val, skip_validation=True)
-    res = _run(m, problem.solver, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap,
-               warm=start_from is not None)
-    if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible) and problem.objective == "max_throughput":
-        res.solution_loader.load_vars()
-        s_star = pyo.value(m.s)
-        first = res
-        m.obj.deactivate()
-        m.keep_scale = pyo.Constraint(expr=m.s >= s_star * (1 - 1e-7))
-        m.min_cost = pyo.Objective(expr=cost_expr(m, problem), sense=pyo.minimize)
-        remaining = max(1.0, time_limit_s - (time.perf_counter() - t1))
-        res = _run(m, problem.solver, remaining, mip_gap)
-        if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
-            res = first  # keep the phase-1 answer
-            m.min_cost.deactivate()
-            m.keep_scale.deactivate()
-            m.obj.activate()
-        bound_obj, bound = s_star, first.objective_bound
-    else:
-        bound_obj, bound = None, res.objective_bound
+        start_from, start_obj, lp_obj = _load_best_start(m, problem, time_limit_s)
+    res, bound_obj, bound = _solve_lexicographic(m, problem, time_limit_s, mip_gap, t1, warm=start_from is not None)
     solve_s = time.perf_counter() - t1
-
     tc = res.termination_condition
     if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
@@ -218,6 +183,97 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
 
     out = _stopped(SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size, warm_start=start_from,
                                warm_start_objective=start_obj), cut)
+    _read_answer(m, problem, out, bound_obj, bound)
+    if with_lp_bound:
+        out.lp_bound = lp_obj if lp_obj is not None else lp_relaxation_bound(problem, time_limit_s)
+    _believe(problem, out)
+    return out
+
+
+def _built(problem: AllocationProblem):
+    """``solver.model``'s Pyomo model of ``problem``, and the seconds it took."""
+    from hetinfra.solver.model import build_model
+
+    t0 = time.perf_counter()
+    # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too)
+    m = build_model(problem, cuts=problem.solver != "highs")
+    return m, time.perf_counter() - t0
+
+
+def _load_best_start(m, problem: AllocationProblem, time_limit_s: float) -> tuple[str | None, float | None, float | None]:
+    """Of the candidate starts (the running deployment, the rounded LP, the greedy plan), the one
+    feasible with the lowest objective loaded into ``m``'s variables: (its name, its objective, the LP
+    optimum), the first two None where none is feasible."""
+    import pyomo.environ as pyo
+
+    start_from = start_obj = None
+    lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
+    tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
+                                                 ("greedy", greedy_start(problem))) if counts]
+    best_values = None
+    for name, counts in tried:
+        obj = warm_start(m, problem, counts, time_limit_s)
+        if obj is not None and (start_obj is None or obj < start_obj):
+            start_obj, start_from = obj, name
+            best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
+    for v, val in best_values or ():  # the best start's point, not the last one tried
+        v.set_value(val, skip_validation=True)
+    return start_from, start_obj, lp_obj
+
+
+def _solve_lexicographic(m, problem: AllocationProblem, time_limit_s: float, mip_gap: float, t1: float, *,
+                         warm: bool):
+    """``m`` solved (``warm``: from its variables' values) within what is left of ``time_limit_s``
+    since ``t1``; max_throughput then again for the cheapest plan at the scale found
+    (``add_cheapest_at_scale``), phase 1's answer kept where phase 2 finds none. Returns (the result,
+    phase 1's scale or None, the bound to report)."""
+    from pyomo.contrib.solver.common.results import SolutionStatus
+    import pyomo.environ as pyo
+
+    res = _run(m, problem.solver, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap, warm=warm)
+    if not (res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
+            and problem.objective == "max_throughput"):
+        return res, None, res.objective_bound
+    res.solution_loader.load_vars()
+    s_star = pyo.value(m.s)
+    first = res
+    add_cheapest_at_scale(m, problem, s_star)
+    remaining = max(1.0, time_limit_s - (time.perf_counter() - t1))
+    res = _run(m, problem.solver, remaining, mip_gap)
+    if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+        res = first  # keep the phase-1 answer
+        m.min_cost.deactivate()
+        m.keep_scale.deactivate()
+        m.obj.activate()
+    return res, s_star, first.objective_bound
+
+
+def add_cheapest_at_scale(m, problem: AllocationProblem, s_star: float) -> None:
+    """max_throughput's phase 2 on ``m``: the objective max s (``m.obj``) deactivated, and
+
+        keep_scale:  s >= s* (1 - 1e-7)
+        min_cost:    min  sum_u cost[u] n[u]        (``solver.model.cost_expr``)
+
+    with s* the scale phase 1 reached (a relative 1e-7 below it, so that round-off in s* cannot make
+    phase 1's own plan infeasible)."""
+    import pyomo.environ as pyo
+
+    from hetinfra.solver.model import cost_expr
+
+    m.obj.deactivate()
+    m.keep_scale = pyo.Constraint(expr=m.s >= s_star * (1 - 1e-7))
+    m.min_cost = pyo.Objective(expr=cost_expr(m, problem), sense=pyo.minimize)
+
+
+def _read_answer(m, problem: AllocationProblem, out: SolveResult, bound_obj: float | None,
+                 bound: float | None) -> None:
+    """The loaded solution of ``m`` into ``out``: counts, flows, unmet demand, adapters held, extra
+    GPUs; then the objective, bound and gap (max_throughput's: phase 1's scale ``bound_obj`` and its
+    ``bound``)."""
+    import pyomo.environ as pyo
+
+    from hetinfra.solver.model import allows_unmet
+
     out.n = {u: int(round(pyo.value(m.n[u]))) for u in m.U if pyo.value(m.n[u]) > 0.5}
     for u, mod, w in m.P:
         if problem.routing == "sliced":
@@ -242,13 +298,14 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
         out.bound = bound if bound is not None and math.isfinite(bound) else None
     if out.bound is not None and out.objective:
         out.gap = abs(out.objective - out.bound) / max(abs(out.objective), 1e-9)
-    if with_lp_bound:
-        out.lp_bound = lp_obj if lp_obj is not None else lp_relaxation_bound(problem, time_limit_s)
+
+
+def _believe(problem: AllocationProblem, out: SolveResult) -> None:
+    """Raise where ``out`` fails ``verify``: a wrong answer is a bug, never a plan."""
     violations = verify(problem, out)
     if violations:
         raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
                           hint="this is a bug in hetinfra; please report it with the spec")
-    return out
 
 
 def _stopped(out: SolveResult, cut: bool) -> SolveResult:
@@ -295,10 +352,7 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
                            max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes, decompose=decompose,
                            start=start)
     if out.feasible:
-        violations = verify(problem, out)
-        if violations:
-            raise SolverError("the solver's answer fails re-checking: " + "; ".join(violations[:3]),
-                              hint="this is a bug in hetinfra; please report it with the spec")
+        _believe(problem, out)
     return out
 
 
@@ -310,22 +364,9 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
     only the problem, so a wrong compilation is caught here rather than believed. ``capacity=False``
     leaves out each unit's load against its estimated rates: verification's trim, where the
     simulation judges whether the replicas carry their load, checks every other rule with it."""
-    bad: list[str] = []
     units = {u.id: u for u in problem.units}
     scale = r.scale if (problem.objective == "max_throughput" and r.scale is not None) else 1.0
-    served: dict[tuple[str, str], float] = {k: 0.0 for k in problem.demand}
-    load: dict[str, float] = {}
-    for (u, mod, w), val in r.flow.items():
-        if val < -TOL:
-            bad.append(f"negative flow {val} on {u}")
-        if w not in units[u].rates:  # a pair outside P: residency or the round trip in TTFT forbids it
-            bad.append(f"flow of {mod}/{w} on {u}, which may not serve it")
-            continue
-        served[(mod, w)] += val
-        load[u] = load.get(u, 0.0) + val / units[u].rates[w]
-    for k, lam in problem.demand.items():
-        if abs(served[k] + r.unmet.get(k, 0.0) - lam * scale) > TOL * max(1.0, lam * scale):
-            bad.append(f"class {k[0]}/{k[1]} served {served[k]:.6g} of {lam * scale:.6g} req/s")
+    bad, load = _routing_breaches(problem, r, units, scale)
     if not capacity:  # still: nothing may be routed to a unit with no instance
         bad += [f"flow on {u}, which has no instance" for u, used in sorted(load.items())
                 if used > TOL and not r.n.get(u, 0)]
@@ -364,3 +405,23 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
             if local < problem.locality * lam * scale - TOL * max(1.0, lam):
                 bad.append(f"model {mod}: {local:.4g} req/s served in {region} < {problem.locality:g} x {lam * scale:.4g}")
     return bad
+
+
+def _routing_breaches(problem: AllocationProblem, r: SolveResult, units: dict, scale: float) -> tuple[list[str], dict]:
+    """What breaks the routing (a negative flow, a flow on a pair outside P, a class not served in
+    full at ``scale``), and each unit's load in instances (what its flows take of one instance's rates)."""
+    bad: list[str] = []
+    served: dict[tuple[str, str], float] = {k: 0.0 for k in problem.demand}
+    load: dict[str, float] = {}
+    for (u, mod, w), val in r.flow.items():
+        if val < -TOL:
+            bad.append(f"negative flow {val} on {u}")
+        if w not in units[u].rates:  # a pair outside P: residency or the round trip in TTFT forbids it
+            bad.append(f"flow of {mod}/{w} on {u}, which may not serve it")
+            continue
+        served[(mod, w)] += val
+        load[u] = load.get(u, 0.0) + val / units[u].rates[w]
+    for k, lam in problem.demand.items():
+        if abs(served[k] + r.unmet.get(k, 0.0) - lam * scale) > TOL * max(1.0, lam * scale):
+            bad.append(f"class {k[0]}/{k[1]} served {served[k]:.6g} of {lam * scale:.6g} req/s")
+    return bad, load
