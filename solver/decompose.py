@@ -145,11 +145,12 @@ def solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None =
 
 def _solve_alone(p: AllocationProblem, model: str, start: dict[str, int] | None = None, **kw) -> Block:
     """One model with every cap in full and no budget. With caps, first without them on the
-    interchangeable units merged (``solver.lagrange.merge_duplicates``; a tenth of the size at 12
+    interchangeable units merged (``solver.merge.merge_duplicates``; a tenth of the size at 12
     regions): when that plan keeps the caps on its own it is this problem's answer too (its bound
     bounds both); else the model is solved with its caps."""
     if p.caps and not p.elastic_caps:
-        from hetinfra.solver.lagrange import capped_units, merge_duplicates, merged_counts
+        from hetinfra.solver.lagrange import capped_units
+        from hetinfra.solver.merge import merge_duplicates, merged_counts
 
         merged = merge_duplicates(p)
         blk = solve_block(merged, [model], "independent", start=merged_counts(p, merged, start), **kw)

@@ -14,7 +14,7 @@ Every model's subproblem is independent (no caps, no budget), and L(mu, lambda) 
 the joint optimum for every mu, lambda >= 0 (weak duality); with each subproblem's MIP *dual bound*
 in place of its optimum it stays one. Without caps, units that differ only in their availability group
 (the same template in several regions, outside the model's locality regions) are interchangeable:
-only the cheapest at the current prices is kept (``merge_duplicates``), which makes the
+only the cheapest at the current prices is kept (``solver.merge.merge_duplicates``), which makes the
 subproblems a tenth of the size and exact.
 
 mu (and lambda) follow projected subgradient steps (Polyak's rule against the best plan found, step factor
@@ -37,55 +37,12 @@ from functools import partial
 from hetinfra.solver import clock
 from hetinfra.solver.ahead import ahead
 from hetinfra.solver.memo import memo_has
+from hetinfra.solver.merge import local_regions, merge_duplicates, set_key
 from hetinfra.solver.result import SafetyStopped
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 
 #: subgradient iterations at most (each solves every model whose prices changed)
 ITERATIONS = 12
-
-
-def _key(p: AllocationProblem, u: SolverUnit, local: set) -> tuple:
-    return (u.model, u.gpus, u.spot, u.committed, tuple(sorted(u.rates.items())),
-            u.region if (u.model, u.region) in local else None, u.id if u.id in p.running else None)
-
-
-def _locals(p: AllocationProblem) -> set:
-    return {k for k, lam in p.local_demand.items() if lam > 0} if p.locality > 0 else set()
-
-
-def merge_duplicates(p: AllocationProblem, extra: dict[str, float] | None = None) -> AllocationProblem:
-    """The cap-free, budget-free relaxation of ``p`` with interchangeable units merged: of the
-    units with the same model, GPUs, purchase option, rates (and region, where the model has local
-    demand under locality; running units always stay) only the cheapest stays, counting
-    ``extra`` $/h per instance and the churn penalty. Exact for that relaxation: those units differ
-    only in availability groups (dropped) and cost."""
-    extra = extra or {}
-    local = _locals(p)
-    w = p.churn_hours if p.running else 0.0
-    best: dict[tuple, tuple] = {}
-    for u in p.units:
-        c = u.cost + extra.get(u.id, 0.0) + (w * u.cost if u.id not in p.running else 0.0)
-        k = _key(p, u, local)
-        if k not in best or (c, u.id) < best[k][0]:
-            best[k] = ((c, u.id), u)
-    units = tuple(sorted((v[1] for v in best.values()), key=lambda u: u.id))
-    return p.replace(units=units, caps={}, budget=None)
-
-
-def merged_counts(p: AllocationProblem, merged: AllocationProblem, counts: dict[str, int] | None) -> dict[str, int] | None:
-    """``counts`` of ``p``'s units carried onto ``merge_duplicates(p)``: each unit's instances on the
-    unit that stands for its interchangeable set (an earlier plan as a start for the merged problem)."""
-    if not counts:
-        return None
-    local = _locals(p)
-    stand_in = {_key(p, u, local): u.id for u in merged.units}
-    out: dict[str, int] = {}
-    for u in p.units:
-        c = counts.get(u.id, 0)
-        if c > 0 and _key(p, u, local) in stand_in:
-            rep = stand_in[_key(p, u, local)]
-            out[rep] = out.get(rep, 0) + c
-    return out
 
 
 @dataclass
@@ -184,15 +141,15 @@ def capped_units(p: AllocationProblem, model: str, residual: dict, keep: dict[st
     the demand; of every other set the cheapest with room; ``keep``'s units always."""
     from hetinfra.solver.direct import instance_upper_bound
 
-    local = _locals(p)
+    local = local_regions(p)
     mine = [u for u in p.units if u.model == model]
     sets: dict[tuple, list[SolverUnit]] = {}
     for u in mine:
         if u.id not in keep and any(g in residual and residual[g] < n for g, n in u.gpu_use):
             continue
-        sets.setdefault(_key(p, u, local), []).append(u)
+        sets.setdefault(set_key(p, u, local), []).append(u)
     chosen = []
-    prefer = {_key(p, u, local) for u in mine if u.id in keep}
+    prefer = {set_key(p, u, local) for u in mine if u.id in keep}
     for k, members in sets.items():
         members.sort(key=lambda u: (u.cost, u.id))
         need = instance_upper_bound(p, members[0]) if k in prefer else 1

@@ -65,7 +65,7 @@ class SolveResult:
         return total(self.n)
 
 
-#: below this a flow is the solver's feasibility noise, not a routing decision (``solver.solve.TOL``)
+#: below this a flow is the solver's feasibility noise, not a routing decision (``solver.recheck.TOL``)
 FLOW_TOL = 1e-6
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import hetinfra.solver.decompose as decompose
-from hetinfra.solver.lagrange import merge_duplicates
+from hetinfra.solver.merge import merge_duplicates
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.solver.solve import solve, solve_pyomo
 
