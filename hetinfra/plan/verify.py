@@ -291,7 +291,7 @@ def simulators(pr: PlanResult, progress=None):
     decide, each = requests_per_replication(pr, config, memo, spec, path)
     pressure: set = set()
     confirm = Replicated(spec, path, config, "confirm", settings.margin, memo, ceilings, progress, pressed=True,
-                         pressure=pressure)
+                         pressure=pressure, edge=True)
     # each model's confirmation runs as long as ITS need on the first plan asks, never shorter (its
     # floor: Replicated.resize), longer where a later plan's need is, and as long as the plan's longest
     # run where it is under KV pressure (hetinfra.plan.confirm.wanted). Shorter than the first plan's

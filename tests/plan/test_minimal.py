@@ -66,7 +66,7 @@ def _judges(fid: dict, spec, path):
     decide = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "decide",
                         fid["margin"], memo, ceilings)
     confirm = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "confirm",
-                         fid["margin"], memo, ceilings)
+                         fid["margin"], memo, ceilings, edge=True)  # as the planner's (verify.simulators)
     # each model at the length its confirmation ran (fidelity.confirmation.models[].requests), as the planner's
     confirm.lengthen({m["model"]: m["requests"] for m in fid["confirmation"]["models"]})
     return [decide, confirm]
