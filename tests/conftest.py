@@ -497,3 +497,16 @@ def copied_plan(out: Path, to: Path) -> Path:
     """A test's own copy ``to`` of a shared out folder (shared_plan), which the test may change."""
     shutil.copytree(out, to, symlinks=True)
     return to
+
+
+def pytest_configure(config) -> None:
+    """Each xdist worker on a core of its own (where the OS lets a process choose): the planner sizes
+    its thread pools by the cores it may run on (hetinfra.cores), so two workers each running two
+    simulation threads on a 2-core machine contended for it; pinned, each runs its plans in one
+    thread, and the suite's results do not depend on it (same input, same plan, on any thread count)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and hasattr(os, "sched_setaffinity"):
+        allowed = sorted(os.sched_getaffinity(0))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        if count > 1 and len(allowed) >= count:
+            os.sched_setaffinity(0, {allowed[int(worker[2:]) % len(allowed)]})

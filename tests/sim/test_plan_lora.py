@@ -65,6 +65,8 @@ def test_a_plan_of_lora_units_only_replays_its_replications_and_units_in_turn(pl
     def no_threads(*args, **kw):
         raise AssertionError("a thread pool for work the Python loop does alone")
 
+    for module in (core, replications):  # threads where there are cores for them (a pinned xdist worker has one)
+        monkeypatch.setattr(module, "cores", lambda: 2)
     asked = []  # the units' map_units(threads=...) of each simulation: off where every unit is LoRA
     real_map = core.map_units
     monkeypatch.setattr(core, "map_units", lambda fn, items, threads=True: asked.append(threads) or
