@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic import ValidationInfo
 
-from hetinfra.document.base import Doc, Number
+from hetinfra.document.base import Doc, NonNegative, Number, bounded
 
 
 class HeldAdapter(Doc):
@@ -20,7 +20,7 @@ class HeldAdapter(Doc):
     lora_rank: StrictInt = Field(ge=1, description="The adapter's LoRA rank (spec `adapters[].rank`).")
     instances: StrictInt = Field(ge=1, description="Instances holding it: every instance of the unit (one "
                                                    "--lora-modules list, a GPU slot each).")
-    routed_rps: Number = Field(ge=0, description="Requests/s of the adapter routed to the unit at the planned demand.")
+    routed_rps: NonNegative = Field(description="Requests/s of the adapter routed to the unit at the planned demand.")
 
 
 class UnitAdapters(Doc):
@@ -29,12 +29,12 @@ class UnitAdapters(Doc):
     max_loras: StrictInt = Field(ge=1, description="GPU adapter slots of each engine (vLLM --max-loras).")
     max_lora_rank: StrictInt = Field(ge=1, description="Rank of each slot (vLLM --max-lora-rank): the smallest "
                                                        "vLLM allows at or above the largest adapter's rank.")
-    slot_memory_gb: Number = Field(ge=0, description="GPU memory per GPU the slots take out of the KV cache, GB.")
-    slowdown: Number = Field(ge=1, description="Step-time multiplier of a batch with max_loras distinct adapters "
+    slot_memory_gb: NonNegative = Field(description="GPU memory per GPU the slots take out of the KV cache, GB.")
+    slowdown: bounded(ge=1) = Field(description="Step-time multiplier of a batch with max_loras distinct adapters "
                                                "(hetinfra.perf.lora.slowdown; its constants name their sources).")
-    derate: Number = Field(gt=0, le=1, description="Throughput factor the unit's rates were planned at: 1 / slowdown, "
+    derate: bounded(gt=0, le=1) = Field(description="Throughput factor the unit's rates were planned at: 1 / slowdown, "
                                                    "beside the slots' memory.")
-    cold_load_ms: Number = Field(ge=0, description="Time to copy one adapter from host memory into a slot.")
+    cold_load_ms: NonNegative = Field(description="Time to copy one adapter from host memory into a slot.")
     held: list[HeldAdapter] = Field(min_length=1, description="The adapters the unit holds, by name.")
 
     @field_validator("held")
@@ -59,10 +59,10 @@ class AdapterCandidate(Doc):
                                                               "everywhere: every adapter on every replica.")
     verified: StrictBool = Field(description="Simulated through verification's rounds, trim and confirmation.")
     met: Optional[StrictBool] = Field(None, description="It met every objective (null: not verified).")
-    cost_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of its verified plan (null: not verified).")
+    cost_usd_per_hour: Optional[NonNegative] = Field(None, description="$/h of its verified plan (null: not verified).")
     gpus: Optional[StrictInt] = Field(None, ge=0, description="GPUs of its verified plan (null: not verified).")
-    starting_cost_usd_per_hour: Optional[Number] = Field(
-        None, ge=0, description="$/h of its plan at the starting rate factors, before verification (everywhere: what "
+    starting_cost_usd_per_hour: Optional[NonNegative] = Field(
+        None, description="$/h of its plan at the starting rate factors, before verification (everywhere: what "
                           "decides whether it is verified; null where it was not solved or has no plan).")
 
 

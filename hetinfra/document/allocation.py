@@ -20,7 +20,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.spec.adapters import adapter_of
-from hetinfra.document.base import Doc, Number
+from hetinfra.document.base import Doc, Fraction, NonNegative, Number, Positive
 from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_node, role_problem
 from hetinfra.facts import is_dns_label
 
@@ -33,14 +33,14 @@ class Alternate(Doc):
     cloud: StrictStr = Field(description="Cloud of the alternate offer.")
     region: StrictStr = Field(description="Region of the alternate offer.")
     instance_type: StrictStr = Field(description="Instance type of the alternate offer.")
-    price_per_hour: Number = Field(ge=0, description="$/h of one instance of the alternate offer.")
+    price_per_hour: NonNegative = Field(description="$/h of one instance of the alternate offer.")
     spot: StrictBool = Field(description="Whether the alternate is a spot offer (as the planned one).")
 
 
 class OndemandFallback(Doc):
     """A spot unit's on-demand fallback (SkyServe ``dynamic_ondemand_fallback``)."""
 
-    price_per_hour: Number = Field(ge=0, description="$/h of one on-demand instance that replaces a spot one.")
+    price_per_hour: NonNegative = Field(description="$/h of one on-demand instance that replaces a spot one.")
 
 
 class Role(Doc):
@@ -60,7 +60,7 @@ class Role(Doc):
     gpus_per_node: Optional[PositiveInt] = Field(None, description="GPUs of one of this role's nodes when its "
                                                                    "instance type differs; absent: the "
                                                                    "allocation's gpus_per_instance.")
-    price_per_node_usd_per_hour: Optional[Number] = Field(None, ge=0, description="$/h of one of this role's nodes, "
+    price_per_node_usd_per_hour: Optional[NonNegative] = Field(None, description="$/h of one of this role's nodes, "
                                                                                   "on both roles of a heterogeneous "
                                                                                   "bundle (whose allocation states "
                                                                                   "the mean over its nodes, as a "
@@ -82,7 +82,7 @@ class ClassTransfer(Doc):
     """One class's expected KV transfer in a bundle."""
 
     name: StrictStr = Field(description="The class (models[].classes[].name).")
-    transfer_ms: Number = Field(ge=0, description="Expected time to move one request's prompt KV from its prefill "
+    transfer_ms: NonNegative = Field(description="Expected time to move one request's prompt KV from its prefill "
                                                   "engine to its decode engine (latency + prompt x KV bytes per "
                                                   "token / link bandwidth), ms.")
 
@@ -94,9 +94,9 @@ class Disaggregation(Doc):
     roles: list[Role] = Field(description="The prefill role, then the decode role.")
     link: StrictStr = Field(description="What the KV moves over: nvlink or pcie inside one node; efa, infiniband or "
                                         "roce between the nodes of one placement group.")
-    link_gbytes_s: Number = Field(gt=0, description="Bandwidth one KV transfer gets over that link, GB/s (nominal x "
+    link_gbytes_s: Positive = Field(description="Bandwidth one KV transfer gets over that link, GB/s (nominal x "
                                                     "the achieved share, hetinfra.catalog.interconnect).")
-    kv_bytes_per_token: Number = Field(gt=0, description="KV-cache bytes of one prompt token (2 x layers x KV heads x "
+    kv_bytes_per_token: Positive = Field(description="KV-cache bytes of one prompt token (2 x layers x KV heads x "
                                                          "head dim x bytes).")
     classes: list[ClassTransfer] = Field(description="Per class the bundle serves: the expected KV transfer.")
 
@@ -108,7 +108,7 @@ class Stage(Doc):
     gpu: StrictStr = Field(description="GPU of the stage's node.")
     gpus: PositiveInt = Field(ge=1, description="GPUs of the stage's node (the stage's tensor-parallel size).")
     layers: PositiveInt = Field(ge=1, description="Model layers the stage serves.")
-    price_usd_per_hour: Number = Field(ge=0, description="$/h of the stage's instance.")
+    price_usd_per_hour: NonNegative = Field(description="$/h of the stage's instance.")
 
     def group_fields(self, count: int) -> dict:
         """The fields of the stage's group of identical instances (one per replica of ``count``): what a
@@ -143,12 +143,12 @@ class Allocation(Doc):
     count: PositiveInt = Field(ge=1, description="Replicas planned (at the peak demand period).")
     instances: StrictInt = Field(ge=1, description="Instances planned: count x nodes_per_replica.")
     spot: StrictBool = Field(description="Whether the unit runs on spot instances.")
-    price_per_instance_usd_per_hour: Number = Field(ge=0, description="$/h of one instance (mixed pipeline or heterogeneous "
+    price_per_instance_usd_per_hour: NonNegative = Field(description="$/h of one instance (mixed pipeline or heterogeneous "
                                                       "bundle: the mean over a replica's nodes).")
-    cost_usd_per_hour: Number = Field(ge=0, description="$/h of the unit (with a demand profile: its horizon average).")
-    utilization: Number = Field(description="Planned load of a replica, as a fraction of its capacity.")
+    cost_usd_per_hour: NonNegative = Field(description="$/h of the unit (with a demand profile: its horizon average).")
+    utilization: NonNegative = Field(description="Planned load of a replica, as a fraction of its capacity.")
     custom_cloud: StrictBool = Field(description="An offer from the user's own CSV: planned, never deployed by apply.")
-    routed_rps: Number = Field(description="Requests/s routed to the unit at the planned demand.")
+    routed_rps: NonNegative = Field(description="Requests/s routed to the unit at the planned demand.")
     target_qps_per_replica: Optional[Number] = Field(description="Requests/s one replica sustains at the unit's class "
                                                                  "mix less the headroom: the autoscaler's and the "
                                                                  "router's per-replica target; null without load.")
@@ -282,8 +282,8 @@ class RouteShare(Doc):
     """The share of one request class that one solver unit serves."""
 
     unit: StrictStr = Field(description="The solver unit (``allocations[].unit``).")
-    share: Number = Field(description="Fraction of the class's declared rate routed to the unit.")
-    rps: Number = Field(description="Requests/s of the class routed to the unit.")
+    share: Fraction = Field(description="Fraction of the class's declared rate routed to the unit.")
+    rps: NonNegative = Field(description="Requests/s of the class routed to the unit.")
 
 
 #: ``routing``: model -> request class -> the units serving it, largest share first
@@ -296,8 +296,8 @@ class OriginRouteShare(Doc):
     unit: StrictStr = Field(description="The solver unit (``allocations[].unit``).")
     deployment_unit: Optional[StrictStr] = Field(description="The deployed unit's name (``allocations[].deployment_unit``).")
     region: StrictStr = Field(description="Region of the unit.")
-    share: Number = Field(description="Fraction of the origin's requests of the class routed to the unit.")
-    rps: Number = Field(description="Requests/s of the origin's class routed to the unit.")
+    share: Fraction = Field(description="Fraction of the origin's requests of the class routed to the unit.")
+    rps: NonNegative = Field(description="Requests/s of the origin's class routed to the unit.")
     network_ms: Optional[Number] = Field(description="Estimated round trip origin -> unit region, added once to TTFT; "
                                                      "null when the network table knows neither place.")
 
@@ -305,7 +305,7 @@ class OriginRouteShare(Doc):
 class Origin(Doc):
     """Where one share of a model's traffic comes from, and where it may be served."""
 
-    share: Number = Field(description="Fraction of the model's demand from this origin.")
+    share: Fraction = Field(description="Fraction of the model's demand from this origin.")
     residency: Literal["region", "continent", "none"] = Field(description="Where the origin's requests may be served.")
     area: Optional[StrictStr] = Field(description="The allowed area's name (a region or continent); null: anywhere.")
     allowed_regions: Optional[list[StrictStr]] = Field(description="The plan's regions inside the area (the gateway "

@@ -8,7 +8,7 @@ import math
 import re
 from typing import Annotated, Iterable, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StrictFloat, StrictInt, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, WithJsonSchema
 
 from hetinfra import PLAN_VERSION
 # the one rule of a string that reaches a shell, shared with the spec's loader (issue 36: plan.json
@@ -46,6 +46,24 @@ PlanVersion = Annotated[StrictInt, AfterValidator(_plan_version)]
 
 #: a JSON number, kept as written: 50 stays 50 and 50.0 stays 50.0 (plan.json's bytes round-trip)
 Number = Annotated[Union[StrictInt, StrictFloat], AfterValidator(_finite), WithJsonSchema({"type": "number"})]
+
+#: JSON Schema's name for each bound
+_SCHEMA_BOUND = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def bounded(**bounds: float):
+    """A :data:`Number` within ``bounds`` (pydantic's ge, le, gt, lt), which its JSON Schema states too
+    (a bound given on the field itself is checked but lost from the schema: Number's schema replaces it)."""
+    return Annotated[Union[StrictInt, StrictFloat], AfterValidator(_finite), Field(**bounds),
+                     WithJsonSchema({"type": "number", **{_SCHEMA_BOUND[k]: v for k, v in bounds.items()}})]
+
+
+#: a rate, a price, a time, a load: a Number >= 0
+NonNegative = bounded(ge=0)
+#: a share of requests or of demand: a Number in [0, 1]
+Fraction = bounded(ge=0, le=1)
+#: a bandwidth, a size: a Number > 0
+Positive = bounded(gt=0)
 
 
 #: the sections apply turns into scripts, commands and names (PROSE_KEYS in them are not checked;

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
-from hetinfra.document.base import IDENT, Doc, Number
+from hetinfra.document.base import IDENT, Doc, Fraction, NonNegative, Number
 from hetinfra.document.fidelity import Fidelity  # noqa: F401  (plan.json sections, one import place)
 from hetinfra.spec.deploy import DeploySpec
 from hetinfra.spec.models import Precision
@@ -33,8 +33,8 @@ class RequestClass(Doc):
     name: StrictStr = Field(description="Class name (e.g. 'in<=500,out<=200').")
     input_tokens: StrictInt = Field(description="Input tokens a request of the class is planned for.")
     output_tokens: StrictInt = Field(description="Output tokens a request of the class is planned for.")
-    share: Number = Field(description="The class's share of the model's requests.")
-    rate_rps: Number = Field(description="Requests/s of the class at the planned demand.")
+    share: Fraction = Field(description="The class's share of the model's requests.")
+    rate_rps: NonNegative = Field(description="Requests/s of the class at the planned demand.")
 
 
 class Variant(Doc):
@@ -51,8 +51,8 @@ class Variant(Doc):
 
 
 class VariantRate(Doc):
-    rps: Number = Field(description="Requests/s routed to the variant.")
-    share: Number = Field(description="The variant's share of the model's routed requests.")
+    rps: NonNegative = Field(description="Requests/s routed to the variant.")
+    share: Fraction = Field(description="The variant's share of the model's routed requests.")
 
 
 class Accuracy(Doc):
@@ -67,7 +67,7 @@ class Accuracy(Doc):
 
 
 class DemandProfile(Doc):
-    rate_rps: Number = Field(description="The declared (base) request rate.")
+    rate_rps: NonNegative = Field(description="The declared (base) request rate.")
     multipliers: list[Number] = Field(description="The demand multiplier of each period.")
     peak_period: StrictInt = Field(description="Index of the peak period (the planned demand).")
 
@@ -91,7 +91,7 @@ class ModelEntry(Doc):
     precision: Precision = Field(description="Weight precision served (a GPU without BF16 runs fp16).")
     params: Optional[Number] = Field(description="Parameter count: apply sizes disks for the weights.")
     slo: Slo = Field(description="The latency objective.")
-    rate_rps: Number = Field(description="Requests/s planned for (with a demand profile: the peak period's).")
+    rate_rps: NonNegative = Field(description="Requests/s planned for (with a demand profile: the peak period's).")
     max_model_len: StrictInt = Field(ge=1, description="vLLM --max-model-len of every engine of the model.")
     max_model_len_basis: StrictStr = Field(description="Why max_model_len has its value (prose).")
     classes: list[RequestClass] = Field(description="The model's request classes.")

@@ -19,7 +19,7 @@ from hetinfra.spec.origins import OriginSpec, origin_shares
 from hetinfra.spec.size import MAX_PLANNED_CLASSES, check_model_size, check_plan_size
 from hetinfra.spec.infrastructure import AvailabilityCap, CustomGpuSpec, InfrastructureSpec, PurchaseTerm  # noqa: F401
 from hetinfra.spec.planning import PlanningSpec, VerifySpec  # noqa: F401 (spec.models names every section)
-from hetinfra.spec.units import MAX_SCALE, Count, Milliseconds
+from hetinfra.spec.units import MAX_SCALE, count, milliseconds
 
 SPEC_VERSION = 1
 #: longest demand.profile: hourly over a week
@@ -69,8 +69,8 @@ class ArchitectureSpec(Strict):
     heads: int = Field(gt=0, le=65536, description="num_attention_heads (query heads).")
     kv_heads: int = Field(gt=0, le=65536, description="num_key_value_heads (GQA); equal to heads for MHA.")
     head_dim: int = Field(gt=0, le=65536, description="Dimension of one attention head (hidden_size / heads unless set).")
-    params: Count = Field(gt=0, le=1e14, description="Total parameter count: 7000000000, 7e9 or '7B'.")
-    active_params: Count | None = Field(None, gt=0, le=1e14, description="MoE only: parameters active per token.")
+    params: count(gt=0, le=1e14) = Field(description="Total parameter count: 7000000000, 7e9 or '7B'.")
+    active_params: count(gt=0, le=1e14) | None = Field(None, description="MoE only: parameters active per token.")
     vocab_size: int = Field(32000, gt=0, le=MAX_TOKENS, description="Vocabulary size.")
     max_context: int = Field(4096, gt=0, le=100_000_000, description="max_position_embeddings: longest input+output the model accepts.")
 
@@ -79,8 +79,8 @@ class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
-    ttft_ms: Milliseconds = Field(gt=0, le=3_600_000, description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: Milliseconds = Field(gt=0, le=600_000, description="Time per output token after the first, milliseconds: a request's "
+    ttft_ms: milliseconds(gt=0, le=3_600_000) = Field(description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: milliseconds(gt=0, le=600_000) = Field(description="Time per output token after the first, milliseconds: a request's "
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
     percentile: Literal["mean", "p50", "p90", "p95", "p99"] = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "

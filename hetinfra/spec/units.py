@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|sec|seconds|min|m)?\s*\Z")
 _TO_MS = {None: 1.0, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "min": 60000.0, "m": 60000.0}
@@ -48,7 +48,21 @@ def parse_count(value: object) -> float:
     raise ValueError(f"expected a count such as 7000000000, 7e9 or '7B', got {value!r}")
 
 
-# json_schema_input_type: the published schema accepts what the loader accepts ('3s', '7B'), so an
-# editor does not flag a valid spec
-Milliseconds = Annotated[float, BeforeValidator(parse_ms, json_schema_input_type=float | str)]
-Count = Annotated[float, BeforeValidator(parse_count, json_schema_input_type=float | str)]
+def _parsed(parse, **bounds: float):
+    """A float read by ``parse`` (a number, or a string such as '3s' or '7B') within ``bounds`` (pydantic's
+    gt, ge, lt, le). json_schema_input_type: the published schema accepts what the loader accepts, so an
+    editor does not flag a valid spec, and states the bounds on its number (a bound on the field itself
+    was checked but left out of the schema, or written there as pydantic's own 'gt'/'le' keys)."""
+    number = Annotated[float, Field(**bounds)] if bounds else float
+    return Annotated[float, Field(**bounds), BeforeValidator(parse, json_schema_input_type=number | str)]
+
+
+def milliseconds(**bounds: float):
+    """A duration in milliseconds: 250, or '250ms', '2s' (see :func:`parse_ms`), within ``bounds``."""
+    return _parsed(parse_ms, **bounds)
+
+
+def count(**bounds: float):
+    """A count: 7000000000, 7e9 or '7B' (see :func:`parse_count`), within ``bounds``."""
+    return _parsed(parse_count, **bounds)
+

@@ -32,6 +32,47 @@ def test_any_wrong_count_names_its_field(name, field, value, data):
     assert str(exc.value).startswith(f"out/plan.json: allocations[{i}].")
 
 
+def _fraction_and_rate_paths(doc: dict) -> list[tuple[list, str]]:
+    """Where a plan holds a fraction (in [0, 1]) or a rate (>= 0): (path to its dict, key, kind)."""
+    out = []
+    for m, per in doc["routing"].items():
+        for c, rows in per.items():
+            out += [(["routing", m, c, i], k) for i in range(len(rows)) for k in ("share", "rps")]
+    for m, per in (doc.get("routing_by_origin") or {}).items():
+        for o, classes in per.items():
+            for c, rows in classes.items():
+                out += [(["routing_by_origin", m, o, c, i], k) for i in range(len(rows)) for k in ("share", "rps")]
+    for m, per in (doc.get("origins") or {}).items():
+        out += [(["origins", m, o], "share") for o in per]
+    for i, model in enumerate(doc["models"]):
+        out += [(["models", i], "rate_rps")]
+        out += [(["models", i, "classes", j], k) for j in range(len(model["classes"])) for k in ("share", "rate_rps")]
+    out += [(["allocations", i], k) for i in range(len(doc["allocations"])) for k in ("routed_rps", "utilization")]
+    return out
+
+
+@given(name=st.sampled_from(sorted(PLANS)), data=st.data(),
+       value=st.one_of(st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False),
+                       st.floats(min_value=1.0 + 1e-9, max_value=1e12)))
+@settings(max_examples=120, deadline=None)
+def test_a_share_outside_0_1_or_a_negative_rate_is_refused_where_it_is(name, data, value):
+    """A hand-edited plan.json whose routing share is 7.0 was simulated as it stood (the simulator and the
+    gateway read the shares): every fraction of a plan is in [0, 1], every rate >= 0, else exit 2 naming
+    the field. A share above 1 is out; a rate or a utilization above 1 is a value like any other."""
+    doc = copy.deepcopy(PLANS[name])
+    path, key = data.draw(st.sampled_from(_fraction_and_rate_paths(doc)))
+    if value > 1 and key != "share":
+        value = -value  # rates and loads may exceed 1: only their sign is bounded
+    node = doc
+    for step in path:
+        node = node[step]
+    node[key] = value
+    with pytest.raises(InvalidInputError) as exc:
+        Plan.parse(doc, "out/plan.json")
+    assert exc.value.exit_code == 2 and str(exc.value).startswith(f"out/plan.json: {path[0]}")
+    assert key in str(exc.value).splitlines()[0]
+
+
 @given(name=st.sampled_from(sorted(PLANS)), section=st.sampled_from(["allocations", "models", "routing", "deploy",
                                                                      "solver", "inputs", "templates", "baselines"]),
        value=st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just([]), st.just({})))
