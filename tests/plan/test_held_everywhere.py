@@ -16,7 +16,7 @@ models:
     slo: {ttft_ms: 2000, tpot_ms: 100}
     demand:
       rate_rps: 8
-      sizes: {classes: [{name: c, input_tokens: 500, output_tokens: 200, share: 1}]}
+      sizes: {classes: [{name: c, input_tokens: 500, output_tokens: 100, share: 1}]}
 infrastructure:
   clouds: [aws]
   regions: [us-east-1]
@@ -46,11 +46,12 @@ def _planned(tmp_path, placement: str) -> dict:
 
 
 def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp_path):
-    """One round: the placed plan's small units need 6 L40S ($11.17/h) where all six adapters on each
-    of 4 L40S meet ($7.44/h): with the candidate, the all-adapters plan is kept, never the dearer
-    placed one. About 5 s (two verified searches, the placed plan and its candidate; LoRA units replay
-    on the Python loop). The candidate is what ``adapter_placement: everywhere`` plans on its own (the
-    same verify_over on the same pool); a spec planned everywhere gets no record (the test below)."""
+    """One round: the placed plan's small units need 4 L40S ($7.44/h) where all six adapters on each
+    of 3 L40S meet ($5.58/h): with the candidate, the all-adapters plan is kept, never the dearer
+    placed one. About 4 s (two verified searches, the placed plan and its candidate; LoRA units replay
+    on the Python loop; replies of 100 tokens, not 200: the runs are as long as the replies make them,
+    5.3 s at 200). The candidate is what ``adapter_placement: everywhere`` plans on its own (the same
+    verify_over on the same pool); a spec planned everywhere gets no record (the test below)."""
     placed = _planned(tmp_path, "placed")
     assert placed["fidelity"]["met"]
     # plan.json says which placements were compared, their costs and which was kept and why
