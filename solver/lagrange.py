@@ -37,7 +37,7 @@ from functools import partial
 from hetinfra.solver import clock
 from hetinfra.solver.ahead import ahead
 from hetinfra.solver.memo import memo_has
-from hetinfra.solver.merge import local_regions, merge_duplicates, set_key
+from hetinfra.solver.merge import local_regions, merge_duplicates, network_profiles, set_key
 from hetinfra.solver.result import SafetyStopped
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 
@@ -141,15 +141,15 @@ def capped_units(p: AllocationProblem, model: str, residual: dict, keep: dict[st
     the demand; of every other set the cheapest with room; ``keep``'s units always."""
     from hetinfra.solver.direct import instance_upper_bound
 
-    local = local_regions(p)
+    local, network = local_regions(p), network_profiles(p)
     mine = [u for u in p.units if u.model == model]
     sets: dict[tuple, list[SolverUnit]] = {}
     for u in mine:
         if u.id not in keep and any(g in residual and residual[g] < n for g, n in u.gpu_use):
             continue
-        sets.setdefault(set_key(p, u, local), []).append(u)
+        sets.setdefault(set_key(p, u, local, network), []).append(u)
     chosen = []
-    prefer = {set_key(p, u, local) for u in mine if u.id in keep}
+    prefer = {set_key(p, u, local, network) for u in mine if u.id in keep}
     for k, members in sets.items():
         members.sort(key=lambda u: (u.cost, u.id))
         need = instance_upper_bound(p, members[0]) if k in prefer else 1

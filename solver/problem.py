@@ -123,6 +123,12 @@ class AllocationProblem:
         return [k for k in sorted(self.demand) if k not in served]
 
     def replace(self, **changes) -> "AllocationProblem":
+        """This problem with ``changes``; new ``units`` keep only their own ``network_ms`` entries (a
+        block's or a model's subproblem carried the whole fleet's, which grew its memo keys and missed
+        the memo whenever another model's units changed)."""
+        if "units" in changes and "network_ms" not in changes and self.network_ms:
+            ids = {u.id for u in changes["units"]}
+            changes["network_ms"] = {k: ms for k, ms in self.network_ms.items() if k[0] in ids}
         return dataclasses.replace(self, **changes)
 
 

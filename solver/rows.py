@@ -63,6 +63,14 @@ INF = math.inf
 #: 100 ms cost $0.10/h, below any instance's price; large enough for the LP (5e-6 per req/s at 50 ms,
 #: against HiGHS's dual feasibility tolerance of 1e-7).
 NETWORK_TIE = 1e-7
+
+
+def network_tie_most(p: AllocationProblem) -> float:
+    """The most the tie-break (NETWORK_TIE) adds to ``p``'s objective: every req/s at the longest round
+    trip. Objectives of two plans of ``p`` that differ by less than this may be of equal cost."""
+    if not p.network_ms:
+        return 0.0
+    return NETWORK_TIE * max(p.network_ms.values()) * sum(p.demand.values())
 #: Objective weight of a GPU over a cap in diagnosis mode (elastic caps).
 ELASTIC_WEIGHT = 1e4
 #: ... times this for a cap of 0: an empty cap (a quota of 0, a region the feed says has none) is

@@ -499,12 +499,18 @@ def copied_plan(out: Path, to: Path) -> Path:
     return to
 
 
+#: the cores the run was given, before a worker pins itself to one (tests/plan/test_deterministic.py)
+RUN_AFFINITY: set[int] = set()
+
+
 def pytest_configure(config) -> None:
     """Each xdist worker on a core of its own (where the OS lets a process choose): the planner sizes
     its thread pools by the cores it may run on (hetinfra.cores), so two workers each running two
     simulation threads on a 2-core machine contended for it; pinned, each runs its plans in one
     thread, and the suite's results do not depend on it (same input, same plan, on any thread count)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if hasattr(os, "sched_getaffinity"):
+        RUN_AFFINITY.update(os.sched_getaffinity(0))
     if worker.startswith("gw") and hasattr(os, "sched_setaffinity"):
         allowed = sorted(os.sched_getaffinity(0))
         count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

@@ -208,7 +208,9 @@ class Solver(Doc):
 
     name: StrictStr = Field(description="The MIP solver: planning.solver (highs by default).")
     status: StrictStr = Field(description="Solver status of the final solve.")
-    objective: Optional[Number] = Field(description="Objective value.")
+    objective: Optional[Number] = Field(description="Objective value: $/h and penalties, and with origins the routing "
+                                                    "tie-break (solver.rows.NETWORK_TIE, at most 1e-7 $/h per req/s "
+                                                    "and ms of round trip).")
     bound: Optional[Number] = Field(description="Best bound.")
     gap: Optional[Number] = Field(description="Relative MIP gap.")
     lp_bound: Optional[Number] = Field(description="LP relaxation bound.")

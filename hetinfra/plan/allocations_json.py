@@ -170,7 +170,7 @@ def routing(pr: "PlanResult", scale: float) -> Routing:
         for c in pm.classes:
             total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
             flows = sorted(by_class.get((pm.spec.name, c.name), ()), key=lambda x: -x[1])
-            per_class[c.name] = [RouteShare.model_construct(unit=u, share=rounded(rps / total if total else 0.0, 6),
+            per_class[c.name] = [RouteShare.model_construct(unit=u, share=min(1.0, rounded(rps / total if total else 0.0, 6)),
                                                             rps=rounded(rps, 6)) for u, rps in flows]
     return out
 

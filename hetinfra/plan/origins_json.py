@@ -53,7 +53,7 @@ def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> di
                     worst = ms if worst is None or (ms is not None and ms > worst) else worst
                     entries.append(OriginRouteShare.model_construct(
                         unit=u, deployment_unit=named.get(u), region=region,
-                        share=rounded(rps / total if total else 0.0), rps=rounded(rps), network_ms=ms))
+                        share=min(1.0, rounded(rps / total if total else 0.0)), rps=rounded(rps), network_ms=ms))
                 per_class[c.name] = entries
             places = sorted({(a.cloud, a.region) for a in allocations if a.model == m})
             inside = sorted({r for c, r in places if allowed(o, rule, c, r)}) if rule != "none" else None

@@ -57,9 +57,9 @@ START, STEP, MAX = 2, 2, 7
 #: the confirmation stops early (after 2 or 4 replications) on a met model only when its bound is
 #: EDGE inside its objective; nearer the edge it runs on to EDGE_LOOK. Each look at the replications
 #: so far is one more chance for a model at the edge to pass by luck: by Monte Carlo (normal runs,
-#: sd 1% of the objective), a model whose mean run misses (half its runs miss) passed the looks at 2,
-#: 4, 6 and 7 replications 4% of the time, one whose mean is 1 sd inside 22%; with the edge rule
-#: 0.1% and 10%, at 0.2 more replications on average for a model far inside. The search's own
+#: sd 1% of the objective), a model whose mean run misses (half its runs miss) passed the confirmation's
+#: looks at 2, 4, 6 and 8 replications 3.4% of the time, one whose mean is 1 sd inside 22%; with the
+#: edge rule 0.2% and 11%, at 0.2 more replications on average for a model far inside. The search's own
 #: judgements keep stopping at the first met look (the confirmation guards their luck): a
 #: 3-model spec's 8B model (L40S at 94% of its rate) was confirmed at 4 replications, p99 TPOT
 #: 39.49-39.69 ms against 40, and missed on 4 of 11 audit seeds (39.16-40.88 ms)
@@ -299,7 +299,8 @@ class Replicated:
                 if kv_filled(runs[m["model"]], m["model"], KV_NEAR):
                     self.pressure.add(model_state(view, m["model"]))
                 pressed = self.pressed and self.under_pressure(view, m["model"])
-                near = self.edge and m["met"] and count < EDGE_LOOK and (m["ratio_bound"] or 0.0) > 1.0 - EDGE
+                near = self.edge and m["met"] and count < EDGE_LOOK and \
+                    (m["ratio_bound"] or 0.0) > 1.0 - self.margin - EDGE  # met: within 1 - margin
                 open_ = m["decision"] == "undecided" or (pressed and m["met"]) or near
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                 if not open_ or count >= (self.most if pressed else MAX):

@@ -76,9 +76,12 @@ def raise_floors(inputs: PlanInputs, pool: list, solved: tuple, solve_pool: Call
 def _most_kept(p_old, r_old) -> float | None:
     """The highest objective a trial may reach and still be kept (:func:`_no_worse`); None where the
     comparison is not on the objective alone (max_throughput: the demand scale first)."""
+    from hetinfra.solver.rows import network_tie_most
+
     if p_old.objective != "min_cost" or r_old.objective is None:
         return None
-    return r_old.objective + TOL * max(1.0, abs(r_old.objective))
+    # a trial of equal cost whose clients travel further (the objective's routing tie-break) is kept too
+    return r_old.objective + TOL * max(1.0, abs(r_old.objective)) + network_tie_most(p_old)
 
 
 def _no_worse(p_new, r_new, p_old, r_old) -> bool:

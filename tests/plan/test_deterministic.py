@@ -32,12 +32,14 @@ def _without(doc: dict, keys=RUN_DEPENDENT_KEYS) -> str:
 
 @contextlib.contextmanager
 def every_core():
-    """This process (and what it starts) on every core of the machine, then back as it was."""
-    if not hasattr(os, "sched_setaffinity"):
+    """This process (and what it starts) on every core the run was given, then back as it was."""
+    from tests.conftest import RUN_AFFINITY
+
+    if not hasattr(os, "sched_setaffinity") or not RUN_AFFINITY:
         yield
         return
     mine = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+    os.sched_setaffinity(0, RUN_AFFINITY)
     try:
         yield
     finally:

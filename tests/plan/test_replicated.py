@@ -399,3 +399,19 @@ def test_each_plan_confirmed_is_sized_anew_never_under_the_first_plans_need(monk
     assert judge.length("edge") == judge.length("clear") == 100_000
     judge.resize({"edge": 27_000, "clear": 27_000})
     assert judge.length("edge") == 30_000 and judge.length("clear") == 27_000
+
+
+def test_the_confirmation_runs_on_past_its_early_looks_near_the_edge(monkeypatch):
+    """replicated.EDGE: a model met after 2 replications with its bound 1.2% inside its objective (two
+    close runs at 0.982-0.983) stops there in the search's judgement; the confirmation runs it on to at
+    least EDGE_LOOK, where the runs at the edge show: not met. A model far inside stops at 2 in both."""
+    monkeypatch.setitem(RATIOS, "tight", [0.982, 0.983, 0.982, 0.983, 1.01, 1.02, 1.0, 1.0])
+    view = {"models": [{"name": n, "rate_rps": 1.0} for n in ("tight", "clear")], "allocations": [], "routing": {}}
+    got = {}
+    for name in ("decide", "confirm"):  # each judge on its own stand-in (seed positions from 0)
+        judge, _ = _judge(monkeypatch, name)
+        judge.edge = name == "confirm"
+        got[name] = {m["model"]: m for m in judge(view)["models"]}
+    assert got["decide"]["tight"]["replications"] == 2 and got["decide"]["tight"]["met"]
+    assert got["confirm"]["tight"]["replications"] >= replicated.EDGE_LOOK and not got["confirm"]["tight"]["met"]
+    assert got["confirm"]["clear"]["replications"] == 2 and got["confirm"]["clear"]["met"]

@@ -131,3 +131,22 @@ def test_a_clock_cut_at_a_repairs_start_is_reported(monkeypatch):
     monkeypatch.setattr(DirectModel, "with_counts", lambda self, counts, time_limit_s: Outcome("time_limit"))
     with pytest.raises(SafetyStopped):
         lagrange._solve_mip(_repair_problem(), None, mip_gap=0.0, max_nodes=2000, deadline=1e18)
+
+
+def test_units_whose_flows_travel_differently_are_not_merged_and_subproblems_keep_their_own_round_trips():
+    """Routing by origin (AllocationProblem.network_ms, the objective's tie-break): a1 in r1 and a2 in r2
+    cost the same and serve the same; a's clients are in r1, 40 ms from r2. Merged as interchangeable,
+    the stand-in (a1, the lower id) would price a2's flows with its own round trips, or the other way
+    round; kept apart, the merged relaxation routes to the near one. A model's subproblem keeps only
+    its own units' round trips (they were the whole fleet's, and every model's memo key moved with
+    any other model's units)."""
+    units = (unit("a1", "a", 1.0, "r2"), unit("a2", "a", 1.0, "r1"), unit("b1", "b", 1.0, "r1"))
+    p = AllocationProblem(units=units, demand={("a", "c"): 10.0, ("b", "c"): 10.0},
+                          network_ms={("a1", ("a", "c")): 40.0, ("b1", ("b", "c")): 5.0})
+    merged = merge_duplicates(p)
+    assert [u.id for u in merged.units] == ["a1", "a2", "b1"]
+    assert merged.network_ms == p.network_ms
+    r = solve(merged, time_limit_s=10, mip_gap=0)
+    assert r.n == {"a2": 1, "b1": 1} and r.objective == pytest.approx(2.0 + 1e-7 * 5.0 * 10.0)
+    only_a = p.replace(units=tuple(u for u in units if u.model == "a"))
+    assert only_a.network_ms == {("a1", ("a", "c")): 40.0}

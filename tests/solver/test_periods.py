@@ -128,3 +128,12 @@ def test_two_models_with_opposite_peaks_share_a_cap(decompose):
         assert sum(c for u, c in lv["counts"].items() if not u.startswith("yb")) <= 4
     if decompose:
         assert [b["models"] for b in r.blocks] == [["b", "m"]] and r.blocks[0]["method"] == "joint"
+
+
+def test_expansion_weighs_each_levels_round_trips_by_its_hours():
+    """A multi-period plan routed by origin: each level's copy of a flow keeps its round trip (the
+    objective's tie-break, solver.rows.NETWORK_TIE), weighed by the level's share of the hours as its
+    instances' costs are. It was dropped: the copies' flows cost nothing."""
+    p = _problem(1, 0, 0, 4, network_ms={("x|ondemand", ("m", "w")): 30.0})
+    big = expand(p)
+    assert big.network_ms == {(f"x|ondemand #{lv}", (f"m #{lv}", "w")): pytest.approx(7.5) for lv in range(4)}
