@@ -130,10 +130,10 @@ def test_two_models_with_opposite_peaks_share_a_cap(decompose):
         assert [b["models"] for b in r.blocks] == [["b", "m"]] and r.blocks[0]["method"] == "joint"
 
 
-def test_expansion_weighs_each_levels_round_trips_by_its_hours():
-    """A multi-period plan routed by origin: each level's copy of a flow keeps its round trip (the
-    objective's tie-break, solver.rows.NETWORK_TIE), weighed by the level's share of the hours as its
-    instances' costs are. It was dropped: the copies' flows cost nothing."""
+def test_expansion_routes_without_the_round_trip_tie_break():
+    """A multi-period plan routed by origin expands without the objective's routing tie-break
+    (solver.rows.NETWORK_TIE): weighed onto every level's flows it made a 4-level plan of
+    services/multi-region.yaml's fleet solve in 23 s instead of 13, for the same plan. The expanded
+    problem holds no round trips (not the unexpanded units' ids either, which no column has)."""
     p = _problem(1, 0, 0, 4, network_ms={("x|ondemand", ("m", "w")): 30.0})
-    big = expand(p)
-    assert big.network_ms == {(f"x|ondemand #{lv}", (f"m #{lv}", "w")): pytest.approx(7.5) for lv in range(4)}
+    assert expand(p).network_ms == {}
