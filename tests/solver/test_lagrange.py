@@ -148,5 +148,10 @@ def test_units_whose_flows_travel_differently_are_not_merged_and_subproblems_kee
     assert merged.network_ms == p.network_ms
     r = solve(merged, time_limit_s=10, mip_gap=0)
     assert r.n == {"a2": 1, "b1": 1} and r.objective == pytest.approx(2.0 + 1e-7 * 5.0 * 10.0)
+    # the Pyomo model reads the same objective (solver.rows), and sliced routing weighs slices by req/s
+    by_pyomo = solve_pyomo(merged, time_limit_s=10, mip_gap=0)
+    assert by_pyomo.n == r.n and by_pyomo.objective == pytest.approx(r.objective, abs=1e-9)
+    sliced = solve(merged.replace(routing="sliced", slice_factor=4), time_limit_s=10, mip_gap=0)
+    assert sliced.n == r.n and sliced.objective == pytest.approx(r.objective, abs=1e-9)
     only_a = p.replace(units=tuple(u for u in units if u.model == "a"))
     assert only_a.network_ms == {("a1", ("a", "c")): 40.0}
