@@ -24,6 +24,13 @@ def rounded(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
+def share_of(rps: float, total: float) -> float:
+    """``rps`` as a share of ``total`` for plan.json's routing (6 digits; 0 of nothing), never above 1:
+    the solver's re-check accepts a class served up to its rate plus a tolerance, which a rounded
+    share of a small class could show as 1.00002, and plan.json's shares are bounded by 1."""
+    return min(1.0, rounded(rps / total if total else 0.0, 6))
+
+
 class Load(NamedTuple):
     """Each solver unit's planned load: in replicas, and in requests/s routed to it."""
 
@@ -170,7 +177,7 @@ def routing(pr: "PlanResult", scale: float) -> Routing:
         for c in pm.classes:
             total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
             flows = sorted(by_class.get((pm.spec.name, c.name), ()), key=lambda x: -x[1])
-            per_class[c.name] = [RouteShare.model_construct(unit=u, share=min(1.0, rounded(rps / total if total else 0.0, 6)),
+            per_class[c.name] = [RouteShare.model_construct(unit=u, share=share_of(rps, total),
                                                             rps=rounded(rps, 6)) for u, rps in flows]
     return out
 

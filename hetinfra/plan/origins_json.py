@@ -17,6 +17,7 @@ shares of one (origin, class) sum to 1, and summed over origins the rps are ``ro
 from __future__ import annotations
 
 from hetinfra.document.allocation import Allocation, Origin, OriginRouteShare, OriginRouting, Origins
+from hetinfra.plan.allocations_json import rounded, share_of
 from hetinfra.plan.origins import allowed, area_name, origins_of
 from hetinfra.price_feeds.network import round_trip_ms
 
@@ -25,9 +26,6 @@ def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> di
     """The two plan.json keys as their models (or {} when no model declares origins), constructed
     without validation: the values are the planner's."""
     from hetinfra.plan.purchase import peak_multiplier
-
-    def rounded(x: float) -> float:
-        return round(x, 6)
 
     flows = getattr(pr.result, "origin_flow", None) or {}
     named = {a.unit: a.deployment_unit for a in allocations}
@@ -53,11 +51,11 @@ def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> di
                     worst = ms if worst is None or (ms is not None and ms > worst) else worst
                     entries.append(OriginRouteShare.model_construct(
                         unit=u, deployment_unit=named.get(u), region=region,
-                        share=min(1.0, rounded(rps / total if total else 0.0)), rps=rounded(rps), network_ms=ms))
+                        share=share_of(rps, total), rps=rounded(rps, 6), network_ms=ms))
                 per_class[c.name] = entries
             places = sorted({(a.cloud, a.region) for a in allocations if a.model == m})
             inside = sorted({r for c, r in places if allowed(o, rule, c, r)}) if rule != "none" else None
-            origins[m][o] = Origin.model_construct(share=rounded(share), residency=rule,
+            origins[m][o] = Origin.model_construct(share=rounded(share, 6), residency=rule,
                                                    area=area_name(o, rule) if rule != "none" else None,
                                                    allowed_regions=inside, worst_network_ms=worst)
     return {"origins": origins, "routing_by_origin": routing} if origins else {}
