@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hetinfra import cores
 from hetinfra.document.simulation import RunEntry, RunObjective
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.bounds import clopper_pearson, prediction_bound, t_bound
@@ -101,12 +99,9 @@ def simulate_replications(view, spec, spec_path, config: WorkloadConfig, seeds: 
         return simulate_plan(view, spec, Path(spec_path), replace(config, seed=seed), tick if ticks else None,
                              memo=memo, detail=detail)
 
-    # replications of a plan whose units all replay on the Python loop run in turn (core.python_only)
-    workers = min(len(seeds), cores()) if core.available() and not core.python_only(view.allocations) else 1
-    if workers <= 1:
-        return [one(s) for s in seeds]
-    with ThreadPoolExecutor(workers, thread_name_prefix="hetinfra-rep") as pool:
-        return list(pool.map(one, seeds))
+    # a thread per replication, as a plan's units get (core.map_units), but in turn for a plan whose
+    # units all replay on the Python loop (core.python_only)
+    return core.map_units(one, seeds, threads=not core.python_only(view.allocations))
 
 
 def requests_for(view, sim: dict, least: int = 20_000, passes: int = PASSES, most: int = MOST_REQUESTS) -> int:

@@ -65,8 +65,7 @@ def test_a_plan_of_lora_units_only_replays_its_replications_and_units_in_turn(pl
     def no_threads(*args, **kw):
         raise AssertionError("a thread pool for work the Python loop does alone")
 
-    for module in (core, replications):  # threads where there are cores for them (a pinned xdist worker has one)
-        monkeypatch.setattr(module, "cores", lambda: 2)
+    monkeypatch.setattr(core, "cores", lambda: 2)  # threads where there are cores (a pinned xdist worker has one)
     asked = []  # the units' map_units(threads=...) of each simulation: off where every unit is LoRA
     real_map = core.map_units
     monkeypatch.setattr(core, "map_units", lambda fn, items, threads=True: asked.append(threads) or
@@ -74,8 +73,7 @@ def test_a_plan_of_lora_units_only_replays_its_replications_and_units_in_turn(pl
     simulate_plan(planned[0], load_spec(planned[1])[0], planned[1], config, detail=False)
     assert asked[0] is True  # the mixed plan: threads for its units
     asked.clear()
-    monkeypatch.setattr(replications, "ThreadPoolExecutor", no_threads)
-    monkeypatch.setattr(core, "ThreadPoolExecutor", no_threads)
+    monkeypatch.setattr(core, "ThreadPoolExecutor", no_threads)  # replications' threads are core.map_units' too
     assert replications.simulate_replications(plan, spec, spec_path, config, seeds) == alone
     assert asked and asked[0] is False  # the units of each replication in turn too
     with pytest.raises(AssertionError, match="thread pool"):
