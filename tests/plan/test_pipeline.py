@@ -4,6 +4,8 @@ solving them after it gives."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.plan.test_blocks import _fleet
 
 
@@ -83,3 +85,29 @@ def test_the_baselines_are_sized_for_the_load_the_plan_is_sized_for():
     cost = pr.result.cost(pr.problem)
     gap = inputs.spec.planning.mip_gap
     assert all(b.cost >= cost * (1 - gap) - 1e-9 for b in feasible), [(b.gpu, b.cost, cost) for b in feasible]
+
+
+@pytest.mark.parametrize("example", ["multi-region.yaml", "europe.yaml"])
+def test_the_baselines_keep_the_specs_locality(example):
+    """A single-GPU baseline is a fleet the spec allows: its caps AND its locality (each origin region
+    serves planning.locality of its own traffic). Dropped, an H100-only baseline served a us-central1
+    origin from eastus and read "this plan saves -16.7%". So each feasible baseline has a unit of each
+    model in each of its origin regions and costs no less than the plan (the cheapest mix under the same
+    rules, within the MIP gap); a GPU type offered in no such region says so."""
+    from hetinfra.plan.planner import solve_units
+    from tests.plan.test_prune import _units
+
+    inputs, units = _units(example)
+    pr = solve_units(inputs, units, {})
+    p, cost, gap = pr.problem, pr.result.cost(pr.problem), inputs.spec.planning.mip_gap
+    local = {k for k, lam in p.local_demand.items() if lam > 0}
+    assert p.locality > 0 and local
+    regions_of = {u.id: (u.model, u.region) for u in pr.all_units}
+    for b in pr.baselines:
+        if not b.feasible:
+            assert "locality" in b.reason or "cannot serve" in b.reason, (b.gpu, b.reason)
+            continue
+        placed = {regions_of[uid] for uid, n in b.allocation.items() if n > 0}
+        assert local <= placed, (b.gpu, sorted(local - placed))
+        assert b.cost >= cost * (1 - gap) - 1e-9, (b.gpu, b.cost, cost)
+    assert any("locality" in (b.reason or "") for b in pr.baselines) == (example == "europe.yaml")
