@@ -5,7 +5,8 @@ overfit its check").
 After the last veto (hetinfra.plan.verify.VETOES) a model can still miss on the confirm seeds: its
 rounds' plan passed the search's seeds by luck and nothing of the trim is left to put back. Rather
 than ship a plan that misses, that model alone gets capacity: one replica at a time, to its unit
-that misses the most on the last judgement (the largest worst ratio of a statistic to its objective,
+that misses the most on the last judgement (an unstable one, then the one holding the most of the
+model's requests outside its bounds, then the largest worst ratio of a statistic to its objective,
 then the most req/s per replica), within every other rule of the spec (``trim.breaks_rules``). Each
 padded plan is judged on FRESH confirm seeds (``Replicated.fresh``), never on seeds a decision saw,
 so the judgement that calls it met is a confirmation as the first one was. It never removes a
@@ -126,17 +127,21 @@ def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, r
     return out
 
 
-def _ratios(*judgements: dict) -> dict[str, float]:
-    """Per unit, its worst objective ratio over ``judgements`` (what :func:`_order` pads first)."""
-    out: dict[str, float] = {}
+def _ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
+    """Per unit, over ``judgements``, what :func:`_order` pads first by: whether it was unstable in one,
+    the most requests outside its model's bounds per replication (``missed_requests``), and its worst
+    objective ratio."""
+    out: dict[str, tuple[bool, float, float]] = {}
     for judged in judgements:
         for u in judged.get("units") or ():
-            r = float((u.get("objective") or {}).get("ratio") or 0.0)
-            out[u["unit"]] = max(out.get(u["unit"], 0.0), r)
+            ratio = float((u.get("objective") or {}).get("ratio") or 0.0)
+            missed = float(u.get("missed_requests") or 0) / max(int(u.get("replications") or 1), 1)
+            was = out.get(u["unit"], (False, 0.0, 0.0))
+            out[u["unit"]] = (was[0] or not u.get("stable", True), max(was[1], missed), max(was[2], ratio))
     return out
 
 
-def _pad_one(pr: PlanResult, ratios: dict[str, float], record: dict) -> PlanResult:
+def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], record: dict) -> PlanResult:
     """``pr`` with one replica more on ``record``'s model's unit that misses the most (see the module
     docstring), noted in ``record``; where no unit can take one, ``pr`` and the reason."""
     for uid in _order(pr, ratios, record["model"]):
@@ -149,16 +154,25 @@ def _pad_one(pr: PlanResult, ratios: dict[str, float], record: dict) -> PlanResu
     return pr
 
 
-def _order(pr: PlanResult, ratio: dict[str, float], model: str) -> list[str]:
-    """``model``'s units, the one to pad first first: the largest worst objective ratio on the last
-    judgements (``ratio``, per unit: :func:`_ratios`), then the most req/s per replica, then by id
-    (the same order on every run)."""
+def _order(pr: PlanResult, ratio: dict[str, tuple[bool, float, float]], model: str) -> list[str]:
+    """``model``'s units, the one to pad first first, on the last judgements (``ratio``, per unit:
+    :func:`_ratios`): an unstable unit (its queue fails its model whatever the others do), then the
+    unit holding the most of its model's requests outside the bounds (a percentile over the model's
+    requests is met by relieving where its misses are: padded by its own worst ratio, a 2 x
+    A100-80GB unit carrying 1.5% of a 70B model's requests got the replica while the H100 unit that
+    held the misses stayed, and the plan missed 2 of 10 audit seeds), then the worst ratio, then the
+    most req/s per replica, then by id (the same order on every run)."""
     rps: dict[str, float] = {}
     for (uid, m, _cls), r in pr.result.flow.items():
         if m == model:
             rps[uid] = rps.get(uid, 0.0) + float(r)
     mine = [uid for uid in pr.result.n if pr.units[uid].model == model and pr.result.n[uid] > 0]
-    return sorted(mine, key=lambda u: (-ratio.get(u, 0.0), -rps.get(u, 0.0) / pr.result.n[u], u))
+
+    def first(u: str) -> tuple:
+        unstable, missed, worst = ratio.get(u, (False, 0.0, 0.0))
+        return not unstable, -missed, -worst, -rps.get(u, 0.0) / pr.result.n[u], u
+
+    return sorted(mine, key=first)
 
 
 def with_replica(pr: PlanResult, uid: str) -> PlanResult:

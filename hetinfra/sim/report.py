@@ -15,7 +15,8 @@ preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throu
 ttft_ms {middle, last}, preemptions, preempted_requests, repreemption}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
 statistic misses its bound. Models also carry ``stable``; a judged simulation (``simulate
 --replications``: hetinfra.sim.replications.judge) adds seeds, replications, confidence, method and
-per model estimate, bound, ratio_bound, decision and per_replication.
+per model estimate, bound, ratio_bound, decision and per_replication, and per unit replications and
+missed_requests (its measured requests outside the model's latency bounds, over all replications).
 """
 
 from __future__ import annotations

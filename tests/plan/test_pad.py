@@ -190,6 +190,37 @@ def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_repl
     assert pad._order(pr, {}, "a") == ["a2", "a3", "a1"]
 
 
+def test_the_unit_holding_the_models_misses_is_padded_before_a_small_one_with_a_worse_percentile():
+    """A model's percentile pools its units' requests, so the padding relieves the unit whose requests
+    are outside the bounds (``missed_requests`` per replication: azgcp's 2 x A100-80GB unit with 1.5%
+    of a 70B model's requests and the worst p99 got the replica, and the H100 unit holding the misses
+    kept missing), and an unstable unit before either (its queue fails the model on its own). The
+    judged entries come from hetinfra.sim.replications.judge, which counts the misses."""
+    from hetinfra.sim.replications import judge
+
+    units = {"small": SimpleNamespace(model="a"), "big": SimpleNamespace(model="a"), "slow": SimpleNamespace(model="a")}
+    result = SimpleNamespace(n={"small": 1, "big": 2, "slow": 1},
+                             flow={("small", "a", "k"): 0.2, ("big", "a", "k"): 9.0, ("slow", "a", "k"): 3.0})
+    pr = SimpleNamespace(units=units, result=result)
+    obj = {"met": False, "ratio": 1.0, "ratios": {}}
+
+    def run(seed: int, small_att: float, big_att: float) -> dict:
+        def unit(name: str, count: int, ratio: float, att: float) -> dict:
+            return {"unit": name, "model": "a", "count": count, "ttft_ms": {"p99": ratio * 100}, "tpot_ms": {"p99": 1.0},
+                    "objective": {"met": ratio <= 1, "ratio": ratio, "attainment": att}, "stability": None}
+        return {"seed": seed, "models": [{"model": "a", "count": 10000, "ttft_ms": {"p99": 101.0}, "tpot_ms": {"p99": 1.0},
+                                          "objective": obj, "slo": {"ttft_ms": 100, "tpot_ms": 50, "percentile": "p99"}}],
+                "units": [unit("small", 150, 1.4, small_att), unit("big", 7500, 1.02, big_att),
+                          unit("slow", 2350, 0.8, 1.0)]}
+
+    judged = judge([run(1, 0.9, 0.986), run(2, 0.92, 0.99)])
+    missed = {u["unit"]: u["missed_requests"] for u in judged["units"]}
+    assert missed == {"small": 15 + 12, "big": 105 + 75, "slow": 0}
+    assert pad._order(pr, pad._ratios(judged), "a") == ["big", "small", "slow"]
+    unstable = {**judged, "units": [{**u, "stable": u["unit"] != "slow"} for u in judged["units"]]}
+    assert pad._order(pr, pad._ratios(unstable), "a")[0] == "slow"
+
+
 def test_a_padded_replica_keeps_the_flows_and_runs_in_the_levels_at_the_units_peak(planned):
     pr, _doc = planned
     uid = next(u for u in pr.result.n if pr.units[u].model == "chat-b")
