@@ -158,7 +158,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     for attempt in range(VETOES + 1):
         put_back = _search_and_confirm(out, pr, resolve, (budget, settle), progress, search, decide, confirm,
                                        on_rounds)
-        if out.confirmation["met"] or "reason" in out.confirmation or not out.sim["met"] or attempt == VETOES \
+        if out.confirmation["met"] or "reason" in out.confirmation or not searched_met(out.sim) or attempt == VETOES \
                 or not search.veto(out.confirmation, simulation_view(out.pr)):
             break
         if not current().check(RESUME_CUT):  # the confirmation's miss stands, stated
@@ -185,6 +185,15 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
     _check_budget(out.pr, met)
     return out
+
+
+def searched_met(sim: dict) -> bool:
+    """Whether the search's judgement ``sim`` met on its own seeds: every model met, or missed only as
+    vetoed (the confirmation saw that plan miss, Replicated.veto). A plan the confirmation vetoed is
+    one the search is sent back from, never one whose rounds ran out: judged so, azgcp's kept round
+    (met on the search's seeds, missed on the confirmation's) was padded with a replica as "missed on
+    the search's seeds" instead of re-derated, and the summary said its rounds ran out."""
+    return all(m["met"] or m.get("vetoed") for m in sim["models"])
 
 
 def _refreshed(confirm, view: dict, missed: list[dict]) -> list[str]:
@@ -240,7 +249,7 @@ def _pad(out: Verification, decide, confirm) -> None:
     c = out.confirmation
     if "reason" in c or (c.get("met", True) and out.sim["met"]):
         return
-    searched = None if out.sim["met"] else out.sim
+    searched = None if searched_met(out.sim) else out.sim
     out.pr, out.confirmation, out.padded = padded(out.pr, c, confirm, decide, searched)
     if any(r["replicas_added"] for r in out.padded):
         out.sim = decide(simulation_view(out.pr))

@@ -142,6 +142,55 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
 
 
+class _VetoingJudge(_Judge):
+    """A search judge that, as Replicated does, misses every model plan a confirmation vetoed (marked
+    ``vetoed``) whatever its own seeds say."""
+
+    def veto(self, view: dict, models) -> None:
+        super().veto(view, models)
+        self.vetoed = getattr(self, "vetoed", set()) | {(m, _replicas(view)[m]) for m in models}
+
+    def __call__(self, view: dict) -> dict:
+        out = super().__call__(view)
+        gone = getattr(self, "vetoed", set())
+        models = [{**m, "met": False, "vetoed": True} if (m["model"], _replicas(view)[m["model"]]) in gone else m
+                  for m in out["models"]]
+        return {**out, "models": models, "met": all(m["met"] for m in models)}
+
+
+def test_a_plan_the_search_met_and_the_confirmation_vetoed_sends_the_search_back_before_any_padding(
+        planned, monkeypatch):
+    """The search's judgement of a plan the confirmation vetoed misses (Replicated.veto), but not on the
+    search's seeds: the rounds did not run out, so the search is sent back (the vetoes spent) and only
+    then padded, as missed on the confirmation. Read as a miss of the search, azgcp's kept round was
+    padded at once, recorded ``missed_on: search``, and the summary said its rounds had run out. The
+    stand-in rounds keep the plan; its confirmation vetoes and the search judges it again, as
+    hetinfra.plan.confirm.confirmed does."""
+    from hetinfra.plan.ceiling import Ceilings
+
+    pr, _doc = planned
+    first = sum(n for u, n in pr.result.n.items() if pr.units[u].model == "chat-b")
+    ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
+    decide, confirm = _VetoingJudge({}, ceilings), _Judge({"chat-b": first + 1}, ceilings)
+    monkeypatch.setattr(verify, "simulators", lambda pr, progress=None: (decide, confirm))
+    monkeypatch.setattr(rounds.Search, "veto", lambda self, judged, doc: True)
+
+    def search_and_confirm(out, pr, *args):
+        view = verify.simulation_view(pr)
+        out.pr, out.sim, out.confirmation = pr, decide(view), confirm(view)
+        if not out.confirmation["met"]:
+            decide.veto(view, [m["model"] for m in out.confirmation["models"] if not m["met"]])
+            out.sim = decide(view)
+        out.history.append({"cost_usd_per_hour": 0.0})
+
+    monkeypatch.setattr(verify, "_search_and_confirm", search_and_confirm)
+    monkeypatch.setattr(verify, "_sustained", lambda *args: {})
+    v = verify.verify(pr, lambda derate, counts: pr)
+    assert len(v.vetoes) == verify.VETOES and v.met
+    [record] = v.padded
+    assert record["missed_on"] == "confirmation" and record["replicas_added"] == 1
+
+
 def test_after_a_veto_a_model_under_kv_pressure_is_judged_on_fresh_seeds_too(planned, monkeypatch):
     pr, _doc = planned
     first = sum(n for u, n in pr.result.n.items() if pr.units[u].model == "chat-b")
