@@ -344,7 +344,19 @@ def split_decision(pm: PlannedModel, units, chosen, derate: dict[str, float] | N
         basis = " (rates as verified by simulation)" if {derate.get(tb, 1.0), derate.get(tc, 1.0)} != {1.0} else ""
         why = (f"class {cls}{basis}: best bundle {tb} ${cb:.3f}/h per req/s (after the margin), best colocated {tc} "
                f"${cc:.3f}/h per req/s: the bundle serves {raw:.2f}x the req/s per $ before the margin; {need}")
-    return {"split": split, "reason": why + _by_kind(best, units, name, spec)}
+    return {"split": split, "reason": why + _by_kind(best, units, name, spec) + _planned(best, chosen, name)}
+
+
+def _planned(best: dict[str, tuple[float, str]], chosen, model: str) -> str:
+    """The bundles the allocation chose where the comparison's best is not among them: the ILP serves
+    every class at whole replicas, the comparison one class per req/s, so a held-out spec's summary
+    named pd4xtp1+2xtp2 while pd4xtp1+4xtp1 was deployed, and read as a contradiction."""
+    planned = sorted({u.template.id for u in chosen if u.model == model and u.template.bundle is not None})
+    compared = {tid for kind, (_c, tid) in best.items() if kind != "colocated"}
+    if not planned or compared & set(planned):
+        return ""
+    return (f"; planned: {', '.join(planned)} (the allocation serves every class at whole replicas; the comparison "
+            "is per req/s of the largest class)")
 
 
 #: what a bundle kind needs besides a deploy target that runs it (``across_nodes_gate``)
