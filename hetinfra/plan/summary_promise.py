@@ -36,13 +36,22 @@ def judgement_lines(plan: "Plan") -> list[str]:
     confirmed = confirmed_by_model(plan)
     out = []
     for m in f.models or ():
-        line = f"{m.model}: {_binding(m, m, conf)} ({m.replications} replication(s), {m.decision})"
+        line = f"{m.model}: {_binding(m, m, conf)} ({_searched(m)})"
         c = confirmed.get(m.model)
         if c is not None:
             line += f"; confirmed on fresh seeds: {_binding(m, c, conf)} ({c.replications} " \
                     f"replication(s), {c.decision})"
         out.append(line)
     return out
+
+
+def _searched(m) -> str:
+    """How the search judged ``m``: its replications and decision; one replication met is the search's
+    early acceptance (far inside on the screening seed's batch means), which the promise line's
+    range of replications (the confirmation's) does not cover, so it says so."""
+    if m.replications == 1 and m.decision == "met":
+        return "met on its screening seed, far inside"
+    return f"{m.replications} replication(s), {m.decision}"
 
 
 def _binding(m, judged, conf: str) -> str:

@@ -240,6 +240,12 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
     assert Plan.parse(doc).fidelity.confirmation.met
     lines = judgement_lines(Plan.parse(doc))
     assert len(lines) == len(f["models"]) and "(95% bound " in lines[0] and "confirmed on fresh seeds" in lines[0]
+    # a model the search met on one replication reads as its early acceptance, not as "1 replication(s)",
+    # which the promise line's range (the confirmation's, from START) did not cover
+    for m, line in zip(f["models"], lines):
+        searched = line.split("; confirmed on fresh seeds")[0]
+        assert ("met on its screening seed, far inside" in searched) == (m["replications"] == 1)
+        assert "(1 replication(s)" not in line
 
 
 @pytest.mark.parametrize("name", ["chat.yaml", "committed.yaml"])
@@ -415,3 +421,13 @@ def test_the_confirmation_runs_on_past_its_early_looks_near_the_edge(monkeypatch
     assert got["decide"]["tight"]["replications"] == 2 and got["decide"]["tight"]["met"]
     assert got["confirm"]["tight"]["replications"] >= replicated.EDGE_LOOK and not got["confirm"]["tight"]["met"]
     assert got["confirm"]["clear"]["replications"] == 2 and got["confirm"]["clear"]["met"]
+
+
+def test_a_model_met_on_its_screening_seed_reads_as_the_searchs_early_acceptance():
+    from types import SimpleNamespace
+
+    from hetinfra.plan.summary_promise import _searched
+
+    assert _searched(SimpleNamespace(replications=1, decision="met")) == "met on its screening seed, far inside"
+    assert _searched(SimpleNamespace(replications=1, decision="missed")) == "1 replication(s), missed"
+    assert _searched(SimpleNamespace(replications=4, decision="met")) == "4 replication(s), met"
