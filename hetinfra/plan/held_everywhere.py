@@ -69,9 +69,10 @@ def cheaper_of(placed, spec, units: list, start_derate: dict, verify_over: Calla
                                                               "starting factors (no slot tier holds them all)")
     first = start.result.cost(start.problem)
     if placed.met and first >= cost - 1e-9:
-        return placed, _record(placed, None, first, "placed", f"every adapter on every replica costs ${first:.2f}/h "
-                                                              f"before verification, not below the placed plan's "
-                                                              f"verified ${cost:.2f}/h: not verified")
+        # the figures are the record's (and the summary's line beside it): the reason says only why
+        return placed, _record(placed, None, first, "placed", "every adapter on every replica costs no less before "
+                                                              "verification than the placed plan verified, so it was "
+                                                              "not verified")
     try:
         other = verify_over(pool, start)
     except InfeasibleError:
