@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from hetinfra.catalog.architecture import arch_problem, size_problem
+from hetinfra.architecture import arch_problem, size_problem
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import parse_json, read_text
@@ -135,7 +135,7 @@ def _get(cfg: dict, *keys, default=None):
 
 
 class _Sizes:
-    """Reads a config's sizes, each checked by hetinfra.catalog.architecture's bounds as it is read (a
+    """Reads a config's sizes, each checked by hetinfra.architecture's bounds as it is read (a
     bad one is refused naming its key), and remembers which key gave each field for the rules between
     them (``arch_problem``)."""
 
@@ -156,7 +156,7 @@ class _Sizes:
 
 def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: str = "config.json") -> ModelArch:
     """The estimator's facts from an HF ``config.json`` (``text_config`` of multimodal models); a config
-    breaking a rule of hetinfra.catalog.architecture is refused (exit 2) naming its key."""
+    breaking a rule of hetinfra.architecture is refused (exit 2) naming its key."""
     top = cfg
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}

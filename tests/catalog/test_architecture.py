@@ -1,4 +1,4 @@
-"""The rules of an architecture (hetinfra.catalog.architecture), one place that both the spec's
+"""The rules of an architecture (hetinfra.architecture), one place that both the spec's
 `architecture:` block and a config.json go through: every real model obeys them, a consistent
 generated one loads both ways, and each broken rule is refused naming its field as the source spells it."""
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hetinfra.catalog.architecture import HEAD_SPAN, arch_problem
+from hetinfra.architecture import HEAD_SPAN, arch_problem
 from hetinfra.catalog.hf import arch_from_config, arch_from_file
 from hetinfra.catalog.models import MODELS
 from hetinfra.errors import InvalidInputError

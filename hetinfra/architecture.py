@@ -1,7 +1,8 @@
 """The rules a model architecture obeys, in one place: the spec's ``architecture:`` block
 (``hetinfra.spec.models.ArchitectureSpec``) and a Hugging Face ``config.json`` (``hetinfra.catalog.hf``)
 both go through :func:`size_problem` and :func:`arch_problem`, and the built-in catalog obeys them
-(tests/catalog/test_architecture.py). An architecture that breaks one is refused (exit 2) naming the
+(tests/catalog/test_architecture.py). A module of the shared base: spec and catalog, which use no
+other stage, both read it. An architecture that breaks one is refused (exit 2) naming the
 field as its source spells it (``kv_heads`` in a spec, ``num_key_value_heads`` in a config.json).
 
 What real models allow, and so what is not a rule: heads x head_dim need not equal hidden_size (Gemma
@@ -12,15 +13,16 @@ refuses anything else); at most as many experts per token as experts; no more ac
 parameters; and at least layers x hidden_size^2 parameters (every layer's attention output and MLP
 matrices each hold about that many or more).
 
-This module imports nothing of hetinfra: the spec's models import it.
+This module imports nothing of hetinfra.
 """
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Mapping
 
-__all__ = ["SIZE_BOUNDS", "MAX_PARAMS", "HEAD_SPAN", "size_problem", "count_problem", "arch_problem"]
+__all__ = ["SIZE_BOUNDS", "MAX_PARAMS", "HEAD_SPAN", "size_bounds", "size_problem", "count_problem", "arch_problem"]
 
 #: field -> (least, most) whole value it may take; the spec's schema states the same bounds
 SIZE_BOUNDS: dict[str, tuple[int, int]] = {
@@ -42,6 +44,12 @@ SIZE_BOUNDS: dict[str, tuple[int, int]] = {
 MAX_PARAMS = 1e14
 #: heads x head_dim stays within this factor of hidden_size (real models: 0.76x Gemma 3 27B to 3x GLM-4.5-Air)
 HEAD_SPAN = 8
+
+
+def size_bounds(field: str) -> dict[str, int]:
+    """``field``'s bounds as pydantic's Field takes them (``ge``, ``le``): the spec states the same range."""
+    least, most = SIZE_BOUNDS[field]
+    return {"ge": least, "le": most}
 
 
 def size_problem(value: object, field: str) -> str | None:
@@ -81,28 +89,26 @@ def arch_problem(a: Mapping[str, object], names: Mapping[str, str] | None = None
     for field in ("params", "active_params"):
         if a.get(field) is not None and (why := count_problem(a[field])):
             return f"{n(field)} {why}"
-    return _consistency(a, n)
+    return _consistency(SimpleNamespace(**{f: a.get(f) for f in (*SIZE_BOUNDS, "params", "active_params")}), n)
 
 
-def _consistency(a: Mapping[str, object], n) -> str | None:
-    """The rules between fields, on values each of which is already in its range."""
-    heads, kv, head_dim, hidden = (a.get(k) for k in ("heads", "kv_heads", "head_dim", "hidden_size"))
-    if heads and kv and (kv > heads or heads % kv):
-        return (f"{n('kv_heads')} {kv} must divide {n('heads')} {heads}"
-                + (" (there cannot be more KV heads than query heads)" if kv > heads else
+def _consistency(a: SimpleNamespace, n) -> str | None:
+    """The rules between fields, on values each of which is already in its range (None: not given)."""
+    if a.heads and a.kv_heads and (a.kv_heads > a.heads or a.heads % a.kv_heads):
+        return (f"{n('kv_heads')} {a.kv_heads} must divide {n('heads')} {a.heads}"
+                + (" (there cannot be more KV heads than query heads)" if a.kv_heads > a.heads else
                    " (each KV head serves a whole group of query heads)"))
-    if heads and head_dim and hidden and not hidden / HEAD_SPAN <= heads * head_dim <= hidden * HEAD_SPAN:
-        return (f"{n('heads')} x {n('head_dim')} ({heads} x {head_dim} = {heads * head_dim}) must be within "
-                f"{HEAD_SPAN}x of {n('hidden_size')} {hidden} (real models span 0.75x to 3x)")
-    top_k, experts = a.get("experts_per_tok"), a.get("experts")
-    if top_k and top_k > (experts or 0):
-        return f"{n('experts_per_tok')} {top_k} must be at most {n('experts')} {experts or 0}"
-    layers, params, active = a.get("layers"), a.get("params"), a.get("active_params")
-    if layers and (a.get("dense_layers") or 0) > layers:
-        return f"{n('dense_layers')} {a['dense_layers']} must be at most {n('layers')} {layers}"
-    if params and active and active > params:
-        return f"{n('active_params')} {active:g} must be at most {n('params')} {params:g}"
-    if params and layers and hidden and params < layers * hidden * hidden:
-        return (f"{n('params')} {params:g} is fewer than {n('layers')} x {n('hidden_size')}^2 = "
-                f"{layers * hidden * hidden:g}, the least a model of that shape holds")
+    if a.heads and a.head_dim and a.hidden_size and \
+            not a.hidden_size / HEAD_SPAN <= a.heads * a.head_dim <= a.hidden_size * HEAD_SPAN:
+        return (f"{n('heads')} x {n('head_dim')} ({a.heads} x {a.head_dim} = {a.heads * a.head_dim}) must be "
+                f"within {HEAD_SPAN}x of {n('hidden_size')} {a.hidden_size} (real models span 0.75x to 3x)")
+    if a.experts_per_tok and a.experts_per_tok > (a.experts or 0):
+        return f"{n('experts_per_tok')} {a.experts_per_tok} must be at most {n('experts')} {a.experts or 0}"
+    if a.layers and (a.dense_layers or 0) > a.layers:
+        return f"{n('dense_layers')} {a.dense_layers} must be at most {n('layers')} {a.layers}"
+    if a.params and a.active_params and a.active_params > a.params:
+        return f"{n('active_params')} {a.active_params:g} must be at most {n('params')} {a.params:g}"
+    if a.params and a.layers and a.hidden_size and a.params < a.layers * a.hidden_size ** 2:
+        return (f"{n('params')} {a.params:g} is fewer than {n('layers')} x {n('hidden_size')}^2 = "
+                f"{a.layers * a.hidden_size ** 2:g}, the least a model of that shape holds")
     return None
