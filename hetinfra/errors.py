@@ -53,10 +53,97 @@ def dotted(loc: Iterable) -> str:
 
 
 
-def real_keys(loc: Iterable) -> tuple:
+def real_keys(loc: Iterable, root=None) -> tuple:
     """pydantic's error location without the validator and union-branch tags it adds: the keys and
-    indices of the file itself (what a spec's line lookup and ``dotted`` read)."""
+    indices of the file itself (what a spec's line lookup and ``dotted`` read). With ``root`` (the
+    document's pydantic model) a union member's class name (``ArchitectureSpec``) goes too."""
+    loc = _without_model_tags(tuple(loc), root) if root is not None else tuple(loc)
     return tuple(p for p in loc if isinstance(p, int) or not _BRANCH_PART.fullmatch(str(p)))
+
+
+def _members(annotation) -> list:
+    """The types ``annotation`` may hold: a union's members, Annotated and None unwrapped."""
+    import types
+    from typing import Annotated, Union, get_args, get_origin
+
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return [m for a in get_args(annotation) for m in _members(a)]
+    return [] if annotation is type(None) else [annotation]
+
+
+def _is_model(t) -> bool:
+    return isinstance(t, type) and hasattr(t, "model_fields")
+
+
+def _without_model_tags(loc: tuple, root) -> tuple:
+    """``loc`` less the parts pydantic adds for a union member that is a model (its class name), found
+    by walking ``root``'s fields along ``loc``: a file's key of the same spelling is kept."""
+    from typing import get_args, get_origin
+
+    out, current = [], [root]
+    for part in loc:
+        members = [m for a in current for m in _members(a)]
+        models = {m.__name__: m for m in members if _is_model(m)}
+        if len(members) > 1 and part in models:
+            current = [models[part]]
+            continue
+        out.append(part)
+        after = []
+        for m in members:
+            if _is_model(m):
+                field = m.model_fields.get(part) if isinstance(part, str) else None
+                after += [field.annotation] if field is not None else []
+            elif get_origin(m) in (list, tuple, set, frozenset) and isinstance(part, int):
+                after += list(get_args(m)[:1])
+            elif get_origin(m) is dict:
+                after += list(get_args(m)[1:2])
+        current = after
+    return tuple(out)
+
+
+#: what a union branch that refused the input's type wanted, by pydantic's error type
+_WANTED = {"model_type": "a mapping", "model_attributes_type": "a mapping", "dict_type": "a mapping",
+           "string_type": "a string", "float_type": "a number", "int_type": "a whole number",
+           "bool_type": "a boolean", "list_type": "a list", "int_from_float": "a whole number"}
+
+
+def _branch_at(loc: tuple, root) -> int | None:
+    """The index of the first union-branch tag in ``loc`` (a model's class name or a _BRANCH_PART tag)."""
+    keep = _without_model_tags(loc, root)
+    for k, part in enumerate(loc):
+        if k >= len(keep) or keep[k] != part or (isinstance(part, str) and _BRANCH_PART.fullmatch(part)):
+            return k
+    return None
+
+
+def union_errors(errors: list[dict], root) -> list[dict]:
+    """pydantic's ``errors`` of a document of model ``root`` with each union's noise gone. A union
+    reports every member's error: for a block missing a key, the block's error and also "Input should
+    be a valid string" from a file-path member. Where some member accepted the input's type (its error
+    lies deeper, or is about the value), the members that only refused the type are dropped; where
+    every member refused the type, one error says what the union takes (``expected a mapping or a
+    string``)."""
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    for i, err in enumerate(errors):
+        loc = tuple(err["loc"])
+        k = _branch_at(loc, root)
+        if k is not None:
+            groups.setdefault(loc[:k], []).append((i, err))
+    drop, merged = set(), {}
+    for prefix, members in groups.items():
+        k = len(prefix)
+        if len({tuple(e["loc"])[k] for _, e in members}) < 2:
+            continue  # one branch: a validator's tag, not a union's
+        refused = [(i, e) for i, e in members if len(e["loc"]) == k + 1 and e["type"] in _WANTED]
+        drop.update(i for i, _ in refused)
+        if len(refused) == len(members):
+            wanted = list(dict.fromkeys(_WANTED[e["type"]] for _, e in refused))
+            merged[refused[0][0]] = {"type": "union_type", "loc": prefix, "msg": f"expected {' or '.join(wanted)}",
+                                     "input": refused[0][1].get("input")}
+    return [merged.get(i, e) for i, e in enumerate(errors) if i not in drop or i in merged]
 
 
 class HetinfraError(Exception):

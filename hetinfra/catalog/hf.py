@@ -21,9 +21,10 @@ import os
 import re
 from pathlib import Path
 
+from hetinfra.architecture import arch_problem, size_problem
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import json_value
+from hetinfra.fileio import parse_json, read_text
 
 __all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
            "arch_from_hub"]
@@ -93,16 +94,22 @@ def load_config(repo_id: str) -> tuple[dict, dict | None, str]:
             index = Path(hf_hub_download(repo_id, "model.safetensors.index.json"))
         except Exception:  # single-file checkpoints have no index: parameters from the config
             index = None
-    return _read_json(cfg, repo_id), (_read_json(index, repo_id) if index else None), str(cfg)
+    return (_read_json(cfg, f"{repo_id}'s config.json"),
+            _read_json(index, f"{repo_id}'s safetensors index") if index else None, str(cfg))
 
 
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        doc = json_value(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"{what}: cannot read {path}: {exc}") from None
+#: how to mend a config.json that cannot be read or described
+_FIX = "correct the config.json, or describe the model with an `architecture:` block (layers, hidden_size, heads, ...)"
+
+
+def _read_json(path: Path, what: str, hint: str | None = None) -> dict:
+    """A config.json or safetensors index: a regular UTF-8 file of one JSON object (fileio's rules: a
+    directory, bytes that are not UTF-8 or broken JSON are each named with the fix). NaN and Infinity
+    are read, so that the field holding one is named by the check that refuses it."""
+    doc = parse_json(read_text(path, what, hint=hint), str(path), allow_nan=True,
+                     hint="the file is not the JSON Hugging Face writes: download it again, or correct it")
     if not isinstance(doc, dict):
-        raise InvalidInputError(f"{what}: {path} is not a JSON object")
+        raise InvalidInputError(f"{path}: not a JSON object (a config.json is one: {{\"num_hidden_layers\": ...}})")
     return doc
 
 
@@ -114,11 +121,9 @@ def arch_from_hub(repo_id: str, name: str | None = None) -> ModelArch:
 def arch_from_file(path: str | Path, name: str) -> ModelArch:
     """A ``config.json`` file (a ``model.safetensors.index.json`` beside it gives the weight size)."""
     p = Path(path)
-    if not p.is_file():
-        raise InvalidInputError(f"architecture file not found: {p}",
-                                hint="give the path of the model's config.json (relative to the spec file)")
     side = p.parent / "model.safetensors.index.json"
-    return arch_from_config(_read_json(p, str(p)), name, index=_read_json(side, str(side)) if side.is_file() else None,
+    cfg = _read_json(p, "architecture file", "give the path of the model's config.json (relative to the spec file)")
+    return arch_from_config(cfg, name, index=_read_json(side, "safetensors index") if side.is_file() else None,
                             where=str(p))
 
 
@@ -129,61 +134,92 @@ def _get(cfg: dict, *keys, default=None):
     return default
 
 
+class _Sizes:
+    """Reads a config's sizes, each checked by hetinfra.architecture's bounds as it is read (a
+    bad one is refused naming its key), and remembers which key gave each field for the rules between
+    them (``arch_problem``)."""
+
+    def __init__(self, cfg: dict, where: str):
+        self.cfg, self.where, self.names = cfg, where, {}
+
+    def __call__(self, field: str, *keys: str) -> int | None:
+        """The first of ``keys`` the config sets (not null), as ``field``'s whole number; None if none is set."""
+        key = next((k for k in keys if self.cfg.get(k) is not None), None)
+        if key is None:
+            return None
+        why = size_problem(self.cfg[key], field)
+        if why:
+            raise InvalidInputError(f"{self.where}: {key} {why}", hint=_FIX)
+        self.names.setdefault(field, key)
+        return int(self.cfg[key])
+
+
 def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: str = "config.json") -> ModelArch:
-    """The estimator's facts from an HF ``config.json`` (``text_config`` of multimodal models)."""
+    """The estimator's facts from an HF ``config.json`` (``text_config`` of multimodal models); a config
+    breaking a rule of hetinfra.architecture is refused (exit 2) naming its key."""
     top = cfg
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}
     mtype = str(_get(cfg, "model_type", default="")).lower()
-    layers, hidden, heads = _checked_shape(cfg, top, mtype, where)
-    kv = _get(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if kv is None:
-        kv = 1 if cfg.get("multi_query") else heads
-    head_dim = _get(cfg, "head_dim") or hidden // heads
-    vocab = int(_get(cfg, "vocab_size", "padded_vocab_size", default=32000))
-    ctx = int(_get(cfg, "max_position_embeddings", "n_positions", "seq_length", "max_seq_len", default=4096))
-    inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
-    attn, kv, head_dim = _attention(cfg, hidden, heads, kv, head_dim)
-    total_mlp, active_mlp = _mlp_params(cfg, mtype, layers, hidden, inter)
+    size = _Sizes(cfg, where)
+    layers, hidden, heads = _checked_shape(size, top, mtype, where)
+    kv = size("kv_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv") or (1 if cfg.get("multi_query") else heads)
+    head_dim = size("head_dim", "head_dim") or hidden // heads
+    size.names.setdefault("head_dim", f"{size.names['hidden_size']} / {size.names['heads']}")
+    vocab = size("vocab_size", "vocab_size", "padded_vocab_size") or 32000
+    ctx = size("max_context", "max_position_embeddings", "n_positions", "seq_length", "max_seq_len") or 4096
+    inter = size("intermediate_size", "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
+    shape = dict(layers=layers, hidden_size=hidden, heads=heads, kv_heads=kv, head_dim=head_dim)
+    problem = arch_problem(shape, size.names)  # before the counts below, which assume a consistent shape
+    if problem:
+        raise InvalidInputError(f"{where}: {problem}", hint=_FIX)
+    attn, kv, head_dim = _attention(size, hidden, heads, kv, head_dim)
+    total_mlp, active_mlp, moe = _mlp_params(size, mtype, layers, hidden, inter)
     embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
     total = embed + layers * attn + total_mlp
     active = embed + layers * attn + active_mlp
     scale = _checkpoint_scale(cfg, top, index, total)
     total, active = total * scale, active * scale
-    return ModelArch(name=name, layers=int(layers), hidden_size=int(hidden), heads=int(heads), kv_heads=int(kv),
-                     head_dim=int(head_dim), params=float(total),
-                     active_params=float(active) if active < total * 0.999 else None, vocab_size=vocab,
-                     max_context=ctx)
+    counted = "parameters counted from it" + (" and its safetensors index" if scale != 1.0 else "")
+    problem = arch_problem({**shape, **moe, "params": total, "active_params": active},
+                           {**size.names, "params": counted, "active_params": "active " + counted})
+    if problem:
+        raise InvalidInputError(f"{where}: {problem}", hint=_FIX)
+    return ModelArch(name=name, layers=layers, hidden_size=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+                     params=float(total), active_params=float(active) if active < total * 0.999 else None,
+                     vocab_size=vocab, max_context=ctx)
 
 
-def _checked_shape(cfg: dict, top: dict, mtype: str, where: str) -> tuple[int, int, int]:
+_SHAPE_KEYS = {"layers": ("num_hidden_layers", "n_layer", "num_layers"), "hidden_size": ("hidden_size", "n_embd", "d_model"),
+               "heads": ("num_attention_heads", "n_head")}
+
+
+def _checked_shape(size: _Sizes, top: dict, mtype: str, where: str) -> tuple[int, int, int]:
     """(layers, hidden size, attention heads) of a decoder-only transformer's config; any other
-    architecture, or a config without the three, is refused (exit 2) with the fix."""
+    architecture, or a config without one of the three, is refused (exit 2) with the fix."""
     archs = [str(a) for a in (top.get("architectures") or [])]
     label = archs[0] if archs else (mtype or "unknown")
     if mtype in _UNSUPPORTED or any(x in a.lower() for a in archs for x in ("mamba", "rwkv", "encoderdecoder")):
         raise InvalidInputError(f"{where}: unsupported architecture {label} ({mtype or 'no model_type'}): the "
                                 "estimator models decoder-only transformers (dense, GQA, MoE, sliding window, MLA)",
                                 hint="describe it with an `architecture:` block, or plan from measured `profiles:`")
-    layers = _get(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _get(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _get(cfg, "num_attention_heads", "n_head")
-    if not all(isinstance(v, int) and v > 0 for v in (layers, hidden, heads)):
-        raise InvalidInputError(f"{where}: unsupported architecture {label}: config.json lacks num_hidden_layers, "
-                                "hidden_size or num_attention_heads",
-                                hint="describe it with an `architecture:` block (layers, hidden_size, heads, ...)")
-    return layers, hidden, heads
+    found = [size(field, *keys) for field, keys in _SHAPE_KEYS.items()]
+    for value, keys in zip(found, _SHAPE_KEYS.values()):
+        if value is None:
+            raise InvalidInputError(f"{where}: unsupported architecture {label}: config.json has no {keys[0]} (nor "
+                                    f"{' or '.join(keys[1:])})", hint=_FIX)
+    return found[0], found[1], found[2]
 
 
-def _attention(cfg: dict, hidden: int, heads: int, kv: int, head_dim: int) -> tuple[int, int, int]:
+def _attention(size: _Sizes, hidden: int, heads: int, kv: int, head_dim: int) -> tuple[int, int, int]:
     """(attention parameters per layer, KV heads, head dim as the KV cache counts them). MLA
     (DeepSeek-V2/V3) keeps one compressed latent per token and layer."""
-    if cfg.get("kv_lora_rank") is None or cfg.get("qk_rope_head_dim") is None:
+    rank, rope = size("lora_rank", "kv_lora_rank"), size("lora_rank", "qk_rope_head_dim")
+    if rank is None or rope is None:
         return hidden * heads * head_dim * 2 + 2 * hidden * kv * head_dim, kv, head_dim
-    rank, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
-    nope = int(_get(cfg, "qk_nope_head_dim", default=128))
-    v_dim = int(_get(cfg, "v_head_dim", default=nope))
-    q_rank = cfg.get("q_lora_rank")
+    nope = size("lora_rank", "qk_nope_head_dim") or 128
+    v_dim = size("lora_rank", "v_head_dim") or nope
+    q_rank = size("lora_rank", "q_lora_rank")
     q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
     attn = q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
     # KV bytes per token = 2 x layers x kv_heads x head_dim x b: one "head" of (rank + rope) / 2
@@ -191,25 +227,28 @@ def _attention(cfg: dict, hidden: int, heads: int, kv: int, head_dim: int) -> tu
     return attn, 1, (rank + rope + 1) // 2
 
 
-def _mlp_params(cfg: dict, mtype: str, layers: int, hidden: int, inter: int) -> tuple[int, int]:
-    """(total, active) MLP parameters over the layers: dense, or MoE (routed experts, shared experts,
-    leading dense layers; the router's hidden x experts per MoE layer)."""
-    experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+def _mlp_params(size: _Sizes, mtype: str, layers: int, hidden: int, inter: int) -> tuple[int, int, dict]:
+    """(total, active) MLP parameters over the layers, and the MoE facts the rules check: dense, or MoE
+    (routed experts, shared experts, leading dense layers; the router's hidden x experts per MoE layer).
+    ``top_k`` alone is no MoE key: older configs carry it as a sampling default."""
+    experts = size("experts", "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    top_k = size("experts_per_tok", "num_experts_per_tok", "moe_topk")
+    moe = {"experts": experts, "experts_per_tok": top_k}
     mlp_mult = 2 if mtype in _UNGATED else 3  # gated MLPs (SwiGLU / GeGLU): gate, up, down
     dense_mlp = mlp_mult * hidden * inter
-    if not experts or int(experts) <= 1:
-        return layers * dense_mlp, layers * dense_mlp
-    experts = int(experts)
-    top_k = int(_get(cfg, "num_experts_per_tok", "moe_topk", "top_k", default=2))
-    e_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter
+    if not experts or experts <= 1 or (top_k or 0) > experts:  # dense, or refused by the rules
+        return layers * dense_mlp, layers * dense_mlp, moe
+    sampling = size("experts_per_tok", "top_k")  # MoE's in a few configs, a sampling default (50) in others
+    top_k = top_k or (sampling if sampling and sampling <= experts else 2)
+    e_inter = size("intermediate_size", "moe_intermediate_size", "expert_intermediate_size") or inter
     expert = mlp_mult * hidden * e_inter
-    shared = (int(cfg.get("n_shared_experts") or 0) * expert
-              + (mlp_mult * hidden * cfg["shared_expert_intermediate_size"]
-                 if cfg.get("shared_expert_intermediate_size") else 0))
-    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    shared = ((size("shared_experts", "n_shared_experts") or 0) * expert
+              + mlp_mult * hidden * (size("intermediate_size", "shared_expert_intermediate_size") or 0))
+    dense_layers = min(size("dense_layers", "first_k_dense_replace") or 0, layers)
     moe_layers = layers - dense_layers
     return (dense_layers * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts),
-            dense_layers * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts))
+            dense_layers * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts),
+            {"experts": experts, "experts_per_tok": top_k, "dense_layers": size.cfg.get("first_k_dense_replace")})
 
 
 def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float) -> float:

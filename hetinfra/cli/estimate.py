@@ -33,7 +33,9 @@ from hetinfra.fileio import dumps_strict
 def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision,
                      compare, as_json):
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
-    TTFT/TPOT SLOs, with the predicted latencies and the binding constraint."""
+    TTFT/TPOT SLOs, with the predicted latencies and the binding constraint; or why it sustains
+    none (exit 0, "feasible": false). A layout vLLM cannot start (--tp not dividing the model's
+    attention heads, --pp above its layers) or a request past its context exits 2."""
     from hetinfra.errors import HetinfraError
 
     try:
@@ -42,6 +44,7 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
         model, gpu = _model_and_gpu(model_name, arch_file, gpu_name)
         est = estimate(model, gpu, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision)
+        _refuse_impossible(est, model, tp, pp)
         other = _kernel_estimate(model, gpu, tp, pp, input_tokens, output_tokens, ttft_ms, tpot_ms, precision) \
             if compare else None
     except HetinfraError as exc:
@@ -70,6 +73,25 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     _echo_estimate(est, doc, ttft_ms, tpot_ms, cmp)
 
 
+def _refuse_impossible(est, model, tp: int, pp: int) -> None:
+    """An estimate whose binding is the layout or the request's context is no capacity figure: vLLM
+    would refuse to start that engine (TP not dividing the heads, more stages than layers) or the
+    request (past the model's context). Those are arguments this model cannot take (exit 2, naming
+    the flag); the weights, the KV cache or an SLO out of reach stay answers (exit 0, feasible false)."""
+    from hetinfra.errors import InvalidInputError
+
+    if est.binding == "layout" and model.heads % tp:
+        tps = [str(d) for d in range(1, min(model.heads, 64) + 1) if model.heads % d == 0]
+        raise InvalidInputError(f"--tp {tp}: {est.reason}, so vLLM cannot start the engine",
+                                hint=f"use a --tp that divides {model.heads}: {', '.join(tps)}")
+    if est.binding == "layout":
+        raise InvalidInputError(f"--pp {pp}: {est.reason}, so vLLM cannot start the engine",
+                                hint=f"use a --pp of at most {model.layers}")
+    if est.binding == "context":
+        raise InvalidInputError(f"--input/--output: {est.reason}",
+                                hint=f"keep --input + --output within {model.max_context} tokens")
+
+
 def _model_and_gpu(model_name: str | None, arch_file: str | None, gpu_name: str):
     """The model (a built-in name, a Hugging Face repo id, or a config.json) and the GPU to estimate."""
     from hetinfra.catalog.gpus import GPUS, get_gpu
@@ -80,7 +102,10 @@ def _model_and_gpu(model_name: str | None, arch_file: str | None, gpu_name: str)
     if arch_file is not None:
         from hetinfra.catalog.hf import arch_from_file
 
-        model = arch_from_file(arch_file, model_name or arch_file)
+        try:
+            model = arch_from_file(arch_file, model_name or arch_file)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"--architecture: {exc.message}", hint=exc.hint) from None
     else:
         from hetinfra.perf.model import resolve_model_name
 
@@ -96,6 +121,7 @@ def _echo_estimate(est, doc: dict, ttft_ms: float, tpot_ms: float, cmp: Comparis
     comparison, if any; or why the estimate is infeasible."""
     if not est.feasible:
         click.echo(f"  infeasible ({est.binding}): {est.reason}")
+        click.echo(f"  try         {_INFEASIBLE_FIX.get(est.binding, 'another GPU or layout')}")
         return
     click.echo(f"  max rate    {est.max_rps:.3f} req/s per engine ({doc['max_rps_per_gpu']:.3f} per GPU), "
                f"{est.batch} requests in flight")
@@ -105,6 +131,15 @@ def _echo_estimate(est, doc: dict, ttft_ms: float, tpot_ms: float, cmp: Comparis
     click.echo(f"  binding     {est.binding}")
     if cmp is not None:
         _echo_comparison(cmp)
+
+
+#: what changes an infeasible answer, by its binding (the text output's last line)
+_INFEASIBLE_FIX = {
+    "weights": "more GPUs (--tp, --pp), a GPU with more memory, or a lower --precision (fp8, int4)",
+    "kv_memory": "more GPUs (--tp, --pp), a GPU with more memory, a lower --precision, or shorter requests",
+    "tpot": "a looser --tpot-ms, a faster GPU or more tensor parallelism (--tp)",
+    "ttft": "a looser --ttft-ms, a faster GPU, more tensor parallelism (--tp) or shorter prompts (--input)",
+}
 
 
 def _echo_comparison(cmp: Comparison) -> None:

@@ -151,7 +151,10 @@ def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:
         from hetinfra.catalog.hf import arch_from_file
 
         p = Path(m.architecture).expanduser()
-        return arch_from_file(p if p.is_absolute() or base is None else base / p, m.name)
+        try:
+            return arch_from_file(p if p.is_absolute() or base is None else base / p, m.name)
+        except InvalidInputError as exc:  # the file's own error, after the spec line that names it
+            raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from None
     if m.architecture is not None:
         a = m.architecture
         return ModelArch(name=m.name, layers=a.layers, hidden_size=a.hidden_size, heads=a.heads, kv_heads=a.kv_heads,

@@ -15,7 +15,7 @@ from hetinfra.catalog.custom import check_custom_gpus
 from hetinfra.spec.clusters import restrict_to_clusters
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import ModelArch
-from hetinfra.errors import InvalidInputError, did_you_mean
+from hetinfra.errors import InvalidInputError, did_you_mean, dotted
 from hetinfra.perf.model import ModelContext, model_arch
 from hetinfra.perf.profiles import ProfileRow, ProfileTable, load_profiles
 from hetinfra.spec.demand import RequestClass, request_classes
@@ -239,7 +239,7 @@ def _planned_model(spec: ServiceSpec, i: int, base: Path, known_regions: list[st
     estimator context and variants."""
     m = spec.models[i]
     at = f"{at_('models', i)}: models[{i}] ({m.name})"
-    arch = model_arch(m, f"{at_('models', i, 'model')}: models[{i}].model", base)
+    arch = model_arch(m, _arch_where(at_, m, ("models", i)), base)
     classes = tuple(request_classes(m, base))
     _check_context(at, arch, classes)
     for region in (m.demand.origins or {}):
@@ -252,6 +252,13 @@ def _planned_model(spec: ServiceSpec, i: int, base: Path, known_regions: list[st
                        vllm_version=spec.deploy.vllm_version, estimator=spec.planning.estimator)
     variants = _variants(m, i, classes, base, at_, spec.deploy.vllm_version, spec.planning.estimator)
     return PlannedModel(spec=m, arch=arch, classes=classes, ctx=ctx, variants=variants)
+
+
+def _arch_where(at_, m, path: tuple) -> str:
+    """``file:line:col: models[0].architecture`` (or ``.model``): the spec field that gives the
+    architecture of ``m`` (a model or a variant at ``path``), for the errors of reading it."""
+    field = path + ("architecture" if m.architecture is not None else "model",)
+    return f"{at_(*field)}: {dotted(field)}"
 
 
 def _check_context(at: str, arch: ModelArch | None, classes) -> None:
@@ -286,7 +293,9 @@ def _variants(m: ModelSpec, i: int, classes, base: Path, at_, vllm_version: str,
     for j, v in enumerate(m.variants):
         at = f"{at_('models', i, 'variants', j)}: models[{i}].variants[{j}] ({v.name})"
         vm = m.variant_spec(v.name)
-        arch = model_arch(vm, f"{at_('models', i, 'variants', j, 'model')}: models[{i}].variants[{j}].model", base)
+        own = v.model is not None or v.architecture is not None  # else the model's own architecture
+        arch = model_arch(vm, _arch_where(at_, v if own else m, ("models", i, "variants", j) if own else ("models", i)),
+                          base)
         _check_context(at, arch, classes)
         score, origin = (v.accuracy, "spec") if v.accuracy is not None else (builtin_accuracy(vm.source), "builtin")
         if score is None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
+from hetinfra.facts import GPU_MEMORY_UTILIZATION
+from hetinfra.perf.memory import weights_gb_per_gpu
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.plan.adapters import with_adapters, with_running_holds
 from hetinfra.plan.inputs import PlanInputs, resolve
@@ -18,9 +20,22 @@ from hetinfra.price_feeds.offers import OfferSnapshot
 from hetinfra.spec.load import load_spec
 
 
-def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> str:
+#: how to mend an unserved class, by why no layout serves it
+_SLO_HINT = "loosen the SLO, allow faster GPUs, or add a profile for this size"
+_LAYOUT_HINT = ("loosen the SLO, allow faster GPUs or GPUs with more memory (or more of them per node), or add a "
+                "profile for this size")
+_WEIGHTS_HINT = ("allow GPUs with more memory or more GPUs per node, more nodes per pipeline "
+                 "(planning.max_nodes_per_template) or a lower precision (fp8, int4); or check the model's params")
+
+
+def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> tuple[str, str]:
+    """(why no allowed layout serves class ``key``, how to mend it), one short line each: the
+    weights no layout can hold, else the SLO no layout reaches, else the layouts' distinct reasons."""
     model, cls = key
     pm = next(p for p in inputs.models if p.spec.name == model)
+    heavy = _weights_beyond(inputs, pm)
+    if heavy:
+        return f"model {model}: {heavy}{below_floor(pm)}", _WEIGHTS_HINT
     slo = pm.spec.slo
     cls_obj = next(c for c in pm.classes if c.name == cls)
     size = f"in<={cls_obj.input_tokens},out<={cls_obj.output_tokens}"
@@ -28,10 +43,32 @@ def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCovera
         if floor is not None and floor[0] > objective:  # no layout reaches it even alone, nothing queued
             ms, where = floor
             return (f"model {model}: no allowed GPU meets {what} {objective:g} ms for requests {size}: "
-                    f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}")
-    why = "; ".join(cov.reasons[:2]) if cov.reasons else "no offer can serve it"
+                    f"fastest is {where} at {ms:.1f} ms{below_floor(pm)}", _SLO_HINT)
+    # a reason is "<layout>: <why>", the layouts with the most GPUs first (the nearest to serving); a
+    # pipeline on one node and across nodes often fail alike
+    distinct = list(dict.fromkeys(r.split(": ", 1)[-1] for r in cov.reasons))
+    first = next((r for r in cov.reasons if r.endswith(distinct[0])), "") if distinct else "no offer can serve it"
+    more = f"; {len(distinct) - 1} other reason{'s' if len(distinct) > 2 else ''}" if len(distinct) > 1 else ""
     return (f"model {model}: no allowed GPU can serve requests {size} under TTFT {slo.ttft_ms:g} ms / TPOT "
-            f"{slo.tpot_ms:g} ms ({why}){below_floor(pm)}")
+            f"{slo.tpot_ms:g} ms ({first}{more}){below_floor(pm)}", _LAYOUT_HINT)
+
+
+def _weights_beyond(inputs: PlanInputs, pm) -> str | None:
+    """Why no allowed layout can hold the weights of any checkpoint ``pm`` may serve (None: one may):
+    the lightest checkpoint's weights exceed the usable memory of the largest layout the planner
+    tries (planning.max_nodes_per_template nodes of the allowed node with the most GPU memory)."""
+    archs = [(m.arch, m.spec.precision) for _, m in pm.checkpoints() if m.arch is not None]
+    if not archs or not inputs.offers:
+        return None
+    need, precision = min((weights_gb_per_gpu(a, 1, 1, p), p) for a, p in archs)
+    node = max(inputs.offers, key=lambda o: (o.gpu_count * o.gpu_memory_gb, o.gpu, o.instance_type))
+    nodes = inputs.spec.planning.max_nodes_per_template
+    usable = nodes * node.gpu_count * node.gpu_memory_gb * GPU_MEMORY_UTILIZATION
+    if need <= usable:
+        return None
+    return (f"its weights need {need:,.0f} GB at {precision}, more than any allowed layout holds (at most "
+            f"{usable:,.0f} GB: {nodes} node{'s' if nodes > 1 else ''} of {node.gpu_count} x {node.gpu} at "
+            f"gpu_memory_utilization {GPU_MEMORY_UTILIZATION:g})")
 
 
 @dataclass
@@ -68,10 +105,10 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
     inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
     if unserved and not spec.planning.allow_unmet:
-        msgs = [_unserved_message(inputs, k, c) for k, c in unserved]
+        found = [_unserved_message(inputs, k, c) for k, c in unserved]
+        msgs = list(dict.fromkeys(m for m, _ in found))  # a model too heavy for every layout: one line, not per class
         more = f" (and {len(msgs) - 1} more classes)" if len(msgs) > 1 else ""
-        raise InfeasibleError(msgs[0] + more, hint="loosen the SLO, allow faster GPUs, or add a profile for this size",
-                              details={"relax": [{"slo": m} for m in msgs]})
+        raise InfeasibleError(msgs[0] + more, hint=found[0][1], details={"relax": [{"slo": m} for m in msgs]})
     running = read_running(Path(state)) if state else {}
     if state and spec.adapters:  # LoRA: the placement that runs, which the re-plan prefers (plan/adapters)
         inputs = with_running_holds(inputs, Path(state))

@@ -98,7 +98,7 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     settings = inputs.spec.planning
     search = _LayoutSearch(pm, settings.tp_pp_layouts, settings.max_nodes_per_template)
     floors: dict[tuple[str, str], tuple[float, str]] = {}  # (kind "tpot"/"ttft", class) -> fastest (ms, layout)
-    reasons: dict[str, set[str]] = {c.name: set() for c in pm.classes}
+    reasons: dict[str, set[tuple[int, int, str]]] = {c.name: set() for c in pm.classes}
     types = sorted({(o.cloud, o.instance_type, o.gpu, o.gpu_count) for o in inputs.offers})
     for cloud, instance_type, gpu, gpu_count in types:
         for key in search.layouts(cloud, instance_type, gpu_count):
@@ -119,7 +119,7 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     coverage = {}
     for c in pm.classes:
         served = any(c.name in t.rates for t in out)
-        coverage[c.name] = ClassCoverage(served, floors.get(("tpot", c.name)), tuple(sorted(reasons[c.name])),
+        coverage[c.name] = ClassCoverage(served, floors.get(("tpot", c.name)), tuple(r for *_, r in sorted(reasons[c.name])),
                                          floors.get(("ttft", c.name)))
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
@@ -266,7 +266,7 @@ def _template(pm: PlannedModel, perf: PerformanceModel, cloud: str, instance_typ
             if trust is None or (-LEVELS.index(conf.level), ri.low) < (-LEVELS.index(trust[0]), trust[2][0]):
                 trust = (conf.level, conf.reason, (ri.low, ri.middle, ri.high), ri.basis, ri)
         elif r.reason:
-            reasons[c.name].add(f"{layout}: {r.reason}")
+            reasons[c.name].add((-tp * pp, pp, f"{layout}: {r.reason}"))  # most GPUs, then fewest stages, first
         for kind, ms in (("tpot", r.tpot_floor_ms), ("ttft", r.ttft_floor_ms)):
             best = floors.get((kind, c.name))
             if ms and (best is None or ms < best[0]):  # 0 or None: no latency figure (the weights do not fit)

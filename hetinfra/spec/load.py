@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hetinfra.errors import InvalidInputError, closest, dotted, real_keys
+from hetinfra.errors import InvalidInputError, closest, dotted, real_keys, union_errors
 from hetinfra.fileio import read_text
 from hetinfra.spec.adapters import check_adapters
 from hetinfra.spec.models import ServiceSpec
@@ -115,7 +115,7 @@ def _fmt_loc(loc: Loc) -> str:
 
 def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
     # pydantic puts union/validator tags in the location; keep only real keys and indices.
-    loc = real_keys(err["loc"])
+    loc = real_keys(err["loc"], ServiceSpec)
     line = None
     for cut in range(len(loc), -1, -1):
         if loc[:cut] in marks:
@@ -184,7 +184,8 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
         spec = ServiceSpec.model_validate(data)
     except ValidationError as exc:
         # Unknown keys first: a typo usually also causes the "missing" error of the intended key.
-        errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+        errors = sorted(union_errors(exc.errors(include_url=False), ServiceSpec),
+                        key=lambda e: e["type"] != "extra_forbidden")
         lines = [_describe(e, marks, where, written) for e in errors[:3]]
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise InvalidInputError("\n".join(lines) + more) from None

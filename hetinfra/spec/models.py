@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from hetinfra.architecture import HEAD_SPAN, MAX_PARAMS, arch_problem, size_bounds
 from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
 from hetinfra.spec.base import ClassName, FilePath, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
@@ -62,17 +63,31 @@ def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
 
 
 class ArchitectureSpec(Strict):
-    """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
+    """A model's architecture, for models outside the built-in catalog (HF config.json values). Its
+    fields obey hetinfra.architecture's rules, as a config.json's do."""
 
-    layers: int = Field(gt=0, le=1024, description="num_hidden_layers.")
-    hidden_size: int = Field(gt=0, le=1_000_000, description="hidden_size.")
-    heads: int = Field(gt=0, le=65536, description="num_attention_heads (query heads).")
-    kv_heads: int = Field(gt=0, le=65536, description="num_key_value_heads (GQA); equal to heads for MHA.")
-    head_dim: int = Field(gt=0, le=65536, description="Dimension of one attention head (hidden_size / heads unless set).")
-    params: count(gt=0, le=1e14) = Field(description="Total parameter count: 7000000000, 7e9 or '7B'.")
-    active_params: count(gt=0, le=1e14) | None = Field(None, description="MoE only: parameters active per token.")
-    vocab_size: int = Field(32000, gt=0, le=MAX_TOKENS, description="Vocabulary size.")
-    max_context: int = Field(4096, gt=0, le=100_000_000, description="max_position_embeddings: longest input+output the model accepts.")
+    layers: int = Field(**size_bounds("layers"), description="num_hidden_layers.")
+    hidden_size: int = Field(**size_bounds("hidden_size"), description="hidden_size.")
+    heads: int = Field(**size_bounds("heads"), description="num_attention_heads (query heads).")
+    kv_heads: int = Field(**size_bounds("kv_heads"),
+                          description="num_key_value_heads (GQA): divides heads; equal to heads for MHA.")
+    head_dim: int = Field(**size_bounds("head_dim"),
+                          description=f"Dimension of one attention head (hidden_size / heads unless set); heads x "
+                                      f"head_dim within {HEAD_SPAN}x of hidden_size.")
+    params: count(gt=0, le=MAX_PARAMS) = Field(description="Total parameter count: 7000000000, 7e9 or '7B'; at least "
+                                                          "layers x hidden_size^2.")
+    active_params: count(gt=0, le=MAX_PARAMS) | None = Field(None, description="MoE only: parameters active per token "
+                                                                               "(at most params).")
+    vocab_size: int = Field(32000, **size_bounds("vocab_size"), description="Vocabulary size.")
+    max_context: int = Field(4096, **size_bounds("max_context"),
+                             description="max_position_embeddings: longest input+output the model accepts.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ArchitectureSpec":
+        problem = arch_problem(self.model_dump())
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class SloSpec(Strict):

@@ -122,3 +122,26 @@ def test_estimate_accepts_repo_ids_and_config_files(tmp_path, monkeypatch, run_c
     assert code == 0 and json.loads(out)["max_rps"] == pytest.approx(json.loads(ref)["max_rps"], rel=0.01)
     code, _, err = run_cli("estimate", "--model", "acme/not-cached", *args)
     assert code == 2 and "no config.json" in err
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "is a directory, not a file"),
+    (b"\xff\xfe{}", "not UTF-8 text (byte 0xff at offset 0)"),
+    (b'{"num_hidden_layers": 32', "not valid JSON"),
+    (b'{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 0}', "num_attention_heads is 0: must be at least 1"),
+    (b'{"num_hidden_layers": "32", "hidden_size": 4096, "num_attention_heads": 32}', "num_hidden_layers is '32' (text)"),
+    (b'{"num_hidden_layers": NaN, "hidden_size": 4096, "num_attention_heads": 32}', "num_hidden_layers is nan"),
+    (b'{"num_hidden_layers": 1e400, "hidden_size": 4096, "num_attention_heads": 32}', "num_hidden_layers is inf"),
+    (b'{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "intermediate_size": -14336}',
+     "intermediate_size is -14336: must be at least 1"),
+    (b'{"hidden_size": 4096, "num_attention_heads": 32}', "config.json has no num_hidden_layers"),
+])
+def test_a_bad_config_file_names_the_spec_line_the_file_and_the_field(tmp_path, run_cli, content, expected):
+    """Each problem of an `architecture:` file is one error (exit 2) after the spec line naming it."""
+    if content is None:
+        (tmp_path / "config.json").mkdir()
+    else:
+        (tmp_path / "config.json").write_bytes(content)
+    code, _, err = _plan(tmp_path, run_cli, _spec({"architecture": "config.json"}))
+    assert code == 2 and expected in err, err
+    assert "s.yaml:" in err and "models[0].architecture: " in err and "Traceback" not in err

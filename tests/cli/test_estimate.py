@@ -42,6 +42,27 @@ def test_infeasible_has_reason(run_cli):
     assert doc["binding"] == "weights" and "weights need 141.1 GB" in doc["reason"]
 
 
+@pytest.mark.parametrize("flags,fragment,hint", [
+    (["--tp", "3"], "--tp 3: llama-3.1-8b's 32 attention heads are not divisible by tp=3", "1, 2, 4, 8, 16, 32"),
+    (["--pp", "40"], "--pp 40: pp=40 exceeds llama-3.1-8b's 32 layers", "at most 32"),
+    (["--input", "200000"], "--input/--output: a request of 200000+250 tokens exceeds", "within 131072 tokens"),
+])
+def test_a_layout_or_request_the_model_cannot_take_is_exit_2(run_cli, flags, fragment, hint):
+    """vLLM would not start the engine (or take the request): an invalid argument, not a capacity answer."""
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--input", "1000", "--output", "250",
+            "--ttft-ms", "2000", "--tpot-ms", "50", *flags]
+    code, out, err = run_cli(*args)
+    assert code == 2 and fragment in err and hint in err and not out
+    code, out, _ = run_cli(*args, "--json")
+    assert code == 2 and json.loads(out)["error"]["exit_code"] == 2
+
+
+def test_an_infeasible_answer_says_what_would_change_it(run_cli):
+    code, out, _ = run_cli("estimate", "--model", "llama-3.1-70b", "--gpu", "L4", "--input", "1000", "--output", "250",
+                           "--ttft-ms", "2000", "--tpot-ms", "50")
+    assert code == 0 and "infeasible (weights)" in out and "a lower --precision" in out
+
+
 def test_text_output_names_binding(run_cli):
     code, out, _ = run_cli(*ARGS)
     assert code == 0 and "binding" in out and "req/s per engine" in out

@@ -37,11 +37,29 @@ def test_an_unreachable_objective_names_the_fastest_gpu(tmp_path, run_cli, what,
 
 
 def test_model_too_big_for_allowed_gpus(tmp_path, run_cli):
+    """No allowed layout can hold the weights: one short line that says so, whose hint is more memory or a
+    lower precision (not "loosen the SLO", which cannot help). An 8T-parameter model's message was 516
+    characters repeating one A10 layout's reason twice."""
     # AWS offers T4 only as g4dn.xlarge (1 x 16 GB): 70B weights cannot fit.
     spec = _set(_set(GOOD, "models.0.model", "llama-3.1-70b"), "infrastructure.gpus", ["T4"])
     code, out, err = run_cli("plan", _write(tmp_path, spec), "--json")
     assert code == 3
-    assert "no allowed GPU can serve requests in<=200,out<=100" in err
-    assert "weights" in err
     doc = json.loads(out)["error"]
     assert doc["exit_code"] == 3 and doc["type"] == "InfeasibleError" and doc["relax"]
+    assert re.fullmatch(r"model chat-8b: its weights need 141 GB at bf16, more than any allowed layout holds \(at most "
+                        r"[\d.]+ GB: \d nodes? of 1 x T4 at gpu_memory_utilization 0.9\)", doc["message"]), doc["message"]
+    assert "lower precision" in doc["hint"] and "SLO" not in doc["hint"] and len(doc["message"]) < 200
+
+
+def test_an_unserved_class_names_its_nearest_layout_once(tmp_path, run_cli):
+    """Weights that some layout could hold but no layout serves: the reason of the layout with the most GPUs
+    (the nearest to serving), each distinct reason once, and a hint that names memory too."""
+    spec = _set(_set(GOOD, "models.0.model", "llama-3.1-70b"), "infrastructure.gpus", ["L4"])
+    spec = _set(_set(spec, "infrastructure.clouds", ["aws", "gcp", "azure"]), "planning", {"max_nodes_per_template": 1})
+    spec = _set(spec, "models.0.demand.sizes", {"classes": [{"name": "long", "input_tokens": 100000,
+                                                             "output_tokens": 1000, "share": 1}]})
+    spec = _set(_set(spec, "models.0.slo.ttft_ms", 60000), "models.0.slo.tpot_ms", 500)
+    code, out, err = run_cli("plan", _write(tmp_path, spec), "--json")
+    doc = json.loads(out)["error"]
+    assert code == 3 and "(L4 tp=8: KV cache of llama-3.1-70b on L4 (tp=8, pp=1, bf16) holds" in doc["message"]
+    assert doc["message"].count("weights need") <= 1 and "more memory" in doc["hint"]
