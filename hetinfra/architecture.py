@@ -22,7 +22,8 @@ import math
 from types import SimpleNamespace
 from typing import Mapping
 
-__all__ = ["SIZE_BOUNDS", "MAX_PARAMS", "HEAD_SPAN", "size_bounds", "size_problem", "count_problem", "arch_problem"]
+__all__ = ["SIZE_BOUNDS", "MAX_PARAMS", "HEAD_SPAN", "size_bounds", "size_problem", "count_problem", "arch_problem",
+           "tp_problem"]
 
 #: field -> (least, most) whole value it may take; the spec's schema states the same bounds
 SIZE_BOUNDS: dict[str, tuple[int, int]] = {
@@ -111,4 +112,18 @@ def _consistency(a: SimpleNamespace, n) -> str | None:
     if a.params and a.layers and a.hidden_size and a.params < a.layers * a.hidden_size ** 2:
         return (f"{n('params')} {a.params:g} is fewer than {n('layers')} x {n('hidden_size')}^2 = "
                 f"{a.layers * a.hidden_size ** 2:g}, the least a model of that shape holds")
+    return None
+
+
+def tp_problem(name: str, heads: int, kv_heads: int | None, tp: int) -> str | None:
+    """Why vLLM cannot shard ``name``'s attention over ``tp`` GPUs (None: it can). Its attention layers
+    assert that tp divides the query heads, and that tp divides the KV heads where there are at least
+    tp of them, else that the KV heads divide tp (each then replicated on tp / kv_heads GPUs): phi-4's
+    40 query heads split 4 or 8 ways, its 10 KV heads do not, and vLLM stops at start-up there."""
+    if heads % tp:
+        return f"{name}'s {heads} attention heads are not divisible by tp={tp}"
+    if kv_heads and kv_heads >= tp and kv_heads % tp:
+        return f"{name}'s {kv_heads} KV heads are not divisible by tp={tp}"
+    if kv_heads and kv_heads < tp and tp % kv_heads:
+        return f"tp={tp} is not a multiple of {name}'s {kv_heads} KV heads"
     return None

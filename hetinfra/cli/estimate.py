@@ -35,7 +35,8 @@ def estimate_command(model_name, arch_file, gpu_name, tp, pp, input_tokens, outp
     """Largest request rate one vLLM engine (TP x PP GPUs) sustains for a request size under
     TTFT/TPOT SLOs, with the predicted latencies and the binding constraint; or why it sustains
     none (exit 0, "feasible": false). A layout vLLM cannot start (--tp not dividing the model's
-    attention heads, --pp above its layers) or a request past its context exits 2."""
+    attention heads, or not dividing nor a multiple of its KV heads; --pp above its layers) or a
+    request past its context exits 2."""
     from hetinfra.errors import HetinfraError
 
     try:
@@ -78,12 +79,14 @@ def _refuse_impossible(est, model, tp: int, pp: int) -> None:
     would refuse to start that engine (TP not dividing the heads, more stages than layers) or the
     request (past the model's context). Those are arguments this model cannot take (exit 2, naming
     the flag); the weights, the KV cache or an SLO out of reach stay answers (exit 0, feasible false)."""
+    from hetinfra.architecture import tp_problem
     from hetinfra.errors import InvalidInputError
 
-    if est.binding == "layout" and model.heads % tp:
-        tps = [str(d) for d in range(1, min(model.heads, 64) + 1) if model.heads % d == 0]
+    if est.binding == "layout" and tp_problem(model.name, model.heads, model.kv_heads, tp):
+        tps = [str(d) for d in range(1, min(model.heads, 64) + 1)
+               if tp_problem(model.name, model.heads, model.kv_heads, d) is None]
         raise InvalidInputError(f"--tp {tp}: {est.reason}, so vLLM cannot start the engine",
-                                hint=f"use a --tp that divides {model.heads}: {', '.join(tps)}")
+                                hint=f"use a --tp vLLM can shard {model.name}'s attention over: {', '.join(tps)}")
     if est.binding == "layout":
         raise InvalidInputError(f"--pp {pp}: {est.reason}, so vLLM cannot start the engine",
                                 hint=f"use a --pp of at most {model.layers}")

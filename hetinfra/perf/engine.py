@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hetinfra.architecture import tp_problem
 from hetinfra.catalog.gpus import GpuSpec, visible_memory_bytes
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
@@ -203,8 +204,9 @@ def _layout_problem(model: ModelArch, tp: int, pp: int, isl: int, osl: int, node
     """Why the layout or the request size cannot run (None: they can); raises on a malformed layout."""
     if tp < 1 or pp < 1:
         raise InvalidInputError(f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
-    if model.heads % tp:
-        return infeasible("layout", f"{model.name}'s {model.heads} attention heads are not divisible by tp={tp}")
+    sharding = tp_problem(model.name, model.heads, model.kv_heads, tp)
+    if sharding:
+        return infeasible("layout", sharding)
     if nodes is not None and (nodes < 1 or nodes > pp or pp % nodes):
         raise InvalidInputError(f"pp={pp} stages cannot be spread evenly over {nodes} node(s)")
     if pp > model.layers:

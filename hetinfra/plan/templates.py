@@ -19,12 +19,15 @@ from hetinfra.perf.model import PerformanceModel, RateResult
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, TemplateUnit
 
 
-def tp_options(gpu_count: int, heads: int | None) -> list[int]:
-    """TP degrees for an instance: powers of two dividing the GPU count (and the head count)."""
+def tp_options(gpu_count: int, heads: int | None, kv_heads: int | None = None) -> list[int]:
+    """TP degrees for an instance: powers of two dividing the GPU count that vLLM can shard the
+    attention over (hetinfra.architecture.tp_problem: the query heads, and the KV heads)."""
+    from hetinfra.architecture import tp_problem
+
     out = []
     tp = 1
     while tp <= gpu_count:
-        if gpu_count % tp == 0 and (heads is None or heads % tp == 0):
+        if gpu_count % tp == 0 and (heads is None or tp_problem("", heads, kv_heads, tp) is None):
             out.append(tp)
         tp *= 2
     return out
@@ -132,6 +135,7 @@ class _LayoutSearch:
     def __init__(self, pm: PlannedModel, tp_pp: bool, max_nodes: int):
         self.pm, self.tp_pp, self.max_nodes = pm, tp_pp, max_nodes
         self.heads = pm.arch.heads if pm.arch else None
+        self.kv_heads = pm.arch.kv_heads if pm.arch else None
         self.layers = pm.arch.layers if pm.arch else None
         self.templates: dict[tuple[str, str, int, int], Template] = {}
         #: (cloud, instance type) with a one-node template that serves every class
@@ -150,10 +154,10 @@ class _LayoutSearch:
         as much as one k-node pipeline for k x the price. Across k nodes TP stays inside a node and
         each node holds gpus / tp consecutive stages (TP = all GPUs of a node without ``tp_pp_layouts``)."""
         heads, layers, tp_pp = self.heads, self.layers, self.tp_pp
-        for tp in tp_options(gpu_count, heads):
+        for tp in tp_options(gpu_count, heads, self.kv_heads):
             for pp in pp_options(gpu_count // tp, layers) if tp_pp else (1,):
                 yield (cloud, instance_type, tp, pp)
-        tps = [t for t in reversed(tp_options(gpu_count, heads)) if tp_pp or t == gpu_count]
+        tps = [t for t in reversed(tp_options(gpu_count, heads, self.kv_heads)) if tp_pp or t == gpu_count]
         if not tps:
             return
         for k in range(2, self.max_nodes + 1):

@@ -130,7 +130,7 @@ def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[T
         if get_gpu(gpu) is None:
             continue
         node = _Node(itype, gpu, count, interconnect(cloud, itype, gpu))
-        tps = tp_options(count, pm.arch.heads)
+        tps = tp_options(count, pm.arch.heads, pm.arch.kv_heads)
         for shape in _single_node(count, tps):
             out.append(_bundle(pm, cloud, node, None, shape, 0, 0, memo))
         if node.link.rdma and max_nodes >= 2 and across_nodes_gate(inputs.spec, cloud, cloud in custom) is None:
@@ -148,8 +148,8 @@ def bundle_templates(inputs: PlanInputs, pm: PlannedModel, tp_options) -> list[T
 def _across(pm: PlannedModel, cloud: str, p: _Node, d: _Node, tp_options, max_nodes: int, kp_max: int, memo: dict):
     """Bundles of kp nodes of prefill engines on ``p`` and kd nodes of decode engines on ``d``
     (kp <= ``kp_max``, kp + kd <= ``max_nodes``); ``p == d``: one instance type."""
-    for a in tp_options(p.count, pm.arch.heads):
-        for b in tp_options(d.count, pm.arch.heads):
+    for a in tp_options(p.count, pm.arch.heads, pm.arch.kv_heads):
+        for b in tp_options(d.count, pm.arch.heads, pm.arch.kv_heads):
             for kp in range(1, kp_max + 1):
                 for kd in range(1, max_nodes - kp + 1):
                     yield _bundle(pm, cloud, p, None if p == d else d, (p.count // a * kp, a, d.count // b * kd, b),

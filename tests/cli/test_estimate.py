@@ -57,6 +57,13 @@ def test_a_layout_or_request_the_model_cannot_take_is_exit_2(run_cli, flags, fra
     assert code == 2 and json.loads(out)["error"]["exit_code"] == 2
 
 
+def test_a_tp_vllm_cannot_shard_the_kv_heads_over_is_exit_2_with_the_ones_it_can(run_cli):
+    code, out, err = run_cli("estimate", "--model", "phi-4", "--gpu", "H100", "--tp", "4", "--input", "1000",
+                             "--output", "250", "--ttft-ms", "2000", "--tpot-ms", "50")
+    assert code == 2 and "--tp 4: phi-4's 10 KV heads are not divisible by tp=4" in err
+    assert "attention over: 1, 2, 5, 10, 20, 40" in err and not out
+
+
 def test_an_infeasible_answer_says_what_would_change_it(run_cli):
     code, out, _ = run_cli("estimate", "--model", "llama-3.1-70b", "--gpu", "L4", "--input", "1000", "--output", "250",
                            "--ttft-ms", "2000", "--tpot-ms", "50")

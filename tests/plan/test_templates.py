@@ -14,6 +14,34 @@ def test_tp_options_divide_gpus_and_heads(gpus, heads, expected):
     assert tp_options(gpus, heads) == expected
 
 
+@pytest.mark.parametrize("gpus,heads,kv_heads,expected", [
+    (8, 40, 10, [1, 2]),        # phi-4: its 10 KV heads split 2 ways, not 4 or 8 (vLLM asserts at start-up)
+    (8, 32, 8, [1, 2, 4, 8]),   # llama-3.1-8b: 8 KV heads, one per GPU at TP8
+    (8, 32, 4, [1, 2, 4, 8]),   # qwen3-30b-a3b: 4 KV heads, each replicated on 2 GPUs at TP8
+    (8, 64, 6, [1, 2]),         # 6 KV heads: TP4 and TP8 neither divide them nor are multiples of them
+])
+def test_tp_options_are_the_layouts_vllm_can_shard_the_kv_heads_over(gpus, heads, kv_heads, expected):
+    """vLLM's attention layers assert tp | kv_heads where kv_heads >= tp, else kv_heads | tp: the
+    planner offered phi-4 at TP4 and TP8, engines that stop at start-up."""
+    assert tp_options(gpus, heads, kv_heads) == expected
+
+
+def test_no_planned_unit_shards_a_models_kv_heads_in_a_way_vllm_refuses():
+    """Every template of every catalog model on an 8-GPU node (the planner's TP layouts, bundles' too)
+    keeps to the rule, and the estimator calls the others' layout infeasible, naming the KV heads."""
+    from hetinfra.architecture import tp_problem
+    from hetinfra.catalog.gpus import get_gpu
+    from hetinfra.catalog.models import MODELS
+    from hetinfra.perf.estimator import estimate
+
+    for name, m in sorted(MODELS.items()):
+        for tp in tp_options(8, m.heads, m.kv_heads):
+            assert tp_problem(name, m.heads, m.kv_heads, tp) is None, (name, tp)
+    e = estimate(MODELS["phi-4"], get_gpu("H100"), tp=4, input_tokens=500, output_tokens=100, ttft_ms=2000,
+                 tpot_ms=100)
+    assert not e.feasible and e.reason == "phi-4's 10 KV heads are not divisible by tp=4"
+
+
 def test_layer_partition_matches_vllm_default():
     assert layer_partition(80, 2) == (40, 40)
     assert layer_partition(32, 3) == (10, 11, 11)
