@@ -4,14 +4,12 @@ gathers them). :func:`caps_dict` gives the planner's ``{(cloud, region, gpu): ma
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.fileio import csv_records, number_cell, read_text
 
 #: the largest cap a caps CSV may give (one region's GPUs of one kind)
 MAX_CAP_GPUS = 100_000
@@ -46,15 +44,14 @@ class Caps(dict):
 
 
 def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, records = csv_records(text, name)
     missing = [c for c in CAPS_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: caps CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(CAPS_COLUMNS) + " (optional: purchase)")
     out = []
-    for lineno, row in enumerate(reader, start=2):
-        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+    for lineno, row in records:
+        row = {k: (v or "").strip() for k, v in row.items() if k is not None}
         where = f"{name}:{lineno}"
         for col in ("cloud", "region", "gpu"):
             if not row.get(col):

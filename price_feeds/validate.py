@@ -10,13 +10,12 @@ exit 2); this module is for feeds, where one odd row of thousands must not stop 
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections import Counter
 from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import csv_records
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
 from hetinfra.price_feeds.offers import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Offer
 
@@ -139,15 +138,14 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                          validator: Validator | None = None) -> Validator:
     """Read an offers CSV, dropping bad rows with reasons. A bad HEADER is still an error (exit 2)."""
     v = validator or Validator(gpus=set(), check_families=True)
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, records = csv_records(text, name)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: offers CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(REQUIRED_COLUMNS))
     allowed = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
-    for lineno, row in enumerate(reader, start=2):
-        row = {k.strip(): (v_ or "").strip() for k, v_ in row.items() if k is not None and k.strip() in allowed}
+    for lineno, row in records:
+        row = {k: (v_ or "").strip() for k, v_ in row.items() if k in allowed}
         where = f"{name}:{lineno}"
         try:
             count = _num(row.get("gpu_count"))
