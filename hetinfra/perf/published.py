@@ -9,7 +9,8 @@
   submissions' server and offline scenarios; vLLM's own v0.6.0 benchmark), with the procedure and
   engine settings each ran (replayed by ``hetinfra.sim.benchmark_run``).
 
-Only the standard library here: the tests and the fit tools read these without aiconfigurator.
+Only the standard library (and hetinfra.fileio's CSV reader) here: the tests and the fit tools read these
+without aiconfigurator.
 """
 
 from __future__ import annotations
