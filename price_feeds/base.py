@@ -93,10 +93,12 @@ class FeedResult:
     def snapshot(self) -> OfferSnapshot:
         return parse_offers_csv(self.csv_text(), name=self.label, default_as_of=self.fetched_at)
 
-    def drop_summary(self) -> str | None:
+    def drop_summary(self, examples: bool = False) -> str | None:
+        """What was dropped, by reason; with ``examples``, the first few rows of each reason (an
+        offers file's ``file:line``, a feed's cloud/region/instance type)."""
         from hetinfra.price_feeds.validate import drops_summary
 
-        return drops_summary(self.drops)
+        return drops_summary(self.drops, self.drop_examples if examples else None)
 
 
 class FeedAdapter(abc.ABC):

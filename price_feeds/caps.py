@@ -4,14 +4,12 @@ gathers them). :func:`caps_dict` gives the planner's ``{(cloud, region, gpu): ma
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.fileio import csv_records, number_cell, read_text
 
 #: the largest cap a caps CSV may give (one region's GPUs of one kind)
 MAX_CAP_GPUS = 100_000
@@ -46,15 +44,15 @@ class Caps(dict):
 
 
 def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, records = csv_records(text, name)
     missing = [c for c in CAPS_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: caps CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(CAPS_COLUMNS) + " (optional: purchase)")
     out = []
-    for lineno, row in enumerate(reader, start=2):
-        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+    first: dict[tuple[str, str, str, str], AvailabilityCap] = {}
+    for lineno, row in records:
+        row = {k: (v or "").strip() for k, v in row.items() if k is not None}
         where = f"{name}:{lineno}"
         for col in ("cloud", "region", "gpu"):
             if not row.get(col):
@@ -65,8 +63,22 @@ def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
         purchase = row.get("purchase") or "on-demand"
         if purchase not in PURCHASES:
             raise InvalidInputError(f"{where}: purchase must be one of {', '.join(PURCHASES)}, got {purchase!r}")
-        out.append(AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name, where))
+        cap = AvailabilityCap(row["cloud"].lower(), row["region"], row["gpu"], int(n), purchase, name, where)
+        _one_cap_per_key(cap, first)
+        out.append(cap)
     return out
+
+
+def _one_cap_per_key(cap: AvailabilityCap, first: dict) -> None:
+    """Two rows of a caps CSV capping one cloud, region, GPU and purchase option differently are
+    refused with both lines (one of them would bind, silently); a row repeated as it stands is
+    harmless. ``first``: key -> the first row of it, filled in here."""
+    key = (cap.cloud, cap.region, cap.gpu, cap.purchase)
+    earlier = first.setdefault(key, cap)
+    if earlier.max_gpus != cap.max_gpus:
+        raise InvalidInputError(f"{cap.where}: cap {'/'.join(key[:3])} ({cap.purchase}) is {cap.max_gpus} GPUs, "
+                                f"{earlier.where} gives {earlier.max_gpus}",
+                                hint="keep one row per cloud, region, GPU and purchase")
 
 
 def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
@@ -76,8 +88,9 @@ def load_caps_csv(path: Path | str) -> list[AvailabilityCap]:
 
 
 def caps_dict(caps: Iterable[AvailabilityCap], *, purchase: str = "on-demand") -> Caps:
-    """The caps of one ``purchase`` option by (cloud, region, GPU), the lowest where rows repeat a
-    key; the other options' rows in ``skipped``."""
+    """The caps of one ``purchase`` option by (cloud, region, GPU), the lowest where rows of several
+    sources (a caps CSV, the clouds' APIs) name a key; the other options' rows in ``skipped``. (One
+    caps CSV's rows never disagree on a key: :func:`parse_caps_csv` refuses that.)"""
     out = Caps()
     for c in caps:
         if c.purchase != purchase:

@@ -14,12 +14,11 @@ spec allows a committed term, so plans without one keep their sources and bytes.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 from dataclasses import replace
 from importlib import resources
 
+from hetinfra.fileio import csv_records
 from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo, oldest_as_of
 
 #: relative difference of on-demand prices under which a committed row matches an offer
@@ -31,7 +30,7 @@ def load_committed_table() -> tuple[dict[tuple[str, str, str], dict], SourceInfo
     """{(cloud, region, instance_type): row} of the shipped committed prices, and their source."""
     text = resources.files("hetinfra.price_feeds").joinpath("data/committed_prices.csv").read_text()
     table = {}
-    for row in csv.DictReader(io.StringIO(text)):
+    for _, row in csv_records(text, NAME)[1]:
         table[(row["cloud"], row["region"], row["instance_type"])] = {
             "on_demand": float(row["on_demand_price_per_hour"]),
             "committed_1y_price_per_hour": float(row["committed_1y_price_per_hour"]) or None,

@@ -311,8 +311,8 @@ def _from_path(path: Path, *, strict: bool, max_age_h: float | None, cfg: FeedCo
                 raise InvalidInputError(f"{path}: {exc.message.split(': ', 1)[-1]}",
                                         hint="header must be: cloud,region,instance_type,gpu,gpu_count,"
                                              "gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour") from None
-            if res.drop_summary():
-                warnings.append(f"{path}: {res.drop_summary()}")
+            if res.drop_summary():  # an offers file's rows named by line: the user can mend them
+                warnings.append(f"{path}: {res.drop_summary(examples=True)}")
             snap = res.snapshot()
         _check_age(str(path), snap.as_of, max_age_h, strict, warnings, now)
         return snap, warnings

@@ -6,7 +6,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 from hetinfra.price_feeds.base import FeedAdapter, FeedResult, FetchContext, iso_utc
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS, load_embedded_snapshot
 from hetinfra.price_feeds.validate import Reject, Validator, parse_offers_lenient
@@ -46,12 +46,7 @@ class OffersCsvAdapter(FeedAdapter):
         return Validator(gpus=set())  # custom clouds may name GPUs hetinfra does not know
 
     def _text(self) -> str:
-        try:
-            return self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InvalidInputError(f"offers file not found: {self.path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"cannot read offers file {self.path}: {exc}") from None
+        return read_text(self.path, "offers file")  # as a spec's offers: are read (a BOM, a size bound)
 
     def mtime(self) -> str:
         return iso_utc(datetime.fromtimestamp(os.stat(self.path).st_mtime, timezone.utc))

@@ -10,13 +10,13 @@ back. Region names are unique across the three clouds (``us-east-1`` is AWS, ``u
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from hetinfra.facts import CLOUDS
+from hetinfra.fileio import csv_records
 from hetinfra.price_feeds.geo import continent
 
 __all__ = ["FIBRE_KM_PER_MS", "ROUTE_INFLATION", "Location", "continent_of", "locate", "locations", "round_trip_ms"]
@@ -42,7 +42,7 @@ def locations() -> dict[str, Location]:
     """region name -> its Location (every region of the embedded snapshot)."""
     text = resources.files("hetinfra.price_feeds").joinpath("data/region_locations.csv").read_text()
     out = {}
-    for row in csv.DictReader(text.splitlines()):
+    for _, row in csv_records(text, "region_locations.csv")[1]:
         out[row["region"]] = Location(row["cloud"], row["region"], row["place"], float(row["latitude"]),
                                       float(row["longitude"]))
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import CLOUDS
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.fileio import csv_records, number_cell, read_text
 
 #: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a
 #: "custom" cloud (on-prem, neocloud): planned, but no infrastructure code is generated for it.
@@ -156,8 +156,7 @@ def _num(raw: str, *, where: str, column: str, required: bool = True) -> float |
 
 def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") -> OfferSnapshot:
     """Parse and validate an offers CSV. Any bad row is an error naming file, line and column."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, records = csv_records(text, name)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(
@@ -170,8 +169,8 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
                                 hint="allowed: " + ",".join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS))
     offers: list[Offer] = []
     seen: set[tuple[str, str, str]] = set()
-    for lineno, row in enumerate(reader, start=2):
-        row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+    for lineno, row in records:
+        row = {k: (v or "").strip() for k, v in row.items() if k is not None}
         where = f"{name}:{lineno}"
         for col in ("cloud", "region", "instance_type", "gpu"):
             if not row.get(col):

@@ -56,13 +56,13 @@ def whole(x: float | None) -> int | None:
 
 def read_rows(path) -> list[dict[str, str]]:
     """Rows of a catalog CSV file."""
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # a BOM dropped, as hetinfra.fileio.csv_lines does
         return list(csv.DictReader(fh))
 
 
 def parse_text(text: str) -> list[dict[str, str]]:
     """Rows of a catalog CSV given as text."""
-    return list(csv.DictReader(io.StringIO(text)))
+    return list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff"))))
 
 
 def accelerator_clouds(rows: Iterable[dict[str, str]]) -> dict[str, set[str]]:

@@ -10,13 +10,12 @@ exit 2); this module is for feeds, where one odd row of thousands must not stop 
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections import Counter
 from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import csv_records
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
 from hetinfra.price_feeds.offers import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Offer
 
@@ -60,7 +59,7 @@ class Validator:
         self.offers: list[Offer] = []
         self.drops: Counter[str] = Counter()
         self.examples: dict[str, list[str]] = {}
-        self._seen: set[tuple[str, str, str]] = set()
+        self._kept: dict[tuple[str, str, str], tuple[str, Offer]] = {}  # key -> (where, offer) of the row kept
 
     def drop(self, reason: str, detail: str = "") -> None:
         self.drops[reason] += 1
@@ -92,19 +91,23 @@ class Validator:
                 return GPU_COUNT_MISMATCH
         if not o.gpu_memory_gb or not o.gpu_memory_gb > 0:
             return GPU_MEMORY_NOT_POSITIVE
-        if (o.cloud, o.region, o.instance_type) in self._seen:
+        if (o.cloud, o.region, o.instance_type) in self._kept:
             return DUPLICATE
         return None
 
-    def add(self, row: "Offer | Reject") -> bool:
+    def add(self, row: "Offer | Reject", where: str = "") -> bool:
+        """Keep ``row`` or count why not; ``where`` (``file:line``) names it in the examples, else
+        its cloud/region/instance type do."""
         if isinstance(row, Reject):
             self.drop(row.reason, row.detail)
             return False
+        key = (row.cloud, row.region, row.instance_type)
         reason = self.check(row)
         if reason is not None:
-            self.drop(reason, f"{row.cloud}/{row.region}/{row.instance_type}")
+            self.drop(reason, _duplicate(where, row, *self._kept[key]) if reason == DUPLICATE
+                      else where or "/".join(key))
             return False
-        self._seen.add((row.cloud, row.region, row.instance_type))
+        self._kept[key] = (where or "an earlier row", row)
         self.offers.append(row)
         return True
 
@@ -117,11 +120,34 @@ class Validator:
         return drops_summary(self.drops)
 
 
-def drops_summary(drops: dict[str, int]) -> str | None:
+def _duplicate(where: str, row: Offer, kept_where: str, kept: Offer) -> str:
+    """A duplicate's example: where it is, which row was kept, and what they disagree on."""
+    here = where or "/".join((row.cloud, row.region, row.instance_type))
+    if row == kept:
+        return f"{here} repeats {kept_where}"
+    differ = [f"{name} {getattr(kept, name)} there, {getattr(row, name)} here" for name in _COMPARED
+              if getattr(kept, name) != getattr(row, name)]
+    return f"{here} conflicts with {kept_where}, the row kept: {' and '.join(differ[:2])}"
+
+
+#: what a conflicting duplicate's example names where it differs from the row kept
+_COMPARED = ("price_per_hour", "spot_price_per_hour", "gpu", "gpu_count", "gpu_memory_gb",
+             "committed_1y_price_per_hour", "committed_3y_price_per_hour", "vcpus", "memory_gb", "as_of")
+
+
+def drops_summary(drops: dict[str, int], examples: dict[str, list[str]] | None = None) -> str | None:
+    """``"dropped 3 rows: 2 spot above on-demand, 1 unknown GPU"``; with ``examples`` (reason ->
+    the first few rows' ``file:line``) each reason names them: ``1 unknown GPU (offers.csv:7)``."""
     total = sum(drops.values())
     if not total:
         return None
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(drops.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def part(reason: str, n: int) -> str:
+        shown = (examples or {}).get(reason) or []
+        more = "; ..." if n > len(shown) else ""
+        return f"{n} {reason}" + (f" ({'; '.join(shown)}{more})" if shown else "")
+
+    parts = ", ".join(part(reason, n) for reason, n in sorted(drops.items(), key=lambda kv: (-kv[1], kv[0])))
     return f"dropped {total} row{'s' if total != 1 else ''}: {parts}"
 
 
@@ -139,15 +165,14 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                          validator: Validator | None = None) -> Validator:
     """Read an offers CSV, dropping bad rows with reasons. A bad HEADER is still an error (exit 2)."""
     v = validator or Validator(gpus=set(), check_families=True)
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, records = csv_records(text, name)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: offers CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(REQUIRED_COLUMNS))
     allowed = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
-    for lineno, row in enumerate(reader, start=2):
-        row = {k.strip(): (v_ or "").strip() for k, v_ in row.items() if k is not None and k.strip() in allowed}
+    for lineno, row in records:
+        row = {k: (v_ or "").strip() for k, v_ in row.items() if k in allowed}
         where = f"{name}:{lineno}"
         try:
             count = _num(row.get("gpu_count"))
@@ -170,5 +195,5 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                     instance_type=row.get("instance_type", ""), gpu=row.get("gpu", ""), gpu_count=int(count),
                     gpu_memory_gb=mem or gpu_memory_gb(row.get("instance_type", ""), row.get("gpu", "")) or 0.0, vcpus=vcpus, memory_gb=memory, price_per_hour=od,
                     spot_price_per_hour=spot, as_of=row.get("as_of") or default_as_of,
-                    source=row.get("source") or name, **committed))
+                    source=row.get("source") or name, **committed), where)
     return v

@@ -17,6 +17,7 @@ import sys
 import click
 
 from hetinfra import __version__
+from hetinfra.cli.common import json_usage_error
 from hetinfra.cli.deploy import apply_command, destroy_command, status_command
 from hetinfra.cli.estimate import estimate_command
 from hetinfra.cli.feeds import feeds_group, prices_command
@@ -31,7 +32,23 @@ from hetinfra.cli.stops import install_signal_exits, stopped_status, stopping
 HELP_OPTIONS = ["-h", "--help"]
 
 
-@click.group(context_settings={"help_option_names": HELP_OPTIONS})
+class Hetinfra(click.Group):
+    """The command group. A flag or argument click refuses (a usage error, exit 2) is raised while a
+    command's arguments are parsed, before the command runs and reaches :func:`fail`: every such
+    error of every command passes here, where a command given ``--json`` also prints the JSON error
+    document (:func:`json_usage_error`). Here rather than in :func:`main`, so a caller that runs the
+    group itself (click's CliRunner, the tests) gets the same output."""
+
+    def invoke(self, ctx: click.Context):
+        args = [*ctx.protected_args, *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            json_usage_error(exc, args)
+            raise
+
+
+@click.group(cls=Hetinfra, context_settings={"help_option_names": HELP_OPTIONS})
 @click.version_option(__version__, prog_name="hetinfra")
 def cli() -> None:
     """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,

@@ -11,7 +11,7 @@ from typing import Callable, TypeVar
 
 import click
 
-from hetinfra.errors import HetinfraError
+from hetinfra.errors import HetinfraError, InvalidInputError
 from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
@@ -33,18 +33,42 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None:
+    """The ``--json`` error document on stdout: ``partial``, what the command had to report before it
+    failed, plus ``{"error": {"type", "exit_code", "message", "hint", ...}, "exit_code": N}``."""
+    error = {"type": type(exc).__name__, "exit_code": exc.exit_code, "message": exc.message,
+             "hint": exc.hint, **exc.details}
+    click.echo(dumps_strict({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
+
+
 def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:
     """Print ``exc`` (``error:``/``hint:`` on stderr; with ``as_json`` also the error document on
-    stdout: ``partial``, what the command had to report before it failed, plus ``{"error": {...},
-    "exit_code": N}``) and exit with its code."""
+    stdout, :func:`echo_error_document`) and exit with its code."""
     if as_json:
-        error = {"type": type(exc).__name__, "exit_code": exc.exit_code, "message": exc.message,
-                 "hint": exc.hint, **exc.details}
-        click.echo(dumps_strict({**(partial or {}), "error": error, "exit_code": exc.exit_code}, indent=2))
+        echo_error_document(exc, partial)
     click.echo(f"error: {exc.message}", err=True)
     if exc.hint:
         click.echo(f"  hint: {exc.hint}", err=True)
     sys.exit(exc.exit_code)
+
+
+def json_usage_error(exc: click.UsageError, args: list[str]) -> None:
+    """A flag or argument click refused (exit 2) before the command ran: with ``--json`` among
+    ``args`` (the command line after the program's name, up to ``--``) and a command that has
+    ``--json``, the same error document :func:`fail` prints (type InvalidInputError), so stdout
+    still holds one JSON document. click's own usage text stays on stderr (the caller re-raises)."""
+    command = exc.ctx.command if exc.ctx is not None else None
+    given = args[:args.index("--")] if "--" in args else args
+    if command is None or "--json" not in given or not any(
+            "--json" in p.opts for p in command.params if isinstance(p, click.Option)):
+        return
+    names, ctx = [], exc.ctx
+    while ctx.parent is not None:  # the root's own name is argv[0] (a test runner's, python -m's)
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    path = " ".join(["hetinfra", *reversed(names)])
+    echo_error_document(InvalidInputError(exc.format_message(),
+                                          hint=f"see '{path} -h' for the options and their values"))
 
 
 def run_command(as_json: bool, work: Callable[[], T], show: Callable[[T], None] | None = None,

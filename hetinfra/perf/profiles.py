@@ -19,15 +19,13 @@ SLOs are equal to or stricter than the spec's. Among usable rows take the smalle
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import csv_records, read_text
 from hetinfra.spec.deploy import VLLM_VERSION
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
@@ -51,15 +49,14 @@ class ProfileRow:
 
 
 def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in reader.fieldnames or []]
+    header, records = csv_records(text, name)
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: profile CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(COLUMNS))
     rows = []
-    for lineno, raw in enumerate(reader, start=2):
-        raw = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+    for lineno, raw in records:
+        raw = {k: (v or "").strip() for k, v in raw.items() if k is not None}
         where = f"{name}:{lineno}"
         try:
             row = ProfileRow(

@@ -9,16 +9,18 @@
   submissions' server and offline scenarios; vLLM's own v0.6.0 benchmark), with the procedure and
   engine settings each ran (replayed by ``hetinfra.sim.benchmark_run``).
 
-Only the standard library here: the tests and the fit tools read these without aiconfigurator.
+Only the standard library (and hetinfra.fileio's CSV reader) here: the tests and the fit tools read these
+without aiconfigurator.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from hetinfra.fileio import csv_records
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -81,17 +83,17 @@ def _kv_precision(model_path: str) -> str:
 def silicon_rows() -> tuple[SiliconRow, ...]:
     """The dense-attention, TP-only vLLM runs (no attention DP, experts TP-sharded or one GPU)."""
     out = []
-    with (DATA / "aic_silicon_vllm.csv").open() as fh:
-        for r in csv.DictReader(fh):
-            if r["pp_size"] != "1" or r["attention_dp_size"] not in ("", "1") or r["moe_ep_size"] not in ("", "0", "1"):
-                continue
-            tp = int(r["tp_size"])
-            out.append(SiliconRow(AIC_SYSTEMS[r["system"]], AIC_MODELS[r["model_path"]],
-                                  "fp8" if r["gemm_quant_mode"] == "fp8" else "bf16", tp, int(r["isl"]),
-                                  int(r["osl"]), int(r["batch_size"]), float(r["silicon_ttft_ms"]),
-                                  float(r["silicon_tpot_ms"]), r["backend_version"] or "unstated",
-                                  f"{r['model_path']} {r['system']} tp{tp} {r['isl']}/{r['osl']} c{r['batch_size']}",
-                                  _kv_precision(r["model_path"])))
+    path = DATA / "aic_silicon_vllm.csv"
+    for _, r in csv_records(path.read_text(encoding="utf-8"), path.name)[1]:
+        if r["pp_size"] != "1" or r["attention_dp_size"] not in ("", "1") or r["moe_ep_size"] not in ("", "0", "1"):
+            continue
+        tp = int(r["tp_size"])
+        out.append(SiliconRow(AIC_SYSTEMS[r["system"]], AIC_MODELS[r["model_path"]],
+                              "fp8" if r["gemm_quant_mode"] == "fp8" else "bf16", tp, int(r["isl"]),
+                              int(r["osl"]), int(r["batch_size"]), float(r["silicon_ttft_ms"]),
+                              float(r["silicon_tpot_ms"]), r["backend_version"] or "unstated",
+                              f"{r['model_path']} {r['system']} tp{tp} {r['isl']}/{r['osl']} c{r['batch_size']}",
+                              _kv_precision(r["model_path"])))
     return tuple(out)
 
 
@@ -104,8 +106,9 @@ SIZE_TABLES = {"openorca": "mlperf_llama2_70b_lengths.csv", "sharegpt": "sharegp
 @lru_cache(maxsize=None)
 def size_table(name: str) -> tuple[tuple[int, int], ...]:
     """The (input, output) lengths of every sample of a data set (``SIZE_TABLES``)."""
-    with (DATA / SIZE_TABLES[name]).open() as fh:
-        return tuple((int(r["input_length"]), int(r["output_length"])) for r in csv.DictReader(fh))
+    path = DATA / SIZE_TABLES[name]
+    return tuple((int(r["input_length"]), int(r["output_length"]))
+                 for _, r in csv_records(path.read_text(encoding="utf-8"), path.name)[1])
 
 
 @dataclass(frozen=True)

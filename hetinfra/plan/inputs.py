@@ -189,6 +189,7 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
     silently. The others are hetinfra's own names, taken as they are: the clouds' APIs are asked for
     the offers' regions but report quotas on GPUs nothing offers (GCP's P100), and a stalled unit's
     region may have no offer today; such a cap binds nothing and refuses nothing."""
+    _one_cap_per_key(infra, at_)
     caps: dict[tuple[str, str, str], int] = {}
     written = getattr(extra_caps, "written", {})
     named = [(f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}]",
@@ -203,6 +204,22 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
         key = (cloud.lower(), region, gpu)
         caps[key] = min(n, caps.get(key, n))
     return caps
+
+
+def _one_cap_per_key(infra, at_) -> None:
+    """Two of the spec's availability entries naming one cloud, region and GPU with different caps
+    are refused, with both lines: which one the user meant is theirs to say (the tighter would bind,
+    silently). An entry repeated as it stands is harmless. Across sources (the spec, --caps,
+    --availability) the tightest cap wins, as documented."""
+    first: dict[tuple[str, str, str], int] = {}
+    for i, cap in enumerate(infra.availability):
+        key = (cap.cloud.lower(), cap.region, cap.gpu)
+        j = first.setdefault(key, i)
+        if infra.availability[j].max_gpus != cap.max_gpus:
+            raise InvalidInputError(
+                f"{at_('infrastructure', 'availability', i)}: infrastructure.availability[{i}] caps {'/'.join(key)} "
+                f"at {cap.max_gpus} GPUs, availability[{j}] ({at_('infrastructure', 'availability', j)}) at "
+                f"{infra.availability[j].max_gpus}", hint="keep one entry per cloud, region and GPU")
 
 
 def _check_cap(at: str, cloud: str, region: str, gpu: str, regions: set[str], allowed: _AllowedOffers) -> None:

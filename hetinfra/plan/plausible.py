@@ -8,6 +8,9 @@ the solved plan, all called at one point (:func:`plausibility_warnings`, from th
   MAX_SEQS / (step x output_tokens) is a typo or a broken benchmark (1e12 req/s would otherwise
   plan 0 GPUs).
 - A plan that serves nothing: no GPU for a positive demand (the load rounds to 0 instances).
+- A profile row nothing in the spec can use: its model is none of the spec's, no allowed offer has
+  its GPU, or its tp x pp is no layout the planner tries there. Such a row is never read; said, not
+  silent (a typo in a model name otherwise falls back to the estimator unnoticed).
 """
 
 from __future__ import annotations
@@ -43,6 +46,44 @@ def implausible_profile_rows(inputs) -> list[str]:
     return out
 
 
+#: the most unmatched profile rows named one by one; the rest are counted in one more warning
+SHOWN_UNMATCHED = 5
+
+
+def unmatched_profile_rows(inputs) -> list[str]:
+    """Profile rows that match no model, allowed GPU or planned layout of the spec, by ``file:line``."""
+    served = [m for pm in inputs.models for m in (pm, *(v.model for v in pm.variants))]
+    counts: dict[str, set[int]] = {}  # GPU (lower case) -> GPUs per instance of its allowed offers
+    for o in inputs.offers:
+        counts.setdefault(o.gpu.lower(), set()).add(o.gpu_count)
+    out = []
+    for row in inputs.profiles.rows:
+        why = _unmatched(row, served, counts, inputs.spec.planning)
+        if why:
+            out.append(f"{row.origin}: profile row matches nothing this spec plans, ignored: {why}")
+    if len(out) > SHOWN_UNMATCHED:
+        out[SHOWN_UNMATCHED:] = [f"{len(out) - SHOWN_UNMATCHED} more profile row(s) match nothing this spec plans"]
+    return out
+
+
+def _unmatched(row, served, counts: dict[str, set[int]], settings) -> str | None:
+    """Why ``row`` can serve none of ``served`` (the spec's models and variants), or None."""
+    from hetinfra.plan.templates import possible_layouts
+
+    models = [m for m in served if row.model in m.ctx.names]
+    if not models:
+        names = ", ".join(sorted({m.spec.name for m in served}))
+        return f"model '{row.model}' is none of the spec's models ({names}; a row names one by its name, model or source)"
+    sizes = counts.get(row.gpu.lower())
+    if not sizes:
+        return f"no offer the spec allows has GPU '{row.gpu}'"
+    if settings.allow_mixed_pipelines or any((row.tp, row.pp) in possible_layouts(m, settings, n)
+                                             for m in models for n in sorted(sizes)):
+        return None
+    return (f"tp {row.tp} x pp {row.pp} is no layout planned on {row.gpu} (instances of {', '.join(map(str, sorted(sizes)))} "
+            "GPUs: tp a power of two dividing them and the attention heads, pp up to the layers)")
+
+
 def serves_nothing(inputs, gpus: int) -> list[str]:
     """A warning when the plan has no GPU although the spec declares demand."""
     demand = sum(c.rate_rps for m in inputs.models for c in m.classes)
@@ -54,4 +95,4 @@ def serves_nothing(inputs, gpus: int) -> list[str]:
 
 def plausibility_warnings(inputs, gpus: int) -> list[str]:
     """Every plausibility warning of a solved plan (the one call point)."""
-    return implausible_profile_rows(inputs) + serves_nothing(inputs, gpus)
+    return unmatched_profile_rows(inputs) + implausible_profile_rows(inputs) + serves_nothing(inputs, gpus)

@@ -127,6 +127,14 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 
+def possible_layouts(pm: PlannedModel, settings, gpu_count: int) -> set[tuple[int, int]]:
+    """Every (tp, pp) :func:`build_library` may try for ``pm`` on an instance of ``gpu_count`` GPUs
+    under ``settings`` (spec.planning): its k-node pipelines as if fewer nodes never served, so a
+    superset of what one plan tries. A profile row of any other layout is never read."""
+    search = _LayoutSearch(pm, settings.tp_pp_layouts, settings.max_nodes_per_template)
+    return {(tp, pp) for _, _, tp, pp in search.layouts("", "", gpu_count)}
+
+
 class _LayoutSearch:
     """The layouts :func:`build_library` tries for one model, in order, and the templates made so far
     (keyed (cloud, instance type, tp, pp)): a k-node pipeline is tried only while no layout of fewer

@@ -14,7 +14,6 @@ paths agree on any rows.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import time
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from hetinfra.errors import InvalidInputError, did_you_mean
-from hetinfra.fileio import read_text
+from hetinfra.fileio import csv_header, csv_lines, read_text
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 COLUMNS = DEMAND_LOG_COLUMNS
@@ -197,7 +196,7 @@ def _header(header: list[str] | None, p: Path) -> tuple[dict[str, int], int]:
     expected = ",".join(COLUMNS)
     if header is None:
         raise InvalidInputError(f"{p}: the demand log is empty", hint=f"expected the header {expected}")
-    names = [h.strip() for h in header]
+    names = csv_header(header, str(p))
     missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise InvalidInputError(f"{p}:1: header lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
@@ -208,7 +207,7 @@ def _header(header: list[str] | None, p: Path) -> tuple[dict[str, int], int]:
 def _numbered_rows(text: str, p: Path):
     """(line number, cells) of each CSV row. A log without quotes or carriage returns (what the
     gateway writes) is split at newlines and commas in C, as csv.reader would split it, while no line
-    exceeds csv.reader's own bound on a field; any other log goes through csv.reader."""
+    exceeds csv.reader's own bound on a field; any other log goes through hetinfra.fileio.csv_lines."""
     if '"' not in text and "\r" not in text:
         lines = text.split("\n")
         if lines[-1] == "":
@@ -216,12 +215,7 @@ def _numbered_rows(text: str, p: Path):
         if max(map(len, lines), default=0) <= csv.field_size_limit():
             yield from zip(range(1, len(lines) + 1), [line.split(",") for line in lines])
             return
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        for row in reader:
-            yield reader.line_num, row
-    except csv.Error as exc:
-        raise InvalidInputError(f"{p}:{reader.line_num}: CSV error: {exc}") from None
+    yield from csv_lines(text, str(p))
 
 
 def _rows(text: str, p: Path) -> tuple[dict[str, int], list[list[str]], list[int]]:

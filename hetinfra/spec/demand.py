@@ -8,13 +8,11 @@ Bucket k holds sizes in (edge[k], edge[k+1]]; the first bucket also holds size e
 from __future__ import annotations
 
 import bisect
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import looks_like_header, number_cell, read_text
+from hetinfra.fileio import csv_lines, looks_like_header, number_cell, read_text
 from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
 
 
@@ -65,7 +63,7 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
     path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
-    for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+    for lineno, row in csv_lines(text, str(path)):
         if not row or (lineno == 1 and looks_like_header(row)):
             continue  # blank line or header (a first row of numbers, 512.0 or 1e3, is data)
         if len(row) < 2:

@@ -96,3 +96,28 @@ def test_a_caps_file_may_cap_a_custom_cloud_and_gpu_that_only_the_specs_offers_d
     assert _from_file(tmp_path, CUSTOM, "neocloud,dc-1,T1,2").caps[("neocloud", "dc-1", "T1")] == 2
     with pytest.raises(InvalidInputError, match=r"caps\.csv:2: .*no neocloud offer in region 'dc1'; did you mean 'dc-1'"):
         _from_file(tmp_path, CUSTOM, "neocloud,dc1,T1,2")
+
+
+def _with_availability(tmp_path: Path, entries: list[dict]) -> Path:
+    import yaml
+
+    doc = yaml.safe_load(CHAT.read_text())
+    doc["infrastructure"]["availability"] = entries
+    path = tmp_path / "service.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_two_availability_entries_capping_one_gpu_differently_are_refused_with_both_lines(tmp_path):
+    h100 = {"cloud": "aws", "region": "us-east-1", "gpu": "H100"}
+    path = _with_availability(tmp_path, [{**h100, "max_gpus": 8}, {**h100, "cloud": "AWS", "max_gpus": 8},
+                                         {**h100, "max_gpus": 4}])
+    spec, _, locate = load_spec(path)
+    with pytest.raises(InvalidInputError) as refused:
+        resolve(spec, path, path.read_text(), locate=locate)
+    message = refused.value.message
+    assert "infrastructure.availability[2] caps aws/us-east-1/H100 at 4 GPUs, availability[0]" in message
+    assert message.startswith(f"{path}:") and message.count(f"{path}:") == 2  # both lines
+    repeated = _with_availability(tmp_path, [{**h100, "max_gpus": 8}, {**h100, "max_gpus": 8}])
+    spec, _, locate = load_spec(repeated)
+    assert resolve(spec, repeated, repeated.read_text(), locate=locate).caps[("aws", "us-east-1", "H100")] == 8

@@ -38,3 +38,33 @@ def test_serves_nothing_speaks_only_for_zero_gpus():
     inputs = SimpleNamespace(models=[SimpleNamespace(classes=[SimpleNamespace(rate_rps=0.5)])])
     assert "serves nothing" in serves_nothing(inputs, 0)[0]
     assert serves_nothing(inputs, 1) == []
+
+
+def test_profile_rows_that_match_nothing_are_named_by_line(tmp_path, plan_json):
+    """A row whose model, GPU or layout nothing of the spec has is never read: a warning at its line
+    (a typo in a model name otherwise falls back to the estimator unnoticed). The spec allows only
+    AWS L4 (instances of 1, 4 and 8 GPUs; Llama 3.1 8B has 32 heads and 32 layers)."""
+    rows = ["llama-3.1-8b,L4,1,1,200,100,2000,120,6",  # used
+            "chat-8b,L4,8,1,200,100,2000,120,30",  # the service name: used
+            "llama-3.1-70b,L4,1,1,200,100,2000,120,6",  # another model
+            "llama-3.1-8b,H100,1,1,200,100,2000,120,6",  # a GPU the spec does not allow
+            "llama-3.1-8b,L4,3,1,200,100,2000,120,6",  # tp 3: not a power of two
+            "llama-3.1-8b,L4,16,1,200,100,2000,120,6",  # tp 16: no L4 instance has 16 GPUs
+            "llama-3.1-8b,L4,1,33,200,100,2000,120,6"]  # pp 33 > 32 layers
+    (tmp_path / "profile.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    doc = plan_json(tmp_path, copy.deepcopy(SPEC))
+    unmatched = [w for w in doc["warnings"] if "matches nothing" in w]
+    assert [w.split(":")[1] for w in unmatched] == ["4", "5", "6", "7", "8"]
+    assert "model 'llama-3.1-70b' is none of the spec's models (chat-8b" in unmatched[0]
+    assert "no offer the spec allows has GPU 'H100'" in unmatched[1]
+    assert all("is no layout planned on L4 (instances of 1, 4, 8 GPUs" in w for w in unmatched[2:])
+
+
+def test_many_unmatched_rows_are_named_up_to_a_few_then_counted(tmp_path, plan_json):
+    from hetinfra.plan.plausible import SHOWN_UNMATCHED
+
+    rows = [f"ghost-{k},L4,1,1,200,100,2000,120,6" for k in range(SHOWN_UNMATCHED + 3)]
+    (tmp_path / "profile.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    doc = plan_json(tmp_path, copy.deepcopy(SPEC))
+    unmatched = [w for w in doc["warnings"] if "match" in w and "nothing" in w]
+    assert len(unmatched) == SHOWN_UNMATCHED + 1 and unmatched[-1].startswith("3 more profile row(s)")

@@ -19,11 +19,12 @@ from hetinfra.price_feeds.offers import Offer
 
 def test_caps_csv_and_dict(tmp_path):
     p = tmp_path / "caps.csv"
-    p.write_text("cloud,region,gpu,max_gpus,purchase\nAWS,us-east-1,L4,16,\naws,us-east-1,L4,8,\n"
+    p.write_text("cloud,region,gpu,max_gpus,purchase\nAWS,us-east-1,L4,16,\n"
                  "gcp,us-central1,H100,0,spot\n")
     caps = load_caps_csv(p)
     assert caps[0] == AvailabilityCap("aws", "us-east-1", "L4", 16, "on-demand", str(p))
-    assert caps_dict(caps) == {("aws", "us-east-1", "L4"): 8}
+    caps.insert(1, AvailabilityCap("aws", "us-east-1", "L4", 8, "on-demand", "aws-quotas"))  # a cloud's quota
+    assert caps_dict(caps) == {("aws", "us-east-1", "L4"): 8}  # across sources, the tightest cap
     assert caps_dict(caps).skipped == [caps[2]]  # what the planner warns it does not apply
     assert caps_dict(caps, purchase="spot") == {("gcp", "us-central1", "H100"): 0}
     assert caps_dict(caps, purchase="spot").skipped == caps[:2]
@@ -35,11 +36,19 @@ def test_caps_csv_and_dict(tmp_path):
     ("cloud,region,gpu,max_gpus\naws,r,L4,lots\n", "not a number"),
     ("cloud,region,gpu,max_gpus\naws,,L4,3\n", "'region' is empty"),
     ("cloud,region,gpu,max_gpus,purchase\naws,r,L4,3,reserved\n", "purchase must be"),
+    ("cloud,region,gpu,max_gpus\nAWS,r,L4,16\naws,r,L6,1\naws,r,L4,8\n",  # one file's two caps on a key: both lines
+     "caps.csv:4: cap aws/r/L4 \\(on-demand\\) is 8 GPUs, caps.csv:2 gives 16"),
 ])
 def test_caps_csv_is_strict(text, match):
     with pytest.raises(InvalidInputError, match=match) as e:
         parse_caps_csv(text, name="caps.csv")
     assert e.value.exit_code == 2
+
+
+def test_a_caps_row_repeated_as_it_stands_is_harmless():
+    text = "cloud,region,gpu,max_gpus,purchase\naws,r,L4,8,\naws,r,L4,8,on-demand\naws,r,L4,2,spot\n"
+    assert [(c.max_gpus, c.purchase) for c in parse_caps_csv(text, name="caps.csv")] == [
+        (8, "on-demand"), (8, "on-demand"), (2, "spot")]
 
 
 def aws_offers():

@@ -210,6 +210,21 @@ def test_refresh_then_cache_mode(feed_server, feed_config, fx):
 
 # --- load_offers: PATH ---------------------------------------------------------------------
 
+def test_path_offers_csv_names_the_lines_it_drops_and_the_row_a_duplicate_lost_to(tmp_path):
+    """The lenient default stays (rows dropped, not exit 2); the warning names the first three lines
+    of each reason, and a duplicate the row kept: the first, and what the two disagree on."""
+    p = tmp_path / "offers.csv"
+    rows = ["lab,rack-1,box,L4,4,24,32,128,1.5,", "lab,rack-1,box,L4,4,24,32,128,1.5,",
+            "", "lab,rack-1,box,L4,8,24,32,128,1.0,"] + [f"lab,r{k},box,L4,4,24,32,128,0," for k in range(4)]
+    p.write_text("cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,"
+                 "spot_price_per_hour\n" + "\n".join(rows) + "\n")
+    snap, warnings = load_offers(str(p))
+    assert [(o.region, o.price_per_hour) for o in snap.offers] == [("rack-1", 1.5)]
+    assert warnings == [
+        f"{p}: dropped 6 rows: 4 price <= 0 ({p}:6; {p}:7; {p}:8; ...), 2 duplicate ({p}:3 repeats {p}:2; "
+        f"{p}:5 conflicts with {p}:2, the row kept: price_per_hour 1.5 there, 1.0 here and gpu_count 4 there, 8 here)"]
+
+
 def test_path_offers_csv_drops_bad_rows(tmp_path):
     p = tmp_path / "offers.csv"
     p.write_text("cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,spot_price_per_hour\n"
@@ -218,7 +233,7 @@ def test_path_offers_csv_drops_bad_rows(tmp_path):
                  "lab,rack-2,box,L4,4,24,32,128,2.0,2.5\n")
     snap, warnings = load_offers(str(p))
     assert [(o.cloud, o.region, o.instance_type) for o in snap.offers] == [("lab", "rack-1", "box")]
-    assert warnings == [f"{p}: dropped 2 rows: 1 price <= 0, 1 spot above on-demand"]
+    assert warnings == [f"{p}: dropped 2 rows: 1 price <= 0 ({p}:3), 1 spot above on-demand ({p}:4)"]
     assert snap.sources[0].name == str(p) and snap.sources[0].rows == 1
     with pytest.raises(InvalidInputError) as e:
         load_offers(str(p), strict=True)
