@@ -45,6 +45,8 @@ def describe(exc: ValidationError) -> str:
         msg = "is missing"
     elif err["type"] == "extra_forbidden":
         msg = "is not a key of this format (written by another hetinfra version?)"
+    elif err["type"] == "too_short" and not err.get("input"):
+        msg = f"is empty: it needs at least {err['ctx']['min_length']} entry"
     elif err["type"] != "value_error":
         msg = f"is {shown(err.get('input'))}: {msg[0].lower()}{msg[1:]}"
     return f"{where} {msg}" if where else msg

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictStr, field_validator, model_validator
 
 from hetinfra.document.adapters import AdapterCandidates
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
-from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
+from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, int_in, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template, WorkBudget)
 from hetinfra.facts import is_dns_label
@@ -35,8 +35,9 @@ class Plan(Doc):
     demand_scale: Optional[Number] = Field(description="Fraction of the declared demand served (max_throughput; 1.0 "
                                                        "under min_cost).")
     budget_usd_per_hour: Optional[Number] = Field(description="The spec's budget; null: none.")
-    gpus: StrictInt = Field(description="GPUs of the plan.")
-    allocations: list[Allocation] = Field(description="The deployment units: what runs where.")
+    gpus: int_in(0, None) = Field(description="GPUs of the plan.")
+    allocations: list[Allocation] = Field(description="The deployment units: what runs where (empty: a plan that "
+                                                      "leaves all demand unmet, planning.allow_unmet).")
     routing: Routing = Field(description="model -> request class -> the solver units that serve it, with shares.")
     origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
                                                          "served; only where a model declares demand.origins "
@@ -49,8 +50,9 @@ class Plan(Doc):
     breakdown: Breakdown = Field(description="Cost, GPUs and instances per model and per region.")
     churn: Optional[Churn] = Field(description="What re-planning against a running deployment changes; null: no "
                                                "running deployment.")
-    models: list[ModelEntry] = Field(description="The models served.")
-    templates: list[Template] = Field(description="The serving templates the allocations use.")
+    models: list[ModelEntry] = Field(min_length=1, description="The models served.")
+    templates: list[Template] = Field(description="The serving templates the allocations use (empty: no "
+                                                  "allocations).")
     baselines: list[Baseline] = Field(description="Single-GPU-type baseline plans (empty with --no-baselines).")
     solver: Solver = Field(description="How the solve went.")
     inputs: Inputs = Field(description="What the plan was made from.")

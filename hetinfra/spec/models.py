@@ -28,6 +28,16 @@ MAX_PROFILE_PERIODS = 168
 MAX_EDGES = 65
 #: largest token count a bucket edge, class or architecture may state
 MAX_TOKENS = 10_000_000
+#: most layers an architecture may have (the largest published models have under 200)
+MAX_LAYERS = 1024
+#: longest context (input + output tokens) an architecture may state
+MAX_CONTEXT = 100_000_000
+#: largest parameter count a model may state
+MAX_PARAMS = 1e14
+#: largest latency objectives (an hour to the first token, 10 minutes between tokens)
+MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000
+#: the statistics a latency objective may hold at (hetinfra.sim.stats.PERCENTILES computes them)
+Percentile = Literal["mean", "p50", "p90", "p95", "p99"]
 #: most a request rate may be (req/s per model) and least (below it the solver rounds the load to 0 GPUs)
 MAX_RATE_RPS = 1e6
 MIN_RATE_RPS = 1e-3
@@ -64,25 +74,25 @@ def _check_edges(input_edges: list[int], output_edges: list[int]) -> None:
 class ArchitectureSpec(Strict):
     """A model's architecture, for models outside the built-in catalog (HF config.json values)."""
 
-    layers: int = Field(gt=0, le=1024, description="num_hidden_layers.")
+    layers: int = Field(gt=0, le=MAX_LAYERS, description="num_hidden_layers.")
     hidden_size: int = Field(gt=0, le=1_000_000, description="hidden_size.")
     heads: int = Field(gt=0, le=65536, description="num_attention_heads (query heads).")
     kv_heads: int = Field(gt=0, le=65536, description="num_key_value_heads (GQA); equal to heads for MHA.")
     head_dim: int = Field(gt=0, le=65536, description="Dimension of one attention head (hidden_size / heads unless set).")
-    params: count(gt=0, le=1e14) = Field(description="Total parameter count: 7000000000, 7e9 or '7B'.")
-    active_params: count(gt=0, le=1e14) | None = Field(None, description="MoE only: parameters active per token.")
+    params: count(gt=0, le=MAX_PARAMS) = Field(description="Total parameter count: 7000000000, 7e9 or '7B'.")
+    active_params: count(gt=0, le=MAX_PARAMS) | None = Field(None, description="MoE only: parameters active per token.")
     vocab_size: int = Field(32000, gt=0, le=MAX_TOKENS, description="Vocabulary size.")
-    max_context: int = Field(4096, gt=0, le=100_000_000, description="max_position_embeddings: longest input+output the model accepts.")
+    max_context: int = Field(4096, gt=0, le=MAX_CONTEXT, description="max_position_embeddings: longest input+output the model accepts.")
 
 
 class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
-    ttft_ms: milliseconds(gt=0, le=3_600_000) = Field(description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: milliseconds(gt=0, le=600_000) = Field(description="Time per output token after the first, milliseconds: a request's "
+    ttft_ms: milliseconds(gt=0, le=MAX_TTFT_MS) = Field(description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: milliseconds(gt=0, le=MAX_TPOT_MS) = Field(description="Time per output token after the first, milliseconds: a request's "
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
-    percentile: Literal["mean", "p50", "p90", "p95", "p99"] = Field(
+    percentile: Percentile = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "
                            "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2.")
     attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "
