@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
 
 from hetinfra.document.adapters import AdapterCandidates
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
@@ -104,14 +104,25 @@ class Plan(Doc):
         self._variants_listed()
         return self
 
+    @model_validator(mode="after")
+    def _whole(self, info: ValidationInfo) -> "Plan":
+        """The checks across sections every reader relies on (hetinfra.document.consistency)."""
+        from hetinfra.document.consistency import plan_problems
+        from hetinfra.document.load import HintedValueError
+
+        if wrong := plan_problems(self, cloud_copy=bool((info.context or {}).get("cloud_copy"))):
+            raise HintedValueError(wrong[0], getattr(wrong[0], "hint", None))
+        return self
+
     @classmethod
-    def parse(cls, doc: Any, path: Path | str = "plan.json") -> "Plan":
+    def parse(cls, doc: Any, path: Path | str = "plan.json", *, cloud_copy: bool = False) -> "Plan":
         """The model of ``doc`` (plan.json's dict); InvalidInputError (exit 2) naming ``path`` and the
-        first wrong field otherwise."""
+        first wrong field otherwise. ``cloud_copy``: ``doc`` is a cloud's Pulumi project copy, whose
+        allocations are that cloud's and whose routes every cloud's (hetinfra.document.consistency)."""
         from hetinfra.document.load import parse_document
 
         return parse_document(cls, doc, path, hint="plan.json is written by `hetinfra plan`; re-plan instead of "
-                                                   "editing it")
+                                                   "editing it", context={"cloud_copy": cloud_copy})
 
     def to_dict(self) -> dict:
         """plan.json's dict again: ``Plan.parse(doc).to_dict() == doc`` for every plan hetinfra writes."""
@@ -144,12 +155,13 @@ class Plan(Doc):
         return self
 
 
-def load_plan(path: Path | str) -> Plan:
-    """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.
-    Missing, unreadable, not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
+def load_plan(path: Path | str, *, cloud_copy: bool = False) -> Plan:
+    """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan,
+    with every check of :class:`Plan` (``cloud_copy``: see :meth:`Plan.parse`). Missing, unreadable,
+    not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
     from hetinfra.document.load import read_json
 
     p = Path(path)
     if p.is_dir() or (not p.exists() and p.suffix != ".json"):  # an out dir (perhaps a missing one)
         p = p / "plan.json"
-    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p)
+    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p, cloud_copy=cloud_copy)
