@@ -118,3 +118,19 @@ def test_every_command_refuses_a_broken_plan_naming_the_field(broken_out, run_cl
     assert first.startswith(f"error: {out / 'plan.json'}") and BROKEN[case][1] in first, first
     assert "Traceback" not in err
 
+
+def test_apply_says_a_plan_with_no_allocations_deploys_nothing(run_cli, monkeypatch, tmp_path):
+    """A plan that leaves all demand unmet (planning.allow_unmet) is valid and has no allocations: apply
+    says it deploys nothing instead of passing silently for a fleet in place."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    doc = filled_golden("chat")
+    classes = doc["routing"]["chat-8b"]
+    doc.update(allocations=[], templates=[], routing={"chat-8b": {c: [] for c in classes}},
+               unmet_rps={f"chat-8b/{c}": sum(r["rps"] for r in rows) for c, rows in classes.items()})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text(json.dumps(doc))
+    code, stdout, err = run_cli("apply", str(out), "--yes", "--target", "pulumi")
+    assert code == 0, err
+    assert "Nothing to deploy: the plan has no allocations" in stdout and "unmet" in stdout
+    assert not (out / "state.json").exists()
