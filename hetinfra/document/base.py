@@ -68,9 +68,10 @@ Positive = bounded(gt=0)
 
 # Upper bounds of the counts that size a reader's memory or loops (the simulator builds one replica
 # per ``count`` and one engine per ``engines_per_instance``; apply and the stacks make one resource per
-# instance). Each is far above anything ``hetinfra plan`` writes, so no plan it made is refused; a
-# hand-edited ``count: 1000000000`` is refused at load (exit 2, naming the field) instead of
-# simulating for minutes in tens of GB.
+# instance). Each is at the limit of what ``hetinfra plan`` plans (no realistic plan comes near it);
+# a hand-edited ``count: 1000000000`` is refused at load (exit 2, naming the field) instead of
+# simulating for minutes in tens of GB. They stop the unbounded case only: at about 24 KB a
+# replica, the simulator still needs tens of GB for a plan at MAX_GPUS replicas.
 
 #: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so
 #: the most replicas, instances or engines one allocation may count: each holds at least one GPU
