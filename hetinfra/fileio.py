@@ -113,6 +113,26 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: most digits of an integer in a JSON file we read: no count, size or id hetinfra reads has more than
+#: 20 (MAX_SCALE is 10^12); Python itself refuses over 4,300 with a message about its own settings
+MAX_INT_DIGITS = 100
+
+
+def _bounded_int(text: str):
+    """json's ``parse_int`` for ``text``: an integer of more than MAX_INT_DIGITS digits is a ValueError
+    that says where it is (line:column) and what is wrong with it."""
+    def parse(digits: str) -> int:
+        n = len(digits.lstrip("-"))
+        if n > MAX_INT_DIGITS:
+            at = text.find(digits)
+            line = text.count("\n", 0, at) + 1
+            col = at - text.rfind("\n", 0, at)
+            raise ValueError(f"line {line} column {col}: an integer of {n:,} digits ({digits[:12]}...), more than "
+                             f"the {MAX_INT_DIGITS} any number hetinfra reads has")
+        return int(digits)
+    return parse
+
+
 def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: bool = False) -> Any:
     """The JSON value of ``text`` (``where`` names it in errors): nested at most MAX_JSON_DEPTH levels,
     without NaN/Infinity tokens unless ``allow_nan`` (vLLM's result files write NaN); every failure
@@ -121,7 +141,9 @@ def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: boo
         raise InvalidInputError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels",
                                 hint=hint or "no file hetinfra reads nests that deep; is it the right file?")
     try:
-        return json.loads(text) if allow_nan else json.loads(text, parse_constant=_reject_constant)
+        if allow_nan:
+            return json.loads(text, parse_int=_bounded_int(text))
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int(text))
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", hint=hint) from None
     except (ValueError, RecursionError) as exc:  # parse_constant's NaN/Infinity, or a huge integer literal

@@ -81,7 +81,9 @@ def main() -> None:
     cloud = cfg.require("cloud")
     if cloud not in IAC_CLOUDS:
         raise ValueError(f"hetinfra:cloud must be one of {', '.join(IAC_CLOUDS)}; got {cloud!r}")
-    plan = load_plan(Path(cfg.get("plan") or "plan.json"))  # parsed once; every reader below takes the model
+    # parsed once; every reader below takes the model. The project's plan.json is this cloud's copy
+    # (hetinfra.compile.pulumi_project.cloud_plan): its allocations this cloud's, its routes every cloud's
+    plan = load_plan(Path(cfg.get("plan") or "plan.json"), cloud_copy=True)
     secrets = FleetSecrets(api_key=cfg.require_secret("apiKey"), hf_token=cfg.get_secret("hfToken"),
                            gateway_keys=cfg.get_secret("gatewayApiKey"), tls_cert=cfg.get_secret("gatewayTlsCert"),
                            tls_key=cfg.get_secret("gatewayTlsKey"))

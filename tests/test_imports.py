@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, set[str]] = {
     "spec": set(),
     # plan.json and state.json as typed documents: the contract every stage after the planner reads
-    "document": {"spec"},
+    "document": {"spec", "catalog"},
     "catalog": set(),
     "perf": {"spec", "catalog"},
     "price_feeds": {"catalog"},

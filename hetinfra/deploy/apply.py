@@ -232,8 +232,9 @@ def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
                   changes=preview.changes_json(rows, [], []))
     if not work.steps:
         echo(render_preview(rows, f"hetinfra apply {out} (target: {target})"))
-        echo("Nothing to do: what runs is what the plan says.")
-        report.update(preview.result_json(state, out))
+        said = nothing_to_do(plan, state)
+        echo(said)
+        report.update(preview.result_json(state, out), notes=[said])
         return state
     ready = _preview_and_confirm(out, plan, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
                                  pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
@@ -243,6 +244,16 @@ def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
     for line in endpoint_lines(out, plan, state):
         echo(line)
     return state
+
+
+def nothing_to_do(plan: Plan, state: DeployState) -> str:
+    """What apply says when it has no step to run: a plan with no allocations (planning.allow_unmet left
+    all demand unmet) deploys nothing, which it says rather than pass for a fleet in place."""
+    if not plan.allocations and not state.running:
+        unmet = sum(plan.unmet_rps.values())
+        return (f"Nothing to deploy: the plan has no allocations (it leaves {unmet:,.6g} req/s unmet: unmet_rps), "
+                "and nothing runs; no state.json written.")
+    return "Nothing to do: what runs is what the plan says."
 
 
 def _owned_state(out: Path, plan: Plan, force: bool) -> DeployState:

@@ -118,7 +118,7 @@ def project_env(project_dir: Path, plan: dict | None = None) -> dict[str, str]:
         from hetinfra.errors import InvalidInputError
 
         try:
-            plan = load_plan(Path(project_dir) / "plan.json").to_dict()
+            plan = load_plan(Path(project_dir) / "plan.json", cloud_copy=True).to_dict()  # the cloud's copy
         except InvalidInputError:  # no or no valid plan there: the default backend
             plan = None
     return {"PULUMI_BACKEND_URL": backend_url(plan if isinstance(plan, dict) else None, project_dir),

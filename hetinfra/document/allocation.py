@@ -20,11 +20,11 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.spec.adapters import adapter_of
-from hetinfra.document.base import Doc, Fraction, NonNegative, Number, Positive
+from hetinfra.document.base import (MAX_GPUS, MAX_STAGES, Doc, Fraction, ModelLen, NodeGpus, NonNegative, Number,
+                                    Positive, Replicas, Stages, int_in)
 from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_node, role_problem
 from hetinfra.facts import is_dns_label
 
-PositiveInt = StrictInt
 
 
 class Alternate(Doc):
@@ -48,16 +48,16 @@ class Role(Doc):
 
     role: Literal["prefill", "decode"] = Field(description="prefill (vLLM kv_producer: the prompt, max_tokens 1) or "
                                                            "decode (kv_consumer: every output token)")
-    engines: PositiveInt = Field(ge=1, description="Engines of this role in one replica of the bundle.")
-    tp: PositiveInt = Field(ge=1, description="Tensor-parallel size of each of these engines.")
-    nodes: StrictInt = Field(ge=0, description="Nodes of this role in one replica; 0: the bundle shares one node.")
+    engines: NodeGpus = Field(description="Engines of this role in one replica of the bundle.")
+    tp: NodeGpus = Field(description="Tensor-parallel size of each of these engines.")
+    nodes: int_in(0, MAX_STAGES) = Field(description="Nodes of this role in one replica; 0: the bundle shares one node.")
     instance_type: Optional[StrictStr] = Field(None, description="Instance type of this role's nodes when it differs "
                                                                  "from the allocation's (heterogeneous P/D across "
                                                                  "the nodes of one placement group); absent: the "
                                                                  "allocation's instance_type.")
     gpu: Optional[StrictStr] = Field(None, description="GPU of this role's nodes when it differs from the "
                                                        "allocation's; absent: the allocation's gpu.")
-    gpus_per_node: Optional[PositiveInt] = Field(None, description="GPUs of one of this role's nodes when its "
+    gpus_per_node: Optional[NodeGpus] = Field(None, description="GPUs of one of this role's nodes when its "
                                                                    "instance type differs; absent: the "
                                                                    "allocation's gpus_per_instance.")
     price_per_node_usd_per_hour: Optional[NonNegative] = Field(None, description="$/h of one of this role's nodes, "
@@ -98,7 +98,7 @@ class Disaggregation(Doc):
                                                     "the achieved share, hetinfra.catalog.interconnect).")
     kv_bytes_per_token: Positive = Field(description="KV-cache bytes of one prompt token (2 x layers x KV heads x "
                                                          "head dim x bytes).")
-    classes: list[ClassTransfer] = Field(description="Per class the bundle serves: the expected KV transfer.")
+    classes: list[ClassTransfer] = Field(min_length=1, description="Per class the bundle serves: the expected KV transfer.")
 
 
 class Stage(Doc):
@@ -106,8 +106,8 @@ class Stage(Doc):
 
     instance_type: StrictStr = Field(description="Instance type of the stage's node.")
     gpu: StrictStr = Field(description="GPU of the stage's node.")
-    gpus: PositiveInt = Field(ge=1, description="GPUs of the stage's node (the stage's tensor-parallel size).")
-    layers: PositiveInt = Field(ge=1, description="Model layers the stage serves.")
+    gpus: NodeGpus = Field(description="GPUs of the stage's node (the stage's tensor-parallel size).")
+    layers: Stages = Field(description="Model layers the stage serves.")
     price_usd_per_hour: NonNegative = Field(description="$/h of the stage's instance.")
 
     def group_fields(self, count: int) -> dict:
@@ -130,18 +130,19 @@ class Allocation(Doc):
     region: StrictStr = Field(description="Region of the offer.")
     instance_type: StrictStr = Field(description="Instance type of every node (for a mixed pipeline: the first stage's).")
     gpu: StrictStr = Field(description="GPU type of the instance.")
-    gpus_per_instance: PositiveInt = Field(ge=1, description="GPUs per instance.")
-    tp: PositiveInt = Field(ge=1, description="vLLM tensor-parallel size (GPUs of one node per engine).")
-    pp: PositiveInt = Field(ge=1, description="vLLM pipeline-parallel size (stages per replica).")
-    engines_per_instance: PositiveInt = Field(ge=1, description="vLLM engines on one instance (data parallel inside it).")
+    gpus_per_instance: NodeGpus = Field(description="GPUs per instance.")
+    tp: NodeGpus = Field(description="vLLM tensor-parallel size (GPUs of one node per engine).")
+    pp: Stages = Field(description="vLLM pipeline-parallel size (stages per replica).")
+    engines_per_instance: NodeGpus = Field(description="vLLM engines on one instance (data parallel inside it).")
     disaggregation: Optional[Disaggregation] = Field(None, description="A prefill/decode bundle's roles, ratio and "
                                                                        "expected KV transfer; absent: colocated "
                                                                        "engines (declared before nodes_per_replica, whose check reads it).")
-    nodes_per_replica: PositiveInt = Field(ge=1, description="Instances one replica spans (a multi-node pipeline > 1).")
-    layer_partition: Optional[list[StrictInt]] = Field(description="Layers per pipeline stage "
+    nodes_per_replica: Stages = Field(description="Instances one replica spans (a multi-node pipeline > 1).")
+    layer_partition: Optional[list[Stages]] = Field(min_length=1, description="Layers per pipeline stage, one per stage of pp "
                                                                "(VLLM_PP_LAYER_PARTITION); null: vLLM's even split.")
-    count: PositiveInt = Field(ge=1, description="Replicas planned (at the peak demand period).")
-    instances: StrictInt = Field(ge=1, description="Instances planned: count x nodes_per_replica.")
+    count: Replicas = Field(description="Replicas planned (at the peak demand period); with its engines at most "
+                                        "hetinfra.document.base.MAX_GPUS (each engine holds a GPU).")
+    instances: Replicas = Field(description="Instances planned: count x nodes_per_replica.")
     spot: StrictBool = Field(description="Whether the unit runs on spot instances.")
     price_per_instance_usd_per_hour: NonNegative = Field(description="$/h of one instance (mixed pipeline or heterogeneous "
                                                       "bundle: the mean over a replica's nodes).")
@@ -161,18 +162,18 @@ class Allocation(Doc):
     on_demand_price_per_instance_usd_per_hour: Optional[Number] = Field(
         None, description="A committed unit's on-demand price per instance (the VM runs on demand; the commitment "
                           "is a billing discount).")
-    counts_by_period: Optional[list[StrictInt]] = Field(None, description="A top-up's replicas in each demand profile "
+    counts_by_period: Optional[list[int_in(0)]] = Field(None, min_length=1, description="A top-up's replicas in each demand profile "
                                                                           "period.")
-    stages: Optional[list[Stage]] = Field(None, description="The stages of a mixed-GPU pipeline.")
+    stages: Optional[list[Stage]] = Field(None, min_length=1, description="The stages of a mixed-GPU pipeline.")
     adapters: Optional[UnitAdapters] = Field(None, description="The LoRA adapters the unit's engines serve, with "
                                                                 "their slots, memory and derate; absent: the base "
                                                                 "model only (issue 38).")
-    max_model_len: Optional[PositiveInt] = Field(
+    max_model_len: Optional[ModelLen] = Field(
         None, description="The unit's vLLM --max-model-len: the largest class routed to it (the model's value when it "
                           "serves the largest class), capped at its KV cache (docs/verification.md).")
-    kv_cache_tokens: Optional[StrictInt] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
+    kv_cache_tokens: Optional[int_in(1, None)] = Field(None, description="Tokens one engine's KV cache holds on the unit's "
                                                                    "layout; null for mixed pipelines.")
-    gpu_memory_gb: Optional[Number] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
+    gpu_memory_gb: Optional[Positive] = Field(None, description="GPU memory per GPU of the offer (a custom GPU's comes "
                                                               "from its offer row).")
     custom_gpu: StrictBool = Field(False, description="The unit's ``gpu`` is not in hetinfra's GPU catalog: a GPU of "
                                                       "the user's offers CSV, its memory from the offer "
@@ -198,6 +199,42 @@ class Allocation(Doc):
         why = None if v is None else role_problem(v, info.data.get("gpus_per_instance"))
         if why:  # hetinfra.document.bundle_shape: what every reader of a bundle relies on
             raise ValueError(why)
+        return v
+
+    @field_validator("tp")
+    @classmethod
+    def _tp_in_node(cls, v: int, info: ValidationInfo) -> int:
+        gpus = info.data.get("gpus_per_instance")
+        if gpus is not None and v > gpus:  # an engine's tensor-parallel ranks are GPUs of one node
+            raise ValueError(f"is {v}, more than the {gpus} GPU(s) of one instance (gpus_per_instance)")
+        return v
+
+    @field_validator("engines_per_instance")
+    @classmethod
+    def _engines_in_node(cls, v: int, info: ValidationInfo) -> int:
+        gpus = info.data.get("gpus_per_instance")
+        if gpus is not None and v > gpus:  # each engine holds at least one GPU of the instance
+            raise ValueError(f"is {v}, more than the {gpus} GPU(s) of one instance (gpus_per_instance)")
+        return v
+
+    @field_validator("layer_partition")
+    @classmethod
+    def _one_per_stage(cls, v: Optional[list[int]], info: ValidationInfo) -> Optional[list[int]]:
+        pp = info.data.get("pp")
+        if v is not None and pp is not None and len(v) != pp:
+            raise ValueError(f"lists {len(v)} stage(s), but pp is {pp} (one entry per pipeline stage)")
+        return v
+
+    @field_validator("count")
+    @classmethod
+    def _engines_bounded(cls, v: int, info: ValidationInfo) -> int:
+        # each engine holds at least one GPU: no allocation hetinfra plans has more than MAX_GPUS of them,
+        # and the simulator builds one per engine
+        engines = v * (info.data.get("engines_per_instance") or 1) * (info.data.get("nodes_per_replica") or 1)
+        if engines > MAX_GPUS:
+            raise ValueError(f"is {v}: with {info.data.get('engines_per_instance')} engine(s) per instance and "
+                             f"{info.data.get('nodes_per_replica')} node(s) per replica that is {engines:,} engines, "
+                             f"more than hetinfra plans ({MAX_GPUS:,} GPUs in all)")
         return v
 
     @field_validator("nodes_per_replica")

@@ -14,6 +14,7 @@ from hetinfra import PLAN_VERSION
 # the one rule of a string that reaches a shell, shared with the spec's loader (issue 36: plan.json
 # never refuses what the spec accepted)
 from hetinfra.spec.base import LOOSE_KEYS, PROSE_KEYS, QUOTE_META, SHELL_META, word_problem  # noqa: F401
+from hetinfra.spec.models import MAX_CONTEXT, MAX_LAYERS, MAX_TOKENS
 
 #: identifiers that end up in commands, scripts and resource names (a service id, a model source)
 IDENT = re.compile(r"^[A-Za-z0-9._:/@+=,-]+$")
@@ -64,6 +65,42 @@ NonNegative = bounded(ge=0)
 Fraction = bounded(ge=0, le=1)
 #: a bandwidth, a size: a Number > 0
 Positive = bounded(gt=0)
+
+# Upper bounds of the counts that size a reader's memory or loops (the simulator builds one replica
+# per ``count`` and one engine per ``engines_per_instance``; apply and the stacks make one resource per
+# instance). Each is at the limit of what ``hetinfra plan`` plans (no realistic plan comes near it);
+# a hand-edited ``count: 1000000000`` is refused at load (exit 2, naming the field) instead of
+# simulating for minutes in tens of GB. They stop the unbounded case only: at about 24 KB a
+# replica, the simulator still needs tens of GB for a plan at MAX_GPUS replicas.
+
+#: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so
+#: the most replicas, instances or engines one allocation may count: each holds at least one GPU
+#: (state.json's live counts and the Kubernetes answers are bounded by the same figure)
+MAX_GPUS = 1_000_000  # = hetinfra.plan.planner.MAX_GPUS (this stage may not import it; a test checks they agree)
+#: the most GPUs one instance (node) may hold, and so the most engines on it or tensor-parallel ranks
+#: of one engine: the largest cloud instance holds 16 (GCP a2-megagpu-16g), a GB200 NVL72 rack 72
+MAX_NODE_GPUS = 1024
+#: the most pipeline stages or nodes of one replica, or layers of one stage: a stage holds at least
+#: one layer, and the spec's architectures have at most this many (hetinfra.spec.models.MAX_LAYERS)
+MAX_STAGES = MAX_LAYERS
+
+
+def int_in(lo: int = 1, hi: int | None = MAX_GPUS):
+    """A JSON integer in [lo, hi] (strict: 2.0, "2" and true are no counts; hi None: no upper bound),
+    its bounds in the schema."""
+    return Annotated[StrictInt, Field(ge=lo, le=hi)]
+
+
+#: replicas, instances or engines of one allocation (an absent optional one stays absent)
+Replicas = int_in()
+#: GPUs of one node, engines on it, tensor-parallel ranks of one engine
+NodeGpus = int_in(hi=MAX_NODE_GPUS)
+#: pipeline stages or nodes of one replica, layers of one stage
+Stages = int_in(hi=MAX_STAGES)
+#: a request's tokens (a class's input or output): the spec's bound, so a plan never refuses what it accepted
+Tokens = int_in(hi=MAX_TOKENS)
+#: vLLM --max-model-len: at most the longest context an architecture may state
+ModelLen = int_in(hi=MAX_CONTEXT)
 
 
 #: the sections apply turns into scripts, commands and names (PROSE_KEYS in them are not checked;

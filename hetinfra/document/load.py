@@ -26,14 +26,24 @@ def read_json(path: Path, *, what: str, hint: str) -> Any:
         raise InvalidInputError(exc.message.replace(": not valid JSON", " is not valid JSON", 1), hint=hint) from None
 
 
-def parse_document(model: type[M], doc: Any, path: Path | str, *, hint: str) -> M:
-    """``model`` of ``doc``, or an InvalidInputError naming ``path`` and the first wrong field."""
+def parse_document(model: type[M], doc: Any, path: Path | str, *, hint: str, context: dict | None = None) -> M:
+    """``model`` of ``doc`` (validated with ``context``), or an InvalidInputError naming ``path`` and the
+    first wrong field."""
     if not isinstance(doc, dict):
         raise InvalidInputError(f"{path}: (top level) is not a JSON object but {type(doc).__name__}", hint=hint)
     try:
-        return model.model_validate(doc)
+        return model.model_validate(doc, context=context)
     except ValidationError as exc:
-        raise InvalidInputError(f"{path}: {describe(exc)}", hint=hint) from None
+        cause = exc.errors(include_url=False)[0].get("ctx", {}).get("error")
+        raise InvalidInputError(f"{path}: {describe(exc)}", hint=getattr(cause, "hint", None) or hint) from None
+
+
+class HintedValueError(ValueError):
+    """A validator's error that says how to mend it (the InvalidInputError's hint, not the document's)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def describe(exc: ValidationError) -> str:
@@ -45,6 +55,8 @@ def describe(exc: ValidationError) -> str:
         msg = "is missing"
     elif err["type"] == "extra_forbidden":
         msg = "is not a key of this format (written by another hetinfra version?)"
+    elif err["type"] == "too_short" and not err.get("input"):
+        msg = f"is empty: it needs at least {err['ctx']['min_length']} entry"
     elif err["type"] != "value_error":
         msg = f"is {shown(err.get('input'))}: {msg[0].lower()}{msg[1:]}"
     return f"{where} {msg}" if where else msg

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
 
 from hetinfra.document.adapters import AdapterCandidates
 from hetinfra.document.allocation import Allocation, OriginRouting, Origins, Routing, plan_route_problems
-from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, shell_safety_error
+from hetinfra.document.base import IDENT, Doc, Number, PlanVersion, int_in, shell_safety_error
 from hetinfra.document.sections import (Baseline, Breakdown, Churn, Fidelity, Inputs, ModelEntry, PlanDeploy,
                                              Purchase, Solver, Template, WorkBudget)
 from hetinfra.facts import is_dns_label
@@ -35,8 +35,9 @@ class Plan(Doc):
     demand_scale: Optional[Number] = Field(description="Fraction of the declared demand served (max_throughput; 1.0 "
                                                        "under min_cost).")
     budget_usd_per_hour: Optional[Number] = Field(description="The spec's budget; null: none.")
-    gpus: StrictInt = Field(description="GPUs of the plan.")
-    allocations: list[Allocation] = Field(description="The deployment units: what runs where.")
+    gpus: int_in(0, None) = Field(description="GPUs of the plan.")
+    allocations: list[Allocation] = Field(description="The deployment units: what runs where (empty: a plan that "
+                                                      "leaves all demand unmet, planning.allow_unmet).")
     routing: Routing = Field(description="model -> request class -> the solver units that serve it, with shares.")
     origins: Optional[Origins] = Field(None, description="Where each model's traffic comes from and where it may be "
                                                          "served; only where a model declares demand.origins "
@@ -49,8 +50,9 @@ class Plan(Doc):
     breakdown: Breakdown = Field(description="Cost, GPUs and instances per model and per region.")
     churn: Optional[Churn] = Field(description="What re-planning against a running deployment changes; null: no "
                                                "running deployment.")
-    models: list[ModelEntry] = Field(description="The models served.")
-    templates: list[Template] = Field(description="The serving templates the allocations use.")
+    models: list[ModelEntry] = Field(min_length=1, description="The models served.")
+    templates: list[Template] = Field(description="The serving templates the allocations use (empty: no "
+                                                  "allocations).")
     baselines: list[Baseline] = Field(description="Single-GPU-type baseline plans (empty with --no-baselines).")
     solver: Solver = Field(description="How the solve went.")
     inputs: Inputs = Field(description="What the plan was made from.")
@@ -102,14 +104,25 @@ class Plan(Doc):
         self._variants_listed()
         return self
 
+    @model_validator(mode="after")
+    def _whole(self, info: ValidationInfo) -> "Plan":
+        """The checks across sections every reader relies on (hetinfra.document.consistency)."""
+        from hetinfra.document.consistency import plan_problems
+        from hetinfra.document.load import HintedValueError
+
+        if wrong := plan_problems(self, cloud_copy=bool((info.context or {}).get("cloud_copy"))):
+            raise HintedValueError(wrong[0], getattr(wrong[0], "hint", None))
+        return self
+
     @classmethod
-    def parse(cls, doc: Any, path: Path | str = "plan.json") -> "Plan":
+    def parse(cls, doc: Any, path: Path | str = "plan.json", *, cloud_copy: bool = False) -> "Plan":
         """The model of ``doc`` (plan.json's dict); InvalidInputError (exit 2) naming ``path`` and the
-        first wrong field otherwise."""
+        first wrong field otherwise. ``cloud_copy``: ``doc`` is a cloud's Pulumi project copy, whose
+        allocations are that cloud's and whose routes every cloud's (hetinfra.document.consistency)."""
         from hetinfra.document.load import parse_document
 
         return parse_document(cls, doc, path, hint="plan.json is written by `hetinfra plan`; re-plan instead of "
-                                                   "editing it")
+                                                   "editing it", context={"cloud_copy": cloud_copy})
 
     def to_dict(self) -> dict:
         """plan.json's dict again: ``Plan.parse(doc).to_dict() == doc`` for every plan hetinfra writes."""
@@ -142,12 +155,13 @@ class Plan(Doc):
         return self
 
 
-def load_plan(path: Path | str) -> Plan:
-    """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan.
-    Missing, unreadable, not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
+def load_plan(path: Path | str, *, cloud_copy: bool = False) -> Plan:
+    """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan,
+    with every check of :class:`Plan` (``cloud_copy``: see :meth:`Plan.parse`). Missing, unreadable,
+    not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
     from hetinfra.document.load import read_json
 
     p = Path(path)
     if p.is_dir() or (not p.exists() and p.suffix != ".json"):  # an out dir (perhaps a missing one)
         p = p / "plan.json"
-    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p)
+    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p, cloud_copy=cloud_copy)

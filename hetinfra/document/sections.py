@@ -8,31 +8,37 @@ from typing import Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
-from hetinfra.document.base import IDENT, Doc, Fraction, NonNegative, Number
+from hetinfra.document.base import (IDENT, Doc, Fraction, ModelLen, NodeGpus, NonNegative, Number, Stages,
+                                    Tokens, bounded, int_in)
 from hetinfra.document.fidelity import Fidelity  # noqa: F401  (plan.json sections, one import place)
 from hetinfra.spec.deploy import DeploySpec
-from hetinfra.spec.models import Precision
+from hetinfra.spec.models import MAX_PARAMS, MAX_TPOT_MS, MAX_TTFT_MS, Percentile, Precision
 
 SSH_KEY = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com)"
                      r" [A-Za-z0-9+/=]+( [A-Za-z0-9._@+=:-]+)?$")
 
 
+#: a model's parameter count: > 0, at most the spec's bound (hetinfra.spec.models.MAX_PARAMS)
+Params = bounded(gt=0, le=MAX_PARAMS)
+
+
 class Slo(Doc):
     """The model's latency objective, as the spec declared it."""
 
-    ttft_ms: Optional[Number] = Field(description="Time-to-first-token objective, ms.")
-    tpot_ms: Optional[Number] = Field(description="Time-per-output-token objective, ms.")
-    percentile: StrictStr = Field(description="The percentile the objectives hold at (mean, p50, ..., p99).")
-    attainment: Optional[Number] = Field(description="Fraction of requests that must meet both objectives (Melange); "
-                                                     "null: the percentile alone.")
+    # the spec's bounds (hetinfra.spec.models.SloSpec): a plan never refuses what its spec accepted
+    ttft_ms: bounded(gt=0, le=MAX_TTFT_MS) = Field(description="Time-to-first-token objective, ms.")
+    tpot_ms: bounded(gt=0, le=MAX_TPOT_MS) = Field(description="Time-per-output-token objective, ms.")
+    percentile: Percentile = Field(description="The statistic the objectives hold at (mean, p50, p90, p95, p99).")
+    attainment: Optional[bounded(gt=0, le=1)] = Field(description="Fraction of requests that must meet both "
+                                                                   "objectives (Melange); null: the percentile alone.")
 
 
 class RequestClass(Doc):
     """A request class (size bucket) of a model, at the planned (peak) demand."""
 
     name: StrictStr = Field(description="Class name (e.g. 'in<=500,out<=200').")
-    input_tokens: StrictInt = Field(description="Input tokens a request of the class is planned for.")
-    output_tokens: StrictInt = Field(description="Output tokens a request of the class is planned for.")
+    input_tokens: Tokens = Field(description="Input tokens a request of the class is planned for.")
+    output_tokens: Tokens = Field(description="Output tokens a request of the class is planned for.")
     share: Fraction = Field(description="The class's share of the model's requests.")
     rate_rps: NonNegative = Field(description="Requests/s of the class at the planned demand.")
 
@@ -44,7 +50,7 @@ class Variant(Doc):
     model: Optional[StrictStr] = Field(description="Architecture of the variant's checkpoint; null: the model's.")
     source: StrictStr = Field(description="Where the checkpoint is loaded from (a Hugging Face id or a path).")
     precision: Precision = Field(description="Weight precision of the variant.")
-    params: Optional[Number] = Field(description="Parameter count (disk and memory sizing).")
+    params: Optional[Params] = Field(description="Parameter count (disk and memory sizing).")
     accuracy: Number = Field(description="The variant's accuracy score.")
     accuracy_from: StrictStr = Field(description="Where the accuracy score comes from.")
     meets_floor: StrictBool = Field(description="Whether the score meets the model's slo.min_accuracy.")
@@ -68,8 +74,8 @@ class Accuracy(Doc):
 
 class DemandProfile(Doc):
     rate_rps: NonNegative = Field(description="The declared (base) request rate.")
-    multipliers: list[Number] = Field(description="The demand multiplier of each period.")
-    peak_period: StrictInt = Field(description="Index of the peak period (the planned demand).")
+    multipliers: list[NonNegative] = Field(min_length=1, description="The demand multiplier of each period.")
+    peak_period: int_in(0) = Field(description="Index of the peak period (the planned demand).")
 
 
 class SplitDecision(Doc):
@@ -89,14 +95,14 @@ class ModelEntry(Doc):
                                                    "null: read from source.")
     source: StrictStr = Field(description="Where the weights are loaded from (Hugging Face id or a path).")
     precision: Precision = Field(description="Weight precision served (a GPU without BF16 runs fp16).")
-    params: Optional[Number] = Field(description="Parameter count: apply sizes disks for the weights.")
+    params: Optional[Params] = Field(description="Parameter count: apply sizes disks for the weights.")
     slo: Slo = Field(description="The latency objective.")
     rate_rps: NonNegative = Field(description="Requests/s planned for (with a demand profile: the peak period's).")
-    max_model_len: StrictInt = Field(ge=1, description="vLLM --max-model-len of every engine of the model.")
+    max_model_len: ModelLen = Field(description="vLLM --max-model-len of every engine of the model.")
     max_model_len_basis: StrictStr = Field(description="Why max_model_len has its value (prose).")
-    classes: list[RequestClass] = Field(description="The model's request classes.")
+    classes: list[RequestClass] = Field(min_length=1, description="The model's request classes.")
     cost_usd_per_hour: Number = Field(description="$/h of the model's allocations.")
-    variants: Optional[list[Variant]] = Field(description="The model's variants; null: none declared.")
+    variants: Optional[list[Variant]] = Field(min_length=1, description="The model's variants; null: none declared.")
     accuracy: Optional[Accuracy] = Field(description="Accuracy served; null without variants.")
     demand_profile: Optional[DemandProfile] = Field(None, description="The demand profile; absent without one.")
     disaggregation: Optional[SplitDecision] = Field(None, description="With planning.disaggregation: auto, whether "
@@ -118,14 +124,14 @@ class StageNode(Doc):
 class Placement(Doc):
     """How a template places the model on its nodes."""
 
-    stages: StrictInt = Field(description="Pipeline stages (pp).")
-    nodes_per_stage: StrictInt = Field(description="Nodes per stage.")
-    nodes: StrictInt = Field(description="Nodes of one replica.")
-    stages_per_node: StrictInt = Field(description="Pipeline stages on one node.")
-    layers_per_stage: Optional[list[StrictInt]] = Field(description="Layers per stage; null: even split.")
-    tp: StrictInt = Field(description="Tensor-parallel size inside a node.")
+    stages: Stages = Field(description="Pipeline stages (pp).")
+    nodes_per_stage: Stages = Field(description="Nodes per stage.")
+    nodes: Stages = Field(description="Nodes of one replica.")
+    stages_per_node: Stages = Field(description="Pipeline stages on one node.")
+    layers_per_stage: Optional[list[Stages]] = Field(min_length=1, description="Layers per stage; null: even split.")
+    tp: NodeGpus = Field(description="Tensor-parallel size inside a node.")
     experimental: StrictBool = Field(description="An EXPERIMENTAL mixed-GPU pipeline.")
-    stage_nodes: list[StageNode] = Field(description="Instance type and GPU of each stage (a heterogeneous "
+    stage_nodes: list[StageNode] = Field(min_length=1, description="Instance type and GPU of each stage (a heterogeneous "
                                                       "prefill/decode bundle: its prefill, then its decode node "
                                                       "type).")
 
@@ -133,7 +139,7 @@ class Placement(Doc):
 class Confidence(Doc):
     level: StrictStr = Field(description="How far the template's rates can be trusted (measured, estimated, ...).")
     reason: StrictStr = Field(description="Why (prose).")
-    interval: Optional[list[Number]] = Field(None, description="[low, middle, high] factors of the rates: the true "
+    interval: Optional[list[Number]] = Field(None, min_length=3, max_length=3, description="[low, middle, high] factors of the rates: the true "
                                              "rate lies in rate x [low, high] (hetinfra.perf.confidence).")
     interval_basis: Optional[StrictStr] = Field(None, description="Where the interval comes from: the regime's "
                                                 "calibration residuals, or the trust level's where it has too few (prose).")
@@ -152,12 +158,12 @@ class Template(Doc):
     cloud: StrictStr = Field(description="Cloud of the instance type.")
     instance_type: StrictStr = Field(description="Instance type.")
     gpu: StrictStr = Field(description="GPU type.")
-    gpus_per_instance: StrictInt = Field(description="GPUs per instance.")
-    tp: StrictInt = Field(description="Tensor-parallel size.")
-    pp: StrictInt = Field(description="Pipeline-parallel size.")
-    engines_per_instance: StrictInt = Field(description="Engines per instance.")
+    gpus_per_instance: NodeGpus = Field(description="GPUs per instance.")
+    tp: NodeGpus = Field(description="Tensor-parallel size.")
+    pp: Stages = Field(description="Pipeline-parallel size.")
+    engines_per_instance: NodeGpus = Field(description="Engines per instance.")
     placement: Placement = Field(description="The placement.")
-    capacity_rps: dict[str, Number] = Field(description="Requests/s one replica sustains per class under the SLO "
+    capacity_rps: dict[str, NonNegative] = Field(min_length=1, description="Requests/s one replica sustains per class under the SLO "
                                                         "(estimate or profile x derate).")
     sources: dict[str, str] = Field(description="Where each class's rate comes from (estimate, profile file).")
     derate: Number = Field(description="Factor simulation applied to the rates (< 1: slower than estimated).")
@@ -167,7 +173,7 @@ class Template(Doc):
 
 class BaselineUnit(Doc):
     unit: StrictStr = Field(description="Solver unit of the baseline plan.")
-    count: StrictInt = Field(description="Its replicas.")
+    count: int_in(0) = Field(description="Its replicas.")
 
 
 class Baseline(Doc):
@@ -176,7 +182,7 @@ class Baseline(Doc):
     gpu: StrictStr = Field(description="The one GPU type.")
     feasible: StrictBool = Field(description="Whether a plan with that GPU alone serves the demand.")
     cost_usd_per_hour: Optional[Number] = Field(None, description="Its $/h (feasible only).")
-    instances: Optional[StrictInt] = Field(None, description="Its instances (feasible only).")
+    instances: Optional[int_in(0, None)] = Field(None, description="Its instances (feasible only).")
     savings_usd_per_hour: Optional[Number] = Field(None, description="Its $/h minus the plan's (feasible only).")
     savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only).")
     allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")
@@ -192,7 +198,7 @@ class WarmStart(Doc):
 class SolveBlock(Doc):
     """One block of linked models, solved on its own."""
 
-    models: list[str] = Field(description="Models of the block.")
+    models: list[str] = Field(min_length=1, description="Models of the block.")
     method: StrictStr = Field(description="How it was solved (direct MILP, lagrangian, ...).")
     status: StrictStr = Field(description="Solver status.")
     objective: Optional[Number] = Field(description="Objective.")
@@ -282,7 +288,7 @@ class BreakEven(Doc):
 class Purchase(Doc):
     """Purchase options: the committed base and its top-ups (only in plans that plan purchases)."""
 
-    terms: list[str] = Field(description="Purchase terms the spec allows.")
+    terms: list[str] = Field(min_length=1, description="Purchase terms the spec allows.")
     horizon_months: Number = Field(description="planning.horizon_months.")
     periods: StrictInt = Field(description="Demand profile periods.")
     levels: StrictInt = Field(description="Distinct demand levels (the solver's periods).")
@@ -291,15 +297,15 @@ class Purchase(Doc):
     peak_cost_usd_per_hour: Optional[Number] = Field(description="$/h in the costliest period.")
     without_committed_usd_per_hour: Optional[Number] = Field(description="$/h of the plan with no committed term; "
                                                                           "null under --no-verify or none.")
-    cost_by_period: list[Optional[Number]] = Field(description="$/h in each profile period.")
+    cost_by_period: list[Optional[Number]] = Field(min_length=1, description="$/h in each profile period.")
     break_even: list[BreakEven] = Field(description="Break-even of each (possibly) committed allocation.")
 
 
 class Totals(Doc):
     cost_usd_per_hour: Number = Field(description="$/h.")
-    gpus: StrictInt = Field(description="GPUs.")
-    instances: StrictInt = Field(description="Instances.")
-    models: Optional[list[str]] = Field(None, description="Models served there (by_region only).")
+    gpus: int_in(0, None) = Field(description="GPUs.")
+    instances: int_in(0, None) = Field(description="Instances.")
+    models: Optional[list[str]] = Field(None, min_length=1, description="Models served there (by_region only).")
 
 
 class Breakdown(Doc):
@@ -311,9 +317,9 @@ class Churn(Doc):
     """What re-planning against a running deployment starts and stops."""
 
     penalty_hours: Number = Field(description="planning.churn_penalty_hours.")
-    running: dict[str, int] = Field(description="Replicas running per solver unit.")
-    started: dict[str, int] = Field(description="Replicas the plan starts per solver unit.")
-    stopped: dict[str, int] = Field(description="Replicas the plan stops per solver unit.")
+    running: dict[str, int_in(0)] = Field(description="Replicas running per solver unit.")
+    started: dict[str, int_in(0)] = Field(description="Replicas the plan starts per solver unit.")
+    stopped: dict[str, int_in(0)] = Field(description="Replicas the plan stops per solver unit.")
 
 
 class PlanDeploy(DeploySpec):

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from typing_extensions import Annotated
 
 from hetinfra.document.allocation import Allocation
-from hetinfra.document.base import Doc
+from hetinfra.document.base import MAX_GPUS, Doc
 
 STATE_VERSION = 1
 HINT = "state.json is written by `hetinfra apply`; restore it from a backup, or move it away to start afresh"
@@ -81,7 +81,7 @@ class Operation(Doc):
 
 #: most replicas or instances one live read may count (far above any fleet: plan.planner.MAX_GPUS is 10^6
 #: GPUs in all); the same bound as hetinfra.deploy.kube_answers.MAX_REPLICAS on the API's answers
-MAX_LIVE_COUNT = 1_000_000
+MAX_LIVE_COUNT = MAX_GPUS
 _LiveCount = Annotated[int, Field(ge=0, le=MAX_LIVE_COUNT, strict=True)]
 
 

@@ -37,12 +37,11 @@ def _deploy_section(ref: Path) -> dict:
     path = ref.with_name("plan.json") if ref.name == "state.json" else ref
     from hetinfra.document import load_plan
     from hetinfra.document.plan import DUMP
-    from hetinfra.errors import InvalidInputError
 
-    try:
-        return load_plan(path).deploy.model_dump(**DUMP)
-    except InvalidInputError:  # no plan.json beside the state, or not one: no deploy section to compare
+    path = path / "plan.json" if path.is_dir() else path
+    if not path.is_file():  # no plan.json beside the state: nothing to compare
         return {}
+    return load_plan(path).deploy.model_dump(**DUMP)  # one there is read as every command reads it
 
 
 def pending_changes(plan: Plan, reference: Path | None) -> dict:

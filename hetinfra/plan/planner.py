@@ -354,7 +354,7 @@ def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit], headroom:
 
 
 WARN_GPUS = 10_000
-MAX_GPUS = 1_000_000
+MAX_GPUS = 1_000_000  # also plan.json's bound on an allocation's replicas (hetinfra.document.base.MAX_GPUS)
 
 
 def fewest_gpus(problem: AllocationProblem) -> dict[str, float]:

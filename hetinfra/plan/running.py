@@ -39,14 +39,17 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
     the running fleet. Started from the confidence level instead, the rounds' credits may stop short
     of where they went before (a credit is taken only while the simulation shows 20% slack), and a
     re-plan of an unchanged spec proposed a dearer fleet as a forced move (chat: $3.72/h -> $4.43/h).
-    The start is only a start: every round is simulated. None where the state has no readable plan."""
-    from hetinfra.document import load_plan
-    from hetinfra.errors import HetinfraError
+    The start is only a start: every round is simulated. None where the state has no plan.json; one
+    that is there is read as every command reads it (a broken one is an InvalidInputError, exit 2)."""
+    from hetinfra.document import Plan
+    from hetinfra.document.load import read_json
 
     path = state / "plan.json" if state.is_dir() else state
-    try:
-        templates = load_plan(path).templates
-    except HetinfraError:
+    if not path.is_file():
         return {}
+    doc = read_json(path, what="plan or state", hint="pass the --out directory of the plan that is running")
+    if isinstance(doc, dict) and "state_version" in doc:
+        return {}  # a state.json: it records no templates
+    templates = Plan.parse(doc, path).templates
     ids = {u.template.id for u in units}
     return {t.id: float(t.derate) for t in templates if t.id in ids}

@@ -152,7 +152,10 @@ def render_stages(stages: list[tuple[str, dict]], running: list[Allocation]) -> 
 
 
 def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
-    """A plan.json whose allocations have ``counts`` replicas (new plan's records first)."""
+    """A plan.json whose allocations have ``counts`` replicas (new plan's records first), routed only
+    to them, as every plan.json is (hetinfra.document.consistency): a stage cut short by --max-changes
+    may not yet run a unit the new plan routes to. Its routes are dropped; a class left with none goes
+    to its model's staged units whose engines take it, in equal shares, or is listed unmet."""
     info = {a["unit"]: a for a in running} | {a["unit"]: a for a in new_plan["allocations"]}
     allocations = []
     for uid in sorted(counts):
@@ -164,7 +167,35 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
         a["cost_usd_per_hour"] = round(a["price_per_instance_usd_per_hour"] * a["instances"], 4)
         allocations.append(a)
     cost = round(sum(a["cost_usd_per_hour"] for a in allocations), 4)
-    return dict(new_plan, allocations=allocations, cost_usd_per_hour=cost)
+    staged = {a["unit"] for a in allocations}
+    sizes = {(m["name"], c["name"]): (c["input_tokens"] + c["output_tokens"], m["max_model_len"])
+             for m in new_plan["models"] for c in m["classes"]}
+    unmet = dict(new_plan.get("unmet_rps") or {})
+
+    def routed(model: str, cls: str, rows: list[dict], origin: bool) -> list[dict]:
+        kept = [e for e in rows if e["unit"] in staged]
+        if kept or not rows:
+            return kept
+        need, default = sizes.get((model, cls.split("~")[0]), (0, 0))
+        takers = [a for a in allocations if a["model"] == model and (a.get("max_model_len") or default) >= need]
+        rps = sum(float(e["rps"]) for e in rows)
+        if not takers:
+            if not origin:  # the class's whole rate: its origins' rows split the same requests
+                unmet[f"{model}/{cls}"] = round(unmet.get(f"{model}/{cls}", 0.0) + rps, 6)
+            return []
+        extra = (lambda a: {"deployment_unit": a["deployment_unit"], "region": a["region"], "network_ms": None}) \
+            if origin else (lambda a: {})
+        return [{"unit": a["unit"], **extra(a), "share": round(1 / len(takers), 6), "rps": round(rps / len(takers), 6)}
+                for a in takers]
+
+    routing = {m: {c: routed(m, c, rows, False) for c, rows in per.items()} for m, per in new_plan["routing"].items()}
+    doc = dict(new_plan, allocations=allocations, cost_usd_per_hour=cost, routing=routing)
+    if new_plan.get("routing_by_origin"):
+        doc["routing_by_origin"] = {m: {o: {c: routed(m, c, rows, True) for c, rows in classes.items()}
+                                        for o, classes in per.items()} for m, per in new_plan["routing_by_origin"].items()}
+    if unmet != (new_plan.get("unmet_rps") or {}):
+        doc["unmet_rps"] = unmet
+    return doc
 
 
 class JournalStage(BaseModel):

@@ -37,14 +37,10 @@ def resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]
 def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None) -> tuple[SimPlan, object, Path]:
     """A plan (out dir or plan.json) as a SimPlan, its spec (``inputs.spec_path`` unless given) and
     the spec's path."""
-    from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
     from hetinfra.spec.load import load_spec
 
-    doc, p = load_plan(plan_path)
+    doc, p = load_plan(plan_path)  # every check of plan.json (an unmarked GPU outside the catalog among them)
     plan = SimPlan.of(doc, str(p))
-    for i, a in enumerate(plan.allocations):  # an unmarked GPU outside the catalog: hetinfra.catalog.custom
-        if why := plan_gpu_problem(a):
-            raise InvalidInputError(f"{p}: allocations[{i}].{why}", hint=UNKNOWN_GPU_HINT)
     sp = Path(spec_path) if spec_path else Path(plan.spec_path or "")
     if not spec_path and not sp.is_absolute() and not sp.exists():
         sp = p.parent / sp

@@ -29,6 +29,16 @@ MAX_PROFILE_PERIODS = 168
 MAX_EDGES = 65
 #: largest token count a bucket edge, class or architecture may state
 MAX_TOKENS = 10_000_000
+#: most layers an architecture may have (the largest published models have under 200)
+MAX_LAYERS = 1024
+#: longest context (input + output tokens) an architecture may state
+MAX_CONTEXT = 100_000_000
+#: largest parameter count a model may state
+MAX_PARAMS = 1e14
+#: largest latency objectives (an hour to the first token, 10 minutes between tokens)
+MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000
+#: the statistics a latency objective may hold at (hetinfra.sim.stats.PERCENTILES computes them)
+Percentile = Literal["mean", "p50", "p90", "p95", "p99"]
 #: most a request rate may be (req/s per model) and least (below it the solver rounds the load to 0 GPUs)
 MAX_RATE_RPS = 1e6
 MIN_RATE_RPS = 1e-3
@@ -94,10 +104,10 @@ class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
-    ttft_ms: milliseconds(gt=0, le=3_600_000) = Field(description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: milliseconds(gt=0, le=600_000) = Field(description="Time per output token after the first, milliseconds: a request's "
+    ttft_ms: milliseconds(gt=0, le=MAX_TTFT_MS) = Field(description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: milliseconds(gt=0, le=MAX_TPOT_MS) = Field(description="Time per output token after the first, milliseconds: a request's "
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
-    percentile: Literal["mean", "p50", "p90", "p95", "p99"] = Field(
+    percentile: Percentile = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "
                            "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2.")
     attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "

@@ -17,7 +17,7 @@ from hetinfra.compile.skypilot import render_all
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.sections import ModelEntry
 from hetinfra.errors import InvalidInputError
-from tests.plan.golden_plans import filled_golden
+from tests.plan.golden_plans import filled_golden, routed_to_allocations
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def _plan(*variants: str | None) -> dict:
     model = dict(base["models"][0], **{
         "name": "chat-8b", "model": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct",
         "precision": "bf16", "params": 8.03e9, "max_model_len": 4096, "variants": copy.deepcopy(VARIANTS)})
-    return dict(base, service="v", models=[model], allocations=[_alloc(v) for v in variants])
+    return routed_to_allocations(dict(base, service="v", models=[model], allocations=[_alloc(v) for v in variants]))
 
 
 def test_each_variant_unit_runs_its_checkpoint_and_flags():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from hetinfra.document import Plan  # apply_plan takes the typed plan
+from tests.plan.golden_plans import routed_to_allocations
 
 
 def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli):
@@ -35,7 +36,7 @@ def test_skypilot_apply_update_and_down(sky_sdk, cloud_env, planned_out, run_cli
     sky_sdk.clear()
     shown: list[str] = []
     report: dict = {}
-    apply_plan(planned_out, Plan.parse(new_plan), target="skypilot", yes=True, echo=shown.append, report=report)
+    apply_plan(planned_out, Plan.parse(routed_to_allocations(new_plan)), target="skypilot", yes=True, echo=shown.append, report=report)
     text = "\n".join(shown)
     assert "SkyServe: 0 new service(s), 1 update(s), 1 down" in text
     before = grown["count"]
@@ -83,7 +84,7 @@ def test_target_all_splits_by_cloud_and_removes_units_that_left(sky_sdk, fake_pu
     # The next plan has no GCP unit left: `all` takes the SkyServe services down too.
     sky_sdk.clear()
     aws_only = dict(plan, allocations=[a for a in plan["allocations"] if a["cloud"] == "aws"])
-    apply_plan(planned_out, Plan.parse(aws_only), target="all", yes=True, echo=lambda s: None)
+    apply_plan(planned_out, Plan.parse(routed_to_allocations(aws_only)), target="all", yes=True, echo=lambda s: None)
     assert [(c[0], c[1][0]) for c in sky_sdk if c[0] == "serve.down"] == [("serve.down", gcp_units)]
     state = json.loads((planned_out / "state.json").read_text())
     assert {a["cloud"] for a in state["allocations"]} == {"aws"}

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from hetinfra.deploy.preview import parse_preview, render_changes
+from tests.plan.golden_plans import routed_to_allocations
 
 # Pulumi's previewDigest as `pulumi preview --json` prints it: a replacement is three steps of one URN.
 DIGEST = {
@@ -60,6 +61,7 @@ def _change_fleet(out):
     gone = next(a for a in plan["allocations"] if a["cloud"] == "gcp")
     plan["allocations"] = [dict(a, count=a["count"] + 1, instances=a["count"] + 1) if a is grown else a
                            for a in plan["allocations"] if a is not gone]
+    plan = routed_to_allocations(plan)  # the gone unit's routes move to its model's others, as a re-plan's would
     _edit(out, plan)
     return plan, grown, gone
 

@@ -63,3 +63,22 @@ def test_a_key_that_starts_like_a_type_tag_is_kept_in_the_location():
     assert dotted(["endpoints", "stream", 0]) == "endpoints.stream[0]"
     assert dotted(["live", "function-after[check(), union[a,b]]", "str", "units"]) == "live.units"
     assert dotted(["endpoints", "\n"]) == "endpoints['\\n']"
+
+
+@settings(max_examples=20, deadline=None)
+@given(digits=st.integers(101, 6000), line=st.integers(0, 5))
+def test_an_integer_of_too_many_digits_is_located_not_pythons_limit(tmp_path_factory, digits, line):
+    """A 5000-digit integer in plan.json leaked Python's `use sys.set_int_max_str_digits()` advice; any
+    JSON file hetinfra reads refuses an integer over MAX_INT_DIGITS digits at its line and column."""
+    import pytest
+
+    from hetinfra.document import load_plan
+    from hetinfra.errors import InvalidInputError
+
+    path = tmp_path_factory.mktemp("big") / "plan.json"
+    path.write_text("{" + "\n" * line + ' "plan_version": ' + "9" * digits + "}")
+    with pytest.raises(InvalidInputError) as exc:
+        load_plan(path)
+    text = str(exc.value)
+    column = 18 + (line == 0)  # after '{' on the first line
+    assert f"line {line + 1} column {column}: an integer of {digits:,} digits" in text and "sys." not in text, text

@@ -50,7 +50,8 @@ def _bounds_checked(model) -> dict[tuple[str, str], dict]:
     from pydantic import BaseModel
 
     names = {annotated_types.Ge: ("ge", "minimum"), annotated_types.Le: ("le", "maximum"),
-             annotated_types.Gt: ("gt", "exclusiveMinimum"), annotated_types.Lt: ("lt", "exclusiveMaximum")}
+             annotated_types.Gt: ("gt", "exclusiveMinimum"), annotated_types.Lt: ("lt", "exclusiveMaximum"),
+             annotated_types.MinLen: ("min_length", "minItems"), annotated_types.MaxLen: ("max_length", "maxItems")}
     out, seen, todo = {}, set(), [model]
     while todo:
         m = todo.pop()
@@ -74,8 +75,8 @@ def _models_in(annotation) -> list:
 
 @pytest.mark.parametrize("document", sorted(DOCUMENTS))
 def test_every_bound_a_document_checks_is_in_its_schema(document):
-    """A bound on a field of plan.json or state.json (a share in [0, 1], a rate >= 0) is in the generated
-    JSON Schema too: a bound given on a Number field itself was checked but dropped from the schema
+    """A bound on a field of plan.json or state.json (a share in [0, 1], a rate >= 0, a count's maximum, a
+    list's least length) is in the generated JSON Schema too: a bound given on a Number field itself was checked but dropped from the schema
     (Number's own schema replaced it), so a schema-driven editor or validator let a routing share of
     7.0 through that `hetinfra` refuses."""
     import importlib
@@ -88,4 +89,8 @@ def test_every_bound_a_document_checks_is_in_its_schema(document):
     for (model, field), bounds in checked.items():
         prop = defs[model]["properties"][field]
         branches = [prop] + prop.get("anyOf", [])
-        assert any(all(b.get(k) == v for k, v in bounds.items()) for b in branches), (model, field, bounds, prop)
+        # a length: a list's items, a mapping's properties or a string's characters
+        same = {"minItems": ("minItems", "minProperties", "minLength"),
+                "maxItems": ("maxItems", "maxProperties", "maxLength")}
+        assert any(all(any(b.get(name) == v for name in same.get(k, (k,))) for k, v in bounds.items())
+                   for b in branches), (model, field, bounds, prop)

@@ -105,13 +105,19 @@ def golden_plan_with(allocations: list[dict], name: str = "chat", **overrides) -
 def routed_to_allocations(doc: dict) -> dict:
     """``doc`` (a test's made-up plan.json) with ``routing`` and ``routing_by_origin`` naming only units
     it allocates, as every plan must (hetinfra.document.Plan checks it): routes to other units are
-    dropped, and a class left with none goes to its model's allocations in equal shares."""
+    dropped, and a class left with none goes to its model's allocations whose engines take it in equal
+    shares, or, when the model has none, is listed in ``unmet_rps`` (a class routed nowhere is one the plan leaves unmet)."""
     out = dict(doc)
 
-    def rows_for(model: str, rows: list[dict], origin: bool) -> list[dict]:
+    sizes = {(m["name"], c["name"]): c["input_tokens"] + c["output_tokens"] for m in doc["models"] for c in m["classes"]}
+    lengths = {m["name"]: m["max_model_len"] for m in doc["models"]}
+
+    def rows_for(model: str, rows: list[dict], origin: bool, cls: str = "") -> list[dict]:
         have = {a["unit"] for a in doc["allocations"]}
         kept = [e for e in rows if e["unit"] in have]
-        mine = [a for a in doc["allocations"] if a["model"] == model]
+        # the model's units whose engines take the class (hetinfra.document.engines)
+        mine = [a for a in doc["allocations"] if a["model"] == model
+                and (a.get("max_model_len") or lengths.get(model, 0)) >= sizes.get((model, cls.split("~")[0]), 0)]
         if kept or not mine:
             return kept
         rps = sum(float(e["rps"]) for e in rows)
@@ -119,8 +125,11 @@ def routed_to_allocations(doc: dict) -> dict:
         return [{"unit": a["unit"], **(extra(a) if origin else {}), "share": round(1 / len(mine), 6),
                  "rps": round(rps / len(mine), 6)} for a in mine]
 
-    out["routing"] = {m: {c: rows_for(m, rows, False) for c, rows in per.items()} for m, per in doc["routing"].items()}
+    out["routing"] = {m: {c: rows_for(m, rows, False, c) for c, rows in per.items()} for m, per in doc["routing"].items()}
+    unmet = {f"{m}/{c}": round(sum(float(e["rps"]) for e in doc["routing"][m][c]), 6)
+             for m, per in out["routing"].items() for c, rows in per.items() if not rows}
+    out["unmet_rps"] = {**unmet, **doc.get("unmet_rps", {})}
     if doc.get("routing_by_origin"):
-        out["routing_by_origin"] = {m: {o: {c: rows_for(m, rows, True) for c, rows in classes.items()}
+        out["routing_by_origin"] = {m: {o: {c: rows_for(m, rows, True, c) for c, rows in classes.items()}
                                         for o, classes in per.items()} for m, per in doc["routing_by_origin"].items()}
     return out

@@ -19,10 +19,11 @@ GOLDEN = filled_golden("chat")
 
 def as_plan(doc: dict):
     """The typed plan of plan.json's dict: what the stacks' program takes (it parses plan.json once
-    where it reads it); the tests build and edit plans as dicts and hand the program its model."""
+    where it reads it, a cloud's copy: cloud_copy); the tests build and edit plans as dicts and hand
+    the program its model."""
     from hetinfra.document import Plan
 
-    return Plan.parse(doc)
+    return Plan.parse(doc, cloud_copy=True)
 
 
 class HetMocks(pulumi.runtime.Mocks):

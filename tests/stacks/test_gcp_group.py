@@ -116,6 +116,6 @@ def test_initial_delay_is_capped_at_gces_limit(mocks, gcp_plan):
 
 
 def test_gpu_without_a_gce_accelerator_is_a_clear_error(mocks, gcp_plan):
-    gcp_plan["allocations"][-1]["gpu"] = "MI300X"
+    gcp_plan["allocations"][-1].update(gpu="MI300X", custom_gpu=True)  # a GPU of the user's offers
     with pytest.raises(ValueError, match="no GCE accelerator type known for MI300X"):
         run_program(gcp_plan, clouds=("gcp",))

@@ -1,0 +1,62 @@
+"""What makes a plan.json whole: the checks across its sections that every reader relies on, run by
+:class:`hetinfra.document.plan.Plan` itself so that every command that reads a plan (simulate, replan,
+apply, destroy, status, gateway, profile --launch) accepts and refuses the same files.
+
+Before, some lived in one reader only (a route to a unit that is not allocated: simulate and the
+gateway; a GPU outside the catalog: simulate), so ``replan`` re-planned from a plan ``simulate``
+refused, and ``apply`` deployed nothing, silently, for a plan whose routes pointed at no allocation.
+
+One exception: a cloud's Pulumi project holds a copy of the plan restricted to that cloud's
+allocations (``hetinfra.compile.pulumi_project.cloud_plan``) that keeps every cloud's routes; it is
+read with ``cloud_copy`` (:func:`hetinfra.document.plan.load_plan`), which skips only the route check.
+"""
+
+from __future__ import annotations
+
+from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
+from hetinfra.document.allocation import routes_to_missing
+from hetinfra.spec.adapters import base_class
+
+__all__ = ["HintedError", "plan_problems"]
+
+
+def plan_problems(plan, *, cloud_copy: bool = False) -> list[str]:
+    """Each way the sections of ``plan`` (a :class:`hetinfra.document.plan.Plan` being validated)
+    disagree, as ``field.path why`` (empty: none)."""
+    out = [HintedError(f"allocations[{i}].{why}", UNKNOWN_GPU_HINT)
+           for i, a in enumerate(plan.allocations) if (why := plan_gpu_problem(a))]
+    out += _routed_classes(plan)
+    if not cloud_copy:
+        out += routes_to_missing({a.unit for a in plan.allocations}, plan.routing, plan.routing_by_origin)
+    return out
+
+
+class HintedError(str):
+    """A problem with its own way to mend it (the reader's InvalidInputError hint)."""
+
+    def __new__(cls, text: str, hint: str):
+        out = super().__new__(cls, text)
+        out.hint = hint
+        return out
+
+
+def _routed_classes(plan) -> list[str]:
+    """Routes only for the plan's models and their classes (an adapter's ``<class>~<adapter>`` too),
+    and a class routed to no unit is a class the plan leaves unmet (``unmet_rps``), not one it serves
+    by no route: the gateway would answer its requests with an error."""
+    classes = {m.name: {c.name: c for c in m.classes} for m in plan.models}
+    out = []
+    for model, per in plan.routing.items():
+        if model not in classes:
+            out.append(f"routing.{model} routes a model the plan does not serve ({', '.join(sorted(classes))})")
+            continue
+        for name, rows in per.items():
+            declared = classes[model].get(name) or classes[model].get(base_class(name))
+            if declared is None:
+                out.append(f"routing.{model}.{name} is not a class of model {model} "
+                           f"({', '.join(sorted(classes[model]))})")
+            elif not rows and declared.rate_rps > 0 and f"{model}/{name}" not in plan.unmet_rps \
+                    and plan.objective == "min_cost":
+                out.append(f"routing.{model}.{name} routes the class to no unit, but unmet_rps does not list "
+                           f"'{model}/{name}' as left unserved")
+    return out

@@ -1,0 +1,150 @@
+"""plan.json's lists and counts: a list a reader needs an entry of is refused empty, and a count that
+sizes a reader's memory or loops (replicas, engines, GPUs of a node, stages) is refused above its
+documented bound (hetinfra.document.base), each with exit 2 naming the field. Plans come from the
+golden files: every list they hold is emptied in turn, so a new list field needs a decision here."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.document import Plan
+from hetinfra.document.base import MAX_GPUS, MAX_NODE_GPUS, MAX_STAGES
+from hetinfra.errors import InvalidInputError
+from tests.plan.golden_plans import EXAMPLES, filled_golden
+
+PLANS = {name: filled_golden(name) for name in EXAMPLES}
+
+#: lists a valid plan may hold empty (the field as :func:`generic` writes it), and why
+MAY_BE_EMPTY = {
+    "allocations": "a plan that leaves all demand unmet (planning.allow_unmet) allocates nothing",
+    "templates": "the templates the allocations use: none without allocations (a replan stage's running units "
+                 "keep templates of the plan they came from, which the new plan does not list)",
+    "routing.*.*": "a class left unmet is routed to no unit (listed in unmet_rps: the consistency check)",
+    "routing_by_origin.*.*.*": "an origin's class left unmet",
+    "allocations[].alternates": "a unit pinned to its planned offer",
+    "baselines": "--no-baselines",
+    "baselines[].allocation": "a baseline that serves nothing (allow_unmet)",
+    "warnings": "nothing to warn of",
+    "solver.blocks": "one joint model, not decomposed",
+    "purchase.break_even": "no committed allocation to weigh",
+    "inputs.sources": "provenance only: no reader loops on it",
+    "fidelity.*": "verification's report of what it did (no seeds, no vetoes, no rounds): printed, never looped on",
+}
+#: keys whose entries are named by the data (a model, a class, an origin), not by the format
+DATA_KEYED = {"routing": 2, "routing_by_origin": 3, "origins": 2, "by_model": 1, "by_region": 1}
+
+
+def lists(doc, path=()):
+    """The path of every non-empty list in ``doc``."""
+    if isinstance(doc, list):
+        if doc:
+            yield path
+        for i, v in enumerate(doc):
+            yield from lists(v, path + (i,))
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from lists(v, path + (k,))
+
+
+def generic(path: tuple) -> str:
+    """``path`` as a field: list indexes as ``[]``, data-named keys as ``*`` (routing.*.*)."""
+    out, skip = [], 0
+    for p in path:
+        if skip:
+            out.append("*")
+            skip -= 1
+        elif isinstance(p, int):
+            out[-1] += "[]"
+        else:
+            out.append(p)
+            skip = DATA_KEYED.get(p, 0)
+    return ".".join(out)
+
+
+def named(path: tuple) -> str:
+    """``path`` as an error names it: models[0].classes, breakdown.by_region['aws/us-east-1'].models."""
+    from hetinfra.errors import dotted
+
+    return dotted(path)
+
+
+CASES = sorted({(name, path) for name, doc in PLANS.items() for path in lists(doc)}, key=repr)
+
+
+def test_every_list_of_the_examples_is_decided():
+    """Each list field the examples hold is either refused empty or listed in MAY_BE_EMPTY (a stale
+    entry, one no example holds, fails too)."""
+    fields = {generic(path) for _, path in CASES}
+    allowed = {f for f in fields if any(f == k or (k.endswith("*") and f.startswith(k[:-1])) for k in MAY_BE_EMPTY)}
+    assert {k for k in MAY_BE_EMPTY if not any(f == k or (k.endswith("*") and f.startswith(k[:-1]))
+                                               for f in fields)} == set()
+    assert len(allowed) < len(fields)
+
+
+@pytest.mark.parametrize("name,path", CASES, ids=[f"{n}:{named(p)}" for n, p in CASES])
+def test_an_emptied_list_is_refused_naming_it_or_may_be_empty(name, path):
+    doc = copy.deepcopy(PLANS[name])
+    node = doc
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = []
+    field = generic(path)
+    if any(field == k or (k.endswith("*") and field.startswith(k[:-1])) for k in MAY_BE_EMPTY):
+        return  # valid empty; a plan that is then inconsistent (routes to no allocation) is refused elsewhere
+    with pytest.raises(InvalidInputError) as exc:
+        Plan.parse(doc, "out/plan.json")
+    assert exc.value.exit_code == 2
+    assert str(exc.value).startswith(f"out/plan.json: {named(path)} is empty"), str(exc.value)
+
+
+#: allocation fields -> their bound
+BOUNDS = {"count": MAX_GPUS, "instances": MAX_GPUS, "gpus_per_instance": MAX_NODE_GPUS, "tp": MAX_NODE_GPUS,
+          "engines_per_instance": MAX_NODE_GPUS, "pp": MAX_STAGES, "nodes_per_replica": MAX_STAGES}
+
+
+@given(name=st.sampled_from(sorted(PLANS)), field=st.sampled_from(sorted(BOUNDS)), data=st.data())
+@settings(max_examples=120, deadline=None)
+def test_a_count_above_its_bound_is_refused_naming_it(name, field, data):
+    """``count: 1000000000`` simulated for minutes in tens of GB: every count that sizes a reader's work
+    is refused above its bound, naming the allocation's field."""
+    doc = copy.deepcopy(PLANS[name])
+    i = data.draw(st.integers(0, len(doc["allocations"]) - 1))
+    value = data.draw(st.integers(BOUNDS[field] + 1, 10 ** 30))
+    doc["allocations"][i][field] = value
+    with pytest.raises(InvalidInputError) as exc:
+        Plan.parse(doc, "out/plan.json")
+    assert exc.value.exit_code == 2
+    # the field itself, or the one an invariant ties it to (instances = count x nodes_per_replica)
+    assert re.match(rf"out/plan.json: allocations\[{i}\]\.\w+ is ", str(exc.value)), str(exc.value)
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_engines_of_an_allocation_are_bounded_together(name):
+    """Each count within its bound, their product (the engines the simulator builds) still is not."""
+    doc = copy.deepcopy(PLANS[name])
+    a = doc["allocations"][0]
+    a.update(gpus_per_instance=MAX_NODE_GPUS, engines_per_instance=MAX_NODE_GPUS, tp=1, count=MAX_GPUS // 10,
+             instances=MAX_GPUS // 10 * a["nodes_per_replica"])
+    with pytest.raises(InvalidInputError, match=r"allocations\[0\]\.count is 100000: .* engines, more than hetinfra "
+                                                r"plans"):
+        Plan.parse(doc, "out/plan.json")
+
+
+def test_the_schema_states_the_bounds():
+    from hetinfra.document.schemas import json_schema
+
+    alloc = json_schema("plan")["$defs"]["Allocation"]["properties"]
+    assert alloc["count"]["maximum"] == MAX_GPUS and alloc["tp"]["maximum"] == MAX_NODE_GPUS
+    assert json_schema("plan")["$defs"]["ModelEntry"]["properties"]["classes"]["minItems"] == 1
+
+
+def test_the_replica_bound_is_the_planners():
+    """plan.json refuses no plan the planner makes: its bound is the most GPUs the planner plans."""
+    from hetinfra.plan.planner import MAX_GPUS as PLANNED
+
+    assert MAX_GPUS == PLANNED
