@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.inputs import PlanInputs
@@ -268,7 +269,8 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
 
 
 def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
-              max_nodes: int | None = None, headroom: float | None = None) -> list[Baseline]:
+              max_nodes: int | None = None, headroom: float | None = None,
+              stale: Callable[[], bool] | None = None) -> list[Baseline]:
     """Mélange's comparison: the cheapest plan using one GPU type only (caps and locality kept, no
     budget: a fleet the spec's rules forbid is no comparison; an H100-only baseline that served a
     us-central1 origin from eastus under locality 0.5 read "this plan saves -16.7%"), sized
@@ -281,7 +283,9 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
     Each GPU type's units are pruned among themselves: a unit dominated by another GPU type's
     unit in the joint problem may be the best of its own type. All GPU types share one
     ``time_limit_s`` (a safety stop: what is left of the plan's budget; ``max_nodes`` is the deterministic limit), and each solve
-    decomposes per model (no budget; locality is per model: nothing links them unless a cap is shared)."""
+    decomposes per model (no budget; locality is per model: nothing links them unless a cap is shared).
+    ``stale()`` true: the plan they compare has been replaced (a veto sent verification's search back),
+    so no further GPU type is solved and what is returned is thrown away."""
     from hetinfra.solver import clock
     from hetinfra.solver.solve import solve
 
@@ -292,6 +296,8 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
         if len(u.gpu_use) == 1:  # one GPU type (not a heterogeneous bundle's two)
             by_gpu.setdefault(u.template.gpu, []).append(u)
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed and u.template.gpu in by_gpu}):
+        if stale is not None and stale():
+            break
         own = prune_by_flows(inputs, by_gpu[gpu], memo=("pruned", gpu))  # beside the rounds' own memo
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None)
@@ -326,25 +332,28 @@ def _unservable(sub: AllocationProblem, gpu: str) -> str | None:
     return None
 
 
-def compared_with(pr: PlanResult, pool: list[TemplateUnit]) -> tuple[list[Baseline], float | None]:
+def compared_with(pr: PlanResult, pool: list[TemplateUnit], stale: Callable[[], bool] | None = None
+                  ) -> tuple[list[Baseline], float | None]:
     """What the plan is compared with (min_cost only; else nothing): the cheapest plan on each single
-    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms."""
+    GPU type over ``pool`` (Mélange's baselines) and the plan's cost without committed terms;
+    ``stale``: see :func:`baselines`."""
     from hetinfra.plan.purchase import without_committed
 
     if pr.problem.objective != "min_cost":
         return [], None
-    return single_gpu_baselines(pr.inputs, pool, pr.problem.headroom), without_committed(pr)
+    return single_gpu_baselines(pr.inputs, pool, pr.problem.headroom, stale), without_committed(pr)
 
 
-def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit], headroom: float | None = None) -> list[Baseline]:
+def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit], headroom: float | None = None,
+                         stale: Callable[[], bool] | None = None) -> list[Baseline]:
     """:func:`baselines` over ``pool`` (sized with ``headroom``: the plan's; None, the spec's) within
-    what is left of the plan's work budget (a cut is recorded there)."""
+    what is left of the plan's work budget (a cut is recorded there); ``stale``: see :func:`baselines`."""
     from hetinfra.plan.budget import current
 
     settings = inputs.spec.planning
     budget = current()
     found = baselines(inputs, pool, budget.solve_limit(settings.time_limit_s), settings.mip_gap, settings.max_nodes,
-                      headroom)
+                      headroom, stale)
     if any(b.safety_stop for b in found):
         budget.stop("the single-GPU baselines")  # hetinfra.plan.pipeline.BASELINES
     return found

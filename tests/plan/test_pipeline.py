@@ -111,3 +111,23 @@ def test_the_baselines_keep_the_specs_locality(example):
         assert local <= placed, (b.gpu, sorted(local - placed))
         assert b.cost >= cost * (1 - gap) - 1e-9, (b.gpu, b.cost, cost)
     assert any("locality" in (b.reason or "") for b in pr.baselines) == (example == "europe.yaml")
+
+
+def test_baselines_of_a_replaced_plan_stop_at_their_next_gpu_type():
+    """A veto sends verification's search back and the rounds end again: the earlier plan's baselines
+    (planner.baselines, on the pipeline's side thread) stop at their next GPU type, and the pipeline
+    throws them away. Stale from the start, they solve nothing; stale after the first type, one."""
+    from hetinfra.plan.planner import baselines
+    from tests.plan.test_prune import _units
+
+    inputs, units = _units("chat.yaml")
+    every = baselines(inputs, units, 10.0, 0.01)
+    assert len(every) > 2
+    assert baselines(inputs, units, 10.0, 0.01, stale=lambda: True) == []
+    asked: list[int] = []
+
+    def after_one() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    assert [b.gpu for b in baselines(inputs, units, 10.0, 0.01, stale=after_one)] == [every[0].gpu]
