@@ -287,7 +287,6 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
     ``stale()`` true: the plan they compare has been replaced (a veto sent verification's search back),
     so no further GPU type is solved and what is returned is thrown away."""
     from hetinfra.solver import clock
-    from hetinfra.solver.solve import solve
 
     deadline = clock.now() + time_limit_s
     out = []
@@ -304,21 +303,23 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
         if headroom is not None:
             sub = sub.replace(headroom=headroom)
         reason = _unservable(sub, gpu)
-        if reason:
-            out.append(Baseline(gpu, False, reason=reason))
-            continue
-        r = solve(sub, time_limit_s=max(0.05, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes)
-        stop = r.safety_stop or r.status in ("time_limit", "no_solution")
-        if not r.feasible:
-            caps = "availability caps too small to serve all demand" + (
-                f" with locality {sub.locality:g}" if sub.locality > 0 and sub.local_demand else "")
-            out.append(Baseline(gpu, False, reason=caps if r.status == "infeasible"
-                                else "no plan within the baselines' time limit",
-                                safety_stop=stop))
-            continue
-        out.append(Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n),
-                            safety_stop=stop))
+        out.append(Baseline(gpu, False, reason=reason) if reason else
+                   _solved(sub, gpu, max(0.05, deadline - clock.now()), mip_gap, max_nodes))
     return out
+
+
+def _solved(sub: AllocationProblem, gpu: str, time_limit_s: float, mip_gap: float, max_nodes: int | None) -> Baseline:
+    """The single-GPU baseline ``sub`` of ``gpu`` solved: its cost and counts, or why it has none."""
+    from hetinfra.solver.solve import solve
+
+    r = solve(sub, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes)
+    stop = r.safety_stop or r.status in ("time_limit", "no_solution")
+    if not r.feasible:
+        caps = "availability caps too small to serve all demand" + (
+            f" with locality {sub.locality:g}" if sub.locality > 0 and sub.local_demand else "")
+        return Baseline(gpu, False, reason=caps if r.status == "infeasible" else "no plan within the baselines' time limit",
+                        safety_stop=stop)
+    return Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n), safety_stop=stop)
 
 
 def _unservable(sub: AllocationProblem, gpu: str) -> str | None:
