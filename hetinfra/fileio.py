@@ -8,9 +8,7 @@ every failure is an InvalidInputError naming the file and what to do (exit 2), n
 Parsing (:func:`parse_json`, :func:`read_json`): JSON nested at most :data:`MAX_JSON_DEPTH` levels
 (checked before parsing: Python's parser and every walker after it recurse, so 100,000 ``[`` would
 end in a RecursionError), strict (no NaN/Infinity tokens unless asked), an exit-2 error naming the
-file, line and column otherwise. CSV: :func:`csv_lines` and :func:`csv_records` are the one way
-every CSV text is split (a BOM dropped, records numbered by the line they start on, a column named
-twice refused); :func:`looks_like_header` is the one test of whether a CSV's first row is a header.
+file, line and column otherwise. CSV text is split by hetinfra.csvtext.
 
 Writing: a reader (a cron job, ``pulumi``, another hetinfra run) never sees a half-written file or
 folder: files are written to a temporary name in the same directory and renamed into place.
@@ -18,8 +16,6 @@ folder: files are written to a temporary name in the same directory and renamed 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import re
@@ -155,79 +151,6 @@ def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX
     """:func:`read_text` then :func:`parse_json`: the one way to read a JSON file we did not write just now."""
     return parse_json(read_text(path, what, max_bytes=max_bytes, hint=hint), str(path), hint=hint,
                       allow_nan=allow_nan)
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
-
-
-def looks_like_header(row: list[str]) -> bool:
-    """Whether the first row of a headerless-or-not CSV is a header: no cell of it reads as a number.
-    (A first row ``512.0,128`` or ``1e3,64`` is data; one number among names is a broken row, which
-    the caller's parser then reports by its line.)"""
-    cells = [c.strip() for c in row if c.strip()]
-    return bool(cells) and not any(_is_number(c) for c in cells)
-
-
-#: a byte-order mark: a spreadsheet saving "CSV UTF-8" writes one at the start
-BOM = "\ufeff"
-
-
-def csv_lines(text: str, name: str) -> Iterator[tuple[int, list[str]]]:
-    """(line where the record starts, cells) of every record of the CSV ``text`` (``name`` names it
-    in errors), blank lines included as ``[]``: the one way every CSV is split (offers, caps,
-    profiles, datasets, demand logs, catalogs, our data files; only the AWS price list, hundreds of
-    MB filtered line by line, is split otherwise). A BOM at the start is dropped (read_text drops a
-    file's; a text from a feed or a package may hold one, and the first column would be
-    ``\ufeffcloud``); a record the csv module cannot split is an exit-2 error at its line."""
-    reader = csv.reader(io.StringIO(text.removeprefix(BOM), newline=""))
-    end = 0
-    try:
-        for cells in reader:
-            yield end + 1, cells  # a quoted cell may span lines: the record starts after the last one
-            end = reader.line_num
-    except csv.Error as exc:
-        raise InvalidInputError(f"{name}:{reader.line_num}: not a CSV row ({exc})",
-                                hint="save the file as CSV (comma-separated, quotes closed)") from None
-
-
-def csv_header(cells: list[str], name: str, line: int = 1) -> list[str]:
-    """The column names of a header row, stripped; a name given twice is refused (a reader keyed by
-    name would take one of the two cells, silently). Empty names are left to the readers."""
-    names = [c.strip() for c in cells]
-    first: dict[str, int] = {}
-    for k, column in enumerate(names, start=1):
-        if column and column in first:
-            raise InvalidInputError(f"{name}:{line}: column '{column[:40]}' appears twice (columns {first[column]} "
-                                    f"and {k})", hint="remove or rename one of them: only one can be read")
-        first.setdefault(column, k)
-    return names
-
-
-def csv_records(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, dict]]]:
-    """The header of the CSV ``text`` (:func:`csv_header`; [] when empty) and its records as (line,
-    row), blank lines skipped, each row as csv.DictReader gives it: name -> cell, None for a cell
-    the row lacks, the cells past the header's width under the key None."""
-    lines = csv_lines(text, name)
-    first = next(lines, None)
-    header = csv_header(first[1], name, first[0]) if first is not None else []
-
-    def rows() -> Iterator[tuple[int, dict]]:
-        for line, cells in lines:
-            if not cells:
-                continue
-            row: dict = dict(zip(header, cells))
-            if len(cells) > len(header):
-                row[None] = cells[len(header):]
-            for column in header[len(cells):]:
-                row.setdefault(column, None)
-            yield line, row
-
-    return header, rows()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

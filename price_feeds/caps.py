@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Iterable
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import csv_records, number_cell, read_text
+from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import csv_records
 
 #: the largest cap a caps CSV may give (one region's GPUs of one kind)
 MAX_CAP_GPUS = 100_000

@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import replace
 from importlib import resources
 
-from hetinfra.fileio import csv_records
+from hetinfra.csvtext import csv_records
 from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo, oldest_as_of
 
 #: relative difference of on-demand prices under which a committed row matches an offer

@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib import resources
 
 from hetinfra.facts import CLOUDS
-from hetinfra.fileio import csv_records
+from hetinfra.csvtext import csv_records
 from hetinfra.price_feeds.geo import continent
 
 __all__ = ["FIBRE_KM_PER_MS", "ROUTE_INFLATION", "Location", "continent_of", "locate", "locations", "round_trip_ms"]

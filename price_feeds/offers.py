@@ -24,7 +24,8 @@ from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import CLOUDS
-from hetinfra.fileio import csv_records, number_cell, read_text
+from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import csv_records
 
 #: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a
 #: "custom" cloud (on-prem, neocloud): planned, but no infrastructure code is generated for it.

@@ -56,7 +56,7 @@ def whole(x: float | None) -> int | None:
 
 def read_rows(path) -> list[dict[str, str]]:
     """Rows of a catalog CSV file."""
-    with open(path, newline="", encoding="utf-8-sig") as fh:  # a BOM dropped, as hetinfra.fileio.csv_lines does
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # a BOM dropped, as hetinfra.csvtext.csv_lines does
         return list(csv.DictReader(fh))
 
 

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import csv_records
+from hetinfra.csvtext import csv_records
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
 from hetinfra.price_feeds.offers import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Offer
 

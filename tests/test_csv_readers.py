@@ -1,4 +1,4 @@
-"""Every CSV reader reads CSV text one way (hetinfra.fileio.csv_lines / csv_records): a byte-order
+"""Every CSV reader reads CSV text one way (hetinfra.csvtext.csv_lines / csv_records): a byte-order
 mark at the start changes nothing, a header naming a column twice is refused at its line, and the
 records are numbered by the line they start on. The readers are the spec's offers, ``--feeds PATH``
 (lenient), caps, profiles, datasets and demand logs; a structural test keeps any other module from
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import csv_lines, csv_records
+from hetinfra.csvtext import csv_lines, csv_records
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = 1_760_000_000.0  # 2025-10-09: the demand log's clock
@@ -144,7 +144,7 @@ def test_a_bad_line_of_a_profile_is_named_by_its_real_line():
 #: the modules that may split CSV themselves: the one mechanism; the AWS price list (hundreds of MB,
 #: filtered line by line before a line is split); the SkyPilot catalog reader, standard library only
 #: (tools/build_snapshot.py imports it without hetinfra), which drops a BOM itself
-OWN_SPLITTERS = {"hetinfra.fileio", "hetinfra.price_feeds.aws", "hetinfra.price_feeds.skypilot_catalog"}
+OWN_SPLITTERS = {"hetinfra.csvtext", "hetinfra.price_feeds.aws", "hetinfra.price_feeds.skypilot_catalog"}
 
 
 def test_no_other_module_splits_csv():
@@ -158,4 +158,4 @@ def test_no_other_module_splits_csv():
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "csv"
                     and node.attr in ("reader", "DictReader")):
                 found.append(f"{name}:{node.lineno}")
-    assert not found, f"split CSV through hetinfra.fileio.csv_lines/csv_records instead: {found}"
+    assert not found, f"split CSV through hetinfra.csvtext.csv_lines/csv_records instead: {found}"

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import csv_records, read_text
+from hetinfra.fileio import read_text
+from hetinfra.csvtext import csv_records
 from hetinfra.spec.deploy import VLLM_VERSION
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")

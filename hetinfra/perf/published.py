@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from hetinfra.fileio import csv_records
+from hetinfra.csvtext import csv_records
 
 DATA = Path(__file__).resolve().parent / "data"
 

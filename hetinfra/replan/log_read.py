@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 
 from hetinfra.errors import InvalidInputError, did_you_mean
-from hetinfra.fileio import csv_header, csv_lines, read_text
+from hetinfra.fileio import read_text
+from hetinfra.csvtext import csv_header, csv_lines
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 COLUMNS = DEMAND_LOG_COLUMNS
@@ -207,7 +208,7 @@ def _header(header: list[str] | None, p: Path) -> tuple[dict[str, int], int]:
 def _numbered_rows(text: str, p: Path):
     """(line number, cells) of each CSV row. A log without quotes or carriage returns (what the
     gateway writes) is split at newlines and commas in C, as csv.reader would split it, while no line
-    exceeds csv.reader's own bound on a field; any other log goes through hetinfra.fileio.csv_lines."""
+    exceeds csv.reader's own bound on a field; any other log goes through hetinfra.csvtext.csv_lines."""
     if '"' not in text and "\r" not in text:
         lines = text.split("\n")
         if lines[-1] == "":

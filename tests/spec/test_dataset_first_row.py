@@ -1,5 +1,5 @@
 """A dataset CSV's first row is a header only when none of its cells reads as a number
-(hetinfra.fileio.looks_like_header): ``512.0,128`` or ``1e3,64`` on line 1 is a request."""
+(hetinfra.csvtext.looks_like_header): ``512.0,128`` or ``1e3,64`` on line 1 is a request."""
 
 from __future__ import annotations
 
