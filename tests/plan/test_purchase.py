@@ -96,6 +96,9 @@ def test_spiky_load_buys_no_commitment(tmp_path, plan_json):
     [b] = plan["purchase"]["break_even"]  # committing would pay only above 60%; the fleet is busy 31%
     assert not b["chosen"] and b["utilization"] == pytest.approx(5 / 16)
     assert b["utilization"] < b["break_even_utilization"] == pytest.approx(0.6)
+    # nothing committed: no saving of commitments to state (a re-solve of the plan's problem read
+    # "without committed terms" dearer than the plan itself, a verified plan trimmed below the ILP's sizing)
+    assert plan["purchase"].get("without_committed_usd_per_hour") is None
 
 
 def test_no_committed_option_unless_the_spec_allows_it(tmp_path, plan_json):
