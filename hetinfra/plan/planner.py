@@ -139,24 +139,6 @@ def plan(spec_path: str | Path, *, with_baselines: bool = True, **prepare_kwargs
                        derate=staged.derate, template_cache=staged.template_cache)
 
 
-def statistic_warnings(pr: PlanResult) -> list[str]:
-    """Profile rows behind the plan's units measured on a weaker statistic than their model's objective
-    (mean for p99): used, with this warning; the simulation checks the plan at the objective's."""
-    from hetinfra.perf.profiles import weaker_statistic
-
-    rows = {r.origin: r for r in pr.inputs.profiles.rows}
-    objective = {pm.spec.name: pm.spec.slo.percentile for pm in pr.inputs.models}
-    out = set()
-    for uid in pr.result.n:
-        t = pr.units[uid].template
-        for src in t.sources.values():
-            row = rows.get(src[len("profile:"):]) if src.startswith("profile:") else None
-            if row is not None and weaker_statistic(row, objective[t.model]):
-                out.add(f"profile {row.origin} was measured on {row.statistic or 'an unknown statistic (mean)'}, "
-                        f"weaker than {t.model}'s {objective[t.model]} objective: used, and checked by simulation")
-    return sorted(out)
-
-
 def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[str, int], *, with_baselines: bool = True,
                 derate: dict[str, float] | None = None, template_cache: dict | None = None,
                 overrides: dict | None = None, start: dict[str, int] | None = None) -> PlanResult:

@@ -1,0 +1,56 @@
+"""Warnings on the final plan that its document states beside its figures (plan.json ``warnings`` and the
+summary): profile rows measured on a weaker statistic than the objective, and units bought that carry
+no traffic."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetinfra.plan.planner import PlanResult
+
+__all__ = ["idle_warnings", "statistic_warnings"]
+
+
+def idle_warnings(pr: PlanResult) -> list[str]:
+    """Units the plan buys that carry none of their model's traffic, and the rule that buys them: a
+    fraction cap counts GPUs (``max_spot_fraction``), so the cheapest way to let a model run spot is
+    on-demand GPUs that serve nothing (a held-out spec: 8 idle T4s, $4.21/h, beside one spot p4d).
+    Said, with what changes it, never hidden: a plan carries no replica it does not need unless a rule
+    of the spec asks for it."""
+    flow: dict[str, float] = {}
+    for (uid, _model, _cls), rate in pr.result.flow.items():
+        flow[uid] = flow.get(uid, 0.0) + float(rate)
+    idle: dict[str, list[str]] = {}
+    for uid, n in sorted(pr.result.n.items()):
+        if n > 0 and flow.get(uid, 0.0) <= 1e-9:
+            idle.setdefault(pr.units[uid].model, []).append(uid)
+    spot_cap = {pm.spec.name: pm.spec.max_spot_fraction for pm in pr.inputs.models}
+    out = []
+    for model, uids in sorted(idle.items()):
+        gpus = sum(pr.units[u].gpus * pr.result.n[u] for u in uids)
+        cost = sum(pr.units[u].cost * pr.result.n[u] for u in uids)
+        why = (f"bought so that at most {spot_cap[model]:g} of its GPUs are spot (max_spot_fraction counts GPUs, "
+               "not capacity): raise max_spot_fraction, or allow no spot for it"
+               if spot_cap.get(model, 1.0) < 1.0 and not any(pr.units[u].spot for u in uids)
+               else "a rule of the spec (a cap, a cover or a floor) asks for them")
+        out.append(f"model {model}: {gpus} GPU(s) (${cost:.2f}/h: {', '.join(uids)}) carry none of its traffic; {why}")
+    return out
+
+
+def statistic_warnings(pr: PlanResult) -> list[str]:
+    """Profile rows behind the plan's units measured on a weaker statistic than their model's objective
+    (mean for p99): used, with this warning; the simulation checks the plan at the objective's."""
+    from hetinfra.perf.profiles import weaker_statistic
+
+    rows = {r.origin: r for r in pr.inputs.profiles.rows}
+    objective = {pm.spec.name: pm.spec.slo.percentile for pm in pr.inputs.models}
+    out = set()
+    for uid in pr.result.n:
+        t = pr.units[uid].template
+        for src in t.sources.values():
+            row = rows.get(src[len("profile:"):]) if src.startswith("profile:") else None
+            if row is not None and weaker_statistic(row, objective[t.model]):
+                out.add(f"profile {row.origin} was measured on {row.statistic or 'an unknown statistic (mean)'}, "
+                        f"weaker than {t.model}'s {objective[t.model]} objective: used, and checked by simulation")
+    return sorted(out)
