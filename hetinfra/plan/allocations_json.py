@@ -152,6 +152,12 @@ def _engine_lengths(pr: "PlanResult", uid: str, pm) -> dict:
     served = next((v.model for v in pm.variants if v.name == u.template.variant), pm)
     sizes = {c.name: (c.input_tokens, c.output_tokens) for c in pm.classes}
     routed = sorted({sizes[w] for (unit, _m, w), rps in pr.result.flow.items() if unit == uid and rps > 0})
+    if pr.result.periods:
+        # a demand profile's levels route their own flows (kept only as counts): off-peak, the peak's top-up
+        # units are gone and their classes go to the units that stay, so each unit takes every class it
+        # can serve. Sized from the peak's routing, services/committed.yaml's committed L4s got
+        # --max-model-len 2500 while its 2,000 + 1,000-token class was routed to them once the top-up was down
+        routed = sorted({sizes[w] for w, rate in u.template.rates.items() if rate > 0 and w in sizes})
     largest = max(sizes.values(), key=lambda s: (s[0] + s[1], s[0]))
     kv = None
     if not u.template.mixed and served.arch is not None:

@@ -156,3 +156,20 @@ def test_summary_shows_the_base_the_top_and_the_break_even(tmp_path, plan_json):
             "without committed terms $1.75/h") in text
     assert "top-up toy-lab-r1-x-node by period: 0 0 0 3 (3 deployed)" in text
     assert "toy-lab-r1-x-node-c1y │ 1y   │        0.6000 │        1.0000 │        60% │        100% │ yes" in text
+
+
+def test_a_profiles_units_start_with_every_class_their_levels_may_route_to_them():
+    """A demand profile's levels route their own flows: off-peak, the top-up units are down and their
+    classes go to the units that stay. Each unit's --max-model-len therefore covers every class its
+    template serves, not only the peak's routing to it: services/committed.yaml's committed L4s got
+    2,500 while its 2,000 + 1,000-token class was the on-demand top-up's at the peak."""
+    import json
+
+    from tests.plan.conftest import REPO
+
+    plan = json.loads((REPO / "tests" / "plan" / "golden" / "committed.json").read_text())
+    sizes = {c["name"]: c["input_tokens"] + c["output_tokens"] for m in plan["models"] for c in m["classes"]}
+    served = {t["id"]: max(sizes[w] for w, r in t["capacity_rps"].items() if r > 0) for t in plan["templates"]}
+    assert any(a.get("counts_by_period") for a in plan["allocations"])
+    for a in plan["allocations"]:
+        assert a["max_model_len"] >= served[a["template"]], (a["unit"], a["max_model_len"])
