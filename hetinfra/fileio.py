@@ -129,17 +129,31 @@ def _bounded_int(text: str):
     return parse
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """json's ``object_pairs_hook``: an object naming one key twice is a ValueError (json.loads keeps
+    the last silently; a config.json with two num_attention_heads planned on the second, and the spec's
+    YAML loader already refuses a key given twice)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key[:60]!r} appears twice in one object (only one can be read)")
+        out[key] = value
+    return out
+
+
 def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: bool = False) -> Any:
     """The JSON value of ``text`` (``where`` names it in errors): nested at most MAX_JSON_DEPTH levels,
-    without NaN/Infinity tokens unless ``allow_nan`` (vLLM's result files write NaN); every failure
-    an InvalidInputError (exit 2) with the line and column, never a RecursionError or a traceback."""
+    without NaN/Infinity tokens unless ``allow_nan`` (vLLM's result files write NaN), no key twice in
+    one object; every failure an InvalidInputError (exit 2) with the line and column where json knows
+    them, never a RecursionError or a traceback."""
     if json_depth(text) > MAX_JSON_DEPTH:
         raise InvalidInputError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels",
                                 hint=hint or "no file hetinfra reads nests that deep; is it the right file?")
     try:
         if allow_nan:
-            return json.loads(text, parse_int=_bounded_int(text))
-        return json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int(text))
+            return json.loads(text, parse_int=_bounded_int(text), object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int(text),
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", hint=hint) from None
     except (ValueError, RecursionError) as exc:  # parse_constant's NaN/Infinity, or a huge integer literal

@@ -121,3 +121,19 @@ def test_plan_json_and_a_snapshot_meta_nested_too_deep_are_clear_errors(tmp_path
     os.mkfifo(snap / "meta.json")
     with pytest.raises(CorruptSnapshot, match="not a regular file"):
         read_snapshot_dir(snap)
+
+
+@settings(max_examples=40, deadline=None)
+@given(key=st.text(min_size=1, max_size=12), first=st.integers(), second=st.integers(),
+       depth=st.integers(min_value=0, max_value=3))
+def test_a_key_given_twice_in_one_object_is_refused_naming_it(key, first, second, depth):
+    """Every JSON file hetinfra reads goes through parse_json, which refuses an object naming one key
+    twice (json.loads keeps the last silently: a config.json with two num_attention_heads planned on
+    the second), at any depth; the same keys in two different objects are fine."""
+    k = json.dumps(key)
+    doc = f'{{{k}: {first}, {k}: {second}}}'
+    for _ in range(depth):
+        doc = f'{{"outer": [{doc}]}}'
+    with pytest.raises(InvalidInputError, match="appears twice in one object"):
+        parse_json(doc, "c.json")
+    assert parse_json(f'[{{{k}: {first}}}, {{{k}: {second}}}]', "c.json") == [{key: first}, {key: second}]
