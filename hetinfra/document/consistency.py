@@ -17,7 +17,11 @@ from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
 from hetinfra.document.allocation import routes_to_missing
 from hetinfra.spec.adapters import base_class
 
-__all__ = ["HintedError", "plan_problems"]
+__all__ = ["HintedError", "plan_problems", "SHARE_TOL"]
+
+#: how far a model's class shares may sum from 1: the planner writes each to 6 digits (50 classes err
+#: by at most 2.5e-5), so anything further is an edit, not a rounding
+SHARE_TOL = 1e-3
 
 
 def plan_problems(plan, *, cloud_copy: bool = False) -> list[str]:
@@ -25,7 +29,7 @@ def plan_problems(plan, *, cloud_copy: bool = False) -> list[str]:
     disagree, as ``field.path why`` (empty: none)."""
     out = [HintedError(f"allocations[{i}].{why}", UNKNOWN_GPU_HINT)
            for i, a in enumerate(plan.allocations) if (why := plan_gpu_problem(a))]
-    out += _routed_classes(plan)
+    out += _routed_classes(plan) + _class_mixes(plan)
     if not cloud_copy:
         out += routes_to_missing({a.unit for a in plan.allocations}, plan.routing, plan.routing_by_origin)
     return out
@@ -60,3 +64,11 @@ def _routed_classes(plan) -> list[str]:
                 out.append(f"routing.{model}.{name} routes the class to no unit, but unmet_rps does not list "
                            f"'{model}/{name}' as left unserved")
     return out
+
+
+def _class_mixes(plan) -> list[str]:
+    """A model's classes are its request mix: their shares sum to 1. Summing to 0 (every share edited to
+    0) the simulator drew its requests from nothing it was told and reported a 1,823x miss."""
+    return [f"models[{i}].classes shares sum to {total:g}: they are the model's request mix and sum to 1"
+            for i, m in enumerate(plan.models) if m.classes
+            and abs((total := sum(float(c.share) for c in m.classes)) - 1.0) > SHARE_TOL]
