@@ -39,8 +39,9 @@ OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchas
           # work on simulation views, the plan.json-shaped dicts the simulator and the trim take
           "hetinfra.plan.rounds", "hetinfra.plan.replicated", "hetinfra.plan.kv_pressure", "hetinfra.plan.ceiling",
           "hetinfra.plan.confirm", "hetinfra.plan.verdicts",
-          # and the padding after the last veto, which writes fidelity.confirmation.padded's records
-          "hetinfra.plan.pad"}
+          # and the padding after the last veto, which writes fidelity.confirmation.padded's records, and the
+          # off-peak fleets of a demand profile, simulation views of the plan with other counts
+          "hetinfra.plan.pad", "hetinfra.plan.levels"}
 #: document keys that are also everyday words in other JSON hetinfra handles (Pulumi, SkyPilot, the
 #: simulator's reports, HTTP bodies, the solver's statistics): not flagged, or every unrelated dict would
 #: be. Only document keys no spec model uses (spec keys are never flagged anyway)

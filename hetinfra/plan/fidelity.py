@@ -77,6 +77,7 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
             units = ", ".join(sorted(r["replicas_by_unit"]))
             out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}) as "
                        f"{padding_cause(r['missed_on'], len(v.vetoes))}; met on fresh seeds with them")
+    out += v.off_peak
     if not v.sim["met"]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
         msg = (f"the plan misses the latency objective of {missing} in simulation at {fidelity.load:g}x demand "

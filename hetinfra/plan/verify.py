@@ -118,6 +118,8 @@ class Verification:
     #: per model the confirmation still missed after the last veto, the replicas added to it and the
     #: fresh seeds that judged it (hetinfra.plan.pad)
     padded: list[dict] = field(default_factory=list)
+    #: the off-peak fleets of a demand profile the confirmation's judge found missing (hetinfra.plan.levels)
+    off_peak: list[str] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
@@ -182,6 +184,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     if progress is not None:
         progress.stage("over-provisioning")
     met = out.sim["met"] and out.confirmation["met"]
+    out.off_peak = _off_peak(out.pr, confirm) if met else []
     out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
     _check_budget(out.pr, met)
     return out
@@ -348,6 +351,17 @@ def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
         return out
 
     return sustained_load(simulation_view(pr), load, meets, lambda: current().check(SUSTAINED_CUT))
+
+
+def _off_peak(pr: PlanResult, confirm) -> list[str]:
+    """A demand profile's off-peak fleets judged on the confirmation's judge (hetinfra.plan.levels), while
+    the work budget lasts: their misses as warnings."""
+    from hetinfra.plan.budget import current
+    from hetinfra.plan.levels import off_peak_warnings
+
+    if not pr.result.periods or current().exhausted():
+        return []
+    return off_peak_warnings(pr, simulation_view(pr), confirm)
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:
