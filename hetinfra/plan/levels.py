@@ -4,11 +4,11 @@ Verification searches, trims and confirms the peak fleet (``allocations[].count`
 ``demand.profile`` also states a fleet per period (``counts_by_period``: the top-up units scaled down
 off-peak), and its average cost assumes them. Each distinct off-peak fleet is judged once on the
 confirmation's judge, at the highest demand it serves (one period per fleet stands for all: demand
-only falls from there with the same units), routed as the gateway routes once the top-up is gone:
-each class over the peak's units that stay, in their peak shares renormalised, else over the units
-whose template serves it, by their capacity. A fleet that misses is a plan warning naming its
-periods and what to do; the peak plan is not changed (an off-peak fleet of the peak's size is the
-safe choice, and the one the warning names)."""
+only falls from there with the same units), routed as the gateway routes once the top-up is gone
+(hetinfra.gateway.balancer): each class over the peak's units that stay, in their peak shares
+renormalised, else over the model's other units (those whose template serves it) by their overall
+share. A fleet that misses is a plan warning naming its periods and what to do; the peak plan is not
+changed (an off-peak fleet of the peak's size is the safe choice, and the one the warning names)."""
 
 from __future__ import annotations
 
@@ -40,17 +40,21 @@ def _fleet_view(view: dict, counts: dict[str, int], scale: dict[str, float]) -> 
     """``view`` with the allocations ``counts`` and each model's demand and routes scaled by ``scale``."""
     allocations = [dict(a, count=counts[a["unit"]]) for a in view["allocations"] if counts.get(a["unit"], 0) > 0]
     serves = {t["id"]: {w for w, r in (t.get("capacity_rps") or {}).items() if r > 0} for t in view["templates"]}
-    capacity = {a["unit"]: (a["model"], a["template"], a["count"]) for a in allocations}
+    staying = {a["unit"]: (a["model"], a["template"]) for a in allocations}
+    overall: dict[str, float] = {}  # each unit's share of its model's traffic at the peak
+    for per in view["routing"].values():
+        for rows in per.values():
+            for r in rows:
+                overall[r["unit"]] = overall.get(r["unit"], 0.0) + float(r["rps"])
     routing = {}
     for model, per in view["routing"].items():
         routing[model] = {}
         for cls, rows in per.items():
             rps = sum(float(r["rps"]) for r in rows) * scale.get(model, 1.0)
-            live = [(r, float(r["share"])) for r in rows if r["unit"] in capacity]
-            if not live:  # the class's units are all down: the units that stay and serve it, by capacity
-                live = [({"unit": u}, float(n) * float(next(t for t in view["templates"] if t["id"] == tid)
-                                                         ["capacity_rps"].get(cls, 0.0)))
-                        for u, (m, tid, n) in sorted(capacity.items()) if m == model and cls in serves.get(tid, ())]
+            live = [(r, float(r["share"])) for r in rows if r["unit"] in staying]
+            if not live:  # the class's units are all down: as the gateway, the model's others by overall share
+                live = [({"unit": u}, overall.get(u, 0.0) or 1.0) for u, (m, tid) in sorted(staying.items())
+                        if m == model and cls in serves.get(tid, ())]
             total = sum(w for _, w in live)
             routing[model][cls] = [dict(r, share=round(w / total, 6), rps=rps * w / total)
                                    for r, w in live if w > 0] if total > 0 else []
