@@ -18,9 +18,9 @@ def idle_warnings(pr: PlanResult) -> list[str]:
     on-demand GPUs that serve nothing (a held-out spec: 8 idle T4s, $4.21/h, beside one spot p4d).
     Said, with what changes it, never hidden: a plan carries no replica it does not need unless a rule
     of the spec asks for it."""
-    flow: dict[str, float] = {}
-    for (uid, _model, _cls), rate in pr.result.flow.items():
-        flow[uid] = flow.get(uid, 0.0) + float(rate)
+    from hetinfra.plan.allocations_json import planned_load
+
+    flow = planned_load(pr).rps
     idle: dict[str, list[str]] = {}
     for uid, n in sorted(pr.result.n.items()):
         if n > 0 and flow.get(uid, 0.0) <= 1e-9:

@@ -138,6 +138,7 @@ DECIDE_SHORTER = 1
 RESUME_CUT = "verification's rounds after the confirmation missed"
 SUSTAINED_CUT = "the over-provisioning search (its ratio is a lower bound)"
 TRIM_PADDED_CUT = "the trim of a padded plan whose rounds ran out (the plan may not be minimal)"
+OFF_PEAK_CUT = "the off-peak fleets' simulation (their misses were not looked for)"
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
@@ -359,7 +360,7 @@ def _off_peak(pr: PlanResult, confirm) -> list[str]:
     from hetinfra.plan.budget import current
     from hetinfra.plan.levels import off_peak_warnings
 
-    if not pr.result.periods or current().exhausted():
+    if not pr.result.periods or not current().check(OFF_PEAK_CUT):
         return []
     return off_peak_warnings(pr, simulation_view(pr), confirm)
 

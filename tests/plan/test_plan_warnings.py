@@ -10,9 +10,10 @@ from hetinfra.plan.plan_warnings import idle_warnings
 
 
 def _plan(n: dict, flow: dict, spot_cap: float):
-    units = {"big|spot": Ns(model="m", gpus=8, cost=10.0, spot=True),
-             "t4|od": Ns(model="m", gpus=1, cost=0.5, spot=False),
-             "other|od": Ns(model="o", gpus=1, cost=1.0, spot=False)}
+    rates = Ns(rates={"c": 10.0})
+    units = {"big|spot": Ns(model="m", gpus=8, cost=10.0, spot=True, template=rates),
+             "t4|od": Ns(model="m", gpus=1, cost=0.5, spot=False, template=rates),
+             "other|od": Ns(model="o", gpus=1, cost=1.0, spot=False, template=rates)}
     models = [Ns(spec=Ns(name="m", max_spot_fraction=spot_cap)), Ns(spec=Ns(name="o", max_spot_fraction=1.0))]
     return Ns(result=Ns(n=n, flow=flow), units=units, inputs=Ns(models=models))
 
