@@ -37,8 +37,9 @@ BOM = "\ufeff"
 def csv_lines(text: str, name: str) -> Iterator[tuple[int, list[str]]]:
     """(line where the record starts, cells) of every record of the CSV ``text`` (``name`` names it
     in errors), blank lines included as ``[]``: the one way every CSV is split (offers, caps,
-    profiles, datasets, demand logs, catalogs, our data files; only the AWS price list, hundreds of
-    MB filtered line by line, is split otherwise). A BOM at the start is dropped (read_text drops a
+    profiles, datasets, demand logs, catalogs, our data files; split otherwise only: the AWS price
+    list, hundreds of MB filtered line by line, and price_feeds.skypilot_catalog, which tools import
+    without hetinfra and which drops a BOM itself). A BOM at the start is dropped (read_text drops a
     file's; a text from a feed or a package may hold one, and the first column would be
     ``\ufeffcloud``); a record the csv module cannot split is an exit-2 error at its line."""
     reader = csv.reader(io.StringIO(text.removeprefix(BOM), newline=""))

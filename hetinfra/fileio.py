@@ -25,7 +25,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hetinfra.errors import InvalidInputError
 
@@ -149,11 +149,9 @@ def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: boo
     if json_depth(text) > MAX_JSON_DEPTH:
         raise InvalidInputError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels",
                                 hint=hint or "no file hetinfra reads nests that deep; is it the right file?")
+    strict = {} if allow_nan else {"parse_constant": _reject_constant}
     try:
-        if allow_nan:
-            return json.loads(text, parse_int=_bounded_int(text), object_pairs_hook=_unique_keys)
-        return json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int(text),
-                          object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_int=_bounded_int(text), object_pairs_hook=_unique_keys, **strict)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", hint=hint) from None
     except (ValueError, RecursionError) as exc:  # parse_constant's NaN/Infinity, or a huge integer literal

@@ -201,19 +201,12 @@ class Allocation(Doc):
             raise ValueError(why)
         return v
 
-    @field_validator("tp")
+    @field_validator("tp", "engines_per_instance")
     @classmethod
-    def _tp_in_node(cls, v: int, info: ValidationInfo) -> int:
+    def _within_node(cls, v: int, info: ValidationInfo) -> int:
         gpus = info.data.get("gpus_per_instance")
-        if gpus is not None and v > gpus:  # an engine's tensor-parallel ranks are GPUs of one node
-            raise ValueError(f"is {v}, more than the {gpus} GPU(s) of one instance (gpus_per_instance)")
-        return v
-
-    @field_validator("engines_per_instance")
-    @classmethod
-    def _engines_in_node(cls, v: int, info: ValidationInfo) -> int:
-        gpus = info.data.get("gpus_per_instance")
-        if gpus is not None and v > gpus:  # each engine holds at least one GPU of the instance
+        # an engine's tensor-parallel ranks are GPUs of one node, and each engine holds at least one of them
+        if gpus is not None and v > gpus:
             raise ValueError(f"is {v}, more than the {gpus} GPU(s) of one instance (gpus_per_instance)")
         return v
 
