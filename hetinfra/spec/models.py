@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hetinfra.architecture import HEAD_SPAN, MAX_PARAMS, SIZE_BOUNDS, arch_problem, size_bounds
+from hetinfra.architecture import HEAD_SPAN, MAX_PARAMS, arch_problem, size_bounds
 from hetinfra.spec.adapters import MAX_ADAPTERS, AdapterSpec
 from hetinfra.spec.base import ClassName, FilePath, ResourceWord, ShellArg, ShellChecked, Strict, dns_name
 from hetinfra.spec.deploy import DEFAULT_VLLM_VERSION, DeploySpec
@@ -30,10 +30,10 @@ MAX_EDGES = 65
 #: largest token count a bucket edge, class or architecture may state
 MAX_TOKENS = 10_000_000
 #: most layers an architecture may have, and its longest context (input + output tokens): the
-#: architecture rules' bounds (hetinfra.architecture.SIZE_BOUNDS), named here for the spec's other
+#: architecture rules' bounds (hetinfra.architecture.size_bounds), named here for the spec's other
 #: fields and plan.json's (hetinfra.document.base); MAX_PARAMS is the architecture's too
-MAX_LAYERS = SIZE_BOUNDS["layers"][1]
-MAX_CONTEXT = SIZE_BOUNDS["max_context"][1]
+MAX_LAYERS = size_bounds("layers")["le"]
+MAX_CONTEXT = size_bounds("max_context")["le"]
 #: largest latency objectives (an hour to the first token, 10 minutes between tokens)
 MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000
 #: the statistics a latency objective may hold at (hetinfra.sim.stats.PERCENTILES computes them)
