@@ -127,6 +127,20 @@ class Padding(Doc):
                                                           "budget; present only then).")
 
 
+class OffPeakFleet(Doc):
+    """One distinct off-peak fleet of a demand profile (``counts_by_period``), judged on the confirmation's
+    judge at the busiest period that runs it, routed as the gateway routes with the top-up scaled down,
+    and mended where it missed (hetinfra.plan.levels)."""
+
+    periods: list[StrictInt] = Field(description="The profile periods (0-based) that run this fleet.")
+    met: StrictBool = Field(description="Whether its last judgement met every model's objective.")
+    replicas_added: dict[StrictStr, StrictInt] = Field(
+        description="Replicas given back per unit (allocation) in those periods, over the counts first planned "
+                    "there, because the fleet missed without them (never above the unit's peak count); "
+                    "counts_by_period includes them.")
+    missed: list[StrictStr] = Field(description="Models its last judgement still missed (empty when met).")
+
+
 class Confirmation(Doc):
     """The final plan on fresh seeds that no decision of the search saw."""
 
@@ -137,6 +151,9 @@ class Confirmation(Doc):
     padded: list[Padding] = Field(default_factory=list, description="Models still missed after the last veto, "
                                                                     "padded with replicas and judged on fresh "
                                                                     "seeds (none: nothing padded).")
+    off_peak: list[OffPeakFleet] = Field(default_factory=list, description="A demand profile's off-peak fleets, each "
+                                                                          "judged and mended (none: no profile, "
+                                                                          "or no fleet smaller than the peak's).")
     reason: Optional[StrictStr] = Field(None, description="Why the plan is not confirmed where no confirmation ran "
                                                           "(the work budget was spent first; present only then).")
 

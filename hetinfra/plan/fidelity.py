@@ -77,6 +77,12 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
             units = ", ".join(sorted(r["replicas_by_unit"]))
             out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}) as "
                        f"{padding_cause(r['missed_on'], len(v.vetoes))}; met on fresh seeds with them")
+    for r in v.off_peak_fleets:
+        if r["met"] and r["replicas_added"]:  # hetinfra.plan.levels: counts_by_period keeps them
+            units = ", ".join(sorted(r["replicas_added"]))
+            out.append(f"the off-peak fleet of profile period(s) {', '.join(map(str, r['periods']))} missed without "
+                       f"{sum(r['replicas_added'].values())} more replica(s) ({units}): counts_by_period keeps "
+                       "them there; met on fresh seeds with them")
     out += v.off_peak
     if not v.sim["met"]:
         missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
@@ -143,4 +149,5 @@ def _confirmation(v: Verification) -> Confirmation:
                     **({"requests": v.confirm_requests[m["model"]]} if m["model"] in v.confirm_requests else {})}
                    for m in c.get("models", ())],
         "vetoes": list(v.vetoes), **({"padded": list(v.padded)} if v.padded else {}),
+        **({"off_peak": list(v.off_peak_fleets)} if v.off_peak_fleets else {}),
         **({"reason": c["reason"]} if c.get("reason") else {})})

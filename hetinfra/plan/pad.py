@@ -31,7 +31,7 @@ from hetinfra.plan.rounds import simulation_view
 from hetinfra.plan.trim import breaks_rules
 from hetinfra.plan.verdicts import seeds_union
 
-__all__ = ["padded", "with_replica", "PAD_STEPS", "PAD_CUT"]
+__all__ = ["padded", "with_replica", "unit_ratios", "PAD_STEPS", "PAD_CUT"]
 
 #: the most replicas the padding adds to one model (each judged on fresh seeds)
 PAD_STEPS = 4
@@ -58,7 +58,7 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
     records = {name: {"model": name, "missed_on": "search" if name in search_missed else "confirmation",
                       "replicas_added": 0, "replicas_by_unit": {}, "seeds": [], "met": False}
                for name in sorted({m["model"] for m in conf["models"] if not m["met"]} | search_missed)}
-    ratios = _ratios(conf, searched or {})
+    ratios = unit_ratios(conf, searched or {})
     start, first = pr, conf
     missing = sorted(records)
     while missing:
@@ -75,7 +75,7 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
         confirm.fresh(missing)
         part = sized_confirmation(confirm, reduced(simulation_view(pr), set(missing)))
         conf = _merged(conf, part)
-        ratios.update(_ratios(part, {}))
+        ratios.update(unit_ratios(part, {}))
         for m in part["models"]:
             records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
         missing = [m["model"] for m in part["models"] if not m["met"]]
@@ -120,14 +120,14 @@ def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, r
     if search is None or not again:
         return []
     judged = search(reduced(simulation_view(pr), set(again)))
-    ratios.update(_ratios(judged, {}))
+    ratios.update(unit_ratios(judged, {}))
     out = [m["model"] for m in judged["models"] if not m["met"] and m["model"] in again]
     for name in out:
         records[name]["met"] = False
     return out
 
 
-def _ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
+def unit_ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
     """Per unit, over ``judgements``, what :func:`_order` pads first by: whether it was unstable in one,
     the most requests outside its model's bounds per replication (``missed_requests``), and its worst
     objective ratio."""
@@ -156,7 +156,7 @@ def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], recor
 
 def _order(pr: PlanResult, ratio: dict[str, tuple[bool, float, float]], model: str) -> list[str]:
     """``model``'s units, the one to pad first first, on the last judgements (``ratio``, per unit:
-    :func:`_ratios`): an unstable unit (its queue fails its model whatever the others do), then the
+    :func:`unit_ratios`): an unstable unit (its queue fails its model whatever the others do), then the
     unit holding the most of its model's requests outside the bounds (a percentile over the model's
     requests is met by relieving where its misses are: padded by its own worst ratio, a 2 x
     A100-80GB unit carrying 1.5% of a 70B model's requests got the replica while the H100 unit that

@@ -118,8 +118,12 @@ class Verification:
     #: per model the confirmation still missed after the last veto, the replicas added to it and the
     #: fresh seeds that judged it (hetinfra.plan.pad)
     padded: list[dict] = field(default_factory=list)
-    #: the off-peak fleets of a demand profile the confirmation's judge found missing (hetinfra.plan.levels)
+    #: the off-peak fleets of a demand profile the mend could not make meet, as warnings
+    #: (hetinfra.plan.levels)
     off_peak: list[str] = field(default_factory=list)
+    #: one record per distinct off-peak fleet: its periods, whether it met, the replicas given back
+    #: to it (plan.json fidelity.confirmation.off_peak[])
+    off_peak_fleets: list[dict] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
@@ -138,7 +142,7 @@ DECIDE_SHORTER = 1
 RESUME_CUT = "verification's rounds after the confirmation missed"
 SUSTAINED_CUT = "the over-provisioning search (its ratio is a lower bound)"
 TRIM_PADDED_CUT = "the trim of a padded plan whose rounds ran out (the plan may not be minimal)"
-OFF_PEAK_CUT = "the off-peak fleets' simulation (their misses were not looked for)"
+OFF_PEAK_CUT = "the off-peak fleets' simulation and mend (a fleet not judged may miss)"
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
@@ -185,7 +189,8 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     if progress is not None:
         progress.stage("over-provisioning")
     met = out.sim["met"] and out.confirmation["met"]
-    out.off_peak = _off_peak(out.pr, confirm) if met else []
+    if met:
+        out.pr, out.off_peak_fleets, out.off_peak = _off_peak(out.pr, confirm)
     out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
     _check_budget(out.pr, met)
     return out
@@ -354,15 +359,15 @@ def _sustained(pr: PlanResult, sim_of, load: float) -> dict[str, float]:
     return sustained_load(simulation_view(pr), load, meets, lambda: current().check(SUSTAINED_CUT))
 
 
-def _off_peak(pr: PlanResult, confirm) -> list[str]:
-    """A demand profile's off-peak fleets judged on the confirmation's judge (hetinfra.plan.levels), while
-    the work budget lasts: their misses as warnings."""
+def _off_peak(pr: PlanResult, confirm) -> tuple[PlanResult, list[dict], list[str]]:
+    """A demand profile's off-peak fleets judged on the confirmation's judge and mended where they miss
+    (hetinfra.plan.levels), while the work budget lasts: (plan, records, warnings)."""
     from hetinfra.plan.budget import current
-    from hetinfra.plan.levels import off_peak_warnings
+    from hetinfra.plan.levels import mended_off_peak
 
-    if not pr.result.periods or not current().check(OFF_PEAK_CUT):
-        return []
-    return off_peak_warnings(pr, simulation_view(pr), confirm)
+    if not pr.result.periods:
+        return pr, [], []
+    return mended_off_peak(pr, simulation_view(pr), confirm, lambda: current().check(OFF_PEAK_CUT))
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:

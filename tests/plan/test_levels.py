@@ -1,11 +1,12 @@
 """A demand profile's off-peak fleets (hetinfra.plan.levels): each distinct fleet of counts_by_period is
-judged once, at the busiest period it runs, routed as the gateway routes with the top-up gone."""
+judged at the busiest period it runs, routed as the gateway routes with the top-up gone, and mended
+(replicas given back, judged again on fresh seeds) where it misses."""
 
 from __future__ import annotations
 
 import pytest
 
-from hetinfra.plan.levels import off_peak_views, off_peak_warnings
+from hetinfra.plan.levels import mended_off_peak, off_peak_views
 from tests.plan.conftest import REPO
 
 
@@ -42,11 +43,73 @@ def test_each_distinct_off_peak_fleet_is_judged_at_its_busiest_period_with_every
         assert sum(e["rps"] for r in rows.values() for e in r) == pytest.approx(m["rate_rps"])
 
 
-def test_a_fleet_the_judge_misses_is_a_warning_naming_its_periods(committed):
+class _Judge:
+    """A stand-in for the confirmation's judge: ``meets(fleet view)`` decides chat-8b; records each
+    judgement's fleet and the models sent to fresh seeds."""
+
+    def __init__(self, meets):
+        self.meets, self.seen, self.freshened = meets, [], []
+
+    def __call__(self, fleet):
+        self.seen.append({a["unit"]: a["count"] for a in fleet["allocations"]})
+        return {"models": [{"model": m["name"], "met": self.meets(fleet)} for m in fleet["models"]], "units": []}
+
+    def fresh(self, models):
+        self.freshened.append(list(models))
+
+
+def _running(fleet) -> int:
+    return sum(a["count"] for a in fleet["allocations"])
+
+
+def test_a_fleet_that_misses_gets_replicas_back_until_it_meets_each_judged_on_fresh_seeds(committed):
+    """A fleet the judge misses with fewer than N replicas running gets one back at a time (never
+    above the unit's peak count), re-judged on fresh seeds each time; counts_by_period and the
+    plan's average cost include them, and the record says so. The peak is untouched."""
     pr, view = committed
     fleets = off_peak_views(pr, view)
-    missed = off_peak_warnings(pr, view, lambda fleet: {"models": [{"model": "chat-8b", "met": False}]})
-    assert [w.split(" misses ")[0] for w in missed] == [
+    need = max(_running(f) for _, f in fleets) + 1  # more than any off-peak fleet runs: each must grow
+    judge = _Judge(lambda fleet: _running(fleet) >= need)
+    mended, records, warnings = mended_off_peak(pr, view, judge)
+    assert warnings == [] and [r["periods"] for r in records] == [hours for hours, _ in fleets]
+    assert all(r["met"] and r["missed"] == [] and r["replicas_added"] for r in records)
+    assert judge.freshened and all(f == ["chat-8b"] for f in judge.freshened)
+    assert mended.result.n == pr.result.n
+    for before, after in zip(pr.result.periods, mended.result.periods):
+        assert all(after["counts"].get(u, 0) <= pr.result.n[u] for u in after["counts"])
+        grown = sum(after["counts"].values()) - sum(before["counts"].values())
+        assert grown >= 0 and (sum(after["counts"].values()) >= need or grown == 0)
+    for r in records:  # each record's replicas are exactly what its periods' counts gained
+        assert sum(r["replicas_added"].values()) == need - min(_running(f) for h, f in fleets if h == r["periods"])
+    from hetinfra.plan.purchase import average_count
+
+    assert sum(average_count(mended, u) for u in pr.result.n) > sum(average_count(pr, u) for u in pr.result.n)
+
+
+def test_a_fleet_that_never_meets_runs_the_peaks_counts_and_is_a_warning_naming_its_periods(committed):
+    pr, view = committed
+    fleets = off_peak_views(pr, view)
+    mended, records, warnings = mended_off_peak(pr, view, _Judge(lambda fleet: False))
+    assert [w.split(" misses ")[0] for w in warnings] == [
         f"the off-peak fleet of profile period(s) {', '.join(map(str, hours))}" for hours, _ in fleets]
-    assert all(w.endswith("run the peak's counts in those periods (ignore counts_by_period there)") for w in missed)
-    assert off_peak_warnings(pr, view, lambda fleet: {"models": [{"model": "chat-8b", "met": True}]}) == []
+    assert all(w.endswith("run the peak's counts in those periods (ignore counts_by_period there)") for w in warnings)
+    assert all(not r["met"] and r["missed"] == ["chat-8b"] for r in records)
+    peak = {u: c for u, c in pr.result.n.items() if c > 0}
+    assert all({u: c for u, c in lv["counts"].items() if c > 0} == peak for lv in mended.result.periods)
+
+
+def test_a_fleet_that_meets_is_unchanged(committed):
+    pr, view = committed
+    judge = _Judge(lambda fleet: True)
+    mended, records, warnings = mended_off_peak(pr, view, judge)
+    assert warnings == [] and judge.freshened == [] and len(judge.seen) == len(off_peak_views(pr, view))
+    assert all(r["met"] and r["replicas_added"] == {} for r in records)
+    assert mended.result.periods == pr.result.periods
+
+
+def test_a_spent_work_budget_judges_nothing_and_says_so(committed):
+    pr, view = committed
+    judge = _Judge(lambda fleet: True)
+    mended, records, warnings = mended_off_peak(pr, view, judge, more=lambda: False)
+    assert judge.seen == [] and all(not r["met"] for r in records) and len(warnings) == len(records)
+    assert all("was not simulated (the work budget" in w for w in warnings)

@@ -235,7 +235,7 @@ def test_the_unit_that_missed_the_most_is_padded_first_then_the_busiest_per_repl
                       {"unit": "a2", "model": "a", "objective": {"ratio": 0.9}},
                       {"unit": "a3", "model": "a", "objective": {"ratio": 0.9}},
                       {"unit": "b1", "model": "b", "objective": {"ratio": 2.0}}]}
-    assert pad._order(pr, pad._ratios(conf), "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
+    assert pad._order(pr, pad.unit_ratios(conf), "a") == ["a1", "a2", "a3"]  # a2: 4 req/s per replica, a3: 3
     assert pad._order(pr, {}, "a") == ["a2", "a3", "a1"]
 
 
@@ -265,9 +265,9 @@ def test_the_unit_holding_the_models_misses_is_padded_before_a_small_one_with_a_
     judged = judge([run(1, 0.9, 0.986), run(2, 0.92, 0.99)])
     missed = {u["unit"]: u["missed_requests"] for u in judged["units"]}
     assert missed == {"small": 15 + 12, "big": 105 + 75, "slow": 0}
-    assert pad._order(pr, pad._ratios(judged), "a") == ["big", "small", "slow"]
+    assert pad._order(pr, pad.unit_ratios(judged), "a") == ["big", "small", "slow"]
     unstable = {**judged, "units": [{**u, "stable": u["unit"] != "slow"} for u in judged["units"]]}
-    assert pad._order(pr, pad._ratios(unstable), "a")[0] == "slow"
+    assert pad._order(pr, pad.unit_ratios(unstable), "a")[0] == "slow"
 
 
 def test_a_padded_replica_keeps_the_flows_and_runs_in_the_levels_at_the_units_peak(planned):
