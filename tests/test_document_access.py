@@ -41,7 +41,10 @@ OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchas
           "hetinfra.plan.confirm", "hetinfra.plan.verdicts",
           # and the padding after the last veto, which writes fidelity.confirmation.padded's records, and the
           # off-peak fleets of a demand profile, simulation views of the plan with other counts
-          "hetinfra.plan.pad", "hetinfra.plan.levels"}
+          "hetinfra.plan.pad", "hetinfra.plan.levels",
+          # a profile period's fleet: the same views with that period's counts and demand (simulate --period
+          # and verification's off-peak fleets share it; it reads the Plan model for the counts)
+          "hetinfra.sim.period"}
 #: document keys that are also everyday words in other JSON hetinfra handles (Pulumi, SkyPilot, the
 #: simulator's reports, HTTP bodies, the solver's statistics): not flagged, or every unrelated dict would
 #: be. Only document keys no spec model uses (spec keys are never flagged anyway)

@@ -51,13 +51,17 @@ class RequestCount(click.ParamType):
 @click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
+@click.option("--period", type=click.IntRange(min=0), default=None,
+              help="Simulate the fleet of this profile period (0-based; a plan whose spec has demand.profile): "
+                   "allocations[].counts_by_period at that period's demand, routed as the gateway routes. "
+                   "[default: the peak's fleet, as deployed]")
 @click.option("--json", "as_json", is_flag=True, help="Print simulation.json to stdout instead of tables.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write simulation.json and simulation.svg here (default: the plan's directory).")
 @click.option("--profile", "profile_csv", type=click.Path(dir_okay=False, path_type=Path),
               help="Measured profile CSV: print the signed error of each unit's predicted capacity against it.")
-def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, load, burst_cv, as_json,
-                     out_dir, profile_csv):
+def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, load, burst_cv, period,
+                     as_json, out_dir, profile_csv):
     """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
     scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
     def work():
@@ -72,7 +76,7 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications,
         bar = None if as_json else _progress_bar()
         try:
             doc = simulate_file(plan_file, spec_path, config, replications, n_requests is None,
-                                None if bar is None else bar[1])
+                                None if bar is None else bar[1], period)
         finally:
             if bar is not None:
                 bar[0].stop()
@@ -106,6 +110,9 @@ def _show(result, profile_csv) -> None:
 
     doc, js, svg = result
     console = summary_console()
+    if doc.get("period") is not None:
+        click.echo(f"profile period {doc['period']}: its fleet (counts_by_period) at its demand, routed as the gateway "
+                   "routes")
     render_text(doc, console)
     if profile_csv is not None:
         from rich.table import Table

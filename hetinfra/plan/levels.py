@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hetinfra.sim.period import fleet_view
+
 __all__ = ["off_peak_views", "mended_off_peak", "OFF_PEAK_MISS", "OFF_PEAK_UNJUDGED"]
 
 #: a plan warning: an off-peak fleet the mend could not make meet (its periods, its models)
@@ -60,33 +62,7 @@ def _hours(pr, levels: list[int]) -> list[int]:
 def off_peak_views(pr, view: dict) -> list[tuple[list[int], dict]]:
     """(profile periods, simulation view) of each distinct off-peak fleet of ``pr``, at the demand of
     the busiest period that runs it."""
-    return [(_hours(pr, levels), _fleet_view(view, counts, scale)) for levels, counts, scale in _fleets(pr)]
-
-
-def _fleet_view(view: dict, counts: dict[str, int], scale: dict[str, float]) -> dict:
-    """``view`` with the allocations ``counts`` and each model's demand and routes scaled by ``scale``."""
-    allocations = [dict(a, count=counts[a["unit"]]) for a in view["allocations"] if counts.get(a["unit"], 0) > 0]
-    serves = {t["id"]: {w for w, r in (t.get("capacity_rps") or {}).items() if r > 0} for t in view["templates"]}
-    staying = {a["unit"]: (a["model"], a["template"]) for a in allocations}
-    overall: dict[str, float] = {}  # each unit's share of its model's traffic at the peak
-    for per in view["routing"].values():
-        for rows in per.values():
-            for r in rows:
-                overall[r["unit"]] = overall.get(r["unit"], 0.0) + float(r["rps"])
-    routing = {}
-    for model, per in view["routing"].items():
-        routing[model] = {}
-        for cls, rows in per.items():
-            rps = sum(float(r["rps"]) for r in rows) * scale.get(model, 1.0)
-            live = [(r, float(r["share"])) for r in rows if r["unit"] in staying]
-            if not live:  # the class's units are all down: as the gateway, the model's others by overall share
-                live = [({"unit": u}, overall.get(u, 0.0) or 1.0) for u, (m, tid) in sorted(staying.items())
-                        if m == model and cls in serves.get(tid, ())]
-            total = sum(w for _, w in live)
-            routing[model][cls] = [dict(r, share=round(w / total, 6), rps=rps * w / total)
-                                   for r, w in live if w > 0] if total > 0 else []
-    models = [dict(m, rate_rps=float(m["rate_rps"] or 0.0) * scale.get(m["name"], 1.0)) for m in view["models"]]
-    return {**view, "allocations": allocations, "routing": routing, "models": models, "routing_by_origin": None}
+    return [(_hours(pr, levels), fleet_view(view, counts, scale)) for levels, counts, scale in _fleets(pr)]
 
 
 def mended_off_peak(pr, view: dict, judge, more=lambda: True) -> tuple:
@@ -100,7 +76,7 @@ def mended_off_peak(pr, view: dict, judge, more=lambda: True) -> tuple:
     records, warnings = [], []
     for lvs, counts, scale in _fleets(pr):
         record = {"periods": _hours(pr, lvs), "met": False, "replicas_added": {}, "missed": []}
-        fleet = _fleet_view(view, counts, scale)
+        fleet = fleet_view(view, counts, scale)
         verdicts = {}
         judged = judge(fleet) if more() else None
         while judged is not None:
@@ -112,7 +88,7 @@ def mended_off_peak(pr, view: dict, judge, more=lambda: True) -> tuple:
             for uid in grown:
                 counts[uid] = counts.get(uid, 0) + 1
                 record["replicas_added"][uid] = record["replicas_added"].get(uid, 0) + 1
-            fleet = _fleet_view(view, counts, scale)
+            fleet = fleet_view(view, counts, scale)
             touched = {pr.units[uid].model for uid in grown}
             judge.fresh(sorted(touched))  # seeds no judgement of these models saw: the last one decides
             judged = judge(reduced(fleet, touched))

@@ -22,13 +22,14 @@ OBJECTIVES_MISSED = 12
 
 def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: WorkloadConfig,
                   replications: int = 1, auto_requests: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> dict:
+                  progress: Callable[[int, int], None] | None = None, period: int | None = None) -> dict:
     """The simulation.json dict of the plan at ``config``: with ``replications`` > 1, the judgement
     (hetinfra.sim.replications.judge) of seeds config.seed .. config.seed + replications - 1; with
     ``auto_requests``, the first replication runs at config.requests and, where
     ``requests_for`` asks for more, every replication runs at that. ``progress(done, total)``:
-    requests simulated so far, of the total now foreseen."""
-    plan, spec, sp = load_inputs(plan_path, spec_path)
+    requests simulated so far, of the total now foreseen. ``period``: the fleet of that profile period
+    at its demand (hetinfra.sim.period), not the peak's."""
+    plan, spec, sp = load_inputs(plan_path, spec_path, period)
     models = max(sum(1 for m in plan.models if m.rate_rps), 1)
     seeds = [config.seed + j for j in range(replications)]
     state = {"done": 0, "total": config.requests * models * replications}
@@ -46,7 +47,8 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
             state["total"] = state["done"] + need * models * replications
             first = simulate_replications(plan, spec, sp, config, seeds[:1], detail=True, ticks=tick)
     sims = first + simulate_replications(plan, spec, sp, config, seeds[1:], detail=True, ticks=tick)
-    return sims[0] if replications == 1 else judge(sims)
+    doc = sims[0] if replications == 1 else judge(sims)
+    return doc if period is None else {**doc, "period": period}
 
 
 def _ms(v: float | None) -> str:

@@ -15,12 +15,16 @@ __all__ = ["load_inputs", "load_plan", "resolve_models"]
 
 def load_plan(path: str | Path) -> tuple[dict, Path]:
     """plan.json (or an out dir holding it): the dict and its path; wrong version -> InvalidInputError."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "plan.json"
     from hetinfra.document import load_plan as load_document
 
+    p = _plan_file(path)
     return load_document(p).to_dict(), p
+
+
+def _plan_file(path: str | Path) -> Path:
+    """plan.json itself, or the one in the out folder ``path``."""
+    p = Path(path)
+    return p / "plan.json" if p.is_dir() else p
 
 
 def resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]:
@@ -34,13 +38,19 @@ def resolve_models(spec, base: Path | None = None) -> dict[str, SimpleNamespace]
         for i, m in enumerate(spec.models)}
 
 
-def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None) -> tuple[SimPlan, object, Path]:
+def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
+                period: int | None = None) -> tuple[SimPlan, object, Path]:
     """A plan (out dir or plan.json) as a SimPlan, its spec (``inputs.spec_path`` unless given) and
-    the spec's path."""
+    the spec's path; with ``period``, the fleet of that profile period at its demand
+    (hetinfra.sim.period)."""
     from hetinfra.spec.load import load_spec
 
-    doc, p = load_plan(plan_path)  # every check of plan.json (an unmarked GPU outside the catalog among them)
-    plan = SimPlan.of(doc, str(p))
+    from hetinfra.document import load_plan as load_document
+    from hetinfra.sim.period import period_view
+
+    p = _plan_file(plan_path)
+    document = load_document(p)  # every check of plan.json (an unmarked GPU outside the catalog among them)
+    plan = SimPlan.of(document.to_dict() if period is None else period_view(document, period, str(p)), str(p))
     sp = Path(spec_path) if spec_path else Path(plan.spec_path or "")
     if not spec_path and not sp.is_absolute() and not sp.exists():
         sp = p.parent / sp
