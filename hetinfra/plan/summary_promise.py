@@ -103,8 +103,28 @@ def promise_lines(doc: "Plan") -> list[str]:
                    + (f", {back} put back as the confirmation missed without them" if back else "")
                    + _padded_words(fid)
                    + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
+        out.extend(_off_peak_lines(fid))
     out.extend(_capacity_lines(doc))
     return out
+
+
+def _off_peak_lines(fid) -> list[str]:
+    """A demand profile's off-peak fleets as verification judged and mended them
+    (fidelity.confirmation.off_peak; hetinfra.plan.levels), in one line."""
+    fleets = fid.confirmation.off_peak if fid.confirmation else []
+    if not fleets:
+        return []
+
+    def periods(f) -> str:
+        return ", ".join(map(str, f.periods))
+
+    mended = [f"period(s) {periods(f)} met with {sum(f.replicas_added.values())} replica(s) given back"
+              for f in fleets if f.met and f.replicas_added]
+    missed = [f"period(s) {periods(f)} still miss{' ' + ', '.join(f.missed) if f.missed else ''}"
+              for f in fleets if not f.met]
+    words = "; ".join(mended + missed) or "all met"
+    return [f"off-peak: {len(fleets)} fleet(s) of counts_by_period judged at their busiest period, routed as the "
+            f"gateway routes: {words} (`hetinfra simulate OUT --period K` runs any period)"]
 
 
 def _padded_words(fid) -> str:

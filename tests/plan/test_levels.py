@@ -113,3 +113,20 @@ def test_a_spent_work_budget_judges_nothing_and_says_so(committed):
     mended, records, warnings = mended_off_peak(pr, view, judge, more=lambda: False)
     assert judge.seen == [] and all(not r["met"] for r in records) and len(warnings) == len(records)
     assert all("was not simulated (the work budget" in w for w in warnings)
+
+
+def test_the_summary_states_each_off_peak_fleet_met_mended_or_missing():
+    from types import SimpleNamespace
+
+    from hetinfra.document.fidelity import OffPeakFleet
+    from hetinfra.plan.summary_promise import _off_peak_lines
+
+    fleets = [OffPeakFleet(periods=[0, 1], met=True, replicas_added={}, missed=[]),
+              OffPeakFleet(periods=[2], met=True, replicas_added={"u1": 1, "u2": 1}, missed=[]),
+              OffPeakFleet(periods=[3], met=False, replicas_added={"u1": 1}, missed=["chat"])]
+    [line] = _off_peak_lines(SimpleNamespace(confirmation=SimpleNamespace(off_peak=fleets)))
+    assert line.startswith("off-peak: 3 fleet(s) of counts_by_period judged")
+    assert "period(s) 2 met with 2 replica(s) given back; period(s) 3 still miss chat" in line
+    [line] = _off_peak_lines(SimpleNamespace(confirmation=SimpleNamespace(off_peak=fleets[:1])))
+    assert "all met" in line
+    assert _off_peak_lines(SimpleNamespace(confirmation=SimpleNamespace(off_peak=[]))) == []
