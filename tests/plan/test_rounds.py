@@ -10,12 +10,20 @@ from hetinfra.plan import rounds
 from hetinfra.plan.rounds import Search, _past_unchanged
 
 
-def _plan(count: int, factor: float) -> SimpleNamespace:
-    """A re-solve's result as the rounds read it: its simulation view and its counts."""
+def _plan(count: int, factor: float, load: float = 1.4, derate: dict | None = None) -> SimpleNamespace:
+    """A re-solve's result as the rounds read it: its simulation view, its counts, and its flows on
+    rates of 1 req/s per replica at factor 1 (``load`` req/s on m|h100: 2 replicas carry it down to a
+    factor of load / 2)."""
     view = {"allocations": [{"unit": "m|h100", "model": "m", "template": "t", "count": count},
                             {"unit": "o|l4", "model": "other", "template": "o", "count": 1}],
             "routing": {"m": {"c": [{"unit": "m|h100", "share": 1.0}]}}, "demand_scale": None}
-    return SimpleNamespace(view=view, result=SimpleNamespace(n={"t": count}), factor=factor)
+    problem = SimpleNamespace(units=[SimpleNamespace(id="m|h100", rates={"c": factor}),
+                                     SimpleNamespace(id="o|l4", rates={"c": 1.0})], headroom=0.0)
+    result = SimpleNamespace(n={"m|h100": count, "o|l4": 1}, flow={("m|h100", "m", "c"): load, ("o|l4", "other", "c"): 0.5})
+    units = {"m|h100": SimpleNamespace(template=SimpleNamespace(id="t")),
+             "o|l4": SimpleNamespace(template=SimpleNamespace(id="o"))}
+    return SimpleNamespace(view=view, result=result, factor=factor, derate=derate or {"t": factor}, problem=problem,
+                           units=units)
 
 
 def _missed_by(ratio: float) -> dict:
@@ -32,7 +40,7 @@ def test_a_derate_that_keeps_the_missed_fleet_steps_on_until_it_changes(monkeypa
 
     def resolve(derate: dict, _n: dict) -> SimpleNamespace:
         solved.append(derate["t"])
-        return _plan(3 if derate["t"] < 0.7 else 2, derate["t"])
+        return _plan(3 if derate["t"] < 0.7 else 2, derate["t"], derate=dict(derate))
 
     search = Search(regimes={"t": ("m|h100", "m"), "o": ("other|l4", "other")}, g={"m|h100": 1.0, "other|l4": 1.0},
                     ceiling={"m|h100": 1.0, "other|l4": 1.5625})
@@ -43,6 +51,19 @@ def test_a_derate_that_keeps_the_missed_fleet_steps_on_until_it_changes(monkeypa
     assert pr.view["allocations"][0]["count"] == 3
     assert pr.factor < 0.7 and solved == sorted(solved, reverse=True) and len(solved) <= 1 + rounds.UNCHANGED_STEPS
     assert search.g["other|l4"] == 1.25  # the model that met is credited once, by the round, not per step
+    # the steps down to 0.7, where the 2 replicas still carry 1.4 req/s, are not solved: the first
+    # solve after the round's is the one below 0.7, and it is the fleet that changed
+    assert len(solved) == 2 and solved[1] < 0.7 <= solved[0]
+
+
+def test_every_step_is_solved_where_the_flows_no_longer_fit_or_a_factor_rises():
+    from hetinfra.plan.rounds import _still_carries
+
+    pr = _plan(2, 0.9)  # 1.4 req/s on 2 replicas of 0.9 each
+    assert _still_carries(pr, {"t": 0.7}) and _still_carries(pr, {"t": 0.9})
+    assert not _still_carries(pr, {"t": 0.69})  # 1.4 / 0.69 > 2 replicas
+    assert not _still_carries(pr, {"t": 0.9, "o": 1.1})  # a rise may make a cheaper plan: solve it
+    assert not _still_carries(_plan(2, 0.9, load=1.9), {"t": 0.85})
 
 
 def test_a_changed_fleet_is_simulated_at_the_rounds_factor(monkeypatch):
