@@ -17,7 +17,7 @@ import sys
 import click
 
 from hetinfra import __version__
-from hetinfra.cli.common import json_usage_error
+from hetinfra.cli.common import COMMAND_SETTINGS, json_usage_error
 from hetinfra.cli.deploy import apply_command, destroy_command, status_command
 from hetinfra.cli.estimate import estimate_command
 from hetinfra.cli.feeds import feeds_group, prices_command
@@ -27,9 +27,6 @@ from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
 from hetinfra.cli.simulate import simulate_command
 from hetinfra.cli.stops import install_signal_exits, stopped_status, stopping
-
-
-HELP_OPTIONS = ["-h", "--help"]
 
 
 class Hetinfra(click.Group):
@@ -48,7 +45,7 @@ class Hetinfra(click.Group):
             raise
 
 
-@click.group(cls=Hetinfra, context_settings={"help_option_names": HELP_OPTIONS})
+@click.group(cls=Hetinfra, context_settings=COMMAND_SETTINGS)
 @click.version_option(__version__, prog_name="hetinfra")
 def cli() -> None:
     """Plan the cheapest heterogeneous GPU fleet for LLM serving under latency SLOs,
@@ -59,19 +56,9 @@ def cli() -> None:
     """
 
 
-def _own_help_names(command: click.Command) -> None:
-    """``command`` and its subcommands declare HELP_OPTIONS themselves, not only through the group:
-    click keeps a command's help option from its first use, so one invoked alone (a test's
-    CliRunner) would otherwise answer only --help from then on."""
-    command.context_settings.setdefault("help_option_names", HELP_OPTIONS)
-    for sub in getattr(command, "commands", {}).values():
-        _own_help_names(sub)
-
-
 for _command in (plan_command, schema_command, estimate_command, prices_command, feeds_group, profile_command,
                  import_command, apply_command, status_command, destroy_command, replan_command, simulate_command,
                  gateway_command):
-    _own_help_names(_command)
     cli.add_command(_command)
 
 

@@ -16,6 +16,13 @@ from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
 
+#: every command's help options, declared by the command itself (``context_settings=COMMAND_SETTINGS``),
+#: not only inherited from the group: click keeps a command's help option from its first use, so a
+#: command first invoked alone (a test's CliRunner, before hetinfra.cli.app was imported) answered only
+#: --help from then on, and the generated CLI reference depended on which test ran first
+HELP_OPTIONS = ["-h", "--help"]
+COMMAND_SETTINGS = {"help_option_names": HELP_OPTIONS}
+
 
 class FiniteFloat(click.FloatRange):
     """click's FloatRange that also refuses nan and +-inf (NaN compares false with every bound, so

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import echo_for, fail, run_command
+from hetinfra.cli.common import COMMAND_SETTINGS, echo_for, fail, run_command
 from hetinfra.fileio import dumps_strict
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
@@ -26,7 +26,7 @@ def _ask(as_json: bool = False):
     return (lambda prompt: click.confirm(prompt, default=False, err=as_json)) if sys.stdin.isatty() else None
 
 
-@click.command("apply")
+@click.command("apply", context_settings=COMMAND_SETTINGS)
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help=TARGET_HELP)
@@ -60,7 +60,7 @@ def apply_command(out: Path, target: str, yes: bool, force: bool, update_images:
     run_command(as_json, work, partial=report)
 
 
-@click.command("destroy")
+@click.command("destroy", context_settings=COMMAND_SETTINGS)
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Which deployed units to remove.")
@@ -80,7 +80,7 @@ def destroy_command(out: Path, target: str, yes: bool, as_json: bool) -> None:
     run_command(as_json, work, partial=report)
 
 
-@click.command("status")
+@click.command("status", context_settings=COMMAND_SETTINGS)
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print state.json, with the live read under \"live\".")
 @click.option("--no-refresh", is_flag=True, help="Do not ask the clouds: show what state.json records (and the "

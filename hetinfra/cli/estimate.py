@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
 from hetinfra.fileio import dumps_strict
 
 
-@click.command("estimate")
+@click.command("estimate", context_settings=COMMAND_SETTINGS)
 @click.option("--model", "model_name", default=None,
               help="Built-in model name (e.g. llama-3.1-70b) or a Hugging Face repo id (config.json from the HF cache).")
 @click.option("--architecture", "arch_file", type=click.Path(dir_okay=False), default=None,

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
 from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
@@ -86,7 +86,7 @@ def _console():
     return console
 
 
-@click.command("prices")
+@click.command("prices", context_settings=COMMAND_SETTINGS)
 @click.option("--gpu", "gpus", multiple=True, metavar="GPU", help="Only these GPUs (repeat or comma-separate), e.g. L4,H100.")
 @click.option("--cloud", "clouds", multiple=True, metavar="CLOUD", help="Only these clouds: aws, gcp, azure, or custom ones.")
 @click.option("--region", "regions", multiple=True, metavar="REGION", help="Only these regions.")
@@ -199,7 +199,7 @@ def _fitted_columns(headers: list[str], rows: list[list[str]], width: int) -> tu
     return keep, widths
 
 
-@click.group("feeds")
+@click.group("feeds", context_settings=COMMAND_SETTINGS)
 def feeds_group() -> None:
     """Fetch price feeds into the local snapshot store and inspect it.
 
@@ -210,7 +210,7 @@ def feeds_group() -> None:
     """
 
 
-@feeds_group.command("refresh")
+@feeds_group.command("refresh", context_settings=COMMAND_SETTINGS)
 @click.option("--source", "sources", multiple=True, metavar="SOURCE", help=SOURCES_HELP)
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=20.0, show_default=True,
               help="Seconds per HTTP request.")
@@ -305,7 +305,7 @@ def _print_store(root, columns: tuple[str, ...], rows) -> None:
     _console().print(table)
 
 
-@feeds_group.command("list")
+@feeds_group.command("list", context_settings=COMMAND_SETTINGS)
 @click.option("--source", "sources", multiple=True, metavar="SOURCE", help="Only these sources.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_command(sources, as_json):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
 from hetinfra.facts import GATEWAY_PORT
 
 
-@click.command("gateway")
+@click.command("gateway", context_settings=COMMAND_SETTINGS)
 @click.argument("source", metavar="PLAN_OR_OUT_DIR", type=click.Path(exists=True, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--port", type=click.IntRange(0, 65535), default=GATEWAY_PORT, show_default=True, help="Port to listen on.")

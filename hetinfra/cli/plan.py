@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, run_command, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.cli.preload import Preloader, SolveStarts
 
@@ -23,7 +23,7 @@ PLAN_ASSEMBLY = ("hetinfra.plan.plan_json", "hetinfra.plan.fidelity", "hetinfra.
 SUMMARY = ("hetinfra.plan.summary",)
 
 
-@click.command("plan")
+@click.command("plan", context_settings=COMMAND_SETTINGS)
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               help="Write plan.json and skypilot/<unit>.yaml into this directory.")
@@ -118,7 +118,7 @@ def _show(result, out: Path | None) -> None:
                        "pulumi/kubernetes/")
 
 
-@click.command("schema")
+@click.command("schema", context_settings=COMMAND_SETTINGS)
 @click.argument("document", type=click.Choice(["spec", "plan", "state"]), default="spec")
 def schema_command(document: str) -> None:
     """Print the JSON Schema of DOCUMENT: the service spec (default; docs/service.schema.json),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
 
 
 def _list(kind: type, what: str):
@@ -47,7 +47,7 @@ def _written(out: Path, rows, gpu: str, tp: int, pp: int, slo, total: int) -> No
 _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where the runs saved it (p90, p99)."
 
 
-@click.command("profile")
+@click.command("profile", context_settings=COMMAND_SETTINGS)
 @click.argument("plan_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--launch", is_flag=True, help="With PLAN_DIR (a `plan --out` directory): write SkyPilot benchmark "
               "tasks for its extrapolated units to PLAN_DIR/profile/, show their cost, and launch them (sky launch --yes).")
@@ -175,7 +175,7 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
                f"{plan_dir / 'profile' / 'profiles.csv'} to the spec's profiles: and plan again")
 
 
-@click.command("profile-import")
+@click.command("profile-import", context_settings=COMMAND_SETTINGS)
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
 @click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")

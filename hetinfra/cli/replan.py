@@ -12,12 +12,12 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, echo_for, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict
 
 
-@click.command("replan")
+@click.command("replan", context_settings=COMMAND_SETTINGS)
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--state", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")

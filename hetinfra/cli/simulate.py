@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import FiniteFloat, run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, run_command, summary_console
 
 
 class RequestCount(click.ParamType):
@@ -36,7 +36,7 @@ class RequestCount(click.ParamType):
         return int(number)
 
 
-@click.command("simulate")
+@click.command("simulate", context_settings=COMMAND_SETTINGS)
 @click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path),
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")

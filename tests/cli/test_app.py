@@ -25,9 +25,13 @@ def test_main_collects_cycles_less_often_and_still_runs_the_command(monkeypatch,
 
 
 def test_a_command_invoked_alone_keeps_its_short_help_option():
-    """click keeps a command's help option from its first use: a command a test invokes alone must
-    still answer -h, or the generated CLI reference would depend on which test ran first."""
-    from click.testing import CliRunner
+    """click keeps a command's help option from its first use: a command a test invokes alone, before
+    hetinfra.cli.app is imported (tests/perf's profile and profile-import did), must still answer -h,
+    or the generated CLI reference would depend on which test ran first. So every command declares
+    its help options itself (hetinfra.cli.common.COMMAND_SETTINGS); checked in a fresh interpreter
+    that imports each command's own module, never the app."""
+    import subprocess
+    import sys
 
     from hetinfra.cli.app import cli
 
@@ -36,9 +40,15 @@ def test_a_command_invoked_alone_keeps_its_short_help_option():
             yield prefix + name, command
             yield from every(command, f"{prefix}{name} ") if hasattr(command, "commands") else ()
 
-    for name, command in every(cli):
-        res = CliRunner().invoke(command, ["-h"])
-        assert res.exit_code == 0 and "-h, --help" in res.output, name
+    found = {name: (command.callback.__module__, command.callback.__name__) for name, command in every(cli)}
+    script = "\n".join(["import importlib, sys", "from click.testing import CliRunner", "bad = []"] + [
+        f"c = getattr(importlib.import_module({mod!r}), {fn!r}); "  # the decorated name holds the command
+        f"r = CliRunner().invoke(c, ['-h']); bad += [] if r.exit_code == 0 and '-h, --help' in r.output else [{name!r}]"
+        for name, (mod, fn) in sorted(found.items())] + [
+        "assert 'hetinfra.cli.app' not in sys.modules, 'the app was imported'", "print(bad)"])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]" and len(found) >= 15
 
 
 def test_running_the_cli_in_process_leaves_the_signal_mask_alone():
