@@ -56,8 +56,8 @@ def policy_for(p: PublishedRate) -> SchedulerPolicy:
 
 def request_sizes(p: PublishedRate, n: int, seed: int = SEED) -> list[tuple[int, int]]:
     """n (input, output) token counts of the run, as its benchmark drew them from its data set's
-    per-sample lengths: MLPerf's LoadGen with replacement, outputs scaled to the run's measured tokens
-    per sample and capped at MAX_OUTPUT; vLLM's benchmark_serving.py a sample without replacement (the
+    per-sample lengths: MLPerf's LoadGen with replacement, inputs in the run's model's tokens
+    (``input_scale``), outputs scaled to the run's measured tokens per sample and capped at MAX_OUTPUT; vLLM's benchmark_serving.py a sample without replacement (the
     first n of a seeded shuffle), inputs and outputs scaled to the run's published means (at least 4
     tokens, the sampler's floor); or every request at the published means."""
     if not p.sizes:
@@ -68,7 +68,8 @@ def request_sizes(p: PublishedRate, n: int, seed: int = SEED) -> list[tuple[int,
     if p.sampler == "vllm":
         in_scale = p.isl * len(table) / sum(a for a, _ in table)
         return [(max(4, round(a * in_scale)), max(4, round(o * out_scale))) for a, o in rng.sample(table, n)]
-    return [(a, max(1, min(MAX_OUTPUT, round(o * out_scale)))) for a, o in (rng.choice(table) for _ in range(n))]
+    return [(max(1, round(a * p.input_scale)), max(1, min(MAX_OUTPUT, round(o * out_scale))))
+            for a, o in (rng.choice(table) for _ in range(n))]
 
 
 def multi_step_outputs(outputs: list[int], steps: int) -> list[int]:
