@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from types import MappingProxyType
 from typing import Callable, TypeVar
 
 import click
@@ -20,8 +21,8 @@ T = TypeVar("T")
 #: not only inherited from the group: click keeps a command's help option from its first use, so a
 #: command first invoked alone (a test's CliRunner, before hetinfra.cli.app was imported) answered only
 #: --help from then on, and the generated CLI reference depended on which test ran first
-HELP_OPTIONS = ["-h", "--help"]
-COMMAND_SETTINGS = {"help_option_names": HELP_OPTIONS}
+HELP_OPTIONS = ("-h", "--help")
+COMMAND_SETTINGS = MappingProxyType({"help_option_names": HELP_OPTIONS})  # shared by every command: read-only
 
 
 class FiniteFloat(click.FloatRange):

@@ -129,7 +129,8 @@ class Padding(Doc):
 
 class OffPeakFleet(Doc):
     """One distinct off-peak fleet of a demand profile (``counts_by_period``), judged on the confirmation's
-    judge at the busiest period that runs it, routed as the gateway routes with the top-up scaled down,
+    judge with each model at its largest demand over the periods that run it, routed as the gateway routes
+    with the top-up scaled down,
     and mended where it missed (hetinfra.plan.levels)."""
 
     periods: list[StrictInt] = Field(description="The profile periods (0-based) that run this fleet.")

@@ -148,13 +148,13 @@ class PublishedRate:
     tpot_p99_ms: float = 0.0
     sizes: str = ""  # the data set's per-sample (input, output) lengths (a SIZE_TABLES key; "": the means)
     kv_precision: str | None = None
-    # how the benchmark drew its requests from ``sizes``: "loadgen" (MLPerf: with replacement, inputs as
-    # published, outputs scaled to ``osl``) or "vllm" (benchmark_serving.py: a sample without replacement,
+    # how the benchmark drew its requests from ``sizes``: "loadgen" (MLPerf: with replacement, inputs in
+    # the run's model's tokens, ``input_scale``, outputs scaled to ``osl``) or "vllm" (benchmark_serving.py: a sample without replacement,
     # inputs and outputs scaled to the run's means ``isl`` / ``osl``: the table's tokenizer and sample differ)
     sampler: str = "loadgen"
     draws: int = 1  # independent draws replayed ("burst"): the rate is their median (an unknown sample)
     # "loadgen": the run's model's tokens per token of ``sizes``' table (its tokenizer's: a Llama 3 model
-    # on MLPerf's Llama 2 lengths, LLAMA3_PER_LLAMA2_TOKEN); ``isl`` is the table's mean scaled so
+    # on MLPerf's Llama 2 lengths, LLAMA3_PER_LLAMA2_TOKEN); ``isl`` is the table's mean times this
     input_scale: float = 1.0
     scheduler_steps: int = 1  # vLLM V0's --num-scheduler-steps (multi-step decoding; "burst" only)
 

@@ -286,23 +286,33 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
 
 def _still_carries(pr: PlanResult, derate: dict[str, float]) -> bool:
     """Whether ``derate`` only lowers ``pr``'s factors and ``pr``'s flows still fit its units at the
-    rates that gives (each unit's load within its replicas less the headroom, as the solver's
-    capacity rows read: solver.recheck)."""
+    rates that gives: each unit's load within its replicas less the headroom, as the solver's capacity
+    rows read (solver.recheck), at the peak and at every level of a demand profile (each level's counts
+    were sized on its own flows: solver.periods.fold keeps their loads). Never where clients' origins
+    are routed: those rows read per-origin rates (a round trip spends part of the TTFT), which the
+    class rates here overstate, so the solver decides."""
     from hetinfra.solver.recheck import TOL
 
     old = pr.derate
-    if any(derate.get(t, 1.0) > old.get(t, 1.0) for t in set(old) | set(derate)):
+    if pr.result.origin_flow or any(derate.get(t, 1.0) > old.get(t, 1.0) for t in set(old) | set(derate)):
         return False
+
+    def slower(uid: str) -> float:  # the unit's rates now over before
+        tid = pr.units[uid].template.id
+        return derate.get(tid, 1.0) / old.get(tid, 1.0)
+
+    def fits(load: dict[str, float], counts: dict[str, int]) -> bool:
+        room = 1.0 - pr.problem.headroom
+        return all(used / slower(uid) <= room * counts.get(uid, 0) * (1 + TOL) + TOL for uid, used in load.items())
+
     units = {u.id: u for u in pr.problem.units}
     load: dict[str, float] = {}
     for (uid, _model, cls), f in pr.result.flow.items():
-        tid = pr.units[uid].template.id
-        rate = units[uid].rates.get(cls, 0.0) * derate.get(tid, 1.0) / old.get(tid, 1.0)
+        rate = units[uid].rates.get(cls, 0.0)
         if rate <= 0.0:
             return False  # not a flow the capacity rows read: let the solver decide
         load[uid] = load.get(uid, 0.0) + f / rate
-    room = 1.0 - pr.problem.headroom
-    return all(used <= room * pr.result.n.get(uid, 0) * (1 + TOL) for uid, used in load.items())
+    return fits(load, pr.result.n) and all(fits(lv.get("load") or {}, lv["counts"]) for lv in pr.result.periods)
 
 
 def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,

@@ -123,7 +123,7 @@ def _off_peak_lines(fid) -> list[str]:
     missed = [f"period(s) {periods(f)} still miss{' ' + ', '.join(f.missed) if f.missed else ''}"
               for f in fleets if not f.met]
     words = "; ".join(mended + missed) or "all met"
-    return [f"off-peak: {len(fleets)} fleet(s) of counts_by_period judged at their busiest period, routed as the "
+    return [f"off-peak: {len(fleets)} fleet(s) of counts_by_period judged at their largest demand, routed as the "
             f"gateway routes: {words} (`hetinfra simulate OUT --period K` runs any period)"]
 
 

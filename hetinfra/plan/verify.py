@@ -367,7 +367,9 @@ def _off_peak(pr: PlanResult, confirm) -> tuple[PlanResult, list[dict], list[str
 
     if not pr.result.periods:
         return pr, [], []
-    return mended_off_peak(pr, simulation_view(pr), confirm, lambda: current().check(OFF_PEAK_CUT))
+    spec = pr.inputs.spec
+    budget = spec.budget_usd_per_hour if "budget" in verification_overrides(spec) else None  # as _check_budget
+    return mended_off_peak(pr, simulation_view(pr), confirm, lambda: current().check(OFF_PEAK_CUT), budget)
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:

@@ -1,8 +1,10 @@
 """A demand profile's off-peak fleets (hetinfra.plan.levels): each distinct fleet of counts_by_period is
-judged at the busiest period it runs, routed as the gateway routes with the top-up gone, and mended
+judged with each model at its largest demand over the periods it runs, routed as the gateway routes with the top-up gone, and mended
 (replicas given back, judged again on fresh seeds) where it misses."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -111,13 +113,12 @@ def test_a_spent_work_budget_judges_nothing_and_says_so(committed):
     pr, view = committed
     judge = _Judge(lambda fleet: True)
     mended, records, warnings = mended_off_peak(pr, view, judge, more=lambda: False)
-    assert judge.seen == [] and all(not r["met"] for r in records) and len(warnings) == len(records)
+    assert judge.seen == [] and records == [] and len(warnings) == len(off_peak_views(pr, view))
     assert all("was not simulated (the work budget" in w for w in warnings)
+    assert mended.result.periods == pr.result.periods
 
 
 def test_the_summary_states_each_off_peak_fleet_met_mended_or_missing():
-    from types import SimpleNamespace
-
     from hetinfra.document.fidelity import OffPeakFleet
     from hetinfra.plan.summary_promise import _off_peak_lines
 
@@ -130,3 +131,48 @@ def test_the_summary_states_each_off_peak_fleet_met_mended_or_missing():
     [line] = _off_peak_lines(SimpleNamespace(confirmation=SimpleNamespace(off_peak=fleets[:1])))
     assert "all met" in line
     assert _off_peak_lines(SimpleNamespace(confirmation=SimpleNamespace(off_peak=[]))) == []
+
+
+def _profiled(counts_by_level: list[dict], mults: list[dict], **problem):
+    """A plan as levels.py reads it: units a (spot, 2 GPUs each, one cap) and b, with per-level counts."""
+    from hetinfra.solver.problem import Period
+    from hetinfra.solver.result import SolveResult
+
+    periods = [Period(1 / len(mults), tuple(sorted(m.items())), (k,)) for k, m in enumerate(mults)]
+    units = {"ua": SimpleNamespace(model="a", spot=True, gpus=2, gpu_use=((("c", "r", "H100"), 2),), cost=4.0),
+             "ub": SimpleNamespace(model="b", spot=False, gpus=1, gpu_use=((("c", "r", "L4"), 1),), cost=1.0)}
+    peak = {u: max(lv.get(u, 0) for lv in counts_by_level) for u in units}
+    result = SolveResult("optimal", n=peak, periods=[{"counts": dict(c), "load": {}} for c in counts_by_level])
+    prob = SimpleNamespace(periods=periods, demand={("a", "x"): 1.0, ("b", "x"): 1.0}, caps={}, elastic_caps=False,
+                           max_spot_fraction={}, units=[SimpleNamespace(id=u, cost=x.cost) for u, x in units.items()])
+    for k, v in problem.items():
+        setattr(prob, k, v)
+    return SimpleNamespace(problem=prob, result=result, units=units)
+
+
+def test_a_fleet_run_by_several_levels_judges_each_model_at_its_own_largest_demand_there():
+    """Two levels run the same counts; a runs at 0.6 in the first, b at 0.7 in the second: the fleet
+    is judged with a at 0.6 and b at 0.7 (the level busiest in sum would have judged a at 0.3)."""
+    from hetinfra.plan.levels import _fleets
+
+    pr = _profiled([{"ua": 1, "ub": 1}, {"ua": 1, "ub": 1}, {"ua": 2, "ub": 2}],
+                   [{"a": 0.6, "b": 0.3}, {"a": 0.3, "b": 0.7}, {"a": 1.0, "b": 1.0}])
+    [(levels, counts, scale)] = _fleets(pr)
+    assert levels == [0, 1] and counts == {"ua": 1, "ub": 1} and scale == pytest.approx({"a": 0.6, "b": 0.7})
+
+
+def test_a_replica_given_back_keeps_the_spot_fraction_the_caps_and_the_budget():
+    from hetinfra.plan.levels import _allowed
+
+    base = ([{"ua": 1, "ub": 2}, {"ua": 2, "ub": 2}], [{"a": 0.5, "b": 0.5}, {"a": 1.0, "b": 1.0}])
+    pr = _profiled(*base)
+    levels = [dict(lv) for lv in pr.result.periods]
+    assert _allowed(pr, {"ua": 1, "ub": 2}, "ua", [0], levels, None)
+    spot = _profiled(*base, max_spot_fraction={"a": 0.5})  # a's GPUs are all spot: one more breaks half
+    assert not _allowed(spot, {"ua": 1, "ub": 2}, "ua", [0], levels, None)
+    capped = _profiled(*base, caps={("c", "r", "H100"): 3})  # 2 replicas of 2 GPUs: 4 > 3
+    assert not _allowed(capped, {"ua": 1, "ub": 2}, "ua", [0], levels, None)
+    assert _allowed(capped, {"ua": 1, "ub": 2}, "ub", [0], levels, None)  # b uses no H100
+    # the horizon's average: (4 + 2) / 2 + (8 + 2) / 2 = 8 now; a's replica in level 0 adds 2
+    assert _allowed(pr, {"ua": 1, "ub": 2}, "ua", [0], levels, 10.0)
+    assert not _allowed(pr, {"ua": 1, "ub": 2}, "ua", [0], levels, 9.99)

@@ -19,7 +19,8 @@ def _plan(count: int, factor: float, load: float = 1.4, derate: dict | None = No
             "routing": {"m": {"c": [{"unit": "m|h100", "share": 1.0}]}}, "demand_scale": None}
     problem = SimpleNamespace(units=[SimpleNamespace(id="m|h100", rates={"c": factor}),
                                      SimpleNamespace(id="o|l4", rates={"c": 1.0})], headroom=0.0)
-    result = SimpleNamespace(n={"m|h100": count, "o|l4": 1}, flow={("m|h100", "m", "c"): load, ("o|l4", "other", "c"): 0.5})
+    result = SimpleNamespace(n={"m|h100": count, "o|l4": 1}, flow={("m|h100", "m", "c"): load, ("o|l4", "other", "c"): 0.5},
+                             origin_flow={}, periods=[])
     units = {"m|h100": SimpleNamespace(template=SimpleNamespace(id="t")),
              "o|l4": SimpleNamespace(template=SimpleNamespace(id="o"))}
     return SimpleNamespace(view=view, result=result, factor=factor, derate=derate or {"t": factor}, problem=problem,
@@ -64,6 +65,17 @@ def test_every_step_is_solved_where_the_flows_no_longer_fit_or_a_factor_rises():
     assert not _still_carries(pr, {"t": 0.69})  # 1.4 / 0.69 > 2 replicas
     assert not _still_carries(pr, {"t": 0.9, "o": 1.1})  # a rise may make a cheaper plan: solve it
     assert not _still_carries(_plan(2, 0.9, load=1.9), {"t": 0.85})
+    # clients' origins: the solver's rows read per-origin rates, below the class rates read here
+    routed = _plan(2, 0.9)
+    routed.result.origin_flow = {("m|h100", "m", "c", "east"): 1.4}
+    assert not _still_carries(routed, {"t": 0.8})
+    # a demand profile's level sized on its own flows: its 1 replica carries 0.85 req/s (fits down to a
+    # factor of 0.85) while the peak's 2 carry 1.4 (down to 0.7): at 0.8 the level no longer fits
+    profiled = _plan(2, 0.9)
+    profiled.result.periods = [{"counts": {"m|h100": 1, "o|l4": 1}, "load": {"m|h100": 0.85 / 0.9, "o|l4": 0.5}},
+                               {"counts": {"m|h100": 2, "o|l4": 1}, "load": {"m|h100": 1.4 / 0.9, "o|l4": 0.5}}]
+    assert _still_carries(_plan(2, 0.9), {"t": 0.8}) and not _still_carries(profiled, {"t": 0.8})
+    assert _still_carries(profiled, {"t": 0.86})
 
 
 def test_a_changed_fleet_is_simulated_at_the_rounds_factor(monkeypatch):

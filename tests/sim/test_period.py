@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.period import period_view
+from tests.plan.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +73,44 @@ def test_simulate_period_runs_the_night_fleet_and_refuses_bad_periods(committed,
         assert code == 2 and says in err and "Traceback" not in err
     code, _, err = run_cli("simulate", str(example_plans["chat"][0]), "--period", "0", "--out", str(tmp_path))
     assert code == 2 and "has no demand profile" in err and "Traceback" not in err
+
+
+def test_a_plan_with_origins_keeps_each_origins_rows_and_round_trips():
+    """services/multi-region.yaml routes each origin by its own row, with the round trip to the unit's
+    region in TTFT: at the peak's counts the period's view is the plan's routing as it is; with a
+    unit down, each origin's rows lose it, renormalised, round trips kept (none dropped to 0)."""
+    from hetinfra.sim.period import fleet_view
+
+    doc = json.loads((REPO / "tests" / "plan" / "golden" / "multi-region.json").read_text())
+    peak = {a["unit"]: a["count"] for a in doc["allocations"]}
+    same = fleet_view(doc, peak, {})
+
+    def rows_of(routing, key):  # one field of every row, in order
+        return [[r[key] for r in rows] for by_o in routing.values() for per in by_o.values() for rows in per.values()]
+
+    for key in ("unit", "region", "network_ms"):
+        assert rows_of(same["routing_by_origin"], key) == rows_of(doc["routing_by_origin"], key)
+    for key in ("share", "rps"):
+        got, want = rows_of(same["routing_by_origin"], key), rows_of(doc["routing_by_origin"], key)
+        assert [x for r in got for x in r] == pytest.approx([x for r in want for x in r], abs=1e-6)
+    rows = doc["routing_by_origin"]["chat-8b"]
+    units = sorted({r["unit"] for per in rows.values() for cls in per.values() for r in cls})
+    down = units[0]
+    view = fleet_view(doc, {u: c for u, c in peak.items() if u != down}, {"chat-8b": 0.5})
+    rtt = {(o, r["unit"]): r["network_ms"] for o, per in rows.items() for cls in per.values() for r in cls}
+    for origin, per in view["routing_by_origin"]["chat-8b"].items():
+        for cls, got in per.items():
+            assert got and down not in {r["unit"] for r in got}
+            assert sum(r["share"] for r in got) == pytest.approx(1.0, abs=1e-5)
+            assert sum(r["rps"] for r in got) == pytest.approx(0.5 * sum(r["rps"] for r in rows[origin][cls]))
+            assert all(r["network_ms"] == rtt.get((origin, r["unit"]), r["network_ms"]) for r in got)
+
+
+def test_per_period_lists_of_another_length_are_invalid_input(committed):
+    from hetinfra.document.plan import Plan
+
+    _, doc = committed
+    edited = json.loads(json.dumps(doc))
+    next(a for a in edited["allocations"] if a.get("counts_by_period"))["counts_by_period"] = [1, 1]
+    with pytest.raises(InvalidInputError, match=r"counts_by_period does not have one entry per profile period \(24\)"):
+        period_view(Plan.model_validate(edited), 3, "plan.json")
