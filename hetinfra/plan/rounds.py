@@ -287,24 +287,26 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
 def _still_carries(pr: PlanResult, derate: dict[str, float]) -> bool:
     """Whether ``derate`` only lowers ``pr``'s factors and ``pr``'s flows still fit its units at the
     rates that gives: each unit's load within its replicas less the headroom, as the solver's capacity
-    rows read (solver.recheck), at the peak and at every level of a demand profile (each level's counts
-    were sized on its own flows: solver.periods.fold keeps their loads). Never where clients' origins
-    are routed: those rows read per-origin rates (a round trip spends part of the TTFT), which the
-    class rates here overstate, so the solver decides."""
+    rows read (solver.recheck). A demand profile's levels each keep their load at the rates their rows
+    read (solver.periods.fold; per origin where clients' origins are routed, the round trip's share of
+    the TTFT taken: hetinfra.plan.origins), and the peak is one of them; a factor scales a unit's
+    rates, per origin too, so each load grows by old / new. Without levels, a plan routed per origin
+    is left to the solver: its folded flows read class rates, which overstate the per-origin ones."""
     from hetinfra.solver.recheck import TOL
 
     old = pr.derate
-    if pr.result.origin_flow or any(derate.get(t, 1.0) > old.get(t, 1.0) for t in set(old) | set(derate)):
+    if any(derate.get(t, 1.0) > old.get(t, 1.0) for t in set(old) | set(derate)):
         return False
-
-    def slower(uid: str) -> float:  # the unit's rates now over before
-        tid = pr.units[uid].template.id
-        return derate.get(tid, 1.0) / old.get(tid, 1.0)
 
     def fits(load: dict[str, float], counts: dict[str, int]) -> bool:
         room = 1.0 - pr.problem.headroom
-        return all(used / slower(uid) <= room * counts.get(uid, 0) * (1 + TOL) + TOL for uid, used in load.items())
+        return all(used * old.get(tid := pr.units[uid].template.id, 1.0) / derate.get(tid, 1.0)
+                   <= room * counts.get(uid, 0) * (1 + TOL) + TOL for uid, used in load.items())
 
+    if pr.result.periods:
+        return all(fits(lv.get("load") or {}, lv["counts"]) for lv in pr.result.periods)
+    if pr.result.origin_flow:
+        return False
     units = {u.id: u for u in pr.problem.units}
     load: dict[str, float] = {}
     for (uid, _model, cls), f in pr.result.flow.items():
@@ -312,7 +314,7 @@ def _still_carries(pr: PlanResult, derate: dict[str, float]) -> bool:
         if rate <= 0.0:
             return False  # not a flow the capacity rows read: let the solver decide
         load[uid] = load.get(uid, 0.0) + f / rate
-    return fits(load, pr.result.n) and all(fits(lv.get("load") or {}, lv["counts"]) for lv in pr.result.periods)
+    return fits(load, pr.result.n)
 
 
 def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,

@@ -76,6 +76,9 @@ def test_every_step_is_solved_where_the_flows_no_longer_fit_or_a_factor_rises():
                                {"counts": {"m|h100": 2, "o|l4": 1}, "load": {"m|h100": 1.4 / 0.9, "o|l4": 0.5}}]
     assert _still_carries(_plan(2, 0.9), {"t": 0.8}) and not _still_carries(profiled, {"t": 0.8})
     assert _still_carries(profiled, {"t": 0.86})
+    # with levels, their loads (at the per-origin rates their rows read) decide, origins or not
+    profiled.result.origin_flow = {("m|h100", "m", "c", "east"): 1.4}
+    assert _still_carries(profiled, {"t": 0.86}) and not _still_carries(profiled, {"t": 0.8})
 
 
 def test_a_changed_fleet_is_simulated_at_the_rounds_factor(monkeypatch):
