@@ -172,7 +172,9 @@ class Replications(Doc):
                                                                    "(fidelity.requests: the confirmation's).")
     decide_seeds: list[StrictInt] = Field(description="Seeds of the final plan's judgement by the search.")
     confirm_seeds: list[StrictInt] = Field(description="Seeds of its confirmation (disjoint from the decide seeds).")
-    simulated: dict[StrictStr, StrictInt] = Field(description="Replications simulated per purpose (decide, confirm).")
+    simulated: dict[StrictStr, StrictInt] = Field(description="Replications simulated per purpose (decide, confirm), "
+                                                              "the over-provisioning search's and the off-peak "
+                                                              "fleets' included.")
 
 
 class OverProvisioning(Doc):

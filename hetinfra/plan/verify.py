@@ -182,7 +182,6 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         budget = ROUNDS_AFTER_VETO
     _pad(out, decide, confirm)
     out.checked_removals = len(decide.last_pass)
-    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     out.requests = confirm.longest
     out.confirm_requests = {m["model"]: confirm.length(m["model"]) for m in out.confirmation.get("models", ())}
     out.decide_requests = int(decide.config.requests)
@@ -192,6 +191,8 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     if met:
         out.pr, out.off_peak_fleets, out.off_peak = _off_peak(out.pr, confirm)
     out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
+    # every replication run, the off-peak fleets' and the over-provisioning search's among them
+    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     _check_budget(out.pr, met)
     return out
 
