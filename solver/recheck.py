@@ -6,7 +6,7 @@ from __future__ import annotations
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.result import SolveResult
 
-__all__ = ["TOL", "verify"]
+__all__ = ["TOL", "count_breaches", "verify"]
 
 #: Feasibility tolerance used when re-checking a returned solution (relative where it makes sense).
 TOL = 1e-6
@@ -33,18 +33,9 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
     for u, cnt in r.n.items():
         if cnt < 0 or cnt != int(cnt):
             bad.append(f"unit {u} count {cnt} is not a whole number")
-    if not problem.elastic_caps:
-        for g, cap in problem.caps.items():
-            used = sum(dict(units[u].gpu_use).get(g, 0) * c for u, c in r.n.items())
-            if used > cap:
-                bad.append(f"{'/'.join(g)} uses {used} GPUs > cap {cap}")
-        if problem.budget is not None and r.cost(problem) > problem.budget * (1 + TOL):
-            bad.append(f"cost {r.cost(problem):.4f} > budget {problem.budget}")
-    for mod, frac in problem.max_spot_fraction.items():
-        total = sum(units[u].gpus * c for u, c in r.n.items() if units[u].model == mod)
-        spot = sum(units[u].gpus * c for u, c in r.n.items() if units[u].model == mod and units[u].spot)
-        if spot > frac * total + TOL:
-            bad.append(f"model {mod}: {spot} of {total} GPUs on spot > {frac:.0%}")
+    bad += count_breaches(problem, r.n)
+    if not problem.elastic_caps and problem.budget is not None and r.cost(problem) > problem.budget * (1 + TOL):
+        bad.append(f"cost {r.cost(problem):.4f} > budget {problem.budget}")
     for group in problem.tied:
         if len({r.n.get(u, 0) for u in group}) > 1:
             bad.append(f"committed base {group[0]}: counts differ across periods")
@@ -60,6 +51,30 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
             local = sum(v for (u, mm, _), v in r.flow.items() if mm == mod and units[u].region == region)
             if local < problem.locality * lam * scale - TOL * max(1.0, lam):
                 bad.append(f"model {mod}: {local:.4g} req/s served in {region} < {problem.locality:g} x {lam * scale:.4g}")
+    return bad
+
+
+def count_breaches(problem: AllocationProblem, n: dict[str, int], units: set[str] | None = None) -> list[str]:
+    """What the instance counts ``n`` break of the rules on counts alone: the availability caps (unless
+    elastic) and each model's max_spot_fraction (of its GPUs). ``units``: only the caps those units use
+    and those units' models (a check of one unit added: hetinfra.plan.levels), every rule otherwise."""
+    by_id = {u.id: u for u in problem.units}
+    bad = []
+    if not problem.elastic_caps:
+        for g, cap in problem.caps.items():
+            if units is not None and not any(dict(by_id[u].gpu_use).get(g) for u in units):
+                continue
+            used = sum(dict(by_id[u].gpu_use).get(g, 0) * c for u, c in n.items())
+            if used > cap:
+                bad.append(f"{'/'.join(g)} uses {used} GPUs > cap {cap}")
+    models = None if units is None else {by_id[u].model for u in units}
+    for mod, frac in problem.max_spot_fraction.items():
+        if models is not None and mod not in models:
+            continue
+        total = sum(by_id[u].gpus * c for u, c in n.items() if by_id[u].model == mod)
+        spot = sum(by_id[u].gpus * c for u, c in n.items() if by_id[u].model == mod and by_id[u].spot)
+        if spot > frac * total + TOL:
+            bad.append(f"model {mod}: {spot} of {total} GPUs on spot > {frac:.0%}")
     return bad
 
 

@@ -122,50 +122,34 @@ def _mended_fleet(pr, view: dict, judge, more, fleet_of: tuple, levels: list[dic
 
 def _unit_to_restore(pr, counts: dict[str, int], fleet: dict, judged: dict, model: str, allowed) -> str | None:
     """The unit of ``model`` to give one replica back in the fleet ``counts``: below its peak count and
-    ``allowed`` (the spec's rules hold with it); one that runs first, in the padding's order on the last
-    judgement (unstable, most requests outside the bounds per replication, worst ratio), then the
-    most req/s per replica, then the units down off-peak by their peak share; None when none can."""
-    from hetinfra.plan.pad import unit_ratios
+    ``allowed`` (the spec's rules hold with it); the units that run first, in the padding's order on the
+    last judgement and their req/s per replica in the fleet (hetinfra.plan.pad.padding_order), then
+    the units down off-peak by their req/s at the peak; None when none can."""
+    from hetinfra.plan.pad import padding_order, routed_rps, unit_ratios
 
-    ratios = unit_ratios(judged)
     rps: dict[str, float] = {}
     for rows in fleet["routing"].get(model, {}).values():
         for r in rows:
             rps[r["unit"]] = rps.get(r["unit"], 0.0) + float(r["rps"])
-    peak_rps: dict[str, float] = {}
-    for (uid, m, _cls), r in pr.result.flow.items():
-        if m == model:
-            peak_rps[uid] = peak_rps.get(uid, 0.0) + float(r)
-
-    def first(u: str) -> tuple:
-        unstable, missed, worst = ratios.get(u, (False, 0.0, 0.0))
-        running = counts.get(u, 0) > 0
-        load = rps.get(u, 0.0) / counts[u] if running else peak_rps.get(u, 0.0)
-        return not running, not unstable, -missed, -worst, -load, u
-
-    room = sorted((u for u, n in pr.result.n.items() if pr.units[u].model == model and counts.get(u, 0) < n),
-                  key=first)
-    return next((u for u in room if allowed(u)), None)
+    room = [u for u, n in pr.result.n.items() if pr.units[u].model == model and counts.get(u, 0) < n]
+    running = [u for u in room if counts.get(u, 0) > 0]
+    down = [u for u in room if counts.get(u, 0) <= 0]
+    ordered = padding_order(running, unit_ratios(judged), {u: rps.get(u, 0.0) / counts[u] for u in running}) + \
+        padding_order(down, {}, routed_rps(pr, model))
+    return next((u for u in ordered if allowed(u)), None)
 
 
 def _allowed(pr, counts: dict[str, int], uid: str, lvs: list[int], levels: list[dict], budget: float | None) -> bool:
     """Whether one more replica of ``uid`` in the fleet ``counts`` (run by ``lvs``) keeps the spec's
-    rules the solver holds each level to: its model's max_spot_fraction, the availability caps, and
-    ``budget`` on the average cost over the horizon (``levels`` with the replica added)."""
+    rules the solver holds each level to: the availability caps and its model's max_spot_fraction
+    (solver.recheck.count_breaches, on the rules that replica touches), and ``budget`` on the average
+    cost over the horizon (``levels`` with the replica added)."""
+    from hetinfra.solver.recheck import count_breaches
+
     more = {**counts, uid: counts.get(uid, 0) + 1}
-    unit, problem = pr.units[uid], pr.problem
-    frac = problem.max_spot_fraction.get(unit.model)
-    if frac is not None and unit.spot:
-        mine = [(u, c) for u, c in more.items() if pr.units[u].model == unit.model]
-        total = sum(pr.units[u].gpus * c for u, c in mine)
-        if sum(pr.units[u].gpus * c for u, c in mine if pr.units[u].spot) > frac * total + 1e-9:
-            return False
-    if not problem.elastic_caps:
-        for key, cap in problem.caps.items():
-            if dict(unit.gpu_use).get(key) and sum(dict(pr.units[u].gpu_use).get(key, 0) * c
-                                                    for u, c in more.items()) > cap:
-                return False
+    if count_breaches(pr.problem, more, {uid}):
+        return False
     if budget is not None:
         after = [{**lv, "counts": {**lv["counts"], uid: more[uid]}} if k in lvs else lv for k, lv in enumerate(levels)]
-        return replace(pr.result, periods=after).cost(problem) <= budget + 1e-9
+        return replace(pr.result, periods=after).cost(pr.problem) <= budget + 1e-9
     return True

@@ -31,7 +31,7 @@ from hetinfra.plan.rounds import simulation_view
 from hetinfra.plan.trim import breaks_rules
 from hetinfra.plan.verdicts import seeds_union
 
-__all__ = ["padded", "with_replica", "unit_ratios", "PAD_STEPS", "PAD_CUT"]
+__all__ = ["padded", "with_replica", "unit_ratios", "padding_order", "routed_rps", "PAD_STEPS", "PAD_CUT"]
 
 #: the most replicas the padding adds to one model (each judged on fresh seeds)
 PAD_STEPS = 4
@@ -128,7 +128,7 @@ def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, r
 
 
 def unit_ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
-    """Per unit, over ``judgements``, what :func:`_order` pads first by: whether it was unstable in one,
+    """Per unit, over ``judgements``, what :func:`padding_order` pads first by: whether it was unstable in one,
     the most requests outside its model's bounds per replication (``missed_requests``), and its worst
     objective ratio."""
     out: dict[str, tuple[bool, float, float]] = {}
@@ -155,24 +155,36 @@ def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], recor
 
 
 def _order(pr: PlanResult, ratio: dict[str, tuple[bool, float, float]], model: str) -> list[str]:
-    """``model``'s units, the one to pad first first, on the last judgements (``ratio``, per unit:
+    """``model``'s units, the one to pad first first (:func:`padding_order` on the last judgements
+    ``ratio`` and each unit's routed req/s per replica)."""
+    rps = routed_rps(pr, model)
+    mine = [uid for uid in pr.result.n if pr.units[uid].model == model and pr.result.n[uid] > 0]
+    return padding_order(mine, ratio, {u: rps.get(u, 0.0) / pr.result.n[u] for u in mine})
+
+
+def routed_rps(pr: PlanResult, model: str) -> dict[str, float]:
+    """Each of ``model``'s units' req/s in the plan's routing (at its peak, under a demand profile)."""
+    rps: dict[str, float] = {}
+    for (uid, m, _cls), r in pr.result.flow.items():
+        if m == model:
+            rps[uid] = rps.get(uid, 0.0) + float(r)
+    return rps
+
+
+def padding_order(units, ratio: dict[str, tuple[bool, float, float]], per_replica: dict[str, float]) -> list[str]:
+    """``units`` in the order a model's capacity is added back (here, and to a demand profile's
+    off-peak fleets: hetinfra.plan.levels), on the last judgements (``ratio``, per unit:
     :func:`unit_ratios`): an unstable unit (its queue fails its model whatever the others do), then the
     unit holding the most of its model's requests outside the bounds (a percentile over the model's
     requests is met by relieving where its misses are: padded by its own worst ratio, a 2 x
     A100-80GB unit carrying 1.5% of a 70B model's requests got the replica while the H100 unit that
     held the misses stayed, and the plan missed 2 of 10 audit seeds), then the worst ratio, then the
-    most req/s per replica, then by id (the same order on every run)."""
-    rps: dict[str, float] = {}
-    for (uid, m, _cls), r in pr.result.flow.items():
-        if m == model:
-            rps[uid] = rps.get(uid, 0.0) + float(r)
-    mine = [uid for uid in pr.result.n if pr.units[uid].model == model and pr.result.n[uid] > 0]
-
+    most req/s per replica (``per_replica``), then by id (the same order on every run)."""
     def first(u: str) -> tuple:
         unstable, missed, worst = ratio.get(u, (False, 0.0, 0.0))
-        return not unstable, -missed, -worst, -rps.get(u, 0.0) / pr.result.n[u], u
+        return not unstable, -missed, -worst, -per_replica.get(u, 0.0), u
 
-    return sorted(mine, key=first)
+    return sorted(units, key=first)
 
 
 def with_replica(pr: PlanResult, uid: str) -> PlanResult:

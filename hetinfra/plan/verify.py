@@ -368,16 +368,20 @@ def _off_peak(pr: PlanResult, confirm) -> tuple[PlanResult, list[dict], list[str
 
     if not pr.result.periods:
         return pr, [], []
-    spec = pr.inputs.spec
-    budget = spec.budget_usd_per_hour if "budget" in verification_overrides(spec) else None  # as _check_budget
-    return mended_off_peak(pr, simulation_view(pr), confirm, lambda: current().check(OFF_PEAK_CUT), budget)
+    return mended_off_peak(pr, simulation_view(pr), confirm, lambda: current().check(OFF_PEAK_CUT),
+                           _verified_budget(pr.inputs.spec))
+
+
+def _verified_budget(spec) -> float | None:
+    """The spec's $/h budget where it limits the verified plan rather than the rounds' solves (min_cost:
+    verification_overrides lifts it from them); None otherwise."""
+    return spec.budget_usd_per_hour if "budget" in verification_overrides(spec) else None
 
 
 def _check_budget(pr: PlanResult, met: bool) -> None:
     """A min_cost budget is a limit on the verified plan (the rounds solve without it)."""
-    spec = pr.inputs.spec
-    budget = spec.budget_usd_per_hour
-    if budget is None or "budget" not in verification_overrides(spec):
+    budget = _verified_budget(pr.inputs.spec)
+    if budget is None:
         return
     cost = pr.result.cost(pr.problem)
     if cost > budget + 1e-9:

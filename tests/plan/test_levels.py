@@ -144,7 +144,7 @@ def _profiled(counts_by_level: list[dict], mults: list[dict], **problem):
     peak = {u: max(lv.get(u, 0) for lv in counts_by_level) for u in units}
     result = SolveResult("optimal", n=peak, periods=[{"counts": dict(c), "load": {}} for c in counts_by_level])
     prob = SimpleNamespace(periods=periods, demand={("a", "x"): 1.0, ("b", "x"): 1.0}, caps={}, elastic_caps=False,
-                           max_spot_fraction={}, units=[SimpleNamespace(id=u, cost=x.cost) for u, x in units.items()])
+                           max_spot_fraction={}, units=[SimpleNamespace(id=u, **vars(x)) for u, x in units.items()])
     for k, v in problem.items():
         setattr(prob, k, v)
     return SimpleNamespace(problem=prob, result=result, units=units)
