@@ -29,7 +29,7 @@ def plan_problems(plan, *, cloud_copy: bool = False) -> list[str]:
     disagree, as ``field.path why`` (empty: none)."""
     out = [HintedError(f"allocations[{i}].{why}", UNKNOWN_GPU_HINT)
            for i, a in enumerate(plan.allocations) if (why := plan_gpu_problem(a))]
-    out += _routed_classes(plan) + _class_mixes(plan)
+    out += _routed_classes(plan) + _class_mixes(plan) + _period_lists(plan)
     if not cloud_copy:
         out += routes_to_missing({a.unit for a in plan.allocations}, plan.routing, plan.routing_by_origin)
     return out
@@ -72,3 +72,26 @@ def _class_mixes(plan) -> list[str]:
     return [f"models[{i}].classes shares sum to {total:g}: they are the model's request mix and sum to 1"
             for i, m in enumerate(plan.models) if m.classes
             and abs((total := sum(float(c.share) for c in m.classes)) - 1.0) > SHARE_TOL]
+
+
+def _period_lists(plan) -> list[str]:
+    """A demand profile's per-period lists have one entry per profile period: every model's
+    multipliers as long as the longest, and each allocation's ``counts_by_period`` too, none above its
+    ``count`` (the peak's fleet, deployed). An edited one sent `simulate --period` to an IndexError."""
+    lengths = [len(m.demand_profile.multipliers) for m in plan.models if m.demand_profile]
+    if not lengths:
+        return []
+    n = max(lengths)
+    out = [f"models[{i}].demand_profile.multipliers has {len(m.demand_profile.multipliers)} entries: one per "
+           f"profile period ({n})" for i, m in enumerate(plan.models)
+           if m.demand_profile and len(m.demand_profile.multipliers) != n]
+    for i, a in enumerate(plan.allocations):
+        if a.counts_by_period is None:
+            continue
+        if len(a.counts_by_period) != n:
+            out.append(f"allocations[{i}].counts_by_period has {len(a.counts_by_period)} entries: one per profile "
+                       f"period ({n})")
+        elif max(a.counts_by_period) > a.count:
+            out.append(f"allocations[{i}].counts_by_period runs {max(a.counts_by_period)} instances in a period, "
+                       f"more than its count {a.count} (the peak's fleet)")
+    return out

@@ -77,8 +77,9 @@ def _origin_rows(view: dict, allocations: list[dict], routing: dict, staying: di
 
 def period_view(plan, period: int, where: str) -> dict:
     """The plan (a hetinfra.document Plan) as its fleet runs in profile period ``period`` (0-based), as a
-    simulation view; InvalidInputError (exit 2) for a plan without a demand profile, a period outside
-    it, or per-period lists of other lengths than the profile's (``where``: the plan's path)."""
+    simulation view; InvalidInputError (exit 2) for a plan without a demand profile or a period outside
+    it (``where``: the plan's path; the Plan's own checks hold its per-period lists to the profile's
+    length: hetinfra.document.consistency)."""
     profiles = {m.name: [float(x) for x in m.demand_profile.multipliers] for m in plan.models if m.demand_profile}
     if not profiles:
         raise InvalidInputError(f"{where}: --period {period}, but the plan has no demand profile "
@@ -88,12 +89,6 @@ def period_view(plan, period: int, where: str) -> dict:
     if not 0 <= period < n:
         raise InvalidInputError(f"{where}: --period {period} is outside the plan's profile periods 0..{n - 1}",
                                 hint=f"give a period from 0 to {n - 1}")
-    short = [f"models[{m}].demand_profile.multipliers" for m, x in profiles.items() if len(x) != n] + [
-        f"allocations[{a.unit}].counts_by_period" for a in plan.allocations
-        if a.counts_by_period is not None and len(a.counts_by_period) != n]
-    if short:
-        raise InvalidInputError(f"{where}: {short[0]} does not have one entry per profile period ({n})",
-                                hint="plan.json is written by `hetinfra plan`; re-plan instead of editing it")
     counts = {a.unit: (a.counts_by_period[period] if a.counts_by_period else a.count) for a in plan.allocations}
     if not any(counts.values()):
         raise InvalidInputError(f"{where}: no unit runs in profile period {period} (counts_by_period)",

@@ -106,11 +106,19 @@ def test_a_plan_with_origins_keeps_each_origins_rows_and_round_trips():
             assert all(r["network_ms"] == rtt.get((origin, r["unit"]), r["network_ms"]) for r in got)
 
 
-def test_per_period_lists_of_another_length_are_invalid_input(committed):
-    from hetinfra.document.plan import Plan
+@pytest.mark.parametrize("edit, says", [
+    (lambda a: a.update(counts_by_period=[1, 1]), r"allocations\[\d+\]\.counts_by_period has 2 entries: one per profile period \(24\)"),
+    (lambda a: a.update(counts_by_period=[a["count"] + 1] * 24), r"counts_by_period runs \d+ instances in a period, more than its count"),
+])
+def test_per_period_lists_unlike_the_profile_are_invalid_input_for_every_reader(committed, tmp_path, edit, says):
+    """The Plan's own checks (hetinfra.document.consistency), so every command that reads plan.json
+    refuses it: exit 2 naming the field (simulate --period raised IndexError)."""
+    from hetinfra.document import load_plan
 
     _, doc = committed
     edited = json.loads(json.dumps(doc))
-    next(a for a in edited["allocations"] if a.get("counts_by_period"))["counts_by_period"] = [1, 1]
-    with pytest.raises(InvalidInputError, match=r"counts_by_period does not have one entry per profile period \(24\)"):
-        period_view(Plan.model_validate(edited), 3, "plan.json")
+    edit(next(a for a in edited["allocations"] if a.get("counts_by_period")))
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(edited))
+    with pytest.raises(InvalidInputError, match=says):
+        load_plan(path)
