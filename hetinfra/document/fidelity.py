@@ -33,10 +33,15 @@ class Judgement(Doc):
                     "objective after the most replications (not met).")
     stable: Optional[StrictBool] = Field(None, description="Its units were in steady state in every replication.")
     estimate: Optional[Statistics] = Field(None, description="The mean over replications of each statistic.")
-    bound: Optional[Statistics] = Field(None, description="Its one-sided bound at fidelity.replications.confidence "
-                                                          "(upper for latencies, lower for attainment); null on one "
-                                                          "replication.")
+    bound: Optional[Statistics] = Field(None, description="Its one-sided bound at fidelity.replications.confidence, "
+                                                          "or at this judgement's own confidence where it states "
+                                                          "one (upper for latencies, lower for attainment); null on "
+                                                          "one replication.")
     ratio_bound: Optional[Number] = Field(None, description="The worst bound over its objective (> 1 misses).")
+    confidence: Optional[Number] = Field(None, description="This judgement's one-sided confidence where it is not "
+                                                           "fidelity.replications.confidence: 0.99 for a model the "
+                                                           "confirmation judged under KV pressure (a KV cache 95% "
+                                                           "full or preempting in a replication); absent otherwise.")
 
 
 class _Head(Doc):
@@ -163,7 +168,8 @@ class Replications(Doc):
     """How every decision of verification and the confirmation were judged."""
 
     method: StrictStr = Field(description="The method, in words.")
-    confidence: Number = Field(description="One-sided confidence of every bound (0.95).")
+    confidence: Number = Field(description="One-sided confidence of every bound (0.95), but a judgement's that states "
+                                           "its own (confirmation.models[].confidence).")
     base_seed: StrictInt = Field(description="planning.verify.seed: the decide and confirm seeds derive from it.")
     start: StrictInt = Field(description="Replications per judgement after the one-seed screen.")
     step: StrictInt = Field(description="Replications added at a time while a model is undecided.")

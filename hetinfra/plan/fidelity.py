@@ -124,10 +124,16 @@ def _model_fidelity(m: dict) -> FidelityModel:
 
 
 def _judgement(m: dict) -> dict:
-    """What the replications say of one model (hetinfra.sim.replications.judge, or a one-seed screen)."""
+    """What the replications say of one model (hetinfra.sim.replications.judge, or a one-seed screen),
+    with its confidence where it is not every judgement's (a model the confirmation judged under KV
+    pressure: hetinfra.plan.kv_pressure.PRESSED_CONFIDENCE)."""
+    from hetinfra.plan.verdicts import CONFIDENCE
+
+    level = (m.get("objective") or {}).get("confidence")
     return {"replications": m.get("replications", 1), "seeds": list(m.get("seeds") or ()),
             "decision": m.get("decision", "met" if m["met"] else "missed"), "stable": m.get("stable", True),
-            "estimate": m.get("estimate"), "bound": m.get("bound"), "ratio_bound": m.get("ratio_bound")}
+            "estimate": m.get("estimate"), "bound": m.get("bound"), "ratio_bound": m.get("ratio_bound"),
+            **({"confidence": level} if level is not None and level != CONFIDENCE else {})}
 
 
 def _replications(v: Verification, seed: int) -> Replications:

@@ -23,7 +23,8 @@ plan, seeds no decision saw):
    replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
    The confirmation also keeps running a model that meets while its plan is under KV pressure (a
    KV cache at least KV_NEAR full, or preempting, in a replication of either judge: ``pressure``),
-   up to MAX_PRESSED.
+   up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
+   heavy upper tail, which a normal bound at CONFIDENCE underrates).
 
 The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
 missed in every later judgement of the search (:meth:`Replicated.veto`).
@@ -43,7 +44,7 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
-from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, kv_filled
+from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, kv_filled
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
 
@@ -70,7 +71,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
           f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run) of each statistic is "
+          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under KV pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json
@@ -276,8 +277,6 @@ class Replicated:
 
     def _fresh_on_block(self, view: dict, names: list[str], out: dict, parsed: dict) -> dict:
         """:meth:`_fresh` of ``names``, which share their seeds: the screen's simulation's top-level keys."""
-        from hetinfra.sim.replications import judge
-
         [first] = self._run(view, names, slice(0, 1), parsed)
         out.update({m["model"]: screened(m, first) for m in first["models"] if clearly_out(m, first)})
         if self.early:
@@ -294,19 +293,33 @@ class Replicated:
             for sim in self._run(view, todo, slice(have, count), parsed):
                 for n in todo:
                     runs[n].append(sim)
-            verdict = judge([only(s, set(todo)) for s in runs[todo[0]]], CONFIDENCE, self.margin)
+            for n in todo:
+                if kv_filled(runs[n], n, KV_NEAR):
+                    self.pressure.add(model_state(view, n))
+            pressed = {n for n in todo if self.pressed and self.under_pressure(view, n)}
+            verdict = self._verdict(runs[todo[0]], todo, pressed)
             for m in verdict["models"]:
-                if kv_filled(runs[m["model"]], m["model"], KV_NEAR):
-                    self.pressure.add(model_state(view, m["model"]))
-                pressed = self.pressed and self.under_pressure(view, m["model"])
                 near = self.edge and m["met"] and count < EDGE_LOOK and \
                     (m["ratio_bound"] or 0.0) > 1.0 - self.margin - EDGE  # met: within 1 - margin
-                open_ = m["decision"] == "undecided" or (pressed and m["met"]) or near
+                open_ = m["decision"] == "undecided" or (m["model"] in pressed and m["met"]) or near
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
-                if not open_ or count >= (self.most if pressed else MAX):
+                if not open_ or count >= (self.most if m["model"] in pressed else MAX):
                     del runs[m["model"]]
             count, judged = min(count + STEP, self.most), True
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+    def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:
+        """``models`` judged on their replications ``sims`` (hetinfra.sim.replications.judge), those in
+        ``pressed`` (the confirmation's models under KV pressure) at PRESSED_CONFIDENCE, the others at
+        CONFIDENCE: a model's entry and its units' depend on its own runs only, so each set is judged apart."""
+        from hetinfra.sim.replications import judge
+
+        sets = [(CONFIDENCE, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
+        verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin) for level, names in sets if names]
+        by_model = {m["model"]: m for v in verdicts for m in v["models"]}
+        judged = [by_model[n] for n in models]
+        return {**verdicts[0], "met": all(m["met"] for m in judged), "models": judged,
+                "units": [u for v in verdicts for u in v["units"]]}
 
 
 #: allocations[] keys the planner writes for the reader (its rated load), which no simulation reads

@@ -32,14 +32,16 @@ def judgement_lines(plan: "Plan") -> list[str]:
     f = verified_fidelity(plan)
     if f is None or f.replications is None:
         return []
-    conf = f"{100 * f.replications.confidence:g}%"
+    def conf(judged) -> str:  # a judgement's own confidence where it states one (KV pressure)
+        return f"{100 * (judged.confidence or f.replications.confidence):g}%"
+
     confirmed = confirmed_by_model(plan)
     out = []
     for m in f.models or ():
-        line = f"{m.model}: {_binding(m, m, conf)} ({_searched(m)})"
+        line = f"{m.model}: {_binding(m, m, conf(m))} ({_searched(m)})"
         c = confirmed.get(m.model)
         if c is not None:
-            line += f"; confirmed on fresh seeds: {_binding(m, c, conf)} ({c.replications} " \
+            line += f"; confirmed on fresh seeds: {_binding(m, c, conf(c))} ({c.replications} " \
                     f"replication(s), {c.decision})"
         out.append(line)
     return out

@@ -3,6 +3,7 @@ adaptive replications with a stated confidence, and removals kept only where fre
 
 from __future__ import annotations
 
+import json
 import shutil
 from types import SimpleNamespace
 
@@ -246,6 +247,11 @@ def test_plan_json_states_the_method_the_seeds_and_each_models_estimate_and_boun
         searched = line.split("; confirmed on fresh seeds")[0]
         assert ("met on its screening seed, far inside" in searched) == (m["replications"] == 1)
         assert "(1 replication(s)" not in line
+    # a judgement that states its own confidence (a model confirmed under KV pressure) is read at it
+    pressed = json.loads(json.dumps(doc))
+    pressed["fidelity"]["confirmation"]["models"][0]["confidence"] = 0.99
+    searched, confirmed = judgement_lines(Plan.parse(pressed))[0].split("; confirmed on fresh seeds")
+    assert "(95% bound " in searched and "(99% bound " in confirmed
 
 
 @pytest.mark.parametrize("name", ["chat.yaml", "committed.yaml"])
@@ -365,15 +371,10 @@ def test_a_factor_that_moves_no_simulated_input_keeps_the_judgement_and_one_that
     assert len(runs) > ran and runs[ran][0] == ["clear"]
 
 
-@pytest.mark.parametrize("kv_max, most", [(0.96, replicated.MAX_PRESSED), (0.9, replicated.START)])
-def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replications(monkeypatch, kv_max, most):
-    """A model far inside its objective whose KV cache was KV_NEAR (95%) full in a replication is
-    confirmed on MAX_PRESSED seeds (a rare collapse shows in many seeds far more often than in a
-    few); at 90% full it stops at START. The block of confirm seeds is MAX_PRESSED long, so a fresh
-    block never reuses one."""
+def _pressed_confirm(monkeypatch, kv_max: float):
+    """A confirmation judge (up to MAX_PRESSED seeds) whose runs report every unit's KV cache ``kv_max`` full."""
     from hetinfra.sim import replications
 
-    monkeypatch.setitem(RATIOS, "clear", [0.5] * replicated.MAX_PRESSED)
     confirm, _ = _judge(monkeypatch, "confirm")
     confirm.pressed, confirm.most = True, replicated.MAX_PRESSED
     confirm.seeds = replications.seeds_for(0, "confirm", replicated.MAX_PRESSED)
@@ -387,12 +388,43 @@ def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replication
         return sims
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", with_kv)
+    return confirm
+
+
+@pytest.mark.parametrize("kv_max, most", [(0.96, replicated.MAX_PRESSED), (0.9, replicated.START)])
+def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replications(monkeypatch, kv_max, most):
+    """A model far inside its objective whose KV cache was KV_NEAR (95%) full in a replication is
+    confirmed on MAX_PRESSED seeds (a rare collapse shows in many seeds far more often than in a
+    few); at 90% full it stops at START. The block of confirm seeds is MAX_PRESSED long, so a fresh
+    block never reuses one."""
+    monkeypatch.setitem(RATIOS, "clear", [0.5] * replicated.MAX_PRESSED)
+    confirm = _pressed_confirm(monkeypatch, kv_max)
     view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
     [model] = confirm(view)["models"]
     assert model["met"] and model["replications"] == most
     first = list(confirm.seeds)
     confirm.fresh()
     assert len(confirm.seeds) == replicated.MAX_PRESSED and set(first).isdisjoint(confirm.seeds)
+
+
+@pytest.mark.parametrize("kv_max", [0.96, 0.9])
+def test_a_model_under_kv_pressure_is_confirmed_at_the_higher_confidence(monkeypatch, kv_max):
+    """Runs at 0.92-0.98 of the objective (mean 0.95, sd 0.021): without KV pressure the 95% prediction
+    bound meets on 6 replications (0.998); under it (a KV cache 96% full) the confirmation runs all 13
+    and judges at 99%, whose bound (1.008) is outside: not met, and the entry says which confidence."""
+    from hetinfra.plan.fidelity import _judgement
+    from hetinfra.plan.kv_pressure import PRESSED_CONFIDENCE
+
+    monkeypatch.setitem(RATIOS, "clear", [0.95, 0.98, 0.92, 0.95, 0.97, 0.93, 0.95, 0.98, 0.92, 0.95, 0.97, 0.93, 0.95])
+    confirm = _pressed_confirm(monkeypatch, kv_max)
+    [model] = confirm({**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]})["models"]
+    if kv_max < replicated.KV_NEAR:
+        assert model["met"] and model["replications"] == 6 and model["ratio_bound"] < 1.0
+        assert "confidence" not in _judgement(model)  # every judgement's: fidelity.replications.confidence
+    else:
+        assert not model["met"] and model["replications"] == replicated.MAX_PRESSED
+        assert model["decision"] == "undecided" and model["ratio_bound"] > 1.0
+        assert _judgement(model)["confidence"] == PRESSED_CONFIDENCE == model["objective"]["confidence"]
 
 
 def test_each_plan_confirmed_is_sized_anew_never_under_the_first_plans_need(monkeypatch):
