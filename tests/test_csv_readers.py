@@ -137,7 +137,7 @@ def test_a_bad_line_of_a_profile_is_named_by_its_real_line():
     from hetinfra.perf.profiles import parse_profiles_csv
 
     text = HEADERS["profiles"] + "\n\n" + ",".join(_row("profiles", 0, 1)) + '\n"chat\n8b",L4,1,1,1,1,1,1,x\n'
-    with pytest.raises(InvalidInputError, match=r"p\.csv:4: bad number"):
+    with pytest.raises(InvalidInputError, match=r"p\.csv:4: column .max_rps. is .x., not a number"):
         parse_profiles_csv(text, "p.csv")
 
 

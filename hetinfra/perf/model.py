@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +72,10 @@ class PerformanceModel:
     def _rate(self, ctx: ModelContext, gpu: str, tp: int, pp: int, cls: RequestClass, nodes: int | None = None
               ) -> RateResult:
         row = self.profiles.lookup(ctx.names, gpu, tp, pp, cls.input_tokens, cls.output_tokens, ctx.ttft_ms, ctx.tpot_ms)
+        spec = get_gpu(gpu)
         if row is not None:
             reason = None if row.max_rps > 0 else f"profile {row.origin} gives 0 req/s"
-            return RateResult(row.max_rps, f"profile:{row.origin}", reason)
-        spec = get_gpu(gpu)
+            return RateResult(min(row.max_rps, _physical_bound(ctx, spec, tp, pp, cls)), f"profile:{row.origin}", reason)
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
             return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
@@ -106,6 +108,21 @@ class PerformanceModel:
             if f is not None and f.covers(cls.input_tokens, cls.output_tokens):  # runs of this class's sizes
                 other = (f.factor, E2E_SOURCE)
         return RateResult(est.max_rps, source, None, est.min_tpot_ms, est.min_ttft_ms, est.batch, other)
+
+
+def _physical_bound(ctx: ModelContext, spec, tp: int, pp: int, cls: RequestClass) -> float:
+    """The most req/s a measured row may claim (hetinfra.perf.roofline.bandwidth_bound_rps: each decode step
+    reads the engine's weights once), inf where the model's architecture or the GPU is unknown. A row past
+    it is planned at it (and said: plausible.implausible_profile_rows): rates of 1e8 req/s put coefficients
+    of 1e-8 in the ILP's capacity rows, and HiGHS answered a plan that loaded an L4 unit 22x past its
+    replicas (the solver's re-check refused it: exit 1)."""
+    if ctx.arch is None or spec is None:
+        return math.inf
+    from hetinfra.perf.estimator import weights_gb_per_gpu
+    from hetinfra.perf.roofline import bandwidth_bound_rps
+
+    return bandwidth_bound_rps(weights_gb_per_gpu(ctx.arch, tp, pp, ctx.precision), spec.bandwidth_gbps,
+                               cls.output_tokens)
 
 
 def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int | None, calib):

@@ -19,17 +19,21 @@ SLOs are equal to or stricter than the spec's. Among usable rows take the smalle
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import number_cell, read_text
 from hetinfra.csvtext import csv_records
 from hetinfra.spec.deploy import VLLM_VERSION
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
+#: each numeric column's range (lo, hi, whole), read by fileio.number_cell (the one parser of a user's CSV
+#: numbers: a 5,000-digit integer was a ValueError whose text told the user to call sys.set_int_max_str_digits)
+RANGES = {"tp": (1, 1024, True), "pp": (1, 1024, True), "input_tokens": (1, 10_000_000, True),
+          "output_tokens": (1, 10_000_000, True), "ttft_slo_ms": (1e-9, 1e9, False),
+          "tpot_slo_ms": (1e-9, 1e9, False), "max_rps": (0, 1e9, False)}
 OPTIONAL_COLUMNS = ("statistic", "vllm_version")
 
 
@@ -59,27 +63,14 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
     for lineno, raw in records:
         raw = {k: (v or "").strip() for k, v in raw.items() if k is not None}
         where = f"{name}:{lineno}"
-        try:
-            row = ProfileRow(
-                model=raw["model"].lower(), gpu=raw["gpu"], tp=int(raw["tp"]), pp=int(raw["pp"]),
-                input_tokens=int(raw["input_tokens"]), output_tokens=int(raw["output_tokens"]),
-                ttft_slo_ms=float(raw["ttft_slo_ms"]), tpot_slo_ms=float(raw["tpot_slo_ms"]),
-                max_rps=float(raw["max_rps"]), origin=where,
-                statistic=raw.get("statistic") or None, vllm_version=raw.get("vllm_version") or None,
-            )
-        except ValueError as exc:
-            raise InvalidInputError(f"{where}: bad number in profile row ({exc})") from None
+        n = {c: _number(raw, c, where) for c in RANGES}
+        row = ProfileRow(model=raw["model"].lower(), gpu=raw["gpu"], tp=int(n["tp"]), pp=int(n["pp"]),
+                         input_tokens=int(n["input_tokens"]), output_tokens=int(n["output_tokens"]),
+                         ttft_slo_ms=n["ttft_slo_ms"], tpot_slo_ms=n["tpot_slo_ms"], max_rps=n["max_rps"], origin=where,
+                         statistic=raw.get("statistic") or None, vllm_version=raw.get("vllm_version") or None)
         if not row.model or not row.gpu:
             raise InvalidInputError(f"{where}: model and gpu must not be empty")
         _check_labels(row, where)
-        if row.tp < 1 or row.pp < 1 or row.input_tokens < 1 or row.output_tokens < 1:
-            raise InvalidInputError(f"{where}: tp, pp, input_tokens and output_tokens must be >= 1")
-        if row.max_rps < 0 or row.ttft_slo_ms <= 0 or row.tpot_slo_ms <= 0:
-            raise InvalidInputError(f"{where}: max_rps must be >= 0 and the SLOs > 0")
-        if not all(math.isfinite(x) and x <= 1e9 for x in (row.ttft_slo_ms, row.tpot_slo_ms, row.max_rps)) \
-                or max(row.tp, row.pp) > 1024 or max(row.input_tokens, row.output_tokens) > 10_000_000:
-            raise InvalidInputError(f"{where}: numbers must be finite, max_rps and SLOs <= 1e9, tp/pp <= 1024 and "
-                                    "token counts <= 10000000")
         rows.append(row)
     return rows
 
@@ -89,6 +80,15 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
 #: row this module refuses to read)
 STATISTIC = re.compile(r"^(mean|median|p(?!0+(\.0*)?\Z)\d{1,2}(\.\d+)?)\Z")
 STATISTIC_HINT = "use mean, median or a percentile such as p50, p90, p99 or p99.9"
+
+
+def _number(raw: dict, column: str, where: str) -> float:
+    """Column ``column`` of one row as a number in its RANGES (an empty cell is refused as missing)."""
+    lo, hi, whole = RANGES[column]
+    value = number_cell(raw.get(column), where=where, column=column, lo=lo, hi=hi, whole=whole)
+    if value is None:
+        raise InvalidInputError(f"{where}: column '{column}' is empty", hint="every row gives " + ", ".join(COLUMNS))
+    return value
 
 
 def _check_labels(row: ProfileRow, where: str) -> None:

@@ -27,13 +27,25 @@ from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import GpuSpec
 
-__all__ = ["Roofline", "roofline", "KV_BYTES", "ACTIVATION_BYTES"]
+__all__ = ["Roofline", "roofline", "KV_BYTES", "ACTIVATION_BYTES", "MAX_SEQS", "bandwidth_bound_rps"]
 
 #: bytes per KV-cache element: 16-bit, as the planner's memory model (hetinfra.perf.estimator) and
 #: vLLM's default kv-cache-dtype "auto" for bf16/fp16 checkpoints
 KV_BYTES = 2
 #: bytes per activation element a TP all-reduce moves: 16-bit (vLLM all-reduces bf16/fp16 hidden states)
 ACTIVATION_BYTES = 2
+#: most sequences one decode step may carry (vLLM's max_num_seqs is 256 by default; 16x margin)
+MAX_SEQS = 4096
+
+
+def bandwidth_bound_rps(weights_gb_per_gpu: float, bandwidth_gbps: float, output_tokens: int) -> float:
+    """The most requests/s one engine can finish if each step reads its GPU's weights once and carries
+    at most MAX_SEQS sequences: the looser bound a measured profile row is held to (far above any real
+    engine; hetinfra.plan.plausible says a row past it, hetinfra.perf.model plans the row at it)."""
+    step_s = max(weights_gb_per_gpu, 1e-9) / bandwidth_gbps
+    return MAX_SEQS / (step_s * max(1, output_tokens))
+
+
 #: bytes per weight per precision (hetinfra.perf.estimator.PRECISION_BYTES, the checkpoint formats)
 WEIGHT_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 

@@ -6,7 +6,7 @@ the solved plan, all called at one point (:func:`plausibility_warnings`, from th
   the engine's weights once, so one GPU's step takes at least weights-per-GPU / bandwidth, and at
   most MAX_SEQS sequences share a step. A row claiming more requests per second than
   MAX_SEQS / (step x output_tokens) is a typo or a broken benchmark (1e12 req/s would otherwise
-  plan 0 GPUs).
+  plan 0 GPUs); it is planned at that bound (hetinfra.perf.model), so the ILP never reads a rate past it.
 - A plan that serves nothing: no GPU for a positive demand (the load rounds to 0 instances).
 - A profile row nothing in the spec can use: its model is none of the spec's, no allowed offer has
   its GPU, or its tp x pp is no layout the planner tries there. Such a row is never read; said, not
@@ -15,14 +15,7 @@ the solved plan, all called at one point (:func:`plausibility_warnings`, from th
 
 from __future__ import annotations
 
-#: most sequences one decode step may carry (vLLM's max_num_seqs is 256 by default; 16x margin)
-MAX_SEQS = 4096
-
-
-def bandwidth_bound_rps(weights_gb_per_gpu: float, bandwidth_gbps: float, output_tokens: int) -> float:
-    """The most requests/s one engine can finish if each step reads its GPU's weights once."""
-    step_s = max(weights_gb_per_gpu, 1e-9) / bandwidth_gbps
-    return MAX_SEQS / (step_s * max(1, output_tokens))
+from hetinfra.perf.roofline import MAX_SEQS, bandwidth_bound_rps
 
 
 def implausible_profile_rows(inputs) -> list[str]:
@@ -42,7 +35,8 @@ def implausible_profile_rows(inputs) -> list[str]:
         if row.max_rps > bound:
             out.append(f"{row.origin}: max_rps {row.max_rps:g} is beyond what {row.gpu} can serve ({bound:.3g} req/s "
                        f"at most: {weights:.1f} GB of weights per GPU read at {gpu.bandwidth_gbps:g} GB/s per step, "
-                       f"{MAX_SEQS} sequences, {row.output_tokens} output tokens); check the profile")
+                       f"{MAX_SEQS} sequences, {row.output_tokens} output tokens), so it is planned at that bound; "
+                       "check the profile")
     return out
 
 

@@ -131,7 +131,8 @@ def requests_each(view, sim: dict, least: int = 20_000, passes: int = PASSES,
             continue
         service_s = (ttft + (longest.get(m.model, 1) - 1) * (tpot or 0.0)) / 1e3
         n = passes * service_s * m.offered_rps / (1.0 - run.warmup_fraction)
-        need[m.model] = int(max(least, min(most, 1000 * math.ceil(n / 1000))))
+        # a run whose medians are not finite (no request reached its first token) asks for the most
+        need[m.model] = int(max(least, min(most, 1000 * math.ceil(n / 1000)))) if math.isfinite(n) else int(most)
     return need
 
 

@@ -28,13 +28,17 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.spec.adapters import base_class
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
+from hetinfra.spec.planning import MAX_BURST_CV, MIN_BURST_CV
 
-__all__ = ["MAX_REQUESTS", "WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
+__all__ = ["MAX_LOAD", "MAX_REQUESTS", "WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
 
 #: the most requests per model one simulation holds: about 250 bytes per request and model stay
 #: in memory (the draw, the arrivals and each unit's columns; measured 245 B at 500,000 on one
 #: model), so 2,000,000 is about 0.5 GB per model
 MAX_REQUESTS = 2_000_000
+#: the most ``load`` a simulation replays (a multiple of the plan's demand; planning.verify.load is at most
+#: 10): far past any fleet's capacity already, and short of the float overflow that 1e308 reached
+MAX_LOAD = 1000.0
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,12 @@ class WorkloadConfig:
             raise InvalidInputError(f"requests {self.requests} is more than the {MAX_REQUESTS:,} per model a simulation "
                                     "holds (about 250 bytes of memory per request and model)",
                                     hint="simulate fewer requests, or run several seeds (simulate --replications)")
-        if not self.load > 0:
-            raise InvalidInputError(f"load must be > 0 (got {self.load!r})", hint="1.0 replays the planned demand")
-        if not self.burst_cv > 0:
-            raise InvalidInputError(f"burst_cv must be > 0 (got {self.burst_cv!r})", hint="1.0 is Poisson arrivals")
+        if not 0 < self.load <= MAX_LOAD:
+            raise InvalidInputError(f"load must be > 0 and at most {MAX_LOAD:g} (got {self.load!r})",
+                                    hint="1.0 replays the planned demand")
+        if not MIN_BURST_CV <= self.burst_cv <= MAX_BURST_CV:
+            raise InvalidInputError(f"burst_cv must be in [{MIN_BURST_CV:g}, {MAX_BURST_CV:g}] (got {self.burst_cv!r})",
+                                    hint="1.0 is Poisson arrivals; > 1 burstier, < 1 more even")
         if not 0 <= self.warmup_fraction < 1:
             raise InvalidInputError(f"warmup_fraction must be in [0, 1) (got {self.warmup_fraction!r})")
 

@@ -11,6 +11,12 @@ from pydantic import Field
 from hetinfra.spec.base import Strict
 from hetinfra.spec.units import MAX_SCALE
 
+#: burst_cv's domain, the simulator's too (hetinfra.sim.workload.WorkloadConfig): inter-arrival gaps are
+#: gamma of shape 1 / cv^2. Below MIN_BURST_CV that shape (10,000 and more) is an even stream in all but
+#: name, and by cv 1e-155 it overflows to inf, where random.gammavariate never returns; above
+#: MAX_BURST_CV a shape under 0.01 sends nearly every request in one burst
+MIN_BURST_CV, MAX_BURST_CV = 0.01, 10.0
+
 
 class VerifySpec(Strict):
     """How `hetinfra plan` verifies its own solution: a discrete-event simulation of every replica
@@ -24,8 +30,9 @@ class VerifySpec(Strict):
                                                              "simulation (and be minimal). Unset: the larger "
                                                              "of 1 + planning.headroom and 1.2. The ILP sizes for this load; no "
                                                              "other margin applies (docs/verification.md).")
-    burst_cv: float = Field(1.0, gt=0, le=10, description="Coefficient of variation of inter-arrival times "
-                                                          "(gamma): 1 = Poisson, > 1 = burstier traffic.")
+    burst_cv: float = Field(1.0, ge=MIN_BURST_CV, le=MAX_BURST_CV,
+                            description="Coefficient of variation of inter-arrival times (gamma): 1 = Poisson, "
+                                        "> 1 = burstier traffic, < 1 = more even (0.01 to 10).")
     requests: int = Field(20000, ge=1000, le=1_000_000, description="Requests simulated per model and round (the first 10% warm up).")
     max_rounds: int = Field(6, ge=1, le=20, description="Re-plans at most; a model still missing then gets "
                                                         "replicas, one at a time, until it meets on both seed "

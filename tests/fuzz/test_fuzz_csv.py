@@ -21,7 +21,8 @@ from tests.fuzz.conftest import MAX_ERROR_LINES, budget
 CELLS = st.one_of(
     st.sampled_from(["", "1", "0", "-1", "1.5", "nan", "NaN", "inf", "-inf", "1e300", "1e-300", "1e999", "2", "8",
                      "24", "1000000", "0x10", "true", "aws", "us-east-1", "L4", "g6.xlarge", "a,b", '"q"', "a\nb",
-                     "\ufeff", "ü", "2024-05-01T12:00:00Z", "1790000000", "llama-3.1-8b", "$(id)"]),
+                     "\ufeff", "ü", "2024-05-01T12:00:00Z", "1790000000", "llama-3.1-8b", "$(id)",
+                     "9" * 5000]),  # past int()'s 4,300 digits: its ValueError told users to call Python
     st.text(max_size=12), st.integers(-10 ** 20, 10 ** 20).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr))
 PREFIX = st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff", b"\x00"])

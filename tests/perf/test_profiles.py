@@ -49,7 +49,7 @@ def test_layout_and_gpu_must_match(table):
 
 
 def test_bad_rows_are_located():
-    with pytest.raises(InvalidInputError, match=r"p.csv:2: bad number"):
+    with pytest.raises(InvalidInputError, match=r"p.csv:2: column .tp. is .one., not a number"):
         parse_profiles_csv("model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps\n"
                            "llama,L4,one,1,100,100,1000,100,10\n", "p.csv")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from hetinfra.plan.plausible import bandwidth_bound_rps, serves_nothing
 from tests.cli.test_invalid_specs import GOOD
 
@@ -24,6 +26,26 @@ def test_a_profile_claiming_1e8_rps_is_flagged_and_the_empty_plan_said(tmp_path,
     assert "max_rps 1e+08 is beyond what L4 can serve" in text and "profile.csv:2" in text
     gpus = sum(a["gpus_per_instance"] * a["instances"] for a in doc["allocations"])
     assert gpus > 0 or "serves nothing" in text  # never a silent 0-GPU plan
+
+
+@pytest.mark.parametrize("max_rps", ["1e8", "1e9"])  # 1e9: the most a profile row may say (profiles.py)
+def test_a_rate_past_the_bound_is_planned_at_it_beside_gpus_that_have_none(tmp_path, plan_json, max_rps):
+    """One class of three measured on L40S at an absurd rate, the others estimated on every GPU: the
+    ILP read capacity coefficients of 1e-8 beside ones of 0.1 and HiGHS answered a plan that loaded
+    an L4 unit 22x past its replicas (the solver's re-check refused it, exit 1). The row is planned at
+    its bound, so the plan solves, and the warning says so."""
+    from hetinfra.perf.model import PerformanceModel  # noqa: F401  (the bound is applied there)
+
+    (tmp_path / "profile.csv").write_text(HEADER + f"llama-3.1-8b,L40S,1,1,2000,1000,2000,120,{max_rps}\n")
+    spec = copy.deepcopy(SPEC)
+    spec["infrastructure"] = {"clouds": ["aws", "gcp"], "gpus": ["L4", "L40S", "A10G"]}
+    spec["models"][0]["demand"] = {"rate_rps": 12, "sizes": {"classes": [
+        {"name": "short", "input_tokens": 200, "output_tokens": 100, "share": 0.5},
+        {"name": "mid", "input_tokens": 1000, "output_tokens": 500, "share": 0.3},
+        {"name": "long", "input_tokens": 2000, "output_tokens": 1000, "share": 0.2}]}}
+    doc = plan_json(tmp_path, spec, "--no-baselines")
+    assert any("is beyond what L40S can serve" in w and "planned at that bound" in w for w in doc["warnings"])
+    assert all(a["utilization"] <= 1.0 + 1e-6 for a in doc["allocations"])
 
 
 def test_a_plausible_profile_gives_no_warning(tmp_path, plan_json):
