@@ -76,7 +76,7 @@ Positive = bounded(gt=0)
 #: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so
 #: the most replicas, instances or engines one allocation may count: each holds at least one GPU
 #: (state.json's live counts and the Kubernetes answers are bounded by the same figure)
-MAX_GPUS = 1_000_000  # = hetinfra.plan.planner.MAX_GPUS (this stage may not import it; a test checks they agree)
+MAX_GPUS = 1_000_000  # hetinfra.plan.planner reads this one figure
 #: the most GPUs one instance (node) may hold, and so the most engines on it or tensor-parallel ranks
 #: of one engine: the largest cloud instance holds 16 (GCP a2-megagpu-16g), a GB200 NVL72 rack 72
 MAX_NODE_GPUS = 1024

@@ -16,6 +16,7 @@ from hetinfra.plan.inputs import PlanInputs
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import Template, TemplateUnit, with_fields
+from hetinfra.document.base import MAX_GPUS
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
@@ -342,11 +343,9 @@ def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit], headroom:
     return found
 
 
-#: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS is refused.
-
-
+#: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS (plan.json's
+#: own bound on an allocation's replicas, hetinfra.document.base: one figure) is refused.
 WARN_GPUS = 10_000
-MAX_GPUS = 1_000_000  # also plan.json's bound on an allocation's replicas (hetinfra.document.base.MAX_GPUS)
 
 
 def fewest_gpus(problem: AllocationProblem) -> dict[str, float]:
