@@ -159,9 +159,11 @@ def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: boo
 
 
 def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX_READ_BYTES,
-              hint: str | None = None, allow_nan: bool = False) -> Any:
-    """:func:`read_text` then :func:`parse_json`: the one way to read a JSON file we did not write just now."""
-    return parse_json(read_text(path, what, max_bytes=max_bytes, hint=hint), str(path), hint=hint,
+              hint: str | None = None, allow_nan: bool = False, parse_hint: str | None = None) -> Any:
+    """:func:`read_text` then :func:`parse_json`: the one way to read a JSON file we did not write just now
+    (``parse_hint``: the fix for text that is not JSON, where it differs from ``hint``, the fix for a file
+    that cannot be read)."""
+    return parse_json(read_text(path, what, max_bytes=max_bytes, hint=hint), str(path), hint=parse_hint or hint,
                       allow_nan=allow_nan)
 
 

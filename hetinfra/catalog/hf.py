@@ -24,7 +24,7 @@ from pathlib import Path
 from hetinfra.architecture import arch_problem, size_problem
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import parse_json, read_text
+from hetinfra.fileio import read_json
 
 __all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
            "arch_from_hub"]
@@ -106,8 +106,8 @@ def _read_json(path: Path, what: str, hint: str | None = None) -> dict:
     """A config.json or safetensors index: a regular UTF-8 file of one JSON object (fileio's rules: a
     directory, bytes that are not UTF-8 or broken JSON are each named with the fix). NaN and Infinity
     are read, so that the field holding one is named by the check that refuses it."""
-    doc = parse_json(read_text(path, what, hint=hint), str(path), allow_nan=True,
-                     hint="the file is not the JSON Hugging Face writes: download it again, or correct it")
+    doc = read_json(path, what, hint=hint, allow_nan=True,
+                    parse_hint="the file is not the JSON Hugging Face writes: download it again, or correct it")
     if not isinstance(doc, dict):
         raise InvalidInputError(f"{path}: not a JSON object (a config.json is one: {{\"num_hidden_layers\": ...}})")
     return doc
