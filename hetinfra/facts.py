@@ -25,6 +25,12 @@ def is_dns_label(value: str, *, letter_first: bool = False) -> bool:
     return bool(_DNS_LABEL.match(value)) and (not letter_first or value[:1].isalpha())
 
 
+# ---- scale ----------------------------------------------------------------------------------------
+#: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so the
+#: most replicas, instances or engines one allocation of plan.json may count: each holds at least one
+#: GPU (hetinfra.document.base; state.json's live counts and the Kubernetes answers use the same figure)
+MAX_GPUS = 1_000_000
+
 # ---- ports ----------------------------------------------------------------------------------------
 #: vLLM's OpenAI-compatible endpoint on every replica (``deploy.port``): vLLM's own default, so a unit
 #: started by hand answers where the plan says

@@ -11,6 +11,7 @@ from typing import Annotated, Iterable, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, WithJsonSchema
 
 from hetinfra import PLAN_VERSION
+from hetinfra.facts import MAX_GPUS  # the most replicas, instances or engines one allocation may count
 # the one rule of a string that reaches a shell, shared with the spec's loader (issue 36: plan.json
 # never refuses what the spec accepted)
 from hetinfra.spec.base import LOOSE_KEYS, PROSE_KEYS, QUOTE_META, SHELL_META, word_problem  # noqa: F401
@@ -73,10 +74,6 @@ Positive = bounded(gt=0)
 # simulating for minutes in tens of GB. They stop the unbounded case only: at about 24 KB a
 # replica, the simulator still needs tens of GB for a plan at MAX_GPUS replicas.
 
-#: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so
-#: the most replicas, instances or engines one allocation may count: each holds at least one GPU
-#: (state.json's live counts and the Kubernetes answers are bounded by the same figure)
-MAX_GPUS = 1_000_000  # hetinfra.plan.planner reads this one figure
 #: the most GPUs one instance (node) may hold, and so the most engines on it or tensor-parallel ranks
 #: of one engine: the largest cloud instance holds 16 (GCP a2-megagpu-16g), a GB200 NVL72 rack 72
 MAX_NODE_GPUS = 1024

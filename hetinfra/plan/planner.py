@@ -16,7 +16,7 @@ from hetinfra.plan.inputs import PlanInputs
 from hetinfra.solver.problem import AllocationProblem, SolverUnit
 from hetinfra.spec.origins import origin_shares
 from hetinfra.plan.library import Template, TemplateUnit, with_fields
-from hetinfra.document.base import MAX_GPUS
+from hetinfra.facts import MAX_GPUS
 from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
@@ -343,8 +343,8 @@ def single_gpu_baselines(inputs: PlanInputs, pool: list[TemplateUnit], headroom:
     return found
 
 
-#: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS (plan.json's
-#: own bound on an allocation's replicas, hetinfra.document.base: one figure) is refused.
+#: A plan needing more GPUs than this gets a warning; one certain to need more than MAX_GPUS
+#: (hetinfra.facts: plan.json's bound on an allocation's replicas too) is refused.
 WARN_GPUS = 10_000
 
 
