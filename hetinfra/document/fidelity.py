@@ -40,8 +40,9 @@ class Judgement(Doc):
     ratio_bound: Optional[Number] = Field(None, description="The worst bound over its objective (> 1 misses).")
     confidence: Optional[Number] = Field(None, description="This judgement's one-sided confidence where it is not "
                                                            "fidelity.replications.confidence: 0.99 for a model the "
-                                                           "confirmation judged under KV pressure (a KV cache 95% "
-                                                           "full or preempting in a replication); absent otherwise.")
+                                                           "confirmation judged under pressure (in a replication, a "
+                                                           "KV cache 95% full or preempting, or a replica running "
+                                                           "95% of its max_num_seqs); absent otherwise.")
 
 
 class _Head(Doc):

@@ -1,8 +1,9 @@
-"""KV pressure (hetinfra.plan.replicated): a unit whose KV cache came near full, or that preempted, in
-a replication is near a preemption cascade, a rare event that a few clean seeds do not rule out. The
-confirmation runs such a model on more seeds, at the plan's longest run, and judges it at a higher
-confidence (docs/verification.md, "KV pressure"); the search's early acceptance never takes such a
-model on one seed."""
+"""Pressure (hetinfra.plan.replicated): a unit whose KV cache came near full, or that preempted, in a
+replication is near a preemption cascade, and one whose replica ran near its max_num_seqs sequences
+is near the seat cliff (a burst becomes a queue): rare events that a few clean seeds do not rule out.
+The confirmation runs such a model on more seeds, at the plan's longest run, and judges it at a
+higher confidence (docs/verification.md, "KV pressure"); the search's early acceptance never takes a
+model whose KV cache filled on one seed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,28 @@ KV_NEAR = 0.95
 #: p99 TPOT 75.3 ms, 95% bound 79.1 against 80, and missed by 5.7% on 1 of 30 audit seeds (a preemption
 #: burst); its 99% bound on the same 13 runs is 81.0
 PRESSED_CONFIDENCE = 0.99
+
+
+#: the confirmation's pressure too: a replica whose running batch came this near its max_num_seqs in a
+#: replication (hetinfra.sim.unit_entry: batch.max). At the cap new requests wait for a sequence to
+#: finish, so a burst becomes a queue: bench_scale.py's independent fleet's m04-llama-31-70b (one H100 TP4
+#: replica, 256 seats) ran 246-248 sequences at most in its clean runs and hit 256 in every run whose
+#: p99 TTFT jumped (1.8-4.1 s against 0.7-0.8 s; 1 of 10 audit runs missed). No other unit of that fleet
+#: passed 0.88 of its seats
+SEATS_NEAR = 0.95
+
+
+def seats_filled(sims: list[dict], model: str, near: float = SEATS_NEAR) -> bool:
+    """Whether a replica of a unit of ``model`` ran at least ``near`` x its max_num_seqs sequences at once
+    in one of ``sims`` (the seat cliff: a unit with no KV pressure can still queue there)."""
+    return any(u["model"] == model and (b := u.get("batch") or {}).get("max_num_seqs")
+               and (b.get("max") or 0) >= near * b["max_num_seqs"] for s in sims for u in s["units"])
+
+
+def under_pressure(sims: list[dict], model: str) -> bool:
+    """The confirmation's pressure: a KV cache KV_NEAR full (or preempting), or a batch SEATS_NEAR of its
+    seats, in one of ``sims``."""
+    return kv_filled(sims, model, KV_NEAR) or seats_filled(sims, model)
 
 
 def kv_filled(sims: list[dict], model: str, full: float = KV_FULL) -> bool:

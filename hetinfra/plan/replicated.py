@@ -21,8 +21,9 @@ plan, seeds no decision saw):
    (``hetinfra.sim.replications.judge``: a one-sided ``CONFIDENCE`` bound on each statistic);
 3. while a model is ``undecided`` (its bound straddles the objective) and has fewer than MAX
    replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
-   The confirmation also keeps running a model that meets while its plan is under KV pressure (a
-   KV cache at least KV_NEAR full, or preempting, in a replication of either judge: ``pressure``),
+   The confirmation also keeps running a model that meets while its plan is under pressure (a
+   KV cache at least KV_NEAR full, or preempting, or a replica's running batch at SEATS_NEAR of its
+   max_num_seqs, in a replication of either judge: ``pressure``),
    up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
    heavy upper tail, which a normal bound at CONFIDENCE underrates).
 
@@ -44,7 +45,7 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
-from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, kv_filled
+from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, under_pressure
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
 
@@ -70,8 +71,9 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
-          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under KV pressure) of each statistic is "
+          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
+          f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, and at "
+          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss")
 #: what the work budget names when it stops a judgement's further replications (plan.json
@@ -99,13 +101,13 @@ class Replicated:
         self.floor: dict[str, int] = {}
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
-        #: a model that meets but is under KV pressure runs up to MAX_PRESSED (the confirmation)
+        #: a model that meets but is under pressure (KV or seats) runs up to MAX_PRESSED (the confirmation)
         self.pressed = pressed
         #: a model far inside its objective on the screening seed's batch means is met there (the search's)
         self.early = early
         #: a met model within EDGE of its objective runs on to EDGE_LOOK replications (the confirmation's)
         self.edge = edge
-        #: model states (:func:`model_state`) under KV pressure (KV_NEAR full, or preempting) in a replication
+        #: model states (:func:`model_state`) under pressure (hetinfra.plan.kv_pressure.under_pressure) in a replication
         #: of this judge or of another sharing the set (the search's runs of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
         self.block = 0  # which block of ``most`` seeds of its purpose it judges on (:meth:`fresh`)
@@ -169,7 +171,7 @@ class Replicated:
         self.lengths = {m: max(int(n), self.floor.get(m, 0)) for m, n in requests.items()}
 
     def under_pressure(self, view: dict, model: str) -> bool:
-        """Whether ``model``'s plan in ``view`` was under KV pressure in a replication of this judge or
+        """Whether ``model``'s plan in ``view`` was under pressure (KV or seats) in a replication of this judge or
         of another sharing its ``pressure`` (the search's runs of the same plan)."""
         return model_state(view, model) in self.pressure
 
@@ -294,7 +296,7 @@ class Replicated:
                 for n in todo:
                     runs[n].append(sim)
             for n in todo:
-                if kv_filled(runs[n], n, KV_NEAR):
+                if under_pressure(runs[n], n):
                     self.pressure.add(model_state(view, n))
             pressed = {n for n in todo if self.pressed and self.under_pressure(view, n)}
             verdict = self._verdict(runs[todo[0]], todo, pressed)
@@ -310,7 +312,7 @@ class Replicated:
 
     def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:
         """``models`` judged on their replications ``sims`` (hetinfra.sim.replications.judge), those in
-        ``pressed`` (the confirmation's models under KV pressure) at PRESSED_CONFIDENCE, the others at
+        ``pressed`` (the confirmation's models under pressure) at PRESSED_CONFIDENCE, the others at
         CONFIDENCE: a model's entry and its units' depend on its own runs only, so each set is judged apart."""
         from hetinfra.sim.replications import judge
 

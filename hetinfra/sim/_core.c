@@ -16,8 +16,8 @@
  *                  arrival, prompt, output, first, finish, replica, preempted, stats)
  * stages: a bytes-like of 19 doubles per stage (the estimator Engine's coefficients, STAGE order);
  * arrival/prompt/output: the unit's requests in arrival order (float64, int64, int64); first,
- * finish (float64), replica, preempted (int64): filled per request; stats (float64, 10 per replica):
- * busy_s, seq_area, steps, q_area, q_max, kv_area, kv_max, preemptions, q_t, used.
+ * finish (float64), replica, preempted (int64): filled per request; stats (float64, NSTATS per replica):
+ * busy_s, seq_area, steps, q_area, q_max, kv_area, kv_max, preemptions, q_t, used, seq_max.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +27,9 @@
 #include <string.h>
 
 typedef int64_t i64;
+
+/* statistics per replica, in hetinfra.sim.core.STATS's order */
+#define NSTATS 11
 
 /* the estimator Engine's step coefficients (hetinfra.perf.estimator.Engine.step_s) */
 enum { W_GPU, MOE_P, BW, KV_TOK_BW, C_DLIN, C_DATTN, C_PLIN, C_PATTN, PP, SERIAL, AR_LAT, AR_TOK, P2P_LAT, P2P_TOK,
@@ -89,7 +92,7 @@ typedef struct {
     i64 used, blocks, budget, bs, max_seqs, pp;
     int busy; double busy_until; i64 version;
     double w_start, w_d0, w_a; i64 w_k; int w_pure; Chunk *chunks; i64 n_chunks; i64 w_used0;
-    i64 outstanding, preemptions, steps, q_max, kv_max;
+    i64 outstanding, preemptions, steps, q_max, kv_max, seq_max;
     double busy_s, seq_area, q_area, q_t, kv_area;
 } Rep;
 
@@ -401,6 +404,7 @@ static void complete(Rep *p, const Ctx *c) {
     double dur = (double)k * p->w_d0 + p->w_a * (double)k * (double)(k - 1) * 0.5;
     p->busy_s += dur;
     p->seq_area += (double)p->n_running * dur;
+    if (p->n_running > p->seq_max) p->seq_max = p->n_running;
     p->steps += k;
     if (p->w_pure) {
         if (p->nd) p->used += new_blocks(p, k);
@@ -482,9 +486,10 @@ static int simulate(const StepModel *m, i64 pp, i64 budget, i64 blocks, i64 bs, 
     until(&q, reps, &c, 0.0, 1);
     for (i64 i = 0; i < nrep; i++) {
         Rep *p = &reps[i];
-        double *s = stats + 10 * i;
+        double *s = stats + NSTATS * i;
         s[0] = p->busy_s; s[1] = p->seq_area; s[2] = (double)p->steps; s[3] = p->q_area; s[4] = (double)p->q_max;
         s[5] = p->kv_area; s[6] = (double)p->kv_max; s[7] = (double)p->preemptions; s[8] = p->q_t; s[9] = (double)p->used;
+        s[10] = (double)p->seq_max;
         free(p->wq); free(p->pf); free(p->chunks); free(p->phase); free(p->fin);
     }
     free(reps);
@@ -531,7 +536,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     if (get_buf(o_pr, &b[2], 0, 8, n, "prompt") || get_buf(o_out, &b[3], 0, 8, n, "output")
         || get_buf(o_first, &b[4], 1, 8, n, "first") || get_buf(o_fin, &b[5], 1, 8, n, "finish")
         || get_buf(o_rep, &b[6], 1, 8, n, "replica") || get_buf(o_pre, &b[7], 1, 8, n, "preempted")
-        || get_buf(o_stats, &b[8], 1, 8, 10 * (Py_ssize_t)nrep, "stats"))
+        || get_buf(o_stats, &b[8], 1, 8, NSTATS * (Py_ssize_t)nrep, "stats"))
         goto done;
     {
         StepModel m = {(const double *)b[0].buf, (int)(b[0].len / (Py_ssize_t)(NCOEF * sizeof(double))), scaled, factor};

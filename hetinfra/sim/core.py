@@ -42,8 +42,8 @@ __all__ = ["COEFFICIENTS", "available", "compiled", "exp_gaps", "fsum", "map_uni
 COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_plin", "c_pattn", "pp", "serial",
                 "ar_lat", "ar_tok", "p2p_lat", "p2p_tok", "fixed", "per_seq", "per_req", "isl", "overlap")
 #: per replica, what _core.c reports, in its order (integers come back as floats)
-STATS = ("busy_s", "seq_area", "steps", "q_area", "q_max", "kv_area", "kv_max", "preemptions", "q_t", "used")
-_INTEGER_STATS = frozenset({"steps", "q_max", "kv_max", "preemptions", "used"})
+STATS = ("busy_s", "seq_area", "steps", "q_area", "q_max", "kv_area", "kv_max", "preemptions", "q_t", "used", "seq_max")
+_INTEGER_STATS = frozenset({"steps", "q_max", "kv_max", "preemptions", "used", "seq_max"})
 
 
 def available() -> bool:
@@ -94,7 +94,7 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
     n, k = len(arrival), len(replicas)
     first, finish = np.empty(n), np.empty(n)
     replica, preempted = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    stats = np.zeros(10 * k)
+    stats = np.zeros(len(STATS) * k)
     stages, factor = model
     try:
         _run_core(stages, factor is not None, factor or 1.0, head.pp, head.budget, head.blocks, head.bs, head.max_seqs,
@@ -103,7 +103,7 @@ def run_arrays(replicas: list, arrival, prompt, output, progress: Callable[[int]
         checked_step(math.nan)  # the reference's error
     for i, r in enumerate(replicas):
         for j, name in enumerate(STATS):
-            v = float(stats[10 * i + j])
+            v = float(stats[len(STATS) * i + j])
             setattr(r.kv if name == "used" else r, name, int(v) if name in _INTEGER_STATS else v)
         r.outstanding = 0
         r.win.version += 1

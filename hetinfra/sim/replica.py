@@ -164,6 +164,7 @@ class Replica:
         self.preemptions = 0
         self.busy_s = 0.0
         self.seq_area = 0.0  # integral of running sequences over time
+        self.seq_max = 0  # the most sequences one window ran (max_num_seqs caps it: the seat cliff)
         self.steps = 0
         self.q_area = 0.0
         self.q_t = 0.0
@@ -225,7 +226,10 @@ class Replica:
         k = win.k
         dur = k * win.d0 + win.a * k * (k - 1) * 0.5  # win.span(k), inline: the hottest call
         self.busy_s += dur
-        self.seq_area += len(self.running) * dur  # the batch is fixed within a window
+        running = len(self.running)
+        self.seq_area += running * dur  # the batch is fixed within a window
+        if running > self.seq_max:
+            self.seq_max = running
         self.steps += k
         chunks = win.chunks
         if chunks is None:

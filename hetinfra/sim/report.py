@@ -9,7 +9,8 @@ objective {met, ratio, ratios, attainment}, met, classes[] (the same per class),
 tpot_cdf_ms [[ms, fraction]]); units[] (unit, model, gpu, tp, pp, replicas (the plan's:
 allocations[].count), engines (the vLLM engines simulated: replicas x engines per instance, a
 prefill/decode bundle's prefill and decode engines), step_model, profile_factor, the same latency
-block, utilization (busy fraction), batch {mean running sequences per engine, max_num_seqs}, waiting
+block, utilization (busy fraction), batch {mean running sequences per engine, max (the most one engine
+ran at once), max_num_seqs}, waiting
 {mean, max}, kv_occupancy {mean, max},
 preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throughput_ratio, drift,
 ttft_ms {middle, last}, preemptions, preempted_requests, repreemption}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the

@@ -59,6 +59,7 @@ def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: b
            # mean batch and the KV occupancy say more about how full a replica is
            "utilization": round(sum(r.busy_s for r in replicas) / (nrep * horizon), 5),
            "batch": {"mean": round(sum(r.seq_area for r in replicas) / (nrep * horizon), 3),
+                     "max": max((r.seq_max for r in replicas), default=0),
                      "max_num_seqs": replicas[0].max_seqs if replicas else None},
            "waiting": {"mean": round(sum(r.q_area for r in replicas) / (nrep * horizon), 4),
                        "max": max((r.q_max for r in replicas), default=0)},

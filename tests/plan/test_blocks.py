@@ -100,9 +100,16 @@ def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_
     for model, rnd in fid["round_by_model"].items():
         assert met_in(history[rnd], model), (model, rnd)
     all_met = [h["cost_usd_per_hour"] for h in history.values() if all(met_in(h, m) for m in h["models_met"])]
-    assert doc["cost_usd_per_hour"] <= min(all_met) + 1e-9
+    # the padding's replicas (a model the confirmation still missed after the last veto) come on top of
+    # the rounds' plan: here m04-llama-31-70b, whose H100 replica ran 246-248 of its 256 seats (under
+    # pressure: judged at 99% on 13 seeds) gets a second one
+    price = {a["unit"]: a["price_per_instance_usd_per_hour"] * a["instances"] / max(a["count"], 1)
+             for a in doc["allocations"]}
+    padding = sum(n * price[u] for p in fid["confirmation"].get("padded", []) for u, n in p["replicas_by_unit"].items()
+                  if p["replicas_added"])
+    assert doc["cost_usd_per_hour"] - padding <= min(all_met) + 1e-9
     if len(set(fid["round_by_model"].values())) > 1:
-        assert doc["cost_usd_per_hour"] < min(all_met) - 1e-9
+        assert doc["cost_usd_per_hour"] - padding < min(all_met) - 1e-9
     # the document's plan meets when judged again from scratch (a new memo), on both seed sets, at the
     # requests per replication it states (fidelity): simulators() would size them on this final plan
     decide, confirm = simulators(pr)

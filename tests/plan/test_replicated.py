@@ -371,8 +371,9 @@ def test_a_factor_that_moves_no_simulated_input_keeps_the_judgement_and_one_that
     assert len(runs) > ran and runs[ran][0] == ["clear"]
 
 
-def _pressed_confirm(monkeypatch, kv_max: float):
-    """A confirmation judge (up to MAX_PRESSED seeds) whose runs report every unit's KV cache ``kv_max`` full."""
+def _pressed_confirm(monkeypatch, kv_max: float, seats: int = 0):
+    """A confirmation judge (up to MAX_PRESSED seeds) whose runs report every unit's KV cache ``kv_max`` full
+    and its replicas running ``seats`` sequences at most of 256."""
     from hetinfra.sim import replications
 
     confirm, _ = _judge(monkeypatch, "confirm")
@@ -385,20 +386,22 @@ def _pressed_confirm(monkeypatch, kv_max: float):
         for sim in sims:
             for u in sim["units"]:
                 u["kv_occupancy"] = {"max": kv_max}
+                u["batch"] = {"mean": seats / 2, "max": seats, "max_num_seqs": 256}
         return sims
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", with_kv)
     return confirm
 
 
-@pytest.mark.parametrize("kv_max, most", [(0.96, replicated.MAX_PRESSED), (0.9, replicated.START)])
-def test_the_confirmation_runs_a_model_under_kv_pressure_to_its_most_replications(monkeypatch, kv_max, most):
-    """A model far inside its objective whose KV cache was KV_NEAR (95%) full in a replication is
-    confirmed on MAX_PRESSED seeds (a rare collapse shows in many seeds far more often than in a
-    few); at 90% full it stops at START. The block of confirm seeds is MAX_PRESSED long, so a fresh
-    block never reuses one."""
+@pytest.mark.parametrize("kv_max, seats, most", [(0.96, 100, replicated.MAX_PRESSED), (0.9, 100, replicated.START),
+                                                 (0.5, 246, replicated.MAX_PRESSED), (0.5, 240, replicated.START)])
+def test_the_confirmation_runs_a_model_under_pressure_to_its_most_replications(monkeypatch, kv_max, seats, most):
+    """A model far inside its objective whose KV cache was KV_NEAR (95%) full in a replication, or one
+    of whose replicas ran SEATS_NEAR (95%) of its 256 seats (246), is confirmed on MAX_PRESSED seeds (a
+    rare collapse or queue shows in many seeds far more often than in a few); at 90% full and 240 seats
+    it stops at START. The block of confirm seeds is MAX_PRESSED long, so a fresh block never reuses one."""
     monkeypatch.setitem(RATIOS, "clear", [0.5] * replicated.MAX_PRESSED)
-    confirm = _pressed_confirm(monkeypatch, kv_max)
+    confirm = _pressed_confirm(monkeypatch, kv_max, seats)
     view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]}
     [model] = confirm(view)["models"]
     assert model["met"] and model["replications"] == most

@@ -96,7 +96,19 @@ def test_the_core_gives_the_python_loops_results_bit_for_bit(unit):
     assert preempted.tolist() == [r.preempted for r in ref]
     for mine, theirs in zip(replicas, ref_replicas):
         assert {s: getattr(mine, s) for s in STATS} == {s: getattr(theirs, s) for s in STATS}
+        assert 1 <= mine.seq_max <= config.max_num_seqs or mine.steps == 0  # the seats a window ran, capped
     assert all(math.isfinite(x) for x in finish.tolist())
+
+
+@pytest.mark.parametrize("gap_s, full", [(0.0, True), (1.0, False)])
+def test_seq_max_is_the_most_sequences_a_window_ran(gap_s, full):
+    """40 requests at once on 8 seats fill them (the seat cliff, hetinfra.plan.kv_pressure.SEATS_NEAR);
+    one a second never runs two at once."""
+    config = ReplicaConfig(max_num_seqs=8, block_size=16)
+    reqs = [Request(i, i * gap_s, 100, 20) for i in range(40)]
+    [replica] = [Replica(ENGINES["dense"], config)]
+    run_replicas([replica], reqs)
+    assert replica.seq_max == (8 if full else 1)
 
 
 def test_the_core_is_built_here():
