@@ -67,7 +67,11 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ
 
 #: deepest nesting of arrays and objects in a JSON file we read (plan.json nests about 8 levels)
 MAX_JSON_DEPTH = 64
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: a JSON string, or an unterminated one to the end of the text: a match that starts never fails (each
+#: character is one alternative's, and the end is an end), so the scan is linear. Requiring the closing
+#: quote made an unterminated string of 100,000 \" pairs a rescan from every quote: O(n^2), a reader that
+#: never returned (json.loads then names the unterminated string)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -168,6 +172,10 @@ def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it). A path that
+    exists as anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not
+    replaced: `profile-import --out /dev/full` had replaced the device node with a file."""
+    _refuse_special(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -179,6 +187,23 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _refuse_special(path: Path) -> None:
+    """InvalidInputError where ``path`` (its target, for a symlink) exists and is not a regular file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+                if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+        raise InvalidInputError(f"{path} exists and is {kind}, not a regular file: it is not replaced",
+                                hint="write to a file path (a new one, or a file to overwrite)")
 
 
 def replace_dir(target: Path, files: dict[str, str]) -> None:

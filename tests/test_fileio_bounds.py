@@ -43,6 +43,45 @@ def test_property_json_depth_is_the_nesting_of_arrays_and_objects(value):
     assert json_depth(json.dumps(value)) == depth(value)  # brackets inside strings do not count
 
 
+@pytest.mark.parametrize("text", ['{"a": "' + '\\"' * 2_000_000, '["' + "\\" * 10 + "\n" * 3, '[[["' + "x" * 100])
+def test_an_unterminated_string_is_refused_in_one_pass(text):
+    """The nesting scan ran from every quote of an unterminated string to the end of the text, again and
+    again: 200 KB of \\" pairs kept `hetinfra simulate` busy for minutes (4 MB here: hours). An alarm
+    stops a scan that is not linear; the refusal is json.loads', naming the line."""
+    import signal
+
+    def stop(*_):
+        raise TimeoutError("the JSON pre-scan is not linear")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(20)
+    try:
+        with pytest.raises(InvalidInputError, match="x.json:1"):
+            parse_json(text, "x.json")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_file_write_never_replaces_a_fifo_a_device_or_a_folder(tmp_path):
+    """atomic_write_text (every file we write: profile-import --out, simulation.json, state) renamed its
+    temporary file over whatever the path named: `--out /dev/full` replaced the device node."""
+    from hetinfra.fileio import atomic_write_text
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link").symlink_to("/dev/null")
+    for path, kind in ((fifo, "a FIFO"), (tmp_path / "folder", "a folder"), (tmp_path / "link", "a device")):
+        with pytest.raises(InvalidInputError, match=f"is {kind}, not a regular file"):
+            atomic_write_text(path, "x")
+    assert fifo.exists() and not fifo.is_file() and (tmp_path / "folder").is_dir()
+    regular = tmp_path / "file.csv"
+    regular.write_text("old")
+    atomic_write_text(regular, "new")
+    assert regular.read_text() == "new"
+
+
 def test_strict_json_refuses_nan_and_names_line_and_column(tmp_path):
     with pytest.raises(InvalidInputError, match="NaN is not a JSON number"):
         parse_json('{"a": NaN}', "x.json")

@@ -117,7 +117,10 @@ class BenchPoint:
                 hint=f"rerun vllm bench serve with --percentile-metrics ttft,tpot,e2el"
                      f"{' --metric-percentiles ' + statistic[1:] if statistic.startswith('p') else ''}"
                      ", or choose another statistic")
-        return number(self.data[key], self.where, key, allow_nan=True)
+        value = number(self.data[key], self.where, key, allow_nan=True)
+        if value < 0:  # NaN passes: vLLM writes it when nothing completed
+            raise InvalidInputError(f"{self.where}: key '{key}' is a latency, so >= 0; got {value:g}", hint=RESULT_HINT)
+        return value
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,8 @@ def read_objects(path: Path) -> list[tuple[str, object]]:
     if json_depth(text) > MAX_JSON_DEPTH:
         parse_json(text, str(path), hint=_RESULT_HINT)  # raises the depth error
     try:
-        return [(str(path), json.loads(text))]
+        json.loads(text)  # one object, or one per line (below)
+        return [(str(path), parse_json(text, str(path), hint=_RESULT_HINT, allow_nan=True))]  # a key twice: refused
     except json.JSONDecodeError as first:
         lines = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
         if len(lines) < 2:

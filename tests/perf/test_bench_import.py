@@ -302,6 +302,38 @@ def test_profile_import_command_errors_exit_2_with_location(tmp_path):
 
 
 
+@pytest.mark.parametrize("rates, flags, says", [
+    ([1e300, 2e300], [], "column 'max_rps' must be a number in [0, 1e+09]"),
+    ([1, 2, 4, 8], ["--ttft-ms", "1e-320"], "column 'ttft_slo_ms'"),
+    ([1, 2, 4, 8], ["--tpot-ms", "1e308"], "column 'tpot_slo_ms'"),
+    ([1, 2, 4, 8], ["--tp", "100000"], "column 'tp' must be a whole number in [1, 1024]"),
+    ([1, 2, 4, 8], ["--model", " "], "model and gpu must not be empty"),
+])
+def test_profile_import_never_writes_a_row_the_profile_reader_refuses(tmp_path, rates, flags, says):
+    """profile-import (and the harness: both write through write_profile_csv) wrote a 308-digit max_rps,
+    a TTFT SLO of 0 and a TP of 100000, which `plan` then refused. The reader's rules decide, once; the
+    error names the result file and nothing is written."""
+    paths = write_sweep(tmp_path, [result(r, 300 * (1 + k), 40 * (1 + k)) for k, r in enumerate(rates)])
+    out = tmp_path / "p.csv"
+    args = [*map(str, paths), "--gpu", "L4", "--tp", "1", "--ttft-ms", "2000", "--tpot-ms", "100", "--out", str(out)]
+    res = _runner().invoke(import_command, args + flags)
+    assert res.exit_code == 2, res.output
+    assert says in res.stderr and "would refuse" in res.stderr and str(tmp_path) in res.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    (json.dumps(result(1, 300, 40)).replace('"mean_ttft_ms": 300', '"mean_ttft_ms": -5'), "is a latency, so >= 0"),
+    (json.dumps(result(1, 300, 40))[:-1] + ', "model_id": "other"}', "appears twice"),
+])
+def test_a_negative_latency_or_a_key_given_twice_is_refused(tmp_path, text, says):
+    (tmp_path / "r1.json").write_text(text)
+    write_sweep(tmp_path, [result(2, 600, 60), result(4, 900, 150)])
+    res = _runner().invoke(import_command, [*map(str, sorted(tmp_path.glob("*.json"))), "--gpu", "L4", "--tp", "1",
+                                            "--ttft-ms", "2000", "--tpot-ms", "100", "--out", str(tmp_path / "p.csv")])
+    assert res.exit_code == 2 and says in res.stderr, res.output
+
+
 def _accepted(make) -> bool:
     try:
         make()
