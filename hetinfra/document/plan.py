@@ -91,6 +91,8 @@ class Plan(Doc):
     @model_validator(mode="after")
     def _references(self) -> "Plan":
         names = [m.name for m in self.models]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"models list {', '.join(twice)} more than once (a reader would take the first alone)")
         for i, a in enumerate(self.allocations):
             if a.model not in names:
                 raise ValueError(f"allocations[{i}].model {a.model!r} is not among the plan's models "

@@ -4,18 +4,34 @@ inputs, purchase, fidelity, breakdown, churn and deploy."""
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from hetinfra.document.base import (IDENT, Doc, Fraction, ModelLen, NodeGpus, NonNegative, Number, Stages,
                                     Tokens, bounded, int_in)
 from hetinfra.document.fidelity import Fidelity  # noqa: F401  (plan.json sections, one import place)
 from hetinfra.spec.deploy import DeploySpec
-from hetinfra.spec.models import MAX_PARAMS, MAX_TPOT_MS, MAX_TTFT_MS, Percentile, Precision
+from hetinfra.spec.models import MAX_PARAMS, MAX_TPOT_MS, MAX_TTFT_MS, MIN_SLO_MS, Percentile, Precision
 
 SSH_KEY = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com)"
                      r" [A-Za-z0-9+/=]+( [A-Za-z0-9._@+=:-]+)?$")
+
+
+#: the least positive rate a plan's model may state: a request every 11.6 days (the spec's least is
+#: 1e-3 req/s, and a demand profile's peak is at least its largest multiplier's share of it); a hand-edited
+#: 5e-324 gave arrival gaps of inf, and plan.json NaN (exit 1)
+MIN_PLANNED_RPS = 1e-6
+
+
+def _planned_rate(v: float) -> float:
+    if 0 < v < MIN_PLANNED_RPS:
+        raise ValueError(f"must be 0 or at least {MIN_PLANNED_RPS:g} req/s (got {v:g})")
+    return v
+
+
+#: models[].rate_rps: 0 (no demand) or a rate the simulator can draw arrivals at
+PlannedRate = Annotated[NonNegative, AfterValidator(_planned_rate)]
 
 
 #: a model's parameter count: > 0, at most the spec's bound (hetinfra.spec.models.MAX_PARAMS)
@@ -26,8 +42,8 @@ class Slo(Doc):
     """The model's latency objective, as the spec declared it."""
 
     # the spec's bounds (hetinfra.spec.models.SloSpec): a plan never refuses what its spec accepted
-    ttft_ms: bounded(gt=0, le=MAX_TTFT_MS) = Field(description="Time-to-first-token objective, ms.")
-    tpot_ms: bounded(gt=0, le=MAX_TPOT_MS) = Field(description="Time-per-output-token objective, ms.")
+    ttft_ms: bounded(ge=MIN_SLO_MS, le=MAX_TTFT_MS) = Field(description="Time-to-first-token objective, ms.")
+    tpot_ms: bounded(ge=MIN_SLO_MS, le=MAX_TPOT_MS) = Field(description="Time-per-output-token objective, ms.")
     percentile: Percentile = Field(description="The statistic the objectives hold at (mean, p50, p90, p95, p99).")
     attainment: Optional[bounded(gt=0, le=1)] = Field(description="Fraction of requests that must meet both "
                                                                    "objectives (Melange); null: the percentile alone.")
@@ -97,7 +113,8 @@ class ModelEntry(Doc):
     precision: Precision = Field(description="Weight precision served (a GPU without BF16 runs fp16).")
     params: Optional[Params] = Field(description="Parameter count: apply sizes disks for the weights.")
     slo: Slo = Field(description="The latency objective.")
-    rate_rps: NonNegative = Field(description="Requests/s planned for (with a demand profile: the peak period's).")
+    rate_rps: PlannedRate = Field(description="Requests/s planned for (with a demand profile: the peak period's): "
+                                              f"0, or at least {MIN_PLANNED_RPS:g}.")
     max_model_len: ModelLen = Field(description="vLLM --max-model-len of every engine of the model.")
     max_model_len_basis: StrictStr = Field(description="Why max_model_len has its value (prose).")
     classes: list[RequestClass] = Field(min_length=1, description="The model's request classes.")

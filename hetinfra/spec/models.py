@@ -36,6 +36,9 @@ MAX_LAYERS = size_bounds("layers")["le"]
 MAX_CONTEXT = size_bounds("max_context")["le"]
 #: largest latency objectives (an hour to the first token, 10 minutes between tokens)
 MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000
+#: the tightest latency objective (a microsecond; no engine steps faster by orders of magnitude): a
+#: TTFT objective of 5e-324 ms made every ratio over it infinite, and plan.json NaN (exit 1)
+MIN_SLO_MS = 1e-3
 #: the statistics a latency objective may hold at (hetinfra.sim.stats.PERCENTILES computes them)
 Percentile = Literal["mean", "p50", "p90", "p95", "p99"]
 #: most a request rate may be (req/s per model) and least (below it the solver rounds the load to 0 GPUs)
@@ -103,8 +106,8 @@ class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
 
-    ttft_ms: milliseconds(gt=0, le=MAX_TTFT_MS) = Field(description="Time to first token, milliseconds (or '2s').")
-    tpot_ms: milliseconds(gt=0, le=MAX_TPOT_MS) = Field(description="Time per output token after the first, milliseconds: a request's "
+    ttft_ms: milliseconds(ge=MIN_SLO_MS, le=MAX_TTFT_MS) = Field(description="Time to first token, milliseconds (or '2s').")
+    tpot_ms: milliseconds(ge=MIN_SLO_MS, le=MAX_TPOT_MS) = Field(description="Time per output token after the first, milliseconds: a request's "
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
     percentile: Percentile = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "

@@ -167,3 +167,50 @@ def test_a_models_class_shares_sum_to_one(name, factor):
     else:
         with pytest.raises((InvalidInputError, ValueError), match=r"models\[0\]\.classes shares sum to"):
             Plan.model_validate(doc)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(sorted(n for n, d in PLANS.items() if d["objective"] == "min_cost")), data=st.data())
+def test_every_class_with_demand_is_routed_or_listed_unmet(name, data):
+    """A class left out of routing (or routed at share 0) was simulated as 0 requests and reported met,
+    while the gateway's weights still sent its requests: every reader refuses it, naming the class
+    (min_cost plans, which list what they leave unmet; max_throughput serves what it can)."""
+    doc = copy.deepcopy(PLANS[name])
+    m = data.draw(st.sampled_from([m for m in doc["models"] if m["rate_rps"]]))
+    c = data.draw(st.sampled_from([c for c in m["classes"] if c["rate_rps"] > 0]))
+    if data.draw(st.booleans()):
+        del doc["routing"][m["name"]][c["name"]]
+    else:
+        for row in doc["routing"][m["name"]][c["name"]]:
+            row["share"] = 0.0
+    with pytest.raises(InvalidInputError, match=re.escape(f"routing.{m['name']}.")) as exc:
+        Plan.parse(doc, "out/plan.json")
+    assert exc.value.exit_code == 2 and "no route with a share > 0" in str(exc.value)
+    doc["unmet_rps"] = {**doc.get("unmet_rps", {}), f"{m['name']}/{c['name']}": c["rate_rps"]}
+    if all(f"{m['name']}/{k['name']}" in doc["unmet_rps"] or doc["routing"][m["name"]].get(k["name"])
+           for k in m["classes"]):
+        Plan.parse(doc, "out/plan.json")  # left unserved, and said so: a plan may do that
+
+
+@pytest.mark.parametrize("path, value, says", [
+    (("models", 0, "slo", "ttft_ms"), 5e-324, "models[0].slo.ttft_ms"),
+    (("models", 0, "slo", "tpot_ms"), 1e-4, "models[0].slo.tpot_ms"),
+    (("models", 0, "rate_rps"), 5e-324, "models[0].rate_rps must be 0 or at least"),
+])
+def test_a_vanishing_objective_or_rate_is_refused_naming_it(path, value, says):
+    """5e-324 ms or req/s made every ratio over it, and the arrival gaps, infinite: plan.json NaN, exit 1."""
+    doc = copy.deepcopy(PLANS["chat"])
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(InvalidInputError, match=re.escape(says)) as exc:
+        Plan.parse(doc, "out/plan.json")
+    assert exc.value.exit_code == 2
+
+
+def test_a_model_listed_twice_is_refused():
+    doc = copy.deepcopy(PLANS["chat"])
+    doc["models"].append(copy.deepcopy(doc["models"][0]))
+    with pytest.raises(InvalidInputError, match="models list chat-8b more than once"):
+        Plan.parse(doc, "out/plan.json")

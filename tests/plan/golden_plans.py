@@ -125,8 +125,15 @@ def routed_to_allocations(doc: dict) -> dict:
         return [{"unit": a["unit"], **(extra(a) if origin else {}), "share": round(1 / len(mine), 6),
                  "rps": round(rps / len(mine), 6)} for a in mine]
 
-    out["routing"] = {m: {c: rows_for(m, rows, False, c) for c, rows in per.items()} for m, per in doc["routing"].items()}
-    unmet = {f"{m}/{c}": round(sum(float(e["rps"]) for e in doc["routing"][m][c]), 6)
+    # a class with demand that the made-up routing leaves out is routed like one whose units are gone
+    # (every class with demand is routed or unmet: hetinfra.document.consistency)
+    routing = {m["name"]: {c["name"]: doc["routing"].get(m["name"], {}).get(c["name"]) or
+                           [{"unit": "", "share": 1.0, "rps": c["rate_rps"]}]
+                           for c in m["classes"] if c.get("rate_rps")} for m in doc["models"] if m.get("rate_rps")}
+    routing = {m: {**doc["routing"].get(m, {}), **per} for m, per in routing.items()}
+    routing.update({m: per for m, per in doc["routing"].items() if m not in routing})
+    out["routing"] = {m: {c: rows_for(m, rows, False, c) for c, rows in per.items()} for m, per in routing.items()}
+    unmet = {f"{m}/{c}": round(sum(float(e["rps"]) for e in routing[m][c]), 6)
              for m, per in out["routing"].items() for c, rows in per.items() if not rows}
     out["unmet_rps"] = {**unmet, **doc.get("unmet_rps", {})}
     if doc.get("routing_by_origin"):
