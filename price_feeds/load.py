@@ -330,7 +330,9 @@ def _from_path(path: Path, *, strict: bool, max_age_h: float | None, cfg: FeedCo
             raise InvalidInputError(f"{path}: neither an offers CSV, a snapshot directory (offers.csv + meta.json) "
                                     "nor a snapshot store", hint="pass a file or a directory written by `hetinfra feeds refresh`")
         return _cached(store, found, strict=strict, max_age_h=max_age_h, now=now)
-    raise InvalidInputError(f"--feeds {path}: no such file or directory", hint="use " + FEEDS_HELP)
+    what = "is neither a file nor a directory (a device, a FIFO or a socket)" if path.exists() else \
+        "no such file or directory"
+    raise InvalidInputError(f"--feeds {path}: {what}", hint="use " + FEEDS_HELP)
 
 
 def load_offers(feeds: str = "snapshot", *, strict: bool = False, max_age_h: float | None = None,

@@ -123,8 +123,13 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
 def _filtered(all_offers, **wanted) -> list:
     """The offers whose gpu, cloud and region are among the ``wanted`` values (none given: any);
     each value must name one that some offer has."""
+    from hetinfra.errors import InvalidInputError
+
     offers = list(all_offers)
     for what, values in wanted.items():
+        if values and not _split(values):  # `--gpu ''` filtered to nothing and printed "no offer matches"
+            raise InvalidInputError(f"--{what} names no {what}", hint=f"give one or more, e.g. --{what} "
+                                    f"{sorted({getattr(o, what) for o in all_offers})[0]}, or leave it out")
         if values:
             want = _match(_split(values), {getattr(o, what) for o in all_offers}, what)
             offers = [o for o in offers if getattr(o, what) in want]

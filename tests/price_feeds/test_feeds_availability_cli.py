@@ -185,3 +185,14 @@ def test_commands_module_imports_only_click():
             "print(bad); assert callable(f.prices_command) and f.feeds_group.name == 'feeds'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args, says", [(["--gpu", ""], "--gpu names no gpu"), (["--cloud", " , "], "--cloud names no cloud"),
+                                        (["--feeds", "/dev/zero"], "is neither a file nor a directory")])
+def test_prices_refuses_an_empty_filter_and_a_feed_that_is_no_file(args, says):
+    """`prices --gpu ''` printed "no offer matches" with exit 0 (an unknown GPU is exit 2); `--feeds
+    /dev/zero` was "no such file or directory" although the path exists."""
+    from hetinfra.cli import cli
+
+    res = CliRunner().invoke(cli, ["prices", *args])
+    assert res.exit_code == 2 and says in res.output, res.output
