@@ -154,6 +154,18 @@ def test_a_missing_state_dir_is_exit_2_and_creates_nothing(tmp_path, run_cli):
     assert '"exit_code": 2' in stdout
 
 
+@pytest.mark.parametrize("text", ["[]", '{"allocations": 3}'])
+def test_a_broken_state_json_is_refused_with_state_jsons_hint(tmp_path, text):
+    """A state.json that is no object was read as a plan.json and told to re-plan; it is named as what it is."""
+    from hetinfra.document import running
+    from hetinfra.errors import InvalidInputError
+
+    (tmp_path / "state.json").write_text(text)
+    with pytest.raises(InvalidInputError) as exc:
+        running(tmp_path / "state.json")
+    assert exc.value.exit_code == 2 and "state.json" in str(exc.value) and "hetinfra apply" in (exc.value.hint or "")
+
+
 def test_a_demand_log_url_answering_binary_is_exit_4_not_a_traceback(tmp_path):
     from hetinfra.cli.replan import fetch_demand
     from hetinfra.errors import FeedError
