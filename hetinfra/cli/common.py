@@ -25,6 +25,16 @@ HELP_OPTIONS = ("-h", "--help")
 COMMAND_SETTINGS = MappingProxyType({"help_option_names": HELP_OPTIONS})  # shared by every command: read-only
 
 
+class UserPath(click.Path):
+    """click.Path that refuses an empty string, which click reads as the current directory (`--state ''`
+    re-planned against whatever the shell's folder held): the one type of every path flag and argument."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
+            self.fail("is empty: give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class FiniteFloat(click.FloatRange):
     """click's FloatRange that also refuses nan and +-inf (NaN compares false with every bound, so
     FloatRange alone lets it through): the one number type of every float flag. Default: any finite."""

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
 from hetinfra.fileio import dumps_strict
 
 
 @click.command("estimate", context_settings=COMMAND_SETTINGS)
 @click.option("--model", "model_name", default=None,
               help="Built-in model name (e.g. llama-3.1-70b) or a Hugging Face repo id (config.json from the HF cache).")
-@click.option("--architecture", "arch_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--architecture", "arch_file", type=UserPath(dir_okay=False), default=None,
               help="A Hugging Face config.json to estimate instead of --model.")
 @click.option("--gpu", "gpu_name", required=True, help="GPU (SkyPilot accelerator name), e.g. H100.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor parallel degree.")

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
 from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
@@ -42,7 +42,7 @@ def availability_options(f):
                      help="Also cap GPUs by the clouds' own limits: AWS Service Quotas and instance type offerings, "
                           "GCP regional quotas and accelerator types per zone, Azure usages and SKU restrictions "
                           "(needs credentials; without them, a warning).")(f)
-    f = click.option("--caps", "caps_file", type=click.Path(dir_okay=False, exists=True), default=None,
+    f = click.option("--caps", "caps_file", type=UserPath(dir_okay=False, exists=True), default=None,
                      help="CSV cloud,region,gpu,max_gpus[,purchase]: GPU caps on top of the spec's availability.")(f)
     return f
 

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
 from hetinfra.facts import GATEWAY_PORT
 
 
 @click.command("gateway", context_settings=COMMAND_SETTINGS)
-@click.argument("source", metavar="PLAN_OR_OUT_DIR", type=click.Path(exists=True, path_type=Path))
+@click.argument("source", metavar="PLAN_OR_OUT_DIR", type=UserPath(exists=True, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--port", type=click.IntRange(0, 65535), default=GATEWAY_PORT, show_default=True, help="Port to listen on.")
 @click.option("--endpoint", "endpoints", multiple=True, metavar="UNIT=URL",
               help="A backend of UNIT (the allocation's unit or deployment_unit), e.g. http://10.0.0.5:8000/v1; "
                    "repeat for replicas. Overrides what `hetinfra apply` recorded in OUT/state.json for that unit.")
-@click.option("--demand-log", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--demand-log", type=UserPath(dir_okay=False, path_type=Path),
               help="Append one CSV row per request (no contents) for `hetinfra replan --demand-log`. "
                    "Default: OUT/gateway/demand.csv when given an OUT folder; off for a plan.json.")
 @click.option("--no-demand-log", is_flag=True, help="Keep no demand log.")
@@ -54,8 +54,8 @@ from hetinfra.facts import GATEWAY_PORT
 @click.option("--tokenizer", "tokenizers", multiple=True, metavar="MODEL=PATH",
               help="A local tokenizer.json (or its folder) for exact prompt counts; needs the tokenizers package. "
                    "Without it prompts are approximated at 4 characters per token.")
-@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), help="Serve HTTPS with this certificate...")
-@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), help="...and this private key.")
+@click.option("--tls-cert", type=UserPath(dir_okay=False, exists=True), help="Serve HTTPS with this certificate...")
+@click.option("--tls-key", type=UserPath(dir_okay=False, exists=True), help="...and this private key.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ...], demand_log: Path | None,

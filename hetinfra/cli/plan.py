@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, UserPath, run_command, summary_console
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.cli.preload import Preloader, SolveStarts
 
@@ -24,12 +24,12 @@ SUMMARY = ("hetinfra.plan.summary",)
 
 
 @click.command("plan", context_settings=COMMAND_SETTINGS)
-@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+@click.argument("spec", type=UserPath(dir_okay=False, path_type=Path))
+@click.option("--out", "out", type=UserPath(file_okay=False, path_type=Path),
               help="Write plan.json and skypilot/<unit>.yaml into this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout instead of the summary.")
 @click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
-@click.option("--state", type=click.Path(exists=True, path_type=Path),
+@click.option("--state", type=UserPath(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
 @click.option("--no-template-cache", is_flag=True,

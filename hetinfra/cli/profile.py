@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
 
 
 def _list(kind: type, what: str):
@@ -48,7 +48,7 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 
 
 @click.command("profile", context_settings=COMMAND_SETTINGS)
-@click.argument("plan_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("plan_dir", required=False, type=UserPath(file_okay=False, path_type=Path))
 @click.option("--launch", is_flag=True, help="With PLAN_DIR (a `plan --out` directory): write SkyPilot benchmark "
               "tasks for its extrapolated units to PLAN_DIR/profile/, show their cost, and launch them (sky launch --yes).")
 @click.option("--all", "all_units", is_flag=True, help="With --launch: every unit, not only the extrapolated ones.")
@@ -71,12 +71,12 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
               help="Requests per run (vllm bench serve --num-prompts).")
 @click.option("--vllm-cmd", default="vllm", show_default=True, help="Command that runs vllm (e.g. a path).")
 @click.option("--vllm-version", help="vLLM version of the server, recorded in the rows' vllm_version column.")
-@click.option("--result-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--result-dir", type=UserPath(file_okay=False, path_type=Path),
               help="Where the runs' result JSON and logs go [default: <out>.bench/ beside --out].")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=1), help="Limit per run in seconds "
               "[default: 600 + 4 x num-prompts / rate].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), help="Profile CSV to write.")
+@click.option("--out", "out", type=UserPath(dir_okay=False, path_type=Path), help="Profile CSV to write.")
 def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, tp, pp, inputs, outputs, rates,
                     ttft_ms, tpot_ms, statistic, num_prompts, vllm_cmd, vllm_version, result_dir, timeout_s, merge,
                     out) -> None:
@@ -176,7 +176,7 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 
 
 @click.command("profile-import", context_settings=COMMAND_SETTINGS)
-@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=UserPath(dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
 @click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
@@ -190,7 +190,7 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 @click.option("--output-tokens", type=click.IntRange(min=1),
               help="Output length of every run [default: as for --input-tokens].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=UserPath(dir_okay=False, path_type=Path),
               help="Profile CSV to write.")
 def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, vllm_version, input_tokens, output_tokens,
                    merge, out) -> None:

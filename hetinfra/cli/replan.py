@@ -12,14 +12,14 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, echo_for, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict
 
 
 @click.command("replan", context_settings=COMMAND_SETTINGS)
-@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--state", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.argument("spec", type=UserPath(dir_okay=False, path_type=Path))
+@click.option("--state", "out", required=True, type=UserPath(file_okay=False, path_type=Path),
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
 @feeds_options
 @availability_options
@@ -29,7 +29,7 @@ from hetinfra.fileio import dumps_strict
               help="...and at least this many USD per hour (forced moves ignore both).")
 @click.option("--max-changes", type=click.IntRange(min=1), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
-@click.option("--demand-log", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+@click.option("--demand-log", type=UserPath(dir_okay=False, exists=True, path_type=Path),
               help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
 @click.option("--demand-from", metavar="URL|FILE",
               help="The gateway's demand log: its URL (http://GATEWAY/admin/demand.csv, sent HETINFRA_API_KEY's first "
@@ -51,7 +51,7 @@ from hetinfra.fileio import dumps_strict
               help="How long new endpoints may take to answer /health before old capacity is removed.")
 @click.option("--no-refresh", is_flag=True,
               help="Take what runs from state.json only, without reading live replicas from the clouds.")
-@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--log-file", type=UserPath(dir_okay=False, path_type=Path),
               help="Where details go (appended). Default: STATE/replan.log.")
 @click.option("--verbose", "-v", is_flag=True, help="Also print the details to stdout (stderr with --json).")
 @click.option("--json", "as_json", is_flag=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, run_command, summary_console
 
 
 class RequestCount(click.ParamType):
@@ -37,8 +37,8 @@ class RequestCount(click.ParamType):
 
 
 @click.command("simulate", context_settings=COMMAND_SETTINGS)
-@click.argument("plan_or_out_dir", type=click.Path(exists=True, path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.argument("plan_or_out_dir", type=UserPath(exists=True, path_type=Path))
+@click.option("--spec", "spec_path", type=UserPath(dir_okay=False, path_type=Path),
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=RequestCount(), default=None,
@@ -56,9 +56,9 @@ class RequestCount(click.ParamType):
                    "allocations[].counts_by_period at that period's demand, routed as the gateway routes. "
                    "[default: the peak's fleet, as deployed]")
 @click.option("--json", "as_json", is_flag=True, help="Print simulation.json to stdout instead of tables.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=UserPath(file_okay=False, path_type=Path),
               help="Write simulation.json and simulation.svg here (default: the plan's directory).")
-@click.option("--profile", "profile_csv", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--profile", "profile_csv", type=UserPath(dir_okay=False, path_type=Path),
               help="Measured profile CSV: print the signed error of each unit's predicted capacity against it.")
 def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, load, burst_cv, period,
                      as_json, out_dir, profile_csv):

@@ -1,0 +1,59 @@
+"""Every path flag and argument refuses an empty string (click reads '' as the current directory:
+`replan --state ''` re-planned against whatever the shell's folder held)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from hetinfra.cli import cli
+from hetinfra.cli.common import UserPath
+
+CLI = Path(__file__).resolve().parents[2] / "hetinfra" / "cli"
+
+
+def _path_params():
+    """(command path, parameter) of every UserPath parameter of every command."""
+    out = []
+
+    def walk(cmd, names):
+        for p in cmd.params:
+            if isinstance(p.type, UserPath):
+                out.append((names, p))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*names, name])
+
+    walk(cli, [])
+    return out
+
+
+PARAMS = _path_params()
+
+
+def test_no_command_takes_a_path_but_through_userpath():
+    assert len(PARAMS) >= 20
+    for f in CLI.glob("*.py"):
+        assert "click.Path(" not in f.read_text() or f.name == "common.py", f.name
+
+
+def _command(names):
+    cmd = cli
+    for n in names:
+        cmd = cmd.commands[n]
+    return cmd
+
+
+@pytest.mark.parametrize("names, param", PARAMS, ids=[f"{' '.join(n)} {p.name}" for n, p in PARAMS])
+def test_an_empty_path_is_exit_2(names, param):
+    """The empty value is read first (an option first on the line; an argument with the others set to a
+    placeholder), so what refuses it is UserPath, not a missing argument."""
+    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
+    if isinstance(param, click.Argument):
+        args = [*names, *("" if a is param else "x" for a in arguments)]
+    else:
+        args = [*names, param.opts[0], "", *("x" for a in arguments if a.required)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "is empty: give a path" in res.output, res.output
