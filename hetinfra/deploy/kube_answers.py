@@ -23,7 +23,7 @@ from hetinfra.errors import HetinfraError, ProviderError, dotted
 __all__ = ["MAX_REPLICAS", "Pod", "PodList", "Workload", "parse_answer", "parse_body"]
 
 #: most replicas (or pods) one workload may report; far above any fleet hetinfra plans
-#: (plan.planner.MAX_GPUS is 10^6 GPUs in all), far below what breaks arithmetic
+#: (hetinfra.facts.MAX_GPUS is 10^6 GPUs in all), far below what breaks arithmetic
 MAX_REPLICAS = 1_000_000
 
 Count = Annotated[int, Field(ge=0, le=MAX_REPLICAS, strict=True)]

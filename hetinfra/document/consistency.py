@@ -68,18 +68,29 @@ def _routed_classes(plan) -> list[str]:
 
 def _unrouted_demand(plan) -> list[str]:
     """Under min_cost (the objective that lists what it leaves unmet, as the check above), every class
-    with demand is routed (a row with a share > 0, directly or per adapter) or listed in ``unmet_rps``: a class left out of routing (or routed at share 0) was simulated as 0 requests and
-    the plan reported as meeting, while the gateway's weights still sent its requests."""
-    routed = [(model, name) for model, per in plan.routing.items() for name, rows in per.items()
-              if any(float(r.share) > 0 for r in rows)]
-    # a class is served by its own route, or (an adapter's class, a base class) by its base's or its adapters'
-    served = {(m, n) for m, n in routed} | {(m, base_class(n)) for m, n in routed}
-    unmet = set(plan.unmet_rps) | {k.split("/", 1)[0] + "/" + base_class(k.split("/", 1)[-1]) for k in plan.unmet_rps}
-    return [f"routing.{m.name}.{c.name}: the class has {float(c.rate_rps):g} req/s of demand and no route with a "
-            f"share > 0, and unmet_rps does not list '{m.name}/{c.name}' as left unserved"
-            for m in plan.models if m.rate_rps and plan.objective == "min_cost" for c in m.classes
-            if c.rate_rps > 0 and not {(m.name, c.name), (m.name, base_class(c.name))} & served
-            and not {f"{m.name}/{c.name}", f"{m.name}/{base_class(c.name)}"} & unmet][:1]
+    with demand is routed (a row with a share > 0 under its own name: the planner keys routing by the
+    classes it lists, an adapter's ``<class>~<adapter>`` too, and the simulator looks routes up so), in
+    ``routing`` and, where clients' origins are routed, in some origin's rows, or is listed in
+    ``unmet_rps``: a class left out (or routed at share 0) was simulated as 0 requests and the plan
+    reported as meeting, while the gateway's weights still sent its requests."""
+    if plan.objective != "min_cost":
+        return []
+    tables = [("routing", plan.routing)]
+    if plan.routing_by_origin:
+        tables.append(("routing_by_origin", {m: {c: [r for per_o in origins.values() for r in per_o.get(c, ())]
+                                                 for per_o in origins.values() for c in per_o}
+                                             for m, origins in plan.routing_by_origin.items()}))
+    for where, table in tables:
+        served = {(m, c) for m, per in table.items() for c, rows in per.items()
+                  if any(float(r.share) > 0 for r in rows)}
+        for m in plan.models:
+            if where == "routing_by_origin" and m.name not in table:
+                continue  # a model without origins is routed in ``routing`` alone
+            for c in m.classes if m.rate_rps else ():
+                if c.rate_rps > 0 and (m.name, c.name) not in served and f"{m.name}/{c.name}" not in plan.unmet_rps:
+                    return [f"{where}.{m.name}.{c.name}: the class has {float(c.rate_rps):g} req/s of demand and no "
+                            f"route with a share > 0, and unmet_rps does not list '{m.name}/{c.name}' as left unserved"]
+    return []
 
 
 def _class_mixes(plan) -> list[str]:

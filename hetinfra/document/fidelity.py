@@ -8,7 +8,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from hetinfra.document.base import Doc, Number
+from hetinfra.document.base import Doc, Number, bounded
 
 
 class Statistics(Doc):
@@ -38,7 +38,7 @@ class Judgement(Doc):
                                                           "one (upper for latencies, lower for attainment); null on "
                                                           "one replication.")
     ratio_bound: Optional[Number] = Field(None, description="The worst bound over its objective (> 1 misses).")
-    confidence: Optional[Number] = Field(None, description="This judgement's one-sided confidence where it is not "
+    confidence: Optional[bounded(gt=0, lt=1)] = Field(None, description="This judgement's one-sided confidence where it is not "
                                                            "fidelity.replications.confidence: 0.99 for a model the "
                                                            "confirmation judged under pressure (in a replication, a "
                                                            "KV cache 95% full or preempting, or a replica running "

@@ -18,10 +18,11 @@ SSH_KEY = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-
                      r" [A-Za-z0-9+/=]+( [A-Za-z0-9._@+=:-]+)?$")
 
 
-#: the least positive rate a plan's model may state: a request every 11.6 days (the spec's least is
-#: 1e-3 req/s, and a demand profile's peak is at least its largest multiplier's share of it); a hand-edited
-#: 5e-324 gave arrival gaps of inf, and plan.json NaN (exit 1)
-MIN_PLANNED_RPS = 1e-6
+#: the least positive rate a plan's model may state (and a period's fleet view, hetinfra.sim.period): no
+#: planned demand comes near it (a spec's rate is at least 1e-3 req/s, and a demand profile may scale it
+#: down by any multiplier, so no tighter floor holds for every spec), while arrival gaps of 1 / rate stay
+#: finite: a hand-edited 5e-324 gave gaps of inf, and plan.json NaN (exit 1)
+MIN_PLANNED_RPS = 1e-100
 
 
 def _planned_rate(v: float) -> float:

@@ -79,7 +79,7 @@ class Operation(Doc):
     steps: list[Step] = Field(description="Its steps in order.")
 
 
-#: most replicas or instances one live read may count (far above any fleet: plan.planner.MAX_GPUS is 10^6
+#: most replicas or instances one live read may count (far above any fleet: hetinfra.facts.MAX_GPUS is 10^6
 #: GPUs in all); the same bound as hetinfra.deploy.kube_answers.MAX_REPLICAS on the API's answers
 MAX_LIVE_COUNT = MAX_GPUS
 _LiveCount = Annotated[int, Field(ge=0, le=MAX_LIVE_COUNT, strict=True)]

@@ -100,7 +100,7 @@ def sized_confirmation(confirm, view: dict) -> dict:
 
 def wanted(confirm, view: dict, need: dict[str, int]) -> dict[str, int]:
     """Per model, the run its confirmation needs: its own ``need`` (requests_each), and the plan's
-    longest for a model under KV pressure (Replicated.under_pressure). A queue near KV exhaustion
+    longest for a model under pressure, KV or seats (Replicated.under_pressure). A queue near KV exhaustion
     falls into a preemption cascade at some rate per request, so the run a user's `hetinfra
     simulate` makes (every model at the longest) falls more often than a shorter one: o11-llama-2-7b
     of bench_scale.py --mix other --seed 4, confirmed at its own 36,000 requests, missed on 3 of 10

@@ -35,8 +35,8 @@ def implausible_profile_rows(inputs) -> list[str]:
         if row.max_rps > bound:
             out.append(f"{row.origin}: max_rps {row.max_rps:g} is beyond what {row.gpu} can serve ({bound:.3g} req/s "
                        f"at most: {weights:.1f} GB of weights per GPU read at {gpu.bandwidth_gbps:g} GB/s per step, "
-                       f"{MAX_SEQS} sequences, {row.output_tokens} output tokens), so it is planned at that bound; "
-                       "check the profile")
+                       f"{MAX_SEQS} sequences, {row.output_tokens} output tokens), so each class it serves is planned "
+                       "at that class's bound; check the profile")
     return out
 
 

@@ -32,7 +32,7 @@ def judgement_lines(plan: "Plan") -> list[str]:
     f = verified_fidelity(plan)
     if f is None or f.replications is None:
         return []
-    def conf(judged) -> str:  # a judgement's own confidence where it states one (KV pressure)
+    def conf(judged) -> str:  # a judgement's own confidence where it states one (under pressure: KV or seats)
         return f"{100 * (judged.confidence or f.replications.confidence):g}%"
 
     confirmed = confirmed_by_model(plan)

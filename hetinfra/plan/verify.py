@@ -208,7 +208,7 @@ def searched_met(sim: dict) -> bool:
 
 def _refreshed(confirm, view: dict, missed: list[dict]) -> list[str]:
     """The models the confirmation after a veto judges on fresh seeds (Replicated.fresh): the vetoed
-    ones, whose confirm seeds steered the search, and every model whose plan was under KV pressure
+    ones, whose confirm seeds steered the search, and every model whose plan was under pressure (KV or seats)
     (Replicated.under_pressure), the state a rare preemption cascade starts from, which each fresh
     block gets another chance to show. The others keep their seeds, and the memo their verdicts.
     Without the pressed ones, o13-phi-4 of bench_scale.py --mix other --seed 1 (independent; 13 clean
@@ -313,7 +313,7 @@ def simulators(pr: PlanResult, progress=None):
                          pressure=pressure, edge=True)
     # each model's confirmation runs as long as ITS need on the first plan asks, never shorter (its
     # floor: Replicated.resize), longer where a later plan's need is, and as long as the plan's longest
-    # run where it is under KV pressure (hetinfra.plan.confirm.wanted). Shorter than the first plan's
+    # run where it is under pressure (KV or seats) (hetinfra.plan.confirm.wanted). Shorter than the first plan's
     # was tried: services/batch.yaml's final plan asks 20,000 where its first asked 54,000, and at
     # 20,000 its p99 missed an audit seed by 4.3%
     confirm.lengthen(each)

@@ -760,4 +760,10 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "hetinfra's compiled replica simulator.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&module);
+    /* the stats per replica this build writes: hetinfra.sim.core uses a build only where it matches STATS
+       (an in-place build from before a stat was added would refuse every unit's buffer) */
+    if (m && PyModule_AddIntConstant(m, "NSTATS", NSTATS) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

@@ -31,9 +31,10 @@ from hetinfra.sim.policy import VLLMv1
 from hetinfra.sim.replica import Request, ScaledEngine, checked_step
 
 try:
+    from hetinfra.sim import _core as _built
     from hetinfra.sim._core import exp_gaps as _exp_gaps_core, fsum as _fsum_core, run as _run_core, sample as _sample_core
 except ImportError:  # not built: the Python loops run every unit and draw every request
-    _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
+    _built = _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
 
 __all__ = ["COEFFICIENTS", "available", "compiled", "exp_gaps", "fsum", "map_units", "python_only", "run_arrays",
            "sample"]
@@ -44,6 +45,8 @@ COEFFICIENTS = ("w_gpu", "moe_p", "bw", "kv_tok_bw", "c_dlin", "c_dattn", "c_pli
 #: per replica, what _core.c reports, in its order (integers come back as floats)
 STATS = ("busy_s", "seq_area", "steps", "q_area", "q_max", "kv_area", "kv_max", "preemptions", "q_t", "used", "seq_max")
 _INTEGER_STATS = frozenset({"steps", "q_max", "kv_max", "preemptions", "used", "seq_max"})
+if _built is not None and getattr(_built, "NSTATS", None) != len(STATS):  # a stale in-place build: not used
+    _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
 
 
 def available() -> bool:

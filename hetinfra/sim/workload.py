@@ -28,9 +28,9 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.spec.adapters import base_class
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
-from hetinfra.spec.planning import MAX_BURST_CV, MIN_BURST_CV
+from hetinfra.spec.planning import MAX_BURST_CV, MIN_BURST_CV, MIN_LOAD
 
-__all__ = ["MAX_LOAD", "MAX_REQUESTS", "WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
+__all__ = ["MAX_LOAD", "MAX_REQUESTS", "MIN_LOAD", "WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
 
 #: the most requests per model one simulation holds: about 250 bytes per request and model stay
 #: in memory (the draw, the arrivals and each unit's columns; measured 245 B at 500,000 on one
@@ -63,8 +63,8 @@ class WorkloadConfig:
             raise InvalidInputError(f"requests {self.requests} is more than the {MAX_REQUESTS:,} per model a simulation "
                                     "holds (about 250 bytes of memory per request and model)",
                                     hint="simulate fewer requests, or run several seeds (simulate --replications)")
-        if not 0 < self.load <= MAX_LOAD:
-            raise InvalidInputError(f"load must be > 0 and at most {MAX_LOAD:g} (got {self.load!r})",
+        if not MIN_LOAD <= self.load <= MAX_LOAD:
+            raise InvalidInputError(f"load must be in [{MIN_LOAD:g}, {MAX_LOAD:g}] (got {self.load!r})",
                                     hint="1.0 replays the planned demand")
         if not MIN_BURST_CV <= self.burst_cv <= MAX_BURST_CV:
             raise InvalidInputError(f"burst_cv must be in [{MIN_BURST_CV:g}, {MAX_BURST_CV:g}] (got {self.burst_cv!r})",

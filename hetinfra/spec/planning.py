@@ -16,6 +16,9 @@ from hetinfra.spec.units import MAX_SCALE
 #: name, and by cv 1e-155 it overflows to inf, where random.gammavariate never returns; above
 #: MAX_BURST_CV a shape under 0.01 sends nearly every request in one burst
 MIN_BURST_CV, MAX_BURST_CV = 0.01, 10.0
+#: the least load a simulation replays (hetinfra.sim.workload, verify.load too): a thousandth of the demand
+#: (a load of 1e-310 made every arrival gap infinite, and simulation.json NaN)
+MIN_LOAD = 1e-3
 
 
 class VerifySpec(Strict):
@@ -25,7 +28,7 @@ class VerifySpec(Strict):
 
     enabled: bool = Field(True, description="Simulate the plan and re-plan until it meets every objective "
                                             "(`hetinfra plan --no-verify` turns it off for one run).")
-    load: float | None = Field(None, gt=0, le=10, description="The ONE load, a multiple of the declared demand, "
+    load: float | None = Field(None, ge=MIN_LOAD, le=10, description="The ONE load, a multiple of the declared demand, "
                                                              "at which the plan must keep every objective in "
                                                              "simulation (and be minimal). Unset: the larger "
                                                              "of 1 + planning.headroom and 1.2. The ILP sizes for this load; no "

@@ -196,6 +196,7 @@ def test_every_class_with_demand_is_routed_or_listed_unmet(name, data):
     (("models", 0, "slo", "ttft_ms"), 5e-324, "models[0].slo.ttft_ms"),
     (("models", 0, "slo", "tpot_ms"), 1e-4, "models[0].slo.tpot_ms"),
     (("models", 0, "rate_rps"), 5e-324, "models[0].rate_rps must be 0 or at least"),
+    (("models", 0, "rate_rps"), 1e-101, "models[0].rate_rps must be 0 or at least"),
 ])
 def test_a_vanishing_objective_or_rate_is_refused_naming_it(path, value, says):
     """5e-324 ms or req/s made every ratio over it, and the arrival gaps, infinite: plan.json NaN, exit 1."""
@@ -213,4 +214,48 @@ def test_a_model_listed_twice_is_refused():
     doc = copy.deepcopy(PLANS["chat"])
     doc["models"].append(copy.deepcopy(doc["models"][0]))
     with pytest.raises(InvalidInputError, match="models list chat-8b more than once"):
+        Plan.parse(doc, "out/plan.json")
+
+
+def _lora_split(doc: dict) -> tuple[dict, str, str]:
+    """The chat plan with its first class split into the base class and an adapter's ``<class>~sql``,
+    each routed as the planner keys them (hetinfra.plan.adapters.split_classes)."""
+    m = doc["models"][0]
+    base = m["classes"][0]
+    adapter = dict(base, name=base["name"] + "~sql", share=base["share"] / 2, rate_rps=base["rate_rps"] / 2)
+    base["share"] /= 2
+    base["rate_rps"] /= 2
+    m["classes"].append(adapter)
+    routes = doc["routing"][m["name"]]
+    routes[adapter["name"]] = copy.deepcopy(routes[base["name"]])
+    for a in doc["allocations"]:
+        if a["unit"] in {e["unit"] for e in routes[adapter["name"]]}:
+            a["adapters"] = {"max_loras": 1, "max_lora_rank": 16, "slot_memory_gb": 0.1, "slowdown": 1.1,
+                             "derate": 1 / 1.1, "cold_load_ms": 10, "held": [
+                                 {"name": "sql", "source": "x/sql", "lora_rank": 8, "instances": a["instances"],
+                                  "routed_rps": 1.0}]}
+    return doc, base["name"], adapter["name"]
+
+
+@pytest.mark.parametrize("drop", ["base", "adapter"])
+def test_an_adapters_class_and_its_base_are_routed_each_by_its_own_name(drop):
+    """The simulator looks routes up by a class's own name: a base class routed did not stand in for its
+    adapter's class (or the other way round) deleted from routing (the review of this stop's first rule)."""
+    doc, base, adapter = _lora_split(copy.deepcopy(PLANS["chat"]))
+    Plan.parse(copy.deepcopy(doc), "out/plan.json")
+    gone = base if drop == "base" else adapter
+    del doc["routing"][doc["models"][0]["name"]][gone]
+    with pytest.raises(InvalidInputError, match=re.escape(f"routing.chat-8b.{gone}: ")):
+        Plan.parse(doc, "out/plan.json")
+
+
+def test_a_class_routed_by_no_origin_is_refused():
+    """Where clients' origins are routed the simulator reads routing_by_origin alone: a class deleted from
+    every origin's rows (kept in routing) was simulated as 0 requests."""
+    doc = copy.deepcopy(PLANS["europe"])
+    m = next(m for m in doc["models"] if m["name"] in doc["routing_by_origin"])
+    c = next(c for c in m["classes"] if c["rate_rps"] > 0)
+    for per in doc["routing_by_origin"][m["name"]].values():
+        per.pop(c["name"], None)
+    with pytest.raises(InvalidInputError, match=re.escape(f"routing_by_origin.{m['name']}.{c['name']}: ")):
         Plan.parse(doc, "out/plan.json")

@@ -44,7 +44,7 @@ def test_a_rate_past_the_bound_is_planned_at_it_beside_gpus_that_have_none(tmp_p
         {"name": "mid", "input_tokens": 1000, "output_tokens": 500, "share": 0.3},
         {"name": "long", "input_tokens": 2000, "output_tokens": 1000, "share": 0.2}]}}
     doc = plan_json(tmp_path, spec, "--no-baselines")
-    assert any("is beyond what L40S can serve" in w and "planned at that bound" in w for w in doc["warnings"])
+    assert any("is beyond what L40S can serve" in w and "planned at that class's bound" in w for w in doc["warnings"])
     assert all(a["utilization"] <= 1.0 + 1e-6 for a in doc["allocations"])
 
 

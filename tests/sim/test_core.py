@@ -229,3 +229,20 @@ def test_the_cores_arrival_gaps_are_the_python_loops(seed, n):
     got = core.exp_gaps(rng, n)
     assert np.array_equal(got, np.array([-math.log(1.0 - ref.random()) for _ in range(n)]))
     assert rng.getstate() == before  # each model's arrivals have a generator of their own
+
+
+def test_a_build_of_other_stats_is_not_used(monkeypatch):
+    """An in-place build from before a stat was added refused every unit's buffer (a traceback): a build
+    whose NSTATS is not len(STATS) is taken as not built, and the Python loop runs."""
+    import importlib
+
+    from hetinfra.sim import _core
+
+    assert _core.NSTATS == len(core.STATS)
+    monkeypatch.setattr(_core, "NSTATS", len(core.STATS) - 1)
+    try:
+        assert not importlib.reload(core).available()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(core)
+    assert core.available()

@@ -22,7 +22,11 @@ ZONE = {"dnsZoneId": "Z0123456789ABC", "dnsName": "api.example.com"}
 def origin_plan(three_cloud_plan):
     plan = three_cloud_plan
     plan["deploy"]["gateway"] = dict(GATEWAY)
-    plan["routing_by_origin"] = {"chat-8b": {"us-east-1": {}, "us-west-2": {}}}
+    # each origin routes chat-8b's classes as the plan does (every class with demand is routed: Plan checks it)
+    units = {a["unit"]: a for a in plan["allocations"]}
+    rows = {c: [{**r, "deployment_unit": units[r["unit"]]["deployment_unit"], "region": units[r["unit"]]["region"],
+                 "network_ms": 0.0} for r in per] for c, per in plan["routing"]["chat-8b"].items()}
+    plan["routing_by_origin"] = {"chat-8b": {"us-east-1": rows, "us-west-2": rows}}
     # a second GCP region, so the GCP load balancer has two backends
     extra = dict(plan["allocations"][2], region="europe-west4", deployment_unit="big-70b-gcp-europe-west4-a2",
                  unit="big-70b|gcp|a2-highgpu-4g|europe-west4", skypilot_task="skypilot/big-70b-gcp-europe-west4-a2.yaml")
