@@ -189,14 +189,12 @@ def read_objects(path: Path) -> list[tuple[str, object]]:
         raise InvalidInputError(f"{path}: empty file", hint=_RESULT_HINT)
     if json_depth(text) > MAX_JSON_DEPTH:
         parse_json(text, str(path), hint=_RESULT_HINT)  # raises the depth error
-    try:
-        json.loads(text)  # one object, or one per line (below)
-        return [(str(path), parse_json(text, str(path), hint=_RESULT_HINT, allow_nan=True))]  # a key twice: refused
-    except json.JSONDecodeError as first:
+    try:  # one object (the one reader: a key twice, a 5,000-digit number, each refused as the others are)
+        return [(str(path), parse_json(text, str(path), hint=_RESULT_HINT, allow_nan=True))]
+    except InvalidInputError as first:
         lines = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
-        if len(lines) < 2:
-            raise InvalidInputError(f"{path}:{first.lineno}:{first.colno}: not valid JSON ({first.msg})",
-                                    hint=_RESULT_HINT) from None
+        if len(lines) < 2 or not _more_than_one(text):
+            raise
         hint = _RESULT_HINT + " (or one such object per line with --append-result)"
         out = []
         for n, (lineno, ln) in enumerate(lines, start=1):
@@ -206,8 +204,17 @@ def read_objects(path: Path) -> list[tuple[str, object]]:
                 raise InvalidInputError(exc.message.replace(f"{path}:{lineno}:1:", f"{path}:{lineno}:", 1),
                                         hint=hint) from None
         return out
-    except ValueError as exc:  # a number literal too long for Python
-        raise InvalidInputError(f"{path}: not valid JSON ({exc})", hint=_RESULT_HINT) from None
+
+
+def _more_than_one(text: str) -> bool:
+    """Whether ``text`` is JSON followed by more (``--append-result``: an object per line), as json tells it."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return exc.msg == "Extra data" or "\n" in text.strip()
+    except ValueError:
+        return False
+    return False
 
 
 def _sizes(doc: BenchResult, where: str) -> tuple[int, int, str]:

@@ -325,8 +325,9 @@ def test_profile_import_never_writes_a_row_the_profile_reader_refuses(tmp_path, 
 @pytest.mark.parametrize("text, says", [
     (json.dumps(result(1, 300, 40)).replace('"mean_ttft_ms": 300', '"mean_ttft_ms": -5'), "is a latency, so >= 0"),
     (json.dumps(result(1, 300, 40))[:-1] + ', "model_id": "other"}', "appears twice"),
+    (json.dumps(result(1, 300, 40))[:-1] + ', "completed": 1' + "0" * 5000 + "}", "an integer of 5,001 digits"),
 ])
-def test_a_negative_latency_or_a_key_given_twice_is_refused(tmp_path, text, says):
+def test_a_negative_latency_a_key_given_twice_or_a_huge_integer_is_refused(tmp_path, text, says):
     (tmp_path / "r1.json").write_text(text)
     write_sweep(tmp_path, [result(2, 600, 60), result(4, 900, 150)])
     res = _runner().invoke(import_command, [*map(str, sorted(tmp_path.glob("*.json"))), "--gpu", "L4", "--tp", "1",
