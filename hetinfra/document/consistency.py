@@ -46,8 +46,7 @@ class HintedError(str):
 
 def _routed_classes(plan) -> list[str]:
     """Routes only for the plan's models and their classes (an adapter's ``<class>~<adapter>`` too),
-    and a class routed to no unit is a class the plan leaves unmet (``unmet_rps``), not one it serves
-    by no route: the gateway would answer its requests with an error."""
+    and every class with demand routed or left unmet (:func:`_unrouted_demand`)."""
     classes = {m.name: {c.name: c for c in m.classes} for m in plan.models}
     out = []
     for model, per in plan.routing.items():
@@ -59,10 +58,6 @@ def _routed_classes(plan) -> list[str]:
             if declared is None:
                 out.append(f"routing.{model}.{name} is not a class of model {model} "
                            f"({', '.join(sorted(classes[model]))})")
-            elif not rows and declared.rate_rps > 0 and f"{model}/{name}" not in plan.unmet_rps \
-                    and plan.objective == "min_cost":
-                out.append(f"routing.{model}.{name} routes the class to no unit, but unmet_rps does not list "
-                           f"'{model}/{name}' as left unserved")
     return out + _unrouted_demand(plan)
 
 
@@ -72,16 +67,15 @@ def _unrouted_demand(plan) -> list[str]:
     classes it lists, an adapter's ``<class>~<adapter>`` too, and the simulator looks routes up so), in
     ``routing`` and, where clients' origins are routed, in some origin's rows, or is listed in
     ``unmet_rps``: a class left out (or routed at share 0) was simulated as 0 requests and the plan
-    reported as meeting, while the gateway's weights still sent its requests."""
+    reported as meeting, while the gateway's weights still sent its requests (a class routed to no unit
+    at all, the same: the gateway answers it with an error)."""
     if plan.objective != "min_cost":
         return []
-    tables = [("routing", plan.routing)]
-    if plan.routing_by_origin:
-        tables.append(("routing_by_origin", {m: {c: [r for per_o in origins.values() for r in per_o.get(c, ())]
-                                                 for per_o in origins.values() for c in per_o}
-                                             for m, origins in plan.routing_by_origin.items()}))
+    by_origin = plan.routing_by_origin or {}
+    tables = [("routing", {m: [per] for m, per in plan.routing.items()}),
+              ("routing_by_origin", {m: list(origins.values()) for m, origins in by_origin.items()})]
     for where, table in tables:
-        served = {(m, c) for m, per in table.items() for c, rows in per.items()
+        served = {(m, c) for m, pers in table.items() for per in pers for c, rows in per.items()
                   if any(float(r.share) > 0 for r in rows)}
         for m in plan.models:
             if where == "routing_by_origin" and m.name not in table:

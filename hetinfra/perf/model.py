@@ -111,18 +111,16 @@ class PerformanceModel:
 
 
 def _physical_bound(ctx: ModelContext, spec, tp: int, pp: int, cls: RequestClass) -> float:
-    """The most req/s a measured row may claim (hetinfra.perf.roofline.bandwidth_bound_rps: each decode step
+    """The most req/s a measured row may claim (hetinfra.perf.roofline.profile_bound: each decode step
     reads the engine's weights once), inf where the model's architecture or the GPU is unknown. A row past
     it is planned at it (and said: plausible.implausible_profile_rows): rates of 1e8 req/s put coefficients
     of 1e-8 in the ILP's capacity rows, and HiGHS answered a plan that loaded an L4 unit 22x past its
     replicas (the solver's re-check refused it: exit 1)."""
     if ctx.arch is None or spec is None:
         return math.inf
-    from hetinfra.perf.estimator import weights_gb_per_gpu
-    from hetinfra.perf.roofline import bandwidth_bound_rps
+    from hetinfra.perf.roofline import profile_bound
 
-    return bandwidth_bound_rps(weights_gb_per_gpu(ctx.arch, tp, pp, ctx.precision), spec.bandwidth_gbps,
-                               cls.output_tokens)
+    return profile_bound(ctx.arch, spec, tp, pp, ctx.precision, cls.output_tokens)[0]
 
 
 def kernel_calibration(ctx: ModelContext, gpu: str, tp: int, pp: int, nodes: int | None, calib):

@@ -57,25 +57,23 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
     if merge and path.exists():
         new = {_row_key(r) for r in rows}
         rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
-    text = render_profile_csv(rows)
-    _loads_back(rows, text)
-    atomic_write_text(path, text)
+    _loads_back(rows)
+    atomic_write_text(path, render_profile_csv(rows))
     return rows
 
 
-def _loads_back(rows: list[ProfileRow], text: str) -> None:
+def _loads_back(rows: list[ProfileRow]) -> None:
     """Refuse (exit 2, nothing written) rows that the profile reader would refuse, naming the row's source:
     the reader's rules are the one statement of a valid row (hetinfra.perf.profiles), so no writer
     (profile-import, the profile harness) states them again or writes a file `plan` cannot load
     (a request_rate of 1e300 was written as a 308-digit max_rps, --ttft-ms 1e-320 as 0, --tp 100000)."""
     from hetinfra.perf.profiles import parse_profiles_csv
 
-    try:
-        parse_profiles_csv(text, "row")
-    except InvalidInputError as exc:
-        head, _, why = exc.message.partition(": ")
-        line = int(head.removeprefix("row:")) if head.startswith("row:") and head[4:].isdigit() else None
-        source = rows[line - 2].origin if line is not None and 2 <= line < len(rows) + 2 else "a profile row"
-        raise InvalidInputError(f"{source}: makes a profile row that `plan` would refuse: {why}",
-                                hint="check the result file and the flags (--model, --tp, --ttft-ms, --tpot-ms); "
-                                     "nothing was written") from None
+    for row in rows:  # one at a time, so the refusal names the row's own source
+        try:
+            parse_profiles_csv(render_profile_csv([row]), "")
+        except InvalidInputError as exc:
+            why = exc.message.partition(": ")[2]
+            raise InvalidInputError(f"{row.origin}: makes a profile row that `plan` would refuse: {why}",
+                                    hint="check the result file and the flags (--model, --tp, --ttft-ms, --tpot-ms); "
+                                         "nothing was written") from None

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from hetinfra.catalog.gpus import GpuSpec
 
-__all__ = ["Roofline", "roofline", "KV_BYTES", "ACTIVATION_BYTES", "MAX_SEQS", "bandwidth_bound_rps"]
+__all__ = ["Roofline", "roofline", "KV_BYTES", "ACTIVATION_BYTES", "MAX_SEQS", "bandwidth_bound_rps", "profile_bound"]
 
 #: bytes per KV-cache element: 16-bit, as the planner's memory model (hetinfra.perf.estimator) and
 #: vLLM's default kv-cache-dtype "auto" for bf16/fp16 checkpoints
@@ -44,6 +44,16 @@ def bandwidth_bound_rps(weights_gb_per_gpu: float, bandwidth_gbps: float, output
     engine; hetinfra.plan.plausible says a row past it, hetinfra.perf.model plans the row at it)."""
     step_s = max(weights_gb_per_gpu, 1e-9) / bandwidth_gbps
     return MAX_SEQS / (step_s * max(1, output_tokens))
+
+
+def profile_bound(arch, gpu: GpuSpec, tp: int, pp: int, precision: str, output_tokens: int) -> tuple[float, float]:
+    """(:func:`bandwidth_bound_rps` of an engine of ``arch`` on ``tp`` x ``pp`` ``gpu``s at ``precision``,
+    the GB of weights per GPU it reads): what a measured row may claim, for the plan's rates
+    (hetinfra.perf.model) and its warning (hetinfra.plan.plausible) alike."""
+    from hetinfra.perf.estimator import weights_gb_per_gpu
+
+    weights = weights_gb_per_gpu(arch, tp, pp, precision)
+    return bandwidth_bound_rps(weights, gpu.bandwidth_gbps, output_tokens), weights
 
 
 #: bytes per weight per precision (hetinfra.perf.estimator.PRECISION_BYTES, the checkpoint formats)

@@ -38,22 +38,29 @@ PRESSED_CONFIDENCE = 0.99
 SEATS_NEAR = 0.95
 
 
-def seats_filled(sims: list[dict], model: str, near: float = SEATS_NEAR) -> bool:
-    """Whether a replica of a unit of ``model`` ran at least ``near`` x its max_num_seqs sequences at once
-    in one of ``sims`` (the seat cliff: a unit with no KV pressure can still queue there)."""
-    return any(u["model"] == model and (b := u.get("batch") or {}).get("max_num_seqs")
-               and (b.get("max") or 0) >= near * b["max_num_seqs"] for s in sims for u in s["units"])
-
-
 def under_pressure(sims: list[dict], model: str) -> bool:
-    """The confirmation's pressure: a KV cache KV_NEAR full (or preempting), or a batch SEATS_NEAR of its
-    seats, in one of ``sims``."""
-    return kv_filled(sims, model, KV_NEAR) or seats_filled(sims, model)
+    """The confirmation's pressure: in one of ``sims``, a unit of ``model`` whose KV cache was KV_NEAR full
+    (or that preempted), or one of whose replicas ran SEATS_NEAR x its max_num_seqs sequences at once (the
+    seat cliff: a unit with no KV pressure can still queue there)."""
+    return any(_kv_full(u, KV_NEAR) or _seats_full(u) for u in _units(sims, model))
 
 
 def kv_filled(sims: list[dict], model: str, full: float = KV_FULL) -> bool:
     """Whether a unit of ``model`` filled its KV cache (or preempted) in one of ``sims``: the state in
     which one burst more starts a preemption cascade (services/summarize.yaml's plan: the KV cache
     full in 9 of 30 seeds, a collapse in 3 of them)."""
-    return any(u["model"] == model and (u.get("preemptions") or (u.get("kv_occupancy") or {}).get("max", 0) >= full)
-               for s in sims for u in s["units"])
+    return any(_kv_full(u, full) for u in _units(sims, model))
+
+
+def _units(sims: list[dict], model: str):
+    """The entries of ``model``'s units in every one of ``sims``."""
+    return (u for s in sims for u in s["units"] if u["model"] == model)
+
+
+def _kv_full(unit: dict, full: float) -> bool:
+    return bool(unit.get("preemptions")) or (unit.get("kv_occupancy") or {}).get("max", 0) >= full
+
+
+def _seats_full(unit: dict) -> bool:
+    batch = unit.get("batch") or {}
+    return bool(batch.get("max_num_seqs")) and (batch.get("max") or 0) >= SEATS_NEAR * batch["max_num_seqs"]

@@ -15,13 +15,12 @@ the solved plan, all called at one point (:func:`plausibility_warnings`, from th
 
 from __future__ import annotations
 
-from hetinfra.perf.roofline import MAX_SEQS, bandwidth_bound_rps
+from hetinfra.perf.roofline import MAX_SEQS, profile_bound
 
 
 def implausible_profile_rows(inputs) -> list[str]:
     """Profile rows whose max_rps exceeds :func:`bandwidth_bound_rps` for a model the plan serves."""
     from hetinfra.catalog.gpus import get_gpu
-    from hetinfra.perf.estimator import weights_gb_per_gpu
 
     out = []
     for row in inputs.profiles.rows:
@@ -30,8 +29,7 @@ def implausible_profile_rows(inputs) -> list[str]:
                       and row.model in {n.lower() for n in m.ctx.names}), None)
         if gpu is None or model is None:
             continue
-        weights = weights_gb_per_gpu(model.arch, row.tp, row.pp, model.ctx.precision)
-        bound = bandwidth_bound_rps(weights, gpu.bandwidth_gbps, row.output_tokens)
+        bound, weights = profile_bound(model.arch, gpu, row.tp, row.pp, model.ctx.precision, row.output_tokens)
         if row.max_rps > bound:
             out.append(f"{row.origin}: max_rps {row.max_rps:g} is beyond what {row.gpu} can serve ({bound:.3g} req/s "
                        f"at most: {weights:.1f} GB of weights per GPU read at {gpu.bandwidth_gbps:g} GB/s per step, "

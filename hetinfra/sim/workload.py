@@ -28,7 +28,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.spec.adapters import base_class
 from hetinfra.spec.demand import dataset_rows
 from hetinfra.spec.models import DatasetSizes, ModelSpec
-from hetinfra.spec.planning import MAX_BURST_CV, MIN_BURST_CV, MIN_LOAD
+from hetinfra.spec.planning import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
 
 __all__ = ["MAX_LOAD", "MAX_REQUESTS", "MIN_LOAD", "WorkloadConfig", "SizeRule", "below", "class_sizes", "arrival_gaps", "arrival_times", "model_rng"]
 
@@ -36,9 +36,6 @@ __all__ = ["MAX_LOAD", "MAX_REQUESTS", "MIN_LOAD", "WorkloadConfig", "SizeRule",
 #: in memory (the draw, the arrivals and each unit's columns; measured 245 B at 500,000 on one
 #: model), so 2,000,000 is about 0.5 GB per model
 MAX_REQUESTS = 2_000_000
-#: the most ``load`` a simulation replays (a multiple of the plan's demand; planning.verify.load is at most
-#: 10): far past any fleet's capacity already, and short of the float overflow that 1e308 reached
-MAX_LOAD = 1000.0
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ MIN_BURST_CV, MAX_BURST_CV = 0.01, 10.0
 #: the least load a simulation replays (hetinfra.sim.workload, verify.load too): a thousandth of the demand
 #: (a load of 1e-310 made every arrival gap infinite, and simulation.json NaN)
 MIN_LOAD = 1e-3
+#: the most load a simulation replays (verify.load is at most 10): far past any fleet's capacity, and short
+#: of the float overflow that 1e308 reached
+MAX_LOAD = 1000.0
 
 
 class VerifySpec(Strict):

@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from hetinfra.plan.plausible import bandwidth_bound_rps, serves_nothing
+from hetinfra.perf.roofline import bandwidth_bound_rps
+from hetinfra.plan.plausible import serves_nothing
 from tests.cli.test_invalid_specs import GOOD
 
 SPEC = {**GOOD, "profiles": ["profile.csv"]}
