@@ -31,6 +31,20 @@ def is_dns_label(value: str, *, letter_first: bool = False) -> bool:
 #: GPU (hetinfra.document.base; state.json's live counts and the Kubernetes answers use the same figure)
 MAX_GPUS = 1_000_000
 
+# ---- the simulator's workload ---------------------------------------------------------------------
+#: burst_cv's domain (the spec's planning.verify.burst_cv, ``simulate --burst-cv``, and
+#: hetinfra.sim.workload.WorkloadConfig, which every simulation passes): inter-arrival gaps are gamma
+#: of shape 1 / cv^2. Below MIN_BURST_CV that shape (10,000 and more) is an even stream in all but name,
+#: and by cv 1e-155 it overflows to inf, where random.gammavariate never returns; above MAX_BURST_CV a
+#: shape under 0.01 sends nearly every request in one burst
+MIN_BURST_CV, MAX_BURST_CV = 0.01, 10.0
+#: the least load a simulation replays (verify.load and ``simulate --load`` too): a thousandth of the
+#: demand (a load of 1e-310 made every arrival gap infinite, and simulation.json NaN)
+MIN_LOAD = 1e-3
+#: the most load a simulation replays (verify.load is at most 10): far past any fleet's capacity, and short
+#: of the float overflow that 1e308 reached
+MAX_LOAD = 1000.0
+
 # ---- ports ----------------------------------------------------------------------------------------
 #: vLLM's OpenAI-compatible endpoint on every replica (``deploy.port``): vLLM's own default, so a unit
 #: started by hand answers where the plan says

@@ -44,6 +44,11 @@ class FiniteFloat(click.FloatRange):
     def __init__(self, min: float | None = None, max: float | None = None, **kwargs):  # noqa: A002
         super().__init__(min=min, max=max, **kwargs)
 
+    def _describe_range(self) -> str:
+        """The range as help text: click's, except that a range with no bound (any finite number) has
+        none to show, where click's would print ``x<=None``."""
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):

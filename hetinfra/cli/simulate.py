@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
 from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, run_command, summary_console
 
 
@@ -48,8 +49,8 @@ class RequestCount(click.ParamType):
               help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% prediction bound for one more run.")
 @click.option("--check", is_flag=True,
               help="Exit 12 when an objective is missed (or not shown met by the bound) or a unit is unstable.")
-@click.option("--load", type=FiniteFloat(), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
-@click.option("--burst-cv", type=FiniteFloat(), default=1.0, show_default=True,
+@click.option("--load", type=FiniteFloat(min=MIN_LOAD, max=MAX_LOAD), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
+@click.option("--burst-cv", type=FiniteFloat(min=MIN_BURST_CV, max=MAX_BURST_CV), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
 @click.option("--period", type=click.IntRange(min=0), default=None,
               help="Simulate the fleet of this profile period (0-based; a plan whose spec has demand.profile): "

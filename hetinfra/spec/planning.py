@@ -8,20 +8,11 @@ from typing import Literal
 
 from pydantic import Field
 
+# the simulator's load and burst_cv domains live in hetinfra.facts (the CLI's flags read them without
+# the spec); spec/planning names them for the fields below and for hetinfra.sim.workload
+from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD  # noqa: F401
 from hetinfra.spec.base import Strict
 from hetinfra.spec.units import MAX_SCALE
-
-#: burst_cv's domain, the simulator's too (hetinfra.sim.workload.WorkloadConfig): inter-arrival gaps are
-#: gamma of shape 1 / cv^2. Below MIN_BURST_CV that shape (10,000 and more) is an even stream in all but
-#: name, and by cv 1e-155 it overflows to inf, where random.gammavariate never returns; above
-#: MAX_BURST_CV a shape under 0.01 sends nearly every request in one burst
-MIN_BURST_CV, MAX_BURST_CV = 0.01, 10.0
-#: the least load a simulation replays (hetinfra.sim.workload, verify.load too): a thousandth of the demand
-#: (a load of 1e-310 made every arrival gap infinite, and simulation.json NaN)
-MIN_LOAD = 1e-3
-#: the most load a simulation replays (verify.load is at most 10): far past any fleet's capacity, and short
-#: of the float overflow that 1e308 reached
-MAX_LOAD = 1000.0
 
 
 class VerifySpec(Strict):

@@ -15,19 +15,17 @@ from hetinfra.cli.common import UserPath
 CLI = Path(__file__).resolve().parents[2] / "hetinfra" / "cli"
 
 
+def every_command(cmd=cli, names=()) -> list[tuple[list[str], click.Command]]:
+    """(command path, command) of every command, groups included (test_number_flags reads it too)."""
+    out = [(list(names), cmd)]
+    for name, sub in getattr(cmd, "commands", {}).items():
+        out += every_command(sub, [*names, name])
+    return out
+
+
 def _path_params():
     """(command path, parameter) of every UserPath parameter of every command."""
-    out = []
-
-    def walk(cmd, names):
-        for p in cmd.params:
-            if isinstance(p.type, UserPath):
-                out.append((names, p))
-        for name, sub in getattr(cmd, "commands", {}).items():
-            walk(sub, [*names, name])
-
-    walk(cli, [])
-    return out
+    return [(names, p) for names, cmd in every_command() for p in cmd.params if isinstance(p.type, UserPath)]
 
 
 PARAMS = _path_params()
