@@ -145,7 +145,7 @@ def test_command_writes_files(chat_plan, tmp_path):
     svg = (tmp_path / "simulation.svg").read_text()
     assert svg.startswith("<svg") and "TTFT CDF" in svg and "TPOT CDF" in svg
     bad = CliRunner().invoke(simulate_command, [str(chat_plan), "--burst-cv", "0", "--json"])
-    assert bad.exit_code == 2 and "burst_cv" in bad.output
+    assert bad.exit_code == 2 and "--burst-cv" in bad.output
 
 
 def test_profile_comparison_signed_error(chat_plan, tmp_path):
