@@ -92,12 +92,28 @@ class FidelityModel(Judgement, _Worst):
         return getattr(j.estimate, stat), getattr(j.bound, stat) if j.bound is not None else None
 
 
+class CliffProbe(Doc):
+    """A model met under pressure, run again at a little more load (hetinfra.plan.cliff): whether it
+    falls off a cliff (a preemption cascade, a queue that stops draining) that close to its promise."""
+
+    load: bounded(gt=0) = Field(description="The probe's load, a multiple of the declared demand: the promised "
+                                            "load (fidelity.load) plus 5%.")
+    seeds: list[StrictInt] = Field(description="Its seeds: the model's first confirm seeds.")
+    run_ratios: list[Optional[Number]] = Field(description="Each run's worst statistic over its objective (null: a unit "
+                                                       "not in steady state).")
+    collapsed: StrictBool = Field(description="Whether a run missed its objective by more than 1.5x its bound at the "
+                                              "promised load (or a unit was not in steady state): the model is then "
+                                              "not met.")
+
+
 class ConfirmedModel(Judgement, _Head):
     """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
 
     requests: Optional[StrictInt] = Field(None, description="Requests per replication this model was confirmed at: "
                                                             "its own need (fidelity.requests is the longest "
                                                             "model's); absent in plans before per-model lengths.")
+    cliff: Optional[CliffProbe] = Field(None, description="The cliff probe of a model met under pressure (present "
+                                                          "only for such a model; absent in plans before it).")
 
 
 class Veto(Doc):

@@ -25,7 +25,9 @@ plan, seeds no decision saw):
    KV cache at least KV_NEAR full, or preempting, or a replica's running batch at SEATS_NEAR of its
    max_num_seqs, in a replication of either judge: ``pressure``),
    up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
-   heavy upper tail, which a normal bound at CONFIDENCE underrates).
+   heavy upper tail, which a normal bound at CONFIDENCE underrates);
+4. the confirmation's cliff probe (hetinfra.plan.cliff): a model it met under that pressure runs
+   on its first CLIFF_SEEDS seeds at CLIFF_MARGIN more load, and is not met where it collapses there.
 
 The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
 missed in every later judgement of the search (:meth:`Replicated.veto`).
@@ -45,6 +47,7 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
+from hetinfra.plan.cliff import CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, fallen, probe, stressed
 from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, under_pressure
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
@@ -75,7 +78,9 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, and at "
           f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
-          "interval or roofline, and no confirmation saw that model's plan miss")
+          "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
+          f"that pressure is run again on its first {CLIFF_SEEDS} seeds at {CLIFF_MARGIN:.0%} more load, and is not "
+          f"met where a run there misses by more than {CLIFF_JUMP:g}x its bound (a cliff that close to its promise)")
 #: what the work budget names when it stops a judgement's further replications (plan.json
 #: work_budget.stopped): the models still open then are undecided, so not met
 REPLICATIONS_CUT = "verification's replications (models still undecided counted as missed)"
@@ -212,20 +217,21 @@ class Replicated:
         judge (the confirmation); from now on they miss here too, whatever these seeds say."""
         self.vetoed.update(model_state(view, m) for m in models)
 
-    def _run(self, view: dict, models: list[str], picks: slice, parsed: dict) -> list[dict]:
+    def _run(self, view: dict, models: list[str], picks: slice, parsed: dict, config=None) -> list[dict]:
         """``models`` of ``view`` simulated on their seeds ``picks`` (:meth:`seeds_of`: the same
         replications of each model's own block), each model at its own length (:meth:`length`): those
         of one length and block run together, and each replication's runs are joined; ``parsed``: this
         judgement's parse cache, per set of models kept (one judgement reads one unchanging view:
         validating each part once instead of at every step saves most of the validations of a fleet's
-        judging)."""
+        judging); ``config``: the workload where it is not the judge's (the cliff probe's load)."""
         groups: dict[tuple, list[str]] = {}
         for m in models:
             groups.setdefault((self.length(m), tuple(self.seeds_of(m)[picks])), []).append(m)
-        runs = [self._run_at(view, ms, list(seeds), parsed, n) for (n, seeds), ms in sorted(groups.items())]
+        runs = [self._run_at(view, ms, list(seeds), parsed, n, config) for (n, seeds), ms in sorted(groups.items())]
         return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(runs[0]))]
 
-    def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int) -> list[dict]:
+    def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int,
+                config=None) -> list[dict]:
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
@@ -235,7 +241,8 @@ class Replicated:
         if part is not view and whole is not None and SimPlan not in parse:
             parse[SimPlan] = part_of(whole, set(models))
         ticks = self.progress.requests if self.progress is not None else None
-        config = self.config if requests == self.config.requests else replace(self.config, requests=requests)
+        config = config or self.config
+        config = config if requests == config.requests else replace(config, requests=requests)
         return simulate_replications(part, self.spec, self.path, config, seeds, memo=self.memo, detail=False,
                                      ticks=ticks, parsed=parse)
 
@@ -285,7 +292,7 @@ class Replicated:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out
                         and (got := clearly_in(m, first, self.margin)) is not None})
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
-        count, judged = self.start, False
+        count, judged, every_pressed = self.start, False, set()
         while runs:
             todo = sorted(runs)
             have = len(runs[todo[0]])
@@ -299,6 +306,7 @@ class Replicated:
                 if under_pressure(runs[n], n):
                     self.pressure.add(model_state(view, n))
             pressed = {n for n in todo if self.pressed and self.under_pressure(view, n)}
+            every_pressed |= pressed
             verdict = self._verdict(runs[todo[0]], todo, pressed)
             for m in verdict["models"]:
                 near = self.edge and m["met"] and count < EDGE_LOOK and \
@@ -308,7 +316,22 @@ class Replicated:
                 if not open_ or count >= (self.most if m["model"] in pressed else MAX):
                     del runs[m["model"]]
             count, judged = min(count + STEP, self.most), True
+        self._probe_cliffs(view, sorted(n for n in every_pressed if out[n][0]["met"]), out, parsed)
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+    def _probe_cliffs(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:
+        """The cliff probe (hetinfra.plan.cliff) of ``names``, models met under pressure: each run on its
+        first CLIFF_SEEDS seeds at CLIFF_MARGIN more load; one that collapses there is not met, with
+        the probe's units (the padding's order reads them: the unit that fell off first)."""
+        if not names or not current().check(REPLICATIONS_CUT):
+            return
+        config = stressed(self.config)
+        runs = self._run(view, names, slice(0, CLIFF_SEEDS), parsed, config)
+        units = self._verdict(runs, names, set(names))["units"]
+        for n in names:
+            record = probe(out[n][0], runs, n, config.load, self.seeds_of(n)[:CLIFF_SEEDS])
+            entry = fallen(out[n][0], record) if record["collapsed"] else {**out[n][0], "cliff": record}
+            out[n] = (entry, [u for u in units if u["model"] == n] if record["collapsed"] else out[n][1])
 
     def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:
         """``models`` judged on their replications ``sims`` (hetinfra.sim.replications.judge), those in
