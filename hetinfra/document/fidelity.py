@@ -131,10 +131,12 @@ class Padding(Doc):
     confirm seeds (and, for the latter, on the search's seeds too) (hetinfra.plan.pad)."""
 
     model: StrictStr = Field(description="The model.")
-    missed_on: Literal["confirmation", "search"] = Field(
+    missed_on: Literal["confirmation", "search", "cliff"] = Field(
         "confirmation", description="What it missed before the padding: 'confirmation', the fresh seeds after the "
                                     "search's last veto; 'search', the search's own seeds when its rounds "
-                                    "(planning.verify.max_rounds) ran out.")
+                                    "(planning.verify.max_rounds) ran out; 'cliff', the confirmation's cliff "
+                                    "probe: met at the promised load, it collapsed at 5% more "
+                                    "(fidelity.confirmation.models[].cliff).")
     replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed), net of what a later "
                                                   "trim removed from the same units. 0 where the padding "
                                                   "did not make it meet: the replicas tried are removed "

@@ -55,7 +55,9 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
     from hetinfra.plan.confirm import sized_confirmation  # with plan.json's sections: not at import
 
     search_missed = {m["model"] for m in (searched or {}).get("models", ()) if not m["met"]}
-    records = {name: {"model": name, "missed_on": "search" if name in search_missed else "confirmation",
+    fell = {m["model"] for m in conf["models"] if (m.get("cliff") or {}).get("collapsed")}  # hetinfra.plan.cliff
+    records = {name: {"model": name, "missed_on": "search" if name in search_missed else
+                      "cliff" if name in fell else "confirmation",
                       "replicas_added": 0, "replicas_by_unit": {}, "seeds": [], "met": False}
                for name in sorted({m["model"] for m in conf["models"] if not m["met"]} | search_missed)}
     ratios = unit_ratios(conf, searched or {})

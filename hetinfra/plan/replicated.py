@@ -327,6 +327,7 @@ class Replicated:
             return
         config = stressed(self.config)
         runs = self._run(view, names, slice(0, CLIFF_SEEDS), parsed, config)
+        self.simulations += len(runs)  # fidelity.replications.simulated counts the probe's runs too
         units = self._verdict(runs, names, set(names))["units"]
         for n in names:
             record = probe(out[n][0], runs, n, config.load, self.seeds_of(n)[:CLIFF_SEEDS])

@@ -143,6 +143,10 @@ def padding_cause(missed_on: str, vetoes: int) -> str:
     """Why a model was padded (fidelity.confirmation.padded[].missed_on), in words."""
     if missed_on == "search":
         return "the search's rounds ran out with it missing"
+    if missed_on == "cliff":  # hetinfra.plan.cliff
+        from hetinfra.plan.cliff import CLIFF_MARGIN
+
+        return f"it met on the confirmation's seeds but collapsed at {CLIFF_MARGIN:.0%} more load (a cliff that close)"
     return "the confirmation missed" + (f" after {vetoes_words(vetoes)}" if vetoes else " on its fresh seeds")
 
 

@@ -98,14 +98,14 @@ class _Judge:
         return {"met": all(m["met"] for m in models), "seeds": seeds, "models": models, "units": units}
 
 
-def _verified(monkeypatch, pr, need: dict[str, int], search_needs: dict[str, int] | None = None):
+def _verified(monkeypatch, pr, need: dict[str, int], search_needs: dict[str, int] | None = None, judge=None):
     """verify() of ``pr`` whose search keeps ``pr`` every round and whose confirmation meets a model
     only at ``need`` replicas (the search's judge at ``search_needs``): (the Verification, the
     confirm judge)."""
     from hetinfra.plan.ceiling import Ceilings
 
     ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
-    decide, confirm = _Judge(search_needs or {}, ceilings), _Judge(need, ceilings)
+    decide, confirm = _Judge(search_needs or {}, ceilings), (judge or _Judge)(need, ceilings)
     monkeypatch.setattr(verify, "simulators", lambda pr, progress=None: (decide, confirm))
     monkeypatch.setattr(rounds.Search, "veto", lambda self, judged, doc: True)
 
@@ -189,6 +189,35 @@ def test_a_plan_the_search_met_and_the_confirmation_vetoed_sends_the_search_back
     assert len(v.vetoes) == verify.VETOES and v.met
     [record] = v.padded
     assert record["missed_on"] == "confirmation" and record["replicas_added"] == 1
+
+
+class _CliffJudge(_Judge):
+    """A confirmation whose misses are the cliff probe's (hetinfra.plan.cliff): met at the promised load,
+    collapsed at 5% more while a model has fewer than ``need`` replicas."""
+
+    def __call__(self, view: dict) -> dict:
+        judged = super().__call__(view)
+        for m in judged["models"]:
+            if not m["met"]:
+                m["cliff"] = {"load": 1.26, "seeds": m["seeds"], "run_ratios": [2.0, 2.0], "collapsed": True}
+        return judged
+
+
+def test_a_confirmation_missed_only_at_the_cliff_pads_at_once_and_says_why(planned, monkeypatch):
+    """No veto (it would derate every regime of the model: benchmarks/specs/two-models.yaml's summary-7b
+    went from 2 x L40S to one H100 at $14.32/h, where a third L40S is $13.03/h): the padding adds the
+    replica, recorded as missed_on 'cliff', and the warning says what the probe saw."""
+    from hetinfra.plan.fidelity import _warnings
+
+    pr, _doc = planned
+    first = sum(n for u, n in pr.result.n.items() if pr.units[u].model == "chat-b")
+    v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 1}, judge=_CliffJudge)
+    assert v.vetoes == [] and v.met
+    [record] = v.padded
+    assert record["missed_on"] == "cliff" and record["replicas_added"] == 1 and record["met"]
+    fidelity = SimpleNamespace(load=1.2, rounds=1)
+    [warning] = [w for w in _warnings(fidelity, v, strict=False) if "replica(s) added" in w]
+    assert "collapsed at 5% more load" in warning
 
 
 def test_after_a_veto_a_model_under_kv_pressure_is_judged_on_fresh_seeds_too(planned, monkeypatch):
