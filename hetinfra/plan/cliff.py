@@ -28,6 +28,9 @@ CLIFF_SEEDS = 3
 #: a probe run collapses when it misses its objective and its ratio is past this multiple of the
 #: model's bound at the promised load (a smooth slope moves a ratio by a few per cent for 5% load)
 CLIFF_JUMP = 1.5
+#: what the work budget names when it stops the probe (plan.json work_budget.stopped): the models it
+#: would have probed keep their judgement at the promised load, and carry no ``cliff`` record
+CLIFF_CUT = "the cliff probe (models met under pressure were judged at the promised load only, not 5% past it)"
 
 
 def stressed(config):

@@ -47,7 +47,7 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
-from hetinfra.plan.cliff import CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, fallen, probe, stressed
+from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, fallen, probe, stressed
 from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, under_pressure
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
@@ -323,7 +323,7 @@ class Replicated:
         """The cliff probe (hetinfra.plan.cliff) of ``names``, models met under pressure: each run on its
         first CLIFF_SEEDS seeds at CLIFF_MARGIN more load; one that collapses there is not met, with
         the probe's units (the padding's order reads them: the unit that fell off first)."""
-        if not names or not current().check(REPLICATIONS_CUT):
+        if not names or not current().check(CLIFF_CUT):
             return
         config = stressed(self.config)
         runs = self._run(view, names, slice(0, CLIFF_SEEDS), parsed, config)

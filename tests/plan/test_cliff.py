@@ -79,3 +79,20 @@ def test_a_confirmation_whose_only_misses_are_cliffs_goes_to_the_padding_not_bac
     assert only_cliffs({"models": [fell, met]})
     assert not only_cliffs({"models": [fell, missed, met]})  # a plain miss: the rounds resume (a veto)
     assert not only_cliffs({"models": [met]})
+
+
+def test_a_spent_work_budget_skips_the_probe_and_says_so(monkeypatch):
+    """The budget stops the probe before it runs: the model keeps its judgement at the promised load, with
+    no ``cliff`` record, and the budget names the probe (plan.json work_budget.stopped)."""
+    stopped = []
+
+    class Spent:
+        def check(self, what):
+            if what == cliff.CLIFF_CUT:
+                stopped.append(what)
+                return False
+            return True
+
+    monkeypatch.setattr(replicated, "current", lambda: Spent())
+    model, loads = _probed(monkeypatch, 0.5, 2.0, kv_max=0.96)
+    assert model["met"] and "cliff" not in model and set(loads) == {1.2} and stopped == [cliff.CLIFF_CUT]
