@@ -106,12 +106,26 @@ class CliffProbe(Doc):
                                               "not met.")
 
 
+class Thrashing(Doc):
+    """A model met under pressure: its KV thrashing over the confirmation's replications
+    (hetinfra.plan.kv_pressure.thrashing)."""
+
+    unit: StrictStr = Field(description="Its unit whose bound is highest.")
+    bound: bounded(ge=0) = Field(description="That unit's one-sided prediction bound (at the judgement's confidence) on "
+                                             "the re-preemption of one more run (a run without preemptions reads 0).")
+    repreemption_max: bounded(gt=0, lt=1) = Field(description="The stability rule's limit on a run's re-preemption "
+                                                              "(hetinfra.sim.stability.REPREEMPTION_MAX).")
+    met: StrictBool = Field(description="Whether the bound is within the limit: the model is not met otherwise.")
+
+
 class ConfirmedModel(Judgement, _Head):
     """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
 
     requests: Optional[StrictInt] = Field(None, description="Requests per replication this model was confirmed at: "
                                                             "its own need (fidelity.requests is the longest "
                                                             "model's); absent in plans before per-model lengths.")
+    thrashing: Optional[Thrashing] = Field(None, description="The KV thrashing of a model met under pressure whose "
+                                                             "units preempted (present only then).")
     cliff: Optional[CliffProbe] = Field(None, description="The cliff probe of a model met under pressure (present "
                                                           "only for such a model; absent in plans before it).")
 
@@ -131,12 +145,13 @@ class Padding(Doc):
     confirm seeds (and, for the latter, on the search's seeds too) (hetinfra.plan.pad)."""
 
     model: StrictStr = Field(description="The model.")
-    missed_on: Literal["confirmation", "search", "cliff"] = Field(
+    missed_on: Literal["confirmation", "search", "cliff", "thrashing"] = Field(
         "confirmation", description="What it missed before the padding: 'confirmation', the fresh seeds after the "
                                     "search's last veto; 'search', the search's own seeds when its rounds "
                                     "(planning.verify.max_rounds) ran out; 'cliff', the confirmation's cliff "
                                     "probe: met at the promised load, it collapsed at 5% more "
-                                    "(fidelity.confirmation.models[].cliff).")
+                                    "(fidelity.confirmation.models[].cliff); 'thrashing', the bound on its KV "
+                                    "thrashing over the confirmation's runs (fidelity.confirmation.models[].thrashing).")
     replicas_added: StrictInt = Field(description="Replicas added to it in all (none removed), net of what a later "
                                                   "trim removed from the same units. 0 where the padding "
                                                   "did not make it meet: the replicas tried are removed "

@@ -53,7 +53,8 @@ def probe(entry: dict, runs: list[dict], model: str, load: float, seeds: list[in
     return {"load": round(load, 6), "seeds": list(seeds), "run_ratios": ratios, "collapsed": collapsed}
 
 
-def fallen(entry: dict, record: dict) -> dict:
-    """``entry`` (a met model's judgement) not met, for the cliff its probe ``record`` found."""
+def fallen(entry: dict, **records) -> dict:
+    """``entry`` (a met model's judgement) not met, for what ``records`` found (``cliff``: the probe's;
+    ``thrashing``: hetinfra.plan.kv_pressure.thrashing's), which it carries."""
     return {**entry, "met": False, "decision": "missed", "objective": {**(entry.get("objective") or {}), "met": False},
-            "cliff": record}
+            **records}

@@ -153,7 +153,7 @@ def _confirmation(v: Verification) -> Confirmation:
         "met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
         "models": [{"model": m["model"], "met": m["met"], **_judgement(m),
                     **({"requests": v.confirm_requests[m["model"]]} if m["model"] in v.confirm_requests else {}),
-                    **({"cliff": m["cliff"]} if m.get("cliff") else {})}
+                    **{k: m[k] for k in ("thrashing", "cliff") if m.get(k)}}
                    for m in c.get("models", ())],
         "vetoes": list(v.vetoes), **({"padded": list(v.padded)} if v.padded else {}),
         **({"off_peak": list(v.off_peak_fleets)} if v.off_peak_fleets else {}),

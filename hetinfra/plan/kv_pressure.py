@@ -64,3 +64,60 @@ def _kv_full(unit: dict, full: float) -> bool:
 def _seats_full(unit: dict) -> bool:
     batch = unit.get("batch") or {}
     return bool(batch.get("max_num_seqs")) and (batch.get("max") or 0) >= SEATS_NEAR * batch["max_num_seqs"]
+
+
+def thrashing(sims: list[dict], model: str, confidence: float) -> dict | None:
+    """plan.json ``fidelity.confirmation.models[].thrashing`` for ``model`` over its replications ``sims``:
+    the unit of ``model`` whose one-sided ``confidence`` prediction bound on its re-preemption (the KV
+    thrashing figure of hetinfra.sim.stability; a run without preemptions reads 0) is highest, that
+    bound, the rule's limit (``repreemption_max``), and whether it is within it. None where no unit of it preempted.
+
+    Each run's stability test flags thrashing past REPREEMPTION_MAX; a unit that flags one run in five
+    passes 13 clean runs 5% of the time (bench_scale.py --mix other --seed 1, linked: o13-phi-4's
+    A100, re-preemption 0-0.63 in its clean audit runs, flagged in 2 of 10). Its figure spreads
+    across runs, and a bound on the next run sees that where the flags are too rare to."""
+    from hetinfra.sim.bounds import prediction_bound
+    from hetinfra.sim.stability import REPREEMPTION_MAX
+
+    figures: dict[str, list[float]] = {}
+    for s in sims:
+        for u in s["units"]:
+            if u["model"] == model and u.get("count"):
+                m = (u.get("stability") or {}).get("repreemption")
+                figures.setdefault(u["unit"], []).append(float(m or 0.0))
+    bounds = {unit: got[1] for unit, values in figures.items() if any(values)
+              and (got := prediction_bound(values, confidence, upper=True)) is not None}
+    if not bounds:
+        return None
+    unit = max(sorted(bounds), key=bounds.get)
+    return {"unit": unit, "bound": round(bounds[unit], 4), "repreemption_max": REPREEMPTION_MAX,
+            "met": bounds[unit] <= REPREEMPTION_MAX}
+
+
+def thrashing_first(units: list[dict], record: dict) -> list[dict]:
+    """A model's judged ``units`` with the one ``record`` (:func:`thrashing`) names read as missing by its
+    bound over the limit (``objective.ratios.thrashing``): the padding then gives it the replica
+    (hetinfra.plan.pad.padding_order reads the worst ratio)."""
+    ratio = record["bound"] / record["repreemption_max"]
+    return [{**u, "objective": {**u["objective"], "met": False, "ratio": max(u["objective"].get("ratio") or 0.0, ratio),
+                                "ratios": {**(u["objective"].get("ratios") or {}), "thrashing": round(ratio, 4)}}}
+            if u["unit"] == record["unit"] else u for u in units]
+
+
+def only_pressure_misses(confirmation: dict) -> bool:
+    """Whether every model ``confirmation`` missed met at the promised load and missed only a check of a
+    model under pressure: its KV thrashing over its replications, or the cliff probe 5% past it
+    (hetinfra.plan.replicated._judge_pressed). The padding gives such a model a replica on the unit
+    that thrashed or fell, where a veto would derate every regime of its model
+    (benchmarks/specs/two-models.yaml: summary-7b's 2 x L40S became one H100, $11.17 -> $14.32/h,
+    where a third L40S is $13.03/h)."""
+    missed = [m for m in confirmation["models"] if not m["met"]]
+    return bool(missed) and all(pressure_miss(m) for m in missed)
+
+
+def pressure_miss(model: dict) -> str | None:
+    """What a missed model of a confirmation missed that only a model under pressure is judged on:
+    "thrashing", "cliff", or None (plan.json fidelity.confirmation.padded[].missed_on)."""
+    if not (model.get("thrashing") or {}).get("met", True):
+        return "thrashing"
+    return "cliff" if (model.get("cliff") or {}).get("collapsed") else None

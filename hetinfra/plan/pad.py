@@ -53,11 +53,12 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
     seeds, and fresh confirm seeds). A record: model, the replicas added in all and per unit, the
     seeds of its last judgement, met, and why it stopped short (``reason``, only then)."""
     from hetinfra.plan.confirm import sized_confirmation  # with plan.json's sections: not at import
+    from hetinfra.plan.kv_pressure import pressure_miss
 
     search_missed = {m["model"] for m in (searched or {}).get("models", ()) if not m["met"]}
-    fell = {m["model"] for m in conf["models"] if (m.get("cliff") or {}).get("collapsed")}  # hetinfra.plan.cliff
+    pressed = {m["model"]: why for m in conf["models"] if (why := pressure_miss(m))}  # thrashing, cliff
     records = {name: {"model": name, "missed_on": "search" if name in search_missed else
-                      "cliff" if name in fell else "confirmation",
+                      pressed.get(name, "confirmation"),
                       "replicas_added": 0, "replicas_by_unit": {}, "seeds": [], "met": False}
                for name in sorted({m["model"] for m in conf["models"] if not m["met"]} | search_missed)}
     ratios = unit_ratios(conf, searched or {})

@@ -48,7 +48,8 @@ from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, fallen, probe, stressed
-from hetinfra.plan.kv_pressure import KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, under_pressure
+from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
+                                       under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
 
@@ -292,7 +293,7 @@ class Replicated:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out
                         and (got := clearly_in(m, first, self.margin)) is not None})
         runs: dict[str, list[dict]] = {n: [first] for n in names if n not in out}
-        count, judged, every_pressed = self.start, False, set()
+        ran, count, judged, every_pressed = dict(runs), self.start, False, set()  # ran: each model's runs, kept
         while runs:
             todo = sorted(runs)
             have = len(runs[todo[0]])
@@ -316,8 +317,20 @@ class Replicated:
                 if not open_ or count >= (self.most if m["model"] in pressed else MAX):
                     del runs[m["model"]]
             count, judged = min(count + STEP, self.most), True
-        self._probe_cliffs(view, sorted(n for n in every_pressed if out[n][0]["met"]), out, parsed)
+        self._judge_pressed(view, sorted(n for n in every_pressed if out[n][0]["met"]), ran, out, parsed)
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+    def _judge_pressed(self, view: dict, names: list[str], ran: dict, out: dict, parsed: dict) -> None:
+        """The checks of ``names``, models met under pressure, beyond their statistics: their KV
+        thrashing over their replications ``ran`` (hetinfra.plan.kv_pressure.thrashing), then the cliff
+        probe of those it leaves met (:meth:`_probe_cliffs`)."""
+        for n in names:
+            record = thrashing(ran[n], n, PRESSED_CONFIDENCE)
+            if record is not None and not record["met"]:
+                out[n] = (fallen(out[n][0], thrashing=record), thrashing_first(out[n][1], record))
+            elif record is not None:
+                out[n] = ({**out[n][0], "thrashing": record}, out[n][1])
+        self._probe_cliffs(view, [n for n in names if out[n][0]["met"]], out, parsed)
 
     def _probe_cliffs(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:
         """The cliff probe (hetinfra.plan.cliff) of ``names``, models met under pressure: each run on its
@@ -331,7 +344,7 @@ class Replicated:
         units = self._verdict(runs, names, set(names))["units"]
         for n in names:
             record = probe(out[n][0], runs, n, config.load, self.seeds_of(n)[:CLIFF_SEEDS])
-            entry = fallen(out[n][0], record) if record["collapsed"] else {**out[n][0], "cliff": record}
+            entry = fallen(out[n][0], cliff=record) if record["collapsed"] else {**out[n][0], "cliff": record}
             out[n] = (entry, [u for u in units if u["model"] == n] if record["collapsed"] else out[n][1])
 
     def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:

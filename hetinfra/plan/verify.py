@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from hetinfra.errors import InfeasibleError
+from hetinfra.plan.kv_pressure import only_pressure_misses
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT,  # noqa: F401
                                    next_factors, regime_of, simulation_view)
@@ -166,7 +167,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         put_back = _search_and_confirm(out, pr, resolve, (budget, settle), progress, search, decide, confirm,
                                        on_rounds)
         if out.confirmation["met"] or "reason" in out.confirmation or not searched_met(out.sim) or attempt == VETOES \
-                or only_cliffs(out.confirmation) or not search.veto(out.confirmation, simulation_view(out.pr)):
+                or only_pressure_misses(out.confirmation) or not search.veto(out.confirmation, simulation_view(out.pr)):
             break
         if not current().check(RESUME_CUT):  # the confirmation's miss stands, stated
             break
@@ -195,15 +196,6 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
     _check_budget(out.pr, met)
     return out
-
-
-def only_cliffs(confirmation: dict) -> bool:
-    """Whether every model ``confirmation`` missed met at the promised load and fell off a cliff 5% past
-    it (hetinfra.plan.cliff): the padding gives such a model a replica on the unit that fell, where a
-    veto would derate every regime of its model (benchmarks/specs/two-models.yaml: summary-7b's 2 x L40S
-    became one H100, $11.17 -> $14.32/h, where a third L40S is $13.30/h)."""
-    missed = [m for m in confirmation["models"] if not m["met"]]
-    return bool(missed) and all((m.get("cliff") or {}).get("collapsed") for m in missed)
 
 
 def searched_met(sim: dict) -> bool:

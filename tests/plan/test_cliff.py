@@ -70,15 +70,17 @@ def test_a_model_under_no_pressure_is_never_probed(monkeypatch):
     assert model["met"] and "cliff" not in model and set(loads) == {1.2}
 
 
-def test_a_confirmation_whose_only_misses_are_cliffs_goes_to_the_padding_not_back_to_the_rounds():
-    from hetinfra.plan.verify import only_cliffs
+def test_a_confirmation_whose_only_misses_are_pressure_checks_goes_to_the_padding_not_back_to_the_rounds():
+    from hetinfra.plan.kv_pressure import only_pressure_misses, pressure_miss
 
     fell = {"model": "a", "met": False, "cliff": {"collapsed": True}}
-    missed = {"model": "b", "met": False}
+    thrashed = {"model": "d", "met": False, "thrashing": {"met": False}, "cliff": None}
+    missed = {"model": "b", "met": False, "thrashing": {"met": True}}
     met = {"model": "c", "met": True, "cliff": {"collapsed": False}}
-    assert only_cliffs({"models": [fell, met]})
-    assert not only_cliffs({"models": [fell, missed, met]})  # a plain miss: the rounds resume (a veto)
-    assert not only_cliffs({"models": [met]})
+    assert [pressure_miss(m) for m in (fell, thrashed, missed, met)] == ["cliff", "thrashing", None, None]
+    assert only_pressure_misses({"models": [fell, thrashed, met]})
+    assert not only_pressure_misses({"models": [fell, missed, met]})  # a plain miss: the rounds resume (a veto)
+    assert not only_pressure_misses({"models": [met]})
 
 
 def test_a_spent_work_budget_skips_the_probe_and_says_so(monkeypatch):
