@@ -26,8 +26,10 @@ plan, seeds no decision saw):
    max_num_seqs, in a replication of either judge: ``pressure``),
    up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
    heavy upper tail, which a normal bound at CONFIDENCE underrates);
-4. the confirmation's cliff probe (hetinfra.plan.cliff): a model it met under that pressure runs
-   on its first CLIFF_SEEDS seeds at CLIFF_MARGIN more load, and is not met where it collapses there.
+4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
+   (hetinfra.plan.kv_pressure.thrashing), and those it leaves met are probed
+   (hetinfra.plan.cliff): run on their first CLIFF_SEEDS seeds at CLIFF_MARGIN more load, not met
+   where they collapse there.
 
 The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
 missed in every later judgement of the search (:meth:`Replicated.veto`).
@@ -80,8 +82,10 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
-          f"that pressure is run again on its first {CLIFF_SEEDS} seeds at {CLIFF_MARGIN:.0%} more load, and is not "
-          f"met where a run there misses by more than {CLIFF_JUMP:g}x its bound (a cliff that close to its promise)")
+          f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "
+          f"over its runs passes the stability rule's limit, and is run again on its first {CLIFF_SEEDS} seeds at "
+          f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses by more than {CLIFF_JUMP:g}x its bound "
+          "(a cliff that close to its promise)")
 #: what the work budget names when it stops a judgement's further replications (plan.json
 #: work_budget.stopped): the models still open then are undecided, so not met
 REPLICATIONS_CUT = "verification's replications (models still undecided counted as missed)"
