@@ -87,15 +87,25 @@ def sized_confirmation(confirm, view: dict) -> dict:
     docstring): where it asks for more, ``confirm`` runs longer from now on (the need is measured
     again at the new length; it only grows, up to MOST_REQUESTS). The need is measured BEFORE the
     judgement: the judgement's screening seed is that very simulation (the memo serves it), and no
-    judgement is run at a length that is then thrown away."""
+    judgement is run at a length that is then thrown away.
+
+    A model the judgement itself finds under pressure (KV or seats in a later replication than the
+    first) is judged again at the plan's longest run, as :func:`wanted` asks of such a model:
+    bench_scale.py --mix other --seed 3's o04-llama-2-13b (independent) showed no pressure on its
+    first seed, was judged on 13 seeds at its own 20,000 requests, none preempting, and its A10 unit
+    preempted in 4 of 10 audit runs at the plan's 96,000 (one a cascade, 3.6x its objective)."""
     from hetinfra.sim.replications import requests_each
 
     while True:
-        need = wanted(confirm, view, requests_each(view, confirm.first_replication(view),
-                                                   least=int(confirm.config.requests)))
-        if all(n <= confirm.length(m) for m, n in need.items()):
-            return confirm(view)
-        confirm.lengthen(need)
+        need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
+        if any(n > confirm.length(m) for m, n in wanted(confirm, view, need).items()):
+            confirm.lengthen(wanted(confirm, view, need))
+            continue
+        judged = confirm(view)
+        found = wanted(confirm, view, need)  # with the pressure the judgement found
+        if all(n <= confirm.length(m) for m, n in found.items()):
+            return judged
+        confirm.lengthen(found)
 
 
 def wanted(confirm, view: dict, need: dict[str, int]) -> dict[str, int]:

@@ -323,6 +323,42 @@ def test_a_confirmation_lengthens_each_model_to_its_need_and_a_pressed_one_to_th
     assert grows.judged == [{"slow": 31_000, "light": light}] and long.judged == [{"slow": 40_000, "light": 40_000}]
 
 
+def test_a_model_the_judgement_finds_under_pressure_is_judged_again_at_the_longest_run(monkeypatch):
+    """Pressure a later replication shows (the first showed none): the model was judged at its own
+    20,000 requests, and is judged again at the plan's longest, 96,000, as wanted() asks of a pressed
+    model (o04-llama-2-13b of bench_scale.py --mix other --seed 3: 13 runs at 20,000 without a
+    preemption, 4 of 10 audit runs at 96,000 preempting, one a cascade)."""
+    from hetinfra.plan.confirm import sized_confirmation
+
+    monkeypatch.setattr("hetinfra.sim.replications.requests_each",
+                        lambda view, sim, least: {"slow": 96_000, "light": least})
+
+    class Judge:
+        def __init__(self):
+            self.config, self.lengths, self.judged, self.pressed = SimpleNamespace(requests=20_000), {}, [], set()
+
+        def length(self, model: str) -> int:
+            return max(self.lengths.get(model, 0), self.config.requests)
+
+        def first_replication(self, view):
+            return {}
+
+        def lengthen(self, requests: dict):
+            self.lengths.update({m: n for m, n in requests.items() if n > self.length(m)})
+
+        def under_pressure(self, view, model: str) -> bool:
+            return model in self.pressed
+
+        def __call__(self, view):
+            self.judged.append({m: self.length(m) for m in ("slow", "light")})
+            self.pressed.add("light")  # its later replications filled its KV cache
+            return {"met": True}
+
+    judge = Judge()
+    sized_confirmation(judge, {})
+    assert judge.judged == [{"slow": 96_000, "light": 20_000}, {"slow": 96_000, "light": 96_000}]
+
+
 def test_models_of_other_lengths_run_apart_and_join_as_one_simulation(monkeypatch):
     from hetinfra.sim.workload import WorkloadConfig
 
