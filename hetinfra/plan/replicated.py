@@ -292,6 +292,11 @@ class Replicated:
     def _fresh_on_block(self, view: dict, names: list[str], out: dict, parsed: dict) -> dict:
         """:meth:`_fresh` of ``names``, which share their seeds: the screen's simulation's top-level keys."""
         [first] = self._run(view, names, slice(0, 1), parsed)
+        # the screen's pressure counts for every model, the ones it decides too: a model the search accepts
+        # on its screening seed, KV cache 96% full at the plan's longest run, is one the confirmation must
+        # run at that length (o13-phi-4 of bench_scale.py --mix other --seed 1 linked: confirmed on 2 runs
+        # at its own 20,000 requests, it thrashed in 1 of 10 audit runs at the plan's 84,000)
+        self.pressure.update(model_state(view, n) for n in names if under_pressure([first], n))
         out.update({m["model"]: screened(m, first) for m in first["models"] if clearly_out(m, first)})
         if self.early:
             out.update({m["model"]: got for m in first["models"] if m["model"] not in out

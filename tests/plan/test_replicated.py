@@ -162,6 +162,18 @@ def test_the_search_accepts_a_model_far_inside_on_its_screening_seeds_batch_mean
     assert {m["model"]: m for m in pressed(VIEW)["models"]}["clear"]["replications"] == replicated.START
 
 
+def test_a_model_accepted_on_its_screening_seed_still_tells_the_confirmation_of_its_pressure(monkeypatch):
+    """The search accepts "clear" on its screen (far inside; KV cache 96% full: under KV_FULL, so one run
+    may accept it); the pressure that run showed is shared, so the confirmation runs it as a pressed
+    model (at the plan's longest, up to MAX_PRESSED, judged at 99%). It was dropped before: the screen's
+    pressure was read only for the models its replications went on to judge."""
+    judge, _ = _batched(monkeypatch, kv_max=0.96)
+    judge.early = True
+    by = {m["model"]: m for m in judge(VIEW)["models"]}
+    assert by["clear"]["replications"] == 1 and by["clear"]["met"]
+    assert judge.under_pressure(VIEW, "clear")
+
+
 class _ByCount:
     """A judge that meets while the plan keeps at least ``least`` replicas (the decide judge: any)."""
 
