@@ -51,10 +51,3 @@ def probe(entry: dict, runs: list[dict], model: str, load: float, seeds: list[in
         ratios.append(round(float(ratio), 4) if stable else None)
         collapsed |= not got["met"] and (not stable or float(ratio) > floor)
     return {"load": round(load, 6), "seeds": list(seeds), "run_ratios": ratios, "collapsed": collapsed}
-
-
-def fallen(entry: dict, **records) -> dict:
-    """``entry`` (a met model's judgement) not met, for what ``records`` found (``cliff``: the probe's;
-    ``thrashing``: hetinfra.plan.kv_pressure.thrashing's), which it carries."""
-    return {**entry, "met": False, "decision": "missed", "objective": {**(entry.get("objective") or {}), "met": False},
-            **records}

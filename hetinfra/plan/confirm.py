@@ -98,14 +98,13 @@ def sized_confirmation(confirm, view: dict) -> dict:
 
     while True:
         need = requests_each(view, confirm.first_replication(view), least=int(confirm.config.requests))
-        if any(n > confirm.length(m) for m, n in wanted(confirm, view, need).items()):
-            confirm.lengthen(wanted(confirm, view, need))
-            continue
-        judged = confirm(view)
-        found = wanted(confirm, view, need)  # with the pressure the judgement found
-        if all(n <= confirm.length(m) for m, n in found.items()):
-            return judged
-        confirm.lengthen(found)
+        asked = wanted(confirm, view, need)
+        if all(n <= confirm.length(m) for m, n in asked.items()):
+            judged = confirm(view)
+            asked = wanted(confirm, view, need)  # with the pressure the judgement found
+            if all(n <= confirm.length(m) for m, n in asked.items()):
+                return judged
+        confirm.lengthen(asked)
 
 
 def wanted(confirm, view: dict, need: dict[str, int]) -> dict[str, int]:

@@ -49,11 +49,12 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
-from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, fallen, probe, stressed
+from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
 from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
                                        under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
-from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, only, screened, seeds_union
+from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, not_met, only, screened,
+                                    seeds_union)
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
 
@@ -212,9 +213,7 @@ class Replicated:
         vetoed = {m["model"] for m in judged["models"] if model_state(view, m["model"]) in self.vetoed}
         if not vetoed:
             return judged
-        models = [{**m, "met": False, "decision": "missed", "vetoed": True,
-                   "objective": {**m["objective"], "met": False}} if m["model"] in vetoed else m
-                  for m in judged["models"]]
+        models = [not_met(m, vetoed=True) if m["model"] in vetoed else m for m in judged["models"]]
         return {**judged, "models": models, "met": all(m["met"] for m in models)}
 
     def veto(self, view: dict, models) -> None:
@@ -336,7 +335,7 @@ class Replicated:
         for n in names:
             record = thrashing(ran[n], n, PRESSED_CONFIDENCE)
             if record is not None and not record["met"]:
-                out[n] = (fallen(out[n][0], thrashing=record), thrashing_first(out[n][1], record))
+                out[n] = (not_met(out[n][0], thrashing=record), thrashing_first(out[n][1], record))
             elif record is not None:
                 out[n] = ({**out[n][0], "thrashing": record}, out[n][1])
         self._probe_cliffs(view, [n for n in names if out[n][0]["met"]], out, parsed)
@@ -353,7 +352,7 @@ class Replicated:
         units = self._verdict(runs, names, set(names))["units"]
         for n in names:
             record = probe(out[n][0], runs, n, config.load, self.seeds_of(n)[:CLIFF_SEEDS])
-            entry = fallen(out[n][0], cliff=record) if record["collapsed"] else {**out[n][0], "cliff": record}
+            entry = not_met(out[n][0], cliff=record) if record["collapsed"] else {**out[n][0], "cliff": record}
             out[n] = (entry, [u for u in units if u["model"] == n] if record["collapsed"] else out[n][1])
 
     def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:

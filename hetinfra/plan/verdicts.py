@@ -90,12 +90,19 @@ def screened(model: dict, sim: dict) -> tuple[dict, list[dict]]:
     return entry, units
 
 
+def not_met(model: dict, decision: str = "missed", **marks) -> dict:
+    """A model's judgement entry turned to not met, with its ``decision`` and what says why (``marks``:
+    ``cut``, ``vetoed``, a ``cliff`` or ``thrashing`` record), its objective not met either: the one way
+    a check after the statistics (the work budget, a veto, a pressed model's checks) overrules them."""
+    return {**model, "met": False, "decision": decision, **marks,
+            "objective": {**(model.get("objective") or {}), "met": False}}
+
+
 def cut(model: dict, units: list[dict]) -> tuple[dict, list[dict]]:
     """A model whose judgement the work budget stopped while it was open (undecided, or met with a
     filled KV cache in the confirmation): not met, as a model undecided after MAX replications is;
     never met on fewer replications than the rule asks for."""
-    return {**model, "met": False, "decision": "undecided", "cut": True,
-            "objective": {**model["objective"], "met": False}}, units
+    return not_met(model, "undecided", cut=True), units
 
 
 def only(sim: dict, models: set[str]) -> dict:
