@@ -32,3 +32,11 @@ def test_every_unit_carrying_traffic_says_nothing_and_another_rule_is_named_gene
     idle_other = {("big|spot", "m", "c"): 25.0, ("t4|od", "m", "c"): 1.0}
     [line] = idle_warnings(_plan({"big|spot": 1, "t4|od": 8, "other|od": 1}, idle_other, 1.0))
     assert line.startswith("model o: 1 GPU(s)") and "a rule of the spec" in line
+
+
+def test_weaker_rows_are_named_as_runs_of_lines():
+    from hetinfra.plan.plan_warnings import _lines
+
+    assert _lines({"7"}) == "line 7 was"
+    assert _lines({"100", "38", "39", "40", "42"}) == "lines 38-40, 42, 100 (5 rows) were"
+    assert _lines({"3", "x"}) == "lines 3, x (2 rows) were"

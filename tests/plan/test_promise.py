@@ -91,4 +91,6 @@ def test_weaker_statistic_profile_is_used_with_a_warning(tmp_path, run_cli):
     (folder / "service.yaml").write_text((src / "service.yaml").read_text())
     code, doc, err = _plan(run_cli, folder / "service.yaml")
     assert code == 0, err
-    assert any("measured on mean, weaker than chat-8b's p99" in w for w in doc["warnings"])
+    weaker = [w for w in doc["warnings"] if "measured on mean, weaker than chat-8b's p99" in w]
+    assert len(weaker) == 1 and "profiles.csv line" in weaker[0]  # one per file and model, its rows named
+
