@@ -50,6 +50,23 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
     doc = read_json(path, what="plan or state", hint="pass the --out directory of the plan that is running")
     if isinstance(doc, dict) and "state_version" in doc:
         return {}  # a state.json: it records no templates
-    templates = Plan.parse(doc, path).templates
-    ids = {u.template.id for u in units}
-    return {t.id: float(t.derate) for t in templates if t.id in ids}
+    verified = {t.id: float(t.derate) for t in Plan.parse(doc, path).templates}
+    return _by_regime(verified, units)
+
+
+def _by_regime(verified: dict[str, float], units: list[TemplateUnit]) -> dict[str, float]:
+    """Template id -> factor for every template of ``units`` whose regime (hetinfra.plan.rounds.regime_of:
+    model, GPU and layout) one of ``verified``'s templates shares. The rounds keep one factor per
+    regime, the lowest of its templates' starts (Search.start): with the running plan's factor on its
+    own instance type only, the regime's other types kept the confidence level's start and the rounds
+    took that as the regime's. A re-plan of chat at 10x its rate ran its first round at the running
+    L40S credit (1.92) while the search held 0.82; the miss halved 0.82, the rounds ran out climbing
+    back from 0.41, and the plan bought H100s: $58.76/h, where planning afresh gives $37.22/h."""
+    from hetinfra.plan.rounds import regime_of
+
+    factor: dict[str, float] = {}
+    for u in units:
+        if u.template.id in verified:
+            r = regime_of(u.template)
+            factor[r] = min(factor.get(r, verified[u.template.id]), verified[u.template.id])
+    return {u.template.id: factor[r] for u in units if (r := regime_of(u.template)) in factor}

@@ -14,8 +14,9 @@ from hetinfra.plan.planner import running_factors
 from tests.plan.golden_plans import filled_golden
 
 
-def _units(*ids: str) -> list:
-    return [SimpleNamespace(template=SimpleNamespace(id=i)) for i in ids]
+def _units(*ids: str, gpu: str = "L40S") -> list:
+    return [SimpleNamespace(template=SimpleNamespace(id=i, model="m", variant=None, gpu=gpu if i != "x" else "x",
+                                                     tp=1, pp=1, nodes=1)) for i in ids]
 
 
 def test_the_running_plans_factors_for_this_plans_templates(tmp_path):
@@ -23,7 +24,7 @@ def test_the_running_plans_factors_for_this_plans_templates(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(doc))
     verified = {t["id"]: t["derate"] for t in doc["templates"]}
     used = next(iter(verified))
-    got = running_factors(tmp_path, _units(used, "another|template"))
+    got = running_factors(tmp_path, _units(used) + _units("another|template", gpu="H100"))
     assert got == {used: verified[used]}
     assert running_factors(tmp_path / "plan.json", _units(used)) == {used: verified[used]}  # the file itself
 
@@ -35,3 +36,18 @@ def test_no_plan_gives_no_start_and_a_broken_one_is_refused(tmp_path):
     (tmp_path / "plan.json").write_text("{not json")
     with pytest.raises(InvalidInputError, match="plan.json:1:2 is not valid JSON"):
         running_factors(tmp_path, _units("x"))
+
+
+def test_the_factor_holds_for_every_type_of_its_regime(tmp_path):
+    """The rounds keep one factor per regime (model, GPU, layout: hetinfra.plan.rounds.regime_of). The
+    running plan's L40S credit on g6e.xlarge starts g6e.2xlarge there too: started at the confidence
+    level, it made the search take the lower factor as the regime's, and a re-plan of chat at 10x its
+    rate ran out of rounds climbing back (H100s at $58.76/h where a fresh plan is $37.22/h)."""
+    doc = filled_golden("chat")
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    verified = {t["id"]: t["derate"] for t in doc["templates"]}
+    used = next(iter(verified))
+    sibling = _units(used + "-sibling")  # another instance type of the same GPU and layout
+    h100 = _units("other", gpu="H100")
+    assert running_factors(tmp_path, _units(used) + sibling + h100) == {used: verified[used],
+                                                                       used + "-sibling": verified[used]}
