@@ -11,10 +11,16 @@ from typing import Iterable
 
 
 def closest(value: str, choices, cutoff: float = 0.5) -> str | None:
-    """The choice closest to a mistyped ``value`` (for "did you mean" hints), or None."""
+    """The choice closest to a mistyped ``value`` (for "did you mean" hints), or None. A choice that
+    differs only in case comes first: by edit distance alone 'l4' was nearer 'T4' than 'L4', and
+    'h100' nearer 'V100' than 'H100'."""
     import difflib
 
-    found = difflib.get_close_matches(value, list(choices), n=1, cutoff=cutoff)
+    choices = list(choices)
+    folded = [c for c in choices if isinstance(c, str) and c.casefold() == str(value).casefold()]
+    if folded:
+        return folded[0]
+    found = difflib.get_close_matches(value, choices, n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

@@ -230,8 +230,7 @@ def _check_cap(at: str, cloud: str, region: str, gpu: str, regions: set[str], al
     if region not in regions:
         raise InvalidInputError(f"{at}: no {cloud} offer in region '{region}'; {did_you_mean(region, sorted(regions))}")
     if gpu not in allowed.gpus:
-        cased = [g for g in allowed.gpus if g.lower() == gpu.lower()]  # L40s: L40S before any nearer spelling
-        raise InvalidInputError(f"{at}: unknown GPU '{gpu}'; {did_you_mean(gpu, cased or allowed.gpus)}")
+        raise InvalidInputError(f"{at}: unknown GPU '{gpu}'; {did_you_mean(gpu, allowed.gpus)}")
 
 
 def _offer_warnings(spec: ServiceSpec, in_clouds: list) -> list[str]:
