@@ -93,6 +93,8 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult | None:
     of each class in proportion to theirs, and its flows from each origin to the other units that
     origin's class goes to (as without_one_replica does to plan.json); None when one of those has
     no other unit."""
+    from hetinfra.sim.minimal import takers
+
     res = pr.result
     n = dict(res.n)
     flow = dict(res.flow)
@@ -105,20 +107,31 @@ def _drop_replica(pr: PlanResult, uid: str) -> PlanResult | None:
         n[uid] -= 1
     else:
         del n[uid]
-        if not (_hand_on(flow, uid) and _hand_on(origin_flow, uid)):
+        units = {u.id: u for u in pr.problem.units}  # the solver's: their rates are the pairs it may route
+        model = units[uid].model
+        routed_by_origin = any(k[1] == model for k in origin_flow)  # who may reach whom: a round trip
+        alone = None if routed_by_origin else (lambda cls: takers(
+            [(u, c, units[u].rates) for u, c in n.items() if units[u].model == model], cls))
+        if not (_hand_on(flow, uid, alone) and _hand_on(origin_flow, uid)):
             return None
     return replace(pr, result=replace(res, n=n, flow=flow, periods=levels, origin_flow=origin_flow))
 
 
-def _hand_on(flows: dict, uid: str) -> bool:
-    """Move ``uid``'s entries of ``flows`` ((unit, *rest) -> req/s) to the other units of the same
-    rest in proportion to theirs, in place; False where a rest has no other unit."""
+def _hand_on(flows: dict, uid: str, alone=None) -> bool:
+    """Move ``uid``'s entries of ``flows`` ((unit, model, class, ...) -> req/s) to the other units of
+    the same rest in proportion to theirs, or, where it served a class alone, to ``alone(class)``
+    (hetinfra.sim.minimal.takers, as without_one_replica hands plan.json's routing on), in place;
+    False where a rest has no other unit."""
     for key, rps in [(k, v) for k, v in flows.items() if k[0] == uid]:
         del flows[key]
         rest = {k: v for k, v in flows.items() if k[1:] == key[1:] and v > 0}
+        if not rest and rps > 0 and alone is not None:
+            rest = {(u, *key[1:]): w for u, w in alone(key[2])}
+            for k in rest:
+                flows[k] = 0.0
         total = sum(rest.values())
         if rps > 0 and total <= 0:
             return False
         for k, v in rest.items():
-            flows[k] = v + rps * v / total
+            flows[k] = flows[k] + rps * v / total
     return True

@@ -3,9 +3,11 @@
 * :func:`without_one_replica` is THE operation behind "no replica can be removed": a copy of a
   plan.json with one replica fewer in one allocation. When that was the unit's last replica, the
   unit goes and its share of each class moves to the model's other units of that class, in
-  proportion to their shares (what the gateway does when an endpoint is gone), and each origin's
-  share the same way among the units that origin's class goes to; a class (or an origin's class)
-  left with no unit cannot be served, so the removal is refused (None: a miss by definition). The planner's trim
+  proportion to their shares (what the gateway does when an endpoint is gone); a class it served
+  alone moves to the model's other units that can serve it (:func:`takers`: the class among their
+  template's rates), in proportion to their capacity for it. Each origin's share moves among the
+  units that origin's class goes to; a class (or an origin's class) left with no unit cannot be
+  served, so the removal is refused (None: a miss by definition). The planner's trim
   (``hetinfra.plan.trim``) and the acceptance test both call it, so "the plan is minimal" holds
   by construction: the trim's last pass simulated exactly these copies of the final plan.
 * :func:`without_allocation` removes a whole allocation at once (every replica, its shares moved as
@@ -45,12 +47,18 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
         return out
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
     model = alloc["model"]
-    routing = _handed_on(doc["routing"].get(model) or {}, unit)
+    by_origin = (doc.get("routing_by_origin") or {}).get(model)
+    capacity = {t["id"]: t.get("capacity_rps") or {} for t in doc.get("templates") or ()}
+    # a class the unit served alone goes to the model's units that can serve it; not where clients'
+    # origins are routed (which origin may reach which unit is a round trip the view does not hold)
+    alone = {} if by_origin else {cls: takers([(a["unit"], int(a["count"]), capacity.get(a.get("template"), {}))
+                                               for a in out["allocations"] if a["model"] == model], cls)
+                                  for cls in doc["routing"].get(model) or {}}
+    routing = _handed_on(doc["routing"].get(model) or {}, unit, alone)
     if routing is None:
         return None
     if model in doc["routing"]:
         out["routing"] = {**doc["routing"], model: routing}
-    by_origin = (doc.get("routing_by_origin") or {}).get(model)
     if by_origin:  # each origin's share of a class moves to the units that origin's class goes to
         moved = {origin: _handed_on(rows, unit) for origin, rows in by_origin.items()}
         if any(rows is None for rows in moved.values()):
@@ -59,10 +67,20 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
     return out
 
 
-def _handed_on(per_class: dict[str, list[dict]], unit: str) -> dict[str, list[dict]] | None:
+def takers(units: list[tuple[str, int, dict[str, float]]], cls: str) -> list[tuple[str, float]]:
+    """Who takes class ``cls`` from a unit that served it alone, and in what proportion: of ``units``
+    (the model's remaining units: id, replicas, capacity per class), those whose capacity covers
+    ``cls`` (the class is among their template's rates: the pairs the ILP may route), each weighed by
+    its replicas x that capacity (what it could carry of the class on its own), in unit order."""
+    return [(u, n * rates[cls]) for u, n, rates in sorted(units) if n > 0 and rates.get(cls, 0.0) > 0]
+
+
+def _handed_on(per_class: dict[str, list[dict]], unit: str,
+               alone: dict[str, list[tuple[str, float]]] | None = None) -> dict[str, list[dict]] | None:
     """Each class's routing rows ({unit, share, rps, ...}) with ``unit``'s entries moved to the class's
-    other units in proportion to their shares (new rows; the classes it does not touch are shared);
-    None where a class would have none left."""
+    other units in proportion to their shares, or, for a class it served alone, to ``alone[cls]``
+    (:func:`takers`) in their proportion (new rows; the classes it does not touch are shared); None
+    where a class would have none left."""
     out = {}
     for cls, entries in per_class.items():
         gone = [e for e in entries if e["unit"] == unit]
@@ -71,11 +89,15 @@ def _handed_on(per_class: dict[str, list[dict]], unit: str) -> dict[str, list[di
             continue
         rest = [e for e in entries if e["unit"] != unit]
         kept = sum(float(e["share"]) for e in rest)
-        if kept <= 0:
+        if kept > 0:
+            parts = [float(e["share"]) / kept for e in rest]
+        elif (alone or {}).get(cls):  # new rows for the takers, with what they could carry of it
+            rest = [{"unit": u, "share": 0.0, "rps": 0.0} for u, _w in alone[cls]]
+            parts = [w / sum(w for _u, w in alone[cls]) for _u, w in alone[cls]]
+        else:
             return None
         moved = sum(float(e["share"]) for e in gone)
         moved_rps = sum(float(e["rps"]) for e in gone)
-        parts = [float(e["share"]) / kept for e in rest]
         out[cls] = [dict(e, share=round(float(e["share"]) + moved * part, 6),
                          rps=round(float(e["rps"]) + moved_rps * part, 6)) for e, part in zip(rest, parts)]
     return out

@@ -61,12 +61,14 @@ def _judges(fid: dict, spec, path):
     from hetinfra.plan.replicated import Replicated
 
     memo: dict = {}
+    pressure: set = set()  # as the planner's judges share it: a model under pressure is judged at 99%
     ceilings = Ceilings(spec, path)
     config = _config(fid)
     decide = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "decide",
-                        fid["margin"], memo, ceilings)
+                        fid["margin"], memo, ceilings, pressure=pressure, early=True)
     confirm = Replicated(spec, path, replace(config, requests=fid["replications"]["decide_requests"]), "confirm",
-                         fid["margin"], memo, ceilings, edge=True)  # as the planner's (verify.simulators)
+                         fid["margin"], memo, ceilings, pressed=True, pressure=pressure,
+                         edge=True)  # as the planner's (verify.simulators)
     # each model at the length its confirmation ran (fidelity.confirmation.models[].requests), as the planner's
     confirm.lengthen({m["model"]: m["requests"] for m in fid["confirmation"]["models"]})
     return [decide, confirm]

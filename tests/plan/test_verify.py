@@ -212,3 +212,28 @@ def test_the_trim_keeps_the_specs_rules_and_each_origins_routing():
     assert breaks_rules(fewer) == ["model m: 1 of 1 GPUs on spot > 50%"]
     alone = replace(pr, result=replace(result, origin_flow={("od", "m", "x", "west"): 1.0, ("sp", "m", "x", "east"): 1.0}))
     assert _drop_replica(alone, "od") is None  # west's class x would have no unit
+
+
+def test_a_class_a_unit_served_alone_goes_to_the_units_that_can_serve_it():
+    """The trim's removal of a unit's last replica hands a class it served alone to the model's other
+    units whose rates cover it (the pairs the ILP may route), in proportion to what each could carry
+    of it (replicas x rate), as hetinfra.sim.minimal.without_one_replica hands plan.json's routing on:
+    chat at 3x its rate kept 2 L4s ($1.41/h) that served one class alone, where the L40Ss had room."""
+    from hetinfra.plan.planner import PlanResult
+    from hetinfra.plan.trim import _drop_replica
+    from hetinfra.solver.problem import AllocationProblem, SolverUnit
+    from hetinfra.solver.result import SolveResult
+
+    group = (("lab", "r1", "G"), 1)
+    units = (SolverUnit("big", "m", 2.0, 1, (group,), {"x": 1.0, "y": 4.0}, "r1"),
+             SolverUnit("mid", "m", 2.0, 1, (group,), {"x": 1.0, "y": 2.0}, "r1"),
+             SolverUnit("small", "m", 1.0, 1, (group,), {"y": 3.0}, "r1"),
+             SolverUnit("xonly", "m", 1.0, 1, (group,), {"x": 1.0}, "r1"))
+    problem = AllocationProblem(units=units, demand={("m", "x"): 2.0, ("m", "y"): 3.0})
+    result = SolveResult("optimal", n={"big": 1, "mid": 2, "small": 1, "xonly": 1},
+                         flow={("big", "m", "x"): 1.0, ("mid", "m", "x"): 1.0, ("small", "m", "y"): 3.0})
+    fewer = _drop_replica(PlanResult(None, {}, problem, result, []), "small")
+    assert fewer.result.flow == {("big", "m", "x"): 1.0, ("mid", "m", "x"): 1.0,
+                                 ("big", "m", "y"): 1.5, ("mid", "m", "y"): 1.5}  # 1 x 4 and 2 x 2: halves
+    none_can = SolveResult("optimal", n={"small": 1, "xonly": 1}, flow={("small", "m", "y"): 3.0, ("xonly", "m", "x"): 2.0})
+    assert _drop_replica(PlanResult(None, {}, problem, none_can, []), "small") is None  # no other unit serves y

@@ -25,6 +25,25 @@ def test_a_replica_fewer_keeps_routing_and_the_last_one_hands_its_share_on():
     assert gone["routing"]["m"]["x"] == [{"unit": "a", "share": 1.0, "rps": 4.0}]
 
 
+def test_a_class_served_alone_goes_to_the_units_whose_template_serves_it():
+    """The last replica of a unit that served class y alone: y goes to the model's units whose
+    template has a rate for it, in proportion to replicas x that rate (hetinfra.sim.minimal.takers);
+    refused where no template covers y. chat at 3x its rate: the trim could not remove 2 L4s that
+    served one class alone, and the plan kept them ($12.57/h where $11.17/h met)."""
+    doc = _doc()
+    doc["allocations"] += [{"unit": "c", "model": "m", "count": 1, "nodes_per_replica": 1, "cost_usd_per_hour": 1.0}]
+    for a, t in zip(doc["allocations"], ("ta", "tb", "tc")):
+        a["template"] = t
+    doc["templates"] = [{"id": "ta", "capacity_rps": {"x": 1.0}}, {"id": "tb", "capacity_rps": {"x": 1.0, "y": 1.0}},
+                        {"id": "tc", "capacity_rps": {"x": 1.0}}]
+    assert without_one_replica(doc, "b") is None  # only b's template serves y
+    doc["templates"][0]["capacity_rps"]["y"] = 3.0  # a: 2 replicas x 3 req/s
+    doc["templates"][2]["capacity_rps"]["y"] = 2.0  # c: 1 x 2
+    gone = without_one_replica(doc, "b")
+    assert gone["routing"]["m"]["y"] == [{"unit": "a", "share": 0.75, "rps": 1.5}, {"unit": "c", "share": 0.25, "rps": 0.5}]
+    assert gone["routing"]["m"]["x"] == [{"unit": "a", "share": 1.0, "rps": 4.0}]  # shared classes as before
+
+
 def test_the_last_replica_hands_each_origins_share_on_within_that_origin():
     """routing_by_origin moves as routing does, within each origin; a removal that leaves an origin's
     class with no unit is refused (its requests would have nowhere the plan routes them)."""
@@ -132,3 +151,31 @@ def test_sustained_load_is_the_highest_grid_load_met_where_meeting_is_monotone(l
         grid = [load * (1 + k / 8) for k in range(8)]
         assert got[n] == round(max([g for g in grid if g <= limit * (1 + 1e-12)], default=load), 4)
     assert 1 <= len(calls) <= SUSTAIN_STEPS + 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(_routed_docs(), st.data())
+def test_a_class_left_alone_goes_only_where_a_template_serves_it(doc, data):
+    """Without clients' origins: a removal is refused exactly when a class the unit served alone has no
+    other unit whose template serves it; otherwise every class keeps its shares and req/s, and a
+    route goes only to a unit whose template has a rate for its class."""
+    del doc["routing_by_origin"]
+    units = [a["unit"] for a in doc["allocations"]]
+    classes = sorted(doc["routing"]["m"])
+    serves = {u: data.draw(st.lists(st.sampled_from(classes), unique=True)) for u in units}
+    for a in doc["allocations"]:
+        a["template"] = "t" + a["unit"]
+        serves[a["unit"]] += [c for c, rows in doc["routing"]["m"].items() if any(e["unit"] == a["unit"] for e in rows)]
+    doc["templates"] = [{"id": "t" + u, "capacity_rps": {c: 1.0 + i for i, c in enumerate(sorted(set(cs)))}}
+                        for u, cs in serves.items()]
+    unit = data.draw(st.sampled_from(units))
+    gone = without_one_replica(doc, unit)
+    orphaned = [c for c, rows in doc["routing"]["m"].items() if all(e["unit"] == unit for e in rows)]
+    if any(not any(c in serves[u] for u in units if u != unit) for c in orphaned):
+        assert gone is None
+        return
+    for c, before in doc["routing"]["m"].items():
+        now = gone["routing"]["m"][c]
+        assert all(e["unit"] != unit and c in serves[e["unit"]] for e in now)
+        assert abs(sum(e["share"] for e in now) - sum(e["share"] for e in before)) < 1e-5
+        assert abs(sum(e["rps"] for e in now) - sum(e["rps"] for e in before)) < 1e-5
