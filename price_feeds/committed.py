@@ -14,12 +14,11 @@ spec allows a committed term, so plans without one keep their sources and bytes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from importlib import resources
 
 from hetinfra.csvtext import csv_records
-from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo, oldest_as_of
+from hetinfra.price_feeds.offers import OfferSnapshot, SourceInfo, source_info
 
 #: relative difference of on-demand prices under which a committed row matches an offer
 MATCH_TOLERANCE = 1e-3
@@ -37,9 +36,7 @@ def load_committed_table() -> tuple[dict[tuple[str, str, str], dict], SourceInfo
             "committed_3y_price_per_hour": float(row["committed_3y_price_per_hour"]) or None,
             "as_of": row["as_of"],
         }
-    as_of = oldest_as_of(r["as_of"] for r in table.values())
-    info = SourceInfo(name=NAME, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(table))
-    return table, info
+    return table, source_info(NAME, (r["as_of"] for r in table.values()), text, len(table))
 
 
 def with_committed_prices(snapshot: OfferSnapshot) -> OfferSnapshot:

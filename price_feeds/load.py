@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from hetinfra.errors import FeedError, HetinfraError, InvalidInputError, closest
 from hetinfra.price_feeds.config import ALL_SOURCES, FeedConfig
-from hetinfra.price_feeds.offers import (KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, load_embedded_snapshot,
-                                         oldest_as_of)
+from hetinfra.price_feeds.offers import (KNOWN_CLOUDS, Offer, OfferSnapshot, SourceInfo, as_of_span,
+                                         load_embedded_snapshot, newest_as_of, oldest_as_of)
 
 # The feed machinery (adapters, the urllib client, the snapshot store, threads) is imported by the
 # functions that use it: `plan`'s default `--feeds snapshot` needs none of it (23 ms of CPU to import).
@@ -123,9 +123,11 @@ def overlay(base: OfferSnapshot, parts: list[tuple[OfferSnapshot, Coverage]]) ->
         by_key.setdefault((o.cloud, o.region, o.instance_type), o)
     offers = sorted(by_key.values(), key=lambda o: (o.cloud, o.region, o.gpu, o.gpu_count, o.instance_type))
     sources: list[SourceInfo] = []
-    if kept:
+    if kept:  # the base's record speaks of the rows still used: their count and their dates
         for s in base.sources:
-            sources.append(SourceInfo(s.name, s.as_of, s.sha256, len(kept)))
+            dates = [o.as_of for o in kept]
+            sources.append(SourceInfo(s.name, oldest_as_of(dates, s.as_of), s.sha256, len(kept),
+                                      newest_as_of(dates, s.newest_as_of or s.as_of)))
     for snap, _ in parts:
         sources.extend(snap.sources)
     return OfferSnapshot(tuple(offers), tuple(sources))
@@ -195,13 +197,13 @@ def refresh(sources: Iterable[str] | None = None, *, config: FeedConfig | None =
                          progress=progress)
 
 
-def _embedded_as_of(embedded: OfferSnapshot, source: str) -> str:
-    clouds = KNOWN_CLOUDS if source == "skypilot" else (source,)
-    return oldest_as_of((o.as_of for o in embedded.offers if o.cloud in clouds), embedded.as_of)
-
-
 def _embedded_note(embedded: OfferSnapshot, source: str) -> str:
-    return f"the embedded snapshot (as of {_embedded_as_of(embedded, source)})"
+    """The embedded snapshot as a fallback for ``source`` names it as its header and sources do (its
+    as-of span), then the span of the rows that stand in for the source where that differs."""
+    clouds = KNOWN_CLOUDS if source == "skypilot" else (source,)
+    rows = as_of_span((o.as_of for o in embedded.offers if o.cloud in clouds), embedded.span)
+    whole = embedded.span
+    return f"the embedded snapshot (as of {whole}" + (f"; its {source} rows {rows})" if rows != whole else ")")
 
 
 def _describe(exc: HetinfraError) -> str:

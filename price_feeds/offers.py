@@ -81,9 +81,15 @@ class SourceInfo:
     """Where a group of offers came from, as recorded in plan.json ``inputs.sources``."""
 
     name: str  # "embedded-snapshot" or a file path
-    as_of: str
+    as_of: str  # its oldest row's (the published key: what --max-age-h and replan age)
     sha256: str
     rows: int
+    newest_as_of: str | None = None  # its newest row's; None: as_of's
+
+    @property
+    def span(self) -> str:
+        """The source's as-of as every reader states it (:func:`as_of_span`)."""
+        return as_of_span((self.as_of, self.newest_as_of or self.as_of))
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,16 @@ class OfferSnapshot:
     def as_of(self) -> str:
         """The oldest as-of date among the sources (what a user should worry about)."""
         return oldest_as_of(s.as_of for s in self.sources)
+
+    @property
+    def newest_as_of(self) -> str:
+        """The newest as-of date among the sources' rows."""
+        return newest_as_of(s.newest_as_of or s.as_of for s in self.sources)
+
+    @property
+    def span(self) -> str:
+        """The sources' as-of as every reader states it (:func:`as_of_span`)."""
+        return as_of_span((self.as_of, self.newest_as_of))
 
     def merged(self, other: "OfferSnapshot") -> "OfferSnapshot":
         """Offers of ``other`` replace same (cloud, region, instance_type) offers of self."""
@@ -136,6 +152,34 @@ def oldest_as_of(texts, default: str = "unknown") -> str:
         return (t is None, t or _NO_TIME, text)
 
     return min((t for t in texts if t), key=key, default=default)
+
+
+def newest_as_of(texts, default: str = "unknown") -> str:
+    """The newest of as-of texts by the time they name (as :func:`oldest_as_of`, the other end);
+    texts naming no time count only when none does."""
+    def key(text: str) -> tuple:
+        t = parse_time(text)
+        return (t is not None, t or _NO_TIME, text)
+
+    return max((t for t in texts if t), key=key, default=default)
+
+
+def as_of_span(texts, default: str = "unknown") -> str:
+    """The one way a group of rows (a snapshot, a source, the rows a command lists) states its as-of:
+    their date when all name the same time, else ``oldest to newest``. A snapshot assembled from
+    several price lists (the embedded one: Azure of 2024-07-01, AWS of 2025-11-01, GCP of two dates)
+    read as its oldest date alone made a warning about its AWS rows and a header over those rows
+    contradict each other."""
+    texts = [t for t in texts if t]
+    oldest, newest = oldest_as_of(texts, default), newest_as_of(texts, default)
+    return oldest if parse_time(oldest) == parse_time(newest) else f"{oldest} to {newest}"
+
+
+def source_info(name: str, as_ofs, text: str, rows: int, default: str = "unknown") -> SourceInfo:
+    """A source's record (plan.json ``inputs.sources[]``): its rows' oldest and newest as-of and its hash."""
+    as_ofs = list(as_ofs)
+    return SourceInfo(name=name, as_of=oldest_as_of(as_ofs, default), sha256=hashlib.sha256(text.encode()).hexdigest(),
+                      rows=rows, newest_as_of=newest_as_of(as_ofs, default))
 
 
 def _as_of(raw: str, where: str, default: str) -> str:
@@ -211,9 +255,7 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             price_per_hour=od, spot_price_per_hour=spot,
             as_of=_as_of(row.get("as_of", ""), where, default_as_of), source=row.get("source") or name, **committed,
         ))
-    as_of = oldest_as_of((o.as_of for o in offers), default_as_of)
-    info = SourceInfo(name=name, as_of=as_of, sha256=hashlib.sha256(text.encode()).hexdigest(), rows=len(offers))
-    return OfferSnapshot(tuple(offers), (info,))
+    return OfferSnapshot(tuple(offers), (source_info(name, (o.as_of for o in offers), text, len(offers), default_as_of),))
 
 
 def load_offers_file(path: Path) -> OfferSnapshot:

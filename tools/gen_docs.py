@@ -7,7 +7,8 @@
 * with --outputs, the output shown after every `$ ` command in README.md and docs/: each command is run
   as tests/docs/test_commands.py runs it (tests/docs/shell.py), and each shown line that the run no
   longer prints is replaced by the printed line most like it (tests/docs/outputs.py); an excerpt stays
-  an excerpt, and the README's Quick start is replaced whole
+  an excerpt, and the README's Quick start is replaced whole; and each figure the prose quotes from
+  an example's plan (marked ``<!--=PATH-->``: tests/docs/figures.py) is written as the plan has it
 
     .venv/bin/python tools/gen_docs.py             # rewrite the two reference pages
     .venv/bin/python tools/gen_docs.py --outputs   # and refresh every page's shown output (plans the examples)
@@ -15,8 +16,8 @@
 
 tests/docs/test_generated.py runs the check, and tests/docs/test_commands.py compares every shown
 output with a run, so a changed option, exit code or printed figure without a regenerated page fails
-the suite. The spec's schema (docs/service.schema.json) is `hetinfra schema`'s output and checked by
-tests/spec/test_schema.py.
+the suite (tests/docs/test_figures.py: the figures prose quotes). The spec's schema
+(docs/service.schema.json) is `hetinfra schema`'s output and checked by tests/spec/test_schema.py.
 """
 
 from __future__ import annotations
@@ -142,7 +143,21 @@ def refreshed_outputs(scratch: Path) -> dict[Path, str]:
             for first, last, new in sorted(edits, reverse=True):
                 lines[first - 1:last] = new
             pages[page] = "\n".join(lines) + "\n"
-    return pages
+    return refreshed_figures(pages, shell.examples)
+
+
+def refreshed_figures(pages: dict[Path, str], examples) -> dict[Path, str]:
+    """``pages`` (and every other page) with each figure quoted from an example's plan
+    (``<!--=PATH-->figure``, tests/docs/figures.py) written as that plan has it today."""
+    from tests.docs.figures import filled
+    from tests.docs.pages import doc_pages
+
+    out = dict(pages)
+    for page in doc_pages():
+        text = out.get(page) or (page.read_text() if page.exists() else "")
+        if "<!--=" in text:
+            out[page] = filled(text, lambda name: examples[name][1])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,11 +113,24 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
     shown = offers[:limit] if limit else offers
     if as_json:
         click.echo(dumps_strict({
-            "as_of": snap.as_of,
-            "sources": [{"name": s.name, "as_of": s.as_of, "sha256": s.sha256, "rows": s.rows} for s in snap.sources],
+            "as_of": snap.as_of, "newest_as_of": snap.newest_as_of,
+            "sources": [{"name": s.name, "as_of": s.as_of, "newest_as_of": s.newest_as_of or s.as_of, "sha256": s.sha256,
+                         "rows": s.rows} for s in snap.sources],
             "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
         return
-    _print_prices(offers, shown, spot, snap.as_of, limit)
+    _print_prices(offers, shown, spot, _as_of_title(offers, snap), limit)
+
+
+def _as_of_title(offers: list, snap) -> str:
+    """The table's as-of: the span of the rows it lists, then each source's own span where it is
+    wider (as the fallback warnings and plan.json's ``inputs.sources`` state it), so a header over
+    AWS rows of 2025-11-01 does not read as the snapshot's oldest (Azure) date."""
+    from hetinfra.price_feeds.offers import as_of_span
+
+    rows = as_of_span(o.as_of for o in offers)
+    if all(s.span == rows for s in snap.sources):
+        return rows
+    return f"{rows} (sources: {', '.join(f'{s.name} {s.span}' for s in snap.sources)})"
 
 
 def _filtered(all_offers, **wanted) -> list:
@@ -167,7 +180,7 @@ def _print_prices(offers: list, shown: list, spot: bool, as_of: str, limit: int 
     if not shown:
         console.print("no offer matches")
         return
-    table = Table(title=f"{len(offers)} offer(s){' with spot' if spot else ''}, as of {as_of} (oldest source)")
+    table = Table(title=f"{len(offers)} offer(s){' with spot' if spot else ''}, as of {as_of}")
     headers = list(_PRICE_HEADERS)
     rows = [_price_cells(o) for o in shown]
     keep, widths = _fitted_columns(headers, rows, console.width)

@@ -268,7 +268,10 @@ class WorkBudget(Doc):
 
 class OfferSource(Doc):
     name: StrictStr = Field(description="Feed or file name.")
-    as_of: Optional[StrictStr] = Field(description="As-of time of its prices.")
+    as_of: Optional[StrictStr] = Field(description="As-of time of its prices: its oldest row's.")
+    newest_as_of: Optional[StrictStr] = Field(None, description="As-of time of its newest row (equal to as_of when "
+                                                                 "every row has one date; null in plans made before "
+                                                                 "it was recorded).")
     sha256: Optional[StrictStr] = Field(description="Hash of its content.")
     rows: Optional[StrictInt] = Field(description="Offers read from it.")
 

@@ -162,7 +162,8 @@ def test_live_malformed_data_falls_back(feed_server, feed_config, fx):
     feed_server.route(fx.AWS_PATH.format(region="us-east-1"), fx.Resp(200, "<html>503 Service Unavailable</html>"))
     snap, warnings = load_offers("live:aws", config=feed_config())
     assert snap.offers == load_embedded_snapshot().offers
-    assert "not an EC2 price list CSV" in warnings[0] and "embedded snapshot (as of 2025-11-01)" in warnings[0]
+    assert "not an EC2 price list CSV" in warnings[0]
+    assert "embedded snapshot (as of 2024-07-01 to 2026-07-30; its aws rows 2025-11-01)" in warnings[0]
     with pytest.raises(FeedError, match="not an EC2 price list CSV"):
         load_offers("live:aws", config=feed_config(), strict=True)
 
@@ -200,7 +201,7 @@ def test_refresh_then_cache_mode(feed_server, feed_config, fx):
     assert outcomes[1].error.status == 404
     snap, warnings = load_offers("cache:aws,azure", config=cfg)
     assert by_key(snap.offers)[("aws", "us-east-1", "g6.xlarge")].price_per_hour == 0.95
-    assert warnings == [f"azure: no cached snapshot in {cfg.cache_dir}; using the embedded snapshot (as of 2024-07-01)"]
+    assert warnings == [f"azure: no cached snapshot in {cfg.cache_dir}; using the embedded snapshot (as of 2024-07-01 to 2026-07-30; its azure rows 2024-07-01)"]
     with pytest.raises(FeedError, match="no cached snapshot"):
         load_offers("cache:azure", config=cfg, strict=True)
     # the store root as a PATH behaves like cache mode
