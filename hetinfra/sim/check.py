@@ -68,8 +68,20 @@ def bound_lines(doc: dict) -> list[str]:
                          f"vs {slo['attainment']:g}")
         stable = "" if m.get("stable", True) else ", a unit is unstable"
         out.append(f"{m['model']}: " + ", ".join(parts) + f" - {m['decision']}{stable} "
-                   f"({m['replications']} replications)")
+                   f"({m['replications']} replications)" + _undecided_words(m, doc))
     return out
+
+
+def _undecided_words(m: dict, doc: dict) -> str:
+    """What an undecided model's decision means and what decides it: its pessimistic bound is outside
+    an objective and its optimistic one inside, so these replications neither meet nor miss it
+    (``--check`` takes it as not met: exit 12). More replications narrow both bounds."""
+    if m["decision"] != "undecided" or not m.get("stable", True):
+        return ""
+    more = max(2 * int(m["replications"]), 6)
+    conf = f"{doc.get('confidence', 0.95):.0%}"
+    return (f": an objective lies between its optimistic and pessimistic {conf} bounds, so {m['replications']} "
+            f"replications neither meet nor miss it (--check takes it as not met); run more, e.g. --replications {more}")
 
 
 def too_few_lines(doc: dict) -> list[str]:
