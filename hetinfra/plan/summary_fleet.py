@@ -48,9 +48,7 @@ def util_note(plan: "Plan") -> str | None:
     if not over:
         return None
     f = plan.fidelity
-    trimmed: dict[str, int] = {}
-    for r in (f.trim.removed if f is not None and f.trim else ()):
-        trimmed[r["unit"]] = trimmed.get(r["unit"], 0) + int(r.get("replicas", 1))
+    trimmed = f.trim.replicas_by_unit(f.trim.removed) if f is not None and f.trim else {}
     why = []
     for a in over:
         cause = (f"the trim removed {trimmed[a.unit]} replica(s) the simulation showed it did not need"

@@ -131,8 +131,8 @@ def seed_list(seeds) -> str:
 def trim_words(fid) -> str:
     """What the trim did (fidelity.trim): the removals it kept, and those the confirmation put back, as
     removals that were made and undone ("0 replica(s) trimmed, 1 put back" read as a contradiction)."""
-    kept = sum(int(r.get("replicas", 1)) for r in fid.trim.removed) if fid.trim else 0
-    back = sum(int(r.get("replicas", 1)) for r in fid.trim.put_back) if fid.trim else 0
+    kept = sum(fid.trim.replicas_by_unit(fid.trim.removed).values()) if fid.trim else 0
+    back = sum(fid.trim.replicas_by_unit(fid.trim.put_back).values()) if fid.trim else 0
     if not back:
         return f"{kept} replica(s) trimmed"
     return (f"{kept + back} replica(s) trimmed, {back} put back as the confirmation missed without them, "

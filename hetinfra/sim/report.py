@@ -26,6 +26,7 @@ import json
 from html import escape
 from pathlib import Path
 
+from hetinfra.document.simulation import SimRun
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
@@ -164,19 +165,19 @@ def verdict(doc: dict) -> str:
     if doc["met"]:
         return "objectives met"
     pending = undecided(doc)
-    if pending and all(m["met"] or m["model"] in pending for m in doc["models"]):
-        return f"objectives not shown met ({len(pending)} undecided after {doc.get('replications', 1)} replications)"
+    if pending and all(e.met or e.model in pending for e in SimRun.of(doc).models):
+        return f"objectives not shown met ({len(pending)} undecided)"
     return "objectives missed"
 
 
 def undecided(doc: dict) -> list[str]:
     """The models of a judged simulation whose decision is undecided and whose units were stable."""
-    return [m["model"] for m in doc["models"] if m.get("decision") == "undecided" and m.get("stable", True)]
+    return [e.model for e in SimRun.of(doc).models if e.raw.get("decision") == "undecided" and e.stable]
 
 
 def _verdict_markup(doc: dict) -> str:
     words = verdict(doc)
-    colour = "green" if doc["met"] else "yellow" if "undecided" in words else "red"
+    colour = "green" if words == "objectives met" else "yellow" if "undecided" in words else "red"
     return f"[{colour}]{words}[/]"
 
 
