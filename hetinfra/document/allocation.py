@@ -148,8 +148,8 @@ class Allocation(Doc):
                                                       "bundle: the mean over a replica's nodes).")
     cost_usd_per_hour: NonNegative = Field(description="$/h of the unit (with a demand profile: its horizon average).")
     utilization: NonNegative = Field(description="Planned load of a replica, as a fraction of its rated capacity: the "
-                                                 "req/s routed to the unit at the declared demand over count x its "
-                                                 "rate at the unit's class mix (templates[].capacity_rps: the estimate "
+                                                 "req/s routed to the unit (routed_rps) over count x its rate at "
+                                                 "the unit's class mix (templates[].capacity_rps: the estimate "
                                                  "or profile x derate), before headroom. The solve keeps it at most "
                                                  "1 - headroom (a verified plan: 1 / the verification load); above 1 "
                                                  "where verification's trim removed replicas its simulation showed "

@@ -13,7 +13,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
-UTIL_DEFINITION = ("util: the req/s routed to a unit at the declared demand over its replicas' rated capacity at "
+UTIL_DEFINITION = ("util: the req/s routed to a unit (routed_rps) over its replicas' rated capacity at "
                    "its class mix (templates[].capacity_rps: the estimate or profile x derate), before headroom")
 
 

@@ -96,7 +96,7 @@ def test_util_over_100_percent_is_said_and_explained(shared_plan):
     over = [a for a in plan.allocations if a.utilization > 1]
     assert over, "chat on T4 no longer trims past its rated capacity: pick another spec"
     text = " ".join(_text(plan).split())
-    assert "util: the req/s routed to a unit at the declared demand over its replicas' rated capacity" in text
+    assert "util: the req/s routed to a unit (routed_rps) over its replicas' rated capacity" in text
     trimmed = {r["unit"] for r in plan.fidelity.trim.removed}
     for a in over:
         assert f"{a.deployment_unit} {100 * a.utilization:.0f}%" in text
