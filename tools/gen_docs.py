@@ -81,8 +81,11 @@ def exit_codes() -> list[tuple[int, str, str]]:
             (PROPOSED, "`replan`", "change proposed (written to `OUT/proposed/plan.json`)"),
             (APPLIED, "`replan --apply`", "change applied"),
             (OBJECTIVES_MISSED, "`simulate --check`", "an objective is missed (with `--replications`, not shown met "
-                                                      "by its 95% bound; or its percentile rests on too few "
-                                                      "requests: fewer than 100 for p99) or a unit is unstable")]
+                                                      "by its 95% bound: an undecided model, whose objective lies "
+                                                      "between its optimistic and pessimistic bounds, counts as not "
+                                                      "met, and more `--replications` decide it; or its percentile "
+                                                      "rests on too few requests: fewer than 100 for p99) or a unit "
+                                                      "is unstable")]
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.HetinfraError)]
     for cls in sorted(set(classes + [LockedError]), key=lambda c: (c.exit_code, c.__name__)):
         doc = " ".join((cls.__doc__ or "").split())

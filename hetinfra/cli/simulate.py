@@ -48,7 +48,8 @@ class RequestCount(click.ParamType):
 @click.option("--replications", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% prediction bound for one more run.")
 @click.option("--check", is_flag=True,
-              help="Exit 12 when an objective is missed (or not shown met by the bound) or a unit is unstable.")
+              help="Exit 12 when an objective is missed (or not shown met by the bound: an undecided model counts as "
+                   "not met; more --replications decide it) or a unit is unstable.")
 @click.option("--load", type=FiniteFloat(min=MIN_LOAD, max=MAX_LOAD), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(min=MIN_BURST_CV, max=MAX_BURST_CV), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
@@ -100,9 +101,21 @@ def _judge(doc: dict, check: bool, as_json: bool) -> None:
         click.echo(f"warning: {line}", err=True)
     if check and (thin or not doc["met"]):
         if not as_json:
-            click.echo("simulate --check: an objective is missed or a unit is unstable" if not doc["met"] else
-                       "simulate --check: an objective is not shown met (too few requests)", err=True)
+            click.echo(f"simulate --check: {_check_words(doc)}", err=True)
         raise SystemExit(OBJECTIVES_MISSED)
+
+
+def _check_words(doc: dict) -> str:
+    """Why --check fails, as the headline's verdict (hetinfra.sim.report.verdict) says it: missed,
+    not shown met (undecided models: more replications decide them), or too few requests."""
+    from hetinfra.sim.report import undecided, verdict
+
+    if doc["met"]:
+        return "an objective is not shown met (too few requests)"
+    if "undecided" in verdict(doc):
+        return (f"{verdict(doc)}: {', '.join(undecided(doc))} neither met nor missed (exit 12 as not met); run more "
+                "--replications to decide")
+    return "an objective is missed or a unit is unstable"
 
 
 def _show(result, profile_csv) -> None:
@@ -120,7 +133,8 @@ def _show(result, profile_csv) -> None:
 
         t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
         for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
-            t.add_column(col, justify="left" if col in ("unit", "class") else "right")
+            t.add_column(col, justify="left" if col in ("unit", "class") else "right",
+                         overflow="fold" if col == "unit" else "ellipsis")  # a unit id wraps, never cut
         for r in doc["profile_comparison"]:
             err = r["signed_error"]
             t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",

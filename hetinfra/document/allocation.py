@@ -147,7 +147,13 @@ class Allocation(Doc):
     price_per_instance_usd_per_hour: NonNegative = Field(description="$/h of one instance (mixed pipeline or heterogeneous "
                                                       "bundle: the mean over a replica's nodes).")
     cost_usd_per_hour: NonNegative = Field(description="$/h of the unit (with a demand profile: its horizon average).")
-    utilization: NonNegative = Field(description="Planned load of a replica, as a fraction of its capacity.")
+    utilization: NonNegative = Field(description="Planned load of a replica, as a fraction of its rated capacity: the "
+                                                 "req/s routed to the unit (routed_rps) over count x its rate at "
+                                                 "the unit's class mix (templates[].capacity_rps: the estimate "
+                                                 "or profile x derate), before headroom. The solve keeps it at most "
+                                                 "1 - headroom (a verified plan: 1 / the verification load); above 1 "
+                                                 "where verification's trim removed replicas its simulation showed "
+                                                 "were not needed (the fleet carries more than its rates credit).")
     custom_cloud: StrictBool = Field(description="An offer from the user's own CSV: planned, never deployed by apply.")
     routed_rps: NonNegative = Field(description="Requests/s routed to the unit at the planned demand.")
     target_qps_per_replica: Optional[Number] = Field(description="Requests/s one replica sustains at the unit's class "

@@ -234,6 +234,15 @@ class Trim(Doc):
     checked_removals: StrictInt = Field(description="Removals simulated.")
     put_back: list[dict[str, Any]] = Field(description="Removals put back after missing on the confirm seeds.")
 
+    def replicas_by_unit(self, removals: list[dict[str, Any]]) -> dict[str, int]:
+        """Replicas per unit of ``removals`` (this trim's ``removed`` or ``put_back``: a whole unit's
+        removal states its replicas, one replica's does not)."""
+        out: dict[str, int] = {}
+        for r in removals:
+            unit = r["unit"]
+            out[unit] = out.get(unit, 0) + int(r.get("replicas", 1))
+        return out
+
 
 class Fidelity(Doc):
     """How simulation checked the plan's latency objectives (written by verification, hetinfra.plan.verify;

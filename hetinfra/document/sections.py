@@ -200,7 +200,9 @@ class Baseline(Doc):
     gpu: StrictStr = Field(description="The one GPU type.")
     feasible: StrictBool = Field(description="Whether a plan with that GPU alone serves the demand.")
     cost_usd_per_hour: Optional[Number] = Field(None, description="Its $/h (feasible only).")
-    instances: Optional[int_in(0, None)] = Field(None, description="Its instances (feasible only).")
+    instances: Optional[int_in(0, None)] = Field(None, description="Its instances: each unit's replicas (allocation[].count) "
+                                                                   "x its nodes per replica, as allocations[].instances "
+                                                                   "counts them (feasible only).")
     savings_usd_per_hour: Optional[Number] = Field(None, description="Its $/h minus the plan's (feasible only).")
     savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only).")
     allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")

@@ -286,13 +286,17 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
         if headroom is not None:
             sub = sub.replace(headroom=headroom)
         reason = _unservable(sub, gpu)
+        nodes = {u.id: u.template.nodes for u in own}
         out.append(Baseline(gpu, False, reason=reason) if reason else
-                   _solved(sub, gpu, max(0.05, deadline - clock.now()), mip_gap, max_nodes))
+                   _solved(sub, gpu, nodes, max(0.05, deadline - clock.now()), mip_gap, max_nodes))
     return out
 
 
-def _solved(sub: AllocationProblem, gpu: str, time_limit_s: float, mip_gap: float, max_nodes: int | None) -> Baseline:
-    """The single-GPU baseline ``sub`` of ``gpu`` solved: its cost and counts, or why it has none."""
+def _solved(sub: AllocationProblem, gpu: str, nodes: dict[str, int], time_limit_s: float, mip_gap: float,
+            max_nodes: int | None) -> Baseline:
+    """The single-GPU baseline ``sub`` of ``gpu`` solved: its cost, counts and instances (each unit's
+    replicas x its ``nodes`` per replica, as allocations[].instances counts them: summing replicas
+    showed a 3-node H200 bundle's 12 instances as 4), or why it has none."""
     from hetinfra.solver.solve import solve
 
     r = solve(sub, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes)
@@ -302,7 +306,8 @@ def _solved(sub: AllocationProblem, gpu: str, time_limit_s: float, mip_gap: floa
             f" with locality {sub.locality:g}" if sub.locality > 0 and sub.local_demand else "")
         return Baseline(gpu, False, reason=caps if r.status == "infeasible" else "no plan within the baselines' time limit",
                         safety_stop=stop)
-    return Baseline(gpu, True, cost=r.cost(sub), instances=sum(r.n.values()), allocation=dict(r.n), safety_stop=stop)
+    instances = sum(c * nodes[u] for u, c in r.n.items())
+    return Baseline(gpu, True, cost=r.cost(sub), instances=instances, allocation=dict(r.n), safety_stop=stop)
 
 
 def _unservable(sub: AllocationProblem, gpu: str) -> str | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from hetinfra.plan.summary_fleet import gpus_cell, render_baselines, util_note
 from hetinfra.plan.summary_promise import confirmed_by_model, promise_lines, verified_fidelity, with_bound
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def render_summary(doc: "Plan", console: Console) -> None:
     _render_fidelity(doc, console)
     _render_failover(doc, console)
     render_origins(doc, console)
-    _render_baselines(doc, console)
+    render_baselines(doc, console)
     _render_solver(doc, console)
     for w in doc.warnings:
         console.print(f"[yellow]warning:[/] {w}")
@@ -69,8 +70,7 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
             layout = f"{a.engines_per_instance}x {layout}"
         if a.disaggregation is not None:  # a bundle: each role's engines and TP (issue 37)
             layout = " + ".join(f"{r.engines}{r.role[0].upper()} TP{r.tp}" for r in a.disaggregation.roles)
-        gpus = " + ".join(dict.fromkeys(f"{g.gpus_per_instance}x{g.gpu}" for g in a.stage_groups())) \
-            if a.heterogeneous_bundle else f"{a.gpus_per_instance}x{a.gpu}"
+        gpus = gpus_cell(a)
         inst = _instances(a)
         if a.template in extrapolated:
             inst += " *"
@@ -83,6 +83,9 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
     console.print(t)
     if any(a.template in extrapolated for a in plan.allocations):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
+    note = util_note(plan)
+    if note:
+        console.print(note, highlight=False)
 
 
 #: below this many columns the allocation table stacks place, instance, GPUs and layout in one cell,
@@ -132,21 +135,6 @@ def _instances(a: "Allocation") -> str:
             groups.append([st.instance_type, 1])
     return (" + ".join(f"{n} {it}" if n > 1 else it for it, n in groups)
             + f" ({'/'.join(str(st.layers) for st in a.stages)} layers, experimental)")
-
-
-def _render_baselines(plan: "Plan", console: Console) -> None:
-    if not plan.baselines:
-        return
-    b = Table(title="Single-GPU-type baselines (Mélange)", title_justify="left")
-    for col in ("GPU only", "instances", "$/h", "this plan saves"):
-        b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
-    for x in plan.baselines:
-        if x.feasible:
-            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}",
-                      f"{x.savings_pct:.1f}% (${x.savings_usd_per_hour:.2f}/h)")
-        else:
-            b.add_row(x.gpu, "-", "-", f"[dim]{x.reason}[/]")
-    console.print(b)
 
 
 def _render_solver(plan: "Plan", console: Console) -> None:
@@ -278,7 +266,8 @@ def _render_purchase(plan: "Plan", console: Console) -> None:
     t = Table(title="Break-even: committing pays above this utilisation of the committed capacity",
               title_justify="left")
     for col in ("deployment unit", "term", "committed $/h", "on-demand $/h", "break-even", "utilisation", "committed"):
-        t.add_column(col, justify="left" if col in ("deployment unit", "term", "committed") else "right")
+        t.add_column(col, justify="left" if col in ("deployment unit", "term", "committed") else "right",
+                     overflow="fold" if col == "deployment unit" else "ellipsis")  # a name wraps, never cut
     names = {a.unit: a.deployment_unit for a in plan.allocations}
     for b in p.break_even:
         t.add_row(names[b.unit], b.purchase.split("_")[1], f"{b.committed_price_usd_per_hour:.4f}",

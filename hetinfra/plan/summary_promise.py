@@ -91,23 +91,52 @@ def promise_lines(doc: "Plan") -> list[str]:
     if fid is not None and fid.load_basis is not None:
         stats = ", ".join(sorted(set((fid.statistic or {}).values()))) or "p99"
         reps = fid.replications
-        sample = (f"{reps.start} to {reps.max_replications} replications of {fid.requests} requests per model "
-                  f"(seeds from {fid.seed}), {100 * reps.confidence:g}% bounds") if reps else \
+        sample = (f"{reps.start} to {reps.max_replications} replications of {fid.requests} requests per model, "
+                  f"{100 * reps.confidence:g}% bounds; {_seed_words(fid)}") if reps else \
             f"seed {fid.seed}, {fid.requests} requests per model"
         out.append(f"promise: every objective ({stats}) at {fid.load:g}x demand ({fid.load_basis}), {sample}"
                    + (f", margin {fid.margin:g}" if fid.margin else ""))
         out.extend(judgement_lines(doc))
         over = fid.over_provisioning.ratio if fid.over_provisioning else None
-        trimmed = sum(int(r.get("replicas", 1)) for r in fid.trim.removed) if fid.trim else 0
-        back = sum(int(r.get("replicas", 1)) for r in fid.trim.put_back) if fid.trim else 0
         out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
-                   f"after ({trimmed} replica(s) trimmed"
-                   + (f", {back} put back as the confirmation missed without them" if back else "")
-                   + _padded_words(fid)
+                   f"after ({trim_words(fid)}" + _padded_words(fid)
                    + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
         out.extend(_off_peak_lines(fid))
     out.extend(_capacity_lines(doc))
     return out
+
+
+def _seed_words(fid) -> str:
+    """The seeds the plan's judgements ran on (fidelity.replications: the search's last judgement and the
+    confirmation's, hetinfra.sim.replications.seeds_for from the base seed): "seeds from 0" read as
+    seeds 0, 1, ... where the search ran 1000, 1003 and the confirmation 1001, 1004."""
+    reps = fid.replications
+    return (f"seeds: search {seed_list(reps.decide_seeds)}, confirmation {seed_list(reps.confirm_seeds)} "
+            f"(base seed {reps.base_seed}: fidelity.replications)")
+
+
+def seed_list(seeds) -> str:
+    """Seeds as runs of seeds_for's stride (3), a run of more than 4 shortened: "1001, 1004",
+    "1079, 1082, ..., 1115 (13 seeds)"; "none" where no judgement ran."""
+    runs: list[list[int]] = []
+    for s in seeds:
+        if runs and s - runs[-1][-1] == 3:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(", ".join(map(str, r)) if len(r) <= 4 else f"{r[0]}, {r[1]}, ..., {r[-1]} ({len(r)} seeds)"
+                     for r in runs) or "none"
+
+
+def trim_words(fid) -> str:
+    """What the trim did (fidelity.trim): the removals it kept, and those the confirmation put back, as
+    removals that were made and undone ("0 replica(s) trimmed, 1 put back" read as a contradiction)."""
+    kept = sum(fid.trim.replicas_by_unit(fid.trim.removed).values()) if fid.trim else 0
+    back = sum(fid.trim.replicas_by_unit(fid.trim.put_back).values()) if fid.trim else 0
+    if not back:
+        return f"{kept} replica(s) trimmed"
+    return (f"{kept + back} replica(s) trimmed, {back} put back as the confirmation missed without them, "
+            f"so {kept} stay trimmed")
 
 
 def _off_peak_lines(fid) -> list[str]:

@@ -66,10 +66,20 @@ def bound_lines(doc: dict) -> list[str]:
         if slo.get("attainment") is not None and est.get("attainment") is not None:
             parts.append(f"attainment {est['attainment']:.4f} ({conf} bound {bound['attainment']:.4f}) "
                          f"vs {slo['attainment']:g}")
-        stable = "" if m.get("stable", True) else ", a unit is unstable"
-        out.append(f"{m['model']}: " + ", ".join(parts) + f" - {m['decision']}{stable} "
-                   f"({m['replications']} replications)")
+        stable, decision, runs = m.get("stable", True), m["decision"], m["replications"]
+        out.append(f"{m['model']}: " + ", ".join(parts) + f" - {decision}{'' if stable else ', a unit is unstable'} "
+                   f"({runs} replications)" + (_undecided_words(runs, conf) if decision == "undecided" and stable
+                                               else ""))
     return out
+
+
+def _undecided_words(runs: int, conf: str) -> str:
+    """What an undecided model's decision means and what decides it: its pessimistic bound is outside
+    an objective and its optimistic one inside, so ``runs`` replications neither meet nor miss it
+    (``--check`` takes it as not met: exit 12). More replications narrow both bounds."""
+    return (f": an objective lies between its optimistic and pessimistic {conf} bounds, so {runs} replications "
+            f"neither meet nor miss it (--check takes it as not met); run more, e.g. --replications "
+            f"{max(2 * int(runs), 6)}")
 
 
 def too_few_lines(doc: dict) -> list[str]:

@@ -26,10 +26,11 @@ import json
 from html import escape
 from pathlib import Path
 
+from hetinfra.document.simulation import SimRun
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
-__all__ = ["write_outputs", "render_svg", "render_text"]
+__all__ = ["write_outputs", "render_svg", "render_text", "verdict", "undecided"]
 
 
 def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
@@ -83,7 +84,7 @@ def render_svg(doc: dict) -> str:
     parts: list[str] = []
     y = 40
     head = (f"{doc.get('service') or 'plan'}: simulated {doc['requests']} requests, load {doc['load']:g}, "
-            f"burst cv {doc['burst_cv']:g}, seed {doc['seed']} - objectives {'MET' if doc['met'] else 'MISSED'}")
+            f"burst cv {doc['burst_cv']:g}, seed {doc['seed']} - {verdict(doc)}")
     parts.append(f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(head)}</text>')
     for m in doc["models"]:
         slo = m["slo"]
@@ -128,8 +129,7 @@ def render_text(doc: dict, console) -> None:
 
     console.print(f"[bold]{doc.get('service') or 'plan'}[/]: {doc['requests']} simulated requests, load "
                   f"{doc['load']:g}, burst cv {doc['burst_cv']:g}, seed {doc['seed']} (first "
-                  f"{doc['warmup_fraction']:.0%} left out as warm-up) - "
-                  + ("[green]objectives met[/]" if doc["met"] else "[red]objectives missed[/]"))
+                  f"{doc['warmup_fraction']:.0%} left out as warm-up) - " + _verdict_markup(doc))
     for m in doc["models"]:
         slo, key = m["slo"], m["slo"]["percentile"]
         t = Table(title=f"{m['model']}: {key} TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms"
@@ -146,7 +146,8 @@ def render_text(doc: dict, console) -> None:
         console.print(t)
     t = Table(title="units", title_justify="left")
     for col in ("unit", "repl", "TTFT p99", "TPOT p99", "batch", "queue mean/max", "KV mean/max", "preempt", "met"):
-        t.add_column(col, justify="left" if col == "unit" else "right")
+        # a unit id wraps, never cut: two units of one type differ only at its end (purchase option)
+        t.add_column(col, justify="left" if col == "unit" else "right", overflow="fold" if col == "unit" else "ellipsis")
     for u in doc["units"]:
         o = u["objective"]
         t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), _replicas(u),
@@ -155,6 +156,29 @@ def render_text(doc: dict, console) -> None:
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
                   "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]{_unstable(u)}x{o['ratio']:.3f}[/]"))
     console.print(t)
+
+
+def verdict(doc: dict) -> str:
+    """The simulation's verdict in words, as its models' decisions give it: "objectives met",
+    "objectives not shown met (N undecided)" where every model not met is undecided (its bound
+    straddles the objective: more replications decide it), else "objectives missed"."""
+    if doc["met"]:
+        return "objectives met"
+    pending = undecided(doc)
+    if pending and all(e.met or e.model in pending for e in SimRun.of(doc).models):
+        return f"objectives not shown met ({len(pending)} undecided)"
+    return "objectives missed"
+
+
+def undecided(doc: dict) -> list[str]:
+    """The models of a judged simulation whose decision is undecided and whose units were stable."""
+    return [e.model for e in SimRun.of(doc).models if e.raw.get("decision") == "undecided" and e.stable]
+
+
+def _verdict_markup(doc: dict) -> str:
+    words = verdict(doc)
+    colour = "green" if words == "objectives met" else "yellow" if "undecided" in words else "red"
+    return f"[{colour}]{words}[/]"
 
 
 def _replicas(unit: dict) -> str:
