@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, TypeVar
 
@@ -33,6 +34,23 @@ class UserPath(click.Path):
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class OutDir(UserPath):
+    """An OUT directory a command reads (`hetinfra plan --out` wrote it): the one type of every such
+    argument and flag. A path that does not exist is invalid input (exit 2), with what to give instead:
+    a command that read it as "nothing here" (`status`: "nothing deployed", exit 0) hid a mistyped
+    path. A directory without state.json is still a plan's folder, not deployed yet."""
+
+    def __init__(self):
+        super().__init__(file_okay=False, path_type=Path)  # click says "is a file" of a file
+
+    def convert(self, value, param, ctx):
+        path = super().convert(value, param, ctx)
+        if not path.exists():
+            self.fail(f"{value}: no such directory; give the folder that `hetinfra plan SPEC --out DIR` wrote",
+                      param, ctx)
+        return path
 
 
 class FiniteFloat(click.FloatRange):
