@@ -109,13 +109,24 @@ def _show(result, out: Path | None) -> None:
     doc, written, _ = result
     render_summary(doc, summary_console())
     if written:
-        clouds = ",".join(p.name for p in written["pulumi"])
-        click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
-                   f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+        click.echo(wrote_line(out, written))
         if written.get("kubernetes"):  # deploy.target kubernetes (docs/kubernetes.md)
             clusters = sorted({p.parent.name for p in written["kubernetes"] if p.name == "kustomization.yaml"})
             click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
                        "pulumi/kubernetes/")
+
+
+def wrote_line(out: Path, written: dict[str, list[Path]]) -> str:
+    """What ``write_plan`` wrote (``written``, by kind), naming only kinds it wrote files of: a plan
+    whose units are all on custom clouds has no SkyPilot task and no Pulumi project, and the line said
+    "0 SkyPilot task(s) in skypilot/, Pulumi project(s) in pulumi/{}"."""
+    parts = ["plan.json"]
+    if written.get("skypilot"):
+        parts.append(f"{len(written['skypilot'])} SkyPilot task(s) in skypilot/")
+    if written.get("pulumi"):
+        parts.append(f"Pulumi project(s) in pulumi/{{{','.join(p.name for p in written['pulumi'])}}}")
+    parts.append("router/weights.json")
+    return f"wrote {out}/: {', '.join(parts)}"
 
 
 @click.command("schema", context_settings=COMMAND_SETTINGS)
