@@ -250,7 +250,7 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     from hetinfra.plan.planner import running_allocations
 
     snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
-    caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
+    caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot, spec_path)
     for w in list(feed_warnings) + cap_warnings:
         detail(f"feeds: {w}")
     override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
