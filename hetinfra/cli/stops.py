@@ -12,13 +12,21 @@ import _frozen_importlib
 import _frozen_importlib_external
 import _thread
 import atexit
+import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from contextlib import contextmanager
+from typing import Iterator, NoReturn
 
 #: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
 STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+#: exit status of a command whose stdout (or stderr) pipe the reader closed (``hetinfra plan | head -1``):
+#: 128 + SIGPIPE, the status a shell reports for a Unix tool that SIGPIPE ended, so ``set -o pipefail``
+#: sees the output was cut short as it does for ``cat``. Python ignores SIGPIPE (a write raises
+#: BrokenPipeError instead); click turned that into exit 1, hetinfra's "a bug" (:func:`closed_pipe_ends`)
+PIPE_CLOSED = 128 + signal.SIGPIPE
 
 #: the file names of the import machinery's frames (importlib._bootstrap and _bootstrap_external:
 #: "<frozen importlib._bootstrap>", or their paths where frozen modules are off)
@@ -100,6 +108,58 @@ def _hold_stops() -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
+@contextmanager
+def closed_pipe_ends() -> Iterator[None]:
+    """A write to a stdout or stderr pipe whose reader is gone ends the command quietly with
+    :data:`PIPE_CLOSED`, as Python's documentation recommends (its "Note on SIGPIPE"): the rest of the
+    output goes to /dev/null, so the flushes on the way out do not fail again. Any other broken pipe
+    (a socket, a subprocess's stdin) is the command's own error and goes on.
+
+    Rich's consoles (the summary's tables, the progress bars) catch their own BrokenPipeError: they
+    point stdout at /dev/null and raise SystemExit(1) while handling it (``Console.on_broken_pipe``);
+    that exit is this one too."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not widowed_outputs():
+            raise
+        _quiet_exit()
+    except SystemExit as stop:
+        if stop.code != 1 or not isinstance(stop.__context__, BrokenPipeError):
+            raise
+        _quiet_exit()
+
+
+def _quiet_exit() -> NoReturn:
+    """Exit :data:`PIPE_CLOSED`, the widowed outputs pointed at /dev/null."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in widowed_outputs():
+        os.dup2(null, fd)
+    os.close(null)
+    sys.exit(PIPE_CLOSED)
+
+
+def widowed_outputs() -> list[int]:
+    """The file descriptors of stdout and stderr that are pipes (or sockets) whose reader has gone:
+    the write end of such a pipe polls as an error (POLLERR; POLLHUP for a socket)."""
+    import select
+    import stat
+
+    closed = []
+    for fd in (1, 2):
+        try:
+            kind = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind)):
+            continue
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are always reported
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+            closed.append(fd)
+    return closed
+
+
 def finish(code) -> NoReturn:
     """End the ``hetinfra`` process with SystemExit's ``code`` as the interpreter would, less its
     teardown: the threads Python waits for are joined, the atexit callbacks run (:func:`_hold_stops`,
@@ -110,7 +170,6 @@ def finish(code) -> NoReturn:
     the front door is measured against (benchmarks/bench_scale.py --front). Only the console entry
     point (:func:`hetinfra.cli.main`) calls it: a caller running the CLI in its own process (the
     tests) keeps its interpreter."""
-    import os
     import threading
 
     if code is None or isinstance(code, int):
@@ -124,6 +183,8 @@ def finish(code) -> NoReturn:
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
+    except BrokenPipeError:  # the reader left before the last of the output (closed_pipe_ends)
+        status = status or PIPE_CLOSED
     except (OSError, ValueError):
         status = status or 120
     try:
