@@ -84,7 +84,14 @@ def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None
 
 def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:
     """Print ``exc`` (``error:``/``hint:`` on stderr; with ``as_json`` also the error document on
-    stdout, :func:`echo_error_document`) and exit with its code."""
+    stdout, :func:`echo_error_document`) and exit with its code.
+
+    Once a stop signal arrived, an error is what the stop left behind (a solve it cancelled found no
+    plan): the command exits as stopped, and says so (hetinfra.cli.app.main), not the error."""
+    from hetinfra.cli.stops import STOPPED_BY, stopping
+
+    if stopping:
+        sys.exit(STOPPED_BY[stopping[0]])
     if as_json:
         echo_error_document(exc, partial)
     click.echo(f"error: {exc.message}", err=True)

@@ -49,13 +49,48 @@ def _stop(signum: int, frame) -> None:
     (or a module lock's acquire and its ``with``), the exception leaves that lock held by this
     thread for good, and the next import on another thread (hetinfra.cli.preload's) waits for it
     forever while this one waits for that thread: a stopped `hetinfra plan` hung. There the signal
-    is sent again a moment later (:func:`_send_again`), until it lands outside importlib."""
+    is sent again a moment later (:func:`_send_again`), until it lands outside importlib.
+
+    Nor inside a callback that HiGHS's C++ solve makes into Python (Pyomo's HiGHS checks for an
+    interrupt that way, many times a second): HiGHS swallowed the exception and reported its solve
+    as ended without a plan, so a SIGTERM said "the solver found no plan within time_limit_s=300"
+    and blamed the time limit (and an exception thrown through its C++ can leave the solver
+    unusable). There the solve is cancelled (it returns at its next interrupt check, as at a time
+    limit), the stop is recorded, so an error the cancelled solve leads to is reported as the stop
+    (hetinfra.cli.common.fail), and the signal is sent again to land once the solve has returned."""
     if frame is not None and frame.f_code.co_filename in IMPORTLIB:
         _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
         return
+    highs = _highs_calling(frame)
+    if highs is not None:
+        _record(signum)
+        highs.cancelSolve()
+        _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
+        return
     signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
-    stopping.append(signum)
+    _record(signum)
     raise SystemExit(STOPPED_BY[signum])
+
+
+def _record(signum: int) -> None:
+    """The stop is under way: :data:`stopping` says which, and the libraries' loggers are silenced,
+    so that the stop is all the command says (Pyomo logged "Constructing component ... failed:
+    SystemExit: 143" for a model built when the signal came, and the cancelled solve's status)."""
+    if signum not in stopping:
+        stopping.append(signum)
+    logging = sys.modules.get("logging")  # not loaded: nothing can log
+    if logging is not None:
+        logging.disable(logging.CRITICAL)
+
+
+def _highs_calling(frame):
+    """The ``highspy.Highs`` whose solve called the Python code of ``frame`` back (its
+    ``__internal_callback`` is on the stack, called from C++), or None."""
+    while frame is not None:
+        if frame.f_code.co_name == "__internal_callback" and frame.f_globals.get("__name__") == "highspy.highs":
+            return frame.f_locals.get("user_callback_data")
+        frame = frame.f_back
+    return None
 
 
 def _send_again(signum: int, thread: int) -> None:
