@@ -76,8 +76,10 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
             finally:
                 if progress is not None:
                     progress.close()
+        from hetinfra.plan.plan_json import for_out
+
         echoed = len(feed_warnings) + len(cap_warnings)  # on stderr already (load_feeds, load_caps)
-        doc = doc.model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
+        doc = for_out(doc, spec, out).model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None
         return doc, (write_plan(out, doc) if out else {}), pending, echoed
@@ -123,11 +125,11 @@ def wrote_line(out: Path, written: dict[str, list[Path]]) -> str:
     """What ``write_plan`` wrote (``written``, by kind), naming only kinds it wrote files of: a plan
     whose units are all on custom clouds has no SkyPilot task and no Pulumi project, and the line said
     "0 SkyPilot task(s) in skypilot/, Pulumi project(s) in pulumi/{}"."""
-    parts = ["plan.json"]
-    if written.get("skypilot"):
-        parts.append(f"{len(written['skypilot'])} SkyPilot task(s) in skypilot/")
-    if written.get("pulumi"):
-        parts.append(f"Pulumi project(s) in pulumi/{{{','.join(p.name for p in written['pulumi'])}}}")
+    parts, tasks, projects = ["plan.json"], written.get("skypilot"), written.get("pulumi")
+    if tasks:
+        parts.append(f"{len(tasks)} SkyPilot task(s) in skypilot/")
+    if projects:
+        parts.append(f"Pulumi project(s) in pulumi/{{{','.join(p.name for p in projects)}}}")
     parts.append("router/weights.json")
     return f"wrote {out}/: {', '.join(parts)}"
 
