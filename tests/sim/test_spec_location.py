@@ -50,15 +50,19 @@ def test_a_plan_printed_without_out_names_its_spec_absolutely(run_cli, monkeypat
     assert code == 0 and json.loads(out)["inputs"]["spec_path"] == str((REPO / "services" / "chat.yaml").resolve())
 
 
+def _planned_naming(run_cli, out: Path, stored: str) -> Path:
+    """services/chat.yaml planned into ``out`` (from the repository), its spec_path then ``stored``."""
+    assert run_cli("plan", "services/chat.yaml", "--out", str(out), *FAST)[0] == 0
+    doc = json.loads((out / "plan.json").read_text())
+    doc["inputs"]["spec_path"] = stored
+    (out / "plan.json").write_text(json.dumps(doc, indent=2))
+    return out
+
+
 def test_an_older_plan_json_is_read_from_where_plan_ran(run_cli, tmp_path, monkeypatch):
     """plan.json files written before: spec_path relative to the folder `plan` ran in."""
     monkeypatch.chdir(REPO)
-    out = tmp_path / "old"
-    assert run_cli("plan", "services/chat.yaml", "--out", str(out), *FAST)[0] == 0
-    doc = json.loads((out / "plan.json").read_text())
-    doc["inputs"]["spec_path"] = "services/chat.yaml"
-    (out / "plan.json").write_text(json.dumps(doc, indent=2))
-    code, _, err = _simulate(run_cli, out)
+    code, _, err = _simulate(run_cli, _planned_naming(run_cli, tmp_path / "old", "services/chat.yaml"))
     assert code == 0, err
 
 
@@ -81,10 +85,5 @@ def test_where_two_places_hold_a_file_the_planned_spec_wins(tmp_path, monkeypatc
 
 def test_a_spec_found_nowhere_says_where_it_looked(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    out = tmp_path / "lost"
-    assert run_cli("plan", "services/chat.yaml", "--out", str(out), *FAST)[0] == 0
-    doc = json.loads((out / "plan.json").read_text())
-    doc["inputs"]["spec_path"] = "gone/chat.yaml"
-    (out / "plan.json").write_text(json.dumps(doc, indent=2))
-    code, _, err = _simulate(run_cli, out)
+    code, _, err = _simulate(run_cli, _planned_naming(run_cli, tmp_path / "lost", "gone/chat.yaml"))
     assert code == 2 and "'gone/chat.yaml' (inputs.spec_path) is not found" in err and "--spec" in err
