@@ -23,6 +23,7 @@ the suite (tests/docs/test_figures.py: the figures prose quotes). The spec's sch
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -73,8 +74,16 @@ def exit_codes() -> list[tuple[int, str, str]]:
     from hetinfra.replan.safe import LockedError
     from hetinfra.sim.check import OBJECTIVES_MISSED
 
+    from hetinfra.cli.stops import PIPE_CLOSED, STOPPED_BY
+
     rows = [(0, "every command", "success"),
-            (130, "Ctrl-C", "interrupted (`hetinfra.cli.app.main`)"),
+            (STOPPED_BY[signal.SIGINT], "Ctrl-C", "interrupted (`hetinfra.cli.app.main`)"),
+            (STOPPED_BY[signal.SIGTERM], "SIGTERM", "stopped by signal 15, said on stderr; a SIGHUP is 129 "
+                                                    "(128 + the signal: `hetinfra.cli.stops`)"),
+            (PIPE_CLOSED, "a closed output pipe", "the reader closed the pipe early (`head -1`): "
+                                                  "the command ends quietly, as a Unix tool that SIGPIPE "
+                                                  "ends (128 + 13); under `set -o pipefail` the pipeline fails "
+                                                  "as it does for `cat`"),
             (NO_CHANGE, "`replan`", "no change worth making"),
             (0, "`plan --detailed-exitcode`", "no change pending against the deployment"),
             (CHANGES_PENDING, "`plan --detailed-exitcode`", "changes pending against the deployment"),

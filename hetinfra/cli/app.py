@@ -26,7 +26,7 @@ from hetinfra.cli.plan import plan_command, schema_command
 from hetinfra.cli.profile import import_command, profile_command
 from hetinfra.cli.replan import replan_command
 from hetinfra.cli.simulate import simulate_command
-from hetinfra.cli.stops import install_signal_exits, stopped_status, stopping
+from hetinfra.cli.stops import closed_pipe_ends, install_signal_exits, stopped_status, stopping
 
 
 class Hetinfra(click.Group):
@@ -39,10 +39,15 @@ class Hetinfra(click.Group):
     def invoke(self, ctx: click.Context):
         args = [*ctx.protected_args, *ctx.args]
         try:
-            return super().invoke(ctx)
+            with closed_pipe_ends():  # `| head`: quiet, exit 141, not click's exit 1 (hetinfra.cli.stops)
+                return super().invoke(ctx)
         except click.UsageError as exc:
             json_usage_error(exc, args)
             raise
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        with closed_pipe_ends():  # `hetinfra --help | ...` prints while the group's arguments are read
+            return super().make_context(*args, **kwargs)
 
 
 @click.group(cls=Hetinfra, context_settings=COMMAND_SETTINGS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, TypeVar
 
@@ -33,6 +34,23 @@ class UserPath(click.Path):
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class OutDir(UserPath):
+    """An OUT directory a command reads (`hetinfra plan --out` wrote it): the one type of every such
+    argument and flag. A path that does not exist is invalid input (exit 2), with what to give instead:
+    a command that read it as "nothing here" (`status`: "nothing deployed", exit 0) hid a mistyped
+    path. A directory without state.json is still a plan's folder, not deployed yet."""
+
+    def __init__(self):
+        super().__init__(file_okay=False, path_type=Path)  # click says "is a file" of a file
+
+    def convert(self, value, param, ctx):
+        path = super().convert(value, param, ctx)
+        if not path.exists():
+            self.fail(f"{value}: no such directory; give the folder that `hetinfra plan SPEC --out DIR` wrote",
+                      param, ctx)
+        return path
 
 
 class FiniteFloat(click.FloatRange):
@@ -66,7 +84,14 @@ def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None
 
 def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None:
     """Print ``exc`` (``error:``/``hint:`` on stderr; with ``as_json`` also the error document on
-    stdout, :func:`echo_error_document`) and exit with its code."""
+    stdout, :func:`echo_error_document`) and exit with its code.
+
+    Once a stop signal arrived, an error is what the stop left behind (a solve it cancelled found no
+    plan): the command exits as stopped, and says so (hetinfra.cli.app.main), not the error."""
+    from hetinfra.cli.stops import STOPPED_BY, stopping
+
+    if stopping:
+        sys.exit(STOPPED_BY[stopping[0]])
     if as_json:
         echo_error_document(exc, partial)
     click.echo(f"error: {exc.message}", err=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, UserPath, echo_for, fail, run_command
+from hetinfra.cli.common import COMMAND_SETTINGS, OutDir, echo_for, fail, run_command
 from hetinfra.fileio import dumps_strict
 
 TARGET_HELP = ("pulumi: every unit through the per-cloud Pulumi stacks; skypilot: every unit as a SkyServe "
@@ -27,7 +27,7 @@ def _ask(as_json: bool = False):
 
 
 @click.command("apply", context_settings=COMMAND_SETTINGS)
-@click.argument("out", type=UserPath(file_okay=False, path_type=Path))
+@click.argument("out", type=OutDir())
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help=TARGET_HELP)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
@@ -61,7 +61,7 @@ def apply_command(out: Path, target: str, yes: bool, force: bool, update_images:
 
 
 @click.command("destroy", context_settings=COMMAND_SETTINGS)
-@click.argument("out", type=UserPath(file_okay=False, path_type=Path))
+@click.argument("out", type=OutDir())
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Which deployed units to remove.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
@@ -81,7 +81,7 @@ def destroy_command(out: Path, target: str, yes: bool, as_json: bool) -> None:
 
 
 @click.command("status", context_settings=COMMAND_SETTINGS)
-@click.argument("out", type=UserPath(file_okay=False, path_type=Path))
+@click.argument("out", type=OutDir())
 @click.option("--json", "as_json", is_flag=True, help="Print state.json, with the live read under \"live\".")
 @click.option("--no-refresh", is_flag=True, help="Do not ask the clouds: show what state.json records (and the "
                                                  "last live read, if any).")

@@ -66,7 +66,7 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
 
             _check_flags(no_verify, strict_verify, detailed_exitcode, state, out)
             snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
-            caps, cap_warnings = load_caps(caps_file, availability, snapshot)
+            caps, cap_warnings = load_caps(caps_file, availability, snapshot, spec)
             progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
             try:
                 _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify,
@@ -76,12 +76,15 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
             finally:
                 if progress is not None:
                     progress.close()
-        doc = doc.model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
+        from hetinfra.plan.plan_json import for_out
+
+        echoed = len(feed_warnings) + len(cap_warnings)  # on stderr already (load_feeds, load_caps)
+        doc = for_out(doc, spec, out).model_copy(update={"warnings": list(feed_warnings) + cap_warnings + doc.warnings})
         # Compared before write_plan replaces the out dir's plan.json, which may be the reference.
         pending = pending_changes(doc, state or out) if detailed_exitcode else None
-        return doc, (write_plan(out, doc) if out else {}), pending
+        return doc, (write_plan(out, doc) if out else {}), pending, echoed
 
-    _, _, pending = run_command(as_json, work, lambda result: _show(result, out),
+    _, _, pending, _ = run_command(as_json, work, lambda result: _show(result, out),
                                 to_json=lambda result: result[0].to_dict())
     if pending is not None:
         from hetinfra.plan.pending import CHANGES_PENDING, render_pending
@@ -106,16 +109,29 @@ def _show(result, out: Path | None) -> None:
     """``plan``'s output without --json: the summary, then what was written to ``out``."""
     from hetinfra.plan.summary import render_summary
 
-    doc, written, _ = result
-    render_summary(doc, summary_console())
+    doc, written, _, echoed = result
+    # the feeds' and caps' warnings went to stderr as they were read (before a long solve, and shown
+    # when the plan then fails); plan.json keeps them, the summary does not print them again
+    render_summary(doc.model_copy(update={"warnings": doc.warnings[echoed:]}), summary_console())
     if written:
-        clouds = ",".join(p.name for p in written["pulumi"])
-        click.echo(f"wrote {out}/: plan.json, {len(written['skypilot'])} SkyPilot task(s) in skypilot/, "
-                   f"Pulumi project(s) in pulumi/{{{clouds}}}, router/weights.json")
+        click.echo(wrote_line(out, written))
         if written.get("kubernetes"):  # deploy.target kubernetes (docs/kubernetes.md)
             clusters = sorted({p.parent.name for p in written["kubernetes"] if p.name == "kustomization.yaml"})
             click.echo(f"wrote {out}/kubernetes/{{{','.join(clusters)}}}/ (kubectl apply -k) and "
                        "pulumi/kubernetes/")
+
+
+def wrote_line(out: Path, written: dict[str, list[Path]]) -> str:
+    """What ``write_plan`` wrote (``written``, by kind), naming only kinds it wrote files of: a plan
+    whose units are all on custom clouds has no SkyPilot task and no Pulumi project, and the line said
+    "0 SkyPilot task(s) in skypilot/, Pulumi project(s) in pulumi/{}"."""
+    parts, tasks, projects = ["plan.json"], written.get("skypilot"), written.get("pulumi")
+    if tasks:
+        parts.append(f"{len(tasks)} SkyPilot task(s) in skypilot/")
+    if projects:
+        parts.append(f"Pulumi project(s) in pulumi/{{{','.join(p.name for p in projects)}}}")
+    parts.append("router/weights.json")
+    return f"wrote {out}/: {', '.join(parts)}"
 
 
 @click.command("schema", context_settings=COMMAND_SETTINGS)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, OutDir, UserPath, fail
 
 
 def _list(kind: type, what: str):
@@ -48,7 +48,7 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 
 
 @click.command("profile", context_settings=COMMAND_SETTINGS)
-@click.argument("plan_dir", required=False, type=UserPath(file_okay=False, path_type=Path))
+@click.argument("plan_dir", required=False, type=OutDir())
 @click.option("--launch", is_flag=True, help="With PLAN_DIR (a `plan --out` directory): write SkyPilot benchmark "
               "tasks for its extrapolated units to PLAN_DIR/profile/, show their cost, and launch them (sky launch --yes).")
 @click.option("--all", "all_units", is_flag=True, help="With --launch: every unit, not only the extrapolated ones.")

@@ -12,13 +12,21 @@ import _frozen_importlib
 import _frozen_importlib_external
 import _thread
 import atexit
+import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from contextlib import contextmanager
+from typing import Iterator, NoReturn
 
 #: exit status of a command stopped by a signal: 128 + its number (the shell's convention; 130 for Ctrl-C)
 STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+#: exit status of a command whose stdout (or stderr) pipe the reader closed (``hetinfra plan | head -1``):
+#: 128 + SIGPIPE, the status a shell reports for a Unix tool that SIGPIPE ended, so ``set -o pipefail``
+#: sees the output was cut short as it does for ``cat``. Python ignores SIGPIPE (a write raises
+#: BrokenPipeError instead); click turned that into exit 1, hetinfra's "a bug" (:func:`closed_pipe_ends`)
+PIPE_CLOSED = 128 + signal.SIGPIPE
 
 #: the file names of the import machinery's frames (importlib._bootstrap and _bootstrap_external:
 #: "<frozen importlib._bootstrap>", or their paths where frozen modules are off)
@@ -41,13 +49,48 @@ def _stop(signum: int, frame) -> None:
     (or a module lock's acquire and its ``with``), the exception leaves that lock held by this
     thread for good, and the next import on another thread (hetinfra.cli.preload's) waits for it
     forever while this one waits for that thread: a stopped `hetinfra plan` hung. There the signal
-    is sent again a moment later (:func:`_send_again`), until it lands outside importlib."""
+    is sent again a moment later (:func:`_send_again`), until it lands outside importlib.
+
+    Nor inside a callback that HiGHS's C++ solve makes into Python (Pyomo's HiGHS checks for an
+    interrupt that way, many times a second): HiGHS swallowed the exception and reported its solve
+    as ended without a plan, so a SIGTERM said "the solver found no plan within time_limit_s=300"
+    and blamed the time limit (and an exception thrown through its C++ can leave the solver
+    unusable). There the solve is cancelled (it returns at its next interrupt check, as at a time
+    limit), the stop is recorded, so an error the cancelled solve leads to is reported as the stop
+    (hetinfra.cli.common.fail), and the signal is sent again to land once the solve has returned."""
     if frame is not None and frame.f_code.co_filename in IMPORTLIB:
         _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
         return
+    highs = _highs_calling(frame)
+    if highs is not None:
+        _record(signum)
+        highs.cancelSolve()
+        _thread.start_new_thread(_send_again, (signum, _thread.get_ident()))
+        return
     signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
-    stopping.append(signum)
+    _record(signum)
     raise SystemExit(STOPPED_BY[signum])
+
+
+def _record(signum: int) -> None:
+    """The stop is under way: :data:`stopping` says which, and the libraries' loggers are silenced,
+    so that the stop is all the command says (Pyomo logged "Constructing component ... failed:
+    SystemExit: 143" for a model built when the signal came, and the cancelled solve's status)."""
+    if signum not in stopping:
+        stopping.append(signum)
+    logging = sys.modules.get("logging")  # not loaded: nothing can log
+    if logging is not None:
+        logging.disable(logging.CRITICAL)
+
+
+def _highs_calling(frame):
+    """The ``highspy.Highs`` whose solve called the Python code of ``frame`` back (its
+    ``__internal_callback`` is on the stack, called from C++), or None."""
+    while frame is not None:
+        if frame.f_code.co_name == "__internal_callback" and frame.f_globals.get("__name__") == "highspy.highs":
+            return frame.f_locals.get("user_callback_data")
+        frame = frame.f_back
+    return None
 
 
 def _send_again(signum: int, thread: int) -> None:
@@ -100,6 +143,58 @@ def _hold_stops() -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
+@contextmanager
+def closed_pipe_ends() -> Iterator[None]:
+    """A write to a stdout or stderr pipe whose reader is gone ends the command quietly with
+    :data:`PIPE_CLOSED`, as Python's documentation recommends (its "Note on SIGPIPE"): the rest of the
+    output goes to /dev/null, so the flushes on the way out do not fail again. Any other broken pipe
+    (a socket, a subprocess's stdin) is the command's own error and goes on.
+
+    Rich's consoles (the summary's tables, the progress bars) catch their own BrokenPipeError: they
+    point stdout at /dev/null and raise SystemExit(1) while handling it (``Console.on_broken_pipe``);
+    that exit is this one too."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not widowed_outputs():
+            raise
+        _quiet_exit()
+    except SystemExit as stop:
+        if stop.code != 1 or not isinstance(stop.__context__, BrokenPipeError):
+            raise
+        _quiet_exit()
+
+
+def _quiet_exit() -> NoReturn:
+    """Exit :data:`PIPE_CLOSED`, the widowed outputs pointed at /dev/null."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in widowed_outputs():
+        os.dup2(null, fd)
+    os.close(null)
+    sys.exit(PIPE_CLOSED)
+
+
+def widowed_outputs() -> list[int]:
+    """The file descriptors of stdout and stderr that are pipes (or sockets) whose reader has gone:
+    the write end of such a pipe polls as an error (POLLERR; POLLHUP for a socket)."""
+    import select
+    import stat
+
+    closed = []
+    for fd in (1, 2):
+        try:
+            kind = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind)):
+            continue
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are always reported
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+            closed.append(fd)
+    return closed
+
+
 def finish(code) -> NoReturn:
     """End the ``hetinfra`` process with SystemExit's ``code`` as the interpreter would, less its
     teardown: the threads Python waits for are joined, the atexit callbacks run (:func:`_hold_stops`,
@@ -110,7 +205,6 @@ def finish(code) -> NoReturn:
     the front door is measured against (benchmarks/bench_scale.py --front). Only the console entry
     point (:func:`hetinfra.cli.main`) calls it: a caller running the CLI in its own process (the
     tests) keeps its interpreter."""
-    import os
     import threading
 
     if code is None or isinstance(code, int):
@@ -124,6 +218,8 @@ def finish(code) -> NoReturn:
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
+    except BrokenPipeError:  # the reader left before the last of the output (closed_pipe_ends)
+        status = status or PIPE_CLOSED
     except (OSError, ValueError):
         status = status or 120
     try:

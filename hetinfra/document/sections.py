@@ -287,7 +287,9 @@ class TemplateCache(Doc):
 class Inputs(Doc):
     """What the plan was made from: same inputs, same plan."""
 
-    spec_path: StrictStr = Field(description="The spec file.")
+    spec_path: StrictStr = Field(description="The spec file: relative to the OUT folder the plan was made for "
+                                             "(absolute without one); read against plan.json's folder or one above "
+                                             "it, else the current folder (hetinfra.document.spec_location).")
     spec_sha256: StrictStr = Field(description="Hash of the spec file.")
     offers_as_of: Optional[StrictStr] = Field(description="As-of time of the offers.")
     sources: list[OfferSource] = Field(description="The offer sources.")

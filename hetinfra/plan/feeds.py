@@ -7,16 +7,27 @@ from __future__ import annotations
 import sys
 
 
-def load_caps(caps_file, availability: bool, snapshot, *, timeout_s: float = 20.0):
+def load_caps(caps_file, availability: bool, snapshot, spec_path=None, *, timeout_s: float = 20.0):
     """Caps from a caps CSV and (with ``availability``) the clouds' APIs: ({(cloud, region, gpu):
-    max_gpus}, warnings); warnings also go to stderr. Only a bad caps file fails (exit 2)."""
+    max_gpus}, warnings); warnings also go to stderr. Only a bad caps file fails (exit 2).
+
+    The APIs are asked only about the offers the spec at ``spec_path`` admits (its clouds, regions
+    and GPUs; every offer without it): a cloud the spec leaves out is not asked, so its missing
+    credentials are no warning (`plan --availability` on an aws+gcp spec warned "azure availability:
+    not configured")."""
     if not caps_file and not availability:
         return {}, []
     from hetinfra.price_feeds.availability import load_availability
     from hetinfra.price_feeds.caps import caps_dict
 
     clouds = ("aws", "gcp", "azure") if availability else ()
-    rows, warnings = load_availability(caps_file, clouds=clouds, offers=snapshot.offers, timeout_s=timeout_s)
+    offers = snapshot.offers
+    if availability and spec_path is not None:
+        from hetinfra.plan.inputs import admitted_offers
+        from hetinfra.spec.load import load_spec
+
+        offers = admitted_offers(load_spec(spec_path)[0].infrastructure, offers)
+    rows, warnings = load_availability(caps_file, clouds=clouds, offers=offers, timeout_s=timeout_s)
     caps = caps_dict(rows)
     warnings = list(warnings) + _spot_rows_unapplied(caps.skipped)
     echo_warnings(warnings)

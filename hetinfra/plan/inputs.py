@@ -162,22 +162,29 @@ class _AllowedOffers:
                 raise InvalidInputError(f"{at_('infrastructure', 'clouds', infra.clouds.index(c))}: infrastructure.clouds: unknown cloud '{c}'; {did_you_mean(c, all_clouds)}",
                                         hint="custom clouds must appear in an offers CSV listed under `offers:`")
         clouds = {c.lower() for c in infra.clouds}
-        offers = [o for o in snap.offers if o.cloud in clouds]
-        regions = sorted({o.region for o in offers})
+        regions = sorted({o.region for o in snap.offers if o.cloud in clouds})
         if infra.regions is not None:
             for r in infra.regions:
                 if r not in regions:
                     raise InvalidInputError(f"{at_('infrastructure', 'regions', infra.regions.index(r))}: infrastructure.regions: no offer in region '{r}' for clouds "
                                             f"{', '.join(sorted(clouds))}; {did_you_mean(r, regions)}")
-            offers = [o for o in offers if o.region in set(infra.regions)]
         gpus = sorted({o.gpu for o in snap.offers} | set(GPUS))
         if infra.gpus is not None:
             for g in infra.gpus:
                 if g not in gpus:
                     raise InvalidInputError(f"{at_('infrastructure', 'gpus', infra.gpus.index(g))}: infrastructure.gpus: unknown GPU '{g}'; {did_you_mean(g, gpus)}",
                                             hint="use SkyPilot accelerator names (L4, A10G, A100-80GB, H100, ...)")
-            offers = [o for o in offers if o.gpu in set(infra.gpus)]
-        return cls(offers, clouds, all_clouds, regions, gpus)
+        return cls(admitted_offers(infra, snap.offers), clouds, all_clouds, regions, gpus)
+
+
+def admitted_offers(infra, offers) -> list:
+    """The ``offers`` that ``infra``'s allowlists (clouds, regions, GPUs) admit, unchecked: the offers
+    a plan may use, and the only ones `--availability` asks the clouds about (hetinfra.plan.feeds)."""
+    clouds = {c.lower() for c in infra.clouds}
+    regions = set(infra.regions) if infra.regions is not None else None
+    gpus = set(infra.gpus) if infra.gpus is not None else None
+    return [o for o in offers if o.cloud in clouds and (regions is None or o.region in regions)
+            and (gpus is None or o.gpu in gpus)]
 
 
 def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,

@@ -217,13 +217,27 @@ def _solver(pr: PlanResult, baseline_stop: bool) -> Solver:
 
 def _inputs(pr: PlanResult) -> Inputs:
     """plan.json ``inputs``: the spec, offers, profiles, estimator and engine the plan was made from
-    (validated: its template cache record is a dict)."""
+    (validated: its template cache record is a dict). The spec's path is absolute; a plan made for
+    an OUT folder stores it relative to OUT (:func:`for_out`)."""
+    from hetinfra.document.spec_location import stored_spec_path
+
     inp = pr.inputs
     return Inputs.model_validate({
-        "spec_path": str(inp.spec_path), "spec_sha256": inp.spec_sha256, "offers_as_of": inp.snapshot.as_of,
+        "spec_path": stored_spec_path(inp.spec_path, None), "spec_sha256": inp.spec_sha256, "offers_as_of": inp.snapshot.as_of,
         "sources": [{"name": s.name, "as_of": s.as_of, "newest_as_of": s.newest_as_of or s.as_of, "sha256": s.sha256,
                      "rows": s.rows}
                     for s in inp.snapshot.sources],
         "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
         "engine": f"vllm {inp.spec.deploy.vllm_version}", "template_cache": pr.template_cache,
     })
+
+
+def for_out(doc: "Plan", spec: str | Path, out: str | Path | None) -> "Plan":
+    """``doc`` (a plan of the spec at ``spec``) as made for the OUT folder ``out``: its
+    ``inputs.spec_path`` relative to OUT (hetinfra.document.spec_location), so that `simulate OUT`
+    finds the spec from any folder. The same document is written, compared and applied."""
+    from hetinfra.document.spec_location import stored_spec_path
+
+    if out is None:
+        return doc
+    return doc.model_copy(update={"inputs": doc.inputs.model_copy(update={"spec_path": stored_spec_path(spec, out)})})

@@ -247,10 +247,11 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     against it, and the decision (:func:`hetinfra.replan.diff.decide`)."""
     from hetinfra.plan.feeds import load_caps, load_feeds
     from hetinfra.plan.pipeline import plan_document
+    from hetinfra.plan.plan_json import for_out
     from hetinfra.plan.planner import running_allocations
 
     snapshot, feed_warnings = load_feeds(opts.feeds, opts.strict_feeds, opts.max_age_h)
-    caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot)
+    caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot, spec_path)
     for w in list(feed_warnings) + cap_warnings:
         detail(f"feeds: {w}")
     override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
@@ -263,6 +264,7 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
         caps[k] = min(n, caps.get(k, n))
     result, plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                  spec_override=override, extra_caps=caps)
+    plan = for_out(plan, spec_path, out)  # inputs.spec_path relative to OUT, as `plan --out OUT` writes it
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost)

@@ -51,10 +51,23 @@ def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
     p = _plan_file(plan_path)
     document = load_document(p)  # every check of plan.json (an unmarked GPU outside the catalog among them)
     plan = SimPlan.of(document.to_dict() if period is None else period_view(document, period, str(p)), str(p))
-    sp = Path(spec_path) if spec_path else Path(plan.spec_path or "")
-    if not spec_path and not sp.is_absolute() and not sp.exists():
-        sp = p.parent / sp
-    if not str(sp) or not sp.is_file():
-        raise InvalidInputError(f"the plan's spec {sp} is not found", hint="pass it with --spec")
+    if spec_path:
+        sp = Path(spec_path)
+        if not sp.is_file():
+            raise InvalidInputError(f"--spec {sp}: no such file", hint="pass the service YAML the plan was made from")
+    else:
+        sp = _plan_spec(p, document.inputs.spec_path, document.inputs.spec_sha256)
     spec, _, _ = load_spec(sp)
     return plan, spec, sp
+
+
+def _plan_spec(plan_file: Path, stored: str, sha256: str) -> Path:
+    """The spec plan.json names (``inputs.spec_path``, found as hetinfra.document.spec_location says)."""
+    from hetinfra.document.spec_location import spec_file
+
+    found, looked = spec_file(plan_file, stored, sha256)
+    if found is None:
+        places = looked[0].parent if len(looked) == 1 else f"{len(looked)} places: {looked[0]}, ..., {looked[-1]}"
+        raise InvalidInputError(f"{plan_file}: the plan's spec {stored!r} (inputs.spec_path) is not found "
+                                f"(looked in {places})", hint="pass the spec the plan was made from with --spec")
+    return found

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hetinfra.cli import cli
-from hetinfra.cli.common import UserPath
+from hetinfra.cli.common import OutDir, UserPath
 
 CLI = Path(__file__).resolve().parents[2] / "hetinfra" / "cli"
 
@@ -55,3 +55,33 @@ def test_an_empty_path_is_exit_2(names, param):
         args = [*names, param.opts[0], "", *("x" for a in arguments if a.required)]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and "is empty: give a path" in res.output, res.output
+
+
+#: every command that reads an OUT folder, as called on one (PLACEHOLDER: where the folder goes)
+OUT_READERS = [["status", "OUT"], ["status", "OUT", "--json"], ["status", "OUT", "--no-refresh"],
+               ["destroy", "OUT", "--yes"], ["apply", "OUT", "--yes"], ["profile", "OUT", "--launch", "--dry-run"]]
+
+
+@pytest.mark.parametrize("args", OUT_READERS, ids=" ".join)
+def test_a_missing_out_folder_is_invalid_input(args, tmp_path):
+    """A mistyped OUT is exit 2 with what to give, never "nothing deployed" and exit 0 (status did)."""
+    missing = tmp_path / "does-not-exist"
+    res = CliRunner().invoke(cli, [str(missing) if a == "OUT" else a for a in args])
+    assert res.exit_code == 2, res.output
+    assert f"{missing}: no such directory" in res.output and "hetinfra plan SPEC --out DIR" in res.output
+    assert "nothing deployed" not in res.output
+    if "--json" in args:  # stdout holds the error document (hetinfra.cli.common.json_usage_error)
+        assert '"exit_code": 2' in res.output
+
+
+def test_an_out_folder_without_state_is_nothing_deployed(tmp_path):
+    res = CliRunner().invoke(cli, ["status", str(tmp_path)])
+    assert res.exit_code == 0 and "nothing deployed (no state.json)" in res.output
+
+
+def test_every_out_folder_argument_is_an_outdir():
+    """The arguments named for an OUT folder all use OutDir (the one place a missing one is refused)."""
+    named = [(names, p) for names, cmd in every_command() for p in cmd.params
+             if isinstance(p, click.Argument) and p.name in ("out", "plan_dir")]
+    assert len(named) >= 4
+    assert all(isinstance(p.type, OutDir) for _, p in named), [(n, p.name) for n, p in named]

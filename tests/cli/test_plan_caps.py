@@ -35,15 +35,36 @@ def test_bad_caps_file_is_exit_2(run_cli, tmp_path):
     assert code == 2 and "caps.csv:2" in err and "max_gpus" in err
 
 
-def test_availability_without_credentials_warns_and_plans(run_cli, tmp_path, monkeypatch):
+def _no_credentials(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud/az
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "GOOGLE_OAUTH_ACCESS_TOKEN", "AZURE_ACCESS_TOKEN"):
         monkeypatch.delenv(var, raising=False)
+
+
+def test_availability_without_credentials_warns_and_plans(run_cli, tmp_path, monkeypatch):
+    _no_credentials(tmp_path, monkeypatch)
     code, out, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--json", "--no-baselines", "--no-verify",
                              "--availability")  # the availability look-up is the point, not verification
     assert code == 0, err
     warnings = json.loads(out)["warnings"]
     assert any("aws availability" in w for w in warnings) and any("gcp availability" in w for w in warnings)
     assert any("azure availability" in w for w in warnings)
+
+
+def test_availability_asks_only_the_specs_clouds_and_warns_once(run_cli, tmp_path, monkeypatch):
+    """services/multi-region.yaml allows aws and gcp: Azure is not asked, so its missing credentials
+    are no warning (it said "azure availability: not configured"). Each warning is printed once, on
+    stderr as the caps are read (the summary repeated them on stdout); plan.json keeps them."""
+    _no_credentials(tmp_path, monkeypatch)
+    out = tmp_path / "mr"
+    code, stdout, err = run_cli("plan", str(REPO / "services" / "multi-region.yaml"), "--no-baselines",
+                                "--no-verify", "--availability", "--out", str(out))
+    assert code == 0, err
+    printed = (stdout + err).splitlines()
+    assert not any("azure" in line for line in printed)
+    for cloud in ("aws", "gcp"):
+        assert sum(f"{cloud} availability" in line for line in printed) == 1, printed
+    warnings = json.loads((out / "plan.json").read_text())["warnings"]
+    assert [c for c in ("aws", "gcp", "azure") if any(f"{c} availability" in w for w in warnings)] == ["aws", "gcp"]

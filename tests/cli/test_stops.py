@@ -4,15 +4,24 @@ is out of it, so it never leaves an import lock held for the preloader's thread 
 from __future__ import annotations
 
 import _imp
+import logging
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from hetinfra.cli import stops
+
+
+@pytest.fixture(autouse=True)
+def _logging_back():
+    """A stop silences the libraries' loggers (stops._record): in this process only for the test."""
+    yield
+    logging.disable(logging.NOTSET)
 
 
 def _importlib_frame(tmp_path, monkeypatch):
@@ -107,3 +116,49 @@ def test_finish_exits_with_systemexits_status(code, status, said):
     script = f"import sys\nfrom hetinfra.cli.stops import finish\nprint('out')\nfinish({code!r})\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr.strip()) == (status, "out\n", said)
+
+
+#: the entry point, with every HiGHS solve's interrupt checks (the callbacks its C++ makes into
+#: Python; Pyomo's HiGHS subscribes them) sending the process a SIGTERM at the first one: the signal
+#: lands inside a callback, as a real one does many times a second during a Pyomo solve
+SIGNAL_IN_HIGHS = (
+    "import os, signal, sys\n"
+    "import highspy\n"
+    "made, sent = highspy.Highs.__init__, []\n"
+    "def init(self):\n"
+    "    made(self)\n"
+    "    def once(_event):\n"
+    "        if not sent:\n"
+    "            sent.append(1)\n"
+    "            os.kill(os.getpid(), signal.SIGTERM)\n"
+    "    self.cbSimplexInterrupt.subscribe(once)\n"
+    "    self.cbMipInterrupt.subscribe(once)\n"
+    "highspy.Highs.__init__ = init\n"
+    "sys.argv = ['hetinfra', *sys.argv[1:]]\n"
+    "from hetinfra.cli import main\n"
+    "main()\n")
+
+
+@pytest.mark.parametrize("spec", ["benchmarks/specs/lora-origins.yaml",  # LoRA adapters: solved through Pyomo
+                                  "services/chat.yaml"])  # the direct path
+def test_a_stop_inside_a_highs_callback_is_the_stop(spec):
+    """It said "error: the solver found no plan within time_limit_s=300 and max_nodes=2000" (Pyomo's
+    HiGHS swallowed the SystemExit raised in its callback) and only then "stopped by signal 15"; raised
+    through the direct path's C++, the next call into that solver ended the process with SIGSEGV."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", SIGNAL_IN_HIGHS, "plan", spec, "--no-baselines"],
+                          capture_output=True, text=True, cwd=repo, timeout=300)
+    assert (done.returncode, done.stderr) == (143, "stopped by signal 15\n"), done.stderr
+
+
+def test_an_error_after_a_stop_is_reported_as_the_stop(monkeypatch, capsys):
+    """The one place errors become output (hetinfra.cli.common.fail): once a stop arrived, the error is
+    what it left behind (a cancelled solve's "no plan"), so the command exits as stopped, silent here
+    (hetinfra.cli.app.main says "stopped by signal 15")."""
+    from hetinfra.cli.common import fail
+    from hetinfra.errors import InfeasibleError
+
+    monkeypatch.setattr(stops, "stopping", [signal.SIGTERM])
+    with pytest.raises(SystemExit) as stopped:
+        fail(InfeasibleError("the solver found no plan within time_limit_s=300"), as_json=True)
+    assert stopped.value.code == 143 and capsys.readouterr() == ("", "")

@@ -157,8 +157,10 @@ def test_no_confirmation_without_a_terminal(fake_pulumi, pulumi_stacks, cloud_en
 
 
 def test_missing_plan_is_exit_2(run_cli, tmp_path):
-    code, _, err = run_cli("apply", str(tmp_path / "nowhere"), "--yes")
+    code, _, err = run_cli("apply", str(tmp_path), "--yes")  # a folder without plan.json
     assert code == 2 and "no plan.json" in err and "hetinfra plan SPEC --out" in err
+    code, _, err = run_cli("apply", str(tmp_path / "nowhere"), "--yes")  # no folder (hetinfra.cli.common.OutDir)
+    assert code == 2 and "nowhere: no such directory" in err and "hetinfra plan SPEC --out" in err
 
 
 def test_destroy_needs_no_passphrase_with_a_service_backend(fake_pulumi, cloud_env, planned_out, run_cli, monkeypatch):

@@ -166,6 +166,10 @@ def test_apply_and_destroy_json(fake_pulumi, cloud_env, planned_out, run_cli):
     assert [s["status"] for s in doc["steps"]] == ["done", "done"]
 
     code, stdout, _ = run_cli("destroy", str(planned_out / "nowhere"), "--yes", "--json")
+    doc = json.loads(stdout)  # no such folder (hetinfra.cli.common.OutDir): the usage error's document
+    assert code == 2 and doc["exit_code"] == 2 and "nowhere: no such directory" in doc["error"]["message"]
+    (planned_out / "empty").mkdir()
+    code, stdout, _ = run_cli("destroy", str(planned_out / "empty"), "--yes", "--json")
     doc = json.loads(stdout)
     assert code == 2 and doc["exit_code"] == 2 and "no state.json" in doc["error"]["message"]
 
