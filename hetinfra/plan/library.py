@@ -207,6 +207,14 @@ class TemplateUnit:
         return out
 
 
+def regime_of(t) -> str:
+    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
+    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
+    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
+    pd = getattr(t, "bundle", None)  # a prefill/decode bundle runs other engines than a colocated layout
+    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}" + (f"|pd{pd.prefill_tp}{pd.ratio}" if pd else "")
+
+
 @dataclass(frozen=True)
 class ClassCoverage:
     """Why a class can or cannot be served, for infeasibility messages."""

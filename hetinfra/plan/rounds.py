@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.budget import current
+from hetinfra.plan.library import regime_of  # noqa: F401 - verify reads it here too
 from hetinfra.plan.planner import PlanResult
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,
@@ -46,14 +47,6 @@ def template_entry(t) -> dict:
     keys), at its estimated rates (derate 1)."""
     return {"id": t.id, "gpu": t.gpu, "tp": t.tp, "pp": t.pp, "engines_per_instance": t.engines,
             "variant": t.variant, "capacity_rps": dict(t.rates), "sources": dict(t.sources), "derate": 1.0}
-
-
-def regime_of(t) -> str:
-    """A template's regime: its model (and variant), GPU type and layout (TP x PP over its nodes). The
-    same GPU and layout on another instance type or cloud runs the same engine, so it shares the
-    factor; the regime's units serve one class range (what the ILP routes to that layout)."""
-    pd = getattr(t, "bundle", None)  # a prefill/decode bundle runs other engines than a colocated layout
-    return f"{t.model}|{t.variant or ''}|{t.gpu}|tp{t.tp}|pp{t.pp}|n{t.nodes}" + (f"|pd{pd.prefill_tp}{pd.ratio}" if pd else "")
 
 
 @dataclass

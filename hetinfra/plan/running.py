@@ -55,14 +55,14 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
 
 
 def _by_regime(verified: dict[str, float], units: list[TemplateUnit]) -> dict[str, float]:
-    """Template id -> factor for every template of ``units`` whose regime (hetinfra.plan.rounds.regime_of:
+    """Template id -> factor for every template of ``units`` whose regime (hetinfra.plan.library.regime_of:
     model, GPU and layout) one of ``verified``'s templates shares. The rounds keep one factor per
     regime, the lowest of its templates' starts (Search.start): with the running plan's factor on its
     own instance type only, the regime's other types kept the confidence level's start and the rounds
     took that as the regime's. A re-plan of chat at 10x its rate ran its first round at the running
     L40S credit (1.92) while the search held 0.82; the miss halved 0.82, the rounds ran out climbing
     back from 0.41, and the plan bought H100s: $58.76/h, where planning afresh gives $37.22/h."""
-    from hetinfra.plan.rounds import regime_of
+    from hetinfra.plan.library import regime_of
 
     factor: dict[str, float] = {}
     for u in units:

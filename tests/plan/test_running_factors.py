@@ -39,7 +39,7 @@ def test_no_plan_gives_no_start_and_a_broken_one_is_refused(tmp_path):
 
 
 def test_the_factor_holds_for_every_type_of_its_regime(tmp_path):
-    """The rounds keep one factor per regime (model, GPU, layout: hetinfra.plan.rounds.regime_of). The
+    """The rounds keep one factor per regime (model, GPU, layout: hetinfra.plan.library.regime_of). The
     running plan's L40S credit on g6e.xlarge starts g6e.2xlarge there too: started at the confidence
     level, it made the search take the lower factor as the regime's, and a re-plan of chat at 10x its
     rate ran out of rounds climbing back (H100s at $58.76/h where a fresh plan is $37.22/h)."""
