@@ -451,7 +451,7 @@ def pytest_collection_modifyitems(items) -> None:
     def early(item) -> bool:
         return item.path.parent == here and "example_plans" not in getattr(item, "fixturenames", ())
 
-    items.sort(key=lambda item: not early(item))
+    items.sort(key=lambda item: (item.get_closest_marker("heavy") is None, not early(item)))
 
 
 @pytest.fixture(scope="session")

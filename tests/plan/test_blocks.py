@@ -76,6 +76,7 @@ def _fleet(d, models: int = 3) -> str:
     return str(bench.write_fleet(d, models, linked=False))
 
 
+@pytest.mark.heavy
 def test_a_fleet_of_independent_models_keeps_each_models_cheapest_met_round(tmp_path):
     """The plan kept meets, costs no more than the cheapest round in which every model met (strictly
     less where it is made of several rounds' plans), and each model's plan is from a round in which

@@ -4,6 +4,8 @@ limit, not the clock; the wall-clock limit is a safety stop that plan.json repor
 
 from __future__ import annotations
 
+import pytest
+
 import contextlib
 import json
 import os
@@ -52,6 +54,7 @@ def test_run_dependent_keys_are_the_documented_ones():
         assert f"`{key}`" in page
 
 
+@pytest.mark.heavy
 def test_same_spec_same_plan_on_every_run(tmp_path, example_plans):
     """Two runs of one spec give the same plan.json but for RUN_DEPENDENT_KEYS. The solver is bounded
     by node limits (planning.max_nodes), not the clock, so this holds however loaded the machine is;

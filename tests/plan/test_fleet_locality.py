@@ -34,6 +34,7 @@ def fleet_spec(tmp_path, n_models=8):
             "planning": {"mip_gap": 0.01, "max_nodes_per_template": 4, "locality": 0.5}}
 
 
+@pytest.mark.heavy
 def test_eight_models_twelve_regions_caps_and_locality(tmp_path, plan_json):
     spec = fleet_spec(tmp_path)
     plan = plan_json(tmp_path, spec, "--no-baselines")

@@ -4,6 +4,8 @@ all-adapters pool is verified as a candidate where the placed plan misses or cou
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 
@@ -45,6 +47,7 @@ def _planned(tmp_path, placement: str) -> dict:
     return json.loads((tmp_path / placement / "plan.json").read_text())
 
 
+@pytest.mark.heavy
 def test_the_placed_plan_meets_and_costs_no_more_than_holding_all_everywhere(tmp_path):
     """One round: the placed plan's small units need 4 L40S ($7.44/h) where all six adapters on each
     of 3 L40S meet ($5.58/h): with the candidate, the all-adapters plan is kept, never the dearer

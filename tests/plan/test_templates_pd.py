@@ -128,6 +128,7 @@ def _gpus(plan: dict) -> int:
     return sum(a["instances"] * a["gpus_per_instance"] for a in plan["allocations"])
 
 
+@pytest.mark.heavy
 @pytest.mark.xdist_group("pd-acceptance")
 def test_acceptance_long_prompts_split_and_serve_more_per_gpu(tmp_path, plan_json):
     """Qwen3-32B fp8, H200 only, 4000/500, TTFT 300 / TPOT 10 ms, verified (p99 at 1.2x): the plan
