@@ -80,7 +80,11 @@ def test_endpoints_by_unit_or_deployment_unit_and_state_json(tmp_path):
     t = load_table(out, parse_endpoint_overrides([f"{plan['allocations'][1]['unit']}=http://127.0.0.1:9/v1"]))
     assert t.endpoints[UNITS["u1"]] == ("http://10.0.0.1:8000", "http://10.0.0.2:8000")
     assert t.endpoints[UNITS["u2"]] == ("http://127.0.0.1:9",)  # --endpoint overrides state.json
-    assert any(UNITS["u3"] in w for w in t.warnings)
+    [u3] = [w for w in t.warnings if UNITS["u3"] in w]
+    assert "goes to its model's other units" in u3  # u1 and u2 have endpoints
+    alone = load_table(out / "plan.json", {})  # no unit of the model has an endpoint: nowhere to go
+    assert alone.warnings and all(f"no unit of model {MODEL} has one, so the gateway answers 503" in w
+                                  for w in alone.warnings)
     with pytest.raises(InvalidInputError, match="unknown unit"):
         load_table(out, {"nope": ["http://x/v1"]})
     with pytest.raises(InvalidInputError, match="UNIT=URL"):
