@@ -113,6 +113,15 @@ def exit_page() -> str:
              "| code | raised by | meaning |", "|---|---|---|"]
     lines += [f"| {code} | {source} | {meaning} |" for code, source, meaning in exit_codes()]
     lines += ["", "Exit 1 is a bug (an internal error or a solver result hetinfra cannot trust): please report it.",
+              "",
+              "When `apply`, `destroy` or `replan --apply` finds several prerequisites missing at once, it lists "
+              "them all, each line naming its class: `configuration` (exit 2: a setting such as `VLLM_API_KEY`, "
+              "the GCP project, the spec) or `provider` (exit 4: Pulumi or SkyPilot not installed, a cloud not "
+              "logged in, the Pulumi passphrase, a quota). The run exits with the lowest code among them: **2 when "
+              "any item is configuration, 4 only when every item is a provider's** "
+              "(`hetinfra.deploy.preflight.gather`). A 2 says the input must change before any retry can "
+              "succeed; had a run with a configuration item missing exited 4, cron would retry a run no retry "
+              "fixes. The `--json` error's `missing` list gives each item's `exit_code`.", "",
               "`plan --detailed-exitcode` uses 10 for \"changes pending\", not terraform's 2, because 2 is "
               "hetinfra's published \"invalid input\": a script could not tell a broken spec from a pending "
               "change; 10 is what `replan` exits with when it proposes a change, so the number means the same "

@@ -18,7 +18,8 @@ before anything is asked or changed. A failed check raises; nothing has been wri
    the engine and the OS image (exit 2).
 
 Part 2 (tools, settings, credentials, quotas) runs every check through :func:`gather`, cheapest
-first, and reports every missing prerequisite with its fix in one run, not one per run.
+first, and reports every missing prerequisite with its fix and its class (configuration: exit 2,
+provider: exit 4) in one run, not one per run; several exit 2 when any is configuration, else 4.
 
 5. **Health checks from the cron host** (:func:`check_health_paths`): every new unit's health
    must be checkable from the host that runs ``replan --apply`` (through the gateway, the cloud's
@@ -296,12 +297,24 @@ def check_health_paths(plan: Plan, allocs: list[tuple[Allocation, str | None]], 
 CHECK_ORDER = ("binaries", "settings", "credentials", "quotas")
 
 
+#: what each exit code among missing prerequisites means, as every line of the listing says it
+CLASSES = {2: "configuration", 4: "provider"}
+
+
+def _class(exc: HetinfraError) -> str:
+    return CLASSES.get(exc.exit_code, type(exc).__name__)
+
+
 def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
     """Run every ``(kind, check)`` in CHECK_ORDER (binaries on PATH, settings, credentials, quotas),
     keep going past failures, and return the results in the given order. One failure is raised as
-    it is; several become one error listing each with its fix (cheapest first), so a user learns
-    everything missing in one run. Its class, and so the exit code, is the lowest code among them:
-    a missing setting (2, the user's input) before a missing tool or credential (4)."""
+    it is; several become one error listing each with its fix (cheapest first) and its class, so a
+    user learns everything missing in one run.
+
+    The exit code of several (docs/reference/exit-codes.md): the lowest among them, so 2 when any
+    is the user's configuration (InvalidInputError: a setting, the spec, an argument), else 4 (every
+    one is a provider's: a tool not installed, a cloud not logged in, a quota). A 2 says the input
+    must change before any retry can succeed; a 4 would tell cron to retry a run that no retry fixes."""
     rank = {kind: i for i, kind in enumerate(CHECK_ORDER)}
     order = sorted(range(len(checks)), key=lambda i: (rank[checks[i][0]], i))
     results: list = [None] * len(checks)
@@ -316,10 +329,21 @@ def gather(checks: list[tuple[str, Callable[[], object]]]) -> list:
     if len(failed) == 1:
         raise failed[0][1]
     if failed:
-        lines = [f"{len(failed)} prerequisites are missing; fix them all, then run again:"]
-        lines += [f"  {n}. [{kind}] {exc.message.splitlines()[0]}" + (f" (fix: {exc.hint})" if exc.hint else "")
-                  for n, (kind, exc) in enumerate(failed, 1)]
         first = min((exc for _, exc in failed), key=lambda exc: exc.exit_code)
-        raise type(first)("\n".join(lines), details={"missing": [
+        raise type(first)(_listing(failed, first), details={"missing": [
             {"kind": kind, "message": exc.message, "fix": exc.hint, "exit_code": exc.exit_code} for kind, exc in failed]})
     return results
+
+
+def _listing(failed: list[tuple[str, HetinfraError]], decides: HetinfraError) -> str:
+    """The message of several missing prerequisites: how many of each class, which one sets the exit
+    code, then one line per item naming its check, its class and its fix."""
+    counts: dict[tuple[int, str], int] = {}
+    for _, exc in failed:
+        counts[(exc.exit_code, _class(exc))] = counts.get((exc.exit_code, _class(exc)), 0) + 1
+    tally = ", ".join(f"{n} {c}" for (_, c), n in sorted(counts.items()))
+    lines = [f"{len(failed)} prerequisites are missing ({tally}: exit {decides.exit_code}, the lowest code among them); "
+             "fix them all, then run again:"]
+    lines += [f"  {n}. [{kind}] ({_class(exc)}, exit {exc.exit_code}) {exc.message.splitlines()[0]}"
+              + (f" (fix: {exc.hint})" if exc.hint else "") for n, (kind, exc) in enumerate(failed, 1)]
+    return "\n".join(lines)

@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from hetinfra.errors import InvalidInputError, did_you_mean
+from hetinfra.replan.coverage import covered_range
 from hetinfra.replan.forecast import Forecast, forecast_peak
 from hetinfra.replan.origins import origin_forecasts, origins_for_spec
 from hetinfra.replan.log_read import (AHEAD_S, COLUMNS, EARLIEST_S, MAX_LOG_BYTES, DemandLog, DemandRecord,
@@ -54,15 +55,21 @@ def rate_series(log: DemandLog, model: str, interval_s: int = 300) -> list[tuple
 
     Intervals are aligned to multiples of ``interval_s`` since the epoch (so a season's phase is
     wall-clock time) and run from the first request's interval to the last one's, empty ones
-    as 0. The first and last intervals may be only partly covered by the log.
+    as 0, less a first or last interval the log does not cover in full (hetinfra.replan.coverage).
     """
+    return _rate_series(log, model, interval_s)[0]
+
+
+def _rate_series(log: DemandLog, model: str, interval_s: int) -> tuple[list[tuple[int, float]], list[str]]:
+    """:func:`rate_series` and the notes naming the intervals it left out."""
     if isinstance(interval_s, bool) or not isinstance(interval_s, int) or interval_s <= 0:
         raise InvalidInputError(f"interval must be a whole number of seconds > 0, got {interval_s!r}")
     t = log.timestamps[log.rows_of(model)]
     idx = np.floor(t / interval_s).astype(np.int64)
     counts = np.bincount(idx - idx[0])  # timestamps are sorted, so idx[0] is the first interval
+    lo, hi, notes = covered_range(log, int(idx[0]), len(counts), interval_s)
     first = int(idx[0]) * interval_s
-    return [(first + k * interval_s, float(c) / interval_s) for k, c in enumerate(counts)]
+    return [(first + k * interval_s, float(counts[k]) / interval_s) for k in range(lo, hi)], notes
 
 
 def _bucket(sizes: np.ndarray, edges: list[int]) -> np.ndarray:
@@ -166,7 +173,7 @@ def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 
                     horizon_s: int = 3600, buffer: float = 0.1) -> ObservedDemand:
     """Forecast peak of the next ``horizon_s`` x (1 + buffer), with the observed size and region mix."""
     name = spec_model.name
-    series = rate_series(log, name, interval_s)  # validates interval_s and that the log has the model
+    series, covered = _rate_series(log, name, interval_s)  # validates interval_s and that the log has the model
     if isinstance(season_s, bool) or not isinstance(season_s, int) or season_s <= 0 or season_s % interval_s:
         raise InvalidInputError(f"season ({season_s!r} s) must be a whole number of intervals ({interval_s} s)")
     if not isinstance(horizon_s, (int, float)) or horizon_s <= 0:
@@ -180,7 +187,7 @@ def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 
     in_edges, out_edges, outside, edges_from = mix_edges(log, spec_model)
     mask = log.rows_of(name)
     t = log.timestamps[mask]
-    notes = [fc.note]
+    notes = [fc.note] + covered
     if planned <= 0:
         notes.append(f"{name}: forecast peak is 0 req/s for the next {horizon_s} s; the spec's rate_rps is kept "
                      "(a spec cannot express zero demand)")

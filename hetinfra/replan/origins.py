@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetinfra.replan.coverage import covered_range
 from hetinfra.replan.forecast import Forecast, forecast_by_origin
 from hetinfra.spec.origins import OriginSpec, origin_residency
 
@@ -30,15 +31,17 @@ POOLED = "other"
 
 
 def per_origin_series(log, model: str, interval_s: int) -> dict[str, list[float]]:
-    """req/s per interval of each non-empty region, on the model's intervals (``rate_series``'s)."""
+    """req/s per interval of each non-empty region, on the model's intervals (``rate_series``'s: the
+    same partly covered first or last interval left out, hetinfra.replan.coverage)."""
     mask = log.rows_of(model)
     t, regions = log.timestamps[mask], log.regions[mask]
     idx = np.floor(t / interval_s).astype(np.int64)
+    lo, hi, _ = covered_range(log, int(idx[0]), int(idx[-1] - idx[0]) + 1, interval_s)
     idx -= idx[0]
     out = {}
     for origin in sorted(set(regions.tolist()) - {""}):
         counts = np.bincount(idx[regions == origin], minlength=int(idx[-1]) + 1)
-        out[str(origin)] = [float(c) / interval_s for c in counts]
+        out[str(origin)] = [float(c) / interval_s for c in counts[lo:hi]]
     return out
 
 

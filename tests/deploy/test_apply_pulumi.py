@@ -136,12 +136,38 @@ def test_preflight_lists_every_missing_prerequisite_in_one_run(fake_pulumi, clou
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
     code, _, err = run_cli("apply", str(planned_out), "--yes")
     assert code == 2, err  # the lowest code among them: the missing setting (VLLM_API_KEY)
-    assert "prerequisites are missing" in err
-    for fragment in ("pulumi command is not on PATH", "VLLM_API_KEY is not set", "PULUMI_CONFIG_PASSPHRASE",
-                     "gcp: no GCP credentials"):
+    assert "4 prerequisites are missing (1 configuration, 3 provider: exit 2, the lowest code among them)" in err
+    for fragment in ("[binaries] (provider, exit 4) the pulumi command is not on PATH",
+                     "[settings] (configuration, exit 2) VLLM_API_KEY is not set",
+                     "[settings] (provider, exit 4) the file:// Pulumi backend", "(provider, exit 4) gcp: no GCP credentials"):
         assert fragment in err, fragment
     assert err.index("pulumi command is not on PATH") < err.index("VLLM_API_KEY") < err.index("gcp: no GCP")
     assert "Traceback" not in err and not (planned_out / "state.json").exists()
+
+
+def test_several_missing_provider_prerequisites_exit_4(fake_pulumi, cloud_env, planned_out, run_cli, monkeypatch):
+    """No pulumi, no passphrase, no GCP login, the configuration whole: every item is a provider's,
+    so cron reads 4 (a provider failure), not 2, however many are missing."""
+    for name in ("PULUMI_CONFIG_PASSPHRASE", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pulumi
+    code, out, err = run_cli("apply", str(planned_out), "--yes", "--json")
+    assert code == 4, err
+    missing = json.loads(out)["error"]["missing"]
+    assert [m["exit_code"] for m in missing] == [4, 4, 4] and [m["kind"] for m in missing] == [
+        "binaries", "settings", "credentials"]
+    assert "(3 provider: exit 4, the lowest code among them)" in json.loads(out)["error"]["message"]
+
+
+def test_several_missing_configuration_items_exit_2(fake_pulumi, cloud_env, planned_out, run_cli, monkeypatch):
+    """No VLLM_API_KEY and no GCP project, the tools and logins all there: exit 2, each line says so."""
+    for name in ("VLLM_API_KEY", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(name)
+    code, _, err = run_cli("apply", str(planned_out), "--yes")
+    assert code == 2, err
+    assert "2 prerequisites are missing (2 configuration: exit 2, the lowest code among them)" in err
+    assert "[settings] (configuration, exit 2) VLLM_API_KEY is not set" in err
+    assert "[settings] (configuration, exit 2) the gcp stack needs a GCP project" in err
 
 
 def test_no_confirmation_without_a_terminal(fake_pulumi, pulumi_stacks, cloud_env, planned_out, run_cli):

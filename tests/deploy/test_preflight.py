@@ -181,3 +181,31 @@ def test_quota_below_the_plan_exits_4_and_changes_nothing(fake_pulumi, cloud_env
     assert exc.value.exit_code == 4 and "the quota allows 0" in str(exc.value) and a["gpu"] in str(exc.value)
     assert _tree(planned_out) == before
     assert [c for c in fake_pulumi() if c["argv"][:1] != ["version"]] == []
+
+
+def _fails(exc):
+    def check():
+        raise exc
+    return check
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_several_missing_exit_by_the_documented_rule_whatever_their_order(order):
+    """gather's exit code of several missing items: 2 when any is configuration, else 4, whichever
+    check ran first; each listed line names its class (docs/reference/exit-codes.md)."""
+    from hetinfra.deploy.preflight import gather
+    from hetinfra.errors import InvalidInputError, ProviderError
+
+    provider = [("binaries", _fails(ProviderError("no tool"))), ("credentials", _fails(ProviderError("no login")))]
+    config = [("settings", _fails(InvalidInputError("no key", hint="set it")))]
+    with pytest.raises(ProviderError) as only_provider:
+        gather(provider[::-1] if order else provider)
+    assert only_provider.value.exit_code == 4
+    assert "(2 provider: exit 4" in only_provider.value.message
+    checks = config + provider if order else provider + config
+    with pytest.raises(InvalidInputError) as mixed:
+        gather(checks)
+    lines = mixed.value.message.splitlines()
+    assert mixed.value.exit_code == 2 and "(1 configuration, 2 provider: exit 2" in lines[0]
+    assert lines[1:] == ["  1. [binaries] (provider, exit 4) no tool", "  2. [settings] (configuration, exit 2) no key "
+                         "(fix: set it)", "  3. [credentials] (provider, exit 4) no login"]

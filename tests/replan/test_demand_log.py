@@ -61,9 +61,17 @@ def test_rate_series_of_diurnal_log(tmp_path):
 
 
 def test_rate_series_fills_gaps_with_zero(tmp_path):
-    p = write(tmp_path, [HEADER, f"{DAY0 + 10},m,1,1,", f"{DAY0 + 20},m,1,1,", f"{DAY0 + 1210},m,1,1,"])
+    # another model's row at 1500 s: the log was still written to the end of m's last interval
+    p = write(tmp_path, [HEADER, f"{DAY0 + 10},m,1,1,", f"{DAY0 + 20},m,1,1,", f"{DAY0 + 1210},m,1,1,",
+                         f"{DAY0 + 1500},other,1,1,"])
     assert rate_series(read_demand_log(p), "m", 300) == [(DAY0, 2 / 300), (DAY0 + 300, 0.0), (DAY0 + 600, 0.0),
                                                           (DAY0 + 900, 0.0), (DAY0 + 1200, 1 / 300)]
+
+
+def test_rate_series_leaves_out_intervals_the_log_covers_in_part(tmp_path):
+    # the log starts 100 s into its first interval and ends 10 s into its last (cron read it then)
+    p = write(tmp_path, [HEADER, f"{DAY0 + 100},m,1,1,", f"{DAY0 + 350},m,1,1,", f"{DAY0 + 610},m,1,1,"])
+    assert rate_series(read_demand_log(p), "m", 300) == [(DAY0 + 300, 1 / 300)]
 
 
 SMALL = [HEADER,
@@ -223,3 +231,32 @@ def test_short_log_plans_recent_peak(tmp_path):
         observed_demand(log, model, interval_s=7, season_s=60)
     with pytest.raises(InvalidInputError, match="buffer"):
         observed_demand(log, model, buffer=-0.1)
+
+
+def gateway_log(tmp_path: Path, start_s: float, end_s: float, stray: float | None = None) -> Path:
+    """4 req/s of chat-8b written by the gateway's own writer from ``start_s`` to ``end_s`` after
+    13:00 (and one stray request ``stray`` s after that, if given)."""
+    from hetinfra.gateway.demand import DemandLog as GatewayLog
+
+    path, base = tmp_path / "gateway.csv", DAY0 + 13 * 3600
+    writer = GatewayLog(path, region="us-east-1")
+    times = [base + start_s + (i + 0.5) / 4 for i in range(int((end_s - start_s) * 4))]
+    for t in times + ([times[-1] + stray] if stray is not None else []):
+        writer.record("chat-8b", 300, 200, "c", 150, 200, when=t)
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("start_s,end_s,stray", [(0, 7200 + 20, None), (0, 7200, 5.0), (150, 7200 + 200, None)])
+def test_a_partly_covered_interval_does_not_make_the_backtest_fail(tmp_path, start_s, end_s, stray):
+    """Cron reads the log mid-interval: 20 s (or one request) into the last interval, or a log that
+    began mid-interval, must not read as a collapse of a steady 4 req/s (MAPE 117% and 9992% before:
+    enough to hold back every removal of the run)."""
+    spec, _, _ = load_spec(REPO / "services" / "chat.yaml")
+    log = read_demand_log(gateway_log(tmp_path, start_s, end_s, stray), clock=lambda: DAY0 + 86400)
+    obs = observed_demand(log, spec.models[0], interval_s=300, season_s=86400, horizon_s=3600)
+    assert obs.forecast.mape == pytest.approx(0.0, abs=1e-9)
+    assert all(f.mape == pytest.approx(0.0, abs=1e-9) for f in obs.origin_forecasts.values())
+    assert obs.forecast.peak_rps == pytest.approx(4.0)
+    said = [n for n in obs.notes if "left out of the history and the backtest" in n]
+    assert len(said) == 1 + (start_s % 300 != 0)  # the last interval, and a first one begun mid-interval
