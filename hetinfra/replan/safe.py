@@ -9,7 +9,8 @@
   first (safe: capacity only grows), removals only when nothing is left to add (safe: what
   remains still contains the new plan); the next cron run continues from there.
 - **Journal**: ``OUT/replan.json`` (atomic) holds the target plan and each stage's status; a run
-  that finds an unfinished journal finishes it before anything else.
+  that finds an unfinished journal finishes it before anything else. It is first written when a
+  stage's first step begins: a run that fails before (a preflight) leaves no half-way state.
 """
 
 from __future__ import annotations
@@ -239,6 +240,8 @@ class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
         self.doc: JournalDoc | None = _read_journal(self.path) if self.path.exists() else None
+        #: whether this doc is on disk: a journal started by this run is written once its first stage runs
+        self.recorded = self.doc is not None
 
     @property
     def unfinished(self) -> bool:
@@ -248,7 +251,7 @@ class Journal:
         self.doc = JournalDoc(status="running", started_at=now(), pid=os.getpid(), complete=complete,
                               new_plan=new_plan, running_before=running, error=None,
                               stages=[JournalStage(name=n, counts=c, status="pending") for n, c in stages])
-        self.save()
+        self.recorded = False
 
     def set(self, stage: JournalStage, status: str, error: str | None = None) -> None:
         stage.status = status
@@ -262,3 +265,4 @@ class Journal:
 
     def save(self) -> None:
         atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n")
+        self.recorded = True

@@ -1,0 +1,46 @@
+"""What a replan leaves in OUT: a preflight failure of ``--apply`` changes nothing (no half-way journal
+to push later), a run that proposes nothing leaves no stale proposal, another service's spec is refused,
+and the summary's counts are the whole change's real launches and removals, apart from this run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """OUT's files and their bytes, but for the log and the lock every run writes."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name not in ("replan.log", ".replan.lock")}
+
+
+def _planned(service, run_cli, tmp_path) -> tuple[Path, Path, Path]:
+    """(the toy spec, OUT planned from it on day 1's prices, those prices)."""
+    spec, offers = service
+    out = tmp_path / "out"
+    day1 = offers("day1", 1.00, 1.20)
+    assert run_cli("plan", str(spec), "--feeds", str(day1), "--out", str(out), "--no-baselines")[0] == 0
+    return spec, out, day1
+
+
+@pytest.mark.parametrize("deployed", [True, False])
+def test_a_failed_preflight_leaves_out_as_it_was(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch,
+                                                 deployed):
+    spec, offers = service
+    out = tmp_path / "out"
+    assert run_cli("plan", str(spec), "--feeds", str(offers("day1", 1.00, 1.20)), "--out", str(out),
+                   "--no-baselines")[0] == 0
+    if deployed:
+        assert run_cli("apply", str(out), "--yes")[0] == 0
+    before = _files(out)
+    day2 = offers("day2", 3.00, 0.80)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)  # a prerequisite the preflight finds missing
+    # --no-refresh: a live read records what it read in state.json, as `status` does (not this run's change)
+    code, _, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2), "--apply", "--no-refresh")
+    assert code in (2, 4) and "VLLM_API_KEY" in err, err
+    assert _files(out) == before  # plan.json, the Pulumi projects, router/, skypilot/: as they were
+    assert not (out / "replan.json").exists()  # no step ran: nothing half-way to complete
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2))
+    assert code == 10 and stdout.startswith("replan: change: +1/-1"), stdout
