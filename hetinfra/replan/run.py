@@ -29,6 +29,19 @@ UPDATE = "update"
 
 NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
 
+#: the plan a run that exits 10 proposes (under OUT); it is there only after such a run
+PROPOSED_PLAN = Path("proposed") / "plan.json"
+
+
+def clear_proposal(out: Path) -> None:
+    """Remove the proposal an earlier run left (one unlink: it is there whole or gone), so that a run
+    that proposes nothing leaves no stale OUT/proposed/plan.json for a script to act on."""
+    (out / PROPOSED_PLAN).unlink(missing_ok=True)
+    try:
+        (out / PROPOSED_PLAN).parent.rmdir()
+    except OSError:  # not there, or holds files of the user's
+        pass
+
 
 @dataclass
 class ReplanOptions:
@@ -222,6 +235,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
+            clear_proposal(out)
             return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
                            forecast_holds=p.unreliable)
         label = "forced move" if d.kind == FORCED else "change"
@@ -232,7 +246,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
         shown = render_stages(stages, p.running)
         if not opts.apply:
-            atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
+            atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
                            + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
@@ -240,6 +254,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         _check_health_paths(p.plan, p.running, stages, opts.target)
         journal.start(new_plan, stages, complete, p.running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+        clear_proposal(out)  # acted on: what is left of it, the journal holds
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
         return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable)
 

@@ -44,3 +44,12 @@ def test_a_failed_preflight_leaves_out_as_it_was(fake_pulumi, cloud_env, service
     assert not (out / "replan.json").exists()  # no step ran: nothing half-way to complete
     code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day2))
     assert code == 10 and stdout.startswith("replan: change: +1/-1"), stdout
+
+
+def test_a_run_that_proposes_nothing_removes_the_stale_proposal(service, run_cli, tmp_path):
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    assert run_cli("replan", str(spec), "--state", str(out), "--feeds", str(service[1]("day2", 3.00, 0.80)))[0] == 10
+    assert (out / "proposed" / "plan.json").exists()
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1))
+    assert code == 0 and "no change worth making" in stdout
+    assert not (out / "proposed").exists()
