@@ -20,6 +20,7 @@ from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import allocation_of
 from hetinfra.fileio import atomic_write_text, dumps_strict, kept_dir
 from hetinfra.errors import ProviderError
+from hetinfra.replan.owner import check_service
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_plan
@@ -225,6 +226,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
 
     env = dict(os.environ) if env is None else env
     with replan_lock(out):
+        check_service(spec_path, out)  # another service's spec would plan the running one away
         journal = Journal(out)
         if journal.unfinished:
             return _resume(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -53,3 +54,17 @@ def test_a_run_that_proposes_nothing_removes_the_stale_proposal(service, run_cli
     code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1))
     assert code == 0 and "no change worth making" in stdout
     assert not (out / "proposed").exists()
+
+
+def test_another_services_spec_is_refused(fake_pulumi, cloud_env, service, run_cli, tmp_path):
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    assert run_cli("apply", str(out), "--yes")[0] == 0
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(dict(yaml.safe_load(spec.read_text()), name="other")))
+    code, _, err = run_cli("replan", str(other), "--state", str(out), "--feeds", str(day1))
+    assert code == 2 and "runs service 'toy'" in err and "is service 'other'" in err and "hint:" in err, err
+    assert len(err.strip().splitlines()) == 2 and not (out / "proposed").exists()
+    copy = tmp_path / "copy.yaml"  # the same service from another spec file: apply refuses it, so does replan
+    copy.write_text(spec.read_text())
+    code, _, err = run_cli("replan", str(copy), "--state", str(out), "--feeds", str(day1))
+    assert code == 2 and "another spec file" in err and str(spec) in err, err
