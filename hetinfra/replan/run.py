@@ -23,7 +23,8 @@ from hetinfra.errors import ProviderError
 from hetinfra.replan.owner import check_service
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
 from hetinfra.deploy.health import http_health, wait_healthy
-from hetinfra.replan.safe import JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_plan
+from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_moves,
+                                  stage_plan)
 
 #: the stage of a run whose units keep their replicas and re-hold adapters (diff.held_changes)
 UPDATE = "update"
@@ -74,6 +75,8 @@ class Outcome:
     stages: list[str] | None = None  # what this run applies (or, proposed, would apply), stage by stage
     #: forecasts whose backtest error is over --max-forecast-error-pct: they held this run's removals back
     forecast_holds: list[str] | None = None
+    #: (instances launched, removed) by this run's stages (less than the decision's when capped)
+    this_run_moves: tuple[int, int] | None = None
 
 
 def min_history_s(spec, min_history_h: float | None) -> float:
@@ -247,18 +250,21 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         new_plan = p.plan.to_dict()  # the journal's copy and proposed/plan.json
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
         shown = render_stages(stages, p.running)
+        moves = stage_moves(stages, p.running, p.plan)
+        if moves != d.moves:  # capped: say what this run does apart from the whole change
+            head += f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}"
         if not opts.apply:
             atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
                            + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
-                           shown, p.unreliable)
+                           shown, p.unreliable, moves)
         _check_health_paths(p.plan, p.running, stages, opts.target)
         journal.start(new_plan, stages, complete, p.running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         clear_proposal(out)  # acted on: what is left of it, the journal holds
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable)
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable, moves)
 
 
 @dataclass

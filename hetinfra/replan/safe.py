@@ -141,6 +141,19 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation], new_plan:
     return stages[:-1] + [(name, counts)], True, line
 
 
+def stage_moves(stages: list[tuple[str, dict]], running: list[Allocation], new_plan: Plan) -> tuple[int, int]:
+    """(instances launched, instances removed) by ``stages`` from what runs, stage after stage: what
+    this run does, which --max-changes or the cut cap may make less than the whole change."""
+    info, prev = _fleets(running, new_plan)
+    up = down = 0
+    for _, counts in stages:
+        for u in set(prev) | set(counts):
+            delta = (counts.get(u, 0) - prev.get(u, 0)) * info[u].nodes_per_replica
+            up, down = up + max(0, delta), down + max(0, -delta)
+        prev = dict(counts)
+    return up, down
+
+
 def render_stages(stages: list[tuple[str, dict]], running: list[Allocation]) -> list[str]:
     """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
     run = {a.unit: a.count for a in running}

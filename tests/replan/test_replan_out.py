@@ -26,6 +26,11 @@ def _planned(service, run_cli, tmp_path) -> tuple[Path, Path, Path]:
     return spec, out, day1
 
 
+def _replan_json(run_cli, spec: Path, out: Path, feeds: Path, *more: str) -> tuple[int, dict]:
+    code, stdout, _ = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(feeds), "--json", *more)
+    return code, json.loads(stdout)
+
+
 @pytest.mark.parametrize("deployed", [True, False])
 def test_a_failed_preflight_leaves_out_as_it_was(fake_pulumi, cloud_env, service, run_cli, tmp_path, monkeypatch,
                                                  deployed):
@@ -68,3 +73,28 @@ def test_another_services_spec_is_refused(fake_pulumi, cloud_env, service, run_c
     copy.write_text(spec.read_text())
     code, _, err = run_cli("replan", str(copy), "--state", str(out), "--feeds", str(day1))
     assert code == 2 and "another spec file" in err and str(spec) in err, err
+
+
+def test_counts_are_the_real_launches_and_removals(service, run_cli, tmp_path):
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    doc = yaml.safe_load(spec.read_text())
+    doc["models"][0]["name"] = "toy2"  # a renamed model: all new units launch, all old ones go
+    doc["models"][0]["demand"]["rate_rps"] = 16
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(yaml.safe_dump(doc))
+    (tmp_path / "profiles.csv").write_text((tmp_path / "profiles.csv").read_text().replace("toy,", "toy2,"))
+    code, d = _replan_json(run_cli, renamed, out, day1)
+    assert code == 10 and d["summary"].startswith("forced move: +2/-1 instance(s)"), d["summary"]
+    assert (d["decision"]["instances_added"], d["decision"]["instances_removed"]) == (2, 1)
+    assert d["this_run_instances"] == {"added": 2, "removed": 1}
+
+
+def test_a_capped_run_says_what_it_does_apart_from_the_change(service, run_cli, tmp_path):
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    doc = yaml.safe_load(spec.read_text())
+    doc["models"][0]["demand"]["rate_rps"] = 28  # three instances of 10 req/s
+    spec.write_text(yaml.safe_dump(doc))
+    code, d = _replan_json(run_cli, spec, out, day1, "--max-changes", "1")
+    assert code == 10 and d["summary"].startswith("forced move: +2/-0 instance(s)"), d["summary"]
+    assert "this run would make +1/-0" in d["summary"] and d["decision"]["instances_added"] == 2
+    assert d["this_run_instances"] == {"added": 1, "removed": 0} and len(d["this_run"]) == 1
