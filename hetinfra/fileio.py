@@ -381,3 +381,32 @@ def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+@contextmanager
+def kept_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
+    """Keep a hard-linked copy of the out dir ``target`` beside it while the block runs, and yield
+    ``keep``: an error raised before ``keep()`` was called puts the copy back whole (the files in
+    ``fresh``, which the block may rightly change, taken from ``target`` as they are then), so a
+    block that writes ``target`` and then fails a check leaves it as it was; after ``keep()``, or on
+    a clean exit, what the block wrote stays. Every writer of an out dir replaces files (atomic
+    renames, :func:`staged_dir`'s swap), so the links keep the old contents. A copy a killed run left
+    is removed by the next :func:`staged_dir` (it is named like its stages)."""
+    target = out_dir(target)
+    _remove_stale_stages(target)
+    copy = _new_stage(target)
+    kept = []
+    try:
+        os.chmod(copy, stat.S_IMODE(os.stat(target).st_mode))
+        _link_tree(target, copy)
+        yield lambda: kept.append(True)
+    except BaseException:
+        if not kept:
+            for name in fresh:
+                (copy / name).unlink(missing_ok=True)
+                if (target / name).is_file():
+                    os.link(target / name, copy / name)
+            _swap_in(copy, target)
+        raise
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)

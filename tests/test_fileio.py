@@ -175,3 +175,30 @@ def test_every_json_parse_of_the_package_goes_through_the_bounded_reader():
             for p in sorted((repo / d).rglob("*.py")) if str(p.relative_to(repo)) not in allowed
             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\bjson\.loads?\(", line)]
     assert not bare, f"JSON parsed without the nesting bound (use hetinfra.fileio.json_value/read_json): {bare}"
+
+
+def test_kept_dir_puts_the_out_dir_back_unless_kept(tmp_path):
+    """An error before keep() restores every file the block rewrote (but the fresh ones); after keep() it stays."""
+    from hetinfra.fileio import atomic_write_text, kept_dir, staged_dir
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text("old")
+    (out / "state.json").write_text("s0")
+    with pytest.raises(RuntimeError):
+        with kept_dir(out) as keep:
+            with staged_dir(out) as stage:  # a whole-dir writer (write_plan) ...
+                (stage / "plan.json").unlink()
+                (stage / "plan.json").write_text("new")
+                (stage / "added.txt").write_text("x")
+            atomic_write_text(out / "state.json", "s1")  # ... and a fresh file changed meanwhile
+            raise RuntimeError("preflight failed")
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json", "state.json"]
+    assert (out / "plan.json").read_text() == "old" and (out / "state.json").read_text() == "s1"
+    with pytest.raises(RuntimeError):
+        with kept_dir(out) as keep:
+            atomic_write_text(out / "plan.json", "new")
+            keep()
+            raise RuntimeError("a step failed")
+    assert (out / "plan.json").read_text() == "new"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no copy left beside it

@@ -158,6 +158,8 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
             "decision": decision_json(outcome.decision) if outcome.decision else None,
             "proposed_plan": str(proposed) if outcome.code == PROPOSED and proposed.exists() else None,
             "this_run": outcome.stages,
+            "this_run_instances": {"added": outcome.this_run_moves[0], "removed": outcome.this_run_moves[1]}
+            if outcome.this_run_moves else None,
             "forecast_holds": outcome.forecast_holds or [],
             "stages": [{"name": st.name, "status": st.status, "counts": st.counts} for st in journal.stages]
             if journal else None,

@@ -209,9 +209,11 @@ class Ready:
 def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
                echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None, pulumi_command=None,
                env: dict | None = None, force: bool = False, quota_caps=None, update_images: bool = False,
-               report: dict | None = None) -> DeployState:
+               report: dict | None = None, on_steps: Callable[[], None] | None = None) -> DeployState:
     """Deploy ``plan`` (written under ``out``); returns the final state. See the module docstring.
-    ``report``, when given, is filled with what ``apply --json`` prints (``changes``, then the results)."""
+    ``report``, when given, is filled with what ``apply --json`` prints (``changes``, then the results).
+    ``on_steps`` is called once every check passed and the change was confirmed, just before the first
+    step is recorded: a failure raised before it changed nothing (replan keeps OUT as it was then)."""
     from hetinfra.deploy.kube import wants_kubernetes
 
     if target not in TARGETS:
@@ -224,7 +226,7 @@ def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
     state = _owned_state(out, plan, force)
     if kubernetes:
         return _apply_kubernetes(out, plan, state, yes=yes, echo=echo, ask=ask, env=env, report=report,
-                                 pulumi_command=pulumi_command)
+                                 pulumi_command=pulumi_command, on_steps=on_steps)
     _unit_conflicts(plan, state, target)
     work = Work(desired(plan, state, target), state.running)
     rows = changes(work.running, work.after)
@@ -239,6 +241,8 @@ def apply_plan(out: Path, plan: Plan, *, target: str = "all", yes: bool = False,
     ready = _preview_and_confirm(out, plan, state, work, rows, target=target, env=env, echo=echo, ask=ask, yes=yes,
                                  pulumi_command=pulumi_command, quota_caps=quota_caps, update_images=update_images,
                                  report=report)
+    if on_steps:
+        on_steps()
     _run_apply(out, plan, state, work, ready, echo)
     _applied(out, state, report, echo)
     for line in endpoint_lines(out, plan, state):
@@ -350,7 +354,7 @@ def _prerequisites(plan: Plan, out: Path, env: dict, work: Work, pulumi_command,
 
 
 def _apply_kubernetes(out: Path, plan: Plan, state: DeployState, *, yes: bool, echo, ask, env: dict,
-                      report: dict, pulumi_command) -> DeployState:
+                      report: dict, pulumi_command, on_steps=None) -> DeployState:
     """apply_plan for deploy.target kubernetes: the Pulumi project OUT/pulumi/kubernetes/ (program
     hetinfra.stacks.kubernetes) through the VM stacks' driver: the same preflight, Pulumi preview,
     confirmation, ``up --refresh`` step, state and ``--json`` document (its stack under ``kubernetes``)."""
@@ -377,6 +381,8 @@ def _apply_kubernetes(out: Path, plan: Plan, state: DeployState, *, yes: bool, e
     confirm(render_preview(rows, f"hetinfra apply {out} (target: kubernetes)") + "\n"
             + preview.render_changes(stacks, []), yes, echo, ask)
     steps = [PulumiUp(kube.PROJECT)]
+    if on_steps:
+        on_steps()
     state.begin("apply", sha_of(plan), [step.id for step in steps])
     run_steps(out, state, steps, lambda _step: kube.record_up(state, plan, after, stack, project.up(secrets)), echo)
     state.finish(plan_sha256=sha_of(plan))

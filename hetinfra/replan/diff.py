@@ -74,6 +74,7 @@ class Decision:
     new_cost: float
     triggers: list[str] = field(default_factory=list)
     held: list[HeldChange] = field(default_factory=list)  # units that re-hold adapters (their engines restart)
+    moves: tuple[int, int] = (0, 0)  # instances launched and removed by the whole change (:func:`unit_moves`)
 
     @property
     def savings(self) -> float:
@@ -85,11 +86,28 @@ class Decision:
 
     @property
     def added(self) -> int:
-        return sum(max(0, c.after - c.before) for c in self.rows)
+        """Instances the whole change launches (not the net per instance type: :func:`unit_moves`)."""
+        return self.moves[0]
 
     @property
     def removed(self) -> int:
-        return sum(max(0, c.before - c.after) for c in self.rows)
+        """Instances the whole change removes."""
+        return self.moves[1]
+
+
+def unit_moves(before: list[Allocation], after: list[Allocation]) -> tuple[int, int]:
+    """(instances launched, instances removed) from ``before`` to ``after``, unit by unit
+    (``allocations[].unit``: model, instance type, parallelism, region, purchase): a model renamed, or
+    a unit replaced by another on the same instance type, launches the new unit's instances and
+    removes the old one's, which a count per instance type (the diff's rows) nets out as nothing."""
+    was: dict[str, int] = {}
+    now: dict[str, int] = {}
+    for side, allocs in ((was, before), (now, after)):
+        for a in allocs:
+            side[a.unit] = side.get(a.unit, 0) + a.instances
+    units = set(was) | set(now)
+    return (sum(max(0, now.get(u, 0) - was.get(u, 0)) for u in units),
+            sum(max(0, was.get(u, 0) - now.get(u, 0)) for u in units))
 
 
 def gpus_in_use(allocations: list[Allocation]) -> dict[tuple[str, str, str], int]:
@@ -118,8 +136,10 @@ def decide(running: list[Allocation], plan: Plan, offers, caps: dict, *, min_sav
     # One path label for both sides: the diff compares instances, not how they were deployed.
     rows = [c for c in changes(running, plan.allocations, label=lambda _a: "plan") if c.before != c.after]
     d = Decision(NONE, rows, sum(a.cost_usd_per_hour for a in running), running_new,
-                 float(plan.cost_usd_per_hour), triggers, held_changes(running, plan.allocations))
-    if not rows:  # adapters that move alone are applied: the new routing sends them only to their new holders
+                 float(plan.cost_usd_per_hour), triggers, held_changes(running, plan.allocations),
+                 unit_moves(running, plan.allocations))
+    if not rows and d.moves == (0, 0):  # adapters that move alone are applied: the new routing sends them
+        # only to their new holders (a unit replaced on the same instance types is a move: no row, but moves)
         d.kind = FORCED if forced else WORTH if d.held else NONE
         return d
     if forced or d.savings < -1e-9:

@@ -18,16 +18,31 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import allocation_of
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.fileio import atomic_write_text, dumps_strict, kept_dir
 from hetinfra.errors import ProviderError
+from hetinfra.replan.owner import check_service
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
 from hetinfra.deploy.health import http_health, wait_healthy
-from hetinfra.replan.safe import Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_plan
+from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_moves,
+                                  stage_plan)
 
 #: the stage of a run whose units keep their replicas and re-hold adapters (diff.held_changes)
 UPDATE = "update"
 
 NO_CHANGE, PROPOSED, APPLIED = 0, 10, 11
+
+#: the plan a run that exits 10 proposes (under OUT); it is there only after such a run
+PROPOSED_PLAN = Path("proposed") / "plan.json"
+
+
+def clear_proposal(out: Path) -> None:
+    """Remove the proposal an earlier run left (one unlink: it is there whole or gone), so that a run
+    that proposes nothing leaves no stale OUT/proposed/plan.json for a script to act on."""
+    (out / PROPOSED_PLAN).unlink(missing_ok=True)
+    try:
+        (out / PROPOSED_PLAN).parent.rmdir()
+    except OSError:  # not there, or holds files of the user's
+        pass
 
 
 @dataclass
@@ -60,6 +75,8 @@ class Outcome:
     stages: list[str] | None = None  # what this run applies (or, proposed, would apply), stage by stage
     #: forecasts whose backtest error is over --max-forecast-error-pct: they held this run's removals back
     forecast_holds: list[str] | None = None
+    #: (instances launched, removed) by this run's stages (less than the decision's when capped)
+    this_run_moves: tuple[int, int] | None = None
 
 
 def min_history_s(spec, min_history_h: float | None) -> float:
@@ -162,35 +179,48 @@ def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, targe
 
 
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
-    from hetinfra.deploy.apply import apply_plan
-
+    """Apply the journal's stages in order. A stage's plan is written into OUT only for good: a stage whose
+    apply fails before its first step (a missing prerequisite, a failed preview) leaves OUT as it was
+    (:func:`hetinfra.fileio.kept_dir`) and, when no stage of the journal ran yet, records nothing, so the
+    next run re-plans afresh instead of pushing this run's plan as a half-finished one."""
     new_plan, running = journal.doc.new_plan, journal.doc.running_before
     for stage in journal.doc.stages:
         if stage.status == "done":
             detail(f"stage {stage.name}: done in an earlier run")
             continue
         target = Plan.parse(stage_plan(new_plan, running, stage.counts), out / "plan.json")
-        write_plan(out, target)
-        journal.set(stage, "running")
-        try:
-            state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
-                               env=env)
-            if stage.name in ("make", UPDATE):
-                was = list(map(allocation_of, running))
-                before = {r.unit: r.count for r in was}
-                grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
-                grown |= {h.deployment_unit for h in held_changes(was, target.allocations)}  # restarted engines
-                bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
-                                   http=health)
-                if bad:
-                    raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
-                                        f"{', '.join(bad)}; the old capacity was kept",
-                                        hint="check the VMs' /var/log/hetinfra-startup.log; the next replan retries")
-        except Exception as exc:
-            journal.set(stage, "failed", str(exc))
-            raise
+        with kept_dir(out, fresh=("state.json", JOURNAL)) as keep:
+            write_plan(out, target)
+            try:
+                _apply_stage(out, target, stage, running, opts, detail, lambda: (keep(), journal.set(stage, "running")),
+                             health=health, pulumi_command=pulumi_command, env=env)
+            except Exception as exc:
+                if journal.recorded:  # a stage ran (now or in an earlier run): the journal says where it stopped
+                    journal.set(stage, "failed", str(exc))
+                raise
         journal.set(stage, "done")
     journal.finish()
+
+
+def _apply_stage(out: Path, target: Plan, stage, running: list[dict], opts: ReplanOptions, detail, on_steps,
+                 *, health, pulumi_command, env) -> None:
+    """One stage: apply its plan (``on_steps`` before the first step), then wait for what it grew."""
+    from hetinfra.deploy.apply import apply_plan
+
+    state = apply_plan(out, target, target=opts.target, yes=True, echo=detail, pulumi_command=pulumi_command,
+                       env=env, on_steps=on_steps)
+    if stage.name not in ("make", UPDATE):
+        return
+    was = list(map(allocation_of, running))
+    before = {r.unit: r.count for r in was}
+    grown = {a.deployment_unit for a in target.allocations if a.count > before.get(a.unit, 0)}
+    grown |= {h.deployment_unit for h in held_changes(was, target.allocations)}  # restarted engines
+    bad = wait_healthy(target, state.model, sorted(grown), timeout_s=opts.health_timeout_s, env=env or {},
+                       http=health)
+    if bad:
+        raise ProviderError(f"new capacity is not healthy after {opts.health_timeout_s:g} s: "
+                            f"{', '.join(bad)}; the old capacity was kept",
+                            hint="check the VMs' /var/log/hetinfra-startup.log; the next replan retries")
 
 
 def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[[str], None] = print,
@@ -199,6 +229,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
 
     env = dict(os.environ) if env is None else env
     with replan_lock(out):
+        check_service(spec_path, out)  # another service's spec would plan the running one away
         journal = Journal(out)
         if journal.unfinished:
             return _resume(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
@@ -209,6 +240,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             why = "nothing differs" if d.kind == NONE else (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
+            clear_proposal(out)
             return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
                            forecast_holds=p.unreliable)
         label = "forced move" if d.kind == FORCED else "change"
@@ -216,19 +248,23 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
                 + (f", adapters moved on {len(d.held)} unit(s)" if d.held else "")
                 + f", ${d.running_cost_new:.2f}/h -> ${d.new_cost:.2f}/h (savings ${d.savings:.2f}/h)")
         new_plan = p.plan.to_dict()  # the journal's copy and proposed/plan.json
-        atomic_write_text(out / "proposed" / "plan.json", dumps_strict(new_plan, indent=2) + "\n")
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
         shown = render_stages(stages, p.running)
+        moves = stage_moves(stages, p.running, p.plan)
+        if moves != d.moves:  # capped: say what this run does apart from the whole change
+            head += f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}"
         if not opts.apply:
+            atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
             return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
                            + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
-                           shown, p.unreliable)
+                           shown, p.unreliable, moves)
         _check_health_paths(p.plan, p.running, stages, opts.target)
         journal.start(new_plan, stages, complete, p.running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
+        clear_proposal(out)  # acted on: what is left of it, the journal holds
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable)
+        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable, moves)
 
 
 @dataclass

@@ -9,7 +9,8 @@
   first (safe: capacity only grows), removals only when nothing is left to add (safe: what
   remains still contains the new plan); the next cron run continues from there.
 - **Journal**: ``OUT/replan.json`` (atomic) holds the target plan and each stage's status; a run
-  that finds an unfinished journal finishes it before anything else.
+  that finds an unfinished journal finishes it before anything else. It is first written when a
+  stage's first step begins: a run that fails before (a preflight) leaves no half-way state.
 """
 
 from __future__ import annotations
@@ -140,6 +141,19 @@ def cap_cut(stages: list[tuple[str, dict]], running: list[Allocation], new_plan:
     return stages[:-1] + [(name, counts)], True, line
 
 
+def stage_moves(stages: list[tuple[str, dict]], running: list[Allocation], new_plan: Plan) -> tuple[int, int]:
+    """(instances launched, instances removed) by ``stages`` from what runs, stage after stage: what
+    this run does, which --max-changes or the cut cap may make less than the whole change."""
+    info, prev = _fleets(running, new_plan)
+    up = down = 0
+    for _, counts in stages:
+        for u in set(prev) | set(counts):
+            delta = (counts.get(u, 0) - prev.get(u, 0)) * info[u].nodes_per_replica
+            up, down = up + max(0, delta), down + max(0, -delta)
+        prev = dict(counts)
+    return up, down
+
+
 def render_stages(stages: list[tuple[str, dict]], running: list[Allocation]) -> list[str]:
     """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
     run = {a.unit: a.count for a in running}
@@ -239,6 +253,8 @@ class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
         self.doc: JournalDoc | None = _read_journal(self.path) if self.path.exists() else None
+        #: whether this doc is on disk: a journal started by this run is written once its first stage runs
+        self.recorded = self.doc is not None
 
     @property
     def unfinished(self) -> bool:
@@ -248,7 +264,7 @@ class Journal:
         self.doc = JournalDoc(status="running", started_at=now(), pid=os.getpid(), complete=complete,
                               new_plan=new_plan, running_before=running, error=None,
                               stages=[JournalStage(name=n, counts=c, status="pending") for n, c in stages])
-        self.save()
+        self.recorded = False
 
     def set(self, stage: JournalStage, status: str, error: str | None = None) -> None:
         stage.status = status
@@ -262,3 +278,4 @@ class Journal:
 
     def save(self) -> None:
         atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n")
+        self.recorded = True
