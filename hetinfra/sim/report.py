@@ -18,6 +18,8 @@ statistic misses its bound. Models also carry ``stable``; a judged simulation (`
 --replications``: hetinfra.sim.replications.judge) adds seeds, replications, confidence, method and
 per model estimate, bound, ratio_bound, decision and per_replication, and per unit replications and
 missed_requests (its measured requests outside the model's latency bounds, over all replications).
+A spec that is not the one the plan was made from (sha256 not plan.json inputs.spec_sha256) adds
+``spec_changed`` {spec_path, spec_sha256, plan_spec_sha256, differs}: hetinfra.sim.spec_drift.
 """
 
 from __future__ import annotations
