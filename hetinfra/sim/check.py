@@ -58,15 +58,13 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
 
 
 def _drift(plan_path: str | Path, spec, spec_path: Path) -> dict | None:
-    """hetinfra.sim.spec_drift.spec_drift of the plan (read as JSON: only its inputs, service and
-    models are compared, and load_inputs has validated it)."""
-    import json
-
-    from hetinfra.fileio import read_text
+    """hetinfra.sim.spec_drift.spec_drift of the plan (its document: load_inputs reads it as the
+    simulator's view, or a profile period's)."""
+    from hetinfra.document import load_plan as load_document
     from hetinfra.sim.plan_load import plan_file
     from hetinfra.sim.spec_drift import spec_drift
 
-    return spec_drift(json.loads(read_text(plan_file(plan_path), "plan.json")), spec, Path(spec_path))
+    return spec_drift(load_document(plan_file(plan_path)), spec, Path(spec_path))
 
 
 def _ms(v: float | None) -> str:

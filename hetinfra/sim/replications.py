@@ -247,7 +247,7 @@ def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[RunEntry
             "bound": {"ttft_ms": b.ttft_ms[1], "tpot_ms": b.tpot_ms[1], "attainment": b.attainment[1]},
             "ratio_bound": j.ratio_bound, "decision": decision, "stable": j.stable and units_stable,
             "per_replication": [{"seed": s, "met": e.met, "ratio": e.ratio,
-                                 "attainment": (e.raw.get("objective") or {}).get("attainment")}
+                                 "attainment": e.attainment}
                                 for s, e in zip(seeds, entries)]}
 
 

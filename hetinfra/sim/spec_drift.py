@@ -18,37 +18,37 @@ from pathlib import Path
 __all__ = ["spec_drift", "drift_words"]
 
 
-def spec_drift(plan_doc: dict, spec, spec_path: Path) -> dict | None:
-    """None where ``spec_path``'s text hashes to plan.json ``inputs.spec_sha256`` (or the plan records
-    no hash); else simulation.json's ``spec_changed``: {spec_path, spec_sha256, plan_spec_sha256,
+def spec_drift(document, spec, spec_path: Path) -> dict | None:
+    """None where ``spec_path``'s text hashes to plan.json ``inputs.spec_sha256`` (``document``: the
+    plan read by hetinfra.document); else simulation.json's ``spec_changed``: {spec_file,
+    spec_file_sha256, plan_spec_sha256,
     differs (a list of "objectives of M: tpot_ms 120 -> 70", "demand of M: ...", "name: ...",
     "models: ..."; empty where none of these differ)}."""
     from hetinfra.fileio import read_text
 
-    planned = (plan_doc.get("inputs") or {}).get("spec_sha256")
-    text = read_text(spec_path, "spec file")
-    sha = hashlib.sha256(text.encode()).hexdigest()
-    if not planned or sha == planned:
+    planned = document.inputs.spec_sha256
+    sha = hashlib.sha256(read_text(spec_path, "spec file").encode()).hexdigest()
+    if sha == planned:
         return None
-    return {"spec_path": str(spec_path), "spec_sha256": sha, "plan_spec_sha256": planned,
-            "differs": _differences(plan_doc, spec, spec_path)}
+    return {"spec_file": str(spec_path), "spec_file_sha256": sha, "plan_spec_sha256": planned,
+            "differs": _differences(document, spec, spec_path)}
 
 
 def drift_words(drift: dict) -> str:
     """The warning's words: which spec, what differs, and what the simulation checks instead."""
     what = ("it differs in: " + "; ".join(drift["differs"]) if drift["differs"] else
             "no difference found in its name or its models' slo and demand: other content changed")
-    return (f"the spec {drift['spec_path']} is not the one the plan was made from (its sha256 "
-            f"{drift['spec_sha256'][:12]} is not plan.json inputs.spec_sha256 {drift['plan_spec_sha256'][:12]}); "
+    return (f"the spec {drift['spec_file']} is not the one the plan was made from (its sha256 "
+            f"{drift['spec_file_sha256'][:12]} is not plan.json inputs.spec_sha256 {drift['plan_spec_sha256'][:12]}); "
             f"{what}. The simulation checks the plan's promise: plan.json's own objectives and "
             "demand, not the spec's. Re-plan the spec to check its objectives")
 
 
-def _differences(plan_doc: dict, spec, spec_path: Path) -> list[str]:
+def _differences(document, spec, spec_path: Path) -> list[str]:
     out = []
-    if plan_doc.get("service") is not None and spec.name != plan_doc["service"]:
-        out.append(f"name: {plan_doc['service']!r} -> {spec.name!r}")
-    planned = {m["name"]: m for m in plan_doc.get("models") or []}
+    if spec.name != document.service:
+        out.append(f"name: {document.service!r} -> {spec.name!r}")
+    planned = {m.name: m for m in document.models}
     mine = {m.name: m for m in spec.models}
     gone, new = sorted(set(planned) - set(mine)), sorted(set(mine) - set(planned))
     if gone or new:
@@ -58,26 +58,25 @@ def _differences(plan_doc: dict, spec, spec_path: Path) -> list[str]:
     return out
 
 
-def _model_differences(pm: dict, m, spec, spec_path: Path) -> list[str]:
+def _model_differences(pm, m, spec, spec_path: Path) -> list[str]:
     """The objectives and demand of spec model ``m`` against plan.json's entry ``pm`` for it, as
     hetinfra.plan.models_json writes them (rates at the profile's peak, adapters' own rates added)."""
     from hetinfra.plan.purchase import peak_multiplier
     from hetinfra.spec.demand import request_classes
 
     out = []
-    slo = pm.get("slo") or {}
-    moved = [f"{k} {_g(slo.get(k))} -> {_g(getattr(m.slo, k))}" for k in ("ttft_ms", "tpot_ms", "percentile",
-                                                                         "attainment")
-             if not _same(slo.get(k), getattr(m.slo, k))]
+    keys = ("ttft_ms", "tpot_ms", "percentile", "attainment")
+    moved = [f"{k} {_g(getattr(pm.slo, k))} -> {_g(getattr(m.slo, k))}" for k in keys
+             if not _same(getattr(pm.slo, k), getattr(m.slo, k))]
     if moved:
         out.append(f"objectives of {m.name}: " + ", ".join(moved))
     adapters = [a for a in getattr(spec, "adapters", None) or [] if a.base == m.name]
     peak = peak_multiplier(m)
     rate = m.demand.rate_rps * peak + sum(a.demand.rate_rps or 0.0 for a in adapters)
-    demand = [] if _same(pm.get("rate_rps"), rate) else [f"rate_rps {_g(pm.get('rate_rps'))} -> {_g(rate)}"]
+    demand = [] if _same(pm.rate_rps, rate) else [f"rate_rps {_g(pm.rate_rps)} -> {_g(rate)}"]
     if not adapters:  # an adapter splits the classes (hetinfra.plan.adapters.split_classes): rate only
         sizes = [(c.name, c.input_tokens, c.output_tokens, c.share) for c in request_classes(m, spec_path.parent)]
-        had = [(c["name"], c["input_tokens"], c["output_tokens"], c["share"]) for c in pm.get("classes") or []]
+        had = [(c.name, c.input_tokens, c.output_tokens, c.share) for c in pm.classes or []]
         if len(sizes) != len(had) or any(a[:3] != b[:3] or not _same(a[3], b[3], 1e-5) for a, b in zip(sizes, had)):
             demand.append("request sizes (classes)")
     if demand:

@@ -42,7 +42,7 @@ def test_check_of_a_spec_with_a_tighter_slo_fails_with_its_own_code(chat, tmp_pa
     code, out_json, err = run_cli(*args, "--json")
     assert code == 0 and "warning: the spec" in err  # without --check: a warning, not a failure
     drift = json.loads(out_json)["spec_changed"]
-    assert drift["differs"] == ["objectives of chat-8b: tpot_ms 120 -> 70"] and drift["spec_path"] == str(tight)
+    assert drift["differs"] == ["objectives of chat-8b: tpot_ms 120 -> 70"] and drift["spec_file"] == str(tight)
 
 
 def test_the_spec_plan_json_names_edited_in_place_is_compared_too(chat, example_plans, tmp_path, run_cli):
