@@ -61,7 +61,6 @@ def _differences(document, spec, spec_path: Path) -> list[str]:
 def _model_differences(pm, m, spec, spec_path: Path) -> list[str]:
     """The objectives and demand of spec model ``m`` against plan.json's entry ``pm`` for it, as
     hetinfra.plan.models_json writes them (rates at the profile's peak, adapters' own rates added)."""
-    from hetinfra.plan.purchase import peak_multiplier
     from hetinfra.spec.demand import request_classes
 
     out = []
@@ -71,7 +70,7 @@ def _model_differences(pm, m, spec, spec_path: Path) -> list[str]:
     if moved:
         out.append(f"objectives of {m.name}: " + ", ".join(moved))
     adapters = [a for a in getattr(spec, "adapters", None) or [] if a.base == m.name]
-    peak = peak_multiplier(m)
+    peak = max(m.demand.profile) if m.demand.profile is not None else 1.0  # the profile's peak, as plan.json's rate
     rate = m.demand.rate_rps * peak + sum(a.demand.rate_rps or 0.0 for a in adapters)
     demand = [] if _same(pm.rate_rps, rate) else [f"rate_rps {_g(pm.rate_rps)} -> {_g(rate)}"]
     if not adapters:  # an adapter splits the classes (hetinfra.plan.adapters.split_classes): rate only

@@ -71,3 +71,16 @@ def test_the_planned_spec_checks_as_before(chat, tmp_path, run_cli):
                                   "--out", str(tmp_path), "--json")
     assert code == 0 and "warning: the spec" not in err
     assert "spec_changed" not in json.loads(out_json)
+
+
+def test_every_example_read_against_its_own_spec_differs_in_nothing(example_plans):
+    # the comparison reads plan.json as planning writes it (rates at a profile's peak, adapters' own
+    # rates added, classes from sizes): against the spec each plan was made from it finds nothing
+    from hetinfra.document import load_plan
+    from hetinfra.sim.spec_drift import _differences
+    from hetinfra.spec.load import load_spec
+
+    for name in example_plans.names():
+        out, _doc, _text, spec_path = example_plans[name]
+        spec, _, _ = load_spec(spec_path)
+        assert _differences(load_plan(Path(out) / "plan.json"), spec, Path(spec_path)) == [], name

@@ -82,6 +82,8 @@ def test_a_judged_models_rows_each_judge_the_figures_they_show(example_plans, tm
     assert (met_words == "yes") == (tpot <= slo["tpot_ms"] and m["ttft_ms"]["p99"] <= slo["ttft_ms"]) == worst["met"]
     bound = rows["95% bound (p99)"]
     assert bound[4].strip() == _ms(m["bound"]["tpot_ms"]) and f"x{m['ratio_bound']:.3f}" in bound[-1]
+    # a unit's row shows the first seed's run, and its met is its verdict over both: the caption says so
+    assert "TTFT/TPOT p99: seed 0's run; met: judged over 2 replications" in _flat(out)
 
 
 def _ms(v: float) -> str:
