@@ -72,7 +72,7 @@ def exit_codes() -> list[tuple[int, str, str]]:
     from hetinfra.plan.pending import CHANGES_PENDING
     from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
     from hetinfra.replan.safe import LockedError
-    from hetinfra.sim.check import OBJECTIVES_MISSED
+    from hetinfra.sim.check import OBJECTIVES_MISSED, SPEC_CHANGED
 
     from hetinfra.cli.stops import PIPE_CLOSED, STOPPED_BY
 
@@ -94,7 +94,13 @@ def exit_codes() -> list[tuple[int, str, str]]:
                                                       "between its optimistic and pessimistic bounds, counts as not "
                                                       "met, and more `--replications` decide it; or its percentile "
                                                       "rests on too few requests: fewer than 100 for p99) or a unit "
-                                                      "is unstable")]
+                                                      "is unstable"),
+            (SPEC_CHANGED, "`simulate --check`", "the spec is not the one the plan was made from (its sha256 is "
+                                                 "not plan.json `inputs.spec_sha256`: a tighter SLO or a higher "
+                                                 "rate edited in after planning): the simulation checks plan.json's "
+                                                 "own objectives and demand, which the user may no longer have; "
+                                                 "re-plan, or pass `--plan-promise` to check the plan's promise "
+                                                 "knowingly (a warning names what differs either way)")]
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.HetinfraError)]
     for cls in sorted(set(classes + [LockedError]), key=lambda c: (c.exit_code, c.__name__)):
         doc = " ".join((cls.__doc__ or "").split())

@@ -40,7 +40,9 @@ class RequestCount(click.ParamType):
 @click.command("simulate", context_settings=COMMAND_SETTINGS)
 @click.argument("plan_or_out_dir", type=UserPath(exists=True, path_type=Path))
 @click.option("--spec", "spec_path", type=UserPath(dir_okay=False, path_type=Path),
-              help="The service YAML the plan was made from (default: plan.json inputs.spec_path).")
+              help="The service YAML the plan was made from (default: plan.json inputs.spec_path). The simulation "
+                   "checks plan.json's objectives and demand; a spec whose sha256 is not plan.json "
+                   "inputs.spec_sha256 is warned of, and fails --check (exit 13) unless --plan-promise.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=RequestCount(), default=None,
               help="Requests to simulate per model (the first 10% are warm-up) [default: 20000, or more where the "
@@ -49,7 +51,11 @@ class RequestCount(click.ParamType):
               help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% prediction bound for one more run.")
 @click.option("--check", is_flag=True,
               help="Exit 12 when an objective is missed (or not shown met by the bound: an undecided model counts as "
-                   "not met; more --replications decide it) or a unit is unstable.")
+                   "not met; more --replications decide it) or a unit is unstable; exit 13 when the spec changed "
+                   "since planning (see --spec).")
+@click.option("--plan-promise", is_flag=True,
+              help="With --check, judge the plan's own promise (plan.json's objectives and demand) even where the "
+                   "spec changed since planning, instead of exiting 13.")
 @click.option("--load", type=FiniteFloat(min=MIN_LOAD, max=MAX_LOAD), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(min=MIN_BURST_CV, max=MAX_BURST_CV), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
@@ -62,8 +68,8 @@ class RequestCount(click.ParamType):
               help="Write simulation.json and simulation.svg here (default: the plan's directory).")
 @click.option("--profile", "profile_csv", type=UserPath(dir_okay=False, path_type=Path),
               help="Measured profile CSV: print the signed error of each unit's predicted capacity against it.")
-def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, load, burst_cv, period,
-                     as_json, out_dir, profile_csv):
+def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications, check, plan_promise, load, burst_cv,
+                     period, as_json, out_dir, profile_csv):
     """Simulate PLAN_OR_OUT_DIR (a `hetinfra plan --out` directory or its plan.json) with vLLM's
     scheduler per replica, and report TTFT/TPOT percentiles and whether each model meets its SLO."""
     def work():
@@ -88,14 +94,24 @@ def simulate_command(plan_or_out_dir, spec_path, seed, n_requests, replications,
         return doc, js, svg
 
     doc = run_command(as_json, work, lambda result: _show(result, profile_csv), to_json=lambda result: result[0])[0]
-    _judge(doc, check, as_json)
+    _judge(doc, check, as_json, plan_promise)
 
 
-def _judge(doc: dict, check: bool, as_json: bool) -> None:
-    """Warn of objectives too few requests judge; with ``check``, exit OBJECTIVES_MISSED (12) when an
-    objective is missed, not shown met, or a unit is unstable."""
-    from hetinfra.sim.check import OBJECTIVES_MISSED, too_few_lines
+def _judge(doc: dict, check: bool, as_json: bool, plan_promise: bool = False) -> None:
+    """Warn of a spec changed since planning and of objectives too few requests judge; with ``check``,
+    exit SPEC_CHANGED (13) for the former unless ``plan_promise`` (a CI gate must not pass against
+    objectives the user no longer has), else OBJECTIVES_MISSED (12) when an objective is missed, not
+    shown met, or a unit is unstable."""
+    from hetinfra.sim.check import OBJECTIVES_MISSED, SPEC_CHANGED, too_few_lines
+    from hetinfra.sim.spec_drift import drift_words
 
+    drift = doc.get("spec_changed")
+    if drift is not None:
+        click.echo(f"warning: {drift_words(drift)}", err=True)
+        if check and not plan_promise:
+            click.echo(f"simulate --check: the spec changed since planning (exit {SPEC_CHANGED}); re-plan it, or pass "
+                       "--plan-promise to check the plan's own objectives and demand", err=True)
+            raise SystemExit(SPEC_CHANGED)
     thin = too_few_lines(doc)
     for line in thin:
         click.echo(f"warning: {line}", err=True)

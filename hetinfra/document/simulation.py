@@ -215,3 +215,37 @@ class SimRun:
         slo = {m.model: m.slo for m in models}
         return cls(sim, sim.get("seed"), sim.get("warmup_fraction", 0.1), models,
                    [RunEntry.of(u, slo.get(u["model"])) for u in sim["units"]])
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedModel:
+    """A model's entry of a judgement over replications (hetinfra.sim.replications.judge), as the
+    simulate table shows it: the pessimistic bound (at ``confidence``) of its objective's percentile
+    of TTFT and TPOT and of its attainment, the ``ratio`` and ``decision`` they give, and the
+    worst replication, whose figures the entry shows: its seed and its own verdict (``worst_met``,
+    ``worst_ratio``, ``worst_attainment``)."""
+
+    percentile: str
+    confidence: float
+    bound_ttft_ms: float | None
+    bound_tpot_ms: float | None
+    bound_attainment: float | None
+    ratio: float | None
+    decision: str
+    replications: int
+    worst_seed: int | None
+    worst_met: bool
+    worst_ratio: float | None
+    worst_attainment: float | None
+
+    @classmethod
+    def of(cls, entry: dict) -> "JudgedModel | None":
+        """None for an entry of one simulation (no bound, or no replication recorded)."""
+        bound, runs = entry.get("bound"), entry.get("per_replication") or []
+        if bound is None or not runs:
+            return None
+        worst = max(runs, key=lambda r: r.get("ratio") or 0.0)
+        objective = entry["objective"]
+        return cls(entry["slo"]["percentile"], objective.get("confidence", 0.95), bound.get("ttft_ms"),
+                   bound.get("tpot_ms"), bound.get("attainment"), objective["ratio"], entry["decision"],
+                   entry["replications"], worst.get("seed"), bool(worst.get("met")), worst.get("ratio"), worst.get("attainment"))

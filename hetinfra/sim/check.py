@@ -13,11 +13,15 @@ from hetinfra.sim.plan_sim import load_inputs
 from hetinfra.sim.replications import judge, requests_for, simulate_replications
 from hetinfra.sim.workload import WorkloadConfig
 
-__all__ = ["OBJECTIVES_MISSED", "simulate_file", "bound_lines", "too_few_lines"]
+__all__ = ["OBJECTIVES_MISSED", "SPEC_CHANGED", "simulate_file", "bound_lines", "too_few_lines"]
 
 #: ``simulate --check``'s exit status when an objective is missed or a unit is unstable
 #: (docs/reference/exit-codes.md): not 2-4, which are errors, nor 10/11, replan's outcomes
 OBJECTIVES_MISSED = 12
+#: ``simulate --check``'s exit status when the spec is not the one the plan was made from (its sha256
+#: is not plan.json inputs.spec_sha256): the simulation checks plan.json's own objectives and demand,
+#: which the user may no longer have; ``--plan-promise`` checks them knowingly
+SPEC_CHANGED = 13
 
 
 def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: WorkloadConfig,
@@ -48,7 +52,19 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
             first = simulate_replications(plan, spec, sp, config, seeds[:1], detail=True, ticks=tick)
     sims = first + simulate_replications(plan, spec, sp, config, seeds[1:], detail=True, ticks=tick)
     doc = sims[0] if replications == 1 else judge(sims)
+    drift = _drift(plan_path, spec, sp)
+    doc = doc if drift is None else {**doc, "spec_changed": drift}
     return doc if period is None else {**doc, "period": period}
+
+
+def _drift(plan_path: str | Path, spec, spec_path: Path) -> dict | None:
+    """hetinfra.sim.spec_drift.spec_drift of the plan (its document: load_inputs reads it as the
+    simulator's view, or a profile period's)."""
+    from hetinfra.document import load_plan as load_document
+    from hetinfra.sim.plan_load import plan_file
+    from hetinfra.sim.spec_drift import spec_drift
+
+    return spec_drift(load_document(plan_file(plan_path)), spec, Path(spec_path))
 
 
 def _ms(v: float | None) -> str:

@@ -10,18 +10,18 @@ from types import SimpleNamespace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["load_inputs", "load_plan", "resolve_models"]
+__all__ = ["load_inputs", "load_plan", "plan_file", "resolve_models"]
 
 
 def load_plan(path: str | Path) -> tuple[dict, Path]:
     """plan.json (or an out dir holding it): the dict and its path; wrong version -> InvalidInputError."""
     from hetinfra.document import load_plan as load_document
 
-    p = _plan_file(path)
+    p = plan_file(path)
     return load_document(p).to_dict(), p
 
 
-def _plan_file(path: str | Path) -> Path:
+def plan_file(path: str | Path) -> Path:
     """plan.json itself, or the one in the out folder ``path``."""
     p = Path(path)
     return p / "plan.json" if p.is_dir() else p
@@ -48,7 +48,7 @@ def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
     from hetinfra.document import load_plan as load_document
     from hetinfra.sim.period import period_view
 
-    p = _plan_file(plan_path)
+    p = plan_file(plan_path)
     document = load_document(p)  # every check of plan.json (an unmarked GPU outside the catalog among them)
     plan = SimPlan.of(document.to_dict() if period is None else period_view(document, period, str(p)), str(p))
     if spec_path:

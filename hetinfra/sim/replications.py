@@ -246,7 +246,9 @@ def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[RunEntry
             "estimate": {"ttft_ms": b.ttft_ms[0], "tpot_ms": b.tpot_ms[0], "attainment": b.attainment[0]},
             "bound": {"ttft_ms": b.ttft_ms[1], "tpot_ms": b.tpot_ms[1], "attainment": b.attainment[1]},
             "ratio_bound": j.ratio_bound, "decision": decision, "stable": j.stable and units_stable,
-            "per_replication": [{"seed": s, "met": e.met, "ratio": e.ratio} for s, e in zip(seeds, entries)]}
+            "per_replication": [{"seed": s, "met": e.met, "ratio": e.ratio,
+                                 "attainment": e.attainment}
+                                for s, e in zip(seeds, entries)]}
 
 
 def _unit_entry(entries: list[RunEntry], confidence: float, margin: float) -> dict:

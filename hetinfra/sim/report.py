@@ -16,8 +16,11 @@ preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throu
 ttft_ms {middle, last}, preemptions, preempted_requests, repreemption}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
 statistic misses its bound. Models also carry ``stable``; a judged simulation (``simulate
 --replications``: hetinfra.sim.replications.judge) adds seeds, replications, confidence, method and
-per model estimate, bound, ratio_bound, decision and per_replication, and per unit replications and
-missed_requests (its measured requests outside the model's latency bounds, over all replications).
+per model estimate, bound, ratio_bound, decision and per_replication [{seed, met, ratio, attainment}],
+and per unit replications and missed_requests (its measured requests outside the model's latency
+bounds, over all replications).
+A spec that is not the one the plan was made from (sha256 not plan.json inputs.spec_sha256) adds
+``spec_changed`` {spec_file, spec_file_sha256, plan_spec_sha256, differs}: hetinfra.sim.spec_drift.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from hetinfra.document.simulation import SimRun
+from hetinfra.document.simulation import JudgedModel, SimRun
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 
@@ -136,15 +139,18 @@ def render_text(doc: dict, console) -> None:
                         + (f", attainment >= {slo['attainment']:g}" if slo["attainment"] else ""), title_justify="left")
         for col in ("class", "n", "TTFT p50", "p99", "TPOT p50", "p99", "attain", "req/s", "met"):
             t.add_column(col, justify="left" if col == "class" else "right")
-        for c in m["classes"] + [dict(m, **{"class": "all"})]:
+        judged = JudgedModel.of(m)
+        for c in m["classes"] + [_all_row(m, judged)]:
             o = c["objective"]
             t.add_row(c["class"], str(c["count"]), _ms(c["ttft_ms"]["p50"]), _ms(c["ttft_ms"]["p99"]),
                       _ms(c["tpot_ms"]["p50"]), _ms(c["tpot_ms"]["p99"]),
                       "-" if o["attainment"] is None else f"{o['attainment']:.3f}",
                       "-" if c["throughput_rps"] is None else f"{c['throughput_rps']:.2f}",
-                      "-" if not c["count"] else ("[green]yes[/]" if o["met"] else f"[red]x{o['ratio']:.3f}[/]"))
+                      "-" if not c["count"] else _met(o["met"], o["ratio"]))
+        if judged is not None:
+            t.add_row(*_bound_row(judged))
         console.print(t)
-    t = Table(title="units", title_justify="left")
+    t = Table(title="units", title_justify="left", caption=_units_caption(doc), caption_justify="left")
     for col in ("unit", "repl", "TTFT p99", "TPOT p99", "batch", "queue mean/max", "KV mean/max", "preempt", "met"):
         # a unit id wraps, never cut: two units of one type differ only at its end (purchase option)
         t.add_column(col, justify="left" if col == "unit" else "right", overflow="fold" if col == "unit" else "ellipsis")
@@ -156,6 +162,40 @@ def render_text(doc: dict, console) -> None:
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
                   "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]{_unstable(u)}x{o['ratio']:.3f}[/]"))
     console.print(t)
+
+
+def _units_caption(doc: dict) -> str | None:
+    """What a judged simulation's unit rows show: the first seed's run (hetinfra.sim.replications.
+    _unit_entry keeps it), and a met that is the unit's verdict over the replications, not that run's."""
+    run = SimRun.of(doc)
+    runs = max((j.replications for j in map(JudgedModel.of, (e.raw for e in run.models)) if j), default=0)
+    return None if runs < 2 else (f"TTFT/TPOT p99: seed {run.seed}'s run; met: judged over {runs} replications "
+                                  "(the bound on their mean)")
+
+
+def _met(met: bool, ratio) -> str:
+    return "[green]yes[/]" if met else "[red]no[/]" if ratio is None else f"[red]x{ratio:.3f}[/]"
+
+
+def _all_row(m: dict, judged: JudgedModel | None) -> dict:
+    """A model's "all" row, judged on the figures it shows. A judged model's figures are its worst
+    replication's, and its objective the bound's (the row said p99 TPOT 116 ms against 120 and
+    'x1.325', the 95% bound's 159 / 120): the row takes that replication's own verdict, and the
+    bound gets a row of its own (:func:`_bound_row`)."""
+    if judged is None:
+        return dict(m, **{"class": "all"})
+    own = {"met": judged.worst_met, "ratio": judged.worst_ratio, "attainment": judged.worst_attainment}
+    return dict(m, **{"class": f"all (seed {judged.worst_seed}, worst)", "objective": own})
+
+
+def _bound_row(judged: JudgedModel) -> list[str]:
+    """The row of what a judged model's verdict reads: the pessimistic bound of its objective's
+    percentile (under the p99 columns whatever it is) and of its attainment, and the decision."""
+    ratio, low = judged.ratio, judged.bound_attainment
+    word = (f"[yellow]x{ratio:.3f} undecided[/]" if judged.decision == "undecided"
+            else _met(judged.decision == "met", ratio))
+    return [f"{judged.confidence:.0%} bound ({judged.percentile})", f"{judged.replications} runs", "-",
+            _ms(judged.bound_ttft_ms), "-", _ms(judged.bound_tpot_ms), "-" if low is None else f"{low:.3f}", "-", word]
 
 
 def verdict(doc: dict) -> str:

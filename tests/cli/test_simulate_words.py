@@ -63,3 +63,28 @@ def test_unit_ids_are_never_cut(example_plans, tmp_path, run_cli, width):
     assert "…" not in cells
     for u in units:
         assert u in cells, (u, width)
+
+
+def test_a_judged_models_rows_each_judge_the_figures_they_show(example_plans, tmp_path, run_cli):
+    # the review's case: the "all" row showed p99 TPOT 116 ms against 120 and 'x1.325', the 95%
+    # bound's ratio (159 / 120); now that row takes its run's own verdict and the bound has a row
+    code, out, err = run_cli("simulate", str(example_plans["chat"][0]), "--load", "1.2", "--replications", "2",
+                             "--out", str(tmp_path))
+    assert code == 0, err
+    m = json.loads((tmp_path / "simulation.json").read_text())["models"][0]
+    worst = max(m["per_replication"], key=lambda r: r["ratio"])
+    slo, rows = m["slo"], {line.split("│")[1].strip(): line.split("│")[2:-1] for line in out.splitlines()
+                           if line.startswith("│ all") or line.startswith("│ 95% bound")}
+    shown = rows[f"all (seed {worst['seed']}, worst)"]
+    tpot = m["tpot_ms"]["p99"]
+    assert shown[4].strip() == _ms(tpot)
+    met_words = shown[-1].strip()
+    assert (met_words == "yes") == (tpot <= slo["tpot_ms"] and m["ttft_ms"]["p99"] <= slo["ttft_ms"]) == worst["met"]
+    bound = rows["95% bound (p99)"]
+    assert bound[4].strip() == _ms(m["bound"]["tpot_ms"]) and f"x{m['ratio_bound']:.3f}" in bound[-1]
+    # a unit's row shows the first seed's run, and its met is its verdict over both: the caption says so
+    assert "TTFT/TPOT p99: seed 0's run; met: judged over 2 replications" in _flat(out)
+
+
+def _ms(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
