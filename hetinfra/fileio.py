@@ -171,6 +171,14 @@ def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX
                       allow_nan=allow_nan)
 
 
+def sha256_text(text: str) -> str:
+    """The hex sha256 of ``text`` as UTF-8: plan.json ``inputs.spec_sha256`` of a spec's text, which
+    ``simulate`` and the spec's lookup compare a file with."""
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it). A path that
     exists as anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not

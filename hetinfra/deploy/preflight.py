@@ -150,15 +150,29 @@ def engine_length_problems(doc: Plan) -> list[str]:
     return length_problems(doc.models, doc.allocations, doc.routing)
 
 
+def runs_anything(state: State) -> bool:
+    """Whether a state.json records anything running (an empty one, or one destroy emptied, runs nothing)."""
+    return bool(state.allocations or state.pulumi or state.skypilot)
+
+
+def other_service(have: str | None, have_id: str | None, want: str, want_id: str | None) -> str | None:
+    """How the service running (``have``, its ``have_id``) differs from the one to apply or re-plan:
+    "service" (another name), "id" (the same name from another spec file) or None (the same)."""
+    if have and have != want:
+        return "service"
+    return "id" if have_id and want_id and have_id != want_id else None
+
+
 def check_owner(plan: Plan, state: State, out: Path, *, force: bool) -> None:
     """plan.json and state.json must describe the same service (exit 2 unless ``force``)."""
-    if not state.allocations and not state.pulumi and not state.skypilot:
+    if not runs_anything(state):
         return
     have, want = state.service, plan.service
     have_id, want_id = state.service_id, plan.service_id
-    if have and have != want:
+    differs = other_service(have, have_id, want, want_id)
+    if differs == "service":
         why = f"{out} runs service {have!r}, but its plan.json is for service {want!r}"
-    elif have_id and want_id and have_id != want_id:
+    elif differs == "id":
         why = (f"{out} runs service {have!r} id {have_id}, but its plan.json was planned from another spec "
                f"(service id {want_id})")
     else:

@@ -17,7 +17,6 @@ joined it to the plan's folder when the current folder did not have it: `hetinfr
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -63,9 +62,9 @@ def spec_file(plan_file: Path, stored: str | None, sha256: str | None) -> tuple[
 def _sha256(path: Path) -> str | None:
     """As ``inputs.spec_sha256`` hashes a spec (hetinfra.spec.load reads it with hetinfra.fileio)."""
     from hetinfra.errors import HetinfraError
-    from hetinfra.fileio import read_text
+    from hetinfra.fileio import read_text, sha256_text
 
     try:
-        return hashlib.sha256(read_text(path, "spec file").encode()).hexdigest()
+        return sha256_text(read_text(path, "spec file"))
     except HetinfraError:
         return None

@@ -6,7 +6,6 @@ so that everything downstream works on consistent, typed data.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from hetinfra.spec.clusters import restrict_to_clusters
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError, did_you_mean, dotted
+from hetinfra.fileio import sha256_text
 from hetinfra.perf.model import ModelContext, model_arch
 from hetinfra.perf.profiles import ProfileRow, ProfileTable, load_profiles
 from hetinfra.spec.demand import RequestClass, request_classes
@@ -124,7 +124,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     warnings = [*kube_notes, *_offer_warnings(spec, in_clouds)]
     models = [_planned_model(spec, i, base, allowed.regions, at_) for i in range(len(spec.models))]
     return PlanInputs(
-        spec=spec, spec_path=spec_path, spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
+        spec=spec, spec_path=spec_path, spec_sha256=sha256_text(spec_text),
         models=tuple(models), offers=tuple(in_clouds), snapshot=snap, profiles=profiles,
         profile_files=tuple(spec.profiles), caps=caps, warnings=tuple(warnings),
     )

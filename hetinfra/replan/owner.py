@@ -17,6 +17,7 @@ from hetinfra.errors import InvalidInputError
 def check_service(spec_path: Path, out: Path) -> None:
     """Exit 2 when SPEC's service is not the one OUT runs: state.json's ``service`` (and, where both
     have one, ``service_id``, which ties a deployment to its spec file), else the running plan.json's."""
+    from hetinfra.deploy.preflight import other_service
     from hetinfra.plan.plan_json import service_id
     from hetinfra.spec.load import load_spec
 
@@ -27,11 +28,12 @@ def check_service(spec_path: Path, out: Path) -> None:
     where = _applied_spec(out)
     fix = (f"replan the spec of {have!r}" + (f" ({where})" if where else "")
            + f" with --state {out}, or plan {spec.name!r} into its own out dir")
-    if have != spec.name:
+    want_id = service_id(spec.name, spec_path)
+    differs = other_service(have, have_id, spec.name, want_id)
+    if differs == "service":
         raise InvalidInputError(f"{out} runs service {have!r}, but {spec_path} is service {spec.name!r}: re-planning "
                                 "it there would replace the running service's instances", hint=fix)
-    want_id = service_id(spec.name, spec_path)
-    if have_id and have_id != want_id:
+    if differs == "id":
         raise InvalidInputError(f"{out} runs service {have!r} id {have_id}, planned from another spec file than "
                                 f"{spec_path} (service id {want_id})",
                                 hint=fix + " (`hetinfra apply --force` takes the deployment over)")
@@ -40,12 +42,13 @@ def check_service(spec_path: Path, out: Path) -> None:
 def _running_service(out: Path) -> tuple[str | None, str | None]:
     """(service, service id) of what OUT runs: state.json's, else plan.json's service (no id: a plan
     nothing was applied from is not tied to its spec file)."""
+    from hetinfra.deploy.preflight import runs_anything
     from hetinfra.deploy.state import DeployState
     from hetinfra.document import load_plan
 
     if (out / "state.json").exists():
         state = DeployState.load(out).model
-        if state.allocations or state.pulumi or state.skypilot:  # as apply: an empty state runs nothing
+        if runs_anything(state):  # as apply: an empty state runs nothing
             return state.service, state.service_id
         return None, None
     if (out / "plan.json").exists():

@@ -11,7 +11,6 @@ other edits, e.g. the GPUs allowed or a comment, change the hash alone).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
@@ -24,10 +23,10 @@ def spec_drift(document, spec, spec_path: Path) -> dict | None:
     spec_file_sha256, plan_spec_sha256,
     differs (a list of "objectives of M: tpot_ms 120 -> 70", "demand of M: ...", "name: ...",
     "models: ..."; empty where none of these differ)}."""
-    from hetinfra.fileio import read_text
+    from hetinfra.fileio import read_text, sha256_text
 
     planned = document.inputs.spec_sha256
-    sha = hashlib.sha256(read_text(spec_path, "spec file").encode()).hexdigest()
+    sha = sha256_text(read_text(spec_path, "spec file"))
     if sha == planned:
         return None
     return {"spec_file": str(spec_path), "spec_file_sha256": sha, "plan_spec_sha256": planned,
