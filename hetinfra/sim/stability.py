@@ -128,11 +128,21 @@ def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:
 
 def _in_system_variance(arrival: np.ndarray, finish: np.ndarray, t0: float, t1: float) -> float:
     """The variance of N(t), the unit's requests arrived by t and not finished, about its least-squares
-    line over [t0, t1] (read at GRID points): see the module docstring."""
-    at = np.linspace(t0, t1, GRID)
-    count = np.searchsorted(np.sort(arrival), at, side="right") - np.searchsorted(np.sort(finish), at, side="right")
-    slope, level = np.polyfit(at - t0, count.astype(float), 1)
-    return float(np.var(count - (slope * (at - t0) + level)))
+    line over [t0, t1] (read at GRID points): see the module docstring. Each time is binned to the
+    grid by arithmetic (O(n), no sort or search of n: this runs on every unit of every replication)."""
+    step = (t1 - t0) / (GRID - 1)
+    count = (_by_grid(arrival, t0, step) - _by_grid(finish, t0, step)).astype(float)
+    x = np.arange(GRID) - 0.5 * (GRID - 1)
+    slope = float(x @ (count - count.mean())) / float(x @ x)
+    return float(np.var(count - slope * x))
+
+
+def _by_grid(times: np.ndarray, t0: float, step: float) -> np.ndarray:
+    """How many of ``times`` are <= each point t0 + j x step of the grid (j < GRID; NaN: never)."""
+    # the first grid point at or after each time; 1e-9 of a step: a time ON a grid point (the window's
+    # ends are arrivals) counts there whatever the division's last bit
+    first = np.nan_to_num(np.ceil((times - t0) / step - 1e-9), nan=GRID)
+    return np.cumsum(np.bincount(np.clip(first, 0, GRID).astype(np.int64), minlength=GRID + 1))[:GRID]
 
 
 def failed(objective: dict, record: dict) -> dict:

@@ -181,3 +181,28 @@ def test_requests_scale_with_the_longest_service_time():
     # S = 1 + 999 x 0.1 = 100.9 s: 26,907 -> 27,000
     assert requests_for(view, sim(1000, 100)) == 27000
     assert requests_for(view, sim(1000, 100, rps=120)) == MOST_REQUESTS
+
+
+def test_the_in_system_count_binned_by_arithmetic_is_the_sorted_counts():
+    """stability._in_system_variance bins times to the grid by arithmetic (no sort: it runs on every
+    unit of every replication); the same figure as counting on sorted times and numpy's line fit, for
+    any arrivals and service times, finishes past the window and unfinished (NaN) ones included."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from hetinfra.sim.stability import GRID, _in_system_variance
+
+    @given(st.integers(0, 2**32 - 1), st.integers(20, 400), st.floats(0.01, 50.0))
+    def check(seed, n, service):
+        rng = np.random.default_rng(seed)
+        arrival = np.cumsum(rng.exponential(1.0, n))
+        finish = arrival + rng.exponential(service, n)
+        finish[rng.random(n) < 0.05] = np.nan
+        t0, t1 = float(arrival[n // 10]), float(arrival[-1])
+        at = np.linspace(t0, t1, GRID)
+        done = np.sort(finish[~np.isnan(finish)])
+        count = np.searchsorted(arrival, at, side="right") - np.searchsorted(done, at, side="right")
+        line = np.polyval(np.polyfit(at - t0, count, 1), at - t0)
+        assert _in_system_variance(arrival, finish, t0, t1) == pytest.approx(np.var(count - line), rel=1e-6, abs=1e-9)
+
+    check()
