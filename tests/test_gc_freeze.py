@@ -7,7 +7,7 @@ from types import SimpleNamespace as Ns
 
 import pytest
 
-from tests.gc_freeze import last_of_its_module, pytest_runtest_protocol
+from tests.gc_freeze import FULL_PASS_EVERY, last_of_its_module, pytest_runtest_protocol
 
 A, B = Ns(path="tests/a.py"), Ns(path="tests/b.py")
 
@@ -35,3 +35,7 @@ def test_a_modules_last_test_leaves_the_heap_frozen_and_the_others_do_not():
 def test_only_a_modules_last_test_is_last():
     assert last_of_its_module(A, None) and last_of_its_module(A, B)
     assert not last_of_its_module(A, Ns(path=A.path))
+
+
+def test_full_passes_wait_for_more_middle_generation_passes():
+    assert gc.get_threshold()[2] == FULL_PASS_EVERY > 10
