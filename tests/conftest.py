@@ -19,6 +19,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import settings
 
+from tests.gc_freeze import pytest_runtest_protocol  # noqa: F401 (a hook: full collections skip the kept heap)
 from tests.xdist_groups import pytest_collection_finish  # noqa: F401 (a hook: --dist loadgroup's groups)
 from tests.xdist_rewrite import pytest_collection  # noqa: F401 (a hook: workers share the rewritten modules)
 

@@ -110,12 +110,14 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
             if with_baselines and not skipped:  # in this context: the command's budget
                 started = side.submit(contextvars.copy_context().run, baselines_of, final, stale.is_set)
 
-        outcome = verification.verify(pr, resolve, progress, on_rounds)
+        # the over-provisioning search runs on the plan kept, not on a LoRA candidate left aside
+        outcome = verification.verify(pr, resolve, progress, on_rounds, measured=False)
         chosen, compared = cheaper_of(outcome, spec, staged.units, staged.derate, solve_over=solve_over,
                             verify_over=lambda units, first: verification.verify(
-                                first, lambda d, s=None: solve_over(units, d, s), progress))
+                                first, lambda d, s=None: solve_over(units, d, s), progress, measured=False))
         if chosen is not outcome:  # the all-adapters plan is cheaper (hetinfra.plan.held_everywhere)
             outcome, started = chosen, None
+        verification.measure(outcome)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
         found = started.result() if started is not None else None

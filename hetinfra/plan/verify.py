@@ -125,6 +125,9 @@ class Verification:
     #: one record per distinct off-peak fleet: its periods, whether it met, the replicas given back
     #: to it (plan.json fidelity.confirmation.off_peak[])
     off_peak_fleets: list[dict] = field(default_factory=list)
+    #: the search's and the confirmation's judges while the over-provisioning search is still to run
+    #: (verify(..., measured=False)); None once :func:`measure` ran it
+    judges: tuple | None = field(default=None, repr=False)
 
     @property
     def met(self) -> bool:
@@ -147,13 +150,15 @@ OFF_PEAK_CUT = "the off-peak fleets' simulation and mend (a fleet not judged may
 
 
 def verify(pr: PlanResult, resolve: Resolve, progress=None,
-           on_rounds: Callable[[PlanResult], None] | None = None) -> Verification:
+           on_rounds: Callable[[PlanResult], None] | None = None, measured: bool = True) -> Verification:
     """Simulate ``pr`` at the verification load, re-solve (``resolve``) with the regimes' new factors
     until every model meets or the rounds run out, trim, confirm on fresh seeds (putting back what
     the confirmation does not hold, and resuming the rounds where it still misses), and measure the
     over-provisioning (see the module docstring). Rounds work on :func:`simulation_view`, never on
     the whole document. ``progress``: see hetinfra.plan.progress (None: silent); ``on_rounds``:
-    called with the rounds' plan before the trim (its factors are the final plan's)."""
+    called with the rounds' plan before the trim (its factors are the final plan's). With
+    ``measured=False`` the over-provisioning search is left to :func:`measure`: a caller comparing
+    candidates (hetinfra.plan.held_everywhere) runs it on the one it keeps."""
     from hetinfra.plan.budget import current
     from hetinfra.plan.rounds import Search
 
@@ -191,10 +196,20 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     met = out.sim["met"] and out.confirmation["met"]
     if met:
         out.pr, out.off_peak_fleets, out.off_peak = _off_peak(out.pr, confirm)
-    out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
-    # every replication run, the off-peak fleets' and the over-provisioning search's among them
-    out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
-    _check_budget(out.pr, met)
+    _check_budget(out.pr, met)  # the search reads the plan only: a plan over budget raises before it
+    out.judges = decide, confirm
+    return measure(out) if measured else out
+
+
+def measure(out: Verification) -> Verification:
+    """``out`` with the load its plan sustains (the over-provisioning search, on the search's judge)
+    and the replications its judges ran, the off-peak fleets' and the search's among them; once."""
+    if out.judges is not None:
+        decide, confirm = out.judges
+        met = out.sim["met"] and out.confirmation["met"]
+        out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
+        out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
+        out.judges = None
     return out
 
 
