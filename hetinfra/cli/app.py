@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from hetinfra import __version__
+from hetinfra import __version__, keep_stack_chunks
 from hetinfra.cli.common import COMMAND_SETTINGS, json_usage_error
 from hetinfra.cli.deploy import apply_command, destroy_command, status_command
 from hetinfra.cli.estimate import estimate_command
@@ -79,6 +79,7 @@ def main() -> None:
     from hetinfra.cli import preload
 
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    keep_stack_chunks()  # before the solver's and the simulator's hot loops (hetinfra.keep_stack_chunks)
     preload.own_collector = True  # the process is the command's: see hetinfra.cli.preload.Preloader
     install_signal_exits(sys.argv)
     try:

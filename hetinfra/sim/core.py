@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from hetinfra import cores
+from hetinfra import cores, keep_stack_chunks
 from hetinfra.sim.kv import KVBlocks
 from hetinfra.sim.policy import VLLMv1
 from hetinfra.sim.replica import Request, ScaledEngine, checked_step
@@ -47,6 +47,9 @@ STATS = ("busy_s", "seq_area", "steps", "q_area", "q_max", "kv_area", "kv_max", 
 _INTEGER_STATS = frozenset({"steps", "q_max", "kv_max", "preemptions", "used", "seq_max"})
 if _built is not None and getattr(_built, "NSTATS", None) != len(STATS):  # a stale in-place build: not used
     _run_core = _sample_core = _exp_gaps_core = _fsum_core = None
+
+
+keep_stack_chunks()  # the simulator's loops are the hottest Python hetinfra runs (the CLI calls it first)
 
 
 def available() -> bool:
