@@ -147,10 +147,10 @@ def _require_state_dir(out: Path, as_json: bool, meta: dict) -> None:
 def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     """``replan --json``: the outcome and its exit code, the decision, what was proposed or applied."""
     from hetinfra.replan.diff import decision_json
-    from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED
+    from hetinfra.replan.run import APPLIED, NO_CHANGE, PROPOSED, PROPOSED_PLAN
     from hetinfra.replan.safe import JOURNAL, Journal
 
-    proposed = out / "proposed" / "plan.json"
+    proposed = out / PROPOSED_PLAN
     journal = Journal(out).doc if outcome.code == APPLIED and (out / JOURNAL).exists() else None
     return {"command": "replan", "spec": str(spec), "state": str(out),
             "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],

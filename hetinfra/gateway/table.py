@@ -171,8 +171,9 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
 
         check_against_plan(plan, sources[0], weights=parse_weights(weights, where), weights_path=where)
     aliases = unit_aliases(plan)
-    units = {u for m in models.values() for c in m.classes for u, _ in c.weights} | \
-            {u for m in models.values() for u, _ in m.shares}
+    model_of = {u: name for name, m in models.items()  # every routed unit and its model
+                for u in {u for c in m.classes for u, _ in c.weights} | {u for u, _ in m.shares}}
+    units = set(model_of)
     aliases.update({u: u for u in units})
     endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in recorded.items()}
     for unit, urls in (overrides or {}).items():
@@ -182,18 +183,17 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
             raise InvalidInputError(f"--endpoint: unknown unit '{unit}'", hint=did_you_mean(unit, sorted(aliases)))
         endpoints[aliases[unit]] = list(urls)
     table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
-    warnings = _no_endpoint_warnings(models, units - set(table_endpoints), set(table_endpoints))
+    warnings = _no_endpoint_warnings(model_of, units - set(table_endpoints), set(table_endpoints))
     return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
                         warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region,
                         declared=declared)
 
 
-def _no_endpoint_warnings(models: dict, missing: set[str], reached: set[str]) -> list[str]:
-    """One line per unit with no endpoint, saying where its traffic goes: to its model's other units
-    where one has an endpoint, else nowhere (the gateway answers 503 for that model: hetinfra.gateway.balancer)."""
-    model_of = {u: name for name, m in models.items()
-                for u in {u for c in m.classes for u, _ in c.weights} | {u for u, _ in m.shares}}
+def _no_endpoint_warnings(model_of: dict[str, str], missing: set[str], reached: set[str]) -> list[str]:
+    """One line per unit with no endpoint (``model_of``: each routed unit's model), saying where its
+    traffic goes: to its model's other units where one has an endpoint, else nowhere (the gateway
+    answers 503 for that model: hetinfra.gateway.balancer)."""
     served = {model_of[u] for u in reached if u in model_of}
     return [f"unit {u} has no endpoint (not in state.json, no --endpoint): "
             + ("its traffic goes to its model's other units" if model_of.get(u) in served else

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.budget import current
-from hetinfra.plan.library import regime_of  # noqa: F401 - verify reads it here too
+from hetinfra.plan.library import regime_of
 from hetinfra.plan.planner import PlanResult
 
 #: bounds of one round's derating factor: never more than halve a template's rated capacity at once,

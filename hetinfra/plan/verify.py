@@ -45,9 +45,10 @@ from typing import Callable
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.kv_pressure import only_pressure_misses
+from hetinfra.plan.library import regime_of
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN, MIN_CREDIT,  # noqa: F401
-                                   next_factors, regime_of, simulation_view)
+                                   next_factors, simulation_view)
 from hetinfra.plan.trim import trim
 from hetinfra.plan.verdicts import seeds_union
 
@@ -206,8 +207,7 @@ def measure(out: Verification) -> Verification:
     and the replications its judges ran, the off-peak fleets' and the search's among them; once."""
     if out.judges is not None:
         decide, confirm = out.judges
-        met = out.sim["met"] and out.confirmation["met"]
-        out.sustained = _sustained(out.pr, decide, decide.config.load) if met else {}
+        out.sustained = _sustained(out.pr, decide, decide.config.load) if out.met else {}
         out.replications = {"decide": decide.simulations, "confirm": confirm.simulations}
         out.judges = None
     return out

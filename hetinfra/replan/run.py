@@ -255,7 +255,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             head += f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}"
         if not opts.apply:
             atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
-            return Outcome(PROPOSED, f"{head}; proposed in {out / 'proposed' / 'plan.json'} (run with --apply)"
+            return Outcome(PROPOSED, f"{head}; proposed in {out / PROPOSED_PLAN} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
                            + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
                            shown, p.unreliable, moves)

@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from hetinfra.sim.plan_sim import load_inputs
+from hetinfra.sim.plan_load import read_inputs
 from hetinfra.sim.replications import judge, requests_for, simulate_replications
+from hetinfra.sim.spec_drift import spec_drift
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["OBJECTIVES_MISSED", "SPEC_CHANGED", "simulate_file", "bound_lines", "too_few_lines"]
@@ -33,7 +34,7 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
     ``requests_for`` asks for more, every replication runs at that. ``progress(done, total)``:
     requests simulated so far, of the total now foreseen. ``period``: the fleet of that profile period
     at its demand (hetinfra.sim.period), not the peak's."""
-    plan, spec, sp = load_inputs(plan_path, spec_path, period)
+    plan, spec, sp, document, text = read_inputs(plan_path, spec_path, period)
     models = max(sum(1 for m in plan.models if m.rate_rps), 1)
     seeds = [config.seed + j for j in range(replications)]
     state = {"done": 0, "total": config.requests * models * replications}
@@ -52,19 +53,9 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
             first = simulate_replications(plan, spec, sp, config, seeds[:1], detail=True, ticks=tick)
     sims = first + simulate_replications(plan, spec, sp, config, seeds[1:], detail=True, ticks=tick)
     doc = sims[0] if replications == 1 else judge(sims)
-    drift = _drift(plan_path, spec, sp)
+    drift = spec_drift(document, spec, sp, text)
     doc = doc if drift is None else {**doc, "spec_changed": drift}
     return doc if period is None else {**doc, "period": period}
-
-
-def _drift(plan_path: str | Path, spec, spec_path: Path) -> dict | None:
-    """hetinfra.sim.spec_drift.spec_drift of the plan (its document: load_inputs reads it as the
-    simulator's view, or a profile period's)."""
-    from hetinfra.document import load_plan as load_document
-    from hetinfra.sim.plan_load import plan_file
-    from hetinfra.sim.spec_drift import spec_drift
-
-    return spec_drift(load_document(plan_file(plan_path)), spec, Path(spec_path))
 
 
 def _ms(v: float | None) -> str:

@@ -43,6 +43,13 @@ def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
     """A plan (out dir or plan.json) as a SimPlan, its spec (``inputs.spec_path`` unless given) and
     the spec's path; with ``period``, the fleet of that profile period at its demand
     (hetinfra.sim.period)."""
+    return read_inputs(plan_path, spec_path, period)[:3]
+
+
+def read_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
+                period: int | None = None) -> tuple[SimPlan, object, Path, object, str]:
+    """:func:`load_inputs`' three, then the plan.json document they came from (hetinfra.document) and
+    the spec file's text (what hetinfra.sim.spec_drift compares with the plan's, each read once)."""
     from hetinfra.spec.load import load_spec
 
     from hetinfra.document import load_plan as load_document
@@ -57,8 +64,8 @@ def load_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
             raise InvalidInputError(f"--spec {sp}: no such file", hint="pass the service YAML the plan was made from")
     else:
         sp = _plan_spec(p, document.inputs.spec_path, document.inputs.spec_sha256)
-    spec, _, _ = load_spec(sp)
-    return plan, spec, sp
+    spec, text, _ = load_spec(sp)
+    return plan, spec, sp, document, text
 
 
 def _plan_spec(plan_file: Path, stored: str, sha256: str) -> Path:

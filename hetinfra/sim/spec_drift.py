@@ -17,16 +17,16 @@ from pathlib import Path
 __all__ = ["spec_drift", "drift_words"]
 
 
-def spec_drift(document, spec, spec_path: Path) -> dict | None:
-    """None where ``spec_path``'s text hashes to plan.json ``inputs.spec_sha256`` (``document``: the
-    plan read by hetinfra.document); else simulation.json's ``spec_changed``: {spec_file,
+def spec_drift(document, spec, spec_path: Path, text: str) -> dict | None:
+    """None where ``text``, the spec file's, hashes to plan.json ``inputs.spec_sha256`` (``document``:
+    the plan read by hetinfra.document); else simulation.json's ``spec_changed``: {spec_file,
     spec_file_sha256, plan_spec_sha256,
     differs (a list of "objectives of M: tpot_ms 120 -> 70", "demand of M: ...", "name: ...",
     "models: ..."; empty where none of these differ)}."""
-    from hetinfra.fileio import read_text, sha256_text
+    from hetinfra.fileio import sha256_text
 
     planned = document.inputs.spec_sha256
-    sha = sha256_text(read_text(spec_path, "spec file"))
+    sha = sha256_text(text)
     if sha == planned:
         return None
     return {"spec_file": str(spec_path), "spec_file_sha256": sha, "plan_spec_sha256": planned,
@@ -69,8 +69,10 @@ def _model_differences(pm, m, spec, spec_path: Path) -> list[str]:
     if moved:
         out.append(f"objectives of {m.name}: " + ", ".join(moved))
     adapters = [a for a in getattr(spec, "adapters", None) or [] if a.base == m.name]
-    peak = max(m.demand.profile) if m.demand.profile is not None else 1.0  # the profile's peak, as plan.json's rate
-    rate = m.demand.rate_rps * peak + sum(a.demand.rate_rps or 0.0 for a in adapters)
+    # as models_json writes it: rate_rps adapters add to the base's rate (plan.adapters.split_classes), all
+    # at the profile's peak (plan.purchase.peak_multiplier: the sim layer does not import plan)
+    peak = max(m.demand.profile) if m.demand.profile is not None else 1.0
+    rate = (m.demand.rate_rps + sum(a.demand.rate_rps or 0.0 for a in adapters)) * peak
     demand = [] if _same(pm.rate_rps, rate) else [f"rate_rps {_g(pm.rate_rps)} -> {_g(rate)}"]
     if not adapters:  # an adapter splits the classes (hetinfra.plan.adapters.split_classes): rate only
         sizes = [(c.name, c.input_tokens, c.output_tokens, c.share) for c in request_classes(m, spec_path.parent)]
