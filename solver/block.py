@@ -68,7 +68,8 @@ def restrict(p: AllocationProblem, models: list[str], *, budget: bool) -> Alloca
                      # a property of the problem (a block with no running unit of its own still does)
                      running=p.running,
                      tied=tuple(g for g in p.tied if all(u in ids for u in g)),
-                     nested=tuple(pair for pair in p.nested if all(u in ids for u in pair)))
+                     nested=tuple(pair for pair in p.nested if all(u in ids for u in pair)),
+                     tied_holds=tuple(g for g in p.tied_holds if all(u in ids for u, _ in g)))
 
 
 def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap: float, max_nodes: int,

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.problem import AdapterHold, AllocationProblem
 from hetinfra.solver.result import SolveResult
 
 SEP = " #"
@@ -87,8 +87,9 @@ def expand(p: AllocationProblem) -> AllocationProblem:
                 nested.append((copies[a], copies[b]))
                 if mu[a] == mu[b]:
                     nested.append((copies[b], copies[a]))
+    adapters, tied_holds = _adapter_copies(p)
     return p.replace(
-        units=tuple(units),
+        units=tuple(units), adapters=adapters, tied_holds=tied_holds,
         demand={(copy_name(m, lv), w): per.multiplier(m) * lam
                 for lv, per in enumerate(p.periods) for (m, w), lam in p.demand.items()},
         caps={(c, r, copy_name(g, lv)): cap for lv in levels for (c, r, g), cap in p.caps.items()},
@@ -103,6 +104,20 @@ def expand(p: AllocationProblem) -> AllocationProblem:
         periods=(), tied=tuple(tied), nested=tuple(nested))
 
 
+def _adapter_copies(p: AllocationProblem) -> tuple[tuple[AdapterHold, ...], tuple]:
+    """Each LoRA adapter once per level (its model's copy, its keys' copies, held now by the running
+    units' copies), and each (unit, adapter) hold tied across the levels: the deployed unit holds the
+    same adapters in every period (``AllocationProblem.tied_holds``)."""
+    levels = range(len(p.periods))
+    adapters = tuple(dataclasses.replace(
+        a, name=copy_name(a.name, lv), model=copy_name(a.model, lv),
+        keys=tuple((copy_name(m, lv), w) for m, w in a.keys),
+        held_now=tuple(copy_name(u, lv) for u in a.held_now)) for a in p.adapters for lv in levels)
+    tied = tuple(tuple((copy_name(u.id, lv), copy_name(a.name, lv)) for lv in levels)
+                 for a in p.adapters for u in p.units if a.may_hold(u) and len(levels) > 1)
+    return adapters, tied
+
+
 def peak_level(p: AllocationProblem, model: str) -> int:
     """The level of the model's largest demand (the first of equals): its plan.json routing."""
     mults = [per.multiplier(model) for per in p.periods]
@@ -111,7 +126,7 @@ def peak_level(p: AllocationProblem, model: str) -> int:
 
 def fold(p: AllocationProblem, r: SolveResult) -> SolveResult:
     """The answer ``r`` to ``expand(p)`` in ``p``'s names (see the module docstring)."""
-    out = dataclasses.replace(r, n={}, flow={}, unmet={}, extra_gpus={}, periods=[],
+    out = dataclasses.replace(r, n={}, flow={}, unmet={}, extra_gpus={}, periods=[], holds={},
                               blocks=[{**b, "models": sorted({split_name(m)[0] for m in b["models"]})}
                                       for b in r.blocks])
     if not r.feasible:
@@ -135,6 +150,11 @@ def fold(p: AllocationProblem, r: SolveResult) -> SolveResult:
     for (c, reg, g), v in r.extra_gpus.items():
         key = (c, reg, split_name(g)[0])
         out.extra_gpus[key] = max(out.extra_gpus.get(key, 0.0), v)
+    model_of = {u.id: u.model for u in p.units}
+    for (cid, ca), held in r.holds.items():  # tied across the levels: the peak level's is the unit's
+        (uid, lv), adapter = split_name(cid), split_name(ca)[0]
+        if lv == peaks[model_of[uid]]:
+            out.holds[(uid, adapter)] = held
     for uid in sorted({u for per in counts for u in per}):
         out.n[uid] = max(per.get(uid, 0) for per in counts)
     out.periods = [{"counts": counts[lv], "load": loads[lv]} for lv in range(len(p.periods))]

@@ -112,6 +112,9 @@ class AllocationProblem:
     solver: str = "highs"
     #: LoRA adapters placed on units with slots (``AdapterHold``); empty: no adapter rows
     adapters: tuple[AdapterHold, ...] = ()
+    #: Groups of (unit id, adapter) holds that are one decision: a unit's period copies hold the same
+    #: adapters, as the deployed unit does in every period (``solver.periods``, ``add_adapter_tied``)
+    tied_holds: tuple[tuple[tuple[str, str], ...], ...] = ()
 
     def pairs(self) -> list[tuple[str, tuple[str, str]]]:
         """(unit id, demand key) pairs where the unit serves that model's class."""

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from hetinfra.solver.problem import AllocationProblem, tied_bounds
 from hetinfra.solver.rows_adapters import (add_adapter_area_cover, add_adapter_cover, add_adapter_once,
-                                        add_adapter_routing, add_adapter_slots)
+                                        add_adapter_routing, add_adapter_slots, add_adapter_tied)
 
 INF = math.inf
 #: $/h per req/s and millisecond of round trip of a flow routed by origin (min_cost): where the flows
@@ -345,7 +345,7 @@ def add_scale_out(r: Rows) -> None:
 #: The row families in the order they are compiled (the order fixes HiGHS's path: keep it).
 FAMILIES = (add_demand, add_capacity, add_availability, add_budget, add_spot_fraction, add_locality, add_cover,
             add_churn, add_committed_base, add_scale_out, add_adapter_slots, add_adapter_once,
-            add_adapter_routing, add_adapter_cover, add_adapter_area_cover)
+            add_adapter_tied, add_adapter_routing, add_adapter_cover, add_adapter_area_cover)
 #: The families over instance counts only that the heuristic books against (``count_rows``).
 COUNT_FAMILIES = (add_availability, add_budget, add_spot_fraction)
 

@@ -12,7 +12,7 @@ import math
 INF = math.inf
 
 __all__ = ["add_adapter_area_cover", "add_adapter_cover", "add_adapter_once", "add_adapter_routing",
-           "add_adapter_slots"]
+           "add_adapter_slots", "add_adapter_tied"]
 
 
 def add_adapter_slots(r) -> None:
@@ -32,6 +32,17 @@ def add_adapter_once(r) -> None:
     r"""A unit holds an adapter only while it runs:  x[u,a] - n[u] <= 0."""
     for (u, a), col in r.x.items():
         r.row("adapter_once", (u, a), -INF, 0, {col: 1.0, r.n[u]: -1.0})
+
+
+def add_adapter_tied(r) -> None:
+    r"""The period copies of a unit hold the same adapters (``solver.periods``):  x[u,a] - x[v,b] = 0
+    for (v, b) in a tied group whose first member is (u, a). The deployed unit registers one
+    ``--lora-modules`` list in every period; holds chosen per period could not be deployed (their
+    union may exceed the unit's slots)."""
+    for group in r.p.tied_holds:
+        cols = [r.x[key] for key in group if key in r.x]
+        for i, col in enumerate(cols[1:], 1):  # flat keys: a Pyomo index has one length per family
+            r.row("adapter_tied", (*group[0], i), 0, 0, {cols[0]: 1.0, col: -1.0})
 
 
 def add_adapter_routing(r) -> None:

@@ -21,7 +21,7 @@ def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) ->
             hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
             details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
     elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
-    if elastic.feasible and not elastic.extra_gpus:
+    if not elastic.feasible or not elastic.extra_gpus:  # caps are not the cause, or not the only one
         return _diagnose_other(no_budget, time_limit_s, mip_gap)
     relax, parts = [], []
     for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):

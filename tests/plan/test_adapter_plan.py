@@ -120,3 +120,18 @@ def test_an_adapter_whose_regions_have_no_offer_is_exit_3_at_its_line(tmp_path, 
     got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
     assert got == 3 and "s.yaml:19:" in err and "no unit may hold it" in err and "Traceback" not in err, err
     assert "TTFT 2000 ms, TPOT 100 ms" in err and "loosen the base's `slo`" in err, err  # the objective it must meet
+
+
+def test_a_base_with_a_demand_profile_plans_its_adapters_in_every_period(tmp_path, run_cli):
+    """A profile and adapters together planned nothing (exit 3, "availability caps are too small" with
+    no cap named): the adapter holds had no copy per period. Now every adapter is held, each holder
+    runs in every period, and a holder's adapters are those of the unit deployed."""
+    spec = SPEC.replace("      rate_rps: 6\n", "      rate_rps: 6\n      profile: [0.5, 1.0, 0.75]\n")
+    (tmp_path / "s.yaml").write_text(spec)
+    got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-verify",
+                          "--no-baselines")
+    assert got == 0, err
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    held = {h["name"]: a for a in plan["allocations"] if a.get("adapters") for h in a["adapters"]["held"]}
+    assert set(held) == {"sql", "law", "med"}
+    assert all(min(a["counts_by_period"]) >= 1 for a in held.values())

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetinfra.solver.adapter_check import verify_adapters
-from hetinfra.solver.problem import AdapterHold, AllocationProblem, SolverUnit
+from hetinfra.solver.periods import expand, split_name
+from hetinfra.solver.problem import AdapterHold, AllocationProblem, Period, SolverUnit
 from hetinfra.solver.rows import compile_rows
 from hetinfra.solver.solve import solve
 
@@ -160,3 +161,43 @@ def test_the_area_covers_cut_no_integer_plan(rates, rank64, headroom):
     with mock.patch.object(rows, "FAMILIES", without):
         bare = _run_highs(build_model(p), 20.0, 0.0).incumbent_objective
     assert _run_highs(build_model(p), 20.0, 0.0).incumbent_objective == pytest.approx(bare, rel=1e-6)
+
+
+def _profiled(*mults: float) -> AllocationProblem:
+    """Two adapters of 9 req/s each at the peak: a 1-slot unit ($1/h) and a 2-slot one ($1.50/h), 10
+    req/s per instance, over equal periods at ``mults`` of the peak."""
+    keys = ["c~a0", "c~a1"]
+    units = (unit("small", 1, 10.0, keys, cost=1.0), unit("big", 2, 10.0, keys, cost=1.5))
+    holds = tuple(AdapterHold(f"a{i}", "m", (("m", f"c~a{i}"),)) for i in range(2))
+    periods = tuple(Period(1 / len(mults), (("m", x),), (i,)) for i, x in enumerate(mults))
+    return AllocationProblem(units=units, demand={("m", k): 9.0 for k in keys}, adapters=holds, periods=periods)
+
+
+def test_a_demand_profile_keeps_each_units_adapters_in_every_period():
+    """With a profile, a unit holds the same adapters in every period (one --lora-modules list). Held
+    per period, the cheapest is $2.00/h: at 1 req/s the 2-slot unit holds both ($1.50), at 18 req/s the
+    1-slot unit holds a0 and the 2-slot a1 ($2.50); but the 1-slot unit holding a0 must then run in the
+    quiet period too. Tied, the 2-slot unit holds both throughout: $1.50 and $3.00, $2.25/h. (A profile
+    with adapters was infeasible before the holds had period copies: no unit's copy could hold them.)"""
+    p = _profiled(1 / 18, 1.0)
+    res = solve(p)
+    assert res.feasible and res.objective == pytest.approx(2.25)
+    assert res.holds == {("big", "a0"): 1, ("big", "a1"): 1} and verify_adapters(p, res) == []
+    wide = solve(expand(p))
+    by_level = {lv: {(split_name(u)[0], split_name(a)[0]) for (u, a) in wide.holds if split_name(u)[1] == lv}
+                for lv in (0, 1)}
+    assert by_level[0] == by_level[1] == set(res.holds)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from([0.25, 0.5, 1.0]), min_size=1, max_size=3), st.floats(0.3, 2.0))
+def test_a_flat_profile_plans_as_no_profile(levels, scale):
+    """Periods of equal demand plan as the same demand without periods, adapters included; and every
+    profile's plan keeps the adapter rules at its peak."""
+    flat = _profiled(*[scale] * len(levels))
+    plain = AllocationProblem(units=flat.units, demand={k: v * scale for k, v in flat.demand.items()},
+                              adapters=flat.adapters)
+    assert solve(flat).objective == pytest.approx(solve(plain).objective)
+    varied = _profiled(*levels)
+    res = solve(varied)
+    assert res.feasible and verify_adapters(varied, res) == []

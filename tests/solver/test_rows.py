@@ -78,11 +78,13 @@ def test_heuristic_counts_keep_the_rows(p):
 def test_every_family_is_one_pyomo_constraint_of_its_name():
     p = AllocationProblem(
         units=(SolverUnit("x", "m", 1.0, 1, ((("lab", "r1", "X"), 1),), {"c": 10.0}, "r1", spot=True),
-               SolverUnit("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0, "c~a": 12.0}, "r2", slots=2)),
-        demand={("m", "c"): 15.0, ("m", "c~a"): 1.0}, caps={("lab", "r1", "X"): 4}, budget=9.0,
+               SolverUnit("y", "m", 2.0, 1, ((("lab", "r2", "Y"), 1),), {"c": 12.0, "c~a": 12.0, "c~b": 12.0}, "r2",
+                          slots=2)),
+        demand={("m", "c"): 15.0, ("m", "c~a"): 1.0, ("m", "c~b"): 1.0}, caps={("lab", "r1", "X"): 4}, budget=9.0,
         max_spot_fraction={"m": 0.5}, local_demand={("m", "r2"): 5.0}, locality=0.5, running={"y": 1},
         churn_hours=1.0, tied=(("x", "y"),), nested=(("x", "y"),),
-        adapters=(AdapterHold("a", "m", (("m", "c~a"),)),))
+        adapters=(AdapterHold("a", "m", (("m", "c~a"),)), AdapterHold("b", "m", (("m", "c~b"),))),
+        tied_holds=((("y", "a"), ("y", "b")),))
     r = compile_rows(p, cuts=True)
     m = build_model(p, cuts=True)
     names = {f.__name__.removeprefix("add_") for f in FAMILIES}
