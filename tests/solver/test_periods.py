@@ -11,11 +11,16 @@ One model, one class, one instance type that serves 1 req/s: on demand $1.00/h, 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hetinfra.solver.periods import expand, fold
-from hetinfra.solver.problem import AllocationProblem, Period, SolverUnit
+from hetinfra.solver.problem import AdapterHold, AllocationProblem, Period, SolverUnit
 from hetinfra.solver.solve import solve, solve_pyomo
+from tests.solver.test_rows import problems
 
 G = (("lab", "r1", "X"), 1)
 OD = SolverUnit("x|ondemand", "m", 1.0, 1, (G,), {"w": 1.0}, "r1")
@@ -137,3 +142,32 @@ def test_expansion_routes_without_the_round_trip_tie_break():
     problem holds no round trips (not the unexpanded units' ids either, which no column has)."""
     p = _problem(1, 0, 0, 4, network_ms={("x|ondemand", ("m", "w")): 30.0})
     assert expand(p).network_ms == {}
+
+
+@st.composite
+def _with_adapter(draw) -> AllocationProblem:
+    """A problem of tests/solver/test_rows.py, and maybe a LoRA adapter of its first model held on
+    units with 1-2 slots."""
+    p = draw(problems())
+    if not draw(st.booleans()):
+        return p
+    m = p.units[0].model
+    units = tuple(dataclasses.replace(u, slots=draw(st.integers(1, 2)), rates={**u.rates, "c~z": u.rates["c"]})
+                  if u.model == m else u for u in p.units)
+    return p.replace(units=units, demand={**p.demand, (m, "c~z"): float(draw(st.integers(1, 5)))},
+                     adapters=(AdapterHold("z", m, ((m, "c~z"),)),))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_with_adapter(), st.integers(1, 3))
+def test_equal_periods_plan_as_no_periods(p, levels):
+    """Any number of periods at the declared demand plans what no periods plans: every field of the
+    problem (caps, budget, spot fractions, locality, a running fleet, adapters) reaches every level's
+    copy. A field that ``expand`` forgot made the periods' problem infeasible or cheaper: adapters
+    did (no copy could hold them)."""
+    models = sorted({m for m, _ in p.demand})
+    flat = p.replace(periods=tuple(Period(1 / levels, tuple((m, 1.0) for m in models), (i,)) for i in range(levels)))
+    plain, periodic = solve(p, time_limit_s=20, mip_gap=0), solve(flat, time_limit_s=20, mip_gap=0)
+    assert plain.feasible == periodic.feasible
+    if plain.feasible:
+        assert periodic.objective == pytest.approx(plain.objective, rel=1e-6, abs=1e-6)
