@@ -1,7 +1,7 @@
 """Does a plan keep its promise beyond the sample it was verified on? (issue 33's acceptance harness)
 
     python benchmarks/bench_promise.py [--exe PATH/hetinfra] [--work DIR] [--seeds 10] [--long 5]
-                                       [--only NAME ...] [--jobs 2]
+                                       [--only NAME ...] [--spec PATH ...] [--jobs 2]
 
 For each example in services/ and each spec in benchmarks/specs/ (specs that are NOT examples: 8k
 prompts, a loose mean objective on Mélange's measured profile, two models), it runs the given
@@ -111,8 +111,10 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=5)
     ap.add_argument("--only", nargs="*", default=None, help="spec names (stems) to run")
     ap.add_argument("--jobs", type=int, default=2, help="specs planned and simulated at once")
+    ap.add_argument("--spec", nargs="*", type=Path, default=None,
+                    help="spec files to run instead (held-out specs, bench_scale.py's fleets)")
     args = ap.parse_args()
-    specs = [s for s in SPECS if args.only is None or s.stem in args.only]
+    specs = args.spec or [s for s in SPECS if args.only is None or s.stem in args.only]
     seeds = audit_seeds(args.seeds)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-promise-"))
     print(f"hetinfra: {args.exe}; plans in {work}; audit seeds {seeds[:-1]}, {args.long}x requests at seed {seeds[-1]}")

@@ -127,7 +127,7 @@ def overlay(base: OfferSnapshot, parts: list[tuple[OfferSnapshot, Coverage]]) ->
         for s in base.sources:
             dates = [o.as_of for o in kept]
             sources.append(SourceInfo(s.name, oldest_as_of(dates, s.as_of), s.sha256, len(kept),
-                                      newest_as_of(dates, s.newest_as_of or s.as_of)))
+                                      newest_as_of(dates, s.newest_as_of)))
     for snap, _ in parts:
         sources.extend(snap.sources)
     return OfferSnapshot(tuple(offers), tuple(sources))

@@ -84,12 +84,21 @@ class SourceInfo:
     as_of: str  # its oldest row's (the published key: what --max-age-h and replan age)
     sha256: str
     rows: int
-    newest_as_of: str | None = None  # its newest row's; None: as_of's
+    newest_as_of: str | None = None  # its newest row's; given as None: as_of's (set so, once, here)
+
+    def __post_init__(self) -> None:
+        if self.newest_as_of is None:  # frozen: set through object, once, so no reader needs a fallback
+            object.__setattr__(self, "newest_as_of", self.as_of)
 
     @property
     def span(self) -> str:
         """The source's as-of as every reader states it (:func:`as_of_span`)."""
-        return as_of_span((self.as_of, self.newest_as_of or self.as_of))
+        return as_of_span((self.as_of, self.newest_as_of))
+
+    def record(self) -> dict:
+        """The source as plan.json ``inputs.sources[]`` and `hetinfra prices --json` record it."""
+        return {"name": self.name, "as_of": self.as_of, "newest_as_of": self.newest_as_of, "sha256": self.sha256,
+                "rows": self.rows}
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ class OfferSnapshot:
     @property
     def newest_as_of(self) -> str:
         """The newest as-of date among the sources' rows."""
-        return newest_as_of(s.newest_as_of or s.as_of for s in self.sources)
+        return newest_as_of(s.newest_as_of for s in self.sources)
 
     @property
     def span(self) -> str:

@@ -114,8 +114,7 @@ def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, 
     if as_json:
         click.echo(dumps_strict({
             "as_of": snap.as_of, "newest_as_of": snap.newest_as_of,
-            "sources": [{"name": s.name, "as_of": s.as_of, "newest_as_of": s.newest_as_of or s.as_of, "sha256": s.sha256,
-                         "rows": s.rows} for s in snap.sources],
+            "sources": [s.record() for s in snap.sources],
             "warnings": warnings, "count": len(offers), "offers": [_offer_row(o) for o in shown]}, indent=2))
         return
     _print_prices(offers, shown, spot, _as_of_title(offers, snap), limit)

@@ -224,9 +224,7 @@ def _inputs(pr: PlanResult) -> Inputs:
     inp = pr.inputs
     return Inputs.model_validate({
         "spec_path": stored_spec_path(inp.spec_path, None), "spec_sha256": inp.spec_sha256, "offers_as_of": inp.snapshot.as_of,
-        "sources": [{"name": s.name, "as_of": s.as_of, "newest_as_of": s.newest_as_of or s.as_of, "sha256": s.sha256,
-                     "rows": s.rows}
-                    for s in inp.snapshot.sources],
+        "sources": [s.record() for s in inp.snapshot.sources],
         "profiles": list(inp.profile_files), "estimator": ESTIMATOR_VERSION,
         "engine": f"vllm {inp.spec.deploy.vllm_version}", "template_cache": pr.template_cache,
     })

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import HetinfraError, InvalidInputError
 
 
 def check_service(spec_path: Path, out: Path) -> None:
@@ -22,10 +22,10 @@ def check_service(spec_path: Path, out: Path) -> None:
     from hetinfra.spec.load import load_spec
 
     spec = load_spec(spec_path)[0]
-    have, have_id = _running_service(out)
+    have, have_id, plan = _running_service(out)
     if not have:
         return
-    where = _applied_spec(out)
+    where = _applied_spec(out, plan)
     fix = (f"replan the spec of {have!r}" + (f" ({where})" if where else "")
            + f" with --state {out}, or plan {spec.name!r} into its own out dir")
     want_id = service_id(spec.name, spec_path)
@@ -39,29 +39,36 @@ def check_service(spec_path: Path, out: Path) -> None:
                                 hint=fix + " (`hetinfra apply --force` takes the deployment over)")
 
 
-def _running_service(out: Path) -> tuple[str | None, str | None]:
-    """(service, service id) of what OUT runs: state.json's, else plan.json's service (no id: a plan
-    nothing was applied from is not tied to its spec file)."""
+def _running_service(out: Path):
+    """(service, service id, OUT/plan.json or None) of what OUT runs: state.json's, else plan.json's
+    service (no id: a plan nothing was applied from is not tied to its spec file). plan.json is read
+    once; beside a state.json it only names the spec in the hint, so a broken one is left to what
+    reads it."""
     from hetinfra.deploy.preflight import runs_anything
     from hetinfra.deploy.state import DeployState
     from hetinfra.document import load_plan
 
+    has_plan = (out / "plan.json").exists()
     if (out / "state.json").exists():
         state = DeployState.load(out).model
-        if runs_anything(state):  # as apply: an empty state runs nothing
-            return state.service, state.service_id
-        return None, None
-    if (out / "plan.json").exists():
-        return load_plan(out / "plan.json").service, None
-    return None, None
+        if not runs_anything(state):  # as apply: an empty state runs nothing
+            return None, None, None
+        try:
+            return state.service, state.service_id, load_plan(out) if has_plan else None
+        except HetinfraError:
+            return state.service, state.service_id, None
+    if has_plan:
+        plan = load_plan(out)
+        return plan.service, None, plan
+    return None, None, None
 
 
-def _applied_spec(out: Path) -> str | None:
-    """The spec file OUT/plan.json was planned from (its ``inputs.spec_path``, relative to OUT), if any."""
-    from hetinfra.document import load_plan
+def _applied_spec(out: Path, plan) -> str | None:
+    """The spec file OUT/plan.json was planned from (found as every reader finds ``inputs.spec_path``:
+    hetinfra.document.spec_location), if it is there."""
+    from hetinfra.document.spec_location import spec_file
 
-    try:
-        stored = load_plan(out / "plan.json").inputs.spec_path if (out / "plan.json").exists() else None
-    except Exception:  # noqa: BLE001 - only a hint: a broken plan.json is reported by what reads it
+    if plan is None:
         return None
-    return os.path.normpath(out / stored) if stored else None
+    found, _ = spec_file(out / "plan.json", plan.inputs.spec_path, plan.inputs.spec_sha256)
+    return os.path.normpath(found) if found else None

@@ -251,7 +251,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
         shown = render_stages(stages, p.running)
         moves = stage_moves(stages, p.running, p.plan)
-        if moves != d.moves:  # capped: say what this run does apart from the whole change
+        if not complete:  # capped: say what this run does apart from the whole change
             head += f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}"
         if not opts.apply:
             atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")

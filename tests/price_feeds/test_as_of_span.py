@@ -109,3 +109,14 @@ def test_plan_json_records_each_sources_span(example_plans):
     inputs = example_plans["chat"][1]["inputs"]
     source = next(s for s in inputs["sources"] if s["name"] == "embedded-snapshot")
     assert (source["as_of"], source["newest_as_of"], inputs["offers_as_of"]) == (min(dates), max(dates), min(dates))
+
+
+def test_a_source_without_a_newest_row_date_records_its_as_of_as_both():
+    """A source built without ``newest_as_of`` has its as-of as its newest (set once, in SourceInfo):
+    plan.json and `prices --json` record the same, and no reader needs a fallback of its own."""
+    from price_feeds.offers import SourceInfo
+
+    s = SourceInfo("x.csv", "2024-07-01", "ab", 3)
+    assert s.newest_as_of == "2024-07-01" and s.record() == {
+        "name": "x.csv", "as_of": "2024-07-01", "newest_as_of": "2024-07-01", "sha256": "ab", "rows": 3}
+    assert SourceInfo("x.csv", "2024-07-01", "ab", 3, "2024-08-01").record()["newest_as_of"] == "2024-08-01"

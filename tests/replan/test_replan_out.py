@@ -73,6 +73,9 @@ def test_another_services_spec_is_refused(fake_pulumi, cloud_env, service, run_c
     copy.write_text(spec.read_text())
     code, _, err = run_cli("replan", str(copy), "--state", str(out), "--feeds", str(day1))
     assert code == 2 and "another spec file" in err and str(spec) in err, err
+    (out / "plan.json").write_text("{not json")  # beside a state, plan.json only names the spec in the hint
+    code, _, err = run_cli("replan", str(other), "--state", str(out), "--feeds", str(day1))
+    assert code == 2 and "runs service 'toy'" in err and "Traceback" not in err and str(spec) not in err, err
 
 
 def test_counts_are_the_real_launches_and_removals(service, run_cli, tmp_path):
