@@ -111,8 +111,11 @@ class Thrashing(Doc):
     (hetinfra.plan.kv_pressure.thrashing)."""
 
     unit: StrictStr = Field(description="Its unit whose bound is highest.")
-    bound: bounded(ge=0) = Field(description="That unit's one-sided prediction bound (at the judgement's confidence) on "
-                                             "the re-preemption of one more run (a run without preemptions reads 0).")
+    bound: bounded(ge=0) = Field(description="That unit's lower confidence bound (at the judgement's confidence) on "
+                                             "its re-preemption, from its preemptions and preempted requests summed "
+                                             "over the replications (hetinfra.sim.stability.repreemption_low); "
+                                             "in plans made before it, a prediction bound on one more run's "
+                                             "estimate.")
     repreemption_max: bounded(gt=0, lt=1) = Field(description="The stability rule's limit on a run's re-preemption "
                                                               "(hetinfra.sim.stability.REPREEMPTION_MAX).")
     met: StrictBool = Field(description="Whether the bound is within the limit: the model is not met otherwise.")

@@ -13,7 +13,7 @@ block, utilization (busy fraction), batch {mean running sequences per engine, ma
 ran at once), max_num_seqs}, waiting
 {mean, max}, kv_occupancy {mean, max},
 preemptions, steps, stability {stable, tested, offered_rps, completed_rps, throughput_ratio, drift,
-ttft_ms {middle, last}, preemptions, preempted_requests, repreemption}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
+ttft_ms {middle, last}, preemptions, preempted_requests, repreemption, repreemption_low}: hetinfra.sim.stability). ``objective.ratio`` > 1 is the factor by which the
 statistic misses its bound. Models also carry ``stable``; a judged simulation (``simulate
 --replications``: hetinfra.sim.replications.judge) adds seeds, replications, confidence, method and
 per model estimate, bound, ratio_bound, decision and per_replication [{seed, met, ratio, attainment}],

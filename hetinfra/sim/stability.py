@@ -39,15 +39,21 @@ last arrival of the unit), both on what the run already holds:
   is re-admitted and finishes (one preemption per preempted request); where the cache stays
   oversubscribed, it is preempted again after its recompute, and every recompute is prefill work
   the unit does twice: the lost capacity fills the cache further. Read as a branching process,
-  each preemption begets m more on average, m estimated by the re-preemptions over the
-  preemptions, ``repreemption`` = 1 - R / P; a burst averages 1 / (1 - m) preemptions per request
-  and m -> 1 is the cascade. Unstable when ``repreemption`` > REPREEMPTION_MAX (0.75: bursts of more
-  than 4 preemptions per request on average). A steady state that preempts now and then (each
-  victim once: services/batch.yaml's plan preempts 8-15 requests per run, m = 0, and keeps its
-  objective at 5x the requests) passes; a plan one burst from a cascade thrashes in the runs it
-  does not collapse in (services/summarize.yaml's $124.77/h plan of an earlier stop: m = 0.86-0.89
-  in 3 of the 10 runs without a cascade, where it collapses in 2 of 12), so far more replications show
-  the precursor than the rare collapse itself.
+  each preemption begets m more on average, so a victim's re-preemptions are geometric with mean
+  m / (1 - m) and variance m / (1 - m)^2, and m -> 1 is the cascade; ``repreemption`` = 1 - R / P
+  estimates m. Unstable when the run shows m past REPREEMPTION_MAX (0.75: more than 4 preemptions
+  per victim on average) beyond its noise: ``repreemption_low``, the smallest m at which the
+  re-preemptions X = P - R lie within SIGMAS standard deviations of their mean R m / (1 - m), is past
+  REPREEMPTION_MAX (:func:`repreemption_low`). The estimate alone flagged a handful of victims: of
+  the 32-model fleets' audits (bench_scale.py --mix other, linked, seeds 1, 3, 5; 10 runs at the
+  promised load and one at 5x the requests each), 3 runs of 33 flagged one unit each: 11 victims
+  preempted 45 times (m = 0.76), 3 x 23 (0.87) and 4 x 21 (0.81, a 5x run), on units whose
+  throughput (0.998-1.000) and TTFT drift (0.98-1.02) were steady and whose percentiles were a
+  third to two thirds of their objectives. The cascades those plans do have, at 1.3-1.8x their load
+  (summarize.yaml's plan, the fleets'), preempt thousands of requests at m = 0.04-0.72, which the
+  throughput and drift tests flag. A steady state that preempts now and then (each victim once:
+  services/batch.yaml's plan preempts 8-15 requests per run, m = 0, and keeps its objective at 5x
+  the requests) passes; one request preempted 22 times or more in a run is flagged on its own.
 
 Fewer than MIN_REQUESTS measured requests: no test (``stable`` true, ``tested`` false).
 An unstable unit fails its objective whatever its percentiles: its ``objective.ratio`` becomes at
@@ -60,7 +66,7 @@ import math
 
 import numpy as np
 
-__all__ = ["THROUGHPUT_TOL", "SIGMAS", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "REPREEMPTION_MAX", "stability",
+__all__ = ["THROUGHPUT_TOL", "SIGMAS", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "REPREEMPTION_MAX", "repreemption_low", "stability",
            "failed"]
 
 THROUGHPUT_TOL = 0.05
@@ -81,7 +87,7 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
     n = len(measured)
     if n < MIN_REQUESTS:
         return {"stable": True, "tested": False, "offered_rps": None, "completed_rps": None,
-                "throughput_ratio": None, "drift": None, "repreemption": None}
+                "throughput_ratio": None, "drift": None, "repreemption": None, "repreemption_low": None}
     thrashing, kv = _thrashing(preempted)
     short, record = _throughput(arrival, first, finish, measured)
     ttft = first[measured] - arrival[measured]
@@ -95,14 +101,35 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
 
 
 def _thrashing(preempted: np.ndarray | None) -> tuple[bool, dict]:
-    """(whether the requests' preemptions re-preempt past REPREEMPTION_MAX, the record's KV fields):
-    see the module docstring."""
+    """(whether the requests' preemptions re-preempt past REPREEMPTION_MAX beyond their noise, the
+    record's KV fields): see the module docstring."""
     total = int(preempted.sum()) if preempted is not None else 0
     if total == 0:
-        return False, {"preemptions": 0, "preempted_requests": 0, "repreemption": None}
+        return False, {"preemptions": 0, "preempted_requests": 0, "repreemption": None, "repreemption_low": None}
     victims = int(np.count_nonzero(preempted))
-    m = 1.0 - victims / total
-    return m > REPREEMPTION_MAX, {"preemptions": total, "preempted_requests": victims, "repreemption": round(m, 4)}
+    low = repreemption_low(victims, total)
+    return low > REPREEMPTION_MAX, {"preemptions": total, "preempted_requests": victims,
+                                    "repreemption": round(1.0 - victims / total, 4), "repreemption_low": round(low, 4)}
+
+
+def repreemption_low(victims: int, preemptions: int, sigmas: float = SIGMAS) -> float:
+    """The lower confidence bound on the re-preemption m of ``victims`` requests preempted
+    ``preemptions`` times in all: the smallest m at which their re-preemptions X = P - R are within
+    ``sigmas`` standard deviations of their mean under m, z(m) = (X - R m/(1-m)) / (sqrt(R m)/(1-m))
+    = (X (1-m) - R m) / sqrt(R m), which falls from +inf at m = 0 through ``sigmas`` once (bisection);
+    0 where no victim was preempted again. Past REPREEMPTION_MAX exactly where z(REPREEMPTION_MAX)
+    > sigmas: the run's re-preemptions are that many standard deviations past what the limit allows."""
+    x = preemptions - victims
+    if victims <= 0 or x <= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(50):  # 2^-50: far below the 4 decimals recorded
+        mid = 0.5 * (lo + hi)
+        if (x * (1.0 - mid) - victims * mid) / math.sqrt(victims * mid) > sigmas:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:
