@@ -50,7 +50,7 @@ last arrival of the unit), both on what the run already holds:
   preempted 45 times (m = 0.76), 3 x 23 (0.87) and 4 x 21 (0.81, a 5x run), on units whose
   throughput (0.998-1.000) and TTFT drift (0.98-1.02) were steady and whose percentiles were a
   third to two thirds of their objectives. The cascades those plans do have, at 1.3-1.8x their load
-  (summarize.yaml's plan, the fleets'), preempt thousands of requests at m = 0.04-0.72, which the
+  (summarize.yaml's plan, the fleets'), preempt thousands of requests at m = 0.01-0.72, which the
   throughput and drift tests flag. A steady state that preempts now and then (each victim once:
   services/batch.yaml's plan preempts 8-15 requests per run, m = 0, and keeps its objective at 5x
   the requests) passes; one request preempted 22 times or more in a run is flagged on its own.
