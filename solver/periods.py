@@ -36,7 +36,10 @@ committed base as one constraint family: the copies of a committed unit have equ
 (``AllocationProblem.tied``; ``add_committed_base`` in ``solver.model``, rows in ``solver.direct``):
 b[u] = x[u, l] for every l; the scale-out rows likewise (``AllocationProblem.nested``,
 ``add_scale_out``). Per-level spot fractions, locality and cover rows follow from the per-model
-rows. ``fold`` maps the answer back: a unit's count is its committed base or its largest top-up
+rows. LoRA adapters are placed once per level (each level's copy of the adapter on that level's copies
+of the units) and a unit's holds are tied across the levels (``AllocationProblem.tied_holds``,
+``add_adapter_tied`` in ``solver.rows_adapters``): the deployed unit holds the same adapters in
+every period. ``fold`` maps the answer back: a unit's count is its committed base or its largest top-up
 (its peak period's: the fleet deployed), the routing each model's at its peak level, and
 ``SolveResult.periods`` keeps every level's counts and loads.
 
