@@ -234,7 +234,9 @@ def test_server_without_health_and_wrong_model(server):
     ("fail", 60, r"vllm bench serve exited with status 1 at in=128 out=64 rate=1 req/s: "
                  r"RuntimeError: Server returned 500"),
     ("nowrite", 60, r"vllm bench serve wrote no result file at in=128 out=64 rate=1 req/s"),
-    ("sleep", 1, r"vllm bench serve did not finish within 1 s at in=128 out=64 rate=1 req/s"),
+    # a limit well under the stand-in's 30 s sleep, so a run that outlives it is cut; 0.2 s rather
+    # than 1: the test waits the whole limit out
+    ("sleep", 0.2, r"vllm bench serve did not finish within 0\.2 s at in=128 out=64 rate=1 req/s"),
 ])
 def test_benchmark_failures(tmp_path, fake_vllm, server, monkeypatch, mode, limit, message):
     exe, calls = fake_vllm
