@@ -167,6 +167,10 @@ class FakeCloud:
         cloud = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # headers and body go out in two sends: with Nagle's algorithm the body waited for the
+            # client's delayed ACK (tests/conftest.py QuietHandler; not imported here, for the stand-in)
+            disable_nagle_algorithm = True
+
             def _send(self, status: int, data: bytes, kind: str) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)

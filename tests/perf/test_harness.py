@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +21,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import SLO
 from hetinfra.perf.harness import BenchError, ProgressEvent, check_endpoint, normalize_endpoint, run_profile
 from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS
-from tests.conftest import install_stand_in
+from tests.conftest import QuietHandler, install_stand_in
 
 MODEL = "test-org/tiny-model"
 
@@ -96,7 +96,7 @@ def fake_vllm(tmp_path, monkeypatch):
     return install_stand_in(tmp_path, monkeypatch, "vllm", STAND_IN, "FAKE_VLLM_LOG")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):  # Nagle's algorithm off: tests/conftest.py QuietHandler says why
     def do_GET(self):  # noqa: N802
         srv = self.server
         srv.seen.append(self.path)
@@ -115,9 +115,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
