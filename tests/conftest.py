@@ -63,6 +63,10 @@ WORLD_CATALOG = Path(__file__).resolve().parents[1] / "tools" / "snapshot_data" 
 class QuietHandler(http.server.BaseHTTPRequestHandler):
     """Request handler of a test server: no access log in the test output."""
 
+    # the handler writes an answer's headers and its body in two sends (wfile is unbuffered): with
+    # Nagle's algorithm the body waited for the client's delayed ACK of the headers, ~40 ms an answer
+    disable_nagle_algorithm = True
+
     def log_message(self, *args):
         pass
 

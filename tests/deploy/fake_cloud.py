@@ -16,12 +16,9 @@ An instance is ``{"id", "state": "InService"|"creating", "health": "Healthy"|"Un
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import urllib.parse
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 TOKENS = {"gcp": "gcp-token", "azure": "arm-token"}
 
@@ -106,6 +103,8 @@ class FakeCloud:
     # --- the loopback APIs ------------------------------------------------------------------
 
     def answer(self, params: dict[str, str]) -> tuple[int, str]:
+        from xml.sax.saxutils import escape  # here: it imports urllib.request, the rest of the stand-in's start
+
         action = params.get("Action")
         self.calls.append({"action": action, "params": params})
         groups = {v["name"]: v for v in self._load().get("cloud", {}).values() if v["kind"] == "asg"}
@@ -159,9 +158,19 @@ class FakeCloud:
         return 404, {"error": {"message": f"no such API: {method} {url.path}"}}
 
     def serve(self) -> tuple[http.server.ThreadingHTTPServer, str]:
+        # imported here, not at the top: the `pulumi` stand-in, a new process per call, imports this
+        # module for launch() only, and http.server and xml.sax.saxutils (urllib.request) were half its
+        # start (~30 ms of 70; 40 calls in tests/deploy/test_preview.py's spawned stand-in alone)
+        import http.server
+        import threading
+
         cloud = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # headers and body go out in two sends: with Nagle's algorithm the body waited for the
+            # client's delayed ACK (tests/conftest.py QuietHandler; not imported here, for the stand-in)
+            disable_nagle_algorithm = True
+
             def _send(self, status: int, data: bytes, kind: str) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)

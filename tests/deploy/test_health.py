@@ -3,6 +3,8 @@ chosen per unit, and the gateway way against the real gateway on loopback."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from hetinfra.deploy import health
@@ -62,5 +64,10 @@ def test_health_through_the_real_gateway(procs, tmp_path, monkeypatch):
     # the gateway counts a backend healthy until it failed 2 checks (0.2 s apart here): a unit must stay healthy
     kw = dict(env={}, interval_s=0.2, settle_s=1.0)
     plan = Plan.parse(plan)
-    assert health.wait_healthy(plan, state, [UNITS["u1"], UNITS["u3"]], timeout_s=2.0, **kw) == [UNITS["u3"]]
-    assert health.wait_healthy(plan, state, [UNITS["u1"], UNITS["u2"]], timeout_s=4.0, **kw) == []
+    # the two waits run side by side, each from the gateway's start as before (each call keeps its own
+    # settle clock): the sick unit's timeout and the healthy pair's settle overlap instead of adding up
+    with ThreadPoolExecutor(2) as pool:
+        sick_pair = pool.submit(health.wait_healthy, plan, state, [UNITS["u1"], UNITS["u3"]], timeout_s=2.0, **kw)
+        ok_pair = pool.submit(health.wait_healthy, plan, state, [UNITS["u1"], UNITS["u2"]], timeout_s=4.0, **kw)
+        assert sick_pair.result() == [UNITS["u3"]]
+        assert ok_pair.result() == []

@@ -51,7 +51,10 @@ def gateway(out, endpoints: dict[str, list[str]], region: str, demand_log=None):
     connections queue in the backlog until it accepts)."""
     import uvicorn
 
-    sock = socket.socket()
+    # IPPROTO_TCP named: asyncio turns Nagle's algorithm off only on a socket whose proto says TCP (the
+    # accepted ones copy it), and with it on every answer after a connection's first waited for the
+    # client's delayed ACK (~40 ms a request; uvicorn's own bind, under `hetinfra gateway`, names it)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     app = create_app(GatewayConfig(str(out), endpoints=endpoints, region=region, health_interval_s=3600,

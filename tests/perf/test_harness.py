@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +21,7 @@ from hetinfra.errors import InvalidInputError
 from hetinfra.perf.bench_import import SLO
 from hetinfra.perf.harness import BenchError, ProgressEvent, check_endpoint, normalize_endpoint, run_profile
 from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS
-from tests.conftest import install_stand_in
+from tests.conftest import QuietHandler, install_stand_in
 
 MODEL = "test-org/tiny-model"
 
@@ -96,7 +96,7 @@ def fake_vllm(tmp_path, monkeypatch):
     return install_stand_in(tmp_path, monkeypatch, "vllm", STAND_IN, "FAKE_VLLM_LOG")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):  # Nagle's algorithm off: tests/conftest.py QuietHandler says why
     def do_GET(self):  # noqa: N802
         srv = self.server
         srv.seen.append(self.path)
@@ -115,9 +115,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
@@ -234,7 +231,9 @@ def test_server_without_health_and_wrong_model(server):
     ("fail", 60, r"vllm bench serve exited with status 1 at in=128 out=64 rate=1 req/s: "
                  r"RuntimeError: Server returned 500"),
     ("nowrite", 60, r"vllm bench serve wrote no result file at in=128 out=64 rate=1 req/s"),
-    ("sleep", 1, r"vllm bench serve did not finish within 1 s at in=128 out=64 rate=1 req/s"),
+    # a limit well under the stand-in's 30 s sleep, so a run that outlives it is cut; 0.2 s rather
+    # than 1: the test waits the whole limit out
+    ("sleep", 0.2, r"vllm bench serve did not finish within 0\.2 s at in=128 out=64 rate=1 req/s"),
 ])
 def test_benchmark_failures(tmp_path, fake_vllm, server, monkeypatch, mode, limit, message):
     exe, calls = fake_vllm

@@ -19,11 +19,13 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from tests.conftest import QuietHandler
 
 
 def by_key(offers):
@@ -88,11 +90,8 @@ class FeedServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):  # Nagle's algorithm off: tests/conftest.py QuietHandler says why
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # quiet
-                pass
 
             def do_GET(self):
                 parts = urllib.parse.urlsplit(self.path)

@@ -7,7 +7,7 @@ import os
 import stat
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -19,6 +19,7 @@ from hetinfra.price_feeds.cloud_quotas import (AZURE_NO_CREDENTIALS, GCP_NO_CRED
 from hetinfra.price_feeds.cloud_skus import GCP_ACCELERATOR_NAMES
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS
 from hetinfra.price_feeds.offers import Offer
+from tests.conftest import QuietHandler
 
 FAST = {"retries": 1, "backoff_s": 0.01, "timeout_s": 2.0, "deadline_s": 10.0}
 PROJECT = "/compute/v1/projects/my-proj"
@@ -35,11 +36,8 @@ class QuotaServer:
         self.requests: list[tuple[str, dict, dict]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):  # Nagle's algorithm off: tests/conftest.py QuietHandler says why
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def do_GET(self):
                 parts = urllib.parse.urlsplit(self.path)
