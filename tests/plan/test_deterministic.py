@@ -55,7 +55,7 @@ def test_run_dependent_keys_are_the_documented_ones():
 
 
 @pytest.mark.heavy
-def test_same_spec_same_plan_on_every_run(tmp_path, example_plans):
+def test_same_spec_same_plan_on_every_run(example_plans):
     """Two runs of one spec give the same plan.json but for RUN_DEPENDENT_KEYS. The solver is bounded
     by node limits (planning.max_nodes), not the clock, so this holds however loaded the machine is;
     the test itself does not load the machine (a test must not depend on the machine's load: the
@@ -68,10 +68,13 @@ def test_same_spec_same_plan_on_every_run(tmp_path, example_plans):
     first = example_plans["multi-region"][1]
     # ... on every core the machine has: a pinned xdist worker (tests/conftest.py pytest_configure)
     # planned the first on one thread, so the two runs also differ in their thread pools
+    # into a sibling of the first's out dir: plan.json stores the spec's path relative to OUT, so an
+    # OUT elsewhere (tmp_path) differs there by design; under xdist tmp_path sat at the same depth as
+    # the session's folder and hid it, run alone the test failed on inputs.spec_path
     with every_core():
-        res = example_plans.run("multi-region", str(tmp_path / "second"))
+        res = example_plans.run("multi-region", "out/multi-region-second")
     assert res.exit_code == 0, res.stderr
-    second = json.loads((tmp_path / "second" / "plan.json").read_text())
+    second = json.loads((example_plans.root / "out" / "multi-region-second" / "plan.json").read_text())
     assert first["inputs"]["template_cache"]["misses"] and second["inputs"]["template_cache"]["hits"]
     assert first["solver"]["max_nodes"] == spec["planning"].get("max_nodes", 2000)
     assert first["solver"]["method"] in ("decomposed", "joint") and first["solver"]["blocks"]
