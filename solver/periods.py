@@ -116,9 +116,10 @@ def _adapter_copies(p: AllocationProblem) -> tuple[tuple[AdapterHold, ...], tupl
         a, name=copy_name(a.name, lv), model=copy_name(a.model, lv),
         keys=tuple((copy_name(m, lv), w) for m, w in a.keys),
         held_now=tuple(copy_name(u, lv) for u in a.held_now)) for a in p.adapters for lv in levels)
-    tied = tuple(tuple((copy_name(u.id, lv), copy_name(a.name, lv)) for lv in levels)
-                 for a in p.adapters for u in p.units if a.may_hold(u) and len(levels) > 1)
-    return adapters, tied
+    if len(levels) < 2:  # one level: nothing to tie
+        return adapters, ()
+    return adapters, tuple(tuple((copy_name(u.id, lv), copy_name(a.name, lv)) for lv in levels)
+                           for a in p.adapters for u in p.units if a.may_hold(u))
 
 
 def peak_level(p: AllocationProblem, model: str) -> int:

@@ -40,7 +40,7 @@ def add_adapter_tied(r) -> None:
     ``--lora-modules`` list in every period; holds chosen per period could not be deployed (their
     union may exceed the unit's slots)."""
     for group in r.p.tied_holds:
-        cols = [r.x[key] for key in group if key in r.x]
+        cols = [r.x[key] for key in group]  # a unit's copies may hold what it may (one model, region, slots)
         for i, col in enumerate(cols[1:], 1):  # flat keys: a Pyomo index has one length per family
             r.row("adapter_tied", (*group[0], i), 0, 0, {cols[0]: 1.0, col: -1.0})
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from hetinfra.catalog.gpus import get_gpu
 from hetinfra.document.allocation import Allocation, Disaggregation, RouteShare, Routing, Stage
 from hetinfra.plan.naming import unit_name
-from hetinfra.plan.purchase import allocation_extras, average_count, peak_multiplier
+from hetinfra.plan.purchase import allocation_extras, average_count
 
 if TYPE_CHECKING:
     from hetinfra.plan.planner import PlanResult
@@ -181,7 +181,7 @@ def routing(pr: "PlanResult", scale: float) -> Routing:
     for pm in pr.inputs.models:
         per_class = out.setdefault(pm.spec.name, {})
         for c in pm.classes:
-            total = c.rate_rps * peak_multiplier(pm.spec) * (scale or 0.0)
+            total = c.rate_rps * pm.spec.demand.peak * (scale or 0.0)
             flows = sorted(by_class.get((pm.spec.name, c.name), ()), key=lambda x: -x[1])
             per_class[c.name] = [RouteShare.model_construct(unit=u, share=share_of(rps, total),
                                                             rps=rounded(rps, 6)) for u, rps in flows]

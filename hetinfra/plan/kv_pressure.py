@@ -79,8 +79,9 @@ def thrashing(sims: list[dict], model: str, confidence: float) -> dict | None:
     is 1.8 standard deviations past 0.75 in a run and 6.6 over 13). Before, a prediction bound on
     each run's estimate judged it; a run's estimate from a handful of victims spreads from 0 to
     0.9 where nothing thrashes (o13-phi-4 of bench_scale.py --mix other --seed 1, linked)."""
-    from statistics import NormalDist
+    import math
 
+    from hetinfra.sim.bounds import t_quantile
     from hetinfra.sim.stability import REPREEMPTION_MAX, repreemption_low
 
     counts: dict[str, list[int]] = {}
@@ -91,7 +92,7 @@ def thrashing(sims: list[dict], model: str, confidence: float) -> dict | None:
                 pooled = counts.setdefault(u["unit"], [0, 0])
                 pooled[0] += int(st.get("preempted_requests") or 0)
                 pooled[1] += int(st.get("preemptions") or 0)
-    z = NormalDist().inv_cdf(confidence)
+    z = t_quantile(confidence, math.inf)  # the normal quantile
     bounds = {unit: repreemption_low(victims, total, z) for unit, (victims, total) in counts.items() if total}
     if not bounds:
         return None

@@ -11,7 +11,6 @@ from hetinfra.document.allocation import Allocation
 from hetinfra.document.sections import (Accuracy, Confidence, DemandProfile, ModelEntry, Placement, RequestClass, Slo,
                                         SplitDecision, StageNode, Template, Variant, VariantRate)
 from hetinfra.plan.allocations_json import rounded
-from hetinfra.plan.purchase import peak_multiplier
 
 if TYPE_CHECKING:
     from hetinfra.plan.planner import PlanResult
@@ -24,7 +23,7 @@ def models(pr: "PlanResult", slugs: dict[str, str], allocations: list[Allocation
 
 def _model(pr: "PlanResult", pm, slug: str, allocations: list[Allocation]) -> ModelEntry:
     spec = pm.spec
-    peak = peak_multiplier(spec)
+    peak = spec.demand.peak
     fields = {
         "name": spec.name, "slug": slug, "model": spec.model, "source": spec.source, "precision": spec.precision,
         "params": pm.arch.params if pm.arch else None,  # parameter count: apply sizes disks for the weights

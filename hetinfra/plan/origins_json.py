@@ -25,7 +25,6 @@ from hetinfra.price_feeds.network import round_trip_ms
 def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> dict[str, Origins | OriginRouting]:
     """The two plan.json keys as their models (or {} when no model declares origins), constructed
     without validation: the values are the planner's."""
-    from hetinfra.plan.purchase import peak_multiplier
 
     flows = getattr(pr.result, "origin_flow", None) or {}
     named = {a.unit: a.deployment_unit for a in allocations}
@@ -41,7 +40,7 @@ def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> di
             worst = None
             per_class = routing[m].setdefault(o, {})
             for c in pm.classes:
-                total = c.rate_rps * share * peak_multiplier(pm.spec) * (scale or 0.0)
+                total = c.rate_rps * share * pm.spec.demand.peak * (scale or 0.0)
                 rows = sorted(((u, rps) for (u, mm, w, oo), rps in flows.items() if mm == m and w == c.name and oo == o),
                               key=lambda x: (-x[1], x[0]))
                 entries = []

@@ -32,10 +32,6 @@ def multipliers(spec, model) -> list[float]:
     return list(model.demand.profile) if model.demand.profile is not None else [1.0] * profile_length(spec)
 
 
-def peak_multiplier(model) -> float:
-    return max(model.demand.profile) if model.demand.profile is not None else 1.0
-
-
 def demand_periods(spec) -> tuple[Period, ...]:
     """The distinct demand levels of the profiles, in order of first appearance, each with its share
     of the periods; () when no model has a profile (one period at the declared demand)."""

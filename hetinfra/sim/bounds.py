@@ -11,7 +11,7 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-__all__ = ["betainc", "t_quantile", "t_bound", "prediction_bound", "clopper_pearson"]
+__all__ = ["betainc", "bisect_root", "t_quantile", "t_bound", "prediction_bound", "clopper_pearson"]
 
 _EPS, _TINY, _ITER = 1e-14, 1e-300, 20000
 
@@ -47,7 +47,7 @@ def betainc(x: float, a: float, b: float) -> float:
     return 1.0 - math.exp(log_front) * _betacf(1.0 - x, b, a) / b
 
 
-def _bisect(f, lo: float, hi: float, iters: int = 200) -> float:
+def bisect_root(f, lo: float, hi: float, iters: int = 200) -> float:
     """The root of an increasing ``f`` in [lo, hi] (f(lo) <= 0 <= f(hi))."""
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
@@ -76,7 +76,7 @@ def t_quantile(p: float, df: float) -> float:
     hi = 1.0
     while _t_cdf(hi, df) < p:
         hi *= 2.0
-    return _bisect(lambda t: _t_cdf(t, df) - p, 0.0, hi)
+    return bisect_root(lambda t: _t_cdf(t, df) - p, 0.0, hi)
 
 
 def t_bound(values: list[float], confidence: float, upper: bool) -> tuple[float, float] | None:
@@ -135,7 +135,7 @@ def clopper_pearson(successes: int, trials: int, confidence: float, upper: bool)
 def _newton_beta(alpha: float, a: float, b: float) -> float:
     """The p in (0, 1) with I_p(a, b) = alpha: Newton's steps on I_p(a, b) (whose derivative is the
     beta density, p^(a-1) (1-p)^(b-1) / B(a, b)) inside a bracket that bisection shrinks wherever a
-    step would leave it, to the tolerance :func:`_bisect` stops at. Bisection alone took about 45
+    step would leave it, to the tolerance :func:`bisect_root` stops at. Bisection alone took about 45
     evaluations of the continued fraction per bound, a tenth of a 32-model fleet's verification; a
     Newton step from the bracket's midpoint converges in a handful."""
     lo, hi = 0.0, 1.0

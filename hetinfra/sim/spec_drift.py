@@ -70,9 +70,8 @@ def _model_differences(pm, m, spec, spec_path: Path) -> list[str]:
         out.append(f"objectives of {m.name}: " + ", ".join(moved))
     adapters = [a for a in getattr(spec, "adapters", None) or [] if a.base == m.name]
     # as models_json writes it: rate_rps adapters add to the base's rate (plan.adapters.split_classes), all
-    # at the profile's peak (plan.purchase.peak_multiplier: the sim layer does not import plan)
-    peak = max(m.demand.profile) if m.demand.profile is not None else 1.0
-    rate = (m.demand.rate_rps + sum(a.demand.rate_rps or 0.0 for a in adapters)) * peak
+    # at the profile's peak
+    rate = (m.demand.rate_rps + sum(a.demand.rate_rps or 0.0 for a in adapters)) * m.demand.peak
     demand = [] if _same(pm.rate_rps, rate) else [f"rate_rps {_g(pm.rate_rps)} -> {_g(rate)}"]
     if not adapters:  # an adapter splits the classes (hetinfra.plan.adapters.split_classes): rate only
         sizes = [(c.name, c.input_tokens, c.output_tokens, c.share) for c in request_classes(m, spec_path.parent)]

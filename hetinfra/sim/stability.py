@@ -116,20 +116,16 @@ def repreemption_low(victims: int, preemptions: int, sigmas: float = SIGMAS) -> 
     """The lower confidence bound on the re-preemption m of ``victims`` requests preempted
     ``preemptions`` times in all: the smallest m at which their re-preemptions X = P - R are within
     ``sigmas`` standard deviations of their mean under m, z(m) = (X - R m/(1-m)) / (sqrt(R m)/(1-m))
-    = (X (1-m) - R m) / sqrt(R m), which falls from +inf at m = 0 through ``sigmas`` once (bisection);
-    0 where no victim was preempted again. Past REPREEMPTION_MAX exactly where z(REPREEMPTION_MAX)
-    > sigmas: the run's re-preemptions are that many standard deviations past what the limit allows."""
+    = (X (1-m) - R m) / sqrt(R m), which falls from +inf at m = 0 through ``sigmas`` once (bisected
+    on (0, 1), whose ends it never evaluates); 0 where no victim was preempted again. Past
+    REPREEMPTION_MAX exactly where z(REPREEMPTION_MAX) > sigmas: the run's re-preemptions are that
+    many standard deviations past what the limit allows."""
+    from hetinfra.sim.bounds import bisect_root
+
     x = preemptions - victims
     if victims <= 0 or x <= 0:
         return 0.0
-    lo, hi = 0.0, 1.0
-    for _ in range(50):  # 2^-50: far below the 4 decimals recorded
-        mid = 0.5 * (lo + hi)
-        if (x * (1.0 - mid) - victims * mid) / math.sqrt(victims * mid) > sigmas:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bisect_root(lambda m: sigmas - (x * (1.0 - m) - victims * m) / math.sqrt(victims * m), 0.0, 1.0)
 
 
 def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:

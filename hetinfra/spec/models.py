@@ -207,6 +207,12 @@ class DemandSpec(Strict):
                     "purchase_terms) the hours it pays for, and on-demand/spot top-ups follow the periods. "
                     "Unset: a flat load (every period rate_rps). All models' profiles have the same length.")
 
+    @property
+    def peak(self) -> float:
+        """The profile's largest multiplier (1.0 without a profile): the plan's fleet, routing and rate are
+        the peak period's."""
+        return max(self.profile) if self.profile is not None else 1.0
+
     @field_validator("profile")
     @classmethod
     def _profile(cls, v: list[float] | None) -> list[float] | None:

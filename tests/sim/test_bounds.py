@@ -46,7 +46,7 @@ def test_clopper_pearson_solves_its_defining_equation_as_bisection_does():
     before convergence, or a bracket kept on the wrong side, fails this)."""
     import random
 
-    from hetinfra.sim.bounds import _bisect
+    from hetinfra.sim.bounds import bisect_root
 
     rng = random.Random(5)
     for _ in range(200):
@@ -54,7 +54,7 @@ def test_clopper_pearson_solves_its_defining_equation_as_bisection_does():
         x, conf = rng.randint(1, n), rng.choice((0.9, 0.95, 0.99))
         a, b = x, n - x + 1
         low = clopper_pearson.__wrapped__(x, n, conf, False)
-        assert low == pytest.approx(_bisect(lambda p: betainc(p, a, b) - (1 - conf), 0.0, 1.0), abs=1e-12)
+        assert low == pytest.approx(bisect_root(lambda p: betainc(p, a, b) - (1 - conf), 0.0, 1.0), abs=1e-12)
         assert betainc(low, a, b) == pytest.approx(1 - conf, abs=1e-9)
 
 
