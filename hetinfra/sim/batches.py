@@ -81,8 +81,10 @@ def _row_stat(mat: np.ndarray, valid: np.ndarray, q: float | None) -> np.ndarray
     top = int(from_top_lo.max()) + 1
     tail = np.sort(np.partition(mat, m - top, axis=1)[:, m - top:], axis=1)
     rows = np.arange(k)
-    a, b = tail[rows, top - 1 - from_top_lo], tail[rows, top - 1 - from_top_hi]
-    return np.where(valid > 0, a + (b - a) * frac, 0.0)
+    # a row with no valid value reads -inf at both ranks: zeroed before the arithmetic (-inf - -inf is
+    # NaN, and numpy warns on stderr of `plan` for a spec whose requests all have one output token)
+    a, b = (np.where(valid > 0, tail[rows, top - 1 - r], 0.0) for r in (from_top_lo, from_top_hi))
+    return a + (b - a) * frac
 
 
 def _stat(values: np.ndarray, q: float | None) -> float:

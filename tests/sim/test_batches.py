@@ -39,6 +39,23 @@ def test_each_batch_is_the_reference_statistic_of_its_requests(percentile):
         assert att == round(float(ok.mean()), 6)
 
 
+@pytest.mark.parametrize("percentile", sorted(PERCENTILES))
+@pytest.mark.parametrize("one_token", ["every request", "some batches"])
+def test_batches_without_a_tpot_give_none_silently(percentile, one_token):
+    """A batch whose requests all have one output token has no TPOT: None, and no numpy warning on
+    the user's stderr (a spec of 1-token outputs printed "invalid value encountered in subtract")."""
+    import warnings
+
+    arrival, first, finish, output = _requests(4_321)
+    output = np.ones_like(output) if one_token == "every request" else np.where(arrival < arrival[2_000], 1, output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = batches.batch_stats(arrival, first, finish, output, Objective(1000.0, 30.0, percentile, 0.9))
+    tpots = [tpot for _t, tpot, _a in got]
+    assert (all(t is None for t in tpots) if one_token == "every request"
+            else tpots[0] is None and tpots[-1] is not None)
+
+
 def test_unordered_requests_are_batched_in_arrival_order_and_too_few_give_none():
     arrival, first, finish, output = _requests(3_000)
     obj = Objective(1000.0, 30.0)
