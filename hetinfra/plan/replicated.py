@@ -53,8 +53,8 @@ from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS
 from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
                                        under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
-from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, clearly_in, clearly_out, cut, not_met, only, screened,
-                                    seeds_union)
+from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
+                                    only, screened, seeds_union)
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
 
@@ -80,7 +80,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
           f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
           f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {PRESSED_CONFIDENCE:.0%} in the confirmation for a model under that pressure) of each statistic is "
+          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
           f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "
@@ -358,10 +358,12 @@ class Replicated:
     def _verdict(self, sims: list[dict], models: list[str], pressed: set[str]) -> dict:
         """``models`` judged on their replications ``sims`` (hetinfra.sim.replications.judge), those in
         ``pressed`` (the confirmation's models under pressure) at PRESSED_CONFIDENCE, the others at
-        CONFIDENCE: a model's entry and its units' depend on its own runs only, so each set is judged apart."""
+        CONFIRM_CONFIDENCE in the confirmation (``edge``) and CONFIDENCE in the search: a model's entry and
+        its units' depend on its own runs only, so each set is judged apart."""
         from hetinfra.sim.replications import judge
 
-        sets = [(CONFIDENCE, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
+        level = CONFIRM_CONFIDENCE if self.edge else CONFIDENCE
+        sets = [(level, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
         verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin) for level, names in sets if names]
         by_model = {m["model"]: m for v in verdicts for m in v["models"]}
         judged = [by_model[n] for n in models]

@@ -83,10 +83,15 @@ def test_the_gpus_column_counts_one_replicas_gpus(name):
             assert f"({a.gpus_per_instance} per node)" in cell
 
 
-def test_a_two_node_replica_shows_both_nodes_gpus():
-    text = _text(Plan.parse(filled_golden("multi-region")))
-    row = next(x for x in text.splitlines() if "p3.8xlarge x2 nodes" in x)
-    assert "8xV100 (4 per node)" in row and "│ 4xV100 │" not in row
+@pytest.mark.parametrize("per_node", [1, 4])
+def test_a_two_node_replica_shows_both_nodes_gpus(per_node):
+    """batch's pipeline over two 1-GPU nodes, and the same row with 4 GPUs per node (an instance type's
+    GPU count is all the summary reads of it: a two-node TP4 x PP2 replica of 8 GPUs)."""
+    doc = filled_golden("batch")
+    doc["allocations"][0]["gpus_per_instance"] = per_node
+    text = _text(Plan.parse(doc))
+    row = next(x for x in text.splitlines() if "g6e.xlarge x2 nodes" in x)
+    assert f"{2 * per_node}xL40S ({per_node} per node)" in row and f"│ {per_node}xL40S │" not in row
 
 
 def test_util_over_100_percent_is_said_and_explained(shared_plan):
