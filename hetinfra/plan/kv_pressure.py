@@ -73,12 +73,15 @@ def thrashing(sims: list[dict], model: str, confidence: float) -> dict | None:
     highest, that bound, the rule's limit (``repreemption_max``), and whether it is within it. None
     where no unit of it preempted.
 
-    The stability rule applied to every run's evidence at once, at the judgement's confidence
-    instead of a run's SIGMAS: a unit that re-preempts past the limit with a few victims a run
-    shows it in the sum of its runs where no one run can (10 victims preempted 60 times, m = 0.83,
-    is 1.8 standard deviations past 0.75 in a run and 6.6 over 13). Before, a prediction bound on
-    each run's estimate judged it; a run's estimate from a handful of victims spreads from 0 to
-    0.9 where nothing thrashes (o13-phi-4 of bench_scale.py --mix other --seed 1, linked)."""
+    The re-preemption bound of hetinfra.sim.stability (recorded per run, not judged there since
+    stop 56: the scheduler re-preempts the request it just re-admitted, so one run's counts can be
+    one short squeeze of the cache) over every run's evidence at once, at the judgement's
+    confidence instead of a run's SIGMAS: a unit that re-preempts past the limit with a few victims
+    a run shows it in the sum of its runs where no one run can (10 victims preempted 60 times,
+    m = 0.83, is 1.8 standard deviations past 0.75 in a run and 6.6 over 13). Before stop 55, a
+    prediction bound on each run's estimate judged it; a run's estimate from a handful of victims
+    spreads from 0 to 0.9 where nothing thrashes (o13-phi-4 of bench_scale.py --mix other --seed 1,
+    linked)."""
     import math
 
     from hetinfra.sim.bounds import t_quantile

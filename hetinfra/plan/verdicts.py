@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from hetinfra.plan.kv_pressure import kv_filled
 
-__all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "screened", "cut", "only", "seeds_union"]
+__all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "screened", "cut", "only",
+           "seeds_union"]
 
 #: the one-sided confidence of every bound the search decides on
 CONFIDENCE = 0.95
