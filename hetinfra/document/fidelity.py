@@ -116,8 +116,9 @@ class Thrashing(Doc):
                                              "over the replications (hetinfra.sim.stability.repreemption_low); "
                                              "in plans made before it, a prediction bound on one more run's "
                                              "estimate.")
-    repreemption_max: bounded(gt=0, lt=1) = Field(description="The stability rule's limit on a run's re-preemption "
-                                                              "(hetinfra.sim.stability.REPREEMPTION_MAX).")
+    repreemption_max: bounded(gt=0, lt=1) = Field(description="The limit this judgement holds a unit's pooled "
+                                                              "re-preemption to (hetinfra.sim.stability."
+                                                              "REPREEMPTION_MAX; no single run is judged on it).")
     met: StrictBool = Field(description="Whether the bound is within the limit: the model is not met otherwise.")
 
 

@@ -173,7 +173,7 @@ def padding_cause(missed_on: str, vetoes: int) -> str:
     if missed_on == "search":
         return "the search's rounds ran out with it missing"
     if missed_on == "thrashing":  # hetinfra.plan.kv_pressure.thrashing
-        return "its KV cache thrashed (a bound on its re-preemption past the stability rule's 0.75)"
+        return "its KV cache thrashed (a bound on its re-preemption over its runs past the limit of 0.75)"
     if missed_on == "cliff":  # hetinfra.plan.cliff
         from hetinfra.plan.cliff import CLIFF_MARGIN
 
