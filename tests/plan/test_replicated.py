@@ -506,6 +506,28 @@ def test_the_confirmation_runs_on_past_its_early_looks_near_the_edge(monkeypatch
     assert got["confirm"]["clear"]["replications"] == 2 and got["confirm"]["clear"]["met"]
 
 
+def test_the_confirmation_judges_at_its_own_higher_confidence(monkeypatch):
+    """verdicts.CONFIRM_CONFIDENCE: the "edge" runs (0.90-0.98 of the objective, mean 0.94, sd 0.028) meet
+    the search's 95% prediction bound on 7 replications (0.999) and not the confirmation's 97.5% (1.014):
+    there the model stays undecided, not met, and its entry says the confidence it was held to."""
+    from hetinfra.plan.fidelity import _judgement
+    from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
+
+    view = {"models": [{"name": "edge", "rate_rps": 1.0}], "allocations": [], "routing": {}}
+    got = {}
+    for name in ("decide", "confirm"):  # each judge on its own stand-in (seed positions from 0)
+        judge, _ = _judge(monkeypatch, name)
+        judge.edge = name == "confirm"
+        [got[name]] = judge(view)["models"]
+    assert got["decide"]["met"] and got["decide"]["replications"] == replicated.MAX
+    assert got["decide"]["ratio_bound"] == pytest.approx(0.9988, abs=2e-4)
+    assert "confidence" not in _judgement(got["decide"]) and CONFIDENCE == 0.95
+    confirmed = got["confirm"]
+    assert not confirmed["met"] and confirmed["decision"] == "undecided" and confirmed["replications"] == replicated.MAX
+    assert confirmed["ratio_bound"] == pytest.approx(1.0140, abs=2e-4)
+    assert _judgement(confirmed)["confidence"] == CONFIRM_CONFIDENCE == 0.975
+
+
 def test_a_model_met_on_its_screening_seed_reads_as_the_searchs_early_acceptance():
     from types import SimpleNamespace
 
