@@ -52,7 +52,7 @@ from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
 from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
                                        under_pressure)
-from hetinfra.plan.parts import joined, model_part, part_of, reduced
+from hetinfra.plan.parts import joined, model_parts, part_of, reduced
 from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
                                     only, screened, seeds_union)
 
@@ -184,7 +184,7 @@ class Replicated:
     def under_pressure(self, view: dict, model: str) -> bool:
         """Whether ``model``'s plan in ``view`` was under pressure (KV or seats) in a replication of this judge or
         of another sharing its ``pressure`` (the search's runs of the same plan)."""
-        return model_state(view, model) in self.pressure
+        return bool(self.pressure) and model_state(view, model) in self.pressure
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
@@ -210,7 +210,7 @@ class Replicated:
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
-        vetoed = {m["model"] for m in judged["models"] if model_state(view, m["model"]) in self.vetoed}
+        vetoed = {m["model"] for m in judged["models"] if self.vetoed and model_state(view, m["model"]) in self.vetoed}
         if not vetoed:
             return judged
         models = [not_met(m, vetoed=True) if m["model"] in vetoed else m for m in judged["models"]]
@@ -254,7 +254,8 @@ class Replicated:
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
             return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
-        keys = {n: self._verdict_key(view, n) for n in names}
+        parts = simulated_parts(view, names)
+        keys = {n: self._verdict_key(view, n, parts[n]) for n in names}
         out = {n: self._verdicts[keys[n]] for n in names if keys[n] in self._verdicts}
         fresh = [n for n in names if n not in out]
         if fresh:
@@ -264,8 +265,8 @@ class Replicated:
         self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
         return _composed(self._head, judged)
 
-    def _verdict_key(self, view: dict, model: str) -> str:
-        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
+    def _verdict_key(self, view: dict, model: str, part: list) -> str:
+        """Everything of ``view`` that ``model``'s judgement here depends on (``part``: its :func:`simulated_part`), with
         this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
         the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
@@ -274,7 +275,7 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and self.under_pressure(view, model)
-        return json.dumps([simulated_part(view, model), self.seeds_of(model), self.length(model), c.load, c.burst_cv,
+        return json.dumps([part, self.seeds_of(model), self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
@@ -377,13 +378,20 @@ PLANNED_ONLY = ("utilization", "target_qps_per_replica")
 
 
 def simulated_part(view: dict, model: str) -> list:
-    """:func:`model_part` as the simulator reads it: of a template's rates only a profiled class's rate
+    """A model's part (hetinfra.plan.parts.model_parts) as the simulator reads it: of a template's rates only a profiled class's rate
     over the factor (hetinfra.sim.engines.measured_capacity, as the unit memo's key reads it), without the factor or
     the planner's rated load per allocation. Rounds whose plans differ only in a factor that left a
     model's units, counts and routing the same simulate it the same way: its judgement is kept."""
-    models, allocations, templates, *rest = model_part(view, model)
-    allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
-    return [models, allocations, [_as_simulated(t) for t in templates], *rest]
+    return simulated_parts(view, [model])[model]
+
+
+def simulated_parts(view: dict, models: list[str]) -> dict[str, list]:
+    """:func:`simulated_part` of each of ``models`` (hetinfra.plan.parts.model_parts: one pass over ``view``)."""
+    out = {}
+    for name, (models_, allocations, templates, *rest) in model_parts(view, models).items():
+        allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
+        out[name] = [models_, allocations, [_as_simulated(t) for t in templates], *rest]
+    return out
 
 
 def _as_simulated(t: dict) -> dict:
