@@ -43,8 +43,10 @@ class Draw:
 
 @dataclass
 class UnitRequests:
-    """One unit's requests in arrival order; ``first``, ``finish`` (s, the client's view once the
-    network time is added), ``replica`` and ``preempted`` are filled by :func:`simulate_unit`."""
+    """One unit's requests in arrival order, which is the order of their ids (``rid``, ascending: a
+    model's arrivals rise with the id, and :meth:`of` takes a unit's ids in order); ``first``,
+    ``finish`` (s, the client's view once the network time is added), ``replica`` and ``preempted``
+    are filled by :func:`simulate_unit`."""
 
     rid: np.ndarray
     arrival: np.ndarray
@@ -58,6 +60,7 @@ class UnitRequests:
 
     @classmethod
     def of(cls, draw: Draw, arrival: np.ndarray, rids: np.ndarray) -> UnitRequests:
+        """The requests ``rids`` (ascending) of ``draw``, arriving at ``arrival`` (by request id)."""
         return cls(rids, arrival[rids], draw.prompt[rids], draw.output[rids], draw.cls[rids])
 
     def __len__(self) -> int:

@@ -31,3 +31,34 @@ def test_a_mean_at_a_rounding_boundary_takes_the_exact_sum_and_no_other_does(mon
     calls.clear()
     columns.mean_sum(np.full(1000, 1.0002e-3))
     assert calls == []
+
+
+def test_a_units_requests_are_in_id_order_and_its_measured_ones_are_its_last():
+    """draw._route hands each unit its request ids in ascending order, so unit_entry.measured_columns
+    may take the measured requests (id >= the warm-up) as the columns' tail: the same values, in the
+    same order, as a mask over the ids takes (a unit given its ids out of order fails the first check)."""
+    from hetinfra.sim.columns import Draw, UnitRequests
+    from hetinfra.sim.draw import _route
+    from hetinfra.sim.unit_entry import measured_columns
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    draw = Draw(rng.integers(0, 3, n), rng.integers(1, 900, n), rng.integers(1, 300, n), None, rng.random(n))
+
+    class Routing:  # three units by the pick, some class-2 requests unrouted
+        def route(self, cls, where, pick):
+            unit = np.minimum((pick * 3).astype(np.int64), 2)
+            return np.where((cls == 2) & (pick > 0.9), -1, unit), np.zeros(n, dtype=np.int64)
+
+    by_unit, _unrouted, _origin = _route(draw, Routing(), 3)
+    arrival = np.cumsum(rng.exponential(0.01, n))
+    for rids in by_unit.values():
+        assert (np.diff(rids) > 0).all()
+        reqs = UnitRequests.of(draw, arrival, rids)
+        reqs.first, reqs.finish = reqs.arrival + 0.1, reqs.arrival + 1.0
+        reqs.preempted = rng.integers(0, 2, len(rids))
+        for warm in (0, 1234, n):
+            mask = reqs.rid >= warm
+            want = (reqs.arrival[mask], reqs.first[mask], reqs.finish[mask], reqs.output[mask], reqs.preempted[mask],
+                    reqs.cls[mask])
+            assert all(np.array_equal(a, b) for a, b in zip(measured_columns(reqs, warm), want, strict=True))
