@@ -62,3 +62,24 @@ def test_a_units_requests_are_in_id_order_and_its_measured_ones_are_its_last():
             want = (reqs.arrival[mask], reqs.first[mask], reqs.finish[mask], reqs.output[mask], reqs.preempted[mask],
                     reqs.cls[mask])
             assert all(np.array_equal(a, b) for a, b in zip(measured_columns(reqs, warm), want, strict=True))
+
+
+def test_a_latency_block_reads_tpot_of_multi_token_requests_only_with_or_without_one_token_ones():
+    """columns.block on requests that all have several output tokens, and on the same with some of one
+    token (no TPOT, meeting any TPOT bound): the TPOT summary and the attainment are the per-request
+    reading's, bit for bit."""
+    from hetinfra.sim.stats import Objective
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    arrival = np.cumsum(rng.exponential(0.01, n))
+    first = arrival + rng.exponential(0.3, n)
+    finish = first + rng.exponential(2.0, n)
+    obj = Objective(400.0, 30.0, "p90", 0.9)
+    for output in (rng.integers(2, 400, n), np.where(rng.random(n) < 0.2, 1, rng.integers(2, 400, n))):
+        got = columns.block(arrival, first, finish, output, np.zeros(n, dtype=np.int64), obj, 10.0)
+        tpots = [(f - s) / (o - 1) for s, f, o in zip(first.tolist(), finish.tolist(), output.tolist()) if o > 1]
+        met = sum((s - a) * 1e3 <= obj.ttft_ms and (o == 1 or (f - s) / (o - 1) * 1e3 <= obj.tpot_ms)
+                  for a, s, f, o in zip(arrival.tolist(), first.tolist(), finish.tolist(), output.tolist()))
+        assert got["tpot_ms"] == summarize(np.array(tpots), total=core.fsum)
+        assert got["objective"]["attainment"] == round(met / n, 5) and 0 < met < n
