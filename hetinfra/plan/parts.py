@@ -5,7 +5,7 @@ part, and joins runs of disjoint sets of models (at their own lengths) into one 
 
 from __future__ import annotations
 
-__all__ = ["reduced", "model_parts", "part_of", "joined"]
+__all__ = ["reduced", "model_part", "part_of", "joined"]
 
 
 def part_of(whole, models: set[str]):
@@ -46,26 +46,11 @@ def reduced(view: dict, models: set[str]) -> dict:
     return out
 
 
-def model_parts(view: dict, models: list[str]) -> dict[str, list]:
-    """Per model of ``models``, what of ``view`` its simulation reads (:func:`reduced` of it), for a
-    key: its entry, its allocations and their templates, its routing and origins, and the plan's
-    demand scale, objective and engine (deploy). Read in one pass over ``view``: a judgement keys
-    every model of a 32-model fleet, and reducing the view once per model read every allocation 32 times."""
-    wanted = set(models)
-    entries: dict[str, list] = {m: [] for m in models}
-    allocs: dict[str, list] = {m: [] for m in models}
-    for m in view["models"]:
-        if m["name"] in wanted:
-            entries[m["name"]].append(m)
-    for a in view["allocations"]:
-        if a["model"] in wanted:
-            allocs[a["model"]].append(a)
-    used: dict[str, set] = {m: {a["template"] for a in allocs[m]} for m in models}
-    templates = view.get("templates") or ()
-    rest = (view.get("demand_scale"), view.get("objective"), view.get("deploy"), view.get("plan_version"))
-
-    def of(rows, m: str):  # as reduced keeps them: routing_by_origin and origins stay as they are when empty
-        return ({m: rows[m]} if m in rows else {}) if rows else rows
-
-    return {m: [entries[m], allocs[m], [t for t in templates if t["id"] in used[m]], of(view["routing"], m),
-                of(view.get("routing_by_origin"), m), of(view.get("origins"), m), *rest] for m in models}
+def model_part(view: dict, model: str) -> list:
+    """What of ``view`` one model's simulation reads (:func:`reduced` of it), for a key: its entry,
+    its allocations and their templates, its routing and origins, and the plan's demand scale,
+    objective and engine (deploy)."""
+    part = reduced(view, {model})
+    return [part["models"], part["allocations"], part["templates"], part["routing"], part.get("routing_by_origin"),
+            part.get("origins"), view.get("demand_scale"), view.get("objective"), view.get("deploy"),
+            view.get("plan_version")]

@@ -52,7 +52,7 @@ from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
 from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
                                        under_pressure)
-from hetinfra.plan.parts import joined, model_parts, part_of, reduced
+from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
                                     only, screened, seeds_union)
 
@@ -254,8 +254,7 @@ class Replicated:
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
         if not names:
             return {"met": True, "models": [], "units": [], "seeds": [], "confidence": CONFIDENCE}
-        parts = simulated_parts(view, names)
-        keys = {n: self._verdict_key(view, n, parts[n]) for n in names}
+        keys = {n: self._verdict_key(view, n) for n in names}
         out = {n: self._verdicts[keys[n]] for n in names if keys[n] in self._verdicts}
         fresh = [n for n in names if n not in out]
         if fresh:
@@ -265,8 +264,8 @@ class Replicated:
         self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
         return _composed(self._head, judged)
 
-    def _verdict_key(self, view: dict, model: str, part: list) -> str:
-        """Everything of ``view`` that ``model``'s judgement here depends on (``part``: its :func:`simulated_part`), with
+    def _verdict_key(self, view: dict, model: str) -> str:
+        """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
         this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
         the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
@@ -275,7 +274,7 @@ class Replicated:
 
         c = self.config
         pressed = self.pressed and self.under_pressure(view, model)
-        return json.dumps([part, self.seeds_of(model), self.length(model), c.load, c.burst_cv,
+        return json.dumps([simulated_part(view, model), self.seeds_of(model), self.length(model), c.load, c.burst_cv,
                            getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
@@ -378,20 +377,13 @@ PLANNED_ONLY = ("utilization", "target_qps_per_replica")
 
 
 def simulated_part(view: dict, model: str) -> list:
-    """A model's part (hetinfra.plan.parts.model_parts) as the simulator reads it: of a template's rates only a profiled class's rate
+    """:func:`model_part` as the simulator reads it: of a template's rates only a profiled class's rate
     over the factor (hetinfra.sim.engines.measured_capacity, as the unit memo's key reads it), without the factor or
     the planner's rated load per allocation. Rounds whose plans differ only in a factor that left a
     model's units, counts and routing the same simulate it the same way: its judgement is kept."""
-    return simulated_parts(view, [model])[model]
-
-
-def simulated_parts(view: dict, models: list[str]) -> dict[str, list]:
-    """:func:`simulated_part` of each of ``models`` (hetinfra.plan.parts.model_parts: one pass over ``view``)."""
-    out = {}
-    for name, (models_, allocations, templates, *rest) in model_parts(view, models).items():
-        allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
-        out[name] = [models_, allocations, [_as_simulated(t) for t in templates], *rest]
-    return out
+    models, allocations, templates, *rest = model_part(view, model)
+    allocations = [{k: v for k, v in a.items() if k not in PLANNED_ONLY} for a in allocations]
+    return [models, allocations, [_as_simulated(t) for t in templates], *rest]
 
 
 def _as_simulated(t: dict) -> dict:

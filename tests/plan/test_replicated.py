@@ -514,29 +514,3 @@ def test_a_model_met_on_its_screening_seed_reads_as_the_searchs_early_acceptance
     assert _searched(SimpleNamespace(replications=1, decision="met")) == "met on its screening seed, far inside"
     assert _searched(SimpleNamespace(replications=1, decision="missed")) == "1 replication(s), missed"
     assert _searched(SimpleNamespace(replications=4, decision="met")) == "4 replication(s), met"
-
-
-def test_every_models_part_read_in_one_pass_is_its_reduced_views():
-    """parts.model_parts reads each model's part of a view in one pass: exactly what reducing the view
-    to that model holds (routing by origin and origins filtered where the view has them, kept as they
-    are where it has none), so the judgement keys are the ones a per-model reduction gives."""
-    from hetinfra.plan.parts import model_parts, reduced
-
-    def by_reduction(view, m):
-        part = reduced(view, {m})
-        return [part["models"], part["allocations"], part["templates"], part["routing"],
-                part.get("routing_by_origin"), part.get("origins"), view.get("demand_scale"),
-                view.get("objective"), view.get("deploy"), view.get("plan_version")]
-
-    view = {"models": [{"name": "a", "rate_rps": 1.0}, {"name": "b", "rate_rps": 2.0}, {"name": "c"}],
-            "allocations": [{"unit": "u1", "model": "a", "template": "t1"}, {"unit": "u2", "model": "b", "template": "t2"},
-                            {"unit": "u3", "model": "a", "template": "t2"}],
-            "templates": [{"id": "t2"}, {"id": "t1"}, {"id": "t3"}],
-            "routing": {"a": {"x": []}, "b": {"y": []}}, "routing_by_origin": {"a": {"eu": {}}},
-            "origins": {"b": {"eu": {"share": 1.0}}}, "demand_scale": 1.5, "deploy": {"vllm_version": "v"}}
-    bare = {**view, "routing_by_origin": {}}
-    del bare["origins"]
-    for v in (view, bare):
-        names = ["a", "b", "c"]
-        assert model_parts(v, names) == {m: by_reduction(v, m) for m in names}
-    assert model_parts(view, ["a"])["a"][2] == [{"id": "t2"}, {"id": "t1"}]  # in the view's order
