@@ -184,7 +184,7 @@ class Replicated:
     def under_pressure(self, view: dict, model: str) -> bool:
         """Whether ``model``'s plan in ``view`` was under pressure (KV or seats) in a replication of this judge or
         of another sharing its ``pressure`` (the search's runs of the same plan)."""
-        return model_state(view, model) in self.pressure
+        return bool(self.pressure) and model_state(view, model) in self.pressure
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
@@ -210,7 +210,7 @@ class Replicated:
 
     def __call__(self, view: dict) -> dict:
         judged = self.ceilings.apply(self._judge(view), view, self.config.load)
-        vetoed = {m["model"] for m in judged["models"] if model_state(view, m["model"]) in self.vetoed}
+        vetoed = {m["model"] for m in judged["models"] if self.vetoed and model_state(view, m["model"]) in self.vetoed}
         if not vetoed:
             return judged
         models = [not_met(m, vetoed=True) if m["model"] in vetoed else m for m in judged["models"]]

@@ -43,8 +43,10 @@ class Draw:
 
 @dataclass
 class UnitRequests:
-    """One unit's requests in arrival order; ``first``, ``finish`` (s, the client's view once the
-    network time is added), ``replica`` and ``preempted`` are filled by :func:`simulate_unit`."""
+    """One unit's requests in arrival order, which is the order of their ids (``rid``, ascending: a
+    model's arrivals rise with the id, and :meth:`of` takes a unit's ids in order); ``first``,
+    ``finish`` (s, the client's view once the network time is added), ``replica`` and ``preempted``
+    are filled by :func:`simulate_unit`."""
 
     rid: np.ndarray
     arrival: np.ndarray
@@ -58,6 +60,7 @@ class UnitRequests:
 
     @classmethod
     def of(cls, draw: Draw, arrival: np.ndarray, rids: np.ndarray) -> UnitRequests:
+        """The requests ``rids`` (ascending) of ``draw``, arriving at ``arrival`` (by request id)."""
         return cls(rids, arrival[rids], draw.prompt[rids], draw.output[rids], draw.cls[rids])
 
     def __len__(self) -> int:
@@ -93,9 +96,13 @@ def block(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np
     over ``span`` seconds, preempted requests, and the objective ``obj`` evaluated."""
     ttft = first - arrival
     multi = output > 1
-    tpot = (finish[multi] - first[multi]) / (output[multi] - 1)
     ok = ttft * 1e3 <= obj.ttft_ms
-    ok[multi] &= tpot * 1e3 <= obj.tpot_ms  # a 1-token request has no TPOT and meets any bound
+    if multi.all():  # as nearly always: every request has a TPOT, and no column need be masked
+        tpot = (finish - first) / (output - 1)
+        ok &= tpot * 1e3 <= obj.tpot_ms
+    else:
+        tpot = (finish[multi] - first[multi]) / (output[multi] - 1)
+        ok[multi] &= tpot * 1e3 <= obj.tpot_ms  # a 1-token request has no TPOT and meets any bound
     n = len(arrival)
     att = int(ok.sum()) / n if n else None
     # partitioned, not sorted: summarize reads only its order_ranks (the same values, in linear time)

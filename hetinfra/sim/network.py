@@ -42,20 +42,34 @@ class OriginRouting:
         ``origins``), given its class and two uniforms in [0, 1): ``where`` picks its origin by the
         origins' cumulative shares (None: a plan with one origin), ``pick`` its unit: the first of
         the class's rows whose share exceeds what is left of ``pick`` after the rows before it."""
+        several = len(self.origins) > 1
         origin = np.zeros(len(cls), dtype=np.int64)
-        if len(self.origins) > 1:
+        if several:
             origin = np.minimum(np.searchsorted(np.array(self.cum), where * self.cum[-1], side="right"),
                                 len(self.cum) - 1)
+        if not several and len(self.routes[self.origins[0][0]]) == 1:  # one origin, one class: every row
+            return _picked(pick, self.routes[self.origins[0][0]][0]), origin
         unit = np.full(len(cls), -1, dtype=np.int64)
+        # each (origin, class) group's rows are disjoint, so each is picked on its own small array and
+        # written once; one origin needs no origin mask, a class with no rows keeps -1 (unrouted)
+        of_class = [cls == k for k in range(max(len(r) for r in self.routes.values()))] if several else None
         for j, (name, _) in enumerate(self.origins):
+            mine = origin == j if several else None
             for k, entries in enumerate(self.routes[name]):
-                rows = np.flatnonzero((origin == j) & (cls == k))
-                x = pick[rows]
-                for ui, share in entries:
-                    hit = (unit[rows] < 0) & (x < share)
-                    unit[rows[hit]] = ui
-                    x = x - share
+                if entries:
+                    rows = np.flatnonzero(of_class[k] & mine if several else cls == k)
+                    unit[rows] = _picked(pick[rows], entries)
         return unit, origin
+
+
+def _picked(x: np.ndarray, entries: list[tuple[int, float]]) -> np.ndarray:
+    """Each uniform of ``x``'s unit index among ``entries`` (unit index, share), -1 where the shares
+    run out: the first row whose share exceeds what is left of it after the rows before it."""
+    picked = np.full(len(x), -1, dtype=np.int64)
+    for ui, share in entries:
+        picked[(picked < 0) & (x < share)] = ui
+        x = x - share
+    return picked
 
 
 def add_network_time(reqs, unit: int, routing: OriginRouting, origin_ix) -> None:

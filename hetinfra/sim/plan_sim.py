@@ -338,7 +338,9 @@ def _model_entry(name: str, info: dict, parts: list[tuple], detail: bool, units:
     m = info["plan"]
     obj = objective_from_slo(m.slo.model_dump())
     empty = (np.empty(0),) * 3 + (np.empty(0, dtype=np.int64),) * 3
-    arrival, first, finish, output, preempted, cls = (np.concatenate(c) for c in zip(*parts)) if parts else empty
+    # one unit's columns as they are (read, never written: a copy of them cost as much as its statistics)
+    arrival, first, finish, output, preempted, cls = parts[0] if len(parts) == 1 else \
+        (np.concatenate(c) for c in zip(*parts)) if parts else empty
     t0 = float(arrival.min()) if len(arrival) else 0.0
     span = (float(finish.max()) if len(finish) else 0.0) - t0
     per_class = []

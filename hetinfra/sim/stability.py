@@ -87,10 +87,12 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
         return {"stable": True, "tested": False, "offered_rps": None, "completed_rps": None,
                 "throughput_ratio": None, "drift": None, "repreemption": None, "repreemption_low": None}
     kv = _preemptions(preempted)
-    short, record = _throughput(arrival, first, finish, measured)
-    ttft = first[measured] - arrival[measured]
+    # the measured requests' columns, gathered once for both tests
+    at, first_at, finish_at = arrival[measured], first[measured], finish[measured]
+    short, record = _throughput(arrival, finish, at, first_at, finish_at)
+    ttft = first_at - at
     cuts = np.array_split(ttft, WINDOWS)
-    middle = float(np.median(np.concatenate(cuts[1:-1])))
+    middle = float(np.median(ttft[len(cuts[0]):len(ttft) - len(cuts[-1])]))  # the middle windows, contiguous
     last = float(np.median(cuts[-1]))
     drift = last / middle if middle > 0 else 1.0
     drifting = drift > DRIFT_MAX and (last - middle) * 1e3 > DRIFT_FLOOR * ttft_objective_ms
@@ -124,13 +126,14 @@ def repreemption_low(victims: int, preemptions: int, sigmas: float = SIGMAS) -> 
     return bisect_root(lambda m: sigmas - (x * (1.0 - m) - victims * m) / math.sqrt(victims * m), 0.0, 1.0)
 
 
-def _throughput(arrival, first, finish, measured) -> tuple[bool, dict]:
-    """(whether the unit completes too few, the record's throughput fields): see the module docstring."""
-    t0, t1 = float(arrival[measured[0]]), float(arrival[measured[-1]])
+def _throughput(arrival, finish, at, first_at, finish_at) -> tuple[bool, dict]:
+    """(whether the unit completes too few, the record's throughput fields): see the module docstring.
+    ``at``, ``first_at``, ``finish_at``: the measured requests' arrival, first token and finish."""
+    t0, t1 = float(at[0]), float(at[-1])
     half = 0.5 * (t0 + t1)
-    decode = finish[measured] - first[measured]
+    decode = finish_at - first_at
     span = t1 - half
-    arrived = int(np.count_nonzero(arrival[measured] >= half))
+    arrived = int(np.count_nonzero(at >= half))
     tested = span > 0 and arrived > 0 and half - float(arrival[0]) >= float(np.percentile(decode, 95))
     if not tested:
         return False, {"throughput_tested": False, "offered_rps": None, "completed_rps": None,
@@ -162,8 +165,13 @@ def _by_grid(times: np.ndarray, t0: float, step: float) -> np.ndarray:
     """How many of ``times`` are <= each point t0 + j x step of the grid (j < GRID; NaN: never)."""
     # the first grid point at or after each time; 1e-9 of a step: a time ON a grid point (the window's
     # ends are arrivals) counts there whatever the division's last bit
-    first = np.nan_to_num(np.ceil((times - t0) / step - 1e-9), nan=GRID)
-    return np.cumsum(np.bincount(np.clip(first, 0, GRID).astype(np.int64), minlength=GRID + 1))[:GRID]
+    first = times - t0  # the same operations as one expression, in place (this runs on every unit-run)
+    first /= step
+    first -= 1e-9
+    np.ceil(first, out=first)
+    np.nan_to_num(first, copy=False, nan=GRID)
+    np.clip(first, 0, GRID, out=first)
+    return np.cumsum(np.bincount(first.astype(np.int64), minlength=GRID + 1))[:GRID]
 
 
 def failed(objective: dict, record: dict) -> dict:

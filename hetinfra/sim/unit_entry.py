@@ -25,10 +25,11 @@ __all__ = ["measured_columns", "unit_entry"]
 
 def measured_columns(reqs: UnitRequests, warm_from: int) -> tuple[np.ndarray, ...]:
     """The unit's measured requests (request id >= ``warm_from``: after its model's warm-up) as the
-    columns arrival, first, finish, output, preempted, class (in arrival order)."""
-    warm = reqs.rid >= warm_from
-    return (reqs.arrival[warm], reqs.first[warm], reqs.finish[warm], reqs.output[warm], reqs.preempted[warm],
-            reqs.cls[warm])
+    columns arrival, first, finish, output, preempted, class (in arrival order). A unit's request
+    ids ascend (:class:`UnitRequests`), so the measured ones are its last: views of its columns, not
+    the copies a mask takes (copying them for every unit and model was 2.6% of verification's time)."""
+    s = slice(int(np.searchsorted(reqs.rid, warm_from)), None)
+    return reqs.arrival[s], reqs.first[s], reqs.finish[s], reqs.output[s], reqs.preempted[s], reqs.cls[s]
 
 
 def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: bool) -> tuple[tuple, dict, dict]:
