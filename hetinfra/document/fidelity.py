@@ -206,8 +206,12 @@ class Replications(Doc):
     """How every decision of verification and the confirmation were judged."""
 
     method: StrictStr = Field(description="The method, in words.")
-    confidence: Number = Field(description="One-sided confidence of every bound (0.95), but a judgement's that states "
-                                           "its own (confirmation.models[].confidence).")
+    confidence: Number = Field(description="One-sided confidence of every bound of the search (0.95), but a "
+                                           "judgement's that states its own (confirmation.models[].confidence).")
+    confirm_confidence: Optional[Number] = Field(None, description="One-sided confidence of the confirmation's bounds "
+                                                                   "(0.975; 0.99 for a model under pressure, which "
+                                                                   "states it); absent in plans made before stop 56, "
+                                                                   "whose confirmation was held to `confidence`.")
     base_seed: StrictInt = Field(description="planning.verify.seed: the decide and confirm seeds derive from it.")
     start: StrictInt = Field(description="Replications per judgement after the one-seed screen.")
     step: StrictInt = Field(description="Replications added at a time while a model is undecided.")

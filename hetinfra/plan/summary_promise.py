@@ -91,8 +91,10 @@ def promise_lines(doc: "Plan") -> list[str]:
     if fid is not None and fid.load_basis is not None:
         stats = ", ".join(sorted(set((fid.statistic or {}).values()))) or "p99"
         reps = fid.replications
+        confirming = (f" ({100 * reps.confirm_confidence:g}% in the confirmation)"
+                      if reps and reps.confirm_confidence else "")
         sample = (f"{reps.start} to {reps.max_replications} replications of {fid.requests} requests per model, "
-                  f"{100 * reps.confidence:g}% bounds; {_seed_words(fid)}") if reps else \
+                  f"{100 * reps.confidence:g}% bounds{confirming}; {_seed_words(fid)}") if reps else \
             f"seed {fid.seed}, {fid.requests} requests per model"
         out.append(f"promise: every objective ({stats}) at {fid.load:g}x demand ({fid.load_basis}), {sample}"
                    + (f", margin {fid.margin:g}" if fid.margin else ""))

@@ -44,6 +44,12 @@ def test_the_promise_names_the_seeds_plan_json_says_were_used(name):
     assert "seeds from" not in line
     assert f"search {seed_list(reps.decide_seeds)}" in line and f"confirmation {seed_list(reps.confirm_seeds)}" in line
     assert str(reps.decide_seeds[0]) in line and str(reps.confirm_seeds[-1]) in line
+    # both levels the promise was held to: the search's and the confirmation's (a plan made before stop 56
+    # has no confirm_confidence: its confirmation was the search's level, and the line says one)
+    assert "95% bounds (97.5% in the confirmation)" in line
+    older = plan.model_copy(update={"fidelity": plan.fidelity.model_copy(update={
+        "replications": reps.model_copy(update={"confirm_confidence": None})})})
+    assert "95% bounds; seeds" in next(x for x in promise_lines(older) if x.startswith("promise:"))
 
 
 def test_a_seed_list_keeps_both_ends_of_a_long_run():
