@@ -25,7 +25,6 @@ from hetinfra.price_feeds.network import round_trip_ms
 def origin_sections(pr, allocations: list[Allocation], scale: float = 1.0) -> dict[str, Origins | OriginRouting]:
     """The two plan.json keys as their models (or {} when no model declares origins), constructed
     without validation: the values are the planner's."""
-
     flows = getattr(pr.result, "origin_flow", None) or {}
     named = {a.unit: a.deployment_unit for a in allocations}
     origins: Origins = {}

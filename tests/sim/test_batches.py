@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetinfra.sim import batches
 from hetinfra.sim.stats import PERCENTILES, Objective
@@ -54,6 +56,28 @@ def test_batches_without_a_tpot_give_none_silently(percentile, one_token):
     tpots = [tpot for _t, tpot, _a in got]
     assert (all(t is None for t in tpots) if one_token == "every request"
             else tpots[0] is None and tpots[-1] is not None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 40), st.sampled_from(sorted(PERCENTILES)).map(PERCENTILES.get),
+       st.integers(0, 2**32 - 1), st.floats(0.0, 1.0))
+def test_each_rows_statistic_is_the_reference_of_its_valid_values_and_silent(k, m, q, seed, valid_share):
+    """batches._row_stat, the one place a batch's statistic is read, over any rows: each row's valid
+    values (finite; the rest -inf, as batch_stats lays them out) give the reference statistic
+    (batches._stat), a row with none gives 0, in any order, and numpy never warns (a row with no
+    valid value read -inf - -inf = NaN and printed "invalid value encountered in subtract")."""
+    import warnings
+
+    rng = np.random.default_rng(seed)
+    mat = rng.exponential(0.05, (k, m))
+    valid_mask = rng.random((k, m)) < valid_share
+    mat[~valid_mask] = -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = batches._row_stat(mat, valid_mask.sum(axis=1), q)
+    for row, mask, value in zip(mat, valid_mask, got):
+        want = batches._stat(np.sort(row[mask]), q) if mask.any() else 0.0
+        assert value == pytest.approx(want, rel=1e-12, abs=1e-15)
 
 
 def test_unordered_requests_are_batched_in_arrival_order_and_too_few_give_none():
