@@ -139,10 +139,10 @@ def _judgement(m: dict) -> dict:
 def _replications(v: Verification, seed: int) -> Replications:
     """fidelity.replications: how every decision and the confirmation were judged."""
     from hetinfra.plan import replicated
-    from hetinfra.plan.verdicts import CONFIRM_CONFIDENCE
+    from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
 
-    return Replications(method=replicated.METHOD, confidence=replicated.CONFIDENCE,
-                        confirm_confidence=CONFIRM_CONFIDENCE, base_seed=seed,
+    return Replications(method=replicated.METHOD, confidence=CONFIDENCE, confirm_confidence=CONFIRM_CONFIDENCE,
+                        base_seed=seed,
                         start=replicated.START, step=replicated.STEP, max_replications=replicated.MAX_PRESSED,
                         decide_requests=v.decide_requests or v.requests, decide_seeds=list(v.sim.get("seeds") or ()),
                         confirm_seeds=list(v.confirmation.get("seeds") or ()), simulated=dict(v.replications))

@@ -362,8 +362,8 @@ class Replicated:
         its units' depend on its own runs only, so each set is judged apart."""
         from hetinfra.sim.replications import judge
 
-        level = CONFIRM_CONFIDENCE if self.edge else CONFIDENCE
-        sets = [(level, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
+        calm = CONFIRM_CONFIDENCE if self.edge else CONFIDENCE  # a model not under pressure
+        sets = [(calm, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
         verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin) for level, names in sets if names]
         by_model = {m["model"]: m for v in verdicts for m in v["models"]}
         judged = [by_model[n] for n in models]
