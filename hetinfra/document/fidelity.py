@@ -101,9 +101,9 @@ class CliffProbe(Doc):
     seeds: list[StrictInt] = Field(description="Its seeds: the model's first confirm seeds.")
     run_ratios: list[Optional[Number]] = Field(description="Each run's worst statistic over its objective (null: a unit "
                                                        "not in steady state).")
-    collapsed: StrictBool = Field(description="Whether a run missed its objective by more than 1.5x its bound at the "
-                                              "promised load (or a unit was not in steady state): the model is then "
-                                              "not met.")
+    collapsed: StrictBool = Field(description="Whether a run missed its objective on a statistic by more than 1.5x "
+                                              "that statistic's bound at the promised load (or a unit was not in "
+                                              "steady state): the model is then not met.")
 
 
 class Thrashing(Doc):

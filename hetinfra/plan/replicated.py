@@ -85,8 +85,8 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
           f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "
           f"over its runs passes the stability rule's limit, and is run again on its first {CLIFF_SEEDS} seeds at "
-          f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses by more than {CLIFF_JUMP:g}x its bound "
-          "(a cliff that close to its promise)")
+          f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses a statistic by more than {CLIFF_JUMP:g}x "
+          "that statistic's bound (a cliff that close to its promise)")
 #: what the work budget names when it stops a judgement's further replications (plan.json
 #: work_budget.stopped): the models still open then are undecided, so not met
 REPLICATIONS_CUT = "verification's replications (models still undecided counted as missed)"

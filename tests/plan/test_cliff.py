@@ -4,6 +4,8 @@ load on its first confirm seeds, and is not met where a run there collapses."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetinfra.plan import cliff, replicated
 from hetinfra.sim import replications
@@ -25,6 +27,48 @@ def test_a_probe_collapses_only_past_its_objective_and_well_past_its_bound(bound
     runs = [_run("m", r, stable=r is not None) for r in ratios]
     record = cliff.probe({"ratio_bound": bound}, runs, "m", 1.26, [7, 8, 9])
     assert record == {"load": 1.26, "seeds": [7, 8, 9], "run_ratios": ratios, "collapsed": collapsed}
+
+
+def _judged(bounds: dict) -> dict:
+    """A confirmation entry whose per-statistic bounds (over their objectives) are ``bounds``."""
+    return {"ratio_bound": max(bounds.values()), "objective": {"ratios": bounds}}
+
+
+def _run_by_stat(model: str, ratios: dict) -> dict:
+    worst = max(ratios.values())
+    return {"models": [{"model": model, "met": worst <= 1.0, "stable": True,
+                        "objective": {"ratio": worst, "ratios": ratios}}]}
+
+
+@pytest.mark.parametrize("ratios, collapsed", [
+    # bench_scale.py --mix other --seed 8, o29-qwen3-30b-a3b's probe run at 1.26 (seed 1046): TTFT 3.5x its
+    # own bound, under 1.5x the model's largest (TPOT's); 1 of 10 audit runs at 1.2 then missed TTFT by 15.4%
+    ({"ttft": 1.2556, "tpot": 0.898}, True),
+    ({"ttft": 0.4834, "tpot": 0.8761}, False),  # its other probe runs: met
+    ({"ttft": 0.41, "tpot": 1.05}, False),      # TPOT at its edge on a smooth slope: a few per cent past
+    ({"ttft": 0.52, "tpot": 1.30}, True),       # TPOT well past its own bound
+])
+def test_a_probe_judges_each_statistic_against_its_own_bound(ratios, collapsed):
+    record = cliff.probe(_judged({"ttft": 0.354, "tpot": 0.844}), [_run_by_stat("m", ratios)], "m", 1.26, [1046])
+    assert record["collapsed"] is collapsed
+    assert record["run_ratios"] == [max(ratios.values())]
+
+
+_RATIO = st.floats(0.01, 3.0, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(bounds=st.fixed_dictionaries({"ttft": _RATIO, "tpot": _RATIO}),
+       run=st.fixed_dictionaries({"ttft": _RATIO, "tpot": _RATIO}))
+def test_the_per_statistic_rule_flags_what_the_largest_bound_flagged_and_a_statistic_past_its_own(bounds, run):
+    """Never laxer than the rule on the model's largest bound (each statistic's bound is at most it), and
+    a run past its objective on a statistic by more than CLIFF_JUMP x that statistic's bound collapses."""
+    entry, worst = _judged(bounds), max(run.values())
+    record = cliff.probe(entry, [_run_by_stat("m", run)], "m", 1.26, [1])
+    old = worst > 1.0 and worst > cliff.CLIFF_JUMP * entry["ratio_bound"]
+    own = any(r > max(1.0, cliff.CLIFF_JUMP * bounds[k]) for k, r in run.items())
+    assert record["collapsed"] == own
+    assert record["collapsed"] or not old
 
 
 def _probed(monkeypatch, at_promise: float, at_probe: float, kv_max: float):
