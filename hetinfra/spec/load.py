@@ -17,7 +17,7 @@ from hetinfra.errors import InvalidInputError, closest, dotted, real_keys, union
 from hetinfra.fileio import read_text
 from hetinfra.spec.adapters import check_adapters
 from hetinfra.spec.models import ServiceSpec
-from hetinfra.spec.yaml_safe import compose_and_load
+from hetinfra.yamltext import compose_and_load, yaml_problem
 
 #: the largest spec file read (1 MiB; the examples are a few KiB)
 MAX_SPEC_BYTES = 1 << 20
@@ -165,14 +165,9 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
         raise InvalidInputError(f"{where}: the spec is {len(text)} characters, more than the {MAX_SPEC_BYTES} allowed")
     try:
         node, data = compose_and_load(text, where)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InvalidInputError(f"{where}{pos}: YAML syntax error: {problem}",
-                                hint="check indentation and quoting on that line") from None
     except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{where}: YAML error: {exc}") from None
+        raise InvalidInputError(yaml_problem(exc, where, text), hint="check indentation and quoting on that line"
+                                if isinstance(exc, yaml.MarkedYAMLError) else None) from None
     if not isinstance(data, dict):
         raise InvalidInputError(f"{where}: the spec must be a YAML mapping (name:, models:, ...), "
                                 f"got {type(data).__name__}")

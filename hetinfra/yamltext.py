@@ -1,4 +1,6 @@
-"""The one YAML reader of user files: safe tags only, bounded size, no duplicate keys.
+"""The one YAML reader of user files: safe tags only, bounded size, no duplicate keys. Every stage
+may use it (it imports only hetinfra.errors and hetinfra.fileio): the spec, a kubeconfig, the Pulumi
+stack config a user edits in OUT.
 
 PyYAML's safe_load expands aliases without limit (a "billion laughs" document of a few hundred
 bytes grows to gigabytes) and follows recursive aliases (``&a [*a]``) into infinite structures,
@@ -14,6 +16,7 @@ from typing import Any
 import yaml
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 #: most nodes the expanded document may hold (the largest example spec has a few hundred)
 MAX_NODES = 100_000
@@ -114,3 +117,38 @@ def compose_and_load(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         return node, loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def yaml_problem(exc: yaml.YAMLError, where: str, text: str) -> str:
+    """One line saying where in ``text`` (``file:line:column``) and what PyYAML refused. A character
+    YAML does not allow (a control character, U+FFFE) is located by its line and column: PyYAML's own
+    message gave an offset and "<unicode string>" on a second line."""
+    if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.character, int):
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return f"{where}:{line}:{column}: the character U+{exc.character:04X} is not allowed in YAML; remove it"
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
+        return f"{at}: YAML syntax error: {exc.problem or exc.context or 'invalid YAML'}"
+    return f"{where}: YAML error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def read_yaml_mapping(path, what: str, *, max_bytes: int, hint: str) -> dict:
+    """The YAML mapping in the file ``path`` that another program wrote or a user edits (a kubeconfig,
+    ``Pulumi.<stack>.yaml``): the one file reader (a FIFO is refused, not a hang; bytes that are not
+    UTF-8 are named), then :func:`compose_and_load`. An empty file is ``{}``; anything that is not a
+    mapping, or not YAML, is InvalidInputError (exit 2) naming ``what`` and the file."""
+    where = str(path)
+    text = read_text(path, what, max_bytes=max_bytes, hint=hint)
+    try:
+        _, doc = compose_and_load(text, where)
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{what} {yaml_problem(exc, where, text)}", hint=hint) from None
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{what} {exc.message}", hint=hint) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{what} {where}: holds a YAML {type(doc).__name__}, not a mapping", hint=hint)
+    return doc
