@@ -11,6 +11,7 @@ node an alias would expand to, before anything is constructed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -25,10 +26,27 @@ MAX_ALIASES = 200
 #: deepest nesting of mappings and sequences
 MAX_DEPTH = 64
 _MERGE = "tag:yaml.org,2002:merge"
+#: YAML 1.1's plain numbers less the two forms that read as another number than the one written: a
+#: leading 0 (``014`` was the octal 12) and base 60 (``1:30`` was 90). Such a scalar stays text, so a
+#: number field refuses it naming the field (spec.load says what to write) and a text field keeps it
+#: as written (``name: 0123`` was 83).
+NUMBER_FORMS = {
+    "tag:yaml.org,2002:int": re.compile(r"""^(?:[-+]?0b[0-1_]+
+                                          |[-+]?(?:0|[1-9][0-9_]*)
+                                          |[-+]?0x[0-9a-fA-F_]+)$""", re.X),
+    "tag:yaml.org,2002:float": re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                                            |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                                            |[-+]?\.(?:inf|Inf|INF)
+                                            |\.(?:nan|NaN|NAN))$""", re.X),
+}
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that counts the aliases it meets while composing."""
+    """SafeLoader that counts the aliases it meets while composing, and reads numbers as written
+    (:data:`NUMBER_FORMS`)."""
+
+    yaml_implicit_resolvers = {first: [(tag, NUMBER_FORMS.get(tag, rx)) for tag, rx in resolvers]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def __init__(self, stream: str):
         super().__init__(stream)

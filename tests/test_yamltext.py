@@ -40,3 +40,43 @@ def test_another_programs_yaml_file_is_a_mapping_or_refused_naming_it(tmp_path):
         with pytest.raises(InvalidInputError, match="thing") as err:
             read_yaml_mapping(path, "thing", max_bytes=1 << 20, hint="h")
         assert words in err.value.message and str(path) in err.value.message and "\n" not in err.value.message
+
+
+def _rate(spelled: str) -> str:
+    return CHAT.replace("rate_rps: 12", f"rate_rps: {spelled}")
+
+
+@given(n=st.integers(0, 10**6), zeros=st.integers(1, 3))
+def test_a_leading_zero_is_refused_in_a_number_field_saying_what_to_write(n, zeros):
+    """YAML 1.1 reads 014 as the octal 12: a number field gets the text and says to write 14."""
+    spelled = "0" * zeros + str(n)
+    with pytest.raises(InvalidInputError) as err:
+        parse_spec_text(_rate(spelled), "s.yaml")
+    assert err.value.message.startswith("s.yaml:11:7: models[0].demand.rate_rps: ")
+    assert err.value.message.endswith(f"write {n}")
+
+
+@given(parts=st.lists(st.integers(0, 59), min_size=2, max_size=3).filter(lambda p: p[0] > 0))
+def test_a_base_60_number_is_refused_in_a_number_field(parts):
+    """YAML 1.1 reads 1:30 as 90: never taken as a number hetinfra plans."""
+    spelled = ":".join([str(parts[0])] + [f"{p:02d}" for p in parts[1:]])
+    with pytest.raises(InvalidInputError, match="base 60"):
+        parse_spec_text(_rate(spelled), "s.yaml")
+
+
+@given(spelled=st.from_regex(r"\A0[0-7]{1,4}\Z") | st.from_regex(r"\A[1-9][0-9]?(:[0-5][0-9]){1,2}\Z"))
+def test_a_text_field_keeps_such_a_value_as_written(spelled):
+    """`source: 0123` was the int 83 (refused as no text); it is the text 0123."""
+    spec = parse_spec_text(CHAT.replace("source: meta-llama/Llama-3.1-8B-Instruct", f"source: {spelled}"), "s.yaml")
+    assert spec.models[0].source == spelled
+
+
+@given(value=st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False))
+def test_numbers_yaml_writes_read_back_as_themselves(value):
+    """The forms left out change no number a YAML writer (or a person writing 12, 0.5, 1.0e+3) writes."""
+    import yaml
+
+    from hetinfra.yamltext import compose_and_load
+
+    text = yaml.safe_dump({"v": value})
+    assert compose_and_load(text, "x")[1] == yaml.safe_load(text) == {"v": value}

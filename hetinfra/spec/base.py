@@ -82,10 +82,13 @@ class ShellChecked(Strict):
         return self
 
 
-def dns_name(value: str, what: str) -> str:
-    """``value`` when it is a DNS label (it names cloud resources), else ValueError naming ``what``."""
-    if not is_dns_label(value):
-        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters "
+def dns_name(value: str, what: str, *, letter_first: bool = False) -> str:
+    """``value`` when it is a DNS label (it names cloud resources), else ValueError naming ``what``;
+    ``letter_first`` as :func:`hetinfra.facts.is_dns_label` (plan.json's reader holds the service name
+    to it, so the spec must: `name: 9chat` was refused blaming plan.json)."""
+    if not is_dns_label(value, letter_first=letter_first):
+        first = ", starting with a letter" if letter_first else ""
+        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters{first} "
                          "(it names cloud resources)")
     return value
 

@@ -7,6 +7,7 @@ and unknown keys get a did-you-mean from the model's field names.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def _yaml_number(text: str) -> str | None:
         value = float(text.replace("_", ""))
     except ValueError:
         return None
-    if not math.isfinite(value) or not isinstance(yaml.safe_load(text), str):
+    if not math.isfinite(value) or not isinstance(compose_and_load(text, "<value>")[1], str):
         return None
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -71,15 +72,26 @@ def _yaml_number(text: str) -> str | None:
     return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent if exponent[0] in '+-' else '+' + exponent}"
 
 
+#: the YAML 1.1 number forms hetinfra.yamltext reads as text (NUMBER_FORMS): a leading 0, base 60
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+(?:\.[0-9_]*)?\Z")
+_BASE_60 = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
+
+
 def _unquoted_number_hint(err: dict) -> str:
     """Where a number field got text that reads as a number everywhere but in YAML 1.1 (``rate_rps:
     1e3`` is the string '1e3'), say so and show a spelling YAML reads as that number."""
     value = err.get("input")
     if err["type"] not in ("float_type", "int_type") or not isinstance(value, str):
         return ""
-    spelled = _yaml_number(value.strip())
+    text = value.strip()
+    if _BASE_60.match(text):
+        return (f"; {value} is text here: YAML 1.1 would read it in base 60 ({yaml.safe_load(text)!r}), not as "
+                "written: write the number you mean")
+    spelled = _yaml_number(text)
     if spelled is None:
         return ""
+    if _LEADING_ZERO.match(text):
+        return f"; {value} is text here (a leading 0 reads as octal in YAML 1.1, 014 as 12): write {spelled}"
     return (f"; YAML 1.1 reads {value} as text, not a number (an exponent needs a dot and a sign there): "
             f"write {spelled}")
 
