@@ -26,7 +26,11 @@ class AnswerError(OSError):
 def get(request: str | urllib.request.Request, *, timeout: float, max_bytes: int = 1 << 20,
         opener: urllib.request.OpenerDirector | None = None) -> tuple[int, bytes]:
     """(status, body) of one request. An answer of 4xx/5xx raises urllib.error.HTTPError as urllib
-    does (callers read its code); anything else that goes wrong raises AnswerError."""
+    does (callers read its code); anything else that goes wrong raises AnswerError. Only http(s): a
+    URL read from a file (state.json's gateways) that says file:// or ftp:// is no server's answer."""
+    url = request.full_url if isinstance(request, urllib.request.Request) else str(request)
+    if not url.lower().startswith(("http://", "https://")):
+        raise AnswerError(f"{url[:60]!r} is not an http(s) URL")
     try:
         with (opener.open if opener else urllib.request.urlopen)(request, timeout=timeout) as resp:
             body = resp.read(max_bytes + 1)

@@ -133,3 +133,10 @@ def test_any_gateway_answer_gives_status_lines_or_says_it_is_not_one(server, pat
         assert lines and all(isinstance(line, str) for line in lines)
         units = _gateway_units(server.url, 5)
         assert all(isinstance(v["replicas"], int) and isinstance(v["healthy"], int) for v in units.values())
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.test/x", "data:,hello", "/etc/passwd"])
+def test_only_http_is_asked(url):
+    """A URL read from a file (state.json's gateways) is asked only over http(s): urllib opens file://."""
+    with pytest.raises(AnswerError, match="not an http"):
+        get(url, timeout=1)
