@@ -108,6 +108,10 @@ def secrets_from_env(env: dict | None = None) -> dict[str, str]:
                                 "from an env file", hint="export VLLM_API_KEY=$(openssl rand -hex 24)")
     out = {"hetinfra:apiKey": key}
     if env.get("HF_TOKEN"):
+        why = key_problem(env["HF_TOKEN"])
+        if why:  # dropped from the env file the same way: a gated model's download failed on the VM
+            raise InvalidInputError(f"HF_TOKEN {why.replace('key', 'token')}", hint="export HF_TOKEN=hf_... as the "
+                                    "Hugging Face settings page shows it")
         out["hetinfra:hfToken"] = env["HF_TOKEN"]
     return out
 

@@ -34,3 +34,13 @@ def test_the_gateway_refuses_such_a_backend_key(monkeypatch):
         _backend_key()
     monkeypatch.setenv("VLLM_API_KEY", "abc")
     assert _backend_key() == "abc"
+
+
+@given(token=keys)
+def test_an_hf_token_is_one_env_file_value_or_refused(token):
+    try:
+        got = secrets_from_env({"VLLM_API_KEY": "k", "HF_TOKEN": token}).get("hetinfra:hfToken")
+    except InvalidInputError as exc:
+        assert exc.message.startswith("HF_TOKEN has ")
+        return
+    assert got == token and token.isascii() and token.isprintable() and not any(c.isspace() for c in token)
