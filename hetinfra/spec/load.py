@@ -125,7 +125,24 @@ def _fmt_loc(loc: Loc) -> str:
     return dotted(loc) or "(top level)"
 
 
+#: the longest error line about a spec value: a value or key of 5,000 characters was printed whole
+MAX_LINE = 300
+
+
+def _clipped(line: str) -> str:
+    """``line`` within MAX_LINE characters: its start (where, which field) and its end (the rule, the
+    fix) kept, the middle (a long value or key) left out and counted."""
+    if len(line) <= MAX_LINE:
+        return line
+    head, tail = MAX_LINE * 2 // 3, MAX_LINE // 4
+    return f"{line[:head]}...({len(line) - head - tail} characters)...{line[-tail:]}"
+
+
 def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
+    return _clipped(_described(err, marks, where, written))
+
+
+def _described(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
     # pydantic puts union/validator tags in the location; keep only real keys and indices.
     loc = real_keys(err["loc"], ServiceSpec)
     line = None
