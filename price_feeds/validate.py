@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hetinfra.errors import InvalidInputError
 from hetinfra.csvtext import csv_records
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
-from hetinfra.price_feeds.offers import NAME_CELL, OPTIONAL_COLUMNS, RANGES, REQUIRED_COLUMNS, Offer
+from hetinfra.price_feeds.offers import NAME_CELL, OPTIONAL_COLUMNS, RANGES, REQUIRED_COLUMNS, Offer, is_source_text
 
 # Reasons (the words users see in "dropped N rows: ...").
 MISSING_FIELD = "missing field"
@@ -34,6 +34,7 @@ DUPLICATE = "duplicate"
 ZONE_PRICES_DIFFER = "on-demand differs across zones"
 NAME_NOT_A_WORD = "name not letters, digits, '.', '_', '-'"
 OUT_OF_RANGE = "number out of range"
+SOURCE_NOT_TEXT = "source not one line of printable text"
 
 
 def known_gpus() -> set[str]:
@@ -78,6 +79,8 @@ class Validator:
         # 'g5$(id)' or 1e300 vCPUs was kept, then its snapshot refused whole (exit 2 naming 'skypilot-catalog:3')
         if not all(isinstance(v, str) and NAME_CELL.match(v) for v in (o.cloud, o.region, o.instance_type, o.gpu)):
             return NAME_NOT_A_WORD
+        if o.source and not is_source_text(o.source):
+            return SOURCE_NOT_TEXT
         if not isinstance(o.gpu_count, int) or o.gpu_count < 1:
             return BAD_GPU_COUNT
         if o.price_per_hour is None or not o.price_per_hour > 0:
