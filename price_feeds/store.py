@@ -28,7 +28,7 @@ from pathlib import Path
 from hetinfra.errors import HetinfraError
 from hetinfra.price_feeds.base import Coverage, FeedResult, parse_time
 from hetinfra.price_feeds.config import default_cache_dir
-from hetinfra.price_feeds.offers import OfferSnapshot, parse_offers_csv
+from hetinfra.price_feeds.offers import OfferSnapshot, is_source_text, parse_offers_csv
 
 FORMAT = 1
 OFFERS = "offers.csv"
@@ -99,7 +99,7 @@ def meta_problem(meta: object) -> str | None:
         return f"fetched_at {meta['fetched_at']!r:.60} is not an ISO date and time"
     for key in _META_OPTIONAL_TEXT:
         value = meta.get(key)
-        if value is not None and (not isinstance(value, str) or not value.isprintable() or len(value) > 200):
+        if value is not None and not is_source_text(value):  # the label is the offers' source column
             return f"{key} is {value!r:.60}: expected one line of text"
     coverage = meta.get("coverage")
     if coverage is None:
