@@ -15,7 +15,7 @@ from typing import Callable, TypeVar
 
 import click
 
-from hetinfra.errors import HetinfraError, InvalidInputError
+from hetinfra.errors import HetinfraError, InvalidInputError, shown
 from hetinfra.fileio import dumps_strict
 
 T = TypeVar("T")
@@ -114,9 +114,9 @@ def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None
         sys.exit(STOPPED_BY[stopping[0]])
     if as_json:
         echo_error_document(exc, partial)
-    click.echo(f"error: {exc.message}", err=True)
+    click.echo(shown(f"error: {exc.message}"), err=True)
     if exc.hint:
-        click.echo(f"  hint: {exc.hint}", err=True)
+        click.echo(shown(f"  hint: {exc.hint}"), err=True)
     sys.exit(exc.exit_code)
 
 
