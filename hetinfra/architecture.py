@@ -62,8 +62,8 @@ def size_problem(value: object, field: str) -> str | None:
         return f"is {value!r:.40} ({kind}): must be a whole number from {least} to {most}"
     if not math.isfinite(value) or value != int(value):
         return f"is {value!r}: must be a whole number from {least} to {most}"
-    if not least <= value <= most:
-        return f"is {int(value)}: must be {'at least' if value < least else 'at most'} {least if value < least else most}"
+    if not least <= value <= most:  # 1e300 shown as such, not as its 301 digits
+        return f"is {int(value) if abs(value) < 1e15 else format(value, 'g')}: must be {'at least' if value < least else 'at most'} {least if value < least else most}"
     return None
 
 

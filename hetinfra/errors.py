@@ -10,6 +10,25 @@ import re
 from typing import Iterable
 
 
+def shown(text: str) -> str:
+    """``text`` as a terminal may show it: every character that does not print (an escape sequence's
+    ESC, a carriage return, a bidi override, a zero-width space), newlines aside, written as its
+    Python escape. Errors and warnings quote what files hold (a CSV cell, a state.json URL), and an
+    escape sequence there reached the terminal as is: the one way both are printed."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else ascii(ch)[1:-1] for ch in text)
+
+
+def markup_escaped(text: str) -> str:
+    """``text`` (:func:`shown`) as a Rich console prints it as written: Rich reads '[/]' or '[bold]' as
+    markup, so a CSV cell, a file name or a warning quoting one was restyled or, with '[/]', a
+    MarkupError traceback. Every string from a file that a Rich console prints goes through it."""
+    from rich.markup import escape  # Rich: a dependency of every command that prints tables
+
+    return escape(shown(text))
+
+
 def closest(value: str, choices, cutoff: float = 0.5) -> str | None:
     """The choice closest to a mistyped ``value`` (for "did you mean" hints), or None. A choice that
     differs only in case comes first: by edit distance alone 'l4' was nearer 'T4' than 'L4', and

@@ -25,6 +25,26 @@ def is_dns_label(value: str, *, letter_first: bool = False) -> bool:
     return bool(_DNS_LABEL.match(value)) and (not letter_first or value[:1].isalpha())
 
 
+#: the longest API key (a client's HETINFRA_API_KEY entry, the engines' VLLM_API_KEY)
+MAX_KEY = 256
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be an API key sent as ``Authorization: Bearer <key>`` (None when it can);
+    never quotes the key. HTTP headers carry bytes servers decode as Latin-1, so a key with 'é' or an
+    invisible character pasted with it matches from one client and not another; whitespace or a
+    newline does not survive an env file (the VMs' secrets.env dropped a VLLM_API_KEY holding one,
+    and vLLM then served without a key); an empty key turns authentication on with no key that passes."""
+    if not key:
+        return "has an empty key"
+    if len(key) > MAX_KEY:
+        return f"has a key longer than {MAX_KEY} characters"
+    bad = next((ch for ch in key if not (ch.isascii() and ch.isprintable()) or ch.isspace()), None)
+    if bad is not None:
+        return f"has a key holding {'whitespace' if bad.isspace() else 'the character'} U+{ord(bad):04X}"
+    return None
+
+
 # ---- scale ----------------------------------------------------------------------------------------
 #: the most GPUs hetinfra plans (hetinfra.plan.planner refuses demand certain to need more), and so the
 #: most replicas, instances or engines one allocation of plan.json may count: each holds at least one

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import HetinfraError, InvalidInputError
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
 MAX_READ_BYTES = 64 << 20
@@ -386,8 +386,11 @@ def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
                 (stage / name).unlink(missing_ok=True)
                 os.link(target / name, stage / name)
         _swap_in(stage, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, HetinfraError):  # a file of the copy that a reader refused, named as the user knows it
+            exc.message = exc.message.replace(str(stage), str(target))
+            exc.hint = exc.hint and exc.hint.replace(str(stage), str(target))
         raise
 
 

@@ -21,6 +21,7 @@ HETINFRA_FEEDS_DEADLINE_S   total seconds per source (all requests and retries) 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,48 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
+#: FeedConfig field -> the environment variable of its text
+_TEXT_VARS = {"aws_pricing_url": "HETINFRA_AWS_PRICING_URL", "azure_prices_url": "HETINFRA_AZURE_PRICES_URL",
+              "gcp_billing_url": "HETINFRA_GCP_BILLING_URL", "gcp_api_key": "HETINFRA_GCP_API_KEY",
+              "skypilot_catalog": "HETINFRA_SKYPILOT_CATALOG", "aws_spot": "HETINFRA_AWS_SPOT"}
+#: the most retries per request and seconds per source the environment may ask for
+MAX_RETRIES = 100
+MAX_DEADLINE_S = 86400.0
+AWS_SPOT_MODES = ("auto", "on", "off")
+
+
+def _env_number(var: str, text: str, *, whole: bool, most: float) -> float:
+    """An environment variable's number: whole where a count is meant, finite, in its range; else
+    exit 2 naming the variable. A deadline of -1 was exit 4 blaming every feed ('malformed feed
+    data'), nan meant no deadline at all and a retry count of -5 was taken as 0, silently."""
+    from hetinfra.errors import InvalidInputError
+
+    least = 0 if whole else 1e-3
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not least <= value <= most:
+        kind = "a whole number" if whole else "a number of seconds"
+        raise InvalidInputError(f"{var}={text.strip()[:40]!r} is not {kind} from {least:g} to {most:g}",
+                                hint=f"set {var} to such a value, or unset it for the default")
+    return value
+
+
+def _check_words(kw: dict) -> None:
+    """The URL and mode variables: an API URL is http(s) (urllib would open a file:// path too), and
+    HETINFRA_AWS_SPOT one of its modes (any other word was taken as 'on')."""
+    from hetinfra.errors import InvalidInputError
+
+    for name in ("aws_pricing_url", "azure_prices_url", "gcp_billing_url"):
+        if name in kw and not kw[name].lower().startswith(("http://", "https://")):
+            raise InvalidInputError(f"{_TEXT_VARS[name]}={kw[name][:60]!r} is not an http(s) URL",
+                                    hint=f"unset {_TEXT_VARS[name]} for the cloud's own endpoint")
+    if kw.get("aws_spot", "auto") not in AWS_SPOT_MODES:
+        raise InvalidInputError(f"HETINFRA_AWS_SPOT={kw['aws_spot'][:40]!r} is none of {', '.join(AWS_SPOT_MODES)}",
+                                hint="auto: spot prices when AWS credentials are found; on; off")
+
+
 @dataclass(frozen=True)
 class FeedConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
@@ -70,26 +113,17 @@ class FeedConfig:
         kw: dict = {}
         if env.get("HETINFRA_FEEDS_SOURCES"):
             kw["sources"] = _split(env["HETINFRA_FEEDS_SOURCES"])
-        for name, var in (("aws_pricing_url", "HETINFRA_AWS_PRICING_URL"),
-                          ("azure_prices_url", "HETINFRA_AZURE_PRICES_URL"),
-                          ("gcp_billing_url", "HETINFRA_GCP_BILLING_URL"),
-                          ("gcp_api_key", "HETINFRA_GCP_API_KEY"),
-                          ("skypilot_catalog", "HETINFRA_SKYPILOT_CATALOG"),
-                          ("aws_spot", "HETINFRA_AWS_SPOT")):
+        for name, var in _TEXT_VARS.items():
             if env.get(var):
                 kw[name] = env[var]
         if env.get("HETINFRA_AWS_REGIONS"):
             kw["aws_regions"] = _split(env["HETINFRA_AWS_REGIONS"])
-        for name, var, typ in (("retries", "HETINFRA_FEEDS_RETRIES", int),
-                               ("deadline_s", "HETINFRA_FEEDS_DEADLINE_S", float)):
+        for name, var, whole, most in (("retries", "HETINFRA_FEEDS_RETRIES", True, MAX_RETRIES),
+                                       ("deadline_s", "HETINFRA_FEEDS_DEADLINE_S", False, MAX_DEADLINE_S)):
             if env.get(var):
-                try:
-                    kw[name] = typ(env[var])
-                except ValueError:
-                    from hetinfra.errors import InvalidInputError
-
-                    raise InvalidInputError(f"{var}={env[var]!r} is not a number") from None
+                kw[name] = _env_number(var, env[var], whole=whole, most=most)
         kw.update({k: v for k, v in overrides.items() if v is not None})
+        _check_words(kw)
         return cls(**kw)
 
     def with_(self, **changes) -> "FeedConfig":

@@ -208,6 +208,8 @@ class HttpClient:
                 self._check_deadline(url)
                 chunk = resp.read(1 << 16)
                 if not chunk:
+                    if resp.length:  # read(n) returns what came: a body cut short is retried, not taken
+                        raise http.client.IncompleteRead(b"", resp.length)
                     return b"".join(chunks)
                 size += len(chunk)
                 if size > max_bytes:
@@ -246,6 +248,10 @@ class HttpClient:
                     if progress is not None:
                         progress(read, total_n)
                 yield line
+            if resp.length:  # the stream ended short of its Content-Length: a price list cut off mid-way
+                raise FetchError(f"the body of {redact(url)} ended {resp.length} bytes short of its Content-Length "
+                                 f"after {read} bytes", hint="the feed may be down; the last good snapshot is used "
+                                                             "unless strict")
             if progress is not None:
                 progress(read, total_n)
         except FetchError:

@@ -136,6 +136,13 @@ RANGES = {"gpu_count": (1, 64), "gpu_memory_gb": (1e-3, 4096), "vcpus": (0, 4096
 NAME_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
+def is_source_text(value: object) -> bool:
+    """Whether ``value`` may be a row's ``source`` (a label such as 'skypilot-catalog-v8/aws@e385a0d3',
+    shown by `hetinfra prices`): one line of printable text, at most 200 characters. A cell holding a
+    newline or an escape sequence split the table and reached the terminal as is."""
+    return isinstance(value, str) and value.isprintable() and len(value) <= 200
+
+
 def parse_time(text: str) -> datetime | None:
     """An as-of text ("2025-11-01", "2026-01-05T12:00:00Z") as an aware UTC datetime."""
     text = (text or "").strip()
@@ -232,6 +239,9 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             if not NAME_CELL.match(row[col]):
                 raise InvalidInputError(f"{where}: column '{col}' is {row[col][:40]!r}: use letters, digits, '.', "
                                         "'_' and '-' (at most 128; it names cloud resources)")
+        if row.get("source") and not is_source_text(row["source"]):
+            raise InvalidInputError(f"{where}: column 'source' is {row['source'][:40]!r}: one line of printable text "
+                                    "(at most 200 characters)")
         count = _num(row["gpu_count"], where=where, column="gpu_count")
         if count is None or count < 1 or count != int(count):
             raise InvalidInputError(f"{where}: gpu_count must be a whole number >= 1, got {row['gpu_count']!r}")

@@ -28,7 +28,7 @@ from pathlib import Path
 from hetinfra.errors import HetinfraError
 from hetinfra.price_feeds.base import Coverage, FeedResult, parse_time
 from hetinfra.price_feeds.config import default_cache_dir
-from hetinfra.price_feeds.offers import OfferSnapshot, parse_offers_csv
+from hetinfra.price_feeds.offers import OfferSnapshot, is_source_text, parse_offers_csv
 
 FORMAT = 1
 OFFERS = "offers.csv"
@@ -80,6 +80,37 @@ class StoredSnapshot:
         return parse_offers_csv(self.text, name=self.label, default_as_of=self.as_of)
 
 
+#: meta.json's keys that are read, and the type each must have (None: the key may be absent or null)
+_META_TEXT = ("source", "fetched_at", "sha256")
+_META_OPTIONAL_TEXT = ("label", "as_of")
+
+
+def meta_problem(meta: object) -> str | None:
+    """What is wrong with a snapshot's meta.json, or None. Every field a reader takes is checked here,
+    where the file is read: meta.json sits in a cache anyone can edit, and a coverage of ``[1]`` or a
+    label of ``5`` was a traceback in `hetinfra plan --feeds cache` (a snapshot that fails is skipped
+    as corrupt, with a warning, as one whose offers.csv does not match its hash)."""
+    if not isinstance(meta, dict):
+        return "is not a JSON object"
+    for key in _META_TEXT:
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            return f"lacks source/fetched_at/sha256 as text ({key} is {meta.get(key)!r:.60})"
+    if parse_time(meta["fetched_at"]) is None:
+        return f"fetched_at {meta['fetched_at']!r:.60} is not an ISO date and time"
+    for key in _META_OPTIONAL_TEXT:
+        value = meta.get(key)
+        if value is not None and not is_source_text(value):  # the label is the offers' source column
+            return f"{key} is {value!r:.60}: expected one line of text"
+    coverage = meta.get("coverage")
+    if coverage is None:
+        return None
+    if not isinstance(coverage, dict) or not all(
+            isinstance(regions, list) and all(isinstance(r, str) for r in regions)
+            for regions in coverage.values() if regions is not None):
+        return f"coverage is {coverage!r:.60}: expected {{cloud: [region, ...] or null}}"
+    return None
+
+
 def read_snapshot_dir(path: Path) -> StoredSnapshot:
     """Load and verify one snapshot directory; :class:`CorruptSnapshot` when it does not check out."""
     path = Path(path)
@@ -91,8 +122,9 @@ def read_snapshot_dir(path: Path) -> StoredSnapshot:
         raw = read_text(path / OFFERS, "snapshot offers.csv").encode("utf-8")
     except HetinfraError as exc:
         raise CorruptSnapshot(f"snapshot {path} is unreadable: {exc.message}") from None
-    if not isinstance(meta, dict) or not {"source", "fetched_at", "sha256"} <= set(meta):
-        raise CorruptSnapshot(f"snapshot {path}: meta.json lacks source/fetched_at/sha256")
+    problem = meta_problem(meta)
+    if problem:
+        raise CorruptSnapshot(f"snapshot {path}: meta.json {problem}")
     digest = hashlib.sha256(raw).hexdigest()
     if digest != meta["sha256"]:
         raise CorruptSnapshot(f"snapshot {path}: offers.csv does not match its sha256 (corrupt or edited)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hetinfra.errors import InvalidInputError
 from hetinfra.csvtext import csv_records
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
-from hetinfra.price_feeds.offers import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Offer
+from hetinfra.price_feeds.offers import NAME_CELL, OPTIONAL_COLUMNS, RANGES, REQUIRED_COLUMNS, Offer, is_source_text
 
 # Reasons (the words users see in "dropped N rows: ...").
 MISSING_FIELD = "missing field"
@@ -32,6 +32,9 @@ UNKNOWN_GPU = "unknown GPU"
 GPU_MEMORY_NOT_POSITIVE = "GPU memory <= 0"
 DUPLICATE = "duplicate"
 ZONE_PRICES_DIFFER = "on-demand differs across zones"
+NAME_NOT_A_WORD = "name not letters, digits, '.', '_', '-'"
+OUT_OF_RANGE = "number out of range"
+SOURCE_NOT_TEXT = "source not one line of printable text"
 
 
 def known_gpus() -> set[str]:
@@ -71,6 +74,13 @@ class Validator:
         """The reason to drop ``o``, or None when it is a valid offer."""
         if not (o.cloud and o.region and o.instance_type and o.gpu):
             return MISSING_FIELD
+        # the offers CSV reader's own rules (parse_offers_csv, here and in the ranges below), so that no
+        # row is kept, stored in a snapshot or planned that the reader refuses: a catalog's instance type
+        # 'g5$(id)' or 1e300 vCPUs was kept, then its snapshot refused whole (exit 2 naming 'skypilot-catalog:3')
+        if not all(isinstance(v, str) and NAME_CELL.match(v) for v in (o.cloud, o.region, o.instance_type, o.gpu)):
+            return NAME_NOT_A_WORD
+        if o.source and not is_source_text(o.source):
+            return SOURCE_NOT_TEXT
         if not isinstance(o.gpu_count, int) or o.gpu_count < 1:
             return BAD_GPU_COUNT
         if o.price_per_hour is None or not o.price_per_hour > 0:
@@ -91,6 +101,13 @@ class Validator:
                 return GPU_COUNT_MISMATCH
         if not o.gpu_memory_gb or not o.gpu_memory_gb > 0:
             return GPU_MEMORY_NOT_POSITIVE
+        for column, (least, most) in RANGES.items():
+            value = getattr(o, column)
+            if not isinstance(value, (int, float)) or not (math.isfinite(value) and least <= value <= most):
+                return OUT_OF_RANGE
+        if any(v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)) for v in (
+                o.spot_price_per_hour, o.committed_1y_price_per_hour, o.committed_3y_price_per_hour)):
+            return OUT_OF_RANGE
         if (o.cloud, o.region, o.instance_type) in self._kept:
             return DUPLICATE
         return None

@@ -17,6 +17,7 @@ side) and MLA (DeepSeek-V2/V3: the compressed latent cache, not split by TP, as 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from hetinfra.architecture import arch_problem, size_problem
 from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_json
+from hetinfra.fileio import read_json, read_text
 
 __all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
            "arch_from_hub"]
@@ -57,11 +58,22 @@ def is_repo_id(name: str) -> bool:
     return bool(_REPO_ID.match(name or ""))
 
 
+#: what a ref file of the cache holds: the commit hash the hub wrote (a name, never a path)
+_COMMIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
 def cached_file(repo_id: str, filename: str, revision: str = "main") -> Path | None:
-    """``filename`` of ``repo_id`` at ``revision`` (a branch or a commit) in the local cache, or None."""
+    """``filename`` of ``repo_id`` at ``revision`` (a branch or a commit) in the local cache, or None.
+    The ref file goes through the one file reader (bytes that are not UTF-8 were a traceback) and must
+    hold a commit name: ``../../x`` would read a config.json from outside the repo's snapshots."""
     repo = hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
     ref = repo / "refs" / revision
-    commit = ref.read_text().strip() if ref.is_file() else revision
+    commit = revision
+    if ref.is_file():
+        fix = f"download the repo again (`huggingface-cli download {repo_id} config.json`) or remove {ref}"
+        commit = read_text(ref, "Hugging Face cache ref", max_bytes=4096, hint=fix).strip()
+        if not _COMMIT.match(commit):
+            raise InvalidInputError(f"{ref}: holds {commit[:60]!r}, not a commit hash", hint=fix)
     path = repo / "snapshots" / commit / filename
     return path if path.is_file() else None
 
@@ -178,7 +190,7 @@ def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: 
     embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
     total = embed + layers * attn + total_mlp
     active = embed + layers * attn + active_mlp
-    scale = _checkpoint_scale(cfg, top, index, total)
+    scale = _checkpoint_scale(cfg, top, index, total, where)
     total, active = total * scale, active * scale
     counted = "parameters counted from it" + (" and its safetensors index" if scale != 1.0 else "")
     problem = arch_problem({**shape, **moe, "params": total, "active_params": active},
@@ -197,7 +209,7 @@ _SHAPE_KEYS = {"layers": ("num_hidden_layers", "n_layer", "num_layers"), "hidden
 def _checked_shape(size: _Sizes, top: dict, mtype: str, where: str) -> tuple[int, int, int]:
     """(layers, hidden size, attention heads) of a decoder-only transformer's config; any other
     architecture, or a config without one of the three, is refused (exit 2) with the fix."""
-    archs = [str(a) for a in (top.get("architectures") or [])]
+    archs = [str(a) for a in _typed(top, "architectures", list, "a list of class names", where) or []]
     label = archs[0] if archs else (mtype or "unknown")
     if mtype in _UNSUPPORTED or any(x in a.lower() for a in archs for x in ("mamba", "rwkv", "encoderdecoder")):
         raise InvalidInputError(f"{where}: unsupported architecture {label} ({mtype or 'no model_type'}): the "
@@ -251,18 +263,38 @@ def _mlp_params(size: _Sizes, mtype: str, layers: int, hidden: int, inter: int) 
             {"experts": experts, "experts_per_tok": top_k, "dense_layers": size.cfg.get("first_k_dense_replace")})
 
 
-def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float) -> float:
+def _typed(doc: dict, key: str, types, expected: str, where: str, name: str = ""):
+    """``doc[key]``, None when absent or null; a value of another JSON type is refused naming the key
+    (a config.json or index edited or written by another tool: a list where an object goes was an
+    AttributeError). A boolean is no number here, as in :func:`hetinfra.architecture.size_problem`."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise InvalidInputError(f"{where}: {name or key} is {value!r:.40}: expected {expected}", hint=_FIX)
+    return value
+
+
+def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float, where: str) -> float:
     """The factor that makes the counted parameters match the checkpoint's safetensors index (its
     total bytes over the bytes per weight of its quantization or dtype), or 1 without an index."""
-    size = ((index or {}).get("metadata") or {}).get("total_size")
-    if not isinstance(size, (int, float)) or size <= 0:
+    at = f"the safetensors index beside {where}"
+    size = _typed(_typed(index or {}, "metadata", dict, "an object", at) or {}, "total_size", (int, float),
+                  "a number of bytes", at, "metadata.total_size")
+    if size is None:
         return 1.0
-    qc = cfg.get("quantization_config") or top.get("quantization_config") or {}
+    if not math.isfinite(size) or size <= 0:
+        raise InvalidInputError(f"{at}: metadata.total_size is {size!r}: must be a number of bytes > 0", hint=_FIX)
+    qc = (_typed(cfg, "quantization_config", dict, "an object", where)
+          or _typed(top, "quantization_config", dict, "an object", where) or {})
     method = str(qc.get("quant_method", "")).lower()
-    bits = qc.get("bits") or qc.get("w_bit")
+    key = "bits" if qc.get("bits") is not None else "w_bit"
+    bits = _typed(qc, key, (int, float), "a number of bits", where, f"quantization_config.{key}")
     if method in ("fp8", "fbgemm_fp8") or "fp8" in str(qc.get("format", "")).lower():
         per = 1.0
     elif bits:
+        if not 1 <= bits <= 64:
+            raise InvalidInputError(f"{where}: quantization_config.{key} is {bits!r}: must be 1 to 64 bits", hint=_FIX)
         per = float(bits) / 8.0
     else:
         per = float(_DTYPE_BYTES.get(str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")), 2))

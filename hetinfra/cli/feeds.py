@@ -12,6 +12,7 @@ import json
 import click
 
 from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
+from hetinfra.errors import markup_escaped
 from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
@@ -188,8 +189,8 @@ def _print_prices(offers: list, shown: list, spot: bool, as_of: str, limit: int 
             table.add_column(headers[i], overflow="fold", min_width=10)
         else:
             table.add_column(headers[i], justify="right" if 4 <= i <= 7 else "left", no_wrap=True, min_width=widths[i])
-    for r in rows:
-        table.add_row(*(r[i] for i in keep))
+    for r in rows:  # a source cell or file name may read as Rich markup ('[/]' was a MarkupError)
+        table.add_row(*(markup_escaped(r[i]) for i in keep))
     console.print(table)
     if 5 not in keep:
         console.print("(whole-instance $/h hidden on this width: widen the terminal or use --json)")
@@ -302,9 +303,10 @@ def _print_refresh(cache_dir, outcomes: list, report: list[dict]) -> None:
     rows = []
     for o, e in zip(outcomes, report):
         if o.ok:
-            rows.append((o.source, "ok", str(o.rows), o.result.drop_summary() or "", e["path"] or "(not stored)"))
+            rows.append(tuple(map(markup_escaped, (o.source, "ok", str(o.rows), o.result.drop_summary() or "",
+                                                   e["path"] or "(not stored)"))))
         else:
-            rows.append((o.source, "[red]failed[/red]", "", "", o.error.message))
+            rows.append((o.source, "[red]failed[/red]", "", "", markup_escaped(o.error.message)))
     _print_store(cache_dir, ("source", "result", "rows", "dropped", "snapshot / error"), rows)
     for o, e in zip(outcomes, report):
         echo_warnings(f"{o.source}: {w}" if not w.startswith(f"{o.source}:") else w for w in e.get("warnings", []))
@@ -314,7 +316,7 @@ def _print_store(root, columns: tuple[str, ...], rows) -> None:
     """A table of what the snapshot store at ``root`` holds (``feeds refresh``, ``feeds list``)."""
     from rich.table import Table
 
-    table = Table(title=f"snapshot store {root}")
+    table = Table(title=f"snapshot store {markup_escaped(str(root))}")
     for col in columns:
         table.add_column(col)
     for r in rows:
@@ -352,4 +354,5 @@ def list_command(sources, as_json):
         click.echo(f"no snapshots in {store.root}; run `hetinfra feeds refresh`")
         return
     _print_store(store.root, ("source", "fetched at", "rows", "sha256", "path"),
-                 [(r["source"], r["fetched_at"], str(r["rows"]), r["sha256"][:12], r["path"]) for r in rows])
+                 [tuple(map(markup_escaped, (r["source"], r["fetched_at"], str(r["rows"]), r["sha256"][:12], r["path"])))
+                  for r in rows])

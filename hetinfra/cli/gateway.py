@@ -92,7 +92,7 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
         _warn_open(keys)
         config = GatewayConfig(
             source=str(source), endpoints=parse_endpoint_overrides(endpoints), client_keys=keys,
-            backend_key=os.environ.get("VLLM_API_KEY") or None, max_body_bytes=max_body_kb * 1024, retries=retries,
+            backend_key=_backend_key(), max_body_bytes=max_body_kb * 1024, retries=retries,
             connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s, health_interval_s=health_interval_s,
             fall=fall, rise=rise, reload_interval_s=reload_interval_s,
             demand_log=str(demand_log) if demand_log else None,
@@ -116,6 +116,19 @@ def _tokenizer_paths(items: tuple[str, ...]) -> dict[str, str]:
             raise InvalidInputError(f"--tokenizer {item!r} is not MODEL=PATH")
         out[model] = path
     return out
+
+
+def _backend_key() -> str | None:
+    """VLLM_API_KEY, sent to the backends as a Bearer token: the client keys' rule (a newline there
+    cannot be sent in a header; hetinfra.facts.key_problem), exit 2 at start, never quoting it."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.facts import key_problem
+
+    key = os.environ.get("VLLM_API_KEY") or None
+    why = key and key_problem(key)
+    if why:
+        raise InvalidInputError(f"VLLM_API_KEY {why}", hint="give the engines' key as apply set it (printable ASCII)")
+    return key
 
 
 def _warn_open(keys: dict[str, str]) -> None:

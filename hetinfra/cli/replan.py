@@ -195,17 +195,15 @@ def fetch_demand(source: str, out: Path) -> Path:
         key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
         if key:
             req.add_header("Authorization", "Bearer " + key)
+        from hetinfra.httpget import get
         from hetinfra.replan.demand_log import MAX_LOG_BYTES
 
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - an operator-given URL
-                body = resp.read(MAX_LOG_BYTES + 1)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise FeedError(f"cannot fetch the demand log from {source}: {exc}",
-                            hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys?") from None
-        if len(body) > MAX_LOG_BYTES:
-            raise FeedError(f"the demand log at {source} is larger than {MAX_LOG_BYTES} bytes",
-                            hint="rotate the gateway's log (it keeps .1 .. .N) or fetch a shorter span")
+        try:  # a body cut short or not HTTP at all is an error, never a shorter log (hetinfra.httpget)
+            body = get(req, timeout=60, max_bytes=MAX_LOG_BYTES)[1]
+        except (urllib.error.URLError, OSError) as exc:
+            raise FeedError(f"cannot fetch the demand log from {source}: {getattr(exc, 'reason', None) or exc}",
+                            hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys? "
+                                 "(a log over the size allowed: rotate it, the gateway keeps .1 .. .N)") from None
         try:
             text = body.decode("utf-8-sig")
         except UnicodeDecodeError as exc:

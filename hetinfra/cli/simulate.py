@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from hetinfra.errors import shown
 from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
 from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, run_command, summary_console
 
@@ -107,14 +108,14 @@ def _judge(doc: dict, check: bool, as_json: bool, plan_promise: bool = False) ->
 
     drift = doc.get("spec_changed")
     if drift is not None:
-        click.echo(f"warning: {drift_words(drift)}", err=True)
+        click.echo(shown(f"warning: {drift_words(drift)}"), err=True)
         if check and not plan_promise:
             click.echo(f"simulate --check: the spec changed since planning (exit {SPEC_CHANGED}); re-plan it, or pass "
                        "--plan-promise to check the plan's own objectives and demand", err=True)
             raise SystemExit(SPEC_CHANGED)
     thin = too_few_lines(doc)
     for line in thin:
-        click.echo(f"warning: {line}", err=True)
+        click.echo(shown(f"warning: {line}"), err=True)
     if check and (thin or not doc["met"]):
         if not as_json:
             click.echo(f"simulate --check: {_check_words(doc)}", err=True)

@@ -31,8 +31,10 @@ import yaml
 
 from hetinfra import __version__
 from hetinfra.document import Plan
+from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS as IAC_CLOUDS
+from hetinfra.yamltext import read_yaml_mapping
 
 PULUMI_PINS = {"pulumi": "3.272.0", "pulumi-aws": "7.51.1", "pulumi-gcp": "10.2.0", "pulumi-azure-native": "3.29.0"}
 MAIN_PY = "from hetinfra.stacks.program import main\nmain()\n"
@@ -76,10 +78,26 @@ def pulumi_yaml(plan: Plan, cloud: str) -> str:
             + yaml.safe_dump(doc, sort_keys=False))
 
 
-def stack_config(plan: Plan, cloud: str, existing: str | None, gcp_project: str | None = None) -> str:
-    """``Pulumi.<stack>.yaml`` text: our keys set, everything else (salt, secure values) kept."""
-    doc = yaml.safe_load(existing) if existing else None
-    doc = doc if isinstance(doc, dict) else {}
+def read_stack_config(path: Path) -> dict:
+    """What ``Pulumi.<stack>.yaml`` at ``path`` holds ({} where there is none yet). The user edits it
+    (`pulumi config set`, secrets, the salt), so it goes through the one YAML file reader, and its
+    ``config`` must be a mapping: ``config: [1, 2]`` was a TypeError when `plan --out` merged our keys
+    into it, bytes that are not UTF-8 a UnicodeDecodeError (exit 2 naming the file now; the out dir is
+    left as it was)."""
+    if not path.exists():
+        return {}
+    hint = f"correct {path} or delete it (plan writes it again; secrets set with `pulumi config set` are lost)"
+    doc = read_yaml_mapping(path, "Pulumi stack config", max_bytes=1 << 20, hint=hint)
+    if not isinstance(doc.get("config") or {}, dict):
+        raise InvalidInputError(f"Pulumi stack config {path}: config is a YAML {type(doc['config']).__name__}, "
+                                "not a mapping of keys", hint=hint)
+    return doc
+
+
+def stack_config(plan: Plan, cloud: str, existing: dict, gcp_project: str | None = None) -> str:
+    """``Pulumi.<stack>.yaml`` text: our keys set, everything else (salt, secure values) of ``existing``
+    (:func:`read_stack_config`) kept."""
+    doc = dict(existing)
     config = dict(doc.get("config") or {})
     config["hetinfra:cloud"] = cloud
     config["hetinfra:plan"] = "plan.json"
@@ -110,7 +128,7 @@ def write_projects(out: Path, plan: dict, *, gcp_project: str | None = None) -> 
         d = out / "pulumi" / cloud
         (d / "state").mkdir(parents=True, exist_ok=True)
         cfg_path = d / f"Pulumi.{stack}.yaml"
-        existing = cfg_path.read_text() if cfg_path.exists() else None
+        existing = read_stack_config(cfg_path)
         atomic_write_text(d / "plan.json", dumps_strict(cloud_plan(plan, cloud), indent=2) + "\n")
         atomic_write_text(d / "__main__.py", MAIN_PY)
         atomic_write_text(d / "requirements.txt", requirements())

@@ -19,6 +19,7 @@ from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import json_value
+from hetinfra.httpget import get
 
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
 
@@ -179,6 +180,27 @@ def _plan_dict(out: Path) -> dict | None:
     return load_plan(out).to_dict() if (out / "plan.json").exists() else None
 
 
+def _weights_answer(doc: object) -> tuple[dict | None, dict]:
+    """(units, models) of a gateway's /admin/weights answer: unit -> its backends (mappings with a
+    boolean ``healthy`` and a count ``outstanding``), model -> class -> unit -> weight; (None, {})
+    where the answer is not that shape (a server at that URL answering other JSON was an
+    AttributeError, a weight '0.5' a ValueError)."""
+    def backend(b: object) -> bool:
+        return isinstance(b, dict) and isinstance(b.get("healthy", False), bool) and isinstance(
+            b.get("outstanding", 0), int)
+
+    def weights(w: object) -> bool:
+        return isinstance(w, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in w.values())
+
+    units = doc.get("units", {}) if isinstance(doc, dict) else None
+    models = doc.get("models", {}) if isinstance(doc, dict) else None
+    if not (isinstance(units, dict) and all(isinstance(bs, list) and all(map(backend, bs)) for bs in units.values())
+            and isinstance(models, dict) and all(isinstance(c, dict) and all(map(weights, c.values()))
+                                                 for c in models.values())):
+        return None, {}
+    return units, models
+
+
 def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -> list[str]:
     """Lines for one gateway: per-unit health (healthy/replicas, in flight) and per-class live weights;
     one clear line when it cannot be reached or refuses the key."""
@@ -189,16 +211,17 @@ def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -
     key = next((k.strip().partition(":")[2] or k.strip() for k in env.get("HETINFRA_API_KEY", "").split(",")
                 if k.strip()), None)
     req = urllib.request.Request(base + "/admin/weights", headers={"authorization": f"Bearer {key}"} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            doc = json_value(r.read())
+    try:  # an answer that is not HTTP is an OSError (hetinfra.httpget), as no answer is
+        doc = json_value(get(req, timeout=timeout_s)[1])
     except urllib.error.HTTPError as exc:
         hint = " (set HETINFRA_API_KEY to a client key)" if exc.code == 401 else ""
         return [f"gateway {fleet} {url}: answered {exc.code}{hint}"]
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         return [f"gateway {fleet} {url}: unreachable ({reason})"]
-    units = doc.get("units") or {}
+    units, models = _weights_answer(doc)
+    if units is None:
+        return [f"gateway {fleet} {url}: answered /admin/weights with something else than a gateway's weights"]
     up = sum(1 for bs in units.values() if any(b.get("healthy") for b in bs))
     lines = [f"gateway {fleet} {url}: {up} of {len(units)} unit(s) healthy"]
     for unit, backends in sorted(units.items()):
@@ -206,7 +229,7 @@ def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -
         inflight = sum(int(b.get("outstanding") or 0) for b in backends)
         lines.append(f"  {'up  ' if healthy else 'DOWN'} {unit:<52} {healthy}/{len(backends)} replica(s) healthy, "
                      f"{inflight} in flight")
-    for model, classes in sorted((doc.get("models") or {}).items()):
+    for model, classes in sorted(models.items()):
         lines.append(f"  live weights of {model}:")
         for cls, weights in classes.items():
             shown = ", ".join(f"{u} {w:.2f}" for u, w in sorted(weights.items(), key=lambda kv: -kv[1]))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hetinfra.deploy.state import DeployState
 from hetinfra.document import Plan
-from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 
 def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
@@ -20,11 +20,9 @@ def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
         out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
     for key, cfg, path in (("tls_cert", "hetinfra:gatewayTlsCert", g.tls_cert),
                            ("tls_key", "hetinfra:gatewayTlsKey", g.tls_key)):
-        if path:
-            try:
-                out[cfg] = Path(path).expanduser().read_text()
-            except OSError as exc:
-                raise InvalidInputError(f"deploy.gateway.{key}: cannot read {path} ({exc.strerror})") from None
+        if path:  # the one file reader: a FIFO hung apply, a DER (binary) file was a UnicodeDecodeError
+            out[cfg] = read_text(Path(path).expanduser(), f"deploy.gateway.{key}", max_bytes=1 << 20,
+                                 hint="give a PEM file (text: -----BEGIN ...), e.g. from `openssl x509 -outform pem`")
     return out
 
 

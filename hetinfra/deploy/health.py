@@ -27,6 +27,7 @@ without a signal hetinfra reads. A unit no way can check: :func:`unchecked_units
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +37,7 @@ from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import RunningAllocation, State
 from hetinfra.errors import ProviderError
 from hetinfra.fileio import json_value
+from hetinfra.httpget import get
 
 #: clouds whose Pulumi units carry a readiness signal of their own (see the module docstring)
 CLOUD_SIGNAL = {"aws": "the load balancer's target group health",
@@ -85,10 +87,9 @@ def http_health(urls: list[str], *, timeout_s: float, api_key: str | None = None
             base = url[:-3] if url.rstrip("/").endswith("/v1") else url.rstrip("/")
             req = urllib.request.Request(base.rstrip("/") + "/health",
                                          headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-            try:
-                with urllib.request.urlopen(req, timeout=min(10.0, max(0.5, timeout_s))) as resp:
-                    if resp.status != 200:
-                        still.append(url)
+            try:  # an answer that is not HTTP is an OSError (hetinfra.httpget), as no answer is
+                if get(req, timeout=min(10.0, max(0.5, timeout_s)))[0] != 200:
+                    still.append(url)
             except OSError:
                 still.append(url)
         return still
@@ -113,15 +114,28 @@ def _gateway_units(url: str, timeout_s: float) -> dict:
     same body while no backend is healthy."""
     base = url.rstrip("/").removesuffix("/v1")
     try:
-        with urllib.request.urlopen(base + "/health", timeout=min(10.0, max(0.5, timeout_s))) as r:
-            return json_value(r.read()).get("units") or {}
+        body = get(base + "/health", timeout=min(10.0, max(0.5, timeout_s)))[1]
     except urllib.error.HTTPError as exc:
         try:
-            return json_value(exc.read()).get("units") or {}
-        except ValueError:
+            body = exc.read()
+        except (OSError, http.client.HTTPException):
             return {}
-    except (OSError, ValueError):
+    except OSError:
         return {}
+    try:
+        doc = json_value(body)
+    except ValueError:
+        return {}
+    units = doc.get("units") if isinstance(doc, dict) else None
+    if not isinstance(units, dict):
+        return {}
+    # unit -> {"replicas": n, "healthy": n}: another shape (any JSON a server at that URL answers, a
+    # list or a count '3') was an AttributeError or TypeError; such a unit is not seen healthy
+    return {u: v for u, v in units.items() if isinstance(v, dict) and all(_count(v.get(k)) for k in ("replicas", "healthy"))}
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _target_health(region: str, arn: str) -> int:

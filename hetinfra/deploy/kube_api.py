@@ -136,23 +136,13 @@ def connect(cluster_key: str, context: str | None, kubeconfig: str | None) -> Cl
 
 
 def read_kubeconfig(path: str) -> dict:
-    """A kubeconfig through the one safe reader (regular file, bounded size, UTF-8: a FIFO is refused,
-    not a hang) and PyYAML's safe loader, whose recursion on a deeply nested document is caught:
-    InvalidInputError (exit 2) naming the file either way. (The spec's bounded YAML reader lives in
-    the spec layer, which deploy may not import.)"""
-    import yaml
-
-    from hetinfra.fileio import read_text
+    """A kubeconfig through the one YAML file reader (regular file, bounded size, UTF-8, aliases and
+    nesting bounded, no duplicate key): InvalidInputError (exit 2) naming the file otherwise."""
+    from hetinfra.yamltext import read_yaml_mapping
 
     hint = "check deploy.kubernetes.kubeconfig / $KUBECONFIG"
-    text = read_text(path, "kubeconfig", max_bytes=4 << 20, hint=hint)
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"kubeconfig {path}: not valid YAML ({str(exc).splitlines()[0]})", hint=hint) from None
-    except RecursionError:
-        raise InvalidInputError(f"kubeconfig {path}: YAML nested too deep to be a kubeconfig", hint=hint) from None
-    if not isinstance(doc, dict):
+    doc = read_yaml_mapping(path, "kubeconfig", max_bytes=4 << 20, hint=hint)
+    if not doc:
         raise InvalidInputError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping with contexts)", hint=hint)
     return doc
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetinfra.compile.disk import disk_need_gb
+from hetinfra.compile.pulumi_project import read_stack_config
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.engines import length_problems
 from hetinfra.document.state import State
@@ -189,17 +190,9 @@ def gcp_project(plan: Plan, out: Path, env: dict) -> str | None:
     `pulumi config set gcp:project`), or GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT."""
     if plan.deploy.gcp_project:
         return plan.deploy.gcp_project
-    cfg = out / "pulumi" / "gcp" / f"Pulumi.{plan.deploy.stack}.yaml"
-    if cfg.exists():
-        import yaml
-
-        try:
-            doc = yaml.safe_load(cfg.read_text()) or {}
-        except yaml.YAMLError:
-            doc = {}
-        project = ((doc.get("config") or {}) if isinstance(doc, dict) else {}).get("gcp:project")
-        if project:
-            return str(project)
+    config = read_stack_config(out / "pulumi" / "gcp" / f"Pulumi.{plan.deploy.stack}.yaml").get("config") or {}
+    if config.get("gcp:project"):
+        return str(config["gcp:project"])
     return env.get("GOOGLE_CLOUD_PROJECT") or env.get("CLOUDSDK_CORE_PROJECT") or None
 
 

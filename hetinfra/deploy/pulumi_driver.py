@@ -19,6 +19,7 @@ from typing import Callable
 
 from hetinfra.compile.pulumi_project import backend_url
 from hetinfra.errors import InvalidInputError, ProviderError
+from hetinfra.facts import key_problem
 from hetinfra.fileio import json_value
 
 INSTALL_HINT = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh  (or: brew install pulumi)"
@@ -101,8 +102,16 @@ def secrets_from_env(env: dict | None = None) -> dict[str, str]:
     if not key:
         raise InvalidInputError("VLLM_API_KEY is not set: the endpoints are served behind an API key",
                                 hint="export VLLM_API_KEY=$(openssl rand -hex 24)  (clients send it as a Bearer token)")
+    why = key_problem(key)
+    if why:  # the VMs' env file dropped a key with a newline, and vLLM served without one
+        raise InvalidInputError(f"VLLM_API_KEY {why}: clients send it as a Bearer token, and the VMs read it "
+                                "from an env file", hint="export VLLM_API_KEY=$(openssl rand -hex 24)")
     out = {"hetinfra:apiKey": key}
     if env.get("HF_TOKEN"):
+        why = key_problem(env["HF_TOKEN"])
+        if why:  # dropped from the env file the same way: a gated model's download failed on the VM
+            raise InvalidInputError(f"HF_TOKEN {why.replace('key', 'token')}", hint="export HF_TOKEN=hf_... as the "
+                                    "Hugging Face settings page shows it")
         out["hetinfra:hfToken"] = env["HF_TOKEN"]
     return out
 

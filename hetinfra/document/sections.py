@@ -287,7 +287,8 @@ class TemplateCache(Doc):
 class Inputs(Doc):
     """What the plan was made from: same inputs, same plan."""
 
-    spec_path: StrictStr = Field(description="The spec file: relative to the OUT folder the plan was made for "
+    spec_path: StrictStr = Field(min_length=1,  # '' named no file: simulate's search for it was an IndexError
+                                 description="The spec file: relative to the OUT folder the plan was made for "
                                              "(absolute without one); read against plan.json's folder or one above "
                                              "it, else the current folder (hetinfra.document.spec_location).")
     spec_sha256: StrictStr = Field(description="Hash of the spec file.")

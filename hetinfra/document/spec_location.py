@@ -52,11 +52,20 @@ def spec_file(plan_file: Path, stored: str | None, sha256: str | None) -> tuple[
     if not stored:
         return None, []
     looked = spec_candidates(plan_file, stored)
-    found = list(dict.fromkeys(p for p in looked if p.is_file()))
+    found = list(dict.fromkeys(p for p in looked if _is_file(p)))
     for p in found:
         if sha256 and _sha256(p) == sha256:
             return p, looked
     return (found[0] if found else None), looked
+
+
+def _is_file(path: Path) -> bool:
+    """Whether a regular file is at ``path``; False where no file can be (Path.is_file raises on a name
+    over 255 bytes or a NUL byte: a spec_path edited so was a traceback in simulate and replan)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _sha256(path: Path) -> str | None:

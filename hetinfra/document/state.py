@@ -14,6 +14,7 @@ from typing_extensions import Annotated
 
 from hetinfra.document.allocation import Allocation
 from hetinfra.document.base import MAX_GPUS, Doc
+from hetinfra.spec.base import word_problem
 
 STATE_VERSION = 1
 HINT = "state.json is written by `hetinfra apply`; restore it from a backup, or move it away to start afresh"
@@ -145,6 +146,20 @@ def check_live(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _address(value: str) -> str:
+    """An endpoint or gateway URL as `status` prints it and the launch lines users copy carry it: no
+    whitespace, control character (an escape sequence reached the terminal as is), quoting or
+    expansion; IPv6 brackets and ports allowed."""
+    why = word_problem(value, loose=True) or ("contains whitespace" if any(c.isspace() for c in value) else None) or (
+        "contains a character that does not print" if not value.isprintable() else None)
+    if why or not value or len(value) > 2048:
+        raise ValueError(f"{value[:60]!r} {why or 'is not 1-2048 characters'}")
+    return value
+
+
+Address = Annotated[StrictStr, AfterValidator(_address)]
+
+
 class State(Doc):
     """state.json: what runs, how it got there, and the last operation (``state_version`` 1)."""
 
@@ -154,12 +169,12 @@ class State(Doc):
     updated_at: Optional[StrictStr] = Field(None, description="UTC time of the last write.")
     plan_sha256: Optional[StrictStr] = Field(None, description="Hash of the plan.json last applied, in full or in part.")
     allocations: list[RunningAllocation] = Field([], description="The plan allocations running now.")
-    endpoints: dict[str, list[str]] = Field({}, description="Deployment unit -> its replicas' OpenAI base URLs.")
+    endpoints: dict[str, list[Address]] = Field({}, description="Deployment unit -> its replicas' OpenAI base URLs.")
     pulumi: dict[str, PulumiStack] = Field({}, description="Cloud -> its Pulumi project's last up.")
     skypilot: dict[str, SkyService] = Field({}, description="Deployment unit -> its SkyServe service.")
     kubernetes: dict[str, KubeCluster] = Field({}, description="Cluster ('<cloud>/<region>' or its context) -> "
                                                                 "what apply put there (deploy.target kubernetes).")
-    gateways: dict[str, str] = Field({}, description="'<service>-<cloud>-<region>' -> the gateway's URL.")
+    gateways: dict[str, Address] = Field({}, description="'<service>-<cloud>-<region>' -> the gateway's URL.")
     images: dict[str, dict[str, dict[str, str]]] = Field({}, description="Pinned images: cloud -> region -> role "
                                                                          "('gpu', 'gateway') -> image id.")
     live: Optional[Annotated[dict[str, Any], AfterValidator(check_live)]] = Field(

@@ -12,23 +12,11 @@ too (the second would silently take the first's name in logs and metrics).
 from __future__ import annotations
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import key_problem
 
 __all__ = ["first_client_key", "parse_client_keys"]
 
-MAX_KEY = 256
 _FORMAT = "HETINFRA_API_KEY is key or name:key, comma-separated, each key printable ASCII without spaces"
-
-
-def _key_problem(key: str) -> str | None:
-    """Why ``key`` cannot be a client key (None when it can); never quotes the key."""
-    if not key:
-        return "has an empty key"
-    if len(key) > MAX_KEY:
-        return f"has a key longer than {MAX_KEY} characters"
-    bad = next((ch for ch in key if not (ch.isascii() and ch.isprintable()) or ch.isspace()), None)
-    if bad is not None:
-        return f"has a key holding {'whitespace' if bad.isspace() else 'the character'} U+{ord(bad):04X}"
-    return None
 
 
 def parse_client_keys(value: str | None) -> dict[str, str]:
@@ -42,7 +30,7 @@ def parse_client_keys(value: str | None) -> dict[str, str]:
         if not sep:
             name, key = f"client{k}", item
         name, key = name.strip() or f"client{k}", key.strip()
-        why = _key_problem(key)
+        why = key_problem(key)
         if why is None and key in out:
             why = f"has the key of client '{out[key]}'"
         if why:

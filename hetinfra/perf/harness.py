@@ -115,8 +115,9 @@ def resolve_vllm(vllm_cmd: str | Sequence[str]) -> list[str]:
 
 
 def _get(opener: urllib.request.OpenerDirector, url: str, timeout: float) -> tuple[int, bytes]:
-    with opener.open(url, timeout=timeout) as resp:
-        return resp.status, resp.read(1 << 20)
+    from hetinfra.httpget import get  # an answer that is not HTTP is an OSError, as no answer is
+
+    return get(url, timeout=timeout, opener=opener)
 
 
 def check_endpoint(endpoint: str, model: str, timeout_s: float = 5.0) -> list[str]:

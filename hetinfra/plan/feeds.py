@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from hetinfra.errors import shown
+
 
 def load_caps(caps_file, availability: bool, snapshot, spec_path=None, *, timeout_s: float = 20.0):
     """Caps from a caps CSV and (with ``availability``) the clouds' APIs: ({(cloud, region, gpu):
@@ -48,7 +50,7 @@ def _spot_rows_unapplied(skipped) -> list[str]:
 
 def echo_warnings(warnings) -> None:
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr, flush=True)
+        print(shown(f"warning: {w}"), file=sys.stderr, flush=True)
 
 
 class LiveProgress:

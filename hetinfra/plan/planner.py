@@ -376,9 +376,15 @@ def check_scale(problem: AllocationProblem) -> None:
 
     need = fewest_gpus(problem)
     if problem.objective == "min_cost" and sum(need.values()) > MAX_GPUS:
+        # name the model that needs most, at the rate that needs it: its profile's peak where it has
+        # one (a profile [1e-300, 1000000] read "demand 12 req/s needs 1,128,965 GPUs")
         model = max(need, key=need.get)
         rate = sum(v for (m, _), v in problem.demand.items() if m == model)
+        peak = max((per.multiplier(model) for per in problem.periods), default=1.0)
+        at = f"{rate * peak:,.6g} req/s" + (f" at its profile's peak ({rate:,.6g} x {peak:,.6g})" if peak != 1 else "")
+        total = f"; {math.ceil(sum(need.values())):,} for all models" if len(need) > 1 else ""
         raise InvalidInputError(
-            f"model {model}: demand {rate:,.6g} req/s needs at least {math.ceil(need[model]):,} GPUs, more than "
+            f"model {model}: demand {at} needs at least {math.ceil(need[model]):,} GPUs{total}, more than "
             f"hetinfra plans ({MAX_GPUS:,} GPUs in all); is rate_rps right?",
-            hint="check demand.rate_rps (requests per second, not per day or month)")
+            hint="check demand.rate_rps (requests per second, not per day or month)"
+                 + (" and demand.profile (multipliers of rate_rps)" if peak != 1 else ""))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from hetinfra.errors import markup_escaped
 from hetinfra.plan.summary_fleet import gpus_cell, render_baselines, util_note
 from hetinfra.plan.summary_promise import confirmed_by_model, promise_lines, verified_fidelity, with_bound
 
@@ -39,8 +40,8 @@ def render_summary(doc: "Plan", console: Console) -> None:
     render_origins(doc, console)
     render_baselines(doc, console)
     _render_solver(doc, console)
-    for w in doc.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    for w in doc.warnings:  # they quote files (a CSV cell, a path): printed as written, never as markup
+        console.print(f"[yellow]warning:[/] {markup_escaped(w)}")
 
 
 def _headline(plan: "Plan") -> str:
@@ -149,7 +150,7 @@ def _render_solver(plan: "Plan", console: Console) -> None:
                   f"{s.constraints} constraints, build {s.build_s:.2f}s + solve {s.solve_s:.2f}s; "
                   f"routing {s.routing}" + (f" (slice factor {s.slice_factor})" if s.slice_factor else "") + warm)
     inp = plan.inputs
-    console.print(f"offers as of {inp.offers_as_of} ({', '.join(x.name for x in inp.sources)}); "
+    console.print(f"offers as of {inp.offers_as_of} ({markup_escaped(', '.join(x.name for x in inp.sources))}); "
                   f"rates from {_sources(plan)}")
 
 

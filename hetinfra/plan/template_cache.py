@@ -148,9 +148,11 @@ def _stored(package: Path, store: Path | None) -> tuple[dict[Path, tuple[int, in
         doc = json_value(read_text(store / FINGERPRINT_FILE, "template cache fingerprint", max_bytes=1 << 20))
         if doc["package"] != str(package) or not isinstance(doc["digest"], str):
             return None
-        return {Path(p): (int(m), int(n)) for p, (m, n) in doc["stats"].items()}, doc["digest"]
+        stats = {Path(p): (int(m), int(n)) for p, (m, n) in doc["stats"].items()}
     except (HetinfraError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    # every path is stat'ed next: one holding a NUL byte (a ValueError there) was a traceback in plan
+    return (stats, doc["digest"]) if all(p.is_absolute() and "\0" not in str(p) for p in stats) else None
 
 
 def _store(package: Path, store: Path | None, seen: tuple[dict[Path, tuple[int, int]], str]) -> None:

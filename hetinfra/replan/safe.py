@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import Iterator, Literal, Optional
 
@@ -46,13 +47,12 @@ def replan_lock(out: Path) -> Iterator[None]:
 
         raise InvalidInputError(f"--state {out}: no such directory", hint="pass the --out directory of the running "
                                                                          "deployment")
-    path = out / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _lock_file(out / LOCK)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = path.read_text().strip() or "another process"
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             raise LockedError(f"another replan is running on {out} ({holder}); this run did nothing",
                               hint="it exits 75 so cron can tell; the next scheduled run will go ahead") from None
         os.ftruncate(fd, 0)
@@ -60,6 +60,24 @@ def replan_lock(out: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _lock_file(path: Path) -> int:
+    """A descriptor of the regular file ``path`` (created where there is none). Anything else there (a
+    folder, a FIFO, a link, which a run would follow) is exit 2 naming it: os.open or ftruncate on it
+    was a traceback."""
+    from hetinfra.errors import InvalidInputError
+
+    fix = f"remove {path} (replan creates it; a running replan holds it only while it runs)"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        why = "it is a symbolic link" if path.is_symlink() else exc.strerror or exc
+        raise InvalidInputError(f"cannot take the replan lock {path}: {why}", hint=fix) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidInputError(f"the replan lock {path} is not a regular file (a pipe, socket or device)", hint=fix)
+    return fd
 
 
 def _fleets(running: list[Allocation], new_plan: Plan) -> tuple[dict[str, Allocation], dict[str, int]]:

@@ -82,10 +82,13 @@ class ShellChecked(Strict):
         return self
 
 
-def dns_name(value: str, what: str) -> str:
-    """``value`` when it is a DNS label (it names cloud resources), else ValueError naming ``what``."""
-    if not is_dns_label(value):
-        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters "
+def dns_name(value: str, what: str, *, letter_first: bool = False) -> str:
+    """``value`` when it is a DNS label (it names cloud resources), else ValueError naming ``what``;
+    ``letter_first`` as :func:`hetinfra.facts.is_dns_label` (plan.json's reader holds the service name
+    to it, so the spec must: `name: 9chat` was refused blaming plan.json)."""
+    if not is_dns_label(value, letter_first=letter_first):
+        first = ", starting with a letter" if letter_first else ""
+        raise ValueError(f"{what} {value!r} must be lowercase letters, digits and '-', 1-63 characters{first} "
                          "(it names cloud resources)")
     return value
 
@@ -149,8 +152,19 @@ def key_part(value: str, what: str) -> str:
     return value
 
 
-#: a request class's name: a Label that can be one part of a flow key
-ClassName = Annotated[str, AfterValidator(_label), AfterValidator(lambda v: key_part(v, "class name"))]
+def _unbracketed(value: str) -> str:
+    """A class name without '[' or ']': the plan's and simulate's tables print class names through
+    Rich, which reads '[/]' or '[bold]' as markup (a class named '[/]a' was a MarkupError traceback in
+    `hetinfra simulate`)."""
+    if "[" in value or "]" in value:
+        raise ValueError(f"class name {value[:60]!r} may not contain '[' or ']' (the plan's tables would read "
+                         "them as styling)")
+    return value
+
+
+#: a request class's name: a Label that can be one part of a flow key, without brackets
+ClassName = Annotated[str, AfterValidator(_label), AfterValidator(lambda v: key_part(v, "class name")),
+                      AfterValidator(_unbracketed)]
 #: one argument of a generated command line (see shell_arg)
 ShellArg = Annotated[str, AfterValidator(shell_arg)]
 #: a cloud, region, GPU or instance-type name

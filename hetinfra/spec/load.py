@@ -7,6 +7,7 @@ and unknown keys get a did-you-mean from the model's field names.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from hetinfra.errors import InvalidInputError, closest, dotted, real_keys, union
 from hetinfra.fileio import read_text
 from hetinfra.spec.adapters import check_adapters
 from hetinfra.spec.models import ServiceSpec
-from hetinfra.spec.yaml_safe import compose_and_load
+from hetinfra.yamltext import compose_and_load, yaml_problem
 
 #: the largest spec file read (1 MiB; the examples are a few KiB)
 MAX_SPEC_BYTES = 1 << 20
@@ -61,7 +62,7 @@ def _yaml_number(text: str) -> str | None:
         value = float(text.replace("_", ""))
     except ValueError:
         return None
-    if not math.isfinite(value) or not isinstance(yaml.safe_load(text), str):
+    if not math.isfinite(value) or not isinstance(compose_and_load(text, "<value>")[1], str):
         return None
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -71,15 +72,26 @@ def _yaml_number(text: str) -> str | None:
     return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent if exponent[0] in '+-' else '+' + exponent}"
 
 
+#: the YAML 1.1 number forms hetinfra.yamltext reads as text (NUMBER_FORMS): a leading 0, base 60
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+(?:\.[0-9_]*)?\Z")
+_BASE_60 = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
+
+
 def _unquoted_number_hint(err: dict) -> str:
     """Where a number field got text that reads as a number everywhere but in YAML 1.1 (``rate_rps:
     1e3`` is the string '1e3'), say so and show a spelling YAML reads as that number."""
     value = err.get("input")
     if err["type"] not in ("float_type", "int_type") or not isinstance(value, str):
         return ""
-    spelled = _yaml_number(value.strip())
+    text = value.strip()
+    if _BASE_60.match(text):
+        return (f"; {value} is text here: YAML 1.1 would read it in base 60 ({yaml.safe_load(text)!r}), not as "
+                "written: write the number you mean")
+    spelled = _yaml_number(text)
     if spelled is None:
         return ""
+    if _LEADING_ZERO.match(text):
+        return f"; {value} is text here (a leading 0 reads as octal in YAML 1.1, 014 as 12): write {spelled}"
     return (f"; YAML 1.1 reads {value} as text, not a number (an exponent needs a dot and a sign there): "
             f"write {spelled}")
 
@@ -113,7 +125,24 @@ def _fmt_loc(loc: Loc) -> str:
     return dotted(loc) or "(top level)"
 
 
+#: the longest error line about a spec value: a value or key of 5,000 characters was printed whole
+MAX_LINE = 300
+
+
+def _clipped(line: str) -> str:
+    """``line`` within MAX_LINE characters: its start (where, which field) and its end (the rule, the
+    fix) kept, the middle (a long value or key) left out and counted."""
+    if len(line) <= MAX_LINE:
+        return line
+    head, tail = MAX_LINE * 2 // 3, MAX_LINE // 4
+    return f"{line[:head]}...({len(line) - head - tail} characters)...{line[-tail:]}"
+
+
 def _describe(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
+    return _clipped(_described(err, marks, where, written))
+
+
+def _described(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written: dict[Loc, str]) -> str:
     # pydantic puts union/validator tags in the location; keep only real keys and indices.
     loc = real_keys(err["loc"], ServiceSpec)
     line = None
@@ -165,14 +194,9 @@ def parse_spec_located(text: str, where: str = "<spec>") -> tuple[ServiceSpec, S
         raise InvalidInputError(f"{where}: the spec is {len(text)} characters, more than the {MAX_SPEC_BYTES} allowed")
     try:
         node, data = compose_and_load(text, where)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InvalidInputError(f"{where}{pos}: YAML syntax error: {problem}",
-                                hint="check indentation and quoting on that line") from None
     except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{where}: YAML error: {exc}") from None
+        raise InvalidInputError(yaml_problem(exc, where, text), hint="check indentation and quoting on that line"
+                                if isinstance(exc, yaml.MarkedYAMLError) else None) from None
     if not isinstance(data, dict):
         raise InvalidInputError(f"{where}: the spec must be a YAML mapping (name:, models:, ...), "
                                 f"got {type(data).__name__}")

@@ -346,7 +346,7 @@ class ModelSpec(ShellChecked):
 class ServiceSpec(Strict):
     """A service to plan: its models, SLOs, demand and where it may run."""
 
-    name: str = Field(description="Service name (lowercase, '-'); names generated resources.")
+    name: str = Field(description="Service name (lowercase letters, digits, '-'; a letter first); names generated resources.")
     models: list[ModelSpec] = Field(min_length=1, max_length=64, description="Models served.")
     infrastructure: InfrastructureSpec = Field(default_factory=InfrastructureSpec, description="Allowed clouds, regions, GPUs.")
     budget_usd_per_hour: float | None = Field(None, gt=0, le=1e7, description="Most the plan may cost, USD per hour.")
@@ -361,7 +361,7 @@ class ServiceSpec(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return dns_name(v, "service name")
+        return dns_name(v, "service name", letter_first=True)
 
     @model_validator(mode="after")
     def _unique_models(self) -> "ServiceSpec":

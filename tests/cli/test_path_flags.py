@@ -57,6 +57,25 @@ def test_an_empty_path_is_exit_2(names, param):
     assert res.exit_code == 2 and "is empty: give a path" in res.output, res.output
 
 
+#: paths no file can have: a name over NAME_MAX (255 bytes), in any place of the path
+UNUSABLE = ["y" * 300, "x/" + "y" * 300 + "/z", "y" * 300 + ".yaml"]
+
+
+@pytest.mark.parametrize("names, param", PARAMS, ids=[f"{' '.join(n)} {p.name}" for n, p in PARAMS])
+@pytest.mark.parametrize("unusable", UNUSABLE, ids=["name", "nested", "file"])
+def test_a_path_no_file_can_have_is_exit_2_naming_why(names, param, unusable):
+    """Path.exists raises on a name over 255 bytes (os.stat's ENAMETOOLONG): `plan --out`, `status`,
+    `apply`, `destroy`, `profile` and `replan --state` each ended in that traceback."""
+    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
+    if isinstance(param, click.Argument):
+        args = [*names, *(unusable if a is param else "x" for a in arguments)]
+    else:
+        args = [*names, param.opts[0], unusable, *("x" for a in arguments if a.required)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert "File name too long" in res.output or "does not exist" in res.output, res.output  # click's exists=True
+
+
 #: every command that reads an OUT folder, as called on one (PLACEHOLDER: where the folder goes)
 OUT_READERS = [["status", "OUT"], ["status", "OUT", "--json"], ["status", "OUT", "--no-refresh"],
                ["destroy", "OUT", "--yes"], ["apply", "OUT", "--yes"], ["profile", "OUT", "--launch", "--dry-run"]]

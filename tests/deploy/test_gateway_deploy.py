@@ -5,6 +5,7 @@ weights from its /admin/weights (a loopback stand-in here), and a clear line whe
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -98,10 +99,23 @@ def test_without_a_gateway_apply_says_where_clients_go(fake_pulumi, cloud_env, p
     assert code == 0 and "gateway " not in text
 
 
-def test_unreadable_tls_file_stops_before_anything_runs(fake_pulumi, cloud_env, planned_out, run_cli, tmp_path):
-    enable_gateway(planned_out, tls_cert=str(tmp_path / "missing.crt"), tls_key=str(tmp_path / "missing.key"))
+#: what a TLS file path may point at that is no PEM text: each is read by the one file reader
+UNREADABLE_TLS = {
+    "missing": (lambda p: None, "not found"),
+    "a folder": (lambda p: p.mkdir(), "is a directory"),
+    "a FIFO": (lambda p: os.mkfifo(p), "not a regular file"),
+    "DER (binary)": (lambda p: p.write_bytes(b"\x30\x82\x03\xfe\x30\x82"), "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNREADABLE_TLS))
+def test_unreadable_tls_file_stops_before_anything_runs(fake_pulumi, cloud_env, planned_out, run_cli, tmp_path, kind):
+    make, words = UNREADABLE_TLS[kind]
+    make(tmp_path / "cert.crt")
+    (tmp_path / "cert.key").write_text("-----BEGIN PRIVATE KEY-----\n")
+    enable_gateway(planned_out, tls_cert=str(tmp_path / "cert.crt"), tls_key=str(tmp_path / "cert.key"))
     code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
-    assert code == 2 and "deploy.gateway.tls_cert: cannot read" in stderr + stdout
+    assert code == 2 and "deploy.gateway.tls_cert" in stderr and words in stderr, stderr + stdout
     assert not [c for c in fake_pulumi() if c["argv"][:1] == ["up"]]
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hetinfra.deploy.state import DeployState
 from hetinfra.errors import InvalidInputError
@@ -55,3 +56,25 @@ def test_replan_exits_2_on_a_bad_state(tmp_path, run_cli, text):
     code, _, err = run_cli("replan", str(spec), "--state", str(tmp_path))
     assert code == 2, err
     assert "state.json" in err and "Traceback" not in err
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(url=st.text(max_size=30) | st.sampled_from(["http://10.0.0.5:8000/v1", "http://[::1]:8080/v1", "1.2.3.4:30001",
+                                                   "http://a\x1b[31m", "https://x/v1; rm -rf /", "http://a b"]),
+       where=st.sampled_from(["endpoints", "gateways"]))
+def test_an_address_is_one_word_status_can_print_or_refused(tmp_path_factory, url, where):
+    """`status` prints the endpoints and gateways of state.json, and the launch lines users copy carry
+    them: an escape sequence reached the terminal, '; rm -rf /' a copied command."""
+    from hetinfra.document.state import load_state
+    from hetinfra.errors import InvalidInputError
+
+    path = tmp_path_factory.mktemp("s") / "state.json"
+    value = {"u": [url]} if where == "endpoints" else {"g": url}
+    path.write_text(json.dumps({"state_version": 1, where: value}))
+    try:
+        doc = load_state(path)
+    except InvalidInputError as exc:
+        assert exc.message.startswith(f"{path}: {where}.")
+        return
+    assert url.isprintable() and not any(c.isspace() for c in url) and not set(url) & set(";&$`\\\"'")
+    assert (doc[where]["u"][0] if where == "endpoints" else doc[where]["g"]) == url

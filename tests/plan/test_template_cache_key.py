@@ -5,10 +5,12 @@ missed perf/confidence.py and facts.py)."""
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hetinfra.plan.template_cache import _code_fingerprint, imported_modules, module_file, rate_module_files
 
@@ -133,3 +135,36 @@ def test_a_fresh_process_takes_the_stored_fingerprint_until_the_graph_changes(tr
     fresh()
     assert len(reads) == 2
     assert fresh() and len(reads) == 2
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(part=st.sampled_from(["package", "digest", "stats", "a stat"]),
+       value=json_values | st.lists(st.integers(0, 2**63), min_size=2, max_size=2),  # a stat's own shape too
+       path=st.text(max_size=12) | st.just("/tmp/a\0b"))
+def test_any_stored_fingerprint_gives_the_real_key(tmp_path_factory, part, value, path):
+    """code-fingerprint.json sits in a cache anyone can edit: whatever it holds, the key is the graph's
+    own, or the stored digest where only that was edited and typed (docs/trust.md: the cache is not
+    signed); never an error (a stats path holding a NUL byte was a ValueError traceback in every plan)."""
+    from hetinfra.plan import template_cache
+
+    store = tmp_path_factory.mktemp("cache")
+    template_cache._FINGERPRINTS.clear()  # a fresh process: the key is computed and stored
+    real = _code_fingerprint(PACKAGE, store)
+    doc = json.loads((store / template_cache.FINGERPRINT_FILE).read_text())
+    if part == "a stat":
+        doc["stats"][path] = value
+    else:
+        doc[part] = value
+    (store / template_cache.FINGERPRINT_FILE).write_text(json.dumps(doc))
+    template_cache._FINGERPRINTS.clear()
+    got = _code_fingerprint(PACKAGE, store)
+    if part == "digest" and isinstance(value, str):  # a typed edit with the stats intact: trusted, as documented
+        assert got == value
+    else:
+        assert got == real

@@ -135,3 +135,22 @@ def test_api_key_never_in_messages(feed_server, fx):
     assert "SECRET123" not in str(e.value) and "key=***" in e.value.message
     assert "HETINFRA_GCP_API_KEY" in (e.value.hint or "")
     assert redact("https://h/p?pageToken=abc&key=zzz") == "https://h/p?pageToken=abc&key=***"
+
+
+@pytest.mark.parametrize("cut", [0, 1, 17, 999])
+def test_a_body_cut_short_of_its_content_length_is_no_body(cut):
+    """http.client's read(n) returns what came before the connection closed: a price list cut short
+    was stored as a snapshot with fewer offers, and JSON cut short blamed the feed's format."""
+    from tests.test_httpget import OneShot
+
+    body = b"cloud,region,instance_type\n" * 40
+    srv = OneShot()
+    srv.answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (len(body) + 1000 - cut) + body
+    try:
+        client = HttpClient(timeout_s=5, retries=1, backoff_s=0.0, sleep=lambda s: None)
+        with pytest.raises(FetchError, match="ended .* short|IncompleteRead|gave up"):
+            list(client.iter_lines(srv.url))
+        with pytest.raises(FetchError, match="gave up after 2 attempts"):
+            client.get_bytes(srv.url)
+    finally:
+        srv.sock.close()

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from hetinfra.document import Plan
-from hetinfra.compile.pulumi_project import pulumi_yaml, requirements, stack_config
+from hetinfra.compile.pulumi_project import pulumi_yaml, read_stack_config, requirements, stack_config
 from hetinfra.fileio import atomic_write_text
 
 __all__ = ["write_kube_project"]
@@ -24,7 +24,7 @@ def write_kube_project(out: Path, plan: dict) -> Path:
     d = out / "pulumi" / PROJECT
     (d / "state").mkdir(parents=True, exist_ok=True)
     cfg_path = d / f"Pulumi.{doc.deploy.stack}.yaml"
-    existing = cfg_path.read_text() if cfg_path.exists() else None
+    existing = read_stack_config(cfg_path)
     atomic_write_text(d / "plan.json", json.dumps(plan, indent=2) + "\n")
     atomic_write_text(d / "__main__.py", MAIN_PY)
     atomic_write_text(d / "requirements.txt", requirements() + PULUMI_KUBERNETES + "\n")

@@ -1,4 +1,6 @@
-"""The one YAML reader of user files: safe tags only, bounded size, no duplicate keys.
+"""The one YAML reader of user files: safe tags only, bounded size, no duplicate keys. Every stage
+may use it (it imports only hetinfra.errors and hetinfra.fileio): the spec, a kubeconfig, the Pulumi
+stack config a user edits in OUT.
 
 PyYAML's safe_load expands aliases without limit (a "billion laughs" document of a few hundred
 bytes grows to gigabytes) and follows recursive aliases (``&a [*a]``) into infinite structures,
@@ -9,11 +11,13 @@ node an alias would expand to, before anything is constructed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
 from hetinfra.errors import InvalidInputError
+from hetinfra.fileio import read_text
 
 #: most nodes the expanded document may hold (the largest example spec has a few hundred)
 MAX_NODES = 100_000
@@ -22,10 +26,27 @@ MAX_ALIASES = 200
 #: deepest nesting of mappings and sequences
 MAX_DEPTH = 64
 _MERGE = "tag:yaml.org,2002:merge"
+#: YAML 1.1's plain numbers less the two forms that read as another number than the one written: a
+#: leading 0 (``014`` was the octal 12) and base 60 (``1:30`` was 90). Such a scalar stays text, so a
+#: number field refuses it naming the field (spec.load says what to write) and a text field keeps it
+#: as written (``name: 0123`` was 83).
+NUMBER_FORMS = {
+    "tag:yaml.org,2002:int": re.compile(r"""^(?:[-+]?0b[0-1_]+
+                                          |[-+]?(?:0|[1-9][0-9_]*)
+                                          |[-+]?0x[0-9a-fA-F_]+)$""", re.X),
+    "tag:yaml.org,2002:float": re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                                            |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                                            |[-+]?\.(?:inf|Inf|INF)
+                                            |\.(?:nan|NaN|NAN))$""", re.X),
+}
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that counts the aliases it meets while composing."""
+    """SafeLoader that counts the aliases it meets while composing, and reads numbers as written
+    (:data:`NUMBER_FORMS`)."""
+
+    yaml_implicit_resolvers = {first: [(tag, NUMBER_FORMS.get(tag, rx)) for tag, rx in resolvers]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def __init__(self, stream: str):
         super().__init__(stream)
@@ -114,3 +135,38 @@ def compose_and_load(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         return node, loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def yaml_problem(exc: yaml.YAMLError, where: str, text: str) -> str:
+    """One line saying where in ``text`` (``file:line:column``) and what PyYAML refused. A character
+    YAML does not allow (a control character, U+FFFE) is located by its line and column: PyYAML's own
+    message gave an offset and "<unicode string>" on a second line."""
+    if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.character, int):
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return f"{where}:{line}:{column}: the character U+{exc.character:04X} is not allowed in YAML; remove it"
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
+        return f"{at}: YAML syntax error: {exc.problem or exc.context or 'invalid YAML'}"
+    return f"{where}: YAML error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def read_yaml_mapping(path, what: str, *, max_bytes: int, hint: str) -> dict:
+    """The YAML mapping in the file ``path`` that another program wrote or a user edits (a kubeconfig,
+    ``Pulumi.<stack>.yaml``): the one file reader (a FIFO is refused, not a hang; bytes that are not
+    UTF-8 are named), then :func:`compose_and_load`. An empty file is ``{}``; anything that is not a
+    mapping, or not YAML, is InvalidInputError (exit 2) naming ``what`` and the file."""
+    where = str(path)
+    text = read_text(path, what, max_bytes=max_bytes, hint=hint)
+    try:
+        _, doc = compose_and_load(text, where)
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{what} {yaml_problem(exc, where, text)}", hint=hint) from None
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{what} {exc.message}", hint=hint) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{what} {where}: holds a YAML {type(doc).__name__}, not a mapping", hint=hint)
+    return doc

@@ -1,0 +1,142 @@
+"""hetinfra.httpget, the one GET of a server hetinfra does not control: whatever bytes come back, the
+answer is (status, the whole body), urllib's HTTPError for a 4xx/5xx, or an AnswerError (an OSError
+the callers already take as "not answering"), never http.client's own exceptions, and never a body
+cut short of its Content-Length."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import urllib.error
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from hetinfra.httpget import AnswerError, get
+
+
+class OneShot:
+    """A loopback server that answers every connection with ``answer`` (raw bytes) and closes it."""
+
+    def __init__(self):
+        self.answer = b""
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/x"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(self.answer)
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = OneShot()
+    yield srv
+    srv.sock.close()
+
+
+BAD = {
+    "not HTTP": b"garbage\r\n\r\n",
+    "cut short": b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nts,model\n",
+    "a header over 64 KiB": b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n",
+    "over 100 headers": b"HTTP/1.1 200 OK\r\n" + b"X: a\r\n" * 200 + b"\r\n",
+    "a broken chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+    "nothing": b"",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_each_kind_of_bad_answer_is_an_answer_error(server, kind):
+    server.answer = BAD[kind]
+    with pytest.raises(AnswerError):
+        get(server.url, timeout=5)
+
+
+head = st.sampled_from([b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 404 Not Found\r\n", b"HTTP/1.1 500 X\r\n", b"", b"HTTP/9 x\r\n"])
+headers = st.lists(st.sampled_from([b"Content-Length: 5\r\n", b"Content-Length: -1\r\n", b"Content-Length: x\r\n",
+                                    b"Transfer-Encoding: chunked\r\n", b"Connection: close\r\n"]), max_size=3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(head=head, headers=headers, body=st.binary(max_size=40))
+def test_any_answer_is_a_whole_body_or_a_named_failure(server, head, headers, body):
+    server.answer = head + b"".join(headers) + b"\r\n" + body
+    try:
+        status, got = get(server.url, timeout=5, max_bytes=30)
+    except (AnswerError, urllib.error.HTTPError):
+        return
+    assert 200 <= status < 400 and len(got) <= 30
+    if b"Content-Length: 5\r\n" in headers and b"Transfer-Encoding: chunked\r\n" not in headers:
+        assert got == body[:5]
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_the_callers_take_a_bad_answer_as_no_answer(server, kind, tmp_path):
+    """replan --demand-from (exit 4, nothing written) and profile's server check (exit 4): each was a
+    traceback on every kind but "nothing", and a log cut short was planned on as a shorter log."""
+    from hetinfra.cli.replan import fetch_demand
+    from hetinfra.errors import FeedError, HetinfraError
+    from hetinfra.perf.harness import check_endpoint
+
+    server.answer = BAD[kind]
+    with pytest.raises(FeedError, match="cannot fetch the demand log"):
+        fetch_demand(server.url, tmp_path)
+    assert not (tmp_path / "gateway").exists()
+    with pytest.raises(HetinfraError, match="not answering") as err:
+        check_endpoint(server.url.removesuffix("/x"), "m", timeout_s=5)
+    assert err.value.exit_code == 4
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10)
+#: a gateway's answers as it writes them, each node of which the strategy may replace by any JSON
+WEIGHTS = {"units": {"u1": [{"url": "http://a", "healthy": True, "outstanding": 2}]},
+           "models": {"chat": {"c1": {"u1": 1.0}}}}
+HEALTH = {"units": {"u1": {"healthy": 1, "replicas": 1, "outstanding": 0}}}
+
+
+def _replace(doc, path, value):
+    if not path:
+        return value
+    doc = dict(doc) if isinstance(doc, dict) else doc
+    if isinstance(doc, dict) and doc:
+        key = sorted(doc)[path[0] % len(doc)]
+        doc[key] = _replace(doc[key], path[1:], value)
+    return doc
+
+
+@settings(max_examples=150, deadline=None)
+@given(path=st.lists(st.integers(0, 5), max_size=4), value=json_values)
+def test_any_gateway_answer_gives_status_lines_or_says_it_is_not_one(server, path, value):
+    """`status` shows a gateway's /admin/weights and `apply` waits on its /health: a server at that URL
+    answering other JSON was an AttributeError or a ValueError (a weight '0.5')."""
+    import json
+
+    from hetinfra.deploy.destroy import gateway_status
+    from hetinfra.deploy.health import _gateway_units
+
+    for doc in (WEIGHTS, HEALTH):
+        server.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                         + json.dumps(_replace(doc, path, value)).encode())
+        lines = gateway_status("f", server.url, env={}, timeout_s=5)
+        assert lines and all(isinstance(line, str) for line in lines)
+        units = _gateway_units(server.url, 5)
+        assert all(isinstance(v["replicas"], int) and isinstance(v["healthy"], int) for v in units.values())
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.test/x", "data:,hello", "/etc/passwd"])
+def test_only_http_is_asked(url):
+    """A URL read from a file (state.json's gateways) is asked only over http(s): urllib opens file://."""
+    with pytest.raises(AnswerError, match="not an http"):
+        get(url, timeout=1)
