@@ -143,7 +143,22 @@ json_values = st.recursive(
     max_leaves=8)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FRESH: dict = {}  # the key and code-fingerprint.json a fresh process computes: the same in every example
+
+
+def _fresh_fingerprint(tmp_path_factory) -> tuple[str, dict]:
+    """(the key, the stored document) of a fresh process, computed once for the examples below."""
+    from hetinfra.plan import template_cache
+
+    if not _FRESH:
+        store = tmp_path_factory.mktemp("cache")
+        template_cache._FINGERPRINTS.clear()  # a fresh process: the key is computed and stored
+        _FRESH["real"] = _code_fingerprint(PACKAGE, store)
+        _FRESH["doc"] = json.loads((store / template_cache.FINGERPRINT_FILE).read_text())
+    return _FRESH["real"], json.loads(json.dumps(_FRESH["doc"]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(part=st.sampled_from(["package", "digest", "stats", "a stat"]),
        value=json_values | st.lists(st.integers(0, 2**63), min_size=2, max_size=2),  # a stat's own shape too
        path=st.text(max_size=12) | st.just("/tmp/a\0b"))
@@ -154,9 +169,7 @@ def test_any_stored_fingerprint_gives_the_real_key(tmp_path_factory, part, value
     from hetinfra.plan import template_cache
 
     store = tmp_path_factory.mktemp("cache")
-    template_cache._FINGERPRINTS.clear()  # a fresh process: the key is computed and stored
-    real = _code_fingerprint(PACKAGE, store)
-    doc = json.loads((store / template_cache.FINGERPRINT_FILE).read_text())
+    real, doc = _fresh_fingerprint(tmp_path_factory)
     if part == "a stat":
         doc["stats"][path] = value
     else:
