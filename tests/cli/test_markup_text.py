@@ -23,7 +23,7 @@ texts = st.text(max_size=30) | st.sampled_from(["[/]", "[bold]o.csv", "[red]x[/r
                                                 "[@click=quit]", "x\\", "[link=file:///etc]y[/link]"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts)
 def test_a_warning_is_printed_as_written(shared_plan, text):
     doc = Plan.parse(json.loads((shared_plan(CHAT, "--no-baselines", "--no-verify") / "plan.json").read_text()))

@@ -32,7 +32,7 @@ stack_files = st.one_of(
     st.sampled_from([b"config: {a: [", b"a: &x [*x]", b"config: " + b"[" * 5000, b"\xef\xbb\xbfconfig: {k: v}"]))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=stack_files)
 def test_any_stack_config_is_merged_keeping_its_keys_or_refused(shared_plan, tmp_path_factory, data):
     plan = Plan.parse(json.loads((shared_plan(CHAT, "--no-baselines", "--no-verify") / "plan.json").read_text()))

@@ -16,7 +16,7 @@ numbers = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 10**
 maybe = st.none() | numbers
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(cloud=names, region=names, itype=names, gpu=names, count=st.integers(-2, 100), mem=numbers, vcpus=numbers,
        ram=numbers, price=numbers, spot=maybe, c1=maybe,
        source=st.sampled_from(["feed", "skypilot-catalog-v8/aws@e385a0d3"]) | st.text(max_size=8))
