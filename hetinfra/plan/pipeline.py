@@ -31,6 +31,18 @@ UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency obje
                       "(run `hetinfra simulate` on it)")
 
 
+#: the most vLLM engines (replicas x engines per instance) a plan's first solve may run for verification
+#: to simulate it: every engine of every unit is simulated, and the simulator's memo keeps each unit-run's
+#: requests, so memory and time grow with the engines (stop 57, services/chat.yaml at 2,000 req/s: 370
+#: engines first, 15 s and 1.6 GB; at 5,000 req/s: 922 engines, 2 min 16 s and 7.6 GB; at 20,000 req/s:
+#: 4,465 engines, a MemoryError after 4 min 24 s under an 8 GB limit, killed without one). A larger plan
+#: is written unverified and says why (plan.json ``fidelity.reason``, a warning): never a crash
+MAX_VERIFIED_ENGINES = 1_000
+TOO_LARGE_TO_VERIFY = ("the plan's first solve runs {engines:,} vLLM engines, more than verification simulates "
+                       "({limit:,}): it was not verified (split the service into several specs; `hetinfra simulate` "
+                       "runs a plan of up to {most:,} engines)")
+
+
 def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
                   progress=None, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
     """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.staging.prepare`), verify it by
@@ -89,6 +101,9 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
 
     spec = staged.inputs.spec
     pr = resolve(staged.derate)
+    engines = sum(count * pr.units[uid].template.engines for uid, count in pr.result.n.items())
+    if engines > MAX_VERIFIED_ENGINES:
+        return _too_large(staged, resolve, budget, with_baselines, engines)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
         skipped = False  # the budget was spent when the baselines would have started
@@ -129,6 +144,17 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
 
         doc = doc.model_copy(update={"adapter_candidates": AdapterCandidates.model_validate(compared)})
     return outcome.pr, doc
+
+
+def _too_large(staged, resolve, budget, with_baselines: bool, engines: int) -> tuple[PlanResult, "Plan"]:
+    """The plan unverified, as ``--no-verify`` writes it, where its first solve runs more than
+    MAX_VERIFIED_ENGINES ``engines``: ``fidelity.reason`` and a warning say so."""
+    from hetinfra.facts import MAX_SIMULATED_ENGINES
+    from hetinfra.plan.fidelity import unverified
+
+    why = TOO_LARGE_TO_VERIFY.format(engines=engines, limit=MAX_VERIFIED_ENGINES, most=MAX_SIMULATED_ENGINES)
+    pr, doc = _unverified(staged, resolve, with_baselines and budget.check(BASELINES))
+    return pr, doc.model_copy(update={"fidelity": unverified(why), "warnings": [*doc.warnings, why]})
 
 
 def _unverified(staged, resolve, with_baselines: bool) -> tuple[PlanResult, "Plan"]:

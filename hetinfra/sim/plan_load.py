@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from hetinfra.document.simulation import SimPlan
 from hetinfra.errors import InvalidInputError
+from hetinfra.facts import MAX_SIMULATED_ENGINES
 
 __all__ = ["load_inputs", "load_plan", "plan_file", "resolve_models"]
 
@@ -57,6 +58,11 @@ def read_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
 
     p = plan_file(plan_path)
     document = load_document(p)  # every check of plan.json (an unmarked GPU outside the catalog among them)
+    engines = sum(a.count * a.engines_per_instance for a in document.allocations)
+    if engines > MAX_SIMULATED_ENGINES:
+        raise InvalidInputError(f"{p}: the plan runs {engines:,} vLLM engines, more than the simulator holds "
+                                f"({MAX_SIMULATED_ENGINES:,})", hint="split the service into several specs and "
+                                "simulate each plan")
     plan = SimPlan.of(document.to_dict() if period is None else period_view(document, period, str(p)), str(p))
     if spec_path:
         sp = Path(spec_path)
