@@ -197,6 +197,16 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def atomic_write_texts(files: dict[Path, str]) -> None:
+    """Each of ``files`` (path -> text) by :func:`atomic_write_text`, every path checked first: one that
+    exists as anything but a regular file refuses them all before any is written (`simulate --out D`
+    with D/simulation.svg a folder had written D/simulation.json, then refused)."""
+    for path in files:
+        _refuse_special(Path(path))
+    for path, text in files.items():
+        atomic_write_text(Path(path), text)
+
+
 def _refuse_special(path: Path) -> None:
     """InvalidInputError where ``path`` (its target, for a symlink) exists and is not a regular file."""
     import stat

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.errors import shown
+from hetinfra.errors import markup_escaped, shown
 from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
 from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, run_command, summary_console
 
@@ -148,13 +148,13 @@ def _show(result, profile_csv) -> None:
     if profile_csv is not None:
         from rich.table import Table
 
-        t = Table(title=f"predicted capacity vs profile {profile_csv}", title_justify="left")
+        t = Table(title=f"predicted capacity vs profile {markup_escaped(str(profile_csv))}", title_justify="left")
         for col in ("unit", "class", "predicted req/s", "measured req/s", "signed error"):
             t.add_column(col, justify="left" if col in ("unit", "class") else "right",
                          overflow="fold" if col == "unit" else "ellipsis")  # a unit id wraps, never cut
         for r in doc["profile_comparison"]:
             err = r["signed_error"]
-            t.add_row(r["unit"], r["class"], f"{r['predicted_rps']:.3f}",
+            t.add_row(markup_escaped(r["unit"]), markup_escaped(r["class"]), f"{r['predicted_rps']:.3f}",
                       "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
                       "no row" if err is None else f"{err:+.1%}")
         console.print(t)

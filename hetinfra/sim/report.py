@@ -30,8 +30,8 @@ from html import escape
 from pathlib import Path
 
 from hetinfra.document.simulation import JudgedModel, SimRun
-from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.errors import InvalidInputError, markup_escaped
+from hetinfra.fileio import atomic_write_texts, dumps_strict
 
 __all__ = ["write_outputs", "render_svg", "render_text", "verdict", "undecided"]
 
@@ -43,8 +43,7 @@ def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
     try:
         texts = dumps_strict(doc, indent=2) + "\n", render_svg(doc)  # both made before either is written
         out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(js, texts[0])
-        atomic_write_text(svg, texts[1])
+        atomic_write_texts({js: texts[0], svg: texts[1]})
     except OSError as exc:
         raise InvalidInputError(f"cannot write the simulation into {out_dir}: {exc.strerror or exc}",
                                 hint="pass a folder you can write with --out") from None
@@ -130,19 +129,19 @@ def render_text(doc: dict, console) -> None:
     """Tables for the terminal (``console`` is a rich Console)."""
     from rich.table import Table
 
-    console.print(f"[bold]{doc.get('service') or 'plan'}[/]: {doc['requests']} simulated requests, load "
+    console.print(f"[bold]{markup_escaped(doc.get('service') or 'plan')}[/]: {doc['requests']} simulated requests, load "
                   f"{doc['load']:g}, burst cv {doc['burst_cv']:g}, seed {doc['seed']} (first "
                   f"{doc['warmup_fraction']:.0%} left out as warm-up) - " + _verdict_markup(doc))
     for m in doc["models"]:
         slo, key = m["slo"], m["slo"]["percentile"]
-        t = Table(title=f"{m['model']}: {key} TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms"
+        t = Table(title=f"{markup_escaped(m['model'])}: {key} TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms"
                         + (f", attainment >= {slo['attainment']:g}" if slo["attainment"] else ""), title_justify="left")
         for col in ("class", "n", "TTFT p50", "p99", "TPOT p50", "p99", "attain", "req/s", "met"):
             t.add_column(col, justify="left" if col == "class" else "right")
         judged = JudgedModel.of(m)
         for c in m["classes"] + [_all_row(m, judged)]:
             o = c["objective"]
-            t.add_row(c["class"], str(c["count"]), _ms(c["ttft_ms"]["p50"]), _ms(c["ttft_ms"]["p99"]),
+            t.add_row(markup_escaped(c["class"]), str(c["count"]), _ms(c["ttft_ms"]["p50"]), _ms(c["ttft_ms"]["p99"]),
                       _ms(c["tpot_ms"]["p50"]), _ms(c["tpot_ms"]["p99"]),
                       "-" if o["attainment"] is None else f"{o['attainment']:.3f}",
                       "-" if c["throughput_rps"] is None else f"{c['throughput_rps']:.2f}",
@@ -156,7 +155,7 @@ def render_text(doc: dict, console) -> None:
         t.add_column(col, justify="left" if col == "unit" else "right", overflow="fold" if col == "unit" else "ellipsis")
     for u in doc["units"]:
         o = u["objective"]
-        t.add_row(u["unit"] + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), _replicas(u),
+        t.add_row(markup_escaped(u["unit"]) + ("" if u["step_model"] == "estimator" else " (profile-scaled)"), _replicas(u),
                   _ms(u["ttft_ms"]["p99"]), _ms(u["tpot_ms"]["p99"]), f"{(u.get('batch') or {}).get('mean', 0):.1f}",
                   f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),

@@ -54,10 +54,10 @@ def test_an_out_folder_that_cannot_be_written_is_exit_2(chat_plan, tmp_path, run
     assert code == 2 and "cannot write the simulation" in err and "Traceback" not in err
     import hetinfra.sim.report as report
 
-    def read_only(path, text):
-        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+    def read_only(files):
+        raise PermissionError(errno.EACCES, "Permission denied", str(next(iter(files))))
 
-    monkeypatch.setattr(report, "atomic_write_text", read_only)  # a read-only folder (root ignores chmod)
+    monkeypatch.setattr(report, "atomic_write_texts", read_only)  # a read-only folder (root ignores chmod)
     code, _, err = run_cli("simulate", str(chat_plan), "--requests", "1000", "--out", str(tmp_path / "ro"))
     assert code == 2 and "Permission denied" in err and "--out" in err
     assert not (tmp_path / "ro" / "simulation.json").exists()

@@ -88,3 +88,24 @@ def test_a_judged_models_rows_each_judge_the_figures_they_show(example_plans, tm
 
 def _ms(v: float) -> str:
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+@pytest.mark.parametrize("text", ["[/]a", "[bold]b", "c[/red]", "[link=x]d"])
+def test_names_from_a_hand_edited_plan_print_as_written(example_plans, tmp_path, run_cli, text):
+    """simulate's tables print the service, model, class and unit names plan.json holds: one holding Rich
+    markup ('[/]' a MarkupError traceback, '[bold]' restyled) prints as written."""
+    code, _, err = run_cli("simulate", str(example_plans["chat"][0]), "--requests", "2000", "--out", str(tmp_path))
+    assert code == 0, err
+    doc = json.loads((tmp_path / "simulation.json").read_text())
+    doc["service"] = f"s{text}"
+    for m in doc["models"]:
+        m["model"] = f"m{text}"
+        for c in m["classes"]:
+            c["class"] = f"k{text}"
+    for u in doc["units"]:
+        u["unit"] = f"u{text}"
+    console = Console(width=200, record=True, color_system=None)
+    render_text(doc, console)
+    shown = console.export_text()
+    for name in ("s", "m", "k", "u"):
+        assert f"{name}{text}" in shown
