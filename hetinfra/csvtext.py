@@ -7,19 +7,27 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from typing import Iterator
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["BOM", "csv_header", "csv_lines", "csv_records", "looks_like_header"]
+__all__ = ["BOM", "PLAIN_NUMBER", "csv_header", "csv_lines", "csv_records", "is_plain_number", "looks_like_header"]
+
+
+#: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
+#: (Python's float() also reads '1_000', Unicode digits such as '١٢' and 'infinity', which no
+#: spreadsheet writes and which read silently as something else: '1_0' was 10)
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def is_plain_number(cell: str) -> bool:
+    """Whether ``cell`` (stripped by the caller) is a number as :data:`PLAIN_NUMBER` writes one."""
+    return PLAIN_NUMBER.fullmatch(cell) is not None
 
 
 def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    return is_plain_number(cell)
 
 
 def looks_like_header(row: list[str]) -> bool:

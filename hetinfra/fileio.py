@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hetinfra.csvtext import is_plain_number
 from hetinfra.errors import HetinfraError, InvalidInputError
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
@@ -322,10 +323,10 @@ def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: floa
     raw = (raw or "").strip()
     if raw == "":
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidInputError(f"{where}: column '{column}' is {raw[:40]!r}, not a number") from None
+    if not is_plain_number(raw):
+        raise InvalidInputError(f"{where}: column '{column}' is {raw[:40]!r}, not a number",
+                                hint="write it with ASCII digits, an optional sign, point and exponent (1500, 0.25, 1e-3)")
+    value = float(raw)
     if value != value or not lo <= value <= hi or (whole and value != int(value)):
         kind = "a whole number" if whole else "a number"
         raise InvalidInputError(f"{where}: column '{column}' must be {kind} in [{lo:g}, {hi:g}], got {raw[:40]!r}")

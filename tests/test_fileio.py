@@ -49,6 +49,7 @@ import pytest  # noqa: E402
 
 from hetinfra.errors import HetinfraError, InvalidInputError  # noqa: E402
 from hetinfra.fileio import dumps_strict, number_cell, read_text, staged_dir  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @pytest.mark.parametrize("make,fragment", [
@@ -80,6 +81,28 @@ def test_number_cell_is_finite_and_ranged():
             number_cell(raw, where="f:2", column="c", lo=0, hi=3)
     with pytest.raises(InvalidInputError, match="whole number"):
         number_cell("1.5", where="f:2", column="c", lo=0, hi=3, whole=True)
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=12))
+def test_a_number_cell_is_read_as_a_spreadsheet_writes_it_or_refused(raw):
+    """Python's float() reads '1_0' as 10 and Unicode digits as numbers: a cell is a number only as
+    hetinfra.csvtext.PLAIN_NUMBER writes one, and is then exactly float() of it."""
+    import re
+
+    plain = re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", raw.strip(), flags=re.ASCII)
+    try:
+        got = number_cell(raw, where="f:2", column="c", lo=-1e300, hi=1e300)
+    except InvalidInputError as exc:
+        assert "f:2: column 'c'" in str(exc) and (not plain or abs(float(raw)) > 1e300)
+        return
+    assert got is None if raw.strip() == "" else (plain and got == float(raw))
+
+
+@pytest.mark.parametrize("raw", ["1_0", "1_000.5", "\u0661\u0662", "infinity", "0x10", "1e"])
+def test_python_only_number_forms_are_refused(raw):
+    with pytest.raises(InvalidInputError, match="not a number"):
+        number_cell(raw, where="f:2", column="c", lo=0, hi=1e6)
 
 
 def test_dumps_strict_names_the_bad_value():
@@ -137,7 +160,6 @@ def test_no_verify_with_strict_verify_is_refused(run_cli):
 # -- the nesting bound for every JSON we parse (issue 36: a deep answer was a RecursionError where a
 #    caller's `except ValueError` expected a malformed document) -------------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
