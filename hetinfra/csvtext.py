@@ -26,16 +26,12 @@ def is_plain_number(cell: str) -> bool:
     return PLAIN_NUMBER.fullmatch(cell) is not None
 
 
-def _is_number(cell: str) -> bool:
-    return is_plain_number(cell)
-
-
 def looks_like_header(row: list[str]) -> bool:
     """Whether the first row of a headerless-or-not CSV is a header: no cell of it reads as a number.
     (A first row ``512.0,128`` or ``1e3,64`` is data; one number among names is a broken row, which
     the caller's parser then reports by its line.)"""
     cells = [c.strip() for c in row if c.strip()]
-    return bool(cells) and not any(_is_number(c) for c in cells)
+    return bool(cells) and not any(is_plain_number(c) for c in cells)
 
 
 #: a byte-order mark: a spreadsheet saving "CSV UTF-8" writes one at the start
