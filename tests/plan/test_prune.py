@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,9 @@ def reference(units, *, capped=frozenset(), regional=False, keep=frozenset()):
     return sorted(kept, key=lambda u: u.id)
 
 
+@functools.lru_cache(maxsize=None)
 def _units(name: str):
+    """(inputs, units) of an example, built once per worker: pruning and derating never change them."""
     path = REPO / "services" / name
     spec, text, locate = load_spec(path)
     inputs = resolve(spec, path, text, None, locate)

@@ -158,7 +158,7 @@ def _fresh_fingerprint(tmp_path_factory) -> tuple[str, dict]:
     return _FRESH["real"], json.loads(json.dumps(_FRESH["doc"]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(part=st.sampled_from(["package", "digest", "stats", "a stat"]),
        value=json_values | st.lists(st.integers(0, 2**63), min_size=2, max_size=2),  # a stat's own shape too
        path=st.text(max_size=12) | st.just("/tmp/a\0b"))
