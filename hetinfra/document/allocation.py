@@ -290,6 +290,15 @@ class Allocation(Doc):
         return [self.model_copy(update=s.group_fields(self.count)) for s in self.stages]
 
     @property
+    def engine_count(self) -> int:
+        """vLLM engines the allocation runs, one simulated replica each (hetinfra.sim.plan_sim,
+        hetinfra.sim.split): a prefill/decode bundle's prefill and decode engines per replica, else
+        ``engines_per_instance`` per replica. The simulator's size limits count these."""
+        if self.disaggregation is not None:
+            return self.count * sum(r.engines for r in self.disaggregation.roles)
+        return self.count * self.engines_per_instance
+
+    @property
     def heterogeneous_bundle(self) -> bool:
         """A prefill/decode bundle whose roles run on different instance types (issue 37)."""
         return self.disaggregation is not None and any(r.instance_type for r in self.disaggregation.roles)

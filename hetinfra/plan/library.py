@@ -112,6 +112,13 @@ class Template:
         return self.node_count or self.pp
 
     @property
+    def engines_per_replica(self) -> int:
+        """vLLM engines one replica runs, each of which the simulator builds: a bundle's prefill engines
+        as well as its decode engines (``engines`` holds only the latter), else ``engines``. The same
+        count as plan.json's :attr:`hetinfra.document.allocation.Allocation.engine_count` per replica."""
+        return self.engines + (self.bundle.prefill_engines if self.bundle is not None else 0)
+
+    @property
     def stages_per_node(self) -> int:
         """Pipeline stages on one node; a bundle's nodes each hold whole engines (one stage)."""
         return 1 if self.bundle is not None else self.pp // self.nodes

@@ -101,7 +101,7 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
 
     spec = staged.inputs.spec
     pr = resolve(staged.derate)
-    engines = sum(count * pr.units[uid].template.engines for uid, count in pr.result.n.items())
+    engines = sum(count * pr.units[uid].template.engines_per_replica for uid, count in pr.result.n.items())
     if engines > MAX_VERIFIED_ENGINES:
         return _too_large(staged, resolve, budget, with_baselines, engines)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:

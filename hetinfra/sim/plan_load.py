@@ -58,7 +58,7 @@ def read_inputs(plan_path: str | Path, spec_path: str | Path | None = None,
 
     p = plan_file(plan_path)
     document = load_document(p)  # every check of plan.json (an unmarked GPU outside the catalog among them)
-    engines = sum(a.count * a.engines_per_instance for a in document.allocations)
+    engines = sum(a.engine_count for a in document.allocations)
     if engines > MAX_SIMULATED_ENGINES:
         raise InvalidInputError(f"{p}: the plan runs {engines:,} vLLM engines, more than the simulator holds "
                                 f"({MAX_SIMULATED_ENGINES:,})", hint="split the service into several specs and "
