@@ -1,6 +1,6 @@
 """docs/reference/plan-json.md names every key of plan.json (the typed document, hetinfra.document.plan.Plan):
-one table row per top-level key, no row for a key the document lacks, and every field of an allocation
-and of a model entry in its row."""
+one table row per top-level key, no row for a key the document lacks, and every field of an allocation,
+of a model entry and of fidelity (and its replications) in its row."""
 
 from __future__ import annotations
 
@@ -35,12 +35,15 @@ def test_every_top_level_key_has_a_row_and_every_row_a_key():
 
 
 def test_the_allocation_and_model_rows_name_every_field():
-    """allocations[].kv_cache_tokens, gpu_memory_gb, disaggregation and adapters, and
-    models[].disaggregation were in plan.json and on no reference row."""
+    """allocations[].kv_cache_tokens, gpu_memory_gb, disaggregation and adapters, models[].disaggregation,
+    fidelity's load_basis, cost_before_usd_per_hour, round_by_model ... were in plan.json and on no
+    reference row, and the row named fidelity.replications' max_replications `max`."""
     from hetinfra.document.allocation import Allocation
+    from hetinfra.document.fidelity import Fidelity, Replications
     from hetinfra.document.sections import ModelEntry
 
     found = rows()
-    for key, model in (("allocations", Allocation), ("models", ModelEntry)):
+    for key, model in (("allocations", Allocation), ("models", ModelEntry), ("fidelity", Fidelity),
+                       ("fidelity", Replications)):
         missing = sorted(f for f in field_names(model) if not re.search(rf"\b{re.escape(f)}\b", found[key]))
         assert not missing, f"plan-json.md's {key}[] row does not name {missing}"
