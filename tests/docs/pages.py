@@ -65,6 +65,10 @@ def fenced_blocks(page: Path) -> list[Block]:
         elif current is not None and line.strip().startswith(fence) and not line.strip().strip(fence[0]):
             blocks.append(current)
             current = None
+        elif current is not None and line.strip().startswith(fence):
+            # "``` text" does not close a block on GitHub: the block runs on over the prose after it
+            raise AssertionError(f"{shown(page)}:{number}: a fence with text after it does not close the "
+                                 f"block opened at line {current.line}: put the text on a line of its own")
         elif current is not None:
             current.lines.append(line)
     if current is not None:
