@@ -40,7 +40,9 @@ from hetinfra.facts import GATEWAY_PORT
               help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=512, show_default=True,
               help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
-@click.option("--connect-timeout-s", type=FiniteFloat(min=0.01), default=3.0, show_default=True)
+@click.option("--connect-timeout-s", type=FiniteFloat(min=0.01), default=3.0, show_default=True,
+              help="Longest wait for a connection to a backend: to open one, or for a free one while "
+                   "--max-connections are busy.")
 @click.option("--read-timeout-s", type=FiniteFloat(min=0.01), default=600.0, show_default=True,
               help="Longest wait for any read from a backend (the first token included).")
 @click.option("--health-interval-s", type=FiniteFloat(min=0.05), default=5.0, show_default=True,
@@ -57,7 +59,7 @@ from hetinfra.facts import GATEWAY_PORT
 @click.option("--tls-cert", type=UserPath(dir_okay=False, exists=True), help="Serve HTTPS with this certificate...")
 @click.option("--tls-key", type=UserPath(dir_okay=False, exists=True), help="...and this private key.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
+              show_default=True, help="Least severe message the gateway and its server (uvicorn) log.")
 def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ...], demand_log: Path | None,
                     no_demand_log: bool, demand_log_max_mb: float, demand_log_keep: int, region: str,
                     max_body_kb: int, retries: int, max_connections: int, connect_timeout_s: float, read_timeout_s: float,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import click
+
 from tests.docs.pages import REPO
 
 
@@ -27,6 +29,17 @@ def test_every_command_has_a_section():
 
     page = (REPO / "docs" / "reference" / "cli.md").read_text()
     assert all(f"\n## hetinfra {name}\n" in page for name in cli.commands)
+
+
+def test_every_option_says_what_it_does():
+    """The reference is --help: an option with no help is a published flag nobody documented
+    (gateway's --connect-timeout-s and --log-level printed only their defaults)."""
+    from hetinfra.cli import cli
+
+    tool = load_tool()
+    bare = [f"{ctx.command_path} {'/'.join(p.opts)}" for ctx in tool.walk(cli, "hetinfra")
+            for p in ctx.command.params if isinstance(p, click.Option) and not p.hidden and not p.help]
+    assert not bare, f"options without help: {bare}"
 
 
 def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docs.pages import commands, heading_anchors, links
+from tests.docs.pages import REPO, commands, doc_pages, fenced_blocks, heading_anchors, links
 
 
 def page(tmp_path, text: str):
@@ -35,6 +35,18 @@ def test_a_shell_block_without_a_prompt_is_refused(tmp_path):
 def test_an_unclosed_block_is_refused(tmp_path):
     with pytest.raises(AssertionError, match="never closed"):
         commands(page(tmp_path, "```console\n$ hetinfra --help\n"))
+
+
+def test_a_fence_with_text_after_it_is_refused(tmp_path):
+    """offers-and-profiles.md closed a block with "``` A cloud other than ...": GitHub showed the prose
+    and the Committed prices heading after it as code, up to the next fence."""
+    with pytest.raises(AssertionError, match="does not close"):
+        fenced_blocks(page(tmp_path, "```text\nwarning: ...\n``` A cloud other than aws\n\n## Next\n```text\nx\n```\n"))
+
+
+@pytest.mark.parametrize("doc", [p for p in doc_pages() if p.exists()], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_block_closes_where_it_seems_to(doc):
+    fenced_blocks(doc)
 
 
 def test_links_in_code_are_not_links(tmp_path):

@@ -36,3 +36,16 @@ def test_the_spec_page_states_each_key_once():
     assert blocks
     for block in blocks:
         yaml.load("\n".join(block.lines), Loader=Strict)
+
+
+def test_the_spec_page_lists_every_built_in_model_and_gpu():
+    """The page's list of built-in names is the catalogs' (it lacked qwen3-235b-a22b, qwen3-30b-a3b,
+    V100-32GB and H100-MEGA, all of which a spec may name)."""
+    from hetinfra.catalog.gpus import GPUS
+    from hetinfra.catalog.models import MODELS
+
+    page = (REPO / "docs" / "reference" / "spec.md").read_text()
+    section = page.split("## Built-in models and GPUs", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([\w.-]+)`", section))
+    missing = sorted(set(MODELS) - listed) + sorted(set(GPUS) - listed)
+    assert not missing, f"docs/reference/spec.md's built-in list lacks {missing}"
