@@ -156,15 +156,10 @@ def _stored(package: Path, store: Path | None) -> tuple[dict[Path, tuple[int, in
 
 
 def _store(package: Path, store: Path | None, seen: tuple[dict[Path, tuple[int, int]], str]) -> None:
-    from hetinfra.fileio import atomic_write_text
-
     if store is None:
         return
     doc = {"package": str(package), "digest": seen[1], "stats": {str(p): list(st) for p, st in seen[0].items()}}
-    try:
-        atomic_write_text(store / FINGERPRINT_FILE, json.dumps(doc) + "\n")
-    except OSError:
-        pass  # a read-only or full cache directory only costs reading the graph next time
+    _write_if_possible(store / FINGERPRINT_FILE, json.dumps(doc) + "\n")  # else the graph is read next time
 
 
 def _aiconfigurator_version() -> str | None:
@@ -237,15 +232,23 @@ class TemplateCache:
         return lib
 
     def put(self, inputs: PlanInputs, pm: PlannedModel, lib: ModelLibrary) -> None:
-        from hetinfra.fileio import atomic_write_text
-
-        try:
-            atomic_write_text(self._path(inputs, pm), json.dumps(_encode(lib)) + "\n")
-        except OSError:
-            pass  # a read-only or full cache directory only costs the rebuild next time
+        _write_if_possible(self._path(inputs, pm), json.dumps(_encode(lib)) + "\n")  # else rebuilt next time
 
     def report(self) -> dict:
         return {"dir": str(self.root), "hits": sorted(self.hits), "misses": sorted(self.misses)}
+
+
+def _write_if_possible(path: Path, text: str) -> None:
+    """Write a cache file whole, or not at all and say nothing: the cache only saves work, so a
+    read-only or full directory (OSError) or a FIFO, folder or link at the entry's path (the file
+    writer refuses to replace what is not a regular file) costs the work next time, never the plan."""
+    from hetinfra.errors import HetinfraError
+    from hetinfra.fileio import atomic_write_text
+
+    try:
+        atomic_write_text(path, text)
+    except (OSError, HetinfraError):
+        pass
 
 
 def _encode(lib: ModelLibrary) -> dict:

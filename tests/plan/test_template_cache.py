@@ -6,12 +6,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hetinfra.plan.inputs import resolve
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.spec.load import load_spec
-from hetinfra.plan.template_cache import TemplateCache, _decode, _encode
+from hetinfra.plan.template_cache import FINGERPRINT_FILE, _FINGERPRINTS, TemplateCache, _decode, _encode
 from hetinfra.plan.templates import build_library
 from tests.solver.test_mixed_pipelines import _spec
 
@@ -61,6 +62,30 @@ def test_a_corrupt_entry_is_rebuilt(tmp_path, run_cli):
     assert again["inputs"]["template_cache"]["misses"] == ["big-70b"]
     assert again["allocations"] == first["allocations"]
     assert json.loads(entry.read_text())["model"] == "big-70b"  # rewritten whole
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_an_entry_that_is_not_a_regular_file_costs_the_rebuild_not_the_plan(tmp_path, run_cli, kind):
+    """docs/trust.md: the cache only saves work. An entry path holding a FIFO or a folder (the file
+    writer never replaces one), or a fingerprint that is a FIFO, was exit 2 in every later plan; the
+    library is rebuilt and the plan is the same."""
+    path = _write(tmp_path, _spec(tmp_path, mixed=True))
+    _FINGERPRINTS.clear()  # as a fresh process, which computes the fingerprint and stores it
+    first = _plan(run_cli, path)
+    cache = Path(os.environ["HETINFRA_CACHE_DIR"])
+    [entry] = cache.glob("templates/*.json")
+    entry.unlink()
+    {"fifo": os.mkfifo, "folder": os.mkdir, "link": lambda p: os.symlink(tmp_path / "elsewhere", p)}[kind](entry)
+    fingerprint = cache / FINGERPRINT_FILE
+    fingerprint.unlink()
+    os.mkfifo(fingerprint)
+    _FINGERPRINTS.clear()
+    again = _plan(run_cli, path)
+    assert again["inputs"]["template_cache"]["misses"] == ["big-70b"]
+    assert again["allocations"] == first["allocations"]
+    # a FIFO or folder is left as it is; a link is replaced by the entry (nothing written where it pointed)
+    assert entry.is_file() == (kind == "link") and not entry.is_symlink()
+    assert not (tmp_path / "elsewhere").exists() and fingerprint.is_fifo()
 
 
 def test_round_trip_keeps_every_field(tmp_path):
