@@ -148,6 +148,12 @@ from tests.plan.golden_plans import golden_allocation, golden_plan_with
 def a(u, n): return golden_allocation(unit=u, deployment_unit=u, count=n, instances=n, nodes_per_replica=1, gpus_per_instance=1,
     cloud="aws", region="us-east-1", instance_type=u+".xl", gpu="L4", spot=False, price_per_instance_usd_per_hour=1.0, cost_usd_per_hour=float(n))
 running = [a("a", 10)]; new = golden_plan_with([a("a", 3), a("b", 2)], cost_usd_per_hour=5.0)
+try:  # typed documents since the readers took them (hetinfra.document); dicts before
+    from hetinfra.document import Plan
+    from hetinfra.document.allocation import Allocation
+    running, new = [Allocation.model_validate(x) for x in running], Plan.parse(new)
+except ImportError:
+    pass
 stages, _ = stage_counts(running, new, None)
 capped, was, line = cap_cut(stages, running, new, 0.5)
 print(json.dumps({"kept_running": min(capped[-1][1].get("a", 0), 10), "line": line}))
