@@ -195,8 +195,10 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
                                warm_start_objective=start_obj), cut)
     _read_answer(m, problem, out, bound_obj, bound)
     if with_lp_bound:
-        # past the deadline the LP stops at once and the bound is None: the MIP's own bound is reported
-        out.lp_bound = lp_obj if lp_obj is not None else lp_relaxation_bound(problem, clock.remaining(deadline))
+        # none left once the MIP reached the deadline (not even to build the LP's model): None, the MIP's
+        # own bound is reported
+        left = deadline - clock.now()
+        out.lp_bound = lp_obj if lp_obj is not None or left <= clock.MOMENT_S else lp_relaxation_bound(problem, left)
     _believe(problem, out)
     return out
 

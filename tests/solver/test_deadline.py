@@ -23,10 +23,10 @@ LIMIT = 100.0
 
 class Runs:
     """HiGHS runs on a fake clock: (fake time at the call, seconds granted) of each, each advancing
-    the clock by half of what it was granted."""
+    the clock by ``share`` (a half) of what it was granted."""
 
     def __init__(self, monkeypatch):
-        self.now, self.seen = 0.0, []
+        self.now, self.seen, self.share = 0.0, [], 0.5
         monkeypatch.setattr(clock, "now", lambda: self.now)
 
     def spending(self, run):
@@ -34,7 +34,7 @@ class Runs:
             limit = kw["time_limit_s"] if "time_limit_s" in kw else args[1]
             self.seen.append((self.now, limit))
             out = run(*args, **kw)
-            self.now += limit / 2
+            self.now += limit * self.share
             return out
         return wrapped
 
@@ -64,6 +64,14 @@ def test_the_lp_bound_after_an_adapter_mip_gets_what_the_mip_left(runs):
     r = solve_module.solve(adapter_problem([1.0, 1.0]), time_limit_s=LIMIT, mip_gap=0)
     assert r.feasible and r.lp_bound is not None
     runs.within_deadline(2)  # the MIP, the LP bound
+
+
+def test_no_lp_bound_is_built_once_the_mip_reached_the_deadline(runs, monkeypatch):
+    runs.share = 1.0  # the MIP runs to its time limit
+    monkeypatch.setattr(solve_module, "lp_relaxation_bound", lambda *a: pytest.fail("an LP built past the deadline"))
+    r = solve_module.solve(adapter_problem([1.0, 1.0]), time_limit_s=LIMIT, mip_gap=0)
+    assert r.feasible and r.lp_bound is None
+    runs.within_deadline(1)
 
 
 def test_the_cutoffs_lp_counts_against_the_solve(runs):
