@@ -82,7 +82,7 @@ def solve_block(p: AllocationProblem, models: list[str], method: str, *, mip_gap
     from hetinfra.solver.direct import DirectModel
 
     def left() -> float:
-        return max(1e-3, deadline - clock.now())
+        return clock.remaining(deadline)
 
     dm = DirectModel(p)
     blk = Block(models, method, "infeasible", size=dm.size())

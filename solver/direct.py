@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from hetinfra.solver import clock
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.rows import ELASTIC_WEIGHT, allows_unmet, compile_rows, instance_upper_bound
 
@@ -107,6 +108,7 @@ class DirectModel:
 
         if self.trivially_infeasible:
             return Outcome("infeasible")
+        deadline = clock.now() + time_limit_s  # a re-run below gets what is left of this call's limit
         h = self.highs()
         h.setOptionValue("solve_relaxation", bool(relax))
         h.setOptionValue("time_limit", float(max(time_limit_s, 1e-3)))
@@ -139,7 +141,8 @@ class DirectModel:
                 # HiGHS 1.16: when presolve alone solves a MIP given a start, it reports the optimum's
                 # objective with the start's vector. Solve it again without the start.
                 h.clearSolver()
-                return self._run(relax=relax, time_limit_s=time_limit_s, mip_gap=mip_gap, max_nodes=max_nodes)
+                return self._run(relax=relax, time_limit_s=clock.remaining(deadline), mip_gap=mip_gap,
+                                 max_nodes=max_nodes)
         if relax:
             out.bound = out.objective if status == "optimal" else None
         else:

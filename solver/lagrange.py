@@ -79,7 +79,7 @@ def _solve_mip(p: AllocationProblem, extra: dict[str, float] | None, *, mip_gap:
 
     dm = DirectModel(p, extra)
     values = _repair_start(dm, p, deadline) if extra is None else None
-    o = dm.mip(time_limit_s=max(1e-3, deadline - clock.now()), mip_gap=mip_gap, max_nodes=max_nodes, start=values)
+    o = dm.mip(time_limit_s=clock.remaining(deadline), mip_gap=mip_gap, max_nodes=max_nodes, start=values)
     if not o.has_solution:
         if o.status == "time_limit":
             raise SafetyStopped("a Lagrangian subproblem found no plan before the safety stop")
@@ -112,7 +112,7 @@ def _repair_start(dm, p: AllocationProblem, deadline: float) -> list[float] | No
     found = feasible_start(p)
     if not found:
         return None
-    o = dm.with_counts(found[0], max(1e-3, deadline - clock.now()))
+    o = dm.with_counts(found[0], clock.remaining(deadline))
     if o.status == "time_limit":  # a MIP without its start might find another plan: the cut must say so
         raise SafetyStopped("a repair's start was cut by the safety stop")
     return o.values if o.has_solution and o.status == "optimal" else None

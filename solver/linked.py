@@ -64,7 +64,7 @@ def solve_lagrangian(p: AllocationProblem, models: list[str], *, floor: float | 
         used = tuple(u for u in p.units if u.id in mine)
         sub = restrict(p, [m], budget=False).replace(units=used, caps={})
         dm = DirectModel(sub)
-        o = dm.with_counts(mine, max(1e-3, deadline - clock.now()))
+        o = dm.with_counts(mine, clock.remaining(deadline))
         if o.status == "time_limit":
             raise SafetyStopped("a fixed-count LP of the Lagrangian's plan was cut by the safety stop")
         if not (o.has_solution and o.status == "optimal"):

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import math
-import time
 
 from hetinfra.errors import SolverError
+from hetinfra.solver import clock
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.recheck import verify  # re-exported: solver.solve.verify is its published name
 from hetinfra.solver.result import SolveResult, settle_flows
 
 __all__ = ["SolveResult", "greedy_start", "rounded_lp_start", "solve", "solve_pyomo", "verify", "warm_start"]
+
+#: the least a MIP of the Pyomo path gets once its deadline has passed (the starts or an earlier solve
+#: spent it): a moment to return its start or a first plan, so that a plan comes out, reported as a
+#: safety stop; the direct path prices its first warm start so (``solver.block.START_FLOOR_S``)
+MIP_FLOOR_S = 1.0
 
 
 def _size(m) -> dict:
@@ -33,13 +38,16 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     from hetinfra.solver.highs_quiet import FD_CAPTURE, swallow_banner
     from hetinfra.solver.mip_hooks import mip_starting
 
+    deadline = clock.now() + time_limit_s  # a cold re-run below gets what is left of this call's limit
+
     swallow_banner()  # Pyomo's interface creates its own Highs objects
     mip_starting()  # (solver.mip_hooks)
     solver = _warm_highs() if warm else SolverFactory("highs")
     # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
     # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
     with FD_CAPTURE:  # Pyomo captures the process's stdout/stderr descriptors: one solve at a time
-        res = solver.solve(m, tee=False, threads=1, time_limit=time_limit_s, rel_gap=mip_gap,
+        # the limit counts from the call, not from when another thread's solve let go of the lock
+        res = solver.solve(m, tee=False, threads=1, time_limit=clock.remaining(deadline), rel_gap=mip_gap,
                            load_solutions=False, raise_exception_on_nonoptimal_result=False)
     if warm and res.incumbent_objective is not None:
         import pyomo.environ as pyo
@@ -49,7 +57,7 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
         res.solution_loader.load_vars()
         objective = next(m.component_data_objects(pyo.Objective, active=True))
         if stale(pyo.value(objective), res.incumbent_objective):  # HiGHS returned the start's vector
-            return _run_highs(m, time_limit_s, mip_gap)
+            return _run_highs(m, clock.remaining(deadline), mip_gap)
     return res
 
 
@@ -148,11 +156,15 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     improve on it, and a time-limited solve returns at least that plan.
 
     ``problem.solver`` (``planning.solver``) other than ``highs`` solves the same model with that
-    Pyomo solver (``solver.backends``), cold: the starts are HiGHS's own."""
+    Pyomo solver (``solver.backends``), cold: the starts are HiGHS's own.
+
+    ``time_limit_s`` bounds the whole call (``solver.clock``): the rounded LP, each warm start, the
+    MIP(s) and the LP bound each get what is left of it."""
+    deadline = clock.now() + time_limit_s
     if problem.periods:
         from hetinfra.solver.periods import expand, fold
 
-        return fold(problem, solve_pyomo(expand(problem), time_limit_s=time_limit_s, mip_gap=mip_gap,
+        return fold(problem, solve_pyomo(expand(problem), time_limit_s=clock.remaining(deadline), mip_gap=mip_gap,
                                          with_lp_bound=with_lp_bound, warm=warm))
     if problem.unserved() and not (problem.unmet_penalty is not None and problem.objective == "min_cost"):
         return SolveResult(status="infeasible")
@@ -162,12 +174,12 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     if m.trivially_infeasible:
         return SolveResult(status="infeasible", build_s=build_s)
     size = _size(m)
-    t1 = time.perf_counter()
+    t1 = clock.now()
     start_from = start_obj = lp_obj = None
     if warm and problem.solver == "highs" and problem.objective == "min_cost" and not problem.elastic_caps:
-        start_from, start_obj, lp_obj = _load_best_start(m, problem, time_limit_s)
-    res, bound_obj, bound = _solve_lexicographic(m, problem, time_limit_s, mip_gap, t1, warm=start_from is not None)
-    solve_s = time.perf_counter() - t1
+        start_from, start_obj, lp_obj = _load_best_start(m, problem, deadline)
+    res, bound_obj, bound = _solve_lexicographic(m, problem, deadline, mip_gap, warm=start_from is not None)
+    solve_s = clock.now() - t1
     tc = res.termination_condition
     if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
@@ -183,34 +195,43 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
                                warm_start_objective=start_obj), cut)
     _read_answer(m, problem, out, bound_obj, bound)
     if with_lp_bound:
-        out.lp_bound = lp_obj if lp_obj is not None else lp_relaxation_bound(problem, time_limit_s)
+        out.lp_bound = lp_obj if lp_obj is not None else _lp_bound_by(problem, deadline)
     _believe(problem, out)
     return out
+
+
+def _lp_bound_by(problem: AllocationProblem, deadline: float) -> float | None:
+    """The LP bound within what is left to ``deadline``; None once it has passed (not even the LP's
+    Pyomo model is built: on a 32k-column LoRA MIP that alone ran seconds past the limit), the MIP's
+    own bound being reported."""
+    left = deadline - clock.now()
+    return lp_relaxation_bound(problem, left) if left > clock.MOMENT_S else None
 
 
 def _built(problem: AllocationProblem):
     """``solver.model``'s Pyomo model of ``problem``, and the seconds it took."""
     from hetinfra.solver.model import build_model
 
-    t0 = time.perf_counter()
+    t0 = clock.now()
     # another solver gets the rows exactly as the fast path passes them to HiGHS (cover cuts too)
     m = build_model(problem, cuts=problem.solver != "highs")
-    return m, time.perf_counter() - t0
+    return m, clock.now() - t0
 
 
-def _load_best_start(m, problem: AllocationProblem, time_limit_s: float) -> tuple[str | None, float | None, float | None]:
+def _load_best_start(m, problem: AllocationProblem, deadline: float) -> tuple[str | None, float | None, float | None]:
     """Of the candidate starts (the running deployment, the rounded LP, the greedy plan), the one
     feasible with the lowest objective loaded into ``m``'s variables: (its name, its objective, the LP
-    optimum), the first two None where none is feasible."""
+    optimum), the first two None where none is feasible. Each HiGHS run gets what is left to
+    ``deadline``."""
     import pyomo.environ as pyo
 
     start_from = start_obj = None
-    lp_counts, lp_obj = rounded_lp_start(problem, time_limit_s)
+    lp_counts, lp_obj = rounded_lp_start(problem, clock.remaining(deadline))
     tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
                                                  ("greedy", greedy_start(problem))) if counts]
     best_values = None
     for name, counts in tried:
-        obj = warm_start(m, problem, counts, time_limit_s)
+        obj = warm_start(m, problem, counts, clock.remaining(deadline))
         if obj is not None and (start_obj is None or obj < start_obj):
             start_obj, start_from = obj, name
             best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
@@ -219,16 +240,15 @@ def _load_best_start(m, problem: AllocationProblem, time_limit_s: float) -> tupl
     return start_from, start_obj, lp_obj
 
 
-def _solve_lexicographic(m, problem: AllocationProblem, time_limit_s: float, mip_gap: float, t1: float, *,
-                         warm: bool):
-    """``m`` solved (``warm``: from its variables' values) within what is left of ``time_limit_s``
-    since ``t1``; max_throughput then again for the cheapest plan at the scale found
-    (``add_cheapest_at_scale``), phase 1's answer kept where phase 2 finds none. Returns (the result,
-    phase 1's scale or None, the bound to report)."""
+def _solve_lexicographic(m, problem: AllocationProblem, deadline: float, mip_gap: float, *, warm: bool):
+    """``m`` solved (``warm``: from its variables' values) within what is left to ``deadline``;
+    max_throughput then again for the cheapest plan at the scale found (``add_cheapest_at_scale``),
+    phase 1's answer kept where phase 2 finds none. Returns (the result, phase 1's scale or None, the
+    bound to report)."""
     from pyomo.contrib.solver.common.results import SolutionStatus
     import pyomo.environ as pyo
 
-    res = _run(m, problem.solver, max(1.0, time_limit_s - (time.perf_counter() - t1)), mip_gap, warm=warm)
+    res = _run(m, problem.solver, max(MIP_FLOOR_S, clock.remaining(deadline)), mip_gap, warm=warm)
     if not (res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
             and problem.objective == "max_throughput"):
         return res, None, res.objective_bound
@@ -236,8 +256,7 @@ def _solve_lexicographic(m, problem: AllocationProblem, time_limit_s: float, mip
     s_star = pyo.value(m.s)
     first = res
     add_cheapest_at_scale(m, problem, s_star)
-    remaining = max(1.0, time_limit_s - (time.perf_counter() - t1))
-    res = _run(m, problem.solver, remaining, mip_gap)
+    res = _run(m, problem.solver, max(MIP_FLOOR_S, clock.remaining(deadline)), mip_gap)
     if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
         res = first  # keep the phase-1 answer
         m.min_cost.deactivate()
@@ -331,8 +350,10 @@ def solve(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_gap: fl
     from hetinfra.solver.cutoff import cut_off
     from hetinfra.solver.decompose import DEFAULT_MAX_NODES, solve_decomposed
 
+    deadline = clock.now() + time_limit_s  # one deadline for all the work below (solver.clock)
     if cut_off(problem, time_limit_s):  # of no use to a caller that keeps only a cheaper plan (solver.cutoff)
         return SolveResult(status="cut_off")
+    time_limit_s = clock.remaining(deadline)  # what the cutoff's LP left
     if problem.solver != "highs":  # planning.solver: the joint Pyomo model, whole (solver.backends)
         return solve_pyomo(problem, time_limit_s=time_limit_s, mip_gap=mip_gap, with_lp_bound=True, warm=warm)
     if problem.adapters:  # adapter placement: the joint model, whole (the blocks' paths read no x columns)

@@ -54,7 +54,7 @@ class Budget:
         """The wall-clock safety stop of the next solve: what is left of the budget, or ``per_solve_s``
         outside a plan command. A spent budget still gives a solve a moment (its first warm start is
         priced past it, ``solver.block.START_FLOOR_S``), so that a plan comes out, reported."""
-        return per_solve_s if self.time_limit_s is None else max(1e-3, self.left())
+        return per_solve_s if self.time_limit_s is None else max(clock.MOMENT_S, self.left())
 
     def stop(self, what: str) -> None:
         """Record that the safety stop cut ``what`` (a solve, a verification step)."""

@@ -5,24 +5,27 @@ raises what :func:`diagnose` returns)."""
 from __future__ import annotations
 
 from hetinfra.errors import InfeasibleError
+from hetinfra.solver import clock
 from hetinfra.solver.problem import AllocationProblem
 
 
 def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
-    """Name what to relax: the budget, or which availability caps (and by how much)."""
+    """Name what to relax: the budget, or which availability caps (and by how much). ``time_limit_s``
+    bounds all the re-solves together: each gets what the ones before it left (``solver.clock``)."""
     from hetinfra.solver.solve import solve
 
+    deadline = clock.now() + time_limit_s
     no_budget = problem.replace(budget=None, objective="min_cost")
-    r = solve(no_budget, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    r = solve(no_budget, time_limit_s=clock.remaining(deadline), mip_gap=mip_gap)
     if r.feasible:
         cost = r.cost(no_budget)
         return InfeasibleError(
             f"budget ${problem.budget:g}/h is below the cheapest feasible plan, ${cost:.2f}/h",
             hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
             details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
-    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=time_limit_s, mip_gap=mip_gap)
+    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=clock.remaining(deadline), mip_gap=mip_gap)
     if not elastic.feasible or not elastic.extra_gpus:  # caps are not the cause, or not the only one
-        return _diagnose_other(no_budget, time_limit_s, mip_gap)
+        return _diagnose_other(no_budget, deadline, mip_gap)
     relax, parts = [], []
     for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
         cap = problem.caps[(cloud, region, gpu)]
@@ -38,17 +41,21 @@ def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) ->
                            details={"relax": relax})
 
 
-def _diagnose_other(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
-    """Caps and budget are not the cause: try dropping locality, then the spot fractions."""
+def _diagnose_other(problem: AllocationProblem, deadline: float, mip_gap: float) -> InfeasibleError:
+    """Caps and budget are not the cause: try dropping locality, then the spot fractions (each
+    re-solve within what is left to ``deadline``)."""
     from hetinfra.solver.solve import solve
 
-    if problem.locality > 0 and solve(problem.replace(locality=0.0), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+    def feasible(relaxed: AllocationProblem) -> bool:
+        return solve(relaxed, time_limit_s=clock.remaining(deadline), mip_gap=mip_gap).feasible
+
+    if problem.locality > 0 and feasible(problem.replace(locality=0.0)):
         return InfeasibleError(
             f"planning.locality {problem.locality:g} cannot be met: some origin region lacks capacity for its local demand",
             hint="lower planning.locality, allow more GPUs in those regions, or raise their availability caps",
             details={"relax": [{"locality": {"current": problem.locality}}]})
     limited = {m: f for m, f in problem.max_spot_fraction.items() if f < 1}
-    if limited and solve(problem.replace(max_spot_fraction={}), time_limit_s=time_limit_s, mip_gap=mip_gap).feasible:
+    if limited and feasible(problem.replace(max_spot_fraction={})):
         names = ", ".join(f"{m} ({f:.0%})" for m, f in sorted(limited.items()))
         return InfeasibleError(f"max_spot_fraction cannot be met for {names}: not enough on-demand capacity",
                                hint="raise max_spot_fraction or the on-demand availability caps",

@@ -161,19 +161,38 @@ def _unverified(staged, resolve, with_baselines: bool) -> tuple[PlanResult, "Pla
     """The plan without verification, its single-GPU baselines solved beside its solve on a side thread:
     they price the pool at the starting factors, which an unverified plan keeps, so they need nothing
     of its solve (on the 32-model linked fleet the two took 1.1 cores one after the other). Each
-    thread's solves remember only their own (``solver.memo``): the same blocks as in turn."""
-    import contextvars
+    thread's solves remember only their own (``solver.memo``): the same blocks as in turn.
 
+    Where the solves go through Pyomo (:func:`takes_turns`) they run one at a time, so the baselines
+    start after the plan's solve, in what it left of the work budget: beside it they took Pyomo's lock
+    first and the plan's solve waited for them (a spec with 30 LoRA adapters: its MIP began after the
+    baselines had spent the budget, and ran 598 s against planning.time_limit_s 300)."""
+    import contextvars
+    from functools import partial
+
+    from hetinfra.plan.budget import current
     from hetinfra.plan.purchase import without_committed
 
     spec = staged.inputs.spec
     early = with_baselines and spec.planning.objective == "min_cost"  # compared_with's rule
+    turns = takes_turns(spec)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
-        started = side.submit(contextvars.copy_context().run, single_gpu_baselines, staged.inputs,
-                              pool_at(staged.inputs, staged.units, staged.running, staged.derate)) if early else None
+        start = partial(side.submit, contextvars.copy_context().run, single_gpu_baselines, staged.inputs,
+                        pool_at(staged.inputs, staged.units, staged.running, staged.derate))
+        started = start() if early and not turns else None
         pr = resolve(staged.derate)
+        skipped = early and turns and not current().check(BASELINES)  # recorded there: plan.json work_budget
+        if early and turns and not skipped:
+            started = start()
         found = (started.result(), without_committed(pr)) if started is not None else None
-    return pr, assemble(pr, with_baselines, found)
+    return pr, assemble(pr, with_baselines and not skipped, found)
+
+
+def takes_turns(spec) -> bool:
+    """Whether the spec's solves go through Pyomo (``solver.solve.solve``: LoRA adapters, or a
+    planning.solver other than highs), which runs one solve at a time in a process
+    (``solver.highs_quiet.FD_CAPTURE``): solves on two threads would only wait for each other."""
+    return bool(spec.adapters) or spec.planning.solver != "highs"
 
 
 def reported(doc: "Plan", budget) -> "Plan":

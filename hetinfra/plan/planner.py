@@ -288,7 +288,7 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
         reason = _unservable(sub, gpu)
         nodes = {u.id: u.template.nodes for u in own}
         out.append(Baseline(gpu, False, reason=reason) if reason else
-                   _solved(sub, gpu, nodes, max(0.05, deadline - clock.now()), mip_gap, max_nodes))
+                   _solved(sub, gpu, nodes, clock.remaining(deadline), mip_gap, max_nodes))
     return out
 
 

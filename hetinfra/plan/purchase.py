@@ -95,6 +95,7 @@ def without_committed(pr) -> float | None:
     plan's units, not its candidates: a plan that bought no commitment was compared with a re-solve
     of its own problem ("committed base $0.00/h + top-ups $8.21/h; without committed terms $8.41/h",
     a saving of commitments it does not have: the verified plan was trimmed below what the ILP sizes)."""
+    from hetinfra.plan.budget import current
     from hetinfra.solver.solve import solve
 
     prob, settings = pr.problem, pr.inputs.spec.planning
@@ -104,7 +105,11 @@ def without_committed(pr) -> float | None:
     sub = prob.replace(units=tuple(u for u in prob.units if not u.committed), running={})
     if sub.unserved():
         return None
-    r = solve(sub, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap, max_nodes=settings.max_nodes)
+    budget = current()  # within what is left of the plan's work budget, as every solve of a plan command
+    r = solve(sub, time_limit_s=budget.solve_limit(settings.time_limit_s), mip_gap=settings.mip_gap,
+              max_nodes=settings.max_nodes)
+    if r.safety_stop:
+        budget.stop("the plan without committed terms")
     return r.cost(sub) if r.feasible else None
 
 

@@ -1,6 +1,6 @@
 """hetinfra.plan.pipeline: the baselines solve in a thread beside the trim's simulations, from the
-rounds' plan (with --no-verify, beside the plan's solve); they must be those of the final plan, as
-solving them after it gives."""
+rounds' plan (with --no-verify, beside the plan's solve, or after it where the solves go through
+Pyomo); they must be those of the final plan, as solving them after it gives."""
 
 from __future__ import annotations
 
@@ -131,3 +131,28 @@ def test_baselines_of_a_replaced_plan_stop_at_their_next_gpu_type():
         return len(asked) > 1
 
     assert [b.gpu for b in baselines(inputs, units, 10.0, 0.01, stale=after_one)] == [every[0].gpu]
+
+
+def test_unverified_baselines_of_a_spec_solved_through_pyomo_start_after_the_plans_solve(tmp_path, monkeypatch):
+    """--no-verify with LoRA adapters: every solve goes through Pyomo, one at a time
+    (solver.highs_quiet.FD_CAPTURE), so the baselines start after the plan's solve (pipeline.takes_turns).
+    Beside it they took the lock first and the plan's solve waited for them: a spec with 30 adapters
+    solved for 594 s against planning.time_limit_s 300."""
+    import hetinfra.plan.planner as planner
+    from hetinfra.plan.pipeline import plan_document
+    from tests.plan.test_adapter_plan import SPEC
+
+    events = []
+    real_solve, real_baselines = planner._solve_pool, planner.baselines
+
+    def solve_pool(*a, **kw):
+        out = real_solve(*a, **kw)
+        events.append("plan solved")
+        return out
+
+    monkeypatch.setattr(planner, "_solve_pool", solve_pool)
+    monkeypatch.setattr(planner, "baselines", lambda *a, **kw: events.append("baselines") or real_baselines(*a, **kw))
+    spec = tmp_path / "lora.yaml"
+    spec.write_text(SPEC)
+    _, plan = plan_document(spec, verify=False, template_cache=False)
+    assert plan.to_dict()["baselines"] and events[-1] == "baselines" and set(events[:-1]) == {"plan solved"}, events
