@@ -9,7 +9,7 @@ a 32-model fleet peaked at 4.8 GB and services/chat.yaml at 5,000 req/s at 7.6 G
 Why forgetting cannot change a result: every value is exactly what a fresh computation of its key
 gives (everything is seeded; the key is exact: ``plan_sim._unit_key``, ``plan_sim._memo_keys``), and
 the memo's only use is to skip that computation. A key it no longer holds is computed again, to the
-same value, by the path a first simulation takes (tests/sim/test_memo.py compares). So :class:`Memo`
+same value, by the path a first simulation takes (tests/sim/test_sim_memo_bound.py compares). So :class:`Memo`
 forgets, least recently used first, the entries that hold arrays once they hold more than
 ``limit`` bytes; forgetting costs only the time to simulate, draw or route again. Entries without
 arrays (a model's entry: a few small dicts) are kept: they are what lets a trim candidate skip every
