@@ -312,16 +312,17 @@ def _trim_padded(out: Verification, decide, confirm) -> None:
 def simulators(pr: PlanResult, progress=None):
     """Verification's two judges of simulation views (hetinfra.plan.replicated): on the "decide"
     seeds (every decision of the search) and on the "confirm" seeds (the final plan), sharing one
-    memo and the plan's ceilings, at the verification load."""
+    memo (bounded in bytes: hetinfra.sim.memo) and the plan's ceilings, at the verification load."""
     from hetinfra.plan.ceiling import Ceilings
     from hetinfra.plan.replicated import Replicated
     from hetinfra.sim import WorkloadConfig
+    from hetinfra.sim.memo import Memo
 
     spec, path = pr.inputs.spec, pr.inputs.spec_path
     settings = spec.planning.verify
     config = WorkloadConfig(requests=settings.requests, load=verification_load(spec), burst_cv=settings.burst_cv,
                             seed=settings.seed)
-    memo: dict = {}
+    memo = Memo()
     ceilings = Ceilings(spec, path)
     decide, each = requests_per_replication(pr, config, memo, spec, path)
     pressure: set = set()
@@ -338,7 +339,7 @@ def simulators(pr: PlanResult, progress=None):
                        progress, pressure=pressure, early=True), confirm)
 
 
-def requests_per_replication(pr: PlanResult, config, memo: dict, spec, path) -> tuple[int, dict[str, int]]:
+def requests_per_replication(pr: PlanResult, config, memo, spec, path) -> tuple[int, dict[str, int]]:
     """Requests per replication, (for the search: one length for every model, the longest any model
     needs; for the confirmation: per model): at least ``planning.verify.requests``, and enough for
     the longest class to pass through its unit PASSES times (``hetinfra.sim.replications.requests_each``,

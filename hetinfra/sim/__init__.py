@@ -9,7 +9,7 @@ Public API (what the CLI and the planner call)::
 Modules: ``replica`` (one engine: its ``policy`` (scheduler), ``kv`` (KV allocator) and ``clock``
 (windows of steps, the event loop)), ``pools`` (routes between pools: prefill -> KV transfer ->
 decode), ``core`` (the compiled default), ``workload`` (arrivals, sizes), ``engines`` (step models of plan
-units), ``plan_sim`` (the fleet), ``stats`` (percentiles, objectives), ``stability`` (steady state
+units), ``plan_sim`` (the fleet; ``memo``: what verification keeps between its simulations), ``stats`` (percentiles, objectives), ``stability`` (steady state
 per unit), ``replications`` (seeds, replications and their judgement with a confidence bound),
 ``bounds`` (Student-t and Clopper-Pearson without scipy), ``check`` (what ``hetinfra simulate``
 runs), ``report`` (JSON, SVG, text).

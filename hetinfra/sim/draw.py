@@ -89,8 +89,9 @@ def sampled(m: ModelEntry, pm, origins: int, config: WorkloadConfig, spec_path, 
     request again)."""
     key = None if memo is None else json.dumps(["sample", _sizes(m), origins, [config.requests, config.seed]],
                                                sort_keys=True)
-    if key is not None and key in memo:
-        return memo[key]
+    kept = memo.get(key) if key is not None else None  # one read: a bounded memo may forget (sim.memo)
+    if kept is not None:
+        return kept
     out = _sample(m, pm, origins, config, Path(spec_path).parent)
     if key is not None:
         memo[key] = out
@@ -104,8 +105,9 @@ def routed(m: ModelEntry, plan: SimPlan, draw: Draw, routing: OriginRouting, mem
     key = None if memo is None else json.dumps(["route", _sizes(m), [config.requests, config.seed], routes(plan, m.name),
                                                 sorted((a.unit, k) for k, a in enumerate(plan.allocations)
                                                        if a.model == m.name)], sort_keys=True)
-    if key is not None and key in memo and memo[key][0] is draw:
-        return memo[key][1]
+    kept = memo.get(key) if key is not None else None
+    if kept is not None and kept[0] is draw:
+        return kept[1]
     out = _route(draw, routing, len(m.classes))
     if key is not None:
         memo[key] = (draw, out)

@@ -10,13 +10,15 @@
   ``requests`` are simulated PER MODEL, so that a model's verification does not depend on which
   other models share the plan (a model planned alone and with others gets the same sample).
 * Units are independent given the routing: a unit's requests depend only on its model's demand,
-  classes and routing, never on other units' counts. ``memo`` (a dict the caller keeps) reuses a
-  unit's simulated requests when nothing they depend on changed, and a whole model's result when
-  none of its units and none of its routing changed (requests are drawn per model): the planner's
-  trim (``hetinfra.sim.minimal``) re-simulates only the unit that lost a replica and collects only
-  its model, with results identical to a fresh simulation. The memo also keeps what does not
-  depend on the rate (each model's request classes and sizes, their routing, the arrival gaps'
-  rate-free parts), so the over-provisioning search draws no random number twice.
+  classes and routing, never on other units' counts. ``memo`` (a dict the caller keeps, or a
+  :class:`hetinfra.sim.memo.Memo`, which verification keeps: bounded in bytes) reuses a unit's
+  simulated requests (its measured ones, ``unit_entry.kept``) and entry when nothing they depend on
+  changed, and a whole model's result when none of its units and none of its routing changed
+  (requests are drawn per model): the planner's trim (``hetinfra.sim.minimal``) re-simulates only
+  the unit that lost a replica and collects only its model, with results identical to a fresh
+  simulation. The memo also keeps what does not depend on the rate (each model's request classes
+  and sizes, their routing, the arrival gaps' rate-free parts), so the over-provisioning search
+  draws no random number twice. An entry the memo no longer holds is computed again, to the same value.
 * Requests are drawn, routed and timed in ``hetinfra.sim.draw``, travel as columns (``hetinfra.sim.columns``) and each unit runs in the compiled core
   (``hetinfra.sim.core``) or, where it cannot, the Python reference loop, bit for bit alike.
 * Warm-up: the first ``warmup_fraction`` (10%) of each model's requests, by arrival, are simulated
@@ -49,7 +51,7 @@ from hetinfra.sim.network import OriginRouting, add_network_time, origin_report
 from hetinfra.sim.plan_load import load_inputs, load_plan, resolve_models
 from hetinfra.sim.replica import Replica, ReplicaConfig, run_replicas
 from hetinfra.sim.stats import objective_from_slo
-from hetinfra.sim.unit_entry import measured_columns, unit_entry
+from hetinfra.sim.unit_entry import Measured, kept, measured_columns, unit_entry
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["SIMULATOR_VERSION", "PLAN_VERSION", "load_inputs", "load_plan", "run_replicas", "simulate_plan", "simulate_plan_file"]
@@ -94,34 +96,34 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     batches = not detail and (config.batch_means is None or config.seed in config.batch_means)
     mods = _model_infos(plan, spec, spec_path, config, memo, detail, batches, templates, calib)
     model_info, unit_keys = mods.info, mods.unit_keys
-    units_reqs: list[UnitRequests | None] = [None] * len(allocs)  # made below for the units simulated
-    engines: dict[int, tuple[UnitEngine, list[Replica]]] = {}
-    # a unit's memo entry: its requests, engine and replicas, and its simulation.json entry (which
-    # depends on nothing else), stored once the simulation that made them has collected it
+    # each unit's requests: simulated here, or the measured ones the memo kept (unit_entry.Measured)
+    units_reqs: list[UnitRequests | Measured | None] = [None] * len(allocs)
+    # a unit's memo entry: its measured requests and its simulation.json entry (which depends on
+    # nothing else), stored once the simulation that made them has collected it
     known: dict[int, dict] = {}
     todo: list[tuple[int, str | None]] = []
     for k, a in enumerate(allocs):
         if a.model not in model_info:
             continue
         key = unit_keys.get(k)
-        if key is not None and key in memo:
-            units_reqs[k], ue, replicas, known[k] = memo[key]
-            engines[k] = (ue, replicas)
+        recalled = memo.get(key) if key is not None else None  # one read: the memo may forget (sim.memo)
+        if recalled is not None:
+            units_reqs[k], known[k] = recalled
         else:
             todo.append((k, key))
     computed: dict[int, tuple] = {}  # a simulated unit's columns and entries (hetinfra.sim.unit_entry)
-    for (k, key), (reqs, ue, replicas, entry) in zip(todo, _simulate_units(
+    for (k, key), (reqs, entry) in zip(todo, _simulate_units(
             [(k, allocs[k], model_info[allocs[k].model]) for k, _ in todo], plan, templates, calib, spec, progress,
             batches)):
-        units_reqs[k], engines[k], computed[k] = reqs, (ue, replicas), entry
-    units_out = [(k, allocs[k], *engines[k]) for k in sorted(engines)]
+        units_reqs[k], computed[k] = reqs, entry
+    units_out = [(k, allocs[k]) for k in sorted([*known, *computed])]
     out = _collect(plan, config, model_info, units_out, units_reqs, detail, batches, known, computed)
     _report_origins(plan, out, model_info, units_reqs)
     if memo is None:
         return out
-    for (k, _a, ue, replicas), entry in zip(units_out, out["units"]):
-        if k not in known:
-            memo[unit_keys[k]] = (units_reqs[k], ue, replicas, dict(entry))
+    for (k, a), entry in zip(units_out, out["units"]):
+        if k not in known:  # the replicas and engine stay out: nothing reads them once the unit is collected
+            memo[unit_keys[k]] = (kept(units_reqs[k], model_info[a.model]["warm"]), dict(entry))
     for entry in out["models"]:
         memo[mods.model_keys[entry["model"]]] = (entry, [u for u in out["units"] if u["model"] == entry["model"]])
     return _merge(out, mods.names, allocs, mods.cached)
@@ -161,8 +163,9 @@ def _model_infos(plan: SimPlan, spec, spec_path, config: WorkloadConfig, memo: d
             keys, out.model_keys[name] = _memo_keys(plan, m, allocs, templates, config, calib, scale, rate, detail,
                                                     batches)
             out.unit_keys.update(keys)
-            if out.model_keys[name] in memo:
-                out.cached[name] = memo[out.model_keys[name]]
+            recalled = memo.get(out.model_keys[name])
+            if recalled is not None:
+                out.cached[name] = recalled
                 continue
         draw = sampled(m, pm, len(routing.origins), config, spec_path, memo)
         by_unit, unrouted, origin_ix = routed(m, plan, draw, routing, memo, config)
@@ -174,13 +177,13 @@ def _model_infos(plan: SimPlan, spec, spec_path, config: WorkloadConfig, memo: d
 
 
 def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templates: dict, calib, spec, progress,
-                    batches: bool) -> list[tuple[UnitRequests, UnitEngine, list[Replica], tuple]]:
-    """Each job's allocation (index k, allocation, its model's info) served by its replicas, with the
-    client's round trip added, and its columns and entries (:func:`hetinfra.sim.unit_entry.unit_entry`),
-    in job order. Units are independent given the routing and the core runs without the GIL, so each
-    unit's replay, round trip and statistics run on a thread per core where there are several: each
-    unit's result is what a serial run gives, whatever the threads' timing (progress is reported
-    here, in job order)."""
+                    batches: bool) -> list[tuple[UnitRequests, tuple]]:
+    """Each job's allocation (index k, allocation, its model's info) served by its replicas: its
+    requests, with the client's round trip added, and its columns and entries
+    (:func:`hetinfra.sim.unit_entry.unit_entry`), in job order. Units are independent given the
+    routing and the core runs without the GIL, so each unit's replay, round trip and statistics run
+    on a thread per core where there are several: each unit's result is what a serial run gives,
+    whatever the threads' timing (progress is reported here, in job order)."""
     prepared = [_prepare_unit(k, a, info, plan, templates, calib, spec) for k, a, info in jobs]
 
     def serve(job) -> tuple:
@@ -200,7 +203,7 @@ def _simulate_units(jobs: list[tuple[int, SimUnit, dict]], plan: SimPlan, templa
     if progress is not None:
         for reqs, _ue, _replicas in prepared:
             progress(len(reqs))
-    return [(*unit, entry) for unit, entry in zip(prepared, entries)]
+    return [(reqs, entry) for (reqs, _ue, _replicas), entry in zip(prepared, entries)]
 
 
 def _prepare_unit(k: int, a: SimUnit, info: dict, plan: SimPlan, templates: dict, calib, spec
@@ -248,7 +251,8 @@ def _merge(out: dict, names: list[str], allocs: list[SimUnit], cached: dict[str,
             "units": [units[a.unit] for a in allocs if a.unit in units]}
 
 
-def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[UnitRequests | None]) -> None:
+def _report_origins(plan: SimPlan, out: dict, model_info: dict, units_reqs: list[UnitRequests | Measured | None]
+                    ) -> None:
     """simulation.json ``models[].origins`` where the plan routes by origin (hetinfra.sim.network)."""
     for entry in out["models"]:
         info = model_info[entry["model"]]
@@ -300,9 +304,10 @@ def _unit_key(alloc: SimUnit, demand: dict, route: list, templates: dict, config
                        calib.vllm_version, scale], sort_keys=True, default=str)
 
 
-def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | None], detail: bool,
+def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests | Measured | None], detail: bool,
              batches: bool, known: dict[int, dict], computed: dict[int, tuple]) -> dict:
-    """simulation.json's dict of the units simulated or recalled (``units_out``) and of their models;
+    """simulation.json's dict of the units simulated or recalled (``units_out``: (index, allocation),
+    in allocation order) and of their models;
     ``known``: the entries of units whose statistics the memo has (index -> entry, copied here);
     ``computed``: the simulated units' (columns, latency block for the model, entry), computed on their
     threads (hetinfra.sim.unit_entry). The models' entries are computed on a thread per core too: each
@@ -312,7 +317,7 @@ def _collect(plan, config, model_info, units_out, units_reqs: list[UnitRequests 
     # by one unit has that unit's requests, so its block is the same one over the model's span (_model_entry)
     fresh: dict[str, dict] = {}
     units = []
-    for k, a, _ue, _replicas in units_out:
+    for k, a in units_out:
         if k in known:
             measured[a.model].append(measured_columns(units_reqs[k], model_info[a.model]["warm"]))
             units.append(dict(known[k]))
