@@ -31,12 +31,12 @@ UNVERIFIED_WARNING = ("the plan was not verified by simulation: its latency obje
                       "(run `hetinfra simulate` on it)")
 
 
-#: the most vLLM engines (replicas x engines per instance) a plan's first solve may run for verification
-#: to simulate it: every engine of every unit is simulated, and the simulator's memo keeps each unit-run's
-#: requests, so memory and time grow with the engines (stop 57, services/chat.yaml at 2,000 req/s: 370
-#: engines first, 15 s and 1.6 GB; at 5,000 req/s: 922 engines, 2 min 16 s and 7.6 GB; at 20,000 req/s:
-#: 4,465 engines, a MemoryError after 4 min 24 s under an 8 GB limit, killed without one). A larger plan
-#: is written unverified and says why (plan.json ``fidelity.reason``, a warning): never a crash
+#: the most vLLM engines (Template.engines_per_replica x replicas) a plan's first solve may run for
+#: verification to simulate it: every engine of every unit is simulated in every replication, so time
+#: grows with the engines (stop 57, services/chat.yaml at 2,000 req/s: 370 engines first, 15 s; at 5,000
+#: req/s: 922 engines, 2 min 16 s; at 20,000 req/s, 4,465 engines, it ran out of memory before stop 58
+#: bounded the simulation memo, hetinfra.sim.memo). A larger plan is written unverified and says why
+#: (plan.json ``fidelity.reason``, a warning) rather than spend the work budget on a first judgement
 MAX_VERIFIED_ENGINES = 1_000
 TOO_LARGE_TO_VERIFY = ("the plan's first solve runs {engines:,} vLLM engines, more than verification simulates "
                        "({limit:,}): it was not verified (split the service into several specs; `hetinfra simulate` "
