@@ -4,10 +4,8 @@ place errors are turned into output; see hetinfra.errors for the classes and the
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -28,31 +26,24 @@ HELP_OPTIONS = ("-h", "--help")
 COMMAND_SETTINGS = MappingProxyType({"help_option_names": HELP_OPTIONS})  # shared by every command: read-only
 
 
-#: the longest file or folder name (bytes) Linux and macOS file systems take
-NAME_MAX = 255
-
-
 class UserPath(click.Path):
     """click.Path that refuses an empty string, which click reads as the current directory (`--state ''`
-    re-planned against whatever the shell's folder held): the one type of every path flag and argument."""
+    re-planned against whatever the shell's folder held), and a path no file can have
+    (hetinfra.envpaths.path_problem: a name over 255 bytes was a traceback in plan --out, status,
+    apply, destroy, replan --state, where Path.exists raised on it): the one type of every path flag
+    and argument."""
 
     def convert(self, value, param, ctx):
+        from hetinfra.envpaths import path_problem
+
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
         path = super().convert(value, param, ctx)
         name = click.format_filename(value)
-        shown = name if len(name) <= 60 else name[:57] + "..."
-        # a path no file can have: Path.exists raises on it (a name over 255 bytes was a traceback in
-        # plan --out, status, apply, destroy, replan --state), and a writer made its missing parents first
-        if any(len(os.fsencode(part)) > NAME_MAX for part in Path(os.fsdecode(path)).parts):
-            self.fail(f"{shown}: {os.strerror(errno.ENAMETOOLONG)} (a name over {NAME_MAX} bytes)", param, ctx)
-        try:
-            os.lstat(path)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-                self.fail(f"{shown}: {exc.strerror or exc}", param, ctx)
-        except ValueError:  # a NUL byte
-            self.fail("holds a NUL byte", param, ctx)
+        problem = path_problem(path)
+        if problem:
+            self.fail(problem if "NUL" in problem else f"{name if len(name) <= 60 else name[:57] + '...'}: {problem}",
+                      param, ctx)
         return path
 
 

@@ -260,6 +260,12 @@ def refresh_command(sources, timeout_s, as_json):
         fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
                         + "; ".join(f"{o.source}: {o.error.message}" for o in failed),
                         hint=failed[0].error.hint or "the previous snapshots stay in the store"), False)
+    unstored = [o for o in outcomes if o.store_error]
+    if unstored:  # storing is what refresh is for: a store it cannot write is not a success (it exited 0)
+        from hetinfra.errors import InvalidInputError
+
+        fail(InvalidInputError(f"{unstored[0].source}: fetched, but {unstored[0].store_error}",
+                               hint="set HETINFRA_CACHE_DIR to a folder you can write (a full disk: free space)"), False)
 
 
 def _refreshed_with_bars(names: list[str], cfg, timeout_s: float) -> list:
