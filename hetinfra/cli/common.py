@@ -64,6 +64,22 @@ class OutDir(UserPath):
         return path
 
 
+#: the largest values numeric flags take: every number flag states an upper bound (tests/cli/
+#: test_number_flags.py holds every command to it). Without one, `gateway --demand-log-keep 10**20`
+#: hung the gateway at its first rotation and at GET /admin/demand.csv. Each bound is the one of the
+#: file or spec field the flag feeds, where there is one (a test keeps them equal):
+MAX_TOKENS = 10_000_000  # a request's tokens (spec classes, profiles, datasets, demand logs)
+MAX_PARALLEL = 1024  # tp, pp (a profile row's)
+MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000  # the spec's slo bounds
+MAX_WAIT_S = 7 * 86_400  # a timeout or interval: a week
+MAX_HOURS = 100 * 8_760  # an age in hours: a century
+MAX_PCT = 1_000_000.0  # a percentage threshold that may exceed 100 (a forecast's error)
+MAX_COUNT = 1_000_000  # a count of things listed, prompts, changes or periods
+MAX_ROTATIONS = 1000  # a demand log's rotations kept (each rotation renames them one by one)
+MAX_BUDGET_USD_H = 10_000_000  # $/h, the spec's budget bound
+MAX_RATE_RPS = 1_000_000  # req/s, the spec's rate_rps bound
+
+
 class FiniteFloat(click.FloatRange):
     """click's FloatRange that also refuses nan and +-inf (NaN compares false with every bound, so
     FloatRange alone lets it through): the one number type of every float flag. Default: any finite."""
