@@ -178,14 +178,42 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def umask() -> int:
+    """The process's umask, read where the system tells it (Linux's /proc/self/status), else by
+    setting and restoring it (a moment other threads' files would be made under 022)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def mode_for(path: Path, new: int) -> int:
+    """The permission bits a file or folder written at ``path`` gets: those of the one it replaces,
+    else ``new`` (0o666 a file, 0o777 a folder) less the umask, as ``open`` and ``mkdir`` give.
+    The temporary file or folder a write renames into place is made private (mkstemp's 0600,
+    mkdtemp's 0700), and every plan.json, weights.json and skypilot/ had kept that: unreadable to
+    the gateway's or CI's other user whatever the umask, and a replaced file lost its mode."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return new & ~umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it). A path that
-    exists as anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not
-    replaced: `profile-import --out /dev/full` had replaced the device node with a file."""
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), with the
+    mode of the file it replaces, else the umask's (:func:`mode_for`). A path that exists as
+    anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not replaced:
+    `profile-import --out /dev/full` had replaced the device node with a file."""
     _refuse_special(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, mode_for(path, 0o666))
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

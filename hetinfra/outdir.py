@@ -1,4 +1,5 @@
-"""The out dir, written whole or not at all (it imports hetinfra.errors and hetinfra.fileio only):
+"""The out dir, written whole or not at all (it imports hetinfra.errors and hetinfra.fileio only),
+with the modes of what it replaces, else the umask's (hetinfra.fileio.mode_for):
 :func:`staged_dir` gives a hard-linked copy of OUT to write into and swaps it in, :func:`kept_dir`
 puts OUT back as it was when a block fails, :func:`replace_dir` makes a folder hold exactly some
 files. The swap holds SIGINT/SIGTERM/SIGHUP between its two renames, so OUT is never missing; a
@@ -10,12 +11,12 @@ import os
 import re
 import shutil
 import signal
-import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from hetinfra.errors import HetinfraError, InvalidInputError
+from hetinfra.fileio import mode_for
 
 __all__ = ["glob_escape", "kept_dir", "out_dir", "replace_dir", "staged_dir"]
 
@@ -25,6 +26,7 @@ def replace_dir(target: Path, files: dict[str, str]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = _new_stage(target)
     try:
+        os.chmod(staging, mode_for(target, 0o777))  # mkdtemp's 0700 is private: keep the folder's, else the umask's
         for name, text in files.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold sub-folders
             (staging / name).write_text(text)
@@ -113,11 +115,13 @@ def out_dir(target: Path) -> Path:
 
 def _link_tree(src: Path, dst: Path) -> None:
     """Mirror ``src`` into ``dst`` with hard links (copies where links fail): the new tree starts as
-    the old one at no cost, and atomic writes into it (rename over a link) leave the old tree as it was."""
+    the old one at no cost, and atomic writes into it (rename over a link) leave the old tree as it was.
+    Folders keep their modes (mkdir's would follow the umask: a 0750 skypilot/ became 0700 under 077)."""
     for root, dirs, files in os.walk(src):
         rel = Path(root).relative_to(src)
         for d in dirs:
             (dst / rel / d).mkdir(exist_ok=True)
+            os.chmod(dst / rel / d, mode_for(Path(root) / d, 0o777))
         for f in files:
             a, b = Path(root) / f, dst / rel / f
             if a.is_symlink():
@@ -142,7 +146,7 @@ def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
     _remove_stale_stages(target)
     stage = _new_stage(target)
     try:
-        os.chmod(stage, stat.S_IMODE(os.stat(target).st_mode) if target.is_dir() else 0o755)
+        os.chmod(stage, mode_for(target, 0o777))
         if target.is_dir():
             _link_tree(target, stage)
         yield stage
@@ -173,7 +177,7 @@ def kept_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
     copy = _new_stage(target)
     kept = []
     try:
-        os.chmod(copy, stat.S_IMODE(os.stat(target).st_mode))
+        os.chmod(copy, mode_for(target, 0o777))
         _link_tree(target, copy)
         yield lambda: kept.append(True)
     except BaseException:
