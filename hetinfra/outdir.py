@@ -7,6 +7,7 @@ copy a killed run left beside OUT is removed by the next run."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import signal
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from hetinfra.errors import HetinfraError, InvalidInputError
 from hetinfra.fileio import mode_for
@@ -30,7 +32,8 @@ def replace_dir(target: Path, files: dict[str, str]) -> None:
         for name, text in files.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold sub-folders
             (staging / name).write_text(text)
-        _swap_in(staging, target)
+        with _swap_turn(target):
+            _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -44,6 +47,22 @@ def _new_stage(target: Path) -> Path:
     """An empty folder beside ``target``, named ``.<name>.new.<pid>.<random>`` (the pid lets a later
     run tell a copy whose writer was killed from one still being written)."""
     return Path(tempfile.mkdtemp(prefix=f".{target.name}.new.{os.getpid()}.", dir=target.parent))
+
+
+@contextmanager
+def _swap_turn(target: Path) -> Iterator[None]:
+    """Hold the out dirs of ``target``'s folder for one swap (``flock`` on the folder, released when
+    its descriptor closes, by a killed process too): two runs writing one OUT at once (two `plan
+    --out OUT`, a `replan` beside a `plan`) swapped in turn, and one could find OUT moved aside by
+    the other, put its copy there, and then fail to rename onto the other's (an OSError traceback,
+    the old OUT left in a ``.OUT.old.*`` folder). In turn, the last one's OUT is the one kept, whole.
+    The state files a swap takes fresh (``fresh``) are taken in the same turn."""
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _swap_in(stage: Path, target: Path) -> None:
@@ -150,11 +169,12 @@ def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
         if target.is_dir():
             _link_tree(target, stage)
         yield stage
-        for name in fresh if target.is_dir() else ():
-            if (target / name).is_file():
-                (stage / name).unlink(missing_ok=True)
-                os.link(target / name, stage / name)
-        _swap_in(stage, target)
+        with _swap_turn(target):
+            for name in fresh if target.is_dir() else ():
+                if (target / name).is_file():
+                    (stage / name).unlink(missing_ok=True)
+                    os.link(target / name, stage / name)
+            _swap_in(stage, target)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
         if isinstance(exc, HetinfraError):  # a file of the copy that a reader refused, named as the user knows it
@@ -182,11 +202,12 @@ def kept_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
         yield lambda: kept.append(True)
     except BaseException:
         if not kept:
-            for name in fresh:
-                (copy / name).unlink(missing_ok=True)
-                if (target / name).is_file():
-                    os.link(target / name, copy / name)
-            _swap_in(copy, target)
+            with _swap_turn(target):
+                for name in fresh:
+                    (copy / name).unlink(missing_ok=True)
+                    if (target / name).is_file():
+                        os.link(target / name, copy / name)
+                _swap_in(copy, target)
         raise
     finally:
         shutil.rmtree(copy, ignore_errors=True)
