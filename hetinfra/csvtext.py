@@ -58,16 +58,29 @@ def csv_lines(text: str, name: str) -> Iterator[tuple[int, list[str]]]:
                                 hint="save the file as CSV (comma-separated, quotes closed)") from None
 
 
-def csv_header(cells: list[str], name: str, line: int = 1) -> list[str]:
+def _spelling(column: str) -> str:
+    """A column name as a reader compares spellings: lowercase, words joined by '_'."""
+    return re.sub(r"[\s_-]+", "_", column.strip().lower())
+
+
+def csv_header(cells: list[str], name: str, line: int = 1, known: tuple[str, ...] = ()) -> list[str]:
     """The column names of a header row, stripped; a name given twice is refused (a reader keyed by
-    name would take one of the two cells, silently). Empty names are left to the readers."""
+    name would take one of the two cells, silently), and so is a name spelled otherwise than one of
+    ``known``, the reader's columns (``Statistic``, ``max rps``, ``Region``: a reader that ignores
+    columns it does not know dropped it silently, one that needs it said it was missing). Empty
+    names are left to the readers."""
     names = [c.strip() for c in cells]
     first: dict[str, int] = {}
+    spelled = {_spelling(c): c for c in known}
     for k, column in enumerate(names, start=1):
         if column and column in first:
             raise InvalidInputError(f"{name}:{line}: column '{column[:40]}' appears twice (columns {first[column]} "
                                     f"and {k})", hint="remove or rename one of them: only one can be read")
         first.setdefault(column, k)
+        meant = spelled.get(_spelling(column))
+        if meant is not None and column != meant:
+            raise InvalidInputError(f"{name}:{line}: column {k} is named {column[:40]!r}, not {meant!r}",
+                                    hint=f"rename it {meant}: column names are lowercase, words joined by '_'")
     return names
 
 
@@ -94,15 +107,16 @@ def check_width(cells: list[str], header: list[str], name: str, line: int) -> No
         raise InvalidInputError(f"{name}:{line}: {problem}", hint=WIDTH_HINT)
 
 
-def csv_records(text: str, name: str, *, wide: str = "refuse") -> tuple[list[str], Iterator[tuple[int, dict]]]:
+def csv_records(text: str, name: str, *, wide: str = "refuse",
+                known: tuple[str, ...] = ()) -> tuple[list[str], Iterator[tuple[int, dict]]]:
     """The header of the CSV ``text`` (:func:`csv_header`; [] when empty) and its records as (line,
     row), blank lines skipped, each row as csv.DictReader gives it: name -> cell, None for a cell
-    the row lacks. A row with a non-empty cell past the header's width is refused at its line
-    (:func:`width_problem`); with ``wide="keep"`` (a reader that drops bad rows itself) the row
-    holds the problem's text under the key None."""
+    the row lacks. ``known``: the reader's columns (:func:`csv_header`). A row with a non-empty cell
+    past the header's width is refused at its line (:func:`width_problem`); with ``wide="keep"`` (a
+    reader that drops bad rows itself) the row holds the problem's text under the key None."""
     lines = csv_lines(text, name)
     first = next(lines, None)
-    header = csv_header(first[1], name, first[0]) if first is not None else []
+    header = csv_header(first[1], name, first[0], known) if first is not None else []
 
     def rows() -> Iterator[tuple[int, dict]]:
         for line, cells in lines:

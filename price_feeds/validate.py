@@ -183,7 +183,7 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                          validator: Validator | None = None) -> Validator:
     """Read an offers CSV, dropping bad rows with reasons. A bad HEADER is still an error (exit 2)."""
     v = validator or Validator(gpus=set(), check_families=True)
-    header, records = csv_records(text, name, wide="keep")
+    header, records = csv_records(text, name, wide="keep", known=REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: offers CSV lacks column(s) {', '.join(missing)}",

@@ -123,6 +123,34 @@ def test_a_column_named_twice_is_refused_at_the_header(tmp_path, reader, numbers
     assert ":1: column '" + twice + "' appears twice" in refused.value.message
 
 
+#: how a spreadsheet user respells a column name: case, spaces or hyphens for '_'
+RESPELL = st.sampled_from([str.upper, str.title, lambda c: c.replace("_", " "), lambda c: c.replace("_", "-"),
+                           lambda c: c[:1].upper() + c[1:]])
+#: reader -> the optional columns it reads besides HEADERS' (a respelled one was dropped silently)
+OPTIONAL = {_offers: ["source"], _feed: ["source"], _caps: ["purchase"], _profiles: ["statistic", "vllm_version"],
+            _demand_log: [], _dataset: []}
+
+
+@pytest.mark.parametrize("reader", KEYED, ids=lambda r: r.__name__.strip("_"))
+@SETTINGS
+@given(numbers=TABLES, data=st.data())
+def test_a_column_spelled_otherwise_is_refused_at_the_header(tmp_path, reader, numbers, data):
+    """A column named 'Statistic', 'max rps' or 'Region': the readers that ignore columns they do not
+    know (profiles, caps, demand logs) dropped an optional one silently (profile rows lost their
+    statistic), those that need one said it was missing. Each names the column and its spelling."""
+    kind = READERS[reader]
+    columns = HEADERS[kind].split(",") + OPTIONAL[reader]
+    rows = [_row(kind, k, n) + [""] * len(OPTIONAL[reader]) for k, n in enumerate(numbers)]
+    at = data.draw(st.integers(0, len(columns) - 1))
+    respelled = data.draw(RESPELL)(columns[at])
+    if respelled == columns[at]:  # no '_' to respell, or already so: nothing to refuse
+        return
+    text = ",".join(columns[:at] + [respelled] + columns[at + 1:]) + "\n" + "".join(",".join(r) + "\n" for r in rows)
+    with pytest.raises(InvalidInputError) as refused:
+        reader(text, tmp_path)
+    assert f":1: column {at + 1} is named {respelled!r}, not {columns[at]!r}" in refused.value.message
+
+
 def test_csv_lines_numbers_records_by_the_line_they_start_on():
     text = '\ufeffa,b\n\n"x\ny",1\r\n2,3\n'
     assert list(csv_lines(text, "t.csv")) == [(1, ["a", "b"]), (2, []), (3, ["x\ny", "1"]), (5, ["2", "3"])]

@@ -197,7 +197,7 @@ def _header(header: list[str] | None, p: Path) -> tuple[dict[str, int], int]:
     expected = ",".join(COLUMNS)
     if header is None:
         raise InvalidInputError(f"{p}: the demand log is empty", hint=f"expected the header {expected}")
-    names = csv_header(header, str(p))
+    names = csv_header(header, str(p), known=COLUMNS)
     missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise InvalidInputError(f"{p}:1: header lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
