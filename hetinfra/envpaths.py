@@ -51,7 +51,7 @@ def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
     path = Path(value) if var == "HOME" else Path(value).expanduser()  # ~ is $HOME itself
     problem = path_problem(path)
     if problem:
-        raise InvalidInputError(f"${var} is {_clipped(value)!r}: {problem}",
+        raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}",
                                 hint=f"set {var} to the path of a folder (or unset it for the default)")
     return path
 

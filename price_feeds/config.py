@@ -82,12 +82,15 @@ def _check_words(kw: dict) -> None:
     HETINFRA_AWS_SPOT one of its modes (any other word was taken as 'on')."""
     from hetinfra.errors import InvalidInputError
 
+    from hetinfra.httpget import checked_url
+
     for name in ("aws_pricing_url", "azure_prices_url", "gcp_billing_url"):
-        if name in kw and not kw[name].lower().startswith(("http://", "https://")):
-            raise InvalidInputError(f"{_TEXT_VARS[name]}={kw[name][:60]!r} is not an http(s) URL",
-                                    hint=f"unset {_TEXT_VARS[name]} for the cloud's own endpoint")
+        if name in kw:
+            checked_url(kw[name], f"{_TEXT_VARS[name]}=", hint=f"unset {_TEXT_VARS[name]} for the cloud's own endpoint")
     catalog = kw.get("skypilot_catalog", "")
-    if catalog and not catalog.lower().startswith(("http://", "https://")):
+    if catalog.lower().startswith(("http://", "https://")):
+        checked_url(catalog, f"{_TEXT_VARS['skypilot_catalog']}=", hint="a v8 catalog's URL or folder")
+    elif catalog:
         from hetinfra.envpaths import env_path
 
         env_path(_TEXT_VARS["skypilot_catalog"], {_TEXT_VARS["skypilot_catalog"]: catalog})  # a folder: checked

@@ -191,7 +191,10 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     target = out / "gateway" / "demand-observed.csv"
     if source.startswith(("http://", "https://")):
-        req = urllib.request.Request(source)
+        from hetinfra.httpget import checked_url
+
+        req = urllib.request.Request(checked_url(source, "--demand-from", hint="the gateway's "
+                                                 "http(s)://HOST:PORT/admin/demand.csv (its key: HETINFRA_API_KEY)"))
         key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
         if key:
             req.add_header("Authorization", "Bearer " + key)

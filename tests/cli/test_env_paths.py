@@ -50,7 +50,7 @@ def test_every_reader_of_a_path_variable_refuses_a_path_no_file_can_have(monkeyp
     for reader in _readers()[var]:
         with pytest.raises(InvalidInputError) as refused:
             reader()
-        assert refused.value.message.startswith(f"${var} is ") and "File name too long" in refused.value.message
+        assert refused.value.message.startswith(f"{var}='") and "File name too long" in refused.value.message
 
 
 @pytest.mark.parametrize("var, args", [
@@ -70,7 +70,7 @@ def test_the_commands_say_which_variable(tmp_path, monkeypatch, var, args, value
     result = CliRunner().invoke(cli, args, env={var: value})
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert f"${var} is " in result.output
+    assert f"error: {var}='" in result.output
 
 
 def test_refresh_fails_when_it_cannot_store_what_it_fetched(tmp_path, monkeypatch):
