@@ -205,33 +205,45 @@ def mode_for(path: Path, new: int) -> int:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), with the
-    mode of the file it replaces, else the umask's (:func:`mode_for`). A path that exists as
-    anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not replaced:
-    `profile-import --out /dev/full` had replaced the device node with a file."""
-    _refuse_special(Path(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, mode_for(path, 0o666))
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` whole or not at all: :func:`atomic_write_texts` of one file."""
+    atomic_write_texts({Path(path): text})
 
 
 def atomic_write_texts(files: dict[Path, str]) -> None:
-    """Each of ``files`` (path -> text) by :func:`atomic_write_text`, every path checked first: one that
-    exists as anything but a regular file refuses them all before any is written (`simulate --out D`
-    with D/simulation.svg a folder had written D/simulation.json, then refused)."""
-    for path in files:
-        _refuse_special(Path(path))
-    for path, text in files.items():
-        atomic_write_text(Path(path), text)
+    """Write each of ``files`` (path -> text) whole, all or none: every text is written to a
+    temporary file beside its path (made with the mode of the file it replaces, else the umask's:
+    :func:`mode_for`) before any is renamed into place, and on a failure (a full disk, a signal) the
+    temporary files and the folders made for them are removed. `simulate --out D` on a full disk had
+    left D/simulation.json without its .svg, or an empty D. A path that exists as anything but a
+    regular file (a FIFO, a device, a socket, a folder) refuses them all first, not replaced:
+    `profile-import --out /dev/full` had replaced the device node with a file."""
+    paths = [Path(p) for p in files]
+    for path in paths:
+        _refuse_special(path)
+    made = sorted({d for path in paths for d in (path.parent, *path.parent.parents) if not d.exists()},
+                  key=lambda d: len(d.parts), reverse=True)  # the folders this write makes, deepest first
+    temps: list[str] = []
+    try:
+        for path, text in zip(paths, files.values()):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            temps.append(tmp)
+            os.fchmod(fd, mode_for(path, 0o666))
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in zip(temps, paths):
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp in temps:
+            Path(tmp).unlink(missing_ok=True)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # not empty (another writer's file) or already gone
+        raise
 
 
 def _refuse_special(path: Path) -> None:

@@ -78,3 +78,43 @@ def test_a_folder_written_whole_keeps_its_mode_and_its_subfolders(tmp_path, mask
             replace_dir(stage / "skypilot", {"b.yaml": "b: 1\n"})
             atomic_write_text(stage / "plan.json", "{}\n")
     assert mode(out / "skypilot") == 0o777 & ~mask and mode(out / "plan.json") == 0o666 & ~mask
+
+
+@SETTINGS
+@given(n=st.integers(1, 3), fail_at=st.integers(0, 2), old=st.booleans(), deep=st.booleans(), k=st.integers(0, 10**6))
+def test_files_written_together_are_all_written_or_none(tmp_path, monkeypatch, n, fail_at, old, deep, k):
+    """atomic_write_texts (simulate's simulation.json and .svg): a failure while writing the k-th file
+    (a full disk) leaves every path as it was, no temporary file, and no folder it made. Before, the
+    files before it were already renamed into place: on a full disk `simulate --out D` left a new
+    simulation.json beside no (or an old) simulation.svg."""
+    import errno
+
+    from hetinfra.fileio import atomic_write_texts
+
+    fail_at = min(fail_at, n - 1)
+    root = tmp_path / f"w{k}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    folder = root / "a" / "b" if deep else root
+    paths = [folder / f"f{i}.txt" for i in range(n)]
+    if old and not deep:
+        for p in paths:
+            p.write_text("old")
+    calls = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == fail_at + 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        atomic_write_texts({p: "new" for p in paths})
+    except OSError:
+        pass
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert left == (sorted(p.name for p in paths) if old and not deep else [])
+    assert all(p.read_text() == "old" for p in paths if p.exists())
