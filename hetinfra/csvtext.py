@@ -12,7 +12,8 @@ from typing import Iterator
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["BOM", "PLAIN_NUMBER", "csv_header", "csv_lines", "csv_records", "is_plain_number", "looks_like_header"]
+__all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "csv_header", "csv_lines", "csv_records", "is_plain_number",
+           "looks_like_header", "width_problem"]
 
 
 #: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
@@ -57,34 +58,76 @@ def csv_lines(text: str, name: str) -> Iterator[tuple[int, list[str]]]:
                                 hint="save the file as CSV (comma-separated, quotes closed)") from None
 
 
-def csv_header(cells: list[str], name: str, line: int = 1) -> list[str]:
+def _spelling(column: str) -> str:
+    """A column name as a reader compares spellings: lowercase, words joined by '_'."""
+    return re.sub(r"[\s_-]+", "_", column.strip().lower())
+
+
+def csv_header(cells: list[str], name: str, line: int = 1, known: tuple[str, ...] = ()) -> list[str]:
     """The column names of a header row, stripped; a name given twice is refused (a reader keyed by
-    name would take one of the two cells, silently). Empty names are left to the readers."""
+    name would take one of the two cells, silently), and so is a name spelled otherwise than one of
+    ``known``, the reader's columns (``Statistic``, ``max rps``, ``Region``: a reader that ignores
+    columns it does not know dropped it silently, one that needs it said it was missing). Empty
+    names are left to the readers."""
     names = [c.strip() for c in cells]
     first: dict[str, int] = {}
+    spelled = {_spelling(c): c for c in known}
     for k, column in enumerate(names, start=1):
         if column and column in first:
             raise InvalidInputError(f"{name}:{line}: column '{column[:40]}' appears twice (columns {first[column]} "
                                     f"and {k})", hint="remove or rename one of them: only one can be read")
         first.setdefault(column, k)
+        meant = spelled.get(_spelling(column))
+        if meant is not None and column != meant:
+            raise InvalidInputError(f"{name}:{line}: column {k} is named {column[:40]!r}, not {meant!r}",
+                                    hint=f"rename it {meant}: column names are lowercase, words joined by '_'")
     return names
 
 
-def csv_records(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, dict]]]:
+def width_problem(cells: list[str], header: list[str]) -> str | None:
+    """What is wrong with a row holding a non-empty cell past the header's columns, or None. A comma
+    inside a number (``4,5`` for 4.5, ``1,024`` for 1024) splits its cell in two, the row's cells
+    shift, and the last one fell off the end unread, silently (a profile's max_rps ``4,5`` read as
+    4). Empty cells past the header are the trailing commas a spreadsheet writes: kept."""
+    extra = [k for k in range(len(header), len(cells)) if cells[k].strip()]
+    if not extra:
+        return None
+    return (f"{len(cells)} cells, the header has {len(header)} (the last '{header[-1][:40] if header else ''}'): "
+            f"cell {extra[0] + 1} {cells[extra[0]][:40]!r} has no column")
+
+
+#: the fix of a row :func:`width_problem` refuses
+WIDTH_HINT = "a comma inside a value splits it (write 4.5, not 4,5; 1024, not 1,024): remove it or quote the cell"
+
+
+def check_width(cells: list[str], header: list[str], name: str, line: int) -> None:
+    """An InvalidInputError at ``name:line`` where :func:`width_problem` finds one."""
+    problem = width_problem(cells, header)
+    if problem:
+        raise InvalidInputError(f"{name}:{line}: {problem}", hint=WIDTH_HINT)
+
+
+def csv_records(text: str, name: str, *, wide: str = "refuse",
+                known: tuple[str, ...] = ()) -> tuple[list[str], Iterator[tuple[int, dict]]]:
     """The header of the CSV ``text`` (:func:`csv_header`; [] when empty) and its records as (line,
     row), blank lines skipped, each row as csv.DictReader gives it: name -> cell, None for a cell
-    the row lacks, the cells past the header's width under the key None."""
+    the row lacks. ``known``: the reader's columns (:func:`csv_header`). A row with a non-empty cell
+    past the header's width is refused at its line (:func:`width_problem`); with ``wide="keep"`` (a
+    reader that drops bad rows itself) the row holds the problem's text under the key None."""
     lines = csv_lines(text, name)
     first = next(lines, None)
-    header = csv_header(first[1], name, first[0]) if first is not None else []
+    header = csv_header(first[1], name, first[0], known) if first is not None else []
 
     def rows() -> Iterator[tuple[int, dict]]:
         for line, cells in lines:
             if not cells:
                 continue
+            problem = width_problem(cells, header)
+            if problem and wide == "refuse":
+                raise InvalidInputError(f"{name}:{line}: {problem}", hint=WIDTH_HINT)
             row: dict = dict(zip(header, cells))
-            if len(cells) > len(header):
-                row[None] = cells[len(header):]
+            if problem:
+                row[None] = problem
             for column in header[len(cells):]:
                 row.setdefault(column, None)
             yield line, row

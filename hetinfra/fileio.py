@@ -10,8 +10,9 @@ Parsing (:func:`parse_json`, :func:`read_json`): JSON nested at most :data:`MAX_
 end in a RecursionError), strict (no NaN/Infinity tokens unless asked), an exit-2 error naming the
 file, line and column otherwise. CSV text is split by hetinfra.csvtext.
 
-Writing: a reader (a cron job, ``pulumi``, another hetinfra run) never sees a half-written file or
-folder: files are written to a temporary name in the same directory and renamed into place.
+Writing: a reader (a cron job, ``pulumi``, another hetinfra run) never sees a half-written file:
+files are written to a temporary name in the same directory and renamed into place (out dirs, whole
+folders: hetinfra.outdir).
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
 import stat
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,32 +178,72 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it). A path that
-    exists as anything but a regular file (a FIFO, a device, a socket, a folder) is refused, not
-    replaced: `profile-import --out /dev/full` had replaced the device node with a file."""
-    _refuse_special(Path(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def umask() -> int:
+    """The process's umask, read where the system tells it (Linux's /proc/self/status), else by
+    setting and restoring it (a moment other threads' files would be made under 022)."""
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def mode_for(path: Path, new: int) -> int:
+    """The permission bits a file or folder written at ``path`` gets: those of the one it replaces,
+    else ``new`` (0o666 a file, 0o777 a folder) less the umask, as ``open`` and ``mkdir`` give.
+    The temporary file or folder a write renames into place is made private (mkstemp's 0600,
+    mkdtemp's 0700), and every plan.json, weights.json and skypilot/ had kept that: unreadable to
+    the gateway's or CI's other user whatever the umask, and a replaced file lost its mode."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return new & ~umask()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: :func:`atomic_write_texts` of one file."""
+    atomic_write_texts({Path(path): text})
 
 
 def atomic_write_texts(files: dict[Path, str]) -> None:
-    """Each of ``files`` (path -> text) by :func:`atomic_write_text`, every path checked first: one that
-    exists as anything but a regular file refuses them all before any is written (`simulate --out D`
-    with D/simulation.svg a folder had written D/simulation.json, then refused)."""
-    for path in files:
-        _refuse_special(Path(path))
-    for path, text in files.items():
-        atomic_write_text(Path(path), text)
+    """Write each of ``files`` (path -> text) whole, all or none: every text is written to a
+    temporary file beside its path (made with the mode of the file it replaces, else the umask's:
+    :func:`mode_for`) before any is renamed into place, and on a failure (a full disk, a signal) the
+    temporary files and the folders made for them are removed. `simulate --out D` on a full disk had
+    left D/simulation.json without its .svg, or an empty D. A path that exists as anything but a
+    regular file (a FIFO, a device, a socket, a folder) refuses them all first, not replaced:
+    `profile-import --out /dev/full` had replaced the device node with a file."""
+    paths = [Path(p) for p in files]
+    for path in paths:
+        _refuse_special(path)
+    made = sorted({d for path in paths for d in (path.parent, *path.parent.parents) if not d.exists()},
+                  key=lambda d: len(d.parts), reverse=True)  # the folders this write makes, deepest first
+    temps: list[str] = []
+    try:
+        for path, text in zip(paths, files.values()):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            temps.append(tmp)
+            os.fchmod(fd, mode_for(path, 0o666))
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in zip(temps, paths):
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp in temps:
+            Path(tmp).unlink(missing_ok=True)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # not empty (another writer's file) or already gone
+        raise
 
 
 def _refuse_special(path: Path) -> None:
@@ -223,97 +261,6 @@ def _refuse_special(path: Path) -> None:
                 if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
         raise InvalidInputError(f"{path} exists and is {kind}, not a regular file: it is not replaced",
                                 hint="write to a file path (a new one, or a file to overwrite)")
-
-
-def replace_dir(target: Path, files: dict[str, str]) -> None:
-    """Make ``target`` contain exactly ``files`` (name -> text), swapping a fully written copy in."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = _new_stage(target)
-    try:
-        for name, text in files.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold sub-folders
-            (staging / name).write_text(text)
-        _swap_in(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-#: signals that would stop the process between the two renames of a swap; held until it is done
-_SWAP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-def _new_stage(target: Path) -> Path:
-    """An empty folder beside ``target``, named ``.<name>.new.<pid>.<random>`` (the pid lets a later
-    run tell a copy whose writer was killed from one still being written)."""
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.new.{os.getpid()}.", dir=target.parent))
-
-
-def _swap_in(stage: Path, target: Path) -> None:
-    """Put the folder ``stage`` where ``target`` is (two renames: the old one is moved aside first).
-    SIGINT/SIGTERM/SIGHUP wait until both renames are done: ``target`` is never missing."""
-    old = None
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SWAP_SIGNALS)
-    try:
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.{os.getpid()}.", dir=target.parent))
-            os.replace(target, old / target.name)
-        os.replace(stage, target)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
-def _remove_stale_stages(target: Path) -> None:
-    """Copies beside ``target`` left by a run that was killed outright (SIGKILL, a power cut): a
-    ``.<name>.new.<pid>.*`` or ``.<name>.old.<pid>.*`` folder whose process is gone."""
-    if not target.is_dir():
-        return  # an .old copy may be all that is left of target: keep it for the user
-    for kind in ("new", "old"):
-        for leftover in target.parent.glob(f".{glob_escape(target.name)}.{kind}.*"):
-            pid = leftover.name[len(target.name) + len(kind) + 3:].split(".", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-                shutil.rmtree(leftover, ignore_errors=True)
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
-def out_dir(target: Path) -> Path:
-    """The folder an out dir swap replaces, as an absolute path, or an InvalidInputError (exit 2):
-
-    - a symlink to a folder is written through (the folder it points to is replaced, the link stays);
-      a symlink to nothing or to a file is refused;
-    - an out dir that is the current directory or holds it (``--out .``, ``--out ..``) is refused:
-      the swap would move the folder the user stands in, and the copy would be made inside itself.
-    (Files the out dir holds, a spec among them, are kept: the copy starts as the old folder.)"""
-    if target.is_symlink():
-        pointed = target.resolve()
-        if not pointed.is_dir():
-            raise InvalidInputError(f"--out {target} is a symlink to {'a file' if pointed.exists() else 'nothing'} "
-                                    f"({pointed})", hint="point it at a folder, or choose another --out")
-    absolute = target.resolve()
-    try:
-        here = Path.cwd().resolve()
-    except OSError:
-        here = None
-    if here is not None and (absolute == here or absolute in here.parents):
-        raise InvalidInputError(f"--out {target} is the current directory or holds it; an out dir is replaced "
-                                "whole, so it cannot be the folder you run from", hint="pass a sub-folder such as "
-                                "--out out/chat")
-    return absolute
 
 
 def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,
@@ -355,80 +302,3 @@ def dumps_strict(doc: object, **kwargs) -> str:
 
         raise HetinfraError(f"internal error: a non-finite number at {_non_finite_at(doc)} would make the JSON "
                             "invalid", hint="please report this with the command and its input") from None
-
-
-def _link_tree(src: Path, dst: Path) -> None:
-    """Mirror ``src`` into ``dst`` with hard links (copies where links fail): the new tree starts as
-    the old one at no cost, and atomic writes into it (rename over a link) leave the old tree as it was."""
-    for root, dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
-        for d in dirs:
-            (dst / rel / d).mkdir(exist_ok=True)
-        for f in files:
-            a, b = Path(root) / f, dst / rel / f
-            if a.is_symlink():
-                os.symlink(os.readlink(a), b)
-                continue
-            try:
-                os.link(a, b)
-            except OSError:
-                shutil.copy2(a, b)
-
-
-@contextmanager
-def staged_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
-    """Yield a folder beside ``target`` that starts as a copy of it; on a clean exit it replaces
-    ``target`` whole, on an error (or SIGINT/SIGTERM, which the CLI turns into SystemExit) it is
-    removed and ``target`` is as it was. The files in ``fresh`` (the deploy state, which `apply` may
-    rewrite meanwhile) are taken from ``target`` again just before the swap, so they are kept apart
-    from what the block wrote. ``target`` is checked by :func:`out_dir`; copies a killed run left
-    beside it are removed first."""
-    target = out_dir(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_stages(target)
-    stage = _new_stage(target)
-    try:
-        os.chmod(stage, stat.S_IMODE(os.stat(target).st_mode) if target.is_dir() else 0o755)
-        if target.is_dir():
-            _link_tree(target, stage)
-        yield stage
-        for name in fresh if target.is_dir() else ():
-            if (target / name).is_file():
-                (stage / name).unlink(missing_ok=True)
-                os.link(target / name, stage / name)
-        _swap_in(stage, target)
-    except BaseException as exc:
-        shutil.rmtree(stage, ignore_errors=True)
-        if isinstance(exc, HetinfraError):  # a file of the copy that a reader refused, named as the user knows it
-            exc.message = exc.message.replace(str(stage), str(target))
-            exc.hint = exc.hint and exc.hint.replace(str(stage), str(target))
-        raise
-
-
-@contextmanager
-def kept_dir(target: Path, fresh: tuple[str, ...] = ("state.json",)):
-    """Keep a hard-linked copy of the out dir ``target`` beside it while the block runs, and yield
-    ``keep``: an error raised before ``keep()`` was called puts the copy back whole (the files in
-    ``fresh``, which the block may rightly change, taken from ``target`` as they are then), so a
-    block that writes ``target`` and then fails a check leaves it as it was; after ``keep()``, or on
-    a clean exit, what the block wrote stays. Every writer of an out dir replaces files (atomic
-    renames, :func:`staged_dir`'s swap), so the links keep the old contents. A copy a killed run left
-    is removed by the next :func:`staged_dir` (it is named like its stages)."""
-    target = out_dir(target)
-    _remove_stale_stages(target)
-    copy = _new_stage(target)
-    kept = []
-    try:
-        os.chmod(copy, stat.S_IMODE(os.stat(target).st_mode))
-        _link_tree(target, copy)
-        yield lambda: kept.append(True)
-    except BaseException:
-        if not kept:
-            for name in fresh:
-                (copy / name).unlink(missing_ok=True)
-                if (target / name).is_file():
-                    os.link(target / name, copy / name)
-            _swap_in(copy, target)
-        raise
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)

@@ -1,5 +1,6 @@
 """The one way a command reads an HTTP answer from a server it does not control (a vLLM server, a
-gateway, a demand log URL), for every stage (it imports nothing of hetinfra). The price feeds have
+gateway, a demand log URL), and the one check of a URL a user gives (:func:`checked_url`), for every
+stage (it imports only hetinfra.errors). The price feeds have
 their own client with retries and deadlines (hetinfra.price_feeds.http); this is a single GET.
 
 urllib raises more than OSError on a bad answer: http.client's BadStatusLine (a server that does
@@ -14,9 +15,56 @@ from __future__ import annotations
 
 import http.client
 import urllib.error
+import urllib.parse
 import urllib.request
 
-__all__ = ["AnswerError", "get"]
+from hetinfra.errors import InvalidInputError
+
+__all__ = ["AnswerError", "checked_url", "get", "shown_url", "url_problem"]
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL of a server, or None. Each place that took a URL from a
+    flag, a variable or a file checked only its ``http://`` prefix: ``http://[::1`` was a ValueError
+    traceback in `profile --endpoint` and `replan --demand-from` and "malformed feed data" (exit 4)
+    in `feeds refresh`; a port of 99999 and a user and password (``http://u:pw@h``, which urllib
+    reads as a host name, and which logs and errors then printed) were taken as given."""
+    if not url or any(c.isspace() or not c.isprintable() for c in url):
+        return "holds whitespace or a character that does not print"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in 0-65535
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not an http:// or https:// URL"
+    if not parts.hostname:
+        return "names no host"
+    if port == 0:
+        return "port 0 is no server's"
+    if "@" in parts.netloc:
+        return "holds a user or password before '@'; keys go in the variables hetinfra reads them from"
+    return None
+
+
+def shown_url(url: str) -> str:
+    """``url`` as errors and logs may print it: what precedes an '@' of its host part (a user and
+    password) replaced by ``***``, at most 100 characters."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    if sep and "@" in host:
+        url = f"{scheme}://***@{host.rpartition('@')[2]}{slash}{path}"
+    return url if len(url) <= 100 else url[:97] + "..."
+
+
+def checked_url(url: str, what: str, hint: str | None = None) -> str:
+    """``url``, or an InvalidInputError (exit 2) naming ``what`` (a flag, ``--endpoint``, or a
+    variable as ``NAME=``) where :func:`url_problem` finds one."""
+    problem = url_problem(url)
+    if problem:
+        raise InvalidInputError(f"{what}{'' if what.endswith('=') else ' '}{shown_url(url)!r}: {problem}",
+                                hint=hint or "give an http(s) URL such as http://10.0.0.5:8000")
+    return url
 
 
 class AnswerError(OSError):
@@ -29,8 +77,9 @@ def get(request: str | urllib.request.Request, *, timeout: float, max_bytes: int
     does (callers read its code); anything else that goes wrong raises AnswerError. Only http(s): a
     URL read from a file (state.json's gateways) that says file:// or ftp:// is no server's answer."""
     url = request.full_url if isinstance(request, urllib.request.Request) else str(request)
-    if not url.lower().startswith(("http://", "https://")):
-        raise AnswerError(f"{url[:60]!r} is not an http(s) URL")
+    problem = url_problem(url)
+    if problem:
+        raise AnswerError(f"{shown_url(url)!r}: {problem}")
     try:
         with (opener.open if opener else urllib.request.urlopen)(request, timeout=timeout) as resp:
             body = resp.read(max_bytes + 1)

@@ -45,7 +45,7 @@ class Caps(dict):
 
 
 def parse_caps_csv(text: str, *, name: str) -> list[AvailabilityCap]:
-    header, records = csv_records(text, name)
+    header, records = csv_records(text, name, known=CAPS_COLUMNS + ("purchase",))
     missing = [c for c in CAPS_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: caps CSV lacks column(s) {', '.join(missing)}",

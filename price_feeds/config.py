@@ -32,15 +32,16 @@ SKYPILOT_CATALOG_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("HETINFRA_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "hetinfra" / "feeds"
+    """$HETINFRA_CACHE_DIR, else ~/.cache/hetinfra/feeds (each checked: hetinfra.envpaths)."""
+    from hetinfra.envpaths import env_path, home_dir
+
+    return env_path("HETINFRA_CACHE_DIR") or home_dir() / ".cache" / "hetinfra" / "feeds"
 
 
 def default_skypilot_catalog() -> str:
-    runtime = os.environ.get("SKY_RUNTIME_DIR")  # SkyPilot 0.14 replaces ~ by it when set
-    base = Path(runtime).expanduser() if runtime else Path.home()
+    from hetinfra.envpaths import env_path, home_dir
+
+    base = env_path("SKY_RUNTIME_DIR") or home_dir()  # SkyPilot 0.14 replaces ~ by it when set
     return str(base / ".sky" / "catalogs" / "v8")
 
 
@@ -81,10 +82,18 @@ def _check_words(kw: dict) -> None:
     HETINFRA_AWS_SPOT one of its modes (any other word was taken as 'on')."""
     from hetinfra.errors import InvalidInputError
 
+    from hetinfra.httpget import checked_url
+
     for name in ("aws_pricing_url", "azure_prices_url", "gcp_billing_url"):
-        if name in kw and not kw[name].lower().startswith(("http://", "https://")):
-            raise InvalidInputError(f"{_TEXT_VARS[name]}={kw[name][:60]!r} is not an http(s) URL",
-                                    hint=f"unset {_TEXT_VARS[name]} for the cloud's own endpoint")
+        if name in kw:
+            checked_url(kw[name], f"{_TEXT_VARS[name]}=", hint=f"unset {_TEXT_VARS[name]} for the cloud's own endpoint")
+    catalog = kw.get("skypilot_catalog", "")
+    if catalog.lower().startswith(("http://", "https://")):
+        checked_url(catalog, f"{_TEXT_VARS['skypilot_catalog']}=", hint="a v8 catalog's URL or folder")
+    elif catalog:
+        from hetinfra.envpaths import env_path
+
+        env_path(_TEXT_VARS["skypilot_catalog"], {_TEXT_VARS["skypilot_catalog"]: catalog})  # a folder: checked
     if kw.get("aws_spot", "auto") not in AWS_SPOT_MODES:
         raise InvalidInputError(f"HETINFRA_AWS_SPOT={kw['aws_spot'][:40]!r} is none of {', '.join(AWS_SPOT_MODES)}",
                                 hint="auto: spot prices when AWS credentials are found; on; off")

@@ -144,6 +144,7 @@ class SourceOutcome:
     error: HetinfraError | None = None
     from_cache: bool = False
     warnings: list[str] = field(default_factory=list)
+    store_error: str | None = None  # why a fetched result could not be stored
 
     @property
     def rows(self) -> int:
@@ -169,7 +170,8 @@ def _fetch_one(source: str, cfg: FeedConfig, store: SnapshotStore, timeout_s: fl
         try:
             out.stored = store.save(result)
         except OSError as exc:
-            out.warnings.append(f"{source}: could not write the snapshot store {store.root}: {exc}")
+            out.store_error = f"could not write the snapshot store {store.root}: {exc.strerror or exc}"
+            out.warnings.append(f"{source}: {out.store_error}")
     return out
 
 

@@ -217,7 +217,7 @@ def _num(raw: str, *, where: str, column: str, required: bool = True) -> float |
 
 def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") -> OfferSnapshot:
     """Parse and validate an offers CSV. Any bad row is an error naming file, line and column."""
-    header, records = csv_records(text, name)
+    header, records = csv_records(text, name, known=REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(

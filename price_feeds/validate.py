@@ -35,6 +35,7 @@ ZONE_PRICES_DIFFER = "on-demand differs across zones"
 NAME_NOT_A_WORD = "name not letters, digits, '.', '_', '-'"
 OUT_OF_RANGE = "number out of range"
 SOURCE_NOT_TEXT = "source not one line of printable text"
+CELLS_PAST_HEADER = "a cell past the header's columns (a comma inside a value)"
 
 
 def known_gpus() -> set[str]:
@@ -182,15 +183,18 @@ def parse_offers_lenient(text: str, *, name: str, default_as_of: str = "unknown"
                          validator: Validator | None = None) -> Validator:
     """Read an offers CSV, dropping bad rows with reasons. A bad HEADER is still an error (exit 2)."""
     v = validator or Validator(gpus=set(), check_families=True)
-    header, records = csv_records(text, name)
+    header, records = csv_records(text, name, wide="keep", known=REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: offers CSV lacks column(s) {', '.join(missing)}",
                                 hint="header must be: " + ",".join(REQUIRED_COLUMNS))
     allowed = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
     for lineno, row in records:
-        row = {k: (v_ or "").strip() for k, v_ in row.items() if k in allowed}
         where = f"{name}:{lineno}"
+        if None in row:  # its cells shifted: every number of it may be another column's
+            v.drop(CELLS_PAST_HEADER, where)
+            continue
+        row = {k: (v_ or "").strip() for k, v_ in row.items() if k in allowed}
         try:
             count = _num(row.get("gpu_count"))
             od = _num(row.get("price_per_hour"))

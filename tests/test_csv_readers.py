@@ -123,13 +123,75 @@ def test_a_column_named_twice_is_refused_at_the_header(tmp_path, reader, numbers
     assert ":1: column '" + twice + "' appears twice" in refused.value.message
 
 
+#: how a spreadsheet user respells a column name: case, spaces or hyphens for '_'
+RESPELL = st.sampled_from([str.upper, str.title, lambda c: c.replace("_", " "), lambda c: c.replace("_", "-"),
+                           lambda c: c[:1].upper() + c[1:]])
+#: reader -> the optional columns it reads besides HEADERS' (a respelled one was dropped silently)
+OPTIONAL = {_offers: ["source"], _feed: ["source"], _caps: ["purchase"], _profiles: ["statistic", "vllm_version"],
+            _demand_log: [], _dataset: []}
+
+
+@pytest.mark.parametrize("reader", KEYED, ids=lambda r: r.__name__.strip("_"))
+@SETTINGS
+@given(numbers=TABLES, data=st.data())
+def test_a_column_spelled_otherwise_is_refused_at_the_header(tmp_path, reader, numbers, data):
+    """A column named 'Statistic', 'max rps' or 'Region': the readers that ignore columns they do not
+    know (profiles, caps, demand logs) dropped an optional one silently (profile rows lost their
+    statistic), those that need one said it was missing. Each names the column and its spelling."""
+    kind = READERS[reader]
+    columns = HEADERS[kind].split(",") + OPTIONAL[reader]
+    rows = [_row(kind, k, n) + [""] * len(OPTIONAL[reader]) for k, n in enumerate(numbers)]
+    at = data.draw(st.integers(0, len(columns) - 1))
+    respelled = data.draw(RESPELL)(columns[at])
+    if respelled == columns[at]:  # no '_' to respell, or already so: nothing to refuse
+        return
+    text = ",".join(columns[:at] + [respelled] + columns[at + 1:]) + "\n" + "".join(",".join(r) + "\n" for r in rows)
+    with pytest.raises(InvalidInputError) as refused:
+        reader(text, tmp_path)
+    assert f":1: column {at + 1} is named {respelled!r}, not {columns[at]!r}" in refused.value.message
+
+
 def test_csv_lines_numbers_records_by_the_line_they_start_on():
     text = '\ufeffa,b\n\n"x\ny",1\r\n2,3\n'
     assert list(csv_lines(text, "t.csv")) == [(1, ["a", "b"]), (2, []), (3, ["x\ny", "1"]), (5, ["2", "3"])]
-    header, rows = csv_records(text + "4\n5,6,7\n", "t.csv")
+    header, rows = csv_records(text + "4\n5,6,,\n", "t.csv")
     assert header == ["a", "b"]
     assert list(rows) == [(3, {"a": "x\ny", "b": "1"}), (5, {"a": "2", "b": "3"}), (6, {"a": "4", "b": None}),
-                          (7, {"a": "5", "b": "6", None: ["7"]})]
+                          (7, {"a": "5", "b": "6"})]  # empty cells past the header: a spreadsheet's trailing commas
+    _, rows = csv_records(text + "5,6,7\n", "t.csv", wide="keep")
+    assert list(rows)[-1] == (6, {"a": "5", "b": "6", None: "3 cells, the header has 2 (the last 'b'): cell 3 '7' "
+                                                            "has no column"})
+
+
+@pytest.mark.parametrize("reader", list(READERS), ids=lambda r: r.__name__.strip("_"))
+@SETTINGS
+@given(numbers=TABLES, data=st.data())
+def test_a_cell_past_the_header_is_refused_at_its_line(tmp_path, reader, numbers, data):
+    """A comma inside a number (4,5 for 4.5; 1,024 for 1024) splits its cell and shifts the row: its
+    last cell fell off the end, unread, and the row was read as something else (max_rps 4,5 as 4).
+    Every reader refuses the row at its line (the lenient --feeds reader drops it, saying why);
+    empty cells past the header (trailing commas) change nothing."""
+    kind = READERS[reader]
+    at = data.draw(st.integers(0, len(numbers) - 1))
+    rows = [_row(kind, k, n) for k, n in enumerate(numbers)]
+    trailing = HEADERS[kind] + "\n" + "".join(",".join(r) + "," * data.draw(st.integers(0, 2)) + "\n" for r in rows)
+    assert reader(trailing, tmp_path) == reader(table(kind, numbers), tmp_path)
+    cell = data.draw(st.sampled_from(["5", "024", "x", " 7"]))
+    rows[at] = rows[at] + [""] * data.draw(st.integers(0, 1)) + [cell]
+    text = HEADERS[kind] + "\n" + "".join(",".join(r) + "\n" for r in rows)
+    if reader is _feed:  # lenient: the row is dropped with its reason (the feed fails when none is left)
+        from hetinfra.price_feeds.http import FetchError
+
+        try:
+            drops = reader(text, tmp_path)[1]
+        except FetchError as failed:
+            drops = failed.message
+        assert "a cell past the header's columns" in str(drops), drops
+        return
+    with pytest.raises(InvalidInputError) as refused:
+        reader(text, tmp_path)
+    assert f":{at + 2}: {len(rows[at])} cells, the header has {HEADERS[kind].count(',') + 1}" in refused.value.message
+    assert "has no column" in refused.value.message and "4,5" in refused.value.hint
 
 
 def test_a_bad_line_of_a_profile_is_named_by_its_real_line():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hetinfra.fileio import atomic_write_text, replace_dir
+from hetinfra.fileio import atomic_write_text
+from hetinfra.outdir import replace_dir
 
 
 def test_replace_dir_swaps_contents(tmp_path):
@@ -48,7 +49,8 @@ import os  # noqa: E402
 import pytest  # noqa: E402
 
 from hetinfra.errors import HetinfraError, InvalidInputError  # noqa: E402
-from hetinfra.fileio import dumps_strict, number_cell, read_text, staged_dir  # noqa: E402
+from hetinfra.fileio import dumps_strict, number_cell, read_text  # noqa: E402
+from hetinfra.outdir import staged_dir  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
@@ -201,7 +203,8 @@ def test_every_json_parse_of_the_package_goes_through_the_bounded_reader():
 
 def test_kept_dir_puts_the_out_dir_back_unless_kept(tmp_path):
     """An error before keep() restores every file the block rewrote (but the fresh ones); after keep() it stays."""
-    from hetinfra.fileio import atomic_write_text, kept_dir, staged_dir
+    from hetinfra.fileio import atomic_write_text
+    from hetinfra.outdir import kept_dir, staged_dir
 
     out = tmp_path / "out"
     out.mkdir()

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import MAX_JSON_DEPTH, json_depth, parse_json, read_json, staged_dir
+from hetinfra.fileio import MAX_JSON_DEPTH, json_depth, parse_json, read_json
+from hetinfra.outdir import staged_dir
 from hetinfra.csvtext import looks_like_header
 
 REPO = Path(__file__).resolve().parents[1]

@@ -40,14 +40,16 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "
 
 
 def hub_cache_dir() -> Path:
-    """Where the hub keeps downloaded repos (huggingface_hub's own rules)."""
+    """Where the hub keeps downloaded repos (huggingface_hub's own rules; each variable checked as a
+    path, hetinfra.envpaths)."""
+    from hetinfra.envpaths import env_path, home_dir
+
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub"
+        if env_path(var):
+            return env_path(var)
+    if env_path("HF_HOME"):
+        return env_path("HF_HOME") / "hub"
+    return (env_path("XDG_CACHE_HOME") or home_dir() / ".cache") / "huggingface" / "hub"
 
 
 def offline() -> bool:

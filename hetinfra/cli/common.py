@@ -4,10 +4,8 @@ place errors are turned into output; see hetinfra.errors for the classes and the
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -28,31 +26,24 @@ HELP_OPTIONS = ("-h", "--help")
 COMMAND_SETTINGS = MappingProxyType({"help_option_names": HELP_OPTIONS})  # shared by every command: read-only
 
 
-#: the longest file or folder name (bytes) Linux and macOS file systems take
-NAME_MAX = 255
-
-
 class UserPath(click.Path):
     """click.Path that refuses an empty string, which click reads as the current directory (`--state ''`
-    re-planned against whatever the shell's folder held): the one type of every path flag and argument."""
+    re-planned against whatever the shell's folder held), and a path no file can have
+    (hetinfra.envpaths.path_problem: a name over 255 bytes was a traceback in plan --out, status,
+    apply, destroy, replan --state, where Path.exists raised on it): the one type of every path flag
+    and argument."""
 
     def convert(self, value, param, ctx):
+        from hetinfra.envpaths import path_problem
+
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
         path = super().convert(value, param, ctx)
         name = click.format_filename(value)
-        shown = name if len(name) <= 60 else name[:57] + "..."
-        # a path no file can have: Path.exists raises on it (a name over 255 bytes was a traceback in
-        # plan --out, status, apply, destroy, replan --state), and a writer made its missing parents first
-        if any(len(os.fsencode(part)) > NAME_MAX for part in Path(os.fsdecode(path)).parts):
-            self.fail(f"{shown}: {os.strerror(errno.ENAMETOOLONG)} (a name over {NAME_MAX} bytes)", param, ctx)
-        try:
-            os.lstat(path)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-                self.fail(f"{shown}: {exc.strerror or exc}", param, ctx)
-        except ValueError:  # a NUL byte
-            self.fail("holds a NUL byte", param, ctx)
+        problem = path_problem(path)
+        if problem:
+            self.fail(problem if "NUL" in problem else f"{name if len(name) <= 60 else name[:57] + '...'}: {problem}",
+                      param, ctx)
         return path
 
 
@@ -71,6 +62,22 @@ class OutDir(UserPath):
             self.fail(f"{value}: no such directory; give the folder that `hetinfra plan SPEC --out DIR` wrote",
                       param, ctx)
         return path
+
+
+#: the largest values numeric flags take: every number flag states an upper bound (tests/cli/
+#: test_number_flags.py holds every command to it). Without one, `gateway --demand-log-keep 10**20`
+#: hung the gateway at its first rotation and at GET /admin/demand.csv. Each bound is the one of the
+#: file or spec field the flag feeds, where there is one (a test keeps them equal):
+MAX_TOKENS = 10_000_000  # a request's tokens (spec classes, profiles, datasets, demand logs)
+MAX_PARALLEL = 1024  # tp, pp (a profile row's)
+MAX_TTFT_MS, MAX_TPOT_MS = 3_600_000, 600_000  # the spec's slo bounds
+MAX_WAIT_S = 7 * 86_400  # a timeout or interval: a week
+MAX_HOURS = 100 * 8_760  # an age in hours: a century
+MAX_PCT = 1_000_000.0  # a percentage threshold that may exceed 100 (a forecast's error)
+MAX_COUNT = 1_000_000  # a count of things listed, prompts, changes or periods
+MAX_ROTATIONS = 1000  # a demand log's rotations kept (each rotation renames them one by one)
+MAX_BUDGET_USD_H = 10_000_000  # $/h, the spec's budget bound
+MAX_RATE_RPS = 1_000_000  # req/s, the spec's rate_rps bound
 
 
 class FiniteFloat(click.FloatRange):

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_HOURS, MAX_WAIT_S, FiniteFloat, UserPath, fail
 from hetinfra.errors import markup_escaped
 from hetinfra.fileio import dumps_strict
 
@@ -28,7 +28,7 @@ def _split(values) -> list[str]:
 
 def feeds_options(f):
     """Add ``--feeds``, ``--strict-feeds`` and ``--max-age-h`` to a command (e.g. ``plan``)."""
-    f = click.option("--max-age-h", "max_age_h", type=FiniteFloat(min=0), default=None, metavar="HOURS",
+    f = click.option("--max-age-h", "max_age_h", type=FiniteFloat(min=0, max=MAX_HOURS), default=None, metavar="HOURS",
                      help="Prices older than this are stale: a warning (an error with --strict-feeds). "
                           "With --feeds live, a cached snapshot younger than this is reused without fetching.")(f)
     f = click.option("--strict-feeds", "strict_feeds", is_flag=True,
@@ -93,9 +93,9 @@ def _console():
 @click.option("--region", "regions", multiple=True, metavar="REGION", help="Only these regions.")
 @click.option("--spot", is_flag=True, help="Only offers with a spot price, cheapest spot $/GPU-hour first.")
 @feeds_options
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=20.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True, max=MAX_WAIT_S), default=20.0, show_default=True,
               help="Seconds per HTTP request of a live feed.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many offers.")
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=None, help="Show at most this many offers.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (offers, sources, warnings) instead of a table.")
 def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, timeout_s, limit, as_json):
     """List GPU offers with $/GPU-hour, source and as-of date, cheapest first."""
@@ -230,7 +230,7 @@ def feeds_group() -> None:
 
 @feeds_group.command("refresh", context_settings=COMMAND_SETTINGS)
 @click.option("--source", "sources", multiple=True, metavar="SOURCE", help=SOURCES_HELP)
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=20.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True, max=MAX_WAIT_S), default=20.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report instead of a table.")
 def refresh_command(sources, timeout_s, as_json):
@@ -260,6 +260,12 @@ def refresh_command(sources, timeout_s, as_json):
         fail(FeedError(f"{len(failed)} of {len(outcomes)} feed(s) failed: "
                         + "; ".join(f"{o.source}: {o.error.message}" for o in failed),
                         hint=failed[0].error.hint or "the previous snapshots stay in the store"), False)
+    unstored = [o for o in outcomes if o.store_error]
+    if unstored:  # storing is what refresh is for: a store it cannot write is not a success (it exited 0)
+        from hetinfra.errors import InvalidInputError
+
+        fail(InvalidInputError(f"{unstored[0].source}: fetched, but {unstored[0].store_error}",
+                               hint="set HETINFRA_CACHE_DIR to a folder you can write (a full disk: free space)"), False)
 
 
 def _refreshed_with_bars(names: list[str], cfg, timeout_s: float) -> list:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_ROTATIONS, MAX_WAIT_S, FiniteFloat, UserPath, fail
 from hetinfra.facts import GATEWAY_PORT
 
 
@@ -26,32 +26,32 @@ from hetinfra.facts import GATEWAY_PORT
               help="Append one CSV row per request (no contents) for `hetinfra replan --demand-log`. "
                    "Default: OUT/gateway/demand.csv when given an OUT folder; off for a plan.json.")
 @click.option("--no-demand-log", is_flag=True, help="Keep no demand log.")
-@click.option("--demand-log-max-mb", type=FiniteFloat(min=0.001), default=64.0, show_default=True,
+@click.option("--demand-log-max-mb", type=FiniteFloat(min=0.001, max=1_048_576), default=64.0, show_default=True,
               help="Rotate the demand log at this size.")
-@click.option("--demand-log-keep", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--demand-log-keep", type=click.IntRange(0, MAX_ROTATIONS), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
 @click.option("--region", default="",
               help="The gateway's region, one the plan declares (exact case): it serves this region's row of the "
                    "plan (routing_by_origin) to requests without an x-hetinfra-origin header (or with an undeclared "
                    "one), and the demand log records it as their origin.")
-@click.option("--max-body-kb", type=click.IntRange(min=1), default=4096, show_default=True,
+@click.option("--max-body-kb", type=click.IntRange(1, 1_048_576), default=4096, show_default=True,
               help="Largest request body accepted (413 above).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
               help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
-@click.option("--max-connections", type=click.IntRange(min=1), default=512, show_default=True,
+@click.option("--max-connections", type=click.IntRange(1, 100_000), default=512, show_default=True,
               help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
-@click.option("--connect-timeout-s", type=FiniteFloat(min=0.01), default=3.0, show_default=True,
+@click.option("--connect-timeout-s", type=FiniteFloat(min=0.01, max=MAX_WAIT_S), default=3.0, show_default=True,
               help="Longest wait for a connection to a backend: to open one, or for a free one while "
                    "--max-connections are busy.")
-@click.option("--read-timeout-s", type=FiniteFloat(min=0.01), default=600.0, show_default=True,
+@click.option("--read-timeout-s", type=FiniteFloat(min=0.01, max=MAX_WAIT_S), default=600.0, show_default=True,
               help="Longest wait for any read from a backend (the first token included).")
-@click.option("--health-interval-s", type=FiniteFloat(min=0.05), default=5.0, show_default=True,
+@click.option("--health-interval-s", type=FiniteFloat(min=0.05, max=MAX_WAIT_S), default=5.0, show_default=True,
               help="How often every backend's /health is checked.")
-@click.option("--fall", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--fall", type=click.IntRange(1, 1000), default=2, show_default=True,
               help="Failed checks in a row that eject a backend (a connect error ejects at once).")
-@click.option("--rise", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--rise", type=click.IntRange(1, 1000), default=2, show_default=True,
               help="Good checks in a row that re-admit an ejected backend.")
-@click.option("--reload-interval-s", type=FiniteFloat(min=0), default=2.0, show_default=True,
+@click.option("--reload-interval-s", type=FiniteFloat(min=0, max=MAX_WAIT_S), default=2.0, show_default=True,
               help="Poll plan.json / router/weights.json / state.json for changes (0: on SIGHUP only).")
 @click.option("--tokenizer", "tokenizers", multiple=True, metavar="MODEL=PATH",
               help="A local tokenizer.json (or its folder) for exact prompt counts; needs the tokenizers package. "

@@ -12,20 +12,22 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, OutDir, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_PARALLEL, MAX_RATE_RPS, MAX_TOKENS, MAX_TPOT_MS, MAX_TTFT_MS, MAX_WAIT_S, FiniteFloat, OutDir, UserPath, fail
 
 
-def _list(kind: type, what: str):
+def _list(kind: click.ParamType, what: str):
+    """A comma-separated list flag, each item converted by ``kind`` (a bounded number type, as every
+    number flag is: `--inputs 99999999999999999999` reached vllm bench serve)."""
     def parse(ctx: click.Context, param: click.Parameter, value: str | None):
         if value is None:
             return None
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        if not items:
+            raise click.BadParameter(f"expected comma-separated {what}, got {value!r}")
         try:
-            items = [kind(v.strip()) for v in value.split(",") if v.strip()]
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated {what}, got {value!r}") from None
-        if not items or any(v <= 0 for v in items):
-            raise click.BadParameter(f"expected comma-separated {what} > 0, got {value!r}")
-        return items
+            return [kind.convert(v, param, ctx) for v in items]
+        except click.BadParameter as exc:
+            raise click.BadParameter(f"expected comma-separated {what}: {exc.message}") from None
 
     return parse
 
@@ -56,24 +58,24 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 @click.option("--endpoint", help="Base URL of the running vLLM server, e.g. http://10.0.0.5:8000.")
 @click.option("--model", help="Model name the server serves (as in /v1/models); the profile's model.")
 @click.option("--gpu", help="GPU the server runs on (SkyPilot name: L4, A10G, H100, ...).")
-@click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel size of the engine.")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--inputs", callback=_list(int, "input token counts"), default="128,512,2048", show_default=True,
+@click.option("--tp", type=click.IntRange(1, MAX_PARALLEL), help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--inputs", callback=_list(click.IntRange(1, MAX_TOKENS), "input token counts"), default="128,512,2048", show_default=True,
               help="Input lengths (tokens) of the grid.")
-@click.option("--outputs", callback=_list(int, "output token counts"), default="128,512", show_default=True,
+@click.option("--outputs", callback=_list(click.IntRange(1, MAX_TOKENS), "output token counts"), default="128,512", show_default=True,
               help="Output lengths (tokens) of the grid.")
-@click.option("--rates", callback=_list(float, "request rates"), default="1,2,4,8,16,32", show_default=True,
+@click.option("--rates", callback=_list(FiniteFloat(min=0, min_open=True, max=MAX_RATE_RPS), "request rates"), default="1,2,4,8,16,32", show_default=True,
               help="Request rates (req/s) to sweep per cell, lowest first; a cell stops at its first SLO miss.")
-@click.option("--ttft-ms", type=FiniteFloat(), default=2000.0, show_default=True, help="TTFT SLO (ms).")
-@click.option("--tpot-ms", type=FiniteFloat(), default=100.0, show_default=True, help="TPOT SLO (ms).")
+@click.option("--ttft-ms", type=FiniteFloat(max=MAX_TTFT_MS), default=2000.0, show_default=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=FiniteFloat(max=MAX_TPOT_MS), default=100.0, show_default=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="p99", show_default=True, help=_STAT_HELP)
-@click.option("--num-prompts", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--num-prompts", type=click.IntRange(1, MAX_COUNT), default=200, show_default=True,
               help="Requests per run (vllm bench serve --num-prompts).")
 @click.option("--vllm-cmd", default="vllm", show_default=True, help="Command that runs vllm (e.g. a path).")
 @click.option("--vllm-version", help="vLLM version of the server, recorded in the rows' vllm_version column.")
 @click.option("--result-dir", type=UserPath(file_okay=False, path_type=Path),
               help="Where the runs' result JSON and logs go [default: <out>.bench/ beside --out].")
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=1), help="Limit per run in seconds "
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=1, max=MAX_WAIT_S), help="Limit per run in seconds "
               "[default: 600 + 4 x num-prompts / rate].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
 @click.option("--out", "out", type=UserPath(dir_okay=False, path_type=Path), help="Profile CSV to write.")
@@ -178,16 +180,16 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 @click.command("profile-import", context_settings=COMMAND_SETTINGS)
 @click.argument("results", nargs=-1, required=True, type=UserPath(dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
-@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size of the engine.")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--ttft-ms", type=FiniteFloat(), required=True, help="TTFT SLO (ms).")
-@click.option("--tpot-ms", type=FiniteFloat(), required=True, help="TPOT SLO (ms).")
+@click.option("--tp", type=click.IntRange(1, MAX_PARALLEL), required=True, help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--ttft-ms", type=FiniteFloat(max=MAX_TTFT_MS), required=True, help="TTFT SLO (ms).")
+@click.option("--tpot-ms", type=FiniteFloat(max=MAX_TPOT_MS), required=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
 @click.option("--model", help="Model name for the rows [default: each file's model_id].")
 @click.option("--vllm-version", help="vLLM version the runs measured (the rows' vllm_version column).")
-@click.option("--input-tokens", type=click.IntRange(min=1),
+@click.option("--input-tokens", type=click.IntRange(1, MAX_TOKENS),
               help="Input length of every run [default: from random_input_len metadata, input_lens or token totals].")
-@click.option("--output-tokens", type=click.IntRange(min=1),
+@click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS),
               help="Output length of every run [default: as for --input-tokens].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
 @click.option("--out", "out", required=True, type=UserPath(dir_okay=False, path_type=Path),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, echo_for, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict
 
@@ -23,11 +23,11 @@ from hetinfra.fileio import dumps_strict
               help="The deployment's OUT directory (state.json, or the plan.json of what runs).")
 @feeds_options
 @availability_options
-@click.option("--min-savings-pct", type=FiniteFloat(min=0), default=5.0, show_default=True,
+@click.option("--min-savings-pct", type=FiniteFloat(min=0, max=100), default=5.0, show_default=True,
               help="Only move when it saves at least this percent of the running fleet's cost...")
-@click.option("--min-savings-usd-h", type=FiniteFloat(min=0), default=1.0, show_default=True,
+@click.option("--min-savings-usd-h", type=FiniteFloat(min=0, max=MAX_BUDGET_USD_H), default=1.0, show_default=True,
               help="...and at least this many USD per hour (forced moves ignore both).")
-@click.option("--max-changes", type=click.IntRange(min=1), default=None,
+@click.option("--max-changes", type=click.IntRange(1, MAX_COUNT), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
 @click.option("--demand-log", type=UserPath(dir_okay=False, exists=True, path_type=Path),
               help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
@@ -41,13 +41,13 @@ from hetinfra.fileio import dumps_strict
 @click.option("--max-cut-pct", type=FiniteFloat(min=0, max=100), default=50.0, show_default=True,
               help="Most of the running fleet's GPUs one run removes; the next run continues the cut.")
 @click.option("--force", is_flag=True, help="Apply the whole cut in one run (ignore --max-cut-pct).")
-@click.option("--max-forecast-error-pct", type=FiniteFloat(min=0), default=50.0, show_default=True,
+@click.option("--max-forecast-error-pct", type=FiniteFloat(min=0, max=MAX_PCT), default=50.0, show_default=True,
               help="A forecast whose backtest error (MAPE) exceeds this does not drive cuts: the run makes its "
                    "additions and no removal, even with --force, and says so.")
 @click.option("--apply", "do_apply", is_flag=True, help="Make the change (make-before-break) instead of proposing it.")
 @click.option("--target", type=click.Choice(["pulumi", "skypilot", "all", "kubernetes"]), default="all", show_default=True,
               help="Deploy path used with --apply (as for hetinfra apply).")
-@click.option("--health-timeout-s", type=FiniteFloat(min=0), default=1800.0, show_default=True,
+@click.option("--health-timeout-s", type=FiniteFloat(min=0, max=MAX_WAIT_S), default=1800.0, show_default=True,
               help="How long new endpoints may take to answer /health before old capacity is removed.")
 @click.option("--no-refresh", is_flag=True,
               help="Take what runs from state.json only, without reading live replicas from the clouds.")
@@ -191,7 +191,10 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     target = out / "gateway" / "demand-observed.csv"
     if source.startswith(("http://", "https://")):
-        req = urllib.request.Request(source)
+        from hetinfra.httpget import checked_url
+
+        req = urllib.request.Request(checked_url(source, "--demand-from", hint="the gateway's "
+                                                 "http(s)://HOST:PORT/admin/demand.csv (its key: HETINFRA_API_KEY)"))
         key = first_client_key(os.environ.get("HETINFRA_API_KEY"))
         if key:
             req.add_header("Authorization", "Bearer " + key)

@@ -13,7 +13,7 @@ import click
 
 from hetinfra.errors import markup_escaped, shown
 from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
-from hetinfra.cli.common import COMMAND_SETTINGS, FiniteFloat, UserPath, run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, FiniteFloat, UserPath, run_command, summary_console
 
 
 class RequestCount(click.ParamType):
@@ -44,7 +44,7 @@ class RequestCount(click.ParamType):
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path). The simulation "
                    "checks plan.json's objectives and demand; a spec whose sha256 is not plan.json "
                    "inputs.spec_sha256 is warned of, and fails --check (exit 13) unless --plan-promise.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
+@click.option("--seed", type=click.IntRange(-(2**63), 2**63 - 1), default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=RequestCount(), default=None,
               help="Requests to simulate per model (the first 10% are warm-up) [default: 20000, or more where the "
                    "plan's longest class needs a longer run: hetinfra.sim.replications.requests_for].")
@@ -60,7 +60,7 @@ class RequestCount(click.ParamType):
 @click.option("--load", type=FiniteFloat(min=MIN_LOAD, max=MAX_LOAD), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(min=MIN_BURST_CV, max=MAX_BURST_CV), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
-@click.option("--period", type=click.IntRange(min=0), default=None,
+@click.option("--period", type=click.IntRange(0, MAX_COUNT), default=None,
               help="Simulate the fleet of this profile period (0-based; a plan whose spec has demand.profile): "
                    "allocations[].counts_by_period at that period's demand, routed as the gateway routes. "
                    "[default: the peak's fleet, as deployed]")

@@ -43,7 +43,7 @@ def _stop(signum: int, frame) -> None:
     """SIGINT, SIGTERM and SIGHUP become SystemExit(128 + signum) in the main thread. click turns a
     KeyboardInterrupt into "Aborted!" and exit 1, and Python's default SIGTERM ends the process at
     once; an exception instead unwinds every with-block and finally, so a staged out dir or a lock is
-    cleaned up (hetinfra.fileio.staged_dir) before the process exits with the shell's status.
+    cleaned up (hetinfra.outdir.staged_dir) before the process exits with the shell's status.
 
     Not inside the import machinery: raised there, between ``_imp.acquire_lock()`` and its ``try``
     (or a module lock's acquire and its ``with``), the exception leaves that lock held by this

@@ -3,7 +3,7 @@
 ``pulumi/<cloud>/`` projects and ``router/weights.json``.
 
 The whole out dir is written whole or not at all: a copy of it (hard links) is built beside it,
-the artifacts are written into the copy, and the copy is swapped in (``hetinfra.fileio.staged_dir``;
+the artifacts are written into the copy, and the copy is swapped in (``hetinfra.outdir.staged_dir``;
 state.json, which `apply` owns, is taken fresh at the swap). A failure part-way (a read-only file,
 a full disk, a clashing name) leaves the old out dir as it was, and a reader never sees a
 half-written plan.
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from hetinfra.catalog.gpus import serving_precision
 from hetinfra.compile.checkpoint import served_checkpoint
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import atomic_write_text, dumps_strict, replace_dir, staged_dir
+from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.outdir import replace_dir, staged_dir
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan

@@ -40,7 +40,9 @@ def pulumi_command():
 
 
 def _home() -> Path:
-    return Path(os.environ.get("HOME", "~")).expanduser()
+    from hetinfra.envpaths import home_dir
+
+    return home_dir()
 
 
 def credentials_problem(cloud: str, env: dict | None = None) -> str | None:

@@ -104,14 +104,27 @@ def output_budget(body: dict, default: int) -> int:
 
 
 def load_tokenizer(path: str):
+    """The tokenizer at ``path`` (a tokenizer.json or its folder): a path no file can have
+    (hetinfra.envpaths.path_problem; Path.is_dir raised on a 300-byte name) or a file the tokenizers
+    package cannot read (its own exception, a traceback) is exit 2 naming the flag."""
+    from hetinfra.envpaths import path_problem
+
     try:
         from tokenizers import Tokenizer  # optional; never downloads
     except ImportError:
         raise InvalidInputError("--tokenizer needs the 'tokenizers' package (pip install tokenizers)",
                                 hint="or leave --tokenizer out: the gateway then approximates 4 characters per token") from None
+    problem = path_problem(path) if path.strip() else "is empty"
+    if problem:
+        raise InvalidInputError(f"--tokenizer {path[:60]!r}: {problem}", hint="give MODEL=PATH of a local tokenizer.json")
     p = Path(path)
     if p.is_dir():
         p = p / "tokenizer.json"
     if not p.is_file():
         raise InvalidInputError(f"--tokenizer: {p} not found (a local tokenizer.json; nothing is downloaded)")
-    return Tokenizer.from_file(str(p))
+    try:
+        return Tokenizer.from_file(str(p))
+    except Exception as exc:  # noqa: BLE001 - the package's own error types (a Rust panic's, an OSError)
+        raise InvalidInputError(f"--tokenizer: {p} is not a tokenizer the tokenizers package reads "
+                                f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})",
+                                hint="give the tokenizer.json of the model's Hugging Face repository") from None

@@ -80,6 +80,7 @@ class Gateway:
         # a bundle's prefill engines (--endpoint UNIT/prefill=URL) are not routed to: gateway.prefill
         endpoints, self.prefill = split_endpoints(config.endpoints)
         self.table: RoutingTable = load_table(config.source, endpoints, config.region)
+        _check_tokenized(config.tokenizers, self.table)
         self.balancer = Balancer(self.table)
         self.demand = DemandLog(config.demand_log, region=config.region, max_bytes=config.demand_log_max_bytes,
                                 keep=config.demand_log_keep) if config.demand_log else None
@@ -299,6 +300,17 @@ class Gateway:
         except InvalidInputError as exc:
             return error(500, f"cannot read the demand log: {exc}", "server_error")
         return PlainTextResponse(text, media_type="text/csv")
+
+
+def _check_tokenized(tokenizers: dict[str, str], table: RoutingTable) -> None:
+    """--tokenizer names models the plan serves: one for another name was loaded and never used, and
+    the prompts of the model meant were counted by the approximation, silently."""
+    unknown = sorted(m for m in tokenizers if m not in table.models)
+    if unknown:
+        from hetinfra.errors import did_you_mean
+
+        raise InvalidInputError(f"--tokenizer {unknown[0]!r}=...: the plan serves no model of that name",
+                                hint=did_you_mean(unknown[0], sorted(table.models)))
 
 
 def create_app(config: GatewayConfig) -> Starlette:

@@ -99,9 +99,9 @@ class RoutingTable:
 
 def base_url(url: str) -> str:
     """``http://h:8000/v1`` -> ``http://h:8000`` (the gateway adds the request's own path)."""
-    u = url.strip().rstrip("/")
-    if not u.startswith(("http://", "https://")):
-        raise InvalidInputError(f"endpoint URL {url!r} must start with http:// or https://")
+    from hetinfra.httpget import checked_url
+
+    u = checked_url(url.strip().rstrip("/"), "endpoint URL", hint="e.g. http://10.0.0.5:8000/v1 (a key: VLLM_API_KEY)")
     return u[:-3] if u.endswith("/v1") else u
 
 

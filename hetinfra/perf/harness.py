@@ -19,7 +19,6 @@ import shlex
 import shutil
 import subprocess
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,11 +90,10 @@ class ProfileRun:
 
 def normalize_endpoint(endpoint: str) -> str:
     """``http://h:8000/v1/`` -> ``http://h:8000``; rejects what is not an http(s) URL."""
-    url = (endpoint or "").strip().rstrip("/")
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise InvalidInputError(f"endpoint {endpoint!r} is not an http(s) URL",
-                                hint="give the server's base URL, e.g. http://10.0.0.5:8000")
+    from hetinfra.httpget import checked_url
+
+    url = checked_url((endpoint or "").strip().rstrip("/"), "--endpoint",
+                      hint="give the server's base URL, e.g. http://10.0.0.5:8000 (a key: VLLM_API_KEY)")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
     return url

@@ -54,7 +54,7 @@ class ProfileRow:
 
 
 def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
-    header, records = csv_records(text, name)
+    header, records = csv_records(text, name, known=COLUMNS + OPTIONAL_COLUMNS)
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(f"{name}: profile CSV lacks column(s) {', '.join(missing)}",

@@ -25,7 +25,7 @@ import numpy as np
 
 from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.fileio import read_text
-from hetinfra.csvtext import csv_header, csv_lines
+from hetinfra.csvtext import check_width, csv_header, csv_lines
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 COLUMNS = DEMAND_LOG_COLUMNS
@@ -197,7 +197,7 @@ def _header(header: list[str] | None, p: Path) -> tuple[dict[str, int], int]:
     expected = ",".join(COLUMNS)
     if header is None:
         raise InvalidInputError(f"{p}: the demand log is empty", hint=f"expected the header {expected}")
-    names = csv_header(header, str(p))
+    names = csv_header(header, str(p), known=COLUMNS)
     missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise InvalidInputError(f"{p}:1: header lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
@@ -222,7 +222,9 @@ def _numbered_rows(text: str, p: Path):
 def _rows(text: str, p: Path) -> tuple[dict[str, int], list[list[str]], list[int]]:
     """The header's columns, the rows and their line numbers; a short row is an error unless blank."""
     numbered = _numbered_rows(text, p)
-    col, named = _header(next(numbered, (0, None))[1], p)
+    first = next(numbered, (0, None))[1]
+    col, named = _header(first, p)
+    names = [c.strip() for c in first]
     width = max(col.values()) + 1
     lines, rows = [], []
     for line, row in numbered:
@@ -231,6 +233,7 @@ def _rows(text: str, p: Path) -> tuple[dict[str, int], list[list[str]], list[int
                 continue  # blank line
             raise InvalidInputError(f"{p}:{line}: {len(row)} fields, the header has {named}",
                                     hint="expected " + ",".join(COLUMNS))
+        check_width(row, names, str(p), line)  # a model name holding a comma, unquoted
         lines.append(line)
         rows.append(row)
     return col, rows, lines

@@ -18,7 +18,8 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import allocation_of
-from hetinfra.fileio import atomic_write_text, dumps_strict, kept_dir
+from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.outdir import kept_dir
 from hetinfra.errors import ProviderError
 from hetinfra.replan.owner import check_service
 from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
@@ -181,7 +182,7 @@ def _check_health_paths(new_plan: Plan, running: list[Allocation], stages, targe
 def _run_stages(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> None:
     """Apply the journal's stages in order. A stage's plan is written into OUT only for good: a stage whose
     apply fails before its first step (a missing prerequisite, a failed preview) leaves OUT as it was
-    (:func:`hetinfra.fileio.kept_dir`) and, when no stage of the journal ran yet, records nothing, so the
+    (:func:`hetinfra.outdir.kept_dir`) and, when no stage of the journal ran yet, records nothing, so the
     next run re-plans afresh instead of pushing this run's plan as a half-finished one."""
     new_plan, running = journal.doc.new_plan, journal.doc.running_before
     for stage in journal.doc.stages:

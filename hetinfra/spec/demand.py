@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import number_cell, read_text
-from hetinfra.csvtext import csv_lines, looks_like_header
+from hetinfra.csvtext import check_width, csv_lines, looks_like_header
 from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
 
 
@@ -64,11 +64,16 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
     path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
+    columns = ["input_tokens", "output_tokens"]  # the columns read; a header may name more
     for lineno, row in csv_lines(text, str(path)):
-        if not row or (lineno == 1 and looks_like_header(row)):
-            continue  # blank line or header (a first row of numbers, 512.0 or 1e3, is data)
+        if lineno == 1 and looks_like_header(row):
+            columns = [c.strip() for c in row] if len(row) > 2 else columns
+            continue  # a header (a first row of numbers, 512.0 or 1e3, is data)
+        if not row:
+            continue  # blank line
         if len(row) < 2:
             raise InvalidInputError(f"{path}:{lineno}: expected 'input_tokens,output_tokens', got {','.join(row)[:60]!r}")
+        check_width(row, columns, str(path), lineno)  # '1,024,300' is not (1, 24)
         i, o = (_tokens(row[k], f"{path}:{lineno}", col) for k, col in ((0, "input_tokens"), (1, "output_tokens")))
         if ds.outside == "clip":
             i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])

@@ -305,8 +305,8 @@ def test_profile_import_command_errors_exit_2_with_location(tmp_path):
 @pytest.mark.parametrize("rates, flags, says", [
     ([1e300, 2e300], [], "column 'max_rps' must be a number in [0, 1e+09]"),
     ([1, 2, 4, 8], ["--ttft-ms", "1e-320"], "column 'ttft_slo_ms'"),
-    ([1, 2, 4, 8], ["--tpot-ms", "1e308"], "column 'tpot_slo_ms'"),
-    ([1, 2, 4, 8], ["--tp", "100000"], "column 'tp' must be a whole number in [1, 1024]"),
+    ([1, 2, 4, 8], ["--tpot-ms", "1e308"], "Invalid value for '--tpot-ms'"),  # at the flag: its bound is the reader's
+    ([1, 2, 4, 8], ["--tp", "100000"], "Invalid value for '--tp'"),
     ([1, 2, 4, 8], ["--model", " "], "model and gpu must not be empty"),
 ])
 def test_profile_import_never_writes_a_row_the_profile_reader_refuses(tmp_path, rates, flags, says):
@@ -318,7 +318,8 @@ def test_profile_import_never_writes_a_row_the_profile_reader_refuses(tmp_path, 
     args = [*map(str, paths), "--gpu", "L4", "--tp", "1", "--ttft-ms", "2000", "--tpot-ms", "100", "--out", str(out)]
     res = _runner().invoke(import_command, args + flags)
     assert res.exit_code == 2, res.output
-    assert says in res.stderr and "would refuse" in res.stderr and str(tmp_path) in res.stderr
+    assert says in res.stderr
+    assert says.startswith("Invalid value") or "would refuse" in res.stderr and str(tmp_path) in res.stderr
     assert not out.exists()
 
 

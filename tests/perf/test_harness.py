@@ -250,7 +250,7 @@ def test_benchmark_failures(tmp_path, fake_vllm, server, monkeypatch, mode, limi
     ({"rates": [1, 0]}, "finite and > 0"),
     ({"grid": [(0, 64)]}, "token counts >= 1"),
     ({"tp": 0}, "tp and pp must be >= 1"),
-    ({"endpoint": "127.0.0.1:8000"}, "is not an http\\(s\\) URL"),
+    ({"endpoint": "127.0.0.1:8000"}, "--endpoint .127.0.0.1:8000.: not an http:.. or https:.. URL"),
 ])
 def test_bad_arguments(tmp_path, kwargs, message):
     args = {"endpoint": "http://127.0.0.1:1", "model": MODEL, "gpu": "L4", "tp": 1, "pp": 1, "grid": GRID,

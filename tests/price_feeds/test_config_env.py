@@ -52,7 +52,7 @@ def test_aws_spot_is_one_of_its_modes_or_refused(text):
 @pytest.mark.parametrize("var", ["HETINFRA_AWS_PRICING_URL", "HETINFRA_AZURE_PRICES_URL", "HETINFRA_GCP_BILLING_URL"])
 def test_an_api_url_is_http(monkeypatch, var):
     monkeypatch.setenv(var, "file:///etc/passwd")
-    with pytest.raises(InvalidInputError, match=f"{var}='file:///etc/passwd' is not an http"):
+    with pytest.raises(InvalidInputError, match=f"{var}='file:///etc/passwd': not an http"):
         FeedConfig.from_env()
     monkeypatch.setenv(var, "https://example.test")
     FeedConfig.from_env()

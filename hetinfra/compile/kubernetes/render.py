@@ -16,7 +16,7 @@ from hetinfra.compile.skypilot import TaskDumper, generator_version
 from hetinfra.compile.unit import DeployedUnit
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import VLLM_PORT
-from hetinfra.fileio import replace_dir
+from hetinfra.outdir import replace_dir
 from hetinfra.plan.naming import model_slugs
 
 __all__ = ["KubePlan", "cluster_key", "kube_units", "render_clusters", "write_kubernetes"]

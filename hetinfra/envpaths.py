@@ -1,0 +1,61 @@
+"""Paths that come from the environment, checked where they are read, as the path flags are
+(hetinfra.cli.common.UserPath): ``HETINFRA_CACHE_DIR``, ``HOME``, ``XDG_CACHE_HOME``, the Hugging Face
+cache variables, ``SKY_RUNTIME_DIR``, ``HETINFRA_SKYPILOT_CATALOG`` and each entry of ``KUBECONFIG``.
+A value no file can have (a name over 255 bytes: ``Path.is_dir`` raises on it) was a traceback in
+`feeds list` and `prices --feeds cache`, and "malformed feed data" (exit 4) in `feeds refresh`; it is
+exit 2 naming the variable. It imports only hetinfra.errors, so every stage may use it."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Mapping
+
+from hetinfra.errors import InvalidInputError
+
+__all__ = ["NAME_MAX", "env_path", "home_dir", "path_problem"]
+
+#: the longest file or folder name (bytes) Linux and macOS file systems take
+NAME_MAX = 255
+
+
+def path_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot name a file to look up, or None: a NUL byte, a name over :data:`NAME_MAX`
+    bytes anywhere in it, or a lookup error other than "not there" (a missing path is fine: a writer
+    makes it). The one rule of path flags, arguments and variables."""
+    text = os.fsdecode(path)
+    if "\0" in text:
+        return "holds a NUL byte"
+    if any(len(os.fsencode(part)) > NAME_MAX for part in Path(text).parts):
+        return f"{os.strerror(errno.ENAMETOOLONG)} (a name over {NAME_MAX} bytes)"
+    try:
+        os.lstat(text)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            return exc.strerror or str(exc)
+    return None
+
+
+def _clipped(value: str) -> str:
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """``$var`` as a path (``~`` expanded), None when unset or blank, or an InvalidInputError (exit 2)
+    naming the variable where :func:`path_problem` finds one. ``env``: the environment to read
+    (default ``os.environ``)."""
+    value = (os.environ if env is None else env).get(var, "")
+    if not value.strip():
+        return None
+    path = Path(value) if var == "HOME" else Path(value).expanduser()  # ~ is $HOME itself
+    problem = path_problem(path)
+    if problem:
+        raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}",
+                                hint=f"set {var} to the path of a folder (or unset it for the default)")
+    return path
+
+
+def home_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's home: ``$HOME`` checked (:func:`env_path`), else the password database's."""
+    return env_path("HOME", env) or Path.home()

@@ -1,0 +1,83 @@
+"""Paths from the environment are checked where they are read (hetinfra.envpaths), as path flags
+are: a value no file can have (a name over 255 bytes, in any place of the path) is exit 2 naming the
+variable, never a traceback (`feeds list` and `prices --feeds cache` raised OSError from Path.is_dir)
+nor "malformed feed data" (exit 4, `feeds refresh` with such a catalog). And `feeds refresh`, whose
+job is to store what it fetched, fails when the store cannot be written (it exited 0)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hetinfra.cli.app import cli
+from hetinfra.errors import InvalidInputError
+
+pytestmark = pytest.mark.xdist_group("env_paths")
+
+CATALOG = "tests/tools/data/catalog-v8"
+SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+#: a path no file can have: one of its names is over 255 bytes (ASCII or multi-byte UTF-8)
+TOO_LONG = st.builds(lambda head, ch, n, tail: f"{head}{ch * n}{tail}",
+                     st.sampled_from(["", "/tmp/", "~/", "rel/"]), st.sampled_from(["y", "é", "字"]),
+                     st.integers(256, 400), st.sampled_from(["", "/x", "/"]))
+
+
+def _readers():
+    """variable -> the function that reads it (each reads the environment when called)."""
+    from hetinfra.catalog.hf import hub_cache_dir
+    from hetinfra.deploy.pulumi_driver import _home
+    from hetinfra.plan.template_cache import default_dir
+    from hetinfra.price_feeds.config import FeedConfig, default_cache_dir, default_skypilot_catalog
+
+    return {"HETINFRA_CACHE_DIR": [default_cache_dir, default_dir], "HOME": [_home, default_cache_dir],
+            "XDG_CACHE_HOME": [default_dir, hub_cache_dir], "HF_HOME": [hub_cache_dir],
+            "HF_HUB_CACHE": [hub_cache_dir], "SKY_RUNTIME_DIR": [default_skypilot_catalog],
+            "HETINFRA_SKYPILOT_CATALOG": [FeedConfig.from_env]}
+
+
+@pytest.mark.parametrize("var", ["HETINFRA_CACHE_DIR", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE",
+                                 "SKY_RUNTIME_DIR", "HETINFRA_SKYPILOT_CATALOG"])
+@SETTINGS
+@given(value=TOO_LONG)
+def test_every_reader_of_a_path_variable_refuses_a_path_no_file_can_have(monkeypatch, var, value):
+    for name in ("HETINFRA_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(var, value)
+    for reader in _readers()[var]:
+        with pytest.raises(InvalidInputError) as refused:
+            reader()
+        assert refused.value.message.startswith(f"{var}='") and "File name too long" in refused.value.message
+
+
+@pytest.mark.parametrize("var, args", [
+    ("HETINFRA_CACHE_DIR", ["feeds", "list"]),
+    ("HETINFRA_CACHE_DIR", ["prices", "--feeds", "cache", "--limit", "1"]),
+    ("HOME", ["feeds", "list", "--json"]),
+    ("HETINFRA_SKYPILOT_CATALOG", ["feeds", "refresh", "--source", "skypilot"]),
+])
+@SETTINGS
+@given(value=TOO_LONG)
+def test_the_commands_say_which_variable(tmp_path, monkeypatch, var, args, value):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    if var != "HETINFRA_CACHE_DIR":
+        monkeypatch.setenv("HETINFRA_CACHE_DIR", str(tmp_path / "cache"))
+    else:
+        monkeypatch.delenv("HETINFRA_CACHE_DIR", raising=False)
+    result = CliRunner().invoke(cli, args, env={var: value})
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"error: {var}='" in result.output
+
+
+def test_refresh_fails_when_it_cannot_store_what_it_fetched(tmp_path, monkeypatch):
+    store = tmp_path / "a-file"
+    store.write_text("not a folder\n")
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(store))
+    monkeypatch.setenv("HETINFRA_SKYPILOT_CATALOG", CATALOG)
+    result = CliRunner().invoke(cli, ["feeds", "refresh", "--source", "skypilot", "--json"])
+    assert result.exit_code == 2, result.output
+    assert f"skypilot: fetched, but could not write the snapshot store {store}: Not a directory" in result.output
