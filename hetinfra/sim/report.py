@@ -42,8 +42,7 @@ def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
     js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
     try:
         texts = dumps_strict(doc, indent=2) + "\n", render_svg(doc)  # both made before either is written
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_texts({js: texts[0], svg: texts[1]})
+        atomic_write_texts({js: texts[0], svg: texts[1]})  # makes out_dir, and removes it again on a failure
     except OSError as exc:
         raise InvalidInputError(f"cannot write the simulation into {out_dir}: {exc.strerror or exc}",
                                 hint="pass a folder you can write with --out") from None

@@ -33,3 +33,17 @@ def test_a_blocked_output_writes_neither_file(tmp_path, blocked, kind):
 def test_both_files_are_written_where_nothing_blocks_them(tmp_path):
     js, svg = write_outputs(DOC, tmp_path)
     assert js.read_text().startswith("{") and svg.read_text().lstrip().startswith("<")
+
+
+def test_a_full_disk_leaves_no_out_folder_behind(tmp_path, monkeypatch):
+    """`simulate --out D` with D missing: a write that fails (ENOSPC) leaves no D, empty or not
+    (write_outputs made D itself before atomic_write_texts, which removes only the folders it made)."""
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(InvalidInputError, match="cannot write the simulation"):
+        write_outputs(DOC, tmp_path / "new" / "D")
+    assert list(tmp_path.iterdir()) == []
