@@ -170,7 +170,7 @@ def fit_label(name: str, limit: int = 63) -> str:
 #: the spec's adapter check and the engine flags read this one tuple
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
-#: the most vLLM engines (count x engines_per_instance, over every allocation) a plan may run for the
+#: the most vLLM engines (Allocation.engine_count, over every allocation) a plan may run for the
 #: simulator to hold it: each engine's scheduler state is allocated at once (stop 57: services/chat.yaml
 #: planned at 20,000 req/s, 4,465 engines, simulated 100,000 requests in 0.9 s and 0.29 GB; at 1,000,000
 #: req/s, 241,032 engines, a MemoryError in the compiled core under an 8 GB limit). 50,000 keeps a run

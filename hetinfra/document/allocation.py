@@ -227,12 +227,15 @@ class Allocation(Doc):
     @field_validator("count")
     @classmethod
     def _engines_bounded(cls, v: int, info: ValidationInfo) -> int:
-        # each engine holds at least one GPU: no allocation hetinfra plans has more than MAX_GPUS of them,
-        # and the simulator builds one per engine
-        engines = v * (info.data.get("engines_per_instance") or 1) * (info.data.get("nodes_per_replica") or 1)
+        # each engine (and each node) holds at least one GPU: no allocation hetinfra plans has more than
+        # MAX_GPUS of them, and the simulator builds one per engine (engine_count: a bundle's prefill
+        # engines too, which engines_per_instance leaves out)
+        per = (info.data.get("engines_per_instance") or 1) * (info.data.get("nodes_per_replica") or 1)
+        if (split := info.data.get("disaggregation")) is not None:
+            per = max(per, sum(r.engines for r in split.roles))
+        engines = v * per
         if engines > MAX_GPUS:
-            raise ValueError(f"is {v}: with {info.data.get('engines_per_instance')} engine(s) per instance and "
-                             f"{info.data.get('nodes_per_replica')} node(s) per replica that is {engines:,} engines, "
+            raise ValueError(f"is {v}: at {per} engine(s) or node(s) a replica that is {engines:,} engines, "
                              f"more than hetinfra plans ({MAX_GPUS:,} GPUs in all)")
         return v
 

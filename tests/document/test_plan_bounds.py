@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,8 @@ from hetinfra.document import Plan
 from hetinfra.document.base import MAX_GPUS, MAX_NODE_GPUS, MAX_STAGES
 from hetinfra.errors import InvalidInputError
 from tests.plan.golden_plans import EXAMPLES, filled_golden
+
+REPO = Path(__file__).resolve().parents[2]
 
 PLANS = {name: filled_golden(name) for name in EXAMPLES}
 
@@ -132,6 +136,22 @@ def test_engines_of_an_allocation_are_bounded_together(name):
              instances=MAX_GPUS // 10 * a["nodes_per_replica"])
     with pytest.raises(InvalidInputError, match=r"allocations\[0\]\.count is 100000: .* engines, more than hetinfra "
                                                 r"plans"):
+        Plan.parse(doc, "out/plan.json")
+
+
+def test_a_bundles_prefill_engines_count_against_the_bound(tmp_path, plan_json):
+    """A one-node 2P1D bundle runs 3 engines a replica on one instance: engines_per_instance (its decode
+    engines) x nodes_per_replica read 1, so 500,000 replicas (1,500,000 engines) passed the bound."""
+    spec = yaml.safe_load((REPO / "benchmarks" / "specs" / "llama70-hetero-pd.yaml").read_text())
+    doc = plan_json(tmp_path, spec, "--no-baselines")
+    i = next(i for i, a in enumerate(doc["allocations"]) if a.get("disaggregation"))
+    b = doc["allocations"][i]
+    b.update(tp=4, engines_per_instance=1, nodes_per_replica=1, gpu="H100", count=3, instances=3)
+    b["disaggregation"].update(xpyd="2P1D", roles=[{"role": "prefill", "engines": 2, "tp": 2, "nodes": 0},
+                                                   {"role": "decode", "engines": 1, "tp": 4, "nodes": 0}])
+    Plan.parse(copy.deepcopy(doc), "out/plan.json")
+    b.update(count=MAX_GPUS // 2, instances=MAX_GPUS // 2)
+    with pytest.raises(InvalidInputError, match=rf"allocations\[{i}\]\.count is 500000: .* 1,500,000 engines, more"):
         Plan.parse(doc, "out/plan.json")
 
 

@@ -24,7 +24,10 @@ def _chat(tmp_path: Path, rate: float) -> Path:
 
 
 def _engines(plan: dict) -> int:
-    return sum(a["count"] * a["engines_per_instance"] for a in plan["allocations"])
+    """The engines the simulator builds for ``plan`` (a prefill/decode bundle's prefill engines too)."""
+    from hetinfra.document.allocation import Allocation
+
+    return sum(Allocation.model_validate(a).engine_count for a in plan["allocations"])
 
 
 def test_a_plan_past_the_engines_verification_simulates_is_written_unverified_saying_why(tmp_path, run_cli,
