@@ -38,26 +38,26 @@ def _run_highs(m, time_limit_s: float, mip_gap: float, warm: bool = False):
     from hetinfra.solver.highs_quiet import FD_CAPTURE, swallow_banner
     from hetinfra.solver.mip_hooks import mip_starting
 
-    deadline = clock.now() + time_limit_s  # a cold re-run below gets what is left of this call's limit
-
     swallow_banner()  # Pyomo's interface creates its own Highs objects
     mip_starting()  # (solver.mip_hooks)
     solver = _warm_highs() if warm else SolverFactory("highs")
     # one thread, as the direct path: HiGHS's thread scheduler is process-wide and fixed by the first
     # run, so a default-threaded run here would make every later threads=1 Highs refuse to run
     with FD_CAPTURE:  # Pyomo captures the process's stdout/stderr descriptors: one solve at a time
-        # the limit counts from the call, not from when another thread's solve let go of the lock
+        # the limit counts from when this run holds the lock, as solver.backends.run_pyomo's: a wait
+        # for another thread's solve does not cut this one (the cold re-run gets what is left of it)
+        deadline = clock.now() + time_limit_s
         res = solver.solve(m, tee=False, threads=1, time_limit=clock.remaining(deadline), rel_gap=mip_gap,
                            load_solutions=False, raise_exception_on_nonoptimal_result=False)
-    if warm and res.incumbent_objective is not None:
-        import pyomo.environ as pyo
+        if warm and res.incumbent_objective is not None:
+            import pyomo.environ as pyo
 
-        from hetinfra.solver.direct import stale
+            from hetinfra.solver.direct import stale
 
-        res.solution_loader.load_vars()
-        objective = next(m.component_data_objects(pyo.Objective, active=True))
-        if stale(pyo.value(objective), res.incumbent_objective):  # HiGHS returned the start's vector
-            return _run_highs(m, clock.remaining(deadline), mip_gap)
+            res.solution_loader.load_vars()
+            objective = next(m.component_data_objects(pyo.Objective, active=True))
+            if stale(pyo.value(objective), res.incumbent_objective):  # HiGHS returned the start's vector
+                return _run_highs(m, clock.remaining(deadline), mip_gap)  # (FD_CAPTURE is re-entrant)
     return res
 
 
@@ -176,36 +176,50 @@ def solve_pyomo(problem: AllocationProblem, *, time_limit_s: float = 30.0, mip_g
     size = _size(m)
     t1 = clock.now()
     start_from = start_obj = lp_obj = None
+    starts_cut = False  # the clock left a start with no answer: the start chosen may differ (finding its cut)
     if warm and problem.solver == "highs" and problem.objective == "min_cost" and not problem.elastic_caps:
-        start_from, start_obj, lp_obj = _load_best_start(m, problem, deadline)
-    res, bound_obj, bound = _solve_lexicographic(m, problem, deadline, mip_gap, warm=start_from is not None)
+        start_from, start_obj, lp_obj, starts_cut = _load_best_start(m, problem, deadline)
+    res, bound_obj, bound, phase2_cut = _solve_lexicographic(m, problem, deadline, mip_gap,
+                                                             warm=start_from is not None)
     solve_s = clock.now() - t1
     tc = res.termination_condition
     if tc in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return SolveResult(status="infeasible", build_s=build_s, solve_s=solve_s, size=size)
-    cut = tc == TerminationCondition.maxTimeLimit  # the safety stop, reported as the decomposed path does
+    # the safety stop, reported as the decomposed path does: the MIP, or a step before it, cut by the clock
+    cut = tc == TerminationCondition.maxTimeLimit or starts_cut or phase2_cut
     if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
         # no incumbent (time limit or other stop): nothing to return
         return _stopped(SolveResult(status="no_solution", build_s=build_s, solve_s=solve_s, size=size), cut)
     res.solution_loader.load_vars()
     status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else (
-        "time_limit" if cut else "optimal")
+        "time_limit" if tc == TerminationCondition.maxTimeLimit else "optimal")
 
     out = _stopped(SolveResult(status=status, build_s=build_s, solve_s=solve_s, size=size, warm_start=start_from,
                                warm_start_objective=start_obj), cut)
     _read_answer(m, problem, out, bound_obj, bound)
-    if with_lp_bound:
-        out.lp_bound = lp_obj if lp_obj is not None else _lp_bound_by(problem, deadline)
+    if with_lp_bound and lp_obj is None:
+        out.lp_bound = _lp_bound_by(problem, deadline)
+        _stopped(out, out.lp_bound is None and not out.safety_stop)  # plan.json's lp_bound null: said why
+    elif with_lp_bound:
+        out.lp_bound = lp_obj
     _believe(problem, out)
     return out
 
 
 def _lp_bound_by(problem: AllocationProblem, deadline: float) -> float | None:
     """The LP bound within what is left to ``deadline``; None once it has passed (not even the LP's
-    Pyomo model is built: on a 32k-column LoRA MIP that alone ran seconds past the limit), the MIP's
-    own bound being reported."""
+    Pyomo model is built: on a 32k-column LoRA MIP that alone ran seconds past the limit) or where
+    the clock stopped the LP (the LP of a problem with a plan is feasible: only a stop leaves it
+    without an optimum), the caller reporting the safety stop."""
     left = deadline - clock.now()
     return lp_relaxation_bound(problem, left) if left > clock.MOMENT_S else None
+
+
+def _cut_short(granted_s: float, deadline: float) -> bool:
+    """Whether a step that was granted ``granted_s`` and came back with no answer was cut by the clock
+    (it had only a moment, or it ran to the deadline) rather than answering "none" (a warm start's
+    counts that cannot serve the demand): a plan such a cut changes reports the safety stop."""
+    return granted_s <= clock.MOMENT_S or clock.now() >= deadline
 
 
 def _built(problem: AllocationProblem):
@@ -218,51 +232,58 @@ def _built(problem: AllocationProblem):
     return m, clock.now() - t0
 
 
-def _load_best_start(m, problem: AllocationProblem, deadline: float) -> tuple[str | None, float | None, float | None]:
+def _load_best_start(m, problem: AllocationProblem, deadline: float
+                     ) -> tuple[str | None, float | None, float | None, bool]:
     """Of the candidate starts (the running deployment, the rounded LP, the greedy plan), the one
     feasible with the lowest objective loaded into ``m``'s variables: (its name, its objective, the LP
-    optimum), the first two None where none is feasible. Each HiGHS run gets what is left to
-    ``deadline``."""
+    optimum, whether the clock cut a step: the rounded LP or a start's LP left with no answer), the
+    first two None where none is feasible. Each HiGHS run gets what is left to ``deadline``."""
     import pyomo.environ as pyo
 
     start_from = start_obj = None
-    lp_counts, lp_obj = rounded_lp_start(problem, clock.remaining(deadline))
+    granted = clock.remaining(deadline)
+    lp_counts, lp_obj = rounded_lp_start(problem, granted)
+    cut = lp_obj is None and _cut_short(granted, deadline)
     tried = [(name, counts) for name, counts in (("running", problem.running), ("rounded LP", lp_counts),
                                                  ("greedy", greedy_start(problem))) if counts]
     best_values = None
     for name, counts in tried:
-        obj = warm_start(m, problem, counts, clock.remaining(deadline))
+        granted = clock.remaining(deadline)
+        obj = warm_start(m, problem, counts, granted)
+        cut |= obj is None and _cut_short(granted, deadline)
         if obj is not None and (start_obj is None or obj < start_obj):
             start_obj, start_from = obj, name
             best_values = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
     for v, val in best_values or ():  # the best start's point, not the last one tried
         v.set_value(val, skip_validation=True)
-    return start_from, start_obj, lp_obj
+    return start_from, start_obj, lp_obj, cut
 
 
 def _solve_lexicographic(m, problem: AllocationProblem, deadline: float, mip_gap: float, *, warm: bool):
     """``m`` solved (``warm``: from its variables' values) within what is left to ``deadline``;
     max_throughput then again for the cheapest plan at the scale found (``add_cheapest_at_scale``),
     phase 1's answer kept where phase 2 finds none. Returns (the result, phase 1's scale or None, the
-    bound to report)."""
-    from pyomo.contrib.solver.common.results import SolutionStatus
+    bound to report, whether the clock cut phase 2 before it found a plan: phase 1's is then kept)."""
+    from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
     import pyomo.environ as pyo
 
     res = _run(m, problem.solver, max(MIP_FLOOR_S, clock.remaining(deadline)), mip_gap, warm=warm)
     if not (res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
             and problem.objective == "max_throughput"):
-        return res, None, res.objective_bound
+        return res, None, res.objective_bound, False
     res.solution_loader.load_vars()
     s_star = pyo.value(m.s)
     first = res
     add_cheapest_at_scale(m, problem, s_star)
     res = _run(m, problem.solver, max(MIP_FLOOR_S, clock.remaining(deadline)), mip_gap)
+    cut = False
     if res.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+        cut = res.termination_condition == TerminationCondition.maxTimeLimit
         res = first  # keep the phase-1 answer
         m.min_cost.deactivate()
         m.keep_scale.deactivate()
         m.obj.activate()
-    return res, s_star, first.objective_bound
+    return res, s_star, first.objective_bound, cut
 
 
 def add_cheapest_at_scale(m, problem: AllocationProblem, s_star: float) -> None:

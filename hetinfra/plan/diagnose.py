@@ -7,25 +7,45 @@ from __future__ import annotations
 from hetinfra.errors import InfeasibleError
 from hetinfra.solver import clock
 from hetinfra.solver.problem import AllocationProblem
+from hetinfra.solver.result import SolveResult
+
+#: what the diagnosis says where the clock stopped a re-solve before it answered and nothing else was
+#: found: "no plan satisfies all constraints together" would be a guess, not a finding
+CUT = ("no plan satisfies all constraints together as far as the diagnosis could tell: the time limit "
+       "(planning.time_limit_s) stopped its re-solves before they found which constraint to relax")
+
+
+class _Resolves:
+    """The diagnosis's re-solves, each within what is left to one ``deadline`` (``solver.clock``), and
+    whether the clock stopped any before it answered (``cut``)."""
+
+    def __init__(self, time_limit_s: float, mip_gap: float):
+        self.deadline, self.mip_gap, self.cut = clock.now() + time_limit_s, mip_gap, False
+
+    def __call__(self, problem: AllocationProblem) -> SolveResult:
+        from hetinfra.solver.solve import solve
+
+        r = solve(problem, time_limit_s=clock.remaining(self.deadline), mip_gap=self.mip_gap)
+        self.cut |= r.safety_stop or r.status == "no_solution"
+        return r
 
 
 def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) -> InfeasibleError:
     """Name what to relax: the budget, or which availability caps (and by how much). ``time_limit_s``
-    bounds all the re-solves together: each gets what the ones before it left (``solver.clock``)."""
-    from hetinfra.solver.solve import solve
-
-    deadline = clock.now() + time_limit_s
+    bounds all the re-solves together: each gets what the ones before it left (``solver.clock``); where
+    that stopped one before it answered and nothing was found, the error says so (:data:`CUT`)."""
+    solve = _Resolves(time_limit_s, mip_gap)
     no_budget = problem.replace(budget=None, objective="min_cost")
-    r = solve(no_budget, time_limit_s=clock.remaining(deadline), mip_gap=mip_gap)
+    r = solve(no_budget)
     if r.feasible:
         cost = r.cost(no_budget)
         return InfeasibleError(
             f"budget ${problem.budget:g}/h is below the cheapest feasible plan, ${cost:.2f}/h",
             hint=f"raise budget_usd_per_hour to at least {cost:.2f}, lower demand, or loosen the SLOs",
             details={"relax": [{"budget_usd_per_hour": {"current": problem.budget, "needed": round(cost, 4)}}]})
-    elastic = solve(no_budget.replace(elastic_caps=True), time_limit_s=clock.remaining(deadline), mip_gap=mip_gap)
+    elastic = solve(no_budget.replace(elastic_caps=True))
     if not elastic.feasible or not elastic.extra_gpus:  # caps are not the cause, or not the only one
-        return _diagnose_other(no_budget, deadline, mip_gap)
+        return _diagnose_other(no_budget, solve)
     relax, parts = [], []
     for (cloud, region, gpu), extra in sorted(elastic.extra_gpus.items()):
         cap = problem.caps[(cloud, region, gpu)]
@@ -41,13 +61,12 @@ def diagnose(problem: AllocationProblem, time_limit_s: float, mip_gap: float) ->
                            details={"relax": relax})
 
 
-def _diagnose_other(problem: AllocationProblem, deadline: float, mip_gap: float) -> InfeasibleError:
-    """Caps and budget are not the cause: try dropping locality, then the spot fractions (each
-    re-solve within what is left to ``deadline``)."""
-    from hetinfra.solver.solve import solve
+def _diagnose_other(problem: AllocationProblem, solve: _Resolves) -> InfeasibleError:
+    """Caps and budget are not the cause: try dropping locality, then the spot fractions (``solve``:
+    the diagnosis's re-solves)."""
 
     def feasible(relaxed: AllocationProblem) -> bool:
-        return solve(relaxed, time_limit_s=clock.remaining(deadline), mip_gap=mip_gap).feasible
+        return solve(relaxed).feasible
 
     if problem.locality > 0 and feasible(problem.replace(locality=0.0)):
         return InfeasibleError(
@@ -60,5 +79,8 @@ def _diagnose_other(problem: AllocationProblem, deadline: float, mip_gap: float)
         return InfeasibleError(f"max_spot_fraction cannot be met for {names}: not enough on-demand capacity",
                                hint="raise max_spot_fraction or the on-demand availability caps",
                                details={"relax": [{"max_spot_fraction": limited}]})
+    if solve.cut:
+        return InfeasibleError(CUT, hint="raise planning.time_limit_s to learn what to relax, or relax the "
+                                         "availability caps, budget, locality or spot fractions")
     return InfeasibleError("no plan satisfies all constraints together",
                            hint="relax the availability caps, budget, locality or spot fractions")

@@ -104,9 +104,11 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
     engines = sum(count * pr.units[uid].template.engines_per_replica for uid, count in pr.result.n.items())
     if engines > MAX_VERIFIED_ENGINES:
         return _too_large(staged, resolve, budget, with_baselines, engines)
+    turns = takes_turns(spec)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         started: Future | None = None
         skipped = False  # the budget was spent when the baselines would have started
+        rounds_plan: PlanResult | None = None  # takes_turns: the plan whose baselines run after verification
 
         stale = threading.Event()
 
@@ -116,7 +118,11 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
             # veto sends the search back and the rounds end again: the earlier plan's baselines are
             # stopped (queued, cancelled; running, at their next GPU type). Run to the end, a linked
             # 32-model fleet's two vetoes solved three sets of baselines, 14 s of CPU beside the search
-            nonlocal started, skipped, stale
+            nonlocal started, skipped, stale, rounds_plan
+            if turns:  # Pyomo's solves take turns: beside verification's re-solves (after a veto, the
+                # all-adapters candidate) the baselines would hold the lock and cut them (_unverified)
+                rounds_plan = final
+                return
             if started is not None:
                 started.cancel()
                 stale.set()
@@ -131,11 +137,15 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
                             verify_over=lambda units, first: verification.verify(
                                 first, lambda d, s=None: solve_over(units, d, s), progress, measured=False))
         if chosen is not outcome:  # the all-adapters plan is cheaper (hetinfra.plan.held_everywhere)
-            outcome, started = chosen, None
+            outcome, started, rounds_plan = chosen, None, None
         verification.measure(outcome)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
-        found = started.result() if started is not None else None
+        if turns:  # the baselines of the rounds' plan, as on_rounds starts them for other specs
+            skipped = with_baselines and not budget.check(BASELINES)
+            found = baselines_of(rounds_plan) if rounds_plan is not None and with_baselines and not skipped else None
+        else:
+            found = started.result() if started is not None else None
     from hetinfra.plan.fidelity import record  # typed sections: loaded beside the solve (hetinfra.cli.preload)
 
     doc = record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)

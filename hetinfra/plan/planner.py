@@ -251,6 +251,10 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     return unit_list, class_problem(routed, problem), fold(routed, result)
 
 
+#: a single-GPU baseline's reason where the time limit left it with no plan
+CUT_BASELINE = "no plan within the baselines' time limit"
+
+
 def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: float, mip_gap: float,
               max_nodes: int | None = None, headroom: float | None = None,
               stale: Callable[[], bool] | None = None) -> list[Baseline]:
@@ -268,7 +272,9 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
     ``time_limit_s`` (a safety stop: what is left of the plan's budget; ``max_nodes`` is the deterministic limit), and each solve
     decomposes per model (no budget; locality is per model: nothing links them unless a cap is shared).
     ``stale()`` true: the plan they compare has been replaced (a veto sent verification's search back),
-    so no further GPU type is solved and what is returned is thrown away."""
+    so no further GPU type is solved and what is returned is thrown away. Once ``time_limit_s`` has
+    passed no further GPU type's model is built either: each is listed with no plan, as cut (its
+    ``safety_stop``, which the caller records in the work budget)."""
     from hetinfra.solver import clock
 
     deadline = clock.now() + time_limit_s
@@ -280,6 +286,9 @@ def baselines(inputs: PlanInputs, all_units: list[TemplateUnit], time_limit_s: f
     for gpu in sorted({u.template.gpu for u in all_units if not u.template.mixed and u.template.gpu in by_gpu}):
         if stale is not None and stale():
             break
+        if clock.now() >= deadline:  # building a model only to give it a solve's floor (solver.solve.MIP_FLOOR_S)
+            out.append(Baseline(gpu, False, reason=CUT_BASELINE, safety_stop=True))
+            continue
         own = prune_by_flows(inputs, by_gpu[gpu], memo=("pruned", gpu))  # beside the rounds' own memo
         sub = with_origins(inputs, own, to_problem(inputs, own)).replace(
             budget=None, objective="min_cost", running={}, unmet_penalty=None)
@@ -304,8 +313,7 @@ def _solved(sub: AllocationProblem, gpu: str, nodes: dict[str, int], time_limit_
     if not r.feasible:
         caps = "availability caps too small to serve all demand" + (
             f" with locality {sub.locality:g}" if sub.locality > 0 and sub.local_demand else "")
-        return Baseline(gpu, False, reason=caps if r.status == "infeasible" else "no plan within the baselines' time limit",
-                        safety_stop=stop)
+        return Baseline(gpu, False, reason=caps if r.status == "infeasible" else CUT_BASELINE, safety_stop=stop)
     instances = sum(c * nodes[u] for u, c in r.n.items())
     return Baseline(gpu, True, cost=r.cost(sub), instances=instances, allocation=dict(r.n), safety_stop=stop)
 

@@ -133,6 +133,21 @@ def test_baselines_of_a_replaced_plan_stop_at_their_next_gpu_type():
     assert [b.gpu for b in baselines(inputs, units, 10.0, 0.01, stale=after_one)] == [every[0].gpu]
 
 
+def _solves_recorded(monkeypatch) -> list:
+    """The events list, "plan solved" appended as each solve of the plan's pool ends."""
+    import hetinfra.plan.planner as planner
+
+    events, real_solve = [], planner._solve_pool
+
+    def solve_pool(*a, **kw):
+        out = real_solve(*a, **kw)
+        events.append("plan solved")
+        return out
+
+    monkeypatch.setattr(planner, "_solve_pool", solve_pool)
+    return events
+
+
 def test_unverified_baselines_of_a_spec_solved_through_pyomo_start_after_the_plans_solve(tmp_path, monkeypatch):
     """--no-verify with LoRA adapters: every solve goes through Pyomo, one at a time
     (solver.highs_quiet.FD_CAPTURE), so the baselines start after the plan's solve (pipeline.takes_turns).
@@ -142,17 +157,60 @@ def test_unverified_baselines_of_a_spec_solved_through_pyomo_start_after_the_pla
     from hetinfra.plan.pipeline import plan_document
     from tests.plan.test_adapter_plan import SPEC
 
-    events = []
-    real_solve, real_baselines = planner._solve_pool, planner.baselines
-
-    def solve_pool(*a, **kw):
-        out = real_solve(*a, **kw)
-        events.append("plan solved")
-        return out
-
-    monkeypatch.setattr(planner, "_solve_pool", solve_pool)
+    events = _solves_recorded(monkeypatch)
+    real_baselines = planner.baselines
     monkeypatch.setattr(planner, "baselines", lambda *a, **kw: events.append("baselines") or real_baselines(*a, **kw))
     spec = tmp_path / "lora.yaml"
     spec.write_text(SPEC)
     _, plan = plan_document(spec, verify=False, template_cache=False)
     assert plan.to_dict()["baselines"] and events[-1] == "baselines" and set(events[:-1]) == {"plan solved"}, events
+
+
+def test_baselines_past_their_deadline_build_no_further_model(monkeypatch):
+    """Once the baselines' time limit has passed (fake clock: the first GPU type's solve spends it),
+    no further GPU type's model is built and given a solve's floor: each is listed with no plan, cut,
+    which single_gpu_baselines records in the work budget."""
+    import hetinfra.plan.planner as planner
+    from hetinfra.solver import clock
+    from tests.plan.test_prune import _units
+
+    inputs, units = _units("chat.yaml")
+    now = [0.0]
+    monkeypatch.setattr(clock, "now", lambda: now[0])
+    solved, real = [], planner._solved
+
+    def spends_it(sub, gpu, *a):
+        solved.append(gpu)
+        out = real(sub, gpu, *a)
+        now[0] += 10.0
+        return out
+
+    monkeypatch.setattr(planner, "_solved", spends_it)
+    found = planner.baselines(inputs, units, 10.0, 0.01)
+    assert len(found) > 2 and solved == [found[0].gpu]
+    assert all(b.safety_stop and not b.feasible and b.reason == planner.CUT_BASELINE for b in found[1:])
+
+
+def test_verified_baselines_of_a_spec_solved_through_pyomo_run_after_verification(tmp_path, monkeypatch):
+    """Verified, with LoRA adapters: the baselines run after verification's last solve (a re-solve
+    after a veto, the all-adapters candidate), not on the side thread beside them, where they held
+    Pyomo's lock and the clock of the solves waiting for it ran on (pipeline.takes_turns)."""
+    import threading
+
+    import hetinfra.plan.planner as planner
+    from hetinfra.plan.pipeline import plan_document
+    from tests.plan.test_adapter_plan import SPEC
+
+    events = _solves_recorded(monkeypatch)
+    real_baselines = planner.baselines
+
+    def baselines(*a, **kw):
+        events.append(("baselines", threading.current_thread() is threading.main_thread()))
+        return real_baselines(*a, **kw)
+
+    monkeypatch.setattr(planner, "baselines", baselines)
+    spec = tmp_path / "lora.yaml"
+    spec.write_text(SPEC)
+    _, plan = plan_document(spec, template_cache=False)
+    assert plan.to_dict()["baselines"] and events[-1] == ("baselines", True), events
+    assert events.count("plan solved") == len(events) - 1, events

@@ -71,7 +71,26 @@ def test_no_lp_bound_is_built_once_the_mip_reached_the_deadline(runs, monkeypatc
     monkeypatch.setattr(solve_module, "lp_relaxation_bound", lambda *a: pytest.fail("an LP built past the deadline"))
     r = solve_module.solve(adapter_problem([1.0, 1.0]), time_limit_s=LIMIT, mip_gap=0)
     assert r.feasible and r.lp_bound is None
+    assert r.safety_stop  # plan.json's lp_bound null says the clock cut it: a faster machine reports a number
     runs.within_deadline(1)
+
+
+def test_a_warm_start_the_clock_cut_is_reported(runs, monkeypatch):
+    """The rounded LP spends the whole limit; the warm starts after it get a moment and come back
+    with nothing (HiGHS stopped): the MIP's start differs from a fast machine's, so the safety stop."""
+    real = solve_module.warm_start
+    runs.share = 1.0
+    monkeypatch.setattr(solve_module, "warm_start", lambda m, p, counts, limit: None if limit <= clock.MOMENT_S
+                        else real(m, p, counts, limit))
+    r = solve_module.solve_pyomo(warm_problem(), time_limit_s=LIMIT, mip_gap=0, with_lp_bound=True)
+    assert r.n == {"x": 2} and r.warm_start is None and r.safety_stop
+
+
+def test_a_warm_start_that_cannot_serve_the_demand_is_no_safety_stop(runs):
+    """A start's counts that cannot serve the demand come back with nothing well within the limit."""
+    p = warm_problem().replace(running={"x": 1})  # one instance serves 10 of the 15 req/s
+    r = solve_module.solve_pyomo(p, time_limit_s=LIMIT, mip_gap=0, with_lp_bound=True)
+    assert r.n == {"x": 2} and not r.safety_stop
 
 
 def test_the_cutoffs_lp_counts_against_the_solve(runs):
