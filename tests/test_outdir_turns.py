@@ -21,7 +21,8 @@ pytestmark = pytest.mark.xdist_group("outdir_turns")
 
 def _racing(monkeypatch, out):
     """Run A and run B, each writing ``who.txt`` into ``out`` by staged_dir; B swaps while A is
-    between its two renames (A waits there up to 1 s for B to finish). Returns each run's error."""
+    between its two renames (A waits there up to 0.25 s for B to finish: B, unblocked, swaps in
+    milliseconds where nothing makes it wait its turn). Returns each run's error."""
     aside, b_done = threading.Event(), threading.Event()
     real_replace = os.replace
 
@@ -29,7 +30,7 @@ def _racing(monkeypatch, out):
         real_replace(src, dst)
         if threading.current_thread().name == "A" and str(src) == str(out) and not aside.is_set():
             aside.set()  # A has moved OUT aside: B may swap now
-            b_done.wait(1.0)
+            b_done.wait(0.25)
 
     monkeypatch.setattr(os, "replace", replace)
     errors = {}

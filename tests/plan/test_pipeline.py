@@ -5,6 +5,7 @@ Pyomo); they must be those of the final plan, as solving them after it gives."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.plan.test_blocks import _fleet
 
@@ -210,7 +211,9 @@ def test_verified_baselines_of_a_spec_solved_through_pyomo_run_after_verificatio
 
     monkeypatch.setattr(planner, "baselines", baselines)
     spec = tmp_path / "lora.yaml"
-    spec.write_text(SPEC)
+    doc = yaml.safe_load(SPEC)
+    doc["planning"] = {"verify": {"requests": 2000}}  # the order of the solves, not the plan, is the subject
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
     _, plan = plan_document(spec, template_cache=False)
     assert plan.to_dict()["baselines"] and events[-1] == ("baselines", True), events
     assert events.count("plan solved") == len(events) - 1, events
