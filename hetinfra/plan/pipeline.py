@@ -94,8 +94,6 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
               progress) -> tuple[PlanResult, "Plan"]:
     """The plan verified by simulation (hetinfra.plan.verify), or the all-adapters one where that is
     cheaper, with its single-GPU baselines and what verification found (plan.json ``fidelity``)."""
-    import contextvars
-
     from hetinfra.plan import verify as verification
     from hetinfra.plan.held_everywhere import cheaper_of
 
@@ -104,48 +102,20 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
     engines = sum(count * pr.units[uid].template.engines_per_replica for uid, count in pr.result.n.items())
     if engines > MAX_VERIFIED_ENGINES:
         return _too_large(staged, resolve, budget, with_baselines, engines)
-    turns = takes_turns(spec)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
-        started: Future | None = None
-        skipped = False  # the budget was spent when the baselines would have started
-        rounds_plan: PlanResult | None = None  # takes_turns: the plan whose baselines run after verification
-
-        stale = threading.Event()
-
-        def on_rounds(final: PlanResult) -> None:
-            # the plan's factors and problem are final once the rounds end (the trim drops replicas, the
-            # over-provisioning scales demand), so its baselines solve beside the trim's simulations; a
-            # veto sends the search back and the rounds end again: the earlier plan's baselines are
-            # stopped (queued, cancelled; running, at their next GPU type). Run to the end, a linked
-            # 32-model fleet's two vetoes solved three sets of baselines, 14 s of CPU beside the search
-            nonlocal started, skipped, stale, rounds_plan
-            if turns:  # Pyomo's solves take turns: beside verification's re-solves (after a veto, the
-                # all-adapters candidate) the baselines would hold the lock and cut them (_unverified)
-                rounds_plan = final
-                return
-            if started is not None:
-                started.cancel()
-                stale.set()
-            stale = threading.Event()
-            skipped = with_baselines and not budget.check(BASELINES)
-            if with_baselines and not skipped:  # in this context: the command's budget
-                started = side.submit(contextvars.copy_context().run, baselines_of, final, stale.is_set)
-
+        baselines = _Baselines(side, budget, with_baselines, takes_turns(spec))
         # the over-provisioning search runs on the plan kept, not on a LoRA candidate left aside
-        outcome = verification.verify(pr, resolve, progress, on_rounds, measured=False)
+        outcome = verification.verify(pr, resolve, progress, baselines.on_rounds, measured=False)
         chosen, compared = cheaper_of(outcome, spec, staged.units, staged.derate, solve_over=solve_over,
                             verify_over=lambda units, first: verification.verify(
                                 first, lambda d, s=None: solve_over(units, d, s), progress, measured=False))
         if chosen is not outcome:  # the all-adapters plan is cheaper (hetinfra.plan.held_everywhere)
-            outcome, started, rounds_plan = chosen, None, None
+            outcome = chosen
+            baselines.forget()
         verification.measure(outcome)
         if progress is not None:
             progress.stage("baselines" if with_baselines else "assemble")
-        if turns:  # the baselines of the rounds' plan, as on_rounds starts them for other specs
-            skipped = with_baselines and not budget.check(BASELINES)
-            found = baselines_of(rounds_plan) if rounds_plan is not None and with_baselines and not skipped else None
-        else:
-            found = started.result() if started is not None else None
+        found, skipped = baselines.found()
     from hetinfra.plan.fidelity import record  # typed sections: loaded beside the solve (hetinfra.cli.preload)
 
     doc = record(assemble(outcome.pr, with_baselines and not skipped, found), outcome, strict)
@@ -154,6 +124,51 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
 
         doc = doc.model_copy(update={"adapter_candidates": AdapterCandidates.model_validate(compared)})
     return outcome.pr, doc
+
+
+class _Baselines:
+    """The single-GPU baselines of verification's plan, solved beside the trim's simulations on ``side``
+    once the rounds end (:meth:`on_rounds`): the plan's factors and problem are final then (the trim
+    drops replicas, the over-provisioning scales demand). A veto sends the search back and the rounds end
+    again: the earlier plan's baselines are stopped (queued, cancelled; running, at their next GPU type).
+    Run to the end, a linked 32-model fleet's two vetoes solved three sets of baselines, 14 s of CPU
+    beside the search. Where Pyomo's solves take turns (``turns``: takes_turns) they wait for the end
+    instead: beside verification's re-solves (after a veto, the all-adapters candidate) they would hold
+    the lock and cut them (as _unverified does)."""
+
+    def __init__(self, side: ThreadPoolExecutor, budget, wanted: bool, turns: bool):
+        self.side, self.budget, self.wanted, self.turns = side, budget, wanted, turns
+        self.started: Future | None = None
+        self.skipped = False  # the budget was spent when the baselines would have started
+        self.rounds_plan: PlanResult | None = None  # turns: the plan whose baselines run at the end
+        self.stale = threading.Event()
+
+    def on_rounds(self, final: PlanResult) -> None:
+        import contextvars
+
+        if self.turns:
+            self.rounds_plan = final
+            return
+        if self.started is not None:
+            self.started.cancel()
+            self.stale.set()
+        self.stale = threading.Event()
+        self.skipped = self.wanted and not self.budget.check(BASELINES)
+        if self.wanted and not self.skipped:  # in this context: the command's budget
+            self.started = self.side.submit(contextvars.copy_context().run, baselines_of, final, self.stale.is_set)
+
+    def forget(self) -> None:
+        """The rounds' plan was not kept (the all-adapters one was): assemble solves the kept plan's."""
+        self.started, self.rounds_plan = None, None
+
+    def found(self) -> tuple[tuple[list, float | None] | None, bool]:
+        """(the baselines found, or None for assemble to solve them; whether the budget skipped them)."""
+        if not self.turns:
+            return (self.started.result() if self.started is not None else None), self.skipped
+        self.skipped = self.wanted and not self.budget.check(BASELINES)
+        if self.rounds_plan is None or not self.wanted or self.skipped:
+            return None, self.skipped
+        return baselines_of(self.rounds_plan), self.skipped
 
 
 def _too_large(staged, resolve, budget, with_baselines: bool, engines: int) -> tuple[PlanResult, "Plan"]:
