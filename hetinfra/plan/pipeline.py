@@ -101,7 +101,7 @@ def _verified(staged, solve_over, resolve, budget, with_baselines: bool, strict:
     pr = resolve(staged.derate)
     engines = sum(count * pr.units[uid].template.engines_per_replica for uid, count in pr.result.n.items())
     if engines > MAX_VERIFIED_ENGINES:
-        return _too_large(staged, resolve, budget, with_baselines, engines)
+        return _too_large(staged, pr, resolve, budget, with_baselines, engines)
     with ThreadPoolExecutor(1, thread_name_prefix="hetinfra-baselines") as side:
         baselines = _Baselines(side, budget, with_baselines, takes_turns(spec))
         # the over-provisioning search runs on the plan kept, not on a LoRA candidate left aside
@@ -171,22 +171,24 @@ class _Baselines:
         return baselines_of(self.rounds_plan), self.skipped
 
 
-def _too_large(staged, resolve, budget, with_baselines: bool, engines: int) -> tuple[PlanResult, "Plan"]:
+def _too_large(staged, first: PlanResult, resolve, budget, with_baselines: bool,
+               engines: int) -> tuple[PlanResult, "Plan"]:
     """The plan unverified, as ``--no-verify`` writes it, where its first solve runs more than
     MAX_VERIFIED_ENGINES ``engines``: ``fidelity.reason`` and a warning say so."""
     from hetinfra.facts import MAX_SIMULATED_ENGINES
     from hetinfra.plan.fidelity import unverified
 
     why = TOO_LARGE_TO_VERIFY.format(engines=engines, limit=MAX_VERIFIED_ENGINES, most=MAX_SIMULATED_ENGINES)
-    pr, doc = _unverified(staged, resolve, with_baselines and budget.check(BASELINES))
+    pr, doc = _unverified(staged, resolve, with_baselines and budget.check(BASELINES), solved=first)
     return pr, doc.model_copy(update={"fidelity": unverified(why), "warnings": [*doc.warnings, why]})
 
 
-def _unverified(staged, resolve, with_baselines: bool) -> tuple[PlanResult, "Plan"]:
+def _unverified(staged, resolve, with_baselines: bool, solved: PlanResult | None = None) -> tuple[PlanResult, "Plan"]:
     """The plan without verification, its single-GPU baselines solved beside its solve on a side thread:
     they price the pool at the starting factors, which an unverified plan keeps, so they need nothing
     of its solve (on the 32-model linked fleet the two took 1.1 cores one after the other). Each
-    thread's solves remember only their own (``solver.memo``): the same blocks as in turn.
+    thread's solves remember only their own (``solver.memo``): the same blocks as in turn. ``solved``:
+    the plan at the starting factors where the caller has solved it already (:func:`_too_large`).
 
     Where the solves go through Pyomo (:func:`takes_turns`) they run one at a time, so the baselines
     start after the plan's solve, in what it left of the work budget: beside it they took Pyomo's lock
@@ -205,7 +207,7 @@ def _unverified(staged, resolve, with_baselines: bool) -> tuple[PlanResult, "Pla
         start = partial(side.submit, contextvars.copy_context().run, single_gpu_baselines, staged.inputs,
                         pool_at(staged.inputs, staged.units, staged.running, staged.derate))
         started = start() if early and not turns else None
-        pr = resolve(staged.derate)
+        pr = solved if solved is not None else resolve(staged.derate)
         skipped = early and turns and not current().check(BASELINES)  # recorded there: plan.json work_budget
         if early and turns and not skipped:
             started = start()
