@@ -63,10 +63,15 @@ def write_out(out: Path, plan: dict | None = None) -> Path:
     return out
 
 
-def free_port() -> int:
+def socket_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port() -> int:
+    """A port free now: another process may still take it before ours binds (see ``Procs.gateway``)."""
+    return socket_free_port()
 
 
 #: the TLS context of the tests' many short-lived clients: httpx builds a new one per client (loading
@@ -87,9 +92,40 @@ def wait_http(url: str, timeout: float = 20.0, status: int = 200) -> None:
     raise TimeoutError(f"{url} did not answer {status} within {timeout} s")
 
 
+def listening_pid_owns(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the listening TCP socket on ``port`` (Linux /proc; elsewhere True).
+
+    A free port can be taken by anyone between :func:`free_port` and the gateway's bind (another xdist
+    worker's stand-in binds port 0), and then an impostor answers ``/health`` while our gateway exits on
+    "port in use": the tests would talk to a process that dies with its own test (connection refused)."""
+    if not Path("/proc/net/tcp").exists():
+        return True
+    try:
+        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:  # the process is gone
+        return False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port and f"socket:[{inode}]" in inodes:
+                return True
+    return False
+
+
+class PortTaken(Exception):
+    """The port chosen for a gateway was bound by another process before the gateway could."""
+
+
 class Procs:
-    def __init__(self):
+    def __init__(self, logs: Path):
         self.procs: list[subprocess.Popen] = []
+        self.logs = logs
+        self.stderr_files: dict[int, Path] = {}
+
+    def stderr_of(self, p: subprocess.Popen) -> str:
+        """What ``p`` wrote to stderr so far (a file, not a pipe: a pipe nobody reads fills and blocks)."""
+        return self.stderr_files[p.pid].read_text(errors="replace")
 
     def backend(self, name: str, *, key: str | None = BACKEND_KEY, mode: str = "ok", tokens: int = 4,
                 delay_ms: float = 5.0) -> tuple[subprocess.Popen, str]:
@@ -103,28 +139,48 @@ class Procs:
 
     def gateway(self, source: Path, endpoints: list[str], *extra: str, env: dict | None = None,
                 client_key: str | None = CLIENT_KEY) -> tuple[subprocess.Popen, str]:
-        port = free_port()
-        cmd = [sys.executable, "-m", "hetinfra.cli", "gateway", str(source), "--port", str(port),
-               "--health-interval-s", "0.2", "--log-level", "warning", *extra]
-        for e in endpoints:
-            cmd += ["--endpoint", e]
+        """A gateway on a free port, answering ``/health`` itself; a port taken meanwhile is tried anew."""
         environ = {k: v for k, v in os.environ.items() if k not in ("HETINFRA_API_KEY", "VLLM_API_KEY")}
         environ["VLLM_API_KEY"] = BACKEND_KEY
         if client_key:
             environ["HETINFRA_API_KEY"] = client_key
         environ.update(env or {})
-        p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ)
+        for _ in range(3):
+            try:
+                return self._start_gateway(source, endpoints, extra, environ)
+            except PortTaken:
+                continue
+        raise AssertionError("three free ports were taken before the gateway could bind them")
+
+    def _start_gateway(self, source: Path, endpoints: list[str], extra: tuple, environ: dict):
+        port = free_port()
+        cmd = [sys.executable, "-m", "hetinfra.cli", "gateway", str(source), "--port", str(port),
+               "--health-interval-s", "0.2", "--log-level", "warning", *extra]
+        for e in endpoints:
+            cmd += ["--endpoint", e]
+        log = self.logs / f"gateway-{len(self.procs)}.stderr"
+        with log.open("w") as err:
+            p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=err, text=True, env=environ)
         self.procs.append(p)
+        self.stderr_files[p.pid] = log
         url = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(url + "/health")
-        except TimeoutError:
-            p.kill()
-            raise AssertionError(p.stderr.read()) from None
-        return p, url
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                if "in use" in self.stderr_of(p):
+                    raise PortTaken(port)
+                raise AssertionError(f"the gateway exited ({p.returncode}): {self.stderr_of(p)}")
+            if listening_pid_owns(p.pid, port):
+                wait_http(url + "/health", timeout=max(0.1, deadline - time.monotonic()))
+                return p, url
+            time.sleep(0.05)
+        p.kill()
+        raise AssertionError(f"the gateway did not listen on {port} within 20 s: {self.stderr_of(p)}")
 
     def stop(self) -> None:
         for p in self.procs:
+            if p.poll() is not None and p.pid in self.stderr_files and p.returncode not in (0, -signal.SIGTERM):
+                print(f"gateway {p.pid} had exited ({p.returncode}):", self.stderr_of(p))  # shown on failure
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
         for p in self.procs:
@@ -135,15 +191,15 @@ class Procs:
 
 
 @pytest.fixture
-def procs():
-    ps = Procs()
+def procs(tmp_path_factory):
+    ps = Procs(tmp_path_factory.mktemp("procs"))
     yield ps
     ps.stop()
 
 
 @pytest.fixture(scope="module")
-def module_procs():
-    ps = Procs()
+def module_procs(tmp_path_factory):
+    ps = Procs(tmp_path_factory.mktemp("procs"))
     yield ps
     ps.stop()
 

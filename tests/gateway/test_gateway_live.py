@@ -248,5 +248,5 @@ def test_no_client_key_means_open_with_a_warning(procs, tmp_path, fleet):
     assert r.status_code == 200 and r.json()["backend"] == "u3a"  # the units without endpoints are skipped
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
-    assert "HETINFRA_API_KEY is not set" in p.stderr.read()
+    assert "HETINFRA_API_KEY is not set" in procs.stderr_of(p)
     assert not (out / "gateway").exists()
