@@ -285,15 +285,15 @@ def _template_cache_dir(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
-def closed_port() -> int:
-    """A loopback port with nothing listening (connect is refused at once)."""
+def closed_port():
+    """A loopback port with nothing listening (connect is refused at once) for the whole test: held
+    bound but never listening, so no other process (another xdist worker's server on port 0) can take
+    it and answer, as it could a port merely free a moment ago."""
     import socket
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 #: every example spec in services/ (subfolders too: services/custom-gpu/service.yaml)

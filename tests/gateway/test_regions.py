@@ -123,13 +123,10 @@ def test_each_gateway_serves_its_regions_row_and_the_header_picks_another(region
     assert logged == {"eu.csv": [EU] * 12, "us.csv": [EU] * 12 + [US] * 12}
 
 
-def test_failover_stays_inside_the_residency_area(regional):
+def test_failover_stays_inside_the_residency_area(regional, closed_port):
     out, plan, region_of, urls, _ = regional
     # Europe's units point at a closed port: EU requests may not fail over to the US
-    dead = socket.socket()
-    dead.bind(("127.0.0.1", 0))
-    closed = f"http://127.0.0.1:{dead.getsockname()[1]}/v1"
-    dead.close()
+    closed = f"http://127.0.0.1:{closed_port}/v1"
     endpoints = {u: [closed if continent_of(region_of[u]) == "Europe" else url] for u, url in urls.items()}
     with gateway(out, endpoints, US) as us_gw:
         eu = ask(us_gw, 6, origin=EU)

@@ -133,12 +133,6 @@ def server():
         t.join(timeout=5)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def expected_argv(exe, url, rdir, i, o, rate) -> list[str]:
     return [str(exe), "bench", "serve", "--backend", "openai", "--base-url", url, "--model", MODEL,
             "--dataset-name", "random", "--random-input-len", str(i), "--random-output-len", str(o),
@@ -209,9 +203,9 @@ def test_missing_vllm_executable(tmp_path, server, monkeypatch):
     assert server.seen == []  # checked before contacting anything
 
 
-def test_endpoint_not_answering(tmp_path, fake_vllm):
+def test_endpoint_not_answering(tmp_path, fake_vllm, closed_port):
     exe, calls = fake_vllm
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{closed_port}"
     with pytest.raises(BenchError, match=rf"endpoint {url} not answering \(GET /health: ") as exc:
         run_profile(url, MODEL, "L4", 1, 1, GRID, RATES, SLO(2000, 100), tmp_path / "p.csv", 20,
                     vllm_cmd=str(exe), health_timeout_s=2)
