@@ -203,8 +203,11 @@ class Baseline(Doc):
     instances: Optional[int_in(0, None)] = Field(None, description="Its instances: each unit's replicas (allocation[].count) "
                                                                    "x its nodes per replica, as allocations[].instances "
                                                                    "counts them (feasible only).")
-    savings_usd_per_hour: Optional[Number] = Field(None, description="Its $/h minus the plan's (feasible only).")
-    savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only).")
+    savings_usd_per_hour: Optional[Number] = Field(None, description="Its $/h minus the plan's (feasible only; null "
+                                                                 "where the plan leaves demand unserved, unmet_rps: "
+                                                                 "the baseline serves all of it).")
+    savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only; null where "
+                                                        "the plan leaves demand unserved, as savings_usd_per_hour).")
     allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")
     reason: Optional[StrictStr] = Field(None, description="Why it is infeasible (infeasible only).")
     safety_stop: Optional[StrictBool] = Field(None, description="Present (true) when the wall-clock stop cut its solve.")

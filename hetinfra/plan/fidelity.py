@@ -17,6 +17,10 @@ OVER_PROVISIONING_DEFINITION = (
     "per model: the largest multiple x of the declared demand on the grid load x (1 + k/8), k = 0..7 "
     "(searched from load x 9/8 up, then by bisection), at which the judgement on the decide seeds (the "
     "same requests per replication) still meets the objective; ratio = the smallest over models")
+#: appended where the plan leaves demand unserved (unmet_rps): the simulator routes each class's served
+#: share at every load, so x multiplies the demand served, not the declared demand
+UNSERVED_CLAUSE = ("; where the plan leaves demand unserved (unmet_rps), the same share of it stays unserved at "
+                   "every multiple: x multiplies the demand the plan serves")
 
 
 def record(doc: Plan, v: Verification, strict: bool) -> Plan:
@@ -50,7 +54,9 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
         margin=settings.margin, confidence=spec.planning.confidence,
         cost_before_usd_per_hour=v.history[0]["cost_usd_per_hour"], cost_after_usd_per_hour=cost_after,
         over_provisioning=OverProvisioning(ratio=min(v.sustained.values()) if v.sustained else None,
-                                           by_model=v.sustained, definition=OVER_PROVISIONING_DEFINITION),
+                                           by_model=v.sustained, definition=OVER_PROVISIONING_DEFINITION
+                                           + (UNSERVED_CLAUSE if any(r > 1e-9 for r in v.pr.result.unmet.values())
+                                              else "")),
         trim=Trim(removed=v.trimmed, checked_removals=v.checked_removals, put_back=v.put_back),
         derate={m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},
         derate_by_template={t: round(f, 6) for t, f in sorted(v.pr.derate.items()) if t in templates},
@@ -84,15 +90,14 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
                        f"{sum(r['replicas_added'].values())} more replica(s) ({units}): counts_by_period keeps "
                        "them there; met on fresh seeds with them")
     out += v.off_peak
+    unserved = fully_unserved(v.pr)
     if not v.sim["met"]:
-        missing = ", ".join(m["model"] for m in v.sim["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} in simulation at {fidelity.load:g}x demand "
+        msg = (f"{not_met_words(v.sim['models'], unserved)} in simulation at {fidelity.load:g}x demand "
                f"after {fidelity.rounds} round(s) of re-planning")
     elif v.confirmation.get("reason"):  # the work budget was spent first: not confirmed, never "met"
         msg = f"the plan is {v.confirmation['reason']}"
     elif not v.confirmation.get("met", False):
-        missing = ", ".join(m["model"] for m in v.confirmation["models"] if not m["met"])
-        msg = (f"the plan misses the latency objective of {missing} at {fidelity.load:g}x demand on the "
+        msg = (f"{not_met_words(v.confirmation['models'], unserved)} at {fidelity.load:g}x demand on the "
                "confirmation's fresh seeds (it met on the seeds its search decided on)")
     else:
         return out
@@ -101,6 +106,38 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
                                         "planning.verify.max_rounds, or plan without --strict-verify",
                               details={"fidelity": fidelity.model_dump(mode="json", exclude_unset=True)})
     return out + [msg + ": see fidelity in plan.json, and `hetinfra simulate` for details"]
+
+
+def fully_unserved(pr: PlanResult) -> set[str]:
+    """The models whose whole demand the plan leaves unserved (unmet_rps, planning.allow_unmet)."""
+    from hetinfra.plan.plan_warnings import unmet_by_model
+
+    return {m for m, (rps, declared) in unmet_by_model(pr).items() if rps >= declared * (1 - 1e-6)}
+
+
+def not_met_words(models: list[dict], unserved: set[str]) -> str:
+    """"the plan misses the latency objective of A; ..." for the judged ``models`` not met, each said
+    as what it is: a miss; undecided (its bound straddled the objective when its replications ended, as
+    when the work budget stopped them: not shown to meet, which a held-out LoRA spec's summary called a
+    miss); or a model none of whose requests the plan serves (``unserved``: :func:`fully_unserved`), of
+    which no latency was measured to miss."""
+    kinds: dict[str, list[str]] = {"missed": [], "undecided": [], "unserved": []}
+    for m in models:
+        if m["met"]:
+            continue
+        kind = ("unserved" if m["model"] in unserved
+                else "undecided" if m.get("decision") == "undecided" else "missed")
+        kinds[kind].append(m["model"])
+    parts = []
+    if kinds["missed"]:
+        parts.append(f"misses the latency objective of {', '.join(kinds['missed'])}")
+    if kinds["undecided"]:
+        parts.append(f"is not shown to meet the latency objective of {', '.join(kinds['undecided'])} (undecided: its "
+                     "bound straddled the objective when its replications ended; counted as not met)")
+    if kinds["unserved"]:
+        parts.append(f"serves none of the demand of {', '.join(kinds['unserved'])} (unmet_rps), so no latency "
+                     "objective of it is shown met")
+    return "the plan " + "; it ".join(parts or ["is not met"])
 
 
 def _model_factors(pr: PlanResult) -> dict[str, float]:

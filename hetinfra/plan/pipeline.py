@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, single_gpu_baselines, solve_units
-from hetinfra.plan.plan_warnings import idle_warnings, statistic_warnings
+from hetinfra.plan.plan_warnings import idle_warnings, statistic_warnings, unmet_warnings
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -253,4 +253,5 @@ def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | No
     if with_baselines:
         pr.baselines, pr.flexible_cost = found if found is not None else baselines_of(pr)
     doc = build_plan_json(pr)
-    return doc.model_copy(update={"warnings": [*doc.warnings, *statistic_warnings(pr), *idle_warnings(pr)]})
+    return doc.model_copy(update={"warnings": [*doc.warnings, *unmet_warnings(pr), *statistic_warnings(pr),
+                                               *idle_warnings(pr)]})

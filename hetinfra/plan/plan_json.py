@@ -155,12 +155,16 @@ def _pipeline_warnings(allocations: list[Allocation]) -> list[str]:
 def _baselines(pr: PlanResult, cost: float) -> list[Baseline]:
     """plan.json ``baselines``: each single-GPU-type plan, and what it saves or why it is infeasible."""
     out = []
+    # a baseline serves all the demand: beside a plan that leaves some unserved (planning.allow_unmet)
+    # its $/h less the plan's is no saving (a held-out spec: "saves 88.2%" serving 12% of the demand)
+    like_for_like = not any(v > 1e-9 for v in pr.result.unmet.values())
     for b in pr.baselines:
         fields = {"gpu": b.gpu, "feasible": b.feasible}
         if b.feasible:
             fields.update({"cost_usd_per_hour": rounded(b.cost), "instances": b.instances,
-                           "savings_usd_per_hour": rounded(b.cost - cost),
-                           "savings_pct": rounded(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2),
+                           "savings_usd_per_hour": rounded(b.cost - cost) if like_for_like else None,
+                           "savings_pct": (rounded(100 * (b.cost - cost) / b.cost if b.cost else 0.0, 2)
+                                           if like_for_like else None),
                            "allocation": [BaselineUnit.model_construct(unit=u, count=c)
                                           for u, c in sorted(b.allocation.items())]})
         else:

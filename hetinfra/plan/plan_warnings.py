@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hetinfra.plan.planner import PlanResult
 
-__all__ = ["idle_warnings", "statistic_warnings"]
+__all__ = ["idle_warnings", "statistic_warnings", "unmet_by_model", "unmet_warnings"]
 
 
 def idle_warnings(pr: PlanResult) -> list[str]:
@@ -35,6 +35,33 @@ def idle_warnings(pr: PlanResult) -> list[str]:
                if spot_cap.get(model, 1.0) < 1.0 and not any(pr.units[u].spot for u in uids)
                else "a rule of the spec (a cap, a cover or a floor) asks for them")
         out.append(f"model {model}: {gpus} GPU(s) (${cost:.2f}/h: {', '.join(uids)}) carry none of its traffic; {why}")
+    return out
+
+
+def unmet_by_model(pr: PlanResult) -> dict[str, tuple[float, float]]:
+    """Per model with demand left unserved (plan.json unmet_rps, planning.allow_unmet): (req/s left
+    unserved, req/s declared)."""
+    unmet: dict[str, float] = {}
+    for (model, _cls), rps in pr.result.unmet.items():
+        unmet[model] = unmet.get(model, 0.0) + rps
+    declared = {pm.spec.name: sum(c.rate_rps for c in pm.classes) for pm in pr.inputs.models}
+    return {m: (rps, declared[m]) for m, rps in unmet.items() if rps > 1e-9 and declared.get(m, 0.0) > 0}
+
+
+def unmet_warnings(pr: PlanResult) -> list[str]:
+    """Demand the plan leaves unserved (``planning.allow_unmet``), per model: how much of what was
+    declared, and the two settings that decide it. Said as a warning, never left to plan.json's
+    ``unmet_rps`` alone: a held-out spec (a 70B at 10 req/s under a $20/h budget) planned "$14.69/h, 4
+    GPUs" and serves 1.19 req/s of it, with nothing in the summary saying so."""
+    spec = pr.inputs.spec
+    penalty = f"serving it costs more than its penalty (${spec.planning.unmet_penalty_usd_per_rps_hour:g} per req/s-hour)"
+    why = (f"the budget (${spec.budget_usd_per_hour:g}/h) buys no more of it, or {penalty}; raise "
+           "budget_usd_per_hour or unmet_penalty_usd_per_rps_hour" if spec.budget_usd_per_hour
+           else f"{penalty}; raise unmet_penalty_usd_per_rps_hour")
+    out = []
+    for model, (rps, total) in sorted(unmet_by_model(pr).items()):
+        out.append(f"model {model}: {rps:.3g} of its {total:.3g} req/s ({100 * min(rps / total, 1.0):.0f}%) left "
+                   f"unserved under planning.allow_unmet: {why}, or drop allow_unmet to plan all of it")
     return out
 
 

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from hetinfra.errors import markup_escaped
 from hetinfra.plan.summary_fleet import gpus_cell, render_baselines, util_note
-from hetinfra.plan.summary_promise import confirmed_by_model, promise_lines, verified_fidelity, with_bound
+from hetinfra.plan.summary_promise import (confirmed_by_model, promise_lines, unserved_models, verified_fidelity,
+                                           with_bound)
 
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
@@ -50,6 +51,11 @@ def _headline(plan: "Plan") -> str:
         head += f", demand scale {plan.demand_scale:.3f}x of declared (budget ${plan.budget_usd_per_hour:g}/h)"
     elif plan.budget_usd_per_hour:
         head += f" (budget ${plan.budget_usd_per_hour:g}/h)"
+    unmet = sum(plan.unmet_rps.values())
+    if unmet > 0:  # planning.allow_unmet: the cost is of a plan that serves part of the demand, said first
+        declared = sum(m.rate_rps for m in plan.models) * plan.demand_scale
+        head += (f", [yellow]serves {max(declared - unmet, 0.0):.3g} of {declared:.3g} req/s "
+                 f"({unmet:.3g} left unserved: unmet_rps)[/]")
     s = plan.solver
     if s.status != "optimal":
         why = "time limit hit" if s.safety_stop else "node limit hit"
@@ -211,6 +217,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
         _column(t, col, plan)
     confirmed = confirmed_by_model(plan)
+    unserved = unserved_models(plan)
     for m in f.models or ():
         goal = f"{m.percentile} TTFT<={m.objective('ttft_ms'):g} ms, TPOT<={m.objective('tpot_ms'):g} ms"
         if m.objective("attainment"):
@@ -218,11 +225,22 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
         att, _ = m.statistic("attainment")
         c = confirmed.get(m.model)
         t.add_row(m.model, goal, with_bound(*m.statistic("ttft_ms")), with_bound(*m.statistic("tpot_ms")),
-                  "-" if att is None else f"{100 * att:.1f}%", "yes" if m.met else "[red]NO[/]",
-                  "-" if c is None else "yes" if c.met else "[red]NO[/]")
+                  "-" if att is None else f"{100 * att:.1f}%", _verdict(m, unserved),
+                  "-" if c is None else _verdict(c, unserved))
     console.print(t)
     for line in promise_lines(plan):
         console.print(line, highlight=False)
+
+
+def _verdict(judged, unserved: set[str]) -> str:
+    """A model's met cell: yes; NO for a miss; undecided where its bound straddled the objective when
+    its replications ended (not shown to meet, not shown to miss); unserved where the plan serves none
+    of its demand (no latency to judge)."""
+    if judged.met:
+        return "yes"
+    if judged.model in unserved:
+        return "[yellow]unserved[/]"
+    return "[yellow]undecided[/]" if judged.decision == "undecided" else "[red]NO[/]"
 
 
 def _render_failover(plan: "Plan", console: Console) -> None:

@@ -71,7 +71,9 @@ def render_baselines(plan: "Plan", console: Console) -> None:
     for col in ("GPU only", "instances", "$/h", "this plan saves"):
         b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
     for x in plan.baselines:
-        if x.feasible:
+        if x.feasible and x.savings_pct is None:  # the plan leaves demand unserved: no like-for-like saving
+            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}", "[dim]- (it serves all the demand)[/]")
+        elif x.feasible:
             b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}",
                       f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})")
         else:

@@ -22,6 +22,15 @@ def confirmed_by_model(plan: "Plan") -> dict:
     return {m.model: m for m in c.models} if c else {}
 
 
+def unserved_models(plan: "Plan") -> set[str]:
+    """Models whose whole demand the plan leaves unserved (unmet_rps, planning.allow_unmet)."""
+    def unmet(model: str) -> float:  # keys are "model/class"; a class name may hold "/" too
+        return sum(rps for key, rps in plan.unmet_rps.items() if key.startswith(model + "/"))
+
+    return {m.name for m in plan.models
+            if m.rate_rps > 0 and unmet(m.name) >= m.rate_rps * plan.demand_scale * (1 - 1e-6)}
+
+
 def with_bound(value, bound) -> str:
     return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
 
@@ -36,8 +45,12 @@ def judgement_lines(plan: "Plan") -> list[str]:
         return f"{100 * (judged.confidence or f.replications.confidence):g}%"
 
     confirmed = confirmed_by_model(plan)
+    unserved = unserved_models(plan)
     out = []
     for m in f.models or ():
+        if m.model in unserved:
+            out.append(f"{m.model}: serves none of its demand (unmet_rps): no latency to judge")
+            continue
         line = f"{m.model}: {_binding(m, m, conf(m))} ({_searched(m)})"
         c = confirmed.get(m.model)
         if c is not None:
@@ -102,10 +115,16 @@ def promise_lines(doc: "Plan") -> list[str]:
         over = fid.over_provisioning.ratio if fid.over_provisioning else None
         out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
                    f"after ({trim_words(fid)}" + _padded_words(fid)
-                   + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x demand sustained"))
+                   + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x {_demand_served(doc)} sustained"))
         out.extend(_off_peak_lines(fid))
     out.extend(_capacity_lines(doc))
     return out
+
+
+def _demand_served(doc) -> str:
+    """What the over-provisioning multiplies: the demand, or where the plan leaves some unserved
+    (unmet_rps) the part it serves (the unserved share stays unrouted at every multiple)."""
+    return "the served demand" if sum(doc.unmet_rps.values()) > 0 else "demand"
 
 
 def _seed_words(fid) -> str:
