@@ -74,6 +74,12 @@ def miss(entry: dict) -> float:
     return float("inf") if ratio is None else 100.0 * (ratio - 1.0)
 
 
+def _unserved(doc: dict, model: dict) -> bool:
+    """Whether the plan leaves all of ``model``'s demand unserved (plan.json unmet_rps)."""
+    unmet = sum(r for k, r in (doc.get("unmet_rps") or {}).items() if k.startswith(model["name"] + "/"))
+    return model.get("rate_rps", 0) > 0 and unmet >= model["rate_rps"] * doc.get("demand_scale", 1.0) * (1 - 1e-6)
+
+
 def one_spec(exe: str, spec: Path, work: Path, seeds: list[int], long: int) -> list[str]:
     """The report's rows of one spec."""
     t = time.perf_counter()
@@ -87,6 +93,10 @@ def one_spec(exe: str, spec: Path, work: Path, seeds: list[int], long: int) -> l
     rows = []
     for m in doc["models"]:
         name = m["name"]
+        if _unserved(doc, m):  # planning.allow_unmet left all of it unserved: no latency to audit, no promise
+            rows.append(f"{spec.stem:<18} {name:<15} ${doc['cost_usd_per_hour']:>7.2f}/h  unserved (unmet_rps): "
+                        "nothing to audit")
+            continue
         got = [next((e for e in r["models"] if e["model"] == name), None) for r in runs if isinstance(r, dict)]
         got = [e for e in got if e is not None]
         errors = [r for r in runs if isinstance(r, str)]

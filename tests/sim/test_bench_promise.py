@@ -27,3 +27,13 @@ def test_the_harness_plans_and_audits_a_plan(tmp_path):
     line = rows[0]
     assert re.search(r"^chat\s+chat-8b\s+\$\s*[\d.]+/h .* met\s+1/1\s+worst\s+[-+][\d.]+%\s+1x: met", line), rows
     assert (tmp_path / "chat" / "plan.json").is_file()
+
+
+def test_a_model_the_plan_leaves_unserved_is_not_audited():
+    """planning.allow_unmet may leave a model's whole demand unserved (a budget that buys nothing): the
+    plan promises nothing of its latency, so the harness says so instead of 'worst +inf% FAILS'."""
+    bench = _harness()
+    doc = {"unmet_rps": {"big/c": 10.0, "small/c": 1.0}, "demand_scale": 1.0}
+    assert bench._unserved(doc, {"name": "big", "rate_rps": 10.0})
+    assert not bench._unserved(doc, {"name": "small", "rate_rps": 4.0})
+    assert not bench._unserved({"unmet_rps": {}}, {"name": "big", "rate_rps": 10.0})
