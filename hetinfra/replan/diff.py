@@ -25,7 +25,7 @@ left as "nothing differs" with the engines serving the old list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hetinfra.deploy.apply import Change, changes
 from hetinfra.document import Allocation, Plan
@@ -75,6 +75,11 @@ class Decision:
     triggers: list[str] = field(default_factory=list)
     held: list[HeldChange] = field(default_factory=list)  # units that re-hold adapters (their engines restart)
     moves: tuple[int, int] = (0, 0)  # instances launched and removed by the whole change (:func:`unit_moves`)
+    #: forced by the new plan's cost alone (no capacity lost, no cap, no offer gone): the case
+    #: hetinfra.replan.still_meets checks against a simulation of what runs
+    costlier: bool = False
+    #: why a move the cost alone forced is held after all (the running fleet still meets): said in the outcome
+    note: str | None = None
 
     @property
     def savings(self) -> float:
@@ -145,12 +150,20 @@ def decide(running: list[Allocation], plan: Plan, offers, caps: dict, *, min_sav
     if forced or d.savings < -1e-9:
         if not forced:
             d.triggers.append("the running fleet no longer meets the demand or caps; the new plan costs more")
+            d.costlier = True
         d.kind = FORCED
     elif d.savings_pct >= min_savings_pct and d.savings >= min_savings_usd_h:
         d.kind = WORTH
     else:
         d.kind = HOLD
     return d
+
+
+def held_as_met(d: Decision, why: str) -> Decision:
+    """``d``, forced by the new plan's cost alone, held: the running fleet still meets (``why``,
+    hetinfra.replan.still_meets), so the dearer plan is not needed."""
+    triggers = [t for t in d.triggers if not t.startswith("the running fleet no longer meets")]
+    return replace(d, kind=HOLD, triggers=triggers, costlier=False, note=why)
 
 
 def _reprice(running: list[Allocation], offers) -> tuple[float, list[str], bool]:

@@ -22,7 +22,8 @@ from hetinfra.fileio import atomic_write_text, dumps_strict
 from hetinfra.outdir import kept_dir
 from hetinfra.errors import ProviderError
 from hetinfra.replan.owner import check_service
-from hetinfra.replan.diff import FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_changes, render
+from hetinfra.replan.diff import (FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_as_met, held_changes,
+                                  render)
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_moves,
                                   stage_plan)
@@ -238,7 +239,7 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         d = p.decision
         detail(render(d))
         if d.kind in (NONE, HOLD):
-            why = "nothing differs" if d.kind == NONE else (
+            why = "nothing differs" if d.kind == NONE else d.note or (
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
             clear_proposal(out)
@@ -305,6 +306,11 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost)
+    if d.kind == FORCED and d.costlier:  # forced by cost alone: is it needed? (hetinfra.replan.still_meets)
+        from hetinfra.replan.still_meets import running_meets
+
+        meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
+        d = held_as_met(d, meets) if meets else d
     return Proposal(plan, running, running_dicts, d, unreliable)
 
 
