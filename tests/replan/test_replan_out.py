@@ -101,3 +101,27 @@ def test_a_capped_run_says_what_it_does_apart_from_the_change(service, run_cli, 
     assert code == 10 and d["summary"].startswith("forced move: +2/-0 instance(s)"), d["summary"]
     assert "this run would make +1/-0" in d["summary"] and d["decision"]["instances_added"] == 2
     assert d["this_run_instances"] == {"added": 1, "removed": 0} and len(d["this_run"]) == 1
+
+
+def test_a_deployment_moved_with_its_spec_is_told_how_to_take_it_over(fake_pulumi, cloud_env, service, run_cli,
+                                                                      tmp_path):
+    """The service id hashes the spec's absolute path: spec and out dir moved together are refused (the
+    id is the old path's), and the hint named the failing command itself (replan audit B6); it now
+    says the deployment was applied from this spec at another path, and how to record the new one."""
+    import shutil
+
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    assert run_cli("apply", str(out), "--yes")[0] == 0
+    moved = shutil.copytree(tmp_path, tmp_path.parent / (tmp_path.name + "-moved"), symlinks=True)
+    new_spec, new_out = moved / spec.relative_to(tmp_path), moved / out.relative_to(tmp_path)
+    code, _, err = run_cli("replan", str(new_spec), "--state", str(new_out), "--feeds",
+                           str(moved / day1.relative_to(tmp_path)))
+    assert code == 2 and "another spec file" in err, err
+    assert "applied from this spec at another path" in err and f"hetinfra apply {new_out} --force" in err, err
+    # what the hint says works: plan here (the service id of this path), then take the deployment over
+    assert run_cli("plan", str(new_spec), "--out", str(new_out), "--feeds", str(moved / day1.relative_to(tmp_path)),
+                   "--no-baselines")[0] == 0
+    assert run_cli("apply", str(new_out), "--yes", "--force")[0] == 0
+    code, _, err = run_cli("replan", str(new_spec), "--state", str(new_out), "--feeds",
+                           str(moved / day1.relative_to(tmp_path)))
+    assert code in (0, 10), err
