@@ -188,12 +188,12 @@ def test_observed_demand_and_apply_to_spec(tmp_path):
     new, notes = apply_to_spec(spec, {"chat-8b": obs})
     demand = new.models[0].demand
     assert demand.rate_rps == pytest.approx(obs.forecast.peak_rps * 1.1)
-    assert demand.sizes.histogram is None
+    # a histogram spec keeps its edges with the observed weights, so requests are drawn inside their
+    # buckets as the spec's are (as classes, every request was simulated at its bucket's largest size)
+    h = demand.sizes.histogram
+    assert demand.sizes.classes is None and h.input_edges == [0, 250, 1000, 2000] and h.output_edges == [0, 100, 500, 1000]
     # SIZES cycles evenly: each of the 5 (in, out) pairs is 1/5 of the requests (3000 clipped into <=2000).
-    want = {"in<=250,out<=100": 0.2, "in<=250,out<=500": 0.2, "in<=1000,out<=100": 0.2,
-            "in<=2000,out<=1000": 0.2, "in<=2000,out<=100": 0.2}
-    assert {c.name: c.share for c in demand.sizes.classes} == pytest.approx(want, abs=1e-3)
-    assert {c.name: (c.input_tokens, c.output_tokens) for c in demand.sizes.classes}["in<=1000,out<=100"] == (1000, 100)
+    assert h.weights == [pytest.approx(row, abs=1e-3) for row in ([0.2, 0.2, 0.0], [0.2, 0.0, 0.0], [0.2, 0.0, 0.2])]
     assert demand.origins == obs.origins
     assert spec.models[0].demand.rate_rps == 12  # the input spec is untouched
     assert notes[0].startswith("chat-8b: plan ")
