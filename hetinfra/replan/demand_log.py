@@ -106,6 +106,33 @@ def size_mix(log: DemandLog, model: str, input_edges: list[int], output_edges: l
     return out
 
 
+def spec_class_mix(log: DemandLog, spec_model: ModelSpec, rate_rps: float) -> list[RequestClass] | None:
+    """The spec's own explicit classes with the observed shares, where every logged request of the model
+    fits one (its input and output at most the class's): each counts in the smallest class that holds
+    it, so none is planned below its size. None where the spec has no explicit classes or a request
+    fits none (then quantile classes: :func:`size_mix`). Keeping the spec's classes keeps their names,
+    so the running plan's routing and the spec still describe the re-plan's classes: as quantile
+    classes ("complete" became "in<=2000,out<=150"), ``hetinfra simulate`` of a proposal could not find
+    its classes in the spec, and the running fleet could not be simulated at the new demand (replan
+    audit B3)."""
+    classes = spec_model.demand.sizes.classes
+    if not classes:
+        return None
+    mask = log.rows_of(spec_model.name)
+    ins, outs = log.input_tokens[mask], log.output_tokens[mask]
+    order = sorted(range(len(classes)), key=lambda k: (classes[k].input_tokens + classes[k].output_tokens, k))
+    which = np.full(len(ins), -1, dtype=np.int64)
+    for k in reversed(order):  # the smallest class that holds a request is written last
+        fits = (ins <= classes[k].input_tokens) & (outs <= classes[k].output_tokens)
+        which[fits] = k
+    if not len(which) or (which < 0).any():
+        return None
+    counts = np.bincount(which, minlength=len(classes))
+    total = int(counts.sum())
+    return [RequestClass(c.name, c.input_tokens, c.output_tokens, counts[k] / total, rate_rps * counts[k] / total)
+            for k, c in enumerate(classes) if counts[k]]
+
+
 def quantile_edges(sizes: np.ndarray) -> list[int]:
     """Edges ``[0, q50, q90, q99, max]`` of observed sizes (observed values, duplicates merged).
 
@@ -184,7 +211,10 @@ def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 
                        horizon=max(1, math.ceil(horizon_s / interval_s)),
                        smooth=max(1, round(SMOOTH_S / interval_s)) | 1)
     planned = fc.peak_rps * (1 + buffer)
-    in_edges, out_edges, outside, edges_from = mix_edges(log, spec_model)
+    classes, edges_from = spec_class_mix(log, spec_model, planned), "the spec's classes"
+    if classes is None:
+        in_edges, out_edges, outside, edges_from = mix_edges(log, spec_model)
+        classes = size_mix(log, name, in_edges, out_edges, outside, planned)
     mask = log.rows_of(name)
     t = log.timestamps[mask]
     notes = [fc.note] + covered
@@ -196,7 +226,7 @@ def observed_demand(log: DemandLog, spec_model: ModelSpec, *, interval_s: int = 
                                  smooth=max(1, round(SMOOTH_S / interval_s)) | 1)
     notes += [f"origin {o}: forecast peak {f.peak_rps:.3g} req/s ({f.method})" for o, f in by_origin.items()]
     return ObservedDemand(model=name, planned_rps=planned, forecast=fc, buffer=float(buffer),
-                          classes=size_mix(log, name, in_edges, out_edges, outside, planned),
+                          classes=classes,
                           origins=region_mix(log, name), requests=int(mask.sum()), span_s=float(t[-1] - t[0]),
                           interval_s=interval_s, edges_from=edges_from, notes=notes, origin_forecasts=by_origin)
 

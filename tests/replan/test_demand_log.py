@@ -260,3 +260,25 @@ def test_a_partly_covered_interval_does_not_make_the_backtest_fail(tmp_path, sta
     assert obs.forecast.peak_rps == pytest.approx(4.0)
     said = [n for n in obs.notes if "left out of the history and the backtest" in n]
     assert len(said) == 1 + (start_s % 300 != 0)  # the last interval, and a first one begun mid-interval
+
+
+def test_a_classes_spec_keeps_its_classes_where_every_request_fits_one(tmp_path):
+    """Each request counts in the smallest spec class holding it (never planned below its size), and the
+    classes keep their names, so the running routing and the spec still describe a re-plan's classes;
+    a request no class holds falls back to the log's quantile classes (replan audit B3)."""
+    from hetinfra.replan.demand_log import spec_class_mix
+
+    model = ModelSpec.model_validate({
+        "name": "a", "model": "llama-3.1-8b", "source": "x", "slo": {"ttft_ms": 1000, "tpot_ms": 100},
+        "demand": {"rate_rps": 1, "sizes": {"classes": [
+            {"name": "long", "input_tokens": 5000, "output_tokens": 2000, "share": 1},
+            {"name": "short", "input_tokens": 250, "output_tokens": 100, "share": 3}]}}})
+    fits = [line for line in SMALL if ",b," not in line]  # model a: 100/50, 250/100, 251/101, 5000/2000
+    got = spec_class_mix(read_demand_log(write(tmp_path, fits)), model, 8.0)
+    assert [(c.name, c.input_tokens, c.output_tokens, c.share, c.rate_rps) for c in got] == [
+        ("long", 5000, 2000, 0.5, 4.0), ("short", 250, 100, 0.5, 4.0)]
+    too_big = fits + ["2024-05-01T00:00:06Z,a,5001,10,us"]
+    assert spec_class_mix(read_demand_log(write(tmp_path, too_big, "big.csv")), model, 8.0) is None
+    obs = observed_demand(read_demand_log(write(tmp_path, too_big, "big2.csv")), model, interval_s=1, season_s=2,
+                          horizon_s=1)
+    assert "quantiles" in obs.edges_from and all(c.name.startswith("in<=") for c in obs.classes)
