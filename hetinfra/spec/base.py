@@ -43,7 +43,11 @@ def word_problem(value: str, loose: bool = False) -> str | None:
         return "contains a control character"
     if loose:
         return "contains a shell metacharacter" if QUOTE_META.search(value) else None
-    return "contains a shell metacharacter or whitespace" if SHELL_META.search(value) else None
+    if SHELL_META.search(value):
+        return "contains a shell metacharacter or whitespace"
+    # a word is one argument of a generated command line (vLLM's --served-model-name, pip's requirement,
+    # kubectl's --context): one starting with '-' is read as an option there, not as the value
+    return "starts with '-' (a command line reads it as an option)" if value.startswith("-") else None
 
 
 def _strings_of(value, leaf: str):
