@@ -23,14 +23,16 @@ NAME_MAX = 255
 def path_problem(path: str | os.PathLike) -> str | None:
     """Why ``path`` cannot name a file to look up, or None: a NUL byte, a name over :data:`NAME_MAX`
     bytes anywhere in it, or a lookup error other than "not there" (a missing path is fine: a writer
-    makes it). The one rule of path flags, arguments and variables."""
+    makes it). The one rule of path flags, arguments and variables. The lookup follows symbolic
+    links: a loop of them (ELOOP) is named here; pathlib's resolve() raised RuntimeError on one (a
+    traceback in `plan --out LOOP`), and click's exists check called it "does not exist"."""
     text = os.fsdecode(path)
     if "\0" in text:
         return "holds a NUL byte"
     if any(len(os.fsencode(part)) > NAME_MAX for part in Path(text).parts):
         return f"{os.strerror(errno.ENAMETOOLONG)} (a name over {NAME_MAX} bytes)"
     try:
-        os.lstat(text)
+        os.stat(text)  # a dangling link is "not there" (ENOENT), as a missing path
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
             return exc.strerror or str(exc)

@@ -38,13 +38,12 @@ class UserPath(click.Path):
 
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
-        path = super().convert(value, param, ctx)
         name = click.format_filename(value)
-        problem = path_problem(path)
+        problem = path_problem(value)  # before click's own checks: it calls a symlink loop "does not exist"
         if problem:
             self.fail(problem if "NUL" in problem else f"{name if len(name) <= 60 else name[:57] + '...'}: {problem}",
                       param, ctx)
-        return path
+        return super().convert(value, param, ctx)
 
 
 class OutDir(UserPath):

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 from hetinfra.cli import cli
 from hetinfra.cli.common import OutDir, UserPath
@@ -74,6 +75,27 @@ def test_a_path_no_file_can_have_is_exit_2_naming_why(names, param, unusable):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
     assert "File name too long" in res.output or "does not exist" in res.output, res.output  # click's exists=True
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(st.sampled_from(PARAMS), st.sampled_from(["{loop}", "{loop}/x", "{loop}/x.yaml", "./{loop}"]))
+def test_property_a_symlink_loop_on_any_path_is_exit_2_naming_it(tmp_path_factory, named, shape):
+    """A loop of symbolic links where a path flag or argument looks (the path itself or a folder above
+    it): `plan --out LOOP` was a RuntimeError traceback (pathlib's resolve), the flags click checks for
+    existence called it "does not exist". hetinfra.envpaths.path_problem follows the links, naming the loop."""
+    names, param = named
+    base = tmp_path_factory.mktemp("loop")
+    (base / "a").symlink_to(base / "b")
+    (base / "b").symlink_to(base / "a")
+    loop = shape.format(loop=base / "a") if not shape.startswith("./") else str(base / "a")
+    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
+    if isinstance(param, click.Argument):
+        args = [*names, *(loop if a is param else "x" for a in arguments)]
+    else:
+        args = [*names, param.opts[0], loop, *("x" for a in arguments if a.required)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (args, res.output)
+    assert "Too many levels of symbolic links" in res.output, (args, res.output)
 
 
 #: every command that reads an OUT folder, as called on one (PLACEHOLDER: where the folder goes)
