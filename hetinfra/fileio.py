@@ -32,6 +32,15 @@ from hetinfra.errors import HetinfraError, InvalidInputError
 MAX_READ_BYTES = 64 << 20
 
 
+def present(path: str | Path) -> bool:
+    """Whether anything is at ``path``: a file, a folder, or a symbolic link, one to nothing or to a
+    loop of links too. The test of every file of OUT that a command reads if it is there (state.json,
+    plan.json): Path.exists() says False for such a link, so a state.json linked to a share that is not
+    mounted read as "nothing deployed" (`status`, `destroy`) and `replan` planned as if nothing ran;
+    the reader (:func:`read_text`) then says what the link points to."""
+    return os.path.lexists(path)
+
+
 def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ_BYTES,
               hint: str | None = None) -> str:
     """The text of the regular file ``path`` (``what`` names it in errors, e.g. "offers CSV")."""
@@ -39,6 +48,9 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ
     try:
         info = os.stat(p)
     except FileNotFoundError:
+        if p.is_symlink():
+            raise InvalidInputError(f"{what} {p} is a symbolic link to nothing ({os.readlink(p)})",
+                                    hint=hint or "point the link at the file, or remove it") from None
         raise InvalidInputError(f"{what} not found: {p}", hint=hint) from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read {what} {p}: {exc.strerror or exc}", hint=hint) from None
