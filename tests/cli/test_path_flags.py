@@ -92,6 +92,19 @@ def test_property_a_symlink_loop_on_any_path_is_exit_2_naming_it(tmp_path_factor
     assert "Too many levels of symbolic links" in res.output, (args, res.output)
 
 
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(st.sampled_from(PARAMS), st.integers(0x80, 0xFF), st.sampled_from(["{b}", "d{b}/x", "s{b}.yaml"]))
+def test_property_a_path_that_is_not_utf8_is_exit_2_naming_it(named, byte, shape):
+    """A file name of bytes that are not UTF-8 reaches Python as a surrogate ('\\udcff'): `plan` of a
+    spec so named was a UnicodeEncodeError traceback (its path hashed for plan.json's service_id), an
+    OUT so named was written and printed as '?'. path_problem refuses it for every path parameter."""
+    names, param = named
+    value = shape.format(b=bytes([byte]).decode("utf-8", "surrogateescape"))
+    res = CliRunner().invoke(cli, _line(names, param, value))
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert f"is not UTF-8 text (byte 0x{byte:02x})" in res.output, res.output
+
+
 #: every command that reads an OUT folder, as called on one (PLACEHOLDER: where the folder goes)
 OUT_READERS = [["status", "OUT"], ["status", "OUT", "--json"], ["status", "OUT", "--no-refresh"],
                ["destroy", "OUT", "--yes"], ["apply", "OUT", "--yes"], ["profile", "OUT", "--launch", "--dry-run"]]
