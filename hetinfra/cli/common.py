@@ -100,6 +100,17 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+def encodable_outputs() -> None:
+    """stdout and stderr write a character their encoding lacks as its escape (``\\xe9``) instead of
+    raising: under an ASCII locale (``PYTHONIOENCODING=ascii``, a CI job's ``LANG=C`` on an old
+    interpreter) `hetinfra plan` ended in a UnicodeEncodeError traceback at the summary's "Mélange", and
+    so did any table holding text a user wrote (an offers ``source`` of 'café-list' in `prices`). Python
+    itself does this for stderr only. ``--json`` output is ASCII already (json.dumps escapes)."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None:
     """The ``--json`` error document on stdout: ``partial``, what the command had to report before it
     failed, plus ``{"error": {"type", "exit_code", "message", "hint", ...}, "exit_code": N}``."""
