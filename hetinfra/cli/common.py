@@ -105,9 +105,11 @@ def encodable_outputs() -> None:
     raising: under an ASCII locale (``PYTHONIOENCODING=ascii``, a CI job's ``LANG=C`` on an old
     interpreter) `hetinfra plan` ended in a UnicodeEncodeError traceback at the summary's "Mélange", and
     so did any table holding text a user wrote (an offers ``source`` of 'café-list' in `prices`). Python
-    itself does this for stderr only. ``--json`` output is ASCII already (json.dumps escapes)."""
+    itself does this for stderr only (under the C locale it gives stdout surrogateescape, which raises on
+    them too). ``--json`` output is ASCII already (json.dumps escapes)."""
     for stream in (sys.stdout, sys.stderr):
-        if getattr(stream, "errors", None) == "strict" and callable(getattr(stream, "reconfigure", None)):
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape") and callable(
+                getattr(stream, "reconfigure", None)):
             stream.reconfigure(errors="backslashreplace")
 
 
