@@ -46,9 +46,10 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
     that is there is read as every command reads it (a broken one is an InvalidInputError, exit 2)."""
     from hetinfra.document import Plan
     from hetinfra.document.load import read_json
+    from hetinfra.fileio import present
 
     path = state / "plan.json" if state.is_dir() else state
-    if not path.is_file():
+    if not present(path):
         return {}
     doc = read_json(path, what="plan or state", hint="pass the --out directory of the plan that is running")
     if isinstance(doc, dict) and "state_version" in doc:
