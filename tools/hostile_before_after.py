@@ -3,6 +3,7 @@ run on two installs (BEFORE_BIN, default /work/main's hetinfra; AFTER_BIN, defau
 each outcome printed and saved as JSON under $HOSTILE_DIR (default /tmp/hetinfra-hostile):
 
     .venv/bin/python tools/hostile_before_after.py    # about 3 minutes on 2 cores
+    .venv/bin/python tools/hostile_before_after.py seven    # the families whose name holds "seven"
 
 The "main"/"w36" labels are the two installs. Each case writes only under its own folder there.
 """
@@ -29,7 +30,8 @@ NOW = time.time()
 def run(who, args, cwd, env=None, timeout=60):
     e = dict(os.environ, HETINFRA_CACHE_DIR=str(cwd / "cache"), **(env or {}))
     try:
-        p = subprocess.run([BINS[who], *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=e)
+        p = subprocess.run([BINS[who], *args], cwd=cwd, capture_output=True, text=True, errors="backslashreplace",
+                           timeout=timeout, env=e)  # errors: a command may print a name's bytes that are not UTF-8
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return "hang", "", f"no answer in {timeout} s"
@@ -37,7 +39,7 @@ def run(who, args, cwd, env=None, timeout=60):
 
 def first_error(err):
     if "Traceback" in err:
-        last = [l for l in err.strip().splitlines() if l.strip()][-1]
+        last = [l for l in err.strip().splitlines() if l.strip() and not l.startswith("***")][-1]
         return "traceback: " + last[:70]
     lines = [l for l in err.splitlines() if l.startswith("error:")]
     return (lines[0][7:] if lines else (err.strip().splitlines() or [""])[-1])[:110]
@@ -313,10 +315,95 @@ def infeasible_case(who):
     return rc, first_error(err), "Y: cap 0" not in err and rc == 3
 
 
+# ---------------------------------------------------------------- round seven: words, names, links, encodings
+def _planned_out(who, d):
+    run(who, ["plan", str(REPO / "services/chat.yaml"), "--out", "o", "--no-verify", "--no-baselines"], d)
+    return d / "o"
+
+def _linked(who, d, name, link):
+    out = _planned_out(who, d)
+    if name == "state.json":
+        run(who, ["status", "o", "--no-refresh"], d)  # nothing there yet: a link takes its place
+    (out / name).unlink(missing_ok=True)
+    (out / name).symlink_to(out / name if link == "loop" else d / "unmounted" / name)
+
+def _spec_with(d, model=None, name=None):
+    s = json.loads(json.dumps(CHAT))
+    s["models"][0].update({k: v for k, v in (("model", model), ("name", name)) if v})
+    (d / "s.yaml").write_text(yaml.safe_dump(s, sort_keys=False))
+
+LONG_REPO = "org/" + "a" * 250
+OFFERS_CAFE = ("cloud,region,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,price_per_hour,"
+               "spot_price_per_hour,source\naws,us-east-1,g6.xlarge,L4,1,24,4,16,0.8,,caf\u00e9-list\n")
+
+# name -> (how the case sets up its folder d, the command line, extra environment, what handled means)
+SEVEN = {
+    "model name '-x-chat' (vLLM reads it as an option)": (
+        lambda w, d: _spec_with(d, name="-x-chat"), ["plan", "s.yaml", "--out", "o", "--no-verify", "--no-baselines"],
+        {}, lambda rc, err, d: rc == 2 and "s.yaml:" in err),
+    "model name '--help'": (
+        lambda w, d: _spec_with(d, name="--help"), ["plan", "s.yaml", "--no-verify", "--no-baselines"],
+        {}, lambda rc, err, d: rc == 2 and "s.yaml:" in err),
+    "spec model: org/<250 characters>, a Hugging Face cache there": (
+        lambda w, d: (_spec_with(d, model=LONG_REPO), (d / "hub").mkdir()),
+        ["plan", "s.yaml", "--no-verify", "--no-baselines"], {"HF_HUB_CACHE": "hub"},
+        lambda rc, err, d: rc == 2 and "Traceback" not in err),
+    "estimate --model org/<250 characters>": (
+        lambda w, d: (d / "hub").mkdir(), ["estimate", "--model", LONG_REPO, "--gpu", "H100", "--input", "500",
+                                           "--output", "100", "--ttft-ms", "1000", "--tpot-ms", "50"],
+        {"HF_HUB_CACHE": "hub"}, lambda rc, err, d: rc == 2 and "Traceback" not in err),
+    "plan --out LOOP (a symlink loop)": (
+        lambda w, d: ((d / "l1").symlink_to(d / "l2"), (d / "l2").symlink_to(d / "l1")),
+        ["plan", str(REPO / "services/chat.yaml"), "--out", "l1", "--no-verify", "--no-baselines"], {},
+        lambda rc, err, d: rc == 2 and "symbolic links" in err),
+    "simulate LOOP": (
+        lambda w, d: ((d / "l1").symlink_to(d / "l2"), (d / "l2").symlink_to(d / "l1")), ["simulate", "l1"], {},
+        lambda rc, err, d: rc == 2 and "symbolic links" in err),
+    "OUT/state.json a link to nothing: status": (
+        lambda w, d: _linked(w, d, "state.json", "nothing"), ["status", "o", "--no-refresh"], {},
+        lambda rc, err, d: rc == 2 and "link to nothing" in err),
+    "OUT/state.json a link to nothing: destroy --yes": (
+        lambda w, d: _linked(w, d, "state.json", "nothing"), ["destroy", "o", "--yes"], {},
+        lambda rc, err, d: rc == 2 and "link to nothing" in err),
+    "OUT/state.json a link loop: replan": (
+        lambda w, d: _linked(w, d, "state.json", "loop"), ["replan", str(REPO / "services/chat.yaml"), "--state", "o"],
+        {}, lambda rc, err, d: rc == 2 and "symbolic links" in err),
+    "OUT/plan.json a link to nothing: simulate": (
+        lambda w, d: _linked(w, d, "plan.json", "nothing"), ["simulate", "o", "--requests", "200"], {},
+        lambda rc, err, d: rc == 2 and "link to nothing" in err),
+    "spec file named with byte 0xff": (
+        lambda w, d: shutil.copy(REPO / "services/chat.yaml", os.fsencode(d) + b"/\xffs.yaml"),
+        ["plan", "\udcffs.yaml", "--no-verify", "--no-baselines"], {},
+        lambda rc, err, d: rc == 2 and "not UTF-8" in err),
+    "--out named with byte 0xff": (
+        lambda w, d: None, ["plan", str(REPO / "services/chat.yaml"), "--out", "o\udcff", "--no-verify", "--no-baselines"],
+        {}, lambda rc, err, d: rc == 2 and "not UTF-8" in err and not any(p.name.startswith("o") for p in d.iterdir())),
+    "PYTHONIOENCODING=ascii: plan": (
+        lambda w, d: None, ["plan", str(REPO / "services/chat.yaml"), "--no-verify"], {"PYTHONIOENCODING": "ascii"},
+        lambda rc, err, d: rc == 0),
+    "PYTHONIOENCODING=ascii: prices of an offers source 'caf\u00e9-list'": (
+        lambda w, d: (d / "o.csv").write_text(OFFERS_CAFE), ["prices", "--feeds", "o.csv"],
+        {"PYTHONIOENCODING": "ascii"}, lambda rc, err, d: rc == 0),
+    "LC_ALL=C PYTHONUTF8=0: plan": (
+        lambda w, d: None, ["plan", str(REPO / "services/chat.yaml"), "--no-verify"],
+        {"LC_ALL": "C", "PYTHONUTF8": "0"}, lambda rc, err, d: rc == 0),
+}
+
+def seven_case(who, name):
+    make, args, env, handled = SEVEN[name]
+    d = ROOT / who / ("seven-" + str(abs(hash(name)) % 10**6)); d.mkdir(parents=True)
+    make(who, d)
+    rc, out, err = run(who, args, d, env=env, timeout=120)
+    note = first_error(err) if rc != 0 else (out.strip().splitlines() or [""])[-1][:110]
+    return rc, note, handled(rc, err, d)
+
+
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
-    rows = []
+    rows, only = [], sys.argv[1:]  # words a family's name must hold (none: every family)
     def add(family, name, fn):
+        if only and not any(o in family for o in only):
+            return
         res = {}
         for who in ("main", "w36"):
             try:
@@ -342,6 +429,7 @@ def main():
     for first in ("512.0,900", "1e3,900"):
         add("dataset CSV first row", f"first row '{first}' (then 3 rows 100,50)", lambda w, f=first: dataset_case(w, f))
     add("infeasibility", "caps Y=0 (none there), X=5 (too few)", infeasible_case)
+    for n in SEVEN: add("round seven: words, names, links, encodings", n, lambda w, n=n: seven_case(w, n))
     json.dump([(f, n, r) for f, n, r in rows], open(ROOT / "table.json", "w"), indent=1, default=str)
 
 if __name__ == "__main__":
