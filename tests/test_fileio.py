@@ -227,3 +227,29 @@ def test_kept_dir_puts_the_out_dir_back_unless_kept(tmp_path):
             raise RuntimeError("a step failed")
     assert (out / "plan.json").read_text() == "new"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no copy left beside it
+
+
+#: JSON documents of a few levels whose strings (keys and values) are any text without surrogates
+_JSON_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_JSON_DOCS = st.recursive(st.none() | st.integers(-9, 9) | _JSON_TEXT,
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_JSON_TEXT, inner, max_size=3),
+                          max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=_JSON_DOCS, half=st.integers(0xD800, 0xDFFF), at=st.integers(0, 50), key=st.booleans())
+def test_property_a_lone_surrogate_escape_is_refused_where_it_is(doc, half, at, key):
+    """JSON's grammar takes "\\ud800" alone, json.loads gives a str no codec can encode, and pydantic's
+    validation of plan.json raised UnicodeEncodeError on it (a traceback in simulate, status, replan).
+    fileio.parse_json, the one JSON parser of files, refuses it with its line and column; a document
+    without one (an emoji's pair of escapes, an escaped backslash before 'u') reads as before."""
+    from hetinfra.fileio import parse_json
+
+    text = json.dumps(doc)
+    assert parse_json(text, "f.json") == doc
+    assert parse_json(json.dumps([doc, "\U0001F600", "\\ud800"]), "f.json")[1:] == ["\U0001F600", "\\ud800"]
+    bad = chr(half)
+    broken = json.dumps({bad: doc} if key else [doc, "x" * (at % 7) + bad])
+    with pytest.raises(InvalidInputError, match=rf"f\.json: not valid JSON text \(line 1 column \d+: \\u{half:04x} is "
+                                                r"half of a UTF-16 surrogate pair"):
+        parse_json(broken, "f.json")

@@ -129,3 +129,19 @@ def test_a_link_in_out_that_leads_nowhere_is_named_not_read_as_absent(planned, t
     code, stdout, err = run_cli(*args)
     assert code == 2 and "nothing deployed" not in stdout + err, (args, stdout, err)
     assert ("symbolic link to nothing" if link == "nothing" else "Too many levels of symbolic links") in err, err
+
+
+@pytest.mark.parametrize("name, where, command", [
+    ("plan.json", ("models", 0, "name"), ["simulate", "{out}", "--requests", "100", "--json"]),
+    ("state.json", ("service",), ["status", "{out}", "--no-refresh", "--json"])])
+def test_a_lone_surrogate_escape_in_an_out_file_is_exit_2(planned, tmp_path_factory, run_cli, name, where, command):
+    """'\\ud800' alone in plan.json's model name was a UnicodeEncodeError traceback (pydantic); now exit 2."""
+    doc = json.loads((planned / name).read_text())
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = "a\ud800b"
+    out = _copy(planned, tmp_path_factory, (name, json.dumps(doc)))
+    code, stdout, err = run_cli(*(a.format(out=out) for a in command))
+    assert_clean_exit(code, stdout, err, as_json=True)
+    assert code == 2 and "half of a UTF-16 surrogate pair" in err, err
