@@ -279,8 +279,8 @@ ENTRIES = st.sampled_from(["link-out", "link-in", "link-file", "link-nothing", "
 def test_property_a_staged_copy_of_out_is_out_as_it_was(tmp_path_factory, entries):
     """outdir._link_tree mirrors OUT into the copy that a plan writes into and swaps in: a symbolic
     link to a folder (os.walk lists it among the folders) was made an empty folder, so OUT/data ->
-    /mnt/data, or a pulumi/<cloud> folder linked to where its Pulumi state lives, came out of every
-    `plan --out` and `replan` empty. What the block does not write is kept as it was, link for link."""
+    /mnt/data came out of every `plan --out` and `replan` as an empty data/. What the block does not
+    write is kept as it was, link for link."""
     base = tmp_path_factory.mktemp("tree")
     out, elsewhere = base / "out", base / "elsewhere"
     (out / "sub").mkdir(parents=True)
