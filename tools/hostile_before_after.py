@@ -389,12 +389,47 @@ SEVEN = {
         {"LC_ALL": "C", "PYTHONUTF8": "0"}, lambda rc, err, d: rc == 0),
 }
 
+def _surrogate_name(who, d):
+    out = _planned_out(who, d)
+    text = (out / "plan.json").read_text()
+    (out / "plan.json").write_text(text.replace('"name": "chat-8b"', '"name": "chat-8b\\ud800"', 1))
+
+def _data_link(who, d):
+    out = _planned_out(who, d)
+    (d / "disk").mkdir()
+    (d / "disk" / "weights.bin").write_text("mine")
+    (out / "data").symlink_to(d / "disk")
+
+def _profile_blocked(who, d, what):
+    out = _planned_out(who, d)
+    if what == "file":
+        (out / "profile").write_text("mine")
+    else:
+        (out / "profile" / "collect.sh").mkdir(parents=True)
+
+SEVEN.update({
+    "plan.json: a model name holding \\ud800 (a lone surrogate escape): simulate": (
+        _surrogate_name, ["simulate", "o", "--requests", "200"], {},
+        lambda rc, err, d: rc == 2 and "surrogate" in err),
+    "OUT/data a link to a folder elsewhere: plan --out OUT": (
+        _data_link, ["plan", str(REPO / "services/chat.yaml"), "--out", "o", "--no-verify", "--no-baselines"], {},
+        lambda rc, err, d: rc == 0 and (d / "o" / "data").is_symlink() and (d / "disk" / "weights.bin").exists()),
+    "OUT/profile a file: profile OUT --launch --dry-run": (
+        lambda w, d: _profile_blocked(w, d, "file"), ["profile", "o", "--launch", "--all", "--dry-run"], {},
+        lambda rc, err, d: rc == 2 and "Traceback" not in err),
+    "OUT/profile/collect.sh a folder: profile OUT --launch --dry-run": (
+        lambda w, d: _profile_blocked(w, d, "folder"), ["profile", "o", "--launch", "--all", "--dry-run"], {},
+        lambda rc, err, d: rc == 2 and [p.name for p in (d / "o" / "profile").iterdir()] == ["collect.sh"]),
+})
+
 def seven_case(who, name):
     make, args, env, handled = SEVEN[name]
     d = ROOT / who / ("seven-" + str(abs(hash(name)) % 10**6)); d.mkdir(parents=True)
     make(who, d)
     rc, out, err = run(who, args, d, env=env, timeout=120)
     note = first_error(err) if rc != 0 else (out.strip().splitlines() or [""])[-1][:110]
+    if name.startswith("OUT/data"):
+        note = f"OUT/data after: {'a link' if (d / 'o' / 'data').is_symlink() else 'an empty folder'}"
     return rc, note, handled(rc, err, d)
 
 
