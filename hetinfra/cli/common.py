@@ -110,7 +110,10 @@ def encodable_outputs() -> None:
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", None) in ("strict", "surrogateescape") and callable(
                 getattr(stream, "reconfigure", None)):
-            stream.reconfigure(errors="backslashreplace")
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except OSError:  # a closed descriptor: its first write says so (hetinfra.cli.stops)
+                pass
 
 
 def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None:
@@ -131,12 +134,25 @@ def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None
 
     if stopping:
         sys.exit(STOPPED_BY[stopping[0]])
+    def lines() -> None:
+        click.echo(shown(f"error: {exc.message}"), err=True)
+        if exc.hint:
+            click.echo(shown(f"  hint: {exc.hint}"), err=True)
+
     if as_json:
-        echo_error_document(exc, partial)
-    click.echo(shown(f"error: {exc.message}"), err=True)
-    if exc.hint:
-        click.echo(shown(f"  hint: {exc.hint}"), err=True)
+        _said(lambda: echo_error_document(exc, partial))
+    _said(lines)
     sys.exit(exc.exit_code)
+
+
+def _said(echo: Callable[[], None]) -> None:
+    """``echo()``, where the output it writes may fail (stdout or stderr into /dev/full or a full disk):
+    the exit code still says what failed. A pipe whose reader left is hetinfra.cli.stops'."""
+    try:
+        echo()
+    except OSError as failed:
+        if isinstance(failed, BrokenPipeError):
+            raise
 
 
 def json_usage_error(exc: click.UsageError, args: list[str]) -> None:
