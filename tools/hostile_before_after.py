@@ -422,6 +422,16 @@ SEVEN.update({
         lambda rc, err, d: rc == 2 and [p.name for p in (d / "o" / "profile").iterdir()] == ["collect.sh"]),
 })
 
+def output_case(who, args, into):
+    """``hetinfra ARGS`` with stdout into /dev/full (a full disk) or closed (``>&-``)."""
+    d = ROOT / who / ("output-" + str(abs(hash((tuple(args), into))) % 10**6)); d.mkdir(parents=True)
+    e = dict(os.environ, HETINFRA_CACHE_DIR=str(d / "cache"))
+    with open("/dev/full", "w") as full:
+        out = {"stdout": full} if into == "/dev/full" else {"preexec_fn": lambda: os.close(1)}
+        p = subprocess.run([BINS[who], *args], cwd=d, stderr=subprocess.PIPE, text=True, errors="backslashreplace",
+                           timeout=120, env=e, **out)
+    return p.returncode, first_error(p.stderr) or "(nothing said)", "Traceback" not in p.stderr and p.returncode in (0, 2)
+
 def seven_case(who, name):
     make, args, env, handled = SEVEN[name]
     d = ROOT / who / ("seven-" + str(abs(hash(name)) % 10**6)); d.mkdir(parents=True)
@@ -465,6 +475,11 @@ def main():
         add("dataset CSV first row", f"first row '{first}' (then 3 rows 100,50)", lambda w, f=first: dataset_case(w, f))
     add("infeasibility", "caps Y=0 (none there), X=5 (too few)", infeasible_case)
     for n in SEVEN: add("round seven: words, names, links, encodings", n, lambda w, n=n: seven_case(w, n))
+    for name, args, into in (("plan chat.yaml --json > /dev/full", ["plan", str(REPO / "services/chat.yaml"),
+                                                                    "--no-verify", "--json"], "/dev/full"),
+                             ("prices --gpu H100 > /dev/full", ["prices", "--gpu", "H100"], "/dev/full"),
+                             ("--version >&- (stdout closed)", ["--version"], "closed")):
+        add("round seven: words, names, links, encodings", name, lambda w, a=args, i=into: output_case(w, a, i))
     json.dump([(f, n, r) for f, n, r in rows], open(ROOT / "table.json", "w"), indent=1, default=str)
 
 if __name__ == "__main__":
