@@ -38,7 +38,7 @@ from hetinfra.perf.bench_import import (
     parse_result,
     write_profile_csv,
 )
-from hetinfra.perf.profiles import ProfileRow, check_vllm_version
+from hetinfra.perf.profiles import ProfileRow, check_names, check_vllm_version
 
 DEFAULT_PERCENTILES = (50, 90, 99)
 INSTALL_HINT = ("pip install vllm on a machine that can reach the server (only the `vllm bench serve` client "
@@ -230,6 +230,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     cells, rs = _validate(tp, pp, gpu, model, grid, rates, num_prompts)
     check_vllm_version(vllm_version, "--vllm-version")  # before the sweep: else its profile could not be read
     model, gpu = model.strip(), gpu.strip()
+    check_names(model, gpu)  # so too the rows' names (the CSV is written after the sweep, hours later)
     out_csv = Path(out_csv)
     if out_csv.is_dir():
         raise InvalidInputError(f"--out {out_csv} is a directory", hint="give a file name such as profile.csv")
