@@ -422,6 +422,17 @@ SEVEN.update({
         lambda rc, err, d: rc == 2 and [p.name for p in (d / "o" / "profile").iterdir()] == ["collect.sh"]),
 })
 
+def import_case(who, model, gpu):
+    """`profile-import` of a two-point sweep whose result files' model_id is ``model``, for ``--gpu``."""
+    d = ROOT / who / ("import-" + str(abs(hash((model, gpu))) % 10**6)); d.mkdir(parents=True)
+    for i, (rate, tpot) in enumerate(((1, 40), (2, 150))):
+        (d / f"r{i}.json").write_text(json.dumps(bench_doc(rate, 300, tpot, model_id=model)))
+    rc, out, err = run(who, ["profile-import", "r0.json", "r1.json", "--gpu", gpu, "--tp", "1", "--ttft-ms", "2000",
+                             "--tpot-ms", "100", "--out", "p.csv"], d)
+    rerc, _, reerr = run(who, ["simulate", "x", "--profile", "p.csv"], d) if rc == 0 else (None, "", "")
+    note = first_error(err) if rc else f"wrote p.csv; read back: {first_error(reerr) if 'p.csv' in reerr else 'ok'}"
+    return rc, note[:110], rc == 2 and "Traceback" not in err and "column 'tp' is empty" not in err  # the wrong column
+
 def output_case(who, args, into):
     """``hetinfra ARGS`` with stdout into /dev/full (a full disk) or closed (``>&-``)."""
     d = ROOT / who / ("output-" + str(abs(hash((tuple(args), into))) % 10**6)); d.mkdir(parents=True)
@@ -475,6 +486,9 @@ def main():
         add("dataset CSV first row", f"first row '{first}' (then 3 rows 100,50)", lambda w, f=first: dataset_case(w, f))
     add("infeasibility", "caps Y=0 (none there), X=5 (too few)", infeasible_case)
     for n in SEVEN: add("round seven: words, names, links, encodings", n, lambda w, n=n: seven_case(w, n))
+    for name, model, gpu in (("profile-import of a model_id holding a carriage return", "m\rx", "L4"),
+                             ("profile-import --gpu 'L4,x'", "m", "L4,x")):
+        add("round seven: words, names, links, encodings", name, lambda w, m=model, g=gpu: import_case(w, m, g))
     for name, args, into in (("plan chat.yaml --json > /dev/full", ["plan", str(REPO / "services/chat.yaml"),
                                                                     "--no-verify", "--json"], "/dev/full"),
                              ("prices --gpu H100 > /dev/full", ["prices", "--gpu", "H100"], "/dev/full"),
