@@ -376,7 +376,8 @@ SEVEN = {
         ["plan", "\udcffs.yaml", "--no-verify", "--no-baselines"], {},
         lambda rc, err, d: rc == 2 and "not UTF-8" in err),
     "--out named with byte 0xff": (
-        lambda w, d: None, ["plan", str(REPO / "services/chat.yaml"), "--out", "o\udcff", "--no-verify", "--no-baselines"],
+        lambda w, d: None,
+        ["plan", str(REPO / "services/chat.yaml"), "--out", "o\udcff", "--no-verify", "--no-baselines"],
         {}, lambda rc, err, d: rc == 2 and "not UTF-8" in err and not any(p.name.startswith("o") for p in d.iterdir())),
     "PYTHONIOENCODING=ascii: plan": (
         lambda w, d: None, ["plan", str(REPO / "services/chat.yaml"), "--no-verify"], {"PYTHONIOENCODING": "ascii"},
@@ -441,7 +442,8 @@ def output_case(who, args, into):
         out = {"stdout": full} if into == "/dev/full" else {"preexec_fn": lambda: os.close(1)}
         p = subprocess.run([BINS[who], *args], cwd=d, stderr=subprocess.PIPE, text=True, errors="backslashreplace",
                            timeout=120, env=e, **out)
-    return p.returncode, first_error(p.stderr) or "(nothing said)", "Traceback" not in p.stderr and p.returncode in (0, 2)
+    handled = "Traceback" not in p.stderr and p.returncode in (0, 2)
+    return p.returncode, first_error(p.stderr) or "(nothing said)", handled
 
 def seven_case(who, name):
     make, args, env, handled = SEVEN[name]

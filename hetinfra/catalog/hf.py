@@ -27,8 +27,8 @@ from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import read_json, read_text
 
-__all__ = ["MAX_REPO_PART", "hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
-           "arch_from_hub"]
+__all__ = ["MAX_REPO_PART", "hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config",
+           "arch_from_file", "arch_from_hub"]
 
 #: the hub's bound on a repo name (huggingface_hub's validate_repo_id: 1-96 characters), here on the
 #: owner too: the cache folder models--OWNER--NAME is one file name (at most 255 bytes), and a longer

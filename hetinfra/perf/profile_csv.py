@@ -76,5 +76,5 @@ def _loads_back(rows: list[ProfileRow]) -> None:
         except InvalidInputError as exc:
             why = exc.message.partition(": ")[2]
             raise InvalidInputError(f"{row.origin}: makes a profile row that `plan` would refuse: {why}",
-                                    hint="check the result file and the flags (--model, --gpu, --tp, --ttft-ms, --tpot-ms); "
-                                         "nothing was written") from None
+                                    hint="check the result file and the flags (--model, --gpu, --tp, --ttft-ms, "
+                                         "--tpot-ms); nothing was written") from None

@@ -77,7 +77,8 @@ def test_the_spec_names_its_own_line(tmp_path, path, value, where):
 
 def test_plan_json_refuses_a_command_line_word_starting_with_a_dash():
     """The same rule reads plan.json: an edited model name '-x' would be vLLM's option, not its name."""
-    assert shell_safety_error({"models": [{"name": "-x"}]}) == "models[0].name '-x' starts with '-' (a command line reads it as an option)"
+    why = shell_safety_error({"models": [{"name": "-x"}]})
+    assert why == "models[0].name '-x' starts with '-' (a command line reads it as an option)"
     assert shell_safety_error({"routing": {"m": {"in<=1,out<=1": [{"unit": "-m|aws"}]}}}) is None  # keys, never run
 
 
