@@ -21,16 +21,25 @@ NAME_MAX = 255
 
 
 def path_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot name a file to look up, or None: a NUL byte, a name over :data:`NAME_MAX`
-    bytes anywhere in it, or a lookup error other than "not there" (a missing path is fine: a writer
-    makes it). The one rule of path flags, arguments and variables."""
+    """Why ``path`` cannot name a file to look up, or None: a NUL byte, bytes that are not UTF-8, a
+    name over :data:`NAME_MAX` bytes anywhere in it, or a lookup error other than "not there" (a
+    missing path is fine: a writer makes it). The one rule of path flags, arguments and variables.
+    Bytes that are not UTF-8 reach Python as surrogates: a spec so named was a UnicodeEncodeError
+    traceback in `plan` (its path hashed for plan.json's service_id). The lookup follows symbolic
+    links: a loop of them (ELOOP) is named here; pathlib's resolve() raised RuntimeError on one (a
+    traceback in `plan --out LOOP`), and click's exists check called it "does not exist"."""
     text = os.fsdecode(path)
     if "\0" in text:
         return "holds a NUL byte"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # bytes the file system decoding kept as surrogates (surrogateescape)
+        byte = os.fsencode(text[exc.start:exc.end])[:1].hex()
+        return f"is not UTF-8 text (byte 0x{byte}): rename it (paths are recorded and printed as text)"
     if any(len(os.fsencode(part)) > NAME_MAX for part in Path(text).parts):
         return f"{os.strerror(errno.ENAMETOOLONG)} (a name over {NAME_MAX} bytes)"
     try:
-        os.lstat(text)
+        os.stat(text)  # a dangling link is "not there" (ENOENT), as a missing path
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
             return exc.strerror or str(exc)

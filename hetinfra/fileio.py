@@ -23,13 +23,22 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from hetinfra.csvtext import is_plain_number
 from hetinfra.errors import HetinfraError, InvalidInputError
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
 MAX_READ_BYTES = 64 << 20
+
+
+def present(path: str | Path) -> bool:
+    """Whether anything is at ``path``: a file, a folder, or a symbolic link, one to nothing or to a
+    loop of links too. The test of every file of OUT that a command reads if it is there (state.json,
+    plan.json): Path.exists() says False for such a link, so a state.json linked to a share that is not
+    mounted read as "nothing deployed" (`status`, `destroy`) and `replan` planned as if nothing ran;
+    the reader (:func:`read_text`) then says what the link points to."""
+    return os.path.lexists(path)
 
 
 def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ_BYTES,
@@ -39,6 +48,9 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_READ
     try:
         info = os.stat(p)
     except FileNotFoundError:
+        if p.is_symlink():
+            raise InvalidInputError(f"{what} {p} is a symbolic link to nothing ({os.readlink(p)})",
+                                    hint=hint or "point the link at the file, or remove it") from None
         raise InvalidInputError(f"{what} not found: {p}", hint=hint) from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read {what} {p}: {exc.strerror or exc}", hint=hint) from None
@@ -105,7 +117,44 @@ def json_value(text: str | bytes) -> Any:
         text = bytes(text).decode("utf-8")  # UnicodeDecodeError is a ValueError
     if json_depth(text) > MAX_JSON_DEPTH:
         raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
-    return json.loads(text)
+    doc = json.loads(text)
+    bad = lone_surrogate(doc, text)
+    if bad:
+        raise ValueError(bad)
+    return doc
+
+
+#: a \\uD800-\\uDFFF escape: JSON's grammar takes one alone, but it is half of a UTF-16 pair, not a
+#: character; json.loads gives a str holding a lone surrogate, which nothing can encode (pydantic's
+#: validation of plan.json raised UnicodeEncodeError on one: a traceback in simulate, status, replan)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _strings(doc: Any) -> Iterator[str]:
+    """Every string of a parsed JSON document, object keys included (nesting is bounded before parsing)."""
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            stack += [*node, *node.values()]
+        elif isinstance(node, list):
+            stack += node
+
+
+def lone_surrogate(doc: Any, text: str) -> str | None:
+    """Where ``doc`` (parsed from ``text``) holds a lone surrogate, as ``line L column C: \\uXXXX ...``,
+    or None. Walks the document only when ``text`` has such an escape."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return None
+    half = next((ch for s in _strings(doc) for ch in s if "\ud800" <= ch <= "\udfff"), None)
+    if half is None:  # the escapes were pairs (an emoji), or an escaped backslash before 'u'
+        return None
+    at = next(m.start() for m in _SURROGATE_ESCAPE.finditer(text) if int(m.group()[2:], 16) == ord(half))
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    return (f"line {line} column {column}: \\u{ord(half):04x} is half of a UTF-16 surrogate pair, not a character "
+            "(no text can hold it alone)")
 
 
 def _reject_constant(name: str):
@@ -154,11 +203,15 @@ def parse_json(text: str, where: str, *, hint: str | None = None, allow_nan: boo
                                 hint=hint or "no file hetinfra reads nests that deep; is it the right file?")
     strict = {} if allow_nan else {"parse_constant": _reject_constant}
     try:
-        return json.loads(text, parse_int=_bounded_int(text), object_pairs_hook=_unique_keys, **strict)
+        doc = json.loads(text, parse_int=_bounded_int(text), object_pairs_hook=_unique_keys, **strict)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", hint=hint) from None
     except (ValueError, RecursionError) as exc:  # parse_constant's NaN/Infinity, or a huge integer literal
         raise InvalidInputError(f"{where}: not valid JSON ({exc})", hint=hint) from None
+    bad = lone_surrogate(doc, text)
+    if bad:
+        raise InvalidInputError(f"{where}: not valid JSON text ({bad})", hint=hint)
+    return doc
 
 
 def read_json(path: str | Path, what: str = "JSON file", *, max_bytes: int = MAX_READ_BYTES,

@@ -135,10 +135,16 @@ def out_dir(target: Path) -> Path:
 def _link_tree(src: Path, dst: Path) -> None:
     """Mirror ``src`` into ``dst`` with hard links (copies where links fail): the new tree starts as
     the old one at no cost, and atomic writes into it (rename over a link) leave the old tree as it was.
-    Folders keep their modes (mkdir's would follow the umask: a 0750 skypilot/ became 0700 under 077)."""
+    Folders keep their modes (mkdir's would follow the umask: a 0750 skypilot/ became 0700 under 077).
+    A symbolic link stays a link to what it named, one to a folder too: os.walk lists it among the
+    folders (without entering it), and it was made an empty folder, so a user's OUT/data -> /mnt/data
+    came out of every `plan --out` and `replan` as an empty data/."""
     for root, dirs, files in os.walk(src):
         rel = Path(root).relative_to(src)
         for d in dirs:
+            if (Path(root) / d).is_symlink():
+                os.symlink(os.readlink(Path(root) / d), dst / rel / d)
+                continue
             (dst / rel / d).mkdir(exist_ok=True)
             os.chmod(dst / rel / d, mode_for(Path(root) / d, 0o777))
         for f in files:

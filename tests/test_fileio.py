@@ -45,6 +45,8 @@ def test_atomic_write_flushes_the_file_to_disk_before_its_rename(tmp_path, monke
 # --- the one reader -------------------------------------------------------------------------------
 
 import os  # noqa: E402
+import stat  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -227,3 +229,73 @@ def test_kept_dir_puts_the_out_dir_back_unless_kept(tmp_path):
             raise RuntimeError("a step failed")
     assert (out / "plan.json").read_text() == "new"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no copy left beside it
+
+
+#: JSON documents of a few levels whose strings (keys and values) are any text without surrogates
+_JSON_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_JSON_DOCS = st.recursive(st.none() | st.integers(-9, 9) | _JSON_TEXT,
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_JSON_TEXT, inner, max_size=3),
+                          max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=_JSON_DOCS, half=st.integers(0xD800, 0xDFFF), at=st.integers(0, 50), key=st.booleans())
+def test_property_a_lone_surrogate_escape_is_refused_where_it_is(doc, half, at, key):
+    """JSON's grammar takes "\\ud800" alone, json.loads gives a str no codec can encode, and pydantic's
+    validation of plan.json raised UnicodeEncodeError on it (a traceback in simulate, status, replan).
+    fileio.parse_json, the one JSON parser of files, refuses it with its line and column; a document
+    without one (an emoji's pair of escapes, an escaped backslash before 'u') reads as before."""
+    from hetinfra.fileio import parse_json
+
+    text = json.dumps(doc)
+    assert parse_json(text, "f.json") == doc
+    assert parse_json(json.dumps([doc, "\U0001F600", "\\ud800"]), "f.json")[1:] == ["\U0001F600", "\\ud800"]
+    bad = chr(half)
+    broken = json.dumps({bad: doc} if key else [doc, "x" * (at % 7) + bad])
+    with pytest.raises(InvalidInputError, match=rf"f\.json: not valid JSON text \(line 1 column \d+: \\u{half:04x} is "
+                                                r"half of a UTF-16 surrogate pair"):
+        parse_json(broken, "f.json")
+
+
+def _tree(root):
+    """What a folder holds: per path, its kind and what it says (a link's target, a file's text)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            out[rel] = (("link", os.readlink(p)) if p.is_symlink() else ("dir", None) if p.is_dir()
+                        else ("fifo", None) if stat.S_ISFIFO(p.lstat().st_mode) else ("file", p.read_text()))
+    return out
+
+
+#: what a folder of OUT may hold besides hetinfra's files: a user's link to a folder elsewhere (a data
+#: disk), to one of OUT's folders, to a file, to nothing, a loop, a FIFO, a folder, a file
+ENTRIES = st.sampled_from(["link-out", "link-in", "link-file", "link-nothing", "link-loop", "fifo", "dir", "file"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(entries=st.lists(st.tuples(st.sampled_from(["", "sub"]), ENTRIES), min_size=1, max_size=6))
+def test_property_a_staged_copy_of_out_is_out_as_it_was(tmp_path_factory, entries):
+    """outdir._link_tree mirrors OUT into the copy that a plan writes into and swaps in: a symbolic
+    link to a folder (os.walk lists it among the folders) was made an empty folder, so OUT/data ->
+    /mnt/data came out of every `plan --out` and `replan` as an empty data/. What the block does not
+    write is kept as it was, link for link."""
+    base = tmp_path_factory.mktemp("tree")
+    out, elsewhere = base / "out", base / "elsewhere"
+    (out / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "data.bin").write_text("kept")
+    (out / "plan.json").write_text("{}")
+    for i, (folder, kind) in enumerate(entries):
+        p = out / folder / f"e{i}"
+        {"link-out": lambda: p.symlink_to(elsewhere), "link-in": lambda: p.symlink_to(out / "sub"),
+         "link-file": lambda: p.symlink_to(out / "plan.json"), "link-nothing": lambda: p.symlink_to(base / "none"),
+         "link-loop": lambda: p.symlink_to(p), "fifo": lambda: os.mkfifo(p), "dir": lambda: p.mkdir(),
+         "file": lambda: p.write_text(f"text {i}")}[kind]()
+    before = _tree(out)
+    with staged_dir(out) as stage:
+        (stage / "plan.json").write_text('{"new": 1}')
+    after = _tree(out)
+    assert after == dict(before, **{"plan.json": ("file", '{"new": 1}')})
+    assert _tree(elsewhere) == {"data.bin": ("file", "kept")}

@@ -3,6 +3,7 @@ run on two installs (BEFORE_BIN, default /work/main's hetinfra; AFTER_BIN, defau
 each outcome printed and saved as JSON under $HOSTILE_DIR (default /tmp/hetinfra-hostile):
 
     .venv/bin/python tools/hostile_before_after.py    # about 3 minutes on 2 cores
+    .venv/bin/python tools/hostile_before_after_seven.py    # round seven's inputs, the same way
 
 The "main"/"w36" labels are the two installs. Each case writes only under its own folder there.
 """
@@ -29,7 +30,8 @@ NOW = time.time()
 def run(who, args, cwd, env=None, timeout=60):
     e = dict(os.environ, HETINFRA_CACHE_DIR=str(cwd / "cache"), **(env or {}))
     try:
-        p = subprocess.run([BINS[who], *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=e)
+        p = subprocess.run([BINS[who], *args], cwd=cwd, capture_output=True, text=True, errors="backslashreplace",
+                           timeout=timeout, env=e)  # errors: a command may print a name's bytes that are not UTF-8
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return "hang", "", f"no answer in {timeout} s"
@@ -37,7 +39,7 @@ def run(who, args, cwd, env=None, timeout=60):
 
 def first_error(err):
     if "Traceback" in err:
-        last = [l for l in err.strip().splitlines() if l.strip()][-1]
+        last = [l for l in err.strip().splitlines() if l.strip() and not l.startswith("***")][-1]
         return "traceback: " + last[:70]
     lines = [l for l in err.splitlines() if l.startswith("error:")]
     return (lines[0][7:] if lines else (err.strip().splitlines() or [""])[-1])[:110]
@@ -313,16 +315,22 @@ def infeasible_case(who):
     return rc, first_error(err), "Y: cap 0" not in err and rc == 3
 
 
+def both(fn):
+    """``fn`` run on each install: {"main": outcome, "w36": outcome}."""
+    res = {}
+    for who in ("main", "w36"):
+        try:
+            res[who] = fn(who)
+        except Exception as exc:  # the harness's own failure: shown, not hidden
+            res[who] = ("?", f"harness: {type(exc).__name__}: {exc}"[:100], False)
+    return res
+
+
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     rows = []
     def add(family, name, fn):
-        res = {}
-        for who in ("main", "w36"):
-            try:
-                res[who] = fn(who)
-            except Exception as exc:  # the harness's own failure: shown, not hidden
-                res[who] = ("?", f"harness: {type(exc).__name__}: {exc}"[:100], False)
+        res = both(fn)
         rows.append((family, name, res))
         print(family, "|", name, "|", res["main"][:2], "|", res["w36"][:2], flush=True)
     for n, mk in BENCH.items(): add("benchmark result files (profile-import)", n, lambda w, n=n, mk=mk: bench_case(w, n, mk))

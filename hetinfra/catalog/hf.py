@@ -27,10 +27,15 @@ from hetinfra.catalog.models import ModelArch
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import read_json, read_text
 
-__all__ = ["hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config", "arch_from_file",
-           "arch_from_hub"]
+__all__ = ["MAX_REPO_PART", "hub_cache_dir", "is_repo_id", "cached_file", "load_config", "arch_from_config",
+           "arch_from_file", "arch_from_hub"]
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: the hub's bound on a repo name (huggingface_hub's validate_repo_id: 1-96 characters), here on the
+#: owner too: the cache folder models--OWNER--NAME is one file name (at most 255 bytes), and a longer
+#: one was an OSError traceback ("File name too long") in `plan` and `estimate` wherever the cache existed
+MAX_REPO_PART = 96
+_REPO_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_REPO_PART - 1}}}"
+_REPO_ID = re.compile(rf"^{_REPO_PART}/{_REPO_PART}\Z")
 #: model types the estimator cannot describe (state-space, recurrent, encoder-decoder)
 _UNSUPPORTED = ("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "xlstm",
                 "t5", "mt5", "bart", "mbart", "whisper", "bert", "roberta", "encoder_decoder", "recurrent_gemma")
@@ -57,6 +62,9 @@ def offline() -> bool:
 
 
 def is_repo_id(name: str) -> bool:
+    """Whether ``name`` is a hub repo id (OWNER/NAME, each 1-96 letters, digits, '.', '_', '-', a letter
+    or digit first): the one rule of every model name read as a repo id (the spec's ``model``,
+    ``estimate --model``) before it names a folder of the cache."""
     return bool(_REPO_ID.match(name or ""))
 
 

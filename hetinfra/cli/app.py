@@ -17,7 +17,7 @@ import sys
 import click
 
 from hetinfra import __version__, keep_stack_chunks
-from hetinfra.cli.common import COMMAND_SETTINGS, json_usage_error
+from hetinfra.cli.common import COMMAND_SETTINGS, encodable_outputs, json_usage_error
 from hetinfra.cli.deploy import apply_command, destroy_command, status_command
 from hetinfra.cli.estimate import estimate_command
 from hetinfra.cli.feeds import feeds_group, prices_command
@@ -46,6 +46,7 @@ class Hetinfra(click.Group):
             raise
 
     def make_context(self, *args, **kwargs) -> click.Context:
+        encodable_outputs()  # first, for --help's text too
         with closed_pipe_ends():  # `hetinfra --help | ...` prints while the group's arguments are read
             return super().make_context(*args, **kwargs)
 

@@ -38,13 +38,12 @@ class UserPath(click.Path):
 
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
-        path = super().convert(value, param, ctx)
         name = click.format_filename(value)
-        problem = path_problem(path)
+        problem = path_problem(value)  # before click's own checks: it calls a symlink loop "does not exist"
         if problem:
             self.fail(problem if "NUL" in problem else f"{name if len(name) <= 60 else name[:57] + '...'}: {problem}",
                       param, ctx)
-        return path
+        return super().convert(value, param, ctx)
 
 
 class OutDir(UserPath):
@@ -101,6 +100,22 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+def encodable_outputs() -> None:
+    """stdout and stderr write a character their encoding lacks as its escape (``\\xe9``) instead of
+    raising: under an ASCII locale (``PYTHONIOENCODING=ascii``, a CI job's ``LANG=C`` on an old
+    interpreter) `hetinfra plan` ended in a UnicodeEncodeError traceback at the summary's "Mélange", and
+    so did any table holding text a user wrote (an offers ``source`` of 'café-list' in `prices`). Python
+    itself does this for stderr only (under the C locale it gives stdout surrogateescape, which raises on
+    them too). ``--json`` output is ASCII already (json.dumps escapes)."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape") and callable(
+                getattr(stream, "reconfigure", None)):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except OSError:  # a closed descriptor: its first write says so (hetinfra.cli.stops)
+                pass
+
+
 def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None:
     """The ``--json`` error document on stdout: ``partial``, what the command had to report before it
     failed, plus ``{"error": {"type", "exit_code", "message", "hint", ...}, "exit_code": N}``."""
@@ -119,12 +134,25 @@ def fail(exc: HetinfraError, as_json: bool, partial: dict | None = None) -> None
 
     if stopping:
         sys.exit(STOPPED_BY[stopping[0]])
+    def lines() -> None:
+        click.echo(shown(f"error: {exc.message}"), err=True)
+        if exc.hint:
+            click.echo(shown(f"  hint: {exc.hint}"), err=True)
+
     if as_json:
-        echo_error_document(exc, partial)
-    click.echo(shown(f"error: {exc.message}"), err=True)
-    if exc.hint:
-        click.echo(shown(f"  hint: {exc.hint}"), err=True)
+        _said(lambda: echo_error_document(exc, partial))
+    _said(lines)
     sys.exit(exc.exit_code)
+
+
+def _said(echo: Callable[[], None]) -> None:
+    """``echo()``, where the output it writes may fail (stdout or stderr into /dev/full or a full disk):
+    the exit code still says what failed. A pipe whose reader left is hetinfra.cli.stops'."""
+    try:
+        echo()
+    except OSError as failed:
+        if isinstance(failed, BrokenPipeError):
+            raise
 
 
 def json_usage_error(exc: click.UsageError, args: list[str]) -> None:

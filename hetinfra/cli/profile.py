@@ -33,17 +33,23 @@ def _list(kind: click.ParamType, what: str):
 
 
 def _report(sweeps, notes_extra=()) -> None:
+    """Each sweep's line and its notes, printed as written (hetinfra.errors.shown): a result file's
+    model_id holding an escape sequence reached the terminal as is."""
+    from hetinfra.errors import shown
     from hetinfra.perf.bench_import import format_number
 
     for s in sweeps:
-        click.echo(f"{s.model} in={s.input_tokens} out={s.output_tokens}: max_rps {format_number(s.max_rps)} ({s.explain()})")
+        click.echo(shown(f"{s.model} in={s.input_tokens} out={s.output_tokens}: max_rps {format_number(s.max_rps)} "
+                         f"({s.explain()})"))
     for note in [n for s in sweeps for n in s.notes] + list(notes_extra):
-        click.echo(f"note: {note}", err=True)
+        click.echo(shown(f"note: {note}"), err=True)
 
 
 def _written(out: Path, rows, gpu: str, tp: int, pp: int, slo, total: int) -> None:
+    from hetinfra.errors import shown
+
     extra = f", {total} in the file" if total != len(rows) else ""
-    click.echo(f"wrote {out}: {len(rows)} row(s) for {gpu} tp={tp} pp={pp} under {slo.describe()}{extra}")
+    click.echo(shown(f"wrote {out}: {len(rows)} row(s) for {gpu} tp={tp} pp={pp} under {slo.describe()}{extra}"))
 
 
 _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where the runs saved it (p90, p99)."

@@ -175,23 +175,27 @@ def snapshot_on_demand() -> dict[tuple[str, str, str], float]:
 
 def write_tasks(doc: "Plan", out: Path, all_units: bool = False,
                 on_demand: dict[tuple[str, str, str], float] | None = None) -> tuple[list[BenchTask], list[Path]]:
-    """Write OUT/profile/<unit>.yaml for each task and OUT/profile/collect.sh."""
-    from hetinfra.fileio import atomic_write_text
+    """Write OUT/profile/<unit>.yaml for each task and OUT/profile/collect.sh, all or none
+    (fileio.atomic_write_texts): they were written one by one, so a collect.sh that could not be
+    written left the tasks before it, and an OUT/profile that is a file was a FileExistsError
+    traceback. A write that fails is exit 2 naming the folder."""
+    from hetinfra.fileio import atomic_write_texts
 
     if on_demand is None and any(a.spot for a in doc.allocations):
         on_demand = snapshot_on_demand()
     tasks = bench_tasks(doc, all_units, on_demand)
     folder = out / "profile"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for t in tasks:
-        p = folder / f"{t.unit}.yaml"
-        atomic_write_text(p, render_task(t, doc))
-        paths.append(p)
-    if tasks:
-        collect = folder / "collect.sh"
-        atomic_write_text(collect, _collect_script(tasks, doc, folder))
+    paths = [folder / f"{t.unit}.yaml" for t in tasks]
+    if not tasks:
+        return tasks, paths
+    collect = folder / "collect.sh"
+    try:
+        atomic_write_texts({**{p: render_task(t, doc) for t, p in zip(tasks, paths)},
+                            collect: _collect_script(tasks, doc, folder)})
         collect.chmod(0o755)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write the benchmark tasks into {folder}: {exc.strerror or exc}",
+                                hint=f"make {folder} a folder you can write (move aside what is there)") from None
     return tasks, paths
 
 

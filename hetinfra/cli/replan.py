@@ -14,7 +14,7 @@ import click
 
 from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
-from hetinfra.fileio import dumps_strict
+from hetinfra.fileio import dumps_strict, present
 
 
 @click.command("replan", context_settings=COMMAND_SETTINGS)
@@ -151,7 +151,7 @@ def replan_json(spec: Path, out: Path, outcome, log_path: Path) -> dict:
     from hetinfra.replan.safe import JOURNAL, Journal
 
     proposed = out / PROPOSED_PLAN
-    journal = Journal(out).doc if outcome.code == APPLIED and (out / JOURNAL).exists() else None
+    journal = Journal(out).doc if outcome.code == APPLIED and present(out / JOURNAL) else None
     return {"command": "replan", "spec": str(spec), "state": str(out),
             "outcome": {NO_CHANGE: "no_change", PROPOSED: "proposed", APPLIED: "applied"}[outcome.code],
             "exit_code": outcome.code, "summary": outcome.summary,

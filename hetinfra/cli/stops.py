@@ -163,6 +163,56 @@ def closed_pipe_ends() -> Iterator[None]:
         if stop.code != 1 or not isinstance(stop.__context__, BrokenPipeError):
             raise
         _quiet_exit()
+    except OSError as exc:  # stdout or stderr into a full disk or /dev/full (ENOSPC), a quota, EIO
+        fd = _failed_output(exc)
+        if fd is None:
+            raise
+        _output_failed_exit(exc, fd)
+
+
+#: the exit of a command whose output could not be written (as a folder it could not write: exit 2)
+OUTPUT_FAILED = 2
+
+
+def _failed_output(exc: OSError) -> int | None:
+    """The output (1: stdout, 2: stderr) whose write raised ``exc``, or None for another file's: the
+    frame that wrote (click.echo's ``file``, a Rich console's ``self.file``) holds a stream on that
+    file descriptor. A failed write drops what it could not write, so the stream cannot be asked again."""
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return next((fd for fd in (1, 2) for frame in frames[-3:] for v in frame.f_locals.values() if _on_fd(v, fd)),
+                None)
+
+
+def _on_fd(obj, fd: int) -> bool:
+    """Whether ``obj`` (or the stream it writes to, ``.file``) is a stream on file descriptor ``fd``."""
+    for stream in (obj, getattr(obj, "file", None)):
+        try:
+            if callable(getattr(stream, "fileno", None)) and stream.fileno() == fd:
+                return True
+        except (OSError, ValueError):  # io.UnsupportedOperation is both; a closed stream, ValueError
+            continue
+    return False
+
+
+def _output_failed_exit(exc: OSError, fd: int = 1) -> NoReturn:
+    """Two lines on stderr for output that could not be written (a traceback before, exit 1; a
+    failure at the last flush was exit 120 without a word), then :data:`OUTPUT_FAILED`, the failed
+    output pointed at /dev/null so that the flushes on the way out do not fail again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+    try:
+        if fd == 1:
+            sys.stderr.write(f"error: cannot write the output to stdout: {exc.strerror or exc}\n"
+                             "  hint: stdout goes to a full disk or a closed file: free space there, or send it "
+                             "elsewhere\n")
+            sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass  # stderr fails too (or is closed): the status says it
+    sys.exit(OUTPUT_FAILED)
 
 
 def _quiet_exit() -> NoReturn:
@@ -217,13 +267,20 @@ def finish(code) -> NoReturn:
             thread.join()
     atexit._run_exitfuncs()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: started with stdout closed (`hetinfra ... >&-`)
+            sys.stdout.flush()
     except BrokenPipeError:  # the reader left before the last of the output (closed_pipe_ends)
         status = status or PIPE_CLOSED
-    except (OSError, ValueError):
+    except OSError as exc:  # the last of the output into a full disk: said, as closed_pipe_ends says it
+        try:
+            _output_failed_exit(exc)
+        except SystemExit:
+            status = status or OUTPUT_FAILED
+    except ValueError:
         status = status or 120
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except (OSError, ValueError):
         pass
     os._exit(status)

@@ -18,7 +18,7 @@ from hetinfra.deploy.steps import PulumiDestroy, SkyDown, Step, run_steps
 from hetinfra.deploy.state import DeployState, plan_sha
 from hetinfra.document import load_plan
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import json_value
+from hetinfra.fileio import json_value, present
 from hetinfra.httpget import get
 
 KUBE_PROJECT = "kubernetes"  # hetinfra.deploy.kube.PROJECT (not imported here: it loads the kubernetes client)
@@ -33,7 +33,7 @@ def destroy(out: Path, *, target: str = "all", yes: bool = False, echo: Callable
     if target not in TARGETS:
         raise InvalidInputError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     env = dict(os.environ) if env is None else env
-    if not (out / "state.json").exists():
+    if not present(out / "state.json"):
         raise InvalidInputError(f"no state.json in {out}: nothing was deployed from here",
                                 hint="resources made by hand with `pulumi up` are removed with `pulumi destroy`")
     state, report = DeployState.load(out), {} if report is None else report
@@ -149,7 +149,7 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
     and live weights (its ``/admin/weights``, sent the first key of ``HETINFRA_API_KEY``)."""
     from hetinfra.deploy.live_read import live_lines
 
-    if not (out / "state.json").exists():
+    if not present(out / "state.json"):
         return f"{out}: nothing deployed (no state.json)"
     state = DeployState.load(out).model
     running = state.allocations
@@ -177,7 +177,7 @@ def render_status(out: Path, *, env: dict | None = None, timeout_s: float = 2.0)
 
 def _plan_dict(out: Path) -> dict | None:
     """OUT/plan.json, parsed and checked, as the dict the Pulumi driver takes (None: there is none)."""
-    return load_plan(out).to_dict() if (out / "plan.json").exists() else None
+    return load_plan(out).to_dict() if present(out / "plan.json") else None
 
 
 def _weights_answer(doc: object) -> tuple[dict | None, dict]:

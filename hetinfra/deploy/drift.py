@@ -45,6 +45,7 @@ from hetinfra.document import Plan, load_plan
 from hetinfra.document.bundle_shape import role_node
 from hetinfra.document.state import MAX_LIVE_COUNT, RunningAllocation, State
 from hetinfra.errors import ProviderError
+from hetinfra.fileio import present
 
 #: a group type -> (where its size is in the refreshed state, the API that lists its instances)
 GROUPS = {AWS_GROUP: (("desiredCapacity",), "Auto Scaling API"), GCP_MIG: (("targetSize",), "Compute API"),
@@ -285,7 +286,7 @@ def read_live(out: Path, state: DeployState, *, refresh: bool = True, pulumi_com
     """Read every running unit's live replicas from the clouds (see the module docstring); returns
     the ``live`` document (:func:`record` keeps it in state.json)."""
     env = dict(os.environ) if env is None else env
-    plan = load_plan(out) if (out / "plan.json").exists() else None
+    plan = load_plan(out) if present(out / "plan.json") else None
     recorded = State.of(state.doc, out / "state.json")
     if plan is not None:  # another service's state.json must not be read as this plan's live state
         from hetinfra.document.crosscheck import check_against_plan

@@ -41,7 +41,7 @@ from hetinfra.document.plan import DUMP
 from hetinfra.document.state import (MAX_LIVE_COUNT, STATE_VERSION, Operation, RunningAllocation, State, Step,
                                      check_live, load_state)
 from hetinfra.errors import ProviderError, dotted
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.fileio import atomic_write_text, dumps_strict, present
 
 STATE_FILE = "state.json"
 
@@ -78,7 +78,7 @@ class DeployState:
     def load(cls, out: Path, service: str | None = None) -> "DeployState":
         """OUT/state.json, or a new state of ``service`` when nothing was deployed from ``out``."""
         path = out / STATE_FILE
-        if not path.exists():
+        if not present(path):
             return cls.of(path, {"state_version": STATE_VERSION, "service": service, "allocations": [], "endpoints": {},
                                  "pulumi": {}, "skypilot": {}, "operation": None, "plan_sha256": None})
         return cls.of(path, load_state(path))

@@ -10,14 +10,14 @@ from pydantic import BaseModel, ValidationError
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.errors import dotted
-from hetinfra.fileio import parse_json, read_text
+from hetinfra.fileio import parse_json, present, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def read_json(path: Path, *, what: str, hint: str) -> Any:
     """The JSON value in ``path``; a missing, unreadable or malformed file is an InvalidInputError."""
-    if not path.exists():
+    if not present(path):
         raise InvalidInputError(f"no {path.name} in {path.parent} ({path} not found)", hint=hint)
     text = read_text(path, what, hint=hint)  # the one reader: a regular file, bounded, UTF-8
     try:

@@ -20,7 +20,8 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from hetinfra.perf.bench_import import (
     parse_result,
     write_profile_csv,
 )
-from hetinfra.perf.profiles import ProfileRow, check_vllm_version
+from hetinfra.perf.profiles import ProfileRow, check_names, check_vllm_version
 
 DEFAULT_PERCENTILES = (50, 90, 99)
 INSTALL_HINT = ("pip install vllm on a machine that can reach the server (only the `vllm bench serve` client "
@@ -168,6 +169,18 @@ def bench_argv(vllm: Sequence[str], *, base_url: str, model: str, input_tokens: 
                    *metadata]
 
 
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """What the sweep writes (its results folder, each run's result and log): an OSError there (a file
+    where the folder goes, a folder where a log goes) is exit 2 naming the path; `profile --out
+    p.csv` beside a file named p.bench was a FileExistsError traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write the benchmark results at {path}: {exc.strerror or exc}",
+                                hint="move it aside, or give --result-dir a folder you can write") from None
+
+
 def default_timeout_s(num_prompts: int, rate: float) -> float:
     """Per-run limit: the arrival span (num_prompts / rate) four times over, plus 10 minutes."""
     return 600.0 + 4.0 * num_prompts / rate
@@ -217,6 +230,7 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     cells, rs = _validate(tp, pp, gpu, model, grid, rates, num_prompts)
     check_vllm_version(vllm_version, "--vllm-version")  # before the sweep: else its profile could not be read
     model, gpu = model.strip(), gpu.strip()
+    check_names(model, gpu)  # so too the rows' names (the CSV is written after the sweep, hours later)
     out_csv = Path(out_csv)
     if out_csv.is_dir():
         raise InvalidInputError(f"--out {out_csv} is a directory", hint="give a file name such as profile.csv")
@@ -224,7 +238,8 @@ def run_profile(endpoint: str, model: str, gpu: str, tp: int, pp: int, grid: Seq
     vllm = resolve_vllm(vllm_cmd)
     check_endpoint(base, model, health_timeout_s)
     rdir = Path(result_dir) if result_dir is not None else out_csv.with_name(out_csv.stem + ".bench")
-    rdir.mkdir(parents=True, exist_ok=True)
+    with _writing(rdir):
+        rdir.mkdir(parents=True, exist_ok=True)
     pcts = sorted(set(DEFAULT_PERCENTILES) | ({float(slo.statistic[1:])} if slo.statistic.startswith("p") else set()))
     meta = (f"hetinfra_gpu={gpu}", f"hetinfra_tp={tp}", f"hetinfra_pp={pp}")
     bench = _Bench(vllm, base, model, num_prompts, rdir, pcts, meta, timeout_s)
@@ -285,7 +300,8 @@ class _Bench:
         """The command line of the run at (i, o, rate), its result file (a stale one removed) and its log."""
         name = f"in{i}-out{o}-rate{format_number(rate)}"
         result, log = self.rdir / f"{name}.json", self.rdir / f"{name}.log"
-        result.unlink(missing_ok=True)  # never read a stale result of an earlier run
+        with _writing(result):
+            result.unlink(missing_ok=True)  # never read a stale result of an earlier run
         argv = bench_argv(self.vllm, base_url=self.base, model=self.model, input_tokens=i, output_tokens=o, rate=rate,
                           num_prompts=self.num_prompts, result_dir=self.rdir, result_filename=result.name,
                           percentiles=self.pcts, metadata=self.meta)
@@ -296,8 +312,10 @@ class _Bench:
         times out, fails or saves nothing."""
         limit = self.timeout_s if self.timeout_s is not None else default_timeout_s(self.num_prompts, rate)
         at = f"in={i} out={o} rate={format_number(rate)} req/s"
+        with _writing(log):
+            fh = open(log, "w")
         try:
-            with open(log, "w") as fh:
+            with fh:
                 proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       timeout=limit, check=False)
         except FileNotFoundError:

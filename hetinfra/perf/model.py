@@ -183,13 +183,18 @@ def resolve_model_name(name: str, where: str) -> ModelArch:
     arch = get_model(name)
     if arch is not None:
         return arch
-    from hetinfra.catalog.hf import arch_from_hub, is_repo_id
+    from hetinfra.catalog.hf import MAX_REPO_PART, arch_from_hub, is_repo_id
 
     if is_repo_id(name):
         try:
             return arch_from_hub(name)
         except InvalidInputError as exc:
             raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from None
+    if "/" in name:
+        shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+        raise InvalidInputError(f"{where}: {shown} is not a Hugging Face repo id",
+                                hint=f"write OWNER/NAME, each 1-{MAX_REPO_PART} letters, digits, '.', '_' or '-' "
+                                     "(a letter or digit first), as the hub names repos")
     raise InvalidInputError(f"{where}: unknown model '{name}'; {did_you_mean(name, list(MODELS))}",
                             hint="give a Hugging Face repo id (org/name), `architecture: path/to/config.json`, or "
                                  "an `architecture:` block (layers, hidden_size, heads, kv_heads, head_dim, params)")

@@ -67,13 +67,14 @@ def _loads_back(rows: list[ProfileRow]) -> None:
     the reader's rules are the one statement of a valid row (hetinfra.perf.profiles), so no writer
     (profile-import, the profile harness) states them again or writes a file `plan` cannot load
     (a request_rate of 1e300 was written as a 308-digit max_rps, --ttft-ms 1e-320 as 0, --tp 100000)."""
-    from hetinfra.perf.profiles import parse_profiles_csv
+    from hetinfra.perf.profiles import check_names, parse_profiles_csv
 
     for row in rows:  # one at a time, so the refusal names the row's own source
-        try:
+        try:  # the names first: a carriage return in one would split the rendered row before it is read
+            check_names(row.model, row.gpu, ": column 'model'", ": column 'gpu'")
             parse_profiles_csv(render_profile_csv([row]), "")
         except InvalidInputError as exc:
             why = exc.message.partition(": ")[2]
             raise InvalidInputError(f"{row.origin}: makes a profile row that `plan` would refuse: {why}",
-                                    hint="check the result file and the flags (--model, --tp, --ttft-ms, --tpot-ms); "
-                                         "nothing was written") from None
+                                    hint="check the result file and the flags (--model, --gpu, --tp, --ttft-ms, "
+                                         "--tpot-ms); nothing was written") from None

@@ -26,6 +26,7 @@ from pathlib import Path
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import number_cell, read_text
 from hetinfra.csvtext import csv_records
+from hetinfra.spec.base import is_resource_word
 from hetinfra.spec.deploy import VLLM_VERSION
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
@@ -91,14 +92,34 @@ def _number(raw: dict, column: str, where: str) -> float:
     return value
 
 
+#: the longest model cell: a row names a model by its name, catalog name or source (at most 256)
+MAX_MODEL_CELL = 256
+
+
 def _check_labels(row: ProfileRow, where: str) -> None:
-    """The row's statistic and engine version: a statistic that is none (``p999``, ``bogus``) was
-    ranked as if it were one (p999 above p99, so never warned about); a version that is none reaches
-    the plan's engine records."""
+    """The row's names, statistic and engine version. A model that is not one line of printable text
+    or a GPU not spelled as the offers spell GPUs can match nothing: `profile-import` wrote such rows
+    from a result file's model_id or its --gpu (an escape sequence reached the terminal as is, and a
+    model_id holding a carriage return made a row its own reader split). A statistic that is none
+    (``p999``, ``bogus``) was ranked as if it were one (p999 above p99, so never warned about); a
+    version that is none reaches the plan's engine records."""
+    check_names(row.model, row.gpu, f"{where}: column 'model'", f"{where}: column 'gpu'")
     if row.statistic is not None and not STATISTIC.match(row.statistic.lower()):
         raise InvalidInputError(f"{where}: statistic {row.statistic[:40]!r} is not a latency statistic",
                                 hint=STATISTIC_HINT)
     check_vllm_version(row.vllm_version, f"{where}: vllm_version")
+
+
+def check_names(model: str, gpu: str, model_what: str = "--model", gpu_what: str = "--gpu") -> None:
+    """A profile row's model (one line of printable text, at most MAX_MODEL_CELL) and GPU (as the
+    offers spell GPUs); the profile harness checks its --model and --gpu with it before the sweep,
+    which writes its rows only at the end."""
+    if not model.isprintable() or len(model) > MAX_MODEL_CELL:
+        raise InvalidInputError(f"{model_what} is {model[:40]!r}: one line of printable text (at most "
+                                f"{MAX_MODEL_CELL} characters)", hint="name the model as the spec does")
+    if not is_resource_word(gpu):
+        raise InvalidInputError(f"{gpu_what} is {gpu[:40]!r}: use letters, digits, '.', '_' and '-' (at most 128), "
+                                "as the offers spell GPUs", hint="e.g. L4, A10G, H100")
 
 
 def check_vllm_version(version: str | None, what: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from hetinfra.fileio import present
 from hetinfra.plan.planner import state_file
 from hetinfra.price_feeds.offers import KNOWN_CLOUDS
 
@@ -39,7 +40,7 @@ def _deploy_section(ref: Path) -> dict:
     from hetinfra.document.plan import DUMP
 
     path = path / "plan.json" if path.is_dir() else path
-    if not path.is_file():  # no plan.json beside the state: nothing to compare
+    if not present(path):  # no plan.json beside the state: nothing to compare
         return {}
     return load_plan(path).deploy.model_dump(**DUMP)  # one there is read as every command reads it
 
@@ -52,7 +53,7 @@ def pending_changes(plan: Plan, reference: Path | None) -> dict:
     from hetinfra.document.plan import DUMP
 
     ref = state_file(reference) if reference is not None else None
-    exists = ref is not None and ref.is_file()
+    exists = ref is not None and present(ref)
     before = _deployable(running(ref) if exists else [])
     after = _deployable(plan.allocations)
     changed = {u: [k for k in DEPLOYED_KEYS if getattr(before[u], k) != getattr(after[u], k)]

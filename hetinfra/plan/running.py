@@ -13,16 +13,19 @@ if TYPE_CHECKING:
 def state_file(state: Path) -> Path:
     """The file that says what runs: a deployment's state.json, else the plan.json in ``state``
     (a directory), or ``state`` itself (a file)."""
-    return state / "state.json" if (state / "state.json").exists() else state / "plan.json" if state.is_dir() else state
+    from hetinfra.fileio import present  # a link to nothing is read (and refused), not passed over
+
+    return state / "state.json" if present(state / "state.json") else state / "plan.json" if state.is_dir() else state
 
 
 def running_allocations(state: Path) -> list[dict]:
     """What runs now: the ``allocations`` of :func:`state_file`."""
     from hetinfra.document import load_running
     from hetinfra.errors import InvalidInputError
+    from hetinfra.fileio import present
 
     path = state_file(state)
-    if not path.is_file():
+    if not present(path) or path.is_dir():
         raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
                                 hint="pass the --out directory of the plan that is running")
     return load_running(path)
@@ -43,9 +46,10 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
     that is there is read as every command reads it (a broken one is an InvalidInputError, exit 2)."""
     from hetinfra.document import Plan
     from hetinfra.document.load import read_json
+    from hetinfra.fileio import present
 
     path = state / "plan.json" if state.is_dir() else state
-    if not path.is_file():
+    if not present(path):
         return {}
     doc = read_json(path, what="plan or state", hint="pass the --out directory of the plan that is running")
     if isinstance(doc, dict) and "state_version" in doc:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from hetinfra.errors import HetinfraError, InvalidInputError
+from hetinfra.fileio import present
 
 
 def check_service(spec_path: Path, out: Path) -> None:
@@ -54,8 +55,8 @@ def _running_service(out: Path):
     from hetinfra.deploy.state import DeployState
     from hetinfra.document import load_plan
 
-    has_plan = (out / "plan.json").exists()
-    if (out / "state.json").exists():
+    has_plan = present(out / "plan.json")
+    if present(out / "state.json"):
         state = DeployState.load(out).model
         if not runs_anything(state):  # as apply: an empty state runs nothing
             return None, None, None

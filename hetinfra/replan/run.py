@@ -18,7 +18,7 @@ from typing import Callable
 from hetinfra.compile.artifacts import write_plan
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.state import allocation_of
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.fileio import atomic_write_text, dumps_strict, present
 from hetinfra.outdir import kept_dir
 from hetinfra.errors import ProviderError
 from hetinfra.replan.owner import check_service
@@ -104,7 +104,7 @@ def _declared_origins(out: Path) -> frozenset[str]:
     from hetinfra.document import load_plan
     from hetinfra.document.crosscheck import declared_regions
 
-    return declared_regions(load_plan(out / "plan.json")) if (out / "plan.json").exists() else frozenset()
+    return declared_regions(load_plan(out / "plan.json")) if present(out / "plan.json") else frozenset()
 
 
 def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], opts: ReplanOptions,
@@ -147,7 +147,7 @@ def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi
     (only `pulumi up` brings them back) or stalled (their groups find no capacity) are taken out of
     ``running``. Returns it, the lines that force the move, and caps that keep the new plan from
     placing more of a stalled unit's GPU where it stalled than run there now."""
-    if not opts.refresh or not (out / "state.json").exists():
+    if not opts.refresh or not present(out / "state.json"):
         return running, [], {}
     from hetinfra.deploy.drift import read_live, record
     from hetinfra.deploy.live_read import running_now

@@ -24,7 +24,7 @@ from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from hetinfra.fileio import atomic_write_text, dumps_strict
+from hetinfra.fileio import atomic_write_text, dumps_strict, present
 from hetinfra.deploy.state import now
 from hetinfra.document import Allocation, Plan
 from hetinfra.errors import HetinfraError
@@ -270,7 +270,7 @@ def _read_journal(path: Path) -> JournalDoc:
 class Journal:
     def __init__(self, out: Path):
         self.path = out / JOURNAL
-        self.doc: JournalDoc | None = _read_journal(self.path) if self.path.exists() else None
+        self.doc: JournalDoc | None = _read_journal(self.path) if present(self.path) else None
         #: whether this doc is on disk: a journal started by this run is written once its first stage runs
         self.recorded = self.doc is not None
 

@@ -16,7 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
 __all__ = ["Strict", "ShellChecked", "dns_name", "is_dns_label", "word_problem", "SHELL_META",
-           "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg"]
+           "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg",
+           "is_resource_word"]
 
 
 class Strict(BaseModel):
@@ -43,7 +44,11 @@ def word_problem(value: str, loose: bool = False) -> str | None:
         return "contains a control character"
     if loose:
         return "contains a shell metacharacter" if QUOTE_META.search(value) else None
-    return "contains a shell metacharacter or whitespace" if SHELL_META.search(value) else None
+    if SHELL_META.search(value):
+        return "contains a shell metacharacter or whitespace"
+    # a word is one argument of a generated command line (vLLM's --served-model-name, pip's requirement,
+    # kubectl's --context): one starting with '-' is read as an option there, not as the value
+    return "starts with '-' (a command line reads it as an option)" if value.startswith("-") else None
 
 
 def _strings_of(value, leaf: str):
@@ -113,8 +118,14 @@ def shell_arg(value: str) -> str:
     return value
 
 
+def is_resource_word(value: str) -> bool:
+    """Whether ``value`` may name a cloud, region, GPU or instance type (the spec's ResourceWord, the
+    offers CSV's name cells): letters, digits, '.', '_', '-', a letter or digit first, at most 128."""
+    return bool(_RESOURCE_WORD.match(value))
+
+
 def _resource_word(value: str) -> str:
-    if not _RESOURCE_WORD.match(value):
+    if not is_resource_word(value):
         raise ValueError(f"{value[:60]!r} must be letters, digits, '.', '_' and '-', at most 128 characters "
                          "(it names cloud resources)")
     return value

@@ -275,7 +275,8 @@ class ModelSpec(ShellChecked):
 
     name: str = Field(description="The name clients ask for (vLLM --served-model-name): free-form as vLLM allows, "
                                   "e.g. llama-3.1-8b or Qwen/Qwen2.5-72B-Instruct (no whitespace or shell metacharacter "
-                                  ";&|$`\\\"'<>(){}[]*?!#~). Cloud resources use a DNS-safe slug of it (plan.json models[].slug).")
+                                  ";&|$`\\\"'<>(){}[]*?!#~; no '-' first: vLLM would read an option). Cloud "
+                                  "resources use a DNS-safe slug of it (plan.json models[].slug).")
     model: ShellArg | None = Field(None, description="Built-in catalog name (lowercase), e.g. llama-3.1-8b, or a Hugging "
                                                 "Face repo id (org/name) whose config.json (and safetensors index) is "
                                                 "read from the Hugging Face cache, downloaded with huggingface_hub "

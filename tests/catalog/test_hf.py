@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from hetinfra.catalog.hf import arch_from_file
 from hetinfra.catalog.models import get_model
@@ -145,3 +146,24 @@ def test_a_bad_config_file_names_the_spec_line_the_file_and_the_field(tmp_path, 
     code, _, err = _plan(tmp_path, run_cli, _spec({"architecture": "config.json"}))
     assert code == 2 and expected in err, err
     assert "s.yaml:" in err and "models[0].architecture: " in err and "Traceback" not in err
+
+
+@settings(max_examples=30, derandomize=True, deadline=None)
+@given(owner=st.integers(1, 300), name=st.integers(1, 300), char=st.sampled_from("aZ9._-"))
+def test_property_any_owner_name_is_read_or_refused_never_a_traceback(tmp_path_factory, owner, name, char):
+    """`model: OWNER/NAME` names the cache folder models--OWNER--NAME: one over 255 bytes was an OSError
+    traceback (File name too long) in `plan` and `estimate` wherever the cache existed. Any repo id is
+    now looked up or refused (exit 2) with the hub's rule, each part 1-96 characters."""
+    from unittest import mock
+
+    from hetinfra.perf.model import resolve_model_name
+
+    hub = tmp_path_factory.getbasetemp() / "hf-any-owner" / "hub"
+    hub.mkdir(parents=True, exist_ok=True)
+    repo_id = "o" + char * (owner - 1) + "/n" + char * (name - 1)
+    with mock.patch.dict("os.environ", {"HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}):
+        with pytest.raises(InvalidInputError) as exc:
+            resolve_model_name(repo_id, "--model")
+    why = exc.value.message + (exc.value.hint or "")
+    assert ("no config.json in the Hugging Face cache" in why) == (owner <= 96 and name <= 96), why
+    assert len(exc.value.message) < 400

@@ -45,6 +45,30 @@ def test_prices_shows_a_source_as_written(run_cli, tmp_path, source):
     assert code == 0 and source in stdout, stderr
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(source=st.text(st.characters(min_codepoint=0xA1, max_codepoint=0x2FFF, categories=("Ll", "Lu", "Lo", "Sm")),
+                      min_size=1, max_size=6),
+       charset=st.sampled_from(["ascii", "latin-1", "cp1252"]))
+def test_text_a_terminal_cannot_encode_is_printed_escaped(tmp_path_factory, source, charset):
+    """stdout in an encoding without the text's characters (PYTHONIOENCODING=ascii, an old interpreter
+    under LANG=C): `prices` of an offers source 'café' and `plan`'s summary ("Mélange") were a
+    UnicodeEncodeError traceback; each character it lacks is written as its escape
+    (hetinfra.cli.common.encodable_outputs)."""
+    from click.testing import CliRunner
+
+    from hetinfra.cli import cli
+
+    rows = (REPO / "price_feeds" / "data" / "offers_snapshot.csv").read_text().splitlines()
+    row = next(r for r in rows if r.startswith("aws,us-east-1,g6e.xlarge")).split(",")
+    row[0], row[-1] = "lab", source
+    csv = tmp_path_factory.mktemp("enc") / "o.csv"
+    csv.write_text(rows[0] + "\n" + ",".join(row) + "\n")
+    res = CliRunner(charset=charset).invoke(cli, ["prices", "--feeds", str(csv), "--cloud", "lab"])
+    assert res.exit_code == 0, repr(res.exception)
+    written = source.encode(charset, "backslashreplace").decode(charset)
+    assert written in res.output, res.output
+
+
 @given(name=st.tuples(st.text(max_size=5), st.sampled_from("[]"), st.text(max_size=5)).map("".join))
 def test_a_class_name_with_brackets_is_refused(name):
     """simulate's tables (hetinfra.sim.report) print class names through Rich: '[/]a' was a traceback."""

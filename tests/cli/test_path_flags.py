@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 from hetinfra.cli import cli
 from hetinfra.cli.common import OutDir, UserPath
@@ -44,16 +45,20 @@ def _command(names):
     return cmd
 
 
+def _line(names: list[str], param: click.Parameter, value: str) -> list[str]:
+    """The command line that gives ``param`` ``value`` first (an option first on the line; an argument
+    with the others set to a placeholder), so that what refuses it is UserPath, not a missing argument."""
+    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
+    if isinstance(param, click.Argument):
+        return [*names, *(value if a is param else "x" for a in arguments)]
+    return [*names, param.opts[0], value, *("x" for a in arguments if a.required)]
+
+
 @pytest.mark.parametrize("names, param", PARAMS, ids=[f"{' '.join(n)} {p.name}" for n, p in PARAMS])
 def test_an_empty_path_is_exit_2(names, param):
     """The empty value is read first (an option first on the line; an argument with the others set to a
     placeholder), so what refuses it is UserPath, not a missing argument."""
-    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
-    if isinstance(param, click.Argument):
-        args = [*names, *("" if a is param else "x" for a in arguments)]
-    else:
-        args = [*names, param.opts[0], "", *("x" for a in arguments if a.required)]
-    res = CliRunner().invoke(cli, args)
+    res = CliRunner().invoke(cli, _line(names, param, ""))
     assert res.exit_code == 2 and "is empty: give a path" in res.output, res.output
 
 
@@ -66,14 +71,38 @@ UNUSABLE = ["y" * 300, "x/" + "y" * 300 + "/z", "y" * 300 + ".yaml"]
 def test_a_path_no_file_can_have_is_exit_2_naming_why(names, param, unusable):
     """Path.exists raises on a name over 255 bytes (os.stat's ENAMETOOLONG): `plan --out`, `status`,
     `apply`, `destroy`, `profile` and `replan --state` each ended in that traceback."""
-    arguments = [p for p in _command(names).params if isinstance(p, click.Argument)]
-    if isinstance(param, click.Argument):
-        args = [*names, *(unusable if a is param else "x" for a in arguments)]
-    else:
-        args = [*names, param.opts[0], unusable, *("x" for a in arguments if a.required)]
-    res = CliRunner().invoke(cli, args)
+    res = CliRunner().invoke(cli, _line(names, param, unusable))
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
     assert "File name too long" in res.output or "does not exist" in res.output, res.output  # click's exists=True
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(st.sampled_from(PARAMS), st.sampled_from(["{loop}", "{loop}/x", "{loop}/x.yaml"]))
+def test_property_a_symlink_loop_on_any_path_is_exit_2_naming_it(tmp_path_factory, named, shape):
+    """A loop of symbolic links where a path flag or argument looks (the path itself or a folder above
+    it): `plan --out LOOP` was a RuntimeError traceback (pathlib's resolve), the flags click checks for
+    existence called it "does not exist". hetinfra.envpaths.path_problem follows the links, naming the loop."""
+    names, param = named
+    base = tmp_path_factory.mktemp("loop")
+    (base / "a").symlink_to(base / "b")
+    (base / "b").symlink_to(base / "a")
+    args = _line(names, param, shape.format(loop=base / "a"))
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (args, res.output)
+    assert "Too many levels of symbolic links" in res.output, (args, res.output)
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(st.sampled_from(PARAMS), st.integers(0x80, 0xFF), st.sampled_from(["{b}", "d{b}/x", "s{b}.yaml"]))
+def test_property_a_path_that_is_not_utf8_is_exit_2_naming_it(named, byte, shape):
+    """A file name of bytes that are not UTF-8 reaches Python as a surrogate ('\\udcff'): `plan` of a
+    spec so named was a UnicodeEncodeError traceback (its path hashed for plan.json's service_id), an
+    OUT so named was written and printed as '?'. path_problem refuses it for every path parameter."""
+    names, param = named
+    value = shape.format(b=bytes([byte]).decode("utf-8", "surrogateescape"))
+    res = CliRunner().invoke(cli, _line(names, param, value))
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert f"is not UTF-8 text (byte 0x{byte:02x})" in res.output, res.output
 
 
 #: every command that reads an OUT folder, as called on one (PLACEHOLDER: where the folder goes)

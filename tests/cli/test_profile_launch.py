@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import install_stand_in
 
@@ -72,3 +73,40 @@ def test_profile_launch_of_a_lora_unit_runs_and_benchmarks_its_adapters(tmp_path
         assert ("--enable-lora" in run) == bool(names)
         for name in names:
             assert f"{name}=org/{name}" in run and f"--lora-modules {' '.join(names)}" in run
+
+
+def _held(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.is_dir() for p in folder.rglob("*")} if folder.exists() else {}
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocker=st.sampled_from(["profile is a file", "collect.sh is a folder", "a task is a folder", "disk full"]),
+       fail_at=st.integers(0, 1))
+def test_property_the_benchmark_tasks_are_written_all_or_none(shared_plan, tmp_path_factory, run_cli, monkeypatch,
+                                                              blocker, fail_at):
+    """`profile OUT --launch` writes OUT/profile/<unit>.yaml and collect.sh: one by one, a collect.sh
+    that could not be written left the tasks before it (a folder there: exit 2, half written), and an
+    OUT/profile that is a file was a FileExistsError traceback. Now all or none, exit 2 naming the folder."""
+    import errno
+    import shutil
+
+    out = tmp_path_factory.mktemp("launch") / "out"
+    shutil.copytree(shared_plan(REPO / "services" / "chat.yaml", "--no-baselines", "--no-verify"), out)
+    unit = json.loads((out / "plan.json").read_text())["allocations"][0]["deployment_unit"]
+    if blocker == "profile is a file":
+        (out / "profile").write_text("mine")
+    elif blocker != "disk full":
+        (out / "profile" / ("collect.sh" if blocker.startswith("collect") else f"{unit}.yaml")).mkdir(parents=True)
+    else:
+        calls = []
+
+        def fsync(fd):
+            calls.append(fd)
+            if len(calls) > fail_at:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(os, "fsync", fsync)
+    before = _held(out / "profile") if (out / "profile").is_dir() else (out / "profile").exists()
+    code, _, err = run_cli("profile", str(out), "--launch", "--all", "--dry-run")
+    monkeypatch.undo()
+    assert code == 2 and "Traceback" not in err and str(out / "profile") in err, err
+    assert (_held(out / "profile") if (out / "profile").is_dir() else (out / "profile").exists()) == before

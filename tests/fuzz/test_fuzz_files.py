@@ -103,3 +103,45 @@ def test_the_gateway_table_loader_on_tampered_files(planned, tmp_path_factory, d
     for routes in table.models.values():
         for c in routes.classes:
             assert all(w > 0 and w == w and w != float("inf") for _, w in c.weights)
+
+
+#: each OUT file and commands that read it where it is there (state.json: what runs; plan.json: the plan)
+READERS = {"state.json": [["status", "{out}", "--no-refresh"], ["destroy", "{out}", "--yes"],
+                          ["replan", str(REPO / "services" / "chat.yaml"), "--state", "{out}"]],
+           "plan.json": [["simulate", "{out}", "--requests", "100"],
+                         ["replan", str(REPO / "services" / "chat.yaml"), "--state", "{out}"]]}
+
+
+@budget(10)
+@given(name=st.sampled_from(sorted(READERS)), link=st.sampled_from(["nothing", "loop"]), data=st.data())
+def test_a_link_in_out_that_leads_nowhere_is_named_not_read_as_absent(planned, tmp_path_factory, run_cli, monkeypatch,
+                                                                        name, link, data):
+    """OUT/state.json or plan.json a symbolic link to nothing (a share not mounted) or to a loop: Path.exists()
+    is False for both, so `status` said "nothing deployed" (exit 0), `destroy` "nothing was deployed from
+    here" and `replan` planned as if nothing ran. fileio.present is the test of every such file: the
+    reader names the link, exit 2."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    out = tmp_path_factory.mktemp("linked") / "out"
+    shutil.copytree(planned, out)
+    (out / name).unlink()
+    (out / name).symlink_to(out / name if link == "loop" else out.parent / "unmounted" / name)
+    args = [a.format(out=out) for a in data.draw(st.sampled_from(READERS[name]))]
+    code, stdout, err = run_cli(*args)
+    assert code == 2 and "nothing deployed" not in stdout + err, (args, stdout, err)
+    assert ("symbolic link to nothing" if link == "nothing" else "Too many levels of symbolic links") in err, err
+
+
+@pytest.mark.parametrize("name, where, command", [
+    ("plan.json", ("models", 0, "name"), ["simulate", "{out}", "--requests", "100", "--json"]),
+    ("state.json", ("service",), ["status", "{out}", "--no-refresh", "--json"])])
+def test_a_lone_surrogate_escape_in_an_out_file_is_exit_2(planned, tmp_path_factory, run_cli, name, where, command):
+    """'\\ud800' alone in plan.json's model name was a UnicodeEncodeError traceback (pydantic); now exit 2."""
+    doc = json.loads((planned / name).read_text())
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = "a\ud800b"
+    out = _copy(planned, tmp_path_factory, (name, json.dumps(doc)))
+    code, stdout, err = run_cli(*(a.format(out=out) for a in command))
+    assert_clean_exit(code, stdout, err, as_json=True)
+    assert code == 2 and "half of a UTF-16 surrogate pair" in err, err

@@ -366,3 +366,25 @@ def test_profile_import_takes_the_engine_versions_the_profile_reader_reads(tmp_p
     paths = write_sweep(tmp_path_factory.mktemp("sweep"), [result(1, 300, 40), result(2, 320, 60), result(4, 400, 130)])
     wrote = _accepted(lambda: import_bench_results(paths, gpu="L4", tp=1, pp=1, slo=SLO_2000_100, vllm_version=version))
     assert wrote == _reads(dataclasses.replace(_row(1.0), vllm_version=version))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(model=st.text(min_size=1, max_size=8) | st.sampled_from(["m\x1b[31m", "a\rb", "a\nb", "a,b", "\u202em"]),
+       gpu=st.text(min_size=1, max_size=6) | st.sampled_from(["L4", "L4,x", "\x1b[1mL4", "H100"]))
+def test_property_profile_import_writes_only_rows_its_reader_reads_back(tmp_path_factory, model, gpu):
+    """A result file's model_id and --gpu are a row's names: profile-import wrote any text there (a
+    model_id with a carriage return made a row its own reader split, 'column tp is empty'; a GPU no
+    offer can spell matched nothing) and echoed an escape sequence to the terminal as is. Now a row is
+    written only where hetinfra.perf.profiles reads it back, with the same names, and what it prints
+    is printable (hetinfra.errors.shown)."""
+    d = tmp_path_factory.mktemp("names")
+    paths = write_sweep(d, [result(r, ttft, tpot, model=model) for r, ttft, tpot in TPOT_SWEEP])
+    res = CliRunner().invoke(import_command, [*map(str, paths), "--gpu", gpu, "--tp", "1", "--ttft-ms", "2000",
+                                              "--tpot-ms", "100", "--out", str(d / "p.csv")])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert all(ch.isprintable() or ch == "\n" for ch in res.output), repr(res.output)
+    if res.exit_code != 0:
+        assert res.exit_code == 2 and not (d / "p.csv").exists(), res.output
+        return
+    [row] = load_profiles(d / "p.csv")
+    assert (row.model, row.gpu) == (model.strip().lower(), gpu.strip())

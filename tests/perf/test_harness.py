@@ -15,6 +15,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hetinfra.cli.profile import profile_command
 from hetinfra.errors import InvalidInputError
@@ -330,3 +331,24 @@ def _loopback_only(monkeypatch):
         return _socket.socket.connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocker=st.sampled_from(["the results folder is a file", "a log is a folder", "a result is a folder"]),
+       rate=st.sampled_from(["1", "2"]))
+def test_property_a_results_path_that_cannot_be_written_is_exit_2(tmp_path_factory, fake_vllm, server, blocker, rate):
+    """What the sweep writes (OUT.bench/, each run's .json and .log) where something else is: a file
+    named like the results folder was a FileExistsError traceback, a folder where a log or result goes
+    an IsADirectoryError one. Each is InvalidInputError (exit 2) naming the path (harness._writing)."""
+    exe, _ = fake_vllm
+    d = tmp_path_factory.mktemp("blocked")
+    rdir = d / "p.bench"
+    if blocker.startswith("the results"):
+        rdir.write_text("mine")
+        bad = rdir
+    else:
+        bad = rdir / f"in128-out64-rate{rate}.{'log' if 'log' in blocker else 'json'}"
+        bad.mkdir(parents=True)
+    with pytest.raises(InvalidInputError, match=f"cannot write the benchmark results at {bad}"):
+        run_profile(server.url, MODEL, "L4", 1, 1, [(128, 64)], [1, 2], SLO(2000, 1000), d / "p.csv", 20,
+                    vllm_cmd=str(exe), timeout_s=60)

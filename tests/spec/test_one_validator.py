@@ -65,6 +65,7 @@ def test_property_plan_json_never_refuses_what_the_spec_accepted(path, value):
     (FIELDS[1], "prod(){}*", "context 'prod(){}*' contains a shell metacharacter"),
     (FIELDS[3], "http://x/(){}*", "prometheus_url 'http://x/(){}*' contains a shell metacharacter"),
     (FIELDS[6], "chat[1]", "name 'chat[1]' contains a shell metacharacter"),
+    (FIELDS[6], "-x-chat", "name '-x-chat' starts with '-' (a command line reads it as an option)"),
 ])
 def test_the_spec_names_its_own_line(tmp_path, path, value, where):
     p = tmp_path / "service.yaml"
@@ -72,6 +73,13 @@ def test_the_spec_names_its_own_line(tmp_path, path, value, where):
     with pytest.raises(InvalidInputError, match=r"service.yaml:\d+:\d+: ") as exc:
         load_spec(p)
     assert where in exc.value.message and "plan.json" not in (exc.value.hint or "")
+
+
+def test_plan_json_refuses_a_command_line_word_starting_with_a_dash():
+    """The same rule reads plan.json: an edited model name '-x' would be vLLM's option, not its name."""
+    why = shell_safety_error({"models": [{"name": "-x"}]})
+    assert why == "models[0].name '-x' starts with '-' (a command line reads it as an option)"
+    assert shell_safety_error({"routing": {"m": {"in<=1,out<=1": [{"unit": "-m|aws"}]}}}) is None  # keys, never run
 
 
 @settings(max_examples=60)
