@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from hetinfra.compile.router_doc import parse_weights
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_json
+from hetinfra.fileio import present, read_json
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -213,10 +213,11 @@ def _read_sources(src: Path) -> tuple:
     endpoints: dict[str, list[str]] = {}
     if src.is_dir():
         plan_path, weights_path, state_path = src / "plan.json", src / "router" / "weights.json", src / STATE_FILE
-        if plan_path.exists():
+        # fileio.present: a link to nothing or a loop is read (and refused by name), never passed over
+        if present(plan_path):
             plan = load_plan(plan_path)
             sources.append(plan_path)
-        if weights_path.exists():
+        if present(weights_path):
             weights, where = _read_json(weights_path), str(weights_path)
             sources.append(weights_path)
         elif plan is not None:
@@ -224,7 +225,7 @@ def _read_sources(src: Path) -> tuple:
         else:
             raise InvalidInputError(f"{src} has neither plan.json nor router/weights.json",
                                     hint="pass the OUT folder `hetinfra plan --out` wrote, or a plan.json")
-        if state_path.exists():
+        if present(state_path):
             state = State.of(load_state(state_path), state_path)
             if plan is not None:
                 from hetinfra.document.crosscheck import check_against_plan
@@ -232,7 +233,7 @@ def _read_sources(src: Path) -> tuple:
                 check_against_plan(plan, plan_path, state=state, state_path=state_path)
             endpoints = state.endpoints
             sources.append(state_path)
-    elif src.exists():
+    elif present(src):
         plan = load_plan(src)
         weights, where = router_weights(plan), str(src)
         sources.append(src)

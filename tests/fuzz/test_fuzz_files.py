@@ -145,3 +145,23 @@ def test_a_lone_surrogate_escape_in_an_out_file_is_exit_2(planned, tmp_path_fact
     code, stdout, err = run_cli(*(a.format(out=out) for a in command))
     assert_clean_exit(code, stdout, err, as_json=True)
     assert code == 2 and "half of a UTF-16 surrogate pair" in err, err
+
+
+@pytest.mark.parametrize("name", ["plan.json", "router/weights.json", "state.json"])
+@pytest.mark.parametrize("link", ["nothing", "loop"])
+def test_the_gateway_names_a_link_in_out_that_leads_nowhere(planned, tmp_path_factory, name, link):
+    """The gateway's reader of OUT (hetinfra.gateway.table) tested its files with Path.exists(): a plan.json
+    linked to a loop was passed over (it served from router/weights.json alone), a state.json linked to
+    nothing served with no endpoints (503 for every model). fileio.present, as every other reader of OUT."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.gateway.table import load_table
+
+    out = tmp_path_factory.mktemp("gw-linked") / "out"
+    shutil.copytree(planned, out)
+    if name == "state.json":
+        (out / name).write_text("{}")
+    (out / name).unlink()
+    (out / name).symlink_to(out / name if link == "loop" else out.parent / "unmounted" / "x.json")
+    with pytest.raises(InvalidInputError) as exc:
+        load_table(out)
+    assert ("symbolic link to nothing" if link == "nothing" else "symbolic links") in exc.value.message, exc.value
