@@ -178,6 +178,8 @@ class RunEntry:
     stability: dict | None
     slo: RunObjective | None
     offered_rps: float | None = None  # a model's
+    requests: int | None = None  # a model's: requests drawn, warm-up and unrouted included
+    unrouted: int = 0  # a model's: requests of demand the plan leaves unserved (unmet_rps), not simulated
 
     @classmethod
     def of(cls, entry: dict, slo: RunObjective | None = None) -> "RunEntry":
@@ -187,7 +189,8 @@ class RunEntry:
         own = entry.get("slo")
         return cls(entry, entry["model"], entry.get("unit"), entry.get("count"), entry["ttft_ms"], entry["tpot_ms"],
                    entry.get("met", objective["met"]), objective.get("ratio"), objective.get("attainment"), stable,
-                   record, RunObjective.of(own) if own is not None else slo, entry.get("offered_rps"))
+                   record, RunObjective.of(own) if own is not None else slo, entry.get("offered_rps"),
+                   entry.get("requests"), entry.get("unrouted") or 0)
 
     def statistic(self, stat: str) -> float | None:
         """``stat`` (``ttft_ms``, ``tpot_ms``) at its objective's percentile (p99 without one)."""

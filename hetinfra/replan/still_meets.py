@@ -29,6 +29,7 @@ def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> 
     with --demand-log); ``running``: what runs (hetinfra.document.Allocation)."""
     from hetinfra.document import Plan
     from hetinfra.document.load import read_json
+    from hetinfra.document.simulation import SimRun
     from hetinfra.plan.verify import verification_load
     from hetinfra.sim.replications import judge, seeds_for, simulate_replications
     from hetinfra.sim.workload import WorkloadConfig
@@ -47,12 +48,12 @@ def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> 
     config = WorkloadConfig(requests=(fid.requests if fid is not None and fid.requests else settings.requests),
                             seed=0, load=load, burst_cv=settings.burst_cv)
     seeds = seeds_for(settings.seed, "confirm", SEEDS)
-    judged = judge(simulate_replications(view, spec, spec_path, replace(config, seed=seeds[0]), seeds))
-    if not judged["met"]:
+    judged = SimRun.of(judge(simulate_replications(view, spec, spec_path, replace(config, seed=seeds[0]), seeds)))
+    if not judged.models or not all(m.met for m in judged.models):
         return None
     return (f"the running fleet still meets the new demand (simulated at {load:g}x on {SEEDS} seeds, worst bound "
-            f"{max(m['objective']['ratio'] for m in judged['models']):.3f} of its objectives): the re-plan's dearer "
-            "plan is not needed")
+            f"{max(m.ratio or 0.0 for m in judged.models):.3f} of its objectives): the re-plan's dearer plan is not "
+            "needed")
 
 
 def _counts(allocations) -> dict[str, int]:

@@ -131,11 +131,11 @@ def render_text(doc: dict, console) -> None:
     console.print(f"[bold]{markup_escaped(doc.get('service') or 'plan')}[/]: {doc['requests']} simulated requests, load "
                   f"{doc['load']:g}, burst cv {doc['burst_cv']:g}, seed {doc['seed']} (first "
                   f"{doc['warmup_fraction']:.0%} left out as warm-up) - " + _verdict_markup(doc))
-    for m in doc["models"]:  # a plan that leaves demand unserved (unmet_rps): its figures are of a part
-        if m.get("unrouted"):
-            console.print(f"[yellow]{markup_escaped(m['model'])}: {m['unrouted']:,} of {m['requests']:,} requests "
-                          "unrouted (demand the plan leaves unserved: unmet_rps); the figures below are of the "
-                          f"{m['requests'] - m['unrouted']:,} it serves[/]")
+    for e in SimRun.of(doc).models:  # a plan that leaves demand unserved (unmet_rps): its figures are of a part
+        if e.unrouted:
+            console.print(f"[yellow]{markup_escaped(e.model)}: {e.unrouted:,} of {e.requests:,} requests unrouted "
+                          "(demand the plan leaves unserved: unmet_rps); the figures below are of the "
+                          f"{e.requests - e.unrouted:,} it serves[/]")
     for m in doc["models"]:
         slo, key = m["slo"], m["slo"]["percentile"]
         t = Table(title=f"{markup_escaped(m['model'])}: {key} TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms"
