@@ -76,7 +76,7 @@ class Decision:
     held: list[HeldChange] = field(default_factory=list)  # units that re-hold adapters (their engines restart)
     moves: tuple[int, int] = (0, 0)  # instances launched and removed by the whole change (:func:`unit_moves`)
     #: forced by the new plan's cost alone (no capacity lost, no cap, no offer gone): the case
-    #: hetinfra.replan.still_meets checks against a simulation of what runs
+    #: hetinfra.plan.still_meets checks against a simulation of what runs
     costlier: bool = False
     #: why a move the cost alone forced is held after all (the running fleet still meets): said in the outcome
     note: str | None = None
@@ -161,7 +161,7 @@ def decide(running: list[Allocation], plan: Plan, offers, caps: dict, *, min_sav
 
 def held_as_met(d: Decision, why: str) -> Decision:
     """``d``, forced by the new plan's cost alone, held: the running fleet still meets (``why``,
-    hetinfra.replan.still_meets), so the dearer plan is not needed."""
+    hetinfra.plan.still_meets), so the dearer plan is not needed."""
     triggers = [t for t in d.triggers if not t.startswith("the running fleet no longer meets")]
     return replace(d, kind=HOLD, triggers=triggers, costlier=False, note=why)
 

@@ -306,8 +306,8 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost)
-    if d.kind == FORCED and d.costlier:  # forced by cost alone: is it needed? (hetinfra.replan.still_meets)
-        from hetinfra.replan.still_meets import running_meets
+    if d.kind == FORCED and d.costlier:  # forced by cost alone: is it needed? (hetinfra.plan.still_meets)
+        from hetinfra.plan.still_meets import running_meets
 
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d

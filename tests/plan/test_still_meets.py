@@ -1,5 +1,5 @@
 """A move forced by the new plan's cost alone is held where the running fleet, simulated at the new
-demand, still meets (hetinfra.replan.still_meets; stop 59's replan audit, B1: multi-region with chat-8b
+demand, still meets (hetinfra.plan.still_meets; stop 59's replan audit, B1: multi-region with chat-8b
 at 22 req/s instead of 20 was forced $19.39 -> $20.40/h, and the applied move flapped back)."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from __future__ import annotations
 import shutil
 
 from hetinfra.document import Plan
-from hetinfra.replan.diff import FORCED, HOLD, Decision, held_as_met
-from hetinfra.replan.still_meets import running_meets
+from hetinfra.plan.still_meets import running_meets
 from hetinfra.spec.load import load_spec
 from tests.plan.golden_plans import REPO
 
@@ -37,10 +36,3 @@ def test_the_running_fleet_is_judged_at_the_new_demand(example_plans, tmp_path):
     renamed = plan.model_copy(update={"models": [m.model_copy(update={"classes": [
         c.model_copy(update={"name": c.name + "x"}) for c in m.classes]}), *plan.models[1:]]})
     assert running_meets(out, renamed, spec, SPEC, running) is None  # a class the running routing lacks
-
-
-def test_a_forced_move_held_says_why_and_keeps_its_other_triggers():
-    d = Decision(FORCED, [], 10.0, 10.0, 11.0, ["L40S price up", "the running fleet no longer meets the demand or "
-                                                                 "caps; the new plan costs more"], costlier=True)
-    held = held_as_met(d, "the running fleet still meets")
-    assert held.kind == HOLD and held.note == "the running fleet still meets" and held.triggers == ["L40S price up"]
