@@ -88,7 +88,8 @@ class AllocationProblem:
     #: (model, region) -> req/s originating there; with locality > 0 that region's units serve >= locality x it.
     local_demand: dict[tuple[str, str], float] = field(default_factory=dict)
     locality: float = 0.0
-    #: unit id -> instances running now; new ones pay churn_hours x cost once (amortized per hour of the plan).
+    #: unit id -> instances running now; new ones pay churn_hours x cost in the hourly objective: the spec's
+    #: churn_penalty_hours of one-off start-up cost / churn_payback_hours (hetinfra.plan.planner)
     running: dict[str, int] = field(default_factory=dict)
     churn_hours: float = 0.0
     #: None: all demand must be served; else $/h per req/s unserved.

@@ -31,7 +31,8 @@ SUMMARY = ("hetinfra.plan.summary",)
 @click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
 @click.option("--state", type=UserPath(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
-                   "planning.churn_penalty_hours, so the plan keeps what runs unless a change is worth it.")
+                   "planning.churn_penalty_hours of their price, paid back over planning.churn_payback_hours, so "
+                   "the plan keeps what runs unless a change is worth it.")
 @click.option("--no-template-cache", is_flag=True,
               help="Rebuild the serving-template libraries instead of reusing them from $HETINFRA_CACHE_DIR "
                    "(default ~/.cache/hetinfra; HETINFRA_CACHE_DIR=off disables the cache).")

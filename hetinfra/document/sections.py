@@ -346,6 +346,9 @@ class Churn(Doc):
     """What re-planning against a running deployment starts and stops."""
 
     penalty_hours: Number = Field(description="planning.churn_penalty_hours.")
+    payback_hours: Optional[Number] = Field(None, description="planning.churn_payback_hours: the solver charges each "
+                                                              "new instance penalty_hours / payback_hours of its price "
+                                                              "per hour (absent in plans before 0.1.0: 1).")
     running: dict[str, int_in(0)] = Field(description="Replicas running per solver unit.")
     started: dict[str, int_in(0)] = Field(description="Replicas the plan starts per solver unit.")
     stopped: dict[str, int_in(0)] = Field(description="Replicas the plan stops per solver unit.")

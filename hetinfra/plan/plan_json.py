@@ -198,7 +198,9 @@ def _churn(pr: PlanResult) -> Churn | None:
         return None
     started = {u: c - running.get(u, 0) for u, c in res.n.items() if c > running.get(u, 0)}
     stopped = {u: c - res.n.get(u, 0) for u, c in running.items() if c > res.n.get(u, 0)}
-    return Churn.model_construct(penalty_hours=pr.problem.churn_hours, running=dict(running), started=started, stopped=stopped)
+    settings = pr.inputs.spec.planning
+    return Churn.model_construct(penalty_hours=settings.churn_penalty_hours, payback_hours=settings.churn_payback_hours,
+                                 running=dict(running), started=started, stopped=stopped)
 
 
 def _solver(pr: PlanResult, baseline_stop: bool) -> Solver:

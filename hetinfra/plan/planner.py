@@ -106,7 +106,7 @@ def to_problem(inputs: PlanInputs, units: list[TemplateUnit], running: dict[str,
         max_spot_fraction={pm.spec.name: pm.spec.max_spot_fraction for pm in inputs.models},
         local_demand=local, locality=settings.locality,
         running={u: n for u, n in (running or {}).items() if u in unit_ids},
-        churn_hours=settings.churn_penalty_hours,
+        churn_hours=settings.churn_penalty_hours / settings.churn_payback_hours,  # one-off, per hour of payback
         unmet_penalty=settings.unmet_penalty_usd_per_rps_hour if settings.allow_unmet else None,
         periods=demand_periods(spec), solver=settings.solver))
 

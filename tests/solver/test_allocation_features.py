@@ -73,9 +73,12 @@ def test_joint_allocation_beats_per_model_greedy(tmp_path, plan_json):
 
 # (c) churn penalty against the running deployment ------------------------------------------------
 # Running: 1 x-node ($1, 10 req/s) serving 10 req/s. A new y-node serves the same. With
-# churn_penalty_hours 0.5, switching costs y + 0.5 y: keep x unless 1.5 y < 1.
-@pytest.mark.parametrize("y_price,keeps", [(0.9, True), (0.3, False)])
-def test_churn_penalty_keeps_or_switches(tmp_path, run_cli, y_price, keeps):
+# churn_penalty_hours 0.5 paid back over churn_payback_hours P, switching costs y + 0.5 y / P an hour: keep x
+# unless that is below 1. P = 1 (the implicit value before 0.1.0) kept x at y = 0.9, a 10% saving that pays
+# its start-up back in 4.5 hours; the default P = 24 takes it, and keeps x for a 1% saving (49.5 hours).
+@pytest.mark.parametrize("y_price,payback,keeps", [(0.9, 1, True), (0.9, None, False), (0.99, None, True),
+                                                   (0.3, None, False)])
+def test_churn_penalty_keeps_or_switches(tmp_path, run_cli, y_price, payback, keeps):
     first = tmp_path / "first"
     first.mkdir()
     doc = spec(first, [model("a", 10)], [offer("x-node", "X", 1.0)], [prof("a", "X", 10)])
@@ -83,7 +86,8 @@ def test_churn_penalty_keeps_or_switches(tmp_path, run_cli, y_price, keeps):
     assert run_cli("plan", str(first / "s.yaml"), "--out", str(first / "out"), "--no-verify")[0] == 0
 
     doc = spec(tmp_path, [model("a", 10)], [offer("x-node", "X", 1.0), offer("y-node", "Y", y_price)],
-               [prof("a", "X", 10), prof("a", "Y", 10)], planning={"churn_penalty_hours": 0.5})
+               [prof("a", "X", 10), prof("a", "Y", 10)],
+               planning={"churn_penalty_hours": 0.5, **({"churn_payback_hours": payback} if payback else {})})
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
     code, out, err = run_cli("plan", str(tmp_path / "s.yaml"), "--json", "--state", str(first / "out"), "--no-verify")
     assert code == 0, err
@@ -93,7 +97,7 @@ def test_churn_penalty_keeps_or_switches(tmp_path, run_cli, y_price, keeps):
         assert plan["churn"]["started"] == {} and plan["churn"]["stopped"] == {}
     else:
         assert counts(plan) == {("a", "y-node", "r1"): 1}
-        assert plan["cost_usd_per_hour"] == pytest.approx(0.3)
+        assert plan["cost_usd_per_hour"] == pytest.approx(y_price)
         assert list(plan["churn"]["started"].values()) == [1] and list(plan["churn"]["stopped"].values()) == [1]
 
 
