@@ -25,8 +25,8 @@ from hetinfra.replan.owner import check_service
 from hetinfra.replan.diff import (FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_as_met, held_changes,
                                   render)
 from hetinfra.deploy.health import http_health, wait_healthy
-from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_counts, stage_moves,
-                                  stage_plan)
+from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_cost, stage_counts,
+                                  stage_moves, stage_plan)
 
 #: the stage of a run whose units keep their replicas and re-hold adapters (diff.held_changes)
 UPDATE = "update"
@@ -253,8 +253,9 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
         stages, complete, capped = _this_run(p.running, p.plan, opts, detail, hold_cuts=bool(p.unreliable))
         shown = render_stages(stages, p.running)
         moves = stage_moves(stages, p.running, p.plan)
-        if not complete:  # capped: say what this run does apart from the whole change
-            head += f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}"
+        if not complete:  # capped: say what this run does apart from the whole change, and what it costs
+            head += (f"; this run {'makes' if opts.apply else 'would make'} +{moves[0]}/-{moves[1]}, leaving "
+                     f"${stage_cost(stages, p.running, p.plan):.2f}/h until the next run")
         if not opts.apply:
             atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
             return Outcome(PROPOSED, f"{head}; proposed in {out / PROPOSED_PLAN} (run with --apply)"

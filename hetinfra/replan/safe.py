@@ -172,6 +172,16 @@ def stage_moves(stages: list[tuple[str, dict]], running: list[Allocation], new_p
     return up, down
 
 
+def stage_cost(stages: list[tuple[str, dict]], running: list[Allocation], new_plan: Plan) -> float:
+    """$/h of the fleet ``stages`` leave running (their last stage's replicas; what runs where there is
+    none), each replica at its allocation's $/h per replica (the new plan's record first): what a
+    capped run leaves until the next, which may cost more than both ends (its additions are made
+    before the capped removals: make-before-break)."""
+    info, run = _fleets(running, new_plan)
+    counts = stages[-1][1] if stages else run
+    return sum(n * info[u].cost_usd_per_hour / info[u].count for u, n in counts.items() if n and info[u].count)
+
+
 def render_stages(stages: list[tuple[str, dict]], running: list[Allocation]) -> list[str]:
     """The replica changes this run makes, stage by stage (what a dry run shows it would apply)."""
     run = {a.unit: a.count for a in running}

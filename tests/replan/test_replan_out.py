@@ -101,6 +101,9 @@ def test_a_capped_run_says_what_it_does_apart_from_the_change(service, run_cli, 
     assert code == 10 and d["summary"].startswith("forced move: +2/-0 instance(s)"), d["summary"]
     assert "this run would make +1/-0" in d["summary"] and d["decision"]["instances_added"] == 2
     assert d["this_run_instances"] == {"added": 1, "removed": 0} and len(d["this_run"]) == 1
+    # what this run leaves until the next: what runs and one of the two instances the change adds
+    was, will = (d["decision"]["cost_usd_per_hour"][k] for k in ("running_now", "new"))
+    assert f"leaving ${was + (will - was) / 2:.2f}/h until the next run" in d["summary"], (d["summary"], was, will)
 
 
 def test_a_deployment_moved_with_its_spec_is_told_how_to_take_it_over(fake_pulumi, cloud_env, service, run_cli,
