@@ -96,11 +96,10 @@ class PlanningSpec(Strict):
         0.5, ge=0, le=8760, description="With --state: each new instance costs this many hours of its price extra "
                                "(start-up and model load), so small savings do not churn the running fleet.")
     churn_payback_hours: float = Field(
-        24.0, gt=0, le=8760, description="With --state: the hours a move has to pay back that one-off cost in: the plan "
-                                "leaves what runs when its savings per hour exceed the new instances' "
-                                "churn_penalty_hours of price / these hours. 1 was the implicit value before "
-                                "0.1.0: a move had to pay back within an hour, and a 25% saving that needed two "
-                                "hours was never made.")
+        4.0, gt=0, le=8760, description="With --state: the hours a move has to pay back that one-off cost in: the plan "
+                               "leaves what runs when its savings per hour exceed the new instances' "
+                               "churn_penalty_hours of price / these hours. 1 was the implicit value before 0.1.0: "
+                               "a 25% saving whose start-up took just over an hour to pay back was never made.")
     allow_unmet: bool = Field(False, description="Allow serving less than the declared demand, at unmet_penalty.")
     unmet_penalty_usd_per_rps_hour: float = Field(
         100.0, gt=0, le=MAX_SCALE, description="With allow_unmet: cost per hour of each req/s left unserved.")
