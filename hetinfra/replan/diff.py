@@ -192,7 +192,8 @@ def _reprice(running: list[Allocation], offers) -> tuple[float, list[str], bool]
             total += now * g.instances
             if round(now, 4) != round(old, 4):  # plan.json rounds prices to 4 decimals: compare like for like
                 lines.append(f"{what}: ${old:.4g}/h -> ${now:.4g}/h ({100 * (now - old) / old:+.1f}%)")
-    return total, lines, gone
+    # two units on one instance type saw the same price move: one line (replan audit Q3)
+    return total, list(dict.fromkeys(lines)), gone
 
 
 def render(d: Decision) -> str:

@@ -11,7 +11,7 @@ Exit codes (documented in docs/reference/exit-codes.md; cron scripts switch on t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -122,11 +122,17 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
     observed, notes = observe_spec(log, spec)
     notes = list(log.skipped) + notes
     need = min_history_s(spec, opts.min_history_h)
+    unused = []  # said in the outcome, not only in replan.log: the log changed nothing for these
     for name, obs in sorted(observed.items()):
         if obs.span_s < need:  # too short to know a day's peak: plan the declared demand instead
             del observed[name]
             notes.append(f"{name}: the log covers {obs.span_s / 3600:.2f} h ({obs.requests} requests), less than the "
                          f"{need / 3600:g} h of history needed (--min-history-h); planning the declared demand")
+            unused.append(f"{name} planned at its declared demand (the log covers {obs.span_s / 3600:.2f} h of the "
+                          f"{need / 3600:g} h needed: --min-history-h)")
+    in_log = set(log.model_names())
+    unused += [f"{m.name} planned at its declared demand (not in the log)" for m in spec.models if m.name not in in_log]
+    unused += [f"log model {n!r} is in no model of the spec" for n in sorted(in_log - {m.name for m in spec.models})]
     unreliable = unreliable_forecasts(observed, opts.max_forecast_error)
     new_spec, more = apply_to_spec(spec, observed, known)
     new_spec = with_adapter_shares(new_spec, adapter_shares)  # and their observed shares re-place them
@@ -138,7 +144,7 @@ def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], No
     triggers += adapter_triggers(spec, new_spec)
     for line in list(notes) + list(more) + unreliable:
         detail(f"demand: {line}")
-    return new_spec, triggers, unreliable
+    return new_spec, triggers, unreliable, unused
 
 
 def _live(out: Path, running: list[dict], opts: ReplanOptions, detail, *, pulumi_command, env
@@ -243,8 +249,8 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
                 f"savings ${d.savings:.2f}/h ({d.savings_pct:.1f}%) under the thresholds "
                 f"({opts.min_savings_pct:g}% and ${opts.min_savings_usd_h:g}/h)")
             clear_proposal(out)
-            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h", d,
-                           forecast_holds=p.unreliable)
+            return Outcome(NO_CHANGE, f"no change worth making: {why}; ${d.running_cost_new:.2f}/h"
+                           + _log_unused(p), d, forecast_holds=p.unreliable)
         label = "forced move" if d.kind == FORCED else "change"
         head = (f"{label}: +{d.added}/-{d.removed} instance(s)"
                 + (f", adapters moved on {len(d.held)} unit(s)" if d.held else "")
@@ -260,14 +266,21 @@ def replan(spec_path: Path, out: Path, opts: ReplanOptions, *, detail: Callable[
             atomic_write_text(out / PROPOSED_PLAN, dumps_strict(new_plan, indent=2) + "\n")
             return Outcome(PROPOSED, f"{head}; proposed in {out / PROPOSED_PLAN} (run with --apply)"
                            + ("; this run would apply a capped cut" if capped else "")
-                           + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else ""), d,
-                           shown, p.unreliable, moves)
+                           + ("; a forecast too wrong to cut on holds removals back" if p.unreliable else "")
+                           + _log_unused(p), d, shown, p.unreliable, moves)
         _check_health_paths(p.plan, p.running, stages, opts.target)
         journal.start(new_plan, stages, complete, p.running_dicts)
         _run_stages(out, journal, opts, detail, health=health, pulumi_command=pulumi_command, env=env)
         clear_proposal(out)  # acted on: what is left of it, the journal holds
         rest = "" if complete else "; capped (--max-changes / --max-cut-pct), the next run continues"
-        return Outcome(APPLIED, f"applied {head}{rest}", d, shown, p.unreliable, moves)
+        return Outcome(APPLIED, f"applied {head}{rest}" + _log_unused(p), d, shown, p.unreliable, moves)
+
+
+def _log_unused(p: "Proposal") -> str:
+    """The outcome's clause on what the demand log changed nothing for (a history too short, a model not
+    in it, a log model no spec model has): said in the outcome, as it was only in replan.log and a run
+    that planned the declared demand read 'nothing differs' (replan audit Q1, Q2)."""
+    return f"; demand log: {'; '.join(p.log_unused)}" if p.log_unused else ""
 
 
 @dataclass
@@ -279,6 +292,7 @@ class Proposal:
     running_dicts: list[dict]  # as state.json (or the running plan.json) records them: the journal's copy
     decision: Decision
     unreliable: list[str]  # forecasts too wrong to drive cuts
+    log_unused: list[str] = field(default_factory=list)  # models the demand log changed nothing for, and why
 
 
 def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_command, env) -> Proposal:
@@ -293,9 +307,9 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot, spec_path)
     for w in list(feed_warnings) + cap_warnings:
         detail(f"feeds: {w}")
-    override, demand_triggers, unreliable = (_observed_spec(spec_path, opts.demand_log, detail, opts,
-                                                            _declared_origins(out))
-                                             if opts.demand_log else (None, [], []))
+    override, demand_triggers, unreliable, unused = (_observed_spec(spec_path, opts.demand_log, detail, opts,
+                                                                    _declared_origins(out))
+                                                     if opts.demand_log else (None, [], [], []))
     running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                            pulumi_command=pulumi_command, env=env)
     running = [allocation_of(a) for a in running_dicts]
@@ -312,7 +326,7 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
 
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d
-    return Proposal(plan, running, running_dicts, d, unreliable)
+    return Proposal(plan, running, running_dicts, d, unreliable, unused)
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:

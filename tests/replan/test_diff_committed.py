@@ -25,3 +25,16 @@ def test_running_commitment_is_not_repriced_at_on_demand():
                [offer], {},
                min_savings_pct=5, min_savings_usd_h=1)
     assert d.running_cost_new == pytest.approx(2 * 0.70452) and d.triggers
+
+
+def test_one_price_move_is_one_trigger_line_however_many_units_share_the_type():
+    """Two running units on one instance type saw the same price change: the trigger was listed twice
+    (replan audit Q3)."""
+    offer = Offer("gcp", "us-east4", "g2-standard-4", "L4", 1, 24, 4, 16, 0.70452, None, "2025-11-01", "test")
+    a = dict(BASE, purchase="on_demand")
+    b = dict(a, unit="d", deployment_unit="m-gcp-us-east4-g2-standard-4-d")
+    d = decide([Allocation.model_validate(a), Allocation.model_validate(b)],
+               Plan.parse(golden_plan_with([a, b], cost_usd_per_hour=1.8)), [offer], {},
+               min_savings_pct=5, min_savings_usd_h=1)
+    price = [t for t in d.triggers if "g2-standard-4" in t]
+    assert len(price) == 1 and "+56.6%" in price[0], d.triggers

@@ -212,6 +212,9 @@ def test_a_short_demand_history_is_not_trusted(fake_pulumi, cloud_env, service, 
     text = (out / "replan.log").read_text()
     assert "less than the 24 h of history needed" in text and "planning the declared demand" in text
     assert "demand of toy" not in text  # no demand trigger
+    # ... and the outcome says so, not only replan.log (replan audit Q1: it read "nothing differs" alone)
+    assert "; demand log: toy planned at its declared demand (the log covers 0." in stdout, stdout
+    assert "of the 24 h needed: --min-history-h)" in stdout, stdout
 
 
 def test_a_caps_file_that_takes_the_running_gpu_away_forces_a_move(fake_pulumi, cloud_env, service, run_cli, tmp_path):
