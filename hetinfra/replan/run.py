@@ -318,6 +318,8 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     result, plan = plan_document(spec_path, with_baselines=False, snapshot=snapshot, state=out,
                                  spec_override=override, extra_caps=caps)
     plan = for_out(plan, spec_path, out)  # inputs.spec_path relative to OUT, as `plan --out OUT` writes it
+    if not opts.demand_log:  # the spec edited since the running plan: name what moved (replan audit Q4)
+        demand_triggers = _spec_demand_changes(out, plan)
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost)
@@ -327,6 +329,23 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d
     return Proposal(plan, running, running_dicts, d, unreliable, unused)
+
+
+def _spec_demand_changes(out: Path, new_plan: Plan) -> list[str]:
+    """A trigger line per model whose planned rate differs between the running plan (OUT/plan.json) and
+    ``new_plan``: the spec was edited since (a forced move after an edit named only "the running fleet
+    no longer meets the demand"). None where OUT has no readable plan.json (a state.json alone)."""
+    from hetinfra.document import load_plan
+    from hetinfra.errors import HetinfraError
+
+    try:
+        old = load_plan(out / "plan.json") if present(out / "plan.json") else None
+    except HetinfraError:
+        return []
+    was = {m.name: m.rate_rps * old.demand_scale for m in old.models} if old else {}
+    return [f"demand of {m.name}: {was[m.name]:g} -> {m.rate_rps * new_plan.demand_scale:.3g} req/s (the spec, "
+            "since the running plan)" for m in new_plan.models
+            if m.name in was and abs(was[m.name] - m.rate_rps * new_plan.demand_scale) > 1e-9]
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:

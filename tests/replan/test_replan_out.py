@@ -100,6 +100,9 @@ def test_a_capped_run_says_what_it_does_apart_from_the_change(service, run_cli, 
     code, d = _replan_json(run_cli, spec, out, day1, "--max-changes", "1")
     assert code == 10 and d["summary"].startswith("forced move: +2/-0 instance(s)"), d["summary"]
     assert "this run would make +1/-0" in d["summary"] and d["decision"]["instances_added"] == 2
+    # the edit is named among the triggers (replan audit Q4: only "the running fleet no longer meets")
+    assert any(t.startswith("demand of toy: ") and t.endswith("-> 28 req/s (the spec, since the running plan)")
+               for t in d["decision"]["triggers"]), d["decision"]["triggers"]
     assert d["this_run_instances"] == {"added": 1, "removed": 0} and len(d["this_run"]) == 1
     # what this run leaves until the next: what runs and one of the two instances the change adds
     was, will = (d["decision"]["cost_usd_per_hour"][k] for k in ("running_now", "new"))
