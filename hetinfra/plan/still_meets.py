@@ -66,6 +66,12 @@ def _routes_every_class(old, new_plan) -> bool:
     origins in the same shares (the running routing by origin is what the simulation replays)."""
     routed = {(model, cls) for model, classes in old.routing.items() for cls, shares in classes.items()
               if any(r.share > 0 for r in shares)}
-    same_origins = (old.origins or {}) == (new_plan.origins or {})
+    same_origins = _origin_shares(old) == _origin_shares(new_plan)
     return same_origins and all((m.name, c.name) in routed for m in new_plan.models for c in m.classes
                                 if c.rate_rps > 0)
+
+
+def _origin_shares(plan) -> dict:
+    """model -> origin -> (share, residency): where the demand comes from and may go, without what the
+    plan's own regions make of it (``worst_network_ms`` differs between two fleets of one demand)."""
+    return {m: {o: (round(x.share, 9), x.residency) for o, x in by.items()} for m, by in (plan.origins or {}).items()}

@@ -36,3 +36,22 @@ def test_the_running_fleet_is_judged_at_the_new_demand(example_plans, tmp_path):
     renamed = plan.model_copy(update={"models": [m.model_copy(update={"classes": [
         c.model_copy(update={"name": c.name + "x"}) for c in m.classes]}), *plan.models[1:]]})
     assert running_meets(out, renamed, spec, SPEC, running) is None  # a class the running routing lacks
+
+
+def test_origins_are_compared_by_share_and_residency_not_by_what_a_fleet_makes_of_them(example_plans, tmp_path):
+    """``worst_network_ms`` of plan.json's origins depends on the plan's own regions: the new plan's differ
+    from the running one's whenever it serves from elsewhere, and a check that compared the whole section
+    never judged such a move (the replan scenarios' chat-8b at 22 req/s stayed forced). Another share is
+    another demand, which the running routing by origin does not describe: not judged."""
+    out = shutil.copytree(example_plans["multi-region"][0], tmp_path / "out")
+    plan = Plan.parse(example_plans["multi-region"][1], out / "plan.json")
+    spec, running = load_spec(SPEC)[0], list(plan.allocations)
+    model, by = next(iter(plan.origins.items()))
+    farther = {o: x.model_copy(update={"worst_network_ms": (x.worst_network_ms or 0) + 30}) for o, x in by.items()}
+    moved = _at(plan, 1.1).model_copy(update={"origins": {**plan.origins, model: farther}})
+    assert running_meets(out, moved, spec, SPEC, running)
+    first = next(iter(by))
+    shifted = {o: x.model_copy(update={"share": x.share + (0.1 if o == first else -0.1)}) for o, x in by.items()}
+    other = _at(plan, 1.1).model_copy(update={"origins": {**plan.origins, model: shifted}})
+    assert running_meets(out, other, spec, SPEC, running) is None
+
