@@ -30,6 +30,7 @@ def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> 
     from hetinfra.document import Plan
     from hetinfra.document.load import read_json
     from hetinfra.document.simulation import SimRun
+    from hetinfra.errors import HetinfraError
     from hetinfra.plan.verify import verification_load
     from hetinfra.sim.replications import judge, seeds_for, simulate_replications
     from hetinfra.sim.workload import WorkloadConfig
@@ -37,8 +38,11 @@ def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> 
     path = out / "plan.json"
     if not path.is_file():
         return None
-    old = Plan.parse(read_json(path, what="the running plan", hint="pass the --out directory of the plan that runs"),
-                     path)
+    try:
+        old = Plan.parse(read_json(path, what="the running plan", hint="pass the --out directory of the plan that runs"),
+                         path)
+    except HetinfraError:
+        return None  # a plan.json that does not read: not judged, the move stays forced
     if _counts(old.allocations) != _counts(running) or not _routes_every_class(old, new_plan):
         return None  # what runs is not plan.json's fleet, or its routing cannot carry the new demand
     view = old.model_copy(update={"models": new_plan.models, "demand_scale": new_plan.demand_scale})
@@ -48,12 +52,17 @@ def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> 
     config = WorkloadConfig(requests=(fid.requests if fid is not None and fid.requests else settings.requests),
                             seed=0, load=load, burst_cv=settings.burst_cv)
     seeds = seeds_for(settings.seed, "confirm", SEEDS)
-    judged = SimRun.of(judge(simulate_replications(view, spec, spec_path, replace(config, seed=seeds[0]), seeds)))
+    try:  # the new spec may no longer describe the running units (a variant it dropped): not judged
+        sims = simulate_replications(view, spec, spec_path, replace(config, seed=seeds[0]), seeds)
+    except HetinfraError:
+        return None
+    judged = SimRun.of(judge(sims, margin=settings.margin))  # the promise's margin, as verification judges
     if not judged.models or not all(m.met for m in judged.models):
         return None
+    within = f", within {1 - settings.margin:g} for planning.verify.margin" if settings.margin else ""
     return (f"the running fleet still meets the new demand (simulated at {load:g}x on {SEEDS} seeds, worst bound "
-            f"{max(m.ratio or 0.0 for m in judged.models):.3f} of its objectives): the re-plan's dearer plan is not "
-            "needed")
+            f"{max(m.ratio or 0.0 for m in judged.models):.3f} of its objectives{within}): the re-plan's dearer plan "
+            "is not needed")
 
 
 def _counts(allocations) -> dict[str, int]:
@@ -64,8 +73,13 @@ def _routes_every_class(old, new_plan) -> bool:
     """Whether the running plan routes every class the new demand has requests in (a class it does not
     route would be simulated as unserved, which is no evidence that the fleet serves it), from the same
     origins in the same shares (the running routing by origin is what the simulation replays)."""
+    # routed whole: shares that sum below 1 leave the rest unrouted, which the simulation does not run
     routed = {(model, cls) for model, classes in old.routing.items() for cls, shares in classes.items()
-              if any(r.share > 0 for r in shares)}
+              if sum(r.share for r in shares) >= 1 - 1e-5}  # shares are rounded to 1e-6
+    by_origin = old.routing_by_origin or {}
+    if any(sum(r.share for r in shares) < 1 - 1e-5 for origins in by_origin.values() for classes in origins.values()
+           for shares in classes.values()):
+        return False
     same_origins = _origin_shares(old) == _origin_shares(new_plan)
     return same_origins and all((m.name, c.name) in routed for m in new_plan.models for c in m.classes
                                 if c.rate_rps > 0)

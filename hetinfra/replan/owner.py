@@ -38,8 +38,8 @@ def check_service(spec_path: Path, out: Path) -> None:
         moved = where is not None and os.path.realpath(where) == os.path.realpath(spec_path)
         if moved:  # SPEC is the very file OUT's plan names: the deployment was applied from another path
             fix = (f"{out}'s deployment was applied from this spec at another path (moved or copied since); if {out} "
-                   f"really runs that deployment, `hetinfra plan {spec_path} --out {out}` then `hetinfra apply {out} "
-                   "--force` records this path")
+                   f"really runs that deployment, `hetinfra plan {spec_path} --state {out} --out {out}` then "
+                   f"`hetinfra apply {out} --force` records this path")
         else:
             fix += " (`hetinfra apply --force` takes the deployment over)"
         raise InvalidInputError(f"{out} runs service {have!r} id {have_id}, planned from another spec file than "

@@ -323,8 +323,9 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost)
-    if d.kind == FORCED and d.costlier:  # forced by cost alone: is it needed? (hetinfra.plan.still_meets)
-        from hetinfra.plan.still_meets import running_meets
+    allowed = {u.id for u in result.all_units}  # what the spec allows now: a unit it dropped must move
+    if d.kind == FORCED and d.costlier and all(a.unit in allowed for a in running):
+        from hetinfra.plan.still_meets import running_meets  # forced by cost alone: is it needed?
 
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d
@@ -342,10 +343,11 @@ def _spec_demand_changes(out: Path, new_plan: Plan) -> list[str]:
         old = load_plan(out / "plan.json") if present(out / "plan.json") else None
     except HetinfraError:
         return []
-    was = {m.name: m.rate_rps * old.demand_scale for m in old.models} if old else {}
-    return [f"demand of {m.name}: {was[m.name]:g} -> {m.rate_rps * new_plan.demand_scale:.3g} req/s (the spec, "
-            "since the running plan)" for m in new_plan.models
-            if m.name in was and abs(was[m.name] - m.rate_rps * new_plan.demand_scale) > 1e-9]
+    # the declared rates (models[].rate_rps), not x demand_scale: a max_throughput plan's scale moves with
+    # its budget and prices, which are not a demand edit
+    was = {m.name: m.rate_rps for m in old.models} if old else {}
+    return [f"demand of {m.name}: {was[m.name]:.3g} -> {m.rate_rps:.3g} req/s (the spec, since the running plan)"
+            for m in new_plan.models if m.name in was and abs(was[m.name] - m.rate_rps) > 1e-9]
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:

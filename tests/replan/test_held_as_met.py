@@ -11,3 +11,23 @@ def test_a_forced_move_held_says_why_and_keeps_its_other_triggers():
                                                                  "caps; the new plan costs more"], costlier=True)
     held = held_as_met(d, "the running fleet still meets")
     assert held.kind == HOLD and held.note == "the running fleet still meets" and held.triggers == ["L40S price up"]
+
+
+def test_a_unit_the_spec_no_longer_allows_is_moved_not_held(example_plans, tmp_path, run_cli):
+    """The running fleet may still meet its latency, but a spec that drops its GPU (or its cloud, or its
+    variant) asks for the move: only a move forced by cost alone among units the spec still allows is held
+    (the review of this stop: chat.yaml without L40S read 'no change worth making', every cron run)."""
+    import shutil
+
+    import yaml
+
+    from tests.plan.golden_plans import REPO
+
+    out = shutil.copytree(example_plans["chat"][0], tmp_path / "out")
+    doc = yaml.safe_load((REPO / "services" / "chat.yaml").read_text())
+    assert "L40S" in doc["infrastructure"]["gpus"] and any(a["gpu"] == "L40S" for a in example_plans["chat"][1]["allocations"])
+    doc["infrastructure"]["gpus"] = [g for g in doc["infrastructure"]["gpus"] if g != "L40S"]
+    spec = tmp_path / "chat.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--no-refresh")
+    assert code == 10 and stdout.startswith("replan: forced move"), stdout + err

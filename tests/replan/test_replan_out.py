@@ -125,8 +125,9 @@ def test_a_deployment_moved_with_its_spec_is_told_how_to_take_it_over(fake_pulum
     assert code == 2 and "another spec file" in err, err
     assert "applied from this spec at another path" in err and f"hetinfra apply {new_out} --force" in err, err
     # what the hint says works: plan here (the service id of this path), then take the deployment over
-    assert run_cli("plan", str(new_spec), "--out", str(new_out), "--feeds", str(moved / day1.relative_to(tmp_path)),
-                   "--no-baselines")[0] == 0
+    assert f"hetinfra plan {new_spec} --state {new_out} --out {new_out}" in err, err
+    assert run_cli("plan", str(new_spec), "--state", str(new_out), "--out", str(new_out), "--feeds",
+                   str(moved / day1.relative_to(tmp_path)), "--no-baselines")[0] == 0
     assert run_cli("apply", str(new_out), "--yes", "--force")[0] == 0
     code, _, err = run_cli("replan", str(new_spec), "--state", str(new_out), "--feeds",
                            str(moved / day1.relative_to(tmp_path)))
