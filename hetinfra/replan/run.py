@@ -320,11 +320,13 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     plan = for_out(plan, spec_path, out)  # inputs.spec_path relative to OUT, as `plan --out OUT` writes it
     if not opts.demand_log:  # the spec edited since the running plan: name what moved (replan audit Q4)
         demand_triggers = _spec_demand_changes(out, plan)
+    allowed = {u.id for u in result.all_units}  # what the spec allows now: a unit it dropped must move
+    dropped = [f"{a.unit}: the spec no longer allows it (its GPU, cloud, region, purchase option or variant); its "
+               f"{a.instances} instance(s) must move" for a in running if a.count > 0 and a.unit not in allowed]
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
-               demand_notes=demand_triggers, forced_notes=lost)
-    allowed = {u.id for u in result.all_units}  # what the spec allows now: a unit it dropped must move
-    if d.kind == FORCED and d.costlier and all(a.unit in allowed for a in running):
+               demand_notes=demand_triggers, forced_notes=lost + dropped)
+    if d.kind == FORCED and d.costlier and not dropped:
         from hetinfra.plan.still_meets import running_meets  # forced by cost alone: is it needed?
 
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)

@@ -29,5 +29,9 @@ def test_a_unit_the_spec_no_longer_allows_is_moved_not_held(example_plans, tmp_p
     doc["infrastructure"]["gpus"] = [g for g in doc["infrastructure"]["gpus"] if g != "L40S"]
     spec = tmp_path / "chat.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--no-refresh")
-    assert code == 10 and stdout.startswith("replan: forced move"), stdout + err
+    code, stdout, err = run_cli("replan", str(spec), "--state", str(out), "--no-refresh", "--json")
+    import json
+
+    d = json.loads(stdout)
+    assert code == 10 and d["summary"].startswith("forced move"), stdout + err
+    assert any("the spec no longer allows it" in t for t in d["decision"]["triggers"]), d["decision"]["triggers"]
