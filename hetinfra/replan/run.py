@@ -320,9 +320,8 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     plan = for_out(plan, spec_path, out)  # inputs.spec_path relative to OUT, as `plan --out OUT` writes it
     if not opts.demand_log:  # the spec edited since the running plan: name what moved (replan audit Q4)
         demand_triggers = _spec_demand_changes(out, plan)
-    allowed = {u.id for u in result.all_units}  # what the spec allows now: a unit it dropped must move
     dropped = [f"{a.unit}: the spec no longer allows it (its GPU, cloud, region, purchase option or variant); its "
-               f"{a.instances} instance(s) must move" for a in running if a.count > 0 and a.unit not in allowed]
+               f"{a.instances} instance(s) must move" for a in running if a.count > 0 and not _allowed(a.unit, result)]
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost + dropped)
@@ -332,6 +331,16 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
         meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d
     return Proposal(plan, running, running_dicts, d, unreliable, unused)
+
+
+def _allowed(unit: str, result) -> bool:
+    """Whether the spec the re-plan was made from still allows running ``unit``: one of its templates'
+    units (``all_units``), or the solver's. A LoRA tier unit (``<template>+lora<k>[r<rank>]|...``,
+    hetinfra.plan.adapters) is made for each solve and pruned there; its base unit is the template's."""
+    import re
+
+    ids = {u.id for u in result.all_units} | {u.id for u in result.problem.units}
+    return unit in ids or re.sub(r"\+lora\d+(?:r\d+)?(?=\|)", "", unit) in ids
 
 
 def _spec_demand_changes(out: Path, new_plan: Plan) -> list[str]:

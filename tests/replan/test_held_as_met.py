@@ -35,3 +35,21 @@ def test_a_unit_the_spec_no_longer_allows_is_moved_not_held(example_plans, tmp_p
     d = json.loads(stdout)
     assert code == 10 and d["summary"].startswith("forced move"), stdout + err
     assert any("the spec no longer allows it" in t for t in d["decision"]["triggers"]), d["decision"]["triggers"]
+
+
+def test_a_lora_tier_unit_is_allowed_where_its_base_unit_is():
+    """LoRA tier units (``<template>+lora<k>[r<rank>]|region|purchase``) are made and pruned per solve: a
+    running tier missing from this solve is still allowed where its base unit is (lora-50, planned and
+    re-planned unchanged, read 'the spec no longer allows it' for four running tiers)."""
+    from types import SimpleNamespace
+
+    from hetinfra.replan.run import _allowed
+
+    unit = lambda uid: SimpleNamespace(id=uid)  # noqa: E731
+    result = SimpleNamespace(all_units=[unit("m|aws|g6e.xlarge|tp1x1|us-east-1|ondemand")],
+                             problem=SimpleNamespace(units=[unit("m|aws|g6e.xlarge|tp1x1+lora64|us-east-1|ondemand")]))
+    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-east-1|ondemand", result)
+    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora8r64|us-east-1|ondemand", result)
+    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora64|us-east-1|ondemand", result)
+    assert not _allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-west-2|ondemand", result)  # another region
+    assert not _allowed("m|aws|g5.xlarge|tp1x1|us-east-1|ondemand", result)
