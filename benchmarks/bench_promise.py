@@ -75,9 +75,10 @@ def miss(entry: dict) -> float:
 
 
 def _unserved(doc: dict, model: dict) -> bool:
-    """Whether the plan leaves all of ``model``'s demand unserved (plan.json unmet_rps)."""
-    unmet = sum(r for k, r in (doc.get("unmet_rps") or {}).items() if k.startswith(model["name"] + "/"))
-    return model.get("rate_rps", 0) > 0 and unmet >= model["rate_rps"] * doc.get("demand_scale", 1.0) * (1 - 1e-6)
+    """Whether the plan leaves all of ``model``'s demand unserved (plan.json unmet_rps: Plan.unserved_models)."""
+    from hetinfra.document import Plan
+
+    return model["name"] in Plan.parse(doc).unserved_models()
 
 
 def one_spec(exe: str, spec: Path, work: Path, seeds: list[int], long: int) -> list[str]:

@@ -134,6 +134,26 @@ class Plan(Doc):
         """The model entry named ``name`` (allocations[].model)."""
         return next(m for m in self.models if m.name == name)
 
+    def scale(self) -> float:
+        """The demand the plan serves, as a multiple of the declared (sections.demand_multiple)."""
+        from hetinfra.document.sections import demand_multiple
+
+        return demand_multiple(self.objective, self.demand_scale)
+
+    def unmet_by_model(self) -> dict[str, tuple[float, float]]:
+        """Per model with demand left unserved (``unmet_rps``, keys "model/class"; planning.allow_unmet):
+        (req/s left unserved, req/s it declares at the plan's scale)."""
+        out = {}
+        for m in self.models:
+            unmet = sum(rps for key, rps in self.unmet_rps.items() if key.startswith(m.name + "/"))
+            if unmet > 1e-9 and m.rate_rps > 0:  # a class name may hold "/": keys are matched by model prefix
+                out[m.name] = (float(unmet), float(m.rate_rps) * self.scale())
+        return out
+
+    def unserved_models(self) -> set[str]:
+        """The models whose whole demand the plan leaves unserved (:meth:`unmet_by_model`)."""
+        return {m for m, (unmet, declared) in self.unmet_by_model().items() if unmet >= declared * (1 - 1e-6)}
+
     def _variants_listed(self) -> None:
         """Each allocation's variant is one its model lists (the checkpoint its engines load)."""
         for i, a in enumerate(self.allocations):

@@ -354,6 +354,12 @@ class Churn(Doc):
     stopped: dict[str, int_in(0)] = Field(description="Replicas the plan stops per solver unit.")
 
 
+def demand_multiple(objective: str | None, demand_scale) -> float:
+    """The demand a plan serves, as a multiple of its models' ``rate_rps``: ``demand_scale`` for a
+    max_throughput plan (null: 1), else 1. The one rule the simulator, the ceilings and the summary read."""
+    return float(demand_scale or 1.0) if objective == "max_throughput" else 1.0
+
+
 class PlanDeploy(DeploySpec):
     """plan.json ``deploy``: the spec's deploy section as planned (its keys, defaults and checks are the
     spec's, hetinfra.spec.deploy), plus the key format apply needs."""

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.document.allocation import Disaggregation, OriginRouting, Origins, Routing, Stage, routes_to_missing
 from hetinfra.document.base import Doc, Number, PlanVersion
-from hetinfra.document.sections import ModelEntry, PlanDeploy, Template
+from hetinfra.document.sections import ModelEntry, PlanDeploy, Template, demand_multiple
 
 #: fields of an allocation a unit's simulation depends on (its name, price or failover do not change
 #: its requests: hetinfra.sim.plan_sim's memo keys are made of exactly these)
@@ -105,8 +105,8 @@ class SimPlan(Doc):
         return next(m for m in self.models if m.name == name)
 
     def scale(self) -> float:
-        """The demand the plan serves, as a multiple of the declared (max_throughput: demand_scale)."""
-        return float(self.demand_scale or 1.0) if self.objective == "max_throughput" else 1.0
+        """The demand the plan serves, as a multiple of the declared (sections.demand_multiple)."""
+        return demand_multiple(self.objective, self.demand_scale)
 
 
 class TrimUnit(Doc):

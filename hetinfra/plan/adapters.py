@@ -29,8 +29,8 @@ from hetinfra.solver.problem import AdapterHold, SolverUnit
 from hetinfra.spec.adapters import adapter_of, slot_rank  # adapter_of: re-exported
 
 __all__ = ["ADAPTER_KEY_SEP", "SLOT_TIERS", "adapter_demand", "adapter_holds", "adapter_of", "adapter_problem",
-           "adapter_summary", "adapter_triggers", "fold_adapters", "slot_tiers", "unit_adapters_json", "with_adapter_shares",
-           "with_adapters", "with_running_holds"]
+           "adapter_summary", "adapter_triggers", "base_unit_id", "fold_adapters", "slot_tiers", "unit_adapters_json",
+           "with_adapter_shares", "with_adapters", "with_running_holds"]
 
 from hetinfra.spec.adapters import ADAPTER_KEY_SEP  # joins a class and an adapter: "chat~sql"
 #: the slot counts (vLLM --max-loras) a unit's tiers offer
@@ -199,6 +199,15 @@ def tier_units(pm, units: list, adapters, placement: str = "placed") -> list:
             object.__setattr__(unit, "id", f"{lt.id}{tail}")  # a fresh copy: its own id
             out.append(unit)
     return out
+
+
+def base_unit_id(unit_id: str) -> str:
+    """The unit a LoRA tier unit was made from (:func:`tier_units`: ``<template>+lora<k>[r<rank>]|region|
+    purchase``, the tag written there), or ``unit_id`` itself: tiers are made and pruned per solve, so
+    a running tier is known by its base unit."""
+    import re
+
+    return re.sub(r"\+lora\d+(?:r\d+)?(?=\|)", "", unit_id)
 
 
 def tier_factor(pm, gpu, tp: int, pp: int, size, slots: int, rank: int) -> float:

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetinfra.document.sections import demand_multiple
+
 __all__ = ["Ceilings", "ClassCeiling", "unit_loads"]
 
 
@@ -162,7 +164,7 @@ def unit_loads(view: dict, load: float, ceilings: Ceilings) -> dict[str, tuple[f
     ceilings / its replicas, the basis of the class that takes most of it). The offered rate is what
     the simulator offers: the model's rate_rps x demand_scale (max_throughput) x ``load`` x the class's
     share x the unit's routing share."""
-    scale = float(view.get("demand_scale") or 1.0) if view.get("objective") == "max_throughput" else 1.0
+    scale = demand_multiple(view.get("objective"), view.get("demand_scale"))
     templates = {t["id"]: t for t in view["templates"]}
     allocs = {a["unit"]: a for a in view["allocations"]}
     used: dict[str, float] = {}

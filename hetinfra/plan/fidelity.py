@@ -27,7 +27,7 @@ def record(doc: Plan, v: Verification, strict: bool) -> Plan:
     """Plan ``doc`` of ``v.pr`` with ``fidelity`` (:func:`fidelity_of`) and the verification's warnings.
     ``strict``: a plan that still misses raises InfeasibleError (exit 3) instead of a warning."""
     fidelity = fidelity_of(v, doc.cost_usd_per_hour, {a.template for a in doc.allocations})
-    update = {"fidelity": fidelity, "warnings": [*doc.warnings, *_warnings(fidelity, v, strict)]}
+    update = {"fidelity": fidelity, "warnings": [*doc.warnings, *_warnings(fidelity, v, strict, doc.unserved_models())]}
     if v.stopped:  # a round's solve was cut by the wall clock (said even when the baselines' cut already set it)
         update["solver"] = doc.solver.model_copy(update={"safety_stop": True})
     return doc.model_copy(update=update)
@@ -66,8 +66,9 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
         **({"safety_stop": True} if v.stopped else {}))
 
 
-def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
-    """The verification's warnings; a plan that still misses raises InfeasibleError under ``strict``."""
+def _warnings(fidelity: Fidelity, v: Verification, strict: bool, unserved: frozenset[str] = frozenset()) -> list[str]:
+    """The verification's warnings; a plan that still misses raises InfeasibleError under ``strict``.
+    ``unserved``: the models the plan serves none of (Plan.unserved_models)."""
     out = [v.stop_reason] if v.stop_reason else []
     if v.stopped:
         # its result steered the rounds after it: this cut can change the plan
@@ -90,7 +91,6 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
                        f"{sum(r['replicas_added'].values())} more replica(s) ({units}): counts_by_period keeps "
                        "them there; met on fresh seeds with them")
     out += v.off_peak
-    unserved = fully_unserved(v.pr)
     if not v.sim["met"]:
         msg = (f"{not_met_words(v.sim['models'], unserved)} in simulation at {fidelity.load:g}x demand "
                f"after {fidelity.rounds} round(s) of re-planning")
@@ -108,18 +108,11 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool) -> list[str]:
     return out + [msg + ": see fidelity in plan.json, and `hetinfra simulate` for details"]
 
 
-def fully_unserved(pr: PlanResult) -> set[str]:
-    """The models whose whole demand the plan leaves unserved (unmet_rps, planning.allow_unmet)."""
-    from hetinfra.plan.plan_warnings import unmet_by_model
-
-    return {m for m, (rps, declared) in unmet_by_model(pr).items() if rps >= declared * (1 - 1e-6)}
-
-
 def not_met_words(models: list[dict], unserved: set[str]) -> str:
     """"the plan misses the latency objective of A; ..." for the judged ``models`` not met, each said
     as what it is: a miss; undecided (its bound straddled the objective when its replications ended, as
     when the work budget stopped them: not shown to meet, which a held-out LoRA spec's summary called a
-    miss); or a model none of whose requests the plan serves (``unserved``: :func:`fully_unserved`), of
+    miss); or a model none of whose requests the plan serves (``unserved``: Plan.unserved_models), of
     which no latency was measured to miss."""
     kinds: dict[str, list[str]] = {"missed": [], "undecided": [], "unserved": []}
     for m in models:

@@ -253,5 +253,5 @@ def assemble(pr: PlanResult, with_baselines: bool, found: tuple[list, float | No
     if with_baselines:
         pr.baselines, pr.flexible_cost = found if found is not None else baselines_of(pr)
     doc = build_plan_json(pr)
-    return doc.model_copy(update={"warnings": [*doc.warnings, *unmet_warnings(pr), *statistic_warnings(pr),
+    return doc.model_copy(update={"warnings": [*doc.warnings, *unmet_warnings(pr, doc), *statistic_warnings(pr),
                                                *idle_warnings(pr)]})

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from hetinfra.document import Plan
     from hetinfra.plan.planner import PlanResult
 
-__all__ = ["idle_warnings", "statistic_warnings", "unmet_by_model", "unmet_warnings"]
+__all__ = ["idle_warnings", "statistic_warnings", "unmet_warnings"]
 
 
 def idle_warnings(pr: PlanResult) -> list[str]:
@@ -38,17 +39,7 @@ def idle_warnings(pr: PlanResult) -> list[str]:
     return out
 
 
-def unmet_by_model(pr: PlanResult) -> dict[str, tuple[float, float]]:
-    """Per model with demand left unserved (plan.json unmet_rps, planning.allow_unmet): (req/s left
-    unserved, req/s declared)."""
-    unmet: dict[str, float] = {}
-    for (model, _cls), rps in pr.result.unmet.items():
-        unmet[model] = unmet.get(model, 0.0) + rps
-    declared = {pm.spec.name: sum(c.rate_rps for c in pm.classes) for pm in pr.inputs.models}
-    return {m: (rps, declared[m]) for m, rps in unmet.items() if rps > 1e-9 and declared.get(m, 0.0) > 0}
-
-
-def unmet_warnings(pr: PlanResult) -> list[str]:
+def unmet_warnings(pr: PlanResult, doc: "Plan") -> list[str]:
     """Demand the plan leaves unserved (``planning.allow_unmet``), per model: how much of what was
     declared, and the two settings that decide it. Said as a warning, never left to plan.json's
     ``unmet_rps`` alone: a held-out spec (a 70B at 10 req/s under a $20/h budget) planned "$14.69/h, 4
@@ -59,7 +50,7 @@ def unmet_warnings(pr: PlanResult) -> list[str]:
            "budget_usd_per_hour or unmet_penalty_usd_per_rps_hour" if spec.budget_usd_per_hour
            else f"{penalty}; raise unmet_penalty_usd_per_rps_hour")
     out = []
-    for model, (rps, total) in sorted(unmet_by_model(pr).items()):
+    for model, (rps, total) in sorted(doc.unmet_by_model().items()):
         out.append(f"model {model}: {rps:.3g} of its {total:.3g} req/s ({100 * min(rps / total, 1.0):.0f}%) left "
                    f"unserved under planning.allow_unmet: {why}, or drop allow_unmet to plan all of it")
     return out

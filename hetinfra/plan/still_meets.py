@@ -23,27 +23,18 @@ from pathlib import Path
 SEEDS = 4
 
 
-def running_meets(out: Path, new_plan, spec, spec_path: Path, running: list) -> str | None:
+def running_meets(old, new_plan, spec, spec_path: Path, running: list) -> str | None:
     """A line saying the running fleet meets ``new_plan``'s demand and objectives, or None where it
-    does not or cannot be judged. ``spec``: the spec the new plan was made from (the observed demand's,
-    with --demand-log); ``running``: what runs (hetinfra.document.Allocation)."""
-    from hetinfra.document import Plan
-    from hetinfra.document.load import read_json
+    does not or cannot be judged. ``old``: the running plan (OUT/plan.json; None where OUT has none);
+    ``spec``: the spec the new plan was made from (the observed demand's, with --demand-log);
+    ``running``: what runs (hetinfra.document.Allocation)."""
     from hetinfra.document.simulation import SimRun
     from hetinfra.errors import HetinfraError
     from hetinfra.plan.verify import verification_load
     from hetinfra.sim.replications import judge, seeds_for, simulate_replications
     from hetinfra.sim.workload import WorkloadConfig
 
-    path = out / "plan.json"
-    if not path.is_file():
-        return None
-    try:
-        old = Plan.parse(read_json(path, what="the running plan", hint="pass the --out directory of the plan that runs"),
-                         path)
-    except HetinfraError:
-        return None  # a plan.json that does not read: not judged, the move stays forced
-    if _counts(old.allocations) != _counts(running) or not _routes_every_class(old, new_plan):
+    if old is None or _counts(old.allocations) != _counts(running) or not _routes_every_class(old, new_plan):
         return None  # what runs is not plan.json's fleet, or its routing cannot carry the new demand
     view = old.model_copy(update={"models": new_plan.models, "demand_scale": new_plan.demand_scale})
     fid = new_plan.fidelity

@@ -10,8 +10,7 @@ from rich.table import Table
 
 from hetinfra.errors import markup_escaped
 from hetinfra.plan.summary_fleet import gpus_cell, render_baselines, util_note
-from hetinfra.plan.summary_promise import (confirmed_by_model, promise_lines, unserved_models, verified_fidelity,
-                                           with_bound)
+from hetinfra.plan.summary_promise import confirmed_by_model, promise_lines, verified_fidelity, with_bound
 
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
@@ -53,7 +52,7 @@ def _headline(plan: "Plan") -> str:
         head += f" (budget ${plan.budget_usd_per_hour:g}/h)"
     unmet = sum(plan.unmet_rps.values())
     if unmet > 0:  # planning.allow_unmet: the cost is of a plan that serves part of the demand, said first
-        declared = sum(m.rate_rps for m in plan.models) * plan.demand_scale
+        declared = sum(m.rate_rps for m in plan.models) * plan.scale()
         head += (f", [yellow]serves {max(declared - unmet, 0.0):.3g} of {declared:.3g} req/s "
                  f"({unmet:.3g} left unserved: unmet_rps)[/]")
     s = plan.solver
@@ -217,7 +216,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
     for col in ("model", "objective", "TTFT", "TPOT", "attained", "met", "confirmed"):
         _column(t, col, plan)
     confirmed = confirmed_by_model(plan)
-    unserved = unserved_models(plan)
+    unserved = plan.unserved_models()
     for m in f.models or ():
         goal = f"{m.percentile} TTFT<={m.objective('ttft_ms'):g} ms, TPOT<={m.objective('tpot_ms'):g} ms"
         if m.objective("attainment"):

@@ -22,15 +22,6 @@ def confirmed_by_model(plan: "Plan") -> dict:
     return {m.model: m for m in c.models} if c else {}
 
 
-def unserved_models(plan: "Plan") -> set[str]:
-    """Models whose whole demand the plan leaves unserved (unmet_rps, planning.allow_unmet)."""
-    def unmet(model: str) -> float:  # keys are "model/class"; a class name may hold "/" too
-        return sum(rps for key, rps in plan.unmet_rps.items() if key.startswith(model + "/"))
-
-    return {m.name for m in plan.models
-            if m.rate_rps > 0 and unmet(m.name) >= m.rate_rps * plan.demand_scale * (1 - 1e-6)}
-
-
 def with_bound(value, bound) -> str:
     return _ms(value) + (f" (bound {_ms(bound)})" if bound is not None else "")
 
@@ -45,7 +36,7 @@ def judgement_lines(plan: "Plan") -> list[str]:
         return f"{100 * (judged.confidence or f.replications.confidence):g}%"
 
     confirmed = confirmed_by_model(plan)
-    unserved = unserved_models(plan)
+    unserved = plan.unserved_models()
     out = []
     for m in f.models or ():
         if m.model in unserved:
@@ -124,7 +115,7 @@ def promise_lines(doc: "Plan") -> list[str]:
 def _demand_served(doc) -> str:
     """What the over-provisioning multiplies: the demand, or where the plan leaves some unserved
     (unmet_rps) the part it serves (the unserved share stays unrouted at every multiple)."""
-    return "the served demand" if sum(doc.unmet_rps.values()) > 0 else "demand"
+    return "the served demand" if doc.unmet_by_model() else "demand"
 
 
 def _seed_words(fid) -> str:

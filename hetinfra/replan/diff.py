@@ -166,6 +166,37 @@ def held_as_met(d: Decision, why: str) -> Decision:
     return replace(d, kind=HOLD, triggers=triggers, costlier=False, note=why)
 
 
+def dropped_units(running: list[Allocation], result) -> list[str]:
+    """A forcing trigger per running unit the spec the re-plan was made from (``result``: its
+    hetinfra.plan.planner.PlanResult) no longer allows: its GPU, cloud, region, purchase option or
+    variant dropped. Such a unit must move whatever the fleet's latency (a spec that dropped the fleet's
+    region read "under the thresholds" at an equal cost)."""
+    return [f"{a.unit}: the spec no longer allows it (its GPU, cloud, region, purchase option or variant); its "
+            f"{a.instances} instance(s) must move"
+            for a in running if a.count > 0 and not still_allowed(a.unit, result)]
+
+
+def still_allowed(unit: str, result) -> bool:
+    """Whether the spec the re-plan was made from still allows running ``unit``: one of its templates'
+    units (``all_units``), or the solver's. A LoRA tier unit (``<template>+lora<k>[r<rank>]|...``,
+    hetinfra.plan.adapters) is made for each solve and pruned there; its base unit is the template's."""
+    from hetinfra.plan.adapters import base_unit_id
+
+    ids = {u.id for u in result.all_units} | {u.id for u in result.problem.units}
+    return unit in ids or base_unit_id(unit) in ids
+
+
+def spec_demand_changes(old: Plan | None, new_plan: Plan) -> list[str]:
+    """A trigger line per model whose planned rate differs between the running plan ``old`` and
+    ``new_plan``: the spec was edited since (a forced move after an edit named only "the running fleet
+    no longer meets the demand"). None where OUT has no plan.json (a state.json alone)."""
+    # the declared rates (models[].rate_rps), not x demand_scale: a max_throughput plan's scale moves with
+    # its budget and prices, which are not a demand edit
+    was = {m.name: m.rate_rps for m in old.models} if old else {}
+    return [f"demand of {m.name}: {was[m.name]:.3g} -> {m.rate_rps:.3g} req/s (the spec, since the running plan)"
+            for m in new_plan.models if m.name in was and abs(was[m.name] - m.rate_rps) > 1e-9]
+
+
 def _reprice(running: list[Allocation], offers) -> tuple[float, list[str], bool]:
     """$/h of what runs at today's ``offers`` (a bought commitment keeps its price; a type no longer
     offered stays at its old price), a line per price that changed or offer that is gone, and whether

@@ -22,8 +22,8 @@ from hetinfra.fileio import atomic_write_text, dumps_strict, present
 from hetinfra.outdir import kept_dir
 from hetinfra.errors import ProviderError
 from hetinfra.replan.owner import check_service
-from hetinfra.replan.diff import (FORCED, HOLD, NONE, Decision, decide, gpus_in_use, held_as_met, held_changes,
-                                  render)
+from hetinfra.replan.diff import (FORCED, HOLD, NONE, Decision, decide, dropped_units, gpus_in_use, held_as_met,
+                                  held_changes, render, spec_demand_changes)
 from hetinfra.deploy.health import http_health, wait_healthy
 from hetinfra.replan.safe import (JOURNAL, Journal, cap_cut, render_stages, replan_lock, stage_cost, stage_counts,
                                   stage_moves, stage_plan)
@@ -99,12 +99,19 @@ def unreliable_forecasts(observed: dict, max_error: float) -> list[str]:
             if obs.forecast.mape is not None and obs.forecast.mape > max_error]
 
 
-def _declared_origins(out: Path) -> frozenset[str]:
-    """The regions the running plan (OUT/plan.json) declares: the origins a demand log may name."""
+def _running_plan(out: Path) -> Plan | None:
+    """OUT/plan.json, read once for a run (None where OUT holds a state.json alone). A broken one is exit 2,
+    as the planner's own read of it (hetinfra.plan.running.running_factors) has always made it."""
     from hetinfra.document import load_plan
+
+    return load_plan(out / "plan.json") if present(out / "plan.json") else None
+
+
+def _declared_origins(running_plan: Plan | None) -> frozenset[str]:
+    """The regions the running plan declares: the origins a demand log may name."""
     from hetinfra.document.crosscheck import declared_regions
 
-    return declared_regions(load_plan(out / "plan.json")) if present(out / "plan.json") else frozenset()
+    return declared_regions(running_plan) if running_plan is not None else frozenset()
 
 
 def _observed_spec(spec_path: Path, demand_log: Path, detail: Callable[[str], None], opts: ReplanOptions,
@@ -307,8 +314,9 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
     caps, cap_warnings = load_caps(opts.caps_file, opts.availability, snapshot, spec_path)
     for w in list(feed_warnings) + cap_warnings:
         detail(f"feeds: {w}")
+    running_plan = _running_plan(out)
     override, demand_triggers, unreliable, unused = (_observed_spec(spec_path, opts.demand_log, detail, opts,
-                                                                    _declared_origins(out))
+                                                                    _declared_origins(running_plan))
                                                      if opts.demand_log else (None, [], [], []))
     running_dicts, lost, live_caps = _live(out, running_allocations(out), opts, detail,
                                            pulumi_command=pulumi_command, env=env)
@@ -319,46 +327,17 @@ def _propose(spec_path: Path, out: Path, opts: ReplanOptions, detail, *, pulumi_
                                  spec_override=override, extra_caps=caps)
     plan = for_out(plan, spec_path, out)  # inputs.spec_path relative to OUT, as `plan --out OUT` writes it
     if not opts.demand_log:  # the spec edited since the running plan: name what moved (replan audit Q4)
-        demand_triggers = _spec_demand_changes(out, plan)
-    dropped = [f"{a.unit}: the spec no longer allows it (its GPU, cloud, region, purchase option or variant); its "
-               f"{a.instances} instance(s) must move" for a in running if a.count > 0 and not _allowed(a.unit, result)]
+        demand_triggers = spec_demand_changes(running_plan, plan)
+    dropped = dropped_units(running, result)
     d = decide(running, plan, result.inputs.snapshot.offers, result.inputs.caps,
                min_savings_pct=opts.min_savings_pct, min_savings_usd_h=opts.min_savings_usd_h,
                demand_notes=demand_triggers, forced_notes=lost + dropped)
     if d.kind == FORCED and d.costlier and not dropped:
         from hetinfra.plan.still_meets import running_meets  # forced by cost alone: is it needed?
 
-        meets = running_meets(out, plan, result.inputs.spec, spec_path, running)
+        meets = running_meets(running_plan, plan, result.inputs.spec, spec_path, running)
         d = held_as_met(d, meets) if meets else d
     return Proposal(plan, running, running_dicts, d, unreliable, unused)
-
-
-def _allowed(unit: str, result) -> bool:
-    """Whether the spec the re-plan was made from still allows running ``unit``: one of its templates'
-    units (``all_units``), or the solver's. A LoRA tier unit (``<template>+lora<k>[r<rank>]|...``,
-    hetinfra.plan.adapters) is made for each solve and pruned there; its base unit is the template's."""
-    import re
-
-    ids = {u.id for u in result.all_units} | {u.id for u in result.problem.units}
-    return unit in ids or re.sub(r"\+lora\d+(?:r\d+)?(?=\|)", "", unit) in ids
-
-
-def _spec_demand_changes(out: Path, new_plan: Plan) -> list[str]:
-    """A trigger line per model whose planned rate differs between the running plan (OUT/plan.json) and
-    ``new_plan``: the spec was edited since (a forced move after an edit named only "the running fleet
-    no longer meets the demand"). None where OUT has no readable plan.json (a state.json alone)."""
-    from hetinfra.document import load_plan
-    from hetinfra.errors import HetinfraError
-
-    try:
-        old = load_plan(out / "plan.json") if present(out / "plan.json") else None
-    except HetinfraError:
-        return []
-    # the declared rates (models[].rate_rps), not x demand_scale: a max_throughput plan's scale moves with
-    # its budget and prices, which are not a demand edit
-    was = {m.name: m.rate_rps for m in old.models} if old else {}
-    return [f"demand of {m.name}: {was[m.name]:.3g} -> {m.rate_rps:.3g} req/s (the spec, since the running plan)"
-            for m in new_plan.models if m.name in was and abs(was[m.name] - m.rate_rps) > 1e-9]
 
 
 def _resume(out: Path, journal: Journal, opts: ReplanOptions, detail, *, health, pulumi_command, env) -> Outcome:

@@ -43,13 +43,13 @@ def test_a_lora_tier_unit_is_allowed_where_its_base_unit_is():
     re-planned unchanged, read 'the spec no longer allows it' for four running tiers)."""
     from types import SimpleNamespace
 
-    from hetinfra.replan.run import _allowed
+    from hetinfra.replan.diff import still_allowed
 
     unit = lambda uid: SimpleNamespace(id=uid)  # noqa: E731
     result = SimpleNamespace(all_units=[unit("m|aws|g6e.xlarge|tp1x1|us-east-1|ondemand")],
                              problem=SimpleNamespace(units=[unit("m|aws|g6e.xlarge|tp1x1+lora64|us-east-1|ondemand")]))
-    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-east-1|ondemand", result)
-    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora8r64|us-east-1|ondemand", result)
-    assert _allowed("m|aws|g6e.xlarge|tp1x1+lora64|us-east-1|ondemand", result)
-    assert not _allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-west-2|ondemand", result)  # another region
-    assert not _allowed("m|aws|g5.xlarge|tp1x1|us-east-1|ondemand", result)
+    assert still_allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-east-1|ondemand", result)
+    assert still_allowed("m|aws|g6e.xlarge|tp1x1+lora8r64|us-east-1|ondemand", result)
+    assert still_allowed("m|aws|g6e.xlarge|tp1x1+lora64|us-east-1|ondemand", result)
+    assert not still_allowed("m|aws|g6e.xlarge|tp1x1+lora16|us-west-2|ondemand", result)  # another region
+    assert not still_allowed("m|aws|g5.xlarge|tp1x1|us-east-1|ondemand", result)

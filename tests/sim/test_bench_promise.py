@@ -32,8 +32,13 @@ def test_the_harness_plans_and_audits_a_plan(tmp_path):
 def test_a_model_the_plan_leaves_unserved_is_not_audited():
     """planning.allow_unmet may leave a model's whole demand unserved (a budget that buys nothing): the
     plan promises nothing of its latency, so the harness says so instead of 'worst +inf% FAILS'."""
+    from tests.plan.golden_plans import filled_golden
+
     bench = _harness()
-    doc = {"unmet_rps": {"big/c": 10.0, "small/c": 1.0}, "demand_scale": 1.0}
-    assert bench._unserved(doc, {"name": "big", "rate_rps": 10.0})
-    assert not bench._unserved(doc, {"name": "small", "rate_rps": 4.0})
-    assert not bench._unserved({"unmet_rps": {}}, {"name": "big", "rate_rps": 10.0})
+    doc = filled_golden("chat")
+    model = doc["models"][0]
+    assert not bench._unserved(doc, model)
+    some = {f"{model['name']}/{c['name']}": c["rate_rps"] / 2 for c in model["classes"]}
+    assert not bench._unserved(dict(doc, unmet_rps=some), model)
+    every = {f"{model['name']}/{c['name']}": c["rate_rps"] for c in model["classes"]}
+    assert bench._unserved(dict(doc, unmet_rps=every), model)
