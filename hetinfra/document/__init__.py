@@ -29,10 +29,10 @@ def running(path) -> list[Allocation]:
     from pathlib import Path
 
     from hetinfra.document.load import read_json
-    from hetinfra.document.plan import Plan
+    from hetinfra.document.plan import RUNNING_HINT, Plan
     from hetinfra.document.state import State, parse_state
 
-    doc = read_json(Path(path), what="plan or state", hint="pass the --out directory of the plan that is running")
+    doc = read_json(Path(path), what="plan or state", hint=RUNNING_HINT)
     # a file named state.json is read as one whatever it holds (a broken one gets state.json's hint, not plan.json's)
     if isinstance(doc, dict) and "state_version" in doc or Path(path).name == "state.json":
         return State.model_validate(parse_state(doc, path)).allocations  # parse_state: the version check first

@@ -177,13 +177,18 @@ class Plan(Doc):
         return self
 
 
-def load_plan(path: Path | str, *, cloud_copy: bool = False) -> Plan:
+#: the hint of a running plan (or state) that cannot be read: --state names the deployment's out dir
+RUNNING_HINT = "pass the --out directory of the plan that is running"
+
+
+def load_plan(path: Path | str, *, cloud_copy: bool = False, hint: str = "run `hetinfra plan SPEC --out DIR` first") -> Plan:
     """Read and parse plan.json (a file, or an out dir holding one): the one way a stage reads a plan,
     with every check of :class:`Plan` (``cloud_copy``: see :meth:`Plan.parse`). Missing, unreadable,
-    not JSON or not a plan: InvalidInputError (exit 2) naming the file and field."""
+    not JSON or not a plan: InvalidInputError (exit 2) naming the file and field, with ``hint``
+    (:data:`RUNNING_HINT` where the plan is the running one a re-plan starts from)."""
     from hetinfra.document.load import read_json
 
     p = Path(path)
     if p.is_dir() or (not p.exists() and p.suffix != ".json"):  # an out dir (perhaps a missing one)
         p = p / "plan.json"
-    return Plan.parse(read_json(p, what="plan", hint="run `hetinfra plan SPEC --out DIR` first"), p, cloud_copy=cloud_copy)
+    return Plan.parse(read_json(p, what="plan", hint=hint), p, cloud_copy=cloud_copy)

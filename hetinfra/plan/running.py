@@ -21,13 +21,13 @@ def state_file(state: Path) -> Path:
 def running_allocations(state: Path) -> list[dict]:
     """What runs now: the ``allocations`` of :func:`state_file`."""
     from hetinfra.document import load_running
+    from hetinfra.document.plan import RUNNING_HINT
     from hetinfra.errors import InvalidInputError
     from hetinfra.fileio import present
 
     path = state_file(state)
     if not present(path) or path.is_dir():
-        raise InvalidInputError(f"--state: no plan.json or state.json at {state}",
-                                hint="pass the --out directory of the plan that is running")
+        raise InvalidInputError(f"--state: no plan.json or state.json at {state}", hint=RUNNING_HINT)
     return load_running(path)
 
 
@@ -46,12 +46,13 @@ def running_factors(state: Path, units: list[TemplateUnit]) -> dict[str, float]:
     that is there is read as every command reads it (a broken one is an InvalidInputError, exit 2)."""
     from hetinfra.document import Plan
     from hetinfra.document.load import read_json
+    from hetinfra.document.plan import RUNNING_HINT
     from hetinfra.fileio import present
 
     path = state / "plan.json" if state.is_dir() else state
     if not present(path):
         return {}
-    doc = read_json(path, what="plan or state", hint="pass the --out directory of the plan that is running")
+    doc = read_json(path, what="plan or state", hint=RUNNING_HINT)
     if isinstance(doc, dict) and "state_version" in doc:
         return {}  # a state.json: it records no templates
     verified = {t.id: float(t.derate) for t in Plan.parse(doc, path).templates}

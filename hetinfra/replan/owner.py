@@ -53,7 +53,7 @@ def _running_service(out: Path):
     reads it."""
     from hetinfra.deploy.preflight import runs_anything
     from hetinfra.deploy.state import DeployState
-    from hetinfra.document import load_plan
+    from hetinfra.document.plan import RUNNING_HINT, load_plan
 
     has_plan = present(out / "plan.json")
     if present(out / "state.json"):
@@ -65,7 +65,7 @@ def _running_service(out: Path):
         except HetinfraError:
             return state.service, state.service_id, None
     if has_plan:
-        plan = load_plan(out)
+        plan = load_plan(out, hint=RUNNING_HINT)
         return plan.service, None, plan
     return None, None, None
 

@@ -102,9 +102,9 @@ def unreliable_forecasts(observed: dict, max_error: float) -> list[str]:
 def _running_plan(out: Path) -> Plan | None:
     """OUT/plan.json, read once for a run (None where OUT holds a state.json alone). A broken one is exit 2,
     as the planner's own read of it (hetinfra.plan.running.running_factors) has always made it."""
-    from hetinfra.document import load_plan
+    from hetinfra.document.plan import RUNNING_HINT, load_plan
 
-    return load_plan(out / "plan.json") if present(out / "plan.json") else None
+    return load_plan(out / "plan.json", hint=RUNNING_HINT) if present(out / "plan.json") else None
 
 
 def _declared_origins(running_plan: Plan | None) -> frozenset[str]:

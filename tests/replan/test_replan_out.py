@@ -132,3 +132,20 @@ def test_a_deployment_moved_with_its_spec_is_told_how_to_take_it_over(fake_pulum
     code, _, err = run_cli("replan", str(new_spec), "--state", str(new_out), "--feeds",
                            str(moved / day1.relative_to(tmp_path)))
     assert code in (0, 10), err
+
+
+@pytest.mark.parametrize("deployed", [False, True])
+def test_a_broken_running_plan_json_says_to_pass_the_running_out_dir(deployed, fake_pulumi, cloud_env, service, run_cli,
+                                                                     tmp_path):
+    """OUT's plan.json is the running plan a re-plan starts from: one that is not JSON is exit 2 at its
+    line with the hint of --state (pass the out dir of the plan that runs), not the hint of a plan
+    about to be made (`hetinfra plan SPEC --out DIR` first), which replan read once its read of
+    OUT/plan.json moved ahead of the planner's (the stop-59 replan audit's script, scenario 6)."""
+    spec, out, day1 = _planned(service, run_cli, tmp_path)
+    if deployed:  # beside a state.json the owner check passes over it; the re-plan's own read refuses it
+        assert run_cli("apply", str(out), "--yes")[0] == 0
+    text = (out / "plan.json").read_text()
+    (out / "plan.json").write_text(text[: len(text) // 2])
+    code, _, err = run_cli("replan", str(spec), "--state", str(out), "--feeds", str(day1))
+    assert code == 2 and "plan.json" in err and "is not valid JSON" in err, err
+    assert "pass the --out directory of the plan that is running" in err and "hetinfra plan SPEC" not in err, err
