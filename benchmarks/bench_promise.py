@@ -120,9 +120,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="where the plans are written (default: a temp dir)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--long", type=int, default=5)
-    ap.add_argument("--only", nargs="*", default=None, help="spec names (stems) to run")
+    ap.add_argument("--only", nargs="*", action="extend", default=None, help="spec names (stems) to run")
     ap.add_argument("--jobs", type=int, default=2, help="specs planned and simulated at once")
-    ap.add_argument("--spec", nargs="*", type=Path, default=None,
+    ap.add_argument("--spec", nargs="*", action="extend", type=Path, default=None,
                     help="spec files to run instead (held-out specs, bench_scale.py's fleets)")
     args = ap.parse_args()
     specs = args.spec or [s for s in SPECS if args.only is None or s.stem in args.only]

@@ -38,6 +38,20 @@ PRESSED_CONFIDENCE = 0.99
 SEATS_NEAR = 0.95
 
 
+def attainment_pressed(view: dict, model: str) -> bool:
+    """The confirmation's pressure too: ``model``'s objective in ``view`` has an attainment target (the
+    share of requests within its latency bounds, ``slo.attainment``). One burst puts a run's misses past
+    that share, and runs without one attain 1.0: the replications' spread is then nil, so the Student-t
+    bound sees none, and the Clopper-Pearson bound on the pooled requests counts a burst's misses as
+    independent requests when they come together. A held-out spec at attainment 0.999 (mixtral-8x7b at
+    10 req/s, burst_cv 2: benchmarks/specs/attain-burst.yaml) was confirmed on 6 runs that all attained
+    1.0 and missed in 8 of 60 audit runs (one at 0.980); the same plan missed 4 of 30 confirm seeds. So
+    such a model is run on as many seeds, at the plan's longest run and judged at the same confidence,
+    as one under KV pressure: a run with a burst is one it may show."""
+    slo = next((m.get("slo") or {} for m in view["models"] if m["name"] == model), {})
+    return slo.get("attainment") is not None
+
+
 def under_pressure(sims: list[dict], model: str) -> bool:
     """The confirmation's pressure: in one of ``sims``, a unit of ``model`` whose KV cache was KV_NEAR full
     (or that preempted), or one of whose replicas ran SEATS_NEAR x its max_num_seqs sequences at once (the

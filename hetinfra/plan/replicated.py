@@ -23,7 +23,8 @@ plan, seeds no decision saw):
    replications, STEP more seeds run for the undecided models only. Undecided after MAX is not met.
    The confirmation also keeps running a model that meets while its plan is under pressure (a
    KV cache at least KV_NEAR full, or preempting, or a replica's running batch at SEATS_NEAR of its
-   max_num_seqs, in a replication of either judge: ``pressure``),
+   max_num_seqs, in a replication of either judge: ``pressure``; or an objective with an attainment
+   target, whose misses come with a run's bursts: hetinfra.plan.kv_pressure.attainment_pressed),
    up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
    heavy upper tail, which a normal bound at CONFIDENCE underrates);
 4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
@@ -50,8 +51,8 @@ from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
-from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, thrashing, thrashing_first,
-                                       under_pressure)
+from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, attainment_pressed, thrashing,
+                                       thrashing_first, under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
                                     only, screened, seeds_union)
@@ -79,7 +80,8 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
           f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
           f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
-          f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, and at "
+          f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, or where the objective has an attainment "
+          f"target, and at "
           f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
@@ -183,8 +185,9 @@ class Replicated:
 
     def under_pressure(self, view: dict, model: str) -> bool:
         """Whether ``model``'s plan in ``view`` was under pressure (KV or seats) in a replication of this judge or
-        of another sharing its ``pressure`` (the search's runs of the same plan)."""
-        return bool(self.pressure) and model_state(view, model) in self.pressure
+        of another sharing its ``pressure`` (the search's runs of the same plan), or its objective has an
+        attainment target (hetinfra.plan.kv_pressure.attainment_pressed)."""
+        return (bool(self.pressure) and model_state(view, model) in self.pressure) or attainment_pressed(view, model)
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""

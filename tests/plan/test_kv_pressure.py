@@ -76,3 +76,29 @@ def test_the_confirmation_misses_a_pressed_model_that_thrashes_and_skips_its_pro
         assert model["decision"] == "missed" and "cliff" not in model and set(loads) == {1.2}
     else:
         assert "cliff" in model  # the probe runs on a model the thrashing leaves met
+
+
+@pytest.mark.parametrize("attainment", [0.999, None])
+def test_a_model_with_an_attainment_target_is_confirmed_as_one_under_pressure(monkeypatch, attainment):
+    """No KV or seat pressure, runs far inside their objective: a model whose objective has an attainment
+    target is still confirmed on MAX_PRESSED seeds at PRESSED_CONFIDENCE, at the plan's longest run (a
+    burst puts one run's misses past the target while the others attain 1.0: the held-out h62, mixtral-8x7b
+    at attainment 0.999 under burst_cv 2, was confirmed on 6 clean runs and missed 8 of 60 audit runs);
+    without one it stops at START, as before."""
+    from hetinfra.plan.confirm import wanted
+    from hetinfra.plan.fidelity import _judgement
+
+    monkeypatch.setitem(RATIOS, "clear", [0.5] * replicated.MAX_PRESSED)
+    confirm = _pressed_confirm(monkeypatch, kv_max=0.5, seats=100)
+    view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0, "slo": {"attainment": attainment}}]}
+    assert kv_pressure.attainment_pressed(view, "clear") is (attainment is not None)
+    [model] = confirm(view)["models"]
+    assert model["met"]
+    if attainment is None:
+        assert model["replications"] == replicated.START and "confidence" not in _judgement(model)
+        assert wanted(confirm, view, {"clear": 100}) == {"clear": 100}
+    else:
+        assert model["replications"] == replicated.MAX_PRESSED
+        assert _judgement(model)["confidence"] == kv_pressure.PRESSED_CONFIDENCE
+        assert wanted(confirm, {**view, "models": view["models"] + [{"name": "b", "rate_rps": 1.0}]},
+                      {"clear": 100, "b": 400}) == {"clear": 400, "b": 400}
