@@ -44,6 +44,8 @@ def without_one_replica(doc: dict, unit: str) -> dict | None:
     if int(alloc["count"]) > 1:
         alloc["count"] = int(alloc["count"]) - 1
         alloc["instances"] = alloc["count"] * int(alloc.get("nodes_per_replica") or 1)
+        if alloc.get("counts_by_period"):  # no period runs more than the unit has (plan.json's own check)
+            alloc["counts_by_period"] = [min(int(c), alloc["count"]) for c in alloc["counts_by_period"]]
         return out
     out["allocations"] = [a for a in out["allocations"] if a["unit"] != unit]
     model = alloc["model"]

@@ -25,6 +25,19 @@ def test_a_replica_fewer_keeps_routing_and_the_last_one_hands_its_share_on():
     assert gone["routing"]["m"]["x"] == [{"unit": "a", "share": 1.0, "rps": 4.0}]
 
 
+def test_a_replica_fewer_runs_no_period_past_its_count():
+    """A unit of a demand profile's plan (counts_by_period) with a replica fewer runs at most that many in
+    any period: plan.json's own check refuses a period above the count, and `hetinfra simulate` refused
+    the copy a hand check of minimality made (the stop-60 audit: 'counts_by_period runs 2 instances in a
+    period, more than its count 1')."""
+
+    doc = _doc()
+    doc["allocations"][0]["counts_by_period"] = [2, 1, 2]
+    fewer = without_one_replica(doc, "a")
+    assert fewer["allocations"][0]["count"] == 1 and fewer["allocations"][0]["counts_by_period"] == [1, 1, 1]
+    assert doc["allocations"][0]["counts_by_period"] == [2, 1, 2]  # a copy
+
+
 def test_a_class_served_alone_goes_to_the_units_whose_template_serves_it():
     """The last replica of a unit that served class y alone: y goes to the model's units whose
     template has a rate for it, in proportion to replicas x that rate (hetinfra.sim.minimal.takers);
