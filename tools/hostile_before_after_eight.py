@@ -1,6 +1,7 @@
-"""Before and after, round eight (docs/trust.md): regions the spec names outside its infrastructure,
-folder variables, profile cells measured twice, a model config's flags and the terminal's width from
-the environment. Run as tools/hostile_before_after.py runs its inputs (its BEFORE_BIN / AFTER_BIN
+"""Before and after, round eight (docs/trust.md): regions the spec names outside its infrastructure
+(and an adapter's residency pruned away), YAML integers past Python's limit, folder variables, profile
+cells measured twice, a model config's flags, demand-log numbers and the terminal's size from the
+environment. Run as tools/hostile_before_after.py runs its inputs (its BEFORE_BIN / AFTER_BIN
 installs, its run() and $HOSTILE_DIR), each case in its own folder:
 
     BEFORE_BIN=... .venv/bin/python tools/hostile_before_after_eight.py    # about 1 minute on 2 cores
@@ -80,6 +81,12 @@ EIGHT = {
     "deploy.network_cidrs of two fleets overlapping": (
         lambda w, d: _spec(d, deploy={"network_cidrs": {"aws/us-east-1": "10.50.0.0/16", "gcp/us-central1": "10.50.16.0/20"}}),
         ["plan", "s.yaml", "--out", "o", *PLAN], {}, _refused("network_cidrs", "overlap")),
+    "spec rate_rps: a 5,000-digit integer": (
+        lambda w, d: (d / "s.yaml").write_text((REPO / "services/chat.yaml").read_text().replace(
+            "rate_rps: 12", "rate_rps: " + "9" * 5000)), ["plan", "s.yaml", *PLAN], {}, _refused("s.yaml:11:")),
+    "spec rate_rps: a 5,000-digit hex integer": (
+        lambda w, d: (d / "s.yaml").write_text((REPO / "services/chat.yaml").read_text().replace(
+            "rate_rps: 12", "rate_rps: 0x" + "f" * 5000)), ["plan", "s.yaml", *PLAN], {}, _refused("s.yaml:11:")),
     "HOME='~': feeds list": (
         lambda w, d: None, ["feeds", "list"], {"HOME": "~", "HETINFRA_CACHE_DIR": "", "XDG_CACHE_HOME": ""},
         _refused("HOME='~'")),
