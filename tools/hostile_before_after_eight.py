@@ -52,6 +52,17 @@ def _custom(d, *rows, second_file=None):
         (d / "service.yaml").write_text(text)
 
 
+def _linked_profile(who, d):
+    """Two `vllm bench serve` results, and p.csv a link to shared/p.csv (a header only)."""
+    from hostile_before_after import bench_doc
+
+    for i, (rate, tpot) in enumerate(((1, 40), (2, 150))):
+        (d / f"r{i}.json").write_text(json.dumps(bench_doc(rate, 300, tpot)))
+    (d / "shared").mkdir()
+    (d / "shared" / "p.csv").write_text(PROFILE_HEADER)
+    (d / "p.csv").symlink_to("shared/p.csv")
+
+
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
             "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
             "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
@@ -110,6 +121,10 @@ EIGHT = {
     "COLUMNS=\u00b2 (a superscript two): prices into a pipe": (
         lambda w, d: None, ["prices", "--gpu", "H100", "--limit", "1"], {"COLUMNS": "\u00b2"},
         lambda rc, err, d: rc == 0 and "Traceback" not in err),
+    "profile-import --out p.csv, p.csv a link to a shared profile": (
+        _linked_profile, ["profile-import", "r0.json", "r1.json", "--gpu", "L4", "--tp", "1", "--ttft-ms", "2000",
+                          "--tpot-ms", "100", "--out", "p.csv"], {},
+        lambda rc, err, d: rc == 0 and (d / "p.csv").is_symlink() and "m,L4" in (d / "shared" / "p.csv").read_text()),
     "config.json multi_query: \"false\" (a string), no KV heads named": (
         lambda w, d: _config(d, num_key_value_heads=None, multi_query="false"), ESTIMATE, {},
         _refused("multi_query is 'false'")),

@@ -56,7 +56,7 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
         new = {_row_key(r) for r in rows}
         rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
     _loads_back(rows)
-    atomic_write_text(path, render_profile_csv(rows))
+    atomic_write_text(path, render_profile_csv(rows), through_links=True)  # --out names it
     return rows
 
 
