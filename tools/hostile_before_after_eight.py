@@ -198,6 +198,9 @@ def eight_case(who, name):
         return _unset_run(who, args, d, env, handled)
     rc, out, err = run(who, args, d, env=env, timeout=120)
     note = first_error(err) if rc != 0 else (out.strip().splitlines() or [""])[-1][:110]
+    if (d / "shared" / "p.csv").exists():  # the linked profile: what became of the link and of its file
+        note = (f"exit {rc}; p.csv {'still a link' if (d / 'p.csv').is_symlink() else 'now a file'}, the shared "
+                f"file {'has the row' if 'm,L4' in (d / 'shared' / 'p.csv').read_text() else 'unchanged'}")
     return rc, note, handled(rc, err, d)
 
 
