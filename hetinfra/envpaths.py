@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["NAME_MAX", "ROOT_VARS", "env_path", "home_dir", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "env_path", "home_dir", "path_problem"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -51,6 +51,8 @@ def _clipped(value: str) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
 
 
+#: what ``HETINFRA_CACHE_DIR`` holds to switch the template cache off (docs/reference/cli.md): no folder
+CACHE_OFF = ("off", "0", "none")
 #: the variables that name a folder hetinfra keeps data under (a home, a cache): absolute, as the XDG
 #: base directory rules say of theirs. A relative one named another folder in every directory a command
 #: ran from (a price store and template cache per working directory, a Hugging Face cache not found)
