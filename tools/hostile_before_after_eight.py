@@ -1,7 +1,8 @@
 """Before and after, round eight (docs/trust.md): regions the spec names outside its infrastructure
-(and an adapter's residency pruned away), YAML integers past Python's limit, folder variables, profile
-cells measured twice, a model config's flags, demand-log numbers and the terminal's size from the
-environment. Run as tools/hostile_before_after.py runs its inputs (its BEFORE_BIN / AFTER_BIN
+(and an adapter's residency pruned away), YAML integers past Python's limit and numbers in another
+script's digits, folder variables, profile cells measured twice, a model config's flags, demand-log
+numbers, a file a flag names that is a link, and the terminal's size from the environment.
+Run as tools/hostile_before_after.py runs its inputs (its BEFORE_BIN / AFTER_BIN
 installs, its run() and $HOSTILE_DIR), each case in its own folder:
 
     BEFORE_BIN=... .venv/bin/python tools/hostile_before_after_eight.py    # about 1 minute on 2 cores
@@ -98,6 +99,10 @@ EIGHT = {
     "spec rate_rps: a 5,000-digit hex integer": (
         lambda w, d: (d / "s.yaml").write_text((REPO / "services/chat.yaml").read_text().replace(
             "rate_rps: 12", "rate_rps: 0x" + "f" * 5000)), ["plan", "s.yaml", *PLAN], {}, _refused("s.yaml:11:")),
+    "spec rate_rps: '\uff11\uff12' (fullwidth digits)": (
+        lambda w, d: (d / "s.yaml").write_text((REPO / "services/chat.yaml").read_text().replace(
+            "rate_rps: 12", "rate_rps: '\uff11\uff12'")), ["plan", "s.yaml", *PLAN], {},
+        _refused("s.yaml:11:", "digits of another script", "write 12")),
     "HOME='~': feeds list": (
         lambda w, d: None, ["feeds", "list"], {"HOME": "~", "HETINFRA_CACHE_DIR": "", "XDG_CACHE_HOME": ""},
         _refused("HOME='~'")),
