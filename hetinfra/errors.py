@@ -1,7 +1,8 @@
 """hetinfra's own exception classes, caught once at the CLI edge.
 
 Every user-facing failure is one of these; its message is one or two lines that say
-what is wrong, where, and how to fix it. The class fixes the process exit code.
+what is wrong, where, and how to fix it. The class fixes the process exit code. Also the one way
+text reaches a terminal: :func:`shown`, :func:`markup_escaped` and the consoles of :func:`console`.
 """
 
 from __future__ import annotations
