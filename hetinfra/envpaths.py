@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 from pathlib import Path
 from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["NAME_MAX", "env_path", "home_dir", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "env_path", "home_dir", "path_problem"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -50,21 +51,58 @@ def _clipped(value: str) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
 
 
+#: what ``HETINFRA_CACHE_DIR`` holds to switch the template cache off (docs/reference/cli.md): no folder
+CACHE_OFF = ("off", "0", "none")
+#: the variables that name a folder hetinfra keeps data under (a home, a cache): absolute, as the XDG
+#: base directory rules say of theirs. A relative one named another folder in every directory a command
+#: ran from (a price store and template cache per working directory, a Hugging Face cache not found)
+ROOT_VARS = frozenset({"HOME", "XDG_CACHE_HOME", "HETINFRA_CACHE_DIR", "HF_HOME", "HF_HUB_CACHE",
+                       "HUGGINGFACE_HUB_CACHE", "SKY_RUNTIME_DIR"})
+
+
 def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
     """``$var`` as a path (``~`` expanded), None when unset or blank, or an InvalidInputError (exit 2)
-    naming the variable where :func:`path_problem` finds one. ``env``: the environment to read
+    naming the variable where :func:`path_problem` finds one, where a ``~`` cannot be expanded, or
+    where a variable of :data:`ROOT_VARS` is not an absolute path. ``env``: the environment to read
     (default ``os.environ``)."""
     value = (os.environ if env is None else env).get(var, "")
     if not value.strip():
         return None
-    path = Path(value) if var == "HOME" else Path(value).expanduser()  # ~ is $HOME itself
+    hint = f"set {var} to the absolute path of a folder (or unset it for the default)"
+    path = Path(value) if var == "HOME" else _expanded(var, value, env, hint)  # ~ is $HOME itself
     problem = path_problem(path)
+    if problem is None and var in ROOT_VARS and not path.is_absolute():
+        problem = "is not an absolute path (it would name another folder in every directory a command runs from)"
     if problem:
-        raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}",
-                                hint=f"set {var} to the path of a folder (or unset it for the default)")
+        raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}", hint=hint)
     return path
 
 
+def _expanded(var: str, value: str, env: Mapping[str, str] | None, hint: str) -> Path:
+    """``value`` with a leading ``~`` (the home, checked: :func:`home_dir`) or ``~user`` expanded;
+    pathlib's expanduser raised RuntimeError on ``~nobody`` or under ``HOME='~'`` (a traceback)."""
+    if not value.startswith("~"):
+        return Path(value)
+    head, _, rest = value.partition("/")
+    if head == "~":
+        base = home_dir(env)
+    else:
+        base = Path(os.path.expanduser(head))
+        if str(base) == head:
+            raise InvalidInputError(f"{var}={_clipped(value)!r}: {head[1:]!r} is no user of this machine, so "
+                                    f"{head} names no folder", hint=hint)
+    return base / rest if rest else base
+
+
 def home_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The user's home: ``$HOME`` checked (:func:`env_path`), else the password database's."""
-    return env_path("HOME", env) or Path.home()
+    """The user's home: ``$HOME`` checked (:func:`env_path`), else the password database's; a user
+    with neither (a container run with ``-u 12345``) is told to set HOME (pathlib raised RuntimeError)."""
+    home = env_path("HOME", env)
+    if home is not None:
+        return home
+    try:
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (KeyError, OSError):
+        raise InvalidInputError(f"HOME is not set and the password database has no user {os.getuid()}",
+                                hint="set HOME to the absolute path of a folder, or HETINFRA_CACHE_DIR "
+                                     "and HF_HOME") from None

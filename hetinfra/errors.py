@@ -1,7 +1,8 @@
 """hetinfra's own exception classes, caught once at the CLI edge.
 
 Every user-facing failure is one of these; its message is one or two lines that say
-what is wrong, where, and how to fix it. The class fixes the process exit code.
+what is wrong, where, and how to fix it. The class fixes the process exit code. Also the one way
+text reaches a terminal: :func:`shown`, :func:`markup_escaped` and the consoles of :func:`console`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,49 @@ def markup_escaped(text: str) -> str:
     from rich.markup import escape  # Rich: a dependency of every command that prints tables
 
     return escape(shown(text))
+
+
+#: the narrowest and widest a console draws at. Rich took COLUMNS as it stood: COLUMNS=0 on a terminal
+#: printed nothing at all (exit 0), COLUMNS=3 a few characters a line, and a COLUMNS or LINES that
+#: Rich's isdigit() passes and int() refuses ('²', a superscript) was a ValueError traceback in every
+#: command that prints a table
+MIN_COLUMNS, MAX_COLUMNS = 40, 1000
+MAX_LINES = 10_000
+
+
+def terminal_size() -> tuple[int, int]:
+    """(columns, lines) a console draws at: COLUMNS and LINES where they are whole numbers in ASCII
+    digits above 0 (as Rich and shutil read them), else the terminal's (stdout's, stderr's or stdin's),
+    else 80 x 25; the columns within [MIN_COLUMNS, MAX_COLUMNS], the lines within [1, MAX_LINES]."""
+    import os
+
+    def number(name: str) -> int:
+        text = os.environ.get(name, "").strip()
+        return int(text) if text.isascii() and text.isdigit() and len(text) < 8 else 0
+
+    columns, lines = number("COLUMNS"), number("LINES")
+    for fd in (1, 2, 0):
+        if columns and lines:
+            break
+        try:
+            size = os.get_terminal_size(fd)
+        except (OSError, ValueError):
+            continue
+        columns, lines = columns or size.columns, lines or size.lines
+    return min(max(columns or 80, MIN_COLUMNS), MAX_COLUMNS), min(max(lines or 25, 1), MAX_LINES)
+
+
+def console(*, stderr: bool = False, pipe_width: int | None = None, **kwargs):
+    """A Rich console of :func:`terminal_size` (given a size, Rich never reads COLUMNS or LINES itself),
+    ``pipe_width`` columns wide where its stream is no terminal (a table in a log does not wrap).
+    Every console hetinfra prints through is made here (tests/test_errors.py holds the tree to it)."""
+    from rich.console import Console  # Rich: a dependency of every command that prints tables
+
+    width, height = terminal_size()
+    out = Console(stderr=stderr, width=width, height=height, **kwargs)
+    if pipe_width and not out.is_terminal:
+        out = Console(stderr=stderr, width=pipe_width, height=height, **kwargs)
+    return out
 
 
 def closest(value: str, choices, cutoff: float = 0.5) -> str | None:

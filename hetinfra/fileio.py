@@ -257,20 +257,38 @@ def mode_for(path: Path, new: int) -> int:
         return new & ~umask()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, through_links: bool = False) -> None:
     """Write ``text`` to ``path`` whole or not at all: :func:`atomic_write_texts` of one file."""
-    atomic_write_texts({Path(path): text})
+    atomic_write_texts({Path(path): text}, through_links=through_links)
 
 
-def atomic_write_texts(files: dict[Path, str]) -> None:
+def written_through(path: Path) -> Path:
+    """The file a write of ``path`` replaces: ``path``, or the file a symbolic link there names (the link
+    stays). A link to nothing or a loop is an InvalidInputError naming it: there is no file to replace."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write {path}: it is a symbolic link ({os.readlink(path)}) to "
+                                f"{'nothing' if isinstance(exc, FileNotFoundError) else exc.strerror or exc}",
+                                hint="remove the link, or make the file it names") from None
+
+
+def atomic_write_texts(files: dict[Path, str], *, through_links: bool = False) -> None:
     """Write each of ``files`` (path -> text) whole, all or none: every text is written to a
     temporary file beside its path (made with the mode of the file it replaces, else the umask's:
     :func:`mode_for`) before any is renamed into place, and on a failure (a full disk, a signal) the
     temporary files and the folders made for them are removed. `simulate --out D` on a full disk had
     left D/simulation.json without its .svg, or an empty D. A path that exists as anything but a
     regular file (a FIFO, a device, a socket, a folder) refuses them all first, not replaced:
-    `profile-import --out /dev/full` had replaced the device node with a file."""
-    paths = [Path(p) for p in files]
+    `profile-import --out /dev/full` had replaced the device node with a file.
+
+    ``through_links`` (a file a flag names: `profile --out`, `simulate --out`): a path that is a
+    symbolic link is written through (:func:`written_through`): the link was replaced by a file, and
+    the file it named, a profile shared with a team's specs, kept its old rows, silently. Off inside
+    OUT's staged copy, where writing through a link would write outside OUT before the swap."""
+    paths = [written_through(Path(p)) if through_links else Path(p) for p in files]
     for path in paths:
         _refuse_special(path)
     made = sorted({d for path in paths for d in (path.parent, *path.parent.parents) if not d.exists()},

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import MAX_INT_DIGITS, read_text
 
 #: most nodes the expanded document may hold (the largest example spec has a few hundred)
 MAX_NODES = 100_000
@@ -97,6 +97,7 @@ def _check_tree(root: yaml.Node, where: str) -> None:
         if depth > MAX_DEPTH:
             raise InvalidInputError(f"{_at(where, node)}: YAML nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, yaml.ScalarNode):
+            _bounded_int(node, where)
             continue
         if id(node) in path:
             raise InvalidInputError(f"{_at(where, node)}: recursive YAML alias (a value that contains itself)")
@@ -108,6 +109,24 @@ def _check_tree(root: yaml.Node, where: str) -> None:
         else:
             children = list(node.value)
         stack.extend((child, depth + 1, False) for child in reversed(children))
+
+
+_INT = "tag:yaml.org,2002:int"
+
+
+def _bounded_int(node: yaml.ScalarNode, where: str) -> None:
+    """An integer of at most MAX_INT_DIGITS digits (hex and binary: as many as that in bits), as the JSON
+    readers take: Python refuses to make one of over 4,300 digits, so a 5,000-digit ``rate_rps`` was a
+    ValueError traceback saying to call sys.set_int_max_str_digits, and a 5,000-digit hex one was when
+    its error printed it."""
+    if node.tag != _INT:
+        return
+    digits = node.value.replace("_", "").lstrip("+-")
+    digits = digits[2:] if digits[:2].lower() in ("0x", "0b") else digits
+    if len(digits) > MAX_INT_DIGITS:
+        raise InvalidInputError(f"{_at(where, node)}: an integer of {len(digits):,} digits ({digits[:12]}...), more "
+                                f"than the {MAX_INT_DIGITS} any number hetinfra reads has",
+                                hint="write the number the field means (the spec's reference gives each range)")
 
 
 def _no_duplicate_keys(node: yaml.MappingNode, where: str) -> None:

@@ -32,10 +32,13 @@ SKYPILOT_CATALOG_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-
 
 
 def default_cache_dir() -> Path:
-    """$HETINFRA_CACHE_DIR, else ~/.cache/hetinfra/feeds (each checked: hetinfra.envpaths)."""
-    from hetinfra.envpaths import env_path, home_dir
+    """$HETINFRA_CACHE_DIR, else ~/.cache/hetinfra/feeds (each checked: hetinfra.envpaths). A value that
+    switches the template cache off (``off``) names no folder: the store keeps its default (it was a
+    folder ``off`` in whatever directory a command ran from)."""
+    from hetinfra.envpaths import CACHE_OFF, env_path, home_dir
 
-    return env_path("HETINFRA_CACHE_DIR") or home_dir() / ".cache" / "hetinfra" / "feeds"
+    off = os.environ.get("HETINFRA_CACHE_DIR", "").strip().lower() in CACHE_OFF
+    return (None if off else env_path("HETINFRA_CACHE_DIR")) or home_dir() / ".cache" / "hetinfra" / "feeds"
 
 
 def default_skypilot_catalog() -> str:

@@ -299,3 +299,35 @@ def test_property_a_staged_copy_of_out_is_out_as_it_was(tmp_path_factory, entrie
     after = _tree(out)
     assert after == dict(before, **{"plan.json": ("file", '{"new": 1}')})
     assert _tree(elsewhere) == {"data.bin": ("file", "kept")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(chain=st.integers(1, 3), relative=st.booleans(), end=st.sampled_from(["file", "nothing", "loop"]),
+       text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
+def test_property_a_file_a_flag_names_is_written_through_its_links(tmp_path_factory, chain, relative, end, text):
+    """`profile-import --out p.csv` and `simulate --out D` where the file is a symbolic link (to a
+    profile shared with a team's specs) replaced the link by a file, the file it named keeping its old
+    rows, silently; a link to nothing was replaced too. Now the file the links name is replaced, the
+    links stay; a link to nothing or a loop is refused naming it. Without ``through_links`` (OUT's
+    staged copy) a link is replaced, as before."""
+    from hetinfra.fileio import atomic_write_texts
+
+    base = tmp_path_factory.mktemp("links")
+    (base / "shared").mkdir()
+    target = base / "shared" / "p.csv"
+    if end == "file":
+        target.write_text("old\n")
+    links = [base / f"l{i}.csv" for i in range(chain)]
+    for i, link in enumerate(links):
+        to = links[i + 1] if i + 1 < chain else (links[0] if end == "loop" else target)
+        link.symlink_to(os.path.relpath(to, base) if relative else to)
+    if end != "file":
+        with pytest.raises(InvalidInputError, match=rf"cannot write {links[0]}: it is a symbolic link"):
+            atomic_write_texts({links[0]: text}, through_links=True)
+        assert all(link.is_symlink() for link in links)
+        return
+    atomic_write_texts({links[0]: text}, through_links=True)
+    assert all(link.is_symlink() for link in links) and target.read_bytes().decode() == text
+    assert sorted(p.name for p in (base / "shared").iterdir()) == ["p.csv"]  # no temporary file left
+    atomic_write_text(links[0], "replaced\n")  # OUT's writer: the link is replaced, its file kept
+    assert not links[0].is_symlink() and target.read_bytes().decode() == text

@@ -80,3 +80,34 @@ def test_numbers_yaml_writes_read_back_as_themselves(value):
 
     text = yaml.safe_dump({"v": value})
     assert compose_and_load(text, "x")[1] == yaml.safe_load(text) == {"v": value}
+
+
+def _spelled_int(n: int, base: int, underscores: bool) -> str:
+    """A YAML 1.1 integer of about ``n`` digits in ``base`` (10, 16 or 2), with underscores between them."""
+    digit = {10: "9", 16: "f", 2: "1"}[base]
+    body = "1" + digit * (n - 1) if base == 10 else digit * n
+    if underscores:
+        body = "_".join(body[i:i + 3] for i in range(0, len(body), 3))
+    return {10: "", 16: "0x", 2: "0b"}[base] + body
+
+
+@given(n=st.integers(1, 6000), base=st.sampled_from([10, 16, 2]), underscores=st.booleans(),
+       line=st.sampled_from(["      rate_rps: {}", "name: {}", "            - [{}, 0.25, 0.05]"]))
+def test_an_integer_of_any_length_is_read_or_refused_at_its_line(n, base, underscores, line):
+    """Python refuses to make an int of over 4,300 digits: a 5,000-digit `rate_rps` was a ValueError
+    traceback ("use sys.set_int_max_str_digits()"), and a 5,000-digit hex one was where its error
+    printed it. An integer of more than fileio.MAX_INT_DIGITS digits is refused at its line, as the JSON
+    readers refuse one; another reads as the spec's reader reads it (a field's own range decides)."""
+    from hetinfra.fileio import MAX_INT_DIGITS
+
+    spelled = _spelled_int(n, base, underscores)
+    lines = CHAT.split("\n")
+    at = next(i for i, text in enumerate(lines) if text.startswith(line.split("{}")[0]))
+    lines[at] = line.format(spelled)
+    try:
+        parse_spec_text("\n".join(lines), "s.yaml")
+    except InvalidInputError as exc:
+        assert exc.message.startswith(f"s.yaml:{at + 1}:"), exc.message
+        assert (n > MAX_INT_DIGITS) == ("any number hetinfra reads has" in exc.message), exc.message
+        return
+    assert n <= MAX_INT_DIGITS

@@ -149,13 +149,6 @@ def arch_from_file(path: str | Path, name: str) -> ModelArch:
                             where=str(p))
 
 
-def _get(cfg: dict, *keys, default=None):
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    return default
-
-
 class _Sizes:
     """Reads a config's sizes, each checked by hetinfra.architecture's bounds as it is read (a
     bad one is refused naming its key), and remembers which key gave each field for the rules between
@@ -180,12 +173,13 @@ def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: 
     """The estimator's facts from an HF ``config.json`` (``text_config`` of multimodal models); a config
     breaking a rule of hetinfra.architecture is refused (exit 2) naming its key."""
     top = cfg
-    if isinstance(cfg.get("text_config"), dict):
+    if _typed(cfg, "text_config", dict, "an object", where):
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}
-    mtype = str(_get(cfg, "model_type", default="")).lower()
+    mtype = (_typed(cfg, "model_type", str, "a name such as llama", where) or "").lower()
     size = _Sizes(cfg, where)
     layers, hidden, heads = _checked_shape(size, top, mtype, where)
-    kv = size("kv_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv") or (1 if cfg.get("multi_query") else heads)
+    kv = size("kv_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv") or (1 if _flag(cfg, "multi_query", where)
+                                                                                  else heads)
     head_dim = size("head_dim", "head_dim") or hidden // heads
     size.names.setdefault("head_dim", f"{size.names['hidden_size']} / {size.names['heads']}")
     vocab = size("vocab_size", "vocab_size", "padded_vocab_size") or 32000
@@ -197,7 +191,8 @@ def arch_from_config(cfg: dict, name: str, *, index: dict | None = None, where: 
         raise InvalidInputError(f"{where}: {problem}", hint=_FIX)
     attn, kv, head_dim = _attention(size, hidden, heads, kv, head_dim)
     total_mlp, active_mlp, moe = _mlp_params(size, mtype, layers, hidden, inter)
-    embed = vocab * hidden * (1 if top.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
+    tied = _flag(top, "tie_word_embeddings", where)
+    embed = vocab * hidden * (1 if (_flag(cfg, "tie_word_embeddings", where) if tied is None else tied) else 2)
     total = embed + layers * attn + total_mlp
     active = embed + layers * attn + active_mlp
     scale = _checkpoint_scale(cfg, top, index, total, where)
@@ -285,6 +280,16 @@ def _typed(doc: dict, key: str, types, expected: str, where: str, name: str = ""
     return value
 
 
+def _flag(doc: dict, key: str, where: str) -> bool | None:
+    """A config's true/false flag, None when absent or null; anything else is refused naming the key: a
+    flag was read by its truth, so ``"multi_query": "false"`` (a string) shrank the KV cache to one head
+    and ``"tie_word_embeddings": "false"`` left the output embedding uncounted, silently."""
+    value = doc.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidInputError(f"{where}: {key} is {value!r:.40}: expected true or false", hint=_FIX)
+
+
 def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float, where: str) -> float:
     """The factor that makes the counted parameters match the checkpoint's safetensors index (its
     total bytes over the bytes per weight of its quantization or dtype), or 1 without an index."""
@@ -307,5 +312,7 @@ def _checkpoint_scale(cfg: dict, top: dict, index: dict | None, total: float, wh
             raise InvalidInputError(f"{where}: quantization_config.{key} is {bits!r}: must be 1 to 64 bits", hint=_FIX)
         per = float(bits) / 8.0
     else:
-        per = float(_DTYPE_BYTES.get(str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")), 2))
+        dtype = _typed(cfg, "torch_dtype", str, "a dtype name such as bfloat16", where) or _typed(
+            cfg, "dtype", str, "a dtype name such as bfloat16", where) or "bfloat16"
+        per = float(_DTYPE_BYTES.get(dtype, 2))
     return (size / per) / total

@@ -202,7 +202,6 @@ def summary_console():
     """A Rich console for a command's tables: the terminal's, or one 132 columns wide for pipes and
     logs, so that tables do not wrap. No highlighting: our tables style their own cells, and Rich's
     highlighter runs its regexes over every string (40% of the plan summary's rendering)."""
-    from rich.console import Console
+    from hetinfra.errors import console
 
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(width=132, highlight=False)
+    return console(pipe_width=132, highlight=False)

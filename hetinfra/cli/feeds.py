@@ -79,12 +79,9 @@ def _offer_row(o) -> dict:
 
 
 def _console():
-    from rich.console import Console
+    from hetinfra.errors import console
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    return console
+    return console(pipe_width=160)
 
 
 @click.command("prices", context_settings=COMMAND_SETTINGS)
@@ -270,13 +267,14 @@ def refresh_command(sources, timeout_s, as_json):
 
 def _refreshed_with_bars(names: list[str], cfg, timeout_s: float) -> list:
     """``refresh`` with a progress bar per source on stderr, each left saying ok or FAILED."""
-    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from hetinfra.errors import console
 
     from hetinfra.price_feeds.load import refresh
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+                  TimeElapsedColumn(), console=console(stderr=True), transient=False) as bar:
         tasks = {s: bar.add_task(f"{s}: starting", total=None) for s in names}
 
         def on_progress(source, done, total, message):

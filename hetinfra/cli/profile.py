@@ -104,15 +104,15 @@ def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, 
         if missing:
             raise InvalidInputError(f"profile needs {', '.join(missing)}",
                                     hint="or `hetinfra profile PLAN_DIR --launch` to measure a plan's units on the clouds")
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from hetinfra.errors import console as make_console
         from hetinfra.perf.bench_import import SLO
         from hetinfra.perf.harness import run_profile
 
         slo = SLO(ttft_ms, tpot_ms, statistic)
         grid = [(i, o) for i in inputs for o in outputs]
-        console = Console(stderr=True)
+        console = make_console(stderr=True)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as bar:
             task = bar.add_task("checking the server", total=len(grid) * len(set(rates)))

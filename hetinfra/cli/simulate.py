@@ -168,11 +168,12 @@ def _show(result, profile_csv) -> None:
 
 def _progress_bar():
     """A transient progress bar on stderr and its update(done, total)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from hetinfra.errors import console
+
     bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
-                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+                   TimeRemainingColumn(), console=console(stderr=True), transient=True)
     task = bar.add_task("sim", total=None)
     bar.start()
     return bar, lambda done, total: bar.update(task, completed=done, total=total)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow
+from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow, cell_key
 
 __all__ = ["format_number", "render_profile_csv", "write_profile_csv"]
 
@@ -24,9 +24,7 @@ def format_number(v: float) -> str:
     return "0" if s in ("-0", "") else s
 
 
-def _row_key(r: ProfileRow) -> tuple:
-    return (r.model.lower(), r.gpu.lower(), r.tp, r.pp, r.input_tokens, r.output_tokens,
-            float(r.ttft_slo_ms), float(r.tpot_slo_ms))
+_row_key = cell_key  # the cell a row measures: a new row replaces an old one of it
 
 
 def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
@@ -58,7 +56,7 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
         new = {_row_key(r) for r in rows}
         rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
     _loads_back(rows)
-    atomic_write_text(path, render_profile_csv(rows))
+    atomic_write_text(path, render_profile_csv(rows), through_links=True)  # --out names it
     return rows
 
 

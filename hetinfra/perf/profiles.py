@@ -151,10 +151,41 @@ def weaker_statistic(row: ProfileRow, objective: str) -> bool:
     return statistic_rank(row.statistic) < statistic_rank(objective)
 
 
+def cell_key(r: ProfileRow) -> tuple:
+    """The cell a row measures: model, GPU, TP, PP, sizes and SLOs (`profile --merge` replaces a row
+    of the same cell)."""
+    return (r.model.lower(), r.gpu.lower(), r.tp, r.pp, r.input_tokens, r.output_tokens,
+            float(r.ttft_slo_ms), float(r.tpot_slo_ms))
+
+
+def _measured(r: ProfileRow) -> tuple:
+    return (r.max_rps, (r.statistic or "").lower(), r.vllm_version or "")
+
+
+def check_one_row_per_cell(rows: list[ProfileRow]) -> None:
+    """Two rows of one cell (in one file or in two of a spec's files) that say different things are
+    refused with both places: the lookup took the highest rate, silently (a p99 row of 4 req/s beside
+    a mean row or an older one of 40 planned at 40). A row repeated as it stands passes."""
+    first: dict[tuple, ProfileRow] = {}
+    for r in rows:
+        seen = first.setdefault(cell_key(r), r)
+        if _measured(seen) != _measured(r):
+            def said(x: ProfileRow) -> str:
+                return f"{x.max_rps:g} req/s ({x.statistic or 'statistic unknown'}, vLLM {x.vllm_version or 'unknown'})"
+            raise InvalidInputError(
+                f"{r.origin}: {r.model} on {r.gpu} (tp {r.tp}, pp {r.pp}, in<={r.input_tokens}, out<={r.output_tokens}, "
+                f"TTFT {r.ttft_slo_ms:g} ms, TPOT {r.tpot_slo_ms:g} ms) is measured again: {said(r)}, where "
+                f"{seen.origin} says {said(seen)}",
+                hint="keep one row per model, GPU, layout, sizes and SLOs (`hetinfra profile --merge` replaces a "
+                     "cell's row); the planner would take the highest rate")
+
+
 class ProfileTable:
-    """Lookup of the usable profile row for (model names, gpu, tp, pp, class, SLO)."""
+    """Lookup of the usable profile row for (model names, gpu, tp, pp, class, SLO); the rows of all
+    the files it is made of hold one measurement per cell (:func:`check_one_row_per_cell`)."""
 
     def __init__(self, rows: list[ProfileRow]):
+        check_one_row_per_cell(rows)
         self.rows = tuple(rows)
         self._by_key: dict[tuple[str, str, int, int], list[ProfileRow]] = {}
         for r in rows:

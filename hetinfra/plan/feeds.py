@@ -61,9 +61,9 @@ class LiveProgress:
         self.bar = None
         self.tasks: dict = {}
         if enabled:
-            from rich.console import Console
+            from hetinfra.errors import console as make_console
 
-            console = Console(stderr=True)
+            console = make_console(stderr=True)
             if console.is_terminal:
                 from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
 

@@ -122,6 +122,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
                                 f"{', GPUs ' + ', '.join(infra.gpus) if infra.gpus else ''})",
                                 hint="widen the allowlists, or add offers with `offers:`")
     warnings = [*kube_notes, *_offer_warnings(spec, in_clouds)]
+    _check_named_places(spec, snap, allowed, at_)
     models = [_planned_model(spec, i, base, allowed.regions, at_) for i in range(len(spec.models))]
     return PlanInputs(
         spec=spec, spec_path=spec_path, spec_sha256=sha256_text(spec_text),
@@ -211,6 +212,28 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
         key = (cloud.lower(), region, gpu)
         caps[key] = min(n, caps.get(key, n))
     return caps
+
+
+def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _AllowedOffers, at_) -> None:
+    """The regions the spec names outside ``infrastructure`` and the caps, checked against the offers
+    as those are (a mistyped one is exit 2 at its line with a did-you-mean): an adapter's residency
+    ``regions`` (``us-east1`` left the adapter no unit: exit 3, "no plan satisfies all constraints")
+    and each ``deploy.network_cidrs`` key (a mistyped fleet kept its derived network, silently)."""
+    for i, a in enumerate(spec.adapters or ()):
+        for j, region in enumerate(a.regions or ()):
+            if region not in allowed.regions:
+                raise InvalidInputError(f"{at_('adapters', i, 'regions', j)}: adapters[{i}].regions: no allowed offer "
+                                        f"in region '{region}'; {did_you_mean(region, allowed.regions)}")
+    by_cloud: dict[str, set[str]] = {}
+    for o in snap.offers:
+        by_cloud.setdefault(o.cloud, set()).add(o.region)
+    for key in spec.deploy.network_cidrs:
+        cloud, _, region = key.partition("/")
+        if region not in by_cloud.get(cloud, ()):
+            raise InvalidInputError(f"{at_('deploy', 'network_cidrs', key)}: deploy.network_cidrs: no {cloud} offer in "
+                                    f"region '{region}' (key {key!r}); "
+                                    f"{did_you_mean(region, sorted(by_cloud.get(cloud, ())))}",
+                                    hint="key each network by a cloud/region a fleet can run in, e.g. aws/us-east-1")
 
 
 def _one_cap_per_key(infra, at_) -> None:

@@ -21,7 +21,7 @@ from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
-from hetinfra.plan.prune import prune_copies, prune_dominated
+from hetinfra.plan.prune import prune_copies, prune_dominated, residency_kept
 from hetinfra.plan.adapters import adapter_problem
 from hetinfra.plan.variants import raise_floors
 # moved out of this module; importers keep importing them from here
@@ -197,7 +197,7 @@ def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[
         pool = list(all_units)
     else:
         pool = prune_copies(all_units, capped=set(inputs.caps), regional=inputs.spec.planning.locality > 0,
-                            keep=set(running))
+                            keep=residency_kept(inputs.spec, all_units, running))
     inputs.reuse["candidates"] = (key, all_units, pool)
     return pool
 
@@ -234,7 +234,8 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0, keep=set(running))
+    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0,
+                               keep=residency_kept(inputs.spec, pool, running))
     problem = to_problem(inputs, unit_list, running)
     if overrides:
         problem = problem.replace(**overrides)

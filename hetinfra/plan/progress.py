@@ -20,10 +20,11 @@ class Progress:
     simulator replays requests; :meth:`close` clears the line."""
 
     def __init__(self, stream: TextIO):
-        from rich.console import Console
         from rich.live import Live
 
-        self._live = Live("", console=Console(file=stream, force_terminal=True, stderr=True), transient=True,
+        from hetinfra.errors import console
+
+        self._live = Live("", console=console(file=stream, force_terminal=True, stderr=True), transient=True,
                           auto_refresh=False)
         self._live.start()
         self._what, self._blocks, self._simulated, self._drawn = "solving", None, 0, 0.0

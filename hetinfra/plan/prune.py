@@ -8,6 +8,17 @@ from __future__ import annotations
 from hetinfra.plan.library import TemplateUnit
 
 
+def residency_kept(spec, units: list[TemplateUnit], running) -> set[str]:
+    """The ids pruning keeps: the running fleet's units and each adapter's base units in its residency
+    ``regions``. Pruned as copies of a cheaper region's, those went: an adapter held only in us-west-2
+    left no unit that may hold it, and a feasible spec was exit 3 ("no plan satisfies all constraints
+    together")."""
+    regions: dict[str, set[str]] = {}
+    for a in spec.adapters:
+        regions.setdefault(a.base, set()).update(a.regions or ())
+    return set(running) | {u.id for u in units if u.region in regions.get(u.model, ())}
+
+
 def prune_dominated(units: list[TemplateUnit], *, capped: set[tuple[str, str, str]] = frozenset(), regional: bool = False,
                     keep: set[str] = frozenset(), memo: dict | None = None) -> list[TemplateUnit]:
     """Drop unit u when k copies of a kept unit v (k = u.gpus / v.gpus, whole; k = 1 included) have

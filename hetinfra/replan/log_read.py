@@ -25,7 +25,7 @@ import numpy as np
 
 from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.fileio import read_text
-from hetinfra.csvtext import check_width, csv_header, csv_lines
+from hetinfra.csvtext import check_width, csv_header, csv_lines, is_plain_number
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 COLUMNS = DEMAND_LOG_COLUMNS
@@ -62,15 +62,17 @@ class DemandLog:
 
 
 def _timestamp(text: str, where: str) -> float:
-    try:  # epoch seconds first: a bare number is never a valid ISO date we would want
+    """Epoch seconds as a CSV writes a number (csvtext.is_plain_number: float() also read '1_733_500_000'
+    and Unicode digits), else ISO 8601 in ASCII."""
+    if is_plain_number(text):  # epoch seconds first: a bare number is never a valid ISO date we would want
         value = float(text)
         if math.isfinite(value):
             if not 0 <= value <= MAX_EPOCH_S:
                 raise InvalidInputError(f"{where}: timestamp {text[:40]!r} is not a time between 1970 and 2100")
             return value
-    except ValueError:
-        pass
     try:
+        if not text.isascii():
+            raise ValueError(text)
         t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
     except ValueError:
         raise InvalidInputError(f"{where}: timestamp {text!r} is neither ISO 8601 nor Unix epoch seconds",
@@ -81,13 +83,11 @@ def _timestamp(text: str, where: str) -> float:
 
 
 def _tokens(text: str, column: str, where: str) -> int:
-    try:
-        value = float(text)
-        ok = math.isfinite(value) and value == int(value)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise InvalidInputError(f"{where}: {column} {text!r} is not a whole number")
+    """A whole token count as a CSV writes a number (``2_00`` and ``٢٠٠`` read as 200 through float())."""
+    value = float(text) if is_plain_number(text) else math.nan
+    if not (math.isfinite(value) and value == int(value)):
+        raise InvalidInputError(f"{where}: {column} {text[:40]!r} is not a whole number",
+                                hint="write it with ASCII digits (1500)")
     if value < 0:
         raise InvalidInputError(f"{where}: {column} {text!r} is negative")
     if value > MAX_LOG_TOKENS:
@@ -145,7 +145,12 @@ class _Window:
 
 def _numbers(cells: list[str]) -> np.ndarray | None:
     """float64 of every cell as DemandRecord.parse reads it (Python's float(), which ignores the
-    whitespace strip() removes), or None when one is not a finite number."""
+    whitespace strip() removes), or None when one is not a finite number or is written otherwise than
+    a CSV writes one (an underscore, a digit that is not ASCII: float() reads them, the row's parser
+    refuses them at their line)."""
+    joined = "".join(cells)
+    if not joined.isascii() or "_" in joined:
+        return None
     try:
         values = np.fromiter(map(float, cells), dtype=np.float64, count=len(cells))
     except (ValueError, OverflowError):

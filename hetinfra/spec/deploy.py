@@ -179,6 +179,12 @@ class DeploySpec(ShellChecked):
                 raise ValueError(f"network_cidrs[{k!r}]: {c!r} is not a network CIDR (e.g. 10.50.0.0/16)") from None
             if not net.is_private or net.prefixlen > 20:
                 raise ValueError(f"network_cidrs[{k!r}]: {c} must be a private range of /20 or larger")
+        nets = [(k, ipaddress.ip_network(c)) for k, c in v.items()]
+        for i, (k, a) in enumerate(nets):  # the fleets' stacks refused this inside `pulumi up` (a ValueError)
+            for k2, b in nets[i + 1:]:
+                if a.overlaps(b):
+                    raise ValueError(f"network_cidrs[{k!r}] {a} and network_cidrs[{k2!r}] {b} overlap: give every "
+                                     "cloud/region its own range")
         return v
 
     @field_validator("ingress_cidrs", "ssh_cidrs", "management_cidrs")

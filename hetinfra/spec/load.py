@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hetinfra.csvtext import is_plain_number
 from hetinfra.errors import InvalidInputError, closest, dotted, real_keys, union_errors
 from hetinfra.fileio import read_text
 from hetinfra.spec.adapters import check_adapters
@@ -58,6 +60,8 @@ def _yaml_number(text: str) -> str | None:
     """How to write ``text`` so that YAML 1.1 reads it as a number, where Python reads it as a finite
     one and YAML does not (``1e3``, ``1E-2``: YAML 1.1's exponent form needs a dot and a signed
     exponent, as in ``1.0e+3``); else None."""
+    if not text.isascii():  # float() reads other scripts' digits; YAML and every CSV reader do not
+        return None
     try:
         value = float(text.replace("_", ""))
     except ValueError:
@@ -87,6 +91,12 @@ def _unquoted_number_hint(err: dict) -> str:
     if _BASE_60.match(text):
         return (f"; {value} is text here: YAML 1.1 would read it in base 60 ({yaml.safe_load(text)!r}), not as "
                 "written: write the number you mean")
+    if not text.isascii():
+        plain = "".join(str(unicodedata.decimal(c, c)) for c in text)
+        if not is_plain_number(plain):
+            return ""
+        return (f"; {value} is written with digits of another script, which YAML reads as text: write "
+                f"{_yaml_number(plain) or plain}")
     spelled = _yaml_number(text)
     if spelled is None:
         return ""

@@ -73,3 +73,29 @@ def test_a_ref_out_of_the_repo_is_refused(tmp_path, monkeypatch):
     (refs / "main").write_text("../../../elsewhere")
     with pytest.raises(InvalidInputError, match="not a commit hash"):
         cached_file("org/m", "config.json")
+
+
+#: key -> the JSON type its value must have (or null); a flag is a boolean
+TYPED = {"tie_word_embeddings": bool, "multi_query": bool, "model_type": str, "torch_dtype": str, "text_config": dict}
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(TYPED)), value=json_values)
+def test_a_flag_or_name_of_another_type_is_refused_never_read_by_its_truth(key, value):
+    """``"multi_query": "false"`` (a string) read as true shrank the KV cache to one head, and
+    ``"tie_word_embeddings": "false"`` left the output embedding uncounted, silently; a model_type,
+    torch_dtype or text_config of another type was turned into text or passed over. A boolean flag
+    gives the model that flag gives."""
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg.pop("quantization_config", None)
+    if key == "multi_query":
+        cfg.pop("num_key_value_heads")  # the flag decides the KV heads only where the config names none
+    cfg[key] = value
+    if value is None or isinstance(value, TYPED[key]) and (TYPED[key] is not bool or isinstance(value, bool)):
+        if TYPED[key] is bool:
+            kv = arch_from_config({**cfg, key: value}, "x", index=INDEX, where="cfg.json")
+            expected = arch_from_config({**cfg, key: bool(value)}, "x", index=INDEX, where="cfg.json")
+            assert (kv.kv_heads, kv.params) == (expected.kv_heads, expected.params)
+        return
+    with pytest.raises(InvalidInputError, match=rf"^cfg\.json: {key} is "):
+        arch_from_config(cfg, "x", index=INDEX, where="cfg.json")

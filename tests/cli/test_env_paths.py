@@ -6,6 +6,8 @@ job is to store what it fetched, fails when the store cannot be written (it exit
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -81,3 +83,55 @@ def test_refresh_fails_when_it_cannot_store_what_it_fetched(tmp_path, monkeypatc
     result = CliRunner().invoke(cli, ["feeds", "refresh", "--source", "skypilot", "--json"])
     assert result.exit_code == 2, result.output
     assert f"skypilot: fetched, but could not write the snapshot store {store}: Not a directory" in result.output
+
+
+#: a value of a folder variable that names no folder the same from every directory: relative, or a
+#: ``~user`` of no user of this machine, or (for HOME) ``~`` itself
+NOT_ROOTED = st.one_of(
+    st.from_regex(r"[A-Za-z0-9._-][A-Za-z0-9._/-]{0,30}", fullmatch=True),
+    st.from_regex(r"~zz[a-z0-9]{4,10}(/[a-z0-9]{1,8}){0,2}", fullmatch=True),
+    st.sampled_from(["~", "~/", ".", "off", "OFF", "0", "none"]))
+
+
+@pytest.mark.parametrize("var", ["HETINFRA_CACHE_DIR", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE",
+                                 "SKY_RUNTIME_DIR"])
+@SETTINGS
+@given(value=NOT_ROOTED)
+def test_a_folder_variable_is_an_absolute_path_or_refused_naming_it(monkeypatch, var, value):
+    """HOME='~' and a ``~nobody/x`` in any of them were a RuntimeError traceback (pathlib's
+    expanduser), and a relative one named another folder in every directory a command ran from. A
+    ``~/x`` is the checked home's."""
+    for name in ("HETINFRA_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "/home/someone")
+    monkeypatch.setenv(var, value)
+    for reader in _readers()[var]:
+        if value in ("~", "~/") and var != "HOME":
+            assert str(reader()).startswith("/home/someone")  # the home, checked
+            continue
+        if var == "HETINFRA_CACHE_DIR" and value.lower() in ("off", "0", "none"):
+            # the template cache switched off, as documented; the price store keeps its default folder
+            # (it was a folder 'off' in whatever directory the command ran from)
+            expected = None if reader.__name__ == "default_dir" else Path("/home/someone/.cache/hetinfra/feeds")
+            assert reader() == expected
+            continue
+        with pytest.raises(InvalidInputError) as refused:
+            reader()
+        assert refused.value.message.startswith(f"{var}='")
+
+
+def test_a_user_without_home_is_told_to_set_it(monkeypatch):
+    """No HOME and no password database entry (a container run as an arbitrary uid): pathlib raised
+    RuntimeError ("Could not determine home directory")."""
+    import pwd
+
+    from hetinfra.price_feeds.config import default_cache_dir
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME")
+    monkeypatch.delenv("HETINFRA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(InvalidInputError, match="HOME is not set and the password database has no user"):
+        default_cache_dir()

@@ -54,7 +54,7 @@ def test_an_out_folder_that_cannot_be_written_is_exit_2(chat_plan, tmp_path, run
     assert code == 2 and "cannot write the simulation" in err and "Traceback" not in err
     import hetinfra.sim.report as report
 
-    def read_only(files):
+    def read_only(files, **_):
         raise PermissionError(errno.EACCES, "Permission denied", str(next(iter(files))))
 
     monkeypatch.setattr(report, "atomic_write_texts", read_only)  # a read-only folder (root ignores chmod)

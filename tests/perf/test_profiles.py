@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.perf.profiles import ProfileTable, parse_profiles_csv
+from hetinfra.perf.profiles import ProfileRow, ProfileTable, parse_profiles_csv
 
 CSV = """model,gpu,tp,pp,input_tokens,output_tokens,ttft_slo_ms,tpot_slo_ms,max_rps
-llama,L4,1,1,100,100,1000,100,10
+llama,L4,1,1,100,100,900,100,10
 llama,L4,1,1,100,100,500,50,6
 llama,L4,1,1,100,100,1000,100,12
 llama,L4,1,1,1000,1000,1000,100,2
@@ -97,3 +97,33 @@ def test_a_statistic_or_version_that_is_none_is_refused_at_its_line(bad, as_vers
     statistic, version = ("p99", bad) if as_version else (bad, "0.12.0")
     with pytest.raises(InvalidInputError, match=r"^p\.csv:2: " + ("vllm_version" if as_version else "statistic")):
         parse_profiles_csv(_profile_row(statistic, version), "p.csv")
+
+
+def _row(origin: str, max_rps: float, statistic: str | None, version: str | None, **cell) -> ProfileRow:
+    base = dict(model="llama", gpu="L4", tp=1, pp=1, input_tokens=100, output_tokens=100, ttft_slo_ms=1000.0,
+                tpot_slo_ms=100.0)
+    return ProfileRow(**{**base, **cell}, max_rps=max_rps, origin=origin, statistic=statistic, vllm_version=version)
+
+
+MEASURED = st.tuples(st.floats(0, 1e6, allow_nan=False), st.sampled_from([None, "p99", "P99", "mean", "p90"]),
+                     st.sampled_from([None, "0.12.0", "0.10.0"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(MEASURED, MEASURED, st.sampled_from(["llama", "LLAMA"]), st.sampled_from(["L4", "l4"]),
+       st.sampled_from([{"tpot_slo_ms": 50.0}, {"input_tokens": 200}, {"tp": 2}]))
+def test_a_cell_measured_twice_differently_is_refused_with_both_places(first, second, model, gpu, other):
+    """Two rows of one cell (model and GPU in any case, layout, sizes, SLOs) that disagree on the rate,
+    the statistic or the engine were both kept and the lookup took the higher rate, silently (a p99
+    row of 4 req/s beside a mean row of 40 planned at 40): refused naming both rows, in the order
+    read, whichever files they are in. The same row twice (a file listed twice) passes, and so do
+    rows of different cells."""
+    a = _row("a.csv:2", *first)
+    b = _row("b.csv:7", *second, model=model, gpu=gpu)
+    same = (first[0], (first[1] or "").lower(), first[2] or "") == (second[0], (second[1] or "").lower(), second[2] or "")
+    if same:
+        assert ProfileTable([a, b]).lookup(("llama",), "L4", 1, 1, 50, 50, 1000, 100).max_rps == first[0]
+    else:
+        with pytest.raises(InvalidInputError, match=r"(?i)^b\.csv:7: llama on .* is measured again: .* where a\.csv:2 says"):
+            ProfileTable([a, b])
+    assert len(ProfileTable([a, _row("b.csv:7", *second, **other)]).rows) == 2

@@ -113,13 +113,18 @@ def test_artifacts_carry_each_units_adapters_and_litellm_routes_them_to_holders(
 
 def test_an_adapter_whose_regions_have_no_offer_is_exit_3_at_its_line(tmp_path, run_cli):
     """infrastructure.regions unset: every region is allowed, but none of its residency regions has an
-    offer the base can run on (the spec check cannot know; the planner's units do)."""
+    offer the base can run on (us-west-1 sells H100 and H200, the spec allows L4 and L40S: the spec
+    check cannot know; the planner's units do). A region no offer is in is exit 2 at its line, as a
+    cap's is (plan.inputs._check_named_places)."""
     spec = SPEC.replace("  regions: [us-east-1]\n", "") + \
-        "  - {name: x, base: base-8b, source: org/x, demand: {share: 0.1}, regions: [mars-1]}\n"
+        "  - {name: x, base: base-8b, source: org/x, demand: {share: 0.1}, regions: [us-west-1]}\n"
     (tmp_path / "s.yaml").write_text(spec)
     got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
     assert got == 3 and "s.yaml:19:" in err and "no unit may hold it" in err and "Traceback" not in err, err
     assert "TTFT 2000 ms, TPOT 100 ms" in err and "loosen the base's `slo`" in err, err  # the objective it must meet
+    (tmp_path / "s.yaml").write_text(spec.replace("regions: [us-west-1]", "regions: [mars-1]"))
+    got, _, err = run_cli("plan", str(tmp_path / "s.yaml"), "--no-verify", "--no-baselines")
+    assert got == 2 and "s.yaml:19:" in err and "adapters[3].regions: no allowed offer in region 'mars-1'" in err, err
 
 
 def test_a_base_with_a_demand_profile_plans_its_adapters_in_every_period(tmp_path, run_cli):

@@ -5,6 +5,7 @@ clouds' APIs, replan's caps on a stalled unit) are taken as they are."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,66 @@ def test_two_availability_entries_capping_one_gpu_differently_are_refused_with_b
     repeated = _with_availability(tmp_path, [{**h100, "max_gpus": 8}, {**h100, "max_gpus": 8}])
     spec, _, locate = load_spec(repeated)
     assert resolve(spec, repeated, repeated.read_text(), locate=locate).caps[("aws", "us-east-1", "H100")] == 8
+
+
+#: every (cloud, region) an embedded offer is in
+PLACES = sorted({(c, r) for c, r, _ in OFFERED})
+
+
+def _places_spec(tmp_path: Path, region_of_adapter: str | None, network_key: str | None) -> Path:
+    """chat.yaml with an adapter held only in ``region_of_adapter`` and a fleet network keyed ``network_key``."""
+    import yaml
+
+    doc = yaml.safe_load(CHAT.read_text())
+    if region_of_adapter:
+        doc["adapters"] = [{"name": "sql", "base": "chat-8b", "source": "acme/sql-lora", "rank": 16,
+                            "demand": {"share": 0.2}, "regions": [region_of_adapter]}]
+    if network_key:
+        doc["deploy"] = {"network_cidrs": {network_key: "10.50.0.0/16"}}
+    path = tmp_path / "places.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(PLACES), st.integers(0, 40), st.booleans())
+def test_a_mistyped_region_an_adapter_or_a_fleet_network_names_is_refused_at_its_line(tmp_path_factory, place,
+                                                                                        cut, adapter):
+    """An adapter's residency ``regions`` and a ``deploy.network_cidrs`` key are checked against the
+    offers as a cap's region is: a mistyped adapter region left the adapter no unit (exit 3, "no plan
+    satisfies all constraints together"), a mistyped network key was ignored (the fleet kept its
+    derived network). An offered region passes."""
+    cloud, region = place
+    wrong = _mistyped_region(region, cut)
+    tmp_path = tmp_path_factory.mktemp("places")
+    if adapter:
+        field, good, bad = "adapters[0].regions", (region, None), (wrong, None)
+        offered = {r for _, r in PLACES}
+    else:
+        field, good, bad = "deploy.network_cidrs", (None, f"{cloud}/{region}"), (None, f"{cloud}/{wrong}")
+        offered = {r for c, r in PLACES if c == cloud}
+    path = _places_spec(tmp_path, *good)
+    spec, _, locate = load_spec(path)
+    if not adapter:  # an adapter's region may have no unit of the base's GPUs; resolve does not plan
+        assert resolve(spec, path, path.read_text(), locate=locate).spec.deploy.network_cidrs
+    else:
+        resolve(spec, path, path.read_text(), locate=locate)
+    if wrong in offered or not wrong.strip("-") or not wrong.replace("-", "").isalnum():
+        return  # dropping a character may give another real region, or a key the spec's own rule refuses
+    path = _places_spec(tmp_path, *bad)
+    spec, _, locate = load_spec(path)
+    with pytest.raises(InvalidInputError, match=rf"^{path}:\d+:\d+: {re.escape(field)}: no .*'{wrong}'"):
+        resolve(spec, path, path.read_text(), locate=locate)
+
+
+def test_fleet_networks_that_overlap_are_refused_at_spec_load(tmp_path):
+    """Two pinned fleet networks that overlap were refused only inside `pulumi up` (the stack's
+    network plan raised a ValueError there, after `apply` had begun)."""
+    import yaml
+
+    doc = yaml.safe_load(CHAT.read_text())
+    doc["deploy"] = {"network_cidrs": {"aws/us-east-1": "10.50.0.0/16", "gcp/us-central1": "10.50.16.0/20"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(InvalidInputError, match=r"deploy\.network_cidrs: .*10\.50\.0\.0/16 and .*10\.50\.16\.0/20 overlap"):
+        load_spec(path)

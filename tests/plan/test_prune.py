@@ -7,6 +7,8 @@ import functools
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hetinfra.perf.model import PerformanceModel
 from hetinfra.plan.inputs import resolve
@@ -178,3 +180,36 @@ def test_prune_copies_drops_the_dearer_copies_of_an_uncapped_template():
         by_template.setdefault((u.template.id, u.spot, u.committed), []).append(u)
     for u in fewer:  # what stays of each uncapped template is its cheapest copy
         assert u.cost == min(v.cost for v in by_template[(u.template.id, u.spot, u.committed)])
+
+
+def _residency_regions() -> list[str]:
+    """Regions of chat.yaml's clouds that sell one of the base's cheap GPUs (L4 or L40S, one per
+    instance): an adapter held only there can be planned."""
+    from hetinfra.price_feeds.offers import load_embedded_snapshot
+
+    return sorted({o.region for o in load_embedded_snapshot().offers
+                   if o.cloud in ("aws", "gcp") and o.gpu in ("L4", "L40S") and o.gpu_count == 1})
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(region=st.sampled_from(_residency_regions()))
+def test_an_adapter_held_only_in_a_region_its_base_can_run_in_is_planned_there(tmp_path_factory, run_cli, region):
+    """Pruning kept only the cheapest region's copy of a template (us-east-1's g6e.xlarge stood for
+    us-west-2's at the same price), so an adapter whose residency ``regions`` named another region had
+    no unit that may hold it: a feasible spec was exit 3, "no plan satisfies all constraints together".
+    Each adapter's base units in its regions are kept (prune.residency_kept)."""
+    import json
+
+    import yaml
+
+    doc = yaml.safe_load((REPO / "services" / "chat.yaml").read_text())
+    doc["infrastructure"].update(clouds=["aws", "gcp"], gpus=["L4", "L40S"])
+    doc["adapters"] = [{"name": "sql", "base": "chat-8b", "source": "acme/sql-lora", "rank": 16,
+                        "demand": {"share": 0.2}, "regions": [region]}]
+    path = tmp_path_factory.mktemp("residency") / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    code, out, err = run_cli("plan", str(path), "--no-verify", "--no-baselines", "--json")
+    assert code == 0, err
+    held = {a["region"] for a in json.loads(out)["allocations"] for h in (a.get("adapters") or {}).get("held", [])
+            if h["name"] == "sql"}
+    assert held == {region}

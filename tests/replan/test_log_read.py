@@ -108,3 +108,38 @@ def test_property_the_uniform_split_is_csv_readers_split(rows_, trailing_newline
     for name, k in {n: header.index(n) for n in header if n in COL}.items():
         assert got[0][name] == [r[k] for r in parsed[1:]], name
     assert got[1] == list(range(2, len(parsed) + 1))
+
+
+#: digits of other scripts Python's float() reads as numbers (Arabic-Indic, Devanagari, fullwidth, Bengali)
+DIGIT_SCRIPTS = ["٠١٢٣٤٥٦٧٨٩", "०१२३४५६७८९", "０１２３４５６７８９", "০১২৩৪৫৬৭৮৯"]
+
+
+def _respelled(number: str, how: int, at: int) -> str:
+    """``number`` as float() still reads it but no CSV writer writes it: an underscore between two
+    digits, or its digits in another script."""
+    if how < len(DIGIT_SCRIPTS):
+        return number.translate(str.maketrans("0123456789", DIGIT_SCRIPTS[how]))
+    cut = 1 + at % (len(number) - 1)
+    return number[:cut] + "_" + number[cut:]
+
+
+@budget(60)
+@given(column=st.sampled_from(["timestamp", "input_tokens", "output_tokens"]), row=st.integers(0, 39),
+       how=st.integers(0, len(DIGIT_SCRIPTS)), at=st.integers(0, 20), tokens=st.integers(10, 99_999))
+def test_a_number_written_as_no_csv_writer_writes_it_is_refused_at_its_line(tmp_path_factory, column, row, how,
+                                                                             at, tokens):
+    """float() reads '2_00' as 200 and '٢٠٠' as 200: a demand log so written was planned on as if
+    written plainly (a cut of the fleet from it), where every other CSV reader refuses such a cell
+    (csvtext.PLAIN_NUMBER). Refused at its line, by the batch and the per-row path alike."""
+    lines = [f"{1714564800 + 60 * k},chat,{tokens},{7 + k}," for k in range(40)]
+    path = tmp_path_factory.mktemp("log") / "d.csv"
+    header = "timestamp,model,input_tokens,output_tokens,region\n"
+    path.write_text(header + "\n".join(lines) + "\n")
+    assert len(read_demand_log(path, clock=lambda: 1714564800 + 86400).timestamps) == 40
+    cells = lines[row].split(",")
+    k = ["timestamp", "model", "input_tokens", "output_tokens"].index(column)
+    cells[k] = _respelled(cells[k], how, at)
+    lines[row] = ",".join(cells)
+    path.write_text(header + "\n".join(lines) + "\n")
+    with pytest.raises(InvalidInputError, match=rf"d\.csv:{row + 2}: {column} '"):
+        read_demand_log(path, clock=lambda: 1714564800 + 86400)

@@ -84,3 +84,26 @@ def test_a_yaml_1_1_exponent_where_a_number_belongs_says_how_to_write_it(field, 
     assert "YAML 1.1 reads" in msg and yaml.safe_load(fix) == float(spelled)
     if lo <= float(spelled) <= hi:
         parse_spec_text(CHAT.replace(old, new.format(v=fix)), "svc.yaml")
+
+
+#: decimal digits of other scripts (Arabic-Indic, Devanagari, fullwidth, Thai): Python's float() reads them
+_SCRIPTS = ["٠١٢٣٤٥٦٧٨٩", "०१२३४५६७८९", "０１２３４５６７８９", "๐๑๒๓๔๕๖๗๘๙"]
+
+
+@given(number=st.one_of(st.integers(1, 10**6).map(str),
+                        st.tuples(st.integers(0, 999), st.integers(1, 99)).map(lambda p: f"{p[0]}.{p[1]}")),
+       script=st.sampled_from(_SCRIPTS), quoted=st.booleans())
+def test_a_number_in_another_scripts_digits_is_refused_saying_what_to_write(number, script, quoted):
+    """`rate_rps: '１２'` was refused with "YAML 1.1 reads １２ as text, not a number (an exponent needs a
+    dot and a sign there)": the reason was another case's. It now says the digits are another script's
+    and what to write, the number in ASCII digits."""
+    from hetinfra.spec.load import parse_spec_text
+
+    written = number.translate(str.maketrans("0123456789", script))
+    text = CHAT.replace("rate_rps: 12", f"rate_rps: {chr(39) + written + chr(39) if quoted else written}")
+    with pytest.raises(InvalidInputError) as refused:
+        parse_spec_text(text, "s.yaml")
+    message = refused.value.message
+    assert message.startswith("s.yaml:11:7: models[0].demand.rate_rps:") and "exponent" not in message, message
+    assert message.endswith(f"is written with digits of another script, which YAML reads as text: write "
+                            f"{number}"), message
