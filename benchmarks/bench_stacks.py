@@ -31,7 +31,7 @@ def main() -> None:
                                 _alloc("m", "gcp", "us-central1", "a2-highgpu-4g", "A100", 4, tp=4, pp=2, count=replicas),
                                 _alloc("m", "azure", "eastus", "Standard_NC24ads_A100_v4", "A100-80GB", 1, tp=1,
                                        count=replicas)],
-                "deploy": {"ingress_cidrs": ["10.0.0.0/8"], "ssh_public_key": "ssh-ed25519 AAAA x", "gcp_project": "p"}}
+                "deploy": {"ingress_cidrs": ["10.0.0.0/8"], "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHetinfraTestKeyOnly bench@host", "gcp_project": "p"}}
 
     from hetinfra.stacks.common import FleetSecrets
     from hetinfra.stacks.program import build

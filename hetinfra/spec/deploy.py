@@ -20,6 +20,10 @@ VLLM_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
 #: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
 #: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
 DEFAULT_VLLM_VERSION = "0.12.0"
+#: the schemes of Pulumi's state backends (`pulumi login`): the Pulumi Cloud or a self-hosted service over
+#: http(s), and the DIY backends (a folder, S3, Google Cloud Storage, Azure Blob, PostgreSQL); any other
+#: URL failed only inside `pulumi login` at apply time
+BACKEND_SCHEMES = ("file", "s3", "gs", "azblob", "https", "http", "postgres")
 
 
 def omit_at_default(data, key: str, default, *also: str):
@@ -191,19 +195,21 @@ class DeploySpec(ShellChecked):
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         for c in v:
-            try:
-                ipaddress.ip_network(c, strict=False)
-            except ValueError:
-                raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
+            check_cidr(c)
         return v
 
     @field_validator("ssh_public_key")
     @classmethod
     def _ssh_key(cls, v: str | None) -> str | None:
-        # it is written into cloud-init and VM metadata: one printable line of an OpenSSH key
-        if v is not None and (len(v) > 16384 or not v.isprintable() or len(v.split()) not in (2, 3)
-                              or not re.match(r"^(ssh-|ecdsa-|sk-)[A-Za-z0-9@.-]+ [A-Za-z0-9+/=]+( [ -~]*)?\Z", v)):
-            raise ValueError("ssh_public_key must be one line of an OpenSSH public key: 'ssh-ed25519 AAAA... comment'")
+        return v if v is None else check_ssh_key(v)
+
+    @field_validator("backend_url")
+    @classmethod
+    def _backend(cls, v: str | None) -> str | None:
+        scheme = v.split("://", 1)[0].lower() if v is not None and "://" in v else None
+        if v is not None and scheme not in BACKEND_SCHEMES:
+            raise ValueError(f"backend_url {v!r} is not a Pulumi backend: use one of "
+                             + ", ".join(f"{s}://" for s in BACKEND_SCHEMES) + " (or leave it out for file://./state)")
         return v
 
     @field_validator("stack")
@@ -217,3 +223,43 @@ class DeploySpec(ShellChecked):
         if v is not None and not VLLM_VERSION.match(v):
             raise ValueError(f"vllm_version {v!r} must look like 0.11.0")
         return v
+
+
+def check_cidr(c: str) -> str:
+    """``c`` where it is a network CIDR as a firewall rule reads it: an address with host bits under its prefix
+    (10.0.0.1/8) is refused, naming the network and the host it may have meant; it was accepted and read as the
+    whole network (cloud firewalls widen it so or refuse it at apply)."""
+    try:
+        ipaddress.ip_network(c, strict=False)
+    except ValueError:
+        raise ValueError(f"{c!r} is not a CIDR (write e.g. 10.0.0.0/8 or 203.0.113.7/32)") from None
+    try:
+        ipaddress.ip_network(c, strict=True)
+    except ValueError:
+        net, host = ipaddress.ip_network(c, strict=False), ipaddress.ip_interface(c).ip
+        raise ValueError(f"{c!r} has host bits set under its /{net.prefixlen}: write {net} for the whole network, "
+                         f"or {host}/{host.max_prefixlen} for that one host") from None
+    return c
+
+
+def check_ssh_key(v: str) -> str:
+    """``v`` where it is one line of an OpenSSH public key, ``TYPE BASE64 [comment]``, whose base64 decodes to the
+    key blob that begins with TYPE (RFC 4253 6.6: a length-prefixed string); it is written into cloud-init and
+    VM metadata. 'ssh-ed25519 AAAA' was accepted and failed only on the VM."""
+    import base64
+    import binascii
+
+    bad = ValueError("ssh_public_key must be one line of an OpenSSH public key: 'ssh-ed25519 AAAA... comment' "
+                     "(the line of your ~/.ssh/id_ed25519.pub)")
+    if len(v) > 16384 or not v.isprintable() or len(v.split()) not in (2, 3) \
+            or not re.match(r"^(ssh-|ecdsa-|sk-)[A-Za-z0-9@.-]+ [A-Za-z0-9+/=]+( [ -~]*)?\Z", v):
+        raise bad
+    kind, body = v.split()[:2]
+    try:
+        blob = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad from None
+    n = int.from_bytes(blob[:4], "big") if len(blob) >= 4 else -1
+    if n <= 0 or blob[4:4 + n] != kind.encode("ascii") or len(blob) <= 4 + n:
+        raise bad
+    return v

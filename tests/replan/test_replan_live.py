@@ -20,7 +20,7 @@ G2 = {"cloud": "gcp", "region": "us-central1", "instance_type": "g2-standard-4",
 AZ_UNIT = "toy-azure-eastus-standard-nv36ads-a10-v5-spot"
 NV36 = {"cloud": "azure", "region": "eastus", "instance_type": "Standard_NV36ads_A10_v5", "gpu": "A10", "gpu_count": 1,
         "gpu_memory_gb": 24, "vcpus": 36, "memory_gb": 440, "price_per_hour": 3.20, "spot_price_per_hour": 0.80}
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAItest user@host"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHetinfraTestKeyOnly user@host"
 
 
 def _deploy(run_cli, tmp_path, clouds: list[str], rows: list[dict], deploy: dict, rate_rps: float = 8):

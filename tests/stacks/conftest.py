@@ -149,6 +149,6 @@ def three_cloud_plan() -> dict:
                    spot=True, price=1.5),
         ],
         "deploy": {"port": 8000, "ingress_cidrs": ["10.0.0.0/8"], "ssh_cidrs": [], "runtime": "container",
-                   "vllm_version": "0.11.0", "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAItest user@host",
+                   "vllm_version": "0.11.0", "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHetinfraTestKeyOnly user@host",
                    "gcp_project": "demo-project", "stack": "prod", "disk_gb": 200, "autoscale": False},
     })

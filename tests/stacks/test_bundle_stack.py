@@ -43,7 +43,7 @@ def test_the_aws_group_boots_bundle_nodes(mocks, runtime, tmp_path):
 
 def _moved(cloud: str, region: str, itype: str) -> dict:
     """The split plan's bundle on another cloud's 8 x H200 (or H100) instance type."""
-    plan = split_plan("2P1D", ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAItest user@host")
+    plan = split_plan("2P1D", ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHetinfraTestKeyOnly user@host")
     a = plan["allocations"][0]
     a.update(cloud=cloud, region=region, instance_type=itype)
     a["unit"] = a["unit"].replace("aws|p5en.48xlarge", f"{cloud}|{itype}").replace("us-east-1", region)
