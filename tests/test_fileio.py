@@ -305,7 +305,7 @@ def test_property_a_staged_copy_of_out_is_out_as_it_was(tmp_path_factory, entrie
 @given(chain=st.integers(1, 3), relative=st.booleans(), end=st.sampled_from(["file", "nothing", "loop"]),
        text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
 def test_property_a_file_a_flag_names_is_written_through_its_links(tmp_path_factory, chain, relative, end, text):
-    """`profile-import --out p.csv` and `simulate --out D` where the file is a symbolic link (to a
+    """`profile-import --out p.csv` where the file is a symbolic link (to a
     profile shared with a team's specs) replaced the link by a file, the file it named keeping its old
     rows, silently; a link to nothing was replaced too. Now the file the links name is replaced, the
     links stay; a link to nothing or a loop is refused naming it. Without ``through_links`` (OUT's

@@ -42,8 +42,10 @@ def write_outputs(doc: dict, out_dir: Path) -> tuple[Path, Path]:
     js, svg = out_dir / "simulation.json", out_dir / "simulation.svg"
     try:
         texts = dumps_strict(doc, indent=2) + "\n", render_svg(doc)  # both made before either is written
-        # makes out_dir (and removes it again on a failure); a link there is written through (--out names it)
-        atomic_write_texts({js: texts[0], svg: texts[1]}, through_links=True)
+        # makes out_dir (and removes it again on a failure). A link there is replaced, never written through:
+        # --out names a folder (by default the plan's own), whose files are ours; a link planted in a plan
+        # folder (a cloned repository) had the simulation overwrite any file it named (review of round eight)
+        atomic_write_texts({js: texts[0], svg: texts[1]})
     except OSError as exc:
         raise InvalidInputError(f"cannot write the simulation into {out_dir}: {exc.strerror or exc}",
                                 hint="pass a folder you can write with --out") from None

@@ -123,3 +123,20 @@ def test_a_gpu_the_plan_marks_custom_simulates_and_unmarked_is_exit_2(example_pl
     # the simulator itself, called with a plan's dict: the engine reads a custom GPU only where marked
     with pytest.raises(InvalidInputError, match=r"plan unit .*: gpu 'T1' is not in hetinfra's GPU catalog"):
         simulate_plan(json.loads(Path(path).read_text()), load_spec(Path(spec))[0], Path(spec), WorkloadConfig(requests=100))
+
+
+def test_a_link_planted_in_the_plan_folder_is_replaced_never_written_through(chat_plan, tmp_path, run_cli):
+    """`simulate OUT` writes into OUT (--out's default): a symbolic link planted there as simulation.json (a
+    plan folder from a cloned repository) is replaced by the simulation, and the file it named is left as it
+    was; writing through it let a bare `simulate OUT` overwrite any file the user can write (review of
+    hostile inputs, round eight)."""
+    import shutil
+
+    out = shutil.copytree(chat_plan, tmp_path / "out")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (out / "simulation.json").symlink_to(victim)
+    code, _, err = run_cli("simulate", str(out), "--requests", "1500", "--replications", "1")
+    assert code == 0, err
+    assert victim.read_text() == "keep me\n"
+    assert not (out / "simulation.json").is_symlink() and '"models"' in (out / "simulation.json").read_text()
