@@ -21,7 +21,7 @@ from hetinfra.plan.plausible import plausibility_warnings
 from hetinfra.plan.origins import (class_problem, declares_origins, describe_key, flow_rated, fold, unknown_places,
                                    with_origins)
 from hetinfra.plan.purchase import demand_periods
-from hetinfra.plan.prune import prune_copies, prune_dominated, residency_kept
+from hetinfra.plan.prune import prune_copies, prune_dominated, resident_regions
 from hetinfra.plan.adapters import adapter_problem
 from hetinfra.plan.variants import raise_floors
 # moved out of this module; importers keep importing them from here
@@ -197,7 +197,7 @@ def candidates(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict[
         pool = list(all_units)
     else:
         pool = prune_copies(all_units, capped=set(inputs.caps), regional=inputs.spec.planning.locality > 0,
-                            keep=residency_kept(inputs.spec, all_units, running))
+                            keep=set(running), resident=resident_regions(inputs.spec))
     inputs.reuse["candidates"] = (key, all_units, pool)
     return pool
 
@@ -217,11 +217,12 @@ def prune_by_flows(inputs: PlanInputs, pool: list[TemplateUnit], *, regional: bo
     ``memo``: the name on the inputs' ``reuse`` of the pruning memo (one pruning per bucket): a pool
     whose buckets hold other units than the plan's (a single-GPU baseline's) keeps its own, so that
     neither evicts the other's."""
+    resident = resident_regions(inputs.spec)  # an adapter's residency regions keep their own base units
     if not declares_origins(inputs):
         return prune_dominated(pool, capped=set(inputs.caps), regional=regional, keep=keep,
-                               memo=inputs.reuse.setdefault(memo, {}))
+                               memo=inputs.reuse.setdefault(memo, {}), resident=resident)
     rated = flow_rated(inputs, pool, to_problem(inputs, pool))
-    kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep)
+    kept = prune_dominated(rated, capped=set(inputs.caps), regional=True, keep=keep, resident=resident)
     by_id = {u.id: u for u in pool}
     return [by_id[u.id] for u in kept]
 
@@ -234,8 +235,7 @@ def _solve_pool(inputs: PlanInputs, pool: list[TemplateUnit], running: dict[str,
     from hetinfra.solver.solve import solve
 
     settings = inputs.spec.planning
-    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0,
-                               keep=residency_kept(inputs.spec, pool, running))
+    unit_list = prune_by_flows(inputs, pool, regional=settings.locality > 0, keep=set(running))
     problem = to_problem(inputs, unit_list, running)
     if overrides:
         problem = problem.replace(**overrides)
