@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "env_path", "home_dir", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "env_path", "home_dir", "path_problem"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -53,18 +53,22 @@ def _clipped(value: str) -> str:
 
 #: what ``HETINFRA_CACHE_DIR`` holds to switch the template cache off (docs/reference/cli.md): no folder
 CACHE_OFF = ("off", "0", "none")
-#: the variables that name a folder hetinfra keeps data under (a home, a cache): absolute, as the XDG
-#: base directory rules say of theirs. A relative one named another folder in every directory a command
-#: ran from (a price store and template cache per working directory, a Hugging Face cache not found)
-ROOT_VARS = frozenset({"HOME", "XDG_CACHE_HOME", "HETINFRA_CACHE_DIR", "HF_HOME", "HF_HUB_CACHE",
-                       "HUGGINGFACE_HUB_CACHE", "SKY_RUNTIME_DIR"})
+#: the variables that must be absolute paths: HOME (``~`` is HOME itself, and a relative home names another
+#: one in every directory a command runs from; HOME='~' was a RuntimeError traceback)
+ROOT_VARS = frozenset({"HOME"})
+#: the XDG base directory variables hetinfra reads: the XDG rules say a relative value "should be considered
+#: invalid and ignored", so it is (the default under HOME applies). Refusing it (round eight) stopped every
+#: `plan` of a CI job that set XDG_CACHE_HOME=.cache. The other folder variables (HETINFRA_CACHE_DIR, the
+#: Hugging Face cache's, SKY_RUNTIME_DIR) are taken as given, relative to the working directory, as
+#: huggingface_hub and SkyPilot read theirs
+XDG_VARS = frozenset({"XDG_CACHE_HOME"})
 
 
 def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
-    """``$var`` as a path (``~`` expanded), None when unset or blank, or an InvalidInputError (exit 2)
-    naming the variable where :func:`path_problem` finds one, where a ``~`` cannot be expanded, or
-    where a variable of :data:`ROOT_VARS` is not an absolute path. ``env``: the environment to read
-    (default ``os.environ``)."""
+    """``$var`` as a path (``~`` expanded), None when unset or blank (or, for :data:`XDG_VARS`, relative),
+    or an InvalidInputError (exit 2) naming the variable where :func:`path_problem` finds one, where a
+    ``~`` cannot be expanded, or where a variable of :data:`ROOT_VARS` is not an absolute path. ``env``:
+    the environment to read (default ``os.environ``)."""
     value = (os.environ if env is None else env).get(var, "")
     if not value.strip():
         return None
@@ -75,7 +79,7 @@ def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
         problem = "is not an absolute path (it would name another folder in every directory a command runs from)"
     if problem:
         raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}", hint=hint)
-    return path
+    return None if var in XDG_VARS and not path.is_absolute() else path
 
 
 def _expanded(var: str, value: str, env: Mapping[str, str] | None, hint: str) -> Path:

@@ -112,8 +112,6 @@ EIGHT = {
         lambda w, d: None, ["estimate", "--model", "org/x", "--gpu", "H100", "--input", "10", "--output", "10",
                             "--ttft-ms", "1000", "--tpot-ms", "100"], {"HF_HUB_CACHE": "~nosuchuserzz/hub"},
         _refused("HF_HUB_CACHE=")),
-    "HETINFRA_CACHE_DIR=cache (relative): feeds list": (
-        lambda w, d: None, ["feeds", "list"], {"HETINFRA_CACHE_DIR": "cache"}, _refused("HETINFRA_CACHE_DIR=", "absolute")),
     "profiles.csv: one cell at 4 and at 40 req/s": (
         lambda w, d: _custom(d, (4, "p99", "0.12.0"), (40, "p99", "0.12.0")), ["plan", "service.yaml", *PLAN], {},
         _refused("profiles.csv:3", "profiles.csv:2")),
