@@ -215,10 +215,11 @@ def _caps(infra, snap: OfferSnapshot, allowed: _AllowedOffers, at_,
 
 
 def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _AllowedOffers, at_) -> None:
-    """The regions the spec names outside ``infrastructure`` and the caps, checked against the offers
-    as those are (a mistyped one is exit 2 at its line with a did-you-mean): an adapter's residency
-    ``regions`` (``us-east1`` left the adapter no unit: exit 3, "no plan satisfies all constraints")
-    and each ``deploy.network_cidrs`` key (a mistyped fleet kept its derived network, silently)."""
+    """The regions the spec names outside ``infrastructure`` and the caps (a mistyped one is exit 2 at its
+    line with a did-you-mean): an adapter's residency ``regions``, against the allowed offers as they are
+    (``us-east1`` left the adapter no unit: exit 3, "no plan satisfies all constraints"), and each
+    ``deploy.network_cidrs`` key, against the regions of its cloud this run's offers or the embedded
+    snapshot know (a mistyped fleet kept its derived network, silently)."""
     for i, a in enumerate(spec.adapters or ()):
         for j, region in enumerate(a.regions or ()):
             if region not in allowed.regions:
@@ -229,6 +230,13 @@ def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _Allowe
         by_cloud.setdefault(o.cloud, set()).add(o.region)
     for key in spec.deploy.network_cidrs:
         cloud, _, region = key.partition("/")
+        if region in by_cloud.get(cloud, ()):
+            continue
+        # a region the offers of this run lack (a negotiated --feeds file of one region, a live feed missing
+        # one) is still a region of its cloud: its network is kept for when a fleet runs there, never refused
+        # (a reviewer's finding: a pinned aws/us-west-2 was exit 2 under a one-region --feeds file)
+        for o in load_embedded_snapshot().offers:
+            by_cloud.setdefault(o.cloud, set()).add(o.region)
         if region not in by_cloud.get(cloud, ()):
             raise InvalidInputError(f"{at_('deploy', 'network_cidrs', key)}: deploy.network_cidrs: no {cloud} offer in "
                                     f"region '{region}' (key {key!r}); "

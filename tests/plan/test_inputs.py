@@ -185,3 +185,29 @@ def test_fleet_networks_that_overlap_are_refused_at_spec_load(tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(InvalidInputError, match=r"deploy\.network_cidrs: .*10\.50\.0\.0/16 and .*10\.50\.16\.0/20 overlap"):
         load_spec(path)
+
+
+def test_a_fleet_network_of_a_region_this_runs_offers_lack_is_kept_not_refused(tmp_path):
+    """A network key is a region of its cloud wherever this run's offers come from: under a one-region
+    offers file (a negotiated price list) a pinned aws/us-west-2 network was exit 2 "no aws offer in region
+    'us-west-2' ... did you mean 'us-east-1'?" (a reviewer's finding on round eight). A region no catalog
+    knows is still refused."""
+    import yaml
+
+    from hetinfra.price_feeds.offers import load_offers_file
+
+    rows = (CHAT.parents[1] / "price_feeds" / "data" / "offers_snapshot.csv").read_text().splitlines()
+    one = [rows[0]] + [r for r in rows[1:] if r.startswith("aws,us-east-1,") and ",L40S,1," in r][:1]
+    (tmp_path / "offers.csv").write_text("\n".join(one) + "\n")
+    snapshot = load_offers_file(tmp_path / "offers.csv")  # as `plan --feeds offers.csv` reads it: these offers only
+    doc = yaml.safe_load(CHAT.read_text())
+    for key, ok in (("aws/us-west-2", True), ("aws/us-wset-2", False)):
+        doc["deploy"] = {"network_cidrs": {"aws/us-east-1": "10.50.0.0/16", key: "10.60.0.0/16"}}
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        spec, _, locate = load_spec(path)
+        if ok:
+            assert key in resolve(spec, path, path.read_text(), snapshot, locate=locate).spec.deploy.network_cidrs
+        else:
+            with pytest.raises(InvalidInputError, match=r"no aws offer in region 'us-wset-2'.*us-west-2"):
+                resolve(spec, path, path.read_text(), snapshot, locate=locate)
