@@ -17,6 +17,7 @@ folders: hetinfra.outdir).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -270,8 +271,9 @@ def written_through(path: Path) -> Path:
     try:
         return Path(os.path.realpath(path, strict=True))
     except OSError as exc:
-        raise InvalidInputError(f"cannot write {path}: it is a symbolic link ({os.readlink(path)}) to "
-                                f"{'nothing' if isinstance(exc, FileNotFoundError) else exc.strerror or exc}",
+        what = "to nothing" if isinstance(exc, FileNotFoundError) else \
+            "in a loop" if exc.errno == errno.ELOOP else f"that cannot be followed ({exc.strerror or exc})"
+        raise InvalidInputError(f"cannot write {path}: it is a symbolic link ({os.readlink(path)}) {what}",
                                 hint="remove the link, or make the file it names") from None
 
 
@@ -284,7 +286,7 @@ def atomic_write_texts(files: dict[Path, str], *, through_links: bool = False) -
     regular file (a FIFO, a device, a socket, a folder) refuses them all first, not replaced:
     `profile-import --out /dev/full` had replaced the device node with a file.
 
-    ``through_links`` (a file a flag names: `profile --out`, `simulate --out`): a path that is a
+    ``through_links`` (a file a flag names: `profile --out`; not a folder's files, `simulate --out D`): a path that is a
     symbolic link is written through (:func:`written_through`): the link was replaced by a file, and
     the file it named, a profile shared with a team's specs, kept its old rows, silently. Off inside
     OUT's staged copy, where writing through a link would write outside OUT before the swap."""
