@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "env_path", "home_dir", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "cache_dir_var", "env_path", "home_dir", "path_problem"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -80,6 +80,14 @@ def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
     if problem:
         raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}", hint=hint)
     return None if var in XDG_VARS and not path.is_absolute() else path
+
+
+def cache_dir_var() -> Path | None:
+    """``$HETINFRA_CACHE_DIR`` as a folder (:func:`env_path`), None where it is unset, blank or one of the
+    words that switch the template cache off (:data:`CACHE_OFF`): the template cache and the price store
+    read it through this one rule (the store kept a folder named ``off`` in the working directory)."""
+    value = os.environ.get("HETINFRA_CACHE_DIR", "")
+    return None if value.strip().lower() in CACHE_OFF else env_path("HETINFRA_CACHE_DIR")
 
 
 def _expanded(var: str, value: str, env: Mapping[str, str] | None, hint: str) -> Path:

@@ -35,10 +35,9 @@ def default_cache_dir() -> Path:
     """$HETINFRA_CACHE_DIR, else ~/.cache/hetinfra/feeds (each checked: hetinfra.envpaths). A value that
     switches the template cache off (``off``) names no folder: the store keeps its default (it was a
     folder ``off`` in whatever directory a command ran from)."""
-    from hetinfra.envpaths import CACHE_OFF, env_path, home_dir
+    from hetinfra.envpaths import cache_dir_var, home_dir
 
-    off = os.environ.get("HETINFRA_CACHE_DIR", "").strip().lower() in CACHE_OFF
-    return (None if off else env_path("HETINFRA_CACHE_DIR")) or home_dir() / ".cache" / "hetinfra" / "feeds"
+    return cache_dir_var() or home_dir() / ".cache" / "hetinfra" / "feeds"
 
 
 def default_skypilot_catalog() -> str:

@@ -49,6 +49,12 @@ class SolveResult:
     holds: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
+    def leaves_unmet(self) -> bool:
+        """Whether the plan leaves any demand unserved (``unmet``, planning.allow_unmet): the one test of the
+        baselines' savings, the over-provisioning's wording and the serves-nothing warning."""
+        return any(rps > 1e-9 for rps in self.unmet.values())
+
+    @property
     def feasible(self) -> bool:
         return self.status in ("optimal", "node_limit", "time_limit")
 

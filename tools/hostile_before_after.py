@@ -326,6 +326,21 @@ def both(fn):
     return res
 
 
+def run_table(family: str, cases: list) -> None:
+    """Each of ``cases`` ((name, fn(who))) run on both installs (:func:`both`), printed as it goes, saved as
+    $HOSTILE_DIR/table.json, and the handled counts printed: the later rounds' tools (seven, eight)."""
+    shutil.rmtree(ROOT, ignore_errors=True)
+    rows = []
+    for name, fn in cases:
+        res = both(fn)
+        rows.append((family, name, res))
+        print(name, "|", res["main"][:2], "|", res["w36"][:2], flush=True)
+    ROOT.mkdir(parents=True, exist_ok=True)
+    json.dump(rows, open(ROOT / "table.json", "w"), indent=1, default=str)
+    print(f"handled: before {sum(bool(r['main'][2]) for _, _, r in rows)} of {len(rows)}, "
+          f"after {sum(bool(r['w36'][2]) for _, _, r in rows)}")
+
+
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     rows = []

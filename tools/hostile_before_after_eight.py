@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_before_after import BINS, CHAT, REPO, ROOT, both, first_error, run  # noqa: E402
+from hostile_before_after import BINS, CHAT, REPO, ROOT, first_error, run, run_table  # noqa: E402
 
 CUSTOM = REPO / "services/custom-gpu"
 PLAN = ["--no-verify", "--no-baselines"]
@@ -218,7 +218,6 @@ def _unset_run(who, args, d, env, handled):
 
 
 def main():
-    shutil.rmtree(ROOT, ignore_errors=True)
     cases = [(n, lambda w, n=n: eight_case(w, n)) for n in EIGHT]
     cases += [(f"demand log: {fn.__doc__}", lambda w, f=fn: demand_case(w, f)) for fn in (underscored, arabic_digits)]
     prices = ["prices", "--gpu", "H100", "--limit", "1"]
@@ -228,15 +227,7 @@ def main():
         ("COLUMNS=\u00b2 (a superscript two): prices on a terminal", prices, {"COLUMNS": "\u00b2"}, "p5.48xlarge"),
         ("LINES=\u00b2: plan chat.yaml on a terminal", ["plan", str(REPO / "services/chat.yaml"), *PLAN],
          {"LINES": "\u00b2"}, "chat-8b"))]
-    rows = []
-    for name, fn in cases:
-        res = both(fn)
-        rows.append(("round eight", name, res))
-        print(name, "|", res["main"][:2], "|", res["w36"][:2], flush=True)
-    ROOT.mkdir(parents=True, exist_ok=True)
-    json.dump(rows, open(ROOT / "table.json", "w"), indent=1, default=str)
-    print(f"handled: before {sum(bool(r['main'][2]) for _, _, r in rows)} of {len(rows)}, "
-          f"after {sum(bool(r['w36'][2]) for _, _, r in rows)}")
+    run_table("round eight", cases)
 
 
 if __name__ == "__main__":

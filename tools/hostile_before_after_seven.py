@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_before_after import BINS, CHAT, REPO, ROOT, bench_doc, both, first_error, run  # noqa: E402
+from hostile_before_after import BINS, CHAT, REPO, ROOT, bench_doc, first_error, run, run_table  # noqa: E402
 
 def _planned_out(who, d):
     run(who, ["plan", str(REPO / "services/chat.yaml"), "--out", "o", "--no-verify", "--no-baselines"], d)
@@ -160,7 +160,6 @@ def seven_case(who, name):
 
 
 def main():
-    shutil.rmtree(ROOT, ignore_errors=True)
     cases = [(n, lambda w, n=n: seven_case(w, n)) for n in SEVEN]
     cases += [(name, lambda w, m=model, g=gpu: import_case(w, m, g)) for name, model, gpu in (
         ("profile-import of a model_id holding a carriage return", "m\rx", "L4"),
@@ -170,15 +169,7 @@ def main():
          "/dev/full"),
         ("prices --gpu H100 > /dev/full", ["prices", "--gpu", "H100"], "/dev/full"),
         ("--version >&- (stdout closed)", ["--version"], "closed"))]
-    rows = []
-    for name, fn in cases:
-        res = both(fn)
-        rows.append(("round seven", name, res))
-        print(name, "|", res["main"][:2], "|", res["w36"][:2], flush=True)
-    ROOT.mkdir(parents=True, exist_ok=True)
-    json.dump(rows, open(ROOT / "table.json", "w"), indent=1, default=str)
-    print(f"handled: before {sum(bool(r['main'][2]) for _, _, r in rows)} of {len(rows)}, "
-          f"after {sum(bool(r['w36'][2]) for _, _, r in rows)}")
+    run_table("round seven", cases)
 
 
 if __name__ == "__main__":

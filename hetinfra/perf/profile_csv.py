@@ -24,9 +24,6 @@ def format_number(v: float) -> str:
     return "0" if s in ("-0", "") else s
 
 
-_row_key = cell_key  # the cell a row measures: a new row replaces an old one of it
-
-
 def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -53,8 +50,8 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
     if path.exists() and path.is_dir():
         raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
     if merge and path.exists():
-        new = {_row_key(r) for r in rows}
-        rows = [r for r in load_profiles(path) if _row_key(r) not in new] + rows
+        new = {cell_key(r) for r in rows}  # the cell a row measures: a new row replaces an old one of it
+        rows = [r for r in load_profiles(path) if cell_key(r) not in new] + rows
     _loads_back(rows)
     atomic_write_text(path, render_profile_csv(rows), through_links=True)  # --out names it
     return rows

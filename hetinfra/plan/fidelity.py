@@ -55,7 +55,7 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
         cost_before_usd_per_hour=v.history[0]["cost_usd_per_hour"], cost_after_usd_per_hour=cost_after,
         over_provisioning=OverProvisioning(ratio=min(v.sustained.values()) if v.sustained else None,
                                            by_model=v.sustained, definition=OVER_PROVISIONING_DEFINITION
-                                           + (UNSERVED_CLAUSE if any(r > 1e-9 for r in v.pr.result.unmet.values())
+                                           + (UNSERVED_CLAUSE if v.pr.result.leaves_unmet
                                               else "")),
         trim=Trim(removed=v.trimmed, checked_removals=v.checked_removals, put_back=v.put_back),
         derate={m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},

@@ -157,7 +157,7 @@ def _baselines(pr: PlanResult, cost: float) -> list[Baseline]:
     out = []
     # a baseline serves all the demand: beside a plan that leaves some unserved (planning.allow_unmet)
     # its $/h less the plan's is no saving (a held-out spec: "saves 88.2%" serving 12% of the demand)
-    like_for_like = not any(v > 1e-9 for v in pr.result.unmet.values())
+    like_for_like = not pr.result.leaves_unmet
     for b in pr.baselines:
         fields = {"gpu": b.gpu, "feasible": b.feasible}
         if b.feasible:

@@ -176,7 +176,7 @@ def solve_units(inputs: PlanInputs, all_units: list[TemplateUnit], running: dict
     gpus = sum(units[u].gpus * c for u, c in result.n.items())
     if gpus > WARN_GPUS:
         warnings.append(f"this plan needs {gpus:,} GPUs; is rate_rps right?")
-    warnings += plausibility_warnings(inputs, gpus, sum(result.unmet.values()))
+    warnings += plausibility_warnings(inputs, gpus, result.leaves_unmet)
     pr = PlanResult(inputs, units, problem, result, [], template_cache, all_units, dict(running),
                     dict(derate or {}), warnings)
     if with_baselines:

@@ -76,19 +76,19 @@ def _unmatched(row, served, counts: dict[str, set[int]], settings) -> str | None
             "GPUs: tp a power of two dividing them and the attention heads, pp up to the layers)")
 
 
-def serves_nothing(inputs, gpus: int, unmet_rps: float = 0.0) -> list[str]:
+def serves_nothing(inputs, gpus: int, leaves_unmet: bool = False) -> list[str]:
     """A warning when the plan has no GPU although the spec declares demand, unless the plan left that
-    demand unserved on purpose (``unmet_rps``, under planning.allow_unmet: its own warning,
-    hetinfra.plan.plan_warnings.unmet_warnings, names the cause; this one blamed a rounded rate)."""
+    demand unserved on purpose (``leaves_unmet``, SolveResult.leaves_unmet under planning.allow_unmet: its
+    own warning, hetinfra.plan.plan_warnings.unmet_warnings, names the cause; this one blamed a rounded rate)."""
     demand = sum(c.rate_rps for m in inputs.models for c in m.classes)
-    if gpus > 0 or demand <= 0 or unmet_rps > 0:
+    if gpus > 0 or demand <= 0 or leaves_unmet:
         return []
     return [f"this plan serves nothing: 0 GPUs for {demand:.3g} req/s of declared demand; check rate_rps and the "
             "profile rates (a rate the solver rounds to no capacity)"]
 
 
-def plausibility_warnings(inputs, gpus: int, unmet_rps: float = 0.0) -> list[str]:
-    """Every plausibility warning of a solved plan (the one call point); ``unmet_rps``: the demand it
-    leaves unserved (planning.allow_unmet)."""
+def plausibility_warnings(inputs, gpus: int, leaves_unmet: bool = False) -> list[str]:
+    """Every plausibility warning of a solved plan (the one call point); ``leaves_unmet``: whether it leaves
+    demand unserved (planning.allow_unmet)."""
     return (unmatched_profile_rows(inputs) + implausible_profile_rows(inputs)
-            + serves_nothing(inputs, gpus, unmet_rps))
+            + serves_nothing(inputs, gpus, leaves_unmet))

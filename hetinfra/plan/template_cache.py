@@ -45,11 +45,10 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(hetinfra[\w.]*)[ \t]+import[ \t]+(.*
 def default_dir() -> Path | None:
     """$HETINFRA_CACHE_DIR (off, 0, none or empty: no cache), else $XDG_CACHE_HOME/hetinfra or
     ~/.cache/hetinfra; each variable checked as a path (hetinfra.envpaths)."""
-    from hetinfra.envpaths import CACHE_OFF, env_path, home_dir
+    from hetinfra.envpaths import cache_dir_var, env_path, home_dir
 
-    env = os.environ.get("HETINFRA_CACHE_DIR")
-    if env is not None:
-        return None if env.strip().lower() in ("", *CACHE_OFF) else env_path("HETINFRA_CACHE_DIR")
+    if "HETINFRA_CACHE_DIR" in os.environ:  # set, even blank: it decides (blank or an off word: no cache)
+        return cache_dir_var()
     return (env_path("XDG_CACHE_HOME") or home_dir() / ".cache") / "hetinfra"
 
 
