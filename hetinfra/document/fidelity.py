@@ -240,7 +240,9 @@ class Trim(Doc):
 
     removed: list[dict[str, Any]] = Field(description="Removals the trim kept.")
     checked_removals: StrictInt = Field(description="Removals simulated.")
-    put_back: list[dict[str, Any]] = Field(description="Removals put back after missing on the confirm seeds.")
+    put_back: list[dict[str, Any]] = Field(description="The final plan's trim removals put back after missing on the "
+                                                       "confirm seeds (the last confirmation's; a plan a veto "
+                                                       "replaced keeps its own).")
 
     def replicas_by_unit(self, removals: list[dict[str, Any]]) -> dict[str, int]:
         """Replicas per unit of ``removals`` (this trim's ``removed`` or ``put_back``: a whole unit's

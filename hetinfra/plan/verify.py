@@ -104,7 +104,9 @@ class Verification:
     round_by_model: dict[str, int] = field(default_factory=dict)
     #: the final plan judged on the "confirm" seeds, which no decision saw (hetinfra.plan.confirm)
     confirmation: dict = field(default_factory=dict)
-    #: the trim's removals put back because the confirmation did not hold without them
+    #: the final plan's trim removals put back because the confirmation did not hold without them (the last
+    #: confirmation's, as ``trimmed`` is the last trim's: a vetoed plan's put-backs are not this plan's, and
+    #: its units may be gone from it)
     put_back: list[dict] = field(default_factory=list)
     #: replications simulated per purpose ("decide", "confirm")
     replications: dict[str, int] = field(default_factory=dict)
@@ -258,7 +260,7 @@ def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, bud
     if progress is not None:
         progress.stage("confirmation")
     out.pr, out.sim, out.confirmation, put_back, steps = confirmed(out.pr, out.sim, steps, decide, confirm)
-    out.put_back += put_back
+    out.put_back = put_back
     out.trimmed = [removal for removal, _before in steps]
     return bool(put_back)
 

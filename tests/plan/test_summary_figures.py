@@ -71,10 +71,12 @@ def test_a_removal_put_back_was_trimmed_first():
     assert "1 replica(s) trimmed, 1 put back as the confirmation missed without them, so 0 stay trimmed" in line
 
 
-def test_a_real_put_back_reads_as_trimmed_and_put_back(shared_plan):
-    plan = _shared(shared_plan, ROOT / "benchmarks/specs/capped-trio.yaml")
+def test_a_real_put_back_reads_as_trimmed_and_put_back(example_plans):
+    """services/committed.yaml's plan: its confirmation puts a trim removal back, with no veto after it
+    (a vetoed plan's put-backs are not the final plan's: tests/plan/test_verify.py)."""
+    plan = Plan.parse(example_plans["committed"][1])
     kept, back = len(plan.fidelity.trim.removed), len(plan.fidelity.trim.put_back)
-    assert back, "capped-trio no longer puts a removal back: pick another spec"
+    assert back, "committed no longer puts a removal back: pick another spec"
     line = next(x for x in promise_lines(plan) if x.startswith("verification:"))
     assert f"{kept + back} replica(s) trimmed, {back} put back" in line and f"so {kept} stay trimmed" in line
 

@@ -237,3 +237,32 @@ def test_a_class_a_unit_served_alone_goes_to_the_units_that_can_serve_it():
                                  ("big", "m", "y"): 1.5, ("mid", "m", "y"): 1.5}  # 1 x 4 and 2 x 2: halves
     none_can = SolveResult("optimal", n={"small": 1, "xonly": 1}, flow={("small", "m", "y"): 3.0, ("xonly", "m", "x"): 2.0})
     assert _drop_replica(PlanResult(None, {}, problem, none_can, []), "small") is None  # no other unit serves y
+
+
+def test_the_trim_record_is_the_final_plans_not_a_vetoed_ones(tmp_path, run_cli, monkeypatch):
+    """benchmarks/specs/capped-trio.yaml: a confirmation before its last puts a removal back, still misses,
+    and vetoes the plan; the rounds resume and the final plan's own trim puts nothing back. plan.json's
+    fidelity.trim.put_back is the last confirmation's (as trim.removed is the last trim's), so the
+    summary no longer reads "1 replica(s) trimmed, 1 put back" of a plan that was replaced (a held-out
+    spec's record named a put-back unit its final plan does not have)."""
+    from hetinfra.plan import confirm
+
+    attempts: list[list[str]] = []
+    real = confirm.confirmed
+
+    def recorded(*args, **kw):
+        res = real(*args, **kw)
+        attempts.append([r["unit"] for r in res[3]])
+        return res
+
+    monkeypatch.setattr(confirm, "confirmed", recorded)
+    out = tmp_path / "out"
+    code, _stdout, err = run_cli("plan", str(REPO / "benchmarks/specs/capped-trio.yaml"), "--out", str(out),
+                                 "--no-baselines")
+    assert code == 0, err
+    fid = json.loads((out / "plan.json").read_text())["fidelity"]
+    assert any(attempts[:-1]), f"capped-trio no longer puts back before a veto: {attempts}"
+    assert fid["confirmation"]["vetoes"]
+    assert [r["unit"] for r in fid["trim"]["put_back"]] == attempts[-1]
+    units = {a["unit"] for a in json.loads((out / "plan.json").read_text())["allocations"]}
+    assert all(r["unit"] in units for r in fid["trim"]["put_back"])
