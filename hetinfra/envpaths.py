@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "cache_dir_var", "env_path", "home_dir", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "cache_dir_var", "env_path", "home_dir", "homeless", "path_problem"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -104,6 +104,21 @@ def _expanded(var: str, value: str, env: Mapping[str, str] | None, hint: str) ->
             raise InvalidInputError(f"{var}={_clipped(value)!r}: {head[1:]!r} is no user of this machine, so "
                                     f"{head} names no folder", hint=hint)
     return base / rest if rest else base
+
+
+def homeless(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this user has no home at all: HOME unset and no password database entry (a container
+    run as an arbitrary uid, as OpenShift and ``docker run -u 12345`` do). What only speeds a command
+    up (the template cache) is then skipped, not refused; what must be stored (the price store, Pulumi's
+    state) still asks for HOME (:func:`home_dir`). A HOME that is set but wrong is never homeless: it is
+    refused where it is read."""
+    if "HOME" in (os.environ if env is None else env):
+        return False
+    try:
+        pwd.getpwuid(os.getuid())
+    except (KeyError, OSError):
+        return True
+    return False
 
 
 def home_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -44,12 +44,17 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(hetinfra[\w.]*)[ \t]+import[ \t]+(.*
 
 def default_dir() -> Path | None:
     """$HETINFRA_CACHE_DIR (off, 0, none or empty: no cache), else $XDG_CACHE_HOME/hetinfra or
-    ~/.cache/hetinfra; each variable checked as a path (hetinfra.envpaths)."""
-    from hetinfra.envpaths import cache_dir_var, env_path, home_dir
+    ~/.cache/hetinfra; each variable checked as a path (hetinfra.envpaths). A user with no home at all
+    (:func:`hetinfra.envpaths.homeless`) plans without the cache: it only saves time, and `plan` stopped
+    on "HOME is not set" in a container run as an arbitrary uid."""
+    from hetinfra.envpaths import cache_dir_var, env_path, home_dir, homeless
 
     if "HETINFRA_CACHE_DIR" in os.environ:  # set, even blank: it decides (blank or an off word: no cache)
         return cache_dir_var()
-    return (env_path("XDG_CACHE_HOME") or home_dir() / ".cache") / "hetinfra"
+    xdg = env_path("XDG_CACHE_HOME")
+    if xdg is None and homeless():
+        return None
+    return (xdg or home_dir() / ".cache") / "hetinfra"
 
 
 def module_file(module: str, package: Path) -> Path | None:

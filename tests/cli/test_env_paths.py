@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from hetinfra.cli.app import cli
 from hetinfra.errors import InvalidInputError
 
+REPO = Path(__file__).resolve().parents[2]
+
 pytestmark = pytest.mark.xdist_group("env_paths")
 
 CATALOG = "tests/tools/data/catalog-v8"
@@ -145,3 +147,33 @@ def test_a_user_without_home_is_told_to_set_it(monkeypatch):
     monkeypatch.setattr(pwd, "getpwuid", no_entry)
     with pytest.raises(InvalidInputError, match="HOME is not set and the password database has no user"):
         default_cache_dir()
+
+
+@pytest.mark.parametrize("xdg", [None, "relative/cache"])
+def test_a_user_without_home_plans_without_the_template_cache(tmp_path, monkeypatch, run_cli, xdg):
+    """No HOME and no password database entry: `plan` stopped on "HOME is not set" though the template
+    cache it wanted the home for only saves time; it now plans without it (a relative XDG_CACHE_HOME is
+    ignored, as the XDG rules say). A HOME set to a wrong value is still refused."""
+    import pwd
+
+    from hetinfra.envpaths import homeless
+    from hetinfra.plan.template_cache import default_dir
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME")
+    monkeypatch.delenv("HETINFRA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    if xdg:
+        monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    assert homeless() and default_dir() is None
+    code, stdout, err = run_cli("plan", str(REPO / "services/chat.yaml"), "--out", str(tmp_path / "out"),
+                                "--no-verify")
+    assert code == 0, err
+    assert (tmp_path / "out" / "plan.json").is_file()
+    monkeypatch.setenv("HOME", "relative/home")
+    assert not homeless()
+    with pytest.raises(InvalidInputError, match="HOME"):
+        default_dir()
