@@ -52,8 +52,8 @@ from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
-from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, burst_pressed, bursty,
-                                       thrashing, thrashing_first, under_pressure)
+from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR,
+                                       burst_pressed, bursty, most_pressed, thrashing, thrashing_first, under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
                                     only, screened, seeds_union)
@@ -91,8 +91,8 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses a statistic by more than {CLIFF_JUMP:g}x "
           "that statistic's bound (a cliff that close to its promise)")
 #: the method's words where planning.verify.burst_cv > 1 (hetinfra.plan.kv_pressure.burst_pressed); none for Poisson
-BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press every model (up to {MAX_PRESSED} runs "
-          f"at the plan's longest, {PRESSED_CONFIDENCE:.0%})")
+BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press every model (up to {MAX_BURST_PRESSED} "
+          f"runs at the plan's longest, {PRESSED_CONFIDENCE:.0%})")
 
 
 def method(burst_cv: float) -> str:
@@ -115,7 +115,7 @@ class Replicated:
         from hetinfra.sim.replications import seeds_for
 
         #: replications one judgement may run, and the size of a block of seeds (:meth:`fresh`)
-        self.most = MAX_PRESSED if pressed else MAX
+        self.most = most_pressed(config.burst_cv) if pressed else MAX
         self.seeds = seeds_for(int(config.seed), purpose, self.most)
         # only an early judge's screening run reads batch means (verdicts.clearly_in): the other runs, the
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
