@@ -215,7 +215,8 @@ class Replications(Doc):
     base_seed: StrictInt = Field(description="planning.verify.seed: the decide and confirm seeds derive from it.")
     start: StrictInt = Field(description="Replications per judgement after the one-seed screen.")
     step: StrictInt = Field(description="Replications added at a time while a model is undecided.")
-    max_replications: StrictInt = Field(description="The most replications of one judgement.")
+    max_replications: StrictInt = Field(description="The most replications of one judgement (the confirmation's "
+                                                    "for a pressed model: 13, or 26 under bursty arrivals).")
     decide_requests: Optional[StrictInt] = Field(None, description="Requests per model and replication of the search "
                                                                    "(fidelity.requests: the confirmation's).")
     decide_seeds: list[StrictInt] = Field(description="Seeds of the final plan's judgement by the search.")

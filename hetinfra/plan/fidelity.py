@@ -62,7 +62,7 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
         derate_by_template={t: round(f, 6) for t, f in sorted(v.pr.derate.items()) if t in templates},
         models=[_model_fidelity(m) for m in v.sim["models"]], history=v.history,
         round_by_model=dict(sorted(v.round_by_model.items())),
-        replications=_replications(v, settings.seed), confirmation=_confirmation(v),
+        replications=_replications(v, settings.seed, settings.burst_cv), confirmation=_confirmation(v),
         **({"safety_stop": True} if v.stopped else {}))
 
 
@@ -166,14 +166,16 @@ def _judgement(m: dict) -> dict:
             **({"confidence": level} if level is not None and level != CONFIDENCE else {})}
 
 
-def _replications(v: Verification, seed: int) -> Replications:
-    """fidelity.replications: how every decision and the confirmation were judged."""
+def _replications(v: Verification, seed: int, burst_cv: float) -> Replications:
+    """fidelity.replications: how every decision and the confirmation were judged (at ``burst_cv``)."""
     from hetinfra.plan import replicated
+    from hetinfra.plan.kv_pressure import most_pressed
     from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
 
-    return Replications(method=replicated.METHOD, confidence=CONFIDENCE, confirm_confidence=CONFIRM_CONFIDENCE,
+    return Replications(method=replicated.method(burst_cv), confidence=CONFIDENCE,
+                        confirm_confidence=CONFIRM_CONFIDENCE,
                         base_seed=seed,
-                        start=replicated.START, step=replicated.STEP, max_replications=replicated.MAX_PRESSED,
+                        start=replicated.START, step=replicated.STEP, max_replications=most_pressed(burst_cv),
                         decide_requests=v.decide_requests or v.requests, decide_seeds=list(v.sim.get("seeds") or ()),
                         confirm_seeds=list(v.confirmation.get("seeds") or ()), simulated=dict(v.replications))
 

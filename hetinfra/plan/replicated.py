@@ -24,7 +24,8 @@ plan, seeds no decision saw):
    The confirmation also keeps running a model that meets while its plan is under pressure (a
    KV cache at least KV_NEAR full, or preempting, or a replica's running batch at SEATS_NEAR of its
    max_num_seqs, in a replication of either judge: ``pressure``; or an objective with an attainment
-   target, whose misses come with a run's bursts: hetinfra.plan.kv_pressure.attainment_pressed),
+   target, or arrivals burstier than Poisson, whose misses come with a run's rare burst:
+   hetinfra.plan.kv_pressure.burst_pressed),
    up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
    heavy upper tail, which a normal bound at CONFIDENCE underrates);
 4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
@@ -51,13 +52,13 @@ from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
-from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR, attainment_pressed, thrashing,
-                                       thrashing_first, under_pressure)
+from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR,
+                                       burst_pressed, bursty, most_pressed, thrashing, thrashing_first, under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
                                     only, screened, seeds_union)
 
-__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD"]
+__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD", "method"]
 
 #: replications per judgement: START at first (the screening seed among them), STEP more at a time
 #: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
@@ -89,6 +90,16 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"over its runs passes the stability rule's limit, and is run again on its first {CLIFF_SEEDS} seeds at "
           f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses a statistic by more than {CLIFF_JUMP:g}x "
           "that statistic's bound (a cliff that close to its promise)")
+#: the method's words where planning.verify.burst_cv > 1 (hetinfra.plan.kv_pressure.burst_pressed); none for Poisson
+BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press every model (up to {MAX_BURST_PRESSED} "
+          f"runs at the plan's longest, {PRESSED_CONFIDENCE:.0%})")
+
+
+def method(burst_cv: float) -> str:
+    """fidelity.replications.method of a plan verified at ``burst_cv``: METHOD, and BURSTY where it is bursty."""
+    return METHOD + (BURSTY if bursty(burst_cv) else "")
+
+
 #: what the work budget names when it stops a judgement's further replications (plan.json
 #: work_budget.stopped): the models still open then are undecided, so not met
 REPLICATIONS_CUT = "verification's replications (models still undecided counted as missed)"
@@ -104,7 +115,7 @@ class Replicated:
         from hetinfra.sim.replications import seeds_for
 
         #: replications one judgement may run, and the size of a block of seeds (:meth:`fresh`)
-        self.most = MAX_PRESSED if pressed else MAX
+        self.most = most_pressed(config.burst_cv) if pressed else MAX
         self.seeds = seeds_for(int(config.seed), purpose, self.most)
         # only an early judge's screening run reads batch means (verdicts.clearly_in): the other runs, the
         # confirmation's among them, skip computing them (WorkloadConfig.batch_means)
@@ -186,8 +197,10 @@ class Replicated:
     def under_pressure(self, view: dict, model: str) -> bool:
         """Whether ``model``'s plan in ``view`` was under pressure (KV or seats) in a replication of this judge or
         of another sharing its ``pressure`` (the search's runs of the same plan), or its objective has an
-        attainment target (hetinfra.plan.kv_pressure.attainment_pressed)."""
-        return (bool(self.pressure) and model_state(view, model) in self.pressure) or attainment_pressed(view, model)
+        attainment target or this judge's arrivals are burstier than Poisson
+        (hetinfra.plan.kv_pressure.burst_pressed)."""
+        return (bool(self.pressure) and model_state(view, model) in self.pressure) \
+            or burst_pressed(view, model, self.config.burst_cv)
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
@@ -265,7 +278,7 @@ class Replicated:
             self._verdicts.update({keys[n]: out[n] for n in fresh if not out[n][0].get("cut")})
         judged = [out[n] for n in names]
         self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
-        return _composed(self._head, judged)
+        return _composed(self._head, judged, method(self.config.burst_cv))
 
     def _verdict_key(self, view: dict, model: str) -> str:
         """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
@@ -408,10 +421,11 @@ def model_state(view: dict, model: str) -> str:
                       sort_keys=True)
 
 
-def _composed(first: dict, judged: list[tuple[dict, list[dict]]]) -> dict:
-    """One judgement of the whole view from each model's (entry, units), in the view's order."""
+def _composed(first: dict, judged: list[tuple[dict, list[dict]]], how: str) -> dict:
+    """One judgement of the whole view from each model's (entry, units), in the view's order; ``how``: its
+    method (:func:`method`)."""
     models = [m for m, _ in judged]
     seeds = seeds_union(models)
     return {**{k: v for k, v in first.items() if k not in ("models", "units")}, "seeds": seeds,
-            "confidence": CONFIDENCE, "method": METHOD, "met": all(m["met"] for m in models),
+            "confidence": CONFIDENCE, "method": how, "met": all(m["met"] for m in models),
             "models": models, "units": [u for _, us in judged for u in us]}

@@ -39,7 +39,8 @@ def _sim(view: dict, seed: int, position: int) -> dict:
     return {"seed": seed, "met": all(m["met"] for m in models), "models": models, "units": units, "load": 1.2}
 
 
-def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
+def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START, pressed: bool = False,
+           burst_cv: float = 1.0):
     runs: list[tuple[list[str], list[int]]] = []
     seeds_of: dict[int, int] = {}
 
@@ -49,8 +50,9 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START):
 
     monkeypatch.setattr("hetinfra.sim.replications.simulate_replications", fake)
     ceilings = SimpleNamespace(apply=lambda judged, view, load: judged)
-    config = WorkloadConfig(seed=0, load=1.2, requests=1000, burst_cv=1.0)
-    return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start), runs
+    config = WorkloadConfig(seed=0, load=1.2, requests=1000, burst_cv=burst_cv)
+    return replicated.Replicated(None, "spec.yaml", config, purpose, 0.0, {}, ceilings, start=start,
+                                 pressed=pressed), runs
 
 
 VIEW = {"models": [{"name": n, "rate_rps": 1.0} for n in RATIOS], "allocations": [], "routing": {}}
@@ -419,14 +421,12 @@ def test_a_factor_that_moves_no_simulated_input_keeps_the_judgement_and_one_that
     assert len(runs) > ran and runs[ran][0] == ["clear"]
 
 
-def _pressed_confirm(monkeypatch, kv_max: float, seats: int = 0):
-    """A confirmation judge (up to MAX_PRESSED seeds) whose runs report every unit's KV cache ``kv_max`` full
-    and its replicas running ``seats`` sequences at most of 256."""
+def _pressed_confirm(monkeypatch, kv_max: float, seats: int = 0, burst_cv: float = 1.0):
+    """A confirmation judge (up to MAX_PRESSED seeds; MAX_BURST_PRESSED at a ``burst_cv`` past 1) whose runs
+    report every unit's KV cache ``kv_max`` full and its replicas running ``seats`` sequences at most of 256."""
     from hetinfra.sim import replications
 
-    confirm, _ = _judge(monkeypatch, "confirm")
-    confirm.pressed, confirm.most = True, replicated.MAX_PRESSED
-    confirm.seeds = replications.seeds_for(0, "confirm", replicated.MAX_PRESSED)
+    confirm, _ = _judge(monkeypatch, "confirm", pressed=True, burst_cv=burst_cv)
     fake = replications.simulate_replications
 
     def with_kv(*args, **kw):
