@@ -91,6 +91,17 @@ class TokenCounter:
 MAX_OUTPUT_TOKENS = 10_000_000
 
 
+def stream_flag(body: dict) -> bool:
+    """Whether the request asks for a stream: ``stream`` true, false or absent (null); 400 otherwise. Read by its
+    truth, ``"stream": "false"`` (or ``"0"``) was a stream to the gateway, which vLLM (pydantic, lax) reads as
+    false: its JSON answer went through the stream relay and was counted as a stream's events (0 output tokens
+    in the demand log a re-plan reads)."""
+    value = body.get("stream")
+    if value is not None and not isinstance(value, bool):
+        raise RequestError("'stream' must be true or false", "stream")
+    return bool(value)
+
+
 def output_budget(body: dict, default: int) -> int:
     """max_completion_tokens, else max_tokens, else ``default``; 400 when not a whole number >= 1."""
     for key in ("max_completion_tokens", "max_tokens"):
