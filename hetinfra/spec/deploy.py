@@ -38,13 +38,14 @@ def omit_at_default(data, key: str, default, *also: str):
 #: the shape of each cloud's VM type names (the gateway VM's; Pulumi hands them to the cloud as written, so a
 #: name of another shape failed only inside `pulumi up`, after `apply` had begun): EC2 FAMILY.SIZE (c7i.large,
 #: m7i-flex.large, u-6tb1.metal, i7ie.metal-24xl), GCE SERIES-KIND[-N] (e2-standard-2, e2-micro,
-#: n2-custom-4-8192), Azure Standard_ or Basic_ then its size (Standard_D2s_v5, Basic_A1)
+#: n2-custom-4-8192), Azure Standard_ or Basic_ then its size (Standard_D2s_v5, Basic_A1, a constrained-vCPU
+#: Standard_E4-2s_v4)
 VM_TYPE_SHAPES = {
     "aws_instance_type": (re.compile(r"[a-z][a-z0-9-]*\.(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9]+xl)?)\Z"),
                           "an EC2 instance type is FAMILY.SIZE, e.g. c7i.large or m7i.xlarge"),
     "gcp_machine_type": (re.compile(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*\Z"),
                          "a Compute Engine machine type is SERIES-KIND[-CPUS], e.g. e2-standard-2"),
-    "azure_vm_size": (re.compile(r"(?i:standard|basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*\Z"),
+    "azure_vm_size": (re.compile(r"(?i:standard|basic)_[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*\Z"),
                       "an Azure VM size starts Standard_ (or Basic_), e.g. Standard_D2s_v5"),
 }
 
