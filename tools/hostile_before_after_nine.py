@@ -1,6 +1,6 @@
 """Before and after, round nine (docs/trust.md): plan.json's figures read back (a unit's, a model's and the
 plan's $/h, a class's rate), the cloud/region keys of deploy's Kubernetes clusters, the gateway VM's type,
-the gateway's backend URLs given twice, dataset rows below the first edge under ``outside: drop``, and a request's ``stream`` that is no boolean.
+the gateway's backend URLs given twice, dataset rows below the first edge under ``outside: drop``, and a request's ``stream`` that is no boolean or ``n`` above 1.
 Run as tools/hostile_before_after.py runs its inputs (its BEFORE_BIN / AFTER_BIN
 installs, its run() and $HOSTILE_DIR), each case in its own folder:
 
@@ -143,9 +143,9 @@ def gateway_case(who, spellings):
     return rc, first_error(err), rc == 2 and "given again" in err
 
 
-def stream_case(who, value):
-    """A request with ``"stream": value`` to `gateway P` (one unit's backend a closed port, no client key): the
-    status it answers; handled is a 400 naming ``stream``. The gateway is stopped, by its id, however it ends."""
+def body_case(who, key, value):
+    """A request with ``key: value`` to `gateway P` (one unit's backend a closed port, no client key): the
+    status it answers; handled is a 400 naming ``key``. The gateway is stopped, by its id, however it ends."""
     import os
     import signal
     import subprocess
@@ -155,7 +155,7 @@ def stream_case(who, value):
 
     from hostile_before_after import BINS
 
-    d = ROOT / who / ("stream-" + str(abs(hash(repr(value))) % 10**6)); d.mkdir(parents=True)
+    d = ROOT / who / ("body-" + str(abs(hash((key, repr(value)))) % 10**6)); d.mkdir(parents=True)
     _edited_plan(lambda p: None)(who, d)
     unit = json.loads((d / "P" / "plan.json").read_text())["allocations"][0]["deployment_unit"]
     port = _free_port()
@@ -164,7 +164,7 @@ def stream_case(who, value):
                            f"{unit}=http://127.0.0.1:{_free_port()}/v1"], cwd=d, env=dict(env, HETINFRA_CACHE_DIR=str(d / "cache")),
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        body = json.dumps({"model": "chat-8b", "prompt": "hi", "max_tokens": 5, "stream": value}).encode()
+        body = json.dumps({"model": "chat-8b", "prompt": "hi", "max_tokens": 5, key: value}).encode()
         for _ in range(100):
             try:
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
@@ -173,7 +173,7 @@ def stream_case(who, value):
                     return r.status, "answered", False
             except urllib.error.HTTPError as e:
                 text = e.read().decode("utf-8", "replace")
-                return e.code, text[:110], e.code == 400 and '"stream"' in text
+                return e.code, text[:110], e.code == 400 and f'"param":"{key}"' in text
             except OSError:
                 time.sleep(0.2)  # not listening yet
         return "no answer", "the gateway did not listen in 20 s", False
@@ -192,7 +192,8 @@ def main():
                lambda w: gateway_case(w, ("http://127.0.0.1:9/v1", "http://127.0.0.1:9"))),
               ("gateway --endpoint U=http://127.0.0.1:9/v1 twice",
                lambda w: gateway_case(w, ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1")))]
-    cases += [(f"gateway request \"stream\": {json.dumps(v)}", lambda w, v=v: stream_case(w, v)) for v in ("false", "0")]
+    cases += [(f"gateway request {json.dumps({k: v})}", lambda w, k=k, v=v: body_case(w, k, v))
+              for k, v in (("stream", "false"), ("stream", "0"), ("n", 8), ("best_of", 4))]
     run_table("round nine", cases)
 
 

@@ -99,3 +99,22 @@ def test_property_stream_is_true_false_or_absent(app, value, chat):
     r = call(app, "POST", "/v1/chat/completions" if chat else "/v1/completions", json=body, headers=auth())
     assert r.status_code == 400 and r.json()["error"]["param"] == "stream"
     assert app.state.gateway.metrics.rejected.labels("bad_request")._value.get() == before + 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(["n", "best_of"]), value=JSON_VALUES | st.integers(-3, 64), chat=st.booleans())
+def test_property_a_request_asks_for_one_sequence(app, key, value, chat):
+    """``n`` and ``best_of`` are absent, null or 1: any other value is a 400 naming the field. ``"n": 8`` made vLLM
+    decode 8 sequences for a request the gateway counted and logged as one, so a re-plan from the demand log sized
+    the fleet for an eighth of that decode work."""
+    from hetinfra.gateway.classify import RequestError, one_sequence
+
+    body = {"model": MODEL, key: value, "max_tokens": 5,
+            **({"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "hi"})}
+    if value is None or (type(value) is int and value == 1):
+        one_sequence(body)
+        return
+    with pytest.raises(RequestError, match=rf"'{key}' must be 1"):
+        one_sequence(body)
+    r = call(app, "POST", "/v1/chat/completions" if chat else "/v1/completions", json=body, headers=auth())
+    assert r.status_code == 400 and r.json()["error"]["param"] == key
