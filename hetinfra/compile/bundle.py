@@ -69,9 +69,12 @@ def hop_plan(plan: "Plan", a: "Allocation") -> str:
     rows = plan.routing.get(a.model) or {}
     routing = {a.model: {cls: [r.model_copy(update={"share": 1.0}) for r in rs if r.unit == a.unit]
                          for cls, rs in rows.items() if any(r.unit == a.unit for r in rs)}}
-    # verification's record and the regions' rows concern the other units too
+    # verification's record and the regions' rows concern the other units too; its $/h is the unit's, as every
+    # plan's figures add up (hetinfra.document.consistency: the hop's `hetinfra gateway` reads it as a plan)
+    cost = a.cost_usd_per_hour
     trimmed = plan.model_copy(update={
-        "allocations": [a], "routing": routing, "models": [m for m in plan.models if m.name == a.model],
+        "allocations": [a], "routing": routing, "cost_usd_per_hour": cost,
+        "models": [m.model_copy(update={"cost_usd_per_hour": cost}) for m in plan.models if m.name == a.model],
         "templates": [t for t in plan.templates if t.id == a.template], "baselines": [], "warnings": [],
         "fidelity": None, "routing_by_origin": None})
     return json.dumps(trimmed.to_dict(), sort_keys=True, separators=(",", ":"))

@@ -17,7 +17,7 @@ from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
 from hetinfra.document.allocation import routes_to_missing
 from hetinfra.spec.adapters import base_class
 
-__all__ = ["HintedError", "plan_problems", "SHARE_TOL"]
+__all__ = ["HintedError", "figure_problems", "plan_problems", "SHARE_TOL", "unit_cost"]
 
 #: how far a model's class shares may sum from 1: the planner writes each to 6 digits (50 classes err
 #: by at most 2.5e-5), so anything further is an edit, not a rounding
@@ -32,6 +32,61 @@ def plan_problems(plan, *, cloud_copy: bool = False) -> list[str]:
     out += _routed_classes(plan) + _class_mixes(plan) + _period_lists(plan)
     if not cloud_copy:
         out += routes_to_missing({a.unit for a in plan.allocations}, plan.routing, plan.routing_by_origin)
+    return out + figure_problems(plan, cloud_copy)  # the shape first: a figure's error names a whole plan
+
+
+#: what a hand-edited figure is told to do instead
+FIGURES_HINT = ("plan.json's figures are written together by `hetinfra plan`: change the spec and plan again "
+                "(or edit every figure that depends on the one changed)")
+
+
+def unit_cost(price: float, instances: int, nodes: int, counts_by_period: list[int] | None) -> float:
+    """$/h of a unit as plan.json states it: its price per instance x its instances, or, with a demand
+    profile's ``counts_by_period``, x its instances averaged over the periods (the horizon average)."""
+    if counts_by_period:
+        return price * nodes * sum(counts_by_period) / len(counts_by_period)
+    return price * instances
+
+
+def _off(stated: float, computed: float, terms: int) -> bool:
+    """Whether ``stated`` is further from ``computed`` than the rounding of plan.json's figures explains:
+    $/h and prices are written to 4 decimals (5e-5 each, ``terms`` of them), rates to 6."""
+    return abs(float(stated) - computed) > 5e-5 * (terms + 1) + 1e-4 * abs(computed)
+
+
+def figure_problems(plan, cloud_copy: bool = False) -> list[str]:
+    """plan.json's figures that do not add up, each naming the one stated and what it should be: a unit's
+    ``cost_usd_per_hour`` is its price x instances (:func:`unit_cost`), a model's and the plan's are the sums
+    of their units', and a class's ``rate_rps`` is its share of its model's. An edited ``count`` left the
+    cost every command prints (replan's summary, status, destroy, apply's preview) at the old fleet's, and
+    an edited class rate disagreed with what simulate and the gateway's weights drew. A cloud's Pulumi
+    copy (``cloud_copy``) holds one cloud's units under every cloud's totals: only its units are checked."""
+    out = []
+    for i, a in enumerate(plan.allocations):
+        want = unit_cost(float(a.price_per_instance_usd_per_hour), a.instances, a.nodes_per_replica,
+                         a.counts_by_period)
+        if _off(a.cost_usd_per_hour, want, a.instances):
+            out.append(HintedError(f"allocations[{i}].cost_usd_per_hour is {float(a.cost_usd_per_hour):g}, where "
+                                   f"price_per_instance_usd_per_hour x instances is {want:.4f}", FIGURES_HINT))
+    if cloud_copy:
+        return out
+    for i, m in enumerate(plan.models):
+        mine = [a for a in plan.allocations if a.model == m.name]
+        total = sum(float(a.cost_usd_per_hour) for a in mine)
+        if _off(m.cost_usd_per_hour, total, len(mine)):
+            out.append(HintedError(f"models[{i}].cost_usd_per_hour is {float(m.cost_usd_per_hour):g}, where its "
+                                   f"{len(mine)} allocation(s) cost {total:.4f}", FIGURES_HINT))
+        for j, c in enumerate(m.classes):
+            rate = float(m.rate_rps or 0.0)
+            want = float(c.share) * rate  # a share is written to 6 decimals: 5e-7 x the model's rate
+            if abs(float(c.rate_rps) - want) > 1e-6 + 5e-7 * rate + 1e-4 * want:
+                out.append(HintedError(f"models[{i}].classes[{j}].rate_rps is {float(c.rate_rps):g}, where its share "
+                                       f"{float(c.share):g} of the model's rate_rps {float(m.rate_rps or 0):g} is "
+                                       f"{want:.6g}", FIGURES_HINT))
+    total = sum(float(a.cost_usd_per_hour) for a in plan.allocations)
+    if plan.cost_usd_per_hour is not None and _off(plan.cost_usd_per_hour, total, len(plan.allocations)):
+        out.append(HintedError(f"cost_usd_per_hour is {float(plan.cost_usd_per_hour):g}, where its "
+                               f"{len(plan.allocations)} allocation(s) cost {total:.4f}", FIGURES_HINT))
     return out
 
 

@@ -91,6 +91,33 @@ class TokenCounter:
 MAX_OUTPUT_TOKENS = 10_000_000
 
 
+def stream_flag(body: dict) -> bool:
+    """Whether the request asks for a stream: ``stream`` true, false or absent (null); 400 otherwise. Read by its
+    truth, ``"stream": "false"`` (or ``"0"``) was a stream to the gateway, which vLLM (pydantic, lax) reads as
+    false: its JSON answer went through the stream relay and was counted as a stream's events (0 output tokens
+    in the demand log a re-plan reads)."""
+    value = body.get("stream")
+    if value is not None and not isinstance(value, bool):
+        raise RequestError("'stream' must be true or false", "stream")
+    return bool(value)
+
+
+#: the request fields that ask one request for several sequences (the OpenAI API's n, vLLM's best_of)
+SEQUENCE_KEYS = ("n", "best_of")
+
+
+def one_sequence(body: dict) -> None:
+    """A request asks for one completion: ``n`` and ``best_of`` absent, null or 1; 400 otherwise. The fleet is
+    planned, and the demand log counts, one sequence per request: ``"n": 8`` made vLLM decode 8 sequences for one
+    request the gateway routed, counted and logged as one (a re-plan from that log sized the fleet for an eighth
+    of its decode work)."""
+    for key in SEQUENCE_KEYS:
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or value != 1 or not isinstance(value, int)):
+            raise RequestError(f"'{key}' must be 1: the fleet is planned for one completion per request "
+                               f"(send {key} requests instead)", key)
+
+
 def output_budget(body: dict, default: int) -> int:
     """max_completion_tokens, else max_tokens, else ``default``; 400 when not a whole number >= 1."""
     for key in ("max_completion_tokens", "max_tokens"):

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import parse_json
 from hetinfra.gateway.balancer import Backend
-from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, output_budget
+from hetinfra.gateway.classify import MAX_OUTPUT_TOKENS, RequestError, one_sequence, output_budget, stream_flag
 from hetinfra.gateway.origins import ORIGIN_HEADER, request_origin
 from hetinfra.gateway.prefill import prefill_hop
 
@@ -79,7 +79,7 @@ class Call:
 
     @property
     def stream(self) -> bool:
-        return bool(self.body.get("stream"))
+        return self.body.get("stream") is True  # classify refused any other value (classify.stream_flag)
 
 
 # ---- authenticate ----------------------------------------------------------------------------------------
@@ -174,6 +174,8 @@ def classify(gw, call: Call) -> None:
     try:
         call.n_in = gw.counter.prompt_tokens(call.model, call.kind, call.body)
         call.budget = output_budget(call.body, call.routes.default_max_tokens)
+        stream_flag(call.body)
+        one_sequence(call.body)
     except RequestError as exc:
         raise Refused("bad_request", error(400, str(exc), "invalid_request_error", exc.param)) from None
     call.cls, clipped = call.routes.classify(call.n_in, call.budget)

@@ -176,18 +176,43 @@ def load_table(source: str | Path, overrides: dict[str, list[str]] | None = None
     units = set(model_of)
     aliases.update({u: u for u in units})
     endpoints: dict[str, list[str]] = {u: list(urls) for u, urls in recorded.items()}
+    given: dict[str, list[str]] = {}  # --endpoint's URLs per unit, a unit named by either of its names
     for unit, urls in (overrides or {}).items():
         if unit not in aliases:
             from hetinfra.errors import did_you_mean
 
             raise InvalidInputError(f"--endpoint: unknown unit '{unit}'", hint=did_you_mean(unit, sorted(aliases)))
-        endpoints[aliases[unit]] = list(urls)
+        given.setdefault(aliases[unit], []).extend(urls)
+    endpoints.update(given)
     table_endpoints = {u: tuple(base_url(x) for x in urls) for u, urls in sorted(endpoints.items()) if urls}
+    _one_unit_per_backend(table_endpoints, {aliases.get(u, u): model for u, model in model_of.items()},
+                          {u: "--endpoint" if u in given else str(sources[-1]) for u in endpoints})
     warnings = _no_endpoint_warnings(model_of, units - set(table_endpoints), set(table_endpoints))
     return RoutingTable(service=str(weights.get("service") or (plan.service if plan is not None else "")),
                         models=models, endpoints=table_endpoints, sources=tuple(str(p) for p in sources),
                         warnings=tuple(warnings), by_origin=origin_routes(plan, models), region=region,
                         declared=declared)
+
+
+def _one_unit_per_backend(endpoints: dict[str, tuple[str, ...]], model_of: dict[str, str], where: dict[str, str]) -> None:
+    """Each backend URL (as the gateway sends to it: ``.../v1`` and a trailing ``/`` stripped) is one replica of a
+    unit. Given twice for a unit (``--endpoint U=http://a --endpoint U=http://a/v1``) the gateway counted it as two
+    replicas, sending it twice its share; given for units of two models, one server took another model's
+    requests (each answered 404 by it). Exit 2 naming where. Units of one model may share a server (one stand-in
+    for several units, or a balancer in front of them): it is one backend, its health kept once."""
+    seen: dict[str, str] = {}
+    for unit, urls in sorted(endpoints.items()):
+        for url in urls:
+            first = seen.setdefault(url, unit)
+            if first == unit and urls.count(url) > 1:
+                why = "again: each URL is one replica"
+            elif first != unit and model_of.get(first) != model_of.get(unit):
+                why = f"also for unit {first}, which serves model {model_of.get(first)}, not {model_of.get(unit)}"
+            else:
+                continue
+            raise InvalidInputError(f"{where.get(unit, '--endpoint')}: endpoint {url} of unit {unit} is given {why}",
+                                    hint="give each replica's URL once, for units of its model (http://h:8000 and "
+                                         "http://h:8000/v1 are one URL)")
 
 
 def _no_endpoint_warnings(model_of: dict[str, str], missing: set[str], reached: set[str]) -> list[str]:

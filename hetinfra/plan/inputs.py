@@ -114,6 +114,7 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
     check_custom_gpus(spec, snap.offers, locate)  # one named like a catalog GPU, or nothing offers: an error
     allowed = _AllowedOffers.of(spec.infrastructure, snap, at_)
     caps = _caps(spec.infrastructure, snap, allowed, at_, extra_caps)
+    _check_named_places(spec, snap, allowed, at_)  # a mistyped cluster key: its did-you-mean before "no cluster"
     in_clouds, kube_notes = restrict_to_clusters(spec, allowed.offers, locate)  # a region without a cluster: never planned
     if not in_clouds:
         infra = spec.infrastructure
@@ -122,7 +123,6 @@ def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferS
                                 f"{', GPUs ' + ', '.join(infra.gpus) if infra.gpus else ''})",
                                 hint="widen the allowlists, or add offers with `offers:`")
     warnings = [*kube_notes, *_offer_warnings(spec, in_clouds)]
-    _check_named_places(spec, snap, allowed, at_)
     models = [_planned_model(spec, i, base, allowed.regions, at_) for i in range(len(spec.models))]
     return PlanInputs(
         spec=spec, spec_path=spec_path, spec_sha256=sha256_text(spec_text),
@@ -218,8 +218,11 @@ def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _Allowe
     """The regions the spec names outside ``infrastructure`` and the caps (a mistyped one is exit 2 at its
     line with a did-you-mean): an adapter's residency ``regions``, against the allowed offers as they are
     (``us-east1`` left the adapter no unit: exit 3, "no plan satisfies all constraints"), and each
-    ``deploy.network_cidrs`` key, against the regions of its cloud this run's offers or the embedded
-    snapshot know (a mistyped fleet kept its derived network, silently)."""
+    ``deploy.network_cidrs`` and ``deploy.kubernetes.clusters`` key, against the regions of its cloud this
+    run's offers or the embedded snapshot know (a mistyped network was ignored, the fleet keeping its derived
+    one, and a mistyped cluster beside a valid one was a warning, "no allowed offer there; unused": the
+    region it was meant for was planned without it, or left out, silently). A known region the
+    infrastructure does not allow stays the warning."""
     for i, a in enumerate(spec.adapters or ()):
         for j, region in enumerate(a.regions or ()):
             if region not in allowed.regions:
@@ -228,7 +231,9 @@ def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _Allowe
     by_cloud: dict[str, set[str]] = {}
     for o in snap.offers:
         by_cloud.setdefault(o.cloud, set()).add(o.region)
-    for key in spec.deploy.network_cidrs:
+    keyed = [(("deploy", "network_cidrs"), key) for key in spec.deploy.network_cidrs]
+    keyed += [(("deploy", "kubernetes", "clusters"), key) for key in spec.deploy.kubernetes.clusters]
+    for path, key in keyed:
         cloud, _, region = key.partition("/")
         if region in by_cloud.get(cloud, ()):
             continue
@@ -238,10 +243,10 @@ def _check_named_places(spec: ServiceSpec, snap: OfferSnapshot, allowed: _Allowe
         for o in load_embedded_snapshot().offers:
             by_cloud.setdefault(o.cloud, set()).add(o.region)
         if region not in by_cloud.get(cloud, ()):
-            raise InvalidInputError(f"{at_('deploy', 'network_cidrs', key)}: deploy.network_cidrs: no {cloud} offer in "
-                                    f"region '{region}' (key {key!r}); "
+            field = ".".join(path)
+            raise InvalidInputError(f"{at_(*path, key)}: {field}: no {cloud} offer in region '{region}' (key {key!r}); "
                                     f"{did_you_mean(region, sorted(by_cloud.get(cloud, ())))}",
-                                    hint="key each network by a cloud/region a fleet can run in, e.g. aws/us-east-1")
+                                    hint="key each entry by a cloud/region a fleet can run in, e.g. aws/us-east-1")
 
 
 def _one_cap_per_key(infra, at_) -> None:

@@ -73,9 +73,9 @@ def _rate_series(log: DemandLog, model: str, interval_s: int) -> tuple[list[tupl
 
 
 def _bucket(sizes: np.ndarray, edges: list[int]) -> np.ndarray:
-    """Vectorized :func:`hetinfra.spec.demand.bucket_index`; -1 above the last edge."""
+    """Vectorized :func:`hetinfra.spec.demand.bucket_index`; -1 outside the edges (below the first, above the last)."""
     k = np.maximum(np.searchsorted(np.asarray(edges), sizes, side="left"), 1) - 1
-    return np.where(k < len(edges) - 1, k, -1)
+    return np.where((k < len(edges) - 1) & (sizes >= edges[0]), k, -1)
 
 
 def size_mix(log: DemandLog, model: str, input_edges: list[int], output_edges: list[int],
@@ -83,14 +83,14 @@ def size_mix(log: DemandLog, model: str, input_edges: list[int], output_edges: l
     """Classes from the model's observed sizes: one per non-empty bucket, planned at its upper edges.
 
     share = requests in the bucket / requests counted; rate_rps of a class = ``rate_rps`` x share.
-    Sizes beyond the last edge are clipped into the last bucket (``outside="clip"``) or dropped.
+    Sizes outside the edges are clipped into the first or last bucket (``outside="clip"``) or dropped.
     """
     if outside not in ("clip", "drop"):
         raise InvalidInputError(f"outside must be 'clip' or 'drop', got {outside!r}")
     mask = log.rows_of(model)
     ins, outs = log.input_tokens[mask], log.output_tokens[mask]
-    if outside == "clip":
-        ins, outs = np.minimum(ins, input_edges[-1]), np.minimum(outs, output_edges[-1])
+    if outside == "clip":  # spec.demand.clipped, at both ends
+        ins, outs = np.clip(ins, input_edges[0], input_edges[-1]), np.clip(outs, output_edges[0], output_edges[-1])
     bi, bo = _bucket(ins, input_edges), _bucket(outs, output_edges)
     keep = (bi >= 0) & (bo >= 0)
     if not keep.any():

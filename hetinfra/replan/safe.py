@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from hetinfra.fileio import atomic_write_text, dumps_strict, present
 from hetinfra.deploy.state import now
 from hetinfra.document import Allocation, Plan
+from hetinfra.document.consistency import unit_cost
 from hetinfra.errors import HetinfraError
 
 JOURNAL = "replan.json"
@@ -206,9 +207,12 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
         a = {k: v for k, v in info[uid].items() if k != "path"}
         a["count"] = counts[uid]
         a["instances"] = counts[uid] * int(a.get("nodes_per_replica") or 1)
-        a["cost_usd_per_hour"] = round(a["price_per_instance_usd_per_hour"] * a["instances"], 4)
+        a["cost_usd_per_hour"] = round(unit_cost(a["price_per_instance_usd_per_hour"], a["instances"],
+                                                 int(a.get("nodes_per_replica") or 1), a.get("counts_by_period")), 4)
         allocations.append(a)
     cost = round(sum(a["cost_usd_per_hour"] for a in allocations), 4)
+    models = [dict(m, cost_usd_per_hour=round(sum(a["cost_usd_per_hour"] for a in allocations
+                                                  if a["model"] == m["name"]), 4)) for m in new_plan["models"]]
     staged = {a["unit"] for a in allocations}
     sizes = {(m["name"], c["name"]): (c["input_tokens"] + c["output_tokens"], m["max_model_len"])
              for m in new_plan["models"] for c in m["classes"]}
@@ -231,7 +235,7 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
                 for a in takers]
 
     routing = {m: {c: routed(m, c, rows, False) for c, rows in per.items()} for m, per in new_plan["routing"].items()}
-    doc = dict(new_plan, allocations=allocations, cost_usd_per_hour=cost, routing=routing)
+    doc = dict(new_plan, allocations=allocations, cost_usd_per_hour=cost, models=models, routing=routing)
     if new_plan.get("routing_by_origin"):
         doc["routing_by_origin"] = {m: {o: {c: routed(m, c, rows, True) for c, rows in classes.items()}
                                         for o, classes in per.items()} for m, per in new_plan["routing_by_origin"].items()}

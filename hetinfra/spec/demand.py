@@ -53,14 +53,25 @@ def _histogram_classes(weights: list[list[float]], in_edges: list[int], out_edge
 
 
 def bucket_index(size: int, edges: list[int]) -> int | None:
-    """Index k of the bucket (edge[k], edge[k+1]] holding ``size``; None when above the last edge."""
+    """Index k of the bucket (edge[k], edge[k+1]] holding ``size`` (the first bucket holds its lower edge too:
+    a 0-token output under edges from 0); None outside the edges, below the first or above the last. A size
+    below the first edge was counted in the first bucket: with ``outside: drop`` a dataset whose edges start
+    at 1000 planned its 10-token rows as 2000-token requests, a mix the user had said to leave out."""
+    if size < edges[0]:
+        return None
     k = bisect.bisect_left(edges, size, lo=1) - 1  # first upper edge >= size
     return k if k < len(edges) - 1 else None
 
 
+def clipped(size: int, edges: list[int]) -> int:
+    """``size`` brought inside the edges (``outside: clip``): up to the first edge, down to the last."""
+    return min(max(size, edges[0]), edges[-1])
+
+
 def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """The CSV's (input_tokens, output_tokens) rows by bucket (input index, output index): rows beyond
-    the last edge are dropped or clipped (``outside``); a header line and blank lines are skipped."""
+    """The CSV's (input_tokens, output_tokens) rows by bucket (input index, output index): rows outside the
+    edges (below the first, beyond the last) are dropped or clipped (``outside``); a header line and blank
+    lines are skipped."""
     path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
@@ -76,7 +87,7 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
         check_width(row, columns, str(path), lineno)  # '1,024,300' is not (1, 24)
         i, o = (_tokens(row[k], f"{path}:{lineno}", col) for k, col in ((0, "input_tokens"), (1, "output_tokens")))
         if ds.outside == "clip":
-            i, o = min(i, ds.input_edges[-1]), min(o, ds.output_edges[-1])
+            i, o = clipped(i, ds.input_edges), clipped(o, ds.output_edges)
         bi, bo = bucket_index(i, ds.input_edges), bucket_index(o, ds.output_edges)
         if bi is not None and bo is not None:
             rows.setdefault((bi, bo), []).append((i, o))

@@ -7,7 +7,7 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import Field, SerializationInfo, field_validator, model_serializer
+from pydantic import Field, SerializationInfo, ValidationInfo, field_validator, model_serializer
 
 from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, SSH_PORT, VLLM_PORT
 from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, ShellChecked, dns_name
@@ -33,6 +33,21 @@ def omit_at_default(data, key: str, default, *also: str):
         for k in (key, *also):
             data.pop(k, None)
     return data
+
+
+#: the shape of each cloud's VM type names (the gateway VM's; Pulumi hands them to the cloud as written, so a
+#: name of another shape failed only inside `pulumi up`, after `apply` had begun): EC2 FAMILY.SIZE (c7i.large,
+#: m7i-flex.large, u-6tb1.metal, i7ie.metal-24xl), GCE SERIES-KIND[-N] (e2-standard-2, e2-micro,
+#: n2-custom-4-8192), Azure Standard_ or Basic_ then its size (Standard_D2s_v5, Basic_A1, a constrained-vCPU
+#: Standard_E4-2s_v4)
+VM_TYPE_SHAPES = {
+    "aws_instance_type": (re.compile(r"[a-z][a-z0-9-]*\.(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9]+xl)?)\Z"),
+                          "an EC2 instance type is FAMILY.SIZE, e.g. c7i.large or m7i.xlarge"),
+    "gcp_machine_type": (re.compile(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*\Z"),
+                         "a Compute Engine machine type is SERIES-KIND[-CPUS], e.g. e2-standard-2"),
+    "azure_vm_size": (re.compile(r"(?i:standard|basic)_[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*\Z"),
+                      "an Azure VM size starts Standard_ (or Basic_), e.g. Standard_D2s_v5"),
+}
 
 
 class GatewaySpec(ShellChecked):
@@ -63,6 +78,14 @@ class GatewaySpec(ShellChecked):
         if v == SSH_PORT:
             raise ValueError(f"port {SSH_PORT} is the gateway VM's SSH port; pick another (443 with TLS, or "
                              f"{GATEWAY_PORT})")
+        return v
+
+    @field_validator(*VM_TYPE_SHAPES)
+    @classmethod
+    def _vm_type(cls, v: str, info: ValidationInfo) -> str:
+        shape, what = VM_TYPE_SHAPES[info.field_name]
+        if not shape.match(v):
+            raise ValueError(f"{v!r} is not a VM type of its cloud: {what}")
         return v
 
     @model_serializer(mode="wrap")

@@ -150,7 +150,7 @@ class DatasetSizes(Strict):
     path: FilePath = Field(description="CSV file (relative to the spec file); header optional.")
     input_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Input-token bucket edges (at most 65).")
     output_edges: list[int] = Field(min_length=2, max_length=MAX_EDGES, description="Output-token bucket edges (at most 65).")
-    outside: Literal["drop", "clip"] = Field("drop", description="Rows beyond the last edge: drop them, or clip to the last edge.")
+    outside: Literal["drop", "clip"] = Field("drop", description="Rows outside the edges (below the first, beyond the last): drop them, or clip to the nearer edge.")
 
     @model_validator(mode="after")
     def _edges(self) -> "DatasetSizes":

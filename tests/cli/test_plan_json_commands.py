@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan.golden_plans import filled_golden
+from tests.plan.golden_plans import filled_golden, totals_added_up
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def test_apply_says_a_plan_with_no_allocations_deploys_nothing(run_cli, monkeypa
                unmet_rps={f"chat-8b/{c}": sum(r["rps"] for r in rows) for c, rows in classes.items()})
     out = tmp_path / "out"
     out.mkdir()
-    (out / "plan.json").write_text(json.dumps(doc))
+    (out / "plan.json").write_text(json.dumps(totals_added_up(doc)))  # $0/h: no unit
     code, stdout, err = run_cli("apply", str(out), "--yes", "--target", "pulumi")
     assert code == 0, err
     assert "Nothing to deploy: the plan has no allocations" in stdout and "unmet" in stdout

@@ -24,6 +24,7 @@ from hetinfra.compile.skypilot import render_task, task_config
 from hetinfra.document import Plan
 from hetinfra.errors import InvalidInputError
 from tests.compile.split_plan import UNIT, free_port_block, split_plan, wait_healthy
+from tests.plan.golden_plans import totals_added_up
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "split"
@@ -59,8 +60,9 @@ def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     a = plan["allocations"][0]
     a["disaggregation"]["roles"][0]["nodes"], a["disaggregation"]["roles"][1]["nodes"] = 1, 1
     a["nodes_per_replica"], a["instances"] = 2, 2 * a["count"]
+    a["cost_usd_per_hour"] = round(a["price_per_instance_usd_per_hour"] * a["instances"], 4)
     with pytest.raises(InvalidInputError, match="moves its KV over RDMA .*its link is 'nvlink'"):
-        sky_units(Plan.parse(plan), include_mixed=True)
+        sky_units(Plan.parse(totals_added_up(plan)), include_mixed=True)
 
 
 def test_one_node_and_across_nodes_scripts_probe_and_wait_with_one_implementation():

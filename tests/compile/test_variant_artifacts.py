@@ -38,7 +38,8 @@ def _alloc(variant: str | None) -> dict:
         "variant": variant, "cloud": "aws", "region": "us-east-1", "instance_type": "g6e.xlarge", "gpu": "L40S",
         "gpus_per_instance": 1, "tp": 1, "pp": 1, "engines_per_instance": 1, "nodes_per_replica": 1,
         "count": 1, "instances": 1, "spot": False, "deployment_unit": unit, "skypilot_task": f"skypilot/{unit}.yaml",
-        "layer_partition": None, "custom_cloud": False})
+        "layer_partition": None, "custom_cloud": False,
+        "cost_usd_per_hour": filled_golden("variants")["allocations"][0]["price_per_instance_usd_per_hour"]})
 
 
 def _plan(*variants: str | None) -> dict:

@@ -59,8 +59,9 @@ def _change_fleet(out):
     plan["deploy"]["vllm_version"] = "0.11.1"
     grown = next(a for a in plan["allocations"] if a["cloud"] == "aws" and a["nodes_per_replica"] == 1)
     gone = next(a for a in plan["allocations"] if a["cloud"] == "gcp")
-    plan["allocations"] = [dict(a, count=a["count"] + 1, instances=a["count"] + 1) if a is grown else a
-                           for a in plan["allocations"] if a is not gone]
+    plan["allocations"] = [dict(a, count=a["count"] + 1, instances=a["count"] + 1,
+                                cost_usd_per_hour=round(a["price_per_instance_usd_per_hour"] * (a["count"] + 1), 4))
+                           if a is grown else a for a in plan["allocations"] if a is not gone]
     plan = routed_to_allocations(plan)  # the gone unit's routes move to its model's others, as a re-plan's would
     _edit(out, plan)
     return plan, grown, gone

@@ -18,6 +18,7 @@ from hetinfra.document import Plan, load_plan
 from hetinfra.errors import InvalidInputError
 from hetinfra.gateway.table import load_table
 from tests.gateway.conftest import CLASSES, MODEL, make_plan, write_out
+from tests.plan.golden_plans import totals_added_up
 
 OTHER = "code-3b"
 
@@ -34,7 +35,7 @@ def two_model_plan() -> dict:
             [{"unit": plan["allocations"][0]["unit"], "share": 1.0, "rps": 1.0}]
             for c, es in plan["routing"][MODEL].items()}
     plan["routing"] = {MODEL: chat, OTHER: {c: [{"unit": u3["unit"], "share": 1.0, "rps": 1.0}] for c in CLASSES}}
-    return plan
+    return totals_added_up(plan)
 
 
 def test_the_two_model_plan_loads_and_routes_each_model_to_its_own_units(tmp_path):
@@ -82,7 +83,7 @@ def test_weights_json_sending_a_model_to_another_models_unit_is_refused(tmp_path
 def _state(plan: dict, **changes) -> dict:
     running = [dict(a, path="pulumi") for a in plan["allocations"]]
     doc = {"state_version": 1, "service": plan["service"], "allocations": running,
-           "endpoints": {a["deployment_unit"]: ["http://127.0.0.1:9/v1"] for a in running}}
+           "endpoints": {a["deployment_unit"]: [f"http://127.0.0.1:{9 + i}/v1"] for i, a in enumerate(running)}}
     return dict(doc, **changes)
 
 

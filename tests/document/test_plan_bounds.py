@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hetinfra.document import Plan
 from hetinfra.document.base import MAX_GPUS, MAX_NODE_GPUS, MAX_STAGES
 from hetinfra.errors import InvalidInputError
-from tests.plan.golden_plans import EXAMPLES, filled_golden
+from tests.plan.golden_plans import EXAMPLES, filled_golden, totals_added_up
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -146,10 +146,11 @@ def test_a_bundles_prefill_engines_count_against_the_bound(tmp_path, plan_json):
     doc = plan_json(tmp_path, spec, "--no-baselines")
     i = next(i for i, a in enumerate(doc["allocations"]) if a.get("disaggregation"))
     b = doc["allocations"][i]
-    b.update(tp=4, engines_per_instance=1, nodes_per_replica=1, gpu="H100", count=3, instances=3)
+    b.update(tp=4, engines_per_instance=1, nodes_per_replica=1, gpu="H100", count=3, instances=3,
+             cost_usd_per_hour=round(b["price_per_instance_usd_per_hour"] * 3, 4))
     b["disaggregation"].update(xpyd="2P1D", roles=[{"role": "prefill", "engines": 2, "tp": 2, "nodes": 0},
                                                    {"role": "decode", "engines": 1, "tp": 4, "nodes": 0}])
-    Plan.parse(copy.deepcopy(doc), "out/plan.json")
+    Plan.parse(totals_added_up(copy.deepcopy(doc)), "out/plan.json")
     b.update(count=MAX_GPUS // 2, instances=MAX_GPUS // 2)
     with pytest.raises(InvalidInputError, match=rf"allocations\[{i}\]\.count is 500000: .* 1,500,000 engines, more"):
         Plan.parse(doc, "out/plan.json")
@@ -179,8 +180,9 @@ def test_a_models_class_shares_sum_to_one(name, factor):
     from hetinfra.document.consistency import SHARE_TOL
 
     doc = copy.deepcopy(PLANS[name])
-    for c in doc["models"][0]["classes"]:
+    for c in doc["models"][0]["classes"]:  # each class's rate follows its share (consistency.figure_problems)
         c["share"] = min(1.0, c["share"] * factor)
+        c["rate_rps"] = c["share"] * doc["models"][0]["rate_rps"]
     total = sum(c["share"] for c in doc["models"][0]["classes"])
     if abs(total - 1.0) <= SHARE_TOL:
         Plan.model_validate(doc)

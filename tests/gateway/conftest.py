@@ -17,7 +17,7 @@ import pytest
 
 from hetinfra.compile.router import router_weights
 from hetinfra.document import Plan
-from tests.plan.golden_plans import filled_golden
+from tests.plan.golden_plans import filled_golden, totals_added_up
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "chat-8b"
@@ -45,14 +45,16 @@ def make_plan() -> dict:
             "model": MODEL, "unit": f"{MODEL}|{cloud}|{short}|tp1x1|{region}|ondemand", "deployment_unit": dep,
             "cloud": cloud, "region": region, "gpu": "L4", "instance_type": short, "count": 1, "instances": 1,
             "nodes_per_replica": 1, "pp": 1, "layer_partition": None, "target_qps_per_replica": 2.0,
-            "routed_rps": 1.0, "skypilot_task": f"skypilot/{dep}.yaml", "alternates": [], "ondemand_fallback": None}))
+            "routed_rps": 1.0, "skypilot_task": f"skypilot/{dep}.yaml", "alternates": [], "ondemand_fallback": None,
+            "cost_usd_per_hour": base["allocations"][0]["price_per_instance_usd_per_hour"]}))
     full = {short: a["unit"] for short, a in zip(UNITS, allocations)}
     routing = {MODEL: {name: [{"unit": full[u], "share": s, "rps": s} for u, s in w.items()]
                        for name, (_, _, w) in CLASSES.items()}}
-    classes = [{"name": n, "input_tokens": i, "output_tokens": o, "share": 0.25, "rate_rps": 1.0}
+    rate = base["models"][0]["rate_rps"]  # the figures add up, as every plan's (hetinfra.document.consistency)
+    classes = [{"name": n, "input_tokens": i, "output_tokens": o, "share": 0.25, "rate_rps": 0.25 * rate}
                for n, (i, o, _) in CLASSES.items()]
-    return dict(base, cost_usd_per_hour=1.0, allocations=allocations, routing=routing,
-                models=[dict(base["models"][0], name=MODEL, classes=classes)])
+    return totals_added_up(dict(base, allocations=allocations, routing=routing,
+                                models=[dict(base["models"][0], name=MODEL, classes=classes)]))
 
 
 def write_out(out: Path, plan: dict | None = None) -> Path:

@@ -10,6 +10,8 @@ import inspect
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hetinfra.gateway import steps
 from hetinfra.gateway.server import GatewayConfig, create_app
@@ -69,3 +71,50 @@ def test_each_step_is_a_small_function():
     for name in ("parse", "classify", "pick", "forward", "attempt", "relay"):
         lines = inspect.getsource(getattr(steps, name)).count("\n")
         assert lines <= 50, f"{name}: {lines} lines"
+
+
+#: any JSON value: what a client may send as ``stream``
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, allow_infinity=False)
+                           | st.sampled_from(["false", "0", "true", "no", ""]),
+                           lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+                           max_leaves=4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=JSON_VALUES, chat=st.booleans())
+def test_property_stream_is_true_false_or_absent(app, value, chat):
+    """``stream`` is read as vLLM reads a boolean only where it is one: any other value (``"false"``, ``0``, a list)
+    is a 400 naming it, counted as a bad request. Read by its truth, ``"stream": "false"`` was a stream to the
+    gateway and not to vLLM: its JSON answer went through the stream relay, counted as 0 output tokens."""
+    from hetinfra.gateway.classify import RequestError, stream_flag
+
+    body = {"model": MODEL, "stream": value, "max_tokens": 5,
+            **({"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "hi"})}
+    if value is None or isinstance(value, bool):
+        assert stream_flag(body) is bool(value)
+        return
+    with pytest.raises(RequestError, match="'stream' must be true or false"):
+        stream_flag(body)
+    before = app.state.gateway.metrics.rejected.labels("bad_request")._value.get()
+    r = call(app, "POST", "/v1/chat/completions" if chat else "/v1/completions", json=body, headers=auth())
+    assert r.status_code == 400 and r.json()["error"]["param"] == "stream"
+    assert app.state.gateway.metrics.rejected.labels("bad_request")._value.get() == before + 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(["n", "best_of"]), value=JSON_VALUES | st.integers(-3, 64), chat=st.booleans())
+def test_property_a_request_asks_for_one_sequence(app, key, value, chat):
+    """``n`` and ``best_of`` are absent, null or 1: any other value is a 400 naming the field. ``"n": 8`` made vLLM
+    decode 8 sequences for a request the gateway counted and logged as one, so a re-plan from the demand log sized
+    the fleet for an eighth of that decode work."""
+    from hetinfra.gateway.classify import RequestError, one_sequence
+
+    body = {"model": MODEL, key: value, "max_tokens": 5,
+            **({"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "hi"})}
+    if value is None or (type(value) is int and value == 1):
+        one_sequence(body)
+        return
+    with pytest.raises(RequestError, match=rf"'{key}' must be 1"):
+        one_sequence(body)
+    r = call(app, "POST", "/v1/chat/completions" if chat else "/v1/completions", json=body, headers=auth())
+    assert r.status_code == 400 and r.json()["error"]["param"] == key

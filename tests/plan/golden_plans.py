@@ -92,7 +92,21 @@ def golden_allocation(name: str = "chat", **overrides) -> dict:
         doc["skypilot_task"] = f"skypilot/{doc['deployment_unit']}.yaml"
     if "instances" not in overrides:
         doc["instances"] = doc["count"] * doc["nodes_per_replica"]
+    if "cost_usd_per_hour" not in overrides:  # its figures add up, as every plan's (hetinfra.document.consistency)
+        from hetinfra.document.consistency import unit_cost
+
+        doc["cost_usd_per_hour"] = round(unit_cost(doc["price_per_instance_usd_per_hour"], doc["instances"],
+                                                   doc["nodes_per_replica"], doc.get("counts_by_period")), 4)
     return doc
+
+
+def totals_added_up(doc: dict) -> dict:
+    """``doc`` (a plan.json) with each model's and the plan's ``cost_usd_per_hour`` the sum of its
+    allocations', as every plan must state them (hetinfra.document.consistency.figure_problems)."""
+    cost = lambda allocs: round(sum(float(a["cost_usd_per_hour"]) for a in allocs), 4)  # noqa: E731
+    return dict(doc, cost_usd_per_hour=cost(doc["allocations"]),
+                models=[dict(m, cost_usd_per_hour=cost([a for a in doc["allocations"] if a["model"] == m["name"]]))
+                        for m in doc["models"]])
 
 
 def golden_plan_with(allocations: list[dict], name: str = "chat", **overrides) -> dict:
@@ -139,4 +153,4 @@ def routed_to_allocations(doc: dict) -> dict:
     if doc.get("routing_by_origin"):
         out["routing_by_origin"] = {m: {o: {c: rows_for(m, rows, True, c) for c, rows in classes.items()}
                                         for o, classes in per.items()} for m, per in doc["routing_by_origin"].items()}
-    return out
+    return totals_added_up(out)

@@ -8,6 +8,7 @@ import copy
 from hetinfra.document import Plan
 from hetinfra.replan.diff import decide, decision_json, render
 from tests.compile.split_plan import split_plan
+from tests.plan.golden_plans import totals_added_up
 
 
 def _with_count(doc: dict, count: int) -> Plan:
@@ -15,8 +16,7 @@ def _with_count(doc: dict, count: int) -> Plan:
     a = doc["allocations"][0]
     a["cost_usd_per_hour"] = round(a["cost_usd_per_hour"] / a["count"] * count, 4)
     a["count"] = a["instances"] = count
-    doc["cost_usd_per_hour"] = a["cost_usd_per_hour"]
-    return Plan.parse(doc)
+    return Plan.parse(totals_added_up(doc))
 
 
 def test_a_bundles_change_shows_each_roles_engines():

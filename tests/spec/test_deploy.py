@@ -86,3 +86,42 @@ def test_the_spec_refuses_each_at_its_line(tmp_path, deploy, says):
     with pytest.raises(InvalidInputError, match=r"service.yaml:\d+:\d+: ") as exc:
         load_spec(p)
     assert says in exc.value.message
+
+
+#: real VM types of each cloud's gateway field (hetinfra.spec.deploy.VM_TYPE_SHAPES)
+REAL_VM_TYPES = {
+    "aws_instance_type": ["c7i.large", "t3.micro", "t4g.nano", "m7i-flex.large", "c7gd.metal", "u-6tb1.metal",
+                          "i7ie.metal-24xl", "p6-b200.48xlarge", "m5.24xlarge", "r7iz.medium", "t3a.small"],
+    "gcp_machine_type": ["e2-standard-2", "e2-micro", "f1-micro", "n2-custom-4-8192", "n2d-highcpu-8",
+                         "c3-standard-4-lssd", "a2-highgpu-1g", "t2a-standard-1"],
+    "azure_vm_size": ["Standard_D2s_v5", "Standard_B2s", "Basic_A1", "Standard_NC24ads_A100_v4", "Standard_F2s_v2",
+                      "Standard_D2as_v5", "Standard_E4-2s_v4", "Standard_M128-64ms"],
+}
+
+
+def _respelled(name: str, how: int) -> str:
+    """``name`` as a hand may mistype it: its separators swapped for another's, upper case, or a prefix lost."""
+    return [name.replace(".", "-"), name.replace("-", "."), name.replace("_", "-"), name.upper(),
+            name.split("_", 1)[-1], name.replace(".", ""), name.replace("-", "_")][how]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(REAL_VM_TYPES)), st.sampled_from(sorted(REAL_VM_TYPES)), st.data())
+def test_property_a_gateway_vm_type_has_its_clouds_shape(field, source, data):
+    """A gateway VM type is checked at the spec for its cloud's shape: a real type of the cloud passes, another
+    cloud's, or one of its own respelled (``c7i-large``, ``e2.standard.2``, ``D2s_v5``), is refused naming the field;
+    Pulumi handed it to the cloud as written and `pulumi up` failed, after `apply` had begun."""
+    name = data.draw(st.sampled_from(REAL_VM_TYPES[source]))
+    how = data.draw(st.integers(0, 6))
+    wrong = _respelled(name, how)
+    if source == field:
+        assert DeploySpec.model_validate({"gateway": {field: name}}).gateway
+    candidates = [wrong] if source == field else [name]  # another cloud's real type, as it is
+    for value in candidates:
+        if value in REAL_VM_TYPES[field]:
+            continue  # respelled into a real type of this cloud
+        if source == field and (value == name or (field == "azure_vm_size" and how in (3, 6))):
+            continue  # unchanged by the respelling, Azure's sizes in another case (Azure reads them so), or its
+            # constrained size's hyphen as an underscore (Standard_E4_2s_v4: a size's shape, whether Azure has it or not)
+        with pytest.raises(ValidationError, match=rf"{field}\n.*is not a VM type of its cloud"):
+            DeploySpec.model_validate({"gateway": {field: value}})
