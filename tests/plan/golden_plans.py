@@ -101,11 +101,17 @@ def golden_allocation(name: str = "chat", **overrides) -> dict:
 
 
 def totals_added_up(doc: dict) -> dict:
-    """``doc`` (a plan.json) with each model's and the plan's ``cost_usd_per_hour`` the sum of its
-    allocations', as every plan must state them (hetinfra.document.consistency.figure_problems)."""
+    """``doc`` (a plan.json) with each allocation's ``cost_usd_per_hour`` its price x instances (a test that
+    changed a count changed its cost), and each model's and the plan's the sum of its allocations', as
+    every plan must state them (hetinfra.document.consistency.figure_problems)."""
+    from hetinfra.document.consistency import unit_cost
+
+    allocations = [dict(a, cost_usd_per_hour=round(unit_cost(
+        float(a["price_per_instance_usd_per_hour"]), int(a["instances"]), int(a.get("nodes_per_replica") or 1),
+        a.get("counts_by_period")), 4)) for a in doc["allocations"]]
     cost = lambda allocs: round(sum(float(a["cost_usd_per_hour"]) for a in allocs), 4)  # noqa: E731
-    return dict(doc, cost_usd_per_hour=cost(doc["allocations"]),
-                models=[dict(m, cost_usd_per_hour=cost([a for a in doc["allocations"] if a["model"] == m["name"]]))
+    return dict(doc, allocations=allocations, cost_usd_per_hour=cost(allocations),
+                models=[dict(m, cost_usd_per_hour=cost([a for a in allocations if a["model"] == m["name"]]))
                         for m in doc["models"]])
 
 

@@ -14,6 +14,7 @@ pulumi = pytest.importorskip("pulumi")
 from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
+from tests.plan.golden_plans import totals_added_up  # noqa: E402
 from tests.stacks.conftest import _alloc  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
 
@@ -31,7 +32,7 @@ def azure_plan(three_cloud_plan):
                price=7.3))
     for m, params in zip(three_cloud_plan["models"], (8.0e9, 70.6e9)):
         m["params"] = params
-    return three_cloud_plan
+    return totals_added_up(three_cloud_plan)  # the appended unit's cost in its model's and the plan's
 
 
 def _custom(vmss: dict) -> str:

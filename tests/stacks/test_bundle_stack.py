@@ -15,6 +15,7 @@ pulumi = pytest.importorskip("pulumi")
 from hetinfra.document import Plan  # noqa: E402
 from hetinfra.errors import InvalidInputError  # noqa: E402
 from tests.compile.split_plan import UNIT, split_plan  # noqa: E402
+from tests.plan.golden_plans import totals_added_up  # noqa: E402
 from tests.stacks.test_program import by_name, run_program  # noqa: E402
 
 EC2_USER_DATA_MAX = 16 * 1024  # bytes before base64 (EC2 user data limit)
@@ -72,7 +73,7 @@ def _two_replicas(shape: str) -> dict:
     plan = split_plan(shape)
     a = plan["allocations"][0]
     a["count"], a["instances"] = 2, 2 * a["nodes_per_replica"]
-    return Plan.parse(plan).to_dict()
+    return Plan.parse(totals_added_up(plan)).to_dict()
 
 
 def test_a_heterogeneous_bundle_across_nodes_boots_in_one_placement_group_over_efa(mocks, tmp_path):
@@ -121,7 +122,7 @@ def test_the_gcp_and_azure_programs_refuse_a_bundle_across_nodes(cloud, region, 
     a = across(plan["allocations"][0])
     a["disaggregation"]["link"] = "roce" if cloud == "gcp" else "infiniband"
     with pytest.raises(InvalidInputError, match=f"the Pulumi stacks on {cloud} cannot place as planned"):
-        fleets_for(Plan.parse(plan), cloud)
+        fleets_for(Plan.parse(totals_added_up(plan)), cloud)
 
 
 def test_the_heads_peer_lookup_writes_every_peer_in_rank_order_and_fails_bounded(tmp_path):

@@ -11,6 +11,7 @@ pulumi = pytest.importorskip("pulumi")
 from hetinfra.document import Plan
 from hetinfra.compile.artifacts import sky_units  # noqa: E402
 from hetinfra.compile.engine import vllm_serve_command  # noqa: E402
+from tests.plan.golden_plans import totals_added_up  # noqa: E402
 from tests.stacks.conftest import _alloc  # noqa: E402
 from tests.stacks.test_program import API_KEY, by_name, run_program, unwrap  # noqa: E402
 
@@ -26,7 +27,7 @@ def gcp_plan(three_cloud_plan):
         _alloc("chat-8b", "gcp", "us-central1", "g2-standard-8", "L4", 1, tp=1, count=3, spot=True, price=0.3))
     for m, params in zip(three_cloud_plan["models"], (8.0e9, 70.6e9)):
         m["params"] = params
-    return three_cloud_plan
+    return totals_added_up(three_cloud_plan)  # the appended unit's cost in its model's and the plan's
 
 
 def test_groups_equal_the_plan_and_heal(mocks, gcp_plan):
