@@ -92,9 +92,11 @@ def windows(seeds: list[int], runs: list, name: str) -> str:
     reads 8."""
     met = [None if isinstance(r, str) else next((e for e in r["models"] if e["model"] == name), None) for r in runs]
     counts = [sum(1 for e in met[i:i + 10] if e is not None and e["met"]) for i in range(0, len(met), 10)]
+    # a last window short of 10 says of how many (5/5 read as 5 of 10)
+    shown = [str(c) if i + 10 <= len(met) else f"{c}/{len(met) - i}" for i, c in zip(range(0, len(met), 10), counts)]
     missed = [f"{s} ({miss(e):+.1f}%)" if e is not None else f"{s} (error)"
               for s, e in zip(seeds, met) if e is None or not e["met"]]
-    return f"windows of 10: {' '.join(map(str, counts))}; missed: {', '.join(missed) or 'none'}"
+    return f"windows of 10: {' '.join(shown)}; missed: {', '.join(missed) or 'none'}"
 
 
 def _unserved(doc: dict, model: dict) -> bool:

@@ -112,7 +112,7 @@ def homeless(env: Mapping[str, str] | None = None) -> bool:
     up (the template cache) is then skipped, not refused; what must be stored (the price store, Pulumi's
     state) still asks for HOME (:func:`home_dir`). A HOME that is set but wrong is never homeless: it is
     refused where it is read."""
-    if "HOME" in (os.environ if env is None else env):
+    if (os.environ if env is None else env).get("HOME", "").strip():  # blank is unset, as env_path reads it
         return False
     try:
         pwd.getpwuid(os.getuid())

@@ -168,11 +168,11 @@ def _judgement(m: dict) -> dict:
 
 def _replications(v: Verification, seed: int, burst_cv: float) -> Replications:
     """fidelity.replications: how every decision and the confirmation were judged (at ``burst_cv``)."""
-    from hetinfra.plan import replicated
+    from hetinfra.plan import replicated, replication_method
     from hetinfra.plan.kv_pressure import most_pressed
     from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
 
-    return Replications(method=replicated.method(burst_cv), confidence=CONFIDENCE,
+    return Replications(method=replication_method.method(burst_cv), confidence=CONFIDENCE,
                         confirm_confidence=CONFIRM_CONFIDENCE,
                         base_seed=seed,
                         start=replicated.START, step=replicated.STEP, max_replications=most_pressed(burst_cv),

@@ -26,8 +26,9 @@ plan, seeds no decision saw):
    max_num_seqs, in a replication of either judge: ``pressure``; or an objective with an attainment
    target, or arrivals burstier than Poisson, whose misses come with a run's rare burst:
    hetinfra.plan.kv_pressure.burst_pressed),
-   up to MAX_PRESSED, and judges it at PRESSED_CONFIDENCE (hetinfra.plan.kv_pressure: a burst's
-   heavy upper tail, which a normal bound at CONFIDENCE underrates);
+   up to MAX_PRESSED (under bursty arrivals on to MAX_BURST_PRESSED while its bound is within BURST_EDGE
+   of its objective: kv_pressure.beyond_pressed), and judges it at PRESSED_CONFIDENCE
+   (hetinfra.plan.kv_pressure: a burst's heavy upper tail, which a normal bound at CONFIDENCE underrates);
 4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
    (hetinfra.plan.kv_pressure.thrashing), and those it leaves met are probed
    (hetinfra.plan.cliff): run on their first CLIFF_SEEDS seeds at CLIFF_MARGIN more load, not met
@@ -51,53 +52,15 @@ from dataclasses import replace
 from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
-from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS, probe, stressed
-from hetinfra.plan.kv_pressure import (KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE, SEATS_NEAR,
-                                       burst_pressed, bursty, most_pressed, thrashing, thrashing_first, under_pressure)
+from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_SEEDS, probe, stressed
+from hetinfra.plan.kv_pressure import (MAX_PRESSED, PRESSED_CONFIDENCE, beyond_pressed, burst_pressed, bursty,
+                                       most_pressed, thrashing, thrashing_first, under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
-from hetinfra.plan.verdicts import (ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met,
-                                    only, screened, seeds_union)
+from hetinfra.plan.replication_method import EDGE, EDGE_LOOK, MAX, START, STEP, method
+from hetinfra.plan.verdicts import (CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met, only,
+                                    screened, seeds_union)
 
-__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "METHOD", "method"]
-
-#: replications per judgement: START at first (the screening seed among them), STEP more at a time
-#: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
-#: enough for a model far from its objective (most of a fleet: it stops there); four give mean + 2.6 sd,
-#: seven mean + 2.1 sd.
-START, STEP, MAX = 2, 2, 7
-#: the confirmation stops early (after 2 or 4 replications) on a met model only when its bound is
-#: EDGE inside its objective; nearer the edge it runs on to EDGE_LOOK. Each look at the replications
-#: so far is one more chance for a model at the edge to pass by luck: by Monte Carlo (normal runs,
-#: sd 1% of the objective), a model whose mean run misses (half its runs miss) passed the confirmation's
-#: looks at 2, 4, 6 and 8 replications 3.4% of the time, one whose mean is 1 sd inside 22%; with the
-#: edge rule 0.2% and 11%, at 0.2 more replications on average for a model far inside. The search's own
-#: judgements keep stopping at the first met look (the confirmation guards their luck): a
-#: 3-model spec's 8B model (L40S at 94% of its rate) was confirmed at 4 replications, p99 TPOT
-#: 39.49-39.69 ms against 40, and missed on 4 of 11 audit seeds (39.16-40.88 ms)
-EDGE, EDGE_LOOK = 0.02, 6
-
-METHOD = (f"replications: screened on one seed (a model that misses there is missed; in the search's judgements, one "
-          f"whose one-sided {CONFIDENCE:.0%} batch-means bound of every statistic, of the model and of each unit, is within "
-          f"{ACCEPT_BELOW:g}x its objective with no KV cache filled is met there), then {START} to {MAX} "
-          f"independent replications ({STEP} more at a time while a model is undecided), and in the confirmation up to "
-          f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
-          f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, or where the objective has an attainment "
-          f"target, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
-          "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
-          "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
-          f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "
-          f"over its runs passes the stability rule's limit, and is run again on its first {CLIFF_SEEDS} seeds at "
-          f"{CLIFF_MARGIN:.0%} more load, not met where a run there misses a statistic by more than {CLIFF_JUMP:g}x "
-          "that statistic's bound (a cliff that close to its promise)")
-#: the method's words where planning.verify.burst_cv > 1 (hetinfra.plan.kv_pressure.burst_pressed); none for Poisson
-BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press every model (up to {MAX_BURST_PRESSED} "
-          f"runs at the plan's longest, {PRESSED_CONFIDENCE:.0%})")
-
-
-def method(burst_cv: float) -> str:
-    """fidelity.replications.method of a plan verified at ``burst_cv``: METHOD, and BURSTY where it is bursty."""
-    return METHOD + (BURSTY if bursty(burst_cv) else "")
+__all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "EDGE", "EDGE_LOOK"]
 
 
 #: what the work budget names when it stops a judgement's further replications (plan.json
@@ -125,7 +88,7 @@ class Replicated:
         self.floor: dict[str, int] = {}
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
-        #: a model that meets but is under pressure (KV or seats) runs up to MAX_PRESSED (the confirmation)
+        #: a model that meets but is under pressure (Replicated.under_pressure) runs up to MAX_PRESSED, or on (the confirmation)
         self.pressed = pressed
         #: a model far inside its objective on the screening seed's batch means is met there (the search's)
         self.early = early
@@ -201,6 +164,19 @@ class Replicated:
         (hetinfra.plan.kv_pressure.burst_pressed)."""
         return (bool(self.pressure) and model_state(view, model) in self.pressure) \
             or burst_pressed(view, model, self.config.burst_cv)
+
+    def refreshes(self, view: dict, verdict: dict) -> bool:
+        """Whether the model of ``verdict`` (the last confirmation's) is judged on a fresh block after a veto:
+        missed, or under pressure (:meth:`under_pressure`); under bursty arrivals a model its spec alone
+        presses (burst_pressed) only while near its objective (kv_pressure.beyond_pressed): every model of
+        a bursty fleet judged again on each veto ran a 48-model fleet out of its work budget."""
+        model = verdict["model"]
+        if not verdict["met"] or (bool(self.pressure) and model_state(view, model) in self.pressure):
+            return True
+        if not burst_pressed(view, model, self.config.burst_cv):
+            return False
+        return not bursty(self.config.burst_cv) or beyond_pressed(self.config.burst_cv, verdict.get("ratio_bound"),
+                                                                  self.margin)
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
@@ -338,11 +314,19 @@ class Replicated:
                     (m["ratio_bound"] or 0.0) > 1.0 - self.margin - EDGE  # met: within 1 - margin
                 open_ = m["decision"] == "undecided" or (m["model"] in pressed and m["met"]) or near
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
-                if not open_ or count >= (self.most if m["model"] in pressed else MAX):
+                if not open_ or count >= self._most_runs(m, m["model"] in pressed):
                     del runs[m["model"]]
-            count, judged = min(count + STEP, self.most), True
+            # a pressed model's look at MAX_PRESSED runs decides whether it runs on (kv_pressure.beyond_pressed)
+            count, judged = min(count + STEP, self.most, *((MAX_PRESSED,) if count < MAX_PRESSED else ())), True
         self._judge_pressed(view, sorted(n for n in every_pressed if out[n][0]["met"]), ran, out, parsed)
         return {k: v for k, v in first.items() if k not in ("models", "units")}
+
+    def _most_runs(self, verdict: dict, pressed: bool) -> int:
+        """Replications a model with ``verdict`` may run: MAX, or pressed MAX_PRESSED, or under bursts
+        MAX_BURST_PRESSED while its bound is near its objective (kv_pressure.beyond_pressed)."""
+        if not pressed:
+            return MAX
+        return self.most if beyond_pressed(self.config.burst_cv, verdict["ratio_bound"], self.margin) else MAX_PRESSED
 
     def _judge_pressed(self, view: dict, names: list[str], ran: dict, out: dict, parsed: dict) -> None:
         """The checks of ``names``, models met under pressure, beyond their statistics: their KV

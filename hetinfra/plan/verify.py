@@ -182,7 +182,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         missed = [m for m in out.confirmation["models"] if not m["met"]]
         out.vetoes.append({"after_round": len(search.history), "seeds": seeds_union(missed),
                            "models": sorted(m["model"] for m in missed)})
-        confirm.fresh(None if put_back else _refreshed(confirm, simulation_view(out.pr), missed))
+        confirm.fresh(None if put_back else _refreshed(confirm, simulation_view(out.pr), out.confirmation["models"]))
         try:
             pr = resolve(search.derate(), dict(out.pr.result.n))
         except InfeasibleError as exc:
@@ -224,16 +224,15 @@ def searched_met(sim: dict) -> bool:
     return all(m["met"] or m.get("vetoed") for m in sim["models"])
 
 
-def _refreshed(confirm, view: dict, missed: list[dict]) -> list[str]:
-    """The models the confirmation after a veto judges on fresh seeds (Replicated.fresh): the vetoed
-    ones, whose confirm seeds steered the search, and every model whose plan was under pressure (KV or seats)
-    (Replicated.under_pressure), the state a rare preemption cascade starts from, which each fresh
+def _refreshed(confirm, view: dict, judged: list[dict]) -> list[str]:
+    """The models the confirmation after a veto judges on fresh seeds (Replicated.fresh), of those it
+    ``judged``: the vetoed ones, whose confirm seeds steered the search, and every model whose plan was
+    under pressure (Replicated.refreshes), the state a rare preemption cascade starts from, which each fresh
     block gets another chance to show. The others keep their seeds, and the memo their verdicts.
     Without the pressed ones, o13-phi-4 of bench_scale.py --mix other --seed 1 (independent; 13 clean
     seeds, KV filled) kept its first block's verdict and missed 2 of 10 audit seeds (+5.0%); judged
     again on each block, as every model was before, it is caught and given capacity."""
-    names = {m["model"] for m in missed}
-    return sorted(names | {m["name"] for m in view["models"] if confirm.under_pressure(view, m["name"])})
+    return sorted(m["model"] for m in judged if confirm.refreshes(view, m))
 
 
 def _search_and_confirm(out: Verification, pr: PlanResult, resolve: Resolve, budget: tuple[int, int], progress,

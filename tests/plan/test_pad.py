@@ -64,6 +64,9 @@ class _Judge:
     def under_pressure(self, view: dict, model: str) -> bool:
         return False
 
+    def refreshes(self, view: dict, verdict: dict) -> bool:  # Replicated.refreshes under Poisson arrivals
+        return not verdict["met"] or self.under_pressure(view, verdict["model"])
+
     def seeds_of(self, model: str) -> list[int]:
         return [100 * self.blocks.get(model, self.block) + k for k in range(2)]
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from hetinfra.plan import replicated
+from hetinfra.plan import kv_pressure, replicated, verdicts
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.sim.workload import WorkloadConfig
 
@@ -154,7 +154,7 @@ def test_the_search_accepts_a_model_far_inside_on_its_screening_seeds_batch_mean
     by = {m["model"]: m for m in judge(VIEW)["models"]}
     assert by["clear"]["replications"] == 1 and by["clear"]["decision"] == "met" and by["clear"]["met"]
     assert by["clear"]["bound"]["tpot_ms"] > by["clear"]["estimate"]["tpot_ms"]
-    assert by["clear"]["ratio_bound"] <= replicated.ACCEPT_BELOW
+    assert by["clear"]["ratio_bound"] <= verdicts.ACCEPT_BELOW
     assert by["edge"]["replications"] > 1  # near its objective: the replications decide
     assert "clear" not in runs[1][0]  # accepted at the screen: no second seed for it
     plain, _ = _batched(monkeypatch)  # the confirmation's judges never accept on one run
@@ -469,7 +469,7 @@ def test_a_model_under_kv_pressure_is_confirmed_at_the_higher_confidence(monkeyp
     monkeypatch.setitem(RATIOS, "clear", [0.95, 0.98, 0.92, 0.95, 0.97, 0.93, 0.95, 0.98, 0.92, 0.95, 0.97, 0.93, 0.95])
     confirm = _pressed_confirm(monkeypatch, kv_max)
     [model] = confirm({**VIEW, "models": [{"name": "clear", "rate_rps": 1.0}]})["models"]
-    if kv_max < replicated.KV_NEAR:
+    if kv_max < kv_pressure.KV_NEAR:
         assert model["met"] and model["replications"] == 6 and model["ratio_bound"] < 1.0
         assert "confidence" not in _judgement(model)  # every judgement's: fidelity.replications.confidence
     else:
