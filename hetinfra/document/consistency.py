@@ -51,7 +51,7 @@ def unit_cost(price: float, instances: int, nodes: int, counts_by_period: list[i
 def _off(stated: float, computed: float, terms: int) -> bool:
     """Whether ``stated`` is further from ``computed`` than the rounding of plan.json's figures explains:
     $/h and prices are written to 4 decimals (5e-5 each, ``terms`` of them), rates to 6."""
-    return abs(float(stated) - computed) > 5e-5 * (terms + 1) + 1e-4 * abs(computed)
+    return abs(float(stated) - computed) > 5e-5 * (terms + 1) + 1e-9 * abs(computed)  # float error only
 
 
 def figure_problems(plan, cloud_copy: bool = False) -> list[str]:
@@ -66,8 +66,9 @@ def figure_problems(plan, cloud_copy: bool = False) -> list[str]:
         want = unit_cost(float(a.price_per_instance_usd_per_hour), a.instances, a.nodes_per_replica,
                          a.counts_by_period)
         if _off(a.cost_usd_per_hour, want, a.instances):
+            per = "instances averaged over counts_by_period" if a.counts_by_period else "instances"
             out.append(HintedError(f"allocations[{i}].cost_usd_per_hour is {float(a.cost_usd_per_hour):g}, where "
-                                   f"price_per_instance_usd_per_hour x instances is {want:.4f}", FIGURES_HINT))
+                                   f"price_per_instance_usd_per_hour x {per} is {want:.4f}", FIGURES_HINT))
     if cloud_copy:
         return out
     for i, m in enumerate(plan.models):

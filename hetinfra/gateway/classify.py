@@ -4,7 +4,7 @@ Token counting: with ``--tokenizer MODEL=PATH`` (a local ``tokenizer.json``, rea
 ``tokenizers`` package when it is installed; nothing is downloaded) the count is exact. Otherwise a
 fast approximation: **ceil(characters / 4)** per text (English BPE text with Llama-3/GPT-style
 vocabularies averages ~4 characters per token), plus 4 tokens per chat message for the template.
-Token-id prompts are counted exactly. A batch of prompts counts as its largest prompt.
+Token-id prompts are counted exactly. A batch of several prompts is refused (:func:`one_sequence`).
 
 Output budget: ``max_completion_tokens`` or ``max_tokens``; when a request carries neither, the
 model's ``default_max_tokens`` (the largest output edge the plan has for it, i.e. the request is
@@ -107,15 +107,25 @@ SEQUENCE_KEYS = ("n", "best_of")
 
 
 def one_sequence(body: dict) -> None:
-    """A request asks for one completion: ``n`` and ``best_of`` absent, null or 1; 400 otherwise. The fleet is
+    """A request asks for one completion: ``n`` and ``best_of`` absent, null or 1, and one ``prompt``; 400
+    otherwise (a completions ``prompt`` of 8 texts was 8 completions, as ``"n": 8`` is). The fleet is
     planned, and the demand log counts, one sequence per request: ``"n": 8`` made vLLM decode 8 sequences for one
     request the gateway routed, counted and logged as one (a re-plan from that log sized the fleet for an eighth
     of its decode work)."""
     for key in SEQUENCE_KEYS:
         value = body.get(key)
-        if value is not None and (isinstance(value, bool) or value != 1 or not isinstance(value, int)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != 1):
             raise RequestError(f"'{key}' must be 1: the fleet is planned for one completion per request "
                                f"(send {key} requests instead)", key)
+    if several_prompts(body.get("prompt")):  # /v1/completions' batch: one completion per prompt, as n is
+        raise RequestError("'prompt' must be one prompt: the fleet is planned for one completion per request "
+                           "(send one request per prompt)", "prompt")
+
+
+def several_prompts(prompt) -> bool:
+    """Whether a completions ``prompt`` is a batch of more than one prompt (a list of texts or of token-id
+    lists); a list of token ids is one prompt."""
+    return isinstance(prompt, list) and len(prompt) > 1 and any(isinstance(p, (str, list)) for p in prompt)
 
 
 def output_budget(body: dict, default: int) -> int:

@@ -207,6 +207,8 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
         a = {k: v for k, v in info[uid].items() if k != "path"}
         a["count"] = counts[uid]
         a["instances"] = counts[uid] * int(a.get("nodes_per_replica") or 1)
+        if a.get("counts_by_period"):  # a top-up staged short of its peak runs at most what is staged
+            a["counts_by_period"] = [min(int(c), counts[uid]) for c in a["counts_by_period"]]
         a["cost_usd_per_hour"] = round(unit_cost(a["price_per_instance_usd_per_hour"], a["instances"],
                                                  int(a.get("nodes_per_replica") or 1), a.get("counts_by_period")), 4)
         allocations.append(a)

@@ -55,6 +55,27 @@ def test_the_hop_plan_is_the_unit_alone_and_parses():
     assert _unit().hop_plan == sky_units(Plan.parse(plan))[0].hop_plan  # same plan, same text
 
 
+def test_the_hop_plan_of_one_of_two_bundle_units_of_a_model_states_its_own_totals():
+    """Two bundle units of one model, each serving half of every class: the hop plan of either holds its unit
+    alone, so its model's and its plan's $/h are that unit's, not the model's two (with the model's, the hop's
+    own gateway refused it: 'models[0].cost_usd_per_hour is ..., where its 1 allocation(s) cost ...')."""
+    from hetinfra.compile.bundle import hop_plan
+
+    plan = split_plan("2P1D")
+    first = plan["allocations"][0]
+    second = dict(first, unit=first["unit"] + "-b", deployment_unit=first["deployment_unit"] + "-b",
+                  skypilot_task=f"skypilot/{first['deployment_unit']}-b.yaml",
+                  count=first["count"] + 1, instances=(first["count"] + 1) * first["nodes_per_replica"])
+    plan["allocations"].append(second)
+    for rows in plan["routing"]["qwen32"].values():
+        rows[:] = [dict(r, unit=u, share=0.5, rps=r["rps"] / 2) for r in rows for u in (first["unit"], second["unit"])]
+    doc = Plan.parse(totals_added_up(plan))
+    for a in doc.allocations:
+        hop = Plan.parse(json.loads(hop_plan(doc, a)))
+        assert [x.unit for x in hop.allocations] == [a.unit]
+        assert hop.cost_usd_per_hour == hop.models[0].cost_usd_per_hour == a.cost_usd_per_hour
+
+
 def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     plan = split_plan()
     a = plan["allocations"][0]

@@ -73,3 +73,26 @@ def test_a_staged_plan_states_its_own_totals():
     doc = PLANS["multi-region"]
     counts = {a["unit"]: max(1, a["count"] - 1) for a in doc["allocations"][:2]}
     Plan.parse(stage_plan(doc, [], counts))
+
+
+@pytest.mark.parametrize("short", [0, 1, 2])
+def test_a_staged_top_up_states_its_cost_over_its_periods_and_runs_no_more_than_is_staged(short):
+    """services/committed.yaml's plan (a committed base and an on-demand top-up with counts_by_period),
+    staged with its top-up ``short`` replicas below the new plan's: its cost is the staged top-up's over
+    its periods (the staged plan wrote price x instances, its peak), and its periods run no more than it
+    stages (staged short of its peak, the plan was refused: counts_by_period runs more than its count)."""
+    from hetinfra.replan.safe import stage_plan
+
+    from tests.plan.golden_plans import totals_added_up
+
+    doc = copy.deepcopy(PLANS["committed"])
+    top = next(a for a in doc["allocations"] if a.get("counts_by_period"))
+    top.update(count=4, instances=4, counts_by_period=[4 * c for c in top["counts_by_period"]])  # a peak of 4
+    doc = totals_added_up(doc)
+    Plan.parse(doc)
+    counts = {a["unit"]: a["count"] for a in doc["allocations"]} | {top["unit"]: 4 - short}
+    staged = Plan.parse(stage_plan(doc, [], counts))
+    a = next(x for x in staged.allocations if x.unit == top["unit"])
+    assert max(a.counts_by_period) <= a.count == counts[top["unit"]]
+    assert float(a.cost_usd_per_hour) == pytest.approx(
+        float(a.price_per_instance_usd_per_hour) * sum(a.counts_by_period) / len(a.counts_by_period), abs=1e-4)

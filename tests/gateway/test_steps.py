@@ -111,10 +111,31 @@ def test_property_a_request_asks_for_one_sequence(app, key, value, chat):
 
     body = {"model": MODEL, key: value, "max_tokens": 5,
             **({"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "hi"})}
-    if value is None or (type(value) is int and value == 1):
-        one_sequence(body)
+    if value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value == 1):
+        one_sequence(body)  # 1.0 is 1, as vLLM reads it
         return
     with pytest.raises(RequestError, match=rf"'{key}' must be 1"):
         one_sequence(body)
     r = call(app, "POST", "/v1/chat/completions" if chat else "/v1/completions", json=body, headers=auth())
     assert r.status_code == 400 and r.json()["error"]["param"] == key
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=st.one_of(st.text(max_size=8), st.lists(st.integers(0, 50_000), max_size=6),
+                        st.lists(st.text(max_size=8) | st.lists(st.integers(0, 50_000), min_size=1, max_size=4),
+                                 max_size=5)))
+def test_property_a_completions_request_carries_one_prompt(app, prompt):
+    """/v1/completions' ``prompt`` is one text or one list of token ids, or a batch of one: a batch of several
+    prompts is a 400 naming ``prompt``. 8 prompts in one request came back as 8 choices, which the gateway
+    had routed, counted and logged as one request (as ``"n": 8`` did)."""
+    from hetinfra.gateway.classify import RequestError, one_sequence
+
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 5}
+    batch = isinstance(prompt, list) and len(prompt) > 1 and not all(isinstance(x, int) for x in prompt)
+    if not batch:
+        one_sequence(body)
+        return
+    with pytest.raises(RequestError, match="'prompt' must be one prompt"):
+        one_sequence(body)
+    r = call(app, "POST", "/v1/completions", json=body, headers=auth())
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
