@@ -29,6 +29,7 @@ from hetinfra.deploy.state import now
 from hetinfra.document import Allocation, Plan
 from hetinfra.document.consistency import unit_cost
 from hetinfra.errors import HetinfraError
+from hetinfra.spec.adapters import adapter_of, base_class
 
 JOURNAL = "replan.json"
 LOCK = ".replan.lock"
@@ -224,8 +225,10 @@ def stage_plan(new_plan: dict, running: list[dict], counts: dict) -> dict:
         kept = [e for e in rows if e["unit"] in staged]
         if kept or not rows:
             return kept
-        need, default = sizes.get((model, cls.split("~")[0]), (0, 0))
-        takers = [a for a in allocations if a["model"] == model and (a.get("max_model_len") or default) >= need]
+        need, default = sizes.get((model, base_class(cls)), (0, 0))
+        adapter = adapter_of(cls)  # an adapter's class goes only to staged units that hold it
+        takers = [a for a in allocations if a["model"] == model and (a.get("max_model_len") or default) >= need
+                  and (adapter is None or adapter in {h["name"] for h in ((a.get("adapters") or {}).get("held") or ())})]
         rps = sum(float(e["rps"]) for e in rows)
         if not takers:
             if not origin:  # the class's whole rate: its origins' rows split the same requests

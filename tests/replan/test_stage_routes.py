@@ -30,3 +30,27 @@ def test_a_model_with_no_unit_in_the_stage_is_unmet_there():
     staged = Plan.parse(stage_plan(plan, [], {}), "out/plan.json")
     assert staged.allocations == [] and all(rows == [] for rows in staged.routing["chat-8b"].values())
     assert sum(staged.unmet_rps.values()) == pytest.approx(plan["models"][0]["rate_rps"], rel=1e-6)
+
+
+def test_an_adapters_class_falls_back_only_to_staged_units_that_hold_it(tmp_path, run_cli):
+    """benchmarks/specs/lora-origins.yaml (units holding different adapters), each unit staged alone: an
+    adapter's class whose units are not staged goes to the staged units that hold its adapter, or is
+    unmet; it went to every unit of the model, and the stage was refused ('sends adapter 't01''s
+    requests to unit ..., which does not hold it')."""
+    import json
+    from pathlib import Path
+
+    from hetinfra.spec.adapters import adapter_of
+
+    spec = Path(__file__).resolve().parents[2] / "benchmarks/specs/lora-origins.yaml"
+    code, _out, err = run_cli("plan", str(spec), "--out", str(tmp_path / "out"), "--no-verify", "--no-baselines")
+    assert code == 0, err
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    refused_before = 0
+    for a in plan["allocations"]:
+        staged = Plan.parse(stage_plan(plan, [], {a["unit"]: a["count"]}), "out/plan.json")
+        held = {h.name for h in (staged.allocations[0].adapters.held if staged.allocations[0].adapters else [])}
+        for cls, rows in staged.routing.get(a["model"], {}).items():
+            assert adapter_of(cls) is None or not rows or adapter_of(cls) in held
+        refused_before += any(adapter_of(c) not in (None, *held) for c in plan["routing"].get(a["model"], {}))
+    assert refused_before, "no unit of lora-origins lacks an adapter: pick another spec"
