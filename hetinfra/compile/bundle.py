@@ -65,15 +65,20 @@ def role_nodes_of(a: "Allocation") -> tuple[tuple[str, int, str, str, int], ...]
 
 def hop_plan(plan: "Plan", a: "Allocation") -> str:
     """The plan as the node's hop needs it: only ``a`` (its model, template and routing rows, each
-    class wholly to ``a``); compact JSON, keys sorted (the same plan gives the same text)."""
+    class wholly to ``a``; the model's classes ``a`` does not serve left unmet); compact JSON, keys sorted
+    (the same plan gives the same text)."""
     rows = plan.routing.get(a.model) or {}
     routing = {a.model: {cls: [r.model_copy(update={"share": 1.0}) for r in rs if r.unit == a.unit]
                          for cls, rs in rows.items() if any(r.unit == a.unit for r in rs)}}
     # verification's record and the regions' rows concern the other units too; its $/h is the unit's, as every
     # plan's figures add up (hetinfra.document.consistency: the hop's `hetinfra gateway` reads it as a plan)
     cost = a.cost_usd_per_hour
+    # the model's classes other units serve (an adapter's the bundle does not hold) are none of the hop's: its
+    # plan leaves them unserved, as every class with demand is routed or unmet (the hop's gateway refused it)
+    others = {f"{a.model}/{c.name}": c.rate_rps for m in plan.models if m.name == a.model for c in m.classes
+              if c.rate_rps and c.name not in routing[a.model]}
     trimmed = plan.model_copy(update={
-        "allocations": [a], "routing": routing, "cost_usd_per_hour": cost,
+        "allocations": [a], "routing": routing, "cost_usd_per_hour": cost, "unmet_rps": others,
         "models": [m.model_copy(update={"cost_usd_per_hour": cost}) for m in plan.models if m.name == a.model],
         "templates": [t for t in plan.templates if t.id == a.template], "baselines": [], "warnings": [],
         "fidelity": None, "routing_by_origin": None})

@@ -76,6 +76,27 @@ def test_the_hop_plan_of_one_of_two_bundle_units_of_a_model_states_its_own_total
         assert hop.cost_usd_per_hour == hop.models[0].cost_usd_per_hour == a.cost_usd_per_hour
 
 
+def test_the_hop_plan_of_a_unit_serving_some_of_its_models_classes_parses(tmp_path, run_cli):
+    """benchmarks/specs/pd-lora-edge.yaml: units that serve some of the model's classes (an adapter's class
+    goes to the units holding it). A unit's hop plan leaves the classes it does not serve unmet; it kept
+    their demand with no route, and the node's own gateway refused it ('routing.big.a~legal: the class has
+    1.26 req/s of demand and no route')."""
+    from hetinfra.compile.bundle import hop_plan
+
+    spec = Path(__file__).resolve().parents[2] / "benchmarks/specs/pd-lora-edge.yaml"
+    code, _out, err = run_cli("plan", str(spec), "--out", str(tmp_path / "out"), "--no-verify", "--no-baselines")
+    assert code == 0, err
+    plan = Plan.parse(json.loads((tmp_path / "out" / "plan.json").read_text()))
+    partial = 0
+    for a in plan.allocations:
+        hop = Plan.parse(json.loads(hop_plan(plan, a)))
+        served = set(hop.routing[a.model])
+        partial += bool(hop.unmet_rps)
+        assert {k.split("/", 1)[1] for k in hop.unmet_rps} == \
+            {c.name for m in plan.models if m.name == a.model for c in m.classes if c.rate_rps} - served
+    assert partial, "no unit of pd-lora-edge serves only some classes: pick another spec"
+
+
 def test_a_bundle_across_nodes_without_rdma_is_refused_with_a_clear_line():
     plan = split_plan()
     a = plan["allocations"][0]
