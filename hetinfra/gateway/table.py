@@ -97,12 +97,26 @@ class RoutingTable:
         return out
 
 
+#: the port a scheme means when its URL names none: ``http://h:80`` and ``http://h`` are one backend
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def base_url(url: str) -> str:
-    """``http://h:8000/v1`` -> ``http://h:8000`` (the gateway adds the request's own path)."""
+    """``http://h:8000/v1`` -> ``http://h:8000`` (the gateway adds the request's own path), in one spelling:
+    scheme and host in lower case and a scheme's default port dropped, so ``HTTP://H:80/v1/`` and ``http://h``
+    are one backend (:func:`_one_unit_per_backend` counts each once)."""
+    from urllib.parse import urlsplit, urlunsplit
+
     from hetinfra.httpget import checked_url
 
     u = checked_url(url.strip().rstrip("/"), "endpoint URL", hint="e.g. http://10.0.0.5:8000/v1 (a key: VLLM_API_KEY)")
-    return u[:-3] if u.endswith("/v1") else u
+    parts = urlsplit(u)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+    port = parts.port if parts.port not in (None, DEFAULT_PORTS.get(scheme)) else None
+    path = parts.path.rstrip("/")
+    path = path[:-3] if path.endswith("/v1") else path
+    return urlunsplit((scheme, host + (f":{port}" if port else ""), path, parts.query, parts.fragment))
 
 
 def _read_json(path: Path) -> dict:

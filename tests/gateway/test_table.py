@@ -59,3 +59,19 @@ def test_a_unit_named_by_both_its_names_keeps_both_urls(tmp_path):
     table = load_table(out, parse_endpoint_overrides([f"{NAMES[dep][0]}=http://10.0.0.1:8000/v1",
                                                       f"{NAMES[dep][1]}=http://10.0.0.2:8000/v1"]))
     assert table.endpoints[dep] == ("http://10.0.0.1:8000", "http://10.0.0.2:8000")
+
+
+@settings(max_examples=80, deadline=None)
+@given(host=st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5})?", fullmatch=True) | st.just("10.1.2.3"),
+       scheme=st.sampled_from(["http", "https"]), port=st.sampled_from(["none", "default", "8000"]),
+       upper=st.booleans(), suffix=st.sampled_from(["", "/", "/v1", "/v1/"]))
+def test_one_backend_in_any_spelling_is_one_url(host, scheme, port, upper, suffix):
+    """Scheme and host case and a scheme's default port do not make two backends: ``HTTP://H:80/v1`` and
+    ``http://h`` were two URLs, so the same server given both ways counted as two replicas (a reviewer)."""
+    from hetinfra.gateway.table import base_url
+
+    default = {"http": 80, "https": 443}[scheme]
+    plain = f"{scheme}://{host}" + (":8000" if port == "8000" else "")
+    spelled = (f"{scheme.upper() if upper else scheme}://{host.upper() if upper else host}"
+               + {"none": "", "default": f":{default}", "8000": ":8000"}[port] + suffix)
+    assert base_url(spelled) == base_url(plain) == plain
