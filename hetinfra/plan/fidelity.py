@@ -168,14 +168,15 @@ def _judgement(m: dict) -> dict:
 
 def _replications(v: Verification, seed: int, burst_cv: float) -> Replications:
     """fidelity.replications: how every decision and the confirmation were judged (at ``burst_cv``)."""
-    from hetinfra.plan import replicated, replication_method
+    from hetinfra.plan import replication_method
     from hetinfra.plan.kv_pressure import most_pressed
     from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
 
     return Replications(method=replication_method.method(burst_cv), confidence=CONFIDENCE,
                         confirm_confidence=CONFIRM_CONFIDENCE,
                         base_seed=seed,
-                        start=replicated.START, step=replicated.STEP, max_replications=most_pressed(burst_cv),
+                        start=replication_method.START, step=replication_method.STEP,
+                        max_replications=most_pressed(burst_cv),
                         decide_requests=v.decide_requests or v.requests, decide_seeds=list(v.sim.get("seeds") or ()),
                         confirm_seeds=list(v.confirmation.get("seeds") or ()), simulated=dict(v.replications))
 

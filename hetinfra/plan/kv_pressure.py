@@ -23,7 +23,7 @@ MAX_PRESSED = 13
 MAX_BURST_PRESSED = 26
 #: under bursty arrivals, a pressed model whose MAX_PRESSED-run bound is within this share of its objective runs
 #: on to MAX_BURST_PRESSED; one further inside stops at MAX_PRESSED and keeps its block after a veto
-#: (beyond_pressed). h62b's blocks of 13 bound it at 0.985, 1.024, 1.005 and 1.043 of its objective: a
+#: (Replicated.beyond_pressed). h62b's blocks of 13 bound it at 0.985, 1.024, 1.005 and 1.043 of its objective: a
 #: 13-run bound's luck spans some 6% there, and the lucky block sat 1.5% inside. Every model of a bursty
 #: fleet run to 26 and judged again on each veto's fresh block made a 48-model linked fleet under burst_cv 2
 #: spend the work budget before its confirmation ended (195 -> 305 s, not confirmed)
@@ -84,13 +84,6 @@ def most_pressed(burst_cv: float) -> int:
     """The confirmation's most replications (and its block of seeds) at ``burst_cv``: MAX_BURST_PRESSED
     where the arrivals are bursty, else MAX_PRESSED."""
     return MAX_BURST_PRESSED if bursty(burst_cv) else MAX_PRESSED
-
-
-def beyond_pressed(burst_cv: float, ratio_bound: float | None, margin: float) -> bool:
-    """Whether a pressed model whose bound is ``ratio_bound`` of its objective (the largest over its
-    statistics) needs more than MAX_PRESSED runs: only under bursty arrivals, and only within BURST_EDGE of
-    its objective (``margin``: planning.verify.margin, which the objective is tightened by)."""
-    return bursty(burst_cv) and (ratio_bound or 0.0) > 1.0 - margin - BURST_EDGE
 
 
 def under_pressure(sims: list[dict], model: str) -> bool:

@@ -27,7 +27,7 @@ plan, seeds no decision saw):
    target, or arrivals burstier than Poisson, whose misses come with a run's rare burst:
    hetinfra.plan.kv_pressure.burst_pressed),
    up to MAX_PRESSED (under bursty arrivals on to MAX_BURST_PRESSED while its bound is within BURST_EDGE
-   of its objective: kv_pressure.beyond_pressed), and judges it at PRESSED_CONFIDENCE
+   of its objective: Replicated.beyond_pressed), and judges it at PRESSED_CONFIDENCE
    (hetinfra.plan.kv_pressure: a burst's heavy upper tail, which a normal bound at CONFIDENCE underrates);
 4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
    (hetinfra.plan.kv_pressure.thrashing), and those it leaves met are probed
@@ -53,12 +53,12 @@ from hetinfra.document.simulation import SimPlan
 from hetinfra.plan.budget import current
 from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_SEEDS, probe, stressed
-from hetinfra.plan.kv_pressure import (MAX_PRESSED, PRESSED_CONFIDENCE, beyond_pressed, burst_pressed, bursty,
-                                       most_pressed, thrashing, thrashing_first, under_pressure)
+from hetinfra.plan.kv_pressure import (BURST_EDGE, MAX_PRESSED, PRESSED_CONFIDENCE, burst_pressed, bursty, most_pressed,
+                                       thrashing, thrashing_first, under_pressure)
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.replication_method import EDGE, EDGE_LOOK, MAX, START, STEP, method
-from hetinfra.plan.verdicts import (CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, not_met, only,
-                                    screened, seeds_union)
+from hetinfra.plan.verdicts import (CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, near_objective,
+                                    not_met, only, screened, seeds_union)
 
 __all__ = ["Replicated", "CONFIDENCE", "START", "STEP", "MAX", "MAX_PRESSED", "EDGE", "EDGE_LOOK"]
 
@@ -88,7 +88,8 @@ class Replicated:
         self.floor: dict[str, int] = {}
         self.purpose, self.memo, self.ceilings, self.progress = purpose, memo, ceilings, progress
         self.start = start  # replications after the screen
-        #: a model that meets but is under pressure (Replicated.under_pressure) runs up to MAX_PRESSED, or on (the confirmation)
+        #: a model that meets but is under pressure (:meth:`under_pressure`) runs up to MAX_PRESSED, or on (the
+        #: confirmation)
         self.pressed = pressed
         #: a model far inside its objective on the screening seed's batch means is met there (the search's)
         self.early = early
@@ -162,21 +163,28 @@ class Replicated:
         of another sharing its ``pressure`` (the search's runs of the same plan), or its objective has an
         attainment target or this judge's arrivals are burstier than Poisson
         (hetinfra.plan.kv_pressure.burst_pressed)."""
-        return (bool(self.pressure) and model_state(view, model) in self.pressure) \
-            or burst_pressed(view, model, self.config.burst_cv)
+        return self._seen_pressure(view, model) or burst_pressed(view, model, self.config.burst_cv)
+
+    def _seen_pressure(self, view: dict, model: str) -> bool:
+        """Whether a replication (of this judge or one sharing ``pressure``) ran ``model``'s plan in ``view``
+        under KV or seat pressure."""
+        return bool(self.pressure) and model_state(view, model) in self.pressure
+
+    def beyond_pressed(self, verdict: dict) -> bool:
+        """Whether a pressed model judged ``verdict`` needs more than MAX_PRESSED runs: only under bursty
+        arrivals, and only while its bound is within BURST_EDGE of its objective."""
+        return bursty(self.config.burst_cv) and near_objective(verdict.get("ratio_bound"), self.margin, BURST_EDGE)
 
     def refreshes(self, view: dict, verdict: dict) -> bool:
         """Whether the model of ``verdict`` (the last confirmation's) is judged on a fresh block after a veto:
         missed, or under pressure (:meth:`under_pressure`); under bursty arrivals a model its spec alone
-        presses (burst_pressed) only while near its objective (kv_pressure.beyond_pressed): every model of
+        presses (burst_pressed) only while near its objective (:meth:`beyond_pressed`): every model of
         a bursty fleet judged again on each veto ran a 48-model fleet out of its work budget."""
         model = verdict["model"]
-        if not verdict["met"] or (bool(self.pressure) and model_state(view, model) in self.pressure):
+        if not verdict["met"] or self._seen_pressure(view, model):
             return True
-        if not burst_pressed(view, model, self.config.burst_cv):
-            return False
-        return not bursty(self.config.burst_cv) or beyond_pressed(self.config.burst_cv, verdict.get("ratio_bound"),
-                                                                  self.margin)
+        return burst_pressed(view, model, self.config.burst_cv) and \
+            (not bursty(self.config.burst_cv) or self.beyond_pressed(verdict))
 
     def length(self, model: str) -> int:
         """Requests per replication of ``model``: its own (:meth:`lengthen`), at least the judge's."""
@@ -311,22 +319,22 @@ class Replicated:
             verdict = self._verdict(runs[todo[0]], todo, pressed)
             for m in verdict["models"]:
                 near = self.edge and m["met"] and count < EDGE_LOOK and \
-                    (m["ratio_bound"] or 0.0) > 1.0 - self.margin - EDGE  # met: within 1 - margin
+                    near_objective(m["ratio_bound"], self.margin, EDGE)
                 open_ = m["decision"] == "undecided" or (m["model"] in pressed and m["met"]) or near
                 out[m["model"]] = (m, [u for u in verdict["units"] if u["model"] == m["model"]])
                 if not open_ or count >= self._most_runs(m, m["model"] in pressed):
                     del runs[m["model"]]
-            # a pressed model's look at MAX_PRESSED runs decides whether it runs on (kv_pressure.beyond_pressed)
-            count, judged = min(count + STEP, self.most, *((MAX_PRESSED,) if count < MAX_PRESSED else ())), True
+            # a pressed model's look at MAX_PRESSED runs decides whether it runs on (:meth:`beyond_pressed`)
+            count, judged = min(count + STEP, self.most, MAX_PRESSED if count < MAX_PRESSED else self.most), True
         self._judge_pressed(view, sorted(n for n in every_pressed if out[n][0]["met"]), ran, out, parsed)
         return {k: v for k, v in first.items() if k not in ("models", "units")}
 
     def _most_runs(self, verdict: dict, pressed: bool) -> int:
         """Replications a model with ``verdict`` may run: MAX, or pressed MAX_PRESSED, or under bursts
-        MAX_BURST_PRESSED while its bound is near its objective (kv_pressure.beyond_pressed)."""
+        MAX_BURST_PRESSED while its bound is near its objective (:meth:`beyond_pressed`)."""
         if not pressed:
             return MAX
-        return self.most if beyond_pressed(self.config.burst_cv, verdict["ratio_bound"], self.margin) else MAX_PRESSED
+        return self.most if self.beyond_pressed(verdict) else MAX_PRESSED
 
     def _judge_pressed(self, view: dict, names: list[str], ran: dict, out: dict, parsed: dict) -> None:
         """The checks of ``names``, models met under pressure, beyond their statistics: their KV

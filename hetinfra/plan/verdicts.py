@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hetinfra.plan.kv_pressure import kv_filled
 
-__all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "screened", "cut", "only",
-           "seeds_union"]
+__all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "near_objective",
+           "screened", "cut", "only", "seeds_union"]
 
 #: the one-sided confidence of every bound the search decides on
 CONFIDENCE = 0.95
@@ -25,6 +25,12 @@ CONFIRM_CONFIDENCE = 0.975
 #: bound of every statistic, of the model and of each of its units, is within this fraction of the
 #: objective (hetinfra.sim.batches: a bound from one run is narrower than one from replications)
 ACCEPT_BELOW = 0.8
+
+
+def near_objective(ratio_bound: float | None, margin: float, share: float) -> bool:
+    """Whether a bound of ``ratio_bound`` x its objective (a judgement's ``ratio_bound``: the largest over its
+    statistics) is within ``share`` of that objective tightened by ``margin`` (planning.verify.margin)."""
+    return (ratio_bound or 0.0) > 1.0 - margin - share
 
 
 def clearly_out(model: dict, sim: dict) -> bool:

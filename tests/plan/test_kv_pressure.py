@@ -95,7 +95,7 @@ def test_a_model_with_an_attainment_target_or_bursty_arrivals_is_confirmed_as_on
     from hetinfra.plan.confirm import wanted
     from hetinfra.plan.fidelity import _judgement
 
-    most = kv_pressure.MAX_PRESSED  # far inside: 13 runs settle it, bursty or not (beyond_pressed)
+    most = kv_pressure.MAX_PRESSED  # far inside: 13 runs settle it, bursty or not (Replicated.beyond_pressed)
     monkeypatch.setitem(RATIOS, "clear", [0.5] * kv_pressure.MAX_BURST_PRESSED)
     confirm = _pressed_confirm(monkeypatch, kv_max=0.5, seats=100, burst_cv=burst_cv)
     view = {**VIEW, "models": [{"name": "clear", "rate_rps": 1.0, "slo": {"attainment": attainment}}]}
