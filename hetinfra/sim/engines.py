@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from hetinfra.document.sections import RequestClass, Slo, Template
     from hetinfra.document.simulation import SimUnit
 
-__all__ = ["UnitEngine", "measured_capacity", "profiled_rate", "unit_engine"]
+__all__ = ["UnitEngine", "measured_capacity", "measured_rate", "profiled_rate", "unit_engine"]
 
 
 
@@ -100,17 +100,26 @@ def profiled_rate(alloc: SimUnit, template: Template | None, cls: str) -> float 
     memo keys on exactly this value (hetinfra.sim.plan_sim)."""
     if template is None:
         return None
-    cap = measured_capacity(template.capacity_rps, template.sources, template.derate).get(cls)
+    cap = measured_rate(template.capacity_rps, template.sources, template.derate, cls)
     return None if cap is None else cap / max(alloc.engines_per_instance, 1)
 
 
 def measured_capacity(capacity_rps: dict, sources: dict, derate) -> dict[str, float]:
-    """Per class whose rate is from a profile, its measured rate per instance: plan.json's
-    ``capacity_rps`` (the measured rate x the planner's derate) over the derate. The only rates a
-    simulation reads (:func:`profiled_rate`; hetinfra.plan.replicated keys judgements on them)."""
-    factor = float(derate or 1.0)
-    return {w: cap / factor for w, cap in sorted((capacity_rps or {}).items())
-            if cap and str((sources or {}).get(w, "")).startswith("profile:")}
+    """Per class whose rate is from a profile, its measured rate per instance (:func:`measured_rate`).
+    The only rates a simulation reads (:func:`profiled_rate`; hetinfra.plan.replicated keys judgements
+    on them)."""
+    rates = {w: measured_rate(capacity_rps, sources, derate, w) for w in sorted(capacity_rps or {})}
+    return {w: rate for w, rate in rates.items() if rate is not None}
+
+
+def measured_rate(capacity_rps: dict, sources: dict, derate, cls: str) -> float | None:
+    """Class ``cls``'s measured rate per instance, where its rate is from a profile (else None):
+    plan.json's ``capacity_rps`` (the measured rate x the planner's derate) over the derate. One class
+    at a time, so that a unit's classes cost one look each (a fleet's templates carry dozens)."""
+    cap = (capacity_rps or {}).get(cls)
+    if not cap or not str((sources or {}).get(cls, "")).startswith("profile:"):
+        return None
+    return cap / float(derate or 1.0)
 
 
 def unit_engine(alloc: SimUnit, arch: ModelArch, precision: str, classes: list[RequestClass], routed: dict[str, float],

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetinfra.catalog.gpus import GPUS
 from hetinfra.catalog.models import MODELS
@@ -19,7 +21,7 @@ from hetinfra.perf.calibration import CALIBRATION
 from hetinfra.perf.estimator import build_engine
 from hetinfra.perf.kernel_fit import with_gpu
 from hetinfra.perf.model import ESTIMATOR_VERSION, KERNELS_SUFFIX
-from hetinfra.sim.engines import unit_engine
+from hetinfra.sim.engines import measured_capacity, measured_rate, unit_engine
 from hetinfra.sim.plan_sim import SimPlan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "plan" / "golden" / "chat.json"
@@ -86,3 +88,20 @@ def test_with_aiconfigurator_the_simulated_steps_are_the_layouts_kernel_fit():
     kernels = aic_backend.layout_calibration("llama-3.1-8b", "L40S", 1, "bf16", CALIBRATION)
     assert kernels is not None and kernels != CALIBRATION
     assert _step_ms(alloc, kernel_t, m) != pytest.approx(_step_ms(alloc, builtin_t, m), rel=1e-6)
+
+
+_CLASS = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(caps=st.dictionaries(_CLASS, st.one_of(st.none(), st.floats(0, 1e4)), max_size=6),
+       kinds=st.dictionaries(_CLASS, st.sampled_from(["profile:a.csv", "estimator-v3", "", "profile:"]), max_size=6),
+       derate=st.one_of(st.none(), st.floats(0.05, 2.0)))
+def test_one_class_rate_is_the_capacity_tables(caps, kinds, derate):
+    """A unit's profiled rate is read one class at a time (measured_rate: a fleet's templates carry dozens
+    of classes, and reading the whole table per class was quadratic); it is exactly the table's entry
+    (measured_capacity), None where the class's rate is not a profile's."""
+    table = measured_capacity(caps, kinds, derate)
+    for cls in set(caps) | set(kinds) | {"absent"}:
+        assert measured_rate(caps, kinds, derate, cls) == table.get(cls)
+    assert all(str(kinds.get(w, "")).startswith("profile:") and caps[w] for w in table)
