@@ -162,6 +162,10 @@ class Padding(Doc):
                                                   "again, and `reason` says how many.")
     replicas_by_unit: dict[StrictStr, StrictInt] = Field(description="Replicas added per unit (allocation) that the "
                                                                      "final plan still has.")
+    relieved: Optional[dict[StrictStr, bounded(ge=0)]] = Field(
+        None, description="Req/s moved off each unit that could take no replica within the spec's rules (an "
+                          "availability cap, the budget, a spot fraction) to the replicas added to another unit of "
+                          "the model (hetinfra.plan.relief); present only where the padding did so.")
     seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "
                                                "them).")
     met: StrictBool = Field(description="Whether that judgement met: the padded plan is confirmed for it.")

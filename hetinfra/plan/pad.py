@@ -39,7 +39,8 @@ PAD_STEPS = 4
 PAD_CUT = "the padding of models the confirmation still missed (the plan is not confirmed)"
 #: fidelity.confirmation.padded[].reason where the padding stopped short of a confirmed model
 STEPS_SPENT = f"still missed after {PAD_STEPS} replica(s) added, each judged on fresh confirm seeds"
-NO_UNIT = "no unit of it can take one more replica within the spec's rules"
+NO_UNIT = ("no unit of it can take one more replica, nor hand load to one more replica of another unit, within the "
+           "spec's rules")
 BUDGET_SPENT = "the work budget (planning.time_limit_s) was spent"
 
 
@@ -96,24 +97,21 @@ def _unpadded_where_missing(pr: PlanResult, conf: dict, start: PlanResult, first
     """``pr`` less the replicas added to a model that still misses (they bought no promise: a plan
     that carries replicas it does not need breaks the other half of it), and ``conf`` with that
     model's judgement as before the padding; its record says what was tried and removed again."""
+    from hetinfra.plan.confirm import restored
+
     undo = [r for r in records.values() if not r["met"] and r["replicas_added"]]
     if not undo:
         return pr, conf
-    n, levels = dict(pr.result.n), [{**lv, "counts": dict(lv["counts"])} for lv in pr.result.periods]
-    for r in undo:
-        for uid in r["replicas_by_unit"]:
-            n[uid] = start.result.n[uid]
-            for lv, was in zip(levels, start.result.periods):
-                if uid in was["counts"]:
-                    lv["counts"][uid] = was["counts"][uid]
+    for r in undo:  # its units, flows and period counts as before the padding (a relief moved flows)
+        pr = restored(pr, start, r["model"])
         r["reason"] = f"{r.get('reason', STEPS_SPENT)}; the {r['replicas_added']} replica(s) tried were removed again"
         r.update(replicas_added=0, replicas_by_unit={})
+        r.pop("relieved", None)
     before = {m["model"]: m for m in first["models"]}
     names = {r["model"] for r in undo if r["model"] in before}
     back = {"models": [before[name] for name in sorted(names)],
             "units": [u for u in first.get("units") or () if u.get("model") in names]}
-    conf = _merged(conf, back)
-    return replace(pr, result=replace(pr.result, n=n, periods=levels)), conf
+    return pr, _merged(conf, back)
 
 
 def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, ratios: dict) -> list[str]:
@@ -146,15 +144,31 @@ def unit_ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
 
 def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], record: dict) -> PlanResult:
     """``pr`` with one replica more on ``record``'s model's unit that misses the most (see the module
-    docstring), noted in ``record``; where no unit can take one, ``pr`` and the reason."""
-    for uid in _order(pr, ratios, record["model"]):
+    docstring), noted in ``record``; where no unit can take one, that unit relieved on a sibling unit
+    (hetinfra.plan.relief); where none can be, ``pr`` and the reason."""
+    from hetinfra.plan.relief import relieved
+
+    order = _order(pr, ratios, record["model"])
+    for uid in order:
         candidate = with_replica(pr, uid)
         if not breaks_rules(candidate):
-            record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
-            record["replicas_added"] += 1
+            _added(record, uid)
+            return candidate
+    for uid in order:
+        found = relieved(pr, uid)
+        if found is not None:
+            candidate, target, moved = found
+            _added(record, target)
+            record["relieved"] = {**record.get("relieved", {}), uid: round(record.get("relieved", {}).get(uid, 0.0)
+                                                                        + moved, 6)}
             return candidate
     record["reason"] = NO_UNIT
     return pr
+
+
+def _added(record: dict, uid: str) -> None:
+    record["replicas_by_unit"][uid] = record["replicas_by_unit"].get(uid, 0) + 1
+    record["replicas_added"] += 1
 
 
 def _order(pr: PlanResult, ratio: dict[str, tuple[bool, float, float]], model: str) -> list[str]:
@@ -217,5 +231,8 @@ def net_of_trim(padded: list[dict], before: dict[str, int], after: dict[str, int
     for record in padded:
         by_unit = {u: n - max(0, before.get(u, 0) - after.get(u, 0)) for u, n in record["replicas_by_unit"].items()}
         by_unit = {u: n for u, n in by_unit.items() if n > 0}
-        out.append({**record, "replicas_by_unit": by_unit, "replicas_added": sum(by_unit.values())})
+        kept = {**record, "replicas_by_unit": by_unit, "replicas_added": sum(by_unit.values())}
+        if not by_unit:  # the trim took back what relieved a unit: its flows went back with it
+            kept.pop("relieved", None)
+        out.append(kept)
     return out

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from hetinfra.plan import pad, rounds, verify
+from hetinfra.plan import pad, relief, rounds, verify
 from tests.plan.conftest import REPO
 
 
@@ -320,6 +320,7 @@ def test_where_no_unit_can_take_a_replica_within_the_rules_nothing_is_added_and_
 
     pr, _doc = planned
     monkeypatch.setattr(pad, "breaks_rules", lambda candidate: ["a rule broken"])  # e.g. a cap the spec sets
+    monkeypatch.setattr(relief, "breaks_rules", lambda candidate: ["a rule broken"])  # on every sibling too
     judge = _Judge({"chat-b": 10}, Ceilings(pr.inputs.spec, pr.inputs.spec_path))
     conf = judge(verify.simulation_view(pr))
     out, conf2, [record] = pad.padded(pr, conf, judge)

@@ -61,7 +61,7 @@ def test_tight_slo_plan_is_verified_and_holds_in_an_independent_simulation(tmp_p
 
 
 def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path, run_cli, monkeypatch):
-    from hetinfra.plan import pad
+    from hetinfra.plan import pad, relief
 
     spec = _tight_spec(tmp_path)
     code, stdout, err = run_cli("plan", str(spec), "--json", "--no-baselines", "--no-verify")
@@ -87,6 +87,7 @@ def test_no_verify_says_so_and_strict_verify_fails_when_rounds_run_out(tmp_path,
     # where no unit can take a replica within the spec's rules (a cap; here every candidate breaks one),
     # the plan says it misses, and --strict-verify fails it
     monkeypatch.setattr(pad, "breaks_rules", lambda candidate: ["a rule broken"])
+    monkeypatch.setattr(relief, "breaks_rules", lambda candidate: ["a rule broken"])  # nor a sibling's replica
     code, stdout, err = run_cli("plan", str(one_round), "--json", "--no-baselines")
     assert code == 0, err
     plan = json.loads(stdout)
