@@ -58,12 +58,25 @@ class Instances:
     errors: list[str] = field(default_factory=list)  # why the cloud could not create some (GCP)
 
 
+def _api_url(env: Mapping[str, str], var: str, default: str) -> str:
+    """``var`` by the rule of every URL a user gives (hetinfra.httpget.checked_url: http(s), a host, no
+    user or password, nothing that does not print), else exit 2 naming it: 'not a url' was a ValueError
+    traceback, file:///etc read a local file with the bearer token in hand, and a password in the URL
+    was printed in the error."""
+    from hetinfra.httpget import checked_url
+
+    value = env.get(var)
+    if not value:
+        return default
+    return checked_url(value, f"{var}=", hint=f"unset {var} for the cloud's own endpoint ({default})").rstrip("/")
+
+
 def gcp_url(env: Mapping[str, str]) -> str:
-    return (env.get("HETINFRA_GCP_COMPUTE_URL") or GCP_URL).rstrip("/")
+    return _api_url(env, "HETINFRA_GCP_COMPUTE_URL", GCP_URL)
 
 
 def arm_url(env: Mapping[str, str]) -> str:
-    return (env.get("HETINFRA_AZURE_ARM_URL") or ARM_URL).rstrip("/")
+    return _api_url(env, "HETINFRA_AZURE_ARM_URL", ARM_URL)
 
 
 def aws_groups(region: str, names: list[str]) -> dict[str, Instances]:
