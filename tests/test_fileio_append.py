@@ -10,7 +10,6 @@ import socket
 import threading
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -96,15 +95,20 @@ def test_an_appender_refuses_anything_but_a_regular_file_at_once(tmp_path_factor
     assert "not a regular file" in got.message and str(path) in got.message
 
 
-@pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_an_appender_appends_to_a_regular_file(tmp_path, writer):
-    path = tmp_path / "log.csv"
-    path.write_text("first\n")
-    log = WRITERS[writer](path)
-    if hasattr(log, "close"):
-        log.close()
-    text = path.read_text()
-    assert text.startswith("first\n") and len(text) > len("first\n") or writer == "gateway demand log"
+def test_the_writers_append_to_a_regular_file(tmp_path):
+    from hetinfra.gateway.demand import HEADER, DemandLog
+
+    path = tmp_path / "demand.csv"
+    log = DemandLog(path)
+    log.record("m", 10, 20, "c", 20, 200, when=1.0)
+    log.close()
+    log = DemandLog(path)  # a log with rows: appended to, no second header
+    log.record("m", 11, 21, "c", 21, 200, when=2.0)
+    log.close()
+    assert path.read_text().count(HEADER) == 1 and path.read_text().count("\n") == 3
+    (tmp_path / "replan.log").write_text("first\n")
+    assert _replan_log(tmp_path / "replan.log") == "appended"
+    assert (tmp_path / "replan.log").read_text() == "first\n=== header\nsummary\n"
 
 
 def test_open_append_creates_and_appends(tmp_path):
