@@ -1,6 +1,6 @@
 """Before and after, round ten (docs/trust.md): logs appended to a FIFO or a device, the group APIs'
 URL variables, what those APIs answer, the processes a time-limited program leaves, names derived
-from a long service name, and HETINFRA_AWS_REGIONS. Run as tools/hostile_before_after.py runs its
+from a long service name, HETINFRA_AWS_REGIONS and a --feeds PATH. Run as tools/hostile_before_after.py runs its
 inputs (its BEFORE_BIN / AFTER_BIN installs, its run() and $HOSTILE_DIR), each case in its own folder:
 
     BEFORE_BIN=... .venv/bin/python tools/hostile_before_after_ten.py    # about 4 minutes on 2 cores
@@ -247,6 +247,16 @@ def regions_case(who, value):
     return rc, first_error(err), rc == 2 and "HETINFRA_AWS_REGIONS entry" in err
 
 
+# ---------------------------------------------------------------- --feeds PATH
+def feeds_case(who, name, word):
+    """`prices --feeds WORD` (a loop of links made as ``loop``); handled: exit 2 naming --feeds and the problem."""
+    d = _folder(who, name)
+    os.symlink("loop2", d / "loop")
+    os.symlink("loop", d / "loop2")
+    rc, out, err = run(who, ["prices", "--feeds", word, "--limit", "1"], d, timeout=60)
+    return rc, first_error(err), rc == 2 and "Traceback" not in err and "no such file" not in err
+
+
 def main():
     cases = [("gateway --demand-log FIFO", lambda w: log_case(w, "gw-fifo", "FIFO", "gateway")),
              ("gateway --demand-log /dev/null", lambda w: log_case(w, "gw-null", "/dev/null", "gateway")),
@@ -270,6 +280,9 @@ def main():
                lambda w, s=s: names_case(w, f"names{len(s)}", s, "kubernetes")) for s in ("c" * 40, "c" * 60)]
     cases += [(f"feeds refresh --source aws, HETINFRA_AWS_REGIONS={v!r}", lambda w, v=v: regions_case(w, v))
               for v in ("../../../x", "us-east-1?x=1", "US-EAST-1")]
+    cases += [(f"prices --feeds {label}", lambda w, label=label, word=word: feeds_case(w, label, word))
+              for label, word in (("NAME (300 characters)", "x" * 300), ("'~nosuchuser/offers.csv'", "~nosuchuser/offers.csv"),
+                                  ("LOOP (a loop of links)", "loop"))]
     run_table("round ten", cases)
 
 
