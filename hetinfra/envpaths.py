@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "cache_dir_var", "env_path", "home_dir", "homeless", "path_problem"]
+__all__ = ["CACHE_OFF", "NAME_MAX", "ROOT_VARS", "XDG_VARS", "cache_dir_var", "env_path", "home_dir", "homeless", "path_problem", "word_path"]
 
 #: the longest file or folder name (bytes) Linux and macOS file systems take
 NAME_MAX = 255
@@ -133,3 +133,16 @@ def home_dir(env: Mapping[str, str] | None = None) -> Path:
         raise InvalidInputError(f"HOME is not set and the password database has no user {os.getuid()}",
                                 hint="set HOME to the absolute path of a folder, or HETINFRA_CACHE_DIR "
                                      "and HF_HOME") from None
+
+
+def word_path(what: str, value: str, hint: str) -> Path:
+    """A path a user gives inside a word that is not a path flag (``--feeds PATH``, beside snapshot, live
+    and cache): a leading ``~`` expanded as in the folder variables (:func:`_expanded`), then the rule of
+    the path flags (:func:`path_problem`), else exit 2 naming ``what``. `--feeds` of a name over 255 bytes
+    was an OSError traceback in `plan`, `prices` and `replan`, ``~nobody/x.csv`` a RuntimeError one, and a
+    loop of links "no such file or directory"."""
+    path = _expanded(what, value, None, hint)
+    problem = path_problem(path)
+    if problem:
+        raise InvalidInputError(f"{what} {_clipped(str(path))!r}: {problem}", hint=hint)
+    return path

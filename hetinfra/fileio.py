@@ -330,10 +330,36 @@ def _refuse_special(path: Path) -> None:
     except OSError as exc:
         raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
-        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
-                if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
-        raise InvalidInputError(f"{path} exists and is {kind}, not a regular file: it is not replaced",
+        raise InvalidInputError(f"{path} exists and is {_kind(mode)}, not a regular file: it is not replaced",
                                 hint="write to a file path (a new one, or a file to overwrite)")
+
+
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+
+
+def open_append(path: str | Path, what: str, hint: str | None = None):
+    """``path`` opened to append text (created where there is none): the one way hetinfra appends to a
+    file (the gateway's demand log, replan's log). Anything there but a regular file (a FIFO, a
+    device, a socket, a folder, a link to one) is an InvalidInputError naming ``what``, found without
+    blocking: open() of a FIFO waits for a reader, and `gateway --demand-log FIFO` hung before serving,
+    `replan --log-file FIFO` after its run. An OSError (no permission, a full disk) is the caller's."""
+    fd = None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        if exc.errno not in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO no process reads
+            raise
+        mode = stat.S_IFIFO if exc.errno == errno.ENXIO else stat.S_IFDIR
+    if not stat.S_ISREG(mode):
+        if fd is not None:
+            os.close(fd)
+        raise InvalidInputError(f"{what} {path} is {_kind(mode)}, not a regular file: nothing is appended to it",
+                                hint=hint or "give the path of a regular file (a new one is created)")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
 
 
 def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,

@@ -67,6 +67,7 @@ from hetinfra.price_feeds.cloud_skus import (azure_location_restrictions, azure_
                                              azure_skus_url, gcp_zone_accelerators, gcp_zone_caps)
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS
 from hetinfra.price_feeds.http import FetchError, HttpClient
+from hetinfra.procs import run_group
 
 GCP_BASE_URL = "https://compute.googleapis.com"
 AZURE_BASE_URL = "https://management.azure.com"
@@ -123,8 +124,8 @@ def _cli(argv: list[str], env: Mapping[str, str]) -> str | None:
     if exe is None:
         return None
     try:
-        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-                              env=dict(env), stdin=subprocess.DEVNULL)
+        proc = run_group([exe, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=CLI_TIMEOUT_S, env=dict(env), stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
     lines = (proc.stdout or "").strip().splitlines()

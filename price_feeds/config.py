@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -59,6 +60,10 @@ _TEXT_VARS = {"aws_pricing_url": "HETINFRA_AWS_PRICING_URL", "azure_prices_url":
 MAX_RETRIES = 100
 MAX_DEADLINE_S = 86400.0
 AWS_SPOT_MODES = ("auto", "on", "off")
+#: an AWS region's name (us-east-1, ap-southeast-3, us-gov-west-1): each is a folder of the price list's
+#: URL, so '../x' fetched another path of the pricing host, 'us-east-1?x=1' sent a query, and 'US-EAST-1'
+#: or a space was a 404 or an InvalidURL reported as the feed being down (exit 4)
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\Z")
 
 
 def _env_number(var: str, text: str, *, whole: bool, most: float) -> float:
@@ -80,8 +85,9 @@ def _env_number(var: str, text: str, *, whole: bool, most: float) -> float:
 
 
 def _check_words(kw: dict) -> None:
-    """The URL and mode variables: an API URL is http(s) (urllib would open a file:// path too), and
-    HETINFRA_AWS_SPOT one of its modes (any other word was taken as 'on')."""
+    """The URL, region and mode variables: an API URL is http(s) (urllib would open a file:// path too),
+    each of HETINFRA_AWS_REGIONS an AWS region's name (:data:`AWS_REGION`), and HETINFRA_AWS_SPOT one
+    of its modes (any other word was taken as 'on')."""
     from hetinfra.errors import InvalidInputError
 
     from hetinfra.httpget import checked_url
@@ -96,6 +102,11 @@ def _check_words(kw: dict) -> None:
         from hetinfra.envpaths import env_path
 
         env_path(_TEXT_VARS["skypilot_catalog"], {_TEXT_VARS["skypilot_catalog"]: catalog})  # a folder: checked
+    for k, region in enumerate(kw.get("aws_regions", ())):
+        if not AWS_REGION.match(region):
+            raise InvalidInputError(f"HETINFRA_AWS_REGIONS entry {k + 1} {region[:40]!r} is not an AWS region name",
+                                    hint="AWS regions as AWS spells them, comma-separated, e.g. us-east-1,eu-west-1 "
+                                         "(or unset it for us-east-1,us-east-2,us-west-2)")
     if kw.get("aws_spot", "auto") not in AWS_SPOT_MODES:
         raise InvalidInputError(f"HETINFRA_AWS_SPOT={kw['aws_spot'][:40]!r} is none of {', '.join(AWS_SPOT_MODES)}",
                                 hint="auto: spot prices when AWS credentials are found; on; off")

@@ -369,4 +369,7 @@ def load_offers(feeds: str = "snapshot", *, strict: bool = False, max_age_h: flo
 
         store = SnapshotStore(cfg.cache_dir, keep=cfg.keep_snapshots)
         return _cached(store, parse_sources(rest, cfg.sources), strict=strict, max_age_h=max_age_h, now=now)
-    return _from_path(Path(spec).expanduser(), strict=strict, max_age_h=max_age_h, cfg=cfg, now=now)
+    from hetinfra.envpaths import word_path
+
+    path = word_path("--feeds", spec, "use " + FEEDS_HELP)
+    return _from_path(path, strict=strict, max_age_h=max_age_h, cfg=cfg, now=now)

@@ -38,7 +38,7 @@ from hetinfra.compile.network import FirewallRule
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, pick_image,
                                     secret_document)
-from hetinfra.stacks.fleet import FleetArgs
+from hetinfra.stacks.fleet import FleetArgs, short_name
 from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
 
@@ -123,8 +123,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
         net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
                                         ip_cidr_range=args.subnet_cidr, opts=child)
-        target = [f"hetinfra-{args.service}"]
-        gw_tag = [f"hetinfra-{args.service}-gateway"]
+        target = [short_name(f"hetinfra-{args.service}", 63)]  # a network tag: at most 63 characters
+        gw_tag = [short_name(f"hetinfra-{args.service}-gateway", 63)]
         tags = {"fleet": target, "gateway": gw_tag}
         for rule in args.firewall:
             _firewall(f"{name}-fw-{rule.name}", rule, net.id, args.subnet_cidr, tags, child)

@@ -39,7 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"spec", "catalog", "perf", "price_feeds", "solver", "sim", "plan", "compile", "deploy", "replan",
             "gateway", "document"},
 }
-BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio", "hetinfra.csvtext", "hetinfra.envpaths", "hetinfra.outdir", "hetinfra.yamltext", "hetinfra.httpget", "hetinfra.facts",
+BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio", "hetinfra.csvtext", "hetinfra.envpaths", "hetinfra.outdir", "hetinfra.yamltext", "hetinfra.httpget", "hetinfra.facts", "hetinfra.procs",
         "hetinfra.architecture"}
 #: third-party packages only some stages may import
 HEAVY = {"pulumi": {"stacks", "deploy"}, "pulumi_kubernetes": {"stacks"}, "kubernetes": {"deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},

@@ -204,13 +204,15 @@ def launch(tasks: list[BenchTask], paths: list[Path], sky: str = "sky") -> None:
     import shutil
     import subprocess
 
+    from hetinfra.procs import run_group
+
     exe = shutil.which(sky)
     if exe is None:
         raise ProviderError(f"the `{sky}` command is not on PATH", hint="pip install 'skypilot[aws,gcp,azure]' and "
                                                                           "run `sky check`")
     for t, p in zip(tasks, paths):
-        res = subprocess.run([exe, "launch", "--yes", "-c", t.cluster, str(p)], capture_output=True, text=True,
-                             timeout=3600)
+        res = run_group([exe, "launch", "--yes", "-c", t.cluster, str(p)], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, timeout=3600)
         if res.returncode != 0:
             tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or [""]
             raise ProviderError(f"sky launch of {p.name} failed (exit {res.returncode}): {tail[0]}",

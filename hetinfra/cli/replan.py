@@ -111,13 +111,17 @@ class RunLog:
             self.echo(text)
 
     def flush(self, summary: str) -> None:
+        from hetinfra.errors import InvalidInputError, shown
+        from hetinfra.fileio import open_append
+
         self.lines.append(summary)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as fh:
+            with open_append(self.path, "the replan log") as fh:  # a FIFO there: refused, not waited on
                 fh.write("\n".join(self.lines) + "\n")
-        except OSError as exc:
-            click.echo(f"warning: cannot write the log {self.path}: {exc}", err=True)
+        except (OSError, InvalidInputError) as exc:
+            why = exc.message if isinstance(exc, InvalidInputError) else f"cannot write the log {self.path}: {exc}"
+            click.echo(shown(f"warning: {why}"), err=True)
 
 
 def _demand_source(demand_log: Path | None, demand_from: str | None, out: Path, as_json: bool, meta: dict) -> Path | None:

@@ -34,6 +34,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from hetinfra.deploy.group_answers import ManagedInstance, ManagedInstancesPage, ScaleSetVm, parse_group_answer
 from hetinfra.errors import ProviderError
 
 AWS_GROUP = "aws:autoscaling/group:Group"
@@ -45,6 +46,8 @@ VMSS_API_VERSION = "2024-07-01"
 NO_REFRESH_HINT = "`hetinfra status OUT --no-refresh` shows what state.json records without asking the clouds"
 GCE_CREATING = {"CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING"}
 GCE_BILLING = {"RUNNING", "STOPPING"}
+_MALFORMED = ("the cloud's API answered something that is not its instance list: check HETINFRA_GCP_COMPUTE_URL / "
+              "HETINFRA_AZURE_ARM_URL and any proxy in front of it; " + NO_REFRESH_HINT)
 
 
 @dataclass
@@ -58,12 +61,25 @@ class Instances:
     errors: list[str] = field(default_factory=list)  # why the cloud could not create some (GCP)
 
 
+def _api_url(env: Mapping[str, str], var: str, default: str) -> str:
+    """``var`` by the rule of every URL a user gives (hetinfra.httpget.checked_url: http(s), a host, no
+    user or password, nothing that does not print), else exit 2 naming it: 'not a url' was a ValueError
+    traceback, file:///etc read a local file with the bearer token in hand, and a password in the URL
+    was printed in the error."""
+    from hetinfra.httpget import checked_url
+
+    value = env.get(var)
+    if not value:
+        return default
+    return checked_url(value, f"{var}=", hint=f"unset {var} for the cloud's own endpoint ({default})").rstrip("/")
+
+
 def gcp_url(env: Mapping[str, str]) -> str:
-    return (env.get("HETINFRA_GCP_COMPUTE_URL") or GCP_URL).rstrip("/")
+    return _api_url(env, "HETINFRA_GCP_COMPUTE_URL", GCP_URL)
 
 
 def arm_url(env: Mapping[str, str]) -> str:
-    return (env.get("HETINFRA_AZURE_ARM_URL") or ARM_URL).rstrip("/")
+    return _api_url(env, "HETINFRA_AZURE_ARM_URL", ARM_URL)
 
 
 def aws_groups(region: str, names: list[str]) -> dict[str, Instances]:
@@ -106,15 +122,14 @@ def _unreadable(what: str, exc) -> ProviderError:
                          hint="check the credentials (a token expires within the hour); " + NO_REFRESH_HINT)
 
 
-def _gce_instance(m: dict, into: Instances, checked: bool) -> None:
-    status, action = m.get("instanceStatus"), m.get("currentAction", "NONE")
+def _gce_instance(m: ManagedInstance, into: Instances, checked: bool) -> None:
+    status, action = m.instanceStatus, m.currentAction
     if action in GCE_CREATING or not status:
         into.creating += 1
-        for e in ((m.get("lastAttempt") or {}).get("errors") or {}).get("errors") or []:
-            into.errors.append(str(e.get("code") or e.get("message") or e))
+        into.errors.extend(m.errors)
         return
     into.billing += status in GCE_BILLING
-    health = [h.get("detailedHealthState") for h in m.get("instanceHealth") or []]
+    health = [h.detailedHealthState for h in m.instanceHealth]
     serving = bool(health) and all(h == "HEALTHY" for h in health) if checked else True
     if status == "RUNNING" and action == "NONE" and serving:
         into.healthy += 1
@@ -138,9 +153,11 @@ def gcp_groups(groups: list[tuple[str, str, str, bool]], env: Mapping[str, str])
         try:
             for _ in range(100):  # pages of 500 instances
                 body = client.get_json(url + (f"?pageToken={q(token)}" if token else ""), post={})
-                for m in (body or {}).get("managedInstances") or []:
+                page = parse_group_answer(ManagedInstancesPage, body, f"the managed instance group {name} "
+                                          f"({project}/{zone})", _MALFORMED)
+                for m in page.managedInstances:
                     _gce_instance(m, found, checked)
-                token = (body or {}).get("nextPageToken")
+                token = page.nextPageToken
                 if not token:
                     break
         except FetchError as exc:
@@ -149,17 +166,13 @@ def gcp_groups(groups: list[tuple[str, str, str, bool]], env: Mapping[str, str])
     return out
 
 
-def _vmss_vm(vm: dict, into: Instances, checked: bool) -> None:
-    props = vm.get("properties") or {}
-    state = str(props.get("provisioningState") or "")
-    view = props.get("instanceView") or {}
-    codes = {str(s.get("code")) for s in view.get("statuses") or []}
+def _vmss_vm(vm: ScaleSetVm, into: Instances, checked: bool) -> None:
+    state, codes = vm.state, vm.codes
     if state == "Creating":
         into.creating += 1
         return
     into.billing += bool(codes & {"PowerState/running", "PowerState/starting"})
-    health = ((view.get("vmHealth") or {}).get("status") or {}).get("code")
-    serving = health == "HealthState/healthy" if checked else True
+    serving = vm.health == "HealthState/healthy" if checked else True
     if state == "Succeeded" and "PowerState/running" in codes and serving:
         into.healthy += 1
     else:
@@ -179,7 +192,8 @@ def azure_groups(ids: list[tuple[str, bool]], env: Mapping[str, str]) -> dict[st
         try:
             for vm in azure_pages(client, f"{base}{vmss}/virtualMachines?$expand=instanceView"
                                           f"&api-version={VMSS_API_VERSION}", "scale set VMs"):
-                _vmss_vm(vm, found, checked)
+                _vmss_vm(parse_group_answer(ScaleSetVm, vm, f"the scale set {vmss.rsplit('/', 1)[-1]}", _MALFORMED),
+                         found, checked)
         except FetchError as exc:
             raise _unreadable(f"the scale set {vmss.rsplit('/', 1)[-1]}", exc) from None
         out[vmss] = found

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, m
 
 from hetinfra.errors import HetinfraError, ProviderError, dotted
 
-__all__ = ["MAX_REPLICAS", "Pod", "PodList", "Workload", "parse_answer", "parse_body"]
+__all__ = ["MAX_REPLICAS", "Answer", "Pod", "PodList", "Workload", "parse_answer", "parse_body"]
 
 #: most replicas (or pods) one workload may report; far above any fleet hetinfra plans
 #: (hetinfra.facts.MAX_GPUS is 10^6 GPUs in all), far below what breaks arithmetic
@@ -95,6 +95,8 @@ class PodList(_Answer):
     items: list[Pod] = Field(default_factory=list, max_length=MAX_REPLICAS)
 
 
+#: the base of every typed answer of an API hetinfra reads (also hetinfra.deploy.group_answers)
+Answer = _Answer
 M = TypeVar("M", bound=_Answer)
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import read_text
+from hetinfra.fileio import open_append, read_text
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 HEADER = ",".join(DEMAND_LOG_COLUMNS + ("class", "completion_tokens", "status")) + "\n"
@@ -50,8 +50,8 @@ class DemandLog:
                                     hint="pass a writable --demand-log, or --no-demand-log") from None
 
     def _open(self) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        self._fh = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        self._fh = open_append(self.path, "the demand log", hint="pass a regular file as --demand-log, or --no-demand-log")
+        new = self._fh.tell() == 0
         if new:
             self._fh.write(HEADER)
         self._size = self._fh.tell()

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hetinfra.errors import FeedError, InvalidInputError
 from hetinfra.fileio import json_value
+from hetinfra.procs import run_group
 from hetinfra.perf.bench_import import (
     SLO,
     BenchPoint,
@@ -316,8 +317,7 @@ class _Bench:
             fh = open(log, "w")
         try:
             with fh:
-                proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      timeout=limit, check=False)
+                proc = run_group(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=limit)
         except FileNotFoundError:
             raise InvalidInputError(f"`{self.vllm[0]}` could not be started", hint=INSTALL_HINT) from None
         except subprocess.TimeoutExpired:

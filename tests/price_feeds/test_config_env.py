@@ -56,3 +56,43 @@ def test_an_api_url_is_http(monkeypatch, var):
         FeedConfig.from_env()
     monkeypatch.setenv(var, "https://example.test")
     FeedConfig.from_env()
+
+
+def _aws_regions() -> list[str]:
+    from pathlib import Path
+
+    import hetinfra.price_feeds as pf
+    from hetinfra.csvtext import csv_records
+
+    text = (Path(pf.__path__[0]) / "data" / "region_locations.csv").read_text()
+    _, rows = csv_records(text, "region_locations.csv")
+    return sorted({r["region"] for _, r in rows if r["cloud"] == "aws"})
+
+
+region_text = st.one_of(st.text(max_size=16), st.sampled_from(_aws_regions()),
+                        st.sampled_from(_aws_regions()).map(str.upper),
+                        st.sampled_from(_aws_regions()).map(lambda r: r + "?x=1"),
+                        st.sampled_from(["../x", "us east 1", "us-east-1/../..", "us-east-1#", "eu-west-1%2F"]))
+
+
+@settings(max_examples=200, derandomize=True)
+@given(regions=st.lists(region_text, min_size=1, max_size=3))
+def test_each_aws_region_of_the_variable_is_a_region_name_or_refused_naming_it(regions):
+    """HETINFRA_AWS_REGIONS: each entry is a folder of the price list's URL. '../x' fetched another path of the
+    pricing host, 'us-east-1?x=1' sent a query, 'US-EAST-1' or a space was exit 4 as if the feed were down."""
+    import re
+
+    text = ",".join(r for r in regions if "\x00" not in r)
+    try:
+        cfg = _from_env("HETINFRA_AWS_REGIONS", text)
+    except InvalidInputError as exc:
+        assert exc.message.startswith("HETINFRA_AWS_REGIONS entry ") and exc.exit_code == 2
+        return
+    for region in cfg.aws_regions:
+        assert re.fullmatch(r"[a-z0-9-]+", region) and ".." not in region, region
+
+
+def test_every_aws_region_of_the_embedded_data_is_taken():
+    regions = _aws_regions()
+    assert len(regions) > 10
+    assert _from_env("HETINFRA_AWS_REGIONS", ",".join(regions)).aws_regions == tuple(regions)

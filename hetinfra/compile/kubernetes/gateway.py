@@ -59,7 +59,7 @@ def gateway_args(g: dict, region: str, backends: list[Backend]) -> list[str]:
 
 def _hetinfra_gateway(service: str, g: dict, plan_text: str, namespace: str, region: str, backends: list[Backend],
                       secret: str) -> list[dict]:
-    name = f"{service}-gateway"
+    name = fit_label(f"{service}-gateway")  # a Service's name and a label value: at most 63 characters
     labels = {"app.kubernetes.io/managed-by": "hetinfra", "app.kubernetes.io/part-of": service,
               "hetinfra.dev/gateway": name}
     script = (f'pip install -q --no-cache-dir "$HETINFRA_PACKAGE"\n'
@@ -101,6 +101,11 @@ def service_exports(namespace: str, units: list[DeployedUnit]) -> list[dict]:
                           "labels": {"app.kubernetes.io/managed-by": "hetinfra"}}} for u in units]
 
 
+def epp_name(pool: str) -> str:
+    """The endpoint picker's Service of ``pool``: ``<pool>-epp``, at most 63 characters (a Service's name)."""
+    return fit_label(f"{pool}-epp")
+
+
 def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], slugs: dict[str, str]) -> list[dict]:
     objs = []
     for model in sorted({u.service_model for u in units}):
@@ -112,7 +117,7 @@ def _inference_pools(service: str, namespace: str, units: list[DeployedUnit], sl
                      "metadata": {"name": pool, "namespace": namespace, "labels": labels},
                      "spec": {"selector": {"matchLabels": {"hetinfra.dev/model": slug}},
                               "targetPorts": [{"number": port}],
-                              "endpointPickerRef": {"name": f"{pool}-epp", "port": {"number": EPP_PORT}}}})
+                              "endpointPickerRef": {"name": epp_name(pool), "port": {"number": EPP_PORT}}}})
         objs.append({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                      "metadata": {"name": pool, "namespace": namespace, "labels": labels},
                      "spec": {"parentRefs": [{"name": f"{service}-inference-gateway"}],

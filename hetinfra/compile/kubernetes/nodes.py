@@ -146,7 +146,7 @@ def node_objects(service: str, cloud: str, units: list[DeployedUnit], cluster: d
     if cloud == "azure":
         ref = {"group": "karpenter.azure.com", "kind": "AKSNodeClass", "name": "default"}
         return [_karpenter_pool(name, us, ref) for name, us in sorted(pools.items())]
-    node_class = f"{service}-gpu"
+    node_class = fit_label(f"{service}-gpu")  # Karpenter labels its nodes with it: at most 63 characters
     ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class}
     disk = max((u.disk_size or 100) for u in units)
     return [_ec2_node_class(node_class, cluster, disk)] + [_karpenter_pool(n, us, ref)
