@@ -92,6 +92,10 @@ RAY_DASHBOARD_AGENT_PORT = 52366
 RAY_JOIN_TIMEOUT_S = 900
 #: seconds between two looks at the cluster while waiting
 RAY_POLL_S = 5
+#: how long `hetinfra profile OUT --launch` waits for one `sky launch` (provisioning, the image pull,
+#: the model's download and the benchmark): an hour holds a 70B's first start on a slow region; past
+#: it the whole launch's process group is stopped and the command fails with exit 4 (hetinfra.procs)
+SKY_LAUNCH_TIMEOUT_S = 3600
 #: installed beside ray[default] on every path that installs Ray for a pipeline (SkyPilot's setup,
 #: the Pulumi VMs' virtualenv): the Ray CLI breaks with click 8.3.0/8.3.1 (ray-project/ray#56747)
 RAY_CLICK_PIN = "click<8.3.0"

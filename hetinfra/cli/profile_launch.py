@@ -210,9 +210,17 @@ def launch(tasks: list[BenchTask], paths: list[Path], sky: str = "sky") -> None:
     if exe is None:
         raise ProviderError(f"the `{sky}` command is not on PATH", hint="pip install 'skypilot[aws,gcp,azure]' and "
                                                                           "run `sky check`")
+    from hetinfra import facts
+
     for t, p in zip(tasks, paths):
-        res = run_group([exe, "launch", "--yes", "-c", t.cluster, str(p)], stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, text=True, timeout=3600)
+        try:
+            res = run_group([exe, "launch", "--yes", "-c", t.cluster, str(p)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=facts.SKY_LAUNCH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # run_group stopped the launch's whole process group first
+            raise ProviderError(f"sky launch of {p.name} did not finish within {facts.SKY_LAUNCH_TIMEOUT_S:g} s; it "
+                                "was stopped", hint=f"see `sky status {t.cluster}` (the cluster may be up: `sky down "
+                                                    f"{t.cluster}` if it is), then run `hetinfra profile OUT "
+                                                    "--launch` again") from None
         if res.returncode != 0:
             tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or [""]
             raise ProviderError(f"sky launch of {p.name} failed (exit {res.returncode}): {tail[0]}",

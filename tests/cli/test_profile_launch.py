@@ -110,3 +110,20 @@ def test_property_the_benchmark_tasks_are_written_all_or_none(shared_plan, tmp_p
     monkeypatch.undo()
     assert code == 2 and "Traceback" not in err and str(out / "profile") in err, err
     assert (_held(out / "profile") if (out / "profile").is_dir() else (out / "profile").exists()) == before
+
+
+def test_a_sky_launch_past_its_time_limit_is_stopped_and_a_provider_error(tmp_path, monkeypatch, run_cli):
+    """The launch's whole process group is stopped at facts.SKY_LAUNCH_TIMEOUT_S (hetinfra.procs), and the
+    command says so in two lines with exit 4: it was a subprocess.TimeoutExpired traceback."""
+    from hetinfra import facts
+
+    out = tmp_path / "out"
+    code, _, err = run_cli("plan", str(REPO / "services" / "chat.yaml"), "--out", str(out), "--no-baselines",
+                           "--no-verify")
+    assert code == 0, err
+    exe, _calls = install_stand_in(tmp_path, monkeypatch, "sky", STAND_IN + "import time\ntime.sleep(30)\n",
+                                   "FAKE_SKY_LOG")
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(facts, "SKY_LAUNCH_TIMEOUT_S", 0.5)
+    code, _, err = run_cli("profile", str(out), "--launch", "--all")
+    assert code == 4 and "did not finish within 0.5 s" in err and "hint:" in err and "Traceback" not in err
