@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hetinfra.price_feeds import cloud_quotas
@@ -65,17 +65,21 @@ def _sleeps_of(pids: list[int]) -> list[int]:
     return out
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+# each example waits out the limit: a few generated trees, and the two shapes that broke the old runner
+# stated outright (a child holding the output pipe; a stubborn root whose child does not hold it)
+@settings(max_examples=5, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(tree=TREES)
+@example(tree=(True, False, ((True, True, ()),)))
+@example(tree=(False, True, ((False, False, ()), (True, False, ()))))
 def test_a_timed_out_program_is_stopped_with_every_process_it_started(tmp_path_factory, monkeypatch, tree):
     folder = tmp_path_factory.mktemp("tree")
     _write_tree(folder, tree)
-    monkeypatch.setattr(cloud_quotas, "CLI_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(cloud_quotas, "CLI_TIMEOUT_S", 0.8)
     try:
         import hetinfra.procs
 
-        monkeypatch.setattr(hetinfra.procs, "GRACE_S", 0.5)  # a tree that ignores SIGTERM: SIGKILL sooner
+        monkeypatch.setattr(hetinfra.procs, "GRACE_S", 0.3)  # a tree that ignores SIGTERM: SIGKILL sooner
     except ImportError:  # the runner before hetinfra.procs
         pass
     started = time.monotonic()
@@ -87,7 +91,7 @@ def test_a_timed_out_program_is_stopped_with_every_process_it_started(tmp_path_f
         left = [p for p in pids + _sleeps_of(pids) if _alive(p)]
         assert len(pids) == _count(tree), "the tree had not started in the time"
         assert not left, f"{len(left)} process(es) of the program left running"
-        assert took < 1.0 + 0.5 + 2.0, f"the 1 s limit took {took:.1f} s"
+        assert took < 0.8 + 0.3 + 2.0, f"the 0.8 s limit took {took:.1f} s"
     finally:
         pids = [int(p) for p in (folder / "pids").read_text().split()] if (folder / "pids").exists() else []
         for q in pids + _sleeps_of(pids):  # the old runner's leftovers: stopped here, by their ids
