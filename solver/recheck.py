@@ -6,7 +6,7 @@ from __future__ import annotations
 from hetinfra.solver.problem import AllocationProblem
 from hetinfra.solver.result import SolveResult
 
-__all__ = ["TOL", "count_breaches", "verify"]
+__all__ = ["TOL", "count_breaches", "unit_load", "verify"]
 
 #: Feasibility tolerance used when re-checking a returned solution (relative where it makes sense).
 TOL = 1e-6
@@ -52,6 +52,13 @@ def verify(problem: AllocationProblem, r: SolveResult, *, capacity: bool = True)
             if local < problem.locality * lam * scale - TOL * max(1.0, lam):
                 bad.append(f"model {mod}: {local:.4g} req/s served in {region} < {problem.locality:g} x {lam * scale:.4g}")
     return bad
+
+
+def unit_load(flow: dict, unit) -> float:
+    """What ``flow``'s entries ((unit, model, class) -> req/s) on ``unit`` take of one instance's rates:
+    its load in instances, as :func:`verify` counts it against ``(1 - headroom) x`` its count
+    (``_routing_breaches`` sums the same for every unit in one pass)."""
+    return sum(v / unit.rates[k[2]] for k, v in flow.items() if k[0] == unit.id and v > 0)
 
 
 def count_breaches(problem: AllocationProblem, n: dict[str, int], units: set[str] | None = None) -> list[str]:

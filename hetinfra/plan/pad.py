@@ -14,6 +14,10 @@ replica, and no other model's units, routing or judgement change (models share n
 PAD_STEPS replicas per model: a model still missing then is stated as missing, as before, and the
 replicas tried for it are removed again (they bought no promise; its record says what was tried).
 
+Where a unit cannot take one more replica within the spec's rules (a cap, the budget, a spot
+fraction), it is relieved instead: one replica more of a sibling unit takes the share of its load one
+replica more of it would have (hetinfra.plan.relief; the record's ``relieved``).
+
 The same padding serves a model the search's own seeds still miss when its rounds
 (planning.verify.max_rounds) run out (``missed_on: "search"``): it must then meet on fresh confirm
 seeds AND on the search's seeds (judged again on a view of it alone: adding replicas only helps, so
@@ -84,7 +88,9 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
             records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
         missing = [m["model"] for m in part["models"] if not m["met"]]
         met_now = {m["model"] for m in part["models"] if m["met"]}
-        missing += _still_missed_by_search(search, pr, search_missed & met_now, records, ratios)
+        # a relief moved load to a layout the search's rounds may never have simulated: its seeds judge it too
+        relieved = {n for n in met_now if records[n].get("relieved")}
+        missing += _still_missed_by_search(search, pr, (search_missed | relieved) & met_now, records, ratios)
         for name in missing:
             if records[name]["replicas_added"] >= PAD_STEPS:
                 records[name]["reason"] = STEPS_SPENT
@@ -144,17 +150,17 @@ def unit_ratios(*judgements: dict) -> dict[str, tuple[bool, float, float]]:
 
 def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], record: dict) -> PlanResult:
     """``pr`` with one replica more on ``record``'s model's unit that misses the most (see the module
-    docstring), noted in ``record``; where no unit can take one, that unit relieved on a sibling unit
-    (hetinfra.plan.relief); where none can be, ``pr`` and the reason."""
+    docstring), noted in ``record``: each unit in that order gets one replica more, or, where that
+    breaks a rule of the spec, is relieved on a sibling unit (hetinfra.plan.relief), before the next
+    unit is tried (a unit at a cap is relieved again at the next step, not passed over for a unit
+    that holds none of the misses); where none can be, ``pr`` and the reason."""
     from hetinfra.plan.relief import relieved
 
-    order = _order(pr, ratios, record["model"])
-    for uid in order:
+    for uid in _order(pr, ratios, record["model"]):
         candidate = with_replica(pr, uid)
         if not breaks_rules(candidate):
             _added(record, uid)
             return candidate
-    for uid in order:
         found = relieved(pr, uid)
         if found is not None:
             candidate, target, moved = found
@@ -232,7 +238,7 @@ def net_of_trim(padded: list[dict], before: dict[str, int], after: dict[str, int
         by_unit = {u: n - max(0, before.get(u, 0) - after.get(u, 0)) for u, n in record["replicas_by_unit"].items()}
         by_unit = {u: n for u, n in by_unit.items() if n > 0}
         kept = {**record, "replicas_by_unit": by_unit, "replicas_added": sum(by_unit.values())}
-        if not by_unit:  # the trim took back what relieved a unit: its flows went back with it
+        if by_unit != record["replicas_by_unit"]:  # the trim handed flows on: a relief's req/s no longer stand
             kept.pop("relieved", None)
         out.append(kept)
     return out

@@ -9,16 +9,19 @@ objective and m20-phi-4 collapsing at 5% more load, both "no unit of it can take
 
 Relief does what one replica more of that unit would do, on another unit of the same model: the
 unit keeps its replicas and hands ``1 / (n + 1)`` of each of its classes' req/s (``n``: its
-replicas) to one replica more of the cheapest sibling unit that may serve those classes, as much of
-it as that replica takes at the plan's rates within its headroom. The sibling is the one with the
-least cost per req/s at the relieved unit's class mix (then by id: the same choice on every run)
-among those whose plan keeps every rule of the spec (``trim.breaks_rules``: caps, budget, spot
-fractions, locality). The padding judges the relieved plan on fresh confirm seeds as any padded one.
+replicas) to one replica more of a sibling unit that may serve those classes, as much of it as that
+replica takes at the plan's rates within its headroom. Of the siblings whose plan keeps every rule of
+the spec (``trim.breaks_rules``: caps, budget, spot fractions, locality), the one whose replica costs
+least per req/s it takes over (then by id: the same choice on every run). A sibling's price per req/s
+at full use is not that: one replica takes at most the share, so a large instance that would be cheap
+when full moved 2.4 req/s of services/chat.yaml's unit at $21.96/h where one at $3.67/h moved as
+much (a reviewer's finding). The padding judges the relieved plan on fresh confirm seeds, and on the
+search's seeds too (load moved to a layout its rounds may never have simulated), as any padded one.
 
-Not offered (the unit stays as it is, and the padding says why): a model routed per origin (its
-flows carry round trips the move would have to re-price), a plan under a demand profile (its
-periods' counts), and a model with LoRA adapters (which units hold which adapter is a placement of
-its own)."""
+Not offered (the unit stays as it is, and the padding tries its next unit): a model routed per
+origin (its flows carry round trips the move would have to re-price), a plan under a demand profile
+(its periods' counts), a model with LoRA adapters (which units hold which adapter is a placement of
+its own), and sliced routing (each slice goes to one unit whole: Mélange's formulation)."""
 
 from __future__ import annotations
 
@@ -36,37 +39,38 @@ def relieved(pr: PlanResult, uid: str) -> tuple[PlanResult, str, float] | None:
     res, problem = pr.result, pr.problem
     units = {u.id: u for u in problem.units}
     model = units[uid].model
-    if res.periods or any(k[1] == model for k in res.origin_flow) or any(a.model == model for a in problem.adapters):
+    if res.periods or problem.routing == "sliced" or any(k[1] == model for k in res.origin_flow) \
+            or any(a.model == model for a in problem.adapters):
         return None
     mix = {k[2]: v for k, v in sorted(res.flow.items()) if k[0] == uid and k[1] == model and v > 0}
     if not mix:
         return None
     share = 1.0 / (res.n[uid] + 1)
-    for target in _siblings(problem.units, uid, model, mix):
-        moved = _moved(pr, uid, target, mix, share)
-        if moved is not None and not breaks_rules(moved[0]):
-            return moved[0], target.id, moved[1]
+    moves = [(target, moved) for target in _siblings(problem.units, uid, model, mix)
+             if (moved := _moved(pr, uid, target, mix, share)) is not None]
+    for target, (candidate, rps) in sorted(moves, key=lambda m: (m[0].cost / m[1][1], m[0].id)):
+        if not breaks_rules(candidate):
+            return candidate, target.id, rps
     return None
 
 
 def _siblings(all_units, uid: str, model: str, mix: dict[str, float]) -> list:
-    """The model's other units that may serve every class of ``mix`` (class -> req/s), the cheapest per
-    req/s at that mix first, then by id."""
-    able = [u for u in all_units if u.model == model and u.id != uid and all(u.rates.get(w, 0) > 0 for w in mix)]
-    return sorted(able, key=lambda u: (u.cost * sum(v / u.rates[w] for w, v in mix.items()), u.id))
+    """The model's other units that may serve every class of ``mix`` (class -> req/s)."""
+    return [u for u in all_units if u.model == model and u.id != uid and all(u.rates.get(w, 0) > 0 for w in mix)]
 
 
 def _moved(pr: PlanResult, uid: str, target, mix: dict[str, float], share: float) -> tuple[PlanResult, float] | None:
     """``pr`` with one replica more of ``target`` and ``share`` of ``uid``'s req/s per class (``mix``)
-    moved to it, less where that replica's headroom takes less (its load at the plan's rates, as
-    solver.recheck counts it); and the req/s moved. None where it has no room."""
+    moved to it, less where that replica's headroom takes less (its load at the plan's rates, as the
+    solver's re-check counts it: recheck.unit_load); and the req/s moved. None where it has no room."""
+    from hetinfra.solver.recheck import unit_load
+
     res, model = pr.result, target.model
     count = res.n.get(target.id, 0) + 1
-    load = sum(v / target.rates[k[2]] for k, v in res.flow.items() if k[0] == target.id and v > 0)
-    room = (1.0 - pr.problem.headroom) * count - load
-    need = share * sum(v / target.rates[w] for w, v in mix.items())
+    room = (1.0 - pr.problem.headroom) * count - unit_load(res.flow, target)
+    need = share * unit_load({(target.id, model, w): v for w, v in mix.items()}, target)
     part = share * min(1.0, room / need) if need > 0 else 0.0
-    if part <= 0:
+    if part <= 1e-12:
         return None
     flow = dict(res.flow)
     for w, v in mix.items():

@@ -54,17 +54,24 @@ def test_relief_moves_one_replicas_share_to_a_sibling_within_its_headroom_and_th
     assert chat.result.n == {uid: chat.result.n[uid]}  # the plan it was given is unchanged
 
 
-def test_relief_takes_the_cheapest_sibling_the_availability_caps_leave(chat):
+def test_relief_takes_the_sibling_whose_replica_costs_least_per_req_s_it_takes_over(chat):
+    """Not the cheapest per req/s at full use: one replica takes at most the share, so a large instance
+    cheap when full moved 2.4 req/s of this unit at $21.96/h where one at $3.67/h moved as much."""
     uid = _used(chat)
-    _, first, _ = relief.relieved(chat, uid)
+    out, target, moved = relief.relieved(chat, uid)
+    mix = {k[2]: v for k, v in chat.result.flow.items() if k[0] == uid and v > 0}
+    share = 1.0 / (chat.result.n[uid] + 1)
     units = {u.id: u for u in chat.problem.units}
+    prices = {u.id: u.cost / m[1] for u in relief._siblings(chat.problem.units, uid, "chat-8b", mix)
+              if (m := relief._moved(chat, uid, u, mix, share)) is not None and not breaks_rules(m[0])}
+    assert units[target].cost / moved == pytest.approx(min(prices.values()))
     # the first choice's GPU group capped at 0: the next sibling that the caps leave takes it
-    capped = replace(chat, problem=replace(chat.problem, caps={g: 0 for g, _n in units[first].gpu_use}))
+    capped = replace(chat, problem=replace(chat.problem, caps={g: 0 for g, _n in units[target].gpu_use}))
     if any(g in dict(units[uid].gpu_use) for g in capped.problem.caps):
         pytest.skip("the sibling shares the relieved unit's GPU group")
-    out, second, _ = relief.relieved(capped, uid)
-    assert second != first and not set(dict(units[second].gpu_use)) & set(capped.problem.caps)
-    assert breaks_rules(out) == []
+    out2, second, _ = relief.relieved(capped, uid)
+    assert second != target and not set(dict(units[second].gpu_use)) & set(capped.problem.caps)
+    assert breaks_rules(out2) == []
 
 
 def test_no_relief_where_every_sibling_breaks_a_rule_or_the_model_is_routed_per_origin(chat, monkeypatch):
@@ -74,6 +81,33 @@ def test_no_relief_where_every_sibling_breaks_a_rule_or_the_model_is_routed_per_
     monkeypatch.undo()
     per_origin = replace(chat, result=replace(chat.result, origin_flow={(uid, "chat-8b", "chat", "r"): 1.0}))
     assert relief.relieved(per_origin, uid) is None
+    sliced = replace(chat, problem=replace(chat.problem, routing="sliced"))  # each slice to one unit whole
+    assert relief.relieved(sliced, uid) is None
+
+
+def test_a_unit_at_a_cap_is_relieved_again_at_the_next_step_not_passed_over(chat, monkeypatch):
+    """Step 2 of a model whose unit sits at a cap relieves that unit again (its flows move on); before,
+    step 2 gave the sibling of step 1 a replica with the flows unchanged, and the unit kept its load."""
+    from hetinfra.plan.ceiling import Ceilings
+    from hetinfra.plan.trim import breaks_rules as real
+
+    uid = _used(chat)
+    n0 = chat.result.n[uid]
+    monkeypatch.setattr(pad, "breaks_rules", lambda c: ["a cap"] if c.result.n.get(uid, 0) > n0 else real(c))
+    judge = _Judge({"chat-8b": n0 + 2}, Ceilings(chat.inputs.spec, chat.inputs.spec_path))
+    out, conf, [record] = pad.padded(chat, judge(verify.simulation_view(chat)), judge)
+    assert conf["met"] and record["replicas_added"] == 2 and out.result.n[uid] == n0
+    first = _on(chat, uid) / (n0 + 1)  # what the first relief moves: one replica's share
+    assert _on(out, uid) < _on(chat, uid) - first - 1e-6  # the second moved more off it
+    assert record["relieved"][uid] == pytest.approx(_on(chat, uid) - _on(out, uid))
+
+
+def test_a_trim_that_takes_from_a_padded_unit_drops_the_relief_figure():
+    record = {"model": "m", "replicas_added": 2, "replicas_by_unit": {"b": 1, "t": 1}, "relieved": {"a": 2.4}}
+    kept = pad.net_of_trim([record], {"a": 4, "b": 2, "t": 1}, {"a": 4, "b": 2, "t": 1})
+    assert kept[0]["relieved"] == {"a": 2.4}  # nothing trimmed from it: it stands
+    [after] = pad.net_of_trim([record], {"a": 4, "b": 2, "t": 1}, {"a": 4, "b": 2})  # the trim took t
+    assert after["replicas_by_unit"] == {"b": 1} and "relieved" not in after
 
 
 @pytest.mark.parametrize("need, met", [(5, True), (50, False)])
