@@ -75,11 +75,11 @@ def _sleeps_of(pids: list[int]) -> list[int]:
 def test_a_timed_out_program_is_stopped_with_every_process_it_started(tmp_path_factory, monkeypatch, tree):
     folder = tmp_path_factory.mktemp("tree")
     _write_tree(folder, tree)
-    monkeypatch.setattr(cloud_quotas, "CLI_TIMEOUT_S", 0.8)
+    monkeypatch.setattr(cloud_quotas, "CLI_TIMEOUT_S", 0.5)
     try:
         import hetinfra.procs
 
-        monkeypatch.setattr(hetinfra.procs, "GRACE_S", 0.3)  # a tree that ignores SIGTERM: SIGKILL sooner
+        monkeypatch.setattr(hetinfra.procs, "GRACE_S", 0.2)  # a tree that ignores SIGTERM: SIGKILL sooner
     except ImportError:  # the runner before hetinfra.procs
         pass
     started = time.monotonic()
@@ -91,7 +91,7 @@ def test_a_timed_out_program_is_stopped_with_every_process_it_started(tmp_path_f
         left = [p for p in pids + _sleeps_of(pids) if _alive(p)]
         assert len(pids) == _count(tree), "the tree had not started in the time"
         assert not left, f"{len(left)} process(es) of the program left running"
-        assert took < 0.8 + 0.3 + 2.0, f"the 0.8 s limit took {took:.1f} s"
+        assert took < 0.5 + 0.2 + 2.0, f"the 0.5 s limit took {took:.1f} s"
     finally:
         pids = [int(p) for p in (folder / "pids").read_text().split()] if (folder / "pids").exists() else []
         for q in pids + _sleeps_of(pids):  # the old runner's leftovers: stopped here, by their ids
