@@ -47,6 +47,19 @@ def gce_name(base: str, suffix: str = "") -> str:
     return short_name(base, 63 - len(suffix)) + suffix
 
 
+#: what Pulumi appends to a logical name to name the resource ("-" and 7 hex digits) where no name is given
+AUTONAME_SUFFIX = 8
+
+
+def gce_named(logical: str) -> dict[str, str]:
+    """The ``name`` argument of a GCE resource whose logical name is ``logical``: none where Pulumi's own
+    name (``logical`` and 8 characters) fits GCE's 63, so a deployed stack keeps its names and can be
+    replaced create-before-delete; else a name that fits (:func:`gce_name`). A service name of about 34
+    characters in a long region made `<service>-gcp-<region>-subnet` and its like names `pulumi up`
+    refuses."""
+    return {} if len(logical) + AUTONAME_SUFFIX <= 63 else {"name": gce_name(logical)}
+
+
 @dataclass(frozen=True)
 class FleetContext:
     """What every group of one GCP fleet shares."""

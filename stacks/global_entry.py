@@ -97,30 +97,35 @@ def _route53(name: str, gateways: list, port: int, tls: bool, config: dict) -> p
 def _gcp_lb(name: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
     import pulumi_gcp as gcp
 
+    from hetinfra.stacks.gcp_group import gce_named
+
     protocol = "HTTPS" if tls else "HTTP"
     groups = []
     for f in gateways:
         vm = f.fleet.gateway_vm
         groups.append(gcp.compute.InstanceGroup(
-            f"{name}-{f.region}-ig", zone=vm.zone, instances=[vm.self_link],
+            f"{name}-{f.region}-ig", zone=vm.zone, instances=[vm.self_link], **gce_named(f"{name}-{f.region}-ig"),
             named_ports=[gcp.compute.InstanceGroupNamedPortArgs(name="gateway", port=port)]))
         gcp.compute.Firewall(f"{name}-{f.region}-fw-hc", network=f.fleet.gateway_network, direction="INGRESS",
+                             **gce_named(f"{name}-{f.region}-fw-hc"),
                              source_ranges=GCP_HEALTH_CHECK_RANGES, target_tags=vm.tags,
                              allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
     probe = {"port": port, "request_path": "/health"}
     check = gcp.compute.HealthCheck(
-        f"{name}-hc", check_interval_sec=10, timeout_sec=5,
+        f"{name}-hc", check_interval_sec=10, timeout_sec=5, **gce_named(f"{name}-hc"),
         https_health_check=gcp.compute.HealthCheckHttpsHealthCheckArgs(**probe) if tls else None,
         http_health_check=None if tls else gcp.compute.HealthCheckHttpHealthCheckArgs(**probe))
     backend = gcp.compute.BackendService(
         f"{name}-bs", protocol=protocol, port_name="gateway", load_balancing_scheme="EXTERNAL_MANAGED",
+        **gce_named(f"{name}-bs"),
         timeout_sec=600, health_checks=check.id, locality_lb_policy="ROUND_ROBIN",
         backends=[gcp.compute.BackendServiceBackendArgs(group=ig.self_link, balancing_mode="UTILIZATION",
                                                         capacity_scaler=1.0) for ig in groups])
-    url_map = gcp.compute.URLMap(f"{name}-urlmap", default_service=backend.id)
-    proxy = gcp.compute.TargetHttpProxy(f"{name}-proxy", url_map=url_map.id)
-    address = gcp.compute.GlobalAddress(f"{name}-ip")
+    url_map = gcp.compute.URLMap(f"{name}-urlmap", default_service=backend.id, **gce_named(f"{name}-urlmap"))
+    proxy = gcp.compute.TargetHttpProxy(f"{name}-proxy", url_map=url_map.id, **gce_named(f"{name}-proxy"))
+    address = gcp.compute.GlobalAddress(f"{name}-ip", **gce_named(f"{name}-ip"))
     gcp.compute.GlobalForwardingRule(f"{name}-fr", target=proxy.id, ip_address=address.address, port_range="80",
+                                     **gce_named(f"{name}-fr"),
                                      load_balancing_scheme="EXTERNAL_MANAGED")
     return pulumi.Output.concat("http://", address.address, "/v1")
 
