@@ -64,6 +64,20 @@ def short_name(name: str, limit: int) -> str:
     return name[: limit - 9].rstrip("-") + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
+#: what Pulumi appends to a logical name to name a resource given no name ("-" and 7 characters)
+AUTONAME_SUFFIX = 8
+
+
+def fitted(logical: str, limit: int, arg: str = "name") -> dict[str, str]:
+    """The name argument (``arg``: the provider's, e.g. azure-native's ``virtual_network_name``) of a
+    resource whose logical name is ``logical`` and whose cloud allows ``limit`` characters: none where
+    Pulumi's own name (``logical`` and AUTONAME_SUFFIX) fits, so a deployed stack keeps its names and is
+    replaced create-before-delete; else ``logical`` cut to the limit with a hash (:func:`short_name`).
+    The logical names carry ``<service>-<cloud>-<region>``: a 40-character service in us-central1 made
+    a 71-character GCE subnet name that `pulumi up` refuses."""
+    return {} if len(logical) + AUTONAME_SUFFIX <= limit else {arg: short_name(logical, limit)}
+
+
 def vm_name(unit: str, replica: int, rank: int) -> str:
     """``<unit>-r<replica>-n<rank>``, cut to MAX_VM_NAME with a hash of the unit name if longer."""
     suffix = f"-r{replica}-n{rank}"

@@ -31,7 +31,7 @@ import pulumi_gcp as gcp
 from hetinfra.facts import GCP as GCP_FACTS
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, node_script
-from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, VMGroup, short_name
+from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, VMGroup, fitted, short_name
 
 # SkyPilot accelerator name -> GCE accelerator type.
 ACCELERATORS = GCP_FACTS.gpu_labels  # catalog GPU -> GCE accelerator type (hetinfra.facts)
@@ -47,17 +47,10 @@ def gce_name(base: str, suffix: str = "") -> str:
     return short_name(base, 63 - len(suffix)) + suffix
 
 
-#: what Pulumi appends to a logical name to name the resource ("-" and 7 hex digits) where no name is given
-AUTONAME_SUFFIX = 8
-
-
 def gce_named(logical: str) -> dict[str, str]:
-    """The ``name`` argument of a GCE resource whose logical name is ``logical``: none where Pulumi's own
-    name (``logical`` and 8 characters) fits GCE's 63, so a deployed stack keeps its names and can be
-    replaced create-before-delete; else a name that fits (:func:`gce_name`). A service name of about 34
-    characters in a long region made `<service>-gcp-<region>-subnet` and its like names `pulumi up`
-    refuses."""
-    return {} if len(logical) + AUTONAME_SUFFIX <= 63 else {"name": gce_name(logical)}
+    """The ``name`` argument of a GCE resource (at most 63 characters) whose logical name is ``logical``
+    (stacks.fleet.fitted: none where Pulumi's own name fits)."""
+    return fitted(logical, 63)
 
 
 @dataclass(frozen=True)

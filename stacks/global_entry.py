@@ -133,11 +133,15 @@ def _gcp_lb(name: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
 def _traffic_manager(name: str, service: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
     from pulumi_azure_native import resources, trafficmanager as network
 
-    rg = resources.ResourceGroup(f"{name}-rg", location=gateways[0].region)
+    from hetinfra.stacks.fleet import fitted
+
+    rg = resources.ResourceGroup(f"{name}-rg", location=gateways[0].region,
+                                 **fitted(f"{name}-rg", 90, "resource_group_name"))
     # a Traffic Manager name is a global DNS label: the service plus a stable hash of it
     label = f"{service}-{hashlib.sha256(service.encode()).hexdigest()[:8]}"
     network.Profile(
         f"{name}-tm", resource_group_name=rg.name, location="global", profile_status="Enabled",
+        **fitted(f"{name}-tm", 63, "profile_name"),
         traffic_routing_method="Performance",
         dns_config=network.DnsConfigArgs(relative_name=label, ttl=30),
         monitor_config=network.MonitorConfigArgs(protocol="HTTPS" if tls else "HTTP", port=port, path="/health"),
