@@ -57,7 +57,7 @@ def _too_long(mocks) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("length", [4, 30, 40, 63])
+@pytest.mark.parametrize("length", [4, 63])
 def test_every_gce_name_of_the_fleet_fits_for_any_service_name(mocks, three_cloud_plan, length):
     plan = dict(three_cloud_plan, service=("s" + "x" * 62)[:length],
                 deploy=dict(three_cloud_plan["deploy"], gateway=dict(GATEWAY)))
@@ -68,7 +68,7 @@ def test_every_gce_name_of_the_fleet_fits_for_any_service_name(mocks, three_clou
         assert all(given is None for given in names.values())
 
 
-@pytest.mark.parametrize("length", [4, 40, 63])
+@pytest.mark.parametrize("length", [4, 63])
 def test_every_gce_name_of_the_global_load_balancer_fits(gmocks, origin_plan, length):  # noqa: F811
     entry_url(dict(origin_plan, service=("g" + "y" * 62)[:length]), "gcp")
     names = {n: given for n, given in _names(gmocks).items() if "-global" in n}
@@ -76,7 +76,7 @@ def test_every_gce_name_of_the_global_load_balancer_fits(gmocks, origin_plan, le
 
 
 @pytest.mark.parametrize("cloud", ["aws", "azure"])
-@pytest.mark.parametrize("length", [4, 40, 63])
+@pytest.mark.parametrize("length", [4, 63])
 def test_every_auto_named_resource_of_aws_and_azure_fits(mocks, three_cloud_plan, cloud, length):
     plan = dict(three_cloud_plan, service=("a" + "z" * 62)[:length],
                 deploy=dict(three_cloud_plan["deploy"], gateway=dict(GATEWAY)))
