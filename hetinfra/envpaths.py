@@ -67,7 +67,8 @@ XDG_VARS = frozenset({"XDG_CACHE_HOME"})
 def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
     """``$var`` as a path (``~`` expanded), None when unset or blank (or, for :data:`XDG_VARS`, relative),
     or an InvalidInputError (exit 2) naming the variable where :func:`path_problem` finds one, where a
-    ``~`` cannot be expanded, or where a variable of :data:`ROOT_VARS` is not an absolute path. ``env``:
+    ``~`` cannot be expanded, where a variable of :data:`ROOT_VARS` is not an absolute path, or where it
+    names a file (each variable read here is a folder). ``env``:
     the environment to read (default ``os.environ``)."""
     value = (os.environ if env is None else env).get(var, "")
     if not value.strip():
@@ -77,6 +78,8 @@ def env_path(var: str, env: Mapping[str, str] | None = None) -> Path | None:
     problem = path_problem(path)
     if problem is None and var in ROOT_VARS and not path.is_absolute():
         problem = "is not an absolute path (it would name another folder in every directory a command runs from)"
+    if problem is None and path.exists() and not path.is_dir():  # every variable read here names a folder
+        problem = "is a file, not a folder"  # `feeds list` said "no snapshots in <the file>"
     if problem:
         raise InvalidInputError(f"{var}={_clipped(value)!r}: {problem}", hint=hint)
     return None if var in XDG_VARS and not path.is_absolute() else path

@@ -78,8 +78,9 @@ def test_the_commands_say_which_variable(tmp_path, monkeypatch, var, args, value
 
 
 def test_refresh_fails_when_it_cannot_store_what_it_fetched(tmp_path, monkeypatch):
-    store = tmp_path / "a-file"
-    store.write_text("not a folder\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    store = blocker / "store"  # a folder that cannot be made (the variable naming a file is refused sooner)
     monkeypatch.setenv("HETINFRA_CACHE_DIR", str(store))
     monkeypatch.setenv("HETINFRA_SKYPILOT_CATALOG", CATALOG)
     result = CliRunner().invoke(cli, ["feeds", "refresh", "--source", "skypilot", "--json"])
@@ -181,3 +182,27 @@ def test_a_user_without_home_plans_without_the_template_cache(tmp_path, monkeypa
     assert not homeless()
     with pytest.raises(InvalidInputError, match="HOME"):
         default_dir()
+
+
+@pytest.mark.parametrize("var", ["HETINFRA_CACHE_DIR", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE"])
+def test_a_folder_variable_that_names_a_file_is_refused_naming_it(monkeypatch, tmp_path, var):
+    """Each of these variables names a folder (envpaths.env_path): a regular file there was read as an empty
+    store (`feeds list`: "no snapshots in <the file>") or a cache that could never be written."""
+    for name in ("HETINFRA_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    afile = tmp_path / "a-file"
+    afile.write_text("not a folder\n")
+    monkeypatch.setenv(var, str(afile))
+    for reader in _readers()[var]:
+        with pytest.raises(InvalidInputError) as refused:
+            reader()
+        msg = refused.value.message  # the value is clipped where long (envpaths._clipped)
+        assert msg.startswith(f"{var}='") and msg.endswith("': is a file, not a folder"), msg
+
+
+def test_feeds_list_with_a_cache_variable_that_names_a_file_is_exit_2(monkeypatch, tmp_path):
+    afile = tmp_path / "cache"
+    afile.write_text("")
+    monkeypatch.setenv("HETINFRA_CACHE_DIR", str(afile))
+    result = CliRunner().invoke(cli, ["feeds", "list"])
+    assert result.exit_code == 2 and "HETINFRA_CACHE_DIR" in result.output and "is a file, not a folder" in result.output
