@@ -3,7 +3,8 @@ models: the only shapes hetinfra.deploy.groups reads (a page of ``listManagedIns
 set's VM with its instance view), as hetinfra.deploy.kube_answers does for a cluster's answers.
 
 An answer comes from outside (a proxy, a half-rolled API, whatever HETINFRA_GCP_COMPUTE_URL names),
-so it is parsed here, once, before anything counts with it: a malformed one is a ProviderError
+so it is parsed once (kube_answers.parse_answer, the reader of every typed answer) before anything
+counts with it: a malformed one is a ProviderError
 (exit 4) naming the group and the field, never an AttributeError or TypeError in `status` or
 `replan` (``"managedInstances": "abc"``, an instance that is a number, a page token that is one).
 Fields hetinfra does not read are ignored; a null is a field not set.
@@ -11,15 +12,13 @@ Fields hetinfra does not read are ignored; a null is a field not set.
 
 from __future__ import annotations
 
-import re
-from typing import Any, Optional, TypeVar
+from typing import Optional
 
-from pydantic import StrictStr, ValidationError
+from pydantic import StrictStr
 
 from hetinfra.deploy.kube_answers import Answer as _Answer
-from hetinfra.errors import ProviderError, dotted
 
-__all__ = ["ManagedInstancesPage", "ScaleSetVm", "parse_group_answer"]
+__all__ = ["ManagedInstancesPage", "ScaleSetVm"]
 
 
 class _Health(_Answer):
@@ -96,18 +95,3 @@ class ScaleSetVm(_Answer):
     def health(self) -> str | None:
         view = self.properties.instanceView
         return view.vmHealth.status.code if view and view.vmHealth and view.vmHealth.status else None
-
-
-M = TypeVar("M", bound=_Answer)
-
-
-def parse_group_answer(model: type[M], doc: Any, what: str, hint: str) -> M:
-    """``doc`` (a parsed answer; None for an empty body) as ``model``, or a ProviderError naming
-    ``what`` (the group) and the first field that is wrong."""
-    try:
-        return model.model_validate(doc if doc is not None else {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = dotted(err["loc"]) or "(the answer)"
-        msg = re.sub(r" or instance of \w+", "", err["msg"])  # the model's name says nothing to a user
-        raise ProviderError(f"cannot read {what}: malformed answer: {loc}: {msg}", hint=hint) from None

@@ -34,7 +34,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from hetinfra.deploy.group_answers import ManagedInstance, ManagedInstancesPage, ScaleSetVm, parse_group_answer
+from hetinfra.deploy.group_answers import ManagedInstance, ManagedInstancesPage, ScaleSetVm
+from hetinfra.deploy.kube_answers import parse_answer
 from hetinfra.errors import ProviderError
 
 AWS_GROUP = "aws:autoscaling/group:Group"
@@ -153,8 +154,8 @@ def gcp_groups(groups: list[tuple[str, str, str, bool]], env: Mapping[str, str])
         try:
             for _ in range(100):  # pages of 500 instances
                 body = client.get_json(url + (f"?pageToken={q(token)}" if token else ""), post={})
-                page = parse_group_answer(ManagedInstancesPage, body, f"the managed instance group {name} "
-                                          f"({project}/{zone})", _MALFORMED)
+                page = parse_answer(ManagedInstancesPage, body, f"cannot read the managed instance group {name} "
+                                    f"({project}/{zone})", _MALFORMED)
                 for m in page.managedInstances:
                     _gce_instance(m, found, checked)
                 token = page.nextPageToken
@@ -192,8 +193,8 @@ def azure_groups(ids: list[tuple[str, bool]], env: Mapping[str, str]) -> dict[st
         try:
             for vm in azure_pages(client, f"{base}{vmss}/virtualMachines?$expand=instanceView"
                                           f"&api-version={VMSS_API_VERSION}", "scale set VMs"):
-                _vmss_vm(parse_group_answer(ScaleSetVm, vm, f"the scale set {vmss.rsplit('/', 1)[-1]}", _MALFORMED),
-                         found, checked)
+                where = f"cannot read the scale set {vmss.rsplit('/', 1)[-1]}"
+                _vmss_vm(parse_answer(ScaleSetVm, vm, where, _MALFORMED), found, checked)
         except FetchError as exc:
             raise _unreadable(f"the scale set {vmss.rsplit('/', 1)[-1]}", exc) from None
         out[vmss] = found

@@ -13,6 +13,8 @@ broken answer, not a fleet.
 
 from __future__ import annotations
 
+import re
+
 import datetime as dt
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -100,17 +102,22 @@ Answer = _Answer
 M = TypeVar("M", bound=_Answer)
 
 
-def parse_answer(model: type[M], doc: Any, where: str) -> M:
+#: what a malformed answer of a cluster's API says to check (parse_answer's default)
+CLUSTER_HINT = ("the cluster's API answered something that is not a Kubernetes object; check the context's server "
+                "URL and any proxy in front of it")
+
+
+def parse_answer(model: type[M], doc: Any, where: str, hint: str = CLUSTER_HINT) -> M:
     """``doc`` (a parsed answer; None or {} for an empty body) as ``model``, or a ProviderError naming
-    ``where`` (the cluster and the request) and the first field that is wrong."""
+    ``where`` (the cluster and the request; a cloud's group: hetinfra.deploy.groups) and the first field
+    that is wrong, with ``hint``. The one reader of every typed API answer."""
     try:
         return model.model_validate(doc if doc is not None else {})
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = dotted(err["loc"]) or "(the answer)"
-        raise ProviderError(f"{where}: malformed answer: {loc}: {err['msg']}",
-                            hint="the cluster's API answered something that is not a Kubernetes object; "
-                                 "check the context's server URL and any proxy in front of it") from None
+        msg = re.sub(r" or instance of \w+", "", err["msg"])  # the model's class name says nothing to a user
+        raise ProviderError(f"{where}: malformed answer: {loc}: {msg}", hint=hint) from None
 
 
 def parse_body(text: str, where: str) -> Any:

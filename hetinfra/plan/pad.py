@@ -165,8 +165,8 @@ def _pad_one(pr: PlanResult, ratios: dict[str, tuple[bool, float, float]], recor
         if found is not None:
             candidate, target, moved = found
             _added(record, target)
-            record["relieved"] = {**record.get("relieved", {}), uid: round(record.get("relieved", {}).get(uid, 0.0)
-                                                                        + moved, 6)}
+            off = record.setdefault("relieved", {})
+            off[uid] = round(off.get(uid, 0.0) + moved, 6)
             return candidate
     record["reason"] = NO_UNIT
     return pr

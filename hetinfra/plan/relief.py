@@ -46,11 +46,13 @@ def relieved(pr: PlanResult, uid: str) -> tuple[PlanResult, str, float] | None:
     if not mix:
         return None
     share = 1.0 / (res.n[uid] + 1)
-    moves = [(target, moved) for target in _siblings(problem.units, uid, model, mix)
-             if (moved := _moved(pr, uid, target, mix, share)) is not None]
-    for target, (candidate, rps) in sorted(moves, key=lambda m: (m[0].cost / m[1][1], m[0].id)):
+    takes = [(target, part) for target in _siblings(problem.units, uid, model, mix)
+             if (part := _part(pr, target, mix, share)) > 1e-12]
+    rps = sum(mix.values())
+    for target, part in sorted(takes, key=lambda t: (t[0].cost / (t[1] * rps), t[0].id)):
+        candidate = _moved(pr, uid, target, mix, part)
         if not breaks_rules(candidate):
-            return candidate, target.id, rps
+            return candidate, target.id, part * rps
     return None
 
 
@@ -59,22 +61,24 @@ def _siblings(all_units, uid: str, model: str, mix: dict[str, float]) -> list:
     return [u for u in all_units if u.model == model and u.id != uid and all(u.rates.get(w, 0) > 0 for w in mix)]
 
 
-def _moved(pr: PlanResult, uid: str, target, mix: dict[str, float], share: float) -> tuple[PlanResult, float] | None:
-    """``pr`` with one replica more of ``target`` and ``share`` of ``uid``'s req/s per class (``mix``)
-    moved to it, less where that replica's headroom takes less (its load at the plan's rates, as the
-    solver's re-check counts it: recheck.unit_load); and the req/s moved. None where it has no room."""
+def _part(pr: PlanResult, target, mix: dict[str, float], share: float) -> float:
+    """The part of the relieved unit's req/s per class (``mix``) that one replica more of ``target`` takes:
+    ``share``, less where that replica's headroom takes less (its load at the plan's rates, as the solver's
+    re-check counts it: recheck.unit_load); 0 where it has no room."""
     from hetinfra.solver.recheck import unit_load
 
+    count = pr.result.n.get(target.id, 0) + 1
+    room = (1.0 - pr.problem.headroom) * count - unit_load(pr.result.flow, target)
+    need = share * unit_load({(target.id, target.model, w): v for w, v in mix.items()}, target)
+    return max(0.0, share * min(1.0, room / need)) if need > 0 else 0.0
+
+
+def _moved(pr: PlanResult, uid: str, target, mix: dict[str, float], part: float) -> PlanResult:
+    """``pr`` with one replica more of ``target`` and ``part`` of ``uid``'s req/s per class moved to it."""
     res, model = pr.result, target.model
-    count = res.n.get(target.id, 0) + 1
-    room = (1.0 - pr.problem.headroom) * count - unit_load(res.flow, target)
-    need = share * unit_load({(target.id, model, w): v for w, v in mix.items()}, target)
-    part = share * min(1.0, room / need) if need > 0 else 0.0
-    if part <= 1e-12:
-        return None
     flow = dict(res.flow)
     for w, v in mix.items():
         flow[(uid, model, w)] = v - part * v
         flow[(target.id, model, w)] = flow.get((target.id, model, w), 0.0) + part * v
-    n = {**res.n, target.id: count}
-    return replace(pr, result=replace(res, n=n, flow=flow)), part * sum(mix.values())
+    n = {**res.n, target.id: res.n.get(target.id, 0) + 1}
+    return replace(pr, result=replace(res, n=n, flow=flow))

@@ -62,8 +62,9 @@ def test_relief_takes_the_sibling_whose_replica_costs_least_per_req_s_it_takes_o
     mix = {k[2]: v for k, v in chat.result.flow.items() if k[0] == uid and v > 0}
     share = 1.0 / (chat.result.n[uid] + 1)
     units = {u.id: u for u in chat.problem.units}
-    prices = {u.id: u.cost / m[1] for u in relief._siblings(chat.problem.units, uid, "chat-8b", mix)
-              if (m := relief._moved(chat, uid, u, mix, share)) is not None and not breaks_rules(m[0])}
+    prices = {u.id: u.cost / (part * sum(mix.values())) for u in relief._siblings(chat.problem.units, uid, "chat-8b", mix)
+              if (part := relief._part(chat, u, mix, share)) > 1e-12
+              and not breaks_rules(relief._moved(chat, uid, u, mix, part))}
     assert units[target].cost / moved == pytest.approx(min(prices.values()))
     # the first choice's GPU group capped at 0: the next sibling that the caps leave takes it
     capped = replace(chat, problem=replace(chat.problem, caps={g: 0 for g, _n in units[target].gpu_use}))
@@ -144,11 +145,11 @@ def test_a_reliefs_target_never_passes_its_headroom_and_no_request_is_lost(chat,
     flow = {**{(uid, "chat-8b", w): v for w, v in mix.items()},
             **{(sibling.id, "chat-8b", w): v * per_replica for w, v in mix.items()}}
     pr = replace(chat, result=replace(chat.result, n={uid: count, sibling.id: 1}, flow=flow))
-    moved = relief._moved(pr, uid, sibling, mix, 1.0 / (count + 1))
-    if moved is None:
+    part = relief._part(pr, sibling, mix, 1.0 / (count + 1))
+    if part <= 1e-12:  # no room: nothing moves
         assert busy >= 2 * (1 - chat.problem.headroom) - 1e-9
         return
-    out, rps_moved = moved
+    out, rps_moved = relief._moved(pr, uid, sibling, mix, part), part * sum(mix.values())
     assert rps_moved <= sum(mix.values()) / (count + 1) * (1 + 1e-9)
     assert sum(out.result.flow.values()) == pytest.approx(sum(flow.values()))
     load = sum(v / sibling.rates[k[2]] for k, v in out.result.flow.items() if k[0] == sibling.id)
