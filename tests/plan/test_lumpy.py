@@ -84,3 +84,20 @@ def test_a_lumpy_model_missing_at_the_rate_the_promise_allows_keeps_its_verdict(
 def test_a_model_with_no_lumpy_class_is_never_counted(monkeypatch):
     model = _counted(monkeypatch, set(range(200)), tokens=1_300)
     assert model["met"] and "lumpy" not in model and model["replications"] == replicated.MAX_PRESSED
+
+
+def test_a_spent_work_budget_skips_the_count_and_says_so(monkeypatch):
+    """The budget stops the count before it runs: the model keeps its judgement on its 13 runs, with no ``lumpy``
+    record, and the budget names the count (plan.json work_budget.stopped)."""
+    stopped = []
+
+    class Spent:
+        def check(self, what):
+            if what == lumpy.LUMPY_CUT:
+                stopped.append(what)
+                return False
+            return True
+
+    monkeypatch.setattr(replicated, "current", lambda: Spent())
+    model = _counted(monkeypatch, set(range(200)))
+    assert model["met"] and "lumpy" not in model and stopped == [lumpy.LUMPY_CUT]
