@@ -122,6 +122,26 @@ class Thrashing(Doc):
     met: StrictBool = Field(description="Whether the bound is within the limit: the model is not met otherwise.")
 
 
+class LumpyCount(Doc):
+    """A model met under KV pressure with a lumpy class (one request of it holds 5% of a replica's KV cache or
+    more): its runs at the promised load on seeds no other judgement uses, counted (hetinfra.plan.lumpy)."""
+
+    unit: StrictStr = Field(description="The unit on which one request of the class holds the largest share.")
+    class_: StrictStr = Field(alias="class", description="That class.")
+    share: bounded(gt=0) = Field(description="The share of one replica's KV cache one request of the class holds "
+                                             "at its largest (its upper edges), in the simulator's blocks.")
+    load: bounded(gt=0) = Field(description="The count's load: the promised load (fidelity.load).")
+    runs: StrictInt = Field(description="Its runs: at most 200; it stops once the misses pass the allowed count, "
+                                        "or once so few missed that a model missing 5% of its runs would have "
+                                        "shown more with a chance under 5% (none in 60 runs).")
+    missed: list[StrictInt] = Field(description="The seeds whose run missed the model's objective (or had a unit "
+                                                "not in steady state).")
+    allowed: StrictInt = Field(description="The most misses of 200 runs a model whose runs miss at 1% shows with a "
+                                           "chance of 5% or more (5).")
+    met: StrictBool = Field(description="Whether the misses are no more than allowed: the model is not met "
+                                        "otherwise.")
+
+
 class ConfirmedModel(Judgement, _Head):
     """A model of fidelity.confirmation: whether it met on the confirmation's seeds, and the judgement."""
 
@@ -132,6 +152,9 @@ class ConfirmedModel(Judgement, _Head):
                                                              "units preempted (present only then).")
     cliff: Optional[CliffProbe] = Field(None, description="The cliff probe of a model met under pressure (present "
                                                           "only for such a model; absent in plans before it).")
+    lumpy: Optional[LumpyCount] = Field(None, description="The lumpy count of a model met under KV pressure with a "
+                                                          "lumpy class (present only for such a model; absent in "
+                                                          "plans before it).")
 
 
 class Veto(Doc):

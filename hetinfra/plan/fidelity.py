@@ -174,7 +174,8 @@ def _replications(v: Verification, seed: int, burst_cv: float) -> Replications:
     from hetinfra.plan.kv_pressure import most_pressed
     from hetinfra.plan.verdicts import CONFIDENCE, CONFIRM_CONFIDENCE
 
-    return Replications(method=replication_method.method(burst_cv), confidence=CONFIDENCE,
+    counted = any(m.get("lumpy") for m in v.confirmation.get("models", ()))  # hetinfra.plan.lumpy
+    return Replications(method=replication_method.method(burst_cv, counted), confidence=CONFIDENCE,
                         confirm_confidence=CONFIRM_CONFIDENCE,
                         base_seed=seed,
                         start=replication_method.START, step=replication_method.STEP,
@@ -190,7 +191,7 @@ def _confirmation(v: Verification) -> Confirmation:
         "met": bool(c.get("met", False)), "seeds": list(c.get("seeds") or ()),
         "models": [{"model": m["model"], "met": m["met"], **_judgement(m),
                     **({"requests": v.confirm_requests[m["model"]]} if m["model"] in v.confirm_requests else {}),
-                    **{k: m[k] for k in ("thrashing", "cliff") if m.get(k)}}
+                    **{k: m[k] for k in ("thrashing", "cliff", "lumpy") if m.get(k)}}
                    for m in c.get("models", ())],
         "vetoes": list(v.vetoes), **({"padded": list(v.padded)} if v.padded else {}),
         **({"off_peak": list(v.off_peak_fleets)} if v.off_peak_fleets else {}),

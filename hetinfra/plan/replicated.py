@@ -32,7 +32,9 @@ plan, seeds no decision saw):
 4. a model the confirmation met under that pressure is judged on its KV thrashing over its runs
    (hetinfra.plan.kv_pressure.thrashing), and those it leaves met are probed
    (hetinfra.plan.cliff): run on their first CLIFF_SEEDS seeds at CLIFF_MARGIN more load, not met
-   where they collapse there.
+   where they collapse there; those still met with a lumpy class (one request of it holds LUMPY_SHARE of a
+   replica's KV cache or more) are counted (hetinfra.plan.lumpy): run on LUMPY_RUNS more seeds at the
+   promised load, not met where more than LUMPY_ALLOWED of them miss.
 
 The confirmation's verdicts are evidence the search may not ignore: a model plan it saw miss is
 missed in every later judgement of the search (:meth:`Replicated.veto`).
@@ -55,6 +57,7 @@ from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_SEEDS, probe, stressed
 from hetinfra.plan.kv_pressure import (BURST_EDGE, MAX_PRESSED, PRESSED_CONFIDENCE, burst_pressed, bursty, most_pressed,
                                        thrashing, thrashing_first, under_pressure)
+from hetinfra.plan.lumpy import LUMPY_CUT, count, count_seeds, lumpy
 from hetinfra.plan.parts import joined, model_part, part_of, reduced
 from hetinfra.plan.replication_method import EDGE, EDGE_LOOK, MAX, START, STEP, method
 from hetinfra.plan.verdicts import (CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, near_objective,
@@ -235,7 +238,7 @@ class Replicated:
         return runs[0] if len(runs) == 1 else [joined(view, [r[i] for r in runs]) for i in range(len(runs[0]))]
 
     def _run_at(self, view: dict, models: list[str], seeds: list[int], parsed: dict, requests: int,
-                config=None) -> list[dict]:
+                config=None, keep: bool = True) -> list[dict]:
         from hetinfra.sim.replications import simulate_replications
 
         every = [m["name"] for m in view["models"] if m.get("rate_rps")]
@@ -247,8 +250,8 @@ class Replicated:
         ticks = self.progress.requests if self.progress is not None else None
         config = config or self.config
         config = config if requests == config.requests else replace(config, requests=requests)
-        return simulate_replications(part, self.spec, self.path, config, seeds, memo=self.memo, detail=False,
-                                     ticks=ticks, parsed=parse)
+        return simulate_replications(part, self.spec, self.path, config, seeds, memo=self.memo if keep else None,
+                                     detail=False, ticks=ticks, parsed=parse)
 
     def _judge(self, view: dict) -> dict:
         names = [m["name"] for m in view["models"] if m.get("rate_rps")]
@@ -339,7 +342,8 @@ class Replicated:
     def _judge_pressed(self, view: dict, names: list[str], ran: dict, out: dict, parsed: dict) -> None:
         """The checks of ``names``, models met under pressure, beyond their statistics: their KV
         thrashing over their replications ``ran`` (hetinfra.plan.kv_pressure.thrashing), then the cliff
-        probe of those it leaves met (:meth:`_probe_cliffs`)."""
+        probe of those it leaves met (:meth:`_probe_cliffs`), then the lumpy count of those still met
+        (:meth:`_count_lumpy`)."""
         for n in names:
             record = thrashing(ran[n], n, PRESSED_CONFIDENCE)
             if record is not None and not record["met"]:
@@ -347,6 +351,20 @@ class Replicated:
             elif record is not None:
                 out[n] = ({**out[n][0], "thrashing": record}, out[n][1])
         self._probe_cliffs(view, [n for n in names if out[n][0]["met"]], out, parsed)
+        self._count_lumpy(view, [n for n in names if out[n][0]["met"]], out, parsed)
+
+    def _count_lumpy(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:
+        """The lumpy count (hetinfra.plan.lumpy) of ``names``, models met under pressure: each with a lumpy class
+        is run on its block's LUMPY_RUNS count seeds at the promised load, not met where more of them miss than
+        LUMPY_ALLOWED. Its runs stay out of the memo: no other judgement runs those seeds."""
+        where = {n: got for n in names if (got := lumpy(view, n)) is not None}
+        if not where or not current().check(LUMPY_CUT):
+            return
+        for n, at in where.items():
+            record = count(at, n, count_seeds(int(self.config.seed), self.purpose, self.block_of(n)), self.config.load,
+                           lambda seeds, n=n: self._run_at(view, [n], seeds, parsed, self.length(n), keep=False))
+            self.simulations += record["runs"]
+            out[n] = ({**out[n][0], "lumpy": record} if record["met"] else not_met(out[n][0], lumpy=record), out[n][1])
 
     def _probe_cliffs(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:
         """The cliff probe (hetinfra.plan.cliff) of ``names``, models met under pressure: each run on its

@@ -7,9 +7,10 @@ from __future__ import annotations
 from hetinfra.plan.cliff import CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS
 from hetinfra.plan.kv_pressure import (BURST_EDGE, KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE,
                                        SEATS_NEAR, bursty)
+from hetinfra.plan.lumpy import LUMPY_ALLOWED, LUMPY_LEVEL, LUMPY_RATE, LUMPY_RUNS, LUMPY_SHARE
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE
 
-__all__ = ["BURSTY", "EDGE", "EDGE_LOOK", "MAX", "METHOD", "START", "STEP", "method"]
+__all__ = ["BURSTY", "EDGE", "EDGE_LOOK", "LUMPY", "MAX", "METHOD", "START", "STEP", "method"]
 
 #: replications per judgement: START at first (the screening seed among them), STEP more at a time
 #: for undecided models, at most MAX. Two give a Student-t prediction bound (one more run) of mean + 7.7 sd,
@@ -47,6 +48,13 @@ BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press eve
           f"veto, while its bound is within {BURST_EDGE:.0%} of its objective")
 
 
-def method(burst_cv: float) -> str:
-    """fidelity.replications.method of a plan verified at ``burst_cv``: METHOD, and BURSTY where it is bursty."""
-    return METHOD + (BURSTY if bursty(burst_cv) else "")
+#: the method's words where the confirmation counted a lumpy model (hetinfra.plan.lumpy); none elsewhere
+LUMPY = (f"; a model met under that pressure one request of whose classes holds {LUMPY_SHARE:.0%} of a replica's KV "
+         f"cache or more is run on up to {LUMPY_RUNS} more seeds at the promised load, not met where more than "
+         f"{LUMPY_ALLOWED} of them miss (what runs missing at {LUMPY_RATE:.0%} show under {LUMPY_LEVEL:.0%} of the time)")
+
+
+def method(burst_cv: float, lumpy: bool = False) -> str:
+    """fidelity.replications.method of a plan verified at ``burst_cv``: METHOD, BURSTY where it is bursty, and
+    LUMPY where the confirmation counted a lumpy model (``lumpy``)."""
+    return METHOD + (BURSTY if bursty(burst_cv) else "") + (LUMPY if lumpy else "")
