@@ -112,6 +112,8 @@ class Replicated:
         #: each model's judgement by :meth:`_verdict_key`, and the top-level keys of the last simulation run
         self._verdicts: dict[str, tuple[dict, list[dict]]] = {}
         self._head: dict = {}
+        #: each lumpy count made, by what it depends on (:meth:`_count_lumpy`)
+        self._counts: dict[str, dict] = {}
 
     def fresh(self, models=None) -> None:
         """Judge on a block of seeds of its purpose that no judgement has seen: every model from now on
@@ -267,18 +269,22 @@ class Replicated:
         self.simulations += max(m["replications"] for m, _ in judged)  # as many seeds as the longest ran
         return _composed(self._head, judged, method(self.config.burst_cv))
 
-    def _verdict_key(self, view: dict, model: str) -> str:
+    def _verdict_key(self, view: dict, model: str, seeds: bool = True) -> str:
         """Everything of ``view`` that ``model``'s judgement here depends on (:func:`simulated_part`), with
         this judge's seeds and run length, and, for a judge that keeps pressed models open, whether
         the model's state is under pressure: a model's judgement depends on its own simulations only
         (its requests depend on its own demand, units and routing: hetinfra.sim.plan_sim), so a
-        model the trim, a later round or the over-provisioning search did not touch is judged once."""
+        model the trim, a later round or the over-provisioning search did not touch is judged once.
+        ``seeds`` False: the same without the seeds, the key of a lumpy count, which runs on seeds of its own
+        (hetinfra.plan.lumpy.count_seeds): a model unchanged since its count, judged on another block after
+        a veto of others, keeps it (recounted at each confirmation, the linked 32-model fleet's two lumpy
+        models ran 480 more runs for the same plan, 1.24x its wall)."""
         import json
 
         c = self.config
         pressed = self.pressed and self.under_pressure(view, model)
-        return json.dumps([simulated_part(view, model), self.seeds_of(model), self.length(model), c.load, c.burst_cv,
-                           getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
+        return json.dumps([simulated_part(view, model), self.seeds_of(model) if seeds else None, self.length(model),
+                           c.load, c.burst_cv, getattr(c, "warmup_fraction", None), pressed], sort_keys=True, default=str)
 
     def _fresh(self, view: dict, names: list[str], out: dict) -> dict:
         """Judge ``names`` of ``view`` (the models no earlier judgement of theirs holds) into ``out``,
@@ -361,9 +367,13 @@ class Replicated:
         if not where or not current().check(LUMPY_CUT):
             return
         for n, at in where.items():
-            record = count(at, n, count_seeds(int(self.config.seed), self.purpose, self.block_of(n)), self.config.load,
-                           lambda seeds, n=n: self._run_at(view, [n], seeds, parsed, self.length(n), keep=False))
-            self.simulations += record["runs"]
+            key = self._verdict_key(view, n, seeds=False)
+            if key not in self._counts:  # a model unchanged since its count (new seeds, another veto) keeps it
+                self._counts[key] = count(at, n, count_seeds(int(self.config.seed), self.purpose, self.block_of(n)),
+                                          self.config.load, lambda seeds, n=n: self._run_at(
+                                              view, [n], seeds, parsed, self.length(n), keep=False))
+                self.simulations += self._counts[key]["runs"]
+            record = self._counts[key]
             out[n] = ({**out[n][0], "lumpy": record} if record["met"] else not_met(out[n][0], lumpy=record), out[n][1])
 
     def _probe_cliffs(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:

@@ -101,3 +101,21 @@ def test_a_spent_work_budget_skips_the_count_and_says_so(monkeypatch):
     monkeypatch.setattr(replicated, "current", lambda: Spent())
     model = _counted(monkeypatch, set(range(200)))
     assert model["met"] and "lumpy" not in model and stopped == [lumpy.LUMPY_CUT]
+
+
+def test_a_model_unchanged_since_its_count_keeps_it_when_judged_on_a_new_block(monkeypatch):
+    """A count depends on the model's state, its run length and the load, not on the block of seeds its 13 runs
+    came from: the linked 32-model fleet's two lumpy models were counted again at each of its three confirmations
+    (480 more runs for the same plan, 1.24x its wall). A model that changed is counted anew."""
+    monkeypatch.setitem(RATIOS, "clear", [0.5] * (3 * replicated.MAX_PRESSED + 2 * lumpy.LUMPY_RUNS))
+    counts = []
+    real = replicated.count
+    monkeypatch.setattr(replicated, "count", lambda *a, **kw: counts.append(a[1]) or real(*a, **kw))
+    confirm = _pressed_confirm(monkeypatch, 0.96)
+    [first] = confirm(_view(48_200))["models"]
+    confirm.fresh()  # a veto of another model: every model on its next block
+    [again] = confirm(_view(48_200))["models"]
+    assert again["seeds"] != first["seeds"] and again["lumpy"] == first["lumpy"] and counts == ["clear"]
+    confirm.fresh()
+    [changed] = confirm(_view(48_200, rps=0.2))["models"]  # more of the lumpy class on the replica
+    assert counts == ["clear", "clear"] and changed["lumpy"]["runs"] == first["lumpy"]["runs"]
