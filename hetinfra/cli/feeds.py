@@ -22,8 +22,12 @@ SOURCES_HELP = ("Source to refresh: aws, azure, gcp, skypilot (repeat or comma-s
                 "Default: HETINFRA_FEEDS_SOURCES or aws,azure,gcp.")
 
 
-def _split(values) -> list[str]:
-    return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
+def _split(values, flag: str) -> list[str]:
+    """The items of a repeatable comma-list flag (``--gpu L4,H100 --gpu A10G``): hetinfra.csvtext.comma_items
+    of each value, so an empty item (``aws,,gcp``) is exit 2 naming the flag."""
+    from hetinfra.csvtext import comma_items
+
+    return [v for raw in values or () for v in comma_items(raw, flag)]
 
 
 def feeds_options(f):
@@ -137,11 +141,11 @@ def _filtered(all_offers, **wanted) -> list:
 
     offers = list(all_offers)
     for what, values in wanted.items():
-        if values and not _split(values):  # `--gpu ''` filtered to nothing and printed "no offer matches"
+        if values and not _split(values, f"--{what}"):  # `--gpu ''` filtered to nothing and printed "no offer matches"
             raise InvalidInputError(f"--{what} names no {what}", hint=f"give one or more, e.g. --{what} "
                                     f"{sorted({getattr(o, what) for o in all_offers})[0]}, or leave it out")
         if values:
-            want = _match(_split(values), {getattr(o, what) for o in all_offers}, what)
+            want = _match(_split(values, f"--{what}"), {getattr(o, what) for o in all_offers}, what)
             offers = [o for o in offers if getattr(o, what) in want]
     return offers
 
@@ -239,7 +243,7 @@ def refresh_command(sources, timeout_s, as_json):
         from hetinfra.price_feeds.load import parse_sources, refresh
 
         cfg = FeedConfig.from_env()
-        names = parse_sources(_split(sources), cfg.sources)
+        names = parse_sources(_split(sources, "--source"), cfg.sources)
         if as_json:
             outcomes = refresh(names, config=cfg, timeout_s=timeout_s)
         else:
@@ -343,7 +347,7 @@ def list_command(sources, as_json):
 
         cfg = FeedConfig.from_env()
         store = SnapshotStore(cfg.cache_dir)
-        names = parse_sources(_split(sources), store.sources()) if sources else store.sources()
+        names = parse_sources(_split(sources, "--source"), store.sources()) if sources else store.sources()
         snaps = [s for name in names for s in store.list(name)]
     except HetinfraError as exc:
         fail(exc, as_json)
