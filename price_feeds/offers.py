@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.facts import CLOUDS
+from hetinfra.facts import CLOUDS, MAX_PRICE_USD_PER_HOUR
 from hetinfra.fileio import number_cell, read_text
 from hetinfra.csvtext import csv_records
 
@@ -131,7 +131,7 @@ class OfferSnapshot:
 
 #: what each numeric column may hold (a GPU count of a million or a price of 1e300 is a typo, not an offer)
 RANGES = {"gpu_count": (1, 64), "gpu_memory_gb": (1e-3, 4096), "vcpus": (0, 4096), "memory_gb": (0, 65536),
-          "price_per_hour": (-1e5, 1e5)}  # the sign is checked below, with a clearer message
+          "price_per_hour": (-MAX_PRICE_USD_PER_HOUR, MAX_PRICE_USD_PER_HOUR)}  # the sign is checked below, with a clearer message
 #: what a name cell (cloud, region, instance type, GPU) may hold: these reach YAML, shell and resource names
 NAME_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
