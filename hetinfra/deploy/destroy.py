@@ -208,9 +208,8 @@ def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -
     import urllib.request
 
     base = url.rstrip("/").removesuffix("/v1")
-    from hetinfra.gateway.keys import first_client_key
-
-    key = first_client_key(env.get("HETINFRA_API_KEY"))  # the one reader of the keys
+    key = next((k.strip().partition(":")[2] or k.strip() for k in env.get("HETINFRA_API_KEY", "").split(",")
+                if k.strip()), None)
     req = urllib.request.Request(base + "/admin/weights", headers={"authorization": f"Bearer {key}"} if key else {})
     try:  # an answer that is not HTTP is an OSError (hetinfra.httpget), as no answer is
         doc = json_value(get(req, timeout=timeout_s)[1])
