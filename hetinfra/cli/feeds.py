@@ -13,6 +13,7 @@ import click
 
 from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_HOURS, MAX_WAIT_S, FiniteFloat, UserPath, fail
 from hetinfra.errors import markup_escaped
+from hetinfra.tables import print_table
 from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
@@ -192,7 +193,7 @@ def _print_prices(offers: list, shown: list, spot: bool, as_of: str, limit: int 
             table.add_column(headers[i], justify="right" if 4 <= i <= 7 else "left", no_wrap=True, min_width=widths[i])
     for r in rows:  # a source cell or file name may read as Rich markup ('[/]' was a MarkupError)
         table.add_row(*(markup_escaped(r[i]) for i in keep))
-    console.print(table)
+    print_table(console, table)
     if 5 not in keep:
         console.print("(whole-instance $/h hidden on this width: widen the terminal or use --json)")
     if limit and len(offers) > limit:
@@ -329,7 +330,7 @@ def _print_store(root, columns: tuple[str, ...], rows) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(*r)
-    _console().print(table)
+    print_table(_console(), table)
 
 
 @feeds_group.command("list", context_settings=COMMAND_SETTINGS)
