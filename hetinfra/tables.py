@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 __all__ = ["print_table"]
 
+#: the narrowest a column of words may fold to; a table that needs narrower is printed as records
+FOLD_MIN = 6
 #: wider than any table: a measurement's room (Rich clamps what it measures to the room it is given)
 _ROOM = 10**6
 
@@ -39,6 +41,20 @@ def _whole(console: "Console", table: "Table") -> bool:
     return not wanted - drawn
 
 
+def _foldable(console: "Console", table: "Table") -> bool:
+    """Whether ``table`` fits the console with each column of words at least FOLD_MIN wide (or its widest
+    cell, if narrower) and each column of figures (``no_wrap``) whole: folding narrower gave columns
+    one character wide, whole but unreadable."""
+    from rich.measure import Measurement
+
+    room = console.options.update(max_width=_ROOM)
+    widest = [max([Measurement.get(console, room, x).maximum for x in (c.header, *c.cells)] + [0])
+              for c in table.columns]
+    overhead = Measurement.get(console, room, table).maximum - sum(widest)  # borders and padding
+    return overhead + sum(w if c.no_wrap else min(w, FOLD_MIN) for c, w in zip(table.columns, widest)) \
+        <= console.width
+
+
 def print_table(console: "Console", table: "Table") -> None:
     """``table`` on ``console``: as it is where it fits; else with every cell folding where it is too
     long (no "…"), where Rich can then draw every cell whole; else as records."""
@@ -49,7 +65,7 @@ def print_table(console: "Console", table: "Table") -> None:
         return
     for c in table.columns:
         c.overflow = "fold"  # a word longer than its column breaks across lines, never "…"
-    if _whole(console, table):
+    if _foldable(console, table) and _whole(console, table):
         console.print(table)
     else:
         _records(console, table)

@@ -72,3 +72,16 @@ def test_a_narrow_terminal_is_drawn_at_its_width(monkeypatch, columns):
 
     monkeypatch.setenv("COLUMNS", columns)
     assert terminal_size()[0] == int(columns)
+
+
+def test_a_table_that_would_fold_to_slivers_is_printed_as_records():
+    """Nine columns at 40: folding kept every character in columns one wide (``T``/``T``/``F``/``T`` down
+    a header); such a table is printed as records."""
+    from hetinfra.tables import print_table
+
+    table = Table(title="chat-8b")
+    for h in ("class", "n", "TTFT p50", "p99", "TPOT p50", "p99", "attain", "req/s", "met"):
+        table.add_column(h)
+    table.add_row("in<=250,out<=100", "3628", "52.7", "172", "34.0", "46.7", "1.000", "2.39", "yes")
+    out = _printed(40, lambda c: print_table(c, table))
+    assert "┃" not in out and "- class: in<=250,out<=100" in out and "  TTFT p50: 52.7" in out, out
