@@ -85,3 +85,19 @@ def test_a_table_that_would_fold_to_slivers_is_printed_as_records():
     table.add_row("in<=250,out<=100", "3628", "52.7", "172", "34.0", "46.7", "1.000", "2.39", "yes")
     out = _printed(40, lambda c: print_table(c, table))
     assert "┃" not in out and "- class: in<=250,out<=100" in out and "  TTFT p50: 52.7" in out, out
+
+
+def test_every_module_that_builds_a_table_prints_it_through_print_table():
+    """A module that makes a Rich Table prints it with hetinfra.tables.print_table (which folds or makes
+    records where it does not fit), never with console.print alone."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bare = []
+    for p in sorted((root / "hetinfra").rglob("*.py")):
+        text = p.read_text()
+        if re.search(r"\bTable\((title|show|box|\"|\))", text) or "Table.grid(" in text:
+            if "print_table" not in text and p.name != "tables.py":
+                bare.append(str(p.relative_to(root)))
+    assert bare == []
