@@ -12,7 +12,7 @@ from typing import Iterator
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "csv_header", "csv_lines", "csv_records", "is_plain_number",
+__all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "comma_items", "csv_header", "csv_lines", "csv_records", "is_plain_number",
            "looks_like_header", "width_problem"]
 
 
@@ -33,6 +33,29 @@ def looks_like_header(row: list[str]) -> bool:
     the caller's parser then reports by its line.)"""
     cells = [c.strip() for c in row if c.strip()]
     return bool(cells) and not any(is_plain_number(c) for c in cells)
+
+
+def comma_items(text: str | None, name: str, *, keep_empty: bool = False) -> tuple[str, ...]:
+    """The items of a comma-separated value (a flag such as ``--rates 1,2,4``, ``--source aws,gcp``,
+    ``--feeds live:aws,gcp``, or a variable such as ``HETINFRA_AWS_REGIONS``), each stripped: the one
+    splitter of them all. A blank value has no items (its reader says what that means); an empty item
+    among others (``aws,,gcp``, ``1,2,``) is an InvalidInputError naming ``name`` and the item's place:
+    it was dropped silently, where a value meant there was likely lost (``512,,2048`` for three sizes).
+    ``keep_empty``: empty items are returned as such, for ``HETINFRA_API_KEY`` alone, whose reader skips
+    them: a secrets file often ends the value in a separator and a newline (``alice:k1,k2,\\r\\n``), an
+    empty item there names no key and no client (each key is checked where it is read), so skipping it
+    changes no authentication; in a flag or a feed variable it may be a value lost while editing."""
+    if not (text or "").strip():
+        return ()
+    items = tuple(v.strip() for v in text.split(","))
+    empty = [k for k, v in enumerate(items, start=1) if not v]
+    if empty and not keep_empty:
+        kept, sep = ",".join(v for v in items if v)[:60], " " if name.startswith("-") else "="
+        raise InvalidInputError(f"{name}{sep}{text.strip()[:60]!r}: item {empty[0]} of {len(items)} is empty "
+                                "(two commas together, or one at an end)",
+                                hint="put one comma between items and none at the ends" + (
+                                    f", e.g. {name}{sep}{kept}" if kept else ""))
+    return items
 
 
 #: a byte-order mark: a spreadsheet saving "CSV UTF-8" writes one at the start

@@ -138,13 +138,16 @@ def home_dir(env: Mapping[str, str] | None = None) -> Path:
                                      "and HF_HOME") from None
 
 
-def word_path(what: str, value: str, hint: str) -> Path:
+def word_path(what: str, value: str, hint: str, base: Path | None = None) -> Path:
     """A path a user gives inside a word that is not a path flag (``--feeds PATH``, beside snapshot, live
     and cache): a leading ``~`` expanded as in the folder variables (:func:`_expanded`), then the rule of
     the path flags (:func:`path_problem`), else exit 2 naming ``what``. `--feeds` of a name over 255 bytes
     was an OSError traceback in `plan`, `prices` and `replan`, ``~nobody/x.csv`` a RuntimeError one, and a
-    loop of links "no such file or directory"."""
+    loop of links "no such file or directory". ``base``: the folder a relative path is in (a spec's file
+    fields: hetinfra.spec.files), else the working directory."""
     path = _expanded(what, value, None, hint)
+    if base is not None and not path.is_absolute():
+        path = base / path
     problem = path_problem(path)
     if problem:
         raise InvalidInputError(f"{what} {_clipped(str(path))!r}: {problem}", hint=hint)

@@ -33,8 +33,10 @@ def markup_escaped(text: str) -> str:
 #: the narrowest and widest a console draws at. Rich took COLUMNS as it stood: COLUMNS=0 on a terminal
 #: printed nothing at all (exit 0), COLUMNS=3 a few characters a line, and a COLUMNS or LINES that
 #: Rich's isdigit() passes and int() refuses ('²', a superscript) was a ValueError traceback in every
-#: command that prints a table
-MIN_COLUMNS, MAX_COLUMNS = 40, 1000
+#: command that prints a table. A terminal of MIN_COLUMNS or more is drawn at its width (COLUMNS=20 drew
+#: 40 columns, each line wrapped by the terminal in two); tables that do not fit it fold or become
+#: records (hetinfra.tables.print_table). Below MIN_COLUMNS, the floor: MIN_COLUMNS
+MIN_COLUMNS, MAX_COLUMNS = 20, 1000
 MAX_LINES = 10_000
 
 

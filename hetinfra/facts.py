@@ -50,6 +50,12 @@ def key_problem(key: str) -> str | None:
 #: most replicas, instances or engines one allocation of plan.json may count: each holds at least one
 #: GPU (hetinfra.document.base; state.json's live counts and the Kubernetes answers use the same figure)
 MAX_GPUS = 1_000_000
+#: the most $/h one instance may cost: an offers CSV's price bound (price_feeds.offers.RANGES), and so
+#: every price per instance, node or stage plan.json and state.json state (hetinfra.document.base.Price)
+MAX_PRICE_USD_PER_HOUR = 100000
+#: the most a time read from a file may lie ahead of now (a clock a day fast, a time zone misread): a
+#: demand log's rows (hetinfra.replan.log_read.AHEAD_S) and a price's as-of (price_feeds.offers.as_of_problem)
+CLOCK_AHEAD_S = 86_400
 
 # ---- the simulator's workload ---------------------------------------------------------------------
 #: burst_cv's domain (the spec's planning.verify.burst_cv, ``simulate --burst-cv``, and

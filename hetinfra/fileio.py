@@ -330,11 +330,12 @@ def _refuse_special(path: Path) -> None:
     except OSError as exc:
         raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
-        raise InvalidInputError(f"{path} exists and is {_kind(mode)}, not a regular file: it is not replaced",
+        raise InvalidInputError(f"{path} exists and is {kind_of(mode)}, not a regular file: it is not replaced",
                                 hint="write to a file path (a new one, or a file to overwrite)")
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, in words (a folder, a FIFO, a socket, a device)."""
     return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
             if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
@@ -356,7 +357,7 @@ def open_append(path: str | Path, what: str, hint: str | None = None):
     if not stat.S_ISREG(mode):
         if fd is not None:
             os.close(fd)
-        raise InvalidInputError(f"{what} {path} is {_kind(mode)}, not a regular file: nothing is appended to it",
+        raise InvalidInputError(f"{what} {path} is {kind_of(mode)}, not a regular file: nothing is appended to it",
                                 hint=hint or "give the path of a regular file (a new one is created)")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)

@@ -48,8 +48,10 @@ def default_skypilot_catalog() -> str:
     return str(base / ".sky" / "catalogs" / "v8")
 
 
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+def _split(value: str | None, var: str) -> tuple[str, ...]:
+    from hetinfra.csvtext import comma_items  # an empty item is exit 2 naming the variable
+
+    return comma_items(value, var)
 
 
 #: FeedConfig field -> the environment variable of its text
@@ -134,12 +136,12 @@ class FeedConfig:
         env = os.environ
         kw: dict = {}
         if env.get("HETINFRA_FEEDS_SOURCES"):
-            kw["sources"] = _split(env["HETINFRA_FEEDS_SOURCES"])
+            kw["sources"] = _split(env["HETINFRA_FEEDS_SOURCES"], "HETINFRA_FEEDS_SOURCES")
         for name, var in _TEXT_VARS.items():
             if env.get(var):
                 kw[name] = env[var]
         if env.get("HETINFRA_AWS_REGIONS"):
-            kw["aws_regions"] = _split(env["HETINFRA_AWS_REGIONS"])
+            kw["aws_regions"] = _split(env["HETINFRA_AWS_REGIONS"], "HETINFRA_AWS_REGIONS")
         for name, var, whole, most in (("retries", "HETINFRA_FEEDS_RETRIES", True, MAX_RETRIES),
                                        ("deadline_s", "HETINFRA_FEEDS_DEADLINE_S", False, MAX_DEADLINE_S)):
             if env.get(var):

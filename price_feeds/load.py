@@ -60,7 +60,9 @@ def make_adapter(source: str, config: FeedConfig) -> FeedAdapter:
 
 
 def parse_sources(text: str | Iterable[str] | None, default: Iterable[str]) -> tuple[str, ...]:
-    items = text.split(",") if isinstance(text, str) else list(text or [])
+    from hetinfra.csvtext import comma_items
+
+    items = comma_items(text, "--feeds") if isinstance(text, str) else list(text or [])
     out = tuple(dict.fromkeys(s.strip().lower() for s in items if s and s.strip())) or tuple(default)
     bad = [s for s in out if s not in ALL_SOURCES]
     if bad:
@@ -361,6 +363,10 @@ def load_offers(feeds: str = "snapshot", *, strict: bool = False, max_age_h: flo
         _check_age("the embedded snapshot", snap.as_of, max_age_h, strict, warnings, now)
         return snap, warnings
     cfg = config or FeedConfig.from_env()
+    if kind in ("live", "cache"):
+        from hetinfra.csvtext import comma_items
+
+        comma_items(spec, "--feeds")  # live:aws,,gcp: an empty source is exit 2 (it was dropped)
     if kind == "live" and (rest or spec == "live"):
         return _live(parse_sources(rest, cfg.sources), strict=strict, max_age_h=max_age_h, timeout_s=timeout_s,
                      cfg=cfg, progress=progress, now=now)

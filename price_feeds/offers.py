@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.facts import CLOUDS
+from hetinfra.facts import CLOCK_AHEAD_S, CLOUDS, MAX_PRICE_USD_PER_HOUR
 from hetinfra.fileio import number_cell, read_text
 from hetinfra.csvtext import csv_records
 
@@ -131,7 +131,7 @@ class OfferSnapshot:
 
 #: what each numeric column may hold (a GPU count of a million or a price of 1e300 is a typo, not an offer)
 RANGES = {"gpu_count": (1, 64), "gpu_memory_gb": (1e-3, 4096), "vcpus": (0, 4096), "memory_gb": (0, 65536),
-          "price_per_hour": (-1e5, 1e5)}  # the sign is checked below, with a clearer message
+          "price_per_hour": (-MAX_PRICE_USD_PER_HOUR, MAX_PRICE_USD_PER_HOUR)}  # the sign is checked below, with a clearer message
 #: what a name cell (cloud, region, instance type, GPU) may hold: these reach YAML, shell and resource names
 NAME_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
@@ -198,11 +198,27 @@ def source_info(name: str, as_ofs, text: str, rows: int, default: str = "unknown
                       rows=rows, newest_as_of=newest_as_of(as_ofs, default))
 
 
-def _as_of(raw: str, where: str, default: str) -> str:
-    """A row's as-of cell: empty (``default``), ``unknown`` or an ISO date or time. Anything else is
-    refused: the snapshot's as-of is its oldest row's, read by sorting, and replan ages it."""
-    if raw and raw != "unknown" and parse_time(raw) is None:
-        raise InvalidInputError(f"{where}: column 'as_of' is {raw[:40]!r}: not a date or time",
+def as_of_problem(text: str, now: datetime | None = None) -> str | None:
+    """Why ``text`` cannot be a price's as-of (an offers row's, a stored snapshot's fetched_at), or None:
+    not an ISO date or time, or more than CLOCK_AHEAD_S after ``now``. A price stamped 9999-12-31 was
+    younger than any --max-age-h (its age negative), so stale prices passed as fresh."""
+    t = parse_time(text)
+    if t is None:
+        return "not a date or time"
+    now = now or datetime.now(timezone.utc)
+    if (t - now).total_seconds() > CLOCK_AHEAD_S:
+        return f"more than a day after now ({now:%Y-%m-%d %H:%M} UTC): a price cannot be as of the future"
+    return None
+
+
+def _as_of(raw: str, where: str, default: str, user: bool) -> str:
+    """A row's as-of cell: empty (``default``), ``unknown`` or an ISO date or time, in a ``user`` file not
+    in the future (:func:`as_of_problem`). Anything else is refused: the snapshot's as-of is its oldest
+    row's, read by sorting, and replan and --max-age-h age it."""
+    why = (as_of_problem(raw) if user else None if parse_time(raw) else "not a date or time") \
+        if raw and raw != "unknown" else None
+    if why:
+        raise InvalidInputError(f"{where}: column 'as_of' is {raw[:40]!r}: {why}",
                                 hint="write an ISO date or time (2025-11-01, 2025-11-01T12:00:00Z), or leave it empty")
     return raw or default
 
@@ -215,7 +231,7 @@ def _num(raw: str, *, where: str, column: str, required: bool = True) -> float |
     return value
 
 
-def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") -> OfferSnapshot:
+def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown", user: bool = False) -> OfferSnapshot:
     """Parse and validate an offers CSV. Any bad row is an error naming file, line and column."""
     header, records = csv_records(text, name, known=REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -272,14 +288,14 @@ def parse_offers_csv(text: str, *, name: str, default_as_of: str = "unknown") ->
             vcpus=_num(row["vcpus"], where=where, column="vcpus", required=False) or 0.0,
             memory_gb=_num(row["memory_gb"], where=where, column="memory_gb", required=False) or 0.0,
             price_per_hour=od, spot_price_per_hour=spot,
-            as_of=_as_of(row.get("as_of", ""), where, default_as_of), source=row.get("source") or name, **committed,
+            as_of=_as_of(row.get("as_of", ""), where, default_as_of, user), source=row.get("source") or name, **committed,
         ))
     return OfferSnapshot(tuple(offers), (source_info(name, (o.as_of for o in offers), text, len(offers), default_as_of),))
 
 
 def load_offers_file(path: Path) -> OfferSnapshot:
     text = read_text(path, "offers file", hint="paths in the spec are relative to the spec file")
-    return parse_offers_csv(text, name=str(path))
+    return parse_offers_csv(text, name=str(path), user=True)  # a user's file: no as-of in the future
 
 
 @functools.lru_cache(maxsize=1)

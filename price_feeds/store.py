@@ -28,7 +28,7 @@ from pathlib import Path
 from hetinfra.errors import HetinfraError
 from hetinfra.price_feeds.base import Coverage, FeedResult, parse_time
 from hetinfra.price_feeds.config import default_cache_dir
-from hetinfra.price_feeds.offers import OfferSnapshot, is_source_text, parse_offers_csv
+from hetinfra.price_feeds.offers import OfferSnapshot, as_of_problem, is_source_text, parse_offers_csv
 
 FORMAT = 1
 OFFERS = "offers.csv"
@@ -95,8 +95,8 @@ def meta_problem(meta: object) -> str | None:
     for key in _META_TEXT:
         if not isinstance(meta.get(key), str) or not meta[key]:
             return f"lacks source/fetched_at/sha256 as text ({key} is {meta.get(key)!r:.60})"
-    if parse_time(meta["fetched_at"]) is None:
-        return f"fetched_at {meta['fetched_at']!r:.60} is not an ISO date and time"
+    if as_of_problem(meta["fetched_at"]):
+        return f"fetched_at {meta['fetched_at']!r:.60} is {as_of_problem(meta['fetched_at'])}"
     for key in _META_OPTIONAL_TEXT:
         value = meta.get(key)
         if value is not None and not is_source_text(value):  # the label is the offers' source column

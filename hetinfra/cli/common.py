@@ -31,7 +31,9 @@ class UserPath(click.Path):
     re-planned against whatever the shell's folder held), and a path no file can have
     (hetinfra.envpaths.path_problem: a name over 255 bytes was a traceback in plan --out, status,
     apply, destroy, replan --state, where Path.exists raised on it): the one type of every path flag
-    and argument."""
+    and argument. A file that must exist (``exists=True``, no folder) is a regular file or a link to one:
+    `gateway --tls-cert FIFO` hung before serving (OpenSSL opens the file itself and waited for a writer),
+    and a device such as /dev/zero was read as a certificate."""
 
     def convert(self, value, param, ctx):
         from hetinfra.envpaths import path_problem
@@ -43,7 +45,18 @@ class UserPath(click.Path):
         if problem:
             self.fail(problem if "NUL" in problem else f"{name if len(name) <= 60 else name[:57] + '...'}: {problem}",
                       param, ctx)
-        return super().convert(value, param, ctx)
+        path = super().convert(value, param, ctx)
+        if self.exists and not self.dir_okay:
+            import os
+            import stat
+
+            from hetinfra.fileio import kind_of
+
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                self.fail(f"{name if len(name) <= 60 else name[:57] + '...'} is {kind_of(mode)}, not a regular file",
+                          param, ctx)
+        return path
 
 
 class OutDir(UserPath):

@@ -13,6 +13,7 @@ import click
 
 from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_HOURS, MAX_WAIT_S, FiniteFloat, UserPath, fail
 from hetinfra.errors import markup_escaped
+from hetinfra.tables import print_table
 from hetinfra.fileio import dumps_strict
 
 FEEDS_HELP = ("Where prices come from: snapshot (embedded, default), live[:aws,azure,gcp,skypilot] "
@@ -22,8 +23,12 @@ SOURCES_HELP = ("Source to refresh: aws, azure, gcp, skypilot (repeat or comma-s
                 "Default: HETINFRA_FEEDS_SOURCES or aws,azure,gcp.")
 
 
-def _split(values) -> list[str]:
-    return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
+def _split(values, flag: str) -> list[str]:
+    """The items of a repeatable comma-list flag (``--gpu L4,H100 --gpu A10G``): hetinfra.csvtext.comma_items
+    of each value, so an empty item (``aws,,gcp``) is exit 2 naming the flag."""
+    from hetinfra.csvtext import comma_items
+
+    return [v for raw in values or () for v in comma_items(raw, flag)]
 
 
 def feeds_options(f):
@@ -137,11 +142,11 @@ def _filtered(all_offers, **wanted) -> list:
 
     offers = list(all_offers)
     for what, values in wanted.items():
-        if values and not _split(values):  # `--gpu ''` filtered to nothing and printed "no offer matches"
+        if values and not _split(values, f"--{what}"):  # `--gpu ''` filtered to nothing and printed "no offer matches"
             raise InvalidInputError(f"--{what} names no {what}", hint=f"give one or more, e.g. --{what} "
                                     f"{sorted({getattr(o, what) for o in all_offers})[0]}, or leave it out")
         if values:
-            want = _match(_split(values), {getattr(o, what) for o in all_offers}, what)
+            want = _match(_split(values, f"--{what}"), {getattr(o, what) for o in all_offers}, what)
             offers = [o for o in offers if getattr(o, what) in want]
     return offers
 
@@ -188,7 +193,7 @@ def _print_prices(offers: list, shown: list, spot: bool, as_of: str, limit: int 
             table.add_column(headers[i], justify="right" if 4 <= i <= 7 else "left", no_wrap=True, min_width=widths[i])
     for r in rows:  # a source cell or file name may read as Rich markup ('[/]' was a MarkupError)
         table.add_row(*(markup_escaped(r[i]) for i in keep))
-    console.print(table)
+    print_table(console, table)
     if 5 not in keep:
         console.print("(whole-instance $/h hidden on this width: widen the terminal or use --json)")
     if limit and len(offers) > limit:
@@ -239,7 +244,7 @@ def refresh_command(sources, timeout_s, as_json):
         from hetinfra.price_feeds.load import parse_sources, refresh
 
         cfg = FeedConfig.from_env()
-        names = parse_sources(_split(sources), cfg.sources)
+        names = parse_sources(_split(sources, "--source"), cfg.sources)
         if as_json:
             outcomes = refresh(names, config=cfg, timeout_s=timeout_s)
         else:
@@ -325,7 +330,7 @@ def _print_store(root, columns: tuple[str, ...], rows) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(*r)
-    _console().print(table)
+    print_table(_console(), table)
 
 
 @feeds_group.command("list", context_settings=COMMAND_SETTINGS)
@@ -343,7 +348,7 @@ def list_command(sources, as_json):
 
         cfg = FeedConfig.from_env()
         store = SnapshotStore(cfg.cache_dir)
-        names = parse_sources(_split(sources), store.sources()) if sources else store.sources()
+        names = parse_sources(_split(sources, "--source"), store.sources()) if sources else store.sources()
         snaps = [s for name in names for s in store.list(name)]
     except HetinfraError as exc:
         fail(exc, as_json)

@@ -21,7 +21,13 @@ def _list(kind: click.ParamType, what: str):
     def parse(ctx: click.Context, param: click.Parameter, value: str | None):
         if value is None:
             return None
-        items = [v.strip() for v in value.split(",") if v.strip()]
+        from hetinfra.csvtext import comma_items
+        from hetinfra.errors import InvalidInputError
+
+        try:
+            items = comma_items(value, param.opts[0])
+        except InvalidInputError as exc:  # an empty item (1,,2) was dropped silently
+            raise click.BadParameter(exc.message) from None
         if not items:
             raise click.BadParameter(f"expected comma-separated {what}, got {value!r}")
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from hetinfra.errors import markup_escaped, shown
+from hetinfra.tables import print_table
 from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
 from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, FiniteFloat, UserPath, run_command, summary_console
 
@@ -157,7 +158,7 @@ def _show(result, profile_csv) -> None:
             t.add_row(markup_escaped(r["unit"]), markup_escaped(r["class"]), f"{r['predicted_rps']:.3f}",
                       "-" if r["measured_rps"] is None else f"{r['measured_rps']:.3f}",
                       "no row" if err is None else f"{err:+.1%}")
-        console.print(t)
+        print_table(console, t)
     if doc.get("replications"):
         from hetinfra.sim.check import bound_lines
 

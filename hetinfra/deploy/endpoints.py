@@ -21,7 +21,11 @@ def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
     for key, cfg, path in (("tls_cert", "hetinfra:gatewayTlsCert", g.tls_cert),
                            ("tls_key", "hetinfra:gatewayTlsKey", g.tls_key)):
         if path:  # the one file reader: a FIFO hung apply, a DER (binary) file was a UnicodeDecodeError
-            out[cfg] = read_text(Path(path).expanduser(), f"deploy.gateway.{key}", max_bytes=1 << 20,
+            from hetinfra.envpaths import word_path  # as hetinfra.spec.files.spec_file: ~nobody/x was a RuntimeError
+
+            out[cfg] = read_text(word_path(f"deploy.gateway.{key}", path, "give the path of a readable PEM file"),
+                                 f"deploy.gateway.{key}",
+                                 max_bytes=1 << 20,
                                  hint="give a PEM file (text: -----BEGIN ...), e.g. from `openssl x509 -outform pem`")
     return out
 

@@ -20,7 +20,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 
 from hetinfra.document.adapters import UnitAdapters
 from hetinfra.spec.adapters import adapter_of
-from hetinfra.document.base import (MAX_GPUS, MAX_STAGES, Doc, Fraction, ModelLen, NodeGpus, NonNegative, Number,
+from hetinfra.document.base import (MAX_GPUS, MAX_STAGES, Doc, Fraction, ModelLen, NodeGpus, NonNegative, Number, Price,
                                     Positive, Replicas, Stages, int_in)
 from hetinfra.document.bundle_shape import nodes_problem, price_problem, role_node, role_problem
 from hetinfra.facts import is_dns_label
@@ -33,14 +33,14 @@ class Alternate(Doc):
     cloud: StrictStr = Field(description="Cloud of the alternate offer.")
     region: StrictStr = Field(description="Region of the alternate offer.")
     instance_type: StrictStr = Field(description="Instance type of the alternate offer.")
-    price_per_hour: NonNegative = Field(description="$/h of one instance of the alternate offer.")
+    price_per_hour: Price = Field(description="$/h of one instance of the alternate offer.")
     spot: StrictBool = Field(description="Whether the alternate is a spot offer (as the planned one).")
 
 
 class OndemandFallback(Doc):
     """A spot unit's on-demand fallback (SkyServe ``dynamic_ondemand_fallback``)."""
 
-    price_per_hour: NonNegative = Field(description="$/h of one on-demand instance that replaces a spot one.")
+    price_per_hour: Price = Field(description="$/h of one on-demand instance that replaces a spot one.")
 
 
 class Role(Doc):
@@ -60,7 +60,7 @@ class Role(Doc):
     gpus_per_node: Optional[NodeGpus] = Field(None, description="GPUs of one of this role's nodes when its "
                                                                    "instance type differs; absent: the "
                                                                    "allocation's gpus_per_instance.")
-    price_per_node_usd_per_hour: Optional[NonNegative] = Field(None, description="$/h of one of this role's nodes, "
+    price_per_node_usd_per_hour: Optional[Price] = Field(None, description="$/h of one of this role's nodes, "
                                                                                   "on both roles of a heterogeneous "
                                                                                   "bundle (whose allocation states "
                                                                                   "the mean over its nodes, as a "
@@ -108,7 +108,7 @@ class Stage(Doc):
     gpu: StrictStr = Field(description="GPU of the stage's node.")
     gpus: NodeGpus = Field(description="GPUs of the stage's node (the stage's tensor-parallel size).")
     layers: Stages = Field(description="Model layers the stage serves.")
-    price_usd_per_hour: NonNegative = Field(description="$/h of the stage's instance.")
+    price_usd_per_hour: Price = Field(description="$/h of the stage's instance.")
 
     def group_fields(self, count: int) -> dict:
         """The fields of the stage's group of identical instances (one per replica of ``count``): what a
@@ -144,7 +144,7 @@ class Allocation(Doc):
                                         "hetinfra.document.base.MAX_GPUS (each engine holds a GPU).")
     instances: Replicas = Field(description="Instances planned: count x nodes_per_replica.")
     spot: StrictBool = Field(description="Whether the unit runs on spot instances.")
-    price_per_instance_usd_per_hour: NonNegative = Field(description="$/h of one instance (mixed pipeline or heterogeneous "
+    price_per_instance_usd_per_hour: Price = Field(description="$/h of one instance (mixed pipeline or heterogeneous "
                                                       "bundle: the mean over a replica's nodes).")
     cost_usd_per_hour: NonNegative = Field(description="$/h of the unit (with a demand profile: its horizon average).")
     utilization: NonNegative = Field(description="Planned load of a replica, as a fraction of its rated capacity: the "
@@ -165,7 +165,7 @@ class Allocation(Doc):
                                                      "the model as declared.")
     purchase: Optional[StrictStr] = Field(None, description="Purchase option (on_demand, spot, committed_1y, "
                                                             "committed_3y); only in plans that plan purchases.")
-    on_demand_price_per_instance_usd_per_hour: Optional[Number] = Field(
+    on_demand_price_per_instance_usd_per_hour: Optional[Price] = Field(
         None, description="A committed unit's on-demand price per instance (the VM runs on demand; the commitment "
                           "is a billing discount).")
     counts_by_period: Optional[list[int_in(0)]] = Field(None, min_length=1, description="A top-up's replicas in each demand profile "

@@ -11,6 +11,7 @@ from typing import Annotated, Iterable, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, WithJsonSchema
 
 from hetinfra import PLAN_VERSION
+from hetinfra.facts import MAX_PRICE_USD_PER_HOUR  # the most $/h of one instance (Price)
 from hetinfra.facts import MAX_GPUS  # the most replicas, instances or engines one allocation may count
 # the one rule of a string that reaches a shell, shared with the spec's loader (issue 36: plan.json
 # never refuses what the spec accepted)
@@ -62,6 +63,9 @@ def bounded(**bounds: float):
 
 #: a rate, a price, a time, a load: a Number >= 0
 NonNegative = bounded(ge=0)
+#: $/h of one instance, node or stage: a Number from 0 to an offer's bound (a price of 1e300 in a
+#: hand-edited state.json was printed by `status` as the fleet's cost)
+Price = bounded(ge=0, le=MAX_PRICE_USD_PER_HOUR)
 #: a share of requests or of demand: a Number in [0, 1]
 Fraction = bounded(ge=0, le=1)
 #: a bandwidth, a size: a Number > 0

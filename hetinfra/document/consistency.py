@@ -17,7 +17,7 @@ from hetinfra.catalog.custom import UNKNOWN_GPU_HINT, plan_gpu_problem
 from hetinfra.document.allocation import routes_to_missing
 from hetinfra.spec.adapters import base_class
 
-__all__ = ["HintedError", "figure_problems", "plan_problems", "SHARE_TOL", "unit_cost"]
+__all__ = ["HintedError", "figure_problems", "plan_problems", "SHARE_TOL", "unit_cost", "unit_figure_problems"]
 
 #: how far a model's class shares may sum from 1: the planner writes each to 6 digits (50 classes err
 #: by at most 2.5e-5), so anything further is an edit, not a rounding
@@ -54,6 +54,21 @@ def _off(stated: float, computed: float, terms: int) -> bool:
     return abs(float(stated) - computed) > 5e-5 * (terms + 1) + 1e-9 * abs(computed)  # float error only
 
 
+def unit_figure_problems(allocations, hint: str) -> list[str]:
+    """Each unit whose ``cost_usd_per_hour`` is not its price x instances (:func:`unit_cost`): plan.json's
+    allocations and state.json's running ones (hetinfra.document.state.State), where a cost edited to
+    $0.01/h was what `status` printed as the fleet's."""
+    out = []
+    for i, a in enumerate(allocations):
+        want = unit_cost(float(a.price_per_instance_usd_per_hour), a.instances, a.nodes_per_replica,
+                         a.counts_by_period)
+        if _off(a.cost_usd_per_hour, want, a.instances):
+            per = "instances averaged over counts_by_period" if a.counts_by_period else "instances"
+            out.append(HintedError(f"allocations[{i}].cost_usd_per_hour is {float(a.cost_usd_per_hour):g}, where "
+                                   f"price_per_instance_usd_per_hour x {per} is {want:.4f}", hint))
+    return out
+
+
 def figure_problems(plan, cloud_copy: bool = False) -> list[str]:
     """plan.json's figures that do not add up, each naming the one stated and what it should be: a unit's
     ``cost_usd_per_hour`` is its price x instances (:func:`unit_cost`), a model's and the plan's are the sums
@@ -61,14 +76,7 @@ def figure_problems(plan, cloud_copy: bool = False) -> list[str]:
     cost every command prints (replan's summary, status, destroy, apply's preview) at the old fleet's, and
     an edited class rate disagreed with what simulate and the gateway's weights drew. A cloud's Pulumi
     copy (``cloud_copy``) holds one cloud's units under every cloud's totals: only its units are checked."""
-    out = []
-    for i, a in enumerate(plan.allocations):
-        want = unit_cost(float(a.price_per_instance_usd_per_hour), a.instances, a.nodes_per_replica,
-                         a.counts_by_period)
-        if _off(a.cost_usd_per_hour, want, a.instances):
-            per = "instances averaged over counts_by_period" if a.counts_by_period else "instances"
-            out.append(HintedError(f"allocations[{i}].cost_usd_per_hour is {float(a.cost_usd_per_hour):g}, where "
-                                   f"price_per_instance_usd_per_hour x {per} is {want:.4f}", FIGURES_HINT))
+    out = unit_figure_problems(plan.allocations, FIGURES_HINT)
     if cloud_copy:
         return out
     for i, m in enumerate(plan.models):

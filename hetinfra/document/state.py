@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 from typing_extensions import Annotated
 
 from hetinfra.document.allocation import Allocation
-from hetinfra.document.base import MAX_GPUS, Doc
+from hetinfra.document.base import MAX_GPUS, MAX_PRICE_USD_PER_HOUR, Doc
 from hetinfra.spec.base import word_problem
 
 STATE_VERSION = 1
@@ -99,7 +99,8 @@ class RoleCounts(BaseModel):
     nodes_live: Optional[_LiveCount] = None
 
 
-_LiveCost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: a live read's $/h: finite, >= 0, at most every GPU hetinfra plans at an instance's highest price
+_LiveCost = Annotated[float, Field(ge=0, le=MAX_LIVE_COUNT * MAX_PRICE_USD_PER_HOUR, allow_inf_nan=False)]
 
 
 class LiveCounts(BaseModel):
@@ -181,6 +182,17 @@ class State(Doc):
         None, description="The last read from the clouds (hetinfra.deploy.drift); its replica and instance counts "
                           f"are whole numbers from 0 to {MAX_LIVE_COUNT:,}.")
     operation: Optional[Operation] = Field(None, description="The last apply or destroy.")
+
+    @model_validator(mode="after")
+    def _figures(self) -> "State":
+        """Each running unit's $/h is its price x instances, as in plan.json (hetinfra.document.consistency):
+        `status`, `destroy` and `replan` print and compare them."""
+        from hetinfra.document.consistency import unit_figure_problems
+        from hetinfra.document.load import HintedValueError
+
+        if wrong := unit_figure_problems(self.allocations, HINT):
+            raise HintedValueError(wrong[0], wrong[0].hint)
+        return self
 
     @classmethod
     def of(cls, doc: "State | dict", path: Path | str = "state.json") -> "State":

@@ -11,6 +11,7 @@ too (the second would silently take the first's name in logs and metrics).
 
 from __future__ import annotations
 
+from hetinfra.csvtext import comma_items
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import key_problem
 
@@ -23,8 +24,8 @@ def parse_client_keys(value: str | None) -> dict[str, str]:
     """``HETINFRA_API_KEY``: ``key`` or ``name:key``, comma-separated -> {key: client name}; an entry
     that cannot be a key is an InvalidInputError (see the module docstring)."""
     out: dict[str, str] = {}
-    for k, item in enumerate(x.strip() for x in (value or "").split(",")):
-        if not item:
+    for k, item in enumerate(comma_items(value, "HETINFRA_API_KEY", keep_empty=True)):
+        if not item:  # names no key (hetinfra.csvtext.comma_items says why it is skipped)
             continue
         name, sep, key = item.partition(":")
         if not sep:

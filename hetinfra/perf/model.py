@@ -165,9 +165,10 @@ def model_arch(m: ModelSpec, where: str, base: Path | None = None) -> ModelArch:
     if isinstance(m.architecture, str):
         from hetinfra.catalog.hf import arch_from_file
 
-        p = Path(m.architecture).expanduser()
+        from hetinfra.spec.files import spec_file  # the one resolver of a spec's file fields
+
         try:
-            return arch_from_file(p if p.is_absolute() or base is None else base / p, m.name)
+            return arch_from_file(spec_file("architecture", m.architecture, base), m.name)
         except InvalidInputError as exc:  # the file's own error, after the spec line that names it
             raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from None
     if m.architecture is not None:

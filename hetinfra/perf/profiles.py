@@ -28,6 +28,7 @@ from hetinfra.fileio import number_cell, read_text
 from hetinfra.csvtext import csv_records
 from hetinfra.spec.base import is_resource_word
 from hetinfra.spec.deploy import VLLM_VERSION
+from hetinfra.spec.models import MIN_RATE_RPS
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
 #: each numeric column's range (lo, hi, whole), read by fileio.number_cell (the one parser of a user's CSV
@@ -89,6 +90,10 @@ def _number(raw: dict, column: str, where: str) -> float:
     value = number_cell(raw.get(column), where=where, column=column, lo=lo, hi=hi, whole=whole)
     if value is None:
         raise InvalidInputError(f"{where}: column '{column}' is empty", hint="every row gives " + ", ".join(COLUMNS))
+    if column == "max_rps" and 0 < value < MIN_RATE_RPS:  # 1e-320: its reciprocal overflowed in the solver
+        raise InvalidInputError(f"{where}: column 'max_rps' is {raw[column][:40]!r}: a rate is 0 (no rate meets the "
+                                f"SLO) or from {MIN_RATE_RPS:g} req/s, the least a spec may plan",
+                                hint="write the measured rate in requests per second, or 0")
     return value
 
 

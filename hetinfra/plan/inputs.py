@@ -97,8 +97,9 @@ class PlanInputs:
 
 
 def _resolve_path(base: Path, raw: str) -> Path:
-    p = Path(raw)
-    return p if p.is_absolute() else base / p
+    from hetinfra.spec.files import spec_file  # the one resolver of a spec's file fields
+
+    return spec_file(repr(raw), raw, base)
 
 
 def resolve(spec: ServiceSpec, spec_path: Path, spec_text: str, snapshot: OfferSnapshot | None = None,

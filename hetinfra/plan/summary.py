@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hetinfra.errors import markup_escaped
+from hetinfra.tables import print_table
 from hetinfra.plan.summary_fleet import gpus_cell, render_baselines, util_note
 from hetinfra.plan.summary_promise import confirmed_by_model, promise_lines, verified_fidelity, with_bound
 
@@ -86,7 +87,7 @@ def _render_allocations(plan: "Plan", console: Console) -> None:
         cells = ("\n".join(where),) if narrow else where
         t.add_row(a.model + (f" ({a.variant})" if a.variant else ""), *cells, str(a.count),
                   f"{a.cost_usd_per_hour:.2f}", f"{100 * a.utilization:.0f}%")
-    console.print(t)
+    print_table(console, t)
     if any(a.template in extrapolated for a in plan.allocations):
         console.print("[dim]* rates extrapolated beyond the calibration data (templates[].confidence in plan.json)[/]")
     note = util_note(plan)
@@ -189,7 +190,7 @@ def _render_variants(plan: "Plan", console: Console) -> None:
             mean = sum(score[v] * x for v, x in shares.items()) / sum(shares.values()) if shares else None
             by = ", ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])))
             t.add_row(m.name, cls, by or "-", "-" if mean is None else f"{mean:g}")
-    console.print(t)
+    print_table(console, t)
     for m in models:
         acc = m.accuracy
         line = f"{m.name}: accuracy {acc.served:g} served (mean over its traffic)" if acc.served is not None \
@@ -226,7 +227,7 @@ def _render_fidelity(plan: "Plan", console: Console) -> None:
         t.add_row(m.model, goal, with_bound(*m.statistic("ttft_ms")), with_bound(*m.statistic("tpot_ms")),
                   "-" if att is None else f"{100 * att:.1f}%", _verdict(m, unserved),
                   "-" if c is None else _verdict(c, unserved))
-    console.print(t)
+    print_table(console, t)
     for line in promise_lines(plan):
         console.print(line, highlight=False)
 
@@ -291,7 +292,7 @@ def _render_purchase(plan: "Plan", console: Console) -> None:
         t.add_row(names[b.unit], b.purchase.split("_")[1], f"{b.committed_price_usd_per_hour:.4f}",
                   f"{b.on_demand_price_usd_per_hour:.4f}", f"{100 * b.break_even_utilization:.0f}%",
                   f"{100 * b.utilization:.0f}%", "yes" if b.chosen else "no")
-    console.print(t)
+    print_table(console, t)
 
 
 def _sources(plan: "Plan") -> str:

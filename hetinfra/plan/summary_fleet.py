@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from hetinfra.tables import print_table
+
 if TYPE_CHECKING:
     from hetinfra.document import Allocation, Plan
 
@@ -78,7 +80,7 @@ def render_baselines(plan: "Plan", console: Console) -> None:
                       f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})")
         else:
             b.add_row(x.gpu, "-", "-", f"[dim]{x.reason}[/]")
-    console.print(b)
+    print_table(console, b)
     line = baseline_note(plan)
     if line:
         console.print(line, highlight=False)

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from hetinfra.errors import InvalidInputError, did_you_mean
+from hetinfra.facts import CLOCK_AHEAD_S
 from hetinfra.fileio import read_text
 from hetinfra.csvtext import check_width, csv_header, csv_lines, is_plain_number
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
@@ -34,7 +35,7 @@ MAX_LOG_TOKENS = 10_000_000  # a row beyond it is a broken client or writer, nev
 MAX_EPOCH_S = 4_102_444_800  # 2100-01-01: beyond it a number is not a time at all
 #: the sane window of a demand log's timestamps: from 2020-01-01 UTC to a day after now
 EARLIEST_S = 1_577_836_800
-AHEAD_S = 86_400
+AHEAD_S = CLOCK_AHEAD_S
 
 
 @dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; a log is compared by identity

@@ -32,6 +32,7 @@ from pathlib import Path
 from hetinfra.document.simulation import JudgedModel, SimRun
 from hetinfra.errors import InvalidInputError, markup_escaped
 from hetinfra.fileio import atomic_write_texts, dumps_strict
+from hetinfra.tables import print_table
 
 __all__ = ["write_outputs", "render_svg", "render_text", "verdict", "undecided"]
 
@@ -155,7 +156,7 @@ def render_text(doc: dict, console) -> None:
                       "-" if not c["count"] else _met(o["met"], o["ratio"]))
         if judged is not None:
             t.add_row(*_bound_row(judged))
-        console.print(t)
+        print_table(console, t)
     t = Table(title="units", title_justify="left", caption=_units_caption(doc), caption_justify="left")
     for col in ("unit", "repl", "TTFT p99", "TPOT p99", "batch", "queue mean/max", "KV mean/max", "preempt", "met"):
         # a unit id wraps, never cut: two units of one type differ only at its end (purchase option)
@@ -167,7 +168,7 @@ def render_text(doc: dict, console) -> None:
                   f"{u['waiting']['mean']:.1f}/{u['waiting']['max']}",
                   f"{u['kv_occupancy']['mean']:.0%}/{u['kv_occupancy']['max']:.0%}", str(u["preemptions"]),
                   "-" if not u["count"] else ("[green]yes[/]" if o["met"] else f"[red]{_unstable(u)}x{o['ratio']:.3f}[/]"))
-    console.print(t)
+    print_table(console, t)
 
 
 def _units_caption(doc: dict) -> str | None:

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from hetinfra.facts import is_dns_label  # the one DNS-label rule
 
 __all__ = ["Strict", "ShellChecked", "dns_name", "is_dns_label", "word_problem", "SHELL_META",
-           "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "Label", "shell_arg",
+           "QUOTE_META", "LOOSE_KEYS", "PROSE_KEYS", "ShellArg", "ResourceWord", "FilePath", "FileBase", "HostFilePath", "Label", "shell_arg",
            "is_resource_word"]
 
 
@@ -180,5 +180,13 @@ ClassName = Annotated[str, AfterValidator(_label), AfterValidator(lambda v: key_
 ShellArg = Annotated[str, AfterValidator(shell_arg)]
 #: a cloud, region, GPU or instance-type name
 ResourceWord = Annotated[str, AfterValidator(_resource_word)]
-#: a local file path (read on this machine only)
-FilePath = Annotated[str, AfterValidator(_file_path)]
+class FileBase(str):
+    """Where a relative path of a spec's file field is (hetinfra.spec.files reads the mark): ``spec``, the
+    spec file's folder (files plan reads); ``cwd``, the working directory of the command that reads it
+    (the deploying machine's files apply reads: TLS files, a kubeconfig)."""
+
+
+#: a local file path (read on this machine only), relative to the spec file
+FilePath = Annotated[str, AfterValidator(_file_path), FileBase("spec")]
+#: a local file path read by `apply` on the deploying machine, relative to its working directory
+HostFilePath = Annotated[str, AfterValidator(_file_path), FileBase("cwd")]

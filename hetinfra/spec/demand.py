@@ -72,7 +72,9 @@ def dataset_rows(ds: DatasetSizes, base: Path) -> dict[tuple[int, int], list[tup
     """The CSV's (input_tokens, output_tokens) rows by bucket (input index, output index): rows outside the
     edges (below the first, beyond the last) are dropped or clipped (``outside``); a header line and blank
     lines are skipped."""
-    path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
+    from hetinfra.spec.files import spec_file  # the one resolver of a spec's file fields
+
+    path = spec_file("dataset.path", ds.path, base)
     rows: dict[tuple[int, int], list[tuple[int, int]]] = {}
     text = read_text(path, "dataset file", hint="dataset.path is relative to the spec file")
     columns = ["input_tokens", "output_tokens"]  # the columns read; a header may name more
@@ -108,7 +110,9 @@ def histogram_from_dataset(ds: DatasetSizes, base: Path) -> list[list[float]]:
     for (bi, bo), rows in dataset_rows(ds, base).items():
         counts[bi][bo] = float(len(rows))
     if sum(map(sum, counts)) == 0:
-        path = (base / ds.path) if not Path(ds.path).is_absolute() else Path(ds.path)
+        from hetinfra.spec.files import spec_file
+
+        path = spec_file("dataset.path", ds.path, base)
         raise InvalidInputError(f"{path}: no request falls inside the dataset's edges",
                                 hint="widen input_edges/output_edges or use outside: clip")
     return counts

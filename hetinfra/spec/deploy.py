@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, SerializationInfo, ValidationInfo, field_validator, model_serializer
 
 from hetinfra.facts import AWS, AZURE, GATEWAY_PORT, GCP, SSH_PORT, VLLM_PORT
-from hetinfra.spec.base import FilePath, ResourceWord, ShellArg, ShellChecked, dns_name
+from hetinfra.spec.base import HostFilePath, ResourceWord, ShellArg, ShellChecked, dns_name
 
 __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", "KubeClusterSpec", "KubernetesSpec"]
 
@@ -62,9 +62,9 @@ class GatewaySpec(ShellChecked):
     azure_vm_size: ResourceWord = Field(AZURE.gateway_vm_type, description="VM size of the gateway VM on Azure.")
     package: ShellArg = Field("hetinfra", description="pip requirement the gateway VM installs (e.g. hetinfra==0.1.0 or a "
                                                  "wheel URL on your own index).")
-    tls_cert: FilePath | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
+    tls_cert: HostFilePath | None = Field(None, description="PEM certificate file (chain) on the deploying machine: the gateway "
                                                    "serves HTTPS with it. Unset: plain HTTP (put a TLS proxy in front).")
-    tls_key: FilePath | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
+    tls_key: HostFilePath | None = Field(None, description="PEM private key file of tls_cert; sent to the VM as a Pulumi secret.")
     kind: Literal["hetinfra", "inference-extension"] = Field(
         "hetinfra", description="deploy.target kubernetes: 'hetinfra' runs hetinfra's gateway as a Deployment + "
                                 "Service per cluster; 'inference-extension' writes an InferencePool and an HTTPRoute "
@@ -131,7 +131,7 @@ class KubernetesSpec(ShellChecked):
     clusters: dict[str, KubeClusterSpec] = Field({}, description="Cluster per fleet, keyed 'cloud/region' (e.g. "
                                                  "{'aws/us-east-1': {context: prod-use1}}); every cloud region the "
                                                  "plan uses needs one to be applied.")
-    kubeconfig: FilePath | None = Field(None, description="kubeconfig file; default $KUBECONFIG or ~/.kube/config.")
+    kubeconfig: HostFilePath | None = Field(None, description="kubeconfig file; default $KUBECONFIG or ~/.kube/config.")
     scaler: Literal["hpa", "keda"] = Field("hpa", description="Scaling between the autoscale bounds on vLLM's "
                                            "vllm:num_requests_waiting: 'hpa' (custom metrics through a Prometheus "
                                            "adapter) or 'keda' (a ScaledObject; KEDA must be installed).")

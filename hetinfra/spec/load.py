@@ -234,4 +234,7 @@ def load_spec(path: str | Path) -> tuple[ServiceSpec, str, SpecLocator]:
     text = read_text(p, "spec file", max_bytes=MAX_SPEC_BYTES,
                      hint="pass the path of a service YAML, e.g. services/chat.yaml")
     spec, locate = parse_spec_located(text, str(p))
+    from hetinfra.spec.files import check_spec_files
+
+    check_spec_files(spec, p.parent, locate)  # a path that can never be read: exit 2 at its line
     return spec, text, locate

@@ -126,7 +126,7 @@ def test_estimate_accepts_repo_ids_and_config_files(tmp_path, monkeypatch, run_c
 
 
 @pytest.mark.parametrize("content,expected", [
-    (None, "is a directory, not a file"),
+    (None, "is a folder, not a file"),  # refused where the spec is loaded (hetinfra.spec.files)
     (b"\xff\xfe{}", "not UTF-8 text (byte 0xff at offset 0)"),
     (b'{"num_hidden_layers": 32', "not valid JSON"),
     (b'{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 0}', "num_attention_heads is 0: must be at least 1"),

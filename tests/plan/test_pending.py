@@ -28,7 +28,9 @@ def test_detailed_exitcode_against_plan_and_state(run_cli, tmp_path):
     # What runs (state.json) has one unit short a replica and lacks another: both are pending.
     short, missing = plan["allocations"][0], plan["allocations"][1]
     running = [dict(a, path="pulumi") for a in plan["allocations"] if a is not missing]
-    running[0] = dict(short, path="pulumi", count=short["count"] + 1, instances=short["instances"] + short["nodes_per_replica"])
+    grown = short["instances"] + short["nodes_per_replica"]  # its $/h with it, as apply records a unit
+    running[0] = dict(short, path="pulumi", count=short["count"] + 1, instances=grown,
+                      cost_usd_per_hour=round(short["price_per_instance_usd_per_hour"] * grown, 4))
     (out / "state.json").write_text(json.dumps({"state_version": 1, "service": plan["service"], "allocations": running}))
     code, _, err = run_cli("plan", SPEC, "--state", str(out), "--detailed-exitcode", *FAST)
     assert code == 10
