@@ -127,7 +127,7 @@ class LumpyCount(Doc):
     more): its runs at the promised load on seeds no other judgement uses, counted (hetinfra.plan.lumpy)."""
 
     unit: StrictStr = Field(description="The unit on which one request of the class holds the largest share.")
-    class_: StrictStr = Field(alias="class", description="That class.")
+    request_class: StrictStr = Field(description="That class (its name in the model's demand).")
     share: bounded(gt=0) = Field(description="The share of one replica's KV cache one request of the class holds "
                                              "at its largest (its upper edges), in the simulator's blocks.")
     load: bounded(gt=0) = Field(description="The count's load: the promised load (fidelity.load).")

@@ -97,7 +97,7 @@ def lumpy(view: dict, model: str) -> dict | None:
             if tokens and blocks.get(r["unit"]) and (r.get("rps") or 0) > 0:
                 share = -(-tokens // bs) / blocks[r["unit"]]
                 if share >= LUMPY_SHARE and (best is None or share > best["share"]):
-                    best = {"unit": r["unit"], "class": cls, "share": round(share, 4)}
+                    best = {"unit": r["unit"], "request_class": cls, "share": round(share, 4)}
     return best
 
 

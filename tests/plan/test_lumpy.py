@@ -34,7 +34,7 @@ def test_a_class_is_lumpy_where_one_request_holds_the_near_full_mark_s_margin(to
     got = lumpy.lumpy(_view(tokens, kv_tokens, rps), "clear")
     assert (got and got["share"]) == share
     if share:
-        assert got == {"unit": UNIT, "class": "big", "share": share}
+        assert got == {"unit": UNIT, "request_class": "big", "share": share}
 
 
 def test_the_misses_allowed_are_what_a_model_missing_one_run_in_a_hundred_shows_one_time_in_twenty():
@@ -61,7 +61,7 @@ def test_a_lumpy_model_whose_runs_miss_more_than_the_promise_allows_is_not_met_a
     model = _counted(monkeypatch, {10, 20, 30, 40, 60, 70, 80, 90, 100})
     assert not model["met"] and model["decision"] == "missed" and not model["objective"]["met"]
     record = model["lumpy"]
-    assert record["share"] == 0.1089 and record["class"] == "big" and record["load"] == 1.2
+    assert record["share"] == 0.1089 and record["request_class"] == "big" and record["load"] == 1.2
     # 4 misses in its first 60 runs (a model missing 5% of its runs shows as many), 6 in 80: past the 5 allowed
     assert len(record["missed"]) == 6 and record["runs"] == 80 and not record["met"]
     assert min(record["missed"]) >= 1000 + 3 * lumpy.LUMPY_SEEDS_FROM  # seeds no block of the purpose reaches
