@@ -1,5 +1,5 @@
 """The lumpy count (hetinfra.plan.replicated): a model the confirmation met under pressure (hetinfra.plan.
-kv_pressure) one of whose classes is LUMPY on a unit it is routed to (one request of it holds LUMPY_SHARE of a
+kv_pressure), its KV cache KV_NEAR full or preempting in one of its runs, one of whose classes is LUMPY on a unit it is routed to (one request of it holds LUMPY_SHARE of a
 replica's KV cache or more) is run again at the promised load on LUMPY_RUNS seeds no other judgement uses, and is
 not met where more of those runs miss than a model whose runs miss at LUMPY_RATE would show (LUMPY_LEVEL). It
 runs after the thrashing judgement and the cliff probe, on the same models: met under pressure (KV, seats, or

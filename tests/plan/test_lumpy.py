@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetinfra.plan import lumpy, replicated
+from hetinfra.plan import kv_pressure, lumpy, replicated
 from tests.plan.test_replicated import RATIOS, VIEW, _pressed_confirm
 
 UNIT = "clear|aws|p5.4xlarge|tp1x1|us-east-1|ondemand"
@@ -119,3 +119,15 @@ def test_a_model_unchanged_since_its_count_keeps_it_when_judged_on_a_new_block(m
     confirm.fresh()
     [changed] = confirm(_view(48_200, rps=0.2))["models"]  # more of the lumpy class on the replica
     assert counts == ["clear", "clear"] and changed["lumpy"]["runs"] == first["lumpy"]["runs"]
+
+
+@pytest.mark.parametrize("kv_max, counted", [(0.5, False), (0.94, False), (0.95, True)])
+def test_a_lumpy_model_pressed_by_its_spec_alone_is_counted_only_where_its_cache_came_near_full(monkeypatch, kv_max,
+                                                                                                 counted):
+    """Under bursty arrivals every model is pressed by the spec (kv_pressure.burst_pressed); the count looks for
+    cascades, which start with a cache that fills: a lumpy model whose cache stayed under KV_NEAR in its runs has
+    none to count (a generated fleet's phi-4 at most 35% full ran 60 clean count runs)."""
+    monkeypatch.setitem(RATIOS, "clear", [0.5] * (kv_pressure.MAX_BURST_PRESSED + lumpy.LUMPY_RUNS))
+    confirm = _pressed_confirm(monkeypatch, kv_max, burst_cv=2.0)
+    [model] = confirm(_view(48_200))["models"]
+    assert model["met"] and ("lumpy" in model) is counted
