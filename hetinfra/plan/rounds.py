@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.budget import current
+from hetinfra.plan.floors import Floors
 from hetinfra.plan.library import regime_of
 from hetinfra.plan.planner import PlanResult
 
@@ -67,6 +68,8 @@ class Search:
     ranks: list[tuple[float, float]] = field(default_factory=list)
     #: the rounds ran out with no plan met, and go on settling: no factor rises from then on (:func:`rounds`)
     settling: bool = False
+    #: the layouts at a latency floor, and what shows one (hetinfra.plan.floors)
+    floors: Floors = field(default_factory=Floors)
 
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
@@ -80,7 +83,7 @@ class Search:
             r = regimes[u.template.id][0]
             g[r] = min(g.get(r, math.inf), pr.derate.get(u.template.id, 1.0))
             units.setdefault(r, []).append(u)
-        return cls(regimes, g, CreditCeilings(pr, ceilings, units))
+        return cls(regimes, g, CreditCeilings(pr, ceilings, units), floors=Floors(initial=dict(g)))
 
     def derate(self) -> dict[str, float]:
         """Template id -> factor, for the solver."""
@@ -89,7 +92,8 @@ class Search:
     def veto(self, judged: dict, doc: dict) -> bool:
         """Take a judgement the search did not decide on (the confirmation) as a round's: the regimes
         of its missed models are derated. False where nothing changes."""
-        new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes, rise=not self.settling)
+        new = next_factors(judged, doc, self.g, self.ok, self.bad, self.ceiling, self.regimes, rise=not self.settling,
+                           floors=self.floors)
         changed = new != self.g
         self.g = new
         missed = {m["model"] for m in judged["models"] if not m["met"]}
@@ -168,7 +172,7 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
         if rnd == last and settle and not search.settling and _none_met(search):
             search.settling, last = True, last + settle
-        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes,
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes, floors=search.floors,
                            rise=not search.settling)
         if new == search.g:
             break
@@ -264,7 +268,7 @@ def _past_unchanged(pr: PlanResult, doc: dict, sim: dict, search: Search, resolv
         stuck = {m for m in missed if _model_fleet(view, m) == _model_fleet(doc, m)}
         if not stuck:
             break
-        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes,
+        new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes, floors=search.floors,
                            rise=not search.settling)
         theirs = {r for r, m in search.regimes.values() if m in stuck}
         step = {r: f for r, f in new.items() if r in theirs and f != search.g.get(r, 1.0)}
@@ -335,13 +339,16 @@ def _by_block(at: int, rounds: list[tuple[PlanResult, dict]], sim_of,
 
 
 def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float], bad: dict[str, float],
-                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]], rise: bool = True) -> dict[str, float]:
+                 ceiling: dict[str, float], regimes: dict[str, tuple[str, str]], rise: bool = True,
+                 floors: Floors | None = None) -> dict[str, float]:
     """Each regime's factor for the next round (see the module docstring); records the factors at
     which regimes met (``ok``) and missed (``bad``). ``regimes``: template id -> (regime, model).
     ``rise`` False (the rounds settle): no factor rises, by credit or by refining a bracket.
     A model that missed also derates its regimes never simulated yet, by its worst step: what
     its traffic does to one layout (queueing at a percentile, bursts, the spread inside a bucket) it
-    does to the untried ones, which would otherwise be picked next, as optimistic."""
+    does to the untried ones, which would otherwise be picked next, as optimistic. Not a layout at its latency
+    floor (``floors``: hetinfra.plan.floors): its miss is its own, and where one is found the model's untried
+    layouts go back to their starting factors."""
     model_met = {m["model"]: m["met"] for m in sim["models"]}
     unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
     worst: dict[str, float] = {}
@@ -357,6 +364,7 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         model_of[r] = model
     out = dict(g)
     step: dict[tuple[str, bool], float] = {}  # (model, bundle?) -> its worst derating step this round
+    floored_now: set[tuple[str, bool]] = set()  # (model, bundle?) of a layout found at its floor this round
     for r, ratio in sorted(worst.items()):
         model, f = model_of[r], g.get(r, 1.0)
         if not model_met.get(model, True) and (ratio > 1.0 or model not in missed_units):
@@ -368,13 +376,20 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
         out[r] = _factor(r, f, ratio, ok, bad, ceiling.get(r, 1.0))
         if not rise:
             out[r] = min(out[r], f)
-        if r in bad and r not in ok:
-            kind = (model, "|pd" in r)  # a bundle's regime learns from bundles, a colocated one from colocated
+        kind = (model, "|pd" in r)  # a bundle's regime learns from bundles, a colocated one from colocated
+        missed = r in bad and r not in ok
+        if floors is not None and floors.judged(r, f, ratio, missed and ratio > 1.0):
+            floored_now.add(kind)
+        if missed and (floors is None or r not in floors.floored):
             step[kind] = min(step.get(kind, 1.0), out[r] / f)
     for r, model in sorted({v for v in regimes.values()}):
         kind = (model, "|pd" in r)  # the split removes the interference a colocated miss shows
-        if kind in step and r not in ok and r not in bad:
+        if r in ok or r in bad:
+            continue
+        if kind in step:
             out[r] = g.get(r, 1.0) * step[kind]
+        elif kind in floored_now:  # derated only by the floored layout's misses: back to where it started
+            out[r] = max(g.get(r, 1.0), floors.initial.get(r, 1.0))
     return out
 
 
