@@ -20,8 +20,6 @@ cascade 2 and 1 times in 200 (benchmarks/results/lumpy_stop63.txt)."""
 
 from __future__ import annotations
 
-import math
-
 from hetinfra.plan.kv_pressure import KV_NEAR
 
 #: a model's class is lumpy on a unit when one request of it at its largest (the class's upper edges) holds at
@@ -70,8 +68,11 @@ def allowed(runs: int, rate: float = LUMPY_RATE, level: float = LUMPY_LEVEL) -> 
 
 
 def _below(k: int, runs: int, rate: float) -> float:
-    """P(at most ``k`` misses in ``runs`` runs that miss at ``rate`` each)."""
-    return sum(math.comb(runs, i) * rate ** i * (1.0 - rate) ** (runs - i) for i in range(k + 1))
+    """P(at most ``k`` misses in ``runs`` runs that miss at ``rate`` each): the binomial CDF as the regularized
+    incomplete beta function the Clopper-Pearson bounds use (hetinfra.sim.bounds), I_{1-rate}(runs - k, k + 1)."""
+    from hetinfra.sim.bounds import betainc
+
+    return 1.0 if k >= runs else betainc(1.0 - rate, runs - k, k + 1)
 
 
 #: the misses LUMPY_RUNS runs may show (5)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from hetinfra.plan import cliff, replicated
 from hetinfra.sim import replications
-from tests.plan.test_replicated import RATIOS, VIEW, _pressed_confirm
+from tests.plan.test_replicated import RATIOS, VIEW, _pressed_confirm, spent_at
 
 
 def _run(model: str, ratio: float | None, stable: bool = True) -> dict:
@@ -130,15 +130,6 @@ def test_a_confirmation_whose_only_misses_are_pressure_checks_goes_to_the_paddin
 def test_a_spent_work_budget_skips_the_probe_and_says_so(monkeypatch):
     """The budget stops the probe before it runs: the model keeps its judgement at the promised load, with
     no ``cliff`` record, and the budget names the probe (plan.json work_budget.stopped)."""
-    stopped = []
-
-    class Spent:
-        def check(self, what):
-            if what == cliff.CLIFF_CUT:
-                stopped.append(what)
-                return False
-            return True
-
-    monkeypatch.setattr(replicated, "current", lambda: Spent())
+    stopped = spent_at(monkeypatch, cliff.CLIFF_CUT)
     model, loads = _probed(monkeypatch, 0.5, 2.0, kv_max=0.96)
     assert model["met"] and "cliff" not in model and set(loads) == {1.2} and stopped == [cliff.CLIFF_CUT]

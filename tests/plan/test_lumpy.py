@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hetinfra.plan import kv_pressure, lumpy, replicated
-from tests.plan.test_replicated import RATIOS, VIEW, _pressed_confirm
+from tests.plan.test_replicated import RATIOS, VIEW, _pressed_confirm, spent_at
 
 UNIT = "clear|aws|p5.4xlarge|tp1x1|us-east-1|ondemand"
 
@@ -89,16 +89,7 @@ def test_a_model_with_no_lumpy_class_is_never_counted(monkeypatch):
 def test_a_spent_work_budget_skips_the_count_and_says_so(monkeypatch):
     """The budget stops the count before it runs: the model keeps its judgement on its 13 runs, with no ``lumpy``
     record, and the budget names the count (plan.json work_budget.stopped)."""
-    stopped = []
-
-    class Spent:
-        def check(self, what):
-            if what == lumpy.LUMPY_CUT:
-                stopped.append(what)
-                return False
-            return True
-
-    monkeypatch.setattr(replicated, "current", lambda: Spent())
+    stopped = spent_at(monkeypatch, lumpy.LUMPY_CUT)
     model = _counted(monkeypatch, set(range(200)))
     assert model["met"] and "lumpy" not in model and stopped == [lumpy.LUMPY_CUT]
 

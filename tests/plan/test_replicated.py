@@ -55,6 +55,22 @@ def _judge(monkeypatch, purpose: str = "decide", start: int = replicated.START, 
                                  pressed=pressed), runs
 
 
+
+def spent_at(monkeypatch, cut: str) -> list[str]:
+    """The plan command's work budget, spent where a judge checks ``cut`` (every other check passes): the list of
+    the checks it refused, as plan.json work_budget.stopped names them."""
+    stopped: list[str] = []
+
+    class Spent:
+        def check(self, what):
+            if what == cut:
+                stopped.append(what)
+                return False
+            return True
+
+    monkeypatch.setattr(replicated, "current", lambda: Spent())
+    return stopped
+
 VIEW = {"models": [{"name": n, "rate_rps": 1.0} for n in RATIOS], "allocations": [], "routing": {}}
 
 
