@@ -50,7 +50,7 @@ def _read(reader: str, text: str, run_cli, cache) -> str | None:
 def test_the_api_keys_skip_an_empty_item():
     """HETINFRA_API_KEY alone keeps its empty items for its reader to skip (csvtext.comma_items says why):
     clients keep their numbers."""
-    from hetinfra.gateway.keys import parse_client_keys
+    from hetinfra.clientkeys import parse_client_keys
 
     assert parse_client_keys("k1,,k3,\r\n") == {"k1": "client0", "k3": "client2"}
 

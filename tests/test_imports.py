@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 #: stage -> the stages it may import (besides the shared base: hetinfra, hetinfra.errors, hetinfra.fileio, hetinfra.yamltext, hetinfra.httpget,
-#: hetinfra.csvtext, hetinfra.envpaths, hetinfra.outdir, hetinfra.facts, hetinfra.architecture, hetinfra.tables). Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
+#: hetinfra.csvtext, hetinfra.envpaths, hetinfra.outdir, hetinfra.facts, hetinfra.architecture, hetinfra.tables, hetinfra.clientkeys). Written out in docs/internals/layering.md ("Import layers"); keep the two in step.
 ALLOWED: dict[str, set[str]] = {
     "spec": set(),
     # plan.json and state.json as typed documents: the contract every stage after the planner reads
@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
             "gateway", "document"},
 }
 BASE = {"hetinfra", "hetinfra.errors", "hetinfra.fileio", "hetinfra.csvtext", "hetinfra.envpaths", "hetinfra.outdir", "hetinfra.yamltext", "hetinfra.httpget", "hetinfra.facts", "hetinfra.procs",
-        "hetinfra.architecture", "hetinfra.tables"}
+        "hetinfra.architecture", "hetinfra.tables", "hetinfra.clientkeys"}
 #: third-party packages only some stages may import
 HEAVY = {"pulumi": {"stacks", "deploy"}, "pulumi_kubernetes": {"stacks"}, "kubernetes": {"deploy"}, "sky": {"deploy"}, "pyomo": {"solver"}, "highspy": {"solver"},
          "uvicorn": {"gateway"}, "starlette": {"gateway"}, "httpx": {"gateway"}, "aiohttp": {"gateway"},

@@ -69,7 +69,10 @@ def distinct(r: dict) -> bool:
 def _keys(value: str) -> dict:
     """Which clients of HETINFRA_API_KEY=value can authenticate with what they were given, sent by
     curl (UTF-8 bytes, read by the server as Latin-1)."""
-    from hetinfra.gateway.keys import parse_client_keys
+    try:  # hetinfra.clientkeys since stop 64; a checkout before it has hetinfra.gateway.keys
+        from hetinfra.clientkeys import parse_client_keys
+    except ImportError:
+        from hetinfra.gateway.keys import parse_client_keys
     from hetinfra.gateway.steps import client_name
 
     keys = parse_client_keys(value)

@@ -77,7 +77,7 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
     from hetinfra.errors import HetinfraError, InvalidInputError
 
     try:
-        from hetinfra.gateway.keys import parse_client_keys
+        from hetinfra.clientkeys import parse_client_keys
         from hetinfra.gateway.listen import check_bind, check_tls
         from hetinfra.gateway.server import GatewayConfig, serve
         from hetinfra.gateway.table import parse_endpoint_overrides

@@ -191,7 +191,7 @@ def fetch_demand(source: str, out: Path) -> Path:
 
     from hetinfra.errors import FeedError, InvalidInputError
     from hetinfra.fileio import atomic_write_text
-    from hetinfra.gateway.keys import first_client_key
+    from hetinfra.clientkeys import first_client_key
 
     target = out / "gateway" / "demand-observed.csv"
     if source.startswith(("http://", "https://")):

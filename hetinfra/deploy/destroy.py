@@ -207,9 +207,13 @@ def gateway_status(fleet: str, url: str, *, env: dict, timeout_s: float = 2.0) -
     import urllib.error
     import urllib.request
 
+    from hetinfra.clientkeys import first_client_key
+
     base = url.rstrip("/").removesuffix("/v1")
-    key = next((k.strip().partition(":")[2] or k.strip() for k in env.get("HETINFRA_API_KEY", "").split(",")
-                if k.strip()), None)
+    try:  # a key the gateway itself would refuse: this gateway's line says so, the rest of status goes on
+        key = first_client_key(env.get("HETINFRA_API_KEY"))
+    except InvalidInputError as exc:
+        return [f"gateway {fleet} {url}: not asked ({exc.message}; {exc.hint})"]
     req = urllib.request.Request(base + "/admin/weights", headers={"authorization": f"Bearer {key}"} if key else {})
     try:  # an answer that is not HTTP is an OSError (hetinfra.httpget), as no answer is
         doc = json_value(get(req, timeout=timeout_s)[1])

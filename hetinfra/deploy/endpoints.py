@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hetinfra.clientkeys import parse_client_keys
 from hetinfra.deploy.state import DeployState
 from hetinfra.document import Plan
 from hetinfra.fileio import read_text
@@ -16,7 +17,7 @@ def gateway_secrets(plan: Plan, env: dict) -> dict[str, str]:
     if not g.enabled:
         return {}
     out = {}
-    if env.get("HETINFRA_API_KEY"):
+    if parse_client_keys(env.get("HETINFRA_API_KEY")):  # checked here, not at the gateway's start
         out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
     for key, cfg, path in (("tls_cert", "hetinfra:gatewayTlsCert", g.tls_cert),
                            ("tls_key", "hetinfra:gatewayTlsKey", g.tls_key)):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from hetinfra.clientkeys import parse_client_keys
 from hetinfra.deploy.kube_api import Cluster, connect
 from hetinfra.deploy.state import DeployState
 from hetinfra.document import Allocation, Plan
@@ -53,7 +54,7 @@ def secrets_from_env(env: dict) -> dict[str, str]:
     from hetinfra.deploy.pulumi_driver import secrets_from_env as vm_secrets
 
     out = vm_secrets(env)
-    if env.get("HETINFRA_API_KEY"):
+    if parse_client_keys(env.get("HETINFRA_API_KEY")):  # checked here, not at the gateway's start
         out["hetinfra:gatewayApiKey"] = env["HETINFRA_API_KEY"]
     return out
 

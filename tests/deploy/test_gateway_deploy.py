@@ -135,3 +135,38 @@ def test_skypilot_units_get_the_gateway_launch_line_filled_in(tmp_path):
     assert "sky status --endpoint 8443 chat-gateway" in lines[0]
     assert lines[1].endswith('--env HETINFRA_ENDPOINTS="u1=http://1.2.3.4:30001 u2=http://1.2.3.5:30002"')
     assert f"sky launch -c chat-gateway {tmp_path}/skypilot/chat-gateway.yaml --secret VLLM_API_KEY" in lines[1]
+
+
+#: HETINFRA_API_KEY values the gateway refuses at its start (hetinfra.clientkeys): apply refuses them first
+BAD_CLIENT_KEYS = {"a space": "ops:ck 1", "an empty key": "ops:", "one key twice": "a:k1,b:k1", "not ASCII": "ops:cké"}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_CLIENT_KEYS))
+def test_a_key_the_gateway_would_refuse_stops_apply_before_anything_runs(fake_pulumi, cloud_env, planned_out, run_cli,
+                                                                        monkeypatch, kind):
+    enable_gateway(planned_out)
+    monkeypatch.setenv("HETINFRA_API_KEY", BAD_CLIENT_KEYS[kind])
+    code, stdout, stderr = run_cli("apply", str(planned_out), "--yes")
+    assert code == 2 and "HETINFRA_API_KEY entry" in stderr, stderr + stdout
+    assert not [c for c in fake_pulumi() if c["argv"][:1] == ["up"]]
+
+
+def test_status_says_when_the_key_cannot_be_sent(admin_server):
+    from hetinfra.deploy.destroy import gateway_status
+
+    _, base = admin_server
+    lines = gateway_status("f", base + "/v1", env={"HETINFRA_API_KEY": "ops:ck 1"})
+    assert lines == [f"gateway f {base}/v1: not asked (HETINFRA_API_KEY entry 1 (client 'ops') has a key holding whitespace U+0020; "
+                     "HETINFRA_API_KEY is key or name:key, comma-separated, each key printable ASCII without spaces)"]
+    assert gateway_status("f", base + "/v1", env={"HETINFRA_API_KEY": " ,ops:ck-1,"})[0].endswith("1 of 2 unit(s) healthy")
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_CLIENT_KEYS))
+def test_the_cluster_path_checks_the_keys_with_the_same_reader(kind):
+    from hetinfra.deploy.kube import secrets_from_env
+    from hetinfra.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="HETINFRA_API_KEY entry"):
+        secrets_from_env({"VLLM_API_KEY": "vk-1", "HETINFRA_API_KEY": BAD_CLIENT_KEYS[kind]})
+    env = {"VLLM_API_KEY": "vk-1", "HETINFRA_API_KEY": "ops:ck-1,"}
+    assert secrets_from_env(env)["hetinfra:gatewayApiKey"] == "ops:ck-1,"

@@ -1,4 +1,4 @@
-"""hetinfra.gateway.keys: every key HETINFRA_API_KEY yields is one an HTTP client can send, so the
+"""hetinfra.clientkeys: every key HETINFRA_API_KEY yields is one an HTTP client can send, so the
 gateway that reads it and the clients that send it agree; anything else is exit 2 naming the entry,
 never the key."""
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.gateway.keys import first_client_key, parse_client_keys
+from hetinfra.clientkeys import first_client_key, parse_client_keys
 from hetinfra.gateway.steps import client_name
 from tests.fuzz.conftest import budget
 

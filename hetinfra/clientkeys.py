@@ -1,5 +1,9 @@
-"""The gateway's client keys (``HETINFRA_API_KEY``), read by the gateway and by the commands that
-call its admin API; no web framework imported here.
+"""The gateway's client keys (``HETINFRA_API_KEY``): the one reader of that variable, for the gateway
+itself, for ``apply`` (which checks them before it hands them to the gateway VMs or the cluster as a
+Pulumi secret: a key the gateway would refuse at start was found only in its log, after provisioning)
+and for the commands that call its admin API (``status``'s gateway lines, ``replan --demand-from``).
+In the shared base (tests/test_imports.py), so ``deploy`` reads it as ``gateway`` does; no web
+framework imported here.
 
 A key is 1-256 printable ASCII characters without whitespace or ',' (the separator): HTTP headers
 carry bytes that servers decode as Latin-1, so a key with 'é' or an invisible character pasted with
