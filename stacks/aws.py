@@ -47,7 +47,7 @@ from hetinfra.compile.network import subnet as nth_subnet
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, gateway_tags, gateway_url, gateway_user_data, node_script,
                                     pick_image, secret_document, tags, unit_output)
-from hetinfra.stacks.fleet import FleetArgs, fitted
+from hetinfra.stacks.fleet import FleetArgs
 from hetinfra.compile.network import FirewallRule
 from hetinfra.facts import SSH_PORT
 
@@ -250,7 +250,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                                            recovery_window_in_days=0, opts=child)
         aws.secretsmanager.SecretVersion(f"{name}-secrets-v1", secret_id=secret.id,
                                          secret_string=secret_document(secrets), opts=child)
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=ASSUME_EC2, opts=child, **fitted(f"{name}-role", 64))
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=ASSUME_EC2, opts=child)
         aws.iam.RolePolicy(f"{name}-role-policy", role=role.id, opts=child, policy=secret.arn.apply(lambda arn: json.dumps({
             "Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},

@@ -33,7 +33,7 @@ from hetinfra.stacks.azure_group import ADMIN, FleetContext, unit_scale_sets
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_tags, gateway_url, gateway_user_data,
                                     pick_image, secret_document)
-from hetinfra.stacks.fleet import FleetArgs, fitted
+from hetinfra.stacks.fleet import FleetArgs
 
 SECRET_NAME = "hetinfra-secrets"
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # built-in role "Key Vault Secrets User"
@@ -74,8 +74,7 @@ class AzureGpuFleet(pulumi.ComponentResource):
         provider = azure_native.Provider(f"{name}-provider", location=args.region,
                                          opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        rg = resources.ResourceGroup(f"{name}-rg", location=args.region, opts=child,
-                                     **fitted(f"{name}-rg", 90, "resource_group_name"))
+        rg = resources.ResourceGroup(f"{name}-rg", location=args.region, opts=child)
         # Secrets: a Key Vault (RBAC) holding the fleet's secrets as one JSON document; each scale
         # set's (and the gateway's) system-assigned identity gets "Key Vault Secrets User" on it.
         client = azure_native.authorization.get_client_config(opts=pulumi.InvokeOptions(provider=provider))
@@ -100,12 +99,11 @@ class AzureGpuFleet(pulumi.ComponentResource):
 
         vnet = network.VirtualNetwork(f"{name}-vnet", resource_group_name=rg.name, location=args.region,
                                       address_space=network.AddressSpaceArgs(address_prefixes=[args.network_cidr]),
-                                      opts=child, **fitted(f"{name}-vnet", 64, "virtual_network_name"))
+                                      opts=child)
         nsg = network.NetworkSecurityGroup(f"{name}-nsg", resource_group_name=rg.name, location=args.region,
-                                           security_rules=_rules(args, "fleet"), opts=child,
-                                           **fitted(f"{name}-nsg", 80, "network_security_group_name"))
+                                           security_rules=_rules(args, "fleet"), opts=child)
         subnet = network.Subnet(f"{name}-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
-                                address_prefix=args.subnet_cidr, **fitted(f"{name}-subnet", 80, "subnet_name"),
+                                address_prefix=args.subnet_cidr,
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
 
         ctx = FleetContext(args=args, secrets=secrets, rg_name=rg.name, subnet_id=subnet.id,
@@ -119,19 +117,15 @@ class AzureGpuFleet(pulumi.ComponentResource):
     def _gateway(self, name, args: FleetArgs, ref, grant, rg, vnet, heads, child, image: dict) -> pulumi.Output:
         """A CPU VM running `hetinfra gateway` in its own subnet and NSG."""
         nsg = network.NetworkSecurityGroup(f"{name}-gateway-nsg", resource_group_name=rg.name, location=args.region,
-                                           security_rules=_rules(args, "gateway"), opts=child,
-                                           **fitted(f"{name}-gateway-nsg", 80, "network_security_group_name"))
+                                           security_rules=_rules(args, "gateway"), opts=child)
         subnet = network.Subnet(f"{name}-gateway-subnet", resource_group_name=rg.name, virtual_network_name=vnet.name,
                                 address_prefix=args.gateway_subnet_cidr,
-                                **fitted(f"{name}-gateway-subnet", 80, "subnet_name"),
                                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id), opts=child)
         ip = network.PublicIPAddress(f"{name}-gateway-ip", resource_group_name=rg.name, location=args.region,
                                      public_ip_allocation_method="Static",
-                                     **fitted(f"{name}-gateway-ip", 80, "public_ip_address_name"),
                                      sku=network.PublicIPAddressSkuArgs(name="Standard"), opts=child)
         nic = network.NetworkInterface(
             f"{name}-gateway-nic", resource_group_name=rg.name, location=args.region, opts=child,
-            **fitted(f"{name}-gateway-nic", 80, "network_interface_name"),
             network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id),
             ip_configurations=[network.NetworkInterfaceIPConfigurationArgs(
                 name="primary", subnet=network.SubnetArgs(id=subnet.id), private_ip_allocation_method="Dynamic",

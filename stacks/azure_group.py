@@ -44,7 +44,7 @@ from pulumi_azure_native import authorization, compute, network
 
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, field, node_script, tags
-from hetinfra.stacks.fleet import FleetArgs, VMGroup, fitted, short_name
+from hetinfra.stacks.fleet import FleetArgs, VMGroup, short_name
 
 ADMIN = "hetinfra"
 READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"  # built-in role "Reader"
@@ -87,7 +87,6 @@ def _load_balancer(ctx: FleetContext, fu: VMGroup) -> tuple[pulumi.Output, pulum
     if args.public_lb:
         ip = network.PublicIPAddress(f"{fu.name}-lb-ip", resource_group_name=ctx.rg_name, location=args.region,
                                      public_ip_allocation_method="Static",
-                                     **fitted(f"{fu.name}-lb-ip", 80, "public_ip_address_name"),
                                      sku=network.PublicIPAddressSkuArgs(name="Standard"), opts=ctx.opts)
         frontend = network.FrontendIPConfigurationArgs(name="fe", public_ip_address=network.PublicIPAddressArgs(id=ip.id))
     else:

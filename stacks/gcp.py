@@ -39,7 +39,7 @@ from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import (FleetSecrets, build_units, field, gateway_url, gateway_user_data, pick_image,
                                     secret_document)
 from hetinfra.stacks.fleet import FleetArgs, short_name
-from hetinfra.stacks.gcp_group import FleetContext, gce_named, label, unit_groups
+from hetinfra.stacks.gcp_group import FleetContext, label, unit_groups
 
 
 
@@ -53,7 +53,7 @@ def _firewall(name: str, rule: FirewallRule, network, subnet_cidr: str, tags: di
         allows = [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(rule.port)])]
     sources = {"fleet": {"source_ranges": [subnet_cidr]}, "gateway": {"source_tags": tags["gateway"]}}
     return gcp.compute.Firewall(name, network=network, direction="INGRESS", target_tags=tags[rule.target], allows=allows,
-                                opts=opts, **gce_named(name), **sources.get(rule.source, {"source_ranges": list(rule.cidrs)}))
+                                opts=opts, **sources.get(rule.source, {"source_ranges": list(rule.cidrs)}))
 
 
 def _first_zone(region: str, project: str, provider) -> str:
@@ -88,7 +88,7 @@ def _service_account(name: str, args: FleetArgs, secrets: FleetSecrets, project:
 def _gateway_vm(name: str, args: FleetArgs, zone: str, gw_tag: list[str], image, subnet, startup: str, sa, child):
     """The CPU VM running `hetinfra gateway`, with a public address."""
     return gcp.compute.Instance(
-        f"{name}-gateway", machine_type=args.gateway_vm_type, zone=zone, tags=gw_tag, **gce_named(f"{name}-gateway"),
+        f"{name}-gateway", machine_type=args.gateway_vm_type, zone=zone, tags=gw_tag,
         boot_disk=gcp.compute.InstanceBootDiskArgs(initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
             image=image, size=20, type="pd-balanced")),
         network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
@@ -120,9 +120,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
             return pick_image(args, self.images, role, found.self_link)
 
         identity = gcp.compute.InstanceTemplateServiceAccountArgs(email=sa.email, scopes=["cloud-platform"])
-        net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child, **gce_named(f"{name}-net"))
+        net = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False, opts=child)
         subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=net.id, region=args.region,
-                                        ip_cidr_range=args.subnet_cidr, opts=child, **gce_named(f"{name}-subnet"))
+                                        ip_cidr_range=args.subnet_cidr, opts=child)
         target = [short_name(f"hetinfra-{args.service}", 63)]  # a network tag: at most 63 characters
         gw_tag = [short_name(f"hetinfra-{args.service}-gateway", 63)]
         tags = {"fleet": target, "gateway": gw_tag}
@@ -131,11 +131,11 @@ class GcpGpuFleet(pulumi.ComponentResource):
         http = {"port": args.port, "request_path": "/health"}
         autoheal = gcp.compute.HealthCheck(
             f"{name}-hc", check_interval_sec=30, timeout_sec=10, healthy_threshold=1, unhealthy_threshold=10,
-            http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(**http), opts=child, **gce_named(f"{name}-hc"))
+            http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(**http), opts=child)
         lb_check = gcp.compute.RegionHealthCheck(
             f"{name}-lb-hc", region=args.region, check_interval_sec=10, timeout_sec=5, healthy_threshold=2,
             unhealthy_threshold=3, http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(**http),
-            opts=child, **gce_named(f"{name}-lb-hc"))
+            opts=child)
         ctx = FleetContext(args=args, secrets=secrets, zone=zone, network=net.id, subnet=subnet.id, target_tags=target,
                            identity=identity, ref=ref, project=project, image=image("gpu"),
                            autoheal_check=autoheal.id, lb_check=lb_check.id, opts=child)

@@ -31,7 +31,7 @@ import pulumi_gcp as gcp
 from hetinfra.facts import GCP as GCP_FACTS
 from hetinfra.stacks.boot import SecretRef
 from hetinfra.stacks.common import FleetSecrets, node_script
-from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, VMGroup, fitted, short_name
+from hetinfra.stacks.fleet import MAX_VM_NAME, FleetArgs, VMGroup, short_name
 
 # SkyPilot accelerator name -> GCE accelerator type.
 ACCELERATORS = GCP_FACTS.gpu_labels  # catalog GPU -> GCE accelerator type (hetinfra.facts)
@@ -45,12 +45,6 @@ def label(value: str) -> str:
 def gce_name(base: str, suffix: str = "") -> str:
     """A GCE resource name (at most 63 characters) ending in ``suffix``."""
     return short_name(base, 63 - len(suffix)) + suffix
-
-
-def gce_named(logical: str) -> dict[str, str]:
-    """The ``name`` argument of a GCE resource (at most 63 characters) whose logical name is ``logical``
-    (stacks.fleet.fitted: none where Pulumi's own name fits)."""
-    return fitted(logical, 63)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import pulumi
 
 from hetinfra.document import Plan
 from hetinfra.facts import GCP
+from hetinfra.stacks import names
 
 __all__ = ["GCP_HEALTH_CHECK_RANGES", "global_entry", "wants_global_entry"]
 
@@ -62,6 +63,7 @@ def global_entry(plan: Plan, cloud: str, fleets: list[tuple[str, object]], confi
     gateways = [_Gateway(r, f) for r, f in fleets if getattr(f, "gateway_url", None) is not None]
     if not gateways or not wants_global_entry(plan):
         return None
+    names.install()  # its resources have no component parent: the root's transformation names them
     config = config or {}
     g = plan.deploy.gateway
     port, tls = g.port, bool(g.tls_cert)
@@ -97,35 +99,30 @@ def _route53(name: str, gateways: list, port: int, tls: bool, config: dict) -> p
 def _gcp_lb(name: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
     import pulumi_gcp as gcp
 
-    from hetinfra.stacks.gcp_group import gce_named
-
     protocol = "HTTPS" if tls else "HTTP"
     groups = []
     for f in gateways:
         vm = f.fleet.gateway_vm
         groups.append(gcp.compute.InstanceGroup(
-            f"{name}-{f.region}-ig", zone=vm.zone, instances=[vm.self_link], **gce_named(f"{name}-{f.region}-ig"),
+            f"{name}-{f.region}-ig", zone=vm.zone, instances=[vm.self_link],
             named_ports=[gcp.compute.InstanceGroupNamedPortArgs(name="gateway", port=port)]))
         gcp.compute.Firewall(f"{name}-{f.region}-fw-hc", network=f.fleet.gateway_network, direction="INGRESS",
-                             **gce_named(f"{name}-{f.region}-fw-hc"),
                              source_ranges=GCP_HEALTH_CHECK_RANGES, target_tags=vm.tags,
                              allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])])
     probe = {"port": port, "request_path": "/health"}
     check = gcp.compute.HealthCheck(
-        f"{name}-hc", check_interval_sec=10, timeout_sec=5, **gce_named(f"{name}-hc"),
+        f"{name}-hc", check_interval_sec=10, timeout_sec=5,
         https_health_check=gcp.compute.HealthCheckHttpsHealthCheckArgs(**probe) if tls else None,
         http_health_check=None if tls else gcp.compute.HealthCheckHttpHealthCheckArgs(**probe))
     backend = gcp.compute.BackendService(
         f"{name}-bs", protocol=protocol, port_name="gateway", load_balancing_scheme="EXTERNAL_MANAGED",
-        **gce_named(f"{name}-bs"),
         timeout_sec=600, health_checks=check.id, locality_lb_policy="ROUND_ROBIN",
         backends=[gcp.compute.BackendServiceBackendArgs(group=ig.self_link, balancing_mode="UTILIZATION",
                                                         capacity_scaler=1.0) for ig in groups])
-    url_map = gcp.compute.URLMap(f"{name}-urlmap", default_service=backend.id, **gce_named(f"{name}-urlmap"))
-    proxy = gcp.compute.TargetHttpProxy(f"{name}-proxy", url_map=url_map.id, **gce_named(f"{name}-proxy"))
-    address = gcp.compute.GlobalAddress(f"{name}-ip", **gce_named(f"{name}-ip"))
+    url_map = gcp.compute.URLMap(f"{name}-urlmap", default_service=backend.id)
+    proxy = gcp.compute.TargetHttpProxy(f"{name}-proxy", url_map=url_map.id)
+    address = gcp.compute.GlobalAddress(f"{name}-ip")
     gcp.compute.GlobalForwardingRule(f"{name}-fr", target=proxy.id, ip_address=address.address, port_range="80",
-                                     **gce_named(f"{name}-fr"),
                                      load_balancing_scheme="EXTERNAL_MANAGED")
     return pulumi.Output.concat("http://", address.address, "/v1")
 
@@ -133,15 +130,11 @@ def _gcp_lb(name: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
 def _traffic_manager(name: str, service: str, gateways: list, port: int, tls: bool) -> pulumi.Output:
     from pulumi_azure_native import resources, trafficmanager as network
 
-    from hetinfra.stacks.fleet import fitted
-
-    rg = resources.ResourceGroup(f"{name}-rg", location=gateways[0].region,
-                                 **fitted(f"{name}-rg", 90, "resource_group_name"))
+    rg = resources.ResourceGroup(f"{name}-rg", location=gateways[0].region)
     # a Traffic Manager name is a global DNS label: the service plus a stable hash of it
     label = f"{service}-{hashlib.sha256(service.encode()).hexdigest()[:8]}"
     network.Profile(
         f"{name}-tm", resource_group_name=rg.name, location="global", profile_status="Enabled",
-        **fitted(f"{name}-tm", 63, "profile_name"),
         traffic_routing_method="Performance",
         dns_config=network.DnsConfigArgs(relative_name=label, ttl=30),
         monitor_config=network.MonitorConfigArgs(protocol="HTTPS" if tls else "HTTP", port=port, path="/health"),

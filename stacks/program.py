@@ -25,6 +25,7 @@ from pathlib import Path
 import pulumi
 
 from hetinfra.document import Plan, load_plan
+from hetinfra.stacks import names
 from hetinfra.stacks.common import FleetSecrets
 from hetinfra.stacks.fleet import IAC_CLOUDS, fleets_for
 from hetinfra.stacks.global_entry import global_entry
@@ -34,6 +35,7 @@ def build(plan: Plan, cloud: str, secrets: FleetSecrets, *, gcp_project: str | N
           zones: dict[str, str] | None = None, images: dict | None = None) -> list[pulumi.ComponentResource]:
     """Create the fleet components of ``cloud`` for ``plan``; returns them in region order.
     ``images``: the pinned image ids, region -> role -> id (hetinfra.compile.images)."""
+    names.install()  # every resource's name fits its cloud (stacks.names)
     fleets = [dataclasses.replace(a, images=dict((images or {}).get(a.region) or {})) for a in fleets_for(plan, cloud)]
     out: list[pulumi.ComponentResource] = []
     for args in fleets:
