@@ -1,0 +1,10 @@
+#!/bin/bash
+# usage: plan_audit.sh PLAN.json SPEC LOAD REQUESTS [BURST]: the 10 audit seeds + 5x at seed 1032, as bench_promise does
+export HETINFRA_SHARED=/work/shared
+P=$1; S=$2; L=$3; R=$4; B=${5:-1.0}
+for s in 1002 1005 1008 1011 1014 1017 1020 1023 1026 1029 x1032; do
+  req=$R; seed=$s; if [ "$s" = x1032 ]; then req=$((R*5)); seed=1032; fi
+  echo -n "seed $s: "; /work/wt/heldout64/.venv/bin/hetinfra simulate $P --spec $S --json --out /tmp/pa$$ --seed $seed --load $L --burst-cv $B --requests $req 2>/dev/null | python3 -c "
+import json,sys;d=json.load(sys.stdin)
+print('; '.join(f\"{m['model']} {'met' if m['met'] else 'MISS'} {100*((m['objective'].get('ratio') or float('inf'))-1):+.1f}%\" for m in d.get('models',[])) or d)"
+done
