@@ -181,10 +181,9 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
             break
         if not current().check(ROUNDS_CUT):  # keep the cheapest met round so far, as for a failed solve
             break
-        search.g = new
+        before, search.g = search.g, new
         try:
-            pr = resolve(search.derate(), dict(pr.result.n))
-            pr = _past_unchanged(pr, doc, sim, search, resolve)
+            pr = _resolved_within_caps(pr, doc, sim, search, resolve, before)
         except InfeasibleError as exc:  # e.g. derated templates no longer fit the caps: keep what met
             if not search.settling and not any(s["met"] for _, s in search.done):
                 raise  # (settling keeps the closest round for the padding, as the rounds running out do)
@@ -239,6 +238,30 @@ def _miss_ratio(model: dict) -> float:
 
 #: at most this many derating steps per round without a simulation (see _past_unchanged)
 UNCHANGED_STEPS = 8
+#: how often a round's re-solve that no longer fits the caps takes half its derating step back
+#: (:func:`_resolved_within_caps`): the step, at most halving, goes to 71%, 84%, then 92% of the factor
+BACKOFFS = 3
+
+
+def _resolved_within_caps(pr: PlanResult, doc: dict, sim: dict, search: Search, resolve,
+                          before: dict[str, float]) -> PlanResult:
+    """The next round's plan (a re-solve at ``search.g``, then :func:`_past_unchanged`). Where it does not
+    fit the caps (InfeasibleError), the factors that fell from ``before`` (the round just judged) take
+    half their step back, geometrically, up to BACKOFFS times before the error stands: a layout that
+    missed far is derated by half, and a fleet twice its size may pass a cap that a fleet between the
+    two fits. Held-out h108b (8B, 20k-28k-token prompts, H100 capped at 8): its first fleet (5 GPUs)
+    missed by x35, the halved factor needed 10 GPUs and the spec was refused (exit 3), while 8 GPUs
+    meet (the uncapped spec's own plan)."""
+    backoffs = 0
+    while True:
+        try:
+            return _past_unchanged(resolve(search.derate(), dict(pr.result.n)), doc, sim, search, resolve)
+        except InfeasibleError:
+            fell = {r: f for r, f in search.g.items() if f < before.get(r, 1.0)}
+            if not fell or backoffs == BACKOFFS:
+                raise
+            backoffs += 1
+            search.g = {**search.g, **{r: math.sqrt(f * before.get(r, 1.0)) for r, f in fell.items()}}
 
 
 def _model_fleet(doc: dict, model: str) -> str:
