@@ -39,7 +39,7 @@ OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchas
           # work on simulation views, the plan.json-shaped dicts the simulator and the trim take
           "hetinfra.plan.rounds", "hetinfra.plan.replicated", "hetinfra.plan.kv_pressure", "hetinfra.plan.ceiling",
           "hetinfra.plan.confirm", "hetinfra.plan.verdicts", "hetinfra.plan.cliff", "hetinfra.plan.lumpy",
-          "hetinfra.plan.verdict_keys",
+          "hetinfra.plan.verdict_keys", "hetinfra.plan.factors",
           # and the padding after the last veto, which writes fidelity.confirmation.padded's records, and the
           # off-peak fleets of a demand profile, simulation views of the plan with other counts
           "hetinfra.plan.pad", "hetinfra.plan.levels",
