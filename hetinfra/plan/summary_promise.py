@@ -44,11 +44,11 @@ def judgement_lines(plan: "Plan") -> list[str]:
         if m.model in unserved:
             out.append(f"{m.model}: serves none of its demand (unmet_rps): no latency to judge")
             continue
-        line = f"{m.model}: {_binding(m, m, conf(m))} ({_searched(m)})"
+        line = f"{m.model}: {_binding(m, m, conf(m))} ({_searched(m)}{_overruled(m, m)})"
         c = confirmed.get(m.model)
         if c is not None:
             line += f"; confirmed on fresh seeds: {_binding(m, c, conf(c))} ({c.replications} " \
-                    f"replication(s), {c.decision})"
+                    f"replication(s), {c.decision}{_overruled(m, c)})"
         out.append(line)
     return out
 
@@ -62,15 +62,14 @@ def _searched(m) -> str:
     return f"{m.replications} replication(s), {m.decision}"
 
 
-def _binding(m, judged, conf: str) -> str:
+def _worst(m, judged) -> tuple[str, float, float | None, float] | None:
     """The statistic of model ``m``'s objective that decided ``judged`` (its judgement or its
-    confirmation's): the one whose bound (its estimate where it has none) is worst against its
-    objective, the attainment included (a lower bound: objective over bound), as evaluate's ratio
-    reads it (hetinfra.sim.stats): 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80', 'attainment 99.33%
-    (99% bound 98.95%) vs 99%'."""
+    confirmation's), as (key, estimate, bound, ratio): the one whose bound (its estimate where it has
+    none) is worst against its objective, the attainment included (a lower bound: objective over
+    bound), as evaluate's ratio reads it (hetinfra.sim.stats); None where none was judged."""
     stats = {k: m.statistic(k, judged) for k in BINDING_STATS if m.objective(k) and m.statistic(k, judged)[0] is not None}
     if not stats:
-        return "no statistic"
+        return None
 
     def ratio(k: str) -> float:
         est, bound = stats[k]
@@ -78,7 +77,17 @@ def _binding(m, judged, conf: str) -> str:
         return m.objective(k) / max(v, MIN_ATTAINED) if k == "attainment" else v / m.objective(k)
 
     k = max(stats, key=ratio)
-    (est, bound), goal = stats[k], m.objective(k)
+    return k, stats[k][0], stats[k][1], ratio(k)
+
+
+def _binding(m, judged, conf: str) -> str:
+    """:func:`_worst`'s statistic in words: 'p99 TPOT 78.7 ms (95% bound 80.9) vs 80', 'attainment
+    99.33% (99% bound 98.95%) vs 99%'."""
+    worst = _worst(m, judged)
+    if worst is None:
+        return "no statistic"
+    k, est, bound, _ = worst
+    goal = m.objective(k)
     if k == "attainment":
         text = f"attainment {_pct(est)}" + (f" ({conf} bound {_pct(bound)})" if bound is not None else "")
         return text + f" vs {100 * goal:g}%"
@@ -86,6 +95,16 @@ def _binding(m, judged, conf: str) -> str:
     if bound is not None:
         text += f" ({conf} bound {_num(bound)})"
     return text + f" vs {goal:g}"
+
+
+def _overruled(m, judged) -> str:
+    """Words after a "missed" whose every bound is inside its objective: no statistic decided it, a check
+    after the statistics did (hetinfra.plan.verdicts.not_met: a veto, a cliff, KV thrashing, a lumpy
+    count; or a unit past its ceiling)."""
+    worst = _worst(m, judged)
+    if judged.decision != "missed" or worst is None or worst[3] > 1:
+        return ""
+    return ", every bound inside: a later check overruled them, see fidelity in plan.json"
 
 
 #: the statistics an objective may bound, in the order a tie between their ratios is broken

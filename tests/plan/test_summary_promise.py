@@ -57,6 +57,20 @@ def test_the_statistic_named_has_the_worst_ratio(ttft, tpot, miss, attainment):
     if attainment is not None:
         ratios["attainment"] = attainment / bound["attainment"]
     worst = max(ratios.values())
-    named = judgement_lines(plan)[0].split(": ", 1)[1]
+    line = judgement_lines(plan)[0]
+    named = line.split(": ", 1)[1]
     stat = "attainment" if named.startswith("attainment") else named.split()[1]
     assert ratios[stat] >= worst - 1e-9, (named, ratios)
+    # "missed" with every bound inside was decided by no statistic: the line says so, and only then
+    assert ("every bound inside: a later check overruled them" in line) == (worst <= 1), (line, ratios)
+
+
+def test_a_miss_with_every_bound_inside_says_a_later_check_overruled_them():
+    """h105b's search judgement: attainment bound 0.99019 against 0.99, recorded missed (its
+    confirmation missed): the statistic named is inside, so the line says what decided instead."""
+    plan = _judged({"ttft_ms": 800, "tpot_ms": 35, "percentile": "p50", "attainment": 0.99},
+                   {"ttft_ms": 46.869, "tpot_ms": 26.131, "attainment": 0.9941},
+                   {"ttft_ms": 47.232, "tpot_ms": 26.161, "attainment": 0.99019})
+    line, = judgement_lines(plan)
+    assert ("attainment 99.41% (95% bound 99.02%) vs 99% (2 replication(s), missed, every bound inside: a later "
+            "check overruled them, see fidelity in plan.json)") in line
