@@ -103,8 +103,7 @@ class ArchitectureSpec(Strict):
 
 
 def implied_percentile(attainment: float) -> str:
-    """The percentile of an attainment given without one: the highest of p99, p95, p90 at or below it
-    (meeting both bounds for that fraction of requests meets each at that percentile), else p50."""
+    """An attainment's percentile: the highest of p99, p95, p90 at or below it (which it implies), else p50."""
     return next((p for p, q in (("p99", 0.99), ("p95", 0.95), ("p90", 0.9)) if attainment >= q), "p50")
 
 
@@ -130,9 +129,8 @@ class SloSpec(Strict):
 
     @model_validator(mode="after")
     def _percentile_of_attainment(self) -> "SloSpec":
-        """An attainment without a percentile is the objective alone (Mélange's SLO): p99 on top of
-        ``attainment: 0.95`` made it moot. Its bounds hold at :func:`implied_percentile` (frozen: set once,
-        here, and counted as given, so that a dump carries it)."""
+        """An attainment without a percentile is the objective (Mélange's SLO; p99 on top made it moot):
+        its bounds hold at :func:`implied_percentile`, set once here and counted as given (a dump carries it)."""
         if self.attainment is not None and "percentile" not in self.model_fields_set:
             object.__setattr__(self, "percentile", implied_percentile(self.attainment))
             self.model_fields_set.add("percentile")
