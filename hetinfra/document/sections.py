@@ -195,7 +195,9 @@ class BaselineUnit(Doc):
 
 
 class Baseline(Doc):
-    """The cheapest plan with one GPU type (Melange's single-GPU baselines)."""
+    """The cheapest plan with one GPU type (Melange's single-GPU baselines): solved over the same offers
+    at the rates and load of the plan's last solve, never simulated; or, where the plan itself uses that
+    GPU type only (``plan_itself``), the plan's own figures."""
 
     gpu: StrictStr = Field(description="The one GPU type.")
     feasible: StrictBool = Field(description="Whether a plan with that GPU alone serves the demand.")
@@ -211,6 +213,11 @@ class Baseline(Doc):
     allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")
     reason: Optional[StrictStr] = Field(None, description="Why it is infeasible (infeasible only).")
     safety_stop: Optional[StrictBool] = Field(None, description="Present (true) when the wall-clock stop cut its solve.")
+    plan_itself: Optional[StrictBool] = Field(None, description="Present (true) where the plan uses this GPU type only "
+                                                                "and serves all its demand: the row is the plan's own "
+                                                                "cost, instances and units (verified as the plan is; "
+                                                                "savings 0), not a separate solve, which would carry "
+                                                                "neither the trim nor the replicas verification added.")
 
 
 class WarmStart(Doc):

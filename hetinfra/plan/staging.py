@@ -29,8 +29,33 @@ _WEIGHTS_HINT = ("allow GPUs with more memory or more GPUs per node, more nodes 
 
 
 def _unserved_message(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> tuple[str, str]:
-    """(why no allowed layout serves class ``key``, how to mend it), one short line each: the
-    weights no layout can hold, else the SLO no layout reaches, else the layouts' distinct reasons."""
+    """(why no allowed layout serves class ``key``, how to mend it), one short line each
+    (:func:`_why_unserved`), naming the GPUs of infrastructure.gpus that no offer in the allowed
+    clouds and regions has: they were never considered, and the fastest GPU named may be slower than
+    them (GCP alone, gpus [L4, A10G, L40S]: "fastest is L4 tp=2 pp=2 at 64.8 ms" read as if L40S, whose
+    TP2 floor is 23.6 ms, could not meet TPOT 40 ms)."""
+    msg, hint = _why_unserved(inputs, key, cov)
+    missing = unoffered_gpus(inputs)
+    if not missing:
+        return msg, hint
+    names = ", ".join(missing)
+    infra = inputs.spec.infrastructure
+    where = f"clouds {', '.join(infra.clouds)}" + (f", regions {', '.join(infra.regions)}" if infra.regions else "")
+    return (f"{msg}; not considered: {names} (in infrastructure.gpus, but no offer in {where})",
+            f"allow a cloud or region that offers {names}; or {hint}")
+
+
+def unoffered_gpus(inputs: PlanInputs) -> list[str]:
+    """The GPUs infrastructure.gpus lists that no allowed offer has (the allowed clouds and regions
+    offer none of them), in the spec's order."""
+    listed = inputs.spec.infrastructure.gpus or []
+    offered = {o.gpu for o in inputs.offers}
+    return [g for g in dict.fromkeys(listed) if g not in offered]
+
+
+def _why_unserved(inputs: PlanInputs, key: tuple[str, str], cov: ClassCoverage) -> tuple[str, str]:
+    """(why no allowed layout serves class ``key``, how to mend it): the weights no layout can hold,
+    else the SLO no layout reaches, else the layouts' distinct reasons."""
     model, cls = key
     pm = next(p for p in inputs.models if p.spec.name == model)
     heavy = _weights_beyond(inputs, pm)

@@ -73,17 +73,28 @@ def render_baselines(plan: "Plan", console: Console) -> None:
     for col in ("GPU only", "instances", "$/h", "this plan saves"):
         b.add_column(col, justify="left" if col in ("GPU only", "this plan saves") else "right")
     for x in plan.baselines:
-        if x.feasible and x.savings_pct is None:  # the plan leaves demand unserved: no like-for-like saving
-            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}", "[dim]- (it serves all the demand)[/]")
-        elif x.feasible:
-            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}",
-                      f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})")
+        if x.feasible:
+            b.add_row(x.gpu, str(x.instances), f"{x.cost_usd_per_hour:.2f}", saving_cell(plan, x))
         else:
             b.add_row(x.gpu, "-", "-", f"[dim]{x.reason}[/]")
     print_table(console, b)
     line = baseline_note(plan)
     if line:
         console.print(line, highlight=False)
+
+
+def saving_cell(plan: "Plan", x) -> str:
+    """The "this plan saves" cell of feasible baseline ``x``: the plan itself where it uses that GPU type
+    only (plan_itself); a negative saving beside a verified plan says the baseline was never simulated
+    (it may miss where the plan met: "-7.5% (-$0.60/h)" read as a saving the verified plan fails to make)."""
+    if x.savings_pct is None:  # the plan leaves demand unserved: no like-for-like saving
+        return "[dim]- (it serves all the demand)[/]"
+    if x.plan_itself:
+        return "0.0% (this plan)"
+    cell = f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})"
+    if x.savings_usd_per_hour < -0.005 and plan.fidelity is not None and plan.fidelity.verified:
+        cell += ", unverified: at the last solve's rates"
+    return cell
 
 
 def padding_cost(plan: "Plan") -> tuple[float, list[str]]:
@@ -100,17 +111,24 @@ def baseline_note(plan: "Plan") -> str | None:
     """What the baselines are beside this plan: solved (over the same pool, at the plan's factors, for
     the same load) but never simulated, so a plan that verification padded after its solve may cost
     more than a baseline ("L40S ... -16.7%" beside a $13.03/h plan whose solve was the L40S
-    baseline's $11.17/h plus one replica the confirmation needed); and why one still costs less."""
-    feasible = [x for x in plan.baselines if x.feasible]
+    baseline's $11.17/h plus one replica the confirmation needed), and a plan it trimmed less; the
+    plan's own row where it uses one GPU type; and why one still costs less."""
+    solved = [x for x in plan.baselines if x.feasible and not x.plan_itself]
     added, words = padding_cost(plan)
-    solved = plan.cost_usd_per_hour - added
-    below = [x.gpu for x in feasible if x.cost_usd_per_hour < solved - 0.005]
-    verified = bool(plan.fidelity and plan.fidelity.verified)
-    parts = ["solved over the same offers at the rates and load of the plan's last solve, not simulated"] if verified else []
+    cost = plan.cost_usd_per_hour - added
+    below = [x.gpu for x in solved if x.cost_usd_per_hour < cost - 0.005]
+    f = plan.fidelity if plan.fidelity and plan.fidelity.verified else None
+    parts = (["solved over the same offers at the rates and load of the plan's last solve, not simulated"]
+             if f is not None and any(not x.plan_itself for x in plan.baselines) else [])
+    parts += [f"{x.gpu} is this plan itself (it uses {x.gpu} only)" for x in plan.baselines if x.plan_itself]
+    trimmed = sum(f.trim.replicas_by_unit(f.trim.removed).values()) if f is not None and f.trim else 0
+    if trimmed and solved:
+        parts.append(f"the plan's trim removed {trimmed} replica(s) its simulation showed were not needed; no "
+                     "baseline is trimmed")
     if added > 0.005:
         parts.append(f"the plan's ${plan.cost_usd_per_hour:.2f}/h includes {usd(added)} of replicas verification "
                      f"added after simulating it ({', '.join(words)}), which no baseline carries: without them the "
-                     f"plan costs ${solved:.2f}/h")
+                     f"plan costs ${cost:.2f}/h")
     if below:
         parts.append(f"{', '.join(below)} below the plan{' without them' if added > 0.005 else ''}: "
                      f"{_why_below(plan)}")
@@ -121,6 +139,10 @@ def _why_below(plan: "Plan") -> str:
     """Why a single-GPU baseline (a restriction of the plan's own problem) costs less than its solve."""
     if plan.churn is not None and plan.churn.running:
         return "the plan keeps running replicas (churn), which the baselines do not"
+    off_peak = plan.fidelity.confirmation.off_peak if plan.fidelity and plan.fidelity.confirmation else []
+    if any(f.replicas_added for f in off_peak):
+        return ("the plan's off-peak fleets carry replicas verification gave back where they missed without "
+                "them (fidelity.confirmation.off_peak), which no baseline carries")
     if plan.solver.status != "optimal":
         return f"the plan's solve stopped before optimal (gap {100 * (plan.solver.gap or 0):.2f}%)"
     return "the baselines drop the plan's budget and running fleet; report it if neither applies"

@@ -102,6 +102,11 @@ class ArchitectureSpec(Strict):
         return self
 
 
+def implied_percentile(attainment: float) -> str:
+    """An attainment's percentile: the highest of p99, p95, p90 at or below it (which it implies), else p50."""
+    return next((p for p, q in (("p99", 0.99), ("p95", 0.95), ("p90", 0.9)) if attainment >= q), "p50")
+
+
 class SloSpec(Strict):
     """Latency objectives of the model's requests, as a percentile (and optionally an attainment
     fraction, Mélange's definition), checked by simulating the plan."""
@@ -111,7 +116,9 @@ class SloSpec(Strict):
                                                     "mean time between output tokens, as vLLM's benchmark reports it.")
     percentile: Percentile = Field(
         "p99", description="Which statistic of TTFT and of TPOT the bounds hold at: p99 (default) means 99% of requests "
-                           "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2.")
+                           "have TTFT <= ttft_ms and 99% have TPOT <= tpot_ms; mean is the behaviour before v0.2. "
+                           "Not given beside an attainment: the highest of p50, p90, p95, p99 at or below it (which "
+                           "the attainment implies: the objective is the attainment), p50 below 0.5.")
     attainment: float | None = Field(None, gt=0, le=1, description="Also require this fraction of requests to meet "
                                                                     "BOTH bounds (Mélange's SLO attainment), e.g. 0.99.")
     min_accuracy: float | None = Field(
@@ -119,6 +126,15 @@ class SloSpec(Strict):
         description="Accuracy floor, on the scale of the model's variants' `accuracy` scores (needs `variants`): "
                     "every request is served by a variant scoring at least this; variants below it are never "
                     "planned. No floor: the cheapest variants serve.")
+
+    @model_validator(mode="after")
+    def _percentile_of_attainment(self) -> "SloSpec":
+        """An attainment without a percentile is the objective (Mélange's SLO; p99 on top made it moot):
+        its bounds hold at :func:`implied_percentile`, set once here and counted as given (a dump carries it)."""
+        if self.attainment is not None and "percentile" not in self.model_fields_set:
+            object.__setattr__(self, "percentile", implied_percentile(self.attainment))
+            self.model_fields_set.add("percentile")
+        return self
 
 
 class HistogramSizes(Strict):

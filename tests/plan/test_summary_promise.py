@@ -1,0 +1,76 @@
+"""The promise lines name the statistic that decided a model's verdict (hetinfra.plan.summary_promise):
+the one whose bound is worst against its objective, the attainment included. A held-out plan
+(attainment 0.99 with p50 bounds) read "p50 TPOT 26.1 ms (95% bound 26.2) vs 35 (..., missed)" where
+what missed was the attainment (bound 0.98946 vs 0.99)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetinfra.document import Plan
+from hetinfra.plan.summary_promise import judgement_lines
+from tests.plan.golden_plans import filled_golden
+
+
+def _judged(slo: dict, estimate: dict, bound: dict, *, decision: str = "missed") -> Plan:
+    """chat's golden plan with its one model's objective, search judgement and confirmation replaced."""
+    doc = filled_golden("chat")
+    m = doc["fidelity"]["models"][0]
+    m.update(slo={**m["slo"], **slo}, estimate=estimate, bound=bound, decision=decision, met=decision == "met")
+    c = doc["fidelity"]["confirmation"]["models"][0]
+    c.update(estimate=estimate, bound=bound, decision=decision, met=decision == "met")
+    return Plan.parse(doc)
+
+
+def test_a_missed_attainment_is_named_not_a_latency_far_inside():
+    """h105b's figures: p50 TPOT 26.2 ms against 35, the attainment's bound 0.98946 against 0.99."""
+    plan = _judged({"ttft_ms": 800, "tpot_ms": 35, "percentile": "p50", "attainment": 0.99},
+                   {"ttft_ms": 46.942, "tpot_ms": 26.129, "attainment": 0.99331},
+                   {"ttft_ms": 47.165, "tpot_ms": 26.157, "attainment": 0.98946})
+    line, = judgement_lines(plan)
+    assert line.startswith("chat-8b: attainment 99.33% (95% bound 98.95%) vs 99% (")
+    assert "confirmed on fresh seeds: attainment 99.33% (97.5% bound 98.95%) vs 99%" in line
+    assert "TPOT" not in line
+
+
+def test_a_latency_that_binds_is_still_named():
+    plan = _judged({"ttft_ms": 800, "tpot_ms": 35, "percentile": "p50", "attainment": 0.9},
+                   {"ttft_ms": 46.9, "tpot_ms": 34.0, "attainment": 0.99},
+                   {"ttft_ms": 47.2, "tpot_ms": 34.6, "attainment": 0.985}, decision="met")
+    assert judgement_lines(plan)[0].startswith("chat-8b: p50 TPOT 34.0 ms (95% bound 34.6) vs 35 (")
+
+
+_value = st.floats(0.05, 3.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ttft=_value, tpot=_value, miss=st.floats(0.0, 0.2), attainment=st.sampled_from([None, 0.5, 0.9, 0.99, 0.999]))
+def test_the_statistic_named_has_the_worst_ratio(ttft, tpot, miss, attainment):
+    """Whatever the bounds, the line names the statistic with the worst ratio of bound to objective
+    (attainment: objective over bound), as hetinfra.sim.stats.evaluate's ratio reads them."""
+    slo = {"ttft_ms": 1000.0, "tpot_ms": 50.0, "percentile": "p90", "attainment": attainment}
+    bound = {"ttft_ms": 1000.0 * ttft, "tpot_ms": 50.0 * tpot,
+             "attainment": None if attainment is None else max(attainment - miss, 0.001)}
+    plan = _judged(slo, {k: v for k, v in bound.items()}, bound)
+    ratios = {"TTFT": ttft, "TPOT": tpot}
+    if attainment is not None:
+        ratios["attainment"] = attainment / bound["attainment"]
+    worst = max(ratios.values())
+    line = judgement_lines(plan)[0]
+    named = line.split(": ", 1)[1]
+    stat = "attainment" if named.startswith("attainment") else named.split()[1]
+    assert ratios[stat] >= worst - 1e-9, (named, ratios)
+    # "missed" with every bound inside was decided by no statistic: the line says so, and only then
+    assert ("every bound inside: a later check overruled them" in line) == (worst <= 1), (line, ratios)
+
+
+def test_a_miss_with_every_bound_inside_says_a_later_check_overruled_them():
+    """h105b's search judgement: attainment bound 0.99019 against 0.99, recorded missed (its
+    confirmation missed): the statistic named is inside, so the line says what decided instead."""
+    plan = _judged({"ttft_ms": 800, "tpot_ms": 35, "percentile": "p50", "attainment": 0.99},
+                   {"ttft_ms": 46.869, "tpot_ms": 26.131, "attainment": 0.9941},
+                   {"ttft_ms": 47.232, "tpot_ms": 26.161, "attainment": 0.99019})
+    line, = judgement_lines(plan)
+    assert ("attainment 99.41% (95% bound 99.02%) vs 99% (2 replication(s), missed, every bound inside: a later "
+            "check overruled them, see fidelity in plan.json)") in line
