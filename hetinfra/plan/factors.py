@@ -88,3 +88,46 @@ def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str,
         up = min(f * min(1.0 / max(ratio, 1e-9), CREDIT_STEP), ceiling)
         return up if up >= f * MIN_CREDIT else f
     return f
+
+
+def record_slack(sim: dict, doc: dict, g: dict[str, float], regimes: dict[str, tuple[str, str]],
+                 slack: dict[str, tuple[float, float]]) -> None:
+    """Keep in ``slack`` each regime's latest evidence of room: (its factor, its units' worst ratio) from a
+    round in which its model met and the ratio was under CREDIT_BELOW; a regime simulated otherwise loses
+    its entry (the newer judgement speaks for it). Read by :func:`displaced_credit`."""
+    model_met = {m["model"]: m["met"] for m in sim["models"]}
+    regime_of = {a["unit"]: regimes[a["template"]] for a in doc["allocations"] if a["template"] in regimes}
+    worst: dict[str, float] = {}
+    for u in sim["units"]:
+        if u["unit"] in regime_of and u.get("count"):
+            r, model = regime_of[u["unit"]]
+            ratio = u["objective"].get("ratio")
+            ratio = math.inf if ratio is None or not model_met.get(model, True) else ratio
+            worst[r] = max(worst.get(r, 0.0), ratio)
+    for r, ratio in worst.items():
+        if ratio < CREDIT_BELOW:
+            slack[r] = (g.get(r, 1.0), ratio)
+        else:
+            slack.pop(r, None)
+
+
+def displaced_credit(doc: dict, g: dict[str, float], bad: dict[str, float], ceiling, regimes: dict[str, tuple[str, str]],
+                     slack: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """The factors once the rounds' own rules change none (:func:`next_factors` returned ``g``): each regime
+    with room (``slack``, :func:`record_slack`) that the current plan does not use and that never missed
+    takes one more credit step (CREDIT_STEP, at most its factor over its ratio then, and its ceiling).
+    Credit is otherwise given only to regimes in the plan, so a layout that met far inside its objective
+    at a low factor, credited once and then displaced by a cheaper one, was never tried again: held-out
+    h108 (8B RAG, p50) kept 8 H100s on TP1 at $87.83/h, its TP2 regime met at a ratio of 0.27 at a factor
+    of 0.5 and stayed at 0.625, while 6 H100s on TP2 meet at $65.87/h. The cheapest met round is kept,
+    so a credited plan that misses costs a round, never the plan."""
+    used = {regimes[a["template"]][0] for a in doc["allocations"] if a["template"] in regimes}
+    out = dict(g)
+    for r, (f0, ratio) in sorted(slack.items()):
+        if r in used or r in bad:
+            continue
+        f = g.get(r, 1.0)
+        up = min(f * CREDIT_STEP, f0 / max(ratio, 1e-9), ceiling.get(r, 1.0))
+        if up >= f * MIN_CREDIT:
+            out[r] = up
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from hetinfra.errors import InfeasibleError
 from hetinfra.plan.budget import current
 from hetinfra.plan.factors import (BRACKET, CREDIT_BELOW, CREDIT_STEP, FACTOR_MAX, FACTOR_MIN,  # noqa: F401
-                                    MIN_CREDIT, next_factors)
+                                    MIN_CREDIT, displaced_credit, next_factors, record_slack)
 from hetinfra.plan.floors import Floors
 from hetinfra.plan.library import regime_of
 from hetinfra.plan.planner import PlanResult
@@ -60,6 +60,8 @@ class Search:
     settling: bool = False
     #: the layouts at a latency floor, and what shows one (hetinfra.plan.floors)
     floors: Floors = field(default_factory=Floors)
+    #: each regime's latest room: (factor, worst ratio) where its model met under CREDIT_BELOW (factors.record_slack)
+    slack: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, pr: PlanResult, ceilings) -> "Search":
@@ -162,8 +164,11 @@ def rounds(pr: PlanResult, sim_of, resolve, max_rounds: int, progress, search: S
         search.ranks.append((doc["cost_usd_per_hour"], -(doc["demand_scale"] or 0.0)))
         if rnd == last and settle and not search.settling and _none_met(search):
             search.settling, last = True, last + settle
+        record_slack(sim, doc, search.g, search.regimes, search.slack)
         new = next_factors(sim, doc, search.g, search.ok, search.bad, search.ceiling, search.regimes, floors=search.floors,
                            rise=not search.settling)
+        if new == search.g and not search.settling:  # the rules change nothing: try a layout they left behind
+            new = displaced_credit(doc, search.g, search.bad, search.ceiling, search.regimes, search.slack)
         if new == search.g:
             break
         if rnd == last:  # no round is left to simulate a re-solve: the factors are kept for a
