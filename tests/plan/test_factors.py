@@ -4,11 +4,9 @@ uses, takes one more credit step, bounded by its evidence and its ceiling; nothi
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from hetinfra.plan.factors import CREDIT_BELOW, CREDIT_STEP, MIN_CREDIT, displaced_credit, record_slack
 
-REPO = Path(__file__).resolve().parents[2]
 REGIMES = {"t1": ("rag|H100|tp1", "rag"), "t2": ("rag|H100|tp2", "rag"), "o": ("other|L4|tp1", "other")}
 
 
@@ -53,14 +51,8 @@ def test_held_out_h108_tries_the_layout_its_first_credit_left_behind(tmp_path):
     of 0.5 (ratio 0.27), was credited once to 0.625 and displaced by TP1 at 0.707, and the rounds stopped on
     8 H100s at $87.83/h. Credited where left behind, the rounds reach 7 at $76.85/h (met, confirmed; audited on
     10 fresh seeds, worst -56%, and at 5x)."""
-    import yaml
+    from tests.plan.heldout import planned_held_out
 
-    from hetinfra.plan.pipeline import plan_document
-
-    spec = yaml.safe_load((REPO / "benchmarks" / "results" / "heldout64" / "h108-8b-rag-20k-p50.yaml").read_text())
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    _pr, plan = plan_document(path, with_baselines=False)
-    doc = plan.to_dict()
+    doc = planned_held_out("h108-8b-rag-20k-p50", tmp_path)
     assert doc["fidelity"]["met"] and doc["fidelity"]["confirmation"]["met"]
     assert doc["cost_usd_per_hour"] < 87.83 and sum(a["instances"] * a["gpus_per_instance"] for a in doc["allocations"]) <= 7

@@ -4,13 +4,11 @@ is stepped past without spending a round on a simulation that would repeat the m
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 from hetinfra.plan import rounds
 from hetinfra.plan.rounds import Search, _past_unchanged
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan(count: int, factor: float, load: float = 1.4, derate: dict | None = None) -> SimpleNamespace:
@@ -302,14 +300,8 @@ def test_a_cap_that_holds_a_met_fleet_is_not_refused(tmp_path):
     capped at 8 GPUs in its one region. Its first fleet (5 GPUs) misses far, and the halved factor's fleet
     (10 GPUs) passed the cap: refused, exit 3 'cap 8 GPUs, needs 10', although 6 to 8 GPUs meet (audited 10/10
     and at 5x)."""
-    import yaml
+    from tests.plan.heldout import planned_held_out
 
-    from hetinfra.plan.pipeline import plan_document
-
-    spec = yaml.safe_load((REPO / "benchmarks" / "results" / "heldout64" / "h108b-rag-cap8.yaml").read_text())
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    _pr, plan = plan_document(path, with_baselines=False)
-    doc = plan.to_dict()
+    doc = planned_held_out("h108b-rag-cap8", tmp_path)
     assert doc["fidelity"]["met"] and doc["fidelity"]["confirmation"]["met"]
     assert sum(a["instances"] * a["gpus_per_instance"] for a in doc["allocations"]) <= 8
