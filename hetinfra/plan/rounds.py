@@ -77,6 +77,11 @@ class Search:
             units.setdefault(r, []).append(u)
         return cls(regimes, g, CreditCeilings(pr, ceilings, units), floors=Floors(initial=dict(g)))
 
+    @property
+    def regimes_model(self) -> dict[str, str]:
+        """Regime -> its model."""
+        return {r: m for r, m in self.regimes.values()}
+
     def derate(self) -> dict[str, float]:
         """Template id -> factor, for the solver."""
         return {t: self.g[r] for t, (r, _m) in self.regimes.items() if self.g[r] != 1.0}
@@ -91,6 +96,8 @@ class Search:
         missed = {m["model"] for m in judged["models"] if not m["met"]}
         self.done = [(pr, _missing(sim, missed)) for pr, sim in self.done]
         self.seen = {k: _missing(sim, missed) for k, sim in self.seen.items()}
+        # the room those rounds showed for a vetoed model was on the seeds the confirmation overruled
+        self.slack = {r: v for r, v in self.slack.items() if self.regimes_model.get(r) not in missed}
         return changed
 
 

@@ -16,7 +16,8 @@ def _doc(*templates: str) -> dict:
 
 def _sim(ratios: dict[str, float], met: dict[str, bool]) -> dict:
     return {"models": [{"model": m, "met": ok} for m, ok in met.items()],
-            "units": [{"unit": f"u-{t}", "count": 10, "objective": {"ratio": q}} for t, q in ratios.items()]}
+            "units": [{"unit": f"u-{t}", "count": 10, "objective": {"ratio": q, "met": q <= 1.0}}
+                      for t, q in ratios.items()]}
 
 
 def test_room_is_recorded_where_the_model_met_and_forgotten_when_a_later_run_says_otherwise():
@@ -56,3 +57,14 @@ def test_held_out_h108_tries_the_layout_its_first_credit_left_behind(tmp_path):
     doc = planned_held_out("h108-8b-rag-20k-p50", tmp_path)
     assert doc["fidelity"]["met"] and doc["fidelity"]["confirmation"]["met"]
     assert doc["cost_usd_per_hour"] < 87.83 and sum(a["instances"] * a["gpus_per_instance"] for a in doc["allocations"]) <= 7
+
+
+def test_a_veto_forgets_the_room_its_model_showed_on_the_overruled_seeds():
+    from hetinfra.plan.rounds import Search
+
+    search = Search(regimes=REGIMES, g={"rag|H100|tp1": 0.7, "rag|H100|tp2": 0.625, "other|L4|tp1": 1.0},
+                    ceiling={"rag|H100|tp1": 1.0, "rag|H100|tp2": 1.0, "other|L4|tp1": 1.0})
+    search.slack = {"rag|H100|tp2": (0.5, 0.27), "other|L4|tp1": (1.0, 0.5)}
+    judged = {**_sim({"t1": 1.05, "o": 0.5}, {"rag": False, "other": True}), "met": False}
+    search.veto(judged, _doc("t1", "o"))
+    assert search.slack == {"other|L4|tp1": (1.0, 0.5)}
