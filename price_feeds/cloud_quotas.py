@@ -175,7 +175,7 @@ class BearerClient(HttpClient):
         self.host = urllib.parse.urlsplit(base_url).hostname or ""
 
     def _opener(self, url: str) -> urllib.request.OpenerDirector:  # HttpClient's hook, per request
-        opener = HttpClient._opener(url)
+        opener = super()._opener(url)
         opener.add_handler(_BearerHandler(self._token, self.host))
         return opener
 

@@ -152,12 +152,15 @@ class HttpClient:
                              hint="raise the deadline (HETINFRA_FEEDS_DEADLINE_S) or fetch fewer regions")
         return left
 
-    @staticmethod
-    def _opener(url: str) -> urllib.request.OpenerDirector:
+    def _opener(self, url: str) -> urllib.request.OpenerDirector:
+        """An opener whose every read ends by the client's deadline (hetinfra.httpget.deadline_opener): it
+        was checked between 64 KiB reads, each of which waited until it was full, so a feed that sent a
+        byte a second ran past any deadline. Loopback traffic never goes through an environment proxy."""
+        from hetinfra.httpget import deadline_opener
+
         host = urllib.parse.urlsplit(url).hostname or ""
-        if host in _LOOPBACK:  # never send loopback traffic through an environment proxy
-            return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        return urllib.request.build_opener()
+        return deadline_opener(self.deadline_s, self.timeout_s, proxies=host not in _LOOPBACK,
+                               at=time.monotonic() + self.remaining())
 
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
