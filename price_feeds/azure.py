@@ -96,8 +96,9 @@ class AzureRetailAdapter(FeedAdapter):
                     continue
                 if item.get("unitOfMeasure") != "1 Hour" or item.get("currencyCode", "USD") != "USD":
                     continue
-                price = answer_number(item.get("retailPrice", item.get("unitPrice")), least=-MAX_ANSWER_NUMBER)  # <= 0: dropped, counted
-                if price is None:  # not a figure (a boolean, NaN, text): no price of this row
+                # a price <= 0 is dropped later, counted; what is no figure (a boolean, NaN, text) is skipped
+                price = answer_number(item.get("retailPrice", item.get("unitPrice")), least=-MAX_ANSWER_NUMBER)
+                if price is None:
                     continue
                 key = (sku, region)
                 target = spot if is_spot(item) else od

@@ -354,9 +354,9 @@ FAILURES = st.tuples(st.sampled_from(["mkstemp", "fsync", "replace", "write"]),
 def test_a_write_the_system_refuses_is_exit_2_naming_the_file(tmp_path_factory, names, failure, nth, old):
     """Any write of 1-3 files (``fileio.atomic_write_texts``, every file hetinfra writes: a profile CSV,
     state.json, plan.json, the replan journal) that the system refuses at any step (no space, a quota, a
-    read-only disk, no permission, an I/O error) is a WriteError (hetinfra.errors): exit 2 naming a file it writes and the
-    system's reason, an OSError with the same errno for callers that say it their way, nothing replaced and
-    no temporary file left. A full disk was an OSError traceback in `profile-import --out` and `replan`."""
+    read-only disk, no permission, an I/O error) is a WriteError (hetinfra.errors): exit 2 naming a file it
+    writes and the system's reason, an OSError with the same errno for callers that say it their way, nothing
+    replaced and no temporary file left. A full disk was an OSError traceback in `profile-import --out` and `replan`."""
     folder = tmp_path_factory.mktemp("w")
     if old:
         for n in names:

@@ -53,7 +53,8 @@ def _key(node: yaml.Node) -> Any:
     """A mapping key as the loaded data holds it, so an error about it finds its line: text, else the value
     YAML reads (``1:`` the integer 1, ``on:`` True; ``null:``, ``1.5:`` and a date as pydantic's location
     writes them, 'None', '1.5', 'datetime.date(2026, 1, 1)').
-    Such a key had been looked for under its text, and the error put at the mapping's first key (``s.yaml:3:1: [1]: Keys should be strings`` of a ``1:`` at line 30)."""
+    Such a key had been looked for under its text, and the error put at the mapping's first key
+    (``s.yaml:3:1: [1]: Keys should be strings`` of a ``1:`` at line 30)."""
     if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
         return node.value
     try:
