@@ -121,10 +121,10 @@ def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True,
     at = time.monotonic() + total_s if at is None else at
     plain, tls = _timed(_TimedSocket, at, total_s, per_read_s), _timed(_TimedSSLSocket, at, total_s, per_read_s)
 
-    def connect(address, timeout=socket.getdefaulttimeout(), source_address=None):
+    def connect(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None):  # noqa: SLF001 - urllib's
         sock = socket.create_connection(address, timeout, source_address)
         timed = plain(sock.family, sock.type, sock.proto, fileno=sock.detach())
-        timed.settimeout(timeout)
+        timed.settimeout(min(per_read_s, max(at - time.monotonic(), 0.001)))  # the request's writes too
         return timed
 
     class Plain(http.client.HTTPConnection):
