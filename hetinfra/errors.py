@@ -238,6 +238,21 @@ class InvalidInputError(HetinfraError):
     exit_code = 2
 
 
+class WriteError(InvalidInputError, OSError):
+    """A file hetinfra writes could not be written: a full disk or quota, a read-only or unwritable folder
+    (exit 2, naming the file and the system's reason). An OSError too (with its errno, strerror and
+    filename), so a caller that says it in its own words (`plan --out`: "nothing was changed there")
+    still does; where none does, the CLI edge prints it (a full disk was an OSError traceback in
+    `profile-import --out`, `replan`, `apply` and `status`)."""
+
+    @classmethod
+    def of(cls, exc: OSError, path) -> "WriteError":
+        error = cls(f"cannot write {path}: {exc.strerror or exc}",
+                    hint="free space on its disk, or make the folder writable (or choose another place)")
+        error.errno, error.strerror, error.filename = exc.errno, exc.strerror, exc.filename or str(path)
+        return error
+
+
 class InfeasibleError(HetinfraError):
     """No plan satisfies the spec; the message names what to relax (exit 3)."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hetinfra.csvtext import is_plain_number
-from hetinfra.errors import HetinfraError, InvalidInputError
+from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
 MAX_READ_BYTES = 64 << 20
@@ -296,6 +296,7 @@ def atomic_write_texts(files: dict[Path, str], *, through_links: bool = False) -
     made = sorted({d for path in paths for d in (path.parent, *path.parent.parents) if not d.exists()},
                   key=lambda d: len(d.parts), reverse=True)  # the folders this write makes, deepest first
     temps: list[str] = []
+    path = paths[0] if paths else Path()
     try:
         for path, text in zip(paths, files.values()):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,15 +309,22 @@ def atomic_write_texts(files: dict[Path, str], *, through_links: bool = False) -
                 os.fsync(fh.fileno())
         for tmp, path in zip(temps, paths):
             os.replace(tmp, path)
-    except BaseException:
-        for tmp in temps:
-            Path(tmp).unlink(missing_ok=True)
-        for folder in made:
-            try:
-                folder.rmdir()
-            except OSError:
-                pass  # not empty (another writer's file) or already gone
+    except BaseException as exc:
+        _remove_unwritten(temps, made)
+        if isinstance(exc, OSError) and not isinstance(exc, HetinfraError):
+            raise WriteError.of(exc, path) from None  # exit 2 naming the file, where no caller says it
         raise
+
+
+def _remove_unwritten(temps: list[str], made: list[Path]) -> None:
+    """The temporary files of a write that failed, and the folders made for them."""
+    for tmp in temps:
+        Path(tmp).unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # not empty (another writer's file) or already gone
 
 
 def _refuse_special(path: Path) -> None:

@@ -14,13 +14,16 @@ an OSError, so a caller's ``except OSError`` takes it as it takes a refused conn
 from __future__ import annotations
 
 import http.client
+import socket
+import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from hetinfra.errors import InvalidInputError
 
-__all__ = ["AnswerError", "checked_url", "get", "shown_url", "url_problem"]
+__all__ = ["AnswerError", "checked_url", "deadline_opener", "get", "shown_url", "url_problem"]
 
 
 def url_problem(url: str) -> str | None:
@@ -71,17 +74,97 @@ class AnswerError(OSError):
     """No usable answer: none came, it was not HTTP, or its body was cut short or too long."""
 
 
+# ---- answers within a deadline ---------------------------------------------------------------------------
+# A socket timeout bounds each read, not the answer: a server that sends a byte a second (its headers or its
+# body) never trips it, and `replan --demand-from URL` (60 s a read, a log of up to 1 GiB) and `feeds refresh`
+# (whose deadline was checked between 64 KiB reads, each of which waited until it was full) ran on for days.
+# Every read of a connection these openers make waits at most what is left of the deadline.
+
+def _read(sock, read, *args):
+    """``read(*args)`` of ``sock`` (a class of :func:`_timed`) waiting at most what is left of its deadline
+    (and at most the time one read may take); none left is a TimeoutError saying so."""
+    left = sock.deadline_at - time.monotonic()
+    if left > 0:
+        sock.settimeout(min(left, sock.per_read_s))
+        try:
+            return read(*args)
+        except TimeoutError:
+            if sock.deadline_at > time.monotonic():
+                raise  # one read's own limit
+    raise TimeoutError(f"no whole answer within {sock.deadline_s:g} s")
+
+
+class _TimedSocket(socket.socket):
+    __slots__ = ()
+
+    def recv_into(self, buffer, nbytes=0, flags=0):
+        return _read(self, super().recv_into, buffer, nbytes, flags)
+
+    def recv(self, bufsize, flags=0):
+        return _read(self, super().recv, bufsize, flags)
+
+
+class _TimedSSLSocket(ssl.SSLSocket):
+    def recv_into(self, buffer, nbytes=None, flags=0):
+        return _read(self, super().recv_into, buffer, nbytes, flags)
+
+
+def _timed(base: type, at: float, total: float, per_read: float) -> type:
+    return type(base.__name__, (base,), {"deadline_at": at, "deadline_s": total, "per_read_s": per_read})
+
+
+def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True,
+                    at: float | None = None) -> urllib.request.OpenerDirector:
+    """An opener whose connections end every read by ``at`` (time.monotonic(); default ``total_s`` from
+    now) and wait at most ``per_read_s`` for one; ``proxies``: False for loopback servers (never through an
+    environment proxy). A read past the deadline raises TimeoutError (an OSError)."""
+    at = time.monotonic() + total_s if at is None else at
+    plain, tls = _timed(_TimedSocket, at, total_s, per_read_s), _timed(_TimedSSLSocket, at, total_s, per_read_s)
+
+    def connect(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None):  # noqa: SLF001 - urllib's
+        sock = socket.create_connection(address, timeout, source_address)
+        timed = plain(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        timed.settimeout(min(per_read_s, max(at - time.monotonic(), 0.001)))  # the request's writes too
+        return timed
+
+    class Plain(http.client.HTTPConnection):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self._create_connection = connect
+
+    class Tls(http.client.HTTPSConnection):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self._create_connection = connect
+
+    context = ssl.create_default_context()
+    context.sslsocket_class = tls
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(Plain, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(Tls, req, context=context)
+
+    return urllib.request.build_opener(Http(), Https(), *([] if proxies else [urllib.request.ProxyHandler({})]))
+
+
 def get(request: str | urllib.request.Request, *, timeout: float, max_bytes: int = 1 << 20,
-        opener: urllib.request.OpenerDirector | None = None) -> tuple[int, bytes]:
-    """(status, body) of one request. An answer of 4xx/5xx raises urllib.error.HTTPError as urllib
-    does (callers read its code); anything else that goes wrong raises AnswerError. Only http(s): a
-    URL read from a file (state.json's gateways) that says file:// or ftp:// is no server's answer."""
+        proxies: bool = True, total: float | None = None) -> tuple[int, bytes]:
+    """(status, body) of one request: the whole answer within ``total`` seconds (default ``timeout``,
+    which bounds each read; :func:`deadline_opener`). An answer of 4xx/5xx raises urllib.error.HTTPError
+    as urllib does (callers read its code); anything else that goes wrong raises AnswerError. Only
+    http(s): a URL read from a file (state.json's gateways) that says file:// or ftp:// is no server's
+    answer. ``proxies``: False never sends the request through an environment proxy."""
     url = request.full_url if isinstance(request, urllib.request.Request) else str(request)
     problem = url_problem(url)
     if problem:
         raise AnswerError(f"{shown_url(url)!r}: {problem}")
+    opener = deadline_opener(timeout if total is None else total, timeout, proxies=proxies)
     try:
-        with (opener.open if opener else urllib.request.urlopen)(request, timeout=timeout) as resp:
+        with opener.open(request, timeout=timeout) as resp:
             body = resp.read(max_bytes + 1)
             short = resp.length  # what the Content-Length still promises after the read
             status = resp.status

@@ -20,7 +20,7 @@ from typing import Iterator
 from hetinfra.errors import HetinfraError, InvalidInputError
 from hetinfra.fileio import mode_for
 
-__all__ = ["glob_escape", "kept_dir", "out_dir", "replace_dir", "staged_dir"]
+__all__ = ["folder_turn", "glob_escape", "kept_dir", "out_dir", "replace_dir", "staged_dir"]
 
 
 def replace_dir(target: Path, files: dict[str, str]) -> None:
@@ -51,13 +51,31 @@ def _new_stage(target: Path) -> Path:
 
 @contextmanager
 def _swap_turn(target: Path) -> Iterator[None]:
-    """Hold the out dirs of ``target``'s folder for one swap (``flock`` on the folder, released when
-    its descriptor closes, by a killed process too): two runs writing one OUT at once (two `plan
-    --out OUT`, a `replan` beside a `plan`) swapped in turn, and one could find OUT moved aside by
-    the other, put its copy there, and then fail to rename onto the other's (an OSError traceback,
-    the old OUT left in a ``.OUT.old.*`` folder). In turn, the last one's OUT is the one kept, whole.
-    The state files a swap takes fresh (``fresh``) are taken in the same turn."""
-    fd = os.open(target.parent, os.O_RDONLY)
+    """Hold the out dirs of ``target``'s folder for one swap (:func:`folder_turn`): two runs writing one OUT
+    at once (two `plan --out OUT`, a `replan` beside a `plan`) swapped in turn, and one could find OUT
+    moved aside by the other, put its copy there, and then fail to rename onto the other's (an OSError
+    traceback, the old OUT left in a ``.OUT.old.*`` folder). In turn, the last one's OUT is the one kept,
+    whole. The state files a swap takes fresh (``fresh``) are taken in the same turn."""
+    with folder_turn(target.parent):
+        yield
+
+
+@contextmanager
+def folder_turn(folder: Path) -> Iterator[None]:
+    """One process at a time among those that take ``folder``'s turn: ``flock`` on the folder (the
+    nearest one there, where ``folder`` is not made yet), released when its descriptor closes, by a
+    killed process too. Out dir swaps take it, and so does every read-modify-write of a file others
+    write too (`profile --merge`, `profile-import --merge` into one profiles.csv: eight imports at once
+    kept four or five of their eight rows, each writing back the file as it had read it). A folder that
+    cannot be opened (no read permission) is written without a turn, as before."""
+    folder = Path(folder)
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -19,7 +19,7 @@ import urllib.parse
 
 from hetinfra.price_feeds.base import FeedAdapter, FetchContext
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS
-from hetinfra.price_feeds.http import FetchError
+from hetinfra.price_feeds.http import MAX_ANSWER_NUMBER, FetchError, answer_number
 
 API_VERSION = "2023-01-01-preview"
 FILTER = ("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
@@ -96,9 +96,9 @@ class AzureRetailAdapter(FeedAdapter):
                     continue
                 if item.get("unitOfMeasure") != "1 Hour" or item.get("currencyCode", "USD") != "USD":
                     continue
-                try:
-                    price = float(item.get("retailPrice", item.get("unitPrice")))
-                except (TypeError, ValueError):
+                # a price <= 0 is dropped later, counted; what is no figure (a boolean, NaN, text) is skipped
+                price = answer_number(item.get("retailPrice", item.get("unitPrice")), least=-MAX_ANSWER_NUMBER)
+                if price is None:
                     continue
                 key = (sku, region)
                 target = spot if is_spot(item) else od

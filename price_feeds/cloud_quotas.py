@@ -66,7 +66,7 @@ from hetinfra.price_feeds.caps import AvailabilityCap
 from hetinfra.price_feeds.cloud_skus import (azure_location_restrictions, azure_pages, azure_restriction_caps,
                                              azure_skus_url, gcp_zone_accelerators, gcp_zone_caps)
 from hetinfra.price_feeds.families import AZURE_GPU_SKUS
-from hetinfra.price_feeds.http import FetchError, HttpClient
+from hetinfra.price_feeds.http import FetchError, HttpClient, answer_number
 from hetinfra.procs import run_group
 
 GCP_BASE_URL = "https://compute.googleapis.com"
@@ -175,7 +175,7 @@ class BearerClient(HttpClient):
         self.host = urllib.parse.urlsplit(base_url).hostname or ""
 
     def _opener(self, url: str) -> urllib.request.OpenerDirector:  # HttpClient's hook, per request
-        opener = HttpClient._opener(url)
+        opener = super()._opener(url)
         opener.add_handler(_BearerHandler(self._token, self.host))
         return opener
 
@@ -198,11 +198,12 @@ def _gcp_quotas(body) -> dict[str, tuple[float, int]]:
         raise FetchError("no quotas list in the response")
     out = {}
     for q in body["quotas"]:
-        try:
-            limit, usage = float(q.get("limit", 0)), float(q.get("usage", 0))
-            out[str(q["metric"])] = (limit, max(0, math.floor(limit - usage)))
-        except (AttributeError, KeyError, TypeError, ValueError):
+        if not isinstance(q, dict) or not isinstance(q.get("metric"), str):
             continue
+        limit, usage = answer_number(q.get("limit", 0)), answer_number(q.get("usage", 0))
+        if limit is None or usage is None:  # not a figure (a boolean, NaN, an infinity, text): no quota read
+            continue
+        out[q["metric"]] = (limit, max(0, math.floor(limit - usage)))
     return out
 
 
@@ -286,9 +287,12 @@ def _azure_usages(client: HttpClient, url: str) -> dict[str, tuple[float, float]
     for u in azure_pages(client, url, "usages"):
         try:
             name = u["name"]["value"] if isinstance(u.get("name"), dict) else u["name"]
-            out[_norm(str(name))] = (float(u["limit"]), float(u.get("currentValue") or 0))
-        except (AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError):
             continue
+        limit = answer_number(u.get("limit"), least=-1.0)  # -1: no limit
+        current = 0 if u.get("currentValue") is None else answer_number(u["currentValue"])
+        if limit is not None and current is not None and isinstance(name, str):
+            out[_norm(name)] = (limit, current)
     return out
 
 

@@ -27,7 +27,7 @@ import urllib.parse
 
 from hetinfra.price_feeds.base import FeedAdapter, FeedNotConfigured, FetchContext
 from hetinfra.price_feeds.families import GCP_GPU_SKU_NAMES, GCP_MACHINE_TYPES, gcp_host_gpu
-from hetinfra.price_feeds.http import FetchError
+from hetinfra.price_feeds.http import FetchError, answer_number
 
 COMPUTE_SERVICE = "6F81-5844-456A"
 MAX_PAGES = 200
@@ -40,16 +40,24 @@ SLICE_RE = re.compile(r"^(?P<name>.+?\(1 gpu slice\)) running in (?P<geo>.+)$")
 UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
 
 
+def _or_zero(value, *, most: float = 1e12) -> int | None:
+    """A whole figure of a price, 0 where the answer leaves it out (protobuf's JSON omits a zero field)."""
+    return 0 if value is None else answer_number(value, whole=True, most=most)
+
+
 def unit_price(sku: dict) -> tuple[float, str] | None:
     """(USD per usage unit, usage unit) of a SKU's current pricing, from its first tier."""
     try:
         expr = sku["pricingInfo"][0]["pricingExpression"]
         rates = expr["tieredRates"]
-        rate = next((r for r in rates if float(r.get("startUsageAmount", 0) or 0) == 0), rates[0])
+        rate = next((r for r in rates if _or_zero(r.get("startUsageAmount")) == 0), rates[0])
         up = rate["unitPrice"]
-        return int(up.get("units", 0) or 0) + int(up.get("nanos", 0) or 0) / 1e9, expr.get("usageUnit", "")
-    except (KeyError, IndexError, TypeError, ValueError, StopIteration):
+        units, nanos = _or_zero(up.get("units")), _or_zero(up.get("nanos"), most=999_999_999)
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError, StopIteration):
         return None
+    if units is None or nanos is None:  # not a figure (a boolean, NaN, text): no price of this SKU
+        return None
+    return units + nanos / 1e9, expr.get("usageUnit", "")
 
 
 def classify(sku: dict) -> tuple[str, str, bool] | None:

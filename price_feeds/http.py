@@ -14,6 +14,7 @@ import email.utils
 import http.client
 import io
 import json
+import math
 import re
 import socket
 import time
@@ -29,6 +30,35 @@ from hetinfra.fileio import json_value
 USER_AGENT = "hetinfra-feeds/0.1 (+https://github.com/hetinfra)"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _SECRET_RE = re.compile(r"((?:^|[?&])(?:key|api_key|apikey|token|sig)=)[^&#]*", re.IGNORECASE)
+
+
+#: the largest figure read from a cloud's answer (a quota, a count, a price): past it a figure is a broken answer
+MAX_ANSWER_NUMBER = 1e12
+_DECIMAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+
+
+def answer_number(value: Any, *, whole: bool = False, least: float = 0.0,
+                  most: float = MAX_ANSWER_NUMBER) -> float | int | None:
+    """A figure of a cloud's JSON answer (a price list's price, a quota's limit and usage), or None
+    where it is none: the one reader of them, so every adapter drops or skips such a figure alike.
+
+    A JSON number, or a decimal string (GCP writes its int64 fields as strings: ``"units": "12"``),
+    finite and in ``least..most``, whole where ``whole``. A boolean is no figure (``float(True)`` had
+    made ``"retailPrice": true`` a price of $1.00/h, a GCP quota ``"limit": true`` one GPU), nor is
+    NaN, an infinity or a figure past ``most`` (a quota ``"limit": "inf"`` was an OverflowError
+    traceback in `plan --availability`, whose quota reader never raises)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > 40 or not _DECIMAL.match(text):
+            return None
+        value = float(text)
+    elif isinstance(value, int):
+        value = float(value) if abs(value) <= most + 1 else math.inf  # float() of a 400-digit int raises
+    if not math.isfinite(value) or not least <= value <= most or (whole and value != int(value)):
+        return None
+    return int(value) if whole else value
 
 
 class FetchError(FeedError):
@@ -122,12 +152,15 @@ class HttpClient:
                              hint="raise the deadline (HETINFRA_FEEDS_DEADLINE_S) or fetch fewer regions")
         return left
 
-    @staticmethod
-    def _opener(url: str) -> urllib.request.OpenerDirector:
+    def _opener(self, url: str) -> urllib.request.OpenerDirector:
+        """An opener whose every read ends by the client's deadline (hetinfra.httpget.deadline_opener): it
+        was checked between 64 KiB reads, each of which waited until it was full, so a feed that sent a
+        byte a second ran past any deadline. Loopback traffic never goes through an environment proxy."""
+        from hetinfra.httpget import deadline_opener
+
         host = urllib.parse.urlsplit(url).hostname or ""
-        if host in _LOOPBACK:  # never send loopback traffic through an environment proxy
-            return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        return urllib.request.build_opener()
+        return deadline_opener(self.deadline_s, self.timeout_s, proxies=host not in _LOOPBACK,
+                               at=time.monotonic() + self.remaining())
 
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))

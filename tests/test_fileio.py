@@ -333,3 +333,71 @@ def test_property_a_file_a_flag_names_is_written_through_its_links(tmp_path_fact
     assert sorted(p.name for p in (base / "shared").iterdir()) == ["p.csv"]  # no temporary file left
     atomic_write_text(links[0], "replaced\n")  # OUT's writer: the link is replaced, its file kept
     assert not links[0].is_symlink() and target.read_bytes().decode() == text
+
+
+# ---- a write the system refuses (a full disk, a read-only folder): exit 2 naming the file -------------------
+
+import errno as _errno  # noqa: E402
+import tempfile as _tempfile  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from hetinfra.fileio import atomic_write_texts  # noqa: E402
+
+#: where a write can fail, as the system says it: (the call patched, errno)
+FAILURES = st.tuples(st.sampled_from(["mkstemp", "fsync", "replace", "write"]),
+                     st.sampled_from([_errno.ENOSPC, _errno.EDQUOT, _errno.EROFS, _errno.EACCES, _errno.EIO]))
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(names=st.lists(st.sampled_from(["a.csv", "b.json", "sub/c.yaml", "p.csv"]), min_size=1, max_size=3, unique=True),
+       failure=FAILURES, nth=st.integers(0, 2), old=st.booleans())
+def test_a_write_the_system_refuses_is_exit_2_naming_the_file(tmp_path_factory, names, failure, nth, old):
+    """Any write of 1-3 files (``fileio.atomic_write_texts``, every file hetinfra writes: a profile CSV,
+    state.json, plan.json, the replan journal) that the system refuses at any step (no space, a quota, a
+    read-only disk, no permission, an I/O error) is a WriteError (hetinfra.errors): exit 2 naming a file it
+    writes and the system's reason, an OSError with the same errno for callers that say it their way, nothing
+    replaced and no temporary file left. A full disk was an OSError traceback in `profile-import --out` and `replan`."""
+    folder = tmp_path_factory.mktemp("w")
+    if old:
+        for n in names:
+            (folder / n).parent.mkdir(parents=True, exist_ok=True)
+            (folder / n).write_text("old")
+    call, code = failure
+    nth = min(nth, len(names) - 1)  # each of these calls is made once per file: the (nth + 1)-th fails
+    calls = {"n": 0}
+    real = {"mkstemp": _tempfile.mkstemp, "fsync": os.fsync, "replace": os.replace}
+
+    def failing(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] > nth:
+            raise OSError(code, os.strerror(code))
+        return real[call](*args, **kw) if call in real else None
+
+    target = {"mkstemp": "tempfile.mkstemp", "fsync": "os.fsync", "replace": "os.replace"}.get(call)
+    patched = mock.patch(target, failing) if target else mock.patch("os.fdopen", lambda fd, mode: _Full(fd, code))
+    with patched, pytest.raises(OSError) as caught:
+        atomic_write_texts({folder / n: "new" for n in names})
+    error = caught.value
+    assert isinstance(error, InvalidInputError) and isinstance(error, OSError) and error.exit_code == 2
+    assert error.errno == code and os.strerror(code) in error.message
+    assert any(str(folder / n) in error.message for n in names), error.message
+    left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert not any(p.rsplit("/", 1)[-1].startswith(".") for p in left), left  # no temporary file
+    if call != "replace":
+        assert all((folder / n).read_text() == "old" for n in names) if old else left == []
+
+
+class _Full:
+    """A file whose writes the system refuses (os.fdopen's stand-in), closing its descriptor."""
+
+    def __init__(self, fd: int, code: int):
+        self.fd, self.code = fd, code
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+    def write(self, text):
+        raise OSError(self.code, os.strerror(self.code))

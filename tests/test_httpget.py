@@ -32,9 +32,12 @@ class OneShot:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            with conn:
-                conn.recv(65536)
-                conn.sendall(self.answer)
+            self._answer(conn)
+
+    def _answer(self, conn):
+        with conn:
+            conn.recv(65536)
+            conn.sendall(self.answer)
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +143,70 @@ def test_only_http_is_asked(url):
     """A URL read from a file (state.json's gateways) is asked only over http(s): urllib opens file://."""
     with pytest.raises(AnswerError, match="not an http"):
         get(url, timeout=1)
+
+
+# ---- an answer that trickles: the whole of it within the deadline (hetinfra.httpget.deadline_opener) --------
+
+import time  # noqa: E402
+
+from hetinfra.price_feeds.http import FetchError, HttpClient  # noqa: E402
+
+#: answers that come a few bytes at a time: the status line and headers, a body of a stated length, a chunked
+#: body, a body that ends with the connection; each piece is (bytes sent at once, then the wait before the next)
+TRICKLES = {
+    "headers": (b"HTTP/1.1 200 OK\r\n", b"X-A: " + b"a" * 400),
+    "body": (b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", b"x" * 5000),
+    "chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"1\r\nx\r\n" * 800),
+    "until closed": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b"x" * 5000),
+}
+
+
+class Trickle(OneShot):
+    """A loopback server that sends ``TRICKLES[kind]``: the first part at once, then ``step`` bytes every
+    ``every`` seconds, for at most ``lasts`` seconds (then it closes): each read waits far less than a
+    read's time limit, and the whole answer far longer than the deadline."""
+
+    def __init__(self, kind: str, step: int, every: float, lasts: float = 4.0):
+        self.first, self.rest = TRICKLES[kind]
+        self.step, self.every, self.lasts = step, every, lasts
+        super().__init__()
+
+    def _answer(self, conn):
+        threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn):
+        end = time.monotonic() + self.lasts
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(self.first)
+                for at in range(0, len(self.rest), self.step):
+                    if time.monotonic() > end:
+                        return
+                    time.sleep(self.every)
+                    conn.sendall(self.rest[at:at + self.step])
+            except OSError:
+                return
+
+
+@settings(max_examples=8, derandomize=True, deadline=None)
+@given(kind=st.sampled_from(sorted(TRICKLES)), step=st.integers(1, 3), every=st.sampled_from([0.05, 0.1, 0.2]),
+       reader=st.sampled_from(["httpget", "feeds"]))
+def test_an_answer_that_trickles_ends_by_the_deadline(kind, step, every, reader):
+    """A server that sends its status line, headers or body a few bytes at a time (each read waits less than
+    a read's limit) is answered within the reader's deadline: `hetinfra.httpget.get` (timeout 0.8 s: health
+    checks, a gateway's weights, `replan --demand-from`) an AnswerError, the price feeds' client (deadline
+    0.8 s) a FetchError. Each read had its own limit only: `replan --demand-from URL` and `feeds refresh` of
+    such a server ran on for days (here: until the server gave up, 4 s)."""
+    server = Trickle(kind, step, every)
+    t0 = time.monotonic()
+    try:
+        if reader == "httpget":
+            with pytest.raises(AnswerError):
+                get(server.url, timeout=0.8)
+        else:
+            with pytest.raises(FetchError):
+                HttpClient(timeout_s=0.8, deadline_s=0.8, retries=0).get_bytes(server.url)
+    finally:
+        server.sock.close()
+    assert time.monotonic() - t0 < 0.8 + 0.6, f"{kind}: {time.monotonic() - t0:.1f} s"

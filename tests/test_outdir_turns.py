@@ -72,3 +72,62 @@ def test_two_runs_writing_one_out_dir_swap_in_turn(tmp_path, monkeypatch, state,
     assert (out / "who.txt").read_text() == "B"  # the last swap's, whole
     assert (out / "state.json").exists() == state
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f".out{n}.")) == []
+
+
+# ---- read-modify-writes of one file take its folder's turn too (hetinfra.outdir.folder_turn) ----------------
+
+def _row(k: int):
+    from hetinfra.perf.profiles import ProfileRow
+
+    return ProfileRow(model="m", gpu="L4", tp=1, pp=1, input_tokens=100 + k, output_tokens=50, ttft_slo_ms=2000,
+                      tpot_slo_ms=100, max_rps=1.5 + k, origin=f"run {k}", statistic="p99")
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, database=None)
+@given(writers=st.integers(2, 4), before=st.integers(1, 3), link=st.booleans())
+def test_merges_into_one_profile_at_once_keep_every_row(tmp_path_factory, writers, before, link):
+    """`profile-import --merge --out p.csv` (and `profile --merge`) run at once, each with rows of its own
+    cells, into one file (``before`` rows there already: the file named directly or through a link): every
+    row is kept. Each had read the file, merged its rows and written it back as it read it, so the last
+    writer dropped the others' rows (eight imports at once kept four or five of eight). The readers here
+    wait for one another (up to 0.3 s) once they have read: where the reads are not in turn, all read first."""
+    from hetinfra.perf import profiles
+    from hetinfra.perf.profile_csv import write_profile_csv
+
+    folder = tmp_path_factory.mktemp("merge")
+    path = folder / "p.csv"
+    write_profile_csv([_row(100 + k) for k in range(before)], path)
+    if link:  # a link to a shared file
+        (folder / "shared").mkdir()
+        os.replace(path, folder / "shared" / "p.csv")
+        os.symlink(folder / "shared" / "p.csv", folder / "link.csv")
+        path = folder / "link.csv"
+    real_load, read = profiles.load_profiles, threading.Barrier(writers)
+
+    def load_then_wait(p):
+        got = real_load(p)
+        try:
+            read.wait(0.3)
+        except threading.BrokenBarrierError:
+            pass
+        return got
+
+    errors = []
+
+    def merge(k):
+        try:
+            write_profile_csv([_row(k)], path, merge=True)
+        except BaseException as exc:  # noqa: BLE001 - a failure is the finding
+            errors.append(exc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(profiles, "load_profiles", load_then_wait)
+        threads = [threading.Thread(target=merge, args=(k,)) for k in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+    assert errors == []
+    kept = {r.input_tokens for r in profiles.load_profiles(path)}
+    assert kept == {100 + k for k in range(writers)} | {200 + k for k in range(before)}
+    assert not link or (folder / "link.csv").is_symlink()

@@ -16,6 +16,10 @@ from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, M
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict, present
 
+#: the longest `replan --demand-from URL` waits for the whole log (each read: 60 s): a gateway that sends a
+#: byte a second never timed a read out, and the run went on for days; ten minutes move 1 GiB at 1.7 MB/s
+DEMAND_FETCH_S = 600
+
 
 @click.command("replan", context_settings=COMMAND_SETTINGS)
 @click.argument("spec", type=UserPath(dir_okay=False, path_type=Path))
@@ -206,7 +210,7 @@ def fetch_demand(source: str, out: Path) -> Path:
         from hetinfra.replan.demand_log import MAX_LOG_BYTES
 
         try:  # a body cut short or not HTTP at all is an error, never a shorter log (hetinfra.httpget)
-            body = get(req, timeout=60, max_bytes=MAX_LOG_BYTES)[1]
+            body = get(req, timeout=60, max_bytes=MAX_LOG_BYTES, total=DEMAND_FETCH_S)[1]
         except (urllib.error.URLError, OSError) as exc:
             raise FeedError(f"cannot fetch the demand log from {source}: {getattr(exc, 'reason', None) or exc}",
                             hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys? "

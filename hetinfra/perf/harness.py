@@ -19,7 +19,6 @@ import shlex
 import shutil
 import subprocess
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -114,10 +113,10 @@ def resolve_vllm(vllm_cmd: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def _get(opener: urllib.request.OpenerDirector, url: str, timeout: float) -> tuple[int, bytes]:
+def _get(url: str, timeout: float) -> tuple[int, bytes]:
     from hetinfra.httpget import get  # an answer that is not HTTP is an OSError, as no answer is
 
-    return get(url, timeout=timeout, opener=opener)
+    return get(url, timeout=timeout, proxies=False)
 
 
 def check_endpoint(endpoint: str, model: str, timeout_s: float = 5.0) -> list[str]:
@@ -127,13 +126,12 @@ def check_endpoint(endpoint: str, model: str, timeout_s: float = 5.0) -> list[st
     does not answer, InvalidInputError when it answers without ``model`` among its models.
     """
     base = normalize_endpoint(endpoint)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     hint = (f"is the server up (vllm serve {model} ...) and reachable from here? "
             "check the host, port and any tunnel; profile from a machine that can reach it")
     for path in ("/health", "/v1/models"):
         url = base + path
         try:
-            status, body = _get(opener, url, timeout_s)
+            status, body = _get(url, timeout_s)
         except urllib.error.HTTPError as exc:
             if path == "/health" and exc.code in (404, 405):
                 continue  # an OpenAI-compatible server without /health: /v1/models decides

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from contextlib import nullcontext
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,19 +43,30 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
     gpu, tp, pp, sizes and SLO); new rows follow them. Returns the rows written. ``max_rps`` is
     written to 3 decimals.
     """
-    from hetinfra.fileio import atomic_write_text
-    from hetinfra.perf.profiles import load_profiles
+    from hetinfra.fileio import atomic_write_text, written_through
+    from hetinfra.outdir import folder_turn
 
     path = Path(path)
     rows = list(rows)
     if path.exists() and path.is_dir():
         raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
-    if merge and path.exists():
-        new = {cell_key(r) for r in rows}  # the cell a row measures: a new row replaces an old one of it
-        rows = [r for r in load_profiles(path) if cell_key(r) not in new] + rows
     _loads_back(rows)
-    atomic_write_text(path, render_profile_csv(rows), through_links=True)  # --out names it
+    # read and written in one turn of its folder: merges into one file at once each keep the others' rows
+    with folder_turn(written_through(path).parent) if merge else nullcontext():
+        rows = _merged(rows, path) if merge else rows
+        atomic_write_text(path, render_profile_csv(rows), through_links=True)  # --out names it
     return rows
+
+
+def _merged(rows: list[ProfileRow], path: Path) -> list[ProfileRow]:
+    """The rows of the file at ``path`` (if any) that no row of ``rows`` replaces (same model, GPU, layout,
+    sizes and SLOs), then ``rows``."""
+    from hetinfra.perf.profiles import load_profiles
+
+    if not path.exists():
+        return rows
+    new = {cell_key(r) for r in rows}  # the cell a row measures: a new row replaces an old one of it
+    return [r for r in load_profiles(path) if cell_key(r) not in new] + rows
 
 
 def _loads_back(rows: list[ProfileRow]) -> None:

@@ -57,8 +57,13 @@ def replan_lock(out: Path) -> Iterator[None]:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             raise LockedError(f"another replan is running on {out} ({holder}); this run did nothing",
                               hint="it exits 75 so cron can tell; the next scheduled run will go ahead") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} since {now()}".encode())
+        try:  # who holds it, for the run that finds it held (a full disk: exit 2 naming the file)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} since {now()}".encode())
+        except OSError as exc:
+            from hetinfra.errors import WriteError
+
+            raise WriteError.of(exc, out / LOCK) from None
         yield
     finally:
         os.close(fd)  # closing releases the flock

@@ -36,12 +36,32 @@ def _marks(node: yaml.Node, loc: Loc, out: dict[Loc, tuple[int, int]], written: 
         written[loc] = node.value
     elif isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            sub = loc + (key.value,)
+            sub = loc + (_key(key),)
             out[sub] = (key.start_mark.line + 1, key.start_mark.column + 1)
+            written[(KEY,) + sub] = key.value
             _marks(value, sub, out, written)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _marks(item, loc + (i,), out, written)
+
+
+#: ``written``'s entries of how a key is spelled: ``(KEY, *path)``
+KEY = object()
+
+
+def _key(node: yaml.Node) -> Any:
+    """A mapping key as the loaded data holds it, so an error about it finds its line: text, else the value
+    YAML reads (``1:`` the integer 1, ``on:`` True; ``null:``, ``1.5:`` and a date as pydantic's location
+    writes them, 'None', '1.5', 'datetime.date(2026, 1, 1)').
+    Such a key had been looked for under its text, and the error put at the mapping's first key
+    (``s.yaml:3:1: [1]: Keys should be strings`` of a ``1:`` at line 30)."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
+        return node.value
+    try:
+        value = yaml.SafeLoader("").construct_object(node)
+    except yaml.YAMLError:
+        return node.value
+    return value if isinstance(value, int) else repr(value)  # pydantic's location holds other keys as repr()
 
 
 def _unquoted_text_hint(err: dict, loc: Loc, written: dict[Loc, str]) -> str:
@@ -131,6 +151,11 @@ def _inner_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+#: what YAML reads a key that is not text as, by its Python type
+_KINDS = {"int": "a number", "float": "a number", "bool": "true or false", "str": "null", "NoneType": "null",
+          "date": "a date", "datetime": "a time", "bytes": "binary data"}
+
+
 def _fmt_loc(loc: Loc) -> str:
     return dotted(loc) or "(top level)"
 
@@ -171,6 +196,11 @@ def _described(err: dict, marks: dict[Loc, tuple[int, int]], where: str, written
         return f"{at}: unknown field '{field}'" + (f"; {hint}" if hint else "")
     if err["type"] == "missing":
         return f"{at}: missing required field '{field}'"
+    if err["type"] == "invalid_key":
+        spelled = written.get((KEY,) + tuple(loc), str(loc[-1]) if loc else "")
+        kind = type(err["input"] if "input" in err else loc[-1]).__name__ if loc else "not text"
+        return (f"{at}: {_fmt_loc(loc[:-1])}: the key {spelled} is read as {_KINDS.get(kind, kind)}, not text; "
+                f"quote it ('{spelled}':) or correct it")
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]

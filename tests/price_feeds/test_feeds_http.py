@@ -154,3 +154,83 @@ def test_a_body_cut_short_of_its_content_length_is_no_body(cut):
             client.get_bytes(srv.url)
     finally:
         srv.sock.close()
+
+
+# --- figures of the clouds' JSON answers (hetinfra.price_feeds.http.answer_number) -------------------------
+
+from unittest import mock  # noqa: E402
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from hetinfra.price_feeds import cloud_quotas  # noqa: E402
+from hetinfra.price_feeds.azure import AzureRetailAdapter  # noqa: E402
+from hetinfra.price_feeds.config import FeedConfig  # noqa: E402
+from hetinfra.price_feeds.gcp import unit_price  # noqa: E402
+
+#: any JSON value, and the texts and numbers that broke a reader: booleans, NaN and infinities, written as
+#: numbers or as text, figures past any quota, a 400-digit integer, decimal strings
+FIGURES = st.one_of(
+    st.booleans(), st.none(), st.integers(), st.floats(), st.text(max_size=8),
+    st.sampled_from(["inf", "-inf", "nan", "NaN", "Infinity", "1e999", "12", " 3.5 ", "1e3", "0x10", "1_0", "٣",
+                     10 ** 400, 1e300, -1, True, False, [], {}, [1], {"units": 1}]))
+
+
+def _figure(value, *, least: float):
+    """What a reader should make of ``value``: its figure where it is one (a JSON number or a decimal string,
+    finite, in range), else None. Stated apart from the reader, as the documents say it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value.strip()) if isinstance(value, str) else float(value)
+    except (ValueError, OverflowError):
+        return None
+    if isinstance(value, str) and not all(c in "0123456789.eE+-" for c in value.strip()):
+        return None  # nan, inf, 1_0, ٣: float() reads them, JSON and the clouds do not write them
+    return number if number == number and least <= number <= 1e12 else None  # a price <= 0 is dropped later, counted
+
+
+def _azure_price(value):
+    item = {"armSkuName": "Standard_NC4as_T4_v3", "armRegionName": "eastus", "type": "Consumption",
+            "unitOfMeasure": "1 Hour", "currencyCode": "USD", "retailPrice": value,
+            "productName": "Virtual Machines NCasT4_v3 Series", "skuName": "NC4as T4 v3", "meterName": "NC4as T4 v3"}
+    adapter = AzureRetailAdapter(FeedConfig())
+    ctx = mock.Mock(meta={}, offer=lambda **kw: kw["price"])
+    with mock.patch.object(AzureRetailAdapter, "pages", lambda self, ctx: iter([[item]])):
+        return next(iter(adapter.rows(ctx)), None)
+
+
+def _gcp_units(value):
+    sku = {"pricingInfo": [{"pricingExpression": {"usageUnit": "h", "tieredRates": [
+        {"startUsageAmount": 0, "unitPrice": {"units": value, "nanos": 0}}]}}]}
+    got = unit_price(sku)
+    return None if got is None else got[0]
+
+
+def _gcp_quota(value):
+    got = cloud_quotas._gcp_quotas({"quotas": [{"metric": "NVIDIA_L4_GPUS", "limit": value, "usage": 0}]})
+    return got["NVIDIA_L4_GPUS"][0] if got else None
+
+
+def _azure_usage(value):
+    usage = {"name": {"value": "standardNCASv3_T4Family"}, "limit": value, "currentValue": 0}
+    with mock.patch.object(cloud_quotas, "azure_pages", lambda client, url, what: iter([usage])):
+        got = cloud_quotas._azure_usages(None, "")
+    return got[cloud_quotas._norm("standardNCASv3_T4Family")][0] if got else None
+
+
+@settings(max_examples=120, derandomize=True, deadline=None)
+@given(value=FIGURES, reader=st.sampled_from(["azure price", "gcp units", "gcp quota", "azure usage"]))
+def test_every_figure_of_an_answer_is_read_alike(value, reader):
+    """Any JSON value where the Azure Retail Prices API writes a price, the GCP billing catalog a price's
+    units, GCP a quota's limit or Azure a usage's limit is read as its figure or skipped (that row, SKU or
+    quota is not taken), never a traceback (`"limit": "inf"` was an OverflowError in `plan --availability`),
+    never a boolean as 1 (`"retailPrice": true` priced an instance at $1.00/h)."""
+    read = {"azure price": _azure_price, "gcp units": _gcp_units, "gcp quota": _gcp_quota,
+            "azure usage": _azure_usage}[reader]
+    want = _figure(value, least={"azure usage": -1.0, "azure price": -1e12}.get(reader, 0.0))
+    if reader == "gcp units":  # whole dollars (nanos hold the rest); left out (null), none
+        want = 0.0 if value is None else None if want is None or want != int(want) else want
+    got = read(value)
+    assert (got is None) == (want is None), (value, got)
+    if want is not None:
+        assert got == pytest.approx(want)

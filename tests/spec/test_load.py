@@ -107,3 +107,28 @@ def test_a_number_in_another_scripts_digits_is_refused_saying_what_to_write(numb
     assert message.startswith("s.yaml:11:7: models[0].demand.rate_rps:") and "exponent" not in message, message
     assert message.endswith(f"is written with digits of another script, which YAML reads as text: write "
                             f"{number}"), message
+
+
+#: lines of chat.yaml after which a key of the same mapping may go, with that mapping's indent
+KEY_PLACES = [("name: chat", ""), ("  spot: false", "  "), ("      rate_rps: 12", "      "), ("  headroom: 0.1", "  ")]
+
+#: key spellings YAML reads as something other than text: numbers, booleans, null, dates
+KEY_SPELLINGS = st.one_of(
+    st.integers(0, 10**6).map(str), st.floats(0.5, 1e6).map(lambda f: f"{f:.2f}"),
+    st.sampled_from(["yes", "no", "on", "off", "true", "False", "null", "~", "2026-01-01", "0x10", "1_000"]))
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(place=st.sampled_from(KEY_PLACES), spelled=KEY_SPELLINGS)
+def test_a_key_yaml_reads_as_no_text_is_named_at_its_line(place, spelled):
+    """A mapping key YAML reads as a number, a boolean, null or a date (``1:``, ``on:``, ``~:``,
+    ``2026-01-01:``), in any mapping of the spec, is refused at its own line, as written, with how to quote
+    it: the error had been put at the mapping's first key (``s.yaml:3:1: [1]: Keys should be strings`` of a
+    ``1:`` at line 30; ``infrastructure[1]`` of an ``on:``), looked for under the key's text."""
+    after, indent = place
+    lines = CHAT.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.rstrip("\n") == after) + 1
+    text = "".join(lines[:at] + [f"{indent}{spelled}: 3\n"] + lines[at:])
+    message = _error_of(text)
+    assert message.startswith(f"svc.yaml:{at + 1}:{len(indent) + 1}: "), message
+    assert f"the key {spelled} is read as" in message and "not text" in message, message
