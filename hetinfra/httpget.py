@@ -137,15 +137,16 @@ def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True,
             super().__init__(*args, **kw)
             self._create_connection = connect
 
-    context = ssl.create_default_context()
-    context.sslsocket_class = tls
-
     class Http(urllib.request.HTTPHandler):
         def http_open(self, req):
             return self.do_open(Plain, req)
 
     class Https(urllib.request.HTTPSHandler):
         def https_open(self, req):
+            # made here, for https only: loading the CA store takes tens of milliseconds, which every
+            # loopback http request (status, apply's health waits, the gateway's tests) paid
+            context = ssl.create_default_context()
+            context.sslsocket_class = tls
             return self.do_open(Tls, req, context=context)
 
     return urllib.request.build_opener(Http(), Https(), *([] if proxies else [urllib.request.ProxyHandler({})]))
