@@ -27,6 +27,23 @@ def is_plain_number(cell: str) -> bool:
     return PLAIN_NUMBER.fullmatch(cell) is not None
 
 
+
+def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,
+                whole: bool = False) -> float | None:
+    """A CSV cell as a finite number in [lo, hi] (None when empty), or an InvalidInputError naming
+    ``where`` (file:line) and the column: the one parser of every number read from a user's CSV."""
+    raw = (raw or "").strip()
+    if raw == "":
+        return None
+    if not is_plain_number(raw):
+        raise InvalidInputError(f"{where}: column '{column}' is {raw[:40]!r}, not a number",
+                                hint="write it with ASCII digits, an optional sign, point and exponent (1500, 0.25, 1e-3)")
+    value = float(raw)
+    if value != value or not lo <= value <= hi or (whole and value != int(value)):
+        kind = "a whole number" if whole else "a number"
+        raise InvalidInputError(f"{where}: column '{column}' must be {kind} in [{lo:g}, {hi:g}], got {raw[:40]!r}")
+    return value
+
 def looks_like_header(row: list[str]) -> bool:
     """Whether the first row of a headerless-or-not CSV is a header: no cell of it reads as a number.
     (A first row ``512.0,128`` or ``1e3,64`` is data; one number among names is a broken row, which

@@ -26,7 +26,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from hetinfra.csvtext import is_plain_number
 from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
@@ -369,23 +368,6 @@ def open_append(path: str | Path, what: str, hint: str | None = None):
                                 hint=hint or "give the path of a regular file (a new one is created)")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
-
-
-def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,
-                whole: bool = False) -> float | None:
-    """A CSV cell as a finite number in [lo, hi] (None when empty), or an InvalidInputError naming
-    ``where`` (file:line) and the column: the one parser of every number read from a user's CSV."""
-    raw = (raw or "").strip()
-    if raw == "":
-        return None
-    if not is_plain_number(raw):
-        raise InvalidInputError(f"{where}: column '{column}' is {raw[:40]!r}, not a number",
-                                hint="write it with ASCII digits, an optional sign, point and exponent (1500, 0.25, 1e-3)")
-    value = float(raw)
-    if value != value or not lo <= value <= hi or (whole and value != int(value)):
-        kind = "a whole number" if whole else "a number"
-        raise InvalidInputError(f"{where}: column '{column}' must be {kind} in [{lo:g}, {hi:g}], got {raw[:40]!r}")
-    return value
 
 
 def _non_finite_at(doc: object, path: str = "$") -> str | None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Iterable
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import number_cell
+from hetinfra.fileio import read_text
 from hetinfra.csvtext import csv_records
 
 #: the largest cap a caps CSV may give (one region's GPUs of one kind)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.facts import CLOCK_AHEAD_S, CLOUDS, MAX_PRICE_USD_PER_HOUR
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import number_cell
+from hetinfra.fileio import read_text
 from hetinfra.csvtext import csv_records
 
 #: Clouds hetinfra can deploy to (IaC and SkyPilot). Any other cloud name in an offers file is a

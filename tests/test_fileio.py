@@ -51,7 +51,8 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from hetinfra.errors import HetinfraError, InvalidInputError  # noqa: E402
-from hetinfra.fileio import dumps_strict, number_cell, read_text  # noqa: E402
+from hetinfra.csvtext import number_cell  # noqa: E402
+from hetinfra.fileio import dumps_strict, read_text  # noqa: E402
 from hetinfra.outdir import staged_dir  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 

@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import number_cell
+from hetinfra.fileio import read_text
 from hetinfra.csvtext import csv_records
 from hetinfra.spec.base import is_resource_word
 from hetinfra.spec.deploy import VLLM_VERSION
 from hetinfra.spec.models import MIN_RATE_RPS
 
 COLUMNS = ("model", "gpu", "tp", "pp", "input_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "max_rps")
-#: each numeric column's range (lo, hi, whole), read by fileio.number_cell (the one parser of a user's CSV
+#: each numeric column's range (lo, hi, whole), read by csvtext.number_cell (the one parser of a user's CSV
 #: numbers: a 5,000-digit integer was a ValueError whose text told the user to call sys.set_int_max_str_digits)
 RANGES = {"tp": (1, 1024, True), "pp": (1, 1024, True), "input_tokens": (1, 10_000_000, True),
           "output_tokens": (1, 10_000_000, True), "ttft_slo_ms": (1e-9, 1e9, False),

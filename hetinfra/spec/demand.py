@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.fileio import number_cell, read_text
+from hetinfra.csvtext import number_cell
+from hetinfra.fileio import read_text
 from hetinfra.csvtext import check_width, csv_lines, looks_like_header
 from hetinfra.spec.models import DatasetSizes, HistogramSizes, ModelSpec
 
