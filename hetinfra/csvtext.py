@@ -13,7 +13,7 @@ from typing import Iterator
 from hetinfra.errors import InvalidInputError
 
 __all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "comma_items", "csv_header", "csv_lines", "csv_records", "is_plain_number",
-           "looks_like_header", "width_problem"]
+           "looks_like_header", "number_cell", "width_problem"]
 
 
 #: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
@@ -25,7 +25,6 @@ PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-
 def is_plain_number(cell: str) -> bool:
     """Whether ``cell`` (stripped by the caller) is a number as :data:`PLAIN_NUMBER` writes one."""
     return PLAIN_NUMBER.fullmatch(cell) is not None
-
 
 
 def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,

@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Iterator
 
+from hetinfra.csvtext import is_plain_number
 from hetinfra.errors import FeedError
 from hetinfra.fileio import json_value
 
@@ -34,7 +35,6 @@ _SECRET_RE = re.compile(r"((?:^|[?&])(?:key|api_key|apikey|token|sig)=)[^&#]*", 
 
 #: the largest figure read from a cloud's answer (a quota, a count, a price): past it a figure is a broken answer
 MAX_ANSWER_NUMBER = 1e12
-_DECIMAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 
 def answer_number(value: Any, *, whole: bool = False, least: float = 0.0,
@@ -51,7 +51,7 @@ def answer_number(value: Any, *, whole: bool = False, least: float = 0.0,
         return None
     if isinstance(value, str):
         text = value.strip()
-        if len(text) > 40 or not _DECIMAL.match(text):
+        if len(text) > 40 or not is_plain_number(text):  # the language of every number hetinfra reads as text
             return None
         value = float(text)
     elif isinstance(value, int):

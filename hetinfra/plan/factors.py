@@ -35,18 +35,10 @@ def next_factors(sim: dict, doc: dict, g: dict[str, float], ok: dict[str, float]
     floor (``floors``: hetinfra.plan.floors): its miss is its own, and where one is found the model's untried
     layouts go back to their starting factors."""
     model_met = {m["model"]: m["met"] for m in sim["models"]}
-    unit_regime = {a["unit"]: regimes[a["template"]] for a in doc["allocations"]}
-    worst: dict[str, float] = {}
+    unit_regime = _unit_regimes(doc, regimes)
     missed_units = {unit_regime[u["unit"]][1] for u in sim["units"] if u["unit"] in unit_regime
                     and u.get("count") and not u["objective"]["met"]}
-    model_of: dict[str, str] = {}
-    for u in sim["units"]:
-        if u["unit"] not in unit_regime or not u.get("count"):
-            continue
-        r, model = unit_regime[u["unit"]]
-        ratio = u["objective"].get("ratio")
-        worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
-        model_of[r] = model
+    worst, model_of = _worst_by_regime(sim, unit_regime)
     out = dict(g)
     step: dict[tuple[str, bool], float] = {}  # (model, bundle?) -> its worst derating step this round
     floored_now: set[tuple[str, bool]] = set()  # (model, bundle?) of a layout found at its floor this round
@@ -90,22 +82,33 @@ def _factor(r: str, f: float, ratio: float, ok: dict[str, float], bad: dict[str,
     return f
 
 
+def _unit_regimes(doc: dict, regimes: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """Unit -> (regime, model) of ``doc``'s allocations."""
+    return {a["unit"]: regimes[a["template"]] for a in doc["allocations"] if a["template"] in regimes}
+
+
+def _worst_by_regime(sim: dict, unit_regime: dict[str, tuple[str, str]]) -> tuple[dict[str, float], dict[str, str]]:
+    """(regime -> the worst objective ratio of its simulated units, inf where one has none; regime -> its model)."""
+    worst: dict[str, float] = {}
+    model_of: dict[str, str] = {}
+    for u in sim["units"]:
+        if u["unit"] in unit_regime and u.get("count"):
+            r, model = unit_regime[u["unit"]]
+            ratio = u["objective"].get("ratio")
+            worst[r] = max(worst.get(r, 0.0), math.inf if ratio is None else ratio)
+            model_of[r] = model
+    return worst, model_of
+
+
 def record_slack(sim: dict, doc: dict, g: dict[str, float], regimes: dict[str, tuple[str, str]],
                  slack: dict[str, tuple[float, float]]) -> None:
     """Keep in ``slack`` each regime's latest evidence of room: (its factor, its units' worst ratio) from a
     round in which its model met and the ratio was under CREDIT_BELOW; a regime simulated otherwise loses
     its entry (the newer judgement speaks for it). Read by :func:`displaced_credit`."""
     model_met = {m["model"]: m["met"] for m in sim["models"]}
-    regime_of = {a["unit"]: regimes[a["template"]] for a in doc["allocations"] if a["template"] in regimes}
-    worst: dict[str, float] = {}
-    for u in sim["units"]:
-        if u["unit"] in regime_of and u.get("count"):
-            r, model = regime_of[u["unit"]]
-            ratio = u["objective"].get("ratio")
-            ratio = math.inf if ratio is None or not model_met.get(model, True) else ratio
-            worst[r] = max(worst.get(r, 0.0), ratio)
+    worst, model_of = _worst_by_regime(sim, _unit_regimes(doc, regimes))
     for r, ratio in worst.items():
-        if ratio < CREDIT_BELOW:
+        if ratio < CREDIT_BELOW and model_met.get(model_of[r], True):
             slack[r] = (g.get(r, 1.0), ratio)
         else:
             slack.pop(r, None)

@@ -163,7 +163,7 @@ def _baselines(pr: PlanResult, cost: float) -> list[Baseline]:
     for b in pr.baselines:
         itself = b.gpu == own
         if itself:
-            b = _as_baseline(pr, cost)
+            b = _as_baseline(pr, own, cost)
         fields = {"gpu": b.gpu, "feasible": b.feasible}
         if b.feasible:
             fields.update({"cost_usd_per_hour": rounded(b.cost), "instances": b.instances,
@@ -189,14 +189,13 @@ def _one_gpu(pr: PlanResult) -> str | None:
     return next(iter(gpus)) if len(gpus) == 1 else None
 
 
-def _as_baseline(pr: PlanResult, cost: float) -> PlannedBaseline:
+def _as_baseline(pr: PlanResult, gpu: str, cost: float) -> PlannedBaseline:
     """The plan as its own GPU type's baseline. A plan on one GPU type that serves all its demand is a
     single-GPU-type plan, verified where the plan is: that type's separate solve (at the rates and load
     of the plan's last solve, never simulated) read "L40S 10 instances $7.97/h, this plan saves -7.5%"
     beside a verified L40S-only plan whose off-peak fleets missed without $0.60/h more, and "L40S 97
     instances $1017.79/h, saves 30.9%" beside an L40S-only plan the trim had cut to $703.01/h."""
     n = {uid: c for uid, c in pr.result.n.items() if c}
-    gpu = _one_gpu(pr)
     return PlannedBaseline(gpu, True, cost=cost, instances=sum(c * pr.units[uid].template.nodes for uid, c in n.items()),
                            allocation=n)
 
