@@ -4,14 +4,15 @@ simulated as `hetinfra simulate` at the plan's load on the decide seeds 1000, 10
 spec's locality / spot rules (tests/plan/test_minimal.py's _broken_rules) on the smaller plan."""
 import json, subprocess, sys, tempfile
 from pathlib import Path
-sys.path.insert(0, "/work/wt/heldout64")
+REPO = Path(__file__).resolve().parents[3]  # the checkout this file is in: its hetinfra, its tests, its venv
+sys.path.insert(0, str(REPO))
 from hetinfra.sim.minimal import without_allocation, without_one_replica
 from hetinfra.spec.load import load_spec
 from tests.plan.test_minimal import _broken_rules
 
 out = Path(sys.argv[1]); spec_path = sys.argv[2]
 doc = json.loads((out / "plan.json").read_text()); fid = doc["fidelity"]; spec = load_spec(Path(spec_path))[0]
-exe = "/work/wt/heldout64/.venv/bin/hetinfra"
+exe = str(REPO / ".venv" / "bin" / "hetinfra")
 
 
 def refigure(d):

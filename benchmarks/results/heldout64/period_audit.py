@@ -1,9 +1,10 @@
 """Audit each period's fleet of a profile plan on the audit seeds (hetinfra simulate OUT --period K)."""
 import json, subprocess, sys, tempfile
+from pathlib import Path
 out, periods = sys.argv[1], [int(k) for k in sys.argv[2].split(",")]
 seeds = [1000 + 3 * j + 2 for j in range(int(sys.argv[3]) if len(sys.argv) > 3 else 10)]
 doc = json.load(open(f"{out}/plan.json")); fid = doc["fidelity"]
-exe = "/work/wt/heldout64/.venv/bin/hetinfra"
+exe = str(Path(__file__).resolve().parents[3] / ".venv" / "bin" / "hetinfra")  # this checkout's
 for k in periods:
     rows = {}
     for s in seeds:
