@@ -262,15 +262,38 @@ class OverProvisioning(Doc):
     definition: StrictStr = Field(description="How the multiple is searched.")
 
 
+class TrimCheck(Doc):
+    """fidelity.trim.last_pass[]: one removal the trim's last pass checked, and what refused it."""
+
+    unit: StrictStr = Field(description="The unit (allocations[].unit) a replica, or the whole allocation, of "
+                                        "was removed.")
+    whole: StrictBool = Field(description="Whether the whole allocation was removed (else one replica).")
+    refused_by: Optional[StrictStr] = Field(None, description="routing (a class or an origin's left without a "
+                                            "unit), rules (the spec's spot, locality, cap, budget or committed "
+                                            "rules), ceiling (a unit past its measured interval or roofline, "
+                                            "not simulated), simulation (missed on the search's seeds) or "
+                                            "confirmation (missed on the confirm seeds); null: taken, where "
+                                            "the work budget stopped the pass after it.")
+    detail: Optional[StrictStr] = Field(None, description="What refused it, in words.")
+    unit_over: Optional[StrictStr] = Field(None, description="ceiling only: the unit loaded past its ceiling.")
+    ratio: Optional[Number] = Field(None, description="ceiling only: that unit's load over its ceiling at the "
+                                                     "verification load.")
+    basis: Optional[StrictStr] = Field(None, description="ceiling only: which ceiling (its measured interval, or "
+                                                         "a roofline).")
+
+
 class Trim(Doc):
     """fidelity.trim: the replicas the trim removed, how many removals it checked, and those the
     confirmation put back."""
 
     removed: list[dict[str, Any]] = Field(description="Removals the trim kept.")
-    checked_removals: StrictInt = Field(description="Removals simulated.")
+    checked_removals: StrictInt = Field(description="Removals the trim's last pass checked (the length of "
+                                                    "last_pass), each refused unless the work budget stopped it.")
     put_back: list[dict[str, Any]] = Field(description="The final plan's trim removals put back after missing on the "
                                                        "confirm seeds (the last confirmation's; a plan a veto "
                                                        "replaced keeps its own).")
+    last_pass: list[TrimCheck] = Field(default_factory=list, description="The trim's last pass, removal by removal: "
+                                       "why the trim took no more (the plan.json of a version before it has none).")
 
     def replicas_by_unit(self, removals: list[dict[str, Any]]) -> dict[str, int]:
         """Replicas per unit of ``removals`` (this trim's ``removed`` or ``put_back``: a whole unit's

@@ -57,7 +57,7 @@ def fidelity_of(v: Verification, cost_after: float | None, templates: set[str]) 
                                            by_model=v.sustained, definition=OVER_PROVISIONING_DEFINITION
                                            + (UNSERVED_CLAUSE if v.pr.result.leaves_unmet
                                               else "")),
-        trim=Trim(removed=v.trimmed, checked_removals=v.checked_removals, put_back=v.put_back),
+        trim=Trim(removed=v.trimmed, checked_removals=len(v.last_pass), put_back=v.put_back, last_pass=v.last_pass),
         derate={m: round(f, 6) for m, f in sorted(_model_factors(v.pr).items())},
         derate_by_template={t: round(f, 6) for t, f in sorted(v.pr.derate.items()) if t in templates},
         models=[_model_fidelity(m) for m in v.sim["models"]], history=v.history,

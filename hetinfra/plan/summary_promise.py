@@ -141,6 +141,7 @@ def promise_lines(doc: "Plan") -> list[str]:
         out.append(f"verification: ${fid.cost_before_usd_per_hour:.2f}/h before, ${fid.cost_after_usd_per_hour:.2f}/h "
                    f"after ({trim_words(fid)}" + _padded_words(fid)
                    + "); over-provisioning " + ("n/a" if over is None else f"{over:g}x {_demand_served(doc)} sustained"))
+        out.extend(_trim_stop_lines(doc))
         out.extend(_off_peak_lines(fid))
     out.extend(_capacity_lines(doc))
     return out
@@ -183,6 +184,29 @@ def trim_words(fid) -> str:
         return f"{kept} replica(s) trimmed"
     return (f"{kept + back} replica(s) trimmed, {back} put back as the confirmation missed without them, "
             f"so {kept} stay trimmed")
+
+
+def _trim_stop_lines(doc) -> list[str]:
+    """Where the trim's last pass refused a removal without simulating it (fidelity.trim.last_pass: a
+    unit past its ceiling, or a rule of the spec), what refused it, in one line: a reader who sees a
+    unit at 87% wants to know why it keeps the replica a simulation might not need."""
+    fid = doc.fidelity
+    held = sorted((c for c in (fid.trim.last_pass if fid.trim else ()) if c.refused_by in ("ceiling", "rules")),
+                  key=lambda c: c.whole)  # one replica fewer first: the removal a reader has in mind
+    if not held:
+        return []
+    label = {a.unit: f"{a.model} {a.gpu} {a.cloud}/{a.region}" for a in doc.allocations}
+
+    def why(c) -> str:
+        removal = ("all of " if c.whole else "one replica fewer of ") + label.get(c.unit, c.unit)
+        if c.refused_by == "rules":
+            return f"{removal} breaks the spec ({c.detail})"
+        over = "it" if c.unit_over == c.unit else label.get(c.unit_over, c.unit_over)
+        return f"{removal} puts {over} at {c.ratio:.2f}x its {c.basis}"
+
+    more = f"; {len(held) - 2} more in fidelity.trim.last_pass" if len(held) > 2 else ""
+    return [f"trim: kept by a ceiling or a rule of the spec, not by the simulation, at {fid.load:g}x demand: "
+            + "; ".join(map(why, held[:2])) + more]
 
 
 def _off_peak_lines(fid) -> list[str]:

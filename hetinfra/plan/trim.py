@@ -1,7 +1,7 @@
 """Verification's trim (docs/verification.md): remove replicas, one at a time or a whole allocation,
 while the simulation at the verification load still meets and every other rule of the spec still
 holds, until a whole pass removes none. ``sim_of`` is verification's simulator (its ``progress`` and
-``last_pass``, the removals the last pass checked, are read and set here)."""
+``last_pass``, the removals the last pass checked and why each was refused, are read and set here)."""
 
 from __future__ import annotations
 
@@ -23,48 +23,69 @@ def trim(pr: PlanResult, sim_of, confirm=None, steps: list | None = None) -> tup
     removal must also meet (hetinfra.plan.confirm trims again with the confirmation's judge once it
     put a removal back). A removal that loads a unit past its ceiling (hetinfra.plan.ceiling) is not
     simulated."""
-    from hetinfra.sim.minimal import removal_order, without_allocation, without_one_replica
+    from hetinfra.sim.minimal import removal_order
 
     if sim_of.progress is not None:
         sim_of.progress.stage("trim")
     doc = simulation_view(pr)
     sim = sim_of(doc)
     steps = list(steps or ())
+    sim_of.last_pass = []  # a plan that misses checks no removal (not an earlier trim's pass)
     if not sim["met"]:
         return pr, sim, steps
     load = sim_of.config.load
     while True:
-        checked: list[str] = []
+        checked: list[dict] = []
         for uid, whole in removal_order(doc):
             if not current().check(TRIM_CUT):  # the plan as it is: it meets, but may not be minimal
                 sim_of.last_pass = checked
                 return pr, sim, steps
-            candidate = (without_allocation if whole else without_one_replica)(doc, uid)
-            checked.append(uid)
-            if candidate is None:  # a class (or an origin's) left with no unit
-                continue
-            replicas = pr.result.n[uid] if whole else 1
-            pr2 = pr
-            for _ in range(replicas):
-                pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
-            # the simulation judges the load; every other rule of the spec (spot fractions, locality)
-            # must still hold, by the solver's own independent re-check, and no unit may run past
-            # its measured interval or roofline
-            if pr2 is None or breaks_rules(pr2) or sim_of.ceilings.over(candidate, load) \
-                    or not sim_of(candidate)["met"] or (confirm is not None
-                                                        and not confirm(_its_model(candidate, pr, uid))["met"]):
-                continue
-            doc2 = simulation_view(pr2)
-            sim2 = sim_of(doc2)
-            if sim2["met"]:
+            pr2, doc2, sim2, refused = _removal(pr, doc, uid, whole, sim_of, confirm, load)
+            checked.append({"unit": uid, "whole": whole} | refused)
+            if not refused:
                 steps.append(({"unit": uid, "model": pr.units[uid].model,
                                "cost_usd_per_hour": doc2["cost_usd_per_hour"]}
-                              | ({"replicas": replicas} if whole else {}), pr))
+                              | ({"replicas": pr.result.n[uid]} if whole else {}), pr))
                 pr, doc, sim = pr2, doc2, sim2
                 break
         else:
             sim_of.last_pass = checked
             return pr, sim, steps
+
+
+def _removal(pr: PlanResult, doc: dict, uid: str, whole: bool, sim_of, confirm, load: float):
+    """One removal of the trim: (the plan without it, its simulation view, its judgement, {}) where
+    every judge keeps it; (None, None, None, why) where one refuses it, ``why`` being plan.json's
+    fidelity.trim.last_pass entry: ``refused_by`` (routing, rules, ceiling, simulation or confirmation)
+    and its ``detail``. The simulation judges the load; every other rule of the spec (spot fractions,
+    locality) must still hold, by the solver's own independent re-check, and no unit may run past its
+    measured interval or roofline (checked before simulating: the ceiling binds whatever the
+    simulation says)."""
+    from hetinfra.sim.minimal import without_allocation, without_one_replica
+
+    candidate = (without_allocation if whole else without_one_replica)(doc, uid)
+    pr2 = pr if candidate is not None else None
+    for _ in range(pr.result.n[uid] if whole else 1):
+        pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
+    if pr2 is None:
+        return None, None, None, {"refused_by": "routing", "detail": "a class (or an origin's) has no other unit"}
+    broken = breaks_rules(pr2)
+    if broken:
+        return None, None, None, {"refused_by": "rules", "detail": broken[0]}
+    over = sim_of.ceilings.over(candidate, load)
+    if over:
+        unit, (ratio, basis) = max(over.items(), key=lambda kv: (kv[1][0], kv[0]))
+        return None, None, None, {"refused_by": "ceiling", "detail": f"loads a unit to {ratio:.3f}x its {basis}",
+                                  "unit_over": unit, "ratio": round(ratio, 4), "basis": basis}
+    if not sim_of(candidate)["met"]:
+        return None, None, None, {"refused_by": "simulation", "detail": "an objective missed on the search's seeds"}
+    if confirm is not None and not confirm(_its_model(candidate, pr, uid))["met"]:
+        return None, None, None, {"refused_by": "confirmation", "detail": "an objective missed on the confirm seeds"}
+    doc2 = simulation_view(pr2)
+    sim2 = sim_of(doc2)
+    if not sim2["met"]:  # the view rebuilt from the plan, whose sections are what gets written
+        return None, None, None, {"refused_by": "simulation", "detail": "an objective missed on the search's seeds"}
+    return pr2, doc2, sim2, {}
 
 
 def _its_model(candidate: dict, pr: PlanResult, uid: str) -> dict:

@@ -98,7 +98,8 @@ class Verification:
     stopped: bool
     stop_reason: str | None = None
     trimmed: list[dict] = field(default_factory=list)
-    checked_removals: int = 0
+    #: the trim's last pass: each removal it checked and why it was refused (fidelity.trim.last_pass)
+    last_pass: list[dict] = field(default_factory=list)
     sustained: dict[str, float] = field(default_factory=dict)
     #: per model, the round whose plan (before the trim) it keeps (hetinfra.plan.blocks)
     round_by_model: dict[str, int] = field(default_factory=dict)
@@ -190,7 +191,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
             break
         budget = ROUNDS_AFTER_VETO
     _pad(out, decide, confirm)
-    out.checked_removals = len(decide.last_pass)
+    out.last_pass = list(decide.last_pass)
     out.requests = confirm.longest
     out.confirm_requests = {m["model"]: confirm.length(m["model"]) for m in out.confirmation.get("models", ())}
     out.decide_requests = int(decide.config.requests)

@@ -74,3 +74,26 @@ def test_a_miss_with_every_bound_inside_says_a_later_check_overruled_them():
     line, = judgement_lines(plan)
     assert ("attainment 99.41% (95% bound 99.02%) vs 99% (2 replication(s), missed, every bound inside: a later "
             "check overruled them, see fidelity in plan.json)") in line
+
+
+def test_a_trim_a_ceiling_or_a_rule_ended_says_which_and_by_how_much():
+    """Held-out h124 (a measured profile, a loose mean objective): units at 87% 'util', 3 replicas trimmed,
+    and no word on why not more. The trim's last pass was refused by the measured-interval ceiling; the
+    line names the removal and the figure, one replica fewer first. A pass the simulation ended says
+    nothing more (the verification line's trim count is its record)."""
+    from hetinfra.plan.summary_promise import promise_lines
+
+    doc = filled_golden("chat")
+    unit = doc["allocations"][0]["unit"]
+    checks = [{"unit": unit, "whole": True, "refused_by": "routing", "detail": "a class has no other unit"},
+              {"unit": unit, "whole": False, "refused_by": "ceiling", "detail": "loads a unit to 1.009x its "
+               "measured interval", "unit_over": unit, "ratio": 1.0092, "basis": "measured interval"}]
+    doc["fidelity"]["trim"].update(last_pass=checks, checked_removals=2)
+    a = doc["allocations"][0]
+    line, = [x for x in promise_lines(Plan.parse(doc)) if x.startswith("trim:")]
+    assert line == (f"trim: kept by a ceiling or a rule of the spec, not by the simulation, at "
+                    f"{doc['fidelity']['load']:g}x demand: one replica fewer of {a['model']} {a['gpu']} "
+                    f"{a['cloud']}/{a['region']} puts it at 1.01x its measured interval")
+    checks[1].update(refused_by="simulation", detail="an objective missed on the search's seeds",
+                     unit_over=None, ratio=None, basis=None)
+    assert not [x for x in promise_lines(Plan.parse(doc)) if x.startswith("trim:")]
