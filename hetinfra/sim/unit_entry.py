@@ -35,6 +35,16 @@ def measured_columns(reqs: UnitRequests, warm_from: int) -> tuple[np.ndarray, ..
     return reqs.arrival[s], reqs.first[s], reqs.finish[s], reqs.output[s], reqs.preempted[s], reqs.cls[s]
 
 
+def _strata(reqs: UnitRequests, origin_ix: np.ndarray | None) -> np.ndarray:
+    """Each request's stratum for the drift test (hetinfra.sim.stability): its class and, where the
+    model's requests come from several origins, its origin, as one integer."""
+    cls = reqs.cls.astype(np.int64)
+    if origin_ix is None:
+        return cls
+    origin = np.asarray(origin_ix)[reqs.rid].astype(np.int64)
+    return cls * (int(origin.max(initial=0)) + 1) + origin
+
+
 @dataclass(frozen=True)
 class Measured:
     """A unit-run's measured requests as the simulation memo keeps them (:func:`kept`): the columns its
@@ -95,7 +105,8 @@ def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: b
     fresh = respanned(latency, len(cols[0]), span)
     if batches:  # one run's batch means (hetinfra.sim.batches)
         latency["batches"] = batch_stats(*cols[:4], obj)
-    steady = stability(reqs.arrival, reqs.first, reqs.finish, reqs.rid >= info["warm"], obj.ttft_ms, reqs.preempted)
+    steady = stability(reqs.arrival, reqs.first, reqs.finish, reqs.rid >= info["warm"], obj.ttft_ms, reqs.preempted,
+                       _strata(reqs, info.get("origin_ix")))
     latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
     out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
            # replicas as plan.json counts them (allocations[].count); engines: what was simulated
