@@ -31,7 +31,9 @@ class UserPath(click.Path):
     re-planned against whatever the shell's folder held), and a path no file can have
     (hetinfra.envpaths.path_problem: a name over 255 bytes was a traceback in plan --out, status,
     apply, destroy, replan --state, where Path.exists raised on it): the one type of every path flag
-    and argument. A file that must exist (``exists=True``, no folder) is a regular file or a link to one:
+    and argument. ``-`` is refused too (click takes it as a name where ``allow_dash`` is not set, and no
+    flag sets it: `plan --out -` made a folder named ``-``, `profile-import --out -` a file named so). A
+    file that must exist (``exists=True``, no folder) is a regular file or a link to one:
     `gateway --tls-cert FIFO` hung before serving (OpenSSL opens the file itself and waited for a writer),
     and a device such as /dev/zero was read as a certificate."""
 
@@ -40,6 +42,9 @@ class UserPath(click.Path):
 
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
+        if value in ("-", b"-") and not self.allow_dash:  # click reads '-' as a name: `plan --out -` made a folder '-'
+            self.fail(f"'-' is not standard input or output here but a path; write ./- for a "
+                      f"{'folder' if not self.file_okay else 'file'} named '-'", param, ctx)
         name = click.format_filename(value)
         problem = path_problem(value)  # before click's own checks: it calls a symlink loop "does not exist"
         if problem:
