@@ -46,9 +46,11 @@ def terminal_size() -> tuple[int, int]:
     else 80 x 25; the columns within [MIN_COLUMNS, MAX_COLUMNS], the lines within [1, MAX_LINES]."""
     import os
 
+    from hetinfra.csvtext import whole_number
+
     def number(name: str) -> int:
         text = os.environ.get(name, "").strip()
-        return int(text) if text.isascii() and text.isdigit() and len(text) < 8 else 0
+        return (whole_number(text) or 0) if len(text) < 8 else 0
 
     columns, lines = number("COLUMNS"), number("LINES")
     for fd in (1, 2, 0):
