@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, echo_for, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, WholeRange, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict, present
 
@@ -35,7 +35,7 @@ DEMAND_SLOWEST = (64 * 1024, 30.0)
               help="Only move when it saves at least this percent of the running fleet's cost...")
 @click.option("--min-savings-usd-h", type=FiniteFloat(min=0, max=MAX_BUDGET_USD_H), default=1.0, show_default=True,
               help="...and at least this many USD per hour (forced moves ignore both).")
-@click.option("--max-changes", type=click.IntRange(1, MAX_COUNT), default=None,
+@click.option("--max-changes", type=WholeRange(1, MAX_COUNT), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
 @click.option("--demand-log", type=UserPath(dir_okay=False, exists=True, path_type=Path),
               help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
