@@ -41,7 +41,7 @@ from hetinfra.document.plan import DUMP
 from hetinfra.document.state import (MAX_LIVE_COUNT, STATE_VERSION, Operation, RunningAllocation, State, Step,
                                      check_live, load_state)
 from hetinfra.errors import ProviderError, dotted
-from hetinfra.fileio import atomic_write_text, dumps_strict, present
+from hetinfra.fileio import atomic_write_text, dumps_strict, present, written_through
 
 STATE_FILE = "state.json"
 
@@ -101,13 +101,15 @@ class DeployState:
         """Write the state, in the folder's turn (hetinfra.outdir.folder_turn), over state.json as it is then:
         the fields this state changed are this state's, the others the file's. `status` records its live read
         while `apply` runs: apply's next save wrote back the state it had loaded (the live read lost), and a
-        save of apply's between status's load and save was lost to status's."""
+        save of apply's between status's load and save was lost to status's. A state.json that is a symbolic
+        link (to a share the deploying machines run from) is written through, the link kept: it was replaced
+        by a file at the first save, and the shared file kept the old state."""
         from hetinfra.outdir import folder_turn
 
-        with folder_turn(self.path.parent):
+        with folder_turn(written_through(self.path).parent):
             self._take_others()
             self.model = self.model.model_copy(update={"updated_at": now()})
-            atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
+            atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n", through_links=True)
 
     def _take_others(self) -> None:
         """The fields this state did not change, as state.json holds them now (another run's saves since this

@@ -154,3 +154,37 @@ def test_property_a_state_saved_by_apply_and_status_at_once_keeps_both(tmp_path_
     assert final.operation.status == "done" and all(s.status == "done" for s in final.operation.steps)
     assert final.model.plan_sha256 == "ab" * 32
     assert final.model.live and final.model.live["live_replicas"] == last_live, final.model.live
+
+
+@settings(max_examples=12, derandomize=True, deadline=None)
+@given(st.sampled_from(["absolute", "relative", "two links"]), st.lists(st.sampled_from(["live", "begin", "images"]),
+                                                                     min_size=1, max_size=3))
+def test_property_a_state_json_that_is_a_link_is_written_through(tmp_path_factory, shape, changes):
+    """OUT/state.json a symbolic link to a share (as `status` reads it: hetinfra.fileio.present counts a link):
+    every save writes the file it names and keeps the link. The first save replaced the link by a file, and
+    the shared state.json, which other machines read, kept the old state."""
+    import os
+
+    base = tmp_path_factory.mktemp("linked")
+    (base / "share").mkdir()
+    (base / "out").mkdir()
+    DeployState.load(base / "share", "chat").save()
+    link = base / "out" / "state.json"
+    if shape == "absolute":
+        link.symlink_to(base / "share" / "state.json")
+    elif shape == "relative":
+        link.symlink_to(os.path.join("..", "share", "state.json"))
+    else:
+        (base / "share" / "current").symlink_to("state.json")
+        link.symlink_to(base / "share" / "current")
+    state = DeployState.load(base / "out")
+    for i, change in enumerate(changes):
+        if change == "live":
+            state.record_live({"live_replicas": i, "units": {}})
+        elif change == "begin":
+            state.begin("apply", "ab" * 32, ["pulumi:aws"])
+        else:
+            state.record_images("aws", {"us-east-1": {"gpu": f"ami-{i}"}})
+        state.save()
+    assert link.is_symlink()
+    assert DeployState.load(base / "share").doc == state.doc
