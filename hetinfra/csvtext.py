@@ -13,13 +13,25 @@ from typing import Iterator
 from hetinfra.errors import InvalidInputError
 
 __all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "comma_items", "csv_header", "csv_lines", "csv_records", "is_plain_number",
-           "looks_like_header", "number_cell", "width_problem"]
+           "looks_like_header", "number_cell", "whole_number", "width_problem"]
 
 
 #: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
 #: (Python's float() also reads '1_000', Unicode digits such as '١٢' and 'infinity', which no
 #: spreadsheet writes and which read silently as something else: '1_0' was 10)
 PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+#: a whole number as text writes one: ASCII digits only
+_WHOLE = re.compile(r"[0-9]+")
+
+
+def whole_number(text: str) -> int | None:
+    """The int ``text`` writes in ASCII digits (no sign, space or underscore), else None: the one reading of
+    a count, a port, a length or a process id from text another program wrote. ``str.isdigit()`` is true of
+    '²' and '٣' too: int() refused the first (a ValueError traceback where a Pulumi state's group size, an
+    Azure image version or a folder beside OUT held one) and read the second as 3."""
+    return int(text) if isinstance(text, str) and _WHOLE.fullmatch(text) else None
 
 
 def is_plain_number(cell: str) -> bool:

@@ -45,10 +45,11 @@ def terminal_size() -> tuple[int, int]:
     digits above 0 (as Rich and shutil read them), else the terminal's (stdout's, stderr's or stdin's),
     else 80 x 25; the columns within [MIN_COLUMNS, MAX_COLUMNS], the lines within [1, MAX_LINES]."""
     import os
+    import re
 
-    def number(name: str) -> int:
+    def number(name: str) -> int:  # csvtext.whole_number's reading (csvtext imports this module)
         text = os.environ.get(name, "").strip()
-        return int(text) if text.isascii() and text.isdigit() and len(text) < 8 else 0
+        return int(text) if re.fullmatch(r"[0-9]{1,7}", text) else 0
 
     columns, lines = number("COLUMNS"), number("LINES")
     for fd in (1, 2, 0):

@@ -82,16 +82,37 @@ class AnswerError(OSError):
 
 def _read(sock, read, *args):
     """``read(*args)`` of ``sock`` (a class of :func:`_timed`) waiting at most what is left of its deadline
-    (and at most the time one read may take); none left is a TimeoutError saying so."""
-    left = sock.deadline_at - time.monotonic()
+    (and at most the time one read may take); none left is a TimeoutError saying so. Where the opener has a
+    slowest rate, the deadline is also when what came so far would have come at that rate after its grace."""
+    now = time.monotonic()
+    by_rate = sock.rate_deadline()
+    left = min(sock.deadline_at, by_rate) - now
     if left > 0:
         sock.settimeout(min(left, sock.per_read_s))
         try:
-            return read(*args)
+            got = read(*args)
         except TimeoutError:
-            if sock.deadline_at > time.monotonic():
+            if min(sock.deadline_at, sock.rate_deadline()) > time.monotonic():
                 raise  # one read's own limit
+        else:
+            sock.progress[0] += got if isinstance(got, int) else len(got)
+            return got
+    if by_rate < sock.deadline_at:
+        raise TimeoutError(f"the answer came slower than {_rate(sock.slowest[0])} ({sock.progress[0]} bytes in "
+                           f"{time.monotonic() - sock.started:.0f} s)")
     raise TimeoutError(f"no whole answer within {sock.deadline_s:g} s")
+
+
+def _rate(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1024:g} KiB/s" if bytes_per_s >= 1024 else f"{bytes_per_s:g} bytes/s"
+
+
+def _rate_deadline(sock) -> float:
+    """When the bytes come so far would be late at the opener's slowest rate (infinity without one)."""
+    if sock.slowest is None:
+        return float("inf")
+    rate, grace = sock.slowest
+    return sock.started + grace + sock.progress[0] / rate
 
 
 class _TimedSocket(socket.socket):
@@ -109,17 +130,24 @@ class _TimedSSLSocket(ssl.SSLSocket):
         return _read(self, super().recv_into, buffer, nbytes, flags)
 
 
-def _timed(base: type, at: float, total: float, per_read: float) -> type:
-    return type(base.__name__, (base,), {"deadline_at": at, "deadline_s": total, "per_read_s": per_read})
+def _timed(base: type, at: float, total: float, per_read: float, slowest: tuple[float, float] | None) -> type:
+    """``base`` with the opener's deadline; ``progress`` (the bytes read so far, on every connection of the
+    opener: one answer, its redirects included) is shared by the class's sockets."""
+    return type(base.__name__, (base,), {"deadline_at": at, "deadline_s": total, "per_read_s": per_read,
+                                         "slowest": slowest, "started": time.monotonic(), "progress": [0],
+                                         "rate_deadline": _rate_deadline})
 
 
-def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True,
-                    at: float | None = None) -> urllib.request.OpenerDirector:
+def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True, at: float | None = None,
+                    slowest: tuple[float, float] | None = None) -> urllib.request.OpenerDirector:
     """An opener whose connections end every read by ``at`` (time.monotonic(); default ``total_s`` from
     now) and wait at most ``per_read_s`` for one; ``proxies``: False for loopback servers (never through an
-    environment proxy). A read past the deadline raises TimeoutError (an OSError)."""
+    environment proxy). ``slowest``: (bytes a second, grace seconds): the answer ends too once it has come
+    slower than that on average since the grace (a deadline sized for the largest answer, as `replan
+    --demand-from`'s ten minutes for 1 GiB, let a server sending a byte a second run it out). A read past
+    either deadline raises TimeoutError (an OSError)."""
     at = time.monotonic() + total_s if at is None else at
-    plain, tls = _timed(_TimedSocket, at, total_s, per_read_s), _timed(_TimedSSLSocket, at, total_s, per_read_s)
+    plain, tls = (_timed(base, at, total_s, per_read_s, slowest) for base in (_TimedSocket, _TimedSSLSocket))
 
     def connect(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None):  # noqa: SLF001 - urllib's
         sock = socket.create_connection(address, timeout, source_address)
@@ -153,9 +181,11 @@ def deadline_opener(total_s: float, per_read_s: float, *, proxies: bool = True,
 
 
 def get(request: str | urllib.request.Request, *, timeout: float, max_bytes: int = 1 << 20,
-        proxies: bool = True, total: float | None = None) -> tuple[int, bytes]:
+        proxies: bool = True, total: float | None = None,
+        slowest: tuple[float, float] | None = None) -> tuple[int, bytes]:
     """(status, body) of one request: the whole answer within ``total`` seconds (default ``timeout``,
-    which bounds each read; :func:`deadline_opener`). An answer of 4xx/5xx raises urllib.error.HTTPError
+    which bounds each read; :func:`deadline_opener`) and, with ``slowest`` (bytes a second, grace seconds),
+    at least at that rate on average after the grace. An answer of 4xx/5xx raises urllib.error.HTTPError
     as urllib does (callers read its code); anything else that goes wrong raises AnswerError. Only
     http(s): a URL read from a file (state.json's gateways) that says file:// or ftp:// is no server's
     answer. ``proxies``: False never sends the request through an environment proxy."""
@@ -163,7 +193,7 @@ def get(request: str | urllib.request.Request, *, timeout: float, max_bytes: int
     problem = url_problem(url)
     if problem:
         raise AnswerError(f"{shown_url(url)!r}: {problem}")
-    opener = deadline_opener(timeout if total is None else total, timeout, proxies=proxies)
+    opener = deadline_opener(timeout if total is None else total, timeout, proxies=proxies, slowest=slowest)
     try:
         with opener.open(request, timeout=timeout) as resp:
             body = resp.read(max_bytes + 1)

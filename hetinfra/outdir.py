@@ -1,4 +1,4 @@
-"""The out dir, written whole or not at all (it imports hetinfra.errors and hetinfra.fileio only),
+"""The out dir, written whole or not at all (it imports hetinfra.errors, hetinfra.csvtext and hetinfra.fileio only),
 with the modes of what it replaces, else the umask's (hetinfra.fileio.mode_for):
 :func:`staged_dir` gives a hard-linked copy of OUT to write into and swaps it in, :func:`kept_dir`
 puts OUT back as it was when a block fails, :func:`replace_dir` makes a folder hold exactly some
@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from hetinfra.csvtext import whole_number
 from hetinfra.errors import HetinfraError, InvalidInputError
 from hetinfra.fileio import mode_for
 
@@ -116,8 +117,8 @@ def _remove_stale_stages(target: Path) -> None:
         return  # an .old copy may be all that is left of target: keep it for the user
     for kind in ("new", "old"):
         for leftover in target.parent.glob(f".{glob_escape(target.name)}.{kind}.*"):
-            pid = leftover.name[len(target.name) + len(kind) + 3:].split(".", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            pid = whole_number(leftover.name[len(target.name) + len(kind) + 3:].split(".", 1)[0])
+            if pid is not None and pid != os.getpid() and not _alive(pid):
                 shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -83,14 +83,14 @@ GCP_GLOBAL_METRIC = "GPUS_ALL_REGIONS"
 
 #: VM size pattern -> usage names of its quota family (first found in the usages wins).
 AZURE_QUOTA_FAMILIES: list[tuple[re.Pattern, tuple[str, ...]]] = [
-    (re.compile(r"^Standard_NC\d+as_T4_v3$"), ("standardNCASv3_T4Family",)),
-    (re.compile(r"^Standard_NC\d+r?s_v3$"), ("standardNCSv3Family",)),
+    (re.compile(r"^Standard_NC[0-9]+as_T4_v3$"), ("standardNCASv3_T4Family",)),
+    (re.compile(r"^Standard_NC[0-9]+r?s_v3$"), ("standardNCSv3Family",)),
     (re.compile(r"^Standard_ND40rs_v2$"), ("standardNDSv2Family",)),
-    (re.compile(r"^Standard_NV\d+adm?s_A10_v5$"), ("standardNVADSA10v5Family",)),
-    (re.compile(r"^Standard_NC\d+ads_A100_v4$"), ("standardNCADSA100v4Family",)),
+    (re.compile(r"^Standard_NV[0-9]+adm?s_A10_v5$"), ("standardNVADSA10v5Family",)),
+    (re.compile(r"^Standard_NC[0-9]+ads_A100_v4$"), ("standardNCADSA100v4Family",)),
     (re.compile(r"^Standard_ND96asr_v4$"), ("standardNDASv4_A100Family",)),
     (re.compile(r"^Standard_ND96amsr_A100_v4$"), ("standardNDAMSv4_A100Family",)),
-    (re.compile(r"^Standard_NC\d+adi?s_H100_v5$"), ("standardNCadsH100v5Family",)),
+    (re.compile(r"^Standard_NC[0-9]+adi?s_H100_v5$"), ("standardNCadsH100v5Family",)),
     (re.compile(r"^Standard_ND96isr_H100_v5$"), ("standardNDSH100v5Family", "standardNDv5H100Family")),
     (re.compile(r"^Standard_ND96isr_H200_v5$"), ("standardNDISRH200V5Family",)),
 ]

@@ -72,13 +72,12 @@ def _env_number(var: str, text: str, *, whole: bool, most: float) -> float:
     """An environment variable's number: whole where a count is meant, finite, in its range; else
     exit 2 naming the variable. A deadline of -1 was exit 4 blaming every feed ('malformed feed
     data'), nan meant no deadline at all and a retry count of -5 was taken as 0, silently."""
+    from hetinfra.csvtext import is_plain_number, whole_number
     from hetinfra.errors import InvalidInputError
 
     least = 0 if whole else 1e-3
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        value = None
+    written = text.strip()  # as a CSV cell writes a number (int() and float() read '1_0' as 10, and '٣')
+    value = whole_number(written) if whole else float(written) if is_plain_number(written) else None
     if value is None or not math.isfinite(value) or not least <= value <= most:
         kind = "a whole number" if whole else "a number of seconds"
         raise InvalidInputError(f"{var}={text.strip()[:40]!r} is not {kind} from {least:g} to {most:g}",

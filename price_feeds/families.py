@@ -30,7 +30,7 @@ GPU_MEMORY_GB: dict[str, float] = {
 
 #: Per-instance-type memory overrides: Azure NC(ad)s H100 v5 carry the H100 NVL (94 GB).
 GPU_MEMORY_OVERRIDE: dict[re.Pattern, float] = {
-    re.compile(r"^Standard_NC\d+ad(?:i)?s_H100_v5$"): 94,
+    re.compile(r"^Standard_NC[0-9]+ad(?:i)?s_H100_v5$"): 94,
 }
 
 
@@ -132,19 +132,19 @@ AZURE_COUNT_FIX = {"Standard_ND96isr_H100_v5": 8}
 # feeds.md section 4). g2 L4 counts follow Google's machine-type table.
 G2_L4_COUNT = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
 GCP_HOST_PATTERNS = [
-    (re.compile(r"^a2-highgpu-(\d+)g$"), "A100"),
-    (re.compile(r"^a2-megagpu-(\d+)g$"), "A100"),
-    (re.compile(r"^a2-ultragpu-(\d+)g$"), "A100-80GB"),
-    (re.compile(r"^a3-highgpu-(\d+)g$"), "H100"),
-    (re.compile(r"^a3-megagpu-(\d+)g$"), "H100-MEGA"),
-    (re.compile(r"^a3-ultragpu-(\d+)g$"), "H200"),
-    (re.compile(r"^a4-highgpu-(\d+)g$"), "B200"),
+    (re.compile(r"^a2-highgpu-([0-9]+)g$"), "A100"),
+    (re.compile(r"^a2-megagpu-([0-9]+)g$"), "A100"),
+    (re.compile(r"^a2-ultragpu-([0-9]+)g$"), "A100-80GB"),
+    (re.compile(r"^a3-highgpu-([0-9]+)g$"), "H100"),
+    (re.compile(r"^a3-megagpu-([0-9]+)g$"), "H100-MEGA"),
+    (re.compile(r"^a3-ultragpu-([0-9]+)g$"), "H200"),
+    (re.compile(r"^a4-highgpu-([0-9]+)g$"), "B200"),
 ]
 
 
 def gcp_host_gpu(instance_type: str) -> tuple[str, int] | None:
     """(GPU, count) attached to a GCP accelerator-optimized machine type, else None."""
-    m = re.match(r"^g2-standard-(\d+)$", instance_type)
+    m = re.match(r"^g2-standard-([0-9]+)$", instance_type)
     if m:
         n = int(m.group(1))
         return ("L4", G2_L4_COUNT[n]) if n in G2_L4_COUNT else None

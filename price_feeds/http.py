@@ -24,7 +24,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Iterator
 
-from hetinfra.csvtext import is_plain_number
+from hetinfra.csvtext import is_plain_number, whole_number
 from hetinfra.errors import FeedError
 from hetinfra.fileio import json_value
 
@@ -270,7 +270,7 @@ class HttpClient:
         """
         resp = self._with_retries(url, lambda r: r, keep_open=True)
         total = resp.headers.get("Content-Length")
-        total_n = int(total) if total and total.isdigit() else None
+        total_n = whole_number(total or "")
         read = 0
         try:
             text = io.TextIOWrapper(resp, encoding="utf-8", errors="replace", newline="")

@@ -212,6 +212,28 @@ def test_an_answer_that_trickles_ends_by_the_deadline(kind, step, every, reader)
     assert time.monotonic() - t0 < 0.4 + 0.6, f"{kind}: {time.monotonic() - t0:.1f} s"
 
 
+@settings(max_examples=4, derandomize=True, deadline=None)
+@given(kind=st.sampled_from(sorted(TRICKLES)), step=st.integers(1, 3), every=st.sampled_from([0.02, 0.05, 0.1]))
+def test_an_answer_slower_than_the_slowest_rate_ends_after_the_grace(kind, step, every):
+    """With a slowest rate (``slowest``: bytes a second, grace seconds), an answer that trickles ends once what
+    came is late at that rate, long before a deadline sized for the largest answer: `replan --demand-from URL`
+    (ten minutes for up to 1 GiB) of a gateway sending a byte a second waited out all ten minutes (here a
+    deadline of 30 s, the grace 0.2 s, at least 10 KiB/s), and the error says the rate."""
+    server = Trickle(kind, step, every)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(AnswerError, match="slower than 10 KiB/s"):
+            get(server.url, timeout=5, total=30, slowest=(10 * 1024, 0.2))
+    finally:
+        server.sock.close()
+    assert time.monotonic() - t0 < 0.2 + 0.5, f"{kind}: {time.monotonic() - t0:.1f} s"
+
+
+def test_an_answer_at_the_slowest_rate_or_faster_is_read_whole(server):
+    server.answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
+    assert get(server.url, timeout=2, slowest=(1 << 20, 0.5)) == (200, b"abc")
+
+
 # ---- https: the deadline's TLS sockets, with the CA store the default context reads -------------------------
 
 def _self_signed(folder) -> tuple[str, str]:

@@ -31,7 +31,9 @@ class UserPath(click.Path):
     re-planned against whatever the shell's folder held), and a path no file can have
     (hetinfra.envpaths.path_problem: a name over 255 bytes was a traceback in plan --out, status,
     apply, destroy, replan --state, where Path.exists raised on it): the one type of every path flag
-    and argument. A file that must exist (``exists=True``, no folder) is a regular file or a link to one:
+    and argument. ``-`` is refused too (click takes it as a name where ``allow_dash`` is not set, and no
+    flag sets it: `plan --out -` made a folder named ``-``, `profile-import --out -` a file named so). A
+    file that must exist (``exists=True``, no folder) is a regular file or a link to one:
     `gateway --tls-cert FIFO` hung before serving (OpenSSL opens the file itself and waited for a writer),
     and a device such as /dev/zero was read as a certificate."""
 
@@ -40,6 +42,9 @@ class UserPath(click.Path):
 
         if isinstance(value, (str, bytes)) and not (value.decode() if isinstance(value, bytes) else value).strip():
             self.fail("is empty: give a path", param, ctx)
+        if value in ("-", b"-") and not self.allow_dash:  # click reads '-' as a name: `plan --out -` made a folder '-'
+            self.fail(f"'-' is not standard input or output here but a path; write ./- for a "
+                      f"{'folder' if not self.file_okay else 'file'} named '-'", param, ctx)
         name = click.format_filename(value)
         problem = path_problem(value)  # before click's own checks: it calls a symlink loop "does not exist"
         if problem:
@@ -107,10 +112,41 @@ class FiniteFloat(click.FloatRange):
         return "" if self.min is None and self.max is None else super()._describe_range()
 
     def convert(self, value, param, ctx):
+        as_written(self, value, param, ctx)
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class WholeRange(click.IntRange):
+    """click's IntRange that takes a whole number as a CSV or the spec writes one (:func:`as_written`): the
+    one type of every integer flag."""
+
+    def convert(self, value, param, ctx):
+        as_written(self, value, param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def as_written(kind: click.ParamType, value, param, ctx) -> None:
+    """Refuse ``value`` (a number flag's text) unless it writes its number in ASCII digits as a CSV cell
+    does (hetinfra.csvtext.PLAIN_NUMBER; a whole number: digits and a sign): int() and float() also read
+    '1_0' as 10, Unicode digits ('٣', '１２') and surrounding spaces, which the spec and every CSV reader
+    refuse. A text float() reads as nan or an infinity is left to the finite check, which names it."""
+    from hetinfra.csvtext import is_plain_number, whole_number
+
+    if not isinstance(value, str):
+        return
+    if isinstance(kind, click.types.IntParamType):
+        if whole_number(value[1:] if value[:1] in "+-" else value) is None:
+            kind.fail(f"{value[:40]!r} is not a whole number in ASCII digits (such as 10)", param, ctx)
+        return
+    try:
+        non_finite = not math.isfinite(float(value))
+    except ValueError:
+        non_finite = False
+    if not (is_plain_number(value) or non_finite):
+        kind.fail(f"{value[:40]!r} is not a number in ASCII digits (such as 2.5 or 1e3)", param, ctx)
 
 
 def encodable_outputs() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_PARALLEL, MAX_TOKENS, MAX_TPOT_MS, MAX_TTFT_MS, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_PARALLEL, MAX_TOKENS, MAX_TPOT_MS, MAX_TTFT_MS, FiniteFloat, UserPath, WholeRange, fail
 from hetinfra.fileio import dumps_strict
 
 
@@ -17,10 +17,10 @@ from hetinfra.fileio import dumps_strict
 @click.option("--architecture", "arch_file", type=UserPath(dir_okay=False), default=None,
               help="A Hugging Face config.json to estimate instead of --model.")
 @click.option("--gpu", "gpu_name", required=True, help="GPU (SkyPilot accelerator name), e.g. H100.")
-@click.option("--tp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Tensor parallel degree.")
-@click.option("--pp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline stages.")
-@click.option("--input", "input_tokens", type=click.IntRange(1, MAX_TOKENS), required=True, help="Prompt tokens.")
-@click.option("--output", "output_tokens", type=click.IntRange(1, MAX_TOKENS), required=True, help="Generated tokens.")
+@click.option("--tp", type=WholeRange(1, MAX_PARALLEL), default=1, show_default=True, help="Tensor parallel degree.")
+@click.option("--pp", type=WholeRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline stages.")
+@click.option("--input", "input_tokens", type=WholeRange(1, MAX_TOKENS), required=True, help="Prompt tokens.")
+@click.option("--output", "output_tokens", type=WholeRange(1, MAX_TOKENS), required=True, help="Generated tokens.")
 @click.option("--ttft-ms", type=FiniteFloat(min=0, min_open=True, max=MAX_TTFT_MS), required=True, help="TTFT SLO, ms.")
 @click.option("--tpot-ms", type=FiniteFloat(min=0, min_open=True, max=MAX_TPOT_MS), required=True, help="TPOT SLO, ms.")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]), default="bf16",

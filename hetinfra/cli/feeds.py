@@ -11,7 +11,7 @@ import json
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_HOURS, MAX_WAIT_S, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_HOURS, MAX_WAIT_S, FiniteFloat, UserPath, WholeRange, fail
 from hetinfra.errors import markup_escaped
 from hetinfra.tables import print_table
 from hetinfra.fileio import dumps_strict
@@ -97,7 +97,7 @@ def _console():
 @feeds_options
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True, max=MAX_WAIT_S), default=20.0, show_default=True,
               help="Seconds per HTTP request of a live feed.")
-@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=None, help="Show at most this many offers.")
+@click.option("--limit", type=WholeRange(1, MAX_COUNT), default=None, help="Show at most this many offers.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (offers, sources, warnings) instead of a table.")
 def prices_command(gpus, clouds, regions, spot, feeds, strict_feeds, max_age_h, timeout_s, limit, as_json):
     """List GPU offers with $/GPU-hour, source and as-of date, cheapest first."""

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_ROTATIONS, MAX_WAIT_S, FiniteFloat, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_ROTATIONS, MAX_WAIT_S, FiniteFloat, UserPath, WholeRange, fail
 from hetinfra.facts import GATEWAY_PORT
 
 
 @click.command("gateway", context_settings=COMMAND_SETTINGS)
 @click.argument("source", metavar="PLAN_OR_OUT_DIR", type=UserPath(exists=True, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
-@click.option("--port", type=click.IntRange(0, 65535), default=GATEWAY_PORT, show_default=True, help="Port to listen on.")
+@click.option("--port", type=WholeRange(0, 65535), default=GATEWAY_PORT, show_default=True, help="Port to listen on.")
 @click.option("--endpoint", "endpoints", multiple=True, metavar="UNIT=URL",
               help="A backend of UNIT (the allocation's unit or deployment_unit), e.g. http://10.0.0.5:8000/v1; "
                    "repeat for replicas. Overrides what `hetinfra apply` recorded in OUT/state.json for that unit.")
@@ -28,17 +28,17 @@ from hetinfra.facts import GATEWAY_PORT
 @click.option("--no-demand-log", is_flag=True, help="Keep no demand log.")
 @click.option("--demand-log-max-mb", type=FiniteFloat(min=0.001, max=1_048_576), default=64.0, show_default=True,
               help="Rotate the demand log at this size.")
-@click.option("--demand-log-keep", type=click.IntRange(0, MAX_ROTATIONS), default=5, show_default=True,
+@click.option("--demand-log-keep", type=WholeRange(0, MAX_ROTATIONS), default=5, show_default=True,
               help="Rotated demand logs kept (demand.csv.1 ... .N).")
 @click.option("--region", default="",
               help="The gateway's region, one the plan declares (exact case): it serves this region's row of the "
                    "plan (routing_by_origin) to requests without an x-hetinfra-origin header (or with an undeclared "
                    "one), and the demand log records it as their origin.")
-@click.option("--max-body-kb", type=click.IntRange(1, 1_048_576), default=4096, show_default=True,
+@click.option("--max-body-kb", type=WholeRange(1, 1_048_576), default=4096, show_default=True,
               help="Largest request body accepted (413 above).")
-@click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
+@click.option("--retries", type=WholeRange(0, 10), default=2, show_default=True,
               help="Other backends tried on a connect error, timeout or 5xx before the first byte.")
-@click.option("--max-connections", type=click.IntRange(1, 100_000), default=512, show_default=True,
+@click.option("--max-connections", type=WholeRange(1, 100_000), default=512, show_default=True,
               help="Connections kept open (keep-alive) per backend host; requests beyond wait for one.")
 @click.option("--connect-timeout-s", type=FiniteFloat(min=0.01, max=MAX_WAIT_S), default=3.0, show_default=True,
               help="Longest wait for a connection to a backend: to open one, or for a free one while "
@@ -47,9 +47,9 @@ from hetinfra.facts import GATEWAY_PORT
               help="Longest wait for any read from a backend (the first token included).")
 @click.option("--health-interval-s", type=FiniteFloat(min=0.05, max=MAX_WAIT_S), default=5.0, show_default=True,
               help="How often every backend's /health is checked.")
-@click.option("--fall", type=click.IntRange(1, 1000), default=2, show_default=True,
+@click.option("--fall", type=WholeRange(1, 1000), default=2, show_default=True,
               help="Failed checks in a row that eject a backend (a connect error ejects at once).")
-@click.option("--rise", type=click.IntRange(1, 1000), default=2, show_default=True,
+@click.option("--rise", type=WholeRange(1, 1000), default=2, show_default=True,
               help="Good checks in a row that re-admit an ejected backend.")
 @click.option("--reload-interval-s", type=FiniteFloat(min=0, max=MAX_WAIT_S), default=2.0, show_default=True,
               help="Poll plan.json / router/weights.json / state.json for changes (0: on SIGHUP only).")

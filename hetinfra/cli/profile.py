@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_PARALLEL, MAX_RATE_RPS, MAX_TOKENS, MAX_TPOT_MS, MAX_TTFT_MS, MAX_WAIT_S, FiniteFloat, OutDir, UserPath, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, MAX_PARALLEL, MAX_RATE_RPS, MAX_TOKENS, MAX_TPOT_MS, MAX_TTFT_MS, MAX_WAIT_S, FiniteFloat, OutDir, UserPath, WholeRange, fail
 
 
 def _list(kind: click.ParamType, what: str):
@@ -70,18 +70,18 @@ _STAT_HELP = "Latency statistic the SLO applies to: mean, median, or pNN where t
 @click.option("--endpoint", help="Base URL of the running vLLM server, e.g. http://10.0.0.5:8000.")
 @click.option("--model", help="Model name the server serves (as in /v1/models); the profile's model.")
 @click.option("--gpu", help="GPU the server runs on (SkyPilot name: L4, A10G, H100, ...).")
-@click.option("--tp", type=click.IntRange(1, MAX_PARALLEL), help="Tensor-parallel size of the engine.")
-@click.option("--pp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--inputs", callback=_list(click.IntRange(1, MAX_TOKENS), "input token counts"), default="128,512,2048", show_default=True,
+@click.option("--tp", type=WholeRange(1, MAX_PARALLEL), help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=WholeRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--inputs", callback=_list(WholeRange(1, MAX_TOKENS), "input token counts"), default="128,512,2048", show_default=True,
               help="Input lengths (tokens) of the grid.")
-@click.option("--outputs", callback=_list(click.IntRange(1, MAX_TOKENS), "output token counts"), default="128,512", show_default=True,
+@click.option("--outputs", callback=_list(WholeRange(1, MAX_TOKENS), "output token counts"), default="128,512", show_default=True,
               help="Output lengths (tokens) of the grid.")
 @click.option("--rates", callback=_list(FiniteFloat(min=0, min_open=True, max=MAX_RATE_RPS), "request rates"), default="1,2,4,8,16,32", show_default=True,
               help="Request rates (req/s) to sweep per cell, lowest first; a cell stops at its first SLO miss.")
 @click.option("--ttft-ms", type=FiniteFloat(max=MAX_TTFT_MS), default=2000.0, show_default=True, help="TTFT SLO (ms).")
 @click.option("--tpot-ms", type=FiniteFloat(max=MAX_TPOT_MS), default=100.0, show_default=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="p99", show_default=True, help=_STAT_HELP)
-@click.option("--num-prompts", type=click.IntRange(1, MAX_COUNT), default=200, show_default=True,
+@click.option("--num-prompts", type=WholeRange(1, MAX_COUNT), default=200, show_default=True,
               help="Requests per run (vllm bench serve --num-prompts).")
 @click.option("--vllm-cmd", default="vllm", show_default=True, help="Command that runs vllm (e.g. a path).")
 @click.option("--vllm-version", help="vLLM version of the server, recorded in the rows' vllm_version column.")
@@ -192,16 +192,16 @@ def _launch(plan_dir: Path | None, launch: bool, all_units: bool, dry_run: bool)
 @click.command("profile-import", context_settings=COMMAND_SETTINGS)
 @click.argument("results", nargs=-1, required=True, type=UserPath(dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="GPU the server ran on (SkyPilot name: L4, A10G, H100, ...).")
-@click.option("--tp", type=click.IntRange(1, MAX_PARALLEL), required=True, help="Tensor-parallel size of the engine.")
-@click.option("--pp", type=click.IntRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--tp", type=WholeRange(1, MAX_PARALLEL), required=True, help="Tensor-parallel size of the engine.")
+@click.option("--pp", type=WholeRange(1, MAX_PARALLEL), default=1, show_default=True, help="Pipeline-parallel size.")
 @click.option("--ttft-ms", type=FiniteFloat(max=MAX_TTFT_MS), required=True, help="TTFT SLO (ms).")
 @click.option("--tpot-ms", type=FiniteFloat(max=MAX_TPOT_MS), required=True, help="TPOT SLO (ms).")
 @click.option("--statistic", default="mean", show_default=True, help=_STAT_HELP)
 @click.option("--model", help="Model name for the rows [default: each file's model_id].")
 @click.option("--vllm-version", help="vLLM version the runs measured (the rows' vllm_version column).")
-@click.option("--input-tokens", type=click.IntRange(1, MAX_TOKENS),
+@click.option("--input-tokens", type=WholeRange(1, MAX_TOKENS),
               help="Input length of every run [default: from random_input_len metadata, input_lens or token totals].")
-@click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS),
+@click.option("--output-tokens", type=WholeRange(1, MAX_TOKENS),
               help="Output length of every run [default: as for --input-tokens].")
 @click.option("--merge", is_flag=True, help="Keep rows of an existing --out file that the new rows do not replace.")
 @click.option("--out", "out", required=True, type=UserPath(dir_okay=False, path_type=Path),

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import click
 
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, echo_for, fail
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_BUDGET_USD_H, MAX_COUNT, MAX_PCT, MAX_WAIT_S, FiniteFloat, UserPath, WholeRange, echo_for, fail
 from hetinfra.cli.feeds import availability_options, feeds_options
 from hetinfra.fileio import dumps_strict, present
 
 #: the longest `replan --demand-from URL` waits for the whole log (each read: 60 s): a gateway that sends a
 #: byte a second never timed a read out, and the run went on for days; ten minutes move 1 GiB at 1.7 MB/s
 DEMAND_FETCH_S = 600
+#: ...and the slowest it takes the log coming, on average after its first half minute (bytes a second, seconds):
+#: a gateway sending a byte a second held the run for all of DEMAND_FETCH_S; at 64 KiB/s a 1 GiB log still has
+#: the ten minutes, and a trickle ends after 30 s
+DEMAND_SLOWEST = (64 * 1024, 30.0)
 
 
 @click.command("replan", context_settings=COMMAND_SETTINGS)
@@ -31,7 +35,7 @@ DEMAND_FETCH_S = 600
               help="Only move when it saves at least this percent of the running fleet's cost...")
 @click.option("--min-savings-usd-h", type=FiniteFloat(min=0, max=MAX_BUDGET_USD_H), default=1.0, show_default=True,
               help="...and at least this many USD per hour (forced moves ignore both).")
-@click.option("--max-changes", type=click.IntRange(1, MAX_COUNT), default=None,
+@click.option("--max-changes", type=WholeRange(1, MAX_COUNT), default=None,
               help="Most instances added or removed per run (additions first); later runs continue.")
 @click.option("--demand-log", type=UserPath(dir_okay=False, exists=True, path_type=Path),
               help="CSV timestamp,model,input_tokens,output_tokens,region: plan for the forecast peak.")
@@ -210,7 +214,7 @@ def fetch_demand(source: str, out: Path) -> Path:
         from hetinfra.replan.demand_log import MAX_LOG_BYTES
 
         try:  # a body cut short or not HTTP at all is an error, never a shorter log (hetinfra.httpget)
-            body = get(req, timeout=60, max_bytes=MAX_LOG_BYTES, total=DEMAND_FETCH_S)[1]
+            body = get(req, timeout=60, max_bytes=MAX_LOG_BYTES, total=DEMAND_FETCH_S, slowest=DEMAND_SLOWEST)[1]
         except (urllib.error.URLError, OSError) as exc:
             raise FeedError(f"cannot fetch the demand log from {source}: {getattr(exc, 'reason', None) or exc}",
                             hint="is the gateway running, and HETINFRA_API_KEY set to one of its client keys? "

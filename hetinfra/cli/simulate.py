@@ -14,7 +14,7 @@ import click
 from hetinfra.errors import markup_escaped, shown
 from hetinfra.tables import print_table
 from hetinfra.facts import MAX_BURST_CV, MAX_LOAD, MIN_BURST_CV, MIN_LOAD
-from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, FiniteFloat, UserPath, run_command, summary_console
+from hetinfra.cli.common import COMMAND_SETTINGS, MAX_COUNT, FiniteFloat, UserPath, WholeRange, as_written, run_command, summary_console
 
 
 class RequestCount(click.ParamType):
@@ -26,6 +26,7 @@ class RequestCount(click.ParamType):
     def convert(self, value, param, ctx):
         from hetinfra.sim.workload import MAX_REQUESTS
 
+        as_written(self, value, param, ctx)
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -45,11 +46,11 @@ class RequestCount(click.ParamType):
               help="The service YAML the plan was made from (default: plan.json inputs.spec_path). The simulation "
                    "checks plan.json's objectives and demand; a spec whose sha256 is not plan.json "
                    "inputs.spec_sha256 is warned of, and fails --check (exit 13) unless --plan-promise.")
-@click.option("--seed", type=click.IntRange(-(2**63), 2**63 - 1), default=0, show_default=True, help="Random seed (same seed, same result).")
+@click.option("--seed", type=WholeRange(-(2**63), 2**63 - 1), default=0, show_default=True, help="Random seed (same seed, same result).")
 @click.option("--requests", "n_requests", type=RequestCount(), default=None,
               help="Requests to simulate per model (the first 10% are warm-up) [default: 20000, or more where the "
                    "plan's longest class needs a longer run: hetinfra.sim.replications.requests_for].")
-@click.option("--replications", type=click.IntRange(1, 1000), default=1, show_default=True,
+@click.option("--replications", type=WholeRange(1, 1000), default=1, show_default=True,
               help="Simulate seeds SEED .. SEED+K-1 and judge each objective on a 95% prediction bound for one more run.")
 @click.option("--check", is_flag=True,
               help="Exit 12 when an objective is missed (or not shown met by the bound: an undecided model counts as "
@@ -61,7 +62,7 @@ class RequestCount(click.ParamType):
 @click.option("--load", type=FiniteFloat(min=MIN_LOAD, max=MAX_LOAD), default=1.0, show_default=True, help="Multiple of the plan's demand to replay.")
 @click.option("--burst-cv", type=FiniteFloat(min=MIN_BURST_CV, max=MAX_BURST_CV), default=1.0, show_default=True,
               help="Coefficient of variation of inter-arrival times (gamma); 1 = Poisson, > 1 = bursty.")
-@click.option("--period", type=click.IntRange(0, MAX_COUNT), default=None,
+@click.option("--period", type=WholeRange(0, MAX_COUNT), default=None,
               help="Simulate the fleet of this profile period (0-based; a plan whose spec has demand.profile): "
                    "allocations[].counts_by_period at that period's demand, routed as the gateway routes. "
                    "[default: the peak's fleet, as deployed]")

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from hetinfra.csvtext import whole_number
 from hetinfra.deploy import groups, pulumi_driver, sky_driver
 from hetinfra.deploy.groups import AWS_GROUP, AZURE_VMSS, GCP_MIG, NO_REFRESH_HINT, Instances
 from hetinfra.deploy.state import DeployState, now
@@ -131,11 +132,12 @@ def _size(res: dict, typ: str, planned: int) -> int:
     if v is None:
         return planned
     # the provider's refreshed state is an outside answer: a whole count in bounds, or exit 4
-    if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit() or int(v) > MAX_LIVE_COUNT:
+    size = None if isinstance(v, bool) or not isinstance(v, (int, str)) else whole_number(str(v))
+    if size is None or size > MAX_LIVE_COUNT:
         raise ProviderError(f"{typ} {_name(res.get('urn', ''))}: the refreshed state gives its size as {str(v)[:40]!r}, "
                             f"not a whole number from 0 to {MAX_LIVE_COUNT:,}",
                             hint="run `pulumi refresh` on the stack, then `hetinfra status` again")
-    return int(v)
+    return size
 
 
 def _key(m: dict, res: dict) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import urllib.parse
 
 from hetinfra.compile.images import AZURE, ROLES, used
+from hetinfra.csvtext import whole_number
 from hetinfra.document import Plan
 from hetinfra.document.state import State
 from hetinfra.deploy.groups import arm_url
@@ -28,7 +29,7 @@ ARM_API_VERSION = "2024-07-01"
 
 
 def _version_key(v: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
+    return tuple(-1 if (n := whole_number(p)) is None else n for p in v.split("."))
 
 
 def azure_newest_version(region: str, role: str, env: dict, *, base_url: str | None = None) -> tuple[str | None, str]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -41,7 +41,7 @@ from hetinfra.document.plan import DUMP
 from hetinfra.document.state import (MAX_LIVE_COUNT, STATE_VERSION, Operation, RunningAllocation, State, Step,
                                      check_live, load_state)
 from hetinfra.errors import ProviderError, dotted
-from hetinfra.fileio import atomic_write_text, dumps_strict, present
+from hetinfra.fileio import atomic_write_text, dumps_strict, present, written_through
 
 STATE_FILE = "state.json"
 
@@ -64,10 +64,12 @@ def _first_error(exc: ValueError) -> str:
 
 @dataclass
 class DeployState:
-    """OUT/state.json: its path and the state as its model (``model``; change it through the methods)."""
+    """OUT/state.json: its path and the state as its model (``model``; change it through the methods), and
+    the fields its methods changed (``changed``: what :meth:`save` writes over state.json as it is then)."""
 
     path: Path
     model: State
+    changed: set[str] = field(default_factory=set, repr=False)
 
     @property
     def doc(self) -> dict:
@@ -93,10 +95,35 @@ class DeployState:
         from outside (a stack's outputs, a live read) that would make a state.json that does not load
         is refused here, before anything is written."""
         self.model = State.of({**self.doc, **{k: _dumped(v) for k, v in fields.items()}}, self.path)
+        self.changed.update(fields)
 
     def save(self) -> None:
-        self.model = self.model.model_copy(update={"updated_at": now()})
-        atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n")
+        """Write the state, in the folder's turn (hetinfra.outdir.folder_turn), over state.json as it is then:
+        the fields this state changed are this state's, the others the file's. `status` records its live read
+        while `apply` runs: apply's next save wrote back the state it had loaded (the live read lost), and a
+        save of apply's between status's load and save was lost to status's. A state.json that is a symbolic
+        link (to a share the deploying machines run from) is written through, the link kept: it was replaced
+        by a file at the first save, and the shared file kept the old state."""
+        from hetinfra.outdir import folder_turn
+
+        with folder_turn(written_through(self.path).parent):
+            self._take_others()
+            self.model = self.model.model_copy(update={"updated_at": now()})
+            atomic_write_text(self.path, dumps_strict(self.doc, indent=2) + "\n", through_links=True)
+
+    def _take_others(self) -> None:
+        """The fields this state did not change, as state.json holds them now (another run's saves since this
+        one loaded it); a file that does not load is replaced whole, as before."""
+        from hetinfra.errors import HetinfraError
+
+        if not present(self.path):
+            return
+        try:
+            disk = load_state(self.path)
+        except (HetinfraError, OSError):
+            return
+        mine = self.model.model_dump(mode="json", by_alias=True)
+        self.model = State.of({**disk, **{k: mine[k] for k in self.changed if k in mine}}, self.path)
 
     @property
     def running(self) -> list[RunningAllocation]:

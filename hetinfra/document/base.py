@@ -130,7 +130,7 @@ def shell_safety_error(doc: dict) -> str | None:
     control character, quoting or expansion."""
     for section in SHELL_SECTIONS:
         for key, s in _strings(doc.get(section), section):
-            leaf = re.sub(r"\[\d+\]$", "", key.rsplit(".", 1)[-1])
+            leaf = re.sub(r"\[[0-9]+\]$", "", key.rsplit(".", 1)[-1])
             loose = leaf in LOOSE_KEYS or section == "routing" or ".classes[" in key or key.endswith(".classes")
             why = word_problem(s, loose=loose)
             if why:

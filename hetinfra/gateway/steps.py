@@ -26,6 +26,7 @@ import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from hetinfra.csvtext import whole_number
 from hetinfra.errors import InvalidInputError
 from hetinfra.fileio import parse_json
 from hetinfra.gateway.balancer import Backend
@@ -123,8 +124,8 @@ class Authenticate:
 
 async def read_body(request: Request, limit: int) -> bytes | None:
     """The body, or None when it is over ``limit`` bytes (checked on Content-Length and while reading)."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
+    length = whole_number(request.headers.get("content-length", ""))
+    if length is not None and length > limit:
         return None
     chunks, size = [], 0
     async for chunk in request.stream():

@@ -318,7 +318,7 @@ def _version_key(version: str) -> tuple[int, ...]:
     and the parts end at the first one that carries a suffix."""
     parts = []
     for p in version.strip().lstrip("v").split(".")[:3]:
-        digits = re.match(r"\d*", p).group()
+        digits = re.match(r"[0-9]*", p).group()
         if not digits:
             break
         parts.append(int(digits))

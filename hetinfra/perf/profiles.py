@@ -81,7 +81,7 @@ def parse_profiles_csv(text: str, name: str) -> list[ProfileRow]:
 #: a latency statistic a profile row may name: mean, median, or a percentile pNN (0 < NN < 100, p99.9)
 #: (the profile harness and ``profile-import`` check their --statistic with it, so they never write a
 #: row this module refuses to read)
-STATISTIC = re.compile(r"^(mean|median|p(?!0+(\.0*)?\Z)\d{1,2}(\.\d+)?)\Z")
+STATISTIC = re.compile(r"^(mean|median|p(?!0+(\.0*)?\Z)[0-9]{1,2}(\.[0-9]+)?)\Z")
 STATISTIC_HINT = "use mean, median or a percentile such as p50, p90, p99 or p99.9"
 
 

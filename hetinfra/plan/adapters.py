@@ -207,7 +207,7 @@ def base_unit_id(unit_id: str) -> str:
     a running tier is known by its base unit."""
     import re
 
-    return re.sub(r"\+lora\d+(?:r\d+)?(?=\|)", "", unit_id)
+    return re.sub(r"\+lora[0-9]+(?:r[0-9]+)?(?=\|)", "", unit_id)
 
 
 def tier_factor(pm, gpu, tp: int, pp: int, size, slots: int, rank: int) -> float:

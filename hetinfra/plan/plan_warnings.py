@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hetinfra.csvtext import whole_number
+
 if TYPE_CHECKING:
     from hetinfra.document import Plan
     from hetinfra.plan.planner import PlanResult
@@ -80,7 +82,7 @@ def statistic_warnings(pr: PlanResult) -> list[str]:
 
 def _lines(lines: set[str]) -> str:
     """``lines`` of a file as "line 7 was" or "lines 38-51, 100 were" (runs of consecutive numbers)."""
-    numbers = sorted(int(n) for n in lines if n.isdigit())
+    numbers = sorted(whole_number(n) for n in lines if whole_number(n) is not None)
     spans: list[list[int]] = []
     for n in numbers:
         if spans and n == spans[-1][1] + 1:
@@ -88,6 +90,6 @@ def _lines(lines: set[str]) -> str:
         else:
             spans.append([n, n])
     text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
-    others = sorted(n for n in lines if not n.isdigit())  # an origin without a line number: said as it is
+    others = sorted(n for n in lines if whole_number(n) is None)  # an origin without a line number: said as it is
     text = ", ".join(filter(None, [text, *others]))
     return f"line {text} was" if len(lines) == 1 else f"lines {text} ({len(lines)} rows) were"

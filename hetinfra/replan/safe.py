@@ -319,5 +319,7 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n")
+        # a link (to a share, as state.json may be: deploy.state.DeployState.save) is written through and kept
+        atomic_write_text(self.path, dumps_strict(self.doc.model_dump(mode="json", exclude_unset=True), indent=2) + "\n",
+                          through_links=True)
         self.recorded = True

@@ -16,7 +16,7 @@ __all__ = ["DEFAULT_VLLM_VERSION", "DeploySpec", "FailoverSpec", "GatewaySpec", 
 
 #: what a vLLM version may look like (the spec's deploy.vllm_version, a profile row's vllm_version):
 #: it reaches image tags, pip pins and the engine's calibration lookup
-VLLM_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
+VLLM_VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?([a-z0-9.+-]*)\Z")
 #: the vLLM version plans are made for unless deploy.vllm_version says otherwise: the engine the
 #: estimator's current-engine calibration data were measured on (hetinfra/perf/calibration.py)
 DEFAULT_VLLM_VERSION = "0.12.0"

@@ -133,3 +133,15 @@ def test_every_out_folder_argument_is_an_outdir():
              if isinstance(p, click.Argument) and p.name in ("out", "plan_dir")]
     assert len(named) >= 4
     assert all(isinstance(p.type, OutDir) for _, p in named), [(n, p.name) for n, p in named]
+
+
+@settings(max_examples=30, derandomize=True, deadline=None)
+@given(st.sampled_from(PARAMS))
+def test_property_a_dash_on_any_path_is_exit_2_saying_it_is_no_stream(named):
+    """'-' is standard input or output to many programs; click reads it as a name where ``allow_dash`` is not
+    set (none of hetinfra's paths sets it): `plan SPEC --out -` made a folder named '-', `profile-import --out -`
+    a file, and `status -` said "no such directory". UserPath refuses it, with the spelling of a path so named."""
+    names, param = named
+    res = CliRunner().invoke(cli, _line(names, param, "-"))
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert "'-' is not standard input or output here" in res.output and "./-" in res.output, res.output

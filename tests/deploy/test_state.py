@@ -113,3 +113,78 @@ def test_property_every_sequence_of_changes_leaves_a_state_that_loads(tmp_path_f
         assert DeployState.load(out).doc == state.doc
     if ops:
         assert State.of(json.loads((out / "state.json").read_text())) == state.model
+
+
+@settings(max_examples=15, derandomize=True, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda n: st.tuples(st.just(n), st.lists(
+    st.tuples(st.integers(0, n + 1), st.integers(0, n + 1)).map(sorted), min_size=1, max_size=3))))
+def test_property_a_state_saved_by_apply_and_status_at_once_keeps_both(tmp_path_factory, run):
+    """`apply` saves state.json after each of its steps from the state it loaded at its start; `status`
+    loads it, records its live read and saves it. Run at once (each status read loaded after apply's
+    save ``load`` and saved after its save ``save``, 0: before apply's first, n + 1: after its last), the file
+    ends with apply's whole operation and the last live read: apply's next save dropped the live read, and
+    a status read that loaded before an apply's save and saved after it turned apply's steps back (after
+    its last save: an apply that finished, left "running" for good)."""
+    n, reads = run
+    out = tmp_path_factory.mktemp("state")
+    DeployState.load(out, "chat").save()
+    steps = [f"skypilot:up:u{i}" for i in range(n)]
+    apply = DeployState.load(out)
+    loaded: dict[int, DeployState] = {}
+    last_live = None
+    for at in range(n + 2):  # apply's saves: begin (at 0), each step's mark, finish (at n + 1)
+        for k, (load, save) in enumerate(reads):
+            if save == at and k in loaded:
+                loaded.pop(k).save()
+                last_live = k
+        if at == 0:
+            apply.begin("apply", "ab" * 32, steps)
+        elif at <= n:
+            apply.mark(steps[at - 1], "done")
+        else:
+            apply.finish("ab" * 32)
+        for k, (load, save) in enumerate(reads):
+            if load == at:
+                loaded[k] = DeployState.load(out)
+                loaded[k].record_live({"live_replicas": k, "units": {}})
+    for k in sorted(loaded):
+        loaded.pop(k).save()
+        last_live = k
+    final = DeployState.load(out)
+    assert final.operation.status == "done" and all(s.status == "done" for s in final.operation.steps)
+    assert final.model.plan_sha256 == "ab" * 32
+    assert final.model.live and final.model.live["live_replicas"] == last_live, final.model.live
+
+
+@settings(max_examples=12, derandomize=True, deadline=None)
+@given(st.sampled_from(["absolute", "relative", "two links"]), st.lists(st.sampled_from(["live", "begin", "images"]),
+                                                                     min_size=1, max_size=3))
+def test_property_a_state_json_that_is_a_link_is_written_through(tmp_path_factory, shape, changes):
+    """OUT/state.json a symbolic link to a share (as `status` reads it: hetinfra.fileio.present counts a link):
+    every save writes the file it names and keeps the link. The first save replaced the link by a file, and
+    the shared state.json, which other machines read, kept the old state."""
+    import os
+
+    base = tmp_path_factory.mktemp("linked")
+    (base / "share").mkdir()
+    (base / "out").mkdir()
+    DeployState.load(base / "share", "chat").save()
+    link = base / "out" / "state.json"
+    if shape == "absolute":
+        link.symlink_to(base / "share" / "state.json")
+    elif shape == "relative":
+        link.symlink_to(os.path.join("..", "share", "state.json"))
+    else:
+        (base / "share" / "current").symlink_to("state.json")
+        link.symlink_to(base / "share" / "current")
+    state = DeployState.load(base / "out")
+    for i, change in enumerate(changes):
+        if change == "live":
+            state.record_live({"live_replicas": i, "units": {}})
+        elif change == "begin":
+            state.begin("apply", "ab" * 32, ["pulumi:aws"])
+        else:
+            state.record_images("aws", {"us-east-1": {"gpu": f"ami-{i}"}})
+        state.save()
+    assert link.is_symlink()
+    assert DeployState.load(base / "share").doc == state.doc

@@ -96,3 +96,13 @@ def test_every_aws_region_of_the_embedded_data_is_taken():
     regions = _aws_regions()
     assert len(regions) > 10
     assert _from_env("HETINFRA_AWS_REGIONS", ",".join(regions)).aws_regions == tuple(regions)
+
+
+@settings(max_examples=40, deadline=None)
+@given(var=st.sampled_from(["HETINFRA_FEEDS_RETRIES", "HETINFRA_FEEDS_DEADLINE_S"]),
+       text=st.sampled_from(["1_0", "٣", "１２", "²", "3_0.5", "١.٥", "0x10"]))
+def test_a_number_variable_written_otherwise_than_a_csv_cell_is_refused(var, text):
+    """int() and float() read '1_0' as 10 and Unicode digits as numbers: HETINFRA_FEEDS_RETRIES=1_0 was ten
+    retries. A number variable is written as a CSV cell writes one (ASCII digits), as the number flags are."""
+    with pytest.raises(InvalidInputError, match=f"^{var}="):
+        _from_env(var, text)

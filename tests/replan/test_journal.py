@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from hetinfra.errors import InvalidInputError
 from hetinfra.replan.safe import Journal
@@ -46,3 +47,24 @@ def test_a_wrong_journal_is_exit_2_naming_the_field(tmp_path, doc, where):
     with pytest.raises(InvalidInputError) as exc:
         Journal(tmp_path)
     assert f"replan.json: {where}" in str(exc.value) and exc.value.exit_code == 2 and "move replan.json aside" in exc.value.hint
+
+
+@settings(max_examples=8, derandomize=True, deadline=None)
+@given(st.sampled_from(["absolute", "relative"]), st.lists(st.sampled_from(["done", "failed", "running"]), min_size=1,
+                                                          max_size=3))
+def test_property_a_journal_that_is_a_link_is_written_through(tmp_path_factory, shape, statuses):
+    """OUT/replan.json a symbolic link (to a share, as state.json may be): each save writes the file it names
+    and keeps the link; it was replaced by a file, and the share kept the journal as it was."""
+    import os
+
+    base = tmp_path_factory.mktemp("linked")
+    (base / "share").mkdir()
+    (base / "out").mkdir()
+    (base / "share" / "replan.json").write_text(json.dumps(WRITTEN))
+    link = base / "out" / "replan.json"
+    link.symlink_to(base / "share" / "replan.json" if shape == "absolute" else os.path.join("..", "share", "replan.json"))
+    journal = Journal(base / "out")
+    for status in statuses:
+        journal.set(journal.doc.stages[1], status, "x" if status == "failed" else None)
+    assert link.is_symlink()
+    assert json.loads((base / "share" / "replan.json").read_text())["stages"][1]["status"] == statuses[-1]
