@@ -122,7 +122,9 @@ class DeployState:
             disk = load_state(self.path)
         except (HetinfraError, OSError):
             return
-        mine = self.model.model_dump(mode="json", by_alias=True)
+        # as state.json is written (set fields only): a default dumped here became a set field after
+        # (a recorded cluster gained "objects": [], which only old versions' state.json has)
+        mine = self.doc
         self.model = State.of({**disk, **{k: mine[k] for k in self.changed if k in mine}}, self.path)
 
     @property
