@@ -17,6 +17,7 @@ from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.perf.confidence import LEVELS, confidence_detail, rate_interval
 from hetinfra.perf.model import PerformanceModel, RateResult
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template, TemplateUnit
+from hetinfra.plan.tail import best_effort_classes, relaxed
 
 
 def tp_options(gpu_count: int, heads: int | None, kv_heads: int | None = None) -> list[int]:
@@ -83,7 +84,8 @@ def merge_libraries(libs: list[ModelLibrary]) -> ModelLibrary:
         tpot = [cov.best_tpot_floor for cov in covs if cov.best_tpot_floor]
         ttft = [cov.best_ttft_floor for cov in covs if cov.best_ttft_floor]
         coverage[c] = ClassCoverage(any(cov.served for cov in covs), min(tpot) if tpot else None,
-                                    tuple(r for cov in covs for r in cov.reasons), min(ttft) if ttft else None)
+                                    tuple(r for cov in covs for r in cov.reasons), min(ttft) if ttft else None,
+                                    best_effort=any(cov.best_effort for cov in covs))
     templates = tuple(sorted((t for lib in libs for t in lib.templates), key=lambda t: t.id))
     return ModelLibrary(libs[0].model, templates, coverage)
 
@@ -112,7 +114,11 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
                                                   reasons, nodes=nodes)
                 if nodes == 1 and search.complete(key):
                     search.single_complete.add((cloud, instance_type))
-    out = prune_layouts([t for t in search.templates.values() if t.rates])
+    built = list(search.templates.values())
+    effort = best_effort_classes(pm, [t for t in built if t.rates])  # a percentile's tail (hetinfra.plan.tail)
+    if effort:
+        built = [relaxed(pm, perf, t, effort) for t in built]
+    out = prune_layouts([t for t in built if t.rates])
     if settings.allow_mixed_pipelines and pm.arch is not None:
         from hetinfra.plan.templates_mixed import mixed_templates  # local: only with allow_mixed_pipelines
 
@@ -123,7 +129,7 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     for c in pm.classes:
         served = any(c.name in t.rates for t in out)
         coverage[c.name] = ClassCoverage(served, floors.get(("tpot", c.name)), tuple(r for *_, r in sorted(reasons[c.name])),
-                                         floors.get(("ttft", c.name)))
+                                         floors.get(("ttft", c.name)), best_effort=c.name in effort)
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 

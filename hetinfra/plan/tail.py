@@ -1,0 +1,94 @@
+"""Best-effort classes: the part of a model's requests a percentile objective leaves free.
+
+A p90 objective holds when 90% of the model's requests meet it; the other 10% may take any time.
+The templates rate each class against the model's bounds on its own, a sufficient condition for
+the model's statistic, which costs dearly where a rare class can meet them only on a large layout:
+held-out h136 (an 8B, 98% short chats and 2% 100,000-token prompts, p90 TTFT 1 s) bought two
+8 x H100 TP8 instances ($110.08/h) so that the 2% would prefill in 1 s, where the chats on L40S
+and the long prompts on single H100s, served past 1 s, met the p90 over all requests at $45-52/h.
+
+So a model whose objective leaves a tail (``tail_budget``: 1 - the percentile, or 1 - the
+attainment) may plan up to TAIL_SHARE of that tail as best effort: the classes that shut a layout
+out (every other class of the model fits it at the bounds, this one not), the longest first, while
+their shares add up to at most TAIL_SHARE x the budget. A best-effort class is rated on each layout
+at bounds of its own, BEST_EFFORT_TTFT x and BEST_EFFORT_TPOT x the fastest the layout reaches for
+it (never below the model's bounds): a queue that stays short, not a deadline. Verification judges
+the model's statistic over all its requests, as always, so the plan still meets or is derated; the
+other half of the tail is the margin the other classes keep. A rate measured in a profile is kept
+(a relaxed bound would fall back on the estimator: credit for what nobody measured). A mean
+objective leaves no tail: every request counts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hetinfra.perf.model import PerformanceModel, RateResult
+from hetinfra.plan.library import Template, with_fields
+
+#: the share of a model's tail (1 - percentile, or 1 - attainment) its best-effort classes may take:
+#: the rest is the margin the classes planned at the bounds keep
+TAIL_SHARE = 0.5
+#: a best-effort class's bounds on a layout, as multiples of the fastest TTFT and TPOT it reaches there
+BEST_EFFORT_TTFT = 4.0
+BEST_EFFORT_TPOT = 2.0
+
+_PERCENTILE_TAIL = {"p50": 0.5, "p90": 0.1, "p95": 0.05, "p99": 0.01}
+
+
+def tail_budget(slo) -> float:
+    """The fraction of a model's requests its objective lets miss: 1 - the percentile's level (0 for a
+    mean), and no more than 1 - the attainment where one is set."""
+    out = _PERCENTILE_TAIL.get(slo.percentile, 0.0)
+    if slo.attainment is not None:
+        out = min(out, 1.0 - slo.attainment)
+    return max(out, 0.0)
+
+
+def best_effort_classes(pm, templates: list[Template]) -> tuple[str, ...]:
+    """The classes of ``pm`` planned best effort (see the module docstring), in its class order."""
+    budget = TAIL_SHARE * tail_budget(pm.spec.slo)
+    if budget <= 0 or len(pm.classes) < 2:
+        return ()
+    names = {c.name for c in pm.classes}
+    shut_out = {c for t in templates if len(t.rates) == len(names) - 1 for c in names - set(t.rates)}
+    chosen, used = set(), 0.0
+    for c in sorted((c for c in pm.classes if c.name in shut_out),
+                    key=lambda c: (-(c.input_tokens + c.output_tokens), c.name)):
+        if used + c.share <= budget + 1e-12:
+            chosen.add(c.name)
+            used += c.share
+    return tuple(c.name for c in pm.classes if c.name in chosen)
+
+
+def relaxed(pm, perf: PerformanceModel, t: Template, classes: tuple[str, ...]) -> Template:
+    """``t`` with each of ``classes`` rated at its best-effort bounds (its profile rate kept)."""
+    nodes = t.node_count or t.pp
+    rates, sources = dict(t.rates), dict(t.sources)
+    for c in (c for c in pm.classes if c.name in classes):
+        if c.name in rates:  # served at the bounds here: kept (see the module docstring)
+            continue
+        strict: RateResult = perf.rate(pm.ctx, t.gpu, t.tp, t.pp, c, nodes=nodes)
+        if not (strict.ttft_floor_ms and strict.tpot_floor_ms):
+            continue  # the weights do not fit: no bound helps
+        ctx = replace(pm.ctx, ttft_ms=max(pm.ctx.ttft_ms, BEST_EFFORT_TTFT * strict.ttft_floor_ms),
+                      tpot_ms=max(pm.ctx.tpot_ms, BEST_EFFORT_TPOT * strict.tpot_floor_ms))
+        r = perf.rate(ctx, t.gpu, t.tp, t.pp, c, nodes=nodes)
+        if r.max_rps > 0 and t.engines * r.max_rps > rates.get(c.name, 0.0):
+            rates[c.name], sources[c.name] = t.engines * r.max_rps, r.source
+    return with_fields(t, rates=rates, sources=sources) if rates != t.rates else t
+
+
+def best_effort_warnings(inputs, coverage: dict) -> list[str]:
+    """One line per model with best-effort classes (``coverage``: (model, class) -> ClassCoverage):
+    which, their share, and how to bound them after all."""
+    out = []
+    for pm in inputs.models:
+        names = [c for c in pm.classes if getattr(coverage.get((pm.spec.name, c.name)), "best_effort", False)]
+        if names:
+            slo = pm.spec.slo
+            out.append(f"{pm.spec.name}: {', '.join(c.name for c in names)} ({100 * sum(c.share for c in names):.3g}% "
+                       f"of its requests) planned best effort, inside the {100 * tail_budget(slo):g}% its "
+                       f"{'attainment' if slo.attainment is not None else slo.percentile} objective lets miss: the "
+                       "objective is verified over all its requests, but these may take longer (a model of their "
+                       "own bounds them)")
+    return out

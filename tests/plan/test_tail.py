@@ -1,0 +1,88 @@
+"""Best-effort classes inside a percentile's tail (hetinfra.plan.tail): which classes, at what rates, and
+the held-out plan that paid 2.1x for a 2% class its p90 objective let miss."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hetinfra.plan.library import Template
+from hetinfra.plan.tail import TAIL_SHARE, best_effort_classes, tail_budget
+from hetinfra.spec.demand import RequestClass
+
+
+def _slo(percentile: str = "p90", attainment: float | None = None):
+    return SimpleNamespace(percentile=percentile, attainment=attainment)
+
+
+def _model(shares: dict[str, tuple[float, int]], percentile: str = "p90", attainment: float | None = None):
+    """A planned model's stand-in: classes name -> (share, input tokens)."""
+    classes = tuple(RequestClass(n, tokens, 100, share, share) for n, (share, tokens) in shares.items())
+    return SimpleNamespace(classes=classes, spec=SimpleNamespace(slo=_slo(percentile, attainment)))
+
+
+def _template(tid: str, serves: tuple[str, ...]) -> Template:
+    return Template(tid, "m", "aws", "i", "L40S", 1, 1, 1, 1, {c: 1.0 for c in serves}, {c: "x" for c in serves})
+
+
+def test_the_tail_of_each_objective():
+    assert tail_budget(_slo("p99")) == pytest.approx(0.01) and tail_budget(_slo("p90")) == pytest.approx(0.1)
+    assert tail_budget(_slo("mean")) == 0.0  # every request counts in a mean
+    assert tail_budget(_slo("p99", 0.95)) == pytest.approx(0.01)  # the stricter of the two
+    assert tail_budget(_slo("p50", 0.9)) == pytest.approx(0.1)
+
+
+def test_a_rare_class_that_shuts_a_layout_out_is_best_effort():
+    """h136's shape: 98% chat, 2% 100k-token prompts at p90; the L40S serves chat only."""
+    pm = _model({"chat": (0.98, 100), "hay": (0.02, 100_000)})
+    templates = [_template("l40s", ("chat",)), _template("h100x8", ("chat", "hay"))]
+    assert best_effort_classes(pm, templates) == ("hay",)
+    # at p99 its 2% is past half the 1% tail; under a mean objective there is no tail
+    assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "p99"), templates) == ()
+    assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "mean"), templates) == ()
+    # a class every layout serves at the bounds shuts none out: nothing to relax
+    both = [_template("a", ("chat", "hay")), _template("b", ("chat", "hay"))]
+    assert best_effort_classes(pm, both) == ()
+
+
+def test_a_layout_that_serves_the_class_at_the_bounds_keeps_its_rate():
+    """Relaxed only where the bounds shut the class out: a layout that serves it keeps its rate, so the
+    class is not crowded onto the layouts that serve the rest (held-out h108 and h81 cost 57% and 95% more
+    when every layout rated it relaxed: its long prefills shared their replicas). The performance model
+    is never asked."""
+    from hetinfra.plan.tail import relaxed
+
+    pm = _model({"chat": (0.98, 100), "hay": (0.02, 100_000)})
+    t = _template("h100x8", ("chat", "hay"))
+    assert relaxed(pm, None, t, ("hay",)) is t
+
+
+@given(shares=st.lists(st.floats(0.001, 1.0), min_size=2, max_size=6), percentile=st.sampled_from(["p50", "p90", "p95",
+                                                                                                     "p99", "mean"]))
+def test_the_best_effort_share_never_passes_its_part_of_the_tail(shares, percentile):
+    total = sum(shares)
+    pm = _model({f"c{i}": (s / total, 1000 * (i + 1)) for i, s in enumerate(shares)}, percentile)
+    names = [c.name for c in pm.classes]
+    templates = [_template(f"t{i}", tuple(n for n in names if n != shut)) for i, shut in enumerate(names)]
+    chosen = best_effort_classes(pm, templates)
+    assert sum(c.share for c in pm.classes if c.name in chosen) <= TAIL_SHARE * tail_budget(pm.spec.slo) + 1e-9
+    assert len(chosen) < len(names)
+
+
+@pytest.mark.heavy
+def test_held_out_h136_serves_its_rare_class_best_effort_and_meets(tmp_path):
+    """h136 (benchmarks/results/heldout65): an 8B, 98% 100-token chats and 2% 100,000-token prompts, p90 TTFT
+    1 s / TPOT 40 ms on L40S, A100-80GB and H100. Every class rated at the bounds, the 2% could meet 1 s
+    only on 8 x H100 TP8: $110.08/h. Inside the p90's tail it is served on single H100s past 1 s, and the
+    p90 over all requests still meets, verified and confirmed, at about half the price (audited: 10 fresh
+    seeds and 5x, met)."""
+    from tests.plan.heldout import planned_held_out
+
+    doc = planned_held_out("h136-needle-100k-p90", tmp_path, folder="heldout65")
+    assert doc["fidelity"]["met"] and doc["fidelity"]["confirmation"]["met"]
+    assert doc["cost_usd_per_hour"] < 70.0, doc["cost_usd_per_hour"]
+    assert {a["tp"] for a in doc["allocations"]} == {1}
+    assert any("hay (2% of its requests) planned best effort" in w for w in doc["warnings"])
