@@ -29,6 +29,9 @@ SUMMARY = ("hetinfra.plan.summary",)
               help="Write plan.json and skypilot/<unit>.yaml into this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout instead of the summary.")
 @click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
+@click.option("--verify-baselines", is_flag=True,
+              help="Plan and verify each single-GPU-type baseline as a spec of its own (one more plan per GPU "
+                   "type), instead of solving it at the plan's rates unsimulated.")
 @click.option("--state", type=UserPath(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours of their price, paid back over planning.churn_payback_hours, so "
@@ -47,7 +50,8 @@ SUMMARY = ("hetinfra.plan.summary",)
                    "else its previous plan.json) and 10 when changes are pending (terraform's 2 is invalid input here).")
 @feeds_options
 @availability_options
-def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, state: Path | None,
+def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool, verify_baselines: bool,
+                 state: Path | None,
                  no_template_cache: bool, no_verify: bool, strict_verify: bool, detailed_exitcode: bool, feeds: str,
                  strict_feeds: bool, max_age_h: float | None, caps_file: str | None, availability: bool) -> None:
     """Solve SPEC (a service YAML) for the cheapest plan, verify its latency objectives by
@@ -66,12 +70,14 @@ def plan_command(spec: Path, out: Path | None, as_json: bool, no_baselines: bool
             from hetinfra.plan.progress import progress_for
 
             _check_flags(no_verify, strict_verify, detailed_exitcode, state, out)
+            _check_baseline_flags(no_baselines, verify_baselines, no_verify)
             snapshot, feed_warnings = load_feeds(feeds, strict_feeds, max_age_h)  # warnings also go to stderr
             caps, cap_warnings = load_caps(caps_file, availability, snapshot, spec)
             progress = progress_for(sys.stderr, as_json)  # a status line on a terminal only
             try:
                 _, doc = plan_document(spec, verify=not no_verify, strict=strict_verify,
-                                       with_baselines=not no_baselines, snapshot=snapshot, state=state,
+                                       with_baselines=not no_baselines, verify_baselines=verify_baselines,
+                                       snapshot=snapshot, state=state,
                                        extra_caps=caps, template_cache=not no_template_cache,
                                        progress=SolveStarts(progress, preloader))
             finally:
@@ -104,6 +110,16 @@ def _check_flags(no_verify: bool, strict_verify: bool, detailed_exitcode: bool, 
                                 hint="--strict-verify fails a plan that misses in simulation; drop one of them")
     if detailed_exitcode and state is None and out is None:
         raise InvalidInputError("--detailed-exitcode compares with a deployment: give --state DIR or --out DIR")
+
+
+def _check_baseline_flags(no_baselines: bool, verify_baselines: bool, no_verify: bool) -> None:
+    """--verify-baselines needs baselines and verification (exit 2 otherwise)."""
+    from hetinfra.errors import InvalidInputError
+
+    if verify_baselines and (no_baselines or no_verify):
+        other = "--no-baselines" if no_baselines else "--no-verify"
+        raise InvalidInputError(f"--verify-baselines and {other} contradict each other",
+                                hint="--verify-baselines plans and verifies each baseline; drop one of them")
 
 
 def _show(result, out: Path | None) -> None:

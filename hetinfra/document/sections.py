@@ -218,6 +218,12 @@ class Baseline(Doc):
                                                                 "cost, instances and units (verified as the plan is; "
                                                                 "savings 0), not a separate solve, which would carry "
                                                                 "neither the trim nor the replicas verification added.")
+    verified: Optional[StrictBool] = Field(None, description="Present (true) under plan --verify-baselines: the row is "
+                                                             "the spec planned on this GPU type alone and verified "
+                                                             "(its own rounds, confirmation and trim), not a solve at "
+                                                             "the plan's rates.")
+    met: Optional[StrictBool] = Field(None, description="Verified rows only: whether that plan met its objectives in "
+                                                        "its verification.")
 
 
 class WarmStart(Doc):

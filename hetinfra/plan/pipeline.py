@@ -44,19 +44,27 @@ TOO_LARGE_TO_VERIFY = ("the plan's first solve runs {engines:,} vLLM engines, mo
 
 
 def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = False, with_baselines: bool = True,
-                  progress=None, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
+                  progress=None, verify_baselines: bool = False, **prepare_kwargs) -> tuple[PlanResult, "Plan"]:
     """Plan ``spec_path`` (``prepare_kwargs``: see :func:`hetinfra.plan.staging.prepare`), verify it by
     simulation unless ``verify`` is false or the spec turns it off, and return the result and its
     plan.json (with ``fidelity``). ``strict``: a plan that still misses after the last round raises
     InfeasibleError (exit 3) instead of carrying a warning. ``progress``: a
-    :class:`hetinfra.plan.progress.Progress` (None: silent)."""
+    :class:`hetinfra.plan.progress.Progress` (None: silent). ``verify_baselines``: each baseline row
+    planned on its GPU type alone and verified (hetinfra.plan.verified_baselines)."""
     from hetinfra.plan.budget import Budget, opened
     from hetinfra.solver.memo import clear
 
     clear()  # this command's solves remember only each other: the plan never depends on what ran before it
     with opened(Budget(None)) as budget:
         pr, doc = _planned(spec_path, budget, verify, strict, with_baselines, progress, prepare_kwargs)
-    return pr, reported(doc, budget)
+    doc = reported(doc, budget)
+    if verify_baselines and doc.baselines:
+        from hetinfra.plan.verified_baselines import verified_baselines
+
+        if progress is not None:
+            progress.stage("verified baselines")
+        doc = verified_baselines(doc, spec_path, prepare_kwargs, plan_document)
+    return pr, doc
 
 
 def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool, progress,

@@ -92,6 +92,8 @@ def saving_cell(plan: "Plan", x) -> str:
     if x.plan_itself:
         return "0.0% (this plan)"
     cell = f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})"
+    if x.verified:  # planned on its GPU type alone and verified (plan --verify-baselines)
+        return cell + (", verified" if x.met else ", missed in its own verification")
     if x.savings_usd_per_hour < -0.005 and plan.fidelity is not None and plan.fidelity.verified:
         cell += ", unverified: at the last solve's rates"
     return cell
@@ -113,13 +115,15 @@ def baseline_note(plan: "Plan") -> str | None:
     more than a baseline ("L40S ... -16.7%" beside a $13.03/h plan whose solve was the L40S
     baseline's $11.17/h plus one replica the confirmation needed), and a plan it trimmed less; the
     plan's own row where it uses one GPU type; and why one still costs less."""
-    solved = [x for x in plan.baselines if x.feasible and not x.plan_itself]
+    solved = [x for x in plan.baselines if x.feasible and not x.plan_itself and not x.verified]
     added, words = padding_cost(plan)
     cost = plan.cost_usd_per_hour - added
     below = [x.gpu for x in solved if x.cost_usd_per_hour < cost - 0.005]
     f = plan.fidelity if plan.fidelity and plan.fidelity.verified else None
-    parts = (["solved over the same offers at the rates and load of the plan's last solve, not simulated"]
-             if f is not None and any(not x.plan_itself for x in plan.baselines) else [])
+    parts = (["solved over the same offers at the rates and load of the plan's last solve, not simulated "
+              "(estimates: `plan --verify-baselines` plans and verifies each)"]
+             if f is not None and any(not x.plan_itself and not x.verified for x in plan.baselines) else [])
+    parts += _verified_words(plan)
     parts += [f"{x.gpu} is this plan itself (it uses {x.gpu} only)" for x in plan.baselines if x.plan_itself]
     trimmed = sum(f.trim.replicas_by_unit(f.trim.removed).values()) if f is not None and f.trim else 0
     if trimmed and solved:
@@ -133,6 +137,19 @@ def baseline_note(plan: "Plan") -> str | None:
         parts.append(f"{', '.join(below)} below the plan{' without them' if added > 0.005 else ''}: "
                      f"{_why_below(plan)}")
     return "baselines: " + "; ".join(parts) if parts else None
+
+
+def _verified_words(plan: "Plan") -> list[str]:
+    """The note's clauses on rows ``plan --verify-baselines`` planned and verified: what they are, and any
+    below the plan itself (a fleet on one GPU type the plan's search did not reach)."""
+    verified = [x for x in plan.baselines if x.verified]
+    if not verified:
+        return []
+    out = ["verified rows: the spec planned on that GPU type alone and verified, as this plan is"]
+    below = [x.gpu for x in verified if x.feasible and x.met and x.cost_usd_per_hour < plan.cost_usd_per_hour - 0.005]
+    if below:
+        out.append(f"{', '.join(below)} verified below this plan: a fleet its search did not reach")
+    return out
 
 
 def _why_below(plan: "Plan") -> str:
