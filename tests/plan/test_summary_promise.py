@@ -97,3 +97,18 @@ def test_a_trim_a_ceiling_or_a_rule_ended_says_which_and_by_how_much():
     checks[1].update(refused_by="simulation", detail="an objective missed on the search's seeds",
                      unit_over=None, ratio=None, basis=None)
     assert not [x for x in promise_lines(Plan.parse(doc)) if x.startswith("trim:")]
+
+
+def test_over_provisioning_at_the_top_of_the_search_says_at_least():
+    """Held-out h132 (one L4 at 1% utilisation) read "over-provisioning 2.25x demand sustained": 2.25 is
+    the top of the search's grid at load 1.2, where it stopped, not where the plan stops meeting."""
+    from hetinfra.plan.summary_promise import promise_lines
+
+    doc = filled_golden("chat")
+    load = doc["fidelity"]["load"]
+    for ratio, words in ((load * 15 / 8, f"over-provisioning at least {load * 15 / 8:g}x demand sustained (the top of "
+                                          "the search)"),
+                         (load * 9 / 8, f"over-provisioning {load * 9 / 8:g}x demand sustained")):
+        doc["fidelity"]["over_provisioning"]["ratio"] = ratio
+        line, = [x for x in promise_lines(Plan.parse(doc)) if x.startswith("verification:")]
+        assert line.endswith(words), line
