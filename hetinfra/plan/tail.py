@@ -9,7 +9,8 @@ and the long prompts on single H100s, served past 1 s, met the p90 over all requ
 
 So a model whose objective leaves a tail (``tail_budget``: 1 - the percentile, or 1 - the
 attainment) may plan up to TAIL_SHARE of that tail as best effort: the classes that shut a layout
-out (every other class of the model fits it at the bounds, this one not), the longest first, while
+out (every other class of the model fits it at the bounds; those it does not fit together within the
+budget: two rare long classes shut the same layouts out), the longest first, while
 their shares add up to at most TAIL_SHARE x the budget. A best-effort class is rated on each layout
 at bounds of its own, BEST_EFFORT_TTFT x and BEST_EFFORT_TPOT x the fastest the layout reaches for
 it (never below the model's bounds): a queue that stays short, not a deadline. Verification judges
@@ -49,8 +50,14 @@ def best_effort_classes(pm, templates: list[Template]) -> tuple[str, ...]:
     budget = TAIL_SHARE * tail_budget(pm.spec.slo)
     if budget <= 0 or len(pm.classes) < 2:
         return ()
-    names = {c.name for c in pm.classes}
-    shut_out = {c for t in templates if len(t.rates) == len(names) - 1 for c in names - set(t.rates)}
+    share = {c.name: c.share for c in pm.classes}
+    # the classes that alone shut a layout out: the layout serves all the others, and those it does not
+    # serve fit in the budget together (two rare long classes shut the same layouts out)
+    shut_out = set()
+    for t in templates:
+        missing = set(share) - set(t.rates)
+        if missing and sum(share[c] for c in missing) <= budget + 1e-12:
+            shut_out |= missing
     chosen, used = set(), 0.0
     for c in sorted((c for c in pm.classes if c.name in shut_out),
                     key=lambda c: (-(c.input_tokens + c.output_tokens), c.name)):

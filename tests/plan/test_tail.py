@@ -43,6 +43,10 @@ def test_a_rare_class_that_shuts_a_layout_out_is_best_effort():
     # at p99 its 2% is past half the 1% tail; under a mean objective there is no tail
     assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "p99"), templates) == ()
     assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "mean"), templates) == ()
+    # two rare long classes that shut the same layout out, together within half the tail: both
+    two = _model({"chat": (0.96, 100), "hay": (0.02, 100_000), "straw": (0.02, 80_000)})
+    assert best_effort_classes(two, [_template("l40s", ("chat",)), _template("h100x8", ("chat", "hay", "straw"))]) \
+        == ("hay", "straw")
     # a class every layout serves at the bounds shuts none out: nothing to relax
     both = [_template("a", ("chat", "hay")), _template("b", ("chat", "hay"))]
     assert best_effort_classes(pm, both) == ()
