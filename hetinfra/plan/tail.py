@@ -51,7 +51,7 @@ def best_effort_classes(pm, templates: list[Template]) -> tuple[str, ...]:
     if budget <= 0 or len(pm.classes) < 2:
         return ()
     share = {c.name: c.share for c in pm.classes}
-    # the classes that alone shut a layout out: the layout serves all the others, and those it does not
+    # the classes that shut a layout out: the layout serves all the others, and those it does not
     # serve fit in the budget together (two rare long classes shut the same layouts out)
     shut_out = set()
     for t in templates:
