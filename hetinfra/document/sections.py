@@ -211,7 +211,8 @@ class Baseline(Doc):
     savings_pct: Optional[Number] = Field(None, description="Savings in percent of its cost (feasible only; null where "
                                                         "the plan leaves demand unserved, as savings_usd_per_hour).")
     allocation: Optional[list[BaselineUnit]] = Field(None, description="Its units (feasible only).")
-    reason: Optional[StrictStr] = Field(None, description="Why it is infeasible (infeasible only).")
+    reason: Optional[StrictStr] = Field(None, description="Why it is infeasible (infeasible only), or why a verified "
+                                                          "row's plan was not simulated (no met).")
     safety_stop: Optional[StrictBool] = Field(None, description="Present (true) when the wall-clock stop cut its solve.")
     plan_itself: Optional[StrictBool] = Field(None, description="Present (true) where the plan uses this GPU type only "
                                                                 "and serves all its demand: the row is the plan's own "
@@ -223,7 +224,8 @@ class Baseline(Doc):
                                                              "(its own rounds, confirmation and trim), not a solve at "
                                                              "the plan's rates.")
     met: Optional[StrictBool] = Field(None, description="Verified rows only: whether that plan met its objectives in "
-                                                        "its verification.")
+                                                        "its verification (absent where it was too large to "
+                                                        "simulate: reason says so).")
 
 
 class WarmStart(Doc):

@@ -54,6 +54,8 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
     from hetinfra.plan.budget import Budget, opened
     from hetinfra.solver.memo import clear
 
+    if verify and (strict or verify_baselines):
+        needs_verification(spec_path, prepare_kwargs, "--verify-baselines" if verify_baselines else "--strict-verify")
     clear()  # this command's solves remember only each other: the plan never depends on what ran before it
     with opened(Budget(None)) as budget:
         pr, doc = _planned(spec_path, budget, verify, strict, with_baselines, progress, prepare_kwargs)
@@ -65,6 +67,22 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
             progress.stage("verified baselines")
         doc = verified_baselines(doc, spec_path, prepare_kwargs, plan_document)
     return pr, doc
+
+
+def needs_verification(spec_path, prepare_kwargs: dict, flag: str) -> None:
+    """Exit 2 where ``flag`` (`plan --verify-baselines` or `--strict-verify`, which judge the plan by its
+    verification) meets a spec whose ``planning.verify.enabled`` is false, at that key's line: the flag
+    contradicts the spec as it does ``--no-verify`` (a verified baseline row read "missed in its own
+    verification" for a plan never simulated; --strict-verify passed a plan nobody checked)."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.spec.load import load_spec
+
+    spec, _, locate = load_spec(Path(spec_path))
+    spec = prepare_kwargs.get("spec_override") or spec
+    if not spec.planning.verify.enabled:
+        raise InvalidInputError(f"{locate('planning', 'verify', 'enabled')}: planning.verify.enabled is false, "
+                                f"which {flag} contradicts (it judges the plan by its verification)",
+                                hint=f"set planning.verify.enabled: true, or drop {flag}")
 
 
 def _planned(spec_path, budget, verify: bool, strict: bool, with_baselines: bool, progress,

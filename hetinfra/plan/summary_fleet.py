@@ -93,6 +93,8 @@ def saving_cell(plan: "Plan", x) -> str:
         return "0.0% (this plan)"
     cell = f"{x.savings_pct:.1f}% ({usd(x.savings_usd_per_hour)})"
     if x.verified:  # planned on its GPU type alone and verified (plan --verify-baselines)
+        if x.met is None:  # its own plan was not simulated (too large): the note says why
+            return cell + ", not verified: see below"
         return cell + (", verified" if x.met else ", missed in its own verification")
     if x.savings_usd_per_hour < -0.005 and plan.fidelity is not None and plan.fidelity.verified:
         cell += ", unverified: at the last solve's rates"
@@ -149,6 +151,9 @@ def _verified_words(plan: "Plan") -> list[str]:
     below = [x.gpu for x in verified if x.feasible and x.met and x.cost_usd_per_hour < plan.cost_usd_per_hour - 0.005]
     if below:
         out.append(f"{', '.join(below)} verified below this plan: a fleet its search did not reach")
+    unsimulated = [x for x in verified if x.feasible and x.met is None]
+    if unsimulated:
+        out.append(f"{', '.join(x.gpu for x in unsimulated)} not verified: {unsimulated[0].reason}")
     return out
 
 

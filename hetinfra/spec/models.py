@@ -127,6 +127,16 @@ class SloSpec(Strict):
                     "every request is served by a variant scoring at least this; variants below it are never "
                     "planned. No floor: the cheapest variants serve.")
 
+    @field_validator("attainment")
+    @classmethod
+    def _attainment(cls, v: float | None) -> float | None:
+        """An attainment of 1 asks every request to meet: no finite simulation shows that (its bound stays
+        below 1), so the plan shipped "undecided" after every round; refused at its line (exit 2)."""
+        if v is not None and v >= 1:
+            raise ValueError(f"attainment {v:g} asks every request to meet both bounds, which no simulation can "
+                             "show (its bound stays below 1): write 0.999 or less")
+        return v
+
     @model_validator(mode="after")
     def _percentile_of_attainment(self) -> "SloSpec":
         """An attainment without a percentile is the objective (Mélange's SLO; p99 on top made it moot):

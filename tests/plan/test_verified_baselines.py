@@ -3,9 +3,12 @@ that GPU type alone and verified, not a solve at the plan's rates."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.plan.heldout import REPO, planned_held_out
 
@@ -60,3 +63,61 @@ def test_the_summary_says_which_rows_are_verified_and_which_are_estimates():
     assert "verified below this plan: a fleet its search did not reach" in note
     row = next(b for b in plan.baselines if b.verified)
     assert saving_cell(plan, row) == "-5.0% (-$1.00/h), verified"
+
+
+CHAT = REPO / "services" / "chat.yaml"
+
+
+@functools.cache
+def _chat():
+    from hetinfra.spec.load import load_spec
+
+    return load_spec(CHAT)[0]
+
+
+@settings(max_examples=6, deadline=None)
+@given(flag=st.sampled_from(["verify_baselines", "strict"]),
+       form=st.sampled_from(["  verify: {enabled: false}\n", "  verify:\n    enabled: false\n",
+                             "  verify: {requests: 5000, enabled: no}\n"]))
+def test_a_flag_that_judges_by_verification_meets_a_spec_that_turns_it_off(tmp_path_factory, flag, form):
+    """--verify-baselines and --strict-verify beside planning.verify.enabled: false exit 2 at that key's line,
+    before any solve, as beside --no-verify: verified rows read "missed in its own verification" of plans
+    never simulated, and --strict-verify passed a plan nobody checked."""
+    from hetinfra.errors import InvalidInputError
+    from hetinfra.plan.pipeline import plan_document
+
+    text = CHAT.read_text().replace("  headroom: 0.1\n", "  headroom: 0.1\n" + form)
+    spec = tmp_path_factory.mktemp("s") / "s.yaml"
+    spec.write_text(text)
+    line = text.splitlines().index(next(ln for ln in text.splitlines() if "enabled" in ln)) + 1
+    with pytest.raises(InvalidInputError) as e:
+        plan_document(spec, **{flag: True})
+    assert e.value.message.startswith(f"{spec}:{line}:") and "planning.verify.enabled is false" in e.value.message
+    assert ("--verify-baselines" if flag == "verify_baselines" else "--strict-verify") in e.value.message
+
+
+@settings(max_examples=12, deadline=None)
+@given(fidelity=st.one_of(st.none(), st.builds(lambda r: {"verified": False, "reason": r},
+                                               st.one_of(st.none(), st.text(min_size=1, max_size=40))),
+                          st.builds(lambda m: {"verified": True, "met": m}, st.booleans())),
+       cost=st.floats(0.5, 1000))
+def test_a_verified_row_says_missed_only_where_its_plan_was_simulated_and_missed(fidelity, cost):
+    """A verified row whose own plan was never simulated (too large: more than MAX_VERIFIED_ENGINES) has no
+    ``met`` and says why, not "missed in its own verification" (chat at 3,000 req/s: its A10, A10G and L4
+    rows)."""
+    from types import SimpleNamespace
+
+    from hetinfra.plan.summary_fleet import saving_cell
+    from hetinfra.plan.verified_baselines import _verified_row
+
+    fid = None if fidelity is None else SimpleNamespace(**{"met": None, "reason": None, **fidelity})
+    sub = SimpleNamespace(cost_usd_per_hour=cost, allocations=[], fidelity=fid)
+    planner = (lambda *a, **k: (None, sub), CHAT, {})
+    doc = SimpleNamespace(cost_usd_per_hour=1.0, fidelity=None)
+    row = _verified_row(doc, "L4", _chat(), planner, True)
+    simulated = fid is not None and fid.verified
+    assert row.met == (bool(fid.met) if simulated else None)
+    assert (row.reason is None) == simulated and (simulated or row.reason)
+    cell = saving_cell(doc, row)
+    assert ("missed in its own verification" in cell) == (simulated and not fid.met)
+    assert ("not verified" in cell) == (not simulated)
