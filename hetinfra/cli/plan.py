@@ -31,7 +31,8 @@ SUMMARY = ("hetinfra.plan.summary",)
 @click.option("--no-baselines", is_flag=True, help="Skip the single-GPU-type baseline solves.")
 @click.option("--verify-baselines", is_flag=True,
               help="Plan and verify each single-GPU-type baseline as a spec of its own (one more plan per GPU "
-                   "type), instead of solving it at the plan's rates unsimulated.")
+                   "type, each within planning.time_limit_s of its own), instead of solving it at the plan's rates "
+                   "unsimulated.")
 @click.option("--state", type=UserPath(exists=True, path_type=Path),
               help="The running deployment (a previous --out directory or its plan.json): new instances pay "
                    "planning.churn_penalty_hours of their price, paid back over planning.churn_payback_hours, so "
