@@ -3,7 +3,7 @@ inputs, every unit with its estimated rates, what runs now, and each template's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.errors import InfeasibleError
@@ -14,7 +14,6 @@ from hetinfra.plan.adapters import with_adapters, with_running_holds
 from hetinfra.plan.inputs import PlanInputs, resolve
 from hetinfra.plan.library import ClassCoverage, TemplateUnit
 from hetinfra.plan.running import read_running, running_factors
-from hetinfra.plan.tail import best_effort_warnings
 from hetinfra.plan.templates import build_units
 from hetinfra.plan.variants import below_floor, check_accuracy_floor
 from hetinfra.price_feeds.offers import OfferSnapshot
@@ -128,7 +127,6 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         root = default_dir()
         cache = TemplateCache(root) if root is not None else None
     unit_list, coverage = build_units(inputs, perf, cache)
-    inputs = replace(inputs, warnings=(*inputs.warnings, *best_effort_warnings(inputs, coverage)))
     inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
     if unserved and not spec.planning.allow_unmet:

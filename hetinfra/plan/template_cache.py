@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hetinfra.plan.inputs import PlanInputs, PlannedModel
 from hetinfra.plan.library import ClassCoverage, ModelLibrary, Template
+from hetinfra.plan.tail import cache_words
 
 CACHE_FORMAT = 4
 #: where the library is built: the cache key hashes the source of this module and of every hetinfra
@@ -206,6 +207,7 @@ class TemplateCache:
             "settings": [s.max_nodes_per_template, s.tp_pp_layouts, s.allow_mixed_pipelines, s.mixed_memory_ratio,
                          sorted(inputs.spec.deploy.skypilot_clouds), s.estimator],
             "profiles": sorted(repr(r) for r in inputs.profiles.rows),
+            "best_effort": cache_words(pm),  # the classes a percentile's tail may leave (hetinfra.plan.tail)
         }
         if s.estimator != "builtin":  # the measured-kernel backend's rates follow its database's release
             doc["aiconfigurator"] = _aiconfigurator_version()

@@ -40,11 +40,11 @@ def test_a_rare_class_that_shuts_a_layout_out_is_best_effort():
     pm = _model({"chat": (0.98, 100), "hay": (0.02, 100_000)})
     templates = [_template("l40s", ("chat",)), _template("h100x8", ("chat", "hay"))]
     assert best_effort_classes(pm, templates) == ("hay",)
-    # at p99 its 2% is past half the 1% tail; under a mean objective there is no tail
+    # at p99 its 2% is past a quarter of the 1% tail; under a mean objective there is no tail
     assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "p99"), templates) == ()
     assert best_effort_classes(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "mean"), templates) == ()
-    # two rare long classes that shut the same layout out, together within half the tail: both
-    two = _model({"chat": (0.96, 100), "hay": (0.02, 100_000), "straw": (0.02, 80_000)})
+    # two rare long classes that shut the same layout out, together within a quarter of the tail: both
+    two = _model({"chat": (0.98, 100), "hay": (0.01, 100_000), "straw": (0.01, 80_000)})
     assert best_effort_classes(two, [_template("l40s", ("chat",)), _template("h100x8", ("chat", "hay", "straw"))]) \
         == ("hay", "straw")
     # a class every layout serves at the bounds shuts none out: nothing to relax
@@ -90,3 +90,36 @@ def test_held_out_h136_serves_its_rare_class_best_effort_and_meets(tmp_path):
     assert doc["cost_usd_per_hour"] < 70.0, doc["cost_usd_per_hour"]
     assert {a["tp"] for a in doc["allocations"]} == {1}
     assert any("hay (2% of its requests) planned best effort" in w for w in doc["warnings"])
+
+
+def test_the_template_cache_keys_what_the_choice_reads():
+    """heldout65b F2: the cache keyed the classes' names and bounds only, so a spec's best-effort choice
+    leaked into the next spec planned with the same classes (the same classes at p99 after p90 planned a
+    class best effort against a 1% tail, and missed). The key now holds the budget and the shares within it."""
+    from hetinfra.plan.tail import cache_words
+
+    p90 = _model({"chat": (0.98, 100), "hay": (0.02, 100_000)})
+    assert cache_words(p90) != cache_words(_model({"chat": (0.98, 100), "hay": (0.02, 100_000)}, "p99"))
+    assert cache_words(p90) != cache_words(_model({"chat": (0.979, 100), "hay": (0.021, 100_000)}))
+    # a share past the budget is never chosen: it does not split the cache
+    assert cache_words(p90) == cache_words(_model({"chat": (0.97, 100), "hay": (0.02, 100_000)}))[:1] + \
+        [cache_words(p90)[1]] and [n for n, _ in cache_words(p90)[1]] == ["hay"]
+
+
+def test_the_pool_at_the_bounds_drops_only_the_best_effort_rates():
+    """hetinfra.plan.pipeline._at_the_bounds verifies the spec again over this pool where the plan has
+    best-effort classes, and keeps the cheaper plan that meets (held-out h142: $123.90/h with best effort)."""
+    from hetinfra.plan.library import TemplateUnit
+    from hetinfra.plan.tail import BEST_EFFORT_SOURCE, strict_units
+
+    def unit(uid: str, t: Template) -> TemplateUnit:
+        return TemplateUnit(uid, t, "r", False, 1.0, 24.0, 4.0, 16.0, False)
+
+    both = _template("h100", ("chat", "hay"))
+    mixed = unit("a", Template("l40s", "m", "aws", "i", "L40S", 1, 1, 1, 1, {"chat": 2.0, "hay": 0.1},
+                               {"chat": "x", "hay": BEST_EFFORT_SOURCE + "x"}))
+    alone = unit("b", Template("l4", "m", "aws", "i", "L4", 1, 1, 1, 1, {"hay": 0.1}, {"hay": BEST_EFFORT_SOURCE + "x"}))
+    pool = strict_units([unit("c", both), mixed, alone])
+    assert [u.id for u in pool] == ["c", "a"] and pool[0].template is both
+    assert pool[1].template.rates == {"chat": 2.0} and pool[1].template.sources == {"chat": "x"}
+    assert strict_units([unit("c", both)]) is None
