@@ -268,12 +268,12 @@ class TrimCheck(Doc):
     unit: StrictStr = Field(description="The unit (allocations[].unit) a replica, or the whole allocation, of "
                                         "was removed.")
     whole: StrictBool = Field(description="Whether the whole allocation was removed (else one replica).")
-    refused_by: Optional[StrictStr] = Field(None, description="routing (a class or an origin's left without a "
-                                            "unit), rules (the spec's spot, locality, cap, budget or committed "
-                                            "rules), ceiling (a unit past its measured interval or roofline, "
-                                            "not simulated), simulation (missed on the search's seeds) or "
-                                            "confirmation (missed on the confirm seeds); null: taken, where "
-                                            "the work budget stopped the pass after it.")
+    refused_by: Optional[Literal["routing", "rules", "ceiling", "simulation", "confirmation"]] = Field(
+        None, description="routing (a class or an origin's left without a unit), rules (the spec's spot, "
+                          "locality, cap, budget or committed rules), ceiling (a unit past its measured interval "
+                          "or roofline, not simulated), simulation (missed on the search's seeds) or confirmation "
+                          "(missed on the confirm seeds); null: taken, where the work budget stopped the pass "
+                          "after it.")
     detail: Optional[StrictStr] = Field(None, description="What refused it, in words.")
     unit_over: Optional[StrictStr] = Field(None, description="ceiling only: the unit loaded past its ceiling.")
     ratio: Optional[Number] = Field(None, description="ceiling only: that unit's load over its ceiling at the "

@@ -112,3 +112,19 @@ def test_over_provisioning_at_the_top_of_the_search_says_at_least():
         doc["fidelity"]["over_provisioning"]["ratio"] = ratio
         line, = [x for x in promise_lines(Plan.parse(doc)) if x.startswith("verification:")]
         assert line.endswith(words), line
+
+
+def test_a_trim_record_refused_by_something_else_is_refused_at_its_field():
+    """Round fourteen: fidelity.trim.last_pass[].refused_by was free text, so a plan.json saying "bogus" was read
+    as if a removal had been refused by it. It is one of the five judges, or null."""
+    import pytest
+
+    from hetinfra.errors import InvalidInputError
+
+    doc = filled_golden("chat")
+    unit = doc["allocations"][0]["unit"]
+    doc["fidelity"]["trim"]["last_pass"] = [{"unit": unit, "whole": False, "refused_by": "bogus"}]
+    with pytest.raises(InvalidInputError, match="refused_by"):
+        Plan.parse(doc, "plan.json")
+    doc["fidelity"]["trim"]["last_pass"][0]["refused_by"] = "ceiling"
+    assert Plan.parse(doc, "plan.json").fidelity.trim.last_pass[0].refused_by == "ceiling"
