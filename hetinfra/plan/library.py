@@ -231,8 +231,6 @@ class ClassCoverage:
     reasons: tuple[str, ...]  # distinct reasons layouts failed
     #: (ms, "H200 tp=8") fastest TTFT any layout reaches: its prompt's prefill alone, nothing queued
     best_ttft_floor: tuple[float, str] | None = None
-    #: planned best effort, inside the tail its model's percentile leaves (hetinfra.plan.tail)
-    best_effort: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from hetinfra.plan.planner import PlanResult, compared_with, pool_at, prepare, single_gpu_baselines, solve_units
 from hetinfra.plan.plan_warnings import idle_warnings, statistic_warnings, unmet_warnings
-from hetinfra.plan.tail import best_effort_warnings, strict_units
+from hetinfra.plan.tail import best_effort_warnings, strict_units, uses_best_effort
 
 if TYPE_CHECKING:
     from hetinfra.document import Plan
@@ -66,7 +66,7 @@ def plan_document(spec_path: str | Path, *, verify: bool = True, strict: bool = 
 
         if progress is not None:
             progress.stage("verified baselines")
-        doc = verified_baselines(doc, spec_path, prepare_kwargs, plan_document)
+        doc = verified_baselines(doc, pr.inputs.spec, spec_path, prepare_kwargs, plan_document)
     return pr, doc
 
 
@@ -167,7 +167,7 @@ def _at_the_bounds(outcome, staged, solve_over, progress):
     from hetinfra.plan import verify as verification
 
     pool = strict_units(staged.units)
-    if pool is None or not best_effort_warnings(outcome.pr):
+    if pool is None or not uses_best_effort(outcome.pr):
         return outcome
     try:
         other = verification.verify(solve_over(pool, staged.derate), lambda d, s=None: solve_over(pool, d, s), progress,

@@ -117,14 +117,14 @@ def baseline_note(plan: "Plan") -> str | None:
     more than a baseline ("L40S ... -16.7%" beside a $13.03/h plan whose solve was the L40S
     baseline's $11.17/h plus one replica the confirmation needed), and a plan it trimmed less; the
     plan's own row where it uses one GPU type; and why one still costs less."""
-    solved = [x for x in plan.baselines if x.feasible and not x.plan_itself and not x.verified]
+    estimated = [x for x in plan.baselines if not x.plan_itself and not x.verified]
+    solved = [x for x in estimated if x.feasible]
     added, words = padding_cost(plan)
     cost = plan.cost_usd_per_hour - added
     below = [x.gpu for x in solved if x.cost_usd_per_hour < cost - 0.005]
     f = plan.fidelity if plan.fidelity and plan.fidelity.verified else None
     parts = (["solved over the same offers at the rates and load of the plan's last solve, not simulated "
-              "(estimates: `plan --verify-baselines` plans and verifies each)"]
-             if f is not None and any(not x.plan_itself and not x.verified for x in plan.baselines) else [])
+              "(estimates: `plan --verify-baselines` plans and verifies each)"] if f is not None and estimated else [])
     parts += _verified_words(plan)
     parts += [f"{x.gpu} is this plan itself (it uses {x.gpu} only)" for x in plan.baselines if x.plan_itself]
     trimmed = sum(f.trim.replicas_by_unit(f.trim.removed).values()) if f is not None and f.trim else 0

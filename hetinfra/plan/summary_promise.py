@@ -151,10 +151,10 @@ def _over_words(over: float | None, load: float, doc) -> str:
     """The over-provisioning figure: at the top of the search's grid (hetinfra.sim.minimal.sustained_load:
     up to load x (1 + (2**SUSTAIN_STEPS - 1) / 2**SUSTAIN_STEPS)) it is where the search stopped, not
     where the plan stops meeting ("2.25x" for one L4 at 1% utilisation read as a measurement)."""
-    from hetinfra.sim.minimal import SUSTAIN_STEPS
-
     if over is None:
         return "n/a"
+    from hetinfra.sim.minimal import SUSTAIN_STEPS
+
     top = load * (1 + (2 ** SUSTAIN_STEPS - 1) / 2 ** SUSTAIN_STEPS)
     words = f"{over:g}x {_demand_served(doc)} sustained"
     return f"at least {words} (the top of the search)" if over >= top - 1e-9 else words

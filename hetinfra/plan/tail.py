@@ -41,6 +41,16 @@ _PERCENTILE_TAIL = {"p50": 0.5, "p90": 0.1, "p95": 0.05, "p99": 0.01}
 BEST_EFFORT_SOURCE = "best-effort:"
 
 
+def _budget(pm) -> float:
+    """The share of ``pm``'s requests its best-effort classes may take (TAIL_SHARE of its tail)."""
+    return TAIL_SHARE * tail_budget(pm.spec.slo)
+
+
+def _best_effort_rates(t: Template) -> set[str]:
+    """The classes ``t`` rates at best-effort bounds (their source says so: :func:`relaxed`)."""
+    return {c for c, src in t.sources.items() if src.startswith(BEST_EFFORT_SOURCE)}
+
+
 def tail_budget(slo) -> float:
     """The fraction of a model's requests its objective lets miss: 1 - the percentile's level (0 for a
     mean), and no more than 1 - the attainment where one is set."""
@@ -56,13 +66,13 @@ def cache_words(pm) -> list:
     is never chosen, and any set holding it is past it too). Keyed on the class names and bounds only,
     a spec's choice leaked into the next spec planned with the same classes (heldout65b F2: the same
     classes at p99 after p90 planned a class best effort against a 1% tail and missed)."""
-    budget = TAIL_SHARE * tail_budget(pm.spec.slo)
+    budget = _budget(pm)
     return [budget, sorted([c.name, c.share] for c in pm.classes if c.share <= budget + 1e-12)]
 
 
 def best_effort_classes(pm, templates: list[Template]) -> tuple[str, ...]:
     """The classes of ``pm`` planned best effort (see the module docstring), in its class order."""
-    budget = TAIL_SHARE * tail_budget(pm.spec.slo)
+    budget = _budget(pm)
     if budget <= 0 or len(pm.classes) < 2:
         return ()
     share = {c.name: c.share for c in pm.classes}
@@ -83,7 +93,8 @@ def best_effort_classes(pm, templates: list[Template]) -> tuple[str, ...]:
 
 
 def relaxed(pm, perf: PerformanceModel, t: Template, classes: tuple[str, ...]) -> Template:
-    """``t`` with each of ``classes`` rated at its best-effort bounds (its profile rate kept)."""
+    """``t`` with each of ``classes`` it does not serve at the bounds rated at its best-effort bounds (a
+    class it serves there, a profile's measured rate among them, keeps that rate)."""
     nodes = t.node_count or t.pp
     rates, sources = dict(t.rates), dict(t.sources)
     for c in (c for c in pm.classes if c.name in classes):
@@ -95,19 +106,25 @@ def relaxed(pm, perf: PerformanceModel, t: Template, classes: tuple[str, ...]) -
         ctx = replace(pm.ctx, ttft_ms=max(pm.ctx.ttft_ms, BEST_EFFORT_TTFT * strict.ttft_floor_ms),
                       tpot_ms=max(pm.ctx.tpot_ms, BEST_EFFORT_TPOT * strict.tpot_floor_ms))
         r = perf.rate(ctx, t.gpu, t.tp, t.pp, c, nodes=nodes)
-        if r.max_rps > 0 and t.engines * r.max_rps > rates.get(c.name, 0.0):
+        if r.max_rps > 0:
             rates[c.name], sources[c.name] = t.engines * r.max_rps, BEST_EFFORT_SOURCE + r.source
     return with_fields(t, rates=rates, sources=sources) if rates != t.rates else t
+
+
+def uses_best_effort(pr) -> dict[str, set[str]]:
+    """Per model, the classes plan ``pr`` (a PlanResult) serves at best-effort rates on a unit it uses."""
+    used: dict[str, set[str]] = {}
+    for uid, n in pr.result.n.items():
+        t = pr.units[uid].template
+        if n and _best_effort_rates(t):
+            used.setdefault(t.model, set()).update(_best_effort_rates(t))
+    return used
 
 
 def best_effort_warnings(pr) -> list[str]:
     """One line per model whose plan ``pr`` (a PlanResult) serves a class at best-effort rates: which, their
     share, and how to bound them after all."""
-    used = {}
-    for uid, n in pr.result.n.items():
-        t = pr.units[uid].template
-        if n:
-            used.setdefault(t.model, set()).update(c for c, src in t.sources.items() if src.startswith(BEST_EFFORT_SOURCE))
+    used = uses_best_effort(pr)
     out = []
     for pm in pr.inputs.models:
         names = [c for c in pm.classes if c.name in used.get(pm.spec.name, ())]
@@ -124,12 +141,10 @@ def best_effort_warnings(pr) -> list[str]:
 def strict_units(units: list) -> list | None:
     """``units`` (TemplateUnits) without their best-effort rates, the pool every class is planned in at
     the bounds (a unit left serving nothing goes); None where none has a best-effort rate."""
-    from hetinfra.plan.library import with_fields
-
     out, changed = [], False
     for u in units:
         t = u.template
-        relaxed_here = {c for c, src in t.sources.items() if src.startswith(BEST_EFFORT_SOURCE)}
+        relaxed_here = _best_effort_rates(t)
         if not relaxed_here:
             out.append(u)
             continue

@@ -84,8 +84,7 @@ def merge_libraries(libs: list[ModelLibrary]) -> ModelLibrary:
         tpot = [cov.best_tpot_floor for cov in covs if cov.best_tpot_floor]
         ttft = [cov.best_ttft_floor for cov in covs if cov.best_ttft_floor]
         coverage[c] = ClassCoverage(any(cov.served for cov in covs), min(tpot) if tpot else None,
-                                    tuple(r for cov in covs for r in cov.reasons), min(ttft) if ttft else None,
-                                    best_effort=any(cov.best_effort for cov in covs))
+                                    tuple(r for cov in covs for r in cov.reasons), min(ttft) if ttft else None)
     templates = tuple(sorted((t for lib in libs for t in lib.templates), key=lambda t: t.id))
     return ModelLibrary(libs[0].model, templates, coverage)
 
@@ -129,7 +128,7 @@ def build_library(inputs: PlanInputs, pm: PlannedModel, perf: PerformanceModel) 
     for c in pm.classes:
         served = any(c.name in t.rates for t in out)
         coverage[c.name] = ClassCoverage(served, floors.get(("tpot", c.name)), tuple(r for *_, r in sorted(reasons[c.name])),
-                                         floors.get(("ttft", c.name)), best_effort=c.name in effort)
+                                         floors.get(("ttft", c.name)))
     return ModelLibrary(pm.spec.name, tuple(sorted(out, key=lambda t: t.id)), coverage)
 
 

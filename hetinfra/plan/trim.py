@@ -11,6 +11,8 @@ from hetinfra.plan.budget import current
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import simulation_view
 
+#: a last_pass entry's detail where the simulation on the search's seeds refused a removal
+MISSED_ON_SEARCH = "an objective missed on the search's seeds"
 #: what the work budget names when it stops the trim before a removal (plan.json work_budget.stopped)
 TRIM_CUT = "the trim (the plan meets, but may not be minimal: not every removal was checked)"
 
@@ -68,24 +70,29 @@ def _removal(pr: PlanResult, doc: dict, uid: str, whole: bool, sim_of, confirm, 
     for _ in range(pr.result.n[uid] if whole else 1):
         pr2 = _drop_replica(pr2, uid) if pr2 is not None else None
     if pr2 is None:
-        return None, None, None, {"refused_by": "routing", "detail": "a class (or an origin's) has no other unit"}
+        return _refused("routing", "a class (or an origin's) has no other unit")
     broken = breaks_rules(pr2)
     if broken:
-        return None, None, None, {"refused_by": "rules", "detail": broken[0]}
+        return _refused("rules", broken[0])
     over = sim_of.ceilings.over(candidate, load)
     if over:
         unit, (ratio, basis) = max(over.items(), key=lambda kv: (kv[1][0], kv[0]))
-        return None, None, None, {"refused_by": "ceiling", "detail": f"loads a unit to {ratio:.3f}x its {basis}",
-                                  "unit_over": unit, "ratio": round(ratio, 4), "basis": basis}
+        return _refused("ceiling", f"loads a unit to {ratio:.3f}x its {basis}", unit_over=unit, ratio=round(ratio, 4),
+                        basis=basis)
     if not sim_of(candidate)["met"]:
-        return None, None, None, {"refused_by": "simulation", "detail": "an objective missed on the search's seeds"}
+        return _refused("simulation", MISSED_ON_SEARCH)
     if confirm is not None and not confirm(_its_model(candidate, pr, uid))["met"]:
-        return None, None, None, {"refused_by": "confirmation", "detail": "an objective missed on the confirm seeds"}
+        return _refused("confirmation", "an objective missed on the confirm seeds")
     doc2 = simulation_view(pr2)
     sim2 = sim_of(doc2)
     if not sim2["met"]:  # the view rebuilt from the plan, whose sections are what gets written
-        return None, None, None, {"refused_by": "simulation", "detail": "an objective missed on the search's seeds"}
+        return _refused("simulation", MISSED_ON_SEARCH)
     return pr2, doc2, sim2, {}
+
+
+def _refused(by: str, detail: str, **figures) -> tuple[None, None, None, dict]:
+    """:func:`_removal`'s answer where ``by`` refuses a removal: plan.json's last_pass entry fields."""
+    return None, None, None, {"refused_by": by, "detail": detail, **figures}
 
 
 def _its_model(candidate: dict, pr: PlanResult, uid: str) -> dict:

@@ -20,13 +20,11 @@ from hetinfra.errors import InfeasibleError
 from hetinfra.plan.allocations_json import rounded
 
 
-def verified_baselines(doc: Plan, spec_path: str | Path, prepare_kwargs: dict, plan_document) -> Plan:
+def verified_baselines(doc: Plan, spec, spec_path: str | Path, prepare_kwargs: dict, plan_document) -> Plan:
     """``doc`` with each baseline row that is not the plan itself replaced by its GPU type's verified plan
-    (``prepare_kwargs``: the plan's own, so the same offers, caps, running fleet and cache), planned by
-    ``plan_document`` (hetinfra.plan.pipeline's, which calls this: passed, not imported)."""
-    from hetinfra.spec.load import load_spec
-
-    spec = prepare_kwargs.get("spec_override") or load_spec(Path(spec_path))[0]
+    of ``spec`` (the plan's, as its inputs resolved it; ``prepare_kwargs``: the plan's own, so the same
+    offers, caps, running fleet and cache), planned by ``plan_document`` (hetinfra.plan.pipeline's, which
+    calls this: passed, not imported)."""
     rows = [b if b.plan_itself else _verified_row(doc, b.gpu, spec, (plan_document, spec_path, prepare_kwargs),
                                                   b.savings_pct is not None)
             for b in doc.baselines]

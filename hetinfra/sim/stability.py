@@ -77,7 +77,7 @@ import math
 
 import numpy as np
 
-__all__ = ["THROUGHPUT_TOL", "SIGMAS", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "MIN_STRATUM", "REPREEMPTION_MAX", "repreemption_low", "stability",
+__all__ = ["THROUGHPUT_TOL", "SIGMAS", "WINDOWS", "DRIFT_MAX", "DRIFT_FLOOR", "MIN_REQUESTS", "MIN_STRATUM", "REPREEMPTION_MAX", "drifts", "repreemption_low", "stability",
            "failed"]
 
 THROUGHPUT_TOL = 0.05
@@ -93,10 +93,11 @@ REPREEMPTION_MAX = 0.75
 
 def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: np.ndarray,
               ttft_objective_ms: float, preempted: np.ndarray | None = None,
-              strata: np.ndarray | None = None) -> dict:
+              strata=None) -> dict:
     """The stability record of one unit's requests (all of them, in arrival order; ``warm``: which are
     measured, i.e. after the warm-up; ``preempted``: how often each was preempted, None: never;
-    ``strata``: each request's stratum, its class and origin as one integer, None: one stratum)."""
+    ``strata``: a function giving each request's stratum, its class and origin as one integer, called only
+    where the one median drifts; None: one stratum)."""
     measured = np.flatnonzero(warm)
     n = len(measured)
     if n < MIN_REQUESTS:
@@ -111,14 +112,20 @@ def stability(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, warm: 
     mid, end = slice(len(cuts[0]), len(ttft) - len(cuts[-1])), slice(len(ttft) - len(cuts[-1]), None)
     middle, last = float(np.median(ttft[mid])), float(np.median(ttft[end]))  # the middle windows, contiguous
     drift, excess = last / middle if middle > 0 else 1.0, last - middle
-    drifting = drift > DRIFT_MAX and excess * 1e3 > DRIFT_FLOOR * ttft_objective_ms
+    drifting = drifts(drift, excess, ttft_objective_ms)
     if drifting and strata is not None:  # a mix of strata can read as drift: judged by stratum (docstring)
-        by_stratum = _stratified(ttft, strata[measured], mid, end)
+        by_stratum = _stratified(ttft, strata()[measured], mid, end)
         if by_stratum is not None:
             drift, excess = by_stratum
-            drifting = drift > DRIFT_MAX and excess * 1e3 > DRIFT_FLOOR * ttft_objective_ms
+            drifting = drifts(drift, excess, ttft_objective_ms)
     return {"stable": not (short or drifting), "tested": True, **record, "drift": round(drift, 4),
             "ttft_ms": {"middle": round(middle * 1e3, 3), "last": round(last * 1e3, 3)}, **kv}
+
+
+def drifts(drift: float, excess_s: float, ttft_objective_ms: float, limit: float = DRIFT_MAX) -> bool:
+    """Whether a unit's TTFT drifted past ``limit`` (its last window's median over the middle's) by more
+    than DRIFT_FLOOR of the objective (``excess_s``: the last median less the middle's, s)."""
+    return drift > limit and excess_s * 1e3 > DRIFT_FLOOR * ttft_objective_ms
 
 
 def _stratified(ttft: np.ndarray, strata: np.ndarray, mid: slice, end: slice) -> tuple[float, float] | None:

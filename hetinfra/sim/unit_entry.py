@@ -106,7 +106,7 @@ def unit_entry(a, ue, replicas: list, reqs: UnitRequests, info: dict, batches: b
     if batches:  # one run's batch means (hetinfra.sim.batches)
         latency["batches"] = batch_stats(*cols[:4], obj)
     steady = stability(reqs.arrival, reqs.first, reqs.finish, reqs.rid >= info["warm"], obj.ttft_ms, reqs.preempted,
-                       _strata(reqs, info.get("origin_ix")))
+                       lambda: _strata(reqs, info.get("origin_ix")))
     latency["objective"] = failed(latency["objective"], steady)  # an unstable unit misses, whatever its tails
     out = {"unit": a.unit, "model": a.model, "gpu": a.gpu, "tp": a.tp, "pp": a.pp,
            # replicas as plan.json counts them (allocations[].count); engines: what was simulated

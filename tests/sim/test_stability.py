@@ -253,7 +253,7 @@ def test_a_mix_of_origins_is_not_a_backlog():
     for seed in range(20):
         arrival, first, finish, origin = _two_origins(seed)
         flagged_pooled += not stability(arrival, first, finish, warm, ttft_objective_ms=250)["stable"]
-        rec = stability(arrival, first, finish, warm, ttft_objective_ms=250, strata=origin)
+        rec = stability(arrival, first, finish, warm, ttft_objective_ms=250, strata=lambda: origin)
         flagged += not rec["stable"]
         assert rec["drift"] < 1.5, (seed, rec)
     assert flagged == 0 and flagged_pooled >= 2
@@ -264,7 +264,7 @@ def test_a_backlog_across_strata_still_reads():
     arrival, first, finish, origin = _two_origins(3)
     first = first + np.linspace(0, 3.0, len(first))
     rec = stability(arrival, first, np.maximum(finish, first), np.arange(20000) >= 2000, ttft_objective_ms=250,
-                    strata=origin)
+                    strata=lambda: origin)
     assert not rec["stable"] and rec["drift"] > 1.5
 
 
@@ -275,5 +275,5 @@ def test_steady_strata_at_any_levels_and_mix_are_stable(share, gap, seed, rare):
     pooled): stable, with the drift near 1."""
     arrival, first, finish, origin = _two_origins(seed, share, gap, n=6000)
     origin[-rare * 7:len(origin) if rare else 0] = 2 + np.arange(rare * 7) % max(rare, 1)
-    rec = stability(arrival, first, finish, np.arange(6000) >= 600, ttft_objective_ms=250, strata=origin)
+    rec = stability(arrival, first, finish, np.arange(6000) >= 600, ttft_objective_ms=250, strata=lambda: origin)
     assert rec["stable"], rec
