@@ -85,7 +85,8 @@ def t_bound(values: list[float], confidence: float, upper: bool) -> tuple[float,
     return _t_half_width(values, confidence, upper, lambda n: 1.0 / math.sqrt(n))
 
 
-def prediction_bound(values: list[float], confidence: float, upper: bool) -> tuple[float, float] | None:
+def prediction_bound(values: list[float], confidence: float, upper: bool,
+                     least_sd: float | None = None) -> tuple[float, float] | None:
     """(mean, one-sided ``confidence`` prediction bound on ONE more observation) of independent
     observations ``values``: mean +/- t(confidence, n - 1) x sd x sqrt(1 + 1/n) (normal theory); None
     for fewer than two. Where :func:`t_bound` says where the mean lies, this says where a single
@@ -98,21 +99,26 @@ def prediction_bound(values: list[float], confidence: float, upper: bool) -> tup
     preemption cascade makes them bimodal. On bench_scale.py --shared's linked fleet,
     m13-mistral-7b's 13 confirmation runs had p99 TTFTs near 750 ms and one of 3,146 ms against a
     3,000 ms objective: the normal-theory bound was 2,193 ms, met, and the plan then missed on 1 of
-    10 audit seeds by 19%."""
-    got = _t_half_width(values, confidence, upper, lambda n: math.sqrt(1.0 + 1.0 / n))
+    10 audit seeds by 19%.
+
+    ``least_sd``: a spread between runs the values' own sd is never taken below (another estimate
+    of the same spread: the runs' batch means, hetinfra.sim.batches.run_spread); the degrees of
+    freedom stay the values' own."""
+    got = _t_half_width(values, confidence, upper, lambda n: math.sqrt(1.0 + 1.0 / n), least_sd)
     if got is None:
         return None
     mean, bound = got
     return mean, (max(bound, *values) if upper else min(bound, *values))
 
 
-def _t_half_width(values: list[float], confidence: float, upper: bool, scale) -> tuple[float, float] | None:
-    """(mean, mean +/- t(confidence, n - 1) x sd x scale(n)), None for fewer than two values."""
+def _t_half_width(values: list[float], confidence: float, upper: bool, scale,
+                  least_sd: float | None = None) -> tuple[float, float] | None:
+    """(mean, mean +/- t(confidence, n - 1) x max(sd, least_sd) x scale(n)), None for fewer than two values."""
     n = len(values)
     if n < 2:
         return None
     mean = math.fsum(values) / n
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    sd = max(math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)), least_sd or 0.0)
     half = t_quantile(confidence, n - 1) * sd * scale(n)
     return mean, (mean + half if upper else mean - half)
 

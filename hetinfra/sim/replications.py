@@ -32,6 +32,7 @@ from pathlib import Path
 
 from hetinfra.document.simulation import RunEntry, RunObjective
 from hetinfra.errors import InvalidInputError
+from hetinfra.sim.batches import run_spread
 from hetinfra.sim.bounds import clopper_pearson, prediction_bound, t_bound
 from hetinfra.sim.stats import MIN_ATTAINED
 from hetinfra.sim.workload import WorkloadConfig
@@ -173,17 +174,25 @@ def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, 
     more runs say); ``one_run=False`` bounds the mean instead (a unit's headroom, see _unit_entry);
     ``attainment=False`` leaves the attainment's out (None: a unit whose objective has none, whose
     bounds nobody reads)."""
-    out, pessimistic = {}, prediction_bound if one_run else t_bound
-    for stat in ("ttft_ms", "tpot_ms"):
+    out = {}
+    batches = [e.raw.get("batches") for e in entries] if one_run else None
+
+    def pessimistic(vals: list[float], index: int, upper: bool):
+        # one more run: its spread never below what the runs' batches imply (batches.run_spread)
+        if not one_run:
+            return t_bound(vals, confidence, upper)
+        return prediction_bound(vals, confidence, upper, run_spread(batches, index))
+
+    for index, stat in enumerate(("ttft_ms", "tpot_ms")):
         vals = [(e.ttft_ms if stat == "ttft_ms" else e.tpot_ms)[slo.percentile] for e in entries]
         vals = [v for v in vals if v is not None]
-        pess, opt = pessimistic(vals, confidence, True), t_bound(vals, confidence, False)
+        pess, opt = pessimistic(vals, index, True), t_bound(vals, confidence, False)
         out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
     att = [e.attainment for e in entries]
     if attainment and all(a is not None for a in att) and len(att) >= 2:
         counts = [e.count for e in entries]
         hits = sum(round(a * n) for a, n in zip(att, counts))
-        mean, low_t = pessimistic(att, confidence, False)
+        mean, low_t = pessimistic(att, 2, False)
         _, high_t = t_bound(att, confidence, True)
         low = min(low_t, clopper_pearson(hits, sum(counts), confidence, upper=False))
         high = max(high_t, clopper_pearson(hits, sum(counts), confidence, upper=True))
