@@ -93,7 +93,9 @@ def simulate_plan(plan: dict | SimPlan, spec, spec_path: Path, config: WorkloadC
     templates = {t.id: t for t in plan.templates}
     # the engine the plan was made for (plan.json deploy.vllm_version: what the artifacts run)
     calib = calibration_for(plan.deploy.vllm_version)
-    batches = not detail and (config.batch_means is None or config.seed in config.batch_means)
+    # batch means: every verification run (detail=False) with batch_means None, and any run at a seed named
+    # there (`simulate --replications` names its seeds: its judgement floors a model's spread with them)
+    batches = config.seed in config.batch_means if config.batch_means is not None else not detail
     mods = _model_infos(plan, spec, spec_path, config, memo, detail, batches, templates, calib)
     model_info, unit_keys = mods.info, mods.unit_keys
     # each unit's requests: simulated here, or the measured ones the memo kept (unit_entry.Measured)

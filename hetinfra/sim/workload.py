@@ -48,9 +48,10 @@ class WorkloadConfig:
     burst_cv: float = 1.0
     seed: int = 0
     warmup_fraction: float = 0.1  # the first 10% of each model's requests are left out of the statistics
-    #: a verification run (``detail=False``) at one of these seeds carries each unit's and model's batch
-    #: means (hetinfra.sim.batches); None: at every seed. Only the search's screening seed reads them
-    #: (hetinfra.plan.replicated), so its judges name that seed and the confirmation none
+    #: a run at one of these seeds carries each unit's and model's batch means (hetinfra.sim.batches);
+    #: None: every verification run (``detail=False``) does. Every judgement reads them
+    #: (hetinfra.sim.batches.run_spread; the search's screening seed also accepts on them), and
+    #: `simulate --replications` names its seeds
     batch_means: tuple[int, ...] | None = None
 
     def __post_init__(self):

@@ -28,3 +28,16 @@ def test_check_exits_12_on_a_run_too_short_for_its_percentile(chat_plan, tmp_pat
     code, out, err = run_cli("simulate", str(chat_plan), "--check", "--requests", "20", "--out", str(tmp_path))
     assert code == OBJECTIVES_MISSED, out + err
     assert "fewer than the 100 it takes" in err and "not shown met (too few requests)" in err
+
+
+def test_simulate_replications_judge_with_the_runs_batch_means(chat_plan):
+    """`simulate --replications` judges as verification does: each run carries its batch means, so a
+    model's spread between runs is floored by them (hetinfra.sim.batches.run_spread); a single run
+    carries none (simulation.json unchanged)."""
+    from hetinfra.sim.check import simulate_file
+    from hetinfra.sim.workload import WorkloadConfig
+
+    judged = simulate_file(chat_plan, None, WorkloadConfig(requests=3000, seed=5), replications=2)
+    assert judged["replications"] == 2 and all(m.get("batches") for m in judged["models"])
+    single = simulate_file(chat_plan, None, WorkloadConfig(requests=3000, seed=5))
+    assert all("batches" not in m for m in single["models"] + single["units"])
