@@ -34,7 +34,7 @@ from hetinfra.document.simulation import RunEntry, RunObjective
 from hetinfra.errors import InvalidInputError
 from hetinfra.sim.batches import run_spread
 from hetinfra.sim.bounds import clopper_pearson, prediction_bound, t_bound
-from hetinfra.sim.stats import MIN_ATTAINED
+from hetinfra.sim.stats import MIN_ATTAINED, PERCENTILES
 from hetinfra.sim.workload import WorkloadConfig
 
 __all__ = ["PURPOSES", "MAX_REPLICATIONS", "PASSES", "MOST_REQUESTS", "seeds_for", "simulate_replications",
@@ -176,12 +176,13 @@ def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, 
     bounds nobody reads)."""
     out = {}
     batches = [e.raw.get("batches") for e in entries] if one_run else None
+    fewest = min((e.count or 0 for e in entries), default=0)
 
     def pessimistic(vals: list[float], index: int, upper: bool):
         # one more run: its spread never below what the runs' batches imply (batches.run_spread)
         if not one_run:
             return t_bound(vals, confidence, upper)
-        return prediction_bound(vals, confidence, upper, run_spread(batches, index))
+        return prediction_bound(vals, confidence, upper, run_spread(batches, index, fewest, PERCENTILES[slo.percentile]))
 
     for index, stat in enumerate(("ttft_ms", "tpot_ms")):
         vals = [(e.ttft_ms if stat == "ttft_ms" else e.tpot_ms)[slo.percentile] for e in entries]

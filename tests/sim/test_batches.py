@@ -138,10 +138,15 @@ def test_the_spread_batches_imply_is_the_pooled_within_run_sd_over_root_k(runs, 
     k = min(len(r) for r in runs)
     squares = sum(sum((v - sum(r) / len(r)) ** 2 for v in r) for r in runs)
     want = (squares / sum(len(r) - 1 for r in runs) / k) ** 0.5
-    assert batches.run_spread(rows, index) == pytest.approx(want, rel=1e-9, abs=1e-12)
-    assert batches.run_spread(rows, (index + 1) % 3) is None
-    assert batches.run_spread(rows[:1] + [None], index) is None
-    assert batches.run_spread([r[:batches.MIN_BATCHES - 1] for r in rows], index) is None
+    for q in (None, 90.0):
+        assert batches.run_spread(rows, index, 18_000, q) == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert batches.run_spread(rows, (index + 1) % 3, 18_000, None) is None
+    assert batches.run_spread(rows[:1] + [None], index, 18_000, None) is None
+    assert batches.run_spread([r[:batches.MIN_BATCHES - 1] for r in rows], index, 18_000, None) is None
+    # a batch's tail beyond a latency percentile needs MIN_TAIL requests; an attainment's (index 2) none
+    tail = k * batches.MIN_TAIL * 100  # requests whose batches hold exactly MIN_TAIL beyond a p99
+    assert (batches.run_spread(rows, index, tail - k, 99.0) is None) is (index < 2)
+    assert batches.run_spread(rows, index, tail, 99.0) == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -178,7 +183,7 @@ def test_runs_that_agree_by_luck_are_judged_on_the_spread_their_batches_show():
                 "stability": {"stable": True, "tested": True}}
         return {"seed": seed, "models": [model], "units": [unit]}
 
-    for spread, met in ((228.7, False), (60.0, True), (None, True)):
+    for spread, met in ((228.7, False), (60.0, True), (None, True)):  # 1,800 a batch: 180 beyond its p90
         got = judge([sim(1001 + 3 * j, v, spread) for j, v in enumerate(p90s)], confidence=0.975)["models"][0]
         assert got["met"] is met, (spread, got["bound"])
     assert judge([sim(1001 + 3 * j, v, 228.7) for j, v in enumerate(p90s)], 0.975)["models"][0]["bound"][
