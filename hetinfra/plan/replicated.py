@@ -57,7 +57,7 @@ from hetinfra.plan.ceiling import Ceilings
 from hetinfra.plan.cliff import CLIFF_CUT, CLIFF_SEEDS, probe, stressed
 from hetinfra.plan.kv_pressure import (BURST_EDGE, KV_NEAR, MAX_PRESSED, PRESSED_CONFIDENCE, burst_pressed, bursty,
                                        kv_filled, most_pressed, thrashing, thrashing_first, under_pressure)
-from hetinfra.plan.lumpy import LUMPY_CUT, count, count_seeds, lumpy
+from hetinfra.plan.lumpy import LUMPY_CUT, count, count_seeds, lumpy, rare_heavy
 from hetinfra.plan.parts import joined, part_of, reduced
 from hetinfra.plan.replication_method import EDGE, EDGE_LOOK, MAX, START, STEP, method
 from hetinfra.plan.verdicts import (CONFIDENCE, CONFIRM_CONFIDENCE, clearly_in, clearly_out, cut, near_objective,
@@ -336,6 +336,9 @@ class Replicated:
             # a pressed model's look at MAX_PRESSED runs decides whether it runs on (:meth:`beyond_pressed`)
             count, judged = min(count + STEP, self.most, MAX_PRESSED if count < MAX_PRESSED else self.most), True
         self._judge_pressed(view, sorted(n for n in every_pressed if out[n][0]["met"]), ran, out, parsed)
+        if self.edge:  # the confirmation counts a met model with a rare heavy class too (hetinfra.plan.lumpy.rare_heavy)
+            self._count_lumpy(view, sorted(n for n in ran if n not in every_pressed and out[n][0]["met"]), out, parsed,
+                              rare_heavy)
         return {k: v for k, v in first.items() if k not in ("models", "units")}
 
     def _most_runs(self, verdict: dict, pressed: bool) -> int:
@@ -363,11 +366,12 @@ class Replicated:
         self._probe_cliffs(view, [n for n in names if out[n][0]["met"]], out, parsed)
         self._count_lumpy(view, [n for n in names if out[n][0]["met"] and kv_filled(ran[n], n, KV_NEAR)], out, parsed)
 
-    def _count_lumpy(self, view: dict, names: list[str], out: dict, parsed: dict) -> None:
+    def _count_lumpy(self, view: dict, names: list[str], out: dict, parsed: dict, find=lumpy) -> None:
         """The lumpy count (hetinfra.plan.lumpy) of ``names``, models met under pressure: each with a lumpy class
-        is run on its block's LUMPY_RUNS count seeds at the promised load, not met where more of them miss than
-        LUMPY_ALLOWED. Its runs stay out of the memo: no other judgement runs those seeds."""
-        where = {n: got for n in names if (got := lumpy(view, n)) is not None}
+        (``find``: or a rare heavy one, of models met without pressure) is run on its block's LUMPY_RUNS count
+        seeds at the promised load, not met where more of them miss than LUMPY_ALLOWED. Its runs stay out of
+        the memo: no other judgement runs those seeds."""
+        where = {n: got for n in names if (got := find(view, n)) is not None}
         if not where or not current().check(LUMPY_CUT):
             return
         for n, at in where.items():

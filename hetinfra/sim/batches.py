@@ -25,7 +25,8 @@ import numpy as np
 from hetinfra.sim.bounds import t_bound
 from hetinfra.sim.stats import PERCENTILES, percentile
 
-__all__ = ["BATCHES", "MIN_BATCH", "MIN_BATCHES", "MIN_TAIL", "batch_stats", "batch_bounds", "run_spread"]
+__all__ = ["BATCHES", "MIN_BATCH", "MIN_BATCHES", "MIN_TAIL", "batch_stats", "batch_bounds", "run_share",
+           "run_spread"]
 
 #: batches per run (at most), requests per batch (at least), batches for a bound (at least)
 BATCHES, MIN_BATCH, MIN_BATCHES = 10, 200, 5
@@ -37,10 +38,15 @@ MIN_TAIL = 50
 def batch_stats(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray, obj,
                 ordered: bool = True) -> list[list] | None:
     """Per batch of these measured requests (``ordered``: already in arrival order), [TTFT ms, TPOT
-    ms, attainment] at ``obj``'s percentile (:func:`hetinfra.sim.stats.percentile`'s rule; TPOT None
-    where a batch has no multi-token request, attainment None where ``obj`` states none); None where
-    there are fewer than MIN_BATCHES batches. The batches are k runs of m = n // k consecutive
-    requests, the last k x m (the first n mod k, the earliest after the warm-up, are left out)."""
+    ms, attainment, TTFT share, TPOT share] at ``obj``'s percentile (:func:`hetinfra.sim.stats.percentile`'s
+    rule; TPOT None where a batch has no multi-token request, attainment None where ``obj`` states
+    none); the shares, where ``obj`` names a percentile (None for a mean), are the fractions of the
+    batch's requests within the objective's TTFT, and of its multi-token ones within its TPOT: what
+    the percentile implies (a run meets a p99 TTFT exactly when 99% of its requests are within it),
+    a proportion whose batches' spread is a fair estimate of its runs' (:func:`run_spread`) where a
+    percentile's tail is too thin for one. None where there are fewer than MIN_BATCHES batches. The
+    batches are k runs of m = n // k consecutive requests, the last k x m (the first n mod k, the
+    earliest after the warm-up, are left out)."""
     n = len(arrival)
     k = min(BATCHES, n // MIN_BATCH)
     if k < MIN_BATCHES:
@@ -62,8 +68,14 @@ def batch_stats(arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, outp
     if obj.attainment is not None:
         ok = (ttft * 1e3 <= obj.ttft_ms) & (~multi | (tpot * 1e3 <= obj.tpot_ms))
         att = [round(float(a), 6) for a in ok.mean(axis=1)]
-    return [[round(1e3 * float(t), 4), round(1e3 * float(p), 4) if v else None, a]
-            for t, p, v, a in zip(ttft_q, tpot_q, valid, att)]
+    shares = [(None, None)] * k
+    if q is not None:
+        within_ttft = (ttft * 1e3 <= obj.ttft_ms).mean(axis=1)
+        within_tpot = (multi & (tpot * 1e3 <= obj.tpot_ms)).sum(axis=1) / np.maximum(valid, 1)
+        shares = [(round(float(a), 6), round(float(b), 6) if v else None)
+                  for a, b, v in zip(within_ttft, within_tpot, valid)]
+    return [[round(1e3 * float(t), 4), round(1e3 * float(p), 4) if v else None, a, *sh]
+            for t, p, v, a, sh in zip(ttft_q, tpot_q, valid, att, shares)]
 
 
 def _row_stat(mat: np.ndarray, valid: np.ndarray, q: float | None) -> np.ndarray:
@@ -111,9 +123,16 @@ def batch_bounds(batches: list[list], confidence: float) -> dict | None:
     return out
 
 
+def run_share(run: list[list] | None, index: int) -> float | None:
+    """A run's share of requests within a latency objective (``index`` 3 TTFT, 4 TPOT of
+    :func:`batch_stats`) as the mean of its batches' (its last k x m requests'); None without them."""
+    vals = [b[index] for b in run or () if len(b) > index and b[index] is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
 def run_spread(runs: list[list[list] | None], index: int, requests: int, q: float | None) -> float | None:
     """The spread (sd) between whole runs of statistic ``index`` of :func:`batch_stats` (0 TTFT, 1 TPOT,
-    2 attainment) that the runs' batches imply: the pooled sd of each run's batches about that run's
+    2 attainment, 3 and 4 the TTFT and TPOT shares) that the runs' batches imply: the pooled sd of each run's batches about that run's
     own mean, over sqrt(k), k the batches per run. None unless every run has batches with that value,
     and, for a percentile ``q`` (of TTFT or TPOT; None: a mean), unless each batch of the shortest run
     (``requests`` measured) holds MIN_TAIL requests beyond it.
@@ -134,7 +153,7 @@ def run_spread(runs: list[list[list] | None], index: int, requests: int, q: floa
         return None
     squares, df, k = 0.0, 0, None
     for run in runs:
-        vals = [b[index] for b in run if b[index] is not None]
+        vals = [b[index] for b in run if len(b) > index and b[index] is not None]
         if len(vals) < MIN_BATCHES:
             return None
         mean = sum(vals) / len(vals)
