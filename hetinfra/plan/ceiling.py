@@ -8,13 +8,6 @@ Per replica and class, a unit's template can serve at most:
   ``hetinfra.perf.confidence.INTERVALS``). A profile says what the GPUs did; running them past it is
   a queue that grows without end, which a finite simulation can miss (Mélange V1 at 32 req/s was
   "verified" at 222% of its measured capacity);
-* a class rated at **best-effort** bounds (``hetinfra.plan.tail``: a rare class its model's percentile
-  lets miss): that rating, uncredited. Its requests are few in a run (a quarter of the tail at
-  most), too few for the steady-state tests (``hetinfra.sim.stability``: 100 a unit), and its
-  latencies sit in the tail the percentile lets miss, so a simulation cannot show that its queue
-  keeps up: held-out h158p (heldout66 F3) had a 2 x L4 pipeline trimmed to 3.3x its rating for a
-  0.24% class of 60k-token prompts, about 40 requests a run, whose TTFT median reached 20 minutes while
-  verification, the trim and `simulate --check` passed it; at 5x the requests the plan missed by 22,000x;
 * any other class: its **roofline** (``hetinfra.perf.roofline``), the rate physics allows at the
   class's mean request size (its size distribution's, as the simulator draws it).
 
@@ -30,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetinfra.document.sections import demand_multiple
-from hetinfra.plan.tail import BEST_EFFORT_SOURCE
 
 __all__ = ["Ceilings", "ClassCeiling", "unit_loads"]
 
@@ -69,11 +61,8 @@ class Ceilings:
         sizes = self._class_sizes(model)
         out = {}
         for w, rate in t["capacity_rps"].items():
-            source = str(t["sources"].get(w, ""))
-            if source.startswith("profile"):
+            if str(t["sources"].get(w, "")).startswith("profile"):
                 out[w] = ClassCeiling(float(rate) / derate * top, "measured interval")
-            elif source.startswith(BEST_EFFORT_SOURCE):  # never credited: see the module docstring
-                out[w] = ClassCeiling(float(rate) / derate, "best-effort rating")
             else:
                 out[w] = self._roofline(t, model, *sizes.get(w, (0.0, 1.0)))
         return out

@@ -408,7 +408,12 @@ class Replicated:
 
         calm = CONFIRM_CONFIDENCE if self.edge else CONFIDENCE  # a model not under pressure
         sets = [(calm, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
-        verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin) for level, names in sets if names]
+        # the shares within the objective (hetinfra.sim.replications._share_bounds) judge the confirmation's
+        # models at CONFIRM_CONFIDENCE, as `simulate --replications` does at its own; the search's judgements
+        # stop where they stopped before
+        shares = CONFIRM_CONFIDENCE if self.edge else None
+        verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin, shares)
+                    for level, names in sets if names]
         by_model = {m["model"]: m for v in verdicts for m in v["models"]}
         judged = [by_model[n] for n in models]
         return {**verdicts[0], "met": all(m["met"] for m in judged), "models": judged,

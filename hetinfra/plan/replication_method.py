@@ -5,7 +5,6 @@ the burst clause)."""
 from __future__ import annotations
 
 from hetinfra.plan.cliff import CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS
-from hetinfra.sim.batches import MIN_TAIL
 from hetinfra.plan.kv_pressure import (BURST_EDGE, KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE,
                                        SEATS_NEAR, bursty)
 from hetinfra.plan.lumpy import LUMPY_ALLOWED, LUMPY_LEVEL, LUMPY_RATE, LUMPY_RUNS, LUMPY_SHARE
@@ -36,7 +35,7 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
           f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, or where the objective has an attainment "
           f"target, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; its spread never below what the runs' batch means imply where each batch holds {MIN_TAIL} requests beyond the percentile; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
+          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; and, for a percentile, the share of a run's requests within the objective, its spread never below what the runs' batch means imply, at least the percentile's level; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
           "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
           f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "

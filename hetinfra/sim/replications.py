@@ -119,10 +119,13 @@ def requests_each(view, sim: dict, least: int = 20_000, passes: int = PASSES,
     the medians as ``sim`` measured them: a typical request's time, which one burst of preemptions
     in the run does not inflate as it does a mean); the measured window (the requests after the warm-up at the
     offered rate) must hold ``passes`` x S, so n = passes x S x offered rate / (1 - warm-up
-    fraction), rounded up to a thousand, clamped to [least, most] (least where it has no figure)."""
+    fraction), rounded up to a thousand, clamped to [least, most] (least where it has no figure).
+    And a unit that carries a class rated at best-effort bounds gets the stability test's
+    MIN_REQUESTS measured requests (:func:`_best_effort_need`)."""
     from hetinfra.document.simulation import SimPlan, SimRun
 
     plan, run = SimPlan.of(view), SimRun.of(sim)
+    thin = _best_effort_need(plan, run, most)
     longest = {m.name: max((c.output_tokens for c in m.classes), default=1) for m in plan.models}
     need = {}
     for m in run.models:
@@ -134,6 +137,27 @@ def requests_each(view, sim: dict, least: int = 20_000, passes: int = PASSES,
         n = passes * service_s * m.offered_rps / (1.0 - run.warmup_fraction)
         # a run whose medians are not finite (no request reached its first token) asks for the most
         need[m.model] = int(max(least, min(most, 1000 * math.ceil(n / 1000)))) if math.isfinite(n) else int(most)
+    return {m: max(n, thin.get(m, 0)) for m, n in need.items()}
+
+
+def _best_effort_need(plan, run, most: int) -> dict[str, int]:
+    """Per model, the requests a run needs for each of its units that carries a class rated at
+    best-effort bounds (hetinfra.plan.tail) to hold the stability test's MIN_REQUESTS measured
+    requests (hetinfra.sim.stability), at most ``most``: such a class is rare and its latencies sit
+    in the tail its percentile lets miss, so only the steady-state test shows whether its unit
+    keeps up. Held-out h158p (heldout66 F3): a 2 x L4 pipeline carrying 92% of a 0.24% class of
+    60k-token prompts held about 40 requests of a 20,000-request run, untested; its queue grew to a
+    20-minute TTFT, and at 100,000 requests the plan missed by 22,000x."""
+    from hetinfra.sim.stability import MIN_REQUESTS
+
+    rated = {t.id for t in plan.templates if any(str(src).startswith("best-effort:") for src in t.sources.values())}
+    units = {a.unit for a in plan.allocations if a.template in rated}
+    drawn = {m.model: m.requests for m in run.models if m.requests}
+    need: dict[str, int] = {}
+    for u in run.units:
+        if u.unit in units and u.count and u.count < MIN_REQUESTS and u.model in drawn:
+            n = min(most, 1000 * math.ceil(drawn[u.model] * MIN_REQUESTS / u.count / 1000))
+            need[u.model] = max(need.get(u.model, 0), int(n))
     return need
 
 
@@ -169,7 +193,7 @@ class Verdict:
 
 
 def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, attainment: bool = True,
-                 one_run: bool = True) -> Bounds:
+                 one_run: bool = True, shares: float | None = None) -> Bounds:
     """Estimate, pessimistic and optimistic bounds of each statistic of a model or unit over its
     replications' entries (those with measured requests) at ``slo``'s percentile: the pessimistic
     bound is a prediction bound on one more run (upper for latencies, lower for attainment), the
@@ -179,34 +203,33 @@ def _stat_bounds(entries: list[RunEntry], slo: RunObjective, confidence: float, 
     bounds nobody reads)."""
     out = {}
     batches = [e.raw.get("batches") for e in entries] if one_run else None
-    fewest = min((e.count or 0 for e in entries), default=0)
 
-    def pessimistic(vals: list[float], index: int, upper: bool):
-        # one more run: its spread never below what the runs' batches imply (batches.run_spread)
+    def pessimistic(vals: list[float], upper: bool, index: int | None = None):
+        # one more run; a proportion's spread never below what the runs' batches imply (batches.run_spread)
         if not one_run:
             return t_bound(vals, confidence, upper)
-        return prediction_bound(vals, confidence, upper, run_spread(batches, index, fewest, PERCENTILES[slo.percentile]))
+        return prediction_bound(vals, confidence, upper, None if index is None else run_spread(batches, index))
 
-    for index, stat in enumerate(("ttft_ms", "tpot_ms")):
+    for stat in ("ttft_ms", "tpot_ms"):
         vals = [(e.ttft_ms if stat == "ttft_ms" else e.tpot_ms)[slo.percentile] for e in entries]
         vals = [v for v in vals if v is not None]
-        pess, opt = pessimistic(vals, index, True), t_bound(vals, confidence, False)
+        pess, opt = pessimistic(vals, True), t_bound(vals, confidence, False)
         out[stat] = (None, None, None) if pess is None else (round(pess[0], 3), round(pess[1], 3), round(opt[1], 3))
     att = [e.attainment for e in entries]
     if attainment and all(a is not None for a in att) and len(att) >= 2:
         counts = [e.count for e in entries]
         hits = sum(round(a * n) for a, n in zip(att, counts))
-        mean, low_t = pessimistic(att, 2, False)
+        mean, low_t = pessimistic(att, False, 2)
         _, high_t = t_bound(att, confidence, True)
         low = min(low_t, clopper_pearson(hits, sum(counts), confidence, upper=False))
         high = max(high_t, clopper_pearson(hits, sum(counts), confidence, upper=True))
         out["attainment"] = (round(mean, 5), round(low, 5), round(min(high, 1.0), 5))
     else:
         out["attainment"] = (None, None, None)
-    return Bounds(**out, shares=_share_bounds(batches, fewest, confidence) if one_run and slo.percentile != "mean" else ())
+    return Bounds(**out, shares=_share_bounds(batches, shares) if shares and slo.percentile != "mean" else ())
 
 
-def _share_bounds(batches: list, fewest: int, confidence: float) -> tuple:
+def _share_bounds(batches: list, confidence: float) -> tuple:
     """Per latency statistic, ("ttft_share" or "tpot_share", estimate, lower prediction bound on one more
     run) of the share of a run's requests within the objective, the runs' shares as observations
     and their spread floored by their batches' (hetinfra.sim.batches.run_spread: a proportion's
@@ -216,9 +239,9 @@ def _share_bounds(batches: list, fewest: int, confidence: float) -> tuple:
     where a rare heavy request stalls the requests beside it the runs are bimodal: a run with such a
     stall near its tail misses, one without meets by far. Held-out h157 (heldout66 F1: 0.2% of
     100k-token prompts beside chats, p99 TTFT 1.5 s) was confirmed on two runs that both missed no
-    stall, and missed on 11 of 30 fresh seeds (up to 6x). A p99 of a batch is too thin for the
-    batches' spread to floor the runs' (run_spread's MIN_TAIL); the share of a batch within the
-    objective is not: its batches with a stall show it."""
+    stall, and missed on 11 of 30 fresh seeds (up to 6x); its batches with a stall show it. And
+    where the percentile sits at the edge of a mixture, a few runs understate how far it moves:
+    held-out h141a (run_spread)."""
     from hetinfra.sim.batches import run_share
 
     out = []
@@ -226,7 +249,7 @@ def _share_bounds(batches: list, fewest: int, confidence: float) -> tuple:
         vals = [run_share(b, index) for b in batches]
         if len(vals) < 2 or any(v is None for v in vals):
             continue
-        mean, low = prediction_bound(vals, confidence, False, run_spread(batches, index, fewest, None))
+        mean, low = prediction_bound(vals, confidence, False, run_spread(batches, index))
         out.append((name, round(mean, 6), round(low, 6)))
     return tuple(out)
 
@@ -253,7 +276,7 @@ def _share_ratios(bounds: Bounds, slo: RunObjective) -> dict:
 
 
 def _judged(entries: list[RunEntry], slo: RunObjective, confidence: float, margin: float,
-            attainment: bool = True, one_run: bool = True) -> Verdict:
+            attainment: bool = True, one_run: bool = True, shares: float | None = None) -> Verdict:
     """The judgement of one model or unit on its replications' entries (see :func:`judge`);
     ``attainment``: whether to bound the attainment where the objective has none (see _stat_bounds)."""
     measured = [e for e in entries if e.count]
@@ -261,7 +284,7 @@ def _judged(entries: list[RunEntry], slo: RunObjective, confidence: float, margi
     if len(measured) < 2:
         worst = max((e.ratio or 0.0 for e in entries), default=None)
         return Verdict(None, worst if not stable else None, "undecided" if stable else "missed", stable, False, {})
-    bounds = _stat_bounds(measured, slo, confidence, attainment or slo.attainment is not None, one_run)
+    bounds = _stat_bounds(measured, slo, confidence, attainment or slo.attainment is not None, one_run, shares)
     pess, opt = _ratios(bounds, slo, 1), _ratios(bounds, slo, 2)
     shares = _share_ratios(bounds, slo)
     limit = 1.0 - margin
@@ -278,11 +301,11 @@ def _judged(entries: list[RunEntry], slo: RunObjective, confidence: float, margi
 
 
 def _model_entry(entries: list[RunEntry], seeds: list[int], units: list[RunEntry], confidence: float,
-                 margin: float) -> tuple[bool, dict]:
+                 margin: float, shares: float | None) -> tuple[bool, dict]:
     """(whether it met, a model's entry of the judgement) from its replications' ``entries`` and its
     units' (all replications)."""
     slo = entries[0].slo
-    j = _judged(entries, slo, confidence, margin)
+    j = _judged(entries, slo, confidence, margin, shares=shares)
     units_stable = all(u.stable for u in units)
     b = j.bounds or NO_BOUNDS
     met = j.met and units_stable
@@ -325,7 +348,7 @@ def missed_requests(entries: list[RunEntry]) -> int:
     return sum(round((e.count or 0) * (1.0 - e.attainment)) for e in entries if e.attainment is not None)
 
 
-def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> dict:
+def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0, shares: float | None = 0.95) -> dict:
     """The replications ``sims`` (one simulation each, same plan and load, distinct seeds) judged as
     one simulation: the keys verification reads (met; models[] model, met, objective {met, ratio};
     units[] unit, count, objective {met, ratio}) and per model replications, seeds, estimate and
@@ -370,7 +393,7 @@ def judge(sims: list[dict], confidence: float = 0.95, margin: float = 0.0) -> di
             entries.append(units[unit])
     units = [_unit_entry(es, confidence, margin) for es in by_unit.values()]
     judged = [_model_entry(by_model[n], seeds, [u for es in by_unit.values() if es[0].model == n for u in es],
-                           confidence, margin) for n in by_model]
+                           confidence, margin, shares) for n in by_model]
     return {**{k: v for k, v in sims[0].items() if k not in ("models", "units")}, "seed": seeds[0], "seeds": seeds,
             "replications": len(sims), "confidence": confidence, "method": METHOD,
             "met": all(met for met, _ in judged), "models": [m for _, m in judged], "units": units}

@@ -122,3 +122,24 @@ def test_a_lumpy_model_pressed_by_its_spec_alone_is_counted_only_where_its_cache
     confirm = _pressed_confirm(monkeypatch, kv_max, burst_cv=2.0)
     [model] = confirm(_view(48_200))["models"]
     assert model["met"] and ("lumpy" in model) is counted
+
+
+@pytest.mark.parametrize("share, percentile, tokens, counted", [
+    (0.002, "p99", 100_000, True),    # held-out h157: 0.2% of 100k-token prompts beside chats, p99
+    (0.002, "p99", 32_000, True),     # h157m: the same at 32k
+    (0.002, "p99", 4_000, False),     # not heavy: 16x the chats' prompt
+    (0.02, "p99", 100_000, False),    # past the p99's 1% tail: it is judged at its bounds
+    (0.02, "p90", 100_000, False),    # inside p90's tail but 400 a run: not rare (the shares judge it)
+    (0.002, "mean", 100_000, False),  # a mean lets no class miss
+])
+def test_a_rare_heavy_class_is_counted_as_a_lumpy_one(share, percentile, tokens, counted):
+    """A class within its percentile's tail, at most RARE_REQUESTS of it in a default run, each prompt at
+    least HEAVY_INPUT x the others': whether a run's percentile holds turns on a handful of its requests,
+    so the confirmation counts the model (hetinfra.plan.lumpy.rare_heavy)."""
+    view = _view(tokens + 200)
+    view["models"][0]["classes"][0]["share"], view["models"][0]["classes"][1]["share"] = 1 - share, share
+    view["models"][0]["slo"] = {"percentile": percentile, "attainment": None}
+    got = lumpy.rare_heavy(view, "clear")
+    assert (got is not None) is counted
+    if counted:
+        assert got["unit"] == UNIT and got["request_class"] == "big" and 0 < got["share"] < 1

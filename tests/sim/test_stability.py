@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hetinfra.sim import WorkloadConfig
 from hetinfra.sim.plan_sim import simulate_plan
 from hetinfra.sim.replications import MOST_REQUESTS, requests_for
-from hetinfra.sim.stability import REPREEMPTION_MAX, failed, repreemption_low, stability
+from hetinfra.sim.stability import MIN_REQUESTS, REPREEMPTION_MAX, failed, repreemption_low, stability
 from tests.conftest import shared_path
 from tests.plan.golden_plans import REPO
 
@@ -208,6 +208,34 @@ def test_requests_scale_with_the_longest_service_time():
     # S = 1 + 999 x 0.1 = 100.9 s: 26,907 -> 27,000
     assert requests_for(view, sim(1000, 100)) == 27000
     assert requests_for(view, sim(1000, 100, rps=120)) == MOST_REQUESTS
+
+
+@pytest.mark.parametrize("best_effort", [True, False])
+def test_a_unit_carrying_a_best_effort_class_runs_long_enough_to_be_tested(best_effort):
+    """Held-out h158p (heldout66 F3): a unit carrying a best-effort class held about 40 measured requests
+    of a 20,000-request run, too few for the stability test, and its queue grew unseen. A unit of a
+    template with a best-effort rate gets MIN_REQUESTS measured requests (at most MOST_REQUESTS); any
+    other thin unit keeps the run as the service time sizes it."""
+    import copy
+
+    from tests.plan.golden_plans import filled_golden
+
+    view = copy.deepcopy(filled_golden("chat"))
+    [unit] = [a["unit"] for a in view["allocations"]]
+    if best_effort:
+        t = view["templates"][0]
+        t["sources"] = {**t["sources"], next(iter(t["sources"])): "best-effort:estimator-v3"}
+
+    def sim(count: int) -> dict:
+        return {"warmup_fraction": 0.1,
+                "units": [{"unit": unit, "model": "chat-8b", "count": count, "objective": {"met": True},
+                           "ttft_ms": {"p50": 500}, "tpot_ms": {"p50": 50}}],
+                "models": [{"model": "chat-8b", "offered_rps": 12.0, "requests": 20000, "objective": {"met": True},
+                            "ttft_ms": {"p50": 500, "mean": 500}, "tpot_ms": {"p50": 50, "mean": 50}}]}
+    # 40 of 20,000 measured: 100 need 50,000; 10 would need 200,000, past the most
+    assert requests_for(view, sim(40)) == (50_000 if best_effort else 20_000)
+    assert requests_for(view, sim(10)) == (MOST_REQUESTS if best_effort else 20_000)
+    assert requests_for(view, sim(MIN_REQUESTS)) == 20_000
 
 
 def test_the_in_system_count_binned_by_arithmetic_is_the_sorted_counts():
