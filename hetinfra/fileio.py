@@ -24,7 +24,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
 
@@ -347,12 +347,56 @@ def kind_of(mode: int) -> str:
             if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
-def open_append(path: str | Path, what: str, hint: str | None = None):
+#: the most of a file's first line :func:`refuse_foreign` reads to tell whose the file is
+FIRST_LINE_BYTES = 4096
+
+
+def first_line(path: str | Path) -> str | None:
+    """The first line of the regular file ``path`` (at most FIRST_LINE_BYTES, a BOM dropped, bytes that
+    are not UTF-8 replaced), or None where there is no file, it is empty or it is not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since: no wait
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, FIRST_LINE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head:
+        return None
+    return head.decode("utf-8", errors="replace").removeprefix("\ufeff").split("\n", 1)[0].rstrip("\r")
+
+
+def refuse_foreign(path: str | Path, what: str, ours: Callable[[str], bool], *, doing: str = "replaced",
+                   hint: str | None = None) -> None:
+    """InvalidInputError naming ``what`` where ``path`` holds another file: its first line fails ``ours``
+    (the check of what hetinfra writes there: a header, a prefix). The one guard of a file a flag names
+    to append to or replace (:func:`open_append`, a profile CSV's ``--out``): `replan --log-file
+    OUT/plan.json` appended its log to the plan, `gateway --demand-log OUT/plan.json` its rows, and
+    `profile-import r1.json r2.json --out r2.json` replaced a measurement with the CSV. A missing or
+    empty file is anyone's; a folder, FIFO or device is left to the writer's own check."""
+    line = first_line(path)
+    if line is None or ours(line):
+        return
+    shown_line = line if len(line) <= 60 else line[:57] + "..."
+    raise InvalidInputError(f"{what} {path} holds another file (its first line is {shown_line!r}): it is not {doing}",
+                            hint=hint or "give a path of its own (a new file), or move that file aside")
+
+
+def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: Callable[[str], bool] | None = None):
     """``path`` opened to append text (created where there is none): the one way hetinfra appends to a
     file (the gateway's demand log, replan's log). Anything there but a regular file (a FIFO, a
     device, a socket, a folder, a link to one) is an InvalidInputError naming ``what``, found without
     blocking: open() of a FIFO waits for a reader, and `gateway --demand-log FIFO` hung before serving,
-    `replan --log-file FIFO` after its run. An OSError (no permission, a full disk) is the caller's."""
+    `replan --log-file FIFO` after its run. ``ours``: the test of the first line of a file this log
+    wrote; a file there whose first line fails it is another file (a plan, a spec), refused untouched
+    (:func:`refuse_foreign`). An OSError (no permission, a full disk) is the caller's."""
+    if ours is not None:
+        refuse_foreign(path, what, ours, doing="appended to", hint=hint)
     fd = None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
