@@ -1,5 +1,5 @@
-"""File I/O every stage may import (it imports only hetinfra.errors): the one way to read a user's
-file, and atomic writes.
+"""File I/O every stage may import (it imports only hetinfra.errors and hetinfra.foreign): the one way
+to read a user's file, and atomic writes.
 
 Reading (:func:`read_text`): a regular file only (not a directory, FIFO or device, which would
 hang or fill memory), at most a stated size, UTF-8 with or without a BOM (spreadsheets write one);
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
+from hetinfra.foreign import refuse_foreign
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
 MAX_READ_BYTES = 64 << 20
@@ -347,46 +348,6 @@ def kind_of(mode: int) -> str:
             if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
-#: the most of a file's first line :func:`refuse_foreign` reads to tell whose the file is
-FIRST_LINE_BYTES = 4096
-
-
-def first_line(path: str | Path) -> str | None:
-    """The first line of the regular file ``path`` (at most FIRST_LINE_BYTES, a BOM dropped, bytes that
-    are not UTF-8 replaced), or None where there is no file, it is empty or it is not a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since: no wait
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, FIRST_LINE_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if not head:
-        return None
-    return head.decode("utf-8", errors="replace").removeprefix("\ufeff").split("\n", 1)[0].rstrip("\r")
-
-
-def refuse_foreign(path: str | Path, what: str, ours: Callable[[str], bool], *, doing: str = "replaced",
-                   hint: str | None = None) -> None:
-    """InvalidInputError naming ``what`` where ``path`` holds another file: its first line fails ``ours``
-    (the check of what hetinfra writes there: a header, a prefix). The one guard of a file a flag names
-    to append to or replace (:func:`open_append`, a profile CSV's ``--out``): `replan --log-file
-    OUT/plan.json` appended its log to the plan, `gateway --demand-log OUT/plan.json` its rows, and
-    `profile-import r1.json r2.json --out r2.json` replaced a measurement with the CSV. A missing or
-    empty file is anyone's; a folder, FIFO or device is left to the writer's own check."""
-    line = first_line(path)
-    if line is None or ours(line):
-        return
-    shown_line = line if len(line) <= 60 else line[:57] + "..."
-    raise InvalidInputError(f"{what} {path} holds another file (its first line is {shown_line!r}): it is not {doing}",
-                            hint=hint or "give a path of its own (a new file), or move that file aside")
-
-
 def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: Callable[[str], bool] | None = None):
     """``path`` opened to append text (created where there is none): the one way hetinfra appends to a
     file (the gateway's demand log, replan's log). Anything there but a regular file (a FIFO, a
@@ -394,7 +355,7 @@ def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: C
     blocking: open() of a FIFO waits for a reader, and `gateway --demand-log FIFO` hung before serving,
     `replan --log-file FIFO` after its run. ``ours``: the test of the first line of a file this log
     wrote; a file there whose first line fails it is another file (a plan, a spec), refused untouched
-    (:func:`refuse_foreign`). An OSError (no permission, a full disk) is the caller's."""
+    (hetinfra.foreign.refuse_foreign). An OSError (no permission, a full disk) is the caller's."""
     if ours is not None:
         refuse_foreign(path, what, ours, doing="appended to", hint=hint)
     fd = None

@@ -125,7 +125,7 @@ class RunLog:
     def check(self) -> None:
         """InvalidInputError (before the run) where the log's path holds another file: OUT/plan.json given
         as --log-file had the run's log appended to the plan, and every later command refused it."""
-        from hetinfra.fileio import refuse_foreign
+        from hetinfra.foreign import refuse_foreign
 
         refuse_foreign(self.path, "--log-file", self.is_ours, doing="appended to",
                        hint="give a log file of its own (default STATE/replan.log)")

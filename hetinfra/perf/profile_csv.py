@@ -45,7 +45,7 @@ def check_out(path: Path | str) -> None:
     """InvalidInputError where ``path`` (``--out``) holds another file than a profile CSV: a result JSON
     given as both an input and --out of `profile-import` was replaced by the CSV. Checked before
     anything is measured or read, and again where the file is written."""
-    from hetinfra.fileio import refuse_foreign
+    from hetinfra.foreign import refuse_foreign
 
     refuse_foreign(path, "--out", is_profile_header, hint="give the profile CSV a path of its own (profile.csv)")
 

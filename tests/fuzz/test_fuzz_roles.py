@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
 from tests.fuzz.conftest import budget
+from tests.test_fileio_append import _replan_log as flushed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,8 +38,6 @@ def _demand_log(path: Path):
 
 
 def _replan_log(path: Path):
-    from tests.test_fileio_append import _replan_log as flushed
-
     got = flushed(path)  # its warning, where the log refused the file
     if isinstance(got, InvalidInputError):
         raise got
