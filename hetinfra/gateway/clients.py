@@ -1,0 +1,96 @@
+"""How long a client may take to send its request: the gateway's one HTTP protocol (uvicorn's, with a
+deadline on what the client owes).
+
+uvicorn bounds an idle keep-alive connection (5 s) and nothing else: a client that sent part of a
+request line or its headers, or a body slower than a byte a second, held its connection and its
+task for as long as it kept trickling (a probe kept one open for 60 s and more with a byte a second;
+enough of them use up the process's file descriptors). Here a connection owes a request from when it
+opens and again from each answer's end until the request's body has come whole, and must deliver
+it by ``timeout_s`` plus a second per ``SLOWEST_BYTES_S`` bytes it has sent (a 4 MiB body at 16 KiB/s
+or faster is never cut, however long it takes). Past that the connection is closed: with a 408 where
+no request has begun, else as a client that left (the request is refused as a disconnect, 499). While
+the gateway itself has paused reading (a body it has not consumed yet), the client owes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+log = logging.getLogger("hetinfra.gateway")
+
+#: the slowest a client may send after its first ``timeout_s`` (the bytes it sent buy it this much time)
+SLOWEST_BYTES_S = 16 * 1024
+#: the answer to a connection whose request line and headers did not come in time
+TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+class ClientDeadline:
+    """A mixin before uvicorn's HTTP protocol class (httptools' or h11's): see the module."""
+
+    timeout_s: float = 30.0
+
+    def connection_made(self, transport) -> None:  # noqa: ANN001 - asyncio's signature
+        super().connection_made(transport)
+        self._owed_from(time.monotonic())
+
+    def data_received(self, data: bytes) -> None:
+        self._sent += len(data)
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._owed_from(time.monotonic())  # the next request is owed (uvicorn closes an idle one sooner)
+
+    def connection_lost(self, exc) -> None:  # noqa: ANN001
+        if self._check is not None:
+            self._check.cancel()
+            self._check = None
+        super().connection_lost(exc)
+
+    def _owed_from(self, start: float) -> None:
+        self._start, self._sent = start, 0
+        self._check = getattr(self, "_check", None)
+        if self._check is not None:
+            self._check.cancel()
+        self._check = self.loop.call_at(self.loop.time() + self.timeout_s, self._on_check)
+
+    def _deadline(self) -> float:
+        return self._start + self.timeout_s + self._sent / SLOWEST_BYTES_S
+
+    def _owing(self) -> bool:
+        """Whether a request (its line, headers or body) is still to come."""
+        cycle = self.cycle
+        return cycle is None or cycle.response_complete or cycle.more_body
+
+    def _on_check(self) -> None:
+        self._check = None
+        if self.transport.is_closing() or not self._owing():
+            return  # served, or being answered: the answer's end owes the next request
+        now = time.monotonic()
+        if self.flow.read_paused:  # the gateway is not reading: the client cannot send
+            self._owed_from(now)
+            return
+        left = self._deadline() - now
+        if left > 0:
+            self._check = self.loop.call_at(self.loop.time() + left, self._on_check)
+            return
+        began = self.cycle is not None and not self.cycle.response_complete
+        log.info("closed a connection from %s: its request did not come within %g s (%d bytes)",
+                 _peer(self.client), self.timeout_s, self._sent)
+        if not began:
+            self.transport.write(TIMEOUT_408)
+        self.transport.close()
+
+
+def _peer(client) -> str:  # noqa: ANN001
+    return f"{client[0]}:{client[1]}" if client else "a client"
+
+
+def protocol(timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol ("auto": httptools where importable, else h11) with a client deadline of
+    ``timeout_s`` seconds (:class:`ClientDeadline`): the ``http`` the gateway serves with."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    return type("ClientDeadlineProtocol", (ClientDeadline, AutoHTTPProtocol), {"timeout_s": timeout_s})
