@@ -10,6 +10,11 @@ it by ``timeout_s`` plus a second per ``SLOWEST_BYTES_S`` bytes it has sent (a 4
 or faster is never cut, however long it takes). Past that the connection is closed: with a 408 where
 no request has begun, else as a client that left (the request is refused as a disconnect, 499). While
 the gateway itself has paused reading (a body it has not consumed yet), the client owes nothing.
+
+A request's line and headers are at most ``MAX_HEAD_BYTES`` (a 431 and the connection closed past
+them): uvicorn's httptools protocol kept every header it was sent, so a client sending headers at
+full speed and never ending them grew the gateway by 2 GB in 5 s (600 MB of headers), and the
+deadline's allowance for bytes sent never ran out.
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ log = logging.getLogger("hetinfra.gateway")
 
 #: the slowest a client may send after its first ``timeout_s`` (the bytes it sent buy it this much time)
 SLOWEST_BYTES_S = 16 * 1024
+#: the most bytes of a request's line and headers (an OpenAI client's are well under 8 KiB)
+MAX_HEAD_BYTES = 64 * 1024
 #: the answer to a connection whose request line and headers did not come in time
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+#: the answer to a connection whose request line and headers run past MAX_HEAD_BYTES
+TOO_LARGE_431 = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
 class ClientDeadline:
@@ -38,6 +47,11 @@ class ClientDeadline:
     def data_received(self, data: bytes) -> None:
         self._sent += len(data)
         super().data_received(data)
+        if self._sent > MAX_HEAD_BYTES and self._in_head() and not self.transport.is_closing():
+            log.info("closed a connection from %s: its request's line and headers ran past %d bytes",
+                     _peer(self.client), MAX_HEAD_BYTES)
+            self.transport.write(TOO_LARGE_431)
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -59,6 +73,10 @@ class ClientDeadline:
     def _deadline(self) -> float:
         return self._start + self.timeout_s + self._sent / SLOWEST_BYTES_S
 
+    def _in_head(self) -> bool:
+        """Whether the owed request's line and headers are still to come (no request has begun)."""
+        return self.cycle is None or self.cycle.response_complete
+
     def _owing(self) -> bool:
         """Whether a request (its line, headers or body) is still to come."""
         cycle = self.cycle
@@ -76,7 +94,7 @@ class ClientDeadline:
         if left > 0:
             self._check = self.loop.call_at(self.loop.time() + left, self._on_check)
             return
-        began = self.cycle is not None and not self.cycle.response_complete
+        began = not self._in_head()
         log.info("closed a connection from %s: its request did not come within %g s (%d bytes)",
                  _peer(self.client), self.timeout_s, self._sent)
         if not began:

@@ -3,7 +3,8 @@ connection that sends part of a request line, of its headers or of its body slow
 gateway's client deadline (`--client-timeout-s`, plus a second per 16 KiB sent) is closed, a 408
 where no request had begun, and the gateway answers others meanwhile. uvicorn alone held such a
 connection open for as long as the client kept sending a byte a second. A client that sends at
-16 KiB/s or faster is never cut, however long its body takes."""
+16 KiB/s or faster is never cut, however long its body takes. A request line and headers past
+hetinfra.gateway.clients.MAX_HEAD_BYTES are a 431 and a closed connection."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tests.fuzz.conftest import budget
 from tests.gateway.conftest import CLIENT_KEY, MODEL, UNITS, Procs, write_out
 
 TIMEOUT_S = 1.0
+#: hetinfra.gateway.clients.MAX_HEAD_BYTES (written out: the test runs against a gateway that may lack it)
+MAX_HEAD_BYTES = 64 * 1024
 #: how late past its deadline a trickling connection may still be open (a loaded 2-core machine)
 SLACK_S = 2.5
 
@@ -134,3 +137,36 @@ def test_a_kept_alive_connection_owes_each_request_anew(gateway):
             while len(rest) < length:
                 rest += s.recv(4096)
             time.sleep(TIMEOUT_S * 0.8)  # idle within uvicorn's keep-alive (5 s); the deadline restarts
+
+
+@budget(4)
+@given(size=st.integers(20, 400), kind=st.sampled_from(["headers", "request line"]))
+def test_a_request_head_that_never_ends_is_cut_at_its_bound(gateway, size, kind):
+    """Headers (or a request line) sent at full speed without end: cut at MAX_HEAD_BYTES with a 431, where
+    uvicorn's httptools protocol kept them all (600 MB of headers grew the gateway by 2 GB in 5 s)."""
+    filler = (b"X-%d: " + b"v" * size + b"\r\n") if kind == "headers" else b"a" * size
+    start = b"GET /health HTTP/1.1\r\n" if kind == "headers" else b"GET /"
+    chunk = b"".join(filler.replace(b"%d", str(i).encode()) for i in range(200))
+    sent, cut = 0, False
+    with socket.create_connection(("127.0.0.1", gateway), timeout=10) as s:
+        s.sendall(start)
+        try:
+            while sent < 256 * MAX_HEAD_BYTES:  # 16 MiB; the sockets' buffers alone take a few MiB
+                s.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            cut = True
+        if not cut:
+            got = _answer(s, 5)
+            cut = got.startswith(b"HTTP/1.1 4") or _eof(s)
+    assert cut, f"{sent:,} bytes of {kind} taken, and the connection still open"
+    assert _health(gateway).startswith(b"HTTP/1.1 200"), "the gateway stopped answering"
+
+
+def test_headers_under_the_bound_are_served(gateway):
+    head, body = _request(_body(100))
+    extra = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 200) for i in range(150))  # 31 KiB of headers
+    with socket.create_connection(("127.0.0.1", gateway), timeout=10) as s:
+        s.sendall(head.replace(b"\r\n\r\n", b"\r\n" + extra + b"\r\n", 1) + body)
+        got = _answer(s, 10)
+    assert got.startswith(b"HTTP/1.1 200"), got[:200]

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -233,19 +234,53 @@ def _trickle(port, head, limit_s):
     return None
 
 
-def _slow_client(name, head):
-    d = folder(name); planned(d)
+@contextmanager
+def _serving(d):
+    """A gateway on d/O, stopped (SIGINT, then killed) after the block."""
     p, port = _gateway(d)
     try:
-        took = _trickle(port, head, 45)
+        yield p, port
     finally:
         p.send_signal(signal.SIGINT)
         try:
             p.communicate(timeout=40)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def _slow_client(name, head):
+    d = folder(name); planned(d)
+    with _serving(d) as (_, port):
+        took = _trickle(port, head, 45)
     said = f"held for 45 s and more (a byte a second)" if took is None else f"closed after {took:.0f} s"
     return ("served", said, took is not None and took <= 35)
+
+
+def _endless_headers(port, limit=256 << 20):
+    """Send headers at full speed, without end: bytes sent until the gateway closed (None: it took them all)."""
+    import socket as so
+    s = so.create_connection(("127.0.0.1", port)); s.sendall(b"GET /health HTTP/1.1\r\n")
+    chunk = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 50) for i in range(2000))
+    sent = 0
+    try:
+        while sent < limit:
+            s.sendall(chunk); sent += len(chunk)
+    except OSError:
+        return sent
+    finally:
+        s.close()
+    return None
+
+
+@probe
+def gateway_client_endless_headers():
+    d = folder("gw-endless-head"); planned(d)
+    with _serving(d) as (p, port):
+        got = _endless_headers(port)
+        rss = int(Path(f"/proc/{p.pid}/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
+    said = (f"took 256 MB of headers; the gateway at {rss} MB" if got is None else
+            f"closed after {got >> 10} KiB; the gateway at {rss} MB")
+    return ("served", said, got is not None and rss < 500)
 
 
 @probe
