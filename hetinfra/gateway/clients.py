@@ -11,6 +11,11 @@ or faster is never cut, however long it takes). Past that the connection is clos
 no request has begun, else as a client that left (the request is refused as a disconnect, 499). While
 the gateway itself has paused reading (a body it has not consumed yet), the client owes nothing.
 
+At most ``max_clients`` connections are served at once (default: half the process's open-file limit,
+:func:`default_max_clients`); one past them is answered 503 and closed at once, so that clients never
+take the descriptors the backends' connections and the demand log need (each slow client is bounded in
+time above, not in number).
+
 A request's line and headers are at most ``MAX_HEAD_BYTES`` (a 431 and the connection closed past
 them): uvicorn's httptools protocol kept every header it was sent, so a client sending headers at
 full speed and never ending them grew the gateway by 2 GB in 5 s (600 MB of headers), and the
@@ -31,6 +36,9 @@ SLOWEST_BYTES_S = 16 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 #: the answer to a connection whose request line and headers did not come in time
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+#: the answer to a connection past max_clients
+BUSY_503 = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nretry-after: 1\r\n"
+            b"connection: close\r\n\r\n")
 #: the answer to a connection whose request line and headers run past MAX_HEAD_BYTES
 TOO_LARGE_431 = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
@@ -39,9 +47,17 @@ class ClientDeadline:
     """A mixin before uvicorn's HTTP protocol class (httptools' or h11's): see the module."""
 
     timeout_s: float = 30.0
+    max_clients: int = 1024
 
     def connection_made(self, transport) -> None:  # noqa: ANN001 - asyncio's signature
+        self._check, self._sent = None, 0
         super().connection_made(transport)
+        if len(self.connections) > self.max_clients:
+            log.info("refused a connection from %s: %d clients are connected (--max-clients)",
+                     _peer(self.client), self.max_clients)
+            transport.write(BUSY_503)
+            transport.close()
+            return
         self._owed_from(time.monotonic())
 
     def data_received(self, data: bytes) -> None:
@@ -65,7 +81,6 @@ class ClientDeadline:
 
     def _owed_from(self, start: float) -> None:
         self._start, self._sent = start, 0
-        self._check = getattr(self, "_check", None)
         if self._check is not None:
             self._check.cancel()
         self._check = self.loop.call_at(self.loop.time() + self.timeout_s, self._on_check)
@@ -106,9 +121,19 @@ def _peer(client) -> str:  # noqa: ANN001
     return f"{client[0]}:{client[1]}" if client else "a client"
 
 
-def protocol(timeout_s: float) -> type[asyncio.Protocol]:
+def default_max_clients() -> int:
+    """Half the process's open-file limit (its soft limit), at least 16: the rest is the backends'."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, min(soft if soft != resource.RLIM_INFINITY else 1 << 20, 1 << 20) // 2)
+
+
+def protocol(timeout_s: float, max_clients: int | None = None) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ("auto": httptools where importable, else h11) with a client deadline of
-    ``timeout_s`` seconds (:class:`ClientDeadline`): the ``http`` the gateway serves with."""
+    ``timeout_s`` seconds and at most ``max_clients`` connections (default :func:`default_max_clients`;
+    :class:`ClientDeadline`): the ``http`` the gateway serves with."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    return type("ClientDeadlineProtocol", (ClientDeadline, AutoHTTPProtocol), {"timeout_s": timeout_s})
+    return type("ClientDeadlineProtocol", (ClientDeadline, AutoHTTPProtocol),
+                {"timeout_s": timeout_s, "max_clients": max_clients or default_max_clients()})

@@ -170,3 +170,27 @@ def test_headers_under_the_bound_are_served(gateway):
         s.sendall(head.replace(b"\r\n\r\n", b"\r\n" + extra + b"\r\n", 1) + body)
         got = _answer(s, 10)
     assert got.startswith(b"HTTP/1.1 200"), got[:200]
+
+
+def test_clients_past_max_clients_are_refused_at_once_and_served_again_after(tmp_path_factory):
+    """--max-clients 4: the fifth connection and on get a 503 and are closed at once (they never take the
+    descriptors the backends need); once the idle four are cut by the deadline, the gateway serves again."""
+    ps = Procs(tmp_path_factory.mktemp("maxprocs"))
+    try:
+        _, backend = ps.backend("b1")
+        out = write_out(tmp_path_factory.mktemp("max") / "out")
+        _, url = ps.gateway(out, [f"{u}={backend}" for u in UNITS.values()], "--client-timeout-s", str(TIMEOUT_S),
+                            "--max-clients", "4", "--no-demand-log")
+        port = int(url.rsplit(":", 1)[1])
+        time.sleep(TIMEOUT_S + 1.5)  # the start's own /health connections are gone
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+        extra = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+        answers = [_answer(s, 2) for s in extra]
+        assert all(a.startswith(b"HTTP/1.1 503") for a in answers), answers
+        time.sleep(TIMEOUT_S + SLACK_S)  # the four held ones, sending nothing, are cut by the deadline
+        assert all(_answer(s, 1).startswith(b"HTTP/1.1 408") for s in held), "an idle client outlived the deadline"
+        assert _health(port).startswith(b"HTTP/1.1 200")
+        for s in held + extra:
+            s.close()
+    finally:
+        ps.stop()
