@@ -1,5 +1,5 @@
-"""File I/O every stage may import (it imports only hetinfra.errors): the one way to read a user's
-file, and atomic writes.
+"""File I/O every stage may import (it imports only hetinfra.errors and hetinfra.foreign): the one way
+to read a user's file, and atomic writes.
 
 Reading (:func:`read_text`): a regular file only (not a directory, FIFO or device, which would
 hang or fill memory), at most a stated size, UTF-8 with or without a BOM (spreadsheets write one);
@@ -24,9 +24,10 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
+from hetinfra.foreign import refuse_foreign
 
 #: the largest file hetinfra reads by default (a spec, an offers or profiles CSV, a plan): 64 MiB
 MAX_READ_BYTES = 64 << 20
@@ -347,12 +348,16 @@ def kind_of(mode: int) -> str:
             if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
-def open_append(path: str | Path, what: str, hint: str | None = None):
+def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: Callable[[str], bool] | None = None):
     """``path`` opened to append text (created where there is none): the one way hetinfra appends to a
     file (the gateway's demand log, replan's log). Anything there but a regular file (a FIFO, a
     device, a socket, a folder, a link to one) is an InvalidInputError naming ``what``, found without
     blocking: open() of a FIFO waits for a reader, and `gateway --demand-log FIFO` hung before serving,
-    `replan --log-file FIFO` after its run. An OSError (no permission, a full disk) is the caller's."""
+    `replan --log-file FIFO` after its run. ``ours``: the test of the first line of a file this log
+    wrote; a file there whose first line fails it is another file (a plan, a spec), refused untouched
+    (hetinfra.foreign.refuse_foreign). An OSError (no permission, a full disk) is the caller's."""
+    if ours is not None:
+        refuse_foreign(path, what, ours, doing="appended to", hint=hint)
     fd = None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)

@@ -4,8 +4,10 @@ place errors are turned into output; see hetinfra.errors for the classes and the
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -149,6 +151,51 @@ def as_written(kind: click.ParamType, value, param, ctx) -> None:
         kind.fail(f"{value[:40]!r} is not a number in ASCII digits (such as 2.5 or 1e3)", param, ctx)
 
 
+#: the escape sequences Rich writes to style a table on a terminal (SGR: colour, bold, dim), kept on one
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def printable(text: str, terminal: bool) -> str:
+    """``text`` with every character that does not print (ESC, BEL, a carriage return, a bidi override)
+    but a newline written as its escape (hetinfra.errors.shown), except on a ``terminal`` the SGR
+    sequences that style Rich's tables."""
+    if text.isprintable() or "\x1b" not in text and all(ch.isprintable() or ch == "\n" for ch in text):
+        return text
+    if not terminal:
+        return shown(text)
+    return "".join(part if i % 2 else shown(part) for i, part in enumerate(_SGR.split(text)))
+
+
+class PrintableStdout(io.TextIOWrapper):
+    """stdout as a terminal may show it (:func:`printable`): every line a command prints, whatever printed
+    it (click.echo, a Rich console, print)."""
+
+    def write(self, text: str) -> int:
+        super().write(printable(text, self.terminal))
+        return len(text)
+
+
+def printable_stdout() -> None:
+    """stdout written through :class:`PrintableStdout`. Errors and warnings (stderr) go through
+    hetinfra.errors.shown where they are made; the lines on stdout quote paths and names a user or a file
+    gave, and wrote them as they were: `plan --out $'O\\e]0;x\\a'` set the terminal's title with
+    "wrote O...", as did `simulate`, `status`, `replan` and `feeds list` (HETINFRA_CACHE_DIR's folder)."""
+    out = sys.stdout
+    if out is not sys.__stdout__ or not isinstance(out, io.TextIOWrapper) or isinstance(out, PrintableStdout):
+        return  # a test runner's capture (CliRunner's own wrapper), no stdout (`>&-`), or installed already
+    try:
+        out.flush()
+        terminal = out.isatty()
+        errors = "backslashreplace" if out.errors in ("strict", "surrogateescape") else out.errors
+        kept = {"encoding": out.encoding, "errors": errors, "line_buffering": out.line_buffering,
+                "write_through": out.write_through}
+        wrapped = PrintableStdout(out.detach(), **kept)
+    except (OSError, ValueError):  # a closed descriptor: its first write says so (hetinfra.cli.stops)
+        return
+    wrapped.terminal = terminal
+    sys.stdout = wrapped
+
+
 def encodable_outputs() -> None:
     """stdout and stderr write a character their encoding lacks as its escape (``\\xe9``) instead of
     raising: under an ASCII locale (``PYTHONIOENCODING=ascii``, a CI job's ``LANG=C`` on an old
@@ -163,6 +210,7 @@ def encodable_outputs() -> None:
                 stream.reconfigure(errors="backslashreplace")
             except OSError:  # a closed descriptor: its first write says so (hetinfra.cli.stops)
                 pass
+    printable_stdout()
 
 
 def echo_error_document(exc: HetinfraError, partial: dict | None = None) -> None:

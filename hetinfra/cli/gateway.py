@@ -45,6 +45,12 @@ from hetinfra.facts import GATEWAY_PORT
                    "--max-connections are busy.")
 @click.option("--read-timeout-s", type=FiniteFloat(min=0.01, max=MAX_WAIT_S), default=600.0, show_default=True,
               help="Longest wait for any read from a backend (the first token included).")
+@click.option("--client-timeout-s", type=FiniteFloat(min=0.01, max=MAX_WAIT_S), default=30.0, show_default=True,
+              help="Longest a client may take to send a request (its headers and body), plus a second per 16 KiB "
+                   "it sent; a slower connection is closed (408).")
+@click.option("--max-clients", type=WholeRange(1, 1_000_000),
+              help="Client connections served at once; one more is answered 503 and closed at once. "
+                   "[default: half the process's open-file limit]")
 @click.option("--health-interval-s", type=FiniteFloat(min=0.05, max=MAX_WAIT_S), default=5.0, show_default=True,
               help="How often every backend's /health is checked.")
 @click.option("--fall", type=WholeRange(1, 1000), default=2, show_default=True,
@@ -63,7 +69,7 @@ from hetinfra.facts import GATEWAY_PORT
 def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ...], demand_log: Path | None,
                     no_demand_log: bool, demand_log_max_mb: float, demand_log_keep: int, region: str,
                     max_body_kb: int, retries: int, max_connections: int, connect_timeout_s: float, read_timeout_s: float,
-                    health_interval_s: float, fall: int, rise: int, reload_interval_s: float,
+                    client_timeout_s: float, max_clients: int | None, health_interval_s: float, fall: int, rise: int, reload_interval_s: float,
                     tokenizers: tuple[str, ...], tls_cert: str | None, tls_key: str | None, log_level: str) -> None:
     """Serve PLAN_OR_OUT_DIR's models behind one OpenAI-compatible endpoint, routing by request class.
 
@@ -102,7 +108,8 @@ def gateway_command(source: Path, host: str, port: int, endpoints: tuple[str, ..
             region=region, tokenizers=toks, max_connections=max_connections)
         check_tls(tls_cert, tls_key)
         check_bind(host, port)
-        serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
+        serve(config, host, port, log_level=log_level, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+              client_timeout_s=client_timeout_s, max_clients=max_clients)
     except HetinfraError as exc:
         fail(exc, False)
 

@@ -115,8 +115,10 @@ def profile_command(plan_dir, launch, all_units, dry_run, endpoint, model, gpu, 
         from hetinfra.errors import console as make_console
         from hetinfra.perf.bench_import import SLO
         from hetinfra.perf.harness import run_profile
+        from hetinfra.perf.profile_csv import check_out
 
         slo = SLO(ttft_ms, tpot_ms, statistic)
+        check_out(out)  # before any run: --out naming another file is refused, not found after the sweeps
         grid = [(i, o) for i in inputs for o in outputs]
         console = make_console(stderr=True)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -218,7 +220,10 @@ def import_command(results, gpu, tp, pp, ttft_ms, tpot_ms, statistic, model, vll
     try:
         from hetinfra.perf.bench_import import SLO, import_bench_results, write_profile_csv
 
+        from hetinfra.perf.profile_csv import check_out
+
         slo = SLO(ttft_ms, tpot_ms, statistic)
+        check_out(out)  # before the results are read: one of them given as --out too is refused untouched
         res = import_bench_results(results, gpu=gpu, tp=tp, pp=pp, slo=slo, model=model,
                                    input_tokens=input_tokens, output_tokens=output_tokens, vllm_version=vllm_version)
         written = write_profile_csv(res.rows, out, merge=merge)

@@ -85,6 +85,10 @@ def replan_command(spec: Path, out: Path, feeds: str, strict_feeds: bool, max_ag
     _require_state_dir(out, as_json, meta)  # before the log or the lock would create it
     echo = echo_for(as_json)
     run_log = RunLog(log_path, f"=== {now()} hetinfra replan {spec} --state {out}", echo, verbose or sys.stdout.isatty())
+    try:
+        run_log.check()
+    except HetinfraError as exc:
+        fail(exc, as_json, meta)
     demand_log = _demand_source(demand_log, demand_from, out, as_json, meta)
     opts = ReplanOptions(feeds=feeds, strict_feeds=strict_feeds, max_age_h=max_age_h, min_savings_pct=min_savings_pct,
                          min_savings_usd_h=min_savings_usd_h, max_changes=max_changes, apply=do_apply, target=target,
@@ -113,6 +117,19 @@ class RunLog:
         self.path, self.echo, self.show = path, echo, show
         self.lines = [header]
 
+    @staticmethod
+    def is_ours(line: str) -> bool:
+        """Whether ``line`` (a file's first) begins a run of a replan log (the header each run writes)."""
+        return line.startswith("=== ")
+
+    def check(self) -> None:
+        """InvalidInputError (before the run) where the log's path holds another file: OUT/plan.json given
+        as --log-file had the run's log appended to the plan, and every later command refused it."""
+        from hetinfra.foreign import refuse_foreign
+
+        refuse_foreign(self.path, "--log-file", self.is_ours, doing="appended to",
+                       hint="give a log file of its own (default STATE/replan.log)")
+
     def detail(self, text: str) -> None:
         self.lines.append(text)
         if self.show:
@@ -125,7 +142,7 @@ class RunLog:
         self.lines.append(summary)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open_append(self.path, "the replan log") as fh:  # a FIFO there: refused, not waited on
+            with open_append(self.path, "the replan log", ours=self.is_ours) as fh:  # a FIFO there: refused, not waited on
                 fh.write("\n".join(self.lines) + "\n")
         except (OSError, InvalidInputError) as exc:
             why = exc.message if isinstance(exc, InvalidInputError) else f"cannot write the log {self.path}: {exc}"

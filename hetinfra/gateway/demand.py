@@ -31,6 +31,11 @@ from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 HEADER = ",".join(DEMAND_LOG_COLUMNS + ("class", "completion_tokens", "status")) + "\n"
 
 
+def is_header(line: str) -> bool:
+    """Whether ``line`` (a file's first) is the demand log's header: the file is a demand log."""
+    return line.strip() == HEADER.strip()
+
+
 def _csv_field(text: str) -> str:
     return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n\r') else text
 
@@ -50,7 +55,8 @@ class DemandLog:
                                     hint="pass a writable --demand-log, or --no-demand-log") from None
 
     def _open(self) -> None:
-        self._fh = open_append(self.path, "the demand log", hint="pass a regular file as --demand-log, or --no-demand-log")
+        self._fh = open_append(self.path, "the demand log", hint="pass a regular file as --demand-log, or --no-demand-log",
+                               ours=is_header)  # OUT/plan.json given as the log: refused, not appended to
         new = self._fh.tell() == 0
         if new:
             self._fh.write(HEADER)
@@ -103,7 +109,7 @@ def read_all(path: str | Path, keep: int = 100, *, max_bytes: int = MAX_LOG_BYTE
                          hint="the gateway writes its demand log and rotations as plain files; move this one aside")
         left -= len(text.encode("utf-8"))
         lines = text.splitlines(keepends=True)
-        if lines and lines[0].strip() != HEADER.strip():
+        if lines and not is_header(lines[0]):
             raise InvalidInputError(f"demand log {f}:1: header {lines[0].strip()[:120]!r} is not the gateway's "
                                     f"{HEADER.strip()!r}", hint="move this rotation aside, or re-join it by hand")
         out.extend(line for line in lines[1:] if line.strip())

@@ -346,12 +346,18 @@ def create_app(config: GatewayConfig) -> Starlette:
 
 
 def serve(config: GatewayConfig, host: str = "127.0.0.1", port: int = GATEWAY_PORT, *, log_level: str = "info",
-          ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
-    """Run the gateway until SIGINT/SIGTERM (uvicorn finishes in-flight requests first)."""
+          ssl_certfile: str | None = None, ssl_keyfile: str | None = None, client_timeout_s: float = 30.0,
+          max_clients: int | None = None) -> None:
+    """Run the gateway until SIGINT/SIGTERM (uvicorn finishes in-flight requests first). A client sends its
+    request within ``client_timeout_s`` (and 16 KiB/s after), else its connection is closed; past
+    ``max_clients`` connections a new one is answered 503 (hetinfra.gateway.clients)."""
     import uvicorn
 
+    from hetinfra.gateway.clients import protocol
+
     app = create_app(config)
-    # loop/http "auto": uvloop and httptools (dependencies) when importable, else asyncio and h11.
+    # loop "auto": uvloop when importable; http: uvicorn's "auto" (httptools, else h11) with the client deadline.
     # proxy_headers off: the gateway is the edge; nothing it does depends on the client's address.
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
-                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, loop="auto", http="auto", proxy_headers=False)
+                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, loop="auto",
+                http=protocol(client_timeout_s, max_clients), proxy_headers=False)

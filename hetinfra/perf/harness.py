@@ -101,8 +101,14 @@ def normalize_endpoint(endpoint: str) -> str:
 
 
 def resolve_vllm(vllm_cmd: str | Sequence[str]) -> list[str]:
-    """The command prefix that runs vllm (``vllm``, a path, or e.g. ``uv run vllm``)."""
-    argv = shlex.split(vllm_cmd) if isinstance(vllm_cmd, str) else list(vllm_cmd)
+    """The command prefix that runs vllm (``vllm``, a path, or e.g. ``uv run vllm``), split as a POSIX shell
+    splits words: a quote left open or a trailing backslash is exit 2 naming --vllm-cmd (shlex's
+    ValueError was a traceback after the server was checked)."""
+    try:
+        argv = shlex.split(vllm_cmd) if isinstance(vllm_cmd, str) else list(vllm_cmd)
+    except ValueError as exc:
+        raise InvalidInputError(f"--vllm-cmd {vllm_cmd[:60]!r} is not a command line a shell reads ({exc})",
+                                hint="close its quotes, or give the path of the vllm executable alone") from None
     if not argv:
         raise InvalidInputError("empty vllm command", hint=INSTALL_HINT)
     exe = shutil.which(argv[0])

@@ -14,7 +14,7 @@ from pathlib import Path
 from hetinfra.errors import InvalidInputError
 from hetinfra.perf.profiles import COLUMNS, OPTIONAL_COLUMNS, ProfileRow, cell_key
 
-__all__ = ["format_number", "render_profile_csv", "write_profile_csv"]
+__all__ = ["check_out", "format_number", "render_profile_csv", "write_profile_csv"]
 
 
 def format_number(v: float) -> str:
@@ -36,6 +36,20 @@ def render_profile_csv(rows: Iterable[ProfileRow]) -> str:
     return buf.getvalue()
 
 
+def is_profile_header(line: str) -> bool:
+    """Whether ``line`` (a file's first) names every column a profile CSV needs: the file is one."""
+    return set(COLUMNS) <= {cell.strip() for cell in line.split(",")}
+
+
+def check_out(path: Path | str) -> None:
+    """InvalidInputError where ``path`` (``--out``) holds another file than a profile CSV: a result JSON
+    given as both an input and --out of `profile-import` was replaced by the CSV. Checked before
+    anything is measured or read, and again where the file is written."""
+    from hetinfra.foreign import refuse_foreign
+
+    refuse_foreign(path, "--out", is_profile_header, hint="give the profile CSV a path of its own (profile.csv)")
+
+
 def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bool = False) -> list[ProfileRow]:
     """Write ``rows`` as a profile CSV, atomically (temporary file renamed into place).
 
@@ -51,6 +65,7 @@ def write_profile_csv(rows: Iterable[ProfileRow], path: Path | str, *, merge: bo
     if path.exists() and path.is_dir():
         raise InvalidInputError(f"--out {path} is a directory", hint="give a file name such as profile.csv")
     _loads_back(rows)
+    check_out(path)
     # read and written in one turn of its folder: merges into one file at once each keep the others' rows
     with folder_turn(written_through(path).parent) if merge else nullcontext():
         rows = _merged(rows, path) if merge else rows
