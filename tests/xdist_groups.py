@@ -8,7 +8,12 @@ cost run on one worker, so only one worker pays it.
   whose lock the second worker would wait on idle while the first plans them (about 4 s).
 - FILE_GROUPS: the checks that parse and walk every module of the tree and of its copies share
   tests/test_imports.parsed's trees and their memos (test_facts, test_document_access, test_shell_pipes) on
-  one worker (test_shell_pipes on the other worker parsed the whole tree again: ~1.2 s CPU).
+  one worker (test_shell_pipes on the other worker parsed the whole tree again: ~1.2 s CPU). A module
+  whose tests read one per-process cache: tests/perf/test_published.py the replays of the published runs
+  (hetinfra.sim.benchmark_run, ~1.1 s CPU, made on both workers when its tests were split),
+  tests/plan/test_prune.py its examples' units (_units), and the kernel fits of aiconfigurator's layouts
+  (hetinfra.perf.aic_backend.layout_calibration, ~0.5 s each): tests/perf/test_aic_backend.py and the
+  tests elsewhere marked ``xdist_group("kernel-fits")`` that fit one of its layouts.
 - A module with a module- or class-scoped fixture of its own (a plan, a fleet of loopback servers, a
   calibration run) is one group: the fixture is made once, not once on each worker that runs one of
   its tests. Where such a module also has tests of a FIXTURE_GROUPS group, the module joins it.
@@ -25,8 +30,10 @@ import pytest
 
 FIXTURE_GROUPS = {"sky_offline": "skypilot", "mocks": "pulumi-mocks", "doc_shell": "doc-shell",
                   "kube_planned": "kube-examples"}
-FILE_GROUPS = {name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py",
-                                                  "test_shell_pipes.py")}
+FILE_GROUPS = {**{name: "source-trees" for name in ("test_imports.py", "test_facts.py", "test_document_access.py",
+                                                     "test_shell_pipes.py")},
+               "test_published.py": "published-replays", "test_prune.py": "example-units",
+               "test_aic_backend.py": "kernel-fits"}
 
 
 def _marked(item) -> list[str]:

@@ -81,13 +81,19 @@ def kernel_rows_for(model: str, gpu: str, tp: int, precision: str) -> list[Kerne
     return rows
 
 
-@lru_cache(maxsize=256)
 def layout_calibration(model: str, gpu: str, tp: int, precision: str,
                        calib: Calibration = CALIBRATION) -> Calibration | None:
     """``calib`` whose constants for ``gpu`` are fitted to this layout's kernel step times, or None
-    where the database does not cover the layout (or aiconfigurator is not installed)."""
+    where the database does not cover the layout (or aiconfigurator is not installed). A fit is made
+    once per process and layout, whether ``calib`` is passed or left to its default (the CLI's
+    ``estimate --compare`` and the simulator's hook ask for the same fit in the two forms)."""
     if not available() or not covers(model, gpu, tp, precision):
         return None
+    return _fitted(model, gpu, tp, precision, calib)
+
+
+@lru_cache(maxsize=256)
+def _fitted(model: str, gpu: str, tp: int, precision: str, calib: Calibration) -> Calibration:
     from hetinfra.perf.kernel_fit import fit_gpu, with_gpu
 
     rows = kernel_rows_for(model, gpu, tp, precision)

@@ -45,6 +45,10 @@ class Bundle:
         return self.prefill_nodes > 0
 
 
+#: a dataclass -> its declared fields' names, in order (with_fields)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def with_fields(obj, **changes):
     """The frozen dataclass ``obj`` with ``changes``: what ``dataclasses.replace`` gives, its declared
     fields copied at once and nothing else of its ``__dict__`` (a value cached there could be stale).
@@ -54,8 +58,11 @@ def with_fields(obj, **changes):
     cls = type(obj)
     if hasattr(cls, "__post_init__"):
         return replace(obj, **changes)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # dataclasses.fields filters the class's fields on every call
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
     own = obj.__dict__
-    state = {f.name: own[f.name] for f in fields(cls)}
+    state = {name: own[name] for name in names}
     state.update(changes)
     out = object.__new__(cls)
     object.__setattr__(out, "__dict__", state)

@@ -68,12 +68,25 @@ class _Rates:
         self.perf = PerformanceModel(inputs.profiles)
         self.models = {pm.spec.name: pm for pm in inputs.models}
         self.bundle_memo: dict = {}  # bundles' per-phase rates (hetinfra.plan.templates_pd)
+        #: ratio of a layout's class at a round trip: every solve of the run asks it of every unit and
+        #: flow again (the units' rates change with the derates; the ratio reads only their layout)
+        self.memo: dict = {}
 
     def ratio(self, template, cls, rtt_ms: float) -> float:
         if rtt_ms <= 0:
             return 1.0
         if template.stages is not None:  # mixed pipelines: no rate at a shortened TTFT; local flows only
             return 0.0
+        if template.bundle is not None:
+            return self._ratio(template, cls, rtt_ms)
+        key = (template.model, template.variant, template.gpu, template.tp, template.pp, template.nodes, cls.name,
+               cls.input_tokens, cls.output_tokens, rtt_ms)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._ratio(template, cls, rtt_ms)
+        return hit
+
+    def _ratio(self, template, cls, rtt_ms: float) -> float:
         pm = self.models[template.model]
         if template.variant is not None:
             pm = next(v.model for v in pm.variants if v.name == template.variant)

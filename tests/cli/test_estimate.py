@@ -102,6 +102,8 @@ def test_compare_outside_the_kernel_database_is_a_clear_error(run_cli):
     assert code == 2 and "does not cover" in err and "L4" in err
 
 
+# its layout's kernel fit is one of test_aic_backend's spread: made once, on their worker (tests/xdist_groups.py)
+@pytest.mark.xdist_group("kernel-fits")
 def test_compare_prints_both_sources_and_widens_where_they_disagree(run_cli):
     from hetinfra.perf import aic_backend
 

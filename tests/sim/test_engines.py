@@ -79,6 +79,8 @@ def test_a_kernel_estimated_plan_without_the_kernels_is_a_clear_error(monkeypatc
         _step_ms(alloc, kernel_t, m)
 
 
+# its layout's kernel fit is one of test_aic_backend's spread: made once, on their worker (tests/xdist_groups.py)
+@pytest.mark.xdist_group("kernel-fits")
 def test_with_aiconfigurator_the_simulated_steps_are_the_layouts_kernel_fit():
     """Over 2 s on a loaded machine (about 1.2 s quiet): one real kernel fit of the layout, the only way
     to check the hook against aiconfigurator itself; runs only where the extra is installed."""
