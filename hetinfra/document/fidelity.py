@@ -124,9 +124,11 @@ class Thrashing(Doc):
 
 class LumpyCount(Doc):
     """A model met under KV pressure with a lumpy class (one request of it holds 5% of a replica's KV cache or
-    more): its runs at the promised load on seeds no other judgement uses, counted (hetinfra.plan.lumpy)."""
+    more), or met with a rare heavy class (hetinfra.plan.lumpy.rare_heavy): its runs at the promised load on
+    seeds no other judgement uses, counted (hetinfra.plan.lumpy)."""
 
-    unit: StrictStr = Field(description="The unit on which one request of the class holds the largest share.")
+    unit: StrictStr = Field(description="The unit on which one request of the class holds the largest share (a rare "
+                                        "heavy class: the unit with a KV size that carries most of it).")
     request_class: StrictStr = Field(description="That class (its name in the model's demand).")
     share: bounded(gt=0) = Field(description="The share of one replica's KV cache one request of the class holds "
                                              "at its largest (its upper edges), in the simulator's blocks.")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from hetinfra.plan.cliff import CLIFF_JUMP, CLIFF_MARGIN, CLIFF_SEEDS
 from hetinfra.plan.kv_pressure import (BURST_EDGE, KV_NEAR, MAX_BURST_PRESSED, MAX_PRESSED, PRESSED_CONFIDENCE,
                                        SEATS_NEAR, bursty)
-from hetinfra.plan.lumpy import LUMPY_ALLOWED, LUMPY_LEVEL, LUMPY_RATE, LUMPY_RUNS, LUMPY_SHARE
+from hetinfra.plan.lumpy import (HEAVY_INPUT, LUMPY_ALLOWED, LUMPY_LEVEL, LUMPY_RATE, LUMPY_RUNS, LUMPY_SHARE,
+                                 RARE_REQUESTS)
 from hetinfra.plan.verdicts import ACCEPT_BELOW, CONFIDENCE, CONFIRM_CONFIDENCE
 
 __all__ = ["BURSTY", "EDGE", "EDGE_LOOK", "LUMPY", "MAX", "METHOD", "START", "STEP", "method"]
@@ -35,8 +36,10 @@ METHOD = (f"replications: screened on one seed (a model that misses there is mis
           f"{MAX_PRESSED}, at the plan's longest run, while a unit's KV cache was {KV_NEAR:.0%} full or preempted or a "
           f"replica ran {SEATS_NEAR:.0%} of its max_num_seqs sequences, or where the objective has an attainment "
           f"target, and at "
-          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; and, for a percentile, the share of a run's requests within the objective, its spread never below what the runs' batch means imply, at least the percentile's level; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
-          "inside its objective and its units are stable in every replication, no unit is loaded past its measured "
+          f"least {EDGE_LOOK} while its bound is within {EDGE:.0%} of its objective; a model meets when the one-sided {CONFIDENCE:.0%} prediction bound (on one more run; never inside the worst run; {CONFIRM_CONFIDENCE:.1%} in the confirmation, {PRESSED_CONFIDENCE:.0%} there for a model under that pressure) of each statistic is "
+          "inside its objective (in the confirmation, for a percentile, also the lower 97.5% prediction bound on the share of "
+          "a run's requests within the objective, its spread never below what the runs' batch means imply, at least the "
+          "percentile's level) and its units are stable in every replication, no unit is loaded past its measured "
           "interval or roofline, and no confirmation saw that model's plan miss; a model the confirmation met under "
           f"that pressure is not met where the {PRESSED_CONFIDENCE:.0%} prediction bound on a unit's KV re-preemption "
           f"over its runs passes the stability rule's limit, and is run again on its first {CLIFF_SEEDS} seeds at "
@@ -50,7 +53,8 @@ BURSTY = (f"; arrivals burstier than Poisson (burst_cv > 1), as these, press eve
 
 #: the method's words where the confirmation counted a lumpy model (hetinfra.plan.lumpy); none elsewhere
 LUMPY = (f"; a model met under that pressure one request of whose classes holds {LUMPY_SHARE:.0%} of a replica's KV "
-         f"cache or more is run on up to {LUMPY_RUNS} more seeds at the promised load, not met where more than "
+         f"cache or more, or met with a rare heavy class (within its percentile's tail, at most {RARE_REQUESTS} a run, "
+         f"prompts {HEAVY_INPUT:g}x the others'), is run on up to {LUMPY_RUNS} more seeds at the promised load, not met where more than "
          f"{LUMPY_ALLOWED} of them miss (what runs missing at {LUMPY_RATE:.0%} show under {LUMPY_LEVEL:.0%} of the time)")
 
 
