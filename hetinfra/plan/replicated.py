@@ -84,10 +84,11 @@ class Replicated:
         #: replications one judgement may run, and the size of a block of seeds (:meth:`fresh`)
         self.most = most_pressed(config.burst_cv) if pressed else MAX
         self.seeds = seeds_for(int(config.seed), purpose, self.most)
-        # every run carries its batch means: an early judge's screening run accepts on them
-        # (verdicts.clearly_in), and every judgement floors a model's spread between runs with them
-        # (hetinfra.sim.batches.run_spread) (WorkloadConfig.batch_means None: at every seed)
-        config = replace(config, batch_means=None)
+        # the confirmation's runs carry their batch means (its shares and attainments floor their spread with
+        # them: hetinfra.sim.batches.run_spread); of the search's, only an early judge's screening run, which
+        # accepts on them (verdicts.clearly_in): computing them on every run of the search made the independent
+        # 32-model fleet's verification 1.10x slower in CPU (WorkloadConfig.batch_means None: at every seed)
+        config = replace(config, batch_means=None if edge else (self.seeds[0],) if early else ())
         self.spec, self.path, self.config, self.margin = spec, spec_path, config, margin
         #: per model, the shortest run :meth:`resize` goes to (the confirmation: the first plan's need)
         self.floor: dict[str, int] = {}
@@ -129,6 +130,8 @@ class Replicated:
             self.block = max([self.block, *self.blocks.values()]) + 1
             self.blocks = {}
             self.seeds = self._block_seeds(self.block)
+            if self.early:  # the new screening seed's runs carry the batch means
+                self.config = replace(self.config, batch_means=(self.seeds[0],))
             return
         for m in models:
             self.blocks[m] = self.blocks.get(m, self.block) + 1
