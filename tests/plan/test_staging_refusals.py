@@ -55,3 +55,21 @@ def test_the_gpus_named_are_exactly_the_listed_ones_without_an_offer(tmp_path, c
         assert f"; not considered: {', '.join(missing)} (in infrastructure.gpus" in err.message
     else:
         assert "not considered" not in err.message
+
+
+def test_a_gpu_offered_with_no_rate_at_all_is_named_in_the_warnings(tmp_path):
+    """Held-out h169 (heldout66 F9): a custom GPU X1 offered at $0.70/h beside AWS, without a profile, was in
+    neither the plan nor its baselines table, and no warning said so. It is named, with why; a GPU that is
+    rated but too slow for the objectives is not (the baselines table says that one)."""
+    import shutil
+
+    from tests.plan.golden_plans import REPO
+
+    held = REPO / "benchmarks" / "results" / "heldout66"
+    for name in ("h169-custom-gpu-no-profile-mixed.yaml", "h169.offers.csv"):
+        shutil.copy(held / name, tmp_path / name)
+    warnings = prepare(tmp_path / "h169-custom-gpu-no-profile-mixed.yaml", template_cache=False).inputs.warnings
+    [x1] = [w for w in warnings if w.startswith("GPU ")]
+    assert x1.startswith("GPU X1: offered, but no layout of any model has a rate on it (") and "profile" in x1
+    summarize = prepare(REPO / "services" / "summarize.yaml", template_cache=False).inputs.warnings  # A10, T4 too slow
+    assert not any(w.startswith("GPU ") for w in summarize)
