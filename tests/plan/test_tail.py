@@ -83,8 +83,9 @@ def test_held_out_h136_serves_its_rare_class_best_effort_and_meets(tmp_path):
     only on 8 x H100 TP8: $110.08/h. Inside the p90's tail it is served on single H100s past 1 s, and the
     p90 over all requests still meets, verified and confirmed, for less (audited: 10 fresh seeds and 5x,
     met). Stop 66: $83.75/h, not stop 65's $56.90; the confirmation now also bounds the share of each run's
-    requests within 1 s (hetinfra.sim.replications._share_bounds), about 93% against the p90's 90% there,
-    and a confirmation run of the $56.90 plan came to 835 ms of its 1,000."""
+    requests within 1 s (hetinfra.sim.replications._share_bounds), about 93% against the p90's 90% there:
+    a candidate of the search (the $56.90 fleet's GPUs, another routing split) came to 835 ms of its 1,000
+    on a confirmation run, and the veto moved the search."""
     from tests.plan.heldout import planned_held_out
 
     doc = planned_held_out("h136-needle-100k-p90", tmp_path, folder="heldout65")
