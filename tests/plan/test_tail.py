@@ -126,3 +126,17 @@ def test_the_pool_at_the_bounds_drops_only_the_best_effort_rates():
     assert [u.id for u in pool] == ["c", "a"] and pool[0].template is both
     assert pool[1].template.rates == {"chat": 2.0} and pool[1].template.sources == {"chat": "x"}
     assert strict_units([unit("c", both)]) is None
+
+
+@pytest.mark.parametrize("met, ends", [(True, "as it meets for less"), (False, "as it meets")])
+def test_a_best_effort_plan_left_for_the_plan_at_the_bounds_is_said(met, ends):
+    """Held-out h158 (heldout66 F4): the plan at the bounds was kept and nothing said a best-effort plan had been
+    verified beside it. The warning gives that plan's cost and verdict."""
+    from types import SimpleNamespace
+
+    from hetinfra.plan.pipeline import _dropped_words
+
+    result = SimpleNamespace(cost=lambda problem: 100.2249)
+    words = _dropped_words(SimpleNamespace(pr=SimpleNamespace(result=result, problem=None), met=met))
+    assert words.startswith("a plan serving some classes best effort was verified too ($100.22/h, "
+                            + ("met)" if met else "not met)")) and words.endswith(ends)
