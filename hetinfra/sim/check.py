@@ -37,7 +37,7 @@ def simulate_file(plan_path: str | Path, spec_path: str | Path | None, config: W
     plan, spec, sp, document, text = read_inputs(plan_path, spec_path, period)
     models = max(sum(1 for m in plan.models if m.rate_rps), 1)
     seeds = [config.seed + j for j in range(replications)]
-    if replications > 1:  # judged as verification judges (hetinfra.sim.batches.run_spread reads the batches)
+    if replications > 1:  # judged as the confirmation judges (hetinfra.sim.batches.run_spread reads the batches)
         config = replace(config, batch_means=tuple(seeds))
     state = {"done": 0, "total": config.requests * models * replications}
 

@@ -49,9 +49,10 @@ class WorkloadConfig:
     seed: int = 0
     warmup_fraction: float = 0.1  # the first 10% of each model's requests are left out of the statistics
     #: a run at one of these seeds carries each unit's and model's batch means (hetinfra.sim.batches);
-    #: None: every verification run (``detail=False``) does. Every judgement reads them
-    #: (hetinfra.sim.batches.run_spread; the search's screening seed also accepts on them), and
-    #: `simulate --replications` names its seeds
+    #: None: every verification run (``detail=False``) does. The confirmation's judge passes None (its
+    #: shares and attainments floor their spread with them: hetinfra.sim.batches.run_spread), an early
+    #: search judge its screening seed (it accepts on them), another search judge none, and
+    #: `simulate --replications` its seeds
     batch_means: tuple[int, ...] | None = None
 
     def __post_init__(self):
