@@ -21,6 +21,9 @@ ESTIMATOR_VERSION = "estimator-v3"
 #: the reason a layout has no rate at all (neither a profile row nor the estimator applies): the GPU or the
 #: model's architecture is unknown to the estimator (hetinfra.plan.staging warns of a GPU offered so)
 NO_RATE = "no profile row applies and the estimator needs"
+#: what a rate rated at best-effort bounds has in front of its source (templates[].sources[class]): the planner
+#: sets it (hetinfra.plan.tail), the simulator's run sizing reads it (hetinfra.sim.replications)
+BEST_EFFORT_SOURCE = "best-effort:"
 #: how plan.json names the measured engine's figure when it widens the interval of an engine whose
 #: constants assume more (calibration.MEASURED_AS: vLLM 0.14 on, asynchronous scheduling)
 MEASURED_ENGINE_SOURCE = "vLLM 0.12 as measured (CPU work added to the GPU's)"

@@ -81,10 +81,10 @@ def _below(k: int, runs: int, rate: float) -> float:
 LUMPY_ALLOWED = allowed(LUMPY_RUNS)
 
 
-def lumpy(view: dict, model: str) -> dict | None:
-    """Where a class of ``model`` in ``view`` is lumpy (LUMPY_SHARE) on a unit it is routed to: that unit, the
-    class and the share of one replica's KV cache one request of it holds at its largest, the model's largest
-    such share. None where no class is (a unit without a KV size, a pipeline's, is not read)."""
+def _held(view: dict, model: str) -> list[tuple[str, str, float, float]]:
+    """Every route of ``model`` in ``view`` onto a unit with a KV size (a pipeline's has none), as (class, unit,
+    rps, share): the share of one replica's KV cache one request of the class holds at its largest, in the
+    simulator's blocks (hetinfra.sim.replica: kv_cache_tokens // block_size; a request ceil(tokens / block_size))."""
     from hetinfra.sim.replica import ReplicaConfig
     from hetinfra.spec.adapters import base_class
 
@@ -93,14 +93,23 @@ def lumpy(view: dict, model: str) -> dict | None:
     sizes = {c["name"]: c["input_tokens"] + c["output_tokens"] for c in demand.get("classes") or ()}
     blocks = {a["unit"]: int(a["kv_cache_tokens"]) // bs for a in view["allocations"]
               if a["model"] == model and a.get("count") and a.get("kv_cache_tokens")}
-    best = None
+    out = []
     for cls, routes in sorted(((view.get("routing") or {}).get(model) or {}).items()):
         tokens = sizes.get(cls, sizes.get(base_class(cls)))
         for r in routes:
             if tokens and blocks.get(r["unit"]) and (r.get("rps") or 0) > 0:
-                share = -(-tokens // bs) / blocks[r["unit"]]
-                if share >= LUMPY_SHARE and (best is None or share > best["share"]):
-                    best = {"unit": r["unit"], "request_class": cls, "share": round(share, 4)}
+                out.append((cls, r["unit"], float(r["rps"]), -(-tokens // bs) / blocks[r["unit"]]))
+    return out
+
+
+def lumpy(view: dict, model: str) -> dict | None:
+    """Where a class of ``model`` in ``view`` is lumpy (LUMPY_SHARE) on a unit it is routed to: that unit, the
+    class and the share of one replica's KV cache one request of it holds at its largest, the model's largest
+    such share. None where no class is (a unit without a KV size, a pipeline's, is not read)."""
+    best = None
+    for cls, unit, _rps, share in _held(view, model):
+        if share >= LUMPY_SHARE and (best is None or share > best["share"]):
+            best = {"unit": unit, "request_class": cls, "share": round(share, 4)}
     return best
 
 
@@ -126,8 +135,6 @@ def rare_heavy(view: dict, model: str) -> dict | None:
     class is not rare (h141a's 4.9%, about 1,000 a run) its runs' batches show its spread
     (hetinfra.sim.batches.run_spread)."""
     from hetinfra.plan.tail import tail_budget
-    from hetinfra.sim.replica import ReplicaConfig
-    from hetinfra.spec.adapters import base_class
 
     demand = next((m for m in view["models"] if m["name"] == model), {})
     slo, classes = demand.get("slo") or {}, demand.get("classes") or ()
@@ -141,17 +148,13 @@ def rare_heavy(view: dict, model: str) -> dict | None:
             found = c
     if found is None:
         return None
-    bs = ReplicaConfig().block_size
-    kv = {a["unit"]: int(a["kv_cache_tokens"]) // bs for a in view["allocations"]
-          if a["model"] == model and a.get("count") and a.get("kv_cache_tokens")}
-    routes = [r for cls, rs in ((view.get("routing") or {}).get(model) or {}).items()
-              if base_class(cls) == found["name"] or cls == found["name"] for r in rs
-              if kv.get(r["unit"]) and (r.get("rps") or 0) > 0]
+    from hetinfra.spec.adapters import base_class
+
+    routes = [(rps, unit, share) for cls, unit, rps, share in _held(view, model) if base_class(cls) == found["name"]]
     if not routes:
         return None
-    top = max(routes, key=lambda r: (r["rps"], r["unit"]))
-    tokens = found["input_tokens"] + found["output_tokens"]
-    return {"unit": top["unit"], "request_class": found["name"], "share": round(-(-tokens // bs) / kv[top["unit"]], 4)}
+    _rps, unit, share = max(routes)
+    return {"unit": unit, "request_class": found["name"], "share": round(share, 4)}
 
 
 def count_seeds(base_seed: int, purpose: str, block: int) -> list[int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetinfra.perf.model import PerformanceModel, RateResult
+from hetinfra.perf.model import BEST_EFFORT_SOURCE, PerformanceModel, RateResult
 from hetinfra.plan.library import Template, with_fields
 
 #: the share of a model's tail (1 - percentile, or 1 - attainment) its best-effort classes may take:
@@ -37,8 +37,6 @@ BEST_EFFORT_TTFT = 4.0
 BEST_EFFORT_TPOT = 2.0
 
 _PERCENTILE_TAIL = {"p50": 0.5, "p90": 0.1, "p95": 0.05, "p99": 0.01}
-#: what a rate rated at best-effort bounds has in front of its source (templates[].sources[class])
-BEST_EFFORT_SOURCE = "best-effort:"
 
 
 def _budget(pm) -> float:

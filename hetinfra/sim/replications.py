@@ -148,9 +148,10 @@ def _best_effort_need(plan, run, most: int) -> dict[str, int]:
     keeps up. Held-out h158p (heldout66 F3): a 2 x L4 pipeline carrying 92% of a 0.24% class of
     60k-token prompts held about 40 requests of a 20,000-request run, untested; its queue grew to a
     20-minute TTFT, and at 100,000 requests the plan missed by 22,000x."""
+    from hetinfra.perf.model import BEST_EFFORT_SOURCE
     from hetinfra.sim.stability import MIN_REQUESTS
 
-    rated = {t.id for t in plan.templates if any(str(src).startswith("best-effort:") for src in t.sources.values())}
+    rated = {t.id for t in plan.templates if any(str(src).startswith(BEST_EFFORT_SOURCE) for src in t.sources.values())}
     units = {a.unit for a in plan.allocations if a.template in rated}
     drawn = {m.model: m.requests for m in run.models if m.requests}
     need: dict[str, int] = {}

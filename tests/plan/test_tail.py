@@ -113,7 +113,8 @@ def test_the_pool_at_the_bounds_drops_only_the_best_effort_rates():
     """hetinfra.plan.pipeline._at_the_bounds verifies the spec again over this pool where the plan has
     best-effort classes, and keeps the cheaper plan that meets (held-out h142: $123.90/h with best effort)."""
     from hetinfra.plan.library import TemplateUnit
-    from hetinfra.plan.tail import BEST_EFFORT_SOURCE, strict_units
+    from hetinfra.perf.model import BEST_EFFORT_SOURCE
+    from hetinfra.plan.tail import strict_units
 
     def unit(uid: str, t: Template) -> TemplateUnit:
         return TemplateUnit(uid, t, "r", False, 1.0, 24.0, 4.0, 16.0, False)
