@@ -1,5 +1,5 @@
-"""File I/O every stage may import (it imports only hetinfra.errors and hetinfra.foreign): the one way
-to read a user's file, and atomic writes.
+"""File I/O every stage may import (it imports only hetinfra.errors, hetinfra.foreign and
+hetinfra.appender): the one way to read a user's file, and atomic writes.
 
 Reading (:func:`read_text`): a regular file only (not a directory, FIFO or device, which would
 hang or fill memory), at most a stated size, UTF-8 with or without a BOM (spreadsheets write one);
@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from hetinfra.appender import WholeLines, cut_torn_tail
 from hetinfra.errors import HetinfraError, InvalidInputError, WriteError
 from hetinfra.foreign import refuse_foreign
 
@@ -349,18 +350,25 @@ def kind_of(mode: int) -> str:
 
 
 def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: Callable[[str], bool] | None = None):
-    """``path`` opened to append text (created where there is none): the one way hetinfra appends to a
-    file (the gateway's demand log, replan's log). Anything there but a regular file (a FIFO, a
-    device, a socket, a folder, a link to one) is an InvalidInputError naming ``what``, found without
-    blocking: open() of a FIFO waits for a reader, and `gateway --demand-log FIFO` hung before serving,
-    `replan --log-file FIFO` after its run. ``ours``: the test of the first line of a file this log
-    wrote; a file there whose first line fails it is another file (a plan, a spec), refused untouched
-    (hetinfra.foreign.refuse_foreign). An OSError (no permission, a full disk) is the caller's."""
+    """``path`` opened to append text (created where there is none), as a hetinfra.appender.WholeLines
+    (whole lines per write): the one way hetinfra appends to a file (the gateway's demand log, replan's
+    log). Anything there but a regular file (a FIFO, a device, a socket, a folder, a link to one) is an
+    InvalidInputError naming ``what``, found without blocking: open() of a FIFO waits for a reader, and
+    `gateway --demand-log FIFO` hung before serving, `replan --log-file FIFO` after its run. ``ours``: the
+    test of the first line of a file this log wrote; a file there whose first line fails it is another
+    file (a plan, a spec), refused untouched (hetinfra.foreign.refuse_foreign); one that passes it has the
+    line a stopped run left cut short cut (``.torn``). An OSError (no permission, a full disk) is the caller's."""
     if ours is not None:
         refuse_foreign(path, what, ours, doing="appended to", hint=hint)
-    fd = None
+    fd, readable = None, ours is not None  # read too: the end of one's own file, for a line cut short
+    flags = os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        try:
+            fd = os.open(path, (os.O_RDWR if readable else os.O_WRONLY) | flags, 0o666)
+        except PermissionError:
+            if not readable:
+                raise
+            readable, fd = False, os.open(path, os.O_WRONLY | flags, 0o666)
         mode = os.fstat(fd).st_mode
     except OSError as exc:
         if exc.errno not in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO no process reads
@@ -372,7 +380,12 @@ def open_append(path: str | Path, what: str, hint: str | None = None, *, ours: C
         raise InvalidInputError(f"{what} {path} is {kind_of(mode)}, not a regular file: nothing is appended to it",
                                 hint=hint or "give the path of a regular file (a new one is created)")
     os.set_blocking(fd, True)
-    return os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+    try:
+        torn = cut_torn_tail(fd) if readable else ""
+    except OSError:
+        os.close(fd)
+        raise
+    return WholeLines(fd, torn)
 
 
 def _non_finite_at(doc: object, path: str = "$") -> str | None:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from hetinfra.errors import InvalidInputError
+from tests.fuzz.conftest import budget
 
 KINDS = ("fifo", "folder", "device", "socket", "link to a fifo", "link to a folder")
 
@@ -74,6 +75,7 @@ def _replan_log(path: Path):
         RunLog(path, "=== header", lambda *_: None, False).flush("summary")
     finally:
         click.echo = orig
+    said = [s for s in said if "cut short" not in s]  # the warning that a line a stopped run left was cut
     if not said:
         return "appended"  # no refusal said
     return InvalidInputError(said[0])
@@ -120,3 +122,88 @@ def test_open_append_creates_and_appends(tmp_path):
         assert fh.tell() == len("one\n")
         fh.write("two\n")
     assert (tmp_path / "a.log").read_text() == "one\ntwo\n"
+
+
+# ---- a line a stopped run left cut short; whole lines per write (hetinfra.appender) -----------------------
+row_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), min_size=1, max_size=30)
+
+
+def _appended(path: Path, lines: list[str], *, ours) -> None:
+    from hetinfra.fileio import open_append
+
+    fh = open_append(path, "the log", ours=ours)
+    try:
+        for line in lines:
+            fh.write(line + "\n")
+    finally:
+        fh.close()
+
+
+@budget(120)
+@given(kept=st.lists(row_text, max_size=4), torn=row_text, new=st.lists(row_text, min_size=1, max_size=3),
+       writer=st.sampled_from(sorted(WRITERS)))
+def test_property_a_line_cut_short_is_cut_before_appending(tmp_path_factory, kept, torn, new, writer):
+    """A log whose last line a stopped run left without its newline: the next run's lines follow the last
+    whole line, each on a line of its own (the old appender wrote its first line onto the cut one:
+    ``...,chat-8b,21796690386.178,chat-8b,...``, a row replan refused, and the log with it)."""
+    from hetinfra.gateway.demand import HEADER, DemandLog
+
+    path = tmp_path_factory.mktemp("torn") / ("demand.csv" if writer == "gateway demand log" else "replan.log")
+    head = HEADER if writer == "gateway demand log" else "=== an earlier run\n"
+    path.write_text(head + "".join(line + "\n" for line in kept) + torn, encoding="utf-8")
+    if writer == "gateway demand log":
+        log = DemandLog(path)
+        for k, _ in enumerate(new):
+            log.record("m", k, k, "c", None, 200, when=1.0)
+        log.close()
+        added = [f"1.000,m,{k},{k},,c,,200" for k in range(len(new))]
+    else:
+        assert _replan_log(path) == "appended"
+        added = ["=== header", "summary"]
+    assert path.read_text(encoding="utf-8").split("\n") == [head.rstrip("\n"), *kept, *added, ""]
+
+
+@budget(120)
+@given(pieces=st.lists(st.text(st.sampled_from("ab,\n"), min_size=1, max_size=200), min_size=1, max_size=12),
+       flush_after=st.sets(st.integers(0, 11)))
+def test_property_the_file_holds_whole_lines_after_every_flush(tmp_path_factory, pieces, flush_after):
+    """Whatever text a writer gives and whenever it flushes, the file ends at a line's end: a reader of the
+    live file (replan on the gateway's log) or a second writer never meets half a line; close() writes all."""
+    from hetinfra.fileio import open_append
+
+    path = tmp_path_factory.mktemp("whole") / "a.log"
+    with open_append(path, "the log") as fh:
+        for k, piece in enumerate(pieces):
+            fh.write(piece)
+            if k in flush_after:
+                fh.flush()
+                text = path.read_text()
+                assert text == "" or text.endswith("\n"), text[-40:]
+                assert text == "".join(pieces[:k + 1])[:len(text)]
+    assert path.read_text() == "".join(pieces)
+
+
+def test_a_large_write_reaches_the_file_in_whole_lines(tmp_path):
+    """Past the held bytes a write goes out at once, up to its last whole line (a 64 KiB text buffer wrote
+    its own 64 KiB, cutting a row)."""
+    from hetinfra.appender import BUFFER_BYTES
+    from hetinfra.fileio import open_append
+
+    row = "1714564800.000,chat-8b,512,128,us-east-1,c,100,200\n"
+    with open_append(tmp_path / "d.csv", "the log") as fh:
+        while fh.tell() <= BUFFER_BYTES + 1000:
+            fh.write(row[:20])
+            fh.write(row[20:])
+        text = (tmp_path / "d.csv").read_text()
+        assert text and text.endswith("\n") and len(text) % len(row) == 0
+
+
+def test_the_demand_log_warns_of_the_row_it_cut(tmp_path, caplog):
+    from hetinfra.gateway.demand import HEADER, DemandLog
+
+    path = tmp_path / "demand.csv"
+    path.write_text(HEADER + "1.000,m,1,1,,c,,200\n1.500,m,2")
+    with caplog.at_level("WARNING", logger="hetinfra.gateway"):
+        DemandLog(path).close()
+    assert "ended in a line cut short ('1.500,m,2', 9 bytes)" in caplog.text
+    assert path.read_text() == HEADER + "1.000,m,1,1,,c,,200\n"

@@ -143,7 +143,10 @@ class RunLog:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open_append(self.path, "the replan log", ours=self.is_ours) as fh:  # a FIFO there: refused, not waited on
+                torn = fh.torn_note("the replan log", self.path)
                 fh.write("\n".join(self.lines) + "\n")
+            if torn:
+                click.echo(shown(f"warning: {torn}"), err=True)
         except (OSError, InvalidInputError) as exc:
             why = exc.message if isinstance(exc, InvalidInputError) else f"cannot write the log {self.path}: {exc}"
             click.echo(shown(f"warning: {why}"), err=True)

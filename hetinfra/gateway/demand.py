@@ -10,6 +10,10 @@ really generated are in ``completion_tokens`` (an extra column the planner ignor
 backend did not say). ``region`` is the client's origin: the ``x-hetinfra-origin`` header a global
 front door set, else the gateway's ``--region`` (empty when neither).
 
+Rows go through the one appender (hetinfra.fileio.open_append): whole rows per write, and a row a
+gateway stopped mid-write left cut short (no newline) is cut, with a warning, when the next one opens
+the log (its first row was written onto it: a row of ten cells replan refused, with the whole log).
+
 The file is rotated by size: ``demand.csv`` -> ``demand.csv.1`` -> ... -> ``demand.csv.K``
 (the oldest dropped); each file starts with the header. :func:`read_all` joins them, oldest first,
 each through the one safe reader (hetinfra.fileio.read_text: a regular file only, so a named pipe
@@ -20,11 +24,12 @@ MAX_LOG_BYTES for all of them together), and refuses a rotation whose header is 
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
 
-from hetinfra.errors import InvalidInputError
+from hetinfra.errors import InvalidInputError, shown
 from hetinfra.fileio import open_append, read_text
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
@@ -57,6 +62,9 @@ class DemandLog:
     def _open(self) -> None:
         self._fh = open_append(self.path, "the demand log", hint="pass a regular file as --demand-log, or --no-demand-log",
                                ours=is_header)  # OUT/plan.json given as the log: refused, not appended to
+        torn = self._fh.torn_note("the demand log", self.path)
+        if torn:  # its last row was cut short by a gateway stopped mid-write: the next row no longer joins it
+            logging.getLogger("hetinfra.gateway").warning(shown(torn))
         new = self._fh.tell() == 0
         if new:
             self._fh.write(HEADER)
