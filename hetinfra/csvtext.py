@@ -1,7 +1,8 @@
 """CSV text, split one way (it imports only hetinfra.errors): :func:`csv_lines` and :func:`csv_records`
 split every CSV text hetinfra reads (a BOM dropped, records numbered by the line they start on, a
 column named twice refused); :func:`looks_like_header` is the one test of whether a CSV's first row
-is a header. Files are read by hetinfra.fileio.read_text."""
+is a header; :func:`torn_last_row` finds a last row a stopped writer left cut short. Files are read by
+hetinfra.fileio.read_text."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Iterator
 from hetinfra.errors import InvalidInputError
 
 __all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "comma_items", "csv_header", "csv_lines", "csv_records", "is_plain_number",
-           "looks_like_header", "number_cell", "whole_number", "width_problem"]
+           "looks_like_header", "number_cell", "torn_last_row", "whole_number", "width_problem"]
 
 
 #: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
@@ -184,3 +185,20 @@ def csv_records(text: str, name: str, *, wide: str = "refuse",
             yield line, row
 
     return header, rows()
+
+
+def torn_last_row(text: str) -> tuple[str, str | None]:
+    """``text`` without a last row cut short, and the row cut (None when there is none). A last line
+    without its newline holding fewer cells than the header is the row a writer was writing when it
+    stopped (a gateway killed, a flush in progress while this reads the live file): hetinfra's
+    appenders write whole rows, each ending in a newline, as wide as the header. The demand log's readers (replan's, the
+    gateway's join of its rotations) leave it out: it was refused, and the whole log with it
+    (``demand.csv:3002: 3 fields, the header has 8``), or joined to the next file's first row."""
+    start = text.rfind("\n") + 1
+    if not text or text.endswith("\n") or start == 0:
+        return text, None
+    header = next(csv.reader([text[:text.find("\n")].rstrip("\r")]), [])
+    last = next(csv.reader([text[start:]]), [])
+    if len(last) >= len(header):
+        return text, None
+    return text[:start], text[start:]

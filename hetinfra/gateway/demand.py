@@ -19,7 +19,8 @@ The file is rotated by size: ``demand.csv`` -> ``demand.csv.1`` -> ... -> ``dema
 each through the one safe reader (hetinfra.fileio.read_text: a regular file only, so a named pipe
 planted as a rotation cannot hang the gateway's ``GET /demand.csv`` or ``replan``; UTF-8; at most
 MAX_LOG_BYTES for all of them together), and refuses a rotation whose header is not this writer's
-(its rows would be read under the wrong column names).
+(its rows would be read under the wrong column names), leaving out a file's last row cut short
+(hetinfra.csvtext.torn_last_row), which joined the next file's first row.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import time
 from pathlib import Path
 
+from hetinfra.csvtext import torn_last_row
 from hetinfra.errors import InvalidInputError, shown
 from hetinfra.fileio import open_append, read_text
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
@@ -116,9 +118,10 @@ def read_all(path: str | Path, keep: int = 100, *, max_bytes: int = MAX_LOG_BYTE
         text = read_text(f, "demand log", max_bytes=left,
                          hint="the gateway writes its demand log and rotations as plain files; move this one aside")
         left -= len(text.encode("utf-8"))
-        lines = text.splitlines(keepends=True)
+        lines = torn_last_row(text)[0].splitlines(keepends=True)  # a last row cut short is left out
         if lines and not is_header(lines[0]):
             raise InvalidInputError(f"demand log {f}:1: header {lines[0].strip()[:120]!r} is not the gateway's "
                                     f"{HEADER.strip()!r}", hint="move this rotation aside, or re-join it by hand")
-        out.extend(line for line in lines[1:] if line.strip())
+        # every row ends in its newline: a whole last row without one never joins the next file's first
+        out.extend(line if line.endswith("\n") else line + "\n" for line in lines[1:] if line.strip())
     return "".join(out)

@@ -26,7 +26,7 @@ import numpy as np
 from hetinfra.errors import InvalidInputError, did_you_mean
 from hetinfra.facts import CLOCK_AHEAD_S
 from hetinfra.fileio import read_text
-from hetinfra.csvtext import check_width, csv_header, csv_lines, is_plain_number
+from hetinfra.csvtext import check_width, csv_header, csv_lines, is_plain_number, torn_last_row
 from hetinfra.spec.demand import DEMAND_LOG_COLUMNS, MAX_LOG_BYTES
 
 COLUMNS = DEMAND_LOG_COLUMNS
@@ -253,14 +253,22 @@ def _per_row(rows, lines, col, p: Path) -> tuple:
             np.asarray([r.output_tokens for r in records], dtype=np.int64), [r.region for r in records])
 
 
-def _checked(p: Path) -> tuple[tuple, list[int]]:
-    """The log's columns, checked, and each row's line number (rows of blank cells left out)."""
-    text = read_text(p, "demand log", max_bytes=MAX_LOG_BYTES)
+def _torn_note(p: Path, text: str, torn: str) -> str:
+    shown_row = torn if len(torn) <= 40 else torn[:37] + "..."
+    return (f"{p}:{text.count(chr(10)) + 1}: the last row {shown_row!r} is cut short (no newline, fewer cells than "
+            f"the header): a writer stopped or was writing it; it was left out")
+
+
+def _checked(p: Path) -> tuple[tuple, list[int], tuple[str, ...]]:
+    """The log's columns, checked, each row's line number (rows of blank cells left out) and the note
+    of a last row cut short, left out (:func:`torn_last_row`)."""
+    text, torn = torn_last_row(read_text(p, "demand log", max_bytes=MAX_LOG_BYTES))
+    notes = (_torn_note(p, text, torn),) if torn is not None else ()
     uniform = _uniform_columns(text, p)
     if uniform is not None and uniform[1]:
         columns = _batch(uniform[0])
         if columns is not None:
-            return columns, uniform[1]
+            return columns, uniform[1], notes
     col, rows, lines = _rows(text, p)
     columns = _batch({name: [row[k] for row in rows] for name, k in col.items()}) if rows else None
     if columns is None:  # the per-row path: a row of blank cells is a blank line there
@@ -270,14 +278,14 @@ def _checked(p: Path) -> tuple[tuple, list[int]]:
     if not lines:
         raise InvalidInputError(f"{p}: the demand log has a header but no requests",
                                 hint="one row per request: " + ",".join(COLUMNS))
-    return columns, lines
+    return columns, lines, notes
 
 
 def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time) -> DemandLog:
     """Read and check a request log; every bad row is an InvalidInputError naming file:line. Rows
     stamped outside the sane window of ``clock()`` are skipped and counted in ``skipped``."""
     p = Path(path)
-    (ts, models, ins, outs, regions), lines = _checked(p)
+    (ts, models, ins, outs, regions), lines, torn = _checked(p)
     window = _Window(clock())
     inside = (ts >= window.low) & (ts <= window.high)
     if not inside.all():
@@ -291,4 +299,4 @@ def read_demand_log(path: str | Path, *, clock: Callable[[], float] = time.time)
     ts = ts[inside]
     order = np.argsort(ts, kind="stable")
     return DemandLog(str(p), ts[order], np.asarray(models, dtype=str)[inside][order], ins[inside][order],
-                     outs[inside][order], np.asarray(regions, dtype=str)[inside][order], window.lines())
+                     outs[inside][order], np.asarray(regions, dtype=str)[inside][order], torn + window.lines())
