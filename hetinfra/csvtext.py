@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from typing import Iterator
 
 from hetinfra.errors import InvalidInputError
 
 __all__ = ["BOM", "PLAIN_NUMBER", "WIDTH_HINT", "check_width", "comma_items", "csv_header", "csv_lines", "csv_records", "is_plain_number",
-           "looks_like_header", "number_cell", "torn_last_row", "whole_number", "width_problem"]
+           "looks_like_header", "number_cell", "plain_float", "torn_last_row", "whole_number", "width_problem"]
 
 
 #: a number as a CSV cell writes one: ASCII digits with an optional sign, decimal point and exponent
@@ -38,6 +39,20 @@ def whole_number(text: str) -> int | None:
 def is_plain_number(cell: str) -> bool:
     """Whether ``cell`` (stripped by the caller) is a number as :data:`PLAIN_NUMBER` writes one."""
     return PLAIN_NUMBER.fullmatch(cell) is not None
+
+
+def plain_float(cell: str) -> float:
+    """The finite number ``cell`` (stripped by the caller) writes as :data:`PLAIN_NUMBER` writes one, else
+    a ValueError: the reading of a number in a price feed's CSV (an offers file given as ``--feeds PATH``,
+    the SkyPilot catalog, AWS's price list), whose readers drop the row or refuse the file. They read cells
+    with float(): '1_0' was an offer at $10/h, '٣' one at $3/h, and a GPU count of 'inf' an OverflowError
+    that failed the whole catalog."""
+    if not is_plain_number(cell):
+        raise ValueError(f"{cell[:40]!r} is not a number as a CSV writes one (ASCII digits, point, exponent)")
+    value = float(cell)
+    if not math.isfinite(value):
+        raise ValueError(f"{cell[:40]!r} is past the largest number")
+    return value
 
 
 def number_cell(raw: str | None, *, where: str, column: str, lo: float, hi: float,

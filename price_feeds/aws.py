@@ -19,6 +19,7 @@ import csv
 import re
 from typing import Iterable, Iterator
 
+from hetinfra.csvtext import plain_float
 from hetinfra.price_feeds.base import FeedAdapter, FetchContext
 from hetinfra.price_feeds.families import AWS_GPU_LINE_RE, aws_gpu, gpu_memory_gb
 from hetinfra.price_feeds.http import FetchError
@@ -115,7 +116,7 @@ def parse_bulk_csv(lines: Iterable[str], *, region: str, as_of: str, source: str
             continue
         gpu, table_count = fam
         try:
-            price = float(col(row, "PricePerUnit"))
+            price = plain_float(col(row, "PricePerUnit").strip())
         except ValueError:
             yield Reject(NOT_A_NUMBER, f"aws {region}/{itype}: PricePerUnit {col(row, 'PricePerUnit')!r}")
             continue

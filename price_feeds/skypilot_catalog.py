@@ -1,8 +1,9 @@
 """SkyPilot catalog (schema v8) parsing, shared by the SkyPilot feed and ``tools/build_snapshot.py``.
 
-Standard library only. Reduces ``<cloud>/vms.csv`` rows to one :class:`CatalogOffer` per
-(cloud, region, instance type), keeping every zone's prices so that callers choose their policy
-(the snapshot builder raises on zone disagreement; the feed drops such rows with a reason).
+Standard library only (and hetinfra.csvtext's number rule, standard library only too). Reduces
+``<cloud>/vms.csv`` rows to one :class:`CatalogOffer` per (cloud, region, instance type), keeping
+every zone's prices so that callers choose their policy (the snapshot builder raises on zone
+disagreement; the feed drops such rows with a reason).
 
 Column encoding (../shared/data/skypilot-catalog/v8/README.md):
 - aws: one row per (instance type, AZ id); ``Price`` is on-demand for the whole instance and the
@@ -21,6 +22,8 @@ import csv
 import io
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
+
+from hetinfra.csvtext import plain_float  # standard library only too: tools import this without hetinfra installed
 
 from .families import AZURE_COUNT_FIX, gcp_host_gpu
 
@@ -44,8 +47,10 @@ class CatalogOffer:
 
 
 def fnum(text: str | None) -> float | None:
+    """A catalog cell's number (None when empty); a ValueError for one no CSV writer writes ('1_0', '٣')
+    or past the largest ('1e400', whose whole() was an OverflowError), as float() read them."""
     text = (text or "").strip()
-    return float(text) if text else None
+    return plain_float(text) if text else None
 
 
 def whole(x: float | None) -> int | None:

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hetinfra.errors import InvalidInputError
-from hetinfra.csvtext import csv_records
+from hetinfra.csvtext import csv_records, plain_float
 from hetinfra.price_feeds.families import GPU_MEMORY_GB, expected_gpu, gpu_memory_gb
 from hetinfra.price_feeds.offers import NAME_CELL, OPTIONAL_COLUMNS, RANGES, REQUIRED_COLUMNS, Offer, is_source_text
 
@@ -173,8 +173,8 @@ def _num(raw: str | None) -> float | None:
     raw = (raw or "").strip()
     if raw == "":
         return None
-    value = float(raw)  # ValueError -> NOT_A_NUMBER
-    if not math.isfinite(value) or abs(value) > 1e9:
+    value = plain_float(raw)  # ValueError -> NOT_A_NUMBER ('1_0', '٣', 'inf' included: float() read them)
+    if abs(value) > 1e9:
         raise ValueError(raw)  # NaN, inf, 1e300: not a number an offer can hold
     return value
 
