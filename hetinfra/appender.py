@@ -121,6 +121,12 @@ class WholeLines:
             self._fd = None
             os.close(fd)
 
+    def __del__(self) -> None:  # as a file object: what is held reaches the file when it is dropped
+        try:
+            self.close()
+        except OSError:
+            pass
+
     def __enter__(self) -> "WholeLines":
         return self
 
