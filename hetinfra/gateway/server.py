@@ -61,7 +61,7 @@ class GatewayConfig:
     health_timeout_s: float = 2.0
     fall: int = 2  # consecutive failed checks to eject
     rise: int = 2  # consecutive good checks to re-admit
-    reload_interval_s: float = 2.0  # poll the sources' mtimes; 0 = SIGHUP only
+    reload_interval_s: float = 2.0  # poll the sources' mtimes, sizes and inodes; 0 = SIGHUP only
     demand_log: str | None = None
     demand_log_max_bytes: int = 64 << 20
     demand_log_keep: int = 5
@@ -87,7 +87,7 @@ class Gateway:
         self.session: aiohttp.ClientSession | None = None  # one keep-alive pool per backend host
         self._tasks: list[asyncio.Task] = []
         self._reload_now: asyncio.Event | None = None
-        self._mtimes = self._source_mtimes()
+        self._marks = self._source_marks()
         self._publish_weights()
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -131,7 +131,11 @@ class Gateway:
 
     # ---- reloads -----------------------------------------------------------------------------------------
 
-    def _source_mtimes(self) -> dict[str, float]:
+    def _source_marks(self) -> dict[str, tuple[int, int, int] | None]:
+        """Each source's (mtime, size, inode): a file rewritten within one tick of the file system's clock
+        (a `cp` over plan.json the gateway read half-way, its rest landing in the same tick) or replaced by a
+        copy that keeps its time (`cp -p`, `rsync -t`) keeps its mtime, which alone was compared: the old
+        table was served until the next change or a SIGHUP."""
         out = {}
         paths = list(self.table.sources)
         src = Path(self.config.source)
@@ -139,7 +143,8 @@ class Gateway:
             paths += [str(src / "plan.json"), str(src / "router" / "weights.json"), str(src / "state.json")]
         for p in set(paths):
             try:
-                out[p] = os.stat(p).st_mtime_ns
+                st = os.stat(p)
+                out[p] = (st.st_mtime_ns, st.st_size, st.st_ino)
             except OSError:
                 out[p] = None
         return out
@@ -172,9 +177,9 @@ class Gateway:
                 pass
             signalled = self._reload_now.is_set()
             self._reload_now.clear()
-            mtimes = self._source_mtimes()
-            if signalled or mtimes != self._mtimes:
-                self._mtimes = mtimes
+            marks = self._source_marks()
+            if signalled or marks != self._marks:
+                self._marks = marks
                 self.reload()
 
     def _publish_weights(self) -> None:
