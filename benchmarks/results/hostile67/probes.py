@@ -358,6 +358,28 @@ def gateway_json_numbers_and_nesting():
     ])
 
 
+@probe
+def gateway_source_rewritten_within_its_mtime():
+    """plan.json rewritten in place (as `cp` does) keeping its mtime (the rest of a write landing in the clock tick
+    of the half the gateway read): the gateway reloads it."""
+    d = folder("gw-reload-mtime"); o = planned(d)
+    with _serving(d, "--reload-interval-s", "0.5") as (port, box):
+        time.sleep(1.5)
+        st = (o / "plan.json").stat()
+        (o / "plan.json").write_text((o / "plan.json").read_text() + "  ")
+        os.utime(o / "plan.json", ns=(st.st_atime_ns, st.st_mtime_ns))
+        time.sleep(2.5)
+        s = socket.create_connection(("127.0.0.1", port)); s.settimeout(5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+        s.close()
+    line = next((ln for ln in got.decode("latin-1").splitlines() if ln.startswith("hetinfra_gateway_reloads_total")
+                 and 'result="ok"' in ln), 'hetinfra_gateway_reloads_total{result="ok"} 0.0')
+    return "served", line, not line.endswith(" 0.0")
+
+
 # ---------------------------------------------------------------- files and variables, numbers past the largest
 def _edit_plan(d, edit):
     o = planned(d)
