@@ -51,10 +51,6 @@ def cut_torn_tail(fd: int) -> str:
     return torn.decode("utf-8", errors="replace")
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 class WholeLines:
@@ -96,12 +92,22 @@ class WholeLines:
         self._held, self._held_bytes = ([rest] if rest else []), len(rest)
         return data[:cut]
 
+    def _write(self, data: bytes) -> None:
+        """``data`` to the file; what a failed write (a full disk) leaves unwritten is held again, ahead of the
+        rest, so that a line the system took in part is ended by the next write, never joined by another."""
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        finally:
+            if done < len(data):
+                self._held.insert(0, data[done:])
+                self._held_bytes += len(data) - done
+
     def flush(self) -> None:
         if self._fd is None:
             raise ValueError("I/O operation on closed file.")
-        data = self._take(whole_lines=True)
-        if data:
-            _write_all(self._fd, data)
+        self._write(self._take(whole_lines=True))
 
     def tell(self) -> int:
         """The file's size with what is held: where the next text goes."""
@@ -114,9 +120,7 @@ class WholeLines:
             return
         fd = self._fd
         try:
-            data = self._take(whole_lines=False)
-            if data:
-                _write_all(fd, data)
+            self._write(self._take(whole_lines=False))
         finally:
             self._fd = None
             os.close(fd)

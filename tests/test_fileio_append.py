@@ -207,3 +207,30 @@ def test_the_demand_log_warns_of_the_row_it_cut(tmp_path, caplog):
         DemandLog(path).close()
     assert "ended in a line cut short ('1.500,m,2', 9 bytes)" in caplog.text
     assert path.read_text() == HEADER + "1.000,m,1,1,,c,,200\n"
+
+
+def test_a_write_the_disk_takes_in_part_is_ended_by_the_next(tmp_path, monkeypatch):
+    """A full disk took half a line: what it left is written first next time, so the line ends whole."""
+    import hetinfra.appender as appender
+    from hetinfra.fileio import open_append
+
+    real, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, bytes(data[:5]))  # part of the first line
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(appender.os, "write", write)
+    fh = open_append(tmp_path / "a.log", "the log")
+    fh.write("first line\nsecond line\n")
+    try:
+        fh.flush()
+    except OSError:
+        pass
+    fh.write("third\n")
+    fh.close()
+    assert (tmp_path / "a.log").read_text() == "first line\nsecond line\nthird\n"
