@@ -128,7 +128,7 @@ class WholeLines:
     def __del__(self) -> None:  # as a file object: what is held reaches the file when it is dropped
         try:
             self.close()
-        except OSError:
+        except Exception:  # noqa: BLE001 - a finalizer raises nowhere (a full disk, an interpreter shutting down)
             pass
 
     def __enter__(self) -> "WholeLines":
