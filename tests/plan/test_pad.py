@@ -135,12 +135,18 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     assert sum(after[u] for u in mine) == first + 2 and sum(record["replicas_by_unit"].values()) == 2
     assert {u: n for u, n in after.items() if u not in mine} == {u: n for u, n in before.items() if u not in mine}
     assert all(after[u] >= before[u] for u in before)  # nothing removed
-    # each padded plan was judged on seeds no earlier judgement saw, on chat-b alone
-    padding = confirm.judged[verify.VETOES + 1:]
+    # each padded plan was judged on chat-b alone: after each veto the vetoed plan's padding (hetinfra.plan.
+    # alternative), after the last the final plan's; every judgement of chat-b on seeds no other one saw
+    whole = [k for k, (_, models) in enumerate(confirm.judged) if models == ["chat-8b", "chat-b"]]
+    assert len(whole) == verify.VETOES + 1
+    padding = confirm.judged[whole[-1] + 1:]
     assert [models for _, models in padding] == [["chat-b"], ["chat-b"]]
-    earlier = {s for seeds, _ in confirm.judged[:verify.VETOES + 1] for s in seeds}
-    assert not earlier & set(padding[0][0]) and not set(padding[0][0]) & set(padding[1][0])
+    of_b = [tuple(j["chat-b"]) for j in confirm.seeds_by_model if "chat-b" in j]
+    assert len({s for seeds in of_b for s in seeds}) == 2 * len(of_b)
     assert record["seeds"] == padding[-1][0] and set(record["seeds"]) <= set(v.confirmation["seeds"])
+    # the vetoed plans padded cost as much as the final one: it stays (no veto kept, no record of one)
+    assert all(veto.get("padded_usd_per_hour") and not veto.get("kept") for veto in v.vetoes)
+    assert "after_veto" not in record
     # the model that met, far from its KV limit, kept its seeds through both vetoes (its verdict is the memo's)
     assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
 
@@ -244,8 +250,11 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     assert record["replicas_added"] == 0 and not record["met"] and record["replicas_by_unit"] == {}
     assert record["reason"] == f"{pad.STEPS_SPENT}; the {pad.PAD_STEPS} replica(s) tried were removed again"
     assert v.pr.result.n == pr.result.n and v.pr.result.periods == pr.result.periods
-    assert len(confirm.judged) == verify.VETOES + 1 + pad.PAD_STEPS
-    first = confirm.seeds_by_model[verify.VETOES]["chat-b"]  # the judgement before the padding stands for chat-b
+    # each vetoed plan's padding (hetinfra.plan.alternative) and the final plan's tried every step
+    assert len(confirm.judged) == (verify.VETOES + 1) * (1 + pad.PAD_STEPS)
+    assert not any(veto.get("padded_usd_per_hour") for veto in v.vetoes)
+    last = max(k for k, (_, models) in enumerate(confirm.judged) if models == ["chat-8b", "chat-b"])
+    first = confirm.seeds_by_model[last]["chat-b"]  # the judgement before the padding stands for chat-b
     assert next(m for m in v.confirmation["models"] if m["model"] == "chat-b")["seeds"] == first
     assert not v.met
     written = recorded(doc, v, strict=False)
