@@ -156,3 +156,17 @@ def test_spent_when_a_confirmation_misses_the_rounds_do_not_resume(spec, frozen,
     assert doc["fidelity"]["confirmation"]["padded"] == [{"model": "chat-0", "missed_on": "confirmation", "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
                                                           "met": False, "reason": pad.BUDGET_SPENT}]
     assert doc["fidelity"]["met"] is False and any("chat-0" in w and "fresh seeds" in w for w in doc["warnings"])
+
+
+def test_spent_before_a_vetoed_plan_is_padded_the_resumed_search_stands(frozen):
+    """hetinfra.plan.alternative asks the budget before padding a vetoed plan: spent, it pads nothing (no
+    judge is called), keeps the alternative it had, and work_budget.stopped names it."""
+    from types import SimpleNamespace
+
+    from hetinfra.plan import alternative
+
+    out = SimpleNamespace(pr=None, confirmation={"met": False, "models": []}, vetoes=[{}])
+    with opened(Budget(10.0)) as budget:
+        frozen()
+        assert alternative.padded_alternative(out, None, None, None) is None
+        assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.vetoes == [{}]
