@@ -168,8 +168,9 @@ class Veto(Doc):
     models: list[StrictStr] = Field(description="The models it missed.")
     padded_usd_per_hour: Optional[Number] = Field(
         None, description="The plan it vetoed, padded (hetinfra.plan.alternative: replicas added to the models it "
-                          "missed, each padded plan judged on fresh confirm seeds): its $/h where every model then met "
-                          "on those seeds and on the search's; absent where the padding did not make it meet.")
+                          "missed, each padded plan judged on fresh confirm seeds): its $/h where it cost less than "
+                          "any earlier veto's and every model then met on those seeds, on the search's, and on the "
+                          "next fresh block; absent otherwise.")
     kept: Optional[StrictBool] = Field(None, description="True where that padded plan is the final plan: it cost less "
                                                          "than the plan the resumed search confirmed (present only "
                                                          "then).")

@@ -11,7 +11,7 @@ import pytest
 
 from hetinfra.plan import confirm, pad, replicated, rounds, trim, verify
 from hetinfra.plan.budget import Budget, current, opened
-from hetinfra.plan.pipeline import plan_document
+from hetinfra.plan.pipeline import BASELINES, plan_document
 from hetinfra.sim import minimal
 from hetinfra.solver import clock
 from tests.plan.test_budget import linked_spec  # noqa: F401  (a fixture: two models, briefly verified)
@@ -76,7 +76,10 @@ def test_a_budget_spent_before_the_confirmation_leaves_the_plan_not_confirmed(sp
     c = doc["fidelity"]["confirmation"]
     assert c["met"] is False and c["models"] == [] and c["seeds"] == [] and c["reason"] == confirm.NOT_CONFIRMED
     assert doc["fidelity"]["met"] is False and doc["fidelity"]["replications"]["simulated"]["confirm"] == 0
-    assert doc["work_budget"]["stopped"] == [confirm.CONFIRMATION_CUT]
+    # the baselines are solved on a side thread once the rounds end: under load they can still be running when
+    # the budget goes, and are stopped too (a flake of this test on a loaded host, not of the plan's verdict)
+    stopped = doc["work_budget"]["stopped"]
+    assert confirm.CONFIRMATION_CUT in stopped and set(stopped) <= {confirm.CONFIRMATION_CUT, BASELINES}
     assert any("not confirmed" in w for w in doc["warnings"])
     assert "not confirmed" in doc["summary"] and "work budget" in doc["summary"]  # the summary prints both
     assert not any("met on the seeds" in w or "misses" in w for w in doc["warnings"])  # it never ran: no verdict

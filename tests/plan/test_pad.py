@@ -144,8 +144,10 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     of_b = [tuple(j["chat-b"]) for j in confirm.seeds_by_model if "chat-b" in j]
     assert len({s for seeds in of_b for s in seeds}) == 2 * len(of_b)
     assert record["seeds"] == padding[-1][0] and set(record["seeds"]) <= set(v.confirmation["seeds"])
-    # the vetoed plans padded cost as much as the final one: it stays (no veto kept, no record of one)
-    assert all(veto.get("padded_usd_per_hour") and not veto.get("kept") for veto in v.vetoes)
+    # the first vetoed plan padded costs what the final one does: the final stays (no veto kept); the second,
+    # padded, cost no less than the first, so it was not judged a second time nor recorded
+    assert v.vetoes[0].get("padded_usd_per_hour") and "padded_usd_per_hour" not in v.vetoes[1]
+    assert not any(veto.get("kept") for veto in v.vetoes)
     assert "after_veto" not in record
     # the model that met, far from its KV limit, kept its seeds through both vetoes (its verdict is the memo's)
     assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
