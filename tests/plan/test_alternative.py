@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetinfra.plan import pad, rounds, verify
+from hetinfra.plan import alternative, pad, rounds, verify
 from tests.plan.test_pad import _Judge, _replicas, planned  # noqa: F401  (the module's fixture)
 
 
@@ -111,12 +111,13 @@ def test_a_vetoed_plan_no_cheaper_than_the_padded_one_is_not_padded_again(planne
 
 
 class _SecondLookMisses(_Judge):
-    """The confirmation stand-in, but chat-b misses on block 2 whatever its replicas: the block after the
-    padding step that met (block 1), the alternative's second look."""
+    """The confirmation stand-in, but chat-b misses on the alternative's second look whatever its replicas: the
+    block after its padding step (the alternative's judges take blocks from ALTERNATIVE_BLOCKS up)."""
 
     def __call__(self, view: dict) -> dict:
         out = super().__call__(view)
-        models = [{**m, "met": False} if m["model"] == "chat-b" and self.seeds_of("chat-b")[0] // 100 == 2 else m
+        second = alternative.ALTERNATIVE_BLOCKS + 2
+        models = [{**m, "met": False} if m["model"] == "chat-b" and self.seeds_of("chat-b")[0] // 100 == second else m
                   for m in out["models"]]
         return {**out, "models": models, "met": all(m["met"] for m in models)}
 
@@ -138,3 +139,22 @@ def test_a_padded_vetoed_plan_the_next_fresh_block_misses_is_not_kept(planned, m
     v, _confirm = _verified_resuming_at(monkeypatch, pr, first + 1, dearer, patched=True)
     assert v.met and v.pr is dearer and not v.padded
     assert "padded_usd_per_hour" not in v.vetoes[0] and not v.vetoes[0].get("kept")
+
+
+@pytest.mark.parametrize("need", [1, 2, 5])
+def test_the_resumed_search_is_judged_as_without_the_alternative(planned, monkeypatch, need):
+    """The alternative is judged on copies of the judges, on blocks of its own: the verification's own
+    judgements (their seeds and models, in order) are those of a verification without it, and its plan too
+    where the alternative is not kept (here the resumed plan costs what the padded one does)."""
+    pr, _doc = planned
+    [uid] = _chat_b(pr)[:1]
+    first = _replicas(verify.simulation_view(pr))["chat-b"]
+    resumed = _plus(pr, uid, need)
+    runs = {}
+    for with_it in (True, False):
+        if not with_it:
+            monkeypatch.setattr(alternative.Alternatives, "pad", lambda self, out, decide, confirm: None)
+        v, confirm = _verified_resuming_at(monkeypatch, pr, first + need, resumed)
+        own = [(seeds, models) for seeds, models in confirm.judged if max(seeds) < 100 * alternative.ALTERNATIVE_BLOCKS]
+        runs[with_it] = own, v.pr.result.n, v.met
+    assert runs[True] == runs[False]

@@ -169,7 +169,8 @@ def test_spent_before_a_vetoed_plan_is_padded_the_resumed_search_stands(frozen):
     from hetinfra.plan import alternative
 
     out = SimpleNamespace(pr=None, confirmation={"met": False, "models": []}, vetoes=[{}])
+    alternatives = alternative.Alternatives()
     with opened(Budget(10.0)) as budget:
         frozen()
-        assert alternative.padded_alternative(out, None, None, None) is None
-        assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.vetoes == [{}]
+        alternatives.pad(out, None, None)
+        assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.vetoes == [{}] and alternatives.best is None

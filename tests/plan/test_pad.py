@@ -51,11 +51,22 @@ class _Judge:
     Replicated.fresh does); every judgement is noted as (its seeds, models)."""
 
     def __init__(self, need: dict[str, int], ceilings):
-        self.need, self.ceilings, self.block, self.judged, self.blocks = need, ceilings, 0, [], {}
-        self.seeds_by_model: list[dict[str, list[int]]] = []  # each judgement's seeds of each model
-        self.progress, self.last_pass, self.simulations, self.vetoes = None, [], 0, []
+        self.need, self.ceilings, self.block, self.blocks = need, ceilings, 0, {}
+        # every judgement, its copies' too (hetinfra.plan.alternative judges on copies of the judges)
+        self.log = SimpleNamespace(judged=[], seeds_by_model=[])
+        self.progress, self.last_pass, self.simulations, self.vetoes, self.pressure = None, [], 0, [], set()
         self.config = SimpleNamespace(load=1.2, requests=1000)
         self.longest = 1000
+
+    @property
+    def judged(self) -> list[tuple[list[int], list[str]]]:
+        """Each judgement's (seeds, models), in order."""
+        return self.log.judged
+
+    @property
+    def seeds_by_model(self) -> list[dict[str, list[int]]]:
+        """Each judgement's seeds of each model."""
+        return self.log.seeds_by_model
 
     @property
     def seeds(self) -> list[int]:
