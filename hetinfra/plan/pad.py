@@ -35,7 +35,7 @@ from hetinfra.plan.rounds import simulation_view
 from hetinfra.plan.trim import breaks_rules
 from hetinfra.plan.verdicts import seeds_union
 
-__all__ = ["padded", "merged", "with_replica", "unit_ratios", "padding_order", "routed_rps", "PAD_STEPS", "PAD_CUT"]
+__all__ = ["padded", "with_replica", "unit_ratios", "padding_order", "routed_rps", "PAD_STEPS", "PAD_CUT"]
 
 #: the most replicas the padding adds to one model (each judged on fresh seeds)
 PAD_STEPS = 4
@@ -82,7 +82,7 @@ def padded(pr: PlanResult, conf: dict, confirm, search=None, searched: dict | No
         # seeds no judgement of these models saw: neither the search's nor an earlier confirmation's
         confirm.fresh(missing)
         part = sized_confirmation(confirm, reduced(simulation_view(pr), set(missing)))
-        conf = merged(conf, part)
+        conf = _merged(conf, part)
         ratios.update(unit_ratios(part, {}))
         for m in part["models"]:
             records[m["model"]].update(seeds=list(m.get("seeds") or ()), met=bool(m["met"]))
@@ -117,7 +117,7 @@ def _unpadded_where_missing(pr: PlanResult, conf: dict, start: PlanResult, first
     names = {r["model"] for r in undo if r["model"] in before}
     back = {"models": [before[name] for name in sorted(names)],
             "units": [u for u in first.get("units") or () if u.get("model") in names]}
-    return pr, merged(conf, back)
+    return pr, _merged(conf, back)
 
 
 def _still_missed_by_search(search, pr: PlanResult, again: set, records: dict, ratios: dict) -> list[str]:
@@ -220,7 +220,7 @@ def with_replica(pr: PlanResult, uid: str) -> PlanResult:
     return replace(pr, result=replace(res, n={**res.n, uid: peak + 1}, periods=levels))
 
 
-def merged(conf: dict, part: dict) -> dict:
+def _merged(conf: dict, part: dict) -> dict:
     """The confirmation ``conf`` with the models ``part`` judged (on other seeds) replaced by that
     judgement; ``seeds``: every seed a model's entry rests on."""
     judged = {m["model"]: m for m in part["models"]}

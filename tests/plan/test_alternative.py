@@ -63,15 +63,16 @@ def test_the_vetoed_plan_padded_is_kept_where_the_resumed_search_ends_dearer(pla
     assert _cost(v.pr) < _cost(dearer)
     [record] = v.padded
     assert record["after_veto"] == 1 and record["met"] and record["replicas_by_unit"] == {uid: 1}
-    # judged: the vetoed plan, its padding step, that plan once more on the next block (the step chose on its
-    # seeds), the resumed search's plan; every judgement of chat-b on seeds no other one saw
-    assert [models for _, models in confirm.judged] == [["chat-8b", "chat-b"], ["chat-b"], ["chat-b"],
+    # judged: the vetoed plan, its padding step, the padded plan once more, every model on a fresh block (the
+    # blocks before chose it), the resumed search's plan; every judgement of chat-b on seeds no other one saw
+    assert [models for _, models in confirm.judged] == [["chat-8b", "chat-b"], ["chat-b"], ["chat-8b", "chat-b"],
                                                         ["chat-8b", "chat-b"]]
     of_b = [tuple(j["chat-b"]) for j in confirm.seeds_by_model]
     assert len({s for seeds in of_b for s in seeds}) == 2 * len(of_b)
-    # its confirmation and its record are the second look's
+    # its confirmation and its record are the second look's, for both models
     assert record["seeds"] == list(of_b[2])
-    assert next(m for m in v.confirmation["models"] if m["model"] == "chat-b")["seeds"] == list(of_b[2])
+    assert {m["model"]: m["seeds"] for m in v.confirmation["models"]} == confirm.seeds_by_model[2]
+    assert confirm.seeds_by_model[2]["chat-8b"] != confirm.seeds_by_model[0]["chat-8b"]
     written = recorded(doc, v, strict=False)
     assert written.fidelity.confirmation.vetoes[0].kept and written.fidelity.confirmation.padded[0].after_veto == 1
     assert any("the plan of veto 1 of 1" in w and "cost less than the plan the resumed search confirmed" in w
@@ -105,14 +106,14 @@ def test_a_vetoed_plan_no_cheaper_than_the_padded_one_is_not_padded_again(planne
     assert v.vetoes[0]["padded_usd_per_hour"] and "padded_usd_per_hour" not in v.vetoes[1]
     # the first confirmation, its plan padded (1 step) and judged again, the second and third confirmations,
     # the final padding
-    assert [models for _, models in confirm.judged] == [["chat-8b", "chat-b"], ["chat-b"], ["chat-b"],
+    assert [models for _, models in confirm.judged] == [["chat-8b", "chat-b"], ["chat-b"], ["chat-8b", "chat-b"],
                                                         ["chat-8b", "chat-b"], ["chat-8b", "chat-b"], ["chat-b"]]
     assert v.pr.result.n == _plus(pr, uid, 1).result.n and v.vetoes[0]["kept"]
 
 
 class _SecondLookMisses(_Judge):
     """The confirmation stand-in, but chat-b misses on the alternative's second look whatever its replicas: the
-    block after its padding step (the alternative's judges take blocks from ALTERNATIVE_BLOCKS up)."""
+    block after its padding step's (the alternative's judges take blocks from ALTERNATIVE_BLOCKS up)."""
 
     def __call__(self, view: dict) -> dict:
         out = super().__call__(view)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from hetinfra.plan import pad, relief, rounds, verify
+from hetinfra.plan.alternative import ALTERNATIVE_BLOCKS
 from tests.plan.conftest import REPO
 
 
@@ -148,7 +149,9 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     assert all(after[u] >= before[u] for u in before)  # nothing removed
     # each padded plan was judged on chat-b alone: after each veto the vetoed plan's padding (hetinfra.plan.
     # alternative), after the last the final plan's; every judgement of chat-b on seeds no other one saw
-    whole = [k for k, (_, models) in enumerate(confirm.judged) if models == ["chat-8b", "chat-b"]]
+    # (the alternative judges the padded vetoed plan again, whole, on blocks of its own: not the verification's)
+    whole = [k for k, (seeds, models) in enumerate(confirm.judged)
+             if models == ["chat-8b", "chat-b"] and max(seeds) < 100 * ALTERNATIVE_BLOCKS]
     assert len(whole) == verify.VETOES + 1
     padding = confirm.judged[whole[-1] + 1:]
     assert [models for _, models in padding] == [["chat-b"], ["chat-b"]]
@@ -161,7 +164,8 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     assert not any(veto.get("kept") for veto in v.vetoes)
     assert "after_veto" not in record
     # the model that met, far from its KV limit, kept its seeds through both vetoes (its verdict is the memo's)
-    assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
+    own = [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j and j["chat-8b"][0] < 100 * ALTERNATIVE_BLOCKS]
+    assert own == [[0, 1]] * (verify.VETOES + 1)
 
 
 class _VetoingJudge(_Judge):
@@ -248,7 +252,8 @@ def test_after_a_veto_a_model_under_kv_pressure_is_judged_on_fresh_seeds_too(pla
     monkeypatch.setattr(_Judge, "under_pressure", lambda self, view, model: model == "chat-8b")
     v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 2})
     assert len(v.vetoes) == verify.VETOES and v.met
-    seeds = [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j]
+    seeds = [j["chat-8b"] for j in confirm.seeds_by_model
+             if "chat-8b" in j and j["chat-8b"][0] < 100 * ALTERNATIVE_BLOCKS]  # the verification's own blocks
     assert seeds == [[100 * k, 100 * k + 1] for k in range(verify.VETOES + 1)]  # a new block at each veto
 
 
