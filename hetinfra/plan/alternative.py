@@ -32,11 +32,16 @@ from dataclasses import dataclass
 
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import simulation_view
+from hetinfra.plan.verdicts import CONFIRM_CONFIDENCE
 
-__all__ = ["Alternative", "Alternatives", "ALTERNATIVE_CUT", "ALTERNATIVE_BLOCKS"]
+__all__ = ["Alternative", "Alternatives", "ALTERNATIVE_CUT", "ALTERNATIVE_BLOCKS", "ALTERNATIVE_CONFIDENCE"]
 
 #: what the work budget names when it stops the padding of a vetoed plan (plan.json work_budget.stopped)
 ALTERNATIVE_CUT = "the padding of a vetoed plan (the resumed search's plan stands)"
+#: the confidence of the second look's bounds (:func:`_confirmed_again`): two confirmed plans are compared and
+#: the cheaper kept, so each is held to the confirmation's confidence shared between the two (Bonferroni:
+#: 1 - 0.025 / 2), models under pressure at theirs (0.99) as before
+ALTERNATIVE_CONFIDENCE = 1.0 - (1.0 - CONFIRM_CONFIDENCE) / 2
 #: the first confirm block (hetinfra.plan.replicated.Replicated.fresh) the alternatives' judgements take: the
 #: resumed search's confirmations take a block or two per veto, and the padding after the last at most PAD_STEPS
 ALTERNATIVE_BLOCKS = 12
@@ -159,13 +164,15 @@ def _confirmed_again(pr: PlanResult, records: list[dict], confirm) -> dict | Non
     misses; the padding's ``records`` take that judgement's seeds. The alternative was chosen on the
     judgements before: its padded models on the padding's last block (the block that met), the others on
     the confirmation that vetoed the plan, and it is kept only where it costs less than the resumed
-    search's plan, so the cheaper, nearer its edge, the likelier it is taken. Judged again, padded models only,
+    search's plan, so the cheaper, nearer its edge, the likelier it is taken: its bounds are at
+    ALTERNATIVE_CONFIDENCE. Judged again, padded models only, at the confirmation's confidence,
     benchmarks/specs/capped-trio.yaml kept a plan whose model c had met once (13 runs, bound 0.969) and
     then missed 1 of 10 audit seeds by 5.7%; held-out h105b (an attainment of 0.99 at its edge) had a
     padding step meet on its block while 5x the requests missed by 0.1%."""
     from hetinfra.plan.confirm import sized_confirmation
 
     confirm.fresh()
+    confirm.calm = ALTERNATIVE_CONFIDENCE
     again = sized_confirmation(confirm, simulation_view(pr))
     if not again["met"]:
         return None
