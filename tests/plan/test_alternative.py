@@ -178,3 +178,18 @@ def test_the_alternative_replaces_a_confirmed_plan_only_for_a_material_saving(al
     alternative.Alternatives(best=alt).keep_cheaper(out)
     assert (out.pr is alt.pr) == kept and bool(out.vetoes[0].get("kept")) == kept
     assert alternative.ALTERNATIVE_SAVING == 0.05
+
+
+def test_a_plan_under_a_demand_profile_gets_no_alternative(planned):
+    """Its off-peak fleets are mended after verification's last veto (hetinfra.plan.levels): $/h before that
+    mend does not rank two plans (held-out h184 came to $31.05/h with an alternative, $26.98/h without), so
+    nothing is padded or judged."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    pr, _doc = planned
+    profiled = replace(pr, result=replace(pr.result, periods=[{"counts": dict(pr.result.n), "load": {}}]))
+    out = SimpleNamespace(pr=profiled, confirmation={"met": False, "models": []}, vetoes=[{}])
+    alternatives = alternative.Alternatives()
+    alternatives.pad(out, None, None)  # no judges: judging would fail
+    assert alternatives.best is None and alternatives.block == alternative.ALTERNATIVE_BLOCKS and out.vetoes == [{}]
