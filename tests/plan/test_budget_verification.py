@@ -168,7 +168,8 @@ def test_spent_before_a_vetoed_plan_is_padded_the_resumed_search_stands(frozen):
 
     from hetinfra.plan import alternative
 
-    out = SimpleNamespace(pr=None, confirmation={"met": False, "models": []}, vetoes=[{}])
+    out = SimpleNamespace(pr=SimpleNamespace(result=SimpleNamespace(periods=[])),  # no judge may read more of it
+                          confirmation={"met": False, "models": []}, vetoes=[{}])
     alternatives = alternative.Alternatives()
     with opened(Budget(10.0)) as budget:
         frozen()
