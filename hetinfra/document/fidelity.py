@@ -169,11 +169,12 @@ class Veto(Doc):
     padded_usd_per_hour: Optional[Number] = Field(
         None, description="The plan it vetoed, padded (hetinfra.plan.alternative: replicas added to the models it "
                           "missed, each padded plan judged on fresh confirm seeds): its $/h where it cost less than "
-                          "any earlier veto's and every model then met on those seeds, on the search's, and on the "
-                          "next fresh block; absent otherwise.")
-    kept: Optional[StrictBool] = Field(None, description="True where that padded plan is the final plan: it cost less "
-                                                         "than the plan the resumed search confirmed (present only "
-                                                         "then).")
+                          "any earlier veto's and every model then met on those seeds and on the search's; absent "
+                          "otherwise.")
+    kept: Optional[StrictBool] = Field(None, description="True where that padded plan is the final plan: it saves at "
+                                                         "least 5% of the plan the resumed search confirmed (or that "
+                                                         "plan misses), and it met again, every model on fresh confirm "
+                                                         "seeds at 98.75% (present only then).")
 
 
 class Padding(Doc):

@@ -10,10 +10,10 @@ $79-80/h (padded to $83.75/h), while the vetoed fleet with one or two more repli
 So, at each veto, before the search resumes, the vetoed plan is padded as a plan is after the last
 veto (hetinfra.plan.pad: one replica at a time to the unit that misses most, within the spec's rules,
 each padded plan judged on FRESH confirm seeds no decision saw). Where every model it missed then
-meets there, and the search's seeds still meet it, and the whole plan meets again on fresh confirm
-seeds (the blocks before chose it: :func:`_confirmed_again`, at ALTERNATIVE_CONFIDENCE), it is kept as
-the alternative. Verification ends on the alternative where it saves at least ALTERNATIVE_SAVING (5%) of
-the plan the resumed search confirms (or pads), else on that plan. The alternative's last judgement is a
+meets there, and the search's seeds still meet it, it is kept as the alternative. Verification ends on
+the alternative where it saves at least ALTERNATIVE_SAVING (5%) of the plan the resumed search confirms
+(or pads) and the whole of it meets again on fresh confirm seeds (the blocks before chose it:
+:func:`_confirmed_again`, at ALTERNATIVE_CONFIDENCE), else on that plan. The alternative's last judgement is a
 confirmation on seeds that did not choose it, at a confidence shared between the two plans compared, so
 the cheaper of two confirmed plans is not one only its own sample passed.
 
@@ -72,6 +72,8 @@ class Alternative:
     last_pass: list[dict]
     round_by_model: dict[str, int]
     cost: float
+    #: the copy of the confirmation's judge that padded it, for its second look (:meth:`Alternatives.keep_cheaper`)
+    judge: object = None
 
 
 @dataclass
@@ -82,9 +84,12 @@ class Alternatives:
 
     def pad(self, out, decide, confirm) -> None:
         """The plan ``out`` holds (the one the confirmation just vetoed: its judgement ``out.confirmation``)
-        padded, kept as :attr:`best` where it meets on fresh confirm seeds, on the search's, and again on the
-        next fresh block, and costs less than :attr:`best`; recorded on the veto (``out.vetoes[-1]``:
-        ``padded_usd_per_hour``). ``decide``, ``confirm``: the verification's judges, left as they were."""
+        padded, kept as :attr:`best` where it meets on fresh confirm seeds and on the search's, and costs less
+        than :attr:`best`; recorded on the veto (``out.vetoes[-1]``: ``padded_usd_per_hour``). Its second look
+        waits for :meth:`keep_cheaper`, where it may replace a plan: on a 32-model fleet a vetoed plan's few
+        models are a small share of its cost, and judging every model again at each veto would be spent on
+        alternatives that never save 5%. ``decide``, ``confirm``: the verification's judges, left as they were
+        (the replications their copies ran are added to their counts)."""
         from hetinfra.plan.budget import current
         from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
         from hetinfra.plan.pad import PAD_STEPS
@@ -103,9 +108,8 @@ class Alternatives:
             return
         twins = _apart(decide, confirm, self.block)
         try:
-            found = self._padded(out, *twins)
+            found = _counted(lambda: self._padded(out, *twins), twins, (confirm, decide))
         finally:
-            _count_back(twins, (confirm, decide))
             self.block = max([twins[0].block, *twins[0].blocks.values()]) + 1
         if found is None:
             return
@@ -114,11 +118,11 @@ class Alternatives:
         veto = len(out.vetoes)
         self.best = Alternative(veto, pr, sim, conf, [{**r, "after_veto": veto} for r in records],
                                 list(out.trimmed), list(out.put_back), list(decide.last_pass),
-                                dict(out.round_by_model), cost)
+                                dict(out.round_by_model), cost, twins[0])
 
     def _padded(self, out, judge, search) -> tuple | None:
         """(plan, its search judgement, its confirmation, the padding's records, $/h) of the vetoed plan
-        padded, where it meets on both judges and again on the next block, and costs less than :attr:`best`."""
+        padded, where it meets on both judges and costs less than :attr:`best`."""
         from hetinfra.plan.pad import padded
 
         pr, conf, records = padded(out.pr, out.confirmation, judge, search)
@@ -128,20 +132,27 @@ class Alternatives:
         cost = pr.result.cost(pr.problem)
         if not sim["met"] or (self.best is not None and self.best.cost <= cost + 1e-9):
             return None
-        conf = _confirmed_again(pr, records, judge)
-        return None if conf is None else (pr, sim, conf, records, cost)
+        return pr, sim, conf, records, cost
 
-    def keep_cheaper(self, out) -> None:
+    def keep_cheaper(self, out, confirm) -> None:
         """``out`` (verification after its last veto, padding included) becomes :attr:`best` where that saves
-        at least ALTERNATIVE_SAVING of its cost, or ``out`` still misses (on either judge): the veto it came
-        from is marked ``kept``."""
+        at least ALTERNATIVE_SAVING of its cost, or ``out`` still misses (on either judge), and the whole of
+        it meets again on fresh confirm seeds (:func:`_confirmed_again`, on its copy of the judge; ``confirm``
+        counts the replications): the veto it came from is marked ``kept``."""
+        from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
+        from hetinfra.sim.replications import MAX_REPLICATIONS
+
         alt = self.best
-        if alt is None:
+        if alt is None or self.block + 1 > (MAX_REPLICATIONS - LUMPY_SEEDS_FROM) // LUMPY_RUNS - 1:
             return
         met = out.sim["met"] and out.confirmation.get("met", False)
         if met and alt.cost > out.pr.result.cost(out.pr.problem) * (1.0 - ALTERNATIVE_SAVING) + 1e-9:
             return
-        out.pr, out.sim, out.confirmation, out.padded = alt.pr, alt.sim, alt.confirmation, alt.padded
+        alt.judge.block, alt.judge.blocks = self.block - 1, {}  # its second look on the next free block
+        conf = _counted(lambda: _confirmed_again(alt.pr, alt.padded, alt.judge), (alt.judge,), (confirm,))
+        if conf is None:
+            return
+        out.pr, out.sim, out.confirmation, out.padded = alt.pr, alt.sim, conf, alt.padded
         out.trimmed, out.put_back, out.round_by_model = alt.trimmed, alt.put_back, alt.round_by_model
         out.last_pass = alt.last_pass
         out.vetoes[alt.veto - 1]["kept"] = True
@@ -167,10 +178,15 @@ def _apart(decide, confirm, block: int) -> tuple:
     return judge, twins[1]
 
 
-def _count_back(twins: tuple, originals: tuple) -> None:
-    """The replications the copies ran, counted in the originals' (plan.json replications.simulated)."""
-    for twin, judge in zip(twins, originals):
-        judge.simulations = twin.simulations
+def _counted(work, twins: tuple, originals: tuple):
+    """``work()``, with the replications the judges' copies ``twins`` ran in it added to the ``originals``'
+    counts (plan.json replications.simulated)."""
+    before = [twin.simulations for twin in twins]
+    try:
+        return work()
+    finally:
+        for twin, judge, start in zip(twins, originals, before):
+            judge.simulations += twin.simulations - start
 
 
 def _confirmed_again(pr: PlanResult, records: list[dict], confirm) -> dict | None:

@@ -195,7 +195,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         budget = ROUNDS_AFTER_VETO
     _pad(out, decide, confirm)
     out.last_pass = list(decide.last_pass)
-    alternatives.keep_cheaper(out)
+    alternatives.keep_cheaper(out, confirm)
     out.requests = confirm.longest
     out.confirm_requests = {m["model"]: confirm.length(m["model"]) for m in out.confirmation.get("models", ())}
     out.decide_requests = int(decide.config.requests)
