@@ -166,6 +166,15 @@ class Veto(Doc):
     seeds: list[StrictInt] = Field(description="The confirm seeds of the models it missed (later confirmations judge "
                                                "those models, and every model under KV pressure, on others).")
     models: list[StrictStr] = Field(description="The models it missed.")
+    padded_usd_per_hour: Optional[Number] = Field(
+        None, description="The plan it vetoed, padded (hetinfra.plan.alternative: replicas added to the models it "
+                          "missed, each padded plan judged on fresh confirm seeds): its $/h where it cost less than "
+                          "any earlier veto's and every model then met on those seeds and on the search's; absent "
+                          "otherwise.")
+    kept: Optional[StrictBool] = Field(None, description="True where that padded plan is the final plan: it saves at "
+                                                         "least 5% of the plan the resumed search confirmed (or that "
+                                                         "plan misses), and it met again, every model on fresh confirm "
+                                                         "seeds at 98.75% (present only then).")
 
 
 class Padding(Doc):
@@ -194,6 +203,9 @@ class Padding(Doc):
     seeds: list[StrictInt] = Field(description="The fresh confirm seeds of its last judgement (no decision saw "
                                                "them).")
     met: StrictBool = Field(description="Whether that judgement met: the padded plan is confirmed for it.")
+    after_veto: Optional[StrictInt] = Field(None, description="Where the final plan is a plan the confirmation vetoed, "
+                                                              "padded (fidelity.confirmation.vetoes[].kept): that "
+                                                              "veto's number, from 1 (present only then).")
     reason: Optional[StrictStr] = Field(None, description="Why the padding stopped short of a met judgement "
                                                           "(its step limit, no unit can take a replica, the work "
                                                           "budget; present only then).")

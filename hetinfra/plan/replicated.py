@@ -101,6 +101,9 @@ class Replicated:
         self.early = early
         #: a met model within EDGE of its objective runs on to EDGE_LOOK replications (the confirmation's)
         self.edge = edge
+        #: the confidence of a calm model's bounds where it is not the judge's own (the confirmation's copy that
+        #: gives a padded vetoed plan its second look: hetinfra.plan.alternative.ALTERNATIVE_CONFIDENCE)
+        self.calm: float | None = None
         #: model states (:func:`model_state`) under pressure (hetinfra.plan.kv_pressure.under_pressure) in a replication
         #: of this judge or of another sharing the set (the search's runs of the final plan tell the confirmation)
         self.pressure = set() if pressure is None else pressure
@@ -409,12 +412,12 @@ class Replicated:
         its units' depend on its own runs only, so each set is judged apart."""
         from hetinfra.sim.replications import judge
 
-        calm = CONFIRM_CONFIDENCE if self.edge else CONFIDENCE  # a model not under pressure
-        sets = [(calm, [n for n in models if n not in pressed]), (PRESSED_CONFIDENCE, sorted(pressed))]
+        calm = self.calm or (CONFIRM_CONFIDENCE if self.edge else CONFIDENCE)  # a model not under pressure
+        sets = [(calm, [n for n in models if n not in pressed]), (max(PRESSED_CONFIDENCE, calm), sorted(pressed))]
         # the shares within the objective (hetinfra.sim.replications._share_bounds) judge the confirmation's
         # models at CONFIRM_CONFIDENCE, as `simulate --replications` does at its own; the search's judgements
         # stop where they stopped before
-        shares = CONFIRM_CONFIDENCE if self.edge else None
+        shares = calm if self.edge else None
         verdicts = [judge([only(s, set(names)) for s in sims], level, self.margin, shares)
                     for level, names in sets if names]
         by_model = {m["model"]: m for v in verdicts for m in v["models"]}

@@ -248,11 +248,14 @@ def _padded_words(fid) -> str:
         return ""
     vetoes = len(fid.confirmation.vetoes)
     return "; " + ", ".join(f"{p.replicas_added} added to {p.model}" + ("" if p.met else " (still missing)")
-                            + f" as {padding_cause(p.missed_on, vetoes)}" for p in padded)
+                            + f" as {padding_cause(p.missed_on, vetoes, p.after_veto)}" for p in padded)
 
 
-def padding_cause(missed_on: str, vetoes: int) -> str:
-    """Why a model was padded (fidelity.confirmation.padded[].missed_on), in words."""
+def padding_cause(missed_on: str, vetoes: int, after_veto: int | None = None) -> str:
+    """Why a model was padded (fidelity.confirmation.padded[].missed_on, ``after_veto``), in words."""
+    if after_veto:  # hetinfra.plan.alternative: the vetoed plan, padded, cost less than the resumed search's
+        return (f"the confirmation missed the plan of veto {after_veto} of {vetoes}, which with them cost less than "
+                "the plan the resumed search confirmed")
     if missed_on == "search":
         return "the search's rounds ran out with it missing"
     if missed_on == "thrashing":  # hetinfra.plan.kv_pressure.thrashing

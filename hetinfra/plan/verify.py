@@ -163,6 +163,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     called with the rounds' plan before the trim (its factors are the final plan's). With
     ``measured=False`` the over-provisioning search is left to :func:`measure`: a caller comparing
     candidates (hetinfra.plan.held_everywhere) runs it on the one it keeps."""
+    from hetinfra.plan.alternative import Alternatives
     from hetinfra.plan.budget import current
     from hetinfra.plan.rounds import Search
 
@@ -172,6 +173,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
     out = Verification(pr, {}, search.history, False)
     # the rounds' budget: max_rounds, then ROUNDS_AFTER_VETO after each veto; settling's, each time
     budget, settle = spec.planning.verify.max_rounds, spec.planning.verify.settle_rounds
+    alternatives = Alternatives()  # the vetoed plans, padded (hetinfra.plan.alternative)
     for attempt in range(VETOES + 1):
         put_back = _search_and_confirm(out, pr, resolve, (budget, settle), progress, search, decide, confirm,
                                        on_rounds)
@@ -183,6 +185,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         missed = [m for m in out.confirmation["models"] if not m["met"]]
         out.vetoes.append({"after_round": len(search.history), "seeds": seeds_union(missed),
                            "models": sorted(m["model"] for m in missed)})
+        alternatives.pad(out, decide, confirm)
         confirm.fresh(None if put_back else _refreshed(confirm, simulation_view(out.pr), out.confirmation["models"]))
         try:
             pr = resolve(search.derate(), dict(out.pr.result.n))
@@ -192,6 +195,7 @@ def verify(pr: PlanResult, resolve: Resolve, progress=None,
         budget = ROUNDS_AFTER_VETO
     _pad(out, decide, confirm)
     out.last_pass = list(decide.last_pass)
+    alternatives.keep_cheaper(out, confirm)
     out.requests = confirm.longest
     out.confirm_requests = {m["model"]: confirm.length(m["model"]) for m in out.confirmation.get("models", ())}
     out.decide_requests = int(decide.config.requests)

@@ -11,7 +11,7 @@ import pytest
 
 from hetinfra.plan import confirm, pad, replicated, rounds, trim, verify
 from hetinfra.plan.budget import Budget, current, opened
-from hetinfra.plan.pipeline import plan_document
+from hetinfra.plan.pipeline import BASELINES, plan_document
 from hetinfra.sim import minimal
 from hetinfra.solver import clock
 from tests.plan.test_budget import linked_spec  # noqa: F401  (a fixture: two models, briefly verified)
@@ -76,7 +76,10 @@ def test_a_budget_spent_before_the_confirmation_leaves_the_plan_not_confirmed(sp
     c = doc["fidelity"]["confirmation"]
     assert c["met"] is False and c["models"] == [] and c["seeds"] == [] and c["reason"] == confirm.NOT_CONFIRMED
     assert doc["fidelity"]["met"] is False and doc["fidelity"]["replications"]["simulated"]["confirm"] == 0
-    assert doc["work_budget"]["stopped"] == [confirm.CONFIRMATION_CUT]
+    # the baselines are solved on a side thread once the rounds end: under load they can still be running when
+    # the budget goes, and are stopped too (a flake of this test on a loaded host, not of the plan's verdict)
+    stopped = doc["work_budget"]["stopped"]
+    assert confirm.CONFIRMATION_CUT in stopped and set(stopped) <= {confirm.CONFIRMATION_CUT, BASELINES}
     assert any("not confirmed" in w for w in doc["warnings"])
     assert "not confirmed" in doc["summary"] and "work budget" in doc["summary"]  # the summary prints both
     assert not any("met on the seeds" in w or "misses" in w for w in doc["warnings"])  # it never ran: no verdict
@@ -156,3 +159,19 @@ def test_spent_when_a_confirmation_misses_the_rounds_do_not_resume(spec, frozen,
     assert doc["fidelity"]["confirmation"]["padded"] == [{"model": "chat-0", "missed_on": "confirmation", "replicas_added": 0, "replicas_by_unit": {}, "seeds": [],
                                                           "met": False, "reason": pad.BUDGET_SPENT}]
     assert doc["fidelity"]["met"] is False and any("chat-0" in w and "fresh seeds" in w for w in doc["warnings"])
+
+
+def test_spent_before_a_vetoed_plan_is_padded_the_resumed_search_stands(frozen):
+    """hetinfra.plan.alternative asks the budget before padding a vetoed plan: spent, it pads nothing (no
+    judge is called), keeps the alternative it had, and work_budget.stopped names it."""
+    from types import SimpleNamespace
+
+    from hetinfra.plan import alternative
+
+    out = SimpleNamespace(pr=SimpleNamespace(result=SimpleNamespace(periods=[])),  # no judge may read more of it
+                          confirmation={"met": False, "models": []}, vetoes=[{}])
+    alternatives = alternative.Alternatives()
+    with opened(Budget(10.0)) as budget:
+        frozen()
+        alternatives.pad(out, None, None)
+        assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.vetoes == [{}] and alternatives.best is None

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from hetinfra.plan import pad, relief, rounds, verify
+from hetinfra.plan.alternative import ALTERNATIVE_BLOCKS
 from tests.plan.conftest import REPO
 
 
@@ -51,11 +52,22 @@ class _Judge:
     Replicated.fresh does); every judgement is noted as (its seeds, models)."""
 
     def __init__(self, need: dict[str, int], ceilings):
-        self.need, self.ceilings, self.block, self.judged, self.blocks = need, ceilings, 0, [], {}
-        self.seeds_by_model: list[dict[str, list[int]]] = []  # each judgement's seeds of each model
-        self.progress, self.last_pass, self.simulations, self.vetoes = None, [], 0, []
+        self.need, self.ceilings, self.block, self.blocks = need, ceilings, 0, {}
+        # every judgement, its copies' too (hetinfra.plan.alternative judges on copies of the judges)
+        self.log = SimpleNamespace(judged=[], seeds_by_model=[])
+        self.progress, self.last_pass, self.simulations, self.vetoes, self.pressure = None, [], 0, [], set()
         self.config = SimpleNamespace(load=1.2, requests=1000)
         self.longest = 1000
+
+    @property
+    def judged(self) -> list[tuple[list[int], list[str]]]:
+        """Each judgement's (seeds, models), in order."""
+        return self.log.judged
+
+    @property
+    def seeds_by_model(self) -> list[dict[str, list[int]]]:
+        """Each judgement's seeds of each model."""
+        return self.log.seeds_by_model
 
     @property
     def seeds(self) -> list[int]:
@@ -135,14 +147,25 @@ def test_a_model_missed_after_the_last_veto_is_padded_and_confirmed_on_fresh_see
     assert sum(after[u] for u in mine) == first + 2 and sum(record["replicas_by_unit"].values()) == 2
     assert {u: n for u, n in after.items() if u not in mine} == {u: n for u, n in before.items() if u not in mine}
     assert all(after[u] >= before[u] for u in before)  # nothing removed
-    # each padded plan was judged on seeds no earlier judgement saw, on chat-b alone
-    padding = confirm.judged[verify.VETOES + 1:]
+    # each padded plan was judged on chat-b alone: after each veto the vetoed plan's padding (hetinfra.plan.
+    # alternative), after the last the final plan's; every judgement of chat-b on seeds no other one saw
+    # (the alternative judges the padded vetoed plan again, whole, on blocks of its own: not the verification's)
+    whole = [k for k, (seeds, models) in enumerate(confirm.judged)
+             if models == ["chat-8b", "chat-b"] and max(seeds) < 100 * ALTERNATIVE_BLOCKS]
+    assert len(whole) == verify.VETOES + 1
+    padding = confirm.judged[whole[-1] + 1:]
     assert [models for _, models in padding] == [["chat-b"], ["chat-b"]]
-    earlier = {s for seeds, _ in confirm.judged[:verify.VETOES + 1] for s in seeds}
-    assert not earlier & set(padding[0][0]) and not set(padding[0][0]) & set(padding[1][0])
+    of_b = [tuple(j["chat-b"]) for j in confirm.seeds_by_model if "chat-b" in j]
+    assert len({s for seeds in of_b for s in seeds}) == 2 * len(of_b)
     assert record["seeds"] == padding[-1][0] and set(record["seeds"]) <= set(v.confirmation["seeds"])
+    # the first vetoed plan padded costs what the final one does: the final stays (no veto kept); the second,
+    # padded, cost no less than the first, so it was not judged a second time nor recorded
+    assert v.vetoes[0].get("padded_usd_per_hour") and "padded_usd_per_hour" not in v.vetoes[1]
+    assert not any(veto.get("kept") for veto in v.vetoes)
+    assert "after_veto" not in record
     # the model that met, far from its KV limit, kept its seeds through both vetoes (its verdict is the memo's)
-    assert [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j] == [[0, 1]] * (verify.VETOES + 1)
+    own = [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j and j["chat-8b"][0] < 100 * ALTERNATIVE_BLOCKS]
+    assert own == [[0, 1]] * (verify.VETOES + 1)
 
 
 class _VetoingJudge(_Judge):
@@ -229,7 +252,8 @@ def test_after_a_veto_a_model_under_kv_pressure_is_judged_on_fresh_seeds_too(pla
     monkeypatch.setattr(_Judge, "under_pressure", lambda self, view, model: model == "chat-8b")
     v, confirm = _verified(monkeypatch, pr, {"chat-b": first + 2})
     assert len(v.vetoes) == verify.VETOES and v.met
-    seeds = [j["chat-8b"] for j in confirm.seeds_by_model if "chat-8b" in j]
+    seeds = [j["chat-8b"] for j in confirm.seeds_by_model
+             if "chat-8b" in j and j["chat-8b"][0] < 100 * ALTERNATIVE_BLOCKS]  # the verification's own blocks
     assert seeds == [[100 * k, 100 * k + 1] for k in range(verify.VETOES + 1)]  # a new block at each veto
 
 
@@ -244,8 +268,11 @@ def test_the_padding_stops_after_its_steps_and_the_plan_says_it_misses(planned, 
     assert record["replicas_added"] == 0 and not record["met"] and record["replicas_by_unit"] == {}
     assert record["reason"] == f"{pad.STEPS_SPENT}; the {pad.PAD_STEPS} replica(s) tried were removed again"
     assert v.pr.result.n == pr.result.n and v.pr.result.periods == pr.result.periods
-    assert len(confirm.judged) == verify.VETOES + 1 + pad.PAD_STEPS
-    first = confirm.seeds_by_model[verify.VETOES]["chat-b"]  # the judgement before the padding stands for chat-b
+    # each vetoed plan's padding (hetinfra.plan.alternative) and the final plan's tried every step
+    assert len(confirm.judged) == (verify.VETOES + 1) * (1 + pad.PAD_STEPS)
+    assert not any(veto.get("padded_usd_per_hour") for veto in v.vetoes)
+    last = max(k for k, (_, models) in enumerate(confirm.judged) if models == ["chat-8b", "chat-b"])
+    first = confirm.seeds_by_model[last]["chat-b"]  # the judgement before the padding stands for chat-b
     assert next(m for m in v.confirmation["models"] if m["model"] == "chat-b")["seeds"] == first
     assert not v.met
     written = recorded(doc, v, strict=False)
