@@ -40,9 +40,10 @@ OWNERS = {"hetinfra.document", "hetinfra.plan.plan_json", "hetinfra.plan.purchas
           "hetinfra.plan.rounds", "hetinfra.plan.replicated", "hetinfra.plan.kv_pressure", "hetinfra.plan.ceiling",
           "hetinfra.plan.confirm", "hetinfra.plan.verdicts", "hetinfra.plan.cliff", "hetinfra.plan.lumpy",
           "hetinfra.plan.verdict_keys", "hetinfra.plan.factors",
-          # and the padding after the last veto, which writes fidelity.confirmation.padded's records, and the
-          # off-peak fleets of a demand profile, simulation views of the plan with other counts
-          "hetinfra.plan.pad", "hetinfra.plan.levels",
+          # and the padding after the last veto, which writes fidelity.confirmation.padded's records, the padding
+          # of a vetoed plan (its vetoes' and padded records), and the off-peak fleets of a demand profile,
+          # simulation views of the plan with other counts
+          "hetinfra.plan.pad", "hetinfra.plan.alternative", "hetinfra.plan.levels",
           # a profile period's fleet: the same views with that period's counts and demand (simulate --period
           # and verification's off-peak fleets share it; it reads the Plan model for the counts)
           "hetinfra.sim.period"}
