@@ -57,11 +57,12 @@ ALTERNATIVE_BLOCKS = 12
 
 @dataclass
 class Alternative:
-    """A vetoed plan padded until the confirmation met it on fresh seeds, twice."""
+    """A vetoed plan padded until the confirmation met it on fresh seeds (its second look waits for
+    :meth:`Alternatives.keep_cheaper`)."""
     #: which veto (1-based, Verification.vetoes) sent the search back from it
     veto: int
     pr: PlanResult
-    #: its judgement on the search's seeds, and on the fresh confirm seeds of its second look
+    #: its judgement on the search's seeds, and on the padding's confirm seeds
     sim: dict
     confirmation: dict
     #: hetinfra.plan.pad's records, each with ``after_veto``
@@ -193,8 +194,8 @@ def _confirmed_again(pr: PlanResult, records: list[dict], confirm) -> dict | Non
     """The plan ``pr`` judged once more, every model on a fresh block of confirm seeds, or None where that
     misses; the padding's ``records`` take that judgement's seeds. The alternative was chosen on the
     judgements before: its padded models on the padding's last block (the block that met), the others on
-    the confirmation that vetoed the plan, and it is kept only where it costs less than the resumed
-    search's plan, so the cheaper, nearer its edge, the likelier it is taken: its bounds are at
+    the confirmation that vetoed the plan, and it is kept only where it saves ALTERNATIVE_SAVING of the
+    resumed search's plan, so the cheaper, nearer its edge, the likelier it is taken: its bounds are at
     ALTERNATIVE_CONFIDENCE. Judged again, padded models only, at the confirmation's confidence,
     benchmarks/specs/capped-trio.yaml kept a plan whose model c had met once (13 runs, bound 0.969) and
     then missed 1 of 10 audit seeds by 5.7%; held-out h105b (an attainment of 0.99 at its edge) had a
