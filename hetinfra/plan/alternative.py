@@ -140,6 +140,7 @@ class Alternatives:
         at least ALTERNATIVE_SAVING of its cost, or ``out`` still misses (on either judge), and the whole of
         it meets again on fresh confirm seeds (:func:`_confirmed_again`, on its copy of the judge; ``confirm``
         counts the replications): the veto it came from is marked ``kept``."""
+        from hetinfra.plan.budget import current
         from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
         from hetinfra.sim.replications import MAX_REPLICATIONS
 
@@ -148,6 +149,8 @@ class Alternatives:
             return
         met = out.sim["met"] and out.confirmation.get("met", False)
         if met and alt.cost > out.pr.result.cost(out.pr.problem) * (1.0 - ALTERNATIVE_SAVING) + 1e-9:
+            return
+        if not current().check(ALTERNATIVE_CUT):  # a whole confirmation: never past the work budget
             return
         alt.judge.block, alt.judge.blocks = self.block - 1, {}  # its second look on the next free block
         conf = _counted(lambda: _confirmed_again(alt.pr, alt.padded, alt.judge), (alt.judge,), (confirm,))

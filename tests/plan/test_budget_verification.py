@@ -175,3 +175,22 @@ def test_spent_before_a_vetoed_plan_is_padded_the_resumed_search_stands(frozen):
         frozen()
         alternatives.pad(out, None, None)
         assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.vetoes == [{}] and alternatives.best is None
+
+
+def test_spent_before_the_alternatives_second_look_the_resumed_plan_stands(frozen):
+    """The second look (hetinfra.plan.alternative.Alternatives.keep_cheaper) is a whole confirmation: with the
+    budget spent it is not run, the resumed search's plan stays, and work_budget.stopped names the step."""
+    from types import SimpleNamespace
+
+    from hetinfra.plan import alternative
+
+    def plan(cost: float):
+        return SimpleNamespace(result=SimpleNamespace(cost=lambda _problem: cost, periods=[]), problem=None)
+
+    out = SimpleNamespace(pr=plan(100.0), sim={"met": True}, confirmation={"met": True}, vetoes=[{}])
+    alt = alternative.Alternative(1, plan(50.0), {"met": True}, {"met": True}, [], [], [], [], {}, 50.0,
+                                  judge=None)  # a look would need a judge: it must not be taken
+    with opened(Budget(10.0)) as budget:
+        frozen()
+        alternative.Alternatives(best=alt).keep_cheaper(out, SimpleNamespace(simulations=0))
+        assert budget.stopped == [alternative.ALTERNATIVE_CUT] and out.pr is not alt.pr and out.vetoes == [{}]
