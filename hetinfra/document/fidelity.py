@@ -294,6 +294,16 @@ class TrimCheck(Doc):
                                                      "verification load.")
     basis: Optional[StrictStr] = Field(None, description="ceiling only: which ceiling (its measured interval, or "
                                                          "a roofline).")
+    missed_model: Optional[StrictStr] = Field(None, description="simulation or confirmation only: the model the "
+                                                                "judgement missed (the removed unit's where it "
+                                                                "missed); absent in plans before it.")
+    decision: Optional[StrictStr] = Field(None, description="simulation or confirmation only: that model's verdict: "
+                                                            "missed (its bound past the objective), undecided (the "
+                                                            "replications ran out near it), vetoed, cliff, "
+                                                            "thrashing or lumpy (a check after the bounds).")
+    ratio_bound: Optional[Number] = Field(None, description="simulation or confirmation only: that model's worst "
+                                                            "bound over its objective (> 1 misses), where the "
+                                                            "judgement has one.")
 
 
 class Trim(Doc):

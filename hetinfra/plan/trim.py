@@ -79,14 +79,21 @@ def _removal(pr: PlanResult, doc: dict, uid: str, whole: bool, sim_of, confirm, 
         unit, (ratio, basis) = max(over.items(), key=lambda kv: (kv[1][0], kv[0]))
         return _refused("ceiling", f"loads a unit to {ratio:.3f}x its {basis}", unit_over=unit, ratio=round(ratio, 4),
                         basis=basis)
-    if not sim_of(candidate)["met"]:
-        return _refused("simulation", MISSED_ON_SEARCH)
-    if confirm is not None and not confirm(_its_model(candidate, pr, uid))["met"]:
-        return _refused("confirmation", "an objective missed on the confirm seeds")
+    from hetinfra.plan.verdicts import refusal_figures
+
+    model = pr.units[uid].model
+    judged = sim_of(candidate)
+    if not judged["met"]:
+        return _refused("simulation", MISSED_ON_SEARCH, **refusal_figures(judged, model))
+    if confirm is not None:
+        judged = confirm(_its_model(candidate, pr, uid))
+        if not judged["met"]:
+            return _refused("confirmation", "an objective missed on the confirm seeds",
+                            **refusal_figures(judged, model))
     doc2 = simulation_view(pr2)
     sim2 = sim_of(doc2)
     if not sim2["met"]:  # the view rebuilt from the plan, whose sections are what gets written
-        return _refused("simulation", MISSED_ON_SEARCH)
+        return _refused("simulation", MISSED_ON_SEARCH, **refusal_figures(sim2, model))
     return pr2, doc2, sim2, {}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hetinfra.plan.kv_pressure import kv_filled
 
 __all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "near_objective",
-           "screened", "cut", "only", "seeds_union"]
+           "screened", "cut", "only", "seeds_union", "refusal_figures"]
 
 #: the one-sided confidence of every bound the search decides on
 CONFIDENCE = 0.95
@@ -130,3 +130,26 @@ def seeds_union(models: list[dict]) -> list[int]:
     """The seeds of a judgement of ``models`` (their entries): each model's own, joined and sorted
     (models can be judged on different blocks: hetinfra.plan.replicated.Replicated.fresh)."""
     return sorted({s for m in models for s in m.get("seeds") or ()})
+
+
+def refusal_figures(judged: dict, model: str) -> dict:
+    """plan.json's fidelity.trim.last_pass figures of a judgement that refused the trim a removal from
+    ``model``: the model it missed (``model`` where that one missed, else the first that did), its decision
+    (missed, undecided, or why else it is not met: vetoed, a cliff, thrashing, a lumpy count) and its worst
+    bound over its objective. A refusal said only "an objective missed on the search's seeds", and a user who
+    found the plan met without that replica on 41 runs could not tell what the trim had seen (held-out h190,
+    heldout67 F4)."""
+    missed = [m for m in judged.get("models") or () if not m.get("met")]
+    entry = next((m for m in missed if m.get("model") == model), missed[0] if missed else None)
+    if entry is None:
+        return {}
+    why = entry.get("decision") or "missed"
+    for reason in ("vetoed", "cliff", "thrashing", "lumpy"):
+        record = entry.get(reason)
+        if record is True or (isinstance(record, dict) and (record.get("collapsed") or record.get("met") is False)):
+            why = reason
+    bound = entry.get("ratio_bound")
+    if bound is None:
+        bound = (entry.get("objective") or {}).get("ratio")
+    return {"missed_model": entry["model"], "decision": why,
+            **({"ratio_bound": round(float(bound), 4)} if bound is not None else {})}
