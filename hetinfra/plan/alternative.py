@@ -92,9 +92,7 @@ class Alternatives:
         alternatives that never save 5%. ``decide``, ``confirm``: the verification's judges, left as they were
         (the replications their copies ran are added to their counts)."""
         from hetinfra.plan.budget import current
-        from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
         from hetinfra.plan.pad import PAD_STEPS
-        from hetinfra.sim.replications import MAX_REPLICATIONS
 
         if out.pr.result.periods:
             # a demand profile's off-peak fleets are mended after (hetinfra.plan.levels): $/h before the mend
@@ -103,9 +101,8 @@ class Alternatives:
             return
         if self.best is not None and out.pr.result.cost(out.pr.problem) >= self.best.cost - 1e-9:
             return  # padding only adds replicas: nothing cheaper than the best can come of it
-        # a judgement's lumpy count takes LUMPY_RUNS seeds per block above LUMPY_SEEDS_FROM: no block past them
-        if self.block + PAD_STEPS + 2 > (MAX_REPLICATIONS - LUMPY_SEEDS_FROM) // LUMPY_RUNS \
-                or not current().check(ALTERNATIVE_CUT):
+        # its padding takes a block per step, then one for its second look
+        if not _blocks_left(self.block + PAD_STEPS + 1) or not current().check(ALTERNATIVE_CUT):
             return
         twins = _apart(decide, confirm, self.block)
         try:
@@ -141,11 +138,9 @@ class Alternatives:
         it meets again on fresh confirm seeds (:func:`_confirmed_again`, on its copy of the judge; ``confirm``
         counts the replications): the veto it came from is marked ``kept``."""
         from hetinfra.plan.budget import current
-        from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
-        from hetinfra.sim.replications import MAX_REPLICATIONS
 
         alt = self.best
-        if alt is None or self.block + 1 > (MAX_REPLICATIONS - LUMPY_SEEDS_FROM) // LUMPY_RUNS - 1:
+        if alt is None or not _blocks_left(self.block + 1):
             return
         met = out.sim["met"] and out.confirmation.get("met", False)
         if met and alt.cost > out.pr.result.cost(out.pr.problem) * (1.0 - ALTERNATIVE_SAVING) + 1e-9:
@@ -160,6 +155,16 @@ class Alternatives:
         out.trimmed, out.put_back, out.round_by_model = alt.trimmed, alt.put_back, alt.round_by_model
         out.last_pass = alt.last_pass
         out.vetoes[alt.veto - 1]["kept"] = True
+
+
+def _blocks_left(last: int) -> bool:
+    """Whether confirm blocks up to ``last`` keep clear of the seeds' end: a judgement's lumpy count takes
+    LUMPY_RUNS seeds per block from LUMPY_SEEDS_FROM on (hetinfra.plan.lumpy.count_seeds), within the
+    MAX_REPLICATIONS seeds of the confirm purpose."""
+    from hetinfra.plan.lumpy import LUMPY_RUNS, LUMPY_SEEDS_FROM
+    from hetinfra.sim.replications import MAX_REPLICATIONS
+
+    return LUMPY_SEEDS_FROM + LUMPY_RUNS * (last + 1) <= MAX_REPLICATIONS
 
 
 def _apart(decide, confirm, block: int) -> tuple:

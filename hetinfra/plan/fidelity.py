@@ -84,8 +84,9 @@ def _warnings(fidelity: Fidelity, v: Verification, strict: bool, unserved: froze
             units = ", ".join(sorted(r["replicas_by_unit"]))
             moved = "".join(f"; {rps:.4g} req/s moved to them from {u}, which could take no replica within the "
                             "spec's rules" for u, rps in sorted(r.get("relieved", {}).items()))
-            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}) as "
-                       f"{padding_cause(r['missed_on'], len(v.vetoes), r.get('after_veto'))}{moved}; met on fresh seeds with them")
+            cause = padding_cause(r["missed_on"], len(v.vetoes), r.get("after_veto"))
+            out.append(f"{r['replicas_added']} replica(s) added to {r['model']} ({units}) as {cause}{moved}; met on fresh "
+                       "seeds with them")
     for r in v.off_peak_fleets:
         if r["met"] and r["replicas_added"]:  # hetinfra.plan.levels: counts_by_period keeps them
             units = ", ".join(sorted(r["replicas_added"]))

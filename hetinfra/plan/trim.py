@@ -10,6 +10,7 @@ from dataclasses import replace
 from hetinfra.plan.budget import current
 from hetinfra.plan.planner import PlanResult
 from hetinfra.plan.rounds import simulation_view
+from hetinfra.plan.verdicts import refusal_figures
 
 #: a last_pass entry's detail where the simulation on the search's seeds refused a removal
 MISSED_ON_SEARCH = "an objective missed on the search's seeds"
@@ -79,8 +80,6 @@ def _removal(pr: PlanResult, doc: dict, uid: str, whole: bool, sim_of, confirm, 
         unit, (ratio, basis) = max(over.items(), key=lambda kv: (kv[1][0], kv[0]))
         return _refused("ceiling", f"loads a unit to {ratio:.3f}x its {basis}", unit_over=unit, ratio=round(ratio, 4),
                         basis=basis)
-    from hetinfra.plan.verdicts import refusal_figures
-
     model = pr.units[uid].model
     judged = sim_of(candidate)
     if not judged["met"]:

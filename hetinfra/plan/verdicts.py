@@ -6,7 +6,7 @@ reduced to some of its models. Each is an (entry, units) pair shaped as
 
 from __future__ import annotations
 
-from hetinfra.plan.kv_pressure import kv_filled
+from hetinfra.plan.kv_pressure import kv_filled, pressure_miss
 
 __all__ = ["CONFIDENCE", "CONFIRM_CONFIDENCE", "ACCEPT_BELOW", "clearly_out", "clearly_in", "near_objective",
            "screened", "cut", "only", "seeds_union", "refusal_figures"]
@@ -143,11 +143,11 @@ def refusal_figures(judged: dict, model: str) -> dict:
     entry = next((m for m in missed if m.get("model") == model), missed[0] if missed else None)
     if entry is None:
         return {}
-    why = entry.get("decision") or "missed"
-    for reason in ("vetoed", "cliff", "thrashing", "lumpy"):
-        record = entry.get(reason)
-        if record is True or (isinstance(record, dict) and (record.get("collapsed") or record.get("met") is False)):
-            why = reason
+    # the check after the bounds that overruled them, the latest in the confirmation's order (hetinfra.plan.
+    # replicated: a veto, then the pressed checks: cliff, thrashing, then the lumpy count)
+    lumpy = (entry.get("lumpy") or {}).get("met") is False
+    why = "lumpy" if lumpy else pressure_miss(entry) or ("vetoed" if entry.get("vetoed") else None) \
+        or entry.get("decision") or "missed"
     bound = entry.get("ratio_bound")
     if bound is None:
         bound = (entry.get("objective") or {}).get("ratio")

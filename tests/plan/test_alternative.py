@@ -15,6 +15,11 @@ def _chat_b(pr) -> list[str]:
     return sorted(u for u, n in pr.result.n.items() if pr.units[u].model == "chat-b" and n > 0)
 
 
+def _chat_b_unit(pr) -> tuple[str, int]:
+    """chat-b's first unit, and chat-b's replicas in ``pr``."""
+    return _chat_b(pr)[0], _replicas(verify.simulation_view(pr))["chat-b"]
+
+
 def _verified_resuming_at(monkeypatch, pr, need: int, resumed, patched: bool = False):
     """verify() of ``pr``, whose confirmation meets chat-b at ``need`` replicas and whose search, sent
     back by a veto, resumes at the plan ``resumed`` (and keeps it): (the Verification, the confirm judge).
@@ -53,8 +58,7 @@ def test_the_vetoed_plan_padded_is_kept_where_the_resumed_search_ends_dearer(pla
     from hetinfra.plan.fidelity import record as recorded
 
     pr, doc = planned
-    [uid] = _chat_b(pr)[:1]
-    first = _replicas(verify.simulation_view(pr))["chat-b"]
+    uid, first = _chat_b_unit(pr)
     dearer = _plus(pr, uid, 3)
     v, confirm = _verified_resuming_at(monkeypatch, pr, first + 1, dearer)
     assert v.met and len(v.vetoes) == 1
@@ -82,8 +86,7 @@ def test_the_vetoed_plan_padded_is_kept_where_the_resumed_search_ends_dearer(pla
 def test_the_resumed_search_stays_where_the_padded_plan_costs_no_less(planned, monkeypatch):
     """The resumed search's confirmed plan costs what the padded one does: it stays, and no veto is kept."""
     pr, _doc = planned
-    [uid] = _chat_b(pr)[:1]
-    first = _replicas(verify.simulation_view(pr))["chat-b"]
+    uid, first = _chat_b_unit(pr)
     same = _plus(pr, uid, 1)
     v, _confirm = _verified_resuming_at(monkeypatch, pr, first + 1, same)
     assert v.met and v.pr is same and not v.padded
@@ -95,9 +98,8 @@ def test_a_vetoed_plan_no_cheaper_than_the_padded_one_is_not_padded_again(planne
     """Padding only adds replicas: a later vetoed plan that costs at least the alternative is left as it is
     (no confirm seeds spent on it), and the alternative outlives a final padding that costs more."""
     pr, _doc = planned
-    [uid] = _chat_b(pr)[:1]
+    uid, first = _chat_b_unit(pr)
     other = sorted(u for u, n in pr.result.n.items() if pr.units[u].model == "chat-8b" and n > 0)[0]
-    first = _replicas(verify.simulation_view(pr))["chat-b"]
     # the resumed search buys chat-8b two replicas, and chat-b still misses: vetoed again, then padded
     resumed = _plus(pr, other, 2)
     assert _cost(resumed) >= _cost(_plus(pr, uid, 1))
@@ -130,8 +132,7 @@ def test_a_padded_vetoed_plan_the_next_fresh_block_misses_is_not_kept(planned, m
     from hetinfra.plan.ceiling import Ceilings
 
     pr, _doc = planned
-    [uid] = _chat_b(pr)[:1]
-    first = _replicas(verify.simulation_view(pr))["chat-b"]
+    uid, first = _chat_b_unit(pr)
     dearer = _plus(pr, uid, 3)
     ceilings = Ceilings(pr.inputs.spec, pr.inputs.spec_path)
     monkeypatch.setattr(verify, "simulators",
@@ -149,8 +150,7 @@ def test_the_resumed_search_is_judged_as_without_the_alternative(planned, monkey
     judgements (their seeds and models, in order) are those of a verification without it, and its plan too
     where the alternative is not kept (here the resumed plan costs what the padded one does)."""
     pr, _doc = planned
-    [uid] = _chat_b(pr)[:1]
-    first = _replicas(verify.simulation_view(pr))["chat-b"]
+    uid, first = _chat_b_unit(pr)
     resumed = _plus(pr, uid, need)
     runs = {}
     for with_it in (True, False):
